@@ -1,0 +1,59 @@
+# gpuop front door. `make` builds, `make check` runs every test, `make demo` runs the main job,
+# `make deps` installs the Debian packages that building and testing need.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+MESON      ?= meson
+SHELL      := /bin/bash
+
+# Debian 12 packages: build, product libraries, test peers and tools. README says why each.
+DEPS_PKGS := build-essential meson ninja-build pkg-config git \
+	libyaml-dev libjansson-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev \
+	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
+	python3 python3-grpcio python3-grpc-tools python3-protobuf \
+	prometheus wrk valgrind clang libclang-rt-14-dev clang-format jq curl procps iproute2 \
+	@kubectl=kubernetes-client @node=nodejs @npm=npm
+
+.PHONY: all build check demo deps deps-check format format-check asan check-asan clean bench
+
+all: build
+
+deps:
+	./scripts/deps.sh install $(DEPS_PKGS)
+
+deps-check:
+	@./scripts/deps.sh check $(DEPS_PKGS)
+
+$(BUILD)/build.ninja: | deps-check
+	$(MESON) setup $(BUILD) $(MESON_ARGS)
+
+build: deps-check $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+check: build
+	$(MESON) test -C $(BUILD) --print-errorlogs $(TEST_ARGS)
+
+demo: build
+	./scripts/demo.sh
+
+$(ASAN_BUILD)/build.ninja: | deps-check
+	$(MESON) setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dbuildtype=debug $(MESON_ARGS)
+
+asan: deps-check $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
+check-asan: asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 $(TEST_ARGS)
+
+format:
+	./scripts/format.sh fix
+
+format-check:
+	./scripts/format.sh check
+
+bench: build
+	./bench/run.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# deps.sh install|check PKG...: installs the Debian packages gpuop needs to build and test.
+# `check` installs only when something is missing, so every make target can call it cheaply.
+set -euo pipefail
+mode=$1
+shift
+missing=()
+for p in "$@"; do
+    # @cmd=pkg: satisfied by any `cmd` on PATH (e.g. a vendor build), else install pkg.
+    if [[ $p == @* ]]; then
+        cmd=${p#@}
+        cmd=${cmd%%=*}
+        command -v "$cmd" >/dev/null 2>&1 || missing+=("${p#*=}")
+        continue
+    fi
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+        missing+=("$p")
+    fi
+done
+if [ "$mode" = check ] && [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all ${#} packages present"
+    exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

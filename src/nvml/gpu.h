@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpu: the typed GPU model every gpuop component consumes. It is the only code that calls NVML
+ * (loaded at run time with dlopen; see nvml-abi.h): components never call NVML directly.
+ *
+ *   struct gpu_lib        the loaded libnvidia-ml.so.1 (GPUOP_NVML_LIBRARY overrides the path),
+ *                         initialised; one per process; safe to use from several threads.
+ *   struct gpu_inventory  a snapshot of what is on the node: driver and CUDA versions, GPUs,
+ *                         their MIG devices, and the GPU-to-GPU topology (PCIe level, NVLinks).
+ *                         Plain data, owned by the caller, freed with gpu_inventory_free().
+ *   struct gpu_sample     one device's telemetry at one instant (see the valid bits).
+ *   struct gpu_events     a subscription to XID / ECC events of every GPU.
+ *
+ * A symbol missing from an older driver makes its feature read as not supported; a GPU that
+ * fails with NVML_ERROR_GPU_IS_LOST is reported with lost=true, the others are unaffected.
+ */
+#ifndef GPUOP_GPU_H
+#define GPUOP_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define GPU_UUID_MAX    96
+#define GPU_NAME_MAX    96
+#define GPU_BUSID_MAX   32
+#define GPU_PROFILE_MAX 32
+#define GPU_VERSION_MAX 80
+
+struct gpu_lib;
+
+/* Opens the library (path NULL: $GPUOP_NVML_LIBRARY, else "libnvidia-ml.so.1") and initialises
+ * NVML. Errors name the library and NVML's reason. */
+int gpu_lib_open(const char *path, struct gpu_lib **ret, struct err *e);
+void gpu_lib_free(struct gpu_lib *lib); /* shuts NVML down; accepts NULL */
+DEFINE_CLEANUP_FUNC(struct gpu_lib, gpu_lib_free)
+/* The path actually loaded. */
+const char *gpu_lib_path(const struct gpu_lib *lib);
+
+/* Architectures as NVML numbers them (NVML_DEVICE_ARCH_*). */
+const char *gpu_arch_name(unsigned arch); /* "hopper", "ampere", ..., "unknown" */
+
+struct gpu_mig_device {
+    char uuid[GPU_UUID_MAX];       /* "MIG-<uuid>" */
+    unsigned index;                /* MIG device index within the parent */
+    unsigned gi_id, ci_id;         /* GPU / compute instance ids */
+    unsigned gi_profile_id;        /* hardware profile id (e.g. 19 for 1g.10gb) */
+    char profile[GPU_PROFILE_MAX]; /* canonical name: "1g.10gb", "1g.10gb+me", "1c.2g.20gb" */
+    unsigned gi_slices, ci_slices;
+    unsigned multiprocessors;
+    unsigned copy_engines, decoders, encoders, jpegs, ofas;
+    uint64_t memory_mib; /* memorySizeMB as NVML reports it */
+    unsigned gi_placement_start, gi_placement_size;
+};
+
+struct gpu_device {
+    unsigned index;
+    unsigned minor;          /* /dev/nvidia<minor> */
+    char name[GPU_NAME_MAX]; /* "NVIDIA H100 80GB HBM3" */
+    char uuid[GPU_UUID_MAX]; /* "GPU-<uuid>" */
+    char serial[32];
+    char bus_id[GPU_BUSID_MAX]; /* "00000000:18:00.0" (NVML busId) */
+    uint32_t pci_device_id;     /* (device << 16) | vendor, e.g. 0x233010DE */
+    uint32_t pci_subsystem_id;
+    unsigned pci_class; /* 0x0302 compute, 0x0300 display, 0 unknown (from sysfs) */
+    int numa_node;      /* from sysfs through the bus id; -1 when unknown */
+    uint64_t memory_total_bytes;
+    uint64_t memory_reserved_bytes;
+    int cc_major, cc_minor; /* CUDA compute capability */
+    unsigned arch;          /* NVML_DEVICE_ARCH_* */
+    unsigned brand;         /* nvmlBrandType_t */
+    unsigned power_limit_mw;
+    unsigned max_sm_clock_mhz, max_mem_clock_mhz;
+    bool mig_capable; /* MIG mode can be queried on this GPU */
+    bool mig_enabled; /* current MIG mode */
+    bool mig_pending; /* pending MIG mode (differs from current until reset) */
+    size_t n_mig;
+    struct gpu_mig_device *mig; /* MIG devices, when mig_enabled */
+    bool lost;                  /* NVML_ERROR_GPU_IS_LOST seen while reading */
+};
+
+struct gpu_inventory {
+    char driver_version[GPU_VERSION_MAX]; /* "570.86.15" */
+    int cuda_driver_version;              /* NVML integer, e.g. 12080 */
+    size_t n_gpus;
+    struct gpu_device *gpus;
+    /* n_gpus x n_gpus, row-major [a * n_gpus + b]: NVML topology level (NVML_TOPOLOGY_*,
+     * 0 on the diagonal) and the number of active NVLinks between a and b. */
+    unsigned *topo_level;
+    unsigned *nvlinks;
+};
+
+int gpu_inventory_read(struct gpu_lib *lib, struct gpu_inventory **ret, struct err *e);
+void gpu_inventory_free(struct gpu_inventory *inv);
+DEFINE_CLEANUP_FUNC(struct gpu_inventory, gpu_inventory_free)
+/* Finds a GPU by "GPU-..." uuid, or the MIG device by "MIG-..." uuid (with its parent). */
+const struct gpu_device *gpu_inventory_find(const struct gpu_inventory *inv, const char *uuid,
+                                            const struct gpu_mig_device **ret_mig);
+
+/* Telemetry. Fields are valid when their GPU_SAMPLE_* bit is set in `valid`. */
+enum {
+    GPU_SAMPLE_TEMP = 1u << 0,
+    GPU_SAMPLE_MEM_TEMP = 1u << 1,
+    GPU_SAMPLE_POWER = 1u << 2,
+    GPU_SAMPLE_ENERGY = 1u << 3,
+    GPU_SAMPLE_UTIL = 1u << 4,
+    GPU_SAMPLE_ENC_DEC = 1u << 5,
+    GPU_SAMPLE_CLOCKS = 1u << 6,
+    GPU_SAMPLE_MEMORY = 1u << 7,
+    GPU_SAMPLE_PCIE_REPLAY = 1u << 8,
+    GPU_SAMPLE_CLOCK_EVENTS = 1u << 9,
+    GPU_SAMPLE_ECC = 1u << 10,
+    GPU_SAMPLE_RETIRED = 1u << 11,
+    GPU_SAMPLE_REMAPPED = 1u << 12,
+    GPU_SAMPLE_NVLINK_BW = 1u << 13,
+    GPU_SAMPLE_VIOLATIONS = 1u << 14,
+    GPU_SAMPLE_NVLINK_ERRORS = 1u << 15,
+};
+
+struct gpu_sample {
+    uint32_t valid;
+    bool lost; /* the GPU answered NVML_ERROR_GPU_IS_LOST */
+    unsigned temp_c, mem_temp_c;
+    unsigned power_mw;
+    uint64_t energy_mj;          /* total since driver load */
+    unsigned util_gpu, util_mem; /* percent */
+    unsigned util_enc, util_dec; /* percent */
+    unsigned sm_clock_mhz, mem_clock_mhz;
+    uint64_t fb_total_mib, fb_free_mib, fb_used_mib, fb_reserved_mib;
+    unsigned pcie_replay;
+    uint64_t clock_event_reasons; /* nvmlClocksEventReason* bits */
+    uint64_t ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg;
+    unsigned retired_sbe, retired_dbe;
+    bool retired_pending;
+    unsigned remapped_cor, remapped_unc;
+    bool remap_pending, remap_failure;
+    uint64_t nvlink_bw_total; /* NVML_FI_DEV_NVLINK_BANDWIDTH_C0_TOTAL */
+    uint64_t nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
+    uint64_t violation_ns[6]; /* power, thermal, sync boost, board limit, low util, reliability */
+};
+
+/* Reads telemetry of GPU `index`. A lost GPU gives 0 with sample->lost set; other per-field
+ * failures just leave the field's valid bit clear. */
+int gpu_sample_read(struct gpu_lib *lib, unsigned index, struct gpu_sample *ret, struct err *e);
+
+/* Events (XID critical errors, ECC). */
+struct gpu_event {
+    unsigned gpu_index;
+    char uuid[GPU_UUID_MAX];
+    uint64_t type;         /* nvmlEventType* bit */
+    uint64_t data;         /* the XID for XID events */
+    unsigned gi_id, ci_id; /* 0xFFFFFFFF when the whole GPU */
+};
+
+struct gpu_events;
+/* Subscribes every GPU to mask & supported types. GPUs that do not support events are skipped
+ * (listed in the log), not an error. */
+int gpu_events_open(struct gpu_lib *lib, uint64_t mask, struct gpu_events **ret, struct err *e);
+/* 0 with *ret filled, -ETIMEDOUT when nothing arrived in timeout_ms, other negatives on error. */
+int gpu_events_wait(struct gpu_events *ev, unsigned timeout_ms, struct gpu_event *ret,
+                    struct err *e);
+void gpu_events_free(struct gpu_events *ev);
+DEFINE_CLEANUP_FUNC(struct gpu_events, gpu_events_free)
+
+#endif

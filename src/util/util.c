@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+int err_set(struct err *e, int code, const char *fmt, ...)
+{
+    if (code >= 0)
+        code = -EINVAL;
+    if (!e)
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    e->code = code;
+    return code;
+}
+
+int err_errno(struct err *e, int code, const char *fmt, ...)
+{
+    if (code > 0)
+        code = -code;
+    if (code == 0)
+        code = -EIO;
+    if (!e)
+        return code;
+    char head[ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof(head), fmt, ap);
+    va_end(ap);
+    struct sbuf b;
+    sbuf_init(&b, SIZE_MAX / 2);
+    sbuf_printf(&b, "%s: %s", head, strerror(-code));
+    strlcpy_s(e->msg, b.data ? b.data : "", sizeof(e->msg));
+    sbuf_free(&b);
+    e->code = code;
+    return code;
+}
+
+int err_prefix(struct err *e, const char *fmt, ...)
+{
+    if (!e)
+        return -EINVAL;
+    char head[ERR_MSG_MAX];
+    char old[ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof(head), fmt, ap);
+    va_end(ap);
+    memcpy(old, e->msg, sizeof(old));
+    old[sizeof(old) - 1] = '\0';
+    struct sbuf b;
+    sbuf_init(&b, SIZE_MAX / 2);
+    if (old[0])
+        sbuf_printf(&b, "%s: %s", head, old);
+    else
+        sbuf_puts(&b, head);
+    strlcpy_s(e->msg, b.data ? b.data : "", sizeof(e->msg));
+    sbuf_free(&b);
+    if (e->code >= 0)
+        e->code = -EINVAL;
+    return e->code;
+}
+
+void err_clear(struct err *e)
+{
+    if (!e)
+        return;
+    e->code = 0;
+    e->msg[0] = '\0';
+}
+
+const char *err_msg(const struct err *e)
+{
+    if (!e || !e->msg[0])
+        return "(no error)";
+    return e->msg;
+}
+
+/* ---- allocation --------------------------------------------------------------------------- */
+
+static void oom(void)
+{
+    static const char m[] = "gpuop: out of memory\n";
+    ssize_t r = write(STDERR_FILENO, m, sizeof(m) - 1);
+    (void)r;
+    _exit(70);
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom();
+    return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p)
+        oom();
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom();
+    return q;
+}
+
+char *xstrdup(const char *s)
+{
+    char *p = strdup(s ? s : "");
+    if (!p)
+        oom();
+    return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = strndup(s ? s : "", n);
+    if (!p)
+        oom();
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    char *p = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vasprintf(&p, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        oom();
+    return p;
+}
+
+/* ---- sbuf --------------------------------------------------------------------------------- */
+
+void sbuf_init(struct sbuf *b, size_t limit)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->limit = limit;
+}
+
+void sbuf_free(struct sbuf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void sbuf_reset(struct sbuf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+static int sbuf_reserve(struct sbuf *b, size_t extra)
+{
+    if (extra > b->limit || b->len > b->limit - extra)
+        return -ENOBUFS;
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (cap > b->limit + 1)
+        cap = b->limit + 1;
+    if (cap < need)
+        cap = need;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+    return 0;
+}
+
+int sbuf_append(struct sbuf *b, const void *data, size_t n)
+{
+    int r = sbuf_reserve(b, n);
+    if (r < 0)
+        return r;
+    if (n)
+        memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int sbuf_puts(struct sbuf *b, const char *s)
+{
+    return sbuf_append(b, s, strlen(s));
+}
+
+int sbuf_vprintf(struct sbuf *b, const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    if (n < 0)
+        return -EINVAL;
+    int r = sbuf_reserve(b, (size_t)n);
+    if (r < 0)
+        return r;
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int sbuf_printf(struct sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = sbuf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+char *sbuf_steal(struct sbuf *b)
+{
+    char *p = b->data ? b->data : xstrdup("");
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+/* ---- parsers ------------------------------------------------------------------------------ */
+
+int parse_u64(const char *s, uint64_t *ret)
+{
+    if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
+        return -EINVAL;
+    int base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+        if (!*s)
+            return -EINVAL;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (errno || !end || *end)
+        return -EINVAL;
+    *ret = (uint64_t)v;
+    return 0;
+}
+
+int parse_i64(const char *s, int64_t *ret)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (errno || !end || *end)
+        return -EINVAL;
+    *ret = (int64_t)v;
+    return 0;
+}
+
+int parse_uint(const char *s, unsigned *ret)
+{
+    uint64_t v;
+    int r = parse_u64(s, &v);
+    if (r < 0)
+        return r;
+    if (v > UINT_MAX)
+        return -ERANGE;
+    *ret = (unsigned)v;
+    return 0;
+}
+
+int parse_int(const char *s, int *ret)
+{
+    int64_t v;
+    int r = parse_i64(s, &v);
+    if (r < 0)
+        return r;
+    if (v > INT_MAX || v < INT_MIN)
+        return -ERANGE;
+    *ret = (int)v;
+    return 0;
+}
+
+int parse_bool(const char *s, bool *ret)
+{
+    if (!s)
+        return -EINVAL;
+    static const char *const yes[] = {"true", "1", "yes", "on", "y", "t"};
+    static const char *const no[] = {"false", "0", "no", "off", "n", "f"};
+    for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
+        if (strcasecmp(s, yes[i]) == 0) {
+            *ret = true;
+            return 0;
+        }
+    for (size_t i = 0; i < ARRAY_SIZE(no); i++)
+        if (strcasecmp(s, no[i]) == 0) {
+            *ret = false;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int parse_duration_ms(const char *s, uint64_t *ret_ms)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    if (strcasecmp(s, "infinite") == 0) {
+        *ret_ms = UINT64_MAX;
+        return 0;
+    }
+    /* A bare number is seconds. */
+    bool digits_only = true;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            digits_only = false;
+    if (digits_only) {
+        uint64_t v;
+        int r = parse_u64(s, &v);
+        if (r < 0)
+            return r;
+        if (v > UINT64_MAX / 1000)
+            return -ERANGE;
+        *ret_ms = v * 1000;
+        return 0;
+    }
+    uint64_t total = 0;
+    const char *p = s;
+    while (*p) {
+        if (!isdigit((unsigned char)*p))
+            return -EINVAL;
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (errno)
+            return -ERANGE;
+        double frac = 0;
+        if (*end == '.') {
+            char *fend;
+            frac = strtod(end, &fend);
+            end = fend;
+        }
+        uint64_t mul;
+        if (strncmp(end, "ms", 2) == 0) {
+            mul = 1;
+            end += 2;
+        } else if (*end == 's') {
+            mul = 1000;
+            end += 1;
+        } else if (*end == 'm') {
+            mul = 60 * 1000;
+            end += 1;
+        } else if (*end == 'h') {
+            mul = 3600 * 1000;
+            end += 1;
+        } else {
+            return -EINVAL;
+        }
+        if (v > UINT64_MAX / mul)
+            return -ERANGE;
+        uint64_t add = v * mul + (uint64_t)(frac * (double)mul);
+        if (total > UINT64_MAX - add)
+            return -ERANGE;
+        total += add;
+        p = end;
+    }
+    *ret_ms = total;
+    return 0;
+}
+
+bool str_has_prefix(const char *s, const char *prefix)
+{
+    return s && prefix && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool str_has_suffix(const char *s, const char *suffix)
+{
+    if (!s || !suffix)
+        return false;
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+bool streq_ptr(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    return strcmp(a, b) == 0;
+}
+
+size_t strlcpy_s(char *dst, const char *src, size_t n)
+{
+    size_t l = strlen(src);
+    if (n) {
+        size_t c = l < n - 1 ? l : n - 1;
+        memcpy(dst, src, c);
+        dst[c] = '\0';
+    }
+    return l;
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_errno(e, -errno, "open \"%s\"", path);
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, limit);
+    char chunk[16384];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return err_errno(e, -errno, "read \"%s\"", path);
+        }
+        if (n == 0)
+            break;
+        if (sbuf_append(&b, chunk, (size_t)n) < 0)
+            return err_set(e, -EFBIG, "read \"%s\": larger than the limit of %zu bytes", path,
+                           limit);
+    }
+    if (ret_len)
+        *ret_len = b.len;
+    *ret = sbuf_steal(&b);
+    return 0;
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e)
+{
+    _cleanup_free_ char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return err_errno(e, -errno, "create \"%s\"", tmp);
+    const char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int r = -errno;
+            unlink(tmp);
+            return err_errno(e, r, "write \"%s\"", tmp);
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+        int r = -errno;
+        unlink(tmp);
+        return err_errno(e, r, "sync \"%s\"", tmp);
+    }
+    if (rename(tmp, path) < 0) {
+        int r = -errno;
+        unlink(tmp);
+        return err_errno(e, r, "rename \"%s\" to \"%s\"", tmp, path);
+    }
+    return 0;
+}
+
+int mkdir_p(const char *path, unsigned mode)
+{
+    _cleanup_free_ char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* ---- time --------------------------------------------------------------------------------- */
+
+uint64_t now_ms_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t now_us_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t now_ms_real(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void time_rfc3339(uint64_t unix_ms, char *buf, size_t n)
+{
+    time_t t = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* ---- logging ------------------------------------------------------------------------------ */
+
+static enum log_level g_level = LOG_INFO;
+static enum log_format g_format = LOG_FORMAT_TEXT;
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void log_set_level(enum log_level lvl)
+{
+    g_level = lvl;
+}
+
+void log_set_format(enum log_format fmt)
+{
+    g_format = fmt;
+}
+
+int log_parse_level(const char *s, enum log_level *ret)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(level_names); i++)
+        if (s && strcasecmp(s, level_names[i]) == 0) {
+            *ret = (enum log_level)i;
+            return 0;
+        }
+    if (s && strcasecmp(s, "warning") == 0) {
+        *ret = LOG_WARN;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int log_parse_format(const char *s, enum log_format *ret)
+{
+    if (s && strcmp(s, "text") == 0) {
+        *ret = LOG_FORMAT_TEXT;
+        return 0;
+    }
+    if (s && strcmp(s, "json") == 0) {
+        *ret = LOG_FORMAT_JSON;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+bool log_enabled(enum log_level lvl)
+{
+    return lvl >= g_level;
+}
+
+static void json_escape(struct sbuf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"':
+            sbuf_puts(b, "\\\"");
+            break;
+        case '\\':
+            sbuf_puts(b, "\\\\");
+            break;
+        case '\n':
+            sbuf_puts(b, "\\n");
+            break;
+        case '\t':
+            sbuf_puts(b, "\\t");
+            break;
+        case '\r':
+            sbuf_puts(b, "\\r");
+            break;
+        default:
+            if (c < 0x20)
+                sbuf_printf(b, "\\u%04x", c);
+            else
+                sbuf_append(b, &s[i], 1);
+        }
+    }
+}
+
+/* Turns `a=1 b="x y" c=z` into `,"a":"1","b":"x y","c":"z"`. */
+static void kv_to_json(struct sbuf *b, const char *kv)
+{
+    const char *p = kv;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        const char *k = p;
+        while (*p && *p != '=' && *p != ' ')
+            p++;
+        size_t klen = (size_t)(p - k);
+        const char *v = "";
+        size_t vlen = 0;
+        if (*p == '=') {
+            p++;
+            if (*p == '"') {
+                p++;
+                v = p;
+                while (*p && !(*p == '"' && p[-1] != '\\'))
+                    p++;
+                vlen = (size_t)(p - v);
+                if (*p == '"')
+                    p++;
+            } else {
+                v = p;
+                while (*p && *p != ' ')
+                    p++;
+                vlen = (size_t)(p - v);
+            }
+        }
+        sbuf_puts(b, ",\"");
+        json_escape(b, k, klen);
+        sbuf_puts(b, "\":\"");
+        json_escape(b, v, vlen);
+        sbuf_puts(b, "\"");
+    }
+}
+
+void log_emit(enum log_level lvl, const char *component, const char *msg, const char *kv_fmt, ...)
+{
+    if (lvl < g_level)
+        return;
+    char ts[40];
+    time_rfc3339(now_ms_real(), ts, sizeof(ts));
+    char kv[2048] = "";
+    if (kv_fmt) {
+        va_list ap;
+        va_start(ap, kv_fmt);
+        vsnprintf(kv, sizeof(kv), kv_fmt, ap);
+        va_end(ap);
+    }
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 8192);
+    const char *lname = level_names[lvl <= LOG_ERROR ? lvl : LOG_ERROR];
+    if (g_format == LOG_FORMAT_JSON) {
+        sbuf_printf(&b, "{\"ts\":\"%s\",\"level\":\"%s\",\"component\":\"", ts, lname);
+        json_escape(&b, component, strlen(component));
+        sbuf_puts(&b, "\",\"msg\":\"");
+        json_escape(&b, msg, strlen(msg));
+        sbuf_puts(&b, "\"");
+        kv_to_json(&b, kv);
+        sbuf_puts(&b, "}\n");
+    } else {
+        sbuf_printf(&b, "%s %-5s %s %s", ts, lname, component, msg);
+        if (kv[0])
+            sbuf_printf(&b, " %s", kv);
+        /* one line, always */
+        for (size_t i = 0; i < b.len; i++)
+            if (b.data[i] == '\n')
+                b.data[i] = ' ';
+        sbuf_puts(&b, "\n");
+    }
+    pthread_mutex_lock(&g_log_lock);
+    fwrite(b.data, 1, b.len, stderr);
+    fflush(stderr);
+    pthread_mutex_unlock(&g_log_lock);
+}
+
+const char *env_get(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * util: the small things every gpuop module uses.
+ *
+ *  - struct err: errors as values. A failing function returns a negative errno-style code and
+ *    fills an err with a message naming the thing and the reason; callers prefix context as the
+ *    error travels up and only the top (main, a request boundary, a reconcile) logs it.
+ *  - cleanup attributes (_cleanup_free_, _cleanup_close_, ...) and ownership hand-off (steal_ptr).
+ *  - struct sbuf: a growable byte buffer with a hard limit fixed at creation.
+ *  - strict parsers for numbers, booleans and durations.
+ *  - files: bounded reads, atomic writes (temp file + rename), O_CLOEXEC everywhere.
+ *  - one-line structured logging, text or JSON (--log-format json).
+ *
+ * Everything here is thread-safe except the log configuration setters, which main calls once.
+ */
+#ifndef GPUOP_UTIL_H
+#define GPUOP_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define GPUOP_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define ARRAY_SIZE(x)      (sizeof(x) / sizeof((x)[0]))
+#define UNUSED             __attribute__((unused))
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+#define ERR_MSG_MAX 512
+
+struct err {
+    int code;              /* negative errno-style code, 0 when unset */
+    char msg[ERR_MSG_MAX]; /* "open \"/etc/x.yaml\": No such file or directory" */
+};
+
+/* Sets the error (code is negative, e.g. -EINVAL) and returns code, so `return err_set(...)`. */
+int err_set(struct err *e, int code, const char *fmt, ...) GPUOP_PRINTF(3, 4);
+/* Sets the error from errno-style code with strerror appended: "<fmt>: <strerror(-code)>". */
+int err_errno(struct err *e, int code, const char *fmt, ...) GPUOP_PRINTF(3, 4);
+/* Prepends context: "<fmt>: <old message>". Returns e->code. */
+int err_prefix(struct err *e, const char *fmt, ...) GPUOP_PRINTF(2, 3);
+void err_clear(struct err *e);
+/* The message, or "(no error)"; never NULL. Accepts NULL. */
+const char *err_msg(const struct err *e);
+
+/* ---- cleanup ------------------------------------------------------------------------------ */
+
+static inline void freep(void *p)
+{
+    free(*(void **)p);
+}
+static inline void closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+static inline void fclosep(FILE **f)
+{
+    if (*f)
+        fclose(*f);
+}
+
+#define _cleanup_(f)     __attribute__((cleanup(f)))
+#define _cleanup_free_   _cleanup_(freep)
+#define _cleanup_close_  _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Defines `static inline void <func>p(type **p)` calling func(*p) when non-NULL. */
+#define DEFINE_CLEANUP_FUNC(type, func)  \
+    static inline void func##p(type **p) \
+    {                                    \
+        if (*p)                          \
+            func(*p);                    \
+    }
+
+/* Hands ownership out: returns *pp and sets *pp = NULL. */
+#define steal_ptr(pp)                   \
+    ({                                  \
+        __typeof__(*(pp)) _tmp = *(pp); \
+        *(pp) = NULL;                   \
+        _tmp;                           \
+    })
+static inline int steal_fd(int *fd)
+{
+    int r = *fd;
+    *fd = -1;
+    return r;
+}
+
+/* Allocation that cannot silently fail: on OOM the process has no sane way on; prints and exits.
+ * Use for small bookkeeping allocations only; sizes driven by input go through bounded paths. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) GPUOP_PRINTF(1, 2);
+
+/* ---- bounded buffer ----------------------------------------------------------------------- */
+
+struct sbuf {
+    char *data; /* always NUL-terminated when non-NULL */
+    size_t len;
+    size_t cap;
+    size_t limit; /* hard limit on len, fixed at creation */
+};
+
+void sbuf_init(struct sbuf *b, size_t limit);
+void sbuf_free(struct sbuf *b);
+void sbuf_reset(struct sbuf *b);
+/* -ENOBUFS when the limit would be passed; the buffer is unchanged then. */
+int sbuf_append(struct sbuf *b, const void *data, size_t n);
+int sbuf_puts(struct sbuf *b, const char *s);
+int sbuf_printf(struct sbuf *b, const char *fmt, ...) GPUOP_PRINTF(2, 3);
+int sbuf_vprintf(struct sbuf *b, const char *fmt, va_list ap);
+/* Takes the data out (caller frees); the buffer is reset. Never NULL. */
+char *sbuf_steal(struct sbuf *b);
+static inline void sbuf_freep(struct sbuf *b)
+{
+    sbuf_free(b);
+}
+#define _cleanup_sbuf_ _cleanup_(sbuf_freep)
+
+/* ---- strict parsers (0 or -EINVAL / -ERANGE; *ret written only on success) ----------------- */
+
+int parse_u64(const char *s, uint64_t *ret); /* decimal, or 0x hex */
+int parse_i64(const char *s, int64_t *ret);
+int parse_uint(const char *s, unsigned *ret);
+int parse_int(const char *s, int *ret);
+int parse_bool(const char *s, bool *ret); /* true/false, 1/0, yes/no, on/off; any case */
+/* "250ms", "30s", "5m", "1h", "1m30s", plain "30" (seconds). "infinite" gives UINT64_MAX. */
+int parse_duration_ms(const char *s, uint64_t *ret_ms);
+bool str_has_prefix(const char *s, const char *prefix);
+bool str_has_suffix(const char *s, const char *suffix);
+bool streq_ptr(const char *a, const char *b); /* NULL-safe */
+/* Copies with truncation into dst of size n; always terminates; returns strlen(src). */
+size_t strlcpy_s(char *dst, const char *src, size_t n);
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+/* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. */
+int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e);
+/* Writes via temp file in the same directory + fsync + rename. */
+int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e);
+/* mkdir -p */
+int mkdir_p(const char *path, unsigned mode);
+
+/* ---- time --------------------------------------------------------------------------------- */
+
+uint64_t now_ms_mono(void);
+uint64_t now_us_mono(void);
+uint64_t now_ms_real(void);
+/* RFC 3339 UTC, e.g. 2026-11-29T21:30:00Z, into buf (>= 32 bytes). */
+void time_rfc3339(uint64_t unix_ms, char *buf, size_t n);
+
+/* ---- logging ------------------------------------------------------------------------------ */
+
+enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };
+
+void log_set_level(enum log_level lvl);
+void log_set_format(enum log_format fmt);
+/* Parses "debug|info|warn|error" and "text|json"; -EINVAL otherwise. */
+int log_parse_level(const char *s, enum log_level *ret);
+int log_parse_format(const char *s, enum log_format *ret);
+bool log_enabled(enum log_level lvl);
+
+/*
+ * One line to stderr: `<ts> <level> <component> <msg> key=value ...` or the JSON equivalent.
+ * kv_fmt formats space-separated key=value pairs; quote values that hold spaces: key="a b".
+ * Pass NULL for no fields.
+ */
+void log_emit(enum log_level lvl, const char *component, const char *msg, const char *kv_fmt, ...)
+    GPUOP_PRINTF(4, 5);
+
+#define log_debug(comp, msg, ...) log_emit(LOG_DEBUG, comp, msg, __VA_ARGS__)
+#define log_info(comp, msg, ...)  log_emit(LOG_INFO, comp, msg, __VA_ARGS__)
+#define log_warn(comp, msg, ...)  log_emit(LOG_WARN, comp, msg, __VA_ARGS__)
+#define log_error(comp, msg, ...) log_emit(LOG_ERROR, comp, msg, __VA_ARGS__)
+
+/* ---- misc --------------------------------------------------------------------------------- */
+
+/* The env var's value when set and non-empty, else NULL. */
+const char *env_get(const char *name);
+
+#endif

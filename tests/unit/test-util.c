@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+static void test_err(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    assert_int_equal(err_set(&e, -ENOENT, "open \"%s\"", "/x"), -ENOENT);
+    assert_string_equal(err_msg(&e), "open \"/x\"");
+    err_prefix(&e, "load fleet");
+    assert_string_equal(err_msg(&e), "load fleet: open \"/x\"");
+    assert_int_equal(e.code, -ENOENT);
+    assert_int_equal(err_errno(&e, ENOENT, "stat \"%s\"", "/y"), -ENOENT);
+    assert_string_equal(err_msg(&e), "stat \"/y\": No such file or directory");
+    assert_string_equal(err_msg(NULL), "(no error)");
+}
+
+static void test_sbuf_limit(void **state)
+{
+    (void)state;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 10);
+    assert_int_equal(sbuf_puts(&b, "0123456789"), 0);
+    assert_int_equal(sbuf_puts(&b, "x"), -ENOBUFS);
+    assert_int_equal(b.len, 10);
+    assert_string_equal(b.data, "0123456789");
+    sbuf_reset(&b);
+    assert_int_equal(sbuf_printf(&b, "%d-%s", 42, "ab"), 0);
+    assert_string_equal(b.data, "42-ab");
+    assert_int_equal(sbuf_printf(&b, "%s", "too long string"), -ENOBUFS);
+    assert_string_equal(b.data, "42-ab");
+}
+
+static void test_parse_numbers(void **state)
+{
+    (void)state;
+    uint64_t u;
+    assert_int_equal(parse_u64("42", &u), 0);
+    assert_int_equal(u, 42);
+    assert_int_equal(parse_u64("0x233010de", &u), 0);
+    assert_int_equal(u, 0x233010de);
+    assert_int_equal(parse_u64("-1", &u), -EINVAL);
+    assert_int_equal(parse_u64("12a", &u), -EINVAL);
+    assert_int_equal(parse_u64("", &u), -EINVAL);
+    assert_int_equal(parse_u64("99999999999999999999999", &u), -ERANGE);
+    int i;
+    assert_int_equal(parse_int("-7", &i), 0);
+    assert_int_equal(i, -7);
+    assert_int_equal(parse_int("3000000000", &i), -ERANGE);
+    unsigned x;
+    assert_int_equal(parse_uint(" 1", &x), -EINVAL);
+    bool b;
+    assert_int_equal(parse_bool("TRUE", &b), 0);
+    assert_true(b);
+    assert_int_equal(parse_bool("off", &b), 0);
+    assert_false(b);
+    assert_int_equal(parse_bool("maybe", &b), -EINVAL);
+}
+
+static void test_parse_duration(void **state)
+{
+    (void)state;
+    uint64_t ms;
+    assert_int_equal(parse_duration_ms("30s", &ms), 0);
+    assert_int_equal(ms, 30000);
+    assert_int_equal(parse_duration_ms("250ms", &ms), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(parse_duration_ms("1m30s", &ms), 0);
+    assert_int_equal(ms, 90000);
+    assert_int_equal(parse_duration_ms("60", &ms), 0);
+    assert_int_equal(ms, 60000);
+    assert_int_equal(parse_duration_ms("1.5s", &ms), 0);
+    assert_int_equal(ms, 1500);
+    assert_int_equal(parse_duration_ms("infinite", &ms), 0);
+    assert_true(ms == UINT64_MAX);
+    assert_int_equal(parse_duration_ms("5x", &ms), -EINVAL);
+    assert_int_equal(parse_duration_ms("", &ms), -EINVAL);
+    assert_int_equal(parse_duration_ms("s", &ms), -EINVAL);
+}
+
+static void test_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpuop-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_free_ char *sub = xasprintf("%s/a/b/c", dir);
+    assert_int_equal(mkdir_p(sub, 0755), 0);
+    _cleanup_free_ char *path = xasprintf("%s/f.txt", sub);
+    struct err e = {0};
+    assert_int_equal(file_write_atomic(path, "hello", 5, 0644, &e), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(file_read_all(path, 100, &buf, &len, &e), 0);
+    assert_int_equal(len, 5);
+    assert_string_equal(buf, "hello");
+    free(buf);
+    assert_int_equal(file_read_all(path, 3, &buf, &len, &e), -EFBIG);
+    assert_non_null(strstr(err_msg(&e), "limit"));
+    _cleanup_free_ char *missing = xasprintf("%s/missing", dir);
+    assert_int_equal(file_read_all(missing, 3, &buf, &len, &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), "No such file"));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    _cleanup_free_ char *cmd = xasprintf("rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_strings(void **state)
+{
+    (void)state;
+    assert_true(str_has_prefix("nvidia.com/gpu", "nvidia.com/"));
+    assert_false(str_has_prefix("nv", "nvidia"));
+    assert_true(str_has_suffix("a.sock", ".sock"));
+    char small[4];
+    assert_int_equal(strlcpy_s(small, "abcdef", sizeof(small)), 6);
+    assert_string_equal(small, "abc");
+    assert_true(streq_ptr(NULL, NULL));
+    assert_false(streq_ptr("a", NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err),           cmocka_unit_test(test_sbuf_limit),
+        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_files),         cmocka_unit_test(test_strings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

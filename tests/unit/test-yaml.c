@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "yamlcfg.h"
+
+static json_t *parse(const char *s, struct err *e)
+{
+    json_t *v = NULL;
+    if (yaml_parse_one(s, strlen(s), "t.yaml", &v, e) < 0)
+        return NULL;
+    return v;
+}
+
+static void test_scalars(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_json_ json_t *v = parse("a: 1\nb: 0x233010de\nc: \"9.0\"\nd: 9.0\ne: true\n"
+                                     "f: ~\ng: hello world\nh: '12'\ni: False\n",
+                                     &e);
+    assert_non_null(v);
+    assert_int_equal(json_integer_value(json_object_get(v, "a")), 1);
+    assert_int_equal(json_integer_value(json_object_get(v, "b")), 0x233010de);
+    assert_string_equal(json_string_value(json_object_get(v, "c")), "9.0");
+    assert_true(json_is_real(json_object_get(v, "d")));
+    assert_true(json_is_true(json_object_get(v, "e")));
+    assert_true(json_is_null(json_object_get(v, "f")));
+    assert_string_equal(json_string_value(json_object_get(v, "g")), "hello world");
+    assert_string_equal(json_string_value(json_object_get(v, "h")), "12");
+    assert_true(json_is_false(json_object_get(v, "i")));
+}
+
+static void test_structures_and_anchors(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_json_ json_t *v =
+        parse("base: &b {x: 1, y: [1, 2]}\nuse: *b\nmerged:\n  <<: *b\n  x: 5\n", &e);
+    assert_non_null(v);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "use"), "x")), 1);
+    json_t *m = json_object_get(v, "merged");
+    assert_int_equal(json_integer_value(json_object_get(m, "x")), 5);
+    assert_int_equal(json_array_size(json_object_get(m, "y")), 2);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    assert_null(parse("a: [1, 2\n", &e));
+    assert_non_null(strstr(err_msg(&e), "t.yaml:"));
+    assert_null(parse("a: 1\na: 2\n", &e));
+    assert_non_null(strstr(err_msg(&e), "duplicate"));
+    assert_null(parse("a: *nope\n", &e));
+    assert_non_null(strstr(err_msg(&e), "alias"));
+    /* An alias cannot refer to a node still being built. */
+    assert_null(parse("a: &x [1, *x]\n", &e));
+    json_t *v = NULL;
+    assert_int_equal(yaml_parse_one("a: 1\n---\nb: 2\n", 14, "t.yaml", &v, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "one YAML document"));
+    /* deep nesting is bounded */
+    char deep[400];
+    memset(deep, '[', 200);
+    memset(deep + 200, ']', 200);
+    assert_int_equal(yaml_parse_one(deep, sizeof(deep), "t.yaml", &v, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "nesting"));
+}
+
+static void test_multi_doc(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    json_t *v = NULL;
+    const char *s = "a: 1\n---\nb: 2\n---\n";
+    assert_int_equal(yaml_parse_all(s, strlen(s), "m.yaml", &v, &e), 0);
+    assert_int_equal(json_array_size(v), 3);
+    json_decref(v);
+    assert_int_equal(yaml_parse_one("", 0, "empty", &v, &e), 0);
+    assert_true(json_is_object(v));
+    json_decref(v);
+}
+
+static void test_accessors(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_json_ json_t *v = parse("name: x\ncount: \"8\"\nbad: [1]\nflag: \"true\"\n", &e);
+    const char *s = NULL;
+    assert_int_equal(cfg_string(v, "name", "f.yaml: gpus[0]", true, &s, &e), 1);
+    assert_string_equal(s, "x");
+    assert_int_equal(cfg_string(v, "missing", "f.yaml: gpus[0]", false, &s, &e), 0);
+    assert_int_equal(cfg_string(v, "missing", "f.yaml: gpus[0]", true, &s, &e), -EINVAL);
+    assert_string_equal(err_msg(&e), "f.yaml: gpus[0].missing: required field is missing");
+    int64_t n = 0;
+    assert_int_equal(cfg_int64(v, "count", "c", true, 1, 16, &n, &e), 1);
+    assert_int_equal(n, 8);
+    assert_int_equal(cfg_int64(v, "count", "c", true, 1, 4, &n, &e), -ERANGE);
+    assert_int_equal(cfg_int64(v, "bad", "c", true, 0, 4, &n, &e), -EINVAL);
+    assert_string_equal(err_msg(&e), "c.bad: expected an integer, got a list");
+    bool b = false;
+    assert_int_equal(cfg_bool(v, "flag", "c", true, &b, &e), 1);
+    assert_true(b);
+    static const char *const known[] = {"name", "count", "flag", NULL};
+    assert_int_equal(cfg_known_keys(v, "c", known, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "unknown field \"bad\""));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scalars),   cmocka_unit_test(test_structures_and_anchors),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_multi_doc),
+        cmocka_unit_test(test_accessors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
