@@ -164,4 +164,66 @@ int gpu_events_wait(struct gpu_events *ev, unsigned timeout_ms, struct gpu_event
 void gpu_events_free(struct gpu_events *ev);
 DEFINE_CLEANUP_FUNC(struct gpu_events, gpu_events_free)
 
+/* ---- errors and sysfs ----------------------------------------------------------------------- */
+
+/* The code a call returns when NVML answered NVML_ERROR_GPU_IS_LOST. */
+#define GPU_ERR_LOST (-ENXIO)
+/* The code for a feature the driver or GPU does not support (NVML_ERROR_NOT_SUPPORTED, or a
+ * symbol missing from an older libnvidia-ml: NVML_ERROR_FUNCTION_NOT_FOUND). */
+#define GPU_ERR_NOT_SUPPORTED (-EOPNOTSUPP)
+
+/* Maps an nvmlReturn_t to gpuop's negative errno-style code (0 for NVML_SUCCESS). */
+int gpu_nvml_code(int nvml_return);
+/* NVML's text for a return code as the loaded library words it, or gpuop's own; never NULL. */
+const char *gpu_nvml_string(const struct gpu_lib *lib, int nvml_return);
+
+/* The sysfs name of a PCI device from NVML's bus id: "00000000:18:00.0" -> "0000:18:00.0".
+ * -EINVAL for something that is not a bus id. */
+int gpu_bus_id_sysfs(const char *bus_id, char *buf, size_t n);
+/* NUMA node and PCI class (0x0302, 0x0300) of a GPU from
+ * $GPUOP_SYSFS_ROOT (default /sys)/bus/pci/devices/<bus>/{numa_node,class}. Either output may
+ * be NULL. A missing file is -ENOENT; garbage is -EINVAL; outputs are written only on success. */
+int gpu_sysfs_pci(const char *bus_id, int *ret_numa_node, unsigned *ret_pci_class, struct err *e);
+
+/* ---- MIG management (for the MIG manager; needs root on a real driver) --------------------- */
+
+#define GPU_MIG_PLACEMENTS_MAX 16
+
+struct gpu_mig_placement {
+    unsigned start, size;
+};
+
+/* One GPU-instance profile the GPU offers (nvidia-smi mig -lgip). */
+struct gpu_mig_profile {
+    char name[GPU_PROFILE_MAX]; /* "1g.10gb", "1g.10gb+me" */
+    unsigned index;             /* NVML_GPU_INSTANCE_PROFILE_* index */
+    unsigned id;                /* hardware profile id (what Create takes) */
+    unsigned slices;
+    uint64_t memory_mib;
+    unsigned max_count; /* instanceCount */
+    unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas;
+    size_t n_placements;
+    struct gpu_mig_placement placements[GPU_MIG_PLACEMENTS_MAX];
+};
+
+struct gpu_mig_mode {
+    bool current, pending;
+    bool reset_required; /* current != pending after the call: the GPU needs a reset */
+};
+
+/* Sets the MIG mode of GPU `gpu` (NVML index) and reports current/pending afterwards. */
+int gpu_mig_set_mode(struct gpu_lib *lib, unsigned gpu, bool enable, struct gpu_mig_mode *ret,
+                     struct err *e);
+/* Lists the GPU-instance profiles of a GPU in MIG mode, in NVML index order (caller frees
+ * *ret with free()). */
+int gpu_mig_profiles(struct gpu_lib *lib, unsigned gpu, struct gpu_mig_profile **ret, size_t *ret_n,
+                     struct err *e);
+/* Creates a GPU instance of `profile` ("3g.40gb", "1g.10gb+me") with one compute instance
+ * spanning it, or, for "<c>c.<profile>" ("1c.3g.40gb"), one compute instance of c slices.
+ * A compute-instance failure destroys the new GPU instance again. Outputs may be NULL. */
+int gpu_mig_create(struct gpu_lib *lib, unsigned gpu, const char *profile, unsigned *ret_gi_id,
+                   unsigned *ret_ci_id, struct err *e);
+/* Destroys every compute instance and GPU instance on the GPU. */
+int gpu_mig_destroy_all(struct gpu_lib *lib, unsigned gpu, struct err *e);
+
 #endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nvml-internal: the loaded NVML function table and the helpers the gpu_* files share.
+ * Only src/nvml includes this.
+ */
+#ifndef GPUOP_NVML_INTERNAL_H
+#define GPUOP_NVML_INTERNAL_H
+
+#include "gpu.h"
+#include "nvml-abi.h"
+
+/* Every NVML entry point, by its own name; NULL when the library lacks the symbol. */
+struct nvml_table {
+#define NVML_TABLE_ENTRY(name) __typeof__(&name) name;
+    NVML_FUNCS(NVML_TABLE_ENTRY)
+#undef NVML_TABLE_ENTRY
+};
+
+struct gpu_lib {
+    void *dl;
+    char *path;
+    struct nvml_table t;
+};
+
+/* Calls NVML's `name` through the table; a missing symbol reads NVML_ERROR_FUNCTION_NOT_FOUND. */
+#define NV(lib, name, ...) \
+    ((lib)->t.name ? (lib)->t.name(__VA_ARGS__) : NVML_ERROR_FUNCTION_NOT_FOUND)
+
+/* Fills e with "<what>: <NVML's reason>" and returns the mapped code. */
+int nv_err(const struct gpu_lib *lib, nvmlReturn_t r, struct err *e, const char *fmt, ...)
+    GPUOP_PRINTF(4, 5);
+
+/* The handle of GPU `index`; the error names the call and the GPU. */
+int nv_handle(struct gpu_lib *lib, unsigned index, nvmlDevice_t *ret, struct err *e);
+
+/* GPU-instance profile table of one GPU, by NVML profile index. */
+struct nv_gi_profile {
+    bool ok;
+    unsigned index;
+    nvmlGpuInstanceProfileInfo_v2_t info; /* name "" when the driver gives none */
+};
+void nv_gi_profiles_read(struct gpu_lib *lib, nvmlDevice_t dev,
+                         struct nv_gi_profile ret[NVML_GPU_INSTANCE_PROFILE_COUNT]);
+/* The canonical name of a profile: NVML's name without "MIG ", else "<slices>g.<GiB>gb". */
+void nv_profile_name(const nvmlGpuInstanceProfileInfo_v2_t *info, char *buf, size_t n);
+
+/* Parses an NVML or sysfs bus id ("00000000:18:00.0", "0000:18:00.0") into its numbers. */
+int nv_bus_id_parse(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn);
+
+#endif
