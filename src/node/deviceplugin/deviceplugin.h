@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * deviceplugin: `gpuop device-plugin`, the kubelet Device Plugin API v1beta1 for NVIDIA GPUs.
+ *
+ * Pure core (no I/O; plain structs; table-tested), used by the shell in dp-main.c:
+ *
+ *   struct dp_options   what NVIDIA's config (file, env, flags) resolves to for the plugin.
+ *   struct dp_plan      the advertised resources, built from a gpu_inventory + dp_options:
+ *                       one dp_resource per kubelet resource name (nvidia.com/gpu,
+ *                       nvidia.com/mig-<profile>, <name>.shared), each with its socket name and
+ *                       device list (GPU UUIDs, MIG UUIDs, <id>::<n> replicas), plus the
+ *                       GPU-to-GPU pair scores used by GetPreferredAllocation.
+ *   dp_allocate()       Allocate for one container request (envs, mounts, device specs, CDI).
+ *   dp_preferred()      GetPreferredAllocation for one container request.
+ *   dp_health_*         the XID policy, event application and recovery.
+ *
+ * A dp_plan is plain data owned by the caller; nothing here is thread-safe by itself.
+ */
+#ifndef GPUOP_DEVICEPLUGIN_H
+#define GPUOP_DEVICEPLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "util.h"
+
+#define DP_ID_MAX       112 /* GPU/MIG UUID + "::<n>" */
+#define DP_NAME_MAX     128 /* resource name */
+#define DP_PATH_MAX     512
+#define DP_MAX_REPLICAS 1024 /* per physical device; bounds the advertised list */
+#define DP_MAX_SHARED   32   /* sharing.resources entries */
+
+#define DP_KUBELET_SOCKET_DEFAULT "/var/lib/kubelet/device-plugins/kubelet.sock"
+#define DP_CDI_VENDOR_CLASS       "k8s.device-plugin.nvidia.com/gpu"
+#define DP_VOLUME_MOUNTS_ROOT     "/var/run/nvidia-container-devices"
+
+enum dp_mig_strategy { DP_MIG_NONE = 0, DP_MIG_SINGLE, DP_MIG_MIXED };
+enum dp_id_strategy { DP_ID_UUID = 0, DP_ID_INDEX };
+enum dp_sharing { DP_SHARING_NONE = 0, DP_SHARING_TIME_SLICING, DP_SHARING_MPS };
+enum dp_policy { DP_POLICY_DISTRIBUTED = 0, DP_POLICY_PACKED };
+/* deviceListStrategy: a set */
+enum {
+    DP_LIST_ENVVAR = 1u << 0,
+    DP_LIST_VOLUME_MOUNTS = 1u << 1,
+    DP_LIST_CDI_ANNOTATIONS = 1u << 2,
+    DP_LIST_CDI_CRI = 1u << 3,
+};
+
+struct dp_shared_resource {
+    char name[DP_NAME_MAX]; /* "nvidia.com/gpu", "nvidia.com/mig-1g.10gb" */
+    unsigned replicas;      /* >= 2 */
+};
+
+struct dp_options {
+    enum dp_mig_strategy mig_strategy;
+    unsigned list_strategies; /* DP_LIST_* set; never empty */
+    enum dp_id_strategy id_strategy;
+    bool pass_device_specs;
+    char dev_root[DP_PATH_MAX]; /* host path prefix of /dev/... in device specs ("" = "/") */
+    char mps_root[DP_PATH_MAX];
+    char cdi_annotation_prefix[64]; /* "cdi.k8s.io/" */
+    enum dp_policy shared_policy;
+    enum dp_sharing sharing;
+    bool rename_by_default;
+    bool fail_requests_gt_one;
+    size_t n_shared;
+    struct dp_shared_resource shared[DP_MAX_SHARED];
+};
+
+/* NVIDIA's defaults: none, envvar, uuid, no device specs, dev root "/", distributed. */
+void dp_options_defaults(struct dp_options *o);
+/* Parsers for the string forms of flags/env/config ("none|single|mixed", ...); -EINVAL. */
+int dp_parse_mig_strategy(const char *s, enum dp_mig_strategy *ret);
+int dp_parse_id_strategy(const char *s, enum dp_id_strategy *ret);
+int dp_parse_policy(const char *s, enum dp_policy *ret);
+/* One strategy name, or a comma-separated list ("envvar,cdi-cri"); ORs into *ret. */
+int dp_parse_list_strategy(const char *s, unsigned *ret);
+const char *dp_mig_strategy_name(enum dp_mig_strategy s);
+
+struct dp_device {
+    char id[DP_ID_MAX];      /* advertised ID: GPU-..., MIG-..., <id>::<n> */
+    char base_id[DP_ID_MAX]; /* the ID without the replica suffix */
+    char index[16];          /* "3" or "3:1" (GPU index : MIG device index) */
+    unsigned gpu;            /* index into the plan's GPUs (inventory order) */
+    unsigned minor;          /* /dev/nvidia<minor> of the physical GPU */
+    bool is_mig;
+    unsigned gi_id, ci_id;
+    int numa_node; /* -1: unknown (no topology sent) */
+    int replica;   /* -1: not replicated */
+    bool healthy;
+    bool lost;              /* never recovers */
+    uint64_t last_error_ms; /* monotonic time of the last critical event */
+};
+
+struct dp_resource {
+    char name[DP_NAME_MAX];   /* "nvidia.com/gpu" */
+    char socket[DP_NAME_MAX]; /* "nvidia-gpu.sock" (file name in the kubelet's directory) */
+    unsigned replicas;        /* 1 = not shared */
+    bool fail_requests_gt_one;
+    size_t n_devices;
+    struct dp_device *devices;
+};
+
+struct dp_plan {
+    size_t n_resources;
+    struct dp_resource *resources;
+    unsigned n_gpus;
+    unsigned *pair_score;           /* n_gpus x n_gpus, go-gpuallocator's link scores */
+    char (*gpu_uuid)[GPU_UUID_MAX]; /* n_gpus */
+    struct dp_options opts;
+};
+
+/* Builds what to advertise. Errors (single strategy with a mixed layout, MPS with MIG, ...)
+ * name the reason, as NVIDIA's plugin words them. A plan may hold no resources (no GPUs). */
+int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts,
+                  struct dp_plan **ret, struct err *e);
+void dp_plan_free(struct dp_plan *p);
+DEFINE_CLEANUP_FUNC(struct dp_plan, dp_plan_free)
+/* Copies health (unhealthy, lost, last error) from `old` onto devices with the same ID. */
+void dp_plan_carry_health(struct dp_plan *p, const struct dp_plan *old);
+struct dp_resource *dp_plan_find(struct dp_plan *p, const char *resource_name);
+const struct dp_device *dp_resource_find(const struct dp_resource *r, const char *id);
+/* The pair score of two GPUs: PCIe level (60 same board .. 10 cross-socket) + 100 per NVLink. */
+unsigned dp_pair_score(unsigned topo_level, unsigned nvlinks);
+
+/* ---- Allocate ----------------------------------------------------------------------------- */
+
+struct dp_kv {
+    char *key, *value;
+};
+struct dp_mount {
+    char *container_path, *host_path;
+    bool read_only;
+};
+struct dp_devspec {
+    char *container_path, *host_path, *permissions;
+};
+struct dp_container_alloc {
+    size_t n_envs, n_mounts, n_devspecs, n_annotations, n_cdi;
+    struct dp_kv *envs;
+    struct dp_mount *mounts;
+    struct dp_devspec *devspecs;
+    struct dp_kv *annotations;
+    char **cdi; /* fully qualified CDI device names */
+};
+void dp_container_alloc_clear(struct dp_container_alloc *a);
+
+/* Whether a host path exists (the shell stats; tests fake it). */
+typedef bool (*dp_exists_fn)(const char *host_path, void *userdata);
+
+/* Validates and builds the response for one container request. `response_id` names the
+ * cdi-annotations key (cdi.k8s.io/nvidia-device-plugin_<response_id>). Errors carry the text
+ * the kubelet shows (unknown device, unhealthy device, shared request above one). */
+int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char *const *ids,
+                size_t n_ids, const char *response_id, dp_exists_fn exists, void *userdata,
+                struct dp_container_alloc *ret, struct err *e);
+
+/* ---- GetPreferredAllocation --------------------------------------------------------------- */
+
+/* Chooses `size` IDs from available (must_include first). Full GPUs: best-effort topology
+ * partition; replicas and MIG devices: distributed or packed greedy. ret_ids (size entries)
+ * point into the plan's device IDs. */
+int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const char *const *avail,
+                 size_t n_avail, const char *const *must, size_t n_must, int size,
+                 const char **ret_ids, size_t *ret_n, struct err *e);
+
+/* The best-effort policy over GPUs 0..n-1 of a score matrix (exposed for table tests):
+ * avail/must are GPU numbers; writes the chosen set to ret (size entries). 0 or -EINVAL
+ * (nothing satisfies the request). */
+int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
+                  size_t n_avail, const unsigned *must, size_t n_must, unsigned size,
+                  unsigned *ret);
+
+/* ---- health ------------------------------------------------------------------------------- */
+
+#define DP_XID_SET_MAX 64
+struct dp_health_policy {
+    bool disable_all; /* DP_DISABLE_HEALTHCHECKS=all|xids */
+    bool enable_all;  /* DP_ENABLE_HEALTHCHECKS=all */
+    size_t n_ignored, n_enabled;
+    uint64_t ignored[DP_XID_SET_MAX]; /* the defaults plus DP_DISABLE_HEALTHCHECKS */
+    uint64_t enabled[DP_XID_SET_MAX]; /* DP_ENABLE_HEALTHCHECKS (overrides ignored) */
+};
+/* Parses the two env values (NULL = unset) as NVIDIA's plugin does: comma lists, trimmed, lower
+ * case, "all"/"xids", malformed entries ignored. Never fails. */
+void dp_health_policy_init(struct dp_health_policy *hp, const char *disable_env,
+                           const char *enable_env);
+bool dp_health_xid_is_critical(const struct dp_health_policy *hp, uint64_t xid);
+/* Whether the event (XID critical or double-bit ECC) should mark devices unhealthy. */
+bool dp_health_event_is_critical(const struct dp_health_policy *hp, const struct gpu_event *ev);
+/* Marks the devices the event hits Unhealthy (the GPU and its replicas, or the MIG devices of
+ * the GPU / GI / CI). Returns the number of devices whose health changed. */
+size_t dp_health_apply(struct dp_plan *p, const struct gpu_event *ev, uint64_t now_ms);
+/* Marks every device of GPU `gpu` (plan index) lost: Unhealthy for good. */
+size_t dp_health_mark_lost(struct dp_plan *p, unsigned gpu);
+/* Returns devices to Healthy after recovery_ms without errors (0: never). Lost ones stay. */
+size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
+
+/* `gpuop device-plugin` */
+int deviceplugin_main(int argc, char **argv);
+
+#endif
