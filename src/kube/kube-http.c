@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The HTTP transport: libcurl handles (pooled, so connections are reused), TLS, bearer tokens
+ * (re-read on rotation), the rate limiter and retries. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "kube-internal.h"
+
+#define POOL_MAX       16
+#define TOKEN_FILE_MAX (64u << 10)
+
+#if defined(__x86_64__)
+#define KUBE_ARCH "amd64"
+#elif defined(__aarch64__)
+#define KUBE_ARCH "arm64"
+#else
+#define KUBE_ARCH "unknown"
+#endif
+
+struct kube_client {
+    struct kube_conn conn;
+    struct kube_options opt;
+    char *user_agent;
+
+    pthread_mutex_t lock; /* pool, limiter, token */
+    CURL *pool[POOL_MAX];
+    unsigned npool;
+    struct kube_ratelimit rl;
+    char *token; /* current bearer token (static or from token_file) */
+    struct stat token_st;
+    atomic_uint_fast64_t requests;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+const char *kube_client_namespace(const struct kube_client *c)
+{
+    return c->conn.ns ? c->conn.ns : "default";
+}
+
+const char *kube_client_server(const struct kube_client *c)
+{
+    return c->conn.server;
+}
+
+size_t kube_client_max_watch_line(const struct kube_client *c)
+{
+    return c->opt.max_watch_line;
+}
+
+uint64_t kube_client_requests(const struct kube_client *c)
+{
+    return atomic_load(&((struct kube_client *)c)->requests);
+}
+
+static void token_free(char *t)
+{
+    if (t) {
+        explicit_bzero(t, strlen(t));
+        free(t);
+    }
+}
+
+/* Re-reads the token file when it changed (kubelet rotates it by swapping a symlink).
+ * Called with the lock held. */
+static int token_refresh_locked(struct kube_client *c, bool force, struct err *e)
+{
+    if (!c->conn.token_file)
+        return 0;
+    struct stat st;
+    if (stat(c->conn.token_file, &st) < 0)
+        return err_errno(e, -errno, "bearer token file \"%s\"", c->conn.token_file);
+    if (!force && c->token && st.st_ino == c->token_st.st_ino &&
+        st.st_mtim.tv_sec == c->token_st.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == c->token_st.st_mtim.tv_nsec && st.st_size == c->token_st.st_size)
+        return 0;
+    char *t = NULL;
+    size_t len = 0;
+    int r = file_read_all(c->conn.token_file, TOKEN_FILE_MAX, &t, &len, e);
+    if (r < 0)
+        return err_prefix(e, "bearer token file");
+    while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == '\r' || t[len - 1] == ' '))
+        t[--len] = '\0';
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)t[i] < 0x21 || (unsigned char)t[i] > 0x7e) {
+            token_free(t);
+            return err_set(e, -EINVAL,
+                           "bearer token file \"%s\": holds a character a token "
+                           "cannot hold",
+                           c->conn.token_file);
+        }
+    if (len == 0) {
+        token_free(t);
+        return err_set(e, -EINVAL, "bearer token file \"%s\": empty", c->conn.token_file);
+    }
+    token_free(c->token);
+    c->token = t;
+    c->token_st = st;
+    return 0;
+}
+
+int kube_client_new(const struct kube_options *o, struct kube_client **ret, struct err *e)
+{
+    pthread_once(&curl_once, curl_init_once);
+    struct kube_options opt = o ? *o : (struct kube_options){0};
+    if (opt.qps <= 0)
+        opt.qps = 20;
+    if (opt.burst == 0)
+        opt.burst = 40;
+    if (opt.max_retries == 0)
+        opt.max_retries = 5;
+    if (opt.backoff_base_ms == 0)
+        opt.backoff_base_ms = 200;
+    if (opt.backoff_max_ms == 0)
+        opt.backoff_max_ms = 10000;
+    if (opt.timeout_ms == 0)
+        opt.timeout_ms = 30000;
+    if (opt.max_response == 0)
+        opt.max_response = 64u << 20;
+    if (opt.max_watch_line == 0)
+        opt.max_watch_line = 8u << 20;
+
+    struct kube_conn conn = {0};
+    int r;
+    const char *kc = opt.kubeconfig ? opt.kubeconfig : env_get("KUBECONFIG");
+    if (kc)
+        r = kube_conn_load_kubeconfig(kc, opt.context, &conn, e);
+    else if (env_get("KUBERNETES_SERVICE_HOST"))
+        r = kube_conn_in_cluster(KUBE_SA_DIR, &conn, e);
+    else {
+        const char *home = env_get("HOME");
+        _cleanup_free_ char *def = xasprintf("%s/.kube/config", home ? home : "/root");
+        if (access(def, R_OK) == 0)
+            r = kube_conn_load_kubeconfig(def, opt.context, &conn, e);
+        else
+            r = err_set(e, -ENOENT,
+                        "no Kubernetes connection: not in a cluster, no --kubeconfig, no "
+                        "KUBECONFIG and no %s",
+                        def);
+    }
+    if (r < 0)
+        return r;
+
+    struct kube_client *c = xcalloc(1, sizeof(*c));
+    c->conn = conn;
+    c->opt = opt;
+    c->opt.kubeconfig = NULL;
+    c->opt.context = NULL;
+    c->user_agent = xasprintf("gpuop/%s (linux/%s)", GPUOP_VERSION, KUBE_ARCH);
+    pthread_mutex_init(&c->lock, NULL);
+    kube_ratelimit_init(&c->rl, opt.qps, opt.burst, now_us_mono());
+    if (conn.token)
+        c->token = xstrdup(conn.token);
+    else if ((r = token_refresh_locked(c, true, e)) < 0) {
+        kube_client_free(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
+
+void kube_client_free(struct kube_client *c)
+{
+    if (!c)
+        return;
+    for (unsigned i = 0; i < c->npool; i++)
+        curl_easy_cleanup(c->pool[i]);
+    token_free(c->token);
+    kube_conn_clear(&c->conn);
+    free(c->user_agent);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static CURL *handle_get(struct kube_client *c)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->npool > 0)
+        h = c->pool[--c->npool];
+    pthread_mutex_unlock(&c->lock);
+    if (!h)
+        h = curl_easy_init();
+    else
+        curl_easy_reset(h); /* keeps its live connections */
+    return h;
+}
+
+static void handle_put(struct kube_client *c, CURL *h)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->npool < POOL_MAX) {
+        c->pool[c->npool++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (h)
+        curl_easy_cleanup(h);
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static void ratelimit_wait(struct kube_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t wait = kube_ratelimit_reserve(&c->rl, now_us_mono());
+    pthread_mutex_unlock(&c->lock);
+    if (wait)
+        sleep_ms((wait + 999) / 1000);
+}
+
+struct xfer {
+    struct sbuf body;
+    bool too_big;
+    char retry_after[64];
+    struct kube_watch_parser *parser; /* streaming: 2xx bodies go here */
+    CURL *h;
+    int parse_rc;
+    struct err *perr;
+    const volatile int *stop;
+};
+
+static size_t on_header(char *buf, size_t size, size_t n, void *ud)
+{
+    struct xfer *x = ud;
+    size_t len = size * n;
+    static const char key[] = "retry-after:";
+    if (len > sizeof(key) - 1 && strncasecmp(buf, key, sizeof(key) - 1) == 0) {
+        size_t vl = len - (sizeof(key) - 1);
+        if (vl >= sizeof(x->retry_after))
+            vl = sizeof(x->retry_after) - 1;
+        memcpy(x->retry_after, buf + sizeof(key) - 1, vl);
+        x->retry_after[vl] = '\0';
+    }
+    return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *ud)
+{
+    struct xfer *x = ud;
+    size_t len = size * n;
+    if (x->parser) {
+        long code = 0;
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 200 && code < 300) {
+            int r = kube_watch_parser_feed(x->parser, buf, len, x->perr);
+            if (r != 0) {
+                x->parse_rc = r;
+                return 0; /* abort the transfer */
+            }
+            return len;
+        }
+    }
+    if (sbuf_append(&x->body, buf, len) < 0) {
+        x->too_big = true;
+        return 0;
+    }
+    return len;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    struct xfer *x = ud;
+    return x->stop && *x->stop ? 1 : 0;
+}
+
+static int curl_errno(CURLcode cc, bool *ret_not_sent, bool *ret_retry)
+{
+    *ret_not_sent = false;
+    *ret_retry = true;
+    switch (cc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+        *ret_not_sent = true;
+        return -EHOSTUNREACH;
+    case CURLE_COULDNT_CONNECT:
+        *ret_not_sent = true;
+        return -ECONNREFUSED;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        *ret_retry = false;
+        return -EKEYREJECTED;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        *ret_retry = false;
+        return -EINVAL;
+    default:
+        return -ECONNRESET;
+    }
+}
+
+/* Sets the options shared by every request on a freshly reset handle. */
+static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct xfer *x,
+                        struct curl_slist **headers, struct err *e)
+{
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    if (c->conn.ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->conn.ca_file);
+    if (c->conn.ca_data.data) {
+        struct curl_blob b = {c->conn.ca_data.data, c->conn.ca_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (c->conn.cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->conn.cert_file);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (c->conn.cert_data.data) {
+        struct curl_blob b = {c->conn.cert_data.data, c->conn.cert_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (c->conn.key_file) {
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->conn.key_file);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    if (c->conn.key_data.data) {
+        struct curl_blob b = {c->conn.key_data.data, c->conn.key_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    *headers = curl_slist_append(*headers, "Accept: application/json");
+    pthread_mutex_lock(&c->lock);
+    int r = token_refresh_locked(c, false, e);
+    if (r == 0 && c->token) {
+        _cleanup_free_ char *auth = xasprintf("Authorization: Bearer %s", c->token);
+        *headers = curl_slist_append(*headers, auth);
+        explicit_bzero(auth, strlen(auth));
+    }
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+static void slist_free_secret(struct curl_slist *l)
+{
+    for (struct curl_slist *p = l; p; p = p->next)
+        explicit_bzero(p->data, strlen(p->data));
+    curl_slist_free_all(l);
+}
+
+int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *ret, struct err *e)
+{
+    _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, rq->path);
+    const char *what = rq->what ? rq->what : rq->path;
+    bool token_retried = false;
+    for (unsigned attempt = 0;; attempt++) {
+        ratelimit_wait(c);
+        CURL *h = handle_get(c);
+        struct xfer x = {.h = h};
+        sbuf_init(&x.body, c->opt.max_response);
+        struct curl_slist *headers = NULL;
+        int r = setup_handle(c, h, url, &x, &headers, e);
+        if (r < 0) {
+            slist_free_secret(headers);
+            sbuf_free(&x.body);
+            handle_put(c, h);
+            return err_prefix(e, "%s", what);
+        }
+        if (rq->content_type) {
+            _cleanup_free_ char *ct = xasprintf("Content-Type: %s", rq->content_type);
+            headers = curl_slist_append(headers, ct);
+        }
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->opt.timeout_ms);
+        if (strcmp(rq->method, "GET") != 0)
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
+        if (rq->body) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
+        }
+        atomic_fetch_add(&c->requests, 1);
+        CURLcode cc = curl_easy_perform(h);
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        slist_free_secret(headers);
+        handle_put(c, h);
+
+        bool retry = false;
+        uint64_t delay =
+            kube_backoff_ms(attempt, c->opt.backoff_base_ms, c->opt.backoff_max_ms, kube_random());
+        if (x.too_big) {
+            sbuf_free(&x.body);
+            return err_set(e, -EFBIG, "%s: response larger than the %zu-byte limit", what,
+                           c->opt.max_response);
+        }
+        if (cc != CURLE_OK) {
+            bool not_sent, retryable;
+            r = curl_errno(cc, &not_sent, &retryable);
+            err_set(e, r, "%s: %s: %s", what, c->conn.server, curl_easy_strerror(cc));
+            retry = retryable && (!rq->unsafe || not_sent);
+        } else if (code == 429) {
+            kube_status_err(code, x.body.data, x.body.len, what, e);
+            if (rq->no_retry_429) {
+                e->code = KUBE_EBLOCKED;
+                sbuf_free(&x.body);
+                return KUBE_EBLOCKED;
+            }
+            uint64_t ra;
+            if (x.retry_after[0] && kube_parse_retry_after(x.retry_after, now_ms_real(), &ra) == 0)
+                delay = ra < c->opt.backoff_max_ms ? ra : c->opt.backoff_max_ms;
+            retry = true; /* a 429 was not processed: safe even for a create */
+        } else if (code >= 500) {
+            kube_status_err(code, x.body.data, x.body.len, what, e);
+            retry = !rq->unsafe;
+            uint64_t ra;
+            if (x.retry_after[0] && kube_parse_retry_after(x.retry_after, now_ms_real(), &ra) == 0)
+                delay = ra < c->opt.backoff_max_ms ? ra : c->opt.backoff_max_ms;
+        } else if (code == 401 && c->conn.token_file && !token_retried) {
+            /* the token may have rotated under us: re-read it once */
+            token_retried = true;
+            pthread_mutex_lock(&c->lock);
+            r = token_refresh_locked(c, true, e);
+            pthread_mutex_unlock(&c->lock);
+            if (r == 0) {
+                sbuf_free(&x.body);
+                attempt--;
+                continue;
+            }
+            kube_status_err(code, x.body.data, x.body.len, what, e);
+        } else {
+            ret->code = code;
+            ret->len = x.body.len;
+            ret->body = sbuf_steal(&x.body);
+            return 0;
+        }
+        sbuf_free(&x.body);
+        if (!retry || attempt >= c->opt.max_retries)
+            return e->code;
+        log_debug("kube", "retrying", "what=\"%s\" attempt=%u delay_ms=%llu", what, attempt + 1,
+                  (unsigned long long)delay);
+        sleep_ms(delay);
+    }
+}
+
+int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret, struct err *e)
+{
+    struct kube_resp resp = {0};
+    int r = kube_do(c, rq, &resp, e);
+    if (r < 0)
+        return r;
+    const char *what = rq->what ? rq->what : rq->path;
+    if (resp.code < 200 || resp.code >= 300) {
+        r = kube_status_err(resp.code, resp.body, resp.len, what, e);
+        free(resp.body);
+        return r;
+    }
+    if (!ret) {
+        free(resp.body);
+        return 0;
+    }
+    r = kube_json_parse(resp.body, resp.len, what, ret, e);
+    free(resp.body);
+    return r;
+}
+
+int kube_do_stream(struct kube_client *c, const char *path, const char *what,
+                   struct kube_watch_parser *p, const volatile int *stop, uint64_t timeout_ms,
+                   struct err *e)
+{
+    _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, path);
+    ratelimit_wait(c);
+    CURL *h = handle_get(c);
+    struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop};
+    sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
+    struct curl_slist *headers = NULL;
+    int r = setup_handle(c, h, url, &x, &headers, e);
+    if (r < 0) {
+        slist_free_secret(headers);
+        sbuf_free(&x.body);
+        handle_put(c, h);
+        return err_prefix(e, "%s", what);
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+    atomic_fetch_add(&c->requests, 1);
+    CURLcode cc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    slist_free_secret(headers);
+    handle_put(c, h);
+    if (x.parse_rc != 0) {
+        sbuf_free(&x.body);
+        if (x.parse_rc < 0)
+            return err_prefix(e, "%s", what);
+        return p->stopped < 0 ? p->stopped : 0;
+    }
+    if (cc == CURLE_ABORTED_BY_CALLBACK && stop && *stop) {
+        sbuf_free(&x.body);
+        return err_set(e, -ECANCELED, "%s: stopped", what);
+    }
+    if (x.too_big) {
+        sbuf_free(&x.body);
+        return err_set(e, -EFBIG, "%s: error answer larger than 1 MiB", what);
+    }
+    if (cc != CURLE_OK && !(cc == CURLE_OPERATION_TIMEDOUT && code == 200)) {
+        bool ns, rt;
+        r = curl_errno(cc, &ns, &rt);
+        sbuf_free(&x.body);
+        return err_set(e, r, "%s: %s: %s", what, c->conn.server, curl_easy_strerror(cc));
+    }
+    if (code < 200 || code >= 300) {
+        r = kube_status_err(code, x.body.data, x.body.len, what, e);
+        sbuf_free(&x.body);
+        return r;
+    }
+    sbuf_free(&x.body);
+    r = kube_watch_parser_finish(p, e);
+    if (r < 0)
+        return err_prefix(e, "%s", what);
+    return p->stopped < 0 ? p->stopped : 0;
+}

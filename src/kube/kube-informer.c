@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The informer: list + one watch per resource type into a local store, indexed by
+ * namespace/name and by label. */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube-internal.h"
+
+struct kube_informer {
+    struct kube_client *c;
+    struct kube_resource r;
+    char *group, *version, *plural, *kind;
+    char *ns, *label_selector, *field_selector;
+    unsigned page_size;
+    kube_project_fn project;
+    void *project_userdata;
+    char **keep_fields;
+    struct kube_informer_handlers h;
+
+    pthread_t thread;
+    bool started;
+    volatile int stop;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* synced, and wakes the backoff sleep on stop */
+    json_t *store;       /* "ns/name" -> object */
+    json_t *labels;      /* "key=value" -> {"ns/name": true} */
+    char *rv;
+    bool synced;
+    struct kube_informer_stats stats;
+};
+
+static const char *meta_str(json_t *obj, const char *k)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), k));
+}
+
+static char *obj_key(json_t *obj)
+{
+    const char *ns = meta_str(obj, "namespace");
+    const char *name = meta_str(obj, "name");
+    if (!name)
+        return NULL;
+    return ns && ns[0] ? xasprintf("%s/%s", ns, name) : xstrdup(name);
+}
+
+/* ---- projection --------------------------------------------------------------------------- */
+
+static void copy_path(json_t *dst, json_t *src, const char *path)
+{
+    char buf[256];
+    strlcpy_s(buf, path, sizeof(buf));
+    char *save = NULL;
+    char *seg = strtok_r(buf, ".", &save);
+    while (seg) {
+        char *next = strtok_r(NULL, ".", &save);
+        json_t *v = json_object_get(src, seg);
+        if (!v)
+            return;
+        if (!next) {
+            json_object_set(dst, seg, v);
+            return;
+        }
+        if (!json_is_object(v))
+            return;
+        json_t *d = json_object_get(dst, seg);
+        if (!json_is_object(d)) {
+            d = json_object();
+            json_object_set_new(dst, seg, d);
+        }
+        dst = d;
+        src = v;
+        seg = next;
+    }
+}
+
+json_t *kube_project_fields(json_t *obj, const char *const *keep_fields)
+{
+    static const char *const always[] = {"apiVersion",      "kind",
+                                         "metadata.name",   "metadata.namespace",
+                                         "metadata.uid",    "metadata.resourceVersion",
+                                         "metadata.labels", "metadata.deletionTimestamp"};
+    json_t *out = json_object();
+    for (size_t i = 0; i < ARRAY_SIZE(always); i++)
+        copy_path(out, obj, always[i]);
+    for (size_t i = 0; keep_fields && keep_fields[i]; i++)
+        copy_path(out, obj, keep_fields[i]);
+    return out;
+}
+
+static json_t *project(struct kube_informer *inf, json_t *obj)
+{
+    if (inf->project)
+        return inf->project(obj, inf->project_userdata);
+    if (inf->keep_fields)
+        return kube_project_fields(obj, (const char *const *)inf->keep_fields);
+    return json_incref(obj);
+}
+
+/* ---- store (lock held) -------------------------------------------------------------------- */
+
+static void labels_index(struct kube_informer *inf, const char *key, json_t *obj, bool add)
+{
+    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    const char *k;
+    json_t *v;
+    json_object_foreach (labels, k, v) {
+        if (!json_is_string(v))
+            continue;
+        _cleanup_free_ char *kv = xasprintf("%s=%s", k, json_string_value(v));
+        json_t *set = json_object_get(inf->labels, kv);
+        if (add) {
+            if (!set) {
+                set = json_object();
+                json_object_set_new(inf->labels, kv, set);
+            }
+            json_object_set_new(set, key, json_true());
+        } else if (set) {
+            json_object_del(set, key);
+            if (json_object_size(set) == 0)
+                json_object_del(inf->labels, kv);
+        }
+    }
+}
+
+/* Stores obj (takes the reference). Returns the old object (a reference) or NULL. */
+static json_t *store_put(struct kube_informer *inf, const char *key, json_t *obj)
+{
+    json_t *old = json_incref(json_object_get(inf->store, key));
+    if (old)
+        labels_index(inf, key, old, false);
+    json_object_set_new(inf->store, key, obj);
+    labels_index(inf, key, obj, true);
+    return old;
+}
+
+static json_t *store_del(struct kube_informer *inf, const char *key)
+{
+    json_t *old = json_incref(json_object_get(inf->store, key));
+    if (!old)
+        return NULL;
+    labels_index(inf, key, old, false);
+    json_object_del(inf->store, key);
+    return old;
+}
+
+static void set_rv(struct kube_informer *inf, const char *rv)
+{
+    if (!rv || !rv[0])
+        return;
+    pthread_mutex_lock(&inf->lock);
+    free(inf->rv);
+    inf->rv = xstrdup(rv);
+    pthread_mutex_unlock(&inf->lock);
+}
+
+static void apply_upsert(struct kube_informer *inf, json_t *full)
+{
+    _cleanup_free_ char *key = obj_key(full);
+    if (!key)
+        return;
+    json_t *obj = project(inf, full);
+    if (!obj)
+        return;
+    pthread_mutex_lock(&inf->lock);
+    json_t *keep = json_incref(obj);
+    json_t *old = store_put(inf, key, obj);
+    pthread_mutex_unlock(&inf->lock);
+    if (old && inf->h.on_update)
+        inf->h.on_update(old, keep, inf->h.userdata);
+    else if (!old && inf->h.on_add)
+        inf->h.on_add(keep, inf->h.userdata);
+    json_decref(old);
+    json_decref(keep);
+}
+
+static void apply_delete(struct kube_informer *inf, const char *key)
+{
+    pthread_mutex_lock(&inf->lock);
+    json_t *old = store_del(inf, key);
+    pthread_mutex_unlock(&inf->lock);
+    if (old && inf->h.on_delete)
+        inf->h.on_delete(old, inf->h.userdata);
+    json_decref(old);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+/* Sleeps up to ms; returns true when stopped. */
+static bool nap(struct kube_informer *inf, uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&inf->lock);
+    while (!inf->stop)
+        if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) != 0)
+            break;
+    bool s = inf->stop;
+    pthread_mutex_unlock(&inf->lock);
+    return s;
+}
+
+/* A full list, paginated; the store is brought to it (add/update/delete calls). */
+static int relist(struct kube_informer *inf, struct err *e)
+{
+    struct kube_list_opts lo = {.label_selector = inf->label_selector,
+                                .field_selector = inf->field_selector,
+                                .limit = inf->page_size};
+    _cleanup_json_ json_t *seen = json_object();
+    _cleanup_free_ char *cont = NULL;
+    _cleanup_free_ char *rv = NULL;
+    for (;;) {
+        if (inf->stop)
+            return -ECANCELED;
+        _cleanup_json_ json_t *page = NULL;
+        int r = kube_list_page(inf->c, &inf->r, inf->ns, &lo, cont, &page, e);
+        if (r < 0)
+            return r;
+        size_t i;
+        json_t *it;
+        json_array_foreach (json_object_get(page, "items"), i, it) {
+            _cleanup_free_ char *key = obj_key(it);
+            if (!key)
+                continue;
+            /* List items lack kind/apiVersion; handlers expect them. */
+            if (!json_object_get(it, "kind")) {
+                json_object_set_new(it, "kind", json_string(inf->r.kind));
+                _cleanup_free_ char *av = inf->r.group[0]
+                                              ? xasprintf("%s/%s", inf->r.group, inf->r.version)
+                                              : xstrdup(inf->r.version);
+                json_object_set_new(it, "apiVersion", json_string(av));
+            }
+            json_object_set_new(seen, key, json_true());
+            pthread_mutex_lock(&inf->lock);
+            json_t *cur = json_object_get(inf->store, key);
+            bool same =
+                cur && streq_ptr(meta_str(cur, "resourceVersion"), meta_str(it, "resourceVersion"));
+            pthread_mutex_unlock(&inf->lock);
+            if (!same)
+                apply_upsert(inf, it);
+        }
+        json_t *meta = json_object_get(page, "metadata");
+        if (!cont) {
+            free(rv);
+            rv = xstrdup(json_string_value(json_object_get(meta, "resourceVersion")) ?: "");
+        }
+        const char *next = json_string_value(json_object_get(meta, "continue"));
+        free(cont);
+        cont = next && next[0] ? xstrdup(next) : NULL;
+        if (!cont)
+            break;
+    }
+    /* whatever the store holds that the list lacks was deleted meanwhile */
+    _cleanup_json_ json_t *gone = json_array();
+    pthread_mutex_lock(&inf->lock);
+    const char *k;
+    json_t *v;
+    json_object_foreach (inf->store, k, v) {
+        if (!json_object_get(seen, k))
+            json_array_append_new(gone, json_string(k));
+    }
+    pthread_mutex_unlock(&inf->lock);
+    size_t i;
+    json_array_foreach (gone, i, v) {
+        apply_delete(inf, json_string_value(v));
+    }
+    set_rv(inf, rv);
+    pthread_mutex_lock(&inf->lock);
+    inf->stats.lists++;
+    inf->synced = true;
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->lock);
+    return 0;
+}
+
+static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
+{
+    struct kube_informer *inf = ud;
+    if (t == KUBE_WATCH_ERROR)
+        return 0; /* kube_watch turns it into the return code */
+    const char *rv = meta_str(obj, "resourceVersion");
+    if (t == KUBE_WATCH_BOOKMARK) {
+        set_rv(inf, rv);
+        return 0;
+    }
+    if (t == KUBE_WATCH_DELETED) {
+        _cleanup_free_ char *key = obj_key(obj);
+        if (key)
+            apply_delete(inf, key);
+    } else
+        apply_upsert(inf, obj);
+    set_rv(inf, rv);
+    pthread_mutex_lock(&inf->lock);
+    inf->stats.events++;
+    pthread_mutex_unlock(&inf->lock);
+    return 0;
+}
+
+static void *informer_main(void *ud)
+{
+    struct kube_informer *inf = ud;
+    bool need_list = true;
+    unsigned failures = 0;
+    while (!inf->stop) {
+        struct err e = {0};
+        if (need_list) {
+            int r = relist(inf, &e);
+            if (r == -ECANCELED)
+                break;
+            if (r < 0) {
+                log_warn("kube", "informer list failed", "resource=%s error=\"%s\"", inf->r.plural,
+                         err_msg(&e));
+                if (nap(inf, kube_backoff_ms(failures++, 500, 30000, kube_random())))
+                    break;
+                continue;
+            }
+            need_list = false;
+            failures = 0;
+        }
+        _cleanup_free_ char *rv = kube_informer_resource_version(inf);
+        struct kube_watch_opts wo = {.label_selector = inf->label_selector,
+                                     .field_selector = inf->field_selector,
+                                     .resource_version = rv,
+                                     .bookmarks = true,
+                                     .timeout_seconds = 300 + (unsigned)(kube_random() % 300),
+                                     .stop = &inf->stop};
+        pthread_mutex_lock(&inf->lock);
+        inf->stats.watches++;
+        pthread_mutex_unlock(&inf->lock);
+        uint64_t started = now_ms_mono();
+        int r = kube_watch(inf->c, &inf->r, inf->ns, &wo, on_event, inf, &e);
+        if (r == -ECANCELED || inf->stop)
+            break;
+        if (r == 0) {
+            failures = 0;
+            continue; /* the server closed the stream: resume from the last version */
+        }
+        if (r == KUBE_EGONE) {
+            pthread_mutex_lock(&inf->lock);
+            inf->stats.gone++;
+            pthread_mutex_unlock(&inf->lock);
+            log_info("kube", "watch expired, re-listing", "resource=%s", inf->r.plural);
+            need_list = true;
+            continue;
+        }
+        if (now_ms_mono() - started > 10000)
+            failures = 0;
+        bool conn = r == -ECONNREFUSED || r == -ECONNRESET || r == -EHOSTUNREACH || r == -ETIMEDOUT;
+        log_warn("kube", "watch failed, reconnecting", "resource=%s error=\"%s\"", inf->r.plural,
+                 err_msg(&e));
+        /* A server that refused the watch itself (not the connection) may have lost our
+         * version (a restarted server): start over from a list. */
+        if (!conn)
+            need_list = true;
+        if (nap(inf, kube_backoff_ms(failures++, 200, 30000, kube_random())))
+            break;
+    }
+    return NULL;
+}
+
+int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
+                      const struct kube_informer_opts *o, struct kube_informer **ret, struct err *e)
+{
+    struct kube_informer_opts def = {0};
+    if (!o)
+        o = &def;
+    int rc;
+    if ((rc = kube_selector_check("labelSelector", o->label_selector, e)) < 0 ||
+        (rc = kube_selector_check("fieldSelector", o->field_selector, e)) < 0)
+        return err_prefix(e, "informer for %s", r->plural);
+    struct kube_informer *inf = xcalloc(1, sizeof(*inf));
+    inf->c = c;
+    inf->group = xstrdup(r->group ? r->group : "");
+    inf->version = xstrdup(r->version);
+    inf->plural = xstrdup(r->plural);
+    inf->kind = xstrdup(r->kind ? r->kind : "");
+    inf->r =
+        (struct kube_resource){inf->group, inf->version, inf->plural, inf->kind, r->namespaced};
+    inf->ns = o->ns && o->ns[0] ? xstrdup(o->ns) : NULL;
+    inf->label_selector = o->label_selector ? xstrdup(o->label_selector) : NULL;
+    inf->field_selector = o->field_selector ? xstrdup(o->field_selector) : NULL;
+    inf->page_size = o->page_size;
+    inf->project = o->project;
+    inf->project_userdata = o->project_userdata;
+    if (o->keep_fields) {
+        size_t n = 0;
+        while (o->keep_fields[n])
+            n++;
+        inf->keep_fields = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+            inf->keep_fields[i] = xstrdup(o->keep_fields[i]);
+    }
+    inf->h = o->handlers;
+    inf->store = json_object();
+    inf->labels = json_object();
+    pthread_mutex_init(&inf->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&inf->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if ((rc = pthread_create(&inf->thread, NULL, informer_main, inf)) != 0) {
+        kube_informer_free(inf);
+        return err_errno(e, -rc, "informer for %s: starting its thread", r->plural);
+    }
+    inf->started = true;
+    *ret = inf;
+    return 0;
+}
+
+void kube_informer_free(struct kube_informer *inf)
+{
+    if (!inf)
+        return;
+    pthread_mutex_lock(&inf->lock);
+    inf->stop = 1;
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->lock);
+    if (inf->started)
+        pthread_join(inf->thread, NULL);
+    json_decref(inf->store);
+    json_decref(inf->labels);
+    for (size_t i = 0; inf->keep_fields && inf->keep_fields[i]; i++)
+        free(inf->keep_fields[i]);
+    free(inf->keep_fields);
+    free(inf->group);
+    free(inf->version);
+    free(inf->plural);
+    free(inf->kind);
+    free(inf->ns);
+    free(inf->label_selector);
+    free(inf->field_selector);
+    free(inf->rv);
+    pthread_cond_destroy(&inf->cond);
+    pthread_mutex_destroy(&inf->lock);
+    free(inf);
+}
+
+int kube_informer_wait_synced(struct kube_informer *inf, uint64_t timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(timeout_ms / 1000);
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&inf->lock);
+    while (!inf->synced)
+        if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) != 0)
+            break;
+    bool s = inf->synced;
+    pthread_mutex_unlock(&inf->lock);
+    return s ? 0 : -ETIMEDOUT;
+}
+
+bool kube_informer_synced(struct kube_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    bool s = inf->synced;
+    pthread_mutex_unlock(&inf->lock);
+    return s;
+}
+
+json_t *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name)
+{
+    if (!name)
+        return NULL;
+    _cleanup_free_ char *key = ns && ns[0] ? xasprintf("%s/%s", ns, name) : xstrdup(name);
+    pthread_mutex_lock(&inf->lock);
+    json_t *v = json_incref(json_object_get(inf->store, key));
+    pthread_mutex_unlock(&inf->lock);
+    return v;
+}
+
+static bool in_ns(json_t *obj, const char *ns)
+{
+    return !ns || streq_ptr(meta_str(obj, "namespace"), ns);
+}
+
+json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char *label_key,
+                           const char *label_value)
+{
+    json_t *out = json_array();
+    const char *k;
+    json_t *v;
+    pthread_mutex_lock(&inf->lock);
+    if (label_key && label_value) {
+        _cleanup_free_ char *kv = xasprintf("%s=%s", label_key, label_value);
+        json_object_foreach (json_object_get(inf->labels, kv), k, v) {
+            json_t *obj = json_object_get(inf->store, k);
+            if (obj && in_ns(obj, ns))
+                json_array_append(out, obj);
+        }
+    } else {
+        json_object_foreach (inf->store, k, v) {
+            if (!in_ns(v, ns))
+                continue;
+            if (label_key &&
+                !json_object_get(json_object_get(json_object_get(v, "metadata"), "labels"),
+                                 label_key))
+                continue;
+            json_array_append(out, v);
+        }
+    }
+    pthread_mutex_unlock(&inf->lock);
+    return out;
+}
+
+size_t kube_informer_count(struct kube_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    size_t n = json_object_size(inf->store);
+    pthread_mutex_unlock(&inf->lock);
+    return n;
+}
+
+char *kube_informer_resource_version(struct kube_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    char *rv = inf->rv ? xstrdup(inf->rv) : NULL;
+    pthread_mutex_unlock(&inf->lock);
+    return rv;
+}
+
+void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *ret)
+{
+    pthread_mutex_lock(&inf->lock);
+    *ret = inf->stats;
+    pthread_mutex_unlock(&inf->lock);
+}

@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pure protocol pieces: URLs, Status decoding, the watch-stream parser, rate limiting,
+ * backoff and lease decisions. No I/O here. */
+#include <math.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "kube-internal.h"
+
+const struct kube_resource KUBE_NAMESPACES = {"", "v1", "namespaces", "Namespace", false};
+const struct kube_resource KUBE_NODES = {"", "v1", "nodes", "Node", false};
+const struct kube_resource KUBE_PODS = {"", "v1", "pods", "Pod", true};
+const struct kube_resource KUBE_CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
+const struct kube_resource KUBE_SECRETS = {"", "v1", "secrets", "Secret", true};
+const struct kube_resource KUBE_SERVICES = {"", "v1", "services", "Service", true};
+const struct kube_resource KUBE_SERVICEACCOUNTS = {"", "v1", "serviceaccounts", "ServiceAccount",
+                                                   true};
+const struct kube_resource KUBE_EVENTS = {"", "v1", "events", "Event", true};
+const struct kube_resource KUBE_DAEMONSETS = {"apps", "v1", "daemonsets", "DaemonSet", true};
+const struct kube_resource KUBE_DEPLOYMENTS = {"apps", "v1", "deployments", "Deployment", true};
+const struct kube_resource KUBE_CONTROLLERREVISIONS = {"apps", "v1", "controllerrevisions",
+                                                       "ControllerRevision", true};
+const struct kube_resource KUBE_LEASES = {"coordination.k8s.io", "v1", "leases", "Lease", true};
+const struct kube_resource KUBE_PDBS = {"policy", "v1", "poddisruptionbudgets",
+                                        "PodDisruptionBudget", true};
+const struct kube_resource KUBE_RUNTIMECLASSES = {"node.k8s.io", "v1", "runtimeclasses",
+                                                  "RuntimeClass", false};
+const struct kube_resource KUBE_CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                        "CustomResourceDefinition", false};
+
+/* ---- URLs --------------------------------------------------------------------------------- */
+
+int kube_url_escape(struct sbuf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char ch = *p;
+        bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~';
+        int r;
+        if (plain)
+            r = sbuf_append(b, p, 1);
+        else {
+            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            r = sbuf_append(b, enc, 3);
+        }
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int kube_build_path(struct sbuf *b, const struct kube_resource *r, const char *ns, const char *name,
+                    const char *sub)
+{
+    int rc;
+    if (!r->group || !r->group[0])
+        rc = sbuf_printf(b, "/api/%s", r->version);
+    else
+        rc = sbuf_printf(b, "/apis/%s/%s", r->group, r->version);
+    if (rc < 0)
+        return rc;
+    if (r->namespaced && ns && ns[0]) {
+        if ((rc = sbuf_puts(b, "/namespaces/")) < 0 || (rc = kube_url_escape(b, ns)) < 0)
+            return rc;
+    }
+    if ((rc = sbuf_printf(b, "/%s", r->plural)) < 0)
+        return rc;
+    if (name) {
+        if ((rc = sbuf_puts(b, "/")) < 0 || (rc = kube_url_escape(b, name)) < 0)
+            return rc;
+    }
+    if (sub && (rc = sbuf_printf(b, "/%s", sub)) < 0)
+        return rc;
+    return 0;
+}
+
+int kube_query_add(struct sbuf *b, const char *key, const char *value)
+{
+    if (!value || !value[0])
+        return 0;
+    int r = sbuf_printf(b, "%c%s=", b->data && strchr(b->data, '?') ? '&' : '?', key);
+    if (r < 0)
+        return r;
+    return kube_url_escape(b, value);
+}
+
+int kube_selector_check(const char *what, const char *sel, struct err *e)
+{
+    if (!sel)
+        return 0;
+    size_t n = strlen(sel);
+    if (n > 4096)
+        return err_set(e, -EINVAL, "%s: longer than 4096 characters", what);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)sel[i];
+        if (ch < 0x20 || ch >= 0x7f)
+            return err_set(e, -EINVAL, "%s \"%.64s\": control or non-ASCII character at %zu", what,
+                           sel, i);
+    }
+    return 0;
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+int kube_http_errno(long http, const char *reason)
+{
+    switch (http) {
+    case 400:
+    case 422:
+        return -EINVAL;
+    case 401:
+        return -EACCES;
+    case 403:
+        return -EPERM;
+    case 404:
+        return -ENOENT;
+    case 405:
+        return -EOPNOTSUPP;
+    case 409:
+        return streq_ptr(reason, "AlreadyExists") ? -EEXIST : KUBE_ECONFLICT;
+    case 410:
+        return KUBE_EGONE;
+    case 413:
+        return -EFBIG;
+    case 415:
+        return -EPROTO;
+    case 429:
+        return -EAGAIN;
+    case 504:
+        return -ETIMEDOUT;
+    default:
+        return http >= 500 ? -EIO : -EPROTO;
+    }
+}
+
+/* Copies printable ASCII only, so a hostile body cannot inject into logs. */
+static void sanitize(char *dst, size_t n, const char *src, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < n; i++) {
+        unsigned char ch = (unsigned char)src[i];
+        dst[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : ' ';
+    }
+    dst[o] = '\0';
+}
+
+int kube_status_err(long http, const char *body, size_t len, const char *what, struct err *e)
+{
+    json_error_t je;
+    json_t *st = body && len ? json_loadb(body, len, JSON_DISABLE_EOF_CHECK, &je) : NULL;
+    const char *kind = json_string_value(json_object_get(st, "kind"));
+    if (st && streq_ptr(kind, "Status")) {
+        const char *msg = json_string_value(json_object_get(st, "message"));
+        const char *reason = json_string_value(json_object_get(st, "reason"));
+        char m[300], rs[64];
+        sanitize(m, sizeof(m), msg ? msg : what, strlen(msg ? msg : what));
+        sanitize(rs, sizeof(rs), reason ? reason : "", reason ? strlen(reason) : 0);
+        int code = kube_http_errno(http, reason);
+        if (rs[0])
+            err_set(e, code, "%s (%ld %s)", m, http, rs);
+        else
+            err_set(e, code, "%s (%ld)", m, http);
+        json_decref(st);
+        return code;
+    }
+    json_decref(st);
+    char snippet[120];
+    sanitize(snippet, sizeof(snippet), body ? body : "", body ? len : 0);
+    int code = kube_http_errno(http, NULL);
+    if (snippet[0])
+        return err_set(e, code, "%s: HTTP %ld: %s", what, http, snippet);
+    return err_set(e, code, "%s: HTTP %ld", what, http);
+}
+
+int kube_json_parse(const char *body, size_t len, const char *what, json_t **ret, struct err *e)
+{
+    json_error_t je;
+    json_t *v = json_loadb(body ? body : "", len, 0, &je);
+    if (!v)
+        return err_set(e, -EBADMSG, "%s: malformed JSON in the response: %s (at byte %d)", what,
+                       je.text, je.position);
+    if (!json_is_object(v)) {
+        json_decref(v);
+        return err_set(e, -EBADMSG, "%s: expected a JSON object in the response", what);
+    }
+    *ret = v;
+    return 0;
+}
+
+/* ---- watch stream ------------------------------------------------------------------------- */
+
+const char *kube_watch_type_name(enum kube_watch_type t)
+{
+    switch (t) {
+    case KUBE_WATCH_ADDED:
+        return "ADDED";
+    case KUBE_WATCH_MODIFIED:
+        return "MODIFIED";
+    case KUBE_WATCH_DELETED:
+        return "DELETED";
+    case KUBE_WATCH_BOOKMARK:
+        return "BOOKMARK";
+    case KUBE_WATCH_ERROR:
+        return "ERROR";
+    }
+    return "?";
+}
+
+int kube_watch_event_parse(const char *line, size_t n, enum kube_watch_type *ret_type,
+                           json_t **ret_obj, struct err *e)
+{
+    json_error_t je;
+    json_t *ev = json_loadb(line, n, 0, &je);
+    if (!ev)
+        return err_set(e, -EBADMSG, "watch event: malformed JSON: %s (at byte %d)", je.text,
+                       je.position);
+    const char *t = json_string_value(json_object_get(ev, "type"));
+    json_t *obj = json_object_get(ev, "object");
+    static const char *const names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+    int type = -1;
+    for (size_t i = 0; t && i < ARRAY_SIZE(names); i++)
+        if (strcmp(t, names[i]) == 0)
+            type = (int)i;
+    if (type < 0 || !json_is_object(obj)) {
+        char tn[40];
+        sanitize(tn, sizeof(tn), t ? t : "", t ? strlen(t) : 0);
+        json_decref(ev);
+        if (type < 0)
+            return err_set(e, -EBADMSG, "watch event: unknown or missing type \"%s\"", tn);
+        return err_set(e, -EBADMSG, "watch event %s: \"object\" is not an object", tn);
+    }
+    *ret_type = (enum kube_watch_type)type;
+    *ret_obj = json_incref(obj);
+    json_decref(ev);
+    return 0;
+}
+
+void kube_watch_parser_init(struct kube_watch_parser *p, size_t max_line, kube_watch_fn fn,
+                            void *userdata)
+{
+    memset(p, 0, sizeof(*p));
+    sbuf_init(&p->line, max_line);
+    p->fn = fn;
+    p->userdata = userdata;
+}
+
+void kube_watch_parser_free(struct kube_watch_parser *p)
+{
+    sbuf_free(&p->line);
+}
+
+static int parser_line(struct kube_watch_parser *p, const char *line, size_t n, struct err *e)
+{
+    /* blank lines (keep-alives) are skipped */
+    size_t i = 0;
+    while (i < n && (line[i] == ' ' || line[i] == '\r' || line[i] == '\t'))
+        i++;
+    if (i == n)
+        return 0;
+    enum kube_watch_type t;
+    json_t *obj = NULL;
+    int r = kube_watch_event_parse(line, n, &t, &obj, e);
+    if (r < 0)
+        return r;
+    p->events++;
+    r = p->fn(t, obj, p->userdata);
+    json_decref(obj);
+    if (r != 0) {
+        p->stopped = r;
+        return r < 0 ? r : 1;
+    }
+    return 0;
+}
+
+int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t n, struct err *e)
+{
+    if (p->stopped)
+        return p->stopped < 0 ? p->stopped : 1;
+    while (n > 0) {
+        const char *nl = memchr(data, '\n', n);
+        size_t take = nl ? (size_t)(nl - data) : n;
+        if (p->line.len == 0 && nl) {
+            /* a whole line in this chunk: no copy */
+            int r = parser_line(p, data, take, e);
+            if (r != 0)
+                return r;
+        } else {
+            if (sbuf_append(&p->line, data, take) < 0)
+                return err_set(e, -EFBIG, "watch event: longer than the %zu-byte limit",
+                               p->line.limit);
+            if (nl) {
+                int r = parser_line(p, p->line.data, p->line.len, e);
+                sbuf_reset(&p->line);
+                if (r != 0)
+                    return r;
+            }
+        }
+        if (!nl)
+            break;
+        data += take + 1;
+        n -= take + 1;
+    }
+    return 0;
+}
+
+int kube_watch_parser_finish(struct kube_watch_parser *p, struct err *e)
+{
+    if (p->stopped || p->line.len == 0)
+        return 0;
+    int r = parser_line(p, p->line.data, p->line.len, e);
+    sbuf_reset(&p->line);
+    if (r < 0)
+        return err_prefix(e, "truncated watch stream");
+    return 0;
+}
+
+/* ---- rate limiting and backoff ------------------------------------------------------------ */
+
+void kube_ratelimit_init(struct kube_ratelimit *rl, double qps, unsigned burst, uint64_t now_us)
+{
+    rl->qps = qps > 0 ? qps : 20;
+    rl->burst = burst > 0 ? burst : 1;
+    rl->tokens = rl->burst;
+    rl->last_us = now_us;
+}
+
+uint64_t kube_ratelimit_reserve(struct kube_ratelimit *rl, uint64_t now_us)
+{
+    if (now_us > rl->last_us) {
+        rl->tokens += (double)(now_us - rl->last_us) * rl->qps / 1e6;
+        if (rl->tokens > rl->burst)
+            rl->tokens = rl->burst;
+        rl->last_us = now_us;
+    }
+    rl->tokens -= 1;
+    if (rl->tokens >= 0)
+        return 0;
+    return (uint64_t)ceil(-rl->tokens * 1e6 / rl->qps);
+}
+
+uint64_t kube_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t max_ms, uint64_t rnd)
+{
+    if (base_ms == 0)
+        base_ms = 1;
+    if (max_ms < base_ms)
+        max_ms = base_ms;
+    uint64_t d = base_ms;
+    for (unsigned i = 0; i < attempt && d < max_ms; i++)
+        d *= 2;
+    if (d > max_ms)
+        d = max_ms;
+    uint64_t half = d / 2;
+    return half + rnd % (d - half + 1);
+}
+
+int kube_parse_retry_after(const char *v, uint64_t now_unix_ms, uint64_t *ret_ms)
+{
+    if (!v)
+        return -EINVAL;
+    while (*v == ' ')
+        v++;
+    char buf[64];
+    strlcpy_s(buf, v, sizeof(buf));
+    size_t n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\r' || buf[n - 1] == '\n'))
+        buf[--n] = '\0';
+    uint64_t s;
+    if (n > 0 && buf[0] >= '0' && buf[0] <= '9') {
+        if (parse_u64(buf, &s) < 0 || s > 86400)
+            return -EINVAL;
+        *ret_ms = s * 1000;
+        return 0;
+    }
+    time_t t = curl_getdate(buf, NULL);
+    if (t < 0)
+        return -EINVAL;
+    uint64_t at = (uint64_t)t * 1000;
+    *ret_ms = at > now_unix_ms ? at - now_unix_ms : 0;
+    return 0;
+}
+
+uint64_t kube_random(void)
+{
+    uint64_t v;
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+        v = now_us_mono() * 6364136223846793005ull + 1442695040888963407ull;
+    return v;
+}
+
+/* ---- leases ------------------------------------------------------------------------------- */
+
+enum kube_lease_action kube_lease_decide(json_t *lease, const char *identity, bool expired)
+{
+    json_t *spec = json_object_get(lease, "spec");
+    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
+    if (!holder || !holder[0])
+        return KUBE_LEASE_ACQUIRE;
+    if (strcmp(holder, identity) == 0)
+        return KUBE_LEASE_RENEW;
+    return expired ? KUBE_LEASE_ACQUIRE : KUBE_LEASE_WAIT;
+}
+
+void kube_microtime(uint64_t unix_us, char *buf, size_t n)
+{
+    time_t s = (time_t)(unix_us / 1000000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(unix_us % 1000000));
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The verbs: get, list, create, update, patch, delete, eviction, events, watch. */
+#include <string.h>
+
+#include "kube-internal.h"
+
+#define PATH_MAX_LEN 8192
+
+static const char *obj_name(json_t *obj)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+}
+
+static const char *obj_ns(json_t *obj)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
+}
+
+static void what_of(char *buf, size_t n, const char *verb, const struct kube_resource *r,
+                    const char *ns, const char *name)
+{
+    if (r->namespaced && ns && ns[0])
+        snprintf(buf, n, "%s %s %s/%s", verb, r->plural, ns, name ? name : "");
+    else
+        snprintf(buf, n, "%s %s %s", verb, r->plural, name ? name : "");
+    size_t l = strlen(buf);
+    while (l > 0 && (buf[l - 1] == ' ' || buf[l - 1] == '/'))
+        buf[--l] = '\0';
+}
+
+static int check_name(const char *verb, const struct kube_resource *r, const char *name,
+                      struct err *e)
+{
+    if (!name || !name[0])
+        return err_set(e, -EINVAL, "%s %s: a name is required", verb, r->plural);
+    if (strlen(name) > 253 || strchr(name, '/') || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0)
+        return err_set(e, -EINVAL, "%s %s \"%.64s\": not a valid object name", verb, r->plural,
+                       name);
+    return 0;
+}
+
+static int check_ns(const char *verb, const struct kube_resource *r, const char *ns, bool required,
+                    struct err *e)
+{
+    if (r->namespaced && required && (!ns || !ns[0]))
+        return err_set(e, -EINVAL, "%s %s: a namespace is required", verb, r->plural);
+    if (ns && (strlen(ns) > 63 || strchr(ns, '/')))
+        return err_set(e, -EINVAL, "%s %s: \"%.64s\" is not a valid namespace", verb, r->plural,
+                       ns);
+    return 0;
+}
+
+int kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns, const char *name,
+             json_t **ret, struct err *e)
+{
+    int rc;
+    if ((rc = check_name("get", r, name, e)) < 0 || (rc = check_ns("get", r, ns, true, e)) < 0)
+        return rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, r, ns, name, NULL) < 0)
+        return err_set(e, -ENAMETOOLONG, "get %s: path too long", r->plural);
+    char what[320];
+    what_of(what, sizeof(what), "get", r, ns, name);
+    struct kube_req rq = {.method = "GET", .path = p.data, .what = what};
+    return kube_do_json(c, &rq, ret, e);
+}
+
+int kube_list_page(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                   const struct kube_list_opts *o, const char *continue_token, json_t **ret,
+                   struct err *e)
+{
+    struct kube_list_opts def = {0};
+    if (!o)
+        o = &def;
+    int rc;
+    if ((rc = check_ns("list", r, ns, false, e)) < 0 ||
+        (rc = kube_selector_check("labelSelector", o->label_selector, e)) < 0 ||
+        (rc = kube_selector_check("fieldSelector", o->field_selector, e)) < 0)
+        return rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN * 2);
+    char lim[24];
+    snprintf(lim, sizeof(lim), "%u", o->limit ? o->limit : 500);
+    if (kube_build_path(&p, r, ns, NULL, NULL) < 0 ||
+        kube_query_add(&p, "labelSelector", o->label_selector) < 0 ||
+        kube_query_add(&p, "fieldSelector", o->field_selector) < 0 ||
+        kube_query_add(&p, "limit", lim) < 0 ||
+        kube_query_add(&p, "continue", continue_token) < 0 ||
+        (!continue_token && kube_query_add(&p, "resourceVersion", o->resource_version) < 0))
+        return err_set(e, -ENAMETOOLONG, "list %s: URL too long", r->plural);
+    char what[320];
+    what_of(what, sizeof(what), "list", r, ns, NULL);
+    struct kube_req rq = {.method = "GET", .path = p.data, .what = what};
+    json_t *page = NULL;
+    if ((rc = kube_do_json(c, &rq, &page, e)) < 0)
+        return rc;
+    if (!json_is_array(json_object_get(page, "items"))) {
+        json_decref(page);
+        return err_set(e, -EBADMSG, "%s: the answer has no \"items\" list", what);
+    }
+    *ret = page;
+    return 0;
+}
+
+int kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
+              const struct kube_list_opts *o, json_t **ret, struct err *e)
+{
+    _cleanup_json_ json_t *all = NULL;
+    _cleanup_free_ char *cont = NULL;
+    for (unsigned pages = 0;; pages++) {
+        if (pages > 100000)
+            return err_set(e, -ELOOP, "list %s: more than 100000 pages", r->plural);
+        _cleanup_json_ json_t *page = NULL;
+        int rc = kube_list_page(c, r, ns, o, cont, &page, e);
+        if (rc < 0) {
+            if (rc == KUBE_EGONE && cont)
+                return err_prefix(e, "list %s: the continue token expired", r->plural);
+            return rc;
+        }
+        json_t *meta = json_object_get(page, "metadata");
+        if (!all) {
+            all = json_object();
+            _cleanup_free_ char *kind = xasprintf("%sList", r->kind);
+            json_object_set_new(all, "kind", json_string(kind));
+            json_object_set(all, "apiVersion", json_object_get(page, "apiVersion"));
+            json_t *m = json_object();
+            json_object_set(m, "resourceVersion", json_object_get(meta, "resourceVersion"));
+            json_object_set_new(all, "metadata", m);
+            json_object_set_new(all, "items", json_array());
+        }
+        json_array_extend(json_object_get(all, "items"), json_object_get(page, "items"));
+        const char *next = json_string_value(json_object_get(meta, "continue"));
+        free(cont);
+        cont = next && next[0] ? xstrdup(next) : NULL;
+        if (!cont)
+            break;
+    }
+    *ret = steal_ptr(&all);
+    return 0;
+}
+
+static int write_obj(struct kube_client *c, const char *method, const char *verb,
+                     const struct kube_resource *r, const char *ns, json_t *obj, bool status,
+                     json_t **ret, struct err *e)
+{
+    if (!json_is_object(obj))
+        return err_set(e, -EINVAL, "%s %s: the body is not an object", verb, r->plural);
+    const char *name = obj_name(obj);
+    bool post = strcmp(method, "POST") == 0;
+    int rc;
+    if (!post && (rc = check_name(verb, r, name, e)) < 0)
+        return rc;
+    if (!ns || !ns[0])
+        ns = obj_ns(obj);
+    if ((rc = check_ns(verb, r, ns, true, e)) < 0)
+        return rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, r, ns, post ? NULL : name, status ? "status" : NULL) < 0)
+        return err_set(e, -ENAMETOOLONG, "%s %s: path too long", verb, r->plural);
+    _cleanup_free_ char *body = json_dumps(obj, JSON_COMPACT);
+    if (!body)
+        return err_set(e, -EINVAL, "%s %s: the body cannot be serialized", verb, r->plural);
+    char what[320];
+    what_of(what, sizeof(what), verb, r, ns, name ? name : "");
+    struct kube_req rq = {.method = method,
+                          .path = p.data,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .content_type = "application/json",
+                          .unsafe = post,
+                          .what = what};
+    return kube_do_json(c, &rq, ret, e);
+}
+
+int kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
+                json_t **ret, struct err *e)
+{
+    return write_obj(c, "POST", "create", r, ns, obj, false, ret, e);
+}
+
+int kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
+                json_t **ret, struct err *e)
+{
+    return write_obj(c, "PUT", "update", r, ns, obj, false, ret, e);
+}
+
+int kube_update_status(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                       json_t *obj, json_t **ret, struct err *e)
+{
+    return write_obj(c, "PUT", "update status of", r, ns, obj, true, ret, e);
+}
+
+int kube_update_retry(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                      const char *name, bool status, kube_mutate_fn mutate, void *userdata,
+                      json_t **ret, struct err *e)
+{
+    for (int attempt = 0;; attempt++) {
+        _cleanup_json_ json_t *obj = NULL;
+        int rc = kube_get(c, r, ns, name, &obj, e);
+        if (rc < 0)
+            return rc;
+        rc = mutate(obj, userdata, e);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            if (ret)
+                *ret = steal_ptr(&obj);
+            return 0;
+        }
+        json_t *out = NULL;
+        rc = status ? kube_update_status(c, r, ns, obj, ret ? &out : NULL, e)
+                    : kube_update(c, r, ns, obj, ret ? &out : NULL, e);
+        if (rc == 0) {
+            if (ret)
+                *ret = out;
+            return 0;
+        }
+        if (rc != KUBE_ECONFLICT)
+            return rc;
+        if (attempt >= 9)
+            return err_prefix(e, "still conflicting after %d attempts", attempt + 1);
+        log_debug("kube", "update conflict, re-reading", "resource=%s name=%s attempt=%d",
+                  r->plural, name, attempt + 1);
+    }
+}
+
+int kube_patch(struct kube_client *c, const struct kube_resource *r, const char *ns,
+               const char *name, const struct kube_patch_opts *o, json_t *patch, json_t **ret,
+               struct err *e)
+{
+    struct kube_patch_opts def = {0};
+    if (!o)
+        o = &def;
+    int rc;
+    if ((rc = check_name("patch", r, name, e)) < 0 || (rc = check_ns("patch", r, ns, true, e)) < 0)
+        return rc;
+    static const char *const ctypes[] = {
+        "application/merge-patch+json", "application/strategic-merge-patch+json",
+        "application/json-patch+json", "application/apply-patch+yaml"};
+    if ((unsigned)o->type >= ARRAY_SIZE(ctypes))
+        return err_set(e, -EINVAL, "patch %s: unknown patch type %d", r->plural, (int)o->type);
+    if (o->type == KUBE_PATCH_JSON ? !json_is_array(patch) : !json_is_object(patch))
+        return err_set(e, -EINVAL, "patch %s/%s: a %s patch must be a JSON %s", r->plural, name,
+                       o->type == KUBE_PATCH_JSON ? "JSON" : "merge/apply",
+                       o->type == KUBE_PATCH_JSON ? "array" : "object");
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, r, ns, name, o->status ? "status" : NULL) < 0)
+        return err_set(e, -ENAMETOOLONG, "patch %s: path too long", r->plural);
+    if (o->type == KUBE_PATCH_APPLY) {
+        kube_query_add(&p, "fieldManager", o->field_manager ? o->field_manager : "gpuop");
+        if (o->force)
+            kube_query_add(&p, "force", "true");
+    } else if (o->field_manager)
+        kube_query_add(&p, "fieldManager", o->field_manager);
+    _cleanup_free_ char *body = json_dumps(patch, JSON_COMPACT);
+    if (!body)
+        return err_set(e, -EINVAL, "patch %s: the patch cannot be serialized", r->plural);
+    char what[320];
+    what_of(what, sizeof(what), "patch", r, ns, name);
+    struct kube_req rq = {.method = "PATCH",
+                          .path = p.data,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .content_type = ctypes[o->type],
+                          .what = what};
+    return kube_do_json(c, &rq, ret, e);
+}
+
+static json_t *delete_options(const struct kube_delete_opts *o, const char *kind,
+                              const char *api_version)
+{
+    json_t *d = json_pack("{s:s,s:s}", "kind", kind, "apiVersion", api_version);
+    if (!o)
+        return d;
+    static const char *const prop[] = {NULL, "Background", "Foreground", "Orphan"};
+    if ((unsigned)o->propagation < ARRAY_SIZE(prop) && prop[o->propagation])
+        json_object_set_new(d, "propagationPolicy", json_string(prop[o->propagation]));
+    if (o->precondition_uid || o->precondition_resource_version) {
+        json_t *pre = json_object();
+        if (o->precondition_uid)
+            json_object_set_new(pre, "uid", json_string(o->precondition_uid));
+        if (o->precondition_resource_version)
+            json_object_set_new(pre, "resourceVersion",
+                                json_string(o->precondition_resource_version));
+        json_object_set_new(d, "preconditions", pre);
+    }
+    if (o->has_grace)
+        json_object_set_new(d, "gracePeriodSeconds", json_integer(o->grace_period_seconds));
+    return d;
+}
+
+int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                const char *name, const struct kube_delete_opts *o, struct err *e)
+{
+    int rc;
+    if ((rc = check_name("delete", r, name, e)) < 0 ||
+        (rc = check_ns("delete", r, ns, true, e)) < 0)
+        return rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, r, ns, name, NULL) < 0)
+        return err_set(e, -ENAMETOOLONG, "delete %s: path too long", r->plural);
+    _cleanup_json_ json_t *opts = delete_options(o, "DeleteOptions", "v1");
+    _cleanup_free_ char *body = json_dumps(opts, JSON_COMPACT);
+    char what[320];
+    what_of(what, sizeof(what), "delete", r, ns, name);
+    struct kube_req rq = {.method = "DELETE",
+                          .path = p.data,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .content_type = "application/json",
+                          .what = what};
+    return kube_do_json(c, &rq, NULL, e);
+}
+
+int kube_evict(struct kube_client *c, const char *ns, const char *pod,
+               const struct kube_delete_opts *o, struct err *e)
+{
+    int rc;
+    if ((rc = check_name("evict", &KUBE_PODS, pod, e)) < 0 ||
+        (rc = check_ns("evict", &KUBE_PODS, ns, true, e)) < 0)
+        return rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, &KUBE_PODS, ns, pod, "eviction") < 0)
+        return err_set(e, -ENAMETOOLONG, "evict: path too long");
+    _cleanup_json_ json_t *ev =
+        json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
+                  "metadata", "name", pod, "namespace", ns);
+    if (o)
+        json_object_set_new(ev, "deleteOptions", delete_options(o, "DeleteOptions", "v1"));
+    _cleanup_free_ char *body = json_dumps(ev, JSON_COMPACT);
+    char what[320];
+    snprintf(what, sizeof(what), "evict pod %s/%s", ns, pod);
+    /* An eviction is a create that is refused or done as a whole: retried on connection
+     * failures only when it surely was not sent; a 429 is the disruption budget speaking. */
+    struct kube_req rq = {.method = "POST",
+                          .path = p.data,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .content_type = "application/json",
+                          .unsafe = true,
+                          .no_retry_429 = true,
+                          .what = what};
+    rc = kube_do_json(c, &rq, NULL, e);
+    if (rc == KUBE_EBLOCKED)
+        err_prefix(e, "%s: blocked by a PodDisruptionBudget", what);
+    return rc;
+}
+
+int kube_event_create(struct kube_client *c, const struct kube_event *ev, struct err *e)
+{
+    if (!ev || !json_is_object(ev->involved) || !ev->reason || !ev->message)
+        return err_set(e, -EINVAL,
+                       "create event: involved object, reason and message are "
+                       "required");
+    json_t *meta = json_object_get(ev->involved, "metadata");
+    const char *iname = json_string_value(json_object_get(meta, "name"));
+    const char *ins = json_string_value(json_object_get(meta, "namespace"));
+    if (!iname)
+        return err_set(e, -EINVAL, "create event: the involved object has no metadata.name");
+    const char *ns = ev->ns ? ev->ns : (ins && ins[0] ? ins : "default");
+    char now[48];
+    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+    now[19] = 'Z'; /* Time, not MicroTime: seconds only */
+    now[20] = '\0';
+    json_t *inv = json_object();
+    static const char *const copy[] = {"kind", "apiVersion"};
+    for (size_t i = 0; i < ARRAY_SIZE(copy); i++) {
+        json_t *v = json_object_get(ev->involved, copy[i]);
+        if (json_is_string(v))
+            json_object_set(inv, copy[i], v);
+    }
+    json_object_set_new(inv, "name", json_string(iname));
+    if (ins)
+        json_object_set_new(inv, "namespace", json_string(ins));
+    static const char *const mcopy[] = {"uid", "resourceVersion"};
+    for (size_t i = 0; i < ARRAY_SIZE(mcopy); i++) {
+        json_t *v = json_object_get(meta, mcopy[i]);
+        if (json_is_string(v))
+            json_object_set(inv, mcopy[i], v);
+    }
+    char name[300];
+    snprintf(name, sizeof(name), "%.200s.%016llx", iname,
+             (unsigned long long)(now_us_mono() ^ kube_random()));
+    _cleanup_json_ json_t *obj = json_pack(
+        "{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s,s:s,s:i,s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind",
+        "Event", "metadata", "name", name, "namespace", ns, "involvedObject", inv, "reason",
+        ev->reason, "message", ev->message, "type", ev->type ? ev->type : "Normal", "count",
+        ev->count > 0 ? ev->count : 1, "firstTimestamp", now, "lastTimestamp", now, "source",
+        "component", ev->component ? ev->component : "gpuop");
+    if (!obj)
+        return err_set(e, -EINVAL, "create event: reason or message is not valid UTF-8");
+    if (ev->host)
+        json_object_set_new(json_object_get(obj, "source"), "host", json_string(ev->host));
+    return kube_create(c, &KUBE_EVENTS, ns, obj, NULL, e);
+}
+
+/* ---- watch -------------------------------------------------------------------------------- */
+
+struct watch_ctx {
+    kube_watch_fn fn;
+    void *userdata;
+    struct err *e;
+};
+
+static int watch_cb(enum kube_watch_type t, json_t *obj, void *ud)
+{
+    struct watch_ctx *w = ud;
+    if (t == KUBE_WATCH_ERROR) {
+        json_int_t code = json_integer_value(json_object_get(obj, "code"));
+        _cleanup_free_ char *body = json_dumps(obj, JSON_COMPACT);
+        kube_status_err(code > 0 ? code : 500, body, body ? strlen(body) : 0, "watch", w->e);
+        if (code == 410)
+            w->e->code = KUBE_EGONE;
+        int r = w->fn(t, obj, w->userdata);
+        if (r < 0)
+            return r;
+        return w->e->code;
+    }
+    int r = w->fn(t, obj, w->userdata);
+    if (r < 0)
+        err_set(w->e, r, "watch stopped by its handler");
+    return r;
+}
+
+int kube_watch(struct kube_client *c, const struct kube_resource *r, const char *ns,
+               const struct kube_watch_opts *o, kube_watch_fn fn, void *userdata, struct err *e)
+{
+    struct kube_watch_opts def = {0};
+    if (!o)
+        o = &def;
+    int rc;
+    if ((rc = check_ns("watch", r, ns, false, e)) < 0 ||
+        (rc = kube_selector_check("labelSelector", o->label_selector, e)) < 0 ||
+        (rc = kube_selector_check("fieldSelector", o->field_selector, e)) < 0)
+        return rc;
+    unsigned tmo = o->timeout_seconds ? o->timeout_seconds : 300;
+    char tbuf[24];
+    snprintf(tbuf, sizeof(tbuf), "%u", tmo);
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN * 2);
+    if (kube_build_path(&p, r, ns, NULL, NULL) < 0 || kube_query_add(&p, "watch", "true") < 0 ||
+        kube_query_add(&p, "labelSelector", o->label_selector) < 0 ||
+        kube_query_add(&p, "fieldSelector", o->field_selector) < 0 ||
+        kube_query_add(&p, "resourceVersion", o->resource_version) < 0 ||
+        (o->bookmarks && kube_query_add(&p, "allowWatchBookmarks", "true") < 0) ||
+        kube_query_add(&p, "timeoutSeconds", tbuf) < 0)
+        return err_set(e, -ENAMETOOLONG, "watch %s: URL too long", r->plural);
+    char what[320];
+    what_of(what, sizeof(what), "watch", r, ns, NULL);
+    struct watch_ctx w = {fn, userdata, e};
+    struct kube_watch_parser parser;
+    kube_watch_parser_init(&parser, kube_client_max_watch_line(c), watch_cb, &w);
+    rc = kube_do_stream(c, p.data, what, &parser, o->stop, (uint64_t)tmo * 1000 + 30000, e);
+    kube_watch_parser_free(&parser);
+    if (rc == KUBE_EGONE)
+        e->code = KUBE_EGONE;
+    return rc;
+}

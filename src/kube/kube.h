@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube: the Kubernetes API client the operator and the node agents use.
+ *
+ *  - Connection: a kubeconfig (--kubeconfig, KUBECONFIG) or the in-cluster service account
+ *    (KUBERNETES_SERVICE_HOST/PORT, token re-read when it rotates, CA bundle, namespace file).
+ *    TLS is always verified; insecure-skip-tls-verify is refused.
+ *  - Verbs over a resource descriptor: get, list (selectors, pagination), watch, create, update
+ *    (+ a conflict-retry helper), patch (merge, strategic, JSON, server-side apply), delete,
+ *    the status subresource, pod eviction, Events.
+ *  - An informer (list + one watch per type into a local store, indexed by namespace/name and by
+ *    label, with handlers and an optional projection) and Lease-based leader election.
+ *  - Client-side rate limiting (token bucket) and retries with jittered exponential backoff on
+ *    5xx, 429 (Retry-After honoured) and connection errors.
+ *
+ * Errors: every verb returns 0 or a negative code and fills a struct err. API Status objects
+ * become messages such as `nodes "n1" not found (404 NotFound)`; the HTTP code maps to:
+ *   400/422 -EINVAL   401 -EACCES   403 -EPERM   404 -ENOENT   405 -EOPNOTSUPP
+ *   409 AlreadyExists -EEXIST, 409 Conflict (stale resourceVersion) -ESTALE (KUBE_ECONFLICT)
+ *   410 -EIDRM (KUBE_EGONE)   429 -EAGAIN (after retries), on eviction -EBUSY (KUBE_EBLOCKED)
+ *   5xx -EIO   timeouts -ETIMEDOUT   connection failures -ECONNREFUSED / -EHOSTUNREACH
+ *   TLS verification failures -EKEYREJECTED   oversized responses -EFBIG   bad JSON -EBADMSG
+ *
+ * Bodies are jansson values. Objects passed in are borrowed; objects returned are owned by the
+ * caller (json_decref).
+ *
+ * Thread-safety: a kube_client is safe to use from many threads at once (each request borrows a
+ * curl handle from a pool; connections are reused). Informers and leader electors run their own
+ * thread; their accessors are thread-safe. Handlers run on the informer's thread.
+ *
+ * Secrets (tokens, keys, client certificates) are never logged nor put in error messages.
+ */
+#ifndef GPUOP_KUBE_H
+#define GPUOP_KUBE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define KUBE_ECONFLICT (-ESTALE)
+#define KUBE_EGONE     (-EIDRM)
+#define KUBE_EBLOCKED  (-EBUSY)
+
+/* ---- resources ---------------------------------------------------------------------------- */
+
+struct kube_resource {
+    const char *group; /* "" for the core group */
+    const char *version;
+    const char *plural;
+    const char *kind;
+    bool namespaced;
+};
+
+extern const struct kube_resource KUBE_NAMESPACES, KUBE_NODES, KUBE_PODS, KUBE_CONFIGMAPS,
+    KUBE_SECRETS, KUBE_SERVICES, KUBE_SERVICEACCOUNTS, KUBE_EVENTS, KUBE_DAEMONSETS,
+    KUBE_DEPLOYMENTS, KUBE_CONTROLLERREVISIONS, KUBE_LEASES, KUBE_PDBS, KUBE_RUNTIMECLASSES,
+    KUBE_CRDS;
+
+/* ---- connection --------------------------------------------------------------------------- */
+
+struct kube_options {
+    const char *kubeconfig;   /* path; NULL: $KUBECONFIG, then in-cluster, then ~/.kube/config */
+    const char *context;      /* NULL: current-context */
+    double qps;               /* 0: 20 */
+    unsigned burst;           /* 0: 40 */
+    unsigned max_retries;     /* 0: 5; retries of one request on 5xx/429/connection errors */
+    uint64_t backoff_base_ms; /* 0: 200 */
+    uint64_t backoff_max_ms;  /* 0: 10000 (also caps Retry-After) */
+    uint64_t timeout_ms;      /* 0: 30000, per non-watch request */
+    size_t max_response;      /* 0: 64 MiB, hard limit on one response body */
+    size_t max_watch_line;    /* 0: 8 MiB, hard limit on one watch event */
+};
+
+struct kube_client;
+
+int kube_client_new(const struct kube_options *o, struct kube_client **ret, struct err *e);
+void kube_client_free(struct kube_client *c);
+DEFINE_CLEANUP_FUNC(struct kube_client, kube_client_free)
+/* The kubeconfig context's namespace, or the in-cluster namespace, or "default". */
+const char *kube_client_namespace(const struct kube_client *c);
+/* "https://10.0.0.1:443" */
+const char *kube_client_server(const struct kube_client *c);
+/* Requests sent (each retry counts), for tests and benchmarks. */
+uint64_t kube_client_requests(const struct kube_client *c);
+
+/* ---- verbs -------------------------------------------------------------------------------- */
+
+struct kube_list_opts {
+    const char *label_selector;   /* "app=x,tier!=db"; NULL: none */
+    const char *field_selector;   /* "spec.nodeName=n1" */
+    unsigned limit;               /* page size; 0: 500. kube_list follows continue tokens */
+    const char *resource_version; /* NULL: most recent */
+};
+
+/* ns: NULL or "" for cluster-scoped resources (or for all namespaces when listing). */
+int kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns, const char *name,
+             json_t **ret, struct err *e);
+/* Every page, merged: {"kind":"<Kind>List","metadata":{"resourceVersion":...},"items":[...]}. */
+int kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
+              const struct kube_list_opts *o, json_t **ret, struct err *e);
+/* One page; continue_token from the previous page's metadata.continue (NULL for the first). */
+int kube_list_page(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                   const struct kube_list_opts *o, const char *continue_token, json_t **ret,
+                   struct err *e);
+int kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
+                json_t **ret, struct err *e);
+/* PUT with the object's metadata.resourceVersion: -ESTALE when someone else wrote first. */
+int kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
+                json_t **ret, struct err *e);
+int kube_update_status(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                       json_t *obj, json_t **ret, struct err *e);
+
+/* Mutates obj in place. Returns 0 to write it, 1 when nothing needs to change (no write is
+ * made), or a negative code to give up. */
+typedef int (*kube_mutate_fn)(json_t *obj, void *userdata, struct err *e);
+/* Get, mutate, update (or update_status); on 409 Conflict re-read and re-apply, up to 10 times.
+ * ret (may be NULL) gets the stored object. */
+int kube_update_retry(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                      const char *name, bool status, kube_mutate_fn mutate, void *userdata,
+                      json_t **ret, struct err *e);
+
+enum kube_patch_type {
+    KUBE_PATCH_MERGE,     /* application/merge-patch+json */
+    KUBE_PATCH_STRATEGIC, /* application/strategic-merge-patch+json */
+    KUBE_PATCH_JSON,      /* application/json-patch+json (patch is an array) */
+    KUBE_PATCH_APPLY,     /* server-side apply (application/apply-patch+yaml, JSON is YAML) */
+};
+
+struct kube_patch_opts {
+    enum kube_patch_type type;
+    const char *field_manager; /* required for APPLY; NULL: "gpuop" */
+    bool force;                /* APPLY: take ownership of conflicting fields */
+    bool status;               /* patch the status subresource */
+};
+
+int kube_patch(struct kube_client *c, const struct kube_resource *r, const char *ns,
+               const char *name, const struct kube_patch_opts *o, json_t *patch, json_t **ret,
+               struct err *e);
+
+enum kube_propagation {
+    KUBE_PROPAGATION_DEFAULT = 0,
+    KUBE_PROPAGATION_BACKGROUND,
+    KUBE_PROPAGATION_FOREGROUND,
+    KUBE_PROPAGATION_ORPHAN,
+};
+
+struct kube_delete_opts {
+    enum kube_propagation propagation;
+    const char *precondition_uid;
+    const char *precondition_resource_version;
+    bool has_grace;               /* false: the object's default grace period */
+    int64_t grace_period_seconds; /* with has_grace */
+};
+
+/* Deleting something already gone is -ENOENT. */
+int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                const char *name, const struct kube_delete_opts *o, struct err *e);
+
+/* policy/v1 Eviction of a pod. A 429 (a PodDisruptionBudget forbids it now) is KUBE_EBLOCKED,
+ * returned at once, not retried: the caller decides when to try again. */
+int kube_evict(struct kube_client *c, const char *ns, const char *pod,
+               const struct kube_delete_opts *o, struct err *e);
+
+struct kube_event {
+    const char *ns;        /* the event's namespace; NULL: the object's, or "default" */
+    json_t *involved;      /* the object concerned (kind, apiVersion, metadata.name/ns/uid used) */
+    const char *type;      /* "Normal" or "Warning" */
+    const char *reason;    /* CamelCase, e.g. "DriverUpgradeStarted" */
+    const char *message;   /* human text */
+    const char *component; /* source.component; NULL: "gpuop" */
+    const char *host;      /* source.host; may be NULL */
+    int count;             /* 0: 1 */
+};
+
+/* Creates a core/v1 Event. */
+int kube_event_create(struct kube_client *c, const struct kube_event *ev, struct err *e);
+
+/* ---- watch -------------------------------------------------------------------------------- */
+
+enum kube_watch_type {
+    KUBE_WATCH_ADDED,
+    KUBE_WATCH_MODIFIED,
+    KUBE_WATCH_DELETED,
+    KUBE_WATCH_BOOKMARK,
+    KUBE_WATCH_ERROR, /* obj is a Status */
+};
+
+const char *kube_watch_type_name(enum kube_watch_type t);
+
+/* Called per event; obj is borrowed (json_incref to keep it). Return 0 to go on, anything else
+ * stops the watch (kube_watch then returns that value when negative, else 0). */
+typedef int (*kube_watch_fn)(enum kube_watch_type type, json_t *obj, void *userdata);
+
+struct kube_watch_opts {
+    const char *label_selector;
+    const char *field_selector;
+    const char *resource_version; /* start after this version; NULL: "most recent" */
+    bool bookmarks;               /* allowWatchBookmarks */
+    unsigned timeout_seconds;     /* server-side end of the stream; 0: 300 */
+    const volatile int *stop;     /* when non-NULL and set nonzero, the stream is abandoned */
+};
+
+/* One watch stream, until the server ends it (returns 0), the callback stops it, *stop is set
+ * (returns -ECANCELED), or an error. A 410 Gone (as an HTTP answer or as an ERROR event) returns
+ * KUBE_EGONE: re-list. Reconnecting is the caller's (the informer's) job. */
+int kube_watch(struct kube_client *c, const struct kube_resource *r, const char *ns,
+               const struct kube_watch_opts *o, kube_watch_fn fn, void *userdata, struct err *e);
+
+/* ---- informer ----------------------------------------------------------------------------- */
+
+struct kube_informer;
+
+struct kube_informer_handlers {
+    /* obj/old are the stored (projected) objects, borrowed and read-only. */
+    void (*on_add)(json_t *obj, void *userdata);
+    void (*on_update)(json_t *old, json_t *obj, void *userdata);
+    void (*on_delete)(json_t *obj, void *userdata);
+    void *userdata;
+};
+
+/* Returns a new reference to what the store should keep of obj (e.g. a smaller copy). */
+typedef json_t *(*kube_project_fn)(json_t *obj, void *userdata);
+
+struct kube_informer_opts {
+    const char *ns; /* NULL: all namespaces */
+    const char *label_selector;
+    const char *field_selector;
+    unsigned page_size; /* 0: 500 */
+    /* A projection: either a function, or a NULL-terminated list of dotted field paths to keep
+     * ("metadata.labels", "status.allocatable"); metadata.name, namespace, uid and
+     * resourceVersion are always kept. Neither: the full object is kept. */
+    kube_project_fn project;
+    void *project_userdata;
+    const char *const *keep_fields;
+    struct kube_informer_handlers handlers;
+};
+
+/* The informer starts at once: a list (paginated), then one watch, from the list's
+ * resourceVersion, with bookmarks; a dropped stream is resumed from the last version seen
+ * (jittered backoff), and a 410 Gone is answered by a fresh list (changes turned into
+ * add/update/delete calls). The client must outlive the informer. */
+int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
+                      const struct kube_informer_opts *o, struct kube_informer **ret,
+                      struct err *e);
+/* Stops the thread (at once, abandoning the stream) and frees the store. Accepts NULL. */
+void kube_informer_free(struct kube_informer *inf);
+DEFINE_CLEANUP_FUNC(struct kube_informer, kube_informer_free)
+
+/* Waits until the first list is in the store. 0, or -ETIMEDOUT. */
+int kube_informer_wait_synced(struct kube_informer *inf, uint64_t timeout_ms);
+bool kube_informer_synced(struct kube_informer *inf);
+/* A new reference to the stored object, or NULL. ns NULL for cluster-scoped. Read-only. */
+json_t *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name);
+/* A new array of the stored objects (read-only): all (label_key NULL), or those with the label
+ * label_key=label_value (from the label index). ns NULL: every namespace. */
+json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char *label_key,
+                           const char *label_value);
+size_t kube_informer_count(struct kube_informer *inf);
+/* The resourceVersion the store reflects. Caller frees. */
+char *kube_informer_resource_version(struct kube_informer *inf);
+
+struct kube_informer_stats {
+    uint64_t lists;   /* full lists made (1 + re-lists) */
+    uint64_t watches; /* watch streams opened */
+    uint64_t events;  /* watch events applied (bookmarks excluded) */
+    uint64_t gone;    /* 410s seen */
+};
+void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *ret);
+
+/* Keeps only the listed dotted paths (plus the identity fields); a new object. */
+json_t *kube_project_fields(json_t *obj, const char *const *keep_fields);
+
+/* ---- leader election ---------------------------------------------------------------------- */
+
+struct kube_leader;
+
+struct kube_leader_opts {
+    const char *ns;       /* the Lease's namespace */
+    const char *name;     /* the Lease's name */
+    const char *identity; /* this candidate (e.g. the pod name); unique */
+    uint64_t lease_ms;    /* 0: 15000. Others wait this long after the last renewal seen */
+    uint64_t renew_ms;    /* 0: 10000. The leader gives up when it cannot renew this long */
+    uint64_t retry_ms;    /* 0: 2000. Period of attempts */
+    void (*on_started)(void *userdata); /* became leader */
+    void (*on_stopped)(void *userdata); /* lost (or released) the lease */
+    void (*on_new_leader)(const char *identity, void *userdata);
+    void *userdata;
+};
+
+/* Starts a candidate on its own thread. Callbacks run on that thread. */
+int kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
+                    struct kube_leader **ret, struct err *e);
+bool kube_leader_is_leader(struct kube_leader *l);
+/* The current holder as last seen (caller frees), or NULL. */
+char *kube_leader_holder(struct kube_leader *l);
+/* Stops; a leader releases the lease (empty holder) so another can take over at once. */
+void kube_leader_free(struct kube_leader *l);
+DEFINE_CLEANUP_FUNC(struct kube_leader, kube_leader_free)
+
+#endif
