@@ -85,8 +85,14 @@ static void print_gpu(const struct gpu_device *g)
         return;
     }
     char mem[32], cc[32], mig[24], power[16], numa[16];
-    snprintf(mem, sizeof(mem), "%llu MiB", (unsigned long long)(g->memory_total_bytes >> 20));
-    snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
+    if (g->memory_total_bytes)
+        snprintf(mem, sizeof(mem), "%llu MiB", (unsigned long long)(g->memory_total_bytes >> 20));
+    else
+        snprintf(mem, sizeof(mem), "n/a");
+    if (g->cc_major > 0)
+        snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
+    else
+        snprintf(cc, sizeof(cc), "n/a");
     mig_mode_word(g, mig, sizeof(mig));
     if (g->power_limit_mw)
         snprintf(power, sizeof(power), "%u W", g->power_limit_mw / 1000);
