@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The labels gpuop keeps on each node: GPU presence and the per-component deploy labels the
+ * operand DaemonSets select on. */
+#include <ctype.h>
+#include <string.h>
+
+#include "operator.h"
+
+static const char *const nfd_gpu_labels[] = {
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+    NULL,
+};
+
+static const char *label(const json_t *labels, const char *key)
+{
+    return json_string_value(json_object_get(labels, key));
+}
+
+static bool has_nfd_labels(const json_t *labels)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)labels, k, v) {
+        if (str_has_prefix(k, "feature.node.kubernetes.io/"))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * With NFD on the node, its PCI labels decide (so gpu.present follows them when they go away);
+ * without NFD, an administrator's nvidia.com/gpu.present=true marks a GPU node.
+ */
+bool op_node_is_gpu(const json_t *labels)
+{
+    for (const char *const *k = nfd_gpu_labels; *k; k++)
+        if (streq_ptr(label(labels, *k), "true"))
+            return true;
+    if (has_nfd_labels(labels))
+        return false;
+    return streq_ptr(label(labels, OP_LABEL_GPU_PRESENT), "true");
+}
+
+static bool contains_ci(const char *hay, const char *needle)
+{
+    if (!hay)
+        return false;
+    size_t n = strlen(needle);
+    for (const char *p = hay; *p; p++)
+        if (strncasecmp(p, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* MIG capability as GPU feature discovery reports it, else guessed from the product name. */
+static bool node_mig_capable(const json_t *labels)
+{
+    const char *cap = label(labels, OP_LABEL_MIG_CAPABLE);
+    if (cap)
+        return strcmp(cap, "true") == 0;
+    const char *product = label(labels, "nvidia.com/gpu.product");
+    return contains_ci(product, "h100") || contains_ci(product, "a100") ||
+           contains_ci(product, "a30") || contains_ci(product, "h200");
+}
+
+static void want(json_t *patch, const json_t *labels, const char *key, const char *value)
+{
+    const char *cur = label(labels, key);
+    if (value) {
+        if (!streq_ptr(cur, value))
+            json_object_set_new(patch, key, json_string(value));
+    } else if (json_object_get(labels, key)) {
+        json_object_set_new(patch, key, json_null());
+    }
+}
+
+int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret_patch,
+                   struct err *e)
+{
+    (void)e;
+    json_t *empty = NULL;
+    if (!json_is_object(labels))
+        labels = empty = json_object();
+    json_t *patch = json_object();
+    bool gpu = op_node_is_gpu(labels);
+    bool operands_off = streq_ptr(label(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+
+    if (!gpu) {
+        want(patch, labels, OP_LABEL_GPU_PRESENT, NULL);
+        for (int c = 0; c < OP_N_COMPONENTS; c++)
+            want(patch, labels, op_component_def(c)->deploy_label, NULL);
+    } else {
+        want(patch, labels, OP_LABEL_GPU_PRESENT, "true");
+        bool mig_capable = node_mig_capable(labels);
+        for (int c = 0; c < OP_N_COMPONENTS && p; c++) {
+            const struct op_component_def *def = op_component_def(c);
+            const char *cur = label(labels, def->deploy_label);
+            if (operands_off || (def->mig_capable_only && !mig_capable)) {
+                want(patch, labels, def->deploy_label, NULL);
+                continue;
+            }
+            /* Only fill in: a value others wrote (false, pre-installed, paused-for-...) stands. */
+            if (!cur || !*cur)
+                json_object_set_new(patch, def->deploy_label, json_string("true"));
+        }
+        if (p && !operands_off && mig_capable && p->operand[OP_MIG_MANAGER].enabled &&
+            !json_object_get(labels, OP_LABEL_MIG_CONFIG))
+            json_object_set_new(patch, OP_LABEL_MIG_CONFIG, json_string(p->mig_config_default));
+    }
+    json_decref(empty);
+    *ret_patch = patch;
+    return 0;
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * operator: gpuop's control plane. One reconcile loop turns a ClusterPolicy (nvidia.com/v1,
+ * NVIDIA GPU Operator's schema) into the components on every GPU node.
+ *
+ * This header is the pure core, table-tested without a cluster: Kubernetes objects in and out
+ * are jansson values (json_t), owned by the caller unless stated otherwise.
+ *
+ *   op_policy_parse()    ClusterPolicy -> struct op_policy (validated against the CRD schema
+ *                        gpuop installs; fields gpuop does not act on are listed, not dropped)
+ *   op_node_labels()     a node's labels -> the label patch gpuop wants on it
+ *   op_render()          policy -> every object of every enabled component (from the operand
+ *                        templates in deploy/operands, compiled in)
+ *   op_ds_ready()        a DaemonSet's status -> ready or not, and why
+ *
+ * Everything here is thread-compatible (no shared state) and does no I/O, except
+ * op_templates_load_dir(), which reads an override directory.
+ */
+#ifndef GPUOP_OPERATOR_H
+#define GPUOP_OPERATOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* The components, in NVIDIA's state order. */
+enum op_component {
+    OP_DRIVER = 0,
+    OP_TOOLKIT,
+    OP_VALIDATOR,
+    OP_DEVICE_PLUGIN,
+    OP_DCGM,
+    OP_DCGM_EXPORTER,
+    OP_GFD,
+    OP_MIG_MANAGER,
+    OP_NODE_STATUS_EXPORTER,
+    OP_N_COMPONENTS
+};
+
+struct op_component_def {
+    const char *spec_key;     /* "devicePlugin" */
+    const char *state;        /* "state-device-plugin" */
+    const char *title;        /* "DevicePlugin" (condition types) */
+    const char *ds_name;      /* "nvidia-device-plugin-daemonset"; NULL: not deployed by gpuop */
+    const char *deploy_label; /* "nvidia.com/gpu.deploy.device-plugin" */
+    const char *template;     /* "device-plugin.yaml" */
+    bool always_enabled;      /* the validator runs whenever a policy is active */
+    bool mig_capable_only;    /* deploy label only on MIG-capable nodes */
+};
+
+const struct op_component_def *op_component_def(enum op_component c);
+
+#define OP_LABEL_GPU_PRESENT     "nvidia.com/gpu.present"
+#define OP_LABEL_DEPLOY_OPERANDS "nvidia.com/gpu.deploy.operands"
+#define OP_LABEL_MIG_CONFIG      "nvidia.com/mig.config"
+#define OP_LABEL_MIG_CAPABLE     "nvidia.com/mig.capable"
+#define OP_MANAGED_BY            "gpuop"
+#define OP_HASH_ANNOTATION       "gpuop.nvidia.com/applied-hash"
+
+struct op_operand {
+    bool enabled;
+    char *image;       /* resolved image reference */
+    char *pull_policy; /* "IfNotPresent" unless the policy says otherwise */
+    json_t *spec;      /* the policy's section for this component (borrowed from policy->cp) */
+};
+
+struct op_defaults {
+    const char *namespace;     /* where operands go, e.g. "gpu-operator" */
+    const char *operand_image; /* the gpuop image every component but the driver runs */
+};
+
+struct op_policy {
+    char *name;
+    char *uid;
+    int64_t generation;
+    struct op_operand operand[OP_N_COMPONENTS];
+    char *mig_strategy;       /* none|single|mixed */
+    char *runtime_class;      /* operator.runtimeClass, default "nvidia" */
+    char *update_strategy;    /* daemonsets.updateStrategy */
+    json_t *max_unavailable;  /* daemonsets.rollingUpdate.maxUnavailable or NULL */
+    char *mig_config_default; /* migManager.config.default, default "all-disabled" */
+    char *driver_repository, *driver_image, *driver_version; /* spec.driver image parts */
+    char *namespace;
+    char *operand_image;
+    json_t *unimplemented; /* array of "spec.x.y" paths set in the policy that gpuop ignores */
+    json_t *cp;            /* the whole ClusterPolicy object (owned reference) */
+};
+
+/* Parses and validates a ClusterPolicy object. Invalid input (a wrong type, an unknown enum
+ * value, ...) fails with a message naming the field; nothing is half-applied. */
+int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **ret, struct err *e);
+void op_policy_free(struct op_policy *p);
+DEFINE_CLEANUP_FUNC(struct op_policy, op_policy_free)
+
+/* Validates `value` against an OpenAPI v3 schema of a CRD (the subset CRDs use: type, enum,
+ * properties, additionalProperties, items, required, minimum, maxLength, minLength,
+ * x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields, anyOf). Unknown fields are
+ * not errors (the API server prunes them). `path` prefixes messages ("spec"). */
+int op_schema_validate(const json_t *schema, const json_t *value, const char *path, struct err *e);
+/* The openAPIV3Schema of the compiled-in ClusterPolicy CRD (borrowed; never NULL). */
+const json_t *op_clusterpolicy_schema(void);
+
+/* Is this node a GPU node (NFD PCI labels, or nvidia.com/gpu.present=true without NFD)? */
+bool op_node_is_gpu(const json_t *labels);
+
+/*
+ * The labels gpuop wants on a node, as a JSON merge patch for metadata.labels: an object of
+ * key -> string (set) or null (remove); empty when nothing changes. `p` may be NULL (no active
+ * policy: labels are still kept for GPU presence, no deploy labels are added).
+ */
+int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret_patch,
+                   struct err *e);
+
+/* Templates: file name -> contents. The compiled-in set is always available; a directory
+ * (gpuop operator --operand-templates) replaces files of the same name. */
+struct op_templates;
+int op_templates_builtin(struct op_templates **ret, struct err *e);
+int op_templates_load_dir(struct op_templates *t, const char *dir, struct err *e);
+void op_templates_free(struct op_templates *t);
+DEFINE_CLEANUP_FUNC(struct op_templates, op_templates_free)
+
+/* Context the render needs beyond the policy: the driver image's OS tag from the GPU nodes'
+ * NFD os_release labels (e.g. "ubuntu22.04"; NULL when unknown). */
+struct op_render_ctx {
+    const char *os_tag;
+};
+
+/*
+ * Renders every object of every enabled component, plus the RuntimeClass, in NVIDIA's order:
+ * a JSON array of objects, each with metadata.labels app.kubernetes.io/managed-by=gpuop, an
+ * owner reference to the ClusterPolicy and the OP_HASH_ANNOTATION of its own content.
+ */
+int op_render(const struct op_policy *p, const struct op_templates *t,
+              const struct op_render_ctx *ctx, json_t **ret_objects, struct err *e);
+/* The driver image for an OS tag: repository/image:version[-os_tag]. */
+char *op_driver_image(const struct op_policy *p, const char *os_tag);
+
+/* The stable content hash of an object (its JSON with metadata.annotations[hash] and status
+ * excluded, keys sorted), hex. */
+char *op_object_hash(const json_t *obj);
+
+/* DaemonSet readiness by NVIDIA's rules; *ret_reason says why not ("2/5 available", ...). */
+bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len);
+
+#endif

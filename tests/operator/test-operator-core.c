@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "operator.h"
+#include "yamlcfg.h"
+
+static json_t *load_yaml(const char *s)
+{
+    json_t *v = NULL;
+    struct err e = {0};
+    if (yaml_parse_one(s, strlen(s), "test", &v, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    return v;
+}
+
+static json_t *sample_policy(void)
+{
+    const char *shared = getenv("GPUOP_SHARED");
+    assert_non_null(shared);
+    _cleanup_free_ char *path = xasprintf(
+        "%s/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml", shared);
+    json_t *v = NULL;
+    struct err e = {0};
+    if (yaml_load_file(path, &v, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    json_object_set_new(json_object_get(v, "metadata"), "uid", json_string("uid-1"));
+    return v;
+}
+
+static const struct op_defaults defaults = {"gpu-operator", "gpuop:test"};
+
+static void test_schema_loaded(void **state)
+{
+    (void)state;
+    const json_t *s = op_clusterpolicy_schema();
+    assert_non_null(json_object_get(json_object_get(s, "properties"), "spec"));
+}
+
+static void test_sample_policy(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    struct op_policy *p = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    assert_string_equal(p->name, "gpu-cluster-policy");
+    assert_string_equal(p->mig_strategy, "single");
+    assert_true(p->operand[OP_DRIVER].enabled);
+    assert_true(p->operand[OP_TOOLKIT].enabled);
+    assert_true(p->operand[OP_DEVICE_PLUGIN].enabled);
+    assert_true(p->operand[OP_GFD].enabled);
+    assert_true(p->operand[OP_MIG_MANAGER].enabled);
+    assert_false(p->operand[OP_NODE_STATUS_EXPORTER].enabled);
+    assert_false(p->operand[OP_DCGM].enabled); /* accepted, nothing deployed */
+    assert_string_equal(p->operand[OP_DEVICE_PLUGIN].image, "gpuop:test");
+    /* The sample sets fields gpuop does not act on: they are listed, not dropped. */
+    char *s = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_non_null(strstr(s, "spec.operator.use_ocp_driver_toolkit"));
+    assert_non_null(strstr(s, "spec.driver.upgradePolicy"));
+    assert_non_null(strstr(s, "spec.dcgm"));
+    assert_null(strstr(s, "spec.vgpuManager")); /* inert without sandbox workloads */
+    assert_null(strstr(s, "spec.devicePlugin.config"));
+    free(s);
+    op_policy_free(p);
+}
+
+#define REQ                                                                             \
+    "daemonsets: {}\n  dcgm: {}\n  dcgmExporter: {}\n  devicePlugin: {}\n  gfd: {}\n  " \
+    "nodeStatusExporter: {}\n  operator: {}\n  toolkit: {}\n"
+
+static void test_invalid_policy(void **state)
+{
+    (void)state;
+    struct {
+        const char *yaml;
+        const char *msg;
+    } cases[] = {
+        {"metadata: {name: x}\nspec:\n  mig: {strategy: bogus}\n  driver: {}\n  " REQ,
+         "spec.mig.strategy: unsupported value \"bogus\""},
+        {"metadata: {name: x}\nspec:\n  driver: {enabled: \"yes\"}\n  " REQ,
+         "spec.driver.enabled: expected a boolean"},
+        {"metadata: {name: x}\nspec:\n  driver: {}\n  " REQ "  validator: {env: {a: b}}\n",
+         "spec.validator.env: expected an array"},
+        {"metadata: {name: x}\nspec:\n  " REQ, "spec.driver: required field is missing"},
+        {"spec: {}", "metadata.name is missing"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *cp = load_yaml(cases[i].yaml);
+        struct op_policy *p = NULL;
+        struct err e = {0};
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), -EINVAL);
+        assert_null(p);
+        if (!strstr(err_msg(&e), cases[i].msg))
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, err_msg(&e), cases[i].msg);
+    }
+}
+
+static json_t *labels_patch(const char *labels_yaml, const struct op_policy *p)
+{
+    _cleanup_json_ json_t *labels = load_yaml(labels_yaml);
+    json_t *patch = NULL;
+    struct err e = {0};
+    assert_int_equal(op_node_labels(labels, p, &patch, &e), 0);
+    return patch;
+}
+
+static void test_node_labels(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+
+    /* A new NFD-labelled H100 node gets presence, every deploy label and the MIG default. */
+    _cleanup_json_ json_t *a =
+        labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"
+                     "nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n",
+                     p);
+    assert_string_equal(json_string_value(json_object_get(a, "nvidia.com/gpu.present")), "true");
+    for (int c = 0; c < OP_N_COMPONENTS; c++)
+        assert_string_equal(
+            json_string_value(json_object_get(a, op_component_def(c)->deploy_label)), "true");
+    assert_string_equal(json_string_value(json_object_get(a, "nvidia.com/mig.config")),
+                        "all-disabled");
+
+    /* Values others wrote stand; empty ones are filled; converged nodes need no patch. */
+    _cleanup_json_ json_t *b =
+        labels_patch("feature.node.kubernetes.io/pci-0302_10de.present: \"true\"\n"
+                     "nvidia.com/mig.capable: \"false\"\n"
+                     "nvidia.com/gpu.present: \"true\"\n"
+                     "nvidia.com/gpu.deploy.driver: pre-installed\n"
+                     "nvidia.com/gpu.deploy.device-plugin: paused-for-mig-change\n"
+                     "nvidia.com/gpu.deploy.dcgm-exporter: \"\"\n"
+                     "nvidia.com/gpu.deploy.mig-manager: \"true\"\n",
+                     p);
+    assert_null(json_object_get(b, "nvidia.com/gpu.present"));
+    assert_null(json_object_get(b, "nvidia.com/gpu.deploy.driver"));
+    assert_null(json_object_get(b, "nvidia.com/gpu.deploy.device-plugin"));
+    assert_string_equal(
+        json_string_value(json_object_get(b, "nvidia.com/gpu.deploy.dcgm-exporter")), "true");
+    assert_true(json_is_null(json_object_get(b, "nvidia.com/gpu.deploy.mig-manager")));
+    assert_null(json_object_get(b, "nvidia.com/mig.config"));
+
+    /* The kill switch removes every deploy label. */
+    _cleanup_json_ json_t *c =
+        labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"
+                     "nvidia.com/gpu.present: \"true\"\n"
+                     "nvidia.com/gpu.deploy.operands: \"false\"\n"
+                     "nvidia.com/gpu.deploy.driver: \"true\"\n",
+                     p);
+    assert_true(json_is_null(json_object_get(c, "nvidia.com/gpu.deploy.driver")));
+    assert_null(json_object_get(c, "nvidia.com/gpu.deploy.toolkit"));
+
+    /* A node that stops being a GPU node loses presence and deploy labels. */
+    _cleanup_json_ json_t *d =
+        labels_patch("feature.node.kubernetes.io/cpu-model.vendor_id: Intel\n"
+                     "nvidia.com/gpu.present: \"true\"\n"
+                     "nvidia.com/gpu.deploy.gfd: \"true\"\n"
+                     "nvidia.com/gpu.deploy.gpu-feature-discovery: \"true\"\n",
+                     p);
+    assert_true(json_is_null(json_object_get(d, "nvidia.com/gpu.present")));
+    assert_true(json_is_null(json_object_get(d, "nvidia.com/gpu.deploy.gpu-feature-discovery")));
+    assert_null(json_object_get(d, "nvidia.com/gpu.deploy.gfd")); /* not ours */
+
+    /* Without NFD, an administrator's gpu.present=true marks a GPU node. */
+    _cleanup_json_ json_t *f = labels_patch("nvidia.com/gpu.present: \"true\"\n", p);
+    assert_string_equal(json_string_value(json_object_get(f, "nvidia.com/gpu.deploy.driver")),
+                        "true");
+    /* A CPU node: nothing. */
+    _cleanup_json_ json_t *g = labels_patch("kubernetes.io/os: linux\n", p);
+    assert_int_equal(json_object_size(g), 0);
+}
+
+static json_t *find_obj(json_t *objs, const char *kind, const char *name)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (streq_ptr(json_string_value(json_object_get(o, "kind")), kind) &&
+            streq_ptr(json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
+                      name))
+            return o;
+    }
+    return NULL;
+}
+
+static void test_render_sample(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    json_t *spec = json_object_get(cp, "spec");
+    json_object_set_new(json_object_get(spec, "driver"), "version", json_string("570.86.15"));
+    json_object_set_new(json_object_get(spec, "daemonsets"), "priorityClassName",
+                        json_string("gpu-critical"));
+    json_object_set_new(json_object_get(spec, "devicePlugin"), "env",
+                        json_pack("[{s:s,s:s}]", "name", "FAIL_ON_INIT_ERROR", "value", "false"));
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+    _cleanup_json_ json_t *objs = NULL;
+    if (op_render(p, t, &ctx, &objs, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+
+    json_t *rc = find_obj(objs, "RuntimeClass", "nvidia");
+    assert_non_null(rc);
+    assert_string_equal(json_string_value(json_object_get(rc, "handler")), "nvidia");
+
+    json_t *drv = find_obj(objs, "DaemonSet", "nvidia-driver-daemonset");
+    assert_non_null(drv);
+    json_t *dspec = json_object_get(drv, "spec");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(dspec, "updateStrategy"), "type")),
+        "OnDelete");
+    json_t *podspec = json_object_get(json_object_get(dspec, "template"), "spec");
+    json_t *ctr = json_array_get(json_object_get(podspec, "containers"), 0);
+    assert_string_equal(json_string_value(json_object_get(ctr, "image")),
+                        "nvcr.io/nvidia/driver:570.86.15-ubuntu22.04");
+    assert_string_equal(json_string_value(json_object_get(podspec, "priorityClassName")),
+                        "gpu-critical");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(podspec, "nodeSelector"),
+                                                          "nvidia.com/gpu.deploy.driver")),
+                        "true");
+
+    json_t *dp = find_obj(objs, "DaemonSet", "nvidia-device-plugin-daemonset");
+    assert_non_null(dp);
+    json_t *dpod =
+        json_object_get(json_object_get(json_object_get(dp, "spec"), "template"), "spec");
+    json_t *dctr = json_array_get(json_object_get(dpod, "containers"), 0);
+    assert_string_equal(json_string_value(json_object_get(dctr, "image")), "gpuop:test");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(dctr, "args"), 0)),
+                        "device-plugin");
+    bool found_env = false, found_mig = false;
+    size_t i;
+    json_t *ev;
+    json_array_foreach (json_object_get(dctr, "env"), i, ev) {
+        const char *n = json_string_value(json_object_get(ev, "name"));
+        const char *v = json_string_value(json_object_get(ev, "value"));
+        if (streq_ptr(n, "FAIL_ON_INIT_ERROR") && streq_ptr(v, "false"))
+            found_env = true;
+        if (streq_ptr(n, "MIG_STRATEGY") && streq_ptr(v, "single"))
+            found_mig = true;
+    }
+    assert_true(found_env);
+    assert_true(found_mig);
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(dp, "spec"), "updateStrategy"), "type")),
+        "RollingUpdate");
+
+    /* Every enabled component, with NVIDIA's names; no node-status-exporter, no dcgm. */
+    assert_non_null(find_obj(objs, "DaemonSet", "nvidia-container-toolkit-daemonset"));
+    assert_non_null(find_obj(objs, "DaemonSet", "nvidia-operator-validator"));
+    assert_non_null(find_obj(objs, "DaemonSet", "nvidia-dcgm-exporter"));
+    assert_non_null(find_obj(objs, "Service", "nvidia-dcgm-exporter"));
+    assert_non_null(find_obj(objs, "DaemonSet", "gpu-feature-discovery"));
+    assert_non_null(find_obj(objs, "DaemonSet", "nvidia-mig-manager"));
+    assert_null(find_obj(objs, "DaemonSet", "nvidia-node-status-exporter"));
+    assert_null(find_obj(objs, "DaemonSet", "nvidia-dcgm"));
+
+    /* The sample's validator.env (WITH_WORKLOAD=false) reaches the plugin check too. */
+    json_t *val = find_obj(objs, "DaemonSet", "nvidia-operator-validator");
+    json_t *vpod =
+        json_object_get(json_object_get(json_object_get(val, "spec"), "template"), "spec");
+    json_t *ic;
+    bool with_workload = false;
+    json_array_foreach (json_object_get(vpod, "initContainers"), i, ic) {
+        if (!streq_ptr(json_string_value(json_object_get(ic, "name")), "plugin-validation"))
+            continue;
+        size_t j;
+        json_array_foreach (json_object_get(ic, "env"), j, ev) {
+            if (streq_ptr(json_string_value(json_object_get(ev, "name")), "WITH_WORKLOAD"))
+                with_workload = true;
+        }
+    }
+    assert_true(with_workload);
+
+    /* Owner, managed-by and a content hash on every object; the hash is stable. */
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        json_t *meta = json_object_get(o, "metadata");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(meta, "labels"),
+                                                              "app.kubernetes.io/managed-by")),
+                            "gpuop");
+        json_t *owner = json_array_get(json_object_get(meta, "ownerReferences"), 0);
+        assert_string_equal(json_string_value(json_object_get(owner, "uid")), "uid-1");
+        const char *h = json_string_value(
+            json_object_get(json_object_get(meta, "annotations"), OP_HASH_ANNOTATION));
+        assert_non_null(h);
+        _cleanup_free_ char *again = op_object_hash(o);
+        assert_string_equal(h, again);
+    }
+}
+
+static void test_disable_component(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    json_t *spec = json_object_get(cp, "spec");
+    json_object_set_new(json_object_get(spec, "driver"), "enabled", json_false());
+    json_object_set_new(json_object_get(spec, "dcgmExporter"), "enabled", json_false());
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *objs = NULL;
+    assert_int_equal(op_render(p, t, NULL, &objs, &e), 0);
+    assert_null(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"));
+    assert_null(find_obj(objs, "DaemonSet", "nvidia-dcgm-exporter"));
+    assert_null(find_obj(objs, "Service", "nvidia-dcgm-exporter"));
+    assert_non_null(find_obj(objs, "DaemonSet", "nvidia-device-plugin-daemonset"));
+}
+
+static void test_ds_ready(void **state)
+{
+    (void)state;
+    struct {
+        const char *yaml;
+        bool ready;
+    } cases[] = {
+        {"metadata: {generation: 1}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
+         "status: {desiredNumberScheduled: 0}",
+         true},
+        {"metadata: {generation: 2}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
+         "status: {desiredNumberScheduled: 3, numberAvailable: 3, updatedNumberScheduled: 3,"
+         " observedGeneration: 2, numberReady: 3}",
+         true},
+        {"metadata: {generation: 3}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
+         "status: {desiredNumberScheduled: 3, numberAvailable: 3, updatedNumberScheduled: 3,"
+         " observedGeneration: 2, numberReady: 3}",
+         false},
+        {"metadata: {generation: 1}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
+         "status: {desiredNumberScheduled: 3, numberUnavailable: 1, numberAvailable: 2,"
+         " updatedNumberScheduled: 3, observedGeneration: 1}",
+         false},
+        {"metadata: {generation: 1}\nspec: {updateStrategy: {type: OnDelete}}\n"
+         "status: {desiredNumberScheduled: 2, numberReady: 2, updatedNumberScheduled: 1}",
+         true},
+        {"metadata: {generation: 1}\nspec: {}", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *ds = load_yaml(cases[i].yaml);
+        char why[128];
+        if (op_ds_ready(ds, why, sizeof(why)) != cases[i].ready)
+            fail_msg("case %zu: want ready=%d (%s)", i, cases[i].ready, why);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schema_loaded),  cmocka_unit_test(test_sample_policy),
+        cmocka_unit_test(test_invalid_policy), cmocka_unit_test(test_node_labels),
+        cmocka_unit_test(test_render_sample),  cmocka_unit_test(test_disable_component),
+        cmocka_unit_test(test_ds_ready),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
