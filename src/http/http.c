@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    int fd;
+    unsigned port;
+    size_t n_routes;
+    struct http_route *routes;
+    char **route_paths;
+};
+
+/* ---- responses -------------------------------------------------------------------------- */
+
+void http_response_copy(struct http_response *resp, unsigned status, const char *content_type,
+                        const char *body, size_t len)
+{
+    char *copy = xmalloc(len + 1);
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    http_response_take(resp, status, content_type, copy, len);
+}
+
+void http_response_static(struct http_response *resp, unsigned status, const char *content_type,
+                          const char *body)
+{
+    *resp = (struct http_response){
+        .status = status, .content_type = content_type, .body = body, .body_len = strlen(body)};
+}
+
+void http_response_take(struct http_response *resp, unsigned status, const char *content_type,
+                        char *body, size_t len)
+{
+    *resp = (struct http_response){.status = status,
+                                   .content_type = content_type,
+                                   .body = body,
+                                   .body_len = len,
+                                   .release = free,
+                                   .release_cls = body};
+}
+
+static void response_release(struct http_response *r)
+{
+    if (r->release)
+        r->release(r->release_cls);
+    r->release = NULL;
+}
+
+/* ---- serving ---------------------------------------------------------------------------- */
+
+static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, const char *text,
+                                  const char *allow)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, HTTP_CT_TEXT);
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+struct release_ctx {
+    void (*release)(void *cls);
+    void *cls;
+};
+
+static void release_trampoline(void *p)
+{
+    struct release_ctx *ctx = p;
+    if (ctx->release)
+        ctx->release(ctx->cls);
+    free(ctx);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct http_server *s = cls;
+    (void)version;
+    (void)upload_data;
+
+    /* First call per request: headers only. A request with a body is refused outright. */
+    if (*con_cls == NULL) {
+        *con_cls = (void *)1;
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *te =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if ((cl && strcmp(cl, "0") != 0) || te)
+            return queue_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body not accepted\n",
+                              NULL);
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+            return queue_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n",
+                              "GET, HEAD");
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        *upload_data_size = 0; /* discard; the answer is already queued */
+        return MHD_YES;
+    }
+
+    const struct http_route *route = NULL;
+    for (size_t i = 0; i < s->n_routes; i++)
+        if (strcmp(s->routes[i].path, url) == 0) {
+            route = &s->routes[i];
+            break;
+        }
+    if (!route)
+        return queue_text(conn, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
+
+    const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    struct http_request req = {.method = method, .path = url, .accept = accept ? accept : ""};
+    struct http_response resp = {0};
+    int r = route->handler(&req, &resp, route->userdata);
+    if (r < 0 || !resp.content_type || resp.status < 100 || resp.status > 599) {
+        response_release(&resp);
+        return queue_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal error\n", NULL);
+    }
+
+    struct MHD_Response *mr;
+    if (resp.release) {
+        struct release_ctx *ctx = xmalloc(sizeof(*ctx));
+        ctx->release = resp.release;
+        ctx->cls = resp.release_cls;
+        mr = MHD_create_response_from_buffer_with_free_callback_cls(
+            resp.body_len, (void *)resp.body, release_trampoline, ctx);
+        if (!mr) {
+            release_trampoline(ctx);
+            return MHD_NO;
+        }
+    } else {
+        mr = MHD_create_response_from_buffer(resp.body_len, (void *)resp.body,
+                                             MHD_RESPMEM_PERSISTENT);
+        if (!mr)
+            return MHD_NO;
+    }
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp.content_type);
+    enum MHD_Result ret = MHD_queue_response(conn, resp.status, mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+int http_parse_listen(const char *listen, char **ret_host, unsigned *ret_port, struct err *e)
+{
+    if (!listen || !*listen)
+        return err_set(e, -EINVAL, "listen address is empty");
+    const char *colon;
+    _cleanup_free_ char *host = NULL;
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (!close || close[1] != ':')
+            return err_set(e, -EINVAL, "listen address \"%s\": expected [v6-address]:port", listen);
+        host = xstrndup(listen + 1, (size_t)(close - listen - 1));
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (!colon)
+            return err_set(e, -EINVAL, "listen address \"%s\": expected host:port or :port",
+                           listen);
+        if (colon != listen)
+            host = xstrndup(listen, (size_t)(colon - listen));
+        if (host && strchr(host, ':'))
+            return err_set(e, -EINVAL,
+                           "listen address \"%s\": IPv6 addresses need brackets, [addr]:port",
+                           listen);
+    }
+    unsigned port;
+    if (parse_uint(colon + 1, &port) < 0 || port > 65535)
+        return err_set(e, -EINVAL, "listen address \"%s\": port \"%s\" is not 0-65535", listen,
+                       colon + 1);
+    if (host && !*host)
+        return err_set(e, -EINVAL, "listen address \"%s\": empty host", listen);
+    *ret_host = steal_ptr(&host);
+    *ret_port = port;
+    return 0;
+}
+
+static int bind_one(const struct addrinfo *p, bool wildcard)
+{
+    _cleanup_close_ int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (p->ai_family == AF_INET6 && wildcard)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    if (bind(fd, p->ai_addr, p->ai_addrlen) < 0 || listen(fd, 128) < 0)
+        return -errno;
+    return steal_fd(&fd);
+}
+
+static unsigned bound_port(int fd, unsigned fallback)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return fallback;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return fallback;
+}
+
+static int listen_socket(const char *listen, int *ret_fd, unsigned *ret_port, struct err *e)
+{
+    _cleanup_free_ char *host = NULL;
+    unsigned port;
+    int r = http_parse_listen(listen, &host, &port, e);
+    if (r < 0)
+        return r;
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    char portbuf[8];
+    snprintf(portbuf, sizeof(portbuf), "%u", port);
+    struct addrinfo *ai = NULL;
+    int gr = getaddrinfo(host, portbuf, &hints, &ai);
+    if (gr != 0)
+        return err_set(e, -EADDRNOTAVAIL, "listen address \"%s\": %s", listen, gai_strerror(gr));
+    /* For the wildcard prefer IPv6 with dual stack so both families are served. */
+    int last = -EADDRNOTAVAIL;
+    for (int pass = 0; pass < 2; pass++) {
+        for (struct addrinfo *p = ai; p; p = p->ai_next) {
+            bool v6_first = !host && p->ai_family == AF_INET6;
+            if (pass == 0 ? !v6_first : v6_first)
+                continue;
+            int fd = bind_one(p, !host);
+            if (fd < 0) {
+                last = fd;
+                continue;
+            }
+            freeaddrinfo(ai);
+            *ret_fd = fd;
+            *ret_port = bound_port(fd, port);
+            return 0;
+        }
+    }
+    freeaddrinfo(ai);
+    return err_errno(e, last ? last : -EADDRNOTAVAIL, "listen on \"%s\"", listen);
+}
+
+int http_server_new(const struct http_config *cfg, struct http_server **ret, struct err *e)
+{
+    for (size_t i = 0; i < cfg->n_routes; i++)
+        if (!cfg->routes[i].path || cfg->routes[i].path[0] != '/' || !cfg->routes[i].handler)
+            return err_set(e, -EINVAL, "http route %zu: path must start with / and have a handler",
+                           i);
+
+    struct http_server *s = xcalloc(1, sizeof(*s));
+    s->fd = -1;
+    int r = listen_socket(cfg->listen, &s->fd, &s->port, e);
+    if (r < 0) {
+        free(s);
+        return r;
+    }
+    s->n_routes = cfg->n_routes;
+    s->routes = xcalloc(cfg->n_routes ? cfg->n_routes : 1, sizeof(*s->routes));
+    s->route_paths = xcalloc(cfg->n_routes ? cfg->n_routes : 1, sizeof(char *));
+    for (size_t i = 0; i < cfg->n_routes; i++) {
+        s->routes[i] = cfg->routes[i];
+        s->route_paths[i] = xstrdup(cfg->routes[i].path);
+        s->routes[i].path = s->route_paths[i];
+    }
+
+    unsigned threads = cfg->threads ? cfg->threads : 1;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    struct MHD_OptionItem opts[8];
+    size_t n = 0;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->fd, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                        cfg->max_connections ? cfg->max_connections : 64, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                        cfg->timeout_s ? cfg->timeout_s : 30, NULL};
+    opts[n++] = (struct MHD_OptionItem){
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (intptr_t)(cfg->request_limit ? cfg->request_limit : 16 * 1024), NULL};
+    if (threads > 1)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, threads, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts,
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        r = err_set(e, -EIO, "listen on \"%s\": libmicrohttpd failed to start", cfg->listen);
+        http_server_free(s);
+        return r;
+    }
+    *ret = s;
+    return 0;
+}
+
+void http_server_free(struct http_server *s)
+{
+    if (!s)
+        return;
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    if (s->fd >= 0)
+        close(s->fd);
+    for (size_t i = 0; i < s->n_routes; i++)
+        free(s->route_paths[i]);
+    free(s->route_paths);
+    free(s->routes);
+    free(s);
+}
+
+unsigned http_server_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+/* ---- Prometheus ------------------------------------------------------------------------- */
+
+/* q-value of the media range matching `type` in an Accept header; -1 when not listed. */
+static double accept_q(const char *accept, const char *type)
+{
+    double best = -1;
+    size_t tl = strlen(type);
+    const char *p = accept;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        if (len >= tl && strncasecmp(p, type, tl) == 0 &&
+            (len == tl || p[tl] == ';' || p[tl] == ' ' || p[tl] == '\t')) {
+            double q = 1.0;
+            for (const char *s = p + tl; s < p + len; s++) {
+                if (*s != ';')
+                    continue;
+                const char *t = s + 1;
+                while (t < p + len && (*t == ' ' || *t == '\t'))
+                    t++;
+                if (t + 2 <= p + len && (t[0] == 'q' || t[0] == 'Q') && t[1] == '=') {
+                    char tmp[16];
+                    size_t ql = 0;
+                    for (const char *u = t + 2; u < p + len && ql + 1 < sizeof(tmp) &&
+                                                (isdigit((unsigned char)*u) || *u == '.');
+                         u++)
+                        tmp[ql++] = *u;
+                    tmp[ql] = '\0';
+                    q = ql ? strtod(tmp, NULL) : 0;
+                }
+            }
+            if (q > best)
+                best = q;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return best;
+}
+
+enum prom_format prom_negotiate(const char *accept)
+{
+    if (!accept || !*accept)
+        return PROM_FORMAT_TEXT;
+    double om = accept_q(accept, "application/openmetrics-text");
+    if (om <= 0)
+        return PROM_FORMAT_TEXT;
+    double text = accept_q(accept, "text/plain");
+    double any = accept_q(accept, "*/*");
+    if (any > text)
+        text = any;
+    return om >= text ? PROM_FORMAT_OPENMETRICS : PROM_FORMAT_TEXT;
+}
+
+const char *prom_content_type(enum prom_format f)
+{
+    return f == PROM_FORMAT_OPENMETRICS ? HTTP_CT_OPENMETRICS : HTTP_CT_PROM_TEXT;
+}
+
+static bool name_valid(const char *n, bool colon)
+{
+    if (!n || !*n)
+        return false;
+    for (const char *p = n; *p; p++) {
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                  (colon && c == ':') || (p != n && c >= '0' && c <= '9');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool prom_valid_metric_name(const char *name)
+{
+    return name_valid(name, true);
+}
+
+bool prom_valid_label_name(const char *name)
+{
+    return name_valid(name, false);
+}
+
+int prom_escape_label_value(struct sbuf *b, const char *v)
+{
+    const char *run = v;
+    for (const char *p = v;; p++) {
+        const char *rep = NULL;
+        switch (*p) {
+        case '\\':
+            rep = "\\\\";
+            break;
+        case '"':
+            rep = "\\\"";
+            break;
+        case '\n':
+            rep = "\\n";
+            break;
+        case '\0':
+            return sbuf_append(b, run, (size_t)(p - run));
+        default:
+            continue;
+        }
+        int r = sbuf_append(b, run, (size_t)(p - run));
+        if (r < 0)
+            return r;
+        r = sbuf_puts(b, rep);
+        if (r < 0)
+            return r;
+        run = p + 1;
+    }
+}
+
+static int escape_help(struct sbuf *b, const char *help, bool quotes)
+{
+    int r = 0;
+    for (const char *p = help; *p && r >= 0; p++) {
+        if (*p == '\\')
+            r = sbuf_puts(b, "\\\\");
+        else if (*p == '\n')
+            r = sbuf_puts(b, "\\n");
+        else if (quotes && *p == '"')
+            r = sbuf_puts(b, "\\\"");
+        else
+            r = sbuf_append(b, p, 1);
+    }
+    return r;
+}
+
+int prom_write_family(struct sbuf *b, enum prom_format f, const char *name, enum prom_type t,
+                      const char *help)
+{
+    const char *type = t == PROM_GAUGE ? "gauge" : t == PROM_COUNTER ? "counter" : "untyped";
+    size_t nlen = strlen(name);
+    if (f == PROM_FORMAT_OPENMETRICS) {
+        if (t == PROM_UNTYPED) {
+            type = "unknown";
+        } else if (t == PROM_COUNTER) {
+            if (str_has_suffix(name, "_total"))
+                nlen -= strlen("_total");
+            else
+                type = "unknown";
+        }
+    }
+    int r = sbuf_printf(b, "# HELP %.*s ", (int)nlen, name);
+    if (r >= 0)
+        r = escape_help(b, help ? help : "", f == PROM_FORMAT_OPENMETRICS);
+    if (r >= 0)
+        r = sbuf_printf(b, "\n# TYPE %.*s %s\n", (int)nlen, name, type);
+    return r;
+}
+
+int prom_write_value(struct sbuf *b, double v)
+{
+    if (isnan(v))
+        return sbuf_puts(b, "NaN");
+    if (isinf(v))
+        return sbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
+    if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        return sbuf_printf(b, "%.0f", v);
+    char buf[40];
+    snprintf(buf, sizeof(buf), "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, sizeof(buf), "%.17g", v);
+    return sbuf_puts(b, buf);
+}
+
+int prom_write_eof(struct sbuf *b, enum prom_format f)
+{
+    return f == PROM_FORMAT_OPENMETRICS ? sbuf_puts(b, "# EOF\n") : 0;
+}

@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpuop exporter`: the shell around the pure core. A collector thread samples NVML every
+ * --collect-interval, refreshes the pod map on the same clock and swaps in fully rendered
+ * snapshots (text and OpenMetrics); an events thread records XIDs; the HTTP threads only copy
+ * the latest snapshot out, so a scrape makes no NVML or kubelet call.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "exporter-internal.h"
+#include "exporter.h"
+#include "nvml-abi.h"
+
+#define COMP           "exporter"
+#define SNAPSHOT_LIMIT (64u << 20)
+#define XID_TABLE_MAX  64
+
+struct snapshot {
+    char *text;
+    size_t text_len;
+    char *om;
+    size_t om_len;
+};
+
+struct xid_entry {
+    char uuid[GPU_UUID_MAX];
+    uint64_t xid;
+};
+
+struct exporter {
+    /* configuration */
+    char *listen;
+    char *collectors;
+    uint64_t interval_ms;
+    bool kubernetes;
+    char *socket;
+    char *hostname; /* NULL: no host label */
+    bool lower_hostname;
+    const char *resource_names;
+    bool once;
+    enum prom_format once_format;
+
+    struct exp_counters *counters;
+    struct gpu_lib *lib;
+
+    /* collector state (collector thread only) */
+    struct gpu_inventory *inv;
+    struct exp_gpu_state *gpus;
+    size_t n_gpus;
+    struct exp_self self;
+    struct exp_pod_map pods;
+    bool podres_failing;
+
+    /* shared */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stop;
+    struct snapshot snap; /* under lock */
+    bool have_snap;
+    atomic_uint_fast64_t scrapes;
+    struct xid_entry xids[XID_TABLE_MAX]; /* under lock */
+    size_t n_xids;
+    atomic_uint_fast64_t event_errors;
+};
+
+/* ---- XID events ------------------------------------------------------------------------------ */
+
+static void xid_record(struct exporter *x, const char *uuid, uint64_t xid)
+{
+    pthread_mutex_lock(&x->lock);
+    size_t i;
+    for (i = 0; i < x->n_xids; i++)
+        if (strcmp(x->xids[i].uuid, uuid) == 0)
+            break;
+    if (i == x->n_xids && x->n_xids < XID_TABLE_MAX) {
+        strlcpy_s(x->xids[i].uuid, uuid, sizeof(x->xids[i].uuid));
+        x->n_xids++;
+    }
+    if (i < x->n_xids)
+        x->xids[i].xid = xid;
+    pthread_mutex_unlock(&x->lock);
+}
+
+static uint64_t xid_last(struct exporter *x, const char *uuid)
+{
+    uint64_t v = 0;
+    pthread_mutex_lock(&x->lock);
+    for (size_t i = 0; i < x->n_xids; i++)
+        if (strcmp(x->xids[i].uuid, uuid) == 0)
+            v = x->xids[i].xid;
+    pthread_mutex_unlock(&x->lock);
+    return v;
+}
+
+static bool stopping(struct exporter *x)
+{
+    pthread_mutex_lock(&x->lock);
+    bool s = x->stop;
+    pthread_mutex_unlock(&x->lock);
+    return s;
+}
+
+static void *events_thread(void *arg)
+{
+    struct exporter *x = arg;
+    struct gpu_events *ev = NULL;
+    bool logged = false;
+    while (!stopping(x)) {
+        struct err e = {0};
+        if (!ev) {
+            if (gpu_events_open(x->lib, nvmlEventTypeXidCriticalError, &ev, &e) < 0) {
+                atomic_fetch_add(&x->event_errors, 1);
+                if (!logged)
+                    log_warn(COMP, "XID events unavailable; retrying", "error=\"%s\"", err_msg(&e));
+                logged = true;
+                ev = NULL;
+                pthread_mutex_lock(&x->lock);
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 5;
+                if (!x->stop)
+                    pthread_cond_timedwait(&x->wake, &x->lock, &ts);
+                pthread_mutex_unlock(&x->lock);
+                continue;
+            }
+            logged = false;
+        }
+        struct gpu_event event;
+        int r = gpu_events_wait(ev, 200, &event, &e);
+        if (r == -ETIMEDOUT)
+            continue;
+        if (r < 0) {
+            atomic_fetch_add(&x->event_errors, 1);
+            log_warn(COMP, "XID event wait failed; resubscribing", "error=\"%s\"", err_msg(&e));
+            gpu_events_free(ev);
+            ev = NULL;
+            continue;
+        }
+        if (event.type & nvmlEventTypeXidCriticalError) {
+            log_info(COMP, "XID", "gpu=%u uuid=%s xid=%llu", event.gpu_index, event.uuid,
+                     (unsigned long long)event.data);
+            xid_record(x, event.uuid, event.data);
+        }
+    }
+    gpu_events_free(ev);
+    return NULL;
+}
+
+/* ---- collection ------------------------------------------------------------------------------ */
+
+static void refresh_pods(struct exporter *x)
+{
+    exp_pod_map_clear(&x->pods);
+    struct err e = {0};
+    int r = exp_podresources_list(x->socket, x->inv, x->resource_names, &x->pods, &e);
+    if (r < 0) {
+        x->self.errors[EXP_ERR_PODRESOURCES]++;
+        x->self.pod_resources_up = false;
+        exp_pod_map_clear(&x->pods);
+        if (!x->podres_failing)
+            log_warn(COMP,
+                     "kubelet PodResources unavailable; pod labels left empty, retrying "
+                     "every collection",
+                     "socket=%s error=\"%s\"", x->socket, err_msg(&e));
+        x->podres_failing = true;
+        return;
+    }
+    if (x->podres_failing)
+        log_info(COMP, "kubelet PodResources reachable again", "socket=%s", x->socket);
+    x->podres_failing = false;
+    x->self.pod_resources_up = true;
+}
+
+static void read_gpus(struct exporter *x)
+{
+    struct err e = {0};
+    struct gpu_inventory *inv = NULL;
+    if (gpu_inventory_read(x->lib, &inv, &e) < 0) {
+        x->self.errors[EXP_ERR_INVENTORY]++;
+        log_warn(COMP, "inventory read failed; keeping the previous one", "error=\"%s\"",
+                 err_msg(&e));
+    } else {
+        /* Carry the per-GPU counters over by UUID. */
+        struct exp_gpu_state *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
+        for (size_t i = 0; i < inv->n_gpus; i++)
+            for (size_t j = 0; x->inv && j < x->inv->n_gpus; j++)
+                if (strcmp(inv->gpus[i].uuid, x->inv->gpus[j].uuid) == 0)
+                    memcpy(gpus[i].clock_events, x->gpus[j].clock_events,
+                           sizeof(gpus[i].clock_events));
+        gpu_inventory_free(x->inv);
+        free(x->gpus);
+        x->inv = inv;
+        x->gpus = gpus;
+        x->n_gpus = inv->n_gpus;
+    }
+    for (size_t i = 0; i < x->n_gpus; i++) {
+        struct exp_gpu_state *st = &x->gpus[i];
+        const struct gpu_device *d = &x->inv->gpus[i];
+        memset(&st->sample, 0, sizeof(st->sample));
+        err_clear(&e);
+        int r = gpu_sample_read(x->lib, d->index, &st->sample, &e);
+        st->lost = st->sample.lost || d->lost || r == GPU_ERR_LOST;
+        st->ok = r >= 0 && !st->lost;
+        if (st->lost) {
+            x->self.errors[EXP_ERR_GPU_LOST]++;
+            log_debug(COMP, "GPU lost", "gpu=%u uuid=%s", d->index, d->uuid);
+        } else if (r < 0) {
+            x->self.errors[EXP_ERR_NVML]++;
+            log_warn(COMP, "GPU sample failed", "gpu=%u uuid=%s error=\"%s\"", d->index, d->uuid,
+                     err_msg(&e));
+        }
+        if (st->ok && (st->sample.valid & GPU_SAMPLE_CLOCK_EVENTS))
+            for (unsigned k = 0; k < EXP_CLOCK_EVENTS; k++)
+                if (st->sample.clock_event_reasons & (1ull << k))
+                    st->clock_events[k]++;
+        st->last_xid = xid_last(x, d->uuid);
+    }
+}
+
+static int collect(struct exporter *x, struct err *e)
+{
+    uint64_t t0 = now_us_mono();
+    read_gpus(x);
+    if (x->kubernetes)
+        refresh_pods(x);
+    x->self.errors[EXP_ERR_EVENTS] = atomic_load(&x->event_errors);
+    x->self.collections++;
+    x->self.last_collection_unix_s = now_ms_real() / 1000.0;
+    x->self.last_collection_duration_s = (now_us_mono() - t0) / 1e6;
+    x->self.kubernetes = x->kubernetes;
+
+    struct exp_render_input in = {.counters = x->counters,
+                                  .inv = x->inv,
+                                  .gpus = x->gpus,
+                                  .hostname = x->hostname,
+                                  .lower_hostname = x->lower_hostname,
+                                  .kubernetes = x->kubernetes,
+                                  .pods = &x->pods,
+                                  .self = &x->self};
+    _cleanup_sbuf_ struct sbuf text, om;
+    sbuf_init(&text, SNAPSHOT_LIMIT);
+    sbuf_init(&om, SNAPSHOT_LIMIT);
+    if (exp_render(&in, PROM_FORMAT_TEXT, &text) < 0 ||
+        exp_render(&in, PROM_FORMAT_OPENMETRICS, &om) < 0)
+        return err_set(e, -ENOBUFS, "rendering metrics: more than %u bytes", SNAPSHOT_LIMIT);
+    struct snapshot fresh = {.text_len = text.len, .om_len = om.len};
+    fresh.text = sbuf_steal(&text);
+    fresh.om = sbuf_steal(&om);
+
+    pthread_mutex_lock(&x->lock);
+    struct snapshot old = x->snap;
+    x->snap = fresh;
+    x->have_snap = true;
+    pthread_mutex_unlock(&x->lock);
+    free(old.text);
+    free(old.om);
+    return 0;
+}
+
+static void *collector_thread(void *arg)
+{
+    struct exporter *x = arg;
+    uint64_t next = now_ms_mono() + x->interval_ms;
+    for (;;) {
+        pthread_mutex_lock(&x->lock);
+        while (!x->stop && now_ms_mono() < next) {
+            uint64_t wait = next - now_ms_mono();
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += (time_t)(wait / 1000);
+            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&x->wake, &x->lock, &ts);
+        }
+        bool stop = x->stop;
+        pthread_mutex_unlock(&x->lock);
+        if (stop)
+            break;
+        struct err e = {0};
+        if (collect(x, &e) < 0)
+            log_error(COMP, "collection failed", "error=\"%s\"", err_msg(&e));
+        next += x->interval_ms;
+        uint64_t now = now_ms_mono();
+        if (next <= now) /* fell behind: skip, don't burst */
+            next = now + x->interval_ms;
+    }
+    return NULL;
+}
+
+/* ---- HTTP ------------------------------------------------------------------------------------ */
+
+static int handle_metrics(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    struct exporter *x = ud;
+    enum prom_format f = prom_negotiate(req->accept);
+    uint64_t n = atomic_fetch_add(&x->scrapes, 1) + 1;
+    char tail[512];
+    struct sbuf tb;
+    sbuf_init(&tb, sizeof(tail) - 1);
+    exp_render_tail(n, f, &tb);
+
+    pthread_mutex_lock(&x->lock);
+    const char *body = f == PROM_FORMAT_OPENMETRICS ? x->snap.om : x->snap.text;
+    size_t len = f == PROM_FORMAT_OPENMETRICS ? x->snap.om_len : x->snap.text_len;
+    char *out = malloc(len + tb.len + 1);
+    if (out) {
+        memcpy(out, body, len);
+        memcpy(out + len, tb.data, tb.len);
+        out[len + tb.len] = '\0';
+    }
+    pthread_mutex_unlock(&x->lock);
+    size_t tl = tb.len;
+    sbuf_free(&tb);
+    if (!out)
+        return -ENOMEM;
+    http_response_take(resp, 200, prom_content_type(f), out, len + tl);
+    return 0;
+}
+
+static int handle_health(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    struct exporter *x = ud;
+    (void)req;
+    pthread_mutex_lock(&x->lock);
+    bool ok = x->have_snap;
+    pthread_mutex_unlock(&x->lock);
+    if (ok)
+        http_response_static(resp, 200, HTTP_CT_TEXT, "OK\n");
+    else
+        http_response_static(resp, 503, HTTP_CT_TEXT, "no collection yet\n");
+    return 0;
+}
+
+/* ---- flags ----------------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: gpuop exporter [flags]\n"
+            "Serves GPU metrics to Prometheus under dcgm-exporter's names, types and labels.\n"
+            "A collector samples NVML every interval and refreshes the pod map on the same "
+            "clock;\n"
+            "each scrape serves the latest snapshot (no NVML or kubelet call on scrape).\n"
+            "Routes: /metrics (Prometheus text; OpenMetrics when asked for), /health.\n"
+            "\n"
+            "Flags (environment variable in brackets; a flag wins over its variable):\n"
+            "  -a, --listen ADDR            listen address, host:port or :port (default "
+            "\":9400\")\n"
+            "                               [DCGM_EXPORTER_LISTEN]\n"
+            "  -f, --collectors FILE        counters CSV in dcgm-exporter's format "
+            "(\"field, type, help\");\n"
+            "                               default: built-in copy of dcgm-exporter's "
+            "default-counters.csv\n"
+            "                               [DCGM_EXPORTER_COLLECTORS]\n"
+            "  -c, --collect-interval DUR   collection interval, e.g. 30s, 500ms (default 30s)\n"
+            "                               [DCGM_EXPORTER_INTERVAL, in milliseconds]\n"
+            "  -k, --kubernetes             add pod, namespace, container from the kubelet\n"
+            "                               [DCGM_EXPORTER_KUBERNETES=true|false]\n"
+            "      --pod-resources-socket P kubelet PodResources socket\n"
+            "                               (default /var/lib/kubelet/pod-resources/kubelet.sock)"
+            "\n"
+            "                               [DCGM_POD_RESOURCES_KUBELET_SOCKET]\n"
+            "      --lowercase-hostname     name the host label `hostname` (newer "
+            "dcgm-exporter)\n"
+            "                               instead of `Hostname` "
+            "[GPUOP_EXPORTER_LOWERCASE_HOSTNAME=true]\n"
+            "  -n, --no-hostname            omit the host label\n"
+            "      --once                   collect once, print the metrics to stdout and exit\n"
+            "      --format text|openmetrics  format for --once (default text)\n"
+            "  -h, --help                   this help\n"
+            "\n"
+            "Other environment:\n"
+            "  NODE_NAME                    host label value (default: the host name)\n"
+            "  NVIDIA_RESOURCE_NAMES        extra comma-separated kubelet resource names to\n"
+            "                               attribute, besides nvidia.com/gpu and "
+            "nvidia.com/mig-*\n"
+            "  GPUOP_NVML_LIBRARY           libnvidia-ml.so.1 to load\n");
+}
+
+static int parse_bool_env(const char *name, bool *v)
+{
+    const char *s = env_get(name);
+    if (!s)
+        return 0;
+    if (parse_bool(s, v) < 0) {
+        fprintf(stderr, "gpuop exporter: %s=\"%s\": not a boolean\n", name, s);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void exporter_free(struct exporter *x)
+{
+    free(x->listen);
+    free(x->collectors);
+    free(x->socket);
+    free(x->hostname);
+    exp_counters_free(x->counters);
+    gpu_inventory_free(x->inv);
+    free(x->gpus);
+    exp_pod_map_clear(&x->pods);
+    free(x->snap.text);
+    free(x->snap.om);
+    gpu_lib_free(x->lib);
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->wake);
+}
+
+static int parse_flags(struct exporter *x, int argc, char **argv)
+{
+    const char *s;
+    x->listen = xstrdup((s = env_get("DCGM_EXPORTER_LISTEN")) ? s : ":9400");
+    if ((s = env_get("DCGM_EXPORTER_COLLECTORS")))
+        x->collectors = xstrdup(s);
+    x->interval_ms = 30000;
+    if ((s = env_get("DCGM_EXPORTER_INTERVAL"))) {
+        if (parse_u64(s, &x->interval_ms) < 0 || x->interval_ms == 0) {
+            fprintf(stderr,
+                    "gpuop exporter: DCGM_EXPORTER_INTERVAL=\"%s\": expected milliseconds > 0\n",
+                    s);
+            return -EINVAL;
+        }
+    }
+    if (parse_bool_env("DCGM_EXPORTER_KUBERNETES", &x->kubernetes) < 0 ||
+        parse_bool_env("GPUOP_EXPORTER_LOWERCASE_HOSTNAME", &x->lower_hostname) < 0)
+        return -EINVAL;
+    x->socket = xstrdup((s = env_get("DCGM_POD_RESOURCES_KUBELET_SOCKET"))
+                            ? s
+                            : "/var/lib/kubelet/pod-resources/kubelet.sock");
+    x->resource_names = env_get("NVIDIA_RESOURCE_NAMES");
+    bool no_host = false;
+
+    enum { OPT_SOCKET = 1000, OPT_LOWER, OPT_ONCE, OPT_FORMAT };
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'a'},
+        {"collectors", required_argument, NULL, 'f'},
+        {"collect-interval", required_argument, NULL, 'c'},
+        {"kubernetes", no_argument, NULL, 'k'},
+        {"pod-resources-socket", required_argument, NULL, OPT_SOCKET},
+        {"lowercase-hostname", no_argument, NULL, OPT_LOWER},
+        {"no-hostname", no_argument, NULL, 'n'},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "a:f:c:knh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            free(x->listen);
+            x->listen = xstrdup(optarg);
+            break;
+        case 'f':
+            free(x->collectors);
+            x->collectors = xstrdup(optarg);
+            break;
+        case 'c':
+            if (parse_duration_ms(optarg, &x->interval_ms) < 0 || x->interval_ms == 0 ||
+                x->interval_ms == UINT64_MAX) {
+                fprintf(stderr,
+                        "gpuop exporter: --collect-interval \"%s\": expected a duration such as "
+                        "30s or 500ms\n",
+                        optarg);
+                return -EINVAL;
+            }
+            break;
+        case 'k':
+            x->kubernetes = true;
+            break;
+        case OPT_SOCKET:
+            free(x->socket);
+            x->socket = xstrdup(optarg);
+            break;
+        case OPT_LOWER:
+            x->lower_hostname = true;
+            break;
+        case 'n':
+            no_host = true;
+            break;
+        case OPT_ONCE:
+            x->once = true;
+            break;
+        case OPT_FORMAT:
+            if (strcmp(optarg, "text") == 0)
+                x->once_format = PROM_FORMAT_TEXT;
+            else if (strcmp(optarg, "openmetrics") == 0)
+                x->once_format = PROM_FORMAT_OPENMETRICS;
+            else {
+                fprintf(stderr, "gpuop exporter: --format \"%s\": expected text or openmetrics\n",
+                        optarg);
+                return -EINVAL;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuop exporter: unexpected argument \"%s\"\n", argv[optind]);
+        return -EINVAL;
+    }
+    if (!no_host) {
+        if ((s = env_get("NODE_NAME"))) {
+            x->hostname = xstrdup(s);
+        } else {
+            char hn[256] = "";
+            if (gethostname(hn, sizeof(hn) - 1) < 0)
+                strlcpy_s(hn, "localhost", sizeof(hn));
+            x->hostname = xstrdup(hn);
+        }
+    }
+    return 0;
+}
+
+int exporter_main(int argc, char **argv)
+{
+    struct exporter x = {0};
+    pthread_mutex_init(&x.lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_cond_init(&x.wake, &ca);
+    pthread_condattr_destroy(&ca);
+
+    int r = parse_flags(&x, argc, argv);
+    if (r != 0) {
+        exporter_free(&x);
+        return r > 0 ? 0 : 2;
+    }
+    struct err e = {0};
+    r = x.collectors ? exp_counters_load(x.collectors, &x.counters, &e)
+                     : exp_counters_default(&x.counters, &e);
+    if (r < 0) {
+        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
+        exporter_free(&x);
+        return 1;
+    }
+    exp_counters_log_unsupported(x.counters);
+
+    if (gpu_lib_open(NULL, &x.lib, &e) < 0) {
+        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
+        exporter_free(&x);
+        return 1;
+    }
+
+    /* Block the stop signals before any thread starts; main waits for them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    pthread_t events_tid;
+    bool events_started = false;
+    if (!x.once && pthread_create(&events_tid, NULL, events_thread, &x) == 0)
+        events_started = true;
+
+    if (collect(&x, &e) < 0) {
+        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
+        r = 1;
+        goto out;
+    }
+    if (x.once) {
+        const char *body = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap.om : x.snap.text;
+        size_t len = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap.om_len : x.snap.text_len;
+        char tail[512];
+        struct sbuf tb;
+        sbuf_init(&tb, sizeof(tail) - 1);
+        exp_render_tail(0, x.once_format, &tb);
+        fwrite(body, 1, len, stdout);
+        fwrite(tb.data, 1, tb.len, stdout);
+        sbuf_free(&tb);
+        r = fflush(stdout) == 0 ? 0 : 1;
+        goto out;
+    }
+
+    struct http_route routes[] = {
+        {"/metrics", handle_metrics, &x},
+        {"/health", handle_health, &x},
+    };
+    struct http_config hc = {.listen = x.listen, .routes = routes, .n_routes = 2};
+    struct http_server *srv = NULL;
+    if (http_server_new(&hc, &srv, &e) < 0) {
+        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
+        r = 1;
+        goto out;
+    }
+    log_info(COMP, "serving", "listen=%s port=%u interval_ms=%llu gpus=%zu kubernetes=%s", x.listen,
+             http_server_port(srv), (unsigned long long)x.interval_ms, x.n_gpus,
+             x.kubernetes ? "true" : "false");
+
+    pthread_t coll_tid;
+    if (pthread_create(&coll_tid, NULL, collector_thread, &x) != 0) {
+        fprintf(stderr, "gpuop exporter: cannot start the collector thread\n");
+        http_server_free(srv);
+        r = 1;
+        goto out;
+    }
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    log_info(COMP, "stopping", "signal=%d", sig);
+    pthread_mutex_lock(&x.lock);
+    x.stop = true;
+    pthread_cond_broadcast(&x.wake);
+    pthread_mutex_unlock(&x.lock);
+    pthread_join(coll_tid, NULL);
+    http_server_free(srv);
+    r = 0;
+out:
+    pthread_mutex_lock(&x.lock);
+    x.stop = true;
+    pthread_cond_broadcast(&x.wake);
+    pthread_mutex_unlock(&x.lock);
+    if (events_started)
+        pthread_join(events_tid, NULL);
+    exporter_free(&x);
+    return r;
+}

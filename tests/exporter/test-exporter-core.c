@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the exporter's pure core: counters CSV, catalogue, pod map, rendering. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "exporter.h"
+
+/* ---- counters CSV ------------------------------------------------------------------------- */
+
+static int parse(const char *text, struct exp_counters **ret, struct err *e)
+{
+    return exp_counters_parse(text, strlen(text), "test.csv", ret, e);
+}
+
+static void test_csv_good(void **state)
+{
+    (void)state;
+    struct exp_counters *c = NULL;
+    struct err e = {0};
+    const char *text = "# comment\n"
+                       "\n"
+                       "   # indented comment\n"
+                       "DCGM_FI_DEV_GPU_TEMP ,  gauge , GPU temperature (in C).\r\n"
+                       "\tDCGM_FI_DEV_XID_ERRORS,counter,Last XID, with a comma\n"
+                       "DCGM_FI_DRIVER_VERSION, label, Driver Version\n"
+                       "DCGM_FI_PROF_DRAM_ACTIVE, gauge, unsupported but known";
+    assert_int_equal(parse(text, &c, &e), 0);
+    assert_int_equal(c->n, 4);
+    assert_string_equal(c->items[0].field->name, "DCGM_FI_DEV_GPU_TEMP");
+    assert_int_equal(c->items[0].kind, EXP_GAUGE);
+    assert_string_equal(c->items[0].help, "GPU temperature (in C).");
+    assert_int_equal(c->items[0].line, 4);
+    assert_int_equal(c->items[1].kind, EXP_COUNTER);
+    assert_string_equal(c->items[1].help, "Last XID, with a comma");
+    assert_int_equal(c->items[2].kind, EXP_LABEL);
+    assert_int_equal(c->items[3].field->src, EXP_SRC_UNSUPPORTED);
+    assert_int_equal(exp_counters_log_unsupported(c), 1);
+    exp_counters_free(c);
+}
+
+struct bad_case {
+    const char *text;
+    const char *want; /* substring of the error */
+};
+
+static void test_csv_bad(void **state)
+{
+    (void)state;
+    static const struct bad_case cases[] = {
+        {"", "test.csv: no counters"},
+        {"# only\n\n", "test.csv: no counters"},
+        {"DCGM_FI_DEV_GPU_TEMP\n", "test.csv:1: expected \"DCGM field, prometheus type, help\""},
+        {"# x\nDCGM_FI_DEV_GPU_TEMP, gauge\n", "test.csv:2: expected"},
+        {", gauge, x\n", "test.csv:1: empty DCGM field name"},
+        {"DCGM_FI_DEV_NOPE, gauge, x\n", "test.csv:1: unknown field \"DCGM_FI_DEV_NOPE\"; known "
+                                         "fields: DCGM_FI_DEV_SM_CLOCK, "},
+        {"DCGM_FI_DEV_GPU_TEMP, histogram, x\n",
+         "test.csv:1: field DCGM_FI_DEV_GPU_TEMP: unknown type \"histogram\""},
+        {"DCGM_FI_DEV_GPU_TEMP, Gauge, x\n", "unknown type \"Gauge\""},
+        {"DCGM_FI_DRIVER_VERSION, gauge, x\n",
+         "test.csv:1: field DCGM_FI_DRIVER_VERSION is a string; its type must be label"},
+        {"DCGM_FI_DEV_GPU_TEMP, label, x\n",
+         "test.csv:1: field DCGM_FI_DEV_GPU_TEMP is numeric; its type must be gauge or counter"},
+        {"DCGM_FI_DEV_GPU_TEMP, gauge, x\n\nDCGM_FI_DEV_GPU_TEMP, gauge, y\n",
+         "test.csv:3: field DCGM_FI_DEV_GPU_TEMP already listed on line 1"},
+        {"DCGM_FI_DEV_GPU_TEMP, gauge, a\x01"
+         "b\n",
+         "test.csv:1: control character 0x01"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct exp_counters *c = NULL;
+        struct err e = {0};
+        int r = parse(cases[i].text, &c, &e);
+        if (r >= 0 || !strstr(err_msg(&e), cases[i].want))
+            fail_msg("case %zu: r=%d error \"%s\", want \"%s\"", i, r, err_msg(&e), cases[i].want);
+        assert_null(c);
+    }
+    /* NUL byte and over-long line. */
+    struct exp_counters *c = NULL;
+    struct err e = {0};
+    const char nul[] = "DCGM_FI_DEV_GPU_TEMP, gauge, a\0b\n";
+    assert_true(exp_counters_parse(nul, sizeof(nul) - 1, "test.csv", &c, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "test.csv:1: NUL byte"));
+    char *longl = xmalloc(5000);
+    memset(longl, 'A', 4999);
+    longl[4999] = '\0';
+    assert_true(parse(longl, &c, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "test.csv:1: line longer than"));
+    free(longl);
+    /* Missing file names the file. */
+    assert_true(exp_counters_load("/nonexistent/x.csv", &c, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "/nonexistent/x.csv"));
+}
+
+/* The built-in default is dcgm-exporter's default-counters.csv: same fields, types, help. */
+static void test_csv_default_matches_upstream(void **state)
+{
+    (void)state;
+    const char *shared = getenv("GPUOP_SHARED");
+    if (!shared)
+        skip();
+    const char *files[] = {"dcgm-exporter_default-counters.csv",
+                           "dcgm-exporter_dcp-metrics-included.csv"};
+    struct exp_counters *def = NULL;
+    struct err e = {0};
+    assert_int_equal(exp_counters_default(&def, &e), 0);
+    for (size_t f = 0; f < ARRAY_SIZE(files); f++) {
+        char *path = xasprintf("%s/reference/upstream/%s", shared, files[f]);
+        struct exp_counters *up = NULL;
+        if (exp_counters_load(path, &up, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        assert_int_equal(up->n, def->n);
+        for (size_t i = 0; i < up->n; i++) {
+            assert_ptr_equal(up->items[i].field, def->items[i].field);
+            assert_int_equal(up->items[i].kind, def->items[i].kind);
+            assert_string_equal(up->items[i].help, def->items[i].help);
+        }
+        exp_counters_free(up);
+        free(path);
+    }
+    /* The unsupported ones: the five profiling fields and the vGPU license status. */
+    assert_int_equal(exp_counters_log_unsupported(def), 6);
+    exp_counters_free(def);
+}
+
+static void test_catalogue(void **state)
+{
+    (void)state;
+    const struct exp_field *f = exp_field_lookup("DCGM_FI_DEV_FB_USED");
+    assert_non_null(f);
+    assert_int_equal(f->src, EXP_SRC_FB_USED);
+    assert_int_equal(f->mig, EXP_MIG_GPU_ONLY);
+    assert_int_equal(exp_field_lookup("DCGM_FI_DEV_GPU_UTIL")->mig, EXP_MIG_NONE);
+    assert_true(exp_field_lookup("DCGM_FI_DRIVER_VERSION")->label);
+    assert_null(exp_field_lookup("DCGM_FI_DEV_GPU_TEMPX"));
+    const struct exp_field *p = exp_field_lookup("DCGM_FI_PROF_SM_ACTIVE");
+    assert_int_equal(p->src, EXP_SRC_UNSUPPORTED);
+    assert_non_null(p->reason);
+    assert_non_null(strstr(exp_field_known_names(), "DCGM_FI_DEV_XID_ERRORS"));
+    assert_non_null(strstr(exp_field_known_names(), "DCGM_FI_DEV_VBIOS_VERSION"));
+}
+
+/* ---- a hand-built node: GPU 0 whole, GPU 1 in MIG mode with two GPU instances -------------- */
+
+static struct gpu_mig_device migs[3];
+static struct gpu_device devs[3];
+static struct gpu_inventory inv;
+static struct exp_gpu_state states[3];
+
+static void build_node(void)
+{
+    memset(devs, 0, sizeof(devs));
+    memset(migs, 0, sizeof(migs));
+    memset(states, 0, sizeof(states));
+    for (unsigned i = 0; i < 3; i++) {
+        devs[i].index = i;
+        devs[i].minor = i;
+        snprintf(devs[i].uuid, sizeof(devs[i].uuid), "GPU-0000000%u-aaaa", i);
+        snprintf(devs[i].bus_id, sizeof(devs[i].bus_id), "00000000:%02X:00.0", 0x18 + i);
+        strlcpy_s(devs[i].name, "NVIDIA H100 80GB HBM3", sizeof(devs[i].name));
+        snprintf(devs[i].serial, sizeof(devs[i].serial), "SN%u", i);
+    }
+    devs[1].mig_enabled = true;
+    devs[1].n_mig = 3;
+    devs[1].mig = migs;
+    strlcpy_s(migs[0].uuid, "MIG-1111", sizeof(migs[0].uuid));
+    strlcpy_s(migs[0].profile, "3g.40gb", sizeof(migs[0].profile));
+    migs[0].gi_id = 2;
+    strlcpy_s(migs[1].uuid, "MIG-2222", sizeof(migs[1].uuid));
+    strlcpy_s(migs[1].profile, "1g.10gb", sizeof(migs[1].profile));
+    migs[1].gi_id = 9;
+    /* A second compute instance in GI 9: still one series per GPU instance. */
+    strlcpy_s(migs[2].uuid, "MIG-3333", sizeof(migs[2].uuid));
+    strlcpy_s(migs[2].profile, "1g.10gb", sizeof(migs[2].profile));
+    migs[2].gi_id = 9;
+    migs[2].ci_id = 1;
+    memset(&inv, 0, sizeof(inv));
+    strlcpy_s(inv.driver_version, "570.86.15", sizeof(inv.driver_version));
+    inv.n_gpus = 3;
+    inv.gpus = devs;
+
+    for (unsigned i = 0; i < 2; i++) {
+        struct gpu_sample *s = &states[i].sample;
+        states[i].ok = true;
+        s->valid = GPU_SAMPLE_TEMP | GPU_SAMPLE_POWER | GPU_SAMPLE_UTIL | GPU_SAMPLE_MEMORY |
+                   GPU_SAMPLE_CLOCK_EVENTS;
+        s->temp_c = 40 + i;
+        s->power_mw = 123456;
+        s->util_gpu = 7;
+        s->fb_free_mib = 1000;
+        s->fb_used_mib = 24;
+        s->fb_reserved_mib = 500;
+        s->clock_event_reasons = 1;
+    }
+    states[0].last_xid = 79;
+    states[0].clock_events[0] = 3;
+    /* GPU 2 is lost. */
+    states[2].lost = true;
+}
+
+static const char *golden_csv = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+                                "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n"
+                                "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+                                "DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n"
+                                "DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error.\n"
+                                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, DBE \"vol\".\n"
+                                "DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events\n"
+                                "DCGM_FI_PROF_DRAM_ACTIVE, gauge, never exported\n"
+                                "DCGM_FI_DRIVER_VERSION, label, Driver Version\n";
+
+static char *render(enum prom_format f, bool k8s, const struct exp_pod_map *pods)
+{
+    struct exp_counters *c = NULL;
+    struct err e = {0};
+    assert_int_equal(parse(golden_csv, &c, &e), 0);
+    struct exp_self self = {.last_collection_unix_s = 1700000000.5,
+                            .last_collection_duration_s = 0.25,
+                            .collections = 4,
+                            .errors = {1, 2, 0, 0, 3},
+                            .kubernetes = k8s,
+                            .pod_resources_up = true};
+    struct exp_render_input in = {.counters = c,
+                                  .inv = &inv,
+                                  .gpus = states,
+                                  .hostname = "node-a",
+                                  .kubernetes = k8s,
+                                  .pods = pods,
+                                  .self = &self};
+    struct sbuf b;
+    sbuf_init(&b, 1 << 20);
+    assert_int_equal(exp_render(&in, f, &b), 0);
+    assert_int_equal(exp_render_tail(5, f, &b), 0);
+    exp_counters_free(c);
+    return sbuf_steal(&b);
+}
+
+static void compare_golden(const char *got, const char *name)
+{
+    const char *root = getenv("GPUOP_SOURCE_ROOT");
+    assert_non_null(root);
+    char *path = xasprintf("%s/tests/exporter/golden/%s", root, name);
+    char *want = NULL;
+    size_t len = 0;
+    struct err e = {0};
+    if (getenv("GPUOP_UPDATE_GOLDEN")) {
+        assert_int_equal(file_write_atomic(path, got, strlen(got), 0644, &e), 0);
+    } else if (file_read_all(path, 1 << 20, &want, &len, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    } else if (strcmp(want, got) != 0) {
+        fail_msg("%s differs; got:\n%s", path, got);
+    }
+    free(want);
+    free(path);
+}
+
+static void test_render_golden(void **state)
+{
+    (void)state;
+    build_node();
+    char *text = render(PROM_FORMAT_TEXT, false, NULL);
+    compare_golden(text, "node.prom");
+    free(text);
+    char *om = render(PROM_FORMAT_OPENMETRICS, false, NULL);
+    compare_golden(om, "node.openmetrics");
+    free(om);
+}
+
+static void test_render_pods_golden(void **state)
+{
+    (void)state;
+    build_node();
+    struct exp_pod_map pods = {0};
+    assert_true(exp_pod_map_add(&pods, &inv, "GPU-00000000-aaaa", "train-0", "ml", "main"));
+    assert_true(exp_pod_map_add(&pods, &inv, "GPU-00000000-aaaa::2", "infer-1", "ml", "srv"));
+    assert_true(exp_pod_map_add(&pods, &inv, "GPU-00000000-aaaa::3", "infer-1", "ml", "srv"));
+    assert_true(exp_pod_map_add(&pods, &inv, "MIG-2222", "small", "dev", "c"));
+    assert_int_equal(pods.n, 3);
+    char *text = render(PROM_FORMAT_TEXT, true, &pods);
+    compare_golden(text, "node-pods.prom");
+    free(text);
+    exp_pod_map_clear(&pods);
+}
+
+static void test_pod_map(void **state)
+{
+    (void)state;
+    build_node();
+    struct exp_pod_map m = {0};
+    assert_false(exp_pod_map_add(&m, &inv, "GPU-unknown", "p", "n", "c"));
+    assert_false(exp_pod_map_add(&m, &inv, "", "p", "n", "c"));
+    assert_false(exp_pod_map_add(&m, &inv, "::3", "p", "n", "c"));
+    assert_false(exp_pod_map_add(&m, NULL, "GPU-00000000-aaaa", "p", "n", "c"));
+    assert_true(exp_pod_map_add(&m, &inv, "MIG-1111", "p", "n", "c"));
+    assert_string_equal(m.items[0].uuid, "GPU-00000001-aaaa");
+    assert_int_equal(m.items[0].gi_id, 2);
+    /* Old-style MIG id: MIG-<parent uuid>/<gi>/<ci>. */
+    assert_true(exp_pod_map_add(&m, &inv, "MIG-GPU-00000001-aaaa/9/0", "q", "n", "c"));
+    assert_string_equal(m.items[1].uuid, "GPU-00000001-aaaa");
+    assert_int_equal(m.items[1].gi_id, 9);
+    assert_false(exp_pod_map_add(&m, &inv, "MIG-GPU-00000001-aaaa/x/0", "q", "n", "c"));
+    assert_true(exp_pod_map_add(&m, &inv, "GPU-00000002-aaaa::0", "r", "n", "c"));
+    assert_int_equal(m.items[2].gi_id, EXP_WHOLE_GPU);
+    assert_int_equal(m.n, 3);
+    exp_pod_map_clear(&m);
+    assert_int_equal(m.n, 0);
+
+    assert_true(exp_pod_resource_is_gpu("nvidia.com/gpu", NULL));
+    assert_true(exp_pod_resource_is_gpu("nvidia.com/mig-1g.10gb", NULL));
+    assert_false(exp_pod_resource_is_gpu("nvidia.com/gpu.shared", NULL));
+    assert_true(exp_pod_resource_is_gpu("nvidia.com/gpu.shared", "a.io/x, nvidia.com/gpu.shared"));
+    assert_false(exp_pod_resource_is_gpu("a.io/xy", "a.io/x"));
+    assert_false(exp_pod_resource_is_gpu("cpu", NULL));
+    assert_false(exp_pod_resource_is_gpu(NULL, NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_csv_good),
+        cmocka_unit_test(test_csv_bad),
+        cmocka_unit_test(test_csv_default_matches_upstream),
+        cmocka_unit_test(test_catalogue),
+        cmocka_unit_test(test_render_golden),
+        cmocka_unit_test(test_render_pods_golden),
+        cmocka_unit_test(test_pod_map),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

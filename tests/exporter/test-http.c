@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests of src/http: the server over real sockets (libcurl client) and the Prometheus writers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "http.h"
+
+static int hello(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    (void)ud;
+    char *body = xasprintf("hello %s accept=[%s]\n", req->path, req->accept);
+    http_response_take(resp, 200, HTTP_CT_TEXT, body, strlen(body));
+    return 0;
+}
+
+static int failing(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    http_response_copy(resp, 200, HTTP_CT_TEXT, "leak?", 5); /* released on failure */
+    return -EIO;
+}
+
+static int fixed(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    (void)req;
+    http_response_static(resp, 503, HTTP_CT_TEXT, ud);
+    return 0;
+}
+
+struct reply {
+    long status;
+    struct sbuf body;
+    char ctype[128];
+};
+
+static size_t on_data(char *p, size_t sz, size_t n, void *ud)
+{
+    struct reply *r = ud;
+    return sbuf_append(&r->body, p, sz * n) < 0 ? 0 : sz * n;
+}
+
+static void request(unsigned port, const char *method, const char *path, const char *header,
+                    const char *body, struct reply *out)
+{
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    char *url = xasprintf("http://127.0.0.1:%u%s", port, path);
+    sbuf_init(&out->body, 1 << 20);
+    struct curl_slist *hdrs = header ? curl_slist_append(NULL, header) : NULL;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+    if (hdrs)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    else if (strcmp(method, "GET") != 0)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc != CURLE_OK)
+        fail_msg("%s %s: %s", method, path, curl_easy_strerror(rc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    char *ct = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    strlcpy_s(out->ctype, ct ? ct : "", sizeof(out->ctype));
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    free(url);
+}
+
+static void test_server(void **state)
+{
+    (void)state;
+    struct http_route routes[] = {
+        {"/hello", hello, NULL},
+        {"/fail", failing, NULL},
+        {"/busy", fixed, "busy\n"},
+    };
+    struct http_config cfg = {.listen = "127.0.0.1:0", .routes = routes, .n_routes = 3};
+    struct http_server *s = NULL;
+    struct err e = {0};
+    if (http_server_new(&cfg, &s, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    unsigned port = http_server_port(s);
+    assert_true(port > 0);
+
+    struct reply r;
+    request(port, "GET", "/hello", "Accept: text/plain", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body.data, "hello /hello accept=[text/plain]\n");
+    assert_string_equal(r.ctype, HTTP_CT_TEXT);
+    sbuf_free(&r.body);
+
+    request(port, "GET", "/hello?x=1", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body.data, "hello /hello accept=[*/*]\n");
+    sbuf_free(&r.body);
+
+    request(port, "HEAD", "/hello", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body.len, 0);
+    sbuf_free(&r.body);
+
+    request(port, "GET", "/nope", NULL, NULL, &r);
+    assert_int_equal(r.status, 404);
+    sbuf_free(&r.body);
+
+    request(port, "GET", "/fail", NULL, NULL, &r);
+    assert_int_equal(r.status, 500);
+    sbuf_free(&r.body);
+
+    request(port, "GET", "/busy", NULL, NULL, &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body.data, "busy\n");
+    sbuf_free(&r.body);
+
+    request(port, "DELETE", "/hello", NULL, NULL, &r);
+    assert_int_equal(r.status, 405);
+    sbuf_free(&r.body);
+
+    request(port, "POST", "/hello", NULL, "some body", &r);
+    assert_int_equal(r.status, 413);
+    sbuf_free(&r.body);
+
+    /* Headers beyond the per-connection memory limit are refused, not buffered. */
+    char *big = xmalloc(40000);
+    memcpy(big, "X-Big: ", 7);
+    memset(big + 7, 'a', 40000 - 8);
+    big[40000 - 1] = '\0';
+    request(port, "GET", "/hello", big, NULL, &r);
+    assert_true(r.status == 431 || r.status == 413 || r.status == 400);
+    sbuf_free(&r.body);
+    free(big);
+
+    http_server_free(s);
+    http_server_free(NULL);
+}
+
+static void test_listen_errors(void **state)
+{
+    (void)state;
+    char *host = NULL;
+    unsigned port = 0;
+    struct err e = {0};
+    assert_int_equal(http_parse_listen(":9400", &host, &port, &e), 0);
+    assert_null(host);
+    assert_int_equal(port, 9400);
+    assert_int_equal(http_parse_listen("127.0.0.1:80", &host, &port, &e), 0);
+    assert_string_equal(host, "127.0.0.1");
+    free(host);
+    assert_int_equal(http_parse_listen("[::1]:8080", &host, &port, &e), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 8080);
+    free(host);
+    const char *bad[] = {"", "9400", ":", ":x", ":70000", "::1:80", "[::1]80", "[::1", ":-1"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        host = NULL;
+        if (http_parse_listen(bad[i], &host, &port, &e) >= 0)
+            fail_msg("\"%s\" accepted", bad[i]);
+        assert_null(host);
+    }
+    assert_non_null(strstr(err_msg(&e), ":-1"));
+
+    /* A port in use: the error names the address. */
+    struct http_route rt = {"/", hello, NULL};
+    struct http_config cfg = {.listen = "127.0.0.1:0", .routes = &rt, .n_routes = 1};
+    struct http_server *a = NULL, *b = NULL;
+    assert_int_equal(http_server_new(&cfg, &a, &e), 0);
+    char *addr = xasprintf("127.0.0.1:%u", http_server_port(a));
+    cfg.listen = addr;
+    assert_true(http_server_new(&cfg, &b, &e) < 0);
+    assert_null(b);
+    assert_non_null(strstr(err_msg(&e), addr));
+    cfg.listen = "no-such-host.invalid:1";
+    assert_true(http_server_new(&cfg, &b, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "no-such-host.invalid"));
+    struct http_route badroute = {"metrics", hello, NULL};
+    cfg.listen = "127.0.0.1:0";
+    cfg.routes = &badroute;
+    assert_true(http_server_new(&cfg, &b, &e) < 0);
+    http_server_free(a);
+    free(addr);
+}
+
+static void test_prom_helpers(void **state)
+{
+    (void)state;
+    assert_int_equal(prom_negotiate(NULL), PROM_FORMAT_TEXT);
+    assert_int_equal(prom_negotiate(""), PROM_FORMAT_TEXT);
+    assert_int_equal(prom_negotiate("text/plain;version=0.0.4"), PROM_FORMAT_TEXT);
+    assert_int_equal(prom_negotiate("application/openmetrics-text;version=1.0.0"),
+                     PROM_FORMAT_OPENMETRICS);
+    /* What Prometheus 2.x sends. */
+    assert_int_equal(
+        prom_negotiate("application/openmetrics-text;version=1.0.0,application/"
+                       "openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/"
+                       "*;q=0.1"),
+        PROM_FORMAT_OPENMETRICS);
+    assert_int_equal(prom_negotiate("text/plain, application/openmetrics-text;q=0.5"),
+                     PROM_FORMAT_TEXT);
+    assert_int_equal(prom_negotiate("application/openmetrics-text;q=0"), PROM_FORMAT_TEXT);
+    assert_int_equal(prom_negotiate("Application/OpenMetrics-Text"), PROM_FORMAT_OPENMETRICS);
+    assert_string_equal(prom_content_type(PROM_FORMAT_OPENMETRICS),
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8");
+
+    assert_true(prom_valid_metric_name("DCGM_FI_DEV_GPU_TEMP"));
+    assert_true(prom_valid_metric_name("a:b_c9"));
+    assert_false(prom_valid_metric_name("9a"));
+    assert_false(prom_valid_metric_name(""));
+    assert_false(prom_valid_metric_name("a-b"));
+    assert_true(prom_valid_label_name("GPU_I_ID"));
+    assert_false(prom_valid_label_name("a:b"));
+
+    struct sbuf b;
+    sbuf_init(&b, 4096);
+    assert_int_equal(prom_escape_label_value(&b, "a\\b\"c\nd"), 0);
+    assert_string_equal(b.data, "a\\\\b\\\"c\\nd");
+    sbuf_reset(&b);
+    prom_write_family(&b, PROM_FORMAT_TEXT, "x_total", PROM_COUNTER, "h \"q\" \\ \n");
+    assert_string_equal(b.data, "# HELP x_total h \"q\" \\\\ \\n\n# TYPE x_total counter\n");
+    sbuf_reset(&b);
+    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "x_total", PROM_COUNTER, "h \"q\"");
+    assert_string_equal(b.data, "# HELP x h \\\"q\\\"\n# TYPE x counter\n");
+    sbuf_reset(&b);
+    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "DCGM_X", PROM_COUNTER, "h");
+    assert_string_equal(b.data, "# HELP DCGM_X h\n# TYPE DCGM_X unknown\n");
+    sbuf_reset(&b);
+    prom_write_family(&b, PROM_FORMAT_TEXT, "g", PROM_UNTYPED, "h");
+    assert_string_equal(b.data, "# HELP g h\n# TYPE g untyped\n");
+    sbuf_reset(&b);
+    prom_write_value(&b, 42);
+    sbuf_puts(&b, " ");
+    prom_write_value(&b, 123.456);
+    sbuf_puts(&b, " ");
+    prom_write_value(&b, 0.1);
+    sbuf_puts(&b, " ");
+    prom_write_value(&b, 1e300);
+    sbuf_puts(&b, " ");
+    prom_write_value(&b, 0.0 / 0.0);
+    sbuf_puts(&b, " ");
+    prom_write_value(&b, -1.0 / 0.0);
+    sbuf_puts(&b, " ");
+    prom_write_value(&b, 18446744073709551615.0);
+    assert_string_equal(b.data, "42 123.456 0.1 1e+300 NaN -Inf 1.8446744073709552e+19");
+    sbuf_reset(&b);
+    prom_write_eof(&b, PROM_FORMAT_TEXT);
+    assert_int_equal(b.len, 0);
+    prom_write_eof(&b, PROM_FORMAT_OPENMETRICS);
+    assert_string_equal(b.data, "# EOF\n");
+    sbuf_free(&b);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_server),
+        cmocka_unit_test(test_listen_errors),
+        cmocka_unit_test(test_prom_helpers),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return r;
+}
