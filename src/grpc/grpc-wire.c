@@ -322,3 +322,38 @@ int grpc_status_from_h2_error(uint32_t h2_error)
         return GRPC_STATUS_UNKNOWN;
     }
 }
+
+int grpc_pb_pack(const ProtobufCMessage *msg, size_t limit, uint8_t **ret, size_t *ret_len,
+                 struct err *e)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (limit && n > limit)
+        return err_set(e, -EMSGSIZE, "%s message of %zu bytes is larger than the limit of %zu",
+                       msg->descriptor->name, n, limit);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return err_set(e, -ENOMEM, "%s message of %zu bytes: out of memory",
+                       msg->descriptor->name, n);
+    size_t w = protobuf_c_message_pack(msg, buf);
+    if (w != n) {
+        free(buf);
+        return err_set(e, -EINVAL, "%s message: packed %zu bytes, expected %zu",
+                       msg->descriptor->name, w, n);
+    }
+    *ret = buf;
+    *ret_len = n;
+    return 0;
+}
+
+int grpc_pb_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                   size_t limit, ProtobufCMessage **ret, struct err *e)
+{
+    if (limit && len > limit)
+        return err_set(e, -EMSGSIZE, "%s message of %zu bytes is larger than the limit of %zu",
+                       desc->name, len, limit);
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, data);
+    if (!m)
+        return err_set(e, -EBADMSG, "%s message of %zu bytes does not parse", desc->name, len);
+    *ret = m;
+    return 0;
+}
