@@ -28,7 +28,7 @@ void gpu_events_free(struct gpu_events *ev)
 }
 
 /* Registers GPU i for mask & its supported types; 1 when skipped (logged), 0 when registered. */
-static int register_gpu(struct gpu_events *ev, unsigned i, uint64_t mask, struct err *e)
+static int register_gpu(struct gpu_events *ev, unsigned i, uint64_t mask)
 {
     struct gpu_lib *lib = ev->lib;
     nvmlDevice_t dev = NULL;
@@ -46,13 +46,12 @@ static int register_gpu(struct gpu_events *ev, unsigned i, uint64_t mask, struct
         return 1;
     }
     r = NV(lib, nvmlDeviceRegisterEvents, dev, types, ev->set);
-    if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_GPU_IS_LOST) {
-        log_warn(COMPONENT, "no events from GPU", "gpu=%u reason=\"%s\"", i,
-                 gpu_nvml_string(lib, r));
+    if (r != NVML_SUCCESS) {
+        /* Not supported, lost, or no permission in this container: the other GPUs still count. */
+        log_warn(COMPONENT, "no events from GPU", "gpu=%u reason=\"nvmlDeviceRegisterEvents: %s\"",
+                 i, gpu_nvml_string(lib, r));
         return 1;
     }
-    if (r != NVML_SUCCESS)
-        return nv_err(lib, r, e, "nvmlDeviceRegisterEvents(gpu %u)", i);
     size_t k = ev->n++;
     ev->devs[k] = dev;
     ev->index[k] = i;
@@ -80,11 +79,8 @@ int gpu_events_open(struct gpu_lib *lib, uint64_t mask, struct gpu_events **ret,
     ev->devs = xcalloc(cap, sizeof(*ev->devs));
     ev->index = xcalloc(cap, sizeof(*ev->index));
     ev->uuid = xcalloc(cap, sizeof(*ev->uuid));
-    for (unsigned i = 0; i < count; i++) {
-        int k = register_gpu(ev, i, mask, e);
-        if (k < 0)
-            return k;
-    }
+    for (unsigned i = 0; i < count; i++)
+        register_gpu(ev, i, mask);
     *ret = steal_ptr(&ev);
     return 0;
 }
