@@ -96,8 +96,7 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 }
 
 static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)flags;
     (void)ud;
@@ -172,8 +171,7 @@ static void stream_end(struct grpc_client_stream *st)
     if (st->done)
         return;
     if (st->http_status != 200 && !st->have_status)
-        stream_done(st, grpc_status_from_http(st->http_status), "HTTP status %d",
-                    st->http_status);
+        stream_done(st, grpc_status_from_http(st->http_status), "HTTP status %d", st->http_status);
     else if (!st->ct_ok && !st->have_status)
         stream_done(st, GRPC_STATUS_UNKNOWN, "response content-type is not application/grpc");
     else if (!st->have_status)
@@ -352,8 +350,8 @@ static int connect_unix(const char *path, uint64_t timeout_ms, int *ret_fd, stru
         /* A unix socket whose backlog is full: EAGAIN; retry until the timeout. */
         uint64_t now = now_ms_mono();
         if (now >= until)
-            return err_set(e, -ETIMEDOUT, "connect \"%s\": timed out after %" PRIu64 " ms",
-                           path, timeout_ms);
+            return err_set(e, -ETIMEDOUT, "connect \"%s\": timed out after %" PRIu64 " ms", path,
+                           timeout_ms);
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         poll(&pfd, 1, (int)(until - now > 10 ? 10 : until - now));
     }
@@ -407,8 +405,8 @@ int grpc_client_connect(const char *socket_path, uint64_t timeout_ms,
     while (!c->got_settings && !c->dead && now_ms_mono() < until)
         pump(c, until);
     if (!c->got_settings) {
-        r = c->dead ? err_set(e, -ECONNRESET, "connect \"%s\": no HTTP/2 server: %s",
-                              socket_path, c->dead_msg)
+        r = c->dead ? err_set(e, -ECONNRESET, "connect \"%s\": no HTTP/2 server: %s", socket_path,
+                              c->dead_msg)
                     : err_set(e, -ETIMEDOUT,
                               "connect \"%s\": no HTTP/2 SETTINGS from the server within %" PRIu64
                               " ms",
@@ -455,8 +453,8 @@ static int code_to_errno(int code)
 }
 
 int grpc_client_stream_open(struct grpc_client *c, const char *path, const void *req,
-                            size_t req_len, uint64_t timeout_ms,
-                            struct grpc_client_stream **ret, struct err *e)
+                            size_t req_len, uint64_t timeout_ms, struct grpc_client_stream **ret,
+                            struct err *e)
 {
     if (c->dead)
         return err_set(e, -ECONNRESET, "%s: connection to %s: %s", path, c->path, c->dead_msg);
@@ -492,8 +490,8 @@ int grpc_client_stream_open(struct grpc_client *c, const char *path, const void 
 #undef NV
     };
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_request};
-    int32_t id = nghttp2_submit_request(c->h2, NULL, nva, ARRAY_SIZE(nva) - (timeout_ms ? 0 : 1),
-                                        &prd, st);
+    int32_t id =
+        nghttp2_submit_request(c->h2, NULL, nva, ARRAY_SIZE(nva) - (timeout_ms ? 0 : 1), &prd, st);
     if (id < 0) {
         int r = err_set(e, -EIO, "%s: %s", path, nghttp2_strerror(id));
         grpc_deframer_free(&st->df);
@@ -510,9 +508,8 @@ int grpc_client_stream_open(struct grpc_client *c, const char *path, const void 
     return 0;
 }
 
-int grpc_client_stream_open_pb(struct grpc_client *c, const char *path,
-                               const ProtobufCMessage *req, uint64_t timeout_ms,
-                               struct grpc_client_stream **ret, struct err *e)
+int grpc_client_stream_open_pb(struct grpc_client *c, const char *path, const ProtobufCMessage *req,
+                               uint64_t timeout_ms, struct grpc_client_stream **ret, struct err *e)
 {
     _cleanup_free_ uint8_t *buf = NULL;
     size_t len = 0;
@@ -555,8 +552,7 @@ int grpc_client_stream_next(struct grpc_client_stream *st, uint64_t wait_ms, uin
         if (polled && now_ms_mono() >= until) {
             if (ret_code)
                 *ret_code = GRPC_STATUS_OK;
-            return err_set(e, -EAGAIN, "%s: no message within %" PRIu64 " ms", st->path,
-                           wait_ms);
+            return err_set(e, -EAGAIN, "%s: no message within %" PRIu64 " ms", st->path, wait_ms);
         }
         pump(st->c, until == UINT64_MAX ? now_ms_mono() + 60000 : until);
         polled = true;

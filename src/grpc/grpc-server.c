@@ -199,8 +199,7 @@ int grpc_stream_send_pb(struct grpc_stream *st, const ProtobufCMessage *msg)
     return r;
 }
 
-static int finish_v(struct grpc_stream *st, int code, int http_status, const char *fmt,
-                    va_list ap)
+static int finish_v(struct grpc_stream *st, int code, int http_status, const char *fmt, va_list ap)
 {
     char buf[1024];
     vsnprintf(buf, sizeof(buf), fmt, ap);
@@ -411,8 +410,8 @@ static int add_method(struct grpc_server *s, const char *path, enum method_kind 
     return 0;
 }
 
-int grpc_server_add_unary(struct grpc_server *s, const char *path, grpc_unary_fn fn,
-                          void *userdata, struct err *e)
+int grpc_server_add_unary(struct grpc_server *s, const char *path, grpc_unary_fn fn, void *userdata,
+                          struct err *e)
 {
     return add_method(s, path, METHOD_UNARY, NULL, (void *)fn, userdata, e);
 }
@@ -514,8 +513,7 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 }
 
 static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)flags;
     (void)ud;
@@ -674,9 +672,9 @@ static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error_code,
 
 /* ---- responses ---------------------------------------------------------------------------- */
 
-#define NV(n, v)                                                                               \
-    {                                                                                          \
-        (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE             \
+#define NV(n, v)                                                                   \
+    {                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE \
     }
 
 /* Fills nva with grpc-status and, when non-empty, the percent-encoded grpc-message. */
@@ -709,8 +707,7 @@ static ssize_t read_queue(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t 
         *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
         char code_buf[16], msg_buf[3 * 1024];
         nghttp2_nv nva[2];
-        size_t nv = status_nv(nva, code_buf, msg_buf, sizeof(msg_buf), st->fin_code,
-                              st->fin_msg);
+        size_t nv = status_nv(nva, code_buf, msg_buf, sizeof(msg_buf), st->fin_code, st->fin_msg);
         if (nghttp2_submit_trailer(h2, id, nva, nv) != 0)
             r = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     } else if (n == 0) {
@@ -1113,8 +1110,7 @@ void grpc_server_free(struct grpc_server *s)
         close(s->wake_fd);
         /* Unlink the socket only if it is still ours: a new server may have bound the path. */
         struct stat sb;
-        if (lstat(s->socket_path, &sb) == 0 && sb.st_dev == s->sock_dev &&
-            sb.st_ino == s->sock_ino)
+        if (lstat(s->socket_path, &sb) == 0 && sb.st_dev == s->sock_dev && sb.st_ino == s->sock_ino)
             unlink(s->socket_path);
     }
     while (s->conns) { /* connections made by tests without a thread */

@@ -332,8 +332,8 @@ int grpc_pb_pack(const ProtobufCMessage *msg, size_t limit, uint8_t **ret, size_
                        msg->descriptor->name, n, limit);
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf)
-        return err_set(e, -ENOMEM, "%s message of %zu bytes: out of memory",
-                       msg->descriptor->name, n);
+        return err_set(e, -ENOMEM, "%s message of %zu bytes: out of memory", msg->descriptor->name,
+                       n);
     size_t w = protobuf_c_message_pack(msg, buf);
     if (w != n) {
         free(buf);
