@@ -1,0 +1,828 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpuop device-plugin`: the I/O shell around the pure core.
+ *
+ * Threads: main (signals, inotify on the kubelet's directory, registration and its retries,
+ * reloads), one gRPC loop thread per advertised resource (handlers), and the health thread
+ * (NVML events, lost-GPU checks, recovery). `mu` guards the plan and the watcher lists; `send_mu`
+ * orders ListAndWatch sends so a stream never receives an older list after a newer one. The
+ * main thread never holds `mu` while stopping a server (its close callbacks take `mu`).
+ */
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+
+#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "dp-internal.h"
+#include "grpc.h"
+#include "nvml-abi.h"
+
+#define COMP               "device-plugin"
+#define DP_MAX_WATCH       16
+#define DP_REGISTER_MS     5000
+#define DP_BACKOFF_MIN_MS  250
+#define DP_BACKOFF_MAX_MS  30000
+#define DP_LOST_CHECK_MS   2000
+#define DP_EVENT_WAIT_MS   100
+#define DP_RECOVERY_DEF_MS (5 * 60 * 1000)
+
+struct plugin;
+
+struct dp_srv {
+    struct plugin *pl;
+    char resource[DP_NAME_MAX];
+    char socket_path[PATH_MAX];
+    char socket_name[DP_NAME_MAX];
+    struct grpc_server *srv;
+    struct grpc_stream *watch[DP_MAX_WATCH];
+    size_t n_watch;
+    bool registered;
+};
+
+struct plugin {
+    pthread_mutex_t mu;
+    pthread_mutex_t send_mu;
+    struct dp_plan *plan;
+    struct dp_srv *srv;
+    size_t n_srv;
+    char dir[PATH_MAX];
+    char kubelet_sock[PATH_MAX];
+    const char *kubelet_name;
+    bool no_register;
+    struct dp_health_policy hp;
+    uint64_t recovery_ms;
+    struct gpu_lib *lib;
+    const char **cli_values;
+    /* registration retry */
+    uint64_t next_retry_ms;
+    uint64_t backoff_ms;
+    /* health thread */
+    pthread_t health;
+    bool health_running;
+    atomic_int stop_health;
+};
+
+/* ---- usage and flags ---------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fputs(
+        "Usage: gpuop device-plugin [flags]\n"
+        "\n"
+        "Advertises the node's GPUs to the kubelet over the Device Plugin API v1beta1: one\n"
+        "gRPC server per resource (nvidia-gpu.sock, nvidia-mig-<profile>.sock, ...) in the\n"
+        "kubelet's device-plugin directory, registered with the kubelet, re-registered within\n"
+        "a second when kubelet.sock is re-created or a plugin socket disappears.\n"
+        "\n"
+        "Flags (environment variables in parentheses; flag > env > config file > default):\n"
+        "  --config-file PATH            NVIDIA device-plugin config, version v1 (CONFIG_FILE)\n"
+        "  --mig-strategy none|single|mixed                      (MIG_STRATEGY; none)\n"
+        "  --fail-on-init-error[=BOOL]   exit when NVML cannot start (FAIL_ON_INIT_ERROR; true)\n"
+        "  --pass-device-specs[=BOOL]    add /dev/nvidia* device specs (PASS_DEVICE_SPECS; false)\n"
+        "  --device-list-strategy LIST   envvar, volume-mounts, cdi-annotations, cdi-cri; comma\n"
+        "                                separated (DEVICE_LIST_STRATEGY; envvar)\n"
+        "  --device-id-strategy uuid|index                      (DEVICE_ID_STRATEGY; uuid)\n"
+        "  --nvidia-driver-root PATH     (also --driver-root)  (NVIDIA_DRIVER_ROOT; /)\n"
+        "  --dev-root PATH               host root of /dev/nvidia* (NVIDIA_DEV_ROOT; driver root)\n"
+        "  --mps-root PATH               MPS daemon root, needed for MPS sharing (MPS_ROOT)\n"
+        "  --cdi-annotation-prefix P     (CDI_ANNOTATION_PREFIX; cdi.k8s.io/)\n"
+        "  --shared-devices-allocation-policy distributed|packed\n"
+        "                                (SHARED_DEVICES_ALLOCATION_POLICY; distributed)\n"
+        "  --gdrcopy-enabled, --gds-enabled, --mofed-enabled, --device-discovery-strategy,\n"
+        "  --nvidia-ctk-path, --container-driver-root, --imex-channel-ids, --imex-required\n"
+        "                                accepted as NVIDIA's plugin accepts them\n"
+        "  --kubelet-socket PATH         the kubelet's registration socket (KUBELET_SOCKET;\n"
+        "                                /var/lib/kubelet/device-plugins/kubelet.sock); an empty\n"
+        "                                value serves the sockets without registering\n"
+        "  --health-recovery-period DUR  a device marked Unhealthy by an XID or ECC error turns\n"
+        "                                Healthy again after DUR without errors; 0 disables\n"
+        "                                (DP_HEALTH_RECOVERY_PERIOD; 5m). Lost GPUs never "
+        "recover.\n"
+        "  -h, --help                    this text\n"
+        "\n"
+        "Health (as NVIDIA's plugin): XIDs 13, 31, 43, 45, 68, 109 are ignored.\n"
+        "  DP_DISABLE_HEALTHCHECKS  comma list of more XIDs to ignore; all or xids: ignore all\n"
+        "  DP_ENABLE_HEALTHCHECKS   comma list of XIDs that always count; all: every XID\n"
+        "\n"
+        "Signals: SIGHUP reloads the config (a bad config is reported and the last good one\n"
+        "keeps serving); SIGTERM, SIGINT and SIGQUIT remove the sockets and exit 0.\n",
+        f);
+}
+
+static bool is_bool_flag(const char *name)
+{
+    static const char *const b[] = {"fail-on-init-error", "pass-device-specs", "gdrcopy-enabled",
+                                    "gds-enabled",        "mofed-enabled",     "imex-required"};
+    for (size_t i = 0; i < ARRAY_SIZE(b); i++)
+        if (strcmp(b[i], name) == 0)
+            return true;
+    return false;
+}
+
+struct dp_cli {
+    const char **values; /* per dpconfig_plugin_options entry */
+    const char *kubelet_socket;
+    const char *recovery;
+};
+
+/* 0, 1 for --help, or -EINVAL with e set. */
+static int parse_args(int argc, char **argv, struct dp_cli *cli, struct err *e)
+{
+    size_t n_opts = 0;
+    while (dpconfig_plugin_options[n_opts].field)
+        n_opts++;
+    cli->values = xcalloc(n_opts + 1, sizeof(char *));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+            return 1;
+        if (!str_has_prefix(a, "--"))
+            return err_set(e, -EINVAL, "unexpected argument \"%s\" (see --help)", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        char key[64];
+        size_t klen = eq ? (size_t)(eq - name) : strlen(name);
+        if (klen == 0 || klen >= sizeof(key))
+            return err_set(e, -EINVAL, "unknown flag \"%s\" (see --help)", a);
+        memcpy(key, name, klen);
+        key[klen] = 0;
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val && is_bool_flag(key))
+            val = "true";
+        if (!val) {
+            if (i + 1 >= argc)
+                return err_set(e, -EINVAL, "flag --%s needs a value", key);
+            val = argv[++i];
+        }
+        if (strcmp(key, "kubelet-socket") == 0) {
+            cli->kubelet_socket = val;
+            continue;
+        }
+        if (strcmp(key, "health-recovery-period") == 0) {
+            cli->recovery = val;
+            continue;
+        }
+        bool found = false;
+        for (size_t k = 0; k < n_opts; k++)
+            if (dpconfig_plugin_options[k].flag &&
+                strcmp(dpconfig_plugin_options[k].flag, key) == 0) {
+                cli->values[k] = val;
+                found = true;
+                break;
+            }
+        if (!found)
+            return err_set(e, -EINVAL, "unknown flag \"--%s\" (see --help)", key);
+    }
+    return 0;
+}
+
+/* Config file + env + flags → options; warnings logged. */
+static int resolve_options(const struct dp_cli *cli, struct dp_options *ret, bool *ret_fail_init,
+                           struct err *e)
+{
+    _cleanup_(dpconfig_freep) struct dpconfig *cfg = NULL;
+    const char *file = NULL;
+    int r = dpconfig_resolve(dpconfig_plugin_options, cli->values, NULL, &cfg, &file, e);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < cfg->n_warnings; i++)
+        log_warn(COMP, "config", "warning=\"%s\"", cfg->warnings[i]);
+    r = dp_options_from_config(cfg, ret, e);
+    if (r < 0)
+        return err_prefix(e, "%s", file ? file : "config");
+    if (ret_fail_init)
+        *ret_fail_init = cfg->fail_on_init_error;
+    log_info(COMP, "config resolved", "file=%s mig_strategy=%s sharing=%d", file ? file : "(none)",
+             dp_mig_strategy_name(ret->mig_strategy), (int)ret->sharing);
+    return 0;
+}
+
+/* ---- ListAndWatch broadcasting ------------------------------------------------------------ */
+
+static struct dp_resource *srv_resource(struct dp_srv *s)
+{
+    return dp_plan_find(s->pl->plan, s->resource);
+}
+
+/* Sends the current list of every resource to every watcher. */
+static void broadcast(struct plugin *pl)
+{
+    pthread_mutex_lock(&pl->send_mu);
+    for (size_t i = 0; i < pl->n_srv; i++) {
+        struct dp_srv *s = &pl->srv[i];
+        struct grpc_stream *targets[DP_MAX_WATCH];
+        size_t n = 0;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        struct err e = {0};
+        pthread_mutex_lock(&pl->mu);
+        struct dp_resource *r = srv_resource(s);
+        if (r && s->n_watch && dp_proto_list(r, &buf, &len, &e) == 0)
+            for (size_t k = 0; k < s->n_watch; k++)
+                targets[n++] = grpc_stream_ref(s->watch[k]);
+        pthread_mutex_unlock(&pl->mu);
+        for (size_t k = 0; k < n; k++) {
+            if (grpc_stream_send(targets[k], buf, len) < 0)
+                log_warn(COMP, "ListAndWatch send failed", "resource=%s", s->resource);
+            grpc_stream_unref(targets[k]);
+        }
+        free(buf);
+    }
+    pthread_mutex_unlock(&pl->send_mu);
+}
+
+static void watch_closed(struct grpc_stream *st, int code, void *userdata)
+{
+    struct dp_srv *s = userdata;
+    bool found = false;
+    pthread_mutex_lock(&s->pl->mu);
+    for (size_t k = 0; k < s->n_watch; k++)
+        if (s->watch[k] == st) {
+            s->watch[k] = s->watch[--s->n_watch];
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&s->pl->mu);
+    log_info(COMP, "ListAndWatch closed", "resource=%s status=%s", s->resource,
+             grpc_status_name(code));
+    if (found)
+        grpc_stream_unref(st);
+}
+
+/* ---- handlers (server loop threads) ------------------------------------------------------- */
+
+static void h_options(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+    (void)req, (void)len, (void)ud;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    struct err e = {0};
+    if (dp_proto_options(&buf, &n, &e) < 0) {
+        grpc_call_fail(call, GRPC_STATUS_INTERNAL, "%s", err_msg(&e));
+        return;
+    }
+    grpc_call_reply(call, buf, n);
+    free(buf);
+}
+
+static void h_list_and_watch(struct grpc_stream *st, const uint8_t *req, size_t len, void *ud)
+{
+    (void)req, (void)len;
+    struct dp_srv *s = ud;
+    struct plugin *pl = s->pl;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    struct err e = {0};
+    pthread_mutex_lock(&pl->send_mu);
+    pthread_mutex_lock(&pl->mu);
+    struct dp_resource *r = srv_resource(s);
+    int rc = r ? dp_proto_list(r, &buf, &n, &e) : -ENOENT;
+    bool kept = false;
+    if (rc == 0 && s->n_watch < DP_MAX_WATCH) {
+        s->watch[s->n_watch++] = grpc_stream_ref(st);
+        kept = true;
+    }
+    pthread_mutex_unlock(&pl->mu);
+    if (rc < 0) {
+        grpc_stream_finish(st, GRPC_STATUS_UNAVAILABLE, "resource %s is not served now",
+                           s->resource);
+    } else if (!kept) {
+        grpc_stream_finish(st, GRPC_STATUS_RESOURCE_EXHAUSTED, "too many ListAndWatch streams");
+    } else {
+        grpc_stream_set_close_cb(st, watch_closed, s);
+        grpc_stream_send(st, buf, n);
+        log_info(COMP, "ListAndWatch opened", "resource=%s devices=%zu", s->resource,
+                 r ? r->n_devices : 0);
+    }
+    pthread_mutex_unlock(&pl->send_mu);
+    free(buf);
+}
+
+static bool host_path_exists(const char *path, void *ud)
+{
+    (void)ud;
+    return access(path, F_OK) == 0;
+}
+
+static void random_uuid(char out[37])
+{
+    uint8_t b[16] = {0};
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        uint64_t t = now_us_mono();
+        memcpy(b, &t, sizeof(t));
+    }
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+static void h_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+    struct dp_srv *s = ud;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int status = GRPC_STATUS_UNAVAILABLE;
+    struct err e = {0};
+    pthread_mutex_lock(&s->pl->mu);
+    struct dp_resource *r = srv_resource(s);
+    int rc = r ? dp_proto_allocate(s->pl->plan, r, req, len, random_uuid, host_path_exists, NULL,
+                                   &buf, &n, &status, &e)
+               : err_set(&e, -ENOENT, "resource %s is not served now", s->resource);
+    pthread_mutex_unlock(&s->pl->mu);
+    if (rc < 0) {
+        log_warn(COMP, "Allocate refused", "resource=%s error=\"%s\"", s->resource, err_msg(&e));
+        grpc_call_fail(call, status, "%s", err_msg(&e));
+        return;
+    }
+    grpc_call_reply(call, buf, n);
+    free(buf);
+}
+
+static void h_preferred(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+    struct dp_srv *s = ud;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int status = GRPC_STATUS_UNAVAILABLE;
+    struct err e = {0};
+    pthread_mutex_lock(&s->pl->mu);
+    struct dp_resource *r = srv_resource(s);
+    int rc = r ? dp_proto_preferred(s->pl->plan, r, req, len, &buf, &n, &status, &e)
+               : err_set(&e, -ENOENT, "resource %s is not served now", s->resource);
+    pthread_mutex_unlock(&s->pl->mu);
+    if (rc < 0) {
+        log_warn(COMP, "GetPreferredAllocation refused", "resource=%s error=\"%s\"", s->resource,
+                 err_msg(&e));
+        grpc_call_fail(call, status, "%s", err_msg(&e));
+        return;
+    }
+    grpc_call_reply(call, buf, n);
+    free(buf);
+}
+
+static void h_prestart(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+    (void)req, (void)len, (void)ud;
+    grpc_call_reply(call, "", 0); /* PreStartContainerResponse{} */
+}
+
+/* ---- servers and registration (main thread) ----------------------------------------------- */
+
+static void stop_servers(struct plugin *pl)
+{
+    for (size_t i = 0; i < pl->n_srv; i++) {
+        grpc_server_free(pl->srv[i].srv); /* runs close callbacks: never under mu */
+        pl->srv[i].srv = NULL;
+    }
+    pthread_mutex_lock(&pl->mu);
+    free(pl->srv);
+    pl->srv = NULL;
+    pl->n_srv = 0;
+    pthread_mutex_unlock(&pl->mu);
+}
+
+static int start_servers(struct plugin *pl, struct err *e)
+{
+    size_t n = pl->plan->n_resources;
+    struct dp_srv *srv = xcalloc(n + 1, sizeof(*srv));
+    for (size_t i = 0; i < n; i++) {
+        struct dp_srv *s = &srv[i];
+        const struct dp_resource *r = &pl->plan->resources[i];
+        s->pl = pl;
+        strlcpy_s(s->resource, r->name, sizeof(s->resource));
+        strlcpy_s(s->socket_name, r->socket, sizeof(s->socket_name));
+        if ((size_t)snprintf(s->socket_path, sizeof(s->socket_path), "%.*s/%s", PATH_MAX - 200,
+                             pl->dir, r->socket) >= sizeof(s->socket_path)) {
+            free(srv);
+            return err_set(e, -ENAMETOOLONG, "socket path in %s too long", pl->dir);
+        }
+    }
+    pthread_mutex_lock(&pl->mu);
+    pl->srv = srv;
+    pl->n_srv = n;
+    pthread_mutex_unlock(&pl->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct dp_srv *s = &srv[i];
+        int r = grpc_server_new(NULL, &s->srv, e);
+        if (r == 0)
+            r = grpc_server_add_unary(s->srv, "/v1beta1.DevicePlugin/GetDevicePluginOptions",
+                                      h_options, s, e);
+        if (r == 0)
+            r = grpc_server_add_stream(s->srv, "/v1beta1.DevicePlugin/ListAndWatch",
+                                       h_list_and_watch, s, e);
+        if (r == 0)
+            r = grpc_server_add_unary(s->srv, "/v1beta1.DevicePlugin/GetPreferredAllocation",
+                                      h_preferred, s, e);
+        if (r == 0)
+            r = grpc_server_add_unary(s->srv, "/v1beta1.DevicePlugin/Allocate", h_allocate, s, e);
+        if (r == 0)
+            r = grpc_server_add_unary(s->srv, "/v1beta1.DevicePlugin/PreStartContainer", h_prestart,
+                                      s, e);
+        if (r == 0)
+            r = grpc_server_start(s->srv, s->socket_path, e);
+        if (r < 0) {
+            err_prefix(e, "serve %s on %s", s->resource, s->socket_path);
+            stop_servers(pl);
+            return r;
+        }
+        log_info(COMP, "serving", "resource=%s socket=%s devices=%zu", s->resource, s->socket_path,
+                 pl->plan->resources[i].n_devices);
+    }
+    return 0;
+}
+
+static int register_one(struct plugin *pl, struct dp_srv *s, struct err *e)
+{
+    _cleanup_(grpc_client_freep) struct grpc_client *c = NULL;
+    int r = grpc_client_connect(pl->kubelet_sock, DP_REGISTER_MS, NULL, &c, e);
+    if (r < 0)
+        return err_prefix(e, "register %s with %s", s->resource, pl->kubelet_sock);
+    V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    opts.get_preferred_allocation_available = true;
+    V1beta1__RegisterRequest rq = V1BETA1__REGISTER_REQUEST__INIT;
+    rq.version = (char *)"v1beta1";
+    rq.endpoint = s->socket_name;
+    rq.resource_name = s->resource;
+    rq.options = &opts;
+    ProtobufCMessage *resp = NULL;
+    int code = 0;
+    r = grpc_client_unary_pb(c, "/v1beta1.Registration/Register", &rq.base,
+                             &v1beta1__empty__descriptor, DP_REGISTER_MS, &resp, &code, e);
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    if (r < 0)
+        return err_prefix(e, "register %s with %s", s->resource, pl->kubelet_sock);
+    return 0;
+}
+
+/* Registers every unregistered server; schedules a retry with backoff when one fails. */
+static void register_all(struct plugin *pl)
+{
+    if (pl->no_register)
+        return;
+    bool failed = false;
+    for (size_t i = 0; i < pl->n_srv; i++) {
+        struct dp_srv *s = &pl->srv[i];
+        if (s->registered)
+            continue;
+        struct err e = {0};
+        if (register_one(pl, s, &e) < 0) {
+            log_warn(COMP, "registration failed; will retry", "error=\"%s\" retry_ms=%llu",
+                     err_msg(&e), (unsigned long long)pl->backoff_ms);
+            failed = true;
+            continue;
+        }
+        s->registered = true;
+        log_info(COMP, "registered with the kubelet", "resource=%s endpoint=%s", s->resource,
+                 s->socket_name);
+    }
+    if (failed) {
+        pl->next_retry_ms = now_ms_mono() + pl->backoff_ms;
+        pl->backoff_ms =
+            pl->backoff_ms * 2 > DP_BACKOFF_MAX_MS ? DP_BACKOFF_MAX_MS : pl->backoff_ms * 2;
+    } else {
+        pl->next_retry_ms = 0;
+        pl->backoff_ms = DP_BACKOFF_MIN_MS;
+    }
+}
+
+static int restart(struct plugin *pl, struct dp_plan *new_plan, struct err *e)
+{
+    stop_servers(pl);
+    if (new_plan) {
+        pthread_mutex_lock(&pl->mu);
+        dp_plan_carry_health(new_plan, pl->plan);
+        dp_plan_free(pl->plan);
+        pl->plan = new_plan;
+        pthread_mutex_unlock(&pl->mu);
+    }
+    pl->backoff_ms = DP_BACKOFF_MIN_MS;
+    int r = start_servers(pl, e);
+    if (r < 0) {
+        pl->next_retry_ms = now_ms_mono() + DP_BACKOFF_MAX_MS / 10;
+        return r;
+    }
+    if (pl->n_srv == 0)
+        log_info(COMP, "No devices found. Waiting indefinitely.", NULL);
+    register_all(pl);
+    return 0;
+}
+
+/* ---- health thread ------------------------------------------------------------------------ */
+
+static void *health_main(void *arg)
+{
+    struct plugin *pl = arg;
+    struct err e = {0};
+    _cleanup_(gpu_events_freep) struct gpu_events *ev = NULL;
+    if (gpu_events_open(pl->lib, nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError,
+                        &ev, &e) < 0)
+        log_warn(COMP,
+                 "Failed to start health check; continuing with event health checks "
+                 "disabled",
+                 "error=\"%s\"", err_msg(&e));
+    uint64_t last_lost = 0, last_wait_err = 0;
+    while (!pl->stop_health) {
+        struct gpu_event event;
+        int r = -ETIMEDOUT;
+        if (ev) {
+            r = gpu_events_wait(ev, DP_EVENT_WAIT_MS, &event, &e);
+        } else {
+            usleep(DP_EVENT_WAIT_MS * 1000);
+        }
+        uint64_t now = now_ms_mono();
+        size_t changed = 0;
+        if (r < 0 && r != -ETIMEDOUT) {
+            if (now - last_wait_err > 10000)
+                log_warn(COMP, "waiting for GPU events failed", "error=\"%s\"", err_msg(&e));
+            last_wait_err = now;
+            usleep(200 * 1000);
+        }
+        bool lost[64] = {false};
+        bool check_lost = now - last_lost >= DP_LOST_CHECK_MS;
+        unsigned n_gpus = 0;
+        if (check_lost) {
+            last_lost = now;
+            pthread_mutex_lock(&pl->mu);
+            n_gpus = pl->plan ? pl->plan->n_gpus : 0;
+            pthread_mutex_unlock(&pl->mu);
+            for (unsigned g = 0; g < n_gpus && g < 64; g++) {
+                struct gpu_sample smp;
+                struct err se = {0};
+                if (gpu_sample_read(pl->lib, g, &smp, &se) == 0 && smp.lost)
+                    lost[g] = true;
+            }
+        }
+        pthread_mutex_lock(&pl->mu);
+        if (r == 0 && dp_health_event_is_critical(&pl->hp, &event)) {
+            size_t c = dp_health_apply(pl->plan, &event, now);
+            log_warn(COMP, "GPU error: devices marked Unhealthy",
+                     "gpu=%u uuid=%s type=0x%llx xid=%llu gi=%u ci=%u devices=%zu", event.gpu_index,
+                     event.uuid, (unsigned long long)event.type, (unsigned long long)event.data,
+                     event.gi_id, event.ci_id, c);
+            changed += c;
+        } else if (r == 0) {
+            log_info(COMP, "GPU event ignored by the health policy", "gpu=%u type=0x%llx xid=%llu",
+                     event.gpu_index, (unsigned long long)event.type,
+                     (unsigned long long)event.data);
+        }
+        for (unsigned g = 0; check_lost && g < n_gpus && g < 64; g++)
+            if (lost[g] && pl->plan && g < pl->plan->n_gpus) {
+                size_t c = dp_health_mark_lost(pl->plan, g);
+                if (c)
+                    log_error(COMP, "GPU is lost: devices Unhealthy for good", "gpu=%u", g);
+                changed += c;
+            }
+        size_t rec = pl->plan ? dp_health_recover(pl->plan, now, pl->recovery_ms) : 0;
+        if (rec)
+            log_info(COMP, "devices Healthy again after the quiet period", "devices=%zu", rec);
+        changed += rec;
+        pthread_mutex_unlock(&pl->mu);
+        if (changed)
+            broadcast(pl);
+    }
+    return NULL;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static int build_plan(struct plugin *pl, const struct dp_options *o, struct dp_plan **ret,
+                      struct err *e)
+{
+    if (!pl->lib) {
+        struct gpu_inventory empty = {0};
+        return dp_plan_build(&empty, o, ret, e);
+    }
+    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
+    int r = gpu_inventory_read(pl->lib, &inv, e);
+    if (r < 0)
+        return r;
+    return dp_plan_build(inv, o, ret, e);
+}
+
+static void reload(struct plugin *pl, const struct dp_cli *cli)
+{
+    struct err e = {0};
+    struct dp_options o;
+    struct dp_plan *np = NULL;
+    log_info(COMP, "SIGHUP: reloading the config", NULL);
+    if (resolve_options(cli, &o, NULL, &e) < 0 || build_plan(pl, &o, &np, &e) < 0) {
+        log_error(COMP, "config reload failed; keeping the last good config", "error=\"%s\"",
+                  err_msg(&e));
+        return;
+    }
+    if (restart(pl, np, &e) < 0)
+        log_error(COMP, "restart failed", "error=\"%s\"", err_msg(&e));
+}
+
+static bool is_our_socket(struct plugin *pl, const char *name)
+{
+    for (size_t i = 0; i < pl->n_srv; i++)
+        if (strcmp(pl->srv[i].socket_name, name) == 0)
+            return true;
+    return false;
+}
+
+int deviceplugin_main(int argc, char **argv)
+{
+    struct dp_cli cli = {0};
+    struct err e = {0};
+    int r = parse_args(argc, argv, &cli, &e);
+    if (r == 1) {
+        usage(stdout);
+        free(cli.values);
+        return 0;
+    }
+    if (r < 0) {
+        fprintf(stderr, "gpuop device-plugin: %s\n", err_msg(&e));
+        free(cli.values);
+        return 2;
+    }
+
+    struct plugin pl_storage = {0}, *pl = &pl_storage;
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_mutex_init(&pl->send_mu, NULL);
+    pl->backoff_ms = DP_BACKOFF_MIN_MS;
+    int rc = 1;
+    int sfd = -1, ifd = -1;
+
+    const char *ks = cli.kubelet_socket;
+    if (!ks)
+        ks = getenv("KUBELET_SOCKET");
+    if (!ks)
+        ks = DP_KUBELET_SOCKET_DEFAULT;
+    pl->no_register = !*ks;
+    if (!*ks)
+        ks = DP_KUBELET_SOCKET_DEFAULT;
+    if (strlcpy_s(pl->kubelet_sock, ks, sizeof(pl->kubelet_sock)) >= sizeof(pl->kubelet_sock)) {
+        log_error(COMP, "--kubelet-socket: path too long", NULL);
+        goto out;
+    }
+    strlcpy_s(pl->dir, ks, sizeof(pl->dir));
+    char *slash = strrchr(pl->dir, '/');
+    if (slash && slash != pl->dir)
+        *slash = 0;
+    else if (slash)
+        slash[1] = 0;
+    else
+        strlcpy_s(pl->dir, ".", sizeof(pl->dir));
+    pl->kubelet_name =
+        strrchr(pl->kubelet_sock, '/') ? strrchr(pl->kubelet_sock, '/') + 1 : pl->kubelet_sock;
+
+    const char *rec = cli.recovery ? cli.recovery : env_get("DP_HEALTH_RECOVERY_PERIOD");
+    pl->recovery_ms = DP_RECOVERY_DEF_MS;
+    if (rec && (parse_duration_ms(rec, &pl->recovery_ms) < 0 || pl->recovery_ms == UINT64_MAX)) {
+        log_error(COMP, "invalid --health-recovery-period (DP_HEALTH_RECOVERY_PERIOD)",
+                  "value=\"%s\" expected=\"a duration such as 30s, 5m or 0\"", rec);
+        rc = 2;
+        goto out;
+    }
+    dp_health_policy_init(&pl->hp, getenv("DP_DISABLE_HEALTHCHECKS"),
+                          getenv("DP_ENABLE_HEALTHCHECKS"));
+
+    struct dp_options opts;
+    bool fail_init = true;
+    if (resolve_options(&cli, &opts, &fail_init, &e) < 0) {
+        log_error(COMP, "invalid configuration", "error=\"%s\"", err_msg(&e));
+        goto out;
+    }
+    if (gpu_lib_open(NULL, &pl->lib, &e) < 0) {
+        if (fail_init) {
+            log_error(COMP, "NVML init failed (failOnInitError is true)", "error=\"%s\"",
+                      err_msg(&e));
+            goto out;
+        }
+        log_warn(COMP, "NVML init failed; serving no devices", "error=\"%s\"", err_msg(&e));
+        pl->lib = NULL;
+    }
+    if (build_plan(pl, &opts, &pl->plan, &e) < 0) {
+        log_error(COMP, "cannot build the device list", "error=\"%s\"", err_msg(&e));
+        goto out;
+    }
+
+    /* Signals and inotify before the first socket, so no event is missed. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (mkdir_p(pl->dir, 0755) < 0)
+        log_warn(COMP, "cannot create the device-plugin directory", "dir=%s", pl->dir);
+    ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (sfd < 0 || ifd < 0 ||
+        inotify_add_watch(ifd, pl->dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+        log_error(COMP, "cannot watch the device-plugin directory", "dir=%s error=\"%s\"", pl->dir,
+                  strerror(errno));
+        goto out;
+    }
+
+    if (pl->lib) {
+        if (pthread_create(&pl->health, NULL, health_main, pl) == 0)
+            pl->health_running = true;
+        else
+            log_error(COMP, "cannot start the health thread", NULL);
+    }
+    if (restart(pl, NULL, &e) < 0) {
+        log_error(COMP, "cannot serve", "error=\"%s\"", err_msg(&e));
+        goto out;
+    }
+
+    for (;;) {
+        int timeout = 1000;
+        if (pl->next_retry_ms) {
+            uint64_t now = now_ms_mono();
+            timeout = pl->next_retry_ms <= now ? 0 : (int)(pl->next_retry_ms - now);
+            if (timeout > 1000)
+                timeout = 1000;
+        }
+        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
+        int pr = poll(pfd, 2, timeout);
+        if (pr < 0 && errno != EINTR) {
+            log_error(COMP, "poll failed", "error=\"%s\"", strerror(errno));
+            goto out;
+        }
+        if (pfd[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo == SIGHUP) {
+                    reload(pl, &cli);
+                    continue;
+                }
+                log_info(COMP, "signal: shutting down", "signal=%u", si.ssi_signo);
+                rc = 0;
+                goto out;
+            }
+        }
+        bool need_restart = false;
+        if (pfd[1].revents & POLLIN) {
+            _Alignas(struct inotify_event) char buf[4096];
+            ssize_t n;
+            while ((n = read(ifd, buf, sizeof(buf))) > 0) {
+                for (char *q = buf; q < buf + n;) {
+                    struct inotify_event *iev = (struct inotify_event *)q;
+                    q += sizeof(*iev) + iev->len;
+                    if (!iev->len)
+                        continue;
+                    if ((iev->mask & (IN_CREATE | IN_MOVED_TO)) &&
+                        strcmp(iev->name, pl->kubelet_name) == 0) {
+                        log_info(COMP, "inotify: kubelet.sock created, restarting", "path=%s",
+                                 pl->kubelet_sock);
+                        need_restart = true;
+                    } else if ((iev->mask & (IN_DELETE | IN_MOVED_FROM)) &&
+                               is_our_socket(pl, iev->name)) {
+                        char path[PATH_MAX + NAME_MAX + 2];
+                        snprintf(path, sizeof(path), "%.*s/%.*s", PATH_MAX - 1, pl->dir, NAME_MAX,
+                                 iev->name);
+                        struct stat st;
+                        if (stat(path, &st) < 0) {
+                            log_info(COMP, "inotify: plugin socket removed, restarting", "path=%s",
+                                     path);
+                            need_restart = true;
+                        }
+                    }
+                }
+            }
+        }
+        if (need_restart) {
+            if (restart(pl, NULL, &e) < 0)
+                log_error(COMP, "restart failed; will retry", "error=\"%s\"", err_msg(&e));
+        } else if (pl->next_retry_ms && now_ms_mono() >= pl->next_retry_ms) {
+            if (pl->n_srv == 0 && pl->plan && pl->plan->n_resources) {
+                if (restart(pl, NULL, &e) < 0)
+                    log_error(COMP, "restart failed; will retry", "error=\"%s\"", err_msg(&e));
+            } else {
+                register_all(pl);
+            }
+        }
+    }
+
+out:
+    if (pl->health_running) {
+        pl->stop_health = 1;
+        pthread_join(pl->health, NULL);
+    }
+    stop_servers(pl);
+    dp_plan_free(pl->plan);
+    gpu_lib_free(pl->lib);
+    if (sfd >= 0)
+        close(sfd);
+    if (ifd >= 0)
+        close(ifd);
+    free(cli.values);
+    pthread_mutex_destroy(&pl->mu);
+    pthread_mutex_destroy(&pl->send_mu);
+    return rc;
+}

@@ -1,0 +1,407 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Interop test: `gpuop device-plugin` against a kubelet stand-in built on a real gRPC
+implementation (Debian's python3-grpcio), on the simulated fleets.
+
+  kubelet_standin.py GPUOP LIBNVML FLEET SCENARIO
+
+SCENARIO: none | single | mixed | timeslicing | badconfig. The stand-in serves Registration on
+a temporary kubelet.sock, accepts the registrations, streams ListAndWatch, calls
+GetDevicePluginOptions, GetPreferredAllocation and Allocate, injects an XID with
+`gpuop sim inject xid` and expects the device Unhealthy in under a second, then deletes and
+re-creates kubelet.sock (removing the plugin sockets, as a restarting kubelet does) and expects
+new registrations in under a second. Stubs are generated at test time with grpc_tools.protoc
+from proto/deviceplugin/v1beta1/api.proto.
+
+Exit 77 (skipped) only when grpcio / grpc_tools are not installed.
+"""
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+try:
+    import grpc
+    from grpc_tools import protoc
+except ImportError as exc:  # the peer is truly absent
+    print(f"SKIP: python3-grpcio / python3-grpc-tools not installed: {exc}")
+    sys.exit(77)
+
+SRC = os.environ.get("GPUOP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+    return cond
+
+
+def gen_stubs(outdir):
+    rc = protoc.main(["grpc_tools.protoc", f"-I{os.path.join(SRC, 'proto')}",
+                      f"--python_out={outdir}", f"--grpc_python_out={outdir}",
+                      "deviceplugin/v1beta1/api.proto"])
+    if rc != 0:
+        print(f"FAIL protoc rejected deviceplugin/v1beta1/api.proto (rc={rc})")
+        sys.exit(1)
+    sys.path.insert(0, outdir)
+    from deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+    return api_pb2, api_pb2_grpc
+
+
+class Kubelet:
+    """The Registration service on a unix socket; registrations go to a queue."""
+
+    def __init__(self, pb, pb_grpc, sock):
+        self.pb, self.sock = pb, sock
+        self.registrations = queue.Queue()
+        outer = self
+
+        class Registration(pb_grpc.RegistrationServicer):
+            def Register(self, request, context):
+                outer.registrations.put((time.monotonic(), request))
+                return pb.Empty()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pb_grpc.add_RegistrationServicer_to_server(Registration(), self.server)
+        self.server.add_insecure_port(f"unix://{sock}")
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0).wait()
+
+    def wait_registrations(self, n, timeout):
+        got = []
+        end = time.monotonic() + timeout
+        while len(got) < n:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                got.append(self.registrations.get(timeout=left))
+            except queue.Empty:
+                break
+        return got
+
+
+class Watch:
+    """A ListAndWatch stream read on a thread."""
+
+    def __init__(self, stub, pb):
+        self.updates = queue.Queue()
+        self.call = stub.ListAndWatch(pb.Empty())
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for resp in self.call:
+                self.updates.put((time.monotonic(), list(resp.devices)))
+        except grpc.RpcError:
+            pass
+
+    def next(self, timeout):
+        try:
+            return self.updates.get(timeout=timeout)
+        except queue.Empty:
+            return None, None
+
+    def cancel(self):
+        self.call.cancel()
+
+
+def sim(gpuop, env, *args):
+    r = subprocess.run([gpuop, "sim", *args], env=env, capture_output=True, text=True, timeout=20)
+    if r.returncode != 0:
+        print(f"gpuop sim {' '.join(args)}: rc={r.returncode} {r.stderr.strip()}")
+    return r.returncode
+
+
+def base_id(dev_id):
+    return dev_id.split("::")[0]
+
+
+class Plugin:
+    def __init__(self, gpuop, env, args, logpath):
+        self.log = open(logpath, "w")
+        self.logpath = logpath
+        self.proc = subprocess.Popen([gpuop, "device-plugin", *args], env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.log.close()
+        return rc
+
+    def output(self):
+        with open(self.logpath) as f:
+            return f.read()
+
+
+def expected(scenario):
+    """Resources (name -> socket) a scenario must register, by fleet shape."""
+    if scenario == "mixed":
+        return None  # several nvidia.com/mig-* resources; checked by prefix
+    if scenario == "timeslicing":
+        return {"nvidia.com/gpu.shared": "nvidia-gpu.shared.sock"}
+    return {"nvidia.com/gpu": "nvidia-gpu.sock"}
+
+
+def run(gpuop, lib, fleet, scenario):
+    pb, pb_grpc = gen_stubs(tempfile.mkdtemp(prefix="dp-stubs-"))
+    tmp = tempfile.mkdtemp(prefix="dp-interop-")
+    dpdir = os.path.join(tmp, "device-plugins")
+    os.makedirs(dpdir)
+    ksock = os.path.join(dpdir, "kubelet.sock")
+    env = dict(os.environ)
+    env.update({"GPUOP_NVML_LIBRARY": lib, "GPUOP_SIM_FLEET": fleet,
+                "GPUOP_SIM_STATE": os.path.join(tmp, "state"),
+                "DP_HEALTH_RECOVERY_PERIOD": "0"})
+    for k in ("KUBELET_SOCKET", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY",
+              "DEVICE_ID_STRATEGY", "PASS_DEVICE_SPECS", "DP_DISABLE_HEALTHCHECKS",
+              "DP_ENABLE_HEALTHCHECKS"):
+        env.pop(k, None)
+    os.makedirs(env["GPUOP_SIM_STATE"])
+    args = ["--kubelet-socket", ksock]
+    cfg = os.path.join(tmp, "config.yaml")
+
+    if scenario == "badconfig":
+        with open(cfg, "w") as f:
+            f.write("version: v1\nflags:\n  migStrategy: sideways\n")
+        p = Plugin(gpuop, env, args + ["--config-file", cfg], os.path.join(tmp, "plugin.log"))
+        rc = p.proc.wait(timeout=20)
+        out = p.output()
+        p.log.close()
+        check(rc != 0, f"a bad config ends the start with an error (rc={rc})")
+        check("migStrategy" in out, "the error names the field: " + out.strip().splitlines()[-1]
+              if out.strip() else "no output")
+        return
+
+    if scenario == "single":
+        args += ["--mig-strategy", "single"]
+    elif scenario == "mixed":
+        env["MIG_STRATEGY"] = "mixed"  # through the environment
+    elif scenario == "timeslicing":
+        with open(cfg, "w") as f:
+            f.write("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                    "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n")
+        args += ["--config-file", cfg]
+    elif scenario != "none":
+        print(f"unknown scenario {scenario}")
+        sys.exit(2)
+
+    kubelet = Kubelet(pb, pb_grpc, ksock)
+    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    watches = []
+    try:
+        regs = kubelet.wait_registrations(1, 15)
+        if not check(len(regs) == 1, "the plugin registers with the kubelet"):
+            return
+        # Several resources register back to back; collect the rest.
+        time.sleep(0.3)
+        while not kubelet.registrations.empty():
+            regs.append(kubelet.registrations.get())
+        reqs = {r.resource_name: r for _, r in regs}
+        want = expected(scenario)
+        if want is not None:
+            check(set(reqs) == set(want), f"resources {sorted(reqs)} == {sorted(want)}")
+        else:
+            check(any(n.startswith("nvidia.com/mig-") for n in reqs),
+                  f"mixed advertises nvidia.com/mig-<profile> resources: {sorted(reqs)}")
+        for name, r in reqs.items():
+            check(r.version == "v1beta1", f"{name}: version v1beta1")
+            check(r.options.get_preferred_allocation_available,
+                  f"{name}: get_preferred_allocation_available")
+            sock = name.split("/", 1)[1]
+            check(r.endpoint == f"nvidia-{sock}.sock", f"{name}: endpoint {r.endpoint}")
+            check(os.path.exists(os.path.join(dpdir, r.endpoint)), f"{name}: socket exists")
+
+        stubs, lists = {}, {}
+        for name, r in reqs.items():
+            ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, r.endpoint)}")
+            stub = pb_grpc.DevicePluginStub(ch)
+            stubs[name] = stub
+            opts = stub.GetDevicePluginOptions(pb.Empty(), timeout=5)
+            check(opts.get_preferred_allocation_available and not opts.pre_start_required,
+                  f"{name}: GetDevicePluginOptions")
+            w = Watch(stub, pb)
+            watches.append((name, w))
+            t, devs = w.next(5)
+            if not check(devs is not None and len(devs) > 0, f"{name}: ListAndWatch sends a list"):
+                return
+            lists[name] = devs
+            check(all(d.health == "Healthy" for d in devs), f"{name}: all Healthy at start")
+            check(all(len(d.ID) <= 63 for d in devs), f"{name}: IDs fit 63 characters")
+            if scenario == "mixed" and name.startswith("nvidia.com/mig-"):
+                check(all(d.ID.startswith("MIG-") for d in devs), f"{name}: MIG UUIDs")
+            elif scenario == "single":
+                check(all(d.ID.startswith("MIG-") for d in devs), f"{name}: MIG UUIDs (single)")
+            elif scenario == "timeslicing":
+                check(all("::" in d.ID for d in devs), f"{name}: replica IDs <uuid>::<n>")
+                bases = {base_id(d.ID) for d in devs}
+                check(len(devs) == 4 * len(bases), f"{name}: 4 replicas per GPU "
+                      f"({len(devs)} devices, {len(bases)} GPUs)")
+            else:
+                check(all(d.ID.startswith("GPU-") for d in devs), f"{name}: GPU UUIDs")
+            check(all(len(d.topology.nodes) == 1 for d in devs) or
+                  all(len(d.topology.nodes) == 0 for d in devs),
+                  f"{name}: topology is one NUMA node per device (or unknown for all)")
+
+        # Preferred allocation and Allocate on the first resource.
+        name = sorted(reqs)[0]
+        stub, devs = stubs[name], lists[name]
+        ids = [d.ID for d in devs]
+        size = 2 if len(ids) >= 2 else 1
+        req = pb.PreferredAllocationRequest(container_requests=[
+            pb.ContainerPreferredAllocationRequest(available_deviceIDs=ids,
+                                                   must_include_deviceIDs=[ids[-1]],
+                                                   allocation_size=size)])
+        t0 = time.monotonic()
+        resp = stub.GetPreferredAllocation(req, timeout=5)
+        got = list(resp.container_responses[0].deviceIDs)
+        check(len(got) == size and ids[-1] in got and set(got) <= set(ids),
+              f"{name}: GetPreferredAllocation size {size} with must-include -> {got} "
+              f"({(time.monotonic() - t0) * 1000:.1f} ms)")
+        if scenario == "timeslicing":
+            check(len({base_id(i) for i in got}) == size,
+                  f"{name}: replicas spread over distinct GPUs (distributed)")
+
+        take = got
+        if scenario == "timeslicing":
+            take = [ids[0], ids[1]]  # two replicas of the same GPU
+        a = stub.Allocate(pb.AllocateRequest(container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=take)]), timeout=5)
+        envs = dict(a.container_responses[0].envs)
+        visible = envs.get("NVIDIA_VISIBLE_DEVICES", "")
+        want_vis = []
+        for i in take:
+            if base_id(i) not in want_vis:
+                want_vis.append(base_id(i))
+        check(visible == ",".join(want_vis),
+              f"{name}: Allocate NVIDIA_VISIBLE_DEVICES={visible} (want {','.join(want_vis)})")
+
+        try:
+            stub.Allocate(pb.AllocateRequest(container_requests=[
+                pb.ContainerAllocateRequest(devices_ids=["GPU-not-there"])]), timeout=5)
+            check(False, "Allocate of an unknown device fails")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNKNOWN and "unknown device" in e.details(),
+                  f"Allocate of an unknown device fails: {e.code()} {e.details()}")
+
+        # Health: an application XID (13) changes nothing; XID 79 on GPU 0 turns the devices of
+        # GPU 0 Unhealthy fast (in whichever resource holds them).
+        def poll_all(deadline):
+            """(time, resource, devices) of the first update with an Unhealthy device."""
+            while time.monotonic() < deadline:
+                for rname, wt in watches:
+                    t, dv = wt.next(0.02)
+                    if dv is not None and any(d.health == "Unhealthy" for d in dv):
+                        return t, rname, dv
+            return None
+
+        sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "13")
+        check(poll_all(time.monotonic() + 0.7) is None,
+              "XID 13 (application error) leaves the devices Healthy")
+        t0 = time.monotonic()
+        check(sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "79") == 0,
+              "gpuop sim inject xid --gpu 0 --code 79")
+        hit = poll_all(t0 + 3)
+        unhealthy_res = None
+        if check(hit is not None, "an update marks devices Unhealthy after XID 79"):
+            t, unhealthy_res, dv = hit
+            bad = [d.ID for d in dv if d.health == "Unhealthy"]
+            check(t - t0 < 1.0, f"{unhealthy_res}: {len(bad)} device(s) Unhealthy within a "
+                  f"second ({(t - t0) * 1000:.0f} ms)")
+            if scenario == "timeslicing":
+                check(len(bad) == 4 and len({base_id(i) for i in bad}) == 1,
+                      "the 4 replicas of GPU 0 follow their GPU")
+            try:
+                stubs[unhealthy_res].Allocate(pb.AllocateRequest(container_requests=[
+                    pb.ContainerAllocateRequest(devices_ids=[bad[0]])]), timeout=5)
+                check(False, "Allocate of an Unhealthy device fails")
+            except grpc.RpcError as e:
+                check("Unhealthy" in e.details(), f"Allocate of an Unhealthy device fails: "
+                      f"{e.details()}")
+
+        # Kubelet restart: a new kubelet removes the plugin sockets and re-creates kubelet.sock.
+        for _, w2 in watches:
+            w2.cancel()
+        watches = []
+        kubelet.stop()
+        for f in os.listdir(dpdir):
+            os.unlink(os.path.join(dpdir, f))
+        t0 = time.monotonic()
+        kubelet = Kubelet(pb, pb_grpc, ksock)
+        regs2 = kubelet.wait_registrations(len(reqs), 5)
+        names2 = {r.resource_name for _, r in regs2}
+        if check(names2 == set(reqs), f"re-registered {sorted(names2)} after kubelet restart"):
+            last = max(t for t, _ in regs2) - t0
+            check(last < 1.0, f"re-registration within a second ({last * 1000:.0f} ms)")
+            rname = unhealthy_res or name
+            ep = reqs[rname].endpoint
+            ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, ep)}")
+            o = pb_grpc.DevicePluginStub(ch).GetDevicePluginOptions(pb.Empty(), timeout=5)
+            check(o.get_preferred_allocation_available, "the new socket serves")
+            if unhealthy_res:
+                w3 = Watch(pb_grpc.DevicePluginStub(ch), pb)
+                t, devs3 = w3.next(5)
+                check(devs3 is not None and any(d.health == "Unhealthy" for d in devs3),
+                      "health state is kept across the re-registration")
+                w3.cancel()
+
+        if scenario == "timeslicing":
+            # SIGHUP with a broken config: an error, the last good config keeps serving.
+            with open(cfg, "w") as f:
+                f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                        "    - name: nvidia.com/gpu\n      replicas: 1\n")
+            plugin.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            check(plugin.proc.poll() is None, "SIGHUP with a bad config: still running")
+            ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, 'nvidia-gpu.shared.sock')}")
+            o = pb_grpc.DevicePluginStub(ch).GetDevicePluginOptions(pb.Empty(), timeout=5)
+            check(o.get_preferred_allocation_available, "SIGHUP with a bad config: still serving")
+            check("keeping the last good config" in plugin.output(),
+                  "SIGHUP with a bad config: a clear error is logged")
+    finally:
+        for _, w in watches:
+            w.cancel()
+        rc = plugin.stop()
+        check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
+        left = [f for f in os.listdir(dpdir) if f.startswith("nvidia-")]
+        check(not left, f"SIGTERM: plugin sockets removed ({left})")
+        kubelet.stop()
+        if FAILS:
+            print("---- plugin log ----")
+            print(plugin.output()[-6000:])
+
+
+def main():
+    if len(sys.argv) != 5:
+        print(__doc__)
+        sys.exit(2)
+    gpuop, lib, fleet, scenario = sys.argv[1:]
+    for p in (gpuop, lib, fleet):
+        if not os.path.exists(p):
+            print(f"FAIL missing {p}")
+            sys.exit(1)
+    run(gpuop, lib, fleet, scenario)
+    if FAILS:
+        print(f"{len(FAILS)} check(s) failed")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()
