@@ -193,7 +193,7 @@ int kube_conn_from_kubeconfig(json_t *doc, const char *path, const char *context
     if (insecure)
         return err_set(e, -EPERM,
                        "%s.insecure-skip-tls-verify: refused: gpuop always verifies the API "
-                       "server's certificate; give certificate-authority(-data) instead",
+                       "server's TLS certificate; give certificate-authority(-data) instead",
                        where);
     c.server = xstrdup(server);
     size_t sl = strlen(c.server);

@@ -154,6 +154,8 @@ static int write_obj(struct kube_client *c, const char *method, const char *verb
         return rc;
     if (!ns || !ns[0])
         ns = obj_ns(obj);
+    if (r->namespaced && (!ns || !ns[0]))
+        ns = kube_client_namespace(c);
     if ((rc = check_ns(verb, r, ns, true, e)) < 0)
         return rc;
     _cleanup_sbuf_ struct sbuf p;

@@ -94,7 +94,8 @@ struct kube_list_opts {
     const char *resource_version; /* NULL: most recent */
 };
 
-/* ns: NULL or "" for cluster-scoped resources (or for all namespaces when listing). */
+/* ns: NULL or "" for cluster-scoped resources (or for all namespaces when listing). Writes
+ * (create, update) with a NULL ns use the object's metadata.namespace, else the client's. */
 int kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns, const char *name,
              json_t **ret, struct err *e);
 /* Every page, merged: {"kind":"<Kind>List","metadata":{"resourceVersion":...},"items":[...]}. */

@@ -1,0 +1,633 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The client against a scripted python stand-in (tests/kube/faultsrv.py) for faults a faithful
+ * simulator does not produce: 5xx and 429 bursts with Retry-After, connection failures,
+ * oversized and truncated bodies, watch streams cut at odd places, a 410 mid-stream, token
+ * rotation, and that no secret reaches an error message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kube-internal.h"
+#include "kube-peer.h"
+
+#define TOKEN "sekret-token-4242"
+
+static char tmpdir[256];
+static char script_path[512], log_path[512], kc_path[512], tok_path[512];
+
+struct fx {
+    struct peer srv;
+    struct kube_client *c;
+};
+
+/* Starts the stand-in with `script` and a client on it. */
+static void fx_start(struct fx *f, const char *script, const struct kube_options *extra,
+                     bool token_file)
+{
+    write_text(script_path, script);
+    unlink(log_path);
+    const char *src = getenv("GPUOP_SOURCE_ROOT");
+    char py[512];
+    snprintf(py, sizeof(py), "%s/tests/kube/faultsrv.py", src ? src : ".");
+    char *argv[] = {"/usr/bin/python3", py, script_path, log_path, NULL};
+    assert_int_equal(peer_start(argv, true, &f->srv), 0);
+    char kc[1024];
+    if (token_file)
+        snprintf(kc, sizeof(kc),
+                 "current-context: t\ncontexts: [{name: t, context: {cluster: c, user: u, "
+                 "namespace: ns1}}]\nclusters: [{name: c, cluster: {server: "
+                 "'http://127.0.0.1:%d'}}]\nusers: [{name: u, user: {tokenFile: '%s'}}]\n",
+                 f->srv.port, tok_path);
+    else
+        snprintf(kc, sizeof(kc),
+                 "current-context: t\ncontexts: [{name: t, context: {cluster: c, user: u, "
+                 "namespace: ns1}}]\nclusters: [{name: c, cluster: {server: "
+                 "'http://127.0.0.1:%d'}}]\nusers: [{name: u, user: {token: " TOKEN "}}]\n",
+                 f->srv.port);
+    write_text(kc_path, kc);
+    struct kube_options o = extra ? *extra : (struct kube_options){0};
+    o.kubeconfig = kc_path;
+    if (!o.backoff_base_ms)
+        o.backoff_base_ms = 10;
+    if (!o.backoff_max_ms)
+        o.backoff_max_ms = 3000;
+    if (!o.qps)
+        o.qps = 1000;
+    if (!o.burst)
+        o.burst = 1000;
+    struct err e = {0};
+    int r = kube_client_new(&o, &f->c, &e);
+    if (r < 0)
+        fail_msg("client: %s", e.msg);
+}
+
+static void fx_stop(struct fx *f)
+{
+    kube_client_free(f->c);
+    f->c = NULL;
+    peer_stop(&f->srv);
+}
+
+/* The requests the stand-in saw. */
+static json_t *seen_requests(void)
+{
+    json_t *arr = json_array();
+    FILE *fp = fopen(log_path, "r");
+    if (!fp)
+        return arr;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, fp) > 0)
+        json_array_append_new(arr, json_loads(line, 0, NULL));
+    free(line);
+    fclose(fp);
+    return arr;
+}
+
+static size_t count_requests(void)
+{
+    json_t *a = seen_requests();
+    size_t n = json_array_size(a);
+    json_decref(a);
+    return n;
+}
+
+#define STATUS(code, reason, msg)                                                          \
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"" msg \
+    "\",\"reason\":\"" reason "\",\"code\":" #code "}"
+#define NODE(name, rv)                                                        \
+    "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"" name \
+    "\",\"resourceVersion\":\"" rv "\",\"labels\":{\"gpu\":\"yes\"}}}"
+
+static void test_retry_5xx(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    fx_start(
+        &f,
+        "{\"rules\":[{\"method\":\"GET\",\"path\":\"/api/v1/nodes/n1\",\"responses\":["
+        "{\"code\":503,\"body\":\"busy\"},{\"code\":500,\"body\":" STATUS(
+            500, "InternalError", "etcd hiccup") "},"
+                                                 "{\"code\":200,\"body\":" NODE("n1", "3") "}]}]}",
+        NULL, false);
+    json_t *node = NULL;
+    struct err e = {0};
+    int r = kube_get(f.c, &KUBE_NODES, NULL, "n1", &node, &e);
+    if (r < 0)
+        fail_msg("%s", e.msg);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(node, "metadata"), "resourceVersion")),
+        "3");
+    json_decref(node);
+    json_t *reqs = seen_requests();
+    assert_int_equal(json_array_size(reqs), 3);
+    /* User-Agent and the bearer token went with every try */
+    json_t *h = json_object_get(json_array_get(reqs, 2), "headers");
+    const char *ua = json_string_value(json_object_get(h, "user-agent"));
+    assert_non_null(ua);
+    assert_true(str_has_prefix(ua, "gpuop/" GPUOP_VERSION " (linux/"));
+    assert_string_equal(json_string_value(json_object_get(h, "authorization")), "Bearer " TOKEN);
+    json_decref(reqs);
+    fx_stop(&f);
+}
+
+static void test_retry_exhausted_and_4xx(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct kube_options o = {.max_retries = 2};
+    fx_start(
+        &f,
+        "{\"rules\":[{\"method\":\"GET\",\"path\":\"/api/v1/nodes/down\",\"responses\":["
+        "{\"code\":502,\"body\":\"bad gateway\"}]},"
+        "{\"method\":\"GET\",\"path\":\"/api/v1/nodes/n1\",\"responses\":[{\"code\":404,"
+        "\"body\":" STATUS(
+            404, "NotFound",
+            "nodes \\\"n1\\\" not found") "}]},"
+                                          "{\"method\":\"GET\",\"path\":\"/api/v1/nodes/"
+                                          "forbidden\",\"responses\":[{\"code\":"
+                                          "403,\"body\":" STATUS(403, "Forbidden", "nope") "}]}]}",
+        &o, false);
+    struct err e = {0};
+    json_t *v = NULL;
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "down", &v, &e), -EIO);
+    assert_string_equal(e.msg, "get nodes down: HTTP 502: bad gateway");
+    assert_int_equal(count_requests(), 3); /* 1 + 2 retries */
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "n1", &v, &e), -ENOENT);
+    assert_string_equal(e.msg, "nodes \"n1\" not found (404 NotFound)");
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "forbidden", &v, &e), -EPERM);
+    assert_int_equal(count_requests(), 5); /* 4xx: never retried */
+    assert_null(strstr(e.msg, TOKEN));
+    fx_stop(&f);
+}
+
+static void test_retry_after_429(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    fx_start(&f,
+             "{\"rules\":[{\"method\":\"POST\",\"path\":\"/api/v1/namespaces/ns1/configmaps\","
+             "\"responses\":[{\"code\":429,\"headers\":{\"Retry-After\":\"1\"},\"body\":" STATUS(
+                 429, "TooManyRequests",
+                 "slow down") "},"
+                              "{\"code\":201,\"body\":{\"kind\":\"ConfigMap\"}}]}]}",
+             NULL, false);
+    json_t *cm = json_pack("{s:{s:s}}", "metadata", "name", "x");
+    struct err e = {0};
+    uint64_t t0 = now_ms_mono();
+    int r = kube_create(f.c, &KUBE_CONFIGMAPS, "ns1", cm, NULL, &e);
+    uint64_t took = now_ms_mono() - t0;
+    if (r < 0)
+        fail_msg("%s", e.msg);
+    /* Retry-After: 1 was honoured (the jittered backoff alone would be ~10 ms) */
+    assert_true(took >= 950);
+    assert_true(took < 3000);
+    assert_int_equal(count_requests(), 2);
+    json_decref(cm);
+    fx_stop(&f);
+}
+
+static void test_create_not_retried_on_5xx(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    fx_start(&f,
+             "{\"rules\":[{\"method\":\"POST\",\"path\":\"/api/v1/namespaces/ns1/configmaps\","
+             "\"responses\":[{\"code\":503,\"body\":\"maybe\"},{\"code\":201,\"body\":{}}]}]}",
+             NULL, false);
+    json_t *cm = json_pack("{s:{s:s}}", "metadata", "name", "x");
+    struct err e = {0};
+    /* a 5xx may have been applied: a non-idempotent create is not blindly repeated */
+    assert_int_equal(kube_create(f.c, &KUBE_CONFIGMAPS, NULL, cm, NULL, &e), -EIO);
+    assert_int_equal(count_requests(), 1);
+    json_t *reqs = seen_requests();
+    json_t *body =
+        json_loads(json_string_value(json_object_get(json_array_get(reqs, 0), "body")), 0, NULL);
+    assert_true(json_equal(body, cm));
+    json_decref(body);
+    json_decref(reqs);
+    json_decref(cm);
+    fx_stop(&f);
+}
+
+static void test_eviction_blocked(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    fx_start(
+        &f,
+        "{\"rules\":[{\"method\":\"POST\",\"path\":\"/api/v1/namespaces/ns1/pods/p1/eviction\","
+        "\"responses\":[{\"code\":429,\"headers\":{\"Retry-After\":\"0\"},\"body\":" STATUS(
+            429, "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.") "},"
+                                                                                 "{\"code\":201,"
+                                                                                 "\"body\":{}}]}]}",
+        NULL, false);
+    struct err e = {0};
+    struct kube_delete_opts d = {.has_grace = true, .grace_period_seconds = 5};
+    assert_int_equal(kube_evict(f.c, "ns1", "p1", &d, &e), KUBE_EBLOCKED);
+    assert_int_equal(e.code, KUBE_EBLOCKED);
+    assert_non_null(strstr(e.msg, "blocked by a PodDisruptionBudget"));
+    assert_non_null(strstr(e.msg, "disruption budget"));
+    assert_int_equal(count_requests(), 1);
+    /* the caller tries again later: now it goes through */
+    assert_int_equal(kube_evict(f.c, "ns1", "p1", &d, &e), 0);
+    json_t *reqs = seen_requests();
+    json_t *body =
+        json_loads(json_string_value(json_object_get(json_array_get(reqs, 1), "body")), 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(body, "kind")), "Eviction");
+    assert_string_equal(json_string_value(json_object_get(body, "apiVersion")), "policy/v1");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(body, "deleteOptions"),
+                                                        "gracePeriodSeconds")),
+                     5);
+    json_decref(body);
+    json_decref(reqs);
+    fx_stop(&f);
+}
+
+static void test_bounded_and_malformed(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct kube_options o = {.max_response = 4096, .max_retries = 1};
+    fx_start(&f,
+             "{\"rules\":["
+             "{\"method\":\"GET\",\"path\":\"/api/v1/nodes/big\",\"responses\":[{\"code\":200,"
+             "\"body\":\"[0,\",\"repeat\":100000}]},"
+             "{\"method\":\"GET\",\"path\":\"/api/v1/nodes/trunc\",\"responses\":[{\"code\":200,"
+             "\"raw\":\"{\\\"kind\\\":\\\"Node\\\",\\\"metadata\\\":{\\\"na\"}]},"
+             "{\"method\":\"GET\",\"path\":\"/api/v1/nodes/notobj\",\"responses\":[{\"code\":200,"
+             "\"body\":[1,2]}]},"
+             "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"responses\":[{\"code\":200,"
+             "\"body\":{\"kind\":\"NodeList\",\"items\":{}}}]}]}",
+             &o, false);
+    struct err e = {0};
+    json_t *v = NULL;
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "big", &v, &e), -EFBIG);
+    assert_non_null(strstr(e.msg, "4096-byte limit"));
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "trunc", &v, &e), -EBADMSG);
+    assert_non_null(strstr(e.msg, "malformed JSON"));
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "notobj", &v, &e), -EBADMSG);
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, NULL, &v, &e), -EBADMSG);
+    assert_non_null(strstr(e.msg, "no \"items\" list"));
+    /* bad input refused before any request */
+    size_t before = count_requests();
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "a/b", &v, &e), -EINVAL);
+    assert_int_equal(kube_get(f.c, &KUBE_PODS, NULL, "p", &v, &e), -EINVAL);
+    struct kube_list_opts lo = {.label_selector = "a=b\r\nInjected: 1"};
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &lo, &v, &e), -EINVAL);
+    json_t *arr = json_array();
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    assert_int_equal(kube_patch(f.c, &KUBE_NODES, NULL, "n", &po, arr, NULL, &e), -EINVAL);
+    json_decref(arr);
+    assert_int_equal(count_requests(), before);
+    fx_stop(&f);
+}
+
+static void test_connection_refused(void **state)
+{
+    (void)state;
+    int port = free_port();
+    char kc[512];
+    snprintf(kc, sizeof(kc),
+             "current-context: t\ncontexts: [{name: t, context: {cluster: c, user: u}}]\n"
+             "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:%d'}}]\n"
+             "users: [{name: u, user: {token: " TOKEN "}}]\n",
+             port);
+    write_text(kc_path, kc);
+    struct kube_options o = {
+        .kubeconfig = kc_path, .max_retries = 3, .backoff_base_ms = 20, .backoff_max_ms = 40};
+    struct kube_client *c = NULL;
+    struct err e = {0};
+    assert_int_equal(kube_client_new(&o, &c, &e), 0);
+    json_t *v = NULL;
+    uint64_t t0 = now_ms_mono();
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ECONNREFUSED);
+    assert_true(now_ms_mono() - t0 >= 40); /* three backoffs of >= 10, 20, 20 ms */
+    assert_int_equal(kube_client_requests(c), 4);
+    assert_non_null(strstr(e.msg, "get nodes n1"));
+    assert_null(strstr(e.msg, TOKEN));
+    kube_client_free(c);
+}
+
+static void test_token_rotation(void **state)
+{
+    (void)state;
+    write_text(tok_path, "first-token\n");
+    struct fx f = {0};
+    fx_start(&f,
+             "{\"rules\":[{\"method\":\"GET\",\"path\":\"/api/v1/nodes/n1\",\"responses\":["
+             "{\"code\":200,\"body\":" NODE("n1", "1") "}]}]}",
+             NULL, true);
+    struct err e = {0};
+    json_t *v = NULL;
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "n1", &v, &e), 0);
+    json_decref(v);
+    /* kubelet swaps the file: the next request carries the new token */
+    write_text(tok_path, "second-token-longer\n");
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "n1", &v, &e), 0);
+    json_decref(v);
+    json_t *reqs = seen_requests();
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(reqs, 0), "headers"), "authorization")),
+                        "Bearer first-token");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(reqs, 1), "headers"), "authorization")),
+                        "Bearer second-token-longer");
+    json_decref(reqs);
+    /* an unreadable token file is a clear error naming the file, not a crash */
+    unlink(tok_path);
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "n1", &v, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "bearer token file"));
+    fx_stop(&f);
+}
+
+static void test_rate_limit(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct kube_options o = {.qps = 20, .burst = 2};
+    fx_start(&f,
+             "{\"rules\":[{\"method\":\"GET\",\"path\":\"/api/v1/nodes/n1\",\"responses\":["
+             "{\"code\":200,\"body\":" NODE("n1", "1") "}]}]}",
+             &o, false);
+    struct err e = {0};
+    uint64_t t0 = now_ms_mono();
+    for (int i = 0; i < 12; i++) {
+        json_t *v = NULL;
+        assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "n1", &v, &e), 0);
+        json_decref(v);
+    }
+    uint64_t took = now_ms_mono() - t0;
+    /* 2 at once, then 10 at 20 QPS: at least 500 ms */
+    assert_true(took >= 480);
+    fx_stop(&f);
+}
+
+static void test_pagination_and_conflict(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    fx_start(
+        &f,
+        "{\"rules\":["
+        "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"query_has\":\"continue=tok2\","
+        "\"responses\":[{\"code\":200,\"body\":{\"kind\":\"NodeList\",\"metadata\":{"
+        "\"resourceVersion\":\"50\"},\"items\":[" NODE(
+            "c",
+            "3") "]}}]},"
+                 "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"query_has\":\"continue=tok1\","
+                 "\"responses\":[{\"code\":200,\"body\":{\"kind\":\"NodeList\",\"metadata\":{"
+                 "\"resourceVersion\":\"50\",\"continue\":\"tok2\"},\"items\":[" NODE(
+                     "b", "2") "]}}]},"
+                               "{\"method\":\"GET\",\"path\":\"/api/v1/"
+                               "nodes\",\"responses\":[{\"code\":200,\"body\":{"
+                               "\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                               "\"resourceVersion\":\"50\","
+                               "\"continue\":\"tok1\"},\"items\":[" NODE("a", "1") "]}}]}]}",
+        NULL, false);
+    struct err e = {0};
+    json_t *all = NULL;
+    struct kube_list_opts lo = {.limit = 1, .label_selector = "gpu=yes"};
+    if (kube_list(f.c, &KUBE_NODES, NULL, &lo, &all, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(json_array_size(json_object_get(all, "items")), 3);
+    assert_string_equal(json_string_value(json_object_get(all, "kind")), "NodeList");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(all, "metadata"), "resourceVersion")),
+        "50");
+    json_decref(all);
+    json_t *reqs = seen_requests();
+    assert_int_equal(json_array_size(reqs), 3);
+    const char *q = json_string_value(json_object_get(json_array_get(reqs, 1), "query"));
+    assert_non_null(strstr(q, "limit=1"));
+    assert_non_null(strstr(q, "labelSelector=gpu%3Dyes"));
+    assert_non_null(strstr(q, "continue=tok1"));
+    json_decref(reqs);
+    fx_stop(&f);
+}
+
+static int mutate_label(json_t *obj, void *ud, struct err *e)
+{
+    (void)e;
+    int *calls = ud;
+    (*calls)++;
+    json_t *meta = json_object_get(obj, "metadata");
+    json_object_set_new(json_object_get(meta, "labels"), "touched", json_string("yes"));
+    return 0;
+}
+
+static void test_conflict_retry(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    fx_start(
+        &f,
+        "{\"rules\":["
+        "{\"method\":\"GET\",\"path\":\"/api/v1/nodes/a\",\"responses\":[{\"code\":200,"
+        "\"body\":" NODE("a", "1") "},{\"code\":200,\"body\":" NODE(
+            "a",
+            "7") "}]},"
+                 "{\"method\":\"PUT\",\"path\":\"/api/v1/nodes/a\",\"responses\":[{\"code\":409,"
+                 "\"body\":" STATUS(409, "Conflict",
+                                    "the object has been modified") "},"
+                                                                    "{\"code\":200,\"body\":" NODE(
+                                                                        "a", "8") "}]}]}",
+        NULL, false);
+    struct err e = {0};
+    int calls = 0;
+    json_t *out = NULL;
+    if (kube_update_retry(f.c, &KUBE_NODES, NULL, "a", false, mutate_label, &calls, &out, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(calls, 2);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion")),
+        "8");
+    json_decref(out);
+    json_t *reqs = seen_requests();
+    /* GET, PUT(409), GET, PUT: the second PUT carries the re-read version */
+    assert_int_equal(json_array_size(reqs), 4);
+    json_t *put =
+        json_loads(json_string_value(json_object_get(json_array_get(reqs, 3), "body")), 0, NULL);
+    json_t *meta = json_object_get(put, "metadata");
+    assert_string_equal(json_string_value(json_object_get(meta, "resourceVersion")), "7");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(meta, "labels"), "touched")), "yes");
+    json_decref(put);
+    json_decref(reqs);
+    fx_stop(&f);
+}
+
+struct evlog {
+    char s[1024];
+};
+
+static int evlog_cb(enum kube_watch_type t, json_t *obj, void *ud)
+{
+    struct evlog *l = ud;
+    const char *n = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    size_t len = strlen(l->s);
+    snprintf(l->s + len, sizeof(l->s) - len, "%s:%s;", kube_watch_type_name(t), n ? n : "-");
+    return 0;
+}
+
+static void test_watch_stream(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    /* events split mid-line across chunks, a keep-alive, then a 410 as an ERROR event */
+    fx_start(
+        &f,
+        "{\"rules\":[{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"query_has\":"
+        "\"watch=true\",\"responses\":[{\"code\":200,\"stream\":["
+        "\"{\\\"type\\\":\\\"ADDED\\\",\\\"object\\\":{\\\"metadata\\\":{\\\"na\","
+        "\"me\\\":\\\"a\\\"}}}\\n{\\\"type\\\":\\\"MODI\","
+        "\"FIED\\\",\\\"object\\\":{\\\"metadata\\\":{\\\"name\\\":\\\"a\\\"}}}\\n\\n\","
+        "\"{\\\"type\\\":\\\"ERROR\\\",\\\"object\\\":{\\\"kind\\\":\\\"Status\\\","
+        "\\\"code\\\":410,\\\"reason\\\":\\\"Expired\\\",\\\"message\\\":\\\"too old\\\"}}\\n\""
+        "]},{\"code\":410,\"body\":" STATUS(410, "Expired", "too old resource version") "}]}]}",
+        NULL, false);
+    struct evlog l = {{0}};
+    struct err e = {0};
+    struct kube_watch_opts wo = {.resource_version = "5", .bookmarks = true};
+    assert_int_equal(kube_watch(f.c, &KUBE_NODES, NULL, &wo, evlog_cb, &l, &e), KUBE_EGONE);
+    assert_string_equal(l.s, "ADDED:a;MODIFIED:a;ERROR:-;");
+    assert_non_null(strstr(e.msg, "too old (410 Expired)"));
+    json_t *reqs = seen_requests();
+    const char *q = json_string_value(json_object_get(json_array_get(reqs, 0), "query"));
+    assert_non_null(strstr(q, "resourceVersion=5"));
+    assert_non_null(strstr(q, "allowWatchBookmarks=true"));
+    json_decref(reqs);
+    /* the 410 as an HTTP answer */
+    l.s[0] = '\0';
+    assert_int_equal(kube_watch(f.c, &KUBE_NODES, NULL, &wo, evlog_cb, &l, &e), KUBE_EGONE);
+    assert_string_equal(l.s, "");
+    fx_stop(&f);
+}
+
+struct counts {
+    int add, upd, del;
+};
+static void c_add(json_t *o, void *ud)
+{
+    (void)o;
+    ((struct counts *)ud)->add++;
+}
+static void c_upd(json_t *a, json_t *b, void *ud)
+{
+    (void)a;
+    (void)b;
+    ((struct counts *)ud)->upd++;
+}
+static void c_del(json_t *o, void *ud)
+{
+    (void)o;
+    ((struct counts *)ud)->del++;
+}
+
+static void test_informer_relist_on_410(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    /* list (a,b) -> watch answers 410 -> re-list (b changed, c new, a gone) -> watch streams
+     * one more change and holds */
+    fx_start(
+        &f,
+        "{\"rules\":["
+        "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"query_has\":\"watch=true\","
+        "\"responses\":[{\"code\":410,\"body\":" STATUS(
+            410, "Expired",
+            "too old") "},"
+                       "{\"code\":200,\"hold\":30,\"stream\":[\"{\\\"type\\\":\\\"MODIFIED\\\","
+                       "\\\"object\\\":"
+                       "{\\\"metadata\\\":{\\\"name\\\":\\\"c\\\",\\\"resourceVersion\\\":"
+                       "\\\"31\\\",\\\"labels\\\":{\\\"gpu\\\":\\\"no\\\"}}}}\\n\"]}]},"
+                       "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"responses\":["
+                       "{\"code\":200,\"body\":{\"metadata\":{\"resourceVersion\":\"10\"},"
+                       "\"items\":[" NODE("a", "1") "," NODE(
+                           "b", "2") "]}},"
+                                     "{\"code\":200,\"body\":{\"metadata\":{\"resourceVersion\":"
+                                     "\"30\"},\"items\":[" NODE("b", "20") "," NODE("c",
+                                                                                    "21") "]}}]}]}",
+        NULL, false);
+    struct counts n = {0};
+    struct kube_informer_opts io = {.handlers = {c_add, c_upd, c_del, &n}};
+    struct kube_informer *inf = NULL;
+    struct err e = {0};
+    assert_int_equal(kube_informer_new(f.c, &KUBE_NODES, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    uint64_t deadline = now_ms_mono() + 5000;
+    struct kube_informer_stats st;
+    for (;;) {
+        kube_informer_stats(inf, &st);
+        _cleanup_free_ char *rv = kube_informer_resource_version(inf);
+        if ((st.events >= 1 && streq_ptr(rv, "31")) || now_ms_mono() > deadline)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(st.lists, 2);
+    assert_int_equal(st.gone, 1);
+    assert_int_equal(st.watches, 2);
+    assert_int_equal(kube_informer_count(inf), 2);
+    json_t *a = kube_informer_get(inf, NULL, "a");
+    assert_null(a);
+    json_t *yes = kube_informer_list(inf, NULL, "gpu", "yes");
+    assert_int_equal(json_array_size(yes), 1); /* b; c moved to gpu=no */
+    json_decref(yes);
+    json_t *no = kube_informer_list(inf, NULL, "gpu", "no");
+    assert_int_equal(json_array_size(no), 1);
+    json_decref(no);
+    assert_int_equal(n.add, 3); /* a, b, c */
+    assert_int_equal(n.upd, 2); /* b on re-list, c from the watch */
+    assert_int_equal(n.del, 1); /* a */
+    uint64_t t0 = now_ms_mono();
+    kube_informer_free(inf); /* abandons a held stream at once */
+    assert_true(now_ms_mono() - t0 < 3000);
+    fx_stop(&f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (access("/usr/bin/python3", X_OK) != 0) {
+        fprintf(stderr, "SKIP: /usr/bin/python3 is absent\n");
+        exit(77);
+    }
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/kube-fault-XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    snprintf(script_path, sizeof(script_path), "%s/script.json", tmpdir);
+    snprintf(log_path, sizeof(log_path), "%s/log.jsonl", tmpdir);
+    snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
+    snprintf(tok_path, sizeof(tok_path), "%s/token", tmpdir);
+    unsetenv("KUBECONFIG");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retry_5xx),
+        cmocka_unit_test(test_retry_exhausted_and_4xx),
+        cmocka_unit_test(test_retry_after_429),
+        cmocka_unit_test(test_create_not_retried_on_5xx),
+        cmocka_unit_test(test_eviction_blocked),
+        cmocka_unit_test(test_bounded_and_malformed),
+        cmocka_unit_test(test_connection_refused),
+        cmocka_unit_test(test_token_rotation),
+        cmocka_unit_test(test_rate_limit),
+        cmocka_unit_test(test_pagination_and_conflict),
+        cmocka_unit_test(test_conflict_retry),
+        cmocka_unit_test(test_watch_stream),
+        cmocka_unit_test(test_informer_relist_on_410),
+    };
+    int r = cmocka_run_group_tests(tests, setup, NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return r;
+}

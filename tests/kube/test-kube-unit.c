@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the kube client's pure pieces: URLs and selectors, kubeconfig and in-cluster
+ * config, Status decoding, the watch-stream parser, the rate limiter, backoff, Retry-After,
+ * leases and projections. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "kube-internal.h"
+
+static char tmpdir[256];
+
+static void write_file(const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", tmpdir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/kube-unit-XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    return 0;
+}
+
+/* ---- URLs --------------------------------------------------------------------------------- */
+
+static void test_paths(void **state)
+{
+    (void)state;
+    struct sbuf b;
+    sbuf_init(&b, 4096);
+    assert_int_equal(kube_build_path(&b, &KUBE_NODES, NULL, "n1", "status"), 0);
+    assert_string_equal(b.data, "/api/v1/nodes/n1/status");
+    sbuf_reset(&b);
+    assert_int_equal(kube_build_path(&b, &KUBE_PODS, "gpu-operator", NULL, NULL), 0);
+    assert_string_equal(b.data, "/api/v1/namespaces/gpu-operator/pods");
+    sbuf_reset(&b);
+    /* cluster-scoped resources ignore a namespace */
+    assert_int_equal(kube_build_path(&b, &KUBE_NODES, "x", NULL, NULL), 0);
+    assert_string_equal(b.data, "/api/v1/nodes");
+    sbuf_reset(&b);
+    assert_int_equal(kube_build_path(&b, &KUBE_LEASES, "kube-system", "gpuop", NULL), 0);
+    assert_string_equal(b.data, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/gpuop");
+    sbuf_reset(&b);
+    assert_int_equal(kube_build_path(&b, &KUBE_PODS, "ns", "p 1", "eviction"), 0);
+    assert_string_equal(b.data, "/api/v1/namespaces/ns/pods/p%201/eviction");
+    sbuf_free(&b);
+}
+
+static void test_selectors(void **state)
+{
+    (void)state;
+    struct sbuf b;
+    sbuf_init(&b, 4096);
+    sbuf_puts(&b, "/api/v1/pods");
+    assert_int_equal(kube_query_add(&b, "labelSelector",
+                                    "app in (a,b),tier!=db,!canary,nvidia.com/gpu.present=true"),
+                     0);
+    assert_int_equal(kube_query_add(&b, "fieldSelector", "spec.nodeName=n1"), 0);
+    assert_int_equal(kube_query_add(&b, "continue", NULL), 0);
+    assert_int_equal(kube_query_add(&b, "limit", "500"), 0);
+    assert_string_equal(b.data, "/api/v1/pods?labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Ddb"
+                                "%2C%21canary%2Cnvidia.com%2Fgpu.present%3Dtrue&fieldSelector="
+                                "spec.nodeName%3Dn1&limit=500");
+    sbuf_free(&b);
+    struct err e = {0};
+    assert_int_equal(kube_selector_check("labelSelector", "a=b,c notin (x)", &e), 0);
+    assert_int_equal(kube_selector_check("labelSelector", "a=b\nX-Evil: 1", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "labelSelector"));
+}
+
+static void test_base64(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    size_t n = 0;
+    assert_int_equal(kube_base64_decode("aGVsbG8=", 8, &out, &n), 0);
+    assert_int_equal(n, 5);
+    assert_memory_equal(out, "hello", 5);
+    free(out);
+    assert_int_equal(kube_base64_decode("aGVs\nbG8", 8, &out, &n), 0);
+    assert_int_equal(n, 5);
+    free(out);
+    assert_int_equal(kube_base64_decode("aGV*bG8=", 8, &out, &n), -EINVAL);
+    assert_int_equal(kube_base64_decode("a", 1, &out, &n), -EINVAL);
+    assert_int_equal(kube_base64_decode("aGVsbG8=x", 9, &out, &n), -EINVAL);
+}
+
+/* ---- kubeconfig --------------------------------------------------------------------------- */
+
+static const char kc_good[] =
+    "apiVersion: v1\n"
+    "kind: Config\n"
+    "current-context: sim\n"
+    "clusters:\n"
+    "- name: other\n"
+    "  cluster: {server: 'https://other:6443'}\n"
+    "- name: simc\n"
+    "  cluster:\n"
+    "    server: https://127.0.0.1:6443/\n"
+    "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n"
+    "contexts:\n"
+    "- name: sim\n"
+    "  context: {cluster: simc, user: admin, namespace: gpu-operator}\n"
+    "- name: files\n"
+    "  context: {cluster: other, user: certs}\n"
+    "users:\n"
+    "- name: admin\n"
+    "  user: {token: sekret-token}\n"
+    "- name: certs\n"
+    "  user: {client-certificate: pki/c.crt, client-key: /abs/c.key}\n";
+
+static int kc_parse(const char *text, const char *context, struct kube_conn *c, struct err *e)
+{
+    json_t *doc = NULL;
+    int r = yaml_parse_one(text, strlen(text), "kc.yaml", &doc, e);
+    if (r < 0)
+        return r;
+    r = kube_conn_from_kubeconfig(doc, "/etc/kube/kc.yaml", context, c, e);
+    json_decref(doc);
+    return r;
+}
+
+static void test_kubeconfig(void **state)
+{
+    (void)state;
+    struct kube_conn c = {0};
+    struct err e = {0};
+    assert_int_equal(kc_parse(kc_good, NULL, &c, &e), 0);
+    assert_string_equal(c.server, "https://127.0.0.1:6443");
+    assert_string_equal(c.ns, "gpu-operator");
+    assert_string_equal(c.token, "sekret-token");
+    assert_non_null(c.ca_data.data);
+    assert_memory_equal(c.ca_data.data, "-----BEGIN CERTIFICATE-----", 27);
+    assert_null(c.ca_file);
+    kube_conn_clear(&c);
+
+    assert_int_equal(kc_parse(kc_good, "files", &c, &e), 0);
+    assert_string_equal(c.server, "https://other:6443");
+    assert_string_equal(c.ns, "default");
+    assert_string_equal(c.cert_file, "/etc/kube/pki/c.crt");
+    assert_string_equal(c.key_file, "/abs/c.key");
+    assert_null(c.token);
+    kube_conn_clear(&c);
+}
+
+struct kc_bad {
+    const char *text;
+    const char *context;
+    int code;
+    const char *msg;
+};
+
+static void test_kubeconfig_errors(void **state)
+{
+    (void)state;
+    static const struct kc_bad cases[] = {
+        {"current-context: x\n", NULL, -ENOENT, "contexts: no entry named \"x\""},
+        {"clusters: []\n", NULL, -EINVAL, "current-context is not set"},
+        {kc_good, "nope", -ENOENT, "no entry named \"nope\""},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n"
+         "clusters: [{name: c, cluster: {server: 'https://x', insecure-skip-tls-verify: true}}]\n",
+         NULL, -EPERM, "insecure-skip-tls-verify: refused"},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n"
+         "clusters: [{name: c, cluster: {server: 'ftp://x'}}]\n",
+         NULL, -EINVAL, "is not an http(s):// URL"},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n"
+         "clusters: [{name: c, cluster: {certificate-authority: /x}}]\n",
+         NULL, -EINVAL, "server"},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n"
+         "clusters: [{name: c, cluster: {server: 'https://x', certificate-authority-data: "
+         "'!!notbase64'}}]\n",
+         NULL, -EINVAL, "certificate-authority-data: not valid base64"},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+         "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+         "users: [{name: u, user: {exec: {command: aws}}}]\n",
+         NULL, -EOPNOTSUPP, "user \"u\".exec: not supported"},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+         "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+         "users: [{name: u, user: {client-certificate: /c.crt}}]\n",
+         NULL, -EINVAL, "needs a client key"},
+        {"current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+         "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+         "users: [{name: u, user: {token: [1, 2]}}]\n",
+         NULL, -EINVAL, "token: expected a string"},
+        {"current-context: a\ncontexts: {a: 1}\n", NULL, -EINVAL, "contexts: expected a list"},
+        {"- 1\n- 2\n", NULL, -EINVAL, "expected a kubeconfig mapping"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct kube_conn c = {0};
+        struct err e = {0};
+        int r = kc_parse(cases[i].text, cases[i].context, &c, &e);
+        if (r != cases[i].code || !strstr(e.msg, cases[i].msg))
+            fail_msg("case %zu: got %d \"%s\", want %d \"%s\"", i, r, e.msg, cases[i].code,
+                     cases[i].msg);
+        assert_null(c.server);
+        assert_non_null(strstr(e.msg, "/etc/kube/kc.yaml"));
+    }
+}
+
+static void test_kubeconfig_files(void **state)
+{
+    (void)state;
+    /* a KUBECONFIG list: the first file naming an entry wins, absent later files are fine */
+    write_file("a.yaml", "current-context: one\n"
+                         "contexts: [{name: one, context: {cluster: c1, user: u1}}]\n"
+                         "clusters: [{name: c1, cluster: {server: 'http://127.0.0.1:1'}}]\n");
+    write_file("b.yaml", "current-context: two\n"
+                         "clusters: [{name: c1, cluster: {server: 'http://ignored:2'}}]\n"
+                         "users: [{name: u1, user: {tokenFile: tok}}]\n");
+    write_file("tok", "rotating-1\n");
+    char list[1024];
+    snprintf(list, sizeof(list), "%s/a.yaml:%s/b.yaml:%s/absent.yaml", tmpdir, tmpdir, tmpdir);
+    struct kube_conn c = {0};
+    struct err e = {0};
+    assert_int_equal(kube_conn_load_kubeconfig(list, NULL, &c, &e), 0);
+    assert_string_equal(c.server, "http://127.0.0.1:1");
+    char want[512];
+    snprintf(want, sizeof(want), "%s/tok", tmpdir);
+    assert_string_equal(c.token_file, want);
+    kube_conn_clear(&c);
+
+    snprintf(list, sizeof(list), "%s/absent.yaml", tmpdir);
+    assert_int_equal(kube_conn_load_kubeconfig(list, NULL, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "absent.yaml"));
+    write_file("broken.yaml", "clusters: [\n");
+    snprintf(list, sizeof(list), "%s/broken.yaml", tmpdir);
+    assert_true(kube_conn_load_kubeconfig(list, NULL, &c, &e) < 0);
+    assert_non_null(strstr(e.msg, "broken.yaml"));
+
+    /* the client refuses insecure-skip-tls-verify as a whole */
+    write_file("insecure.yaml", "current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n"
+                                "clusters: [{name: c, cluster: {server: 'https://x', "
+                                "insecure-skip-tls-verify: true}}]\n");
+    snprintf(list, sizeof(list), "%s/insecure.yaml", tmpdir);
+    struct kube_client *cl = NULL;
+    struct kube_options o = {.kubeconfig = list};
+    assert_int_equal(kube_client_new(&o, &cl, &e), -EPERM);
+    assert_null(cl);
+    assert_non_null(strstr(e.msg, "TLS"));
+}
+
+static void test_in_cluster(void **state)
+{
+    (void)state;
+    char sa[512];
+    snprintf(sa, sizeof(sa), "%s/sa", tmpdir);
+    mkdir(sa, 0700);
+    struct kube_conn c = {0};
+    struct err e = {0};
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    assert_int_equal(kube_conn_in_cluster(sa, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST"));
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "notaport", 1);
+    assert_int_equal(kube_conn_in_cluster(sa, &c, &e), -EINVAL);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    assert_int_equal(kube_conn_in_cluster(sa, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "token"));
+    write_file("sa/token", "tkn\n");
+    write_file("sa/ca.crt", "x");
+    write_file("sa/namespace", "gpu-operator\n");
+    assert_int_equal(kube_conn_in_cluster(sa, &c, &e), 0);
+    assert_string_equal(c.server, "https://10.96.0.1:443");
+    assert_string_equal(c.ns, "gpu-operator");
+    kube_conn_clear(&c);
+    setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+    assert_int_equal(kube_conn_in_cluster(sa, &c, &e), 0);
+    assert_string_equal(c.server, "https://[fd00::1]:443");
+    kube_conn_clear(&c);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
+/* ---- Status ------------------------------------------------------------------------------- */
+
+static void test_status(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    const char *nf = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                     "\"message\":\"nodes \\\"n1\\\" not found\",\"reason\":\"NotFound\","
+                     "\"details\":{\"name\":\"n1\",\"kind\":\"nodes\"},\"code\":404}";
+    assert_int_equal(kube_status_err(404, nf, strlen(nf), "get nodes n1", &e), -ENOENT);
+    assert_string_equal(e.msg, "nodes \"n1\" not found (404 NotFound)");
+    const char *cf = "{\"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled\","
+                     "\"reason\":\"Conflict\",\"code\":409}";
+    assert_int_equal(kube_status_err(409, cf, strlen(cf), "x", &e), KUBE_ECONFLICT);
+    assert_string_equal(e.msg, "Operation cannot be fulfilled (409 Conflict)");
+    const char *ae = "{\"kind\":\"Status\",\"message\":\"exists\",\"reason\":\"AlreadyExists\"}";
+    assert_int_equal(kube_status_err(409, ae, strlen(ae), "x", &e), -EEXIST);
+    const char *gone = "{\"kind\":\"Status\",\"message\":\"too old resource version: 1 (5)\","
+                       "\"reason\":\"Expired\",\"code\":410}";
+    assert_int_equal(kube_status_err(410, gone, strlen(gone), "x", &e), KUBE_EGONE);
+    assert_string_equal(e.msg, "too old resource version: 1 (5) (410 Expired)");
+    assert_int_equal(kube_status_err(503, "<html>\x1b[31mdown</html>", 22, "list nodes", &e), -EIO);
+    assert_string_equal(e.msg, "list nodes: HTTP 503: <html> [31mdown</html>");
+    assert_int_equal(kube_status_err(502, NULL, 0, "list nodes", &e), -EIO);
+    assert_string_equal(e.msg, "list nodes: HTTP 502");
+    /* a Status with hostile fields: wrong types, control characters */
+    const char *bad = "{\"kind\":\"Status\",\"message\":\"a\\nb\\u0000c\",\"reason\":7}";
+    assert_int_equal(kube_status_err(422, bad, strlen(bad), "x", &e), -EINVAL);
+    assert_null(strchr(e.msg, '\n'));
+    assert_int_equal(kube_http_errno(429, NULL), -EAGAIN);
+    assert_int_equal(kube_http_errno(403, NULL), -EPERM);
+    assert_int_equal(kube_http_errno(401, NULL), -EACCES);
+
+    json_t *v = NULL;
+    assert_int_equal(kube_json_parse("{\"a\":", 5, "get x", &v, &e), -EBADMSG);
+    assert_non_null(strstr(e.msg, "get x: malformed JSON"));
+    assert_int_equal(kube_json_parse("[1]", 3, "get x", &v, &e), -EBADMSG);
+    assert_int_equal(kube_json_parse("{\"a\":1}", 7, "get x", &v, &e), 0);
+    json_decref(v);
+}
+
+/* ---- watch stream ------------------------------------------------------------------------- */
+
+struct seen {
+    char log[2048];
+    int n;
+    int stop_at;
+};
+
+static int collect(enum kube_watch_type t, json_t *obj, void *ud)
+{
+    struct seen *s = ud;
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    size_t l = strlen(s->log);
+    snprintf(s->log + l, sizeof(s->log) - l, "%s:%s;", kube_watch_type_name(t), name ? name : "-");
+    s->n++;
+    return s->stop_at && s->n >= s->stop_at ? 1 : 0;
+}
+
+static const char stream[] =
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"}}}\n"
+    "\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"b\"}}}\r\n"
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"9\"}}}\n"
+    "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"
+    "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}";
+
+static void test_watch_parser_chunks(void **state)
+{
+    (void)state;
+    const char *want = "ADDED:a;MODIFIED:b;BOOKMARK:-;DELETED:a;ERROR:-;";
+    size_t n = strlen(stream);
+    /* every chunk size, from byte by byte up to all at once */
+    for (size_t chunk = 1; chunk <= n; chunk += (chunk < 20 ? 1 : 37)) {
+        struct seen s = {0};
+        struct kube_watch_parser p;
+        struct err e = {0};
+        kube_watch_parser_init(&p, 4096, collect, &s);
+        for (size_t off = 0; off < n; off += chunk) {
+            size_t take = n - off < chunk ? n - off : chunk;
+            assert_int_equal(kube_watch_parser_feed(&p, stream + off, take, &e), 0);
+        }
+        assert_int_equal(kube_watch_parser_finish(&p, &e), 0);
+        kube_watch_parser_free(&p);
+        if (strcmp(s.log, want) != 0)
+            fail_msg("chunk %zu: %s", chunk, s.log);
+    }
+}
+
+static void test_watch_parser_errors(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    struct seen s = {0};
+    struct kube_watch_parser p;
+    /* an oversized event line */
+    kube_watch_parser_init(&p, 64, collect, &s);
+    char big[200];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(kube_watch_parser_feed(&p, big, 40, &e), 0);
+    assert_int_equal(kube_watch_parser_feed(&p, big, 40, &e), -EFBIG);
+    assert_non_null(strstr(e.msg, "64-byte limit"));
+    kube_watch_parser_free(&p);
+
+    static const char *const bad[] = {
+        "{\"type\":\"ADDED\",\"object\":{\"a\":\n",
+        "{\"type\":\"SURPRISE\",\"object\":{}}\n",
+        "{\"type\":\"ADDED\",\"object\":[1]}\n",
+        "{\"object\":{}}\n",
+        "[]\n",
+        "\"str\"\n",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        kube_watch_parser_init(&p, 4096, collect, &s);
+        int r = kube_watch_parser_feed(&p, bad[i], strlen(bad[i]), &e);
+        if (r != -EBADMSG)
+            fail_msg("case %zu: %d", i, r);
+        assert_non_null(strstr(e.msg, "watch event"));
+        kube_watch_parser_free(&p);
+    }
+    /* a truncated last line */
+    kube_watch_parser_init(&p, 4096, collect, &s);
+    assert_int_equal(kube_watch_parser_feed(&p, "{\"type\":\"ADDED\",\"obj", 20, &e), 0);
+    assert_int_equal(kube_watch_parser_finish(&p, &e), -EBADMSG);
+    assert_non_null(strstr(e.msg, "truncated watch stream"));
+    kube_watch_parser_free(&p);
+
+    /* the callback stops the stream */
+    struct seen s2 = {.stop_at = 2};
+    kube_watch_parser_init(&p, 4096, collect, &s2);
+    assert_int_equal(kube_watch_parser_feed(&p, stream, strlen(stream), &e), 1);
+    assert_int_equal(s2.n, 2);
+    assert_int_equal(kube_watch_parser_feed(&p, stream, strlen(stream), &e), 1);
+    assert_int_equal(s2.n, 2);
+    kube_watch_parser_free(&p);
+}
+
+/* ---- rate limiting, backoff, Retry-After ---------------------------------------------------- */
+
+static void test_ratelimit(void **state)
+{
+    (void)state;
+    struct kube_ratelimit rl;
+    uint64_t t = 1000000;
+    kube_ratelimit_init(&rl, 10, 5, t);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(kube_ratelimit_reserve(&rl, t), 0);
+    /* the 6th waits one token (100 ms at 10 QPS), the 7th two */
+    assert_int_equal(kube_ratelimit_reserve(&rl, t), 100000);
+    assert_int_equal(kube_ratelimit_reserve(&rl, t), 200000);
+    /* after the reservations are due, tokens accrue again, never past the burst */
+    t += 200000;
+    assert_int_equal(kube_ratelimit_reserve(&rl, t), 100000);
+    t += 10 * 1000000;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(kube_ratelimit_reserve(&rl, t), 0);
+    assert_true(kube_ratelimit_reserve(&rl, t) > 0);
+    /* 100 requests at 20 QPS burst 1: the last one is due at ~99/20 s */
+    kube_ratelimit_init(&rl, 20, 1, 0);
+    uint64_t w = 0;
+    for (int i = 0; i < 100; i++)
+        w = kube_ratelimit_reserve(&rl, 0);
+    assert_in_range(w, 4950000 - 1, 4950000 + 1);
+}
+
+static void test_backoff(void **state)
+{
+    (void)state;
+    for (unsigned a = 0; a < 70; a++) {
+        uint64_t d = 200;
+        for (unsigned i = 0; i < a && d < 10000; i++)
+            d *= 2;
+        if (d > 10000)
+            d = 10000;
+        for (uint64_t rnd = 0; rnd < 2000; rnd += 97) {
+            uint64_t v = kube_backoff_ms(a, 200, 10000, rnd * 7919 + a);
+            assert_in_range(v, d / 2, d);
+        }
+        assert_int_equal(kube_backoff_ms(a, 200, 10000, d - d / 2), d);
+        assert_int_equal(kube_backoff_ms(a, 200, 10000, 0), d / 2);
+    }
+    /* jitter actually spreads */
+    assert_int_not_equal(kube_backoff_ms(3, 200, 10000, 1), kube_backoff_ms(3, 200, 10000, 2));
+}
+
+static void test_retry_after(void **state)
+{
+    (void)state;
+    uint64_t ms = 0;
+    assert_int_equal(kube_parse_retry_after("3", 0, &ms), 0);
+    assert_int_equal(ms, 3000);
+    assert_int_equal(kube_parse_retry_after(" 120\r\n", 0, &ms), 0);
+    assert_int_equal(ms, 120000);
+    /* Sun, 29 Nov 2026 21:30:10 GMT is 10 s after now */
+    uint64_t now = 1795987800ull * 1000;
+    assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 21:30:10 GMT", now, &ms), 0);
+    assert_int_equal(ms, 10000);
+    assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 21:00:00 GMT", now, &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(kube_parse_retry_after("soon", now, &ms), -EINVAL);
+    assert_int_equal(kube_parse_retry_after("-1", now, &ms), -EINVAL);
+    assert_int_equal(kube_parse_retry_after("99999999999", now, &ms), -EINVAL);
+}
+
+/* ---- leases and projections --------------------------------------------------------------- */
+
+static void test_lease_decide(void **state)
+{
+    (void)state;
+    json_t *free_l = json_pack("{s:{}}", "spec");
+    json_t *empty = json_pack("{s:{s:s}}", "spec", "holderIdentity", "");
+    json_t *mine = json_pack("{s:{s:s}}", "spec", "holderIdentity", "me");
+    json_t *other = json_pack("{s:{s:s}}", "spec", "holderIdentity", "them");
+    assert_int_equal(kube_lease_decide(free_l, "me", false), KUBE_LEASE_ACQUIRE);
+    assert_int_equal(kube_lease_decide(empty, "me", false), KUBE_LEASE_ACQUIRE);
+    assert_int_equal(kube_lease_decide(mine, "me", false), KUBE_LEASE_RENEW);
+    assert_int_equal(kube_lease_decide(other, "me", false), KUBE_LEASE_WAIT);
+    assert_int_equal(kube_lease_decide(other, "me", true), KUBE_LEASE_ACQUIRE);
+    json_decref(free_l);
+    json_decref(empty);
+    json_decref(mine);
+    json_decref(other);
+    char buf[48];
+    kube_microtime(1795987800123456ull, buf, sizeof(buf));
+    assert_string_equal(buf, "2026-11-29T21:30:00.123456Z");
+}
+
+static void test_projection(void **state)
+{
+    (void)state;
+    json_t *node = json_loads(
+        "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u\","
+        "\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\"},\"annotations\":{\"big\":\"x\"},"
+        "\"managedFields\":[1,2,3]},\"spec\":{\"unschedulable\":true,\"taints\":[]},"
+        "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},\"images\":[1,2,3],"
+        "\"nodeInfo\":{\"kernelVersion\":\"6.1\",\"osImage\":\"Debian\"}}}",
+        0, NULL);
+    assert_non_null(node);
+    const char *const keep[] = {
+        "spec.unschedulable", "status.allocatable",        "status.nodeInfo.kernelVersion",
+        "status.absent.deep", "metadata.name.notanobject", NULL};
+    json_t *p = kube_project_fields(node, keep);
+    char *s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(
+        s, "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"labels\":{\"a\":\"b\"},"
+           "\"name\":\"n1\",\"resourceVersion\":\"7\",\"uid\":\"u\"},\"spec\":{\"unschedulable\":"
+           "true},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},\"nodeInfo\":{"
+           "\"kernelVersion\":\"6.1\"}}}");
+    free(s);
+    json_decref(p);
+    json_decref(node);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_selectors),
+        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_kubeconfig),
+        cmocka_unit_test(test_kubeconfig_errors),
+        cmocka_unit_test(test_kubeconfig_files),
+        cmocka_unit_test(test_in_cluster),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_watch_parser_chunks),
+        cmocka_unit_test(test_watch_parser_errors),
+        cmocka_unit_test(test_ratelimit),
+        cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_lease_decide),
+        cmocka_unit_test(test_projection),
+    };
+    int r = cmocka_run_group_tests(tests, setup_tmp, NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return r;
+}
