@@ -126,8 +126,10 @@ static json_t *scalar_value(const yaml_event_t *ev)
 {
     const char *s = (const char *)ev->data.scalar.value;
     size_t len = ev->data.scalar.length;
-    if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || ev->data.scalar.quoted_implicit)
-        return json_stringn(s, len) ? json_stringn(s, len) : json_string("");
+    if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || ev->data.scalar.quoted_implicit) {
+        json_t *q = json_stringn(s, len); /* NULL for invalid UTF-8 */
+        return q ? q : json_string("");
+    }
     if (ev->data.scalar.tag && strcmp((const char *)ev->data.scalar.tag, YAML_STR_TAG) == 0)
         return json_stringn(s, len);
     if (len == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
