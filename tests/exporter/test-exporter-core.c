@@ -199,6 +199,11 @@ static void build_node(void)
     }
     states[0].last_xid = 79;
     states[0].clock_events[0] = 3;
+    states[0].n_xid_counts = 2;
+    states[0].xid_counts[0].xid = 79;
+    states[0].xid_counts[0].count = 2;
+    states[0].xid_counts[1].xid = 48;
+    states[0].xid_counts[1].count = 1;
     /* GPU 2 is lost. */
     states[2].lost = true;
 }
@@ -210,6 +215,7 @@ static const char *golden_csv = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (i
                                 "DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error.\n"
                                 "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, DBE \"vol\".\n"
                                 "DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events\n"
+                                "DCGM_EXP_XID_ERRORS_COUNT, counter, XIDs in the window\n"
                                 "DCGM_FI_PROF_DRAM_ACTIVE, gauge, never exported\n"
                                 "DCGM_FI_DRIVER_VERSION, label, Driver Version\n";
 
@@ -230,7 +236,8 @@ static char *render(enum prom_format f, bool k8s, const struct exp_pod_map *pods
                                   .hostname = "node-a",
                                   .kubernetes = k8s,
                                   .pods = pods,
-                                  .self = &self};
+                                  .self = &self,
+                                  .xid_window_ms = 300000};
     struct sbuf b;
     sbuf_init(&b, 1 << 20);
     assert_int_equal(exp_render(&in, f, &b), 0);

@@ -62,6 +62,7 @@ static const struct exp_field catalogue[] = {
     {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", EXP_SRC_CLOCK_EVENT_REASONS, EXP_MIG_PER_INSTANCE, false,
      NULL},
     {"DCGM_EXP_CLOCK_EVENTS_COUNT", EXP_SRC_CLOCK_EVENTS_COUNT, EXP_MIG_PER_INSTANCE, false, NULL},
+    {"DCGM_EXP_XID_ERRORS_COUNT", EXP_SRC_XID_COUNT, EXP_MIG_PER_INSTANCE, false, NULL},
     {"DCGM_FI_DRIVER_VERSION", EXP_SRC_LABEL_DRIVER_VERSION, EXP_MIG_PER_INSTANCE, true, NULL},
     {"DCGM_FI_DEV_SERIAL", EXP_SRC_LABEL_SERIAL, EXP_MIG_PER_INSTANCE, true, NULL},
 
@@ -82,8 +83,6 @@ static const struct exp_field catalogue[] = {
      "vGPU license state is reported only by vGPU guest drivers, which gpuop does not read"},
     {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L0", EXP_SRC_UNSUPPORTED, 0, false,
      "per-link NVLink counters are not sampled; use DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"},
-    {"DCGM_EXP_XID_ERRORS_COUNT", EXP_SRC_UNSUPPORTED, 0, false,
-     "windowed XID counts are not implemented; DCGM_FI_DEV_XID_ERRORS has the last XID"},
     {"DCGM_EXP_GPU_HEALTH_STATUS", EXP_SRC_UNSUPPORTED, 0, false,
      "DCGM health watches have no NVML equivalent; see gpuop_exporter_gpu_up"},
     {"DCGM_EXP_P2P_STATUS", EXP_SRC_UNSUPPORTED, 0, false, "P2P status is not sampled"},

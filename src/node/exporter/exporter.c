@@ -32,6 +32,13 @@ struct xid_entry {
     uint64_t xid;
 };
 
+#define XID_RING 256 /* recent XID events kept for DCGM_EXP_XID_ERRORS_COUNT */
+struct xid_event {
+    char uuid[GPU_UUID_MAX];
+    uint64_t xid;
+    uint64_t at_ms; /* monotonic */
+};
+
 struct exporter {
     /* configuration */
     char *listen;
@@ -65,6 +72,9 @@ struct exporter {
     atomic_uint_fast64_t scrapes;
     struct xid_entry xids[XID_TABLE_MAX]; /* under lock */
     size_t n_xids;
+    struct xid_event ring[XID_RING]; /* under lock */
+    size_t ring_next, ring_n;
+    uint64_t xid_window_ms;
     atomic_uint_fast64_t event_errors;
 };
 
@@ -83,6 +93,39 @@ static void xid_record(struct exporter *x, const char *uuid, uint64_t xid)
     }
     if (i < x->n_xids)
         x->xids[i].xid = xid;
+    struct xid_event *ev = &x->ring[x->ring_next];
+    strlcpy_s(ev->uuid, uuid, sizeof(ev->uuid));
+    ev->xid = xid;
+    ev->at_ms = now_ms_mono();
+    x->ring_next = (x->ring_next + 1) % XID_RING;
+    if (x->ring_n < XID_RING)
+        x->ring_n++;
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* The XIDs of one GPU in the last window, counted by value. */
+static void xid_counts(struct exporter *x, const char *uuid, struct exp_gpu_state *st)
+{
+    uint64_t now = now_ms_mono();
+    st->n_xid_counts = 0;
+    pthread_mutex_lock(&x->lock);
+    for (size_t i = 0; i < x->ring_n; i++) {
+        const struct xid_event *ev = &x->ring[i];
+        if (strcmp(ev->uuid, uuid) != 0 || now - ev->at_ms > x->xid_window_ms)
+            continue;
+        size_t k;
+        for (k = 0; k < st->n_xid_counts; k++)
+            if (st->xid_counts[k].xid == ev->xid)
+                break;
+        if (k == st->n_xid_counts) {
+            if (k == EXP_XID_COUNTS_MAX)
+                continue;
+            st->xid_counts[k].xid = ev->xid;
+            st->xid_counts[k].count = 0;
+            st->n_xid_counts++;
+        }
+        st->xid_counts[k].count++;
+    }
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -219,6 +262,7 @@ static void read_gpus(struct exporter *x)
                 if (st->sample.clock_event_reasons & (1ull << k))
                     st->clock_events[k]++;
         st->last_xid = xid_last(x, d->uuid);
+        xid_counts(x, d->uuid, st);
     }
 }
 
@@ -241,7 +285,8 @@ static int collect(struct exporter *x, struct err *e)
                                   .lower_hostname = x->lower_hostname,
                                   .kubernetes = x->kubernetes,
                                   .pods = &x->pods,
-                                  .self = &x->self};
+                                  .self = &x->self,
+                                  .xid_window_ms = x->xid_window_ms};
     _cleanup_sbuf_ struct sbuf text, om;
     sbuf_init(&text, SNAPSHOT_LIMIT);
     sbuf_init(&om, SNAPSHOT_LIMIT);
@@ -373,6 +418,9 @@ static void usage(FILE *f)
             "                               instead of `Hostname` "
             "[GPUOP_EXPORTER_LOWERCASE_HOSTNAME=true]\n"
             "  -n, --no-hostname            omit the host label\n"
+            "      --xid-count-window-size MS  window of DCGM_EXP_XID_ERRORS_COUNT (default "
+            "300000)\n"
+            "                               [DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE]\n"
             "      --once                   collect once, print the metrics to stdout and exit\n"
             "      --format text|openmetrics  format for --once (default text)\n"
             "  -h, --help                   this help\n"
@@ -436,9 +484,18 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
                             ? s
                             : "/var/lib/kubelet/pod-resources/kubelet.sock");
     x->resource_names = env_get("NVIDIA_RESOURCE_NAMES");
+    x->xid_window_ms = 300000;
+    if ((s = env_get("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE")) &&
+        (parse_u64(s, &x->xid_window_ms) < 0 || x->xid_window_ms == 0)) {
+        fprintf(stderr,
+                "gpuop exporter: DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE=\"%s\": expected "
+                "milliseconds > 0\n",
+                s);
+        return -EINVAL;
+    }
     bool no_host = false;
 
-    enum { OPT_SOCKET = 1000, OPT_LOWER, OPT_ONCE, OPT_FORMAT };
+    enum { OPT_SOCKET = 1000, OPT_LOWER, OPT_ONCE, OPT_FORMAT, OPT_XID_WINDOW };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'a'},
         {"collectors", required_argument, NULL, 'f'},
@@ -448,6 +505,7 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
         {"lowercase-hostname", no_argument, NULL, OPT_LOWER},
         {"no-hostname", no_argument, NULL, 'n'},
         {"once", no_argument, NULL, OPT_ONCE},
+        {"xid-count-window-size", required_argument, NULL, OPT_XID_WINDOW},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {0},
@@ -486,6 +544,15 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
             break;
         case 'n':
             no_host = true;
+            break;
+        case OPT_XID_WINDOW:
+            if (parse_u64(optarg, &x->xid_window_ms) < 0 || x->xid_window_ms == 0) {
+                fprintf(stderr,
+                        "gpuop exporter: --xid-count-window-size \"%s\": expected milliseconds "
+                        "> 0\n",
+                        optarg);
+                return -EINVAL;
+            }
             break;
         case OPT_ONCE:
             x->once = true;

@@ -20,6 +20,11 @@
  * (framebuffer: NVML can read it on MIG handles but the GPU model samples whole GPUs) are
  * exported once for the whole GPU without MIG labels; utilization fields are not exported for
  * GPUs in MIG mode (NVML does not report them there).
+ *
+ * Exporter-synthesised fields: DCGM_EXP_CLOCK_EVENTS_COUNT counts, per clock_event label, the
+ * collections in which NVML reported that clock-event reason active (cumulative since start);
+ * DCGM_EXP_XID_ERRORS_COUNT counts the XIDs of each value seen in the last window
+ * (--xid-count-window, default 5 min), labelled xid and window_size_in_ms as dcgm-exporter does.
  */
 #ifndef GPUOP_EXPORTER_H
 #define GPUOP_EXPORTER_H
@@ -84,6 +89,7 @@ enum exp_src {
     EXP_SRC_VIOL_RELIABILITY,
     EXP_SRC_CLOCK_EVENT_REASONS, /* the raw nvmlClocksEventReason bit mask */
     EXP_SRC_CLOCK_EVENTS_COUNT,  /* DCGM_EXP_CLOCK_EVENTS_COUNT, one series per clock_event */
+    EXP_SRC_XID_COUNT,           /* DCGM_EXP_XID_ERRORS_COUNT, one series per xid in the window */
     EXP_SRC_LABEL_DRIVER_VERSION,
     EXP_SRC_LABEL_SERIAL,
 };
@@ -176,6 +182,8 @@ DEFINE_CLEANUP_FUNC(struct exp_pod_map, exp_pod_map_free)
 /* ---- render -----------------------------------------------------------------------------------
  */
 
+#define EXP_XID_COUNTS_MAX 16
+
 /* One GPU at one collection. */
 struct exp_gpu_state {
     struct gpu_sample sample;
@@ -183,6 +191,11 @@ struct exp_gpu_state {
     bool lost; /* NVML said GPU_IS_LOST */
     uint64_t last_xid;
     uint64_t clock_events[EXP_CLOCK_EVENTS]; /* collections with each reason active */
+    /* XIDs seen in the last xid_window_ms, by value (DCGM_EXP_XID_ERRORS_COUNT). */
+    size_t n_xid_counts;
+    struct {
+        uint64_t xid, count;
+    } xid_counts[EXP_XID_COUNTS_MAX];
 };
 
 /* The exporter's own health, rendered as gpuop_exporter_*. */
@@ -214,6 +227,7 @@ struct exp_render_input {
     bool kubernetes;                  /* add pod, namespace, container */
     const struct exp_pod_map *pods;   /* may be NULL */
     const struct exp_self *self;
+    uint64_t xid_window_ms; /* the window_size_in_ms label of DCGM_EXP_XID_ERRORS_COUNT */
 };
 
 /* Renders everything but the per-scrape tail (gpuop_exporter_scrapes_total and, for

@@ -206,10 +206,13 @@ static int counter_labels(const struct series_ctx *c, const struct gpu_device *d
     return r;
 }
 
+struct extra_labels {
+    const char *n1, *v1, *n2, *v2;
+};
+
 /* Writes the samples of one GPU (or one GPU instance) for every matching pod. */
 static int write_series(const struct series_ctx *c, const char *name, const struct gpu_device *d,
-                        const struct gpu_mig_device *mig, const char *extra_name,
-                        const char *extra_value, double v)
+                        const struct gpu_mig_device *mig, const struct extra_labels *x, double v)
 {
     const struct exp_render_input *in = c->in;
     unsigned gi = mig ? mig->gi_id : EXP_WHOLE_GPU;
@@ -231,8 +234,10 @@ static int write_series(const struct series_ctx *c, const char *name, const stru
             r = device_labels(c, d, mig, &first);
         if (r >= 0)
             r = counter_labels(c, d, &first);
-        if (r >= 0 && extra_name)
-            r = label(c->out, &first, extra_name, extra_value);
+        if (r >= 0 && x && x->n1)
+            r = label(c->out, &first, x->n1, x->v1);
+        if (r >= 0 && x && x->n2)
+            r = label(c->out, &first, x->n2, x->v2);
         if (r >= 0 && in->kubernetes) {
             r = label(c->out, &first, "pod", ref ? ref->pod : "");
             if (r >= 0)
@@ -254,13 +259,12 @@ static int write_series(const struct series_ctx *c, const char *name, const stru
 }
 
 /* Calls write_series for the GPU, or for each of its GPU instances, as the field wants. */
-static int write_gpu(const struct series_ctx *c, const struct exp_field *f, const char *name,
-                     const struct gpu_device *d, const char *extra_name, const char *extra_value,
-                     double v)
+static int write_gpu_x(const struct series_ctx *c, const struct exp_field *f, const char *name,
+                       const struct gpu_device *d, const struct extra_labels *x, double v)
 {
     bool per_instance = d->mig_enabled && d->n_mig > 0 && f->mig == EXP_MIG_PER_INSTANCE;
     if (!per_instance)
-        return write_series(c, name, d, NULL, extra_name, extra_value, v);
+        return write_series(c, name, d, NULL, x, v);
     for (size_t j = 0; j < d->n_mig; j++) {
         bool seen = false;
         for (size_t k = 0; k < j; k++)
@@ -268,11 +272,27 @@ static int write_gpu(const struct series_ctx *c, const struct exp_field *f, cons
                 seen = true;
         if (seen)
             continue;
-        int r = write_series(c, name, d, &d->mig[j], extra_name, extra_value, v);
+        int r = write_series(c, name, d, &d->mig[j], x, v);
         if (r < 0)
             return r;
     }
     return 0;
+}
+
+static int write_gpu(const struct series_ctx *c, const struct exp_field *f, const char *name,
+                     const struct gpu_device *d, const char *extra_name, const char *extra_value,
+                     double v)
+{
+    struct extra_labels x = {.n1 = extra_name, .v1 = extra_value};
+    return write_gpu_x(c, f, name, d, &x, v);
+}
+
+/* DCGM_EXP_XID_ERRORS_COUNT: labels xid and window_size_in_ms, as dcgm-exporter sets them. */
+static int write_gpu_xid(const struct series_ctx *c, const struct exp_field *f,
+                         const struct gpu_device *d, const char *xid, const char *window, double v)
+{
+    struct extra_labels x = {.n1 = "window_size_in_ms", .v1 = window, .n2 = "xid", .v2 = xid};
+    return write_gpu_x(c, f, f->name, d, &x, v);
 }
 
 static int render_field(const struct series_ctx *c, const struct exp_counter *ctr,
@@ -295,6 +315,14 @@ static int render_field(const struct series_ctx *c, const struct exp_counter *ct
             for (unsigned k = 0; k < EXP_CLOCK_EVENTS && r >= 0; k++)
                 r = write_gpu(&sc, f, f->name, d, "clock_event", exp_clock_event_names[k],
                               (double)st->clock_events[k]);
+        } else if (f->src == EXP_SRC_XID_COUNT) {
+            char win[32];
+            snprintf(win, sizeof(win), "%llu", (unsigned long long)in->xid_window_ms);
+            for (size_t k = 0; k < st->n_xid_counts && r >= 0; k++) {
+                char xid[32];
+                snprintf(xid, sizeof(xid), "%llu", (unsigned long long)st->xid_counts[k].xid);
+                r = write_gpu_xid(&sc, f, d, xid, win, (double)st->xid_counts[k].count);
+            }
         } else {
             double v;
             if (!field_value(f, d, st, &v))
