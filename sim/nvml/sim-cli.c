@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpuop sim`: drives the simulated GPU fleet shared by every process that loads
+ * build/libnvidia-ml.so.1 with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "nvml-abi.h"
+#include "simnvml.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: gpuop sim <command> [flags]\n"
+            "\n"
+            "Drives the simulated GPU fleet (build/libnvidia-ml.so.1): every process that loads\n"
+            "the simulator with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE sees the change.\n"
+            "\n"
+            "Commands:\n"
+            "  inject xid --gpu N --code C [--gi G [--ci C]]\n"
+            "                      deliver an XidCriticalError event with XID C on GPU N (to the\n"
+            "                      GPU instance G / compute instance C of a MIG GPU) to every\n"
+            "                      process waiting in nvmlEventSetWait\n"
+            "  inject lost --gpu N every call on GPU N then fails with NVML_ERROR_GPU_IS_LOST\n"
+            "                      (the other GPUs keep working); also delivers XID 79 (the GPU\n"
+            "                      has fallen off the bus)\n"
+            "  inject ecc --gpu N --dbe K [--sbe K]\n"
+            "                      add K double-bit (and single-bit) ECC errors to GPU N's\n"
+            "                      volatile and aggregate counters (row remapping on Ampere and\n"
+            "                      later, retired pages before) and deliver DoubleBitEccError /\n"
+            "                      SingleBitEccError events\n"
+            "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
+            "                      no lost GPUs, zero ECC counters)\n"
+            "  show                print the fleet and its current state\n"
+            "\n"
+            "Flags:\n"
+            "  --gpu N             GPU index (NVML order)\n"
+            "  --code C            XID number, 1..65535\n"
+            "  --gi G, --ci C      GPU / compute instance ids of the XID (MIG GPUs)\n"
+            "  --dbe K, --sbe K    number of double-bit / single-bit ECC errors\n"
+            "  -h, --help          this text\n"
+            "\n"
+            "Environment:\n"
+            "  GPUOP_SIM_FLEET     the fleet file (required; see sim/fleets/README.md)\n"
+            "  GPUOP_SIM_STATE     the state directory shared by the simulator's users (required)\n"
+            "  GPUOP_SIM_CLOCK     freeze the simulated clock at this unix time (seconds)\n");
+}
+
+struct inject {
+    enum { INJ_XID, INJ_LOST, INJ_ECC } kind;
+    unsigned gpu, code, gi, ci, dbe, sbe;
+    const struct sim_fleet *fleet;
+};
+
+static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    struct inject *in = arg;
+    struct sim_gpu_state *g = &st->gpus[in->gpu];
+    switch (in->kind) {
+    case INJ_XID:
+        if (in->gi != SIM_NO_ID && (!g->mig_mode || !sim_gpu_find_gi(g, in->gi)))
+            return err_set(e, -ENOENT, "--gi %u: GPU %u has no GPU instance %u", in->gi, in->gpu,
+                           in->gi);
+        if (in->ci != SIM_NO_ID) {
+            const struct sim_gi *gi = sim_gpu_find_gi(g, in->gi);
+            bool found = false;
+            for (unsigned i = 0; i < gi->n_ci; i++)
+                found |= gi->ci[i].id == in->ci;
+            if (!found)
+                return err_set(e, -ENOENT,
+                               "--ci %u: GPU instance %u of GPU %u has no compute "
+                               "instance %u",
+                               in->ci, in->gi, in->gpu, in->ci);
+        }
+        g->last_xid = in->code;
+        sim_update_event(u, in->gpu, nvmlEventTypeXidCriticalError, in->code, in->gi, in->ci);
+        return 0;
+    case INJ_LOST:
+        if (!g->lost) {
+            g->lost = true;
+            g->last_xid = 79;
+            sim_update_event(u, in->gpu, nvmlEventTypeXidCriticalError, 79, SIM_NO_ID, SIM_NO_ID);
+        }
+        return 0;
+    case INJ_ECC: {
+        const struct sim_gpu_spec *spec = &in->fleet->gpus[in->gpu];
+        if (!spec->ecc)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: ECC is off on this GPU (ecc: false)",
+                           in->gpu);
+        g->ecc_sbe_vol += in->sbe;
+        g->ecc_sbe_agg += in->sbe;
+        g->ecc_dbe_vol += in->dbe;
+        g->ecc_dbe_agg += in->dbe;
+        if (in->dbe) {
+            if (spec->arch >= NVML_DEVICE_ARCH_AMPERE) {
+                g->remapped_unc += in->dbe;
+                g->remap_pending = true;
+            } else {
+                g->retired_dbe += in->dbe;
+                g->retired_pending = true;
+            }
+            sim_update_event(u, in->gpu, nvmlEventTypeDoubleBitEccError, 0, SIM_NO_ID, SIM_NO_ID);
+        }
+        if (in->sbe)
+            sim_update_event(u, in->gpu, nvmlEventTypeSingleBitEccError, 0, SIM_NO_ID, SIM_NO_ID);
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+static int parse_flag_uint(const char *flag, const char *v, unsigned max, unsigned *ret)
+{
+    unsigned x;
+    if (parse_uint(v, &x) < 0 || x > max) {
+        fprintf(stderr, "gpuop sim: %s: \"%s\" is not a number in [0, %u]\n", flag, v, max);
+        return -EINVAL;
+    }
+    *ret = x;
+    return 0;
+}
+
+static int cmd_inject(int argc, char **argv, const struct sim_fleet *f, struct sim_store *s)
+{
+    if (argc < 2) {
+        fprintf(stderr, "gpuop sim inject: what? (xid, lost or ecc; see gpuop sim --help)\n");
+        return 2;
+    }
+    struct inject in = {.gpu = SIM_NO_ID,
+                        .code = SIM_NO_ID,
+                        .gi = SIM_NO_ID,
+                        .ci = SIM_NO_ID,
+                        .dbe = SIM_NO_ID,
+                        .sbe = 0,
+                        .fleet = f};
+    const char *what = argv[1];
+    if (strcmp(what, "xid") == 0)
+        in.kind = INJ_XID;
+    else if (strcmp(what, "lost") == 0)
+        in.kind = INJ_LOST;
+    else if (strcmp(what, "ecc") == 0)
+        in.kind = INJ_ECC;
+    else {
+        fprintf(stderr, "gpuop sim inject: unknown fault \"%s\" (xid, lost or ecc)\n", what);
+        return 2;
+    }
+    static const struct option opts[] = {
+        {"gpu", required_argument, NULL, 'g'}, {"code", required_argument, NULL, 'c'},
+        {"gi", required_argument, NULL, 'G'},  {"ci", required_argument, NULL, 'C'},
+        {"dbe", required_argument, NULL, 'd'}, {"sbe", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
+        int r = 0;
+        switch (c) {
+        case 'g':
+            r = parse_flag_uint("--gpu", optarg, SIM_MAX_GPUS, &in.gpu);
+            break;
+        case 'c':
+            r = parse_flag_uint("--code", optarg, 65535, &in.code);
+            break;
+        case 'G':
+            r = parse_flag_uint("--gi", optarg, SIM_GI_IDS - 1, &in.gi);
+            break;
+        case 'C':
+            r = parse_flag_uint("--ci", optarg, SIM_CI_IDS - 1, &in.ci);
+            break;
+        case 'd':
+            r = parse_flag_uint("--dbe", optarg, 1000000, &in.dbe);
+            break;
+        case 's':
+            r = parse_flag_uint("--sbe", optarg, 1000000, &in.sbe);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "gpuop sim inject %s: unknown or incomplete flag \"%s\"\n", what,
+                    argv[optind] ? argv[optind] : "");
+            return 2;
+        }
+        if (r < 0)
+            return 2;
+    }
+    if (optind + 1 < argc) {
+        fprintf(stderr, "gpuop sim inject %s: unexpected argument \"%s\"\n", what,
+                argv[optind + 1]);
+        return 2;
+    }
+    if (in.gpu == SIM_NO_ID) {
+        fprintf(stderr, "gpuop sim inject %s: --gpu is required\n", what);
+        return 2;
+    }
+    if (in.gpu >= f->n_gpus) {
+        fprintf(stderr, "gpuop sim inject %s: --gpu %u: the fleet %s has %zu GPUs\n", what, in.gpu,
+                f->path, f->n_gpus);
+        return 2;
+    }
+    if (in.kind == INJ_XID) {
+        if (in.code == SIM_NO_ID || in.code == 0) {
+            fprintf(stderr, "gpuop sim inject xid: --code (an XID, 1..65535) is required\n");
+            return 2;
+        }
+        if (in.ci != SIM_NO_ID && in.gi == SIM_NO_ID) {
+            fprintf(stderr, "gpuop sim inject xid: --ci needs --gi\n");
+            return 2;
+        }
+    } else if (in.code != SIM_NO_ID || in.gi != SIM_NO_ID || in.ci != SIM_NO_ID) {
+        fprintf(stderr, "gpuop sim inject %s: --code, --gi and --ci belong to inject xid\n", what);
+        return 2;
+    }
+    if (in.kind == INJ_ECC) {
+        if (in.dbe == SIM_NO_ID) {
+            fprintf(stderr, "gpuop sim inject ecc: --dbe is required\n");
+            return 2;
+        }
+        if (in.dbe == 0 && in.sbe == 0) {
+            fprintf(stderr, "gpuop sim inject ecc: --dbe and --sbe are both 0: nothing to do\n");
+            return 2;
+        }
+    } else if (in.dbe != SIM_NO_ID || in.sbe) {
+        fprintf(stderr, "gpuop sim inject %s: --dbe and --sbe belong to inject ecc\n", what);
+        return 2;
+    }
+    if (in.dbe == SIM_NO_ID)
+        in.dbe = 0;
+    struct err e = {0};
+    if (sim_store_update(s, inject_apply, &in, &e) != 0) {
+        fprintf(stderr, "gpuop sim inject %s: %s\n", what, err_msg(&e));
+        return 1;
+    }
+    return 0;
+}
+
+static const char *event_name(uint64_t type)
+{
+    switch (type) {
+    case nvmlEventTypeXidCriticalError:
+        return "XidCriticalError";
+    case nvmlEventTypeDoubleBitEccError:
+        return "DoubleBitEccError";
+    case nvmlEventTypeSingleBitEccError:
+        return "SingleBitEccError";
+    default:
+        return "event";
+    }
+}
+
+static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
+{
+    const struct sim_state *st = sim_store_state(s);
+    uint64_t now = sim_now_ms();
+    printf("fleet  %s: driver %s, CUDA %d.%d, seed %" PRIu64 ", %zu GPUs\n", f->path,
+           f->driver_version, f->cuda_driver_version / 1000, f->cuda_driver_version % 1000 / 10,
+           f->seed, f->n_gpus);
+    printf("state  %s (generation %" PRIu64 ", %" PRIu64 " events so far)\n", sim_store_dir(s),
+           st->generation, st->next_seq - 1);
+    for (unsigned i = 0; i < f->n_gpus; i++) {
+        const struct sim_gpu_spec *g = &f->gpus[i];
+        const struct sim_gpu_state *gs = &st->gpus[i];
+        struct sim_sample smp;
+        sim_telemetry(f, i, now, &smp);
+        printf("\nGPU %u  %s  %s  %s  %s\n", i, g->model, g->uuid, g->bus_id,
+               gs->lost ? "LOST (NVML_ERROR_GPU_IS_LOST)" : "ok");
+        printf("  %" PRIu64 " MiB, %s, compute %d.%d, %u W limit", g->memory_mib,
+               sim_arch_name(g->arch), g->cc_major, g->cc_minor, g->power_limit_w);
+        if (g->n_links)
+            printf(", %u NVLinks", g->n_links);
+        printf("\n");
+        if (!gs->lost)
+            printf("  now: %u C, %.1f W, GPU util %u %%, SM %u MHz, %" PRIu64 " MiB used\n",
+                   smp.temp_c, smp.power_mw / 1000.0, smp.util_gpu, smp.sm_clock_mhz,
+                   smp.mem_used_mib);
+        if (g->mig_capable) {
+            printf("  MIG %s", gs->mig_mode ? "enabled" : "disabled");
+            if (gs->mig_mode)
+                printf(", %u GPU instance%s", gs->n_gi, gs->n_gi == 1 ? "" : "s");
+            printf("\n");
+            for (unsigned k = 0; k < gs->n_gi; k++) {
+                const struct sim_gi *gi = &gs->gi[k];
+                const struct sim_gi_profile *p =
+                    sim_mig_profile_by_id(g->mig_table, gi->profile_id);
+                printf("    GI %-2u %-12s placement %u:%u\n", gi->id, p ? p->name : "?", gi->start,
+                       gi->size);
+                for (unsigned c = 0; c < gi->n_ci; c++) {
+                    struct sim_ci_profile cp;
+                    char uuid[96];
+                    sim_mig_uuid(g, gi->id, gi->ci[c].id, uuid, sizeof(uuid));
+                    bool ok = sim_mig_ci_profile(p, gi->ci[c].profile_index, &cp);
+                    printf("      CI %u %-14s %s\n", gi->ci[c].id, ok ? cp.name : "?", uuid);
+                }
+            }
+        }
+        if (gs->ecc_sbe_agg || gs->ecc_dbe_agg)
+            printf("  ECC errors: single-bit %" PRIu64 " (volatile %" PRIu64
+                   "), double-bit %" PRIu64 " (volatile %" PRIu64 ")\n",
+                   gs->ecc_sbe_agg, gs->ecc_sbe_vol, gs->ecc_dbe_agg, gs->ecc_dbe_vol);
+        if (gs->remapped_unc || gs->remapped_cor)
+            printf("  remapped rows: %u uncorrectable, %u correctable%s\n", gs->remapped_unc,
+                   gs->remapped_cor, gs->remap_pending ? ", remap pending" : "");
+        if (gs->retired_dbe || gs->retired_sbe)
+            printf("  retired pages: %u double-bit, %u single-bit%s\n", gs->retired_dbe,
+                   gs->retired_sbe, gs->retired_pending ? ", retirement pending" : "");
+        if (gs->last_xid)
+            printf("  last XID: %u\n", gs->last_xid);
+    }
+    struct sim_event ev[8];
+    size_t n = 0;
+    uint64_t last = sim_store_last_seq(s);
+    struct err e = {0};
+    if (sim_store_events(s, last > ARRAY_SIZE(ev) ? last - ARRAY_SIZE(ev) : 0, ev, ARRAY_SIZE(ev),
+                         &n, &e) == 0 &&
+        n > 0) {
+        printf("\nrecent events:\n");
+        for (size_t i = 0; i < n; i++) {
+            char ts[40];
+            time_rfc3339(ev[i].unix_ms, ts, sizeof(ts));
+            printf("  #%" PRIu64 " %s GPU %u %s", ev[i].seq, ts, ev[i].gpu, event_name(ev[i].type));
+            if (ev[i].type == nvmlEventTypeXidCriticalError)
+                printf(" %" PRIu64, ev[i].data);
+            if (ev[i].gi_id != SIM_NO_ID)
+                printf(" (GI %u", ev[i].gi_id);
+            if (ev[i].gi_id != SIM_NO_ID && ev[i].ci_id != SIM_NO_ID)
+                printf(", CI %u", ev[i].ci_id);
+            if (ev[i].gi_id != SIM_NO_ID)
+                printf(")");
+            printf("\n");
+        }
+    }
+    return 0;
+}
+
+int sim_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    bool inject = strcmp(cmd, "inject") == 0, reset = strcmp(cmd, "reset") == 0,
+         show = strcmp(cmd, "show") == 0;
+    if (!inject && !reset && !show) {
+        fprintf(stderr,
+                "gpuop sim: unknown command \"%s\" (inject, reset, show; see gpuop sim "
+                "--help)\n",
+                cmd);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+    if ((reset || show) && argc > 2) {
+        fprintf(stderr, "gpuop sim %s: unexpected argument \"%s\"\n", cmd, argv[2]);
+        return 2;
+    }
+    const char *fleet_path = env_get("GPUOP_SIM_FLEET");
+    const char *dir = env_get("GPUOP_SIM_STATE");
+    if (!fleet_path) {
+        fprintf(stderr, "gpuop sim: GPUOP_SIM_FLEET is not set: it names the fleet file (e.g. "
+                        "sim/fleets/dgx-h100.yaml)\n");
+        return 1;
+    }
+    if (!dir) {
+        fprintf(stderr, "gpuop sim: GPUOP_SIM_STATE is not set: it names the state directory "
+                        "the simulator's users share (faults injected without it would reach "
+                        "no one)\n");
+        return 1;
+    }
+    struct err e = {0};
+    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
+    if (sim_fleet_load(fleet_path, &f, &e) < 0) {
+        fprintf(stderr, "gpuop sim: %s\n", err_msg(&e));
+        return 1;
+    }
+    struct sim_store *s _cleanup_(sim_store_freep) = NULL;
+    if (sim_store_open(f, dir, reset ? SIM_STORE_RESET : 0, &s, &e) < 0) {
+        fprintf(stderr, "gpuop sim: %s\n", err_msg(&e));
+        return 1;
+    }
+    if (reset) {
+        printf("gpuop sim: %s reset to the fleet's initial state\n", dir);
+        return 0;
+    }
+    if (show)
+        return cmd_show(f, s);
+    return cmd_inject(argc - 1, argv + 1, f, s);
+}

@@ -1,0 +1,591 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The simulator's mutable state, shared between processes through a directory:
+ *
+ *   <dir>/state.json   MIG mode and instances, lost GPUs, ECC counters, the event counter;
+ *                      replaced atomically (temp file + rename) under an exclusive flock on
+ *   <dir>/lock         and re-read by the others when its inode, size or mtime changed;
+ *   <dir>/events.log   one line per event, "seq gpu type data gi ci unix_ms", appended in the
+ *                      same critical section as the state update that made the event.
+ *
+ * A state file written for another fleet (its hash differs) is replaced by a fresh state.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include "nvml-abi.h"
+#include "simnvml.h"
+#include "yamlcfg.h"
+
+#define STATE_MAX_BYTES  (4u << 20)
+#define EVENTS_MAX_BYTES (4u << 20)
+#define EVENT_CACHE      1024
+#define UPDATE_EVENTS    16
+
+struct sim_update {
+    size_t n;
+    struct sim_event ev[UPDATE_EVENTS];
+};
+
+struct sim_store {
+    const struct sim_fleet *fleet;
+    char *dir, *state_path, *events_path, *lock_path;
+    int lock_fd;
+    struct sim_state st;
+    /* identity of the state file last read */
+    bool seen_valid;
+    dev_t seen_dev;
+    ino_t seen_ino;
+    off_t seen_size;
+    struct timespec seen_mtime;
+    /* events read so far */
+    off_t ev_offset;
+    size_t ev_n, ev_head; /* ring */
+    struct sim_event *ev;
+};
+
+static void state_init(const struct sim_fleet *f, struct sim_state *st)
+{
+    for (size_t i = 0; i < f->n_gpus; i++)
+        sim_gpu_state_init(&f->gpus[i], &st->gpus[i]);
+}
+
+const char *sim_store_dir(const struct sim_store *s)
+{
+    return s->dir;
+}
+
+const char *sim_store_events_path(const struct sim_store *s)
+{
+    return s->events_path;
+}
+
+const struct sim_state *sim_store_state(const struct sim_store *s)
+{
+    return &s->st;
+}
+
+void sim_store_free(struct sim_store *s)
+{
+    if (!s)
+        return;
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    free(s->dir);
+    free(s->state_path);
+    free(s->events_path);
+    free(s->lock_path);
+    free(s->st.gpus);
+    free(s->ev);
+    free(s);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------- */
+
+static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *st)
+{
+    json_t *gpus = json_array();
+    for (size_t i = 0; i < st->n_gpus; i++) {
+        const struct sim_gpu_state *g = &st->gpus[i];
+        json_t *gis = json_array();
+        for (unsigned k = 0; k < g->n_gi; k++) {
+            const struct sim_gi *gi = &g->gi[k];
+            json_t *cis = json_array();
+            for (unsigned c = 0; c < gi->n_ci; c++)
+                json_array_append_new(cis, json_pack("{s:I, s:I, s:I, s:I}", "id",
+                                                     (json_int_t)gi->ci[c].id, "profile",
+                                                     (json_int_t)gi->ci[c].profile_index, "start",
+                                                     (json_int_t)gi->ci[c].start, "size",
+                                                     (json_int_t)gi->ci[c].size));
+            json_array_append_new(
+                gis, json_pack("{s:I, s:I, s:I, s:I, s:o}", "id", (json_int_t)gi->id, "profile_id",
+                               (json_int_t)gi->profile_id, "start", (json_int_t)gi->start, "size",
+                               (json_int_t)gi->size, "compute", cis));
+        }
+        json_array_append_new(
+            gpus,
+            json_pack("{s:s, s:b, s:b, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:b}, "
+                      "s:{s:I, s:I, s:b, s:b}, s:I, s:o}",
+                      "uuid", f->gpus[i].uuid, "mig", g->mig_mode, "lost", g->lost, "ecc",
+                      "sbe_vol", (json_int_t)g->ecc_sbe_vol, "dbe_vol", (json_int_t)g->ecc_dbe_vol,
+                      "sbe_agg", (json_int_t)g->ecc_sbe_agg, "dbe_agg", (json_int_t)g->ecc_dbe_agg,
+                      "retired", "sbe", (json_int_t)g->retired_sbe, "dbe",
+                      (json_int_t)g->retired_dbe, "pending", g->retired_pending, "remapped", "cor",
+                      (json_int_t)g->remapped_cor, "unc", (json_int_t)g->remapped_unc, "pending",
+                      g->remap_pending, "failure", g->remap_failure, "last_xid",
+                      (json_int_t)g->last_xid, "instances", gis));
+    }
+    char hash[24];
+    snprintf(hash, sizeof(hash), "%016" PRIx64, f->hash);
+    return json_pack("{s:i, s:s, s:I, s:I, s:o}", "version", 1, "fleet", hash, "generation",
+                     (json_int_t)st->generation, "next_seq", (json_int_t)st->next_seq, "gpus",
+                     gpus);
+}
+
+static int get_u(json_t *o, const char *key, const char *ctx, int64_t max, unsigned *ret,
+                 struct err *e)
+{
+    int64_t v = 0;
+    int r = cfg_int64(o, key, ctx, false, 0, max, &v, e);
+    if (r > 0)
+        *ret = (unsigned)v;
+    return r;
+}
+
+static int get_u64(json_t *o, const char *key, const char *ctx, uint64_t *ret, struct err *e)
+{
+    int64_t v = 0;
+    int r = cfg_int64(o, key, ctx, false, 0, INT64_MAX, &v, e);
+    if (r > 0)
+        *ret = (uint64_t)v;
+    return r;
+}
+
+static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, struct err *e)
+{
+    char c2[512];
+    int r;
+    json_t *x = NULL;
+    memset(g, 0, sizeof(*g));
+    if ((r = cfg_bool(o, "mig", ctx, false, &g->mig_mode, e)) < 0 ||
+        (r = cfg_bool(o, "lost", ctx, false, &g->lost, e)) < 0 ||
+        (r = get_u(o, "last_xid", ctx, UINT32_MAX, &g->last_xid, e)) < 0)
+        return r;
+    if ((r = cfg_object(o, "ecc", ctx, false, &x, e)) < 0)
+        return r;
+    if (x) {
+        snprintf(c2, sizeof(c2), "%.400s.ecc", ctx);
+        if ((r = get_u64(x, "sbe_vol", c2, &g->ecc_sbe_vol, e)) < 0 ||
+            (r = get_u64(x, "dbe_vol", c2, &g->ecc_dbe_vol, e)) < 0 ||
+            (r = get_u64(x, "sbe_agg", c2, &g->ecc_sbe_agg, e)) < 0 ||
+            (r = get_u64(x, "dbe_agg", c2, &g->ecc_dbe_agg, e)) < 0)
+            return r;
+    }
+    x = NULL;
+    if ((r = cfg_object(o, "retired", ctx, false, &x, e)) < 0)
+        return r;
+    if (x) {
+        snprintf(c2, sizeof(c2), "%.400s.retired", ctx);
+        if ((r = get_u(x, "sbe", c2, UINT32_MAX, &g->retired_sbe, e)) < 0 ||
+            (r = get_u(x, "dbe", c2, UINT32_MAX, &g->retired_dbe, e)) < 0 ||
+            (r = cfg_bool(x, "pending", c2, false, &g->retired_pending, e)) < 0)
+            return r;
+    }
+    x = NULL;
+    if ((r = cfg_object(o, "remapped", ctx, false, &x, e)) < 0)
+        return r;
+    if (x) {
+        snprintf(c2, sizeof(c2), "%.400s.remapped", ctx);
+        if ((r = get_u(x, "cor", c2, UINT32_MAX, &g->remapped_cor, e)) < 0 ||
+            (r = get_u(x, "unc", c2, UINT32_MAX, &g->remapped_unc, e)) < 0 ||
+            (r = cfg_bool(x, "pending", c2, false, &g->remap_pending, e)) < 0 ||
+            (r = cfg_bool(x, "failure", c2, false, &g->remap_failure, e)) < 0)
+            return r;
+    }
+    json_t *gis = NULL;
+    if ((r = cfg_array(o, "instances", ctx, false, &gis, e)) < 0)
+        return r;
+    size_t i;
+    json_t *v;
+    json_array_foreach (gis, i, v) {
+        snprintf(c2, sizeof(c2), "%.400s.instances[%zu]", ctx, i);
+        if (g->n_gi >= SIM_GI_IDS)
+            return err_set(e, -EINVAL, "%s: more than %d GPU instances", c2, SIM_GI_IDS);
+        struct sim_gi *gi = &g->gi[g->n_gi++];
+        if ((r = get_u(v, "id", c2, SIM_GI_IDS - 1, &gi->id, e)) < 0 ||
+            (r = get_u(v, "profile_id", c2, 1000, &gi->profile_id, e)) < 0 ||
+            (r = get_u(v, "start", c2, SIM_MEM_SLICES - 1, &gi->start, e)) < 0 ||
+            (r = get_u(v, "size", c2, SIM_MEM_SLICES, &gi->size, e)) < 0)
+            return r;
+        json_t *cis = NULL;
+        if ((r = cfg_array(v, "compute", c2, false, &cis, e)) < 0)
+            return r;
+        size_t k;
+        json_t *cv;
+        json_array_foreach (cis, k, cv) {
+            char c3[600];
+            snprintf(c3, sizeof(c3), "%.500s.compute[%zu]", c2, k);
+            if (gi->n_ci >= SIM_CI_IDS)
+                return err_set(e, -EINVAL, "%s: more than %d compute instances", c3, SIM_CI_IDS);
+            struct sim_ci *ci = &gi->ci[gi->n_ci++];
+            if ((r = get_u(cv, "id", c3, SIM_CI_IDS - 1, &ci->id, e)) < 0 ||
+                (r = get_u(cv, "profile", c3, 8, &ci->profile_index, e)) < 0 ||
+                (r = get_u(cv, "start", c3, SIM_COMPUTE_SLICES, &ci->start, e)) < 0 ||
+                (r = get_u(cv, "size", c3, SIM_COMPUTE_SLICES, &ci->size, e)) < 0)
+                return r;
+        }
+    }
+    return 0;
+}
+
+/* 1: parsed; 0: absent or written for another fleet; <0: unreadable. */
+static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
+{
+    char *buf _cleanup_free_ = NULL;
+    size_t len = 0;
+    struct stat sb;
+    _cleanup_close_ int fd = open(s->state_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return err_errno(e, -errno, "open \"%s\"", s->state_path);
+    }
+    if (fstat(fd, &sb) < 0)
+        return err_errno(e, -errno, "stat \"%s\"", s->state_path);
+    int r = file_read_all(s->state_path, STATE_MAX_BYTES, &buf, &len, e);
+    if (r < 0)
+        return r;
+    json_error_t jerr;
+    json_t *doc _cleanup_json_ = json_loadb(buf, len, 0, &jerr);
+    if (!doc)
+        return err_set(e, -EINVAL, "%s:%d: %s (run `gpuop sim reset`)", s->state_path, jerr.line,
+                       jerr.text);
+    char ctx[400];
+    snprintf(ctx, sizeof(ctx), "%.300s: state", s->state_path);
+    const char *hash = NULL;
+    if ((r = cfg_string(doc, "fleet", ctx, true, &hash, e)) < 0)
+        return r;
+    char want[24];
+    snprintf(want, sizeof(want), "%016" PRIx64, s->fleet->hash);
+    json_t *gpus = NULL;
+    if ((r = cfg_array(doc, "gpus", ctx, true, &gpus, e)) < 0)
+        return r;
+    if (strcmp(hash, want) != 0 || json_array_size(gpus) != s->fleet->n_gpus)
+        return 0;
+    if ((r = get_u64(doc, "generation", ctx, &st->generation, e)) < 0 ||
+        (r = get_u64(doc, "next_seq", ctx, &st->next_seq, e)) < 0)
+        return r;
+    size_t i;
+    json_t *v;
+    json_array_foreach (gpus, i, v) {
+        char c2[400];
+        snprintf(c2, sizeof(c2), "%.300s: gpus[%zu]", s->state_path, i);
+        if ((r = gpu_from_json(v, c2, &st->gpus[i], e)) < 0)
+            return r;
+    }
+    s->seen_valid = true;
+    s->seen_dev = sb.st_dev;
+    s->seen_ino = sb.st_ino;
+    s->seen_size = sb.st_size;
+    s->seen_mtime = sb.st_mtim;
+    return 1;
+}
+
+static int state_write(struct sim_store *s, const struct sim_state *st, struct err *e)
+{
+    json_t *doc _cleanup_json_ = state_to_json(s->fleet, st);
+    if (!doc)
+        return err_set(e, -ENOMEM, "%s: cannot encode the state", s->state_path);
+    char *data _cleanup_free_ = json_dumps(doc, JSON_INDENT(1));
+    if (!data)
+        return err_set(e, -ENOMEM, "%s: cannot encode the state", s->state_path);
+    int r = file_write_atomic(s->state_path, data, strlen(data), 0644, e);
+    if (r < 0)
+        return r;
+    struct stat sb;
+    if (stat(s->state_path, &sb) == 0) {
+        s->seen_valid = true;
+        s->seen_dev = sb.st_dev;
+        s->seen_ino = sb.st_ino;
+        s->seen_size = sb.st_size;
+        s->seen_mtime = sb.st_mtim;
+    }
+    return 0;
+}
+
+static int lock_fd(struct sim_store *s, int op, struct err *e)
+{
+    while (flock(s->lock_fd, op) < 0) {
+        if (errno != EINTR)
+            return err_errno(e, -errno, "lock \"%s\"", s->lock_path);
+    }
+    return 0;
+}
+
+static void unlock_fd(struct sim_store *s)
+{
+    flock(s->lock_fd, LOCK_UN);
+}
+
+static void state_alloc(struct sim_state *st, size_t n)
+{
+    st->n_gpus = n;
+    st->gpus = xcalloc(n ? n : 1, sizeof(*st->gpus));
+}
+
+static void state_copy(struct sim_state *dst, const struct sim_state *src)
+{
+    dst->generation = src->generation;
+    dst->next_seq = src->next_seq;
+    memcpy(dst->gpus, src->gpus, src->n_gpus * sizeof(*src->gpus));
+}
+
+int sim_store_open(const struct sim_fleet *fleet, const char *dir, unsigned flags,
+                   struct sim_store **ret, struct err *e)
+{
+    struct sim_store *s _cleanup_(sim_store_freep) = xcalloc(1, sizeof(*s));
+    s->fleet = fleet;
+    s->lock_fd = -1;
+    state_alloc(&s->st, fleet->n_gpus);
+    s->st.next_seq = 1;
+    state_init(fleet, &s->st);
+    s->ev = xcalloc(EVENT_CACHE, sizeof(*s->ev));
+    if (!dir) {
+        *ret = steal_ptr(&s);
+        return 0;
+    }
+    s->dir = xstrdup(dir);
+    s->state_path = xasprintf("%s/state.json", dir);
+    s->events_path = xasprintf("%s/events.log", dir);
+    s->lock_path = xasprintf("%s/lock", dir);
+    int r = mkdir_p(dir, 0755);
+    if (r < 0)
+        return err_errno(e, r, "create state directory \"%s\"", dir);
+    s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0)
+        return err_errno(e, -errno, "open \"%s\"", s->lock_path);
+    if ((r = lock_fd(s, LOCK_EX, e)) < 0)
+        return r;
+    struct sim_state tmp = {0};
+    state_alloc(&tmp, fleet->n_gpus);
+    r = (flags & SIM_STORE_RESET) ? 0 : state_read(s, &tmp, e);
+    if (r > 0)
+        state_copy(&s->st, &tmp);
+    else if (r == 0) {
+        /* fresh (or reset, or another fleet's): the fleet's initial layout; keep the event
+         * numbering going past what the events log already holds */
+        uint64_t last = sim_store_last_seq(s);
+        s->st.next_seq = last + 1;
+        r = state_write(s, &s->st, e);
+    }
+    free(tmp.gpus);
+    unlock_fd(s);
+    if (r < 0)
+        return r;
+    *ret = steal_ptr(&s);
+    return 0;
+}
+
+int sim_store_refresh(struct sim_store *s, struct err *e)
+{
+    if (!s->dir)
+        return 0;
+    struct stat sb;
+    if (stat(s->state_path, &sb) == 0 && s->seen_valid && sb.st_dev == s->seen_dev &&
+        sb.st_ino == s->seen_ino && sb.st_size == s->seen_size &&
+        sb.st_mtim.tv_sec == s->seen_mtime.tv_sec && sb.st_mtim.tv_nsec == s->seen_mtime.tv_nsec)
+        return 0;
+    int r = lock_fd(s, LOCK_SH, e);
+    if (r < 0)
+        return r;
+    struct sim_state tmp = {0};
+    state_alloc(&tmp, s->fleet->n_gpus);
+    r = state_read(s, &tmp, e);
+    unlock_fd(s);
+    if (r > 0)
+        state_copy(&s->st, &tmp);
+    else if (r == 0)
+        r = err_set(e, -ENOENT, "%s: missing, or written for another fleet", s->state_path);
+    free(tmp.gpus);
+    return r < 0 ? r : 0;
+}
+
+void sim_update_event(struct sim_update *u, unsigned gpu, uint64_t type, uint64_t data,
+                      unsigned gi_id, unsigned ci_id)
+{
+    if (u->n >= UPDATE_EVENTS)
+        return;
+    u->ev[u->n++] = (struct sim_event){.gpu = gpu,
+                                       .type = type,
+                                       .data = data,
+                                       .gi_id = gi_id,
+                                       .ci_id = ci_id,
+                                       .unix_ms = sim_now_ms()};
+}
+
+static int events_append(struct sim_store *s, struct sim_update *u, struct sim_state *st,
+                         struct err *e)
+{
+    if (u->n == 0)
+        return 0;
+    struct stat sb;
+    bool truncate = stat(s->events_path, &sb) == 0 && sb.st_size > (off_t)EVENTS_MAX_BYTES;
+    _cleanup_close_ int fd = open(
+        s->events_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+    if (fd < 0)
+        return err_errno(e, -errno, "open \"%s\"", s->events_path);
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 64 * 1024);
+    for (size_t i = 0; i < u->n; i++) {
+        u->ev[i].seq = st->next_seq++;
+        sbuf_printf(&b, "%" PRIu64 " %u 0x%" PRIx64 " %" PRIu64 " %u %u %" PRIu64 "\n",
+                    u->ev[i].seq, u->ev[i].gpu, u->ev[i].type, u->ev[i].data, u->ev[i].gi_id,
+                    u->ev[i].ci_id, u->ev[i].unix_ms);
+    }
+    const char *p = b.data;
+    size_t left = b.len;
+    while (left) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return err_errno(e, -errno, "write \"%s\"", s->events_path);
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    return 0;
+}
+
+int sim_store_update(struct sim_store *s, sim_update_fn fn, void *arg, struct err *e)
+{
+    struct sim_state tmp = {0};
+    state_alloc(&tmp, s->fleet->n_gpus);
+    struct sim_update u = {0};
+    int r;
+    if (!s->dir) {
+        state_copy(&tmp, &s->st);
+        r = fn(&u, &tmp, arg, e);
+        if (r == 0) {
+            tmp.generation++;
+            tmp.next_seq += u.n; /* process-local: no events log */
+            state_copy(&s->st, &tmp);
+        }
+        free(tmp.gpus);
+        return r;
+    }
+    if ((r = lock_fd(s, LOCK_EX, e)) < 0) {
+        free(tmp.gpus);
+        return r;
+    }
+    r = state_read(s, &tmp, e);
+    if (r == 0)
+        r = err_set(e, -ENOENT, "%s: missing, or written for another fleet", s->state_path);
+    if (r > 0) {
+        state_copy(&s->st, &tmp);
+        r = fn(&u, &tmp, arg, e);
+    }
+    if (r == 0) {
+        tmp.generation++;
+        r = events_append(s, &u, &tmp, e);
+        if (r == 0)
+            r = state_write(s, &tmp, e);
+        if (r == 0)
+            state_copy(&s->st, &tmp);
+    }
+    unlock_fd(s);
+    free(tmp.gpus);
+    return r;
+}
+
+static int reset_fn(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    (void)e;
+    const struct sim_fleet *f = arg;
+    state_init(f, st);
+    return 0;
+}
+
+int sim_store_reset(struct sim_store *s, struct err *e)
+{
+    return sim_store_update(s, reset_fn, (void *)s->fleet, e);
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static void cache_push(struct sim_store *s, const struct sim_event *ev)
+{
+    size_t pos = (s->ev_head + s->ev_n) % EVENT_CACHE;
+    s->ev[pos] = *ev;
+    if (s->ev_n < EVENT_CACHE)
+        s->ev_n++;
+    else
+        s->ev_head = (s->ev_head + 1) % EVENT_CACHE;
+}
+
+static int events_sync(struct sim_store *s, struct err *e)
+{
+    if (!s->dir)
+        return 0;
+    _cleanup_close_ int fd = open(s->events_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : err_errno(e, -errno, "open \"%s\"", s->events_path);
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return err_errno(e, -errno, "stat \"%s\"", s->events_path);
+    if (sb.st_size < s->ev_offset)
+        s->ev_offset = 0; /* truncated: sequence numbers keep us from repeating events */
+    if (sb.st_size == s->ev_offset)
+        return 0;
+    uint64_t newest = s->ev_n ? s->ev[(s->ev_head + s->ev_n - 1) % EVENT_CACHE].seq : 0;
+    char buf[16384];
+    size_t have = 0;
+    off_t pos = s->ev_offset;
+    for (;;) {
+        ssize_t n = pread(fd, buf + have, sizeof(buf) - have - 1, pos + (off_t)have);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return err_errno(e, -errno, "read \"%s\"", s->events_path);
+        }
+        if (n == 0)
+            break;
+        have += (size_t)n;
+        buf[have] = '\0';
+        char *line = buf;
+        char *nl;
+        while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+            *nl = '\0';
+            struct sim_event ev = {0};
+            unsigned long long seq, type, data, ms;
+            if (sscanf(line, "%llu %u %llx %llu %u %u %llu", &seq, &ev.gpu, &type, &data, &ev.gi_id,
+                       &ev.ci_id, &ms) == 7 &&
+                seq > newest) {
+                ev.seq = seq;
+                ev.type = type;
+                ev.data = data;
+                ev.unix_ms = ms;
+                cache_push(s, &ev);
+                newest = seq;
+            }
+            line = nl + 1;
+        }
+        size_t consumed = (size_t)(line - buf);
+        if (consumed == 0 && have == sizeof(buf) - 1) {
+            consumed = have; /* an absurdly long line: skip it */
+        }
+        pos += (off_t)consumed;
+        memmove(buf, buf + consumed, have - consumed);
+        have -= consumed;
+    }
+    s->ev_offset = pos; /* a partial last line is read again next time */
+    return 0;
+}
+
+int sim_store_events(struct sim_store *s, uint64_t after, struct sim_event *ret, size_t max,
+                     size_t *ret_n, struct err *e)
+{
+    int r = events_sync(s, e);
+    if (r < 0)
+        return r;
+    size_t n = 0;
+    for (size_t i = 0; i < s->ev_n && n < max; i++) {
+        const struct sim_event *ev = &s->ev[(s->ev_head + i) % EVENT_CACHE];
+        if (ev->seq > after)
+            ret[n++] = *ev;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+uint64_t sim_store_last_seq(struct sim_store *s)
+{
+    struct err e = {0};
+    events_sync(s, &e);
+    uint64_t last = s->ev_n ? s->ev[(s->ev_head + s->ev_n - 1) % EVENT_CACHE].seq : 0;
+    return s->st.next_seq > last + 1 ? s->st.next_seq - 1 : last;
+}

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * simnvml: the core of the simulated GPU fleet, shared by the simulated driver
+ * (build/libnvidia-ml.so.1) and the `gpuop sim` command. It holds no nvml* symbols.
+ *
+ *  - fleet: a fleet file (GPUOP_SIM_FLEET, YAML) parsed into plain structs; sim_fleet_parse is
+ *    a pure function over bytes (fuzzed), every error names the file and the field path.
+ *  - MIG tables: GPU-instance profiles per model, from NVIDIA's published tables.
+ *  - MIG operations: pure functions over one GPU's mutable state (create/destroy GPU and compute
+ *    instances), returning NVML return codes.
+ *  - state store: the mutable state (MIG mode and instances, lost GPUs, ECC counters, events),
+ *    in memory or shared between processes through a directory (GPUOP_SIM_STATE): a JSON file
+ *    written under flock with an atomic rename and an append-only events log.
+ *  - telemetry: plausible, moving, deterministic values for a seed and a time.
+ *
+ * Structs are plain data. A sim_store is not thread-safe: callers serialise (the driver holds
+ * its own mutex); separate processes are serialised by the store's file lock.
+ */
+#ifndef GPUOP_SIMNVML_H
+#define GPUOP_SIMNVML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define SIM_MAX_GPUS       64
+#define SIM_GI_IDS         15 /* GPU instance ids 0..14 (derived from the placement) */
+#define SIM_CI_IDS         8  /* compute instance ids 0..7 within a GPU instance */
+#define SIM_MAX_LINKS      36 /* NVML_NVLINK_MAX_LINKS */
+#define SIM_MEM_SLICES     8  /* placement units (memory slices) of a MIG-capable GPU */
+#define SIM_COMPUTE_SLICES 7
+#define SIM_NO_ID          0xFFFFFFFFu
+
+/* ---- MIG profile tables ----------------------------------------------------------------- */
+
+struct sim_gi_profile {
+    const char *name; /* canonical: "1g.10gb", "1g.10gb+me" */
+    unsigned index;   /* NVML_GPU_INSTANCE_PROFILE_* */
+    unsigned id;      /* hardware profile id (nvidia-smi mig -lgip "ID") */
+    unsigned slices;  /* compute slices */
+    unsigned size;    /* placement size in memory slices */
+    unsigned max_count;
+    unsigned memory_mb; /* memorySizeMB */
+    unsigned sms, ce, dec, enc, jpeg, ofa;
+    unsigned n_starts;
+    unsigned starts[SIM_MEM_SLICES]; /* placement starts, in NVML's order */
+};
+
+struct sim_mig_table {
+    const char *key; /* "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb" */
+    size_t n;
+    const struct sim_gi_profile *profiles;
+};
+
+/* The table for an NVML model name ("NVIDIA A100-SXM4-80GB"), or NULL. */
+const struct sim_mig_table *sim_mig_table_for_model(const char *model);
+const struct sim_mig_table *sim_mig_table_by_key(const char *key);
+const struct sim_gi_profile *sim_mig_profile_by_name(const struct sim_mig_table *t,
+                                                     const char *name);
+const struct sim_gi_profile *sim_mig_profile_by_id(const struct sim_mig_table *t, unsigned id);
+const struct sim_gi_profile *sim_mig_profile_by_index(const struct sim_mig_table *t,
+                                                      unsigned index);
+
+/* Compute-instance profiles of a GPU instance of profile p: index i (NVML_COMPUTE_INSTANCE_
+ * PROFILE_*: 0..4 = 1, 2, 3, 4, 7 slices). False when the GI offers no such CI profile. */
+struct sim_ci_profile {
+    unsigned index, id, slices, max_count, sms;
+    char name[48]; /* "1c.3g.40gb", or the GI's name for a CI spanning the whole GI */
+};
+bool sim_mig_ci_profile(const struct sim_gi_profile *p, unsigned index, struct sim_ci_profile *ret);
+
+/* ---- fleet ------------------------------------------------------------------------------ */
+
+struct sim_gpu_spec {
+    char model[96];
+    char uuid[80];
+    char serial[32];
+    char bus_id[32];        /* NVML busId: "00000000:18:00.0" */
+    char bus_id_legacy[16]; /* "0000:18:00.0" */
+    char vbios[32];
+    char board_part[80];
+    unsigned domain, bus, device;
+    uint32_t pci_device_id, pci_subsystem_id;
+    uint64_t memory_mib, reserved_mib;
+    int cc_major, cc_minor;
+    unsigned arch; /* NVML_DEVICE_ARCH_* */
+    unsigned brand;
+    bool mig_capable, ecc;
+    unsigned power_limit_w, idle_power_w, idle_temp_c;
+    unsigned max_sm_clock_mhz, max_mem_clock_mhz;
+    unsigned multiprocessors; /* 0: unknown */
+    unsigned pcie_gen, pcie_width;
+    const struct sim_mig_table *mig_table; /* NULL: no MIG */
+    /* initial MIG layout (applied to a fresh state) */
+    bool mig_enabled;
+    size_t n_mig_instances;
+    const struct sim_gi_profile *mig_instances[SIM_COMPUTE_SLICES];
+    /* NVLinks: peer GPU index of each link, numbered consecutively */
+    unsigned n_links;
+    unsigned link_peer[SIM_MAX_LINKS];
+};
+
+struct sim_fleet {
+    char *path; /* as given, for messages */
+    char driver_version[80];
+    int cuda_driver_version;
+    uint64_t seed;
+    uint64_t hash; /* of the file's bytes: a state dir belongs to one fleet */
+    size_t n_gpus;
+    struct sim_gpu_spec *gpus;
+    unsigned *pcie_level; /* n_gpus x n_gpus NVML_TOPOLOGY_* levels */
+};
+
+/* Parses a fleet document. `name` is the file name used in messages. */
+int sim_fleet_parse(const char *buf, size_t len, const char *name, struct sim_fleet **ret,
+                    struct err *e);
+int sim_fleet_load(const char *path, struct sim_fleet **ret, struct err *e);
+void sim_fleet_free(struct sim_fleet *f);
+DEFINE_CLEANUP_FUNC(struct sim_fleet, sim_fleet_free)
+/* The number of NVLinks between GPUs a and b. */
+unsigned sim_fleet_nvlinks(const struct sim_fleet *f, unsigned a, unsigned b);
+const char *sim_arch_name(unsigned arch);
+unsigned sim_cores_per_sm(unsigned arch); /* CUDA cores per SM */
+const char *sim_topology_name(unsigned level);
+
+/* ---- mutable state ---------------------------------------------------------------------- */
+
+struct sim_ci {
+    unsigned id, profile_index, start, size;
+};
+
+struct sim_gi {
+    unsigned id, profile_id, start, size;
+    unsigned n_ci;
+    struct sim_ci ci[SIM_CI_IDS]; /* sorted by id */
+};
+
+struct sim_gpu_state {
+    bool mig_mode; /* current == pending: a mode change takes effect at once (bare metal) */
+    bool lost;
+    uint64_t ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg;
+    unsigned retired_sbe, retired_dbe;
+    bool retired_pending;
+    unsigned remapped_cor, remapped_unc;
+    bool remap_pending, remap_failure;
+    unsigned last_xid;
+    unsigned n_gi;
+    struct sim_gi gi[SIM_GI_IDS]; /* sorted by id */
+};
+
+struct sim_state {
+    uint64_t generation;
+    uint64_t next_seq; /* sequence number of the next event */
+    size_t n_gpus;
+    struct sim_gpu_state *gpus;
+};
+
+/* Resets one GPU's state to the fleet's initial one (MIG layout from the fleet). */
+void sim_gpu_state_init(const struct sim_gpu_spec *spec, struct sim_gpu_state *g);
+
+/* MIG operations (NVML return codes: 0 success, NVML_ERROR_*). */
+int sim_mig_set_mode(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, bool enable);
+/* placement_start SIM_NO_ID: the driver picks one. */
+int sim_mig_gi_create(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, unsigned profile_id,
+                      unsigned placement_start, unsigned *ret_gi_id);
+int sim_mig_gi_destroy(struct sim_gpu_state *g, unsigned gi_id);
+unsigned sim_mig_gi_remaining(const struct sim_gpu_spec *spec, const struct sim_gpu_state *g,
+                              unsigned profile_id);
+int sim_mig_ci_create(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, unsigned gi_id,
+                      unsigned ci_profile_index, unsigned *ret_ci_id);
+int sim_mig_ci_destroy(struct sim_gpu_state *g, unsigned gi_id, unsigned ci_id);
+unsigned sim_mig_ci_remaining(const struct sim_gpu_spec *spec, const struct sim_gpu_state *g,
+                              unsigned gi_id, unsigned ci_profile_index);
+struct sim_gi *sim_gpu_find_gi(struct sim_gpu_state *g, unsigned gi_id);
+const struct sim_gi *sim_gpu_find_gi_const(const struct sim_gpu_state *g, unsigned gi_id);
+/* The GI id NVML gives the placement (start, size). */
+unsigned sim_mig_gi_id_for(unsigned start, unsigned size);
+/* Deterministic "MIG-xxxxxxxx-..." UUID of the MIG device (gi, ci) of a GPU. */
+void sim_mig_uuid(const struct sim_gpu_spec *spec, unsigned gi_id, unsigned ci_id, char *buf,
+                  size_t n);
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+struct sim_event {
+    uint64_t seq;
+    unsigned gpu;
+    uint64_t type; /* nvmlEventType* bit */
+    uint64_t data; /* the XID */
+    unsigned gi_id, ci_id;
+    uint64_t unix_ms;
+};
+
+/* ---- store ------------------------------------------------------------------------------- */
+
+struct sim_store;
+
+/* dir NULL: state kept in this process. A fresh dir (or one written for another fleet) is
+ * initialised from the fleet. The store keeps a reference to fleet. */
+#define SIM_STORE_RESET 0x1 /* start from the fleet's initial state, whatever the dir holds */
+int sim_store_open(const struct sim_fleet *fleet, const char *dir, unsigned flags,
+                   struct sim_store **ret, struct err *e);
+void sim_store_free(struct sim_store *s);
+DEFINE_CLEANUP_FUNC(struct sim_store, sim_store_free)
+const char *sim_store_dir(const struct sim_store *s); /* NULL when process-local */
+/* Re-reads the shared state when another process changed it (a stat when not). On error the
+ * last good state stays. */
+int sim_store_refresh(struct sim_store *s, struct err *e);
+const struct sim_state *sim_store_state(const struct sim_store *s);
+
+/* Applies fn to the freshest state under the exclusive lock and writes the result when fn
+ * returns 0. fn returns 0, a positive code (a refusal, e.g. an NVML error: nothing is written
+ * and the code is returned) or a negative errno. Events fn adds with sim_update_event are
+ * appended to the events log in the same critical section. */
+struct sim_update;
+typedef int (*sim_update_fn)(struct sim_update *u, struct sim_state *st, void *arg, struct err *e);
+int sim_store_update(struct sim_store *s, sim_update_fn fn, void *arg, struct err *e);
+void sim_update_event(struct sim_update *u, unsigned gpu, uint64_t type, uint64_t data,
+                      unsigned gi_id, unsigned ci_id);
+/* Back to the fleet's initial state (the event sequence continues). */
+int sim_store_reset(struct sim_store *s, struct err *e);
+
+/* Events with seq > after, oldest first, at most max; *ret_n is set. Process-local stores
+ * have no events. *ret_last_seq (optional) is the newest sequence number seen. */
+int sim_store_events(struct sim_store *s, uint64_t after, struct sim_event *ret, size_t max,
+                     size_t *ret_n, struct err *e);
+/* The sequence number of the newest event (0 when none). */
+uint64_t sim_store_last_seq(struct sim_store *s);
+/* The events log path, for inotify-based waiting; NULL when process-local. */
+const char *sim_store_events_path(const struct sim_store *s);
+
+/* ---- telemetry --------------------------------------------------------------------------- */
+
+struct sim_sample {
+    unsigned util_gpu, util_mem, util_enc, util_dec; /* percent */
+    unsigned temp_c, mem_temp_c;
+    unsigned power_mw;
+    uint64_t energy_mj; /* since 2026-01-01T00:00:00Z */
+    unsigned sm_clock_mhz, mem_clock_mhz, video_clock_mhz;
+    uint64_t mem_used_mib;
+    uint64_t clock_event_reasons;
+    unsigned pcie_tx_kbps, pcie_rx_kbps;
+    uint64_t nvlink_kib; /* per-link total data counter */
+};
+
+/* Deterministic for (fleet seed, gpu, unix_ms). */
+void sim_telemetry(const struct sim_fleet *f, unsigned gpu, uint64_t unix_ms,
+                   struct sim_sample *ret);
+/* The simulated clock: $GPUOP_SIM_CLOCK (unix seconds, frozen) when set, else real time. */
+uint64_t sim_now_ms(void);
+uint64_t sim_hash64(uint64_t a, uint64_t b);
+
+/* ---- CLI --------------------------------------------------------------------------------- */
+
+int sim_main(int argc, char **argv);
+
+#endif
