@@ -149,11 +149,20 @@ static bool path_implemented(const char *path)
     return false;
 }
 
+/* A value that asks for nothing: null, false, "", and mappings made only of such values. */
 static bool inert(const json_t *v)
 {
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *sub;
+        json_object_foreach ((json_t *)v, k, sub) {
+            if (!inert(sub))
+                return false;
+        }
+        return true;
+    }
     return json_is_null(v) || json_is_false(v) ||
            (json_is_string(v) && json_string_length(v) == 0) ||
-           (json_is_object(v) && json_object_size(v) == 0) ||
            (json_is_array(v) && json_array_size(v) == 0);
 }
 

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The operator against kubesim, driven and inspected with kubectl:
+#  - NVIDIA's CRD-compatible ClusterPolicy sample creates, within seconds, the DaemonSets of every
+#    enabled component, with the deploy-label selectors, and kubesim places their pods on exactly
+#    the GPU nodes (no driver pod on the node whose driver is pre-installed, none on the CPU node);
+#  - turning a component off removes its objects; driver.enabled=false removes the driver;
+#  - an invalid value changes nothing and is reported (status and Event);
+#  - a restarted operator makes no writes; a second replica stays passive.
+set -euo pipefail
+B=${GPUOP_BUILD_ROOT:?}
+S=${GPUOP_SOURCE_ROOT:?}
+SHARED=${GPUOP_SHARED:-$S/../shared}
+command -v kubectl >/dev/null || { echo "kubectl not found: skipped"; exit 77; }
+[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
+SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml
+[ -f "$SAMPLE" ] || SAMPLE=$S/deploy/samples/clusterpolicy.yaml
+
+T=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
+    exit 1
+}
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds
+wait_for() {
+    local secs=$1 what=$2
+    shift 2
+    local end=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
+        sleep 0.2
+    done
+}
+
+"$B/kubesim" --load "$S/sim/clusters/demo.yaml" --kubeconfig-out "$T/kubeconfig" \
+    --pod-ready-delay 200ms >"$T/kubesim.log" 2>&1 &
+pids+=($!)
+wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
+export KUBECONFIG=$T/kubeconfig
+K="kubectl --request-timeout=10s"
+wait_for 10 "kubesim answering" $K get nodes
+SERVER=$(grep -m1 'server:' "$T/kubeconfig" | awk '{print $2}')
+
+writes() { # write calls kubesim has served, leases and events excluded
+    curl -s "$SERVER/metrics" | awk '/^kubesim_requests_total/ && /verb="(create|update|patch|delete|deletecollection)"/ && !/resource="(leases|events)"/ {s+=$NF} END {print s+0}'
+}
+
+$K apply --validate=false -f "$S/deploy/crds/" >/dev/null
+start_operator() { # name port
+    "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator \
+        --operand-image gpuop:test --metrics-listen "127.0.0.1:$2" --identity "$1" \
+        >"$T/$1.log" 2>&1 &
+    pids+=($!)
+    eval "PID_$1=$!"
+}
+P1=$(free_port)
+start_operator op1 "$P1"
+wait_for 20 "operator op1 leading" sh -c "curl -s 127.0.0.1:$P1/metrics | grep -q '^gpuop_operator_leader 1'"
+
+t0=$SECONDS
+$K apply --validate=false -f "$SAMPLE" >/dev/null
+DS_ALL="nvidia-driver-daemonset nvidia-container-toolkit-daemonset nvidia-operator-validator nvidia-device-plugin-daemonset nvidia-dcgm-exporter gpu-feature-discovery nvidia-mig-manager"
+for ds in $DS_ALL; do
+    wait_for 15 "DaemonSet $ds" $K -n gpu-operator get ds "$ds"
+done
+echo "DaemonSets created in $((SECONDS - t0))s"
+
+# Selectors are the deploy labels.
+for ds in $DS_ALL; do
+    sel=$($K -n gpu-operator get ds "$ds" -o jsonpath='{.spec.template.spec.nodeSelector}')
+    case "$ds" in
+    nvidia-driver-daemonset) want=driver ;;
+    nvidia-container-toolkit-daemonset) want=container-toolkit ;;
+    nvidia-operator-validator) want=operator-validator ;;
+    nvidia-device-plugin-daemonset) want=device-plugin ;;
+    nvidia-dcgm-exporter) want=dcgm-exporter ;;
+    gpu-feature-discovery) want=gpu-feature-discovery ;;
+    nvidia-mig-manager) want=mig-manager ;;
+    esac
+    [ "$sel" = "{\"nvidia.com/gpu.deploy.$want\":\"true\"}" ] || fail "$ds nodeSelector is $sel"
+done
+[ "$($K -n gpu-operator get ds nvidia-driver-daemonset -o jsonpath='{.spec.updateStrategy.type}')" = OnDelete ] ||
+    fail "driver DaemonSet does not update OnDelete"
+
+pods_on() { # ds -> sorted node names of its pods
+    $K -n gpu-operator get pods -l "app=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' ' | sed 's/ $//'
+}
+GPU4="a100-mig-1 dgx-h100-1 dgx-h100-2 l4-hostdriver-1"
+check_placement() {
+    [ "$(pods_on nvidia-driver-daemonset)" = "a100-mig-1 dgx-h100-1 dgx-h100-2" ] || return 1
+    [ "$(pods_on nvidia-mig-manager)" = "a100-mig-1 dgx-h100-1 dgx-h100-2" ] || return 1
+    for ds in nvidia-container-toolkit-daemonset nvidia-operator-validator nvidia-device-plugin-daemonset nvidia-dcgm-exporter gpu-feature-discovery; do
+        [ "$(pods_on $ds)" = "$GPU4" ] || return 1
+    done
+}
+wait_for 20 "pods on exactly the GPU nodes" check_placement
+echo "pods placed on the GPU nodes in $((SECONDS - t0))s"
+[ -z "$($K -n gpu-operator get pods --field-selector spec.nodeName=cpu-1 -o name)" ] || fail "pods on the CPU node"
+[ "$($K get node l4-hostdriver-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.deploy\.driver}')" = pre-installed ] ||
+    fail "the pre-installed label was overwritten"
+[ -z "$($K get node cpu-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.present}')" ] || fail "CPU node labelled as GPU node"
+$K get runtimeclass nvidia >/dev/null || fail "no RuntimeClass nvidia"
+wait_for 20 "ClusterPolicy ready" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}')\" = ready ]"
+$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type=="UnsupportedFields")].message}' | grep -q 'spec.driver.upgradePolicy' ||
+    fail "fields gpuop does not act on are not reported"
+
+# A converged cluster: nothing more is written.
+sleep 1
+w1=$(writes)
+sleep 2
+w2=$(writes)
+[ "$w1" = "$w2" ] || fail "the operator keeps writing on a converged cluster ($w1 -> $w2)"
+
+# A second replica stays passive.
+P2=$(free_port)
+start_operator op2 "$P2"
+wait_for 20 "replica op2 synced" sh -c "curl -sf 127.0.0.1:$P2/readyz"
+sleep 2
+curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_leader 0' || fail "op2 is not passive"
+curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "passive op2 wrote"
+
+# An invalid value changes nothing and is reported.
+rv_before=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"bogus"},"dcgmExporter":{"enabled":false}}}' >/dev/null
+wait_for 10 "invalid policy reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"Error\")].message}' | grep -q 'spec.mig.strategy: unsupported value'"
+$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -q InvalidClusterPolicy || fail "no InvalidClusterPolicy event"
+sleep 1
+rv_after=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
+[ "$rv_before" = "$rv_after" ] || fail "operands changed under an invalid policy"
+$K -n gpu-operator get ds nvidia-dcgm-exporter >/dev/null || fail "an invalid policy deleted the exporter"
+
+# Turning a component off removes its objects.
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"single"}}}' >/dev/null
+wait_for 15 "exporter removed" sh -c "! $K -n gpu-operator get ds nvidia-dcgm-exporter"
+wait_for 15 "exporter service removed" sh -c "! $K -n gpu-operator get svc nvidia-dcgm-exporter"
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"driver":{"enabled":false}}}' >/dev/null
+wait_for 15 "driver removed" sh -c "! $K -n gpu-operator get ds nvidia-driver-daemonset"
+wait_for 15 "driver pods gone" sh -c "[ -z \"\$($K -n gpu-operator get pods -l app=nvidia-driver-daemonset -o name)\" ]"
+$K -n gpu-operator get ds nvidia-device-plugin-daemonset >/dev/null || fail "device plugin removed too"
+
+# A restarted operator makes no writes.
+sleep 2
+kill "$PID_op1"
+wait "$PID_op1" 2>/dev/null || true
+wait_for 30 "op2 takes over" sh -c "curl -s 127.0.0.1:$P2/metrics | grep -q '^gpuop_operator_leader 1'"
+sleep 3
+w_before=$(writes)
+P3=$(free_port)
+kill "$PID_op2"
+wait "$PID_op2" 2>/dev/null || true
+start_operator op3 "$P3"
+wait_for 30 "op3 leading" sh -c "curl -s 127.0.0.1:$P3/metrics | grep -q '^gpuop_operator_leader 1'"
+wait_for 10 "op3 reconciled" sh -c "curl -s 127.0.0.1:$P3/metrics | grep -qE '^gpu_operator_reconciliation_total [1-9]'"
+sleep 2
+w_after=$(writes)
+[ "$w_before" = "$w_after" ] || fail "a restarted operator wrote $((w_after - w_before)) times"
+curl -s "127.0.0.1:$P3/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "op3 counted writes"
+echo "ok: operator against kubesim"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every object the operator renders validates against Kubernetes' own schemas (the npm package
+# kubernetes-models, installed here into the build directory on first use).
+set -euo pipefail
+B=${GPUOP_BUILD_ROOT:?}
+S=${GPUOP_SOURCE_ROOT:?}
+SHARED=${GPUOP_SHARED:-$S/../shared}
+command -v node >/dev/null && command -v npm >/dev/null || { echo "node/npm absent: skipped"; exit 77; }
+M=$B/npm-kubernetes-models
+if [ ! -f "$M/node_modules/kubernetes-models/package.json" ]; then
+    mkdir -p "$M"
+    if ! (cd "$M" && timeout 300 npm install --no-audit --no-fund --silent kubernetes-models@5.1.0 >npm.log 2>&1); then
+        echo "npm install kubernetes-models failed (registry unreachable?): skipped"
+        cat "$M/npm.log" | tail -5
+        exit 77
+    fi
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+rc=0
+for policy in "$S/deploy/samples/clusterpolicy.yaml" \
+    "$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml"; do
+    [ -f "$policy" ] || continue
+    "$B/gpuop" operator render --policy "$policy" --os-tag ubuntu22.04 >"$T/objs.json" 2>/dev/null
+    node "$S/tests/operator/validate-models.mjs" "$T/objs.json" "$M/node_modules" || rc=1
+done
+exit $rc
