@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `gpuop feature-discovery`: the thin shell around the label computation (NVML, files, signals,
  * the relabel loop). */
+#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "dpconfig.h"
@@ -153,12 +155,42 @@ static int write_output(const char *path, const char *data, size_t len, struct e
             return err_errno(e, -EIO, "write labels to stdout");
         return 0;
     }
+    /* A device or FIFO (/dev/null, a pipe) is written in place: renaming a temp file over it
+     * would replace the device node. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode))
+            return err_set(e, -EISDIR, "output file \"%s\": is a directory", path);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+            return err_errno(e, -errno, "output file \"%s\"", path);
+        for (size_t off = 0; off < len;) {
+            ssize_t n = write(fd, data + off, len - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return err_errno(e, -errno, "write output file \"%s\"", path);
+            off += (size_t)n;
+        }
+        return 0;
+    }
     _cleanup_free_ char *dir = xstrdup(path);
     (void)mkdir_p(dirname(dir), 0755);
     int r = file_write_atomic(path, data, len, 0644, e);
     if (r < 0)
         return err_prefix(e, "output file");
     return 0;
+}
+
+/* On exit the labels go away with the process, as NVIDIA's GFD does; only a regular file is
+ * removed (never a device such as /dev/null). */
+static void remove_output(const char *path)
+{
+    struct stat st;
+    if (output_is_stdout(path) || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    if (unlink(path) < 0)
+        log_warn(COMP, "cannot remove the output file", "path=%s errno=%d", path, errno);
 }
 
 /* One labelling pass: inventory, machine type, labels, output. *last holds the previous output
@@ -350,9 +382,8 @@ int gfd_main(int argc, char **argv)
             if (sig == SIGTERM || sig == SIGINT) {
                 log_info(COMP, "exiting on signal", "signal=%d", sig);
                 stop = true;
-                if (!output_is_stdout(st.config->gfd.output_file) &&
-                    st.config->gfd.sleep_interval_ms != UINT64_MAX)
-                    unlink(st.config->gfd.output_file);
+                if (st.config->gfd.sleep_interval_ms != UINT64_MAX)
+                    remove_output(st.config->gfd.output_file);
                 break;
             }
             /* timeout (or EINTR): relabel */
