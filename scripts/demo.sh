@@ -55,19 +55,22 @@ for _ in $(seq 150); do
 done
 echo "ClusterPolicy cluster-policy: ${state:-pending}"
 echo
-kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.metadata.labels.nvidia\.com/gpu\.product}{"\t"}{.metadata.labels.nvidia\.com/gpu\.deploy\.driver}{"\n"}{end}' |
+kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.metadata.labels.nvidia\.com/gpu\.product}{"\t"}{.metadata.labels.nvidia\.com/gpu\.deploy\.driver}{"\t"}{.metadata.labels.nvidia\.com/gpu\.present}{"\n"}{end}' |
     sort >"$D/nodes.tsv"
 kubectl -n gpu-operator get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\t"}{.metadata.labels.app}{"\t"}{.status.phase}{"\n"}{end}' |
     sort >"$D/pods.tsv"
 printf '%s%-18s %-24s %-15s %s%s\n' "$bold" NODE GPU DRIVER "COMPONENTS RUNNING" "$plain"
-while IFS=$'\t' read -r node product driver; do
+while IFS=$'\t' read -r node product driver present; do
     comps=$(awk -F'\t' -v n="$node" '$1 == n {sub(/^nvidia-/, "", $2); sub(/-daemonset$/, "", $2); printf "%s%s", sep, $2; sep=", "}' "$D/pods.tsv")
     case "$driver" in
     pre-installed) drv="host (kept)" ;;
     true) drv="gpuop" ;;
     *) drv="-" ;;
     esac
-    printf '%-18s %-24s %-15s %s\n' "$node" "${product:--}" "$drv" "${comps:-(none: not a GPU node)}"
+    if [ -z "$comps" ]; then
+        [ "$present" = true ] && comps="(pending)" || comps="(none: not a GPU node)"
+    fi
+    printf '%-18s %-24s %-15s %s\n' "$node" "${product:--}" "$drv" "$comps"
 done <"$D/nodes.tsv"
 echo
 kubectl get clusterpolicy cluster-policy \
