@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# fuzz.sh [SECONDS]: builds every libFuzzer target with clang (ASan+UBSan) and runs each for
+# SECONDS (default 15) from a copy of its committed corpus. Any crash, leak or sanitizer report
+# fails. New inputs stay in build-fuzz/corpus/<target> (not committed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-15}
+command -v clang >/dev/null || { echo "fuzz: clang not found"; exit 1; }
+if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang meson setup build-fuzz -Dfuzz=true -Dbuildtype=debug >/dev/null
+fi
+meson setup --reconfigure build-fuzz >/dev/null
+M=build-fuzz/tests/fuzz/fuzz-manifest.txt
+[ -s "$M" ] || { echo "fuzz: no targets"; exit 1; }
+mapfile -t names < <(awk 'NF {print $1}' "$M")
+ninja -C build-fuzz $(printf 'tests/fuzz/fuzz-%s ' "${names[@]}") >/dev/null
+rc=0
+for name in "${names[@]}"; do
+    t=tests/fuzz/fuzz-$name
+    seed=$(awk -v n="$name" '$1 == n {print $2}' "$M")
+    work=build-fuzz/corpus/$name
+    mkdir -p "$work"
+    [ -n "$seed" ] && cp -n "$seed"/* "$work"/ 2>/dev/null || true
+    if ./build-fuzz/"$t" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix=build-fuzz/ "$work" >build-fuzz/"$name".log 2>&1; then
+        echo "fuzz $name: ok ($(grep -Eo 'stat::number_of_executed_units: [0-9]+' build-fuzz/"$name".log | awk '{print $2}') runs in ${SECS}s)"
+    else
+        echo "fuzz $name: FAILED"
+        tail -n 30 build-fuzz/"$name".log
+        rc=1
+    fi
+done
+exit $rc
