@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubesim internals shared by the core's files. Everything here runs under ks->lock. */
+#ifndef GPUOP_KUBESIM_INTERNAL_H
+#define GPUOP_KUBESIM_INTERNAL_H
+
+#include <pthread.h>
+#include <string.h>
+
+#include "kubesim.h"
+#include "yamlcfg.h"
+
+static inline bool streq(const char *a, const char *b)
+{
+    return strcmp(a, b) == 0;
+}
+
+/* One served resource type (built in, or from a CRD). Types are never freed before the ksim:
+ * a deleted CRD's type is only marked not served, so events can keep pointing at it. */
+struct ks_type {
+    char *group; /* "" for the core group */
+    char *version;
+    char *plural;
+    char *singular;
+    char *kind;
+    char *short_names; /* comma-separated, may be "" */
+    char *categories;  /* comma-separated, may be "" */
+    bool namespaced;
+    bool has_status;     /* status subresource */
+    bool has_generation; /* metadata.generation tracks spec changes */
+    bool served;
+    bool crd;
+    char *extra_sub; /* extra subresources, comma-separated ("eviction,binding") */
+    json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
+    json_t *objs;            /* "ns/name" or "name" -> object */
+    struct ks_type *next;
+};
+
+enum ks_ev { KS_ADDED, KS_MODIFIED, KS_DELETED };
+
+struct ks_event {
+    uint64_t rv;
+    uint64_t t_ms;
+    struct ks_type *type;
+    enum ks_ev kind;
+    json_t *obj; /* the object after the change (for DELETED: the last state) */
+    json_t *old; /* before (MODIFIED only), for selector transitions */
+};
+
+struct ksim_selector {
+    size_t n;
+    struct ks_req {
+        char *key;
+        int op; /* KS_OP_* */
+        size_t nvals;
+        char **vals;
+    } *reqs;
+    bool is_field;
+};
+enum { KS_OP_EQ, KS_OP_NEQ, KS_OP_IN, KS_OP_NOTIN, KS_OP_EXISTS, KS_OP_NOTEXISTS };
+
+struct ksim_watch {
+    struct ks_type *type;
+    char *ns; /* NULL: all namespaces */
+    struct ksim_selector *lsel;
+    struct ksim_selector *fsel;
+    uint64_t cursor;     /* last rv delivered */
+    json_t *initial;     /* objects still to send as ADDED (resourceVersion "" or "0") */
+    uint64_t deadline;   /* wall ms; 0 = none */
+    bool bookmarks;
+    bool table;
+    uint64_t last_bookmark;
+    bool ended;
+    bool initial_end_bookmark;
+    uint64_t expired_rv; /* nonzero: send a 410 ERROR event then end */
+};
+
+struct ksim {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    struct ksim_opts opts;
+    struct ks_type *types; /* linked list, in discovery order */
+    uint64_t rv;
+    uint64_t compacted_rv; /* watches from below this get 410 */
+    struct ks_event *ev;
+    size_t ev_head, ev_len, ev_cap; /* events ev[ev_head..ev_len) */
+    json_t *uids; /* uid -> [type pointer as int, key] of every live object */
+    bool dirty;   /* something changed since the last reconcile */
+    bool shutdown;
+    uint64_t watches_active;
+    uint64_t watch_events_total;
+    uint64_t uid_counter;
+    json_t *pdb_disrupted; /* "ns/pdb" -> count of evictions not yet seen by the controller */
+    json_t *pod_born;      /* pod uid -> ms it was scheduled (for --pod-ready-delay) */
+    uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
+};
+
+uint64_t ks_now(struct ksim *ks);
+struct ks_type *ks_type_find(struct ksim *ks, const char *group, const char *version,
+                             const char *plural);
+struct ks_type *ks_type_by_kind(struct ksim *ks, const char *api_version, const char *kind);
+void ks_types_init(struct ksim *ks);
+struct ks_type *ks_type_add(struct ksim *ks, const char *group, const char *version,
+                            const char *plural, const char *singular, const char *kind,
+                            bool namespaced);
+void ks_types_free(struct ksim *ks);
+/* "apps/v1" or "v1" */
+char *ks_type_gv(const struct ks_type *t);
+/* "pods" or "daemonsets.apps" as messages name a resource */
+char *ks_type_qualified(const struct ks_type *t);
+
+/* Status responses */
+void ks_status(struct ksim_response *resp, int code, const char *reason, const char *message,
+               json_t *details);
+void ks_json_response(struct ksim_response *resp, int code, json_t *v); /* steals v */
+
+/* The store. obj is stolen; the committed object is returned borrowed (or NULL). */
+const char *ks_obj_ns(json_t *obj);
+const char *ks_obj_name(json_t *obj);
+char *ks_key(const char *ns, const char *name);
+json_t *ks_get(struct ks_type *t, const char *ns, const char *name);
+void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind, json_t *old);
+void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj);
+/* Deletes obj as a DELETE without options would: marks it when it has finalizers. */
+void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation);
+char *ks_new_uid(struct ksim *ks);
+void ks_cond_wait(struct ksim *ks, uint64_t ms);
+void ksim_compact(struct ksim *ks);
+void ks_set_rv(json_t *obj, uint64_t rv);
+void ks_now_str(struct ksim *ks, char *buf, size_t n);
+
+/* Selectors */
+struct ksim_selector *ks_field_selector_parse(const char *s, struct ks_type *t, struct err *e);
+bool ks_field_matches(const struct ksim_selector *sel, json_t *obj);
+
+/* Discovery and tables */
+bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
+json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_columns);
+
+/* Controllers */
+bool ks_controllers(struct ksim *ks);
+int ks_evict(struct ksim *ks, json_t *pod, struct ksim_response *resp);
+bool ks_pod_ready(json_t *pod);
+void ks_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub);
+char *ks_base64(const unsigned char *d, size_t n);
+
+/* Small JSON helpers */
+json_t *jpath(json_t *v, const char *dotted); /* "metadata.labels" */
+const char *jstr(json_t *v, const char *dotted);
+json_t *jensure(json_t *v, const char *key); /* child object, created when missing */
+
+#endif

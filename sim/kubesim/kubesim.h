@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim: an in-memory Kubernetes API server core. Requests in (method, path, query, body),
+ * responses out (code, JSON body or a watch stream); no I/O of its own, so tests and the fuzz
+ * target drive it directly. The HTTP shell (main.c) adds sockets, TLS and authentication.
+ *
+ * One mutex guards the whole store; every entry point takes it, so a ksim is thread-safe.
+ * Controllers (DaemonSets, pod readiness, garbage collection, namespaces, PDB status) run in
+ * ksim_reconcile(), which the shell calls from a background thread and tests call directly.
+ */
+#ifndef GPUOP_KUBESIM_H
+#define GPUOP_KUBESIM_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct ksim;
+struct ksim_watch;
+
+struct ksim_opts {
+    uint64_t watch_retention_ms; /* events older than this are compacted (410 below them) */
+    uint64_t pod_ready_delay_ms; /* scheduled pods turn Running+Ready after this */
+    uint64_t bookmark_interval_ms;
+    size_t max_body;    /* request bodies above this are 413 */
+    size_t max_events;  /* hard cap on the retained event log */
+    /* Clock (wall, ms since the epoch); NULL uses the real one. Tests inject their own. */
+    uint64_t (*now_ms)(void *ctx);
+    void *clock_ctx;
+};
+
+void ksim_opts_default(struct ksim_opts *o);
+struct ksim *ksim_new(const struct ksim_opts *o);
+void ksim_free(struct ksim *ks);
+DEFINE_CLEANUP_FUNC(struct ksim, ksim_free)
+
+struct ksim_request {
+    const char *method; /* GET, POST, PUT, PATCH, DELETE */
+    const char *path;   /* /api/v1/namespaces/default/pods, no query */
+    const char *query;  /* raw, percent-encoded, without '?'; may be NULL */
+    const char *content_type;
+    const char *accept;
+    const char *body;
+    size_t body_len;
+};
+
+struct ksim_response {
+    int code;
+    const char *content_type; /* static string */
+    char *body;               /* malloc'ed, NUL-terminated */
+    size_t body_len;
+    struct ksim_watch *watch; /* non-NULL: stream ksim_watch_next() after the headers */
+    /* for metrics: "get|list|watch|create|update|patch|delete|deletecollection|..." */
+    char verb[24];
+    char resource[96];
+};
+
+/* Handles one request. Never fails: every problem becomes a Status response. */
+void ksim_handle(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
+void ksim_response_free(struct ksim_response *resp);
+
+/* Appends the next newline-delimited watch events to out, waiting up to wait_ms for one.
+ * Returns 1 when something was appended, 0 when nothing came, -1 when the watch ended
+ * (timeoutSeconds passed, ksim shutting down or an ERROR event was the last thing sent). */
+int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uint64_t wait_ms);
+void ksim_watch_free(struct ksim *ks, struct ksim_watch *w);
+/* Wakes every blocked ksim_watch_next and makes later ones return -1 (shutdown). */
+void ksim_shutdown(struct ksim *ks);
+
+/* Creates one object as a POST would (namespaces are created on the fly). Used by --load. */
+int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e);
+/* Runs the controllers once. Returns true when it changed something. */
+bool ksim_reconcile(struct ksim *ks);
+/* Blocks until a write happens or wait_ms passes (for the controller thread). */
+void ksim_wait_change(struct ksim *ks, uint64_t wait_ms);
+
+/* Prometheus text of the core's counters (watches), appended to out. */
+void ksim_metrics(struct ksim *ks, struct sbuf *out);
+/* Current global resourceVersion. */
+uint64_t ksim_resource_version(struct ksim *ks);
+
+/* Pure helpers, exported for unit tests. */
+struct ksim_selector;
+/* Parses a label selector string; NULL on error with the API server's message in e. */
+struct ksim_selector *ksim_label_selector_parse(const char *s, struct err *e);
+/* From a metav1.LabelSelector object (matchLabels + matchExpressions). */
+struct ksim_selector *ksim_label_selector_from_json(json_t *sel, struct err *e);
+bool ksim_selector_matches(const struct ksim_selector *sel, json_t *labels);
+void ksim_selector_free(struct ksim_selector *s);
+DEFINE_CLEANUP_FUNC(struct ksim_selector, ksim_selector_free)
+
+/* RFC 7386 merge patch; returns a new value. */
+json_t *ksim_merge_patch(json_t *target, json_t *patch);
+/* RFC 6902; returns 0 and a new value, or -EINVAL with a message. */
+int ksim_json_patch(json_t *target, json_t *ops, json_t **ret, struct err *e);
+/* Strategic merge patch with Kubernetes' merge keys and $-directives; returns a new value. */
+int ksim_strategic_merge_patch(json_t *target, json_t *patch, json_t **ret, struct err *e);
+
+#endif

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubesim's HTTP shell: flags, libmicrohttpd (optionally TLS with a generated CA), bearer-token
+ * authentication, request metrics, the controller thread and the kubeconfig it writes. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "kubesim-internal.h"
+#include "kubesim-tls.h"
+
+#define KS_COMPONENT "kubesim"
+
+struct shell {
+    struct ksim *ks;
+    const char *token;
+    size_t max_body;
+    pthread_mutex_t mlock;
+    json_t *counters; /* "verb\x1fresource\x1fcode" -> count */
+    bool stop;
+};
+
+struct conn_ctx {
+    struct sbuf body;
+    bool too_large;
+};
+
+struct stream {
+    struct shell *sh;
+    struct ksim_watch *w;
+    struct sbuf buf;
+    size_t off;
+    int fd;
+    bool done;
+};
+
+static void count_request(struct shell *sh, const char *verb, const char *resource, int code)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%s\x1f%s\x1f%d", verb[0] ? verb : "unknown",
+             resource[0] ? resource : "unknown", code);
+    pthread_mutex_lock(&sh->mlock);
+    json_t *c = json_object_get(sh->counters, key);
+    json_object_set_new(sh->counters, key,
+                        json_integer(c ? json_integer_value(c) + 1 : 1));
+    pthread_mutex_unlock(&sh->mlock);
+}
+
+static void metrics_text(struct shell *sh, struct sbuf *out)
+{
+    sbuf_puts(out, "# HELP kubesim_requests_total API requests served, by verb, resource and "
+                   "HTTP code.\n# TYPE kubesim_requests_total counter\n");
+    pthread_mutex_lock(&sh->mlock);
+    const char *k;
+    json_t *v;
+    json_object_foreach(sh->counters, k, v)
+    {
+        char verb[64], res[128];
+        int code = 0;
+        const char *a = strchr(k, '\x1f');
+        const char *b = a ? strchr(a + 1, '\x1f') : NULL;
+        if (!a || !b)
+            continue;
+        snprintf(verb, sizeof(verb), "%.*s", (int)(a - k), k);
+        snprintf(res, sizeof(res), "%.*s", (int)(b - a - 1), a + 1);
+        parse_int(b + 1, &code);
+        sbuf_printf(out, "kubesim_requests_total{verb=\"%s\",resource=\"%s\",code=\"%d\"} %lld\n",
+                    verb, res, code, (long long)json_integer_value(v));
+    }
+    pthread_mutex_unlock(&sh->mlock);
+    ksim_metrics(sh->ks, out);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct stream *s = cls;
+    for (;;) {
+        if (s->off < s->buf.len) {
+            size_t n = s->buf.len - s->off;
+            if (n > max)
+                n = max;
+            memcpy(buf, s->buf.data + s->off, n);
+            s->off += n;
+            if (s->off == s->buf.len) {
+                sbuf_reset(&s->buf);
+                s->off = 0;
+            }
+            return (ssize_t)n;
+        }
+        if (s->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        int r = ksim_watch_next(s->sh->ks, s->w, &s->buf, 1000);
+        if (r < 0)
+            s->done = true;
+        if (r == 0 && s->fd >= 0) {
+            /* nothing to send: notice a client that went away */
+            struct pollfd pfd = {.fd = s->fd, .events = POLLRDHUP};
+            if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *s = cls;
+    ksim_watch_free(s->sh->ks, s->w);
+    sbuf_free(&s->buf);
+    free(s);
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int code, const char *ct, char *body,
+                                 size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", ct);
+    MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    struct sbuf *q = cls;
+    if (q->len)
+        sbuf_puts(q, "&");
+    for (int pass = 0; pass < 2; pass++) {
+        const char *s = pass ? (value ? value : "") : key;
+        if (pass)
+            sbuf_puts(q, "=");
+        for (; *s; s++) {
+            unsigned char ch = (unsigned char)*s;
+            if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
+                sbuf_append(q, s, 1);
+            else
+                sbuf_printf(q, "%%%02X", ch);
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    struct shell *sh = cls;
+    struct conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = xcalloc(1, sizeof(*ctx));
+        sbuf_init(&ctx->body, sh->max_body);
+        *con_cls = ctx;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!ctx->too_large && sbuf_append(&ctx->body, upload, *upload_size) < 0)
+            ctx->too_large = true;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (sh->token && !streq(url, "/healthz") && !streq(url, "/livez") && !streq(url, "/readyz")) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        bool ok = auth && str_has_prefix(auth, "Bearer ") && streq(auth + 7, sh->token);
+        if (!ok) {
+            count_request(sh, "unknown", "unknown", 401);
+            char *b = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                              "\"status\":\"Failure\",\"message\":\"Unauthorized\",\"reason\":"
+                              "\"Unauthorized\",\"code\":401}");
+            return send_text(c, 401, "application/json", b, strlen(b));
+        }
+    }
+    if (streq(url, "/metrics") && streq(method, "GET")) {
+        struct sbuf out;
+        sbuf_init(&out, 64u << 20);
+        metrics_text(sh, &out);
+        size_t len = out.len;
+        return send_text(c, 200, "text/plain; version=0.0.4", sbuf_steal(&out), len);
+    }
+    struct sbuf q;
+    sbuf_init(&q, 1u << 20);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
+    struct ksim_request req = {
+        .method = method,
+        .path = url,
+        .query = q.data ? q.data : "",
+        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+        .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+        .body = ctx->body.data,
+        .body_len = ctx->too_large ? sh->max_body + 1 : ctx->body.len,
+    };
+    struct ksim_response resp;
+    ksim_handle(sh->ks, &req, &resp);
+    sbuf_free(&q);
+    count_request(sh, resp.verb, resp.resource, resp.code);
+    if (resp.watch) {
+        struct stream *s = xcalloc(1, sizeof(*s));
+        s->sh = sh;
+        s->w = resp.watch;
+        s->fd = -1;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci)
+            s->fd = ci->connect_fd;
+        sbuf_init(&s->buf, 64u << 20);
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s,
+                                              stream_free);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    char *body = steal_ptr(&resp.body);
+    return send_text(c, resp.code, resp.content_type ? resp.content_type : "application/json",
+                     body ? body : xstrdup(""), body ? resp.body_len : 0);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct conn_ctx *ctx = *con_cls;
+    if (ctx) {
+        sbuf_free(&ctx->body);
+        free(ctx);
+        *con_cls = NULL;
+    }
+}
+
+static void *controller_main(void *arg)
+{
+    struct shell *sh = arg;
+    for (;;) {
+        ksim_wait_change(sh->ks, 100);
+        pthread_mutex_lock(&sh->mlock);
+        bool stop = sh->stop;
+        pthread_mutex_unlock(&sh->mlock);
+        if (stop)
+            break;
+        ksim_reconcile(sh->ks);
+    }
+    return NULL;
+}
+
+static int write_kubeconfig(const char *path, const char *server, const char *ca_pem,
+                            const char *token, struct err *e)
+{
+    struct sbuf b;
+    sbuf_init(&b, 1u << 20);
+    sbuf_printf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
+                    "    server: %s\n",
+                server);
+    if (ca_pem) {
+        _cleanup_free_ char *enc = ks_base64((const unsigned char *)ca_pem, strlen(ca_pem));
+        sbuf_printf(&b, "    certificate-authority-data: %s\n", enc);
+    }
+    sbuf_puts(&b, "users:\n- name: kubesim\n  user:");
+    if (token)
+        sbuf_printf(&b, "\n    token: %s\n", token);
+    else
+        sbuf_puts(&b, " {}\n");
+    sbuf_puts(&b, "contexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n"
+                  "    user: kubesim\n    namespace: default\ncurrent-context: kubesim\n"
+                  "preferences: {}\n");
+    int r = file_write_atomic(path, b.data, b.len, 0600, e);
+    sbuf_free(&b);
+    return r;
+}
+
+static json_t *default_node_template(void)
+{
+    return json_pack(
+        "{s:s,s:s,s:{s:s,s:{s:s,s:s}},s:{s:{s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s,s:s},"
+        "s:[{s:s,s:s,s:s,s:s}],s:{s:s,s:s,s:s,s:s,s:s,s:s}}}",
+        "apiVersion", "v1", "kind", "Node", "metadata", "name", "node", "labels",
+        "kubernetes.io/os", "linux", "kubernetes.io/arch", "amd64", "status", "capacity", "cpu",
+        "8", "memory", "32Gi", "pods", "110", "ephemeral-storage", "100Gi", "allocatable", "cpu",
+        "8", "memory", "32Gi", "pods", "110", "ephemeral-storage", "100Gi", "conditions", "type",
+        "Ready", "status", "True", "reason", "KubeletReady", "message",
+        "kubelet is posting ready status", "nodeInfo", "kubeletVersion", "v1.32.0",
+        "containerRuntimeVersion", "containerd://1.7.24", "osImage", "Ubuntu 22.04.4 LTS",
+        "kernelVersion", "5.15.0-105-generic", "operatingSystem", "linux", "architecture",
+        "amd64");
+}
+
+static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct err *e)
+{
+    _cleanup_json_ json_t *tmpl = NULL;
+    if (tmpl_path) {
+        if (yaml_load_file(tmpl_path, &tmpl, e) < 0)
+            return err_prefix(e, "--node-template");
+        if (!json_is_object(tmpl))
+            return err_set(e, -EINVAL, "--node-template \"%s\": expected a Node object",
+                           tmpl_path);
+        if (!json_object_get(tmpl, "apiVersion"))
+            json_object_set_new(tmpl, "apiVersion", json_string("v1"));
+        if (!json_object_get(tmpl, "kind"))
+            json_object_set_new(tmpl, "kind", json_string("Node"));
+        if (!streq_ptr(jstr(tmpl, "kind"), "Node"))
+            return err_set(e, -EINVAL, "--node-template \"%s\": kind is %s, expected Node",
+                           tmpl_path, jstr(tmpl, "kind") ?: "?");
+    } else {
+        tmpl = default_node_template();
+    }
+    const char *base = jstr(tmpl, "metadata.name");
+    if (!base || !base[0])
+        base = "node";
+    _cleanup_free_ char *prefix = xstrdup(base);
+    for (unsigned i = 0; i < n; i++) {
+        json_t *node = json_deep_copy(tmpl);
+        char name[300];
+        snprintf(name, sizeof(name), "%s-%05u", prefix, i);
+        json_t *meta = jensure(node, "metadata");
+        json_object_set_new(meta, "name", json_string(name));
+        json_object_set_new(jensure(meta, "labels"), "kubernetes.io/hostname", json_string(name));
+        char ip[32];
+        snprintf(ip, sizeof(ip), "10.%u.%u.%u", 1 + i / 65536, (i / 256) % 256, i % 256);
+        json_object_set_new(jensure(node, "status"), "addresses",
+                            json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address", ip,
+                                      "type", "Hostname", "address", name));
+        int r = ksim_create_object(ks, node, e);
+        json_decref(node);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int load_file(struct ksim *ks, const char *path, struct err *e)
+{
+    _cleanup_json_ json_t *docs = NULL;
+    if (yaml_load_file_all(path, &docs, e) < 0)
+        return err_prefix(e, "--load");
+    size_t i;
+    json_t *d;
+    json_array_foreach(docs, i, d)
+    {
+        if (json_is_null(d) || (json_is_object(d) && json_object_size(d) == 0))
+            continue;
+        json_t *items = json_object_get(d, "items");
+        if (json_is_object(d) && str_has_suffix(jstr(d, "kind") ?: "", "List") &&
+            json_is_array(items)) {
+            size_t j;
+            json_t *it;
+            json_array_foreach(items, j, it)
+            {
+                if (ksim_create_object(ks, it, e) < 0)
+                    return err_prefix(e, "--load \"%s\": document %zu item %zu", path, i + 1, j);
+            }
+            continue;
+        }
+        if (!json_is_object(d))
+            return err_set(e, -EINVAL, "--load \"%s\": document %zu: expected an object", path,
+                           i + 1);
+        if (ksim_create_object(ks, d, e) < 0)
+            return err_prefix(e, "--load \"%s\": document %zu", path, i + 1);
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kubesim [options]\n"
+            "  --listen ADDR          address to serve on (default 127.0.0.1:0, a free port)\n"
+            "  --kubeconfig-out FILE  write a kubeconfig for clients and kubectl\n"
+            "  --load FILE.yaml       create the objects of a multi-document file (repeatable)\n"
+            "  --nodes N              create N nodes (from --node-template or a default)\n"
+            "  --node-template FILE   a Node object; names become <name>-00000...\n"
+            "  --tls                  serve HTTPS with a generated CA (in the kubeconfig)\n"
+            "  --token TOKEN          require 'Authorization: Bearer TOKEN'\n"
+            "  --watch-retention DUR  how long watch events are kept (default 5m)\n"
+            "  --pod-ready-delay DUR  scheduled pods turn Running+Ready after this (default 1s)\n"
+            "  --bookmark-interval DUR  watch bookmark period (default 1m)\n"
+            "  --max-body BYTES       request body limit (default 3145728)\n"
+            "  --allow-remote         allow a non-loopback --listen address\n"
+            "  --log-level LEVEL      debug|info|warn|error\n");
+}
+
+static int parse_listen(const char *s, struct sockaddr_in *sa, bool allow_remote, struct err *e)
+{
+    _cleanup_free_ char *host = xstrdup(s);
+    char *colon = strrchr(host, ':');
+    unsigned port = 0;
+    if (!colon || parse_uint(colon + 1, &port) < 0 || port > 65535)
+        return err_set(e, -EINVAL, "--listen \"%s\": expected HOST:PORT", s);
+    *colon = '\0';
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    const char *h = host[0] ? host : "127.0.0.1";
+    if (streq(h, "localhost"))
+        h = "127.0.0.1";
+    if (inet_pton(AF_INET, h, &sa->sin_addr) != 1)
+        return err_set(e, -EINVAL, "--listen \"%s\": not an IPv4 address", s);
+    if (!allow_remote && (ntohl(sa->sin_addr.s_addr) >> 24) != 127)
+        return err_set(e, -EINVAL,
+                       "--listen \"%s\": not a loopback address (use --allow-remote)", s);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        O_LISTEN = 256, O_KCFG, O_LOAD, O_NODES, O_TMPL, O_TLS, O_TOKEN, O_RET, O_READY, O_BM,
+        O_MAXB, O_REMOTE, O_LOGL, O_HELP
+    };
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, O_LISTEN},
+        {"kubeconfig-out", required_argument, NULL, O_KCFG},
+        {"load", required_argument, NULL, O_LOAD},
+        {"nodes", required_argument, NULL, O_NODES},
+        {"node-template", required_argument, NULL, O_TMPL},
+        {"tls", no_argument, NULL, O_TLS},
+        {"token", required_argument, NULL, O_TOKEN},
+        {"watch-retention", required_argument, NULL, O_RET},
+        {"pod-ready-delay", required_argument, NULL, O_READY},
+        {"bookmark-interval", required_argument, NULL, O_BM},
+        {"max-body", required_argument, NULL, O_MAXB},
+        {"allow-remote", no_argument, NULL, O_REMOTE},
+        {"log-level", required_argument, NULL, O_LOGL},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct ksim_opts ko;
+    ksim_opts_default(&ko);
+    const char *listen_addr = "127.0.0.1:0", *kcfg = NULL, *tmpl = NULL, *token = NULL;
+    const char *loads[64];
+    size_t nloads = 0;
+    unsigned nodes = 0;
+    bool tls = false, remote = false;
+    struct err e = {0};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        uint64_t v = 0;
+        switch (c) {
+        case O_LISTEN:
+            listen_addr = optarg;
+            break;
+        case O_KCFG:
+            kcfg = optarg;
+            break;
+        case O_LOAD:
+            if (nloads == ARRAY_SIZE(loads)) {
+                fprintf(stderr, "kubesim: too many --load files (max %zu)\n", ARRAY_SIZE(loads));
+                return 2;
+            }
+            loads[nloads++] = optarg;
+            break;
+        case O_NODES:
+            if (parse_uint(optarg, &nodes) < 0 || nodes > 100000) {
+                fprintf(stderr, "kubesim: --nodes \"%s\": expected 0..100000\n", optarg);
+                return 2;
+            }
+            break;
+        case O_TMPL:
+            tmpl = optarg;
+            break;
+        case O_TLS:
+            tls = true;
+            break;
+        case O_TOKEN:
+            token = optarg;
+            if (!token[0]) {
+                fprintf(stderr, "kubesim: --token: must not be empty\n");
+                return 2;
+            }
+            break;
+        case O_RET:
+        case O_READY:
+        case O_BM:
+            if (parse_duration_ms(optarg, &v) < 0) {
+                fprintf(stderr, "kubesim: %s \"%s\": expected a duration like 500ms, 30s, 5m\n",
+                        c == O_RET ? "--watch-retention" : c == O_READY ? "--pod-ready-delay"
+                                                                       : "--bookmark-interval",
+                        optarg);
+                return 2;
+            }
+            if (c == O_RET)
+                ko.watch_retention_ms = v;
+            else if (c == O_READY)
+                ko.pod_ready_delay_ms = v;
+            else
+                ko.bookmark_interval_ms = v ? v : 1;
+            break;
+        case O_MAXB:
+            if (parse_u64(optarg, &v) < 0 || v == 0 || v > (1u << 30)) {
+                fprintf(stderr, "kubesim: --max-body \"%s\": expected 1..1073741824\n", optarg);
+                return 2;
+            }
+            ko.max_body = (size_t)v;
+            break;
+        case O_REMOTE:
+            remote = true;
+            break;
+        case O_LOGL: {
+            enum log_level l;
+            if (log_parse_level(optarg, &l) < 0) {
+                fprintf(stderr, "kubesim: --log-level \"%s\": expected debug|info|warn|error\n",
+                        optarg);
+                return 2;
+            }
+            log_set_level(l);
+            break;
+        }
+        case O_HELP:
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kubesim: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    struct sockaddr_in sa;
+    if (parse_listen(listen_addr, &sa, remote, &e) < 0) {
+        fprintf(stderr, "kubesim: %s\n", err_msg(&e));
+        return 2;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
+    if (nodes && make_nodes(ks, nodes, tmpl, &e) < 0) {
+        fprintf(stderr, "kubesim: %s\n", err_msg(&e));
+        return 1;
+    }
+    for (size_t i = 0; i < nloads; i++) {
+        if (load_file(ks, loads[i], &e) < 0) {
+            fprintf(stderr, "kubesim: %s\n", err_msg(&e));
+            return 1;
+        }
+    }
+    ksim_reconcile(ks);
+
+    struct shell sh = {.ks = ks, .token = token, .max_body = ko.max_body};
+    pthread_mutex_init(&sh.mlock, NULL);
+    sh.counters = json_object();
+    _cleanup_(ks_tls_freep) struct ks_tls *cert = NULL;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            fprintf(stderr, "kubesim: --tls: this libmicrohttpd was built without TLS\n");
+            return 1;
+        }
+        if (ks_tls_generate(&cert, &e) < 0) {
+            fprintf(stderr, "kubesim: --tls: %s\n", err_msg(&e));
+            return 1;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    struct MHD_Daemon *d;
+    if (tls)
+        d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
+                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_HTTPS_MEM_KEY,
+                             cert->key_pem, MHD_OPTION_HTTPS_MEM_CERT, cert->cert_pem,
+                             MHD_OPTION_END);
+    else
+        d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
+                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "kubesim: listen on %s: cannot start the HTTP server\n", listen_addr);
+        return 1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    unsigned port = info ? info->port : ntohs(sa.sin_port);
+    char ipbuf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &sa.sin_addr, ipbuf, sizeof(ipbuf));
+    char server[128];
+    snprintf(server, sizeof(server), "%s://%s:%u", tls ? "https" : "http", ipbuf, port);
+    int rc = 0;
+    if (kcfg && write_kubeconfig(kcfg, server, cert ? cert->ca_pem : NULL, token, &e) < 0) {
+        fprintf(stderr, "kubesim: --kubeconfig-out: %s\n", err_msg(&e));
+        rc = 1;
+    } else {
+        printf("kubesim: serving %s\n", server);
+        fflush(stdout);
+        log_info(KS_COMPONENT, "serving", "address=%s nodes=%u tls=%s", server, nodes,
+                 tls ? "true" : "false");
+        pthread_t ctl;
+        pthread_create(&ctl, NULL, controller_main, &sh);
+        int sig = 0;
+        sigwait(&set, &sig);
+        log_info(KS_COMPONENT, "stopping", "signal=%d", sig);
+        pthread_mutex_lock(&sh.mlock);
+        sh.stop = true;
+        pthread_mutex_unlock(&sh.mlock);
+        ksim_shutdown(ks);
+        pthread_join(ctl, NULL);
+    }
+    ksim_shutdown(ks);
+    MHD_stop_daemon(d);
+    json_decref(sh.counters);
+    pthread_mutex_destroy(&sh.mlock);
+    return rc;
+}
