@@ -351,13 +351,13 @@ static void *informer_main(void *ud)
         }
         if (now_ms_mono() - started > 10000)
             failures = 0;
-        bool conn = r == -ECONNREFUSED || r == -ECONNRESET || r == -EHOSTUNREACH || r == -ETIMEDOUT;
-        log_warn("kube", "watch failed, reconnecting", "resource=%s error=\"%s\"", inf->r.plural,
+        log_warn("kube", "watch failed, re-listing", "resource=%s error=\"%s\"", inf->r.plural,
                  err_msg(&e));
-        /* A server that refused the watch itself (not the connection) may have lost our
-         * version (a restarted server): start over from a list. */
-        if (!conn)
-            need_list = true;
+        /* The stream broke or the watch was refused: the server may have restarted and lost
+         * our version (or be another replica), so a resumed watch could silently miss
+         * changes. Start over from a list, as after a 410. Streams that end normally (every
+         * few minutes) are resumed without one. */
+        need_list = true;
         if (nap(inf, kube_backoff_ms(failures++, 200, 30000, kube_random())))
             break;
     }

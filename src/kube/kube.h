@@ -239,9 +239,10 @@ struct kube_informer_opts {
 };
 
 /* The informer starts at once: a list (paginated), then one watch, from the list's
- * resourceVersion, with bookmarks; a dropped stream is resumed from the last version seen
- * (jittered backoff), and a 410 Gone is answered by a fresh list (changes turned into
- * add/update/delete calls). The client must outlive the informer. */
+ * resourceVersion, with bookmarks. A stream the server ends normally is resumed from the last
+ * version seen (bookmarks keep it fresh); after a 410 Gone, a broken connection or a refused
+ * watch it lists again, after a jittered backoff (the server may have restarted), and the
+ * differences become add/update/delete calls. The client must outlive the informer. */
 int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
                       const struct kube_informer_opts *o, struct kube_informer **ret,
                       struct err *e);

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Fuzzes the client's response parsing: the watch-stream parser (fed in chunks whose size the
+ * first byte picks), Status decoding, JSON bodies, and kubeconfig resolution of the same bytes
+ * read as YAML. */
+#include <stdint.h>
+#include <string.h>
+
+#include "kube-internal.h"
+#include "yamlcfg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
+{
+    size_t *n = ud;
+    (*n)++;
+    (void)kube_watch_type_name(t);
+    /* what the informer reads of every event */
+    json_t *meta = json_object_get(obj, "metadata");
+    (void)json_string_value(json_object_get(meta, "name"));
+    (void)json_string_value(json_object_get(meta, "resourceVersion"));
+    const char *const keep[] = {"status.allocatable", "spec.taints", NULL};
+    json_decref(kube_project_fields(obj, keep));
+    return *n > 1000 ? 1 : 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    size_t chunk = (size_t)data[0] % 64 + 1;
+    const char *in = (const char *)data + 1;
+    size_t n = size - 1;
+
+    struct err e = {0};
+    size_t events = 0;
+    struct kube_watch_parser p;
+    kube_watch_parser_init(&p, 4096, on_event, &events);
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t take = n - off < chunk ? n - off : chunk;
+        if (kube_watch_parser_feed(&p, in + off, take, &e) != 0)
+            break;
+    }
+    kube_watch_parser_finish(&p, &e);
+    kube_watch_parser_free(&p);
+
+    kube_status_err(400 + (long)(data[0] % 200), in, n, "fuzz", &e);
+    json_t *v = NULL;
+    if (kube_json_parse(in, n, "fuzz", &v, &e) == 0)
+        json_decref(v);
+
+    json_t *doc = NULL;
+    if (yaml_parse_one(in, n, "fuzz", &doc, &e) == 0) {
+        struct kube_conn c = {0};
+        if (kube_conn_from_kubeconfig(doc, "/fuzz/kubeconfig", NULL, &c, &e) == 0)
+            kube_conn_clear(&c);
+        json_decref(doc);
+    }
+    return 0;
+}

@@ -1,0 +1,801 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The client against kubesim (build/kubesim): verbs, 409 retry, pagination, 410, rate limiting
+ * seen through kubesim's /metrics, TLS with token authentication (and a wrong CA), watches
+ * resuming across a kubesim restart, an informer converging after churn, eviction against a
+ * PodDisruptionBudget, leader election. Skips (77) when kubesim is not built. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kube-internal.h"
+#include "kube-peer.h"
+
+static char kubesim[512];
+static char tmpdir[256];
+
+struct sim {
+    struct peer p;
+    int port;
+    char kc[512];
+    struct kube_client *c;
+};
+
+/* Starts kubesim on port (0: a free one) with extra args; a client on its kubeconfig. */
+static void sim_start(struct sim *s, int port, const char *const *extra,
+                      const struct kube_options *opt)
+{
+    static int seq;
+    s->port = port ? port : free_port();
+    snprintf(s->kc, sizeof(s->kc), "%s/kc-%d.yaml", tmpdir, seq++);
+    unlink(s->kc);
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", s->port);
+    char *argv[32] = {kubesim, "--listen",    listen, "--kubeconfig-out",
+                      s->kc,   "--log-level", "warn"};
+    int n = 7;
+    for (size_t i = 0; extra && extra[i] && n < 30; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    assert_int_equal(peer_start(argv, false, &s->p), 0);
+    if (!wait_file(s->kc, 10000))
+        fail_msg("kubesim wrote no kubeconfig");
+    struct kube_options o = opt ? *opt : (struct kube_options){0};
+    o.kubeconfig = s->kc;
+    if (!o.backoff_base_ms)
+        o.backoff_base_ms = 20;
+    if (!o.backoff_max_ms)
+        o.backoff_max_ms = 500;
+    if (!o.qps)
+        o.qps = 2000;
+    if (!o.burst)
+        o.burst = 2000;
+    struct err e = {0};
+    if (kube_client_new(&o, &s->c, &e) < 0)
+        fail_msg("client: %s", e.msg);
+}
+
+static void sim_stop(struct sim *s)
+{
+    kube_client_free(s->c);
+    s->c = NULL;
+    peer_stop(&s->p);
+}
+
+/* kubesim_requests_total{verb,resource,code} from /metrics, or -1. */
+static long long metric(struct kube_client *c, const char *verb, const char *resource,
+                        const char *code)
+{
+    struct kube_req rq = {.method = "GET", .path = "/metrics"};
+    struct kube_resp resp = {0};
+    struct err e = {0};
+    if (kube_do(c, &rq, &resp, &e) < 0)
+        return -1;
+    char key[256];
+    snprintf(key, sizeof(key), "kubesim_requests_total{verb=\"%s\",resource=\"%s\",code=\"%s\"} ",
+             verb, resource, code);
+    const char *p = resp.body ? strstr(resp.body, key) : NULL;
+    long long v = p ? atoll(p + strlen(key)) : 0;
+    free(resp.body);
+    return v;
+}
+
+static json_t *configmap(const char *name, const char *label)
+{
+    return json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                     "metadata", "name", name, "labels", "app", label, "data", "k", "v0");
+}
+
+static const char *rv_of(json_t *o)
+{
+    return json_string_value(json_object_get(json_object_get(o, "metadata"), "resourceVersion"));
+}
+
+static void test_verbs(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "2", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    json_t *cm = configmap("cm1", "a"), *out = NULL;
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", cm, &out, &e), 0);
+    assert_non_null(rv_of(out));
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", cm, NULL, &e), -EEXIST);
+    assert_non_null(strstr(e.msg, "(409 AlreadyExists)"));
+    json_decref(cm);
+
+    /* a stale update is a conflict */
+    json_t *stale = json_deep_copy(out);
+    json_object_set_new(json_object_get(out, "data"), "k", json_string("v1"));
+    json_t *out2 = NULL;
+    assert_int_equal(kube_update(s.c, &KUBE_CONFIGMAPS, NULL, out, &out2, &e), 0);
+    json_object_set_new(json_object_get(stale, "data"), "k", json_string("stale"));
+    assert_int_equal(kube_update(s.c, &KUBE_CONFIGMAPS, NULL, stale, NULL, &e), KUBE_ECONFLICT);
+    assert_non_null(strstr(e.msg, "(409 Conflict)"));
+    json_decref(stale);
+    json_decref(out);
+    json_decref(out2);
+
+    /* the four patch types */
+    json_t *mp = json_pack("{s:{s:s}}", "data", "merge", "1");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &po, mp, NULL, &e), 0);
+    json_decref(mp);
+    json_t *sp = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "strategic", "yes");
+    po.type = KUBE_PATCH_STRATEGIC;
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &po, sp, NULL, &e), 0);
+    json_decref(sp);
+    json_t *jp = json_pack("[{s:s,s:s,s:s}]", "op", "add", "path", "/data/json", "value", "2");
+    po.type = KUBE_PATCH_JSON;
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &po, jp, NULL, &e), 0);
+    json_decref(jp);
+    json_t *ap =
+        json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                  "metadata", "name", "cm1", "namespace", "default", "data", "applied", "3");
+    po = (struct kube_patch_opts){
+        .type = KUBE_PATCH_APPLY, .field_manager = "gpuop-test", .force = true};
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &po, ap, NULL, &e), 0);
+    json_decref(ap);
+    json_t *got = NULL;
+    assert_int_equal(kube_get(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &got, &e), 0);
+    json_t *data = json_object_get(got, "data");
+    assert_string_equal(json_string_value(json_object_get(data, "merge")), "1");
+    assert_string_equal(json_string_value(json_object_get(data, "json")), "2");
+    assert_string_equal(json_string_value(json_object_get(data, "applied")), "3");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(got, "metadata"), "labels"), "strategic")),
+        "yes");
+
+    /* delete with a wrong uid precondition is refused, with the right one it goes */
+    struct kube_delete_opts d = {.precondition_uid = "not-the-uid",
+                                 .propagation = KUBE_PROPAGATION_BACKGROUND};
+    int r = kube_delete(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &d, &e);
+    assert_int_equal(r, KUBE_ECONFLICT);
+    d.precondition_uid =
+        json_string_value(json_object_get(json_object_get(got, "metadata"), "uid"));
+    assert_int_equal(kube_delete(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &d, &e), 0);
+    json_decref(got);
+    assert_int_equal(kube_get(s.c, &KUBE_CONFIGMAPS, "default", "cm1", &got, &e), -ENOENT);
+    assert_string_equal(e.msg, "configmaps \"cm1\" not found (404 NotFound)");
+    assert_int_equal(kube_delete(s.c, &KUBE_CONFIGMAPS, "default", "cm1", NULL, &e), -ENOENT);
+
+    /* the status subresource and an Event about the node */
+    json_t *node = NULL;
+    assert_int_equal(kube_get(s.c, &KUBE_NODES, NULL, "node-00000", &node, &e), 0);
+    json_object_set_new(json_object_get(json_object_get(node, "status"), "capacity"),
+                        "nvidia.com/gpu", json_string("8"));
+    json_t *node2 = NULL;
+    if (kube_update_status(s.c, &KUBE_NODES, NULL, node, &node2, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(node2, "status"), "capacity"), "nvidia.com/gpu")),
+        "8");
+    struct kube_event ev = {.involved = node2,
+                            .type = "Normal",
+                            .reason = "GPUsDiscovered",
+                            .message = "8 GPUs",
+                            .host = "node-00000"};
+    if (kube_event_create(s.c, &ev, &e) < 0)
+        fail_msg("%s", e.msg);
+    json_t *events = NULL;
+    struct kube_list_opts lo = {.field_selector = NULL};
+    assert_int_equal(kube_list(s.c, &KUBE_EVENTS, "default", &lo, &events, &e), 0);
+    json_t *ev0 = json_array_get(json_object_get(events, "items"), 0);
+    assert_string_equal(json_string_value(json_object_get(ev0, "reason")), "GPUsDiscovered");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(ev0, "involvedObject"), "name")),
+        "node-00000");
+    assert_int_equal(json_integer_value(json_object_get(ev0, "count")), 1);
+    json_decref(events);
+    json_decref(node);
+    json_decref(node2);
+
+    /* server-side validation comes back as the API's Status */
+    json_t *bad = configmap("Not_A_Valid_Name", "x");
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", bad, NULL, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "(422 Invalid)"));
+    json_decref(bad);
+    struct kube_list_opts badsel = {.label_selector = "a in (b"};
+    assert_int_equal(kube_list(s.c, &KUBE_PODS, NULL, &badsel, &events, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "(400 BadRequest)"));
+    sim_stop(&s);
+}
+
+struct sneaky {
+    struct kube_client *c;
+    int calls;
+};
+
+/* The first time, someone else writes between our read and our write. */
+static int mutate_with_race(json_t *obj, void *ud, struct err *e)
+{
+    struct sneaky *sn = ud;
+    sn->calls++;
+    if (sn->calls == 1) {
+        json_t *other = json_pack("{s:{s:s}}", "data", "other", "writer");
+        struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+        if (kube_patch(sn->c, &KUBE_CONFIGMAPS, "default", "race", &po, other, NULL, e) < 0)
+            return e->code;
+        json_decref(other);
+    }
+    json_object_set_new(json_object_get(obj, "data"), "mine", json_string("yes"));
+    return 0;
+}
+
+static void test_conflict_retry_and_pagination(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    sim_start(&s, 0, NULL, NULL);
+    struct err e = {0};
+    json_t *cm = configmap("race", "r");
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", cm, NULL, &e), 0);
+    json_decref(cm);
+    struct sneaky sn = {s.c, 0};
+    json_t *out = NULL;
+    if (kube_update_retry(s.c, &KUBE_CONFIGMAPS, "default", "race", false, mutate_with_race, &sn,
+                          &out, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(sn.calls, 2);
+    json_t *data = json_object_get(out, "data");
+    assert_string_equal(json_string_value(json_object_get(data, "other")), "writer");
+    assert_string_equal(json_string_value(json_object_get(data, "mine")), "yes");
+    json_decref(out);
+    assert_int_equal(metric(s.c, "update", "configmaps", "409"), 1);
+
+    for (int i = 0; i < 25; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "page-%02d", i);
+        json_t *c = configmap(n, i % 2 ? "odd" : "even");
+        assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", c, NULL, &e), 0);
+        json_decref(c);
+    }
+    long long before = metric(s.c, "list", "configmaps", "200");
+    json_t *all = NULL;
+    struct kube_list_opts lo = {.limit = 10};
+    assert_int_equal(kube_list(s.c, &KUBE_CONFIGMAPS, "default", &lo, &all, &e), 0);
+    assert_int_equal(json_array_size(json_object_get(all, "items")), 26);
+    json_decref(all);
+    assert_int_equal(metric(s.c, "list", "configmaps", "200") - before, 3);
+    lo.label_selector = "app=odd";
+    assert_int_equal(kube_list(s.c, &KUBE_CONFIGMAPS, "default", &lo, &all, &e), 0);
+    assert_int_equal(json_array_size(json_object_get(all, "items")), 12);
+    json_decref(all);
+    sim_stop(&s);
+}
+
+static int count_events(enum kube_watch_type t, json_t *obj, void *ud)
+{
+    (void)t;
+    (void)obj;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void test_watch_gone(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--watch-retention", "300ms", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    json_t *list = NULL;
+    assert_int_equal(kube_list(s.c, &KUBE_CONFIGMAPS, "default", NULL, &list, &e), 0);
+    _cleanup_free_ char *old = xstrdup(rv_of(list) ? rv_of(list) : "1");
+    json_decref(list);
+    for (int i = 0; i < 5; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "gone-%d", i);
+        json_t *c = configmap(n, "g");
+        assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", c, NULL, &e), 0);
+        json_decref(c);
+    }
+    usleep(1200 * 1000);
+    /* one more write after the retention window compacts the old ones away */
+    json_t *c = configmap("gone-late", "g");
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", c, NULL, &e), 0);
+    json_decref(c);
+    int n = 0;
+    struct kube_watch_opts wo = {.resource_version = old, .timeout_seconds = 2};
+    int r = kube_watch(s.c, &KUBE_CONFIGMAPS, "default", &wo, count_events, &n, &e);
+    if (r != KUBE_EGONE)
+        fail_msg("watch from an expired version: %d %s", r, e.msg);
+    assert_non_null(strstr(e.msg, "410"));
+    sim_stop(&s);
+}
+
+struct hammer {
+    struct kube_client *c;
+    volatile int *stop;
+    long n;
+};
+
+static void *hammer_main(void *ud)
+{
+    struct hammer *h = ud;
+    while (!*h->stop) {
+        json_t *v = NULL;
+        struct err e = {0};
+        if (kube_get(h->c, &KUBE_NODES, NULL, "node-00000", &v, &e) == 0)
+            h->n++;
+        json_decref(v);
+    }
+    return NULL;
+}
+
+static void test_rate_limit_metrics(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "1", NULL};
+    struct kube_options o = {.qps = 20, .burst = 5};
+    sim_start(&s, 0, args, &o);
+    long long before = metric(s.c, "get", "nodes", "200"); /* takes one token */
+    volatile int stop = 0;
+    struct hammer h[3];
+    pthread_t th[3];
+    uint64_t t0 = now_ms_mono();
+    for (int i = 0; i < 3; i++) {
+        h[i] = (struct hammer){s.c, &stop, 0};
+        pthread_create(&th[i], NULL, hammer_main, &h[i]);
+    }
+    usleep(1000 * 1000);
+    stop = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    double secs = (double)(now_ms_mono() - t0) / 1000.0;
+    long long served = metric(s.c, "get", "nodes", "200") - before;
+    long sent = h[0].n + h[1].n + h[2].n;
+    /* kubesim saw what the client sent, and no more than burst + qps * elapsed */
+    assert_int_equal(served, sent);
+    if (served > 5 + (long long)(20 * secs) + 3 || served < 15)
+        fail_msg("served %lld gets in %.2fs at 20 QPS burst 5", served, secs);
+    sim_stop(&s);
+}
+
+static void test_tls_token(void **state)
+{
+    (void)state;
+    struct sim a = {0}, b = {0};
+    const char *const args[] = {"--tls", "--token", "tls-sekret", "--nodes", "1", NULL};
+    sim_start(&a, 0, args, NULL);
+    sim_start(&b, 0, args, NULL);
+    assert_true(str_has_prefix(kube_client_server(a.c), "https://127.0.0.1:"));
+    struct err e = {0};
+    json_t *v = NULL;
+    if (kube_get(a.c, &KUBE_NODES, NULL, "node-00000", &v, &e) < 0)
+        fail_msg("TLS + token: %s", e.msg);
+    json_decref(v);
+
+    /* a's server with b's CA: verification fails, and is not retried into success */
+    struct err ig = {0};
+    json_t *kca = NULL, *kcb = NULL;
+    assert_int_equal(yaml_load_file(a.kc, &kca, &ig), 0);
+    assert_int_equal(yaml_load_file(b.kc, &kcb, &ig), 0);
+    json_t *ca_b = json_object_get(
+        json_object_get(json_array_get(json_object_get(kcb, "clusters"), 0), "cluster"),
+        "certificate-authority-data");
+    json_object_set(json_object_get(json_array_get(json_object_get(kca, "clusters"), 0), "cluster"),
+                    "certificate-authority-data", ca_b);
+    char wrong[512];
+    snprintf(wrong, sizeof(wrong), "%s/wrong-ca.json", tmpdir);
+    assert_int_equal(json_dump_file(kca, wrong, 0), 0);
+    struct kube_options o = {.kubeconfig = wrong, .max_retries = 1, .backoff_base_ms = 10};
+    struct kube_client *c = NULL;
+    assert_int_equal(kube_client_new(&o, &c, &e), 0);
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "node-00000", &v, &e), -EKEYREJECTED);
+    assert_null(strstr(e.msg, "tls-sekret"));
+    kube_client_free(c);
+
+    /* the right CA, a wrong token: 401 */
+    json_object_set(
+        json_object_get(json_array_get(json_object_get(kca, "clusters"), 0), "cluster"),
+        "certificate-authority-data",
+        json_object_get(
+            json_object_get(json_array_get(json_object_get(kcb, "clusters"), 0), "cluster"),
+            "certificate-authority-data"));
+    json_t *kca2 = NULL;
+    assert_int_equal(yaml_load_file(a.kc, &kca2, &ig), 0);
+    json_object_set_new(json_object_get(json_array_get(json_object_get(kca2, "users"), 0), "user"),
+                        "token", json_string("wrong-token"));
+    assert_int_equal(json_dump_file(kca2, wrong, 0), 0);
+    assert_int_equal(kube_client_new(&o, &c, &e), 0);
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "node-00000", &v, &e), -EACCES);
+    assert_non_null(strstr(e.msg, "401"));
+    assert_null(strstr(e.msg, "wrong-token"));
+    kube_client_free(c);
+    json_decref(kca);
+    json_decref(kca2);
+    json_decref(kcb);
+    sim_stop(&a);
+    sim_stop(&b);
+}
+
+/* The informer's store equals a fresh list (names and resourceVersions). */
+static bool store_matches(struct kube_client *c, struct kube_informer *inf, const char *ns,
+                          const char *sel)
+{
+    json_t *list = NULL;
+    struct err e = {0};
+    struct kube_list_opts lo = {.label_selector = sel};
+    if (kube_list(c, &KUBE_CONFIGMAPS, ns, &lo, &list, &e) < 0)
+        return false;
+    json_t *items = json_object_get(list, "items");
+    bool ok = json_array_size(items) == kube_informer_count(inf);
+    size_t i;
+    json_t *it;
+    json_array_foreach (items, i, it) {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+        json_t *mine = kube_informer_get(inf, ns, name);
+        if (!mine || !streq_ptr(rv_of(mine), rv_of(it)))
+            ok = false;
+        json_decref(mine);
+    }
+    json_decref(list);
+    return ok;
+}
+
+struct tally {
+    pthread_mutex_t lock;
+    long add, upd, del;
+};
+static void t_add(json_t *o, void *ud)
+{
+    (void)o;
+    struct tally *t = ud;
+    pthread_mutex_lock(&t->lock);
+    t->add++;
+    pthread_mutex_unlock(&t->lock);
+}
+static void t_upd(json_t *a, json_t *b, void *ud)
+{
+    (void)a;
+    (void)b;
+    struct tally *t = ud;
+    pthread_mutex_lock(&t->lock);
+    t->upd++;
+    pthread_mutex_unlock(&t->lock);
+}
+static void t_del(json_t *o, void *ud)
+{
+    (void)o;
+    struct tally *t = ud;
+    pthread_mutex_lock(&t->lock);
+    t->del++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+struct churn {
+    struct kube_client *c;
+    int id;
+};
+
+static void *churn_main(void *ud)
+{
+    struct churn *ch = ud;
+    struct err e = {0};
+    for (int i = 0; i < 60; i++) {
+        char n[48];
+        snprintf(n, sizeof(n), "churn-%d-%d", ch->id, i % 20);
+        json_t *cm = configmap(n, i % 3 ? "keep" : "other");
+        int r = kube_create(ch->c, &KUBE_CONFIGMAPS, "churn", cm, NULL, &e);
+        json_decref(cm);
+        if (r == -EEXIST) {
+            if (i % 4 == 0)
+                kube_delete(ch->c, &KUBE_CONFIGMAPS, "churn", n, NULL, &e);
+            else {
+                json_t *p = json_pack("{s:{s:i}}", "data", "i", i);
+                /* a merge patch with a non-string value is invalid for ConfigMaps; use a
+                 * string */
+                json_decref(p);
+                p = json_pack("{s:{s:s}}", "data", "i", n);
+                struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+                kube_patch(ch->c, &KUBE_CONFIGMAPS, "churn", n, &po, p, NULL, &e);
+                json_decref(p);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_informer_churn(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    sim_start(&s, 0, NULL, NULL);
+    struct err e = {0};
+    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                           "name", "churn");
+    kube_create(s.c, &KUBE_NAMESPACES, NULL, ns, NULL, &e);
+    json_decref(ns);
+    for (int i = 0; i < 10; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "pre-%d", i);
+        json_t *cm = configmap(n, "keep");
+        assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "churn", cm, NULL, &e), 0);
+        json_decref(cm);
+    }
+    struct tally t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    const char *const keep[] = {"data", NULL};
+    struct kube_informer_opts io = {.ns = "churn",
+                                    .page_size = 4,
+                                    .label_selector = "app=keep",
+                                    .keep_fields = keep,
+                                    .handlers = {t_add, t_upd, t_del, &t}};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(s.c, &KUBE_CONFIGMAPS, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    assert_int_equal(kube_informer_count(inf), 10);
+
+    pthread_t th[4];
+    struct churn ch[4];
+    for (int i = 0; i < 4; i++) {
+        ch[i] = (struct churn){s.c, i};
+        pthread_create(&th[i], NULL, churn_main, &ch[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    uint64_t deadline = now_ms_mono() + 10000;
+    while (!store_matches(s.c, inf, "churn", "app=keep") && now_ms_mono() < deadline)
+        usleep(50000);
+    assert_true(store_matches(s.c, inf, "churn", "app=keep"));
+    pthread_mutex_lock(&t.lock);
+    assert_int_equal(t.add - t.del, (long)kube_informer_count(inf));
+    assert_true(t.upd > 0);
+    pthread_mutex_unlock(&t.lock);
+    /* the projection kept data and identity, nothing else */
+    json_t *one = kube_informer_get(inf, "churn", "pre-0");
+    assert_non_null(one);
+    assert_non_null(json_object_get(one, "data"));
+    assert_null(json_object_get(json_object_get(one, "metadata"), "creationTimestamp"));
+    json_decref(one);
+    json_t *byl = kube_informer_list(inf, "churn", "app", "keep");
+    assert_int_equal(json_array_size(byl), kube_informer_count(inf));
+    json_decref(byl);
+    struct kube_informer_stats st;
+    kube_informer_stats(inf, &st);
+    assert_int_equal(st.lists, 1);
+    assert_int_equal(st.watches, 1); /* one watch, no polling */
+    assert_int_equal(metric(s.c, "watch", "configmaps", "200"), 1);
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
+static void test_informer_survives_restart(void **state)
+{
+    (void)state;
+    char load[512];
+    snprintf(load, sizeof(load), "%s/load.yaml", tmpdir);
+    write_text(load, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base, namespace: default}\n"
+                     "data: {a: b}\n");
+    struct sim s = {0};
+    const char *const args[] = {"--load", load, NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    struct kube_informer *inf = NULL;
+    struct kube_informer_opts io = {.ns = "default"};
+    assert_int_equal(kube_informer_new(s.c, &KUBE_CONFIGMAPS, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    json_t *cm = configmap("before", "x");
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", cm, NULL, &e), 0);
+    json_decref(cm);
+    uint64_t deadline = now_ms_mono() + 5000;
+    while (kube_informer_count(inf) < 2 && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_int_equal(kube_informer_count(inf), 2);
+
+    /* kubesim goes away and comes back on the same address, state reloaded from --load */
+    peer_stop(&s.p);
+    usleep(300 * 1000);
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", s.port);
+    char kc2[512];
+    snprintf(kc2, sizeof(kc2), "%s/kc-restart.yaml", tmpdir);
+    char *argv[] = {kubesim,       "--listen", listen, "--kubeconfig-out", kc2, "--load", load,
+                    "--log-level", "error",    NULL};
+    assert_int_equal(peer_start(argv, false, &s.p), 0);
+    assert_true(wait_file(kc2, 10000));
+    cm = configmap("after", "x");
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "default", cm, NULL, &e), 0);
+    json_decref(cm);
+    deadline = now_ms_mono() + 15000;
+    while (!store_matches(s.c, inf, "default", NULL) && now_ms_mono() < deadline)
+        usleep(50000);
+    assert_true(store_matches(s.c, inf, "default", NULL));
+    json_t *gone = kube_informer_get(inf, "default", "before"); /* lost with the restart */
+    assert_null(gone);
+    json_t *after = kube_informer_get(inf, "default", "after");
+    assert_non_null(after);
+    json_decref(after);
+    struct kube_informer_stats st;
+    kube_informer_stats(inf, &st);
+    assert_true(st.watches >= 2);
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
+static void test_eviction_pdb(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "1", "--pod-ready-delay", "50ms", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    json_t *pdb = json_pack("{s:s,s:s,s:{s:s},s:{s:i,s:{s:{s:s}}}}", "apiVersion", "policy/v1",
+                            "kind", "PodDisruptionBudget", "metadata", "name", "pdb", "spec",
+                            "minAvailable", 2, "selector", "matchLabels", "app", "gpu");
+    assert_int_equal(kube_create(s.c, &KUBE_PDBS, "default", pdb, NULL, &e), 0);
+    json_decref(pdb);
+    for (int i = 0; i < 2; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "p%d", i);
+        json_t *pod =
+            json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:s,s:[{s:s,s:s}]}}", "apiVersion", "v1", "kind",
+                      "Pod", "metadata", "name", n, "labels", "app", "gpu", "spec", "nodeName",
+                      "node-00000", "containers", "name", "c", "image", "busybox");
+        assert_int_equal(kube_create(s.c, &KUBE_PODS, "default", pod, NULL, &e), 0);
+        json_decref(pod);
+    }
+    /* wait for the disruption controller to count both pods healthy */
+    uint64_t deadline = now_ms_mono() + 4000;
+    json_int_t healthy = 0;
+    while (healthy < 2 && now_ms_mono() < deadline) {
+        json_t *p = NULL;
+        kube_get(s.c, &KUBE_PDBS, "default", "pdb", &p, &e);
+        healthy =
+            json_integer_value(json_object_get(json_object_get(p, "status"), "currentHealthy"));
+        json_decref(p);
+        if (healthy < 2)
+            usleep(50000);
+    }
+    if (healthy < 2) {
+        sim_stop(&s);
+        fprintf(stderr, "SKIP eviction: this kubesim computes no PodDisruptionBudget status\n");
+        skip();
+    }
+    /* minAvailable 2 of 2 pods: no disruption allowed, the eviction is refused at once */
+    long long before = metric(s.c, "create", "pods", "429");
+    int r = kube_evict(s.c, "default", "p0", NULL, &e);
+    assert_int_equal(r, KUBE_EBLOCKED);
+    assert_non_null(strstr(e.msg, "blocked by a PodDisruptionBudget"));
+    assert_non_null(strstr(e.msg, "(429 TooManyRequests)"));
+    long long after = metric(s.c, "create", "pods", "429");
+    if (after >= 0 && before >= 0 && after - before != 1)
+        fail_msg("a blocked eviction was retried: %lld 429s", after - before);
+    /* the budget is relaxed: once its status allows one disruption, the eviction goes */
+    json_t *relax = json_pack("{s:{s:i}}", "spec", "minAvailable", 1);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    assert_int_equal(kube_patch(s.c, &KUBE_PDBS, "default", "pdb", &po, relax, NULL, &e), 0);
+    json_decref(relax);
+    deadline = now_ms_mono() + 5000;
+    for (;;) {
+        json_t *p = NULL;
+        kube_get(s.c, &KUBE_PDBS, "default", "pdb", &p, &e);
+        json_int_t allowed =
+            json_integer_value(json_object_get(json_object_get(p, "status"), "disruptionsAllowed"));
+        json_decref(p);
+        if (allowed >= 1 || now_ms_mono() > deadline)
+            break;
+        usleep(50000);
+    }
+    if (kube_evict(s.c, "default", "p0", NULL, &e) < 0)
+        fail_msg("eviction once allowed: %s", e.msg);
+    json_t *gone = NULL;
+    deadline = now_ms_mono() + 5000;
+    while (kube_get(s.c, &KUBE_PODS, "default", "p0", &gone, &e) == 0 && now_ms_mono() < deadline) {
+        json_decref(gone);
+        gone = NULL;
+        usleep(50000);
+    }
+    assert_int_equal(e.code, -ENOENT);
+    sim_stop(&s);
+}
+
+struct lflag {
+    volatile int started, stopped;
+};
+static void l_started(void *ud)
+{
+    ((struct lflag *)ud)->started++;
+}
+static void l_stopped(void *ud)
+{
+    ((struct lflag *)ud)->stopped++;
+}
+
+static void test_leader_election(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    sim_start(&s, 0, NULL, NULL);
+    struct err e = {0};
+    struct lflag fa = {0}, fb = {0};
+    struct kube_leader_opts oa = {.ns = "default",
+                                  .name = "gpuop-leader",
+                                  .identity = "a",
+                                  .lease_ms = 1500,
+                                  .renew_ms = 1000,
+                                  .retry_ms = 100,
+                                  .on_started = l_started,
+                                  .on_stopped = l_stopped,
+                                  .userdata = &fa};
+    struct kube_leader_opts ob = oa;
+    ob.identity = "b";
+    ob.userdata = &fb;
+    struct kube_leader *a = NULL, *b = NULL;
+    assert_int_equal(kube_leader_new(s.c, &oa, &a, &e), 0);
+    uint64_t deadline = now_ms_mono() + 3000;
+    while (!kube_leader_is_leader(a) && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_true(kube_leader_is_leader(a));
+    assert_int_equal(kube_leader_new(s.c, &ob, &b, &e), 0);
+    usleep(600 * 1000);
+    assert_true(kube_leader_is_leader(a));
+    assert_false(kube_leader_is_leader(b));
+    _cleanup_free_ char *h = kube_leader_holder(b);
+    assert_string_equal(h, "a");
+    /* a steps down and releases: b takes over well before a lease duration */
+    uint64_t t0 = now_ms_mono();
+    kube_leader_free(a);
+    assert_int_equal(fa.started, 1);
+    assert_int_equal(fa.stopped, 1);
+    deadline = now_ms_mono() + 3000;
+    while (!kube_leader_is_leader(b) && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_true(kube_leader_is_leader(b));
+    assert_true(now_ms_mono() - t0 < 1400);
+    json_t *lease = NULL;
+    assert_int_equal(kube_get(s.c, &KUBE_LEASES, "default", "gpuop-leader", &lease, &e), 0);
+    json_t *spec = json_object_get(lease, "spec");
+    assert_string_equal(json_string_value(json_object_get(spec, "holderIdentity")), "b");
+    assert_int_equal(json_integer_value(json_object_get(spec, "leaseTransitions")), 0);
+    json_decref(lease);
+    kube_leader_free(b);
+    assert_int_equal(fb.started, 1);
+    assert_int_equal(fb.stopped, 1);
+    sim_stop(&s);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *b = getenv("GPUOP_BUILD_ROOT");
+    snprintf(kubesim, sizeof(kubesim), "%s/kubesim", b ? b : "build");
+    if (access(kubesim, X_OK) != 0) {
+        fprintf(stderr, "SKIP: %s is not built\n", kubesim);
+        exit(77);
+    }
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/kube-sim-XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    unsetenv("KUBECONFIG");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verbs),
+        cmocka_unit_test(test_conflict_retry_and_pagination),
+        cmocka_unit_test(test_watch_gone),
+        cmocka_unit_test(test_rate_limit_metrics),
+        cmocka_unit_test(test_tls_token),
+        cmocka_unit_test(test_informer_churn),
+        cmocka_unit_test(test_informer_survives_restart),
+        cmocka_unit_test(test_eviction_pdb),
+        cmocka_unit_test(test_leader_election),
+    };
+    int r = cmocka_run_group_tests(tests, setup, NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return r;
+}
