@@ -193,7 +193,8 @@ bool dp_health_event_is_critical(const struct dp_health_policy *hp, const struct
 /* Marks the devices the event hits Unhealthy (the GPU and its replicas, or the MIG devices of
  * the GPU / GI / CI). Returns the number of devices whose health changed. */
 size_t dp_health_apply(struct dp_plan *p, const struct gpu_event *ev, uint64_t now_ms);
-/* Marks every device of GPU `gpu` (plan index) lost: Unhealthy for good. */
+/* Marks every device of GPU `gpu` (plan index) lost: Unhealthy for good. Returns the number of
+ * devices newly marked lost. */
 size_t dp_health_mark_lost(struct dp_plan *p, unsigned gpu);
 /* Returns devices to Healthy after recovery_ms without errors (0: never). Lost ones stay. */
 size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);

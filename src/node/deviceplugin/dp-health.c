@@ -124,7 +124,7 @@ size_t dp_health_mark_lost(struct dp_plan *p, unsigned gpu)
             struct dp_device *d = &p->resources[i].devices[j];
             if (d->gpu != gpu)
                 continue;
-            if (d->healthy)
+            if (d->healthy || !d->lost)
                 changed++;
             d->healthy = false;
             d->lost = true;

@@ -32,6 +32,7 @@
 #define DP_LOST_CHECK_MS   2000
 #define DP_EVENT_WAIT_MS   100
 #define DP_RECOVERY_DEF_MS (5 * 60 * 1000)
+#define DP_COALESCE_MS     50
 
 struct plugin;
 
@@ -770,7 +771,20 @@ int deviceplugin_main(int argc, char **argv)
         if (pfd[1].revents & POLLIN) {
             _Alignas(struct inotify_event) char buf[4096];
             ssize_t n;
-            while ((n = read(ifd, buf, sizeof(buf))) > 0) {
+            /* A restarting kubelet removes our sockets and creates kubelet.sock in quick
+             * succession: take the events of the next DP_COALESCE_MS too, restart once. */
+            uint64_t until = now_ms_mono() + DP_COALESCE_MS;
+            for (;;) {
+                n = read(ifd, buf, sizeof(buf));
+                if (n <= 0) {
+                    uint64_t now = now_ms_mono();
+                    if (!need_restart || now >= until)
+                        break;
+                    struct pollfd ip = {.fd = ifd, .events = POLLIN};
+                    if (poll(&ip, 1, (int)(until - now)) <= 0)
+                        break;
+                    continue;
+                }
                 for (char *q = buf; q < buf + n;) {
                     struct inotify_event *iev = (struct inotify_event *)q;
                     q += sizeof(*iev) + iev->len;
