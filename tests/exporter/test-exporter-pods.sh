@@ -3,20 +3,23 @@
 # UUID, shared GPUs by "<uuid>::n" replica IDs, MIG devices by MIG UUID (to parent + GPU
 # instance), NVIDIA_RESOURCE_NAMES, non-GPU resources ignored; scrapes make no kubelet call; the
 # map is refreshed on the collection clock; an unreachable kubelet is not fatal.
-# $1: build/gpuop  $2: simulated libnvidia-ml.so.1  $3: whole-GPU fleet  $4: MIG fleet
-# $5: proto root (proto/)
+# $1: build/gpuop  $2: simulated libnvidia-ml.so.1  $3: sim/fleets (dgx-h100.yaml for whole GPUs,
+# the first *mig*.yaml for MIG)  $4: proto root (proto/)
 set -u
 gpuop=$1
 . "$(dirname "$0")/lib.sh"
 [ -f "$2" ] || skip "simulated libnvidia-ml not built: $2"
-[ -f "$3" ] && [ -f "$4" ] || skip "fleets missing: $3 $4"
+whole_fleet=$3/dgx-h100.yaml
+mig_fleet=$(ls "$3"/*mig*.yaml 2>/dev/null | head -1)
+[ -f "$whole_fleet" ] && [ -n "$mig_fleet" ] || skip "fleets missing in $3"
+proto=$4
 /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / python3-grpc-tools missing"
 export GPUOP_NVML_LIBRARY=$2
 here=$(dirname "$0")
 sock=$tmp/kubelet.sock
 
 start_standin() {
-    /usr/bin/python3 "$here/podresources-standin.py" "$sock" "$5" "$tmp/pods.json" >"$tmp/standin.log" 2>&1 &
+    /usr/bin/python3 "$here/podresources-standin.py" "$sock" "$proto" "$tmp/pods.json" >"$tmp/standin.log" 2>&1 &
     extra_pids="$extra_pids $!"
     wait_for grep -q ready "$tmp/standin.log" || fail "stand-in did not start: $(cat "$tmp/standin.log")"
 }
@@ -80,10 +83,10 @@ PY
 inv() { GPUOP_SIM_FLEET=$1 "$gpuop" inventory --json --no-topology >"$tmp/inv.json" 2>"$tmp/inv.err" || fail "inventory: $(cat "$tmp/inv.err")"; }
 
 # 1. whole GPUs and replicas; long interval: scrapes must not call the kubelet.
-export GPUOP_SIM_FLEET=$3
-inv "$3"
+export GPUOP_SIM_FLEET=$whole_fleet
+inv "$whole_fleet"
 /usr/bin/python3 "$tmp/gen.py" "$tmp/inv.json" whole "$tmp" || fail "gen"
-start_standin "$@"
+start_standin
 NVIDIA_RESOURCE_NAMES=example.com/gpu start_exporter -k --pod-resources-socket "$sock" -c 1h
 scrape -o "$tmp/m" || fail "scrape"
 /usr/bin/python3 "$tmp/check.py" "$tmp/m" "$tmp/expect.txt" "$tmp/inv.json" || fail "whole-GPU attribution"
@@ -94,8 +97,8 @@ grep -q '^gpuop_exporter_pod_resources_up 1$' "$tmp/m" || fail "pod_resources_up
 stop_exporter
 
 # 2. MIG devices; the map follows the kubelet on the collection clock.
-export GPUOP_SIM_FLEET=$4
-inv "$4"
+export GPUOP_SIM_FLEET=$mig_fleet
+inv "$mig_fleet"
 /usr/bin/python3 "$tmp/gen.py" "$tmp/inv.json" mig "$tmp" || fail "gen mig"
 start_exporter -k --pod-resources-socket "$sock" -c 100ms
 scrape -o "$tmp/m" || fail "scrape"

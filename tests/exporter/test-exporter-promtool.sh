@@ -5,6 +5,8 @@
 # own naming, which gpuop keeps on purpose so dashboards keep working:
 #   - "<DCGM counter> counter metrics should have "_total" suffix": dcgm-exporter's counter
 #     names (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, DCGM_FI_DEV_PCIE_REPLAY_COUNTER, ...);
+#   - "DCGM_FI_DEV_PCIE_REPLAY_COUNTER metric name should not include type 'counter'":
+#     dcgm-exporter's name for the PCIe replay counter;
 #   - "<metric> label names should be written in 'snake_case' not 'camelCase'": dcgm-exporter's
 #     `modelName` label, which every GPU series (and gpuop_exporter_gpu_*) carries.
 # Anything else fails the test.
@@ -67,7 +69,7 @@ DCGM_FI_DRIVER_VERSION, label, Driver Version
 DCGM_FI_DEV_SERIAL, label, Device Serial Number
 CSV
 
-allowed='^(DCGM_[A-Z0-9_]+ counter metrics should have "_total" suffix|[A-Za-z0-9_]+ label names should be written in .snake_case. not .camelCase.)$'
+allowed='^(DCGM_[A-Z0-9_]+ counter metrics should have "_total" suffix|DCGM_FI_DEV_PCIE_REPLAY_COUNTER metric name should not include type .counter.|[A-Za-z0-9_]+ label names should be written in .snake_case. not .camelCase.)$'
 checked=0
 mig_seen=0
 for fleet in $fleets; do
