@@ -86,8 +86,7 @@ static void invalid(struct ksim_response *resp, struct ks_type *t, const char *n
     json_t *c;
     if (json_array_size(causes) > 1)
         sbuf_puts(&b, "[");
-    json_array_foreach(causes, i, c)
-    {
+    json_array_foreach (causes, i, c) {
         sbuf_printf(&b, "%s%s: %s", i ? ", " : "", jstr(c, "field"), jstr(c, "message"));
     }
     if (json_array_size(causes) > 1)
@@ -157,8 +156,8 @@ static const char msg_subdomain[] =
 
 static void validate_name(struct ks_type *t, const char *name, json_t *causes)
 {
-    bool label = !t->crd && !t->group[0] &&
-                 (streq(t->plural, "namespaces") || streq(t->plural, "services"));
+    bool label =
+        !t->crd && !t->group[0] && (streq(t->plural, "namespaces") || streq(t->plural, "services"));
     bool path_seg = !t->crd && streq(t->group, "rbac.authorization.k8s.io");
     if (path_seg) {
         if (!name[0] || streq(name, ".") || streq(name, "..") || strchr(name, '/') ||
@@ -176,8 +175,7 @@ static void validate_labels(json_t *obj, json_t *causes)
 {
     const char *k;
     json_t *v;
-    json_object_foreach(jpath(obj, "metadata.labels"), k, v)
-    {
+    json_object_foreach (jpath(obj, "metadata.labels"), k, v) {
         _cleanup_free_ char *sel = NULL;
         if (!json_is_string(v)) {
             add_cause(causes, "FieldValueInvalid", "metadata.labels",
@@ -237,8 +235,9 @@ static void validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_
         const char *kind = jstr(obj, "spec.names.kind");
         const char *scope = jstr(obj, "spec.scope");
         if (!g || !pl || !kind) {
-            add_cause(causes, "FieldValueRequired", "spec", "spec.group, spec.names.plural and "
-                                                            "spec.names.kind are required");
+            add_cause(causes, "FieldValueRequired", "spec",
+                      "spec.group, spec.names.plural and "
+                      "spec.names.kind are required");
             return;
         }
         _cleanup_free_ char *want = xasprintf("%s.%s", pl, g);
@@ -271,8 +270,9 @@ static void csv_from(char **dst, json_t *arr)
     sbuf_init(&b, 4096);
     size_t i;
     json_t *x;
-    json_array_foreach(arr, i, x) if (json_is_string(x))
-        sbuf_printf(&b, "%s%s", b.len ? "," : "", json_string_value(x));
+    json_array_foreach (arr, i, x)
+        if (json_is_string(x))
+            sbuf_printf(&b, "%s%s", b.len ? "," : "", json_string_value(x));
     free(*dst);
     *dst = xstrdup(b.data ? b.data : "");
     sbuf_free(&b);
@@ -297,8 +297,7 @@ static void crd_sync(struct ksim *ks, json_t *crd, bool serve)
         return;
     size_t i;
     json_t *v;
-    json_array_foreach(jpath(crd, "spec.versions"), i, v)
-    {
+    json_array_foreach (jpath(crd, "spec.versions"), i, v) {
         const char *ver = jstr(v, "name");
         if (!ver || json_is_false(json_object_get(v, "served")))
             continue;
@@ -362,8 +361,8 @@ static char *url_decode(const char *s, size_t n)
     char *r = xmalloc(n + 1);
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n &&
-            hexval(s[i + 1]) >= 0 && i + 2 < n && hexval(s[i + 2]) >= 0) {
+        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && i + 2 < n &&
+            hexval(s[i + 2]) >= 0) {
             r[j++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
             i += 2;
         } else if (s[i] == '+') {
@@ -559,17 +558,16 @@ static void defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
             json_object_set_new(spec, "serviceAccountName", json_string("default"));
         size_t i;
         json_t *c;
-        json_array_foreach(json_object_get(spec, "containers"), i, c)
-        {
+        json_array_foreach (json_object_get(spec, "containers"), i, c) {
             if (!json_is_object(c))
                 continue;
             const char *img = jstr(c, "image");
             if (!json_object_get(c, "imagePullPolicy"))
-                json_object_set_new(c, "imagePullPolicy",
-                                    json_string(img && (str_has_suffix(img, ":latest") ||
-                                                        !strchr(img, ':'))
-                                                    ? "Always"
-                                                    : "IfNotPresent"));
+                json_object_set_new(
+                    c, "imagePullPolicy",
+                    json_string(img && (str_has_suffix(img, ":latest") || !strchr(img, ':'))
+                                    ? "Always"
+                                    : "IfNotPresent"));
             if (!json_object_get(c, "terminationMessagePath"))
                 json_object_set_new(c, "terminationMessagePath",
                                     json_string("/dev/termination-log"));
@@ -624,8 +622,7 @@ static void defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
                                       "currentHealthy", 0, "desiredHealthy", 0, "expectedPods", 0));
     } else if (streq(t->group, "apiextensions.k8s.io")) {
         json_t *names = json_deep_copy(jpath(obj, "spec.names"));
-        if (json_is_object(names) && !json_object_get(names, "singular") &&
-            jstr(names, "kind")) {
+        if (json_is_object(names) && !json_object_get(names, "singular") && jstr(names, "kind")) {
             char *s = lower_dup(jstr(names, "kind"));
             json_object_set_new(names, "singular", json_string(s));
             free(s);
@@ -637,8 +634,9 @@ static void defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
         json_t *stored = json_array();
         size_t i;
         json_t *v;
-        json_array_foreach(jpath(obj, "spec.versions"), i, v) if (json_is_true(
-            json_object_get(v, "storage"))) json_array_append(stored, json_object_get(v, "name"));
+        json_array_foreach (jpath(obj, "spec.versions"), i, v)
+            if (json_is_true(json_object_get(v, "storage")))
+                json_array_append(stored, json_object_get(v, "name"));
         json_object_set_new(
             obj, "status",
             json_pack("{s:[{s:s,s:s,s:s,s:s,s:s},{s:s,s:s,s:s,s:s,s:s}],s:o,s:o}", "conditions",
@@ -780,6 +778,13 @@ static void do_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t
 int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e)
 {
     pthread_mutex_lock(&ks->lock);
+    int r = ks_create_locked(ks, obj, e);
+    pthread_mutex_unlock(&ks->lock);
+    return r;
+}
+
+int ks_create_locked(struct ksim *ks, json_t *obj, struct err *e)
+{
     const char *av = json_string_value(json_object_get(obj, "apiVersion"));
     const char *kind = json_string_value(json_object_get(obj, "kind"));
     struct ks_type *t = ks_type_by_kind(ks, av, kind);
@@ -809,7 +814,6 @@ int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e)
     }
     ksim_response_free(&resp);
 out:
-    pthread_mutex_unlock(&ks->lock);
     return r;
 }
 
@@ -829,8 +833,8 @@ static bool spec_changed(json_t *a, json_t *b)
 }
 
 /* Applies an update: obj (stolen) replaces old under the subresource's rules. */
-static void do_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj,
-                      const char *sub, bool dry, struct ksim_response *resp)
+static void do_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub,
+                      bool dry, struct ksim_response *resp)
 {
     _cleanup_json_ json_t *res = NULL;
     _cleanup_free_ char *gv = ks_type_gv(t);
@@ -865,9 +869,14 @@ static void do_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *o
     json_object_set_new(res, "kind", json_string(t->kind));
     json_t *meta = jensure(res, "metadata");
     json_t *om = json_object_get(old, "metadata");
-    const char *keep[] = {"name",      "namespace",         "uid",
-                          "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                          "generation", "resourceVersion"};
+    const char *keep[] = {"name",
+                          "namespace",
+                          "uid",
+                          "creationTimestamp",
+                          "deletionTimestamp",
+                          "deletionGracePeriodSeconds",
+                          "generation",
+                          "resourceVersion"};
     for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
         json_t *v = json_object_get(om, keep[i]);
         if (v)
@@ -927,8 +936,9 @@ static bool has_finalizer(json_t *obj, const char *f)
 {
     size_t i;
     json_t *x;
-    json_array_foreach(jpath(obj, "metadata.finalizers"), i, x) if (
-        streq_ptr(json_string_value(x), f)) return true;
+    json_array_foreach (jpath(obj, "metadata.finalizers"), i, x)
+        if (streq_ptr(json_string_value(x), f))
+            return true;
     return false;
 }
 
@@ -965,16 +975,16 @@ void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *
         json_array_append_new(f, json_string(add));
     }
     if (t->has_generation)
-        json_object_set_new(meta, "generation",
-                            json_integer(json_integer_value(json_object_get(meta, "generation")) +
-                                         1));
+        json_object_set_new(
+            meta, "generation",
+            json_integer(json_integer_value(json_object_get(meta, "generation")) + 1));
     if (is_ns)
         json_object_set_new(jensure(n, "status"), "phase", json_string("Terminating"));
     ks_commit(ks, t, n, KS_MODIFIED, obj);
 }
 
-static void do_delete(struct ksim *ks, struct ks_type *t, json_t *obj, const struct ksim_request *req,
-                      json_t *q, struct ksim_response *resp)
+static void do_delete(struct ksim *ks, struct ks_type *t, json_t *obj,
+                      const struct ksim_request *req, json_t *q, struct ksim_response *resp)
 {
     _cleanup_json_ json_t *opts = NULL;
     if (req->body && req->body_len) {
@@ -1002,9 +1012,9 @@ static void do_delete(struct ksim *ks, struct ks_type *t, json_t *obj, const str
     const char *puid = jstr(opts, "preconditions.uid");
     const char *prv = jstr(opts, "preconditions.resourceVersion");
     if (puid && !streq_ptr(puid, jstr(obj, "metadata.uid"))) {
-        _cleanup_free_ char *m = xasprintf(
-            "Precondition failed: UID in precondition: %s, UID in object meta: %s", puid,
-            jstr(obj, "metadata.uid") ?: "");
+        _cleanup_free_ char *m =
+            xasprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", puid,
+                      jstr(obj, "metadata.uid") ?: "");
         ks_status(resp, 409, "Conflict", m, details(t, ks_obj_name(obj)));
         return;
     }
@@ -1068,7 +1078,8 @@ static json_t *collect(struct ks_type *t, const char *ns, const struct ksim_sele
     const char **keys = xcalloc(n ? n : 1, sizeof(char *));
     const char *key;
     json_t *v;
-    json_object_foreach(t->objs, key, v) keys[k++] = key;
+    json_object_foreach (t->objs, key, v)
+        keys[k++] = key;
     qsort(keys, k, sizeof(char *), cmp_str);
     json_t *items = json_array();
     size_t remaining = 0;
@@ -1141,7 +1152,7 @@ static void do_list(struct ksim *ks, struct ks_type *t, const char *ns, json_t *
         if (streq_ptr(qget(q, "includeObject"), "Object")) {
             size_t i;
             json_t *row;
-            json_array_foreach(json_object_get(tab, "rows"), i, row)
+            json_array_foreach (json_object_get(tab, "rows"), i, row)
                 json_object_set(row, "object", json_array_get(items, i));
         }
         json_object_set(tab, "metadata", meta);
@@ -1153,8 +1164,8 @@ static void do_list(struct ksim *ks, struct ks_type *t, const char *ns, json_t *
     _cleanup_free_ char *gv = ks_type_gv(t);
     _cleanup_free_ char *lk = xasprintf("%sList", t->kind);
     ks_json_response(resp, 200,
-                     json_pack("{s:s,s:s,s:o,s:o}", "kind", lk, "apiVersion", gv, "metadata",
-                               meta, "items", items));
+                     json_pack("{s:s,s:s,s:o,s:o}", "kind", lk, "apiVersion", gv, "metadata", meta,
+                               "items", items));
 }
 
 static void start_watch(struct ksim *ks, struct ks_type *t, const char *ns, json_t *q,
@@ -1269,9 +1280,9 @@ static void emit_expired(struct ksim *ks, struct ksim_watch *w, struct sbuf *out
 {
     _cleanup_free_ char *m = xasprintf("too old resource version: %" PRIu64 " (%" PRIu64 ")",
                                        w->expired_rv, ks->compacted_rv + 1);
-    json_t *st = json_pack("{s:s,s:s,s:{},s:s,s:s,s:s,s:i}", "kind", "Status", "apiVersion", "v1",
-                           "metadata", "status", "Failure", "message", m, "reason", "Expired",
-                           "code", 410);
+    json_t *st =
+        json_pack("{s:s,s:s,s:{},s:s,s:s,s:s,s:i}", "kind", "Status", "apiVersion", "v1",
+                  "metadata", "status", "Failure", "message", m, "reason", "Expired", "code", 410);
     bool table = w->table;
     w->table = false;
     emit(ks, w, out, "ERROR", st);
@@ -1314,7 +1325,8 @@ int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uin
         if (w->initial) {
             size_t i;
             json_t *o;
-            json_array_foreach(w->initial, i, o) emit(ks, w, out, "ADDED", o);
+            json_array_foreach (w->initial, i, o)
+                emit(ks, w, out, "ADDED", o);
             json_decref(w->initial);
             w->initial = NULL;
             if (w->initial_end_bookmark)
@@ -1396,16 +1408,15 @@ void ksim_metrics(struct ksim *ks, struct sbuf *out)
 /* ---- patch and apply ---------------------------------------------------------------------- */
 
 json_t *ks_fieldset(json_t *v, const char *field);
-bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs,
-                    json_t **ret, struct err *e);
+bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs, json_t **ret,
+                    struct err *e);
 
 static json_t *other_managers_fs(json_t *obj, const char *manager)
 {
     json_t *all = json_object();
     size_t i;
     json_t *mf;
-    json_array_foreach(jpath(obj, "metadata.managedFields"), i, mf)
-    {
+    json_array_foreach (jpath(obj, "metadata.managedFields"), i, mf) {
         if (streq_ptr(jstr(mf, "manager"), manager) && streq_ptr(jstr(mf, "operation"), "Apply"))
             continue;
         json_t *fs = json_object_get(mf, "fieldsV1");
@@ -1453,9 +1464,9 @@ static void do_apply(struct ksim *ks, struct ks_type *t, const char *ns, const c
     json_t *fs = ks_fieldset(cfg, NULL);
     char now[40];
     ks_now_str(ks, now, sizeof(now));
-    json_t *entry = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "manager", mgr, "operation", "Apply",
-                              "apiVersion", gv, "time", now, "fieldsType", "FieldsV1", "fieldsV1",
-                              fs);
+    json_t *entry =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "manager", mgr, "operation", "Apply", "apiVersion",
+                  gv, "time", now, "fieldsType", "FieldsV1", "fieldsV1", fs);
     if (!old) {
         json_t *obj = json_deep_copy(cfg);
         json_object_set_new(jensure(obj, "metadata"), "managedFields", json_pack("[o]", entry));
@@ -1466,9 +1477,9 @@ static void do_apply(struct ksim *ks, struct ks_type *t, const char *ns, const c
     json_t *mfs = jpath(old, "metadata.managedFields");
     size_t i;
     json_t *mf;
-    json_array_foreach(mfs, i, mf) if (streq_ptr(jstr(mf, "manager"), mgr) &&
-                                       streq_ptr(jstr(mf, "operation"), "Apply")) prev_fs =
-        json_object_get(mf, "fieldsV1");
+    json_array_foreach (mfs, i, mf)
+        if (streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply"))
+            prev_fs = json_object_get(mf, "fieldsV1");
     _cleanup_json_ json_t *others = other_managers_fs(old, mgr);
     json_t *live = json_deep_copy(old);
     json_object_del(json_object_get(live, "metadata"), "managedFields");
@@ -1485,8 +1496,7 @@ static void do_apply(struct ksim *ks, struct ks_type *t, const char *ns, const c
     /* managedFields: replace this manager's Apply entry; keep the time when nothing changed */
     json_t *newmf = json_array();
     bool same_fs = false;
-    json_array_foreach(mfs, i, mf)
-    {
+    json_array_foreach (mfs, i, mf) {
         if (streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply")) {
             same_fs = json_equal(json_object_get(mf, "fieldsV1"), fs);
             continue;
@@ -1827,8 +1837,7 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
             free(keys);
             size_t k;
             json_t *o;
-            json_array_foreach(items, k, o)
-            {
+            json_array_foreach (items, k, o) {
                 if (!dry_run(q))
                     ks_delete_obj(ks, t, o, qget(q, "propagationPolicy"));
             }
@@ -1839,8 +1848,11 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
                                        "metadata", "items", items));
             goto out;
         }
-        set_verb(resp, streq(m, "PUT") ? "update" : streq(m, "PATCH") ? "patch" : "unknown", t,
-                 NULL);
+        set_verb(resp,
+                 streq(m, "PUT")     ? "update"
+                 : streq(m, "PATCH") ? "patch"
+                                     : "unknown",
+                 t, NULL);
         ks_status(resp, 405, "MethodNotAllowed",
                   "the server does not allow this method on the requested resource", NULL);
         goto out;
@@ -1852,9 +1864,9 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
             goto out;
         const char *bn = jstr(obj, "metadata.name");
         if (!bn || !streq(bn, name)) {
-            _cleanup_free_ char *msg = xasprintf(
-                "the name of the object (%s) does not match the name on the URL (%s)",
-                bn ? bn : "", name);
+            _cleanup_free_ char *msg =
+                xasprintf("the name of the object (%s) does not match the name on the URL (%s)",
+                          bn ? bn : "", name);
             bad_request(resp, msg);
             json_decref(obj);
             goto out;

@@ -9,8 +9,8 @@
 
 const char *ks_merge_key(const char *field, json_t *sample);
 json_t *ks_fieldset(json_t *v, const char *field);
-bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs,
-                    json_t **ret, struct err *e);
+bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs, json_t **ret,
+                    struct err *e);
 
 static char *item_key(json_t *item, const char *mk)
 {
@@ -28,8 +28,7 @@ json_t *ks_fieldset(json_t *v, const char *field)
     if (json_is_object(v)) {
         const char *k;
         json_t *x;
-        json_object_foreach(v, k, x)
-        {
+        json_object_foreach (v, k, x) {
             if (!field && (streq(k, "apiVersion") || streq(k, "kind")))
                 continue;
             _cleanup_free_ char *fk = xasprintf("f:%s", k);
@@ -42,8 +41,7 @@ json_t *ks_fieldset(json_t *v, const char *field)
             return fs;
         size_t i;
         json_t *x;
-        json_array_foreach(v, i, x)
-        {
+        json_array_foreach (v, i, x) {
             if (!json_is_object(x) || !json_object_get(x, mk))
                 continue;
             _cleanup_free_ char *ik = item_key(x, mk);
@@ -61,8 +59,7 @@ static void prune_list(json_t *arr, json_t *prev, json_t *now, json_t *others)
 {
     const char *k;
     json_t *pv;
-    json_object_foreach(prev, k, pv)
-    {
+    json_object_foreach (prev, k, pv) {
         if (!str_has_prefix(k, "k:"))
             continue;
         json_t *key = json_loads(k + 2, 0, NULL);
@@ -75,8 +72,9 @@ static void prune_list(json_t *arr, json_t *prev, json_t *now, json_t *others)
             bool match = true;
             const char *kk;
             json_t *kv;
-            json_object_foreach(key, kk, kv) if (!json_equal(json_object_get(item, kk), kv)) match =
-                false;
+            json_object_foreach (key, kk, kv)
+                if (!json_equal(json_object_get(item, kk), kv))
+                    match = false;
             if (!match)
                 continue;
             json_t *nv = json_object_get(now, k);
@@ -97,8 +95,7 @@ static void prune(json_t *obj, json_t *prev, json_t *now, json_t *others)
         return;
     const char *k;
     json_t *pv;
-    json_object_foreach(prev, k, pv)
-    {
+    json_object_foreach (prev, k, pv) {
         if (!str_has_prefix(k, "f:"))
             continue;
         const char *name = k + 2;
@@ -118,8 +115,8 @@ static void prune(json_t *obj, json_t *prev, json_t *now, json_t *others)
     }
 }
 
-bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs,
-                    json_t **ret, struct err *e)
+bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs, json_t **ret,
+                    struct err *e)
 {
     json_t *merged = NULL;
     if (ksim_strategic_merge_patch(live, config, &merged, e) < 0)

@@ -41,7 +41,8 @@ void ks_types_init(struct ksim *ks)
         bool ns, status, gen;
         const char *shorts, *cats, *sub;
     } builtin[] = {
-        {"", "v1", "namespaces", "namespace", "Namespace", false, true, false, "ns", "", "finalize"},
+        {"", "v1", "namespaces", "namespace", "Namespace", false, true, false, "ns", "",
+         "finalize"},
         {"", "v1", "nodes", "node", "Node", false, true, false, "no", "", ""},
         {"", "v1", "pods", "pod", "Pod", true, true, false, "po", "all", "eviction,binding"},
         {"", "v1", "configmaps", "configmap", "ConfigMap", true, false, false, "cm", "", ""},
@@ -54,10 +55,12 @@ void ks_types_init(struct ksim *ks)
         {"apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, true, "ds", "all", ""},
         {"apps", "v1", "deployments", "deployment", "Deployment", true, true, true, "deploy", "all",
          ""},
-        {"apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, true, "rs", "all", ""},
+        {"apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, true, "rs", "all",
+         ""},
         {"apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true,
          false, false, "", "", ""},
-        {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, false, false, "", "", ""},
+        {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, false, false, "", "",
+         ""},
         {"rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false,
          false, false, "", "", ""},
         {"rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true,
@@ -159,10 +162,10 @@ static json_t *resource_list(struct ksim *ks, const char *group, const char *ver
     for (struct ks_type *t = ks->types; t; t = t->next) {
         if (!t->served || !streq(t->group, group) || !streq(t->version, version))
             continue;
-        json_t *r = json_pack("{s:s,s:s,s:b,s:s,s:[ssssssss]}", "name", t->plural,
-                              "singularName", t->singular, "namespaced", t->namespaced, "kind",
-                              t->kind, "verbs", "create", "delete", "deletecollection", "get",
-                              "list", "patch", "update", "watch");
+        json_t *r =
+            json_pack("{s:s,s:s,s:b,s:s,s:[ssssssss]}", "name", t->plural, "singularName",
+                      t->singular, "namespaced", t->namespaced, "kind", t->kind, "verbs", "create",
+                      "delete", "deletecollection", "get", "list", "patch", "update", "watch");
         if (t->short_names[0])
             json_object_set_new(r, "shortNames", csv_array(t->short_names));
         if (t->categories[0])
@@ -170,20 +173,19 @@ static json_t *resource_list(struct ksim *ks, const char *group, const char *ver
         json_array_append_new(res, r);
         _cleanup_free_ char *stname = xasprintf("%s/status", t->plural);
         if (t->has_status)
-            json_array_append_new(res, json_pack("{s:s,s:s,s:b,s:s,s:[sss]}", "name", stname,
-                                                 "singularName", "", "namespaced", t->namespaced,
-                                                 "kind", t->kind, "verbs", "get", "patch",
-                                                 "update"));
+            json_array_append_new(res,
+                                  json_pack("{s:s,s:s,s:b,s:s,s:[sss]}", "name", stname,
+                                            "singularName", "", "namespaced", t->namespaced, "kind",
+                                            t->kind, "verbs", "get", "patch", "update"));
         json_t *subs = csv_array(t->extra_sub);
         size_t i;
         json_t *s;
-        json_array_foreach(subs, i, s)
-        {
+        json_array_foreach (subs, i, s) {
             const char *sn = json_string_value(s);
             _cleanup_free_ char *subname = xasprintf("%s/%s", t->plural, sn);
-            json_t *r2 = json_pack("{s:s,s:s,s:b,s:s,s:[s]}", "name", subname,
-                                   "singularName", "", "namespaced", t->namespaced, "kind",
-                                   streq(sn, "eviction") ? "Eviction"
+            json_t *r2 = json_pack("{s:s,s:s,s:b,s:s,s:[s]}", "name", subname, "singularName", "",
+                                   "namespaced", t->namespaced, "kind",
+                                   streq(sn, "eviction")  ? "Eviction"
                                    : streq(sn, "binding") ? "Binding"
                                                           : t->kind,
                                    "verbs", streq(sn, "finalize") ? "update" : "create");
@@ -261,11 +263,13 @@ bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_r
             json_t *found = NULL;
             size_t i;
             json_t *g;
-            json_array_foreach(groups, i, g) if (streq(jstr(g, "name"), t->group)) found = g;
+            json_array_foreach (groups, i, g)
+                if (streq(jstr(g, "name"), t->group))
+                    found = g;
             if (found) {
-                json_array_append_new(json_object_get(found, "versions"),
-                                      json_pack("{s:s,s:s}", "groupVersion", gv, "version",
-                                                t->version));
+                json_array_append_new(
+                    json_object_get(found, "versions"),
+                    json_pack("{s:s,s:s}", "groupVersion", gv, "version", t->version));
             } else {
                 json_array_append_new(groups, group_entry(t->group, t->version));
             }
@@ -379,9 +383,9 @@ static json_t *node_status(json_t *node)
     const char *ready = "Unknown";
     size_t i;
     json_t *c;
-    json_array_foreach(jpath(node, "status.conditions"), i, c) if (
-        streq_ptr(jstr(c, "type"), "Ready")) ready =
-        streq_ptr(jstr(c, "status"), "True") ? "Ready" : "NotReady";
+    json_array_foreach (jpath(node, "status.conditions"), i, c)
+        if (streq_ptr(jstr(c, "type"), "Ready"))
+            ready = streq_ptr(jstr(c, "status"), "True") ? "Ready" : "NotReady";
     char buf[64];
     snprintf(buf, sizeof(buf), "%s%s", ready,
              json_is_true(jpath(node, "spec.unschedulable")) ? ",SchedulingDisabled" : "");
@@ -394,8 +398,7 @@ static json_t *node_roles(json_t *node)
     sbuf_init(&b, 4096);
     const char *k;
     json_t *v;
-    json_object_foreach(jpath(node, "metadata.labels"), k, v)
-    {
+    json_object_foreach (jpath(node, "metadata.labels"), k, v) {
         if (str_has_prefix(k, "node-role.kubernetes.io/") && k[24])
             sbuf_printf(&b, "%s%s", b.len ? "," : "", k + 24);
     }
@@ -408,8 +411,9 @@ static json_t *pod_ready_cell(json_t *pod)
 {
     size_t total = json_array_size(jpath(pod, "spec.containers")), ready = 0, i;
     json_t *c;
-    json_array_foreach(jpath(pod, "status.containerStatuses"), i, c) if (json_is_true(
-        json_object_get(c, "ready"))) ready++;
+    json_array_foreach (jpath(pod, "status.containerStatuses"), i, c)
+        if (json_is_true(json_object_get(c, "ready")))
+            ready++;
     char buf[32];
     snprintf(buf, sizeof(buf), "%zu/%zu", ready, total);
     return json_string(buf);
@@ -428,7 +432,7 @@ static json_t *node_selector_cell(json_t *ds)
     sbuf_init(&b, 4096);
     const char *k;
     json_t *v;
-    json_object_foreach(jpath(ds, "spec.template.spec.nodeSelector"), k, v)
+    json_object_foreach (jpath(ds, "spec.template.spec.nodeSelector"), k, v)
         sbuf_printf(&b, "%s%s=%s", b.len ? "," : "", k, json_string_value(v) ?: "");
     json_t *r = json_string(b.len ? b.data : "<none>");
     sbuf_free(&b);
@@ -496,8 +500,7 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
     } else if (t->printer_columns) {
         size_t i;
         json_t *pc;
-        json_array_foreach(t->printer_columns, i, pc)
-        {
+        json_array_foreach (t->printer_columns, i, pc) {
             json_t *p = json_object_get(pc, "priority");
             C(jstr(pc, "name") ?: "", jstr(pc, "type") ?: "string",
               json_is_integer(p) ? (int)json_integer_value(p) : 0);
@@ -510,8 +513,7 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
     json_t *rows = json_array();
     size_t i;
     json_t *o;
-    json_array_foreach(items, i, o)
-    {
+    json_array_foreach (items, i, o) {
         json_t *cells = json_array();
 #define A(v) json_array_append_new(cells, v)
         A(json_string(ks_obj_name(o)));
@@ -565,7 +567,7 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
         } else if (t->printer_columns) {
             size_t j;
             json_t *pc;
-            json_array_foreach(t->printer_columns, j, pc)
+            json_array_foreach (t->printer_columns, j, pc)
                 A(jsonpath_cell(o, jstr(pc, "jsonPath")));
             A(age_cell(ks, o));
         } else {

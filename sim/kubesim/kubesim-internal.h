@@ -29,7 +29,7 @@ struct ks_type {
     bool has_generation; /* metadata.generation tracks spec changes */
     bool served;
     bool crd;
-    char *extra_sub; /* extra subresources, comma-separated ("eviction,binding") */
+    char *extra_sub;         /* extra subresources, comma-separated ("eviction,binding") */
     json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
     json_t *objs;            /* "ns/name" or "name" -> object */
     struct ks_type *next;
@@ -53,7 +53,7 @@ struct ksim_selector {
         int op; /* KS_OP_* */
         size_t nvals;
         char **vals;
-    } *reqs;
+    } * reqs;
     bool is_field;
 };
 enum { KS_OP_EQ, KS_OP_NEQ, KS_OP_IN, KS_OP_NOTIN, KS_OP_EXISTS, KS_OP_NOTEXISTS };
@@ -63,9 +63,9 @@ struct ksim_watch {
     char *ns; /* NULL: all namespaces */
     struct ksim_selector *lsel;
     struct ksim_selector *fsel;
-    uint64_t cursor;     /* last rv delivered */
-    json_t *initial;     /* objects still to send as ADDED (resourceVersion "" or "0") */
-    uint64_t deadline;   /* wall ms; 0 = none */
+    uint64_t cursor;   /* last rv delivered */
+    json_t *initial;   /* objects still to send as ADDED (resourceVersion "" or "0") */
+    uint64_t deadline; /* wall ms; 0 = none */
     bool bookmarks;
     bool table;
     uint64_t last_bookmark;
@@ -83,8 +83,8 @@ struct ksim {
     uint64_t compacted_rv; /* watches from below this get 410 */
     struct ks_event *ev;
     size_t ev_head, ev_len, ev_cap; /* events ev[ev_head..ev_len) */
-    json_t *uids; /* uid -> [type pointer as int, key] of every live object */
-    bool dirty;   /* something changed since the last reconcile */
+    json_t *uids;                   /* uid -> [type pointer as int, key] of every live object */
+    bool dirty;                     /* something changed since the last reconcile */
     bool shutdown;
     uint64_t watches_active;
     uint64_t watch_events_total;
@@ -141,6 +141,7 @@ bool ks_controllers(struct ksim *ks);
 int ks_evict(struct ksim *ks, json_t *pod, struct ksim_response *resp);
 bool ks_pod_ready(json_t *pod);
 void ks_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub);
+int ks_create_locked(struct ksim *ks, json_t *obj, struct err *e);
 char *ks_base64(const unsigned char *d, size_t n);
 
 /* Small JSON helpers */

@@ -25,8 +25,8 @@ struct ksim_opts {
     uint64_t watch_retention_ms; /* events older than this are compacted (410 below them) */
     uint64_t pod_ready_delay_ms; /* scheduled pods turn Running+Ready after this */
     uint64_t bookmark_interval_ms;
-    size_t max_body;    /* request bodies above this are 413 */
-    size_t max_events;  /* hard cap on the retained event log */
+    size_t max_body;   /* request bodies above this are 413 */
+    size_t max_events; /* hard cap on the retained event log */
     /* Clock (wall, ms since the epoch); NULL uses the real one. Tests inject their own. */
     uint64_t (*now_ms)(void *ctx);
     void *clock_ctx;

@@ -46,8 +46,7 @@ static void count_request(struct shell *sh, const char *verb, const char *resour
              resource[0] ? resource : "unknown", code);
     pthread_mutex_lock(&sh->mlock);
     json_t *c = json_object_get(sh->counters, key);
-    json_object_set_new(sh->counters, key,
-                        json_integer(c ? json_integer_value(c) + 1 : 1));
+    json_object_set_new(sh->counters, key, json_integer(c ? json_integer_value(c) + 1 : 1));
     pthread_mutex_unlock(&sh->mlock);
 }
 
@@ -58,8 +57,7 @@ static void metrics_text(struct shell *sh, struct sbuf *out)
     pthread_mutex_lock(&sh->mlock);
     const char *k;
     json_t *v;
-    json_object_foreach(sh->counters, k, v)
-    {
+    json_object_foreach (sh->counters, k, v) {
         char verb[64], res[128];
         int code = 0;
         const char *a = strchr(k, '\x1f');
@@ -211,9 +209,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (ci)
             s->fd = ci->connect_fd;
         sbuf_init(&s->buf, 64u << 20);
-        struct MHD_Response *r =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s,
-                                              stream_free);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                   stream_read, s, stream_free);
         MHD_add_response_header(r, "Content-Type", "application/json");
         MHD_add_response_header(r, "Cache-Control", "no-cache, private");
         enum MHD_Result ret = MHD_queue_response(c, 200, r);
@@ -259,8 +256,9 @@ static int write_kubeconfig(const char *path, const char *server, const char *ca
 {
     struct sbuf b;
     sbuf_init(&b, 1u << 20);
-    sbuf_printf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
-                    "    server: %s\n",
+    sbuf_printf(&b,
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
+                "    server: %s\n",
                 server);
     if (ca_pem) {
         _cleanup_free_ char *enc = ks_base64((const unsigned char *)ca_pem, strlen(ca_pem));
@@ -281,18 +279,17 @@ static int write_kubeconfig(const char *path, const char *server, const char *ca
 
 static json_t *default_node_template(void)
 {
-    return json_pack(
-        "{s:s,s:s,s:{s:s,s:{s:s,s:s}},s:{s:{s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s,s:s},"
-        "s:[{s:s,s:s,s:s,s:s}],s:{s:s,s:s,s:s,s:s,s:s,s:s}}}",
-        "apiVersion", "v1", "kind", "Node", "metadata", "name", "node", "labels",
-        "kubernetes.io/os", "linux", "kubernetes.io/arch", "amd64", "status", "capacity", "cpu",
-        "8", "memory", "32Gi", "pods", "110", "ephemeral-storage", "100Gi", "allocatable", "cpu",
-        "8", "memory", "32Gi", "pods", "110", "ephemeral-storage", "100Gi", "conditions", "type",
-        "Ready", "status", "True", "reason", "KubeletReady", "message",
-        "kubelet is posting ready status", "nodeInfo", "kubeletVersion", "v1.32.0",
-        "containerRuntimeVersion", "containerd://1.7.24", "osImage", "Ubuntu 22.04.4 LTS",
-        "kernelVersion", "5.15.0-105-generic", "operatingSystem", "linux", "architecture",
-        "amd64");
+    return json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s}},s:{s:{s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s,s:s},"
+                     "s:[{s:s,s:s,s:s,s:s}],s:{s:s,s:s,s:s,s:s,s:s,s:s}}}",
+                     "apiVersion", "v1", "kind", "Node", "metadata", "name", "node", "labels",
+                     "kubernetes.io/os", "linux", "kubernetes.io/arch", "amd64", "status",
+                     "capacity", "cpu", "8", "memory", "32Gi", "pods", "110", "ephemeral-storage",
+                     "100Gi", "allocatable", "cpu", "8", "memory", "32Gi", "pods", "110",
+                     "ephemeral-storage", "100Gi", "conditions", "type", "Ready", "status", "True",
+                     "reason", "KubeletReady", "message", "kubelet is posting ready status",
+                     "nodeInfo", "kubeletVersion", "v1.32.0", "containerRuntimeVersion",
+                     "containerd://1.7.24", "osImage", "Ubuntu 22.04.4 LTS", "kernelVersion",
+                     "5.15.0-105-generic", "operatingSystem", "linux", "architecture", "amd64");
 }
 
 static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct err *e)
@@ -302,8 +299,7 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
         if (yaml_load_file(tmpl_path, &tmpl, e) < 0)
             return err_prefix(e, "--node-template");
         if (!json_is_object(tmpl))
-            return err_set(e, -EINVAL, "--node-template \"%s\": expected a Node object",
-                           tmpl_path);
+            return err_set(e, -EINVAL, "--node-template \"%s\": expected a Node object", tmpl_path);
         if (!json_object_get(tmpl, "apiVersion"))
             json_object_set_new(tmpl, "apiVersion", json_string("v1"));
         if (!json_object_get(tmpl, "kind"))
@@ -345,8 +341,7 @@ static int load_file(struct ksim *ks, const char *path, struct err *e)
         return err_prefix(e, "--load");
     size_t i;
     json_t *d;
-    json_array_foreach(docs, i, d)
-    {
+    json_array_foreach (docs, i, d) {
         if (json_is_null(d) || (json_is_object(d) && json_object_size(d) == 0))
             continue;
         json_t *items = json_object_get(d, "items");
@@ -354,8 +349,7 @@ static int load_file(struct ksim *ks, const char *path, struct err *e)
             json_is_array(items)) {
             size_t j;
             json_t *it;
-            json_array_foreach(items, j, it)
-            {
+            json_array_foreach (items, j, it) {
                 if (ksim_create_object(ks, it, e) < 0)
                     return err_prefix(e, "--load \"%s\": document %zu item %zu", path, i + 1, j);
             }
@@ -406,16 +400,28 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, bool allow_remote
     if (inet_pton(AF_INET, h, &sa->sin_addr) != 1)
         return err_set(e, -EINVAL, "--listen \"%s\": not an IPv4 address", s);
     if (!allow_remote && (ntohl(sa->sin_addr.s_addr) >> 24) != 127)
-        return err_set(e, -EINVAL,
-                       "--listen \"%s\": not a loopback address (use --allow-remote)", s);
+        return err_set(e, -EINVAL, "--listen \"%s\": not a loopback address (use --allow-remote)",
+                       s);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     enum {
-        O_LISTEN = 256, O_KCFG, O_LOAD, O_NODES, O_TMPL, O_TLS, O_TOKEN, O_RET, O_READY, O_BM,
-        O_MAXB, O_REMOTE, O_LOGL, O_HELP
+        O_LISTEN = 256,
+        O_KCFG,
+        O_LOAD,
+        O_NODES,
+        O_TMPL,
+        O_TLS,
+        O_TOKEN,
+        O_RET,
+        O_READY,
+        O_BM,
+        O_MAXB,
+        O_REMOTE,
+        O_LOGL,
+        O_HELP
     };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, O_LISTEN},
@@ -483,8 +489,9 @@ int main(int argc, char **argv)
         case O_BM:
             if (parse_duration_ms(optarg, &v) < 0) {
                 fprintf(stderr, "kubesim: %s \"%s\": expected a duration like 500ms, 30s, 5m\n",
-                        c == O_RET ? "--watch-retention" : c == O_READY ? "--pod-ready-delay"
-                                                                       : "--bookmark-interval",
+                        c == O_RET     ? "--watch-retention"
+                        : c == O_READY ? "--pod-ready-delay"
+                                       : "--bookmark-interval",
                         optarg);
                 return 2;
             }

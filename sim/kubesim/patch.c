@@ -12,8 +12,7 @@ json_t *ksim_merge_patch(json_t *target, json_t *patch)
     json_t *res = json_is_object(target) ? json_deep_copy(target) : json_object();
     const char *k;
     json_t *v;
-    json_object_foreach(patch, k, v)
-    {
+    json_object_foreach (patch, k, v) {
         if (json_is_null(v)) {
             json_object_del(res, k);
             continue;
@@ -172,13 +171,13 @@ static int pointer_put(json_t **doc, const char *ptr, json_t *v, bool replace, s
 int ksim_json_patch(json_t *target, json_t *ops, json_t **ret, struct err *e)
 {
     if (!json_is_array(ops))
-        return err_set(e, -EINVAL, "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
+        return err_set(e, -EINVAL,
+                       "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
                        json_is_object(ops) ? "object" : "value");
     json_t *doc = json_deep_copy(target);
     size_t i;
     json_t *op;
-    json_array_foreach(ops, i, op)
-    {
+    json_array_foreach (ops, i, op) {
         const char *name = json_string_value(json_object_get(op, "op"));
         const char *path = json_string_value(json_object_get(op, "path"));
         const char *from = json_string_value(json_object_get(op, "from"));
@@ -229,9 +228,9 @@ int ksim_json_patch(json_t *target, json_t *ops, json_t **ret, struct err *e)
 const char *ks_merge_key(const char *field, json_t *sample);
 const char *ks_merge_key(const char *field, json_t *sample)
 {
-    static const char *const by_name[] = {"containers", "initContainers", "ephemeralContainers",
-                                          "volumes", "env", "imagePullSecrets", "resourceClaims",
-                                          "schedulingGates", NULL};
+    static const char *const by_name[] = {
+        "containers",       "initContainers", "ephemeralContainers", "volumes", "env",
+        "imagePullSecrets", "resourceClaims", "schedulingGates",     NULL};
     for (size_t i = 0; by_name[i]; i++)
         if (streq(field, by_name[i]))
             return "name";
@@ -268,8 +267,7 @@ static json_t *smp_strip(json_t *v)
         json_t *o = json_object();
         const char *k;
         json_t *x;
-        json_object_foreach(v, k, x)
-        {
+        json_object_foreach (v, k, x) {
             if (k[0] == '$')
                 continue;
             json_object_set_new(o, k, smp_strip(x));
@@ -280,8 +278,7 @@ static json_t *smp_strip(json_t *v)
         json_t *a = json_array();
         size_t i;
         json_t *x;
-        json_array_foreach(v, i, x)
-        {
+        json_array_foreach (v, i, x) {
             if (json_is_object(x) && json_object_get(x, "$patch"))
                 continue;
             json_array_append_new(a, smp_strip(x));
@@ -297,8 +294,7 @@ static json_t *smp_list(const char *field, json_t *orig, json_t *patch, struct e
 {
     size_t i;
     json_t *x;
-    json_array_foreach(patch, i, x)
-    {
+    json_array_foreach (patch, i, x) {
         const char *d = json_string_value(json_object_get(x, "$patch"));
         if (d && streq(d, "replace"))
             return smp_strip(patch);
@@ -310,12 +306,13 @@ static json_t *smp_list(const char *field, json_t *orig, json_t *patch, struct e
     if (!mk) {
         if (smp_primitive_merge(field) && orig) {
             json_t *res = json_deep_copy(orig);
-            json_array_foreach(patch, i, x)
-            {
+            json_array_foreach (patch, i, x) {
                 bool have = false;
                 size_t j;
                 json_t *y;
-                json_array_foreach(res, j, y) if (json_equal(x, y)) have = true;
+                json_array_foreach (res, j, y)
+                    if (json_equal(x, y))
+                        have = true;
                 if (!have)
                     json_array_append(res, x);
             }
@@ -324,8 +321,7 @@ static json_t *smp_list(const char *field, json_t *orig, json_t *patch, struct e
         return smp_strip(patch);
     }
     json_t *res = orig ? json_deep_copy(orig) : json_array();
-    json_array_foreach(patch, i, x)
-    {
+    json_array_foreach (patch, i, x) {
         if (!json_is_object(x)) {
             json_array_append(res, x);
             continue;
@@ -342,8 +338,7 @@ static json_t *smp_list(const char *field, json_t *orig, json_t *patch, struct e
         ssize_t found = -1;
         size_t j;
         json_t *y;
-        json_array_foreach(res, j, y)
-        {
+        json_array_foreach (res, j, y) {
             if (json_equal(json_object_get(y, mk), key)) {
                 found = (ssize_t)j;
                 break;
@@ -383,11 +378,9 @@ static void smp_set_order(json_t *list, json_t *order, const char *field)
     json_t *used = json_array();
     size_t i, j;
     json_t *o, *x;
-    json_array_foreach(order, i, o)
-    {
+    json_array_foreach (order, i, o) {
         json_t *want = mk ? json_object_get(o, mk) : o;
-        json_array_foreach(list, j, x)
-        {
+        json_array_foreach (list, j, x) {
             json_t *have = mk ? json_object_get(x, mk) : x;
             if (want && have && json_equal(want, have) && !json_is_true(json_array_get(used, j))) {
                 json_array_append(out, x);
@@ -398,8 +391,9 @@ static void smp_set_order(json_t *list, json_t *order, const char *field)
             }
         }
     }
-    json_array_foreach(list, j, x) if (!json_is_true(json_array_get(used, j)))
-        json_array_append(out, x);
+    json_array_foreach (list, j, x)
+        if (!json_is_true(json_array_get(used, j)))
+            json_array_append(out, x);
     json_array_clear(list);
     json_array_extend(list, out);
     json_decref(out);
@@ -421,8 +415,7 @@ static json_t *smp_map(json_t *orig, json_t *patch, struct err *e, int *r)
     json_t *res = json_is_object(orig) ? json_deep_copy(orig) : json_object();
     const char *k;
     json_t *v;
-    json_object_foreach(patch, k, v)
-    {
+    json_object_foreach (patch, k, v) {
         if (k[0] == '$')
             continue;
         json_t *cur = json_object_get(res, k);
@@ -449,8 +442,7 @@ static json_t *smp_map(json_t *orig, json_t *patch, struct err *e, int *r)
             json_object_set(res, k, v);
         }
     }
-    json_object_foreach(patch, k, v)
-    {
+    json_object_foreach (patch, k, v) {
         if (str_has_prefix(k, "$deleteFromPrimitiveList/")) {
             const char *field = k + strlen("$deleteFromPrimitiveList/");
             json_t *list = json_object_get(res, field);
@@ -459,11 +451,11 @@ static json_t *smp_map(json_t *orig, json_t *patch, struct err *e, int *r)
             for (size_t i = json_array_size(list); i-- > 0;) {
                 size_t j;
                 json_t *y;
-                json_array_foreach(v, j, y) if (json_equal(json_array_get(list, i), y))
-                {
-                    json_array_remove(list, i);
-                    break;
-                }
+                json_array_foreach (v, j, y)
+                    if (json_equal(json_array_get(list, i), y)) {
+                        json_array_remove(list, i);
+                        break;
+                    }
             }
         } else if (str_has_prefix(k, "$setElementOrder/")) {
             const char *field = k + strlen("$setElementOrder/");
@@ -473,12 +465,13 @@ static json_t *smp_map(json_t *orig, json_t *patch, struct err *e, int *r)
     json_t *retain = json_object_get(patch, "$retainKeys");
     if (json_is_array(retain)) {
         void *tmp;
-        json_object_foreach_safe(res, tmp, k, v)
-        {
+        json_object_foreach_safe (res, tmp, k, v) {
             bool keep = false;
             size_t i;
             json_t *x;
-            json_array_foreach(retain, i, x) if (streq_ptr(json_string_value(x), k)) keep = true;
+            json_array_foreach (retain, i, x)
+                if (streq_ptr(json_string_value(x), k))
+                    keep = true;
             if (!keep)
                 json_object_del(res, k);
         }
@@ -489,7 +482,8 @@ static json_t *smp_map(json_t *orig, json_t *patch, struct err *e, int *r)
 int ksim_strategic_merge_patch(json_t *target, json_t *patch, json_t **ret, struct err *e)
 {
     if (!json_is_object(patch))
-        return err_set(e, -EINVAL, "json: cannot unmarshal into Go value of type map[string]interface {}");
+        return err_set(e, -EINVAL,
+                       "json: cannot unmarshal into Go value of type map[string]interface {}");
     int r = 0;
     json_t *res = smp_map(target, patch, e, &r);
     if (r < 0)

@@ -56,7 +56,8 @@ static bool label_key_valid(const char *k)
                 return false;
     }
     size_t n = strlen(name);
-    if (n == 0 || n > 63 || !isalnum((unsigned char)name[0]) || !isalnum((unsigned char)name[n - 1]))
+    if (n == 0 || n > 63 || !isalnum((unsigned char)name[0]) ||
+        !isalnum((unsigned char)name[n - 1]))
         return false;
     for (size_t i = 0; i < n; i++)
         if (!name_char(name[i]))
@@ -180,8 +181,7 @@ struct ksim_selector *ksim_label_selector_parse(const char *s, struct err *e)
                     p++;
                     break;
                 }
-                err_set(e, -EINVAL, "found '%s', expected: ',', or ')'",
-                        *p ? p : "end of string");
+                err_set(e, -EINVAL, "found '%s', expected: ',', or ')'", *p ? p : "end of string");
                 goto fail;
             }
         } else {
@@ -213,15 +213,13 @@ struct ksim_selector *ksim_label_selector_from_json(json_t *js, struct err *e)
         return sel;
     const char *k;
     json_t *v;
-    json_object_foreach(json_object_get(js, "matchLabels"), k, v)
-    {
+    json_object_foreach (json_object_get(js, "matchLabels"), k, v) {
         const char *s = json_string_value(v);
         req_add_val(sel_add(sel, k, strlen(k), KS_OP_EQ), s ? s : "", s ? strlen(s) : 0);
     }
     size_t i;
     json_t *x;
-    json_array_foreach(json_object_get(js, "matchExpressions"), i, x)
-    {
+    json_array_foreach (json_object_get(js, "matchExpressions"), i, x) {
         const char *key = json_string_value(json_object_get(x, "key"));
         const char *op = json_string_value(json_object_get(x, "operator"));
         int o;
@@ -246,8 +244,7 @@ struct ksim_selector *ksim_label_selector_from_json(json_t *js, struct err *e)
         struct ks_req *r = sel_add(sel, key, strlen(key), o);
         size_t j;
         json_t *val;
-        json_array_foreach(json_object_get(x, "values"), j, val)
-        {
+        json_array_foreach (json_object_get(x, "values"), j, val) {
             const char *s = json_string_value(val);
             if (s)
                 req_add_val(r, s, strlen(s));
@@ -289,15 +286,27 @@ bool ksim_selector_matches(const struct ksim_selector *sel, json_t *labels)
 
 /* ---- field selectors ---------------------------------------------------------------------- */
 
-static const char *const pod_fields[] = {"spec.nodeName",       "status.phase",
-                                         "spec.restartPolicy",  "spec.schedulerName",
-                                         "spec.serviceAccountName", "status.podIP",
-                                         "status.nominatedNodeName", "spec.hostNetwork", NULL};
-static const char *const event_fields[] = {
-    "involvedObject.kind",      "involvedObject.namespace",       "involvedObject.name",
-    "involvedObject.uid",       "involvedObject.apiVersion",      "involvedObject.resourceVersion",
-    "involvedObject.fieldPath", "reason",                         "reportingComponent",
-    "source",                   "type",                           NULL};
+static const char *const pod_fields[] = {"spec.nodeName",
+                                         "status.phase",
+                                         "spec.restartPolicy",
+                                         "spec.schedulerName",
+                                         "spec.serviceAccountName",
+                                         "status.podIP",
+                                         "status.nominatedNodeName",
+                                         "spec.hostNetwork",
+                                         NULL};
+static const char *const event_fields[] = {"involvedObject.kind",
+                                           "involvedObject.namespace",
+                                           "involvedObject.name",
+                                           "involvedObject.uid",
+                                           "involvedObject.apiVersion",
+                                           "involvedObject.resourceVersion",
+                                           "involvedObject.fieldPath",
+                                           "reason",
+                                           "reportingComponent",
+                                           "source",
+                                           "type",
+                                           NULL};
 static const char *const node_fields[] = {"spec.unschedulable", NULL};
 static const char *const secret_fields[] = {"type", NULL};
 static const char *const ns_fields[] = {"status.phase", NULL};
