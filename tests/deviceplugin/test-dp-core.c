@@ -441,6 +441,7 @@ static void test_allocate_shared(void **state)
     strlcpy_s(o.mps_root, "/run/nvidia/mps", sizeof(o.mps_root));
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
+    two[0] = r->devices[0].id;
     assert_int_equal(dp_allocate(p, r, two, 1, "x", NULL, NULL, &a, &e), 0);
     assert_string_equal(env_of(&a, "CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
     assert_int_equal(a.n_mounts, 2);
@@ -608,6 +609,8 @@ static void test_greedy(void **state)
     /* packed: all from one GPU while it has free replicas */
     p = shared_plan(inv, 4, DP_POLICY_PACKED);
     r = &p->resources[0];
+    for (int i = 0; i < 8; i++)
+        all[i] = r->devices[i].id;
     assert_int_equal(dp_preferred(p, r, all, 8, NULL, 0, 3, ret, &n, &e), 0);
     assert_int_equal(count_gpu(p, r, ret, n, 0), 3);
     /* packed prefers the GPU with the most already allocated: GPU 1 (only ::3 left free) */
