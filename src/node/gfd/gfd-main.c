@@ -68,6 +68,16 @@ static void usage(FILE *out)
             "Exit status: 0 on success, 1 when labelling fails, 2 on bad usage or config.\n");
 }
 
+/* The error message made safe inside a quoted key="value" log field (its own double quotes become
+ * single ones). Rewrites e's buffer, which is only logged afterwards. */
+static const char *kv_quote(struct err *e)
+{
+    for (char *p = e->msg; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    return e->msg;
+}
+
 /* Hides GFD_MIG_STRATEGY from dpconfig: the MIG strategy is validated only once NVML is up, so
  * a bad strategy with failOnInitError=false and no NVML is not an error (NVIDIA's matrix). */
 static const char *getenv_without_mig(const char *name)
@@ -259,7 +269,7 @@ static int open_nvml(struct gfd_state *st, struct gpu_lib **ret, struct err *e)
         if (st->config->fail_on_init_error)
             return err_prefix(e, "initialise NVML");
         log_warn(COMP, "NVML could not be initialised; labelling without GPU labels",
-                 "reason=\"%s\" fail-on-init-error=false", err_msg(e));
+                 "reason=\"%s\" fail-on-init-error=false", kv_quote(e));
         err_clear(e);
         return 0;
     }
@@ -375,7 +385,7 @@ int gfd_main(int argc, char **argv)
                 log_info(COMP, "SIGHUP: reloading the config", NULL);
                 if (load_config(&st, cli, &e) < 0)
                     log_error(COMP, "reload failed; keeping the last good config", "reason=\"%s\"",
-                              err_msg(&e));
+                              kv_quote(&e));
                 restart = true;
                 break;
             }
