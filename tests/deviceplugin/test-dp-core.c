@@ -544,6 +544,144 @@ static void test_besteffort_dgx1(void **state)
     inv_free(inv);
 }
 
+/* ---- a plain reference of the best-effort rules, for randomized cross-checks -------------- */
+
+struct ref {
+    const unsigned *score; /* slot x slot (n x n), pads (>= n_real) score 0 */
+    unsigned n, n_real, size, pads;
+    uint64_t must;
+    int sets[16][16];
+    unsigned n_sets;
+    long best;
+    int best_sets[16][16];
+    unsigned best_n;
+};
+
+static unsigned ref_set_score(const struct ref *r, const int *set)
+{
+    unsigned s = 0;
+    for (unsigned i = 0; i < r->size; i++)
+        for (unsigned j = i + 1; j < r->size; j++)
+            if (set[i] < (int)r->n_real && set[j] < (int)r->n_real)
+                s += r->score[set[i] * r->n_real + set[j]];
+    return s;
+}
+
+static bool ref_ok(const struct ref *r, const int *set, bool need_all_must)
+{
+    unsigned pads = 0;
+    uint64_t m = 0;
+    for (unsigned i = 0; i < r->size; i++) {
+        if (set[i] >= (int)r->n_real)
+            pads++;
+        else if (r->must & (1ull << set[i]))
+            m |= 1ull << set[i];
+    }
+    if (need_all_must)
+        return pads == 0 && m == r->must;
+    return !(pads && pads != r->pads);
+}
+
+static void ref_iter(struct ref *r, uint64_t rem);
+
+static void ref_choose(struct ref *r, uint64_t rem, int *set, unsigned k, unsigned from)
+{
+    if (k == r->size) {
+        if (!ref_ok(r, set, false))
+            return;
+        memcpy(r->sets[r->n_sets++], set, sizeof(int) * r->size);
+        uint64_t s = 0;
+        for (unsigned i = 0; i < k; i++)
+            s |= 1ull << set[i];
+        ref_iter(r, rem & ~s);
+        r->n_sets--;
+        return;
+    }
+    for (unsigned i = from; i < r->n; i++)
+        if (rem & (1ull << i)) {
+            set[k] = (int)i;
+            ref_choose(r, rem, set, k + 1, i + 1);
+        }
+}
+
+static void ref_iter(struct ref *r, uint64_t rem)
+{
+    if (!rem) {
+        bool has = false;
+        long total = 0;
+        for (unsigned i = 0; i < r->n_sets; i++) {
+            has = has || ref_ok(r, r->sets[i], true);
+            total += ref_set_score(r, r->sets[i]);
+        }
+        if (has && total > r->best) {
+            r->best = total;
+            r->best_n = r->n_sets;
+            memcpy(r->best_sets, r->sets, sizeof(r->sets));
+        }
+        return;
+    }
+    int set[16];
+    set[0] = __builtin_ctzll(rem);
+    ref_choose(r, rem, set, 1, (unsigned)set[0] + 1);
+}
+
+static void test_besteffort_random(void **state)
+{
+    (void)state;
+    unsigned seed = 12345;
+    for (int iter = 0; iter < 400; iter++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned n = 2 + (seed >> 16) % 8; /* 2..9 GPUs */
+        unsigned score[81];
+        for (unsigned a = 0; a < n; a++)
+            for (unsigned b = a; b < n; b++) {
+                seed = seed * 1103515245u + 12345u;
+                unsigned v = a == b ? 0 : 10 * (1 + (seed >> 16) % 4); /* many ties */
+                score[a * n + b] = score[b * n + a] = v;
+            }
+        seed = seed * 1103515245u + 12345u;
+        unsigned size = 1 + (seed >> 16) % n;
+        seed = seed * 1103515245u + 12345u;
+        unsigned n_must = (seed >> 16) % 3;
+        if (n_must > size)
+            n_must = size;
+        unsigned avail[9], must[2];
+        for (unsigned i = 0; i < n; i++)
+            avail[i] = i;
+        for (unsigned i = 0; i < n_must; i++)
+            must[i] = (i * 3 + iter) % n;
+        if (n_must == 2 && must[0] == must[1])
+            n_must = 1;
+        unsigned out[9];
+        assert_int_equal(dp_besteffort(score, n, avail, n, must, n_must, size, out), 0);
+
+        struct ref r = {.score = score, .n_real = n, .size = size, .best = -1};
+        r.n = (n + size - 1) / size * size;
+        r.pads = r.n - n;
+        for (unsigned i = 0; i < n_must; i++)
+            r.must |= 1ull << must[i];
+        if (size == 1) {
+            unsigned want = n_must ? must[0] : 0;
+            assert_int_equal(out[0], want);
+            continue;
+        }
+        ref_iter(&r, (1ull << r.n) - 1);
+        assert_true(r.best >= 0);
+        int best_i = -1;
+        unsigned best_s = 0;
+        for (unsigned i = 0; i < r.best_n; i++)
+            if (ref_ok(&r, r.best_sets[i], true) &&
+                (best_i < 0 || ref_set_score(&r, r.best_sets[i]) > best_s)) {
+                best_i = (int)i;
+                best_s = ref_set_score(&r, r.best_sets[i]);
+            }
+        for (unsigned i = 0; i < size; i++)
+            if (out[i] != (unsigned)r.best_sets[best_i][i])
+                fail_msg("iteration %d (n=%u size=%u must=%u): element %u is %u, want %d", iter, n,
+                         size, n_must, i, out[i], r.best_sets[best_i][i]);
+    }
+}
+
 static size_t count_gpu(const struct dp_plan *p, const struct dp_resource *r, const char **ids,
                         size_t n, unsigned gpu)
 {
@@ -796,12 +934,12 @@ static void test_health_apply(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parsers),         cmocka_unit_test(test_strategy_none),
-        cmocka_unit_test(test_strategy_single), cmocka_unit_test(test_strategy_mixed),
-        cmocka_unit_test(test_time_slicing),    cmocka_unit_test(test_allocate),
-        cmocka_unit_test(test_allocate_shared), cmocka_unit_test(test_besteffort_dgx1),
-        cmocka_unit_test(test_greedy),          cmocka_unit_test(test_health_policy),
-        cmocka_unit_test(test_health_apply),
+        cmocka_unit_test(test_parsers),           cmocka_unit_test(test_strategy_none),
+        cmocka_unit_test(test_strategy_single),   cmocka_unit_test(test_strategy_mixed),
+        cmocka_unit_test(test_time_slicing),      cmocka_unit_test(test_allocate),
+        cmocka_unit_test(test_allocate_shared),   cmocka_unit_test(test_besteffort_dgx1),
+        cmocka_unit_test(test_besteffort_random), cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_health_policy),     cmocka_unit_test(test_health_apply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

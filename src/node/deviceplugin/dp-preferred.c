@@ -9,9 +9,11 @@
  * split, not one greedy set, is the point: links are not hierarchical, so the locally best set
  * can strand the rest of the node.
  *
- * The enumeration is combinatorial; it is bounded by DP_BE_BUDGET visited sets (never reached at
- * 8 GPUs; at 16 GPUs only by some sizes), after which the best partition seen so far is used,
- * or, when none qualified yet, a greedy set that grows from the must-include GPUs.
+ * The enumeration is combinatorial. Branch and bound keeps it small: a branch whose upper bound
+ * (each remaining GPU with its best partners) cannot beat the best partition strictly is cut,
+ * which never changes the answer (ties keep the first found). It is also bounded by
+ * DP_BE_BUDGET visited sets, after which the best partition seen so far is used, or, when none
+ * qualified yet, a greedy set that grows from the must-include GPUs.
  *
  * Replicas and MIG devices: NVIDIA's greedy policies over physical GPUs: distributed takes the
  * candidate whose GPU has the fewest allocated devices, packed the most; ties go to the GPU
@@ -38,7 +40,29 @@ struct be {
     unsigned best_set_score[DP_BE_MAX_SLOTS];
     unsigned best_n;
     uint64_t visited;
+    /* per slot, the other slots by descending score, for the upper bound */
+    unsigned char order[DP_BE_MAX_SLOTS][DP_BE_MAX_SLOTS];
 };
+
+/* An upper bound of the best score the remaining slots can still add: a set's score is half the
+ * sum over its members of their scores to the others, and no member can do better than its
+ * size-1 best partners among the remaining slots. */
+static uint64_t be_bound(const struct be *b, uint64_t remaining)
+{
+    uint64_t twice = 0;
+    for (uint64_t rem = remaining; rem; rem &= rem - 1) {
+        unsigned v = (unsigned)__builtin_ctzll(rem);
+        unsigned taken = 0;
+        for (unsigned k = 0; k + 1 < b->n && taken + 1 < b->size; k++) {
+            unsigned u = b->order[v][k];
+            if (remaining & (1ull << u)) {
+                twice += b->score[v][u];
+                taken++;
+            }
+        }
+    }
+    return twice / 2;
+}
 
 static unsigned set_score(const struct be *b, const unsigned *members, unsigned k)
 {
@@ -90,6 +114,9 @@ static void be_choose(struct be *b, uint64_t remaining, unsigned *members, unsig
 
 static void be_iterate(struct be *b, uint64_t remaining)
 {
+    /* Nothing below can beat the best strictly: prune (ties keep the first found anyway). */
+    if (remaining && b->have_best && b->cur + be_bound(b, remaining) <= b->best)
+        return;
     if (remaining == 0) {
         if (!b->have_best || b->cur > b->best) {
             b->have_best = true;
@@ -135,6 +162,20 @@ int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *a
         for (size_t j = 0; j < n_avail; j++)
             if (i != j)
                 b->score[i][j] = pair_score[avail[i] * n_gpus + avail[j]];
+
+    for (unsigned v = 0; v < b->n; v++) {
+        unsigned k = 0;
+        for (unsigned u = 0; u < b->n; u++)
+            if (u != v)
+                b->order[v][k++] = (unsigned char)u;
+        for (unsigned i = 1; i < k; i++) /* insertion sort, descending score */
+            for (unsigned j = i;
+                 j > 0 && b->score[v][b->order[v][j]] > b->score[v][b->order[v][j - 1]]; j--) {
+                unsigned char t = b->order[v][j];
+                b->order[v][j] = b->order[v][j - 1];
+                b->order[v][j - 1] = t;
+            }
+    }
 
     if (size == 1) {
         /* Every GPU alone; all sets score 0, so the first set holding the must-include GPU. */
