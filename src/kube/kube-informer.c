@@ -16,6 +16,7 @@ struct kube_informer {
     kube_project_fn project;
     void *project_userdata;
     char **keep_fields;
+    json_t *index_keys; /* label keys indexed, or NULL for all */
     struct kube_informer_handlers h;
 
     pthread_t thread;
@@ -105,7 +106,7 @@ static void labels_index(struct kube_informer *inf, const char *key, json_t *obj
     const char *k;
     json_t *v;
     json_object_foreach (labels, k, v) {
-        if (!json_is_string(v))
+        if (!json_is_string(v) || (inf->index_keys && !json_object_get(inf->index_keys, k)))
             continue;
         _cleanup_free_ char *kv = xasprintf("%s=%s", k, json_string_value(v));
         json_t *set = json_object_get(inf->labels, kv);
@@ -396,6 +397,11 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
         for (size_t i = 0; i < n; i++)
             inf->keep_fields[i] = xstrdup(o->keep_fields[i]);
     }
+    if (o->index_label_keys) {
+        inf->index_keys = json_object();
+        for (size_t i = 0; o->index_label_keys[i]; i++)
+            json_object_set_new(inf->index_keys, o->index_label_keys[i], json_true());
+    }
     inf->h = o->handlers;
     inf->store = json_object();
     inf->labels = json_object();
@@ -426,6 +432,7 @@ void kube_informer_free(struct kube_informer *inf)
         pthread_join(inf->thread, NULL);
     json_decref(inf->store);
     json_decref(inf->labels);
+    json_decref(inf->index_keys);
     for (size_t i = 0; inf->keep_fields && inf->keep_fields[i]; i++)
         free(inf->keep_fields[i]);
     free(inf->keep_fields);
@@ -492,7 +499,9 @@ json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char
     const char *k;
     json_t *v;
     pthread_mutex_lock(&inf->lock);
-    if (label_key && label_value) {
+    bool indexed = label_key && label_value &&
+                   (!inf->index_keys || json_object_get(inf->index_keys, label_key));
+    if (indexed) {
         _cleanup_free_ char *kv = xasprintf("%s=%s", label_key, label_value);
         json_object_foreach (json_object_get(inf->labels, kv), k, v) {
             json_t *obj = json_object_get(inf->store, k);
@@ -503,9 +512,13 @@ json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char
         json_object_foreach (inf->store, k, v) {
             if (!in_ns(v, ns))
                 continue;
+            json_t *lv =
+                label_key
+                    ? json_object_get(json_object_get(json_object_get(v, "metadata"), "labels"),
+                                      label_key)
+                    : NULL;
             if (label_key &&
-                !json_object_get(json_object_get(json_object_get(v, "metadata"), "labels"),
-                                 label_key))
+                (!lv || (label_value && !streq_ptr(json_string_value(lv), label_value))))
                 continue;
             json_array_append(out, v);
         }

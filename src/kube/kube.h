@@ -235,6 +235,9 @@ struct kube_informer_opts {
     kube_project_fn project;
     void *project_userdata;
     const char *const *keep_fields;
+    /* Label keys the label index covers (NULL-terminated); NULL: every label key. Indexing only
+     * the keys a controller queries keeps the index small (each entry costs ~100 bytes). */
+    const char *const *index_label_keys;
     struct kube_informer_handlers handlers;
 };
 
@@ -255,8 +258,9 @@ int kube_informer_wait_synced(struct kube_informer *inf, uint64_t timeout_ms);
 bool kube_informer_synced(struct kube_informer *inf);
 /* A new reference to the stored object, or NULL. ns NULL for cluster-scoped. Read-only. */
 json_t *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name);
-/* A new array of the stored objects (read-only): all (label_key NULL), or those with the label
- * label_key=label_value (from the label index). ns NULL: every namespace. */
+/* A new array of the stored objects (read-only): all (label_key NULL), those with the label
+ * label_key=label_value (from the label index when it covers label_key, else by a scan), or
+ * those having label_key at all (label_value NULL; a scan). ns NULL: every namespace. */
 json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char *label_key,
                            const char *label_value);
 size_t kube_informer_count(struct kube_informer *inf);

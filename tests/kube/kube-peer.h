@@ -21,6 +21,34 @@ struct peer {
     int port;
 };
 
+/* Every peer still running, killed at exit: a failed assertion (a longjmp) must not leave a
+ * server behind holding the test runner's pipes. */
+static pid_t peer_pids[64];
+
+static inline void peer_kill_all(void)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(peer_pids); i++)
+        if (peer_pids[i] > 0) {
+            kill(peer_pids[i], SIGKILL);
+            waitpid(peer_pids[i], NULL, 0);
+            peer_pids[i] = 0;
+        }
+}
+
+static inline void peer_track(pid_t pid, bool add)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(peer_kill_all);
+        registered = true;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(peer_pids); i++)
+        if (add ? peer_pids[i] == 0 : peer_pids[i] == pid) {
+            peer_pids[i] = add ? pid : 0;
+            return;
+        }
+}
+
 /* Starts argv; when read_port, its first stdout line is the port it listens on. */
 static inline int peer_start(char *const argv[], bool read_port, struct peer *p)
 {
@@ -31,14 +59,15 @@ static inline int peer_start(char *const argv[], bool read_port, struct peer *p)
     if (pid < 0)
         return -errno;
     if (pid == 0) {
-        dup2(fds[1], 1);
-        int devnull = open("/dev/null", O_RDONLY);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(read_port ? fds[1] : devnull, 1);
         if (devnull >= 0)
             dup2(devnull, 0);
         execv(argv[0], argv);
         _exit(127);
     }
     close(fds[1]);
+    peer_track(pid, true);
     p->pid = pid;
     p->port = 0;
     if (read_port) {
@@ -60,6 +89,7 @@ static inline int peer_start(char *const argv[], bool read_port, struct peer *p)
     if (read_port && p->port <= 0) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+        peer_track(pid, false);
         return -EIO;
     }
     return 0;
@@ -79,6 +109,7 @@ static inline void peer_stop(struct peer *p)
             }
             usleep(10000);
         }
+        peer_track(p->pid, false);
     }
     p->pid = 0;
 }
