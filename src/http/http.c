@@ -34,19 +34,25 @@ void http_response_copy(struct http_response *resp, unsigned status, const char 
 void http_response_static(struct http_response *resp, unsigned status, const char *content_type,
                           const char *body)
 {
-    *resp = (struct http_response){
-        .status = status, .content_type = content_type, .body = body, .body_len = strlen(body)};
+    resp->status = status;
+    resp->content_type = content_type;
+    resp->body = body;
+    resp->body_len = strlen(body);
+    resp->release = NULL;
+    resp->release_cls = NULL;
+    resp->trailer_len = 0;
 }
 
 void http_response_take(struct http_response *resp, unsigned status, const char *content_type,
                         char *body, size_t len)
 {
-    *resp = (struct http_response){.status = status,
-                                   .content_type = content_type,
-                                   .body = body,
-                                   .body_len = len,
-                                   .release = free,
-                                   .release_cls = body};
+    resp->status = status;
+    resp->content_type = content_type;
+    resp->body = body;
+    resp->body_len = len;
+    resp->release = free;
+    resp->release_cls = body;
+    resp->trailer_len = 0;
 }
 
 static void response_release(struct http_response *r)
@@ -76,6 +82,7 @@ static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, con
 struct release_ctx {
     void (*release)(void *cls);
     void *cls;
+    char trailer[]; /* the response's trailer, copied */
 };
 
 static void release_trampoline(void *p)
@@ -125,29 +132,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
     struct http_request req = {.method = method, .path = url, .accept = accept ? accept : ""};
-    struct http_response resp = {0};
+    struct http_response resp;
+    resp.status = 0;
+    resp.content_type = NULL;
+    resp.body = NULL;
+    resp.body_len = 0;
+    resp.release = NULL;
+    resp.release_cls = NULL;
+    resp.trailer_len = 0;
     int r = route->handler(&req, &resp, route->userdata);
     if (r < 0 || !resp.content_type || resp.status < 100 || resp.status > 599) {
         response_release(&resp);
         return queue_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal error\n", NULL);
     }
 
-    struct MHD_Response *mr;
-    if (resp.release) {
-        struct release_ctx *ctx = xmalloc(sizeof(*ctx));
-        ctx->release = resp.release;
-        ctx->cls = resp.release_cls;
-        mr = MHD_create_response_from_buffer_with_free_callback_cls(
-            resp.body_len, (void *)resp.body, release_trampoline, ctx);
-        if (!mr) {
-            release_trampoline(ctx);
-            return MHD_NO;
-        }
-    } else {
-        mr = MHD_create_response_from_buffer(resp.body_len, (void *)resp.body,
-                                             MHD_RESPMEM_PERSISTENT);
-        if (!mr)
-            return MHD_NO;
+    /* Body and trailer go out as two I/O vectors: the body is never copied. */
+    if (resp.trailer_len > sizeof(resp.trailer))
+        resp.trailer_len = sizeof(resp.trailer);
+    struct release_ctx *ctx = xmalloc(sizeof(*ctx) + resp.trailer_len);
+    ctx->release = resp.release;
+    ctx->cls = resp.release_cls;
+    memcpy(ctx->trailer, resp.trailer, resp.trailer_len);
+    struct MHD_IoVec iov[2] = {{resp.body, resp.body_len}, {ctx->trailer, resp.trailer_len}};
+    struct MHD_Response *mr =
+        MHD_create_response_from_iovec(iov, resp.trailer_len ? 2 : 1, release_trampoline, ctx);
+    if (!mr) {
+        release_trampoline(ctx);
+        return MHD_NO;
     }
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp.content_type);
     enum MHD_Result ret = MHD_queue_response(conn, resp.status, mr);

@@ -36,10 +36,14 @@ struct http_request {
     const char *accept; /* the Accept header, "" when absent */
 };
 
+#define HTTP_TRAILER_MAX 1024
+
 /*
  * What a handler answers. body is sent as is (body_len bytes); release(release_cls) is called
- * once libmicrohttpd is done with it (NULL release: body is static or outlives the server).
- * content_type must be a static string.
+ * once libmicrohttpd is done with it (NULL release: body is static or outlives the server), so a
+ * handler can hand out a reference-counted snapshot without copying it. The optional trailer
+ * (trailer_len bytes, copied by the server) is sent right after the body: the few bytes that
+ * change per request (a scrape counter, "# EOF"). content_type must be a static string.
  */
 struct http_response {
     unsigned status;
@@ -48,6 +52,8 @@ struct http_response {
     size_t body_len;
     void (*release)(void *cls);
     void *release_cls;
+    size_t trailer_len;
+    char trailer[HTTP_TRAILER_MAX];
 };
 
 /* Fills resp. A non-zero return answers 500 (any body set is released). */

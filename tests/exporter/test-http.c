@@ -34,6 +34,29 @@ static int fixed(const struct http_request *req, struct http_response *resp, voi
     return 0;
 }
 
+static int released;
+
+static void count_release(void *cls)
+{
+    (void)cls;
+    __atomic_add_fetch(&released, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A shared body handed out by reference plus a per-request trailer. */
+static int with_trailer(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    (void)req;
+    resp->status = 200;
+    resp->content_type = HTTP_CT_TEXT;
+    resp->body = ud;
+    resp->body_len = strlen(ud);
+    resp->release = count_release;
+    resp->release_cls = NULL;
+    memcpy(resp->trailer, "tail\n", 5);
+    resp->trailer_len = 5;
+    return 0;
+}
+
 struct reply {
     long status;
     struct sbuf body;
@@ -85,8 +108,9 @@ static void test_server(void **state)
         {"/hello", hello, NULL},
         {"/fail", failing, NULL},
         {"/busy", fixed, "busy\n"},
+        {"/trailer", with_trailer, "shared body\n"},
     };
-    struct http_config cfg = {.listen = "127.0.0.1:0", .routes = routes, .n_routes = 3};
+    struct http_config cfg = {.listen = "127.0.0.1:0", .routes = routes, .n_routes = 4};
     struct http_server *s = NULL;
     struct err e = {0};
     if (http_server_new(&cfg, &s, &e) < 0)
@@ -124,6 +148,14 @@ static void test_server(void **state)
     assert_string_equal(r.body.data, "busy\n");
     sbuf_free(&r.body);
 
+    request(port, "GET", "/trailer", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body.data, "shared body\ntail\n");
+    sbuf_free(&r.body);
+    request(port, "HEAD", "/trailer", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    sbuf_free(&r.body);
+
     request(port, "DELETE", "/hello", NULL, NULL, &r);
     assert_int_equal(r.status, 405);
     sbuf_free(&r.body);
@@ -144,6 +176,8 @@ static void test_server(void **state)
 
     http_server_free(s);
     http_server_free(NULL);
+    /* Every response's body was released exactly once, by the time the server is gone. */
+    assert_int_equal(__atomic_load_n(&released, __ATOMIC_SEQ_CST), 2);
 }
 
 static void test_listen_errors(void **state)

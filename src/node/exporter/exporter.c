@@ -20,12 +20,24 @@
 #define SNAPSHOT_LIMIT (64u << 20)
 #define XID_TABLE_MAX  64
 
+/* A rendered collection, shared by reference between the collector and in-flight responses. */
 struct snapshot {
+    atomic_int refs;
     char *text;
     size_t text_len;
     char *om;
     size_t om_len;
 };
+
+static void snapshot_unref(void *p)
+{
+    struct snapshot *s = p;
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+        free(s->text);
+        free(s->om);
+        free(s);
+    }
+}
 
 struct xid_entry {
     char uuid[GPU_UUID_MAX];
@@ -67,8 +79,7 @@ struct exporter {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stop;
-    struct snapshot snap; /* under lock */
-    bool have_snap;
+    struct snapshot *snap; /* under lock; NULL before the first collection */
     atomic_uint_fast64_t scrapes;
     struct xid_entry xids[XID_TABLE_MAX]; /* under lock */
     size_t n_xids;
@@ -293,17 +304,18 @@ static int collect(struct exporter *x, struct err *e)
     if (exp_render(&in, PROM_FORMAT_TEXT, &text) < 0 ||
         exp_render(&in, PROM_FORMAT_OPENMETRICS, &om) < 0)
         return err_set(e, -ENOBUFS, "rendering metrics: more than %u bytes", SNAPSHOT_LIMIT);
-    struct snapshot fresh = {.text_len = text.len, .om_len = om.len};
-    fresh.text = sbuf_steal(&text);
-    fresh.om = sbuf_steal(&om);
+    struct snapshot *fresh = xcalloc(1, sizeof(*fresh));
+    atomic_init(&fresh->refs, 1);
+    fresh->text_len = text.len;
+    fresh->om_len = om.len;
+    fresh->text = sbuf_steal(&text);
+    fresh->om = sbuf_steal(&om);
 
     pthread_mutex_lock(&x->lock);
-    struct snapshot old = x->snap;
+    struct snapshot *old = x->snap;
     x->snap = fresh;
-    x->have_snap = true;
     pthread_mutex_unlock(&x->lock);
-    free(old.text);
-    free(old.om);
+    snapshot_unref(old);
     return 0;
 }
 
@@ -342,31 +354,38 @@ static void *collector_thread(void *arg)
 
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 
+/* Serves the latest snapshot by reference (no copy, no NVML or kubelet call); only the scrape
+ * counter (and OpenMetrics' # EOF) is written per request. */
 static int handle_metrics(const struct http_request *req, struct http_response *resp, void *ud)
 {
     struct exporter *x = ud;
     enum prom_format f = prom_negotiate(req->accept);
     uint64_t n = atomic_fetch_add(&x->scrapes, 1) + 1;
-    char tail[512];
-    struct sbuf tb;
-    sbuf_init(&tb, sizeof(tail) - 1);
-    exp_render_tail(n, f, &tb);
 
     pthread_mutex_lock(&x->lock);
-    const char *body = f == PROM_FORMAT_OPENMETRICS ? x->snap.om : x->snap.text;
-    size_t len = f == PROM_FORMAT_OPENMETRICS ? x->snap.om_len : x->snap.text_len;
-    char *out = malloc(len + tb.len + 1);
-    if (out) {
-        memcpy(out, body, len);
-        memcpy(out + len, tb.data, tb.len);
-        out[len + tb.len] = '\0';
-    }
+    struct snapshot *s = x->snap;
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
     pthread_mutex_unlock(&x->lock);
-    size_t tl = tb.len;
+    if (!s) {
+        http_response_static(resp, 503, HTTP_CT_TEXT, "no collection yet\n");
+        return 0;
+    }
+    resp->status = 200;
+    resp->content_type = prom_content_type(f);
+    resp->body = f == PROM_FORMAT_OPENMETRICS ? s->om : s->text;
+    resp->body_len = f == PROM_FORMAT_OPENMETRICS ? s->om_len : s->text_len;
+    resp->release = snapshot_unref;
+    resp->release_cls = s;
+    struct sbuf tb;
+    sbuf_init(&tb, sizeof(resp->trailer));
+    if (exp_render_tail(n, f, &tb) < 0) {
+        sbuf_free(&tb);
+        return -ENOBUFS; /* the server releases the snapshot reference */
+    }
+    memcpy(resp->trailer, tb.data, tb.len);
+    resp->trailer_len = tb.len;
     sbuf_free(&tb);
-    if (!out)
-        return -ENOMEM;
-    http_response_take(resp, 200, prom_content_type(f), out, len + tl);
     return 0;
 }
 
@@ -375,7 +394,7 @@ static int handle_health(const struct http_request *req, struct http_response *r
     struct exporter *x = ud;
     (void)req;
     pthread_mutex_lock(&x->lock);
-    bool ok = x->have_snap;
+    bool ok = x->snap != NULL;
     pthread_mutex_unlock(&x->lock);
     if (ok)
         http_response_static(resp, 200, HTTP_CT_TEXT, "OK\n");
@@ -455,8 +474,7 @@ static void exporter_free(struct exporter *x)
     gpu_inventory_free(x->inv);
     free(x->gpus);
     exp_pod_map_clear(&x->pods);
-    free(x->snap.text);
-    free(x->snap.om);
+    snapshot_unref(x->snap);
     gpu_lib_free(x->lib);
     pthread_mutex_destroy(&x->lock);
     pthread_cond_destroy(&x->wake);
@@ -632,8 +650,6 @@ int exporter_main(int argc, char **argv)
 
     pthread_t events_tid;
     bool events_started = false;
-    if (!x.once && pthread_create(&events_tid, NULL, events_thread, &x) == 0)
-        events_started = true;
 
     if (collect(&x, &e) < 0) {
         fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
@@ -641,8 +657,8 @@ int exporter_main(int argc, char **argv)
         goto out;
     }
     if (x.once) {
-        const char *body = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap.om : x.snap.text;
-        size_t len = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap.om_len : x.snap.text_len;
+        const char *body = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap->om : x.snap->text;
+        size_t len = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap->om_len : x.snap->text_len;
         char tail[512];
         struct sbuf tb;
         sbuf_init(&tb, sizeof(tail) - 1);
@@ -658,13 +674,18 @@ int exporter_main(int argc, char **argv)
         {"/metrics", handle_metrics, &x},
         {"/health", handle_health, &x},
     };
-    struct http_config hc = {.listen = x.listen, .routes = routes, .n_routes = 2};
+    /* Scrapers send a few hundred bytes of headers; a small per-connection pool keeps memory
+     * flat under many concurrent scrapers. */
+    struct http_config hc = {
+        .listen = x.listen, .routes = routes, .n_routes = 2, .request_limit = 8192};
     struct http_server *srv = NULL;
     if (http_server_new(&hc, &srv, &e) < 0) {
         fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
         r = 1;
         goto out;
     }
+    if (pthread_create(&events_tid, NULL, events_thread, &x) == 0)
+        events_started = true;
     log_info(COMP, "serving", "listen=%s port=%u interval_ms=%llu gpus=%zu kubernetes=%s", x.listen,
              http_server_port(srv), (unsigned long long)x.interval_ms, x.n_gpus,
              x.kubernetes ? "true" : "false");
