@@ -116,6 +116,10 @@ static int load_config(struct gfd_state *st, const char *const *cli, struct err 
         return r;
     for (size_t i = 0; i < c->n_warnings; i++)
         log_warn(COMP, c->warnings[i], "config=%s", path ? path : "(none)");
+    if (c->use_node_feature_api)
+        log_warn(COMP, "the NodeFeature API is not supported; writing the features file", NULL);
+    if (c->device_discovery_strategy == DPCONFIG_DISCOVERY_TEGRA)
+        log_warn(COMP, "Tegra device discovery is not supported; using NVML", NULL);
     dpconfig_free(st->config);
     st->config = c;
     st->config_file = path;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the device-plugin config parser, and the sharing lookups over what it accepts. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dpconfig.h"
@@ -21,6 +22,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         dpconfig_free(c);
     } else if (!e.msg[0]) {
         __builtin_trap(); /* every failure carries a message */
+    }
+
+    /* The same bytes as a flag or env value for every field (bounded copy, NUL-terminated). */
+    if (size <= 4096) {
+        char *v = malloc(size + 1);
+        if (!v)
+            return 0;
+        memcpy(v, data, size);
+        v[size] = '\0';
+        struct dpconfig *d = dpconfig_new();
+        for (size_t i = 0; dpconfig_plugin_options[i].field; i++) {
+            struct err e2 = {0};
+            if (strcmp(dpconfig_plugin_options[i].field, "configFile") != 0 &&
+                dpconfig_set(d, dpconfig_plugin_options[i].field, v, "fuzz", &e2) < 0 && !e2.msg[0])
+                __builtin_trap();
+        }
+        for (size_t i = 0; dpconfig_gfd_options[i].field; i++) {
+            struct err e2 = {0};
+            if (strcmp(dpconfig_gfd_options[i].field, "configFile") != 0)
+                (void)dpconfig_set(d, dpconfig_gfd_options[i].field, v, "fuzz", &e2);
+        }
+        dpconfig_free(d);
+        free(v);
     }
     return 0;
 }
