@@ -396,8 +396,6 @@ int gfd_main(int argc, char **argv)
             if (sig == SIGTERM || sig == SIGINT) {
                 log_info(COMP, "exiting on signal", "signal=%d", sig);
                 stop = true;
-                if (st.config->gfd.sleep_interval_ms != UINT64_MAX)
-                    remove_output(st.config->gfd.output_file);
                 break;
             }
             /* timeout (or EINTR): relabel */
@@ -406,6 +404,10 @@ int gfd_main(int argc, char **argv)
         if (stop || !restart)
             break;
     }
+    /* Labels of a process that is gone would be stale: a looping run (not oneshot, not an
+     * infinite interval) takes its file with it, on a signal or an error alike. */
+    if (!st.config->gfd.oneshot && st.config->gfd.sleep_interval_ms != UINT64_MAX)
+        remove_output(st.config->gfd.output_file);
     dpconfig_free(st.config);
     return rc;
 }
