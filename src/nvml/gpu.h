@@ -65,7 +65,7 @@ struct gpu_device {
     uint32_t pci_device_id;     /* (device << 16) | vendor, e.g. 0x233010DE */
     uint32_t pci_subsystem_id;
     unsigned pci_class; /* 0x0302 compute, 0x0300 display, 0 unknown (from sysfs) */
-    int numa_node;      /* from sysfs through the bus id; -1 when unknown */
+    int numa_node;      /* from sysfs ($GPUOP_SYSFS_ROOT) through the bus id; -1 unknown */
     uint64_t memory_total_bytes;
     uint64_t memory_reserved_bytes;
     int cc_major, cc_minor; /* CUDA compute capability */
@@ -87,7 +87,9 @@ struct gpu_inventory {
     size_t n_gpus;
     struct gpu_device *gpus;
     /* n_gpus x n_gpus, row-major [a * n_gpus + b]: NVML topology level (NVML_TOPOLOGY_*,
-     * 0 on the diagonal) and the number of active NVLinks between a and b. */
+     * 0 on the diagonal; NVML_TOPOLOGY_SYSTEM where unknown, e.g. for a lost GPU) and the
+     * number of active NVLinks between a and b (links into an NVSwitch fabric count for every
+     * pair NVML reports NVLink P2P for, as nvidia-smi topo -m shows them). */
     unsigned *topo_level;
     unsigned *nvlinks;
 };

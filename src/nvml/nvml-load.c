@@ -199,7 +199,11 @@ static int nvml_init(struct gpu_lib *lib, struct err *e)
                        lib->path);
     }
     if (r != NVML_SUCCESS)
-        return nv_err(lib, r, e, "NVML library \"%s\" failed to initialise: %s", lib->path, call);
+        return err_set(e, gpu_nvml_code(r) ?: -EIO,
+                       "NVML library \"%s\" failed to initialise: %s: %s (is the NVIDIA kernel "
+                       "driver loaded and this library its match? GPUOP_NVML_LIBRARY selects "
+                       "another)",
+                       lib->path, call, gpu_nvml_string(lib, r));
     return 0;
 }
 
