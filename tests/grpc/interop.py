@@ -159,6 +159,10 @@ def run_c_server(binary, tmp, dp, dp_grpc):
               f"compressed request -> UNIMPLEMENTED ({c}: {d})")
         c, d = code_of(lambda: ch.unary_unary("/v1beta1.DevicePlugin/Allocate")(b"\xff\xff", timeout=5))
         check(c == grpc.StatusCode.INTERNAL, f"unparsable request -> INTERNAL ({c}: {d})")
+        c, d = code_of(lambda: stub.GetDevicePluginOptions(dp.Empty(), timeout=5,
+                                                           metadata=(("x-big", "a" * 20000),)))
+        check(c in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL),
+              f"headers above 16 KiB refused ({c}: {d})")
         # Still healthy after all that.
         o = stub.GetDevicePluginOptions(dp.Empty(), timeout=5)
         check(o.get_preferred_allocation_available, "server still serves after bad requests")
