@@ -463,10 +463,16 @@ static bool is_yaml(const char *ct)
 }
 
 /* Parses a request body into an object; on failure fills a 400 and returns NULL. */
-static json_t *parse_body(const struct ksim_request *req, bool want_object,
+static json_t *parse_body(struct ksim *ks, const struct ksim_request *req, bool want_object,
                           struct ksim_response *resp)
 {
     json_t *v = NULL;
+    if (req->body_len > ks->opts.max_body) {
+        char m[128];
+        snprintf(m, sizeof(m), "Request entity too large: limit is %zu", ks->opts.max_body);
+        ks_status(resp, 413, "RequestEntityTooLarge", m, NULL);
+        return NULL;
+    }
     if (!req->body || req->body_len == 0) {
         bad_request(resp, "the body of the request was empty");
         return NULL;
@@ -504,6 +510,76 @@ static json_t *parse_body(const struct ksim_request *req, bool want_object,
         return NULL;
     }
     return v;
+}
+
+/* ---- protobuf (just enough for the Eviction bodies kubectl's typed client sends) ---------- */
+
+static bool pb_varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        unsigned char b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* The first length-delimited field `want` of a message; false when absent or malformed. */
+static bool pb_field(const unsigned char *buf, size_t len, uint64_t want, const unsigned char **ret,
+                     size_t *ret_len)
+{
+    const unsigned char *p = buf, *end = buf + len;
+    while (p < end) {
+        uint64_t key, v;
+        if (!pb_varint(&p, end, &key))
+            return false;
+        switch (key & 7) {
+        case 0:
+            if (!pb_varint(&p, end, &v))
+                return false;
+            break;
+        case 1:
+            if (end - p < 8)
+                return false;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                return false;
+            p += 4;
+            break;
+        case 2:
+            if (!pb_varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return false;
+            if ((key >> 3) == want) {
+                *ret = p;
+                *ret_len = (size_t)v;
+                return true;
+            }
+            p += v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return false;
+}
+
+/* metadata.name of a protobuf-encoded object (runtime.Unknown envelope); NULL if unreadable. */
+static char *pb_object_name(const char *body, size_t len)
+{
+    const unsigned char *b = (const unsigned char *)body;
+    if (len < 4 || memcmp(b, "k8s\0", 4) != 0)
+        return NULL;
+    const unsigned char *raw, *meta, *name;
+    size_t rl, ml, nl;
+    if (!pb_field(b + 4, len - 4, 2, &raw, &rl) || !pb_field(raw, rl, 1, &meta, &ml))
+        return NULL;
+    if (!pb_field(meta, ml, 1, &name, &nl))
+        return xstrdup("");
+    return xstrndup((const char *)name, nl);
 }
 
 /* ---- objects ------------------------------------------------------------------------------ */
@@ -988,7 +1064,7 @@ static void do_delete(struct ksim *ks, struct ks_type *t, json_t *obj,
 {
     _cleanup_json_ json_t *opts = NULL;
     if (req->body && req->body_len) {
-        opts = parse_body(req, true, resp);
+        opts = parse_body(ks, req, true, resp);
         if (!opts)
             return;
     }
@@ -1564,7 +1640,7 @@ static void do_patch(struct ksim *ks, struct ks_type *t, const char *ns, const c
     }
     struct ksim_request yreq = *req;
     yreq.content_type = kind == P_APPLY ? "application/yaml" : "application/json";
-    json_t *patch = parse_body(&yreq, false, resp);
+    json_t *patch = parse_body(ks, &yreq, false, resp);
     if (!patch)
         return;
     if (kind == P_APPLY) {
@@ -1630,12 +1706,6 @@ static void set_verb(struct ksim_response *resp, const char *verb, struct ks_typ
 static void handle_locked(struct ksim *ks, const struct ksim_request *req,
                           struct ksim_response *resp)
 {
-    if (req->body_len > ks->opts.max_body) {
-        char m[128];
-        snprintf(m, sizeof(m), "Request entity too large: limit is %zu", ks->opts.max_body);
-        ks_status(resp, 413, "RequestEntityTooLarge", m, NULL);
-        return;
-    }
     if (ks_discovery(ks, req, resp))
         return;
     strlcpy_s(resp->verb, "unknown", sizeof(resp->verb));
@@ -1775,7 +1845,20 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
     if (streq(m, "POST")) {
         if (name && sub && streq(sub, "eviction") && streq(t->plural, "pods") && !t->crd) {
             set_verb(resp, "create", t, sub);
-            json_t *ev = parse_body(req, true, resp);
+            json_t *ev = NULL;
+            const char *ct = req->content_type ? req->content_type : "";
+            if (str_has_prefix(ct, "application/vnd.kubernetes.protobuf")) {
+                _cleanup_free_ char *pn = pb_object_name(req->body, req->body_len);
+                if (!pn) {
+                    bad_request(resp, "unable to decode the protobuf Eviction body");
+                    goto out;
+                }
+                ev = json_pack("{s:{s:s}}", "metadata", "name", pn);
+                if (!pn[0])
+                    json_object_del(json_object_get(ev, "metadata"), "name");
+            } else {
+                ev = parse_body(ks, req, true, resp);
+            }
             if (!ev)
                 goto out;
             const char *evn = jstr(ev, "metadata.name");
@@ -1796,7 +1879,7 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
             goto out;
         }
         set_verb(resp, "create", t, NULL);
-        json_t *obj = parse_body(req, true, resp);
+        json_t *obj = parse_body(ks, req, true, resp);
         if (!obj)
             goto out;
         if (t->namespaced && !ns) {
@@ -1859,7 +1942,7 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
     }
     if (streq(m, "PUT")) {
         set_verb(resp, "update", t, sub);
-        json_t *obj = parse_body(req, true, resp);
+        json_t *obj = parse_body(ks, req, true, resp);
         if (!obj)
             goto out;
         const char *bn = jstr(obj, "metadata.name");

@@ -803,7 +803,9 @@ int ks_evict(struct ksim *ks, json_t *pod, struct ksim_response *resp)
                            : m.healthy < m.desired) {
             snprintf(msg, sizeof(msg),
                      "The disruption budget %s needs %lld healthy pods and has %lld currently",
-                     ks_obj_name(pdb), (long long)m.desired, (long long)m.healthy);
+                     ks_obj_name(pdb),
+                     (long long)json_integer_value(jpath(pdb, "status.desiredHealthy")),
+                     (long long)json_integer_value(jpath(pdb, "status.currentHealthy")));
             r = -EAGAIN;
         }
         if (r < 0) {

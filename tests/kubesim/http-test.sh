@@ -1,0 +1,113 @@
+#!/bin/bash
+# kubesim over HTTP: TLS with the generated CA and bearer tokens, /metrics, bounded bodies,
+# hostile input, and bad flags.
+set -u
+CURL=$(command -v curl) || { echo "curl not installed: skipping"; exit 77; }
+BUILD=${GPUOP_BUILD_ROOT:?}
+KUBESIM=$BUILD/kubesim
+T=$(mktemp -d)
+KS_PID=
+cleanup() {
+    [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; tail -20 "$T/log" 2>/dev/null; exit 1; }
+
+start() {
+    rm -f "$T/kc"
+    "$KUBESIM" --kubeconfig-out "$T/kc" "$@" >"$T/out" 2>"$T/log" &
+    KS_PID=$!
+    for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.05; done
+    [ -s "$T/kc" ] || fail "kubesim did not start: $(cat "$T/log")"
+    URL=$(sed -n 's/^kubesim: serving //p' "$T/out")
+}
+stop() {
+    kill "$KS_PID"
+    wait "$KS_PID"
+    local rc=$?
+    KS_PID=
+    [ $rc = 0 ] || fail "kubesim exited $rc"
+}
+
+# bad flags: a one-line error and exit 2, never a crash
+for args in "--nodes x" "--listen 10.0.0.1:80" "--listen nope" "--pod-ready-delay soon" \
+            "--bogus" "--node-template /nonexistent --nodes 1" "--load /nonexistent"; do
+    # shellcheck disable=SC2086
+    "$KUBESIM" $args >"$T/bad" 2>&1
+    rc=$?
+    [ $rc = 1 ] || [ $rc = 2 ] || fail "kubesim $args: exit $rc"
+    grep -q "kubesim" "$T/bad" || fail "kubesim $args: no message"
+done
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "Bad_Name"}\n' >"$T/bad.yaml"
+"$KUBESIM" --load "$T/bad.yaml" >"$T/bad" 2>&1 && fail "bad --load accepted"
+grep -q 'bad.yaml.*document 1.*is invalid' "$T/bad" || fail "bad --load message: $(cat "$T/bad")"
+
+# TLS + token
+start --tls --token s3cret --nodes 2 --max-body 65536
+case "$URL" in https://127.0.0.1:*) ;; *) fail "url $URL" ;; esac
+grep -q certificate-authority-data "$T/kc" || fail "no CA in kubeconfig"
+grep -q "token: s3cret" "$T/kc" || fail "no token in kubeconfig"
+sed -n 's/.*certificate-authority-data: //p' "$T/kc" | base64 -d >"$T/ca.pem"
+code=$("$CURL" -s -o "$T/body" -w '%{http_code}' --cacert "$T/ca.pem" "$URL/api/v1/nodes")
+[ "$code" = 401 ] || fail "no token: $code"
+grep -q '"reason":"Unauthorized"' "$T/body" || fail "401 body"
+code=$("$CURL" -s -o "$T/body" -w '%{http_code}' --cacert "$T/ca.pem" \
+    -H "Authorization: Bearer wrong" "$URL/api/v1/nodes")
+[ "$code" = 401 ] || fail "wrong token: $code"
+A=(-s --cacert "$T/ca.pem" -H "Authorization: Bearer s3cret")
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/api/v1/nodes")
+[ "$code" = 200 ] || fail "with token: $code"
+grep -q '"kind":"NodeList"' "$T/body" || fail "node list"
+"$CURL" -s -o /dev/null "$URL/api/v1/nodes" 2>/dev/null && fail "TLS not verified"
+if command -v kubectl >/dev/null; then
+    kubectl --kubeconfig "$T/kc" get nodes | grep -q node-00001 || fail "kubectl over TLS"
+fi
+
+# bounded bodies and hostile input
+head -c 70000 /dev/zero | tr '\0' 'a' >"$T/big"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    --data-binary @"$T/big" "$URL/api/v1/namespaces/default/configmaps")
+[ "$code" = 413 ] || fail "oversized body: $code"
+grep -q RequestEntityTooLarge "$T/body" || fail "413 body"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    --data-binary '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":' \
+    "$URL/api/v1/namespaces/default/configmaps")
+[ "$code" = 400 ] || fail "truncated JSON: $code"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/yaml' \
+    --data-binary $'kind: ConfigMap\n  bad: [' "$URL/api/v1/namespaces/default/configmaps")
+[ "$code" = 400 ] || fail "broken YAML: $code"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/api/v1/gizmos")
+[ "$code" = 404 ] || fail "unknown resource: $code"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/api/v1/nodes?labelSelector=a%20in%20(b")
+[ "$code" = 400 ] || fail "malformed selector: $code"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/yaml' \
+    --data-binary $'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: UPPER}\n' \
+    "$URL/api/v1/namespaces/default/configmaps")
+[ "$code" = 422 ] || fail "invalid name: $code"
+grep -q '"reason":"Invalid"' "$T/body" || fail "422 body"
+
+# a watch stream over TLS: chunked JSON events, ended by timeoutSeconds
+"$CURL" "${A[@]}" -N "$URL/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=2" \
+    >"$T/watch" &
+WPID=$!
+sleep 0.5
+"$CURL" "${A[@]}" -o /dev/null -X POST -H 'Content-Type: application/json' \
+    --data-binary '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w"}}' \
+    "$URL/api/v1/namespaces/default/configmaps"
+wait $WPID || fail "watch stream did not end cleanly"
+grep -q '"type":"ADDED".*"name":"w"' "$T/watch" || fail "watch event: $(cat "$T/watch")"
+
+# metrics
+"$CURL" "${A[@]}" "$URL/metrics" >"$T/metrics"
+grep -q 'kubesim_requests_total{verb="list",resource="nodes",code="200"}' "$T/metrics" \
+    || fail "request metric: $(head -20 "$T/metrics")"
+grep -q 'kubesim_requests_total{verb="create",resource="configmaps",code="413"} 1' "$T/metrics" \
+    || fail "413 counted"
+grep -q '^kubesim_watch_events_total [1-9]' "$T/metrics" || fail "watch events metric"
+grep -q '^kubesim_watches_active ' "$T/metrics" || fail "watches gauge"
+if command -v promtool >/dev/null; then
+    promtool check metrics <"$T/metrics" >"$T/lint" 2>&1 || fail "promtool: $(cat "$T/lint")"
+fi
+stop
+echo ok

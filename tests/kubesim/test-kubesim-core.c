@@ -1,0 +1,1045 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of kubesim's core: requests in, responses out, with an injected clock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kubesim.h"
+#include "yamlcfg.h"
+
+static uint64_t fake_now = 1800000000000ull;
+static uint64_t clock_fn(void *ctx)
+{
+    (void)ctx;
+    return fake_now;
+}
+
+static struct ksim *new_sim(void)
+{
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    o.pod_ready_delay_ms = 1000;
+    o.watch_retention_ms = 60000;
+    o.max_body = 4096;
+    return ksim_new(&o);
+}
+
+/* Sends one request; returns the parsed body (or NULL) and the code. */
+static json_t *call(struct ksim *ks, const char *method, const char *path, const char *query,
+                    const char *ctype, const char *body, int *code)
+{
+    struct ksim_request rq = {.method = method,
+                              .path = path,
+                              .query = query,
+                              .content_type = ctype ? ctype : "application/json",
+                              .accept = "application/json",
+                              .body = body,
+                              .body_len = body ? strlen(body) : 0};
+    struct ksim_response rs;
+    ksim_handle(ks, &rq, &rs);
+    *code = rs.code;
+    json_t *v = rs.body ? json_loads(rs.body, 0, NULL) : NULL;
+    if (rs.watch)
+        ksim_watch_free(ks, rs.watch);
+    ksim_response_free(&rs);
+    return v;
+}
+
+static json_t *ok(struct ksim *ks, const char *method, const char *path, const char *query,
+                  const char *ctype, const char *body, int want)
+{
+    int code = 0;
+    json_t *v = call(ks, method, path, query, ctype, body, &code);
+    if (code != want) {
+        char *s = v ? json_dumps(v, 0) : NULL;
+        fprintf(stderr, "%s %s: got %d want %d: %s\n", method, path, code, want, s ? s : "");
+        free(s);
+    }
+    assert_int_equal(code, want);
+    return v;
+}
+
+static const char *js(json_t *v, const char *path)
+{
+    json_t *c = v;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *tok = strtok(buf, "."); tok && c; tok = strtok(NULL, "."))
+        c = json_object_get(c, tok);
+    return json_string_value(c);
+}
+
+static json_t *jp(json_t *v, const char *path)
+{
+    json_t *c = v;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *tok = strtok(buf, "."); tok && c; tok = strtok(NULL, "."))
+        c = json_is_array(c) ? json_array_get(c, (size_t)atoi(tok)) : json_object_get(c, tok);
+    return c;
+}
+
+static void create_node(struct ksim *ks, const char *name, const char *labels_json,
+                        const char *taints_json)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\","
+             "\"labels\":%s},\"spec\":{\"taints\":%s},\"status\":{\"conditions\":[{\"type\":"
+             "\"Ready\",\"status\":\"True\"}]}}",
+             name, labels_json ? labels_json : "{}", taints_json ? taints_json : "[]");
+    json_decref(ok(ks, "POST", "/api/v1/nodes", NULL, NULL, body, 201));
+}
+
+/* ---- selectors ---------------------------------------------------------------------------- */
+
+static void test_label_selectors(void **state)
+{
+    (void)state;
+    json_t *labels = json_pack("{s:s,s:s}", "app", "gpu", "tier", "node");
+    struct {
+        const char *sel;
+        bool match;
+    } cases[] = {
+        {"", true},
+        {"app=gpu", true},
+        {"app==gpu", true},
+        {"app!=gpu", false},
+        {"app in (gpu, cpu)", true},
+        {"app notin (gpu)", false},
+        {"tier", true},
+        {"!tier", false},
+        {"missing", false},
+        {"!missing", true},
+        {"app=gpu,tier=node", true},
+        {"app=gpu,tier=other", false},
+        {"missing!=x", true},
+        {"missing notin (x)", true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct err e = {0};
+        struct ksim_selector *s = ksim_label_selector_parse(cases[i].sel, &e);
+        assert_non_null(s);
+        if (ksim_selector_matches(s, labels) != cases[i].match)
+            fail_msg("selector \"%s\"", cases[i].sel);
+        ksim_selector_free(s);
+    }
+    const char *bad[] = {"app=(", "app in gpu", "a b", "=x", "app in (x", "-bad=x", "app=x=y"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct err e = {0};
+        struct ksim_selector *s = ksim_label_selector_parse(bad[i], &e);
+        if (s)
+            fail_msg("selector \"%s\" should be rejected", bad[i]);
+        assert_true(strlen(err_msg(&e)) > 0);
+    }
+    json_decref(labels);
+}
+
+static void test_selectors_over_http(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "a", "{\"gpu\":\"true\"}", NULL);
+    create_node(ks, "b", "{\"gpu\":\"false\"}", NULL);
+    create_node(ks, "c", NULL, NULL);
+    json_t *l = ok(ks, "GET", "/api/v1/nodes", "labelSelector=gpu%3Dtrue", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    json_decref(l);
+    l = ok(ks, "GET", "/api/v1/nodes", "labelSelector=gpu", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 2);
+    json_decref(l);
+    l = ok(ks, "GET", "/api/v1/nodes", "labelSelector=%21gpu", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    json_decref(l);
+    l = ok(ks, "GET", "/api/v1/nodes", "fieldSelector=metadata.name%21%3Da", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 2);
+    json_decref(l);
+    l = ok(ks, "GET", "/api/v1/nodes", "labelSelector=gpu%20in%20(", NULL, NULL, 400);
+    assert_string_equal(js(l, "reason"), "BadRequest");
+    json_decref(l);
+    l = ok(ks, "GET", "/api/v1/nodes", "fieldSelector=spec.bogus%3D1", NULL, NULL, 400);
+    assert_string_equal(js(l, "message"), "field label not supported: spec.bogus");
+    json_decref(l);
+    /* pods by spec.nodeName and status.phase */
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},"
+                   "\"spec\":{\"nodeName\":\"a\",\"containers\":[{\"name\":\"c\",\"image\":"
+                   "\"x:1\"}]}}",
+                   201));
+    l = ok(ks, "GET", "/api/v1/pods", "fieldSelector=spec.nodeName%3Da,status.phase%3DPending",
+           NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    json_decref(l);
+    l = ok(ks, "GET", "/api/v1/pods", "fieldSelector=spec.nodeName%3Db", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 0);
+    json_decref(l);
+    ksim_free(ks);
+}
+
+/* ---- CRUD semantics and error statuses ---------------------------------------------------- */
+
+static void test_crud_semantics(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    const char *cm = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                     "\"c1\"},\"data\":{\"a\":\"1\"}}";
+    json_t *o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, cm, 201);
+    assert_non_null(js(o, "metadata.uid"));
+    assert_non_null(js(o, "metadata.creationTimestamp"));
+    const char *rv1 = js(o, "metadata.resourceVersion");
+    assert_non_null(rv1);
+    char stale[512];
+    snprintf(stale, sizeof(stale),
+             "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c1\","
+             "\"resourceVersion\":\"%s\"},\"data\":{\"a\":\"2\"}}",
+             rv1);
+    json_decref(o);
+    /* duplicate create */
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, cm, 409);
+    assert_string_equal(js(o, "reason"), "AlreadyExists");
+    assert_string_equal(js(o, "message"), "configmaps \"c1\" already exists");
+    json_decref(o);
+    /* update with the right rv, then the same (now stale) rv again */
+    o = ok(ks, "PUT", "/api/v1/namespaces/default/configmaps/c1", NULL, NULL, stale, 200);
+    assert_string_equal(js(o, "data.a"), "2");
+    json_decref(o);
+    o = ok(ks, "PUT", "/api/v1/namespaces/default/configmaps/c1", NULL, NULL, stale, 409);
+    assert_string_equal(js(o, "reason"), "Conflict");
+    assert_non_null(strstr(js(o, "message"), "the object has been modified"));
+    json_decref(o);
+    /* not found, with details */
+    o = ok(ks, "GET", "/api/v1/namespaces/default/configmaps/nope", NULL, NULL, NULL, 404);
+    assert_string_equal(js(o, "message"), "configmaps \"nope\" not found");
+    assert_string_equal(js(o, "details.kind"), "configmaps");
+    json_decref(o);
+    o = ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/nope", NULL, NULL, NULL, 404);
+    assert_string_equal(js(o, "message"), "daemonsets.apps \"nope\" not found");
+    assert_string_equal(js(o, "details.group"), "apps");
+    json_decref(o);
+    /* invalid name */
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+           "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"Bad_Name\"}}",
+           422);
+    assert_string_equal(js(o, "reason"), "Invalid");
+    assert_string_equal(js(jp(o, "details.causes.0"), "field"), "metadata.name");
+    assert_string_equal(js(o, "details.kind"), "ConfigMap");
+    json_decref(o);
+    /* missing namespace */
+    o = ok(ks, "POST", "/api/v1/namespaces/ghost/configmaps", NULL, NULL, cm, 404);
+    assert_string_equal(js(o, "message"), "namespaces \"ghost\" not found");
+    json_decref(o);
+    /* malformed and wrong bodies */
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+           "{\"apiVersion\":", 400);
+    assert_string_equal(js(o, "reason"), "BadRequest");
+    json_decref(o);
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, "application/yaml", "a: [b",
+           400);
+    json_decref(o);
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+           "{\"metadata\":{\"name\":\"x\"}}", 400);
+    assert_non_null(strstr(js(o, "message"), "Object 'Kind' is missing"));
+    json_decref(o);
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL,
+           "application/vnd.kubernetes.protobuf", "k8s\x01", 415);
+    json_decref(o);
+    /* oversized */
+    char *big = malloc(8192);
+    memset(big, 'a', 8191);
+    big[8191] = '\0';
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, big, 413);
+    assert_string_equal(js(o, "reason"), "RequestEntityTooLarge");
+    json_decref(o);
+    free(big);
+    /* unknown resource */
+    o = ok(ks, "GET", "/api/v1/frobs", NULL, NULL, NULL, 404);
+    assert_string_equal(js(o, "reason"), "NotFound");
+    json_decref(o);
+    /* generateName */
+    o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+           "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"generateName\":"
+           "\"gen-\"}}",
+           201);
+    assert_true(strncmp(js(o, "metadata.name"), "gen-", 4) == 0);
+    assert_int_equal(strlen(js(o, "metadata.name")), 9);
+    json_decref(o);
+    /* delete, then 404 */
+    o = ok(ks, "DELETE", "/api/v1/namespaces/default/configmaps/c1", NULL, NULL, NULL, 200);
+    json_decref(o);
+    json_decref(
+        ok(ks, "DELETE", "/api/v1/namespaces/default/configmaps/c1", NULL, NULL, NULL, 404));
+    ksim_free(ks);
+}
+
+static void test_generation_and_status(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    const char *ds = "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":"
+                     "\"d\"},\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"template\":"
+                     "{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":{\"containers\":[{"
+                     "\"name\":\"c\",\"image\":\"i:1\"}]}}}}";
+    json_t *o = ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL, ds, 201);
+    assert_int_equal(json_integer_value(jp(o, "metadata.generation")), 1);
+    json_decref(o);
+    /* a label change does not bump generation */
+    o = ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+           "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"x\":\"y\"}}}", 200);
+    assert_int_equal(json_integer_value(jp(o, "metadata.generation")), 1);
+    json_decref(o);
+    /* a spec change does */
+    o = ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+           "application/strategic-merge-patch+json",
+           "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+           "\"i:2\"}]}}}}",
+           200);
+    assert_int_equal(json_integer_value(jp(o, "metadata.generation")), 2);
+    assert_string_equal(js(jp(o, "spec.template.spec.containers.0"), "image"), "i:2");
+    const char *rv = js(o, "metadata.resourceVersion");
+    char rvb[32];
+    snprintf(rvb, sizeof(rvb), "%s", rv);
+    json_decref(o);
+    /* status through the main resource is ignored; through /status it sticks */
+    o = ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+           "application/merge-patch+json", "{\"status\":{\"numberReady\":7}}", 200);
+    assert_int_not_equal(json_integer_value(jp(o, "status.numberReady")), 7);
+    assert_string_equal(js(o, "metadata.resourceVersion"), rvb); /* no-op: no new rv */
+    json_decref(o);
+    o = ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d/status", NULL,
+           "application/merge-patch+json", "{\"status\":{\"numberReady\":7}}", 200);
+    assert_int_equal(json_integer_value(jp(o, "status.numberReady")), 7);
+    assert_int_equal(json_integer_value(jp(o, "metadata.generation")), 2);
+    json_decref(o);
+    /* 422: selector must match template labels */
+    o = ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL,
+           "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"e\"},"
+           "\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"template\":{\"metadata\":{"
+           "\"labels\":{\"a\":\"c\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+           "\"i\"}]}}}}",
+           422);
+    assert_string_equal(js(jp(o, "details.causes.0"), "field"), "spec.template.metadata.labels");
+    json_decref(o);
+    ksim_free(ks);
+}
+
+/* ---- patches ------------------------------------------------------------------------------ */
+
+static json_t *J(const char *s)
+{
+    json_error_t e;
+    json_t *v = json_loads(s, 0, &e);
+    if (!v)
+        fail_msg("bad JSON in test: %s: %s", s, e.text);
+    return v;
+}
+
+static void expect_smp(const char *orig, const char *patch, const char *want)
+{
+    json_t *o = J(orig), *p = J(patch), *w = J(want), *res = NULL;
+    struct err e = {0};
+    assert_int_equal(ksim_strategic_merge_patch(o, p, &res, &e), 0);
+    if (!json_equal(res, w)) {
+        char *s = json_dumps(res, JSON_SORT_KEYS);
+        fail_msg("SMP %s + %s = %s, want %s", orig, patch, s, want);
+    }
+    json_decref(o);
+    json_decref(p);
+    json_decref(w);
+    json_decref(res);
+}
+
+static void test_strategic_merge_patch(void **state)
+{
+    (void)state;
+    /* containers merge by name */
+    expect_smp(
+        "{\"containers\":[{\"name\":\"a\",\"image\":\"1\"},{\"name\":\"b\",\"image\":\"1\"}]}",
+        "{\"containers\":[{\"name\":\"b\",\"image\":\"2\"}]}",
+        "{\"containers\":[{\"name\":\"a\",\"image\":\"1\"},{\"name\":\"b\",\"image\":\"2\"}]}");
+    /* env merge by name, $patch: delete */
+    expect_smp("{\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\",\"value\":\"2\"}]}",
+               "{\"env\":[{\"name\":\"A\",\"$patch\":\"delete\"}]}",
+               "{\"env\":[{\"name\":\"B\",\"value\":\"2\"}]}");
+    /* container ports merge on containerPort, service ports on port */
+    expect_smp("{\"ports\":[{\"containerPort\":80,\"name\":\"http\"}]}",
+               "{\"ports\":[{\"containerPort\":443,\"name\":\"https\"}]}",
+               "{\"ports\":[{\"containerPort\":80,\"name\":\"http\"},{\"containerPort\":443,"
+               "\"name\":\"https\"}]}");
+    expect_smp("{\"ports\":[{\"port\":80,\"protocol\":\"TCP\"}]}",
+               "{\"ports\":[{\"port\":80,\"targetPort\":8080}]}",
+               "{\"ports\":[{\"port\":80,\"protocol\":\"TCP\",\"targetPort\":8080}]}");
+    /* conditions by type */
+    expect_smp("{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"},{\"type\":\"X\","
+               "\"status\":\"True\"}]}",
+               "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}",
+               "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},{\"type\":\"X\","
+               "\"status\":\"True\"}]}");
+    /* tolerations are atomic in the real schema: replaced */
+    expect_smp("{\"tolerations\":[{\"key\":\"a\"}]}", "{\"tolerations\":[{\"key\":\"b\"}]}",
+               "{\"tolerations\":[{\"key\":\"b\"}]}");
+    /* null deletes a map key; $patch: replace on a map */
+    expect_smp("{\"a\":{\"x\":1,\"y\":2},\"b\":1}", "{\"a\":{\"x\":null},\"b\":null}",
+               "{\"a\":{\"y\":2}}");
+    expect_smp("{\"a\":{\"x\":1,\"y\":2}}", "{\"a\":{\"$patch\":\"replace\",\"z\":3}}",
+               "{\"a\":{\"z\":3}}");
+    /* $patch: replace on a list */
+    expect_smp("{\"volumes\":[{\"name\":\"a\"},{\"name\":\"b\"}]}",
+               "{\"volumes\":[{\"name\":\"c\"},{\"$patch\":\"replace\"}]}",
+               "{\"volumes\":[{\"name\":\"c\"}]}");
+    /* $retainKeys */
+    expect_smp("{\"strategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{\"maxSurge\":1}}}",
+               "{\"strategy\":{\"$retainKeys\":[\"type\"],\"type\":\"Recreate\"}}",
+               "{\"strategy\":{\"type\":\"Recreate\"}}");
+    /* $setElementOrder */
+    expect_smp("{\"containers\":[{\"name\":\"a\"},{\"name\":\"b\"}]}",
+               "{\"$setElementOrder/containers\":[{\"name\":\"b\"},{\"name\":\"a\"}],"
+               "\"containers\":[{\"name\":\"a\",\"image\":\"x\"}]}",
+               "{\"containers\":[{\"name\":\"b\"},{\"name\":\"a\",\"image\":\"x\"}]}");
+    /* $deleteFromPrimitiveList and merging primitive finalizers */
+    expect_smp("{\"finalizers\":[\"a\",\"b\"]}",
+               "{\"$deleteFromPrimitiveList/finalizers\":[\"a\"],\"finalizers\":[\"c\"]}",
+               "{\"finalizers\":[\"b\",\"c\"]}");
+}
+
+static void test_merge_and_json_patch(void **state)
+{
+    (void)state;
+    json_t *t = J("{\"a\":{\"b\":1,\"c\":[1,2]},\"d\":1}");
+    json_t *p = J("{\"a\":{\"b\":null,\"c\":[3]},\"e\":\"x\"}");
+    json_t *r = ksim_merge_patch(t, p);
+    json_t *w = J("{\"a\":{\"c\":[3]},\"d\":1,\"e\":\"x\"}");
+    assert_true(json_equal(r, w));
+    json_decref(p);
+    json_decref(r);
+    json_decref(w);
+    struct err e = {0};
+    p = J("[{\"op\":\"add\",\"path\":\"/a/c/-\",\"value\":9},{\"op\":\"replace\",\"path\":\"/d\","
+          "\"value\":2},{\"op\":\"remove\",\"path\":\"/a/b\"},{\"op\":\"copy\",\"from\":\"/d\","
+          "\"path\":\"/f\"},{\"op\":\"move\",\"from\":\"/f\",\"path\":\"/g\"},{\"op\":\"test\","
+          "\"path\":\"/g\",\"value\":2},{\"op\":\"add\",\"path\":\"/a/h~1i\",\"value\":0}]");
+    assert_int_equal(ksim_json_patch(t, p, &r, &e), 0);
+    w = J("{\"a\":{\"c\":[1,2,9],\"h/i\":0},\"d\":2,\"g\":2}");
+    assert_true(json_equal(r, w));
+    json_decref(p);
+    json_decref(r);
+    json_decref(w);
+    p = J("[{\"op\":\"test\",\"path\":\"/d\",\"value\":5}]");
+    assert_true(ksim_json_patch(t, p, &r, &e) < 0);
+    json_decref(p);
+    p = J("[{\"op\":\"remove\",\"path\":\"/nope\"}]");
+    assert_true(ksim_json_patch(t, p, &r, &e) < 0);
+    json_decref(p);
+    json_decref(t);
+    /* over HTTP: a failed test op is 422; strategic merge on a CR is 415 */
+    struct ksim *ks = new_sim();
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default", NULL, "application/json-patch+json",
+                   "[{\"op\":\"test\",\"path\":\"/metadata/name\",\"value\":\"x\"}]", 422));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default", NULL, "text/plain", "{}", 415));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"resourceVersion\":\"999\"}}", 409));
+    ksim_free(ks);
+}
+
+static void test_server_side_apply(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    const char *cfg = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  labels: {a: "
+                      "\"1\", b: \"2\"}\ndata:\n  x: \"1\"\n  y: \"2\"\n";
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", NULL,
+                   "application/apply-patch+yaml", cfg, 400)); /* fieldManager required */
+    json_t *o = ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=t",
+                   "application/apply-patch+yaml", cfg, 201);
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%s", js(o, "metadata.resourceVersion"));
+    assert_string_equal(js(jp(o, "metadata.managedFields.0"), "manager"), "t");
+    json_decref(o);
+    /* idempotent: the same apply changes nothing */
+    o = ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=t",
+           "application/apply-patch+yaml", cfg, 200);
+    assert_string_equal(js(o, "metadata.resourceVersion"), rv);
+    json_decref(o);
+    /* another writer adds a key; an apply dropping y removes y but keeps z */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", NULL,
+                   "application/merge-patch+json", "{\"data\":{\"z\":\"3\"}}", 200));
+    const char *cfg2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  labels: {a: "
+                       "\"1\"}\ndata:\n  x: \"1\"\n";
+    o = ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=t",
+           "application/apply-patch+yaml", cfg2, 200);
+    assert_null(jp(o, "data.y"));
+    assert_string_equal(js(o, "data.z"), "3");
+    assert_string_equal(js(o, "data.x"), "1");
+    assert_null(jp(o, "metadata.labels.b"));
+    json_decref(o);
+    ksim_free(ks);
+}
+
+/* ---- garbage collection, finalizers, namespaces ------------------------------------------- */
+
+static char *owner_child(struct ksim *ks, const char *owner, const char *child)
+{
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%s\"}}",
+             owner);
+    json_t *o = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, body, 201);
+    char *uid = strdup(js(o, "metadata.uid"));
+    json_decref(o);
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"%s\","
+             "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"%s\","
+             "\"uid\":\"%s\",\"blockOwnerDeletion\":true}]}}",
+             child, owner, uid);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/secrets", NULL, NULL, body, 201));
+    return uid;
+}
+
+static void test_garbage_collection(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    /* background */
+    free(owner_child(ks, "o1", "c1"));
+    json_decref(
+        ok(ks, "DELETE", "/api/v1/namespaces/default/configmaps/o1", NULL, NULL, NULL, 200));
+    ksim_reconcile(ks);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/secrets/c1", NULL, NULL, NULL, 404));
+    /* orphan */
+    free(owner_child(ks, "o2", "c2"));
+    json_decref(ok(ks, "DELETE", "/api/v1/namespaces/default/configmaps/o2", NULL, NULL,
+                   "{\"propagationPolicy\":\"Orphan\"}", 200));
+    ksim_reconcile(ks);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/configmaps/o2", NULL, NULL, NULL, 404));
+    json_t *o = ok(ks, "GET", "/api/v1/namespaces/default/secrets/c2", NULL, NULL, NULL, 200);
+    assert_null(jp(o, "metadata.ownerReferences"));
+    json_decref(o);
+    /* foreground: the owner waits, marked, until the dependent is gone */
+    free(owner_child(ks, "o3", "c3"));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/secrets/c3", NULL,
+                   "application/merge-patch+json",
+                   "{\"metadata\":{\"finalizers\":[\"example.com/hold\"]}}", 200));
+    o = ok(ks, "DELETE", "/api/v1/namespaces/default/configmaps/o3", "propagationPolicy=Foreground",
+           NULL, NULL, 200);
+    assert_non_null(jp(o, "metadata.deletionTimestamp"));
+    json_decref(o);
+    ksim_reconcile(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/configmaps/o3", NULL, NULL, NULL, 200);
+    assert_string_equal(json_string_value(jp(o, "metadata.finalizers.0")), "foregroundDeletion");
+    json_decref(o);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/secrets/c3", NULL, NULL, NULL, 200);
+    assert_non_null(jp(o, "metadata.deletionTimestamp"));
+    json_decref(o);
+    /* removing the last finalizer deletes the dependent, then the owner goes */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/secrets/c3", NULL,
+                   "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", 200));
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/secrets/c3", NULL, NULL, NULL, 404));
+    ksim_reconcile(ks);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/configmaps/o3", NULL, NULL, NULL, 404));
+    /* namespace deletion removes contents, then the namespace; creates meanwhile are 403 */
+    json_decref(ok(ks, "POST", "/api/v1/namespaces", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"n\"}}",
+                   201));
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/n/configmaps", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"k\","
+                   "\"finalizers\":[\"x/y\"]}}",
+                   201));
+    o = ok(ks, "DELETE", "/api/v1/namespaces/n", NULL, NULL, NULL, 200);
+    assert_string_equal(js(o, "status.phase"), "Terminating");
+    json_decref(o);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/n/configmaps", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"k2\"}}",
+                   403));
+    ksim_reconcile(ks);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/n", NULL, NULL, NULL, 200));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/n/configmaps/k", NULL,
+                   "application/merge-patch+json", "{\"metadata\":{\"finalizers\":[]}}", 200));
+    ksim_reconcile(ks);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/n", NULL, NULL, NULL, 404));
+    ksim_free(ks);
+}
+
+/* ---- DaemonSet controller ----------------------------------------------------------------- */
+
+static json_t *list_pods(struct ksim *ks, const char *q)
+{
+    return ok(ks, "GET", "/api/v1/namespaces/default/pods", q, NULL, NULL, 200);
+}
+
+static void test_daemonset_scheduling(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "n1", "{\"gpu\":\"true\",\"zone\":\"a\"}", NULL);
+    create_node(ks, "n2", "{\"gpu\":\"true\",\"zone\":\"b\"}", NULL);
+    create_node(ks, "n3", "{\"gpu\":\"true\",\"zone\":\"a\"}",
+                "[{\"key\":\"dedicated\",\"value\":\"ml\",\"effect\":\"NoSchedule\"}]");
+    create_node(ks, "n4", "{\"zone\":\"a\"}", NULL);
+    create_node(ks, "n5", "{\"gpu\":\"true\",\"zone\":\"a\",\"skip\":\"1\"}", NULL);
+    /* nodeSelector gpu=true; affinity zone In (a) and skip DoesNotExist; no toleration for n3 */
+    const char *ds =
+        "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"d\"},"
+        "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"d\"}},\"updateStrategy\":{\"type\":"
+        "\"RollingUpdate\",\"rollingUpdate\":{\"maxUnavailable\":1}},\"template\":{\"metadata\":{"
+        "\"labels\":{\"app\":\"d\"}},\"spec\":{\"nodeSelector\":{\"gpu\":\"true\"},\"affinity\":"
+        "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+        "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\","
+        "\"values\":[\"a\"]},{\"key\":\"skip\",\"operator\":\"DoesNotExist\"}]}]}}},"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"i:1\"}]}}}}";
+    json_decref(ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL, ds, 201));
+    ksim_reconcile(ks);
+    json_t *l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    json_t *p = jp(l, "items.0");
+    assert_string_equal(js(p, "spec.nodeName"), "n1");
+    assert_non_null(json_object_get(jp(p, "metadata.labels"), "controller-revision-hash"));
+    assert_string_equal(js(p, "status.phase"), "Pending");
+    json_decref(l);
+    /* tolerate n3's taint: now two pods */
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+                   "application/strategic-merge-patch+json",
+                   "{\"spec\":{\"template\":{\"spec\":{\"tolerations\":[{\"key\":\"dedicated\","
+                   "\"operator\":\"Equal\",\"value\":\"ml\",\"effect\":\"NoSchedule\"}]}}}}",
+                   200));
+    ksim_reconcile(ks);
+    l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 2);
+    json_decref(l);
+    /* pods turn Ready after the delay; status counts follow */
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.desiredNumberScheduled")), 2);
+    assert_int_equal(json_integer_value(jp(d, "status.numberReady")), 2);
+    assert_int_equal(json_integer_value(jp(d, "status.updatedNumberScheduled")), 2);
+    assert_int_equal(json_integer_value(jp(d, "status.observedGeneration")),
+                     json_integer_value(jp(d, "metadata.generation")));
+    json_decref(d);
+    /* cordon does not evict DaemonSet pods (they tolerate the unschedulable taint) */
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/strategic-merge-patch+json",
+                   "{\"spec\":{\"unschedulable\":true}}", 200));
+    ksim_reconcile(ks);
+    json_t *n1 = ok(ks, "GET", "/api/v1/nodes/n1", NULL, NULL, NULL, 200);
+    bool tainted = false;
+    size_t i;
+    json_t *t;
+    json_array_foreach (jp(n1, "spec.taints"), i, t)
+        if (streq_ptr(js(t, "key"), "node.kubernetes.io/unschedulable"))
+            tainted = true;
+    assert_true(tainted);
+    json_decref(n1);
+    l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    json_decref(l);
+    /* a node that stops matching loses its pod */
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"gpu\":null}}}", 200));
+    ksim_reconcile(ks);
+    l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 0);
+    json_decref(l);
+    ksim_free(ks);
+}
+
+static int count_hash(json_t *list, const char *hash)
+{
+    int n = 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach (json_object_get(list, "items"), i, p)
+        if (streq_ptr(json_string_value(
+                          json_object_get(jp(p, "metadata.labels"), "controller-revision-hash")),
+                      hash))
+            n++;
+    return n;
+}
+
+static void test_daemonset_updates(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "n%d", i);
+        create_node(ks, name, NULL, NULL);
+    }
+    const char *ds =
+        "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"d\"},"
+        "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"d\"}},\"updateStrategy\":{\"type\":"
+        "\"RollingUpdate\",\"rollingUpdate\":{\"maxUnavailable\":\"50%\"}},\"template\":{"
+        "\"metadata\":{\"labels\":{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+        "\"image\":\"i:1\"}]}}}}";
+    json_decref(ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL, ds, 201));
+    ksim_reconcile(ks);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    json_t *l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 4);
+    char old_hash[64];
+    snprintf(old_hash, sizeof(old_hash), "%s",
+             json_string_value(
+                 json_object_get(jp(l, "items.0.metadata.labels"), "controller-revision-hash")));
+    json_decref(l);
+    json_t *crs = ok(ks, "GET", "/apis/apps/v1/namespaces/default/controllerrevisions", NULL, NULL,
+                     NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(crs, "items")), 1);
+    json_decref(crs);
+    /* new template: at most 2 (50% of 4) pods go at once */
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+                   "application/strategic-merge-patch+json",
+                   "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"i:2\"}]}}}}",
+                   200));
+    ksim_reconcile(ks);
+    l = list_pods(ks, NULL);
+    assert_int_equal(count_hash(l, old_hash), 2);
+    json_decref(l);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    l = list_pods(ks, NULL);
+    assert_int_equal(count_hash(l, old_hash), 0);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 4);
+    json_decref(l);
+    crs = ok(ks, "GET", "/apis/apps/v1/namespaces/default/controllerrevisions", NULL, NULL, NULL,
+             200);
+    assert_int_equal(json_array_size(json_object_get(crs, "items")), 2);
+    json_decref(crs);
+    /* OnDelete: a template change replaces nothing until a pod is deleted */
+    json_decref(
+        ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+           "application/merge-patch+json",
+           "{\"spec\":{\"updateStrategy\":{\"type\":\"OnDelete\",\"rollingUpdate\":null},"
+           "\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:3\"}]}}}}",
+           200));
+    ksim_reconcile(ks);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.updatedNumberScheduled")), 0);
+    assert_int_equal(json_integer_value(jp(d, "status.numberReady")), 4);
+    json_decref(d);
+    l = list_pods(ks, NULL);
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s",
+             js(jp(l, "items.0"), "metadata.name"));
+    json_decref(l);
+    json_decref(ok(ks, "DELETE", path, NULL, NULL, NULL, 200));
+    ksim_reconcile(ks);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    d = ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.updatedNumberScheduled")), 1);
+    json_decref(d);
+    /* deleting the DaemonSet collects its pods and revisions */
+    json_decref(
+        ok(ks, "DELETE", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200));
+    ksim_reconcile(ks);
+    l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 0);
+    json_decref(l);
+    ksim_free(ks);
+}
+
+/* ---- PodDisruptionBudgets and eviction ---------------------------------------------------- */
+
+static void test_pdb_eviction(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "n", NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%d\","
+                 "\"labels\":{\"app\":\"w\"}},\"spec\":{\"nodeName\":\"n\",\"containers\":[{"
+                 "\"name\":\"c\",\"image\":\"i:1\"}]}}",
+                 i);
+        json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+    }
+    json_decref(ok(ks, "POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", NULL,
+                   NULL,
+                   "{\"apiVersion\":\"policy/v1\",\"kind\":\"PodDisruptionBudget\",\"metadata\":{"
+                   "\"name\":\"b\"},\"spec\":{\"minAvailable\":\"60%\",\"selector\":{"
+                   "\"matchLabels\":{\"app\":\"w\"}}}}",
+                   201));
+    const char *ev = "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{"
+                     "\"name\":\"%s\"}}";
+    char body[256];
+    /* not yet processed by the controller: 429 */
+    snprintf(body, sizeof(body), ev, "p0");
+    json_decref(
+        ok(ks, "POST", "/api/v1/namespaces/default/pods/p0/eviction", NULL, NULL, body, 429));
+    ksim_reconcile(ks);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    json_t *b = ok(ks, "GET", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/b", NULL,
+                   NULL, NULL, 200);
+    /* 3 healthy, 60% of 3 rounds up to 2 desired: one disruption allowed */
+    assert_int_equal(json_integer_value(jp(b, "status.currentHealthy")), 3);
+    assert_int_equal(json_integer_value(jp(b, "status.desiredHealthy")), 2);
+    assert_int_equal(json_integer_value(jp(b, "status.disruptionsAllowed")), 1);
+    json_decref(b);
+    json_t *o =
+        ok(ks, "POST", "/api/v1/namespaces/default/pods/p0/eviction", NULL, NULL, body, 201);
+    assert_string_equal(js(o, "status"), "Success");
+    json_decref(o);
+    /* the budget is spent at once, before the controller recomputes it */
+    snprintf(body, sizeof(body), ev, "p1");
+    json_decref(
+        ok(ks, "POST", "/api/v1/namespaces/default/pods/p1/eviction", NULL, NULL, body, 429));
+    json_decref(ok(ks, "PATCH", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/b", NULL,
+                   "application/merge-patch+json", "{\"spec\":{\"minAvailable\":2}}", 200));
+    ksim_reconcile(ks);
+    o = ok(ks, "POST", "/api/v1/namespaces/default/pods/p1/eviction", NULL, NULL, body, 429);
+    assert_string_equal(js(o, "reason"), "TooManyRequests");
+    assert_string_equal(js(o, "message"),
+                        "Cannot evict pod as it would violate the pod's disruption budget.");
+    assert_string_equal(js(jp(o, "details.causes.0"), "reason"), "DisruptionBudget");
+    assert_string_equal(js(jp(o, "details.causes.0"), "message"),
+                        "The disruption budget b needs 2 healthy pods and has 2 currently");
+    json_decref(o);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/p0", NULL, NULL, NULL, 404));
+    /* relax the budget: eviction allowed */
+    json_decref(ok(ks, "PATCH", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/b", NULL,
+                   "application/merge-patch+json", "{\"spec\":{\"minAvailable\":1}}", 200));
+    ksim_reconcile(ks);
+    json_decref(
+        ok(ks, "POST", "/api/v1/namespaces/default/pods/p1/eviction", NULL, NULL, body, 201));
+    /* name mismatch */
+    json_decref(
+        ok(ks, "POST", "/api/v1/namespaces/default/pods/p2/eviction", NULL, NULL, body, 400));
+    ksim_free(ks);
+}
+
+/* ---- watch -------------------------------------------------------------------------------- */
+
+static struct ksim_watch *watch(struct ksim *ks, const char *path, const char *q, int *code)
+{
+    struct ksim_request rq = {
+        .method = "GET", .path = path, .query = q, .accept = "application/json"};
+    struct ksim_response rs;
+    ksim_handle(ks, &rq, &rs);
+    *code = rs.code;
+    ksim_response_free(&rs);
+    return rs.watch;
+}
+
+static json_t *events(struct ksim *ks, struct ksim_watch *w)
+{
+    struct sbuf b;
+    sbuf_init(&b, 1u << 24);
+    ksim_watch_next(ks, w, &b, 0);
+    json_t *a = json_array();
+    char *save = NULL;
+    for (char *line = strtok_r(b.data ? b.data : (char[]){0}, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save))
+        json_array_append_new(a, json_loads(line, 0, NULL));
+    sbuf_free(&b);
+    return a;
+}
+
+static void test_watch(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "a", "{\"x\":\"1\"}", NULL);
+    uint64_t rv = ksim_resource_version(ks);
+    char q[128];
+    snprintf(q, sizeof(q), "watch=true&resourceVersion=%llu&labelSelector=x%%3D1",
+             (unsigned long long)rv);
+    int code = 0;
+    struct ksim_watch *w = watch(ks, "/api/v1/nodes", q, &code);
+    assert_int_equal(code, 200);
+    assert_non_null(w);
+    json_t *e = events(ks, w);
+    assert_int_equal(json_array_size(e), 0);
+    json_decref(e);
+    create_node(ks, "b", "{\"x\":\"1\"}", NULL);
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/a", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"x\":\"2\"}}}", 200));
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/b", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"y\":\"1\"}}}", 200));
+    json_decref(ok(ks, "DELETE", "/api/v1/nodes/b", NULL, NULL, NULL, 200));
+    e = events(ks, w);
+    assert_int_equal(json_array_size(e), 4);
+    assert_string_equal(js(json_array_get(e, 0), "type"), "ADDED");
+    assert_string_equal(js(json_array_get(e, 1), "type"), "DELETED"); /* a left the selector */
+    assert_string_equal(js(jp(e, "1.object"), "metadata.name"), "a");
+    assert_string_equal(js(json_array_get(e, 2), "type"), "MODIFIED");
+    assert_string_equal(js(json_array_get(e, 3), "type"), "DELETED");
+    json_decref(e);
+    ksim_watch_free(ks, w);
+    /* initial events with resourceVersion=0, then a bookmark when allowed */
+    w = watch(ks, "/api/v1/nodes", "watch=1&resourceVersion=0&allowWatchBookmarks=true", &code);
+    e = events(ks, w);
+    assert_int_equal(json_array_size(e), 1);
+    json_decref(e);
+    fake_now += 61000;
+    e = events(ks, w);
+    assert_int_equal(json_array_size(e), 1);
+    assert_string_equal(js(json_array_get(e, 0), "type"), "BOOKMARK");
+    json_decref(e);
+    ksim_watch_free(ks, w);
+    /* retention: events older than the window are compacted; old rvs get 410 Expired */
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/a", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"z\":\"1\"}}}", 200));
+    fake_now += 61000;
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/a", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"z\":\"2\"}}}", 200));
+    w = watch(ks, "/api/v1/nodes", q, &code);
+    assert_int_equal(code, 200);
+    e = events(ks, w);
+    assert_int_equal(json_array_size(e), 1);
+    assert_string_equal(js(json_array_get(e, 0), "type"), "ERROR");
+    assert_int_equal(json_integer_value(jp(e, "0.object.code")), 410);
+    assert_string_equal(js(jp(e, "0.object"), "reason"), "Expired");
+    assert_non_null(strstr(js(jp(e, "0.object"), "message"), "too old resource version"));
+    json_decref(e);
+    struct sbuf b;
+    sbuf_init(&b, 4096);
+    assert_int_equal(ksim_watch_next(ks, w, &b, 0), -1);
+    sbuf_free(&b);
+    ksim_watch_free(ks, w);
+    /* timeoutSeconds ends the stream */
+    w = watch(ks, "/api/v1/nodes", "watch=1&resourceVersion=0&timeoutSeconds=1", &code);
+    json_decref(events(ks, w));
+    fake_now += 2000;
+    sbuf_init(&b, 4096);
+    assert_int_equal(ksim_watch_next(ks, w, &b, 0), -1);
+    sbuf_free(&b);
+    ksim_watch_free(ks, w);
+    ksim_free(ks);
+}
+
+static void test_pagination(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    for (int i = 0; i < 7; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "n%d", i);
+        create_node(ks, name, NULL, NULL);
+    }
+    int seen = 0;
+    char q[1024] = "limit=3";
+    for (int page = 0; page < 5; page++) {
+        json_t *l = ok(ks, "GET", "/api/v1/nodes", q, NULL, NULL, 200);
+        seen += (int)json_array_size(json_object_get(l, "items"));
+        const char *c = js(l, "metadata.continue");
+        if (!c) {
+            json_decref(l);
+            break;
+        }
+        assert_true(json_integer_value(jp(l, "metadata.remainingItemCount")) > 0);
+        snprintf(q, sizeof(q), "limit=3&continue=%s", c);
+        json_decref(l);
+    }
+    assert_int_equal(seen, 7);
+    json_decref(ok(ks, "GET", "/api/v1/nodes", "limit=3&continue=%25%25garbage", NULL, NULL, 400));
+    ksim_free(ks);
+}
+
+static void test_crd_lifecycle(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    const char *crd =
+        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+        "\"metadata\":{\"name\":\"gadgets.example.com\"},\"spec\":{\"group\":\"example.com\","
+        "\"scope\":\"Cluster\",\"names\":{\"plural\":\"gadgets\",\"kind\":\"Gadget\"},"
+        "\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{"
+        "\"status\":{}}}]}}";
+    json_decref(ok(ks, "GET", "/apis/example.com/v1/gadgets", NULL, NULL, NULL, 404));
+    json_t *o = ok(ks, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", NULL,
+                   NULL, crd, 201);
+    assert_string_equal(js(jp(o, "status.conditions.1"), "type"), "Established");
+    json_decref(o);
+    json_t *d = ok(ks, "GET", "/apis/example.com/v1", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(d, "resources.0"), "name"), "gadgets");
+    assert_string_equal(js(jp(d, "resources.1"), "name"), "gadgets/status");
+    json_decref(d);
+    o = ok(ks, "POST", "/apis/example.com/v1/gadgets", NULL, NULL,
+           "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Gadget\",\"metadata\":{\"name\":\"g\"},"
+           "\"spec\":{\"n\":1},\"status\":{\"ok\":true}}",
+           201);
+    assert_null(jp(o, "status")); /* status subresource: dropped on create */
+    assert_int_equal(json_integer_value(jp(o, "metadata.generation")), 1);
+    json_decref(o);
+    json_decref(ok(ks, "PATCH", "/apis/example.com/v1/gadgets/g", NULL,
+                   "application/strategic-merge-patch+json", "{}", 415));
+    o = ok(ks, "PATCH", "/apis/example.com/v1/gadgets/g/status", NULL,
+           "application/merge-patch+json", "{\"status\":{\"ok\":true}}", 200);
+    assert_true(json_is_true(jp(o, "status.ok")));
+    json_decref(o);
+    json_decref(ok(ks, "DELETE",
+                   "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   "gadgets.example.com",
+                   NULL, NULL, NULL, 200));
+    json_decref(ok(ks, "GET", "/apis/example.com/v1/gadgets", NULL, NULL, NULL, 404));
+    /* bad CRD name */
+    o = ok(ks, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", NULL, NULL,
+           "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+           "\"metadata\":{\"name\":\"wrong.example.com\"},\"spec\":{\"group\":\"example.com\","
+           "\"scope\":\"Cluster\",\"names\":{\"plural\":\"gadgets\",\"kind\":\"Gadget\"},"
+           "\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":true}]}}",
+           422);
+    json_decref(o);
+    ksim_free(ks);
+}
+
+static void test_hostile_requests(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    const char *paths[] = {"",
+                           "/",
+                           "//",
+                           "/api",
+                           "/api/v1/namespaces//pods",
+                           "/apis/apps/v1/namespaces/default/daemonsets/x/y/z/w",
+                           "/api/v1/namespaces/default/pods/x/eviction",
+                           "/api/v1/nodes/%00",
+                           "/apis/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o"};
+    const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "BREW"};
+    const char *bodies[] = {
+        NULL, "", "null", "[]", "{\"kind\":7}", "\xff\xfe", "{\"metadata\":[]}"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)
+            for (size_t b = 0; b < sizeof(bodies) / sizeof(bodies[0]); b++) {
+                int code = 0;
+                json_decref(
+                    call(ks, methods[m], paths[i], "watch=0&limit=x", NULL, bodies[b], &code));
+                assert_true(code >= 200 && code < 600);
+            }
+    ksim_free(ks);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_label_selectors),
+        cmocka_unit_test(test_selectors_over_http),
+        cmocka_unit_test(test_crud_semantics),
+        cmocka_unit_test(test_generation_and_status),
+        cmocka_unit_test(test_strategic_merge_patch),
+        cmocka_unit_test(test_merge_and_json_patch),
+        cmocka_unit_test(test_server_side_apply),
+        cmocka_unit_test(test_garbage_collection),
+        cmocka_unit_test(test_daemonset_scheduling),
+        cmocka_unit_test(test_daemonset_updates),
+        cmocka_unit_test(test_pdb_eviction),
+        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_pagination),
+        cmocka_unit_test(test_crd_lifecycle),
+        cmocka_unit_test(test_hostile_requests),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
