@@ -296,18 +296,29 @@ static int state_write(struct sim_store *s, const struct sim_state *st, struct e
     return 0;
 }
 
+/* The lock file is opened for each critical section, so a process that forked after opening
+ * the store does not share its lock (flock locks belong to the open file description). */
 static int lock_fd(struct sim_store *s, int op, struct err *e)
 {
+    s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0)
+        return err_errno(e, -errno, "open \"%s\"", s->lock_path);
     while (flock(s->lock_fd, op) < 0) {
-        if (errno != EINTR)
-            return err_errno(e, -errno, "lock \"%s\"", s->lock_path);
+        if (errno != EINTR) {
+            int r = err_errno(e, -errno, "lock \"%s\"", s->lock_path);
+            close(s->lock_fd);
+            s->lock_fd = -1;
+            return r;
+        }
     }
     return 0;
 }
 
 static void unlock_fd(struct sim_store *s)
 {
-    flock(s->lock_fd, LOCK_UN);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* releases the lock */
+    s->lock_fd = -1;
 }
 
 static void state_alloc(struct sim_state *st, size_t n)
@@ -344,9 +355,6 @@ int sim_store_open(const struct sim_fleet *fleet, const char *dir, unsigned flag
     int r = mkdir_p(dir, 0755);
     if (r < 0)
         return err_errno(e, r, "create state directory \"%s\"", dir);
-    s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0)
-        return err_errno(e, -errno, "open \"%s\"", s->lock_path);
     if ((r = lock_fd(s, LOCK_EX, e)) < 0)
         return r;
     struct sim_state tmp = {0};
