@@ -3,6 +3,7 @@
  * projection), watch events per second (live, and replaying a backlog).
  * usage: bench-informer KUBECONFIG NODES PATCHES */
 #include <malloc.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,14 @@ static long rss_kib(void)
     if (f)
         fclose(f);
     return v;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static const char *const keep[] = {"spec.unschedulable",
@@ -165,8 +174,10 @@ int main(int argc, char **argv)
     struct counter cnt = {0, total};
     struct kube_watch_opts wo = {.resource_version = rv0, .timeout_seconds = 120};
     t0 = now_us_mono();
+    double cpu0 = cpu_s();
     int r = kube_watch(c, &KUBE_NODES, NULL, &wo, count_cb, &cnt, &e);
     double replay_s = (double)(now_us_mono() - t0) / 1e6;
+    double replay_cpu = cpu_s() - cpu0;
     if (r < 0)
         fprintf(stderr, "replay watch: %s\n", e.msg);
 
@@ -178,6 +189,7 @@ int main(int argc, char **argv)
     printf("patches=%u\nwrite_s=%.3f\nlive_events=%u\nlive_s=%.3f\nlive_eps=%.0f\n", total, write_s,
            live_events, live_s, live_events / live_s);
     printf("replay_events=%u\nreplay_s=%.3f\nreplay_eps=%.0f\n", cnt.n, replay_s, cnt.n / replay_s);
+    printf("replay_cpu_us_per_event=%.1f\n", cnt.n ? replay_cpu * 1e6 / cnt.n : 0.0);
     printf("requests=%llu\n", (unsigned long long)kube_client_requests(c));
     kube_client_free(c);
     kube_client_free(wc);

@@ -57,6 +57,7 @@ after the full sync.
 |---|---|
 | Live: $(get patches) label patches by 8 writers ($(get write_s) s), informer applies all | $(get live_eps) events/s ($(get live_events) events in $(get live_s) s) |
 | Replay: one watch from the resourceVersion before the patches | $(get replay_eps) events/s ($(get replay_events) events in $(get replay_s) s) |
+| Client CPU per replayed event (8 KB node JSON: parse + callback) | $(get replay_cpu_us_per_event) µs |
 
 API calls for nodes seen by kubesim: $lists lists (pages), $watches watches (one per informer,
 plus the replay watch).

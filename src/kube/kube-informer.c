@@ -26,6 +26,8 @@ struct kube_informer {
     pthread_cond_t cond; /* synced, and wakes the backoff sleep on stop */
     json_t *store;       /* "ns/name" -> object */
     json_t *labels;      /* "key=value" -> {"ns/name": true} */
+    json_t *intern;      /* label value -> one shared string (informer thread only) */
+    size_t intern_pruned;
     char *rv;
     bool synced;
     struct kube_informer_stats stats;
@@ -89,13 +91,49 @@ json_t *kube_project_fields(json_t *obj, const char *const *keep_fields)
     return out;
 }
 
+/* Label values repeat across objects ("true", a product name, a driver version): objects share
+ * one string per value. The table drops values no object holds any more once it has doubled. */
+static void intern_labels(struct kube_informer *inf, json_t *obj)
+{
+    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    const char *k;
+    json_t *v;
+    json_object_foreach (labels, k, v) {
+        const char *str = json_string_value(v);
+        if (!str || strlen(str) != json_string_length(v))
+            continue;
+        json_t *in = json_object_get(inf->intern, str);
+        if (!in)
+            json_object_set(inf->intern, str, v);
+        else if (in != v)
+            json_object_set(labels, k, in); /* replaces the value, the key stays */
+    }
+    size_t n = json_object_size(inf->intern);
+    if (n > 2 * inf->intern_pruned + 1024) {
+        void *tmp;
+        json_object_foreach_safe (inf->intern, tmp, k, v) {
+            if (__atomic_load_n(&v->refcount, __ATOMIC_ACQUIRE) == 1)
+                json_object_del(inf->intern, k);
+        }
+        inf->intern_pruned = json_object_size(inf->intern);
+    }
+}
+
 static json_t *project(struct kube_informer *inf, json_t *obj)
 {
+    json_t *p;
     if (inf->project)
-        return inf->project(obj, inf->project_userdata);
-    if (inf->keep_fields)
-        return kube_project_fields(obj, (const char *const *)inf->keep_fields);
-    return json_incref(obj);
+        p = inf->project(obj, inf->project_userdata);
+    else if (inf->keep_fields)
+        p = kube_project_fields(obj, (const char *const *)inf->keep_fields);
+    else
+        p = json_incref(obj);
+    /* a labels object still shared with a caller-made projection is left alone */
+    json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
+    if (p &&
+        (!inf->project || labels == json_object_get(json_object_get(obj, "metadata"), "labels")))
+        intern_labels(inf, p);
+    return p;
 }
 
 /* ---- store (lock held) -------------------------------------------------------------------- */
@@ -405,6 +443,7 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
     inf->h = o->handlers;
     inf->store = json_object();
     inf->labels = json_object();
+    inf->intern = json_object();
     pthread_mutex_init(&inf->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -433,6 +472,7 @@ void kube_informer_free(struct kube_informer *inf)
     json_decref(inf->store);
     json_decref(inf->labels);
     json_decref(inf->index_keys);
+    json_decref(inf->intern);
     for (size_t i = 0; inf->keep_fields && inf->keep_fields[i]; i++)
         free(inf->keep_fields[i]);
     free(inf->keep_fields);

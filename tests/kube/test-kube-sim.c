@@ -556,6 +556,13 @@ static void test_informer_churn(void **state)
     /* the projection kept data and identity, nothing else */
     json_t *one = kube_informer_get(inf, "churn", "pre-0");
     assert_non_null(one);
+    /* equal label values are one shared string in the store */
+    json_t *two = kube_informer_get(inf, "churn", "pre-1");
+    assert_non_null(two);
+    assert_ptr_equal(
+        json_object_get(json_object_get(json_object_get(one, "metadata"), "labels"), "app"),
+        json_object_get(json_object_get(json_object_get(two, "metadata"), "labels"), "app"));
+    json_decref(two);
     assert_non_null(json_object_get(one, "data"));
     assert_null(json_object_get(json_object_get(one, "metadata"), "creationTimestamp"));
     json_decref(one);
