@@ -385,8 +385,11 @@ static json_t *query_parse(const char *q)
         const char *eq = memchr(p, '=', n);
         _cleanup_free_ char *k = url_decode(p, eq ? (size_t)(eq - p) : n);
         _cleanup_free_ char *v = eq ? url_decode(eq + 1, n - (size_t)(eq + 1 - p)) : xstrdup("");
-        if (k[0] && json_string(v)) /* NUL bytes or bad UTF-8 drop the parameter */
-            json_object_set_new(o, k, json_string(v));
+        json_t *sv = json_string(v); /* NULL for bad UTF-8: the parameter is dropped */
+        if (k[0] && sv)
+            json_object_set_new(o, k, sv);
+        else
+            json_decref(sv);
         p += n + (amp ? 1 : 0);
     }
     return o;
