@@ -334,6 +334,22 @@ def run(gpuop, lib, fleet, scenario):
             if scenario == "timeslicing":
                 check(len(bad) == 4 and len({base_id(i) for i in bad}) == 1,
                       "the 4 replicas of GPU 0 follow their GPU")
+            if scenario == "single":
+                # An XID naming one GPU instance marks only that MIG device.
+                t1 = time.monotonic()
+                sim(gpuop, env, "inject", "xid", "--gpu", "1", "--code", "79", "--gi", "2",
+                    "--ci", "0")
+                more = None
+                while time.monotonic() - t1 < 2 and more is None:
+                    tt, dv = dict(watches)[unhealthy_res].next(2)
+                    if dv is None:
+                        break
+                    nb = [d.ID for d in dv if d.health == "Unhealthy"]
+                    if len(nb) > len(bad):
+                        more = nb
+                check(more is not None and len(more) == len(bad) + 1,
+                      f"an XID on GPU 1 / GI 2 marks exactly one more MIG device "
+                      f"({len(more) if more else 0} Unhealthy of {len(dv) if dv else 0})")
             try:
                 stubs[unhealthy_res].Allocate(pb.AllocateRequest(container_requests=[
                     pb.ContainerAllocateRequest(devices_ids=[bad[0]])]), timeout=5)
@@ -408,13 +424,20 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
     (DP_HEALTH_RECOVERY_PERIOD); a lost GPU stays Unhealthy."""
     env["DP_HEALTH_RECOVERY_PERIOD"] = "1s"
     env["DP_DISABLE_HEALTHCHECKS"] = " 48 , bogus"
-    kubelet = Kubelet(pb, pb_grpc, ksock)
+    # No kubelet yet: registration fails and is retried; the process stays up; once
+    # kubelet.sock appears the plugin registers within a second.
     plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    kubelet = None
     w = None
     try:
+        time.sleep(1.0)
+        check(plugin.proc.poll() is None, "no kubelet yet: the plugin keeps running")
+        t0 = time.monotonic()
+        kubelet = Kubelet(pb, pb_grpc, ksock)
         regs = kubelet.wait_registrations(1, 15)
-        if not check(len(regs) == 1, "the plugin registers"):
+        if not check(len(regs) == 1, "the plugin registers once kubelet.sock appears"):
             return
+        check(regs[0][0] - t0 < 1.0, f"... within a second ({(regs[0][0] - t0) * 1000:.0f} ms)")
         ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}")
         w = Watch(pb_grpc.DevicePluginStub(ch), pb)
         t, devs = w.next(5)
@@ -456,7 +479,8 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
             w.cancel()
         rc = plugin.stop()
         check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
-        kubelet.stop()
+        if kubelet:
+            kubelet.stop()
         if FAILS:
             print("---- plugin log ----")
             print(plugin.output()[-6000:])

@@ -879,6 +879,9 @@ static void test_health_apply(void **state)
     assert_true(r->devices[2].healthy);
     assert_int_equal(dp_health_apply(p, &ev, 2000), 0); /* already unhealthy; timer restarts */
     /* recovery: quiet period from the last error */
+    assert_int_equal(dp_health_recovery_due(p, 2000 + 299999, 300000), 0);
+    assert_int_equal(dp_health_recovery_due(p, 2000 + 300000, 300000), 1u << 1);
+    assert_int_equal(dp_health_recovery_due(p, 2000 + 300000, 0), 0);
     assert_int_equal(dp_health_recover(p, 2000 + 299999, 300000), 0);
     assert_int_equal(dp_health_recover(p, 2000 + 300000, 300000), 3);
     assert_int_equal(n_unhealthy(r), 0);

@@ -196,6 +196,9 @@ size_t dp_health_apply(struct dp_plan *p, const struct gpu_event *ev, uint64_t n
 /* Marks every device of GPU `gpu` (plan index) lost: Unhealthy for good. Returns the number of
  * devices newly marked lost. */
 size_t dp_health_mark_lost(struct dp_plan *p, unsigned gpu);
+/* The GPUs (bit = plan GPU index, first 64) with devices dp_health_recover would return to
+ * Healthy now: the shell checks those are not lost first. */
+uint64_t dp_health_recovery_due(const struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
 /* Returns devices to Healthy after recovery_ms without errors (0: never). Lost ones stay. */
 size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
 

@@ -148,3 +148,18 @@ size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_m
         }
     return changed;
 }
+
+uint64_t dp_health_recovery_due(const struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms)
+{
+    uint64_t mask = 0;
+    if (recovery_ms == 0)
+        return 0;
+    for (size_t i = 0; i < p->n_resources; i++)
+        for (size_t j = 0; j < p->resources[i].n_devices; j++) {
+            const struct dp_device *d = &p->resources[i].devices[j];
+            if (!d->healthy && !d->lost && now_ms >= d->last_error_ms &&
+                now_ms - d->last_error_ms >= recovery_ms && d->gpu < 64)
+                mask |= 1ull << d->gpu;
+        }
+    return mask;
+}

@@ -548,23 +548,13 @@ static void *health_main(void *arg)
             last_wait_err = now;
             usleep(200 * 1000);
         }
-        bool lost[64] = {false};
-        bool check_lost = now - last_lost >= DP_LOST_CHECK_MS;
-        unsigned n_gpus = 0;
-        if (check_lost) {
-            last_lost = now;
-            pthread_mutex_lock(&pl->mu);
-            n_gpus = pl->plan ? pl->plan->n_gpus : 0;
-            pthread_mutex_unlock(&pl->mu);
-            for (unsigned g = 0; g < n_gpus && g < 64; g++) {
-                struct gpu_sample smp;
-                struct err se = {0};
-                if (gpu_sample_read(pl->lib, g, &smp, &se) == 0 && smp.lost)
-                    lost[g] = true;
-            }
-        }
+        /* Which GPUs to probe for NVML_ERROR_GPU_IS_LOST: all of them now and then, the GPU
+         * of a critical event at once (XID 79: fallen off the bus), and every GPU about to
+         * recover, so a lost GPU never turns Healthy. */
         pthread_mutex_lock(&pl->mu);
-        if (r == 0 && dp_health_event_is_critical(&pl->hp, &event)) {
+        unsigned n_gpus = pl->plan ? pl->plan->n_gpus : 0;
+        bool critical = r == 0 && dp_health_event_is_critical(&pl->hp, &event);
+        if (critical) {
             size_t c = dp_health_apply(pl->plan, &event, now);
             log_warn(COMP, "GPU error: devices marked Unhealthy",
                      "gpu=%u uuid=%s type=0x%llx xid=%llu gi=%u ci=%u devices=%zu", event.gpu_index,
@@ -576,8 +566,26 @@ static void *health_main(void *arg)
                      event.gpu_index, (unsigned long long)event.type,
                      (unsigned long long)event.data);
         }
-        for (unsigned g = 0; check_lost && g < n_gpus && g < 64; g++)
-            if (lost[g] && pl->plan && g < pl->plan->n_gpus) {
+        uint64_t probe = pl->plan ? dp_health_recovery_due(pl->plan, now, pl->recovery_ms) : 0;
+        pthread_mutex_unlock(&pl->mu);
+        if (critical && event.gpu_index < 64)
+            probe |= 1ull << event.gpu_index;
+        if (now - last_lost >= DP_LOST_CHECK_MS) {
+            last_lost = now;
+            probe = n_gpus >= 64 ? ~0ull : (1ull << n_gpus) - 1;
+        }
+        uint64_t lost = 0;
+        for (unsigned g = 0; g < n_gpus && g < 64; g++) {
+            if (!(probe & (1ull << g)))
+                continue;
+            struct gpu_sample smp;
+            struct err se = {0};
+            if (gpu_sample_read(pl->lib, g, &smp, &se) == 0 && smp.lost)
+                lost |= 1ull << g;
+        }
+        pthread_mutex_lock(&pl->mu);
+        for (unsigned g = 0; g < n_gpus && g < 64; g++)
+            if ((lost & (1ull << g)) && pl->plan && g < pl->plan->n_gpus) {
                 size_t c = dp_health_mark_lost(pl->plan, g);
                 if (c)
                     log_error(COMP, "GPU is lost: devices Unhealthy for good", "gpu=%u", g);
