@@ -44,6 +44,11 @@ expect_error 1 "$tmp/bad.csv:3: expected" "$gpuop" exporter --once -f "$tmp/bad.
 printf 'DCGM_FI_DEV_GPU_TEMPERATURE, gauge, t\n' >"$tmp/unknown.csv"
 expect_error 1 'unknown field "DCGM_FI_DEV_GPU_TEMPERATURE"; known fields: DCGM_FI_DEV_SM_CLOCK' \
     "$gpuop" exporter --once -f "$tmp/unknown.csv"
+# The whole list, to the last known field.
+for f in DCGM_FI_DEV_GPU_TEMP DCGM_EXP_CLOCK_EVENTS_COUNT DCGM_FI_DRIVER_VERSION \
+    DCGM_FI_PROF_DRAM_ACTIVE DCGM_FI_DEV_VBIOS_VERSION; do
+    grep -Eq "known fields:.* $f(,|\$)" "$tmp/err1" || fail "known fields lack $f: $(cat "$tmp/err1")"
+done
 expect_error 1 "$tmp/unknown.csv:1" env DCGM_EXPORTER_COLLECTORS="$tmp/unknown.csv" "$gpuop" exporter --once
 expect_error 1 'listen address "nonsense"' "$gpuop" exporter -a nonsense
 expect_error 1 'libnvidia-ml' env GPUOP_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$gpuop" exporter --once

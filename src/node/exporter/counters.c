@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The DCGM field catalogue and the counters CSV parser. */
-#include <ctype.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "exporter.h"
@@ -215,8 +215,7 @@ static int parse_line(struct exp_counters *c, char *line, unsigned lineno, const
         return err_set(e, -EINVAL, "%s:%u: empty DCGM field name", source, lineno);
     const struct exp_field *f = exp_field_lookup(name);
     if (!f)
-        return err_set(e, -EINVAL, "%s:%u: unknown field \"%s\"; known fields: %s", source, lineno,
-                       name, exp_field_known_names());
+        return err_set(e, EXP_UNKNOWN_FIELD, "%s:%u: unknown field \"%s\"", source, lineno, name);
     enum exp_kind kind;
     if (strcmp(type, "gauge") == 0)
         kind = EXP_GAUGE;

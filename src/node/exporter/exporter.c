@@ -629,7 +629,9 @@ int exporter_main(int argc, char **argv)
     r = x.collectors ? exp_counters_load(x.collectors, &x.counters, &e)
                      : exp_counters_default(&x.counters, &e);
     if (r < 0) {
-        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
+        fprintf(stderr, "gpuop exporter: %s%s%s\n", err_msg(&e),
+                r == EXP_UNKNOWN_FIELD ? "; known fields: " : "",
+                r == EXP_UNKNOWN_FIELD ? exp_field_known_names() : "");
         exporter_free(&x);
         return 1;
     }

@@ -134,9 +134,13 @@ struct exp_counters {
     struct exp_counter *items;
 };
 
+/* The code for a field name gpuop does not know. The list of known ones is too long for a
+ * struct err message: the caller appends exp_field_known_names() to what it reports. */
+#define EXP_UNKNOWN_FIELD (-ENOMSG)
+
 /* Parses a counters file. `source` names it in errors ("<source>:<line>: <reason>").
- * Unknown fields are rejected with the list of known ones; unsupported known fields are
- * accepted (exp_counters_log_unsupported names them). */
+ * Unknown fields are EXP_UNKNOWN_FIELD (see above); unsupported known fields are accepted
+ * (exp_counters_log_unsupported names them). */
 int exp_counters_parse(const char *text, size_t len, const char *source, struct exp_counters **ret,
                        struct err *e);
 int exp_counters_load(const char *path, struct exp_counters **ret, struct err *e);
