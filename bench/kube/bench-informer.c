@@ -10,6 +10,14 @@
 
 #include "kube-internal.h"
 
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
 static size_t heap_used(void)
 {
     malloc_trim(0);
@@ -30,14 +38,6 @@ static long rss_kib(void)
     return v;
 }
 
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 static const char *const keep[] = {"spec.unschedulable",
                                    "spec.taints",
                                    "status.allocatable",
@@ -52,8 +52,10 @@ static const char *const index_keys[] = {"nvidia.com/gpu.present", "nvidia.com/g
 /* mode 0: full objects; 1: projection, every label indexed; 2: projection, two label keys
  * indexed */
 static int sync_once(struct kube_client *c, int mode, unsigned nodes, double *ret_s,
-                     double *ret_bytes_per_node, struct kube_informer **keep_inf)
+                     double *ret_bytes_per_node, double *ret_cpu_us,
+                     struct kube_informer **keep_inf)
 {
+    double cpu0 = cpu_s();
     size_t h0 = heap_used();
     uint64_t t0 = now_us_mono();
     struct kube_informer_opts o = {.page_size = 500,
@@ -72,6 +74,7 @@ static int sync_once(struct kube_client *c, int mode, unsigned nodes, double *re
         return -1;
     }
     *ret_s = (double)(now_us_mono() - t0) / 1e6;
+    *ret_cpu_us = (cpu_s() - cpu0) * 1e6 / nodes;
     size_t h1 = heap_used();
     *ret_bytes_per_node = ((double)h1 - (double)h0) / nodes;
     if (keep_inf)
@@ -133,14 +136,14 @@ int main(int argc, char **argv)
         return 1;
     }
     long rss0 = rss_kib();
-    double full_s, full_b, proj_s, proj_b, lean_s, lean_b;
-    if (sync_once(c, 0, nodes, &full_s, &full_b, NULL) < 0)
+    double full_s, full_b, proj_s, proj_b, lean_s, lean_b, full_c, proj_c, lean_c;
+    if (sync_once(c, 0, nodes, &full_s, &full_b, &full_c, NULL) < 0)
         return 1;
     long rss_full = rss_kib();
-    if (sync_once(c, 2, nodes, &lean_s, &lean_b, NULL) < 0)
+    if (sync_once(c, 2, nodes, &lean_s, &lean_b, &lean_c, NULL) < 0)
         return 1;
     struct kube_informer *inf = NULL;
-    if (sync_once(c, 1, nodes, &proj_s, &proj_b, &inf) < 0)
+    if (sync_once(c, 1, nodes, &proj_s, &proj_b, &proj_c, &inf) < 0)
         return 1;
 
     /* live: writers patch node labels, the projected informer follows */
@@ -184,6 +187,7 @@ int main(int argc, char **argv)
     printf("nodes=%u\n", nodes);
     printf("full_sync_s=%.3f\nfull_bytes_per_node=%.0f\n", full_s, full_b);
     printf("proj_sync_s=%.3f\nproj_bytes_per_node=%.0f\n", proj_s, proj_b);
+    printf("full_cpu_us=%.0f\nproj_cpu_us=%.0f\nlean_cpu_us=%.0f\n", full_c, proj_c, lean_c);
     printf("lean_sync_s=%.3f\nlean_bytes_per_node=%.0f\n", lean_s, lean_b);
     printf("rss_before_kib=%ld\nrss_after_full_kib=%ld\n", rss0, rss_full);
     printf("patches=%u\nwrite_s=%.3f\nlive_events=%u\nlive_s=%.3f\nlive_eps=%.0f\n", total, write_s,

@@ -46,6 +46,7 @@ A node object is $full_size bytes of JSON (bench/kube/node-template.yaml).
 | Measure | Full objects | Projection | Projection, 2 label keys indexed |
 |---|---|---|---|
 | Time to sync $N nodes (paginated list, 500 per page) | $(get full_sync_s) s | $(get proj_sync_s) s | $(get lean_sync_s) s |
+| Client CPU per node during the sync (parse, project, index) | $(get full_cpu_us) µs | $(get proj_cpu_us) µs | $(get lean_cpu_us) µs |
 | Informer heap per node (store + label index) | $(get full_bytes_per_node) B | $(get proj_bytes_per_node) B | $(get lean_bytes_per_node) B |
 
 Projection kept: identity, labels, spec.unschedulable, spec.taints, status.allocatable and three
