@@ -246,6 +246,8 @@ static void *controller_main(void *arg)
         pthread_mutex_unlock(&sh->mlock);
         if (stop)
             break;
+        /* let a burst of writes land first: one reconcile per burst, not per write */
+        usleep(20 * 1000);
         ksim_reconcile(sh->ks);
     }
     return NULL;

@@ -37,6 +37,8 @@ struct sim_store {
     struct sim_state st;
     /* identity of the state file last read */
     bool seen_valid;
+    int held_fd; /* the version last read or written, held open so its inode number cannot be
+                    reused by a later version: an unchanged inode means an unchanged state */
     dev_t seen_dev;
     ino_t seen_ino;
     off_t seen_size;
@@ -74,6 +76,8 @@ void sim_store_free(struct sim_store *s)
         return;
     if (s->lock_fd >= 0)
         close(s->lock_fd);
+    if (s->held_fd >= 0)
+        close(s->held_fd);
     free(s->dir);
     free(s->state_path);
     free(s->events_path);
@@ -224,8 +228,6 @@ static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, st
 /* 1: parsed; 0: absent or written for another fleet; <0: unreadable. */
 static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
 {
-    char *buf _cleanup_free_ = NULL;
-    size_t len = 0;
     struct stat sb;
     _cleanup_close_ int fd = open(s->state_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -235,9 +237,24 @@ static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
     }
     if (fstat(fd, &sb) < 0)
         return err_errno(e, -errno, "stat \"%s\"", s->state_path);
-    int r = file_read_all(s->state_path, STATE_MAX_BYTES, &buf, &len, e);
-    if (r < 0)
-        return r;
+    if (sb.st_size > (off_t)STATE_MAX_BYTES)
+        return err_set(e, -EFBIG, "%s: larger than %u bytes", s->state_path, STATE_MAX_BYTES);
+    size_t len = (size_t)sb.st_size;
+    char *buf _cleanup_free_ = xmalloc(len + 1);
+    size_t have = 0;
+    while (have < len) {
+        ssize_t n = pread(fd, buf + have, len - have, (off_t)have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_errno(e, -errno, "read \"%s\"", s->state_path);
+        if (n == 0)
+            break;
+        have += (size_t)n;
+    }
+    len = have;
+    buf[len] = '\0';
+    int r;
     json_error_t jerr;
     json_t *doc _cleanup_json_ = json_loadb(buf, len, 0, &jerr);
     if (!doc)
@@ -271,7 +288,39 @@ static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
     s->seen_ino = sb.st_ino;
     s->seen_size = sb.st_size;
     s->seen_mtime = sb.st_mtim;
+    if (s->held_fd >= 0)
+        close(s->held_fd);
+    s->held_fd = steal_fd(&fd);
     return 1;
+}
+
+/* Temp file + rename, without fsync: readers must never see a torn file, but the simulated
+ * state need not survive a power cut, and an fsync per MIG call is slow on a busy disk. The
+ * caller holds the store lock, so the temp name cannot collide. */
+static int write_replace(const char *path, const char *data, size_t len, struct err *e)
+{
+    _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return err_errno(e, -errno, "create \"%s\"", tmp);
+    while (len) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int r = err_errno(e, -errno, "write \"%s\"", tmp);
+            unlink(tmp);
+            return r;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    if (rename(tmp, path) < 0) {
+        int r = err_errno(e, -errno, "rename \"%s\" to \"%s\"", tmp, path);
+        unlink(tmp);
+        return r;
+    }
+    return 0;
 }
 
 static int state_write(struct sim_store *s, const struct sim_state *st, struct err *e)
@@ -282,17 +331,23 @@ static int state_write(struct sim_store *s, const struct sim_state *st, struct e
     char *data _cleanup_free_ = json_dumps(doc, JSON_INDENT(1));
     if (!data)
         return err_set(e, -ENOMEM, "%s: cannot encode the state", s->state_path);
-    int r = file_write_atomic(s->state_path, data, strlen(data), 0644, e);
+    int r = write_replace(s->state_path, data, strlen(data), e);
     if (r < 0)
         return r;
     struct stat sb;
-    if (stat(s->state_path, &sb) == 0) {
+    int fd = open(s->state_path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &sb) == 0) {
+        if (s->held_fd >= 0)
+            close(s->held_fd);
+        s->held_fd = steal_fd(&fd);
         s->seen_valid = true;
         s->seen_dev = sb.st_dev;
         s->seen_ino = sb.st_ino;
         s->seen_size = sb.st_size;
         s->seen_mtime = sb.st_mtim;
     }
+    if (fd >= 0)
+        close(fd);
     return 0;
 }
 
@@ -340,6 +395,7 @@ int sim_store_open(const struct sim_fleet *fleet, const char *dir, unsigned flag
     struct sim_store *s _cleanup_(sim_store_freep) = xcalloc(1, sizeof(*s));
     s->fleet = fleet;
     s->lock_fd = -1;
+    s->held_fd = -1;
     state_alloc(&s->st, fleet->n_gpus);
     s->st.next_seq = 1;
     state_init(fleet, &s->st);

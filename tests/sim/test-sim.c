@@ -949,6 +949,26 @@ static void test_cli_errors(void **state)
     assert_non_null(strstr(out, "GPU 6  NVIDIA H100 80GB HBM3"));
     assert_non_null(strstr(out, "LOST"));
     assert_non_null(strstr(out, "XidCriticalError 79"));
+
+    /* a damaged state file: refused with its name; the last good state stays for a running
+     * process; `gpuop sim reset` recovers */
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    char state_file[400];
+    snprintf(state_file, sizeof(state_file), "%s/state.json", getenv("GPUOP_SIM_STATE"));
+    struct err e = {0};
+    assert_int_equal(file_write_atomic(state_file, "{\"fleet\": ", 10, 0644, &e), 0);
+    char name[96];
+    assert_int_equal(N.nvmlDeviceGetName(dev(6), name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+    assert_int_equal(N.nvmlDeviceGetName(dev(5), name, sizeof(name)), NVML_SUCCESS);
+    assert_int_equal(sim(err, sizeof(err), "show", NULL), 1);
+    assert_non_null(strstr(err, state_file));
+    assert_non_null(strstr(err, "gpuop sim reset"));
+    char *init[] = {(char *)self_path, "child-init", NULL};
+    assert_int_not_equal(run(init, NULL, 0, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, state_file));
+    assert_int_equal(sim(err, sizeof(err), "reset", NULL), 0);
+    assert_int_equal(N.nvmlDeviceGetName(dev(6), name, sizeof(name)), NVML_SUCCESS);
+    N.nvmlShutdown();
 }
 
 /* ---- (f) telemetry ------------------------------------------------------------------------- */
