@@ -646,6 +646,42 @@ static void test_daemonset_scheduling(void **state)
     ksim_free(ks);
 }
 
+static void test_scheduler(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "tainted", NULL, "[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]");
+    create_node(ks, "cordoned", NULL, NULL);
+    create_node(ks, "free", NULL, NULL);
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/cordoned", NULL, "application/merge-patch+json",
+                   "{\"spec\":{\"unschedulable\":true}}", 200));
+    const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},"
+                      "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"image\":\"i:1\"}]}}";
+    char body[512];
+    snprintf(body, sizeof(body), pod, "p", "");
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+    snprintf(body, sizeof(body), pod, "q", "\"nodeSelector\":{\"none\":\"x\"},");
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+    ksim_reconcile(ks);
+    json_t *o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(o, "spec.nodeName"), "free");
+    json_decref(o);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/q", NULL, NULL, NULL, 200);
+    assert_null(jp(o, "spec.nodeName"));
+    assert_string_equal(js(jp(o, "status.conditions.0"), "reason"), "Unschedulable");
+    json_decref(o);
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(o, "status.phase"), "Running");
+    json_decref(o);
+    /* a pod whose node is deleted is collected */
+    json_decref(ok(ks, "DELETE", "/api/v1/nodes/free", NULL, NULL, NULL, 200));
+    ksim_reconcile(ks);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 404));
+    ksim_free(ks);
+}
+
 static int count_hash(json_t *list, const char *hash)
 {
     int n = 0;
@@ -1035,6 +1071,7 @@ int main(void)
         cmocka_unit_test(test_garbage_collection),
         cmocka_unit_test(test_daemonset_scheduling),
         cmocka_unit_test(test_daemonset_updates),
+        cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_pagination),
