@@ -187,6 +187,19 @@ def run(gpuop, lib, fleet, scenario):
         check(rc != 0, f"a bad config ends the start with an error (rc={rc})")
         check("migStrategy" in out, "the error names the field: " + out.strip().splitlines()[-1]
               if out.strip() else "no output")
+        # No NVML: failOnInitError (default true) ends the start; false keeps running.
+        env2 = dict(env, GPUOP_NVML_LIBRARY=os.path.join(tmp, "no-libnvidia-ml.so.1"))
+        p = Plugin(gpuop, env2, args, os.path.join(tmp, "plugin2.log"))
+        rc = p.proc.wait(timeout=20)
+        p.log.close()
+        check(rc != 0 and "NVML" in p.output(), f"no NVML, failOnInitError: exit {rc}")
+        p = Plugin(gpuop, env2, args + ["--fail-on-init-error=false"],
+                   os.path.join(tmp, "plugin3.log"))
+        time.sleep(1.0)
+        check(p.proc.poll() is None, "no NVML, --fail-on-init-error=false: keeps running")
+        rc = p.stop()
+        check(rc == 0 and "No devices found" in p.output(),
+              f"... serving no devices, exits 0 on SIGTERM (rc={rc})")
         return
 
     if scenario == "recovery":
@@ -394,6 +407,24 @@ def run(gpuop, lib, fleet, scenario):
                 w3.cancel()
 
         if scenario == "timeslicing":
+            # SIGHUP with a good new config: the new resource is served and registered.
+            with open(cfg, "w") as f:
+                f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                        "    - name: nvidia.com/gpu\n      replicas: 2\n")
+            t0 = time.monotonic()
+            plugin.proc.send_signal(signal.SIGHUP)
+            regs3 = kubelet.wait_registrations(1, 5)
+            check(len(regs3) == 1 and regs3[0][1].resource_name == "nvidia.com/gpu" and
+                  regs3[0][0] - t0 < 1.0,
+                  "SIGHUP with a new config: nvidia.com/gpu (not renamed) registered in < 1 s")
+            ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, 'nvidia-gpu.sock')}")
+            w4 = Watch(pb_grpc.DevicePluginStub(ch), pb)
+            t, devs4 = w4.next(5)
+            check(devs4 is not None and len(devs4) == 2 * len({base_id(d.ID) for d in devs4}),
+                  "SIGHUP with a new config: 2 replicas per GPU")
+            w4.cancel()
+            check(not os.path.exists(os.path.join(dpdir, "nvidia-gpu.shared.sock")),
+                  "SIGHUP with a new config: the old resource's socket is gone")
             # SIGHUP with a broken config: an error, the last good config keeps serving.
             with open(cfg, "w") as f:
                 f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
@@ -401,7 +432,7 @@ def run(gpuop, lib, fleet, scenario):
             plugin.proc.send_signal(signal.SIGHUP)
             time.sleep(0.5)
             check(plugin.proc.poll() is None, "SIGHUP with a bad config: still running")
-            ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, 'nvidia-gpu.shared.sock')}")
+            ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, 'nvidia-gpu.sock')}")
             o = pb_grpc.DevicePluginStub(ch).GetDevicePluginOptions(pb.Empty(), timeout=5)
             check(o.get_preferred_allocation_available, "SIGHUP with a bad config: still serving")
             check("keeping the last good config" in plugin.output(),
