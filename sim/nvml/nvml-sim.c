@@ -266,6 +266,15 @@ nvmlReturn_t nvmlShutdown(void)
     if (g_refs == 0)
         return NVML_ERROR_UNINITIALIZED;
     if (--g_refs == 0) {
+        /* sets the client did not free: a later nvmlEventSetFree of one finds it gone */
+        for (size_t i = 0; i < MAX_EVENT_SETS; i++) {
+            if (!g_sets[i])
+                continue;
+            if (g_sets[i]->inotify_fd >= 0)
+                close(g_sets[i]->inotify_fd);
+            free(g_sets[i]);
+            g_sets[i] = NULL;
+        }
         sim_store_free(g_store);
         sim_fleet_free(g_fleet);
         g_store = NULL;
@@ -2134,6 +2143,12 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
                 return r;
             if (!data || !set_valid(set, NULL))
                 return NVML_ERROR_INVALID_ARGUMENT;
+            if (set->inotify_fd >= 0) {
+                /* drained here, under the lock, while the set is known to be alive */
+                char buf[4096];
+                while (read(set->inotify_fd, buf, sizeof(buf)) > 0) {
+                }
+            }
             bool found;
             if ((r = next_event(set, data, &found)) || found)
                 return r;
@@ -2145,16 +2160,8 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
         uint64_t left = deadline - now;
         /* inotify wakes us at once; the short cap keeps a missed notification harmless */
         int wait_ms = (int)(left < 50 ? left : 50);
-        if (fd >= 0) {
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            if (poll(&pfd, 1, wait_ms) > 0) {
-                char buf[4096];
-                while (read(fd, buf, sizeof(buf)) > 0) {
-                }
-            }
-        } else {
-            poll(NULL, 0, wait_ms);
-        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        poll(fd >= 0 ? &pfd : NULL, fd >= 0 ? 1 : 0, wait_ms);
     }
 }
 

@@ -271,11 +271,21 @@ static void test_basics_h100(void **state)
     assert_int_equal(N.nvmlDeviceGetComputeRunningProcesses(d, &cnt, NULL), NVML_SUCCESS);
     assert_int_equal(cnt, 0);
     assert_string_equal(N.nvmlErrorString(NVML_ERROR_GPU_IS_LOST), "GPU is lost");
+    /* without GPUOP_SIM_STATE no events arrive; the wait times out */
+    nvmlEventSet_t set;
+    nvmlEventData_t ev;
+    assert_int_equal(N.nvmlEventSetCreate(&set), NVML_SUCCESS);
+    assert_int_equal(N.nvmlDeviceRegisterEvents(d, nvmlEventTypeXidCriticalError, set),
+                     NVML_SUCCESS);
+    assert_int_equal(N.nvmlEventSetWait_v2(set, &ev, 20), NVML_ERROR_TIMEOUT);
     assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
     assert_int_equal(N.nvmlDeviceGetCount_v2(&n), NVML_SUCCESS); /* still one reference */
     assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
     assert_int_equal(N.nvmlDeviceGetCount_v2(&n), NVML_ERROR_UNINITIALIZED);
     assert_int_equal(N.nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
+    /* the set the client never freed went with the last shutdown (no leak, no crash) */
+    assert_int_equal(N.nvmlEventSetFree(set), NVML_ERROR_UNINITIALIZED);
+    assert_int_equal(N.nvmlEventSetWait_v2(set, &ev, 0), NVML_ERROR_UNINITIALIZED);
 }
 
 /* ---- topology ----------------------------------------------------------------------------- */
