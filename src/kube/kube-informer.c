@@ -193,6 +193,33 @@ static void set_rv(struct kube_informer *inf, const char *rv)
     pthread_mutex_unlock(&inf->lock);
 }
 
+/* Equal but for metadata.resourceVersion: a change the projection does not keep. */
+static bool same_but_version(json_t *a, json_t *b)
+{
+    if (json_object_size(a) != json_object_size(b))
+        return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach (a, k, v) {
+        json_t *w = json_object_get(b, k);
+        if (strcmp(k, "metadata") != 0) {
+            if (!w || !json_equal(v, w))
+                return false;
+            continue;
+        }
+        if (!json_is_object(v) || !json_is_object(w) || json_object_size(v) != json_object_size(w))
+            return false;
+        const char *mk;
+        json_t *mv;
+        json_object_foreach (v, mk, mv) {
+            json_t *mw = json_object_get(w, mk);
+            if (!mw || (strcmp(mk, "resourceVersion") != 0 && !json_equal(mv, mw)))
+                return false;
+        }
+    }
+    return true;
+}
+
 static void apply_upsert(struct kube_informer *inf, json_t *full)
 {
     _cleanup_free_ char *key = obj_key(full);
@@ -204,8 +231,13 @@ static void apply_upsert(struct kube_informer *inf, json_t *full)
     pthread_mutex_lock(&inf->lock);
     json_t *keep = json_incref(obj);
     json_t *old = store_put(inf, key, obj);
+    bool quiet = old && (inf->project || inf->keep_fields) && same_but_version(old, keep);
+    if (quiet)
+        inf->stats.unchanged++;
     pthread_mutex_unlock(&inf->lock);
-    if (old && inf->h.on_update)
+    if (quiet)
+        ; /* the projection did not change (say, a node heartbeat): nothing to tell */
+    else if (old && inf->h.on_update)
         inf->h.on_update(old, keep, inf->h.userdata);
     else if (!old && inf->h.on_add)
         inf->h.on_add(keep, inf->h.userdata);

@@ -130,6 +130,17 @@ int kube_list(struct kube_client *c, const struct kube_resource *r, const char *
             json_object_set_new(all, "metadata", m);
             json_object_set_new(all, "items", json_array());
         }
+        /* list items lack kind and apiVersion on the wire; callers expect whole objects */
+        _cleanup_free_ char *av = r->group && r->group[0] ? xasprintf("%s/%s", r->group, r->version)
+                                                          : xstrdup(r->version);
+        size_t i;
+        json_t *it;
+        json_array_foreach (json_object_get(page, "items"), i, it) {
+            if (json_is_object(it) && !json_object_get(it, "kind")) {
+                json_object_set_new(it, "kind", json_string(r->kind));
+                json_object_set_new(it, "apiVersion", json_string(av));
+            }
+        }
         json_array_extend(json_object_get(all, "items"), json_object_get(page, "items"));
         const char *next = json_string_value(json_object_get(meta, "continue"));
         free(cont);

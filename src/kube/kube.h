@@ -230,8 +230,10 @@ struct kube_informer_opts {
     const char *field_selector;
     unsigned page_size; /* 0: 500 */
     /* A projection: either a function, or a NULL-terminated list of dotted field paths to keep
-     * ("metadata.labels", "status.allocatable"); metadata.name, namespace, uid and
-     * resourceVersion are always kept. Neither: the full object is kept. */
+     * ("spec.taints", "status.allocatable"); apiVersion, kind, metadata.name, namespace, uid,
+     * resourceVersion, labels and deletionTimestamp are always kept. Neither: the full object
+     * is kept. With a projection, an update that changes nothing the projection keeps (a node
+     * heartbeat) refreshes the store without an on_update call. */
     kube_project_fn project;
     void *project_userdata;
     const char *const *keep_fields;
@@ -268,10 +270,11 @@ size_t kube_informer_count(struct kube_informer *inf);
 char *kube_informer_resource_version(struct kube_informer *inf);
 
 struct kube_informer_stats {
-    uint64_t lists;   /* full lists made (1 + re-lists) */
-    uint64_t watches; /* watch streams opened */
-    uint64_t events;  /* watch events applied (bookmarks excluded) */
-    uint64_t gone;    /* 410s seen */
+    uint64_t lists;     /* full lists made (1 + re-lists) */
+    uint64_t watches;   /* watch streams opened */
+    uint64_t events;    /* watch events applied (bookmarks excluded) */
+    uint64_t gone;      /* 410s seen */
+    uint64_t unchanged; /* updates that left the projection as it was (no on_update call) */
 };
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *ret);
 

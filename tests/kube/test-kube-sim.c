@@ -587,6 +587,69 @@ static void test_informer_churn(void **state)
     sim_stop(&s);
 }
 
+static void test_informer_projection_quiet(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "3", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    struct tally t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    const char *const keep[] = {"spec.unschedulable", NULL};
+    struct kube_informer_opts io = {.keep_fields = keep, .handlers = {t_add, t_upd, t_del, &t}};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(s.c, &KUBE_NODES, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    assert_int_equal(t.add, 3);
+    /* an annotation change is invisible to this projection: stored, no on_update */
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "heartbeat", "1");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    json_t *out = NULL;
+    assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00001", &po, p, &out, &e), 0);
+    json_decref(p);
+    uint64_t deadline = now_ms_mono() + 5000;
+    for (;;) {
+        json_t *mine = kube_informer_get(inf, NULL, "node-00001");
+        bool fresh = streq_ptr(rv_of(mine), rv_of(out));
+        json_decref(mine);
+        if (fresh || now_ms_mono() > deadline)
+            break;
+        usleep(20000);
+    }
+    json_decref(out);
+    struct kube_informer_stats st;
+    kube_informer_stats(inf, &st);
+    assert_int_equal(st.unchanged, 1);
+    assert_int_equal(t.upd, 0);
+    /* cordoning changes what it keeps: on_update */
+    p = json_pack("{s:{s:b}}", "spec", "unschedulable", 1);
+    assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00001", &po, p, NULL, &e), 0);
+    json_decref(p);
+    deadline = now_ms_mono() + 5000;
+    while (now_ms_mono() < deadline) {
+        pthread_mutex_lock(&t.lock);
+        long u = t.upd;
+        pthread_mutex_unlock(&t.lock);
+        if (u >= 1)
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(t.upd, 1);
+    json_t *n = kube_informer_get(inf, NULL, "node-00001");
+    assert_true(json_is_true(json_object_get(json_object_get(n, "spec"), "unschedulable")));
+    assert_string_equal(json_string_value(json_object_get(n, "kind")), "Node");
+    json_decref(n);
+    /* kube_list gives whole objects, kind included */
+    json_t *all = NULL;
+    assert_int_equal(kube_list(s.c, &KUBE_NODES, NULL, NULL, &all, &e), 0);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(all, "items"), 0), "kind")),
+                        "Node");
+    json_decref(all);
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
 static void test_informer_survives_restart(void **state)
 {
     (void)state;
@@ -806,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_rate_limit_metrics),
         cmocka_unit_test(test_tls_token),
         cmocka_unit_test(test_informer_churn),
+        cmocka_unit_test(test_informer_projection_quiet),
         cmocka_unit_test(test_informer_survives_restart),
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_leader_election),
