@@ -21,7 +21,7 @@ for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.1; done
 export KUBECONFIG=$T/kc
 SERVER=$(grep -m1 'server:' "$T/kc" | awk '{print $2}')
 until kubectl get ns >/dev/null 2>&1; do sleep 0.2; done
-kubectl create namespace gpu-operator >/dev/null
+printf "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n" | kubectl apply --validate=false -f - >/dev/null
 kubectl apply --validate=false -f deploy/crds/ >/dev/null
 
 "$B/gpuop" operator --kubeconfig "$T/kc" --namespace gpu-operator --metrics-listen 127.0.0.1:0 \
@@ -43,7 +43,7 @@ while :; do
     labelled=$(kubectl get nodes -l nvidia.com/gpu.deploy.operator-validator=true -o name 2>/dev/null | wc -l)
     ds=$(kubectl -n gpu-operator get ds -o name 2>/dev/null | wc -l)
     [ "$labelled" -ge "$N" ] && [ "$ds" -ge 7 ] && break
-    sleep 0.05
+    sleep 0.5
 done
 t1=$(now)
 sleep 3
@@ -52,6 +52,8 @@ node_patches=$(metric_writes patch nodes)
 sleep 5
 w2=$(all_writes)
 rss=$(awk '/VmRSS/ {print $2}' /proc/$OP_PID/status)
+cpu_op=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$OP_PID/stat)
+cpu_ks=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$KS_PID/stat)
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$OP_PID/status)
 elapsed=$(echo "$t1 - $t0" | bc)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
@@ -65,6 +67,7 @@ cat <<MD
 | all write calls to reach convergence (leases, events, kubesim's own pods excluded) | $((w1 - w0)) | $N + objects |
 | write calls in the 5 s after convergence | $((w2 - w1)) | 0 |
 | operator RSS after convergence / peak | $((rss / 1024)) MiB / $((hwm / 1024)) MiB | < 64 MiB |
+| CPU time used: operator / kubesim (which also runs the DaemonSet controller: $((N * 7)) pods) | ${cpu_op} s / ${cpu_ks} s | |
 
 Rerun: \`NODES=$N bench/operator/run.sh\` (needs \`make\` first).
 MD

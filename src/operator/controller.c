@@ -448,9 +448,16 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     }
 
     if (!active) {
-        /* No policy: keep presence labels honest, deploy nothing new. */
-        _cleanup_json_ json_t *w = json_array();
-        return label_nodes(c, nodes, NULL, &c->m.gpu_nodes, w, e);
+        /* No policy, nothing to do: nodes are labelled once, together with the deploy labels,
+         * when a ClusterPolicy arrives (one write per node). */
+        int gpu = 0;
+        json_t *n;
+        json_array_foreach (nodes, i, n) {
+            if (op_node_is_gpu(json_object_get(json_object_get(n, "metadata"), "labels")))
+                gpu++;
+        }
+        c->m.gpu_nodes = gpu;
+        return 0;
     }
 
     json_t *meta = json_object_get(active, "metadata");
