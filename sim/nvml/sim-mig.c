@@ -9,7 +9,9 @@
  * 7g at 0 size 8. GPU-instance ids follow from the placement the way the driver numbers them
  * (7g: 0; halves 1-2; quarters 3-6; eighths 7-13). Values marked [unverified] in the notes
  * (H200 1g.35gb/3g.71gb/4g.71gb memory and SMs, A100-40GB 4g.20gb decoders) are interpolated
- * from the H100 and the published profile names.
+ * from the H100 and the published profile names. The A100 80GB engines are the A100 40GB's
+ * (same GA100 chip, 5 NVDECs in all): one capture lists 2/3/4 decoders for 2g/3g/4g, which no
+ * layout could hold (4g + 3g would need 7), another lists 1/2/2 as used here.
  */
 #include <string.h>
 
@@ -74,9 +76,9 @@ static const struct sim_gi_profile a100_40gb[] = {
 
 static const struct sim_gi_profile a100_80gb[] = {
     PROF("1g.10gb", I1, 19, 1, 7, 9728, 14, 1, 0, 0, 0, 0, S1, 7),
-    PROF("2g.20gb", I2, 14, 2, 3, 19968, 28, 2, 2, 0, 0, 0, S2G, 3),
-    PROF("3g.40gb", I3, 9, 3, 2, 40192, 42, 3, 3, 0, 0, 0, S3, 2),
-    PROF("4g.40gb", I4, 5, 4, 1, 40192, 56, 4, 4, 0, 0, 0, S4, 1),
+    PROF("2g.20gb", I2, 14, 2, 3, 19968, 28, 2, 1, 0, 0, 0, S2G, 3),
+    PROF("3g.40gb", I3, 9, 3, 2, 40192, 42, 3, 2, 0, 0, 0, S3, 2),
+    PROF("4g.40gb", I4, 5, 4, 1, 40192, 56, 4, 2, 0, 0, 0, S4, 1),
     PROF("7g.80gb", I7, 0, 7, 1, 80896, 98, 7, 5, 0, 1, 1, S7, 1),
     PROF("1g.10gb+me", I1ME, 20, 1, 1, 9728, 14, 1, 1, 0, 1, 1, S1, 7),
     PROF("1g.20gb", I1R2, 15, 1, 4, 19968, 14, 1, 1, 0, 0, 0, S2, 4),
