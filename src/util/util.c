@@ -358,11 +358,19 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
         unsigned long long v = strtoull(p, &end, 10);
         if (errno)
             return -ERANGE;
-        double frac = 0;
+        /* A fraction: digits only (strtod would take exponents, "1.5e400s", and a cast of
+         * its result out of range is undefined). Kept as numerator/denominator, at most 9
+         * digits so neither overflows. */
+        uint64_t frac_num = 0, frac_den = 1;
         if (*end == '.') {
-            char *fend;
-            frac = strtod(end, &fend);
-            end = fend;
+            end++;
+            if (!isdigit((unsigned char)*end))
+                return -EINVAL;
+            for (; isdigit((unsigned char)*end); end++)
+                if (frac_den < 1000000000ull) {
+                    frac_num = frac_num * 10 + (uint64_t)(*end - '0');
+                    frac_den *= 10;
+                }
         }
         uint64_t mul;
         if (strncmp(end, "ms", 2) == 0) {
@@ -382,7 +390,11 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
         }
         if (v > UINT64_MAX / mul)
             return -ERANGE;
-        uint64_t add = v * mul + (uint64_t)(frac * (double)mul);
+        uint64_t add = v * mul;
+        uint64_t frac_ms = frac_num * mul / frac_den; /* < mul, and frac_num * mul < 2^64 */
+        if (add > UINT64_MAX - frac_ms)
+            return -ERANGE;
+        add += frac_ms;
         if (total > UINT64_MAX - add)
             return -ERANGE;
         total += add;
@@ -454,8 +466,10 @@ int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, s
 
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e)
 {
-    _cleanup_free_ char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
-    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    /* A temp name unique per call (not per process), so two threads writing one path never
+     * share, truncate or rename each other's half-written temp file. */
+    _cleanup_free_ char *tmp = xasprintf("%s.tmp.XXXXXX", path);
+    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return err_errno(e, -errno, "create \"%s\"", tmp);
     const char *p = data;
@@ -487,6 +501,8 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
 
 int mkdir_p(const char *path, unsigned mode)
 {
+    if (!path || !*path)
+        return -ENOENT;
     _cleanup_free_ char *p = xstrdup(path);
     for (char *s = p + 1; *s; s++) {
         if (*s != '/')

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -83,6 +84,84 @@ static void test_parse_duration(void **state)
     assert_int_equal(parse_duration_ms("5x", &ms), -EINVAL);
     assert_int_equal(parse_duration_ms("", &ms), -EINVAL);
     assert_int_equal(parse_duration_ms("s", &ms), -EINVAL);
+    /* fractions are digits only: no exponent (an infinite fraction once cast to an integer),
+     * no empty fraction */
+    assert_int_equal(parse_duration_ms("0.25s", &ms), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(parse_duration_ms("1.5h", &ms), 0);
+    assert_int_equal(ms, 5400000);
+    assert_int_equal(parse_duration_ms("1.0000000000001s", &ms), 0);
+    assert_int_equal(ms, 1000);
+    assert_int_equal(parse_duration_ms("1.5e400s", &ms), -EINVAL);
+    assert_int_equal(parse_duration_ms("1.5e3s", &ms), -EINVAL);
+    assert_int_equal(parse_duration_ms("1.s", &ms), -EINVAL);
+    assert_int_equal(parse_duration_ms("99999999999999999999h", &ms), -ERANGE);
+}
+
+#define RACE_THREADS 4
+#define RACE_ROUNDS  40
+#define RACE_SIZE    (32 * 1024)
+
+struct race_arg {
+    const char *path;
+    char fill;
+    int failures;
+};
+
+/* Each writer replaces the file with RACE_SIZE copies of its own letter; whatever a reader sees
+ * must be one writer's whole file. */
+static void *race_writer(void *p)
+{
+    struct race_arg *a = p;
+    _cleanup_free_ char *data = xmalloc(RACE_SIZE);
+    memset(data, a->fill, RACE_SIZE);
+    for (int i = 0; i < RACE_ROUNDS; i++) {
+        struct err e = {0};
+        if (file_write_atomic(a->path, data, RACE_SIZE, 0644, &e) < 0) {
+            fprintf(stderr, "writer %c: %s\n", a->fill, err_msg(&e));
+            a->failures++;
+            continue;
+        }
+        _cleanup_free_ char *back = NULL;
+        size_t len = 0;
+        if (file_read_all(a->path, RACE_SIZE * 2, &back, &len, &e) < 0 || len != RACE_SIZE) {
+            fprintf(stderr, "writer %c: read back %zu bytes\n", a->fill, len);
+            a->failures++;
+            continue;
+        }
+        for (size_t k = 1; k < len; k++)
+            if (back[k] != back[0]) {
+                fprintf(stderr, "writer %c: mixed contents at %zu\n", a->fill, k);
+                a->failures++;
+                break;
+            }
+    }
+    return NULL;
+}
+
+static void test_atomic_write_threads(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpuop-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_free_ char *path = xasprintf("%s/shared", dir);
+    pthread_t t[RACE_THREADS];
+    struct race_arg a[RACE_THREADS];
+    for (int i = 0; i < RACE_THREADS; i++) {
+        a[i] = (struct race_arg){.path = path, .fill = (char)('A' + i)};
+        assert_int_equal(pthread_create(&t[i], NULL, race_writer, &a[i]), 0);
+    }
+    int failures = 0;
+    for (int i = 0; i < RACE_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        failures += a[i].failures;
+    }
+    assert_int_equal(failures, 0);
+    /* no temp file is left behind */
+    _cleanup_free_ char *cmd = xasprintf("test \"$(ls %s)\" = shared", dir);
+    assert_int_equal(system(cmd), 0);
+    _cleanup_free_ char *rm = xasprintf("rm -rf %s", dir);
+    assert_int_equal(system(rm), 0);
 }
 
 static void test_files(void **state)
@@ -92,6 +171,7 @@ static void test_files(void **state)
     assert_non_null(mkdtemp(dir));
     _cleanup_free_ char *sub = xasprintf("%s/a/b/c", dir);
     assert_int_equal(mkdir_p(sub, 0755), 0);
+    assert_int_equal(mkdir_p("", 0755), -ENOENT); /* once read past the end of "" */
     _cleanup_free_ char *path = xasprintf("%s/f.txt", sub);
     struct err e = {0};
     assert_int_equal(file_write_atomic(path, "hello", 5, 0644, &e), 0);
@@ -129,9 +209,13 @@ static void test_strings(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_err),           cmocka_unit_test(test_sbuf_limit),
-        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_files),         cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_err),
+        cmocka_unit_test(test_sbuf_limit),
+        cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_atomic_write_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
