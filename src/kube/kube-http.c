@@ -135,7 +135,7 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
     if (kc)
         r = kube_conn_load_kubeconfig(kc, opt.context, &conn, e);
     else if (env_get("KUBERNETES_SERVICE_HOST"))
-        r = kube_conn_in_cluster(KUBE_SA_DIR, &conn, e);
+        r = kube_conn_in_cluster(opt.sa_dir ? opt.sa_dir : KUBE_SA_DIR, &conn, e);
     else {
         const char *home = env_get("HOME");
         _cleanup_free_ char *def = xasprintf("%s/.kube/config", home ? home : "/root");
@@ -155,6 +155,7 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
     c->opt = opt;
     c->opt.kubeconfig = NULL;
     c->opt.context = NULL;
+    c->opt.sa_dir = NULL;
     c->user_agent = xasprintf("gpuop/%s (linux/%s)", GPUOP_VERSION, KUBE_ARCH);
     pthread_mutex_init(&c->lock, NULL);
     kube_ratelimit_init(&c->rl, opt.qps, opt.burst, now_us_mono());

@@ -63,6 +63,7 @@ extern const struct kube_resource KUBE_NAMESPACES, KUBE_NODES, KUBE_PODS, KUBE_C
 struct kube_options {
     const char *kubeconfig;   /* path; NULL: $KUBECONFIG, then in-cluster, then ~/.kube/config */
     const char *context;      /* NULL: current-context */
+    const char *sa_dir;       /* in-cluster service-account dir; NULL: the standard one */
     double qps;               /* 0: 20 */
     unsigned burst;           /* 0: 40 */
     unsigned max_retries;     /* 0: 5; retries of one request on 5xx/429/connection errors */

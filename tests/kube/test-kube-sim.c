@@ -418,6 +418,61 @@ static void test_tls_token(void **state)
     sim_stop(&b);
 }
 
+static void test_in_cluster(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--tls", "--token", "sa-token-1", "--nodes", "1", NULL};
+    sim_start(&s, 0, args, NULL);
+    /* a service-account dir as kubelet mounts it, from kubesim's kubeconfig */
+    struct err e = {0};
+    json_t *kc = NULL;
+    assert_int_equal(yaml_load_file(s.kc, &kc, &e), 0);
+    const char *ca64 = json_string_value(json_object_get(
+        json_object_get(json_array_get(json_object_get(kc, "clusters"), 0), "cluster"),
+        "certificate-authority-data"));
+    assert_non_null(ca64);
+    char *ca = NULL;
+    size_t ca_len = 0;
+    assert_int_equal(kube_base64_decode(ca64, strlen(ca64), &ca, &ca_len), 0);
+    json_decref(kc);
+    char sa[512], path[600];
+    snprintf(sa, sizeof(sa), "%s/serviceaccount", tmpdir);
+    mkdir(sa, 0700);
+    snprintf(path, sizeof(path), "%s/ca.crt", sa);
+    write_text(path, ca);
+    free(ca);
+    snprintf(path, sizeof(path), "%s/namespace", sa);
+    write_text(path, "gpu-operator\n");
+    snprintf(path, sizeof(path), "%s/token", sa);
+    write_text(path, "stale-token\n");
+    char port[16];
+    snprintf(port, sizeof(port), "%d", s.port);
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    struct kube_options o = {.sa_dir = sa, .max_retries = 1, .backoff_base_ms = 10};
+    struct kube_client *c = NULL;
+    int r = kube_client_new(&o, &c, &e);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    if (r < 0)
+        fail_msg("in-cluster client: %s", e.msg);
+    assert_string_equal(kube_client_namespace(c), "gpu-operator");
+    char want[64];
+    snprintf(want, sizeof(want), "https://127.0.0.1:%d", s.port);
+    assert_string_equal(kube_client_server(c), want);
+    json_t *v = NULL;
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "node-00000", &v, &e), -EACCES);
+    assert_null(strstr(e.msg, "stale-token"));
+    /* kubelet rotates the token: the next request uses the new one, no restart */
+    write_text(path, "sa-token-1\n");
+    if (kube_get(c, &KUBE_NODES, NULL, "node-00000", &v, &e) < 0)
+        fail_msg("after rotation: %s", e.msg);
+    json_decref(v);
+    kube_client_free(c);
+    sim_stop(&s);
+}
+
 /* The informer's store equals a fresh list (names and resourceVersions). */
 static bool store_matches(struct kube_client *c, struct kube_informer *inf, const char *ns,
                           const char *sel)
@@ -868,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_watch_gone),
         cmocka_unit_test(test_rate_limit_metrics),
         cmocka_unit_test(test_tls_token),
+        cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_informer_churn),
         cmocka_unit_test(test_informer_projection_quiet),
         cmocka_unit_test(test_informer_survives_restart),
