@@ -1247,6 +1247,22 @@ static void do_list(struct ksim *ks, struct ks_type *t, const char *ns, json_t *
                                "items", items));
 }
 
+/* A resourceVersion newer than the store's: the watch cache's 504 "Too large resource version". */
+static bool rv_too_large(struct ksim *ks, json_t *q, struct ksim_response *resp)
+{
+    const char *rvs = qget(q, "resourceVersion");
+    uint64_t rv = 0;
+    if (!rvs || !rvs[0] || parse_u64(rvs, &rv) < 0 || rv <= ks->rv)
+        return false;
+    char m[160];
+    snprintf(m, sizeof(m), "Too large resource version: %" PRIu64 ", current: %" PRIu64, rv,
+             ks->rv);
+    ks_status(resp, 504, "Timeout", m,
+              json_pack("{s:[{s:s,s:s}],s:i}", "causes", "reason", "ResourceVersionTooLarge",
+                        "message", "Too large resource version", "retryAfterSeconds", 1));
+    return true;
+}
+
 static void start_watch(struct ksim *ks, struct ks_type *t, const char *ns, json_t *q,
                         const struct ksim_request *req, struct ksim_selector *ls,
                         struct ksim_selector *fs, struct ksim_response *resp)
@@ -1834,7 +1850,11 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
             bad_request(resp, err_msg(&e));
             goto out;
         }
-        if (watch) {
+        if (rv_too_large(ks, q, resp)) {
+            set_verb(resp, watch ? "watch" : "list", t, NULL);
+            ksim_selector_free(ls);
+            ksim_selector_free(fs);
+        } else if (watch) {
             set_verb(resp, "watch", t, NULL);
             start_watch(ks, t, ns, q, req, ls, fs, resp);
         } else {

@@ -27,6 +27,9 @@ struct ksim_opts {
     uint64_t bookmark_interval_ms;
     size_t max_body;   /* request bodies above this are 413 */
     size_t max_events; /* hard cap on the retained event log */
+    /* First resourceVersion. The shell starts from the wall clock in ms, so a client resuming
+     * a watch across a kubesim restart sees 410 (older) instead of silence. */
+    uint64_t initial_rv;
     /* Clock (wall, ms since the epoch); NULL uses the real one. Tests inject their own. */
     uint64_t (*now_ms)(void *ctx);
     void *clock_ctx;

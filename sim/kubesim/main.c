@@ -550,6 +550,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    ko.initial_rv = now_ms_real();
     _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
     if (nodes && make_nodes(ks, nodes, tmpl, &e) < 0) {
         fprintf(stderr, "kubesim: %s\n", err_msg(&e));

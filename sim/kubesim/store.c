@@ -205,6 +205,8 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ks->changed, &ca);
     pthread_condattr_destroy(&ca);
+    ks->rv = ks->opts.initial_rv;
+    ks->compacted_rv = ks->opts.initial_rv;
     ks->uids = json_object();
     ks->pdb_disrupted = json_object();
     ks->pod_born = json_object();

@@ -109,5 +109,18 @@ grep -q '^kubesim_watches_active ' "$T/metrics" || fail "watches gauge"
 if command -v promtool >/dev/null; then
     promtool check metrics <"$T/metrics" >"$T/lint" 2>&1 || fail "promtool: $(cat "$T/lint")"
 fi
+RV=$("$CURL" "${A[@]}" "$URL/api/v1/nodes" | sed -n 's/.*"resourceVersion":"\([0-9]*\)".*/\1/p' | head -1)
+[ -n "$RV" ] || fail "no list resourceVersion"
+stop
+
+# a restarted kubesim: a watch resumed from the old resourceVersion gets 410 Expired
+sleep 0.01
+start --nodes 2
+code=$("$CURL" -s -o "$T/body" -w '%{http_code}' "$URL/api/v1/nodes?watch=true&resourceVersion=$RV")
+[ "$code" = 200 ] || fail "resumed watch: $code"
+grep -q '"type":"ERROR".*"code":410' "$T/body" || fail "resumed watch not 410: $(cat "$T/body")"
+code=$("$CURL" -s -o "$T/body" -w '%{http_code}' "$URL/api/v1/nodes?watch=true&resourceVersion=9${RV}")
+[ "$code" = 504 ] || fail "future resourceVersion: $code"
+grep -q ResourceVersionTooLarge "$T/body" || fail "504 body"
 stop
 echo ok

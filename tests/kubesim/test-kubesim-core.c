@@ -944,6 +944,12 @@ static void test_watch(void **state)
     assert_int_equal(ksim_watch_next(ks, w, &b, 0), -1);
     sbuf_free(&b);
     ksim_watch_free(ks, w);
+    /* a resourceVersion from the future (a client that outlived a restart): 504 */
+    snprintf(q, sizeof(q), "watch=1&resourceVersion=%llu",
+             (unsigned long long)ksim_resource_version(ks) + 100);
+    json_t *tl = ok(ks, "GET", "/api/v1/nodes", q, NULL, NULL, 504);
+    assert_string_equal(js(jp(tl, "details.causes.0"), "reason"), "ResourceVersionTooLarge");
+    json_decref(tl);
     /* timeoutSeconds ends the stream */
     w = watch(ks, "/api/v1/nodes", "watch=1&resourceVersion=0&timeoutSeconds=1", &code);
     json_decref(events(ks, w));
