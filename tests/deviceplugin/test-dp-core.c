@@ -150,6 +150,15 @@ static void test_strategy_none(void **state)
     assert_true(r->devices[0].healthy);
     dp_plan_free(p);
     inv_free(inv);
+
+    /* no GPUs: nothing to advertise, not an error */
+    struct gpu_inventory empty = {0};
+    for (int m = DP_MIG_NONE; m <= DP_MIG_MIXED; m++) {
+        o.mig_strategy = (enum dp_mig_strategy)m;
+        p = plan_or_fail(&empty, &o);
+        assert_int_equal(p->n_resources, 0);
+        dp_plan_free(p);
+    }
 }
 
 static void test_strategy_single(void **state)

@@ -367,7 +367,8 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
 
     struct dp_plan *p = NULL;
     if (r == 0) {
-        qsort(list, n, sizeof(*list), proto_cmp);
+        if (n > 1)
+            qsort(list, n, sizeof(*list), proto_cmp);
         p = xcalloc(1, sizeof(*p));
         p->opts = *opts;
         p->n_gpus = (unsigned)inv->n_gpus;
