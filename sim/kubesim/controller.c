@@ -1000,6 +1000,9 @@ static json_t *remove_finalizer(json_t *obj, const char *f)
 
 static bool gc(struct ksim *ks)
 {
+    if (!ks->gc_dirty)
+        return false;
+    ks->gc_dirty = false;
     bool changed = false;
     /* owners being deleted with foreground/orphan finalizers, by uid -> remaining dependents */
     json_t *dependents = json_object();

@@ -85,6 +85,7 @@ struct ksim {
     size_t ev_head, ev_len, ev_cap; /* events ev[ev_head..ev_len) */
     json_t *uids;                   /* uid -> [type pointer as int, key] of every live object */
     bool dirty;                     /* something changed since the last reconcile */
+    bool gc_dirty; /* a deletion or a new ownerReference since the last garbage collection */
     bool shutdown;
     uint64_t watches_active;
     uint64_t watch_events_total;

@@ -239,6 +239,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 static void *controller_main(void *arg)
 {
     struct shell *sh = arg;
+    uint64_t last_us = 0;
     for (;;) {
         ksim_wait_change(sh->ks, 100);
         pthread_mutex_lock(&sh->mlock);
@@ -246,9 +247,14 @@ static void *controller_main(void *arg)
         pthread_mutex_unlock(&sh->mlock);
         if (stop)
             break;
-        /* let a burst of writes land first: one reconcile per burst, not per write */
-        usleep(20 * 1000);
+        /* let a burst of writes land first: one reconcile per burst, not per write, and
+         * never more than a third of the time holding the store */
+        usleep((useconds_t)(20000 + 2 * last_us));
+        uint64_t t0 = now_us_mono();
         ksim_reconcile(sh->ks);
+        last_us = now_us_mono() - t0;
+        if (last_us > 1000000)
+            last_us = 1000000;
     }
     return NULL;
 }

@@ -150,6 +150,8 @@ void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind,
         json_t *ref = json_pack("[Is]", (json_int_t)(intptr_t)t, key);
         json_object_set_new(ks->uids, uid, ref);
     }
+    if (jpath(obj, "metadata.ownerReferences") || jpath(obj, "metadata.deletionTimestamp"))
+        ks->gc_dirty = true;
     ev_append(ks, t, kind, obj, keep_old);
     json_decref(keep_old);
 }
@@ -164,6 +166,7 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
     if (uid)
         json_object_del(ks->uids, uid);
     json_object_del(t->objs, key); /* obj may be gone now */
+    ks->gc_dirty = true;
     ev_append(ks, t, KS_DELETED, last, NULL);
     json_decref(last);
 }
