@@ -14,9 +14,14 @@ the last one repeats. RESP: {"code": 200, "body": <JSON or string>, "headers": {
 "raw": "bytes as a string" (sent as is, without a Content-Length: a truncated body),
 "stream": ["line", ...] (chunked; each element is one chunk), "chunk_delay": 0.05,
 "hold": seconds to keep the stream open at the end}.
-Every request is appended to LOG as one JSON line: method, path, query, headers, body.
+Every request is appended to LOG as one JSON line: method, path, query, headers, body, and the
+client certificate's common name when TLS is on.
+With FAULTSRV_TLS_CERT/FAULTSRV_TLS_KEY set it serves HTTPS; with FAULTSRV_TLS_CLIENT_CA also set
+it requires a client certificate signed by that CA.
 """
 import json
+import os
+import ssl
 import sys
 import threading
 import time
@@ -39,10 +44,17 @@ class Handler(BaseHTTPRequestHandler):
         u = urlsplit(self.path)
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n).decode("utf-8", "replace") if n else ""
+        cn = None
+        if hasattr(self.connection, "getpeercert"):
+            cert = self.connection.getpeercert() or {}
+            for rdn in cert.get("subject", ()):
+                for k, v in rdn:
+                    if k == "commonName":
+                        cn = v
         with LOCK:
             LOG.write(json.dumps({"method": self.command, "path": u.path, "query": u.query,
                                   "headers": {k.lower(): v for k, v in self.headers.items()},
-                                  "body": body}) + "\n")
+                                  "body": body, "client_cn": cn}) + "\n")
             rule_i = None
             for i, r in enumerate(SCRIPT["rules"]):
                 if r.get("method", self.command) != self.command:
@@ -112,6 +124,15 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
+    cert, key = os.environ.get("FAULTSRV_TLS_CERT"), os.environ.get("FAULTSRV_TLS_KEY")
+    if cert and key:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        client_ca = os.environ.get("FAULTSRV_TLS_CLIENT_CA")
+        if client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(client_ca)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     print(srv.server_address[1], flush=True)
     srv.serve_forever()
 

@@ -590,6 +590,121 @@ static void test_informer_relist_on_410(void **state)
     fx_stop(&f);
 }
 
+static char *slurp(const char *dir, const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    char *data = NULL;
+    size_t n = 0;
+    struct err e = {0};
+    if (file_read_all(p, 1u << 20, &data, &n, &e) < 0)
+        fail_msg("%s", e.msg);
+    while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r'))
+        data[--n] = '\0';
+    return data;
+}
+
+/* TLS with client certificates (files, and inline -data) against the stand-in serving HTTPS
+ * that requires a certificate from its client CA. */
+static void test_client_certificates(void **state)
+{
+    (void)state;
+    if (access("/usr/bin/openssl", X_OK) != 0)
+        skip();
+    char pki[512];
+    snprintf(pki, sizeof(pki), "%s/pki", tmpdir);
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "set -e\nmkdir -p '%s'\ncd '%s'\n"
+             "K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'\n"
+             "openssl req -x509 $K -keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca\n"
+             "openssl req $K -keyout srv.key -out srv.csr -subj /CN=127.0.0.1\n"
+             "echo subjectAltName=IP:127.0.0.1 > srv.ext\n"
+             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+             "srv.crt -days 1 -extfile srv.ext\n"
+             "openssl req $K -keyout cli.key -out cli.csr -subj /CN=gpuop-test\n"
+             "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+             "cli.crt -days 1\n"
+             "for f in ca.crt cli.crt cli.key; do base64 -w0 $f > $f.b64; done\n",
+             pki, pki);
+    char sh[600], full[700];
+    snprintf(sh, sizeof(sh), "%s/pki.sh", tmpdir);
+    write_text(sh, cmd);
+    snprintf(full, sizeof(full), "bash '%s' >/dev/null 2>&1", sh);
+    if (system(full) != 0)
+        fail_msg("openssl could not make the test PKI");
+
+    write_text(script_path, "{\"rules\":[{\"method\":\"GET\",\"path\":\"/api/v1/nodes/n1\","
+                            "\"responses\":[{\"code\":200,\"body\":" NODE("n1", "1") "}]}]}");
+    unlink(log_path);
+    char v[600];
+    snprintf(v, sizeof(v), "%s/srv.crt", pki);
+    setenv("FAULTSRV_TLS_CERT", v, 1);
+    snprintf(v, sizeof(v), "%s/srv.key", pki);
+    setenv("FAULTSRV_TLS_KEY", v, 1);
+    snprintf(v, sizeof(v), "%s/ca.crt", pki);
+    setenv("FAULTSRV_TLS_CLIENT_CA", v, 1);
+    const char *src = getenv("GPUOP_SOURCE_ROOT");
+    char py[512];
+    snprintf(py, sizeof(py), "%s/tests/kube/faultsrv.py", src ? src : ".");
+    char *argv[] = {"/usr/bin/python3", py, script_path, log_path, NULL};
+    struct peer srv = {0};
+    assert_int_equal(peer_start(argv, true, &srv), 0);
+    unsetenv("FAULTSRV_TLS_CERT");
+    unsetenv("FAULTSRV_TLS_KEY");
+    unsetenv("FAULTSRV_TLS_CLIENT_CA");
+
+    _cleanup_free_ char *ca64 = slurp(pki, "ca.crt.b64");
+    _cleanup_free_ char *crt64 = slurp(pki, "cli.crt.b64");
+    _cleanup_free_ char *key64 = slurp(pki, "cli.key.b64");
+    static const char head[] =
+        "current-context: t\ncontexts: [{name: t, context: {cluster: c, user: u}}]\n";
+    char *kcs[3];
+    /* files, relative to the kubeconfig */
+    kcs[0] = xasprintf("%sclusters: [{name: c, cluster: {server: 'https://127.0.0.1:%d', "
+                       "certificate-authority: ca.crt}}]\nusers: [{name: u, user: "
+                       "{client-certificate: cli.crt, client-key: cli.key}}]\n",
+                       head, srv.port);
+    /* inline data */
+    kcs[1] = xasprintf("%sclusters: [{name: c, cluster: {server: 'https://127.0.0.1:%d', "
+                       "certificate-authority-data: %s}}]\nusers: [{name: u, user: "
+                       "{client-certificate-data: %s, client-key-data: %s}}]\n",
+                       head, srv.port, ca64, crt64, key64);
+    /* no client certificate: the server refuses the handshake */
+    kcs[2] = xasprintf("%sclusters: [{name: c, cluster: {server: 'https://127.0.0.1:%d', "
+                       "certificate-authority-data: %s}}]\nusers: [{name: u, user: {token: "
+                       "x}}]\n",
+                       head, srv.port, ca64);
+    for (int i = 0; i < 3; i++) {
+        char kc[600];
+        snprintf(kc, sizeof(kc), "%s/kc-%d.yaml", pki, i);
+        write_text(kc, kcs[i]);
+        free(kcs[i]);
+        struct kube_options o = {.kubeconfig = kc, .max_retries = 1, .backoff_base_ms = 10};
+        struct kube_client *c = NULL;
+        struct err e = {0};
+        if (kube_client_new(&o, &c, &e) < 0)
+            fail_msg("kubeconfig %d: %s", i, e.msg);
+        json_t *node = NULL;
+        int r = kube_get(c, &KUBE_NODES, NULL, "n1", &node, &e);
+        if (i < 2 && r < 0)
+            fail_msg("kubeconfig %d: %s", i, e.msg);
+        if (i == 2 && r == 0)
+            fail_msg("a client without a certificate got through");
+        if (i == 2)
+            assert_null(strstr(e.msg, "BEGIN"));
+        json_decref(node);
+        kube_client_free(c);
+    }
+    json_t *reqs = seen_requests();
+    assert_int_equal(json_array_size(reqs), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(reqs, i), "client_cn")), "gpuop-test");
+    json_decref(reqs);
+    peer_stop(&srv);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -623,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_conflict_retry),
         cmocka_unit_test(test_watch_stream),
         cmocka_unit_test(test_informer_relist_on_410),
+        cmocka_unit_test(test_client_certificates),
     };
     int r = cmocka_run_group_tests(tests, setup, NULL);
     char cmd[300];
