@@ -6,9 +6,13 @@
 #include <string.h>
 #include <yaml.h>
 
+#define YAMLCFG_STR_(x) #x
+#define YAMLCFG_STR(x)  YAMLCFG_STR_(x)
+
 struct anchor {
     char *name;
     json_t *value;
+    size_t nodes; /* the value's size with its aliases expanded */
 };
 
 struct yparser {
@@ -16,6 +20,10 @@ struct yparser {
     const char *name;
     struct anchor *anchors;
     size_t n_anchors, cap_anchors;
+    /* Nodes reached through aliases in this document. Values are shared, not copied, but a
+     * consumer that walks, copies or serialises one (json_dumps, json_deep_copy) expands them:
+     * a few hundred bytes of nested aliases ("billion laughs") would be 2^30 nodes. */
+    size_t alias_nodes;
     struct err *e;
 };
 
@@ -26,9 +34,10 @@ static void anchors_clear(struct yparser *y)
         json_decref(y->anchors[i].value);
     }
     y->n_anchors = 0;
+    y->alias_nodes = 0;
 }
 
-static void anchor_add(struct yparser *y, const char *name, json_t *v)
+static void anchor_add(struct yparser *y, const char *name, json_t *v, size_t nodes)
 {
     if (y->n_anchors == y->cap_anchors) {
         y->cap_anchors = y->cap_anchors ? y->cap_anchors * 2 : 8;
@@ -36,14 +45,15 @@ static void anchor_add(struct yparser *y, const char *name, json_t *v)
     }
     y->anchors[y->n_anchors].name = xstrdup(name);
     y->anchors[y->n_anchors].value = json_incref(v);
+    y->anchors[y->n_anchors].nodes = nodes;
     y->n_anchors++;
 }
 
-static json_t *anchor_find(struct yparser *y, const char *name)
+static const struct anchor *anchor_find(struct yparser *y, const char *name)
 {
     for (size_t i = y->n_anchors; i > 0; i--)
         if (strcmp(y->anchors[i - 1].name, name) == 0)
-            return y->anchors[i - 1].value;
+            return &y->anchors[i - 1];
     return NULL;
 }
 
@@ -149,17 +159,24 @@ static json_t *scalar_value(const yaml_event_t *ev)
     return v ? v : json_string("");
 }
 
-/* Parses the node starting with *ev (already read). Consumes through the node's end. */
-static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **ret)
+/* Parses the node starting with *ev (already read). Consumes through the node's end.
+ * *ret_nodes: the value's size with aliases expanded (saturating). */
+static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **ret,
+                      size_t *ret_nodes)
 {
     if (depth > YAML_MAX_DEPTH)
         return perr(y, &ev->start_mark, "nesting deeper than the limit");
     switch (ev->type) {
     case YAML_ALIAS_EVENT: {
-        json_t *v = anchor_find(y, (const char *)ev->data.alias.anchor);
-        if (!v)
+        const struct anchor *a = anchor_find(y, (const char *)ev->data.alias.anchor);
+        if (!a)
             return perr(y, &ev->start_mark, "unknown alias");
-        *ret = json_incref(v);
+        if (a->nodes > YAML_MAX_ALIAS_NODES - y->alias_nodes)
+            return perr(y, &ev->start_mark,
+                        "aliases expand to more than " YAMLCFG_STR(YAML_MAX_ALIAS_NODES) " nodes");
+        y->alias_nodes += a->nodes;
+        *ret = json_incref(a->value);
+        *ret_nodes = a->nodes;
         return 0;
     }
     case YAML_SCALAR_EVENT: {
@@ -167,12 +184,14 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
         if (!v)
             return perr(y, &ev->start_mark, "scalar is not valid UTF-8");
         if (ev->data.scalar.anchor)
-            anchor_add(y, (const char *)ev->data.scalar.anchor, v);
+            anchor_add(y, (const char *)ev->data.scalar.anchor, v, 1);
         *ret = v;
+        *ret_nodes = 1;
         return 0;
     }
     case YAML_SEQUENCE_START_EVENT: {
         json_t *arr = json_array();
+        size_t nodes = 1;
         for (;;) {
             yaml_event_t child;
             if (!yaml_parser_parse(&y->p, &child)) {
@@ -184,22 +203,26 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
                 break;
             }
             json_t *v = NULL;
-            int r = parse_node(y, &child, depth + 1, &v);
+            size_t n = 0;
+            int r = parse_node(y, &child, depth + 1, &v, &n);
             yaml_event_delete(&child);
             if (r < 0) {
                 json_decref(arr);
                 return r;
             }
             json_array_append_new(arr, v);
+            nodes = n > SIZE_MAX - nodes ? SIZE_MAX : nodes + n;
         }
         /* Registered once complete, so an alias can never refer to its own ancestor. */
         if (ev->data.sequence_start.anchor)
-            anchor_add(y, (const char *)ev->data.sequence_start.anchor, arr);
+            anchor_add(y, (const char *)ev->data.sequence_start.anchor, arr, nodes);
         *ret = arr;
+        *ret_nodes = nodes;
         return 0;
     }
     case YAML_MAPPING_START_EVENT: {
         json_t *obj = json_object();
+        size_t nodes = 1;
         _cleanup_json_ json_t *merged = json_object(); /* keys that came from `<<` */
         for (;;) {
             yaml_event_t kev;
@@ -228,12 +251,14 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
                 return perr(y, &y->p.problem_mark, y->p.problem ? y->p.problem : "syntax error");
             }
             json_t *v = NULL;
-            int r = parse_node(y, &vev, depth + 1, &v);
+            size_t n = 0;
+            int r = parse_node(y, &vev, depth + 1, &v, &n);
             yaml_event_delete(&vev);
             if (r < 0) {
                 json_decref(obj);
                 return r;
             }
+            nodes = n > SIZE_MAX - 1 - nodes ? SIZE_MAX : nodes + 1 + n;
             if (merge && json_is_object(v)) {
                 const char *mk;
                 json_t *mv;
@@ -258,8 +283,9 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
             }
         }
         if (ev->data.mapping_start.anchor)
-            anchor_add(y, (const char *)ev->data.mapping_start.anchor, obj);
+            anchor_add(y, (const char *)ev->data.mapping_start.anchor, obj, nodes);
         *ret = obj;
+        *ret_nodes = nodes;
         return 0;
     }
     default:
@@ -300,7 +326,8 @@ static int parse_stream(const char *buf, size_t len, const char *name, bool one,
             if (nev.type == YAML_DOCUMENT_END_EVENT) {
                 v = json_null();
             } else {
-                r = parse_node(&y, &nev, 0, &v);
+                size_t nodes = 0;
+                r = parse_node(&y, &nev, 0, &v, &nodes);
                 if (r == 0) {
                     yaml_event_t dend;
                     if (!yaml_parser_parse(&y.p, &dend)) {

@@ -6,7 +6,8 @@
  * Scalars are typed as YAML 1.2's core schema types them: plain `true`/`false` (any case)
  * become booleans, `null`/`~`/empty become null, plain integers (decimal or 0x hex) become
  * integers, plain floats become reals, everything else, and every quoted scalar, is a string.
- * Anchors and aliases are resolved (by reference; a document holding cycles is refused).
+ * Anchors and aliases are resolved (by reference; a document holding cycles is refused, and so
+ * is one whose aliases expand to more than YAML_MAX_ALIAS_NODES nodes).
  * Inputs are bounded in size and nesting depth.
  *
  * The returned values are owned by the caller (json_decref). Thread-safe.
@@ -22,6 +23,8 @@
 
 #define YAML_MAX_BYTES (16u << 20)
 #define YAML_MAX_DEPTH 64
+/* Nodes one document may reach through aliases (each alias counts the whole value it names). */
+#define YAML_MAX_ALIAS_NODES 1000000
 
 /* Parses every document of buf into a JSON array (one element per document). `name` is used in
  * error messages ("<name>:<line>:<col>: <reason>"). */

@@ -70,6 +70,45 @@ static void test_errors(void **state)
     assert_non_null(strstr(err_msg(&e), "nesting"));
 }
 
+/* n levels, each a list of two aliases of the level below: 2^n leaves once expanded. */
+static char *alias_ladder(int levels)
+{
+    struct sbuf b;
+    sbuf_init(&b, 1 << 20);
+    sbuf_puts(&b, "l0: &l0 [x, x]\n");
+    for (int i = 1; i < levels; i++)
+        sbuf_printf(&b, "l%d: &l%d [*l%d, *l%d]\n", i, i, i - 1, i - 1);
+    return sbuf_steal(&b);
+}
+
+static void test_alias_expansion_bounded(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    /* "billion laughs": 40 lines that a json_dumps or json_deep_copy would expand to 2^40 */
+    _cleanup_free_ char *bomb = alias_ladder(40);
+    json_t *v = parse(bomb, &e);
+    if (v)
+        json_decref(v);
+    assert_null(v);
+    assert_non_null(strstr(err_msg(&e), "t.yaml:"));
+    assert_non_null(strstr(err_msg(&e), "aliases expand to more than"));
+    /* a modest use of aliases still parses */
+    _cleanup_free_ char *ok = alias_ladder(12);
+    _cleanup_json_ json_t *w = parse(ok, &e);
+    assert_non_null(w);
+    assert_int_equal(json_array_size(json_object_get(w, "l11")), 2);
+    /* the budget is per document: each of many documents may use it */
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 1 << 20);
+    for (int i = 0; i < 3; i++)
+        sbuf_printf(&b, "---\n%s", ok);
+    json_t *all = NULL;
+    assert_int_equal(yaml_parse_all(b.data, b.len, "m.yaml", &all, &e), 0);
+    assert_int_equal(json_array_size(all), 3);
+    json_decref(all);
+}
+
 static void test_multi_doc(void **state)
 {
     (void)state;
@@ -114,7 +153,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalars),   cmocka_unit_test(test_structures_and_anchors),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_multi_doc),
-        cmocka_unit_test(test_accessors),
+        cmocka_unit_test(test_accessors), cmocka_unit_test(test_alias_expansion_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
