@@ -1503,6 +1503,8 @@ void ksim_metrics(struct ksim *ks, struct sbuf *out)
 /* ---- patch and apply ---------------------------------------------------------------------- */
 
 json_t *ks_fieldset(json_t *v, const char *field);
+int ks_apply_conflicts(json_t *mine, json_t *theirs, json_t *cfg, json_t *live, const char *path,
+                       const char *manager, bool force, json_t *causes);
 bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs, json_t **ret,
                     struct err *e);
 
@@ -1572,10 +1574,41 @@ static void do_apply(struct ksim *ks, struct ks_type *t, const char *ns, const c
     json_t *mfs = jpath(old, "metadata.managedFields");
     size_t i;
     json_t *mf;
-    json_array_foreach (mfs, i, mf)
-        if (streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply"))
+    bool force = qtrue(q, "force");
+    /* other managers' entries, copied: a forced apply takes their conflicting fields */
+    json_t *newmf = json_array();
+    json_t *causes = json_array();
+    json_array_foreach (mfs, i, mf) {
+        if (streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply")) {
             prev_fs = json_object_get(mf, "fieldsV1");
-    _cleanup_json_ json_t *others = other_managers_fs(old, mgr);
+            continue;
+        }
+        json_t *copy = json_deep_copy(mf);
+        json_t *theirs = json_object_get(copy, "fieldsV1");
+        if (json_is_object(theirs))
+            ks_apply_conflicts(fs, theirs, cfg, old, "", jstr(mf, "manager") ?: "", force, causes);
+        json_array_append_new(newmf, copy);
+    }
+    if (json_array_size(causes) && !force) {
+        struct sbuf b;
+        sbuf_init(&b, 1u << 16);
+        size_t n = json_array_size(causes);
+        sbuf_printf(&b, "Apply failed with %zu conflict%s: ", n, n == 1 ? "" : "s");
+        json_t *c;
+        json_array_foreach (causes, i, c)
+            sbuf_printf(&b, "%s%s: %s", i ? "; " : "", jstr(c, "message"), jstr(c, "field"));
+        json_t *d = details(t, name);
+        json_object_set_new(d, "causes", causes);
+        ks_status(resp, 409, "Conflict", b.data ? b.data : "", d);
+        sbuf_free(&b);
+        json_decref(newmf);
+        json_decref(entry);
+        return;
+    }
+    json_decref(causes);
+    json_t *fake = json_pack("{s:{s:O}}", "metadata", "managedFields", newmf);
+    _cleanup_json_ json_t *others = other_managers_fs(fake, mgr);
+    json_decref(fake);
     json_t *live = json_deep_copy(old);
     json_object_del(json_object_get(live, "metadata"), "managedFields");
     json_t *merged = NULL;
@@ -1589,15 +1622,7 @@ static void do_apply(struct ksim *ks, struct ks_type *t, const char *ns, const c
     }
     json_decref(live);
     /* managedFields: replace this manager's Apply entry; keep the time when nothing changed */
-    json_t *newmf = json_array();
-    bool same_fs = false;
-    json_array_foreach (mfs, i, mf) {
-        if (streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply")) {
-            same_fs = json_equal(json_object_get(mf, "fieldsV1"), fs);
-            continue;
-        }
-        json_array_append(newmf, mf);
-    }
+    bool same_fs = prev_fs && json_equal(prev_fs, fs);
     json_t *cmp_old = json_deep_copy(old);
     json_object_del(json_object_get(cmp_old, "metadata"), "managedFields");
     json_t *cmp_new = json_deep_copy(merged);
@@ -1610,7 +1635,12 @@ static void do_apply(struct ksim *ks, struct ks_type *t, const char *ns, const c
     }
     json_object_set(json_object_get(cmp_new, "metadata"), "resourceVersion",
                     jpath(old, "metadata.resourceVersion"));
-    bool unchanged = same_fs && json_equal(cmp_old, cmp_new);
+    json_t *old_mf = json_array();
+    json_array_foreach (mfs, i, mf)
+        if (!(streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply")))
+            json_array_append(old_mf, mf);
+    bool unchanged = same_fs && json_equal(cmp_old, cmp_new) && json_equal(old_mf, newmf);
+    json_decref(old_mf);
     json_decref(cmp_old);
     json_decref(cmp_new);
     if (unchanged) {

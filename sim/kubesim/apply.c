@@ -137,3 +137,88 @@ bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *other
     *ret = merged;
     return true;
 }
+
+static bool fs_has_children(json_t *fs)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach (fs, k, v)
+        if (str_has_prefix(k, "f:") || str_has_prefix(k, "k:"))
+            return true;
+    return false;
+}
+
+static json_t *list_find(json_t *list, json_t *key)
+{
+    size_t i;
+    json_t *item;
+    json_array_foreach (list, i, item) {
+        bool match = json_is_object(item);
+        const char *kk;
+        json_t *kv;
+        json_object_foreach (key, kk, kv)
+            if (!json_equal(json_object_get(item, kk), kv))
+                match = false;
+        if (match)
+            return item;
+    }
+    return NULL;
+}
+
+int ks_apply_conflicts(json_t *mine, json_t *theirs, json_t *cfg, json_t *live, const char *path,
+                       const char *manager, bool force, json_t *causes);
+int ks_apply_conflicts(json_t *mine, json_t *theirs, json_t *cfg, json_t *live, const char *path,
+                       const char *manager, bool force, json_t *causes)
+{
+    int n = 0;
+    const char *k;
+    json_t *m;
+    void *tmp;
+    json_object_foreach_safe (mine, tmp, k, m) {
+        json_t *th = json_object_get(theirs, k);
+        if (!th)
+            continue;
+        json_t *c = NULL, *l = NULL;
+        _cleanup_free_ char *p = NULL;
+        if (str_has_prefix(k, "f:")) {
+            c = json_object_get(cfg, k + 2);
+            l = json_object_get(live, k + 2);
+            p = xasprintf("%s.%s", path, k + 2);
+        } else if (str_has_prefix(k, "k:")) {
+            json_t *key = json_loads(k + 2, 0, NULL);
+            if (!json_is_object(key)) {
+                json_decref(key);
+                continue;
+            }
+            c = list_find(cfg, key);
+            l = list_find(live, key);
+            struct sbuf b;
+            sbuf_init(&b, 4096);
+            const char *kk;
+            json_t *kv;
+            json_object_foreach (key, kk, kv) {
+                char *vs = json_dumps(kv, JSON_ENCODE_ANY | JSON_COMPACT);
+                sbuf_printf(&b, "[%s=%s]", kk, vs ? vs : "");
+                free(vs);
+            }
+            p = xasprintf("%s%s", path, b.data ? b.data : "");
+            sbuf_free(&b);
+            json_decref(key);
+        } else {
+            continue;
+        }
+        if (fs_has_children(m) && fs_has_children(th)) {
+            n += ks_apply_conflicts(m, th, c, l, p, manager, force, causes);
+            continue;
+        }
+        if (json_equal(c, l) || (!c && !l))
+            continue;
+        n++;
+        _cleanup_free_ char *msg = xasprintf("conflict with \"%s\"", manager);
+        json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", "FieldManagerConflict",
+                                                "message", msg, "field", p));
+        if (force)
+            json_object_del(theirs, k);
+    }
+    return n;
+}

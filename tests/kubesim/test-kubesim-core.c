@@ -476,6 +476,30 @@ static void test_server_side_apply(void **state)
     assert_string_equal(js(o, "data.x"), "1");
     assert_null(jp(o, "metadata.labels.b"));
     json_decref(o);
+    /* a second manager applying a different value for x conflicts; force takes it over */
+    const char *cfg3 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  x: \"9\"\n";
+    o = ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=u",
+           "application/apply-patch+yaml", cfg3, 409);
+    assert_string_equal(js(o, "reason"), "Conflict");
+    assert_string_equal(js(jp(o, "details.causes.0"), "field"), ".data.x");
+    assert_string_equal(js(jp(o, "details.causes.0"), "reason"), "FieldManagerConflict");
+    assert_string_equal(js(o, "message"),
+                        "Apply failed with 1 conflict: conflict with \"t\": .data.x");
+    json_decref(o);
+    /* the same value is shared ownership, not a conflict */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=v",
+                   "application/apply-patch+yaml", cfg2, 200));
+    o = ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=u&force=true",
+           "application/apply-patch+yaml", cfg3, 200);
+    assert_string_equal(js(o, "data.x"), "9");
+    json_decref(o);
+    /* t no longer owns x: t re-applying without x keeps u's value */
+    const char *cfg4 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  labels: {a: "
+                       "\"1\"}\n";
+    o = ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/s", "fieldManager=t",
+           "application/apply-patch+yaml", cfg4, 200);
+    assert_string_equal(js(o, "data.x"), "9");
+    json_decref(o);
     ksim_free(ks);
 }
 
