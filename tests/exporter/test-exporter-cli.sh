@@ -13,7 +13,8 @@ unset NODE_NAME NVIDIA_RESOURCE_NAMES DCGM_POD_RESOURCES_KUBELET_SOCKET
 "$gpuop" exporter --help >"$tmp/help" 2>&1 || fail "--help exit $?"
 for w in --listen --collectors --collect-interval --kubernetes --pod-resources-socket \
     --lowercase-hostname --no-hostname --once --format --xid-count-window-size DCGM_EXPORTER_LISTEN \
-    DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE \
+    DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE --clock-events-count-window-size \
+    DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE \
     DCGM_EXPORTER_COLLECTORS DCGM_EXPORTER_INTERVAL DCGM_EXPORTER_KUBERNETES \
     DCGM_POD_RESOURCES_KUBELET_SOCKET NODE_NAME NVIDIA_RESOURCE_NAMES GPUOP_NVML_LIBRARY \
     ':9400' 30s /var/lib/kubelet/pod-resources/kubelet.sock /metrics /health; do
@@ -36,6 +37,8 @@ expect_error 2 '--collect-interval "0"' "$gpuop" exporter --once -c 0
 expect_error 2 'DCGM_EXPORTER_INTERVAL="1s"' env DCGM_EXPORTER_INTERVAL=1s "$gpuop" exporter --once
 expect_error 2 'DCGM_EXPORTER_KUBERNETES="maybe"' env DCGM_EXPORTER_KUBERNETES=maybe "$gpuop" exporter --once
 expect_error 2 '--xid-count-window-size "5m"' "$gpuop" exporter --once --xid-count-window-size 5m
+expect_error 2 '--clock-events-count-window-size "-1"' "$gpuop" exporter --once --clock-events-count-window-size -1
+expect_error 2 'DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE="x"' env DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE=x "$gpuop" exporter --once
 expect_error 2 '--format "xml"' "$gpuop" exporter --once --format xml
 expect_error 2 'unexpected argument "extra"' "$gpuop" exporter --once extra
 expect_error 1 '/nonexistent.csv' "$gpuop" exporter --once -f /nonexistent.csv

@@ -327,6 +327,40 @@ static void test_pod_map(void **state)
     assert_false(exp_pod_resource_is_gpu(NULL, NULL));
 }
 
+static void test_clock_hist(void **state)
+{
+    (void)state;
+    struct exp_clock_hist h;
+    uint64_t c[EXP_CLOCK_EVENTS];
+    exp_clock_hist_init(&h, 3);
+    exp_clock_hist_push(&h, 1000, 0); /* nothing active: no entry */
+    assert_int_equal(h.n, 0);
+    exp_clock_hist_push(&h, 1000, 0x1);   /* gpu_idle */
+    exp_clock_hist_push(&h, 2000, 0x5);   /* gpu_idle + power_cap */
+    exp_clock_hist_push(&h, 3000, 0x104); /* power_cap + display_clocks */
+    exp_clock_hist_count(&h, 3000, 5000, c);
+    assert_int_equal(c[0], 2);
+    assert_int_equal(c[2], 2);
+    assert_int_equal(c[8], 1);
+    assert_int_equal(c[1], 0);
+    /* The window drops old entries... */
+    exp_clock_hist_count(&h, 3000, 1000, c);
+    assert_int_equal(c[0], 1);
+    assert_int_equal(c[2], 2);
+    exp_clock_hist_count(&h, 10000, 1000, c);
+    assert_int_equal(c[2], 0);
+    /* ...and the ring the oldest: cap 3. */
+    exp_clock_hist_push(&h, 4000, 0x8);
+    exp_clock_hist_count(&h, 4000, 100000, c);
+    assert_int_equal(c[0], 1);
+    assert_int_equal(c[3], 1);
+    /* Bits beyond the nine named reasons are ignored. */
+    exp_clock_hist_push(&h, 5000, 1ull << 40);
+    exp_clock_hist_count(&h, 5000, 100000, c);
+    assert_int_equal(c[3], 1);
+    exp_clock_hist_clear(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_render_golden),
         cmocka_unit_test(test_render_pods_golden),
         cmocka_unit_test(test_pod_map),
+        cmocka_unit_test(test_clock_hist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,6 +51,13 @@ struct xid_event {
     uint64_t at_ms; /* monotonic */
 };
 
+#define CLOCK_HIST_MAX 4096 /* collections kept per GPU for DCGM_EXP_CLOCK_EVENTS_COUNT */
+#define CLOCK_HISTS    64
+struct clock_hist {
+    char uuid[GPU_UUID_MAX];
+    struct exp_clock_hist h;
+};
+
 struct exporter {
     /* configuration */
     char *listen;
@@ -86,6 +93,9 @@ struct exporter {
     struct xid_event ring[XID_RING]; /* under lock */
     size_t ring_next, ring_n;
     uint64_t xid_window_ms;
+    uint64_t clock_window_ms;
+    struct clock_hist clock_hists[CLOCK_HISTS]; /* collector thread only */
+    size_t n_clock_hists;
     atomic_uint_fast64_t event_errors;
 };
 
@@ -207,6 +217,34 @@ static void *events_thread(void *arg)
 
 /* ---- collection ------------------------------------------------------------------------------ */
 
+/*
+ * DCGM_EXP_CLOCK_EVENTS_COUNT as dcgm-exporter computes it: per reason, the collections in the
+ * last window in which NVML reported the reason active. Each GPU keeps the masks of one window
+ * (window / interval + 2 entries, at most CLOCK_HIST_MAX: with very short intervals the count
+ * covers the newest CLOCK_HIST_MAX collections).
+ */
+static void clock_events_count(struct exporter *x, const char *uuid, struct exp_gpu_state *st)
+{
+    memset(st->clock_events, 0, sizeof(st->clock_events));
+    struct exp_clock_hist *h = NULL;
+    for (size_t i = 0; i < x->n_clock_hists && !h; i++)
+        if (strcmp(x->clock_hists[i].uuid, uuid) == 0)
+            h = &x->clock_hists[i].h;
+    if (!h) {
+        if (x->n_clock_hists == CLOCK_HISTS)
+            return;
+        struct clock_hist *ch = &x->clock_hists[x->n_clock_hists++];
+        strlcpy_s(ch->uuid, uuid, sizeof(ch->uuid));
+        uint64_t cap = x->clock_window_ms / x->interval_ms + 2;
+        exp_clock_hist_init(&ch->h, cap > CLOCK_HIST_MAX ? CLOCK_HIST_MAX : (size_t)cap);
+        h = &ch->h;
+    }
+    uint64_t now = now_ms_mono();
+    if (st->ok && (st->sample.valid & GPU_SAMPLE_CLOCK_EVENTS))
+        exp_clock_hist_push(h, now, st->sample.clock_event_reasons);
+    exp_clock_hist_count(h, now, x->clock_window_ms, st->clock_events);
+}
+
 static void refresh_pods(struct exporter *x)
 {
     exp_pod_map_clear(&x->pods);
@@ -239,13 +277,7 @@ static void read_gpus(struct exporter *x)
         log_warn(COMP, "inventory read failed; keeping the previous one", "error=\"%s\"",
                  err_msg(&e));
     } else {
-        /* Carry the per-GPU counters over by UUID. */
         struct exp_gpu_state *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
-        for (size_t i = 0; i < inv->n_gpus; i++)
-            for (size_t j = 0; x->inv && j < x->inv->n_gpus; j++)
-                if (strcmp(inv->gpus[i].uuid, x->inv->gpus[j].uuid) == 0)
-                    memcpy(gpus[i].clock_events, x->gpus[j].clock_events,
-                           sizeof(gpus[i].clock_events));
         gpu_inventory_free(x->inv);
         free(x->gpus);
         x->inv = inv;
@@ -268,10 +300,7 @@ static void read_gpus(struct exporter *x)
             log_warn(COMP, "GPU sample failed", "gpu=%u uuid=%s error=\"%s\"", d->index, d->uuid,
                      err_msg(&e));
         }
-        if (st->ok && (st->sample.valid & GPU_SAMPLE_CLOCK_EVENTS))
-            for (unsigned k = 0; k < EXP_CLOCK_EVENTS; k++)
-                if (st->sample.clock_event_reasons & (1ull << k))
-                    st->clock_events[k]++;
+        clock_events_count(x, d->uuid, st);
         st->last_xid = xid_last(x, d->uuid);
         xid_counts(x, d->uuid, st);
     }
@@ -407,49 +436,52 @@ static int handle_health(const struct http_request *req, struct http_response *r
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: gpuop exporter [flags]\n"
-            "Serves GPU metrics to Prometheus under dcgm-exporter's names, types and labels.\n"
-            "A collector samples NVML every interval and refreshes the pod map on the same "
-            "clock;\n"
-            "each scrape serves the latest snapshot (no NVML or kubelet call on scrape).\n"
-            "Routes: /metrics (Prometheus text; OpenMetrics when asked for), /health.\n"
-            "\n"
-            "Flags (environment variable in brackets; a flag wins over its variable):\n"
-            "  -a, --listen ADDR            listen address, host:port or :port (default "
-            "\":9400\")\n"
-            "                               [DCGM_EXPORTER_LISTEN]\n"
-            "  -f, --collectors FILE        counters CSV in dcgm-exporter's format "
-            "(\"field, type, help\");\n"
-            "                               default: built-in copy of dcgm-exporter's "
-            "default-counters.csv\n"
-            "                               [DCGM_EXPORTER_COLLECTORS]\n"
-            "  -c, --collect-interval DUR   collection interval, e.g. 30s, 500ms (default 30s)\n"
-            "                               [DCGM_EXPORTER_INTERVAL, in milliseconds]\n"
-            "  -k, --kubernetes             add pod, namespace, container from the kubelet\n"
-            "                               [DCGM_EXPORTER_KUBERNETES=true|false]\n"
-            "      --pod-resources-socket P kubelet PodResources socket\n"
-            "                               (default /var/lib/kubelet/pod-resources/kubelet.sock)"
-            "\n"
-            "                               [DCGM_POD_RESOURCES_KUBELET_SOCKET]\n"
-            "      --lowercase-hostname     name the host label `hostname` (newer "
-            "dcgm-exporter)\n"
-            "                               instead of `Hostname` "
-            "[GPUOP_EXPORTER_LOWERCASE_HOSTNAME=true]\n"
-            "  -n, --no-hostname            omit the host label\n"
-            "      --xid-count-window-size MS  window of DCGM_EXP_XID_ERRORS_COUNT (default "
-            "300000)\n"
-            "                               [DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE]\n"
-            "      --once                   collect once, print the metrics to stdout and exit\n"
-            "      --format text|openmetrics  format for --once (default text)\n"
-            "  -h, --help                   this help\n"
-            "\n"
-            "Other environment:\n"
-            "  NODE_NAME                    host label value (default: the host name)\n"
-            "  NVIDIA_RESOURCE_NAMES        extra comma-separated kubelet resource names to\n"
-            "                               attribute, besides nvidia.com/gpu and "
-            "nvidia.com/mig-*\n"
-            "  GPUOP_NVML_LIBRARY           libnvidia-ml.so.1 to load\n");
+    fprintf(
+        f, "Usage: gpuop exporter [flags]\n"
+           "Serves GPU metrics to Prometheus under dcgm-exporter's names, types and labels.\n"
+           "A collector samples NVML every interval and refreshes the pod map on the same "
+           "clock;\n"
+           "each scrape serves the latest snapshot (no NVML or kubelet call on scrape).\n"
+           "Routes: /metrics (Prometheus text; OpenMetrics when asked for), /health.\n"
+           "\n"
+           "Flags (environment variable in brackets; a flag wins over its variable):\n"
+           "  -a, --listen ADDR            listen address, host:port or :port (default "
+           "\":9400\")\n"
+           "                               [DCGM_EXPORTER_LISTEN]\n"
+           "  -f, --collectors FILE        counters CSV in dcgm-exporter's format "
+           "(\"field, type, help\");\n"
+           "                               default: built-in copy of dcgm-exporter's "
+           "default-counters.csv\n"
+           "                               [DCGM_EXPORTER_COLLECTORS]\n"
+           "  -c, --collect-interval DUR   collection interval, e.g. 30s, 500ms (default 30s)\n"
+           "                               [DCGM_EXPORTER_INTERVAL, in milliseconds]\n"
+           "  -k, --kubernetes             add pod, namespace, container from the kubelet\n"
+           "                               [DCGM_EXPORTER_KUBERNETES=true|false]\n"
+           "      --pod-resources-socket P kubelet PodResources socket\n"
+           "                               (default /var/lib/kubelet/pod-resources/kubelet.sock)"
+           "\n"
+           "                               [DCGM_POD_RESOURCES_KUBELET_SOCKET]\n"
+           "      --lowercase-hostname     name the host label `hostname` (newer "
+           "dcgm-exporter)\n"
+           "                               instead of `Hostname` "
+           "[GPUOP_EXPORTER_LOWERCASE_HOSTNAME=true]\n"
+           "  -n, --no-hostname            omit the host label\n"
+           "      --xid-count-window-size MS  window of DCGM_EXP_XID_ERRORS_COUNT (default "
+           "300000)\n"
+           "                               [DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE]\n"
+           "      --clock-events-count-window-size MS  window of DCGM_EXP_CLOCK_EVENTS_COUNT "
+           "(default\n"
+           "                               300000) [DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE]\n"
+           "      --once                   collect once, print the metrics to stdout and exit\n"
+           "      --format text|openmetrics  format for --once (default text)\n"
+           "  -h, --help                   this help\n"
+           "\n"
+           "Other environment:\n"
+           "  NODE_NAME                    host label value (default: the host name)\n"
+           "  NVIDIA_RESOURCE_NAMES        extra comma-separated kubelet resource names to\n"
+           "                               attribute, besides nvidia.com/gpu and "
+           "nvidia.com/mig-*\n"
+           "  GPUOP_NVML_LIBRARY           libnvidia-ml.so.1 to load\n");
 }
 
 static int parse_bool_env(const char *name, bool *v)
@@ -473,6 +505,8 @@ static void exporter_free(struct exporter *x)
     exp_counters_free(x->counters);
     gpu_inventory_free(x->inv);
     free(x->gpus);
+    for (size_t i = 0; i < x->n_clock_hists; i++)
+        exp_clock_hist_clear(&x->clock_hists[i].h);
     exp_pod_map_clear(&x->pods);
     snapshot_unref(x->snap);
     gpu_lib_free(x->lib);
@@ -503,6 +537,15 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
                             : "/var/lib/kubelet/pod-resources/kubelet.sock");
     x->resource_names = env_get("NVIDIA_RESOURCE_NAMES");
     x->xid_window_ms = 300000;
+    x->clock_window_ms = 300000;
+    if ((s = env_get("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE")) &&
+        (parse_u64(s, &x->clock_window_ms) < 0 || x->clock_window_ms == 0)) {
+        fprintf(stderr,
+                "gpuop exporter: DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE=\"%s\": expected "
+                "milliseconds > 0\n",
+                s);
+        return -EINVAL;
+    }
     if ((s = env_get("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE")) &&
         (parse_u64(s, &x->xid_window_ms) < 0 || x->xid_window_ms == 0)) {
         fprintf(stderr,
@@ -513,7 +556,7 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
     }
     bool no_host = false;
 
-    enum { OPT_SOCKET = 1000, OPT_LOWER, OPT_ONCE, OPT_FORMAT, OPT_XID_WINDOW };
+    enum { OPT_SOCKET = 1000, OPT_LOWER, OPT_ONCE, OPT_FORMAT, OPT_XID_WINDOW, OPT_CLOCK_WINDOW };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'a'},
         {"collectors", required_argument, NULL, 'f'},
@@ -524,6 +567,7 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
         {"no-hostname", no_argument, NULL, 'n'},
         {"once", no_argument, NULL, OPT_ONCE},
         {"xid-count-window-size", required_argument, NULL, OPT_XID_WINDOW},
+        {"clock-events-count-window-size", required_argument, NULL, OPT_CLOCK_WINDOW},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {0},
@@ -568,6 +612,15 @@ static int parse_flags(struct exporter *x, int argc, char **argv)
                 fprintf(stderr,
                         "gpuop exporter: --xid-count-window-size \"%s\": expected milliseconds "
                         "> 0\n",
+                        optarg);
+                return -EINVAL;
+            }
+            break;
+        case OPT_CLOCK_WINDOW:
+            if (parse_u64(optarg, &x->clock_window_ms) < 0 || x->clock_window_ms == 0) {
+                fprintf(stderr,
+                        "gpuop exporter: --clock-events-count-window-size \"%s\": expected "
+                        "milliseconds > 0\n",
                         optarg);
                 return -EINVAL;
             }

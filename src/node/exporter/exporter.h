@@ -22,7 +22,8 @@
  * GPUs in MIG mode (NVML does not report them there).
  *
  * Exporter-synthesised fields: DCGM_EXP_CLOCK_EVENTS_COUNT counts, per clock_event label, the
- * collections in which NVML reported that clock-event reason active (cumulative since start);
+ * collections in the last window (--clock-events-count-window-size, default 5 min) in which
+ * NVML reported that clock-event reason active;
  * DCGM_EXP_XID_ERRORS_COUNT counts the XIDs of each value seen in the last window
  * (--xid-count-window, default 5 min), labelled xid and window_size_in_ms as dcgm-exporter does.
  */
@@ -183,6 +184,24 @@ void exp_pod_map_clear(struct exp_pod_map *m);
 void exp_pod_map_free(struct exp_pod_map *m);
 DEFINE_CLEANUP_FUNC(struct exp_pod_map, exp_pod_map_free)
 
+/* ---- clock-event history (DCGM_EXP_CLOCK_EVENTS_COUNT's window) ----------------------------- */
+
+/* The clock-event reason masks of one GPU's recent collections, in a ring of `cap` entries. */
+struct exp_clock_hist {
+    size_t cap, n, next;
+    uint64_t *at_ms;
+    uint32_t *mask;
+};
+
+/* cap: the collections one window holds (window / interval + 2); at least 1. */
+void exp_clock_hist_init(struct exp_clock_hist *h, size_t cap);
+void exp_clock_hist_clear(struct exp_clock_hist *h);
+/* Records one collection's mask (a zero mask needs no entry and is skipped). */
+void exp_clock_hist_push(struct exp_clock_hist *h, uint64_t now_ms, uint64_t mask);
+/* counts[k]: entries no older than window_ms at now_ms with reason bit k set. */
+void exp_clock_hist_count(const struct exp_clock_hist *h, uint64_t now_ms, uint64_t window_ms,
+                          uint64_t counts[EXP_CLOCK_EVENTS]);
+
 /* ---- render -----------------------------------------------------------------------------------
  */
 
@@ -194,7 +213,7 @@ struct exp_gpu_state {
     bool ok;   /* the sample was read (false: lost or failing; no DCGM series then) */
     bool lost; /* NVML said GPU_IS_LOST */
     uint64_t last_xid;
-    uint64_t clock_events[EXP_CLOCK_EVENTS]; /* collections with each reason active */
+    uint64_t clock_events[EXP_CLOCK_EVENTS]; /* collections in the window with each reason */
     /* XIDs seen in the last xid_window_ms, by value (DCGM_EXP_XID_ERRORS_COUNT). */
     size_t n_xid_counts;
     struct {
