@@ -77,7 +77,7 @@ NODE_NAME=node-7 "$gpuop" exporter --once --lowercase-hostname 2>/dev/null | gre
 # Serving: env listen address is overridden by the flag; short interval; unreachable kubelet.
 printf 'DCGM_FI_DEV_XID_ERRORS, gauge, x\nDCGM_FI_DRIVER_VERSION, label, d\n' >"$tmp/c.csv"
 DCGM_EXPORTER_LISTEN=bogus DCGM_EXPORTER_COLLECTORS="$tmp/c.csv" DCGM_EXPORTER_KUBERNETES=true \
-    start_exporter -c 50ms --pod-resources-socket "$tmp/missing.sock"
+    DCGM_EXPORTER_INTERVAL=50 start_exporter --pod-resources-socket "$tmp/missing.sock"
 curl -sf "http://127.0.0.1:$port/health" | grep -qx OK || fail "/health"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/nope")" = 404 ] || fail "404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/metrics")" = 405 ] || fail "405"
