@@ -28,9 +28,10 @@ sys.exit(0 if opts.get("b_sanitize", "none") != "none" else 1)'; then
     echo "SKIP: the build is sanitized"
     exit 77
 fi
+# The simulator is built by this project, not a peer: its absence is a broken build.
 if [ ! -f "$SIMLIB" ]; then
-    echo "SKIP: the simulated libnvidia-ml ($SIMLIB) is not built"
-    exit 77
+    echo "FAIL: the simulated libnvidia-ml ($SIMLIB) is not built"
+    exit 1
 fi
 
 WORK=$(mktemp -d /tmp/gpuop-gfd-vg.XXXXXX)
@@ -103,6 +104,10 @@ while ! grep -q 'gpu.replicas=4' "$WORK/loop" 2>/dev/null && [ $i -lt 300 ]; do
     sleep 0.1
     i=$((i + 1))
 done
+if ! grep -q 'gpu.replicas=4' "$WORK/loop" 2>/dev/null; then
+    echo "FAIL: loop-reload: SIGHUP did not relabel with the new config"
+    failures=$((failures + 1))
+fi
 cp "$SRC/tests/gfd/configs/bad-syntax.yaml" "$WORK/live.yaml"
 kill -HUP $pid
 sleep 0.5
