@@ -396,6 +396,24 @@ static void test_allocate(void **state)
     assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), "2");
     dp_container_alloc_clear(&a);
 
+    /* the optional features: envs always, extra CDI devices with a CDI strategy */
+    dp_plan_free(p);
+    o.gdrcopy = o.mofed = true;
+    o.n_imex = 1;
+    o.imex_channels[0] = 0;
+    p = plan_or_fail(inv, &o);
+    r = &p->resources[0];
+    assert_int_equal(dp_allocate(p, r, ids, 1, "x", NULL, NULL, &a, &e), 0);
+    assert_string_equal(env_of(&a, "NVIDIA_GDRCOPY"), "enabled");
+    assert_string_equal(env_of(&a, "NVIDIA_MOFED"), "enabled");
+    assert_null(env_of(&a, "NVIDIA_GDS"));
+    assert_string_equal(env_of(&a, "NVIDIA_IMEX_CHANNELS"), "0");
+    assert_int_equal(a.n_cdi, 4);
+    assert_string_equal(a.cdi[1], "k8s.device-plugin.nvidia.com/gdrcopy=all");
+    assert_string_equal(a.cdi[2], "k8s.device-plugin.nvidia.com/mofed=all");
+    assert_string_equal(a.cdi[3], "k8s.device-plugin.nvidia.com/imex-channel=0");
+    dp_container_alloc_clear(&a);
+
     /* errors */
     const char *bad[] = {inv->gpus[1].uuid, "GPU-nope"};
     assert_int_equal(dp_allocate(p, r, bad, 2, "x", NULL, NULL, &a, &e), -ENOENT);

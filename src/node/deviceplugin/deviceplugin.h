@@ -67,6 +67,9 @@ struct dp_options {
     bool fail_requests_gt_one;
     size_t n_shared;
     struct dp_shared_resource shared[DP_MAX_SHARED];
+    bool gdrcopy, gds, mofed; /* flags.{gdrcopy,gds,mofed}Enabled */
+    size_t n_imex;            /* imex.channelIDs: [] or [0] */
+    unsigned imex_channels[1];
 };
 
 /* NVIDIA's defaults: none, envvar, uuid, no device specs, dev root "/", distributed. */

@@ -120,6 +120,28 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
             sbuf_puts(&joined, name);
             free(name);
         }
+        /* The extra CDI devices NVIDIA's plugin adds for the optional features. */
+        static const char *const feature_names[] = {"gdrcopy", "gds", "mofed"};
+        const bool feature_on[] = {o->gdrcopy, o->gds, o->mofed};
+        for (size_t i = 0; i < ARRAY_SIZE(feature_names) + o->n_imex; i++) {
+            char *name;
+            if (i < ARRAY_SIZE(feature_names)) {
+                if (!feature_on[i])
+                    continue;
+                name = xasprintf("k8s.device-plugin.nvidia.com/%s=all", feature_names[i]);
+            } else {
+                name = xasprintf("k8s.device-plugin.nvidia.com/imex-channel=%u",
+                                 o->imex_channels[i - ARRAY_SIZE(feature_names)]);
+            }
+            if (o->list_strategies & DP_LIST_CDI_CRI) {
+                a.cdi = xrealloc(a.cdi, (a.n_cdi + 1) * sizeof(*a.cdi));
+                a.cdi[a.n_cdi++] = xstrdup(name);
+            }
+            if (joined.len)
+                sbuf_puts(&joined, ",");
+            sbuf_puts(&joined, name);
+            free(name);
+        }
         if (o->list_strategies & DP_LIST_CDI_ANNOTATIONS) {
             _cleanup_free_ char *key =
                 xasprintf("%snvidia-device-plugin_%s", o->cdi_annotation_prefix,
@@ -137,7 +159,19 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
         add_mount(&a, "/dev/shm", shm_h, false);
     }
 
+    if (o->gdrcopy)
+        kv_set(&a.envs, &a.n_envs, "NVIDIA_GDRCOPY", "enabled");
+    if (o->gds)
+        kv_set(&a.envs, &a.n_envs, "NVIDIA_GDS", "enabled");
+    if (o->mofed)
+        kv_set(&a.envs, &a.n_envs, "NVIDIA_MOFED", "enabled");
+
     if (o->list_strategies & (DP_LIST_ENVVAR | DP_LIST_VOLUME_MOUNTS)) {
+        if ((o->list_strategies & DP_LIST_ENVVAR) && o->n_imex) {
+            char channel[32];
+            snprintf(channel, sizeof(channel), "%u", o->imex_channels[0]);
+            kv_set(&a.envs, &a.n_envs, "NVIDIA_IMEX_CHANNELS", channel);
+        }
         if (o->list_strategies & DP_LIST_ENVVAR) {
             sbuf_reset(&joined);
             for (size_t i = 0; i < n_vis; i++) {

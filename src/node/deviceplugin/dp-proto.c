@@ -296,6 +296,11 @@ int dp_options_from_config(const struct dpconfig *c, struct dp_options *o, struc
     t.shared_policy = c->plugin.shared_devices_allocation_policy == DPCONFIG_ALLOC_PACKED
                           ? DP_POLICY_PACKED
                           : DP_POLICY_DISTRIBUTED;
+    t.gdrcopy = c->gdrcopy_enabled;
+    t.gds = c->gds_enabled;
+    t.mofed = c->mofed_enabled;
+    t.n_imex = c->imex.n_channel_ids > 0 ? 1 : 0;
+    t.imex_channels[0] = c->imex.channel_ids[0];
     enum dpconfig_sharing_strategy s = dpconfig_sharing_strategy(c);
     t.sharing = s == DPCONFIG_SHARING_MPS            ? DP_SHARING_MPS
                 : s == DPCONFIG_SHARING_TIME_SLICING ? DP_SHARING_TIME_SLICING
