@@ -57,6 +57,7 @@ static int register_gpu(struct gpu_events *ev, unsigned i, uint64_t mask)
     ev->index[k] = i;
     if (NV(lib, nvmlDeviceGetUUID, dev, ev->uuid[k], GPU_UUID_MAX) != NVML_SUCCESS)
         ev->uuid[k][0] = '\0';
+    nv_terminate(ev->uuid[k], GPU_UUID_MAX);
     return 0;
 }
 
@@ -99,6 +100,7 @@ static void event_gpu(struct gpu_events *ev, nvmlDevice_t dev, struct gpu_event 
         out->gpu_index = idx;
     if (!dev || NV(ev->lib, nvmlDeviceGetUUID, dev, out->uuid, sizeof(out->uuid)) != NVML_SUCCESS)
         out->uuid[0] = '\0';
+    nv_terminate(out->uuid, sizeof(out->uuid));
 }
 
 int gpu_events_wait(struct gpu_events *ev, unsigned timeout_ms, struct gpu_event *ret,

@@ -129,6 +129,7 @@ static int mig_read(struct gpu_lib *lib, nvmlDevice_t parent, unsigned index,
     *m = (struct gpu_mig_device){.index = index, .gi_id = UINT32_MAX, .ci_id = UINT32_MAX};
     if (NV(lib, nvmlDeviceGetUUID, h, m->uuid, sizeof(m->uuid)) != NVML_SUCCESS)
         m->uuid[0] = '\0';
+    nv_terminate(m->uuid, sizeof(m->uuid));
     NV(lib, nvmlDeviceGetGpuInstanceId, h, &m->gi_id);
     NV(lib, nvmlDeviceGetComputeInstanceId, h, &m->ci_id);
     nvmlDeviceAttributes_t a = {0};
@@ -222,14 +223,17 @@ static nvmlReturn_t ids_read(struct gpu_lib *lib, nvmlDevice_t dev, struct gpu_d
     nvmlReturn_t r;
     if ((r = NV(lib, nvmlDeviceGetUUID, dev, g->uuid, sizeof(g->uuid))) != NVML_SUCCESS)
         g->uuid[0] = '\0';
+    nv_terminate(g->uuid, sizeof(g->uuid));
     if (r == NVML_ERROR_GPU_IS_LOST)
         return r;
     if ((r = NV(lib, nvmlDeviceGetName, dev, g->name, sizeof(g->name))) != NVML_SUCCESS)
         g->name[0] = '\0';
+    nv_terminate(g->name, sizeof(g->name));
     if (r == NVML_ERROR_GPU_IS_LOST)
         return r;
     if ((r = NV(lib, nvmlDeviceGetSerial, dev, g->serial, sizeof(g->serial))) != NVML_SUCCESS)
         g->serial[0] = '\0';
+    nv_terminate(g->serial, sizeof(g->serial));
     if (r == NVML_ERROR_GPU_IS_LOST)
         return r;
     unsigned minor = 0;
@@ -397,6 +401,7 @@ static void versions_read(struct gpu_lib *lib, struct gpu_inventory *inv)
     if (NV(lib, nvmlSystemGetDriverVersion, inv->driver_version, sizeof(inv->driver_version)) !=
         NVML_SUCCESS)
         inv->driver_version[0] = '\0';
+    nv_terminate(inv->driver_version, sizeof(inv->driver_version));
     int v = 0;
     nvmlReturn_t r = NV(lib, nvmlSystemGetCudaDriverVersion_v2, &v);
     if (r != NVML_SUCCESS)

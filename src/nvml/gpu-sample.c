@@ -166,7 +166,10 @@ static bool field_u64(struct gpu_sample *s, const nvmlFieldValue_t *f, uint64_t 
         return false;
     switch (f->valueType) {
     case NVML_VALUE_TYPE_DOUBLE:
-        *ret = f->value.dVal > 0 ? (uint64_t)f->value.dVal : 0;
+        /* NaN and negatives read 0; past 2^64 saturates (the cast would be undefined) */
+        *ret = !(f->value.dVal > 0)                      ? 0
+               : f->value.dVal >= 18446744073709551616.0 ? UINT64_MAX
+                                                         : (uint64_t)f->value.dVal;
         return true;
     case NVML_VALUE_TYPE_UNSIGNED_INT:
         *ret = f->value.uiVal;

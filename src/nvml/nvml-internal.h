@@ -26,6 +26,14 @@ struct gpu_lib {
 #define NV(lib, name, ...) \
     ((lib)->t.name ? (lib)->t.name(__VA_ARGS__) : NVML_ERROR_FUNCTION_NOT_FOUND)
 
+/* NVML promises a NUL-terminated string on success; a driver that fills the whole buffer must
+ * not make later reads run past the field. Call after every successful string query. */
+static inline void nv_terminate(char *buf, size_t n)
+{
+    if (n)
+        buf[n - 1] = '\0';
+}
+
 /* Fills e with "<what>: <NVML's reason>" and returns the mapped code. */
 int nv_err(const struct gpu_lib *lib, nvmlReturn_t r, struct err *e, const char *fmt, ...)
     GPUOP_PRINTF(4, 5);

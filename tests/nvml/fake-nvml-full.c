@@ -3,7 +3,9 @@
  * A test-only libnvidia-ml that answers the way a real driver does where the simulator may not:
  * MIG profile names with NVML's "MIG " prefix, GetGpuInstanceById refused to unprivileged
  * callers (FAKE_NVML_UNPRIVILEGED=1), NVLinks that end at an NVSwitch rather than a GPU, and a
- * GPU that is lost (FAKE_NVML_LOST=<index>).
+ * GPU that is lost (FAKE_NVML_LOST=<index>), and a driver that misbehaves (FAKE_NVML_HOSTILE=1):
+ * strings that fill the caller's buffer without a terminating NUL, a field value of 1e30 as a
+ * double.
  *
  * Three "NVIDIA H100 80GB HBM3":
  *   GPU0-GPU1: links 0..3 direct; links 4..17 of every GPU go to an NVSwitch at 0000:05:00.0.
@@ -44,6 +46,10 @@ static nvmlReturn_t dev_ok(nvmlDevice_t d)
 
 static nvmlReturn_t put(const char *s, char *buf, unsigned len)
 {
+    if (getenv("FAKE_NVML_HOSTILE") && len > 0) {
+        memset(buf, 'Z', len); /* "success", and not a NUL in sight */
+        return NVML_SUCCESS;
+    }
     if (strlen(s) + 1 > len)
         return NVML_ERROR_INSUFFICIENT_SIZE;
     memcpy(buf, s, strlen(s) + 1);
@@ -310,6 +316,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldVal
             v[i].nvmlReturn = NVML_SUCCESS;
             v[i].valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
             v[i].value.ullVal = 123456789012ull;
+            if (getenv("FAKE_NVML_HOSTILE")) {
+                v[i].valueType = NVML_VALUE_TYPE_DOUBLE;
+                v[i].value.dVal = 1e30;
+            }
         }
     }
     return NVML_SUCCESS;

@@ -137,6 +137,37 @@ static void lost_gpu(void **state)
     gpu_lib_free(lib);
 }
 
+/* A driver that fills string buffers without a NUL or hands out an out-of-range double: every
+ * string the model holds stays terminated inside its field, and values are clamped. */
+static void hostile_driver(void **state)
+{
+    (void)state;
+    setenv("FAKE_NVML_HOSTILE", "1", 1);
+    struct gpu_lib *lib = NULL;
+    struct gpu_inventory *inv = read_inventory(&lib);
+    assert_true(strnlen(inv->driver_version, sizeof(inv->driver_version)) <
+                sizeof(inv->driver_version));
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct gpu_device *g = &inv->gpus[i];
+        assert_true(strnlen(g->uuid, sizeof(g->uuid)) < sizeof(g->uuid));
+        assert_true(strnlen(g->name, sizeof(g->name)) < sizeof(g->name));
+        assert_true(strnlen(g->serial, sizeof(g->serial)) < sizeof(g->serial));
+        for (size_t k = 0; k < g->n_mig; k++)
+            assert_true(strnlen(g->mig[k].uuid, sizeof(g->mig[k].uuid)) < sizeof(g->mig[k].uuid));
+    }
+    struct err e = {0};
+    struct gpu_sample s;
+    assert_int_equal(gpu_sample_read(lib, 0, &s, &e), 0);
+    assert_true(s.valid & GPU_SAMPLE_NVLINK_BW);
+    assert_true(s.nvlink_bw_total == UINT64_MAX);
+    struct gpu_events *ev = NULL;
+    if (gpu_events_open(lib, UINT64_MAX, &ev, &e) == 0)
+        gpu_events_free(ev);
+    unsetenv("FAKE_NVML_HOSTILE");
+    gpu_inventory_free(inv);
+    gpu_lib_free(lib);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -146,6 +177,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(real_driver_answers),
         cmocka_unit_test(unprivileged),
         cmocka_unit_test(lost_gpu),
+        cmocka_unit_test(hostile_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
