@@ -1023,7 +1023,66 @@ static bool has_finalizer(json_t *obj, const char *f)
 
 void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation)
 {
-    if (jpath(obj, "metadata.deletionTimestamp"))
+    ks_delete_obj_grace(ks, t, obj, propagation, -1);
+}
+
+/* Graceful pod deletion: a bound pod is marked (deletionTimestamp = now + grace) and the
+ * simulated kubelet removes it once its containers are "stopped" (after the shorter of the
+ * grace period and --pod-ready-delay). grace < 0: the pod's terminationGracePeriodSeconds. */
+static bool pod_graceful(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
+                         int64_t grace)
+{
+    if (t->crd || t->group[0] || !streq(t->plural, "pods") || !jstr(obj, "spec.nodeName"))
+        return false;
+    if (grace < 0) {
+        json_t *g = jpath(obj, "spec.terminationGracePeriodSeconds");
+        grace = json_is_integer(g) ? json_integer_value(g) : 30;
+    }
+    if (grace <= 0)
+        return false;
+    uint64_t now = ks_now(ks);
+    json_t *n = json_deep_copy(obj);
+    json_t *meta = jensure(n, "metadata");
+    char ts[40];
+    time_rfc3339(now + (uint64_t)grace * 1000, ts, sizeof(ts));
+    json_object_set_new(meta, "deletionTimestamp", json_string(ts));
+    json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(grace));
+    const char *add = NULL;
+    if (propagation && streq(propagation, "Foreground"))
+        add = "foregroundDeletion";
+    else if (propagation && streq(propagation, "Orphan"))
+        add = "orphan";
+    if (add && !has_finalizer(n, add)) {
+        json_t *f = json_object_get(meta, "finalizers");
+        if (!json_is_array(f)) {
+            f = json_array();
+            json_object_set_new(meta, "finalizers", f);
+        }
+        json_array_append_new(f, json_string(add));
+    }
+    uint64_t kill = (uint64_t)grace * 1000;
+    if (ks->opts.pod_ready_delay_ms < kill)
+        kill = ks->opts.pod_ready_delay_ms;
+    const char *uid = jstr(obj, "metadata.uid");
+    if (uid)
+        json_object_set_new(ks->pod_dying, uid, json_integer((json_int_t)(now + kill)));
+    if (!ks->next_due || now + kill < ks->next_due)
+        ks->next_due = now + kill;
+    ks_commit(ks, t, n, KS_MODIFIED, obj);
+    return true;
+}
+
+void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
+                         int64_t grace)
+{
+    if (jpath(obj, "metadata.deletionTimestamp")) {
+        /* a forced (grace 0) delete of a terminating pod removes it now */
+        if (grace == 0 && !t->crd && streq(t->plural, "pods") &&
+            json_array_size(jpath(obj, "metadata.finalizers")) == 0)
+            ks_remove(ks, t, obj);
+        return;
+    }
+    if (pod_graceful(ks, t, obj, propagation, grace))
         return;
     bool is_ns = !t->crd && streq(t->plural, "namespaces");
     bool is_crd = !t->crd && streq(t->plural, "customresourcedefinitions");
@@ -1114,7 +1173,13 @@ static void do_delete(struct ksim *ks, struct ks_type *t, json_t *obj,
         return;
     }
     json_t *keep = json_incref(obj);
-    ks_delete_obj(ks, t, obj, prop);
+    int64_t grace = -1;
+    json_t *g = json_object_get(opts, "gracePeriodSeconds");
+    if (json_is_integer(g))
+        grace = json_integer_value(g);
+    else if (qget(q, "gracePeriodSeconds"))
+        parse_i64(qget(q, "gracePeriodSeconds"), &grace);
+    ks_delete_obj_grace(ks, t, obj, prop, grace);
     json_t *now = ks_get(t, ns, name);
     if (now) {
         ks_json_response(resp, 200, json_incref(now));

@@ -622,6 +622,27 @@ static bool pods_ready(struct ksim *ks)
         changed = true;
     }
     json_decref(todo);
+    /* terminating pods whose containers have "stopped" are removed, as the kubelet does */
+    json_t *dying = json_array();
+    json_object_foreach (ks->pod_dying, k, p) {
+        uint64_t due = (uint64_t)json_integer_value(p);
+        if (due <= now)
+            json_array_append_new(dying, json_string(k));
+        else if (!ks->next_due || due < ks->next_due)
+            ks->next_due = due;
+    }
+    json_array_foreach (dying, i, p) {
+        const char *uid = json_string_value(p);
+        json_t *where = json_object_get(ks->uids, uid);
+        json_t *pod =
+            where ? json_object_get(pt->objs, json_string_value(json_array_get(where, 1))) : NULL;
+        if (pod && is_deleting(pod) && json_array_size(jpath(pod, "metadata.finalizers")) == 0) {
+            ks_remove(ks, pt, pod);
+            changed = true;
+        }
+        json_object_del(ks->pod_dying, uid);
+    }
+    json_decref(dying);
     /* forget pods that are gone */
     void *tmp;
     json_t *v;

@@ -92,6 +92,7 @@ struct ksim {
     uint64_t uid_counter;
     json_t *pdb_disrupted; /* "ns/pdb" -> count of evictions not yet seen by the controller */
     json_t *pod_born;      /* pod uid -> ms it was scheduled (for --pod-ready-delay) */
+    json_t *pod_dying;     /* pod uid -> wall ms the simulated kubelet removes it */
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
 };
 
@@ -123,6 +124,8 @@ void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind,
 void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj);
 /* Deletes obj as a DELETE without options would: marks it when it has finalizers. */
 void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation);
+void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
+                         int64_t grace);
 char *ks_new_uid(struct ksim *ks);
 void ks_cond_wait(struct ksim *ks, uint64_t ms);
 void ksim_compact(struct ksim *ks);

@@ -213,6 +213,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     ks->uids = json_object();
     ks->pdb_disrupted = json_object();
     ks->pod_born = json_object();
+    ks->pod_dying = json_object();
     ks_types_init(ks);
     static const char *const nss[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
     for (size_t i = 0; i < ARRAY_SIZE(nss); i++) {
@@ -238,6 +239,7 @@ void ksim_free(struct ksim *ks)
     json_decref(ks->uids);
     json_decref(ks->pdb_disrupted);
     json_decref(ks->pod_born);
+    json_decref(ks->pod_dying);
     pthread_mutex_destroy(&ks->lock);
     pthread_cond_destroy(&ks->changed);
     free(ks);

@@ -594,6 +594,15 @@ static json_t *list_pods(struct ksim *ks, const char *q)
     return ok(ks, "GET", "/api/v1/namespaces/default/pods", q, NULL, NULL, 200);
 }
 
+/* Lets simulated time pass until the controllers and the kubelet are done. */
+static void settle(struct ksim *ks)
+{
+    for (int i = 0; i < 6; i++) {
+        fake_now += 1500;
+        ksim_reconcile(ks);
+    }
+}
+
 static void test_daemonset_scheduling(void **state)
 {
     (void)state;
@@ -633,9 +642,8 @@ static void test_daemonset_scheduling(void **state)
     l = list_pods(ks, NULL);
     assert_int_equal(json_array_size(json_object_get(l, "items")), 2);
     json_decref(l);
-    /* pods turn Ready after the delay; status counts follow */
-    fake_now += 1500;
-    ksim_reconcile(ks);
+    /* the old pod terminates and is replaced; pods turn Ready after the delay */
+    settle(ks);
     json_t *d =
         ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
     assert_int_equal(json_integer_value(jp(d, "status.desiredNumberScheduled")), 2);
@@ -664,6 +672,10 @@ static void test_daemonset_scheduling(void **state)
     json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/merge-patch+json",
                    "{\"metadata\":{\"labels\":{\"gpu\":null}}}", 200));
     ksim_reconcile(ks);
+    l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
+    assert_non_null(jp(l, "items.0.metadata.deletionTimestamp")); /* terminating first */
+    json_decref(l);
+    settle(ks);
     l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
     assert_int_equal(json_array_size(json_object_get(l, "items")), 0);
     json_decref(l);
@@ -712,7 +724,8 @@ static int count_hash(json_t *list, const char *hash)
     size_t i;
     json_t *p;
     json_array_foreach (json_object_get(list, "items"), i, p)
-        if (streq_ptr(json_string_value(
+        if (!jp(p, "metadata.deletionTimestamp") &&
+            streq_ptr(json_string_value(
                           json_object_get(jp(p, "metadata.labels"), "controller-revision-hash")),
                       hash))
             n++;
@@ -757,12 +770,9 @@ static void test_daemonset_updates(void **state)
                    200));
     ksim_reconcile(ks);
     l = list_pods(ks, NULL);
-    assert_int_equal(count_hash(l, old_hash), 2);
+    assert_int_equal(count_hash(l, old_hash), 2); /* two terminating, two left */
     json_decref(l);
-    fake_now += 1500;
-    ksim_reconcile(ks);
-    fake_now += 1500;
-    ksim_reconcile(ks);
+    settle(ks);
     l = list_pods(ks, NULL);
     assert_int_equal(count_hash(l, old_hash), 0);
     assert_int_equal(json_array_size(json_object_get(l, "items")), 4);
@@ -792,16 +802,14 @@ static void test_daemonset_updates(void **state)
              js(jp(l, "items.0"), "metadata.name"));
     json_decref(l);
     json_decref(ok(ks, "DELETE", path, NULL, NULL, NULL, 200));
-    ksim_reconcile(ks);
-    fake_now += 1500;
-    ksim_reconcile(ks);
+    settle(ks);
     d = ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
     assert_int_equal(json_integer_value(jp(d, "status.updatedNumberScheduled")), 1);
     json_decref(d);
     /* deleting the DaemonSet collects its pods and revisions */
     json_decref(
         ok(ks, "DELETE", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200));
-    ksim_reconcile(ks);
+    settle(ks);
     l = list_pods(ks, NULL);
     assert_int_equal(json_array_size(json_object_get(l, "items")), 0);
     json_decref(l);
@@ -866,6 +874,13 @@ static void test_pdb_eviction(void **state)
     assert_string_equal(js(jp(o, "details.causes.0"), "message"),
                         "The disruption budget b needs 2 healthy pods and has 2 currently");
     json_decref(o);
+    /* the evicted pod terminates gracefully, then is gone */
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p0", NULL, NULL, NULL, 200);
+    assert_non_null(jp(o, "metadata.deletionTimestamp"));
+    assert_int_equal(json_integer_value(jp(o, "metadata.deletionGracePeriodSeconds")), 30);
+    json_decref(o);
+    fake_now += 1500;
+    ksim_reconcile(ks);
     json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/p0", NULL, NULL, NULL, 404));
     /* relax the budget: eviction allowed */
     json_decref(ok(ks, "PATCH", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/b", NULL,
@@ -876,6 +891,10 @@ static void test_pdb_eviction(void **state)
     /* name mismatch */
     json_decref(
         ok(ks, "POST", "/api/v1/namespaces/default/pods/p2/eviction", NULL, NULL, body, 400));
+    /* a forced delete (grace period 0) removes a bound pod at once */
+    json_decref(ok(ks, "DELETE", "/api/v1/namespaces/default/pods/p2", "gracePeriodSeconds=0", NULL,
+                   NULL, 200));
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/p2", NULL, NULL, NULL, 404));
     ksim_free(ks);
 }
 
