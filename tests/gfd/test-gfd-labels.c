@@ -666,6 +666,27 @@ static void test_mixed_naming_and_counts(void **state)
     dpconfig_free(c);
 }
 
+/* Mixed labels only C == G profiles, like NVIDIA's device map and gpuop's device plugin: a
+ * compute instance smaller than its GPU instance ("1c.3g.40gb") advertises no resource. */
+static void test_mixed_skips_partial_compute_instances(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f);
+    struct gpu_device *a = fx_mig_enabled(&f);
+    strlcpy_s(fx_mig(a, 3, 3, 40)->profile, "3g.40gb", GPU_PROFILE_MAX);
+    strlcpy_s(fx_mig(a, 3, 1, 40)->profile, "1c.3g.40gb", GPU_PROFILE_MAX);
+    strlcpy_s(fx_mig(a, 3, 2, 40)->profile, "2c.3g.40gb", GPU_PROFILE_MAX);
+    struct dpconfig *c = cfg_strategy(NULL, DPCONFIG_MIG_MIXED);
+    struct gfd_labels *l = compute(&f, c);
+    expect_label(l, P "mig-3g.40gb.count", "1");
+    expect_absent(l, P "mig-1c.3g.40gb.count");
+    expect_absent(l, P "mig-1c.3g.40gb.product");
+    expect_absent(l, P "mig-2c.3g.40gb.count");
+    gfd_labels_free(l);
+    dpconfig_free(c);
+}
+
 /* ---- node-level labels -------------------------------------------------------------------- */
 
 static void test_versions(void **state)
@@ -909,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_f_capabilities),
         cmocka_unit_test(test_g_end_to_end),
         cmocka_unit_test(test_mixed_naming_and_counts),
+        cmocka_unit_test(test_mixed_skips_partial_compute_instances),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_families),
         cmocka_unit_test(test_mode),

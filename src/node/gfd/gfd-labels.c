@@ -344,6 +344,16 @@ static char *mig_resource_name(const char *profile)
     return n;
 }
 
+/* Mixed exposes only profiles whose compute instance spans its GPU instance (C == G), as
+ * NVIDIA's device map (and gpuop's device plugin) do: "1c.3g.40gb" names one that does not. */
+static bool mig_profile_exposed(const char *profile)
+{
+    size_t digits = 0;
+    while (isdigit((unsigned char)profile[digits]))
+        digits++;
+    return !(digits > 0 && profile[digits] == 'c' && profile[digits + 1] == '.');
+}
+
 static void strategy_mixed(struct gfd_labels *l, const struct gpus *g, const struct dpconfig *c)
 {
     gpu_resource_all(l, g, c);
@@ -354,6 +364,8 @@ static void strategy_mixed(struct gfd_labels *l, const struct gpus *g, const str
             continue;
         for (size_t k = 0; k < d->n_mig; k++) {
             const struct gpu_mig_device *m = &d->mig[k];
+            if (!mig_profile_exposed(m->profile))
+                continue;
             bool seen = false;
             for (size_t pi = 0; pi <= i && !seen; pi++) {
                 const struct gpu_device *pd = g->v[pi];
