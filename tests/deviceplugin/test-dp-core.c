@@ -184,6 +184,27 @@ static void test_strategy_single(void **state)
     assert_string_equal(p->resources[0].devices[1].index, "0:1");
     assert_string_equal(p->resources[0].devices[2].index, "1:0");
     assert_true(p->resources[0].devices[2].is_mig);
+
+    /* MIG capability minors and the device specs they give */
+    const char *minors = "config 1\nmonitor 2\ngpu0/gi7/access 66\ngpu0/gi7/ci0/access 67\n"
+                         "gpu0/gi8/access 75\ngpu0/gi8/ci0/access 76\ngpu1/gi9/access 84\n"
+                         "gpu1/gi9/ci0/access junk\ngpu0/gi7/ci0/access 99 trailing\n";
+    assert_int_equal(dp_plan_apply_mig_minors(p, minors), 2);
+    assert_int_equal(p->resources[0].devices[0].gi_cap, 66);
+    assert_int_equal(p->resources[0].devices[0].ci_cap, 67);
+    assert_int_equal(p->resources[0].devices[2].gi_cap, 84);
+    assert_int_equal(p->resources[0].devices[2].ci_cap, -1);
+    p->opts.pass_device_specs = true;
+    struct dp_container_alloc a = {0};
+    const char *mig_ids[] = {p->resources[0].devices[1].id};
+    assert_int_equal(dp_allocate(p, &p->resources[0], mig_ids, 1, "x", NULL, NULL, &a, &e), 0);
+    assert_int_equal(a.n_devspecs, 7); /* 4 control devices, nvidia0, cap75, cap76 */
+    assert_string_equal(a.devspecs[4].container_path, "/dev/nvidia0");
+    assert_string_equal(a.devspecs[5].container_path, "/dev/nvidia-caps/nvidia-cap75");
+    assert_string_equal(a.devspecs[6].host_path, "/dev/nvidia-caps/nvidia-cap76");
+    dp_container_alloc_clear(&a);
+    dp_plan_free(p);
+    p = plan_or_fail(inv, &o);
     dp_plan_free(p);
 
     /* two profiles */

@@ -90,8 +90,9 @@ struct dp_device {
     unsigned minor;          /* /dev/nvidia<minor> of the physical GPU */
     bool is_mig;
     unsigned gi_id, ci_id;
-    int numa_node; /* -1: unknown (no topology sent) */
-    int replica;   /* -1: not replicated */
+    int numa_node;      /* -1: unknown (no topology sent) */
+    int gi_cap, ci_cap; /* MIG: /dev/nvidia-caps/nvidia-cap<N> minors; -1 unknown */
+    int replica;        /* -1: not replicated */
     bool healthy;
     bool lost;              /* never recovers */
     uint64_t last_error_ms; /* monotonic time of the last critical event */
@@ -121,6 +122,10 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
                   struct dp_plan **ret, struct err *e);
 void dp_plan_free(struct dp_plan *p);
 DEFINE_CLEANUP_FUNC(struct dp_plan, dp_plan_free)
+/* Fills the MIG devices' capability minors from /proc/driver/nvidia-caps/mig-minors text
+ * ("gpu<minor>/gi<g>/access <N>", "gpu<minor>/gi<g>/ci<c>/access <N>" lines); lines that do
+ * not parse are skipped. Returns the number of MIG devices with both minors known. */
+size_t dp_plan_apply_mig_minors(struct dp_plan *p, const char *text);
 /* Copies health (unhealthy, lost, last error) from `old` onto devices with the same ID. */
 void dp_plan_carry_health(struct dp_plan *p, const struct dp_plan *old);
 struct dp_resource *dp_plan_find(struct dp_plan *p, const char *resource_name);

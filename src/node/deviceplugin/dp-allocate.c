@@ -197,6 +197,13 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
                 char path[64];
                 snprintf(path, sizeof(path), "/dev/nvidia%u", phys[i]->minor);
                 add_devspec(&a, o->dev_root, path, exists, userdata);
+                /* A MIG device also needs its GPU and compute instance capabilities. */
+                if (phys[i]->is_mig && phys[i]->gi_cap >= 0 && phys[i]->ci_cap >= 0) {
+                    snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", phys[i]->gi_cap);
+                    add_devspec(&a, o->dev_root, path, exists, userdata);
+                    snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", phys[i]->ci_cap);
+                    add_devspec(&a, o->dev_root, path, exists, userdata);
+                }
             }
         }
     }

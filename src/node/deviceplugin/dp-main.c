@@ -33,6 +33,7 @@
 #define DP_EVENT_WAIT_MS   100
 #define DP_RECOVERY_DEF_MS (5 * 60 * 1000)
 #define DP_COALESCE_MS     50
+#define DP_MIG_MINORS      "/proc/driver/nvidia-caps/mig-minors"
 
 struct plugin;
 
@@ -615,7 +616,14 @@ static int build_plan(struct plugin *pl, const struct dp_options *o, struct dp_p
     int r = gpu_inventory_read(pl->lib, &inv, e);
     if (r < 0)
         return r;
-    return dp_plan_build(inv, o, ret, e);
+    if ((r = dp_plan_build(inv, o, ret, e)) < 0)
+        return r;
+    /* MIG devices' capability device nodes, for passDeviceSpecs (absent without MIG). */
+    _cleanup_free_ char *minors = NULL;
+    struct err me = {0};
+    if (file_read_all(DP_MIG_MINORS, 1u << 20, &minors, NULL, &me) == 0)
+        dp_plan_apply_mig_minors(*ret, minors);
+    return 0;
 }
 
 static void reload(struct plugin *pl, const struct dp_cli *cli)
