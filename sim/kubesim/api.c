@@ -1961,6 +1961,37 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
         goto out;
     }
     if (streq(m, "POST")) {
+        if (name && sub && streq(sub, "binding") && streq(t->plural, "pods") && !t->crd) {
+            set_verb(resp, "create", t, sub);
+            json_t *b = parse_body(ks, req, true, resp);
+            if (!b)
+                goto out;
+            const char *node = jstr(b, "target.name");
+            if (!cur) {
+                not_found(resp, t, name);
+            } else if (!node || !node[0]) {
+                json_t *causes = json_array();
+                add_cause(causes, "FieldValueRequired", "target.name", "Required value");
+                invalid(resp, t, name, causes);
+            } else if (jstr(cur, "spec.nodeName")) {
+                _cleanup_free_ char *msg = xasprintf("pod %s is already assigned to node \"%s\"",
+                                                     name, jstr(cur, "spec.nodeName"));
+                ks_status(resp, 409, "Conflict", msg, details(t, name));
+            } else {
+                json_t *bound = json_deep_copy(cur);
+                json_object_set_new(jensure(bound, "spec"), "nodeName", json_string(node));
+                char ts[40];
+                ks_now_str(ks, ts, sizeof(ts));
+                json_object_set_new(jensure(bound, "status"), "conditions",
+                                    json_pack("[{s:s,s:s,s:n,s:s}]", "type", "PodScheduled",
+                                              "status", "True", "lastProbeTime",
+                                              "lastTransitionTime", ts));
+                ks_commit(ks, t, bound, KS_MODIFIED, cur);
+                ks_status(resp, 201, "", "", NULL);
+            }
+            json_decref(b);
+            goto out;
+        }
         if (name && sub && streq(sub, "eviction") && streq(t->plural, "pods") && !t->crd) {
             set_verb(resp, "create", t, sub);
             json_t *ev = NULL;

@@ -70,6 +70,7 @@ void ks_types_init(struct ksim *ks)
         {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true,
          true, true, "pdb", "", ""},
         {"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, false, "", "", ""},
+        {"events.k8s.io", "v1", "events", "event", "Event", true, false, false, "ev", "", ""},
         {"node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", false, false, false,
          "", "", ""},
         {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",

@@ -711,6 +711,16 @@ static void test_scheduler(void **state)
     o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
     assert_string_equal(js(o, "status.phase"), "Running");
     json_decref(o);
+    /* the binding subresource binds once; a second binding is a conflict */
+    snprintf(body, sizeof(body), pod, "r", "\"schedulerName\":\"other\",");
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+    const char *bind = "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":"
+                       "\"r\"},\"target\":{\"kind\":\"Node\",\"name\":\"free\"}}";
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods/r/binding", NULL, NULL, bind, 201));
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods/r/binding", NULL, NULL, bind, 409));
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/r", NULL, NULL, NULL, 200);
+    assert_string_equal(js(o, "spec.nodeName"), "free");
+    json_decref(o);
     /* a pod whose node is deleted is collected */
     json_decref(ok(ks, "DELETE", "/api/v1/nodes/free", NULL, NULL, NULL, 200));
     ksim_reconcile(ks);
