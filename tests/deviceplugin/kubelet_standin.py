@@ -202,6 +202,9 @@ def run(gpuop, lib, fleet, scenario):
               f"... serving no devices, exits 0 on SIGTERM (rc={rc})")
         return
 
+    if scenario == "strategies":
+        run_strategies(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
+        return
     if scenario == "recovery":
         run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
         return
@@ -446,6 +449,56 @@ def run(gpuop, lib, fleet, scenario):
         check(not left, f"SIGTERM: plugin sockets removed ({left})")
         kubelet.stop()
         if FAILS or sys.exc_info()[0] is not None:
+            print("---- plugin log ----")
+            print(plugin.output()[-6000:])
+
+
+def run_strategies(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
+    """Allocate over the wire with every deviceListStrategy, index IDs and device specs."""
+    devroot = os.path.join(tmp, "host")
+    os.makedirs(os.path.join(devroot, "dev"))
+    for n in ["nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia2", "nvidia3"]:
+        open(os.path.join(devroot, "dev", n), "w").close()  # nvidia-uvm-tools absent
+    env["DEVICE_ID_STRATEGY"] = "index"
+    args = args + ["--device-list-strategy", "envvar,cdi-cri,cdi-annotations",
+                   "--pass-device-specs", "--dev-root", devroot]
+    kubelet = Kubelet(pb, pb_grpc, ksock)
+    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    try:
+        regs = kubelet.wait_registrations(1, 15)
+        if not check(len(regs) == 1, "the plugin registers"):
+            return
+        stub = pb_grpc.DevicePluginStub(
+            grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"))
+        w = Watch(stub, pb)
+        t, devs = w.next(5)
+        w.cancel()
+        if not check(devs is not None and len(devs) == 4, "4 GPUs listed"):
+            return
+        a = stub.Allocate(pb.AllocateRequest(container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=[devs[2].ID, devs[0].ID]),
+            pb.ContainerAllocateRequest(devices_ids=[devs[3].ID])]), timeout=5)
+        c0, c1 = a.container_responses
+        check(dict(c0.envs).get("NVIDIA_VISIBLE_DEVICES") == "2,0",
+              f"index IDs in the env: {dict(c0.envs)}")
+        check([d.name for d in c0.cdi_devices] == ["k8s.device-plugin.nvidia.com/gpu=2",
+                                                   "k8s.device-plugin.nvidia.com/gpu=0"],
+              f"cdi_devices: {[d.name for d in c0.cdi_devices]}")
+        ann = dict(c0.annotations)
+        check(len(ann) == 1 and list(ann)[0].startswith("cdi.k8s.io/nvidia-device-plugin_") and
+              list(ann.values())[0] == "k8s.device-plugin.nvidia.com/gpu=2,"
+              "k8s.device-plugin.nvidia.com/gpu=0", f"CDI annotation: {ann}")
+        check(list(dict(c1.annotations)) != list(ann), "each container has its own annotation key")
+        specs = [(d.container_path, d.host_path, d.permissions) for d in c0.devices]
+        want = [(p, devroot + p, "rw") for p in
+                ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia2", "/dev/nvidia0"]]
+        check(specs == want, f"device specs (present ones only): {specs}")
+        check(dict(c1.envs).get("NVIDIA_VISIBLE_DEVICES") == "3", "second container: GPU 3")
+    finally:
+        rc = plugin.stop()
+        check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
+        kubelet.stop()
+        if FAILS:
             print("---- plugin log ----")
             print(plugin.output()[-6000:])
 
