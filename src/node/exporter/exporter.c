@@ -185,7 +185,7 @@ static void *events_thread(void *arg)
                 ev = NULL;
                 pthread_mutex_lock(&x->lock);
                 struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
                 ts.tv_sec += 5;
                 if (!x->stop)
                     pthread_cond_timedwait(&x->wake, &x->lock, &ts);
@@ -357,7 +357,7 @@ static void *collector_thread(void *arg)
         while (!x->stop && now_ms_mono() < next) {
             uint64_t wait = next - now_ms_mono();
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
+            clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += (time_t)(wait / 1000);
             ts.tv_nsec += (long)(wait % 1000) * 1000000L;
             if (ts.tv_nsec >= 1000000000L) {
@@ -670,6 +670,7 @@ int exporter_main(int argc, char **argv)
     pthread_mutex_init(&x.lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits immune to wall-clock jumps */
     pthread_cond_init(&x.wake, &ca);
     pthread_condattr_destroy(&ca);
 
