@@ -297,6 +297,13 @@ def run(gpuop, lib, fleet, scenario):
             # GPU 3's NVLink partner is GPU 2 (6 links: 100*6 + 10 beats 10 for the others)
             check(sorted(got) == sorted([ids[3], ids[2]]),
                   "topology-aware: GPU 3 is paired with its NVLink peer GPU 2")
+        if scenario == "none" and os.path.basename(fleet) == "dgx1-v100.yaml":
+            # Hybrid cube-mesh with PCIe switch pairs (50), host bridge in a socket (30), SYS
+            # across (10), +100 per NVLink. Pair splits scoring 920: {0,3}{1,2}{4,7}{5,6}
+            # (230 each) and {0,4}{1,5}{2,3}{6,7} (210+210+250+250); the first found, in
+            # go-gpuallocator's order, is the one whose first set is {0,3}: GPU 7 gets GPU 4.
+            check(sorted(got) == sorted([ids[7], ids[4]]),
+                  "topology-aware on DGX-1: GPU 7 is paired with GPU 4")
         if scenario == "timeslicing":
             check(len({base_id(i) for i in got}) == size,
                   f"{name}: replicas spread over distinct GPUs (distributed)")
