@@ -1483,10 +1483,13 @@ int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uin
             break;
         }
         if (w->initial) {
-            size_t i;
-            json_t *o;
-            json_array_foreach (w->initial, i, o)
-                emit(ks, w, out, "ADDED", o);
+            /* in slices, so a huge initial state never overflows the stream buffer */
+            size_t n = json_array_size(w->initial);
+            while (w->initial_pos < n && out->len < (1u << 20))
+                emit(ks, w, out, "ADDED", json_array_get(w->initial, w->initial_pos++));
+            r = 1;
+            if (w->initial_pos < n)
+                break;
             json_decref(w->initial);
             w->initial = NULL;
             if (w->initial_end_bookmark)

@@ -71,6 +71,7 @@ struct ksim_watch {
     uint64_t last_bookmark;
     bool ended;
     bool initial_end_bookmark;
+    size_t initial_pos;  /* next index of initial to send */
     uint64_t expired_rv; /* nonzero: send a 410 ERROR event then end */
 };
 

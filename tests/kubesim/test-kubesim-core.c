@@ -1014,6 +1014,40 @@ static void test_watch(void **state)
     ksim_free(ks);
 }
 
+/* A large initial state streams in slices: every object arrives exactly once. */
+static void test_watch_large_initial(void **state)
+{
+    (void)state;
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    struct ksim *ks = ksim_new(&o);
+    char pad[1025];
+    memset(pad, 'x', 1024);
+    pad[1024] = '\0';
+    for (int i = 0; i < 1500; i++) {
+        char body[1300];
+        snprintf(body, sizeof(body),
+                 "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                 "\"c%d\"},\"data\":{\"p\":\"%s\"}}",
+                 i, pad);
+        json_decref(ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, body, 201));
+    }
+    int code;
+    struct ksim_watch *w = watch(ks, "/api/v1/configmaps", "watch=1", &code);
+    size_t total = 0;
+    int calls = 0;
+    for (; calls < 10 && total < 1500; calls++) {
+        json_t *e = events(ks, w);
+        total += json_array_size(e);
+        json_decref(e);
+    }
+    assert_int_equal(total, 1500);
+    assert_true(calls >= 2);
+    ksim_watch_free(ks, w);
+    ksim_free(ks);
+}
+
 static void test_pagination(void **state)
 {
     (void)state;
@@ -1133,6 +1167,7 @@ int main(void)
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_watch_large_initial),
         cmocka_unit_test(test_pagination),
         cmocka_unit_test(test_crd_lifecycle),
         cmocka_unit_test(test_hostile_requests),
