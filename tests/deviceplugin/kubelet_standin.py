@@ -341,7 +341,8 @@ def run(gpuop, lib, fleet, scenario):
                         return t, rname, dv
             return None
 
-        sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "13")
+        check(sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "13") == 0,
+              "gpuop sim inject xid --gpu 0 --code 13")
         check(poll_all(time.monotonic() + 0.7) is None,
               "XID 13 (application error) leaves the devices Healthy")
         t0 = time.monotonic()
@@ -547,7 +548,8 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
                     return t, h
             return None
 
-        sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "48")
+        check(sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "48") == 0,
+              "gpuop sim inject xid --gpu 0 --code 48")
         check(health_after(time.monotonic() + 0.7, lambda h: "Unhealthy" in h.values()) is None,
               "XID 48 listed in DP_DISABLE_HEALTHCHECKS is ignored")
         t0 = time.monotonic()
@@ -558,6 +560,18 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
         check(hit is not None and 0.9 < hit[0] - t0 < 3.0,
               f"GPU 0 Healthy again after the 1 s quiet period "
               f"({(hit[0] - t0) if hit else -1:.2f} s)")
+        gpu2 = devs[2].ID
+        t2 = time.monotonic()
+        check(sim(gpuop, env, "inject", "ecc", "--gpu", "2", "--dbe", "0", "--sbe", "5") == 0,
+              "gpuop sim inject ecc --gpu 2 --dbe 0 --sbe 5")
+        check(health_after(t2 + 0.7, lambda h: h[gpu2] == "Unhealthy") is None,
+              "single-bit ECC errors leave GPU 2 Healthy")
+        t2 = time.monotonic()
+        check(sim(gpuop, env, "inject", "ecc", "--gpu", "2", "--dbe", "1") == 0,
+              "gpuop sim inject ecc --gpu 2 --dbe 1")
+        hit = health_after(t2 + 2, lambda h: h[gpu2] == "Unhealthy")
+        check(hit is not None and hit[0] - t2 < 1.0,
+              "a double-bit ECC error marks GPU 2 Unhealthy in < 1 s")
         t1 = time.monotonic()
         sim(gpuop, env, "inject", "lost", "--gpu", "1")
         hit = health_after(t1 + 4, lambda h: h[gpu1] == "Unhealthy")
