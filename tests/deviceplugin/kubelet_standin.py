@@ -417,6 +417,17 @@ def run(gpuop, lib, fleet, scenario):
                       "health state is kept across the re-registration")
                 w3.cancel()
 
+        if scenario == "none":
+            # Only the plugin's socket disappears: the plugin serves and registers again.
+            time.sleep(0.2)
+            while not kubelet.registrations.empty():
+                kubelet.registrations.get()
+            t0 = time.monotonic()
+            os.unlink(os.path.join(dpdir, "nvidia-gpu.sock"))
+            regs4 = kubelet.wait_registrations(1, 5)
+            check(len(regs4) == 1 and regs4[0][0] - t0 < 1.0 and
+                  os.path.exists(os.path.join(dpdir, "nvidia-gpu.sock")),
+                  "plugin socket removed: served and registered again within a second")
         if scenario == "timeslicing":
             # SIGHUP with a good new config: the new resource is served and registered.
             with open(cfg, "w") as f:
