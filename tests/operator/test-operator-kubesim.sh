@@ -131,7 +131,7 @@ curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_api_writes_total 0' |
 rv_before=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
 $K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"bogus"},"dcgmExporter":{"enabled":false}}}' >/dev/null
 wait_for 10 "invalid policy reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"Error\")].message}' | grep -q 'spec.mig.strategy: unsupported value'"
-$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -q InvalidClusterPolicy || fail "no InvalidClusterPolicy event"
+wait_for 10 "InvalidClusterPolicy event" sh -c "$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{\"\\n\"}{end}' | grep -q InvalidClusterPolicy"
 sleep 1
 rv_after=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
 [ "$rv_before" = "$rv_after" ] || fail "operands changed under an invalid policy"
