@@ -87,6 +87,16 @@ code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type
 [ "$code" = 422 ] || fail "invalid name: $code"
 grep -q '"reason":"Invalid"' "$T/body" || fail "422 body"
 
+# deeply nested JSON through the HTTP threads: an answer, not a crash
+{ printf '{"metadata":{"labels":{"deep":"1"}},"spec":'; for _ in $(seq 1500); do printf '{"x":'; done
+  printf 1; for _ in $(seq 1500); do printf '}'; done; printf '}'; } >"$T/deep.json"
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' -X PATCH \
+    -H 'Content-Type: application/strategic-merge-patch+json' --data-binary @"$T/deep.json" \
+    "$URL/api/v1/namespaces/default")
+case "$code" in 2*|4*) ;; *) fail "deep JSON: $code" ;; esac
+code=$("$CURL" "${A[@]}" -o /dev/null -w '%{http_code}' "$URL/healthz")
+[ "$code" = 200 ] || fail "kubesim gone after deep JSON"
+
 # a watch stream over TLS: chunked JSON events, ended by timeoutSeconds
 "$CURL" "${A[@]}" -N "$URL/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=2" \
     >"$T/watch" &

@@ -1140,6 +1140,30 @@ static void test_hostile_requests(void **state)
     const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "BREW"};
     const char *bodies[] = {
         NULL, "", "null", "[]", "{\"kind\":7}", "\xff\xfe", "{\"metadata\":[]}"};
+    /* deeply nested bodies through every patch type */
+    struct sbuf deep;
+    sbuf_init(&deep, 1u << 20);
+    sbuf_puts(&deep, "{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":");
+    for (int i = 0; i < 1500; i++)
+        sbuf_puts(&deep, "{\"x\":");
+    sbuf_puts(&deep, "1");
+    for (int i = 0; i < 1500; i++)
+        sbuf_puts(&deep, "}");
+    sbuf_puts(&deep, "}");
+    const char *ctypes[] = {"application/merge-patch+json",
+                            "application/strategic-merge-patch+json", "application/json-patch+json",
+                            "application/apply-patch+yaml"};
+    for (size_t c = 0; c < sizeof(ctypes) / sizeof(ctypes[0]); c++) {
+        int code = 0;
+        struct ksim_opts o;
+        ksim_opts_default(&o);
+        struct ksim *big = ksim_new(&o);
+        json_decref(call(big, "PATCH", "/api/v1/namespaces/default", "fieldManager=f", ctypes[c],
+                         deep.data, &code));
+        assert_true(code >= 200 && code < 600);
+        ksim_free(big);
+    }
+    sbuf_free(&deep);
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
         for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)
             for (size_t b = 0; b < sizeof(bodies) / sizeof(bodies[0]); b++) {
