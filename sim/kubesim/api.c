@@ -1806,6 +1806,108 @@ static void do_patch(struct ksim *ks, struct ks_type *t, const char *ns, const c
     do_update(ks, t, old, res, sub, dry_run(q), resp);
 }
 
+/* ---- the scale subresource (autoscaling/v1 Scale) ---------------------------------------- */
+
+static json_t *scale_of(struct ks_type *t, json_t *obj)
+{
+    (void)t;
+    struct sbuf sel;
+    sbuf_init(&sel, 1u << 16);
+    const char *k;
+    json_t *v;
+    json_object_foreach (jpath(obj, "spec.selector.matchLabels"), k, v)
+        sbuf_printf(&sel, "%s%s=%s", sel.len ? "," : "", k, json_string_value(v) ?: "");
+    json_t *rep = jpath(obj, "spec.replicas");
+    json_t *meta = json_object();
+    const char *keep[] = {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"};
+    for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+        if (json_object_get(json_object_get(obj, "metadata"), keep[i]))
+            json_object_set(meta, keep[i],
+                            json_object_get(json_object_get(obj, "metadata"), keep[i]));
+    json_t *sc =
+        json_pack("{s:s,s:s,s:o,s:{s:I},s:{s:I,s:s}}", "kind", "Scale", "apiVersion",
+                  "autoscaling/v1", "metadata", meta, "spec", "replicas",
+                  (json_int_t)(json_is_integer(rep) ? json_integer_value(rep) : 1), "status",
+                  "replicas", (json_int_t)json_integer_value(jpath(obj, "status.replicas")),
+                  "selector", sel.data ? sel.data : "");
+    sbuf_free(&sel);
+    return sc;
+}
+
+static void do_scale(struct ksim *ks, struct ks_type *t, json_t *cur, const char *method,
+                     const struct ksim_request *req, json_t *q, struct ksim_response *resp)
+{
+    json_t *sc = scale_of(t, cur);
+    if (streq(method, "GET")) {
+        ks_json_response(resp, 200, sc);
+        return;
+    }
+    json_t *want = NULL;
+    if (streq(method, "PUT")) {
+        want = parse_body(ks, req, true, resp);
+    } else if (streq(method, "PATCH")) {
+        const char *ct = req->content_type ? req->content_type : "";
+        struct ksim_request jreq = *req;
+        jreq.content_type = "application/json";
+        json_t *p = NULL;
+        if (!str_has_prefix(ct, "application/merge-patch+json") &&
+            !str_has_prefix(ct, "application/strategic-merge-patch+json") &&
+            !str_has_prefix(ct, "application/json-patch+json"))
+            ks_status(resp, 415, "UnsupportedMediaType",
+                      "the body of the request was in an unknown format - accepted media types "
+                      "include: application/json-patch+json, application/merge-patch+json, "
+                      "application/strategic-merge-patch+json",
+                      NULL);
+        else
+            p = parse_body(ks, &jreq, false, resp);
+        struct err e = {0};
+        if (p && str_has_prefix(ct, "application/json-patch+json")) {
+            if (ksim_json_patch(sc, p, &want, &e) < 0) {
+                ks_status(resp, 422, "Invalid", err_msg(&e), NULL);
+                want = NULL;
+            }
+        } else if (p && json_is_object(p)) {
+            want = ksim_merge_patch(sc, p);
+        } else if (p) {
+            bad_request(resp, "json: cannot unmarshal into Go value of type autoscaling.Scale");
+        }
+        json_decref(p);
+    } else {
+        ks_status(resp, 405, "MethodNotAllowed",
+                  "the server does not allow this method on the requested resource", NULL);
+    }
+    json_decref(sc);
+    if (!want)
+        return;
+    json_t *rep = jpath(want, "spec.replicas");
+    const char *rv = jstr(want, "metadata.resourceVersion");
+    if (rv && rv[0] && !streq_ptr(rv, jstr(cur, "metadata.resourceVersion"))) {
+        conflict(resp, t, ks_obj_name(cur));
+    } else if (!json_is_integer(rep) || json_integer_value(rep) < 0) {
+        json_t *causes = json_array();
+        add_cause(causes, "FieldValueInvalid", "spec.replicas",
+                  "Invalid value: must be greater than or equal to 0");
+        invalid(resp, t, ks_obj_name(cur), causes);
+    } else {
+        json_t *n = json_deep_copy(cur);
+        json_object_set(jensure(n, "spec"), "replicas", rep);
+        struct ksim_response r2 = {0};
+        do_update(ks, t, cur, n, NULL, dry_run(q), &r2);
+        json_t *now = ks_get(t, ks_obj_ns(cur), ks_obj_name(cur));
+        if (r2.code == 200 && now)
+            ks_json_response(resp, 200, scale_of(t, now));
+        else {
+            resp->code = r2.code;
+            resp->content_type = r2.content_type;
+            free(resp->body);
+            resp->body = steal_ptr(&r2.body);
+            resp->body_len = r2.body_len;
+        }
+        ksim_response_free(&r2);
+    }
+    json_decref(want);
+}
+
 /* ---- routing ------------------------------------------------------------------------------ */
 
 static void set_verb(struct ksim_response *resp, const char *verb, struct ks_type *t,
@@ -1916,6 +2018,14 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
     }
     const char *m = req->method ? req->method : "";
     json_t *cur = name ? ks_get(t, ns ? ns : "", name) : NULL;
+    if (sub && streq(sub, "scale")) {
+        set_verb(resp, streq(m, "GET") ? "get" : streq(m, "PUT") ? "update" : "patch", t, sub);
+        if (!cur)
+            not_found(resp, t, name);
+        else
+            do_scale(ks, t, cur, m, req, q, resp);
+        goto out;
+    }
     if (streq(m, "GET")) {
         if (name && !watch) {
             set_verb(resp, "get", t, sub);

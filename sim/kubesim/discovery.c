@@ -54,9 +54,9 @@ void ks_types_init(struct ksim *ks)
         {"", "v1", "events", "event", "Event", true, false, false, "ev", "", ""},
         {"apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, true, "ds", "all", ""},
         {"apps", "v1", "deployments", "deployment", "Deployment", true, true, true, "deploy", "all",
-         ""},
+         "scale"},
         {"apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, true, "rs", "all",
-         ""},
+         "scale"},
         {"apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true,
          false, false, "", "", ""},
         {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, false, false, "", "",
@@ -190,6 +190,12 @@ static json_t *resource_list(struct ksim *ks, const char *group, const char *ver
                                    : streq(sn, "binding") ? "Binding"
                                                           : t->kind,
                                    "verbs", streq(sn, "finalize") ? "update" : "create");
+            if (streq(sn, "scale")) {
+                json_object_set_new(r2, "kind", json_string("Scale"));
+                json_object_set_new(r2, "group", json_string("autoscaling"));
+                json_object_set_new(r2, "version", json_string("v1"));
+                json_object_set_new(r2, "verbs", json_pack("[sss]", "get", "patch", "update"));
+            }
             if (streq(sn, "eviction")) {
                 json_object_set_new(r2, "group", json_string("policy"));
                 json_object_set_new(r2, "version", json_string("v1"));
@@ -485,6 +491,11 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
         C("Up-to-date", "integer", 0);
         C("Available", "integer", 0);
         C("Age", "string", 0);
+    } else if (core && streq(kind, "ReplicaSet")) {
+        C("Desired", "integer", 0);
+        C("Current", "integer", 0);
+        C("Ready", "integer", 0);
+        C("Age", "string", 0);
     } else if (core && streq(kind, "Namespace")) {
         C("Status", "string", 0);
         C("Age", "string", 0);
@@ -550,6 +561,12 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
             A(json_string(b));
             A(int_cell(o, "status.updatedReplicas"));
             A(int_cell(o, "status.availableReplicas"));
+            A(age_cell(ks, o));
+        } else if (core && streq(kind, "ReplicaSet")) {
+            json_t *rep = jpath(o, "spec.replicas");
+            A(json_integer(json_is_integer(rep) ? json_integer_value(rep) : 1));
+            A(int_cell(o, "status.replicas"));
+            A(int_cell(o, "status.readyReplicas"));
             A(age_cell(ks, o));
         } else if (core && streq(kind, "Namespace")) {
             A(str_or(o, "status.phase", "Active"));

@@ -111,6 +111,28 @@ k rollout status ds/agent --timeout=20s >/dev/null || fail "rollout status"
 [ "$(k get pods -l app=agent --no-headers | grep -c Running)" = 2 ] || fail "ds pods"
 k get ds agent | grep -qE "agent +2 +2 +2 +2 +2" || fail "ds columns: $(k get ds agent)"
 
+# a Deployment: rolled out through its ReplicaSet, then scaled
+cat > "$T/deploy.yaml" <<'Y'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers: [{name: api, image: "example.com/api:1"}]
+Y
+k apply --validate=false -f "$T/deploy.yaml" >/dev/null || fail "apply deployment"
+k rollout status deploy/api --timeout=20s >/dev/null || fail "deployment rollout"
+k scale deploy/api --replicas=1 | grep -q scaled || fail "scale"
+for _ in $(seq 50); do
+    [ "$(k get pods -l app=api --no-headers 2>/dev/null | grep -c Running)" = 1 ] && break; sleep 0.1
+done
+[ "$(k get pods -l app=api --no-headers | grep -c Running)" = 1 ] || fail "scaled pods"
+k delete deploy api >/dev/null || fail "delete deployment"
+
 # drain: blocked by a PodDisruptionBudget, then allowed once the budget is relaxed
 cat > "$T/pdb.yaml" <<'Y'
 apiVersion: v1

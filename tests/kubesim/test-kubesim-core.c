@@ -826,6 +826,85 @@ static void test_daemonset_updates(void **state)
     ksim_free(ks);
 }
 
+static size_t count_live(json_t *list)
+{
+    size_t n = 0, i;
+    json_t *p;
+    json_array_foreach (json_object_get(list, "items"), i, p)
+        if (!jp(p, "metadata.deletionTimestamp"))
+            n++;
+    return n;
+}
+
+static void test_deployments(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "n1", NULL, NULL);
+    create_node(ks, "n2", NULL, NULL);
+    const char *dep = "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{"
+                      "\"name\":\"w\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{"
+                      "\"app\":\"w\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"w\"}},"
+                      "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:1\"}]}}}}";
+    json_decref(
+        ok(ks, "POST", "/apis/apps/v1/namespaces/default/deployments", NULL, NULL, dep, 201));
+    settle(ks);
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/deployments/w", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.availableReplicas")), 2);
+    assert_int_equal(json_integer_value(jp(d, "status.updatedReplicas")), 2);
+    assert_string_equal(js(jp(d, "status.conditions.0"), "status"), "True");
+    json_decref(d);
+    json_t *l = list_pods(ks, "labelSelector=app%3Dw");
+    assert_int_equal(count_live(l), 2);
+    assert_non_null(json_object_get(jp(l, "items.0.metadata.labels"), "pod-template-hash"));
+    json_decref(l);
+    /* a new template rolls to a new ReplicaSet; the old one is scaled to 0 */
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/deployments/w", NULL,
+                   "application/strategic-merge-patch+json",
+                   "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"i:2\"}]}}}}",
+                   200));
+    settle(ks);
+    json_t *rs =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/replicasets", NULL, NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(rs, "items")), 2);
+    int64_t sum = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach (json_object_get(rs, "items"), i, x)
+        sum += json_integer_value(jp(x, "spec.replicas"));
+    assert_int_equal(sum, 2);
+    json_decref(rs);
+    l = list_pods(ks, "labelSelector=app%3Dw");
+    assert_int_equal(count_live(l), 2);
+    assert_string_equal(js(jp(l, "items.0.spec.containers.0"), "image"), "i:2");
+    json_decref(l);
+    /* the scale subresource */
+    json_t *sc = ok(ks, "GET", "/apis/apps/v1/namespaces/default/deployments/w/scale", NULL, NULL,
+                    NULL, 200);
+    assert_string_equal(js(sc, "kind"), "Scale");
+    assert_int_equal(json_integer_value(jp(sc, "spec.replicas")), 2);
+    assert_string_equal(js(sc, "status.selector"), "app=w");
+    json_decref(sc);
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/deployments/w/scale", NULL,
+                   "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}", 200));
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/deployments/w/scale", NULL,
+                   "application/merge-patch+json", "{\"spec\":{\"replicas\":-1}}", 422));
+    settle(ks);
+    l = list_pods(ks, "labelSelector=app%3Dw");
+    assert_int_equal(count_live(l), 3);
+    json_decref(l);
+    /* deleting the Deployment collects its ReplicaSets and pods */
+    json_decref(
+        ok(ks, "DELETE", "/apis/apps/v1/namespaces/default/deployments/w", NULL, NULL, NULL, 200));
+    settle(ks);
+    l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 0);
+    json_decref(l);
+    ksim_free(ks);
+}
+
 /* ---- PodDisruptionBudgets and eviction ---------------------------------------------------- */
 
 static void test_pdb_eviction(void **state)
@@ -1189,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_daemonset_scheduling),
         cmocka_unit_test(test_daemonset_updates),
         cmocka_unit_test(test_scheduler),
+        cmocka_unit_test(test_deployments),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_large_initial),
