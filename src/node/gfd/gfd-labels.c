@@ -535,7 +535,8 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
     if (in->with_timestamp)
         label_setf(l, "nvidia.com/gfd.timestamp", "%lld", (long long)in->timestamp);
 
-    qsort(l->items, l->n, sizeof(*l->items), label_cmp);
+    if (l->n > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(l->items, l->n, sizeof(*l->items), label_cmp);
     *ret = steal_ptr(&l);
     return 0;
 }
