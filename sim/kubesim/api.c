@@ -465,6 +465,8 @@ static bool is_yaml(const char *ct)
     return ct && (strstr(ct, "yaml") != NULL);
 }
 
+static json_t *pb_decode(const char *body, size_t blen, const char **ret_kind);
+
 /* Parses a request body into an object; on failure fills a 400 and returns NULL. */
 static json_t *parse_body(struct ksim *ks, const struct ksim_request *req, bool want_object,
                           struct ksim_response *resp)
@@ -481,6 +483,12 @@ static json_t *parse_body(struct ksim *ks, const struct ksim_request *req, bool 
         return NULL;
     }
     const char *ct = req->content_type;
+    if (ct && str_has_prefix(ct, "application/vnd.kubernetes.protobuf")) {
+        const char *kind;
+        v = pb_decode(req->body, req->body_len, &kind);
+        if (v)
+            return v;
+    }
     if (ct && ct[0] && !str_has_prefix(ct, "application/json") && !is_yaml(ct) &&
         !str_has_prefix(ct, "*/*")) {
         ks_status(resp, 415, "UnsupportedMediaType",
@@ -570,19 +578,188 @@ static bool pb_field(const unsigned char *buf, size_t len, uint64_t want, const 
     return false;
 }
 
-/* metadata.name of a protobuf-encoded object (runtime.Unknown envelope); NULL if unreadable. */
-static char *pb_object_name(const char *body, size_t len)
+/* ---- protobuf request bodies: the kinds kubectl's typed client creates -------------------- */
+
+/* One field of a message: 1 read, 0 at the end, -1 malformed. */
+static int pb_next(const unsigned char **p, const unsigned char *end, uint64_t *field, int *wire,
+                   const unsigned char **data, size_t *len, uint64_t *val)
+{
+    if (*p >= end)
+        return 0;
+    uint64_t key;
+    if (!pb_varint(p, end, &key))
+        return -1;
+    *field = key >> 3;
+    *wire = (int)(key & 7);
+    *data = NULL;
+    *len = 0;
+    *val = 0;
+    switch (*wire) {
+    case 0:
+        return pb_varint(p, end, val) ? 1 : -1;
+    case 1:
+        if (end - *p < 8)
+            return -1;
+        *p += 8;
+        return 1;
+    case 5:
+        if (end - *p < 4)
+            return -1;
+        *p += 4;
+        return 1;
+    case 2:
+        if (!pb_varint(p, end, val) || *val > (uint64_t)(end - *p))
+            return -1;
+        *data = *p;
+        *len = (size_t)*val;
+        *p += *len;
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+static json_t *pb_string(const unsigned char *d, size_t n)
+{
+    return json_stringn((const char *)d, n); /* NULL for invalid UTF-8 */
+}
+
+/* A map<string,string|bytes> entry into obj; bytes are base64'ed as JSON carries them. */
+static int pb_map_entry(const unsigned char *d, size_t n, bool bytes, json_t *obj)
+{
+    const unsigned char *p = d, *end = d + n, *data;
+    size_t len;
+    uint64_t f, v;
+    int w, r;
+    json_t *key = NULL, *val = NULL;
+    while ((r = pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
+        if (w != 2)
+            continue;
+        json_t **slot = f == 1 ? &key : f == 2 ? &val : NULL;
+        if (!slot)
+            continue;
+        json_decref(*slot);
+        if (f == 2 && bytes) {
+            char *b = ks_base64(data, len);
+            *slot = json_string(b);
+            free(b);
+        } else {
+            *slot = pb_string(data, len);
+        }
+    }
+    if (r == 0 && json_is_string(key))
+        json_object_set(obj, json_string_value(key), val ? val : json_string(""));
+    json_decref(key);
+    json_decref(val);
+    return r;
+}
+
+static int pb_meta(const unsigned char *d, size_t n, json_t *meta)
+{
+    const unsigned char *p = d, *end = d + n, *data;
+    size_t len;
+    uint64_t f, v;
+    int w, r;
+    while ((r = pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
+        if (w != 2)
+            continue;
+        if (f == 1 || f == 2 || f == 3) {
+            json_t *s = pb_string(data, len);
+            if (s)
+                json_object_set_new(meta,
+                                    f == 1   ? "name"
+                                    : f == 2 ? "generateName"
+                                             : "namespace",
+                                    s);
+        } else if (f == 11 || f == 12) {
+            if (pb_map_entry(data, len, false, jensure(meta, f == 11 ? "labels" : "annotations")) <
+                0)
+                return -1;
+        } else if (f == 14) {
+            json_t *fin = json_object_get(meta, "finalizers");
+            if (!fin) {
+                fin = json_array();
+                json_object_set_new(meta, "finalizers", fin);
+            }
+            json_t *s = pb_string(data, len);
+            if (s)
+                json_array_append_new(fin, s);
+        }
+    }
+    return r;
+}
+
+/* Decodes a protobuf body (runtime.Unknown envelope) of Namespace, ConfigMap, Secret,
+ * ServiceAccount or Eviction into the JSON object it stands for; NULL when not one of those. */
+static json_t *pb_decode(const char *body, size_t blen, const char **ret_kind)
 {
     const unsigned char *b = (const unsigned char *)body;
-    if (len < 4 || memcmp(b, "k8s\0", 4) != 0)
+    *ret_kind = NULL;
+    if (blen < 4 || memcmp(b, "k8s\0", 4) != 0)
         return NULL;
-    const unsigned char *raw, *meta, *name;
-    size_t rl, ml, nl;
-    if (!pb_field(b + 4, len - 4, 2, &raw, &rl) || !pb_field(raw, rl, 1, &meta, &ml))
+    const unsigned char *tm, *raw;
+    size_t tml, rawl;
+    if (!pb_field(b + 4, blen - 4, 1, &tm, &tml) || !pb_field(b + 4, blen - 4, 2, &raw, &rawl))
         return NULL;
-    if (!pb_field(meta, ml, 1, &name, &nl))
-        return xstrdup("");
-    return xstrndup((const char *)name, nl);
+    const unsigned char *avp, *kp;
+    size_t avl, kl;
+    if (!pb_field(tm, tml, 1, &avp, &avl) || !pb_field(tm, tml, 2, &kp, &kl))
+        return NULL;
+    static const char *const kinds[] = {"Namespace", "ConfigMap", "Secret", "ServiceAccount",
+                                        "Eviction"};
+    const char *kind = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+        if (strlen(kinds[i]) == kl && !memcmp(kinds[i], kp, kl))
+            kind = kinds[i];
+    json_t *av = pb_string(avp, avl);
+    if (!kind || !av) {
+        json_decref(av);
+        return NULL;
+    }
+    json_t *obj = json_pack("{s:o,s:s,s:{}}", "apiVersion", av, "kind", kind, "metadata");
+    const unsigned char *p = raw, *end = raw + rawl, *data;
+    size_t len;
+    uint64_t f, v;
+    int w, r;
+    while ((r = pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
+        if (f == 1 && w == 2) {
+            if (pb_meta(data, len, json_object_get(obj, "metadata")) < 0)
+                r = -1;
+        } else if (streq(kind, "Namespace") && f == 2 && w == 2) {
+            const unsigned char *q = data, *qe = data + len, *d2;
+            size_t l2;
+            uint64_t f2, v2;
+            int w2;
+            json_t *fin = json_array();
+            while (pb_next(&q, qe, &f2, &w2, &d2, &l2, &v2) > 0)
+                if (f2 == 1 && w2 == 2)
+                    json_array_append_new(fin, pb_string(d2, l2) ?: json_string(""));
+            json_object_set_new(obj, "spec", json_pack("{s:o}", "finalizers", fin));
+        } else if ((streq(kind, "ConfigMap") && (f == 2 || f == 3) && w == 2) ||
+                   (streq(kind, "Secret") && (f == 2 || f == 4) && w == 2)) {
+            bool bytes = (streq(kind, "ConfigMap") && f == 3) || (streq(kind, "Secret") && f == 2);
+            const char *key = f == 2                     ? "data"
+                              : streq(kind, "ConfigMap") ? "binaryData"
+                                                         : "stringData";
+            if (pb_map_entry(data, len, bytes, jensure(obj, key)) < 0)
+                r = -1;
+        } else if (streq(kind, "Secret") && f == 3 && w == 2) {
+            json_t *s = pb_string(data, len);
+            if (s)
+                json_object_set_new(obj, "type", s);
+        } else if (((streq(kind, "ConfigMap") && f == 4) || (streq(kind, "Secret") && f == 5)) &&
+                   w == 0) {
+            json_object_set_new(obj, "immutable", json_boolean(v != 0));
+        }
+        if (r < 0)
+            break;
+    }
+    if (r < 0) {
+        json_decref(obj);
+        return NULL;
+    }
+    *ret_kind = kind;
+    return obj;
 }
 
 /* ---- objects ------------------------------------------------------------------------------ */
@@ -605,6 +782,28 @@ static bool ns_exists(struct ksim *ks, const char *ns, bool *terminating)
     if (terminating)
         *terminating = o && jpath(o, "metadata.deletionTimestamp");
     return o != NULL;
+}
+
+/* Secrets: stringData is write-only, merged into data (base64) and dropped, as the API server
+ * does on every write. */
+static void ks_secret_string_data(json_t *obj)
+{
+    json_t *sd = json_object_get(obj, "stringData");
+    if (!sd)
+        return;
+    const char *k;
+    json_t *v;
+    json_object_foreach (sd, k, v) {
+        const char *s = json_string_value(v);
+        if (!s)
+            continue;
+        char *b = ks_base64((const unsigned char *)s, strlen(s));
+        json_object_set_new(jensure(obj, "data"), k, json_string(b));
+        free(b);
+    }
+    json_object_del(obj, "stringData");
+    if (!json_object_get(obj, "type"))
+        json_object_set_new(obj, "type", json_string("Opaque"));
 }
 
 /* Type-specific defaults on create, as the API server's strategies and defaulters set them. */
@@ -657,6 +856,10 @@ static void defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
                                 json_pack("[{s:s,s:s,s:n,s:s}]", "type", "PodScheduled", "status",
                                           "True", "lastProbeTime", "lastTransitionTime", now));
         json_object_set_new(obj, "status", st);
+    } else if (!t->group[0] && streq(p, "secrets")) {
+        ks_secret_string_data(obj);
+        if (!json_object_get(obj, "type"))
+            json_object_set_new(obj, "type", json_string("Opaque"));
     } else if (!t->group[0] && streq(p, "services")) {
         json_t *spec = jensure(obj, "spec");
         if (!json_object_get(spec, "type"))
@@ -946,6 +1149,8 @@ static void do_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *o
     }
     json_object_set_new(res, "apiVersion", json_string(gv));
     json_object_set_new(res, "kind", json_string(t->kind));
+    if (!t->crd && streq(t->plural, "secrets"))
+        ks_secret_string_data(res);
     json_t *meta = jensure(res, "metadata");
     json_t *om = json_object_get(old, "metadata");
     const char *keep[] = {"name",
@@ -2107,20 +2312,7 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
         }
         if (name && sub && streq(sub, "eviction") && streq(t->plural, "pods") && !t->crd) {
             set_verb(resp, "create", t, sub);
-            json_t *ev = NULL;
-            const char *ct = req->content_type ? req->content_type : "";
-            if (str_has_prefix(ct, "application/vnd.kubernetes.protobuf")) {
-                _cleanup_free_ char *pn = pb_object_name(req->body, req->body_len);
-                if (!pn) {
-                    bad_request(resp, "unable to decode the protobuf Eviction body");
-                    goto out;
-                }
-                ev = json_pack("{s:{s:s}}", "metadata", "name", pn);
-                if (!pn[0])
-                    json_object_del(json_object_get(ev, "metadata"), "name");
-            } else {
-                ev = parse_body(ks, req, true, resp);
-            }
+            json_t *ev = parse_body(ks, req, true, resp);
             if (!ev)
                 goto out;
             const char *evn = jstr(ev, "metadata.name");

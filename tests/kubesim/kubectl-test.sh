@@ -47,6 +47,16 @@ Y
 k create --validate=false -f "$T/cm.yaml" | grep -q "configmap/app-config created" || fail "create"
 k create --validate=false -f "$T/cm.yaml" 2>&1 | grep -q "AlreadyExists" || fail "duplicate create"
 
+# kubectl's typed generators send protobuf bodies
+k create namespace gen | grep -q "namespace/gen created" || fail "create namespace"
+k create configmap gen-cm -n gen --from-literal=a=b | grep -q created || fail "create configmap"
+k create secret generic gen-s -n gen --from-literal=pw=hunter2 | grep -q created \
+    || fail "create secret"
+[ "$(k get secret gen-s -n gen -o jsonpath='{.data.pw}' | base64 -d)" = hunter2 ] \
+    || fail "secret data"
+[ "$(k get cm gen-cm -n gen -o jsonpath='{.data.a}')" = b ] || fail "configmap data"
+k create serviceaccount gen-sa -n gen | grep -q created || fail "create serviceaccount"
+
 # apply, re-apply unchanged, change configured
 cat > "$T/app.yaml" <<'Y'
 apiVersion: v1
