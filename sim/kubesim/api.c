@@ -14,11 +14,12 @@ void ks_json_response(struct ksim_response *resp, int code, json_t *v)
     resp->code = code;
     resp->content_type = "application/json";
     free(resp->body);
-    resp->body = json_dumps(v, JSON_COMPACT);
-    if (!resp->body)
-        resp->body = xstrdup("{}");
-    resp->body_len = strlen(resp->body);
-    json_decref(v);
+    resp->body = NULL;
+    resp->body_len = 0;
+    /* serialized by ksim_handle after unlocking: stored objects are immutable once committed
+     * and jansson's reference counts are atomic, so a big list does not stall the store */
+    json_decref(resp->json);
+    resp->json = v;
 }
 
 void ks_status(struct ksim_response *resp, int code, const char *reason, const char *message,
@@ -1089,7 +1090,7 @@ int ks_create_locked(struct ksim *ks, json_t *obj, struct err *e)
     struct ksim_response resp = {0};
     do_create(ks, t, ns, json_deep_copy(obj), NULL, &resp);
     if (resp.code != 201) {
-        json_t *st = json_loads(resp.body ? resp.body : "", 0, NULL);
+        json_t *st = json_incref(resp.json);
         r = err_set(e, -EINVAL, "create %s \"%s\": %s", kind, ks_obj_name(obj),
                     jstr(st, "message") ? jstr(st, "message") : "failed");
         json_decref(st);
@@ -2107,6 +2108,8 @@ static void do_scale(struct ksim *ks, struct ks_type *t, json_t *cur, const char
             free(resp->body);
             resp->body = steal_ptr(&r2.body);
             resp->body_len = r2.body_len;
+            json_decref(resp->json);
+            resp->json = steal_ptr(&r2.json);
         }
         ksim_response_free(&r2);
     }
@@ -2450,6 +2453,14 @@ void ksim_handle(struct ksim *ks, const struct ksim_request *req, struct ksim_re
     if (!resp->code)
         not_found_resource(resp);
     pthread_mutex_unlock(&ks->lock);
+    if (resp->json) {
+        resp->body = json_dumps(resp->json, JSON_COMPACT);
+        if (!resp->body)
+            resp->body = xstrdup("{}");
+        resp->body_len = strlen(resp->body);
+        json_decref(resp->json);
+        resp->json = NULL;
+    }
 }
 
 void ksim_response_free(struct ksim_response *resp)
@@ -2458,4 +2469,6 @@ void ksim_response_free(struct ksim_response *resp)
         return;
     free(resp->body);
     resp->body = NULL;
+    json_decref(resp->json);
+    resp->json = NULL;
 }

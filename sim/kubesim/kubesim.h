@@ -59,6 +59,7 @@ struct ksim_response {
     /* for metrics: "get|list|watch|create|update|patch|delete|deletecollection|..." */
     char verb[24];
     char resource[96];
+    json_t *json; /* internal: the body, serialized once the store is unlocked */
 };
 
 /* Handles one request. Never fails: every problem becomes a Status response. */
