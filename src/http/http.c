@@ -321,9 +321,11 @@ void http_server_free(struct http_server *s)
 {
     if (!s)
         return;
+    /* A started daemon owns the listening socket: MHD_stop_daemon closes it, and closing it
+     * again here could close a descriptor another thread has just opened. */
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
-    if (s->fd >= 0)
+    else if (s->fd >= 0)
         close(s->fd);
     for (size_t i = 0; i < s->n_routes; i++)
         free(s->route_paths[i]);

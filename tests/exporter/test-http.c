@@ -8,8 +8,22 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "http.h"
+
+/* close() as the test binary exports it (libmicrohttpd's calls resolve here too): counts the
+ * closes of descriptors that were not open, i.e. double closes, which in a threaded process can
+ * close another thread's freshly opened file. */
+static int bad_closes;
+int close(int fd)
+{
+    long r = syscall(SYS_close, fd);
+    if (r < 0 && errno == EBADF)
+        __atomic_add_fetch(&bad_closes, 1, __ATOMIC_SEQ_CST);
+    return (int)r;
+}
 
 static int hello(const struct http_request *req, struct http_response *resp, void *ud)
 {
@@ -294,6 +308,23 @@ static void test_prom_helpers(void **state)
     sbuf_free(&b);
 }
 
+/* The listening socket is closed exactly once: libmicrohttpd owns it once started. */
+static void test_no_double_close(void **state)
+{
+    (void)state;
+    struct http_route routes[] = {{"/busy", fixed, "busy\n"}};
+    struct http_config cfg = {.listen = "127.0.0.1:0", .routes = routes, .n_routes = 1};
+    for (int i = 0; i < 3; i++) {
+        struct http_server *s = NULL;
+        struct err e = {0};
+        if (http_server_new(&cfg, &s, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        int before = __atomic_load_n(&bad_closes, __ATOMIC_SEQ_CST);
+        http_server_free(s);
+        assert_int_equal(__atomic_load_n(&bad_closes, __ATOMIC_SEQ_CST), before);
+    }
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -301,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_server),
         cmocka_unit_test(test_listen_errors),
         cmocka_unit_test(test_prom_helpers),
+        cmocka_unit_test(test_no_double_close),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
