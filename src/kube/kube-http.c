@@ -7,9 +7,22 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
+#include "kube-curl.h"
 #include "kube-internal.h"
+
+/* libcurl is loaded on first use (kube-curl.h): calls go through its table. (curl.h defines
+ * these two as argument-count checks of the direct calls.) */
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_easy_init      (kube_curl()->easy_init)
+#define curl_easy_cleanup   (kube_curl()->easy_cleanup)
+#define curl_easy_reset     (kube_curl()->easy_reset)
+#define curl_easy_setopt    (kube_curl()->easy_setopt)
+#define curl_easy_perform   (kube_curl()->easy_perform)
+#define curl_easy_getinfo   (kube_curl()->easy_getinfo)
+#define curl_easy_strerror  (kube_curl()->easy_strerror)
+#define curl_slist_append   (kube_curl()->slist_append)
+#define curl_slist_free_all (kube_curl()->slist_free_all)
 
 #define POOL_MAX       16
 #define TOKEN_FILE_MAX (64u << 10)
@@ -35,12 +48,6 @@ struct kube_client {
     struct stat token_st;
     atomic_uint_fast64_t requests;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 const char *kube_client_namespace(const struct kube_client *c)
 {
@@ -110,7 +117,9 @@ static int token_refresh_locked(struct kube_client *c, bool force, struct err *e
 
 int kube_client_new(const struct kube_options *o, struct kube_client **ret, struct err *e)
 {
-    pthread_once(&curl_once, curl_init_once);
+    int r = kube_curl_load(e);
+    if (r < 0)
+        return err_prefix(e, "Kubernetes client");
     struct kube_options opt = o ? *o : (struct kube_options){0};
     if (opt.qps <= 0)
         opt.qps = 20;
@@ -130,7 +139,6 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
         opt.max_watch_line = 8u << 20;
 
     struct kube_conn conn = {0};
-    int r;
     const char *kc = opt.kubeconfig ? opt.kubeconfig : env_get("KUBECONFIG");
     if (kc)
         r = kube_conn_load_kubeconfig(kc, opt.context, &conn, e);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pure protocol pieces: URLs, Status decoding, the watch-stream parser, rate limiting,
  * backoff and lease decisions. No I/O here. */
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-
-#include <curl/curl.h>
 
 #include "kube-internal.h"
 
@@ -357,6 +357,58 @@ uint64_t kube_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t max_ms, ui
     return half + rnd % (d - half + 1);
 }
 
+static int month_index(const char *m)
+{
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    if (strlen(m) != 3)
+        return -1;
+    for (int i = 0; i < 12; i++)
+        if (strncmp(months + 3 * i, m, 3) == 0)
+            return i;
+    return -1;
+}
+
+/* An HTTP-date in any of the three forms RFC 9110 5.6.7 says a recipient must accept:
+ * IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT") and
+ * asctime ("Sun Nov  6 08:49:37 1994"). Locale-independent; -EINVAL otherwise. */
+static int http_date_parse(const char *s, time_t *ret)
+{
+    const char *p = s;
+    while (isalpha((unsigned char)*p))
+        p++; /* the day name */
+    if (*p == ',')
+        p++;
+    while (*p == ' ')
+        p++;
+    char mon[4] = "";
+    int d = 0, y = 0, hh = 0, mm = 0, ss = 0, n = 0;
+    if (sscanf(p, "%2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", &d, mon, &y, &hh, &mm, &ss, &n) == 6 &&
+        n > 0 && p[n] == '\0') {
+        /* IMF-fixdate */
+    } else if ((n = 0, sscanf(p, "%2d-%3[A-Za-z]-%2d %2d:%2d:%2d GMT%n", &d, mon, &y, &hh, &mm, &ss,
+                              &n) == 6) &&
+               n > 0 && p[n] == '\0') {
+        y += y < 70 ? 2000 : 1900; /* RFC 850's two-digit year */
+    } else if ((n = 0, sscanf(p, "%3[A-Za-z] %2d %2d:%2d:%2d %4d%n", mon, &d, &hh, &mm, &ss, &y,
+                              &n) == 6) &&
+               n > 0 && p[n] == '\0') {
+        /* asctime */
+    } else {
+        return -EINVAL;
+    }
+    int m = month_index(mon);
+    if (m < 0 || d < 1 || d > 31 || hh > 23 || mm > 59 || ss > 60 || y < 1970 || hh < 0 || mm < 0 ||
+        ss < 0)
+        return -EINVAL;
+    struct tm tm = {
+        .tm_year = y - 1900, .tm_mon = m, .tm_mday = d, .tm_hour = hh, .tm_min = mm, .tm_sec = ss};
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -EINVAL;
+    *ret = t;
+    return 0;
+}
+
 int kube_parse_retry_after(const char *v, uint64_t now_unix_ms, uint64_t *ret_ms)
 {
     if (!v)
@@ -375,8 +427,8 @@ int kube_parse_retry_after(const char *v, uint64_t now_unix_ms, uint64_t *ret_ms
         *ret_ms = s * 1000;
         return 0;
     }
-    time_t t = curl_getdate(buf, NULL);
-    if (t < 0)
+    time_t t;
+    if (http_date_parse(buf, &t) < 0)
         return -EINVAL;
     uint64_t at = (uint64_t)t * 1000;
     *ret_ms = at > now_unix_ms ? at - now_unix_ms : 0;

@@ -482,6 +482,15 @@ static void test_retry_after(void **state)
     assert_int_equal(ms, 10000);
     assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 21:00:00 GMT", now, &ms), 0);
     assert_int_equal(ms, 0);
+    /* the obsolete forms RFC 9110 says recipients must accept */
+    assert_int_equal(kube_parse_retry_after("Sunday, 29-Nov-26 21:30:20 GMT", now, &ms), 0);
+    assert_int_equal(ms, 20000);
+    assert_int_equal(kube_parse_retry_after("Sun Nov 29 21:30:05 2026", now, &ms), 0);
+    assert_int_equal(ms, 5000);
+    assert_int_equal(kube_parse_retry_after("Sun, 29 Foo 2026 21:30:10 GMT", now, &ms), -EINVAL);
+    assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 25:30:10 GMT", now, &ms), -EINVAL);
+    assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 21:30:10 GMT junk", now, &ms),
+                     -EINVAL);
     assert_int_equal(kube_parse_retry_after("soon", now, &ms), -EINVAL);
     assert_int_equal(kube_parse_retry_after("-1", now, &ms), -EINVAL);
     assert_int_equal(kube_parse_retry_after("99999999999", now, &ms), -EINVAL);

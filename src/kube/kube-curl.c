@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "kube-curl.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#define KUBE_CURL_LIB "libcurl.so.4"
+
+static struct kube_curl table;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char load_error[512];
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p && !load_error[0])
+        snprintf(load_error, sizeof(load_error), "%s: missing symbol %s", KUBE_CURL_LIB, name);
+    return p;
+}
+
+static void load(void)
+{
+    void *lib = dlopen(KUBE_CURL_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        snprintf(load_error, sizeof(load_error), "loading %s: %s", KUBE_CURL_LIB,
+                 why ? why : "unknown error");
+        return;
+    }
+    struct kube_curl t;
+    /* POSIX guarantees object and function pointers convert through dlsym's void *. */
+#define LOAD(field, name) *(void **)(&t.field) = sym(lib, name)
+    LOAD(global_init, "curl_global_init");
+    LOAD(easy_init, "curl_easy_init");
+    LOAD(easy_cleanup, "curl_easy_cleanup");
+    LOAD(easy_reset, "curl_easy_reset");
+    LOAD(easy_setopt, "curl_easy_setopt");
+    LOAD(easy_perform, "curl_easy_perform");
+    LOAD(easy_getinfo, "curl_easy_getinfo");
+    LOAD(easy_strerror, "curl_easy_strerror");
+    LOAD(slist_append, "curl_slist_append");
+    LOAD(slist_free_all, "curl_slist_free_all");
+#undef LOAD
+    if (load_error[0])
+        return; /* the library stays loaded; nothing of it is used */
+    if (t.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(load_error, sizeof(load_error), "%s: curl_global_init failed", KUBE_CURL_LIB);
+        return;
+    }
+    table = t;
+}
+
+int kube_curl_load(struct err *e)
+{
+    pthread_once(&once, load);
+    if (load_error[0])
+        return err_set(e, -ELIBACC, "%s", load_error);
+    return 0;
+}
+
+const struct kube_curl *kube_curl(void)
+{
+    return &table;
+}
