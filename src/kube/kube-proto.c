@@ -283,8 +283,8 @@ int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t
     while (n > 0) {
         const char *nl = memchr(data, '\n', n);
         size_t take = nl ? (size_t)(nl - data) : n;
-        if (p->line.len == 0 && nl) {
-            /* a whole line in this chunk: no copy */
+        if (p->line.len == 0 && nl && take <= p->line.limit) {
+            /* a whole line in this chunk: no copy (the limit holds as for a split line) */
             int r = parser_line(p, data, take, e);
             if (r != 0)
                 return r;

@@ -386,6 +386,16 @@ static void test_watch_parser_errors(void **state)
     assert_int_equal(kube_watch_parser_feed(&p, big, 40, &e), -EFBIG);
     assert_non_null(strstr(e.msg, "64-byte limit"));
     kube_watch_parser_free(&p);
+    /* the same limit when the whole oversized line arrives in one chunk */
+    kube_watch_parser_init(&p, 64, collect, &s);
+    char line[200];
+    int n =
+        snprintf(line, sizeof(line), "{\"type\":\"ADDED\",\"object\":{\"kind\":\"%0120d\"}}\n", 0);
+    assert_true(n > 64 && n < (int)sizeof(line));
+    err_clear(&e);
+    assert_int_equal(kube_watch_parser_feed(&p, line, (size_t)n, &e), -EFBIG);
+    assert_non_null(strstr(e.msg, "64-byte limit"));
+    kube_watch_parser_free(&p);
 
     static const char *const bad[] = {
         "{\"type\":\"ADDED\",\"object\":{\"a\":\n",
