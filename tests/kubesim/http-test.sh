@@ -61,7 +61,7 @@ code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/api/v1/nodes")
 grep -q '"kind":"NodeList"' "$T/body" || fail "node list"
 "$CURL" -s -o /dev/null "$URL/api/v1/nodes" 2>/dev/null && fail "TLS not verified"
 if command -v kubectl >/dev/null; then
-    kubectl --kubeconfig "$T/kc" get nodes | grep -q node-00001 || fail "kubectl over TLS"
+    kubectl --kubeconfig "$T/kc" --cache-dir "$T/cache" get nodes | grep -q node-00001 || fail "kubectl over TLS"
 fi
 
 # bounded bodies and hostile input

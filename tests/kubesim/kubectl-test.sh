@@ -12,7 +12,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- kubesim log"; tail -20 "$T/kubesim.log"; exit 1; }
-k() { "$KUBECTL" --kubeconfig "$T/kc" --request-timeout=10s "$@"; }
+k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 
 cat > "$T/load.yaml" <<'Y'
 apiVersion: v1
