@@ -439,8 +439,13 @@ size_t strlcpy_s(char *dst, const char *src, size_t n)
 
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK so that opening a FIFO nobody writes to cannot hang; reads block again below
+     * (a pipe with a writer is still read to its end, one without reads as empty). */
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
+        return err_errno(e, -errno, "open \"%s\"", path);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
         return err_errno(e, -errno, "open \"%s\"", path);
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, limit);

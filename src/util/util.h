@@ -146,7 +146,8 @@ size_t strlcpy_s(char *dst, const char *src, size_t n);
 
 /* ---- files -------------------------------------------------------------------------------- */
 
-/* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. */
+/* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. A FIFO
+ * without a writer reads as empty rather than blocking in open. */
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e);
 /* Writes via temp file in the same directory + fsync + rename. */
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e);

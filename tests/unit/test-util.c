@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "util.h"
 
@@ -193,6 +194,39 @@ static void test_files(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A FIFO nobody writes to once made open() block forever: a machine-type or config file
+ * pointing at one hung feature-discovery with SIGTERM blocked. The read runs in a child under
+ * alarm() so a regression fails instead of hanging the suite. */
+static void test_read_fifo_without_writer(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpuop-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_free_ char *fifo = xasprintf("%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        struct err e = {0};
+        char *buf = NULL;
+        size_t len = 99;
+        int r = file_read_all(fifo, 100, &buf, &len, &e);
+        _exit(r == 0 && len == 0 && buf && buf[0] == '\0' ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* a directory is still a clear error */
+    struct err e = {0};
+    char *buf = NULL;
+    assert_true(file_read_all(dir, 100, &buf, NULL, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "Is a directory"));
+    _cleanup_free_ char *rm = xasprintf("rm -rf %s", dir);
+    assert_int_equal(system(rm), 0);
+}
+
 static void test_strings(void **state)
 {
     (void)state;
@@ -216,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_atomic_write_threads),
+        cmocka_unit_test(test_read_fifo_without_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
