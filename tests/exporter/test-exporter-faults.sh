@@ -8,7 +8,7 @@ set -u
 gpuop=$1
 . "$(dirname "$0")/lib.sh"
 [ -f "$2" ] || skip "simulated libnvidia-ml not built: $2"
-[ -f "$3" ] || skip "fleet missing: $3"
+[ -f "$3" ] || fail "fleet missing: $3"
 export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3 GPUOP_SIM_STATE=$tmp/state
 mkdir -p "$GPUOP_SIM_STATE"
 

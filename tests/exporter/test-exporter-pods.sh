@@ -11,7 +11,7 @@ gpuop=$1
 [ -f "$2" ] || skip "simulated libnvidia-ml not built: $2"
 whole_fleet=$3/dgx-h100.yaml
 mig_fleet=$(ls "$3"/*mig*.yaml 2>/dev/null | head -1)
-[ -f "$whole_fleet" ] && [ -n "$mig_fleet" ] || skip "fleets missing in $3"
+[ -f "$whole_fleet" ] && [ -n "$mig_fleet" ] || fail "fleets missing in $3"
 proto=$4
 /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / python3-grpc-tools missing"
 export GPUOP_NVML_LIBRARY=$2

@@ -9,7 +9,7 @@ gpuop=$1
 . "$(dirname "$0")/lib.sh"
 [ -x /usr/bin/prometheus ] || skip "prometheus not installed (Debian package prometheus)"
 [ -f "$2" ] || skip "simulated libnvidia-ml not built: $2"
-[ -f "$3" ] || skip "fleet missing: $3"
+[ -f "$3" ] || fail "fleet missing: $3"
 export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3
 
 GPUOP_NVML_LIBRARY=$2 "$gpuop" inventory --json --no-topology >"$tmp/inv.json" 2>"$tmp/inv.err" ||

@@ -18,7 +18,7 @@ gpuop=$1
 [ -f "$2" ] || skip "simulated libnvidia-ml not built: $2"
 export GPUOP_NVML_LIBRARY=$2
 fleets=$(ls "$3"/*.yaml 2>/dev/null)
-[ -n "$fleets" ] || skip "no fleets in $3"
+[ -n "$fleets" ] || fail "no fleets in $3"
 
 # Every field gpuop can export, with the types dcgm-exporter's CSVs give them.
 cat >"$tmp/all.csv" <<'CSV'
