@@ -252,7 +252,9 @@ int inventory_main(int argc, char **argv)
     bool json = false, topology = true;
     const char *library = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0; /* one line of our own below, not getopt's as well */
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'j':
             json = true;
@@ -266,8 +268,13 @@ int inventory_main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr, "gpuop inventory: %s needs a value; see gpuop inventory --help\n",
+                    argv[optind - 1]);
+            return 2;
         default:
-            fprintf(stderr, "gpuop inventory: see gpuop inventory --help\n");
+            fprintf(stderr, "gpuop inventory: unknown flag \"%s\"; see gpuop inventory --help\n",
+                    argv[optind - 1]);
             return 2;
         }
     }

@@ -46,8 +46,14 @@ GPUOP_NVML_LIBRARY=/nonexistent/x.so "$gpuop" inventory >/dev/null 2>"$tmp/err"
 [ $? = 1 ] || fail "GPUOP_NVML_LIBRARY not honoured"
 grep -q '/nonexistent/x.so' "$tmp/err" || fail "error does not name \$GPUOP_NVML_LIBRARY's path"
 
-"$gpuop" inventory --bogus >/dev/null 2>&1
+"$gpuop" inventory --bogus >/dev/null 2>"$tmp/err"
 [ $? = 2 ] || fail "unknown flag: want exit 2"
+[ "$(wc -l <"$tmp/err")" = 1 ] || fail "unknown flag: want one line, got: $(cat "$tmp/err")"
+grep -q -- '--bogus' "$tmp/err" || fail "unknown flag: the error does not name it"
+"$gpuop" inventory --library >/dev/null 2>"$tmp/err"
+[ $? = 2 ] || fail "flag without value: want exit 2"
+[ "$(wc -l <"$tmp/err")" = 1 ] || fail "flag without value: want one line, got: $(cat "$tmp/err")"
+grep -q -- '--library' "$tmp/err" || fail "flag without value: the error does not name it"
 "$gpuop" inventory extra >/dev/null 2>&1
 [ $? = 2 ] || fail "stray argument: want exit 2"
 echo "ok"
