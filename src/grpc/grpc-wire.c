@@ -306,6 +306,7 @@ int grpc_status_from_h2_error(uint32_t h2_error)
     case 0x1: /* PROTOCOL_ERROR */
     case 0x2: /* INTERNAL_ERROR */
     case 0x3: /* FLOW_CONTROL_ERROR */
+    case 0x4: /* SETTINGS_TIMEOUT */
     case 0x6: /* FRAME_SIZE_ERROR */
     case 0x9: /* COMPRESSION_ERROR */
     case 0xa: /* CONNECT_ERROR */

@@ -217,6 +217,18 @@ static void test_headers(void **state)
     assert_int_equal(grpc_status_from_http(500), GRPC_STATUS_UNKNOWN);
     assert_int_equal(grpc_status_from_h2_error(0x8), GRPC_STATUS_CANCELLED);
     assert_int_equal(grpc_status_from_h2_error(0x7), GRPC_STATUS_UNAVAILABLE);
+    /* gRPC's HTTP/2 error mapping, every code it lists */
+    static const struct {
+        uint32_t h2;
+        int code;
+    } map[] = {{0x0, GRPC_STATUS_INTERNAL},           {0x1, GRPC_STATUS_INTERNAL},
+               {0x2, GRPC_STATUS_INTERNAL},           {0x3, GRPC_STATUS_INTERNAL},
+               {0x4, GRPC_STATUS_INTERNAL},           {0x6, GRPC_STATUS_INTERNAL},
+               {0x7, GRPC_STATUS_UNAVAILABLE},        {0x8, GRPC_STATUS_CANCELLED},
+               {0x9, GRPC_STATUS_INTERNAL},           {0xa, GRPC_STATUS_INTERNAL},
+               {0xb, GRPC_STATUS_RESOURCE_EXHAUSTED}, {0xc, GRPC_STATUS_PERMISSION_DENIED}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        assert_int_equal(grpc_status_from_h2_error(map[i].h2), map[i].code);
     assert_string_equal(grpc_status_name(4), "DEADLINE_EXCEEDED");
     assert_string_equal(grpc_status_name(16), "UNAUTHENTICATED");
     assert_string_equal(grpc_status_name(17), "UNKNOWN");
