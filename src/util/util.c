@@ -631,6 +631,23 @@ static void json_escape(struct sbuf *b, const char *s, size_t n)
     }
 }
 
+/* Whether the '"' at q closes a quoted value: it ends the line or is followed by " key=". Values
+ * are often error messages that hold quotes of their own (`reason="open "/x": No such file"`). */
+static bool kv_closing_quote(const char *q)
+{
+    if (q[1] == '\0')
+        return true;
+    if (q[1] != ' ')
+        return false;
+    const char *k = q + 2;
+    while (*k == ' ')
+        k++;
+    const char *start = k;
+    while (*k && (isalnum((unsigned char)*k) || *k == '_' || *k == '-' || *k == '.'))
+        k++;
+    return k > start && *k == '=';
+}
+
 /* Turns `a=1 b="x y" c=z` into `,"a":"1","b":"x y","c":"z"`. */
 static void kv_to_json(struct sbuf *b, const char *kv)
 {
@@ -651,7 +668,7 @@ static void kv_to_json(struct sbuf *b, const char *kv)
             if (*p == '"') {
                 p++;
                 v = p;
-                while (*p && !(*p == '"' && p[-1] != '\\'))
+                while (*p && !(*p == '"' && p[-1] != '\\' && kv_closing_quote(p)))
                     p++;
                 vlen = (size_t)(p - v);
                 if (*p == '"')

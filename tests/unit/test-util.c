@@ -227,6 +227,37 @@ static void test_read_fifo_without_writer(void **state)
     assert_int_equal(system(rm), 0);
 }
 
+/* JSON logs keep a quoted value whole when it holds quotes of its own (error messages do:
+ * `reason="open "/x": No such file"` once came out as fields "open ", "/x\":" and so on). */
+static void test_log_json_quoted_values(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gpuop-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDERR_FILENO) >= 0);
+    log_set_format(LOG_FORMAT_JSON);
+    log_emit(LOG_WARN, "comp", "msg", "gpu=%u reason=\"%s\" next=%s", 3u,
+             "open \"/sys/x y\": No such file", "z");
+    log_emit(LOG_WARN, "comp", "msg", "%s", "a=\"b c\" d=e");
+    fflush(stderr);
+    log_set_format(LOG_FORMAT_TEXT);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    _cleanup_free_ char *out = NULL;
+    struct err e = {0};
+    assert_int_equal(file_read_all(path, 4096, &out, NULL, &e), 0);
+    unlink(path);
+    assert_non_null(
+        strstr(out, "\"reason\":\"open \\\"/sys/x y\\\": No such file\",\"next\":\"z\""));
+    assert_non_null(strstr(out, "\"gpu\":\"3\""));
+    assert_non_null(strstr(out, "\"a\":\"b c\",\"d\":\"e\""));
+}
+
 static void test_strings(void **state)
 {
     (void)state;
@@ -251,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_atomic_write_threads),
         cmocka_unit_test(test_read_fifo_without_writer),
+        cmocka_unit_test(test_log_json_quoted_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
