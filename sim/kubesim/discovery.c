@@ -517,7 +517,6 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
             C(jstr(pc, "name") ?: "", jstr(pc, "type") ?: "string",
               json_is_integer(p) ? (int)json_integer_value(p) : 0);
         }
-        C("Age", "string", 0);
     } else {
         C("Age", "string", 0);
     }
@@ -585,9 +584,19 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
         } else if (t->printer_columns) {
             size_t j;
             json_t *pc;
-            json_array_foreach (t->printer_columns, j, pc)
-                A(jsonpath_cell(o, jstr(pc, "jsonPath")));
-            A(age_cell(ks, o));
+            /* only the declared columns; "date" columns print as ages, as the API server's
+             * custom resource table convertor does */
+            json_array_foreach (t->printer_columns, j, pc) {
+                json_t *cell = jsonpath_cell(o, jstr(pc, "jsonPath"));
+                if (streq_ptr(jstr(pc, "type"), "date") && json_is_string(cell)) {
+                    char buf[32];
+                    human_age((int64_t)(ks_now(ks) / 1000) - parse_ts(json_string_value(cell)), buf,
+                              sizeof(buf));
+                    json_decref(cell);
+                    cell = json_string(buf);
+                }
+                A(cell);
+            }
         } else {
             A(age_cell(ks, o));
         }

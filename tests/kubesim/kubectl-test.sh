@@ -198,7 +198,7 @@ spec: {size: 3}
 Y
 k apply --validate=false -f "$T/crd.yaml" >/dev/null || fail "apply crd"
 k apply --validate=false -f "$T/cr.yaml" >/dev/null || fail "apply cr"
-k get widgets | grep -qE "^w1 +3 " || fail "get widgets: $(k get widgets 2>&1)"
+k get widgets | grep -qE "^w1 +3 *$" || fail "get widgets: $(k get widgets 2>&1)"
 k get wd w1 -o jsonpath='{.spec.size}' | grep -q 3 || fail "short name"
 k apply --validate=false -f "$T/cr.yaml" | grep -q unchanged || fail "cr re-apply"
 k delete crd widgets.example.com >/dev/null || fail "delete crd"
