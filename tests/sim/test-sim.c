@@ -1086,17 +1086,20 @@ static void test_telemetry(void **state)
 
 /* ---- thread safety ------------------------------------------------------------------------- */
 
+/* arg: an int counting the full create/destroy rounds, so a churn in which every create failed
+ * (and so raced nothing) fails the test instead of passing it. */
 static void *mig_churn(void *arg)
 {
-    (void)arg;
+    int *rounds = arg;
     nvmlDevice_t d;
     N.nvmlDeviceGetHandleByIndex_v2(6, &d);
     for (int i = 0; i < 100; i++) {
         nvmlGpuInstance_t gi;
         nvmlComputeInstance_t ci;
         if (N.nvmlDeviceCreateGpuInstance(d, 19, &gi) == NVML_SUCCESS) {
-            if (N.nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci) == NVML_SUCCESS)
-                N.nvmlComputeInstanceDestroy(ci);
+            if (N.nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci) == NVML_SUCCESS &&
+                N.nvmlComputeInstanceDestroy(ci) == NVML_SUCCESS)
+                (*rounds)++;
             N.nvmlGpuInstanceDestroy(gi);
         }
     }
@@ -1127,12 +1130,14 @@ static void test_threads(void **state)
     nvmlReturn_t act;
     assert_int_equal(N.nvmlDeviceSetMigMode(dev(6), NVML_DEVICE_MIG_ENABLE, &act), NVML_SUCCESS);
     pthread_t th[5];
-    pthread_create(&th[0], NULL, mig_churn, NULL);
-    pthread_create(&th[1], NULL, mig_churn, NULL);
+    int rounds[2] = {0, 0};
+    pthread_create(&th[0], NULL, mig_churn, &rounds[0]);
+    pthread_create(&th[1], NULL, mig_churn, &rounds[1]);
     for (int i = 2; i < 5; i++)
         pthread_create(&th[i], NULL, reader, NULL);
     for (int i = 0; i < 5; i++)
         pthread_join(th[i], NULL);
+    assert_true(rounds[0] > 0 && rounds[1] > 0);
     nvmlGpuInstance_t gis[8];
     unsigned n = 9;
     assert_int_equal(N.nvmlDeviceGetGpuInstances(dev(6), 19, gis, &n), NVML_SUCCESS);
