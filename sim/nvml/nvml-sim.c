@@ -1536,10 +1536,13 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile
         return NVML_ERROR_INVALID_ARGUMENT;
     if ((r = mig_ready(&d)))
         return r;
-    if (!sim_mig_profile_by_id(d.spec->mig_table, profileId))
+    const struct sim_gi_profile *p = sim_mig_profile_by_id(d.spec->mig_table, profileId);
+    if (!p)
         return NVML_ERROR_INVALID_ARGUMENT;
+    /* The caller's array holds the profile's instanceCount (NVML's contract); a state file
+     * listing more (damaged, edited) must not write past it. */
     unsigned n = 0;
-    for (unsigned i = 0; i < d.st->n_gi; i++)
+    for (unsigned i = 0; i < d.st->n_gi && n < p->max_count; i++)
         if (d.st->gi[i].profile_id == profileId)
             gpuInstances[n++] = &g_gi[d.gpu][d.st->gi[i].id];
     *count = n;
@@ -1740,8 +1743,8 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
         return NVML_ERROR_INVALID_ARGUMENT;
     if ((r = ci_profile(p, profileId, 0, &cp)))
         return r;
-    unsigned n = 0;
-    for (unsigned i = 0; i < gi->n_ci; i++)
+    unsigned n = 0; /* at most the CI profile's instanceCount, the caller's array size */
+    for (unsigned i = 0; i < gi->n_ci && n < cp.max_count; i++)
         if (gi->ci[i].profile_index == profileId)
             computeInstances[n++] = &g_ci[d.gpu][gi->id][gi->ci[i].id];
     *count = n;

@@ -981,6 +981,65 @@ static void test_cli_errors(void **state)
     N.nvmlShutdown();
 }
 
+/* A state file that lists more instances of a profile than the profile allows (edited by hand,
+ * damaged) must not make the list calls write past an array sized by NVML's contract (the
+ * profile's instanceCount). The arrays are heap-allocated to exactly that size for ASan. */
+static void test_state_overfull_lists(void **state)
+{
+    (void)state;
+    use(fleet("dgx-a100-80gb-mig.yaml"), true);
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    N.nvmlShutdown(); /* the state file now exists: GPUs 2-3 hold 7x 1g.10gb (profile id 19) */
+    char state_file[400];
+    snprintf(state_file, sizeof(state_file), "%s/state.json", getenv("GPUOP_SIM_STATE"));
+    struct err e = {0};
+    char *buf = NULL;
+    assert_int_equal(file_read_all(state_file, 1 << 20, &buf, NULL, &e), 0);
+    /* GPU 2's first GPU instance, listed once more under a free id (14), and its compute
+     * instance twice more (ids 1 and 2) */
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 1 << 20);
+    const char *gpu2 = buf;
+    for (int i = 0; i < 3 && gpu2; i++)
+        gpu2 = strstr(gpu2 + 1, "\"instances\"");
+    assert_non_null(gpu2);
+    const char *open = strchr(gpu2, '[');
+    assert_non_null(open);
+    sbuf_append(&b, buf, (size_t)(open + 1 - buf));
+    sbuf_puts(&b, "{\"id\": 14, \"profile_id\": 19, \"start\": 0, \"size\": 1, \"compute\": ["
+                  "{\"id\": 0, \"profile\": 0, \"start\": 0, \"size\": 1},"
+                  "{\"id\": 1, \"profile\": 0, \"start\": 0, \"size\": 1},"
+                  "{\"id\": 2, \"profile\": 0, \"start\": 0, \"size\": 1}]},");
+    sbuf_puts(&b, open + 1);
+    free(buf);
+    assert_int_equal(file_write_atomic(state_file, b.data, b.len, 0644, &e), 0);
+
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    nvmlGpuInstanceProfileInfo_t info = {0};
+    assert_int_equal(
+        N.nvmlDeviceGetGpuInstanceProfileInfo(dev(2), NVML_GPU_INSTANCE_PROFILE_1_SLICE, &info),
+        NVML_SUCCESS);
+    assert_int_equal(info.id, 19);
+    nvmlGpuInstance_t *gis = calloc(info.instanceCount, sizeof(*gis));
+    unsigned n = 0;
+    assert_int_equal(N.nvmlDeviceGetGpuInstances(dev(2), 19, gis, &n), NVML_SUCCESS);
+    assert_true(n <= info.instanceCount);
+    nvmlGpuInstance_t extra = NULL;
+    assert_int_equal(N.nvmlDeviceGetGpuInstanceById(dev(2), 14, &extra), NVML_SUCCESS);
+    nvmlComputeInstanceProfileInfo_t cinfo = {0};
+    assert_int_equal(N.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                         extra, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
+                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cinfo),
+                     NVML_SUCCESS);
+    nvmlComputeInstance_t *cis = calloc(cinfo.instanceCount, sizeof(*cis));
+    n = 0;
+    assert_int_equal(N.nvmlGpuInstanceGetComputeInstances(extra, cinfo.id, cis, &n), NVML_SUCCESS);
+    assert_true(n <= cinfo.instanceCount);
+    free(cis);
+    free(gis);
+    N.nvmlShutdown();
+}
+
 /* ---- (f) telemetry ------------------------------------------------------------------------- */
 
 static int child_telemetry(void)
@@ -1189,6 +1248,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cli_errors),
         cmocka_unit_test(test_telemetry),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_state_overfull_lists),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     nftw(tmp_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
