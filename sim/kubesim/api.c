@@ -255,6 +255,79 @@ static void validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_
     }
 }
 
+/* Pod spec without the fields an update may change. */
+static json_t *pod_spec_fixed(json_t *pod)
+{
+    json_t *spec = json_deep_copy(json_object_get(pod, "spec"));
+    const char *const lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach (json_object_get(spec, lists[l]), i, c)
+            json_object_del(c, "image");
+    }
+    json_object_del(spec, "activeDeadlineSeconds");
+    json_object_del(spec, "tolerations");
+    json_object_del(spec, "terminationGracePeriodSeconds");
+    return spec;
+}
+
+/* Fields the API server refuses to change on update (422). */
+static void validate_immutable(struct ks_type *t, json_t *old, json_t *res, json_t *causes)
+{
+    if (t->crd)
+        return;
+    const char *p = t->plural;
+    if (streq(t->group, "apps") && (streq(p, "daemonsets") || streq(p, "deployments") ||
+                                    streq(p, "replicasets") || streq(p, "statefulsets"))) {
+        if (!json_equal(jpath(old, "spec.selector"), jpath(res, "spec.selector"))) {
+            char *v = json_dumps(jpath(res, "spec.selector"), JSON_COMPACT | JSON_ENCODE_ANY);
+            add_cause(causes, "FieldValueInvalid", "spec.selector",
+                      "Invalid value: %s: field is immutable", v ? v : "null");
+            free(v);
+        }
+        return;
+    }
+    if (t->group[0])
+        return;
+    if (streq(p, "pods")) {
+        json_t *a = pod_spec_fixed(old), *b = pod_spec_fixed(res);
+        if (!json_equal(a, b))
+            add_cause(causes, "FieldValueForbidden", "spec",
+                      "Forbidden: pod updates may not change fields other than "
+                      "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                      "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+                      "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+                      "set to 1 if it was previously negative)");
+        json_decref(a);
+        json_decref(b);
+    } else if (streq(p, "configmaps") || streq(p, "secrets")) {
+        if (!json_is_true(json_object_get(old, "immutable")))
+            return;
+        if (!json_is_true(json_object_get(res, "immutable")))
+            add_cause(causes, "FieldValueForbidden", "immutable",
+                      "Forbidden: field is immutable when `immutable` is set");
+        const char *const fields[] = {"data", "binaryData"};
+        for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+            if (!json_equal(json_object_get(old, fields[i]) ?: json_null(),
+                            json_object_get(res, fields[i]) ?: json_null()))
+                add_cause(causes, "FieldValueForbidden", fields[i],
+                          "Forbidden: field is immutable when `immutable` is set");
+    } else if (streq(p, "services")) {
+        /* an update without a clusterIP keeps the allocated one, as the API server does */
+        json_t *spec = jensure(res, "spec");
+        if (!json_object_get(spec, "clusterIP") && jpath(old, "spec.clusterIP")) {
+            json_object_set(spec, "clusterIP", jpath(old, "spec.clusterIP"));
+            if (jpath(old, "spec.clusterIPs"))
+                json_object_set(spec, "clusterIPs", jpath(old, "spec.clusterIPs"));
+        }
+        const char *a = jstr(old, "spec.clusterIP"), *b = jstr(res, "spec.clusterIP");
+        if (a && !streq_ptr(a, b))
+            add_cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]",
+                      "Invalid value: \"%s\": field is immutable", b ? b : "");
+    }
+}
+
 /* ---- CRDs --------------------------------------------------------------------------------- */
 
 static char *lower_dup(const char *s)
@@ -1177,8 +1250,10 @@ static void do_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *o
     }
     json_t *causes = json_array();
     validate_labels(res, causes);
-    if (!sub)
+    if (!sub) {
         validate_type(ks, t, res, causes);
+        validate_immutable(t, old, res, causes);
+    }
     if (json_array_size(causes)) {
         invalid(resp, t, ks_obj_name(old), causes);
         return;

@@ -315,6 +315,36 @@ static void test_generation_and_status(void **state)
     assert_int_equal(json_integer_value(jp(o, "status.numberReady")), 7);
     assert_int_equal(json_integer_value(jp(o, "metadata.generation")), 2);
     json_decref(o);
+    /* 422: the selector is immutable */
+    o = ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL,
+           "application/merge-patch+json",
+           "{\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\",\"x\":\"y\"}},"
+           "\"template\":{\"metadata\":{\"labels\":{\"x\":\"y\"}}}}}",
+           422);
+    assert_string_equal(js(jp(o, "details.causes.0"), "field"), "spec.selector");
+    assert_non_null(strstr(js(o, "message"), "field is immutable"));
+    json_decref(o);
+    /* immutable ConfigMaps and pod specs */
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                   "\"frozen\"},\"immutable\":true,\"data\":{\"a\":\"1\"}}",
+                   201));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/frozen", NULL,
+                   "application/merge-patch+json", "{\"data\":{\"a\":\"2\"}}", 422));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/frozen", NULL,
+                   "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"l\":\"1\"}}}",
+                   200));
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},"
+                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:1\"}]}}",
+                   201));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
+                   "application/strategic-merge-patch+json",
+                   "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:2\"}]}}", 200));
+    o = ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
+           "application/strategic-merge-patch+json", "{\"spec\":{\"hostNetwork\":true}}", 422);
+    assert_string_equal(js(jp(o, "details.causes.0"), "reason"), "FieldValueForbidden");
+    json_decref(o);
     /* 422: selector must match template labels */
     o = ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL,
            "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"e\"},"
