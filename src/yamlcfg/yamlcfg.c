@@ -18,6 +18,8 @@ struct anchor {
 struct yparser {
     yaml_parser_t p;
     const char *name;
+    const char *buf; /* the input, for positions of reader errors */
+    size_t len;
     struct anchor *anchors;
     size_t n_anchors, cap_anchors;
     /* Nodes reached through aliases in this document. Values are shared, not copied, but a
@@ -60,6 +62,26 @@ static const struct anchor *anchor_find(struct yparser *y, const char *name)
 static int perr(struct yparser *y, const yaml_mark_t *m, const char *what)
 {
     return err_set(y->e, -EINVAL, "%s:%zu:%zu: %s", y->name, m->line + 1, m->column + 1, what);
+}
+
+/* libyaml's own failure. Reader errors (bad UTF-8, control characters) carry a byte offset, not
+ * a mark; turn it into the line and column the user can look at. */
+static int parse_error(struct yparser *y)
+{
+    const char *what = y->p.problem ? y->p.problem : "syntax error";
+    if (y->p.error != YAML_READER_ERROR)
+        return perr(y, &y->p.problem_mark, what);
+    yaml_mark_t m = {0};
+    size_t off = y->p.problem_offset < y->len ? y->p.problem_offset : y->len;
+    for (size_t i = 0; i < off; i++) {
+        if (y->buf[i] == '\n') {
+            m.line++;
+            m.column = 0;
+        } else {
+            m.column++;
+        }
+    }
+    return perr(y, &m, what);
 }
 
 static bool is_plain_int(const char *s, json_int_t *ret)
@@ -196,7 +218,7 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
             yaml_event_t child;
             if (!yaml_parser_parse(&y->p, &child)) {
                 json_decref(arr);
-                return perr(y, &y->p.problem_mark, y->p.problem ? y->p.problem : "syntax error");
+                return parse_error(y);
             }
             if (child.type == YAML_SEQUENCE_END_EVENT) {
                 yaml_event_delete(&child);
@@ -228,7 +250,7 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
             yaml_event_t kev;
             if (!yaml_parser_parse(&y->p, &kev)) {
                 json_decref(obj);
-                return perr(y, &y->p.problem_mark, y->p.problem ? y->p.problem : "syntax error");
+                return parse_error(y);
             }
             if (kev.type == YAML_MAPPING_END_EVENT) {
                 yaml_event_delete(&kev);
@@ -248,7 +270,7 @@ static int parse_node(struct yparser *y, yaml_event_t *ev, int depth, json_t **r
             yaml_event_t vev;
             if (!yaml_parser_parse(&y->p, &vev)) {
                 json_decref(obj);
-                return perr(y, &y->p.problem_mark, y->p.problem ? y->p.problem : "syntax error");
+                return parse_error(y);
             }
             json_t *v = NULL;
             size_t n = 0;
@@ -298,7 +320,7 @@ static int parse_stream(const char *buf, size_t len, const char *name, bool one,
 {
     if (len > YAML_MAX_BYTES)
         return err_set(e, -EFBIG, "%s: larger than %u bytes", name, YAML_MAX_BYTES);
-    struct yparser y = {.name = name, .e = e};
+    struct yparser y = {.name = name, .buf = buf, .len = len, .e = e};
     if (!yaml_parser_initialize(&y.p))
         return err_set(e, -ENOMEM, "%s: cannot initialise the YAML parser", name);
     yaml_parser_set_input_string(&y.p, (const unsigned char *)buf, len);
@@ -308,7 +330,7 @@ static int parse_stream(const char *buf, size_t len, const char *name, bool one,
     while (!done) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&y.p, &ev)) {
-            r = perr(&y, &y.p.problem_mark, y.p.problem ? y.p.problem : "syntax error");
+            r = parse_error(&y);
             break;
         }
         switch (ev.type) {
@@ -318,7 +340,7 @@ static int parse_stream(const char *buf, size_t len, const char *name, bool one,
         case YAML_DOCUMENT_START_EVENT: {
             yaml_event_t nev;
             if (!yaml_parser_parse(&y.p, &nev)) {
-                r = perr(&y, &y.p.problem_mark, y.p.problem ? y.p.problem : "syntax error");
+                r = parse_error(&y);
                 done = true;
                 break;
             }
@@ -331,7 +353,7 @@ static int parse_stream(const char *buf, size_t len, const char *name, bool one,
                 if (r == 0) {
                     yaml_event_t dend;
                     if (!yaml_parser_parse(&y.p, &dend)) {
-                        r = perr(&y, &y.p.problem_mark, y.p.problem ? y.p.problem : "syntax error");
+                        r = parse_error(&y);
                         json_decref(v);
                     } else {
                         yaml_event_delete(&dend);

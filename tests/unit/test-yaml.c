@@ -62,6 +62,12 @@ static void test_errors(void **state)
     json_t *v = NULL;
     assert_int_equal(yaml_parse_one("a: 1\n---\nb: 2\n", 14, "t.yaml", &v, &e), -EINVAL);
     assert_non_null(strstr(err_msg(&e), "one YAML document"));
+    /* a bad byte on line 3 is reported on line 3, not at 1:1 */
+    assert_null(parse("a: 1\nb: 2\nc: \xff\xfe\n", &e));
+    assert_non_null(strstr(err_msg(&e), "t.yaml:3:4:"));
+    assert_non_null(strstr(err_msg(&e), "UTF-8"));
+    assert_null(parse("a: 1\nb: x\x01y\n", &e));
+    assert_non_null(strstr(err_msg(&e), "t.yaml:2:5:"));
     /* deep nesting is bounded */
     char deep[400];
     memset(deep, '[', 200);
