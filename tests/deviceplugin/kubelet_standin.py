@@ -5,7 +5,8 @@ implementation (Debian's python3-grpcio), on the simulated fleets.
 
   kubelet_standin.py GPUOP LIBNVML FLEET SCENARIO
 
-SCENARIO: none | single | mixed | timeslicing | badconfig. The stand-in serves Registration on
+SCENARIO: none | single | mixed | timeslicing | recovery | strategies | badconfig |
+reloadstress. The stand-in serves Registration on
 a temporary kubelet.sock, accepts the registrations, streams ListAndWatch, calls
 GetDevicePluginOptions, GetPreferredAllocation and Allocate, injects an XID with
 `gpuop sim inject xid` and expects the device Unhealthy in under a second, then deletes and
@@ -17,6 +18,7 @@ Exit 77 (skipped) only when grpcio / grpc_tools are not installed.
 """
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +129,43 @@ def base_id(dev_id):
     return dev_id.split("::")[0]
 
 
+def fleet_layout(gpuop, env):
+    """[(gpu uuid, mig enabled, [(ci profile, MIG uuid)])] in NVML order, from `gpuop sim show`."""
+    r = subprocess.run([gpuop, "sim", "show"], env=env, capture_output=True, text=True,
+                       timeout=20)
+    gpus = []
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0] == "GPU" and f[1].isdigit():
+            gpus.append([next(x for x in f if x.startswith("GPU-")), False, []])
+        elif gpus and line.strip().startswith("MIG enabled"):
+            gpus[-1][1] = True
+        elif gpus and len(f) == 4 and f[0] == "CI" and f[3].startswith("MIG-"):
+            gpus[-1][2].append((f[2], f[3]))
+    return gpus
+
+
+def gpu_device_ids(layout, gpu, scenario):
+    """The advertised base IDs that belong to GPU `gpu` under the scenario's strategy."""
+    uuid, mig, migs = layout[gpu]
+    if scenario in ("single", "mixed") and mig:
+        return {m for _, m in migs}
+    return {uuid}
+
+
+def mixed_resources(layout):
+    """NVIDIA's mixed-strategy resource names: nvidia.com/gpu for whole GPUs, one
+    nvidia.com/mig-<profile> per exposed profile (C == G; '+' becomes '.')."""
+    names = set()
+    for _, mig, migs in layout:
+        if not mig:
+            names.add("nvidia.com/gpu")
+        for prof, _ in migs:
+            if not re.match(r"^[0-9]+c\.", prof):
+                names.add("nvidia.com/mig-" + prof.replace("+", "."))
+    return names
+
+
 class Plugin:
     def __init__(self, gpuop, env, args, logpath):
         self.log = open(logpath, "w")
@@ -208,6 +247,9 @@ def run(gpuop, lib, fleet, scenario):
     if scenario == "recovery":
         run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
         return
+    if scenario == "reloadstress":
+        run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
+        return
     if scenario == "single":
         args += ["--mig-strategy", "single"]
     elif scenario == "mixed":
@@ -233,12 +275,16 @@ def run(gpuop, lib, fleet, scenario):
         while not kubelet.registrations.empty():
             regs.append(kubelet.registrations.get())
         reqs = {r.resource_name: r for _, r in regs}
+        layout = fleet_layout(gpuop, env)
+        if not check(len(layout) >= 2, f"gpuop sim show lists the fleet ({len(layout)} GPUs)"):
+            return
         want = expected(scenario)
         if want is not None:
             check(set(reqs) == set(want), f"resources {sorted(reqs)} == {sorted(want)}")
         else:
-            check(any(n.startswith("nvidia.com/mig-") for n in reqs),
-                  f"mixed advertises nvidia.com/mig-<profile> resources: {sorted(reqs)}")
+            wantm = mixed_resources(layout)
+            check(any(n.startswith("nvidia.com/mig-") for n in wantm) and set(reqs) == wantm,
+                  f"mixed advertises {sorted(reqs)} == {sorted(wantm)}")
         for name, r in reqs.items():
             check(r.version == "v1beta1", f"{name}: version v1beta1")
             check(r.options.get_preferred_allocation_available,
@@ -353,6 +399,24 @@ def run(gpuop, lib, fleet, scenario):
         if check(hit is not None, "an update marks devices Unhealthy after XID 79"):
             t, unhealthy_res, dv = hit
             bad = [d.ID for d in dv if d.health == "Unhealthy"]
+            # Exactly the devices of GPU 0 turn Unhealthy, in every resource that holds them,
+            # within the second (mixed: GPU 0's MIG devices are in several resources).
+            want_bad = gpu_device_ids(layout, 0, scenario)
+            latest = {unhealthy_res: dv}
+            while time.monotonic() < t0 + 1.0:
+                got_bad = {base_id(d.ID) for v in latest.values() for d in v
+                           if d.health == "Unhealthy"}
+                if got_bad >= want_bad:
+                    break
+                for rname, wt in watches:
+                    tt, dv2 = wt.next(0.01)
+                    if dv2 is not None:
+                        latest[rname] = dv2
+            got_bad = {base_id(d.ID) for v in latest.values() for d in v
+                       if d.health == "Unhealthy"}
+            check(got_bad == want_bad and time.monotonic() - t0 < 1.2,
+                  f"XID 79 on GPU 0: exactly GPU 0's devices Unhealthy within a second "
+                  f"({sorted(got_bad)} == {sorted(want_bad)})")
             check(t - t0 < 1.0, f"{unhealthy_res}: {len(bad)} device(s) Unhealthy within a "
                   f"second ({(t - t0) * 1000:.0f} ms)")
             if scenario == "timeslicing":
@@ -428,6 +492,19 @@ def run(gpuop, lib, fleet, scenario):
             check(len(regs4) == 1 and regs4[0][0] - t0 < 1.0 and
                   os.path.exists(os.path.join(dpdir, "nvidia-gpu.sock")),
                   "plugin socket removed: served and registered again within a second")
+            # Only kubelet.sock is re-created (the plugin sockets stay): nothing but the
+            # inotify watch on kubelet.sock can make the plugin register again.
+            kubelet.stop()
+            if os.path.exists(ksock):
+                os.unlink(ksock)
+            time.sleep(1.5)  # no registration attempt is pending: the last one succeeded
+            t0 = time.monotonic()
+            kubelet = Kubelet(pb, pb_grpc, ksock)
+            regs5 = kubelet.wait_registrations(1, 3)
+            check(len(regs5) == 1 and regs5[0][0] - t0 < 1.0 and
+                  regs5[0][1].resource_name == "nvidia.com/gpu",
+                  f"kubelet.sock re-created alone: registered again within a second "
+                  f"({(regs5[0][0] - t0) * 1000 if regs5 else -1:.0f} ms)")
         if scenario == "timeslicing":
             # SIGHUP with a good new config: the new resource is served and registered.
             with open(cfg, "w") as f:
@@ -597,6 +674,83 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
         check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
         if kubelet:
             kubelet.stop()
+        if FAILS:
+            print("---- plugin log ----")
+            print(plugin.output()[-6000:])
+
+
+def run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
+    """Reloads (SIGHUP) and kubelet-driven restarts while the health thread broadcasts: XIDs
+    and a short recovery period make it send new lists all the time, and every restart
+    replaces the servers the broadcast walks. Under ASan a broadcast that reads the replaced
+    server table is a heap-use-after-free; the plugin must survive and keep serving."""
+    env["DP_HEALTH_RECOVERY_PERIOD"] = "150ms"
+    cfg = os.path.join(tmp, "config.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 2\n")
+    kubelet = Kubelet(pb, pb_grpc, ksock)
+    plugin = Plugin(gpuop, env, args + ["--config-file", cfg], os.path.join(tmp, "plugin.log"))
+    watches = []
+    try:
+        if not check(len(kubelet.wait_registrations(1, 15)) == 1, "the plugin registers"):
+            return
+        sockp = os.path.join(dpdir, "nvidia-gpu.sock")
+        stop = threading.Event()
+
+        def watcher():
+            # Keeps ListAndWatch streams open across the restarts, as the kubelet does.
+            while not stop.is_set():
+                try:
+                    ch = grpc.insecure_channel(f"unix://{sockp}")
+                    w = Watch(pb_grpc.DevicePluginStub(ch), pb)
+                    watches.append(w)
+                    w.thread.join(timeout=2)
+                except Exception:  # socket between restarts
+                    time.sleep(0.01)
+
+        wt = threading.Thread(target=watcher, daemon=True)
+        wt.start()
+        injector_rc = []
+
+        def injector():
+            gpu = 0
+            while not stop.is_set():
+                injector_rc.append(sim(gpuop, env, "inject", "xid", "--gpu", str(gpu % 4),
+                                       "--code", "79"))
+                gpu += 1
+
+        it = threading.Thread(target=injector, daemon=True)
+        it.start()
+        end = time.monotonic() + 4
+        n = 0
+        while time.monotonic() < end and plugin.proc.poll() is None:
+            plugin.proc.send_signal(signal.SIGHUP)
+            n += 1
+            time.sleep(0.02)
+            if n % 5 == 0 and os.path.exists(sockp):
+                os.unlink(sockp)  # a restart through inotify too
+            time.sleep(0.02)
+        stop.set()
+        it.join(timeout=30)
+        check(len(injector_rc) > 5 and all(rc == 0 for rc in injector_rc),
+              f"{len(injector_rc)} XIDs injected during the reloads")
+        check(plugin.proc.poll() is None, f"{n} reloads and restarts under health updates: "
+              f"still running")
+        time.sleep(0.5)
+        ch = grpc.insecure_channel(f"unix://{sockp}")
+        w = Watch(pb_grpc.DevicePluginStub(ch), pb)
+        watches.append(w)
+        t, devs = w.next(5)
+        check(devs is not None and len(devs) == 8, "... and serving the list afterwards")
+        check("AddressSanitizer" not in plugin.output() and "runtime error" not in
+              plugin.output(), "no sanitizer report")
+    finally:
+        for w in watches:
+            w.cancel()
+        rc = plugin.stop()
+        check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
+        kubelet.stop()
         if FAILS:
             print("---- plugin log ----")
             print(plugin.output()[-6000:])

@@ -213,31 +213,43 @@ static struct dp_resource *srv_resource(struct dp_srv *s)
     return dp_plan_find(s->pl->plan, s->resource);
 }
 
-/* Sends the current list of every resource to every watcher. */
+/* Sends the current list of every resource to every watcher. pl->srv and pl->n_srv are read
+ * under mu only: the main thread frees and replaces them on every restart (kubelet restart,
+ * socket removal, SIGHUP), possibly while this runs on the health thread. */
 static void broadcast(struct plugin *pl)
 {
+    struct target {
+        char resource[DP_NAME_MAX];
+        uint8_t *buf;
+        size_t len, n;
+        struct grpc_stream *st[DP_MAX_WATCH];
+    } *t = NULL;
+    size_t n_t = 0;
     pthread_mutex_lock(&pl->send_mu);
+    pthread_mutex_lock(&pl->mu);
+    t = xcalloc(pl->n_srv + 1, sizeof(*t));
     for (size_t i = 0; i < pl->n_srv; i++) {
         struct dp_srv *s = &pl->srv[i];
-        struct grpc_stream *targets[DP_MAX_WATCH];
-        size_t n = 0;
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        struct err e = {0};
-        pthread_mutex_lock(&pl->mu);
         struct dp_resource *r = srv_resource(s);
-        if (r && s->n_watch && dp_proto_list(r, &buf, &len, &e) == 0)
-            for (size_t k = 0; k < s->n_watch; k++)
-                targets[n++] = grpc_stream_ref(s->watch[k]);
-        pthread_mutex_unlock(&pl->mu);
-        for (size_t k = 0; k < n; k++) {
-            if (grpc_stream_send(targets[k], buf, len) < 0)
-                log_warn(COMP, "ListAndWatch send failed", "resource=%s", s->resource);
-            grpc_stream_unref(targets[k]);
+        struct err e = {0};
+        if (!r || !s->n_watch || dp_proto_list(r, &t[n_t].buf, &t[n_t].len, &e) < 0)
+            continue;
+        strlcpy_s(t[n_t].resource, s->resource, sizeof(t[n_t].resource));
+        for (size_t k = 0; k < s->n_watch; k++)
+            t[n_t].st[t[n_t].n++] = grpc_stream_ref(s->watch[k]);
+        n_t++;
+    }
+    pthread_mutex_unlock(&pl->mu);
+    for (size_t i = 0; i < n_t; i++) {
+        for (size_t k = 0; k < t[i].n; k++) {
+            if (grpc_stream_send(t[i].st[k], t[i].buf, t[i].len) < 0)
+                log_warn(COMP, "ListAndWatch send failed", "resource=%s", t[i].resource);
+            grpc_stream_unref(t[i].st[k]);
         }
-        free(buf);
+        free(t[i].buf);
     }
     pthread_mutex_unlock(&pl->send_mu);
+    free(t);
 }
 
 static void watch_closed(struct grpc_stream *st, int code, void *userdata)
@@ -669,6 +681,17 @@ int deviceplugin_main(int argc, char **argv)
     pthread_mutex_init(&pl->mu, NULL);
     pthread_mutex_init(&pl->send_mu, NULL);
     pl->backoff_ms = DP_BACKOFF_MIN_MS;
+    /* Block the handled signals first: a SIGHUP or SIGTERM during the start (config, NVML)
+     * must not take the default action (terminate without removing sockets); it is read from
+     * the signalfd once the loop runs. Threads started later inherit the mask. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
     int rc = 1;
     int sfd = -1, ifd = -1;
 
@@ -727,14 +750,6 @@ int deviceplugin_main(int argc, char **argv)
     }
 
     /* Signals and inotify before the first socket, so no event is missed. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGQUIT);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    signal(SIGPIPE, SIG_IGN);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (mkdir_p(pl->dir, 0755) < 0)
         log_warn(COMP, "cannot create the device-plugin directory", "dir=%s", pl->dir);
