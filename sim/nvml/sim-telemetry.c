@@ -27,6 +27,15 @@ uint64_t sim_hash64(uint64_t a, uint64_t b)
     return splitmix(a ^ splitmix(b + 0x632be59bd9b4e019ULL));
 }
 
+/* A non-negative double as a counter: saturates at 2^64 - 1 (the cast past that is undefined;
+ * a GPUOP_SIM_CLOCK far in the future gets there). */
+static uint64_t counter(double v)
+{
+    if (!(v > 0))
+        return 0;
+    return v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v;
+}
+
 static double unit(uint64_t h)
 {
     return (double)(h >> 11) * (1.0 / 9007199254740992.0);
@@ -101,7 +110,7 @@ void sim_telemetry(const struct sim_fleet *f, unsigned gpu, uint64_t unix_ms,
     double power = idle + (peak - idle) * load;
     r.power_mw = (unsigned)lround(power * 1000.0);
     double joules = idle * t + (peak - idle) * w.load * wave_integral(&w, t);
-    r.energy_mj = joules > 0 ? (uint64_t)(joules * 1000.0) : 0;
+    r.energy_mj = counter(joules * 1000.0);
     double frac = g->power_limit_w > g->idle_power_w
                       ? (power - idle) / (double)(g->power_limit_w - g->idle_power_w)
                       : 0;
@@ -126,6 +135,6 @@ void sim_telemetry(const struct sim_fleet *f, unsigned gpu, uint64_t unix_ms,
     r.pcie_tx_kbps = (unsigned)(load * 1.5e6);
     r.pcie_rx_kbps = (unsigned)(load * 2.5e6);
     double kib = 25e6 * w.load * wave_integral(&w, t);
-    r.nvlink_kib = kib > 0 ? (uint64_t)kib : 0;
+    r.nvlink_kib = counter(kib);
     *ret = r;
 }

@@ -5,6 +5,7 @@
  * compute slices) may hold more SMs or engines than the whole GPU (the 7g profile) has, and the
  * A100 80GB profiles carry the A100 40GB's engines (same GA100 chip; NVIDIA's MIG user guide
  * lists the 80GB profiles as the 40GB ones renamed by memory).
+ * Also: telemetry counters saturate rather than wrap or hit an undefined cast far in the future.
  */
 #include <stdio.h>
 #include <string.h>
@@ -135,8 +136,39 @@ static void check_a100_80gb_engines(void)
     CHECK(g4 && g4->dec == 2, "a100-80gb 4g.40gb decoders: %u, want 2", g4 ? g4->dec : 0);
 }
 
+/* The energy and NVLink counters grow with time; at the far end of the clock GPUOP_SIM_CLOCK
+ * accepts they must saturate, and stay monotonic on the way there. */
+static void check_telemetry_counters(void)
+{
+    static const char doc[] = "driver_version: \"570.86.15\"\ncuda_driver_version: 12080\n"
+                              "gpus:\n  - model: \"NVIDIA H100 80GB HBM3\"\n    count: 1\n"
+                              "    memory_mib: 81559\n    compute_capability: \"9.0\"\n"
+                              "    architecture: hopper\n    pci_device_id: 0x233010de\n"
+                              "    mig_capable: false\n    power_limit_w: 700\n"
+                              "    max_sm_clock_mhz: 1980\n";
+    struct sim_fleet *f = NULL;
+    struct err e = {0};
+    int r = sim_fleet_parse(doc, sizeof(doc) - 1, "t.yaml", &f, &e);
+    CHECK(r == 0, "fleet: %s", err_msg(&e));
+    if (r < 0)
+        return;
+    uint64_t far_ms = (UINT64_MAX / 1000 - 1) * 1000; /* the largest clock sim_now_ms gives */
+    struct sim_sample now, later, far;
+    sim_telemetry(f, 0, 1780000000000ull, &now);
+    sim_telemetry(f, 0, 1780000600000ull, &later);
+    sim_telemetry(f, 0, far_ms, &far);
+    CHECK(later.energy_mj > now.energy_mj, "energy does not grow: %llu then %llu",
+          (unsigned long long)now.energy_mj, (unsigned long long)later.energy_mj);
+    CHECK(far.energy_mj == UINT64_MAX, "energy at the end of time: %llu, want saturation",
+          (unsigned long long)far.energy_mj);
+    CHECK(far.nvlink_kib == UINT64_MAX, "NVLink KiB at the end of time: %llu, want saturation",
+          (unsigned long long)far.nvlink_kib);
+    sim_fleet_free(f);
+}
+
 int main(void)
 {
+    check_telemetry_counters();
     static const char *const keys[] = {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
         check_table(keys[i]);
