@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <string.h>
 
 #include "kubesim-internal.h"
@@ -570,6 +571,18 @@ int main(int argc, char **argv)
     }
     ksim_reconcile(ks);
 
+    /* one thread and one descriptor per connection: as many as the descriptor limit allows */
+    struct rlimit rl;
+    unsigned conn_limit = 900;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max && rl.rlim_cur < 65536) {
+            rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur > 128)
+            conn_limit = (unsigned)(rl.rlim_cur - 64 < 8192 ? rl.rlim_cur - 64 : 8192);
+    }
     struct shell sh = {.ks = ks, .token = token, .max_body = ko.max_body};
     pthread_mutex_init(&sh.mlock, NULL);
     sh.counters = json_object();
@@ -591,13 +604,13 @@ int main(int argc, char **argv)
     if (tls)
         d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
                              (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT, 900u,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                              MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem, MHD_OPTION_HTTPS_MEM_CERT,
                              cert->cert_pem, MHD_OPTION_END);
     else
         d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
                              (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT, 900u,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                              MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "kubesim: listen on %s: cannot start the HTTP server\n", listen_addr);
