@@ -77,6 +77,11 @@ int grpc_sconn_new(struct grpc_server *s, int fd, struct grpc_sconn **ret, struc
 void grpc_sconn_free(struct grpc_sconn *c);
 /* Feeds bytes as read from the socket; runs handlers. -EPROTO when the connection must close. */
 int grpc_sconn_feed(struct grpc_sconn *c, const uint8_t *data, size_t len);
+/* Request bytes a server connection holds across its streams (messages being received or
+ * waiting for their stream to end). Above GRPC_CONN_RECV_FACTOR x max_recv_msg the stream whose
+ * data crossed the line is answered RESOURCE_EXHAUSTED and its buffer freed. */
+#define GRPC_CONN_RECV_FACTOR 2
+size_t grpc_sconn_buffered(const struct grpc_sconn *c);
 /* Moves queued stream messages into HTTP/2 and produces output; with fd < 0, output is counted
  * and discarded. Returns the bytes produced, or -EPROTO when the connection must close. */
 ssize_t grpc_sconn_drain(struct grpc_sconn *c);

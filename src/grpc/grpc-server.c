@@ -577,11 +577,19 @@ static int on_request_msg(void *ud, uint8_t *msg, size_t len)
     return 0;
 }
 
+size_t grpc_sconn_buffered(const struct grpc_sconn *c)
+{
+    size_t n = 0;
+    for (const struct grpc_stream *st = c->streams; st; st = st->next)
+        n += (st->df.msg ? st->df.msg_len : 0) + (st->req ? st->req_len : 0);
+    return n;
+}
+
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud)
 {
     (void)flags;
-    (void)ud;
+    struct grpc_sconn *c = ud;
     struct grpc_stream *st = nghttp2_session_get_stream_user_data(h2, id);
     if (!st || st->rejected)
         return 0;
@@ -593,6 +601,20 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const u
                    "more than one request message: client streaming is not supported");
         else
             reject(st, code, 200, err_msg(&e));
+        return 0;
+    }
+    /* max_recv_msg bounds one message; this bounds a connection's many streams, each of which
+     * could otherwise hold a message of that size waiting for the rest of its bytes. */
+    size_t limit = GRPC_CONN_RECV_FACTOR * c->srv->o.max_recv_msg;
+    if (grpc_sconn_buffered(c) > limit) {
+        grpc_deframer_free(&st->df);
+        free(st->req);
+        st->req = NULL;
+        st->req_len = 0;
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "request messages buffered on this connection exceed %zu bytes; retry", limit);
+        reject(st, GRPC_STATUS_RESOURCE_EXHAUSTED, 200, msg);
     }
     return 0;
 }

@@ -358,6 +358,75 @@ static void test_sconn_request(void **state)
     grpc_server_free(s);
 }
 
+static size_t h2_frame_header(uint8_t *out, size_t len, uint8_t type, uint8_t flags, uint32_t id)
+{
+    const uint8_t hd[9] = {
+        (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len,       type,       flags,
+        (uint8_t)(id >> 24),  (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
+    memcpy(out, hd, 9);
+    return 9;
+}
+
+static size_t header_literal(uint8_t *out, const char *name, const char *value)
+{
+    size_t h = 0;
+    out[h++] = 0x00; /* literal, not indexed: the same block is valid on every stream */
+    out[h++] = (uint8_t)strlen(name);
+    memcpy(out + h, name, strlen(name));
+    h += strlen(name);
+    out[h++] = (uint8_t)strlen(value);
+    memcpy(out + h, value, strlen(value));
+    return h + strlen(value);
+}
+
+/* Many streams each announcing a message of max_recv_msg bytes and sending only its start: the
+ * connection holds at most GRPC_CONN_RECV_FACTOR x max_recv_msg; the rest are refused. */
+static void test_sconn_buffer_bound(void **state)
+{
+    (void)state;
+    uint8_t hb[256];
+    size_t h = 0;
+    h += header_literal(hb + h, ":method", "POST");
+    h += header_literal(hb + h, ":scheme", "http");
+    h += header_literal(hb + h, ":path", "/t.S/Echo");
+    h += header_literal(hb + h, ":authority", "localhost");
+    h += header_literal(hb + h, "content-type", "application/grpc");
+    static uint8_t buf[8192];
+    size_t n = 0;
+    memcpy(buf, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+    n = 24;
+    n += h2_frame_header(buf + n, 0, 0x4 /* SETTINGS */, 0, 0);
+    const size_t max_msg = 1000;
+    for (uint32_t id = 1; id <= 19; id += 2) {
+        n += h2_frame_header(buf + n, h, 0x1 /* HEADERS */, 0x4 /* END_HEADERS */, id);
+        memcpy(buf + n, hb, h);
+        n += h;
+        n += h2_frame_header(buf + n, 5 + 10, 0x0 /* DATA */, 0, id);
+        const uint8_t prefix[5] = {0, 0, 0, (uint8_t)(max_msg >> 8), (uint8_t)max_msg};
+        memcpy(buf + n, prefix, 5);
+        memset(buf + n + 5, 'x', 10);
+        n += 15;
+    }
+    assert_true(n < sizeof(buf));
+
+    struct grpc_options o = {.max_recv_msg = max_msg};
+    struct grpc_server *s = NULL;
+    struct grpc_sconn *c = NULL;
+    struct err e = {0};
+    assert_int_equal(grpc_server_new(&o, &s, &e), 0);
+    assert_int_equal(grpc_server_add_unary(s, "/t.S/Echo", echo, NULL, &e), 0);
+    assert_int_equal(grpc_sconn_new(s, -1, &c, &e), 0);
+    echo_calls = 0;
+    assert_int_equal(grpc_sconn_feed(c, buf, n), 0);
+    size_t held = grpc_sconn_buffered(c);
+    assert_true(held > 0);
+    assert_true(held <= GRPC_CONN_RECV_FACTOR * max_msg);
+    assert_int_equal(echo_calls, 0);
+    assert_true(grpc_sconn_drain(c) > 0); /* the refusals */
+    grpc_sconn_free(c);
+    grpc_server_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_pb),
         cmocka_unit_test(test_sconn_garbage),
         cmocka_unit_test(test_sconn_request),
+        cmocka_unit_test(test_sconn_buffer_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
