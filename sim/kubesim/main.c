@@ -604,14 +604,14 @@ int main(int argc, char **argv)
     if (tls)
         d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
                              (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
-                             MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem, MHD_OPTION_HTTPS_MEM_CERT,
-                             cert->cert_pem, MHD_OPTION_END);
+                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
+                             conn_limit, MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem,
+                             MHD_OPTION_HTTPS_MEM_CERT, cert->cert_pem, MHD_OPTION_END);
     else
         d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
                              (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
-                             MHD_OPTION_END);
+                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
+                             conn_limit, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "kubesim: listen on %s: cannot start the HTTP server\n", listen_addr);
         return 1;
