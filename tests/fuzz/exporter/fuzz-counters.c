@@ -21,6 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sbuf b;
     sbuf_init(&b, 1 << 20);
     exp_render(&in, PROM_FORMAT_OPENMETRICS, &b);
+    sbuf_reset(&b);
+    exp_render(&in, PROM_FORMAT_TEXT, &b); /* help text is escaped differently there */
     sbuf_free(&b);
     exp_counters_free(c);
     return 0;
