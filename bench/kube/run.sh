@@ -60,7 +60,7 @@ after the full sync.
 | Replay: one watch from the resourceVersion before the patches | $(get replay_eps) events/s ($(get replay_events) events in $(get replay_s) s) |
 | Client CPU per replayed event (8 KB node JSON: parse + callback) | $(get replay_cpu_us_per_event) µs |
 
-API calls for nodes seen by kubesim: $lists lists (pages), $watches watches (one per informer,
-plus the replay watch).
+API calls for nodes seen by kubesim: $lists lists (pages), $watches watch requests (at most one
+per informer, none for an informer freed before its watch began, plus the replay watch).
 The live figure runs on the projected informer, every label indexed.
 MD
