@@ -213,6 +213,18 @@ for _ in $(seq 50); do grep -q frontend "$T/watch" && break; sleep 0.1; done
 kill $WPID 2>/dev/null; wait $WPID 2>/dev/null
 grep -q frontend "$T/watch" || fail "watch missed the label change: $(cat "$T/watch")"
 
+# a watch over server-side Tables (kubectl's default output) delivers a node change
+k get nodes --watch --output-watch-events >"$T/twatch" 2>&1 &
+WPID=$!
+sleep 1
+k label node node-00002 watched=yes >/dev/null || fail "label for table watch"
+for _ in $(seq 50); do grep -q "MODIFIED *node-00002" "$T/twatch" && break; sleep 0.1; done
+kill $WPID 2>/dev/null; wait $WPID 2>/dev/null
+grep -q "MODIFIED *node-00002" "$T/twatch" || fail "table watch: $(cat "$T/twatch")"
+
+# pagination as kubectl does it (limit/continue)
+[ "$(k get nodes --chunk-size=1 --no-headers | wc -l)" = 3 ] || fail "chunked list"
+
 # delete
 k delete cm app-config | grep -q deleted || fail "delete"
 k get cm app-config 2>&1 | grep -q NotFound || fail "deleted object still there"
