@@ -1623,8 +1623,13 @@ static void start_watch(struct ksim *ks, struct ks_type *t, const char *ns, json
     w->last_bookmark = ks_now(ks);
     const char *to = qget(q, "timeoutSeconds");
     uint64_t secs = 0;
-    if (to && to[0] && parse_u64(to, &secs) == 0 && secs > 0)
+    if (to && to[0] && parse_u64(to, &secs) == 0 && secs > 0) {
         w->deadline = ks_now(ks) + secs * 1000;
+    } else {
+        /* as the API server's --min-request-timeout: a random 30 to 60 minutes */
+        uint64_t x = (++ks->uid_counter + ks_now(ks)) * 0x9E3779B97F4A7C15ull;
+        w->deadline = ks_now(ks) + (1800 + (x >> 33) % 1800) * 1000;
+    }
     const char *rvs = qget(q, "resourceVersion");
     uint64_t rv = 0;
     ksim_compact(ks);
