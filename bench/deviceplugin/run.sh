@@ -75,8 +75,8 @@ cat <<MD
 socket by a C client on src/grpc (one connection, calls back to back, as the kubelet does).
 GetPreferredAllocation offers every GPU as available, so the best-effort policy enumerates
 every partition of the node (its worst case for that size). RSS counts the pages of every shared
-library the all-in-one \`gpuop\` binary maps (libcurl's TLS stack: libcrypto, gnutls, ...), most of
-them shared with other processes; the private row is what the plugin itself holds.
+library the all-in-one \`gpuop\` binary maps, most of them shared with other processes; the
+private row is what the plugin itself holds.
 
 | fleet | measure | result | target |
 |---|---|---|---|
