@@ -666,6 +666,13 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
         check(hit is not None, "a lost GPU turns Unhealthy")
         hit = health_after(time.monotonic() + 3, lambda h: h[gpu1] == "Healthy")
         check(hit is None, "a lost GPU does not recover")
+        # ... and the stream was alive all along (no update at all would also give None).
+        gpu3 = devs[3].ID
+        t3 = time.monotonic()
+        sim(gpuop, env, "inject", "xid", "--gpu", "3", "--code", "79")
+        hit = health_after(t3 + 2, lambda h: h[gpu3] == "Unhealthy")
+        check(hit is not None and hit[1][gpu1] == "Unhealthy",
+              "the stream is alive: XID 79 on GPU 3 arrives while GPU 1 stays Unhealthy")
         check("GPU is lost" in plugin.output(), "the lost GPU is logged as lost")
     finally:
         if w:

@@ -819,6 +819,11 @@ int deviceplugin_main(int argc, char **argv)
                 for (char *q = buf; q < buf + n;) {
                     struct inotify_event *iev = (struct inotify_event *)q;
                     q += sizeof(*iev) + iev->len;
+                    if (iev->mask & IN_Q_OVERFLOW) {
+                        /* Events were dropped: a kubelet.sock creation may be among them. */
+                        log_warn(COMP, "inotify: event queue overflow, restarting", NULL);
+                        need_restart = true;
+                    }
                     if (!iev->len)
                         continue;
                     if ((iev->mask & (IN_CREATE | IN_MOVED_TO)) &&
