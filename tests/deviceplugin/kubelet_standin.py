@@ -590,6 +590,35 @@ def run_strategies(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
                 ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia2", "/dev/nvidia0"]]
         check(specs == want, f"device specs (present ones only): {specs}")
         check(dict(c1.envs).get("NVIDIA_VISIBLE_DEVICES") == "3", "second container: GPU 3")
+        rc = plugin.stop()
+        check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
+
+        # volume-mounts (with uuid IDs): the env names the mount root, one /dev/null mount per
+        # device under it, no CDI, no device specs.
+        env.pop("DEVICE_ID_STRATEGY", None)
+        plugin = Plugin(gpuop, env, ["--kubelet-socket", ksock, "--device-list-strategy",
+                                     "volume-mounts"], os.path.join(tmp, "plugin-vm.log"))
+        regs = kubelet.wait_registrations(1, 15)
+        if not check(len(regs) == 1, "volume-mounts: the plugin registers"):
+            return
+        stub = pb_grpc.DevicePluginStub(
+            grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"))
+        w = Watch(stub, pb)
+        t, devs = w.next(5)
+        w.cancel()
+        if not check(devs is not None and len(devs) == 4, "volume-mounts: 4 GPUs listed"):
+            return
+        a = stub.Allocate(pb.AllocateRequest(container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=[devs[1].ID, devs[3].ID])]), timeout=5)
+        c = a.container_responses[0]
+        check(dict(c.envs) == {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices"},
+              f"volume-mounts: env {dict(c.envs)}")
+        mounts = [(m.container_path, m.host_path, m.read_only) for m in c.mounts]
+        check(mounts == [(f"/var/run/nvidia-container-devices/{devs[1].ID}", "/dev/null", False),
+                         (f"/var/run/nvidia-container-devices/{devs[3].ID}", "/dev/null", False)],
+              f"volume-mounts: mounts {mounts}")
+        check(not c.cdi_devices and not c.annotations and not c.devices,
+              "volume-mounts: no CDI devices, annotations or device specs")
     finally:
         rc = plugin.stop()
         check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
