@@ -79,6 +79,27 @@ static void mark_dirty(struct controller *c)
     pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * Every write goes through this check: a replica that lost the lease stops in the middle of a
+ * reconcile, at the next write, instead of finishing it while another replica already leads.
+ */
+static int check_leader(struct controller *c, struct err *e)
+{
+    pthread_mutex_lock(&c->lock);
+    bool leader = c->leader;
+    pthread_mutex_unlock(&c->lock);
+    if (!leader)
+        return err_set(e, -ECANCELED, "not the leader (lease lost); write skipped");
+    return 0;
+}
+
+static void count_write(struct controller *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->m.writes++;
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void h_add(json_t *obj, void *u)
 {
     (void)obj;
@@ -164,12 +185,15 @@ static int write_status(struct controller *c, json_t *cp, json_t *status, struct
     json_t *old = json_object_get(cp, "status");
     if (old && json_equal(old, status))
         return 0;
+    int r = check_leader(c, e);
+    if (r < 0)
+        return r;
     _cleanup_json_ json_t *obj = json_deep_copy(cp);
     json_object_set(obj, "status", status);
     _cleanup_json_ json_t *out = NULL;
-    int r = kube_update_status(c->kc, &RES_CLUSTERPOLICIES, NULL, obj, &out, e);
+    r = kube_update_status(c->kc, &RES_CLUSTERPOLICIES, NULL, obj, &out, e);
     if (r == 0)
-        c->m.writes++;
+        count_write(c);
     return r;
 }
 
@@ -177,6 +201,8 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
                        const char *message)
 {
     struct err e = {0};
+    if (check_leader(c, &e) < 0)
+        return;
     _cleanup_json_ json_t *inv =
         json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
                   "metadata", "name", obj_name(cp), "uid", jget_str(cp, "metadata", "uid") ?: "");
@@ -189,7 +215,7 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
     if (kube_event_create(c->kc, &ev, &e) < 0)
         log_warn(COMPONENT, "event not recorded", "reason=%s error=\"%s\"", reason, err_msg(&e));
     else
-        c->m.writes++;
+        count_write(c);
 }
 
 /* The stored message of a condition, to report each change once: what was reported lives in
@@ -251,8 +277,10 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
              : NULL;
     if (live && streq_ptr(want, have))
         return 0;
+    int rc = check_leader(c, e);
+    if (rc < 0)
+        return rc;
     _cleanup_json_ json_t *out = NULL;
-    int rc;
     if (!live) {
         rc = kube_create(c->kc, r, ns, desired, &out, e);
         if (rc == -EEXIST)
@@ -275,7 +303,7 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
     }
     if (rc < 0)
         return err_prefix(e, "%s %s", r->kind, name);
-    c->m.writes++;
+    count_write(c);
     log_info(COMPONENT, live ? "updated" : "created", "kind=%s name=%s", r->kind, name);
     return 0;
 }
@@ -322,12 +350,14 @@ static int prune_objects(struct controller *c, json_t *desired, struct err *e)
                 continue;
             if (jget_str(o, "metadata", "deletionTimestamp"))
                 continue;
+            if (check_leader(c, e) < 0)
+                return -ECANCELED;
             struct kube_delete_opts dopts = {.propagation = KUBE_PROPAGATION_BACKGROUND};
             int r = kube_delete(c->kc, owned_kinds[k], ns, obj_name(o), &dopts, e);
             if (r < 0 && r != -ENOENT)
                 return err_prefix(e, "delete %s %s", owned_kinds[k]->kind, obj_name(o));
             err_clear(e);
-            c->m.writes++;
+            count_write(c);
             log_info(COMPONENT, "deleted", "kind=%s name=%s", owned_kinds[k]->kind, obj_name(o));
         }
     }
@@ -374,7 +404,8 @@ static char *os_tag_of(json_t *nodes)
 static int label_nodes(struct controller *c, json_t *nodes, const struct op_policy *p,
                        int *ret_gpu_nodes, json_t *warnings, struct err *e)
 {
-    int gpu_nodes = 0;
+    int gpu_nodes = 0, failed = 0;
+    _cleanup_free_ char *first_err = NULL;
     size_t i;
     json_t *n;
     json_array_foreach (nodes, i, n) {
@@ -402,19 +433,28 @@ static int label_nodes(struct controller *c, json_t *nodes, const struct op_poli
         }
         if (json_object_size(patch) == 0)
             continue;
+        if (check_leader(c, e) < 0)
+            return -ECANCELED;
         _cleanup_json_ json_t *body = json_pack("{s:{s:O}}", "metadata", "labels", patch);
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
         _cleanup_json_ json_t *out = NULL;
-        r = kube_patch(c->kc, &KUBE_NODES, NULL, obj_name(n), &po, body, &out, e);
-        if (r == -ENOENT) {
-            err_clear(e);
+        struct err ne = {0};
+        r = kube_patch(c->kc, &KUBE_NODES, NULL, obj_name(n), &po, body, &out, &ne);
+        if (r == -ENOENT)
             continue; /* the node went away */
+        if (r < 0) {
+            /* One node refusing its labels (a webhook, a conflict) must not hold back every
+             * other node: go on, and fail the reconcile at the end so it is retried. */
+            failed++;
+            if (!first_err)
+                first_err = xasprintf("label node %s: %s", obj_name(n), err_msg(&ne));
+            continue;
         }
-        if (r < 0)
-            return err_prefix(e, "label node %s", obj_name(n));
-        c->m.writes++;
+        count_write(c);
     }
     *ret_gpu_nodes = gpu_nodes;
+    if (failed)
+        return err_set(e, -EIO, "%s (%d node(s) not labelled)", first_err, failed);
     return 0;
 }
 
@@ -497,9 +537,15 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     }
 
     _cleanup_json_ json_t *warnings = json_array();
-    int r = label_nodes(c, nodes, p, &c->m.gpu_nodes, warnings, e);
-    if (r < 0)
-        return r;
+    int gpu_nodes = 0;
+    struct err label_err = {0};
+    int label_r = label_nodes(c, nodes, p, &gpu_nodes, warnings, &label_err);
+    pthread_mutex_lock(&c->lock);
+    c->m.gpu_nodes = gpu_nodes;
+    pthread_mutex_unlock(&c->lock);
+    if (label_r == -ECANCELED)
+        return err_set(e, label_r, "%s", err_msg(&label_err));
+    int r;
 
     _cleanup_free_ char *os_tag = os_tag_of(nodes);
     struct op_render_ctx ctx = {.os_tag = os_tag};
@@ -507,12 +553,22 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     r = op_render(p, c->templates, &ctx, &desired, e);
     if (r < 0)
         return r;
+    /* One object the API server refuses does not hold back the others; but nothing is pruned
+     * on a reconcile that failed part way, and it is retried with backoff. */
     json_t *obj;
+    int apply_failed = 0;
     json_array_foreach (desired, i, obj) {
-        r = apply_object(c, obj, e);
-        if (r < 0)
-            return r;
+        struct err ae = {0};
+        r = apply_object(c, obj, &ae);
+        if (r == -ECANCELED)
+            return err_set(e, r, "%s", err_msg(&ae));
+        if (r < 0) {
+            if (apply_failed++ == 0)
+                err_set(e, r, "%s", err_msg(&ae));
+        }
     }
+    if (apply_failed)
+        return err_prefix(e, "%d object(s) not applied, nothing pruned", apply_failed);
     r = prune_objects(c, desired, e);
     if (r < 0)
         return r;
@@ -576,6 +632,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         return err_prefix(e, "ClusterPolicy %s status", obj_name(active));
     c->m.status = all_ready ? 1 : 0;
     *ret_requeue = !all_ready;
+    if (label_r < 0)
+        return err_set(e, label_r, "%s", err_msg(&label_err));
     return 0;
 }
 
@@ -669,6 +727,31 @@ static void on_new_leader(const char *identity, void *u)
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+static void *informer_free_thread(void *inf)
+{
+    kube_informer_free(inf);
+    return NULL;
+}
+
+/* Each informer takes up to a watch poll interval to stop; stopping them one after another made
+ * shutdown take ~10 s. Stop them all at once. */
+#define N_INFORMERS (2 + N_OWNED)
+static void informers_free(struct kube_informer **infs, size_t n)
+{
+    pthread_t th[N_INFORMERS];
+    bool started[N_INFORMERS];
+    if (n > N_INFORMERS)
+        n = N_INFORMERS;
+    for (size_t k = 0; k < n; k++) {
+        started[k] = infs[k] && pthread_create(&th[k], NULL, informer_free_thread, infs[k]) == 0;
+        if (!started[k])
+            kube_informer_free(infs[k]);
+    }
+    for (size_t k = 0; k < n; k++)
+        if (started[k])
+            pthread_join(th[k], NULL);
+}
+
 static void usage(FILE *out)
 {
     fprintf(
@@ -687,6 +770,10 @@ static void usage(FILE *out)
         "  --leader-elect BOOL        Lease-based leader election (default true)\n"
         "  --leader-election-id NAME  the Lease's name (default gpuop-operator)\n"
         "  --identity ID              this replica's identity (env POD_NAME; default hostname)\n"
+        "  --leader-lease-duration D  how long others wait after the last renewal (default 15s)\n"
+        "  --leader-renew-deadline D  the leader stops writing when it could not renew for this\n"
+        "                             long (default 10s; less than the lease duration)\n"
+        "  --leader-retry-period D    period of lease attempts (default 2s)\n"
         "  --kube-qps N --kube-burst N  client-side rate limit (default 50 / 100)\n"
         "  -h, --help\n",
         GPUOP_VERSION);
@@ -777,6 +864,7 @@ int operator_main(int argc, char **argv)
     const char *lease_name = "gpuop-operator";
     const char *identity = env_get("POD_NAME");
     bool leader_elect = true;
+    uint64_t lease_ms = 0, renew_ms = 0, retry_ms = 0; /* 0: kube's defaults */
     double qps = 50;
     unsigned burst = 100;
     static const struct option opts[] = {
@@ -788,6 +876,9 @@ int operator_main(int argc, char **argv)
         {"leader-elect", required_argument, NULL, 'l'},
         {"leader-election-id", required_argument, NULL, 'L'},
         {"identity", required_argument, NULL, 'I'},
+        {"leader-lease-duration", required_argument, NULL, 'D'},
+        {"leader-renew-deadline", required_argument, NULL, 'R'},
+        {"leader-retry-period", required_argument, NULL, 'P'},
         {"kube-qps", required_argument, NULL, 'q'},
         {"kube-burst", required_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},
@@ -824,6 +915,20 @@ int operator_main(int argc, char **argv)
         case 'I':
             identity = optarg;
             break;
+        case 'D':
+        case 'R':
+        case 'P': {
+            uint64_t *dst = o == 'D' ? &lease_ms : o == 'R' ? &renew_ms : &retry_ms;
+            if (parse_duration_ms(optarg, dst) < 0 || *dst == 0) {
+                fprintf(stderr, "gpuop operator: --%s: \"%s\" is not a positive duration\n",
+                        o == 'D'   ? "leader-lease-duration"
+                        : o == 'R' ? "leader-renew-deadline"
+                                   : "leader-retry-period",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'q': {
             uint64_t v;
             if (parse_u64(optarg, &v) < 0 || v == 0 || v > 100000) {
@@ -852,6 +957,17 @@ int operator_main(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "gpuop operator: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
+    }
+    {
+        uint64_t l = lease_ms ? lease_ms : 15000, rn = renew_ms ? renew_ms : 10000,
+                 rt = retry_ms ? retry_ms : 2000;
+        if (!(rt < rn && rn < l)) {
+            fprintf(stderr,
+                    "gpuop operator: leader election needs --leader-retry-period < "
+                    "--leader-renew-deadline < --leader-lease-duration (%llu/%llu/%llu ms)\n",
+                    (unsigned long long)rt, (unsigned long long)rn, (unsigned long long)l);
+            return 2;
+        }
     }
 
     struct controller c = {0};
@@ -931,6 +1047,9 @@ int operator_main(int argc, char **argv)
         struct kube_leader_opts lo = {.ns = c.ns,
                                       .name = lease_name,
                                       .identity = id,
+                                      .lease_ms = lease_ms,
+                                      .renew_ms = renew_ms,
+                                      .retry_ms = retry_ms,
                                       .on_started = on_started,
                                       .on_stopped = on_stopped,
                                       .on_new_leader = on_new_leader,
@@ -970,6 +1089,12 @@ int operator_main(int argc, char **argv)
         struct err re = {0};
         uint64_t t0 = now_ms_mono();
         int r = reconcile(&c, &requeue, &re);
+        if (r == -ECANCELED) {
+            /* Lost the lease mid-way: stop here; the new leader (or this one, when it leads
+             * again) reconciles from the cluster's state. */
+            log_warn(COMPONENT, "reconcile stopped", "error=\"%s\"", err_msg(&re));
+            continue;
+        }
         pthread_mutex_lock(&c.lock);
         c.m.reconciliations++;
         if (r < 0) {
@@ -1013,12 +1138,14 @@ fail:
     fprintf(stderr, "gpuop operator: %s\n", err_msg(&e));
     rc = 1;
 out:
-    kube_leader_free(leader);
+    kube_leader_free(leader); /* first: the lease is released before anything else */
     http_server_free(http);
-    for (size_t k = 0; k < N_OWNED; k++)
-        kube_informer_free(c.owned[k]);
-    kube_informer_free(c.nodes);
-    kube_informer_free(c.policies);
+    {
+        struct kube_informer *infs[N_INFORMERS] = {c.nodes, c.policies};
+        for (size_t k = 0; k < N_OWNED; k++)
+            infs[2 + k] = c.owned[k];
+        informers_free(infs, ARRAY_SIZE(infs));
+    }
     op_templates_free(c.templates);
     kube_client_free(c.kc);
     pthread_cond_destroy(&c.cond);

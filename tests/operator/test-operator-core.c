@@ -354,13 +354,80 @@ static void test_ds_ready(void **state)
     }
 }
 
+/* Privilege is where it is needed, and only there: the API server rejects a Bidirectional mount
+ * in a container that is not privileged, and every privileged container is on this list. */
+static void test_render_privileges(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    json_object_set_new(json_object_get(json_object_get(cp, "spec"), "nodeStatusExporter"),
+                        "enabled", json_true());
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *objs = NULL;
+    assert_int_equal(op_render(p, t, NULL, &objs, &e), 0);
+    static const char *const allowed[] = {
+        "nvidia-driver-daemonset/k8s-driver-manager",
+        "nvidia-driver-daemonset/nvidia-driver-ctr",
+        "nvidia-container-toolkit-daemonset/driver-validation",
+        "nvidia-container-toolkit-daemonset/nvidia-container-toolkit-ctr",
+        "nvidia-operator-validator/driver-validation",
+        "nvidia-operator-validator/toolkit-validation",
+        "nvidia-mig-manager/nvidia-mig-manager",
+    };
+    size_t n_priv = 0, n_ds = 0;
+    size_t i;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (!streq_ptr(json_string_value(json_object_get(o, "kind")), "DaemonSet"))
+            continue;
+        n_ds++;
+        const char *ds = json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+        json_t *pod =
+            json_object_get(json_object_get(json_object_get(o, "spec"), "template"), "spec");
+        static const char *const lists[] = {"initContainers", "containers"};
+        for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+            size_t j;
+            json_t *ctr;
+            json_array_foreach (json_object_get(pod, lists[l]), j, ctr) {
+                const char *name = json_string_value(json_object_get(ctr, "name"));
+                bool priv = json_is_true(
+                    json_object_get(json_object_get(ctr, "securityContext"), "privileged"));
+                _cleanup_free_ char *id = xasprintf("%s/%s", ds, name);
+                size_t k;
+                json_t *m;
+                json_array_foreach (json_object_get(ctr, "volumeMounts"), k, m) {
+                    if (streq_ptr(json_string_value(json_object_get(m, "mountPropagation")),
+                                  "Bidirectional") &&
+                        !priv)
+                        fail_msg("%s: Bidirectional mount %s in an unprivileged container", id,
+                                 json_string_value(json_object_get(m, "name")));
+                }
+                if (!priv)
+                    continue;
+                n_priv++;
+                bool ok = false;
+                for (size_t a = 0; a < ARRAY_SIZE(allowed); a++)
+                    ok = ok || strcmp(allowed[a], id) == 0;
+                if (!ok)
+                    fail_msg("%s is privileged and need not be", id);
+            }
+        }
+    }
+    assert_int_equal(n_ds, 8); /* every component gpuop deploys, node status exporter included */
+    assert_int_equal(n_priv, ARRAY_SIZE(allowed));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_loaded),  cmocka_unit_test(test_sample_policy),
         cmocka_unit_test(test_invalid_policy), cmocka_unit_test(test_node_labels),
         cmocka_unit_test(test_render_sample),  cmocka_unit_test(test_disable_component),
-        cmocka_unit_test(test_ds_ready),
+        cmocka_unit_test(test_ds_ready),       cmocka_unit_test(test_render_privileges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
 #    the GPU nodes (no driver pod on the node whose driver is pre-installed, none on the CPU node);
 #  - turning a component off removes its objects; driver.enabled=false removes the driver;
 #  - an invalid value changes nothing and is reported (status and Event);
-#  - a restarted operator makes no writes; a second replica stays passive.
+#  - a restarted operator makes no writes; a second replica stays passive;
+#  - a leader that loses its lease in the middle of a reconcile stops writing.
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -54,12 +55,18 @@ writes() { # write calls kubesim has served, leases and events excluded
 }
 
 $K apply --validate=false -f "$S/deploy/crds/" >/dev/null
-start_operator() { # name port
+# Short leader-election periods keep hand-overs quick; the renew deadline still leaves a loaded
+# (sanitizer) run several attempts to renew.
+LEADER_FLAGS="--leader-lease-duration 3s --leader-renew-deadline 2s --leader-retry-period 250ms"
+start_operator() { # name port [flags...]
+    local name=$1 port=$2
+    shift 2
+    # shellcheck disable=SC2086
     "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator \
-        --operand-image gpuop:test --metrics-listen "127.0.0.1:$2" --identity "$1" \
-        >"$T/$1.log" 2>&1 &
+        --operand-image gpuop:test --metrics-listen "127.0.0.1:$port" --identity "$name" \
+        $LEADER_FLAGS "$@" >"$T/$name.log" 2>&1 &
     pids+=($!)
-    eval "PID_$1=$!"
+    eval "PID_$name=$!"
 }
 P1=$(free_port)
 start_operator op1 "$P1"
@@ -123,7 +130,7 @@ w2=$(writes)
 P2=$(free_port)
 start_operator op2 "$P2"
 wait_for 20 "replica op2 synced" sh -c "curl -sf 127.0.0.1:$P2/readyz"
-sleep 2
+sleep 1 # four lease attempts
 curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_leader 0' || fail "op2 is not passive"
 curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "passive op2 wrote"
 
@@ -147,11 +154,12 @@ wait_for 15 "driver pods gone" sh -c "[ -z \"\$($K -n gpu-operator get pods -l a
 $K -n gpu-operator get ds nvidia-device-plugin-daemonset >/dev/null || fail "device plugin removed too"
 
 # A restarted operator makes no writes.
-sleep 2
+wait_for 10 "driver condition reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"DriverReady\")].reason}' | grep -qx Disabled"
 kill "$PID_op1"
 wait "$PID_op1" 2>/dev/null || true
 wait_for 30 "op2 takes over" sh -c "curl -s 127.0.0.1:$P2/metrics | grep -q '^gpuop_operator_leader 1'"
-sleep 3
+wait_for 10 "op2 reconciled" sh -c "curl -s 127.0.0.1:$P2/metrics | grep -qE '^gpu_operator_reconciliation_total [1-9]'"
+sleep 1
 w_before=$(writes)
 P3=$(free_port)
 kill "$PID_op2"
@@ -159,8 +167,44 @@ wait "$PID_op2" 2>/dev/null || true
 start_operator op3 "$P3"
 wait_for 30 "op3 leading" sh -c "curl -s 127.0.0.1:$P3/metrics | grep -q '^gpuop_operator_leader 1'"
 wait_for 10 "op3 reconciled" sh -c "curl -s 127.0.0.1:$P3/metrics | grep -qE '^gpu_operator_reconciliation_total [1-9]'"
-sleep 2
+sleep 1
 w_after=$(writes)
 [ "$w_before" = "$w_after" ] || fail "a restarted operator wrote $((w_after - w_before)) times"
 curl -s "127.0.0.1:$P3/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "op3 counted writes"
+kill "$PID_op3"
+wait "$PID_op3" 2>/dev/null || true
+
+# A leader that loses its lease in the middle of a reconcile stops writing at once, before
+# another replica can start: 100 new GPU nodes labelled at 10 writes/s, the lease taken over
+# after the first few labels.
+"$B/kubesim" --nodes 100 --node-template "$S/bench/operator/node-template.yaml" \
+    --kubeconfig-out "$T/kc2" >"$T/kubesim2.log" 2>&1 &
+pids+=($!)
+wait_for 10 "kubesim 2 kubeconfig" test -s "$T/kc2"
+export KUBECONFIG=$T/kc2
+SERVER=$(grep -m1 'server:' "$T/kc2" | awk '{print $2}')
+wait_for 10 "kubesim 2 answering" $K get nodes
+printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n' | $K apply --validate=false -f - >/dev/null
+$K apply --validate=false -f "$S/deploy/crds/" >/dev/null
+$K apply --validate=false -f "$SAMPLE" >/dev/null
+node_patches() { curl -s "$SERVER/metrics" | awk '/^kubesim_requests_total/ && /verb="patch"/ && /resource="nodes"/ {s+=$NF} END {print s+0}'; }
+P4=$(free_port)
+# The lease outlasts the check: kube's elector counts expiry by its own lease duration, not the
+# holder's leaseDurationSeconds, so op4 would take an unrenewed lease back after it.
+LEADER_FLAGS="--leader-lease-duration 15s --leader-renew-deadline 3s --leader-retry-period 1s"
+start_operator op4 "$P4" --kube-qps 10 --kube-burst 1
+wait_for 20 "op4 labelling nodes" sh -c "[ \$(curl -s $SERVER/metrics | awk '/^kubesim_requests_total/ && /verb=\"patch\"/ && /resource=\"nodes\"/ {s+=\$NF} END {print s+0}') -ge 3 ]"
+now=$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)
+$K -n gpu-operator patch lease gpuop-operator --type merge \
+    -p "{\"spec\":{\"holderIdentity\":\"another-replica\",\"leaseDurationSeconds\":600,\"renewTime\":\"$now\"}}" >/dev/null
+wait_for 10 "op4 steps down" grep -q "lost leadership" "$T/op4.log"
+sleep 0.5 # a write already on the wire
+p1=$(node_patches)
+w1=$(writes)
+sleep 2
+p2=$(node_patches)
+w2=$(writes)
+[ "$p1" -lt 100 ] || fail "op4 labelled every node before it lost the lease (the check proves nothing)"
+[ "$p1" = "$p2" ] && [ "$w1" = "$w2" ] || fail "op4 kept writing after it lost the lease: node patches $p1 -> $p2, writes $w1 -> $w2"
+echo "op4 stopped after $p1 of 100 node labels"
 echo "ok: operator against kubesim"
