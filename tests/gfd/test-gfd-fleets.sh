@@ -141,6 +141,11 @@ GFD_MIG_STRATEGY=mixed check_case dgx-a100-80gb-mig.mixed "$FLEETS/dgx-a100-80gb
     $COMPUTE "$WORK/machine" --config-file "$CFG/gfd-flags.yaml"
 GFD_MIG_STRATEGY=mixed check_case dgx-a100-80gb-mig.none "$FLEETS/dgx-a100-80gb-mig.yaml" \
     $COMPUTE "$WORK/machine" --config-file "$CFG/gfd-flags.yaml" --mig-strategy none
+# NVIDIA's fallback names (what its operator sets): MIG_STRATEGY alone applies; GFD_ wins over it
+MIG_STRATEGY=mixed check_case dgx-a100-80gb-mig.mixed "$FLEETS/dgx-a100-80gb-mig.yaml" \
+    $COMPUTE "$WORK/machine"
+MIG_STRATEGY=single GFD_MIG_STRATEGY=mixed check_case dgx-a100-80gb-mig.mixed \
+    "$FLEETS/dgx-a100-80gb-mig.yaml" $COMPUTE "$WORK/machine"
 GFD_CONFIG_FILE=$CFG/timeslicing-4.yaml check_case dgx-h100.timeslicing "$FLEETS/dgx-h100.yaml" \
     $COMPUTE "$WORK/machine"
 GFD_MACHINE_TYPE_FILE=$WORK/machine check_case pcie-l4.graphics "$FLEETS/pcie-l4.yaml" \
@@ -196,6 +201,8 @@ run_fd "$H100" $COMPUTE "$WORK/machine" --mig-strategy bogus
 expect_error unknown-strategy 1 "--mig-strategy" "unknown MIG strategy \"bogus\""
 GFD_MIG_STRATEGY=Mixed run_fd "$H100" $COMPUTE "$WORK/machine"
 expect_error unknown-strategy-env 1 "GFD_MIG_STRATEGY" "\"Mixed\""
+MIG_STRATEGY=Mixed run_fd "$H100" $COMPUTE "$WORK/machine"
+expect_error unknown-strategy-fallback-env 1 "MIG_STRATEGY" "\"Mixed\""
 run_fd "$H100" $COMPUTE "$WORK/machine" --sleep-interval soon
 expect_error bad-interval 2 "--sleep-interval" "not a duration"
 run_fd "$H100" $COMPUTE "$WORK/machine" --fail-on-init-error=maybe
@@ -253,6 +260,9 @@ nvml_case nvml-missing-bogus-strategy error --fail-on-init-error --mig-strategy 
 nvml_case nvml-missing-no-fail ok --fail-on-init-error=false
 nvml_case nvml-missing-no-fail-bogus ok --fail-on-init-error=false --mig-strategy bogus
 GFD_FAIL_ON_INIT_ERROR=false nvml_case nvml-missing-no-fail-env ok
+FAIL_ON_INIT_ERROR=false nvml_case nvml-missing-no-fail-fallback-env ok
+FAIL_ON_INIT_ERROR=false GFD_FAIL_ON_INIT_ERROR=true nvml_case nvml-missing-gfd-env-wins error
+FAIL_ON_INIT_ERROR=bogus GFD_FAIL_ON_INIT_ERROR=false nvml_case nvml-missing-fallback-unread ok
 # (NVML working with a bogus strategy is the unknown-strategy case above, also with
 # --fail-on-init-error=false:)
 run_fd "$H100" $COMPUTE "$WORK/machine" --fail-on-init-error=false --mig-strategy bogus

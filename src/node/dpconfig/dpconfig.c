@@ -936,7 +936,11 @@ const struct dpconfig_option dpconfig_plugin_options[] = {
     {NULL, NULL, NULL},
 };
 
+/* NVIDIA's GFD also reads MIG_STRATEGY and FAIL_ON_INIT_ERROR (the names its operator sets) after
+ * the GFD_ ones: listed first, so that the GFD_ variable, applied later, wins. */
 const struct dpconfig_option dpconfig_gfd_options[] = {
+    {"flags.migStrategy", "mig-strategy", "MIG_STRATEGY"},
+    {"flags.failOnInitError", "fail-on-init-error", "FAIL_ON_INIT_ERROR"},
     {"flags.migStrategy", "mig-strategy", "GFD_MIG_STRATEGY"},
     {"flags.failOnInitError", "fail-on-init-error", "GFD_FAIL_ON_INIT_ERROR"},
     {"flags.gfd.oneshot", "oneshot", "GFD_ONESHOT"},

@@ -17,6 +17,7 @@
 #define MACHINE_FILE_MAX 4096
 #define OUTPUT_MAX       (1u << 20)
 #define GFD_MIG_ENV      "GFD_MIG_STRATEGY"
+#define MIG_ENV          "MIG_STRATEGY"
 #define MIG_FIELD        "flags.migStrategy"
 
 int gfd_main(int argc, char **argv);
@@ -42,6 +43,7 @@ static void usage(FILE *out)
             "                              written atomically)                  GFD_OUTPUT_FILE\n"
             "  --mig-strategy STRATEGY     none (default), single or mixed      "
             "GFD_MIG_STRATEGY\n"
+            "                                                  (or MIG_STRATEGY)\n"
             "  --config-file FILE          NVIDIA device-plugin config (v1, YAML or JSON): "
             "flags,\n"
             "                              flags.gfd and sharing (time-slicing, MPS)  "
@@ -55,6 +57,7 @@ static void usage(FILE *out)
             "                              false: keep running with no GPU labels\n"
             "                                                                   "
             "GFD_FAIL_ON_INIT_ERROR\n"
+            "                                                  (or FAIL_ON_INIT_ERROR)\n"
             "  --use-node-feature-api[=BOOL] accepted for compatibility; labels go to the file\n"
             "                                                                   "
             "GFD_USE_NODE_FEATURE_API\n"
@@ -78,11 +81,15 @@ static const char *kv_quote(struct err *e)
     return e->msg;
 }
 
-/* Hides GFD_MIG_STRATEGY from dpconfig: the MIG strategy is validated only once NVML is up, so
- * a bad strategy with failOnInitError=false and no NVML is not an error (NVIDIA's matrix). */
+/* Hides the MIG strategy variables from dpconfig: the strategy is validated only once NVML is
+ * up, so a bad strategy with failOnInitError=false and no NVML is not an error (NVIDIA's
+ * matrix). A fallback name (FAIL_ON_INIT_ERROR) is not read at all when its GFD_ name is set, as
+ * NVIDIA takes the first variable present. */
 static const char *getenv_without_mig(const char *name)
 {
-    if (strcmp(name, GFD_MIG_ENV) == 0)
+    if (strcmp(name, GFD_MIG_ENV) == 0 || strcmp(name, MIG_ENV) == 0)
+        return NULL;
+    if (strcmp(name, "FAIL_ON_INIT_ERROR") == 0 && env_get("GFD_FAIL_ON_INIT_ERROR"))
         return NULL;
     return env_get(name);
 }
@@ -134,7 +141,8 @@ static int apply_mig_strategy(struct gfd_state *st, struct err *e)
     if (!st->mig_value)
         return 0;
     char src[96];
-    bool is_env = st->mig_source && strcmp(st->mig_source, GFD_MIG_ENV) == 0;
+    bool is_env = st->mig_source && (strcmp(st->mig_source, GFD_MIG_ENV) == 0 ||
+                                     strcmp(st->mig_source, MIG_ENV) == 0);
     snprintf(src, sizeof(src), "%s%s", is_env ? "" : "--", st->mig_source ? st->mig_source : "");
     return dpconfig_set(st->config, MIG_FIELD, st->mig_value, src, e);
 }
