@@ -599,7 +599,7 @@ static void test_precedence(void **state)
     fake_env[0][1] = path;
     fake_env[1][0] = "GFD_ONESHOT";
     fake_env[1][1] = "true";
-    fake_env[2][0] = "MIG_STRATEGY"; /* the plugin's name: not GFD's */
+    fake_env[2][0] = "MIG_STRATEGY"; /* NVIDIA's GFD reads it after GFD_MIG_STRATEGY */
     fake_env[2][1] = "mixed";
     fake_env[3][0] = "GFD_SLEEP_INTERVAL";
     fake_env[3][1] = "2m";
@@ -608,10 +608,19 @@ static void test_precedence(void **state)
     assert_int_equal(dpconfig_resolve(go, cli, fake_getenv, &c, NULL, &e), 0);
     assert_true(c->gfd.oneshot);
     assert_true(c->gfd.no_timestamp);
-    assert_int_equal(c->mig_strategy, DPCONFIG_MIG_SINGLE); /* file */
+    assert_int_equal(c->mig_strategy, DPCONFIG_MIG_MIXED); /* MIG_STRATEGY over the file */
     assert_int_equal(c->gfd.sleep_interval_ms, 120000);
     assert_string_equal(c->gfd.output_file, "-");
     dpconfig_free(c);
+    fake_env[4][0] = "GFD_MIG_STRATEGY"; /* the GFD_ name wins over MIG_STRATEGY */
+    fake_env[4][1] = "none";
+    assert_int_equal(dpconfig_resolve(go, cli, fake_getenv, &c, NULL, &e), 0);
+    assert_int_equal(c->mig_strategy, DPCONFIG_MIG_NONE);
+    dpconfig_free(c);
+    assert_string_equal(dpconfig_option_value(go, NULL, fake_getenv, "flags.migStrategy", &src),
+                        "none");
+    assert_string_equal(src, "GFD_MIG_STRATEGY");
+    fake_env[4][0] = NULL;
     cli[opt_index(go, "sleep-interval")] = "5s";
     assert_int_equal(dpconfig_resolve(go, cli, fake_getenv, &c, NULL, &e), 0);
     assert_int_equal(c->gfd.sleep_interval_ms, 5000);
