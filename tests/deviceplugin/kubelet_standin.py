@@ -6,7 +6,7 @@ implementation (Debian's python3-grpcio), on the simulated fleets.
   kubelet_standin.py GPUOP LIBNVML FLEET SCENARIO
 
 SCENARIO: none | single | mixed | timeslicing | recovery | strategies | badconfig |
-reloadstress. The stand-in serves Registration on
+reloadstress | preferredload. The stand-in serves Registration on
 a temporary kubelet.sock, accepts the registrations, streams ListAndWatch, calls
 GetDevicePluginOptions, GetPreferredAllocation and Allocate, injects an XID with
 `gpuop sim inject xid` and expects the device Unhealthy in under a second, then deletes and
@@ -246,6 +246,9 @@ def run(gpuop, lib, fleet, scenario):
         return
     if scenario == "recovery":
         run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
+        return
+    if scenario == "preferredload":
+        run_preferred_load(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
         return
     if scenario == "reloadstress":
         run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
@@ -784,6 +787,76 @@ def run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
                                          "runtime error")), "no sanitizer report")
     finally:
         for w in watches:
+            w.cancel()
+        rc = plugin.stop()
+        check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
+        kubelet.stop()
+        if FAILS:
+            print("---- plugin log ----")
+            print(plugin.output()[-6000:])
+
+
+def run_preferred_load(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
+    """A hostile GetPreferredAllocation (256 containers, each a hard best-effort search: 16 GPUs
+    in two NVLink domains, size 5) does not hold up health updates: one server thread runs the
+    handlers and writes the ListAndWatch updates, so the search budget is per request, not per
+    container. Sent back to back while an XID arrives, the GPU still turns Unhealthy in under a
+    second, and each request is answered with a full preferred set per container."""
+    kubelet = Kubelet(pb, pb_grpc, ksock)
+    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    w = None
+    stop = threading.Event()
+    try:
+        regs = kubelet.wait_registrations(1, 15)
+        if not check(len(regs) == 1, "the plugin registers"):
+            return
+        target = f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"
+        stub = pb_grpc.DevicePluginStub(grpc.insecure_channel(target))
+        w = Watch(stub, pb)
+        t, devs = w.next(5)
+        if not check(devs is not None and len(devs) == 16, "16 GPUs listed"):
+            return
+        ids = [d.ID for d in devs]
+        req = pb.PreferredAllocationRequest(container_requests=[
+            pb.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=5)
+            for _ in range(256)])
+        done, sizes, first_start = [], set(), []
+
+        def load():
+            st = pb_grpc.DevicePluginStub(grpc.insecure_channel(target))
+            while not stop.is_set():
+                first_start.append(time.monotonic())
+                try:
+                    resp = st.GetPreferredAllocation(req, timeout=60)
+                    sizes.update(len(c.deviceIDs) for c in resp.container_responses)
+                    done.append(time.monotonic())
+                except grpc.RpcError as e:
+                    print(f"load request failed: {e.code()} {e.details()}")
+                    return
+
+        th = threading.Thread(target=load, daemon=True)
+        th.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        check(sim(gpuop, env, "inject", "xid", "--gpu", "5", "--code", "79") == 0,
+              "gpuop sim inject xid --gpu 5 --code 79")
+        got = None
+        while time.monotonic() < t0 + 5 and got is None:
+            tt, dv = w.next(0.05)
+            if dv is not None and {d.ID: d.health for d in dv}[ids[5]] == "Unhealthy":
+                got = tt - t0
+        time.sleep(0.3)
+        stop.set()
+        th.join(timeout=60)
+        check(len(first_start) > 0 and first_start[0] < t0 and len(done) >= 1,
+              f"hostile requests ran during the XID ({len(done)} answered)")
+        check(sizes == {5}, f"every container got 5 preferred devices ({sorted(sizes)})")
+        check(got is not None and got < 1.0,
+              f"XID during hostile GetPreferredAllocation load: Unhealthy in "
+              f"{got if got is not None else -1:.2f} s")
+    finally:
+        stop.set()
+        if w:
             w.cancel()
         rc = plugin.stop()
         check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")

@@ -730,6 +730,38 @@ static void test_besteffort_random(void **state)
     }
 }
 
+/* The search budget is shared: a hard search spends it, later searches of the same request
+ * fall back to a greedy set (still a full, valid answer) instead of searching again. */
+static void test_besteffort_budget(void **state)
+{
+    (void)state;
+    unsigned score[256], avail[16], out[16];
+    for (unsigned a = 0; a < 16; a++) {
+        avail[a] = a;
+        for (unsigned b = 0; b < 16; b++)
+            score[a * 16 + b] = a == b ? 0 : a / 8 == b / 8 ? 220 : 10; /* two NVLink domains */
+    }
+    uint64_t budget = DP_BE_BUDGET;
+    assert_int_equal(dp_besteffort_budget(score, 16, avail, 16, NULL, 0, 5, &budget, out), 0);
+    assert_int_equal(budget, 0); /* size 5 of 16 spends it all */
+    for (unsigned i = 0; i < 5; i++)
+        assert_int_equal(out[i], i); /* five of one domain */
+    unsigned must = 9;
+    assert_int_equal(dp_besteffort_budget(score, 16, avail, 16, &must, 1, 5, &budget, out), 0);
+    assert_int_equal(budget, 0);
+    unsigned seen = 0;
+    for (unsigned i = 0; i < 5; i++) {
+        assert_true(out[i] >= 8); /* greedy from the must-include GPU stays in its domain */
+        seen |= 1u << out[i];
+    }
+    assert_int_equal(__builtin_popcount(seen), 5);
+    assert_true(seen & (1u << 9));
+    /* an easy search leaves most of it */
+    budget = DP_BE_BUDGET;
+    assert_int_equal(dp_besteffort_budget(score, 16, avail, 16, NULL, 0, 4, &budget, out), 0);
+    assert_true(budget > DP_BE_BUDGET / 2);
+}
+
 static size_t count_gpu(const struct dp_plan *p, const struct dp_resource *r, const char **ids,
                         size_t n, unsigned gpu)
 {
@@ -990,7 +1022,8 @@ int main(void)
         cmocka_unit_test(test_time_slicing),      cmocka_unit_test(test_allocate),
         cmocka_unit_test(test_allocate_shared),   cmocka_unit_test(test_besteffort_dgx1),
         cmocka_unit_test(test_besteffort_random), cmocka_unit_test(test_greedy),
-        cmocka_unit_test(test_health_policy),     cmocka_unit_test(test_health_apply),
+        cmocka_unit_test(test_besteffort_budget), cmocka_unit_test(test_health_policy),
+        cmocka_unit_test(test_health_apply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,12 +174,25 @@ int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const cha
                  size_t n_avail, const char *const *must, size_t n_must, int size,
                  const char **ret_ids, size_t *ret_n, struct err *e);
 
+/* The search budget of one GetPreferredAllocation request: visited candidate sets of the
+ * best-effort search, shared by the request's containers. */
+#define DP_BE_BUDGET 1000000ull
+/* dp_preferred drawing on (and decrementing) *budget; when it is spent, the best-effort search
+ * returns its best partition so far or a greedy set. dp_preferred: a fresh DP_BE_BUDGET. */
+int dp_preferred_budget(const struct dp_plan *p, const struct dp_resource *r,
+                        const char *const *avail, size_t n_avail, const char *const *must,
+                        size_t n_must, int size, uint64_t *budget, const char **ret_ids,
+                        size_t *ret_n, struct err *e);
+
 /* The best-effort policy over GPUs 0..n-1 of a score matrix (exposed for table tests):
  * avail/must are GPU numbers; writes the chosen set to ret (size entries). 0 or -EINVAL
  * (nothing satisfies the request). */
 int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
                   size_t n_avail, const unsigned *must, size_t n_must, unsigned size,
                   unsigned *ret);
+int dp_besteffort_budget(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
+                         size_t n_avail, const unsigned *must, size_t n_must, unsigned size,
+                         uint64_t *budget, unsigned *ret);
 
 /* ---- health ------------------------------------------------------------------------------- */
 

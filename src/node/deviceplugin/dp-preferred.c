@@ -12,8 +12,11 @@
  * The enumeration is combinatorial. Branch and bound keeps it small: a branch whose upper bound
  * (each remaining GPU with its best partners) cannot beat the best partition strictly is cut,
  * which never changes the answer (ties keep the first found). It is also bounded by
- * DP_BE_BUDGET visited sets, after which the best partition seen so far is used, or, when none
- * qualified yet, a greedy set that grows from the must-include GPUs.
+ * DP_BE_BUDGET visited sets per request (shared by its containers, so a request listing many
+ * containers costs no more than one hard search: the server's loop thread, which also writes
+ * the ListAndWatch health updates, is never busy for long), after which the best partition
+ * seen so far is used, or, when none qualified yet, a greedy set that grows from the
+ * must-include GPUs.
  *
  * Replicas and MIG devices: NVIDIA's greedy policies over physical GPUs: distributed takes the
  * candidate whose GPU has the fewest allocated devices, packed the most; ties go to the GPU
@@ -24,7 +27,6 @@
 #include "deviceplugin.h"
 
 #define DP_BE_MAX_SLOTS 64
-#define DP_BE_BUDGET    4000000ull
 
 struct be {
     unsigned n, size;
@@ -39,7 +41,7 @@ struct be {
     uint64_t best_sets[DP_BE_MAX_SLOTS];
     unsigned best_set_score[DP_BE_MAX_SLOTS];
     unsigned best_n;
-    uint64_t visited;
+    uint64_t visited, limit;
     /* per slot, the other slots by descending score, for the upper bound */
     unsigned char order[DP_BE_MAX_SLOTS][DP_BE_MAX_SLOTS];
 };
@@ -79,7 +81,7 @@ static void be_iterate(struct be *b, uint64_t remaining);
 static void be_choose(struct be *b, uint64_t remaining, unsigned *members, unsigned k,
                       unsigned from)
 {
-    if (b->visited >= DP_BE_BUDGET)
+    if (b->visited >= b->limit)
         return;
     if (k == b->size) {
         b->visited++;
@@ -107,7 +109,7 @@ static void be_choose(struct be *b, uint64_t remaining, unsigned *members, unsig
             continue;
         members[k] = i;
         be_choose(b, remaining, members, k + 1, i + 1);
-        if (b->visited >= DP_BE_BUDGET)
+        if (b->visited >= b->limit)
             return;
     }
 }
@@ -135,6 +137,15 @@ static void be_iterate(struct be *b, uint64_t remaining)
 int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
                   size_t n_avail, const unsigned *must, size_t n_must, unsigned size, unsigned *ret)
 {
+    uint64_t budget = DP_BE_BUDGET;
+    return dp_besteffort_budget(pair_score, n_gpus, avail, n_avail, must, n_must, size, &budget,
+                                ret);
+}
+
+int dp_besteffort_budget(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
+                         size_t n_avail, const unsigned *must, size_t n_must, unsigned size,
+                         uint64_t *budget, unsigned *ret)
+{
     if (size == 0 || n_avail < size || n_must > size || n_must > n_avail)
         return -EINVAL;
     size_t padded = (n_avail + size - 1) / size * size;
@@ -144,6 +155,7 @@ int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *a
         if (avail[i] >= n_gpus)
             return -EINVAL;
     struct be *b = xcalloc(1, sizeof(*b));
+    b->limit = *budget;
     b->n = (unsigned)padded;
     b->size = size;
     for (size_t i = n_avail; i < padded; i++)
@@ -188,6 +200,7 @@ int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *a
     }
 
     be_iterate(b, (b->n == 64) ? ~0ull : ((1ull << b->n) - 1));
+    *budget -= b->visited < *budget ? b->visited : *budget;
 
     uint64_t chosen = 0;
     if (b->have_best) {
@@ -289,6 +302,16 @@ int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const cha
                  size_t n_avail, const char *const *must, size_t n_must, int size,
                  const char **ret_ids, size_t *ret_n, struct err *e)
 {
+    uint64_t budget = DP_BE_BUDGET;
+    return dp_preferred_budget(p, r, avail, n_avail, must, n_must, size, &budget, ret_ids, ret_n,
+                               e);
+}
+
+int dp_preferred_budget(const struct dp_plan *p, const struct dp_resource *r,
+                        const char *const *avail, size_t n_avail, const char *const *must,
+                        size_t n_must, int size, uint64_t *budget, const char **ret_ids,
+                        size_t *ret_n, struct err *e)
+{
     if (size <= 0)
         return err_set(e, -EINVAL, "invalid allocation size %d", size);
     if ((size_t)size > r->n_devices)
@@ -341,7 +364,8 @@ int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const cha
             ag[i] = av[i]->gpu;
         for (size_t i = 0; i < nm; i++)
             mg[i] = mu[i]->gpu;
-        int rr = dp_besteffort(p->pair_score, p->n_gpus, ag, na, mg, nm, (unsigned)size, out);
+        int rr = dp_besteffort_budget(p->pair_score, p->n_gpus, ag, na, mg, nm, (unsigned)size,
+                                      budget, out);
         if (rr == -E2BIG)
             return err_set(e, rr, "%zu available GPUs is more than the supported %d", na,
                            DP_BE_MAX_SLOTS);

@@ -174,6 +174,7 @@ int dp_proto_preferred(const struct dp_plan *p, const struct dp_resource *r, con
         *ret_status = GRPC_STATUS_INVALID_ARGUMENT;
         goto out;
     }
+    uint64_t budget = DP_BE_BUDGET; /* for the whole request */
     cr = xcalloc(n + 1, sizeof(*cr));
     crp = xcalloc(n + 1, sizeof(*crp));
     ids = xcalloc(n + 1, sizeof(*ids));
@@ -196,9 +197,10 @@ int dp_proto_preferred(const struct dp_plan *p, const struct dp_resource *r, con
         }
         ids[i] = xcalloc((size_t)c->allocation_size, sizeof(char *));
         size_t got = 0;
-        rc = dp_preferred(p, r, (const char *const *)c->available_deviceids,
-                          c->n_available_deviceids, (const char *const *)c->must_include_deviceids,
-                          c->n_must_include_deviceids, c->allocation_size, ids[i], &got, e);
+        rc = dp_preferred_budget(
+            p, r, (const char *const *)c->available_deviceids, c->n_available_deviceids,
+            (const char *const *)c->must_include_deviceids, c->n_must_include_deviceids,
+            c->allocation_size, &budget, ids[i], &got, e);
         if (rc < 0) {
             *ret_status = GRPC_STATUS_UNKNOWN;
             goto out;
