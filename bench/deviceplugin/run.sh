@@ -63,9 +63,9 @@ run_fleet() { # fleet label sizes...
     pid=
 }
 
-run_fleet sim/fleets/dgx1-v100.yaml "DGX-1 V100 (8)" 2 4
-run_fleet sim/fleets/dgx-h100.yaml "DGX H100 (8)" 2 4
-ITER=${ITER16:-200} run_fleet bench/deviceplugin/hgx-16.yaml "HGX 16x H100 (16)" 2 4 8
+run_fleet sim/fleets/dgx1-v100.yaml "DGX-1 V100 (8)" 2 3 4
+run_fleet sim/fleets/dgx-h100.yaml "DGX H100 (8)" 2 3 4
+ITER=${ITER16:-200} run_fleet bench/deviceplugin/hgx-16.yaml "HGX 16x H100 (16)" 2 3 4 5 8
 
 cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
 cat <<MD
