@@ -523,6 +523,15 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                                                generation, old_conditions));
         json_array_append_new(conds, condition("Error", true, "ReconcileFailed", err_msg(&perr),
                                                generation, old_conditions));
+        /* The other conditions stay as they were: what was reported (UnsupportedFields, ...)
+         * is not reported again once the policy is fixed. */
+        size_t k;
+        json_t *oc;
+        json_array_foreach (old_conditions, k, oc) {
+            const char *t = json_string_value(json_object_get(oc, "type"));
+            if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
+                json_array_append(conds, oc);
+        }
         json_object_set_new(st, "conditions", conds);
         return write_status(c, active, st, e);
     }

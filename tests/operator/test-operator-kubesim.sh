@@ -134,8 +134,17 @@ sleep 1 # four lease attempts
 curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_leader 0' || fail "op2 is not passive"
 curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "passive op2 wrote"
 
-# An invalid value changes nothing and is reported.
 rv_before=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
+reasons() { $K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
+
+# A second ClusterPolicy is ignored, as NVIDIA does: reported, and the active one stays in charge.
+sed 's/name: gpu-cluster-policy/name: second-policy/' "$SAMPLE" | $K apply --validate=false -f - >/dev/null
+wait_for 10 "second ClusterPolicy ignored" sh -c "[ \"\$($K get clusterpolicy second-policy -o jsonpath='{.status.state}')\" = ignored ]"
+wait_for 10 "Ignored event" sh -c "$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{\"\\n\"}{end}' | grep -qx Ignored"
+[ "$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}')" = ready ] || fail "the active ClusterPolicy changed state"
+$K delete clusterpolicy second-policy >/dev/null
+
+# An invalid value changes nothing and is reported.
 $K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"bogus"},"dcgmExporter":{"enabled":false}}}' >/dev/null
 wait_for 10 "invalid policy reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"Error\")].message}' | grep -q 'spec.mig.strategy: unsupported value'"
 wait_for 10 "InvalidClusterPolicy event" sh -c "$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{\"\\n\"}{end}' | grep -q InvalidClusterPolicy"
@@ -148,6 +157,9 @@ $K -n gpu-operator get ds nvidia-dcgm-exporter >/dev/null || fail "an invalid po
 $K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"single"}}}' >/dev/null
 wait_for 15 "exporter removed" sh -c "! $K -n gpu-operator get ds nvidia-dcgm-exporter"
 wait_for 15 "exporter service removed" sh -c "! $K -n gpu-operator get svc nvidia-dcgm-exporter"
+# Reported once: not again after the policy was invalid for a while.
+n=$(reasons | grep -cx UnsupportedFields || true)
+[ "$n" = 1 ] || fail "UnsupportedFields reported $n times, want once"
 $K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"driver":{"enabled":false}}}' >/dev/null
 wait_for 15 "driver removed" sh -c "! $K -n gpu-operator get ds nvidia-driver-daemonset"
 wait_for 15 "driver pods gone" sh -c "[ -z \"\$($K -n gpu-operator get pods -l app=nvidia-driver-daemonset -o name)\" ]"
