@@ -62,6 +62,11 @@ struct controller {
     struct metrics m;
     bool leader;
     bool ready; /* readyz: informers synced, and (when leading) a first reconcile done */
+    /* ClusterPolicy name -> [resourceVersion before our status write, the object the server
+     * returned]. Until the informer shows a newer version, reconciles read ours: what was
+     * reported lives in that status, so a stale cache must not report it again (nor write it
+     * again with an old resourceVersion and fail with a conflict). Reconcile thread only. */
+    json_t *written;
 };
 
 static volatile sig_atomic_t g_signal;
@@ -192,9 +197,13 @@ static int write_status(struct controller *c, json_t *cp, json_t *status, struct
     json_object_set(obj, "status", status);
     _cleanup_json_ json_t *out = NULL;
     r = kube_update_status(c->kc, &RES_CLUSTERPOLICIES, NULL, obj, &out, e);
-    if (r == 0)
-        count_write(c);
-    return r;
+    if (r < 0)
+        return r;
+    count_write(c);
+    const char *rv = jget_str(cp, "metadata", "resourceVersion");
+    if (rv && json_is_object(out) && obj_name(cp))
+        json_object_set_new(c->written, obj_name(cp), json_pack("[s,O]", rv, out));
+    return 0;
 }
 
 static void emit_event(struct controller *c, json_t *cp, const char *type, const char *reason,
@@ -460,11 +469,34 @@ static int label_nodes(struct controller *c, json_t *nodes, const struct op_poli
 
 /* ---- one reconcile ------------------------------------------------------------------------ */
 
+/* Replaces cached ClusterPolicies that predate our own status write by what the server returned
+ * for it; forgets writes the cache has caught up with. */
+static void policies_fresh(struct controller *c, json_t *policies)
+{
+    _cleanup_json_ json_t *keep = json_object();
+    size_t i;
+    json_t *cp;
+    json_array_foreach (policies, i, cp) {
+        const char *name = obj_name(cp);
+        json_t *w = name ? json_object_get(c->written, name) : NULL;
+        if (!w)
+            continue;
+        if (streq_ptr(jget_str(cp, "metadata", "resourceVersion"),
+                      json_string_value(json_array_get(w, 0)))) {
+            json_array_set(policies, i, json_array_get(w, 1));
+            json_object_set(keep, name, w);
+        }
+    }
+    json_object_clear(c->written);
+    json_object_update(c->written, keep);
+}
+
 static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
 {
     *ret_requeue = false;
     _cleanup_json_ json_t *policies = kube_informer_list(c->policies, NULL, NULL, NULL);
     _cleanup_json_ json_t *nodes = kube_informer_list(c->nodes, NULL, NULL, NULL);
+    policies_fresh(c, policies);
     json_t *active = pick_active(policies);
 
     /* Every other ClusterPolicy is ignored, as NVIDIA's operator does. */
@@ -980,6 +1012,7 @@ int operator_main(int argc, char **argv)
     }
 
     struct controller c = {0};
+    c.written = json_object();
     pthread_mutex_init(&c.lock, NULL);
     pthread_cond_init(&c.cond, NULL);
     struct err e = {0};
@@ -1156,6 +1189,7 @@ out:
         informers_free(infs, ARRAY_SIZE(infs));
     }
     op_templates_free(c.templates);
+    json_decref(c.written);
     kube_client_free(c.kc);
     pthread_cond_destroy(&c.cond);
     pthread_mutex_destroy(&c.lock);
