@@ -421,13 +421,135 @@ static void test_render_privileges(void **state)
     assert_int_equal(n_priv, ARRAY_SIZE(allowed));
 }
 
+static json_t *podspec_of(json_t *ds)
+{
+    return json_object_get(json_object_get(json_object_get(ds, "spec"), "template"), "spec");
+}
+
+/* The ClusterPolicy's common (daemonsets) and per-component settings reach the DaemonSets. */
+static void test_render_overrides(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    json_t *spec = json_object_get(cp, "spec");
+    _cleanup_json_ json_t *over = load_yaml(
+        "daemonsets:\n"
+        "  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]\n"
+        "  annotations: {team: ml}\n"
+        "  labels: {cost-center: c1, app: not-the-selector}\n"
+        "  priorityClassName: gpu-critical\n"
+        "  updateStrategy: RollingUpdate\n"
+        "  rollingUpdate: {maxUnavailable: \"25%\"}\n"
+        "devicePlugin:\n"
+        "  enabled: true\n"
+        "  args: [--fail-on-init-error=false]\n"
+        "  resources: {limits: {memory: 100Mi}}\n"
+        "  imagePullSecrets: [regcred]\n"
+        "  imagePullPolicy: Always\n"
+        "toolkit: {enabled: true, repository: reg.example/gpu, image: gpuop, version: v9}\n"
+        "dcgmExporter: {enabled: true, annotations: {prometheus.io/scrape: \"true\"}}\n"
+        "driver: {enabled: true, repository: reg.example/nv, image: driver, version: \"580.1\",\n"
+        "         args: [--debug]}\n");
+    const char *k;
+    json_t *v;
+    json_object_foreach (over, k, v) {
+        json_object_set(spec, k, v);
+    }
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    if (op_policy_parse(cp, &defaults, &p, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = "rhel9.4"};
+    _cleanup_json_ json_t *objs = NULL;
+    assert_int_equal(op_render(p, t, &ctx, &objs, &e), 0);
+
+    size_t i;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (!streq_ptr(json_string_value(json_object_get(o, "kind")), "DaemonSet"))
+            continue;
+        const char *name =
+            json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+        json_t *pod = podspec_of(o);
+        json_t *tmeta =
+            json_object_get(json_object_get(json_object_get(o, "spec"), "template"), "metadata");
+        /* Common settings on every DaemonSet; the selector label stays NVIDIA's. */
+        assert_string_equal(json_string_value(json_object_get(pod, "priorityClassName")),
+                            "gpu-critical");
+        bool tol = false;
+        size_t j;
+        json_t *x;
+        json_array_foreach (json_object_get(pod, "tolerations"), j, x) {
+            tol = tol || streq_ptr(json_string_value(json_object_get(x, "key")), "dedicated");
+        }
+        if (!tol)
+            fail_msg("%s: no daemonsets.tolerations", name);
+        json_t *labels = json_object_get(tmeta, "labels");
+        assert_string_equal(json_string_value(json_object_get(labels, "cost-center")), "c1");
+        json_t *sel = json_object_get(
+            json_object_get(json_object_get(json_object_get(o, "spec"), "selector"), "matchLabels"),
+            "app");
+        assert_non_null(json_string_value(sel));
+        assert_string_equal(json_string_value(json_object_get(labels, "app")),
+                            json_string_value(sel));
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(tmeta, "annotations"), "team")),
+            "ml");
+        json_t *us = json_object_get(json_object_get(o, "spec"), "updateStrategy");
+        if (strcmp(name, "nvidia-driver-daemonset") == 0) {
+            assert_string_equal(json_string_value(json_object_get(us, "type")), "OnDelete");
+        } else {
+            assert_string_equal(json_string_value(json_object_get(us, "type")), "RollingUpdate");
+            assert_string_equal(json_string_value(json_object_get(
+                                    json_object_get(us, "rollingUpdate"), "maxUnavailable")),
+                                "25%");
+        }
+    }
+
+    json_t *dp = podspec_of(find_obj(objs, "DaemonSet", "nvidia-device-plugin-daemonset"));
+    json_t *dctr = json_array_get(json_object_get(dp, "containers"), 0);
+    json_t *args = json_object_get(dctr, "args");
+    assert_string_equal(json_string_value(json_array_get(args, 0)), "device-plugin");
+    assert_string_equal(json_string_value(json_array_get(args, json_array_size(args) - 1)),
+                        "--fail-on-init-error=false");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(dctr, "resources"), "limits"), "memory")),
+        "100Mi");
+    assert_string_equal(json_string_value(json_object_get(dctr, "imagePullPolicy")), "Always");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(dp, "imagePullSecrets"), 0), "name")),
+                        "regcred");
+
+    /* A pinned gpuop image is used as given; the driver image takes the OS suffix. */
+    json_t *tk = podspec_of(find_obj(objs, "DaemonSet", "nvidia-container-toolkit-daemonset"));
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(tk, "containers"), 0), "image")),
+                        "reg.example/gpu/gpuop:v9");
+    json_t *drv = podspec_of(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"));
+    json_t *drvctr = json_array_get(json_object_get(drv, "containers"), 0);
+    assert_string_equal(json_string_value(json_object_get(drvctr, "image")),
+                        "reg.example/nv/driver:580.1-rhel9.4");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(drvctr, "args"), 0)),
+                        "--debug");
+
+    json_t *ex = find_obj(objs, "DaemonSet", "nvidia-dcgm-exporter");
+    json_t *exann = json_object_get(
+        json_object_get(json_object_get(json_object_get(ex, "spec"), "template"), "metadata"),
+        "annotations");
+    assert_string_equal(json_string_value(json_object_get(exann, "prometheus.io/scrape")), "true");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_loaded),  cmocka_unit_test(test_sample_policy),
-        cmocka_unit_test(test_invalid_policy), cmocka_unit_test(test_node_labels),
-        cmocka_unit_test(test_render_sample),  cmocka_unit_test(test_disable_component),
-        cmocka_unit_test(test_ds_ready),       cmocka_unit_test(test_render_privileges),
+        cmocka_unit_test(test_schema_loaded),    cmocka_unit_test(test_sample_policy),
+        cmocka_unit_test(test_invalid_policy),   cmocka_unit_test(test_node_labels),
+        cmocka_unit_test(test_render_sample),    cmocka_unit_test(test_disable_component),
+        cmocka_unit_test(test_ds_ready),         cmocka_unit_test(test_render_privileges),
+        cmocka_unit_test(test_render_overrides),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
