@@ -284,7 +284,12 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
     const char *have =
         live ? jget_str(json_object_get(live, "metadata"), "annotations", OP_HASH_ANNOTATION)
              : NULL;
-    if (live && streq_ptr(want, have))
+    /* Same content and labelled as ours: nothing to do. An object someone stripped of the
+     * managed-by label is out of our informers (and of pruning): write it back, labelled. */
+    if (live && streq_ptr(want, have) &&
+        streq_ptr(
+            jget_str(json_object_get(live, "metadata"), "labels", "app.kubernetes.io/managed-by"),
+            OP_MANAGED_BY))
         return 0;
     int rc = check_leader(c, e);
     if (rc < 0)
@@ -540,7 +545,9 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     struct err perr = {0};
     if (op_policy_parse(active, &c->defaults, &p, &perr) < 0) {
         /* Invalid: the running operands stay exactly as they are; say why. */
+        pthread_mutex_lock(&c->lock);
         c->m.status = -1;
+        pthread_mutex_unlock(&c->lock);
         if (!streq_ptr(stored_condition(active, "Error", "True"), err_msg(&perr))) {
             emit_event(c, active, "Warning", "InvalidClusterPolicy", err_msg(&perr));
             log_error(COMPONENT, "invalid ClusterPolicy; operands left as they are",
@@ -671,7 +678,9 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     r = write_status(c, active, status, e);
     if (r < 0)
         return err_prefix(e, "ClusterPolicy %s status", obj_name(active));
+    pthread_mutex_lock(&c->lock);
     c->m.status = all_ready ? 1 : 0;
+    pthread_mutex_unlock(&c->lock);
     *ret_requeue = !all_ready;
     if (label_r < 0)
         return err_set(e, label_r, "%s", err_msg(&label_err));

@@ -126,6 +126,10 @@ sleep 2
 w2=$(writes)
 [ "$w1" = "$w2" ] || fail "the operator keeps writing on a converged cluster ($w1 -> $w2)"
 
+# An object stripped of gpuop's label (out of its informers) is written back, labelled.
+$K -n gpu-operator label sa nvidia-device-plugin app.kubernetes.io/managed-by- >/dev/null
+wait_for 10 "managed-by label restored" sh -c "[ \"\$($K -n gpu-operator get sa nvidia-device-plugin -o jsonpath='{.metadata.labels.app\\.kubernetes\\.io/managed-by}')\" = gpuop ]"
+
 # A second replica stays passive.
 P2=$(free_port)
 start_operator op2 "$P2"
