@@ -18,7 +18,11 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 rc=0
-for policy in "$S/deploy/samples/clusterpolicy.yaml" \
+# Both samples leave the node status exporter off: a third policy turns every component on, so
+# every template is validated.
+sed '/^  nodeStatusExporter:/{n;s/enabled: false/enabled: true/}' "$S/deploy/samples/clusterpolicy.yaml" >"$T/all.yaml"
+grep -A1 '^  nodeStatusExporter:' "$T/all.yaml" | grep -q 'enabled: true' || { echo "FAIL: could not enable every component"; exit 1; }
+for policy in "$S/deploy/samples/clusterpolicy.yaml" "$T/all.yaml" \
     "$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml"; do
     [ -f "$policy" ] || continue
     "$B/gpuop" operator render --policy "$policy" --os-tag ubuntu22.04 >"$T/objs.json" 2>/dev/null
