@@ -503,6 +503,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     _cleanup_json_ json_t *nodes = kube_informer_list(c->nodes, NULL, NULL, NULL);
     policies_fresh(c, policies);
     json_t *active = pick_active(policies);
+    int ignored_r = 0;
+    struct err ignored_err = {0};
 
     /* Every other ClusterPolicy is ignored, as NVIDIA's operator does. */
     size_t i;
@@ -520,8 +522,15 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         if (!json_equal(json_object_get(json_object_get(cp, "status"), "state"),
                         json_object_get(st, "state")))
             emit_event(c, cp, "Warning", "Ignored", msg);
-        if (write_status(c, cp, st, e) < 0)
-            return err_prefix(e, "ClusterPolicy %s status", obj_name(cp));
+        /* A failed write here must not hold back the active policy: retried after it. */
+        struct err ie = {0};
+        int ir = write_status(c, cp, st, &ie);
+        if (ir == -ECANCELED)
+            return err_set(e, ir, "%s", err_msg(&ie));
+        if (ir < 0 && ignored_r == 0) {
+            ignored_r = ir;
+            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s", obj_name(cp), err_msg(&ie));
+        }
     }
 
     if (!active) {
@@ -533,7 +542,9 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
             if (op_node_is_gpu(json_object_get(json_object_get(n, "metadata"), "labels")))
                 gpu++;
         }
+        pthread_mutex_lock(&c->lock);
         c->m.gpu_nodes = gpu;
+        pthread_mutex_unlock(&c->lock);
         return 0;
     }
 
@@ -572,7 +583,10 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                 json_array_append(conds, oc);
         }
         json_object_set_new(st, "conditions", conds);
-        return write_status(c, active, st, e);
+        int wr = write_status(c, active, st, e);
+        if (wr == 0 && ignored_r < 0)
+            return err_set(e, ignored_r, "%s", err_msg(&ignored_err));
+        return wr;
     }
 
     /* Fields gpuop accepts but does not act on: reported once per distinct set. */
@@ -684,6 +698,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     *ret_requeue = !all_ready;
     if (label_r < 0)
         return err_set(e, label_r, "%s", err_msg(&label_err));
+    if (ignored_r < 0)
+        return err_set(e, ignored_r, "%s", err_msg(&ignored_err));
     return 0;
 }
 
