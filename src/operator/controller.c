@@ -380,8 +380,9 @@ static int prune_objects(struct controller *c, json_t *desired, struct err *e)
 
 /* ---- nodes -------------------------------------------------------------------------------- */
 
-/* The driver image's OS suffix from the GPU nodes' NFD os_release labels (the most common). */
-static char *os_tag_of(json_t *nodes)
+/* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
+ * DaemonSet will run on (the most common); *ret_counts: OS tag -> nodes. */
+static char *os_tag_of(json_t *nodes, json_t **ret_counts)
 {
     _cleanup_json_ json_t *counts = json_object();
     size_t i;
@@ -389,6 +390,13 @@ static char *os_tag_of(json_t *nodes)
     json_array_foreach (nodes, i, n) {
         json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
         if (!op_node_is_gpu(labels))
+            continue;
+        /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
+        const char *deploy =
+            json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.driver"));
+        if ((deploy && *deploy && strcmp(deploy, "true") != 0) ||
+            streq_ptr(json_string_value(json_object_get(labels, OP_LABEL_DEPLOY_OPERANDS)),
+                      "false"))
             continue;
         const char *id = json_string_value(
             json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
@@ -412,7 +420,9 @@ static char *os_tag_of(json_t *nodes)
             best_n = json_integer_value(v);
         }
     }
-    return best ? xstrdup(best) : NULL;
+    char *ret = best ? xstrdup(best) : NULL;
+    *ret_counts = steal_ptr(&counts);
+    return ret;
 }
 
 static int label_nodes(struct controller *c, json_t *nodes, const struct op_policy *p,
@@ -609,7 +619,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         return err_set(e, label_r, "%s", err_msg(&label_err));
     int r;
 
-    _cleanup_free_ char *os_tag = os_tag_of(nodes);
+    _cleanup_json_ json_t *os_counts = NULL;
+    _cleanup_free_ char *os_tag = os_tag_of(nodes, &os_counts);
     struct op_render_ctx ctx = {.os_tag = os_tag};
     _cleanup_json_ json_t *desired = NULL;
     r = op_render(p, c->templates, &ctx, &desired, e);
@@ -680,6 +691,20 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         if (!streq_ptr(stored_condition(active, "HostDriverConflict", "True"), w))
             emit_event(c, active, "Warning", "HostDriverConflict", w);
         json_array_append_new(conds, condition("HostDriverConflict", true, "HostDriverDetected", w,
+                                               generation, old_conditions));
+    }
+    /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
+     * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
+    if (p->operand[OP_DRIVER].enabled && json_object_size(os_counts) > 1) {
+        _cleanup_free_ char *cnt = json_dumps(os_counts, JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *w = xasprintf(
+            "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
+            "of them (one driver DaemonSet per OS is not implemented): label the others "
+            "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
+            cnt, os_tag);
+        if (!streq_ptr(stored_condition(active, "DriverOSMismatch", "True"), w))
+            emit_event(c, active, "Warning", "DriverOSMismatch", w);
+        json_array_append_new(conds, condition("DriverOSMismatch", true, "MixedOperatingSystems", w,
                                                generation, old_conditions));
     }
     const char *state = all_ready ? "ready" : "notReady";

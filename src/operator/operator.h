@@ -58,6 +58,8 @@ const struct op_component_def *op_component_def(enum op_component c);
 #define OP_LABEL_MIG_CAPABLE     "nvidia.com/mig.capable"
 #define OP_MANAGED_BY            "gpuop"
 #define OP_HASH_ANNOTATION       "gpuop.nvidia.com/applied-hash"
+/* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). */
+#define OP_DEFAULT_DRIVER_VERSION "595.91.07"
 
 struct op_operand {
     bool enabled;

@@ -302,7 +302,13 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     json_t *drv = json_object_get(spec, "driver");
     p->driver_repository = dup_or(jstr(drv, "repository"), "nvcr.io/nvidia");
     p->driver_image = dup_or(jstr(drv, "image"), "driver");
-    p->driver_version = dup_or(jstr(drv, "version"), "");
+    /* No version: NVIDIA's operator falls back to the driver image its release ships with; a
+     * bare repository/image would pull ":latest", which NVIDIA's driver images do not have. An
+     * image given alone is a full reference (e.g. by digest): its version is unknown here. */
+    const char *dimg = jstr(drv, "image"), *drepo = jstr(drv, "repository");
+    bool full_ref =
+        dimg && *dimg && !(drepo && *drepo) && !(jstr(drv, "version") && *jstr(drv, "version"));
+    p->driver_version = dup_or(jstr(drv, "version"), full_ref ? "" : OP_DEFAULT_DRIVER_VERSION);
 
     p->mig_strategy = dup_or(jstr(json_object_get(spec, "mig"), "strategy"), "single");
     p->runtime_class = dup_or(jstr(json_object_get(spec, "operator"), "runtimeClass"), "nvidia");

@@ -396,6 +396,7 @@ char *op_driver_image(const struct op_policy *p, const char *os_tag)
     if (image && *image && !(repo && *repo) && !(version && *version))
         return xstrdup(image); /* a full reference (e.g. by digest) is used as is */
     base = xasprintf("%s/%s", p->driver_repository, p->driver_image);
+    version = p->driver_version; /* the policy's, or OP_DEFAULT_DRIVER_VERSION */
     if (!version || !*version)
         return steal_ptr(&base);
     if (os_tag && *os_tag)

@@ -542,6 +542,34 @@ static void test_render_overrides(void **state)
     assert_string_equal(json_string_value(json_object_get(exann, "prometheus.io/scrape")), "true");
 }
 
+/* The driver image: NVIDIA's sample names no version (its operator then uses the version its
+ * release ships); a bare repository/image would pull ":latest", which does not exist. */
+static void test_driver_image(void **state)
+{
+    (void)state;
+    struct {
+        const char *driver;
+        const char *want;
+    } cases[] = {
+        {"{}", "nvcr.io/nvidia/driver:" OP_DEFAULT_DRIVER_VERSION "-ubuntu22.04"},
+        {"{version: \"570.86.15\"}", "nvcr.io/nvidia/driver:570.86.15-ubuntu22.04"},
+        {"{repository: r.example/nv, image: drv, version: \"580.1\"}",
+         "r.example/nv/drv:580.1-ubuntu22.04"},
+        {"{image: \"r.example/drv@sha256:abc\"}", "r.example/drv@sha256:abc"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *cp = sample_policy();
+        json_object_set_new(json_object_get(cp, "spec"), "driver", load_yaml(cases[i].driver));
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        struct err e = {0};
+        if (op_policy_parse(cp, &defaults, &p, &e) < 0)
+            fail_msg("case %zu: %s", i, err_msg(&e));
+        _cleanup_free_ char *img = op_driver_image(p, "ubuntu22.04");
+        if (strcmp(img, cases[i].want) != 0)
+            fail_msg("case %zu: got %s, want %s", i, img, cases[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,7 +577,7 @@ int main(void)
         cmocka_unit_test(test_invalid_policy),   cmocka_unit_test(test_node_labels),
         cmocka_unit_test(test_render_sample),    cmocka_unit_test(test_disable_component),
         cmocka_unit_test(test_ds_ready),         cmocka_unit_test(test_render_privileges),
-        cmocka_unit_test(test_render_overrides),
+        cmocka_unit_test(test_render_overrides), cmocka_unit_test(test_driver_image),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,6 +130,15 @@ w2=$(writes)
 $K -n gpu-operator label sa nvidia-device-plugin app.kubernetes.io/managed-by- >/dev/null
 wait_for 10 "managed-by label restored" sh -c "[ \"\$($K -n gpu-operator get sa nvidia-device-plugin -o jsonpath='{.metadata.labels.app\\.kubernetes\\.io/managed-by}')\" = gpuop ]"
 
+# A GPU node of another OS would get a driver built for the wrong OS: reported, not hidden.
+$K label node dgx-h100-2 --overwrite feature.node.kubernetes.io/system-os_release.VERSION_ID=24.04 >/dev/null
+wait_for 10 "mixed OS reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"DriverOSMismatch\")].message}' | grep -q '\"ubuntu24.04\":1'"
+wait_for 10 "DriverOSMismatch event" sh -c "$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{\"\\n\"}{end}' | grep -qx DriverOSMismatch"
+$K -n gpu-operator get ds nvidia-driver-daemonset -o jsonpath='{.spec.template.spec.containers[0].image}' | grep -q -- '-ubuntu22.04$' ||
+    fail "the driver image does not follow the most common OS"
+$K label node dgx-h100-2 --overwrite feature.node.kubernetes.io/system-os_release.VERSION_ID=22.04 >/dev/null
+wait_for 10 "mixed OS cleared" sh -c "! $K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[*].type}' | grep -q DriverOSMismatch"
+
 # A second replica stays passive.
 P2=$(free_port)
 start_operator op2 "$P2"
