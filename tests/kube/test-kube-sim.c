@@ -900,6 +900,40 @@ static void test_leader_election(void **state)
     sim_stop(&s);
 }
 
+/* A holder that declared a long lease keeps it against a candidate with a short setting. */
+static void test_leader_respects_holder_duration(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    sim_start(&s, 0, NULL, NULL);
+    struct err e = {0};
+    char now[48];
+    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+    json_t *lease = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:i,s:s,s:s}}", "apiVersion",
+                              "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", "held",
+                              "namespace", "default", "spec", "holderIdentity", "z",
+                              "leaseDurationSeconds", 30, "acquireTime", now, "renewTime", now);
+    assert_int_equal(kube_create(s.c, &KUBE_LEASES, "default", lease, NULL, &e), 0);
+    json_decref(lease);
+    struct lflag f = {0};
+    struct kube_leader_opts o = {.ns = "default",
+                                 .name = "held",
+                                 .identity = "c",
+                                 .lease_ms = 300,
+                                 .renew_ms = 200,
+                                 .retry_ms = 50,
+                                 .on_started = l_started,
+                                 .on_stopped = l_stopped,
+                                 .userdata = &f};
+    struct kube_leader *c = NULL;
+    assert_int_equal(kube_leader_new(s.c, &o, &c, &e), 0);
+    usleep(1500 * 1000); /* five of c's lease durations, far inside z's 30 s */
+    assert_false(kube_leader_is_leader(c));
+    assert_int_equal(f.started, 0);
+    kube_leader_free(c);
+    sim_stop(&s);
+}
+
 static bool kubesim_built; /* meson built kubesim: its absence fails the test */
 
 static int setup(void **state)
@@ -933,6 +967,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_informer_survives_restart),
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_leader_election),
+        cmocka_unit_test(test_leader_respects_holder_duration),
     };
     int r = cmocka_run_group_tests(tests, setup, NULL);
     char cmd[300];
