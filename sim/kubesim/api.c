@@ -721,8 +721,12 @@ static int pb_map_entry(const unsigned char *d, size_t n, bool bytes, json_t *ob
             *slot = pb_string(data, len);
         }
     }
-    if (r == 0 && json_is_string(key))
-        json_object_set(obj, json_string_value(key), val ? val : json_string(""));
+    if (r == 0 && json_is_string(key)) {
+        if (val)
+            json_object_set(obj, json_string_value(key), val);
+        else
+            json_object_set_new(obj, json_string_value(key), json_string(""));
+    }
     json_decref(key);
     json_decref(val);
     return r;
