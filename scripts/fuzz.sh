@@ -2,6 +2,8 @@
 # fuzz.sh [SECONDS]: builds every libFuzzer target with clang (ASan+UBSan) and runs each for
 # SECONDS (default 15) from a copy of its committed corpus. Any crash, leak or sanitizer report
 # fails. New inputs stay in build-fuzz/corpus/<target> (not committed).
+# FUZZ_SEED=N (CI sets 1) makes a run repeatable: the same seed explores the same inputs, so a
+# gate run finds nothing a developer's identical run did not; unset, each run explores anew.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-15}
@@ -22,9 +24,10 @@ for name in "${names[@]}"; do
     t=tests/fuzz/fuzz-$name
     seed=$(awk -v n="$name" '$1 == n {print $2}' "$M")
     work=build-fuzz/corpus/$name
-    mkdir -p "$work"
-    [ -n "$seed" ] && cp -n "$seed"/* "$work"/ 2>/dev/null || true
-    if ./build-fuzz/"$t" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    seedarg=()
+    [ -n "${FUZZ_SEED:-}" ] && seedarg=(-seed="$FUZZ_SEED")
+    rm -rf "$work" && mkdir -p "$work" && { [ -z "$seed" ] || cp "$seed"/* "$work"/; }
+    if ./build-fuzz/"$t" "${seedarg[@]}" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix=build-fuzz/ "$work" >build-fuzz/"$name".log 2>&1; then
         echo "fuzz $name: ok ($(grep -Eo 'stat::number_of_executed_units: [0-9]+' build-fuzz/"$name".log | awk '{print $2}') runs in ${SECS}s)"
     else
