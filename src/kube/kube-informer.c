@@ -257,8 +257,7 @@ static void apply_delete(struct kube_informer *inf, const char *key)
 
 /* ---- the loop ----------------------------------------------------------------------------- */
 
-/* Sleeps up to ms; returns true when stopped. */
-static bool nap(struct kube_informer *inf, uint64_t ms)
+bool kube_nap(pthread_mutex_t *lock, pthread_cond_t *cond, const volatile int *stop, uint64_t ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -268,13 +267,19 @@ static bool nap(struct kube_informer *inf, uint64_t ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&inf->lock);
-    while (!inf->stop)
-        if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) != 0)
+    pthread_mutex_lock(lock);
+    while (!*stop)
+        if (pthread_cond_timedwait(cond, lock, &ts) != 0)
             break;
-    bool s = inf->stop;
-    pthread_mutex_unlock(&inf->lock);
+    bool s = *stop;
+    pthread_mutex_unlock(lock);
     return s;
+}
+
+/* Sleeps up to ms; returns true when stopped. */
+static bool nap(struct kube_informer *inf, uint64_t ms)
+{
+    return kube_nap(&inf->lock, &inf->cond, &inf->stop, ms);
 }
 
 /* A full list, paginated; the store is brought to it (add/update/delete calls). */

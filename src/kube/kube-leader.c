@@ -21,7 +21,7 @@ struct kube_leader {
     bool started;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int stop;
+    volatile int stop;
     bool leader;
     char *holder;
     /* the record as last observed */
@@ -32,21 +32,7 @@ struct kube_leader {
 
 static bool nap(struct kube_leader *l, uint64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&l->lock);
-    while (!l->stop)
-        if (pthread_cond_timedwait(&l->cond, &l->lock, &ts) != 0)
-            break;
-    bool s = l->stop;
-    pthread_mutex_unlock(&l->lock);
-    return s;
+    return kube_nap(&l->lock, &l->cond, &l->stop, ms);
 }
 
 static void observe(struct kube_leader *l, json_t *lease)
