@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http: a small GET-only HTTP server over libmicrohttpd for serving in-memory snapshots
- * (/metrics, /health, /healthz, /readyz), plus the Prometheus text and OpenMetrics writers.
+ * (/metrics, /health, /healthz, /readyz). The Prometheus exposition itself is src/prom (prom.h,
+ * no I/O), included here so a metrics handler has both.
  *
  * Threading: libmicrohttpd runs its own event loop (epoll/poll) in `threads` internal threads
  * (default 1). Handlers are called on those threads and must not block: they are meant to copy
@@ -23,11 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prom.h"
 #include "util.h"
 
 #define HTTP_CT_TEXT        "text/plain; charset=utf-8"
-#define HTTP_CT_PROM_TEXT   "text/plain; version=0.0.4; charset=utf-8"
-#define HTTP_CT_OPENMETRICS "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#define HTTP_CT_PROM_TEXT   PROM_CT_TEXT
+#define HTTP_CT_OPENMETRICS PROM_CT_OPENMETRICS
 #define HTTP_CT_JSON        "application/json"
 
 struct http_request {
@@ -98,36 +100,5 @@ unsigned http_server_port(const struct http_server *s);
 /* Splits "host:port", ":port", "[v6]:port" into host (NULL for any) and port.
  * -EINVAL with a message naming the address when malformed. *ret_host is malloc'd or NULL. */
 int http_parse_listen(const char *listen, char **ret_host, unsigned *ret_port, struct err *e);
-
-/* ---- Prometheus text exposition 0.0.4 and OpenMetrics 1.0.0 ------------------------------- */
-
-enum prom_format { PROM_FORMAT_TEXT = 0, PROM_FORMAT_OPENMETRICS };
-enum prom_type { PROM_GAUGE = 0, PROM_COUNTER, PROM_UNTYPED };
-
-/* Which format a scraper asked for in its Accept header: OpenMetrics when it lists
- * application/openmetrics-text with a q-value at least that of text/plain (and > 0). */
-enum prom_format prom_negotiate(const char *accept);
-const char *prom_content_type(enum prom_format f);
-
-/* A valid metric name ([a-zA-Z_:][a-zA-Z0-9_:]*) / label name ([a-zA-Z_][a-zA-Z0-9_]*). */
-bool prom_valid_metric_name(const char *name);
-bool prom_valid_label_name(const char *name);
-
-/* Appends v escaped for a label value (\\, \", \n). */
-int prom_escape_label_value(struct sbuf *b, const char *v);
-
-/*
- * Writes the # HELP and # TYPE lines of a metric family whose samples are named `name`.
- * OpenMetrics names a counter family without its "_total" sample suffix; a counter whose name
- * has no such suffix (dcgm-exporter's DCGM_FI_* counters) is declared `unknown` there, so the
- * sample names stay identical in both formats. Help text is escaped as the format requires.
- */
-int prom_write_family(struct sbuf *b, enum prom_format f, const char *name, enum prom_type t,
-                      const char *help);
-/* Writes a sample value: integers exactly, others with up to 17 significant digits, NaN/Inf
- * spelt as Prometheus expects. */
-int prom_write_value(struct sbuf *b, double v);
-/* The "# EOF\n" terminator OpenMetrics requires (nothing for the text format). */
-int prom_write_eof(struct sbuf *b, enum prom_format f);
 
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of src/http: the server over real sockets (libcurl client) and the Prometheus writers. */
+/* Tests of src/http: the server over real sockets (libcurl client). The Prometheus writers are
+ * src/prom, tested in tests/unit/test-prom.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -240,74 +241,6 @@ static void test_listen_errors(void **state)
     free(addr);
 }
 
-static void test_prom_helpers(void **state)
-{
-    (void)state;
-    assert_int_equal(prom_negotiate(NULL), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate(""), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("text/plain;version=0.0.4"), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("application/openmetrics-text;version=1.0.0"),
-                     PROM_FORMAT_OPENMETRICS);
-    /* What Prometheus 2.x sends. */
-    assert_int_equal(
-        prom_negotiate("application/openmetrics-text;version=1.0.0,application/"
-                       "openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/"
-                       "*;q=0.1"),
-        PROM_FORMAT_OPENMETRICS);
-    assert_int_equal(prom_negotiate("text/plain, application/openmetrics-text;q=0.5"),
-                     PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("application/openmetrics-text;q=0"), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("Application/OpenMetrics-Text"), PROM_FORMAT_OPENMETRICS);
-    assert_string_equal(prom_content_type(PROM_FORMAT_OPENMETRICS),
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8");
-
-    assert_true(prom_valid_metric_name("DCGM_FI_DEV_GPU_TEMP"));
-    assert_true(prom_valid_metric_name("a:b_c9"));
-    assert_false(prom_valid_metric_name("9a"));
-    assert_false(prom_valid_metric_name(""));
-    assert_false(prom_valid_metric_name("a-b"));
-    assert_true(prom_valid_label_name("GPU_I_ID"));
-    assert_false(prom_valid_label_name("a:b"));
-
-    struct sbuf b;
-    sbuf_init(&b, 4096);
-    assert_int_equal(prom_escape_label_value(&b, "a\\b\"c\nd"), 0);
-    assert_string_equal(b.data, "a\\\\b\\\"c\\nd");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_TEXT, "x_total", PROM_COUNTER, "h \"q\" \\ \n");
-    assert_string_equal(b.data, "# HELP x_total h \"q\" \\\\ \\n\n# TYPE x_total counter\n");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "x_total", PROM_COUNTER, "h \"q\"");
-    assert_string_equal(b.data, "# HELP x h \\\"q\\\"\n# TYPE x counter\n");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "DCGM_X", PROM_COUNTER, "h");
-    assert_string_equal(b.data, "# HELP DCGM_X h\n# TYPE DCGM_X unknown\n");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_TEXT, "g", PROM_UNTYPED, "h");
-    assert_string_equal(b.data, "# HELP g h\n# TYPE g untyped\n");
-    sbuf_reset(&b);
-    prom_write_value(&b, 42);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 123.456);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 0.1);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 1e300);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 0.0 / 0.0);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, -1.0 / 0.0);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 18446744073709551615.0);
-    assert_string_equal(b.data, "42 123.456 0.1 1e+300 NaN -Inf 1.8446744073709552e+19");
-    sbuf_reset(&b);
-    prom_write_eof(&b, PROM_FORMAT_TEXT);
-    assert_int_equal(b.len, 0);
-    prom_write_eof(&b, PROM_FORMAT_OPENMETRICS);
-    assert_string_equal(b.data, "# EOF\n");
-    sbuf_free(&b);
-}
-
 /* The listening socket is closed exactly once: libmicrohttpd owns it once started. */
 static void test_no_double_close(void **state)
 {
@@ -331,7 +264,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server),
         cmocka_unit_test(test_listen_errors),
-        cmocka_unit_test(test_prom_helpers),
         cmocka_unit_test(test_no_double_close),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

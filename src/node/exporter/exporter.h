@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
-#include "http.h"
+#include "prom.h"
 #include "util.h"
 
 int exporter_main(int argc, char **argv);
