@@ -360,6 +360,10 @@ int gfd_main(int argc, char **argv)
     sigaddset(&mask, SIGINT);
     sigprocmask(SIG_BLOCK, &mask, NULL);
 
+    /* A run killed mid-write left its temp file beside the output: NFD must not read it. */
+    if (!output_is_stdout(st.config->gfd.output_file) &&
+        file_remove_stale_temps(st.config->gfd.output_file, &e) < 0)
+        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", kv_quote(&e));
     int rc = 0;
     _cleanup_free_ char *last = NULL;
     int64_t stamp = 0;
