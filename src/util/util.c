@@ -494,7 +494,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
     _cleanup_free_ char *tmp = xasprintf("%s.%s.tmp." TEMP_SUFFIX, dir, base);
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
-        return err_errno(e, -errno, "create \"%s\"", tmp);
+        return err_errno(e, -errno, "create a temporary file for \"%s\"", path);
     const char *p = data;
     size_t left = len;
     while (left) {
@@ -504,7 +504,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
                 continue;
             int r = -errno;
             unlink(tmp);
-            return err_errno(e, r, "write \"%s\"", tmp);
+            return err_errno(e, r, "write \"%s\" (as \"%s\")", path, tmp);
         }
         p += n;
         left -= (size_t)n;
@@ -512,7 +512,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
     if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
         int r = -errno;
         unlink(tmp);
-        return err_errno(e, r, "sync \"%s\"", tmp);
+        return err_errno(e, r, "sync \"%s\" (as \"%s\")", path, tmp);
     }
     if (rename(tmp, path) < 0) {
         int r = -errno;
