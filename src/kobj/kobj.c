@@ -68,6 +68,14 @@ json_t *kobj_ensure_object(json_t *obj, const char *key)
     return c;
 }
 
+json_t *kobj_ensure_keys(json_t *root, const char *const *keys)
+{
+    json_t *cur = json_is_object(root) ? root : NULL;
+    for (; cur && *keys; keys++)
+        cur = kobj_ensure_object(cur, *keys);
+    return cur;
+}
+
 void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted)
 {
     char part[KOBJ_SEGMENT_MAX];

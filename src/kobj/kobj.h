@@ -39,6 +39,8 @@ const char *kobj_str(const json_t *obj, const char *key);
 
 /* The object member `key` of obj, created (replacing a non-object) when missing. Borrowed. */
 json_t *kobj_ensure_object(json_t *obj, const char *key);
+/* The same along a NULL-terminated list of keys: root.k1.k2... as objects, created as needed. */
+json_t *kobj_ensure_keys(json_t *root, const char *const *keys);
 /* Copies the value at `dotted` from src into dst at the same path, creating the objects on the
  * way (the value itself is shared, not deep-copied). Nothing happens when src lacks the path. */
 void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted);

@@ -129,6 +129,11 @@ static void test_setters(void **state)
     json_t *m = kobj_ensure_object(o, "m");
     assert_true(json_is_object(m));
     assert_ptr_equal(kobj_ensure_object(o, "m"), m);
+    json_t *leaf = kobj_ensure_keys(o, (const char *const[]){"spec", "template", "spec", NULL});
+    assert_true(json_is_object(leaf));
+    assert_ptr_equal(kobj_path(o, "spec.template.spec"), leaf);
+    assert_ptr_equal(kobj_ensure_keys(o, (const char *const[]){NULL}), o);
+    assert_null(kobj_ensure_keys(NULL, (const char *const[]){"a", NULL}));
     json_decref(o);
     json_decref(out);
     json_decref(pod);
