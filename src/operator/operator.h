@@ -148,6 +148,19 @@ char *op_object_hash(const json_t *obj);
 /* DaemonSet readiness by NVIDIA's rules; *ret_reason says why not ("2/5 available", ...). */
 bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len);
 
+/*
+ * The API server's validation rules for the fields gpuop renders, beyond what the JSON schemas
+ * check: names and label syntax, int-or-string as an integer or a percentage, quantities,
+ * port and probe ranges, selector and template labels. A real cluster refuses what fails here
+ * with 422; the message names the object and the field.
+ */
+int op_api_validate(const json_t *obj, struct err *e);
+bool op_quantity_valid(const char *s);
+/* An int-or-string as the API server takes it: a non-negative integer, or a percentage up to
+ * 100% ("25%"). A string of digits ("1") becomes the integer. Anything else fails naming
+ * `field`. *ret: a new reference. */
+int op_int_or_percent(const json_t *v, const char *field, json_t **ret, struct err *e);
+
 /* Is the live object what `desired` renders (same content hash, labelled as gpuop's)? An object
  * someone stripped of the managed-by label is out of gpuop's informers and pruning: not current. */
 bool op_object_current(const json_t *desired, const json_t *live);

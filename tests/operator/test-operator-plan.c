@@ -315,6 +315,13 @@ static void run_fixture(const char *path)
         struct err e = {0};
         if (op_plan(&snap, &plan, &e) < 0)
             fail_msg("%s step %zu: %s", path, i, err_msg(&e));
+        /* Every object planned is one a real API server accepts. */
+        size_t d;
+        json_t *obj;
+        json_array_foreach (plan->desired, d, obj) {
+            if (op_api_validate(obj, &e) < 0)
+                fail_msg("%s step %zu: the API server would refuse it: %s", path, i, err_msg(&e));
+        }
         _cleanup_json_ json_t *view = plan_view(plan);
         json_t *want = json_object_get(step, "expect");
         char why[1024];
