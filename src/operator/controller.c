@@ -67,6 +67,9 @@ struct controller {
      * reported lives in that status, so a stale cache must not report it again (nor write it
      * again with an old resourceVersion and fail with a conflict). Reconcile thread only. */
     json_t *written;
+    /* What the last reconcile failed to write: [{"object", "reason"}], an input of the next plan
+     * (the status says so until a write succeeds). Reconcile thread only. */
+    json_t *write_errors;
 };
 
 static volatile sig_atomic_t g_signal;
@@ -210,7 +213,7 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
          * object of the same name may exist unlabelled. */
         int g = kube_get(c->kc, r, ns, name, &live, e);
         if (g < 0 && g != -ENOENT)
-            return err_prefix(e, "%s %s", r->kind, name);
+            return g;
         err_clear(e);
     }
     /* The informer may have caught up since the snapshot. */
@@ -241,7 +244,7 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
         rc = kube_update(c->kc, r, ns, obj, &out, e);
     }
     if (rc < 0)
-        return err_prefix(e, "%s %s", r->kind, name);
+        return rc;
     count_write(c);
     log_info(COMPONENT, live ? "updated" : "created", "kind=%s name=%s", r->kind, name);
     return 0;
@@ -260,19 +263,22 @@ static int delete_object(struct controller *c, const json_t *item, struct err *e
     int rc = kube_delete(c->kc, r, json_string_value(json_object_get(item, "namespace")), name,
                          &dopts, e);
     if (rc < 0 && rc != -ENOENT)
-        return err_prefix(e, "delete %s %s", kind, name);
+        return rc;
     err_clear(e);
     count_write(c);
     log_info(COMPONENT, "deleted", "kind=%s name=%s", kind, name);
     return 0;
 }
 
-/* Patches every planned node. One node refusing its labels (a webhook, a conflict) does not hold
- * back the others: the reconcile fails at the end, so it is retried. */
-static int label_nodes(struct controller *c, const json_t *patches, struct err *e)
+static void add_write_error(json_t *errors, const char *object, const struct err *e)
 {
-    int failed = 0;
-    _cleanup_free_ char *first_err = NULL;
+    json_array_append_new(errors, json_pack("{s:s,s:s}", "object", object, "reason", err_msg(e)));
+}
+
+/* Patches every planned node. One node refusing its labels (a webhook, a conflict) does not hold
+ * back the others; each failure goes to `errors`. */
+static int label_nodes(struct controller *c, const json_t *patches, json_t *errors, struct err *e)
+{
     size_t i;
     json_t *np;
     json_array_foreach (patches, i, np) {
@@ -288,16 +294,20 @@ static int label_nodes(struct controller *c, const json_t *patches, struct err *
         if (r == -ENOENT)
             continue; /* the node went away */
         if (r < 0) {
-            failed++;
-            if (!first_err)
-                first_err = xasprintf("label node %s: %s", name, err_msg(&ne));
+            _cleanup_free_ char *obj = xasprintf("Node %s", name);
+            add_write_error(errors, obj, &ne);
             continue;
         }
         count_write(c);
     }
-    if (failed)
-        return err_set(e, -EIO, "%s (%d node(s) not labelled)", first_err, failed);
     return 0;
+}
+
+static char *object_ref(const json_t *kind, const json_t *obj_ns, const json_t *name)
+{
+    const char *ns = json_string_value(obj_ns);
+    return xasprintf("%s %s%s%s", json_string_value(kind), ns ? ns : "", ns ? "/" : "",
+                     json_string_value(name));
 }
 
 static void emit_events(struct controller *c, json_t *entry)
@@ -364,10 +374,12 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     struct op_snapshot snap = {.policies = policies,
                                .nodes = nodes,
                                .owned = owned,
+                               .apply_errors = c->write_errors,
                                .defaults = &c->defaults,
                                .templates = c->templates,
                                .now_ms = now_ms_real()};
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+    _cleanup_json_ json_t *errors = json_array(); /* of this execution's writes */
     int r = op_plan(&snap, &plan, e);
     if (r < 0)
         return r;
@@ -408,28 +420,56 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         goto out;
     }
 
-    struct err label_err = {0};
-    int label_r = label_nodes(c, plan->node_patches, &label_err);
-    if (label_r == -ECANCELED)
-        return err_set(e, label_r, "%s", err_msg(&label_err));
-    /* One object the API server refuses does not hold back the others; but nothing is pruned
-     * on a reconcile that failed part way, and it is retried with backoff. */
+    /* Every write is tried; one the API server refuses does not hold back the others, but
+     * nothing is pruned on a reconcile that failed part way. */
+    r = label_nodes(c, plan->node_patches, errors, e);
+    if (r < 0)
+        return r;
     json_t *obj;
-    int apply_failed = 0;
     json_array_foreach (plan->apply, i, obj) {
         struct err ae = {0};
         r = apply_object(c, obj, &ae);
         if (r == -ECANCELED)
             return err_set(e, r, "%s", err_msg(&ae));
-        if (r < 0 && apply_failed++ == 0)
-            err_set(e, r, "%s", err_msg(&ae));
+        if (r < 0) {
+            json_t *meta = json_object_get(obj, "metadata");
+            _cleanup_free_ char *ref =
+                object_ref(json_object_get(obj, "kind"), json_object_get(meta, "namespace"),
+                           json_object_get(meta, "name"));
+            add_write_error(errors, ref, &ae);
+        }
     }
-    if (apply_failed)
-        return err_prefix(e, "%d object(s) not applied, nothing pruned", apply_failed);
-    json_array_foreach (plan->prune, i, obj) {
-        r = delete_object(c, obj, e);
+    if (json_array_size(errors) == 0) {
+        json_array_foreach (plan->prune, i, obj) {
+            struct err de = {0};
+            r = delete_object(c, obj, &de);
+            if (r == -ECANCELED)
+                return err_set(e, r, "%s", err_msg(&de));
+            if (r < 0) {
+                _cleanup_free_ char *ref =
+                    object_ref(json_object_get(obj, "kind"), json_object_get(obj, "namespace"),
+                               json_object_get(obj, "name"));
+                add_write_error(errors, ref, &de);
+            }
+        }
+    }
+    /* The status tells what this execution could not write, or that it recovered: planned again
+     * with these results when they differ from those the plan was made with. */
+    if (!json_equal(errors, c->write_errors)) {
+        json_decref(c->write_errors);
+        c->write_errors = json_incref(errors);
+        snap.apply_errors = errors;
+        op_plan_free(steal_ptr(&plan));
+        r = op_plan(&snap, &plan, e);
         if (r < 0)
             return r;
+        active = NULL;
+        json_array_foreach (plan->policies, i, entry) {
+            if (json_is_true(json_object_get(entry, "active")))
+                active = entry;
+        }
+        if (!active)
+            return err_set(e, -EIO, "no active ClusterPolicy on the second plan");
     }
     r = report_policy(c, active, e);
     if (r < 0)
@@ -439,8 +479,12 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     c->m.status = plan->health;
     pthread_mutex_unlock(&c->lock);
     *ret_requeue = plan->requeue;
-    if (label_r < 0)
-        return err_set(e, label_r, "%s", err_msg(&label_err));
+    if (json_array_size(errors) > 0) {
+        json_t *first = json_array_get(errors, 0);
+        return err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
+                       json_array_size(errors), json_string_value(json_object_get(first, "object")),
+                       json_string_value(json_object_get(first, "reason")));
+    }
 out:
     if (ignored_r < 0)
         return err_set(e, ignored_r, "%s", err_msg(&ignored_err));
@@ -782,6 +826,7 @@ int operator_main(int argc, char **argv)
 
     struct controller c = {0};
     c.written = json_object();
+    c.write_errors = json_array();
     pthread_mutex_init(&c.lock, NULL);
     pthread_cond_init(&c.cond, NULL);
     struct err e = {0};
@@ -959,6 +1004,7 @@ out:
     }
     op_templates_free(c.templates);
     json_decref(c.written);
+    json_decref(c.write_errors);
     kube_client_free(c.kc);
     pthread_cond_destroy(&c.cond);
     pthread_mutex_destroy(&c.lock);

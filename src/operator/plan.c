@@ -341,6 +341,29 @@ static const json_t *find_daemonset(const json_t *owned, const char *ns, const c
     return NULL;
 }
 
+/* "2 object(s) not written: DaemonSet gpu-operator/x: reason; ..." or NULL when none failed.
+ * At most a few are named, so the condition stays readable. */
+static char *write_errors_msg(const json_t *errors)
+{
+    size_t n = json_array_size(errors);
+    if (n == 0)
+        return NULL;
+    char *msg = xasprintf("%zu object(s) not written", n);
+    size_t i;
+    const json_t *x;
+    json_array_foreach (errors, i, x) {
+        char *next = i == 4 ? xasprintf("%s; and %zu more", msg, n - i)
+                            : xasprintf("%s%s %s: %s", msg, i ? ";" : ":",
+                                        json_string_value(json_object_get(x, "object")) ?: "?",
+                                        json_string_value(json_object_get(x, "reason")) ?: "?");
+        free(msg);
+        msg = next;
+        if (i == 4)
+            break;
+    }
+    return msg;
+}
+
 /* ---- the active policy -------------------------------------------------------------------- */
 
 static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
@@ -408,17 +431,20 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
                               condition(&sc, type, ready, ready ? "Ready" : "OperandNotReady",
                                         ready ? "applied and ready" : why));
     }
-    bool all_ready = json_array_size(not_ready) == 0;
+    /* What the last execution could not write (the namespace gone, a 403, a 422): the policy is
+     * not ready, whatever the DaemonSets that are left say, until a write succeeds again. */
+    _cleanup_free_ char *failed = write_errors_msg(s->apply_errors);
+    bool all_ready = json_array_size(not_ready) == 0 && !failed;
     _cleanup_free_ char *nr = json_dumps(not_ready, JSON_COMPACT);
     _cleanup_free_ char *msg =
-        all_ready ? xstrdup(READY_MSG)
-                  : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
-    json_array_insert_new(
-        conds, 0,
-        condition(&sc, "Ready", all_ready, all_ready ? "Reconciled" : "OperandNotReady", msg));
+        failed      ? xasprintf("ClusterPolicy is not ready: %s", failed)
+        : all_ready ? xstrdup(READY_MSG)
+                    : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
+    /* NVIDIA's reasons: Ready/Reconciled with Error/Ready when all is well. */
+    const char *reason = failed ? "ReconcileFailed" : all_ready ? "Reconciled" : "OperandNotReady";
+    json_array_insert_new(conds, 0, condition(&sc, "Ready", all_ready, reason, msg));
     json_array_insert_new(conds, 1,
-                          condition(&sc, "Error", false,
-                                    all_ready ? "Reconciled" : "OperandNotReady",
+                          condition(&sc, "Error", failed != NULL, all_ready ? "Ready" : reason,
                                     all_ready ? "" : msg));
     if (json_array_size(p->unimplemented) > 0)
         json_array_append_new(
@@ -448,11 +474,15 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
     json_object_set_new(status, "state", json_string(state));
     json_object_set_new(status, "observedGeneration", json_integer(sc.generation));
     json_object_set_new(status, "operatorVersion", json_string(GPUOP_VERSION));
-    if (!streq_ptr(jget_str(cp, "status", "state"), state))
+    if (failed) {
+        if (!streq_ptr(stored_condition(cp, "Error", "True"), msg))
+            add_event(entry, "Warning", "ReconcileFailed", msg);
+    } else if (!streq_ptr(jget_str(cp, "status", "state"), state)) {
         add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
+    }
     entry_status(entry, cp, status);
     json_array_append(plan->policies, entry);
-    plan->health = all_ready ? 1 : 0;
+    plan->health = failed ? -1 : all_ready ? 1 : 0;
     plan->requeue = !all_ready;
     return 0;
 }

@@ -106,6 +106,7 @@ static const char *const implemented[] = {
     "dcgmExporter.annotations",
     "dcgmExporter.service.type",
     "toolkit.installDir",
+    "driver.startupProbe", /* timings on the driver container's startup probe */
     "hostPaths",
     "cdi.enabled",
     "validator.driver.env",

@@ -333,6 +333,51 @@ static void test_rendered_policies_valid(void **state)
         print_message("NVIDIA's sample not under GPUOP_SHARED: that cross-check skipped\n");
 }
 
+/* driver.startupProbe is applied (its timings on the driver container's probe), so it is not
+ * listed as unsupported; driver.livenessProbe, with no probe in the template, still is. */
+static void test_driver_probes(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = load_file("tests/operator/fixtures/clusterpolicy-full.yaml", false);
+    _cleanup_json_ json_t *probes =
+        load_yaml("startupProbe: {initialDelaySeconds: 5, periodSeconds: 3, failureThreshold: 7, "
+                  "successThreshold: 4}\nlivenessProbe: {periodSeconds: 9}\n");
+    json_object_update(json_object_get(json_object_get(cp, "spec"), "driver"), probes);
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_null(strstr(u, "spec.driver.startupProbe"));
+    assert_non_null(strstr(u, "spec.driver.livenessProbe"));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *objs = NULL;
+    assert_int_equal(op_render(p, t, NULL, &objs, &e), 0);
+    size_t i;
+    json_t *o;
+    json_t *sp = NULL;
+    json_array_foreach (objs, i, o) {
+        if (op_api_validate(o, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        if (streq_ptr(json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
+                      "nvidia-driver-daemonset"))
+            sp = json_object_get(
+                json_array_get(
+                    json_object_get(
+                        json_object_get(json_object_get(json_object_get(o, "spec"), "template"),
+                                        "spec"),
+                        "containers"),
+                    0),
+                "startupProbe");
+    }
+    assert_non_null(sp);
+    assert_int_equal(json_integer_value(json_object_get(sp, "initialDelaySeconds")), 5);
+    assert_int_equal(json_integer_value(json_object_get(sp, "periodSeconds")), 3);
+    assert_int_equal(json_integer_value(json_object_get(sp, "failureThreshold")), 7);
+    assert_null(json_object_get(sp, "successThreshold")); /* must stay 1 */
+    assert_non_null(json_object_get(sp, "exec"));         /* the template's handler */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_policy_int_or_string),
         cmocka_unit_test(test_rendered_policies_valid),
+        cmocka_unit_test(test_driver_probes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
