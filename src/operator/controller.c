@@ -13,6 +13,7 @@
 
 #include "http.h"
 #include "kube.h"
+#include "operator-internal.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -125,19 +126,6 @@ static void h_delete(json_t *obj, void *u)
     mark_dirty(u);
 }
 
-static const char *jget_str(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    if (b)
-        x = json_object_get(x, b);
-    return json_string_value(x);
-}
-
-static const char *obj_name(const json_t *o)
-{
-    return jget_str(o, "metadata", "name");
-}
-
 /* ---- status ------------------------------------------------------------------------------- */
 
 /* Writes a ClusterPolicy's planned status (the plan says when it differs from the stored one). */
@@ -153,9 +141,9 @@ static int write_status(struct controller *c, json_t *cp, json_t *status, struct
     if (r < 0)
         return r;
     count_write(c);
-    const char *rv = jget_str(cp, "metadata", "resourceVersion");
-    if (rv && json_is_object(out) && obj_name(cp))
-        json_object_set_new(c->written, obj_name(cp), json_pack("[s,O]", rv, out));
+    const char *rv = op_json_str(cp, "metadata", "resourceVersion");
+    if (rv && json_is_object(out) && op_obj_name(cp))
+        json_object_set_new(c->written, op_obj_name(cp), json_pack("[s,O]", rv, out));
     return 0;
 }
 
@@ -165,9 +153,9 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
     struct err e = {0};
     if (check_leader(c, &e) < 0)
         return;
-    _cleanup_json_ json_t *inv =
-        json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
-                  "metadata", "name", obj_name(cp), "uid", jget_str(cp, "metadata", "uid") ?: "");
+    _cleanup_json_ json_t *inv = json_pack(
+        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy", "metadata",
+        "name", op_obj_name(cp), "uid", op_json_str(cp, "metadata", "uid") ?: "");
     struct kube_event ev = {.ns = c->ns,
                             .involved = inv,
                             .type = type,
@@ -201,12 +189,12 @@ static size_t owned_index(const struct kube_resource *r)
 /* Creates or replaces one planned object. */
 static int apply_object(struct controller *c, json_t *desired, struct err *e)
 {
-    const struct kube_resource *r = resource_of_kind(jget_str(desired, "kind", NULL));
+    const struct kube_resource *r = resource_of_kind(op_json_str(desired, "kind", NULL));
     if (!r)
         return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"",
-                       jget_str(desired, "kind", NULL));
-    const char *ns = r->namespaced ? jget_str(desired, "metadata", "namespace") : NULL;
-    const char *name = obj_name(desired);
+                       op_json_str(desired, "kind", NULL));
+    const char *ns = r->namespaced ? op_json_str(desired, "metadata", "namespace") : NULL;
+    const char *name = op_obj_name(desired);
     _cleanup_json_ json_t *live = kube_informer_get(c->owned[owned_index(r)], ns, name);
     if (!live) {
         /* Not in our store (the store only sees objects labelled as ours): ask the server, an
@@ -321,7 +309,7 @@ static void emit_events(struct controller *c, json_t *entry)
         const char *msg = json_string_value(json_object_get(ev, "message"));
         if (streq_ptr(type, "Warning"))
             log_warn(COMPONENT, "ClusterPolicy event", "policy=%s reason=%s message=\"%s\"",
-                     obj_name(cp), reason, msg);
+                     op_obj_name(cp), reason, msg);
         emit_event(c, cp, type, reason, msg);
     }
 }
@@ -345,11 +333,11 @@ static void policies_fresh(struct controller *c, json_t *policies)
     size_t i;
     json_t *cp;
     json_array_foreach (policies, i, cp) {
-        const char *name = obj_name(cp);
+        const char *name = op_obj_name(cp);
         json_t *w = name ? json_object_get(c->written, name) : NULL;
         if (!w)
             continue;
-        if (streq_ptr(jget_str(cp, "metadata", "resourceVersion"),
+        if (streq_ptr(op_json_str(cp, "metadata", "resourceVersion"),
                       json_string_value(json_array_get(w, 0)))) {
             json_array_set(policies, i, json_array_get(w, 1));
             json_object_set(keep, name, w);

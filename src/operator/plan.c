@@ -6,12 +6,13 @@
  */
 #include <string.h>
 
+#include "operator-internal.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
 #define READY_MSG "ClusterPolicy is ready as all resources have been successfully reconciled"
 
-static const char *jget_str(const json_t *o, const char *a, const char *b)
+const char *op_json_str(const json_t *o, const char *a, const char *b)
 {
     const json_t *x = json_object_get(o, a);
     if (b)
@@ -19,14 +20,14 @@ static const char *jget_str(const json_t *o, const char *a, const char *b)
     return json_string_value(x);
 }
 
-static const char *obj_name(const json_t *o)
+const char *op_obj_name(const json_t *o)
 {
-    return jget_str(o, "metadata", "name");
+    return op_json_str(o, "metadata", "name");
 }
 
 static bool deleting(const json_t *o)
 {
-    return jget_str(o, "metadata", "deletionTimestamp") != NULL;
+    return op_json_str(o, "metadata", "deletionTimestamp") != NULL;
 }
 
 /* Oldest creationTimestamp wins; the name breaks ties. RFC 3339 UTC strings order as text. */
@@ -42,10 +43,10 @@ static const json_t *pick_active(const json_t *list)
             best = cp;
             continue;
         }
-        const char *a = jget_str(cp, "metadata", "creationTimestamp");
-        const char *b = jget_str(best, "metadata", "creationTimestamp");
+        const char *a = op_json_str(cp, "metadata", "creationTimestamp");
+        const char *b = op_json_str(best, "metadata", "creationTimestamp");
         int cmp = strcmp(a ? a : "", b ? b : "");
-        if (cmp < 0 || (cmp == 0 && strcmp(obj_name(cp) ?: "", obj_name(best) ?: "") < 0))
+        if (cmp < 0 || (cmp == 0 && strcmp(op_obj_name(cp) ?: "", op_obj_name(best) ?: "") < 0))
             best = cp;
     }
     return best;
@@ -104,7 +105,7 @@ static void add_event(json_t *entry, const char *type, const char *reason, const
 
 static json_t *policy_entry(const json_t *cp, bool active)
 {
-    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", obj_name(cp) ?: "", "active", active,
+    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", op_obj_name(cp) ?: "", "active", active,
                      "valid", true, "events", "policy", cp);
 }
 
@@ -130,8 +131,8 @@ static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const
     struct status_ctx sc;
     status_ctx_init(&sc, cp, s->now_ms);
     json_t *entry = policy_entry(cp, false);
-    _cleanup_free_ char *msg =
-        xasprintf("another ClusterPolicy (%s) is active; only one is reconciled", obj_name(active));
+    _cleanup_free_ char *msg = xasprintf(
+        "another ClusterPolicy (%s) is active; only one is reconciled", op_obj_name(active));
     json_t *st =
         json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
                   "conditions", condition(&sc, "Ready", false, "Ignored", msg));
@@ -247,7 +248,7 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *pa
         _cleanup_json_ json_t *patch = NULL;
         int r = op_node_labels(labels, p, &patch, e);
         if (r < 0)
-            return err_prefix(e, "node %s", obj_name(n));
+            return err_prefix(e, "node %s", op_obj_name(n));
         if (p->operand[OP_DRIVER].enabled && p->driver_version[0] && op_node_is_gpu(labels)) {
             const char *loaded =
                 json_string_value(json_object_get(labels, "nvidia.com/cuda.driver-version.full"));
@@ -256,11 +257,11 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *pa
                                       json_sprintf("node %s: a driver %s is already loaded; the "
                                                    "driver DaemonSet would install %s (label it "
                                                    "nvidia.com/gpu.deploy.driver=pre-installed)",
-                                                   obj_name(n), loaded, p->driver_version));
+                                                   op_obj_name(n), loaded, p->driver_version));
         }
         if (json_object_size(patch) > 0)
             json_array_append_new(
-                patches, json_pack("{s:s,s:O}", "name", obj_name(n) ?: "", "labels", patch));
+                patches, json_pack("{s:s,s:O}", "name", op_obj_name(n) ?: "", "labels", patch));
     }
     return 0;
 }
@@ -269,9 +270,10 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *pa
 
 static bool same_object(const json_t *a, const json_t *b)
 {
-    return streq_ptr(jget_str(a, "kind", NULL), jget_str(b, "kind", NULL)) &&
-           streq_ptr(obj_name(a), obj_name(b)) &&
-           streq_ptr(jget_str(a, "metadata", "namespace"), jget_str(b, "metadata", "namespace"));
+    return streq_ptr(op_json_str(a, "kind", NULL), op_json_str(b, "kind", NULL)) &&
+           streq_ptr(op_obj_name(a), op_obj_name(b)) &&
+           streq_ptr(op_json_str(a, "metadata", "namespace"),
+                     op_json_str(b, "metadata", "namespace"));
 }
 
 static const json_t *find_live(const json_t *owned, const json_t *desired)
@@ -290,12 +292,12 @@ bool op_object_current(const json_t *desired, const json_t *live)
     if (!live)
         return false;
     const char *want =
-        jget_str(json_object_get(desired, "metadata"), "annotations", OP_HASH_ANNOTATION);
+        op_json_str(json_object_get(desired, "metadata"), "annotations", OP_HASH_ANNOTATION);
     const char *have =
-        jget_str(json_object_get(live, "metadata"), "annotations", OP_HASH_ANNOTATION);
+        op_json_str(json_object_get(live, "metadata"), "annotations", OP_HASH_ANNOTATION);
     return want && streq_ptr(want, have) &&
-           streq_ptr(jget_str(json_object_get(live, "metadata"), "labels",
-                              "app.kubernetes.io/managed-by"),
+           streq_ptr(op_json_str(json_object_get(live, "metadata"), "labels",
+                                 "app.kubernetes.io/managed-by"),
                      OP_MANAGED_BY);
 }
 
@@ -320,9 +322,9 @@ static void plan_prune(const json_t *owned, const json_t *desired, json_t *prune
     json_array_foreach (owned, i, o) {
         if (!owned_by_policy(o) || deleting(o) || find_live(desired, o))
             continue;
-        json_t *item = json_pack("{s:s,s:s}", "kind", jget_str(o, "kind", NULL) ?: "", "name",
-                                 obj_name(o) ?: "");
-        const char *ns = jget_str(o, "metadata", "namespace");
+        json_t *item = json_pack("{s:s,s:s}", "kind", op_json_str(o, "kind", NULL) ?: "", "name",
+                                 op_obj_name(o) ?: "");
+        const char *ns = op_json_str(o, "metadata", "namespace");
         if (ns)
             json_object_set_new(item, "namespace", json_string(ns));
         json_array_append_new(prune, item);
@@ -334,8 +336,9 @@ static const json_t *find_daemonset(const json_t *owned, const char *ns, const c
     size_t i;
     const json_t *o;
     json_array_foreach (owned, i, o) {
-        if (streq_ptr(jget_str(o, "kind", NULL), "DaemonSet") && streq_ptr(obj_name(o), name) &&
-            streq_ptr(jget_str(o, "metadata", "namespace"), ns))
+        if (streq_ptr(op_json_str(o, "kind", NULL), "DaemonSet") &&
+            streq_ptr(op_obj_name(o), name) &&
+            streq_ptr(op_json_str(o, "metadata", "namespace"), ns))
             return o;
     }
     return NULL;
@@ -477,7 +480,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
     if (failed) {
         if (!streq_ptr(stored_condition(cp, "Error", "True"), msg))
             add_event(entry, "Warning", "ReconcileFailed", msg);
-    } else if (!streq_ptr(jget_str(cp, "status", "state"), state)) {
+    } else if (!streq_ptr(op_json_str(cp, "status", "state"), state)) {
         add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
     }
     entry_status(entry, cp, status);
