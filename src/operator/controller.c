@@ -323,6 +323,58 @@ static int report_policy(struct controller *c, json_t *entry, struct err *e)
     return write_status(c, json_object_get(entry, "policy"), json_object_get(entry, "status"), e);
 }
 
+/* The active policy's writes: node labels, applies and (when those all succeeded) prunes. Every
+ * write is tried; one the API server refuses does not hold back the others, and each failure
+ * goes to `errors`. Fails only when the lease is lost (-ECANCELED). */
+static int write_objects(struct controller *c, const struct op_plan *plan, json_t *errors,
+                         struct err *e)
+{
+    int r = label_nodes(c, plan->node_patches, errors, e);
+    if (r < 0)
+        return r;
+    size_t i;
+    json_t *obj;
+    json_array_foreach (plan->apply, i, obj) {
+        struct err ae = {0};
+        r = apply_object(c, obj, &ae);
+        if (r == -ECANCELED)
+            return err_set(e, r, "%s", err_msg(&ae));
+        if (r < 0) {
+            json_t *meta = json_object_get(obj, "metadata");
+            _cleanup_free_ char *ref =
+                object_ref(json_object_get(obj, "kind"), json_object_get(meta, "namespace"),
+                           json_object_get(meta, "name"));
+            add_write_error(errors, ref, &ae);
+        }
+    }
+    if (json_array_size(errors) > 0)
+        return 0; /* nothing is pruned on a reconcile that failed part way */
+    json_array_foreach (plan->prune, i, obj) {
+        struct err de = {0};
+        r = delete_object(c, obj, &de);
+        if (r == -ECANCELED)
+            return err_set(e, r, "%s", err_msg(&de));
+        if (r < 0) {
+            _cleanup_free_ char *ref =
+                object_ref(json_object_get(obj, "kind"), json_object_get(obj, "namespace"),
+                           json_object_get(obj, "name"));
+            add_write_error(errors, ref, &de);
+        }
+    }
+    return 0;
+}
+
+static json_t *active_entry(const struct op_plan *plan)
+{
+    size_t i;
+    json_t *entry;
+    json_array_foreach (plan->policies, i, entry) {
+        if (json_is_true(json_object_get(entry, "active")))
+            return entry;
+    }
+    return NULL;
+}
+
 /* ---- one reconcile ------------------------------------------------------------------------ */
 
 /* Replaces cached ClusterPolicies that predate our own status write by what the server returned
@@ -380,14 +432,12 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     /* Ignored policies first; a failed status write there must not hold back the active one. */
     int ignored_r = 0;
     struct err ignored_err = {0};
-    json_t *active = NULL;
+    json_t *active = active_entry(plan);
     size_t i;
     json_t *entry;
     json_array_foreach (plan->policies, i, entry) {
-        if (json_is_true(json_object_get(entry, "active"))) {
-            active = entry;
+        if (entry == active)
             continue;
-        }
         struct err ie = {0};
         int ir = report_policy(c, entry, &ie);
         if (ir == -ECANCELED)
@@ -408,39 +458,9 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         goto out;
     }
 
-    /* Every write is tried; one the API server refuses does not hold back the others, but
-     * nothing is pruned on a reconcile that failed part way. */
-    r = label_nodes(c, plan->node_patches, errors, e);
+    r = write_objects(c, plan, errors, e);
     if (r < 0)
         return r;
-    json_t *obj;
-    json_array_foreach (plan->apply, i, obj) {
-        struct err ae = {0};
-        r = apply_object(c, obj, &ae);
-        if (r == -ECANCELED)
-            return err_set(e, r, "%s", err_msg(&ae));
-        if (r < 0) {
-            json_t *meta = json_object_get(obj, "metadata");
-            _cleanup_free_ char *ref =
-                object_ref(json_object_get(obj, "kind"), json_object_get(meta, "namespace"),
-                           json_object_get(meta, "name"));
-            add_write_error(errors, ref, &ae);
-        }
-    }
-    if (json_array_size(errors) == 0) {
-        json_array_foreach (plan->prune, i, obj) {
-            struct err de = {0};
-            r = delete_object(c, obj, &de);
-            if (r == -ECANCELED)
-                return err_set(e, r, "%s", err_msg(&de));
-            if (r < 0) {
-                _cleanup_free_ char *ref =
-                    object_ref(json_object_get(obj, "kind"), json_object_get(obj, "namespace"),
-                               json_object_get(obj, "name"));
-                add_write_error(errors, ref, &de);
-            }
-        }
-    }
     /* The status tells what this execution could not write, or that it recovered: planned again
      * with these results when they differ from those the plan was made with. */
     if (!json_equal(errors, c->write_errors)) {
@@ -451,11 +471,7 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         r = op_plan(&snap, &plan, e);
         if (r < 0)
             return r;
-        active = NULL;
-        json_array_foreach (plan->policies, i, entry) {
-            if (json_is_true(json_object_get(entry, "active")))
-                active = entry;
-        }
+        active = active_entry(plan);
         if (!active)
             return err_set(e, -EIO, "no active ClusterPolicy on the second plan");
     }
