@@ -82,6 +82,11 @@ struct stop_token {
     atomic_bool stopped;
     volatile int flag; /* mirrors stopped, under lock, for cond_nap */
     int efd;
+    struct {
+        void (*fn)(void *ud);
+        void *ud;
+    } hooks[STOP_MAX_HOOKS];
+    pthread_mutex_t hook_lock; /* taken alone, never with lock: hooks take their own locks */
 };
 
 int stop_token_new(struct stop_token **ret, struct err *e)
@@ -94,10 +99,12 @@ int stop_token_new(struct stop_token **ret, struct err *e)
         return err_errno(e, r, "stop token: eventfd");
     }
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->hook_lock, NULL);
     int r = cond_init_monotonic(&s->cond);
     if (r < 0) {
         close(s->efd);
         pthread_mutex_destroy(&s->lock);
+        pthread_mutex_destroy(&s->hook_lock);
         free(s);
         return err_errno(e, r, "stop token: condition variable");
     }
@@ -113,7 +120,35 @@ void stop_token_free(struct stop_token *s)
     close(s->efd);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->hook_lock);
     free(s);
+}
+
+int stop_hook_add(struct stop_token *s, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&s->hook_lock);
+    bool stopped = stop_requested(s);
+    int r = -ENOBUFS;
+    for (size_t i = 0; i < STOP_MAX_HOOKS; i++)
+        if (!s->hooks[i].fn) {
+            s->hooks[i].fn = fn;
+            s->hooks[i].ud = ud;
+            r = 0;
+            break;
+        }
+    pthread_mutex_unlock(&s->hook_lock);
+    if (r == 0 && stopped)
+        fn(ud);
+    return r;
+}
+
+void stop_hook_remove(struct stop_token *s, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&s->hook_lock);
+    for (size_t i = 0; i < STOP_MAX_HOOKS; i++)
+        if (s->hooks[i].fn == fn && s->hooks[i].ud == ud)
+            s->hooks[i].fn = NULL;
+    pthread_mutex_unlock(&s->hook_lock);
 }
 
 void stop_request(struct stop_token *s)
@@ -131,6 +166,13 @@ void stop_request(struct stop_token *s)
         /* The counter only grows from 0 to 1: this write cannot block or fail meaningfully. */
         ssize_t n = write(s->efd, &one, sizeof(one));
         (void)n;
+        /* hook_lock stays held while the hooks run, so stop_hook_remove waits for a running
+         * hook before its owner frees ud. */
+        pthread_mutex_lock(&s->hook_lock);
+        for (size_t i = 0; i < STOP_MAX_HOOKS; i++)
+            if (s->hooks[i].fn)
+                s->hooks[i].fn(s->hooks[i].ud);
+        pthread_mutex_unlock(&s->hook_lock);
     }
 }
 

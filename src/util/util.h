@@ -210,6 +210,12 @@ bool stop_wait(struct stop_token *s, uint64_t ms);
 bool stop_wait_until(struct stop_token *s, uint64_t deadline);
 /* An fd that polls readable (POLLIN) once stop is requested. Owned by the token. */
 int stop_fd(const struct stop_token *s);
+/* Calls fn(ud) once when stop is requested (at once when it already was), from the requesting
+ * thread, without the token's lock held: for waits on other condition variables (a work
+ * queue). At most STOP_MAX_HOOKS hooks; -ENOBUFS beyond. Remove a hook before freeing ud. */
+#define STOP_MAX_HOOKS 8
+int stop_hook_add(struct stop_token *s, void (*fn)(void *ud), void *ud);
+void stop_hook_remove(struct stop_token *s, void (*fn)(void *ud), void *ud);
 
 /* ---- logging ------------------------------------------------------------------------------ */
 
