@@ -119,7 +119,7 @@ static enum svc_wake run_reload(struct svc *s)
     struct err e = {0};
     int r = s->c->reload(s, &e);
     if (r < 0)
-        log_error(s->c->name, "reload failed; keeping the last good state", "error=\"%s\"",
+        log_error(s->c->name, "reload failed; keeping the last good config", "error=\"%s\"",
                   err_msg(&e));
     return SVC_RELOADED;
 }

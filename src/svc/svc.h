@@ -104,7 +104,9 @@ struct svc_option {
 /* The config-file layer (dpconfig's, for the device plugin and feature discovery): load starts
  * from defaults plus the file (path NULL: no file), set applies one field given as a string (a
  * flag or env var), finish derives what depends on the rest. Called in that order, at start and
- * on every svc_config_resolve; the layer keeps its result pending until the caller adopts it. */
+ * on every svc_config_resolve; the layer keeps its result pending until the caller adopts it.
+ * `value` lives as long as the process (argv, environ); `source` ("--flag", "ENV") only
+ * during the call. */
 struct svc_layer {
     int (*load)(void *state, const char *path, struct err *e);
     int (*set)(void *state, const char *field, const char *value, const char *source,
