@@ -4,7 +4,8 @@
 
 #include "svc-internal.h"
 
-#define HELP_COL 31 /* where help text starts in --help */
+#define HELP_COL   31 /* where help text starts in --help */
+#define HELP_WIDTH 96 /* an env var name past this goes on a line of its own */
 
 static bool opt_end(const struct svc_option *o)
 {
@@ -332,12 +333,18 @@ static void print_help_text(FILE *out, const char *help, const char *env, int co
         col = 0;
     }
     fprintf(out, "%*s", HELP_COL - col, "");
+    size_t line = HELP_COL;
     for (const char *p = help; *p; p++) {
         fputc(*p, out);
-        if (*p == '\n')
+        line++;
+        if (*p == '\n') {
             fprintf(out, "%*s", HELP_COL, "");
+            line = HELP_COL;
+        }
     }
-    if (env)
+    if (env && line + strlen(env) + 3 > HELP_WIDTH)
+        fprintf(out, "\n%*s[%s]", HELP_COL, "", env);
+    else if (env)
         fprintf(out, " [%s]", env);
     fputc('\n', out);
 }

@@ -23,7 +23,18 @@ struct svc {
     int quit_fd; /* eventfd: ends the signal thread */
     pthread_t sig_thread;
     bool sig_running;
+    char *error_tail;
 };
+
+void svc_error_tail(struct svc *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    free(s->error_tail);
+    if (vasprintf(&s->error_tail, fmt, ap) < 0)
+        s->error_tail = NULL;
+    va_end(ap);
+}
 
 void *svc_state(struct svc *s)
 {
@@ -197,12 +208,18 @@ static void svc_teardown(struct svc *s)
         s->c->cleanup(s->state);
     free(s->state);
     free(s->cli);
+    free(s->error_tail);
 }
 
 /* The one place an error becomes a line and an exit code. */
-static int fail(const struct svc_component *c, int code, struct err *e)
+static int fail(const struct svc_component *c, int code, struct err *e, const char *tail)
 {
-    log_error(c->name, err_msg(e), NULL);
+    if (tail) {
+        _cleanup_free_ char *line = xasprintf("%s%s", err_msg(e), tail);
+        log_error(c->name, line, NULL);
+    } else {
+        log_error(c->name, err_msg(e), NULL);
+    }
     return code;
 }
 
@@ -220,6 +237,8 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
     pthread_mutex_init(&s.lock, NULL);
     cond_init_monotonic(&s.cond);
     s.state = xcalloc(1, c->state_size ? c->state_size : 1);
+    if (c->defaults)
+        c->defaults(s.state); /* first: cleanup may rely on what it set up */
     size_t n = svc_n_options(c);
     s.cli = xcalloc(n + 1, sizeof(char *));
     int code = 2;
@@ -231,11 +250,11 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
         goto out;
     }
     if (r < 0) {
-        code = fail(c, 2, &e);
+        code = fail(c, 2, &e, s.error_tail);
         goto out;
     }
     if (stop_token_new(&s.stop, &e) < 0) {
-        code = fail(c, 1, &e);
+        code = fail(c, 1, &e, s.error_tail);
         goto out;
     }
     s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -243,31 +262,29 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
     s.quit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s.sig_fd < 0 || s.event_fd < 0 || s.quit_fd < 0) {
         err_errno(&e, -errno, "signalfd/eventfd");
-        code = fail(c, 1, &e);
+        code = fail(c, 1, &e, s.error_tail);
         goto out;
     }
     stop_hook_add(s.stop, wake_on_stop, &s);
     /* Signals are taken from now on: a SIGTERM while the config loads stops cleanly. */
     if (pthread_create(&s.sig_thread, NULL, signal_thread, &s) != 0) {
         err_set(&e, -EAGAIN, "cannot start the signal thread");
-        code = fail(c, 1, &e);
+        code = fail(c, 1, &e, s.error_tail);
         goto out;
     }
     s.sig_running = true;
 
-    if (c->defaults)
-        c->defaults(s.state);
     r = svc_resolve_state(c, s.state, s.cli, &e);
     if (r == 0)
         r = svc_resolve_layer(c, s.state, s.cli, &e);
     if (r == 0 && c->configure)
         r = c->configure(&s, &e);
     if (r < 0) {
-        code = fail(c, 2, &e);
+        code = fail(c, 2, &e, s.error_tail);
         goto out;
     }
     r = c->run(&s, &e);
-    code = r < 0 ? fail(c, 1, &e) : 0;
+    code = r < 0 ? fail(c, 1, &e, s.error_tail) : 0;
 out:
     svc_teardown(&s);
     return code;

@@ -160,6 +160,10 @@ int svc_config_resolve(struct svc *s, struct err *e);
 /* Whether the source of a layer field or option was given ("--x", "ENV") and its value. */
 const char *svc_option_value(struct svc *s, const char *field, const char **ret_source);
 
+/* A tail for the error line run is about to return, for what does not fit struct err (a list of
+ * the valid values): printed as "<message><tail>". */
+void svc_error_tail(struct svc *s, const char *fmt, ...) GPUOP_PRINTF(2, 3);
+
 enum svc_wake {
     SVC_TIMEOUT = 0,
     SVC_STOP,
