@@ -193,6 +193,9 @@ static void svc_teardown(struct svc *s)
         (void)n;
         pthread_join(s->sig_thread, NULL);
     }
+    /* The component's cleanup may still use the stop token (to end its own threads). */
+    if (s->state && s->c->cleanup)
+        s->c->cleanup(s->state);
     if (s->stop)
         stop_hook_remove(s->stop, wake_on_stop, s);
     stop_token_free(s->stop);
@@ -204,8 +207,6 @@ static void svc_teardown(struct svc *s)
         close(s->quit_fd);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
-    if (s->state && s->c->cleanup)
-        s->c->cleanup(s->state);
     free(s->state);
     free(s->cli);
     free(s->error_tail);

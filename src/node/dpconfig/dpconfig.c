@@ -951,7 +951,7 @@ const struct svc_option dpconfig_plugin_options[] = {
     O("flags.plugin.containerDriverRoot", "container-driver-root", "CONTAINER_DRIVER_ROOT",
       SVC_STRING, "PATH", "accepted as NVIDIA's plugin accepts it"),
     O("flags.plugin.sharedDevicesAllocationPolicy", "shared-devices-allocation-policy",
-      "SHARED_DEVICES_ALLOCATION_POLICY", SVC_STRING, "distributed|packed", "\n(distributed)"),
+      "SHARED_DEVICES_ALLOCATION_POLICY", SVC_STRING, "distributed|packed", "(distributed)"),
     O("imex.channelIDs", "imex-channel-ids", "IMEX_CHANNEL_IDS", SVC_STRING, "IDS",
       "accepted as NVIDIA's plugin accepts it"),
     O("imex.required", "imex-required", "IMEX_REQUIRED", SVC_BOOL, NULL,
