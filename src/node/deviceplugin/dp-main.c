@@ -123,7 +123,7 @@ static int adopt_config(struct plugin *pl, struct dp_options *ret, struct err *e
         return err_prefix(e, "%s", file ? file : "config");
     pl->fail_init = cfg->fail_on_init_error;
     log_info(COMP, "config resolved", "file=%s mig_strategy=%s sharing=%d", file ? file : "(none)",
-             dp_mig_strategy_name(ret->mig_strategy), (int)ret->sharing);
+             dpconfig_mig_strategy_name(ret->mig_strategy), (int)ret->sharing);
     return 0;
 }
 
