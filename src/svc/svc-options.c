@@ -69,8 +69,12 @@ static int set_value(const struct svc_option *o, void *state, const char *v, con
     void *dst = (char *)state + o->off;
     uint64_t u = 0;
     int64_t i = 0;
-    char minmsg[64];
-    snprintf(minmsg, sizeof(minmsg), "expected an integer >= %llu", (unsigned long long)o->min);
+    char minmsg[80];
+    if (o->max)
+        snprintf(minmsg, sizeof(minmsg), "expected an integer in [%llu, %llu]",
+                 (unsigned long long)o->min, (unsigned long long)o->max);
+    else
+        snprintf(minmsg, sizeof(minmsg), "expected an integer >= %llu", (unsigned long long)o->min);
     switch (o->kind) {
     case SVC_STRING:
     case SVC_CONFIG_FILE:
@@ -92,7 +96,8 @@ static int set_value(const struct svc_option *o, void *state, const char *v, con
         break;
     case SVC_UINT:
     case SVC_U64:
-        if (parse_u64(v, &u) < 0 || u < o->min || (o->kind == SVC_UINT && u > UINT32_MAX))
+        if (parse_u64(v, &u) < 0 || u < o->min || (o->kind == SVC_UINT && u > UINT32_MAX) ||
+            (o->max && u > o->max))
             return bad_value(o, src, minmsg, e);
         if (o->kind == SVC_UINT)
             *(unsigned *)dst = (unsigned)u;
@@ -150,8 +155,9 @@ static const struct svc_option *find_short(const struct svc_component *c, char c
 }
 
 int svc_parse_argv(const struct svc_component *c, int argc, char **argv, const char **cli,
-                   struct err *e)
+                   const char **args, size_t *n_args, struct err *e)
 {
+    *n_args = 0;
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
@@ -174,6 +180,9 @@ int svc_parse_argv(const struct svc_component *c, int argc, char **argv, const c
                 return err_set(e, -EINVAL, "unknown flag \"-%c\" (see --help)", arg[1]);
             if (arg[2])
                 val = arg + 2;
+        } else if (args && *n_args < c->max_args) {
+            args[(*n_args)++] = arg;
+            continue;
         } else {
             return err_set(e, -EINVAL, "unexpected argument \"%s\" (see --help)", arg);
         }
@@ -284,7 +293,9 @@ int svc_parse(const struct svc_component *c, void *state, int argc, char **argv,
 {
     size_t n = svc_n_options(c);
     _cleanup_free_ const char **cli = xcalloc(n + 1, sizeof(char *));
-    int r = svc_parse_argv(c, argc, argv, cli, e);
+    _cleanup_free_ const char **args = xcalloc(c->max_args + 1, sizeof(char *));
+    size_t n_args = 0;
+    int r = svc_parse_argv(c, argc, argv, cli, args, &n_args, e);
     if (r == 1) {
         svc_usage(c, out ? out : stdout);
         return 1;

@@ -13,6 +13,9 @@ struct svc {
     const struct svc_component *c;
     void *state;
     const char **cli;
+    const char **args;
+    size_t n_args;
+    bool bad_input;
     struct stop_token *stop;
     /* reload requests from the signal thread to the component's thread */
     pthread_mutex_t lock;
@@ -25,6 +28,18 @@ struct svc {
     bool sig_running;
     char *error_tail;
 };
+
+const char *const *svc_args(const struct svc *s, size_t *ret_n)
+{
+    *ret_n = s->n_args;
+    return s->args;
+}
+
+int svc_bad_input(struct svc *s, int code)
+{
+    s->bad_input = true;
+    return code;
+}
 
 void svc_error_tail(struct svc *s, const char *fmt, ...)
 {
@@ -209,6 +224,7 @@ static void svc_teardown(struct svc *s)
     pthread_mutex_destroy(&s->lock);
     free(s->state);
     free(s->cli);
+    free(s->args);
     free(s->error_tail);
 }
 
@@ -242,9 +258,10 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
         c->defaults(s.state); /* first: cleanup may rely on what it set up */
     size_t n = svc_n_options(c);
     s.cli = xcalloc(n + 1, sizeof(char *));
+    s.args = xcalloc(c->max_args + 1, sizeof(char *));
     int code = 2;
 
-    int r = svc_parse_argv(c, argc, argv, s.cli, &e);
+    int r = svc_parse_argv(c, argc, argv, s.cli, s.args, &s.n_args, &e);
     if (r == 1) {
         svc_usage(c, stdout);
         code = fflush(stdout) == 0 ? 0 : 1;
@@ -285,7 +302,7 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
         goto out;
     }
     r = c->run(&s, &e);
-    code = r < 0 ? fail(c, 1, &e, s.error_tail) : 0;
+    code = r < 0 ? fail(c, s.bad_input ? 2 : 1, &e, s.error_tail) : 0;
 out:
     svc_teardown(&s);
     return code;

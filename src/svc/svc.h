@@ -93,6 +93,7 @@ struct svc_option {
     size_t off;         /* offsetof(state, member) of the destination (field == NULL) */
     const char *const *choices; /* SVC_ENUM: NULL-terminated names */
     uint64_t min;               /* numbers and durations: the smallest accepted value */
+    uint64_t max;               /* SVC_UINT, SVC_U64: the largest accepted value; 0: none */
     bool finite;                /* SVC_DURATION: refuse "infinite" */
     const char *expect;         /* error wording of a bad value: "expected milliseconds > 0" */
     /* Extra validation after parsing; dst points at the parsed value (in state). */
@@ -123,8 +124,9 @@ struct svc_component {
     const char *usage;       /* --help head: "Usage: gpuop x [flags]\n\nWhat it does.\n" */
     const char *flags_title; /* NULL: "Flags:" */
     const struct svc_option *options[SVC_MAX_TABLES]; /* tables, each ended by SVC_END */
-    const char *epilogue;          /* --help tail: other environment, signals, exit */
-    size_t state_size;             /* svc allocates (zeroed) and frees it */
+    const char *epilogue; /* --help tail: other environment, signals, exit */
+    unsigned max_args;    /* arguments besides flags (a subcommand: `sim inject xid`); 0: none */
+    size_t state_size;    /* svc allocates (zeroed) and frees it */
     void (*defaults)(void *state); /* before env and flags */
     const struct svc_layer *layer; /* NULL: no config file */
     /* After the options: derived checks and loads. An error here is bad input (exit 2). */
@@ -159,6 +161,12 @@ bool svc_stopped(const struct svc *s);
 int svc_config_resolve(struct svc *s, struct err *e);
 /* Whether the source of a layer field or option was given ("--x", "ENV") and its value. */
 const char *svc_option_value(struct svc *s, const char *field, const char **ret_source);
+
+/* The arguments besides flags, in order (at most max_args). */
+const char *const *svc_args(const struct svc *s, size_t *ret_n);
+/* Marks the error run is about to return as bad input (exit 2), for input that can only be
+ * checked once running (a GPU index against the loaded fleet). Returns code. */
+int svc_bad_input(struct svc *s, int code);
 
 /* A tail for the error line run is about to return, for what does not fit struct err (a list of
  * the valid values): printed as "<message><tail>". */
