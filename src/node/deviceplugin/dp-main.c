@@ -378,7 +378,9 @@ static int start_servers(struct plugin *pl, struct err *e)
 static int register_one(struct plugin *pl, struct dp_srv *s, struct err *e)
 {
     _cleanup_(grpc_client_freep) struct grpc_client *c = NULL;
-    int r = grpc_client_connect(pl->kubelet_sock, DP_REGISTER_MS, NULL, &c, e);
+    /* The stop token cancels a connect or call to a kubelet that accepts and never answers. */
+    struct grpc_options go = {.stop = pl->stop};
+    int r = grpc_client_connect(pl->kubelet_sock, DP_REGISTER_MS, &go, &c, e);
     if (r < 0)
         return err_prefix(e, "register %s with %s", s->resource, pl->kubelet_sock);
     V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -405,7 +407,7 @@ static void register_all(struct plugin *pl)
     if (pl->no_register)
         return;
     bool failed = false;
-    for (size_t i = 0; i < pl->n_srv; i++) {
+    for (size_t i = 0; i < pl->n_srv && !stop_requested(pl->stop); i++) {
         struct dp_srv *s = &pl->srv[i];
         if (s->registered)
             continue;
