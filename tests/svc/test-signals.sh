@@ -109,6 +109,34 @@ for c in gfd dp exporter; do
         if $c; then stop "$name" "$sig"; fi
     done
 done
+# A kubelet that accepts and never answers (issue 18 item 5): registration waits on it, SIGTERM
+# still ends the device plugin within 2 s.
+if command -v python3 >/dev/null; then
+    python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(64)
+time.sleep(120)' "$tmp/dp/kubelet.sock" &
+    hole=$!
+    i=0
+    while [ ! -S "$tmp/dp/kubelet.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    if start device-plugin "serving" device-plugin --kubelet-socket "$tmp/dp/kubelet.sock"; then
+        sleep 0.5 # inside the registration call now
+        stop "device-plugin (black-holed kubelet)" TERM
+    fi
+    # The exporter's pod attribution against the same socket: the collections go on (the
+    # PodResources call has a deadline) and SIGTERM ends it within 2 s.
+    t0=$(ms)
+    if start exporter "serving" exporter -a 127.0.0.1:0 -c 1s -k \
+        --pod-resources-socket "$tmp/dp/kubelet.sock"; then
+        took=$(($(ms) - t0))
+        [ "$took" -le 3000 ] || fail "exporter: the first collection took $took ms with a silent kubelet"
+        sleep 1.5 # a collection in progress
+        stop "exporter (black-holed PodResources)" TERM
+    fi
+    kill "$hole" 2>/dev/null
+    wait "$hole" 2>/dev/null
+fi
 [ ! -e "$tmp/labels" ] || fail "feature-discovery: the labels outlived the process"
 [ "$failures" = 0 ] || exit 1
 echo "all ok"
