@@ -54,6 +54,10 @@
  *       .defaults = foo_defaults, .run = foo_run,
  *   };
  *
+ * A controller (the operator) adds: svc_workqueue_new(NULL, svc_stop(s), &q, e) and workers
+ * looping on svc_workqueue_get (-ECANCELED once stopped); watches take stop_flag(svc_stop(s))
+ * as their `const volatile int *stop`; API calls take a deadline (deadline_after).
+ *
  * Threads: svc_main blocks SIGTERM, SIGINT, SIGHUP and SIGQUIT (and ignores SIGPIPE) in the
  * calling thread before anything else, so every thread the component starts inherits the mask;
  * a dedicated thread reads them from a signalfd. The reload hook runs in the component's own

@@ -201,3 +201,8 @@ int stop_fd(const struct stop_token *s)
 {
     return s ? s->efd : -1;
 }
+
+const volatile int *stop_flag(const struct stop_token *s)
+{
+    return &s->flag;
+}

@@ -210,6 +210,9 @@ bool stop_wait(struct stop_token *s, uint64_t ms);
 bool stop_wait_until(struct stop_token *s, uint64_t deadline);
 /* An fd that polls readable (POLLIN) once stop is requested. Owned by the token. */
 int stop_fd(const struct stop_token *s);
+/* A flag that turns nonzero once stop is requested, for APIs that take a `const volatile int *`
+ * stop (kube_watch_opts.stop, cond_nap). Owned by the token. */
+const volatile int *stop_flag(const struct stop_token *s);
 /* Calls fn(ud) once when stop is requested (at once when it already was), from the requesting
  * thread, without the token's lock held: for waits on other condition variables (a work
  * queue). At most STOP_MAX_HOOKS hooks; -ENOBUFS beyond. Remove a hook before freeing ud. */

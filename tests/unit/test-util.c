@@ -337,6 +337,8 @@ static void test_stop_token(void **state)
     assert_int_equal(stop_token_new(&s, &e), 0);
     assert_false(stop_requested(s));
     assert_false(stop_requested(NULL));
+    const volatile int *flag = stop_flag(s);
+    assert_int_equal(*flag, 0);
     struct pollfd pfd = {.fd = stop_fd(s), .events = POLLIN};
     assert_int_equal(poll(&pfd, 1, 0), 0);
     uint64_t t0 = now_ms_mono();
@@ -352,6 +354,7 @@ static void test_stop_token(void **state)
     assert_true(now_ms_mono() - t0 < 5000);
     pthread_join(t, NULL);
     assert_true(stop_requested(s));
+    assert_int_not_equal(*flag, 0);
     assert_int_equal(poll(&pfd, 1, 1000), 1);
     assert_true(pfd.revents & POLLIN);
     stop_request(s); /* idempotent; the fd stays readable */
