@@ -175,11 +175,18 @@ int svc_parse_argv(const struct svc_component *c, int argc, char **argv, const c
             if (eq)
                 val = eq + 1;
         } else if (arg[0] == '-' && arg[1] && arg[1] != '-') {
-            o = find_short(c, arg[1], &i);
-            if (!o)
-                return err_set(e, -EINVAL, "unknown flag \"-%c\" (see --help)", arg[1]);
-            if (arg[2])
-                val = arg + 2;
+            /* -kn: flags without a value may share a dash; -c30s: a value may be attached */
+            for (const char *p = arg + 1;; p++) {
+                o = find_short(c, *p, &i);
+                if (!o)
+                    return err_set(e, -EINVAL, "unknown flag \"-%c\" (see --help)", *p);
+                if (o->kind != SVC_FLAG || !p[1]) {
+                    if (p[1])
+                        val = p + 1;
+                    break;
+                }
+                cli[i] = "true";
+            }
         } else if (args && *n_args < c->max_args) {
             args[(*n_args)++] = arg;
             continue;

@@ -164,6 +164,25 @@ static void test_precedence(void **state)
     /* attached short value, last occurrence wins */
     assert_int_equal(parse(&test_component, &o, &e, "test", "-c500ms", "-c", "750ms", NULL), 0);
     assert_int_equal(o.interval_ms, 750);
+    /* short flags without a value share a dash */
+    static const struct svc_option shorts[] = {
+        {.flag = "once", .short_flag = 'o', .kind = SVC_FLAG, .off = offsetof(struct opts, once)},
+        {.flag = "verbose",
+         .short_flag = 'v',
+         .kind = SVC_FLAG,
+         .off = offsetof(struct opts, verbose)},
+        {.flag = "listen",
+         .short_flag = 'a',
+         .kind = SVC_STRING,
+         .off = offsetof(struct opts, listen)},
+        {0},
+    };
+    const struct svc_component sc = {.name = "s", .options = {shorts}};
+    assert_int_equal(parse(&sc, &o, &e, "s", "-ova:7", NULL), 0);
+    assert_true(o.once && o.verbose);
+    assert_string_equal(o.listen, ":7");
+    assert_int_equal(parse(&sc, &o, &e, "s", "-ox", NULL), -EINVAL);
+    assert_string_equal(err_msg(&e), "unknown flag \"-x\" (see --help)");
     /* bool alone means true */
     assert_int_equal(parse(&test_component, &o, &e, "test", "--verbose", NULL), 0);
     assert_true(o.verbose);
