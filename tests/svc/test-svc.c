@@ -183,6 +183,11 @@ static void test_precedence(void **state)
     assert_string_equal(o.listen, ":7");
     assert_int_equal(parse(&sc, &o, &e, "s", "-ox", NULL), -EINVAL);
     assert_string_equal(err_msg(&e), "unknown flag \"-x\" (see --help)");
+    /* arguments besides flags, up to max_args */
+    const struct svc_component with_args = {.name = "s", .options = {shorts}, .max_args = 2};
+    assert_int_equal(parse(&with_args, &o, &e, "s", "inject", "-o", "xid", NULL), 0);
+    assert_int_equal(parse(&with_args, &o, &e, "s", "a", "b", "c", NULL), -EINVAL);
+    assert_string_equal(err_msg(&e), "unexpected argument \"c\" (see --help)");
     /* bool alone means true */
     assert_int_equal(parse(&test_component, &o, &e, "test", "--verbose", NULL), 0);
     assert_true(o.verbose);
