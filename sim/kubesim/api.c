@@ -419,36 +419,6 @@ static void crd_cleanup(struct ksim *ks, json_t *crd)
 
 /* ---- query -------------------------------------------------------------------------------- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static char *url_decode(const char *s, size_t n)
-{
-    char *r = xmalloc(n + 1);
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && i + 2 < n &&
-            hexval(s[i + 2]) >= 0) {
-            r[j++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            i += 2;
-        } else if (s[i] == '+') {
-            r[j++] = ' ';
-        } else {
-            r[j++] = s[i];
-        }
-    }
-    r[j] = '\0';
-    return r;
-}
-
 static json_t *query_parse(const char *q)
 {
     json_t *o = json_object();
@@ -457,8 +427,9 @@ static json_t *query_parse(const char *q)
         const char *amp = strchr(p, '&');
         size_t n = amp ? (size_t)(amp - p) : strlen(p);
         const char *eq = memchr(p, '=', n);
-        _cleanup_free_ char *k = url_decode(p, eq ? (size_t)(eq - p) : n);
-        _cleanup_free_ char *v = eq ? url_decode(eq + 1, n - (size_t)(eq + 1 - p)) : xstrdup("");
+        _cleanup_free_ char *k = url_decode(p, eq ? (size_t)(eq - p) : n, true);
+        _cleanup_free_ char *v =
+            eq ? url_decode(eq + 1, n - (size_t)(eq + 1 - p), true) : xstrdup("");
         json_t *sv = json_string(v); /* NULL for bad UTF-8: the parameter is dropped */
         if (k[0] && sv)
             json_object_set_new(o, k, sv);
@@ -479,57 +450,6 @@ static bool qtrue(json_t *q, const char *k)
     const char *v = qget(q, k);
     bool b = false;
     return v && (parse_bool(v, &b) == 0 ? b : v[0] == '\0');
-}
-
-/* ---- base64 (continue tokens) ------------------------------------------------------------- */
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *ks_base64(const unsigned char *d, size_t n);
-char *ks_base64(const unsigned char *d, size_t n)
-{
-    char *r = xmalloc((n + 2) / 3 * 4 + 1);
-    size_t j = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)d[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)d[i + 1] << 8;
-        if (i + 2 < n)
-            v |= d[i + 2];
-        r[j++] = b64[(v >> 18) & 63];
-        r[j++] = b64[(v >> 12) & 63];
-        r[j++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-        r[j++] = i + 2 < n ? b64[v & 63] : '=';
-    }
-    r[j] = '\0';
-    return r;
-}
-
-static char *unbase64(const char *s, size_t *ret_n)
-{
-    size_t n = strlen(s);
-    char *r = xmalloc(n / 4 * 3 + 4);
-    size_t j = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '=')
-            break;
-        const char *p = strchr(b64, s[i]);
-        if (!p || !s[i]) {
-            free(r);
-            return NULL;
-        }
-        acc = (acc << 6) | (uint32_t)(p - b64);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            r[j++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    r[j] = '\0';
-    *ret_n = j;
-    return r;
 }
 
 /* ---- bodies ------------------------------------------------------------------------------- */
@@ -714,7 +634,7 @@ static int pb_map_entry(const unsigned char *d, size_t n, bool bytes, json_t *ob
             continue;
         json_decref(*slot);
         if (f == 2 && bytes) {
-            char *b = ks_base64(data, len);
+            char *b = base64_encode(data, len);
             *slot = json_string(b);
             free(b);
         } else {
@@ -875,7 +795,7 @@ static void ks_secret_string_data(json_t *obj)
         const char *s = json_string_value(v);
         if (!s)
             continue;
-        char *b = ks_base64((const unsigned char *)s, strlen(s));
+        char *b = base64_encode((const unsigned char *)s, strlen(s));
         json_object_set_new(jensure(obj, "data"), k, json_string(b));
         free(b);
     }
@@ -1545,8 +1465,9 @@ static void do_list(struct ksim *ks, struct ks_type *t, const char *ns, json_t *
     const char *cont = qget(q, "continue");
     if (cont && cont[0]) {
         size_t n = 0;
-        _cleanup_free_ char *raw = unbase64(cont, &n);
-        json_t *tok = raw ? json_loadb(raw, n, 0, NULL) : NULL;
+        _cleanup_free_ char *raw = NULL;
+        json_t *tok =
+            base64_decode(cont, strlen(cont), &raw, &n) == 0 ? json_loadb(raw, n, 0, NULL) : NULL;
         const char *start = jstr(tok, "start");
         if (!start || !streq_ptr(jstr(tok, "v"), "meta.k8s.io/v1")) {
             json_decref(tok);
@@ -1571,7 +1492,7 @@ static void do_list(struct ksim *ks, struct ks_type *t, const char *ns, json_t *
                                 "start", start);
         _cleanup_free_ char *s = json_dumps(tok, JSON_COMPACT);
         json_decref(tok);
-        _cleanup_free_ char *enc = ks_base64((const unsigned char *)s, strlen(s));
+        _cleanup_free_ char *enc = base64_encode((const unsigned char *)s, strlen(s));
         json_object_set_new(meta, "continue", json_string(enc));
         json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)remaining));
     }

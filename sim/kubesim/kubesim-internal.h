@@ -147,7 +147,6 @@ int ks_evict(struct ksim *ks, json_t *pod, struct ksim_response *resp);
 bool ks_pod_ready(json_t *pod);
 void ks_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub);
 int ks_create_locked(struct ksim *ks, json_t *obj, struct err *e);
-char *ks_base64(const unsigned char *d, size_t n);
 
 /* Small JSON helpers */
 json_t *jpath(json_t *v, const char *dotted); /* "metadata.labels" */

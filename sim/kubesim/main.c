@@ -136,13 +136,8 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
         const char *s = pass ? (value ? value : "") : key;
         if (pass)
             sbuf_puts(q, "=");
-        for (; *s; s++) {
-            unsigned char ch = (unsigned char)*s;
-            if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
-                sbuf_append(q, s, 1);
-            else
-                sbuf_printf(q, "%%%02X", ch);
-        }
+        if (url_encode(q, s) < 0)
+            return MHD_NO;
     }
     return MHD_YES;
 }
@@ -270,7 +265,7 @@ static int write_kubeconfig(const char *path, const char *server, const char *ca
                 "    server: %s\n",
                 server);
     if (ca_pem) {
-        _cleanup_free_ char *enc = ks_base64((const unsigned char *)ca_pem, strlen(ca_pem));
+        _cleanup_free_ char *enc = base64_encode(ca_pem, strlen(ca_pem));
         sbuf_printf(&b, "    certificate-authority-data: %s\n", enc);
     }
     sbuf_puts(&b, "users:\n- name: kubesim\n  user:");
