@@ -296,6 +296,32 @@ static json_t *default_node_template(void)
                      "5.15.0-105-generic", "operatingSystem", "linux", "architecture", "amd64");
 }
 
+/* What a kubelet writes when it registers its node: the annotations every kubelet sets and the
+ * machine's identity in nodeInfo (kept when the template has them). */
+static void kubelet_register(json_t *node, unsigned i)
+{
+    json_t *ann = jensure(jensure(node, "metadata"), "annotations");
+    if (!json_object_get(ann, "node.alpha.kubernetes.io/ttl"))
+        json_object_set_new(ann, "node.alpha.kubernetes.io/ttl", json_string("0"));
+    if (!json_object_get(ann, "volumes.kubernetes.io/controller-managed-attach-detach"))
+        json_object_set_new(ann, "volumes.kubernetes.io/controller-managed-attach-detach",
+                            json_string("true"));
+    json_t *info = jensure(jensure(node, "status"), "nodeInfo");
+    char id[64];
+    snprintf(id, sizeof(id), "%032x", 0x5eed0000u + i);
+    if (!json_object_get(info, "machineID"))
+        json_object_set_new(info, "machineID", json_string(id));
+    snprintf(id, sizeof(id), "%08x-0000-4000-8000-%012x", 0x5eed0000u + i, i);
+    if (!json_object_get(info, "systemUUID"))
+        json_object_set_new(info, "systemUUID", json_string(id));
+    snprintf(id, sizeof(id), "%08x-0000-4000-8000-%012x", 0xb0070000u + i, i);
+    if (!json_object_get(info, "bootID"))
+        json_object_set_new(info, "bootID", json_string(id));
+    const char *kv = jstr(info, "kubeletVersion");
+    if (!json_object_get(info, "kubeProxyVersion"))
+        json_object_set_new(info, "kubeProxyVersion", json_string(kv ? kv : "v1.32.0"));
+}
+
 static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct err *e)
 {
     _cleanup_json_ json_t *tmpl = NULL;
@@ -330,6 +356,7 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
         json_object_set_new(jensure(node, "status"), "addresses",
                             json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address", ip,
                                       "type", "Hostname", "address", name));
+        kubelet_register(node, i);
         int r = ksim_create_object(ks, node, e);
         json_decref(node);
         if (r < 0)
