@@ -13,6 +13,8 @@ bool ks_controllers(struct ksim *ks)
         return false;
     ks->dirty = false;
     ks->next_due = 0;
+    ks->pod_budget = KS_POD_BURST;
+    ks->more_work = false;
     bool changed = false;
     for (int round = 0; round < 8; round++) {
         bool c = false;
@@ -30,6 +32,6 @@ bool ks_controllers(struct ksim *ks)
         if (!c)
             break;
     }
-    ks->dirty = false;
+    ks->dirty = ks->more_work;
     return changed;
 }

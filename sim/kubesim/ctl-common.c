@@ -237,3 +237,22 @@ bool ctl_set_status(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *st)
     ks_update(ks, t, cur, n, "status");
     return true;
 }
+
+void ctl_event(struct ksim *ks, json_t *obj, const char *kind, const char *type, const char *reason,
+               const char *message)
+{
+    char now[40];
+    ks_now_str(ks, now, sizeof(now));
+    _cleanup_free_ char *gen = xasprintf("%s.", ks_obj_name(obj));
+    json_t *ev =
+        json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:i,s:s,s:s,s:{s:s}}",
+                  "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace",
+                  ks_obj_ns(obj)[0] ? ks_obj_ns(obj) : "default", "involvedObject", "kind", kind,
+                  "namespace", ks_obj_ns(obj), "name", ks_obj_name(obj), "uid",
+                  jstr(obj, "metadata.uid") ?: "", "apiVersion", jstr(obj, "apiVersion") ?: "",
+                  "type", type, "reason", reason, "message", message, "count", 1, "firstTimestamp",
+                  now, "lastTimestamp", now, "source", "component", "kubesim-controller-manager");
+    struct err e = {0};
+    ks_obj_create_any(ks, ev, &e);
+    json_decref(ev);
+}

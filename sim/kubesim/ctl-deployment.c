@@ -6,6 +6,46 @@
 
 #include "ks-controllers.h"
 
+static int create_pod(struct ksim *ks, json_t *rs)
+{
+    json_t *tmpl = jpath(rs, "spec.template");
+    json_t *pod = json_pack("{s:s,s:s,s:O,s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                            json_object_get(tmpl, "metadata") ?: json_object(), "spec",
+                            json_object_get(tmpl, "spec") ?: json_object());
+    json_t *meta = json_deep_copy(json_object_get(pod, "metadata"));
+    json_object_set_new(pod, "metadata", meta);
+    _cleanup_free_ char *gen = xasprintf("%s-", ks_obj_name(rs));
+    json_object_set_new(meta, "generateName", json_string(gen));
+    json_object_set_new(meta, "namespace", json_string(ks_obj_ns(rs)));
+    json_object_set_new(meta, "ownerReferences",
+                        json_pack("[o]", ctl_owner_ref(rs, "apps/v1", "ReplicaSet")));
+    struct err e = {0};
+    int r = ks_obj_create_any(ks, pod, &e);
+    json_decref(pod);
+    return r;
+}
+
+/* More replicas than kubesim holds for one owner: the ReplicaFailure condition the controller
+ * sets when it cannot create pods, and a Warning Event the first time. */
+static void over_cap(struct ksim *ks, json_t *rs, json_t *st, int64_t want, int64_t cap)
+{
+    _cleanup_free_ char *msg =
+        xasprintf("kubesim holds at most %lld pods per ReplicaSet (spec.replicas is %lld)",
+                  (long long)cap, (long long)want);
+    json_t *old = json_array_get(jpath(rs, "status.conditions"), 0);
+    const char *since = jstr(old, "lastTransitionTime");
+    char now[40];
+    ks_now_str(ks, now, sizeof(now));
+    if (!streq_ptr(jstr(old, "message"), msg)) {
+        since = now;
+        ctl_event(ks, rs, "ReplicaSet", "Warning", "FailedCreate", msg);
+    }
+    json_object_set_new(st, "conditions",
+                        json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "ReplicaFailure", "status",
+                                  "True", "reason", "FailedCreate", "message", msg,
+                                  "lastTransitionTime", since));
+}
+
 bool ks_ctl_replicasets(struct ksim *ks)
 {
     struct ks_type *rst = ks_type_find(ks, "apps", "v1", "replicasets");
@@ -36,23 +76,26 @@ bool ks_ctl_replicasets(struct ksim *ks)
                 ready++;
         }
         int64_t have = (int64_t)json_array_size(live);
-        for (int64_t n = have; n < want; n++) {
-            json_t *tmpl = jpath(rs, "spec.template");
-            json_t *pod = json_pack("{s:s,s:s,s:O,s:O}", "apiVersion", "v1", "kind", "Pod",
-                                    "metadata", json_object_get(tmpl, "metadata") ?: json_object(),
-                                    "spec", json_object_get(tmpl, "spec") ?: json_object());
-            json_t *meta = json_deep_copy(json_object_get(pod, "metadata"));
-            json_object_set_new(pod, "metadata", meta);
-            _cleanup_free_ char *gen = xasprintf("%s-", ks_obj_name(rs));
-            json_object_set_new(meta, "generateName", json_string(gen));
-            json_object_set_new(meta, "namespace", json_string(ks_obj_ns(rs)));
-            json_object_set_new(meta, "ownerReferences",
-                                json_pack("[o]", ctl_owner_ref(rs, "apps/v1", "ReplicaSet")));
-            struct err e = {0};
-            ks_obj_create_any(ks, pod, &e);
-            json_decref(pod);
+        int64_t cap = (int64_t)ks->opts.max_pods_per_owner;
+        int64_t target = want < cap ? want : cap;
+        /* slow start, as the ReplicaSet controller: batches of 1, 2, 4, ... pods, stopping at
+         * the first failure, and no more than this reconcile's budget */
+        int64_t missing = target - have, made = 0;
+        bool failed = false;
+        for (int64_t batch = 1; made < missing && ks->pod_budget > 0 && !failed; batch *= 2) {
+            for (int64_t k = 0; k < batch && made < missing && ks->pod_budget > 0; k++) {
+                if (create_pod(ks, rs) < 0) {
+                    failed = true;
+                    break;
+                }
+                made++;
+                ks->pod_budget--;
+            }
             changed = true;
         }
+        if (made < missing && !failed)
+            ks->more_work = true;
+        have += made;
         /* scale down: unready pods first, then the newest */
         for (int64_t n = have; n > want; n--) {
             size_t pick = 0;
@@ -70,6 +113,8 @@ bool ks_ctl_replicasets(struct ksim *ks)
                       (json_int_t)have, "readyReplicas", (json_int_t)ready, "availableReplicas",
                       (json_int_t)ready, "observedGeneration",
                       jpath(rs, "metadata.generation") ?: json_integer(0));
+        if (want > cap)
+            over_cap(ks, rs, st, want, cap);
         changed |= ctl_set_status(ks, rst, rs, st);
         json_decref(live);
     }

@@ -21,6 +21,9 @@ json_t *ctl_owner_ref(json_t *owner, const char *api_version, const char *kind);
 bool ctl_controlled_by(json_t *obj, const char *uid);
 json_t *ctl_pods_by_controller(struct ksim *ks, const char *kind);
 bool ctl_set_status(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *st);
+/* A core/v1 Event about obj (type "Normal" or "Warning"). */
+void ctl_event(struct ksim *ks, json_t *obj, const char *kind, const char *type, const char *reason,
+               const char *message);
 
 bool ks_ctl_daemonsets(struct ksim *ks);
 bool ks_ctl_deployments(struct ksim *ks);

@@ -22,6 +22,7 @@ void ksim_opts_default(struct ksim_opts *o)
     o->bookmark_interval_ms = 60 * 1000;
     o->max_body = 3u << 20;
     o->max_events = 1u << 20;
+    o->max_pods_per_owner = KS_MAX_PODS_PER_OWNER;
 }
 
 struct ksim *ksim_new(const struct ksim_opts *o)
@@ -35,6 +36,8 @@ struct ksim *ksim_new(const struct ksim_opts *o)
         ks->opts.max_events = 1u << 20;
     if (!ks->opts.max_body)
         ks->opts.max_body = 3u << 20;
+    if (!ks->opts.max_pods_per_owner)
+        ks->opts.max_pods_per_owner = KS_MAX_PODS_PER_OWNER;
     if (!ks->opts.bookmark_interval_ms)
         ks->opts.bookmark_interval_ms = 60 * 1000;
     pthread_mutex_init(&ks->lock, NULL);

@@ -77,6 +77,11 @@ struct ksim_watch {
     uint64_t expired_rv; /* nonzero: send a 410 ERROR event then end */
 };
 
+/* Pods the controllers create in one reconcile, as the ReplicaSet controller's burstReplicas: the
+ * store lock is released between reconciles, so a huge scale-up never stalls requests. */
+#define KS_POD_BURST          500
+#define KS_MAX_PODS_PER_OWNER 10000
+
 struct ksim {
     pthread_mutex_t lock;
     pthread_cond_t changed;
@@ -97,6 +102,8 @@ struct ksim {
     json_t *pod_born;      /* pod uid -> ms it was scheduled (for --pod-ready-delay) */
     json_t *pod_dying;     /* pod uid -> wall ms the simulated kubelet removes it */
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
+    size_t pod_budget;     /* pods the controllers may still create in this reconcile */
+    bool more_work;        /* a controller stopped at its budget: reconcile again soon */
 };
 
 /* ---- helpers.c: JSON accessors and pure predicates over objects ---------------------------- */
