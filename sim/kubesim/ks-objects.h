@@ -41,6 +41,9 @@ int ks_invalid(struct ks_status *st, struct ks_type *t, const char *name, json_t
 
 void ks_add_cause(json_t *causes, const char *reason, const char *field, const char *fmt, ...)
     GPUOP_PRINTF(4, 5);
+/* The decoder's type checks of a built-in object (metadata maps and lists, int32 and
+ * int-or-string fields, quantities): 400 with Go's message. */
+int ks_decode_check(struct ks_type *t, json_t *obj, struct ks_status *st);
 void ks_validate_name(struct ks_type *t, const char *name, json_t *causes);
 void ks_validate_labels(json_t *obj, json_t *causes);
 void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *causes);

@@ -84,6 +84,9 @@ int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *ob
             st, 400, "BadRequest", NULL,
             "the API version in the data (%s) does not match the expected API version (%s)", av,
             gv);
+    int r = ks_decode_check(t, obj, st);
+    if (r < 0)
+        return r;
     json_object_set_new(obj, "apiVersion", json_string(gv));
     const char *body_ns = jstr(obj, "metadata.namespace");
     if (t->namespaced && body_ns && body_ns[0] && !streq(body_ns, ns))
@@ -101,7 +104,7 @@ int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *ob
                                  q2, ks_obj_name(obj), ns);
         }
     }
-    int r = prepare_create(ks, t, ns, obj, st);
+    r = prepare_create(ks, t, ns, obj, st);
     if (r < 0)
         return r;
     const char *name = ks_obj_name(obj);
@@ -283,6 +286,9 @@ int ks_obj_replace(struct ksim *ks, struct ks_type *t, const char *name, json_t 
                              bn ? bn : "", name);
     if (!cur)
         return ks_not_found(st, t, name);
+    int r = ks_decode_check(t, obj, st);
+    if (r < 0)
+        return r;
     const char *rv = jstr(obj, "metadata.resourceVersion");
     if (rv && rv[0] && !streq_ptr(rv, jstr(cur, "metadata.resourceVersion")))
         return ks_conflict(st, t, name);
