@@ -514,6 +514,18 @@ static void validate_values(struct ks_type *t, json_t *obj, json_t *causes)
             ks_add_cause(causes, "FieldValueInvalid", intstr_fields[i].path,
                          "Invalid value: %lld: must be greater than or equal to 0",
                          (long long)json_integer_value(v));
+        const char *pct = json_string_value(v);
+        size_t digits = pct ? strspn(pct, "0123456789") : 0;
+        if (pct && (digits == 0 || !streq(pct + digits, "%")))
+            ks_add_cause(causes, "FieldValueInvalid", intstr_fields[i].path,
+                         "Invalid value: \"%s\": a valid percent string must be a numeric string "
+                         "followed by an ending '%%' (e.g. '1%%',  or '93%%', regex used for "
+                         "validation is '[0-9]+%%')",
+                         pct);
+        else if (pct && str_has_suffix(intstr_fields[i].path, "maxUnavailable") &&
+                 strtol(pct, NULL, 10) > 100)
+            ks_add_cause(causes, "FieldValueInvalid", intstr_fields[i].path,
+                         "Invalid value: \"%s\": must not be greater than 100%%", pct);
     }
     if (!t->group[0] && streq(t->plural, "pods"))
         quantities(&d, json_object_get(obj, "spec"), "spec", causes);

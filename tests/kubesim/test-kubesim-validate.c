@@ -88,6 +88,17 @@ static const struct row {
     {pod_path, POD("{\"requests\":{\"cpu\":\"-1\"}}"), 422,
      "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or "
      "equal to 0"},
+    /* an int-or-string string must be a percentage */
+    {ds_path, DS("{\"maxUnavailable\":\"1\"}"), 422,
+     "DaemonSet \"d\" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "
+     "\"1\": a valid percent string must be a numeric string followed by an ending '%' (e.g. "
+     "'1%',  or '93%', regex used for validation is '[0-9]+%')"},
+    {deploy_path,
+     DEPLOY("\"strategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{\"maxUnavailable\":"
+            "\"150%\"}},"),
+     422,
+     "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"150%\": must not be greater "
+     "than 100%"},
     /* valid: 201 */
     {ds_path, DS("{\"maxUnavailable\":1}"), 201, NULL},
     {ds_path, DS("{\"maxUnavailable\":\"10%\"}"), 201, NULL},
