@@ -577,6 +577,8 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
 void ksim_handle(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp)
 {
     memset(resp, 0, sizeof(*resp));
+    if (ks_health(req, resp))
+        return;
     pthread_mutex_lock(&ks->lock);
     handle_locked(ks, req, resp);
     if (!resp->code)

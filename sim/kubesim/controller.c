@@ -29,7 +29,8 @@ bool ks_controllers(struct ksim *ks)
         c |= ks_ctl_namespaces(ks);
         c |= ks_ctl_gc(ks);
         changed |= c;
-        if (!c)
+        /* out of pod budget: let requests in before the next reconcile */
+        if (!c || ks->more_work)
             break;
     }
     ks->dirty = ks->more_work;

@@ -77,6 +77,27 @@ static json_t *group_entry(const char *g, const char *v)
                      "version", v, "preferredVersion", "groupVersion", gv, "version", v);
 }
 
+bool ks_health(const struct ksim_request *req, struct ksim_response *resp)
+{
+    const char *p = req->path ? req->path : "";
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        n--;
+    if (!streq_ptr(req->method, "GET"))
+        return false;
+    static const char *const paths[] = {"/healthz", "/livez", "/readyz"};
+    for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+        if (strlen(paths[i]) == n && !strncmp(p, paths[i], n)) {
+            resp->code = 200;
+            resp->content_type = "text/plain; charset=utf-8";
+            resp->body = xstrdup("ok");
+            resp->body_len = 2;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp)
 {
     const char *p = req->path;
@@ -95,13 +116,6 @@ bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_r
                                    GPUOP_GIT_REV, "gitTreeState", "clean", "buildDate",
                                    "2026-01-01T00:00:00Z", "goVersion", "go1.23.0", "compiler",
                                    "gc", "platform", "linux/amd64"));
-        return true;
-    }
-    if (streq(path, "/healthz") || streq(path, "/livez") || streq(path, "/readyz")) {
-        resp->code = 200;
-        resp->content_type = "text/plain; charset=utf-8";
-        resp->body = xstrdup("ok");
-        resp->body_len = 2;
         return true;
     }
     strlcpy_s(resp->verb, "get", sizeof(resp->verb));

@@ -60,6 +60,9 @@ int ks_watch_start(struct ksim *ks, struct ks_type *t, const char *ns, struct ks
 
 /* ---- discovery.c and table.c -------------------------------------------------------------- */
 
+/* /healthz, /livez and /readyz: answered without the store lock, so a long reconcile never
+ * makes a liveness probe fail. */
+bool ks_health(const struct ksim_request *req, struct ksim_response *resp);
 bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
 json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_columns);
 

@@ -232,6 +232,28 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
+static bool stopped(struct shell *sh)
+{
+    pthread_mutex_lock(&sh->mlock);
+    bool stop = sh->stop;
+    pthread_mutex_unlock(&sh->mlock);
+    return stop;
+}
+
+/* Sleeps us in slices of at most 10 ms; true as soon as the shell is stopping, so SIGTERM never
+ * waits out a long pause between reconciles. */
+static bool nap_unless_stopped(struct shell *sh, uint64_t us)
+{
+    while (us > 0) {
+        if (stopped(sh))
+            return true;
+        uint64_t slice = us < 10000 ? us : 10000;
+        usleep((useconds_t)slice);
+        us -= slice;
+    }
+    return stopped(sh);
+}
+
 static void *controller_main(void *arg)
 {
     struct shell *sh = arg;
@@ -245,7 +267,8 @@ static void *controller_main(void *arg)
             break;
         /* let a burst of writes land first: one reconcile per burst, not per write, and
          * never more than a third of the time holding the store */
-        usleep((useconds_t)(20000 + 2 * last_us));
+        if (nap_unless_stopped(sh, 20000 + 2 * last_us))
+            break;
         uint64_t t0 = now_us_mono();
         ksim_reconcile(sh->ks);
         last_us = now_us_mono() - t0;
