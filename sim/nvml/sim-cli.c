@@ -3,50 +3,12 @@
  * `gpuop sim`: drives the simulated GPU fleet shared by every process that loads
  * build/libnvidia-ml.so.1 with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <string.h>
 
 #include "nvml-abi.h"
 #include "simnvml.h"
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: gpuop sim <command> [flags]\n"
-            "\n"
-            "Drives the simulated GPU fleet (build/libnvidia-ml.so.1): every process that loads\n"
-            "the simulator with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE sees the change.\n"
-            "\n"
-            "Commands:\n"
-            "  inject xid --gpu N --code C [--gi G [--ci C]]\n"
-            "                      deliver an XidCriticalError event with XID C on GPU N (to the\n"
-            "                      GPU instance G / compute instance C of a MIG GPU) to every\n"
-            "                      process waiting in nvmlEventSetWait\n"
-            "  inject lost --gpu N every call on GPU N then fails with NVML_ERROR_GPU_IS_LOST\n"
-            "                      (the other GPUs keep working); also delivers XID 79 (the GPU\n"
-            "                      has fallen off the bus)\n"
-            "  inject ecc --gpu N --dbe K [--sbe K]\n"
-            "                      add K double-bit (and single-bit) ECC errors to GPU N's\n"
-            "                      volatile and aggregate counters (row remapping on Ampere and\n"
-            "                      later, retired pages before) and deliver DoubleBitEccError /\n"
-            "                      SingleBitEccError events\n"
-            "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
-            "                      no lost GPUs, zero ECC counters)\n"
-            "  show                print the fleet and its current state\n"
-            "\n"
-            "Flags:\n"
-            "  --gpu N             GPU index (NVML order)\n"
-            "  --code C            XID number, 1..65535\n"
-            "  --gi G, --ci C      GPU / compute instance ids of the XID (MIG GPUs)\n"
-            "  --dbe K, --sbe K    number of double-bit / single-bit ECC errors\n"
-            "  -h, --help          this text\n"
-            "\n"
-            "Environment:\n"
-            "  GPUOP_SIM_FLEET     the fleet file (required; see sim/fleets/README.md)\n"
-            "  GPUOP_SIM_STATE     the state directory shared by the simulator's users (required)\n"
-            "  GPUOP_SIM_CLOCK     freeze the simulated clock at this unix time (seconds)\n");
-}
+#include "svc.h"
 
 struct inject {
     enum { INJ_XID, INJ_LOST, INJ_ECC } kind;
@@ -111,129 +73,105 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
     return -EINVAL;
 }
 
-static int parse_flag_uint(const char *flag, const char *v, unsigned max, unsigned *ret)
+struct sim_cli {
+    unsigned gpu, code, gi, ci, dbe, sbe;
+    const char *fleet, *state_dir;
+};
+
+#define C(member) offsetof(struct sim_cli, member)
+static const struct svc_option sim_options[] = {
+    {.flag = "gpu",
+     .kind = SVC_UINT,
+     .max = SIM_MAX_GPUS,
+     .off = C(gpu),
+     .metavar = "N",
+     .help = "GPU index (NVML order)"},
+    {.flag = "code",
+     .kind = SVC_UINT,
+     .max = 65535,
+     .off = C(code),
+     .metavar = "C",
+     .help = "XID number, 1..65535"},
+    {.flag = "gi",
+     .kind = SVC_UINT,
+     .max = SIM_GI_IDS - 1,
+     .off = C(gi),
+     .metavar = "G",
+     .help = "GPU instance id of the XID (MIG GPUs)"},
+    {.flag = "ci",
+     .kind = SVC_UINT,
+     .max = SIM_CI_IDS - 1,
+     .off = C(ci),
+     .metavar = "C",
+     .help = "compute instance id of the XID (MIG GPUs; needs --gi)"},
+    {.flag = "dbe",
+     .kind = SVC_UINT,
+     .max = 1000000,
+     .off = C(dbe),
+     .metavar = "K",
+     .help = "number of double-bit ECC errors"},
+    {.flag = "sbe",
+     .kind = SVC_UINT,
+     .max = 1000000,
+     .off = C(sbe),
+     .metavar = "K",
+     .help = "number of single-bit ECC errors"},
+    {.env = "GPUOP_SIM_FLEET",
+     .kind = SVC_STRING,
+     .off = C(fleet),
+     .help = "the fleet file (required; see sim/fleets/README.md)"},
+    {.env = "GPUOP_SIM_STATE",
+     .kind = SVC_STRING,
+     .off = C(state_dir),
+     .help = "the state directory shared by the simulator's users (required)"},
+    {0},
+};
+#undef C
+
+static void sim_defaults(void *state)
 {
-    unsigned x;
-    if (parse_uint(v, &x) < 0 || x > max) {
-        fprintf(stderr, "gpuop sim: %s: \"%s\" is not a number in [0, %u]\n", flag, v, max);
-        return -EINVAL;
-    }
-    *ret = x;
-    return 0;
+    struct sim_cli *c = state;
+    c->gpu = c->code = c->gi = c->ci = c->dbe = SIM_NO_ID;
 }
 
-static int cmd_inject(int argc, char **argv, const struct sim_fleet *f, struct sim_store *s)
+/* The flags against the fault kind (before any file is read). */
+static int inject_check(const struct sim_cli *c, const char *what, struct inject *in, struct err *e)
 {
-    if (argc < 2) {
-        fprintf(stderr, "gpuop sim inject: what? (xid, lost or ecc; see gpuop sim --help)\n");
-        return 2;
-    }
-    struct inject in = {.gpu = SIM_NO_ID,
-                        .code = SIM_NO_ID,
-                        .gi = SIM_NO_ID,
-                        .ci = SIM_NO_ID,
-                        .dbe = SIM_NO_ID,
-                        .sbe = 0,
-                        .fleet = f};
-    const char *what = argv[1];
     if (strcmp(what, "xid") == 0)
-        in.kind = INJ_XID;
+        in->kind = INJ_XID;
     else if (strcmp(what, "lost") == 0)
-        in.kind = INJ_LOST;
+        in->kind = INJ_LOST;
     else if (strcmp(what, "ecc") == 0)
-        in.kind = INJ_ECC;
-    else {
-        fprintf(stderr, "gpuop sim inject: unknown fault \"%s\" (xid, lost or ecc)\n", what);
-        return 2;
+        in->kind = INJ_ECC;
+    else
+        return err_set(e, -EINVAL, "inject: unknown fault \"%s\" (xid, lost or ecc)", what);
+    *in = (struct inject){.kind = in->kind,
+                          .gpu = c->gpu,
+                          .code = c->code,
+                          .gi = c->gi,
+                          .ci = c->ci,
+                          .dbe = c->dbe,
+                          .sbe = c->sbe == SIM_NO_ID ? 0 : c->sbe};
+    if (in->gpu == SIM_NO_ID)
+        return err_set(e, -EINVAL, "inject %s: --gpu is required", what);
+    if (in->kind == INJ_XID) {
+        if (in->code == SIM_NO_ID || in->code == 0)
+            return err_set(e, -EINVAL, "inject xid: --code (an XID, 1..65535) is required");
+        if (in->ci != SIM_NO_ID && in->gi == SIM_NO_ID)
+            return err_set(e, -EINVAL, "inject xid: --ci needs --gi");
+    } else if (in->code != SIM_NO_ID || in->gi != SIM_NO_ID || in->ci != SIM_NO_ID) {
+        return err_set(e, -EINVAL, "inject %s: --code, --gi and --ci belong to inject xid", what);
     }
-    static const struct option opts[] = {
-        {"gpu", required_argument, NULL, 'g'}, {"code", required_argument, NULL, 'c'},
-        {"gi", required_argument, NULL, 'G'},  {"ci", required_argument, NULL, 'C'},
-        {"dbe", required_argument, NULL, 'd'}, {"sbe", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
-    };
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
-        int r = 0;
-        switch (c) {
-        case 'g':
-            r = parse_flag_uint("--gpu", optarg, SIM_MAX_GPUS, &in.gpu);
-            break;
-        case 'c':
-            r = parse_flag_uint("--code", optarg, 65535, &in.code);
-            break;
-        case 'G':
-            r = parse_flag_uint("--gi", optarg, SIM_GI_IDS - 1, &in.gi);
-            break;
-        case 'C':
-            r = parse_flag_uint("--ci", optarg, SIM_CI_IDS - 1, &in.ci);
-            break;
-        case 'd':
-            r = parse_flag_uint("--dbe", optarg, 1000000, &in.dbe);
-            break;
-        case 's':
-            r = parse_flag_uint("--sbe", optarg, 1000000, &in.sbe);
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            fprintf(stderr, "gpuop sim inject %s: unknown or incomplete flag \"%s\"\n", what,
-                    argv[optind] ? argv[optind] : "");
-            return 2;
-        }
-        if (r < 0)
-            return 2;
+    if (in->kind == INJ_ECC) {
+        if (in->dbe == SIM_NO_ID)
+            return err_set(e, -EINVAL, "inject ecc: --dbe is required");
+        if (in->dbe == 0 && in->sbe == 0)
+            return err_set(e, -EINVAL, "inject ecc: --dbe and --sbe are both 0: nothing to do");
+    } else if (in->dbe != SIM_NO_ID || in->sbe) {
+        return err_set(e, -EINVAL, "inject %s: --dbe and --sbe belong to inject ecc", what);
     }
-    if (optind + 1 < argc) {
-        fprintf(stderr, "gpuop sim inject %s: unexpected argument \"%s\"\n", what,
-                argv[optind + 1]);
-        return 2;
-    }
-    if (in.gpu == SIM_NO_ID) {
-        fprintf(stderr, "gpuop sim inject %s: --gpu is required\n", what);
-        return 2;
-    }
-    if (in.gpu >= f->n_gpus) {
-        fprintf(stderr, "gpuop sim inject %s: --gpu %u: the fleet %s has %zu GPUs\n", what, in.gpu,
-                f->path, f->n_gpus);
-        return 2;
-    }
-    if (in.kind == INJ_XID) {
-        if (in.code == SIM_NO_ID || in.code == 0) {
-            fprintf(stderr, "gpuop sim inject xid: --code (an XID, 1..65535) is required\n");
-            return 2;
-        }
-        if (in.ci != SIM_NO_ID && in.gi == SIM_NO_ID) {
-            fprintf(stderr, "gpuop sim inject xid: --ci needs --gi\n");
-            return 2;
-        }
-    } else if (in.code != SIM_NO_ID || in.gi != SIM_NO_ID || in.ci != SIM_NO_ID) {
-        fprintf(stderr, "gpuop sim inject %s: --code, --gi and --ci belong to inject xid\n", what);
-        return 2;
-    }
-    if (in.kind == INJ_ECC) {
-        if (in.dbe == SIM_NO_ID) {
-            fprintf(stderr, "gpuop sim inject ecc: --dbe is required\n");
-            return 2;
-        }
-        if (in.dbe == 0 && in.sbe == 0) {
-            fprintf(stderr, "gpuop sim inject ecc: --dbe and --sbe are both 0: nothing to do\n");
-            return 2;
-        }
-    } else if (in.dbe != SIM_NO_ID || in.sbe) {
-        fprintf(stderr, "gpuop sim inject %s: --dbe and --sbe belong to inject ecc\n", what);
-        return 2;
-    }
-    if (in.dbe == SIM_NO_ID)
-        in.dbe = 0;
-    struct err e = {0};
-    if (sim_store_update(s, inject_apply, &in, &e) != 0) {
-        fprintf(stderr, "gpuop sim inject %s: %s\n", what, err_msg(&e));
-        return 1;
-    }
+    if (in->dbe == SIM_NO_ID)
+        in->dbe = 0;
     return 0;
 }
 
@@ -335,64 +273,98 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
     return 0;
 }
 
-int sim_main(int argc, char **argv)
+/* The command and its flags: bad usage (exit 2) before any file is read. */
+static int sim_configure(struct svc *s, struct err *e)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
+    struct sim_cli *c = svc_state(s);
+    size_t n;
+    const char *const *args = svc_args(s, &n);
+    if (n == 0)
+        return err_set(e, -EINVAL, "a command is required: inject, reset or show (see --help)");
+    const char *cmd = args[0];
+    if (strcmp(cmd, "inject") == 0) {
+        if (n < 2)
+            return err_set(e, -EINVAL, "inject: what? (xid, lost or ecc; see gpuop sim --help)");
+        struct inject in;
+        return inject_check(c, args[1], &in, e);
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    bool inject = strcmp(cmd, "inject") == 0, reset = strcmp(cmd, "reset") == 0,
-         show = strcmp(cmd, "show") == 0;
-    if (!inject && !reset && !show) {
-        fprintf(stderr,
-                "gpuop sim: unknown command \"%s\" (inject, reset, show; see gpuop sim "
-                "--help)\n",
-                cmd);
-        return 2;
-    }
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
-    if ((reset || show) && argc > 2) {
-        fprintf(stderr, "gpuop sim %s: unexpected argument \"%s\"\n", cmd, argv[2]);
-        return 2;
-    }
-    const char *fleet_path = env_get("GPUOP_SIM_FLEET");
-    const char *dir = env_get("GPUOP_SIM_STATE");
-    if (!fleet_path) {
-        fprintf(stderr, "gpuop sim: GPUOP_SIM_FLEET is not set: it names the fleet file (e.g. "
-                        "sim/fleets/dgx-h100.yaml)\n");
-        return 1;
-    }
-    if (!dir) {
-        fprintf(stderr, "gpuop sim: GPUOP_SIM_STATE is not set: it names the state directory "
-                        "the simulator's users share (faults injected without it would reach "
-                        "no one)\n");
-        return 1;
-    }
-    struct err e = {0};
-    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
-    if (sim_fleet_load(fleet_path, &f, &e) < 0) {
-        fprintf(stderr, "gpuop sim: %s\n", err_msg(&e));
-        return 1;
-    }
-    struct sim_store *s _cleanup_(sim_store_freep) = NULL;
-    if (sim_store_open(f, dir, reset ? SIM_STORE_RESET : 0, &s, &e) < 0) {
-        fprintf(stderr, "gpuop sim: %s\n", err_msg(&e));
-        return 1;
-    }
-    if (reset) {
-        printf("gpuop sim: %s reset to the fleet's initial state\n", dir);
-        return 0;
-    }
-    if (show)
-        return cmd_show(f, s);
-    return cmd_inject(argc - 1, argv + 1, f, s);
+    if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0)
+        return err_set(e, -EINVAL, "unknown command \"%s\" (inject, reset, show; see --help)", cmd);
+    if (n > 1)
+        return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
+    return 0;
 }
+
+static int sim_run(struct svc *s, struct err *e)
+{
+    struct sim_cli *c = svc_state(s);
+    size_t n;
+    const char *const *args = svc_args(s, &n);
+    const char *cmd = args[0];
+    if (!c->fleet)
+        return err_set(e, -EINVAL,
+                       "GPUOP_SIM_FLEET is not set: it names the fleet file (e.g. "
+                       "sim/fleets/dgx-h100.yaml)");
+    if (!c->state_dir)
+        return err_set(e, -EINVAL,
+                       "GPUOP_SIM_STATE is not set: it names the state directory the "
+                       "simulator's users share (faults injected without it would reach no one)");
+    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
+    int r = sim_fleet_load(c->fleet, &f, e);
+    if (r < 0)
+        return r;
+    bool reset = strcmp(cmd, "reset") == 0;
+    struct sim_store *st _cleanup_(sim_store_freep) = NULL;
+    if ((r = sim_store_open(f, c->state_dir, reset ? SIM_STORE_RESET : 0, &st, e)) < 0)
+        return r;
+    if (reset) {
+        printf("gpuop sim: %s reset to the fleet's initial state\n", c->state_dir);
+        return 0;
+    }
+    if (strcmp(cmd, "show") == 0)
+        return cmd_show(f, st) == 0 ? 0 : err_set(e, -EIO, "show failed");
+    struct inject in;
+    if ((r = inject_check(c, args[1], &in, e)) < 0)
+        return svc_bad_input(s, r);
+    in.fleet = f;
+    if (in.gpu >= f->n_gpus)
+        return svc_bad_input(s,
+                             err_set(e, -EINVAL, "inject %s: --gpu %u: the fleet %s has %zu GPUs",
+                                     args[1], in.gpu, f->path, f->n_gpus));
+    if ((r = sim_store_update(st, inject_apply, &in, e)) != 0)
+        return err_prefix(e, "inject %s", args[1]);
+    return 0;
+}
+
+const struct svc_component sim_component = {
+    .name = "sim",
+    .usage = "Usage: gpuop sim <command> [flags]\n"
+             "\n"
+             "Drives the simulated GPU fleet (build/libnvidia-ml.so.1): every process that loads\n"
+             "the simulator with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE sees the change.\n"
+             "\n"
+             "Commands:\n"
+             "  inject xid --gpu N --code C [--gi G [--ci C]]\n"
+             "                      deliver an XidCriticalError event with XID C on GPU N (to the\n"
+             "                      GPU instance G / compute instance C of a MIG GPU) to every\n"
+             "                      process waiting in nvmlEventSetWait\n"
+             "  inject lost --gpu N every call on GPU N then fails with NVML_ERROR_GPU_IS_LOST\n"
+             "                      (the other GPUs keep working); also delivers XID 79 (the GPU\n"
+             "                      has fallen off the bus)\n"
+             "  inject ecc --gpu N --dbe K [--sbe K]\n"
+             "                      add K double-bit (and single-bit) ECC errors to GPU N's\n"
+             "                      volatile and aggregate counters (row remapping on Ampere and\n"
+             "                      later, retired pages before) and deliver DoubleBitEccError /\n"
+             "                      SingleBitEccError events\n"
+             "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
+             "                      no lost GPUs, zero ECC counters)\n"
+             "  show                print the fleet and its current state\n",
+    .options = {sim_options},
+    .epilogue = "Also read by the simulator:\n"
+                "  GPUOP_SIM_CLOCK     freeze the simulated clock at this unix time (seconds)\n",
+    .max_args = 2,
+    .state_size = sizeof(struct sim_cli),
+    .defaults = sim_defaults,
+    .configure = sim_configure,
+    .run = sim_run,
+};

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "components.h"
+#include "svc.h"
 #include "util.h"
 
 static void usage(FILE *out)
@@ -126,6 +127,8 @@ int main(int argc, char **argv)
     }
     for (const struct gpuop_component *c = gpuop_components; c->name; c++)
         if (strcmp(c->name, name) == 0) {
+            if (c->svc)
+                return svc_main(c->svc, argc - i, argv + i);
             optind = 1;
             return c->main(argc - i, argv + i);
         }

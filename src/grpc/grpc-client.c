@@ -298,12 +298,18 @@ static void pump(struct grpc_client *c, uint64_t until)
         if (!st->done && st->deadline && st->deadline < wake)
             wake = st->deadline;
     int timeout = wake > now ? (wake - now > 60000 ? 60000 : (int)(wake - now)) : 0;
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (c->out_len ? POLLOUT : 0)};
-    int r = poll(&pfd, 1, timeout);
+    struct pollfd pfds[2] = {{.fd = c->fd, .events = POLLIN | (c->out_len ? POLLOUT : 0)},
+                             {.fd = stop_fd(c->o.stop), .events = POLLIN}};
+    int r = poll(pfds, c->o.stop ? 2 : 1, timeout);
     if (r < 0 && errno != EINTR) {
         client_dead(c, strerror(errno));
         return;
     }
+    if (stop_requested(c->o.stop)) {
+        client_dead(c, "cancelled: stopping");
+        return;
+    }
+    struct pollfd pfd = pfds[0];
     if (r > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
         uint8_t buf[16384];
         for (int i = 0; i < 16; i++) {
@@ -329,7 +335,8 @@ static void pump(struct grpc_client *c, uint64_t until)
 
 /* ---- connect ------------------------------------------------------------------------------ */
 
-static int connect_unix(const char *path, uint64_t timeout_ms, int *ret_fd, struct err *e)
+static int connect_unix(const char *path, uint64_t timeout_ms, struct stop_token *stop, int *ret_fd,
+                        struct err *e)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
@@ -349,6 +356,8 @@ static int connect_unix(const char *path, uint64_t timeout_ms, int *ret_fd, stru
             return err_errno(e, -errno, "connect \"%s\"", path);
         /* A unix socket whose backlog is full: EAGAIN; retry until the timeout. */
         uint64_t now = now_ms_mono();
+        if (stop_requested(stop))
+            return err_set(e, -ECANCELED, "connect \"%s\": cancelled: stopping", path);
         if (now >= until)
             return err_set(e, -ETIMEDOUT, "connect \"%s\": timed out after %" PRIu64 " ms", path,
                            timeout_ms);
@@ -365,7 +374,7 @@ int grpc_client_connect(const char *socket_path, uint64_t timeout_ms,
     if (!timeout_ms)
         timeout_ms = 5000;
     int fd = -1;
-    int r = connect_unix(socket_path, timeout_ms, &fd, e);
+    int r = connect_unix(socket_path, timeout_ms, opts ? opts->stop : NULL, &fd, e);
     if (r < 0)
         return r;
     uint64_t until = now_ms_mono() + timeout_ms;

@@ -118,6 +118,10 @@ struct grpc_options {
     unsigned max_connections; /* server: connections at once; more are closed at accept */
     size_t max_send_queue; /* server streams: bytes queued but not written; beyond → -ENOBUFS */
     unsigned socket_mode;  /* server: socket file mode, 0 = 0600 */
+    /* client: once stop is requested, connect and every wait end at once (the connection is
+     * treated as lost), so a peer that accepts and never answers cannot hold a stopping
+     * process up to its timeout. NULL: only the timeouts. */
+    struct stop_token *stop;
 };
 
 /* ==== server ================================================================================ */

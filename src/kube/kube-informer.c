@@ -212,29 +212,10 @@ static void apply_delete(struct kube_informer *inf, const char *key)
 
 /* ---- the loop ----------------------------------------------------------------------------- */
 
-bool kube_nap(pthread_mutex_t *lock, pthread_cond_t *cond, const volatile int *stop, uint64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(lock);
-    while (!*stop)
-        if (pthread_cond_timedwait(cond, lock, &ts) != 0)
-            break;
-    bool s = *stop;
-    pthread_mutex_unlock(lock);
-    return s;
-}
-
 /* Sleeps up to ms; returns true when stopped. */
 static bool nap(struct kube_informer *inf, uint64_t ms)
 {
-    return kube_nap(&inf->lock, &inf->cond, &inf->stop, ms);
+    return cond_nap(&inf->lock, &inf->cond, &inf->stop, ms);
 }
 
 /* A full list, paginated; the store is brought to it (add/update/delete calls). */
@@ -436,11 +417,7 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
     inf->labels = json_object();
     inf->intern = json_object();
     pthread_mutex_init(&inf->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&inf->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_monotonic(&inf->cond);
     if ((rc = pthread_create(&inf->thread, NULL, informer_main, inf)) != 0) {
         kube_informer_free(inf);
         return err_errno(e, -rc, "informer for %s: starting its thread", r->plural);
@@ -482,17 +459,10 @@ void kube_informer_free(struct kube_informer *inf)
 
 int kube_informer_wait_synced(struct kube_informer *inf, uint64_t timeout_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(timeout_ms / 1000);
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    uint64_t deadline = deadline_after(timeout_ms);
     pthread_mutex_lock(&inf->lock);
     while (!inf->synced)
-        if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) != 0)
+        if (cond_wait_deadline(&inf->cond, &inf->lock, deadline) == -ETIMEDOUT)
             break;
     bool s = inf->synced;
     pthread_mutex_unlock(&inf->lock);

@@ -161,8 +161,4 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
                    struct kube_watch_parser *p, const volatile int *stop, uint64_t timeout_ms,
                    struct err *e);
 
-/* Waits up to ms on cond (a CLOCK_MONOTONIC condition variable) under lock, or until *stop is
- * set; returns whether it was. Used by the informer and leader threads. */
-bool kube_nap(pthread_mutex_t *lock, pthread_cond_t *cond, const volatile int *stop, uint64_t ms);
-
 #endif

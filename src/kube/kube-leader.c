@@ -32,7 +32,7 @@ struct kube_leader {
 
 static bool nap(struct kube_leader *l, uint64_t ms)
 {
-    return kube_nap(&l->lock, &l->cond, &l->stop, ms);
+    return cond_nap(&l->lock, &l->cond, &l->stop, ms);
 }
 
 static void observe(struct kube_leader *l, json_t *lease)
@@ -220,11 +220,7 @@ int kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
     l->on_new_leader = o->on_new_leader;
     l->userdata = o->userdata;
     pthread_mutex_init(&l->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_monotonic(&l->cond);
     int r = pthread_create(&l->thread, NULL, leader_main, l);
     if (r != 0) {
         kube_leader_free(l);

@@ -1,31 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `gpuop inventory`: what NVML reports, as a table (and topology matrix) or as JSON. */
-#include <getopt.h>
 #include <jansson.h>
 #include <string.h>
 
 #include "gpu.h"
+#include "svc.h"
 
-int inventory_main(int argc, char **argv);
+struct inventory_opts {
+    bool json;
+    bool no_topology;
+    const char *library;
+};
 
-static void usage(FILE *out)
-{
-    fprintf(out, "Usage: gpuop inventory [--json] [--no-topology] [--library PATH]\n\n"
-                 "Shows the GPUs NVML reports: driver and CUDA versions, every GPU (index, name,\n"
-                 "UUID, PCI bus id, memory, compute capability, architecture, MIG mode and MIG\n"
-                 "devices, power limit, NUMA node), then the GPU-to-GPU topology matrix as\n"
-                 "`nvidia-smi topo -m` prints it (X, NV<links>, PIX, PXB, PHB, NODE, SYS).\n\n"
-                 "Flags:\n"
-                 "  --json            machine-readable JSON on stdout instead of the tables\n"
-                 "  --no-topology     leave out the topology matrix\n"
-                 "  --library PATH    the NVML library to load (overrides GPUOP_NVML_LIBRARY)\n"
-                 "  -h, --help        this text\n\n"
-                 "Environment:\n"
-                 "  GPUOP_NVML_LIBRARY  path of libnvidia-ml.so.1 (default: the dynamic loader's\n"
-                 "                      search for \"libnvidia-ml.so.1\")\n"
-                 "  GPUOP_SYSFS_ROOT    sysfs root for NUMA node and PCI class (default /sys)\n\n"
-                 "Exit status: 0 success, 1 NVML could not be loaded or read, 2 bad usage.\n");
-}
+static const struct svc_option inventory_options[] = {
+    {.flag = "json",
+     .kind = SVC_FLAG,
+     .off = offsetof(struct inventory_opts, json),
+     .help = "machine-readable JSON on stdout instead of the tables"},
+    {.flag = "no-topology",
+     .kind = SVC_FLAG,
+     .off = offsetof(struct inventory_opts, no_topology),
+     .help = "leave out the topology matrix"},
+    {.flag = "library",
+     .kind = SVC_STRING,
+     .off = offsetof(struct inventory_opts, library),
+     .metavar = "PATH",
+     .help = "the NVML library to load (overrides GPUOP_NVML_LIBRARY)"},
+    {0},
+};
 
 /* ---- text --------------------------------------------------------------------------------- */
 
@@ -239,66 +241,38 @@ static int print_json(const struct gpu_inventory *inv, const char *lib_path)
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-int inventory_main(int argc, char **argv)
+static int inventory_run(struct svc *s, struct err *e)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"no-topology", no_argument, NULL, 'T'},
-        {"library", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool json = false, topology = true;
-    const char *library = NULL;
-    int c;
-    opterr = 0; /* one line of our own below, not getopt's as well */
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case 'T':
-            topology = false;
-            break;
-        case 'l':
-            library = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case ':':
-            fprintf(stderr, "gpuop inventory: %s needs a value; see gpuop inventory --help\n",
-                    argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "gpuop inventory: unknown flag \"%s\"; see gpuop inventory --help\n",
-                    argv[optind - 1]);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "gpuop inventory: unexpected argument \"%s\"; see --help\n", argv[optind]);
-        return 2;
-    }
-    struct err e = {0};
+    const struct inventory_opts *o = svc_state(s);
     _cleanup_(gpu_lib_freep) struct gpu_lib *lib = NULL;
     _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
-    if (gpu_lib_open(library, &lib, &e) < 0 || gpu_inventory_read(lib, &inv, &e) < 0) {
-        fprintf(stderr, "gpuop inventory: %s\n", err_msg(&e));
-        return 1;
-    }
-    if (json) {
-        if (print_json(inv, gpu_lib_path(lib)) < 0) {
-            fprintf(stderr, "gpuop inventory: cannot write JSON to stdout\n");
-            return 1;
-        }
+    int r = gpu_lib_open(o->library, &lib, e);
+    if (r < 0 || (r = gpu_inventory_read(lib, &inv, e)) < 0)
+        return r;
+    if (o->json) {
+        if (print_json(inv, gpu_lib_path(lib)) < 0)
+            return err_set(e, -EIO, "cannot write JSON to stdout");
     } else {
-        print_text(inv, gpu_lib_path(lib), topology);
+        print_text(inv, gpu_lib_path(lib), !o->no_topology);
     }
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "gpuop inventory: write to stdout failed\n");
-        return 1;
-    }
+    if (fflush(stdout) != 0)
+        return err_set(e, -EIO, "write to stdout failed");
     return 0;
 }
+
+const struct svc_component inventory_component = {
+    .name = "inventory",
+    .usage = "Usage: gpuop inventory [--json] [--no-topology] [--library PATH]\n\n"
+             "Shows the GPUs NVML reports: driver and CUDA versions, every GPU (index, name,\n"
+             "UUID, PCI bus id, memory, compute capability, architecture, MIG mode and MIG\n"
+             "devices, power limit, NUMA node), then the GPU-to-GPU topology matrix as\n"
+             "`nvidia-smi topo -m` prints it (X, NV<links>, PIX, PXB, PHB, NODE, SYS).\n",
+    .options = {inventory_options},
+    .epilogue = "Environment:\n"
+                "  GPUOP_NVML_LIBRARY  path of libnvidia-ml.so.1 (default: the dynamic loader's\n"
+                "                      search for \"libnvidia-ml.so.1\")\n"
+                "  GPUOP_SYSFS_ROOT    sysfs root for NUMA node and PCI class (default /sys)\n\n"
+                "Exit status: 0 success, 1 NVML could not be loaded or read, 2 bad usage.\n",
+    .state_size = sizeof(struct inventory_opts),
+    .run = inventory_run,
+};

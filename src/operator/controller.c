@@ -13,6 +13,7 @@
 
 #include "http.h"
 #include "kube.h"
+#include "operator-internal.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -67,6 +68,9 @@ struct controller {
      * reported lives in that status, so a stale cache must not report it again (nor write it
      * again with an old resourceVersion and fail with a conflict). Reconcile thread only. */
     json_t *written;
+    /* What the last reconcile failed to write: [{"object", "reason"}], an input of the next plan
+     * (the status says so until a write succeeds). Reconcile thread only. */
+    json_t *write_errors;
 };
 
 static volatile sig_atomic_t g_signal;
@@ -122,74 +126,11 @@ static void h_delete(json_t *obj, void *u)
     mark_dirty(u);
 }
 
-static const char *jget_str(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    if (b)
-        x = json_object_get(x, b);
-    return json_string_value(x);
-}
-
-static const char *obj_name(const json_t *o)
-{
-    return jget_str(o, "metadata", "name");
-}
-
-/* ---- choosing the active ClusterPolicy ---------------------------------------------------- */
-
-/* Oldest creationTimestamp wins; the name breaks ties. RFC 3339 UTC strings order as text. */
-static json_t *pick_active(json_t *list)
-{
-    json_t *best = NULL;
-    size_t i;
-    json_t *cp;
-    json_array_foreach (list, i, cp) {
-        if (jget_str(cp, "metadata", "deletionTimestamp"))
-            continue;
-        if (!best) {
-            best = cp;
-            continue;
-        }
-        const char *a = jget_str(cp, "metadata", "creationTimestamp");
-        const char *b = jget_str(best, "metadata", "creationTimestamp");
-        int cmp = strcmp(a ? a : "", b ? b : "");
-        if (cmp < 0 || (cmp == 0 && strcmp(obj_name(cp), obj_name(best)) < 0))
-            best = cp;
-    }
-    return best;
-}
-
 /* ---- status ------------------------------------------------------------------------------- */
 
-static json_t *condition(const char *type, bool status, const char *reason, const char *message,
-                         int64_t generation, const json_t *old_conditions)
-{
-    char now[40];
-    time_rfc3339(now_ms_real(), now, sizeof(now));
-    const char *st = status ? "True" : "False";
-    const char *ltt = now;
-    size_t i;
-    json_t *oc;
-    json_array_foreach (old_conditions, i, oc) {
-        if (streq_ptr(json_string_value(json_object_get(oc, "type")), type) &&
-            streq_ptr(json_string_value(json_object_get(oc, "status")), st)) {
-            const char *t = json_string_value(json_object_get(oc, "lastTransitionTime"));
-            if (t)
-                ltt = t;
-        }
-    }
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "status", st, "reason", reason,
-                     "message", message, "lastTransitionTime", ltt, "observedGeneration",
-                     (json_int_t)generation);
-}
-
-/* Writes status only when it differs from what is stored (conditions keep their transition
- * times), so a converged operator makes no status writes. */
+/* Writes a ClusterPolicy's planned status (the plan says when it differs from the stored one). */
 static int write_status(struct controller *c, json_t *cp, json_t *status, struct err *e)
 {
-    json_t *old = json_object_get(cp, "status");
-    if (old && json_equal(old, status))
-        return 0;
     int r = check_leader(c, e);
     if (r < 0)
         return r;
@@ -200,9 +141,9 @@ static int write_status(struct controller *c, json_t *cp, json_t *status, struct
     if (r < 0)
         return r;
     count_write(c);
-    const char *rv = jget_str(cp, "metadata", "resourceVersion");
-    if (rv && json_is_object(out) && obj_name(cp))
-        json_object_set_new(c->written, obj_name(cp), json_pack("[s,O]", rv, out));
+    const char *rv = op_json_str(cp, "metadata", "resourceVersion");
+    if (rv && json_is_object(out) && op_obj_name(cp))
+        json_object_set_new(c->written, op_obj_name(cp), json_pack("[s,O]", rv, out));
     return 0;
 }
 
@@ -212,9 +153,9 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
     struct err e = {0};
     if (check_leader(c, &e) < 0)
         return;
-    _cleanup_json_ json_t *inv =
-        json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
-                  "metadata", "name", obj_name(cp), "uid", jget_str(cp, "metadata", "uid") ?: "");
+    _cleanup_json_ json_t *inv = json_pack(
+        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy", "metadata",
+        "name", op_obj_name(cp), "uid", op_json_str(cp, "metadata", "uid") ?: "");
     struct kube_event ev = {.ns = c->ns,
                             .involved = inv,
                             .type = type,
@@ -227,26 +168,10 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
         count_write(c);
 }
 
-/* The stored message of a condition, to report each change once: what was reported lives in
- * the ClusterPolicy's status, so a restarted operator repeats nothing. */
-static const char *stored_condition(const json_t *cp, const char *type, const char *status)
-{
-    json_t *conds = json_object_get(json_object_get(cp, "status"), "conditions");
-    size_t i;
-    json_t *c;
-    json_array_foreach (conds, i, c) {
-        if (streq_ptr(json_string_value(json_object_get(c, "type")), type) &&
-            (!status || streq_ptr(json_string_value(json_object_get(c, "status")), status)))
-            return json_string_value(json_object_get(c, "message"));
-    }
-    return NULL;
-}
+/* ---- executing a plan --------------------------------------------------------------------- */
 
-/* ---- objects ------------------------------------------------------------------------------ */
-
-static const struct kube_resource *resource_for(const json_t *obj)
+static const struct kube_resource *resource_of_kind(const char *kind)
 {
-    const char *kind = json_string_value(json_object_get(obj, "kind"));
     for (size_t i = 0; i < N_OWNED; i++)
         if (streq_ptr(owned_kinds[i]->kind, kind))
             return owned_kinds[i];
@@ -261,15 +186,15 @@ static size_t owned_index(const struct kube_resource *r)
     return 0;
 }
 
-/* Creates or replaces one rendered object; nothing when the stored one carries the same hash. */
+/* Creates or replaces one planned object. */
 static int apply_object(struct controller *c, json_t *desired, struct err *e)
 {
-    const struct kube_resource *r = resource_for(desired);
+    const struct kube_resource *r = resource_of_kind(op_json_str(desired, "kind", NULL));
     if (!r)
         return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"",
-                       jget_str(desired, "kind", NULL));
-    const char *ns = r->namespaced ? jget_str(desired, "metadata", "namespace") : NULL;
-    const char *name = obj_name(desired);
+                       op_json_str(desired, "kind", NULL));
+    const char *ns = r->namespaced ? op_json_str(desired, "metadata", "namespace") : NULL;
+    const char *name = op_obj_name(desired);
     _cleanup_json_ json_t *live = kube_informer_get(c->owned[owned_index(r)], ns, name);
     if (!live) {
         /* Not in our store (the store only sees objects labelled as ours): ask the server, an
@@ -279,17 +204,8 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
             return g;
         err_clear(e);
     }
-    const char *want =
-        jget_str(json_object_get(desired, "metadata"), "annotations", OP_HASH_ANNOTATION);
-    const char *have =
-        live ? jget_str(json_object_get(live, "metadata"), "annotations", OP_HASH_ANNOTATION)
-             : NULL;
-    /* Same content and labelled as ours: nothing to do. An object someone stripped of the
-     * managed-by label is out of our informers (and of pruning): write it back, labelled. */
-    if (live && streq_ptr(want, have) &&
-        streq_ptr(
-            jget_str(json_object_get(live, "metadata"), "labels", "app.kubernetes.io/managed-by"),
-            OP_MANAGED_BY))
+    /* The informer may have caught up since the snapshot. */
+    if (op_object_current(desired, live))
         return 0;
     int rc = check_leader(c, e);
     if (rc < 0)
@@ -316,170 +232,147 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
         rc = kube_update(c->kc, r, ns, obj, &out, e);
     }
     if (rc < 0)
-        return err_prefix(e, "%s %s", r->kind, name);
+        return rc;
     count_write(c);
     log_info(COMPONENT, live ? "updated" : "created", "kind=%s name=%s", r->kind, name);
     return 0;
 }
 
-static bool owned_by(const json_t *obj, const char *uid)
+static int delete_object(struct controller *c, const json_t *item, struct err *e)
 {
-    json_t *refs = json_object_get(json_object_get(obj, "metadata"), "ownerReferences");
-    size_t i;
-    json_t *ref;
-    json_array_foreach (refs, i, ref) {
-        if (streq_ptr(json_string_value(json_object_get(ref, "kind")), "ClusterPolicy") &&
-            (!uid || streq_ptr(json_string_value(json_object_get(ref, "uid")), uid)))
-            return true;
-    }
-    return false;
-}
-
-static bool desired_has(json_t *desired, const struct kube_resource *r, const char *ns,
-                        const char *name)
-{
-    size_t i;
-    json_t *o;
-    json_array_foreach (desired, i, o) {
-        if (resource_for(o) != r || !streq_ptr(obj_name(o), name))
-            continue;
-        if (!r->namespaced || streq_ptr(jget_str(o, "metadata", "namespace"), ns))
-            return true;
-    }
-    return false;
-}
-
-/* Deletes what gpuop owns that is no longer wanted (a component turned off). Only ever called
- * with a valid policy: nothing is deleted because of a parse or validation error. */
-static int prune_objects(struct controller *c, json_t *desired, struct err *e)
-{
-    for (size_t k = 0; k < N_OWNED; k++) {
-        _cleanup_json_ json_t *list = kube_informer_list(c->owned[k], NULL, NULL, NULL);
-        size_t i;
-        json_t *o;
-        json_array_foreach (list, i, o) {
-            const char *ns =
-                owned_kinds[k]->namespaced ? jget_str(o, "metadata", "namespace") : NULL;
-            if (!owned_by(o, NULL) || desired_has(desired, owned_kinds[k], ns, obj_name(o)))
-                continue;
-            if (jget_str(o, "metadata", "deletionTimestamp"))
-                continue;
-            if (check_leader(c, e) < 0)
-                return -ECANCELED;
-            struct kube_delete_opts dopts = {.propagation = KUBE_PROPAGATION_BACKGROUND};
-            int r = kube_delete(c->kc, owned_kinds[k], ns, obj_name(o), &dopts, e);
-            if (r < 0 && r != -ENOENT)
-                return err_prefix(e, "delete %s %s", owned_kinds[k]->kind, obj_name(o));
-            err_clear(e);
-            count_write(c);
-            log_info(COMPONENT, "deleted", "kind=%s name=%s", owned_kinds[k]->kind, obj_name(o));
-        }
-    }
+    const char *kind = json_string_value(json_object_get(item, "kind"));
+    const char *name = json_string_value(json_object_get(item, "name"));
+    const struct kube_resource *r = resource_of_kind(kind);
+    if (!r)
+        return err_set(e, -EINVAL, "prune of unknown kind \"%s\"", kind);
+    if (check_leader(c, e) < 0)
+        return -ECANCELED;
+    struct kube_delete_opts dopts = {.propagation = KUBE_PROPAGATION_BACKGROUND};
+    int rc = kube_delete(c->kc, r, json_string_value(json_object_get(item, "namespace")), name,
+                         &dopts, e);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    err_clear(e);
+    count_write(c);
+    log_info(COMPONENT, "deleted", "kind=%s name=%s", kind, name);
     return 0;
 }
 
-/* ---- nodes -------------------------------------------------------------------------------- */
-
-/* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
- * DaemonSet will run on (the most common); *ret_counts: OS tag -> nodes. */
-static char *os_tag_of(json_t *nodes, json_t **ret_counts)
+static void add_write_error(json_t *errors, const char *object, const struct err *e)
 {
-    _cleanup_json_ json_t *counts = json_object();
-    size_t i;
-    json_t *n;
-    json_array_foreach (nodes, i, n) {
-        json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
-        if (!op_node_is_gpu(labels))
-            continue;
-        /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
-        const char *deploy =
-            json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.driver"));
-        if ((deploy && *deploy && strcmp(deploy, "true") != 0) ||
-            streq_ptr(json_string_value(json_object_get(labels, OP_LABEL_DEPLOY_OPERANDS)),
-                      "false"))
-            continue;
-        const char *id = json_string_value(
-            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
-        const char *ver = json_string_value(
-            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
-        if (!id || !ver)
-            continue;
-        _cleanup_free_ char *tag = xasprintf("%s%s", id, ver);
-        json_t *cnt = json_object_get(counts, tag);
-        json_object_set_new(counts, tag,
-                            json_integer(json_is_integer(cnt) ? json_integer_value(cnt) + 1 : 1));
-    }
-    const char *best = NULL;
-    json_int_t best_n = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach (counts, k, v) {
-        if (json_integer_value(v) > best_n ||
-            (json_integer_value(v) == best_n && best && strcmp(k, best) < 0)) {
-            best = k;
-            best_n = json_integer_value(v);
-        }
-    }
-    char *ret = best ? xstrdup(best) : NULL;
-    *ret_counts = steal_ptr(&counts);
-    return ret;
+    json_array_append_new(errors, json_pack("{s:s,s:s}", "object", object, "reason", err_msg(e)));
 }
 
-static int label_nodes(struct controller *c, json_t *nodes, const struct op_policy *p,
-                       int *ret_gpu_nodes, json_t *warnings, struct err *e)
+/* Patches every planned node. One node refusing its labels (a webhook, a conflict) does not hold
+ * back the others; each failure goes to `errors`. */
+static int label_nodes(struct controller *c, const json_t *patches, json_t *errors, struct err *e)
 {
-    int gpu_nodes = 0, failed = 0;
-    _cleanup_free_ char *first_err = NULL;
     size_t i;
-    json_t *n;
-    json_array_foreach (nodes, i, n) {
-        json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
-        _cleanup_json_ json_t *patch = NULL;
-        int r = op_node_labels(labels, p, &patch, e);
-        if (r < 0)
-            return r;
-        if (op_node_is_gpu(labels))
-            gpu_nodes++;
-        /* A host driver already loaded (GPU feature discovery saw another version) while the
-         * driver DaemonSet targets the node: report it instead of letting two drivers race. */
-        if (p && p->operand[OP_DRIVER].enabled && p->driver_version[0] && op_node_is_gpu(labels)) {
-            const char *loaded =
-                json_string_value(json_object_get(labels, "nvidia.com/cuda.driver-version.full"));
-            const char *deploy =
-                json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.driver"));
-            if (loaded && strcmp(loaded, p->driver_version) != 0 &&
-                (!deploy || strcmp(deploy, "true") == 0 || !*deploy))
-                json_array_append_new(warnings,
-                                      json_sprintf("node %s: a driver %s is already loaded; the "
-                                                   "driver DaemonSet would install %s (label it "
-                                                   "nvidia.com/gpu.deploy.driver=pre-installed)",
-                                                   obj_name(n), loaded, p->driver_version));
-        }
-        if (json_object_size(patch) == 0)
-            continue;
+    json_t *np;
+    json_array_foreach (patches, i, np) {
+        const char *name = json_string_value(json_object_get(np, "name"));
         if (check_leader(c, e) < 0)
             return -ECANCELED;
-        _cleanup_json_ json_t *body = json_pack("{s:{s:O}}", "metadata", "labels", patch);
+        _cleanup_json_ json_t *body =
+            json_pack("{s:{s:O}}", "metadata", "labels", json_object_get(np, "labels"));
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
         _cleanup_json_ json_t *out = NULL;
         struct err ne = {0};
-        r = kube_patch(c->kc, &KUBE_NODES, NULL, obj_name(n), &po, body, &out, &ne);
+        int r = kube_patch(c->kc, &KUBE_NODES, NULL, name, &po, body, &out, &ne);
         if (r == -ENOENT)
             continue; /* the node went away */
         if (r < 0) {
-            /* One node refusing its labels (a webhook, a conflict) must not hold back every
-             * other node: go on, and fail the reconcile at the end so it is retried. */
-            failed++;
-            if (!first_err)
-                first_err = xasprintf("label node %s: %s", obj_name(n), err_msg(&ne));
+            _cleanup_free_ char *obj = xasprintf("Node %s", name);
+            add_write_error(errors, obj, &ne);
             continue;
         }
         count_write(c);
     }
-    *ret_gpu_nodes = gpu_nodes;
-    if (failed)
-        return err_set(e, -EIO, "%s (%d node(s) not labelled)", first_err, failed);
     return 0;
+}
+
+static char *object_ref(const json_t *kind, const json_t *obj_ns, const json_t *name)
+{
+    const char *ns = json_string_value(obj_ns);
+    return xasprintf("%s %s%s%s", json_string_value(kind), ns ? ns : "", ns ? "/" : "",
+                     json_string_value(name));
+}
+
+static void emit_events(struct controller *c, json_t *entry)
+{
+    json_t *cp = json_object_get(entry, "policy");
+    size_t i;
+    json_t *ev;
+    json_array_foreach (json_object_get(entry, "events"), i, ev) {
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        const char *reason = json_string_value(json_object_get(ev, "reason"));
+        const char *msg = json_string_value(json_object_get(ev, "message"));
+        if (streq_ptr(type, "Warning"))
+            log_warn(COMPONENT, "ClusterPolicy event", "policy=%s reason=%s message=\"%s\"",
+                     op_obj_name(cp), reason, msg);
+        emit_event(c, cp, type, reason, msg);
+    }
+}
+
+/* A policy's planned events, then its status when it changed. */
+static int report_policy(struct controller *c, json_t *entry, struct err *e)
+{
+    emit_events(c, entry);
+    if (!json_is_true(json_object_get(entry, "write")))
+        return 0;
+    return write_status(c, json_object_get(entry, "policy"), json_object_get(entry, "status"), e);
+}
+
+/* The active policy's writes: node labels, applies and (when those all succeeded) prunes. Every
+ * write is tried; one the API server refuses does not hold back the others, and each failure
+ * goes to `errors`. Fails only when the lease is lost (-ECANCELED). */
+static int write_objects(struct controller *c, const struct op_plan *plan, json_t *errors,
+                         struct err *e)
+{
+    int r = label_nodes(c, plan->node_patches, errors, e);
+    if (r < 0)
+        return r;
+    size_t i;
+    json_t *obj;
+    json_array_foreach (plan->apply, i, obj) {
+        struct err ae = {0};
+        r = apply_object(c, obj, &ae);
+        if (r == -ECANCELED)
+            return err_set(e, r, "%s", err_msg(&ae));
+        if (r < 0) {
+            json_t *meta = json_object_get(obj, "metadata");
+            _cleanup_free_ char *ref =
+                object_ref(json_object_get(obj, "kind"), json_object_get(meta, "namespace"),
+                           json_object_get(meta, "name"));
+            add_write_error(errors, ref, &ae);
+        }
+    }
+    if (json_array_size(errors) > 0)
+        return 0; /* nothing is pruned on a reconcile that failed part way */
+    json_array_foreach (plan->prune, i, obj) {
+        struct err de = {0};
+        r = delete_object(c, obj, &de);
+        if (r == -ECANCELED)
+            return err_set(e, r, "%s", err_msg(&de));
+        if (r < 0) {
+            _cleanup_free_ char *ref =
+                object_ref(json_object_get(obj, "kind"), json_object_get(obj, "namespace"),
+                           json_object_get(obj, "name"));
+            add_write_error(errors, ref, &de);
+        }
+    }
+    return 0;
+}
+
+static json_t *active_entry(const struct op_plan *plan)
+{
+    size_t i;
+    json_t *entry;
+    json_array_foreach (plan->policies, i, entry) {
+        if (json_is_true(json_object_get(entry, "active")))
+            return entry;
+    }
+    return NULL;
 }
 
 /* ---- one reconcile ------------------------------------------------------------------------ */
@@ -492,11 +385,11 @@ static void policies_fresh(struct controller *c, json_t *policies)
     size_t i;
     json_t *cp;
     json_array_foreach (policies, i, cp) {
-        const char *name = obj_name(cp);
+        const char *name = op_obj_name(cp);
         json_t *w = name ? json_object_get(c->written, name) : NULL;
         if (!w)
             continue;
-        if (streq_ptr(jget_str(cp, "metadata", "resourceVersion"),
+        if (streq_ptr(op_json_str(cp, "metadata", "resourceVersion"),
                       json_string_value(json_array_get(w, 0)))) {
             json_array_set(policies, i, json_array_get(w, 1));
             json_object_set(keep, name, w);
@@ -511,218 +404,92 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     *ret_requeue = false;
     _cleanup_json_ json_t *policies = kube_informer_list(c->policies, NULL, NULL, NULL);
     _cleanup_json_ json_t *nodes = kube_informer_list(c->nodes, NULL, NULL, NULL);
+    _cleanup_json_ json_t *owned = json_array();
+    for (size_t k = 0; k < N_OWNED; k++) {
+        /* The informers give every object its kind, which the plan matches objects by. */
+        _cleanup_json_ json_t *list = kube_informer_list(c->owned[k], NULL, NULL, NULL);
+        json_array_extend(owned, list);
+    }
     policies_fresh(c, policies);
-    json_t *active = pick_active(policies);
+    struct op_snapshot snap = {.policies = policies,
+                               .nodes = nodes,
+                               .owned = owned,
+                               .apply_errors = c->write_errors,
+                               .defaults = &c->defaults,
+                               .templates = c->templates,
+                               .now_ms = now_ms_real()};
+    _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+    _cleanup_json_ json_t *errors = json_array(); /* of this execution's writes */
+    int r = op_plan(&snap, &plan, e);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&c->lock);
+    c->m.gpu_nodes = plan->gpu_nodes;
+    if (plan->has_active && plan->health < 0)
+        c->m.status = -1;
+    pthread_mutex_unlock(&c->lock);
+
+    /* Ignored policies first; a failed status write there must not hold back the active one. */
     int ignored_r = 0;
     struct err ignored_err = {0};
-
-    /* Every other ClusterPolicy is ignored, as NVIDIA's operator does. */
+    json_t *active = active_entry(plan);
     size_t i;
-    json_t *cp;
-    json_array_foreach (policies, i, cp) {
-        if (cp == active || jget_str(cp, "metadata", "deletionTimestamp"))
+    json_t *entry;
+    json_array_foreach (plan->policies, i, entry) {
+        if (entry == active)
             continue;
-        json_t *old = json_object_get(json_object_get(cp, "status"), "conditions");
-        _cleanup_free_ char *msg = xasprintf(
-            "another ClusterPolicy (%s) is active; only one is reconciled", obj_name(active));
-        json_t *gen = json_object_get(json_object_get(cp, "metadata"), "generation");
-        _cleanup_json_ json_t *st =
-            json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", c->ns, "conditions",
-                      condition("Ready", false, "Ignored", msg, json_integer_value(gen), old));
-        if (!json_equal(json_object_get(json_object_get(cp, "status"), "state"),
-                        json_object_get(st, "state")))
-            emit_event(c, cp, "Warning", "Ignored", msg);
-        /* A failed write here must not hold back the active policy: retried after it. */
         struct err ie = {0};
-        int ir = write_status(c, cp, st, &ie);
+        int ir = report_policy(c, entry, &ie);
         if (ir == -ECANCELED)
             return err_set(e, ir, "%s", err_msg(&ie));
         if (ir < 0 && ignored_r == 0) {
             ignored_r = ir;
-            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s", obj_name(cp), err_msg(&ie));
+            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s",
+                    json_string_value(json_object_get(entry, "name")), err_msg(&ie));
         }
     }
-
-    if (!active) {
-        /* No policy, nothing to do: nodes are labelled once, together with the deploy labels,
-         * when a ClusterPolicy arrives (one write per node). */
-        int gpu = 0;
-        json_t *n;
-        json_array_foreach (nodes, i, n) {
-            if (op_node_is_gpu(json_object_get(json_object_get(n, "metadata"), "labels")))
-                gpu++;
-        }
-        pthread_mutex_lock(&c->lock);
-        c->m.gpu_nodes = gpu;
-        pthread_mutex_unlock(&c->lock);
-        return 0;
+    if (!active)
+        goto out;
+    if (!json_is_true(json_object_get(active, "valid"))) {
+        /* Invalid: the running operands stay exactly as they are; the status says why. */
+        r = report_policy(c, active, e);
+        if (r < 0)
+            return r;
+        goto out;
     }
 
-    json_t *meta = json_object_get(active, "metadata");
-    int64_t generation = json_integer_value(json_object_get(meta, "generation"));
-    json_t *old_conditions = json_object_get(json_object_get(active, "status"), "conditions");
-
-    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
-    struct err perr = {0};
-    if (op_policy_parse(active, &c->defaults, &p, &perr) < 0) {
-        /* Invalid: the running operands stay exactly as they are; say why. */
-        pthread_mutex_lock(&c->lock);
-        c->m.status = -1;
-        pthread_mutex_unlock(&c->lock);
-        if (!streq_ptr(stored_condition(active, "Error", "True"), err_msg(&perr))) {
-            emit_event(c, active, "Warning", "InvalidClusterPolicy", err_msg(&perr));
-            log_error(COMPONENT, "invalid ClusterPolicy; operands left as they are",
-                      "policy=%s error=\"%s\"", obj_name(active), err_msg(&perr));
-        }
-        json_t *prev = json_object_get(active, "status");
-        _cleanup_json_ json_t *st = prev ? json_deep_copy(prev) : json_object();
-        json_object_set_new(st, "state", json_string("notReady"));
-        json_object_set_new(st, "namespace", json_string(c->ns));
-        json_t *conds = json_array();
-        json_array_append_new(conds, condition("Ready", false, "ReconcileFailed", err_msg(&perr),
-                                               generation, old_conditions));
-        json_array_append_new(conds, condition("Error", true, "ReconcileFailed", err_msg(&perr),
-                                               generation, old_conditions));
-        /* The other conditions stay as they were: what was reported (UnsupportedFields, ...)
-         * is not reported again once the policy is fixed. */
-        size_t k;
-        json_t *oc;
-        json_array_foreach (old_conditions, k, oc) {
-            const char *t = json_string_value(json_object_get(oc, "type"));
-            if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
-                json_array_append(conds, oc);
-        }
-        json_object_set_new(st, "conditions", conds);
-        int wr = write_status(c, active, st, e);
-        if (wr == 0 && ignored_r < 0)
-            return err_set(e, ignored_r, "%s", err_msg(&ignored_err));
-        return wr;
-    }
-
-    /* Fields gpuop accepts but does not act on: reported once per distinct set. */
-    _cleanup_free_ char *unsup = json_dumps(p->unimplemented, JSON_COMPACT);
-    _cleanup_free_ char *unsup_msg = xasprintf("accepted, not acted on by gpuop: %s", unsup);
-    if (json_array_size(p->unimplemented) > 0 &&
-        !streq_ptr(stored_condition(active, "UnsupportedFields", NULL), unsup_msg)) {
-        emit_event(c, active, "Normal", "UnsupportedFields", unsup_msg);
-        log_warn(COMPONENT, "ClusterPolicy fields accepted but not acted on", "fields=%s", unsup);
-    }
-
-    _cleanup_json_ json_t *warnings = json_array();
-    int gpu_nodes = 0;
-    struct err label_err = {0};
-    int label_r = label_nodes(c, nodes, p, &gpu_nodes, warnings, &label_err);
-    pthread_mutex_lock(&c->lock);
-    c->m.gpu_nodes = gpu_nodes;
-    pthread_mutex_unlock(&c->lock);
-    if (label_r == -ECANCELED)
-        return err_set(e, label_r, "%s", err_msg(&label_err));
-    int r;
-
-    _cleanup_json_ json_t *os_counts = NULL;
-    _cleanup_free_ char *os_tag = os_tag_of(nodes, &os_counts);
-    struct op_render_ctx ctx = {.os_tag = os_tag};
-    _cleanup_json_ json_t *desired = NULL;
-    r = op_render(p, c->templates, &ctx, &desired, e);
+    r = write_objects(c, plan, errors, e);
     if (r < 0)
         return r;
-    /* One object the API server refuses does not hold back the others; but nothing is pruned
-     * on a reconcile that failed part way, and it is retried with backoff. */
-    json_t *obj;
-    int apply_failed = 0;
-    json_array_foreach (desired, i, obj) {
-        struct err ae = {0};
-        r = apply_object(c, obj, &ae);
-        if (r == -ECANCELED)
-            return err_set(e, r, "%s", err_msg(&ae));
-        if (r < 0) {
-            if (apply_failed++ == 0)
-                err_set(e, r, "%s", err_msg(&ae));
-        }
+    /* The status tells what this execution could not write, or that it recovered: planned again
+     * with these results when they differ from those the plan was made with. */
+    if (!json_equal(errors, c->write_errors)) {
+        json_decref(c->write_errors);
+        c->write_errors = json_incref(errors);
+        snap.apply_errors = errors;
+        op_plan_free(steal_ptr(&plan));
+        r = op_plan(&snap, &plan, e);
+        if (r < 0)
+            return r;
+        active = active_entry(plan);
+        if (!active)
+            return err_set(e, -EIO, "no active ClusterPolicy on the second plan");
     }
-    if (apply_failed)
-        return err_prefix(e, "%d object(s) not applied, nothing pruned", apply_failed);
-    r = prune_objects(c, desired, e);
+    r = report_policy(c, active, e);
     if (r < 0)
-        return r;
-
-    /* Status: per-component conditions from the DaemonSets, then the overall state. */
-    json_t *conds = json_array();
-    _cleanup_json_ json_t *status = json_pack("{s:s,s:o}", "namespace", c->ns, "conditions", conds);
-    _cleanup_json_ json_t *not_ready = json_array();
-    for (int k = 0; k < OP_N_COMPONENTS; k++) {
-        const struct op_component_def *def = op_component_def(k);
-        _cleanup_free_ char *type = xasprintf("%sReady", def->title);
-        if (!p->operand[k].enabled) {
-            json_array_append_new(conds, condition(type, false, "Disabled",
-                                                   def->ds_name ? "disabled in the ClusterPolicy"
-                                                                : "not deployed by gpuop",
-                                                   generation, old_conditions));
-            continue;
-        }
-        _cleanup_json_ json_t *ds =
-            kube_informer_get(c->owned[owned_index(&KUBE_DAEMONSETS)], c->ns, def->ds_name);
-        char why[160] = "not created yet";
-        bool ready = ds && op_ds_ready(ds, why, sizeof(why));
-        if (!ready)
-            json_array_append_new(not_ready, json_string(def->state));
-        json_array_append_new(conds, condition(type, ready, ready ? "Ready" : "OperandNotReady",
-                                               ready ? "applied and ready" : why, generation,
-                                               old_conditions));
-    }
-    bool all_ready = json_array_size(not_ready) == 0;
-    _cleanup_free_ char *nr = json_dumps(not_ready, JSON_COMPACT);
-    _cleanup_free_ char *msg =
-        all_ready ? xstrdup("ClusterPolicy is ready as all resources have been successfully "
-                            "reconciled")
-                  : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
-    json_array_insert_new(conds, 0,
-                          condition("Ready", all_ready,
-                                    all_ready ? "Reconciled" : "OperandNotReady", msg, generation,
-                                    old_conditions));
-    json_array_insert_new(conds, 1,
-                          condition("Error", false, all_ready ? "Reconciled" : "OperandNotReady",
-                                    all_ready ? "" : msg, generation, old_conditions));
-    if (json_array_size(p->unimplemented) > 0)
-        json_array_append_new(conds, condition("UnsupportedFields", true, "AcceptedNotApplied",
-                                               unsup_msg, generation, old_conditions));
-    if (json_array_size(warnings) > 0) {
-        _cleanup_free_ char *w = json_dumps(warnings, JSON_COMPACT);
-        if (!streq_ptr(stored_condition(active, "HostDriverConflict", "True"), w))
-            emit_event(c, active, "Warning", "HostDriverConflict", w);
-        json_array_append_new(conds, condition("HostDriverConflict", true, "HostDriverDetected", w,
-                                               generation, old_conditions));
-    }
-    /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
-     * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
-    if (p->operand[OP_DRIVER].enabled && json_object_size(os_counts) > 1) {
-        _cleanup_free_ char *cnt = json_dumps(os_counts, JSON_COMPACT | JSON_SORT_KEYS);
-        _cleanup_free_ char *w = xasprintf(
-            "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
-            "of them (one driver DaemonSet per OS is not implemented): label the others "
-            "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
-            cnt, os_tag);
-        if (!streq_ptr(stored_condition(active, "DriverOSMismatch", "True"), w))
-            emit_event(c, active, "Warning", "DriverOSMismatch", w);
-        json_array_append_new(conds, condition("DriverOSMismatch", true, "MixedOperatingSystems", w,
-                                               generation, old_conditions));
-    }
-    const char *state = all_ready ? "ready" : "notReady";
-    json_object_set_new(status, "state", json_string(state));
-    json_object_set_new(status, "observedGeneration", json_integer(generation));
-    json_object_set_new(status, "operatorVersion", json_string(GPUOP_VERSION));
-    if (!streq_ptr(jget_str(active, "status", "state"), state))
-        emit_event(c, active, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady",
-                   msg);
-    r = write_status(c, active, status, e);
-    if (r < 0)
-        return err_prefix(e, "ClusterPolicy %s status", obj_name(active));
+        return err_prefix(e, "ClusterPolicy %s status",
+                          json_string_value(json_object_get(active, "name")));
     pthread_mutex_lock(&c->lock);
-    c->m.status = all_ready ? 1 : 0;
+    c->m.status = plan->health;
     pthread_mutex_unlock(&c->lock);
-    *ret_requeue = !all_ready;
-    if (label_r < 0)
-        return err_set(e, label_r, "%s", err_msg(&label_err));
+    *ret_requeue = plan->requeue;
+    if (json_array_size(errors) > 0) {
+        json_t *first = json_array_get(errors, 0);
+        return err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
+                       json_array_size(errors), json_string_value(json_object_get(first, "object")),
+                       json_string_value(json_object_get(first, "reason")));
+    }
+out:
     if (ignored_r < 0)
         return err_set(e, ignored_r, "%s", err_msg(&ignored_err));
     return 0;
@@ -1063,6 +830,7 @@ int operator_main(int argc, char **argv)
 
     struct controller c = {0};
     c.written = json_object();
+    c.write_errors = json_array();
     pthread_mutex_init(&c.lock, NULL);
     pthread_cond_init(&c.cond, NULL);
     struct err e = {0};
@@ -1240,6 +1008,7 @@ out:
     }
     op_templates_free(c.templates);
     json_decref(c.written);
+    json_decref(c.write_errors);
     kube_client_free(c.kc);
     pthread_cond_destroy(&c.cond);
     pthread_mutex_destroy(&c.lock);

@@ -12,6 +12,8 @@
  *   op_render()          policy -> every object of every enabled component (from the operand
  *                        templates in deploy/operands, compiled in)
  *   op_ds_ready()        a DaemonSet's status -> ready or not, and why
+ *   op_plan()            what the cluster holds -> what to write (node labels, objects to
+ *                        apply and to prune, each ClusterPolicy's status, Events)
  *
  * Everything here is thread-compatible (no shared state) and does no I/O, except
  * op_templates_load_dir(), which reads an override directory.
@@ -145,5 +147,62 @@ char *op_object_hash(const json_t *obj);
 
 /* DaemonSet readiness by NVIDIA's rules; *ret_reason says why not ("2/5 available", ...). */
 bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len);
+
+/*
+ * The API server's validation rules for the fields gpuop renders, beyond what the JSON schemas
+ * check: names and label syntax, int-or-string as an integer or a percentage, quantities,
+ * port and probe ranges, selector and template labels. A real cluster refuses what fails here
+ * with 422; the message names the object and the field.
+ */
+int op_api_validate(const json_t *obj, struct err *e);
+bool op_quantity_valid(const char *s);
+/* An int-or-string as the API server takes it: a non-negative integer, or a percentage up to
+ * 100% ("25%"). A string of digits ("1") becomes the integer. Anything else fails naming
+ * `field`. *ret: a new reference. */
+int op_int_or_percent(const json_t *v, const char *field, json_t **ret, struct err *e);
+
+/* Is the live object what `desired` renders (same content hash, labelled as gpuop's)? An object
+ * someone stripped of the managed-by label is out of gpuop's informers and pruning: not current. */
+bool op_object_current(const json_t *desired, const json_t *live);
+
+/*
+ * The planner: one reconcile's decisions, with no I/O and no clock. The shell reads the world
+ * into a snapshot, plans, and executes the plan in this order: each ignored policy's events and
+ * status; for the active policy, node patches, applies, (when every apply succeeded) prunes,
+ * then its events and status. A status is written only when `write` is set (it differs from the
+ * stored one), so a converged cluster costs no writes.
+ */
+struct op_snapshot {
+    const json_t *policies; /* ClusterPolicy objects (array), freshest known */
+    const json_t *nodes;    /* Node objects (array; metadata.labels is all that is read) */
+    const json_t *owned;    /* every object gpuop's informers hold, any owned kind (array) */
+    /* What the previous execution failed to write: an array of {"object": "DaemonSet ns/name",
+     * "reason": "..."}; NULL or empty when it succeeded. */
+    const json_t *apply_errors;
+    const struct op_defaults *defaults;
+    const struct op_templates *templates;
+    uint64_t now_ms; /* wall clock (ms since the epoch): condition transition times */
+};
+
+struct op_plan {
+    /* One entry per ClusterPolicy that is not being deleted, ignored ones first, the active one
+     * last: {"name", "active": bool, "valid": bool, "status": {...}, "write": bool,
+     * "events": [{"type", "reason", "message"}], "policy": the ClusterPolicy (a reference)}. */
+    json_t *policies;
+    json_t *node_patches; /* [{"name": node, "labels": merge patch}], only nodes that change */
+    json_t *desired;      /* every object the active policy renders (empty when none) */
+    json_t *apply;        /* the desired objects not current in the snapshot, in order */
+    json_t *prune;        /* [{"kind", "namespace" (namespaced kinds), "name"}] to delete */
+    int gpu_nodes;        /* GPU nodes seen */
+    bool has_active;      /* a ClusterPolicy is active (valid or not) */
+    int health;           /* active policy: 1 ready, 0 not ready, -1 invalid */
+    bool requeue;         /* not ready: look again in a while even without events */
+};
+
+/* Fails only on a broken template (the active policy's render); an invalid ClusterPolicy is a
+ * plan (its status says why), not an error. */
+int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e);
+void op_plan_free(struct op_plan *p);
+DEFINE_CLEANUP_FUNC(struct op_plan, op_plan_free)
 
 #endif

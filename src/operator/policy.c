@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ClusterPolicy -> struct op_policy. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "operator-internal.h"
@@ -105,6 +106,7 @@ static const char *const implemented[] = {
     "dcgmExporter.annotations",
     "dcgmExporter.service.type",
     "toolkit.installDir",
+    "driver.startupProbe", /* timings on the driver container's startup probe */
     "hostPaths",
     "cdi.enabled",
     "validator.driver.env",
@@ -315,7 +317,38 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     json_t *ds = json_object_get(spec, "daemonsets");
     p->update_strategy = dup_or(jstr(ds, "updateStrategy"), "RollingUpdate");
     json_t *mu = json_object_get(json_object_get(ds, "rollingUpdate"), "maxUnavailable");
-    p->max_unavailable = mu ? json_deep_copy(mu) : NULL;
+    /* The API server takes an int-or-string only as an integer or a percentage: "1" (as both
+     * NVIDIA's sample and gpuop's write it) would make every DaemonSet create fail with 422. */
+    if (mu && op_int_or_percent(mu, "spec.daemonsets.rollingUpdate.maxUnavailable",
+                                &p->max_unavailable, e) < 0)
+        return err_prefix(e, "ClusterPolicy \"%s\"", name);
+    /* gpuop renders no maxSurge (0), and the API server refuses both at 0. */
+    if (p->max_unavailable && (json_is_integer(p->max_unavailable)
+                                   ? json_integer_value(p->max_unavailable) == 0
+                                   : strtol(json_string_value(p->max_unavailable), NULL, 10) == 0))
+        return err_set(e, -EINVAL,
+                       "ClusterPolicy \"%s\": spec.daemonsets.rollingUpdate.maxUnavailable: "
+                       "Invalid value: may not be 0 when `maxSurge` is 0",
+                       name);
+    /* Quantities the API server would refuse in every DaemonSet of the component. */
+    for (int c = 0; c < OP_N_COMPONENTS; c++) {
+        json_t *res = json_object_get(p->operand[c].spec, "resources");
+        static const char *const kinds[] = {"limits", "requests"};
+        for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+            const char *rk;
+            json_t *q;
+            json_object_foreach (json_object_get(res, kinds[k]), rk, q) {
+                const char *qs = json_string_value(q);
+                if (json_is_integer(q) && json_integer_value(q) >= 0)
+                    continue;
+                if (!qs || !op_quantity_valid(qs) || qs[0] == '-')
+                    return err_set(e, -EINVAL,
+                                   "ClusterPolicy \"%s\": spec.%s.resources.%s.%s: Invalid value: "
+                                   "not a non-negative quantity (e.g. 100m, 64Mi, 2)",
+                                   name, components[c].spec_key, kinds[k], rk);
+            }
+        }
+    }
     p->mig_config_default =
         dup_or(jstr(json_object_get(json_object_get(spec, "migManager"), "config"), "default"),
                "all-disabled");

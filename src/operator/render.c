@@ -336,6 +336,24 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
             }
         }
     }
+    /* The policy's probe timings (NVIDIA's driver.startupProbe, ...) on the probes the template
+     * defines; the handler stays the template's. A probe the template lacks stays unsupported. */
+    static const char *const probes[] = {"startupProbe", "livenessProbe", "readinessProbe"};
+    static const char *const timings[] = {"initialDelaySeconds", "periodSeconds", "timeoutSeconds",
+                                          "failureThreshold", "successThreshold"};
+    for (size_t k = 0; main && k < ARRAY_SIZE(probes); k++) {
+        json_t *want = json_object_get(sec, probes[k]);
+        json_t *have = json_object_get(main, probes[k]);
+        if (!json_is_object(want) || !json_is_object(have))
+            continue;
+        for (size_t t = 0; t < ARRAY_SIZE(timings); t++) {
+            if (strcmp(timings[t], "successThreshold") == 0 && strcmp(probes[k], "readinessProbe"))
+                continue; /* must be 1 on startup and liveness probes */
+            json_t *v = json_object_get(want, timings[t]);
+            if (json_is_integer(v))
+                json_object_set(have, timings[t], v);
+        }
+    }
     /* The validator's per-check environment goes to that check's init container. */
     if (c == OP_VALIDATOR) {
         /* validator.env reaches every check; validator.<check>.env only that check. */

@@ -10,6 +10,8 @@
  *  - strict parsers for numbers, booleans and durations.
  *  - files: bounded reads, atomic writes (temp file + rename), O_CLOEXEC everywhere.
  *  - one-line structured logging, text or JSON (--log-format json).
+ *  - monotonic deadlines, an interruptible timed wait, and the stop token every long-running
+ *    loop watches (stop.c).
  *
  * Everything here is thread-safe except the log configuration setters, which main calls once.
  */
@@ -17,12 +19,14 @@
 #define GPUOP_UTIL_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define GPUOP_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -144,6 +148,24 @@ bool streq_ptr(const char *a, const char *b); /* NULL-safe */
 /* Copies with truncation into dst of size n; always terminates; returns strlen(src). */
 size_t strlcpy_s(char *dst, const char *src, size_t n);
 
+/* ---- codecs (codec.c): hex digits, base64, URL percent-encoding ---------------------------- */
+
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char c);
+/* Exactly n hex digits (1 to 16) into *ret; -EINVAL on anything else. */
+int hex_parse(const char *s, size_t n, uint64_t *ret);
+/* Standard base64 with padding; malloc'ed, NUL-terminated. */
+char *base64_encode(const void *data, size_t n);
+/* Standard or URL-safe alphabet, padding optional, whitespace skipped. The result is malloc'ed
+ * and NUL-terminated (binary safe through *ret_len). -EINVAL on bad input. */
+int base64_decode(const char *in, size_t n, char **ret, size_t *ret_len);
+/* Decodes %XX escapes (a malformed one is kept as is); with plus_space '+' becomes ' ', as in a
+ * query string. malloc'ed, NUL-terminated. */
+char *url_decode(const char *s, size_t n, bool plus_space);
+/* Appends s percent-encoded: every byte but RFC 3986's unreserved ones becomes %XX. Returns 0, or
+ * sbuf's error when out is full. */
+int url_encode(struct sbuf *out, const char *s);
+
 /* ---- files -------------------------------------------------------------------------------- */
 
 /* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. A FIFO
@@ -166,6 +188,60 @@ uint64_t now_us_mono(void);
 uint64_t now_ms_real(void);
 /* RFC 3339 UTC, e.g. 2026-11-29T21:30:00Z, into buf (>= 32 bytes). */
 void time_rfc3339(uint64_t unix_ms, char *buf, size_t n);
+
+/* ---- deadlines and waits (stop.c) --------------------------------------------------------- */
+
+/* A deadline is a CLOCK_MONOTONIC instant in milliseconds (now_ms_mono's clock); DEADLINE_NEVER
+ * never passes. Nothing here reads the wall clock, so a clock step never shortens a wait. */
+#define DEADLINE_NEVER UINT64_MAX
+
+/* now_ms_mono() + ms, saturating; ms == DEADLINE_NEVER gives DEADLINE_NEVER. */
+uint64_t deadline_after(uint64_t ms);
+/* Milliseconds left until the deadline, 0 once it has passed (DEADLINE_NEVER: UINT64_MAX). */
+uint64_t deadline_left_ms(uint64_t deadline);
+/* The time left as a poll() timeout: -1 for DEADLINE_NEVER, else clamped to [0, INT_MAX]. */
+int deadline_poll_ms(uint64_t deadline);
+/* An absolute CLOCK_MONOTONIC timespec for a deadline (DEADLINE_NEVER: far in the future). */
+struct timespec deadline_timespec(uint64_t deadline);
+
+/* pthread_cond_init on CLOCK_MONOTONIC: the only kind cond_wait_deadline accepts. */
+int cond_init_monotonic(pthread_cond_t *cond);
+/* With lock held: waits on cond until signalled or the deadline. 0 when woken (perhaps
+ * spuriously: callers loop on their own predicate), -ETIMEDOUT once the deadline has passed. */
+int cond_wait_deadline(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t deadline);
+/* The interruptible nap over a caller's own lock and monotonic cond: sleeps up to ms, or until
+ * *flag is nonzero (the waker sets it under lock, then broadcasts cond). Takes and releases lock.
+ * Returns true when *flag was set. */
+bool cond_nap(pthread_mutex_t *lock, pthread_cond_t *cond, const volatile int *flag, uint64_t ms);
+
+/*
+ * The stop token: the one "please stop" of a process or a subsystem. Requested once (by the
+ * signal handler thread, or an error path), never cleared. Loops either wait on it
+ * (stop_wait, a timed sleep that ends early on stop) or poll() its fd, which turns readable on
+ * stop and stays readable. Thread-safe; stop_request is not async-signal-safe (signals go
+ * through signalfd, see src/svc).
+ */
+struct stop_token;
+int stop_token_new(struct stop_token **ret, struct err *e);
+void stop_token_free(struct stop_token *s); /* accepts NULL */
+DEFINE_CLEANUP_FUNC(struct stop_token, stop_token_free)
+void stop_request(struct stop_token *s);
+bool stop_requested(const struct stop_token *s);
+/* Sleeps up to ms (DEADLINE_NEVER: until stopped); true when stop was requested. */
+bool stop_wait(struct stop_token *s, uint64_t ms);
+/* Sleeps until the monotonic deadline; true when stop was requested. */
+bool stop_wait_until(struct stop_token *s, uint64_t deadline);
+/* An fd that polls readable (POLLIN) once stop is requested. Owned by the token. */
+int stop_fd(const struct stop_token *s);
+/* A flag that turns nonzero once stop is requested, for APIs that take a `const volatile int *`
+ * stop (kube_watch_opts.stop, cond_nap). Owned by the token. */
+const volatile int *stop_flag(const struct stop_token *s);
+/* Calls fn(ud) once when stop is requested (at once when it already was), from the requesting
+ * thread, without the token's lock held: for waits on other condition variables (a work
+ * queue). At most STOP_MAX_HOOKS hooks; -ENOBUFS beyond. Remove a hook before freeing ud. */
+#define STOP_MAX_HOOKS 8
+int stop_hook_add(struct stop_token *s, void (*fn)(void *ud), void *ud);
+void stop_hook_remove(struct stop_token *s, void (*fn)(void *ud), void *ud);
 
 /* ---- logging ------------------------------------------------------------------------------ */
 

@@ -102,23 +102,7 @@ static struct dp_plan *plan_or_fail(const struct gpu_inventory *inv, const struc
 static void test_parsers(void **state)
 {
     (void)state;
-    enum dp_mig_strategy m;
-    assert_int_equal(dp_parse_mig_strategy("mixed", &m), 0);
-    assert_int_equal(m, DP_MIG_MIXED);
-    assert_int_equal(dp_parse_mig_strategy("Mixed", &m), -EINVAL);
-    unsigned l = 0;
-    assert_int_equal(dp_parse_list_strategy("envvar, cdi-cri", &l), 0);
-    assert_int_equal(l, DP_LIST_ENVVAR | DP_LIST_CDI_CRI);
-    assert_int_equal(dp_parse_list_strategy("envvar,bogus", &l), -EINVAL);
-    assert_int_equal(dp_parse_list_strategy("", &l), -EINVAL);
-    enum dp_id_strategy id;
-    assert_int_equal(dp_parse_id_strategy("index", &id), 0);
-    assert_int_equal(id, DP_ID_INDEX);
-    assert_int_equal(dp_parse_id_strategy("idx", &id), -EINVAL);
-    enum dp_policy pol;
-    assert_int_equal(dp_parse_policy("packed", &pol), 0);
-    assert_int_equal(pol, DP_POLICY_PACKED);
-    assert_int_equal(dp_parse_policy("spread", &pol), -EINVAL);
+    /* The config's names are parsed by dpconfig (tests/gfd/test-dpconfig.c). */
     /* NVML levels to go-gpuallocator points */
     assert_int_equal(dp_pair_score(GPU_TOPO_INTERNAL, 0), 60);
     assert_int_equal(dp_pair_score(GPU_TOPO_SINGLE, 0), 50);
@@ -152,8 +136,8 @@ static void test_strategy_none(void **state)
 
     /* no GPUs: nothing to advertise, not an error */
     struct gpu_inventory empty = {0};
-    for (int m = DP_MIG_NONE; m <= DP_MIG_MIXED; m++) {
-        o.mig_strategy = (enum dp_mig_strategy)m;
+    for (int m = DPCONFIG_MIG_NONE; m <= DPCONFIG_MIG_MIXED; m++) {
+        o.mig_strategy = (enum dpconfig_mig_strategy)m;
         p = plan_or_fail(&empty, &o);
         assert_int_equal(p->n_resources, 0);
         dp_plan_free(p);
@@ -165,7 +149,7 @@ static void test_strategy_single(void **state)
     (void)state;
     struct dp_options o;
     dp_options_defaults(&o);
-    o.mig_strategy = DP_MIG_SINGLE;
+    o.mig_strategy = DPCONFIG_MIG_SINGLE;
     struct err e = {0};
     struct dp_plan *p = NULL;
 
@@ -245,7 +229,7 @@ static void test_strategy_mixed(void **state)
     add_mig(inv, 2, "1c.2g.20gb", 3, 0, 2, 1); /* C != G: not exposed */
     struct dp_options o;
     dp_options_defaults(&o);
-    o.mig_strategy = DP_MIG_MIXED;
+    o.mig_strategy = DPCONFIG_MIG_MIXED;
     struct dp_plan *p = plan_or_fail(inv, &o);
     assert_int_equal(p->n_resources, 4);
     assert_string_equal(p->resources[0].name, "nvidia.com/gpu");
@@ -271,7 +255,7 @@ static void test_time_slicing(void **state)
     struct gpu_inventory *inv = inv_new(2);
     struct dp_options o;
     dp_options_defaults(&o);
-    o.sharing = DP_SHARING_TIME_SLICING;
+    o.sharing = DPCONFIG_SHARING_TIME_SLICING;
     o.n_shared = 2;
     strlcpy_s(o.shared[0].name, "nvidia.com/gpu", DP_NAME_MAX);
     o.shared[0].replicas = 4;
@@ -299,7 +283,7 @@ static void test_time_slicing(void **state)
     dp_plan_free(p);
 
     /* MPS: needs a root, refuses MIG */
-    o.sharing = DP_SHARING_MPS;
+    o.sharing = DPCONFIG_SHARING_MPS;
     struct err e = {0};
     assert_int_equal(dp_plan_build(inv, &o, &p, &e), -EINVAL);
     assert_non_null(strstr(err_msg(&e), "--mps-root"));
@@ -307,7 +291,7 @@ static void test_time_slicing(void **state)
     p = plan_or_fail(inv, &o);
     dp_plan_free(p);
     add_mig(inv, 1, "1g.10gb", 9, 0, 1, 1);
-    o.mig_strategy = DP_MIG_MIXED;
+    o.mig_strategy = DPCONFIG_MIG_MIXED;
     assert_int_equal(dp_plan_build(inv, &o, &p, &e), -EINVAL);
     assert_non_null(strstr(err_msg(&e), "not supported with MIG"));
     inv_free(inv);
@@ -354,7 +338,7 @@ static void test_allocate(void **state)
 
     /* index + passDeviceSpecs under a dev root */
     dp_plan_free(p);
-    o.id_strategy = DP_ID_INDEX;
+    o.id_strategy = DPCONFIG_DEVICE_ID_INDEX;
     o.pass_device_specs = true;
     strlcpy_s(o.dev_root, "/run/nvidia/driver/", sizeof(o.dev_root));
     p = plan_or_fail(inv, &o);
@@ -373,7 +357,7 @@ static void test_allocate(void **state)
     /* volume-mounts */
     dp_plan_free(p);
     dp_options_defaults(&o);
-    o.list_strategies = DP_LIST_VOLUME_MOUNTS;
+    o.list_strategies = DPCONFIG_LIST_VOLUME_MOUNTS;
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
     assert_int_equal(dp_allocate(p, r, ids, 2, "rid", fake_exists, NULL, &a, &e), 0);
@@ -386,7 +370,7 @@ static void test_allocate(void **state)
 
     /* cdi-cri + cdi-annotations only: no env, CDI names */
     dp_plan_free(p);
-    o.list_strategies = DP_LIST_CDI_CRI | DP_LIST_CDI_ANNOTATIONS;
+    o.list_strategies = DPCONFIG_LIST_CDI_CRI | DPCONFIG_LIST_CDI_ANNOTATIONS;
     o.pass_device_specs = true; /* not used when every strategy is CDI */
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
@@ -406,8 +390,8 @@ static void test_allocate(void **state)
 
     /* envvar + cdi-cri with index ids */
     dp_plan_free(p);
-    o.list_strategies = DP_LIST_CDI_CRI | DP_LIST_ENVVAR;
-    o.id_strategy = DP_ID_INDEX;
+    o.list_strategies = DPCONFIG_LIST_CDI_CRI | DPCONFIG_LIST_ENVVAR;
+    o.id_strategy = DPCONFIG_DEVICE_ID_INDEX;
     o.pass_device_specs = false;
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
@@ -455,7 +439,7 @@ static void test_allocate_shared(void **state)
     struct gpu_inventory *inv = inv_new(2);
     struct dp_options o;
     dp_options_defaults(&o);
-    o.sharing = DP_SHARING_TIME_SLICING;
+    o.sharing = DPCONFIG_SHARING_TIME_SLICING;
     o.n_shared = 1;
     strlcpy_s(o.shared[0].name, "nvidia.com/gpu", DP_NAME_MAX);
     o.shared[0].replicas = 3;
@@ -484,7 +468,7 @@ static void test_allocate_shared(void **state)
     dp_plan_free(p);
 
     /* MPS adds its pipe directory */
-    o.sharing = DP_SHARING_MPS;
+    o.sharing = DPCONFIG_SHARING_MPS;
     strlcpy_s(o.mps_root, "/run/nvidia/mps", sizeof(o.mps_root));
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
@@ -772,11 +756,12 @@ static size_t count_gpu(const struct dp_plan *p, const struct dp_resource *r, co
     return c;
 }
 
-static struct dp_plan *shared_plan(struct gpu_inventory *inv, unsigned replicas, enum dp_policy pol)
+static struct dp_plan *shared_plan(struct gpu_inventory *inv, unsigned replicas,
+                                   enum dpconfig_alloc_policy pol)
 {
     struct dp_options o;
     dp_options_defaults(&o);
-    o.sharing = DP_SHARING_TIME_SLICING;
+    o.sharing = DPCONFIG_SHARING_TIME_SLICING;
     o.n_shared = 1;
     strlcpy_s(o.shared[0].name, "nvidia.com/gpu", DP_NAME_MAX);
     o.shared[0].replicas = replicas;
@@ -793,7 +778,7 @@ static void test_greedy(void **state)
 
     /* NVIDIA: 2 GPUs x 4 replicas, size 2 -> one replica of each GPU. */
     struct gpu_inventory *inv = inv_new(2);
-    struct dp_plan *p = shared_plan(inv, 4, DP_POLICY_DISTRIBUTED);
+    struct dp_plan *p = shared_plan(inv, 4, DPCONFIG_ALLOC_DISTRIBUTED);
     struct dp_resource *r = &p->resources[0];
     const char *all[8];
     for (int i = 0; i < 8; i++)
@@ -824,7 +809,7 @@ static void test_greedy(void **state)
     dp_plan_free(p);
 
     /* packed: all from one GPU while it has free replicas */
-    p = shared_plan(inv, 4, DP_POLICY_PACKED);
+    p = shared_plan(inv, 4, DPCONFIG_ALLOC_PACKED);
     r = &p->resources[0];
     for (int i = 0; i < 8; i++)
         all[i] = r->devices[i].id;
@@ -839,7 +824,7 @@ static void test_greedy(void **state)
 
     /* NVIDIA: 3 GPUs x 2 replicas, size 3 -> 1/1/1 */
     inv = inv_new(3);
-    p = shared_plan(inv, 2, DP_POLICY_DISTRIBUTED);
+    p = shared_plan(inv, 2, DPCONFIG_ALLOC_DISTRIBUTED);
     r = &p->resources[0];
     const char *six[6];
     for (int i = 0; i < 6; i++)
@@ -857,7 +842,7 @@ static void test_greedy(void **state)
             add_mig(inv, g, "1g.10gb", 9 + k, 0, 1, 1);
     struct dp_options o;
     dp_options_defaults(&o);
-    o.mig_strategy = DP_MIG_MIXED;
+    o.mig_strategy = DPCONFIG_MIG_MIXED;
     p = plan_or_fail(inv, &o);
     r = dp_plan_find(p, "nvidia.com/mig-1g.10gb");
     assert_non_null(r);
@@ -868,7 +853,7 @@ static void test_greedy(void **state)
     assert_int_equal(count_gpu(p, r, ret, n, 0), 1);
     assert_int_equal(count_gpu(p, r, ret, n, 1), 1);
     dp_plan_free(p);
-    o.shared_policy = DP_POLICY_PACKED;
+    o.shared_policy = DPCONFIG_ALLOC_PACKED;
     p = plan_or_fail(inv, &o);
     r = dp_plan_find(p, "nvidia.com/mig-1g.10gb");
     for (int i = 0; i < 6; i++)
@@ -944,7 +929,7 @@ static void test_health_apply(void **state)
     (void)state;
     /* whole GPU with replicas */
     struct gpu_inventory *inv = inv_new(2);
-    struct dp_plan *p = shared_plan(inv, 3, DP_POLICY_DISTRIBUTED);
+    struct dp_plan *p = shared_plan(inv, 3, DPCONFIG_ALLOC_DISTRIBUTED);
     struct dp_resource *r = &p->resources[0];
     struct gpu_event ev = {.gpu_index = 1,
                            .type = GPU_EVENT_XID,
@@ -974,7 +959,7 @@ static void test_health_apply(void **state)
     assert_true(r->devices[0].lost);
 
     /* carried over to a rebuilt plan */
-    struct dp_plan *p2 = shared_plan(inv, 3, DP_POLICY_DISTRIBUTED);
+    struct dp_plan *p2 = shared_plan(inv, 3, DPCONFIG_ALLOC_DISTRIBUTED);
     dp_plan_carry_health(p2, p);
     assert_int_equal(n_unhealthy(&p2->resources[0]), 3);
     assert_true(p2->resources[0].devices[1].lost);
@@ -990,7 +975,7 @@ static void test_health_apply(void **state)
     add_mig(inv, 1, "1g.10gb", 7, 0, 1, 1);
     struct dp_options o;
     dp_options_defaults(&o);
-    o.mig_strategy = DP_MIG_SINGLE;
+    o.mig_strategy = DPCONFIG_MIG_SINGLE;
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
     struct gpu_event mev = {

@@ -228,13 +228,14 @@ static void test_precedence(void **state)
 
     static const struct {
         const char *env_mig, *flag_mig, *env_list;
-        enum dp_mig_strategy want_mig;
+        enum dpconfig_mig_strategy want_mig;
         unsigned want_list;
     } cases[] = {
-        {NULL, NULL, NULL, DP_MIG_SINGLE, DP_LIST_VOLUME_MOUNTS},    /* file */
-        {"mixed", NULL, NULL, DP_MIG_MIXED, DP_LIST_VOLUME_MOUNTS},  /* env > file */
-        {"mixed", "none", NULL, DP_MIG_NONE, DP_LIST_VOLUME_MOUNTS}, /* flag > env */
-        {NULL, NULL, "envvar,cdi-cri", DP_MIG_SINGLE, DP_LIST_ENVVAR | DP_LIST_CDI_CRI},
+        {NULL, NULL, NULL, DPCONFIG_MIG_SINGLE, DPCONFIG_LIST_VOLUME_MOUNTS},    /* file */
+        {"mixed", NULL, NULL, DPCONFIG_MIG_MIXED, DPCONFIG_LIST_VOLUME_MOUNTS},  /* env > file */
+        {"mixed", "none", NULL, DPCONFIG_MIG_NONE, DPCONFIG_LIST_VOLUME_MOUNTS}, /* flag > env */
+        {NULL, NULL, "envvar,cdi-cri", DPCONFIG_MIG_SINGLE,
+         DPCONFIG_LIST_ENVVAR | DPCONFIG_LIST_CDI_CRI},
     };
     size_t n_opts = 0;
     while (dpconfig_plugin_options[n_opts].field)
@@ -263,7 +264,7 @@ static void test_precedence(void **state)
         if (o.mig_strategy != cases[i].want_mig || o.list_strategies != cases[i].want_list)
             fail_msg("case %zu: mig %d list %u, want %d %u", i, o.mig_strategy, o.list_strategies,
                      cases[i].want_mig, cases[i].want_list);
-        assert_int_equal(o.id_strategy, DP_ID_INDEX);
+        assert_int_equal(o.id_strategy, DPCONFIG_DEVICE_ID_INDEX);
         assert_true(o.pass_device_specs);
         dpconfig_free(c);
         free(cli);

@@ -490,7 +490,7 @@ static const char *fake_getenv(const char *name)
     return NULL;
 }
 
-static size_t opt_index(const struct dpconfig_option *opts, const char *flag)
+static size_t opt_index(const struct svc_option *opts, const char *flag)
 {
     for (size_t i = 0; opts[i].field; i++)
         if (opts[i].flag && strcmp(opts[i].flag, flag) == 0)
@@ -518,7 +518,7 @@ static void test_precedence(void **state)
     assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
     close(fd);
 
-    const struct dpconfig_option *po = dpconfig_plugin_options;
+    const struct svc_option *po = dpconfig_plugin_options;
     const char *cli[64] = {0};
     memset(fake_env, 0, sizeof(fake_env));
 
@@ -593,7 +593,7 @@ static void test_precedence(void **state)
     assert_string_equal(src, "MIG_STRATEGY");
 
     /* GFD's names */
-    const struct dpconfig_option *go = dpconfig_gfd_options;
+    const struct svc_option *go = dpconfig_gfd_options;
     memset(fake_env, 0, sizeof(fake_env));
     fake_env[0][0] = "GFD_CONFIG_FILE";
     fake_env[0][1] = path;

@@ -14,7 +14,8 @@ SHARED=${GPUOP_SHARED:-$S/../shared}
 command -v kubectl >/dev/null || { echo "kubectl not found: skipped"; exit 77; }
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml
-[ -f "$SAMPLE" ] || SAMPLE=$S/deploy/samples/clusterpolicy.yaml
+# Without ../shared (a user's clone), gpuop's own test policy (same name, same fields of note).
+[ -f "$SAMPLE" ] || SAMPLE=$S/tests/operator/fixtures/clusterpolicy-full.yaml
 
 T=$(mktemp -d)
 pids=()

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <poll.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -312,6 +313,96 @@ static void test_strings(void **state)
     assert_false(streq_ptr("a", NULL));
 }
 
+/* ---- deadlines and the stop token ---------------------------------------------------------- */
+
+static void test_deadline_table(void **state)
+{
+    (void)state;
+    assert_true(deadline_after(DEADLINE_NEVER) == DEADLINE_NEVER);
+    assert_true(deadline_left_ms(DEADLINE_NEVER) == UINT64_MAX);
+    assert_int_equal(deadline_poll_ms(DEADLINE_NEVER), -1);
+    assert_int_equal(deadline_left_ms(0), 0); /* long past */
+    assert_int_equal(deadline_poll_ms(0), 0);
+    uint64_t d = deadline_after(10000);
+    assert_true(deadline_left_ms(d) <= 10000 && deadline_left_ms(d) > 9000);
+    assert_true(deadline_poll_ms(d) <= 10000 && deadline_poll_ms(d) > 9000);
+    /* saturates instead of wrapping */
+    assert_true(deadline_after(UINT64_MAX - 1) > now_ms_mono());
+    assert_true(deadline_after(UINT64_MAX - 1) != DEADLINE_NEVER);
+    struct timespec ts = deadline_timespec(1500);
+    assert_int_equal(ts.tv_sec, 1);
+    assert_int_equal(ts.tv_nsec, 500000000L);
+    ts = deadline_timespec(DEADLINE_NEVER);
+    assert_true((uint64_t)ts.tv_sec > now_ms_mono() / 1000 + 300 * 24 * 3600);
+}
+
+static void test_cond_nap_times_out(void **state)
+{
+    (void)state;
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond;
+    assert_int_equal(cond_init_monotonic(&cond), 0);
+    volatile int flag = 0;
+    uint64_t t0 = now_ms_mono();
+    assert_false(cond_nap(&lock, &cond, &flag, 50));
+    uint64_t took = now_ms_mono() - t0;
+    assert_true(took >= 50 && took < 2000);
+    flag = 1;
+    t0 = now_ms_mono();
+    assert_true(cond_nap(&lock, &cond, &flag, 10000)); /* already set: no wait */
+    assert_true(now_ms_mono() - t0 < 1000);
+    pthread_mutex_lock(&lock);
+    assert_int_equal(cond_wait_deadline(&cond, &lock, now_ms_mono() - 1), -ETIMEDOUT);
+    pthread_mutex_unlock(&lock);
+    pthread_cond_destroy(&cond);
+}
+
+struct stopper {
+    struct stop_token *s;
+    unsigned delay_ms;
+};
+
+static void *stop_later(void *arg)
+{
+    struct stopper *st = arg;
+    usleep(st->delay_ms * 1000);
+    stop_request(st->s);
+    return NULL;
+}
+
+static void test_stop_token(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_(stop_token_freep) struct stop_token *s = NULL;
+    assert_int_equal(stop_token_new(&s, &e), 0);
+    assert_false(stop_requested(s));
+    assert_false(stop_requested(NULL));
+    const volatile int *flag = stop_flag(s);
+    assert_int_equal(*flag, 0);
+    struct pollfd pfd = {.fd = stop_fd(s), .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 0), 0);
+    uint64_t t0 = now_ms_mono();
+    assert_false(stop_wait(s, 30)); /* a plain timed sleep */
+    assert_true(now_ms_mono() - t0 >= 30);
+
+    /* A waiter forever and a poller both wake on stop, well before their timeouts. */
+    struct stopper st = {s, 50};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stop_later, &st), 0);
+    t0 = now_ms_mono();
+    assert_true(stop_wait(s, DEADLINE_NEVER));
+    assert_true(now_ms_mono() - t0 < 5000);
+    pthread_join(t, NULL);
+    assert_true(stop_requested(s));
+    assert_int_not_equal(*flag, 0);
+    assert_int_equal(poll(&pfd, 1, 1000), 1);
+    assert_true(pfd.revents & POLLIN);
+    stop_request(s); /* idempotent; the fd stays readable */
+    assert_int_equal(poll(&pfd, 1, 0), 1);
+    assert_true(stop_wait_until(s, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +416,9 @@ int main(void)
         cmocka_unit_test(test_atomic_write_threads),
         cmocka_unit_test(test_read_fifo_without_writer),
         cmocka_unit_test(test_log_json_quoted_values),
+        cmocka_unit_test(test_deadline_table),
+        cmocka_unit_test(test_cond_nap_times_out),
+        cmocka_unit_test(test_stop_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dpconfig.h"
 #include "gpu.h"
 #include "util.h"
 
@@ -36,17 +37,8 @@
 #define DP_CDI_VENDOR_CLASS       "k8s.device-plugin.nvidia.com/gpu"
 #define DP_VOLUME_MOUNTS_ROOT     "/var/run/nvidia-container-devices"
 
-enum dp_mig_strategy { DP_MIG_NONE = 0, DP_MIG_SINGLE, DP_MIG_MIXED };
-enum dp_id_strategy { DP_ID_UUID = 0, DP_ID_INDEX };
-enum dp_sharing { DP_SHARING_NONE = 0, DP_SHARING_TIME_SLICING, DP_SHARING_MPS };
-enum dp_policy { DP_POLICY_DISTRIBUTED = 0, DP_POLICY_PACKED };
-/* deviceListStrategy: a set */
-enum {
-    DP_LIST_ENVVAR = 1u << 0,
-    DP_LIST_VOLUME_MOUNTS = 1u << 1,
-    DP_LIST_CDI_ANNOTATIONS = 1u << 2,
-    DP_LIST_CDI_CRI = 1u << 3,
-};
+/* The strategies and policies are dpconfig's types (enum dpconfig_mig_strategy, DPCONFIG_LIST_*
+ * bits, ...): the config's vocabulary has one owner. */
 
 struct dp_shared_resource {
     char name[DP_NAME_MAX]; /* "nvidia.com/gpu", "nvidia.com/mig-1g.10gb" */
@@ -54,15 +46,15 @@ struct dp_shared_resource {
 };
 
 struct dp_options {
-    enum dp_mig_strategy mig_strategy;
+    enum dpconfig_mig_strategy mig_strategy;
     unsigned list_strategies; /* DP_LIST_* set; never empty */
-    enum dp_id_strategy id_strategy;
+    enum dpconfig_device_id_strategy id_strategy;
     bool pass_device_specs;
     char dev_root[DP_PATH_MAX]; /* host path prefix of /dev/... in device specs ("" = "/") */
     char mps_root[DP_PATH_MAX];
     char cdi_annotation_prefix[64]; /* "cdi.k8s.io/" */
-    enum dp_policy shared_policy;
-    enum dp_sharing sharing;
+    enum dpconfig_alloc_policy shared_policy;
+    enum dpconfig_sharing_strategy sharing;
     bool rename_by_default;
     bool fail_requests_gt_one;
     size_t n_shared;
@@ -74,13 +66,6 @@ struct dp_options {
 
 /* NVIDIA's defaults: none, envvar, uuid, no device specs, dev root "/", distributed. */
 void dp_options_defaults(struct dp_options *o);
-/* Parsers for the string forms of flags/env/config ("none|single|mixed", ...); -EINVAL. */
-int dp_parse_mig_strategy(const char *s, enum dp_mig_strategy *ret);
-int dp_parse_id_strategy(const char *s, enum dp_id_strategy *ret);
-int dp_parse_policy(const char *s, enum dp_policy *ret);
-/* One strategy name, or a comma-separated list ("envvar,cdi-cri"); ORs into *ret. */
-int dp_parse_list_strategy(const char *s, unsigned *ret);
-const char *dp_mig_strategy_name(enum dp_mig_strategy s);
 
 struct dp_device {
     char id[DP_ID_MAX];      /* advertised ID: GPU-..., MIG-..., <id>::<n> */

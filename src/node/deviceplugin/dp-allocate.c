@@ -94,7 +94,8 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
     _cleanup_free_ const struct dp_device **phys = xcalloc(n_ids ? n_ids : 1, sizeof(*phys));
     size_t n_vis = 0;
     for (size_t i = 0; i < n_ids; i++) {
-        const char *v = o->id_strategy == DP_ID_INDEX ? devs[i]->index : devs[i]->base_id;
+        const char *v =
+            o->id_strategy == DPCONFIG_DEVICE_ID_INDEX ? devs[i]->index : devs[i]->base_id;
         bool dup = false;
         for (size_t j = 0; j < n_vis && !dup; j++)
             dup = strcmp(vis[j], v) == 0;
@@ -108,10 +109,10 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
     struct sbuf joined _cleanup_sbuf_;
     sbuf_init(&joined, 1u << 20);
 
-    if (o->list_strategies & (DP_LIST_CDI_ANNOTATIONS | DP_LIST_CDI_CRI)) {
+    if (o->list_strategies & (DPCONFIG_LIST_CDI_ANNOTATIONS | DPCONFIG_LIST_CDI_CRI)) {
         for (size_t i = 0; i < n_vis; i++) {
             char *name = xasprintf("%s=%s", DP_CDI_VENDOR_CLASS, vis[i]);
-            if (o->list_strategies & DP_LIST_CDI_CRI) {
+            if (o->list_strategies & DPCONFIG_LIST_CDI_CRI) {
                 a.cdi = xrealloc(a.cdi, (a.n_cdi + 1) * sizeof(*a.cdi));
                 a.cdi[a.n_cdi++] = xstrdup(name);
             }
@@ -133,7 +134,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
                 name = xasprintf("k8s.device-plugin.nvidia.com/imex-channel=%u",
                                  o->imex_channels[i - ARRAY_SIZE(feature_names)]);
             }
-            if (o->list_strategies & DP_LIST_CDI_CRI) {
+            if (o->list_strategies & DPCONFIG_LIST_CDI_CRI) {
                 a.cdi = xrealloc(a.cdi, (a.n_cdi + 1) * sizeof(*a.cdi));
                 a.cdi[a.n_cdi++] = xstrdup(name);
             }
@@ -142,7 +143,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
             sbuf_puts(&joined, name);
             free(name);
         }
-        if (o->list_strategies & DP_LIST_CDI_ANNOTATIONS) {
+        if (o->list_strategies & DPCONFIG_LIST_CDI_ANNOTATIONS) {
             _cleanup_free_ char *key =
                 xasprintf("%snvidia-device-plugin_%s", o->cdi_annotation_prefix,
                           response_id ? response_id : "0");
@@ -150,7 +151,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
         }
     }
 
-    if (p->opts.sharing == DP_SHARING_MPS && r->replicas > 1) {
+    if (p->opts.sharing == DPCONFIG_SHARING_MPS && r->replicas > 1) {
         _cleanup_free_ char *pipe_c = xasprintf("/mps/%s/pipe", r->name);
         _cleanup_free_ char *pipe_h = xasprintf("%s/%s/pipe", o->mps_root, r->name);
         _cleanup_free_ char *shm_h = xasprintf("%s/%s/shm", o->mps_root, r->name);
@@ -166,13 +167,13 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
     if (o->mofed)
         kv_set(&a.envs, &a.n_envs, "NVIDIA_MOFED", "enabled");
 
-    if (o->list_strategies & (DP_LIST_ENVVAR | DP_LIST_VOLUME_MOUNTS)) {
-        if ((o->list_strategies & DP_LIST_ENVVAR) && o->n_imex) {
+    if (o->list_strategies & (DPCONFIG_LIST_ENVVAR | DPCONFIG_LIST_VOLUME_MOUNTS)) {
+        if ((o->list_strategies & DPCONFIG_LIST_ENVVAR) && o->n_imex) {
             char channel[32];
             snprintf(channel, sizeof(channel), "%u", o->imex_channels[0]);
             kv_set(&a.envs, &a.n_envs, "NVIDIA_IMEX_CHANNELS", channel);
         }
-        if (o->list_strategies & DP_LIST_ENVVAR) {
+        if (o->list_strategies & DPCONFIG_LIST_ENVVAR) {
             sbuf_reset(&joined);
             for (size_t i = 0; i < n_vis; i++) {
                 if (i)
@@ -181,7 +182,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
             }
             kv_set(&a.envs, &a.n_envs, "NVIDIA_VISIBLE_DEVICES", joined.data ? joined.data : "");
         }
-        if (o->list_strategies & DP_LIST_VOLUME_MOUNTS) {
+        if (o->list_strategies & DPCONFIG_LIST_VOLUME_MOUNTS) {
             kv_set(&a.envs, &a.n_envs, "NVIDIA_VISIBLE_DEVICES", DP_VOLUME_MOUNTS_ROOT);
             for (size_t i = 0; i < n_vis; i++) {
                 _cleanup_free_ char *c = xasprintf("%s/%s", DP_VOLUME_MOUNTS_ROOT, vis[i]);

@@ -11,17 +11,15 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "dp-internal.h"
 #include "grpc.h"
+#include "svc.h"
 
 #define COMP               "device-plugin"
 #define DP_MAX_WATCH       16
@@ -36,6 +34,12 @@
 
 struct plugin;
 
+struct dp_flags {
+    const char *kubelet_socket;
+    uint64_t recovery_ms;
+    const char *disable_hc, *enable_hc;
+};
+
 struct dp_srv {
     struct plugin *pl;
     char resource[DP_NAME_MAX];
@@ -48,6 +52,12 @@ struct dp_srv {
 };
 
 struct plugin {
+    struct dpconfig_layer_state layer; /* first: svc's config-file layer works on it */
+    struct dp_flags flags;
+    struct dp_options opts; /* from the config at start */
+    bool fail_init;
+    struct stop_token *stop; /* svc's */
+    int ifd;                 /* inotify on the kubelet's directory */
     pthread_mutex_t mu;
     pthread_mutex_t send_mu;
     struct dp_plan *plan;
@@ -60,148 +70,59 @@ struct plugin {
     struct dp_health_policy hp;
     uint64_t recovery_ms;
     struct gpu_lib *lib;
-    const char **cli_values;
     /* registration retry */
     uint64_t next_retry_ms;
     uint64_t backoff_ms;
     /* health thread */
     pthread_t health;
     bool health_running;
-    atomic_int stop_health;
 };
 
-/* ---- usage and flags ---------------------------------------------------------------------- */
+/* ---- options ------------------------------------------------------------------------------ */
 
-static void usage(FILE *f)
-{
-    fputs(
-        "Usage: gpuop device-plugin [flags]\n"
-        "\n"
-        "Advertises the node's GPUs to the kubelet over the Device Plugin API v1beta1: one\n"
-        "gRPC server per resource (nvidia-gpu.sock, nvidia-mig-<profile>.sock, ...) in the\n"
-        "kubelet's device-plugin directory, registered with the kubelet, re-registered within\n"
-        "a second when kubelet.sock is re-created or a plugin socket disappears.\n"
-        "\n"
-        "Flags (environment variables in parentheses; flag > env > config file > default):\n"
-        "  --config-file PATH            NVIDIA device-plugin config, version v1 (CONFIG_FILE)\n"
-        "  --mig-strategy none|single|mixed                      (MIG_STRATEGY; none)\n"
-        "  --fail-on-init-error[=BOOL]   exit when NVML cannot start (FAIL_ON_INIT_ERROR; true)\n"
-        "  --pass-device-specs[=BOOL]    add /dev/nvidia* device specs (PASS_DEVICE_SPECS; false)\n"
-        "  --device-list-strategy LIST   envvar, volume-mounts, cdi-annotations, cdi-cri; comma\n"
-        "                                separated (DEVICE_LIST_STRATEGY; envvar)\n"
-        "  --device-id-strategy uuid|index                      (DEVICE_ID_STRATEGY; uuid)\n"
-        "  --nvidia-driver-root PATH     (also --driver-root)  (NVIDIA_DRIVER_ROOT; /)\n"
-        "  --dev-root PATH               host root of /dev/nvidia* (NVIDIA_DEV_ROOT; driver root)\n"
-        "  --mps-root PATH               MPS daemon root, needed for MPS sharing (MPS_ROOT)\n"
-        "  --cdi-annotation-prefix P     (CDI_ANNOTATION_PREFIX; cdi.k8s.io/)\n"
-        "  --shared-devices-allocation-policy distributed|packed\n"
-        "                                (SHARED_DEVICES_ALLOCATION_POLICY; distributed)\n"
-        "  --gdrcopy-enabled, --gds-enabled, --mofed-enabled, --device-discovery-strategy,\n"
-        "  --nvidia-ctk-path, --container-driver-root, --imex-channel-ids, --imex-required\n"
-        "                                accepted as NVIDIA's plugin accepts them\n"
-        "  --kubelet-socket PATH         the kubelet's registration socket (KUBELET_SOCKET;\n"
-        "                                /var/lib/kubelet/device-plugins/kubelet.sock); an empty\n"
-        "                                value serves the sockets without registering\n"
-        "  --health-recovery-period DUR  a device marked Unhealthy by an XID or ECC error turns\n"
-        "                                Healthy again after DUR without errors; 0 disables\n"
-        "                                (DP_HEALTH_RECOVERY_PERIOD; 5m). Lost GPUs never "
-        "recover.\n"
-        "  -h, --help                    this text\n"
-        "\n"
-        "Health (as NVIDIA's plugin): XIDs 13, 31, 43, 45, 68, 109 are ignored.\n"
-        "  DP_DISABLE_HEALTHCHECKS  comma list of more XIDs to ignore; all or xids: ignore all\n"
-        "  DP_ENABLE_HEALTHCHECKS   comma list of XIDs that always count; all: every XID\n"
-        "\n"
-        "Signals: SIGHUP reloads the config (a bad config is reported and the last good one\n"
-        "keeps serving); SIGTERM, SIGINT and SIGQUIT remove the sockets and exit 0.\n",
-        f);
-}
-
-static bool is_bool_flag(const char *name)
-{
-    static const char *const b[] = {"fail-on-init-error", "pass-device-specs", "gdrcopy-enabled",
-                                    "gds-enabled",        "mofed-enabled",     "imex-required"};
-    for (size_t i = 0; i < ARRAY_SIZE(b); i++)
-        if (strcmp(b[i], name) == 0)
-            return true;
-    return false;
-}
-
-struct dp_cli {
-    const char **values; /* per dpconfig_plugin_options entry */
-    const char *kubelet_socket;
-    const char *recovery;
+#define F(member) (offsetof(struct plugin, flags) + offsetof(struct dp_flags, member))
+static const struct svc_option dp_options[] = {
+    {.flag = "kubelet-socket",
+     .env = "KUBELET_SOCKET",
+     .kind = SVC_STRING,
+     .off = F(kubelet_socket),
+     .metavar = "PATH",
+     .help = "the kubelet's registration socket\n(/var/lib/kubelet/device-plugins/kubelet.sock); "
+             "--kubelet-socket=\"\"\nserves the sockets without registering"},
+    {.flag = "health-recovery-period",
+     .env = "DP_HEALTH_RECOVERY_PERIOD",
+     .kind = SVC_DURATION,
+     .finite = true,
+     .off = F(recovery_ms),
+     .metavar = "DUR",
+     .expect = "expected a duration such as 30s, 5m or 0",
+     .help = "a device marked Unhealthy by an XID or ECC error turns\nHealthy again after DUR "
+             "without errors; 0 disables (5m).\nLost GPUs never recover."},
+    {.env = "DP_DISABLE_HEALTHCHECKS",
+     .kind = SVC_STRING,
+     .off = F(disable_hc),
+     .help = "comma list of more XIDs to ignore; all or xids: ignore all"},
+    {.env = "DP_ENABLE_HEALTHCHECKS",
+     .kind = SVC_STRING,
+     .off = F(enable_hc),
+     .help = "comma list of XIDs that always count; all: every XID"},
+    {0},
 };
+#undef F
 
-/* 0, 1 for --help, or -EINVAL with e set. */
-static int parse_args(int argc, char **argv, struct dp_cli *cli, struct err *e)
+/* The layer's pending config → options; warnings logged. */
+static int adopt_config(struct plugin *pl, struct dp_options *ret, struct err *e)
 {
-    size_t n_opts = 0;
-    while (dpconfig_plugin_options[n_opts].field)
-        n_opts++;
-    cli->values = xcalloc(n_opts + 1, sizeof(char *));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-            return 1;
-        if (!str_has_prefix(a, "--"))
-            return err_set(e, -EINVAL, "unexpected argument \"%s\" (see --help)", a);
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        char key[64];
-        size_t klen = eq ? (size_t)(eq - name) : strlen(name);
-        if (klen == 0 || klen >= sizeof(key))
-            return err_set(e, -EINVAL, "unknown flag \"%s\" (see --help)", a);
-        memcpy(key, name, klen);
-        key[klen] = 0;
-        const char *val = eq ? eq + 1 : NULL;
-        if (!val && is_bool_flag(key))
-            val = "true";
-        if (!val) {
-            if (i + 1 >= argc)
-                return err_set(e, -EINVAL, "flag --%s needs a value", key);
-            val = argv[++i];
-        }
-        if (strcmp(key, "kubelet-socket") == 0) {
-            cli->kubelet_socket = val;
-            continue;
-        }
-        if (strcmp(key, "health-recovery-period") == 0) {
-            cli->recovery = val;
-            continue;
-        }
-        bool found = false;
-        for (size_t k = 0; k < n_opts; k++)
-            if (dpconfig_plugin_options[k].flag &&
-                strcmp(dpconfig_plugin_options[k].flag, key) == 0) {
-                cli->values[k] = val;
-                found = true;
-                break;
-            }
-        if (!found)
-            return err_set(e, -EINVAL, "unknown flag \"--%s\" (see --help)", key);
-    }
-    return 0;
-}
-
-/* Config file + env + flags → options; warnings logged. */
-static int resolve_options(const struct dp_cli *cli, struct dp_options *ret, bool *ret_fail_init,
-                           struct err *e)
-{
-    _cleanup_(dpconfig_freep) struct dpconfig *cfg = NULL;
-    const char *file = NULL;
-    int r = dpconfig_resolve(dpconfig_plugin_options, cli->values, NULL, &cfg, &file, e);
-    if (r < 0)
-        return r;
+    _cleanup_(dpconfig_freep) struct dpconfig *cfg = steal_ptr(&pl->layer.pending);
+    const char *file = pl->layer.path;
     for (size_t i = 0; i < cfg->n_warnings; i++)
         log_warn(COMP, "config", "warning=\"%s\"", cfg->warnings[i]);
-    r = dp_options_from_config(cfg, ret, e);
+    int r = dp_options_from_config(cfg, ret, e);
     if (r < 0)
         return err_prefix(e, "%s", file ? file : "config");
-    if (ret_fail_init)
-        *ret_fail_init = cfg->fail_on_init_error;
+    pl->fail_init = cfg->fail_on_init_error;
     log_info(COMP, "config resolved", "file=%s mig_strategy=%s sharing=%d", file ? file : "(none)",
-             dp_mig_strategy_name(ret->mig_strategy), (int)ret->sharing);
+             dpconfig_mig_strategy_name(ret->mig_strategy), (int)ret->sharing);
     return 0;
 }
 
@@ -456,7 +377,9 @@ static int start_servers(struct plugin *pl, struct err *e)
 static int register_one(struct plugin *pl, struct dp_srv *s, struct err *e)
 {
     _cleanup_(grpc_client_freep) struct grpc_client *c = NULL;
-    int r = grpc_client_connect(pl->kubelet_sock, DP_REGISTER_MS, NULL, &c, e);
+    /* The stop token cancels a connect or call to a kubelet that accepts and never answers. */
+    struct grpc_options go = {.stop = pl->stop};
+    int r = grpc_client_connect(pl->kubelet_sock, DP_REGISTER_MS, &go, &c, e);
     if (r < 0)
         return err_prefix(e, "register %s with %s", s->resource, pl->kubelet_sock);
     V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -483,7 +406,7 @@ static void register_all(struct plugin *pl)
     if (pl->no_register)
         return;
     bool failed = false;
-    for (size_t i = 0; i < pl->n_srv; i++) {
+    for (size_t i = 0; i < pl->n_srv && !stop_requested(pl->stop); i++) {
         struct dp_srv *s = &pl->srv[i];
         if (s->registered)
             continue;
@@ -543,13 +466,13 @@ static void *health_main(void *arg)
                  "disabled",
                  "error=\"%s\"", err_msg(&e));
     uint64_t last_lost = 0, last_wait_err = 0;
-    while (!pl->stop_health) {
+    while (!stop_requested(pl->stop)) {
         struct gpu_event event;
         int r = -ETIMEDOUT;
         if (ev) {
             r = gpu_events_wait(ev, DP_EVENT_WAIT_MS, &event, &e);
-        } else {
-            usleep(DP_EVENT_WAIT_MS * 1000);
+        } else if (stop_wait(pl->stop, DP_EVENT_WAIT_MS)) {
+            break;
         }
         uint64_t now = now_ms_mono();
         size_t changed = 0;
@@ -557,7 +480,8 @@ static void *health_main(void *arg)
             if (now - last_wait_err > 10000)
                 log_warn(COMP, "waiting for GPU events failed", "error=\"%s\"", err_msg(&e));
             last_wait_err = now;
-            usleep(200 * 1000);
+            if (stop_wait(pl->stop, 200))
+                break;
         }
         /* Which GPUs to probe for NVML_ERROR_GPU_IS_LOST: all of them now and then, the GPU
          * of a critical event at once (XID 79: fallen off the bus), and every GPU about to
@@ -636,19 +560,20 @@ static int build_plan(struct plugin *pl, const struct dp_options *o, struct dp_p
     return 0;
 }
 
-static void reload(struct plugin *pl, const struct dp_cli *cli)
+static int dp_reload(struct svc *s, struct err *e)
 {
-    struct err e = {0};
+    struct plugin *pl = svc_state(s);
     struct dp_options o;
     struct dp_plan *np = NULL;
     log_info(COMP, "SIGHUP: reloading the config", NULL);
-    if (resolve_options(cli, &o, NULL, &e) < 0 || build_plan(pl, &o, &np, &e) < 0) {
-        log_error(COMP, "config reload failed; keeping the last good config", "error=\"%s\"",
-                  err_msg(&e));
-        return;
+    int r = svc_config_resolve(s, e);
+    if (r < 0 || (r = adopt_config(pl, &o, e)) < 0 || (r = build_plan(pl, &o, &np, e)) < 0) {
+        dpconfig_free(steal_ptr(&pl->layer.pending));
+        return r;
     }
-    if (restart(pl, np, &e) < 0)
-        log_error(COMP, "restart failed", "error=\"%s\"", err_msg(&e));
+    if ((r = restart(pl, np, e)) < 0)
+        return err_prefix(e, "restart");
+    return 0;
 }
 
 static bool is_our_socket(struct plugin *pl, const char *name)
@@ -659,52 +584,76 @@ static bool is_our_socket(struct plugin *pl, const char *name)
     return false;
 }
 
-int deviceplugin_main(int argc, char **argv)
+/* Reads the inotify events; true when the servers must restart (kubelet.sock re-created, one of
+ * our sockets removed, or events lost). */
+static bool inotify_wants_restart(struct plugin *pl, int ifd)
 {
-    struct dp_cli cli = {0};
-    struct err e = {0};
-    int r = parse_args(argc, argv, &cli, &e);
-    if (r == 1) {
-        usage(stdout);
-        free(cli.values);
-        return 0;
+    _Alignas(struct inotify_event) char buf[4096];
+    bool need_restart = false;
+    /* A restarting kubelet removes our sockets and creates kubelet.sock in quick succession:
+     * take the events of the next DP_COALESCE_MS too, restart once. */
+    uint64_t until = now_ms_mono() + DP_COALESCE_MS;
+    for (;;) {
+        ssize_t n = read(ifd, buf, sizeof(buf));
+        if (n <= 0) {
+            uint64_t now = now_ms_mono();
+            if (!need_restart || now >= until)
+                return need_restart;
+            struct pollfd ip = {.fd = ifd, .events = POLLIN};
+            if (poll(&ip, 1, (int)(until - now)) <= 0)
+                return need_restart;
+            continue;
+        }
+        for (char *q = buf; q < buf + n;) {
+            struct inotify_event *iev = (struct inotify_event *)q;
+            q += sizeof(*iev) + iev->len;
+            if (iev->mask & IN_Q_OVERFLOW) {
+                /* Events were dropped: a kubelet.sock creation may be among them. */
+                log_warn(COMP, "inotify: event queue overflow, restarting", NULL);
+                need_restart = true;
+            }
+            if (!iev->len)
+                continue;
+            if ((iev->mask & (IN_CREATE | IN_MOVED_TO)) &&
+                strcmp(iev->name, pl->kubelet_name) == 0) {
+                log_info(COMP, "inotify: kubelet.sock created, restarting", "path=%s",
+                         pl->kubelet_sock);
+                need_restart = true;
+            } else if ((iev->mask & (IN_DELETE | IN_MOVED_FROM)) && is_our_socket(pl, iev->name)) {
+                char path[PATH_MAX + NAME_MAX + 2];
+                snprintf(path, sizeof(path), "%.*s/%.*s", PATH_MAX - 1, pl->dir, NAME_MAX,
+                         iev->name);
+                struct stat st;
+                if (stat(path, &st) < 0) {
+                    log_info(COMP, "inotify: plugin socket removed, restarting", "path=%s", path);
+                    need_restart = true;
+                }
+            }
+        }
     }
-    if (r < 0) {
-        fprintf(stderr, "gpuop device-plugin: %s\n", err_msg(&e));
-        free(cli.values);
-        return 2;
-    }
+}
 
-    struct plugin pl_storage = {0}, *pl = &pl_storage;
+static void dp_defaults(void *state)
+{
+    struct plugin *pl = state;
     pthread_mutex_init(&pl->mu, NULL);
     pthread_mutex_init(&pl->send_mu, NULL);
     pl->backoff_ms = DP_BACKOFF_MIN_MS;
-    /* Block the handled signals first: a SIGHUP or SIGTERM during the start (config, NVML)
-     * must not take the default action (terminate without removing sockets); it is read from
-     * the signalfd once the loop runs. Threads started later inherit the mask. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGQUIT);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    int rc = 1;
-    int sfd = -1, ifd = -1;
+    pl->flags.kubelet_socket = DP_KUBELET_SOCKET_DEFAULT;
+    pl->flags.recovery_ms = DP_RECOVERY_DEF_MS;
+    pl->ifd = -1;
+}
 
-    const char *ks = cli.kubelet_socket;
-    if (!ks)
-        ks = getenv("KUBELET_SOCKET");
-    if (!ks)
-        ks = DP_KUBELET_SOCKET_DEFAULT;
+/* The kubelet socket's directory and name; the config; the health policy. Bad input: exit 2. */
+static int dp_configure(struct svc *s, struct err *e)
+{
+    struct plugin *pl = svc_state(s);
+    const char *ks = pl->flags.kubelet_socket;
     pl->no_register = !*ks;
     if (!*ks)
         ks = DP_KUBELET_SOCKET_DEFAULT;
-    if (strlcpy_s(pl->kubelet_sock, ks, sizeof(pl->kubelet_sock)) >= sizeof(pl->kubelet_sock)) {
-        log_error(COMP, "--kubelet-socket: path too long", NULL);
-        goto out;
-    }
+    if (strlcpy_s(pl->kubelet_sock, ks, sizeof(pl->kubelet_sock)) >= sizeof(pl->kubelet_sock))
+        return err_set(e, -ENAMETOOLONG, "--kubelet-socket: path too long");
     strlcpy_s(pl->dir, ks, sizeof(pl->dir));
     char *slash = strrchr(pl->dir, '/');
     if (slash && slash != pl->dir)
@@ -715,162 +664,102 @@ int deviceplugin_main(int argc, char **argv)
         strlcpy_s(pl->dir, ".", sizeof(pl->dir));
     pl->kubelet_name =
         strrchr(pl->kubelet_sock, '/') ? strrchr(pl->kubelet_sock, '/') + 1 : pl->kubelet_sock;
+    pl->recovery_ms = pl->flags.recovery_ms;
+    dp_health_policy_init(&pl->hp, pl->flags.disable_hc, pl->flags.enable_hc);
+    return adopt_config(pl, &pl->opts, e);
+}
 
-    const char *rec = cli.recovery ? cli.recovery : env_get("DP_HEALTH_RECOVERY_PERIOD");
-    pl->recovery_ms = DP_RECOVERY_DEF_MS;
-    if (rec && (parse_duration_ms(rec, &pl->recovery_ms) < 0 || pl->recovery_ms == UINT64_MAX)) {
-        log_error(COMP, "invalid --health-recovery-period (DP_HEALTH_RECOVERY_PERIOD)",
-                  "value=\"%s\" expected=\"a duration such as 30s, 5m or 0\"", rec);
-        rc = 2;
-        goto out;
+static int dp_run(struct svc *s, struct err *e)
+{
+    struct plugin *pl = svc_state(s);
+    pl->stop = svc_stop(s);
+    int r = gpu_lib_open(NULL, &pl->lib, e);
+    if (r < 0 && pl->fail_init)
+        return err_prefix(e, "NVML init failed (failOnInitError is true)");
+    if (r < 0) {
+        log_warn(COMP, "NVML init failed; serving no devices", "error=\"%s\"", err_msg(e));
+        err_clear(e);
     }
-    dp_health_policy_init(&pl->hp, getenv("DP_DISABLE_HEALTHCHECKS"),
-                          getenv("DP_ENABLE_HEALTHCHECKS"));
-
-    struct dp_options opts;
-    bool fail_init = true;
-    if (resolve_options(&cli, &opts, &fail_init, &e) < 0) {
-        log_error(COMP, "invalid configuration", "error=\"%s\"", err_msg(&e));
-        goto out;
-    }
-    if (gpu_lib_open(NULL, &pl->lib, &e) < 0) {
-        if (fail_init) {
-            log_error(COMP, "NVML init failed (failOnInitError is true)", "error=\"%s\"",
-                      err_msg(&e));
-            goto out;
-        }
-        log_warn(COMP, "NVML init failed; serving no devices", "error=\"%s\"", err_msg(&e));
-        pl->lib = NULL;
-    }
-    if (build_plan(pl, &opts, &pl->plan, &e) < 0) {
-        log_error(COMP, "cannot build the device list", "error=\"%s\"", err_msg(&e));
-        goto out;
-    }
-
-    /* Signals and inotify before the first socket, so no event is missed. */
-    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if ((r = build_plan(pl, &pl->opts, &pl->plan, e)) < 0)
+        return err_prefix(e, "cannot build the device list");
+    /* inotify before the first socket, so no event is missed. */
     if (mkdir_p(pl->dir, 0755) < 0)
         log_warn(COMP, "cannot create the device-plugin directory", "dir=%s", pl->dir);
-    ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (sfd < 0 || ifd < 0 ||
-        inotify_add_watch(ifd, pl->dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-        log_error(COMP, "cannot watch the device-plugin directory", "dir=%s error=\"%s\"", pl->dir,
-                  strerror(errno));
-        goto out;
-    }
-
+    pl->ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (pl->ifd < 0 || inotify_add_watch(pl->ifd, pl->dir,
+                                         IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0)
+        return err_errno(e, -errno, "cannot watch the device-plugin directory %s", pl->dir);
     if (pl->lib) {
         if (pthread_create(&pl->health, NULL, health_main, pl) == 0)
             pl->health_running = true;
         else
             log_error(COMP, "cannot start the health thread", NULL);
     }
-    if (restart(pl, NULL, &e) < 0) {
-        log_error(COMP, "cannot serve", "error=\"%s\"", err_msg(&e));
-        goto out;
-    }
-
+    if ((r = restart(pl, NULL, e)) < 0)
+        return err_prefix(e, "cannot serve");
     for (;;) {
-        int timeout = 1000;
-        if (pl->next_retry_ms) {
-            uint64_t now = now_ms_mono();
-            timeout = pl->next_retry_ms <= now ? 0 : (int)(pl->next_retry_ms - now);
-            if (timeout > 1000)
-                timeout = 1000;
-        }
-        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
-        int pr = poll(pfd, 2, timeout);
-        if (pr < 0 && errno != EINTR) {
-            log_error(COMP, "poll failed", "error=\"%s\"", strerror(errno));
-            goto out;
-        }
-        if (pfd[0].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                if (si.ssi_signo == SIGHUP) {
-                    reload(pl, &cli);
-                    continue;
-                }
-                log_info(COMP, "signal: shutting down", "signal=%u", si.ssi_signo);
-                rc = 0;
-                goto out;
-            }
-        }
-        bool need_restart = false;
-        if (pfd[1].revents & POLLIN) {
-            _Alignas(struct inotify_event) char buf[4096];
-            ssize_t n;
-            /* A restarting kubelet removes our sockets and creates kubelet.sock in quick
-             * succession: take the events of the next DP_COALESCE_MS too, restart once. */
-            uint64_t until = now_ms_mono() + DP_COALESCE_MS;
-            for (;;) {
-                n = read(ifd, buf, sizeof(buf));
-                if (n <= 0) {
-                    uint64_t now = now_ms_mono();
-                    if (!need_restart || now >= until)
-                        break;
-                    struct pollfd ip = {.fd = ifd, .events = POLLIN};
-                    if (poll(&ip, 1, (int)(until - now)) <= 0)
-                        break;
-                    continue;
-                }
-                for (char *q = buf; q < buf + n;) {
-                    struct inotify_event *iev = (struct inotify_event *)q;
-                    q += sizeof(*iev) + iev->len;
-                    if (iev->mask & IN_Q_OVERFLOW) {
-                        /* Events were dropped: a kubelet.sock creation may be among them. */
-                        log_warn(COMP, "inotify: event queue overflow, restarting", NULL);
-                        need_restart = true;
-                    }
-                    if (!iev->len)
-                        continue;
-                    if ((iev->mask & (IN_CREATE | IN_MOVED_TO)) &&
-                        strcmp(iev->name, pl->kubelet_name) == 0) {
-                        log_info(COMP, "inotify: kubelet.sock created, restarting", "path=%s",
-                                 pl->kubelet_sock);
-                        need_restart = true;
-                    } else if ((iev->mask & (IN_DELETE | IN_MOVED_FROM)) &&
-                               is_our_socket(pl, iev->name)) {
-                        char path[PATH_MAX + NAME_MAX + 2];
-                        snprintf(path, sizeof(path), "%.*s/%.*s", PATH_MAX - 1, pl->dir, NAME_MAX,
-                                 iev->name);
-                        struct stat st;
-                        if (stat(path, &st) < 0) {
-                            log_info(COMP, "inotify: plugin socket removed, restarting", "path=%s",
-                                     path);
-                            need_restart = true;
-                        }
-                    }
-                }
-            }
-        }
+        int timeout = pl->next_retry_ms ? deadline_poll_ms(pl->next_retry_ms) : -1;
+        struct pollfd pfd[3] = {{.fd = stop_fd(pl->stop), .events = POLLIN},
+                                {.fd = svc_event_fd(s), .events = POLLIN},
+                                {.fd = pl->ifd, .events = POLLIN}};
+        if (poll(pfd, 3, timeout) < 0 && errno != EINTR)
+            return err_errno(e, -errno, "poll");
+        if (svc_dispatch(s) == SVC_STOP)
+            return 0;
+        bool need_restart = (pfd[2].revents & POLLIN) && inotify_wants_restart(pl, pl->ifd);
         if (need_restart) {
-            if (restart(pl, NULL, &e) < 0)
-                log_error(COMP, "restart failed; will retry", "error=\"%s\"", err_msg(&e));
+            if (restart(pl, NULL, e) < 0)
+                log_error(COMP, "restart failed; will retry", "error=\"%s\"", err_msg(e));
         } else if (pl->next_retry_ms && now_ms_mono() >= pl->next_retry_ms) {
             if (pl->n_srv == 0 && pl->plan && pl->plan->n_resources) {
-                if (restart(pl, NULL, &e) < 0)
-                    log_error(COMP, "restart failed; will retry", "error=\"%s\"", err_msg(&e));
+                if (restart(pl, NULL, e) < 0)
+                    log_error(COMP, "restart failed; will retry", "error=\"%s\"", err_msg(e));
             } else {
                 register_all(pl);
             }
         }
+        err_clear(e);
     }
+}
 
-out:
+static void dp_cleanup(void *state)
+{
+    struct plugin *pl = state;
     if (pl->health_running) {
-        pl->stop_health = 1;
+        stop_request(pl->stop); /* the process is ending, on success or error alike */
         pthread_join(pl->health, NULL);
     }
     stop_servers(pl);
     dp_plan_free(pl->plan);
     gpu_lib_free(pl->lib);
-    if (sfd >= 0)
-        close(sfd);
-    if (ifd >= 0)
-        close(ifd);
-    free(cli.values);
+    dpconfig_free(pl->layer.pending);
+    if (pl->ifd >= 0)
+        close(pl->ifd);
     pthread_mutex_destroy(&pl->mu);
     pthread_mutex_destroy(&pl->send_mu);
-    return rc;
 }
+
+const struct svc_component deviceplugin_component = {
+    .name = COMP,
+    .usage = "Usage: gpuop device-plugin [flags]\n"
+             "\n"
+             "Advertises the node's GPUs to the kubelet over the Device Plugin API v1beta1: one\n"
+             "gRPC server per resource (nvidia-gpu.sock, nvidia-mig-<profile>.sock, ...) in the\n"
+             "kubelet's device-plugin directory, registered with the kubelet, re-registered "
+             "within\n"
+             "a second when kubelet.sock is re-created or a plugin socket disappears.\n",
+    .flags_title = "Flags (environment variables in brackets; flag > env > config file > default):",
+    .options = {dpconfig_plugin_options, dp_options},
+    .epilogue = "Health (as NVIDIA's plugin): XIDs 13, 31, 43, 45, 68, 109 are ignored.\n"
+                "\n"
+                "Signals: SIGHUP reloads the config (a bad config is reported and the last good "
+                "one\n"
+                "keeps serving); SIGTERM, SIGINT and SIGQUIT remove the sockets and exit 0.\n",
+    .state_size = sizeof(struct plugin),
+    .defaults = dp_defaults,
+    .layer = &dpconfig_layer,
+    .configure = dp_configure,
+    .run = dp_run,
+    .reload = dp_reload,
+    .cleanup = dp_cleanup,
+};

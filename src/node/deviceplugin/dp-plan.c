@@ -8,93 +8,12 @@
 void dp_options_defaults(struct dp_options *o)
 {
     memset(o, 0, sizeof(*o));
-    o->mig_strategy = DP_MIG_NONE;
-    o->list_strategies = DP_LIST_ENVVAR;
-    o->id_strategy = DP_ID_UUID;
+    o->mig_strategy = DPCONFIG_MIG_NONE;
+    o->list_strategies = DPCONFIG_LIST_ENVVAR;
+    o->id_strategy = DPCONFIG_DEVICE_ID_UUID;
     strlcpy_s(o->dev_root, "/", sizeof(o->dev_root));
     strlcpy_s(o->cdi_annotation_prefix, "cdi.k8s.io/", sizeof(o->cdi_annotation_prefix));
-    o->shared_policy = DP_POLICY_DISTRIBUTED;
-}
-
-int dp_parse_mig_strategy(const char *s, enum dp_mig_strategy *ret)
-{
-    static const char *const names[] = {"none", "single", "mixed"};
-    for (size_t i = 0; s && i < ARRAY_SIZE(names); i++)
-        if (strcmp(s, names[i]) == 0) {
-            *ret = (enum dp_mig_strategy)i;
-            return 0;
-        }
-    return -EINVAL;
-}
-
-const char *dp_mig_strategy_name(enum dp_mig_strategy s)
-{
-    switch (s) {
-    case DP_MIG_SINGLE:
-        return "single";
-    case DP_MIG_MIXED:
-        return "mixed";
-    default:
-        return "none";
-    }
-}
-
-int dp_parse_id_strategy(const char *s, enum dp_id_strategy *ret)
-{
-    if (streq_ptr(s, "uuid"))
-        *ret = DP_ID_UUID;
-    else if (streq_ptr(s, "index"))
-        *ret = DP_ID_INDEX;
-    else
-        return -EINVAL;
-    return 0;
-}
-
-int dp_parse_policy(const char *s, enum dp_policy *ret)
-{
-    if (streq_ptr(s, "distributed"))
-        *ret = DP_POLICY_DISTRIBUTED;
-    else if (streq_ptr(s, "packed"))
-        *ret = DP_POLICY_PACKED;
-    else
-        return -EINVAL;
-    return 0;
-}
-
-int dp_parse_list_strategy(const char *s, unsigned *ret)
-{
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } names[] = {{"envvar", DP_LIST_ENVVAR},
-                 {"volume-mounts", DP_LIST_VOLUME_MOUNTS},
-                 {"cdi-annotations", DP_LIST_CDI_ANNOTATIONS},
-                 {"cdi-cri", DP_LIST_CDI_CRI}};
-    if (!s || !*s)
-        return -EINVAL;
-    unsigned acc = 0;
-    const char *p = s;
-    for (;;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && (*p == ' ' || *p == '\t'))
-            p++, len--;
-        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-            len--;
-        bool found = false;
-        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-            if (strlen(names[i].name) == len && strncmp(p, names[i].name, len) == 0) {
-                acc |= names[i].bit;
-                found = true;
-            }
-        if (!found)
-            return -EINVAL;
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    *ret |= acc;
-    return 0;
+    o->shared_policy = DPCONFIG_ALLOC_DISTRIBUTED;
 }
 
 unsigned dp_pair_score(unsigned topo_level, unsigned nvlinks)
@@ -322,17 +241,17 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
     bool any_mig = false;
 
     switch (opts->mig_strategy) {
-    case DP_MIG_NONE:
+    case DPCONFIG_MIG_NONE:
         for (size_t i = 0; i < inv->n_gpus; i++) {
             struct dp_device d;
             full_gpu_device(&inv->gpus[i], (unsigned)i, &d);
             proto_add(proto_get(&list, &n, "nvidia.com/gpu"), &d);
         }
         break;
-    case DP_MIG_SINGLE:
+    case DPCONFIG_MIG_SINGLE:
         r = build_single(inv, &list, &n, e);
         break;
-    case DP_MIG_MIXED:
+    case DPCONFIG_MIG_MIXED:
         for (size_t i = 0; i < inv->n_gpus; i++) {
             const struct gpu_device *g = &inv->gpus[i];
             if (!g->mig_enabled) {
@@ -357,8 +276,8 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
         for (size_t j = 0; j < list[i].n; j++)
             any_mig = any_mig || list[i].devs[j].is_mig;
 
-    if (r == 0 && opts->sharing == DP_SHARING_MPS) {
-        if (opts->mig_strategy == DP_MIG_MIXED || any_mig)
+    if (r == 0 && opts->sharing == DPCONFIG_SHARING_MPS) {
+        if (opts->mig_strategy == DPCONFIG_MIG_MIXED || any_mig)
             r = err_set(e, -EINVAL,
                         "sharing.mps: MPS sharing is not supported with MIG devices "
                         "or mig-strategy mixed");
@@ -389,7 +308,7 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
         struct proto_res *pr = &list[i];
         struct dp_resource *res = &p->resources[p->n_resources];
         unsigned replicas = 1;
-        for (size_t k = 0; opts->sharing != DP_SHARING_NONE && k < opts->n_shared; k++)
+        for (size_t k = 0; opts->sharing != DPCONFIG_SHARING_NONE && k < opts->n_shared; k++)
             if (strcmp(opts->shared[k].name, pr->name) == 0 && opts->shared[k].replicas > 1)
                 replicas = opts->shared[k].replicas;
         if (replicas > DP_MAX_REPLICAS) {

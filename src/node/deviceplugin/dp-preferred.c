@@ -270,7 +270,7 @@ static int greedy(const struct dp_plan *p, const struct dp_resource *r,
             total[r->devices[i].gpu]++;
     for (size_t i = 0; i < n_cand; i++)
         avail[cand[i]->gpu]++;
-    bool packed = p->opts.shared_policy == DP_POLICY_PACKED;
+    bool packed = p->opts.shared_policy == DPCONFIG_ALLOC_PACKED;
     for (size_t k = 0; k < needed; k++) {
         size_t best = SIZE_MAX;
         for (size_t i = 0; i < n_cand; i++) {

@@ -269,22 +269,10 @@ int dp_options_from_config(const struct dpconfig *c, struct dp_options *o, struc
 {
     struct dp_options t;
     dp_options_defaults(&t);
-    t.mig_strategy = c->mig_strategy == DPCONFIG_MIG_SINGLE  ? DP_MIG_SINGLE
-                     : c->mig_strategy == DPCONFIG_MIG_MIXED ? DP_MIG_MIXED
-                                                             : DP_MIG_NONE;
-    t.list_strategies = 0;
-    if (c->plugin.device_list_strategy & DPCONFIG_LIST_ENVVAR)
-        t.list_strategies |= DP_LIST_ENVVAR;
-    if (c->plugin.device_list_strategy & DPCONFIG_LIST_VOLUME_MOUNTS)
-        t.list_strategies |= DP_LIST_VOLUME_MOUNTS;
-    if (c->plugin.device_list_strategy & DPCONFIG_LIST_CDI_ANNOTATIONS)
-        t.list_strategies |= DP_LIST_CDI_ANNOTATIONS;
-    if (c->plugin.device_list_strategy & DPCONFIG_LIST_CDI_CRI)
-        t.list_strategies |= DP_LIST_CDI_CRI;
-    if (!t.list_strategies)
-        t.list_strategies = DP_LIST_ENVVAR;
-    t.id_strategy =
-        c->plugin.device_id_strategy == DPCONFIG_DEVICE_ID_INDEX ? DP_ID_INDEX : DP_ID_UUID;
+    t.mig_strategy = c->mig_strategy;
+    t.list_strategies =
+        c->plugin.device_list_strategy ? c->plugin.device_list_strategy : DPCONFIG_LIST_ENVVAR;
+    t.id_strategy = c->plugin.device_id_strategy;
     t.pass_device_specs = c->plugin.pass_device_specs;
     const char *dev_root = c->nvidia_dev_root ? c->nvidia_dev_root : c->nvidia_driver_root;
     if (dev_root && strlcpy_s(t.dev_root, dev_root, sizeof(t.dev_root)) >= sizeof(t.dev_root))
@@ -295,19 +283,14 @@ int dp_options_from_config(const struct dpconfig *c, struct dp_options *o, struc
         strlcpy_s(t.cdi_annotation_prefix, c->plugin.cdi_annotation_prefix,
                   sizeof(t.cdi_annotation_prefix)) >= sizeof(t.cdi_annotation_prefix))
         return err_set(e, -ENAMETOOLONG, "flags.plugin.cdiAnnotationPrefix: too long");
-    t.shared_policy = c->plugin.shared_devices_allocation_policy == DPCONFIG_ALLOC_PACKED
-                          ? DP_POLICY_PACKED
-                          : DP_POLICY_DISTRIBUTED;
+    t.shared_policy = c->plugin.shared_devices_allocation_policy;
     t.gdrcopy = c->gdrcopy_enabled;
     t.gds = c->gds_enabled;
     t.mofed = c->mofed_enabled;
     t.n_imex = c->imex.n_channel_ids > 0 ? 1 : 0;
     t.imex_channels[0] = c->imex.channel_ids[0];
-    enum dpconfig_sharing_strategy s = dpconfig_sharing_strategy(c);
-    t.sharing = s == DPCONFIG_SHARING_MPS            ? DP_SHARING_MPS
-                : s == DPCONFIG_SHARING_TIME_SLICING ? DP_SHARING_TIME_SLICING
-                                                     : DP_SHARING_NONE;
-    if (t.sharing != DP_SHARING_NONE) {
+    t.sharing = dpconfig_sharing_strategy(c);
+    if (t.sharing != DPCONFIG_SHARING_NONE) {
         const struct dpconfig_sharing *sh = dpconfig_active_sharing(c);
         t.rename_by_default = sh->rename_by_default;
         t.fail_requests_gt_one = sh->fail_requests_greater_than_one;

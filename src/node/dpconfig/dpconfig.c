@@ -911,51 +911,127 @@ int dpconfig_load_file(const char *path, struct dpconfig **ret, struct err *e)
 
 /* ---- precedence --------------------------------------------------------------------------- */
 
-const struct dpconfig_option dpconfig_plugin_options[] = {
-    {"flags.migStrategy", "mig-strategy", "MIG_STRATEGY"},
-    {"flags.failOnInitError", "fail-on-init-error", "FAIL_ON_INIT_ERROR"},
-    {"flags.nvidiaDriverRoot", "nvidia-driver-root", "NVIDIA_DRIVER_ROOT"},
-    {"flags.nvidiaDriverRoot", "driver-root", NULL},
-    {"flags.nvidiaDevRoot", "dev-root", "NVIDIA_DEV_ROOT"},
-    {"flags.mpsRoot", "mps-root", "MPS_ROOT"},
-    {"flags.gdrcopyEnabled", "gdrcopy-enabled", "GDRCOPY_ENABLED"},
-    {"flags.gdsEnabled", "gds-enabled", "GDS_ENABLED"},
-    {"flags.mofedEnabled", "mofed-enabled", "MOFED_ENABLED"},
-    {"flags.deviceDiscoveryStrategy", "device-discovery-strategy", "DEVICE_DISCOVERY_STRATEGY"},
-    {"flags.plugin.passDeviceSpecs", "pass-device-specs", "PASS_DEVICE_SPECS"},
-    {"flags.plugin.deviceListStrategy", "device-list-strategy", "DEVICE_LIST_STRATEGY"},
-    {"flags.plugin.deviceIDStrategy", "device-id-strategy", "DEVICE_ID_STRATEGY"},
-    {"flags.plugin.cdiAnnotationPrefix", "cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX"},
-    {"flags.plugin.nvidiaCTKPath", "nvidia-ctk-path", "NVIDIA_CTK_PATH"},
-    {"flags.plugin.containerDriverRoot", "container-driver-root", "CONTAINER_DRIVER_ROOT"},
-    {"flags.plugin.sharedDevicesAllocationPolicy", "shared-devices-allocation-policy",
-     "SHARED_DEVICES_ALLOCATION_POLICY"},
-    {"imex.channelIDs", "imex-channel-ids", "IMEX_CHANNEL_IDS"},
-    {"imex.required", "imex-required", "IMEX_REQUIRED"},
-    {"configFile", "config-file", "CONFIG_FILE"},
-    {NULL, NULL, NULL},
+#define O(fld, flg, ev, k, mv, h)                                                 \
+    {                                                                             \
+        .field = fld, .flag = flg, .env = ev, .kind = k, .metavar = mv, .help = h \
+    }
+
+const struct svc_option dpconfig_plugin_options[] = {
+    O("configFile", "config-file", "CONFIG_FILE", SVC_CONFIG_FILE, "PATH",
+      "NVIDIA device-plugin config, version v1"),
+    O("flags.migStrategy", "mig-strategy", "MIG_STRATEGY", SVC_STRING, "none|single|mixed",
+      "MIG strategy (none)"),
+    O("flags.failOnInitError", "fail-on-init-error", "FAIL_ON_INIT_ERROR", SVC_BOOL, NULL,
+      "exit when NVML cannot start (true)"),
+    O("flags.nvidiaDriverRoot", "nvidia-driver-root", "NVIDIA_DRIVER_ROOT", SVC_STRING, "PATH",
+      "host root of the driver (/); also --driver-root"),
+    O("flags.nvidiaDriverRoot", "driver-root", NULL, SVC_STRING, NULL, NULL),
+    O("flags.nvidiaDevRoot", "dev-root", "NVIDIA_DEV_ROOT", SVC_STRING, "PATH",
+      "host root of /dev/nvidia* (the driver root)"),
+    O("flags.mpsRoot", "mps-root", "MPS_ROOT", SVC_STRING, "PATH",
+      "MPS daemon root, needed for MPS sharing"),
+    O("flags.gdrcopyEnabled", "gdrcopy-enabled", "GDRCOPY_ENABLED", SVC_BOOL, NULL,
+      "accepted as NVIDIA's plugin accepts it"),
+    O("flags.gdsEnabled", "gds-enabled", "GDS_ENABLED", SVC_BOOL, NULL,
+      "accepted as NVIDIA's plugin accepts it"),
+    O("flags.mofedEnabled", "mofed-enabled", "MOFED_ENABLED", SVC_BOOL, NULL,
+      "accepted as NVIDIA's plugin accepts it"),
+    O("flags.deviceDiscoveryStrategy", "device-discovery-strategy", "DEVICE_DISCOVERY_STRATEGY",
+      SVC_STRING, "auto|nvml|tegra", "accepted as NVIDIA's plugin accepts it"),
+    O("flags.plugin.passDeviceSpecs", "pass-device-specs", "PASS_DEVICE_SPECS", SVC_BOOL, NULL,
+      "add /dev/nvidia* device specs (false)"),
+    O("flags.plugin.deviceListStrategy", "device-list-strategy", "DEVICE_LIST_STRATEGY", SVC_STRING,
+      "LIST", "envvar, volume-mounts, cdi-annotations, cdi-cri;\ncomma separated (envvar)"),
+    O("flags.plugin.deviceIDStrategy", "device-id-strategy", "DEVICE_ID_STRATEGY", SVC_STRING,
+      "uuid|index", "(uuid)"),
+    O("flags.plugin.cdiAnnotationPrefix", "cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX",
+      SVC_STRING, "P", "(cdi.k8s.io/)"),
+    O("flags.plugin.nvidiaCTKPath", "nvidia-ctk-path", "NVIDIA_CTK_PATH", SVC_STRING, "PATH",
+      "accepted as NVIDIA's plugin accepts it"),
+    O("flags.plugin.containerDriverRoot", "container-driver-root", "CONTAINER_DRIVER_ROOT",
+      SVC_STRING, "PATH", "accepted as NVIDIA's plugin accepts it"),
+    O("flags.plugin.sharedDevicesAllocationPolicy", "shared-devices-allocation-policy",
+      "SHARED_DEVICES_ALLOCATION_POLICY", SVC_STRING, "distributed|packed", "(distributed)"),
+    O("imex.channelIDs", "imex-channel-ids", "IMEX_CHANNEL_IDS", SVC_STRING, "IDS",
+      "accepted as NVIDIA's plugin accepts it"),
+    O("imex.required", "imex-required", "IMEX_REQUIRED", SVC_BOOL, NULL,
+      "accepted as NVIDIA's plugin accepts it"),
+    {0},
 };
 
 /* NVIDIA's GFD also reads MIG_STRATEGY and FAIL_ON_INIT_ERROR (the names its operator sets) after
  * the GFD_ ones: listed first, so that the GFD_ variable, applied later, wins. */
-const struct dpconfig_option dpconfig_gfd_options[] = {
-    {"flags.migStrategy", "mig-strategy", "MIG_STRATEGY"},
-    {"flags.failOnInitError", "fail-on-init-error", "FAIL_ON_INIT_ERROR"},
-    {"flags.migStrategy", "mig-strategy", "GFD_MIG_STRATEGY"},
-    {"flags.failOnInitError", "fail-on-init-error", "GFD_FAIL_ON_INIT_ERROR"},
-    {"flags.gfd.oneshot", "oneshot", "GFD_ONESHOT"},
-    {"flags.gfd.noTimestamp", "no-timestamp", "GFD_NO_TIMESTAMP"},
-    {"flags.gfd.sleepInterval", "sleep-interval", "GFD_SLEEP_INTERVAL"},
-    {"flags.gfd.outputFile", "output-file", "GFD_OUTPUT_FILE"},
-    {"flags.gfd.outputFile", "output", NULL},
-    {"flags.gfd.machineTypeFile", "machine-type-file", "GFD_MACHINE_TYPE_FILE"},
-    {"flags.useNodeFeatureAPI", "use-node-feature-api", "GFD_USE_NODE_FEATURE_API"},
-    {"flags.deviceDiscoveryStrategy", "device-discovery-strategy", "GFD_DEVICE_DISCOVERY_STRATEGY"},
-    {"configFile", "config-file", "GFD_CONFIG_FILE"},
-    {NULL, NULL, NULL},
+const struct svc_option dpconfig_gfd_options[] = {
+    O("flags.migStrategy", "mig-strategy", "MIG_STRATEGY", SVC_STRING, NULL, NULL),
+    O("flags.failOnInitError", "fail-on-init-error", "FAIL_ON_INIT_ERROR", SVC_BOOL, NULL, NULL),
+    O("flags.migStrategy", "mig-strategy", "GFD_MIG_STRATEGY", SVC_STRING, "STRATEGY",
+      "none (default), single or mixed\n(or MIG_STRATEGY)"),
+    O("flags.failOnInitError", "fail-on-init-error", "GFD_FAIL_ON_INIT_ERROR", SVC_BOOL, NULL,
+      "fail when NVML cannot be initialised (default true);\nfalse: keep running with no GPU "
+      "labels (or FAIL_ON_INIT_ERROR)"),
+    O("flags.gfd.oneshot", "oneshot", "GFD_ONESHOT", SVC_BOOL, NULL, "label once and exit"),
+    O("flags.gfd.noTimestamp", "no-timestamp", "GFD_NO_TIMESTAMP", SVC_BOOL, NULL,
+      "omit nvidia.com/gfd.timestamp"),
+    O("flags.gfd.sleepInterval", "sleep-interval", "GFD_SLEEP_INTERVAL", SVC_STRING, "DURATION",
+      "time between relabels (60s; 'infinite' labels once\nand keeps running)"),
+    O("flags.gfd.outputFile", "output-file", "GFD_OUTPUT_FILE", SVC_STRING, "FILE",
+      "where the labels go; '-' is stdout (default\n"
+      "/etc/kubernetes/node-feature-discovery/features.d/gfd,\nwritten atomically); also -o, "
+      "--output"),
+    {.field = "flags.gfd.outputFile", .flag = "output", .short_flag = 'o', .kind = SVC_STRING},
+    O("flags.gfd.machineTypeFile", "machine-type-file", "GFD_MACHINE_TYPE_FILE", SVC_STRING, "FILE",
+      "source of nvidia.com/gpu.machine (default\n/sys/class/dmi/id/product_name; missing: "
+      "unknown)"),
+    O("flags.useNodeFeatureAPI", "use-node-feature-api", "GFD_USE_NODE_FEATURE_API", SVC_BOOL, NULL,
+      "accepted for compatibility; labels go to the file"),
+    O("flags.deviceDiscoveryStrategy", "device-discovery-strategy", "GFD_DEVICE_DISCOVERY_STRATEGY",
+      SVC_STRING, "S", "auto (default), nvml or tegra"),
+    O("configFile", "config-file", "GFD_CONFIG_FILE", SVC_CONFIG_FILE, "FILE",
+      "NVIDIA device-plugin config (v1, YAML or JSON): flags,\nflags.gfd and sharing "
+      "(time-slicing, MPS)"),
+    {0},
 };
 
-const char *dpconfig_option_value(const struct dpconfig_option *opts, const char *const *cli_values,
+#undef O
+
+/* ---- svc's config-file layer -------------------------------------------------------------- */
+
+int dpconfig_layer_load(void *state, const char *path, struct err *e)
+{
+    struct dpconfig_layer_state *l = state;
+    dpconfig_free(l->pending);
+    l->pending = NULL;
+    l->path = path;
+    if (!path) {
+        l->pending = dpconfig_new();
+        return 0;
+    }
+    return dpconfig_load_file(path, &l->pending, e);
+}
+
+int dpconfig_layer_set(void *state, const char *field, const char *value, const char *source,
+                       struct err *e)
+{
+    struct dpconfig_layer_state *l = state;
+    return dpconfig_set(l->pending, field, value, source, e);
+}
+
+int dpconfig_layer_finish(void *state, struct err *e)
+{
+    (void)e;
+    struct dpconfig_layer_state *l = state;
+    if (!l->pending->nvidia_dev_root)
+        l->pending->nvidia_dev_root = xstrdup(l->pending->nvidia_driver_root);
+    return 0;
+}
+
+const struct svc_layer dpconfig_layer = {
+    .load = dpconfig_layer_load,
+    .set = dpconfig_layer_set,
+    .finish = dpconfig_layer_finish,
+};
+
+const char *dpconfig_option_value(const struct svc_option *opts, const char *const *cli_values,
                                   dpconfig_getenv_fn getenv_fn, const char *field,
                                   const char **ret_source)
 {
@@ -977,7 +1053,7 @@ const char *dpconfig_option_value(const struct dpconfig_option *opts, const char
     return val;
 }
 
-int dpconfig_apply_overrides(struct dpconfig *c, const struct dpconfig_option *opts,
+int dpconfig_apply_overrides(struct dpconfig *c, const struct svc_option *opts,
                              const char *const *cli_values, dpconfig_getenv_fn getenv_fn,
                              struct err *e)
 {
@@ -1005,7 +1081,7 @@ int dpconfig_apply_overrides(struct dpconfig *c, const struct dpconfig_option *o
     return 0;
 }
 
-int dpconfig_resolve(const struct dpconfig_option *opts, const char *const *cli_values,
+int dpconfig_resolve(const struct svc_option *opts, const char *const *cli_values,
                      dpconfig_getenv_fn getenv_fn, struct dpconfig **ret,
                      const char **ret_config_file, struct err *e)
 {

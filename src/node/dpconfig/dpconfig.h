@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "svc.h"
 #include "util.h"
 
 #define DPCONFIG_VERSION       "v1"
@@ -156,40 +157,51 @@ int dpconfig_load_file(const char *path, struct dpconfig **ret, struct err *e);
 int dpconfig_set(struct dpconfig *c, const char *field, const char *value, const char *source,
                  struct err *e);
 
-/* Precedence. A component describes its flags and env vars as a table (field NULL ends it);
- * several entries may share a field (--driver-root and --nvidia-driver-root). The pseudo-field
- * "configFile" names the config file option itself. */
-struct dpconfig_option {
-    const char *field; /* config path, or "configFile" */
-    const char *flag;  /* long flag without "--", or NULL */
-    const char *env;   /* environment variable, or NULL */
-};
+/* Precedence. The flags and env vars are svc option tables (src/svc) whose `field` is the
+ * config path: svc parses the command line and the environment and hands each value to the
+ * config-file layer below (flag > env > file > default). Several entries may share a field
+ * (--driver-root and --nvidia-driver-root); the pseudo-field "configFile" (kind
+ * SVC_CONFIG_FILE) names the config file option itself. */
 
 /* NVIDIA's device-plugin flags and env vars (MIG_STRATEGY, FAIL_ON_INIT_ERROR,
  * PASS_DEVICE_SPECS, DEVICE_LIST_STRATEGY, DEVICE_ID_STRATEGY, NVIDIA_DRIVER_ROOT, ...,
- * CONFIG_FILE) and GFD's (GFD_MIG_STRATEGY, GFD_ONESHOT, ..., GFD_CONFIG_FILE). */
-extern const struct dpconfig_option dpconfig_plugin_options[];
-extern const struct dpconfig_option dpconfig_gfd_options[];
+ * CONFIG_FILE) and GFD's (GFD_MIG_STRATEGY, GFD_ONESHOT, ..., GFD_CONFIG_FILE), with their
+ * --help text. */
+extern const struct svc_option dpconfig_plugin_options[];
+extern const struct svc_option dpconfig_gfd_options[];
+
+/* svc's config-file layer over a dpconfig. The component's svc state starts with this struct;
+ * load builds `pending` afresh (defaults + file), set applies a flag or env value, finish fills
+ * the derived defaults (nvidiaDevRoot). The caller takes `pending` when resolution succeeds. */
+struct dpconfig_layer_state {
+    struct dpconfig *pending;
+    const char *path; /* the config file used, or NULL */
+};
+int dpconfig_layer_load(void *state, const char *path, struct err *e);
+int dpconfig_layer_set(void *state, const char *field, const char *value, const char *source,
+                       struct err *e);
+int dpconfig_layer_finish(void *state, struct err *e);
+extern const struct svc_layer dpconfig_layer;
 
 typedef const char *(*dpconfig_getenv_fn)(const char *name);
 
 /* Applies the env values of every option (getenv_fn NULL: env_get), then every CLI value
  * (cli_values[i] is the value given for opts[i] on the command line, NULL when not given;
  * cli_values may be NULL), so CLI > env > what *c already holds. "configFile" is skipped. */
-int dpconfig_apply_overrides(struct dpconfig *c, const struct dpconfig_option *opts,
+int dpconfig_apply_overrides(struct dpconfig *c, const struct svc_option *opts,
                              const char *const *cli_values, dpconfig_getenv_fn getenv_fn,
                              struct err *e);
 
 /* The whole resolution: the config file named by the "configFile" option (CLI > env; none:
  * defaults), then dpconfig_apply_overrides, then the derived defaults (nvidiaDevRoot).
  * *ret_config_file (optional) gets the path used, pointing into cli_values/env, or NULL. */
-int dpconfig_resolve(const struct dpconfig_option *opts, const char *const *cli_values,
+int dpconfig_resolve(const struct svc_option *opts, const char *const *cli_values,
                      dpconfig_getenv_fn getenv_fn, struct dpconfig **ret,
                      const char **ret_config_file, struct err *e);
 
 /* The value an option table gives `field` (CLI > env), or NULL; ret_source (optional) gets
  * "--flag" or the env var name. */
-const char *dpconfig_option_value(const struct dpconfig_option *opts, const char *const *cli_values,
+const char *dpconfig_option_value(const struct svc_option *opts, const char *const *cli_values,
                                   dpconfig_getenv_fn getenv_fn, const char *field,
                                   const char **ret_source);
 

@@ -5,19 +5,18 @@
  * snapshots (text and OpenMetrics); an events thread records XIDs; the HTTP threads only copy
  * the latest snapshot out, so a scrape makes no NVML or kubelet call.
  */
-#include <getopt.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #include "exporter-internal.h"
 #include "exporter.h"
+#include "svc.h"
 
 #define COMP           "exporter"
 #define SNAPSHOT_LIMIT (64u << 20)
 #define XID_TABLE_MAX  64
+#define PODRES_MIN_MS  250
 
 /* A rendered collection, shared by reference between the collector and in-flight responses. */
 struct snapshot {
@@ -59,16 +58,18 @@ struct clock_hist {
 
 struct exporter {
     /* configuration */
-    char *listen;
-    char *collectors;
+    const char *listen;
+    const char *collectors;
     uint64_t interval_ms;
     bool kubernetes;
-    char *socket;
+    const char *socket;
     char *hostname; /* NULL: no host label */
+    bool no_hostname;
+    const char *node_name;
     bool lower_hostname;
     const char *resource_names;
     bool once;
-    enum prom_format once_format;
+    int once_format; /* enum prom_format */
 
     struct exp_counters *counters;
     struct gpu_lib *lib;
@@ -83,9 +84,8 @@ struct exporter {
 
     /* shared */
     pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool stop;
-    struct snapshot *snap; /* under lock; NULL before the first collection */
+    struct stop_token *stop; /* svc's */
+    struct snapshot *snap;   /* under lock; NULL before the first collection */
     atomic_uint_fast64_t scrapes;
     struct xid_entry xids[XID_TABLE_MAX]; /* under lock */
     size_t n_xids;
@@ -160,20 +160,12 @@ static uint64_t xid_last(struct exporter *x, const char *uuid)
     return v;
 }
 
-static bool stopping(struct exporter *x)
-{
-    pthread_mutex_lock(&x->lock);
-    bool s = x->stop;
-    pthread_mutex_unlock(&x->lock);
-    return s;
-}
-
 static void *events_thread(void *arg)
 {
     struct exporter *x = arg;
     struct gpu_events *ev = NULL;
     bool logged = false;
-    while (!stopping(x)) {
+    while (!stop_requested(x->stop)) {
         struct err e = {0};
         if (!ev) {
             if (gpu_events_open(x->lib, GPU_EVENT_XID, &ev, &e) < 0) {
@@ -182,13 +174,7 @@ static void *events_thread(void *arg)
                     log_warn(COMP, "XID events unavailable; retrying", "error=\"%s\"", err_msg(&e));
                 logged = true;
                 ev = NULL;
-                pthread_mutex_lock(&x->lock);
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += 5;
-                if (!x->stop)
-                    pthread_cond_timedwait(&x->wake, &x->lock, &ts);
-                pthread_mutex_unlock(&x->lock);
+                stop_wait(x->stop, 5000);
                 continue;
             }
             logged = false;
@@ -248,7 +234,12 @@ static void refresh_pods(struct exporter *x)
 {
     exp_pod_map_clear(&x->pods);
     struct err e = {0};
-    int r = exp_podresources_list(x->socket, x->inv, x->resource_names, &x->pods, &e);
+    /* A kubelet that is slow or never answers delays the GPU metrics by at most a quarter of the
+     * interval (250 ms at least; attribution is then left empty for this collection), and never
+     * a stop. */
+    uint64_t budget = x->interval_ms / 4 > PODRES_MIN_MS ? x->interval_ms / 4 : PODRES_MIN_MS;
+    int r =
+        exp_podresources_list(x->socket, x->inv, x->resource_names, budget, x->stop, &x->pods, &e);
     if (r < 0) {
         x->self.errors[EXP_ERR_PODRESOURCES]++;
         x->self.pod_resources_up = false;
@@ -351,24 +342,7 @@ static void *collector_thread(void *arg)
 {
     struct exporter *x = arg;
     uint64_t next = now_ms_mono() + x->interval_ms;
-    for (;;) {
-        pthread_mutex_lock(&x->lock);
-        while (!x->stop && now_ms_mono() < next) {
-            uint64_t wait = next - now_ms_mono();
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += (time_t)(wait / 1000);
-            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&x->wake, &x->lock, &ts);
-        }
-        bool stop = x->stop;
-        pthread_mutex_unlock(&x->lock);
-        if (stop)
-            break;
+    while (!stop_wait_until(x->stop, next)) {
         struct err e = {0};
         if (collect(x, &e) < 0)
             log_error(COMP, "collection failed", "error=\"%s\"", err_msg(&e));
@@ -431,75 +405,119 @@ static int handle_health(const struct http_request *req, struct http_response *r
     return 0;
 }
 
-/* ---- flags ----------------------------------------------------------------------------------- */
+/* ---- options --------------------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static const char *const formats[] = {"text", "openmetrics", NULL};
+
+#define X(member) offsetof(struct exporter, member)
+static const struct svc_option exporter_options[] = {
+    {.flag = "listen",
+     .short_flag = 'a',
+     .env = "DCGM_EXPORTER_LISTEN",
+     .kind = SVC_STRING,
+     .off = X(listen),
+     .metavar = "ADDR",
+     .help = "listen address, host:port or :port (default \":9400\")"},
+    {.flag = "collectors",
+     .short_flag = 'f',
+     .env = "DCGM_EXPORTER_COLLECTORS",
+     .kind = SVC_STRING,
+     .off = X(collectors),
+     .metavar = "FILE",
+     .help = "counters CSV in dcgm-exporter's format (\"field, type, help\");\n"
+             "default: built-in copy of dcgm-exporter's default-counters.csv"},
+    {.flag = "collect-interval",
+     .short_flag = 'c',
+     .kind = SVC_DURATION,
+     .min = 1,
+     .finite = true,
+     .off = X(interval_ms),
+     .metavar = "DUR",
+     .help = "collection interval, e.g. 30s, 500ms (default 30s)\n"
+             "[DCGM_EXPORTER_INTERVAL, in milliseconds]"},
+    {.env = "DCGM_EXPORTER_INTERVAL",
+     .kind = SVC_U64,
+     .min = 1,
+     .off = X(interval_ms),
+     .expect = "expected milliseconds > 0",
+     .help = "collection interval in milliseconds"},
+    {.flag = "kubernetes",
+     .short_flag = 'k',
+     .env = "DCGM_EXPORTER_KUBERNETES",
+     .kind = SVC_FLAG,
+     .off = X(kubernetes),
+     .help = "add pod, namespace, container from the kubelet"},
+    {.flag = "pod-resources-socket",
+     .env = "DCGM_POD_RESOURCES_KUBELET_SOCKET",
+     .kind = SVC_STRING,
+     .off = X(socket),
+     .metavar = "P",
+     .help = "kubelet PodResources socket\n(default /var/lib/kubelet/pod-resources/kubelet.sock)"},
+    {.flag = "lowercase-hostname",
+     .env = "GPUOP_EXPORTER_LOWERCASE_HOSTNAME",
+     .kind = SVC_FLAG,
+     .off = X(lower_hostname),
+     .help = "name the host label `hostname` (newer dcgm-exporter)\ninstead of `Hostname`"},
+    {.flag = "no-hostname",
+     .short_flag = 'n',
+     .kind = SVC_FLAG,
+     .off = X(no_hostname),
+     .help = "omit the host label"},
+    {.flag = "xid-count-window-size",
+     .env = "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",
+     .kind = SVC_U64,
+     .min = 1,
+     .expect = "expected milliseconds > 0",
+     .off = X(xid_window_ms),
+     .metavar = "MS",
+     .help = "window of DCGM_EXP_XID_ERRORS_COUNT (default 300000)"},
+    {.flag = "clock-events-count-window-size",
+     .env = "DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",
+     .kind = SVC_U64,
+     .min = 1,
+     .expect = "expected milliseconds > 0",
+     .off = X(clock_window_ms),
+     .metavar = "MS",
+     .help = "window of DCGM_EXP_CLOCK_EVENTS_COUNT (default 300000)"},
+    {.flag = "once",
+     .kind = SVC_FLAG,
+     .off = X(once),
+     .help = "collect once, print the metrics to stdout and exit"},
+    {.flag = "format",
+     .kind = SVC_ENUM,
+     .choices = formats,
+     .off = X(once_format),
+     .expect = "expected text or openmetrics",
+     .metavar = "text|openmetrics",
+     .help = "format for --once (default text)"},
+    {.env = "NODE_NAME",
+     .kind = SVC_STRING,
+     .off = X(node_name),
+     .help = "host label value (default: the host name)"},
+    {.env = "NVIDIA_RESOURCE_NAMES",
+     .kind = SVC_STRING,
+     .off = X(resource_names),
+     .help = "extra comma-separated kubelet resource names to\n"
+             "attribute, besides nvidia.com/gpu and nvidia.com/mig-*"},
+    {0},
+};
+#undef X
+
+static void exporter_defaults(void *state)
 {
-    fprintf(
-        f, "Usage: gpuop exporter [flags]\n"
-           "Serves GPU metrics to Prometheus under dcgm-exporter's names, types and labels.\n"
-           "A collector samples NVML every interval and refreshes the pod map on the same "
-           "clock;\n"
-           "each scrape serves the latest snapshot (no NVML or kubelet call on scrape).\n"
-           "Routes: /metrics (Prometheus text; OpenMetrics when asked for), /health.\n"
-           "\n"
-           "Flags (environment variable in brackets; a flag wins over its variable):\n"
-           "  -a, --listen ADDR            listen address, host:port or :port (default "
-           "\":9400\")\n"
-           "                               [DCGM_EXPORTER_LISTEN]\n"
-           "  -f, --collectors FILE        counters CSV in dcgm-exporter's format "
-           "(\"field, type, help\");\n"
-           "                               default: built-in copy of dcgm-exporter's "
-           "default-counters.csv\n"
-           "                               [DCGM_EXPORTER_COLLECTORS]\n"
-           "  -c, --collect-interval DUR   collection interval, e.g. 30s, 500ms (default 30s)\n"
-           "                               [DCGM_EXPORTER_INTERVAL, in milliseconds]\n"
-           "  -k, --kubernetes             add pod, namespace, container from the kubelet\n"
-           "                               [DCGM_EXPORTER_KUBERNETES=true|false]\n"
-           "      --pod-resources-socket P kubelet PodResources socket\n"
-           "                               (default /var/lib/kubelet/pod-resources/kubelet.sock)"
-           "\n"
-           "                               [DCGM_POD_RESOURCES_KUBELET_SOCKET]\n"
-           "      --lowercase-hostname     name the host label `hostname` (newer "
-           "dcgm-exporter)\n"
-           "                               instead of `Hostname` "
-           "[GPUOP_EXPORTER_LOWERCASE_HOSTNAME=true]\n"
-           "  -n, --no-hostname            omit the host label\n"
-           "      --xid-count-window-size MS  window of DCGM_EXP_XID_ERRORS_COUNT (default "
-           "300000)\n"
-           "                               [DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE]\n"
-           "      --clock-events-count-window-size MS  window of DCGM_EXP_CLOCK_EVENTS_COUNT "
-           "(default\n"
-           "                               300000) [DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE]\n"
-           "      --once                   collect once, print the metrics to stdout and exit\n"
-           "      --format text|openmetrics  format for --once (default text)\n"
-           "  -h, --help                   this help\n"
-           "\n"
-           "Other environment:\n"
-           "  NODE_NAME                    host label value (default: the host name)\n"
-           "  NVIDIA_RESOURCE_NAMES        extra comma-separated kubelet resource names to\n"
-           "                               attribute, besides nvidia.com/gpu and "
-           "nvidia.com/mig-*\n"
-           "  GPUOP_NVML_LIBRARY           libnvidia-ml.so.1 to load\n");
+    struct exporter *x = state;
+    x->listen = ":9400";
+    x->interval_ms = 30000;
+    x->socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+    x->xid_window_ms = 300000;
+    x->clock_window_ms = 300000;
+    x->once_format = PROM_FORMAT_TEXT;
+    pthread_mutex_init(&x->lock, NULL);
 }
 
-static int parse_bool_env(const char *name, bool *v)
+static void exporter_cleanup(void *state)
 {
-    const char *s = env_get(name);
-    if (!s)
-        return 0;
-    if (parse_bool(s, v) < 0) {
-        fprintf(stderr, "gpuop exporter: %s=\"%s\": not a boolean\n", name, s);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static void exporter_free(struct exporter *x)
-{
-    free(x->listen);
-    free(x->collectors);
-    free(x->socket);
+    struct exporter *x = state;
     free(x->hostname);
     exp_counters_free(x->counters);
     gpu_inventory_free(x->inv);
@@ -510,265 +528,96 @@ static void exporter_free(struct exporter *x)
     snapshot_unref(x->snap);
     gpu_lib_free(x->lib);
     pthread_mutex_destroy(&x->lock);
-    pthread_cond_destroy(&x->wake);
 }
 
-static int parse_flags(struct exporter *x, int argc, char **argv)
+static int exporter_configure(struct svc *s, struct err *e)
 {
-    const char *s;
-    x->listen = xstrdup((s = env_get("DCGM_EXPORTER_LISTEN")) ? s : ":9400");
-    if ((s = env_get("DCGM_EXPORTER_COLLECTORS")))
-        x->collectors = xstrdup(s);
-    x->interval_ms = 30000;
-    if ((s = env_get("DCGM_EXPORTER_INTERVAL"))) {
-        if (parse_u64(s, &x->interval_ms) < 0 || x->interval_ms == 0) {
-            fprintf(stderr,
-                    "gpuop exporter: DCGM_EXPORTER_INTERVAL=\"%s\": expected milliseconds > 0\n",
-                    s);
-            return -EINVAL;
-        }
-    }
-    if (parse_bool_env("DCGM_EXPORTER_KUBERNETES", &x->kubernetes) < 0 ||
-        parse_bool_env("GPUOP_EXPORTER_LOWERCASE_HOSTNAME", &x->lower_hostname) < 0)
-        return -EINVAL;
-    x->socket = xstrdup((s = env_get("DCGM_POD_RESOURCES_KUBELET_SOCKET"))
-                            ? s
-                            : "/var/lib/kubelet/pod-resources/kubelet.sock");
-    x->resource_names = env_get("NVIDIA_RESOURCE_NAMES");
-    x->xid_window_ms = 300000;
-    x->clock_window_ms = 300000;
-    if ((s = env_get("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE")) &&
-        (parse_u64(s, &x->clock_window_ms) < 0 || x->clock_window_ms == 0)) {
-        fprintf(stderr,
-                "gpuop exporter: DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE=\"%s\": expected "
-                "milliseconds > 0\n",
-                s);
-        return -EINVAL;
-    }
-    if ((s = env_get("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE")) &&
-        (parse_u64(s, &x->xid_window_ms) < 0 || x->xid_window_ms == 0)) {
-        fprintf(stderr,
-                "gpuop exporter: DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE=\"%s\": expected "
-                "milliseconds > 0\n",
-                s);
-        return -EINVAL;
-    }
-    bool no_host = false;
-
-    enum { OPT_SOCKET = 1000, OPT_LOWER, OPT_ONCE, OPT_FORMAT, OPT_XID_WINDOW, OPT_CLOCK_WINDOW };
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'a'},
-        {"collectors", required_argument, NULL, 'f'},
-        {"collect-interval", required_argument, NULL, 'c'},
-        {"kubernetes", no_argument, NULL, 'k'},
-        {"pod-resources-socket", required_argument, NULL, OPT_SOCKET},
-        {"lowercase-hostname", no_argument, NULL, OPT_LOWER},
-        {"no-hostname", no_argument, NULL, 'n'},
-        {"once", no_argument, NULL, OPT_ONCE},
-        {"xid-count-window-size", required_argument, NULL, OPT_XID_WINDOW},
-        {"clock-events-count-window-size", required_argument, NULL, OPT_CLOCK_WINDOW},
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"help", no_argument, NULL, 'h'},
-        {0},
-    };
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "a:f:c:knh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'a':
-            free(x->listen);
-            x->listen = xstrdup(optarg);
-            break;
-        case 'f':
-            free(x->collectors);
-            x->collectors = xstrdup(optarg);
-            break;
-        case 'c':
-            if (parse_duration_ms(optarg, &x->interval_ms) < 0 || x->interval_ms == 0 ||
-                x->interval_ms == UINT64_MAX) {
-                fprintf(stderr,
-                        "gpuop exporter: --collect-interval \"%s\": expected a duration such as "
-                        "30s or 500ms\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case 'k':
-            x->kubernetes = true;
-            break;
-        case OPT_SOCKET:
-            free(x->socket);
-            x->socket = xstrdup(optarg);
-            break;
-        case OPT_LOWER:
-            x->lower_hostname = true;
-            break;
-        case 'n':
-            no_host = true;
-            break;
-        case OPT_XID_WINDOW:
-            if (parse_u64(optarg, &x->xid_window_ms) < 0 || x->xid_window_ms == 0) {
-                fprintf(stderr,
-                        "gpuop exporter: --xid-count-window-size \"%s\": expected milliseconds "
-                        "> 0\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case OPT_CLOCK_WINDOW:
-            if (parse_u64(optarg, &x->clock_window_ms) < 0 || x->clock_window_ms == 0) {
-                fprintf(stderr,
-                        "gpuop exporter: --clock-events-count-window-size \"%s\": expected "
-                        "milliseconds > 0\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case OPT_ONCE:
-            x->once = true;
-            break;
-        case OPT_FORMAT:
-            if (strcmp(optarg, "text") == 0)
-                x->once_format = PROM_FORMAT_TEXT;
-            else if (strcmp(optarg, "openmetrics") == 0)
-                x->once_format = PROM_FORMAT_OPENMETRICS;
-            else {
-                fprintf(stderr, "gpuop exporter: --format \"%s\": expected text or openmetrics\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return -EINVAL;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "gpuop exporter: unexpected argument \"%s\"\n", argv[optind]);
-        return -EINVAL;
-    }
-    if (!no_host) {
-        if ((s = env_get("NODE_NAME"))) {
-            x->hostname = xstrdup(s);
-        } else {
-            char hn[256] = "";
-            if (gethostname(hn, sizeof(hn) - 1) < 0)
-                strlcpy_s(hn, "localhost", sizeof(hn));
-            x->hostname = xstrdup(hn);
-        }
+    (void)e;
+    struct exporter *x = svc_state(s);
+    if (!x->no_hostname) {
+        char hn[256] = "";
+        if (!x->node_name && gethostname(hn, sizeof(hn) - 1) < 0)
+            strlcpy_s(hn, "localhost", sizeof(hn));
+        x->hostname = xstrdup(x->node_name ? x->node_name : hn);
     }
     return 0;
 }
 
-int exporter_main(int argc, char **argv)
+/* ---- run ------------------------------------------------------------------------------------- */
+
+static int print_once(struct exporter *x, struct err *e)
 {
-    struct exporter x = {0};
-    pthread_mutex_init(&x.lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits immune to wall-clock jumps */
-    pthread_cond_init(&x.wake, &ca);
-    pthread_condattr_destroy(&ca);
+    bool om = x->once_format == PROM_FORMAT_OPENMETRICS;
+    struct sbuf tb _cleanup_sbuf_;
+    sbuf_init(&tb, 512);
+    if (exp_render_tail(0, (enum prom_format)x->once_format, &tb) < 0)
+        return err_set(e, -ENOBUFS, "rendering the metrics' tail");
+    fwrite(om ? x->snap->om : x->snap->text, 1, om ? x->snap->om_len : x->snap->text_len, stdout);
+    fwrite(tb.data, 1, tb.len, stdout);
+    return fflush(stdout) == 0 ? 0 : err_errno(e, -EIO, "write the metrics to stdout");
+}
 
-    int r = parse_flags(&x, argc, argv);
-    if (r != 0) {
-        exporter_free(&x);
-        return r > 0 ? 0 : 2;
-    }
-    struct err e = {0};
-    r = x.collectors ? exp_counters_load(x.collectors, &x.counters, &e)
-                     : exp_counters_default(&x.counters, &e);
-    if (r < 0) {
-        fprintf(stderr, "gpuop exporter: %s%s%s\n", err_msg(&e),
-                r == EXP_UNKNOWN_FIELD ? "; known fields: " : "",
-                r == EXP_UNKNOWN_FIELD ? exp_field_known_names() : "");
-        exporter_free(&x);
-        return 1;
-    }
-    exp_counters_log_unsupported(x.counters);
-
-    if (gpu_lib_open(NULL, &x.lib, &e) < 0) {
-        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
-        exporter_free(&x);
-        return 1;
-    }
-
-    /* Block the stop signals before any thread starts; main waits for them. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-
-    pthread_t events_tid;
-    bool events_started = false;
-
-    if (collect(&x, &e) < 0) {
-        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
-        r = 1;
-        goto out;
-    }
-    if (x.once) {
-        const char *body = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap->om : x.snap->text;
-        size_t len = x.once_format == PROM_FORMAT_OPENMETRICS ? x.snap->om_len : x.snap->text_len;
-        char tail[512];
-        struct sbuf tb;
-        sbuf_init(&tb, sizeof(tail) - 1);
-        exp_render_tail(0, x.once_format, &tb);
-        fwrite(body, 1, len, stdout);
-        fwrite(tb.data, 1, tb.len, stdout);
-        sbuf_free(&tb);
-        r = fflush(stdout) == 0 ? 0 : 1;
-        goto out;
-    }
-
-    struct http_route routes[] = {
-        {"/metrics", handle_metrics, &x},
-        {"/health", handle_health, &x},
-    };
+/* Serves until the stop token fires: the collector and events threads, the HTTP server. */
+static int serve(struct exporter *x, struct err *e)
+{
+    struct http_route routes[] = {{"/metrics", handle_metrics, x}, {"/health", handle_health, x}};
     /* Scrapers send a few hundred bytes of headers; a small per-connection pool keeps memory
      * flat under many concurrent scrapers. */
     struct http_config hc = {
-        .listen = x.listen, .routes = routes, .n_routes = 2, .request_limit = 8192};
-    struct http_server *srv = NULL;
-    if (http_server_new(&hc, &srv, &e) < 0) {
-        fprintf(stderr, "gpuop exporter: %s\n", err_msg(&e));
-        r = 1;
-        goto out;
-    }
-    if (pthread_create(&events_tid, NULL, events_thread, &x) == 0)
-        events_started = true;
-    log_info(COMP, "serving", "listen=%s port=%u interval_ms=%llu gpus=%zu kubernetes=%s", x.listen,
-             http_server_port(srv), (unsigned long long)x.interval_ms, x.n_gpus,
-             x.kubernetes ? "true" : "false");
-
-    pthread_t coll_tid;
-    if (pthread_create(&coll_tid, NULL, collector_thread, &x) != 0) {
-        fprintf(stderr, "gpuop exporter: cannot start the collector thread\n");
-        http_server_free(srv);
-        r = 1;
-        goto out;
-    }
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    log_info(COMP, "stopping", "signal=%d", sig);
-    pthread_mutex_lock(&x.lock);
-    x.stop = true;
-    pthread_cond_broadcast(&x.wake);
-    pthread_mutex_unlock(&x.lock);
-    pthread_join(coll_tid, NULL);
-    http_server_free(srv);
-    r = 0;
-out:
-    pthread_mutex_lock(&x.lock);
-    x.stop = true;
-    pthread_cond_broadcast(&x.wake);
-    pthread_mutex_unlock(&x.lock);
-    if (events_started)
+        .listen = x->listen, .routes = routes, .n_routes = 2, .request_limit = 8192};
+    _cleanup_(http_server_freep) struct http_server *srv = NULL;
+    int r = http_server_new(&hc, &srv, e);
+    if (r < 0)
+        return r;
+    pthread_t events_tid, coll_tid;
+    if (pthread_create(&events_tid, NULL, events_thread, x) != 0)
+        return err_set(e, -EAGAIN, "cannot start the events thread");
+    if (pthread_create(&coll_tid, NULL, collector_thread, x) != 0) {
+        stop_request(x->stop);
         pthread_join(events_tid, NULL);
-    exporter_free(&x);
-    return r;
+        return err_set(e, -EAGAIN, "cannot start the collector thread");
+    }
+    log_info(COMP, "serving", "listen=%s port=%u interval_ms=%llu gpus=%zu kubernetes=%s",
+             x->listen, http_server_port(srv), (unsigned long long)x->interval_ms, x->n_gpus,
+             x->kubernetes ? "true" : "false");
+    stop_wait(x->stop, DEADLINE_NEVER);
+    pthread_join(coll_tid, NULL);
+    pthread_join(events_tid, NULL);
+    return 0;
 }
+
+static int exporter_run(struct svc *s, struct err *e)
+{
+    struct exporter *x = svc_state(s);
+    x->stop = svc_stop(s);
+    int r = x->collectors ? exp_counters_load(x->collectors, &x->counters, e)
+                          : exp_counters_default(&x->counters, e);
+    if (r == EXP_UNKNOWN_FIELD)
+        svc_error_tail(s, "; known fields: %s", exp_field_known_names());
+    if (r < 0)
+        return r;
+    exp_counters_log_unsupported(x->counters);
+    if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0 || (r = collect(x, e)) < 0)
+        return r;
+    return x->once ? print_once(x, e) : serve(x, e);
+}
+
+const struct svc_component exporter_component = {
+    .name = COMP,
+    .usage = "Usage: gpuop exporter [flags]\n"
+             "Serves GPU metrics to Prometheus under dcgm-exporter's names, types and labels.\n"
+             "A collector samples NVML every interval and refreshes the pod map on the same "
+             "clock;\n"
+             "each scrape serves the latest snapshot (no NVML or kubelet call on scrape).\n"
+             "Routes: /metrics (Prometheus text; OpenMetrics when asked for), /health.\n",
+    .flags_title = "Flags (environment variable in brackets; a flag wins over its variable):",
+    .options = {exporter_options},
+    .epilogue = "Other environment:\n"
+                "  GPUOP_NVML_LIBRARY           libnvidia-ml.so.1 to load\n\n"
+                "Signals: SIGTERM, SIGINT and SIGQUIT exit 0; SIGHUP is logged and ignored.\n",
+    .state_size = sizeof(struct exporter),
+    .defaults = exporter_defaults,
+    .configure = exporter_configure,
+    .run = exporter_run,
+    .cleanup = exporter_cleanup,
+};

@@ -36,19 +36,23 @@ static size_t apply(const V1__ListPodResourcesResponse *resp, const struct gpu_i
 }
 
 int exp_podresources_list(const char *socket_path, const struct gpu_inventory *inv,
-                          const char *extra_resource_names, struct exp_pod_map *map, struct err *e)
+                          const char *extra_resource_names, uint64_t timeout_ms,
+                          struct stop_token *stop, struct exp_pod_map *map, struct err *e)
 {
-    struct grpc_options opts = {.max_recv_msg = PODRES_MAX_MSG};
+    if (!timeout_ms || timeout_ms > PODRES_TIMEOUT_MS)
+        timeout_ms = PODRES_TIMEOUT_MS;
+    uint64_t deadline = deadline_after(timeout_ms);
+    struct grpc_options opts = {.max_recv_msg = PODRES_MAX_MSG, .stop = stop};
     _cleanup_(grpc_client_freep) struct grpc_client *c = NULL;
-    int r = grpc_client_connect(socket_path, PODRES_TIMEOUT_MS, &opts, &c, e);
+    int r = grpc_client_connect(socket_path, timeout_ms, &opts, &c, e);
     if (r < 0)
         return err_prefix(e, "kubelet PodResources \"%s\"", socket_path);
     V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
     int code = 0;
-    r = grpc_client_unary_pb(c, "/v1.PodResourcesLister/List", &req.base,
-                             &v1__list_pod_resources_response__descriptor, PODRES_TIMEOUT_MS, &resp,
-                             &code, e);
+    r = grpc_client_unary_pb(
+        c, "/v1.PodResourcesLister/List", &req.base, &v1__list_pod_resources_response__descriptor,
+        deadline_left_ms(deadline) ? deadline_left_ms(deadline) : 1, &resp, &code, e);
     if (r < 0)
         return err_prefix(e, "kubelet PodResources \"%s\" List", socket_path);
     apply((const V1__ListPodResourcesResponse *)resp, inv, extra_resource_names, map);

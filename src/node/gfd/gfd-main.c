@@ -2,12 +2,9 @@
 /* `gpuop feature-discovery`: the thin shell around the label computation (NVML, files, signals,
  * the relabel loop). */
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "dpconfig.h"
 #include "gfd.h"
@@ -16,60 +13,7 @@
 #define COMP             "feature-discovery"
 #define MACHINE_FILE_MAX 4096
 #define OUTPUT_MAX       (1u << 20)
-#define GFD_MIG_ENV      "GFD_MIG_STRATEGY"
-#define MIG_ENV          "MIG_STRATEGY"
 #define MIG_FIELD        "flags.migStrategy"
-
-int gfd_main(int argc, char **argv);
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: gpuop feature-discovery [flags]\n\n"
-            "Labels the node with its GPUs, as NVIDIA's GPU Feature Discovery does: writes\n"
-            "nvidia.com/* labels (key=value lines) to Node Feature Discovery's local feature "
-            "file.\n\n"
-            "Flags (each also set by the environment variable shown; flag > env > config file "
-            "> default):\n"
-            "  --oneshot[=BOOL]            label once and exit                  GFD_ONESHOT\n"
-            "  --no-timestamp[=BOOL]       omit nvidia.com/gfd.timestamp        "
-            "GFD_NO_TIMESTAMP\n"
-            "  --sleep-interval DURATION   time between relabels (60s; 'infinite' labels once\n"
-            "                              and keeps running)                   "
-            "GFD_SLEEP_INTERVAL\n"
-            "  -o, --output FILE           where the labels go; '-' is stdout (default\n"
-            "      --output-file FILE      /etc/kubernetes/node-feature-discovery/features.d/"
-            "gfd,\n"
-            "                              written atomically)                  GFD_OUTPUT_FILE\n"
-            "  --mig-strategy STRATEGY     none (default), single or mixed      "
-            "GFD_MIG_STRATEGY\n"
-            "                                                  (or MIG_STRATEGY)\n"
-            "  --config-file FILE          NVIDIA device-plugin config (v1, YAML or JSON): "
-            "flags,\n"
-            "                              flags.gfd and sharing (time-slicing, MPS)  "
-            "GFD_CONFIG_FILE\n"
-            "  --machine-type-file FILE    source of nvidia.com/gpu.machine (default\n"
-            "                              /sys/class/dmi/id/product_name; missing: unknown)\n"
-            "                                                                   "
-            "GFD_MACHINE_TYPE_FILE\n"
-            "  --fail-on-init-error[=BOOL] fail when NVML cannot be initialised (default "
-            "true);\n"
-            "                              false: keep running with no GPU labels\n"
-            "                                                                   "
-            "GFD_FAIL_ON_INIT_ERROR\n"
-            "                                                  (or FAIL_ON_INIT_ERROR)\n"
-            "  --use-node-feature-api[=BOOL] accepted for compatibility; labels go to the file\n"
-            "                                                                   "
-            "GFD_USE_NODE_FEATURE_API\n"
-            "  --device-discovery-strategy S auto (default), nvml or tegra      "
-            "GFD_DEVICE_DISCOVERY_STRATEGY\n"
-            "  -h, --help                  this text\n\n"
-            "Other environment:\n"
-            "  GPUOP_NVML_LIBRARY          path of libnvidia-ml.so.1 to load\n\n"
-            "Signals: SIGHUP reloads the config and relabels; SIGTERM/SIGINT exit (removing the\n"
-            "output file unless the sleep interval is infinite).\n"
-            "Exit status: 0 on success, 1 when labelling fails, 2 on bad usage or config.\n");
-}
 
 /* The error message made safe inside a quoted key="value" log field (its own double quotes become
  * single ones). Rewrites e's buffer, which is only logged afterwards. */
@@ -81,58 +25,63 @@ static const char *kv_quote(struct err *e)
     return e->msg;
 }
 
-/* Hides the MIG strategy variables from dpconfig: the strategy is validated only once NVML is
- * up, so a bad strategy with failOnInitError=false and no NVML is not an error (NVIDIA's
- * matrix). A fallback name (FAIL_ON_INIT_ERROR) is not read at all when its GFD_ name is set, as
- * NVIDIA takes the first variable present. */
-static const char *getenv_without_mig(const char *name)
-{
-    if (strcmp(name, GFD_MIG_ENV) == 0 || strcmp(name, MIG_ENV) == 0)
-        return NULL;
-    if (strcmp(name, "FAIL_ON_INIT_ERROR") == 0 && env_get("GFD_FAIL_ON_INIT_ERROR"))
-        return NULL;
-    return env_get(name);
-}
-
 struct gfd_state {
+    struct dpconfig_layer_state layer; /* first: svc's config-file layer works on it */
+    /* what the layer holds back: the MIG strategy is validated only once NVML is up, so a bad
+     * strategy with failOnInitError=false and no NVML is not an error (NVIDIA's matrix) */
+    const char *pending_mig_value;
+    char pending_mig_source[64];
+    /* in force */
     struct dpconfig *config;
     const char *config_file;
-    const char *mig_value;  /* from --mig-strategy / GFD_MIG_STRATEGY, or NULL */
-    const char *mig_source; /* where it came from */
+    const char *mig_value; /* from --mig-strategy / GFD_MIG_STRATEGY, or NULL */
+    char mig_source[64];   /* "--mig-strategy" or the variable's name */
 };
 
-static size_t n_options(void)
+static int gfd_layer_load(void *state, const char *path, struct err *e)
 {
-    size_t n = 0;
-    while (dpconfig_gfd_options[n].field)
-        n++;
-    return n;
+    struct gfd_state *st = state;
+    st->pending_mig_value = NULL;
+    return dpconfig_layer_load(state, path, e);
 }
 
-/* Resolves the config; keeps *st unchanged on failure. */
-static int load_config(struct gfd_state *st, const char *const *cli, struct err *e)
+/* The MIG strategy is kept aside (see gfd_state). A fallback name (FAIL_ON_INIT_ERROR) is not
+ * read at all when its GFD_ name is set, as NVIDIA takes the first variable present. */
+static int gfd_layer_set(void *state, const char *field, const char *value, const char *source,
+                         struct err *e)
 {
-    size_t n = n_options();
-    _cleanup_free_ const char **cli_nomig = xcalloc(n + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        cli_nomig[i] = strcmp(dpconfig_gfd_options[i].field, MIG_FIELD) == 0 ? NULL : cli[i];
-    struct dpconfig *c = NULL;
-    const char *path = NULL;
-    int r = dpconfig_resolve(dpconfig_gfd_options, cli_nomig, getenv_without_mig, &c, &path, e);
-    if (r < 0)
-        return r;
+    struct gfd_state *st = state;
+    if (strcmp(field, MIG_FIELD) == 0) {
+        st->pending_mig_value = value;
+        strlcpy_s(st->pending_mig_source, source, sizeof(st->pending_mig_source));
+        return 0;
+    }
+    if (strcmp(source, "FAIL_ON_INIT_ERROR") == 0 && env_get("GFD_FAIL_ON_INIT_ERROR"))
+        return 0;
+    return dpconfig_layer_set(state, field, value, source, e);
+}
+
+static const struct svc_layer gfd_layer = {
+    .load = gfd_layer_load,
+    .set = gfd_layer_set,
+    .finish = dpconfig_layer_finish,
+};
+
+/* Adopts what the layer resolved (svc_config_resolve succeeded); logs its warnings. */
+static void adopt_config(struct gfd_state *st)
+{
+    struct dpconfig *c = steal_ptr(&st->layer.pending);
     for (size_t i = 0; i < c->n_warnings; i++)
-        log_warn(COMP, c->warnings[i], "config=%s", path ? path : "(none)");
+        log_warn(COMP, c->warnings[i], "config=%s", st->layer.path ? st->layer.path : "(none)");
     if (c->use_node_feature_api)
         log_warn(COMP, "the NodeFeature API is not supported; writing the features file", NULL);
     if (c->device_discovery_strategy == DPCONFIG_DISCOVERY_TEGRA)
         log_warn(COMP, "Tegra device discovery is not supported; using NVML", NULL);
     dpconfig_free(st->config);
     st->config = c;
-    st->config_file = path;
-    st->mig_value =
-        dpconfig_option_value(dpconfig_gfd_options, cli, NULL, MIG_FIELD, &st->mig_source);
-    return 0;
+    st->config_file = st->layer.path;
+    st->mig_value = st->pending_mig_value;
+    memcpy(st->mig_source, st->pending_mig_source, sizeof(st->mig_source));
 }
 
 /* Applies the deferred MIG strategy; called once NVML is known to work. */
@@ -140,11 +89,7 @@ static int apply_mig_strategy(struct gfd_state *st, struct err *e)
 {
     if (!st->mig_value)
         return 0;
-    char src[96];
-    bool is_env = st->mig_source && (strcmp(st->mig_source, GFD_MIG_ENV) == 0 ||
-                                     strcmp(st->mig_source, MIG_ENV) == 0);
-    snprintf(src, sizeof(src), "%s%s", is_env ? "" : "--", st->mig_source ? st->mig_source : "");
-    return dpconfig_set(st->config, MIG_FIELD, st->mig_value, src, e);
+    return dpconfig_set(st->config, MIG_FIELD, st->mig_value, st->mig_source, e);
 }
 
 /* The machine type file's contents; NULL (unknown) when it does not exist. */
@@ -294,132 +239,88 @@ static int open_nvml(struct gfd_state *st, struct gpu_lib **ret, struct err *e)
     return 0;
 }
 
-enum { OPT_HELP = 1000 };
-
-int gfd_main(int argc, char **argv)
+static int gfd_configure(struct svc *s, struct err *e)
 {
-    size_t n = n_options();
-    _cleanup_free_ const char **cli = xcalloc(n + 1, sizeof(char *));
-    _cleanup_free_ struct option *longopts = xcalloc(n + 2, sizeof(struct option));
-    for (size_t i = 0; i < n; i++) {
-        const struct dpconfig_option *o = &dpconfig_gfd_options[i];
-        bool is_bool = strcmp(o->field, "flags.gfd.oneshot") == 0 ||
-                       strcmp(o->field, "flags.gfd.noTimestamp") == 0 ||
-                       strcmp(o->field, "flags.failOnInitError") == 0 ||
-                       strcmp(o->field, "flags.useNodeFeatureAPI") == 0;
-        longopts[i] =
-            (struct option){o->flag, is_bool ? optional_argument : required_argument, NULL, (int)i};
-    }
-    longopts[n] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    (void)e;
+    adopt_config(svc_state(s));
+    return 0;
+}
 
-    opterr = 0;
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-        if (ch == 'h' || ch == OPT_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (ch == 'o') {
-            for (size_t i = 0; i < n; i++)
-                if (strcmp(dpconfig_gfd_options[i].flag, "output") == 0)
-                    cli[i] = optarg;
-            continue;
-        }
-        if (ch >= 0 && (size_t)ch < n) {
-            cli[ch] = optarg ? optarg : "true";
-            continue;
-        }
-        if (ch == ':') {
-            log_error(COMP, "missing value for a flag; see gpuop feature-discovery --help",
-                      "flag=%s", argv[optind - 1]);
-            return 2;
-        }
-        log_error(COMP, "unknown flag; see gpuop feature-discovery --help", "flag=%s",
-                  argv[optind - 1]);
-        return 2;
+/* SIGHUP: the config again; a bad one is reported and the last good one stays. */
+static int gfd_reload(struct svc *s, struct err *e)
+{
+    struct gfd_state *st = svc_state(s);
+    log_info(COMP, "SIGHUP: reloading the config", NULL);
+    int r = svc_config_resolve(s, e);
+    if (r < 0) {
+        dpconfig_free(steal_ptr(&st->layer.pending));
+        return r;
     }
-    if (optind < argc) {
-        log_error(COMP, "unexpected argument (boolean flags take --flag=false)", "arg=%s",
-                  argv[optind]);
-        return 2;
-    }
+    adopt_config(st);
+    return 0;
+}
 
-    struct err e = {0};
-    struct gfd_state st = {0};
-    if (load_config(&st, cli, &e) < 0) {
-        log_error(COMP, err_msg(&e), NULL);
-        return 2;
-    }
-
-    /* Signals are taken synchronously; the waits below double as the sleep. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-
+static int gfd_run(struct svc *s, struct err *e)
+{
+    struct gfd_state *st = svc_state(s);
     /* A run killed mid-write left its temp file beside the output: NFD must not read it. */
-    if (!output_is_stdout(st.config->gfd.output_file) &&
-        file_remove_stale_temps(st.config->gfd.output_file, &e) < 0)
-        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", kv_quote(&e));
+    struct err te = {0};
+    if (!output_is_stdout(st->config->gfd.output_file) &&
+        file_remove_stale_temps(st->config->gfd.output_file, &te) < 0)
+        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", kv_quote(&te));
     int rc = 0;
     _cleanup_free_ char *last = NULL;
     int64_t stamp = 0;
-    for (;;) { /* one (re)start: NVML opened, then the relabel loop */
+    bool restart = true;
+    while (restart && rc == 0) { /* one (re)start: NVML opened, then the relabel loop */
+        restart = false;
         struct gpu_lib *lib = NULL;
-        if (open_nvml(&st, &lib, &e) < 0) {
-            log_error(COMP, err_msg(&e), NULL);
-            rc = 1;
+        if ((rc = open_nvml(st, &lib, e)) < 0)
             break;
-        }
-        free(last);
-        last = NULL;
-        bool restart = false, stop = false;
+        free(steal_ptr(&last));
         for (;;) {
-            if (label_once(&st, lib, &stamp, &last, &e) < 0) {
-                log_error(COMP, err_msg(&e), NULL);
-                rc = 1;
-                stop = true;
+            if ((rc = label_once(st, lib, &stamp, &last, e)) < 0 || st->config->gfd.oneshot)
+                break;
+            enum svc_wake w = svc_wait(s, st->config->gfd.sleep_interval_ms);
+            if (w != SVC_TIMEOUT) {
+                restart = w == SVC_RELOADED;
                 break;
             }
-            if (st.config->gfd.oneshot) {
-                stop = true;
-                break;
-            }
-            int sig;
-            if (st.config->gfd.sleep_interval_ms == UINT64_MAX) {
-                sig = sigwaitinfo(&mask, NULL);
-            } else {
-                uint64_t ms = st.config->gfd.sleep_interval_ms;
-                struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-                                      .tv_nsec = (long)(ms % 1000) * 1000000L};
-                sig = sigtimedwait(&mask, NULL, &ts);
-            }
-            if (sig == SIGHUP) {
-                log_info(COMP, "SIGHUP: reloading the config", NULL);
-                if (load_config(&st, cli, &e) < 0)
-                    log_error(COMP, "reload failed; keeping the last good config", "reason=\"%s\"",
-                              kv_quote(&e));
-                restart = true;
-                break;
-            }
-            if (sig == SIGTERM || sig == SIGINT) {
-                log_info(COMP, "exiting on signal", "signal=%d", sig);
-                stop = true;
-                break;
-            }
-            /* timeout (or EINTR): relabel */
         }
         gpu_lib_free(lib);
-        if (stop || !restart)
-            break;
     }
     /* Labels of a process that is gone would be stale: a looping run (not oneshot, not an
      * infinite interval) takes its file with it, on a signal or an error alike. */
-    if (!st.config->gfd.oneshot && st.config->gfd.sleep_interval_ms != UINT64_MAX)
-        remove_output(st.config->gfd.output_file);
-    dpconfig_free(st.config);
+    if (!st->config->gfd.oneshot && st->config->gfd.sleep_interval_ms != UINT64_MAX)
+        remove_output(st->config->gfd.output_file);
     return rc;
 }
+
+static void gfd_cleanup(void *state)
+{
+    struct gfd_state *st = state;
+    dpconfig_free(st->layer.pending);
+    dpconfig_free(st->config);
+}
+
+const struct svc_component gfd_component = {
+    .name = COMP,
+    .usage = "Usage: gpuop feature-discovery [flags]\n\n"
+             "Labels the node with its GPUs, as NVIDIA's GPU Feature Discovery does: writes\n"
+             "nvidia.com/* labels (key=value lines) to Node Feature Discovery's local feature "
+             "file.\n",
+    .flags_title = "Flags (each also set by the environment variable shown; flag > env > config "
+                   "file > default):",
+    .options = {dpconfig_gfd_options},
+    .epilogue = "Other environment:\n"
+                "  GPUOP_NVML_LIBRARY          path of libnvidia-ml.so.1 to load\n\n"
+                "Signals: SIGHUP reloads the config and relabels; SIGTERM/SIGINT/SIGQUIT exit\n"
+                "(removing the output file unless the sleep interval is infinite).\n"
+                "Exit status: 0 on success, 1 when labelling fails, 2 on bad usage or config.\n",
+    .state_size = sizeof(struct gfd_state),
+    .layer = &gfd_layer,
+    .configure = gfd_configure,
+    .run = gfd_run,
+    .reload = gfd_reload,
+    .cleanup = gfd_cleanup,
+};

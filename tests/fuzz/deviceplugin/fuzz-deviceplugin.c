@@ -38,16 +38,17 @@ static void build_plans(void)
     struct dp_options o;
     struct err e = {0};
     dp_options_defaults(&o);
-    o.list_strategies = DP_LIST_ENVVAR | DP_LIST_CDI_CRI | DP_LIST_CDI_ANNOTATIONS;
+    o.list_strategies =
+        DPCONFIG_LIST_ENVVAR | DPCONFIG_LIST_CDI_CRI | DPCONFIG_LIST_CDI_ANNOTATIONS;
     o.pass_device_specs = true;
     if (dp_plan_build(&inv, &o, &plans[0], &e) < 0)
         abort();
-    o.sharing = DP_SHARING_TIME_SLICING;
+    o.sharing = DPCONFIG_SHARING_TIME_SLICING;
     o.n_shared = 1;
     strlcpy_s(o.shared[0].name, "nvidia.com/gpu", sizeof(o.shared[0].name));
     o.shared[0].replicas = 4;
     o.fail_requests_gt_one = true;
-    o.id_strategy = DP_ID_INDEX;
+    o.id_strategy = DPCONFIG_DEVICE_ID_INDEX;
     if (dp_plan_build(&inv, &o, &plans[1], &e) < 0)
         abort();
 }

@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The operator's decisions: which ClusterPolicy is active, what each one's status says, which
+ * labels each node gets, which objects to write and to delete, which Events to record. Pure: the
+ * shell (controller.c) reads the cluster into a snapshot and executes the plan.
+ */
+#include <string.h>
+
+#include "operator-internal.h"
+#include "operator.h"
+#include "yamlcfg.h"
+
+#define READY_MSG "ClusterPolicy is ready as all resources have been successfully reconciled"
+
+const char *op_json_str(const json_t *o, const char *a, const char *b)
+{
+    const json_t *x = json_object_get(o, a);
+    if (b)
+        x = json_object_get(x, b);
+    return json_string_value(x);
+}
+
+const char *op_obj_name(const json_t *o)
+{
+    return op_json_str(o, "metadata", "name");
+}
+
+static bool deleting(const json_t *o)
+{
+    return op_json_str(o, "metadata", "deletionTimestamp") != NULL;
+}
+
+/* Oldest creationTimestamp wins; the name breaks ties. RFC 3339 UTC strings order as text. */
+static const json_t *pick_active(const json_t *list)
+{
+    const json_t *best = NULL;
+    size_t i;
+    const json_t *cp;
+    json_array_foreach (list, i, cp) {
+        if (deleting(cp))
+            continue;
+        if (!best) {
+            best = cp;
+            continue;
+        }
+        const char *a = op_json_str(cp, "metadata", "creationTimestamp");
+        const char *b = op_json_str(best, "metadata", "creationTimestamp");
+        int cmp = strcmp(a ? a : "", b ? b : "");
+        if (cmp < 0 || (cmp == 0 && strcmp(op_obj_name(cp) ?: "", op_obj_name(best) ?: "") < 0))
+            best = cp;
+    }
+    return best;
+}
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+struct status_ctx {
+    const json_t *old_conditions;
+    int64_t generation;
+    char now[40];
+};
+
+/* A condition keeps its lastTransitionTime while its status does not change. */
+static json_t *condition(const struct status_ctx *sc, const char *type, bool status,
+                         const char *reason, const char *message)
+{
+    const char *st = status ? "True" : "False";
+    const char *ltt = sc->now;
+    size_t i;
+    json_t *oc;
+    json_array_foreach (sc->old_conditions, i, oc) {
+        if (streq_ptr(json_string_value(json_object_get(oc, "type")), type) &&
+            streq_ptr(json_string_value(json_object_get(oc, "status")), st)) {
+            const char *t = json_string_value(json_object_get(oc, "lastTransitionTime"));
+            if (t)
+                ltt = t;
+        }
+    }
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "status", st, "reason", reason,
+                     "message", message, "lastTransitionTime", ltt, "observedGeneration",
+                     (json_int_t)sc->generation);
+}
+
+/* The stored message of a condition, to report each change once: what was reported lives in
+ * the ClusterPolicy's status, so a restarted operator repeats nothing. */
+static const char *stored_condition(const json_t *cp, const char *type, const char *status)
+{
+    json_t *conds = json_object_get(json_object_get(cp, "status"), "conditions");
+    size_t i;
+    json_t *c;
+    json_array_foreach (conds, i, c) {
+        if (streq_ptr(json_string_value(json_object_get(c, "type")), type) &&
+            (!status || streq_ptr(json_string_value(json_object_get(c, "status")), status)))
+            return json_string_value(json_object_get(c, "message"));
+    }
+    return NULL;
+}
+
+static void add_event(json_t *entry, const char *type, const char *reason, const char *message)
+{
+    json_array_append_new(
+        json_object_get(entry, "events"),
+        json_pack("{s:s,s:s,s:s}", "type", type, "reason", reason, "message", message));
+}
+
+static json_t *policy_entry(const json_t *cp, bool active)
+{
+    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", op_obj_name(cp) ?: "", "active", active,
+                     "valid", true, "events", "policy", cp);
+}
+
+/* Sets the entry's status, and whether it must be written. */
+static void entry_status(json_t *entry, const json_t *cp, json_t *status)
+{
+    json_t *old = json_object_get(cp, "status");
+    json_object_set_new(entry, "write", json_boolean(!(old && json_equal(old, status))));
+    json_object_set_new(entry, "status", status);
+}
+
+static void status_ctx_init(struct status_ctx *sc, const json_t *cp, uint64_t now_ms)
+{
+    sc->old_conditions = json_object_get(json_object_get(cp, "status"), "conditions");
+    sc->generation =
+        json_integer_value(json_object_get(json_object_get(cp, "metadata"), "generation"));
+    time_rfc3339(now_ms, sc->now, sizeof(sc->now));
+}
+
+/* Every ClusterPolicy but the active one is ignored, as NVIDIA's operator does. */
+static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const json_t *active)
+{
+    struct status_ctx sc;
+    status_ctx_init(&sc, cp, s->now_ms);
+    json_t *entry = policy_entry(cp, false);
+    _cleanup_free_ char *msg = xasprintf(
+        "another ClusterPolicy (%s) is active; only one is reconciled", op_obj_name(active));
+    json_t *st =
+        json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
+                  "conditions", condition(&sc, "Ready", false, "Ignored", msg));
+    if (!json_equal(json_object_get(json_object_get(cp, "status"), "state"),
+                    json_object_get(st, "state")))
+        add_event(entry, "Warning", "Ignored", msg);
+    entry_status(entry, cp, st);
+    return entry;
+}
+
+/* Invalid: the running operands stay exactly as they are; the status says why, and the other
+ * conditions stay as they were, so what was reported (UnsupportedFields, ...) is not reported
+ * again once the policy is fixed. */
+static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why)
+{
+    struct status_ctx sc;
+    status_ctx_init(&sc, cp, s->now_ms);
+    json_t *entry = policy_entry(cp, true);
+    json_object_set_new(entry, "valid", json_false());
+    if (!streq_ptr(stored_condition(cp, "Error", "True"), why))
+        add_event(entry, "Warning", "InvalidClusterPolicy", why);
+    json_t *prev = json_object_get(cp, "status");
+    json_t *st = prev ? json_deep_copy(prev) : json_object();
+    json_object_set_new(st, "state", json_string("notReady"));
+    json_object_set_new(st, "namespace", json_string(s->defaults->namespace));
+    json_t *conds = json_array();
+    json_array_append_new(conds, condition(&sc, "Ready", false, "ReconcileFailed", why));
+    json_array_append_new(conds, condition(&sc, "Error", true, "ReconcileFailed", why));
+    size_t k;
+    json_t *oc;
+    json_array_foreach (sc.old_conditions, k, oc) {
+        const char *t = json_string_value(json_object_get(oc, "type"));
+        if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
+            json_array_append(conds, oc);
+    }
+    json_object_set_new(st, "conditions", conds);
+    entry_status(entry, cp, st);
+    return entry;
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static bool driver_targets(const json_t *labels)
+{
+    const char *deploy = json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.driver"));
+    return !deploy || !*deploy || strcmp(deploy, "true") == 0;
+}
+
+/* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
+ * DaemonSet will run on (the most common; ties to the first by name); *ret_counts: tag -> nodes. */
+static char *os_tag_of(const json_t *nodes, json_t **ret_counts)
+{
+    _cleanup_json_ json_t *counts = json_object();
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+        if (!op_node_is_gpu(labels))
+            continue;
+        /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
+        if (!driver_targets(labels) ||
+            streq_ptr(json_string_value(json_object_get(labels, OP_LABEL_DEPLOY_OPERANDS)),
+                      "false"))
+            continue;
+        const char *id = json_string_value(
+            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
+        const char *ver = json_string_value(
+            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
+        if (!id || !ver)
+            continue;
+        _cleanup_free_ char *tag = xasprintf("%s%s", id, ver);
+        json_t *cnt = json_object_get(counts, tag);
+        json_object_set_new(counts, tag,
+                            json_integer(json_is_integer(cnt) ? json_integer_value(cnt) + 1 : 1));
+    }
+    const char *best = NULL;
+    json_int_t best_n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (counts, k, v) {
+        if (json_integer_value(v) > best_n ||
+            (json_integer_value(v) == best_n && best && strcmp(k, best) < 0)) {
+            best = k;
+            best_n = json_integer_value(v);
+        }
+    }
+    char *ret = best ? xstrdup(best) : NULL;
+    *ret_counts = steal_ptr(&counts);
+    return ret;
+}
+
+static int count_gpu_nodes(const json_t *nodes)
+{
+    int gpu = 0;
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        if (op_node_is_gpu(json_object_get(json_object_get(n, "metadata"), "labels")))
+            gpu++;
+    }
+    return gpu;
+}
+
+/* Node label patches; *warnings gets a line per node where a host driver of another version is
+ * already loaded while the driver DaemonSet targets the node (two drivers would race). */
+static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *patches,
+                      json_t *warnings, struct err *e)
+{
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+        _cleanup_json_ json_t *patch = NULL;
+        int r = op_node_labels(labels, p, &patch, e);
+        if (r < 0)
+            return err_prefix(e, "node %s", op_obj_name(n));
+        if (p->operand[OP_DRIVER].enabled && p->driver_version[0] && op_node_is_gpu(labels)) {
+            const char *loaded =
+                json_string_value(json_object_get(labels, "nvidia.com/cuda.driver-version.full"));
+            if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels))
+                json_array_append_new(warnings,
+                                      json_sprintf("node %s: a driver %s is already loaded; the "
+                                                   "driver DaemonSet would install %s (label it "
+                                                   "nvidia.com/gpu.deploy.driver=pre-installed)",
+                                                   op_obj_name(n), loaded, p->driver_version));
+        }
+        if (json_object_size(patch) > 0)
+            json_array_append_new(
+                patches, json_pack("{s:s,s:O}", "name", op_obj_name(n) ?: "", "labels", patch));
+    }
+    return 0;
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+static bool same_object(const json_t *a, const json_t *b)
+{
+    return streq_ptr(op_json_str(a, "kind", NULL), op_json_str(b, "kind", NULL)) &&
+           streq_ptr(op_obj_name(a), op_obj_name(b)) &&
+           streq_ptr(op_json_str(a, "metadata", "namespace"),
+                     op_json_str(b, "metadata", "namespace"));
+}
+
+static const json_t *find_live(const json_t *owned, const json_t *desired)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach (owned, i, o) {
+        if (same_object(o, desired))
+            return o;
+    }
+    return NULL;
+}
+
+bool op_object_current(const json_t *desired, const json_t *live)
+{
+    if (!live)
+        return false;
+    const char *want =
+        op_json_str(json_object_get(desired, "metadata"), "annotations", OP_HASH_ANNOTATION);
+    const char *have =
+        op_json_str(json_object_get(live, "metadata"), "annotations", OP_HASH_ANNOTATION);
+    return want && streq_ptr(want, have) &&
+           streq_ptr(op_json_str(json_object_get(live, "metadata"), "labels",
+                                 "app.kubernetes.io/managed-by"),
+                     OP_MANAGED_BY);
+}
+
+static bool owned_by_policy(const json_t *obj)
+{
+    json_t *refs = json_object_get(json_object_get(obj, "metadata"), "ownerReferences");
+    size_t i;
+    json_t *ref;
+    json_array_foreach (refs, i, ref) {
+        if (streq_ptr(json_string_value(json_object_get(ref, "kind")), "ClusterPolicy"))
+            return true;
+    }
+    return false;
+}
+
+/* What gpuop owns that is no longer wanted (a component turned off). Only ever planned for a
+ * valid policy: nothing is deleted because of a parse or validation error. */
+static void plan_prune(const json_t *owned, const json_t *desired, json_t *prune)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach (owned, i, o) {
+        if (!owned_by_policy(o) || deleting(o) || find_live(desired, o))
+            continue;
+        json_t *item = json_pack("{s:s,s:s}", "kind", op_json_str(o, "kind", NULL) ?: "", "name",
+                                 op_obj_name(o) ?: "");
+        const char *ns = op_json_str(o, "metadata", "namespace");
+        if (ns)
+            json_object_set_new(item, "namespace", json_string(ns));
+        json_array_append_new(prune, item);
+    }
+}
+
+static const json_t *find_daemonset(const json_t *owned, const char *ns, const char *name)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach (owned, i, o) {
+        if (streq_ptr(op_json_str(o, "kind", NULL), "DaemonSet") &&
+            streq_ptr(op_obj_name(o), name) &&
+            streq_ptr(op_json_str(o, "metadata", "namespace"), ns))
+            return o;
+    }
+    return NULL;
+}
+
+/* "2 object(s) not written: DaemonSet gpu-operator/x: reason; ..." or NULL when none failed.
+ * At most a few are named, so the condition stays readable. */
+static char *write_errors_msg(const json_t *errors)
+{
+    size_t n = json_array_size(errors);
+    if (n == 0)
+        return NULL;
+    char *msg = xasprintf("%zu object(s) not written", n);
+    size_t i;
+    const json_t *x;
+    json_array_foreach (errors, i, x) {
+        char *next = i == 4 ? xasprintf("%s; and %zu more", msg, n - i)
+                            : xasprintf("%s%s %s: %s", msg, i ? ";" : ":",
+                                        json_string_value(json_object_get(x, "object")) ?: "?",
+                                        json_string_value(json_object_get(x, "reason")) ?: "?");
+        free(msg);
+        msg = next;
+        if (i == 4)
+            break;
+    }
+    return msg;
+}
+
+/* ---- the active policy -------------------------------------------------------------------- */
+
+static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
+                       struct err *e)
+{
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    struct err perr = {0};
+    if (op_policy_parse((json_t *)cp, s->defaults, &p, &perr) < 0) {
+        plan->health = -1;
+        json_array_append_new(plan->policies, plan_invalid(s, cp, err_msg(&perr)));
+        return 0;
+    }
+    struct status_ctx sc;
+    status_ctx_init(&sc, cp, s->now_ms);
+    _cleanup_json_ json_t *entry = policy_entry(cp, true);
+
+    _cleanup_json_ json_t *warnings = json_array();
+    int r = plan_nodes(s->nodes, p, plan->node_patches, warnings, e);
+    if (r < 0)
+        return r;
+
+    _cleanup_json_ json_t *os_counts = NULL;
+    _cleanup_free_ char *os_tag = os_tag_of(s->nodes, &os_counts);
+    struct op_render_ctx ctx = {.os_tag = os_tag};
+    json_decref(plan->desired);
+    plan->desired = NULL;
+    r = op_render(p, s->templates, &ctx, &plan->desired, e);
+    if (r < 0)
+        return r;
+    size_t i;
+    json_t *obj;
+    json_array_foreach (plan->desired, i, obj) {
+        if (!op_object_current(obj, find_live(s->owned, obj)))
+            json_array_append(plan->apply, obj);
+    }
+    plan_prune(s->owned, plan->desired, plan->prune);
+
+    /* Fields gpuop accepts but does not act on: reported once per distinct set. */
+    _cleanup_free_ char *unsup = json_dumps(p->unimplemented, JSON_COMPACT);
+    _cleanup_free_ char *unsup_msg = xasprintf("accepted, not acted on by gpuop: %s", unsup);
+    if (json_array_size(p->unimplemented) > 0 &&
+        !streq_ptr(stored_condition(cp, "UnsupportedFields", NULL), unsup_msg))
+        add_event(entry, "Normal", "UnsupportedFields", unsup_msg);
+
+    /* Per-component conditions from the DaemonSets, then the overall state. */
+    json_t *conds = json_array();
+    json_t *status =
+        json_pack("{s:s,s:o}", "namespace", s->defaults->namespace, "conditions", conds);
+    _cleanup_json_ json_t *not_ready = json_array();
+    for (int k = 0; k < OP_N_COMPONENTS; k++) {
+        const struct op_component_def *def = op_component_def(k);
+        _cleanup_free_ char *type = xasprintf("%sReady", def->title);
+        if (!p->operand[k].enabled) {
+            json_array_append_new(conds, condition(&sc, type, false, "Disabled",
+                                                   def->ds_name ? "disabled in the ClusterPolicy"
+                                                                : "not deployed by gpuop"));
+            continue;
+        }
+        const json_t *ds = find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
+        char why[160] = "not created yet";
+        bool ready = ds && op_ds_ready(ds, why, sizeof(why));
+        if (!ready)
+            json_array_append_new(not_ready, json_string(def->state));
+        json_array_append_new(conds,
+                              condition(&sc, type, ready, ready ? "Ready" : "OperandNotReady",
+                                        ready ? "applied and ready" : why));
+    }
+    /* What the last execution could not write (the namespace gone, a 403, a 422): the policy is
+     * not ready, whatever the DaemonSets that are left say, until a write succeeds again. */
+    _cleanup_free_ char *failed = write_errors_msg(s->apply_errors);
+    bool all_ready = json_array_size(not_ready) == 0 && !failed;
+    _cleanup_free_ char *nr = json_dumps(not_ready, JSON_COMPACT);
+    _cleanup_free_ char *msg =
+        failed      ? xasprintf("ClusterPolicy is not ready: %s", failed)
+        : all_ready ? xstrdup(READY_MSG)
+                    : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
+    /* NVIDIA's reasons: Ready/Reconciled with Error/Ready when all is well. */
+    const char *reason = failed ? "ReconcileFailed" : all_ready ? "Reconciled" : "OperandNotReady";
+    json_array_insert_new(conds, 0, condition(&sc, "Ready", all_ready, reason, msg));
+    json_array_insert_new(conds, 1,
+                          condition(&sc, "Error", failed != NULL, all_ready ? "Ready" : reason,
+                                    all_ready ? "" : msg));
+    if (json_array_size(p->unimplemented) > 0)
+        json_array_append_new(
+            conds, condition(&sc, "UnsupportedFields", true, "AcceptedNotApplied", unsup_msg));
+    if (json_array_size(warnings) > 0) {
+        _cleanup_free_ char *w = json_dumps(warnings, JSON_COMPACT);
+        if (!streq_ptr(stored_condition(cp, "HostDriverConflict", "True"), w))
+            add_event(entry, "Warning", "HostDriverConflict", w);
+        json_array_append_new(conds,
+                              condition(&sc, "HostDriverConflict", true, "HostDriverDetected", w));
+    }
+    /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
+     * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
+    if (p->operand[OP_DRIVER].enabled && json_object_size(os_counts) > 1) {
+        _cleanup_free_ char *cnt = json_dumps(os_counts, JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *w = xasprintf(
+            "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
+            "of them (one driver DaemonSet per OS is not implemented): label the others "
+            "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
+            cnt, os_tag);
+        if (!streq_ptr(stored_condition(cp, "DriverOSMismatch", "True"), w))
+            add_event(entry, "Warning", "DriverOSMismatch", w);
+        json_array_append_new(conds,
+                              condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
+    }
+    const char *state = all_ready ? "ready" : "notReady";
+    json_object_set_new(status, "state", json_string(state));
+    json_object_set_new(status, "observedGeneration", json_integer(sc.generation));
+    json_object_set_new(status, "operatorVersion", json_string(GPUOP_VERSION));
+    if (failed) {
+        if (!streq_ptr(stored_condition(cp, "Error", "True"), msg))
+            add_event(entry, "Warning", "ReconcileFailed", msg);
+    } else if (!streq_ptr(op_json_str(cp, "status", "state"), state)) {
+        add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
+    }
+    entry_status(entry, cp, status);
+    json_array_append(plan->policies, entry);
+    plan->health = failed ? -1 : all_ready ? 1 : 0;
+    plan->requeue = !all_ready;
+    return 0;
+}
+
+int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
+{
+    _cleanup_(op_plan_freep) struct op_plan *plan = xcalloc(1, sizeof(*plan));
+    plan->policies = json_array();
+    plan->node_patches = json_array();
+    plan->desired = json_array();
+    plan->apply = json_array();
+    plan->prune = json_array();
+    plan->gpu_nodes = count_gpu_nodes(s->nodes);
+
+    const json_t *active = pick_active(s->policies);
+    size_t i;
+    const json_t *cp;
+    json_array_foreach (s->policies, i, cp) {
+        if (cp != active && !deleting(cp))
+            json_array_append_new(plan->policies, plan_ignored(s, cp, active));
+    }
+    if (active) {
+        /* No policy, nothing to do: nodes are labelled once, together with the deploy labels,
+         * when a ClusterPolicy arrives (one write per node). */
+        plan->has_active = true;
+        int r = plan_active(s, active, plan, e);
+        if (r < 0)
+            return r;
+    }
+    *ret = steal_ptr(&plan);
+    return 0;
+}
+
+void op_plan_free(struct op_plan *p)
+{
+    if (!p)
+        return;
+    json_decref(p->policies);
+    json_decref(p->node_patches);
+    json_decref(p->desired);
+    json_decref(p->apply);
+    json_decref(p->prune);
+    free(p);
+}

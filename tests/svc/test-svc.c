@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* svc: option tables (precedence, errors, --help), the work queue on an injected clock, and the
+ * signal contract of svc_main in a child process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include "svc-internal.h"
+#include "svc.h"
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+struct opts {
+    const char *listen;
+    uint64_t interval_ms;
+    uint64_t window_ms;
+    bool once;
+    bool verbose;
+    int format;
+    unsigned count;
+    /* layer */
+    char calls[512];
+};
+
+static const char *const formats[] = {"text", "openmetrics", NULL};
+
+static int check_even(const void *dst, const char *source, struct err *e)
+{
+    if (*(const unsigned *)dst % 2)
+        return err_set(e, -EINVAL, "%s: must be even", source);
+    return 0;
+}
+
+static const struct svc_option test_options[] = {
+    {.flag = "listen",
+     .short_flag = 'a',
+     .env = "T_LISTEN",
+     .kind = SVC_STRING,
+     .off = offsetof(struct opts, listen),
+     .metavar = "ADDR",
+     .help = "listen address"},
+    {.flag = "interval",
+     .short_flag = 'c',
+     .kind = SVC_DURATION,
+     .min = 1,
+     .finite = true,
+     .off = offsetof(struct opts, interval_ms),
+     .help = "collection interval"},
+    {.env = "T_INTERVAL",
+     .kind = SVC_U64,
+     .min = 1,
+     .expect = "expected milliseconds > 0",
+     .off = offsetof(struct opts, interval_ms),
+     .help = "the interval in milliseconds"},
+    {.flag = "window",
+     .env = "T_WINDOW",
+     .kind = SVC_U64,
+     .min = 1,
+     .expect = "expected milliseconds > 0",
+     .off = offsetof(struct opts, window_ms),
+     .help = "a window\nover two lines"},
+    {.flag = "once", .kind = SVC_FLAG, .off = offsetof(struct opts, once), .help = "once"},
+    {.flag = "verbose",
+     .env = "T_VERBOSE",
+     .kind = SVC_BOOL,
+     .off = offsetof(struct opts, verbose),
+     .help = "more"},
+    {.flag = "format",
+     .kind = SVC_ENUM,
+     .choices = formats,
+     .off = offsetof(struct opts, format),
+     .help = "output format"},
+    {.flag = "count",
+     .env = "T_COUNT",
+     .kind = SVC_UINT,
+     .check = check_even,
+     .off = offsetof(struct opts, count),
+     .help = "an even count"},
+    {0},
+};
+
+static void test_defaults(void *state)
+{
+    struct opts *o = state;
+    o->listen = ":9400";
+    o->interval_ms = 30000;
+    o->window_ms = 300000;
+}
+
+static const struct svc_component test_component = {
+    .name = "test",
+    .usage = "Usage: gpuop test [flags]\n",
+    .options = {test_options},
+    .epilogue = "Signals: none.\n",
+    .state_size = sizeof(struct opts),
+    .defaults = test_defaults,
+};
+
+static void clear_env(void)
+{
+    unsetenv("T_LISTEN");
+    unsetenv("T_INTERVAL");
+    unsetenv("T_WINDOW");
+    unsetenv("T_VERBOSE");
+    unsetenv("T_COUNT");
+    unsetenv("T_CONFIG");
+    unsetenv("T_MODE");
+}
+
+/* Parses a NULL-terminated argument list (argv[0] included). */
+static int parse(const struct svc_component *c, struct opts *o, struct err *e, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, e);
+    for (char *a = va_arg(ap, char *); a && argc < 31; a = va_arg(ap, char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    memset(o, 0, sizeof(*o));
+    err_clear(e);
+    FILE *devnull = fopen("/dev/null", "w");
+    int r = svc_parse(c, o, argc, argv, devnull, e);
+    fclose(devnull);
+    return r;
+}
+
+static void test_precedence(void **state)
+{
+    (void)state;
+    clear_env();
+    struct opts o;
+    struct err e = {0};
+    assert_int_equal(parse(&test_component, &o, &e, "test", NULL), 0);
+    assert_string_equal(o.listen, ":9400");
+    assert_int_equal(o.interval_ms, 30000);
+    assert_false(o.once);
+
+    setenv("T_LISTEN", ":1", 1);
+    setenv("T_INTERVAL", "1500", 1);
+    setenv("T_VERBOSE", "yes", 1);
+    assert_int_equal(parse(&test_component, &o, &e, "test", NULL), 0);
+    assert_string_equal(o.listen, ":1");
+    assert_int_equal(o.interval_ms, 1500);
+    assert_true(o.verbose);
+
+    /* flag > env, whatever the order of the table */
+    assert_int_equal(parse(&test_component, &o, &e, "test", "-a", ":2", "--interval=2s",
+                           "--verbose=false", "--once", "--format", "openmetrics", "--count=4",
+                           NULL),
+                     0);
+    assert_string_equal(o.listen, ":2");
+    assert_int_equal(o.interval_ms, 2000);
+    assert_false(o.verbose);
+    assert_true(o.once);
+    assert_int_equal(o.format, 1);
+    assert_int_equal(o.count, 4);
+    /* attached short value, last occurrence wins */
+    assert_int_equal(parse(&test_component, &o, &e, "test", "-c500ms", "-c", "750ms", NULL), 0);
+    assert_int_equal(o.interval_ms, 750);
+    /* short flags without a value share a dash */
+    static const struct svc_option shorts[] = {
+        {.flag = "once", .short_flag = 'o', .kind = SVC_FLAG, .off = offsetof(struct opts, once)},
+        {.flag = "verbose",
+         .short_flag = 'v',
+         .kind = SVC_FLAG,
+         .off = offsetof(struct opts, verbose)},
+        {.flag = "listen",
+         .short_flag = 'a',
+         .kind = SVC_STRING,
+         .off = offsetof(struct opts, listen)},
+        {0},
+    };
+    const struct svc_component sc = {.name = "s", .options = {shorts}};
+    assert_int_equal(parse(&sc, &o, &e, "s", "-ova:7", NULL), 0);
+    assert_true(o.once && o.verbose);
+    assert_string_equal(o.listen, ":7");
+    assert_int_equal(parse(&sc, &o, &e, "s", "-ox", NULL), -EINVAL);
+    assert_string_equal(err_msg(&e), "unknown flag \"-x\" (see --help)");
+    /* arguments besides flags, up to max_args */
+    const struct svc_component with_args = {.name = "s", .options = {shorts}, .max_args = 2};
+    assert_int_equal(parse(&with_args, &o, &e, "s", "inject", "-o", "xid", NULL), 0);
+    assert_int_equal(parse(&with_args, &o, &e, "s", "a", "b", "c", NULL), -EINVAL);
+    assert_string_equal(err_msg(&e), "unexpected argument \"c\" (see --help)");
+    /* bool alone means true */
+    assert_int_equal(parse(&test_component, &o, &e, "test", "--verbose", NULL), 0);
+    assert_true(o.verbose);
+    clear_env();
+}
+
+static void test_errors_table(void **state)
+{
+    (void)state;
+    clear_env();
+    static const struct {
+        const char *args[4];
+        const char *env, *env_value;
+        const char *want;
+    } cases[] = {
+        {{"--interval", "soon"},
+         NULL,
+         NULL,
+         "--interval \"soon\": expected a duration such as 30s or 500ms"},
+        {{"--interval", "0"}, NULL, NULL, "--interval \"0\": expected a duration"},
+        {{"--interval", "infinite"}, NULL, NULL, "--interval \"infinite\": expected a duration"},
+        {{"--window", "5m"}, NULL, NULL, "--window \"5m\": expected milliseconds > 0"},
+        {{NULL}, "T_INTERVAL", "1s", "T_INTERVAL=\"1s\": expected milliseconds > 0"},
+        {{NULL}, "T_VERBOSE", "maybe", "T_VERBOSE=\"maybe\": not a boolean"},
+        {{"--format", "xml"}, NULL, NULL, "--format \"xml\": expected one of text|openmetrics"},
+        {{"--count", "3"}, NULL, NULL, "--count \"3\": must be even"},
+        {{"--count", "-1"}, NULL, NULL, "--count \"-1\": expected an integer >= 0"},
+        {{"--no-such"}, NULL, NULL, "unknown flag \"--no-such\" (see --help)"},
+        {{"--no-such=1"}, NULL, NULL, "unknown flag \"--no-such\" (see --help)"},
+        {{"-z"}, NULL, NULL, "unknown flag \"-z\" (see --help)"},
+        {{"--listen"}, NULL, NULL, "flag --listen needs a value"},
+        {{"stray"}, NULL, NULL, "unexpected argument \"stray\" (see --help)"},
+        {{"--once", "extra"}, NULL, NULL, "unexpected argument \"extra\" (see --help)"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        clear_env();
+        if (cases[i].env)
+            setenv(cases[i].env, cases[i].env_value, 1);
+        struct opts o;
+        struct err e = {0};
+        const char *const *a = cases[i].args;
+        int r = parse(&test_component, &o, &e, "test", a[0], a[0] ? a[1] : NULL,
+                      a[0] && a[1] ? a[2] : NULL, NULL);
+        if (r != -EINVAL || strstr(err_msg(&e), cases[i].want) == NULL)
+            fail_msg("case %zu: r=%d msg=\"%s\", want \"%s\"", i, r, err_msg(&e), cases[i].want);
+    }
+    clear_env();
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct opts o;
+    struct err e = {0};
+    assert_int_equal(svc_parse(&test_component, &o, 2, (char *[]){"test", "--help", NULL}, f, &e),
+                     1);
+    fclose(f);
+    static const char *const want[] = {
+        "Usage: gpuop test [flags]\n",
+        "  -a, --listen ADDR            listen address [T_LISTEN]\n",
+        "  -c, --interval DUR           collection interval\n",
+        "      --window N               a window\n                               over two lines "
+        "[T_WINDOW]\n",
+        "      --once                   once\n",
+        "      --verbose[=BOOL]         more [T_VERBOSE]\n",
+        "  -h, --help                   this text\n",
+        "\nEnvironment:\n  T_INTERVAL                   the interval in milliseconds\n",
+        "\nSignals: none.\n",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+        if (!strstr(buf, want[i]))
+            fail_msg("--help lacks \"%s\":\n%s", want[i], buf);
+    free(buf);
+}
+
+/* ---- config-file layer -------------------------------------------------------------------- */
+
+static int layer_load(void *state, const char *path, struct err *e)
+{
+    struct opts *o = state;
+    if (path && strcmp(path, "bad") == 0)
+        return err_set(e, -EINVAL, "%s: bad file", path);
+    o->calls[0] = 0;
+    snprintf(o->calls, sizeof(o->calls), "load(%s)", path ? path : "-");
+    return 0;
+}
+
+static int layer_set(void *state, const char *field, const char *value, const char *source,
+                     struct err *e)
+{
+    struct opts *o = state;
+    if (strcmp(value, "bogus") == 0)
+        return err_set(e, -EINVAL, "%s: unknown mode \"%s\"", source, value);
+    size_t n = strlen(o->calls);
+    snprintf(o->calls + n, sizeof(o->calls) - n, " %s=%s<%s", field, value, source);
+    return 0;
+}
+
+static int layer_finish(void *state, struct err *e)
+{
+    (void)e;
+    struct opts *o = state;
+    size_t n = strlen(o->calls);
+    snprintf(o->calls + n, sizeof(o->calls) - n, " finish");
+    return 0;
+}
+
+static const struct svc_layer test_layer = {layer_load, layer_set, layer_finish};
+
+static const struct svc_option layer_options[] = {
+    {.field = "flags.mode", .flag = "mode", .env = "T_MODE_FALLBACK", .kind = SVC_STRING},
+    {.field = "flags.mode", .flag = "mode", .env = "T_MODE", .kind = SVC_STRING, .help = "mode"},
+    {.field = "flags.on", .flag = "on", .kind = SVC_BOOL, .help = "on"},
+    {.field = "configFile",
+     .flag = "config-file",
+     .env = "T_CONFIG",
+     .kind = SVC_CONFIG_FILE,
+     .help = "config file"},
+    {0},
+};
+
+static const struct svc_component layer_component = {
+    .name = "layered",
+    .options = {layer_options, test_options},
+    .state_size = sizeof(struct opts),
+    .layer = &test_layer,
+};
+
+static void test_layer_precedence(void **state)
+{
+    (void)state;
+    clear_env();
+    struct opts o;
+    struct err e = {0};
+    assert_int_equal(parse(&layer_component, &o, &e, "x", NULL), 0);
+    assert_string_equal(o.calls, "load(-) finish");
+    setenv("T_MODE_FALLBACK", "a", 1);
+    setenv("T_MODE", "b", 1);
+    setenv("T_CONFIG", "env.yaml", 1);
+    assert_int_equal(parse(&layer_component, &o, &e, "x", "--on", NULL), 0);
+    /* file, then env in table order (the later variable wins), then flags */
+    assert_string_equal(o.calls, "load(env.yaml) flags.mode=a<T_MODE_FALLBACK "
+                                 "flags.mode=b<T_MODE flags.on=true<--on finish");
+    assert_int_equal(parse(&layer_component, &o, &e, "x", "--config-file", "cli.yaml", "--mode=c",
+                           "-a", ":5", NULL),
+                     0);
+    assert_string_equal(o.calls, "load(cli.yaml) flags.mode=a<T_MODE_FALLBACK "
+                                 "flags.mode=b<T_MODE flags.mode=c<--mode finish");
+    assert_string_equal(o.listen, ":5"); /* the plain table beside the layer's */
+    assert_int_equal(parse(&layer_component, &o, &e, "x", "--config-file=bad", NULL), -EINVAL);
+    assert_string_equal(err_msg(&e), "bad: bad file");
+    assert_int_equal(parse(&layer_component, &o, &e, "x", "--mode", "bogus", NULL), -EINVAL);
+    assert_string_equal(err_msg(&e), "--mode: unknown mode \"bogus\"");
+    clear_env();
+}
+
+/* ---- work queue --------------------------------------------------------------------------- */
+
+static uint64_t fake_now(void *ud)
+{
+    return *(uint64_t *)ud;
+}
+
+static char *get_key(struct svc_workqueue *q)
+{
+    char *k = NULL;
+    uint64_t next = 0;
+    if (svc_workqueue_try_get(q, &k, &next) < 0)
+        return NULL;
+    return k;
+}
+
+static void test_backoff_table(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t base, max;
+        unsigned failures;
+        uint64_t want;
+    } t[] = {
+        {5, 1000, 0, 5},      {5, 1000, 1, 10}, {5, 1000, 3, 40}, {5, 1000, 8, 1000},
+        {5, 1000, 200, 1000}, {0, 10, 0, 1},    {7, 7, 5, 7},     {1, UINT64_MAX, 70, UINT64_MAX},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+        if (svc_backoff_ms(t[i].base, t[i].max, t[i].failures) != t[i].want)
+            fail_msg("case %zu: %llu", i,
+                     (unsigned long long)svc_backoff_ms(t[i].base, t[i].max, t[i].failures));
+}
+
+static void test_workqueue_dedup_and_dirty(void **state)
+{
+    (void)state;
+    uint64_t now = 1000;
+    struct svc_workqueue_config cfg = {.now_ms = fake_now, .clock_ud = &now};
+    struct err e = {0};
+    _cleanup_(svc_workqueue_freep) struct svc_workqueue *q = NULL;
+    assert_int_equal(svc_workqueue_new(&cfg, NULL, &q, &e), 0);
+    svc_workqueue_add(q, "a");
+    svc_workqueue_add(q, "b");
+    svc_workqueue_add(q, "a"); /* dedup */
+    assert_int_equal(svc_workqueue_len(q), 2);
+    _cleanup_free_ char *k1 = get_key(q);
+    assert_string_equal(k1, "a"); /* FIFO */
+    svc_workqueue_add(q, "a");    /* held: queued again on done, not handed out twice */
+    _cleanup_free_ char *k2 = get_key(q);
+    assert_string_equal(k2, "b");
+    assert_null(get_key(q));
+    svc_workqueue_done(q, "a");
+    _cleanup_free_ char *k3 = get_key(q);
+    assert_string_equal(k3, "a");
+    svc_workqueue_done(q, "a");
+    svc_workqueue_done(q, "b");
+    assert_int_equal(svc_workqueue_len(q), 0);
+    assert_null(get_key(q));
+}
+
+static void test_workqueue_timed_and_backoff(void **state)
+{
+    (void)state;
+    uint64_t now = 1000;
+    struct svc_workqueue_config cfg = {
+        .base_delay_ms = 10, .max_delay_ms = 50, .now_ms = fake_now, .clock_ud = &now};
+    struct err e = {0};
+    _cleanup_(svc_workqueue_freep) struct svc_workqueue *q = NULL;
+    assert_int_equal(svc_workqueue_new(&cfg, NULL, &q, &e), 0);
+    svc_workqueue_add_after(q, "later", 100);
+    svc_workqueue_add_after(q, "later", 300); /* the earliest time wins */
+    char *k = NULL;
+    uint64_t next = 0;
+    assert_int_equal(svc_workqueue_try_get(q, &k, &next), -EAGAIN);
+    assert_int_equal(next, 100);
+    now += 99;
+    assert_null(get_key(q));
+    now += 1;
+    _cleanup_free_ char *k1 = get_key(q);
+    assert_string_equal(k1, "later");
+    svc_workqueue_done(q, "later");
+
+    /* failures: 10, 20, 40, 50 (capped); forget resets */
+    static const uint64_t delays[] = {10, 20, 40, 50, 50};
+    for (size_t i = 0; i < ARRAY_SIZE(delays); i++) {
+        svc_workqueue_add_rate_limited(q, "x");
+        assert_int_equal(svc_workqueue_try_get(q, &k, &next), -EAGAIN);
+        assert_int_equal(next, delays[i]);
+        now += delays[i];
+        _cleanup_free_ char *kx = get_key(q);
+        assert_string_equal(kx, "x");
+        svc_workqueue_done(q, "x");
+    }
+    assert_int_equal(svc_workqueue_failures(q, "x"), 5);
+    svc_workqueue_forget(q, "x");
+    assert_int_equal(svc_workqueue_failures(q, "x"), 0);
+    svc_workqueue_add_rate_limited(q, "x");
+    assert_int_equal(svc_workqueue_try_get(q, &k, &next), -EAGAIN);
+    assert_int_equal(next, 10);
+    /* an immediate add beats a pending delay */
+    svc_workqueue_add(q, "x");
+    _cleanup_free_ char *k2 = get_key(q);
+    assert_string_equal(k2, "x");
+    svc_workqueue_done(q, "x");
+}
+
+static void *stop_soon(void *arg)
+{
+    usleep(50 * 1000);
+    stop_request(arg);
+    return NULL;
+}
+
+static void test_workqueue_stop(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_(stop_token_freep) struct stop_token *stop = NULL;
+    assert_int_equal(stop_token_new(&stop, &e), 0);
+    _cleanup_(svc_workqueue_freep) struct svc_workqueue *q = NULL;
+    assert_int_equal(svc_workqueue_new(NULL, stop, &q, &e), 0);
+    char *k = NULL;
+    assert_int_equal(svc_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    svc_workqueue_add_after(q, "k", 30); /* real clock */
+    uint64_t t0 = now_ms_mono();
+    assert_int_equal(svc_workqueue_get(q, 5000, &k), 0);
+    assert_true(now_ms_mono() - t0 >= 29 && now_ms_mono() - t0 < 4000);
+    assert_string_equal(k, "k");
+    free(k);
+    svc_workqueue_done(q, "k");
+    pthread_t t;
+    pthread_create(&t, NULL, stop_soon, stop);
+    t0 = now_ms_mono();
+    assert_int_equal(svc_workqueue_get(q, DEADLINE_NEVER, &k), -ECANCELED);
+    assert_true(now_ms_mono() - t0 < 4000);
+    pthread_join(t, NULL);
+}
+
+/* ---- svc_main: signals, reload, exit codes ------------------------------------------------- */
+
+struct looper {
+    unsigned reloads;
+    bool fail;
+};
+
+static int looper_reload(struct svc *s, struct err *e)
+{
+    (void)e;
+    struct looper *l = svc_state(s);
+    l->reloads++;
+    printf("reload %u\n", l->reloads);
+    fflush(stdout);
+    return 0;
+}
+
+static int looper_run(struct svc *s, struct err *e)
+{
+    struct looper *l = svc_state(s);
+    if (l->fail)
+        return err_set(e, -EIO, "device \"x\": broken");
+    printf("ready\n");
+    fflush(stdout);
+    while (svc_wait(s, DEADLINE_NEVER) != SVC_STOP)
+        ;
+    printf("stopped reloads=%u\n", l->reloads);
+    fflush(stdout);
+    return 0;
+}
+
+static const struct svc_option looper_options[] = {
+    {.flag = "fail", .kind = SVC_FLAG, .off = offsetof(struct looper, fail), .help = "fail"},
+    {0},
+};
+
+static const struct svc_component looper = {
+    .name = "looper",
+    .options = {looper_options},
+    .state_size = sizeof(struct looper),
+    .run = looper_run,
+    .reload = looper_reload,
+};
+
+static const struct svc_component looper_noreload = {
+    .name = "looper",
+    .options = {looper_options},
+    .state_size = sizeof(struct looper),
+    .run = looper_run,
+};
+
+/* Runs svc_main in a child with stdout on a pipe; sends the signals once it is ready. */
+static int run_child(const struct svc_component *c, char **argv, const int *sigs, size_t n_sigs,
+                     char *out, size_t out_n)
+{
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        int argc = 0;
+        while (argv[argc])
+            argc++;
+        _exit(svc_main(c, argc, argv));
+    }
+    close(pfd[1]);
+    size_t len = 0;
+    bool started = false;
+    uint64_t t0 = now_ms_mono();
+    for (;;) {
+        ssize_t r = read(pfd[0], out + len, out_n - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        out[len] = 0;
+        if (!started && strstr(out, "ready\n")) {
+            started = true;
+            for (size_t i = 0; i < n_sigs; i++) {
+                kill(pid, sigs[i]);
+                usleep(50 * 1000);
+            }
+        }
+    }
+    out[len] = 0;
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (now_ms_mono() - t0 > 5000)
+        fail_msg("the child took %llu ms", (unsigned long long)(now_ms_mono() - t0));
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_signals(void **state)
+{
+    (void)state;
+    char out[1024];
+    char *argv[] = {"looper", NULL};
+    int hup_term[] = {SIGHUP, SIGHUP, SIGTERM};
+    assert_int_equal(run_child(&looper, argv, hup_term, 3, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "reload 2\nstopped reloads=2\n"));
+    int hup_int[] = {SIGHUP, SIGINT};
+    assert_int_equal(run_child(&looper_noreload, argv, hup_int, 2, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "stopped reloads=0\n"));
+    int quit[] = {SIGQUIT};
+    assert_int_equal(run_child(&looper, argv, quit, 1, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "stopped"));
+    /* exit codes in one place: runtime failure 1, bad usage 2, help 0 */
+    char *fail_argv[] = {"looper", "--fail", NULL};
+    assert_int_equal(run_child(&looper, fail_argv, NULL, 0, out, sizeof(out)), 1);
+    char *bad_argv[] = {"looper", "--bogus", NULL};
+    assert_int_equal(run_child(&looper, bad_argv, NULL, 0, out, sizeof(out)), 2);
+    char *help_argv[] = {"looper", "--help", NULL};
+    assert_int_equal(run_child(&looper, help_argv, NULL, 0, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "--fail"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precedence),
+        cmocka_unit_test(test_errors_table),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_layer_precedence),
+        cmocka_unit_test(test_backoff_table),
+        cmocka_unit_test(test_workqueue_dedup_and_dirty),
+        cmocka_unit_test(test_workqueue_timed_and_backoff),
+        cmocka_unit_test(test_workqueue_stop),
+        cmocka_unit_test(test_signals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
