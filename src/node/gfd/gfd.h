@@ -39,6 +39,9 @@ struct gfd_labels {
     /* Why the single strategy was found invalid (labels then carry "-MIG-INVALID"), else NULL;
      * for the caller to log. */
     char *warning;
+    /* While computing only: the first key or value too long for its buffer, which fails the
+     * compute (a cut label would be a wrong one). */
+    struct err overflow;
 };
 
 struct gfd_input {
