@@ -857,18 +857,23 @@ void log_emit(enum log_level lvl, const char *component, const char *msg, const 
         return;
     char ts[40];
     time_rfc3339(now_ms_real(), ts, sizeof(ts));
-    char kv[2048] = "";
+    /* The fields go through a buffer of the line's limit: fields that do not fit make the
+     * record too long (below), rather than being cut where a fixed array ends. */
+    struct sbuf kv _cleanup_sbuf_;
+    sbuf_init(&kv, LOG_LINE_MAX);
+    sbuf_adds(&kv, "");
     if (kv_fmt) {
         va_list ap;
         va_start(ap, kv_fmt);
-        vsnprintf(kv, sizeof(kv), kv_fmt, ap);
+        sbuf_vaddf(&kv, kv_fmt, ap);
         va_end(ap);
     }
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, LOG_LINE_MAX);
     const char *lname = level_names[lvl <= LOG_ERROR ? lvl : LOG_ERROR];
-    log_format(&b, ts, lname, component, msg, kv);
-    if (sbuf_check(&b) < 0) {
+    if (sbuf_check(&kv) == 0)
+        log_format(&b, ts, lname, component, msg, kv.data);
+    if (sbuf_check(&kv) < 0 || sbuf_check(&b) < 0) {
         /* Too long for one line: say so in a line that fits (the start of msg, no fields)
          * rather than writing a cut or malformed record. */
         char head[512];

@@ -357,6 +357,7 @@ static void test_log_line_over_limit(void **state)
     log_emit(LOG_WARN, "comp", big, "k=v");
     log_set_format(LOG_FORMAT_TEXT);
     log_emit(LOG_WARN, "comp", big, "k=v");
+    log_emit(LOG_WARN, "comp", "short", "k=%s", big); /* the fields alone are too long */
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
@@ -366,16 +367,19 @@ static void test_log_line_over_limit(void **state)
     struct err e = {0};
     assert_int_equal(file_read_all(path, 1 << 20, &out, &len, &e), 0);
     unlink(path);
-    /* two complete lines, each with the marker and without the dropped field */
+    /* three complete lines, each with the marker and without the dropped field */
     char *nl = strchr(out, '\n');
     assert_non_null(nl);
-    assert_true(nl[1] != '\0');
-    assert_ptr_equal(strchr(nl + 1, '\n'), out + len - 1);
-    *nl = '\0';
+    char *nl2 = strchr(nl + 1, '\n');
+    assert_non_null(nl2);
+    assert_ptr_equal(strchr(nl2 + 1, '\n'), out + len - 1);
+    *nl = *nl2 = '\0';
     assert_true(str_has_suffix(out, ",\"log_truncated\":\"true\"}"));
     assert_null(strstr(out, "\"k\""));
-    assert_true(str_has_suffix(nl + 1, " log_truncated=true\n"));
     assert_true(strlen(out) < 1024);
+    assert_true(str_has_suffix(nl + 1, " log_truncated=true"));
+    assert_null(strstr(nl + 1, "k="));
+    assert_true(str_has_suffix(nl2 + 1, " comp short log_truncated=true\n"));
 }
 
 static void test_strings(void **state)
