@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP transport: libcurl handles (pooled, so connections are reused), TLS, bearer tokens
  * (re-read on rotation), the rate limiter and retries. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -133,6 +134,8 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
         opt.backoff_max_ms = 10000;
     if (opt.timeout_ms == 0)
         opt.timeout_ms = 30000;
+    if (opt.call_timeout_ms == 0)
+        opt.call_timeout_ms = 120000;
     if (opt.max_response == 0)
         opt.max_response = 64u << 20;
     if (opt.max_watch_line == 0)
@@ -216,20 +219,82 @@ static void handle_put(struct kube_client *c, CURL *h)
         curl_easy_cleanup(h);
 }
 
-static void sleep_ms(uint64_t ms)
+/* ---- the limits of one call ---------------------------------------------------------------- */
+
+static __thread struct kube_call call_ctx;
+
+void kube_call_begin(const struct kube_call *call)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
+    call_ctx = *call;
 }
 
-static void ratelimit_wait(struct kube_client *c)
+void kube_call_end(void)
+{
+    call_ctx = (struct kube_call){0};
+}
+
+/* What ends one call early: its deadline, the calling thread's stop flag, the client's token. */
+struct call_limits {
+    uint64_t deadline;
+    const volatile int *flag;
+    struct stop_token *token;
+};
+
+static struct call_limits call_limits(const struct kube_client *c, bool watch)
+{
+    struct call_limits l = {.deadline = call_ctx.deadline, .flag = call_ctx.stop};
+    if (!l.deadline)
+        l.deadline = watch ? DEADLINE_NEVER : deadline_after(c->opt.call_timeout_ms);
+    l.token = call_ctx.detached ? NULL : c->opt.stop;
+    return l;
+}
+
+static bool call_stopped(const struct call_limits *l)
+{
+    return (l->flag && *l->flag) || (l->token && stop_requested(l->token));
+}
+
+/* Sleeps up to ms, and never past the call's deadline; false when the call was stopped. The
+ * client's token wakes it at once; a thread's own flag is looked at every 50 ms. */
+static bool call_nap(const struct call_limits *l, uint64_t ms)
+{
+    uint64_t end = deadline_after(ms);
+    if (end > l->deadline)
+        end = l->deadline;
+    for (;;) {
+        if (call_stopped(l))
+            return false;
+        uint64_t left = deadline_left_ms(end);
+        if (left == 0)
+            return true;
+        if (l->flag && left > 50)
+            left = 50;
+        if (l->token) {
+            stop_wait(l->token, left);
+        } else {
+            struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* A libcurl timeout from what is left of the call (at least 1 ms: 0 would mean none). */
+static long curl_ms(uint64_t limit_ms, const struct call_limits *l)
+{
+    uint64_t left = deadline_left_ms(l->deadline);
+    if (left < limit_ms)
+        limit_ms = left;
+    if (limit_ms == 0)
+        limit_ms = 1;
+    return limit_ms > LONG_MAX ? LONG_MAX : (long)limit_ms;
+}
+
+static bool ratelimit_wait(struct kube_client *c, const struct call_limits *l)
 {
     pthread_mutex_lock(&c->lock);
     uint64_t wait = kube_ratelimit_reserve(&c->rl, now_us_mono());
     pthread_mutex_unlock(&c->lock);
-    if (wait)
-        sleep_ms((wait + 999) / 1000);
+    return wait == 0 || call_nap(l, (wait + 999) / 1000);
 }
 
 struct xfer {
@@ -241,6 +306,7 @@ struct xfer {
     int parse_rc;
     struct err *perr;
     const volatile int *stop;
+    const struct call_limits *limits;
 };
 
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)
@@ -288,7 +354,7 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     (void)ut;
     (void)un;
     struct xfer *x = ud;
-    return x->stop && *x->stop ? 1 : 0;
+    return (x->stop && *x->stop) || (x->limits && call_stopped(x->limits)) ? 1 : 0;
 }
 
 static int curl_errno(CURLcode cc, bool *ret_not_sent, bool *ret_retry)
@@ -332,7 +398,11 @@ static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct 
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, curl_ms(10000, x->limits));
+    /* Called about once a second while nothing arrives, at once on every byte: the stop. */
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -387,10 +457,15 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
     _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, rq->path);
     const char *what = rq->what ? rq->what : rq->path;
     bool token_retried = false;
+    struct call_limits lim = call_limits(c, false);
     for (unsigned attempt = 0;; attempt++) {
-        ratelimit_wait(c);
+        if (call_stopped(&lim) || !ratelimit_wait(c, &lim))
+            return err_set(e, -ECANCELED, "%s: stopped", what);
+        if (deadline_left_ms(lim.deadline) == 0)
+            return attempt > 0 ? err_prefix(e, "out of time, last error")
+                               : err_set(e, -ETIMEDOUT, "%s: out of time", what);
         CURL *h = handle_get(c);
-        struct xfer x = {.h = h};
+        struct xfer x = {.h = h, .limits = &lim};
         sbuf_init(&x.body, c->opt.max_response);
         struct curl_slist *headers = NULL;
         int r = setup_handle(c, h, url, &x, &headers, e);
@@ -405,7 +480,7 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             headers = curl_slist_append(headers, ct);
         }
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->opt.timeout_ms);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(c->opt.timeout_ms, &lim));
         if (strcmp(rq->method, "GET") != 0)
             curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
         if (rq->body) {
@@ -426,6 +501,10 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             sbuf_free(&x.body);
             return err_set(e, -EFBIG, "%s: response larger than the %zu-byte limit", what,
                            c->opt.max_response);
+        }
+        if (cc == CURLE_ABORTED_BY_CALLBACK && call_stopped(&lim)) {
+            sbuf_free(&x.body);
+            return err_set(e, -ECANCELED, "%s: stopped", what);
         }
         if (cc != CURLE_OK) {
             bool not_sent, retryable;
@@ -468,11 +547,12 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             return 0;
         }
         sbuf_free(&x.body);
-        if (!retry || attempt >= c->opt.max_retries)
+        if (!retry || attempt >= c->opt.max_retries || delay >= deadline_left_ms(lim.deadline))
             return e->code;
         log_debug("kube", "retrying", "what=\"%s\" attempt=%u delay_ms=%llu", what, attempt + 1,
                   (unsigned long long)delay);
-        sleep_ms(delay);
+        if (!call_nap(&lim, delay))
+            return err_set(e, -ECANCELED, "%s: stopped", what);
     }
 }
 
@@ -502,9 +582,11 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
                    struct err *e)
 {
     _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, path);
-    ratelimit_wait(c);
+    struct call_limits lim = call_limits(c, true);
+    if ((stop && *stop) || call_stopped(&lim) || !ratelimit_wait(c, &lim))
+        return err_set(e, -ECANCELED, "%s: stopped", what);
     CURL *h = handle_get(c);
-    struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop};
+    struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop, .limits = &lim};
     sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
     struct curl_slist *headers = NULL;
     int r = setup_handle(c, h, url, &x, &headers, e);
@@ -515,10 +597,7 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
         return err_prefix(e, "%s", what);
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(timeout_ms, &lim));
     atomic_fetch_add(&c->requests, 1);
     CURLcode cc = curl_easy_perform(h);
     long code = 0;
@@ -531,7 +610,7 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
             return err_prefix(e, "%s", what);
         return p->stopped < 0 ? p->stopped : 0;
     }
-    if (cc == CURLE_ABORTED_BY_CALLBACK && stop && *stop) {
+    if (cc == CURLE_ABORTED_BY_CALLBACK && ((stop && *stop) || call_stopped(&lim))) {
         sbuf_free(&x.body);
         return err_set(e, -ECANCELED, "%s: stopped", what);
     }

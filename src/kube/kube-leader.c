@@ -11,7 +11,7 @@
 struct kube_leader {
     struct kube_client *c;
     char *ns, *name, *identity;
-    uint64_t lease_ms, renew_ms, retry_ms;
+    uint64_t lease_ms, renew_ms, retry_ms, release_ms;
     void (*on_started)(void *);
     void (*on_stopped)(void *);
     void (*on_new_leader)(const char *, void *);
@@ -144,6 +144,7 @@ static void set_leader(struct kube_leader *l, bool v)
     }
 }
 
+/* Made after the stop: the client's stop token does not cancel it, release_ms bounds it. */
 static void release(struct kube_leader *l)
 {
     struct err e = {0};
@@ -167,7 +168,11 @@ static void *leader_main(void *ud)
 {
     struct kube_leader *l = ud;
     while (!l->stop) {
+        /* An attempt ends with the stop, or once it could not renew in time anyway. */
+        kube_call_begin(
+            &(struct kube_call){.deadline = deadline_after(l->renew_ms), .stop = &l->stop});
         bool held = try_acquire_or_renew(l);
+        kube_call_end();
         uint64_t now = now_ms_mono();
         pthread_mutex_lock(&l->lock);
         bool leading = l->leader;
@@ -188,7 +193,10 @@ static void *leader_main(void *ud)
     bool leading = l->leader;
     pthread_mutex_unlock(&l->lock);
     if (leading) {
+        kube_call_begin(
+            &(struct kube_call){.deadline = deadline_after(l->release_ms), .detached = true});
         release(l);
+        kube_call_end();
         set_leader(l, false);
     }
     return NULL;
@@ -209,6 +217,7 @@ int kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
     l->lease_ms = o->lease_ms ? o->lease_ms : 15000;
     l->renew_ms = o->renew_ms ? o->renew_ms : 10000;
     l->retry_ms = o->retry_ms ? o->retry_ms : 2000;
+    l->release_ms = o->release_ms ? o->release_ms : 1000;
     if (l->renew_ms >= l->lease_ms || l->retry_ms >= l->renew_ms) {
         kube_leader_free(l);
         return err_set(e, -EINVAL,
