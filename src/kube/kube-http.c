@@ -19,11 +19,17 @@
 #define curl_easy_cleanup   (kube_curl()->easy_cleanup)
 #define curl_easy_reset     (kube_curl()->easy_reset)
 #define curl_easy_setopt    (kube_curl()->easy_setopt)
-#define curl_easy_perform   (kube_curl()->easy_perform)
 #define curl_easy_getinfo   (kube_curl()->easy_getinfo)
 #define curl_easy_strerror  (kube_curl()->easy_strerror)
 #define curl_slist_append   (kube_curl()->slist_append)
 #define curl_slist_free_all (kube_curl()->slist_free_all)
+#define curl_multi_init     (kube_curl()->multi_init)
+#define curl_multi_cleanup  (kube_curl()->multi_cleanup)
+#define curl_multi_add      (kube_curl()->multi_add_handle)
+#define curl_multi_remove   (kube_curl()->multi_remove_handle)
+#define curl_multi_perform  (kube_curl()->multi_perform)
+#define curl_multi_poll     (kube_curl()->multi_poll)
+#define curl_multi_info     (kube_curl()->multi_info_read)
 
 #define POOL_MAX       16
 #define TOKEN_FILE_MAX (64u << 10)
@@ -42,7 +48,10 @@ struct kube_client {
     char *user_agent;
 
     pthread_mutex_t lock; /* pool, limiter, token */
-    CURL *pool[POOL_MAX];
+    struct kube_handle {
+        CURL *h;
+        CURLM *m; /* each transfer runs on its own multi, which keeps the connections */
+    } pool[POOL_MAX];
     unsigned npool;
     struct kube_ratelimit rl;
     char *token; /* current bearer token (static or from token_file) */
@@ -184,8 +193,10 @@ void kube_client_free(struct kube_client *c)
 {
     if (!c)
         return;
-    for (unsigned i = 0; i < c->npool; i++)
-        curl_easy_cleanup(c->pool[i]);
+    for (unsigned i = 0; i < c->npool; i++) {
+        curl_multi_cleanup(c->pool[i].m);
+        curl_easy_cleanup(c->pool[i].h);
+    }
     token_free(c->token);
     kube_conn_clear(&c->conn);
     free(c->user_agent);
@@ -193,30 +204,41 @@ void kube_client_free(struct kube_client *c)
     free(c);
 }
 
-static CURL *handle_get(struct kube_client *c)
+/* A handle from the pool (its connections kept), or a new one; h NULL when out of memory. */
+static struct kube_handle handle_get(struct kube_client *c)
 {
-    CURL *h = NULL;
+    struct kube_handle hd = {0};
     pthread_mutex_lock(&c->lock);
     if (c->npool > 0)
-        h = c->pool[--c->npool];
+        hd = c->pool[--c->npool];
     pthread_mutex_unlock(&c->lock);
-    if (!h)
-        h = curl_easy_init();
-    else
-        curl_easy_reset(h); /* keeps its live connections */
-    return h;
+    if (hd.h) {
+        curl_easy_reset(hd.h); /* its multi keeps the live connections */
+        return hd;
+    }
+    hd.h = curl_easy_init();
+    hd.m = curl_multi_init();
+    if (!hd.h || !hd.m) {
+        if (hd.m)
+            curl_multi_cleanup(hd.m);
+        if (hd.h)
+            curl_easy_cleanup(hd.h);
+        return (struct kube_handle){0};
+    }
+    return hd;
 }
 
-static void handle_put(struct kube_client *c, CURL *h)
+static void handle_put(struct kube_client *c, struct kube_handle hd)
 {
     pthread_mutex_lock(&c->lock);
-    if (c->npool < POOL_MAX) {
-        c->pool[c->npool++] = h;
-        h = NULL;
-    }
+    bool kept = c->npool < POOL_MAX;
+    if (kept)
+        c->pool[c->npool++] = hd;
     pthread_mutex_unlock(&c->lock);
-    if (h)
-        curl_easy_cleanup(h);
+    if (!kept) {
+        curl_multi_cleanup(hd.m);
+        curl_easy_cleanup(hd.h);
+    }
 }
 
 /* ---- the limits of one call ---------------------------------------------------------------- */
@@ -387,6 +409,46 @@ static int curl_errno(CURLcode cc, bool *ret_not_sent, bool *ret_retry)
     }
 }
 
+/*
+ * curl_easy_perform, waiting on the stop token's fd as well as on the transfer: a stop ends it
+ * at once, where the progress callback alone would see it up to a second late on a connection
+ * that sends nothing. A thread's own flag is looked at every 100 ms.
+ */
+static CURLcode perform(struct kube_handle hd, const struct call_limits *l)
+{
+    if (curl_multi_add(hd.m, hd.h) != CURLM_OK)
+        return CURLE_OUT_OF_MEMORY;
+    struct curl_waitfd wfd = {.fd = l->token ? stop_fd(l->token) : -1, .events = CURL_WAIT_POLLIN};
+    CURLcode cc = CURLE_OK;
+    int running = 1;
+    for (;;) {
+        if (curl_multi_perform(hd.m, &running) != CURLM_OK) {
+            cc = CURLE_RECV_ERROR;
+            break;
+        }
+        if (!running)
+            break;
+        if (call_stopped(l)) {
+            cc = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        if (curl_multi_poll(hd.m, wfd.fd >= 0 ? &wfd : NULL, wfd.fd >= 0 ? 1 : 0,
+                            l->flag ? 100 : 1000, NULL) != CURLM_OK) {
+            cc = CURLE_RECV_ERROR;
+            break;
+        }
+    }
+    if (!running) {
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info(hd.m, &left)))
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == hd.h)
+                cc = msg->data.result;
+    }
+    curl_multi_remove(hd.m, hd.h);
+    return cc;
+}
+
 /* Sets the options shared by every request on a freshly reset handle. */
 static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct xfer *x,
                         struct curl_slist **headers, struct err *e)
@@ -464,7 +526,10 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
         if (deadline_left_ms(lim.deadline) == 0)
             return attempt > 0 ? err_prefix(e, "out of time, last error")
                                : err_set(e, -ETIMEDOUT, "%s: out of time", what);
-        CURL *h = handle_get(c);
+        struct kube_handle hd = handle_get(c);
+        if (!hd.h)
+            return err_set(e, -ENOMEM, "%s: no curl handle", what);
+        CURL *h = hd.h;
         struct xfer x = {.h = h, .limits = &lim};
         sbuf_init(&x.body, c->opt.max_response);
         struct curl_slist *headers = NULL;
@@ -472,7 +537,7 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
         if (r < 0) {
             slist_free_secret(headers);
             sbuf_free(&x.body);
-            handle_put(c, h);
+            handle_put(c, hd);
             return err_prefix(e, "%s", what);
         }
         if (rq->content_type) {
@@ -488,11 +553,11 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
         }
         atomic_fetch_add(&c->requests, 1);
-        CURLcode cc = curl_easy_perform(h);
+        CURLcode cc = perform(hd, &lim);
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         slist_free_secret(headers);
-        handle_put(c, h);
+        handle_put(c, hd);
 
         bool retry = false;
         uint64_t delay =
@@ -585,7 +650,10 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
     struct call_limits lim = call_limits(c, true);
     if ((stop && *stop) || call_stopped(&lim) || !ratelimit_wait(c, &lim))
         return err_set(e, -ECANCELED, "%s: stopped", what);
-    CURL *h = handle_get(c);
+    struct kube_handle hd = handle_get(c);
+    if (!hd.h)
+        return err_set(e, -ENOMEM, "%s: no curl handle", what);
+    CURL *h = hd.h;
     struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop, .limits = &lim};
     sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
     struct curl_slist *headers = NULL;
@@ -593,17 +661,17 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
     if (r < 0) {
         slist_free_secret(headers);
         sbuf_free(&x.body);
-        handle_put(c, h);
+        handle_put(c, hd);
         return err_prefix(e, "%s", what);
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(timeout_ms, &lim));
     atomic_fetch_add(&c->requests, 1);
-    CURLcode cc = curl_easy_perform(h);
+    CURLcode cc = perform(hd, &lim);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     slist_free_secret(headers);
-    handle_put(c, h);
+    handle_put(c, hd);
     if (x.parse_rc != 0) {
         sbuf_free(&x.body);
         if (x.parse_rc < 0)
