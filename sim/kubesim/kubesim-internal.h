@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kubesim internals shared by the core's files. Everything here runs under ks->lock. */
+/* kubesim internals: the shared structs and the bottom layers (helpers, type registry, store,
+ * selectors, JSON merging). Nothing here calls up into objects, controllers or HTTP. Everything
+ * runs under ks->lock. Layers above: ks-objects.h, ks-controllers.h, ks-http.h. */
 #ifndef GPUOP_KUBESIM_INTERNAL_H
 #define GPUOP_KUBESIM_INTERNAL_H
 
@@ -75,6 +77,11 @@ struct ksim_watch {
     uint64_t expired_rv; /* nonzero: send a 410 ERROR event then end */
 };
 
+/* Pods the controllers create in one reconcile, as the ReplicaSet controller's burstReplicas: the
+ * store lock is released between reconciles, so a huge scale-up never stalls requests. */
+#define KS_POD_BURST          500
+#define KS_MAX_PODS_PER_OWNER 10000
+
 struct ksim {
     pthread_mutex_t lock;
     pthread_cond_t changed;
@@ -95,9 +102,24 @@ struct ksim {
     json_t *pod_born;      /* pod uid -> ms it was scheduled (for --pod-ready-delay) */
     json_t *pod_dying;     /* pod uid -> wall ms the simulated kubelet removes it */
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
+    size_t pod_budget;     /* pods the controllers may still create in this reconcile */
+    bool more_work;        /* a controller stopped at its budget: reconcile again soon */
 };
 
-uint64_t ks_now(struct ksim *ks);
+/* ---- helpers.c: JSON accessors and pure predicates over objects ---------------------------- */
+
+json_t *jpath(json_t *v, const char *dotted); /* "metadata.labels" */
+const char *jstr(json_t *v, const char *dotted);
+json_t *jensure(json_t *v, const char *key); /* child object, created when missing */
+char *ks_lower_dup(const char *s);
+bool ks_is_deleting(json_t *obj);
+bool ks_has_finalizer(json_t *obj, const char *f);
+bool ks_pod_ready(json_t *pod);
+/* An int-or-string ("25%") against total; dflt when v is neither. */
+int64_t ks_intstr_scaled(json_t *v, int64_t total, bool round_up, int64_t dflt);
+
+/* ---- types.c: the type registry ----------------------------------------------------------- */
+
 struct ks_type *ks_type_find(struct ksim *ks, const char *group, const char *version,
                              const char *plural);
 struct ks_type *ks_type_by_kind(struct ksim *ks, const char *api_version, const char *kind);
@@ -110,48 +132,47 @@ void ks_types_free(struct ksim *ks);
 char *ks_type_gv(const struct ks_type *t);
 /* "pods" or "daemonsets.apps" as messages name a resource */
 char *ks_type_qualified(const struct ks_type *t);
+/* Serves (or stops serving) the resources a CRD object declares. */
+void ks_types_serve_crd(struct ksim *ks, json_t *crd, bool serve);
 
-/* Status responses */
-void ks_status(struct ksim_response *resp, int code, const char *reason, const char *message,
-               json_t *details);
-void ks_json_response(struct ksim_response *resp, int code, json_t *v); /* steals v */
+/* ---- store.c: objects, resourceVersions, uids, the event log ------------------------------ */
 
-/* The store. obj is stolen; the committed object is returned borrowed (or NULL). */
+uint64_t ks_now(struct ksim *ks);
+void ks_now_str(struct ksim *ks, char *buf, size_t n);
 const char *ks_obj_ns(json_t *obj);
 const char *ks_obj_name(json_t *obj);
 char *ks_key(const char *ns, const char *name);
 json_t *ks_get(struct ks_type *t, const char *ns, const char *name);
+/* obj is stolen; old (MODIFIED) is the state before. Appends an event and wakes watchers. */
 void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind, json_t *old);
 void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj);
-/* Deletes obj as a DELETE without options would: marks it when it has finalizers. */
-void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation);
-void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
-                         int64_t grace);
 char *ks_new_uid(struct ksim *ks);
-void ks_cond_wait(struct ksim *ks, uint64_t ms);
-void ksim_compact(struct ksim *ks);
 void ks_set_rv(json_t *obj, uint64_t rv);
-void ks_now_str(struct ksim *ks, char *buf, size_t n);
+/* Waits on ks->changed (ks->lock held) up to ms. */
+void ks_cond_wait(struct ksim *ks, uint64_t ms);
+/* Drops events past the retention time or the cap. */
+void ks_store_compact(struct ksim *ks);
+void ks_store_free(struct ksim *ks);
+bool ks_obj_visible(json_t *obj, const char *ns, const struct ksim_selector *ls,
+                    const struct ksim_selector *fs);
+/* Objects of t in key order, filtered, after the key `after`, at most limit (0: all); a new
+ * array. *ret_last_key (malloc'ed) is the key of the last one, *ret_remaining how many more. */
+json_t *ks_store_list(struct ks_type *t, const char *ns, const struct ksim_selector *ls,
+                      const struct ksim_selector *fs, const char *after, size_t limit,
+                      char **ret_last_key, size_t *ret_remaining);
 
-/* Selectors */
+/* ---- selector.c --------------------------------------------------------------------------- */
+
 struct ksim_selector *ks_field_selector_parse(const char *s, struct ks_type *t, struct err *e);
 bool ks_field_matches(const struct ksim_selector *sel, json_t *obj);
 
-/* Discovery and tables */
-bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
-json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_columns);
+/* ---- patch.c and apply.c: pure JSON merging ----------------------------------------------- */
 
-/* Controllers */
-bool ks_controllers(struct ksim *ks);
-int ks_evict(struct ksim *ks, json_t *pod, struct ksim_response *resp);
-bool ks_pod_ready(json_t *pod);
-void ks_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub);
-int ks_create_locked(struct ksim *ks, json_t *obj, struct err *e);
-char *ks_base64(const unsigned char *d, size_t n);
-
-/* Small JSON helpers */
-json_t *jpath(json_t *v, const char *dotted); /* "metadata.labels" */
-const char *jstr(json_t *v, const char *dotted);
-json_t *jensure(json_t *v, const char *key); /* child object, created when missing */
+const char *ks_merge_key(const char *field, json_t *sample);
+json_t *ks_fieldset(json_t *v, const char *field);
+int ks_apply_conflicts(json_t *mine, json_t *theirs, json_t *cfg, json_t *live, const char *path,
+                       const char *manager, bool force, json_t *causes);
+bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *others_fs, json_t **ret,
+                    struct err *e);
 
 #endif

@@ -27,6 +27,9 @@ struct ksim_opts {
     uint64_t bookmark_interval_ms;
     size_t max_body;   /* request bodies above this are 413 */
     size_t max_events; /* hard cap on the retained event log */
+    /* Pods one ReplicaSet may make kubesim hold (its ReplicaFailure condition says so past it);
+     * 0: the default, 10000. */
+    size_t max_pods_per_owner;
     /* First resourceVersion. The shell starts from the wall clock in ms, so a client resuming
      * a watch across a kubesim restart sees 410 (older) instead of silence. */
     uint64_t initial_rv;

@@ -136,13 +136,8 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
         const char *s = pass ? (value ? value : "") : key;
         if (pass)
             sbuf_puts(q, "=");
-        for (; *s; s++) {
-            unsigned char ch = (unsigned char)*s;
-            if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
-                sbuf_append(q, s, 1);
-            else
-                sbuf_printf(q, "%%%02X", ch);
-        }
+        if (url_encode(q, s) < 0)
+            return MHD_NO;
     }
     return MHD_YES;
 }
@@ -237,6 +232,28 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
+static bool stopped(struct shell *sh)
+{
+    pthread_mutex_lock(&sh->mlock);
+    bool stop = sh->stop;
+    pthread_mutex_unlock(&sh->mlock);
+    return stop;
+}
+
+/* Sleeps us in slices of at most 10 ms; true as soon as the shell is stopping, so SIGTERM never
+ * waits out a long pause between reconciles. */
+static bool nap_unless_stopped(struct shell *sh, uint64_t us)
+{
+    while (us > 0) {
+        if (stopped(sh))
+            return true;
+        uint64_t slice = us < 10000 ? us : 10000;
+        usleep((useconds_t)slice);
+        us -= slice;
+    }
+    return stopped(sh);
+}
+
 static void *controller_main(void *arg)
 {
     struct shell *sh = arg;
@@ -250,7 +267,8 @@ static void *controller_main(void *arg)
             break;
         /* let a burst of writes land first: one reconcile per burst, not per write, and
          * never more than a third of the time holding the store */
-        usleep((useconds_t)(20000 + 2 * last_us));
+        if (nap_unless_stopped(sh, 20000 + 2 * last_us))
+            break;
         uint64_t t0 = now_us_mono();
         ksim_reconcile(sh->ks);
         last_us = now_us_mono() - t0;
@@ -270,7 +288,7 @@ static int write_kubeconfig(const char *path, const char *server, const char *ca
                 "    server: %s\n",
                 server);
     if (ca_pem) {
-        _cleanup_free_ char *enc = ks_base64((const unsigned char *)ca_pem, strlen(ca_pem));
+        _cleanup_free_ char *enc = base64_encode(ca_pem, strlen(ca_pem));
         sbuf_printf(&b, "    certificate-authority-data: %s\n", enc);
     }
     sbuf_puts(&b, "users:\n- name: kubesim\n  user:");
@@ -299,6 +317,32 @@ static json_t *default_node_template(void)
                      "nodeInfo", "kubeletVersion", "v1.32.0", "containerRuntimeVersion",
                      "containerd://1.7.24", "osImage", "Ubuntu 22.04.4 LTS", "kernelVersion",
                      "5.15.0-105-generic", "operatingSystem", "linux", "architecture", "amd64");
+}
+
+/* What a kubelet writes when it registers its node: the annotations every kubelet sets and the
+ * machine's identity in nodeInfo (kept when the template has them). */
+static void kubelet_register(json_t *node, unsigned i)
+{
+    json_t *ann = jensure(jensure(node, "metadata"), "annotations");
+    if (!json_object_get(ann, "node.alpha.kubernetes.io/ttl"))
+        json_object_set_new(ann, "node.alpha.kubernetes.io/ttl", json_string("0"));
+    if (!json_object_get(ann, "volumes.kubernetes.io/controller-managed-attach-detach"))
+        json_object_set_new(ann, "volumes.kubernetes.io/controller-managed-attach-detach",
+                            json_string("true"));
+    json_t *info = jensure(jensure(node, "status"), "nodeInfo");
+    char id[64];
+    snprintf(id, sizeof(id), "%032x", 0x5eed0000u + i);
+    if (!json_object_get(info, "machineID"))
+        json_object_set_new(info, "machineID", json_string(id));
+    snprintf(id, sizeof(id), "%08x-0000-4000-8000-%012x", 0x5eed0000u + i, i);
+    if (!json_object_get(info, "systemUUID"))
+        json_object_set_new(info, "systemUUID", json_string(id));
+    snprintf(id, sizeof(id), "%08x-0000-4000-8000-%012x", 0xb0070000u + i, i);
+    if (!json_object_get(info, "bootID"))
+        json_object_set_new(info, "bootID", json_string(id));
+    const char *kv = jstr(info, "kubeletVersion");
+    if (!json_object_get(info, "kubeProxyVersion"))
+        json_object_set_new(info, "kubeProxyVersion", json_string(kv ? kv : "v1.32.0"));
 }
 
 static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct err *e)
@@ -335,6 +379,7 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
         json_object_set_new(jensure(node, "status"), "addresses",
                             json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address", ip,
                                       "type", "Hostname", "address", name));
+        kubelet_register(node, i);
         int r = ksim_create_object(ks, node, e);
         json_decref(node);
         if (r < 0)

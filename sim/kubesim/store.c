@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The object store: keys, resourceVersions, uids, the event log and its compaction. */
+/* The object store: keys, resourceVersions, uids, the event log and its compaction, change
+ * notification (ks->changed) for watches and the controller thread. It calls nothing above it:
+ * whoever must react to a write (CRD types, controllers) is called by the layer that wrote. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -19,38 +21,6 @@ uint64_t ks_now(struct ksim *ks)
 void ks_now_str(struct ksim *ks, char *buf, size_t n)
 {
     time_rfc3339(ks_now(ks), buf, n);
-}
-
-json_t *jpath(json_t *v, const char *dotted)
-{
-    char part[256];
-    const char *p = dotted;
-    while (v && *p) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n >= sizeof(part))
-            return NULL;
-        memcpy(part, p, n);
-        part[n] = '\0';
-        v = json_object_get(v, part);
-        p += n + (dot ? 1 : 0);
-    }
-    return v;
-}
-
-const char *jstr(json_t *v, const char *dotted)
-{
-    return json_string_value(jpath(v, dotted));
-}
-
-json_t *jensure(json_t *v, const char *key)
-{
-    json_t *c = json_object_get(v, key);
-    if (!json_is_object(c)) {
-        c = json_object();
-        json_object_set_new(v, key, c);
-    }
-    return c;
 }
 
 const char *ks_obj_ns(json_t *obj)
@@ -115,12 +85,6 @@ static void ev_compact(struct ksim *ks)
     }
 }
 
-void ksim_compact(struct ksim *ks);
-void ksim_compact(struct ksim *ks)
-{
-    ev_compact(ks);
-}
-
 static void ev_append(struct ksim *ks, struct ks_type *t, enum ks_ev kind, json_t *obj, json_t *old)
 {
     if (ks->ev_len == ks->ev_cap) {
@@ -171,88 +135,6 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
     json_decref(last);
 }
 
-uint64_t ksim_resource_version(struct ksim *ks)
-{
-    pthread_mutex_lock(&ks->lock);
-    uint64_t rv = ks->rv;
-    pthread_mutex_unlock(&ks->lock);
-    return rv;
-}
-
-void ksim_opts_default(struct ksim_opts *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->watch_retention_ms = 5 * 60 * 1000;
-    o->pod_ready_delay_ms = 1000;
-    o->bookmark_interval_ms = 60 * 1000;
-    o->max_body = 3u << 20;
-    o->max_events = 1u << 20;
-}
-
-struct ksim *ksim_new(const struct ksim_opts *o)
-{
-    struct ksim *ks = xcalloc(1, sizeof(*ks));
-    if (o)
-        ks->opts = *o;
-    else
-        ksim_opts_default(&ks->opts);
-    if (!ks->opts.max_events)
-        ks->opts.max_events = 1u << 20;
-    if (!ks->opts.max_body)
-        ks->opts.max_body = 3u << 20;
-    if (!ks->opts.bookmark_interval_ms)
-        ks->opts.bookmark_interval_ms = 60 * 1000;
-    pthread_mutex_init(&ks->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ks->changed, &ca);
-    pthread_condattr_destroy(&ca);
-    ks->rv = ks->opts.initial_rv;
-    ks->compacted_rv = ks->opts.initial_rv;
-    ks->uids = json_object();
-    ks->pdb_disrupted = json_object();
-    ks->pod_born = json_object();
-    ks->pod_dying = json_object();
-    ks_types_init(ks);
-    static const char *const nss[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
-    for (size_t i = 0; i < ARRAY_SIZE(nss); i++) {
-        json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
-                               "metadata", "name", nss[i]);
-        struct err e = {0};
-        ksim_create_object(ks, ns, &e);
-        json_decref(ns);
-    }
-    return ks;
-}
-
-void ksim_free(struct ksim *ks)
-{
-    if (!ks)
-        return;
-    for (size_t i = ks->ev_head; i < ks->ev_len; i++) {
-        json_decref(ks->ev[i].obj);
-        json_decref(ks->ev[i].old);
-    }
-    free(ks->ev);
-    ks_types_free(ks);
-    json_decref(ks->uids);
-    json_decref(ks->pdb_disrupted);
-    json_decref(ks->pod_born);
-    json_decref(ks->pod_dying);
-    pthread_mutex_destroy(&ks->lock);
-    pthread_cond_destroy(&ks->changed);
-    free(ks);
-}
-
-void ksim_shutdown(struct ksim *ks)
-{
-    pthread_mutex_lock(&ks->lock);
-    ks->shutdown = true;
-    pthread_cond_broadcast(&ks->changed);
-    pthread_mutex_unlock(&ks->lock);
-}
-
 static void cond_wait_ms(struct ksim *ks, uint64_t ms)
 {
     struct timespec ts;
@@ -271,19 +153,65 @@ void ks_cond_wait(struct ksim *ks, uint64_t ms)
     cond_wait_ms(ks, ms);
 }
 
-void ksim_wait_change(struct ksim *ks, uint64_t wait_ms)
+void ks_store_compact(struct ksim *ks)
 {
-    pthread_mutex_lock(&ks->lock);
-    if (!ks->dirty && !ks->shutdown)
-        cond_wait_ms(ks, wait_ms);
-    pthread_mutex_unlock(&ks->lock);
+    ev_compact(ks);
 }
 
-bool ksim_reconcile(struct ksim *ks)
+void ks_store_free(struct ksim *ks)
 {
-    pthread_mutex_lock(&ks->lock);
-    ev_compact(ks);
-    bool changed = ks_controllers(ks);
-    pthread_mutex_unlock(&ks->lock);
-    return changed;
+    for (size_t i = ks->ev_head; i < ks->ev_len; i++) {
+        json_decref(ks->ev[i].obj);
+        json_decref(ks->ev[i].old);
+    }
+    free(ks->ev);
+    ks->ev = NULL;
+    ks->ev_head = ks->ev_len = ks->ev_cap = 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+bool ks_obj_visible(json_t *obj, const char *ns, const struct ksim_selector *ls,
+                    const struct ksim_selector *fs)
+{
+    if (ns && !streq(ks_obj_ns(obj), ns))
+        return false;
+    return ksim_selector_matches(ls, jpath(obj, "metadata.labels")) && ks_field_matches(fs, obj);
+}
+
+/* Items in key order, filtered; a new array. Keys sorted so pagination is stable. */
+json_t *ks_store_list(struct ks_type *t, const char *ns, const struct ksim_selector *ls,
+                      const struct ksim_selector *fs, const char *after, size_t limit,
+                      char **ret_last_key, size_t *ret_remaining)
+{
+    size_t n = json_object_size(t->objs), k = 0;
+    const char **keys = xcalloc(n ? n : 1, sizeof(char *));
+    const char *key;
+    json_t *v;
+    json_object_foreach (t->objs, key, v)
+        keys[k++] = key;
+    qsort(keys, k, sizeof(char *), cmp_str);
+    json_t *items = json_array();
+    size_t remaining = 0;
+    const char *last = NULL;
+    for (size_t i = 0; i < k; i++) {
+        if (after && strcmp(keys[i], after) <= 0)
+            continue;
+        json_t *o = json_object_get(t->objs, keys[i]);
+        if (!ks_obj_visible(o, ns, ls, fs))
+            continue;
+        if (limit && json_array_size(items) >= limit) {
+            remaining++;
+            continue;
+        }
+        json_array_append(items, o);
+        last = keys[i];
+    }
+    *ret_remaining = remaining;
+    *ret_last_key = last ? xstrdup(last) : NULL;
+    free(keys);
+    return items;
 }

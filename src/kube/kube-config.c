@@ -44,52 +44,9 @@ static void kube_conn_clearp(struct kube_conn *c)
     kube_conn_clear(c);
 }
 
-static int b64_val(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+' || ch == '-')
-        return 62;
-    if (ch == '/' || ch == '_')
-        return 63;
-    return -1;
-}
-
 int kube_base64_decode(const char *in, size_t n, char **ret, size_t *ret_len)
 {
-    _cleanup_free_ char *out = xmalloc(n / 4 * 3 + 4);
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    bool pad = false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)in[i];
-        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
-            continue;
-        if (ch == '=') {
-            pad = true;
-            continue;
-        }
-        int v = b64_val(ch);
-        if (v < 0 || pad)
-            return -EINVAL;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    if (bits >= 6) /* a lone trailing sextet encodes nothing */
-        return -EINVAL;
-    out[o] = '\0';
-    *ret_len = o;
-    *ret = steal_ptr(&out);
-    return 0;
+    return base64_decode(in, n, ret, ret_len);
 }
 
 /* Finds {name: <name>, <field>: {...}} in doc[list]. */

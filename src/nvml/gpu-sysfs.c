@@ -9,18 +9,12 @@
 
 static int hex_field(const char *s, size_t len, unsigned max, unsigned *ret)
 {
-    if (len == 0 || len > 8)
+    uint64_t v;
+    if (len > 8 || hex_parse(s, len, &v) < 0)
         return -EINVAL;
-    unsigned v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!isxdigit((unsigned char)s[i]))
-            return -EINVAL;
-        int c = tolower((unsigned char)s[i]);
-        v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : c - 'a' + 10);
-    }
     if (v > max)
         return -ERANGE;
-    *ret = v;
+    *ret = (unsigned)v;
     return 0;
 }
 

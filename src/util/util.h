@@ -148,6 +148,24 @@ bool streq_ptr(const char *a, const char *b); /* NULL-safe */
 /* Copies with truncation into dst of size n; always terminates; returns strlen(src). */
 size_t strlcpy_s(char *dst, const char *src, size_t n);
 
+/* ---- codecs (codec.c): hex digits, base64, URL percent-encoding ---------------------------- */
+
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char c);
+/* Exactly n hex digits (1 to 16) into *ret; -EINVAL on anything else. */
+int hex_parse(const char *s, size_t n, uint64_t *ret);
+/* Standard base64 with padding; malloc'ed, NUL-terminated. */
+char *base64_encode(const void *data, size_t n);
+/* Standard or URL-safe alphabet, padding optional, whitespace skipped. The result is malloc'ed
+ * and NUL-terminated (binary safe through *ret_len). -EINVAL on bad input. */
+int base64_decode(const char *in, size_t n, char **ret, size_t *ret_len);
+/* Decodes %XX escapes (a malformed one is kept as is); with plus_space '+' becomes ' ', as in a
+ * query string. malloc'ed, NUL-terminated. */
+char *url_decode(const char *s, size_t n, bool plus_space);
+/* Appends s percent-encoded: every byte but RFC 3986's unreserved ones becomes %XX. Returns 0, or
+ * sbuf's error when out is full. */
+int url_encode(struct sbuf *out, const char *s);
+
 /* ---- files -------------------------------------------------------------------------------- */
 
 /* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. A FIFO

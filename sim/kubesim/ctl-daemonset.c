@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The DaemonSet controller (with ControllerRevisions) and the DaemonSet part of the scheduler. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "ks-controllers.h"
+
+static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_t *tmpl)
+{
+    struct ks_type *crt = ks_type_find(ks, "apps", "v1", "controllerrevisions");
+    const char *ns = ks_obj_ns(ds);
+    _cleanup_free_ char *name = xasprintf("%s-%s", ks_obj_name(ds), hash);
+    const char *uid = jstr(ds, "metadata.uid");
+    json_int_t maxrev = 0;
+    json_t *mine = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach (crt->objs, k, v) {
+        if (!streq(ks_obj_ns(v), ns) || !ctl_controlled_by(v, uid))
+            continue;
+        json_int_t r = json_integer_value(json_object_get(v, "revision"));
+        if (r > maxrev)
+            maxrev = r;
+        json_array_append(mine, v);
+    }
+    json_t *cur = ks_get(crt, ns, name);
+    if (cur) {
+        json_int_t r = json_integer_value(json_object_get(cur, "revision"));
+        if (r < maxrev) {
+            json_t *n = json_deep_copy(cur);
+            json_object_set_new(n, "revision", json_integer(maxrev + 1));
+            ks_update(ks, crt, cur, n, NULL);
+        }
+    } else {
+        json_t *data_tmpl = json_deep_copy(tmpl);
+        json_object_set_new(data_tmpl, "$patch", json_string("replace"));
+        json_t *labels = json_deep_copy(jpath(tmpl, "metadata.labels"));
+        if (!json_is_object(labels)) {
+            json_decref(labels);
+            labels = json_object();
+        }
+        json_object_set_new(labels, "controller-revision-hash", json_string(hash));
+        char now[40];
+        ks_now_str(ks, now, sizeof(now));
+        _cleanup_free_ char *uid2 = ks_new_uid(ks);
+        json_t *cr =
+            json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:o,s:[o]},s:{s:{s:o}},s:I}", "apiVersion",
+                      "apps/v1", "kind", "ControllerRevision", "metadata", "name", name,
+                      "namespace", ns, "uid", uid2, "creationTimestamp", now, "labels", labels,
+                      "ownerReferences", ctl_owner_ref(ds, "apps/v1", "DaemonSet"), "data", "spec",
+                      "template", data_tmpl, "revision", maxrev + 1);
+        ks_commit(ks, crt, cr, KS_ADDED, NULL);
+    }
+    /* history limit: drop the oldest revisions beyond revisionHistoryLimit (+ the live one) */
+    json_t *lim = jpath(ds, "spec.revisionHistoryLimit");
+    json_int_t limit = json_is_integer(lim) ? json_integer_value(lim) : 10;
+    while ((json_int_t)json_array_size(mine) > limit + 1) {
+        size_t oldest = 0;
+        json_int_t orev = INT64_MAX;
+        size_t i;
+        json_t *x;
+        json_array_foreach (mine, i, x) {
+            json_int_t r = json_integer_value(json_object_get(x, "revision"));
+            if (r < orev && !streq(ks_obj_name(x), name)) {
+                orev = r;
+                oldest = i;
+            }
+        }
+        json_t *x2 = json_array_get(mine, oldest);
+        if (ks_get(crt, ns, ks_obj_name(x2)))
+            ks_remove(ks, crt, ks_get(crt, ns, ks_obj_name(x2)));
+        json_array_remove(mine, oldest);
+    }
+    json_decref(mine);
+}
+
+static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const char *hash)
+{
+    struct ks_type *pt = ctl_core(ks, "pods");
+    json_t *tmpl = jpath(ds, "spec.template");
+    json_t *pod = json_pack("{s:s,s:s,s:O,s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                            json_object_get(tmpl, "metadata") ?: json_object(), "spec",
+                            json_object_get(tmpl, "spec") ?: json_object());
+    json_t *meta = jensure(pod, "metadata");
+    json_t *m2 = json_deep_copy(meta);
+    json_object_set_new(pod, "metadata", m2);
+    meta = m2;
+    json_t *spec = json_deep_copy(json_object_get(pod, "spec"));
+    json_object_set_new(pod, "spec", spec);
+    _cleanup_free_ char *gen = xasprintf("%s-", ks_obj_name(ds));
+    json_object_set_new(meta, "generateName", json_string(gen));
+    json_object_set_new(meta, "namespace", json_string(ks_obj_ns(ds)));
+    json_t *labels = jensure(meta, "labels");
+    json_object_set_new(labels, "controller-revision-hash", json_string(hash));
+    char g[32];
+    snprintf(g, sizeof(g), "%lld", (long long)json_integer_value(jpath(ds, "metadata.generation")));
+    json_object_set_new(labels, "pod-template-generation", json_string(g));
+    json_object_set_new(meta, "ownerReferences",
+                        json_pack("[o]", ctl_owner_ref(ds, "apps/v1", "DaemonSet")));
+    json_object_set_new(spec, "tolerations", ctl_ds_tolerations(spec));
+    json_t *aff = jensure(spec, "affinity");
+    json_t *na = jensure(aff, "nodeAffinity");
+    json_object_set_new(na, "requiredDuringSchedulingIgnoredDuringExecution",
+                        json_pack("{s:[{s:[{s:s,s:s,s:[s]}]}]}", "nodeSelectorTerms", "matchFields",
+                                  "key", "metadata.name", "operator", "In", "values", node));
+    json_object_set_new(spec, "nodeName", json_string(node));
+    struct err e = {0};
+    ks_obj_create_any(ks, pod, &e);
+    json_decref(pod);
+    (void)pt;
+}
+
+static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t *pods_by_owner)
+{
+    if (ks_is_deleting(ds_in))
+        return false;
+    struct ks_type *dst = ks_type_find(ks, "apps", "v1", "daemonsets");
+    struct ks_type *pt = ctl_core(ks, "pods");
+    json_t *ds = json_incref(ds_in);
+    const char *uid = jstr(ds, "metadata.uid");
+    json_t *tmpl = jpath(ds, "spec.template");
+    json_t *podspec = json_object_get(tmpl, "spec");
+    json_t *tols = ctl_ds_tolerations(podspec);
+    json_int_t collisions = json_integer_value(jpath(ds, "status.collisionCount"));
+    _cleanup_free_ char *hash = ctl_template_hash(tmpl, collisions);
+    ensure_revision(ks, ds, hash, tmpl);
+    bool on_delete = streq_ptr(jstr(ds, "spec.updateStrategy.type"), "OnDelete");
+    json_t *mine = json_object_get(pods_by_owner, uid); /* node -> [pods] */
+    int64_t desired = 0, current = 0, ready = 0, available = 0, updated = 0, misscheduled = 0;
+    int64_t unavailable = 0;
+    json_t *old_ready = json_array(), *old_unready = json_array();
+    bool changed = false;
+    size_t i;
+    json_t *node;
+    json_array_foreach (nodes, i, node) {
+        const char *nn = ks_obj_name(node);
+        bool run = ctl_should_run(podspec, tols, node);
+        json_t *list = json_object_get(mine, nn);
+        /* failed pods are deleted and replaced */
+        size_t j;
+        json_t *p;
+        json_t *live = json_array();
+        json_array_foreach (list, j, p) {
+            if (streq_ptr(jstr(p, "status.phase"), "Failed")) {
+                ks_delete_obj(ks, pt, p, NULL);
+                changed = true;
+            } else if (!ks_is_deleting(p)) {
+                json_array_append(live, p);
+            }
+        }
+        if (run) {
+            desired++;
+            if (json_array_size(live) == 0) {
+                bool deleting = json_array_size(list) > 0;
+                if (!deleting) {
+                    create_ds_pod(ks, ds, nn, hash);
+                    changed = true;
+                }
+                unavailable++;
+            } else {
+                current++;
+                /* keep the oldest pod, delete duplicates */
+                for (size_t k = json_array_size(live); k-- > 1;) {
+                    ks_delete_obj(ks, pt, json_array_get(live, k), NULL);
+                    changed = true;
+                }
+                json_t *keep = json_array_get(live, 0);
+                bool is_ready = ks_pod_ready(keep);
+                bool is_new =
+                    streq_ptr(jstr(keep, "metadata.labels.controller-revision-hash"), hash);
+                /* labels with dots cannot go through jpath; look them up directly */
+                json_t *lab = jpath(keep, "metadata.labels");
+                is_new = streq_ptr(
+                    json_string_value(json_object_get(lab, "controller-revision-hash")), hash);
+                if (is_ready) {
+                    ready++;
+                    available++;
+                } else {
+                    unavailable++;
+                }
+                if (is_new)
+                    updated++;
+                else
+                    json_array_append(is_ready ? old_ready : old_unready, keep);
+            }
+        } else {
+            json_array_foreach (live, j, p) {
+                misscheduled++;
+                ks_delete_obj(ks, pt, p, NULL);
+                changed = true;
+            }
+        }
+        json_decref(live);
+    }
+    /* pods on nodes that no longer exist */
+    const char *nn;
+    json_t *list;
+    json_object_foreach (mine, nn, list) {
+        if (ks_get(ctl_core(ks, "nodes"), "", nn))
+            continue;
+        size_t j;
+        json_t *p;
+        json_array_foreach (list, j, p)
+            if (!ks_is_deleting(p)) {
+                ks_delete_obj(ks, pt, p, NULL);
+                changed = true;
+            }
+    }
+    if (!on_delete) {
+        json_t *mu = jpath(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable");
+        int64_t max_unavail = ks_intstr_scaled(mu, desired, true, 1);
+        if (max_unavail < 1)
+            max_unavail = 1;
+        /* old unavailable pods go first, they cost nothing */
+        json_array_foreach (old_unready, i, node) {
+            ks_delete_obj(ks, pt, node, NULL);
+            changed = true;
+        }
+        json_array_foreach (old_ready, i, node) {
+            if (unavailable >= max_unavail)
+                break;
+            ks_delete_obj(ks, pt, node, NULL);
+            unavailable++;
+            changed = true;
+        }
+    }
+    json_decref(old_ready);
+    json_decref(old_unready);
+    json_decref(tols);
+    json_t *cur = ks_get(dst, ks_obj_ns(ds), ks_obj_name(ds));
+    if (cur && streq_ptr(jstr(cur, "metadata.uid"), uid)) {
+        json_t *st = json_deep_copy(json_object_get(cur, "status"));
+        if (!json_is_object(st)) {
+            json_decref(st);
+            st = json_object();
+        }
+        json_object_set_new(st, "desiredNumberScheduled", json_integer(desired));
+        json_object_set_new(st, "currentNumberScheduled", json_integer(current));
+        json_object_set_new(st, "numberMisscheduled", json_integer(misscheduled));
+        json_object_set_new(st, "numberReady", json_integer(ready));
+        json_object_set_new(st, "numberAvailable", json_integer(available));
+        json_object_set_new(st, "updatedNumberScheduled", json_integer(updated));
+        if (desired - available > 0)
+            json_object_set_new(st, "numberUnavailable", json_integer(desired - available));
+        else
+            json_object_del(st, "numberUnavailable");
+        if (!available)
+            json_object_del(st, "numberAvailable");
+        json_object_set(st, "observedGeneration", jpath(cur, "metadata.generation"));
+        if (!json_equal(st, json_object_get(cur, "status"))) {
+            json_t *n = json_deep_copy(cur);
+            json_object_set_new(n, "status", st);
+            ks_update(ks, dst, cur, n, "status");
+            changed = true;
+        } else {
+            json_decref(st);
+        }
+    }
+    json_decref(ds);
+    return changed;
+}
+
+bool ks_ctl_daemonsets(struct ksim *ks)
+{
+    struct ks_type *dst = ks_type_find(ks, "apps", "v1", "daemonsets");
+    if (json_object_size(dst->objs) == 0)
+        return false;
+    struct ks_type *pt = ctl_core(ks, "pods");
+    json_t *nodes = ctl_values(ctl_core(ks, "nodes")->objs);
+    /* index: DaemonSet uid -> node -> [pods] */
+    json_t *by_owner = json_object();
+    const char *k;
+    json_t *p;
+    json_object_foreach (pt->objs, k, p) {
+        size_t i;
+        json_t *r;
+        json_array_foreach (jpath(p, "metadata.ownerReferences"), i, r) {
+            if (!json_is_true(json_object_get(r, "controller")) ||
+                !streq_ptr(jstr(r, "kind"), "DaemonSet"))
+                continue;
+            const char *uid = jstr(r, "uid");
+            const char *node = jstr(p, "spec.nodeName");
+            if (!uid || !node)
+                continue;
+            json_t *m = jensure(by_owner, uid);
+            json_t *l = json_object_get(m, node);
+            if (!l) {
+                l = json_array();
+                json_object_set_new(m, node, l);
+            }
+            json_array_append(l, p);
+        }
+    }
+    json_t *dss = ctl_values(dst->objs);
+    bool changed = false;
+    size_t i;
+    json_t *ds;
+    json_array_foreach (dss, i, ds)
+        changed |= sync_daemonset(ks, ds, nodes, by_owner);
+    json_decref(dss);
+    json_decref(by_owner);
+    json_decref(nodes);
+    return changed;
+}

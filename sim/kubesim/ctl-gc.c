@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Garbage collection through ownerReferences (background, foreground, orphan). */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "ks-controllers.h"
+
+static json_t *remove_finalizer(json_t *obj, const char *f)
+{
+    json_t *n = json_deep_copy(obj);
+    json_t *fin = jpath(n, "metadata.finalizers");
+    for (size_t i = json_array_size(fin); i-- > 0;)
+        if (streq_ptr(json_string_value(json_array_get(fin, i)), f))
+            json_array_remove(fin, i);
+    return n;
+}
+
+bool ks_ctl_gc(struct ksim *ks)
+{
+    if (!ks->gc_dirty)
+        return false;
+    ks->gc_dirty = false;
+    bool changed = false;
+    /* owners being deleted with foreground/orphan finalizers, by uid -> remaining dependents */
+    json_t *dependents = json_object();
+    for (struct ks_type *t = ks->types; t; t = t->next) {
+        json_t *objs = ctl_values(t->objs);
+        size_t i;
+        json_t *o;
+        json_array_foreach (objs, i, o) {
+            json_t *refs = jpath(o, "metadata.ownerReferences");
+            if (!json_array_size(refs))
+                continue;
+            size_t live = 0, j;
+            json_t *r;
+            bool foreground_owner = false;
+            json_t *keep = json_array();
+            bool orphaned = false;
+            json_array_foreach (refs, j, r) {
+                const char *uid = jstr(r, "uid");
+                json_t *where = uid ? json_object_get(ks->uids, uid) : NULL;
+                if (!where)
+                    continue;
+                struct ks_type *ot =
+                    (struct ks_type *)(intptr_t)json_integer_value(json_array_get(where, 0));
+                json_t *owner =
+                    json_object_get(ot->objs, json_string_value(json_array_get(where, 1)));
+                if (owner && ks_is_deleting(owner) && ks_has_finalizer(owner, "orphan")) {
+                    orphaned = true;
+                    continue;
+                }
+                live++;
+                json_array_append(keep, r);
+                if (owner && ks_is_deleting(owner) &&
+                    ks_has_finalizer(owner, "foregroundDeletion")) {
+                    foreground_owner = true;
+                    json_object_set_new(dependents, uid, json_true());
+                }
+            }
+            if (live == 0 && !orphaned) {
+                if (!ks_is_deleting(o)) {
+                    ks_delete_obj(ks, t, o, "Background");
+                    changed = true;
+                }
+            } else if (orphaned || live < json_array_size(refs)) {
+                json_t *n = json_deep_copy(o);
+                if (json_array_size(keep))
+                    json_object_set(json_object_get(n, "metadata"), "ownerReferences", keep);
+                else
+                    json_object_del(json_object_get(n, "metadata"), "ownerReferences");
+                ks_update(ks, t, o, n, NULL);
+                changed = true;
+            } else if (foreground_owner && !ks_is_deleting(o)) {
+                ks_delete_obj(ks, t, o, "Foreground");
+                changed = true;
+            }
+            json_decref(keep);
+        }
+        json_decref(objs);
+    }
+    /* finish owners: orphan finalizer done once nothing references them; foreground once no
+     * dependents remain */
+    for (struct ks_type *t = ks->types; t; t = t->next) {
+        json_t *objs = ctl_values(t->objs);
+        size_t i;
+        json_t *o;
+        json_array_foreach (objs, i, o) {
+            if (!ks_is_deleting(o))
+                continue;
+            const char *uid = jstr(o, "metadata.uid");
+            const char *fin = NULL;
+            if (ks_has_finalizer(o, "orphan"))
+                fin = "orphan";
+            else if (ks_has_finalizer(o, "foregroundDeletion") && !json_object_get(dependents, uid))
+                fin = "foregroundDeletion";
+            if (!fin)
+                continue;
+            ks_update(ks, t, o, remove_finalizer(o, fin), NULL);
+            changed = true;
+        }
+        json_decref(objs);
+    }
+    json_decref(dependents);
+    return changed;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The simulated kubelet: pods turn Running and Ready, terminating pods go away. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "ks-controllers.h"
+
+bool ks_ctl_kubelet(struct ksim *ks)
+{
+    struct ks_type *pt = ctl_core(ks, "pods");
+    uint64_t now = ks_now(ks);
+    bool changed = false;
+    json_t *todo = json_array();
+    const char *k;
+    json_t *p;
+    json_object_foreach (pt->objs, k, p) {
+        if (!jstr(p, "spec.nodeName") || ks_is_deleting(p) ||
+            !streq_ptr(jstr(p, "status.phase"), "Pending"))
+            continue;
+        const char *uid = jstr(p, "metadata.uid");
+        if (!uid)
+            continue;
+        json_t *born = json_object_get(ks->pod_born, uid);
+        if (!born) {
+            born = json_integer((json_int_t)now);
+            json_object_set_new(ks->pod_born, uid, born);
+        }
+        uint64_t due = (uint64_t)json_integer_value(born) + ks->opts.pod_ready_delay_ms;
+        if (due <= now)
+            json_array_append(todo, p);
+        else if (!ks->next_due || due < ks->next_due)
+            ks->next_due = due;
+    }
+    char ts[40];
+    ks_now_str(ks, ts, sizeof(ts));
+    size_t i;
+    json_array_foreach (todo, i, p) {
+        json_t *n = json_deep_copy(p);
+        json_t *st = jensure(n, "status");
+        json_object_set_new(st, "phase", json_string("Running"));
+        json_object_set_new(st, "startTime", json_string(ts));
+        uint64_t h = 0;
+        for (const char *s = ks_obj_name(p); *s; s++)
+            h = h * 131 + (unsigned char)*s;
+        char ip[32];
+        snprintf(ip, sizeof(ip), "10.244.%u.%u", (unsigned)(h >> 8) % 250, (unsigned)h % 250 + 2);
+        json_object_set_new(st, "podIP", json_string(ip));
+        json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", ip));
+        json_t *node = ks_get(ctl_core(ks, "nodes"), "", jstr(p, "spec.nodeName"));
+        json_t *addr = json_array_get(jpath(node, "status.addresses"), 0);
+        if (jstr(addr, "address"))
+            json_object_set_new(st, "hostIP", json_string(jstr(addr, "address")));
+        json_object_set_new(st, "conditions",
+                            json_pack("[{s:s,s:s,s:s},{s:s,s:s,s:s},{s:s,s:s,s:s},{s:s,s:s,s:s}]",
+                                      "type", "Initialized", "status", "True", "lastTransitionTime",
+                                      ts, "type", "Ready", "status", "True", "lastTransitionTime",
+                                      ts, "type", "ContainersReady", "status", "True",
+                                      "lastTransitionTime", ts, "type", "PodScheduled", "status",
+                                      "True", "lastTransitionTime", ts));
+        json_t *cs = json_array();
+        size_t j;
+        json_t *c;
+        json_array_foreach (jpath(p, "spec.containers"), j, c) {
+            json_array_append_new(
+                cs, json_pack("{s:s,s:s,s:s,s:b,s:b,s:i,s:{s:{s:s}},s:s}", "name",
+                              jstr(c, "name") ?: "", "image", jstr(c, "image") ?: "", "imageID", "",
+                              "ready", 1, "started", 1, "restartCount", 0, "state", "running",
+                              "startedAt", ts, "containerID", "containerd://kubesim"));
+        }
+        json_object_set_new(st, "containerStatuses", cs);
+        ks_update(ks, ctl_core(ks, "pods"), p, n, "status");
+        changed = true;
+    }
+    json_decref(todo);
+    /* terminating pods whose containers have "stopped" are removed, as the kubelet does */
+    json_t *dying = json_array();
+    json_object_foreach (ks->pod_dying, k, p) {
+        uint64_t due = (uint64_t)json_integer_value(p);
+        if (due <= now)
+            json_array_append_new(dying, json_string(k));
+        else if (!ks->next_due || due < ks->next_due)
+            ks->next_due = due;
+    }
+    json_array_foreach (dying, i, p) {
+        const char *uid = json_string_value(p);
+        json_t *where = json_object_get(ks->uids, uid);
+        json_t *pod =
+            where ? json_object_get(pt->objs, json_string_value(json_array_get(where, 1))) : NULL;
+        if (pod && ks_is_deleting(pod) && json_array_size(jpath(pod, "metadata.finalizers")) == 0) {
+            ks_remove(ks, pt, pod);
+            changed = true;
+        }
+        json_object_del(ks->pod_dying, uid);
+    }
+    json_decref(dying);
+    /* forget pods that are gone */
+    void *tmp;
+    json_t *v;
+    json_object_foreach_safe (ks->pod_born, tmp, k, v) {
+        if (!json_object_get(ks->uids, k))
+            json_object_del(ks->pod_born, k);
+    }
+    return changed;
+}

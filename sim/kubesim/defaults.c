@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the API server fills in on create: generated names, type defaults, Secret stringData. */
+#include <string.h>
+
+#include "ks-objects.h"
+
+void ks_random_suffix(struct ksim *ks, char *buf)
+{
+    static const char alpha[] = "bcdfghjklmnpqrstvwxz2456789";
+    uint64_t x = (++ks->uid_counter + ks_now(ks)) * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 5; i++) {
+        buf[i] = alpha[x % 27];
+        x /= 27;
+    }
+    buf[5] = '\0';
+}
+
+void ks_secret_string_data(json_t *obj)
+{
+    json_t *sd = json_object_get(obj, "stringData");
+    if (!sd)
+        return;
+    const char *k;
+    json_t *v;
+    json_object_foreach (sd, k, v) {
+        const char *s = json_string_value(v);
+        if (!s)
+            continue;
+        char *b = base64_encode((const unsigned char *)s, strlen(s));
+        json_object_set_new(jensure(obj, "data"), k, json_string(b));
+        free(b);
+    }
+    json_object_del(obj, "stringData");
+    if (!json_object_get(obj, "type"))
+        json_object_set_new(obj, "type", json_string("Opaque"));
+}
+
+/* Type-specific defaults on create, as the API server's strategies and defaulters set them. */
+void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
+{
+    char now[40];
+    ks_now_str(ks, now, sizeof(now));
+    if (t->crd) {
+        if (t->has_status)
+            json_object_del(obj, "status");
+        return;
+    }
+    const char *p = t->plural;
+    if (!t->group[0] && streq(p, "namespaces")) {
+        json_object_set_new(jensure(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
+        json_object_set_new(jensure(obj, "status"), "phase", json_string("Active"));
+        json_object_set_new(jensure(jensure(obj, "metadata"), "labels"),
+                            "kubernetes.io/metadata.name", json_string(ks_obj_name(obj)));
+    } else if (!t->group[0] && streq(p, "pods")) {
+        json_t *spec = jensure(obj, "spec");
+        if (!json_object_get(spec, "restartPolicy"))
+            json_object_set_new(spec, "restartPolicy", json_string("Always"));
+        if (!json_object_get(spec, "terminationGracePeriodSeconds"))
+            json_object_set_new(spec, "terminationGracePeriodSeconds", json_integer(30));
+        if (!json_object_get(spec, "dnsPolicy"))
+            json_object_set_new(spec, "dnsPolicy", json_string("ClusterFirst"));
+        if (!json_object_get(spec, "schedulerName"))
+            json_object_set_new(spec, "schedulerName", json_string("default-scheduler"));
+        if (!json_object_get(spec, "serviceAccountName"))
+            json_object_set_new(spec, "serviceAccountName", json_string("default"));
+        size_t i;
+        json_t *c;
+        json_array_foreach (json_object_get(spec, "containers"), i, c) {
+            if (!json_is_object(c))
+                continue;
+            const char *img = jstr(c, "image");
+            if (!json_object_get(c, "imagePullPolicy"))
+                json_object_set_new(
+                    c, "imagePullPolicy",
+                    json_string(img && (str_has_suffix(img, ":latest") || !strchr(img, ':'))
+                                    ? "Always"
+                                    : "IfNotPresent"));
+            if (!json_object_get(c, "terminationMessagePath"))
+                json_object_set_new(c, "terminationMessagePath",
+                                    json_string("/dev/termination-log"));
+        }
+        json_t *st = json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", "BestEffort");
+        if (jstr(obj, "spec.nodeName"))
+            json_object_set_new(st, "conditions",
+                                json_pack("[{s:s,s:s,s:n,s:s}]", "type", "PodScheduled", "status",
+                                          "True", "lastProbeTime", "lastTransitionTime", now));
+        json_object_set_new(obj, "status", st);
+    } else if (!t->group[0] && streq(p, "secrets")) {
+        ks_secret_string_data(obj);
+        if (!json_object_get(obj, "type"))
+            json_object_set_new(obj, "type", json_string("Opaque"));
+    } else if (!t->group[0] && streq(p, "services")) {
+        json_t *spec = jensure(obj, "spec");
+        if (!json_object_get(spec, "type"))
+            json_object_set_new(spec, "type", json_string("ClusterIP"));
+        if (!json_object_get(spec, "clusterIP")) {
+            char ip[32];
+            snprintf(ip, sizeof(ip), "10.96.%u.%u", (unsigned)(ks->rv / 250 % 250),
+                     (unsigned)(ks->rv % 250 + 2));
+            json_object_set_new(spec, "clusterIP", json_string(ip));
+            json_object_set_new(spec, "clusterIPs", json_pack("[s]", ip));
+        }
+        json_object_set_new(obj, "status", json_pack("{s:{}}", "loadBalancer"));
+    } else if (streq(t->group, "apps") && streq(p, "daemonsets")) {
+        json_t *spec = jensure(obj, "spec");
+        if (!json_object_get(spec, "updateStrategy"))
+            json_object_set_new(spec, "updateStrategy",
+                                json_pack("{s:s,s:{s:i,s:i}}", "type", "RollingUpdate",
+                                          "rollingUpdate", "maxUnavailable", 1, "maxSurge", 0));
+        if (!json_object_get(spec, "revisionHistoryLimit"))
+            json_object_set_new(spec, "revisionHistoryLimit", json_integer(10));
+        json_object_set_new(obj, "status",
+                            json_pack("{s:i,s:i,s:i,s:i}", "currentNumberScheduled", 0,
+                                      "numberMisscheduled", 0, "desiredNumberScheduled", 0,
+                                      "numberReady", 0));
+    } else if (streq(t->group, "apps") && streq(p, "deployments")) {
+        json_t *spec = jensure(obj, "spec");
+        if (!json_object_get(spec, "replicas"))
+            json_object_set_new(spec, "replicas", json_integer(1));
+        if (!json_object_get(spec, "strategy"))
+            json_object_set_new(spec, "strategy",
+                                json_pack("{s:s,s:{s:s,s:s}}", "type", "RollingUpdate",
+                                          "rollingUpdate", "maxUnavailable", "25%", "maxSurge",
+                                          "25%"));
+        if (!json_object_get(spec, "revisionHistoryLimit"))
+            json_object_set_new(spec, "revisionHistoryLimit", json_integer(10));
+        if (!json_object_get(spec, "progressDeadlineSeconds"))
+            json_object_set_new(spec, "progressDeadlineSeconds", json_integer(600));
+        json_object_set_new(obj, "status", json_object());
+    } else if (streq(t->group, "policy")) {
+        json_object_set_new(obj, "status",
+                            json_pack("{s:i,s:i,s:i,s:i}", "disruptionsAllowed", 0,
+                                      "currentHealthy", 0, "desiredHealthy", 0, "expectedPods", 0));
+    } else if (streq(t->group, "apiextensions.k8s.io")) {
+        json_t *names = json_deep_copy(jpath(obj, "spec.names"));
+        if (json_is_object(names) && !json_object_get(names, "singular") && jstr(names, "kind")) {
+            char *s = ks_lower_dup(jstr(names, "kind"));
+            json_object_set_new(names, "singular", json_string(s));
+            free(s);
+        }
+        if (json_is_object(names) && !json_object_get(names, "listKind") && jstr(names, "kind")) {
+            _cleanup_free_ char *lk = xasprintf("%sList", jstr(names, "kind"));
+            json_object_set_new(names, "listKind", json_string(lk));
+        }
+        json_t *stored = json_array();
+        size_t i;
+        json_t *v;
+        json_array_foreach (jpath(obj, "spec.versions"), i, v)
+            if (json_is_true(json_object_get(v, "storage")))
+                json_array_append(stored, json_object_get(v, "name"));
+        json_object_set_new(
+            obj, "status",
+            json_pack("{s:[{s:s,s:s,s:s,s:s,s:s},{s:s,s:s,s:s,s:s,s:s}],s:o,s:o}", "conditions",
+                      "type", "NamesAccepted", "status", "True", "lastTransitionTime", now,
+                      "reason", "NoConflicts", "message", "no conflicts found", "type",
+                      "Established", "status", "True", "lastTransitionTime", now, "reason",
+                      "InitialNamesAccepted", "message", "the initial names have been accepted",
+                      "acceptedNames", names ? names : json_object(), "storedVersions", stored));
+    }
+}

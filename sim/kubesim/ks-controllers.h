@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kubesim's controllers, one per file, over the object layer. Each returns true when it changed
+ * something; ks_controllers() runs them until nothing changes. All run under ks->lock. */
+#ifndef GPUOP_KS_CONTROLLERS_H
+#define GPUOP_KS_CONTROLLERS_H
+
+#include "ks-objects.h"
+
+#define T_UNSCHED "node.kubernetes.io/unschedulable"
+
+/* ctl-common.c */
+struct ks_type *ctl_core(struct ksim *ks, const char *plural);
+/* A snapshot of a map's values: controllers change the map while walking it. */
+json_t *ctl_values(json_t *objs);
+bool ctl_node_term_matches(json_t *term, json_t *node);
+bool ctl_tolerates(json_t *tols, json_t *taint);
+bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node);
+json_t *ctl_ds_tolerations(json_t *podspec);
+char *ctl_template_hash(json_t *tmpl, json_int_t collisions);
+json_t *ctl_owner_ref(json_t *owner, const char *api_version, const char *kind);
+bool ctl_controlled_by(json_t *obj, const char *uid);
+json_t *ctl_pods_by_controller(struct ksim *ks, const char *kind);
+bool ctl_set_status(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *st);
+/* A core/v1 Event about obj (type "Normal" or "Warning"). */
+void ctl_event(struct ksim *ks, json_t *obj, const char *kind, const char *type, const char *reason,
+               const char *message);
+
+bool ks_ctl_daemonsets(struct ksim *ks);
+bool ks_ctl_deployments(struct ksim *ks);
+bool ks_ctl_replicasets(struct ksim *ks);
+bool ks_ctl_kubelet(struct ksim *ks);
+bool ks_ctl_schedule(struct ksim *ks);
+bool ks_ctl_orphan_pods(struct ksim *ks);
+bool ks_ctl_node_taints(struct ksim *ks);
+bool ks_ctl_pdbs(struct ksim *ks);
+bool ks_ctl_namespaces(struct ksim *ks);
+bool ks_ctl_gc(struct ksim *ks);
+
+/* controller.c: every controller until nothing changes (at most a few rounds). */
+bool ks_controllers(struct ksim *ks);
+
+#endif

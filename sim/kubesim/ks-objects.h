@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim's object layer: validation, defaults and the lifecycle of objects (create, update,
+ * patch, apply, delete, bind, scale, evict) over the store. Every operation returns 0 or a
+ * negative errno and describes its outcome in a struct ks_status, which the HTTP layer renders
+ * as a Kubernetes Status and controllers may ignore. Runs under ks->lock; knows nothing of
+ * requests or responses.
+ */
+#ifndef GPUOP_KS_OBJECTS_H
+#define GPUOP_KS_OBJECTS_H
+
+#include "kubesim-internal.h"
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+struct ks_status {
+    int code;           /* HTTP status code: 2xx on success */
+    const char *reason; /* static string: "NotFound", "Invalid", "" on success */
+    char *message;      /* "" or NULL: none */
+    json_t *details;    /* Status details (name, group, kind, uid, causes), or NULL */
+};
+
+void ks_status_clear(struct ks_status *st);
+#define _cleanup_status_ _cleanup_(ks_status_clear)
+/* Replaces st; details is stolen. Returns the negative errno matching code (0 for 2xx). */
+int ks_status_set(struct ks_status *st, int code, const char *reason, json_t *details,
+                  const char *fmt, ...) GPUOP_PRINTF(5, 6);
+int ks_status_vset(struct ks_status *st, int code, const char *reason, json_t *details,
+                   const char *fmt, va_list ap);
+int ks_status_ok(struct ks_status *st, int code, json_t *details);
+json_t *ks_status_details(struct ks_type *t, const char *name);
+int ks_not_found(struct ks_status *st, struct ks_type *t, const char *name);
+int ks_not_found_resource(struct ks_status *st);
+int ks_bad_request(struct ks_status *st, const char *msg);
+int ks_method_not_allowed(struct ks_status *st);
+int ks_conflict(struct ks_status *st, struct ks_type *t, const char *name);
+/* 422 from causes [{reason, message, field}] (stolen). */
+int ks_invalid(struct ks_status *st, struct ks_type *t, const char *name, json_t *causes);
+
+/* ---- validation and defaults -------------------------------------------------------------- */
+
+void ks_add_cause(json_t *causes, const char *reason, const char *field, const char *fmt, ...)
+    GPUOP_PRINTF(4, 5);
+/* The decoder's type checks of a built-in object (metadata maps and lists, int32 and
+ * int-or-string fields, quantities): 400 with Go's message. */
+int ks_decode_check(struct ks_type *t, json_t *obj, struct ks_status *st);
+void ks_validate_name(struct ks_type *t, const char *name, json_t *causes);
+void ks_validate_labels(json_t *obj, json_t *causes);
+void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *causes);
+/* Fields an update may not change; also keeps a Service's allocated clusterIP in res. */
+void ks_validate_immutable(struct ks_type *t, json_t *old, json_t *res, json_t *causes);
+
+void ks_random_suffix(struct ksim *ks, char *buf); /* buf >= 6 bytes */
+/* Secrets: stringData merged into data (base64) and dropped. */
+void ks_secret_string_data(json_t *obj);
+void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj);
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+/* Creates obj (stolen) in ns as a POST would; dry: validate and default only. On success
+ * *ret_obj (may be NULL) gets a new reference to the created object. */
+int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *obj, bool dry,
+                  json_t **ret_obj, struct ks_status *st);
+/* Creates a copy of obj by its apiVersion and kind, making its namespace when missing. */
+int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e);
+/* obj (stolen) replaces old under the subresource's rules (sub: NULL, "status", "finalize"). */
+int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub,
+                  bool dry, json_t **ret_obj, struct ks_status *st);
+/* A controller's update: the outcome is not reported. */
+void ks_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub);
+/* A PUT: name and resourceVersion checked against cur (NULL: not found), then an update. */
+int ks_obj_replace(struct ksim *ks, struct ks_type *t, const char *name, json_t *cur, json_t *obj,
+                   const char *sub, bool dry, json_t **ret_obj, struct ks_status *st);
+
+enum ks_patch_kind { KS_PATCH_MERGE, KS_PATCH_JSON, KS_PATCH_STRATEGIC };
+/* patch stolen; old NULL: not found. */
+int ks_obj_patch(struct ksim *ks, struct ks_type *t, const char *name, json_t *old,
+                 enum ks_patch_kind kind, json_t *patch, const char *sub, bool dry,
+                 json_t **ret_obj, struct ks_status *st);
+/* Server-side apply of cfg (stolen) by manager; old NULL creates. */
+int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char *name, json_t *old,
+                 json_t *cfg, const char *manager, bool force, bool dry, json_t **ret_obj,
+                 struct ks_status *st);
+
+struct ks_delete_opts {
+    const char *propagation; /* NULL, Foreground, Background or Orphan */
+    int64_t grace;           /* < 0: the object's own */
+    const char *uid;         /* preconditions, NULL: none */
+    const char *rv;
+    bool dry;
+};
+/* A DELETE. On success *ret_obj is the object as it is now (marked for deletion, or a pod's
+ * last state) or NULL when gone (st then has the Success details). */
+int ks_obj_delete(struct ksim *ks, struct ks_type *t, json_t *obj, const struct ks_delete_opts *o,
+                  json_t **ret_obj, struct ks_status *st);
+/* Deletes obj as a DELETE without options would: marks it when it has finalizers. */
+void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation);
+void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
+                         int64_t grace);
+/* The binding subresource: pod (current) to node. */
+int ks_obj_bind(struct ksim *ks, struct ks_type *t, json_t *pod, const char *node,
+                struct ks_status *st);
+/* The autoscaling/v1 Scale of obj. */
+json_t *ks_obj_scale_of(struct ks_type *t, json_t *obj);
+/* Sets spec.replicas from want (a Scale); *ret_scale is the new Scale. */
+int ks_obj_scale_set(struct ksim *ks, struct ks_type *t, json_t *cur, json_t *want, bool dry,
+                     json_t **ret_scale, struct ks_status *st);
+
+/* ---- eviction and disruption budgets ------------------------------------------------------ */
+
+struct ks_pdb_math {
+    int64_t expected, healthy, desired, allowed;
+};
+struct ks_pdb_math ks_pdb_compute(struct ksim *ks, json_t *pdb);
+/* The eviction subresource: deletes pod unless a PodDisruptionBudget forbids it (429). */
+int ks_obj_evict(struct ksim *ks, json_t *pod, struct ks_status *st);
+
+#endif

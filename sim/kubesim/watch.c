@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Watch streams: the initial state, events from the store's log with selector transitions,
+ * bookmarks, timeouts and 410 Expired once the log is compacted past the cursor. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "ks-http.h"
+
+int ks_watch_start(struct ksim *ks, struct ks_type *t, const char *ns, struct ksim_selector *ls,
+                   struct ksim_selector *fs, const struct ks_watch_opts *o, struct ksim_watch **ret,
+                   struct ks_status *st)
+{
+    const char *rvs = o->resource_version;
+    uint64_t rv = 0;
+    struct ksim_watch *w = xcalloc(1, sizeof(*w));
+    w->type = t;
+    w->ns = ns ? xstrdup(ns) : NULL;
+    w->lsel = ls;
+    w->fsel = fs;
+    w->bookmarks = o->bookmarks;
+    w->table = o->table;
+    w->last_bookmark = ks_now(ks);
+    if (o->timeout_s > 0) {
+        w->deadline = ks_now(ks) + o->timeout_s * 1000;
+    } else {
+        /* as the API server's --min-request-timeout: a random 30 to 60 minutes */
+        uint64_t x = (++ks->uid_counter + ks_now(ks)) * 0x9E3779B97F4A7C15ull;
+        w->deadline = ks_now(ks) + (1800 + (x >> 33) % 1800) * 1000;
+    }
+    ks_store_compact(ks);
+    if (!rvs || !rvs[0] || streq(rvs, "0") || o->send_initial_events) {
+        char *last;
+        size_t rem;
+        w->initial = ks_store_list(t, ns, ls, fs, NULL, 0, &last, &rem);
+        free(last);
+        w->cursor = ks->rv;
+        w->initial_end_bookmark = o->send_initial_events && w->bookmarks;
+    } else if (parse_u64(rvs, &rv) < 0) {
+        ksim_selector_free(ls);
+        ksim_selector_free(fs);
+        free(w->ns);
+        free(w);
+        return ks_status_set(st, 400, "BadRequest", NULL, "invalid resource version: %s", rvs);
+    } else if (rv < ks->compacted_rv) {
+        w->expired_rv = rv;
+        w->cursor = rv;
+    } else {
+        w->cursor = rv;
+    }
+    ks->watches_active++;
+    *ret = w;
+    return ks_status_ok(st, 200, NULL);
+}
+
+void ksim_watch_free(struct ksim *ks, struct ksim_watch *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&ks->lock);
+    if (ks->watches_active)
+        ks->watches_active--;
+    pthread_mutex_unlock(&ks->lock);
+    ksim_selector_free(w->lsel);
+    ksim_selector_free(w->fsel);
+    json_decref(w->initial);
+    free(w->ns);
+    free(w);
+}
+
+static bool watch_sees(struct ksim_watch *w, json_t *obj)
+{
+    return obj && ks_obj_visible(obj, w->ns, w->lsel, w->fsel);
+}
+
+static void emit(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, const char *type,
+                 json_t *obj)
+{
+    json_t *o = obj;
+    json_t *tab = NULL;
+    if (w->table) {
+        json_t *one = json_pack("[O]", obj);
+        tab = ks_table(ks, w->type, one, true);
+        json_decref(one);
+        o = tab;
+    }
+    json_t *ev = json_pack("{s:s,s:O}", "type", type, "object", o);
+    char *s = json_dumps(ev, JSON_COMPACT);
+    if (s) {
+        sbuf_puts(out, s);
+        sbuf_puts(out, "\n");
+    }
+    free(s);
+    json_decref(ev);
+    json_decref(tab);
+    ks->watch_events_total++;
+}
+
+static void emit_bookmark(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, bool end)
+{
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%" PRIu64, w->cursor > ks->rv ? w->cursor : ks->rv);
+    _cleanup_free_ char *gv = ks_type_gv(w->type);
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:n}}", "kind", w->type->kind, "apiVersion", gv,
+                            "metadata", "resourceVersion", rv, "creationTimestamp");
+    if (end)
+        json_object_set_new(json_object_get(obj, "metadata"), "annotations",
+                            json_pack("{s:s}", "k8s.io/initial-events-end", "true"));
+    bool table = w->table;
+    w->table = false;
+    emit(ks, w, out, "BOOKMARK", obj);
+    w->table = table;
+    json_decref(obj);
+    w->last_bookmark = ks_now(ks);
+}
+
+static void emit_expired(struct ksim *ks, struct ksim_watch *w, struct sbuf *out)
+{
+    _cleanup_free_ char *m = xasprintf("too old resource version: %" PRIu64 " (%" PRIu64 ")",
+                                       w->expired_rv, ks->compacted_rv + 1);
+    json_t *st =
+        json_pack("{s:s,s:s,s:{},s:s,s:s,s:s,s:i}", "kind", "Status", "apiVersion", "v1",
+                  "metadata", "status", "Failure", "message", m, "reason", "Expired", "code", 410);
+    bool table = w->table;
+    w->table = false;
+    emit(ks, w, out, "ERROR", st);
+    w->table = table;
+    json_decref(st);
+    w->ended = true;
+}
+
+/* First event index with rv > cursor. */
+static size_t ev_search(struct ksim *ks, uint64_t cursor)
+{
+    size_t lo = ks->ev_head, hi = ks->ev_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ks->ev[mid].rv <= cursor)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uint64_t wait_ms)
+{
+    pthread_mutex_lock(&ks->lock);
+    uint64_t start = now_ms_mono();
+    int r = 0;
+    for (;;) {
+        if (ks->shutdown || w->ended) {
+            r = -1;
+            break;
+        }
+        if (w->expired_rv || w->cursor < ks->compacted_rv) {
+            if (!w->expired_rv)
+                w->expired_rv = w->cursor;
+            emit_expired(ks, w, out);
+            r = 1;
+            break;
+        }
+        if (w->initial) {
+            /* in slices, so a huge initial state never overflows the stream buffer */
+            size_t n = json_array_size(w->initial);
+            while (w->initial_pos < n && out->len < (1u << 20))
+                emit(ks, w, out, "ADDED", json_array_get(w->initial, w->initial_pos++));
+            r = 1;
+            if (w->initial_pos < n)
+                break;
+            json_decref(w->initial);
+            w->initial = NULL;
+            if (w->initial_end_bookmark)
+                emit_bookmark(ks, w, out, true);
+            r = 1;
+            break;
+        }
+        size_t before = out->len;
+        for (size_t i = ev_search(ks, w->cursor); i < ks->ev_len && out->len < (1u << 20); i++) {
+            struct ks_event *e = &ks->ev[i];
+            w->cursor = e->rv;
+            if (e->type != w->type)
+                continue;
+            bool now_in = watch_sees(w, e->obj);
+            bool was_in = e->kind == KS_MODIFIED ? watch_sees(w, e->old) : now_in;
+            if (e->kind == KS_ADDED && now_in)
+                emit(ks, w, out, "ADDED", e->obj);
+            else if (e->kind == KS_DELETED && now_in)
+                emit(ks, w, out, "DELETED", e->obj);
+            else if (e->kind == KS_MODIFIED && now_in && was_in)
+                emit(ks, w, out, "MODIFIED", e->obj);
+            else if (e->kind == KS_MODIFIED && now_in)
+                emit(ks, w, out, "ADDED", e->obj);
+            else if (e->kind == KS_MODIFIED && was_in)
+                emit(ks, w, out, "DELETED", e->obj);
+        }
+        if (out->len > before) {
+            r = 1;
+            break;
+        }
+        uint64_t now = ks_now(ks);
+        if (w->deadline && now >= w->deadline) {
+            w->ended = true;
+            r = -1;
+            break;
+        }
+        if (w->bookmarks && now >= w->last_bookmark + ks->opts.bookmark_interval_ms) {
+            emit_bookmark(ks, w, out, false);
+            r = 1;
+            break;
+        }
+        uint64_t waited = now_ms_mono() - start;
+        if (waited >= wait_ms)
+            break;
+        uint64_t left = wait_ms - waited;
+        if (w->deadline && w->deadline - now < left)
+            left = w->deadline - now + 1;
+        if (w->bookmarks && w->last_bookmark + ks->opts.bookmark_interval_ms - now < left)
+            left = w->last_bookmark + ks->opts.bookmark_interval_ms - now + 1;
+        ks_cond_wait(ks, left);
+    }
+    pthread_mutex_unlock(&ks->lock);
+    return r;
+}
