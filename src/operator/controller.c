@@ -15,6 +15,7 @@
 #include "kube.h"
 #include "operator-internal.h"
 #include "operator.h"
+#include "prom.h"
 #include "svc.h"
 #include "yamlcfg.h"
 
@@ -149,9 +150,9 @@ static int write_status(struct controller *c, json_t *cp, json_t *status, struct
     if (r < 0)
         return r;
     count_write(c);
-    const char *rv = op_json_str(cp, "metadata", "resourceVersion");
-    if (rv && json_is_object(out) && op_obj_name(cp))
-        json_object_set_new(c->written, op_obj_name(cp), json_pack("[s,O]", rv, out));
+    const char *rv = kobj_resource_version(cp);
+    if (rv && json_is_object(out) && kobj_name(cp))
+        json_object_set_new(c->written, kobj_name(cp), json_pack("[s,O]", rv, out));
     return 0;
 }
 
@@ -161,9 +162,9 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
     struct err e = {0};
     if (check_leader(c, &e) < 0)
         return;
-    _cleanup_json_ json_t *inv = json_pack(
-        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy", "metadata",
-        "name", op_obj_name(cp), "uid", op_json_str(cp, "metadata", "uid") ?: "");
+    _cleanup_json_ json_t *inv =
+        json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
+                  "metadata", "name", kobj_name(cp), "uid", kobj_uid(cp) ?: "");
     struct kube_event ev = {.ns = c->ns,
                             .involved = inv,
                             .type = type,
@@ -197,12 +198,11 @@ static size_t owned_index(const struct kube_resource *r)
 /* Creates or replaces one planned object. */
 static int apply_object(struct controller *c, json_t *desired, struct err *e)
 {
-    const struct kube_resource *r = resource_of_kind(op_json_str(desired, "kind", NULL));
+    const struct kube_resource *r = resource_of_kind(kobj_kind(desired));
     if (!r)
-        return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"",
-                       op_json_str(desired, "kind", NULL));
-    const char *ns = r->namespaced ? op_json_str(desired, "metadata", "namespace") : NULL;
-    const char *name = op_obj_name(desired);
+        return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"", kobj_kind(desired));
+    const char *ns = r->namespaced ? kobj_namespace(desired) : NULL;
+    const char *name = kobj_name(desired);
     _cleanup_json_ json_t *live = kube_informer_get(c->owned[owned_index(r)], ns, name);
     if (!live) {
         /* Not in our store (the store only sees objects labelled as ours): ask the server, an
@@ -226,8 +226,7 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
     } else {
         _cleanup_json_ json_t *obj = json_deep_copy(desired);
         json_t *meta = json_object_get(obj, "metadata");
-        json_object_set(meta, "resourceVersion",
-                        json_object_get(json_object_get(live, "metadata"), "resourceVersion"));
+        json_object_set(meta, "resourceVersion", kobj_at(live, "metadata", "resourceVersion"));
         if (r == &KUBE_SERVICES) {
             /* clusterIP is immutable and assigned by the server */
             json_t *lspec = json_object_get(live, "spec");
@@ -248,16 +247,15 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
 
 static int delete_object(struct controller *c, const json_t *item, struct err *e)
 {
-    const char *kind = json_string_value(json_object_get(item, "kind"));
-    const char *name = json_string_value(json_object_get(item, "name"));
+    const char *kind = kobj_str(item, "kind");
+    const char *name = kobj_str(item, "name");
     const struct kube_resource *r = resource_of_kind(kind);
     if (!r)
         return err_set(e, -EINVAL, "prune of unknown kind \"%s\"", kind);
     if (check_leader(c, e) < 0)
         return -ECANCELED;
     struct kube_delete_opts dopts = {.propagation = KUBE_PROPAGATION_BACKGROUND};
-    int rc = kube_delete(c->kc, r, json_string_value(json_object_get(item, "namespace")), name,
-                         &dopts, e);
+    int rc = kube_delete(c->kc, r, kobj_str(item, "namespace"), name, &dopts, e);
     if (rc < 0 && rc != -ENOENT)
         return rc;
     err_clear(e);
@@ -278,7 +276,7 @@ static int label_nodes(struct controller *c, const json_t *patches, json_t *erro
     size_t i;
     json_t *np;
     json_array_foreach (patches, i, np) {
-        const char *name = json_string_value(json_object_get(np, "name"));
+        const char *name = kobj_str(np, "name");
         if (check_leader(c, e) < 0)
             return -ECANCELED;
         _cleanup_json_ json_t *body =
@@ -312,12 +310,12 @@ static void emit_events(struct controller *c, json_t *entry)
     size_t i;
     json_t *ev;
     json_array_foreach (json_object_get(entry, "events"), i, ev) {
-        const char *type = json_string_value(json_object_get(ev, "type"));
-        const char *reason = json_string_value(json_object_get(ev, "reason"));
-        const char *msg = json_string_value(json_object_get(ev, "message"));
+        const char *type = kobj_str(ev, "type");
+        const char *reason = kobj_str(ev, "reason");
+        const char *msg = kobj_str(ev, "message");
         if (streq_ptr(type, "Warning"))
             log_warn(COMPONENT, "ClusterPolicy event", "policy=%s reason=%s message=\"%s\"",
-                     op_obj_name(cp), reason, msg);
+                     kobj_name(cp), reason, msg);
         emit_event(c, cp, type, reason, msg);
     }
 }
@@ -393,12 +391,11 @@ static void policies_fresh(struct controller *c, json_t *policies)
     size_t i;
     json_t *cp;
     json_array_foreach (policies, i, cp) {
-        const char *name = op_obj_name(cp);
+        const char *name = kobj_name(cp);
         json_t *w = name ? json_object_get(c->written, name) : NULL;
         if (!w)
             continue;
-        if (streq_ptr(op_json_str(cp, "metadata", "resourceVersion"),
-                      json_string_value(json_array_get(w, 0)))) {
+        if (streq_ptr(kobj_resource_version(cp), json_string_value(json_array_get(w, 0)))) {
             json_array_set(policies, i, json_array_get(w, 1));
             json_object_set(keep, name, w);
         }
@@ -452,8 +449,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
             return err_set(e, ir, "%s", err_msg(&ie));
         if (ir < 0 && ignored_r == 0) {
             ignored_r = ir;
-            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s",
-                    json_string_value(json_object_get(entry, "name")), err_msg(&ie));
+            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s", kobj_str(entry, "name"),
+                    err_msg(&ie));
         }
     }
     if (!active)
@@ -485,8 +482,7 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     }
     r = report_policy(c, active, e);
     if (r < 0)
-        return err_prefix(e, "ClusterPolicy %s status",
-                          json_string_value(json_object_get(active, "name")));
+        return err_prefix(e, "ClusterPolicy %s status", kobj_str(active, "name"));
     pthread_mutex_lock(&c->lock);
     c->m.status = plan->health;
     pthread_mutex_unlock(&c->lock);
@@ -494,8 +490,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     if (json_array_size(errors) > 0) {
         json_t *first = json_array_get(errors, 0);
         return err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
-                       json_array_size(errors), json_string_value(json_object_get(first, "object")),
-                       json_string_value(json_object_get(first, "reason")));
+                       json_array_size(errors), kobj_str(first, "object"),
+                       kobj_str(first, "reason"));
     }
 out:
     if (ignored_r < 0)
@@ -508,37 +504,33 @@ out:
 static int h_metrics(const struct http_request *req, struct http_response *resp, void *u)
 {
     struct controller *c = u;
-    enum prom_format f = prom_negotiate(req->accept);
-    struct sbuf b;
-    sbuf_init(&b, 1u << 20);
     pthread_mutex_lock(&c->lock);
     struct metrics m = c->m;
     bool leader = c->leader;
     pthread_mutex_unlock(&c->lock);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_total", PROM_COUNTER,
-                      "Reconciliations run");
-    sbuf_printf(&b, "gpu_operator_reconciliation_total %llu\n",
-                (unsigned long long)m.reconciliations);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_failed_total", PROM_COUNTER,
-                      "Reconciliations that failed");
-    sbuf_printf(&b, "gpu_operator_reconciliation_failed_total %llu\n",
-                (unsigned long long)m.failed);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_last_success_ts_seconds", PROM_GAUGE,
-                      "Time of the last successful reconciliation");
-    sbuf_printf(&b, "gpu_operator_reconciliation_last_success_ts_seconds %.3f\n",
-                (double)m.last_success_ms / 1000.0);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_status", PROM_GAUGE,
-                      "1 ready, 0 not ready, -1 failed or invalid policy");
-    sbuf_printf(&b, "gpu_operator_reconciliation_status %d\n", m.status);
-    prom_write_family(&b, f, "gpu_operator_gpu_nodes_total", PROM_GAUGE, "GPU nodes seen");
-    sbuf_printf(&b, "gpu_operator_gpu_nodes_total %d\n", m.gpu_nodes);
-    prom_write_family(&b, f, "gpuop_operator_api_writes_total", PROM_COUNTER,
-                      "Write calls made to the API server");
-    sbuf_printf(&b, "gpuop_operator_api_writes_total %llu\n", (unsigned long long)m.writes);
-    prom_write_family(&b, f, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads");
-    sbuf_printf(&b, "gpuop_operator_leader %d\n", leader ? 1 : 0);
-    if (f == PROM_FORMAT_OPENMETRICS)
-        sbuf_puts(&b, "# EOF\n");
+    enum prom_format f = prom_negotiate(req->accept);
+    struct sbuf b;
+    sbuf_init(&b, 64u << 10);
+    struct prom_writer w;
+    prom_writer_init(&w, &b, f);
+    prom_metric_u64(&w, "gpu_operator_reconciliation_total", PROM_COUNTER, "Reconciliations run",
+                    m.reconciliations);
+    prom_metric_u64(&w, "gpu_operator_reconciliation_failed_total", PROM_COUNTER,
+                    "Reconciliations that failed", m.failed);
+    prom_metric(&w, "gpu_operator_reconciliation_last_success_ts_seconds", PROM_GAUGE,
+                "Time of the last successful reconciliation", (double)m.last_success_ms / 1000.0);
+    prom_metric(&w, "gpu_operator_reconciliation_status", PROM_GAUGE,
+                "1 ready, 0 not ready, -1 failed or invalid policy", m.status);
+    prom_metric(&w, "gpu_operator_gpu_nodes_total", PROM_GAUGE, "GPU nodes seen", m.gpu_nodes);
+    prom_metric_u64(&w, "gpuop_operator_api_writes_total", PROM_COUNTER,
+                    "Write calls made to the API server", m.writes);
+    prom_metric(&w, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads",
+                leader ? 1 : 0);
+    int r = prom_writer_finish(&w);
+    if (r < 0) {
+        sbuf_free(&b);
+        return r; /* a truncated page is no page */
+    }
     size_t len = b.len;
     http_response_take(resp, 200, prom_content_type(f), sbuf_steal(&b), len);
     return 0;
