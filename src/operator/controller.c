@@ -81,8 +81,7 @@ struct controller {
 };
 
 /* The component's state: the options, then the controller. */
-struct operator
-{
+struct op_process {
     const char *kubeconfig, *ns, *operand_image, *templates_dir, *metrics_listen;
     const char *leader_elect, *lease_name, *identity;
     uint64_t lease_ms, renew_ms, retry_ms, qps;
@@ -690,7 +689,7 @@ static int check_bool(const void *dst, const char *source, struct err *e)
     return 0;
 }
 
-#define X(m) offsetof(struct operator, m)
+#define X(m) offsetof(struct op_process, m)
 static const struct svc_option operator_options[] = {
     {.flag = "kubeconfig",
      .env = "KUBECONFIG",
@@ -783,7 +782,7 @@ static const struct svc_option operator_options[] = {
 
 static void operator_defaults(void *state)
 {
-    struct operator* o = state;
+    struct op_process *o = state;
     o->ns = "gpu-operator";
     o->metrics_listen = ":8080";
     o->leader_elect = "true";
@@ -800,7 +799,7 @@ static void operator_defaults(void *state)
 
 static int operator_configure(struct svc *s, struct err *e)
 {
-    struct operator* o = svc_state(s);
+    struct op_process *o = svc_state(s);
     bool elect = true;
     parse_bool(o->leader_elect, &elect); /* checked with the option */
     o->elect = elect;
@@ -822,7 +821,7 @@ static int operator_configure(struct svc *s, struct err *e)
 
 static void operator_cleanup(void *state)
 {
-    struct operator* o = state;
+    struct op_process *o = state;
     struct controller *c = &o->c;
     kube_leader_free(c->leader_elector); /* first: the Lease is released before anything else */
     http_server_free(c->http);
@@ -895,7 +894,7 @@ static int wait_synced(struct controller *c, struct svc *s, struct err *e)
     return 0;
 }
 
-static int start_leader(struct operator* o, struct err *e)
+static int start_leader(struct op_process *o, struct err *e)
 {
     struct controller *c = &o->c;
     if (!o->elect) {
@@ -963,7 +962,7 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
 
 static int operator_run(struct svc *s, struct err *e)
 {
-    struct operator* o = svc_state(s);
+    struct op_process *o = svc_state(s);
     struct controller *c = &o->c;
     struct kube_options ko = {
         .kubeconfig = o->kubeconfig, .qps = (double)o->qps, .burst = o->burst, .stop = svc_stop(s)};
@@ -1008,7 +1007,7 @@ static const struct svc_component operator_component = {
                 "(the leader releases its Lease when the API server answers within 1 s); SIGHUP "
                 "is\n"
                 "logged and ignored.\n",
-    .state_size = sizeof(struct operator),
+    .state_size = sizeof(struct op_process),
     .defaults = operator_defaults,
     .configure = operator_configure,
     .run = operator_run,
