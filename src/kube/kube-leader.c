@@ -27,6 +27,7 @@ struct kube_leader {
     /* the record as last observed */
     char *obs_record;
     uint64_t obs_at_ms;
+    json_t *written; /* the Lease as our last successful write left it (leader thread only) */
     uint64_t last_renew_ms;
 };
 
@@ -95,7 +96,8 @@ static bool try_acquire_or_renew(struct kube_leader *l)
             return false;
         }
         observe(l, out);
-        json_decref(out);
+        json_decref(l->written);
+        l->written = out;
         return true;
     }
     if (r < 0) {
@@ -123,7 +125,8 @@ static bool try_acquire_or_renew(struct kube_leader *l)
         return false;
     }
     observe(l, out);
-    json_decref(out);
+    json_decref(l->written);
+    l->written = out;
     return true;
 }
 
@@ -144,24 +147,33 @@ static void set_leader(struct kube_leader *l, bool v)
     }
 }
 
-/* Made after the stop: the client's stop token does not cancel it, release_ms bounds it. */
+/* Made after the stop: the client's stop token does not cancel it, release_ms bounds it. One
+ * write of the Lease as our last renewal left it; a conflict (someone wrote since) reads it again
+ * and releases only when it is still ours. */
 static void release(struct kube_leader *l)
 {
     struct err e = {0};
-    _cleanup_json_ json_t *lease = NULL;
-    if (kube_get(l->c, &KUBE_LEASES, l->ns, l->name, &lease, &e) < 0)
-        return;
-    if (kube_lease_decide(lease, l->identity, false) != KUBE_LEASE_RENEW)
-        return;
-    char now[48];
-    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
-    json_t *spec = json_object_get(lease, "spec");
-    json_object_set_new(spec, "holderIdentity", json_string(""));
-    json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
-    json_object_set_new(spec, "renewTime", json_string(now));
-    if (kube_update(l->c, &KUBE_LEASES, l->ns, lease, NULL, &e) < 0)
-        log_warn("kube", "lease release failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
-                 err_msg(&e));
+    _cleanup_json_ json_t *lease = l->written ? json_deep_copy(l->written) : NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!lease && kube_get(l->c, &KUBE_LEASES, l->ns, l->name, &lease, &e) < 0)
+            break;
+        if (kube_lease_decide(lease, l->identity, false) != KUBE_LEASE_RENEW)
+            return;
+        char now[48];
+        kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+        json_t *spec = json_object_get(lease, "spec");
+        json_object_set_new(spec, "holderIdentity", json_string(""));
+        json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
+        json_object_set_new(spec, "renewTime", json_string(now));
+        int r = kube_update(l->c, &KUBE_LEASES, l->ns, lease, NULL, &e);
+        if (r == 0)
+            return;
+        json_decref(steal_ptr(&lease));
+        if (r != KUBE_ECONFLICT)
+            break;
+    }
+    log_warn("kube", "lease release failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
+             err_msg(&e));
 }
 
 static void *leader_main(void *ud)
@@ -274,5 +286,6 @@ void kube_leader_free(struct kube_leader *l)
     free(l->identity);
     free(l->holder);
     free(l->obs_record);
+    json_decref(l->written);
     free(l);
 }
