@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kubesim's HTTP shell: flags, libmicrohttpd (optionally TLS with a generated CA), bearer-token
- * authentication, request metrics, the controller thread and the kubeconfig it writes. */
+/* kubesim's HTTP shell on the component runtime (src/svc: flags, signals, stop, exit codes):
+ * libmicrohttpd (optionally TLS with a generated CA), bearer-token authentication, request
+ * metrics, the controller thread and the kubeconfig it writes. */
 #include <arpa/inet.h>
-#include <ctype.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -14,6 +13,7 @@
 
 #include "kubesim-internal.h"
 #include "kubesim-tls.h"
+#include "svc.h"
 
 #define KS_COMPONENT "kubesim"
 
@@ -23,7 +23,7 @@ struct shell {
     size_t max_body;
     pthread_mutex_t mlock;
     json_t *counters; /* "verb\x1fresource\x1fcode" -> count */
-    bool stop;
+    struct stop_token *stop;
 };
 
 struct conn_ctx {
@@ -232,42 +232,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-static bool stopped(struct shell *sh)
-{
-    pthread_mutex_lock(&sh->mlock);
-    bool stop = sh->stop;
-    pthread_mutex_unlock(&sh->mlock);
-    return stop;
-}
-
-/* Sleeps us in slices of at most 10 ms; true as soon as the shell is stopping, so SIGTERM never
- * waits out a long pause between reconciles. */
-static bool nap_unless_stopped(struct shell *sh, uint64_t us)
-{
-    while (us > 0) {
-        if (stopped(sh))
-            return true;
-        uint64_t slice = us < 10000 ? us : 10000;
-        usleep((useconds_t)slice);
-        us -= slice;
-    }
-    return stopped(sh);
-}
-
 static void *controller_main(void *arg)
 {
     struct shell *sh = arg;
     uint64_t last_us = 0;
-    for (;;) {
+    while (!stop_requested(sh->stop)) {
         ksim_wait_change(sh->ks, 100);
-        pthread_mutex_lock(&sh->mlock);
-        bool stop = sh->stop;
-        pthread_mutex_unlock(&sh->mlock);
-        if (stop)
+        if (stop_requested(sh->stop))
             break;
         /* let a burst of writes land first: one reconcile per burst, not per write, and
          * never more than a third of the time holding the store */
-        if (nap_unless_stopped(sh, 20000 + 2 * last_us))
+        if (stop_wait(sh->stop, (20000 + 2 * last_us + 999) / 1000))
             break;
         uint64_t t0 = now_us_mono();
         ksim_reconcile(sh->ks);
@@ -418,25 +393,6 @@ static int load_file(struct ksim *ks, const char *path, struct err *e)
     return 0;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kubesim [options]\n"
-            "  --listen ADDR          address to serve on (default 127.0.0.1:0, a free port)\n"
-            "  --kubeconfig-out FILE  write a kubeconfig for clients and kubectl\n"
-            "  --load FILE.yaml       create the objects of a multi-document file (repeatable)\n"
-            "  --nodes N              create N nodes (from --node-template or a default)\n"
-            "  --node-template FILE   a Node object; names become <name>-00000...\n"
-            "  --tls                  serve HTTPS with a generated CA (in the kubeconfig)\n"
-            "  --token TOKEN          require 'Authorization: Bearer TOKEN'\n"
-            "  --watch-retention DUR  how long watch events are kept (default 5m)\n"
-            "  --pod-ready-delay DUR  scheduled pods turn Running+Ready after this (default 1s)\n"
-            "  --bookmark-interval DUR  watch bookmark period (default 1m)\n"
-            "  --max-body BYTES       request body limit (default 3145728)\n"
-            "  --allow-remote         allow a non-loopback --listen address\n"
-            "  --log-level LEVEL      debug|info|warn|error\n");
-}
-
 static int parse_listen(const char *s, struct sockaddr_in *sa, bool allow_remote, struct err *e)
 {
     _cleanup_free_ char *host = xstrdup(s);
@@ -459,164 +415,139 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, bool allow_remote
     return 0;
 }
 
-int main(int argc, char **argv)
+/* ---- the component ------------------------------------------------------------------------ */
+
+struct kubesim {
+    const char *listen;
+    const char *kubeconfig_out;
+    struct svc_strings loads;
+    unsigned nodes;
+    const char *node_template;
+    bool tls;
+    const char *token;
+    uint64_t watch_retention_ms;
+    uint64_t pod_ready_delay_ms;
+    uint64_t bookmark_interval_ms;
+    uint64_t max_body;
+    bool allow_remote;
+    const char *log_level;
+    /* configure */
+    struct sockaddr_in sa;
+};
+
+static int check_token(const void *dst, const char *source, struct err *e)
 {
-    enum {
-        O_LISTEN = 256,
-        O_KCFG,
-        O_LOAD,
-        O_NODES,
-        O_TMPL,
-        O_TLS,
-        O_TOKEN,
-        O_RET,
-        O_READY,
-        O_BM,
-        O_MAXB,
-        O_REMOTE,
-        O_LOGL,
-        O_HELP
-    };
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, O_LISTEN},
-        {"kubeconfig-out", required_argument, NULL, O_KCFG},
-        {"load", required_argument, NULL, O_LOAD},
-        {"nodes", required_argument, NULL, O_NODES},
-        {"node-template", required_argument, NULL, O_TMPL},
-        {"tls", no_argument, NULL, O_TLS},
-        {"token", required_argument, NULL, O_TOKEN},
-        {"watch-retention", required_argument, NULL, O_RET},
-        {"pod-ready-delay", required_argument, NULL, O_READY},
-        {"bookmark-interval", required_argument, NULL, O_BM},
-        {"max-body", required_argument, NULL, O_MAXB},
-        {"allow-remote", no_argument, NULL, O_REMOTE},
-        {"log-level", required_argument, NULL, O_LOGL},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
+    const char *t = *(const char *const *)dst;
+    if (!t[0])
+        return err_set(e, -EINVAL, "%s: must not be empty", source);
+    return 0;
+}
+
+static int check_log_level(const void *dst, const char *source, struct err *e)
+{
+    enum log_level l;
+    if (log_parse_level(*(const char *const *)dst, &l) < 0)
+        return err_set(e, -EINVAL, "%s: expected debug|info|warn|error", source);
+    return 0;
+}
+
+#define KS_OPT(m) .off = offsetof(struct kubesim, m)
+static const struct svc_option kubesim_options[] = {
+    {.flag = "listen",
+     .kind = SVC_STRING,
+     KS_OPT(listen),
+     .metavar = "ADDR",
+     .help = "address to serve on (default 127.0.0.1:0, a free port)"},
+    {.flag = "kubeconfig-out",
+     .kind = SVC_STRING,
+     KS_OPT(kubeconfig_out),
+     .metavar = "FILE",
+     .help = "write a kubeconfig for clients and kubectl"},
+    {.flag = "load",
+     .kind = SVC_STRINGS,
+     KS_OPT(loads),
+     .metavar = "FILE.yaml",
+     .help = "create the objects of a multi-document file (repeatable)"},
+    {.flag = "nodes",
+     .kind = SVC_UINT,
+     .max = 100000,
+     KS_OPT(nodes),
+     .metavar = "N",
+     .help = "create N nodes (from --node-template or a default)"},
+    {.flag = "node-template",
+     .kind = SVC_STRING,
+     KS_OPT(node_template),
+     .metavar = "FILE",
+     .help = "a Node object; names become <name>-00000..."},
+    {.flag = "tls",
+     .kind = SVC_FLAG,
+     KS_OPT(tls),
+     .help = "serve HTTPS with a generated CA (in the kubeconfig)"},
+    {.flag = "token",
+     .kind = SVC_STRING,
+     KS_OPT(token),
+     .check = check_token,
+     .metavar = "TOKEN",
+     .help = "require 'Authorization: Bearer TOKEN'"},
+    {.flag = "watch-retention",
+     .kind = SVC_DURATION,
+     KS_OPT(watch_retention_ms),
+     .help = "how long watch events are kept (default 5m)"},
+    {.flag = "pod-ready-delay",
+     .kind = SVC_DURATION,
+     KS_OPT(pod_ready_delay_ms),
+     .help = "scheduled pods turn Running+Ready after this (default 1s)"},
+    {.flag = "bookmark-interval",
+     .kind = SVC_DURATION,
+     KS_OPT(bookmark_interval_ms),
+     .help = "watch bookmark period (default 1m)"},
+    {.flag = "max-body",
+     .kind = SVC_U64,
+     .min = 1,
+     .max = 1u << 30,
+     KS_OPT(max_body),
+     .metavar = "BYTES",
+     .help = "request body limit (default 3145728)"},
+    {.flag = "allow-remote",
+     .kind = SVC_FLAG,
+     KS_OPT(allow_remote),
+     .help = "allow a non-loopback --listen address"},
+    {.flag = "log-level",
+     .kind = SVC_STRING,
+     KS_OPT(log_level),
+     .check = check_log_level,
+     .metavar = "LEVEL",
+     .help = "debug|info|warn|error"},
+    {0},
+};
+#undef KS_OPT
+
+static void kubesim_defaults(void *state)
+{
+    struct kubesim *k = state;
     struct ksim_opts ko;
     ksim_opts_default(&ko);
-    const char *listen_addr = "127.0.0.1:0", *kcfg = NULL, *tmpl = NULL, *token = NULL;
-    const char *loads[64];
-    size_t nloads = 0;
-    unsigned nodes = 0;
-    bool tls = false, remote = false;
-    struct err e = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        uint64_t v = 0;
-        switch (c) {
-        case O_LISTEN:
-            listen_addr = optarg;
-            break;
-        case O_KCFG:
-            kcfg = optarg;
-            break;
-        case O_LOAD:
-            if (nloads == ARRAY_SIZE(loads)) {
-                fprintf(stderr, "kubesim: too many --load files (max %zu)\n", ARRAY_SIZE(loads));
-                return 2;
-            }
-            loads[nloads++] = optarg;
-            break;
-        case O_NODES:
-            if (parse_uint(optarg, &nodes) < 0 || nodes > 100000) {
-                fprintf(stderr, "kubesim: --nodes \"%s\": expected 0..100000\n", optarg);
-                return 2;
-            }
-            break;
-        case O_TMPL:
-            tmpl = optarg;
-            break;
-        case O_TLS:
-            tls = true;
-            break;
-        case O_TOKEN:
-            token = optarg;
-            if (!token[0]) {
-                fprintf(stderr, "kubesim: --token: must not be empty\n");
-                return 2;
-            }
-            break;
-        case O_RET:
-        case O_READY:
-        case O_BM:
-            if (parse_duration_ms(optarg, &v) < 0) {
-                fprintf(stderr, "kubesim: %s \"%s\": expected a duration like 500ms, 30s, 5m\n",
-                        c == O_RET     ? "--watch-retention"
-                        : c == O_READY ? "--pod-ready-delay"
-                                       : "--bookmark-interval",
-                        optarg);
-                return 2;
-            }
-            if (c == O_RET)
-                ko.watch_retention_ms = v;
-            else if (c == O_READY)
-                ko.pod_ready_delay_ms = v;
-            else
-                ko.bookmark_interval_ms = v ? v : 1;
-            break;
-        case O_MAXB:
-            if (parse_u64(optarg, &v) < 0 || v == 0 || v > (1u << 30)) {
-                fprintf(stderr, "kubesim: --max-body \"%s\": expected 1..1073741824\n", optarg);
-                return 2;
-            }
-            ko.max_body = (size_t)v;
-            break;
-        case O_REMOTE:
-            remote = true;
-            break;
-        case O_LOGL: {
-            enum log_level l;
-            if (log_parse_level(optarg, &l) < 0) {
-                fprintf(stderr, "kubesim: --log-level \"%s\": expected debug|info|warn|error\n",
-                        optarg);
-                return 2;
-            }
-            log_set_level(l);
-            break;
-        }
-        case O_HELP:
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "kubesim: unexpected argument \"%s\"\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    struct sockaddr_in sa;
-    if (parse_listen(listen_addr, &sa, remote, &e) < 0) {
-        fprintf(stderr, "kubesim: %s\n", err_msg(&e));
-        return 2;
-    }
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    k->listen = "127.0.0.1:0";
+    k->watch_retention_ms = ko.watch_retention_ms;
+    k->pod_ready_delay_ms = ko.pod_ready_delay_ms;
+    k->bookmark_interval_ms = ko.bookmark_interval_ms;
+    k->max_body = ko.max_body;
+}
 
-    ko.initial_rv = now_ms_real();
-    _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
-    if (nodes && make_nodes(ks, nodes, tmpl, &e) < 0) {
-        fprintf(stderr, "kubesim: %s\n", err_msg(&e));
-        return 1;
+static int kubesim_configure(struct svc *s, struct err *e)
+{
+    struct kubesim *k = svc_state(s);
+    if (k->log_level) {
+        enum log_level l = LOG_INFO;
+        log_parse_level(k->log_level, &l);
+        log_set_level(l);
     }
-    for (size_t i = 0; i < nloads; i++) {
-        if (load_file(ks, loads[i], &e) < 0) {
-            fprintf(stderr, "kubesim: %s\n", err_msg(&e));
-            return 1;
-        }
-    }
-    ksim_reconcile(ks);
+    return parse_listen(k->listen, &k->sa, k->allow_remote, e);
+}
 
-    /* one thread and one descriptor per connection: as many as the descriptor limit allows */
+/* One thread and one descriptor per connection: as many as the descriptor limit allows. */
+static unsigned connection_limit(void)
+{
     struct rlimit rl;
     unsigned conn_limit = 900;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -628,68 +559,112 @@ int main(int argc, char **argv)
         if (rl.rlim_cur > 128)
             conn_limit = (unsigned)(rl.rlim_cur - 64 < 8192 ? rl.rlim_cur - 64 : 8192);
     }
-    struct shell sh = {.ks = ks, .token = token, .max_body = ko.max_body};
-    pthread_mutex_init(&sh.mlock, NULL);
-    sh.counters = json_object();
-    _cleanup_(ks_tls_freep) struct ks_tls *cert = NULL;
+    return conn_limit;
+}
+
+static struct MHD_Daemon *start_http(struct shell *sh, const struct sockaddr_in *sa,
+                                     const struct ks_tls *cert)
+{
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (tls) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            fprintf(stderr, "kubesim: --tls: this libmicrohttpd was built without TLS\n");
-            return 1;
-        }
-        if (ks_tls_generate(&cert, &e) < 0) {
-            fprintf(stderr, "kubesim: --tls: %s\n", err_msg(&e));
-            return 1;
-        }
-        flags |= MHD_USE_TLS;
-    }
-    struct MHD_Daemon *d;
-    if (tls)
-        d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
-                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                             conn_limit, MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem,
-                             MHD_OPTION_HTTPS_MEM_CERT, cert->cert_pem, MHD_OPTION_END);
-    else
-        d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
-                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                             conn_limit, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "kubesim: listen on %s: cannot start the HTTP server\n", listen_addr);
-        return 1;
-    }
+    unsigned conn_limit = connection_limit();
+    if (cert)
+        return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, sh,
+                                MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_done, sh,
+                                MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
+                                conn_limit, MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem,
+                                MHD_OPTION_HTTPS_MEM_CERT, cert->cert_pem, MHD_OPTION_END);
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, sh, MHD_OPTION_SOCK_ADDR,
+                            (const struct sockaddr *)sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, sh,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
+                            conn_limit, MHD_OPTION_END);
+}
+
+/* Serves until the stop token fires: the controller thread reconciles, the main thread waits. */
+static int serve(struct svc *s, struct shell *sh, struct MHD_Daemon *d, const char *ca_pem,
+                 struct err *e)
+{
+    struct kubesim *k = svc_state(s);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    unsigned port = info ? info->port : ntohs(sa.sin_port);
+    unsigned port = info ? info->port : ntohs(k->sa.sin_port);
     char ipbuf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &sa.sin_addr, ipbuf, sizeof(ipbuf));
+    inet_ntop(AF_INET, &k->sa.sin_addr, ipbuf, sizeof(ipbuf));
     char server[128];
-    snprintf(server, sizeof(server), "%s://%s:%u", tls ? "https" : "http", ipbuf, port);
-    int rc = 0;
-    if (kcfg && write_kubeconfig(kcfg, server, cert ? cert->ca_pem : NULL, token, &e) < 0) {
-        fprintf(stderr, "kubesim: --kubeconfig-out: %s\n", err_msg(&e));
-        rc = 1;
-    } else {
-        printf("kubesim: serving %s\n", server);
-        fflush(stdout);
-        log_info(KS_COMPONENT, "serving", "address=%s nodes=%u tls=%s", server, nodes,
-                 tls ? "true" : "false");
-        pthread_t ctl;
-        pthread_create(&ctl, NULL, controller_main, &sh);
-        int sig = 0;
-        sigwait(&set, &sig);
-        log_info(KS_COMPONENT, "stopping", "signal=%d", sig);
-        pthread_mutex_lock(&sh.mlock);
-        sh.stop = true;
-        pthread_mutex_unlock(&sh.mlock);
-        ksim_shutdown(ks);
-        pthread_join(ctl, NULL);
+    snprintf(server, sizeof(server), "%s://%s:%u", k->tls ? "https" : "http", ipbuf, port);
+    if (k->kubeconfig_out && write_kubeconfig(k->kubeconfig_out, server, ca_pem, k->token, e) < 0)
+        return err_prefix(e, "--kubeconfig-out");
+    printf("kubesim: serving %s\n", server);
+    fflush(stdout);
+    log_info(KS_COMPONENT, "serving", "address=%s nodes=%u tls=%s", server, k->nodes,
+             k->tls ? "true" : "false");
+    pthread_t ctl;
+    if (pthread_create(&ctl, NULL, controller_main, sh) != 0)
+        return err_set(e, -EAGAIN, "cannot start the controller thread");
+    while (svc_wait(s, DEADLINE_NEVER) != SVC_STOP)
+        ;
+    ksim_shutdown(sh->ks);
+    pthread_join(ctl, NULL);
+    return 0;
+}
+
+static int kubesim_run(struct svc *s, struct err *e)
+{
+    struct kubesim *k = svc_state(s);
+    struct ksim_opts ko;
+    ksim_opts_default(&ko);
+    ko.watch_retention_ms = k->watch_retention_ms;
+    ko.pod_ready_delay_ms = k->pod_ready_delay_ms;
+    ko.bookmark_interval_ms = k->bookmark_interval_ms ? k->bookmark_interval_ms : 1;
+    ko.max_body = (size_t)k->max_body;
+    ko.initial_rv = now_ms_real();
+    _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
+    int r = k->nodes ? make_nodes(ks, k->nodes, k->node_template, e) : 0;
+    for (size_t i = 0; r == 0 && i < k->loads.n; i++)
+        r = load_file(ks, k->loads.v[i], e);
+    if (r < 0)
+        return r;
+    ksim_reconcile(ks);
+
+    _cleanup_(ks_tls_freep) struct ks_tls *cert = NULL;
+    if (k->tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return err_set(e, -ENOTSUP, "--tls: this libmicrohttpd was built without TLS");
+        if (ks_tls_generate(&cert, e) < 0)
+            return err_prefix(e, "--tls");
     }
+    struct shell sh = {.ks = ks, .token = k->token, .max_body = ko.max_body, .stop = svc_stop(s)};
+    pthread_mutex_init(&sh.mlock, NULL);
+    sh.counters = json_object();
+    struct MHD_Daemon *d = start_http(&sh, &k->sa, cert);
+    if (!d)
+        r = err_set(e, -EADDRNOTAVAIL, "listen on %s: cannot start the HTTP server", k->listen);
+    else
+        r = serve(s, &sh, d, cert ? cert->ca_pem : NULL, e);
     ksim_shutdown(ks);
-    MHD_stop_daemon(d);
+    if (d)
+        MHD_stop_daemon(d);
     json_decref(sh.counters);
     pthread_mutex_destroy(&sh.mlock);
-    return rc;
+    return r;
+}
+
+static const struct svc_component kubesim_component = {
+    .name = KS_COMPONENT,
+    .usage = "Usage: kubesim [flags]\n\n"
+             "An in-memory Kubernetes API server for tests, benchmarks and demos. Prints\n"
+             "\"kubesim: serving URL\" on stdout once it listens.\n",
+    .options = {kubesim_options},
+    .epilogue =
+        "Signals: SIGTERM, SIGINT and SIGQUIT stop (exit 0); SIGHUP is logged and ignored.\n"
+        "Exit: 0 stopped, 1 a runtime failure, 2 bad input (flags).\n",
+    .state_size = sizeof(struct kubesim),
+    .defaults = kubesim_defaults,
+    .configure = kubesim_configure,
+    .run = kubesim_run,
+};
+
+int main(int argc, char **argv)
+{
+    return svc_main(&kubesim_component, argc, argv);
 }
