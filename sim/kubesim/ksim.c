@@ -41,11 +41,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     if (!ks->opts.bookmark_interval_ms)
         ks->opts.bookmark_interval_ms = 60 * 1000;
     pthread_mutex_init(&ks->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ks->changed, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_monotonic(&ks->changed);
     ks->rv = ks->opts.initial_rv;
     ks->compacted_rv = ks->opts.initial_rv;
     ks->uids = json_object();

@@ -135,22 +135,9 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
     json_decref(last);
 }
 
-static void cond_wait_ms(struct ksim *ks, uint64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&ks->changed, &ks->lock, &ts);
-}
-
 void ks_cond_wait(struct ksim *ks, uint64_t ms)
 {
-    cond_wait_ms(ks, ms);
+    cond_wait_deadline(&ks->changed, &ks->lock, deadline_after(ms));
 }
 
 void ks_store_compact(struct ksim *ks)
