@@ -566,19 +566,17 @@ static struct MHD_Daemon *start_http(struct shell *sh, const struct sockaddr_in 
                                      const struct ks_tls *cert)
 {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    unsigned conn_limit = connection_limit();
-    if (cert)
-        return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, sh,
-                                MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_done, sh,
-                                MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                                conn_limit, MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem,
-                                MHD_OPTION_HTTPS_MEM_CERT, cert->cert_pem, MHD_OPTION_END);
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | (cert ? MHD_USE_TLS : 0);
+    struct MHD_OptionItem tls_ops[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, cert ? cert->key_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cert ? cert->cert_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, sh, MHD_OPTION_SOCK_ADDR,
                             (const struct sockaddr *)sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, sh,
                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                            conn_limit, MHD_OPTION_END);
+                            connection_limit(), MHD_OPTION_ARRAY, cert ? tls_ops : tls_ops + 2,
+                            MHD_OPTION_END);
 }
 
 /* Serves until the stop token fires: the controller thread reconciles, the main thread waits. */
