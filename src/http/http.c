@@ -2,14 +2,41 @@
 #include "http.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <fcntl.h>
-#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+
+#define COMPONENT "http"
+
+#define HTTP_DEFAULT_MAX_CONNECTIONS 4096
+#define HTTP_DEFAULT_PER_IP_LIMIT    128
+#define HTTP_DEFAULT_HEADER_MS       5000
+#define HTTP_DEFAULT_RESPONSE_MS     30000
+#define HTTP_WATCHDOG_TICK_MS        100
+#define HTTP_LOG_BURST               10 /* libmicrohttpd lines per second before suppression */
+
+/*
+ * One open connection, as the watchdog sees it. libmicrohttpd's own timeout is an idle timeout
+ * (any byte restarts it), which a client trickling a byte a second never trips; the watchdog
+ * instead bounds each phase by wall time: request headers complete within header_ms of the
+ * connection opening (or of the previous response on a keep-alive connection, which bounds
+ * idle keep-alive too), and a response is delivered within response_ms.
+ */
+struct http_conn {
+    struct http_conn *prev, *next;
+    int fd;
+    bool in_request; /* headers complete, response pending */
+    bool cut;        /* shut down by the watchdog; libmicrohttpd closes it next */
+    uint64_t phase_start_ms;
+};
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -18,6 +45,18 @@ struct http_server {
     size_t n_routes;
     struct http_route *routes;
     char **route_paths;
+
+    pthread_mutex_t lock; /* conns */
+    struct http_conn *conns;
+    unsigned header_ms, response_ms;
+    int wake_fd; /* eventfd: stops the watchdog */
+    pthread_t watchdog;
+    bool watchdog_started;
+    atomic_ulong cut_total;
+
+    pthread_mutex_t log_lock;
+    uint64_t log_window_ms;
+    unsigned log_lines, log_suppressed;
 };
 
 /* ---- responses -------------------------------------------------------------------------- */
@@ -93,6 +132,171 @@ static void release_trampoline(void *p)
     free(ctx);
 }
 
+/* ---- per-connection deadlines ------------------------------------------------------------ */
+
+static struct http_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void conn_request_started(struct http_server *s, struct MHD_Connection *c)
+{
+    struct http_conn *hc = conn_of(c);
+    if (!hc)
+        return;
+    pthread_mutex_lock(&s->lock);
+    hc->in_request = true;
+    hc->phase_start_ms = now_ms_mono();
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct http_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct http_conn *hc = xcalloc(1, sizeof(*hc));
+        hc->fd = ci ? ci->connect_fd : -1;
+        hc->phase_start_ms = now_ms_mono();
+        pthread_mutex_lock(&s->lock);
+        hc->next = s->conns;
+        if (s->conns)
+            s->conns->prev = hc;
+        s->conns = hc;
+        pthread_mutex_unlock(&s->lock);
+        *socket_context = hc;
+        return;
+    }
+    /* Closed: libmicrohttpd closes the socket only after this returns, so the watchdog, which
+     * shuts sockets down under the same lock, never touches a descriptor reused elsewhere. */
+    struct http_conn *hc = *socket_context;
+    if (!hc)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        s->conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    pthread_mutex_unlock(&s->lock);
+    free(hc);
+    *socket_context = NULL;
+}
+
+/* A request is done (answered, or the client went away): the next one gets a fresh header
+ * deadline, which is also how long an idle keep-alive connection may stay. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct http_server *s = cls;
+    (void)con_cls;
+    (void)toe;
+    struct http_conn *hc = conn_of(c);
+    if (!hc)
+        return;
+    pthread_mutex_lock(&s->lock);
+    hc->in_request = false;
+    hc->phase_start_ms = now_ms_mono();
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct http_server *s = arg;
+    for (;;) {
+        struct pollfd p = {.fd = s->wake_fd, .events = POLLIN};
+        int r = poll(&p, 1, HTTP_WATCHDOG_TICK_MS);
+        if (r > 0)
+            break;
+        uint64_t now = now_ms_mono();
+        unsigned cut = 0;
+        pthread_mutex_lock(&s->lock);
+        for (struct http_conn *hc = s->conns; hc; hc = hc->next) {
+            uint64_t limit = hc->in_request ? s->response_ms : s->header_ms;
+            if (hc->cut || hc->fd < 0 || now - hc->phase_start_ms <= limit)
+                continue;
+            /* Counted first, so whoever sees the close also sees the count. */
+            atomic_fetch_add(&s->cut_total, 1);
+            /* Wakes libmicrohttpd's poll on the socket; it then closes the connection. */
+            shutdown(hc->fd, SHUT_RDWR);
+            hc->cut = true;
+            cut++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (cut)
+            log_debug(COMPONENT, "closed connections past their deadline", "count=%u", cut);
+    }
+    return NULL;
+}
+
+/* ---- libmicrohttpd's messages through the project's log ----------------------------------- */
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    struct http_server *s = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    for (char *p = msg; *p; p++)
+        if (*p == '"' || *p == '\n' || *p == '\\')
+            *p = '\'';
+    /* Under a connection storm libmicrohttpd says the same thing per connection: a burst per
+     * second gets through, the rest is counted and reported with the next line. */
+    uint64_t now = now_ms_mono();
+    unsigned suppressed = 0;
+    pthread_mutex_lock(&s->log_lock);
+    if (now - s->log_window_ms >= 1000) {
+        s->log_window_ms = now;
+        s->log_lines = 0;
+    }
+    bool emit = s->log_lines < HTTP_LOG_BURST;
+    if (emit) {
+        s->log_lines++;
+        suppressed = s->log_suppressed;
+        s->log_suppressed = 0;
+    } else {
+        s->log_suppressed++;
+    }
+    pthread_mutex_unlock(&s->log_lock);
+    if (!emit)
+        return;
+    if (suppressed)
+        log_warn(COMPONENT, "libmicrohttpd", "msg=\"%s\" suppressed=%u", msg, suppressed);
+    else
+        log_warn(COMPONENT, "libmicrohttpd", "msg=\"%s\"", msg);
+}
+
+/* Room for max_connections descriptors: the soft limit is raised as far as the hard limit
+ * allows. Returns how many connections fit. */
+static unsigned fit_fd_limit(unsigned want)
+{
+    const rlim_t reserve = 64; /* the process's other files, sockets, the listener */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return want;
+    rlim_t need = (rlim_t)want + reserve;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        rlim_t to = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        struct rlimit nrl = {.rlim_cur = to, .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &nrl) == 0)
+            rl.rlim_cur = to;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        unsigned fit = rl.rlim_cur > reserve * 2 ? (unsigned)(rl.rlim_cur - reserve) : 64;
+        log_warn(COMPONENT, "open-file limit caps HTTP connections", "wanted=%u limit=%u", want,
+                 fit);
+        return fit;
+    }
+    return want;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -104,6 +308,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* First call per request: headers only. A request with a body is refused outright. */
     if (*con_cls == NULL) {
         *con_cls = (void *)1;
+        conn_request_started(s, conn);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *te =
@@ -210,7 +415,7 @@ static int bind_one(const struct addrinfo *p, bool wildcard)
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (p->ai_family == AF_INET6 && wildcard)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    if (bind(fd, p->ai_addr, p->ai_addrlen) < 0 || listen(fd, 128) < 0)
+    if (bind(fd, p->ai_addr, p->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0)
         return -errno;
     return steal_fd(&fd);
 }
@@ -276,9 +481,12 @@ int http_server_new(const struct http_config *cfg, struct http_server **ret, str
 
     struct http_server *s = xcalloc(1, sizeof(*s));
     s->fd = -1;
+    s->wake_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->log_lock, NULL);
     int r = listen_socket(cfg->listen, &s->fd, &s->port, e);
     if (r < 0) {
-        free(s);
+        http_server_free(s);
         return r;
     }
     s->n_routes = cfg->n_routes;
@@ -290,15 +498,28 @@ int http_server_new(const struct http_config *cfg, struct http_server **ret, str
         s->routes[i].path = s->route_paths[i];
     }
 
+    s->header_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : HTTP_DEFAULT_HEADER_MS;
+    s->response_ms = cfg->response_timeout_ms ? cfg->response_timeout_ms : HTTP_DEFAULT_RESPONSE_MS;
+    s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->wake_fd < 0) {
+        r = err_errno(e, -errno, "listen on \"%s\": eventfd", cfg->listen);
+        http_server_free(s);
+        return r;
+    }
+
     unsigned threads = cfg->threads ? cfg->threads : 1;
+    unsigned max_conn =
+        fit_fd_limit(cfg->max_connections ? cfg->max_connections : HTTP_DEFAULT_MAX_CONNECTIONS);
+    unsigned per_ip = cfg->per_ip_limit ? cfg->per_ip_limit : HTTP_DEFAULT_PER_IP_LIMIT;
+    /* The idle timeout is a backstop behind the watchdog's deadlines (whole seconds). */
+    unsigned idle_s = cfg->timeout_s ? cfg->timeout_s : (s->header_ms + 999) / 1000;
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     struct MHD_OptionItem opts[8];
     size_t n = 0;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->fd, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                        cfg->max_connections ? cfg->max_connections : 64, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
-                                        cfg->timeout_s ? cfg->timeout_s : 30, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, idle_s, NULL};
     opts[n++] = (struct MHD_OptionItem){
         MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (intptr_t)(cfg->request_limit ? cfg->request_limit : 16 * 1024), NULL};
@@ -306,8 +527,19 @@ int http_server_new(const struct http_config *cfg, struct http_server **ret, str
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, threads, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts,
-                                 MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_ARRAY,
+                                 opts, MHD_OPTION_END);
+    if (s->daemon) {
+        int pr = pthread_create(&s->watchdog, NULL, watchdog_main, s);
+        if (pr != 0) {
+            r = err_errno(e, -pr, "listen on \"%s\": start the connection watchdog", cfg->listen);
+            http_server_free(s);
+            return r;
+        }
+        s->watchdog_started = true;
+    }
     if (!s->daemon) {
         r = err_set(e, -EIO, "listen on \"%s\": libmicrohttpd failed to start", cfg->listen);
         http_server_free(s);
@@ -321,195 +553,35 @@ void http_server_free(struct http_server *s)
 {
     if (!s)
         return;
+    if (s->watchdog_started) {
+        uint64_t one = 1;
+        if (write(s->wake_fd, &one, sizeof(one)) < 0)
+            log_warn(COMPONENT, "cannot wake the connection watchdog", "errno=%d", errno);
+        pthread_join(s->watchdog, NULL);
+    }
     /* A started daemon owns the listening socket: MHD_stop_daemon closes it, and closing it
      * again here could close a descriptor another thread has just opened. */
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     else if (s->fd >= 0)
         close(s->fd);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
     for (size_t i = 0; i < s->n_routes; i++)
         free(s->route_paths[i]);
     free(s->route_paths);
     free(s->routes);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->log_lock);
     free(s);
+}
+
+unsigned long http_server_deadline_closes(const struct http_server *s)
+{
+    return atomic_load(&((struct http_server *)s)->cut_total);
 }
 
 unsigned http_server_port(const struct http_server *s)
 {
     return s->port;
-}
-
-/* ---- Prometheus ------------------------------------------------------------------------- */
-
-/* q-value of the media range matching `type` in an Accept header; -1 when not listed. */
-static double accept_q(const char *accept, const char *type)
-{
-    double best = -1;
-    size_t tl = strlen(type);
-    const char *p = accept;
-    while (p && *p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && (*p == ' ' || *p == '\t')) {
-            p++;
-            len--;
-        }
-        if (len >= tl && strncasecmp(p, type, tl) == 0 &&
-            (len == tl || p[tl] == ';' || p[tl] == ' ' || p[tl] == '\t')) {
-            double q = 1.0;
-            for (const char *s = p + tl; s < p + len; s++) {
-                if (*s != ';')
-                    continue;
-                const char *t = s + 1;
-                while (t < p + len && (*t == ' ' || *t == '\t'))
-                    t++;
-                if (t + 2 <= p + len && (t[0] == 'q' || t[0] == 'Q') && t[1] == '=') {
-                    char tmp[16];
-                    size_t ql = 0;
-                    for (const char *u = t + 2; u < p + len && ql + 1 < sizeof(tmp) &&
-                                                (isdigit((unsigned char)*u) || *u == '.');
-                         u++)
-                        tmp[ql++] = *u;
-                    tmp[ql] = '\0';
-                    q = ql ? strtod(tmp, NULL) : 0;
-                }
-            }
-            if (q > best)
-                best = q;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return best;
-}
-
-enum prom_format prom_negotiate(const char *accept)
-{
-    if (!accept || !*accept)
-        return PROM_FORMAT_TEXT;
-    double om = accept_q(accept, "application/openmetrics-text");
-    if (om <= 0)
-        return PROM_FORMAT_TEXT;
-    double text = accept_q(accept, "text/plain");
-    double any = accept_q(accept, "*/*");
-    if (any > text)
-        text = any;
-    return om >= text ? PROM_FORMAT_OPENMETRICS : PROM_FORMAT_TEXT;
-}
-
-const char *prom_content_type(enum prom_format f)
-{
-    return f == PROM_FORMAT_OPENMETRICS ? HTTP_CT_OPENMETRICS : HTTP_CT_PROM_TEXT;
-}
-
-static bool name_valid(const char *n, bool colon)
-{
-    if (!n || !*n)
-        return false;
-    for (const char *p = n; *p; p++) {
-        char c = *p;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                  (colon && c == ':') || (p != n && c >= '0' && c <= '9');
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-bool prom_valid_metric_name(const char *name)
-{
-    return name_valid(name, true);
-}
-
-bool prom_valid_label_name(const char *name)
-{
-    return name_valid(name, false);
-}
-
-int prom_escape_label_value(struct sbuf *b, const char *v)
-{
-    const char *run = v;
-    for (const char *p = v;; p++) {
-        const char *rep = NULL;
-        switch (*p) {
-        case '\\':
-            rep = "\\\\";
-            break;
-        case '"':
-            rep = "\\\"";
-            break;
-        case '\n':
-            rep = "\\n";
-            break;
-        case '\0':
-            return sbuf_append(b, run, (size_t)(p - run));
-        default:
-            continue;
-        }
-        int r = sbuf_append(b, run, (size_t)(p - run));
-        if (r < 0)
-            return r;
-        r = sbuf_puts(b, rep);
-        if (r < 0)
-            return r;
-        run = p + 1;
-    }
-}
-
-static int escape_help(struct sbuf *b, const char *help, bool quotes)
-{
-    int r = 0;
-    for (const char *p = help; *p && r >= 0; p++) {
-        if (*p == '\\')
-            r = sbuf_puts(b, "\\\\");
-        else if (*p == '\n')
-            r = sbuf_puts(b, "\\n");
-        else if (quotes && *p == '"')
-            r = sbuf_puts(b, "\\\"");
-        else
-            r = sbuf_append(b, p, 1);
-    }
-    return r;
-}
-
-int prom_write_family(struct sbuf *b, enum prom_format f, const char *name, enum prom_type t,
-                      const char *help)
-{
-    const char *type = t == PROM_GAUGE ? "gauge" : t == PROM_COUNTER ? "counter" : "untyped";
-    size_t nlen = strlen(name);
-    if (f == PROM_FORMAT_OPENMETRICS) {
-        if (t == PROM_UNTYPED) {
-            type = "unknown";
-        } else if (t == PROM_COUNTER) {
-            if (str_has_suffix(name, "_total"))
-                nlen -= strlen("_total");
-            else
-                type = "unknown";
-        }
-    }
-    int r = sbuf_printf(b, "# HELP %.*s ", (int)nlen, name);
-    if (r >= 0)
-        r = escape_help(b, help ? help : "", f == PROM_FORMAT_OPENMETRICS);
-    if (r >= 0)
-        r = sbuf_printf(b, "\n# TYPE %.*s %s\n", (int)nlen, name, type);
-    return r;
-}
-
-int prom_write_value(struct sbuf *b, double v)
-{
-    if (isnan(v))
-        return sbuf_puts(b, "NaN");
-    if (isinf(v))
-        return sbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
-    if (v == floor(v) && fabs(v) < 9007199254740992.0)
-        return sbuf_printf(b, "%.0f", v);
-    char buf[40];
-    snprintf(buf, sizeof(buf), "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, sizeof(buf), "%.17g", v);
-    return sbuf_puts(b, buf);
-}
-
-int prom_write_eof(struct sbuf *b, enum prom_format f)
-{
-    return f == PROM_FORMAT_OPENMETRICS ? sbuf_puts(b, "# EOF\n") : 0;
 }

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http: a small GET-only HTTP server over libmicrohttpd for serving in-memory snapshots
- * (/metrics, /health, /healthz, /readyz), plus the Prometheus text and OpenMetrics writers.
+ * (/metrics, /health, /healthz, /readyz). The Prometheus exposition itself is src/prom (prom.h,
+ * no I/O), included here so a metrics handler has both.
  *
  * Threading: libmicrohttpd runs its own event loop (epoll/poll) in `threads` internal threads
- * (default 1). Handlers are called on those threads and must not block: they are meant to copy
- * out a snapshot that another thread prepared. An event loop rather than thread-per-connection
- * keeps memory flat however many scrapers connect (no 8 MiB stack per connection) and bounds
- * concurrency with a connection limit instead of a thread count.
+ * (default 1), plus one watchdog thread that enforces per-connection deadlines. libmicrohttpd's
+ * own messages go through the project's log (component "http"), rate-limited. Handlers are called
+ * on those threads and must not block: they are meant to copy out a snapshot that another thread
+ * prepared. An event loop rather than thread-per-connection keeps memory flat however many scrapers
+ * connect (no 8 MiB stack per connection) and bounds concurrency with a connection limit instead of
+ * a thread count.
  *
  * Requests are bounded: headers and URL must fit the per-connection memory limit (request larger
  * than that gets 431/414 from libmicrohttpd), request bodies are refused with 413, methods other
@@ -23,11 +26,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prom.h"
 #include "util.h"
 
 #define HTTP_CT_TEXT        "text/plain; charset=utf-8"
-#define HTTP_CT_PROM_TEXT   "text/plain; version=0.0.4; charset=utf-8"
-#define HTTP_CT_OPENMETRICS "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#define HTTP_CT_PROM_TEXT   PROM_CT_TEXT
+#define HTTP_CT_OPENMETRICS PROM_CT_OPENMETRICS
 #define HTTP_CT_JSON        "application/json"
 
 struct http_request {
@@ -75,14 +79,25 @@ struct http_route {
     void *userdata;
 };
 
+/*
+ * Limits that keep idle and slow clients from starving the others (0 picks the default):
+ * request headers must be complete within header_timeout_ms of the connection opening, or of
+ * the previous response on a keep-alive connection (so an idle keep-alive is closed then too),
+ * however slowly bytes trickle in; a response must be delivered within response_timeout_ms.
+ * The server holds at most max_connections at once and per_ip_limit from one address; more are
+ * accepted and closed at once. The open-file soft limit is raised to fit max_connections.
+ */
 struct http_config {
     const char *listen; /* "host:port", ":port", "[v6]:port"; port 0 picks a free one */
     const struct http_route *routes;
     size_t n_routes;
-    unsigned threads;         /* event-loop threads; 0 means 1 */
-    unsigned max_connections; /* 0 means 64 */
-    unsigned timeout_s;       /* idle connection timeout; 0 means 30 */
-    size_t request_limit;     /* bytes of headers + URL per connection; 0 means 16 KiB */
+    unsigned threads;             /* event-loop threads; 0 means 1 */
+    unsigned max_connections;     /* 0 means 4096 */
+    unsigned per_ip_limit;        /* connections from one client address; 0 means 128 */
+    unsigned header_timeout_ms;   /* 0 means 5000 */
+    unsigned response_timeout_ms; /* 0 means 30000 */
+    unsigned timeout_s;   /* libmicrohttpd's idle timeout, a backstop; 0: the header deadline */
+    size_t request_limit; /* bytes of headers + URL per connection; 0 means 16 KiB */
 };
 
 struct http_server;
@@ -94,40 +109,11 @@ void http_server_free(struct http_server *s);
 DEFINE_CLEANUP_FUNC(struct http_server, http_server_free)
 /* The TCP port actually bound (useful with port 0). */
 unsigned http_server_port(const struct http_server *s);
+/* Connections closed so far for missing a deadline. */
+unsigned long http_server_deadline_closes(const struct http_server *s);
 
 /* Splits "host:port", ":port", "[v6]:port" into host (NULL for any) and port.
  * -EINVAL with a message naming the address when malformed. *ret_host is malloc'd or NULL. */
 int http_parse_listen(const char *listen, char **ret_host, unsigned *ret_port, struct err *e);
-
-/* ---- Prometheus text exposition 0.0.4 and OpenMetrics 1.0.0 ------------------------------- */
-
-enum prom_format { PROM_FORMAT_TEXT = 0, PROM_FORMAT_OPENMETRICS };
-enum prom_type { PROM_GAUGE = 0, PROM_COUNTER, PROM_UNTYPED };
-
-/* Which format a scraper asked for in its Accept header: OpenMetrics when it lists
- * application/openmetrics-text with a q-value at least that of text/plain (and > 0). */
-enum prom_format prom_negotiate(const char *accept);
-const char *prom_content_type(enum prom_format f);
-
-/* A valid metric name ([a-zA-Z_:][a-zA-Z0-9_:]*) / label name ([a-zA-Z_][a-zA-Z0-9_]*). */
-bool prom_valid_metric_name(const char *name);
-bool prom_valid_label_name(const char *name);
-
-/* Appends v escaped for a label value (\\, \", \n). */
-int prom_escape_label_value(struct sbuf *b, const char *v);
-
-/*
- * Writes the # HELP and # TYPE lines of a metric family whose samples are named `name`.
- * OpenMetrics names a counter family without its "_total" sample suffix; a counter whose name
- * has no such suffix (dcgm-exporter's DCGM_FI_* counters) is declared `unknown` there, so the
- * sample names stay identical in both formats. Help text is escaped as the format requires.
- */
-int prom_write_family(struct sbuf *b, enum prom_format f, const char *name, enum prom_type t,
-                      const char *help);
-/* Writes a sample value: integers exactly, others with up to 17 significant digits, NaN/Inf
- * spelt as Prometheus expects. */
-int prom_write_value(struct sbuf *b, double v);
-/* The "# EOF\n" terminator OpenMetrics requires (nothing for the text format). */
-int prom_write_eof(struct sbuf *b, enum prom_format f);
 
 #endif

@@ -33,50 +33,6 @@ struct kube_informer {
     struct kube_informer_stats stats;
 };
 
-static const char *meta_str(json_t *obj, const char *k)
-{
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), k));
-}
-
-static char *obj_key(json_t *obj)
-{
-    const char *ns = meta_str(obj, "namespace");
-    const char *name = meta_str(obj, "name");
-    if (!name)
-        return NULL;
-    return ns && ns[0] ? xasprintf("%s/%s", ns, name) : xstrdup(name);
-}
-
-/* ---- projection --------------------------------------------------------------------------- */
-
-static void copy_path(json_t *dst, json_t *src, const char *path)
-{
-    char buf[256];
-    strlcpy_s(buf, path, sizeof(buf));
-    char *save = NULL;
-    char *seg = strtok_r(buf, ".", &save);
-    while (seg) {
-        char *next = strtok_r(NULL, ".", &save);
-        json_t *v = json_object_get(src, seg);
-        if (!v)
-            return;
-        if (!next) {
-            json_object_set(dst, seg, v);
-            return;
-        }
-        if (!json_is_object(v))
-            return;
-        json_t *d = json_object_get(dst, seg);
-        if (!json_is_object(d)) {
-            d = json_object();
-            json_object_set_new(dst, seg, d);
-        }
-        dst = d;
-        src = v;
-        seg = next;
-    }
-}
-
 json_t *kube_project_fields(json_t *obj, const char *const *keep_fields)
 {
     static const char *const always[] = {"apiVersion",      "kind",
@@ -85,9 +41,9 @@ json_t *kube_project_fields(json_t *obj, const char *const *keep_fields)
                                          "metadata.labels", "metadata.deletionTimestamp"};
     json_t *out = json_object();
     for (size_t i = 0; i < ARRAY_SIZE(always); i++)
-        copy_path(out, obj, always[i]);
+        kobj_path_copy(out, obj, always[i]);
     for (size_t i = 0; keep_fields && keep_fields[i]; i++)
-        copy_path(out, obj, keep_fields[i]);
+        kobj_path_copy(out, obj, keep_fields[i]);
     return out;
 }
 
@@ -95,7 +51,7 @@ json_t *kube_project_fields(json_t *obj, const char *const *keep_fields)
  * one string per value. The table drops values no object holds any more once it has doubled. */
 static void intern_labels(struct kube_informer *inf, json_t *obj)
 {
-    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    json_t *labels = kobj_labels(obj);
     const char *k;
     json_t *v;
     json_object_foreach (labels, k, v) {
@@ -129,9 +85,8 @@ static json_t *project(struct kube_informer *inf, json_t *obj)
     else
         p = json_incref(obj);
     /* a labels object still shared with a caller-made projection is left alone */
-    json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
-    if (p &&
-        (!inf->project || labels == json_object_get(json_object_get(obj, "metadata"), "labels")))
+    json_t *labels = kobj_labels(p);
+    if (p && (!inf->project || labels == kobj_labels(obj)))
         intern_labels(inf, p);
     return p;
 }
@@ -140,7 +95,7 @@ static json_t *project(struct kube_informer *inf, json_t *obj)
 
 static void labels_index(struct kube_informer *inf, const char *key, json_t *obj, bool add)
 {
-    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    json_t *labels = kobj_labels(obj);
     const char *k;
     json_t *v;
     json_object_foreach (labels, k, v) {
@@ -222,7 +177,7 @@ static bool same_but_version(json_t *a, json_t *b)
 
 static void apply_upsert(struct kube_informer *inf, json_t *full)
 {
-    _cleanup_free_ char *key = obj_key(full);
+    _cleanup_free_ char *key = kobj_key(full);
     if (!key)
         return;
     json_t *obj = project(inf, full);
@@ -282,7 +237,7 @@ static int relist(struct kube_informer *inf, struct err *e)
         size_t i;
         json_t *it;
         json_array_foreach (json_object_get(page, "items"), i, it) {
-            _cleanup_free_ char *key = obj_key(it);
+            _cleanup_free_ char *key = kobj_key(it);
             if (!key)
                 continue;
             /* List items lack kind/apiVersion; handlers expect them. */
@@ -296,8 +251,7 @@ static int relist(struct kube_informer *inf, struct err *e)
             json_object_set_new(seen, key, json_true());
             pthread_mutex_lock(&inf->lock);
             json_t *cur = json_object_get(inf->store, key);
-            bool same =
-                cur && streq_ptr(meta_str(cur, "resourceVersion"), meta_str(it, "resourceVersion"));
+            bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
             pthread_mutex_unlock(&inf->lock);
             if (!same)
                 apply_upsert(inf, it);
@@ -341,13 +295,13 @@ static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
     struct kube_informer *inf = ud;
     if (t == KUBE_WATCH_ERROR)
         return 0; /* kube_watch turns it into the return code */
-    const char *rv = meta_str(obj, "resourceVersion");
+    const char *rv = kobj_resource_version(obj);
     if (t == KUBE_WATCH_BOOKMARK) {
         set_rv(inf, rv);
         return 0;
     }
     if (t == KUBE_WATCH_DELETED) {
-        _cleanup_free_ char *key = obj_key(obj);
+        _cleanup_free_ char *key = kobj_key(obj);
         if (key)
             apply_delete(inf, key);
     } else
@@ -536,7 +490,7 @@ json_t *kube_informer_get(struct kube_informer *inf, const char *ns, const char 
 
 static bool in_ns(json_t *obj, const char *ns)
 {
-    return !ns || streq_ptr(meta_str(obj, "namespace"), ns);
+    return !ns || streq_ptr(kobj_namespace(obj), ns);
 }
 
 json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char *label_key,
@@ -559,11 +513,7 @@ json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char
         json_object_foreach (inf->store, k, v) {
             if (!in_ns(v, ns))
                 continue;
-            json_t *lv =
-                label_key
-                    ? json_object_get(json_object_get(json_object_get(v, "metadata"), "labels"),
-                                      label_key)
-                    : NULL;
+            json_t *lv = label_key ? json_object_get(kobj_labels(v), label_key) : NULL;
             if (label_key &&
                 (!lv || (label_value && !streq_ptr(json_string_value(lv), label_value))))
                 continue;

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kobj.h"
 #include "kube.h"
 #include "util.h"
 #include "yamlcfg.h"

@@ -107,7 +107,7 @@ static bool try_acquire_or_renew(struct kube_leader *l)
     /* The holder's own lease duration decides when its lease runs out (as client-go does):
      * another candidate's shorter setting must not cut a longer lease short. */
     uint64_t dur_ms = l->lease_ms;
-    json_t *lds = json_object_get(json_object_get(lease, "spec"), "leaseDurationSeconds");
+    json_t *lds = kobj_path(lease, "spec.leaseDurationSeconds");
     if (json_is_integer(lds) && json_integer_value(lds) > 0 && json_integer_value(lds) < 24 * 3600)
         dur_ms = (uint64_t)json_integer_value(lds) * 1000;
     bool expired = now_ms_mono() - l->obs_at_ms >= dur_ms;

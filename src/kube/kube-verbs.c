@@ -6,16 +6,6 @@
 
 #define PATH_MAX_LEN 8192
 
-static const char *obj_name(json_t *obj)
-{
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
-}
-
-static const char *obj_ns(json_t *obj)
-{
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
-}
-
 static void what_of(char *buf, size_t n, const char *verb, const struct kube_resource *r,
                     const char *ns, const char *name)
 {
@@ -158,13 +148,13 @@ static int write_obj(struct kube_client *c, const char *method, const char *verb
 {
     if (!json_is_object(obj))
         return err_set(e, -EINVAL, "%s %s: the body is not an object", verb, r->plural);
-    const char *name = obj_name(obj);
+    const char *name = kobj_name(obj);
     bool post = strcmp(method, "POST") == 0;
     int rc;
     if (!post && (rc = check_name(verb, r, name, e)) < 0)
         return rc;
     if (!ns || !ns[0])
-        ns = obj_ns(obj);
+        ns = kobj_namespace(obj);
     if (r->namespaced && (!ns || !ns[0]))
         ns = kube_client_namespace(c);
     if ((rc = check_ns(verb, r, ns, true, e)) < 0)

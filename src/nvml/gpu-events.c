@@ -39,7 +39,7 @@ static int register_gpu(struct gpu_events *ev, unsigned i, uint64_t mask)
     }
     unsigned long long supported = 0;
     nvmlReturn_t r = NV(lib, nvmlDeviceGetSupportedEventTypes, dev, &supported);
-    unsigned long long types = r == NVML_SUCCESS ? (supported & mask) : 0;
+    unsigned long long types = r == NVML_SUCCESS ? (supported & nv_event_mask(mask)) : 0;
     if (types == 0) {
         log_info(COMPONENT, "GPU supports none of the requested events", "gpu=%u reason=\"%s\"", i,
                  r == NVML_SUCCESS ? "unsupported types" : gpu_nvml_string(lib, r));
@@ -114,7 +114,7 @@ int gpu_events_wait(struct gpu_events *ev, unsigned timeout_ms, struct gpu_event
         return nv_err(ev->lib, r, e, "nvmlEventSetWait_v2");
     struct gpu_event out = {
         .gpu_index = UINT32_MAX,
-        .type = d.eventType,
+        .type = nv_event_kind(d.eventType),
         .data = d.eventData,
         .gi_id = d.gpuInstanceId,
         .ci_id = d.computeInstanceId,

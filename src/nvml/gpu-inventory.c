@@ -380,11 +380,11 @@ static void topology_read(struct gpu_lib *lib, nvmlDevice_t *devs, struct gpu_in
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++) {
             /* Unknown (lost GPU, unsupported call) reads as the farthest level. */
-            unsigned level = a == b ? NVML_TOPOLOGY_INTERNAL : NVML_TOPOLOGY_SYSTEM;
+            unsigned level = a == b ? GPU_TOPO_INTERNAL : GPU_TOPO_SYSTEM;
             nvmlGpuTopologyLevel_t l;
             if (a != b && devs[a] && devs[b] && !inv->gpus[a].lost && !inv->gpus[b].lost &&
                 NV(lib, nvmlDeviceGetTopologyCommonAncestor, devs[a], devs[b], &l) == NVML_SUCCESS)
-                level = (unsigned)l;
+                level = nv_topo_level(l);
             inv->topo_level[a * n + b] = level;
         }
     _cleanup_free_ unsigned *sw = xcalloc(n ? n : 1, sizeof(unsigned));

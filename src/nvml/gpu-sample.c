@@ -85,7 +85,7 @@ static void health_read(struct gpu_lib *lib, nvmlDevice_t dev, struct gpu_sample
     if (r == NVML_ERROR_FUNCTION_NOT_FOUND)
         r = NV(lib, nvmlDeviceGetCurrentClocksThrottleReasons, dev, &reasons);
     if (!s->lost && ok(s, r)) {
-        s->clock_event_reasons = reasons;
+        s->clock_event_reasons = nv_clock_events(reasons);
         s->valid |= GPU_SAMPLE_CLOCK_EVENTS;
     }
     unsigned long long c[4] = {0};

@@ -11,6 +11,10 @@
  *   struct gpu_sample     one device's telemetry at one instant (see the valid bits).
  *   struct gpu_events     a subscription to XID / ECC events of every GPU.
  *
+ * Topology levels, event kinds and clock-event reasons are gpu.h's own (below): components never
+ * include nvml-abi.h; the binding in src/nvml converts NVML's values explicitly. The numbers are
+ * chosen equal to NVML's so raw values (`gpuop inventory --json`, logs) read the same as before.
+ *
  * A symbol missing from an older driver makes its feature read as not supported; a GPU that
  * fails with NVML_ERROR_GPU_IS_LOST is reported with lost=true, the others are unaffected.
  */
@@ -81,14 +85,24 @@ struct gpu_device {
     bool lost;                  /* NVML_ERROR_GPU_IS_LOST seen while reading */
 };
 
+/* How two GPUs connect, nearest first (the inverse order of a path's cost). */
+enum gpu_topo_level {
+    GPU_TOPO_INTERNAL = 0,    /* the same board (or a GPU with itself) */
+    GPU_TOPO_SINGLE = 10,     /* one PCIe switch */
+    GPU_TOPO_MULTIPLE = 20,   /* several PCIe switches, no host bridge */
+    GPU_TOPO_HOSTBRIDGE = 30, /* one host bridge */
+    GPU_TOPO_NODE = 40,       /* host bridges within one NUMA node */
+    GPU_TOPO_SYSTEM = 50,     /* across NUMA nodes (SMP interconnect), or unknown */
+};
+
 struct gpu_inventory {
     char driver_version[GPU_VERSION_MAX]; /* "570.86.15" */
     int cuda_driver_version;              /* NVML integer, e.g. 12080 */
     size_t n_gpus;
     struct gpu_device *gpus;
-    /* n_gpus x n_gpus, row-major [a * n_gpus + b]: NVML topology level (NVML_TOPOLOGY_*,
-     * 0 on the diagonal; NVML_TOPOLOGY_SYSTEM where unknown, e.g. for a lost GPU) and the
-     * number of active NVLinks between a and b (links into an NVSwitch fabric count for every
+    /* n_gpus x n_gpus, row-major [a * n_gpus + b]: topology level (enum gpu_topo_level,
+     * GPU_TOPO_INTERNAL on the diagonal; GPU_TOPO_SYSTEM where unknown, e.g. for a lost GPU) and
+     * the number of active NVLinks between a and b (links into an NVSwitch fabric count for every
      * pair NVML reports NVLink P2P for, as nvidia-smi topo -m shows them). */
     unsigned *topo_level;
     unsigned *nvlinks;
@@ -121,6 +135,19 @@ enum {
     GPU_SAMPLE_NVLINK_ERRORS = 1u << 15,
 };
 
+/* Why the clocks are held down (struct gpu_sample.clock_event_reasons), bit i as NVML's
+ * nvmlClocksEventReason bit i. */
+#define GPU_CLOCK_EVENT_GPU_IDLE       (1ULL << 0)
+#define GPU_CLOCK_EVENT_APP_CLOCKS     (1ULL << 1) /* applications clocks setting */
+#define GPU_CLOCK_EVENT_SW_POWER_CAP   (1ULL << 2)
+#define GPU_CLOCK_EVENT_HW_SLOWDOWN    (1ULL << 3)
+#define GPU_CLOCK_EVENT_SYNC_BOOST     (1ULL << 4)
+#define GPU_CLOCK_EVENT_SW_THERMAL     (1ULL << 5)
+#define GPU_CLOCK_EVENT_HW_THERMAL     (1ULL << 6)
+#define GPU_CLOCK_EVENT_HW_POWER_BRAKE (1ULL << 7)
+#define GPU_CLOCK_EVENT_DISPLAY_CLOCK  (1ULL << 8)
+#define GPU_CLOCK_EVENTS_ALL           ((1ULL << 9) - 1)
+
 struct gpu_sample {
     uint32_t valid;
     bool lost; /* the GPU answered NVML_ERROR_GPU_IS_LOST */
@@ -132,7 +159,7 @@ struct gpu_sample {
     unsigned sm_clock_mhz, mem_clock_mhz;
     uint64_t fb_total_mib, fb_free_mib, fb_used_mib, fb_reserved_mib;
     unsigned pcie_replay;
-    uint64_t clock_event_reasons; /* nvmlClocksEventReason* bits */
+    uint64_t clock_event_reasons; /* GPU_CLOCK_EVENT_* bits */
     uint64_t ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg;
     unsigned retired_sbe, retired_dbe;
     bool retired_pending;
@@ -147,18 +174,22 @@ struct gpu_sample {
  * failures just leave the field's valid bit clear. */
 int gpu_sample_read(struct gpu_lib *lib, unsigned index, struct gpu_sample *ret, struct err *e);
 
-/* Events (XID critical errors, ECC). */
+/* Events (XID critical errors, ECC): kinds as bits, for a subscription mask and an event. */
+#define GPU_EVENT_ECC_SBE (1ULL << 0) /* single-bit ECC error */
+#define GPU_EVENT_ECC_DBE (1ULL << 1) /* double-bit ECC error */
+#define GPU_EVENT_XID     (1ULL << 3) /* XID critical error; the XID in gpu_event.data */
+
 struct gpu_event {
     unsigned gpu_index;
     char uuid[GPU_UUID_MAX];
-    uint64_t type;         /* nvmlEventType* bit */
+    uint64_t type;         /* one GPU_EVENT_* bit (0 for a kind gpu.h does not name) */
     uint64_t data;         /* the XID for XID events */
     unsigned gi_id, ci_id; /* 0xFFFFFFFF when the whole GPU */
 };
 
 struct gpu_events;
-/* Subscribes every GPU to mask & supported types. GPUs that do not support events are skipped
- * (listed in the log), not an error. */
+/* Subscribes every GPU to mask (GPU_EVENT_* bits) & supported types. GPUs that do not support
+ * events are skipped (listed in the log), not an error. */
 int gpu_events_open(struct gpu_lib *lib, uint64_t mask, struct gpu_events **ret, struct err *e);
 /* 0 with *ret filled, -ETIMEDOUT when nothing arrived in timeout_ms, other negatives on error. */
 int gpu_events_wait(struct gpu_events *ev, unsigned timeout_ms, struct gpu_event *ret,

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "nvml-abi.h"
 #include "svc.h"
 
 struct inventory_opts {
@@ -35,15 +34,15 @@ static const struct svc_option inventory_options[] = {
 static const char *topo_word(unsigned level)
 {
     switch (level) {
-    case NVML_TOPOLOGY_INTERNAL:
+    case GPU_TOPO_INTERNAL:
         return "X";
-    case NVML_TOPOLOGY_SINGLE:
+    case GPU_TOPO_SINGLE:
         return "PIX";
-    case NVML_TOPOLOGY_MULTIPLE:
+    case GPU_TOPO_MULTIPLE:
         return "PXB";
-    case NVML_TOPOLOGY_HOSTBRIDGE:
+    case GPU_TOPO_HOSTBRIDGE:
         return "PHB";
-    case NVML_TOPOLOGY_NODE:
+    case GPU_TOPO_NODE:
         return "NODE";
     default:
         return "SYS";

@@ -55,4 +55,14 @@ void nv_profile_name(const nvmlGpuInstanceProfileInfo_v2_t *info, char *buf, siz
 /* Parses an NVML or sysfs bus id ("00000000:18:00.0", "0000:18:00.0") into its numbers. */
 int nv_bus_id_parse(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn);
 
+/* ---- gpu.h's vocabulary from NVML's (gpu-abi.c) ------------------------------------------ */
+
+/* NVML topology level -> enum gpu_topo_level; a value NVML adds later reads as GPU_TOPO_SYSTEM. */
+unsigned nv_topo_level(nvmlGpuTopologyLevel_t l);
+/* GPU_EVENT_* mask -> nvmlEventType* mask, and one NVML event type -> GPU_EVENT_* (0 unknown). */
+unsigned long long nv_event_mask(uint64_t gpu_mask);
+uint64_t nv_event_kind(unsigned long long nvml_type);
+/* nvmlClocksEventReason* bits -> GPU_CLOCK_EVENT_* bits (bits gpu.h does not name dropped). */
+uint64_t nv_clock_events(unsigned long long nvml_reasons);
+
 #endif

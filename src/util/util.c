@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -469,14 +470,31 @@ int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, s
     return 0;
 }
 
+/* "<dir>/" and "<base>" of path ("" and path itself without a slash). */
+static void path_split(const char *path, char **ret_dir, const char **ret_base)
+{
+    const char *slash = strrchr(path, '/');
+    *ret_dir = slash ? xstrndup(path, (size_t)(slash - path + 1)) : xstrdup("");
+    *ret_base = slash ? slash + 1 : path;
+}
+
+#define TEMP_SUFFIX "XXXXXX"
+
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e)
 {
     /* A temp name unique per call (not per process), so two threads writing one path never
-     * share, truncate or rename each other's half-written temp file. */
-    _cleanup_free_ char *tmp = xasprintf("%s.tmp.XXXXXX", path);
+     * share, truncate or rename each other's half-written temp file. Dot-prefixed: a program
+     * that reads every visible file of the directory (Node Feature Discovery's features.d)
+     * never reads a half-written or abandoned one. */
+    _cleanup_free_ char *dir = NULL;
+    const char *base;
+    path_split(path, &dir, &base);
+    if (!*base)
+        return err_set(e, -EISDIR, "write \"%s\": not a file name", path);
+    _cleanup_free_ char *tmp = xasprintf("%s.%s.tmp." TEMP_SUFFIX, dir, base);
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
-        return err_errno(e, -errno, "create \"%s\"", tmp);
+        return err_errno(e, -errno, "create a temporary file for \"%s\"", path);
     const char *p = data;
     size_t left = len;
     while (left) {
@@ -486,7 +504,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
                 continue;
             int r = -errno;
             unlink(tmp);
-            return err_errno(e, r, "write \"%s\"", tmp);
+            return err_errno(e, r, "write \"%s\" (as \"%s\")", path, tmp);
         }
         p += n;
         left -= (size_t)n;
@@ -494,7 +512,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
     if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
         int r = -errno;
         unlink(tmp);
-        return err_errno(e, r, "sync \"%s\"", tmp);
+        return err_errno(e, r, "sync \"%s\" (as \"%s\")", path, tmp);
     }
     if (rename(tmp, path) < 0) {
         int r = -errno;
@@ -502,6 +520,66 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
         return err_errno(e, r, "rename \"%s\" to \"%s\"", tmp, path);
     }
     return 0;
+}
+
+/* A temp name of file_write_atomic for base: ".<base>.tmp.XXXXXX", or, as versions before the
+ * dot prefix wrote them, "<base>.tmp.XXXXXX". */
+static bool is_temp_of(const char *name, const char *base)
+{
+    if (name[0] == '.' && strncmp(name + 1, base, strlen(base)) == 0)
+        name += 1;
+    else if (strncmp(name, base, strlen(base)) != 0)
+        return false;
+    const char *rest = name + strlen(base);
+    if (!str_has_prefix(rest, ".tmp."))
+        return false;
+    rest += strlen(".tmp.");
+    if (strlen(rest) != strlen(TEMP_SUFFIX))
+        return false;
+    for (; *rest; rest++)
+        if (!isalnum((unsigned char)*rest))
+            return false;
+    return true;
+}
+
+int file_remove_stale_temps(const char *path, struct err *e)
+{
+    _cleanup_free_ char *dir = NULL;
+    const char *base;
+    path_split(path, &dir, &base);
+    if (!*base)
+        return err_set(e, -EISDIR, "remove temporaries of \"%s\": not a file name", path);
+    _cleanup_close_ int dfd =
+        open(*dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0) {
+        if (errno == ENOENT)
+            return 0; /* no directory, no temporaries */
+        return err_errno(e, -errno, "open directory \"%s\"", *dir ? dir : ".");
+    }
+    int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0)
+        return err_errno(e, -errno, "open directory \"%s\"", *dir ? dir : ".");
+    DIR *d = fdopendir(dup_fd);
+    if (!d) {
+        int r = -errno;
+        close(dup_fd);
+        return err_errno(e, r, "read directory \"%s\"", *dir ? dir : ".");
+    }
+    int removed = 0, first_err = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!is_temp_of(de->d_name, base))
+            continue;
+        struct stat st;
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (unlinkat(dfd, de->d_name, 0) == 0)
+            removed++;
+        else if (errno != ENOENT && !first_err)
+            first_err = err_errno(e, -errno, "remove \"%s%s\"", dir, de->d_name);
+    }
+    closedir(d);
+    return first_err ? first_err : removed;
 }
 
 int mkdir_p(const char *path, unsigned mode)

@@ -171,8 +171,13 @@ int url_encode(struct sbuf *out, const char *s);
 /* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. A FIFO
  * without a writer reads as empty rather than blocking in open. */
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e);
-/* Writes via temp file in the same directory + fsync + rename. */
+/* Writes via temp file in the same directory + fsync + rename. The temp file is named
+ * ".<name>.tmp.XXXXXX": hidden from programs that read every visible file of the directory. */
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e);
+/* Removes the temp files file_write_atomic leaves for path when killed mid-write (and those of
+ * older versions, "<name>.tmp.XXXXXX"): regular files only. Returns how many were removed, or a
+ * negative code. Call at start, while no other process writes path. */
+int file_remove_stale_temps(const char *path, struct err *e);
 /* mkdir -p */
 int mkdir_p(const char *path, unsigned mode);
 

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "deviceplugin.h"
-#include "nvml-abi.h"
 
 /* ---- fixtures ----------------------------------------------------------------------------- */
 
@@ -27,7 +26,7 @@ static struct gpu_inventory *inv_new(unsigned n)
         snprintf(g->bus_id, sizeof(g->bus_id), "00000000:%02X:00.0", 0x10 + i);
         g->numa_node = i < n / 2 ? 0 : 1;
         for (unsigned j = 0; j < n; j++)
-            inv->topo_level[i * n + j] = i == j ? 0 : NVML_TOPOLOGY_SYSTEM;
+            inv->topo_level[i * n + j] = i == j ? 0 : GPU_TOPO_SYSTEM;
     }
     return inv;
 }
@@ -79,9 +78,9 @@ static struct gpu_inventory *inv_dgx1(void)
         for (unsigned b = 0; b < 8; b++) {
             unsigned lvl = 0;
             if (a != b)
-                lvl = a / 4 != b / 4   ? NVML_TOPOLOGY_SYSTEM
-                      : a / 2 == b / 2 ? NVML_TOPOLOGY_SINGLE
-                                       : NVML_TOPOLOGY_NODE;
+                lvl = a / 4 != b / 4   ? GPU_TOPO_SYSTEM
+                      : a / 2 == b / 2 ? GPU_TOPO_SINGLE
+                                       : GPU_TOPO_NODE;
             inv->topo_level[a * 8 + b] = lvl;
             inv->nvlinks[a * 8 + b] = dgx1_nvlinks[a][b];
         }
@@ -105,12 +104,12 @@ static void test_parsers(void **state)
     (void)state;
     /* The config's names are parsed by dpconfig (tests/gfd/test-dpconfig.c). */
     /* NVML levels to go-gpuallocator points */
-    assert_int_equal(dp_pair_score(NVML_TOPOLOGY_INTERNAL, 0), 60);
-    assert_int_equal(dp_pair_score(NVML_TOPOLOGY_SINGLE, 0), 50);
-    assert_int_equal(dp_pair_score(NVML_TOPOLOGY_MULTIPLE, 0), 40);
-    assert_int_equal(dp_pair_score(NVML_TOPOLOGY_HOSTBRIDGE, 0), 30);
-    assert_int_equal(dp_pair_score(NVML_TOPOLOGY_NODE, 0), 20);
-    assert_int_equal(dp_pair_score(NVML_TOPOLOGY_SYSTEM, 18), 1810);
+    assert_int_equal(dp_pair_score(GPU_TOPO_INTERNAL, 0), 60);
+    assert_int_equal(dp_pair_score(GPU_TOPO_SINGLE, 0), 50);
+    assert_int_equal(dp_pair_score(GPU_TOPO_MULTIPLE, 0), 40);
+    assert_int_equal(dp_pair_score(GPU_TOPO_HOSTBRIDGE, 0), 30);
+    assert_int_equal(dp_pair_score(GPU_TOPO_NODE, 0), 20);
+    assert_int_equal(dp_pair_score(GPU_TOPO_SYSTEM, 18), 1810);
 }
 
 static void test_strategy_none(void **state)
@@ -906,11 +905,11 @@ static void test_health_policy(void **state)
                      (unsigned long long)cases[i].xid, cases[i].critical);
     }
     dp_health_policy_init(&hp, NULL, NULL);
-    struct gpu_event ev = {.type = nvmlEventTypeDoubleBitEccError};
+    struct gpu_event ev = {.type = GPU_EVENT_ECC_DBE};
     assert_true(dp_health_event_is_critical(&hp, &ev));
-    ev.type = nvmlEventTypeSingleBitEccError;
+    ev.type = GPU_EVENT_ECC_SBE;
     assert_false(dp_health_event_is_critical(&hp, &ev));
-    ev.type = nvmlEventTypeXidCriticalError;
+    ev.type = GPU_EVENT_XID;
     ev.data = 13;
     assert_false(dp_health_event_is_critical(&hp, &ev));
     ev.data = 79;
@@ -933,7 +932,7 @@ static void test_health_apply(void **state)
     struct dp_plan *p = shared_plan(inv, 3, DPCONFIG_ALLOC_DISTRIBUTED);
     struct dp_resource *r = &p->resources[0];
     struct gpu_event ev = {.gpu_index = 1,
-                           .type = nvmlEventTypeXidCriticalError,
+                           .type = GPU_EVENT_XID,
                            .data = 79,
                            .gi_id = 0xFFFFFFFFu,
                            .ci_id = 0xFFFFFFFFu};
@@ -980,7 +979,7 @@ static void test_health_apply(void **state)
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
     struct gpu_event mev = {
-        .gpu_index = 0, .type = nvmlEventTypeXidCriticalError, .data = 48, .gi_id = 8, .ci_id = 0};
+        .gpu_index = 0, .type = GPU_EVENT_XID, .data = 48, .gi_id = 8, .ci_id = 0};
     strlcpy_s(mev.uuid, inv->gpus[0].uuid, sizeof(mev.uuid));
     assert_int_equal(dp_health_apply(p, &mev, 1), 1);
     assert_false(r->devices[1].healthy);
@@ -990,7 +989,7 @@ static void test_health_apply(void **state)
     assert_int_equal(n_unhealthy(r), 3);
     /* no uuid: by index */
     struct gpu_event iev = {.gpu_index = 1,
-                            .type = nvmlEventTypeXidCriticalError,
+                            .type = GPU_EVENT_XID,
                             .data = 48,
                             .gi_id = 0xFFFFFFFFu,
                             .ci_id = 0xFFFFFFFFu};

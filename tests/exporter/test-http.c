@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of src/http: the server over real sockets (libcurl client) and the Prometheus writers. */
+/* Tests of src/http: the server over real sockets (libcurl client). The Prometheus writers are
+ * src/prom, tested in tests/unit/test-prom.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,10 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -240,72 +245,130 @@ static void test_listen_errors(void **state)
     free(addr);
 }
 
-static void test_prom_helpers(void **state)
+/* ---- deadlines and limits over raw sockets ------------------------------------------------ */
+
+/* A TCP connection from `source` (a loopback address) to 127.0.0.1:port. */
+static int raw_connect(const char *source, unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, source, &src.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+    return fd;
+}
+
+/* Milliseconds until the server closes fd (reads and discards what it sends), or -1 when it
+ * is still open after limit_ms. `trickle`: sends one byte of a never-ending header every 100 ms
+ * meanwhile. */
+static long ms_until_closed(int fd, long limit_ms, bool trickle)
+{
+    uint64_t t0 = now_ms_mono();
+    if (trickle) {
+        const char *start = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        assert_true(write(fd, start, strlen(start)) > 0);
+    }
+    for (;;) {
+        long spent = (long)(now_ms_mono() - t0);
+        if (spent > limit_ms)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) > 0) {
+            char buf[4096];
+            ssize_t n = read(fd, buf, sizeof(buf));
+            if (n <= 0)
+                return (long)(now_ms_mono() - t0);
+            continue;
+        }
+        if (trickle && send(fd, "a", 1, MSG_NOSIGNAL) < 0)
+            return (long)(now_ms_mono() - t0);
+    }
+}
+
+/* Request headers trickling in a byte at a time do not hold a connection past the header
+ * deadline, nor does an idle keep-alive connection; a normal request is unaffected. */
+static void test_deadlines(void **state)
 {
     (void)state;
-    assert_int_equal(prom_negotiate(NULL), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate(""), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("text/plain;version=0.0.4"), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("application/openmetrics-text;version=1.0.0"),
-                     PROM_FORMAT_OPENMETRICS);
-    /* What Prometheus 2.x sends. */
-    assert_int_equal(
-        prom_negotiate("application/openmetrics-text;version=1.0.0,application/"
-                       "openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/"
-                       "*;q=0.1"),
-        PROM_FORMAT_OPENMETRICS);
-    assert_int_equal(prom_negotiate("text/plain, application/openmetrics-text;q=0.5"),
-                     PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("application/openmetrics-text;q=0"), PROM_FORMAT_TEXT);
-    assert_int_equal(prom_negotiate("Application/OpenMetrics-Text"), PROM_FORMAT_OPENMETRICS);
-    assert_string_equal(prom_content_type(PROM_FORMAT_OPENMETRICS),
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    struct http_route routes[] = {{"/hello", hello, NULL}};
+    struct http_config cfg = {.listen = "127.0.0.1:0",
+                              .routes = routes,
+                              .n_routes = 1,
+                              .header_timeout_ms = 400,
+                              .timeout_s = 60};
+    struct http_server *s = NULL;
+    struct err e = {0};
+    if (http_server_new(&cfg, &s, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    unsigned port = http_server_port(s);
 
-    assert_true(prom_valid_metric_name("DCGM_FI_DEV_GPU_TEMP"));
-    assert_true(prom_valid_metric_name("a:b_c9"));
-    assert_false(prom_valid_metric_name("9a"));
-    assert_false(prom_valid_metric_name(""));
-    assert_false(prom_valid_metric_name("a-b"));
-    assert_true(prom_valid_label_name("GPU_I_ID"));
-    assert_false(prom_valid_label_name("a:b"));
+    int fd = raw_connect("127.0.0.1", port);
+    long ms = ms_until_closed(fd, 3000, true);
+    close(fd);
+    assert_true(ms >= 300 && ms < 1500);
 
-    struct sbuf b;
-    sbuf_init(&b, 4096);
-    assert_int_equal(prom_escape_label_value(&b, "a\\b\"c\nd"), 0);
-    assert_string_equal(b.data, "a\\\\b\\\"c\\nd");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_TEXT, "x_total", PROM_COUNTER, "h \"q\" \\ \n");
-    assert_string_equal(b.data, "# HELP x_total h \"q\" \\\\ \\n\n# TYPE x_total counter\n");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "x_total", PROM_COUNTER, "h \"q\"");
-    assert_string_equal(b.data, "# HELP x h \\\"q\\\"\n# TYPE x counter\n");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "DCGM_X", PROM_COUNTER, "h");
-    assert_string_equal(b.data, "# HELP DCGM_X h\n# TYPE DCGM_X unknown\n");
-    sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_TEXT, "g", PROM_UNTYPED, "h");
-    assert_string_equal(b.data, "# HELP g h\n# TYPE g untyped\n");
-    sbuf_reset(&b);
-    prom_write_value(&b, 42);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 123.456);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 0.1);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 1e300);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 0.0 / 0.0);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, -1.0 / 0.0);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 18446744073709551615.0);
-    assert_string_equal(b.data, "42 123.456 0.1 1e+300 NaN -Inf 1.8446744073709552e+19");
-    sbuf_reset(&b);
-    prom_write_eof(&b, PROM_FORMAT_TEXT);
-    assert_int_equal(b.len, 0);
-    prom_write_eof(&b, PROM_FORMAT_OPENMETRICS);
-    assert_string_equal(b.data, "# EOF\n");
-    sbuf_free(&b);
+    fd = raw_connect("127.0.0.1", port);
+    ms = ms_until_closed(fd, 3000, false); /* silent from the start */
+    close(fd);
+    assert_true(ms >= 300 && ms < 1500);
+
+    /* An answered request, then idle keep-alive: closed at the deadline after the response. */
+    fd = raw_connect("127.0.0.1", port);
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    char buf[512];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "200 OK"));
+    ms = ms_until_closed(fd, 3000, false);
+    close(fd);
+    assert_true(ms >= 0 && ms < 1500);
+    assert_true(http_server_deadline_closes(s) >= 3);
+
+    struct reply r;
+    request(port, "GET", "/hello", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    sbuf_free(&r.body);
+    http_server_free(s);
+}
+
+/* One client address holds at most per_ip_limit connections; another is still served. */
+static void test_per_client_limit(void **state)
+{
+    (void)state;
+    struct http_route routes[] = {{"/hello", hello, NULL}};
+    struct http_config cfg = {
+        .listen = "127.0.0.1:0", .routes = routes, .n_routes = 1, .per_ip_limit = 3};
+    struct http_server *s = NULL;
+    struct err e = {0};
+    if (http_server_new(&cfg, &s, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    unsigned port = http_server_port(s);
+    int held[3];
+    for (int i = 0; i < 3; i++)
+        held[i] = raw_connect("127.0.0.1", port);
+    usleep(100 * 1000); /* accepted by the server */
+    int extra = raw_connect("127.0.0.1", port);
+    assert_true(ms_until_closed(extra, 2000, false) >= 0); /* refused: closed at once */
+    close(extra);
+    int other = raw_connect("127.0.0.2", port);
+    const char *req = "GET /hello HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(other, req, strlen(req)), (ssize_t)strlen(req));
+    char buf[512];
+    ssize_t n = read(other, buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "200 OK"));
+    close(other);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ms_until_closed(held[i], 200, false), -1); /* still held */
+    for (int i = 0; i < 3; i++)
+        close(held[i]);
+    http_server_free(s);
 }
 
 /* The listening socket is closed exactly once: libmicrohttpd owns it once started. */
@@ -329,10 +392,9 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_server),
-        cmocka_unit_test(test_listen_errors),
-        cmocka_unit_test(test_prom_helpers),
-        cmocka_unit_test(test_no_double_close),
+        cmocka_unit_test(test_server),           cmocka_unit_test(test_listen_errors),
+        cmocka_unit_test(test_no_double_close),  cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_per_client_limit),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

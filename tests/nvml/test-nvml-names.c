@@ -66,12 +66,43 @@ static void bus_ids(void **state)
     assert_int_equal(nv_bus_id_parse("0000:18:20.0", &d, &b, &v, &f), -EINVAL); /* device > 0x1f */
 }
 
+/* gpu.h's vocabulary is converted from NVML's by name, every value. */
+static void vocabulary(void **state)
+{
+    (void)state;
+    assert_int_equal(nv_topo_level(NVML_TOPOLOGY_INTERNAL), GPU_TOPO_INTERNAL);
+    assert_int_equal(nv_topo_level(NVML_TOPOLOGY_SINGLE), GPU_TOPO_SINGLE);
+    assert_int_equal(nv_topo_level(NVML_TOPOLOGY_MULTIPLE), GPU_TOPO_MULTIPLE);
+    assert_int_equal(nv_topo_level(NVML_TOPOLOGY_HOSTBRIDGE), GPU_TOPO_HOSTBRIDGE);
+    assert_int_equal(nv_topo_level(NVML_TOPOLOGY_NODE), GPU_TOPO_NODE);
+    assert_int_equal(nv_topo_level(NVML_TOPOLOGY_SYSTEM), GPU_TOPO_SYSTEM);
+    assert_int_equal(nv_topo_level((nvmlGpuTopologyLevel_t)35), GPU_TOPO_SYSTEM); /* unknown */
+
+    assert_int_equal(nv_event_mask(GPU_EVENT_XID | GPU_EVENT_ECC_DBE),
+                     nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError);
+    assert_int_equal(nv_event_mask(GPU_EVENT_ECC_SBE), nvmlEventTypeSingleBitEccError);
+    assert_int_equal(nv_event_mask(1ULL << 40), 0);
+    assert_int_equal(nv_event_kind(nvmlEventTypeXidCriticalError), GPU_EVENT_XID);
+    assert_int_equal(nv_event_kind(nvmlEventTypeDoubleBitEccError), GPU_EVENT_ECC_DBE);
+    assert_int_equal(nv_event_kind(nvmlEventTypeSingleBitEccError), GPU_EVENT_ECC_SBE);
+    assert_int_equal(nv_event_kind(nvmlEventTypePState), 0);
+
+    assert_int_equal(nv_clock_events(nvmlClocksEventReasonGpuIdle), GPU_CLOCK_EVENT_GPU_IDLE);
+    assert_int_equal(nv_clock_events(nvmlClocksThrottleReasonHwPowerBrakeSlowdown |
+                                     nvmlClocksEventReasonSwThermalSlowdown),
+                     GPU_CLOCK_EVENT_HW_POWER_BRAKE | GPU_CLOCK_EVENT_SW_THERMAL);
+    assert_int_equal(nv_clock_events(nvmlClocksEventReasonDisplayClockSetting),
+                     GPU_CLOCK_EVENT_DISPLAY_CLOCK);
+    assert_int_equal(nv_clock_events(~0ULL), GPU_CLOCK_EVENTS_ALL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(profile_names),
         cmocka_unit_test(name_not_terminated),
         cmocka_unit_test(bus_ids),
+        cmocka_unit_test(vocabulary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -195,6 +195,47 @@ static void test_files(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A writer killed mid-write leaves its temp file; the next start removes it (and the visible
+ * ones older versions left), nothing else. */
+static void test_stale_temps(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpuop-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_free_ char *path = xasprintf("%s/gfd", dir);
+    struct err e = {0};
+    assert_int_equal(file_write_atomic(path, "a=b\n", 4, 0644, &e), 0);
+    const char *stale[] = {".gfd.tmp.AbC123", "gfd.tmp.x1y2z3"};
+    const char *kept[] = {"gfd.tmp.toolong1", "other.tmp.abcdef", ".gfd.tmp.ab", "gfdx.tmp.abcdef",
+                          "gfd.tmp.abc-de"};
+    for (size_t i = 0; i < ARRAY_SIZE(stale); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", dir, stale[i]);
+        assert_int_equal(file_write_atomic(p, "x", 1, 0644, &e), 0);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(kept); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", dir, kept[i]);
+        assert_int_equal(file_write_atomic(p, "x", 1, 0644, &e), 0);
+    }
+    _cleanup_free_ char *subdir = xasprintf("%s/.gfd.tmp.dir123", dir); /* not a regular file */
+    assert_int_equal(mkdir(subdir, 0755), 0);
+    assert_int_equal(file_remove_stale_temps(path, &e), 2);
+    for (size_t i = 0; i < ARRAY_SIZE(stale); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", dir, stale[i]);
+        assert_int_equal(access(p, F_OK), -1);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(kept); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", dir, kept[i]);
+        assert_int_equal(access(p, F_OK), 0);
+    }
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(access(subdir, F_OK), 0);
+    assert_int_equal(file_remove_stale_temps(path, &e), 0);
+    _cleanup_free_ char *nodir = xasprintf("%s/missing/gfd", dir);
+    assert_int_equal(file_remove_stale_temps(nodir, &e), 0);
+    _cleanup_free_ char *rm = xasprintf("rm -rf %s", dir);
+    assert_int_equal(system(rm), 0);
+}
+
 /* A FIFO nobody writes to once made open() block forever: a machine-type or config file
  * pointing at one hung feature-discovery with SIGTERM blocked. The read runs in a child under
  * alarm() so a regression fails instead of hanging the suite. */
@@ -370,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_files),
+        cmocka_unit_test(test_stale_temps),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_atomic_write_threads),
         cmocka_unit_test(test_read_fifo_without_writer),

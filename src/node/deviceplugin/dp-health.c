@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "deviceplugin.h"
-#include "nvml-abi.h"
 
 static const uint64_t default_ignored[] = {13, 31, 43, 45, 68, 109};
 
@@ -78,9 +77,9 @@ bool dp_health_xid_is_critical(const struct dp_health_policy *hp, uint64_t xid)
 
 bool dp_health_event_is_critical(const struct dp_health_policy *hp, const struct gpu_event *ev)
 {
-    if (ev->type & nvmlEventTypeXidCriticalError)
+    if (ev->type & GPU_EVENT_XID)
         return dp_health_xid_is_critical(hp, ev->data);
-    if (ev->type & nvmlEventTypeDoubleBitEccError)
+    if (ev->type & GPU_EVENT_ECC_DBE)
         return !hp->disable_all || hp->enable_all;
     return false;
 }

@@ -20,7 +20,6 @@
 #include "dp-internal.h"
 #include "grpc.h"
 #include "svc.h"
-#include "nvml-abi.h"
 
 #define COMP               "device-plugin"
 #define DP_MAX_WATCH       16
@@ -461,8 +460,7 @@ static void *health_main(void *arg)
     struct plugin *pl = arg;
     struct err e = {0};
     _cleanup_(gpu_events_freep) struct gpu_events *ev = NULL;
-    if (gpu_events_open(pl->lib, nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError,
-                        &ev, &e) < 0)
+    if (gpu_events_open(pl->lib, GPU_EVENT_XID | GPU_EVENT_ECC_DBE, &ev, &e) < 0)
         log_warn(COMP,
                  "Failed to start health check; continuing with event health checks "
                  "disabled",

@@ -4,7 +4,6 @@
 #include <strings.h>
 
 #include "deviceplugin.h"
-#include "nvml-abi.h"
 
 void dp_options_defaults(struct dp_options *o)
 {
@@ -21,22 +20,22 @@ unsigned dp_pair_score(unsigned topo_level, unsigned nvlinks)
 {
     unsigned s;
     switch (topo_level) {
-    case NVML_TOPOLOGY_INTERNAL:
+    case GPU_TOPO_INTERNAL:
         s = 60;
         break;
-    case NVML_TOPOLOGY_SINGLE:
+    case GPU_TOPO_SINGLE:
         s = 50;
         break;
-    case NVML_TOPOLOGY_MULTIPLE:
+    case GPU_TOPO_MULTIPLE:
         s = 40;
         break;
-    case NVML_TOPOLOGY_HOSTBRIDGE:
+    case GPU_TOPO_HOSTBRIDGE:
         s = 30;
         break;
-    case NVML_TOPOLOGY_NODE:
+    case GPU_TOPO_NODE:
         s = 20;
         break;
-    case NVML_TOPOLOGY_SYSTEM:
+    case GPU_TOPO_SYSTEM:
         s = 10;
         break;
     default:

@@ -4,6 +4,7 @@
 #define GPUOP_EXPORTER_INTERNAL_H
 
 #include "exporter.h"
+#include "http.h"
 
 /* Lists pod resources from the kubelet (PodResources v1 List over gRPC on a unix socket) and
  * adds the GPU devices to *map. The whole exchange ends by timeout_ms, or at once when stop is

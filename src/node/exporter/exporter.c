@@ -11,7 +11,6 @@
 
 #include "exporter-internal.h"
 #include "exporter.h"
-#include "nvml-abi.h"
 #include "svc.h"
 
 #define COMP           "exporter"
@@ -169,7 +168,7 @@ static void *events_thread(void *arg)
     while (!stop_requested(x->stop)) {
         struct err e = {0};
         if (!ev) {
-            if (gpu_events_open(x->lib, nvmlEventTypeXidCriticalError, &ev, &e) < 0) {
+            if (gpu_events_open(x->lib, GPU_EVENT_XID, &ev, &e) < 0) {
                 atomic_fetch_add(&x->event_errors, 1);
                 if (!logged)
                     log_warn(COMP, "XID events unavailable; retrying", "error=\"%s\"", err_msg(&e));
@@ -191,7 +190,7 @@ static void *events_thread(void *arg)
             ev = NULL;
             continue;
         }
-        if (event.type & nvmlEventTypeXidCriticalError) {
+        if (event.type & GPU_EVENT_XID) {
             log_info(COMP, "XID", "gpu=%u uuid=%s xid=%llu", event.gpu_index, event.uuid,
                      (unsigned long long)event.data);
             xid_record(x, event.uuid, event.data);

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
-#include "http.h"
+#include "prom.h"
 #include "util.h"
 
 int exporter_main(int argc, char **argv);
@@ -88,7 +88,7 @@ enum exp_src {
     EXP_SRC_VIOL_BOARD_LIMIT,
     EXP_SRC_VIOL_LOW_UTIL,
     EXP_SRC_VIOL_RELIABILITY,
-    EXP_SRC_CLOCK_EVENT_REASONS, /* the raw nvmlClocksEventReason bit mask */
+    EXP_SRC_CLOCK_EVENT_REASONS, /* the GPU_CLOCK_EVENT_* bit mask (bit i as NVML numbers it) */
     EXP_SRC_CLOCK_EVENTS_COUNT,  /* DCGM_EXP_CLOCK_EVENTS_COUNT, one series per clock_event */
     EXP_SRC_XID_COUNT,           /* DCGM_EXP_XID_ERRORS_COUNT, one series per xid in the window */
     EXP_SRC_LABEL_DRIVER_VERSION,
@@ -115,7 +115,7 @@ const struct exp_field *exp_field_lookup(const char *name);
 /* Every known field name, comma-separated, for error messages (static storage). */
 const char *exp_field_known_names(void);
 
-/* clock_event label values by nvmlClocksEventReason bit (bit i of the mask), as dcgm-exporter
+/* clock_event label values by GPU_CLOCK_EVENT_* bit (bit i of the mask), as dcgm-exporter
  * names them. */
 #define EXP_CLOCK_EVENTS 9
 extern const char *const exp_clock_event_names[EXP_CLOCK_EVENTS];

@@ -263,6 +263,11 @@ static int gfd_reload(struct svc *s, struct err *e)
 static int gfd_run(struct svc *s, struct err *e)
 {
     struct gfd_state *st = svc_state(s);
+    /* A run killed mid-write left its temp file beside the output: NFD must not read it. */
+    struct err te = {0};
+    if (!output_is_stdout(st->config->gfd.output_file) &&
+        file_remove_stale_temps(st->config->gfd.output_file, &te) < 0)
+        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", kv_quote(&te));
     int rc = 0;
     _cleanup_free_ char *last = NULL;
     int64_t stamp = 0;

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "dp-internal.h"
-#include "nvml-abi.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,7 +30,7 @@ static void build_plans(void)
         gpus[i].numa_node = (int)(i / 4);
         snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "GPU-%08u-0000-0000-0000-000000000000", i);
         for (unsigned j = 0; j < 8; j++) {
-            topo[i * 8 + j] = i / 4 != j / 4 ? NVML_TOPOLOGY_SYSTEM : NVML_TOPOLOGY_NODE;
+            topo[i * 8 + j] = i / 4 != j / 4 ? GPU_TOPO_SYSTEM : GPU_TOPO_NODE;
             links[i * 8 + j] = nv[i][j];
         }
     }

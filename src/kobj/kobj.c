@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "kobj.h"
+
+#include <string.h>
+
+#include "util.h"
+
+#define KOBJ_SEGMENT_MAX 256
+
+/* One step of a dotted path: a key on an object, a decimal index on an array. */
+static json_t *step(const json_t *v, const char *seg)
+{
+    if (json_is_object(v))
+        return json_object_get(v, seg);
+    if (json_is_array(v)) {
+        uint64_t i;
+        if (seg[0] < '0' || seg[0] > '9' || parse_u64(seg, &i) < 0 || str_has_prefix(seg, "0x"))
+            return NULL;
+        return i < json_array_size(v) ? json_array_get(v, (size_t)i) : NULL;
+    }
+    return NULL;
+}
+
+json_t *kobj_path(const json_t *v, const char *dotted)
+{
+    char part[KOBJ_SEGMENT_MAX];
+    const char *p = dotted ? dotted : "";
+    json_t *cur = (json_t *)v;
+    while (cur && *p) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (n >= sizeof(part))
+            return NULL;
+        memcpy(part, p, n);
+        part[n] = '\0';
+        cur = step(cur, part);
+        p += n + (dot ? 1 : 0);
+    }
+    return cur;
+}
+
+const char *kobj_path_str(const json_t *v, const char *dotted)
+{
+    return json_string_value(kobj_path(v, dotted));
+}
+
+json_t *kobj_keys(const json_t *v, const char *const *keys)
+{
+    json_t *cur = (json_t *)v;
+    for (; cur && *keys; keys++)
+        cur = json_object_get(cur, *keys);
+    return cur;
+}
+
+const char *kobj_str(const json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(obj, key));
+}
+
+json_t *kobj_ensure_object(json_t *obj, const char *key)
+{
+    json_t *c = json_object_get(obj, key);
+    if (!json_is_object(c)) {
+        c = json_object();
+        if (json_object_set_new(obj, key, c) < 0)
+            return NULL;
+    }
+    return c;
+}
+
+json_t *kobj_ensure_keys(json_t *root, const char *const *keys)
+{
+    json_t *cur = json_is_object(root) ? root : NULL;
+    for (; cur && *keys; keys++)
+        cur = kobj_ensure_object(cur, *keys);
+    return cur;
+}
+
+void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted)
+{
+    char part[KOBJ_SEGMENT_MAX];
+    const char *p = dotted;
+    while (p && *p && json_is_object(dst)) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (n >= sizeof(part))
+            return;
+        memcpy(part, p, n);
+        part[n] = '\0';
+        p += n + (dot ? 1 : 0);
+        if (n == 0)
+            continue; /* "a..b" is "a.b" */
+        json_t *v = json_object_get(src, part);
+        if (!v)
+            return;
+        if (!*p) {
+            json_object_set(dst, part, v);
+            return;
+        }
+        if (!json_is_object(v))
+            return;
+        dst = kobj_ensure_object(dst, part);
+        src = v;
+    }
+}
+
+/* ---- metadata ------------------------------------------------------------------------------- */
+
+static json_t *meta(const json_t *obj)
+{
+    return json_object_get(obj, "metadata");
+}
+
+const char *kobj_meta_str(const json_t *obj, const char *field)
+{
+    return json_string_value(json_object_get(meta(obj), field));
+}
+
+const char *kobj_name(const json_t *obj)
+{
+    return kobj_meta_str(obj, "name");
+}
+
+const char *kobj_namespace(const json_t *obj)
+{
+    return kobj_meta_str(obj, "namespace");
+}
+
+const char *kobj_uid(const json_t *obj)
+{
+    return kobj_meta_str(obj, "uid");
+}
+
+const char *kobj_resource_version(const json_t *obj)
+{
+    return kobj_meta_str(obj, "resourceVersion");
+}
+
+const char *kobj_creation_timestamp(const json_t *obj)
+{
+    return kobj_meta_str(obj, "creationTimestamp");
+}
+
+const char *kobj_deletion_timestamp(const json_t *obj)
+{
+    return kobj_meta_str(obj, "deletionTimestamp");
+}
+
+const char *kobj_kind(const json_t *obj)
+{
+    return kobj_str(obj, "kind");
+}
+
+const char *kobj_api_version(const json_t *obj)
+{
+    return kobj_str(obj, "apiVersion");
+}
+
+long long kobj_generation(const json_t *obj)
+{
+    json_t *g = json_object_get(meta(obj), "generation");
+    return json_is_integer(g) ? (long long)json_integer_value(g) : 0;
+}
+
+json_t *kobj_labels(const json_t *obj)
+{
+    json_t *l = json_object_get(meta(obj), "labels");
+    return json_is_object(l) ? l : NULL;
+}
+
+json_t *kobj_annotations(const json_t *obj)
+{
+    json_t *a = json_object_get(meta(obj), "annotations");
+    return json_is_object(a) ? a : NULL;
+}
+
+const char *kobj_label(const json_t *obj, const char *key)
+{
+    return kobj_str(kobj_labels(obj), key);
+}
+
+const char *kobj_annotation(const json_t *obj, const char *key)
+{
+    return kobj_str(kobj_annotations(obj), key);
+}
+
+char *kobj_key(const json_t *obj)
+{
+    const char *ns = kobj_namespace(obj);
+    const char *name = kobj_name(obj);
+    if (!name)
+        return NULL;
+    return ns && ns[0] ? xasprintf("%s/%s", ns, name) : xstrdup(name);
+}
+
+bool kobj_owned_by(const json_t *obj, const char *kind, const char *uid)
+{
+    size_t i;
+    json_t *ref;
+    json_array_foreach (json_object_get(meta(obj), "ownerReferences"), i, ref) {
+        if ((!kind || streq_ptr(kobj_str(ref, "kind"), kind)) &&
+            (!uid || streq_ptr(kobj_str(ref, "uid"), uid)))
+            return true;
+    }
+    return false;
+}
+
+bool kobj_has_finalizer(const json_t *obj, const char *f)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach (json_object_get(meta(obj), "finalizers"), i, x)
+        if (streq_ptr(json_string_value(x), f))
+            return true;
+    return false;
+}

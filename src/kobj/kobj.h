@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kobj: reading Kubernetes objects and other JSON documents held as jansson values.
+ *
+ * One home for what the API client, the informer, the operator and kubesim each wrote for
+ * themselves: a dotted-path lookup ("metadata.labels", "spec.template.spec.containers.0"), the
+ * metadata accessors (name, namespace, uid, resourceVersion, labels, annotations, ...) and a few
+ * questions asked of every object (its store key, an owner, a finalizer).
+ *
+ * Pure: jansson only, no I/O, no HTTP client, so kubesim and the operator's pure core link it.
+ * Getters return borrowed references (valid while the object is) and NULL when the path is
+ * absent or has another type; they accept a NULL object. Nothing here allocates except
+ * kobj_key() and the setters, which say so.
+ * Thread-safety: as for the jansson values passed in (readers may share an object that no one
+ * modifies).
+ */
+#ifndef GPUOP_KOBJ_H
+#define GPUOP_KOBJ_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- JSON paths ----------------------------------------------------------------------------- */
+
+/*
+ * The value at a dotted path: each segment is an object key, or, on an array, a decimal index.
+ * "" is the value itself. A key that itself holds dots (a label key) cannot be named this way:
+ * use kobj_keys() or kobj_label(). A segment longer than 255 bytes never matches.
+ */
+json_t *kobj_path(const json_t *v, const char *dotted);
+/* The string at a dotted path, or NULL when absent or not a string. */
+const char *kobj_path_str(const json_t *v, const char *dotted);
+/* The value under a NULL-terminated list of object keys (keys may hold dots). */
+json_t *kobj_keys(const json_t *v, const char *const *keys);
+#define kobj_at(v, ...) kobj_keys((v), (const char *const[]){__VA_ARGS__, NULL})
+/* The string member `key` of an object (a label or annotation map, a container, ...). */
+const char *kobj_str(const json_t *obj, const char *key);
+
+/* The object member `key` of obj, created (replacing a non-object) when missing. Borrowed. */
+json_t *kobj_ensure_object(json_t *obj, const char *key);
+/* The same along a NULL-terminated list of keys: root.k1.k2... as objects, created as needed. */
+json_t *kobj_ensure_keys(json_t *root, const char *const *keys);
+/* Copies the value at `dotted` from src into dst at the same path, creating the objects on the
+ * way (the value itself is shared, not deep-copied). Nothing happens when src lacks the path. */
+void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted);
+
+/* ---- object metadata ------------------------------------------------------------------------ */
+
+const char *kobj_name(const json_t *obj);             /* metadata.name */
+const char *kobj_namespace(const json_t *obj);        /* metadata.namespace */
+const char *kobj_uid(const json_t *obj);              /* metadata.uid */
+const char *kobj_resource_version(const json_t *obj); /* metadata.resourceVersion */
+const char *kobj_creation_timestamp(const json_t *obj);
+const char *kobj_deletion_timestamp(const json_t *obj);
+const char *kobj_kind(const json_t *obj);        /* kind */
+const char *kobj_api_version(const json_t *obj); /* apiVersion */
+/* Any string field of metadata ("generateName", ...). */
+const char *kobj_meta_str(const json_t *obj, const char *field);
+/* metadata.generation, or 0 when absent. */
+long long kobj_generation(const json_t *obj);
+
+json_t *kobj_labels(const json_t *obj);      /* metadata.labels (an object) or NULL */
+json_t *kobj_annotations(const json_t *obj); /* metadata.annotations (an object) or NULL */
+const char *kobj_label(const json_t *obj, const char *key);
+const char *kobj_annotation(const json_t *obj, const char *key);
+
+/* "namespace/name", or "name" for a cluster-scoped object (malloc'd); NULL without a name. */
+char *kobj_key(const json_t *obj);
+/* Whether metadata.ownerReferences lists an owner of `kind` (NULL: any kind) and `uid` (NULL:
+ * any uid). */
+bool kobj_owned_by(const json_t *obj, const char *kind, const char *uid);
+/* Whether metadata.finalizers holds f. */
+bool kobj_has_finalizer(const json_t *obj, const char *f);
+
+#endif
