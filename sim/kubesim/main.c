@@ -298,13 +298,13 @@ static json_t *default_node_template(void)
  * machine's identity in nodeInfo (kept when the template has them). */
 static void kubelet_register(json_t *node, unsigned i)
 {
-    json_t *ann = jensure(jensure(node, "metadata"), "annotations");
+    json_t *ann = kobj_ensure_object(kobj_ensure_object(node, "metadata"), "annotations");
     if (!json_object_get(ann, "node.alpha.kubernetes.io/ttl"))
         json_object_set_new(ann, "node.alpha.kubernetes.io/ttl", json_string("0"));
     if (!json_object_get(ann, "volumes.kubernetes.io/controller-managed-attach-detach"))
         json_object_set_new(ann, "volumes.kubernetes.io/controller-managed-attach-detach",
                             json_string("true"));
-    json_t *info = jensure(jensure(node, "status"), "nodeInfo");
+    json_t *info = kobj_ensure_object(kobj_ensure_object(node, "status"), "nodeInfo");
     char id[64];
     snprintf(id, sizeof(id), "%032x", 0x5eed0000u + i);
     if (!json_object_get(info, "machineID"))
@@ -315,7 +315,7 @@ static void kubelet_register(json_t *node, unsigned i)
     snprintf(id, sizeof(id), "%08x-0000-4000-8000-%012x", 0xb0070000u + i, i);
     if (!json_object_get(info, "bootID"))
         json_object_set_new(info, "bootID", json_string(id));
-    const char *kv = jstr(info, "kubeletVersion");
+    const char *kv = kobj_str(info, "kubeletVersion");
     if (!json_object_get(info, "kubeProxyVersion"))
         json_object_set_new(info, "kubeProxyVersion", json_string(kv ? kv : "v1.32.0"));
 }
@@ -332,13 +332,13 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
             json_object_set_new(tmpl, "apiVersion", json_string("v1"));
         if (!json_object_get(tmpl, "kind"))
             json_object_set_new(tmpl, "kind", json_string("Node"));
-        if (!streq_ptr(jstr(tmpl, "kind"), "Node"))
+        if (!streq_ptr(kobj_kind(tmpl), "Node"))
             return err_set(e, -EINVAL, "--node-template \"%s\": kind is %s, expected Node",
-                           tmpl_path, jstr(tmpl, "kind") ?: "?");
+                           tmpl_path, kobj_kind(tmpl) ?: "?");
     } else {
         tmpl = default_node_template();
     }
-    const char *base = jstr(tmpl, "metadata.name");
+    const char *base = kobj_name(tmpl);
     if (!base || !base[0])
         base = "node";
     _cleanup_free_ char *prefix = xstrdup(base);
@@ -346,12 +346,13 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
         json_t *node = json_deep_copy(tmpl);
         char name[300];
         snprintf(name, sizeof(name), "%s-%05u", prefix, i);
-        json_t *meta = jensure(node, "metadata");
+        json_t *meta = kobj_ensure_object(node, "metadata");
         json_object_set_new(meta, "name", json_string(name));
-        json_object_set_new(jensure(meta, "labels"), "kubernetes.io/hostname", json_string(name));
+        json_object_set_new(kobj_ensure_object(meta, "labels"), "kubernetes.io/hostname",
+                            json_string(name));
         char ip[32];
         snprintf(ip, sizeof(ip), "10.%u.%u.%u", 1 + i / 65536, (i / 256) % 256, i % 256);
-        json_object_set_new(jensure(node, "status"), "addresses",
+        json_object_set_new(kobj_ensure_object(node, "status"), "addresses",
                             json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address", ip,
                                       "type", "Hostname", "address", name));
         kubelet_register(node, i);
@@ -374,7 +375,7 @@ static int load_file(struct ksim *ks, const char *path, struct err *e)
         if (json_is_null(d) || (json_is_object(d) && json_object_size(d) == 0))
             continue;
         json_t *items = json_object_get(d, "items");
-        if (json_is_object(d) && str_has_suffix(jstr(d, "kind") ?: "", "List") &&
+        if (json_is_object(d) && str_has_suffix(kobj_kind(d) ?: "", "List") &&
             json_is_array(items)) {
             size_t j;
             json_t *it;
