@@ -7,12 +7,12 @@
 #include <microhttpd.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <string.h>
 
 #include "kubesim-internal.h"
 #include "kubesim-tls.h"
+#include "prom.h"
 #include "svc.h"
 
 #define KS_COMPONENT "kubesim"
@@ -42,37 +42,39 @@ struct stream {
 
 static void count_request(struct shell *sh, const char *verb, const char *resource, int code)
 {
-    char key[256];
-    snprintf(key, sizeof(key), "%s\x1f%s\x1f%d", verb[0] ? verb : "unknown",
-             resource[0] ? resource : "unknown", code);
+    _cleanup_free_ char *key = xasprintf("%s\x1f%s\x1f%d", verb[0] ? verb : "unknown",
+                                         resource[0] ? resource : "unknown", code);
     pthread_mutex_lock(&sh->mlock);
     json_t *c = json_object_get(sh->counters, key);
     json_object_set_new(sh->counters, key, json_integer(c ? json_integer_value(c) + 1 : 1));
     pthread_mutex_unlock(&sh->mlock);
 }
 
-static void metrics_text(struct shell *sh, struct sbuf *out)
+/* The request counters (keys "verb\x1fresource\x1fcode"), then the core's metrics: 0, or
+ * -ENOBUFS when the page does not fit out. */
+static int metrics_text(struct shell *sh, struct sbuf *out)
 {
-    sbuf_puts(out, "# HELP kubesim_requests_total API requests served, by verb, resource and "
-                   "HTTP code.\n# TYPE kubesim_requests_total counter\n");
+    struct prom_writer w;
+    prom_writer_init(&w, out, PROM_FORMAT_TEXT);
+    prom_family(&w, "kubesim_requests_total", PROM_COUNTER,
+                "API requests served, by verb, resource and HTTP code.");
     pthread_mutex_lock(&sh->mlock);
     const char *k;
     json_t *v;
     json_object_foreach (sh->counters, k, v) {
-        char verb[64], res[128];
-        int code = 0;
         const char *a = strchr(k, '\x1f');
         const char *b = a ? strchr(a + 1, '\x1f') : NULL;
         if (!a || !b)
             continue;
-        snprintf(verb, sizeof(verb), "%.*s", (int)(a - k), k);
-        snprintf(res, sizeof(res), "%.*s", (int)(b - a - 1), a + 1);
-        parse_int(b + 1, &code);
-        sbuf_printf(out, "kubesim_requests_total{verb=\"%s\",resource=\"%s\",code=\"%d\"} %lld\n",
-                    verb, res, code, (long long)json_integer_value(v));
+        _cleanup_free_ char *verb = xstrndup(k, (size_t)(a - k));
+        _cleanup_free_ char *res = xstrndup(a + 1, (size_t)(b - a - 1));
+        const struct prom_label l[] = {{"verb", verb}, {"resource", res}, {"code", b + 1}};
+        prom_sample_u64(&w, "kubesim_requests_total", l, ARRAY_SIZE(l),
+                        (uint64_t)json_integer_value(v));
     }
     pthread_mutex_unlock(&sh->mlock);
-    ksim_metrics(sh->ks, out);
+    int r = prom_writer_finish(&w);
+    return r < 0 ? r : ksim_metrics(sh->ks, out);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -175,9 +177,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (streq(url, "/metrics") && streq(method, "GET")) {
         struct sbuf out;
         sbuf_init(&out, 64u << 20);
-        metrics_text(sh, &out);
+        if (metrics_text(sh, &out) < 0) {
+            sbuf_free(&out);
+            char *b = xstrdup("metrics: the page exceeds 64 MiB\n");
+            return send_text(c, 500, "text/plain", b, strlen(b));
+        }
         size_t len = out.len;
-        return send_text(c, 200, "text/plain; version=0.0.4", sbuf_steal(&out), len);
+        return send_text(c, 200, prom_content_type(PROM_FORMAT_TEXT), sbuf_steal(&out), len);
     }
     struct sbuf q;
     sbuf_init(&q, 1u << 20);
@@ -256,27 +262,20 @@ static void *controller_main(void *arg)
 static int write_kubeconfig(const char *path, const char *server, const char *ca_pem,
                             const char *token, struct err *e)
 {
-    struct sbuf b;
+    _cleanup_sbuf_ struct sbuf b;
     sbuf_init(&b, 1u << 20);
-    sbuf_printf(&b,
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
-                "    server: %s\n",
-                server);
-    if (ca_pem) {
-        _cleanup_free_ char *enc = base64_encode(ca_pem, strlen(ca_pem));
-        sbuf_printf(&b, "    certificate-authority-data: %s\n", enc);
-    }
-    sbuf_puts(&b, "users:\n- name: kubesim\n  user:");
-    if (token)
-        sbuf_printf(&b, "\n    token: %s\n", token);
-    else
-        sbuf_puts(&b, " {}\n");
-    sbuf_puts(&b, "contexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n"
-                  "    user: kubesim\n    namespace: default\ncurrent-context: kubesim\n"
-                  "preferences: {}\n");
-    int r = file_write_atomic(path, b.data, b.len, 0600, e);
-    sbuf_free(&b);
-    return r;
+    _cleanup_free_ char *ca = ca_pem ? base64_encode(ca_pem, strlen(ca_pem)) : NULL;
+    _cleanup_free_ char *ca_line =
+        ca ? xasprintf("    certificate-authority-data: %s\n", ca) : xstrdup("");
+    _cleanup_free_ char *user = token ? xasprintf("\n    token: %s\n", token) : xstrdup(" {}\n");
+    if (sbuf_printf(&b,
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
+                    "    server: %s\n%susers:\n- name: kubesim\n  user:%scontexts:\n"
+                    "- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n"
+                    "    namespace: default\ncurrent-context: kubesim\npreferences: {}\n",
+                    server, ca_line, user) < 0)
+        return err_set(e, -ENOBUFS, "\"%s\": the kubeconfig exceeds 1 MiB", path);
+    return file_write_atomic(path, b.data, b.len, 0600, e);
 }
 
 static json_t *default_node_template(void)
