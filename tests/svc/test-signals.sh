@@ -11,10 +11,10 @@ fleet=$3
 [ -f "$lib" ] || { echo "SKIP: no simulated libnvidia-ml.so.1 at $lib"; exit 77; }
 tmp=$(mktemp -d)
 pid=
-kubesim=
+kubesim_pid=
 cleanup() {
     [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-    [ -n "$kubesim" ] && kill -KILL "$kubesim" 2>/dev/null
+    [ -n "$kubesim_pid" ] && kill -KILL "$kubesim_pid" 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -110,7 +110,7 @@ ks=${GPUOP_BUILD_ROOT:-}/kubesim
 if [ -x "$ks" ]; then
     "$ks" --load "${GPUOP_SOURCE_ROOT:-.}/deploy/crds/nvidia.com_clusterpolicies.yaml" \
         --kubeconfig-out "$tmp/kubeconfig" >"$tmp/kubesim.log" 2>&1 &
-    kubesim=$!
+    kubesim_pid=$!
     i=0
     while [ ! -s "$tmp/kubeconfig" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
     components="$components operator"
@@ -159,6 +159,20 @@ time.sleep(120)' "$tmp/dp/kubelet.sock" &
     fi
     kill "$hole" 2>/dev/null
     wait "$hole" 2>/dev/null
+fi
+# kubesim (build/kubesim, on svc too): SIGHUP logged and ignored; TERM, INT, QUIT exit 0.
+kubesim=${GPUOP_BUILD_ROOT:-}/kubesim
+if [ -x "$kubesim" ]; then
+    saved=$gpuop gpuop=$kubesim
+    if start kubesim "serving" --nodes 2; then
+        hup kubesim "SIGHUP ignored" && stop kubesim TERM
+    fi
+    for sig in INT QUIT; do
+        if start kubesim "serving" --nodes 2; then stop kubesim "$sig"; fi
+    done
+    gpuop=$saved
+else
+    echo "note: no kubesim at $kubesim: its signals not checked"
 fi
 [ ! -e "$tmp/labels" ] || fail "feature-discovery: the labels outlived the process"
 [ "$failures" = 0 ] || exit 1
