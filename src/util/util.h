@@ -192,7 +192,7 @@ int base64_decode(const char *in, size_t n, char **ret, size_t *ret_len);
 char *url_decode(const char *s, size_t n, bool plus_space);
 /* Appends s percent-encoded: every byte but RFC 3986's unreserved ones becomes %XX. Returns 0, or
  * sbuf's error when out is full. */
-int url_encode(struct sbuf *out, const char *s);
+GPUOP_WUR int url_encode(struct sbuf *out, const char *s);
 
 /* ---- files -------------------------------------------------------------------------------- */
 
