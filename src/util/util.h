@@ -133,7 +133,8 @@ struct sbuf {
 void sbuf_init(struct sbuf *b, size_t limit);
 void sbuf_free(struct sbuf *b);
 void sbuf_reset(struct sbuf *b);
-/* -ENOBUFS when the limit would be passed; the buffer is unchanged then. */
+/* -ENOBUFS when the limit would be passed (the buffer is unchanged then), or the error of an
+ * earlier failure. */
 GPUOP_WUR int sbuf_append(struct sbuf *b, const void *data, size_t n);
 GPUOP_WUR int sbuf_puts(struct sbuf *b, const char *s);
 GPUOP_WUR int sbuf_printf(struct sbuf *b, const char *fmt, ...) GPUOP_PRINTF(2, 3);
