@@ -497,13 +497,35 @@ size_t strlcpy_s(char *dst, const char *src, size_t n)
 
 /* ---- files -------------------------------------------------------------------------------- */
 
+static const char *file_type_name(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "an unknown kind";
+}
+
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e)
 {
-    /* O_NONBLOCK so that opening a FIFO nobody writes to cannot hang; reads block again below
-     * (a pipe with a writer is still read to its end, one without reads as empty). */
+    /* O_NONBLOCK so that opening a FIFO nobody writes to cannot hang; then anything but a
+     * regular file is refused: a FIFO, a device or a directory given as a config once read as
+     * an empty one (or blocked). */
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return err_errno(e, -errno, "open \"%s\"", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return err_errno(e, -errno, "stat \"%s\"", path);
+    if (!S_ISREG(st.st_mode))
+        return err_set(e, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
+                       "read \"%s\": not a regular file (%s)", path, file_type_name(st.st_mode));
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
         return err_errno(e, -errno, "open \"%s\"", path);

@@ -197,8 +197,9 @@ GPUOP_WUR int url_encode(struct sbuf *out, const char *s);
 
 /* ---- files -------------------------------------------------------------------------------- */
 
-/* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. A FIFO
- * without a writer reads as empty rather than blocking in open. */
+/* Reads a whole file (at most limit bytes; larger is -EFBIG). *ret is NUL-terminated. Anything
+ * but a regular file (a FIFO, a device, a socket: -EINVAL; a directory: -EISDIR) is refused,
+ * "not a regular file", without blocking in open. */
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e);
 /* Writes via temp file in the same directory + fsync + rename. The temp file is named
  * ".<name>.tmp.XXXXXX": hidden from programs that read every visible file of the directory. */

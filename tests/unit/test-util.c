@@ -274,10 +274,11 @@ static void test_stale_temps(void **state)
     assert_int_equal(system(rm), 0);
 }
 
-/* A FIFO nobody writes to once made open() block forever: a machine-type or config file
- * pointing at one hung feature-discovery with SIGTERM blocked. The read runs in a child under
- * alarm() so a regression fails instead of hanging the suite. */
-static void test_read_fifo_without_writer(void **state)
+/* A FIFO nobody writes to once made open() block forever, and then read as an empty file: a
+ * config pointing at one loaded as an empty config with exit 0. It is refused, naming the file,
+ * without blocking; so are a directory and a device. The read runs in a child under alarm() so a
+ * regression fails instead of hanging the suite. */
+static void test_read_non_regular(void **state)
 {
     (void)state;
     char dir[] = "/tmp/gpuop-test-XXXXXX";
@@ -290,19 +291,25 @@ static void test_read_fifo_without_writer(void **state)
         alarm(5);
         struct err e = {0};
         char *buf = NULL;
-        size_t len = 99;
-        int r = file_read_all(fifo, 100, &buf, &len, &e);
-        _exit(r == 0 && len == 0 && buf && buf[0] == '\0' ? 0 : 1);
+        int r = file_read_all(fifo, 100, &buf, NULL, &e);
+        _exit(r == -EINVAL && !buf && strstr(err_msg(&e), "not a regular file (a FIFO)") &&
+                      strstr(err_msg(&e), fifo)
+                  ? 0
+                  : 1);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    /* a directory is still a clear error */
     struct err e = {0};
     char *buf = NULL;
-    assert_true(file_read_all(dir, 100, &buf, NULL, &e) < 0);
-    assert_non_null(strstr(err_msg(&e), "Is a directory"));
+    assert_int_equal(file_read_all(dir, 100, &buf, NULL, &e), -EISDIR);
+    assert_null(buf);
+    assert_non_null(strstr(err_msg(&e), "not a regular file (a directory)"));
+    assert_non_null(strstr(err_msg(&e), dir));
+    assert_int_equal(file_read_all("/dev/null", 100, &buf, NULL, &e), -EINVAL);
+    assert_null(buf);
+    assert_non_null(strstr(err_msg(&e), "\"/dev/null\": not a regular file (a character device)"));
     _cleanup_free_ char *rm = xasprintf("rm -rf %s", dir);
     assert_int_equal(system(rm), 0);
 }
@@ -497,7 +504,7 @@ int main(void)
         cmocka_unit_test(test_stale_temps),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_atomic_write_threads),
-        cmocka_unit_test(test_read_fifo_without_writer),
+        cmocka_unit_test(test_read_non_regular),
         cmocka_unit_test(test_log_json_quoted_values),
         cmocka_unit_test(test_log_line_over_limit),
         cmocka_unit_test(test_deadline_table),
