@@ -326,6 +326,13 @@ static void test_sharing_errors(void **state)
         {"sharing:\n  mps:\n    failRequestsGreaterThanOne: 1\n    resources: [{name: gpu, "
          "replicas: 2}]\n",
          "sharing.mps.failRequestsGreaterThanOne", "expected true or false"},
+        {"sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, replicas: 2}\n"
+         "    - {name: nvidia.com/gpu, replicas: 4}\n",
+         "sharing.timeSlicing.resources[1].name: resource \"nvidia.com/gpu\"",
+         "is already given by sharing.timeSlicing.resources[0].name"},
+        {"sharing:\n  mps:\n    resources:\n    - {name: gpu, replicas: 2}\n"
+         "    - {name: other, replicas: 2}\n    - {name: gpu, replicas: 3}\n",
+         "sharing.mps.resources[2].name", "already given by sharing.mps.resources[0].name"},
         {"sharing: 5\n", "sharing", "expected a mapping"},
         {"sharing:\n  timeSlicing:\n    resources:\n    - 3\n", "resources[0]",
          "expected a mapping"},

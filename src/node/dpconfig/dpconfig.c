@@ -699,6 +699,13 @@ static int parse_sharing_section(struct dpconfig *c, json_t *obj, const char *pa
         r = resource_name(p_name, json_string_value(name), &list[i].name, e);
         if (r < 0)
             goto fail;
+        /* One entry per resource: a second one for the same name was once ignored. */
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(list[k].name, list[i].name) == 0) {
+                r = err_set(e, -EINVAL, "%s: resource \"%s\" is already given by %s[%zu].name",
+                            p_name, list[i].name, p_res, k);
+                goto fail;
+            }
         json_t *rep = json_object_get(item, "replicas");
         if (!rep || json_is_null(rep)) {
             r = err_set(e, -EINVAL, "%s: missing required field 'replicas'", p_rep);
