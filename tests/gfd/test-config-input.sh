@@ -52,6 +52,27 @@ check() {
 check fifo "$WORK/fifo" "not a regular file (a FIFO)"
 check directory "$WORK/dir" "not a regular file (a directory)"
 check device /dev/null "not a regular file (a character device)"
+check missing "$WORK/missing.yaml" "No such file"
+# configs that do not parse or validate: the same exit code and error line from both components
+CFG=$SRC/tests/gfd/configs
+check bad-syntax "$CFG/bad-syntax.yaml" "did not find expected"
+check bad-field "$CFG/bad-field.yaml" "flags.plugin.passDevSpecs: unknown field"
+check bad-replicas "$CFG/bad-replicas.yaml" "sharing.timeSlicing.resources[0].replicas" \
+    "number of replicas must be >= 2"
+check bad-version "$CFG/bad-version.yaml" "unknown version"
+check bad-strategy "$CFG/bad-strategy.yaml" "flags.migStrategy" "unknown MIG strategy"
+cat >"$WORK/dup.yaml" <<'YAML'
+version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+    - name: gpu
+      replicas: 4
+YAML
+check duplicate-resource "$WORK/dup.yaml" "sharing.timeSlicing.resources[1].name" \
+    "already given by sharing.timeSlicing.resources[0].name"
 
 if [ $failures -ne 0 ]; then
     echo "$failures failure(s)"
