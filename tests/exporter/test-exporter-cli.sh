@@ -41,18 +41,20 @@ expect_error 2 '--clock-events-count-window-size "-1"' "$gpuop" exporter --once 
 expect_error 2 'DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE="x"' env DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE=x "$gpuop" exporter --once
 expect_error 2 '--format "xml"' "$gpuop" exporter --once --format xml
 expect_error 2 'unexpected argument "extra"' "$gpuop" exporter --once extra
-expect_error 1 '/nonexistent.csv' "$gpuop" exporter --once -f /nonexistent.csv
+expect_error 2 '/nonexistent.csv' "$gpuop" exporter --once -f /nonexistent.csv
 printf '# ok\nDCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_DEV_POWER_USAGE gauge\n' >"$tmp/bad.csv"
-expect_error 1 "$tmp/bad.csv:3: expected" "$gpuop" exporter --once -f "$tmp/bad.csv"
+expect_error 2 "$tmp/bad.csv:3: expected" "$gpuop" exporter --once -f "$tmp/bad.csv"
 printf 'DCGM_FI_DEV_GPU_TEMPERATURE, gauge, t\n' >"$tmp/unknown.csv"
-expect_error 1 'unknown field "DCGM_FI_DEV_GPU_TEMPERATURE"; known fields: DCGM_FI_DEV_SM_CLOCK' \
+expect_error 2 'unknown field "DCGM_FI_DEV_GPU_TEMPERATURE"; known fields: DCGM_FI_DEV_SM_CLOCK' \
     "$gpuop" exporter --once -f "$tmp/unknown.csv"
 # The whole list, to the last known field.
 for f in DCGM_FI_DEV_GPU_TEMP DCGM_EXP_CLOCK_EVENTS_COUNT DCGM_FI_DRIVER_VERSION \
     DCGM_FI_PROF_DRAM_ACTIVE DCGM_FI_DEV_VBIOS_VERSION; do
     grep -Eq "known fields:.* $f(,|\$)" "$tmp/err1" || fail "known fields lack $f: $(cat "$tmp/err1")"
 done
-expect_error 1 "$tmp/unknown.csv:1" env DCGM_EXPORTER_COLLECTORS="$tmp/unknown.csv" "$gpuop" exporter --once
+expect_error 2 "$tmp/unknown.csv:1" env DCGM_EXPORTER_COLLECTORS="$tmp/unknown.csv" "$gpuop" exporter --once
+mkfifo "$tmp/fifo.csv"
+expect_error 2 "\"$tmp/fifo.csv\": not a regular file (a FIFO)" "$gpuop" exporter --once -f "$tmp/fifo.csv"
 expect_error 1 'listen address "nonsense"' "$gpuop" exporter -a nonsense
 expect_error 1 'libnvidia-ml' env GPUOP_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$gpuop" exporter --once
 

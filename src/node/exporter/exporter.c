@@ -594,8 +594,8 @@ static int exporter_run(struct svc *s, struct err *e)
                           : exp_counters_default(&x->counters, e);
     if (r == EXP_UNKNOWN_FIELD)
         svc_error_tail(s, "; known fields: %s", exp_field_known_names());
-    if (r < 0)
-        return r;
+    if (r < 0) /* a counters file missing, unreadable or malformed: bad input, as any config */
+        return x->collectors ? svc_bad_input(s, r) : r;
     exp_counters_log_unsupported(x->counters);
     if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0 || (r = collect(x, e)) < 0)
         return r;
