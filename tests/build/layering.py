@@ -5,8 +5,9 @@
 Reads <builddir>/compile_commands.json: for every product target, the module folders on its
 include path are the modules it depends on (its own <name>_dep declarations, resolved by Meson).
 Prints the module graph and fails (exit 1) on a cycle, on a module that sees a module of its own
-layer or above (docs/DEVELOPING.md, "Layers"), or on a target outside a module that sees that
-module's internal/ folder without being one of its white-box tests (tests/).
+layer or above (docs/DEVELOPING.md, "Layers"), on a target outside a module that sees that
+module's internal/ folder without being one of its white-box tests (tests/), and on a product
+target other than the NVML binding and the simulated driver that sees nvml-abi.h.
 
 Usage: layering.py BUILDDIR [--dot]
 """
@@ -34,6 +35,8 @@ FOLDERS = {
     'src/node/exporter': 'exporter', 'sim/nvml': 'sim/nvml', 'sim/kubesim': 'sim/kubesim',
     'src/cmd': 'cmd',
 }
+# src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
+NVML_ABI_USERS = ('nvml', 'sim/nvml')
 # Targets that live in a module's folder but are a module of their own in the layering.
 TARGET_MODULE = {'gpuop-inventory': 'inventory'}
 
@@ -88,6 +91,8 @@ def main():
             imod, internal = folder_module(p)
             if imod is None:
                 continue
+            if p == 'src/nvml/abi' and not is_test and mod not in NVML_ABI_USERS:
+                problems.append('%s (%s): sees nvml-abi.h; agents use gpu.h' % (tname, mod))
             incs.add((imod, internal))
         for imod, internal in incs:
             if internal and imod != mod:
