@@ -93,8 +93,8 @@ static void do_list(struct ksim *ks, struct ks_type *t, const char *ns, json_t *
         _cleanup_free_ char *raw = NULL;
         json_t *tok =
             base64_decode(cont, strlen(cont), &raw, &n) == 0 ? json_loadb(raw, n, 0, NULL) : NULL;
-        const char *start = jstr(tok, "start");
-        if (!start || !streq_ptr(jstr(tok, "v"), "meta.k8s.io/v1")) {
+        const char *start = kobj_str(tok, "start");
+        if (!start || !streq_ptr(kobj_str(tok, "v"), "meta.k8s.io/v1")) {
             json_decref(tok);
             respond_error(resp, 400, "BadRequest",
                           "continue key is not valid: illegal base64 data or unrecognized token");
@@ -230,7 +230,7 @@ static void h_create(struct ks_call *c)
         return;
     _cleanup_free_ char *ns = xstrdup(c->ns ? c->ns : "");
     if (c->t->namespaced && !c->ns) {
-        const char *bns = jstr(obj, "metadata.namespace");
+        const char *bns = kobj_namespace(obj);
         if (!bns) {
             json_decref(obj);
             respond_not_found_resource(c->resp);
@@ -309,15 +309,15 @@ static void h_delete(struct ks_call *c)
         if (!opts)
             return;
     }
-    struct ks_delete_opts o = {.propagation = jstr(opts, "propagationPolicy"), .grace = -1};
+    struct ks_delete_opts o = {.propagation = kobj_str(opts, "propagationPolicy"), .grace = -1};
     if (!o.propagation)
         o.propagation = ks_qget(c->q, "propagationPolicy");
     if (!o.propagation && json_is_false(json_object_get(opts, "orphanDependents")))
         o.propagation = "Background";
     if (!o.propagation && json_is_true(json_object_get(opts, "orphanDependents")))
         o.propagation = "Orphan";
-    o.uid = jstr(opts, "preconditions.uid");
-    o.rv = jstr(opts, "preconditions.resourceVersion");
+    o.uid = kobj_path_str(opts, "preconditions.uid");
+    o.rv = kobj_path_str(opts, "preconditions.resourceVersion");
     o.dry = ks_dry_run(c->q) || (json_is_array(json_object_get(opts, "dryRun")) &&
                                  json_array_size(json_object_get(opts, "dryRun")));
     json_t *g = json_object_get(opts, "gracePeriodSeconds");
@@ -448,7 +448,7 @@ static void h_binding(struct ks_call *c)
         return;
     }
     _cleanup_status_ struct ks_status st = {0};
-    ks_obj_bind(c->ks, c->t, c->cur, jstr(b, "target.name"), &st);
+    ks_obj_bind(c->ks, c->t, c->cur, kobj_path_str(b, "target.name"), &st);
     ks_render_status(c->resp, &st);
 }
 
@@ -461,7 +461,7 @@ static void h_evict(struct ks_call *c)
     _cleanup_json_ json_t *ev = body_of(c, c->req, true);
     if (!ev)
         return;
-    const char *evn = jstr(ev, "metadata.name");
+    const char *evn = kobj_name(ev);
     if (evn && !streq(evn, c->name)) {
         respond_error(c->resp, 400, "BadRequest",
                       "name in URL does not match name in Eviction object");

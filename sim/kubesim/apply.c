@@ -127,7 +127,7 @@ bool ks_apply_merge(json_t *live, json_t *config, json_t *prev_fs, json_t *other
         json_t *name = json_incref(json_object_get(meta, "name"));
         json_t *ns = json_incref(json_object_get(meta, "namespace"));
         prune(merged, prev_fs, now, others_fs);
-        meta = jensure(merged, "metadata");
+        meta = kobj_ensure_object(merged, "metadata");
         if (name)
             json_object_set_new(meta, "name", name);
         if (ns)

@@ -25,11 +25,11 @@ json_t *ctl_values(json_t *objs)
 
 bool ctl_node_term_matches(json_t *term, json_t *node)
 {
-    json_t *labels = jpath(node, "metadata.labels");
+    json_t *labels = kobj_labels(node);
     size_t i;
     json_t *ex;
     json_array_foreach (json_object_get(term, "matchExpressions"), i, ex) {
-        const char *key = jstr(ex, "key"), *op = jstr(ex, "operator");
+        const char *key = kobj_str(ex, "key"), *op = kobj_str(ex, "operator");
         const char *have = key ? json_string_value(json_object_get(labels, key)) : NULL;
         bool in = false;
         size_t j;
@@ -57,7 +57,7 @@ bool ctl_node_term_matches(json_t *term, json_t *node)
         }
     }
     json_array_foreach (json_object_get(term, "matchFields"), i, ex) {
-        const char *key = jstr(ex, "key"), *op = jstr(ex, "operator");
+        const char *key = kobj_str(ex, "key"), *op = kobj_str(ex, "operator");
         if (!streq_ptr(key, "metadata.name"))
             return false;
         bool in = false;
@@ -77,18 +77,18 @@ bool ctl_tolerates(json_t *tols, json_t *taint)
     size_t i;
     json_t *t;
     json_array_foreach (tols, i, t) {
-        const char *eff = jstr(t, "effect");
-        if (eff && eff[0] && !streq_ptr(eff, jstr(taint, "effect")))
+        const char *eff = kobj_str(t, "effect");
+        if (eff && eff[0] && !streq_ptr(eff, kobj_str(taint, "effect")))
             continue;
-        const char *key = jstr(t, "key");
-        const char *op = jstr(t, "operator");
+        const char *key = kobj_str(t, "key");
+        const char *op = kobj_str(t, "operator");
         if (op && streq(op, "Exists")) {
-            if (!key || !key[0] || streq_ptr(key, jstr(taint, "key")))
+            if (!key || !key[0] || streq_ptr(key, kobj_str(taint, "key")))
                 return true;
             continue;
         }
-        if (streq_ptr(key, jstr(taint, "key")) &&
-            streq(jstr(t, "value") ?: "", jstr(taint, "value") ?: ""))
+        if (streq_ptr(key, kobj_str(taint, "key")) &&
+            streq(kobj_str(t, "value") ?: "", kobj_str(taint, "value") ?: ""))
             return true;
     }
     return false;
@@ -99,12 +99,12 @@ bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
 {
     const char *k;
     json_t *v;
-    json_t *labels = jpath(node, "metadata.labels");
+    json_t *labels = kobj_labels(node);
     json_object_foreach (json_object_get(podspec, "nodeSelector"), k, v)
         if (!json_equal(json_object_get(labels, k), v))
             return false;
-    json_t *terms = jpath(podspec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
-                                   "Execution.nodeSelectorTerms");
+    json_t *terms = kobj_path(podspec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+                                       "Execution.nodeSelectorTerms");
     if (json_is_array(terms)) {
         bool any = false;
         size_t i;
@@ -117,8 +117,8 @@ bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
     }
     size_t i;
     json_t *taint;
-    json_array_foreach (jpath(node, "spec.taints"), i, taint) {
-        const char *eff = jstr(taint, "effect");
+    json_array_foreach (kobj_path(node, "spec.taints"), i, taint) {
+        const char *eff = kobj_str(taint, "effect");
         if (!streq_ptr(eff, "NoSchedule") && !streq_ptr(eff, "NoExecute"))
             continue;
         if (!ctl_tolerates(tols, taint))
@@ -188,7 +188,7 @@ char *ctl_template_hash(json_t *tmpl, json_int_t collisions)
 json_t *ctl_owner_ref(json_t *owner, const char *api_version, const char *kind)
 {
     return json_pack("{s:s,s:s,s:s,s:s,s:b,s:b}", "apiVersion", api_version, "kind", kind, "name",
-                     ks_obj_name(owner), "uid", jstr(owner, "metadata.uid") ?: "", "controller", 1,
+                     ks_obj_name(owner), "uid", kobj_uid(owner) ?: "", "controller", 1,
                      "blockOwnerDeletion", 1);
 }
 
@@ -196,8 +196,8 @@ bool ctl_controlled_by(json_t *obj, const char *uid)
 {
     size_t i;
     json_t *r;
-    json_array_foreach (jpath(obj, "metadata.ownerReferences"), i, r)
-        if (json_is_true(json_object_get(r, "controller")) && streq_ptr(jstr(r, "uid"), uid))
+    json_array_foreach (kobj_path(obj, "metadata.ownerReferences"), i, r)
+        if (json_is_true(json_object_get(r, "controller")) && streq_ptr(kobj_str(r, "uid"), uid))
             return true;
     return false;
 }
@@ -210,14 +210,14 @@ json_t *ctl_pods_by_controller(struct ksim *ks, const char *kind)
     json_object_foreach (ctl_core(ks, "pods")->objs, k, p) {
         size_t i;
         json_t *r;
-        json_array_foreach (jpath(p, "metadata.ownerReferences"), i, r) {
-            if (!json_is_true(json_object_get(r, "controller")) ||
-                !streq_ptr(jstr(r, "kind"), kind) || !jstr(r, "uid"))
+        json_array_foreach (kobj_path(p, "metadata.ownerReferences"), i, r) {
+            if (!json_is_true(json_object_get(r, "controller")) || !streq_ptr(kobj_kind(r), kind) ||
+                !kobj_str(r, "uid"))
                 continue;
-            json_t *l = json_object_get(by, jstr(r, "uid"));
+            json_t *l = json_object_get(by, kobj_str(r, "uid"));
             if (!l) {
                 l = json_array();
-                json_object_set_new(by, jstr(r, "uid"), l);
+                json_object_set_new(by, kobj_str(r, "uid"), l);
             }
             json_array_append(l, p);
         }
@@ -248,10 +248,10 @@ void ctl_event(struct ksim *ks, json_t *obj, const char *kind, const char *type,
         json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:i,s:s,s:s,s:{s:s}}",
                   "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace",
                   ks_obj_ns(obj)[0] ? ks_obj_ns(obj) : "default", "involvedObject", "kind", kind,
-                  "namespace", ks_obj_ns(obj), "name", ks_obj_name(obj), "uid",
-                  jstr(obj, "metadata.uid") ?: "", "apiVersion", jstr(obj, "apiVersion") ?: "",
-                  "type", type, "reason", reason, "message", message, "count", 1, "firstTimestamp",
-                  now, "lastTimestamp", now, "source", "component", "kubesim-controller-manager");
+                  "namespace", ks_obj_ns(obj), "name", ks_obj_name(obj), "uid", kobj_uid(obj) ?: "",
+                  "apiVersion", kobj_api_version(obj) ?: "", "type", type, "reason", reason,
+                  "message", message, "count", 1, "firstTimestamp", now, "lastTimestamp", now,
+                  "source", "component", "kubesim-controller-manager");
     struct err e = {0};
     ks_obj_create_any(ks, ev, &e);
     json_decref(ev);

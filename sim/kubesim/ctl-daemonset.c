@@ -11,7 +11,7 @@ static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_
     struct ks_type *crt = ks_type_find(ks, "apps", "v1", "controllerrevisions");
     const char *ns = ks_obj_ns(ds);
     _cleanup_free_ char *name = xasprintf("%s-%s", ks_obj_name(ds), hash);
-    const char *uid = jstr(ds, "metadata.uid");
+    const char *uid = kobj_uid(ds);
     json_int_t maxrev = 0;
     json_t *mine = json_array();
     const char *k;
@@ -35,7 +35,7 @@ static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_
     } else {
         json_t *data_tmpl = json_deep_copy(tmpl);
         json_object_set_new(data_tmpl, "$patch", json_string("replace"));
-        json_t *labels = json_deep_copy(jpath(tmpl, "metadata.labels"));
+        json_t *labels = json_deep_copy(kobj_labels(tmpl));
         if (!json_is_object(labels)) {
             json_decref(labels);
             labels = json_object();
@@ -53,7 +53,7 @@ static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_
         ks_commit(ks, crt, cr, KS_ADDED, NULL);
     }
     /* history limit: drop the oldest revisions beyond revisionHistoryLimit (+ the live one) */
-    json_t *lim = jpath(ds, "spec.revisionHistoryLimit");
+    json_t *lim = kobj_path(ds, "spec.revisionHistoryLimit");
     json_int_t limit = json_is_integer(lim) ? json_integer_value(lim) : 10;
     while ((json_int_t)json_array_size(mine) > limit + 1) {
         size_t oldest = 0;
@@ -78,11 +78,11 @@ static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_
 static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const char *hash)
 {
     struct ks_type *pt = ctl_core(ks, "pods");
-    json_t *tmpl = jpath(ds, "spec.template");
+    json_t *tmpl = kobj_path(ds, "spec.template");
     json_t *pod = json_pack("{s:s,s:s,s:O,s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
                             json_object_get(tmpl, "metadata") ?: json_object(), "spec",
                             json_object_get(tmpl, "spec") ?: json_object());
-    json_t *meta = jensure(pod, "metadata");
+    json_t *meta = kobj_ensure_object(pod, "metadata");
     json_t *m2 = json_deep_copy(meta);
     json_object_set_new(pod, "metadata", m2);
     meta = m2;
@@ -91,16 +91,17 @@ static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const c
     _cleanup_free_ char *gen = xasprintf("%s-", ks_obj_name(ds));
     json_object_set_new(meta, "generateName", json_string(gen));
     json_object_set_new(meta, "namespace", json_string(ks_obj_ns(ds)));
-    json_t *labels = jensure(meta, "labels");
+    json_t *labels = kobj_ensure_object(meta, "labels");
     json_object_set_new(labels, "controller-revision-hash", json_string(hash));
     char g[32];
-    snprintf(g, sizeof(g), "%lld", (long long)json_integer_value(jpath(ds, "metadata.generation")));
+    snprintf(g, sizeof(g), "%lld",
+             (long long)json_integer_value(kobj_path(ds, "metadata.generation")));
     json_object_set_new(labels, "pod-template-generation", json_string(g));
     json_object_set_new(meta, "ownerReferences",
                         json_pack("[o]", ctl_owner_ref(ds, "apps/v1", "DaemonSet")));
     json_object_set_new(spec, "tolerations", ctl_ds_tolerations(spec));
-    json_t *aff = jensure(spec, "affinity");
-    json_t *na = jensure(aff, "nodeAffinity");
+    json_t *aff = kobj_ensure_object(spec, "affinity");
+    json_t *na = kobj_ensure_object(aff, "nodeAffinity");
     json_object_set_new(na, "requiredDuringSchedulingIgnoredDuringExecution",
                         json_pack("{s:[{s:[{s:s,s:s,s:[s]}]}]}", "nodeSelectorTerms", "matchFields",
                                   "key", "metadata.name", "operator", "In", "values", node));
@@ -118,14 +119,14 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
     struct ks_type *dst = ks_type_find(ks, "apps", "v1", "daemonsets");
     struct ks_type *pt = ctl_core(ks, "pods");
     json_t *ds = json_incref(ds_in);
-    const char *uid = jstr(ds, "metadata.uid");
-    json_t *tmpl = jpath(ds, "spec.template");
+    const char *uid = kobj_uid(ds);
+    json_t *tmpl = kobj_path(ds, "spec.template");
     json_t *podspec = json_object_get(tmpl, "spec");
     json_t *tols = ctl_ds_tolerations(podspec);
-    json_int_t collisions = json_integer_value(jpath(ds, "status.collisionCount"));
+    json_int_t collisions = json_integer_value(kobj_path(ds, "status.collisionCount"));
     _cleanup_free_ char *hash = ctl_template_hash(tmpl, collisions);
     ensure_revision(ks, ds, hash, tmpl);
-    bool on_delete = streq_ptr(jstr(ds, "spec.updateStrategy.type"), "OnDelete");
+    bool on_delete = streq_ptr(kobj_path_str(ds, "spec.updateStrategy.type"), "OnDelete");
     json_t *mine = json_object_get(pods_by_owner, uid); /* node -> [pods] */
     int64_t desired = 0, current = 0, ready = 0, available = 0, updated = 0, misscheduled = 0;
     int64_t unavailable = 0;
@@ -142,7 +143,7 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
         json_t *p;
         json_t *live = json_array();
         json_array_foreach (list, j, p) {
-            if (streq_ptr(jstr(p, "status.phase"), "Failed")) {
+            if (streq_ptr(kobj_path_str(p, "status.phase"), "Failed")) {
                 ks_delete_obj(ks, pt, p, NULL);
                 changed = true;
             } else if (!ks_is_deleting(p)) {
@@ -167,10 +168,9 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
                 }
                 json_t *keep = json_array_get(live, 0);
                 bool is_ready = ks_pod_ready(keep);
-                bool is_new =
-                    streq_ptr(jstr(keep, "metadata.labels.controller-revision-hash"), hash);
+                bool is_new = streq_ptr(kobj_label(keep, "controller-revision-hash"), hash);
                 /* labels with dots cannot go through jpath; look them up directly */
-                json_t *lab = jpath(keep, "metadata.labels");
+                json_t *lab = kobj_labels(keep);
                 is_new = streq_ptr(
                     json_string_value(json_object_get(lab, "controller-revision-hash")), hash);
                 if (is_ready) {
@@ -208,7 +208,7 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
             }
     }
     if (!on_delete) {
-        json_t *mu = jpath(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable");
+        json_t *mu = kobj_path(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable");
         int64_t max_unavail = ks_intstr_scaled(mu, desired, true, 1);
         if (max_unavail < 1)
             max_unavail = 1;
@@ -229,7 +229,7 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
     json_decref(old_unready);
     json_decref(tols);
     json_t *cur = ks_get(dst, ks_obj_ns(ds), ks_obj_name(ds));
-    if (cur && streq_ptr(jstr(cur, "metadata.uid"), uid)) {
+    if (cur && streq_ptr(kobj_uid(cur), uid)) {
         json_t *st = json_deep_copy(json_object_get(cur, "status"));
         if (!json_is_object(st)) {
             json_decref(st);
@@ -247,7 +247,7 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
             json_object_del(st, "numberUnavailable");
         if (!available)
             json_object_del(st, "numberAvailable");
-        json_object_set(st, "observedGeneration", jpath(cur, "metadata.generation"));
+        json_object_set(st, "observedGeneration", kobj_path(cur, "metadata.generation"));
         if (!json_equal(st, json_object_get(cur, "status"))) {
             json_t *n = json_deep_copy(cur);
             json_object_set_new(n, "status", st);
@@ -275,15 +275,15 @@ bool ks_ctl_daemonsets(struct ksim *ks)
     json_object_foreach (pt->objs, k, p) {
         size_t i;
         json_t *r;
-        json_array_foreach (jpath(p, "metadata.ownerReferences"), i, r) {
+        json_array_foreach (kobj_path(p, "metadata.ownerReferences"), i, r) {
             if (!json_is_true(json_object_get(r, "controller")) ||
-                !streq_ptr(jstr(r, "kind"), "DaemonSet"))
+                !streq_ptr(kobj_kind(r), "DaemonSet"))
                 continue;
-            const char *uid = jstr(r, "uid");
-            const char *node = jstr(p, "spec.nodeName");
+            const char *uid = kobj_str(r, "uid");
+            const char *node = kobj_path_str(p, "spec.nodeName");
             if (!uid || !node)
                 continue;
-            json_t *m = jensure(by_owner, uid);
+            json_t *m = kobj_ensure_object(by_owner, uid);
             json_t *l = json_object_get(m, node);
             if (!l) {
                 l = json_array();

@@ -8,7 +8,7 @@
 
 static int create_pod(struct ksim *ks, json_t *rs)
 {
-    json_t *tmpl = jpath(rs, "spec.template");
+    json_t *tmpl = kobj_path(rs, "spec.template");
     json_t *pod = json_pack("{s:s,s:s,s:O,s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
                             json_object_get(tmpl, "metadata") ?: json_object(), "spec",
                             json_object_get(tmpl, "spec") ?: json_object());
@@ -32,11 +32,11 @@ static void over_cap(struct ksim *ks, json_t *rs, json_t *st, int64_t want, int6
     _cleanup_free_ char *msg =
         xasprintf("kubesim holds at most %lld pods per ReplicaSet (spec.replicas is %lld)",
                   (long long)cap, (long long)want);
-    json_t *old = json_array_get(jpath(rs, "status.conditions"), 0);
-    const char *since = jstr(old, "lastTransitionTime");
+    json_t *old = json_array_get(kobj_path(rs, "status.conditions"), 0);
+    const char *since = kobj_str(old, "lastTransitionTime");
     char now[40];
     ks_now_str(ks, now, sizeof(now));
-    if (!streq_ptr(jstr(old, "message"), msg)) {
+    if (!streq_ptr(kobj_str(old, "message"), msg)) {
         since = now;
         ctl_event(ks, rs, "ReplicaSet", "Warning", "FailedCreate", msg);
     }
@@ -60,16 +60,16 @@ bool ks_ctl_replicasets(struct ksim *ks)
     json_array_foreach (all, i, rs) {
         if (ks_is_deleting(rs))
             continue;
-        json_t *want_j = jpath(rs, "spec.replicas");
+        json_t *want_j = kobj_path(rs, "spec.replicas");
         int64_t want = json_is_integer(want_j) ? json_integer_value(want_j) : 1;
-        json_t *owned = json_object_get(by, jstr(rs, "metadata.uid"));
+        json_t *owned = json_object_get(by, kobj_uid(rs));
         json_t *live = json_array();
         int64_t ready = 0;
         size_t j;
         json_t *p;
         json_array_foreach (owned, j, p) {
-            if (ks_is_deleting(p) || streq_ptr(jstr(p, "status.phase"), "Failed") ||
-                streq_ptr(jstr(p, "status.phase"), "Succeeded"))
+            if (ks_is_deleting(p) || streq_ptr(kobj_path_str(p, "status.phase"), "Failed") ||
+                streq_ptr(kobj_path_str(p, "status.phase"), "Succeeded"))
                 continue;
             json_array_append(live, p);
             if (ks_pod_ready(p))
@@ -112,7 +112,7 @@ bool ks_ctl_replicasets(struct ksim *ks)
             json_pack("{s:I,s:I,s:I,s:I,s:O}", "replicas", (json_int_t)have, "fullyLabeledReplicas",
                       (json_int_t)have, "readyReplicas", (json_int_t)ready, "availableReplicas",
                       (json_int_t)ready, "observedGeneration",
-                      jpath(rs, "metadata.generation") ?: json_integer(0));
+                      kobj_path(rs, "metadata.generation") ?: json_integer(0));
         if (want > cap)
             over_cap(ks, rs, st, want, cap);
         changed |= ctl_set_status(ks, rst, rs, st);
@@ -138,25 +138,25 @@ bool ks_ctl_deployments(struct ksim *ks)
     json_array_foreach (all, i, d) {
         if (ks_is_deleting(d))
             continue;
-        const char *uid = jstr(d, "metadata.uid");
-        json_t *want_j = jpath(d, "spec.replicas");
+        const char *uid = kobj_uid(d);
+        json_t *want_j = kobj_path(d, "spec.replicas");
         int64_t want = json_is_integer(want_j) ? json_integer_value(want_j) : 1;
-        json_t *tmpl = jpath(d, "spec.template");
+        json_t *tmpl = kobj_path(d, "spec.template");
         _cleanup_free_ char *hash = ctl_template_hash(tmpl, 0);
         _cleanup_free_ char *rsname = xasprintf("%s-%s", ks_obj_name(d), hash);
         json_t *newrs = ks_get(rst, ks_obj_ns(d), rsname);
         if (!newrs) {
             json_t *t2 = json_deep_copy(tmpl);
-            json_object_set_new(jensure(jensure(t2, "metadata"), "labels"), "pod-template-hash",
-                                json_string(hash));
-            json_t *sel = json_deep_copy(jpath(d, "spec.selector"));
+            json_object_set_new(kobj_ensure_object(kobj_ensure_object(t2, "metadata"), "labels"),
+                                "pod-template-hash", json_string(hash));
+            json_t *sel = json_deep_copy(kobj_path(d, "spec.selector"));
             if (!json_is_object(sel)) {
                 json_decref(sel);
                 sel = json_object();
             }
-            json_object_set_new(jensure(sel, "matchLabels"), "pod-template-hash",
+            json_object_set_new(kobj_ensure_object(sel, "matchLabels"), "pod-template-hash",
                                 json_string(hash));
-            json_t *labels = json_deep_copy(jpath(t2, "metadata.labels"));
+            json_t *labels = json_deep_copy(kobj_labels(t2));
             json_t *rs = json_pack("{s:s,s:s,s:{s:s,s:s,s:o,s:[o]},s:{s:I,s:o,s:o}}", "apiVersion",
                                    "apps/v1", "kind", "ReplicaSet", "metadata", "name", rsname,
                                    "namespace", ks_obj_ns(d), "labels", labels, "ownerReferences",
@@ -170,9 +170,9 @@ bool ks_ctl_deployments(struct ksim *ks)
             if (!newrs)
                 continue;
         }
-        int64_t new_ready = json_integer_value(jpath(newrs, "status.readyReplicas"));
-        int64_t new_have = json_integer_value(jpath(newrs, "status.replicas"));
-        bool recreate = streq_ptr(jstr(d, "spec.strategy.type"), "Recreate");
+        int64_t new_ready = json_integer_value(kobj_path(newrs, "status.readyReplicas"));
+        int64_t new_have = json_integer_value(kobj_path(newrs, "status.replicas"));
+        bool recreate = streq_ptr(kobj_path_str(d, "spec.strategy.type"), "Recreate");
         /* old ReplicaSets: scaled down as new pods turn ready (Recreate: all at once) */
         int64_t old_left = recreate ? 0 : want - new_ready;
         if (old_left < 0)
@@ -186,15 +186,15 @@ bool ks_ctl_deployments(struct ksim *ks)
                 json_array_append(mine, rs);
         size_t j;
         json_array_foreach (mine, j, rs) {
-            int64_t cur = json_integer_value(jpath(rs, "spec.replicas"));
+            int64_t cur = json_integer_value(kobj_path(rs, "spec.replicas"));
             int64_t to = cur < old_left ? cur : old_left;
             old_left -= to;
-            old_pods += json_integer_value(jpath(rs, "status.replicas"));
-            total += json_integer_value(jpath(rs, "status.replicas"));
-            ready += json_integer_value(jpath(rs, "status.readyReplicas"));
+            old_pods += json_integer_value(kobj_path(rs, "status.replicas"));
+            total += json_integer_value(kobj_path(rs, "status.replicas"));
+            ready += json_integer_value(kobj_path(rs, "status.readyReplicas"));
             if (to != cur) {
                 json_t *n = json_deep_copy(rs);
-                json_object_set_new(jensure(n, "spec"), "replicas", json_integer(to));
+                json_object_set_new(kobj_ensure_object(n, "spec"), "replicas", json_integer(to));
                 ks_update(ks, rst, rs, n, NULL);
                 changed = true;
             }
@@ -202,27 +202,27 @@ bool ks_ctl_deployments(struct ksim *ks)
         json_decref(mine);
         int64_t new_want = recreate && old_pods > 0 ? 0 : want;
         newrs = ks_get(rst, ks_obj_ns(d), rsname);
-        if (newrs && json_integer_value(jpath(newrs, "spec.replicas")) != new_want) {
+        if (newrs && json_integer_value(kobj_path(newrs, "spec.replicas")) != new_want) {
             json_t *n = json_deep_copy(newrs);
-            json_object_set_new(jensure(n, "spec"), "replicas", json_integer(new_want));
+            json_object_set_new(kobj_ensure_object(n, "spec"), "replicas", json_integer(new_want));
             ks_update(ks, rst, newrs, n, NULL);
             changed = true;
         }
         bool available = ready >= want;
-        json_t *old_conds = jpath(d, "status.conditions");
+        json_t *old_conds = kobj_path(d, "status.conditions");
         const char *lt = ts;
         size_t ci;
         json_t *oc;
         json_array_foreach (old_conds, ci, oc)
-            if (streq_ptr(jstr(oc, "type"), "Available") &&
-                streq_ptr(jstr(oc, "status"), available ? "True" : "False"))
-                lt = jstr(oc, "lastTransitionTime") ?: ts;
+            if (streq_ptr(kobj_str(oc, "type"), "Available") &&
+                streq_ptr(kobj_str(oc, "status"), available ? "True" : "False"))
+                lt = kobj_str(oc, "lastTransitionTime") ?: ts;
         json_t *st = json_pack(
             "{s:I,s:I,s:I,s:I,s:O,s:[{s:s,s:s,s:s,s:s,s:s,s:s}]}", "replicas", (json_int_t)total,
             "updatedReplicas", (json_int_t)new_have, "readyReplicas", (json_int_t)ready,
             "availableReplicas", (json_int_t)ready, "observedGeneration",
-            jpath(d, "metadata.generation") ?: json_integer(0), "conditions", "type", "Available",
-            "status", available ? "True" : "False", "reason",
+            kobj_path(d, "metadata.generation") ?: json_integer(0), "conditions", "type",
+            "Available", "status", available ? "True" : "False", "reason",
             available ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable", "message",
             available ? "Deployment has minimum availability."
                       : "Deployment does not have minimum availability.",

@@ -9,7 +9,7 @@
 static json_t *remove_finalizer(json_t *obj, const char *f)
 {
     json_t *n = json_deep_copy(obj);
-    json_t *fin = jpath(n, "metadata.finalizers");
+    json_t *fin = kobj_path(n, "metadata.finalizers");
     for (size_t i = json_array_size(fin); i-- > 0;)
         if (streq_ptr(json_string_value(json_array_get(fin, i)), f))
             json_array_remove(fin, i);
@@ -29,7 +29,7 @@ bool ks_ctl_gc(struct ksim *ks)
         size_t i;
         json_t *o;
         json_array_foreach (objs, i, o) {
-            json_t *refs = jpath(o, "metadata.ownerReferences");
+            json_t *refs = kobj_path(o, "metadata.ownerReferences");
             if (!json_array_size(refs))
                 continue;
             size_t live = 0, j;
@@ -38,7 +38,7 @@ bool ks_ctl_gc(struct ksim *ks)
             json_t *keep = json_array();
             bool orphaned = false;
             json_array_foreach (refs, j, r) {
-                const char *uid = jstr(r, "uid");
+                const char *uid = kobj_str(r, "uid");
                 json_t *where = uid ? json_object_get(ks->uids, uid) : NULL;
                 if (!where)
                     continue;
@@ -46,14 +46,14 @@ bool ks_ctl_gc(struct ksim *ks)
                     (struct ks_type *)(intptr_t)json_integer_value(json_array_get(where, 0));
                 json_t *owner =
                     json_object_get(ot->objs, json_string_value(json_array_get(where, 1)));
-                if (owner && ks_is_deleting(owner) && ks_has_finalizer(owner, "orphan")) {
+                if (owner && ks_is_deleting(owner) && kobj_has_finalizer(owner, "orphan")) {
                     orphaned = true;
                     continue;
                 }
                 live++;
                 json_array_append(keep, r);
                 if (owner && ks_is_deleting(owner) &&
-                    ks_has_finalizer(owner, "foregroundDeletion")) {
+                    kobj_has_finalizer(owner, "foregroundDeletion")) {
                     foreground_owner = true;
                     json_object_set_new(dependents, uid, json_true());
                 }
@@ -88,11 +88,12 @@ bool ks_ctl_gc(struct ksim *ks)
         json_array_foreach (objs, i, o) {
             if (!ks_is_deleting(o))
                 continue;
-            const char *uid = jstr(o, "metadata.uid");
+            const char *uid = kobj_uid(o);
             const char *fin = NULL;
-            if (ks_has_finalizer(o, "orphan"))
+            if (kobj_has_finalizer(o, "orphan"))
                 fin = "orphan";
-            else if (ks_has_finalizer(o, "foregroundDeletion") && !json_object_get(dependents, uid))
+            else if (kobj_has_finalizer(o, "foregroundDeletion") &&
+                     !json_object_get(dependents, uid))
                 fin = "foregroundDeletion";
             if (!fin)
                 continue;

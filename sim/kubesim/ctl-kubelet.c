@@ -15,10 +15,10 @@ bool ks_ctl_kubelet(struct ksim *ks)
     const char *k;
     json_t *p;
     json_object_foreach (pt->objs, k, p) {
-        if (!jstr(p, "spec.nodeName") || ks_is_deleting(p) ||
-            !streq_ptr(jstr(p, "status.phase"), "Pending"))
+        if (!kobj_path_str(p, "spec.nodeName") || ks_is_deleting(p) ||
+            !streq_ptr(kobj_path_str(p, "status.phase"), "Pending"))
             continue;
-        const char *uid = jstr(p, "metadata.uid");
+        const char *uid = kobj_uid(p);
         if (!uid)
             continue;
         json_t *born = json_object_get(ks->pod_born, uid);
@@ -37,7 +37,7 @@ bool ks_ctl_kubelet(struct ksim *ks)
     size_t i;
     json_array_foreach (todo, i, p) {
         json_t *n = json_deep_copy(p);
-        json_t *st = jensure(n, "status");
+        json_t *st = kobj_ensure_object(n, "status");
         json_object_set_new(st, "phase", json_string("Running"));
         json_object_set_new(st, "startTime", json_string(ts));
         uint64_t h = 0;
@@ -47,10 +47,10 @@ bool ks_ctl_kubelet(struct ksim *ks)
         snprintf(ip, sizeof(ip), "10.244.%u.%u", (unsigned)(h >> 8) % 250, (unsigned)h % 250 + 2);
         json_object_set_new(st, "podIP", json_string(ip));
         json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", ip));
-        json_t *node = ks_get(ctl_core(ks, "nodes"), "", jstr(p, "spec.nodeName"));
-        json_t *addr = json_array_get(jpath(node, "status.addresses"), 0);
-        if (jstr(addr, "address"))
-            json_object_set_new(st, "hostIP", json_string(jstr(addr, "address")));
+        json_t *node = ks_get(ctl_core(ks, "nodes"), "", kobj_path_str(p, "spec.nodeName"));
+        json_t *addr = json_array_get(kobj_path(node, "status.addresses"), 0);
+        if (kobj_str(addr, "address"))
+            json_object_set_new(st, "hostIP", json_string(kobj_str(addr, "address")));
         json_object_set_new(st, "conditions",
                             json_pack("[{s:s,s:s,s:s},{s:s,s:s,s:s},{s:s,s:s,s:s},{s:s,s:s,s:s}]",
                                       "type", "Initialized", "status", "True", "lastTransitionTime",
@@ -61,12 +61,12 @@ bool ks_ctl_kubelet(struct ksim *ks)
         json_t *cs = json_array();
         size_t j;
         json_t *c;
-        json_array_foreach (jpath(p, "spec.containers"), j, c) {
+        json_array_foreach (kobj_path(p, "spec.containers"), j, c) {
             json_array_append_new(
                 cs, json_pack("{s:s,s:s,s:s,s:b,s:b,s:i,s:{s:{s:s}},s:s}", "name",
-                              jstr(c, "name") ?: "", "image", jstr(c, "image") ?: "", "imageID", "",
-                              "ready", 1, "started", 1, "restartCount", 0, "state", "running",
-                              "startedAt", ts, "containerID", "containerd://kubesim"));
+                              kobj_str(c, "name") ?: "", "image", kobj_str(c, "image") ?: "",
+                              "imageID", "", "ready", 1, "started", 1, "restartCount", 0, "state",
+                              "running", "startedAt", ts, "containerID", "containerd://kubesim"));
         }
         json_object_set_new(st, "containerStatuses", cs);
         ks_update(ks, ctl_core(ks, "pods"), p, n, "status");
@@ -87,7 +87,8 @@ bool ks_ctl_kubelet(struct ksim *ks)
         json_t *where = json_object_get(ks->uids, uid);
         json_t *pod =
             where ? json_object_get(pt->objs, json_string_value(json_array_get(where, 1))) : NULL;
-        if (pod && ks_is_deleting(pod) && json_array_size(jpath(pod, "metadata.finalizers")) == 0) {
+        if (pod && ks_is_deleting(pod) &&
+            json_array_size(kobj_path(pod, "metadata.finalizers")) == 0) {
             ks_remove(ks, pt, pod);
             changed = true;
         }

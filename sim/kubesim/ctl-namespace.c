@@ -40,10 +40,10 @@ bool ks_ctl_namespaces(struct ksim *ks)
         json_t *cur = ks_get(nst, "", name);
         if (cur) {
             json_t *n = json_deep_copy(cur);
-            json_object_set_new(jensure(n, "spec"), "finalizers", json_array());
+            json_object_set_new(kobj_ensure_object(n, "spec"), "finalizers", json_array());
             ks_commit(ks, nst, n, KS_MODIFIED, cur);
             cur = ks_get(nst, "", name);
-            if (json_array_size(jpath(cur, "metadata.finalizers")) == 0)
+            if (json_array_size(kobj_path(cur, "metadata.finalizers")) == 0)
                 ks_remove(ks, nst, cur);
             changed = true;
         }

@@ -13,12 +13,12 @@ bool ks_ctl_node_taints(struct ksim *ks)
     const char *k;
     json_t *n;
     json_object_foreach (nt->objs, k, n) {
-        bool want = json_is_true(jpath(n, "spec.unschedulable"));
+        bool want = json_is_true(kobj_path(n, "spec.unschedulable"));
         bool have = false;
         size_t i;
         json_t *t;
-        json_array_foreach (jpath(n, "spec.taints"), i, t)
-            if (streq_ptr(jstr(t, "key"), T_UNSCHED))
+        json_array_foreach (kobj_path(n, "spec.taints"), i, t)
+            if (streq_ptr(kobj_str(t, "key"), T_UNSCHED))
                 have = true;
         if (want != have)
             json_array_append(todo, n);
@@ -28,7 +28,7 @@ bool ks_ctl_node_taints(struct ksim *ks)
     size_t i;
     json_array_foreach (todo, i, n) {
         json_t *c = json_deep_copy(n);
-        json_t *spec = jensure(c, "spec");
+        json_t *spec = kobj_ensure_object(c, "spec");
         json_t *taints = json_object_get(spec, "taints");
         if (json_is_true(json_object_get(spec, "unschedulable"))) {
             if (!json_is_array(taints)) {
@@ -39,7 +39,7 @@ bool ks_ctl_node_taints(struct ksim *ks)
                                                     "NoSchedule", "timeAdded", ts));
         } else {
             for (size_t j = json_array_size(taints); j-- > 0;)
-                if (streq_ptr(jstr(json_array_get(taints, j), "key"), T_UNSCHED))
+                if (streq_ptr(kobj_path_str(json_array_get(taints, j), "key"), T_UNSCHED))
                     json_array_remove(taints, j);
             if (json_array_size(taints) == 0)
                 json_object_del(spec, "taints");

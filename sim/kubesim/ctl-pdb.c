@@ -18,22 +18,22 @@ bool ks_ctl_pdbs(struct ksim *ks)
     json_array_foreach (all, i, pdb) {
         struct ks_pdb_math m = ks_pdb_compute(ks, pdb);
         json_t *old = json_object_get(pdb, "status");
-        json_t *st =
-            json_pack("{s:I,s:I,s:I,s:I,s:O}", "expectedPods", (json_int_t)m.expected,
-                      "currentHealthy", (json_int_t)m.healthy, "desiredHealthy",
-                      (json_int_t)m.desired, "disruptionsAllowed", (json_int_t)m.allowed,
-                      "observedGeneration", jpath(pdb, "metadata.generation") ?: json_integer(0));
+        json_t *st = json_pack("{s:I,s:I,s:I,s:I,s:O}", "expectedPods", (json_int_t)m.expected,
+                               "currentHealthy", (json_int_t)m.healthy, "desiredHealthy",
+                               (json_int_t)m.desired, "disruptionsAllowed", (json_int_t)m.allowed,
+                               "observedGeneration",
+                               kobj_path(pdb, "metadata.generation") ?: json_integer(0));
         const char *cs = m.allowed > 0 ? "True" : "False";
         const char *reason = m.allowed > 0 ? "SufficientPods" : "InsufficientPods";
         json_t *oc = json_array_get(json_object_get(old, "conditions"), 0);
-        const char *lt = streq_ptr(jstr(oc, "status"), cs) && jstr(oc, "lastTransitionTime")
-                             ? jstr(oc, "lastTransitionTime")
+        const char *lt = streq_ptr(kobj_str(oc, "status"), cs) && kobj_str(oc, "lastTransitionTime")
+                             ? kobj_str(oc, "lastTransitionTime")
                              : ts;
         json_object_set_new(st, "conditions",
                             json_pack("[{s:s,s:s,s:s,s:s,s:s,s:O}]", "type", "DisruptionAllowed",
                                       "status", cs, "reason", reason, "message", "",
                                       "lastTransitionTime", lt, "observedGeneration",
-                                      jpath(pdb, "metadata.generation") ?: json_integer(0)));
+                                      kobj_path(pdb, "metadata.generation") ?: json_integer(0)));
         if (!json_equal(st, old)) {
             json_t *n = json_deep_copy(pdb);
             json_object_set_new(n, "status", st);

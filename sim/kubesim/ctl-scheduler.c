@@ -16,7 +16,7 @@ bool ks_ctl_schedule(struct ksim *ks)
     const char *k;
     json_t *p;
     json_object_foreach (pt->objs, k, p) {
-        const char *nn = jstr(p, "spec.nodeName");
+        const char *nn = kobj_path_str(p, "spec.nodeName");
         if (nn) {
             json_t *c = json_object_get(load, nn);
             json_object_set_new(load, nn, json_integer(c ? json_integer_value(c) + 1 : 1));
@@ -24,7 +24,7 @@ bool ks_ctl_schedule(struct ksim *ks)
         }
         if (ks_is_deleting(p))
             continue;
-        const char *sched = jstr(p, "spec.schedulerName");
+        const char *sched = kobj_path_str(p, "spec.schedulerName");
         if (sched && !streq(sched, "default-scheduler"))
             continue;
         /* already marked unschedulable and nothing changed since: leave it */
@@ -43,7 +43,7 @@ bool ks_ctl_schedule(struct ksim *ks)
         json_t *n;
         json_object_foreach (nt->objs, k, n) {
             total++;
-            if (json_is_true(jpath(n, "spec.unschedulable")))
+            if (json_is_true(kobj_path(n, "spec.unschedulable")))
                 continue;
             if (!ctl_should_run(spec, tols, n))
                 continue;
@@ -56,7 +56,7 @@ bool ks_ctl_schedule(struct ksim *ks)
         json_t *c = json_deep_copy(p);
         json_t *cond;
         if (best) {
-            json_object_set_new(jensure(c, "spec"), "nodeName", json_string(best));
+            json_object_set_new(kobj_ensure_object(c, "spec"), "nodeName", json_string(best));
             json_object_set_new(load, best, json_integer(best_load + 1));
             cond = json_pack("{s:s,s:s,s:n,s:s}", "type", "PodScheduled", "status", "True",
                              "lastProbeTime", "lastTransitionTime", ts);
@@ -70,14 +70,14 @@ bool ks_ctl_schedule(struct ksim *ks)
                              "lastProbeTime", "lastTransitionTime", ts, "reason", "Unschedulable",
                              "message", msg);
         }
-        json_t *old_cond = json_array_get(jpath(p, "status.conditions"), 0);
-        if (!best && streq_ptr(jstr(old_cond, "reason"), "Unschedulable") &&
-            streq_ptr(jstr(old_cond, "message"), jstr(cond, "message"))) {
+        json_t *old_cond = json_array_get(kobj_path(p, "status.conditions"), 0);
+        if (!best && streq_ptr(kobj_str(old_cond, "reason"), "Unschedulable") &&
+            streq_ptr(kobj_str(old_cond, "message"), kobj_str(cond, "message"))) {
             json_decref(cond);
             json_decref(c);
             continue;
         }
-        json_object_set_new(jensure(c, "status"), "conditions", json_pack("[o]", cond));
+        json_object_set_new(kobj_ensure_object(c, "status"), "conditions", json_pack("[o]", cond));
         /* binding sets spec.nodeName, which a plain update may not: commit directly */
         ks_commit(ks, pt, c, KS_MODIFIED, p);
         changed = true;
@@ -96,7 +96,7 @@ bool ks_ctl_orphan_pods(struct ksim *ks)
     const char *k;
     json_t *p;
     json_object_foreach (pt->objs, k, p) {
-        const char *nn = jstr(p, "spec.nodeName");
+        const char *nn = kobj_path_str(p, "spec.nodeName");
         if (nn && !ks_get(nt, "", nn))
             json_array_append(gone, p);
     }

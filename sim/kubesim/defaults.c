@@ -27,7 +27,7 @@ void ks_secret_string_data(json_t *obj)
         if (!s)
             continue;
         char *b = base64_encode((const unsigned char *)s, strlen(s));
-        json_object_set_new(jensure(obj, "data"), k, json_string(b));
+        json_object_set_new(kobj_ensure_object(obj, "data"), k, json_string(b));
         free(b);
     }
     json_object_del(obj, "stringData");
@@ -47,12 +47,13 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
     }
     const char *p = t->plural;
     if (!t->group[0] && streq(p, "namespaces")) {
-        json_object_set_new(jensure(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
-        json_object_set_new(jensure(obj, "status"), "phase", json_string("Active"));
-        json_object_set_new(jensure(jensure(obj, "metadata"), "labels"),
+        json_object_set_new(kobj_ensure_object(obj, "spec"), "finalizers",
+                            json_pack("[s]", "kubernetes"));
+        json_object_set_new(kobj_ensure_object(obj, "status"), "phase", json_string("Active"));
+        json_object_set_new(kobj_ensure_object(kobj_ensure_object(obj, "metadata"), "labels"),
                             "kubernetes.io/metadata.name", json_string(ks_obj_name(obj)));
     } else if (!t->group[0] && streq(p, "pods")) {
-        json_t *spec = jensure(obj, "spec");
+        json_t *spec = kobj_ensure_object(obj, "spec");
         if (!json_object_get(spec, "restartPolicy"))
             json_object_set_new(spec, "restartPolicy", json_string("Always"));
         if (!json_object_get(spec, "terminationGracePeriodSeconds"))
@@ -68,7 +69,7 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
         json_array_foreach (json_object_get(spec, "containers"), i, c) {
             if (!json_is_object(c))
                 continue;
-            const char *img = jstr(c, "image");
+            const char *img = kobj_str(c, "image");
             if (!json_object_get(c, "imagePullPolicy"))
                 json_object_set_new(
                     c, "imagePullPolicy",
@@ -80,7 +81,7 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
                                     json_string("/dev/termination-log"));
         }
         json_t *st = json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", "BestEffort");
-        if (jstr(obj, "spec.nodeName"))
+        if (kobj_path_str(obj, "spec.nodeName"))
             json_object_set_new(st, "conditions",
                                 json_pack("[{s:s,s:s,s:n,s:s}]", "type", "PodScheduled", "status",
                                           "True", "lastProbeTime", "lastTransitionTime", now));
@@ -90,7 +91,7 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
         if (!json_object_get(obj, "type"))
             json_object_set_new(obj, "type", json_string("Opaque"));
     } else if (!t->group[0] && streq(p, "services")) {
-        json_t *spec = jensure(obj, "spec");
+        json_t *spec = kobj_ensure_object(obj, "spec");
         if (!json_object_get(spec, "type"))
             json_object_set_new(spec, "type", json_string("ClusterIP"));
         if (!json_object_get(spec, "clusterIP")) {
@@ -102,7 +103,7 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
         }
         json_object_set_new(obj, "status", json_pack("{s:{}}", "loadBalancer"));
     } else if (streq(t->group, "apps") && streq(p, "daemonsets")) {
-        json_t *spec = jensure(obj, "spec");
+        json_t *spec = kobj_ensure_object(obj, "spec");
         if (!json_object_get(spec, "updateStrategy"))
             json_object_set_new(spec, "updateStrategy",
                                 json_pack("{s:s,s:{s:i,s:i}}", "type", "RollingUpdate",
@@ -114,7 +115,7 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
                                       "numberMisscheduled", 0, "desiredNumberScheduled", 0,
                                       "numberReady", 0));
     } else if (streq(t->group, "apps") && streq(p, "deployments")) {
-        json_t *spec = jensure(obj, "spec");
+        json_t *spec = kobj_ensure_object(obj, "spec");
         if (!json_object_get(spec, "replicas"))
             json_object_set_new(spec, "replicas", json_integer(1));
         if (!json_object_get(spec, "strategy"))
@@ -132,20 +133,20 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
                             json_pack("{s:i,s:i,s:i,s:i}", "disruptionsAllowed", 0,
                                       "currentHealthy", 0, "desiredHealthy", 0, "expectedPods", 0));
     } else if (streq(t->group, "apiextensions.k8s.io")) {
-        json_t *names = json_deep_copy(jpath(obj, "spec.names"));
-        if (json_is_object(names) && !json_object_get(names, "singular") && jstr(names, "kind")) {
-            char *s = ks_lower_dup(jstr(names, "kind"));
+        json_t *names = json_deep_copy(kobj_path(obj, "spec.names"));
+        if (json_is_object(names) && !json_object_get(names, "singular") && kobj_kind(names)) {
+            char *s = ks_lower_dup(kobj_kind(names));
             json_object_set_new(names, "singular", json_string(s));
             free(s);
         }
-        if (json_is_object(names) && !json_object_get(names, "listKind") && jstr(names, "kind")) {
-            _cleanup_free_ char *lk = xasprintf("%sList", jstr(names, "kind"));
+        if (json_is_object(names) && !json_object_get(names, "listKind") && kobj_kind(names)) {
+            _cleanup_free_ char *lk = xasprintf("%sList", kobj_kind(names));
             json_object_set_new(names, "listKind", json_string(lk));
         }
         json_t *stored = json_array();
         size_t i;
         json_t *v;
-        json_array_foreach (jpath(obj, "spec.versions"), i, v)
+        json_array_foreach (kobj_path(obj, "spec.versions"), i, v)
             if (json_is_true(json_object_get(v, "storage")))
                 json_array_append(stored, json_object_get(v, "name"));
         json_object_set_new(

@@ -146,7 +146,7 @@ bool ks_discovery(struct ksim *ks, const struct ksim_request *req, struct ksim_r
             size_t i;
             json_t *g;
             json_array_foreach (groups, i, g)
-                if (streq(jstr(g, "name"), t->group))
+                if (streq(kobj_str(g, "name"), t->group))
                     found = g;
             if (found) {
                 json_array_append_new(

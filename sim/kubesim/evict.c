@@ -8,14 +8,14 @@ struct ks_pdb_math ks_pdb_compute(struct ksim *ks, json_t *pdb)
 {
     struct ks_pdb_math m = {0};
     struct err e = {0};
-    json_t *sel = jpath(pdb, "spec.selector");
+    json_t *sel = kobj_path(pdb, "spec.selector");
     struct ksim_selector *s = json_is_object(sel) ? ksim_label_selector_from_json(sel, &e) : NULL;
     if (s) {
         const char *k;
         json_t *p;
         json_object_foreach (ks_type_find(ks, "", "v1", "pods")->objs, k, p) {
             if (!streq(ks_obj_ns(p), ks_obj_ns(pdb)) || ks_is_deleting(p) ||
-                !ksim_selector_matches(s, jpath(p, "metadata.labels")))
+                !ksim_selector_matches(s, kobj_labels(p)))
                 continue;
             m.expected++;
             if (ks_pod_ready(p))
@@ -23,8 +23,8 @@ struct ks_pdb_math ks_pdb_compute(struct ksim *ks, json_t *pdb)
         }
         ksim_selector_free(s);
     }
-    json_t *mina = jpath(pdb, "spec.minAvailable");
-    json_t *maxu = jpath(pdb, "spec.maxUnavailable");
+    json_t *mina = kobj_path(pdb, "spec.minAvailable");
+    json_t *maxu = kobj_path(pdb, "spec.maxUnavailable");
     if (maxu)
         m.desired = m.expected - ks_intstr_scaled(maxu, m.expected, true, 0);
     else if (mina)
@@ -50,10 +50,10 @@ int ks_obj_evict(struct ksim *ks, json_t *pod, struct ks_status *st)
         if (!streq(ks_obj_ns(pdb), ks_obj_ns(pod)))
             continue;
         struct err e = {0};
-        json_t *sel = jpath(pdb, "spec.selector");
+        json_t *sel = kobj_path(pdb, "spec.selector");
         struct ksim_selector *s =
             json_is_object(sel) ? ksim_label_selector_from_json(sel, &e) : NULL;
-        if (s && s->n > 0 && ksim_selector_matches(s, jpath(pod, "metadata.labels")))
+        if (s && s->n > 0 && ksim_selector_matches(s, kobj_labels(pod)))
             json_array_append(match, pdb);
         ksim_selector_free(s);
     }
@@ -65,8 +65,8 @@ int ks_obj_evict(struct ksim *ks, json_t *pod, struct ks_status *st)
         r = -EBUSY;
     } else if (json_array_size(match) == 1 && !ks_is_deleting(pod)) {
         pdb = json_array_get(match, 0);
-        json_t *gen = jpath(pdb, "metadata.generation");
-        json_t *og = jpath(pdb, "status.observedGeneration");
+        json_t *gen = kobj_path(pdb, "metadata.generation");
+        json_t *og = kobj_path(pdb, "status.observedGeneration");
         struct ks_pdb_math m = ks_pdb_compute(ks, pdb);
         bool healthy = ks_pod_ready(pod);
         char msg[512];
@@ -75,14 +75,14 @@ int ks_obj_evict(struct ksim *ks, json_t *pod, struct ks_status *st)
                      "The disruption budget %s is still being processed by the server.",
                      ks_obj_name(pdb));
             r = -EAGAIN;
-        } else if (healthy ? json_integer_value(jpath(pdb, "status.disruptionsAllowed")) <= 0 ||
+        } else if (healthy ? json_integer_value(kobj_path(pdb, "status.disruptionsAllowed")) <= 0 ||
                                  m.allowed <= 0
                            : m.healthy < m.desired) {
             snprintf(msg, sizeof(msg),
                      "The disruption budget %s needs %lld healthy pods and has %lld currently",
                      ks_obj_name(pdb),
-                     (long long)json_integer_value(jpath(pdb, "status.desiredHealthy")),
-                     (long long)json_integer_value(jpath(pdb, "status.currentHealthy")));
+                     (long long)json_integer_value(kobj_path(pdb, "status.desiredHealthy")),
+                     (long long)json_integer_value(kobj_path(pdb, "status.currentHealthy")));
             r = -EAGAIN;
         }
         if (r < 0) {
@@ -93,13 +93,14 @@ int ks_obj_evict(struct ksim *ks, json_t *pod, struct ks_status *st)
         } else if (healthy) {
             /* record the disruption as the API server does, before the controller catches up */
             json_t *n = json_deep_copy(pdb);
-            json_t *pst = jensure(n, "status");
+            json_t *pst = kobj_ensure_object(n, "status");
             json_object_set_new(
                 pst, "disruptionsAllowed",
                 json_integer(json_integer_value(json_object_get(pst, "disruptionsAllowed")) - 1));
             char ts[40];
             ks_now_str(ks, ts, sizeof(ts));
-            json_object_set_new(jensure(pst, "disruptedPods"), ks_obj_name(pod), json_string(ts));
+            json_object_set_new(kobj_ensure_object(pst, "disruptedPods"), ks_obj_name(pod),
+                                json_string(ts));
             ks_update(ks, pt, pdb, n, "status");
         }
     }

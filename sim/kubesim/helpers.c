@@ -1,42 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Small JSON accessors and pure predicates over objects shared by every layer. */
+/* Pure predicates over objects shared by every layer (paths and metadata: src/kobj). */
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
 
 #include "kubesim-internal.h"
-
-json_t *jpath(json_t *v, const char *dotted)
-{
-    char part[256];
-    const char *p = dotted;
-    while (v && *p) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n >= sizeof(part))
-            return NULL;
-        memcpy(part, p, n);
-        part[n] = '\0';
-        v = json_object_get(v, part);
-        p += n + (dot ? 1 : 0);
-    }
-    return v;
-}
-
-const char *jstr(json_t *v, const char *dotted)
-{
-    return json_string_value(jpath(v, dotted));
-}
-
-json_t *jensure(json_t *v, const char *key)
-{
-    json_t *c = json_object_get(v, key);
-    if (!json_is_object(c)) {
-        c = json_object();
-        json_object_set_new(v, key, c);
-    }
-    return c;
-}
 
 char *ks_lower_dup(const char *s)
 {
@@ -48,28 +16,18 @@ char *ks_lower_dup(const char *s)
 
 bool ks_is_deleting(json_t *o)
 {
-    return jpath(o, "metadata.deletionTimestamp") != NULL;
+    return kobj_path(o, "metadata.deletionTimestamp") != NULL;
 }
 
 bool ks_pod_ready(json_t *pod)
 {
-    if (!streq_ptr(jstr(pod, "status.phase"), "Running") || ks_is_deleting(pod))
+    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running") || ks_is_deleting(pod))
         return false;
     size_t i;
     json_t *c;
-    json_array_foreach (jpath(pod, "status.conditions"), i, c)
-        if (streq_ptr(jstr(c, "type"), "Ready"))
-            return streq_ptr(jstr(c, "status"), "True");
-    return false;
-}
-
-bool ks_has_finalizer(json_t *obj, const char *f)
-{
-    size_t i;
-    json_t *x;
-    json_array_foreach (jpath(obj, "metadata.finalizers"), i, x)
-        if (streq_ptr(json_string_value(x), f))
-            return true;
+    json_array_foreach (kobj_path(pod, "status.conditions"), i, c)
+        if (streq_ptr(kobj_str(c, "type"), "Ready"))
+            return streq_ptr(kobj_str(c, "status"), "True");
     return false;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ks-controllers.h"
+#include "prom.h"
 
 uint64_t ksim_resource_version(struct ksim *ks)
 {
@@ -41,11 +42,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     if (!ks->opts.bookmark_interval_ms)
         ks->opts.bookmark_interval_ms = 60 * 1000;
     pthread_mutex_init(&ks->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ks->changed, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_monotonic(&ks->changed);
     ks->rv = ks->opts.initial_rv;
     ks->compacted_rv = ks->opts.initial_rv;
     ks->uids = json_object();
@@ -104,25 +101,23 @@ bool ksim_reconcile(struct ksim *ks)
     return changed;
 }
 
-void ksim_metrics(struct ksim *ks, struct sbuf *out)
+int ksim_metrics(struct ksim *ks, struct sbuf *out)
 {
+    struct prom_writer w;
+    prom_writer_init(&w, out, PROM_FORMAT_TEXT);
     pthread_mutex_lock(&ks->lock);
-    sbuf_printf(out,
-                "# HELP kubesim_watches_active Watch streams open now.\n"
-                "# TYPE kubesim_watches_active gauge\n"
-                "kubesim_watches_active %" PRIu64 "\n"
-                "# HELP kubesim_watch_events_total Watch events sent, bookmarks included.\n"
-                "# TYPE kubesim_watch_events_total counter\n"
-                "kubesim_watch_events_total %" PRIu64 "\n"
-                "# HELP kubesim_resource_version The global resourceVersion.\n"
-                "# TYPE kubesim_resource_version gauge\n"
-                "kubesim_resource_version %" PRIu64 "\n"
-                "# HELP kubesim_objects Objects stored, by resource.\n"
-                "# TYPE kubesim_objects gauge\n",
-                ks->watches_active, ks->watch_events_total, ks->rv);
+    prom_metric_u64(&w, "kubesim_watches_active", PROM_GAUGE, "Watch streams open now.",
+                    ks->watches_active);
+    prom_metric_u64(&w, "kubesim_watch_events_total", PROM_COUNTER,
+                    "Watch events sent, bookmarks included.", ks->watch_events_total);
+    prom_metric_u64(&w, "kubesim_resource_version", PROM_GAUGE, "The global resourceVersion.",
+                    ks->rv);
+    prom_family(&w, "kubesim_objects", PROM_GAUGE, "Objects stored, by resource.");
     for (struct ks_type *t = ks->types; t; t = t->next)
         if (t->served)
-            sbuf_printf(out, "kubesim_objects{resource=\"%s\"} %zu\n", t->plural,
-                        json_object_size(t->objs));
+            prom_sample_u64(&w, "kubesim_objects",
+                            (const struct prom_label[]){{"resource", t->plural}}, 1,
+                            json_object_size(t->objs));
     pthread_mutex_unlock(&ks->lock);
+    return prom_writer_finish(&w);
 }

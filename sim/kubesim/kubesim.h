@@ -84,8 +84,9 @@ bool ksim_reconcile(struct ksim *ks);
 /* Blocks until a write happens or wait_ms passes (for the controller thread). */
 void ksim_wait_change(struct ksim *ks, uint64_t wait_ms);
 
-/* Prometheus text of the core's counters (watches), appended to out. */
-void ksim_metrics(struct ksim *ks, struct sbuf *out);
+/* Prometheus text of the core's metrics (watches, objects) appended to out, written through
+ * src/prom: 0, or -ENOBUFS when out's limit would be passed. */
+int ksim_metrics(struct ksim *ks, struct sbuf *out);
 /* Current global resourceVersion. */
 uint64_t ksim_resource_version(struct ksim *ks);
 

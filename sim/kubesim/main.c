@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kubesim's HTTP shell: flags, libmicrohttpd (optionally TLS with a generated CA), bearer-token
- * authentication, request metrics, the controller thread and the kubeconfig it writes. */
+/* kubesim's HTTP shell on the component runtime (src/svc: flags, signals, stop, exit codes):
+ * libmicrohttpd (optionally TLS with a generated CA), bearer-token authentication, request
+ * metrics, the controller thread and the kubeconfig it writes. */
 #include <arpa/inet.h>
-#include <ctype.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <string.h>
 
 #include "kubesim-internal.h"
 #include "kubesim-tls.h"
+#include "prom.h"
+#include "svc.h"
 
 #define KS_COMPONENT "kubesim"
 
@@ -23,7 +23,7 @@ struct shell {
     size_t max_body;
     pthread_mutex_t mlock;
     json_t *counters; /* "verb\x1fresource\x1fcode" -> count */
-    bool stop;
+    struct stop_token *stop;
 };
 
 struct conn_ctx {
@@ -42,37 +42,39 @@ struct stream {
 
 static void count_request(struct shell *sh, const char *verb, const char *resource, int code)
 {
-    char key[256];
-    snprintf(key, sizeof(key), "%s\x1f%s\x1f%d", verb[0] ? verb : "unknown",
-             resource[0] ? resource : "unknown", code);
+    _cleanup_free_ char *key = xasprintf("%s\x1f%s\x1f%d", verb[0] ? verb : "unknown",
+                                         resource[0] ? resource : "unknown", code);
     pthread_mutex_lock(&sh->mlock);
     json_t *c = json_object_get(sh->counters, key);
     json_object_set_new(sh->counters, key, json_integer(c ? json_integer_value(c) + 1 : 1));
     pthread_mutex_unlock(&sh->mlock);
 }
 
-static void metrics_text(struct shell *sh, struct sbuf *out)
+/* The request counters (keys "verb\x1fresource\x1fcode"), then the core's metrics: 0, or
+ * -ENOBUFS when the page does not fit out. */
+static int metrics_text(struct shell *sh, struct sbuf *out)
 {
-    sbuf_puts(out, "# HELP kubesim_requests_total API requests served, by verb, resource and "
-                   "HTTP code.\n# TYPE kubesim_requests_total counter\n");
+    struct prom_writer w;
+    prom_writer_init(&w, out, PROM_FORMAT_TEXT);
+    prom_family(&w, "kubesim_requests_total", PROM_COUNTER,
+                "API requests served, by verb, resource and HTTP code.");
     pthread_mutex_lock(&sh->mlock);
     const char *k;
     json_t *v;
     json_object_foreach (sh->counters, k, v) {
-        char verb[64], res[128];
-        int code = 0;
         const char *a = strchr(k, '\x1f');
         const char *b = a ? strchr(a + 1, '\x1f') : NULL;
         if (!a || !b)
             continue;
-        snprintf(verb, sizeof(verb), "%.*s", (int)(a - k), k);
-        snprintf(res, sizeof(res), "%.*s", (int)(b - a - 1), a + 1);
-        parse_int(b + 1, &code);
-        sbuf_printf(out, "kubesim_requests_total{verb=\"%s\",resource=\"%s\",code=\"%d\"} %lld\n",
-                    verb, res, code, (long long)json_integer_value(v));
+        _cleanup_free_ char *verb = xstrndup(k, (size_t)(a - k));
+        _cleanup_free_ char *res = xstrndup(a + 1, (size_t)(b - a - 1));
+        const struct prom_label l[] = {{"verb", verb}, {"resource", res}, {"code", b + 1}};
+        prom_sample_u64(&w, "kubesim_requests_total", l, ARRAY_SIZE(l),
+                        (uint64_t)json_integer_value(v));
     }
     pthread_mutex_unlock(&sh->mlock);
-    ksim_metrics(sh->ks, out);
+    int r = prom_writer_finish(&w);
+    return r < 0 ? r : ksim_metrics(sh->ks, out);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -175,9 +177,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (streq(url, "/metrics") && streq(method, "GET")) {
         struct sbuf out;
         sbuf_init(&out, 64u << 20);
-        metrics_text(sh, &out);
+        if (metrics_text(sh, &out) < 0) {
+            sbuf_free(&out);
+            char *b = xstrdup("metrics: the page exceeds 64 MiB\n");
+            return send_text(c, 500, "text/plain", b, strlen(b));
+        }
         size_t len = out.len;
-        return send_text(c, 200, "text/plain; version=0.0.4", sbuf_steal(&out), len);
+        return send_text(c, 200, prom_content_type(PROM_FORMAT_TEXT), sbuf_steal(&out), len);
     }
     struct sbuf q;
     sbuf_init(&q, 1u << 20);
@@ -232,42 +238,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-static bool stopped(struct shell *sh)
-{
-    pthread_mutex_lock(&sh->mlock);
-    bool stop = sh->stop;
-    pthread_mutex_unlock(&sh->mlock);
-    return stop;
-}
-
-/* Sleeps us in slices of at most 10 ms; true as soon as the shell is stopping, so SIGTERM never
- * waits out a long pause between reconciles. */
-static bool nap_unless_stopped(struct shell *sh, uint64_t us)
-{
-    while (us > 0) {
-        if (stopped(sh))
-            return true;
-        uint64_t slice = us < 10000 ? us : 10000;
-        usleep((useconds_t)slice);
-        us -= slice;
-    }
-    return stopped(sh);
-}
-
 static void *controller_main(void *arg)
 {
     struct shell *sh = arg;
     uint64_t last_us = 0;
-    for (;;) {
+    while (!stop_requested(sh->stop)) {
         ksim_wait_change(sh->ks, 100);
-        pthread_mutex_lock(&sh->mlock);
-        bool stop = sh->stop;
-        pthread_mutex_unlock(&sh->mlock);
-        if (stop)
+        if (stop_requested(sh->stop))
             break;
         /* let a burst of writes land first: one reconcile per burst, not per write, and
          * never more than a third of the time holding the store */
-        if (nap_unless_stopped(sh, 20000 + 2 * last_us))
+        if (stop_wait(sh->stop, (20000 + 2 * last_us + 999) / 1000))
             break;
         uint64_t t0 = now_us_mono();
         ksim_reconcile(sh->ks);
@@ -281,27 +262,20 @@ static void *controller_main(void *arg)
 static int write_kubeconfig(const char *path, const char *server, const char *ca_pem,
                             const char *token, struct err *e)
 {
-    struct sbuf b;
+    _cleanup_sbuf_ struct sbuf b;
     sbuf_init(&b, 1u << 20);
-    sbuf_printf(&b,
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
-                "    server: %s\n",
-                server);
-    if (ca_pem) {
-        _cleanup_free_ char *enc = base64_encode(ca_pem, strlen(ca_pem));
-        sbuf_printf(&b, "    certificate-authority-data: %s\n", enc);
-    }
-    sbuf_puts(&b, "users:\n- name: kubesim\n  user:");
-    if (token)
-        sbuf_printf(&b, "\n    token: %s\n", token);
-    else
-        sbuf_puts(&b, " {}\n");
-    sbuf_puts(&b, "contexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n"
-                  "    user: kubesim\n    namespace: default\ncurrent-context: kubesim\n"
-                  "preferences: {}\n");
-    int r = file_write_atomic(path, b.data, b.len, 0600, e);
-    sbuf_free(&b);
-    return r;
+    _cleanup_free_ char *ca = ca_pem ? base64_encode(ca_pem, strlen(ca_pem)) : NULL;
+    _cleanup_free_ char *ca_line =
+        ca ? xasprintf("    certificate-authority-data: %s\n", ca) : xstrdup("");
+    _cleanup_free_ char *user = token ? xasprintf("\n    token: %s\n", token) : xstrdup(" {}\n");
+    if (sbuf_printf(&b,
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
+                    "    server: %s\n%susers:\n- name: kubesim\n  user:%scontexts:\n"
+                    "- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n"
+                    "    namespace: default\ncurrent-context: kubesim\npreferences: {}\n",
+                    server, ca_line, user) < 0)
+        return err_set(e, -ENOBUFS, "\"%s\": the kubeconfig exceeds 1 MiB", path);
+    return file_write_atomic(path, b.data, b.len, 0600, e);
 }
 
 static json_t *default_node_template(void)
@@ -323,13 +297,13 @@ static json_t *default_node_template(void)
  * machine's identity in nodeInfo (kept when the template has them). */
 static void kubelet_register(json_t *node, unsigned i)
 {
-    json_t *ann = jensure(jensure(node, "metadata"), "annotations");
+    json_t *ann = kobj_ensure_object(kobj_ensure_object(node, "metadata"), "annotations");
     if (!json_object_get(ann, "node.alpha.kubernetes.io/ttl"))
         json_object_set_new(ann, "node.alpha.kubernetes.io/ttl", json_string("0"));
     if (!json_object_get(ann, "volumes.kubernetes.io/controller-managed-attach-detach"))
         json_object_set_new(ann, "volumes.kubernetes.io/controller-managed-attach-detach",
                             json_string("true"));
-    json_t *info = jensure(jensure(node, "status"), "nodeInfo");
+    json_t *info = kobj_ensure_object(kobj_ensure_object(node, "status"), "nodeInfo");
     char id[64];
     snprintf(id, sizeof(id), "%032x", 0x5eed0000u + i);
     if (!json_object_get(info, "machineID"))
@@ -340,7 +314,7 @@ static void kubelet_register(json_t *node, unsigned i)
     snprintf(id, sizeof(id), "%08x-0000-4000-8000-%012x", 0xb0070000u + i, i);
     if (!json_object_get(info, "bootID"))
         json_object_set_new(info, "bootID", json_string(id));
-    const char *kv = jstr(info, "kubeletVersion");
+    const char *kv = kobj_str(info, "kubeletVersion");
     if (!json_object_get(info, "kubeProxyVersion"))
         json_object_set_new(info, "kubeProxyVersion", json_string(kv ? kv : "v1.32.0"));
 }
@@ -357,13 +331,13 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
             json_object_set_new(tmpl, "apiVersion", json_string("v1"));
         if (!json_object_get(tmpl, "kind"))
             json_object_set_new(tmpl, "kind", json_string("Node"));
-        if (!streq_ptr(jstr(tmpl, "kind"), "Node"))
+        if (!streq_ptr(kobj_kind(tmpl), "Node"))
             return err_set(e, -EINVAL, "--node-template \"%s\": kind is %s, expected Node",
-                           tmpl_path, jstr(tmpl, "kind") ?: "?");
+                           tmpl_path, kobj_kind(tmpl) ?: "?");
     } else {
         tmpl = default_node_template();
     }
-    const char *base = jstr(tmpl, "metadata.name");
+    const char *base = kobj_name(tmpl);
     if (!base || !base[0])
         base = "node";
     _cleanup_free_ char *prefix = xstrdup(base);
@@ -371,12 +345,13 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
         json_t *node = json_deep_copy(tmpl);
         char name[300];
         snprintf(name, sizeof(name), "%s-%05u", prefix, i);
-        json_t *meta = jensure(node, "metadata");
+        json_t *meta = kobj_ensure_object(node, "metadata");
         json_object_set_new(meta, "name", json_string(name));
-        json_object_set_new(jensure(meta, "labels"), "kubernetes.io/hostname", json_string(name));
+        json_object_set_new(kobj_ensure_object(meta, "labels"), "kubernetes.io/hostname",
+                            json_string(name));
         char ip[32];
         snprintf(ip, sizeof(ip), "10.%u.%u.%u", 1 + i / 65536, (i / 256) % 256, i % 256);
-        json_object_set_new(jensure(node, "status"), "addresses",
+        json_object_set_new(kobj_ensure_object(node, "status"), "addresses",
                             json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address", ip,
                                       "type", "Hostname", "address", name));
         kubelet_register(node, i);
@@ -399,7 +374,7 @@ static int load_file(struct ksim *ks, const char *path, struct err *e)
         if (json_is_null(d) || (json_is_object(d) && json_object_size(d) == 0))
             continue;
         json_t *items = json_object_get(d, "items");
-        if (json_is_object(d) && str_has_suffix(jstr(d, "kind") ?: "", "List") &&
+        if (json_is_object(d) && str_has_suffix(kobj_kind(d) ?: "", "List") &&
             json_is_array(items)) {
             size_t j;
             json_t *it;
@@ -416,25 +391,6 @@ static int load_file(struct ksim *ks, const char *path, struct err *e)
             return err_prefix(e, "--load \"%s\": document %zu", path, i + 1);
     }
     return 0;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kubesim [options]\n"
-            "  --listen ADDR          address to serve on (default 127.0.0.1:0, a free port)\n"
-            "  --kubeconfig-out FILE  write a kubeconfig for clients and kubectl\n"
-            "  --load FILE.yaml       create the objects of a multi-document file (repeatable)\n"
-            "  --nodes N              create N nodes (from --node-template or a default)\n"
-            "  --node-template FILE   a Node object; names become <name>-00000...\n"
-            "  --tls                  serve HTTPS with a generated CA (in the kubeconfig)\n"
-            "  --token TOKEN          require 'Authorization: Bearer TOKEN'\n"
-            "  --watch-retention DUR  how long watch events are kept (default 5m)\n"
-            "  --pod-ready-delay DUR  scheduled pods turn Running+Ready after this (default 1s)\n"
-            "  --bookmark-interval DUR  watch bookmark period (default 1m)\n"
-            "  --max-body BYTES       request body limit (default 3145728)\n"
-            "  --allow-remote         allow a non-loopback --listen address\n"
-            "  --log-level LEVEL      debug|info|warn|error\n");
 }
 
 static int parse_listen(const char *s, struct sockaddr_in *sa, bool allow_remote, struct err *e)
@@ -459,164 +415,139 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, bool allow_remote
     return 0;
 }
 
-int main(int argc, char **argv)
+/* ---- the component ------------------------------------------------------------------------ */
+
+struct kubesim {
+    const char *listen;
+    const char *kubeconfig_out;
+    struct svc_strings loads;
+    unsigned nodes;
+    const char *node_template;
+    bool tls;
+    const char *token;
+    uint64_t watch_retention_ms;
+    uint64_t pod_ready_delay_ms;
+    uint64_t bookmark_interval_ms;
+    uint64_t max_body;
+    bool allow_remote;
+    const char *log_level;
+    /* configure */
+    struct sockaddr_in sa;
+};
+
+static int check_token(const void *dst, const char *source, struct err *e)
 {
-    enum {
-        O_LISTEN = 256,
-        O_KCFG,
-        O_LOAD,
-        O_NODES,
-        O_TMPL,
-        O_TLS,
-        O_TOKEN,
-        O_RET,
-        O_READY,
-        O_BM,
-        O_MAXB,
-        O_REMOTE,
-        O_LOGL,
-        O_HELP
-    };
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, O_LISTEN},
-        {"kubeconfig-out", required_argument, NULL, O_KCFG},
-        {"load", required_argument, NULL, O_LOAD},
-        {"nodes", required_argument, NULL, O_NODES},
-        {"node-template", required_argument, NULL, O_TMPL},
-        {"tls", no_argument, NULL, O_TLS},
-        {"token", required_argument, NULL, O_TOKEN},
-        {"watch-retention", required_argument, NULL, O_RET},
-        {"pod-ready-delay", required_argument, NULL, O_READY},
-        {"bookmark-interval", required_argument, NULL, O_BM},
-        {"max-body", required_argument, NULL, O_MAXB},
-        {"allow-remote", no_argument, NULL, O_REMOTE},
-        {"log-level", required_argument, NULL, O_LOGL},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
+    const char *t = *(const char *const *)dst;
+    if (!t[0])
+        return err_set(e, -EINVAL, "%s: must not be empty", source);
+    return 0;
+}
+
+static int check_log_level(const void *dst, const char *source, struct err *e)
+{
+    enum log_level l;
+    if (log_parse_level(*(const char *const *)dst, &l) < 0)
+        return err_set(e, -EINVAL, "%s: expected debug|info|warn|error", source);
+    return 0;
+}
+
+#define KS_OPT(m) .off = offsetof(struct kubesim, m)
+static const struct svc_option kubesim_options[] = {
+    {.flag = "listen",
+     .kind = SVC_STRING,
+     KS_OPT(listen),
+     .metavar = "ADDR",
+     .help = "address to serve on (default 127.0.0.1:0, a free port)"},
+    {.flag = "kubeconfig-out",
+     .kind = SVC_STRING,
+     KS_OPT(kubeconfig_out),
+     .metavar = "FILE",
+     .help = "write a kubeconfig for clients and kubectl"},
+    {.flag = "load",
+     .kind = SVC_STRINGS,
+     KS_OPT(loads),
+     .metavar = "FILE.yaml",
+     .help = "create the objects of a multi-document file (repeatable)"},
+    {.flag = "nodes",
+     .kind = SVC_UINT,
+     .max = 100000,
+     KS_OPT(nodes),
+     .metavar = "N",
+     .help = "create N nodes (from --node-template or a default)"},
+    {.flag = "node-template",
+     .kind = SVC_STRING,
+     KS_OPT(node_template),
+     .metavar = "FILE",
+     .help = "a Node object; names become <name>-00000..."},
+    {.flag = "tls",
+     .kind = SVC_FLAG,
+     KS_OPT(tls),
+     .help = "serve HTTPS with a generated CA (in the kubeconfig)"},
+    {.flag = "token",
+     .kind = SVC_STRING,
+     KS_OPT(token),
+     .check = check_token,
+     .metavar = "TOKEN",
+     .help = "require 'Authorization: Bearer TOKEN'"},
+    {.flag = "watch-retention",
+     .kind = SVC_DURATION,
+     KS_OPT(watch_retention_ms),
+     .help = "how long watch events are kept (default 5m)"},
+    {.flag = "pod-ready-delay",
+     .kind = SVC_DURATION,
+     KS_OPT(pod_ready_delay_ms),
+     .help = "scheduled pods turn Running+Ready after this (default 1s)"},
+    {.flag = "bookmark-interval",
+     .kind = SVC_DURATION,
+     KS_OPT(bookmark_interval_ms),
+     .help = "watch bookmark period (default 1m)"},
+    {.flag = "max-body",
+     .kind = SVC_U64,
+     .min = 1,
+     .max = 1u << 30,
+     KS_OPT(max_body),
+     .metavar = "BYTES",
+     .help = "request body limit (default 3145728)"},
+    {.flag = "allow-remote",
+     .kind = SVC_FLAG,
+     KS_OPT(allow_remote),
+     .help = "allow a non-loopback --listen address"},
+    {.flag = "log-level",
+     .kind = SVC_STRING,
+     KS_OPT(log_level),
+     .check = check_log_level,
+     .metavar = "LEVEL",
+     .help = "debug|info|warn|error"},
+    {0},
+};
+#undef KS_OPT
+
+static void kubesim_defaults(void *state)
+{
+    struct kubesim *k = state;
     struct ksim_opts ko;
     ksim_opts_default(&ko);
-    const char *listen_addr = "127.0.0.1:0", *kcfg = NULL, *tmpl = NULL, *token = NULL;
-    const char *loads[64];
-    size_t nloads = 0;
-    unsigned nodes = 0;
-    bool tls = false, remote = false;
-    struct err e = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        uint64_t v = 0;
-        switch (c) {
-        case O_LISTEN:
-            listen_addr = optarg;
-            break;
-        case O_KCFG:
-            kcfg = optarg;
-            break;
-        case O_LOAD:
-            if (nloads == ARRAY_SIZE(loads)) {
-                fprintf(stderr, "kubesim: too many --load files (max %zu)\n", ARRAY_SIZE(loads));
-                return 2;
-            }
-            loads[nloads++] = optarg;
-            break;
-        case O_NODES:
-            if (parse_uint(optarg, &nodes) < 0 || nodes > 100000) {
-                fprintf(stderr, "kubesim: --nodes \"%s\": expected 0..100000\n", optarg);
-                return 2;
-            }
-            break;
-        case O_TMPL:
-            tmpl = optarg;
-            break;
-        case O_TLS:
-            tls = true;
-            break;
-        case O_TOKEN:
-            token = optarg;
-            if (!token[0]) {
-                fprintf(stderr, "kubesim: --token: must not be empty\n");
-                return 2;
-            }
-            break;
-        case O_RET:
-        case O_READY:
-        case O_BM:
-            if (parse_duration_ms(optarg, &v) < 0) {
-                fprintf(stderr, "kubesim: %s \"%s\": expected a duration like 500ms, 30s, 5m\n",
-                        c == O_RET     ? "--watch-retention"
-                        : c == O_READY ? "--pod-ready-delay"
-                                       : "--bookmark-interval",
-                        optarg);
-                return 2;
-            }
-            if (c == O_RET)
-                ko.watch_retention_ms = v;
-            else if (c == O_READY)
-                ko.pod_ready_delay_ms = v;
-            else
-                ko.bookmark_interval_ms = v ? v : 1;
-            break;
-        case O_MAXB:
-            if (parse_u64(optarg, &v) < 0 || v == 0 || v > (1u << 30)) {
-                fprintf(stderr, "kubesim: --max-body \"%s\": expected 1..1073741824\n", optarg);
-                return 2;
-            }
-            ko.max_body = (size_t)v;
-            break;
-        case O_REMOTE:
-            remote = true;
-            break;
-        case O_LOGL: {
-            enum log_level l;
-            if (log_parse_level(optarg, &l) < 0) {
-                fprintf(stderr, "kubesim: --log-level \"%s\": expected debug|info|warn|error\n",
-                        optarg);
-                return 2;
-            }
-            log_set_level(l);
-            break;
-        }
-        case O_HELP:
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "kubesim: unexpected argument \"%s\"\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    struct sockaddr_in sa;
-    if (parse_listen(listen_addr, &sa, remote, &e) < 0) {
-        fprintf(stderr, "kubesim: %s\n", err_msg(&e));
-        return 2;
-    }
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    k->listen = "127.0.0.1:0";
+    k->watch_retention_ms = ko.watch_retention_ms;
+    k->pod_ready_delay_ms = ko.pod_ready_delay_ms;
+    k->bookmark_interval_ms = ko.bookmark_interval_ms;
+    k->max_body = ko.max_body;
+}
 
-    ko.initial_rv = now_ms_real();
-    _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
-    if (nodes && make_nodes(ks, nodes, tmpl, &e) < 0) {
-        fprintf(stderr, "kubesim: %s\n", err_msg(&e));
-        return 1;
+static int kubesim_configure(struct svc *s, struct err *e)
+{
+    struct kubesim *k = svc_state(s);
+    if (k->log_level) {
+        enum log_level l = LOG_INFO;
+        log_parse_level(k->log_level, &l);
+        log_set_level(l);
     }
-    for (size_t i = 0; i < nloads; i++) {
-        if (load_file(ks, loads[i], &e) < 0) {
-            fprintf(stderr, "kubesim: %s\n", err_msg(&e));
-            return 1;
-        }
-    }
-    ksim_reconcile(ks);
+    return parse_listen(k->listen, &k->sa, k->allow_remote, e);
+}
 
-    /* one thread and one descriptor per connection: as many as the descriptor limit allows */
+/* One thread and one descriptor per connection: as many as the descriptor limit allows. */
+static unsigned connection_limit(void)
+{
     struct rlimit rl;
     unsigned conn_limit = 900;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -628,68 +559,110 @@ int main(int argc, char **argv)
         if (rl.rlim_cur > 128)
             conn_limit = (unsigned)(rl.rlim_cur - 64 < 8192 ? rl.rlim_cur - 64 : 8192);
     }
-    struct shell sh = {.ks = ks, .token = token, .max_body = ko.max_body};
+    return conn_limit;
+}
+
+static struct MHD_Daemon *start_http(struct shell *sh, const struct sockaddr_in *sa,
+                                     const struct ks_tls *cert)
+{
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | (cert ? MHD_USE_TLS : 0);
+    struct MHD_OptionItem tls_ops[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, cert ? cert->key_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cert ? cert->cert_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, sh, MHD_OPTION_SOCK_ADDR,
+                            (const struct sockaddr *)sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, sh,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
+                            connection_limit(), MHD_OPTION_ARRAY, cert ? tls_ops : tls_ops + 2,
+                            MHD_OPTION_END);
+}
+
+/* Serves until the stop token fires: the controller thread reconciles, the main thread waits. */
+static int serve(struct svc *s, struct shell *sh, struct MHD_Daemon *d, const char *ca_pem,
+                 struct err *e)
+{
+    struct kubesim *k = svc_state(s);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    unsigned port = info ? info->port : ntohs(k->sa.sin_port);
+    char ipbuf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &k->sa.sin_addr, ipbuf, sizeof(ipbuf));
+    char server[128];
+    snprintf(server, sizeof(server), "%s://%s:%u", k->tls ? "https" : "http", ipbuf, port);
+    if (k->kubeconfig_out && write_kubeconfig(k->kubeconfig_out, server, ca_pem, k->token, e) < 0)
+        return err_prefix(e, "--kubeconfig-out");
+    printf("kubesim: serving %s\n", server);
+    fflush(stdout);
+    log_info(KS_COMPONENT, "serving", "address=%s nodes=%u tls=%s", server, k->nodes,
+             k->tls ? "true" : "false");
+    pthread_t ctl;
+    if (pthread_create(&ctl, NULL, controller_main, sh) != 0)
+        return err_set(e, -EAGAIN, "cannot start the controller thread");
+    while (svc_wait(s, DEADLINE_NEVER) != SVC_STOP)
+        ;
+    ksim_shutdown(sh->ks);
+    pthread_join(ctl, NULL);
+    return 0;
+}
+
+static int kubesim_run(struct svc *s, struct err *e)
+{
+    struct kubesim *k = svc_state(s);
+    struct ksim_opts ko;
+    ksim_opts_default(&ko);
+    ko.watch_retention_ms = k->watch_retention_ms;
+    ko.pod_ready_delay_ms = k->pod_ready_delay_ms;
+    ko.bookmark_interval_ms = k->bookmark_interval_ms ? k->bookmark_interval_ms : 1;
+    ko.max_body = (size_t)k->max_body;
+    ko.initial_rv = now_ms_real();
+    _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
+    int r = k->nodes ? make_nodes(ks, k->nodes, k->node_template, e) : 0;
+    for (size_t i = 0; r == 0 && i < k->loads.n; i++)
+        r = load_file(ks, k->loads.v[i], e);
+    if (r < 0)
+        return r;
+    ksim_reconcile(ks);
+
+    _cleanup_(ks_tls_freep) struct ks_tls *cert = NULL;
+    if (k->tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return err_set(e, -ENOTSUP, "--tls: this libmicrohttpd was built without TLS");
+        if (ks_tls_generate(&cert, e) < 0)
+            return err_prefix(e, "--tls");
+    }
+    struct shell sh = {.ks = ks, .token = k->token, .max_body = ko.max_body, .stop = svc_stop(s)};
     pthread_mutex_init(&sh.mlock, NULL);
     sh.counters = json_object();
-    _cleanup_(ks_tls_freep) struct ks_tls *cert = NULL;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (tls) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            fprintf(stderr, "kubesim: --tls: this libmicrohttpd was built without TLS\n");
-            return 1;
-        }
-        if (ks_tls_generate(&cert, &e) < 0) {
-            fprintf(stderr, "kubesim: --tls: %s\n", err_msg(&e));
-            return 1;
-        }
-        flags |= MHD_USE_TLS;
-    }
-    struct MHD_Daemon *d;
-    if (tls)
-        d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
-                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                             conn_limit, MHD_OPTION_HTTPS_MEM_KEY, cert->key_pem,
-                             MHD_OPTION_HTTPS_MEM_CERT, cert->cert_pem, MHD_OPTION_END);
+    struct MHD_Daemon *d = start_http(&sh, &k->sa, cert);
+    if (!d)
+        r = err_set(e, -EADDRNOTAVAIL, "listen on %s: cannot start the HTTP server", k->listen);
     else
-        d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sh, MHD_OPTION_SOCK_ADDR,
-                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, &sh,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                             conn_limit, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "kubesim: listen on %s: cannot start the HTTP server\n", listen_addr);
-        return 1;
-    }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    unsigned port = info ? info->port : ntohs(sa.sin_port);
-    char ipbuf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &sa.sin_addr, ipbuf, sizeof(ipbuf));
-    char server[128];
-    snprintf(server, sizeof(server), "%s://%s:%u", tls ? "https" : "http", ipbuf, port);
-    int rc = 0;
-    if (kcfg && write_kubeconfig(kcfg, server, cert ? cert->ca_pem : NULL, token, &e) < 0) {
-        fprintf(stderr, "kubesim: --kubeconfig-out: %s\n", err_msg(&e));
-        rc = 1;
-    } else {
-        printf("kubesim: serving %s\n", server);
-        fflush(stdout);
-        log_info(KS_COMPONENT, "serving", "address=%s nodes=%u tls=%s", server, nodes,
-                 tls ? "true" : "false");
-        pthread_t ctl;
-        pthread_create(&ctl, NULL, controller_main, &sh);
-        int sig = 0;
-        sigwait(&set, &sig);
-        log_info(KS_COMPONENT, "stopping", "signal=%d", sig);
-        pthread_mutex_lock(&sh.mlock);
-        sh.stop = true;
-        pthread_mutex_unlock(&sh.mlock);
-        ksim_shutdown(ks);
-        pthread_join(ctl, NULL);
-    }
+        r = serve(s, &sh, d, cert ? cert->ca_pem : NULL, e);
     ksim_shutdown(ks);
-    MHD_stop_daemon(d);
+    if (d)
+        MHD_stop_daemon(d);
     json_decref(sh.counters);
     pthread_mutex_destroy(&sh.mlock);
-    return rc;
+    return r;
+}
+
+static const struct svc_component kubesim_component = {
+    .name = KS_COMPONENT,
+    .usage = "Usage: kubesim [flags]\n\n"
+             "An in-memory Kubernetes API server for tests, benchmarks and demos. Prints\n"
+             "\"kubesim: serving URL\" on stdout once it listens.\n",
+    .options = {kubesim_options},
+    .epilogue =
+        "Signals: SIGTERM, SIGINT and SIGQUIT stop (exit 0); SIGHUP is logged and ignored.\n"
+        "Exit: 0 stopped, 1 a runtime failure, 2 bad input (flags).\n",
+    .state_size = sizeof(struct kubesim),
+    .defaults = kubesim_defaults,
+    .configure = kubesim_configure,
+    .run = kubesim_run,
+};
+
+int main(int argc, char **argv)
+{
+    return svc_main(&kubesim_component, argc, argv);
 }

@@ -9,8 +9,9 @@ static json_t *other_managers_fs(json_t *obj, const char *manager)
     json_t *all = json_object();
     size_t i;
     json_t *mf;
-    json_array_foreach (jpath(obj, "metadata.managedFields"), i, mf) {
-        if (streq_ptr(jstr(mf, "manager"), manager) && streq_ptr(jstr(mf, "operation"), "Apply"))
+    json_array_foreach (kobj_path(obj, "metadata.managedFields"), i, mf) {
+        if (streq_ptr(kobj_str(mf, "manager"), manager) &&
+            streq_ptr(kobj_str(mf, "operation"), "Apply"))
             continue;
         json_t *fs = json_object_get(mf, "fieldsV1");
         if (json_is_object(fs)) {
@@ -35,20 +36,20 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
         return ks_bad_request(st, "error decoding YAML: the apply configuration must be an object");
     }
     _cleanup_free_ char *gv = ks_type_gv(t);
-    if (!streq_ptr(jstr(cfg, "kind"), t->kind) || !streq_ptr(jstr(cfg, "apiVersion"), gv)) {
+    if (!streq_ptr(kobj_kind(cfg), t->kind) || !streq_ptr(kobj_api_version(cfg), gv)) {
         _cleanup_free_ char *m =
             xasprintf("the API version in the data (%s) does not match the expected API version "
                       "(%s)",
-                      jstr(cfg, "apiVersion") ?: "", gv);
+                      kobj_api_version(cfg) ?: "", gv);
         return ks_bad_request(st, m);
     }
-    const char *cname = jstr(cfg, "metadata.name");
+    const char *cname = kobj_name(cfg);
     if (cname && !streq(cname, name)) {
         _cleanup_free_ char *m = xasprintf(
             "the name of the object (%s) does not match the name on the URL (%s)", cname, name);
         return ks_bad_request(st, m);
     }
-    json_object_set_new(jensure(cfg, "metadata"), "name", json_string(name));
+    json_object_set_new(kobj_ensure_object(cfg, "metadata"), "name", json_string(name));
     json_object_del(json_object_get(cfg, "metadata"), "managedFields");
     json_t *fs = ks_fieldset(cfg, NULL);
     char now[40];
@@ -58,25 +59,28 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
                   gv, "time", now, "fieldsType", "FieldsV1", "fieldsV1", fs);
     if (!old) {
         json_t *obj = json_deep_copy(cfg);
-        json_object_set_new(jensure(obj, "metadata"), "managedFields", json_pack("[o]", entry));
+        json_object_set_new(kobj_ensure_object(obj, "metadata"), "managedFields",
+                            json_pack("[o]", entry));
         return ks_obj_create(ks, t, ns, obj, dry, ret_obj, st);
     }
     json_t *prev_fs = NULL;
-    json_t *mfs = jpath(old, "metadata.managedFields");
+    json_t *mfs = kobj_path(old, "metadata.managedFields");
     size_t i;
     json_t *mf;
     /* other managers' entries, copied: a forced apply takes their conflicting fields */
     json_t *newmf = json_array();
     json_t *causes = json_array();
     json_array_foreach (mfs, i, mf) {
-        if (streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply")) {
+        if (streq_ptr(kobj_str(mf, "manager"), mgr) &&
+            streq_ptr(kobj_str(mf, "operation"), "Apply")) {
             prev_fs = json_object_get(mf, "fieldsV1");
             continue;
         }
         json_t *copy = json_deep_copy(mf);
         json_t *theirs = json_object_get(copy, "fieldsV1");
         if (json_is_object(theirs))
-            ks_apply_conflicts(fs, theirs, cfg, old, "", jstr(mf, "manager") ?: "", force, causes);
+            ks_apply_conflicts(fs, theirs, cfg, old, "", kobj_str(mf, "manager") ?: "", force,
+                               causes);
         json_array_append_new(newmf, copy);
     }
     if (json_array_size(causes) && !force) {
@@ -86,7 +90,8 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
         sbuf_printf(&b, "Apply failed with %zu conflict%s: ", n, n == 1 ? "" : "s");
         json_t *c;
         json_array_foreach (causes, i, c)
-            sbuf_printf(&b, "%s%s: %s", i ? "; " : "", jstr(c, "message"), jstr(c, "field"));
+            sbuf_printf(&b, "%s%s: %s", i ? "; " : "", kobj_str(c, "message"),
+                        kobj_str(c, "field"));
         json_t *d = ks_status_details(t, name);
         json_object_set_new(d, "causes", causes);
         int r = ks_status_set(st, 409, "Conflict", d, "%s", b.data ? b.data : "");
@@ -123,10 +128,11 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
             json_object_del(cmp_new, "status");
     }
     json_object_set(json_object_get(cmp_new, "metadata"), "resourceVersion",
-                    jpath(old, "metadata.resourceVersion"));
+                    kobj_path(old, "metadata.resourceVersion"));
     json_t *old_mf = json_array();
     json_array_foreach (mfs, i, mf)
-        if (!(streq_ptr(jstr(mf, "manager"), mgr) && streq_ptr(jstr(mf, "operation"), "Apply")))
+        if (!(streq_ptr(kobj_str(mf, "manager"), mgr) &&
+              streq_ptr(kobj_str(mf, "operation"), "Apply")))
             json_array_append(old_mf, mf);
     bool unchanged = same_fs && json_equal(cmp_old, cmp_new) && json_equal(old_mf, newmf);
     json_decref(old_mf);
@@ -141,7 +147,7 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
         return ks_status_ok(st, 200, NULL);
     }
     json_array_append_new(newmf, entry);
-    json_object_set_new(jensure(merged, "metadata"), "managedFields", newmf);
+    json_object_set_new(kobj_ensure_object(merged, "metadata"), "managedFields", newmf);
     return ks_obj_update(ks, t, old, merged, NULL, dry, ret_obj, st);
 }
 
@@ -173,8 +179,8 @@ int ks_obj_patch(struct ksim *ks, struct ks_type *t, const char *name, json_t *o
         json_decref(res);
         return ks_bad_request(st, "the patch produced a non-object");
     }
-    const char *prv = jstr(res, "metadata.resourceVersion");
-    if (prv && !streq_ptr(prv, jstr(old, "metadata.resourceVersion"))) {
+    const char *prv = kobj_resource_version(res);
+    if (prv && !streq_ptr(prv, kobj_resource_version(old))) {
         json_decref(res);
         return ks_conflict(st, t, name);
     }

@@ -12,7 +12,7 @@ static bool ns_exists(struct ksim *ks, const char *ns, bool *terminating)
     struct ks_type *nst = ks_type_find(ks, "", "v1", "namespaces");
     json_t *o = ks_get(nst, "", ns);
     if (terminating)
-        *terminating = o && jpath(o, "metadata.deletionTimestamp");
+        *terminating = o && kobj_path(o, "metadata.deletionTimestamp");
     return o != NULL;
 }
 
@@ -20,16 +20,16 @@ static bool ns_exists(struct ksim *ks, const char *ns, bool *terminating)
 static int prepare_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *obj,
                           struct ks_status *st)
 {
-    json_t *meta = jensure(obj, "metadata");
-    const char *name = jstr(obj, "metadata.name");
-    const char *gen = jstr(obj, "metadata.generateName");
+    json_t *meta = kobj_ensure_object(obj, "metadata");
+    const char *name = kobj_name(obj);
+    const char *gen = kobj_meta_str(obj, "generateName");
     json_t *causes = json_array();
     if ((!name || !name[0]) && gen && gen[0]) {
         char sfx[8];
         ks_random_suffix(ks, sfx);
         _cleanup_free_ char *n = xasprintf("%s%s", gen, sfx);
         json_object_set_new(meta, "name", json_string(n));
-        name = jstr(obj, "metadata.name");
+        name = kobj_name(obj);
     }
     if (!name || !name[0]) {
         ks_add_cause(causes, "FieldValueRequired", "metadata.name",
@@ -88,7 +88,7 @@ int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *ob
     if (r < 0)
         return r;
     json_object_set_new(obj, "apiVersion", json_string(gv));
-    const char *body_ns = jstr(obj, "metadata.namespace");
+    const char *body_ns = kobj_namespace(obj);
     if (t->namespaced && body_ns && body_ns[0] && !streq(body_ns, ns))
         return ks_bad_request(st, "the namespace of the provided object does not match the "
                                   "namespace sent on the request");
@@ -144,7 +144,7 @@ int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e)
     if (!t)
         return err_set(e, -ENOENT, "no resource for apiVersion \"%s\" kind \"%s\"", av ? av : "",
                        kind ? kind : "");
-    const char *ns = jstr(obj, "metadata.namespace");
+    const char *ns = kobj_namespace(obj);
     if (!ns || !ns[0])
         ns = "default";
     if (t->namespaced && !ns_exists(ks, ns, NULL)) {
@@ -191,8 +191,8 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
         json_decref(obj);
     } else if (sub && streq(sub, "finalize")) {
         res = json_deep_copy(old);
-        json_t *f = jpath(obj, "spec.finalizers");
-        json_t *spec = jensure(res, "spec");
+        json_t *f = kobj_path(obj, "spec.finalizers");
+        json_t *spec = kobj_ensure_object(res, "spec");
         if (f)
             json_object_set(spec, "finalizers", f);
         else
@@ -212,7 +212,7 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
     json_object_set_new(res, "kind", json_string(t->kind));
     if (!t->crd && streq(t->plural, "secrets"))
         ks_secret_string_data(res);
-    json_t *meta = jensure(res, "metadata");
+    json_t *meta = kobj_ensure_object(res, "metadata");
     json_t *om = json_object_get(old, "metadata");
     const char *keep[] = {"name",
                           "namespace",
@@ -250,8 +250,8 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
         result = json_incref(old);
     } else if (dry) {
         result = json_incref(res);
-    } else if (jpath(res, "metadata.deletionTimestamp") &&
-               json_array_size(jpath(res, "metadata.finalizers")) == 0) {
+    } else if (kobj_path(res, "metadata.deletionTimestamp") &&
+               json_array_size(kobj_path(res, "metadata.finalizers")) == 0) {
         ks_commit(ks, t, json_incref(res), KS_MODIFIED, old);
         ks_remove(ks, t, res);
         result = json_incref(res);
@@ -279,7 +279,7 @@ int ks_obj_replace(struct ksim *ks, struct ks_type *t, const char *name, json_t 
                    const char *sub, bool dry, json_t **ret_obj, struct ks_status *st)
 {
     _cleanup_json_ json_t *own = obj;
-    const char *bn = jstr(obj, "metadata.name");
+    const char *bn = kobj_name(obj);
     if (!bn || !streq(bn, name))
         return ks_status_set(st, 400, "BadRequest", NULL,
                              "the name of the object (%s) does not match the name on the URL (%s)",
@@ -289,8 +289,8 @@ int ks_obj_replace(struct ksim *ks, struct ks_type *t, const char *name, json_t 
     int r = ks_decode_check(t, obj, st);
     if (r < 0)
         return r;
-    const char *rv = jstr(obj, "metadata.resourceVersion");
-    if (rv && rv[0] && !streq_ptr(rv, jstr(cur, "metadata.resourceVersion")))
+    const char *rv = kobj_resource_version(obj);
+    if (rv && rv[0] && !streq_ptr(rv, kobj_resource_version(cur)))
         return ks_conflict(st, t, name);
     return ks_obj_update(ks, t, cur, steal_ptr(&own), sub, dry, ret_obj, st);
 }
@@ -300,8 +300,8 @@ int ks_obj_replace(struct ksim *ks, struct ks_type *t, const char *name, json_t 
 /* Removes every custom resource of a CRD being deleted. */
 static void crd_cleanup(struct ksim *ks, json_t *crd)
 {
-    const char *g = jstr(crd, "spec.group");
-    const char *pl = jstr(crd, "spec.names.plural");
+    const char *g = kobj_path_str(crd, "spec.group");
+    const char *pl = kobj_path_str(crd, "spec.names.plural");
     for (struct ks_type *t = ks->types; t; t = t->next) {
         if (!t->crd || !streq_ptr(t->group, g) || !streq_ptr(t->plural, pl))
             continue;
@@ -320,44 +320,57 @@ void ks_delete_obj(struct ksim *ks, struct ks_type *t, json_t *obj, const char *
     ks_delete_obj_grace(ks, t, obj, propagation, -1);
 }
 
+/* The finalizer a propagationPolicy asks for (Foreground, Orphan), or NULL. */
+static const char *propagation_finalizer(const char *propagation)
+{
+    if (propagation && streq(propagation, "Foreground"))
+        return "foregroundDeletion";
+    if (propagation && streq(propagation, "Orphan"))
+        return "orphan";
+    return NULL;
+}
+
+/* Appends f (NULL: nothing) to obj's metadata.finalizers unless it is there. */
+static void finalizer_add(json_t *obj, const char *f)
+{
+    if (!f || kobj_has_finalizer(obj, f))
+        return;
+    json_t *meta = kobj_ensure_object(obj, "metadata");
+    json_t *list = json_object_get(meta, "finalizers");
+    if (!json_is_array(list)) {
+        list = json_array();
+        json_object_set_new(meta, "finalizers", list);
+    }
+    json_array_append_new(list, json_string(f));
+}
+
 /* Graceful pod deletion: a bound pod is marked (deletionTimestamp = now + grace) and the
  * simulated kubelet removes it once its containers are "stopped" (after the shorter of the
  * grace period and --pod-ready-delay). grace < 0: the pod's terminationGracePeriodSeconds. */
 static bool pod_graceful(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
                          int64_t grace)
 {
-    if (t->crd || t->group[0] || !streq(t->plural, "pods") || !jstr(obj, "spec.nodeName"))
+    if (t->crd || t->group[0] || !streq(t->plural, "pods") || !kobj_path_str(obj, "spec.nodeName"))
         return false;
     if (grace < 0) {
-        json_t *g = jpath(obj, "spec.terminationGracePeriodSeconds");
+        json_t *g = kobj_path(obj, "spec.terminationGracePeriodSeconds");
         grace = json_is_integer(g) ? json_integer_value(g) : 30;
     }
     if (grace <= 0)
         return false;
     uint64_t now = ks_now(ks);
     json_t *n = json_deep_copy(obj);
-    json_t *meta = jensure(n, "metadata");
+    json_t *meta = kobj_ensure_object(n, "metadata");
     char ts[40];
     time_rfc3339(now + (uint64_t)grace * 1000, ts, sizeof(ts));
     json_object_set_new(meta, "deletionTimestamp", json_string(ts));
     json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(grace));
-    const char *add = NULL;
-    if (propagation && streq(propagation, "Foreground"))
-        add = "foregroundDeletion";
-    else if (propagation && streq(propagation, "Orphan"))
-        add = "orphan";
-    if (add && !ks_has_finalizer(n, add)) {
-        json_t *f = json_object_get(meta, "finalizers");
-        if (!json_is_array(f)) {
-            f = json_array();
-            json_object_set_new(meta, "finalizers", f);
-        }
-        json_array_append_new(f, json_string(add));
-    }
+    const char *add = propagation_finalizer(propagation);
+    finalizer_add(n, add);
     uint64_t kill = (uint64_t)grace * 1000;
     if (ks->opts.pod_ready_delay_ms < kill)
         kill = ks->opts.pod_ready_delay_ms;
-    const char *uid = jstr(obj, "metadata.uid");
+    const char *uid = kobj_uid(obj);
     if (uid)
         json_object_set_new(ks->pod_dying, uid, json_integer((json_int_t)(now + kill)));
     if (!ks->next_due || now + kill < ks->next_due)
@@ -369,10 +382,10 @@ static bool pod_graceful(struct ksim *ks, struct ks_type *t, json_t *obj, const 
 void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const char *propagation,
                          int64_t grace)
 {
-    if (jpath(obj, "metadata.deletionTimestamp")) {
+    if (kobj_path(obj, "metadata.deletionTimestamp")) {
         /* a forced (grace 0) delete of a terminating pod removes it now */
         if (grace == 0 && !t->crd && streq(t->plural, "pods") &&
-            json_array_size(jpath(obj, "metadata.finalizers")) == 0)
+            json_array_size(kobj_path(obj, "metadata.finalizers")) == 0)
             ks_remove(ks, t, obj);
         return;
     }
@@ -380,12 +393,8 @@ void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const 
         return;
     bool is_ns = !t->crd && streq(t->plural, "namespaces");
     bool is_crd = !t->crd && streq(t->plural, "customresourcedefinitions");
-    json_t *fin = jpath(obj, "metadata.finalizers");
-    const char *add = NULL;
-    if (propagation && streq(propagation, "Foreground"))
-        add = "foregroundDeletion";
-    else if (propagation && streq(propagation, "Orphan"))
-        add = "orphan";
+    json_t *fin = kobj_path(obj, "metadata.finalizers");
+    const char *add = propagation_finalizer(propagation);
     if (json_array_size(fin) == 0 && !add && !is_ns) {
         if (is_crd)
             crd_cleanup(ks, obj);
@@ -393,25 +402,18 @@ void ks_delete_obj_grace(struct ksim *ks, struct ks_type *t, json_t *obj, const 
         return;
     }
     json_t *n = json_deep_copy(obj);
-    json_t *meta = jensure(n, "metadata");
+    json_t *meta = kobj_ensure_object(n, "metadata");
     char now[40];
     ks_now_str(ks, now, sizeof(now));
     json_object_set_new(meta, "deletionTimestamp", json_string(now));
     json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
-    if (add && !ks_has_finalizer(n, add)) {
-        json_t *f = json_object_get(meta, "finalizers");
-        if (!json_is_array(f)) {
-            f = json_array();
-            json_object_set_new(meta, "finalizers", f);
-        }
-        json_array_append_new(f, json_string(add));
-    }
+    finalizer_add(n, add);
     if (t->has_generation)
         json_object_set_new(
             meta, "generation",
             json_integer(json_integer_value(json_object_get(meta, "generation")) + 1));
     if (is_ns)
-        json_object_set_new(jensure(n, "status"), "phase", json_string("Terminating"));
+        json_object_set_new(kobj_ensure_object(n, "status"), "phase", json_string("Terminating"));
     ks_commit(ks, t, n, KS_MODIFIED, obj);
 }
 
@@ -428,15 +430,15 @@ int ks_obj_delete(struct ksim *ks, struct ks_type *t, json_t *obj, const struct 
                      prop);
         return ks_invalid(st, t, ks_obj_name(obj), causes);
     }
-    if (o->uid && !streq_ptr(o->uid, jstr(obj, "metadata.uid")))
+    if (o->uid && !streq_ptr(o->uid, kobj_uid(obj)))
         return ks_status_set(st, 409, "Conflict", ks_status_details(t, ks_obj_name(obj)),
                              "Precondition failed: UID in precondition: %s, UID in object meta: %s",
-                             o->uid, jstr(obj, "metadata.uid") ?: "");
-    if (o->rv && !streq_ptr(o->rv, jstr(obj, "metadata.resourceVersion")))
+                             o->uid, kobj_uid(obj) ?: "");
+    if (o->rv && !streq_ptr(o->rv, kobj_resource_version(obj)))
         return ks_status_set(st, 409, "Conflict", ks_status_details(t, ks_obj_name(obj)),
                              "Precondition failed: ResourceVersion in precondition: %s, "
                              "ResourceVersion in object meta: %s",
-                             o->rv, jstr(obj, "metadata.resourceVersion") ?: "");
+                             o->rv, kobj_resource_version(obj) ?: "");
     ks_status_ok(st, 200, NULL);
     if (o->dry) {
         if (ret_obj)
@@ -445,7 +447,7 @@ int ks_obj_delete(struct ksim *ks, struct ks_type *t, json_t *obj, const struct 
     }
     _cleanup_free_ char *name = xstrdup(ks_obj_name(obj));
     _cleanup_free_ char *ns = xstrdup(ks_obj_ns(obj));
-    _cleanup_free_ char *uid = xstrdup(jstr(obj, "metadata.uid") ?: "");
+    _cleanup_free_ char *uid = xstrdup(kobj_uid(obj) ?: "");
     _cleanup_json_ json_t *keep = json_incref(obj);
     ks_delete_obj_grace(ks, t, obj, prop, o->grace);
     json_t *now = ks_get(t, ns, name);
@@ -475,9 +477,9 @@ json_t *ks_obj_scale_of(struct ks_type *t, json_t *obj)
     sbuf_init(&sel, 1u << 16);
     const char *k;
     json_t *v;
-    json_object_foreach (jpath(obj, "spec.selector.matchLabels"), k, v)
+    json_object_foreach (kobj_path(obj, "spec.selector.matchLabels"), k, v)
         sbuf_printf(&sel, "%s%s=%s", sel.len ? "," : "", k, json_string_value(v) ?: "");
-    json_t *rep = jpath(obj, "spec.replicas");
+    json_t *rep = kobj_path(obj, "spec.replicas");
     json_t *meta = json_object();
     const char *keep[] = {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"};
     for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
@@ -488,7 +490,7 @@ json_t *ks_obj_scale_of(struct ks_type *t, json_t *obj)
         json_pack("{s:s,s:s,s:o,s:{s:I},s:{s:I,s:s}}", "kind", "Scale", "apiVersion",
                   "autoscaling/v1", "metadata", meta, "spec", "replicas",
                   (json_int_t)(json_is_integer(rep) ? json_integer_value(rep) : 1), "status",
-                  "replicas", (json_int_t)json_integer_value(jpath(obj, "status.replicas")),
+                  "replicas", (json_int_t)json_integer_value(kobj_path(obj, "status.replicas")),
                   "selector", sel.data ? sel.data : "");
     sbuf_free(&sel);
     return sc;
@@ -497,9 +499,9 @@ json_t *ks_obj_scale_of(struct ks_type *t, json_t *obj)
 int ks_obj_scale_set(struct ksim *ks, struct ks_type *t, json_t *cur, json_t *want, bool dry,
                      json_t **ret_scale, struct ks_status *st)
 {
-    json_t *rep = jpath(want, "spec.replicas");
-    const char *rv = jstr(want, "metadata.resourceVersion");
-    if (rv && rv[0] && !streq_ptr(rv, jstr(cur, "metadata.resourceVersion")))
+    json_t *rep = kobj_path(want, "spec.replicas");
+    const char *rv = kobj_resource_version(want);
+    if (rv && rv[0] && !streq_ptr(rv, kobj_resource_version(cur)))
         return ks_conflict(st, t, ks_obj_name(cur));
     if (!json_is_integer(rep) || json_integer_value(rep) < 0) {
         json_t *causes = json_array();
@@ -508,7 +510,7 @@ int ks_obj_scale_set(struct ksim *ks, struct ks_type *t, json_t *cur, json_t *wa
         return ks_invalid(st, t, ks_obj_name(cur), causes);
     }
     json_t *n = json_deep_copy(cur);
-    json_object_set(jensure(n, "spec"), "replicas", rep);
+    json_object_set(kobj_ensure_object(n, "spec"), "replicas", rep);
     _cleanup_free_ char *ns = xstrdup(ks_obj_ns(cur));
     _cleanup_free_ char *name = xstrdup(ks_obj_name(cur));
     json_t *updated = NULL;
@@ -533,15 +535,15 @@ int ks_obj_bind(struct ksim *ks, struct ks_type *t, json_t *pod, const char *nod
         ks_add_cause(causes, "FieldValueRequired", "target.name", "Required value");
         return ks_invalid(st, t, name, causes);
     }
-    if (jstr(pod, "spec.nodeName"))
+    if (kobj_path_str(pod, "spec.nodeName"))
         return ks_status_set(st, 409, "Conflict", ks_status_details(t, name),
                              "pod %s is already assigned to node \"%s\"", name,
-                             jstr(pod, "spec.nodeName"));
+                             kobj_path_str(pod, "spec.nodeName"));
     json_t *bound = json_deep_copy(pod);
-    json_object_set_new(jensure(bound, "spec"), "nodeName", json_string(node));
+    json_object_set_new(kobj_ensure_object(bound, "spec"), "nodeName", json_string(node));
     char ts[40];
     ks_now_str(ks, ts, sizeof(ts));
-    json_object_set_new(jensure(bound, "status"), "conditions",
+    json_object_set_new(kobj_ensure_object(bound, "status"), "conditions",
                         json_pack("[{s:s,s:s,s:n,s:s}]", "type", "PodScheduled", "status", "True",
                                   "lastProbeTime", "lastTransitionTime", ts));
     ks_commit(ks, t, bound, KS_MODIFIED, pod);

@@ -158,8 +158,8 @@ static int pb_meta(const unsigned char *d, size_t n, json_t *meta)
                                              : "namespace",
                                     s);
         } else if (f == 11 || f == 12) {
-            if (pb_map_entry(data, len, false, jensure(meta, f == 11 ? "labels" : "annotations")) <
-                0)
+            if (pb_map_entry(data, len, false,
+                             kobj_ensure_object(meta, f == 11 ? "labels" : "annotations")) < 0)
                 return -1;
         } else if (f == 14) {
             json_t *fin = json_object_get(meta, "finalizers");
@@ -227,7 +227,7 @@ json_t *ks_pb_decode(const char *body, size_t blen, const char **ret_kind)
             const char *key = f == 2                     ? "data"
                               : streq(kind, "ConfigMap") ? "binaryData"
                                                          : "stringData";
-            if (pb_map_entry(data, len, bytes, jensure(obj, key)) < 0)
+            if (pb_map_entry(data, len, bytes, kobj_ensure_object(obj, key)) < 0)
                 r = -1;
         } else if (streq(kind, "Secret") && f == 3 && w == 2) {
             json_t *s = pb_string(data, len);

@@ -382,7 +382,7 @@ static const char *field_value(json_t *obj, const char *f, char *buf, size_t n)
 {
     if (streq(f, "source"))
         f = "source.component";
-    json_t *v = jpath(obj, f);
+    json_t *v = kobj_path(obj, f);
     if (json_is_string(v))
         return json_string_value(v);
     if (json_is_boolean(v))

@@ -124,7 +124,7 @@ int ks_invalid(struct ks_status *st, struct ks_type *t, const char *name, json_t
     if (json_array_size(causes) > 1)
         sbuf_puts(&b, "[");
     json_array_foreach (causes, i, c) {
-        sbuf_printf(&b, "%s%s: %s", i ? ", " : "", jstr(c, "field"), jstr(c, "message"));
+        sbuf_printf(&b, "%s%s: %s", i ? ", " : "", kobj_str(c, "field"), kobj_str(c, "message"));
     }
     if (json_array_size(causes) > 1)
         sbuf_puts(&b, "]");

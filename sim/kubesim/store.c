@@ -25,13 +25,13 @@ void ks_now_str(struct ksim *ks, char *buf, size_t n)
 
 const char *ks_obj_ns(json_t *obj)
 {
-    const char *s = jstr(obj, "metadata.namespace");
+    const char *s = kobj_namespace(obj);
     return s ? s : "";
 }
 
 const char *ks_obj_name(json_t *obj)
 {
-    const char *s = jstr(obj, "metadata.name");
+    const char *s = kobj_name(obj);
     return s ? s : "";
 }
 
@@ -50,7 +50,7 @@ void ks_set_rv(json_t *obj, uint64_t rv)
 {
     char b[32];
     snprintf(b, sizeof(b), "%" PRIu64, rv);
-    json_object_set_new(jensure(obj, "metadata"), "resourceVersion", json_string(b));
+    json_object_set_new(kobj_ensure_object(obj, "metadata"), "resourceVersion", json_string(b));
 }
 
 char *ks_new_uid(struct ksim *ks)
@@ -109,12 +109,12 @@ void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind,
     _cleanup_free_ char *key = ks_key(t->namespaced ? ks_obj_ns(obj) : "", ks_obj_name(obj));
     json_t *keep_old = old ? json_incref(old) : NULL; /* old may be the map's reference */
     json_object_set_new(t->objs, key, obj);
-    const char *uid = jstr(obj, "metadata.uid");
+    const char *uid = kobj_uid(obj);
     if (uid && kind == KS_ADDED) {
         json_t *ref = json_pack("[Is]", (json_int_t)(intptr_t)t, key);
         json_object_set_new(ks->uids, uid, ref);
     }
-    if (jpath(obj, "metadata.ownerReferences") || jpath(obj, "metadata.deletionTimestamp"))
+    if (kobj_path(obj, "metadata.ownerReferences") || kobj_path(obj, "metadata.deletionTimestamp"))
         ks->gc_dirty = true;
     ev_append(ks, t, kind, obj, keep_old);
     json_decref(keep_old);
@@ -126,7 +126,7 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
     json_t *last = json_deep_copy(obj);
     ks_set_rv(last, ks->rv);
     _cleanup_free_ char *key = ks_key(t->namespaced ? ks_obj_ns(obj) : "", ks_obj_name(obj));
-    const char *uid = jstr(last, "metadata.uid");
+    const char *uid = kobj_uid(last);
     if (uid)
         json_object_del(ks->uids, uid);
     json_object_del(t->objs, key); /* obj may be gone now */
@@ -135,22 +135,9 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
     json_decref(last);
 }
 
-static void cond_wait_ms(struct ksim *ks, uint64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&ks->changed, &ks->lock, &ts);
-}
-
 void ks_cond_wait(struct ksim *ks, uint64_t ms)
 {
-    cond_wait_ms(ks, ms);
+    cond_wait_deadline(&ks->changed, &ks->lock, deadline_after(ms));
 }
 
 void ks_store_compact(struct ksim *ks)
@@ -179,7 +166,7 @@ bool ks_obj_visible(json_t *obj, const char *ns, const struct ksim_selector *ls,
 {
     if (ns && !streq(ks_obj_ns(obj), ns))
         return false;
-    return ksim_selector_matches(ls, jpath(obj, "metadata.labels")) && ks_field_matches(fs, obj);
+    return ksim_selector_matches(ls, kobj_labels(obj)) && ks_field_matches(fs, obj);
 }
 
 /* Items in key order, filtered; a new array. Keys sorted so pagination is stable. */

@@ -36,7 +36,7 @@ static int64_t parse_ts(const char *s)
 
 static json_t *age_cell(struct ksim *ks, json_t *obj)
 {
-    const char *ts = jstr(obj, "metadata.creationTimestamp");
+    const char *ts = kobj_creation_timestamp(obj);
     if (!ts)
         return json_string("<unknown>");
     char buf[32];
@@ -52,19 +52,19 @@ static json_t *col(const char *name, const char *type, int prio)
 
 static json_t *int_cell(json_t *obj, const char *path)
 {
-    json_t *v = jpath(obj, path);
+    json_t *v = kobj_path(obj, path);
     return json_integer(json_is_integer(v) ? json_integer_value(v) : 0);
 }
 
 static json_t *str_or(json_t *obj, const char *path, const char *dflt)
 {
-    const char *s = jstr(obj, path);
+    const char *s = kobj_path_str(obj, path);
     return json_string(s && s[0] ? s : dflt);
 }
 
 static json_t *intstr_cell(json_t *obj, const char *path)
 {
-    json_t *v = jpath(obj, path);
+    json_t *v = kobj_path(obj, path);
     if (json_is_integer(v)) {
         char b[32];
         snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(v));
@@ -78,12 +78,12 @@ static json_t *node_status(json_t *node)
     const char *ready = "Unknown";
     size_t i;
     json_t *c;
-    json_array_foreach (jpath(node, "status.conditions"), i, c)
-        if (streq_ptr(jstr(c, "type"), "Ready"))
-            ready = streq_ptr(jstr(c, "status"), "True") ? "Ready" : "NotReady";
+    json_array_foreach (kobj_path(node, "status.conditions"), i, c)
+        if (streq_ptr(kobj_str(c, "type"), "Ready"))
+            ready = streq_ptr(kobj_str(c, "status"), "True") ? "Ready" : "NotReady";
     char buf[64];
     snprintf(buf, sizeof(buf), "%s%s", ready,
-             json_is_true(jpath(node, "spec.unschedulable")) ? ",SchedulingDisabled" : "");
+             json_is_true(kobj_path(node, "spec.unschedulable")) ? ",SchedulingDisabled" : "");
     return json_string(buf);
 }
 
@@ -93,7 +93,7 @@ static json_t *node_roles(json_t *node)
     sbuf_init(&b, 4096);
     const char *k;
     json_t *v;
-    json_object_foreach (jpath(node, "metadata.labels"), k, v) {
+    json_object_foreach (kobj_labels(node), k, v) {
         if (str_has_prefix(k, "node-role.kubernetes.io/") && k[24])
             sbuf_printf(&b, "%s%s", b.len ? "," : "", k + 24);
     }
@@ -104,9 +104,9 @@ static json_t *node_roles(json_t *node)
 
 static json_t *pod_ready_cell(json_t *pod)
 {
-    size_t total = json_array_size(jpath(pod, "spec.containers")), ready = 0, i;
+    size_t total = json_array_size(kobj_path(pod, "spec.containers")), ready = 0, i;
     json_t *c;
-    json_array_foreach (jpath(pod, "status.containerStatuses"), i, c)
+    json_array_foreach (kobj_path(pod, "status.containerStatuses"), i, c)
         if (json_is_true(json_object_get(c, "ready")))
             ready++;
     char buf[32];
@@ -116,7 +116,7 @@ static json_t *pod_ready_cell(json_t *pod)
 
 static json_t *pod_status_cell(json_t *pod)
 {
-    if (jpath(pod, "metadata.deletionTimestamp"))
+    if (kobj_path(pod, "metadata.deletionTimestamp"))
         return json_string("Terminating");
     return str_or(pod, "status.phase", "Pending");
 }
@@ -127,7 +127,7 @@ static json_t *node_selector_cell(json_t *ds)
     sbuf_init(&b, 4096);
     const char *k;
     json_t *v;
-    json_object_foreach (jpath(ds, "spec.template.spec.nodeSelector"), k, v)
+    json_object_foreach (kobj_path(ds, "spec.template.spec.nodeSelector"), k, v)
         sbuf_printf(&b, "%s%s=%s", b.len ? "," : "", k, json_string_value(v) ?: "");
     json_t *r = json_string(b.len ? b.data : "<none>");
     sbuf_free(&b);
@@ -139,7 +139,7 @@ static json_t *jsonpath_cell(json_t *obj, const char *jp)
 {
     if (!jp || jp[0] != '.')
         return json_null();
-    json_t *v = jpath(obj, jp + 1);
+    json_t *v = kobj_path(obj, jp + 1);
     if (!v)
         return json_null();
     return json_incref(v);
@@ -202,7 +202,7 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
         json_t *pc;
         json_array_foreach (t->printer_columns, i, pc) {
             json_t *p = json_object_get(pc, "priority");
-            C(jstr(pc, "name") ?: "", jstr(pc, "type") ?: "string",
+            C(kobj_str(pc, "name") ?: "", kobj_str(pc, "type") ?: "string",
               json_is_integer(p) ? (int)json_integer_value(p) : 0);
         }
     } else {
@@ -221,7 +221,7 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
             A(node_roles(o));
             A(age_cell(ks, o));
             A(str_or(o, "status.nodeInfo.kubeletVersion", ""));
-            json_t *addr = json_array_get(jpath(o, "status.addresses"), 0);
+            json_t *addr = json_array_get(kobj_path(o, "status.addresses"), 0);
             A(str_or(addr, "address", "<none>"));
             A(str_or(o, "status.nodeInfo.osImage", "<unknown>"));
         } else if (core && streq(kind, "Pod")) {
@@ -241,16 +241,16 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
             A(age_cell(ks, o));
         } else if (core && streq(kind, "Deployment")) {
             char b[48];
-            json_t *rep = jpath(o, "spec.replicas");
+            json_t *rep = kobj_path(o, "spec.replicas");
             snprintf(b, sizeof(b), "%lld/%lld",
-                     (long long)json_integer_value(jpath(o, "status.readyReplicas")),
+                     (long long)json_integer_value(kobj_path(o, "status.readyReplicas")),
                      (long long)(json_is_integer(rep) ? json_integer_value(rep) : 1));
             A(json_string(b));
             A(int_cell(o, "status.updatedReplicas"));
             A(int_cell(o, "status.availableReplicas"));
             A(age_cell(ks, o));
         } else if (core && streq(kind, "ReplicaSet")) {
-            json_t *rep = jpath(o, "spec.replicas");
+            json_t *rep = kobj_path(o, "spec.replicas");
             A(json_integer(json_is_integer(rep) ? json_integer_value(rep) : 1));
             A(int_cell(o, "status.replicas"));
             A(int_cell(o, "status.readyReplicas"));
@@ -275,8 +275,8 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
             /* only the declared columns; "date" columns print as ages, as the API server's
              * custom resource table convertor does */
             json_array_foreach (t->printer_columns, j, pc) {
-                json_t *cell = jsonpath_cell(o, jstr(pc, "jsonPath"));
-                if (streq_ptr(jstr(pc, "type"), "date") && json_is_string(cell)) {
+                json_t *cell = jsonpath_cell(o, kobj_str(pc, "jsonPath"));
+                if (streq_ptr(kobj_str(pc, "type"), "date") && json_is_string(cell)) {
                     char buf[32];
                     human_age((int64_t)(ks_now(ks) / 1000) - parse_ts(json_string_value(cell)), buf,
                               sizeof(buf));

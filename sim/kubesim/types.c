@@ -161,14 +161,14 @@ static void csv_from(char **dst, json_t *arr)
 /* Serves (or stops serving) the resources a CRD object declares. */
 void ks_types_serve_crd(struct ksim *ks, json_t *crd, bool serve)
 {
-    const char *g = jstr(crd, "spec.group");
-    const char *pl = jstr(crd, "spec.names.plural");
-    const char *kind = jstr(crd, "spec.names.kind");
+    const char *g = kobj_path_str(crd, "spec.group");
+    const char *pl = kobj_path_str(crd, "spec.names.plural");
+    const char *kind = kobj_path_str(crd, "spec.names.kind");
     if (!g || !pl || !kind)
         return;
-    const char *singular = jstr(crd, "spec.names.singular");
+    const char *singular = kobj_path_str(crd, "spec.names.singular");
     _cleanup_free_ char *sing = singular ? xstrdup(singular) : ks_lower_dup(kind);
-    bool namespaced = streq_ptr(jstr(crd, "spec.scope"), "Namespaced");
+    bool namespaced = streq_ptr(kobj_path_str(crd, "spec.scope"), "Namespaced");
     for (struct ks_type *t = ks->types; t; t = t->next) {
         if (t->crd && streq(t->group, g) && streq(t->plural, pl))
             t->served = false;
@@ -177,8 +177,8 @@ void ks_types_serve_crd(struct ksim *ks, json_t *crd, bool serve)
         return;
     size_t i;
     json_t *v;
-    json_array_foreach (jpath(crd, "spec.versions"), i, v) {
-        const char *ver = jstr(v, "name");
+    json_array_foreach (kobj_path(crd, "spec.versions"), i, v) {
+        const char *ver = kobj_str(v, "name");
         if (!ver || json_is_false(json_object_get(v, "served")))
             continue;
         struct ks_type *t = NULL;
@@ -196,9 +196,9 @@ void ks_types_serve_crd(struct ksim *ks, json_t *crd, bool serve)
         free(t->singular);
         t->singular = xstrdup(sing);
         t->has_generation = true;
-        t->has_status = json_is_object(jpath(v, "subresources.status"));
-        csv_from(&t->short_names, jpath(crd, "spec.names.shortNames"));
-        csv_from(&t->categories, jpath(crd, "spec.names.categories"));
+        t->has_status = json_is_object(kobj_path(v, "subresources.status"));
+        csv_from(&t->short_names, kobj_path(crd, "spec.names.shortNames"));
+        csv_from(&t->categories, kobj_path(crd, "spec.names.categories"));
         json_decref(t->printer_columns);
         json_t *pc = json_object_get(v, "additionalPrinterColumns");
         t->printer_columns = json_array_size(pc) ? json_incref(pc) : NULL;

@@ -79,7 +79,7 @@ void ks_validate_labels(json_t *obj, json_t *causes)
 {
     const char *k;
     json_t *v;
-    json_object_foreach (jpath(obj, "metadata.labels"), k, v) {
+    json_object_foreach (kobj_path(obj, "metadata.labels"), k, v) {
         _cleanup_free_ char *sel = NULL;
         if (!json_is_string(v)) {
             ks_add_cause(causes, "FieldValueInvalid", "metadata.labels",
@@ -108,14 +108,14 @@ void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *c
         validate_values(t, obj, causes);
     if (t->crd || t->group[0] == '\0') {
         if (!t->crd && streq(t->plural, "pods") &&
-            json_array_size(jpath(obj, "spec.containers")) == 0)
+            json_array_size(kobj_path(obj, "spec.containers")) == 0)
             ks_add_cause(causes, "FieldValueRequired", "spec.containers", "Required value");
         return;
     }
     if (streq(t->group, "apps") &&
         (streq(t->plural, "daemonsets") || streq(t->plural, "deployments") ||
          streq(t->plural, "replicasets"))) {
-        json_t *sel = jpath(obj, "spec.selector");
+        json_t *sel = kobj_path(obj, "spec.selector");
         if (!json_is_object(sel)) {
             ks_add_cause(causes, "FieldValueRequired", "spec.selector", "Required value");
             return;
@@ -131,18 +131,18 @@ void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *c
         if (s->n == 0)
             ks_add_cause(causes, "FieldValueInvalid", "spec.selector",
                          "Invalid value: {}: empty selector is invalid for deployment");
-        else if (!ksim_selector_matches(s, jpath(obj, "spec.template.metadata.labels")))
+        else if (!ksim_selector_matches(s, kobj_path(obj, "spec.template.metadata.labels")))
             ks_add_cause(causes, "FieldValueInvalid", "spec.template.metadata.labels",
                          "Invalid value: map[]: `selector` does not match template `labels`");
-        if (json_array_size(jpath(obj, "spec.template.spec.containers")) == 0)
+        if (json_array_size(kobj_path(obj, "spec.template.spec.containers")) == 0)
             ks_add_cause(causes, "FieldValueRequired", "spec.template.spec.containers",
                          "Required value");
     }
     if (streq(t->plural, "customresourcedefinitions")) {
-        const char *g = jstr(obj, "spec.group");
-        const char *pl = jstr(obj, "spec.names.plural");
-        const char *kind = jstr(obj, "spec.names.kind");
-        const char *scope = jstr(obj, "spec.scope");
+        const char *g = kobj_path_str(obj, "spec.group");
+        const char *pl = kobj_path_str(obj, "spec.names.plural");
+        const char *kind = kobj_path_str(obj, "spec.names.kind");
+        const char *scope = kobj_path_str(obj, "spec.scope");
         if (!g || !pl || !kind) {
             ks_add_cause(causes, "FieldValueRequired", "spec",
                          "spec.group, spec.names.plural and "
@@ -158,7 +158,7 @@ void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *c
             ks_add_cause(causes, "FieldValueNotSupported", "spec.scope",
                          "Unsupported value: \"%s\": supported values: \"Cluster\", \"Namespaced\"",
                          scope ? scope : "");
-        if (json_array_size(jpath(obj, "spec.versions")) == 0)
+        if (json_array_size(kobj_path(obj, "spec.versions")) == 0)
             ks_add_cause(causes, "FieldValueRequired", "spec.versions", "Required value");
     }
 }
@@ -188,8 +188,8 @@ void ks_validate_immutable(struct ks_type *t, json_t *old, json_t *res, json_t *
     const char *p = t->plural;
     if (streq(t->group, "apps") && (streq(p, "daemonsets") || streq(p, "deployments") ||
                                     streq(p, "replicasets") || streq(p, "statefulsets"))) {
-        if (!json_equal(jpath(old, "spec.selector"), jpath(res, "spec.selector"))) {
-            char *v = json_dumps(jpath(res, "spec.selector"), JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!json_equal(kobj_path(old, "spec.selector"), kobj_path(res, "spec.selector"))) {
+            char *v = json_dumps(kobj_path(res, "spec.selector"), JSON_COMPACT | JSON_ENCODE_ANY);
             ks_add_cause(causes, "FieldValueInvalid", "spec.selector",
                          "Invalid value: %s: field is immutable", v ? v : "null");
             free(v);
@@ -224,13 +224,14 @@ void ks_validate_immutable(struct ks_type *t, json_t *old, json_t *res, json_t *
                              "Forbidden: field is immutable when `immutable` is set");
     } else if (streq(p, "services")) {
         /* an update without a clusterIP keeps the allocated one, as the API server does */
-        json_t *spec = jensure(res, "spec");
-        if (!json_object_get(spec, "clusterIP") && jpath(old, "spec.clusterIP")) {
-            json_object_set(spec, "clusterIP", jpath(old, "spec.clusterIP"));
-            if (jpath(old, "spec.clusterIPs"))
-                json_object_set(spec, "clusterIPs", jpath(old, "spec.clusterIPs"));
+        json_t *spec = kobj_ensure_object(res, "spec");
+        if (!json_object_get(spec, "clusterIP") && kobj_path(old, "spec.clusterIP")) {
+            json_object_set(spec, "clusterIP", kobj_path(old, "spec.clusterIP"));
+            if (kobj_path(old, "spec.clusterIPs"))
+                json_object_set(spec, "clusterIPs", kobj_path(old, "spec.clusterIPs"));
         }
-        const char *a = jstr(old, "spec.clusterIP"), *b = jstr(res, "spec.clusterIP");
+        const char *a = kobj_path_str(old, "spec.clusterIP"),
+                   *b = kobj_path_str(res, "spec.clusterIP");
         if (a && !streq_ptr(a, b))
             ks_add_cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]",
                          "Invalid value: \"%s\": field is immutable", b ? b : "");
@@ -432,7 +433,7 @@ static void quantities(struct decode *d, json_t *podspec, const char *path, json
             for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
                 const char *res;
                 json_t *q;
-                json_object_foreach (jpath(json_object_get(c, "resources"), kinds[k]), res, q) {
+                json_object_foreach (kobj_path(json_object_get(c, "resources"), kinds[k]), res, q) {
                     _cleanup_free_ char *s = quantity_text(q);
                     bool neg = false;
                     if (!s || !quantity_parse(s, &neg)) {
@@ -482,15 +483,15 @@ int ks_decode_check(struct ks_type *t, json_t *obj, struct ks_status *st)
     if (is_workload(t) && !streq(t->plural, "daemonsets")) {
         char field[64];
         snprintf(field, sizeof(field), "%sSpec.spec.replicas", t->kind);
-        decode_int32(&d, jpath(obj, "spec.replicas"), field);
+        decode_int32(&d, kobj_path(obj, "spec.replicas"), field);
     }
     for (size_t i = 0; i < ARRAY_SIZE(intstr_fields); i++)
         if (streq(t->group, intstr_fields[i].group) && streq(t->plural, intstr_fields[i].plural))
-            decode_intstr(&d, jpath(obj, intstr_fields[i].path));
+            decode_intstr(&d, kobj_path(obj, intstr_fields[i].path));
     if (!t->group[0] && streq(t->plural, "pods"))
         quantities(&d, json_object_get(obj, "spec"), "spec", NULL);
     else if (is_workload(t))
-        quantities(&d, jpath(obj, "spec.template.spec"), "spec.template.spec", NULL);
+        quantities(&d, kobj_path(obj, "spec.template.spec"), "spec.template.spec", NULL);
     return d.r;
 }
 
@@ -500,7 +501,7 @@ static void validate_values(struct ks_type *t, json_t *obj, json_t *causes)
     struct ks_status ignore = {0};
     struct decode d = {.t = t, .st = &ignore};
     if (is_workload(t) && !streq(t->plural, "daemonsets")) {
-        json_t *r = jpath(obj, "spec.replicas");
+        json_t *r = kobj_path(obj, "spec.replicas");
         if (json_is_integer(r) && json_integer_value(r) < 0)
             ks_add_cause(causes, "FieldValueInvalid", "spec.replicas",
                          "Invalid value: %lld: must be greater than or equal to 0",
@@ -509,7 +510,7 @@ static void validate_values(struct ks_type *t, json_t *obj, json_t *causes)
     for (size_t i = 0; i < ARRAY_SIZE(intstr_fields); i++) {
         if (!streq(t->group, intstr_fields[i].group) || !streq(t->plural, intstr_fields[i].plural))
             continue;
-        json_t *v = jpath(obj, intstr_fields[i].path);
+        json_t *v = kobj_path(obj, intstr_fields[i].path);
         if (json_is_integer(v) && json_integer_value(v) < 0)
             ks_add_cause(causes, "FieldValueInvalid", intstr_fields[i].path,
                          "Invalid value: %lld: must be greater than or equal to 0",
@@ -530,6 +531,6 @@ static void validate_values(struct ks_type *t, json_t *obj, json_t *causes)
     if (!t->group[0] && streq(t->plural, "pods"))
         quantities(&d, json_object_get(obj, "spec"), "spec", causes);
     else if (is_workload(t))
-        quantities(&d, jpath(obj, "spec.template.spec"), "spec.template.spec", causes);
+        quantities(&d, kobj_path(obj, "spec.template.spec"), "spec.template.spec", causes);
     ks_status_clear(&ignore);
 }

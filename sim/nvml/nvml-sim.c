@@ -2136,7 +2136,7 @@ static nvmlReturn_t next_event(nvmlEventSet_t set, nvmlEventData_t *data, bool *
 
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
-    uint64_t deadline = now_ms_mono() + timeoutms;
+    uint64_t deadline = deadline_after(timeoutms);
     for (;;) {
         int fd = -1;
         {
@@ -2157,10 +2157,9 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
                 return r;
             fd = set->inotify_fd;
         }
-        uint64_t now = now_ms_mono();
-        if (now >= deadline)
+        uint64_t left = deadline_left_ms(deadline);
+        if (left == 0)
             return NVML_ERROR_TIMEOUT;
-        uint64_t left = deadline - now;
         /* inotify wakes us at once; the short cap keeps a missed notification harmless */
         int wait_ms = (int)(left < 50 ? left : 50);
         struct pollfd pfd = {.fd = fd, .events = POLLIN};

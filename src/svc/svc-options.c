@@ -117,6 +117,14 @@ static int set_value(const struct svc_option *o, void *state, const char *v, con
         *(int *)dst = k;
         break;
     }
+    case SVC_STRINGS: {
+        struct svc_strings *l = dst;
+        size_t max = o->max && o->max < SVC_STRINGS_MAX ? (size_t)o->max : SVC_STRINGS_MAX;
+        if (l->n >= max)
+            return err_set(e, -E2BIG, "%s: at most %zu of them", src, max);
+        l->v[l->n++] = v;
+        break;
+    }
     case SVC_END:
         return err_set(e, -EINVAL, "%s: option without a kind", src);
     }
@@ -154,8 +162,10 @@ static const struct svc_option *find_short(const struct svc_component *c, char c
     return NULL;
 }
 
-int svc_parse_argv(const struct svc_component *c, int argc, char **argv, const char **cli,
-                   const char **args, size_t *n_args, struct err *e)
+static void flag_source(const struct svc_option *o, const char *v, char *buf, size_t n);
+
+int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **argv,
+                   const char **cli, const char **args, size_t *n_args, struct err *e)
 {
     *n_args = 0;
     for (int a = 1; a < argc; a++) {
@@ -201,6 +211,14 @@ int svc_parse_argv(const struct svc_component *c, int argc, char **argv, const c
                                o->flag ? o->flag : (char[]){o->short_flag, 0});
             val = argv[++a];
         }
+        if (o->kind == SVC_STRINGS) {
+            char src[256];
+            flag_source(o, val, src, sizeof(src));
+            int r = set_value(o, state, val, src, e);
+            if (r < 0)
+                return r;
+            continue;
+        }
         cli[i] = val;
     }
     return 0;
@@ -225,7 +243,7 @@ int svc_resolve_state(const struct svc_component *c, void *state, const char *co
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n; i++) {
             const struct svc_option *o = svc_option_at(c, i);
-            if (o->field)
+            if (o->field || o->kind == SVC_STRINGS)
                 continue;
             const char *v = pass == 0 ? (o->env ? env_get(o->env) : NULL) : cli[i];
             if (!v)
@@ -302,15 +320,15 @@ int svc_parse(const struct svc_component *c, void *state, int argc, char **argv,
     _cleanup_free_ const char **cli = xcalloc(n + 1, sizeof(char *));
     _cleanup_free_ const char **args = xcalloc(c->max_args + 1, sizeof(char *));
     size_t n_args = 0;
-    int r = svc_parse_argv(c, argc, argv, cli, args, &n_args, e);
+    if (c->defaults)
+        c->defaults(state);
+    int r = svc_parse_argv(c, state, argc, argv, cli, args, &n_args, e);
     if (r == 1) {
         svc_usage(c, out ? out : stdout);
         return 1;
     }
     if (r < 0)
         return r;
-    if (c->defaults)
-        c->defaults(state);
     r = svc_resolve_state(c, state, cli, e);
     if (r < 0)
         return r;
@@ -323,6 +341,7 @@ static const char *default_metavar(enum svc_kind k)
 {
     switch (k) {
     case SVC_STRING:
+    case SVC_STRINGS:
         return "VALUE";
     case SVC_CONFIG_FILE:
         return "PATH";

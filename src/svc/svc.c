@@ -261,7 +261,7 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
     s.args = xcalloc(c->max_args + 1, sizeof(char *));
     int code = 2;
 
-    int r = svc_parse_argv(c, argc, argv, s.cli, s.args, &s.n_args, &e);
+    int r = svc_parse_argv(c, s.state, argc, argv, s.cli, s.args, &s.n_args, &e);
     if (r == 1) {
         svc_usage(c, stdout);
         code = fflush(stdout) == 0 ? 0 : 1;

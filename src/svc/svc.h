@@ -85,6 +85,15 @@ enum svc_kind {
     SVC_DURATION,    /* uint64_t milliseconds: 250ms, 30s, 5m, 1h30m; "infinite" = UINT64_MAX */
     SVC_ENUM,        /* int: index into choices */
     SVC_CONFIG_FILE, /* const char *: the config file the layer loads (flag > env) */
+    SVC_STRINGS,     /* struct svc_strings: a repeatable flag, every occurrence in argv order;
+                        flags only (env is not read); more than max (0: SVC_STRINGS_MAX) is bad
+                        input; check runs after each occurrence, on the whole list */
+};
+
+#define SVC_STRINGS_MAX 64
+struct svc_strings {
+    const char *v[SVC_STRINGS_MAX]; /* point into argv */
+    size_t n;
 };
 
 struct svc_option {

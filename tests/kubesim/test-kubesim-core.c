@@ -1319,6 +1319,24 @@ static void test_hostile_requests(void **state)
     ksim_free(ks);
 }
 
+/* The core's metrics as Prometheus text; a buffer too small is an error, not a cut page. */
+static void test_metrics_text(void **state)
+{
+    (void)state;
+    _cleanup_(ksim_freep) struct ksim *ks = new_sim();
+    _cleanup_sbuf_ struct sbuf out;
+    sbuf_init(&out, 1u << 20);
+    assert_int_equal(ksim_metrics(ks, &out), 0);
+    assert_non_null(strstr(out.data, "# HELP kubesim_watches_active Watch streams open now.\n"
+                                     "# TYPE kubesim_watches_active gauge\n"
+                                     "kubesim_watches_active 0\n"));
+    assert_non_null(strstr(out.data, "# TYPE kubesim_objects gauge\n"));
+    assert_non_null(strstr(out.data, "kubesim_objects{resource=\"namespaces\"} 4\n"));
+    _cleanup_sbuf_ struct sbuf small;
+    sbuf_init(&small, 64);
+    assert_int_equal(ksim_metrics(ks, &small), -ENOBUFS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1341,6 +1359,7 @@ int main(void)
         cmocka_unit_test(test_crd_lifecycle),
         cmocka_unit_test(test_protobuf_bodies),
         cmocka_unit_test(test_hostile_requests),
+        cmocka_unit_test(test_metrics_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,6 +138,20 @@ time.sleep(120)' "$tmp/dp/kubelet.sock" &
     kill "$hole" 2>/dev/null
     wait "$hole" 2>/dev/null
 fi
+# kubesim (build/kubesim, on svc too): SIGHUP logged and ignored; TERM, INT, QUIT exit 0.
+kubesim=${GPUOP_BUILD_ROOT:-}/kubesim
+if [ -x "$kubesim" ]; then
+    saved=$gpuop gpuop=$kubesim
+    if start kubesim "serving" --nodes 2; then
+        hup kubesim "SIGHUP ignored" && stop kubesim TERM
+    fi
+    for sig in INT QUIT; do
+        if start kubesim "serving" --nodes 2; then stop kubesim "$sig"; fi
+    done
+    gpuop=$saved
+else
+    echo "note: no kubesim at $kubesim: its signals not checked"
+fi
 [ ! -e "$tmp/labels" ] || fail "feature-discovery: the labels outlived the process"
 [ "$failures" = 0 ] || exit 1
 echo "all ok"

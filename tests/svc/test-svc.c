@@ -131,6 +131,63 @@ static int parse(const struct svc_component *c, struct opts *o, struct err *e, .
     return r;
 }
 
+/* A repeatable flag: every occurrence in order, env not read, a bounded count. */
+struct list_opts {
+    struct svc_strings loads;
+    const char *name;
+};
+
+static const struct svc_option list_options[] = {
+    {.flag = "load",
+     .env = "T_LOAD",
+     .kind = SVC_STRINGS,
+     .max = 3,
+     .off = offsetof(struct list_opts, loads),
+     .metavar = "FILE",
+     .help = "repeatable"},
+    {.flag = "name", .kind = SVC_STRING, .off = offsetof(struct list_opts, name), .help = "a name"},
+    {0},
+};
+
+static const struct svc_component list_component = {
+    .name = "list",
+    .options = {list_options},
+    .state_size = sizeof(struct list_opts),
+};
+
+static int parse_list(struct list_opts *o, struct err *e, int argc, char **argv)
+{
+    memset(o, 0, sizeof(*o));
+    err_clear(e);
+    FILE *devnull = fopen("/dev/null", "w");
+    int r = svc_parse(&list_component, o, argc, argv, devnull, e);
+    fclose(devnull);
+    return r;
+}
+
+static void test_repeatable(void **state)
+{
+    (void)state;
+    struct list_opts o;
+    struct err e = {0};
+    setenv("T_LOAD", "from-env", 1);
+    assert_int_equal(parse_list(&o, &e, 1, (char *[]){"list", NULL}), 0);
+    assert_int_equal(o.loads.n, 0);
+    assert_int_equal(
+        parse_list(&o, &e, 5, (char *[]){"list", "--load", "a", "--name=x", "--load=b", NULL}), 0);
+    assert_int_equal(o.loads.n, 2);
+    assert_string_equal(o.loads.v[0], "a");
+    assert_string_equal(o.loads.v[1], "b");
+    assert_string_equal(o.name, "x");
+    assert_int_equal(
+        parse_list(&o, &e, 5,
+                   (char *[]){"list", "--load=a", "--load=b", "--load=c", "--load=d", NULL}),
+        -E2BIG);
+    assert_string_equal(err_msg(&e), "--load \"d\": at most 3 of them");
+    assert_int_equal(parse_list(&o, &e, 2, (char *[]){"list", "--load", NULL}), -EINVAL);
+    unsetenv("T_LOAD");
+}
+
 static void test_precedence(void **state)
 {
     (void)state;
@@ -608,6 +665,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_precedence),
+        cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_errors_table),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_layer_precedence),

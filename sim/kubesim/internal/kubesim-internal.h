@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "kobj.h"
 #include "kubesim.h"
 #include "yamlcfg.h"
 
@@ -106,14 +107,10 @@ struct ksim {
     bool more_work;        /* a controller stopped at its budget: reconcile again soon */
 };
 
-/* ---- helpers.c: JSON accessors and pure predicates over objects ---------------------------- */
+/* ---- helpers.c: pure predicates over objects (JSON paths and metadata: kobj.h) ------------- */
 
-json_t *jpath(json_t *v, const char *dotted); /* "metadata.labels" */
-const char *jstr(json_t *v, const char *dotted);
-json_t *jensure(json_t *v, const char *key); /* child object, created when missing */
 char *ks_lower_dup(const char *s);
 bool ks_is_deleting(json_t *obj);
-bool ks_has_finalizer(json_t *obj, const char *f);
 bool ks_pod_ready(json_t *pod);
 /* An int-or-string ("25%") against total; dflt when v is neither. */
 int64_t ks_intstr_scaled(json_t *v, int64_t total, bool round_up, int64_t dflt);
@@ -139,6 +136,7 @@ void ks_types_serve_crd(struct ksim *ks, json_t *crd, bool serve);
 
 uint64_t ks_now(struct ksim *ks);
 void ks_now_str(struct ksim *ks, char *buf, size_t n);
+/* kobj_namespace / kobj_name, "" when absent (store keys, messages). */
 const char *ks_obj_ns(json_t *obj);
 const char *ks_obj_name(json_t *obj);
 char *ks_key(const char *ns, const char *name);

@@ -7,10 +7,11 @@
 
 size_t svc_n_options(const struct svc_component *c);
 const struct svc_option *svc_option_at(const struct svc_component *c, size_t i);
-/* argv into cli[i] (one slot per option, last occurrence wins) and args (at most c->max_args,
- * *n_args counts them): 0, 1 for --help, or -EINVAL. */
-int svc_parse_argv(const struct svc_component *c, int argc, char **argv, const char **cli,
-                   const char **args, size_t *n_args, struct err *e);
+/* argv into cli[i] (one slot per option, last occurrence wins), SVC_STRINGS options straight
+ * into state (every occurrence), and args (at most c->max_args, *n_args counts them): 0, 1 for
+ * --help, or -EINVAL. */
+int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **argv,
+                   const char **cli, const char **args, size_t *n_args, struct err *e);
 /* Options that land in state: env (table order), then flags. */
 int svc_resolve_state(const struct svc_component *c, void *state, const char *const *cli,
                       struct err *e);
