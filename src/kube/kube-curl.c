@@ -41,6 +41,13 @@ static void load(void)
     LOAD(easy_strerror, "curl_easy_strerror");
     LOAD(slist_append, "curl_slist_append");
     LOAD(slist_free_all, "curl_slist_free_all");
+    LOAD(multi_init, "curl_multi_init");
+    LOAD(multi_cleanup, "curl_multi_cleanup");
+    LOAD(multi_add_handle, "curl_multi_add_handle");
+    LOAD(multi_remove_handle, "curl_multi_remove_handle");
+    LOAD(multi_perform, "curl_multi_perform");
+    LOAD(multi_poll, "curl_multi_poll");
+    LOAD(multi_info_read, "curl_multi_info_read");
 #undef LOAD
     if (load_error[0])
         return; /* the library stays loaded; nothing of it is used */

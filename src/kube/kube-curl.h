@@ -25,6 +25,14 @@ struct kube_curl {
     const char *(*easy_strerror)(CURLcode cc);
     struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
     void (*slist_free_all)(struct curl_slist *l);
+    CURLM *(*multi_init)(void);
+    CURLMcode (*multi_cleanup)(CURLM *m);
+    CURLMcode (*multi_add_handle)(CURLM *m, CURL *h);
+    CURLMcode (*multi_remove_handle)(CURLM *m, CURL *h);
+    CURLMcode (*multi_perform)(CURLM *m, int *running);
+    CURLMcode (*multi_poll)(CURLM *m, struct curl_waitfd *extra, unsigned n, int timeout_ms,
+                            int *ret);
+    CURLMsg *(*multi_info_read)(CURLM *m, int *msgs_in_queue);
 };
 
 /* Loads libcurl and runs curl_global_init, once per process (thread-safe). -ELIBACC with a

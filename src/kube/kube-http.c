@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP transport: libcurl handles (pooled, so connections are reused), TLS, bearer tokens
  * (re-read on rotation), the rate limiter and retries. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -18,11 +19,17 @@
 #define curl_easy_cleanup   (kube_curl()->easy_cleanup)
 #define curl_easy_reset     (kube_curl()->easy_reset)
 #define curl_easy_setopt    (kube_curl()->easy_setopt)
-#define curl_easy_perform   (kube_curl()->easy_perform)
 #define curl_easy_getinfo   (kube_curl()->easy_getinfo)
 #define curl_easy_strerror  (kube_curl()->easy_strerror)
 #define curl_slist_append   (kube_curl()->slist_append)
 #define curl_slist_free_all (kube_curl()->slist_free_all)
+#define curl_multi_init     (kube_curl()->multi_init)
+#define curl_multi_cleanup  (kube_curl()->multi_cleanup)
+#define curl_multi_add      (kube_curl()->multi_add_handle)
+#define curl_multi_remove   (kube_curl()->multi_remove_handle)
+#define curl_multi_perform  (kube_curl()->multi_perform)
+#define curl_multi_poll     (kube_curl()->multi_poll)
+#define curl_multi_info     (kube_curl()->multi_info_read)
 
 #define POOL_MAX       16
 #define TOKEN_FILE_MAX (64u << 10)
@@ -41,7 +48,10 @@ struct kube_client {
     char *user_agent;
 
     pthread_mutex_t lock; /* pool, limiter, token */
-    CURL *pool[POOL_MAX];
+    struct kube_handle {
+        CURL *h;
+        CURLM *m; /* each transfer runs on its own multi, which keeps the connections */
+    } pool[POOL_MAX];
     unsigned npool;
     struct kube_ratelimit rl;
     char *token; /* current bearer token (static or from token_file) */
@@ -133,6 +143,8 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
         opt.backoff_max_ms = 10000;
     if (opt.timeout_ms == 0)
         opt.timeout_ms = 30000;
+    if (opt.call_timeout_ms == 0)
+        opt.call_timeout_ms = 120000;
     if (opt.max_response == 0)
         opt.max_response = 64u << 20;
     if (opt.max_watch_line == 0)
@@ -181,8 +193,10 @@ void kube_client_free(struct kube_client *c)
 {
     if (!c)
         return;
-    for (unsigned i = 0; i < c->npool; i++)
-        curl_easy_cleanup(c->pool[i]);
+    for (unsigned i = 0; i < c->npool; i++) {
+        curl_multi_cleanup(c->pool[i].m);
+        curl_easy_cleanup(c->pool[i].h);
+    }
     token_free(c->token);
     kube_conn_clear(&c->conn);
     free(c->user_agent);
@@ -190,46 +204,119 @@ void kube_client_free(struct kube_client *c)
     free(c);
 }
 
-static CURL *handle_get(struct kube_client *c)
+/* A handle from the pool (its connections kept), or a new one; h NULL when out of memory. */
+static struct kube_handle handle_get(struct kube_client *c)
 {
-    CURL *h = NULL;
+    struct kube_handle hd = {0};
     pthread_mutex_lock(&c->lock);
     if (c->npool > 0)
-        h = c->pool[--c->npool];
+        hd = c->pool[--c->npool];
     pthread_mutex_unlock(&c->lock);
-    if (!h)
-        h = curl_easy_init();
-    else
-        curl_easy_reset(h); /* keeps its live connections */
-    return h;
+    if (hd.h) {
+        curl_easy_reset(hd.h); /* its multi keeps the live connections */
+        return hd;
+    }
+    hd.h = curl_easy_init();
+    hd.m = curl_multi_init();
+    if (!hd.h || !hd.m) {
+        if (hd.m)
+            curl_multi_cleanup(hd.m);
+        if (hd.h)
+            curl_easy_cleanup(hd.h);
+        return (struct kube_handle){0};
+    }
+    return hd;
 }
 
-static void handle_put(struct kube_client *c, CURL *h)
+static void handle_put(struct kube_client *c, struct kube_handle hd)
 {
     pthread_mutex_lock(&c->lock);
-    if (c->npool < POOL_MAX) {
-        c->pool[c->npool++] = h;
-        h = NULL;
-    }
+    bool kept = c->npool < POOL_MAX;
+    if (kept)
+        c->pool[c->npool++] = hd;
     pthread_mutex_unlock(&c->lock);
-    if (h)
-        curl_easy_cleanup(h);
+    if (!kept) {
+        curl_multi_cleanup(hd.m);
+        curl_easy_cleanup(hd.h);
+    }
 }
 
-static void sleep_ms(uint64_t ms)
+/* ---- the limits of one call ---------------------------------------------------------------- */
+
+static __thread struct kube_call call_ctx;
+
+void kube_call_begin(const struct kube_call *call)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
+    call_ctx = *call;
 }
 
-static void ratelimit_wait(struct kube_client *c)
+void kube_call_end(void)
+{
+    call_ctx = (struct kube_call){0};
+}
+
+/* What ends one call early: its deadline, the calling thread's stop flag, the client's token. */
+struct call_limits {
+    uint64_t deadline;
+    const volatile int *flag;
+    struct stop_token *token;
+};
+
+static struct call_limits call_limits(const struct kube_client *c, bool watch)
+{
+    struct call_limits l = {.deadline = call_ctx.deadline, .flag = call_ctx.stop};
+    if (!l.deadline)
+        l.deadline = watch ? DEADLINE_NEVER : deadline_after(c->opt.call_timeout_ms);
+    l.token = call_ctx.detached ? NULL : c->opt.stop;
+    return l;
+}
+
+static bool call_stopped(const struct call_limits *l)
+{
+    return (l->flag && *l->flag) || (l->token && stop_requested(l->token));
+}
+
+/* Sleeps up to ms, and never past the call's deadline; false when the call was stopped. The
+ * client's token wakes it at once; a thread's own flag is looked at every 50 ms. */
+static bool call_nap(const struct call_limits *l, uint64_t ms)
+{
+    uint64_t end = deadline_after(ms);
+    if (end > l->deadline)
+        end = l->deadline;
+    for (;;) {
+        if (call_stopped(l))
+            return false;
+        uint64_t left = deadline_left_ms(end);
+        if (left == 0)
+            return true;
+        if (l->flag && left > 50)
+            left = 50;
+        if (l->token) {
+            stop_wait(l->token, left);
+        } else {
+            struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* A libcurl timeout from what is left of the call (at least 1 ms: 0 would mean none). */
+static long curl_ms(uint64_t limit_ms, const struct call_limits *l)
+{
+    uint64_t left = deadline_left_ms(l->deadline);
+    if (left < limit_ms)
+        limit_ms = left;
+    if (limit_ms == 0)
+        limit_ms = 1;
+    return limit_ms > LONG_MAX ? LONG_MAX : (long)limit_ms;
+}
+
+static bool ratelimit_wait(struct kube_client *c, const struct call_limits *l)
 {
     pthread_mutex_lock(&c->lock);
     uint64_t wait = kube_ratelimit_reserve(&c->rl, now_us_mono());
     pthread_mutex_unlock(&c->lock);
-    if (wait)
-        sleep_ms((wait + 999) / 1000);
+    return wait == 0 || call_nap(l, (wait + 999) / 1000);
 }
 
 struct xfer {
@@ -241,6 +328,7 @@ struct xfer {
     int parse_rc;
     struct err *perr;
     const volatile int *stop;
+    const struct call_limits *limits;
 };
 
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)
@@ -288,7 +376,7 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     (void)ut;
     (void)un;
     struct xfer *x = ud;
-    return x->stop && *x->stop ? 1 : 0;
+    return (x->stop && *x->stop) || (x->limits && call_stopped(x->limits)) ? 1 : 0;
 }
 
 static int curl_errno(CURLcode cc, bool *ret_not_sent, bool *ret_retry)
@@ -321,6 +409,46 @@ static int curl_errno(CURLcode cc, bool *ret_not_sent, bool *ret_retry)
     }
 }
 
+/*
+ * curl_easy_perform, waiting on the stop token's fd as well as on the transfer: a stop ends it
+ * at once, where the progress callback alone would see it up to a second late on a connection
+ * that sends nothing. A thread's own flag is looked at every 100 ms.
+ */
+static CURLcode perform(struct kube_handle hd, const struct call_limits *l)
+{
+    if (curl_multi_add(hd.m, hd.h) != CURLM_OK)
+        return CURLE_OUT_OF_MEMORY;
+    struct curl_waitfd wfd = {.fd = l->token ? stop_fd(l->token) : -1, .events = CURL_WAIT_POLLIN};
+    CURLcode cc = CURLE_OK;
+    int running = 1;
+    for (;;) {
+        if (curl_multi_perform(hd.m, &running) != CURLM_OK) {
+            cc = CURLE_RECV_ERROR;
+            break;
+        }
+        if (!running)
+            break;
+        if (call_stopped(l)) {
+            cc = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        if (curl_multi_poll(hd.m, wfd.fd >= 0 ? &wfd : NULL, wfd.fd >= 0 ? 1 : 0,
+                            l->flag ? 100 : 1000, NULL) != CURLM_OK) {
+            cc = CURLE_RECV_ERROR;
+            break;
+        }
+    }
+    if (!running) {
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info(hd.m, &left)))
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == hd.h)
+                cc = msg->data.result;
+    }
+    curl_multi_remove(hd.m, hd.h);
+    return cc;
+}
+
 /* Sets the options shared by every request on a freshly reset handle. */
 static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct xfer *x,
                         struct curl_slist **headers, struct err *e)
@@ -332,7 +460,11 @@ static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct 
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, curl_ms(10000, x->limits));
+    /* Called about once a second while nothing arrives, at once on every byte: the stop. */
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -387,17 +519,25 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
     _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, rq->path);
     const char *what = rq->what ? rq->what : rq->path;
     bool token_retried = false;
+    struct call_limits lim = call_limits(c, false);
     for (unsigned attempt = 0;; attempt++) {
-        ratelimit_wait(c);
-        CURL *h = handle_get(c);
-        struct xfer x = {.h = h};
+        if (call_stopped(&lim) || !ratelimit_wait(c, &lim))
+            return err_set(e, -ECANCELED, "%s: stopped", what);
+        if (deadline_left_ms(lim.deadline) == 0)
+            return attempt > 0 ? err_prefix(e, "out of time, last error")
+                               : err_set(e, -ETIMEDOUT, "%s: out of time", what);
+        struct kube_handle hd = handle_get(c);
+        if (!hd.h)
+            return err_set(e, -ENOMEM, "%s: no curl handle", what);
+        CURL *h = hd.h;
+        struct xfer x = {.h = h, .limits = &lim};
         sbuf_init(&x.body, c->opt.max_response);
         struct curl_slist *headers = NULL;
         int r = setup_handle(c, h, url, &x, &headers, e);
         if (r < 0) {
             slist_free_secret(headers);
             sbuf_free(&x.body);
-            handle_put(c, h);
+            handle_put(c, hd);
             return err_prefix(e, "%s", what);
         }
         if (rq->content_type) {
@@ -405,7 +545,7 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             headers = curl_slist_append(headers, ct);
         }
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->opt.timeout_ms);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(c->opt.timeout_ms, &lim));
         if (strcmp(rq->method, "GET") != 0)
             curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
         if (rq->body) {
@@ -413,11 +553,11 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
         }
         atomic_fetch_add(&c->requests, 1);
-        CURLcode cc = curl_easy_perform(h);
+        CURLcode cc = perform(hd, &lim);
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         slist_free_secret(headers);
-        handle_put(c, h);
+        handle_put(c, hd);
 
         bool retry = false;
         uint64_t delay =
@@ -426,6 +566,10 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             sbuf_free(&x.body);
             return err_set(e, -EFBIG, "%s: response larger than the %zu-byte limit", what,
                            c->opt.max_response);
+        }
+        if (cc == CURLE_ABORTED_BY_CALLBACK && call_stopped(&lim)) {
+            sbuf_free(&x.body);
+            return err_set(e, -ECANCELED, "%s: stopped", what);
         }
         if (cc != CURLE_OK) {
             bool not_sent, retryable;
@@ -468,11 +612,12 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             return 0;
         }
         sbuf_free(&x.body);
-        if (!retry || attempt >= c->opt.max_retries)
+        if (!retry || attempt >= c->opt.max_retries || delay >= deadline_left_ms(lim.deadline))
             return e->code;
         log_debug("kube", "retrying", "what=\"%s\" attempt=%u delay_ms=%llu", what, attempt + 1,
                   (unsigned long long)delay);
-        sleep_ms(delay);
+        if (!call_nap(&lim, delay))
+            return err_set(e, -ECANCELED, "%s: stopped", what);
     }
 }
 
@@ -502,36 +647,38 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
                    struct err *e)
 {
     _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, path);
-    ratelimit_wait(c);
-    CURL *h = handle_get(c);
-    struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop};
+    struct call_limits lim = call_limits(c, true);
+    if ((stop && *stop) || call_stopped(&lim) || !ratelimit_wait(c, &lim))
+        return err_set(e, -ECANCELED, "%s: stopped", what);
+    struct kube_handle hd = handle_get(c);
+    if (!hd.h)
+        return err_set(e, -ENOMEM, "%s: no curl handle", what);
+    CURL *h = hd.h;
+    struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop, .limits = &lim};
     sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
     struct curl_slist *headers = NULL;
     int r = setup_handle(c, h, url, &x, &headers, e);
     if (r < 0) {
         slist_free_secret(headers);
         sbuf_free(&x.body);
-        handle_put(c, h);
+        handle_put(c, hd);
         return err_prefix(e, "%s", what);
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(timeout_ms, &lim));
     atomic_fetch_add(&c->requests, 1);
-    CURLcode cc = curl_easy_perform(h);
+    CURLcode cc = perform(hd, &lim);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     slist_free_secret(headers);
-    handle_put(c, h);
+    handle_put(c, hd);
     if (x.parse_rc != 0) {
         sbuf_free(&x.body);
         if (x.parse_rc < 0)
             return err_prefix(e, "%s", what);
         return p->stopped < 0 ? p->stopped : 0;
     }
-    if (cc == CURLE_ABORTED_BY_CALLBACK && stop && *stop) {
+    if (cc == CURLE_ABORTED_BY_CALLBACK && ((stop && *stop) || call_stopped(&lim))) {
         sbuf_free(&x.body);
         return err_set(e, -ECANCELED, "%s: stopped", what);
     }

@@ -318,6 +318,8 @@ static void *informer_main(void *ud)
     struct kube_informer *inf = ud;
     bool need_list = true;
     unsigned failures = 0;
+    /* Every call of this thread (lists included) ends when the informer is freed. */
+    kube_call_begin(&(struct kube_call){.stop = &inf->stop});
     while (!inf->stop) {
         struct err e = {0};
         if (need_list) {
@@ -372,6 +374,7 @@ static void *informer_main(void *ud)
         if (nap(inf, kube_backoff_ms(failures++, 200, 30000, kube_random())))
             break;
     }
+    kube_call_end();
     return NULL;
 }
 

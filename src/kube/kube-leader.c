@@ -11,7 +11,7 @@
 struct kube_leader {
     struct kube_client *c;
     char *ns, *name, *identity;
-    uint64_t lease_ms, renew_ms, retry_ms;
+    uint64_t lease_ms, renew_ms, retry_ms, release_ms;
     void (*on_started)(void *);
     void (*on_stopped)(void *);
     void (*on_new_leader)(const char *, void *);
@@ -27,6 +27,7 @@ struct kube_leader {
     /* the record as last observed */
     char *obs_record;
     uint64_t obs_at_ms;
+    json_t *written; /* the Lease as our last successful write left it (leader thread only) */
     uint64_t last_renew_ms;
 };
 
@@ -95,7 +96,8 @@ static bool try_acquire_or_renew(struct kube_leader *l)
             return false;
         }
         observe(l, out);
-        json_decref(out);
+        json_decref(l->written);
+        l->written = out;
         return true;
     }
     if (r < 0) {
@@ -123,7 +125,8 @@ static bool try_acquire_or_renew(struct kube_leader *l)
         return false;
     }
     observe(l, out);
-    json_decref(out);
+    json_decref(l->written);
+    l->written = out;
     return true;
 }
 
@@ -144,30 +147,44 @@ static void set_leader(struct kube_leader *l, bool v)
     }
 }
 
+/* Made after the stop: the client's stop token does not cancel it, release_ms bounds it. One
+ * write of the Lease as our last renewal left it; a conflict (someone wrote since) reads it again
+ * and releases only when it is still ours. */
 static void release(struct kube_leader *l)
 {
     struct err e = {0};
-    _cleanup_json_ json_t *lease = NULL;
-    if (kube_get(l->c, &KUBE_LEASES, l->ns, l->name, &lease, &e) < 0)
-        return;
-    if (kube_lease_decide(lease, l->identity, false) != KUBE_LEASE_RENEW)
-        return;
-    char now[48];
-    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
-    json_t *spec = json_object_get(lease, "spec");
-    json_object_set_new(spec, "holderIdentity", json_string(""));
-    json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
-    json_object_set_new(spec, "renewTime", json_string(now));
-    if (kube_update(l->c, &KUBE_LEASES, l->ns, lease, NULL, &e) < 0)
-        log_warn("kube", "lease release failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
-                 err_msg(&e));
+    _cleanup_json_ json_t *lease = l->written ? json_deep_copy(l->written) : NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!lease && kube_get(l->c, &KUBE_LEASES, l->ns, l->name, &lease, &e) < 0)
+            break;
+        if (kube_lease_decide(lease, l->identity, false) != KUBE_LEASE_RENEW)
+            return;
+        char now[48];
+        kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+        json_t *spec = json_object_get(lease, "spec");
+        json_object_set_new(spec, "holderIdentity", json_string(""));
+        json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
+        json_object_set_new(spec, "renewTime", json_string(now));
+        int r = kube_update(l->c, &KUBE_LEASES, l->ns, lease, NULL, &e);
+        if (r == 0)
+            return;
+        json_decref(steal_ptr(&lease));
+        if (r != KUBE_ECONFLICT)
+            break;
+    }
+    log_warn("kube", "lease release failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
+             err_msg(&e));
 }
 
 static void *leader_main(void *ud)
 {
     struct kube_leader *l = ud;
     while (!l->stop) {
+        /* An attempt ends with the stop, or once it could not renew in time anyway. */
+        kube_call_begin(
+            &(struct kube_call){.deadline = deadline_after(l->renew_ms), .stop = &l->stop});
         bool held = try_acquire_or_renew(l);
+        kube_call_end();
         uint64_t now = now_ms_mono();
         pthread_mutex_lock(&l->lock);
         bool leading = l->leader;
@@ -188,7 +205,10 @@ static void *leader_main(void *ud)
     bool leading = l->leader;
     pthread_mutex_unlock(&l->lock);
     if (leading) {
+        kube_call_begin(
+            &(struct kube_call){.deadline = deadline_after(l->release_ms), .detached = true});
         release(l);
+        kube_call_end();
         set_leader(l, false);
     }
     return NULL;
@@ -209,6 +229,7 @@ int kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
     l->lease_ms = o->lease_ms ? o->lease_ms : 15000;
     l->renew_ms = o->renew_ms ? o->renew_ms : 10000;
     l->retry_ms = o->retry_ms ? o->retry_ms : 2000;
+    l->release_ms = o->release_ms ? o->release_ms : 1000;
     if (l->renew_ms >= l->lease_ms || l->retry_ms >= l->renew_ms) {
         kube_leader_free(l);
         return err_set(e, -EINVAL,
@@ -265,5 +286,6 @@ void kube_leader_free(struct kube_leader *l)
     free(l->identity);
     free(l->holder);
     free(l->obs_record);
+    json_decref(l->written);
     free(l);
 }

@@ -72,9 +72,14 @@ struct kube_options {
     unsigned max_retries;     /* 0: 5; retries of one request on 5xx/429/connection errors */
     uint64_t backoff_base_ms; /* 0: 200 */
     uint64_t backoff_max_ms;  /* 0: 10000 (also caps Retry-After) */
-    uint64_t timeout_ms;      /* 0: 30000, per non-watch request */
-    size_t max_response;      /* 0: 64 MiB, hard limit on one response body */
-    size_t max_watch_line;    /* 0: 8 MiB, hard limit on one watch event */
+    uint64_t timeout_ms;      /* 0: 30000, per attempt of a non-watch request */
+    uint64_t call_timeout_ms; /* 0: 120000: the deadline of one call, its retries included */
+    /* The owner's stop token (NULL: none). Once it fires every request in flight is abandoned
+     * (the call fails with -ECANCELED), retry backoffs and rate-limit waits end at once and new
+     * calls fail at once; watches end as by their own stop. The token must outlive the client. */
+    struct stop_token *stop;
+    size_t max_response;   /* 0: 64 MiB, hard limit on one response body */
+    size_t max_watch_line; /* 0: 8 MiB, hard limit on one watch event */
 };
 
 struct kube_client;
@@ -296,6 +301,7 @@ struct kube_leader_opts {
     uint64_t lease_ms;    /* 0: 15000. Others wait this long after the last renewal seen */
     uint64_t renew_ms;    /* 0: 10000. The leader gives up when it cannot renew this long */
     uint64_t retry_ms;    /* 0: 2000. Period of attempts */
+    uint64_t release_ms;  /* 0: 1000. Bounds the release of the lease on kube_leader_free */
     void (*on_started)(void *userdata); /* became leader */
     void (*on_stopped)(void *userdata); /* lost (or released) the lease */
     void (*on_new_leader)(const char *identity, void *userdata);
@@ -308,7 +314,8 @@ int kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
 bool kube_leader_is_leader(struct kube_leader *l);
 /* The current holder as last seen (caller frees), or NULL. */
 char *kube_leader_holder(struct kube_leader *l);
-/* Stops; a leader releases the lease (empty holder) so another can take over at once. */
+/* Stops; a leader releases the lease (empty holder) so another can take over at once, when the
+ * API server answers within release_ms (even after the client's stop token fired). */
 void kube_leader_free(struct kube_leader *l);
 DEFINE_CLEANUP_FUNC(struct kube_leader, kube_leader_free)
 

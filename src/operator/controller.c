@@ -7,17 +7,25 @@
  */
 #include <getopt.h>
 #include <pthread.h>
-#include <signal.h>
+#include <stddef.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
 #include "http.h"
 #include "kube.h"
 #include "operator-internal.h"
 #include "operator.h"
+#include "prom.h"
+#include "svc.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "operator"
+
+/* The one work-queue key: a reconcile covers every ClusterPolicy and what they own. */
+#define RECONCILE_KEY "cluster"
+#define RETRY_BASE_MS 100  /* failed reconcile: 100 ms doubling ... */
+#define RETRY_MAX_MS  3000 /* ... to 3 s */
+#define REQUEUE_MS    5000 /* not ready yet: look again */
 
 /* Resources gpuop owns or watches beyond kube.h's list. */
 static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
@@ -54,12 +62,11 @@ struct controller {
     struct kube_informer *policies, *nodes;
     struct kube_informer *owned[N_OWNED];
 
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool dirty;
-    bool stopping;
-    volatile int stop_flag;
+    struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
+    struct http_server *http;
+    struct kube_leader *leader_elector;
 
+    pthread_mutex_t lock;
     struct metrics m;
     bool leader;
     bool ready; /* readyz: informers synced, and (when leading) a first reconcile done */
@@ -73,19 +80,20 @@ struct controller {
     json_t *write_errors;
 };
 
-static volatile sig_atomic_t g_signal;
-
-static void on_signal(int sig)
-{
-    g_signal = sig;
-}
+/* The component's state: the options, then the controller. */
+struct op_process {
+    const char *kubeconfig, *ns, *operand_image, *templates_dir, *metrics_listen;
+    const char *leader_elect, *lease_name, *identity;
+    uint64_t lease_ms, renew_ms, retry_ms, qps;
+    unsigned burst;
+    bool elect;
+    char *id, *default_image;
+    struct controller c;
+};
 
 static void mark_dirty(struct controller *c)
 {
-    pthread_mutex_lock(&c->lock);
-    c->dirty = true;
-    pthread_cond_signal(&c->cond);
-    pthread_mutex_unlock(&c->lock);
+    svc_workqueue_add(c->queue, RECONCILE_KEY);
 }
 
 /*
@@ -141,9 +149,9 @@ static int write_status(struct controller *c, json_t *cp, json_t *status, struct
     if (r < 0)
         return r;
     count_write(c);
-    const char *rv = op_json_str(cp, "metadata", "resourceVersion");
-    if (rv && json_is_object(out) && op_obj_name(cp))
-        json_object_set_new(c->written, op_obj_name(cp), json_pack("[s,O]", rv, out));
+    const char *rv = kobj_resource_version(cp);
+    if (rv && json_is_object(out) && kobj_name(cp))
+        json_object_set_new(c->written, kobj_name(cp), json_pack("[s,O]", rv, out));
     return 0;
 }
 
@@ -153,9 +161,9 @@ static void emit_event(struct controller *c, json_t *cp, const char *type, const
     struct err e = {0};
     if (check_leader(c, &e) < 0)
         return;
-    _cleanup_json_ json_t *inv = json_pack(
-        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy", "metadata",
-        "name", op_obj_name(cp), "uid", op_json_str(cp, "metadata", "uid") ?: "");
+    _cleanup_json_ json_t *inv =
+        json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
+                  "metadata", "name", kobj_name(cp), "uid", kobj_uid(cp) ?: "");
     struct kube_event ev = {.ns = c->ns,
                             .involved = inv,
                             .type = type,
@@ -189,12 +197,11 @@ static size_t owned_index(const struct kube_resource *r)
 /* Creates or replaces one planned object. */
 static int apply_object(struct controller *c, json_t *desired, struct err *e)
 {
-    const struct kube_resource *r = resource_of_kind(op_json_str(desired, "kind", NULL));
+    const struct kube_resource *r = resource_of_kind(kobj_kind(desired));
     if (!r)
-        return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"",
-                       op_json_str(desired, "kind", NULL));
-    const char *ns = r->namespaced ? op_json_str(desired, "metadata", "namespace") : NULL;
-    const char *name = op_obj_name(desired);
+        return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"", kobj_kind(desired));
+    const char *ns = r->namespaced ? kobj_namespace(desired) : NULL;
+    const char *name = kobj_name(desired);
     _cleanup_json_ json_t *live = kube_informer_get(c->owned[owned_index(r)], ns, name);
     if (!live) {
         /* Not in our store (the store only sees objects labelled as ours): ask the server, an
@@ -218,8 +225,7 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
     } else {
         _cleanup_json_ json_t *obj = json_deep_copy(desired);
         json_t *meta = json_object_get(obj, "metadata");
-        json_object_set(meta, "resourceVersion",
-                        json_object_get(json_object_get(live, "metadata"), "resourceVersion"));
+        json_object_set(meta, "resourceVersion", kobj_at(live, "metadata", "resourceVersion"));
         if (r == &KUBE_SERVICES) {
             /* clusterIP is immutable and assigned by the server */
             json_t *lspec = json_object_get(live, "spec");
@@ -240,16 +246,15 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
 
 static int delete_object(struct controller *c, const json_t *item, struct err *e)
 {
-    const char *kind = json_string_value(json_object_get(item, "kind"));
-    const char *name = json_string_value(json_object_get(item, "name"));
+    const char *kind = kobj_str(item, "kind");
+    const char *name = kobj_str(item, "name");
     const struct kube_resource *r = resource_of_kind(kind);
     if (!r)
         return err_set(e, -EINVAL, "prune of unknown kind \"%s\"", kind);
     if (check_leader(c, e) < 0)
         return -ECANCELED;
     struct kube_delete_opts dopts = {.propagation = KUBE_PROPAGATION_BACKGROUND};
-    int rc = kube_delete(c->kc, r, json_string_value(json_object_get(item, "namespace")), name,
-                         &dopts, e);
+    int rc = kube_delete(c->kc, r, kobj_str(item, "namespace"), name, &dopts, e);
     if (rc < 0 && rc != -ENOENT)
         return rc;
     err_clear(e);
@@ -270,7 +275,7 @@ static int label_nodes(struct controller *c, const json_t *patches, json_t *erro
     size_t i;
     json_t *np;
     json_array_foreach (patches, i, np) {
-        const char *name = json_string_value(json_object_get(np, "name"));
+        const char *name = kobj_str(np, "name");
         if (check_leader(c, e) < 0)
             return -ECANCELED;
         _cleanup_json_ json_t *body =
@@ -304,12 +309,12 @@ static void emit_events(struct controller *c, json_t *entry)
     size_t i;
     json_t *ev;
     json_array_foreach (json_object_get(entry, "events"), i, ev) {
-        const char *type = json_string_value(json_object_get(ev, "type"));
-        const char *reason = json_string_value(json_object_get(ev, "reason"));
-        const char *msg = json_string_value(json_object_get(ev, "message"));
+        const char *type = kobj_str(ev, "type");
+        const char *reason = kobj_str(ev, "reason");
+        const char *msg = kobj_str(ev, "message");
         if (streq_ptr(type, "Warning"))
             log_warn(COMPONENT, "ClusterPolicy event", "policy=%s reason=%s message=\"%s\"",
-                     op_obj_name(cp), reason, msg);
+                     kobj_name(cp), reason, msg);
         emit_event(c, cp, type, reason, msg);
     }
 }
@@ -385,12 +390,11 @@ static void policies_fresh(struct controller *c, json_t *policies)
     size_t i;
     json_t *cp;
     json_array_foreach (policies, i, cp) {
-        const char *name = op_obj_name(cp);
+        const char *name = kobj_name(cp);
         json_t *w = name ? json_object_get(c->written, name) : NULL;
         if (!w)
             continue;
-        if (streq_ptr(op_json_str(cp, "metadata", "resourceVersion"),
-                      json_string_value(json_array_get(w, 0)))) {
+        if (streq_ptr(kobj_resource_version(cp), json_string_value(json_array_get(w, 0)))) {
             json_array_set(policies, i, json_array_get(w, 1));
             json_object_set(keep, name, w);
         }
@@ -444,8 +448,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
             return err_set(e, ir, "%s", err_msg(&ie));
         if (ir < 0 && ignored_r == 0) {
             ignored_r = ir;
-            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s",
-                    json_string_value(json_object_get(entry, "name")), err_msg(&ie));
+            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s", kobj_str(entry, "name"),
+                    err_msg(&ie));
         }
     }
     if (!active)
@@ -477,8 +481,7 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     }
     r = report_policy(c, active, e);
     if (r < 0)
-        return err_prefix(e, "ClusterPolicy %s status",
-                          json_string_value(json_object_get(active, "name")));
+        return err_prefix(e, "ClusterPolicy %s status", kobj_str(active, "name"));
     pthread_mutex_lock(&c->lock);
     c->m.status = plan->health;
     pthread_mutex_unlock(&c->lock);
@@ -486,8 +489,8 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     if (json_array_size(errors) > 0) {
         json_t *first = json_array_get(errors, 0);
         return err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
-                       json_array_size(errors), json_string_value(json_object_get(first, "object")),
-                       json_string_value(json_object_get(first, "reason")));
+                       json_array_size(errors), kobj_str(first, "object"),
+                       kobj_str(first, "reason"));
     }
 out:
     if (ignored_r < 0)
@@ -500,37 +503,33 @@ out:
 static int h_metrics(const struct http_request *req, struct http_response *resp, void *u)
 {
     struct controller *c = u;
-    enum prom_format f = prom_negotiate(req->accept);
-    struct sbuf b;
-    sbuf_init(&b, 1u << 20);
     pthread_mutex_lock(&c->lock);
     struct metrics m = c->m;
     bool leader = c->leader;
     pthread_mutex_unlock(&c->lock);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_total", PROM_COUNTER,
-                      "Reconciliations run");
-    sbuf_printf(&b, "gpu_operator_reconciliation_total %llu\n",
-                (unsigned long long)m.reconciliations);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_failed_total", PROM_COUNTER,
-                      "Reconciliations that failed");
-    sbuf_printf(&b, "gpu_operator_reconciliation_failed_total %llu\n",
-                (unsigned long long)m.failed);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_last_success_ts_seconds", PROM_GAUGE,
-                      "Time of the last successful reconciliation");
-    sbuf_printf(&b, "gpu_operator_reconciliation_last_success_ts_seconds %.3f\n",
-                (double)m.last_success_ms / 1000.0);
-    prom_write_family(&b, f, "gpu_operator_reconciliation_status", PROM_GAUGE,
-                      "1 ready, 0 not ready, -1 failed or invalid policy");
-    sbuf_printf(&b, "gpu_operator_reconciliation_status %d\n", m.status);
-    prom_write_family(&b, f, "gpu_operator_gpu_nodes_total", PROM_GAUGE, "GPU nodes seen");
-    sbuf_printf(&b, "gpu_operator_gpu_nodes_total %d\n", m.gpu_nodes);
-    prom_write_family(&b, f, "gpuop_operator_api_writes_total", PROM_COUNTER,
-                      "Write calls made to the API server");
-    sbuf_printf(&b, "gpuop_operator_api_writes_total %llu\n", (unsigned long long)m.writes);
-    prom_write_family(&b, f, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads");
-    sbuf_printf(&b, "gpuop_operator_leader %d\n", leader ? 1 : 0);
-    if (f == PROM_FORMAT_OPENMETRICS)
-        sbuf_puts(&b, "# EOF\n");
+    enum prom_format f = prom_negotiate(req->accept);
+    struct sbuf b;
+    sbuf_init(&b, 64u << 10);
+    struct prom_writer w;
+    prom_writer_init(&w, &b, f);
+    prom_metric_u64(&w, "gpu_operator_reconciliation_total", PROM_COUNTER, "Reconciliations run",
+                    m.reconciliations);
+    prom_metric_u64(&w, "gpu_operator_reconciliation_failed_total", PROM_COUNTER,
+                    "Reconciliations that failed", m.failed);
+    prom_metric(&w, "gpu_operator_reconciliation_last_success_ts_seconds", PROM_GAUGE,
+                "Time of the last successful reconciliation", (double)m.last_success_ms / 1000.0);
+    prom_metric(&w, "gpu_operator_reconciliation_status", PROM_GAUGE,
+                "1 ready, 0 not ready, -1 failed or invalid policy", m.status);
+    prom_metric(&w, "gpu_operator_gpu_nodes_total", PROM_GAUGE, "GPU nodes seen", m.gpu_nodes);
+    prom_metric_u64(&w, "gpuop_operator_api_writes_total", PROM_COUNTER,
+                    "Write calls made to the API server", m.writes);
+    prom_metric(&w, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads",
+                leader ? 1 : 0);
+    int r = prom_writer_finish(&w);
+    if (r < 0) {
+        sbuf_free(&b);
+        return r; /* a truncated page is no page */
+    }
     size_t len = b.len;
     http_response_take(resp, 200, prom_content_type(f), sbuf_steal(&b), len);
     return 0;
@@ -563,9 +562,8 @@ static void on_started(void *u)
     log_info(COMPONENT, "became leader", NULL);
     pthread_mutex_lock(&c->lock);
     c->leader = true;
-    c->dirty = true;
-    pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    mark_dirty(c);
 }
 
 static void on_stopped(void *u)
@@ -608,33 +606,6 @@ static void informers_free(struct kube_informer **infs, size_t n)
     for (size_t k = 0; k < n; k++)
         if (started[k])
             pthread_join(th[k], NULL);
-}
-
-static void usage(FILE *out)
-{
-    fprintf(
-        out,
-        "Usage: gpuop operator [flags]\n\n"
-        "The control plane: reconciles the ClusterPolicy (nvidia.com/v1) into the GPU stack on\n"
-        "every GPU node (node labels, operand DaemonSets, RBAC, RuntimeClass, status).\n\n"
-        "Flags:\n"
-        "  --kubeconfig FILE          kubeconfig (env KUBECONFIG); default: in-cluster config\n"
-        "  --namespace NS             namespace of the operands (env OPERATOR_NAMESPACE;\n"
-        "                             default gpu-operator)\n"
-        "  --operand-image IMAGE      image of every gpuop component (env OPERAND_IMAGE;\n"
-        "                             default gpuop:%s)\n"
-        "  --operand-templates DIR    override the compiled-in deploy/operands templates\n"
-        "  --metrics-listen ADDR      /metrics, /healthz, /readyz (default :8080; \"\" off)\n"
-        "  --leader-elect BOOL        Lease-based leader election (default true)\n"
-        "  --leader-election-id NAME  the Lease's name (default gpuop-operator)\n"
-        "  --identity ID              this replica's identity (env POD_NAME; default hostname)\n"
-        "  --leader-lease-duration D  how long others wait after the last renewal (default 15s)\n"
-        "  --leader-renew-deadline D  the leader stops writing when it could not renew for this\n"
-        "                             long (default 10s; less than the lease duration)\n"
-        "  --leader-retry-period D    period of lease attempts (default 2s)\n"
-        "  --kube-qps N --kube-burst N  client-side rate limit (default 50 / 100)\n"
-        "  -h, --help\n",
-        GPUOP_VERSION);
 }
 
 /* `gpuop operator render`: the objects a ClusterPolicy turns into, without a cluster. */
@@ -708,309 +679,345 @@ static int render_main(int argc, char **argv)
     return 0;
 }
 
+/* ---- options ------------------------------------------------------------------------------ */
+
+static int check_bool(const void *dst, const char *source, struct err *e)
+{
+    bool b;
+    if (parse_bool(*(const char *const *)dst, &b) < 0)
+        return err_set(e, -EINVAL, "%s: not a boolean", source);
+    return 0;
+}
+
+#define X(m) offsetof(struct op_process, m)
+static const struct svc_option operator_options[] = {
+    {.flag = "kubeconfig",
+     .env = "KUBECONFIG",
+     .kind = SVC_STRING,
+     .off = X(kubeconfig),
+     .metavar = "FILE",
+     .help = "kubeconfig; default: in-cluster config"},
+    {.flag = "namespace",
+     .env = "OPERATOR_NAMESPACE",
+     .kind = SVC_STRING,
+     .off = X(ns),
+     .metavar = "NS",
+     .help = "namespace of the operands (default gpu-operator)"},
+    {.flag = "operand-image",
+     .env = "OPERAND_IMAGE",
+     .kind = SVC_STRING,
+     .off = X(operand_image),
+     .metavar = "IMAGE",
+     .help = "image of every gpuop component (default gpuop:" GPUOP_VERSION ")"},
+    {.flag = "operand-templates",
+     .kind = SVC_STRING,
+     .off = X(templates_dir),
+     .metavar = "DIR",
+     .help = "override the compiled-in deploy/operands templates"},
+    {.flag = "metrics-listen",
+     .kind = SVC_STRING,
+     .off = X(metrics_listen),
+     .metavar = "ADDR",
+     .help = "/metrics, /healthz, /readyz (default :8080; \"\" off)"},
+    {.flag = "leader-elect",
+     .kind = SVC_STRING,
+     .off = X(leader_elect),
+     .metavar = "BOOL",
+     .check = check_bool,
+     .help = "Lease-based leader election (default true)"},
+    {.flag = "leader-election-id",
+     .kind = SVC_STRING,
+     .off = X(lease_name),
+     .metavar = "NAME",
+     .help = "the Lease's name (default gpuop-operator)"},
+    {.flag = "identity",
+     .env = "POD_NAME",
+     .kind = SVC_STRING,
+     .off = X(identity),
+     .metavar = "ID",
+     .help = "this replica's identity (default: the host name)"},
+    {.flag = "leader-lease-duration",
+     .kind = SVC_DURATION,
+     .min = 1,
+     .finite = true,
+     .off = X(lease_ms),
+     .metavar = "D",
+     .expect = "expected a positive duration",
+     .help = "how long others wait after the last renewal (default 15s)"},
+    {.flag = "leader-renew-deadline",
+     .kind = SVC_DURATION,
+     .min = 1,
+     .finite = true,
+     .off = X(renew_ms),
+     .metavar = "D",
+     .expect = "expected a positive duration",
+     .help = "the leader stops writing when it could not renew for this\n"
+             "long (default 10s; less than the lease duration)"},
+    {.flag = "leader-retry-period",
+     .kind = SVC_DURATION,
+     .min = 1,
+     .finite = true,
+     .off = X(retry_ms),
+     .metavar = "D",
+     .expect = "expected a positive duration",
+     .help = "period of lease attempts (default 2s)"},
+    {.flag = "kube-qps",
+     .kind = SVC_U64,
+     .min = 1,
+     .max = 100000,
+     .off = X(qps),
+     .metavar = "N",
+     .expect = "expected a positive number",
+     .help = "client-side rate limit (default 50)"},
+    {.flag = "kube-burst",
+     .kind = SVC_UINT,
+     .min = 1,
+     .off = X(burst),
+     .metavar = "N",
+     .expect = "expected a positive number",
+     .help = "client-side burst (default 100)"},
+    {0},
+};
+#undef X
+
+static void operator_defaults(void *state)
+{
+    struct op_process *o = state;
+    o->ns = "gpu-operator";
+    o->metrics_listen = ":8080";
+    o->leader_elect = "true";
+    o->lease_name = "gpuop-operator";
+    o->lease_ms = 15000;
+    o->renew_ms = 10000;
+    o->retry_ms = 2000;
+    o->qps = 50;
+    o->burst = 100;
+    o->c.written = json_object();
+    o->c.write_errors = json_array();
+    pthread_mutex_init(&o->c.lock, NULL);
+}
+
+static int operator_configure(struct svc *s, struct err *e)
+{
+    struct op_process *o = svc_state(s);
+    bool elect = true;
+    parse_bool(o->leader_elect, &elect); /* checked with the option */
+    o->elect = elect;
+    if (!(o->retry_ms < o->renew_ms && o->renew_ms < o->lease_ms))
+        return err_set(e, -EINVAL,
+                       "leader election needs --leader-retry-period < --leader-renew-deadline < "
+                       "--leader-lease-duration (%llu/%llu/%llu ms)",
+                       (unsigned long long)o->retry_ms, (unsigned long long)o->renew_ms,
+                       (unsigned long long)o->lease_ms);
+    char host[256] = "gpuop-operator";
+    gethostname(host, sizeof(host) - 1);
+    o->id = xstrdup(o->identity ? o->identity : host);
+    o->default_image = xasprintf("gpuop:%s", GPUOP_VERSION);
+    o->c.ns = o->ns;
+    o->c.defaults.namespace = o->ns;
+    o->c.defaults.operand_image = o->operand_image ? o->operand_image : o->default_image;
+    return 0;
+}
+
+static void operator_cleanup(void *state)
+{
+    struct op_process *o = state;
+    struct controller *c = &o->c;
+    kube_leader_free(c->leader_elector); /* first: the Lease is released before anything else */
+    http_server_free(c->http);
+    struct kube_informer *infs[N_INFORMERS] = {c->nodes, c->policies};
+    for (size_t k = 0; k < N_OWNED; k++)
+        infs[2 + k] = c->owned[k];
+    informers_free(infs, ARRAY_SIZE(infs));
+    svc_workqueue_free(c->queue);
+    op_templates_free(c->templates);
+    json_decref(c->written);
+    json_decref(c->write_errors);
+    kube_client_free(c->kc);
+    pthread_mutex_destroy(&c->lock);
+    free(o->id);
+    free(o->default_image);
+}
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+static int start_informers(struct controller *c, struct err *e)
+{
+    struct kube_informer_handlers hh = {h_add, h_update, h_delete, c};
+    struct kube_informer_opts po = {.handlers = hh};
+    static const char *const node_fields[] = {"metadata.labels", NULL};
+    struct kube_informer_opts no = {.keep_fields = node_fields, .handlers = hh};
+    int r;
+    if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
+        (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0)
+        return r;
+    for (size_t k = 0; k < N_OWNED; k++) {
+        struct kube_informer_opts oo = {.ns = owned_kinds[k]->namespaced ? c->ns : NULL,
+                                        .label_selector =
+                                            "app.kubernetes.io/managed-by=" OP_MANAGED_BY,
+                                        .handlers = hh};
+        if ((r = kube_informer_new(c->kc, owned_kinds[k], &oo, &c->owned[k], e)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int start_metrics(struct controller *c, const char *listen, struct err *e)
+{
+    if (!listen || !*listen)
+        return 0;
+    struct http_route routes[] = {
+        {"/metrics", h_metrics, c},
+        {"/healthz", h_healthz, c},
+        {"/readyz", h_readyz, c},
+    };
+    struct http_config hc = {.listen = listen, .routes = routes, .n_routes = ARRAY_SIZE(routes)};
+    return http_server_new(&hc, &c->http, e);
+}
+
+/* 0 once every informer listed, 1 when stopped first, -ETIMEDOUT after 60 s. */
+static int wait_synced(struct controller *c, struct svc *s, struct err *e)
+{
+    uint64_t deadline = deadline_after(60000);
+    struct kube_informer *all[N_INFORMERS] = {c->policies, c->nodes};
+    for (size_t k = 0; k < N_OWNED; k++)
+        all[2 + k] = c->owned[k];
+    for (size_t k = 0; k < ARRAY_SIZE(all); k++) {
+        /* Short waits: the stop is looked at between them. */
+        while (kube_informer_wait_synced(all[k], 100) < 0) {
+            if (svc_stopped(s))
+                return 1;
+            if (deadline_left_ms(deadline) == 0)
+                return err_set(e, -ETIMEDOUT, "informers did not sync within 60 s");
+        }
+    }
+    return 0;
+}
+
+static int start_leader(struct op_process *o, struct err *e)
+{
+    struct controller *c = &o->c;
+    if (!o->elect) {
+        c->leader = true;
+        return 0;
+    }
+    struct kube_leader_opts lo = {.ns = c->ns,
+                                  .name = o->lease_name,
+                                  .identity = o->id,
+                                  .lease_ms = o->lease_ms,
+                                  .renew_ms = o->renew_ms,
+                                  .retry_ms = o->retry_ms,
+                                  .on_started = on_started,
+                                  .on_stopped = on_stopped,
+                                  .on_new_leader = on_new_leader,
+                                  .userdata = c};
+    return kube_leader_new(c->kc, &lo, &c->leader_elector, e);
+}
+
+/* One pass of the work queue's key: reconcile, then requeue as the result says. */
+static void reconcile_key(struct controller *c, struct svc *s, const char *key)
+{
+    pthread_mutex_lock(&c->lock);
+    bool leader = c->leader;
+    pthread_mutex_unlock(&c->lock);
+    if (!leader)
+        return; /* becoming the leader queues it again */
+    bool requeue = false;
+    struct err re = {0};
+    uint64_t t0 = now_ms_mono();
+    int r = reconcile(c, &requeue, &re);
+    if (svc_stopped(s))
+        return;
+    if (r == -ECANCELED) {
+        /* Lost the lease mid-way: stop here; the new leader (or this one, when it leads
+         * again) reconciles from the cluster's state. */
+        log_warn(COMPONENT, "reconcile stopped", "error=\"%s\"", err_msg(&re));
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->m.reconciliations++;
+    if (r < 0) {
+        c->m.failed++;
+        c->m.status = -1;
+    } else {
+        c->m.last_success_ms = now_ms_real();
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (r < 0) {
+        /* Rate-limited retry: 100 ms doubling to 3 s. */
+        log_error(COMPONENT, "reconcile failed", "error=\"%s\" retry_ms=%llu", err_msg(&re),
+                  (unsigned long long)svc_backoff_ms(RETRY_BASE_MS, RETRY_MAX_MS,
+                                                     svc_workqueue_failures(c->queue, key)));
+        svc_workqueue_add_rate_limited(c->queue, key);
+        return;
+    }
+    svc_workqueue_forget(c->queue, key);
+    log_debug(COMPONENT, "reconciled", "ms=%llu requeue=%d",
+              (unsigned long long)(now_ms_mono() - t0), requeue);
+    /* Not ready yet: look again in 5 s even without events, as NVIDIA's operator does.
+     * DaemonSet status changes arrive as events before that anyway. */
+    if (requeue)
+        svc_workqueue_add_after(c->queue, key, REQUEUE_MS);
+}
+
+static int operator_run(struct svc *s, struct err *e)
+{
+    struct op_process *o = svc_state(s);
+    struct controller *c = &o->c;
+    struct kube_options ko = {
+        .kubeconfig = o->kubeconfig, .qps = (double)o->qps, .burst = o->burst, .stop = svc_stop(s)};
+    struct svc_workqueue_config qc = {.base_delay_ms = RETRY_BASE_MS, .max_delay_ms = RETRY_MAX_MS};
+    int r;
+    if ((r = kube_client_new(&ko, &c->kc, e)) < 0 ||
+        (r = svc_workqueue_new(&qc, svc_stop(s), &c->queue, e)) < 0 ||
+        (r = op_templates_builtin(&c->templates, e)) < 0 ||
+        (o->templates_dir && (r = op_templates_load_dir(c->templates, o->templates_dir, e)) < 0) ||
+        (r = start_informers(c, e)) < 0 || (r = start_metrics(c, o->metrics_listen, e)) < 0 ||
+        (r = wait_synced(c, s, e)) != 0)
+        return r < 0 ? r : 0;
+    log_info(COMPONENT, "caches synced", "namespace=%s identity=%s", c->ns, o->id);
+    if ((r = start_leader(o, e)) < 0)
+        return r;
+    pthread_mutex_lock(&c->lock);
+    c->ready = true; /* synced; a passive replica is ready to take over */
+    pthread_mutex_unlock(&c->lock);
+    mark_dirty(c);
+    for (;;) {
+        _cleanup_free_ char *key = NULL;
+        if (svc_workqueue_get(c->queue, DEADLINE_NEVER, &key) < 0)
+            break; /* -ECANCELED: stopped */
+        reconcile_key(c, s, key);
+        svc_workqueue_done(c->queue, key);
+    }
+    log_info(COMPONENT, "stopping", NULL);
+    return 0;
+}
+
+static const struct svc_component operator_component = {
+    .name = COMPONENT,
+    .usage = "Usage: gpuop operator [flags]\n\n"
+             "The control plane: reconciles the ClusterPolicy (nvidia.com/v1) into the GPU stack "
+             "on\n"
+             "every GPU node (node labels, operand DaemonSets, RBAC, RuntimeClass, status).\n"
+             "`gpuop operator render --help`: the objects a ClusterPolicy turns into.\n",
+    .flags_title = "Flags (environment variable in brackets; a flag wins over its variable):",
+    .options = {operator_options},
+    .epilogue = "Signals: SIGTERM, SIGINT and SIGQUIT exit 0 within 2 s whatever the API server "
+                "does\n"
+                "(the leader releases its Lease when the API server answers within 1 s); SIGHUP "
+                "is\n"
+                "logged and ignored.\n",
+    .state_size = sizeof(struct op_process),
+    .defaults = operator_defaults,
+    .configure = operator_configure,
+    .run = operator_run,
+    .cleanup = operator_cleanup,
+};
+
 int operator_main(int argc, char **argv);
 int operator_main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "render") == 0)
         return render_main(argc - 1, argv + 1);
-
-    const char *kubeconfig = env_get("KUBECONFIG");
-    const char *ns = env_get("OPERATOR_NAMESPACE");
-    const char *operand_image = env_get("OPERAND_IMAGE");
-    const char *templates_dir = NULL;
-    const char *metrics_listen = ":8080";
-    const char *lease_name = "gpuop-operator";
-    const char *identity = env_get("POD_NAME");
-    bool leader_elect = true;
-    uint64_t lease_ms = 0, renew_ms = 0, retry_ms = 0; /* 0: kube's defaults */
-    double qps = 50;
-    unsigned burst = 100;
-    static const struct option opts[] = {
-        {"kubeconfig", required_argument, NULL, 'k'},
-        {"namespace", required_argument, NULL, 'n'},
-        {"operand-image", required_argument, NULL, 'i'},
-        {"operand-templates", required_argument, NULL, 't'},
-        {"metrics-listen", required_argument, NULL, 'm'},
-        {"leader-elect", required_argument, NULL, 'l'},
-        {"leader-election-id", required_argument, NULL, 'L'},
-        {"identity", required_argument, NULL, 'I'},
-        {"leader-lease-duration", required_argument, NULL, 'D'},
-        {"leader-renew-deadline", required_argument, NULL, 'R'},
-        {"leader-retry-period", required_argument, NULL, 'P'},
-        {"kube-qps", required_argument, NULL, 'q'},
-        {"kube-burst", required_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case 'k':
-            kubeconfig = optarg;
-            break;
-        case 'n':
-            ns = optarg;
-            break;
-        case 'i':
-            operand_image = optarg;
-            break;
-        case 't':
-            templates_dir = optarg;
-            break;
-        case 'm':
-            metrics_listen = optarg;
-            break;
-        case 'l':
-            if (parse_bool(optarg, &leader_elect) < 0) {
-                fprintf(stderr, "gpuop operator: --leader-elect: \"%s\" is not a boolean\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'L':
-            lease_name = optarg;
-            break;
-        case 'I':
-            identity = optarg;
-            break;
-        case 'D':
-        case 'R':
-        case 'P': {
-            uint64_t *dst = o == 'D' ? &lease_ms : o == 'R' ? &renew_ms : &retry_ms;
-            if (parse_duration_ms(optarg, dst) < 0 || *dst == 0) {
-                fprintf(stderr, "gpuop operator: --%s: \"%s\" is not a positive duration\n",
-                        o == 'D'   ? "leader-lease-duration"
-                        : o == 'R' ? "leader-renew-deadline"
-                                   : "leader-retry-period",
-                        optarg);
-                return 2;
-            }
-            break;
-        }
-        case 'q': {
-            uint64_t v;
-            if (parse_u64(optarg, &v) < 0 || v == 0 || v > 100000) {
-                fprintf(stderr, "gpuop operator: --kube-qps: \"%s\" is not a positive number\n",
-                        optarg);
-                return 2;
-            }
-            qps = (double)v;
-            break;
-        }
-        case 'b':
-            if (parse_uint(optarg, &burst) < 0 || burst == 0) {
-                fprintf(stderr, "gpuop operator: --kube-burst: \"%s\" is not a positive number\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "gpuop operator: unexpected argument \"%s\"\n", argv[optind]);
-        return 2;
-    }
-    {
-        uint64_t l = lease_ms ? lease_ms : 15000, rn = renew_ms ? renew_ms : 10000,
-                 rt = retry_ms ? retry_ms : 2000;
-        if (!(rt < rn && rn < l)) {
-            fprintf(stderr,
-                    "gpuop operator: leader election needs --leader-retry-period < "
-                    "--leader-renew-deadline < --leader-lease-duration (%llu/%llu/%llu ms)\n",
-                    (unsigned long long)rt, (unsigned long long)rn, (unsigned long long)l);
-            return 2;
-        }
-    }
-
-    struct controller c = {0};
-    c.written = json_object();
-    c.write_errors = json_array();
-    pthread_mutex_init(&c.lock, NULL);
-    pthread_cond_init(&c.cond, NULL);
-    struct err e = {0};
-    int rc = 1;
-    char host[256] = "gpuop-operator";
-    gethostname(host, sizeof(host) - 1);
-    _cleanup_free_ char *id = xstrdup(identity ? identity : host);
-    struct http_server *http = NULL;
-    struct kube_leader *leader = NULL;
-
-    struct kube_options ko = {.kubeconfig = kubeconfig, .qps = qps, .burst = burst};
-    if (kube_client_new(&ko, &c.kc, &e) < 0) {
-        fprintf(stderr, "gpuop operator: %s\n", err_msg(&e));
-        return 1;
-    }
-    c.ns = ns ? ns : "gpu-operator";
-    _cleanup_free_ char *default_image = xasprintf("gpuop:%s", GPUOP_VERSION);
-    c.defaults.namespace = c.ns;
-    c.defaults.operand_image = operand_image ? operand_image : default_image;
-    if (op_templates_builtin(&c.templates, &e) < 0 ||
-        (templates_dir && op_templates_load_dir(c.templates, templates_dir, &e) < 0)) {
-        fprintf(stderr, "gpuop operator: %s\n", err_msg(&e));
-        goto out;
-    }
-
-    struct kube_informer_handlers hh = {h_add, h_update, h_delete, &c};
-    struct kube_informer_opts po = {.handlers = hh};
-    if (kube_informer_new(c.kc, &RES_CLUSTERPOLICIES, &po, &c.policies, &e) < 0)
-        goto fail;
-    static const char *const node_fields[] = {"metadata.labels", NULL};
-    struct kube_informer_opts no = {.keep_fields = node_fields, .handlers = hh};
-    if (kube_informer_new(c.kc, &KUBE_NODES, &no, &c.nodes, &e) < 0)
-        goto fail;
-    for (size_t k = 0; k < N_OWNED; k++) {
-        struct kube_informer_opts oo = {.ns = owned_kinds[k]->namespaced ? c.ns : NULL,
-                                        .label_selector =
-                                            "app.kubernetes.io/managed-by=" OP_MANAGED_BY,
-                                        .handlers = hh};
-        if (kube_informer_new(c.kc, owned_kinds[k], &oo, &c.owned[k], &e) < 0)
-            goto fail;
-    }
-
-    if (metrics_listen && *metrics_listen) {
-        struct http_route routes[] = {
-            {"/metrics", h_metrics, &c},
-            {"/healthz", h_healthz, &c},
-            {"/readyz", h_readyz, &c},
-        };
-        struct http_config hc = {
-            .listen = metrics_listen, .routes = routes, .n_routes = ARRAY_SIZE(routes)};
-        if (http_server_new(&hc, &http, &e) < 0)
-            goto fail;
-    }
-
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    uint64_t deadline = now_ms_mono() + 60000;
-    struct kube_informer *all[2 + N_OWNED] = {c.policies, c.nodes};
-    for (size_t k = 0; k < N_OWNED; k++)
-        all[2 + k] = c.owned[k];
-    for (size_t k = 0; k < ARRAY_SIZE(all); k++) {
-        while (!g_signal && kube_informer_wait_synced(all[k], 200) < 0) {
-            if (now_ms_mono() > deadline) {
-                err_set(&e, -ETIMEDOUT, "informers did not sync within 60 s");
-                goto fail;
-            }
-        }
-    }
-    log_info(COMPONENT, "caches synced", "namespace=%s identity=%s", c.ns, id);
-
-    if (leader_elect) {
-        struct kube_leader_opts lo = {.ns = c.ns,
-                                      .name = lease_name,
-                                      .identity = id,
-                                      .lease_ms = lease_ms,
-                                      .renew_ms = renew_ms,
-                                      .retry_ms = retry_ms,
-                                      .on_started = on_started,
-                                      .on_stopped = on_stopped,
-                                      .on_new_leader = on_new_leader,
-                                      .userdata = &c};
-        if (kube_leader_new(c.kc, &lo, &leader, &e) < 0)
-            goto fail;
-    } else {
-        c.leader = true;
-    }
-    pthread_mutex_lock(&c.lock);
-    c.ready = true; /* synced; a passive replica is ready to take over */
-    c.dirty = true;
-    pthread_mutex_unlock(&c.lock);
-
-    uint64_t backoff = 100;
-    while (!g_signal) {
-        pthread_mutex_lock(&c.lock);
-        bool run = c.dirty && c.leader;
-        pthread_mutex_unlock(&c.lock);
-        if (!run) {
-            pthread_mutex_lock(&c.lock);
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&c.cond, &c.lock, &ts);
-            pthread_mutex_unlock(&c.lock);
-            continue;
-        }
-        pthread_mutex_lock(&c.lock);
-        c.dirty = false;
-        pthread_mutex_unlock(&c.lock);
-        bool requeue = false;
-        struct err re = {0};
-        uint64_t t0 = now_ms_mono();
-        int r = reconcile(&c, &requeue, &re);
-        if (r == -ECANCELED) {
-            /* Lost the lease mid-way: stop here; the new leader (or this one, when it leads
-             * again) reconciles from the cluster's state. */
-            log_warn(COMPONENT, "reconcile stopped", "error=\"%s\"", err_msg(&re));
-            continue;
-        }
-        pthread_mutex_lock(&c.lock);
-        c.m.reconciliations++;
-        if (r < 0) {
-            c.m.failed++;
-            c.m.status = -1;
-        } else {
-            c.m.last_success_ms = now_ms_real();
-        }
-        pthread_mutex_unlock(&c.lock);
-        if (r < 0) {
-            log_error(COMPONENT, "reconcile failed", "error=\"%s\" retry_ms=%llu", err_msg(&re),
-                      (unsigned long long)backoff);
-            /* Rate-limited retry: 100 ms doubling to 3 s. */
-            for (uint64_t w = 0; w < backoff && !g_signal; w += 50)
-                usleep(50 * 1000);
-            backoff = backoff * 2 > 3000 ? 3000 : backoff * 2;
-            mark_dirty(&c);
-            continue;
-        }
-        backoff = 100;
-        log_debug(COMPONENT, "reconciled", "ms=%llu requeue=%d",
-                  (unsigned long long)(now_ms_mono() - t0), requeue);
-        if (requeue) {
-            /* Not ready yet: look again in 5 s even without events, as NVIDIA's operator does.
-             * DaemonSet status changes arrive as events before that anyway. */
-            for (int w = 0; w < 100 && !g_signal; w++) {
-                pthread_mutex_lock(&c.lock);
-                bool d = c.dirty;
-                pthread_mutex_unlock(&c.lock);
-                if (d)
-                    break;
-                usleep(50 * 1000);
-            }
-            mark_dirty(&c);
-        }
-    }
-    log_info(COMPONENT, "stopping", "signal=%d", (int)g_signal);
-    rc = 0;
-    goto out;
-fail:
-    fprintf(stderr, "gpuop operator: %s\n", err_msg(&e));
-    rc = 1;
-out:
-    kube_leader_free(leader); /* first: the lease is released before anything else */
-    http_server_free(http);
-    {
-        struct kube_informer *infs[N_INFORMERS] = {c.nodes, c.policies};
-        for (size_t k = 0; k < N_OWNED; k++)
-            infs[2 + k] = c.owned[k];
-        informers_free(infs, ARRAY_SIZE(infs));
-    }
-    op_templates_free(c.templates);
-    json_decref(c.written);
-    json_decref(c.write_errors);
-    kube_client_free(c.kc);
-    pthread_cond_destroy(&c.cond);
-    pthread_mutex_destroy(&c.lock);
-    return rc;
+    return svc_main(&operator_component, argc, argv);
 }

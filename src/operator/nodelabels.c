@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "kobj.h"
 #include "operator.h"
 
 static const char *const nfd_gpu_labels[] = {
@@ -12,11 +13,6 @@ static const char *const nfd_gpu_labels[] = {
     "feature.node.kubernetes.io/pci-0300_10de.present",
     NULL,
 };
-
-static const char *label(const json_t *labels, const char *key)
-{
-    return json_string_value(json_object_get(labels, key));
-}
 
 static bool has_nfd_labels(const json_t *labels)
 {
@@ -36,11 +32,11 @@ static bool has_nfd_labels(const json_t *labels)
 bool op_node_is_gpu(const json_t *labels)
 {
     for (const char *const *k = nfd_gpu_labels; *k; k++)
-        if (streq_ptr(label(labels, *k), "true"))
+        if (streq_ptr(kobj_str(labels, *k), "true"))
             return true;
     if (has_nfd_labels(labels))
         return false;
-    return streq_ptr(label(labels, OP_LABEL_GPU_PRESENT), "true");
+    return streq_ptr(kobj_str(labels, OP_LABEL_GPU_PRESENT), "true");
 }
 
 static bool contains_ci(const char *hay, const char *needle)
@@ -57,17 +53,17 @@ static bool contains_ci(const char *hay, const char *needle)
 /* MIG capability as GPU feature discovery reports it, else guessed from the product name. */
 static bool node_mig_capable(const json_t *labels)
 {
-    const char *cap = label(labels, OP_LABEL_MIG_CAPABLE);
+    const char *cap = kobj_str(labels, OP_LABEL_MIG_CAPABLE);
     if (cap)
         return strcmp(cap, "true") == 0;
-    const char *product = label(labels, "nvidia.com/gpu.product");
+    const char *product = kobj_str(labels, "nvidia.com/gpu.product");
     return contains_ci(product, "h100") || contains_ci(product, "a100") ||
            contains_ci(product, "a30") || contains_ci(product, "h200");
 }
 
 static void want(json_t *patch, const json_t *labels, const char *key, const char *value)
 {
-    const char *cur = label(labels, key);
+    const char *cur = kobj_str(labels, key);
     if (value) {
         if (!streq_ptr(cur, value))
             json_object_set_new(patch, key, json_string(value));
@@ -85,7 +81,7 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
         labels = empty = json_object();
     json_t *patch = json_object();
     bool gpu = op_node_is_gpu(labels);
-    bool operands_off = streq_ptr(label(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+    bool operands_off = streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
 
     if (!gpu) {
         want(patch, labels, OP_LABEL_GPU_PRESENT, NULL);
@@ -96,7 +92,7 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
         bool mig_capable = node_mig_capable(labels);
         for (int c = 0; c < OP_N_COMPONENTS && p; c++) {
             const struct op_component_def *def = op_component_def(c);
-            const char *cur = label(labels, def->deploy_label);
+            const char *cur = kobj_str(labels, def->deploy_label);
             if (operands_off || (def->mig_capable_only && !mig_capable)) {
                 want(patch, labels, def->deploy_label, NULL);
                 continue;

@@ -12,22 +12,9 @@
 
 #define READY_MSG "ClusterPolicy is ready as all resources have been successfully reconciled"
 
-const char *op_json_str(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    if (b)
-        x = json_object_get(x, b);
-    return json_string_value(x);
-}
-
-const char *op_obj_name(const json_t *o)
-{
-    return op_json_str(o, "metadata", "name");
-}
-
 static bool deleting(const json_t *o)
 {
-    return op_json_str(o, "metadata", "deletionTimestamp") != NULL;
+    return kobj_deletion_timestamp(o) != NULL;
 }
 
 /* Oldest creationTimestamp wins; the name breaks ties. RFC 3339 UTC strings order as text. */
@@ -43,10 +30,10 @@ static const json_t *pick_active(const json_t *list)
             best = cp;
             continue;
         }
-        const char *a = op_json_str(cp, "metadata", "creationTimestamp");
-        const char *b = op_json_str(best, "metadata", "creationTimestamp");
+        const char *a = kobj_creation_timestamp(cp);
+        const char *b = kobj_creation_timestamp(best);
         int cmp = strcmp(a ? a : "", b ? b : "");
-        if (cmp < 0 || (cmp == 0 && strcmp(op_obj_name(cp) ?: "", op_obj_name(best) ?: "") < 0))
+        if (cmp < 0 || (cmp == 0 && strcmp(kobj_name(cp) ?: "", kobj_name(best) ?: "") < 0))
             best = cp;
     }
     return best;
@@ -69,9 +56,8 @@ static json_t *condition(const struct status_ctx *sc, const char *type, bool sta
     size_t i;
     json_t *oc;
     json_array_foreach (sc->old_conditions, i, oc) {
-        if (streq_ptr(json_string_value(json_object_get(oc, "type")), type) &&
-            streq_ptr(json_string_value(json_object_get(oc, "status")), st)) {
-            const char *t = json_string_value(json_object_get(oc, "lastTransitionTime"));
+        if (streq_ptr(kobj_str(oc, "type"), type) && streq_ptr(kobj_str(oc, "status"), st)) {
+            const char *t = kobj_str(oc, "lastTransitionTime");
             if (t)
                 ltt = t;
         }
@@ -85,13 +71,13 @@ static json_t *condition(const struct status_ctx *sc, const char *type, bool sta
  * the ClusterPolicy's status, so a restarted operator repeats nothing. */
 static const char *stored_condition(const json_t *cp, const char *type, const char *status)
 {
-    json_t *conds = json_object_get(json_object_get(cp, "status"), "conditions");
+    json_t *conds = kobj_at(cp, "status", "conditions");
     size_t i;
     json_t *c;
     json_array_foreach (conds, i, c) {
-        if (streq_ptr(json_string_value(json_object_get(c, "type")), type) &&
-            (!status || streq_ptr(json_string_value(json_object_get(c, "status")), status)))
-            return json_string_value(json_object_get(c, "message"));
+        if (streq_ptr(kobj_str(c, "type"), type) &&
+            (!status || streq_ptr(kobj_str(c, "status"), status)))
+            return kobj_str(c, "message");
     }
     return NULL;
 }
@@ -105,7 +91,7 @@ static void add_event(json_t *entry, const char *type, const char *reason, const
 
 static json_t *policy_entry(const json_t *cp, bool active)
 {
-    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", op_obj_name(cp) ?: "", "active", active,
+    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", kobj_name(cp) ?: "", "active", active,
                      "valid", true, "events", "policy", cp);
 }
 
@@ -119,9 +105,8 @@ static void entry_status(json_t *entry, const json_t *cp, json_t *status)
 
 static void status_ctx_init(struct status_ctx *sc, const json_t *cp, uint64_t now_ms)
 {
-    sc->old_conditions = json_object_get(json_object_get(cp, "status"), "conditions");
-    sc->generation =
-        json_integer_value(json_object_get(json_object_get(cp, "metadata"), "generation"));
+    sc->old_conditions = kobj_at(cp, "status", "conditions");
+    sc->generation = kobj_generation(cp);
     time_rfc3339(now_ms, sc->now, sizeof(sc->now));
 }
 
@@ -132,12 +117,11 @@ static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const
     status_ctx_init(&sc, cp, s->now_ms);
     json_t *entry = policy_entry(cp, false);
     _cleanup_free_ char *msg = xasprintf(
-        "another ClusterPolicy (%s) is active; only one is reconciled", op_obj_name(active));
+        "another ClusterPolicy (%s) is active; only one is reconciled", kobj_name(active));
     json_t *st =
         json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
                   "conditions", condition(&sc, "Ready", false, "Ignored", msg));
-    if (!json_equal(json_object_get(json_object_get(cp, "status"), "state"),
-                    json_object_get(st, "state")))
+    if (!json_equal(kobj_at(cp, "status", "state"), json_object_get(st, "state")))
         add_event(entry, "Warning", "Ignored", msg);
     entry_status(entry, cp, st);
     return entry;
@@ -164,7 +148,7 @@ static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const
     size_t k;
     json_t *oc;
     json_array_foreach (sc.old_conditions, k, oc) {
-        const char *t = json_string_value(json_object_get(oc, "type"));
+        const char *t = kobj_str(oc, "type");
         if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
             json_array_append(conds, oc);
     }
@@ -177,7 +161,7 @@ static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const
 
 static bool driver_targets(const json_t *labels)
 {
-    const char *deploy = json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.driver"));
+    const char *deploy = kobj_str(labels, "nvidia.com/gpu.deploy.driver");
     return !deploy || !*deploy || strcmp(deploy, "true") == 0;
 }
 
@@ -189,13 +173,12 @@ static char *os_tag_of(const json_t *nodes, json_t **ret_counts)
     size_t i;
     const json_t *n;
     json_array_foreach (nodes, i, n) {
-        json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+        json_t *labels = kobj_labels(n);
         if (!op_node_is_gpu(labels))
             continue;
         /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
         if (!driver_targets(labels) ||
-            streq_ptr(json_string_value(json_object_get(labels, OP_LABEL_DEPLOY_OPERANDS)),
-                      "false"))
+            streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false"))
             continue;
         const char *id = json_string_value(
             json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
@@ -230,7 +213,7 @@ static int count_gpu_nodes(const json_t *nodes)
     size_t i;
     const json_t *n;
     json_array_foreach (nodes, i, n) {
-        if (op_node_is_gpu(json_object_get(json_object_get(n, "metadata"), "labels")))
+        if (op_node_is_gpu(kobj_labels(n)))
             gpu++;
     }
     return gpu;
@@ -244,24 +227,23 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *pa
     size_t i;
     const json_t *n;
     json_array_foreach (nodes, i, n) {
-        json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+        json_t *labels = kobj_labels(n);
         _cleanup_json_ json_t *patch = NULL;
         int r = op_node_labels(labels, p, &patch, e);
         if (r < 0)
-            return err_prefix(e, "node %s", op_obj_name(n));
+            return err_prefix(e, "node %s", kobj_name(n));
         if (p->operand[OP_DRIVER].enabled && p->driver_version[0] && op_node_is_gpu(labels)) {
-            const char *loaded =
-                json_string_value(json_object_get(labels, "nvidia.com/cuda.driver-version.full"));
+            const char *loaded = kobj_str(labels, "nvidia.com/cuda.driver-version.full");
             if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels))
                 json_array_append_new(warnings,
                                       json_sprintf("node %s: a driver %s is already loaded; the "
                                                    "driver DaemonSet would install %s (label it "
                                                    "nvidia.com/gpu.deploy.driver=pre-installed)",
-                                                   op_obj_name(n), loaded, p->driver_version));
+                                                   kobj_name(n), loaded, p->driver_version));
         }
         if (json_object_size(patch) > 0)
             json_array_append_new(
-                patches, json_pack("{s:s,s:O}", "name", op_obj_name(n) ?: "", "labels", patch));
+                patches, json_pack("{s:s,s:O}", "name", kobj_name(n) ?: "", "labels", patch));
     }
     return 0;
 }
@@ -270,10 +252,8 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *pa
 
 static bool same_object(const json_t *a, const json_t *b)
 {
-    return streq_ptr(op_json_str(a, "kind", NULL), op_json_str(b, "kind", NULL)) &&
-           streq_ptr(op_obj_name(a), op_obj_name(b)) &&
-           streq_ptr(op_json_str(a, "metadata", "namespace"),
-                     op_json_str(b, "metadata", "namespace"));
+    return streq_ptr(kobj_kind(a), kobj_kind(b)) && streq_ptr(kobj_name(a), kobj_name(b)) &&
+           streq_ptr(kobj_namespace(a), kobj_namespace(b));
 }
 
 static const json_t *find_live(const json_t *owned, const json_t *desired)
@@ -291,23 +271,19 @@ bool op_object_current(const json_t *desired, const json_t *live)
 {
     if (!live)
         return false;
-    const char *want =
-        op_json_str(json_object_get(desired, "metadata"), "annotations", OP_HASH_ANNOTATION);
-    const char *have =
-        op_json_str(json_object_get(live, "metadata"), "annotations", OP_HASH_ANNOTATION);
+    const char *want = kobj_annotation(desired, OP_HASH_ANNOTATION);
+    const char *have = kobj_annotation(live, OP_HASH_ANNOTATION);
     return want && streq_ptr(want, have) &&
-           streq_ptr(op_json_str(json_object_get(live, "metadata"), "labels",
-                                 "app.kubernetes.io/managed-by"),
-                     OP_MANAGED_BY);
+           streq_ptr(kobj_label(live, "app.kubernetes.io/managed-by"), OP_MANAGED_BY);
 }
 
 static bool owned_by_policy(const json_t *obj)
 {
-    json_t *refs = json_object_get(json_object_get(obj, "metadata"), "ownerReferences");
+    json_t *refs = kobj_at(obj, "metadata", "ownerReferences");
     size_t i;
     json_t *ref;
     json_array_foreach (refs, i, ref) {
-        if (streq_ptr(json_string_value(json_object_get(ref, "kind")), "ClusterPolicy"))
+        if (streq_ptr(kobj_str(ref, "kind"), "ClusterPolicy"))
             return true;
     }
     return false;
@@ -322,9 +298,9 @@ static void plan_prune(const json_t *owned, const json_t *desired, json_t *prune
     json_array_foreach (owned, i, o) {
         if (!owned_by_policy(o) || deleting(o) || find_live(desired, o))
             continue;
-        json_t *item = json_pack("{s:s,s:s}", "kind", op_json_str(o, "kind", NULL) ?: "", "name",
-                                 op_obj_name(o) ?: "");
-        const char *ns = op_json_str(o, "metadata", "namespace");
+        json_t *item =
+            json_pack("{s:s,s:s}", "kind", kobj_kind(o) ?: "", "name", kobj_name(o) ?: "");
+        const char *ns = kobj_namespace(o);
         if (ns)
             json_object_set_new(item, "namespace", json_string(ns));
         json_array_append_new(prune, item);
@@ -336,9 +312,8 @@ static const json_t *find_daemonset(const json_t *owned, const char *ns, const c
     size_t i;
     const json_t *o;
     json_array_foreach (owned, i, o) {
-        if (streq_ptr(op_json_str(o, "kind", NULL), "DaemonSet") &&
-            streq_ptr(op_obj_name(o), name) &&
-            streq_ptr(op_json_str(o, "metadata", "namespace"), ns))
+        if (streq_ptr(kobj_kind(o), "DaemonSet") && streq_ptr(kobj_name(o), name) &&
+            streq_ptr(kobj_namespace(o), ns))
             return o;
     }
     return NULL;
@@ -357,8 +332,7 @@ static char *write_errors_msg(const json_t *errors)
     json_array_foreach (errors, i, x) {
         char *next = i == 4 ? xasprintf("%s; and %zu more", msg, n - i)
                             : xasprintf("%s%s %s: %s", msg, i ? ";" : ":",
-                                        json_string_value(json_object_get(x, "object")) ?: "?",
-                                        json_string_value(json_object_get(x, "reason")) ?: "?");
+                                        kobj_str(x, "object") ?: "?", kobj_str(x, "reason") ?: "?");
         free(msg);
         msg = next;
         if (i == 4)
@@ -480,7 +454,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
     if (failed) {
         if (!streq_ptr(stored_condition(cp, "Error", "True"), msg))
             add_event(entry, "Warning", "ReconcileFailed", msg);
-    } else if (!streq_ptr(op_json_str(cp, "status", "state"), state)) {
+    } else if (!streq_ptr(kobj_path_str(cp, "status.state"), state)) {
         add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
     }
     entry_status(entry, cp, status);

@@ -3,11 +3,16 @@
  * simulator does not produce: 5xx and 429 bursts with Retry-After, connection failures,
  * oversized and truncated bodies, watch streams cut at odd places, a 410 mid-stream, token
  * rotation, and that no secret reaches an error message. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -312,6 +317,106 @@ static void test_connection_refused(void **state)
     assert_non_null(strstr(e.msg, "get nodes n1"));
     assert_null(strstr(e.msg, TOKEN));
     kube_client_free(c);
+}
+
+/* ---- deadlines and the stop token (issue 18 item 5) --------------------------------------- */
+
+/* A listening socket nobody accepts on: the kernel completes connections into the backlog and
+ * no answer ever comes, like a black-holed API server. */
+static int blackhole_listen(int *ret_port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 64), 0);
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *ret_port = ntohs(a.sin_port);
+    return fd;
+}
+
+static struct kube_client *client_on(int port, struct kube_options o)
+{
+    char kc[512];
+    snprintf(kc, sizeof(kc),
+             "current-context: t\ncontexts: [{name: t, context: {cluster: c, user: u}}]\n"
+             "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:%d'}}]\n"
+             "users: [{name: u, user: {token: " TOKEN "}}]\n",
+             port);
+    write_text(kc_path, kc);
+    o.kubeconfig = kc_path;
+    struct kube_client *c = NULL;
+    struct err e = {0};
+    if (kube_client_new(&o, &c, &e) < 0)
+        fail_msg("client: %s", e.msg);
+    return c;
+}
+
+static void *stop_later(void *token)
+{
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+    stop_request(token);
+    return NULL;
+}
+
+static void test_blackhole_deadline_and_stop(void **state)
+{
+    (void)state;
+    int port;
+    int lfd = blackhole_listen(&port);
+    struct err e = {0};
+    json_t *v = NULL;
+
+    /* The call's deadline bounds it, retries included. */
+    struct kube_client *c = client_on(port, (struct kube_options){.call_timeout_ms = 300});
+    uint64_t t0 = now_ms_mono();
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ETIMEDOUT);
+    uint64_t took = now_ms_mono() - t0;
+    assert_true(took >= 250 && took < 1500);
+    kube_client_free(c);
+
+    /* The stop token ends a call in flight at once. */
+    struct stop_token *stop = NULL;
+    assert_int_equal(stop_token_new(&stop, &e), 0);
+    c = client_on(port, (struct kube_options){.stop = stop});
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_later, stop), 0);
+    t0 = now_ms_mono();
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ECANCELED);
+    took = now_ms_mono() - t0;
+    pthread_join(th, NULL);
+    assert_true(took >= 150 && took < 700);
+    assert_non_null(strstr(e.msg, "get nodes n1"));
+
+    /* Once stopped, a call fails before sending anything... */
+    uint64_t sent = kube_client_requests(c);
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ECANCELED);
+    assert_int_equal(kube_client_requests(c), sent);
+    /* ...unless detached from the token (the leader's release), bounded by its deadline. */
+    kube_call_begin(&(struct kube_call){.deadline = deadline_after(300), .detached = true});
+    t0 = now_ms_mono();
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ETIMEDOUT);
+    kube_call_end();
+    took = now_ms_mono() - t0;
+    assert_true(took >= 250 && took < 1500);
+    assert_int_equal(kube_client_requests(c), sent + 1);
+    kube_client_free(c);
+    stop_token_free(stop);
+    close(lfd);
+
+    /* A retry backoff ends with the stop too. */
+    assert_int_equal(stop_token_new(&stop, &e), 0);
+    c = client_on(free_port(), (struct kube_options){
+                                   .stop = stop, .backoff_base_ms = 5000, .backoff_max_ms = 5000});
+    assert_int_equal(pthread_create(&th, NULL, stop_later, stop), 0);
+    t0 = now_ms_mono();
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ECANCELED);
+    took = now_ms_mono() - t0;
+    pthread_join(th, NULL);
+    assert_true(took < 700);
+    kube_client_free(c);
+    stop_token_free(stop);
 }
 
 static void test_token_rotation(void **state)
@@ -732,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_eviction_blocked),
         cmocka_unit_test(test_bounded_and_malformed),
         cmocka_unit_test(test_connection_refused),
+        cmocka_unit_test(test_blackhole_deadline_and_stop),
         cmocka_unit_test(test_token_rotation),
         cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_pagination_and_conflict),

@@ -1,7 +1,8 @@
 #!/bin/sh
 # One signal contract for every long-running component on src/svc, against the simulated NVML:
-# SIGHUP never kills (feature discovery and the device plugin reload, the exporter logs and
-# ignores it); SIGTERM, SIGINT and SIGQUIT each end the process with exit 0 within 2 s.
+# SIGHUP never kills (feature discovery and the device plugin reload, the exporter and the
+# operator log and ignore it); SIGTERM, SIGINT and SIGQUIT each end the process with exit 0
+# within 2 s. The operator runs against kubesim ($GPUOP_BUILD_ROOT/kubesim; skipped without it).
 # $1: build/gpuop  $2: the simulated libnvidia-ml.so.1  $3: a fleet file
 set -u
 gpuop=$1
@@ -10,8 +11,10 @@ fleet=$3
 [ -f "$lib" ] || { echo "SKIP: no simulated libnvidia-ml.so.1 at $lib"; exit 77; }
 tmp=$(mktemp -d)
 pid=
+kubesim_pid=
 cleanup() {
     [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+    [ -n "$kubesim_pid" ] && kill -KILL "$kubesim_pid" 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -97,11 +100,30 @@ exporter() {
     start exporter "serving" exporter -a 127.0.0.1:0 -c 1s
 }
 
-for c in gfd dp exporter; do
+operator() {
+    start operator "caches synced" operator --kubeconfig "$tmp/kubeconfig" --metrics-listen "" \
+        --leader-election-id signals --identity signals
+}
+
+components="gfd dp exporter"
+ks=${GPUOP_BUILD_ROOT:-}/kubesim
+if [ -x "$ks" ]; then
+    "$ks" --load "${GPUOP_SOURCE_ROOT:-.}/deploy/crds/nvidia.com_clusterpolicies.yaml" \
+        --kubeconfig-out "$tmp/kubeconfig" >"$tmp/kubesim.log" 2>&1 &
+    kubesim_pid=$!
+    i=0
+    while [ ! -s "$tmp/kubeconfig" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    components="$components operator"
+else
+    echo "SKIP: operator: no kubesim at $ks"
+fi
+
+for c in $components; do
     case $c in
     gfd) name=feature-discovery reload="SIGHUP: reloading the config" ;;
     dp) name=device-plugin reload="SIGHUP: reloading the config" ;;
     exporter) name=exporter reload="SIGHUP ignored" ;;
+    operator) name=operator reload="SIGHUP ignored" ;;
     esac
     if $c; then
         hup "$name" "$reload" && stop "$name" TERM

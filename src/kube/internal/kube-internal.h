@@ -150,6 +150,21 @@ struct kube_resp {
     size_t len;
 };
 
+/*
+ * The calling thread's call context: what bounds the calls it makes between kube_call_begin and
+ * kube_call_end (nested scopes are not supported). deadline: a monotonic deadline (0: the
+ * client's call_timeout_ms); stop: a flag that abandons the call when set (the informer's and
+ * the leader's own stop); detached: the client's stop token does not cancel these calls (the
+ * leader's bounded release of the Lease, made after the process was told to stop).
+ */
+struct kube_call {
+    uint64_t deadline;
+    const volatile int *stop;
+    bool detached;
+};
+void kube_call_begin(const struct kube_call *call);
+void kube_call_end(void);
+
 int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *ret, struct err *e);
 /* kube_do + Status decoding + JSON parse of a 2xx body (ret may be NULL). */
 int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret, struct err *e);

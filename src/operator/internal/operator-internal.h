@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include "kobj.h" /* the object accessors (one vocabulary for the tree) */
+
 struct embedded_file {
     const char *name;
     const char *data;
@@ -18,10 +20,5 @@ extern const struct embedded_file op_embedded_crds[];
 
 /* repository/image:version of a component section, or NULL when it names no image. */
 char *op_image_ref(const json_t *sec);
-
-/* Object accessors shared by the planner and the controller: o[a][b] as a string (b NULL:
- * o[a]) or NULL; metadata.name or NULL. */
-const char *op_json_str(const json_t *o, const char *a, const char *b);
-const char *op_obj_name(const json_t *o);
 
 #endif
