@@ -198,10 +198,12 @@ int ks_apply_conflicts(json_t *mine, json_t *theirs, json_t *cfg, json_t *live, 
             json_t *kv;
             json_object_foreach (key, kk, kv) {
                 char *vs = json_dumps(kv, JSON_ENCODE_ANY | JSON_COMPACT);
-                sbuf_printf(&b, "[%s=%s]", kk, vs ? vs : "");
+                sbuf_addf(&b, "[%s=%s]", kk, vs ? vs : "");
                 free(vs);
             }
-            p = xasprintf("%s%s", path, b.data ? b.data : "");
+            /* A key too long for b is named as fieldsV1 spells it rather than cut. */
+            p = sbuf_check(&b) == 0 ? xasprintf("%s%s", path, b.data ? b.data : "")
+                                    : xasprintf("%s[%s]", path, k + 2);
             sbuf_free(&b);
             json_decref(key);
         } else {

@@ -6,6 +6,15 @@
 
 #include "kubesim-internal.h"
 
+char *ks_text_take(struct sbuf *b)
+{
+    if (sbuf_check(b) == 0)
+        return sbuf_steal(b);
+    char *t = xasprintf("%s... (cut: longer than %zu bytes)", b->data ? b->data : "", b->limit);
+    sbuf_free(b);
+    return t;
+}
+
 char *ks_lower_dup(const char *s)
 {
     char *r = xstrdup(s);

@@ -61,7 +61,9 @@ struct ksim_response {
     struct ksim_watch *watch; /* non-NULL: stream ksim_watch_next() after the headers */
     /* for metrics: "get|list|watch|create|update|patch|delete|deletecollection|..." */
     char verb[24];
-    char resource[96];
+    /* "<plural>[/<subresource>]": a CRD's plural takes up to 253 bytes (its name is
+     * plural.group, a DNS subdomain), so the metrics label is never cut */
+    char resource[272];
     json_t *json; /* internal: the body, serialized once the store is unlocked */
 };
 
@@ -86,7 +88,7 @@ void ksim_wait_change(struct ksim *ks, uint64_t wait_ms);
 
 /* Prometheus text of the core's metrics (watches, objects) appended to out, written through
  * src/prom: 0, or -ENOBUFS when out's limit would be passed. */
-int ksim_metrics(struct ksim *ks, struct sbuf *out);
+GPUOP_WUR int ksim_metrics(struct ksim *ks, struct sbuf *out);
 /* Current global resourceVersion. */
 uint64_t ksim_resource_version(struct ksim *ks);
 

@@ -132,12 +132,13 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
 {
     (void)kind;
     struct sbuf *q = cls;
+    /* Sticky: on_request checks q once the arguments are collected. */
     if (q->len)
-        sbuf_puts(q, "&");
+        sbuf_adds(q, "&");
     for (int pass = 0; pass < 2; pass++) {
         const char *s = pass ? (value ? value : "") : key;
         if (pass)
-            sbuf_puts(q, "=");
+            sbuf_adds(q, "=");
         if (url_encode(q, s) < 0)
             return MHD_NO;
     }
@@ -188,6 +189,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct sbuf q;
     sbuf_init(&q, 1u << 20);
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &q);
+    if (sbuf_check(&q) < 0) {
+        sbuf_free(&q);
+        count_request(sh, "unknown", "unknown", 414);
+        char *b = xasprintf("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                            "\"status\":\"Failure\",\"message\":\"the query string is longer "
+                            "than %u bytes\",\"reason\":\"RequestURITooLong\",\"code\":414}",
+                            1u << 20);
+        return send_text(c, 414, "application/json", b, strlen(b));
+    }
     struct ksim_request req = {
         .method = method,
         .path = url,

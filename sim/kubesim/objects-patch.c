@@ -87,15 +87,14 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
         struct sbuf b;
         sbuf_init(&b, 1u << 16);
         size_t n = json_array_size(causes);
-        sbuf_printf(&b, "Apply failed with %zu conflict%s: ", n, n == 1 ? "" : "s");
+        sbuf_addf(&b, "Apply failed with %zu conflict%s: ", n, n == 1 ? "" : "s");
         json_t *c;
         json_array_foreach (causes, i, c)
-            sbuf_printf(&b, "%s%s: %s", i ? "; " : "", kobj_str(c, "message"),
-                        kobj_str(c, "field"));
+            sbuf_addf(&b, "%s%s: %s", i ? "; " : "", kobj_str(c, "message"), kobj_str(c, "field"));
+        _cleanup_free_ char *msg = ks_text_take(&b);
         json_t *d = ks_status_details(t, name);
         json_object_set_new(d, "causes", causes);
-        int r = ks_status_set(st, 409, "Conflict", d, "%s", b.data ? b.data : "");
-        sbuf_free(&b);
+        int r = ks_status_set(st, 409, "Conflict", d, "%s", msg);
         json_decref(newmf);
         json_decref(entry);
         return r;

@@ -473,12 +473,18 @@ int ks_obj_delete(struct ksim *ks, struct ks_type *t, json_t *obj, const struct 
 json_t *ks_obj_scale_of(struct ks_type *t, json_t *obj)
 {
     (void)t;
-    struct sbuf sel;
-    sbuf_init(&sel, 1u << 16);
+    /* The limit is what the labels themselves take, so the selector is never cut. */
+    json_t *ml = kobj_path(obj, "spec.selector.matchLabels");
+    size_t need = 0;
     const char *k;
     json_t *v;
-    json_object_foreach (kobj_path(obj, "spec.selector.matchLabels"), k, v)
-        sbuf_printf(&sel, "%s%s=%s", sel.len ? "," : "", k, json_string_value(v) ?: "");
+    json_object_foreach (ml, k, v)
+        need += strlen(k) + (json_string_value(v) ? json_string_length(v) : 0) + 2;
+    struct sbuf sel;
+    sbuf_init(&sel, need);
+    json_object_foreach (ml, k, v)
+        sbuf_addf(&sel, "%s%s=%s", sel.len ? "," : "", k, json_string_value(v) ?: "");
+    _cleanup_free_ char *selector = ks_text_take(&sel);
     json_t *rep = kobj_path(obj, "spec.replicas");
     json_t *meta = json_object();
     const char *keep[] = {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"};
@@ -486,13 +492,11 @@ json_t *ks_obj_scale_of(struct ks_type *t, json_t *obj)
         if (json_object_get(json_object_get(obj, "metadata"), keep[i]))
             json_object_set(meta, keep[i],
                             json_object_get(json_object_get(obj, "metadata"), keep[i]));
-    json_t *sc =
-        json_pack("{s:s,s:s,s:o,s:{s:I},s:{s:I,s:s}}", "kind", "Scale", "apiVersion",
-                  "autoscaling/v1", "metadata", meta, "spec", "replicas",
-                  (json_int_t)(json_is_integer(rep) ? json_integer_value(rep) : 1), "status",
-                  "replicas", (json_int_t)json_integer_value(kobj_path(obj, "status.replicas")),
-                  "selector", sel.data ? sel.data : "");
-    sbuf_free(&sel);
+    json_t *sc = json_pack(
+        "{s:s,s:s,s:o,s:{s:I},s:{s:I,s:s}}", "kind", "Scale", "apiVersion", "autoscaling/v1",
+        "metadata", meta, "spec", "replicas",
+        (json_int_t)(json_is_integer(rep) ? json_integer_value(rep) : 1), "status", "replicas",
+        (json_int_t)json_integer_value(kobj_path(obj, "status.replicas")), "selector", selector);
     return sc;
 }
 

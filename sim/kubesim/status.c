@@ -49,8 +49,8 @@ int ks_status_vset(struct ks_status *st, int code, const char *reason, json_t *d
     st->details = details;
     struct sbuf b;
     sbuf_init(&b, 1u << 16);
-    sbuf_vprintf(&b, fmt, ap);
-    st->message = sbuf_steal(&b);
+    sbuf_vaddf(&b, fmt, ap);
+    st->message = ks_text_take(&b);
     return errno_of_code(code);
 }
 
@@ -118,23 +118,22 @@ int ks_invalid(struct ks_status *st, struct ks_type *t, const char *name, json_t
 {
     struct sbuf b;
     sbuf_init(&b, 1u << 16);
-    sbuf_printf(&b, "%s \"%s\" is invalid: ", t->kind, name);
+    sbuf_addf(&b, "%s \"%s\" is invalid: ", t->kind, name);
     size_t i;
     json_t *c;
     if (json_array_size(causes) > 1)
-        sbuf_puts(&b, "[");
+        sbuf_adds(&b, "[");
     json_array_foreach (causes, i, c) {
-        sbuf_printf(&b, "%s%s: %s", i ? ", " : "", kobj_str(c, "field"), kobj_str(c, "message"));
+        sbuf_addf(&b, "%s%s: %s", i ? ", " : "", kobj_str(c, "field"), kobj_str(c, "message"));
     }
     if (json_array_size(causes) > 1)
-        sbuf_puts(&b, "]");
+        sbuf_adds(&b, "]");
+    _cleanup_free_ char *msg = ks_text_take(&b);
     json_t *d = json_object();
     json_object_set_new(d, "name", json_string(name));
     if (t->group[0])
         json_object_set_new(d, "group", json_string(t->group));
     json_object_set_new(d, "kind", json_string(t->kind));
     json_object_set_new(d, "causes", causes);
-    int r = ks_status_set(st, 422, "Invalid", d, "%s", b.data ? b.data : "");
-    sbuf_free(&b);
-    return r;
+    return ks_status_set(st, 422, "Invalid", d, "%s", msg);
 }

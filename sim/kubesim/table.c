@@ -95,11 +95,10 @@ static json_t *node_roles(json_t *node)
     json_t *v;
     json_object_foreach (kobj_labels(node), k, v) {
         if (str_has_prefix(k, "node-role.kubernetes.io/") && k[24])
-            sbuf_printf(&b, "%s%s", b.len ? "," : "", k + 24);
+            sbuf_addf(&b, "%s%s", b.len ? "," : "", k + 24);
     }
-    json_t *r = json_string(b.len ? b.data : "<none>");
-    sbuf_free(&b);
-    return r;
+    _cleanup_free_ char *cell = ks_text_take(&b);
+    return json_string(*cell ? cell : "<none>");
 }
 
 static json_t *pod_ready_cell(json_t *pod)
@@ -128,10 +127,9 @@ static json_t *node_selector_cell(json_t *ds)
     const char *k;
     json_t *v;
     json_object_foreach (kobj_path(ds, "spec.template.spec.nodeSelector"), k, v)
-        sbuf_printf(&b, "%s%s=%s", b.len ? "," : "", k, json_string_value(v) ?: "");
-    json_t *r = json_string(b.len ? b.data : "<none>");
-    sbuf_free(&b);
-    return r;
+        sbuf_addf(&b, "%s%s=%s", b.len ? "," : "", k, json_string_value(v) ?: "");
+    _cleanup_free_ char *cell = ks_text_take(&b);
+    return json_string(*cell ? cell : "<none>");
 }
 
 /* A cell from a CRD printer column's JSONPath (simple .a.b.c paths). */

@@ -146,16 +146,19 @@ char *ks_type_qualified(const struct ks_type *t)
 
 static void csv_from(char **dst, json_t *arr)
 {
-    struct sbuf b;
-    sbuf_init(&b, 4096);
-    size_t i;
+    /* The limit is what the names themselves take, so the list is never cut. */
+    size_t need = 0, i;
     json_t *x;
     json_array_foreach (arr, i, x)
         if (json_is_string(x))
-            sbuf_printf(&b, "%s%s", b.len ? "," : "", json_string_value(x));
+            need += json_string_length(x) + 1;
+    struct sbuf b;
+    sbuf_init(&b, need);
+    json_array_foreach (arr, i, x)
+        if (json_is_string(x))
+            sbuf_addf(&b, "%s%s", b.len ? "," : "", json_string_value(x));
     free(*dst);
-    *dst = xstrdup(b.data ? b.data : "");
-    sbuf_free(&b);
+    *dst = ks_text_take(&b);
 }
 
 /* Serves (or stops serving) the resources a CRD object declares. */

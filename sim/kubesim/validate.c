@@ -15,11 +15,11 @@ void ks_add_cause(json_t *causes, const char *reason, const char *field, const c
     va_start(ap, fmt);
     struct sbuf b;
     sbuf_init(&b, 1u << 14);
-    sbuf_vprintf(&b, fmt, ap);
+    sbuf_vaddf(&b, fmt, ap);
     va_end(ap);
-    json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message",
-                                            b.data ? b.data : "", "field", field));
-    sbuf_free(&b);
+    _cleanup_free_ char *msg = ks_text_take(&b);
+    json_array_append_new(
+        causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message", msg, "field", field));
 }
 
 static bool dns_label(const char *s, size_t n)
@@ -280,12 +280,12 @@ static void decode_fail(struct decode *d, const char *fmt, ...)
     va_start(ap, fmt);
     struct sbuf b;
     sbuf_init(&b, 1u << 12);
-    sbuf_vprintf(&b, fmt, ap);
+    sbuf_vaddf(&b, fmt, ap);
     va_end(ap);
+    _cleanup_free_ char *msg = ks_text_take(&b);
     d->r = ks_status_set(d->st, 400, "BadRequest", NULL,
                          "%s in version \"%s\" cannot be handled as a %s: %s", d->t->kind,
-                         d->t->version, d->t->kind, b.data ? b.data : "");
-    sbuf_free(&b);
+                         d->t->version, d->t->kind, msg);
 }
 
 /* v must be a JSON type; "json: cannot unmarshal <v> into Go struct field <field> of type <go>" */

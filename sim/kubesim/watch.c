@@ -86,8 +86,9 @@ static void emit(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, const 
     json_t *ev = json_pack("{s:s,s:O}", "type", type, "object", o);
     char *s = json_dumps(ev, JSON_COMPACT);
     if (s) {
-        sbuf_puts(out, s);
-        sbuf_puts(out, "\n");
+        /* Sticky, one append per event (never half a line): ksim_watch_next ends the watch
+         * when an event did not fit. */
+        sbuf_addf(out, "%s\n", s);
     }
     free(s);
     json_decref(ev);
@@ -217,6 +218,12 @@ int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uin
         if (w->bookmarks && w->last_bookmark + ks->opts.bookmark_interval_ms - now < left)
             left = w->last_bookmark + ks->opts.bookmark_interval_ms - now + 1;
         ks_cond_wait(ks, left);
+    }
+    if (sbuf_check(out) < 0) {
+        /* An event did not fit in out: end the watch rather than skip the event, so the
+         * client watches again from the last resourceVersion it saw. */
+        w->ended = true;
+        r = out->len ? 1 : -1;
     }
     pthread_mutex_unlock(&ks->lock);
     return r;

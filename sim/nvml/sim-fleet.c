@@ -236,7 +236,11 @@ static int parse_mig(json_t *gpu, const char *ctx, struct sim_gpu_spec *g, struc
             struct sbuf b _cleanup_sbuf_;
             sbuf_init(&b, 512);
             for (size_t k = 0; k < g->mig_table->n; k++)
-                sbuf_printf(&b, "%s%s", k ? ", " : "", g->mig_table->profiles[k].name);
+                sbuf_addf(&b, "%s%s", k ? ", " : "", g->mig_table->profiles[k].name);
+            int rc = sbuf_check_err(&b, e, "%s.instances[%zu]: the list of %s's MIG profiles", mctx,
+                                    i, g->model);
+            if (rc < 0)
+                return rc;
             return err_set(e, -EINVAL, "%s.instances[%zu]: \"%s\" is not a MIG profile of %s (%s)",
                            mctx, i, name, g->model, b.data ? b.data : "");
         }

@@ -485,10 +485,13 @@ static int events_append(struct sim_store *s, struct sim_update *u, struct sim_s
     sbuf_init(&b, 64 * 1024);
     for (size_t i = 0; i < u->n; i++) {
         u->ev[i].seq = st->next_seq++;
-        sbuf_printf(&b, "%" PRIu64 " %u 0x%" PRIx64 " %" PRIu64 " %u %u %" PRIu64 "\n",
-                    u->ev[i].seq, u->ev[i].gpu, u->ev[i].type, u->ev[i].data, u->ev[i].gi_id,
-                    u->ev[i].ci_id, u->ev[i].unix_ms);
+        sbuf_addf(&b, "%" PRIu64 " %u 0x%" PRIx64 " %" PRIu64 " %u %u %" PRIu64 "\n", u->ev[i].seq,
+                  u->ev[i].gpu, u->ev[i].type, u->ev[i].data, u->ev[i].gi_id, u->ev[i].ci_id,
+                  u->ev[i].unix_ms);
     }
+    int r = sbuf_check_err(&b, e, "events for \"%s\"", s->events_path);
+    if (r < 0)
+        return r;
     const char *p = b.data;
     size_t left = b.len;
     while (left) {

@@ -416,7 +416,8 @@ int kube_parse_retry_after(const char *v, uint64_t now_unix_ms, uint64_t *ret_ms
     while (*v == ' ')
         v++;
     char buf[64];
-    strlcpy_s(buf, v, sizeof(buf));
+    if (strlcpy_s(buf, v, sizeof(buf)) >= sizeof(buf))
+        return -EINVAL; /* a cut value could parse as a different delay */
     size_t n = strlen(buf);
     while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\r' || buf[n - 1] == '\n'))
         buf[--n] = '\0';

@@ -253,12 +253,16 @@ int kube_patch(struct kube_client *c, const struct kube_resource *r, const char 
     sbuf_init(&p, PATH_MAX_LEN);
     if (kube_build_path(&p, r, ns, name, o->status ? "status" : NULL) < 0)
         return err_set(e, -ENAMETOOLONG, "patch %s: path too long", r->plural);
+    int q = 0;
     if (o->type == KUBE_PATCH_APPLY) {
-        kube_query_add(&p, "fieldManager", o->field_manager ? o->field_manager : "gpuop");
-        if (o->force)
-            kube_query_add(&p, "force", "true");
-    } else if (o->field_manager)
-        kube_query_add(&p, "fieldManager", o->field_manager);
+        q = kube_query_add(&p, "fieldManager", o->field_manager ? o->field_manager : "gpuop");
+        if (q >= 0 && o->force)
+            q = kube_query_add(&p, "force", "true");
+    } else if (o->field_manager) {
+        q = kube_query_add(&p, "fieldManager", o->field_manager);
+    }
+    if (q < 0)
+        return err_set(e, -ENAMETOOLONG, "patch %s: path too long", r->plural);
     _cleanup_free_ char *body = json_dumps(patch, JSON_COMPACT);
     if (!body)
         return err_set(e, -EINVAL, "patch %s: the patch cannot be serialized", r->plural);

@@ -72,10 +72,10 @@ static int subst_string(const char *s, const json_t *vars, const char *tname, ch
     while (*p) {
         const char *start = strstr(p, "${");
         if (!start) {
-            sbuf_puts(&b, p);
+            sbuf_adds(&b, p);
             break;
         }
-        sbuf_append(&b, p, (size_t)(start - p));
+        sbuf_add(&b, p, (size_t)(start - p));
         const char *end = strchr(start, '}');
         if (!end)
             return err_set(e, -EINVAL, "template %s: unterminated ${ in \"%s\"", tname, s);
@@ -83,9 +83,12 @@ static int subst_string(const char *s, const json_t *vars, const char *tname, ch
         json_t *v = json_object_get(vars, name);
         if (!json_is_string(v))
             return err_set(e, -EINVAL, "template %s: unknown variable ${%s}", tname, name);
-        sbuf_puts(&b, json_string_value(v));
+        sbuf_adds(&b, json_string_value(v));
         p = end + 1;
     }
+    int r = sbuf_check_err(&b, e, "template %s: \"%.64s\" after substitution", tname, s);
+    if (r < 0)
+        return r;
     *ret = sbuf_steal(&b);
     return 0;
 }

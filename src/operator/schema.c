@@ -81,10 +81,11 @@ int op_schema_validate(const json_t *schema, const json_t *value, const char *pa
             json_array_foreach (en, i, x) {
                 char one[80];
                 value_brief(x, one, sizeof(one));
-                sbuf_printf(&b, "%s%s", i ? ", " : "", one);
+                sbuf_addf(&b, "%s%s", i ? ", " : "", one);
             }
-            return err_set(e, -EINVAL, "%s: unsupported value %s: supported values: %s", path, got,
-                           b.data ? b.data : "");
+            /* the values that fit, and "..." when there are more */
+            return err_set(e, -EINVAL, "%s: unsupported value %s: supported values: %s%s", path,
+                           got, b.data ? b.data : "", sbuf_check(&b) < 0 ? ", ..." : "");
         }
     }
 

@@ -300,32 +300,36 @@ void prom_writer_init(struct prom_writer *w, struct sbuf *out, enum prom_format 
 {
     w->out = out;
     w->format = f;
-    w->err = 0;
 }
 
+/* A primitive's failure that left the buffer alone (-EINVAL) becomes the buffer's error too. */
 static void sticky(struct prom_writer *w, int r)
 {
-    if (r < 0 && w->err == 0)
-        w->err = r;
+    sbuf_fail(w->out, r);
+}
+
+static bool failed(const struct prom_writer *w)
+{
+    return sbuf_check(w->out) < 0;
 }
 
 void prom_family(struct prom_writer *w, const char *name, enum prom_type t, const char *help)
 {
-    if (!w->err)
+    if (!failed(w))
         sticky(w, prom_write_family(w->out, w->format, name, t, help));
 }
 
 void prom_sample(struct prom_writer *w, const char *name, const struct prom_label *labels,
                  size_t n_labels, double v)
 {
-    if (!w->err)
+    if (!failed(w))
         sticky(w, prom_write_sample(w->out, name, labels, n_labels, v));
 }
 
 void prom_sample_u64(struct prom_writer *w, const char *name, const struct prom_label *labels,
                      size_t n_labels, uint64_t v)
 {
-    if (!w->err)
+    if (!failed(w))
         sticky(w, prom_write_sample_u64(w->out, name, labels, n_labels, v));
 }
 
@@ -347,14 +351,14 @@ void prom_histogram(struct prom_writer *w, const char *name, const struct prom_l
                     size_t n_labels, const double *bounds, const uint64_t *cumulative,
                     size_t n_bounds, double sum, uint64_t count)
 {
-    if (!w->err)
+    if (!failed(w))
         sticky(w, prom_write_histogram(w->out, name, labels, n_labels, bounds, cumulative, n_bounds,
                                        sum, count));
 }
 
 int prom_writer_finish(struct prom_writer *w)
 {
-    if (!w->err)
+    if (!failed(w))
         sticky(w, prom_write_eof(w->out, w->format));
-    return w->err;
+    return sbuf_check(w->out);
 }

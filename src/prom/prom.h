@@ -8,10 +8,12 @@
  *
  * Two layers:
  *  - the primitives (prom_write_family, prom_write_value, prom_escape_label_value, ...) return
- *    0 or -ENOBUFS when the buffer's limit would be passed; a truncated exposition is an error;
+ *    0 or -ENOBUFS when the buffer's limit would be passed (GPUOP_WUR: a truncated exposition
+ *    is an error);
  *  - struct prom_writer, a sticky-error writer over the primitives for code that writes many
- *    lines: each call is a no-op once a write has failed, and prom_writer_finish() (which also
- *    writes OpenMetrics' "# EOF") returns the first error, so one check covers the whole page.
+ *    lines: its error is the buffer's own sticky error (struct sbuf), so each call is a no-op
+ *    once a write has failed, and prom_writer_finish() (which also writes OpenMetrics'
+ *    "# EOF") returns the first error, so one check covers the whole page.
  *
  * Thread-safety: none needed; every function works on the caller's buffer only.
  */
@@ -43,7 +45,7 @@ bool prom_valid_label_name(const char *name);
 /* ---- primitives: 0, or -ENOBUFS when the buffer's limit would be passed ------------------- */
 
 /* Appends v escaped for a label value (\\, \", \n). */
-int prom_escape_label_value(struct sbuf *b, const char *v);
+GPUOP_WUR int prom_escape_label_value(struct sbuf *b, const char *v);
 
 /*
  * Writes the # HELP and # TYPE lines of a metric family whose samples are named `name`.
@@ -51,13 +53,13 @@ int prom_escape_label_value(struct sbuf *b, const char *v);
  * has no such suffix (dcgm-exporter's DCGM_FI_* counters) is declared `unknown` there, so the
  * sample names stay identical in both formats. Help text is escaped as the format requires.
  */
-int prom_write_family(struct sbuf *b, enum prom_format f, const char *name, enum prom_type t,
-                      const char *help);
+GPUOP_WUR int prom_write_family(struct sbuf *b, enum prom_format f, const char *name,
+                                enum prom_type t, const char *help);
 /* Writes a sample value: integers exactly, others with up to 17 significant digits, NaN/Inf
  * spelt as Prometheus expects. */
-int prom_write_value(struct sbuf *b, double v);
+GPUOP_WUR int prom_write_value(struct sbuf *b, double v);
 /* The "# EOF\n" terminator OpenMetrics requires (nothing for the text format). */
-int prom_write_eof(struct sbuf *b, enum prom_format f);
+GPUOP_WUR int prom_write_eof(struct sbuf *b, enum prom_format f);
 
 struct prom_label {
     const char *name;  /* a valid label name (not checked here: names are the caller's constants) */
@@ -65,11 +67,11 @@ struct prom_label {
 };
 
 /* Writes `name{l1="v1",...} value\n` (no braces without labels). */
-int prom_write_sample(struct sbuf *b, const char *name, const struct prom_label *labels,
-                      size_t n_labels, double v);
+GPUOP_WUR int prom_write_sample(struct sbuf *b, const char *name, const struct prom_label *labels,
+                                size_t n_labels, double v);
 /* The same with an exact 64-bit integer value (counters past 2^53). */
-int prom_write_sample_u64(struct sbuf *b, const char *name, const struct prom_label *labels,
-                          size_t n_labels, uint64_t v);
+GPUOP_WUR int prom_write_sample_u64(struct sbuf *b, const char *name,
+                                    const struct prom_label *labels, size_t n_labels, uint64_t v);
 
 /*
  * Writes the samples of one histogram series: name_bucket{...,le="<bound>"} for each bound
@@ -77,16 +79,16 @@ int prom_write_sample_u64(struct sbuf *b, const char *name, const struct prom_la
  * The family lines are written separately with prom_write_family(..., PROM_HISTOGRAM, ...).
  * -EINVAL when bounds are not strictly ascending or counts decrease or exceed count.
  */
-int prom_write_histogram(struct sbuf *b, const char *name, const struct prom_label *labels,
-                         size_t n_labels, const double *bounds, const uint64_t *cumulative,
-                         size_t n_bounds, double sum, uint64_t count);
+GPUOP_WUR int prom_write_histogram(struct sbuf *b, const char *name,
+                                   const struct prom_label *labels, size_t n_labels,
+                                   const double *bounds, const uint64_t *cumulative,
+                                   size_t n_bounds, double sum, uint64_t count);
 
 /* ---- sticky-error writer ------------------------------------------------------------------- */
 
 struct prom_writer {
-    struct sbuf *out;
+    struct sbuf *out; /* its sticky error is the writer's: the first failure of any write */
     enum prom_format format;
-    int err; /* first failure, 0 while all writes succeeded */
 };
 
 /* out is the caller's buffer (with its limit); nothing is allocated. */
@@ -104,7 +106,8 @@ void prom_metric_u64(struct prom_writer *w, const char *name, enum prom_type t, 
 void prom_histogram(struct prom_writer *w, const char *name, const struct prom_label *labels,
                     size_t n_labels, const double *bounds, const uint64_t *cumulative,
                     size_t n_bounds, double sum, uint64_t count);
-/* Writes "# EOF" for OpenMetrics and returns the first error (0 when the page is complete). */
-__attribute__((warn_unused_result)) int prom_writer_finish(struct prom_writer *w);
+/* Writes "# EOF" for OpenMetrics and returns the first error (0 when the page is complete);
+ * sbuf_check_err(w->out, ...) words it. */
+GPUOP_WUR int prom_writer_finish(struct prom_writer *w);
 
 #endif

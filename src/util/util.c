@@ -40,10 +40,12 @@ int err_errno(struct err *e, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(head, sizeof(head), fmt, ap);
     va_end(ap);
+    /* Through an sbuf rather than snprintf into msg: the message is cut to ERR_MSG_MAX on
+     * purpose, and a bounded err message is not an output anyone parses. */
     struct sbuf b;
     sbuf_init(&b, SIZE_MAX / 2);
-    sbuf_printf(&b, "%s: %s", head, strerror(-code));
-    strlcpy_s(e->msg, b.data ? b.data : "", sizeof(e->msg));
+    int r = sbuf_printf(&b, "%s: %s", head, strerror(-code));
+    strlcpy_s(e->msg, r == 0 && b.data ? b.data : head, sizeof(e->msg));
     sbuf_free(&b);
     e->code = code;
     return code;
@@ -63,11 +65,8 @@ int err_prefix(struct err *e, const char *fmt, ...)
     old[sizeof(old) - 1] = '\0';
     struct sbuf b;
     sbuf_init(&b, SIZE_MAX / 2);
-    if (old[0])
-        sbuf_printf(&b, "%s: %s", head, old);
-    else
-        sbuf_puts(&b, head);
-    strlcpy_s(e->msg, b.data ? b.data : "", sizeof(e->msg));
+    int r = old[0] ? sbuf_printf(&b, "%s: %s", head, old) : sbuf_puts(&b, head);
+    strlcpy_s(e->msg, r == 0 && b.data ? b.data : head, sizeof(e->msg));
     sbuf_free(&b);
     if (e->code >= 0)
         e->code = -EINVAL;
@@ -159,6 +158,7 @@ void sbuf_init(struct sbuf *b, size_t limit)
     b->len = 0;
     b->cap = 0;
     b->limit = limit;
+    b->error = 0;
 }
 
 void sbuf_free(struct sbuf *b)
@@ -166,19 +166,30 @@ void sbuf_free(struct sbuf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->error = 0;
 }
 
 void sbuf_reset(struct sbuf *b)
 {
     b->len = 0;
+    b->error = 0;
     if (b->data)
         b->data[0] = '\0';
 }
 
+int sbuf_fail(struct sbuf *b, int code)
+{
+    if (code < 0 && b->error == 0)
+        b->error = code;
+    return b->error;
+}
+
 static int sbuf_reserve(struct sbuf *b, size_t extra)
 {
+    if (b->error)
+        return b->error;
     if (extra > b->limit || b->len > b->limit - extra)
-        return -ENOBUFS;
+        return sbuf_fail(b, -ENOBUFS);
     size_t need = b->len + extra + 1;
     if (need <= b->cap)
         return 0;
@@ -213,12 +224,14 @@ int sbuf_puts(struct sbuf *b, const char *s)
 
 int sbuf_vprintf(struct sbuf *b, const char *fmt, va_list ap)
 {
+    if (b->error)
+        return b->error;
     va_list aq;
     va_copy(aq, ap);
     int n = vsnprintf(NULL, 0, fmt, aq);
     va_end(aq);
     if (n < 0)
-        return -EINVAL;
+        return sbuf_fail(b, -EINVAL);
     int r = sbuf_reserve(b, (size_t)n);
     if (r < 0)
         return r;
@@ -236,11 +249,57 @@ int sbuf_printf(struct sbuf *b, const char *fmt, ...)
     return r;
 }
 
+/* The sticky forms drop the result here on purpose: it stays in b->error for sbuf_check. */
+void sbuf_add(struct sbuf *b, const void *data, size_t n)
+{
+    if (sbuf_append(b, data, n) < 0)
+        return;
+}
+
+void sbuf_adds(struct sbuf *b, const char *s)
+{
+    sbuf_add(b, s, strlen(s));
+}
+
+void sbuf_vaddf(struct sbuf *b, const char *fmt, va_list ap)
+{
+    if (sbuf_vprintf(b, fmt, ap) < 0)
+        return;
+}
+
+void sbuf_addf(struct sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sbuf_vaddf(b, fmt, ap);
+    va_end(ap);
+}
+
+int sbuf_check(const struct sbuf *b)
+{
+    return b->error;
+}
+
+int sbuf_check_err(const struct sbuf *b, struct err *e, const char *what_fmt, ...)
+{
+    if (b->error == 0)
+        return 0;
+    char what[ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof(what), what_fmt, ap);
+    va_end(ap);
+    if (b->error == -ENOBUFS)
+        return err_set(e, b->error, "%s: larger than the limit of %zu bytes", what, b->limit);
+    return err_errno(e, b->error, "%s", what);
+}
+
 char *sbuf_steal(struct sbuf *b)
 {
     char *p = b->data ? b->data : xstrdup("");
     b->data = NULL;
     b->len = b->cap = 0;
+    b->error = 0;
     return p;
 }
 
@@ -686,25 +745,25 @@ static void json_escape(struct sbuf *b, const char *s, size_t n)
         unsigned char c = (unsigned char)s[i];
         switch (c) {
         case '"':
-            sbuf_puts(b, "\\\"");
+            sbuf_adds(b, "\\\"");
             break;
         case '\\':
-            sbuf_puts(b, "\\\\");
+            sbuf_adds(b, "\\\\");
             break;
         case '\n':
-            sbuf_puts(b, "\\n");
+            sbuf_adds(b, "\\n");
             break;
         case '\t':
-            sbuf_puts(b, "\\t");
+            sbuf_adds(b, "\\t");
             break;
         case '\r':
-            sbuf_puts(b, "\\r");
+            sbuf_adds(b, "\\r");
             break;
         default:
             if (c < 0x20)
-                sbuf_printf(b, "\\u%04x", c);
+                sbuf_addf(b, "\\u%04x", c);
             else
-                sbuf_append(b, &s[i], 1);
+                sbuf_add(b, &s[i], 1);
         }
     }
 }
@@ -758,11 +817,37 @@ static void kv_to_json(struct sbuf *b, const char *kv)
                 vlen = (size_t)(p - v);
             }
         }
-        sbuf_puts(b, ",\"");
+        sbuf_adds(b, ",\"");
         json_escape(b, k, klen);
-        sbuf_puts(b, "\":\"");
+        sbuf_adds(b, "\":\"");
         json_escape(b, v, vlen);
-        sbuf_puts(b, "\"");
+        sbuf_adds(b, "\"");
+    }
+}
+
+#define LOG_LINE_MAX 8192
+
+/* One record into b; the sticky error says whether it fitted. */
+static void log_format(struct sbuf *b, const char *ts, const char *lname, const char *component,
+                       const char *msg, const char *kv)
+{
+    if (g_format == LOG_FORMAT_JSON) {
+        sbuf_addf(b, "{\"ts\":\"%s\",\"level\":\"%s\",\"component\":\"", ts, lname);
+        json_escape(b, component, strlen(component));
+        sbuf_adds(b, "\",\"msg\":\"");
+        json_escape(b, msg, strlen(msg));
+        sbuf_adds(b, "\"");
+        kv_to_json(b, kv);
+        sbuf_adds(b, "}\n");
+    } else {
+        sbuf_addf(b, "%s %-5s %s %s", ts, lname, component, msg);
+        if (kv[0])
+            sbuf_addf(b, " %s", kv);
+        /* one line, always */
+        for (size_t i = 0; i < b->len; i++)
+            if (b->data[i] == '\n')
+                b->data[i] = ' ';
+        sbuf_adds(b, "\n");
     }
 }
 
@@ -772,33 +857,31 @@ void log_emit(enum log_level lvl, const char *component, const char *msg, const 
         return;
     char ts[40];
     time_rfc3339(now_ms_real(), ts, sizeof(ts));
-    char kv[2048] = "";
+    /* The fields go through a buffer of the line's limit: fields that do not fit make the
+     * record too long (below), rather than being cut where a fixed array ends. */
+    struct sbuf kv _cleanup_sbuf_;
+    sbuf_init(&kv, LOG_LINE_MAX);
+    sbuf_adds(&kv, "");
     if (kv_fmt) {
         va_list ap;
         va_start(ap, kv_fmt);
-        vsnprintf(kv, sizeof(kv), kv_fmt, ap);
+        sbuf_vaddf(&kv, kv_fmt, ap);
         va_end(ap);
     }
     struct sbuf b _cleanup_sbuf_;
-    sbuf_init(&b, 8192);
+    sbuf_init(&b, LOG_LINE_MAX);
     const char *lname = level_names[lvl <= LOG_ERROR ? lvl : LOG_ERROR];
-    if (g_format == LOG_FORMAT_JSON) {
-        sbuf_printf(&b, "{\"ts\":\"%s\",\"level\":\"%s\",\"component\":\"", ts, lname);
-        json_escape(&b, component, strlen(component));
-        sbuf_puts(&b, "\",\"msg\":\"");
-        json_escape(&b, msg, strlen(msg));
-        sbuf_puts(&b, "\"");
-        kv_to_json(&b, kv);
-        sbuf_puts(&b, "}\n");
-    } else {
-        sbuf_printf(&b, "%s %-5s %s %s", ts, lname, component, msg);
-        if (kv[0])
-            sbuf_printf(&b, " %s", kv);
-        /* one line, always */
-        for (size_t i = 0; i < b.len; i++)
-            if (b.data[i] == '\n')
-                b.data[i] = ' ';
-        sbuf_puts(&b, "\n");
+    if (sbuf_check(&kv) == 0)
+        log_format(&b, ts, lname, component, msg, kv.data);
+    if (sbuf_check(&kv) < 0 || sbuf_check(&b) < 0) {
+        /* Too long for one line: say so in a line that fits (the start of msg, no fields)
+         * rather than writing a cut or malformed record. */
+        char head[512];
+        strlcpy_s(head, msg, sizeof(head));
+        sbuf_reset(&b);
+        log_format(&b, ts, lname, component, head, "log_truncated=true");
+        if (sbuf_check(&b) < 0)
+            return;
     }
     pthread_mutex_lock(&g_log_lock);
     fwrite(b.data, 1, b.len, stderr);

@@ -30,8 +30,10 @@
 #include <unistd.h>
 
 #define GPUOP_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define ARRAY_SIZE(x)      (sizeof(x) / sizeof((x)[0]))
-#define UNUSED             __attribute__((unused))
+/* The result must be used: a (void) cast does not silence it under GCC, on purpose. */
+#define GPUOP_WUR     __attribute__((warn_unused_result))
+#define ARRAY_SIZE(x) (sizeof(x) / sizeof((x)[0]))
+#define UNUSED        __attribute__((unused))
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -110,22 +112,49 @@ char *xasprintf(const char *fmt, ...) GPUOP_PRINTF(1, 2);
 
 /* ---- bounded buffer ----------------------------------------------------------------------- */
 
+/*
+ * A truncated buffer is an error, never silent output. Two ways to write:
+ *  - checked: sbuf_append/puts/printf/vprintf return 0 or a negative code (-ENOBUFS when the
+ *    limit would be passed) and the result must be used (GPUOP_WUR);
+ *  - sticky, for code that writes many pieces: sbuf_add/adds/addf/vaddf return nothing, and
+ *    sbuf_check() (or sbuf_check_err()) must be called once before the content is used.
+ * Either way the first failure is kept in the buffer (sticky): later appends are no-ops that
+ * return it, and the content stays what it was before the failing append. sbuf_reset, sbuf_free
+ * and sbuf_steal clear it.
+ */
 struct sbuf {
     char *data; /* always NUL-terminated when non-NULL */
     size_t len;
     size_t cap;
     size_t limit; /* hard limit on len, fixed at creation */
+    int error;    /* first failure (negative), 0 while every append succeeded */
 };
 
 void sbuf_init(struct sbuf *b, size_t limit);
 void sbuf_free(struct sbuf *b);
 void sbuf_reset(struct sbuf *b);
-/* -ENOBUFS when the limit would be passed; the buffer is unchanged then. */
-int sbuf_append(struct sbuf *b, const void *data, size_t n);
-int sbuf_puts(struct sbuf *b, const char *s);
-int sbuf_printf(struct sbuf *b, const char *fmt, ...) GPUOP_PRINTF(2, 3);
-int sbuf_vprintf(struct sbuf *b, const char *fmt, va_list ap);
-/* Takes the data out (caller frees); the buffer is reset. Never NULL. */
+/* -ENOBUFS when the limit would be passed (the buffer is unchanged then), or the error of an
+ * earlier failure. */
+GPUOP_WUR int sbuf_append(struct sbuf *b, const void *data, size_t n);
+GPUOP_WUR int sbuf_puts(struct sbuf *b, const char *s);
+GPUOP_WUR int sbuf_printf(struct sbuf *b, const char *fmt, ...) GPUOP_PRINTF(2, 3);
+GPUOP_WUR int sbuf_vprintf(struct sbuf *b, const char *fmt, va_list ap);
+/* Sticky forms: a failure is only recorded in b; check it once with sbuf_check*(). */
+void sbuf_add(struct sbuf *b, const void *data, size_t n);
+void sbuf_adds(struct sbuf *b, const char *s);
+void sbuf_addf(struct sbuf *b, const char *fmt, ...) GPUOP_PRINTF(2, 3);
+void sbuf_vaddf(struct sbuf *b, const char *fmt, va_list ap);
+/* Records a failure of the caller's own (code < 0) as the sticky error, unless one is already
+ * there, so a writer layered on sbuf keeps one error for the whole output. Returns b->error. */
+int sbuf_fail(struct sbuf *b, int code);
+/* The sticky error: 0 when everything written so far is in the buffer. */
+GPUOP_WUR int sbuf_check(const struct sbuf *b);
+/* The same, and on failure sets e to "<what>: larger than the limit of N bytes" (or the
+ * failure's strerror), what being the thing the buffer was building. */
+GPUOP_WUR int sbuf_check_err(const struct sbuf *b, struct err *e, const char *what_fmt, ...)
+    GPUOP_PRINTF(3, 4);
+/* Takes the data out (caller frees); the buffer is reset. Never NULL. Check the buffer first:
+ * after a failure the data is whatever fitted. */
 char *sbuf_steal(struct sbuf *b);
 static inline void sbuf_freep(struct sbuf *b)
 {
@@ -164,7 +193,7 @@ int base64_decode(const char *in, size_t n, char **ret, size_t *ret_len);
 char *url_decode(const char *s, size_t n, bool plus_space);
 /* Appends s percent-encoded: every byte but RFC 3986's unreserved ones becomes %XX. Returns 0, or
  * sbuf's error when out is full. */
-int url_encode(struct sbuf *out, const char *s);
+GPUOP_WUR int url_encode(struct sbuf *out, const char *s);
 
 /* ---- files -------------------------------------------------------------------------------- */
 

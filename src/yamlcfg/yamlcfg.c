@@ -580,7 +580,11 @@ int cfg_known_keys(json_t *obj, const char *ctx, const char *const *allowed, str
             struct sbuf b _cleanup_sbuf_;
             sbuf_init(&b, 1024);
             for (const char *const *a = allowed; *a; a++)
-                sbuf_printf(&b, "%s%s", a == allowed ? "" : ", ", *a);
+                sbuf_addf(&b, "%s%s", a == allowed ? "" : ", ", *a);
+            int r =
+                sbuf_check_err(&b, e, "%s: unknown field \"%s\": the list of known fields", ctx, k);
+            if (r < 0)
+                return r;
             return err_set(e, -EINVAL, "%s: unknown field \"%s\" (known: %s)", ctx, k,
                            b.data ? b.data : "");
         }

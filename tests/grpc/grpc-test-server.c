@@ -133,11 +133,14 @@ static void allocate(struct grpc_call *call, const ProtobufCMessage *req, void *
     V1beta1__ContainerAllocateResponse__EnvsEntry *env = xcalloc(n, sizeof(*env));
     V1beta1__ContainerAllocateResponse__EnvsEntry **envp = xcalloc(n, sizeof(*envp));
     char **vals = xcalloc(n, sizeof(*vals));
+    bool too_long = false;
     for (size_t i = 0; i < n; i++) {
         struct sbuf b;
         sbuf_init(&b, 1 << 20);
         for (size_t j = 0; j < rq->container_requests[i]->n_devices_ids; j++)
-            sbuf_printf(&b, "%s%s", j ? "," : "", rq->container_requests[i]->devices_ids[j]);
+            sbuf_addf(&b, "%s%s", j ? "," : "", rq->container_requests[i]->devices_ids[j]);
+        if (sbuf_check(&b) < 0)
+            too_long = true;
         vals[i] = sbuf_steal(&b);
         v1beta1__container_allocate_response__envs_entry__init(&env[i]);
         env[i].key = "NVIDIA_VISIBLE_DEVICES";
@@ -151,7 +154,10 @@ static void allocate(struct grpc_call *call, const ProtobufCMessage *req, void *
     V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
     resp.n_container_responses = n;
     resp.container_responses = crp;
-    grpc_call_reply_pb(call, &resp.base);
+    if (too_long)
+        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "device list over 1 MiB");
+    else
+        grpc_call_reply_pb(call, &resp.base);
     for (size_t i = 0; i < n; i++)
         free(vals[i]);
     free(vals);

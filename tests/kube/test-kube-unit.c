@@ -63,7 +63,7 @@ static void test_selectors(void **state)
     (void)state;
     struct sbuf b;
     sbuf_init(&b, 4096);
-    sbuf_puts(&b, "/api/v1/pods");
+    assert_int_equal(sbuf_puts(&b, "/api/v1/pods"), 0);
     assert_int_equal(kube_query_add(&b, "labelSelector",
                                     "app in (a,b),tier!=db,!canary,nvidia.com/gpu.present=true"),
                      0);
@@ -498,6 +498,13 @@ static void test_retry_after(void **state)
     assert_int_equal(kube_parse_retry_after("Sun Nov 29 21:30:05 2026", now, &ms), 0);
     assert_int_equal(ms, 5000);
     assert_int_equal(kube_parse_retry_after("Sun, 29 Foo 2026 21:30:10 GMT", now, &ms), -EINVAL);
+    /* a value too long to hold is rejected, not cut to its valid-looking start */
+    char lng[80];
+    memset(lng, ' ', sizeof(lng));
+    lng[0] = '5';
+    lng[sizeof(lng) - 2] = 'x';
+    lng[sizeof(lng) - 1] = '\0';
+    assert_int_equal(kube_parse_retry_after(lng, 0, &ms), -EINVAL);
     assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 25:30:10 GMT", now, &ms), -EINVAL);
     assert_int_equal(kube_parse_retry_after("Sun, 29 Nov 2026 21:30:10 GMT junk", now, &ms),
                      -EINVAL);

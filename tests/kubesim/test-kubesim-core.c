@@ -1157,6 +1157,54 @@ static void test_watch_large_initial(void **state)
     ksim_free(ks);
 }
 
+/* An event too large for the stream buffer ends the watch (the client watches again) instead of
+ * being skipped; a status message over its limit says it was cut. */
+static void test_buffer_limits(void **state)
+{
+    (void)state;
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    struct ksim *ks = ksim_new(&o);
+    char pad[1025];
+    memset(pad, 'x', 1024);
+    pad[1024] = '\0';
+    char body[1300];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+             "\"big\"},\"data\":{\"p\":\"%s\"}}",
+             pad);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, body, 201));
+    int code;
+    struct ksim_watch *w = watch(ks, "/api/v1/configmaps", "watch=1", &code);
+    assert_int_equal(code, 200);
+    struct sbuf b;
+    sbuf_init(&b, 256);
+    assert_int_equal(ksim_watch_next(ks, w, &b, 0), -1);
+    assert_int_equal(b.len, 0);
+    sbuf_reset(&b);
+    assert_int_equal(ksim_watch_next(ks, w, &b, 0), -1);
+    sbuf_free(&b);
+    ksim_watch_free(ks, w);
+
+    /* 3000 invalid label keys: a 422 whose message is far over its 64 KiB */
+    struct sbuf big;
+    sbuf_init(&big, 1u << 20);
+    sbuf_adds(&big, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                    "\"bad\",\"labels\":{");
+    for (int i = 0; i < 3000; i++)
+        sbuf_addf(&big, "%s\"-bad%d\":\"v\"", i ? "," : "", i);
+    sbuf_adds(&big, "}}}");
+    assert_int_equal(sbuf_check(&big), 0);
+    json_t *st = ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL, big.data, 422);
+    const char *msg = js(st, "message");
+    assert_non_null(msg);
+    assert_true(str_has_suffix(msg, "... (cut: longer than 65536 bytes)"));
+    json_decref(st);
+    sbuf_free(&big);
+    ksim_free(ks);
+}
+
 static void test_pagination(void **state)
 {
     (void)state;
@@ -1287,13 +1335,14 @@ static void test_hostile_requests(void **state)
     /* deeply nested bodies through every patch type */
     struct sbuf deep;
     sbuf_init(&deep, 1u << 20);
-    sbuf_puts(&deep, "{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":");
+    sbuf_adds(&deep, "{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":");
     for (int i = 0; i < 1500; i++)
-        sbuf_puts(&deep, "{\"x\":");
-    sbuf_puts(&deep, "1");
+        sbuf_adds(&deep, "{\"x\":");
+    sbuf_adds(&deep, "1");
     for (int i = 0; i < 1500; i++)
-        sbuf_puts(&deep, "}");
-    sbuf_puts(&deep, "}");
+        sbuf_adds(&deep, "}");
+    sbuf_adds(&deep, "}");
+    assert_int_equal(sbuf_check(&deep), 0);
     const char *ctypes[] = {"application/merge-patch+json",
                             "application/strategic-merge-patch+json", "application/json-patch+json",
                             "application/apply-patch+yaml"};
@@ -1355,6 +1404,7 @@ int main(void)
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_large_initial),
+        cmocka_unit_test(test_buffer_limits),
         cmocka_unit_test(test_pagination),
         cmocka_unit_test(test_crd_lifecycle),
         cmocka_unit_test(test_protobuf_bodies),

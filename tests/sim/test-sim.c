@@ -1005,12 +1005,14 @@ static void test_state_overfull_lists(void **state)
     assert_non_null(gpu2);
     const char *open = strchr(gpu2, '[');
     assert_non_null(open);
-    sbuf_append(&b, buf, (size_t)(open + 1 - buf));
-    sbuf_puts(&b, "{\"id\": 14, \"profile_id\": 19, \"start\": 0, \"size\": 1, \"compute\": ["
-                  "{\"id\": 0, \"profile\": 0, \"start\": 0, \"size\": 1},"
-                  "{\"id\": 1, \"profile\": 0, \"start\": 0, \"size\": 1},"
-                  "{\"id\": 2, \"profile\": 0, \"start\": 0, \"size\": 1}]},");
-    sbuf_puts(&b, open + 1);
+    assert_int_equal(sbuf_append(&b, buf, (size_t)(open + 1 - buf)), 0);
+    assert_int_equal(
+        sbuf_puts(&b, "{\"id\": 14, \"profile_id\": 19, \"start\": 0, \"size\": 1, \"compute\": ["
+                      "{\"id\": 0, \"profile\": 0, \"start\": 0, \"size\": 1},"
+                      "{\"id\": 1, \"profile\": 0, \"start\": 0, \"size\": 1},"
+                      "{\"id\": 2, \"profile\": 0, \"start\": 0, \"size\": 1}]},"),
+        0);
+    assert_int_equal(sbuf_puts(&b, open + 1), 0);
     free(buf);
     assert_int_equal(file_write_atomic(state_file, b.data, b.len, 0644, &e), 0);
 

@@ -44,36 +44,39 @@ static void test_prom_helpers(void **state)
     assert_int_equal(prom_escape_label_value(&b, "a\\b\"c\nd"), 0);
     assert_string_equal(b.data, "a\\\\b\\\"c\\nd");
     sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_TEXT, "x_total", PROM_COUNTER, "h \"q\" \\ \n");
+    assert_int_equal(
+        prom_write_family(&b, PROM_FORMAT_TEXT, "x_total", PROM_COUNTER, "h \"q\" \\ \n"), 0);
     assert_string_equal(b.data, "# HELP x_total h \"q\" \\\\ \\n\n# TYPE x_total counter\n");
     sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "x_total", PROM_COUNTER, "h \"q\"");
+    assert_int_equal(
+        prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "x_total", PROM_COUNTER, "h \"q\""), 0);
     assert_string_equal(b.data, "# HELP x h \\\"q\\\"\n# TYPE x counter\n");
     sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "DCGM_X", PROM_COUNTER, "h");
+    assert_int_equal(prom_write_family(&b, PROM_FORMAT_OPENMETRICS, "DCGM_X", PROM_COUNTER, "h"),
+                     0);
     assert_string_equal(b.data, "# HELP DCGM_X h\n# TYPE DCGM_X unknown\n");
     sbuf_reset(&b);
-    prom_write_family(&b, PROM_FORMAT_TEXT, "g", PROM_UNTYPED, "h");
+    assert_int_equal(prom_write_family(&b, PROM_FORMAT_TEXT, "g", PROM_UNTYPED, "h"), 0);
     assert_string_equal(b.data, "# HELP g h\n# TYPE g untyped\n");
     sbuf_reset(&b);
-    prom_write_value(&b, 42);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 123.456);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 0.1);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 1e300);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 0.0 / 0.0);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, -1.0 / 0.0);
-    sbuf_puts(&b, " ");
-    prom_write_value(&b, 18446744073709551615.0);
+    assert_int_equal(prom_write_value(&b, 42), 0);
+    assert_int_equal(sbuf_puts(&b, " "), 0);
+    assert_int_equal(prom_write_value(&b, 123.456), 0);
+    assert_int_equal(sbuf_puts(&b, " "), 0);
+    assert_int_equal(prom_write_value(&b, 0.1), 0);
+    assert_int_equal(sbuf_puts(&b, " "), 0);
+    assert_int_equal(prom_write_value(&b, 1e300), 0);
+    assert_int_equal(sbuf_puts(&b, " "), 0);
+    assert_int_equal(prom_write_value(&b, 0.0 / 0.0), 0);
+    assert_int_equal(sbuf_puts(&b, " "), 0);
+    assert_int_equal(prom_write_value(&b, -1.0 / 0.0), 0);
+    assert_int_equal(sbuf_puts(&b, " "), 0);
+    assert_int_equal(prom_write_value(&b, 18446744073709551615.0), 0);
     assert_string_equal(b.data, "42 123.456 0.1 1e+300 NaN -Inf 1.8446744073709552e+19");
     sbuf_reset(&b);
-    prom_write_eof(&b, PROM_FORMAT_TEXT);
+    assert_int_equal(prom_write_eof(&b, PROM_FORMAT_TEXT), 0);
     assert_int_equal(b.len, 0);
-    prom_write_eof(&b, PROM_FORMAT_OPENMETRICS);
+    assert_int_equal(prom_write_eof(&b, PROM_FORMAT_OPENMETRICS), 0);
     assert_string_equal(b.data, "# EOF\n");
     sbuf_free(&b);
 }
@@ -149,6 +152,22 @@ static void test_truncation_is_an_error(void **state)
     prom_metric(&w, "z", PROM_GAUGE, "z", 1);
     assert_int_equal(b.len, len);
     assert_int_equal(prom_writer_finish(&w), -ENOBUFS);
+    /* the writer's error is the buffer's, worded with the thing and the limit */
+    struct err e = {0};
+    assert_int_equal(sbuf_check_err(&b, &e, "metrics page"), -ENOBUFS);
+    assert_string_equal(err_msg(&e), "metrics page: larger than the limit of 64 bytes");
+    sbuf_free(&b);
+
+    /* a bad histogram sticks as well: the rest of the page is not written */
+    sbuf_init(&b, 4096);
+    prom_writer_init(&w, &b, PROM_FORMAT_TEXT);
+    double bounds[] = {2, 1};
+    uint64_t cum[] = {0, 1};
+    prom_histogram(&w, "h", NULL, 0, bounds, cum, 2, 0, 1);
+    prom_metric(&w, "z", PROM_GAUGE, "z", 1);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(prom_writer_finish(&w), -EINVAL);
+    assert_int_equal(sbuf_check(&b), -EINVAL);
     sbuf_free(&b);
 }
 

@@ -41,6 +41,44 @@ static void test_sbuf_limit(void **state)
     assert_string_equal(b.data, "42-ab");
 }
 
+/* The first failure sticks: later appends, even small ones, do nothing and report it. */
+static void test_sbuf_sticky(void **state)
+{
+    (void)state;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 8);
+    sbuf_adds(&b, "abc");
+    assert_int_equal(sbuf_check(&b), 0);
+    sbuf_addf(&b, "%s", "defghi");
+    assert_int_equal(sbuf_check(&b), -ENOBUFS);
+    sbuf_adds(&b, "d");
+    assert_int_equal(sbuf_puts(&b, "d"), -ENOBUFS);
+    assert_int_equal(sbuf_append(&b, "d", 1), -ENOBUFS);
+    assert_string_equal(b.data, "abc");
+    struct err e = {0};
+    assert_int_equal(sbuf_check_err(&b, &e, "the %s list", "device"), -ENOBUFS);
+    assert_int_equal(e.code, -ENOBUFS);
+    assert_string_equal(err_msg(&e), "the device list: larger than the limit of 8 bytes");
+    /* reset starts over */
+    sbuf_reset(&b);
+    assert_int_equal(sbuf_check(&b), 0);
+    sbuf_addf(&b, "%d", 1234567);
+    assert_int_equal(sbuf_check_err(&b, &e, "unused"), 0);
+    assert_string_equal(b.data, "1234567");
+    /* a failure of the caller's own sticks too, and only the first one counts */
+    assert_int_equal(sbuf_fail(&b, -EINVAL), -EINVAL);
+    assert_int_equal(sbuf_fail(&b, -EIO), -EINVAL);
+    assert_int_equal(sbuf_puts(&b, "x"), -EINVAL);
+    assert_int_equal(sbuf_check_err(&b, &e, "page"), -EINVAL);
+    assert_string_equal(err_msg(&e), "page: Invalid argument");
+    assert_int_equal(sbuf_fail(&b, 0), -EINVAL);
+    /* steal hands the data out and clears the error with it */
+    free(sbuf_steal(&b));
+    assert_int_equal(sbuf_check(&b), 0);
+    assert_int_equal(sbuf_puts(&b, "ok"), 0);
+    assert_string_equal(b.data, "ok");
+}
+
 static void test_parse_numbers(void **state)
 {
     (void)state;
@@ -300,6 +338,50 @@ static void test_log_json_quoted_values(void **state)
     assert_non_null(strstr(out, "\"a\":\"b c\",\"d\":\"e\""));
 }
 
+/* A record too long for one line is replaced by a short one saying so, never cut mid-record. */
+static void test_log_line_over_limit(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gpuop-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = 20000;
+    _cleanup_free_ char *big = xmalloc(n + 1);
+    memset(big, 'm', n);
+    big[n] = '\0';
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDERR_FILENO) >= 0);
+    log_set_format(LOG_FORMAT_JSON);
+    log_emit(LOG_WARN, "comp", big, "k=v");
+    log_set_format(LOG_FORMAT_TEXT);
+    log_emit(LOG_WARN, "comp", big, "k=v");
+    log_emit(LOG_WARN, "comp", "short", "k=%s", big); /* the fields alone are too long */
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    _cleanup_free_ char *out = NULL;
+    size_t len = 0;
+    struct err e = {0};
+    assert_int_equal(file_read_all(path, 1 << 20, &out, &len, &e), 0);
+    unlink(path);
+    /* three complete lines, each with the marker and without the dropped field */
+    char *nl = strchr(out, '\n');
+    assert_non_null(nl);
+    char *nl2 = strchr(nl + 1, '\n');
+    assert_non_null(nl2);
+    assert_ptr_equal(strchr(nl2 + 1, '\n'), out + len - 1);
+    *nl = *nl2 = '\0';
+    assert_true(str_has_suffix(out, ",\"log_truncated\":\"true\"}"));
+    assert_null(strstr(out, "\"k\""));
+    assert_true(strlen(out) < 1024);
+    assert_true(str_has_suffix(nl + 1, " log_truncated=true"));
+    assert_null(strstr(nl + 1, "k="));
+    assert_true(str_has_suffix(nl2 + 1, " comp short log_truncated=true\n"));
+}
+
 static void test_strings(void **state)
 {
     (void)state;
@@ -408,6 +490,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_sbuf_limit),
+        cmocka_unit_test(test_sbuf_sticky),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_files),
@@ -416,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_atomic_write_threads),
         cmocka_unit_test(test_read_fifo_without_writer),
         cmocka_unit_test(test_log_json_quoted_values),
+        cmocka_unit_test(test_log_line_over_limit),
         cmocka_unit_test(test_deadline_table),
         cmocka_unit_test(test_cond_nap_times_out),
         cmocka_unit_test(test_stop_token),

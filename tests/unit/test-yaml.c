@@ -81,9 +81,10 @@ static char *alias_ladder(int levels)
 {
     struct sbuf b;
     sbuf_init(&b, 1 << 20);
-    sbuf_puts(&b, "l0: &l0 [x, x]\n");
+    sbuf_adds(&b, "l0: &l0 [x, x]\n");
     for (int i = 1; i < levels; i++)
-        sbuf_printf(&b, "l%d: &l%d [*l%d, *l%d]\n", i, i, i - 1, i - 1);
+        sbuf_addf(&b, "l%d: &l%d [*l%d, *l%d]\n", i, i, i - 1, i - 1);
+    assert_int_equal(sbuf_check(&b), 0);
     return sbuf_steal(&b);
 }
 
@@ -108,7 +109,7 @@ static void test_alias_expansion_bounded(void **state)
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, 1 << 20);
     for (int i = 0; i < 3; i++)
-        sbuf_printf(&b, "---\n%s", ok);
+        assert_int_equal(sbuf_printf(&b, "---\n%s", ok), 0);
     json_t *all = NULL;
     assert_int_equal(yaml_parse_all(b.data, b.len, "m.yaml", &all, &e), 0);
     assert_int_equal(json_array_size(all), 3);

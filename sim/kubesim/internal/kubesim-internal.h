@@ -110,6 +110,9 @@ struct ksim {
 /* ---- helpers.c: pure predicates over objects (JSON paths and metadata: kobj.h) ------------- */
 
 char *ks_lower_dup(const char *s);
+/* Takes the text built in b (malloc'ed; b is reset). When an append failed, the text ends with
+ * a note that it was cut at b's limit instead of stopping silently where the limit fell. */
+char *ks_text_take(struct sbuf *b);
 bool ks_is_deleting(json_t *obj);
 bool ks_pod_ready(json_t *pod);
 /* An int-or-string ("25%") against total; dflt when v is neither. */

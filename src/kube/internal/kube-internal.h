@@ -55,12 +55,12 @@ int kube_base64_decode(const char *in, size_t n, char **ret, size_t *ret_len);
 /* ---- URLs --------------------------------------------------------------------------------- */
 
 /* Percent-encodes everything but unreserved characters. */
-int kube_url_escape(struct sbuf *b, const char *s);
+GPUOP_WUR int kube_url_escape(struct sbuf *b, const char *s);
 /* /api/v1/namespaces/<ns>/pods/<name>/<sub>; ns, name and sub may be NULL. */
-int kube_build_path(struct sbuf *b, const struct kube_resource *r, const char *ns, const char *name,
-                    const char *sub);
+GPUOP_WUR int kube_build_path(struct sbuf *b, const struct kube_resource *r, const char *ns,
+                              const char *name, const char *sub);
 /* Appends "?k=v" or "&k=v" (v escaped); v NULL or "" appends nothing. */
-int kube_query_add(struct sbuf *b, const char *key, const char *value);
+GPUOP_WUR int kube_query_add(struct sbuf *b, const char *key, const char *value);
 /* Checks a selector for characters a selector never holds (control characters, '#', '?'...):
  * -EINVAL with a message. The server validates the grammar. */
 int kube_selector_check(const char *what, const char *sel, struct err *e);

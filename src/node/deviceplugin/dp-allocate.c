@@ -117,8 +117,8 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
                 a.cdi[a.n_cdi++] = xstrdup(name);
             }
             if (joined.len)
-                sbuf_puts(&joined, ",");
-            sbuf_puts(&joined, name);
+                sbuf_adds(&joined, ",");
+            sbuf_adds(&joined, name);
             free(name);
         }
         /* The extra CDI devices NVIDIA's plugin adds for the optional features. */
@@ -139,9 +139,14 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
                 a.cdi[a.n_cdi++] = xstrdup(name);
             }
             if (joined.len)
-                sbuf_puts(&joined, ",");
-            sbuf_puts(&joined, name);
+                sbuf_adds(&joined, ",");
+            sbuf_adds(&joined, name);
             free(name);
+        }
+        int err = sbuf_check_err(&joined, e, "allocate '%s': the CDI device list", r->name);
+        if (err < 0) {
+            dp_container_alloc_clear(&a);
+            return err;
         }
         if (o->list_strategies & DPCONFIG_LIST_CDI_ANNOTATIONS) {
             _cleanup_free_ char *key =
@@ -177,8 +182,13 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
             sbuf_reset(&joined);
             for (size_t i = 0; i < n_vis; i++) {
                 if (i)
-                    sbuf_puts(&joined, ",");
-                sbuf_puts(&joined, vis[i]);
+                    sbuf_adds(&joined, ",");
+                sbuf_adds(&joined, vis[i]);
+            }
+            int err = sbuf_check_err(&joined, e, "allocate '%s': NVIDIA_VISIBLE_DEVICES", r->name);
+            if (err < 0) {
+                dp_container_alloc_clear(&a);
+                return err;
             }
             kv_set(&a.envs, &a.n_envs, "NVIDIA_VISIBLE_DEVICES", joined.data ? joined.data : "");
         }

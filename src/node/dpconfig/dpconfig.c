@@ -385,7 +385,10 @@ static int check_keys(json_t *obj, const char *path, const char *const *allowed,
             struct sbuf b _cleanup_sbuf_;
             sbuf_init(&b, 1024);
             for (const char *const *a = allowed; *a; a++)
-                sbuf_printf(&b, "%s%s", a == allowed ? "" : ", ", *a);
+                sbuf_addf(&b, "%s%s", a == allowed ? "" : ", ", *a);
+            int r = sbuf_check_err(&b, e, "%s: unknown field: the list of known fields", p);
+            if (r < 0)
+                return r;
             return err_set(e, -EINVAL, "%s: unknown field (known: %s)", p, b.data ? b.data : "");
         }
     }

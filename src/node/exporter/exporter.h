@@ -255,7 +255,7 @@ struct exp_render_input {
 
 /* Renders everything but the per-scrape tail (gpuop_exporter_scrapes_total and, for
  * OpenMetrics, # EOF; see exp_render_tail). Output is bounded by out's limit. */
-int exp_render(const struct exp_render_input *in, enum prom_format f, struct sbuf *out);
-int exp_render_tail(uint64_t scrapes, enum prom_format f, struct sbuf *out);
+GPUOP_WUR int exp_render(const struct exp_render_input *in, enum prom_format f, struct sbuf *out);
+GPUOP_WUR int exp_render_tail(uint64_t scrapes, enum prom_format f, struct sbuf *out);
 
 #endif

@@ -40,6 +40,19 @@ int gfd_labels_format(const struct gfd_labels *l, struct sbuf *out)
     return 0;
 }
 
+/* Records the first key or value that did not fit; gfd_labels_compute fails with it. */
+static void overflow(struct gfd_labels *l, int code, const char *fmt, ...) GPUOP_PRINTF(3, 4);
+static void overflow(struct gfd_labels *l, int code, const char *fmt, ...)
+{
+    if (l->overflow.code)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->overflow.msg, sizeof(l->overflow.msg), fmt, ap);
+    va_end(ap);
+    l->overflow.code = code;
+}
+
 /* Sets key (later sets replace earlier ones, as NVIDIA merges its labelers). */
 static void label_set(struct gfd_labels *l, const char *key, const char *value)
 {
@@ -62,8 +75,12 @@ static void label_setf(struct gfd_labels *l, const char *key, const char *fmt, .
     char buf[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(buf)) {
+        overflow(l, -ENOBUFS, "label %s: value longer than %zu bytes", key, sizeof(buf) - 1);
+        return;
+    }
     label_set(l, key, buf);
 }
 
@@ -160,7 +177,12 @@ static void resource_set(struct gfd_labels *l, const struct resource *r, const c
                          const char *value)
 {
     char key[256];
-    snprintf(key, sizeof(key), "%s.%s", r->name, suffix);
+    int n = snprintf(key, sizeof(key), "%s.%s", r->name, suffix);
+    if (n < 0 || (size_t)n >= sizeof(key)) {
+        overflow(l, -ENOBUFS, "label key \"%s.%s\": longer than %zu bytes", r->name, suffix,
+                 sizeof(key) - 1);
+        return;
+    }
     label_set(l, key, value);
 }
 
@@ -182,12 +204,17 @@ static void product_label(struct gfd_labels *l, const struct resource *r, const 
         _cleanup_free_ char *s = gfd_sanitise(parts[i]);
         if (!*s)
             continue;
-        sbuf_printf(&b, "%s%s", b.len ? "-" : "", s);
+        sbuf_addf(&b, "%s%s", b.len ? "-" : "", s);
     }
     if (!b.len)
         return;
     if (resource_shared(r) && !resource_renamed(r))
-        sbuf_puts(&b, "-SHARED");
+        sbuf_adds(&b, "-SHARED");
+    int err = sbuf_check(&b);
+    if (err < 0) {
+        overflow(l, err, "label %s.product: value longer than %zu bytes", r->name, b.limit);
+        return;
+    }
     resource_set(l, r, "product", b.data);
 }
 
@@ -535,6 +562,8 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
     if (in->with_timestamp)
         label_setf(l, "nvidia.com/gfd.timestamp", "%lld", (long long)in->timestamp);
 
+    if (l->overflow.code < 0)
+        return err_set(e, l->overflow.code, "%s", l->overflow.msg);
     if (l->n > 1) /* qsort(NULL, 0, ...) is undefined */
         qsort(l->items, l->n, sizeof(*l->items), label_cmp);
     *ret = steal_ptr(&l);

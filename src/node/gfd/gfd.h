@@ -39,6 +39,9 @@ struct gfd_labels {
     /* Why the single strategy was found invalid (labels then carry "-MIG-INVALID"), else NULL;
      * for the caller to log. */
     char *warning;
+    /* While computing only: the first key or value too long for its buffer, which fails the
+     * compute (a cut label would be a wrong one). */
+    struct err overflow;
 };
 
 struct gfd_input {
@@ -64,7 +67,7 @@ DEFINE_CLEANUP_FUNC(struct gfd_labels, gfd_labels_free)
 /* The value of key, or NULL. */
 const char *gfd_labels_get(const struct gfd_labels *l, const char *key);
 /* Appends "key=value\n" for each label (NFD's local feature file format). */
-int gfd_labels_format(const struct gfd_labels *l, struct sbuf *out);
+GPUOP_WUR int gfd_labels_format(const struct gfd_labels *l, struct sbuf *out);
 
 /* NVIDIA's sanitiser: drops every character outside [A-Za-z0-9-_. ], then joins the
  * whitespace-separated fields with '-'. Caller frees. */
