@@ -35,47 +35,10 @@ static void req_add_val(struct ks_req *r, const char *v, size_t n)
     r->vals[r->nvals++] = xstrndup(v, n);
 }
 
+/* A character of a label key or value token, as the selector lexer reads it. */
 static bool name_char(char c)
 {
     return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.';
-}
-
-/* A label key: [prefix/]name, name <= 63 chars of [A-Za-z0-9_.-] starting and ending
- * alphanumeric; prefix a DNS-1123 subdomain. */
-static bool label_key_valid(const char *k)
-{
-    const char *slash = strchr(k, '/');
-    const char *name = slash ? slash + 1 : k;
-    if (slash) {
-        size_t pl = (size_t)(slash - k);
-        if (pl == 0 || pl > 253)
-            return false;
-        for (size_t i = 0; i < pl; i++)
-            if (!(islower((unsigned char)k[i]) || isdigit((unsigned char)k[i]) || k[i] == '-' ||
-                  k[i] == '.'))
-                return false;
-    }
-    size_t n = strlen(name);
-    if (n == 0 || n > 63 || !isalnum((unsigned char)name[0]) ||
-        !isalnum((unsigned char)name[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!name_char(name[i]))
-            return false;
-    return true;
-}
-
-static bool label_value_valid(const char *v)
-{
-    size_t n = strlen(v);
-    if (n == 0)
-        return true;
-    if (n > 63 || !isalnum((unsigned char)v[0]) || !isalnum((unsigned char)v[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!name_char(v[i]))
-            return false;
-    return true;
 }
 
 static void skip_ws(const char **p)
@@ -114,7 +77,7 @@ struct ksim_selector *ksim_label_selector_parse(const char *s, struct err *e)
             goto fail;
         }
         _cleanup_free_ char *key = xstrndup(p, kl);
-        if (!label_key_valid(key)) {
+        if (!kobj_valid_qualified_name(key)) {
             err_set(e, -EINVAL,
                     "unable to parse requirement: key: Invalid value: \"%s\": name part must "
                     "consist of alphanumeric characters, '-', '_' or '.', and must start and end "
@@ -136,7 +99,7 @@ struct ksim_selector *ksim_label_selector_parse(const char *s, struct err *e)
             while (p[vl] && p[vl] != ',' && p[vl] != ' ' && p[vl] != '\t')
                 vl++;
             _cleanup_free_ char *val = xstrndup(p, vl);
-            if (!label_value_valid(val) || strchr(val, '=') || strchr(val, '!') ||
+            if (!kobj_valid_label_value(val) || strchr(val, '=') || strchr(val, '!') ||
                 strchr(val, '(') || strchr(val, ')')) {
                 err_set(e, -EINVAL,
                         "unable to parse requirement: values[0][%s]: Invalid value: \"%s\": a "
@@ -165,7 +128,7 @@ struct ksim_selector *ksim_label_selector_parse(const char *s, struct err *e)
                 while (p[vl] && name_char(p[vl]))
                     vl++;
                 _cleanup_free_ char *val = xstrndup(p, vl);
-                if (!label_value_valid(val)) {
+                if (!kobj_valid_label_value(val)) {
                     err_set(e, -EINVAL, "unable to parse requirement: invalid label value: \"%s\"",
                             val);
                     goto fail;

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Validation as the API server's strategies do it: names, labels, per-type required fields and
  * the fields an update may not change. Findings are appended as Status causes. */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,33 +19,6 @@ void ks_add_cause(json_t *causes, const char *reason, const char *field, const c
     _cleanup_free_ char *msg = ks_text_take(&b);
     json_array_append_new(
         causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message", msg, "field", field));
-}
-
-static bool dns_label(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-            return false;
-    return true;
-}
-
-static bool dns_subdomain(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 253)
-        return false;
-    const char *p = s;
-    for (;;) {
-        const char *dot = strchr(p, '.');
-        size_t l = dot ? (size_t)(dot - p) : strlen(p);
-        if (!dns_label(p, l))
-            return false;
-        if (!dot)
-            return true;
-        p = dot + 1;
-    }
 }
 
 static const char msg_label[] =
@@ -70,7 +42,7 @@ void ks_validate_name(struct ks_type *t, const char *name, json_t *causes)
                          "Invalid value: \"%s\": may not contain '/' or '%%'", name);
         return;
     }
-    if (label ? !dns_label(name, strlen(name)) : !dns_subdomain(name))
+    if (label ? !kobj_valid_dns_label(name) : !kobj_valid_dns_subdomain(name))
         ks_add_cause(causes, "FieldValueInvalid", "metadata.name", "Invalid value: \"%s\": %s",
                      name, label ? msg_label : msg_subdomain);
 }
@@ -375,40 +347,6 @@ static void decode_intstr(struct decode *d, json_t *v)
     decode_fail(d, "json: cannot unmarshal %s into Go value of type int32", have);
 }
 
-/* resource.ParseQuantity: a signed decimal and one suffix (binary, decimal SI or exponent). */
-static bool quantity_parse(const char *s, bool *ret_negative)
-{
-    const char *p = s;
-    bool neg = false;
-    if (*p == '+' || *p == '-')
-        neg = *p++ == '-';
-    size_t digits = 0, dots = 0;
-    for (; isdigit((unsigned char)*p) || *p == '.'; p++) {
-        if (*p == '.')
-            dots++;
-        else
-            digits++;
-    }
-    if (!digits || dots > 1)
-        return false;
-    static const char *const suffixes[] = {"",  "n", "u",  "m",  "k",  "M",  "G",  "T",
-                                           "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-    bool ok = false;
-    for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++)
-        ok |= streq(p, suffixes[i]);
-    if (!ok && (*p == 'e' || *p == 'E')) {
-        const char *q = p + 1;
-        if (*q == '+' || *q == '-')
-            q++;
-        ok = *q != '\0';
-        for (; *q; q++)
-            ok &= isdigit((unsigned char)*q) != 0;
-    }
-    if (ok)
-        *ret_negative = neg && strspn(s + 1, "0.") != strcspn(s + 1, "eEinumkKMGTP");
-    return ok;
-}
-
 /* The text of a quantity as the API server shows it, or NULL when it cannot be one. */
 static char *quantity_text(json_t *v)
 {
@@ -436,7 +374,7 @@ static void quantities(struct decode *d, json_t *podspec, const char *path, json
                 json_object_foreach (kobj_path(json_object_get(c, "resources"), kinds[k]), res, q) {
                     _cleanup_free_ char *s = quantity_text(q);
                     bool neg = false;
-                    if (!s || !quantity_parse(s, &neg)) {
+                    if (!s || !kobj_valid_quantity(s, &neg)) {
                         decode_fail(d, "quantities must match the regular expression '%s'",
                                     quantity_re);
                         return;
@@ -516,8 +454,7 @@ static void validate_values(struct ks_type *t, json_t *obj, json_t *causes)
                          "Invalid value: %lld: must be greater than or equal to 0",
                          (long long)json_integer_value(v));
         const char *pct = json_string_value(v);
-        size_t digits = pct ? strspn(pct, "0123456789") : 0;
-        if (pct && (digits == 0 || !streq(pct + digits, "%")))
+        if (pct && !kobj_valid_percent(pct))
             ks_add_cause(causes, "FieldValueInvalid", intstr_fields[i].path,
                          "Invalid value: \"%s\": a valid percent string must be a numeric string "
                          "followed by an ending '%%' (e.g. '1%%',  or '93%%', regex used for "

@@ -89,12 +89,6 @@ static void cancel(struct grpc_client_stream *st, int code, const char *msg)
 
 /* ---- nghttp2 callbacks -------------------------------------------------------------------- */
 
-static bool name_is(const uint8_t *name, size_t len, const char *lit)
-{
-    size_t n = strlen(lit);
-    return len == n && memcmp(name, lit, n) == 0;
-}
-
 static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
@@ -105,19 +99,19 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
     struct grpc_client_stream *st = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
     if (!st)
         return 0;
-    if (name_is(name, namelen, ":status")) {
+    if (grpc_name_is(name, namelen, ":status")) {
         int v = 0;
         if (grpc_status_parse((const char *)value, valuelen, &v) == 0)
             st->http_status = v;
-    } else if (name_is(name, namelen, "content-type")) {
+    } else if (grpc_name_is(name, namelen, "content-type")) {
         st->ct_ok = grpc_content_type_ok((const char *)value, valuelen);
-    } else if (name_is(name, namelen, "grpc-status")) {
+    } else if (grpc_name_is(name, namelen, "grpc-status")) {
         int v = 0;
         if (grpc_status_parse((const char *)value, valuelen, &v) == 0) {
             st->have_status = true;
             st->status = v;
         }
-    } else if (name_is(name, namelen, "grpc-message")) {
+    } else if (grpc_name_is(name, namelen, "grpc-message")) {
         grpc_percent_decode((const char *)value, valuelen, st->message, sizeof(st->message));
     }
     return 0;

@@ -506,12 +506,6 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame, voi
     return 0;
 }
 
-static bool name_is(const uint8_t *name, size_t len, const char *lit)
-{
-    size_t n = strlen(lit);
-    return len == n && memcmp(name, lit, n) == 0;
-}
-
 static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
@@ -527,14 +521,14 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
         st->hdr_too_big = true;
         return 0;
     }
-    if (name_is(name, namelen, ":path")) {
+    if (grpc_name_is(name, namelen, ":path")) {
         free(st->path);
         st->path = xstrndup((const char *)value, valuelen);
-    } else if (name_is(name, namelen, ":method")) {
+    } else if (grpc_name_is(name, namelen, ":method")) {
         st->method_post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
-    } else if (name_is(name, namelen, "content-type")) {
+    } else if (grpc_name_is(name, namelen, "content-type")) {
         st->ct_ok = grpc_content_type_ok((const char *)value, valuelen);
-    } else if (name_is(name, namelen, "grpc-timeout")) {
+    } else if (grpc_name_is(name, namelen, "grpc-timeout")) {
         uint64_t ms = 0;
         if (grpc_timeout_parse((const char *)value, valuelen, &ms) == 0)
             st->deadline = now_ms_mono() + ms;

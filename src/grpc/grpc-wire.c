@@ -135,6 +135,12 @@ int grpc_deframer_feed(struct grpc_deframer *d, const uint8_t *data, size_t len,
     return 0;
 }
 
+bool grpc_name_is(const uint8_t *name, size_t len, const char *lit)
+{
+    size_t n = strlen(lit);
+    return len == n && memcmp(name, lit, n) == 0;
+}
+
 static bool pct_plain(unsigned char c)
 {
     return c >= 0x20 && c <= 0x7e && c != '%';
@@ -162,24 +168,13 @@ size_t grpc_percent_encode(const char *in, size_t in_len, char *out, size_t n)
     return o;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 size_t grpc_percent_decode(const char *in, size_t in_len, char *out, size_t n)
 {
     size_t o = 0;
     for (size_t i = 0; i < in_len && o + 1 < n; i++) {
         char c = in[i];
         if (c == '%' && i + 2 < in_len) {
-            int h = hexval(in[i + 1]), l = hexval(in[i + 2]);
+            int h = hex_digit(in[i + 1]), l = hex_digit(in[i + 2]);
             if (h >= 0 && l >= 0) {
                 c = (char)(h * 16 + l);
                 i += 2;

@@ -6,6 +6,8 @@
  * themselves: a dotted-path lookup ("metadata.labels", "spec.template.spec.containers.0"), the
  * metadata accessors (name, namespace, uid, resourceVersion, labels, annotations, ...) and a few
  * questions asked of every object (its store key, an owner, a finalizer).
+ * It also owns the API server's syntax rules (names, label keys and values, quantities) that
+ * kubesim enforces and the operator checks on what it renders (kval.c).
  *
  * Pure: jansson only, no I/O, no HTTP client, so kubesim and the operator's pure core link it.
  * Getters return borrowed references (valid while the object is) and NULL when the path is
@@ -72,5 +74,29 @@ char *kobj_key(const json_t *obj);
 bool kobj_owned_by(const json_t *obj, const char *kind, const char *uid);
 /* Whether metadata.finalizers holds f. */
 bool kobj_has_finalizer(const json_t *obj, const char *f);
+
+/* ---- the API server's syntax rules ---------------------------------------------------------- */
+
+/*
+ * One owner for the rules that kubesim enforces and the operator checks on what it renders.
+ * Predicates over a NUL-terminated string; the callers word the messages.
+ */
+/* RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends (namespaces, container names). */
+bool kobj_valid_dns_label(const char *s);
+/* RFC 1123 subdomain: dot-separated labels, at most 253 bytes (most object names). */
+bool kobj_valid_dns_subdomain(const char *s);
+/* A label value: empty, or 1-63 of [A-Za-z0-9_.-] alphanumeric at both ends. */
+bool kobj_valid_label_value(const char *s);
+/* A label or annotation key: [prefix/]name, the prefix a DNS subdomain, the name as a non-empty
+ * label value. */
+bool kobj_valid_qualified_name(const char *s);
+/* IANA_SVC_NAME (a named port): 1-15 of [a-z0-9-], a letter among them, no "--", no '-' at the
+ * ends. */
+bool kobj_valid_iana_svc_name(const char *s);
+/* resource.Quantity syntax: [+-]? decimal, then one binary or decimal SI suffix or an exponent.
+ * *ret_negative (may be NULL), on success: whether the value is below zero ("-0" is not). */
+bool kobj_valid_quantity(const char *s, bool *ret_negative);
+/* A percent string of an int-or-string field: [0-9]+%. */
+bool kobj_valid_percent(const char *s);
 
 #endif

@@ -78,6 +78,20 @@ static void fill_spec(struct kube_leader *l, json_t *lease, bool acquire)
     json_object_set_new(spec, "renewTime", json_string(now));
 }
 
+/* The outcome of writing our lease (r, the server's copy in out): true when we hold it. */
+static bool lease_written(struct kube_leader *l, int r, json_t *out, const char *failed,
+                          const struct err *e)
+{
+    if (r < 0) {
+        log_debug("kube", failed, "lease=%s/%s error=\"%s\"", l->ns, l->name, err_msg(e));
+        return false;
+    }
+    observe(l, out);
+    json_decref(l->written);
+    l->written = out;
+    return true;
+}
+
 /* One attempt: true when we hold the lease afterwards. */
 static bool try_acquire_or_renew(struct kube_leader *l)
 {
@@ -90,15 +104,7 @@ static bool try_acquire_or_renew(struct kube_leader *l)
         fill_spec(l, lease, true);
         json_t *out = NULL;
         r = kube_create(l->c, &KUBE_LEASES, l->ns, lease, &out, &e);
-        if (r < 0) {
-            log_debug("kube", "lease create failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
-                      err_msg(&e));
-            return false;
-        }
-        observe(l, out);
-        json_decref(l->written);
-        l->written = out;
-        return true;
+        return lease_written(l, r, out, "lease create failed", &e);
     }
     if (r < 0) {
         log_debug("kube", "lease get failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
@@ -119,15 +125,7 @@ static bool try_acquire_or_renew(struct kube_leader *l)
     fill_spec(l, lease, a == KUBE_LEASE_ACQUIRE);
     json_t *out = NULL;
     r = kube_update(l->c, &KUBE_LEASES, l->ns, lease, &out, &e);
-    if (r < 0) {
-        log_debug("kube", "lease update failed", "lease=%s/%s error=\"%s\"", l->ns, l->name,
-                  err_msg(&e));
-        return false;
-    }
-    observe(l, out);
-    json_decref(l->written);
-    l->written = out;
-    return true;
+    return lease_written(l, r, out, "lease update failed", &e);
 }
 
 static void set_leader(struct kube_leader *l, bool v)

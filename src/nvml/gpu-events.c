@@ -64,14 +64,12 @@ static int register_gpu(struct gpu_events *ev, unsigned i, uint64_t mask)
 int gpu_events_open(struct gpu_lib *lib, uint64_t mask, struct gpu_events **ret, struct err *e)
 {
     unsigned count = 0;
-    nvmlReturn_t r = NV(lib, nvmlDeviceGetCount_v2, &count);
-    if (r != NVML_SUCCESS)
-        return nv_err(lib, r, e, "nvmlDeviceGetCount_v2");
-    if (count > 1024)
-        return err_set(e, -ERANGE, "nvmlDeviceGetCount_v2: implausible GPU count %u", count);
+    int rc = nv_device_count(lib, &count, e);
+    if (rc < 0)
+        return rc;
     _cleanup_(gpu_events_freep) struct gpu_events *ev = xcalloc(1, sizeof(*ev));
     ev->lib = lib;
-    r = NV(lib, nvmlEventSetCreate, &ev->set);
+    nvmlReturn_t r = NV(lib, nvmlEventSetCreate, &ev->set);
     if (r != NVML_SUCCESS) {
         ev->set = NULL;
         return nv_err(lib, r, e, "nvmlEventSetCreate");

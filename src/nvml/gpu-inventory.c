@@ -412,11 +412,9 @@ static void versions_read(struct gpu_lib *lib, struct gpu_inventory *inv)
 int gpu_inventory_read(struct gpu_lib *lib, struct gpu_inventory **ret, struct err *e)
 {
     unsigned count = 0;
-    nvmlReturn_t r = NV(lib, nvmlDeviceGetCount_v2, &count);
-    if (r != NVML_SUCCESS)
-        return nv_err(lib, r, e, "nvmlDeviceGetCount_v2");
-    if (count > 1024)
-        return err_set(e, -ERANGE, "nvmlDeviceGetCount_v2: implausible GPU count %u", count);
+    int rc = nv_device_count(lib, &count, e);
+    if (rc < 0)
+        return rc;
     _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = xcalloc(1, sizeof(*inv));
     versions_read(lib, inv);
     inv->n_gpus = count;

@@ -128,6 +128,18 @@ int nv_err(const struct gpu_lib *lib, nvmlReturn_t r, struct err *e, const char 
     return err_set(e, gpu_nvml_code(r) ?: -EIO, "%s: %s", head, gpu_nvml_string(lib, r));
 }
 
+int nv_device_count(struct gpu_lib *lib, unsigned *ret, struct err *e)
+{
+    unsigned count = 0;
+    nvmlReturn_t r = NV(lib, nvmlDeviceGetCount_v2, &count);
+    if (r != NVML_SUCCESS)
+        return nv_err(lib, r, e, "nvmlDeviceGetCount_v2");
+    if (count > 1024)
+        return err_set(e, -ERANGE, "nvmlDeviceGetCount_v2: implausible GPU count %u", count);
+    *ret = count;
+    return 0;
+}
+
 int nv_handle(struct gpu_lib *lib, unsigned index, nvmlDevice_t *ret, struct err *e)
 {
     nvmlDevice_t dev = NULL;

@@ -10,128 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kobj.h"
 #include "operator.h"
 
 /* ---- syntax ------------------------------------------------------------------------------- */
 
-static bool is_alnum_lower(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-/* RFC 1123 label: lowercase alphanumerics and '-', alphanumeric at both ends, at most 63. */
-static bool dns_label(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63 || !is_alnum_lower(s[0]) || !is_alnum_lower(s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!is_alnum_lower(s[i]) && s[i] != '-')
-            return false;
-    return true;
-}
-
-/* RFC 1123 subdomain: dot-separated labels, at most 253. */
-static bool dns_subdomain(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 253)
-        return false;
-    char buf[254];
-    memcpy(buf, s, n + 1);
-    char *save = NULL;
-    if (buf[0] == '.' || buf[n - 1] == '.' || strstr(buf, ".."))
-        return false;
-    for (char *t = strtok_r(buf, ".", &save); t; t = strtok_r(NULL, ".", &save))
-        if (!dns_label(t))
-            return false;
-    return true;
-}
-
-/* A label value or the name part of a qualified name: at most 63, alphanumerics with '-', '_',
- * '.' inside; a value may be empty. */
-static bool label_value(const char *s, bool allow_empty)
-{
-    size_t n = strlen(s);
-    if (n == 0)
-        return allow_empty;
-    if (n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
-            return false;
-    return true;
-}
-
-/* A label or annotation key: [prefix/]name, the prefix a DNS subdomain. */
-static bool qualified_name(const char *s)
-{
-    const char *slash = strchr(s, '/');
-    if (!slash)
-        return label_value(s, false);
-    size_t plen = (size_t)(slash - s);
-    if (plen == 0 || plen > 253 || strchr(slash + 1, '/'))
-        return false;
-    char prefix[254];
-    memcpy(prefix, s, plen);
-    prefix[plen] = '\0';
-    return dns_subdomain(prefix) && label_value(slash + 1, false);
-}
-
-/* IANA_SVC_NAME: at most 15 lowercase alphanumerics and '-', a letter among them, no "--", no
- * '-' at either end. */
-static bool iana_svc_name(const char *s)
-{
-    size_t n = strlen(s);
-    bool letter = false;
-    if (n == 0 || n > 15 || s[0] == '-' || s[n - 1] == '-' || strstr(s, "--"))
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (!is_alnum_lower(s[i]) && s[i] != '-')
-            return false;
-        letter = letter || (s[i] >= 'a' && s[i] <= 'z');
-    }
-    return letter;
-}
-
 bool op_quantity_valid(const char *s)
 {
-    /* [+-]? (digits[.digits?] | .digits) (binary SI | decimal SI | e[+-]?digits)? */
-    const char *p = s;
-    if (*p == '+' || *p == '-')
-        p++;
-    const char *d0 = p;
-    while (isdigit((unsigned char)*p))
-        p++;
-    bool int_digits = p > d0;
-    if (*p == '.') {
-        p++;
-        const char *f0 = p;
-        while (isdigit((unsigned char)*p))
-            p++;
-        if (!int_digits && p == f0)
-            return false;
-    } else if (!int_digits) {
-        return false;
-    }
-    if (*p == '\0')
-        return true;
-    static const char *const suffixes[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u",
-                                           "m",  "k",  "M",  "G",  "T",  "P",  "E", NULL};
-    for (const char *const *x = suffixes; *x; x++)
-        if (strcmp(p, *x) == 0)
-            return true;
-    if (*p == 'e' || *p == 'E') {
-        p++;
-        if (*p == '+' || *p == '-')
-            p++;
-        if (!isdigit((unsigned char)*p))
-            return false;
-        while (isdigit((unsigned char)*p))
-            p++;
-        return *p == '\0';
-    }
-    return false;
+    return kobj_valid_quantity(s, NULL);
 }
 
 int op_int_or_percent(const json_t *v, const char *field, json_t **ret, struct err *e)
@@ -150,7 +36,7 @@ int op_int_or_percent(const json_t *v, const char *field, json_t **ret, struct e
         return err_set(e, -EINVAL, "%s: Invalid value: must be an integer or a percentage", field);
     size_t n = strlen(s);
     size_t digits = strspn(s, "0123456789");
-    if (digits == 0 || digits > 9 || !(digits == n || (digits == n - 1 && s[n - 1] == '%')))
+    if (digits == 0 || digits > 9 || !(digits == n || kobj_valid_percent(s)))
         return err_set(e, -EINVAL,
                        "%s: Invalid value: \"%s\": a valid percent string must be a numeric "
                        "string followed by an ending '%%' (e.g. '1%%', or '93%%'), or an integer",
@@ -219,7 +105,7 @@ static void check_labels(struct vctx *v, const json_t *labels, const char *field
     const char *k;
     json_t *val;
     json_object_foreach ((json_t *)labels, k, val) {
-        if (!qualified_name(k))
+        if (!kobj_valid_qualified_name(k))
             fail(v, field,
                  "Invalid value: \"%s\": name part must consist of alphanumeric "
                  "characters, '-', '_' or '.', and must start and end with an alphanumeric "
@@ -227,7 +113,7 @@ static void check_labels(struct vctx *v, const json_t *labels, const char *field
                  k);
         if (!json_is_string(val))
             fail(v, field, "Invalid value: %s: must be a string", k);
-        else if (values && !label_value(json_string_value(val), true))
+        else if (values && !kobj_valid_label_value(json_string_value(val)))
             fail(v, field,
                  "Invalid value: \"%s\": a valid label must be an empty string or "
                  "consist of alphanumeric characters, '-', '_' or '.', and must start and end "
@@ -242,13 +128,14 @@ static void check_meta(struct vctx *v, const json_t *meta, bool service)
     const char *name = json_string_value(json_object_get(meta, "name"));
     if (!name)
         fail(v, "name", "Required value: name or generateName is required");
-    else if (service ? !(dns_label(name) && isalpha((unsigned char)name[0])) : !dns_subdomain(name))
+    else if (service ? !(kobj_valid_dns_label(name) && isalpha((unsigned char)name[0]))
+                     : !kobj_valid_dns_subdomain(name))
         fail(v, "name",
              "Invalid value: \"%s\": a lowercase RFC 1123 %s must consist of lower "
              "case alphanumeric characters, '-'%s",
              name, service ? "label" : "subdomain", service ? "" : " or '.'");
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
-    if (ns && !dns_label(ns))
+    if (ns && !kobj_valid_dns_label(ns))
         fail(v, "namespace", "Invalid value: \"%s\"", ns);
     check_labels(v, json_object_get(meta, "labels"), "labels", true);
     check_labels(v, json_object_get(meta, "annotations"), "annotations", false);
@@ -279,7 +166,7 @@ static void check_port_ref(struct vctx *v, const json_t *obj, const char *field)
 {
     const json_t *x = json_object_get(obj, field);
     if (json_is_string(x)) {
-        if (!iana_svc_name(json_string_value(x)))
+        if (!kobj_valid_iana_svc_name(json_string_value(x)))
             fail(v, field,
                  "Invalid value: \"%s\": must contain only alpha-numeric characters "
                  "(a-z, 0-9), and hyphens (-), at most 15 characters, a letter among them",
@@ -339,7 +226,7 @@ static void check_probe(struct vctx *v, const json_t *pr, const char *which)
 static void check_container(struct vctx *v, const json_t *c, const json_t *volumes)
 {
     const char *name = json_string_value(json_object_get(c, "name"));
-    if (!name || !dns_label(name))
+    if (!name || !kobj_valid_dns_label(name))
         fail(v, "name", "Invalid value: \"%s\": a lowercase RFC 1123 label", name ? name : "");
     const char *image = json_string_value(json_object_get(c, "image"));
     if (!image || !*image || strchr(image, ' '))
@@ -351,7 +238,7 @@ static void check_container(struct vctx *v, const json_t *c, const json_t *volum
         check_int_range(v, x, "containerPort", 1, 65535, true);
         check_int_range(v, x, "hostPort", 0, 65535, false);
         const char *pn = json_string_value(json_object_get(x, "name"));
-        if (pn && !iana_svc_name(pn))
+        if (pn && !kobj_valid_iana_svc_name(pn))
             fail(v, "name", "Invalid value: \"%s\"", pn);
         const char *proto = json_string_value(json_object_get(x, "protocol"));
         if (proto && strcmp(proto, "TCP") && strcmp(proto, "UDP") && strcmp(proto, "SCTP"))
@@ -402,7 +289,7 @@ static void check_podspec(struct vctx *v, const json_t *ps)
     const json_t *x;
     json_array_foreach (volumes, i, x) {
         const char *vn = json_string_value(json_object_get(x, "name"));
-        if (!vn || !dns_label(vn)) {
+        if (!vn || !kobj_valid_dns_label(vn)) {
             size_t o = push(v, ".volumes[%zu]", i);
             fail(v, "name", "Invalid value: \"%s\"", vn ? vn : "");
             pop(v, o);
@@ -419,10 +306,10 @@ static void check_podspec(struct vctx *v, const json_t *ps)
     if (json_array_size(json_object_get(ps, "containers")) == 0)
         fail(v, "containers", "Required value");
     const char *pc = json_string_value(json_object_get(ps, "priorityClassName"));
-    if (pc && !dns_subdomain(pc))
+    if (pc && !kobj_valid_dns_subdomain(pc))
         fail(v, "priorityClassName", "Invalid value: \"%s\"", pc);
     const char *sa = json_string_value(json_object_get(ps, "serviceAccountName"));
-    if (sa && !dns_subdomain(sa))
+    if (sa && !kobj_valid_dns_subdomain(sa))
         fail(v, "serviceAccountName", "Invalid value: \"%s\"", sa);
     check_labels(v, json_object_get(ps, "nodeSelector"), "nodeSelector", true);
     json_array_foreach (json_object_get(ps, "tolerations"), i, x) {
@@ -438,13 +325,13 @@ static void check_podspec(struct vctx *v, const json_t *ps)
         if (eff && *eff && strcmp(eff, "NoSchedule") && strcmp(eff, "PreferNoSchedule") &&
             strcmp(eff, "NoExecute"))
             fail(v, "effect", "Unsupported value: \"%s\"", eff);
-        if (key && *key && !qualified_name(key))
+        if (key && *key && !kobj_valid_qualified_name(key))
             fail(v, "key", "Invalid value: \"%s\"", key);
         pop(v, o);
     }
     json_array_foreach (json_object_get(ps, "imagePullSecrets"), i, x) {
         const char *n = json_string_value(json_object_get(x, "name"));
-        if (!n || !dns_subdomain(n)) {
+        if (!n || !kobj_valid_dns_subdomain(n)) {
             size_t o = push(v, ".imagePullSecrets[%zu]", i);
             fail(v, "name", "Invalid value: \"%s\"", n ? n : "");
             pop(v, o);

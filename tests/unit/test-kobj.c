@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of src/kobj: JSON paths and Kubernetes object accessors. */
+/* Tests of src/kobj: JSON paths, Kubernetes object accessors and the API syntax rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,12 +139,131 @@ static void test_setters(void **state)
     json_decref(pod);
 }
 
+/* The API server's syntax rules: one row per case, the expected answer of each predicate. */
+enum rule { DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE, QUALIFIED_NAME, IANA_SVC_NAME, PERCENT };
+
+static bool rule_holds(enum rule r, const char *s)
+{
+    switch (r) {
+    case DNS_LABEL:
+        return kobj_valid_dns_label(s);
+    case DNS_SUBDOMAIN:
+        return kobj_valid_dns_subdomain(s);
+    case LABEL_VALUE:
+        return kobj_valid_label_value(s);
+    case QUALIFIED_NAME:
+        return kobj_valid_qualified_name(s);
+    case IANA_SVC_NAME:
+        return kobj_valid_iana_svc_name(s);
+    case PERCENT:
+        return kobj_valid_percent(s);
+    }
+    return false;
+}
+
+static void test_valid_syntax(void **state)
+{
+    (void)state;
+    static const char l63[] = "a23456789012345678901234567890123456789012345678901234567890123";
+    static const char l64[] = "a234567890123456789012345678901234567890123456789012345678901234";
+    static const struct {
+        enum rule rule;
+        const char *s;
+        bool ok;
+    } rows[] = {
+        {DNS_LABEL, "gpu-operator", true},
+        {DNS_LABEL, "0abc", true},
+        {DNS_LABEL, l63, true},
+        {DNS_LABEL, l64, false},
+        {DNS_LABEL, "", false},
+        {DNS_LABEL, "-a", false},
+        {DNS_LABEL, "a-", false},
+        {DNS_LABEL, "Abc", false},
+        {DNS_LABEL, "a.b", false},
+        {DNS_LABEL, "a_b", false},
+        {DNS_SUBDOMAIN, "nvidia.com", true},
+        {DNS_SUBDOMAIN, "a", true},
+        {DNS_SUBDOMAIN, "", false},
+        {DNS_SUBDOMAIN, ".a", false},
+        {DNS_SUBDOMAIN, "a.", false},
+        {DNS_SUBDOMAIN, "a..b", false},
+        {DNS_SUBDOMAIN, "a.-b", false},
+        {DNS_SUBDOMAIN, "A.b", false},
+        {DNS_SUBDOMAIN, "a/b", false},
+        {LABEL_VALUE, "", true},
+        {LABEL_VALUE, "true", true},
+        {LABEL_VALUE, "A_b.c-D", true},
+        {LABEL_VALUE, l63, true},
+        {LABEL_VALUE, l64, false},
+        {LABEL_VALUE, "_a", false},
+        {LABEL_VALUE, "a.", false},
+        {LABEL_VALUE, "a b", false},
+        {LABEL_VALUE, "a/b", false},
+        {QUALIFIED_NAME, "app", true},
+        {QUALIFIED_NAME, "nvidia.com/gpu.present", true},
+        {QUALIFIED_NAME, "k8s.io/Name_1", true},
+        {QUALIFIED_NAME, "", false},
+        {QUALIFIED_NAME, "/a", false},
+        {QUALIFIED_NAME, "a/", false},
+        {QUALIFIED_NAME, "a/b/c", false},
+        {QUALIFIED_NAME, "-x.com/a", false},
+        {QUALIFIED_NAME, "X.com/a", false},
+        {QUALIFIED_NAME, "a b", false},
+        {IANA_SVC_NAME, "metrics", true},
+        {IANA_SVC_NAME, "grpc-2", true},
+        {IANA_SVC_NAME, "123456789012345", false},
+        {IANA_SVC_NAME, "abcdefghijklmnop", false},
+        {IANA_SVC_NAME, "a--b", false},
+        {IANA_SVC_NAME, "-a", false},
+        {IANA_SVC_NAME, "Http", false},
+        {IANA_SVC_NAME, "", false},
+        {PERCENT, "25%", true},
+        {PERCENT, "0%", true},
+        {PERCENT, "100", false},
+        {PERCENT, "%", false},
+        {PERCENT, "1.5%", false},
+        {PERCENT, "-1%", false},
+        {PERCENT, "10%%", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        if (rule_holds(rows[i].rule, rows[i].s) != rows[i].ok)
+            fail_msg("rule %d on \"%s\": want %s", (int)rows[i].rule, rows[i].s,
+                     rows[i].ok ? "valid" : "invalid");
+    }
+}
+
+static void test_valid_quantity(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        bool ok, negative;
+    } rows[] = {
+        {"1", true, false},     {"100m", true, false},   {"1.5Gi", true, false},
+        {".5", true, false},    {"5.", true, false},     {"+2k", true, false},
+        {"1e3", true, false},   {"1E-3", true, false},   {"2E", true, false},
+        {"-1", true, true},     {"-0.5Mi", true, true},  {"-0", true, false},
+        {"-0.00", true, false}, {"-0e5", true, false},   {"", false, false},
+        {".", false, false},    {"1.2.3", false, false}, {"1 GB", false, false},
+        {"1GB", false, false},  {"1e", false, false},    {"1e+", false, false},
+        {"1Kib", false, false}, {"k", false, false},     {"--1", false, false},
+        {"1ee3", false, false}, {"0x10", false, false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        bool neg = !rows[i].negative;
+        bool ok = kobj_valid_quantity(rows[i].s, &neg);
+        if (ok != rows[i].ok || (ok && neg != rows[i].negative))
+            fail_msg("quantity \"%s\": got ok=%d negative=%d", rows[i].s, ok, neg);
+        assert_int_equal(kobj_valid_quantity(rows[i].s, NULL), rows[i].ok);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_paths),
-        cmocka_unit_test(test_metadata),
-        cmocka_unit_test(test_setters),
+        cmocka_unit_test(test_paths),          cmocka_unit_test(test_metadata),
+        cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
+        cmocka_unit_test(test_valid_quantity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

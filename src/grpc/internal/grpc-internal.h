@@ -46,6 +46,9 @@ bool grpc_deframer_idle(const struct grpc_deframer *d);
 
 /* ---- header values ---- */
 
+/* Whether an HTTP/2 header name (len bytes, not NUL-terminated) is exactly lit. */
+bool grpc_name_is(const uint8_t *name, size_t len, const char *lit);
+
 /* Percent-encodes a grpc-message value as gRPC specifies: bytes outside 0x20..0x7e and '%' become
  * %XX. Always NUL-terminates out (size n >= 1); truncates at a character boundary. Returns the
  * length written. */

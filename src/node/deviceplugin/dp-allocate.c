@@ -69,6 +69,20 @@ static void add_devspec(struct dp_container_alloc *a, const char *dev_root, cons
     a->devspecs[a->n_devspecs++] = (struct dp_devspec){xstrdup(path), host, xstrdup("rw")};
 }
 
+/* One fully qualified CDI device name (taken): into the CRI field when cri, and into the
+ * comma-separated list the annotation carries. */
+static void cdi_device_add(struct dp_container_alloc *a, struct sbuf *joined, bool cri, char *name)
+{
+    if (cri) {
+        a->cdi = xrealloc(a->cdi, (a->n_cdi + 1) * sizeof(*a->cdi));
+        a->cdi[a->n_cdi++] = xstrdup(name);
+    }
+    if (joined->len)
+        sbuf_adds(joined, ",");
+    sbuf_adds(joined, name);
+    free(name);
+}
+
 int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char *const *ids,
                 size_t n_ids, const char *response_id, dp_exists_fn exists, void *userdata,
                 struct dp_container_alloc *ret, struct err *e)
@@ -112,14 +126,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
     if (o->list_strategies & (DPCONFIG_LIST_CDI_ANNOTATIONS | DPCONFIG_LIST_CDI_CRI)) {
         for (size_t i = 0; i < n_vis; i++) {
             char *name = xasprintf("%s=%s", DP_CDI_VENDOR_CLASS, vis[i]);
-            if (o->list_strategies & DPCONFIG_LIST_CDI_CRI) {
-                a.cdi = xrealloc(a.cdi, (a.n_cdi + 1) * sizeof(*a.cdi));
-                a.cdi[a.n_cdi++] = xstrdup(name);
-            }
-            if (joined.len)
-                sbuf_adds(&joined, ",");
-            sbuf_adds(&joined, name);
-            free(name);
+            cdi_device_add(&a, &joined, o->list_strategies & DPCONFIG_LIST_CDI_CRI, name);
         }
         /* The extra CDI devices NVIDIA's plugin adds for the optional features. */
         static const char *const feature_names[] = {"gdrcopy", "gds", "mofed"};
@@ -134,14 +141,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
                 name = xasprintf("k8s.device-plugin.nvidia.com/imex-channel=%u",
                                  o->imex_channels[i - ARRAY_SIZE(feature_names)]);
             }
-            if (o->list_strategies & DPCONFIG_LIST_CDI_CRI) {
-                a.cdi = xrealloc(a.cdi, (a.n_cdi + 1) * sizeof(*a.cdi));
-                a.cdi[a.n_cdi++] = xstrdup(name);
-            }
-            if (joined.len)
-                sbuf_adds(&joined, ",");
-            sbuf_adds(&joined, name);
-            free(name);
+            cdi_device_add(&a, &joined, o->list_strategies & DPCONFIG_LIST_CDI_CRI, name);
         }
         int err = sbuf_check_err(&joined, e, "allocate '%s': the CDI device list", r->name);
         if (err < 0) {

@@ -259,21 +259,23 @@ static void random_uuid(char out[37])
              b[14], b[15]);
 }
 
-static void h_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+/* Allocate and GetPreferredAllocation: answered from the served resource under the plan lock. */
+static void serve_unary(struct grpc_call *call, struct dp_srv *s, const uint8_t *req, size_t len,
+                        bool allocate, const char *refused)
 {
-    struct dp_srv *s = ud;
     uint8_t *buf = NULL;
     size_t n = 0;
     int status = GRPC_STATUS_UNAVAILABLE;
     struct err e = {0};
     pthread_mutex_lock(&s->pl->mu);
     struct dp_resource *r = srv_resource(s);
-    int rc = r ? dp_proto_allocate(s->pl->plan, r, req, len, random_uuid, host_path_exists, NULL,
-                                   &buf, &n, &status, &e)
-               : err_set(&e, -ENOENT, "resource %s is not served now", s->resource);
+    int rc = !r         ? err_set(&e, -ENOENT, "resource %s is not served now", s->resource)
+             : allocate ? dp_proto_allocate(s->pl->plan, r, req, len, random_uuid, host_path_exists,
+                                            NULL, &buf, &n, &status, &e)
+                        : dp_proto_preferred(s->pl->plan, r, req, len, &buf, &n, &status, &e);
     pthread_mutex_unlock(&s->pl->mu);
     if (rc < 0) {
-        log_warn(COMP, "Allocate refused", "resource=%s error=\"%s\"", s->resource, err_msg(&e));
+        log_warn(COMP, refused, "resource=%s error=\"%s\"", s->resource, err_msg(&e));
         grpc_call_fail(call, status, "%s", err_msg(&e));
         return;
     }
@@ -281,26 +283,14 @@ static void h_allocate(struct grpc_call *call, const uint8_t *req, size_t len, v
     free(buf);
 }
 
+static void h_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+    serve_unary(call, ud, req, len, true, "Allocate refused");
+}
+
 static void h_preferred(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
-    struct dp_srv *s = ud;
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    int status = GRPC_STATUS_UNAVAILABLE;
-    struct err e = {0};
-    pthread_mutex_lock(&s->pl->mu);
-    struct dp_resource *r = srv_resource(s);
-    int rc = r ? dp_proto_preferred(s->pl->plan, r, req, len, &buf, &n, &status, &e)
-               : err_set(&e, -ENOENT, "resource %s is not served now", s->resource);
-    pthread_mutex_unlock(&s->pl->mu);
-    if (rc < 0) {
-        log_warn(COMP, "GetPreferredAllocation refused", "resource=%s error=\"%s\"", s->resource,
-                 err_msg(&e));
-        grpc_call_fail(call, status, "%s", err_msg(&e));
-        return;
-    }
-    grpc_call_reply(call, buf, n);
-    free(buf);
+    serve_unary(call, ud, req, len, false, "GetPreferredAllocation refused");
 }
 
 static void h_prestart(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)

@@ -38,6 +38,8 @@ static inline void nv_terminate(char *buf, size_t n)
 int nv_err(const struct gpu_lib *lib, nvmlReturn_t r, struct err *e, const char *fmt, ...)
     GPUOP_PRINTF(4, 5);
 
+/* The number of GPUs NVML sees; a count over 1024 is refused as implausible (-ERANGE). */
+int nv_device_count(struct gpu_lib *lib, unsigned *ret, struct err *e);
 /* The handle of GPU `index`; the error names the call and the GPU. */
 int nv_handle(struct gpu_lib *lib, unsigned index, nvmlDevice_t *ret, struct err *e);
 
