@@ -101,8 +101,15 @@ export GPUOP_SIM_FLEET=$mig_fleet
 inv "$mig_fleet"
 /usr/bin/python3 "$tmp/gen.py" "$tmp/inv.json" mig "$tmp" || fail "gen mig"
 start_exporter -k --pod-resources-socket "$sock" -c 100ms
-scrape -o "$tmp/m" || fail "scrape"
-/usr/bin/python3 "$tmp/check.py" "$tmp/m" "$tmp/expect.txt" "$tmp/inv.json" || fail "MIG attribution"
+# At a 100 ms interval each PodResources call has a 250 ms budget: a stand-in slowed by a loaded
+# machine can miss one collection (attribution empty, by design), so wait for the next ones.
+ok=0
+for _ in $(seq 1 50); do
+    scrape -o "$tmp/m" || fail "scrape"
+    if /usr/bin/python3 "$tmp/check.py" "$tmp/m" "$tmp/expect.txt" "$tmp/inv.json" >"$tmp/check.out" 2>&1; then ok=1; break; fi
+    sleep 0.1
+done
+[ $ok = 1 ] || fail "MIG attribution: $(tail -3 "$tmp/check.out")"
 echo '[]' >"$tmp/pods.json"
 : >"$tmp/expect.txt"
 ok=0
