@@ -15,6 +15,7 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 # start_exporter ARGS...: runs `gpuop exporter -a 127.0.0.1:0 ARGS` in the background and sets
 # $port once it serves.
 start_exporter() {
+    rm -f "$tmp/exporter.out" "$tmp/exporter.err" # a stale "serving" line would give an old port
     "$gpuop" exporter -a 127.0.0.1:0 "$@" >"$tmp/exporter.out" 2>"$tmp/exporter.err" &
     exporter_pid=$!
     port=

@@ -36,6 +36,9 @@ unset CONFIG_FILE GFD_CONFIG_FILE KUBELET_SOCKET MIG_STRATEGY GFD_MIG_STRATEGY \
 start() {
     name=$1 ready=$2
     shift 2
+    # The previous run's log goes first: the shell truncates it only in the child, so the wait
+    # below could match the old "ready" line and signal a process that has not set up yet.
+    rm -f "$tmp/out" "$tmp/log"
     "$gpuop" "$@" >"$tmp/out" 2>"$tmp/log" &
     pid=$!
     i=0
