@@ -17,36 +17,9 @@ SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.y
 # Without ../shared (a user's clone), gpuop's own test policy (same name, same fields of note).
 [ -f "$SAMPLE" ] || SAMPLE=$S/tests/operator/fixtures/clusterpolicy-full.yaml
 
-T=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
-    exit 1
-}
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds
-wait_for() {
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.2
-    done
-}
+. "$S/tests/operator/lib.sh"
 
-"$B/kubesim" --load "$S/sim/clusters/demo.yaml" --kubeconfig-out "$T/kubeconfig" \
-    --pod-ready-delay 200ms >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
+start_kubesim --pod-ready-delay 200ms
 K="kubectl --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
 SERVER=$(grep -m1 'server:' "$T/kubeconfig" | awk '{print $2}')

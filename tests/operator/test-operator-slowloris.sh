@@ -10,35 +10,9 @@ S=${GPUOP_SOURCE_ROOT:?}
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 
-T=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
-    exit 1
-}
-wait_for() { # SECONDS DESCRIPTION COMMAND...
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.2
-    done
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$S/tests/operator/lib.sh"
 
-"$B/kubesim" --load "$S/sim/clusters/demo.yaml" \
-    --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml" \
-    --kubeconfig-out "$T/kubeconfig" >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
+start_kubesim --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml"
 
 port=$(free_port)
 "$B/gpuop" operator --kubeconfig "$T/kubeconfig" --namespace gpu-operator \

@@ -11,35 +11,9 @@ command -v kubectl >/dev/null || { echo "kubectl not found: skipped"; exit 77; }
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 POLICY=$S/tests/operator/fixtures/clusterpolicy-full.yaml
 
-T=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
-    exit 1
-}
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() { # SECONDS DESCRIPTION COMMAND...
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.2
-    done
-}
+. "$S/tests/operator/lib.sh"
 
-"$B/kubesim" --load "$S/sim/clusters/demo.yaml" --kubeconfig-out "$T/kubeconfig" \
-    --pod-ready-delay 200ms >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
+start_kubesim --pod-ready-delay 200ms
 K="kubectl --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
 $K apply --validate=false -f "$S/deploy/crds/" >/dev/null

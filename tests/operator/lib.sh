@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared by the operator's kubesim tests (sourced): a scratch folder $T removed at exit with every
+# process in $pids, fail, free_port, wait_for, and start_kubesim.
+# Needs B (build root) and S (source root) set by the caller.
+T=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
+    exit 1
+}
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds
+wait_for() {
+    local secs=$1 what=$2
+    shift 2
+    local end=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
+        sleep 0.2
+    done
+}
+# start_kubesim [FLAGS...]: kubesim with the demo cluster, logging to $T/kubesim.log; sets and
+# exports KUBECONFIG ($T/kubeconfig) once kubesim wrote it.
+start_kubesim() {
+    "$B/kubesim" --load "$S/sim/clusters/demo.yaml" --kubeconfig-out "$T/kubeconfig" "$@" \
+        >"$T/kubesim.log" 2>&1 &
+    pids+=($!)
+    wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
+    export KUBECONFIG=$T/kubeconfig
+}
