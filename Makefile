@@ -44,7 +44,7 @@ asan: deps-check $(ASAN_BUILD)/build.ninja
 
 check-asan: asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		$(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 $(TEST_ARGS)
+		GPUOP_TEST_TIME_SCALE=3 $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 $(TEST_ARGS)
 
 format:
 	./scripts/format.sh fix
