@@ -5,30 +5,7 @@ set -u
 CURL=$(command -v curl) || { echo "curl not installed: skipping"; exit 77; }
 BUILD=${GPUOP_BUILD_ROOT:?}
 KUBESIM=$BUILD/kubesim
-T=$(mktemp -d)
-KS_PID=
-cleanup() {
-    [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; tail -20 "$T/log" 2>/dev/null; exit 1; }
-
-start() {
-    rm -f "$T/kc"
-    "$KUBESIM" --kubeconfig-out "$T/kc" "$@" >"$T/out" 2>"$T/log" &
-    KS_PID=$!
-    for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.05; done
-    [ -s "$T/kc" ] || fail "kubesim did not start: $(cat "$T/log")"
-    URL=$(sed -n 's/^kubesim: serving //p' "$T/out")
-}
-stop() {
-    kill "$KS_PID"
-    wait "$KS_PID"
-    local rc=$?
-    KS_PID=
-    [ $rc = 0 ] || fail "kubesim exited $rc"
-}
+. "$(dirname "$0")/lib.sh"
 
 # bad flags: a one-line error and exit 2, never a crash
 for args in "--nodes x" "--listen 10.0.0.1:80" "--listen nope" "--pod-ready-delay soon" \

@@ -7,28 +7,7 @@ JQ=$(command -v jq) || { echo "jq not installed: skipping"; exit 77; }
 BUILD=${GPUOP_BUILD_ROOT:?}
 SRC=${GPUOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 KUBESIM=$BUILD/kubesim
-T=$(mktemp -d)
-KS_PID=
-cleanup() {
-    [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; tail -20 "$T/log" 2>/dev/null; exit 1; }
-
-start() {
-    rm -f "$T/kc"
-    "$KUBESIM" --kubeconfig-out "$T/kc" "$@" >"$T/out" 2>"$T/log" &
-    KS_PID=$!
-    for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.05; done
-    [ -s "$T/kc" ] || fail "kubesim did not start: $(cat "$T/log")"
-    URL=$(sed -n 's/^kubesim: serving //p' "$T/out")
-}
-stop() {
-    kill "$KS_PID"
-    wait "$KS_PID"
-    KS_PID=
-}
+. "$(dirname "$0")/lib.sh"
 
 # every node: the kubelet's annotations and the nodeInfo fields clients read
 check_nodes() {
