@@ -395,8 +395,10 @@ static void policies_fresh(struct controller *c, json_t *policies)
         if (!w)
             continue;
         if (streq_ptr(kobj_resource_version(cp), json_string_value(json_array_get(w, 0)))) {
-            json_array_set(policies, i, json_array_get(w, 1));
+            /* name is cp's: kept before cp is replaced (and maybe freed: the informer may have
+             * dropped its own reference meanwhile) */
             json_object_set(keep, name, w);
+            json_array_set(policies, i, json_array_get(w, 1));
         }
     }
     json_object_clear(c->written);
