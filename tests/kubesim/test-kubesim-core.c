@@ -866,6 +866,105 @@ static size_t count_live(json_t *list)
     return n;
 }
 
+/* A node with allocatable resources (and, optionally, the external-kubelet annotation). */
+static void create_node_alloc(struct ksim *ks, const char *name, const char *alloc_json,
+                              const char *taints_json, bool external)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\"%s},"
+             "\"spec\":{\"taints\":%s},\"status\":{\"allocatable\":%s,\"capacity\":%s,"
+             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}],\"addresses\":[{\"type\":"
+             "\"InternalIP\",\"address\":\"127.0.0.1\"}],\"daemonEndpoints\":{"
+             "\"kubeletEndpoint\":{\"Port\":10250}}}}",
+             name,
+             external ? ",\"annotations\":{\"kubelet.gpuop.dev/simulated\":\"external\"}" : "",
+             taints_json ? taints_json : "[]", alloc_json, alloc_json);
+    json_decref(ok(ks, "POST", "/api/v1/nodes", NULL, NULL, body, 201));
+}
+
+static void create_gpu_pod(struct ksim *ks, const char *name, const char *resources)
+{
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
+             "\"containers\":[{\"name\":\"c\",\"image\":\"i:1\",\"resources\":%s}]}}",
+             name, resources);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+}
+
+static char *pod_node(struct ksim *ks, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", name);
+    json_t *o = ok(ks, "GET", path, NULL, NULL, NULL, 200);
+    const char *n = js(o, "spec.nodeName");
+    char *r = n ? strdup(n) : NULL;
+    json_decref(o);
+    return r;
+}
+
+static void test_scheduler_resources(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node_alloc(
+        ks, "gpu-a", "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"2\"}",
+        NULL, false);
+    create_node_alloc(
+        ks, "gpu-b", "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"1\"}",
+        NULL, false);
+    create_node_alloc(ks, "cpu", "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\"}", NULL,
+                      false);
+    create_node_alloc(
+        ks, "tainted",
+        "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"8\"}",
+        "[{\"key\":\"k\",\"value\":\"v\",\"effect\":\"NoSchedule\"}]", false);
+    /* limits stand in for absent requests; only gpu-a has two */
+    create_gpu_pod(ks, "two", "{\"limits\":{\"nvidia.com/gpu\":2}}");
+    ksim_reconcile(ks);
+    char *n = pod_node(ks, "two");
+    assert_string_equal(n, "gpu-a");
+    free(n);
+    /* gpu-a is full: one more GPU fits on gpu-b only */
+    create_gpu_pod(ks, "one", "{\"requests\":{\"nvidia.com/gpu\":\"1\",\"cpu\":\"500m\"}}");
+    ksim_reconcile(ks);
+    n = pod_node(ks, "one");
+    assert_string_equal(n, "gpu-b");
+    free(n);
+    /* nothing left: the scheduler's message, reasons counted per node and sorted */
+    create_gpu_pod(ks, "more", "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}");
+    ksim_reconcile(ks);
+    json_t *o = ok(ks, "GET", "/api/v1/namespaces/default/pods/more", NULL, NULL, NULL, 200);
+    assert_null(jp(o, "spec.nodeName"));
+    assert_string_equal(js(jp(o, "status.conditions.0"), "reason"), "Unschedulable");
+    assert_string_equal(js(jp(o, "status.conditions.0"), "status"), "False");
+    assert_string_equal(js(jp(o, "status.conditions.0"), "message"),
+                        "0/4 nodes are available: 1 node(s) had untolerated taint {k: v}, 3 "
+                        "Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 1 "
+                        "Preemption is not helpful for scheduling, 3 No preemption victims found "
+                        "for incoming pod.");
+    json_decref(o);
+    /* cpu and memory count too, each a reason of its own */
+    create_gpu_pod(ks, "big", "{\"requests\":{\"cpu\":\"3800m\",\"memory\":\"9Gi\"}}");
+    ksim_reconcile(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/big", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(o, "status.conditions.0"), "message"),
+                        "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated "
+                        "taint {k: v}, 3 Insufficient memory. preemption: 0/4 nodes are available: "
+                        "1 Preemption is not helpful for scheduling, 3 No preemption victims found "
+                        "for incoming pod.");
+    json_decref(o);
+    /* a pod that finished frees its GPUs */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/two/status", NULL,
+                   "application/merge-patch+json", "{\"status\":{\"phase\":\"Succeeded\"}}", 200));
+    ksim_reconcile(ks);
+    n = pod_node(ks, "more");
+    assert_string_equal(n, "gpu-a");
+    free(n);
+    ksim_free(ks);
+}
+
 static void test_deployments(void **state)
 {
     (void)state;
@@ -1400,6 +1499,7 @@ int main(void)
         cmocka_unit_test(test_daemonset_scheduling),
         cmocka_unit_test(test_daemonset_updates),
         cmocka_unit_test(test_scheduler),
+        cmocka_unit_test(test_scheduler_resources),
         cmocka_unit_test(test_deployments),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
