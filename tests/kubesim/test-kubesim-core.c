@@ -965,6 +965,45 @@ static void test_scheduler_resources(void **state)
     ksim_free(ks);
 }
 
+/* A node a kubelet process serves: kubesim neither fakes its pods' status nor removes its
+ * terminating pods; what the kubelet writes stays. */
+static void test_external_kubelet(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node_alloc(ks, "ext", "{\"cpu\":\"4\",\"pods\":\"110\"}", NULL, true);
+    create_gpu_pod(ks, "p", "{}");
+    settle(ks);
+    json_t *o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(o, "spec.nodeName"), "ext");
+    assert_string_equal(js(o, "status.phase"), "Pending");
+    assert_null(jp(o, "status.containerStatuses"));
+    json_decref(o);
+    /* the kubelet reports a crash loop: it stays so */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p/status", NULL,
+                   "application/merge-patch+json",
+                   "{\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"c\","
+                   "\"ready\":false,\"restartCount\":3,\"state\":{\"waiting\":{\"reason\":"
+                   "\"CrashLoopBackOff\"}}}]}}",
+                   200));
+    settle(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(o, "status.containerStatuses.0"), "name"), "c");
+    assert_non_null(jp(o, "status.containerStatuses.0.state.waiting"));
+    assert_int_equal(json_integer_value(jp(o, "status.containerStatuses.0.restartCount")), 3);
+    json_decref(o);
+    /* deleted: terminating until the kubelet, its containers stopped, deletes it with grace 0 */
+    json_decref(ok(ks, "DELETE", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200));
+    settle(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_non_null(jp(o, "metadata.deletionTimestamp"));
+    json_decref(o);
+    json_decref(ok(ks, "DELETE", "/api/v1/namespaces/default/pods/p", "gracePeriodSeconds=0", NULL,
+                   NULL, 200));
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 404));
+    ksim_free(ks);
+}
+
 static void test_deployments(void **state)
 {
     (void)state;
@@ -1500,6 +1539,7 @@ int main(void)
         cmocka_unit_test(test_daemonset_updates),
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_resources),
+        cmocka_unit_test(test_external_kubelet),
         cmocka_unit_test(test_deployments),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
