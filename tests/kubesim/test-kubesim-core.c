@@ -1004,6 +1004,66 @@ static void test_external_kubelet(void **state)
     ksim_free(ks);
 }
 
+/* pods/log: the API server's checks here, the kubelet request the shell is to make, and the
+ * Status a kubelet's error becomes. */
+static void test_pod_log(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node_alloc(ks, "ext", "{\"pods\":\"110\"}", NULL, true);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},"
+                   "\"spec\":{\"nodeName\":\"ext\",\"initContainers\":[{\"name\":\"i\","
+                   "\"image\":\"x:1\"}],\"containers\":[{\"name\":\"a\",\"image\":\"x:1\"},"
+                   "{\"name\":\"b\",\"image\":\"x:1\"}]}}",
+                   201));
+    struct ksim_request rq = {.method = "GET",
+                              .path = "/api/v1/namespaces/default/pods/p/log",
+                              .query = "container=b&follow=true&tailLines=5&timestamps=1"};
+    struct ksim_response rs;
+    ksim_handle(ks, &rq, &rs);
+    assert_int_equal(rs.code, 200);
+    assert_non_null(rs.proxy);
+    assert_string_equal(rs.proxy->host, "127.0.0.1");
+    assert_int_equal(rs.proxy->port, 10250);
+    assert_string_equal(rs.proxy->path,
+                        "/containerLogs/default/p/b?follow=true&timestamps=true&tailLines=5");
+    assert_true(rs.proxy->follow);
+    struct ksim_response err;
+    ksim_proxy_error(rs.proxy, 404, "pod not found", 13, &err);
+    assert_int_equal(err.code, 404);
+    json_t *o = json_loads(err.body, 0, NULL);
+    assert_string_equal(js(o, "message"),
+                        "the server could not find the requested resource ( pods/log p)");
+    assert_string_equal(js(o, "reason"), "NotFound");
+    json_decref(o);
+    ksim_response_free(&err);
+    ksim_proxy_error(rs.proxy, 400, "previous terminated container \"b\" in pod \"p\" not found",
+                     55, &err);
+    o = json_loads(err.body, 0, NULL);
+    assert_string_equal(js(o, "message"),
+                        "previous terminated container \"b\" in pod \"p\" not found");
+    assert_string_equal(js(o, "reason"), "BadRequest");
+    json_decref(o);
+    ksim_response_free(&err);
+    ksim_response_free(&rs);
+    /* the API server's own answers */
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, NULL, 400);
+    assert_string_equal(js(o, "message"), "a container name must be specified for pod p, choose "
+                                          "one of: [a b] or one of the init containers: [i]");
+    json_decref(o);
+    json_decref(
+        ok(ks, "GET", "/api/v1/namespaces/default/pods/p/log", "container=i", NULL, NULL, 200));
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p/log", "container=a&tailLines=-1", NULL,
+           NULL, 422);
+    assert_string_equal(js(o, "message"), "PodLogOptions \"p\" is invalid: tailLines: Invalid "
+                                          "value: -1: must be greater than or equal to 0");
+    json_decref(o);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/q/log", NULL, NULL, NULL, 404));
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, "{}", 405));
+    ksim_free(ks);
+}
+
 static void test_deployments(void **state)
 {
     (void)state;
@@ -1540,6 +1600,7 @@ int main(void)
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_resources),
         cmocka_unit_test(test_external_kubelet),
+        cmocka_unit_test(test_pod_log),
         cmocka_unit_test(test_deployments),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
