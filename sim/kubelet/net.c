@@ -347,6 +347,20 @@ static int subnet_parse(const char *s, uint32_t *ret_net, unsigned *ret_prefix, 
     return 0;
 }
 
+/* The host's veths named for the bridge with this tag ("klv<tag>-<index>"). */
+static void veths_sweep(struct nl *nl, uint16_t tag)
+{
+    char prefix[IFNAMSIZ];
+    snprintf(prefix, sizeof(prefix), "klv%04x-", (unsigned)tag);
+    struct if_nameindex *all = if_nameindex();
+    if (!all)
+        return;
+    for (struct if_nameindex *i = all; i->if_index; i++)
+        if (str_has_prefix(i->if_name, prefix))
+            (void)link_del(nl, i->if_name);
+    if_freenameindex(all);
+}
+
 /* ---- the module ------------------------------------------------------------------------- */
 
 int kl_net_new(const char *bridge, const char *subnet, struct kl_net **ret, struct err *e)
@@ -366,7 +380,10 @@ int kl_net_new(const char *bridge, const char *subnet, struct kl_net **ret, stru
     r = nl_open(&nl, e);
     if (r < 0)
         return r;
-    /* a bridge of a killed earlier run is removed and made anew */
+    /* a bridge of a killed earlier run is removed and made anew; so are its veths, which
+     * carry this bridge's tag (their namespaces go when a node of the same name is added) */
+    uint16_t tag = (uint16_t)(fnv1a(bridge) & 0xffff);
+    veths_sweep(&nl, tag);
     r = link_del(&nl, bridge);
     if (r >= 0)
         r = bridge_add(&nl, bridge);
@@ -390,7 +407,7 @@ int kl_net_new(const char *bridge, const char *subnet, struct kl_net **ret, stru
     strlcpy_s(n->bridge, bridge, sizeof(n->bridge));
     n->net = net;
     n->prefix = prefix;
-    n->veth_tag = (uint16_t)(fnv1a(bridge) & 0xffff);
+    n->veth_tag = tag;
     addr_str(net + 1, n->host_ip, sizeof(n->host_ip));
     *ret = n;
     return 0;

@@ -233,9 +233,16 @@ static void test_stale_run(void **state)
     if (r == -EPERM || r == -EACCES)
         skip();
     assert_int_equal(r, 0);
-    char *p0 = NULL, *i0 = NULL, *p1 = NULL, *i1 = NULL;
+    char *p0 = NULL, *i0 = NULL, *p1 = NULL, *i1 = NULL, *pb = NULL, *ib = NULL;
     assert_int_equal(kl_net_add_node(old, node_a, 0, &p0, &i0, &e), 0);
+    assert_int_equal(kl_net_add_node(old, node_b, 1, &pb, &ib, &e), 0);
+    char old_ports[8][16];
+    size_t nold = bridge_ports(old_ports, 8);
+    assert_int_equal(nold, 2);
     assert_int_equal(kl_net_new(bridge, subnet, &n, &e), 0);
+    /* the new run has no node b: its veth went with the old bridge all the same */
+    for (size_t i = 0; i < nold; i++)
+        assert_false(iface_exists(old_ports[i]));
     assert_int_equal(kl_net_add_node(n, node_a, 0, &p1, &i1, &e), 0);
     assert_string_equal(p0, p1);
     char ports[8][16];
@@ -246,7 +253,11 @@ static void test_stale_run(void **state)
     assert_false(iface_exists(bridge));
     assert_false(iface_exists(ports[0]));
     assert_false(exists(p1));
-    kl_net_free(old); /* what it made is gone already: nothing to do, nothing fails */
+    assert_true(exists(pb)); /* b's namespace: the old run's to remove */
+    kl_net_free(old);        /* the rest of what it made is gone already: nothing fails */
+    assert_false(exists(pb));
+    free(pb);
+    free(ib);
     free(p0);
     free(i0);
     free(p1);
