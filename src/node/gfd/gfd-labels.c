@@ -359,6 +359,8 @@ static void strategy_single(struct gfd_labels *l, const struct gpus *g, const st
     }
     struct resource r = {.name = GPU_RESOURCE, .config = c};
     mig_labels(l, &r, first_parent, first_mig, n_mig);
+    /* the MIG labels lie over the parent's full-GPU ones: its architecture stays */
+    arch_labels(l, &r, first_parent);
 }
 
 /* "nvidia.com/mig-<profile>" with '+' made '.' ("1g.10gb+me" -> "mig-1g.10gb.me"). */
