@@ -544,6 +544,13 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
         }
         label_set(l, "nvidia.com/mps.capable", mps ? "true" : "false");
         label_set(l, "nvidia.com/gpu.mode", gpu_mode(&g));
+        if (in->vgpu) {
+            label_set(l, "nvidia.com/vgpu.present", in->vgpu->present ? "true" : "false");
+            if (in->vgpu->present && in->vgpu->host_driver_version[0]) {
+                label_set(l, "nvidia.com/vgpu.host-driver-version", in->vgpu->host_driver_version);
+                label_set(l, "nvidia.com/vgpu.host-driver-branch", in->vgpu->host_driver_branch);
+            }
+        }
 
         switch (c->mig_strategy) {
         case DPCONFIG_MIG_NONE:
