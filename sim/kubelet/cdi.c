@@ -268,7 +268,8 @@ int kl_cdi_spec_parse(const char *path, const char *text, size_t len, struct kl_
         return err_set(e, -EFBIG, "%s: larger than %u bytes", path, CDI_MAX_BYTES);
     _cleanup_(json_decrefp) json_t *doc = NULL;
     size_t lead = 0;
-    while (lead < len && strchr(" \t\r\n", text[lead]))
+    while (lead < len &&
+           (text[lead] == ' ' || text[lead] == '\t' || text[lead] == '\r' || text[lead] == '\n'))
         lead++;
     int r;
     if (lead < len && text[lead] == '{') {
