@@ -15,11 +15,13 @@ back. Exit 77 only when python3-grpcio / grpc_tools are missing.
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 try:
     import grpc
@@ -102,6 +104,50 @@ def visible(alloc):
     return []
 
 
+def exporter_attributes(gpuop, env, prsock, tmp, ids):
+    """Runs `gpuop exporter -k` against the PodResources socket; True when every GPU in ids
+    carries pod="pod-a" in its series (and no other GPU does)."""
+    err = open(os.path.join(tmp, "exporter.err"), "w+")
+    p = subprocess.Popen([gpuop, "exporter", "-a", "127.0.0.1:0", "-k", "-c", "100ms",
+                          "--pod-resources-socket", prsock], env=env,
+                         stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        port = None
+        for _ in range(200):
+            err.seek(0)
+            m = re.search(r" serving .*port=(\d+)", err.read())
+            if m:
+                port = m.group(1)
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.05)
+        if not port:
+            err.seek(0)
+            print("exporter did not start: " + err.read()[-2000:])
+            return False
+        for _ in range(50):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                              timeout=5).read().decode()
+            except OSError:
+                body = ""
+            held = set()
+            for line in body.splitlines():
+                if line.startswith("DCGM_FI_DEV_GPU_TEMP{") and 'pod="pod-a"' in line:
+                    held |= {u for u in ids if f'UUID="{u}"' in line}
+            if held == set(ids):
+                return True
+            time.sleep(0.1)
+        print("exporter series: " + "\n".join(l for l in body.splitlines()
+                                              if l.startswith("DCGM_FI_DEV_GPU_TEMP{")))
+        return False
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+        err.close()
+
+
 def main(probe_exe, gpuop, lib, fleet):
     pb, pb_grpc = gen_stubs(tempfile.mkdtemp(prefix="kl-stubs-"))
     tmp = tempfile.mkdtemp(prefix="kl-devices-")
@@ -181,6 +227,9 @@ def main(probe_exe, gpuop, lib, fleet):
             al = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=5)
             n = sum(len(d.device_ids) for d in al.devices if d.resource_name == RES)
             check(n == 8, f"GetAllocatableResources lists 8 GPUs (got {n})")
+
+        check(exporter_attributes(gpuop, env, prsock, tmp, ids_a),
+              "gpuop exporter's PodResources client attributes pod-a's GPUs")
 
         with open(os.path.join(dpdir, "kubelet_internal_checkpoint")) as f:
             ck = json.load(f)
