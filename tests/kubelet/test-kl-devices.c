@@ -205,7 +205,7 @@ struct fake {
     pthread_mutex_t mu;
     struct grpc_server *srv;
     struct grpc_stream *watch;
-    int allocs, preferred;
+    int allocs, preferred, prestarts;
     char last_alloc[256];
 };
 static struct fake fk = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -215,7 +215,17 @@ static void fake_options(struct grpc_call *call, const ProtobufCMessage *req, vo
     (void)req, (void)ud;
     V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     o.get_preferred_allocation_available = true;
+    o.pre_start_required = true;
     grpc_call_reply_pb(call, &o.base);
+}
+
+static void fake_prestart(struct grpc_call *call, const ProtobufCMessage *req, void *ud)
+{
+    (void)ud;
+    const V1beta1__PreStartContainerRequest *rq = (const V1beta1__PreStartContainerRequest *)req;
+    fk.prestarts += (int)rq->n_devices_ids;
+    V1beta1__PreStartContainerResponse resp = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+    grpc_call_reply_pb(call, &resp.base);
 }
 
 static void fake_watch(struct grpc_stream *st, const ProtobufCMessage *req, void *ud)
@@ -313,6 +323,10 @@ static void fake_start(void)
     assert_int_equal(grpc_server_add_unary_pb(fk.srv, "/v1beta1.DevicePlugin/Allocate",
                                               &v1beta1__allocate_request__descriptor, fake_allocate,
                                               NULL, &e),
+                     0);
+    assert_int_equal(grpc_server_add_unary_pb(fk.srv, "/v1beta1.DevicePlugin/PreStartContainer",
+                                              &v1beta1__pre_start_container_request__descriptor,
+                                              fake_prestart, NULL, &e),
                      0);
     assert_int_equal(grpc_server_start(fk.srv, sock, &e), 0);
     free(sock);
@@ -487,6 +501,7 @@ static void test_fake_plugin(void **state)
     assert_int_equal(kl_devices_allocate(d, "u1", "ns", "p1", "c", req, &a, &e), 0);
     assert_int_equal(fk.preferred, 1);
     assert_string_equal(fk.last_alloc, "d1,d2");
+    assert_int_equal(fk.prestarts, 2); /* the options asked for PreStartContainer */
     assert_true(strv_has(a->envs, "FAKE_DEVICES=d1,d2"));
     assert_true(strv_has(a->cdi_devices, "example.com/dev=a"));
     assert_true(strv_has(a->cdi_devices, "example.com/dev=b"));
