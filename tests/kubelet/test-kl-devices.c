@@ -6,6 +6,7 @@
  * and a stream that ends; the checkpoint refused when corrupt. No root needed: sockets live in a
  * temporary node root.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -468,6 +469,54 @@ static void test_registration_validation(void **state)
     kl_devices_free(d);
 }
 
+struct racer {
+    struct kl_devices *d;
+    char uid[16];
+    int r;
+    char got[64];
+};
+
+static void *race_one(void *arg)
+{
+    struct racer *rc = arg;
+    json_t *one = json_pack("{s:i}", "example.com/dev", 1);
+    struct kl_alloc *a = NULL;
+    struct err e = {0};
+    rc->r = kl_devices_allocate(rc->d, rc->uid, "ns", rc->uid, "c", one, &a, &e);
+    for (char **v = a ? a->envs : NULL; v && *v; v++)
+        if (str_has_prefix(*v, "FAKE_DEVICES="))
+            snprintf(rc->got, sizeof(rc->got), "%s", *v + 13);
+    kl_alloc_free(a);
+    json_decref(one);
+    return NULL;
+}
+
+/* Many containers at once: each device goes to one of them, the rest get -ENOSPC. */
+static void race(struct kl_devices *d, size_t n_free)
+{
+    struct racer rc[8];
+    pthread_t th[8];
+    for (size_t i = 0; i < 8; i++) {
+        rc[i] = (struct racer){.d = d};
+        snprintf(rc[i].uid, sizeof(rc[i].uid), "race-%zu", i);
+        assert_int_equal(pthread_create(&th[i], NULL, race_one, &rc[i]), 0);
+    }
+    size_t ok = 0;
+    for (size_t i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        if (rc[i].r == 0) {
+            ok++;
+            for (size_t k = 0; k < i; k++)
+                assert_true(rc[k].r != 0 || strcmp(rc[k].got, rc[i].got) != 0);
+        } else {
+            assert_int_equal(rc[i].r, -ENOSPC);
+        }
+    }
+    assert_int_equal(ok, n_free);
+    for (size_t i = 0; i < 8; i++)
+        kl_devices_release(d, rc[i].uid);
+}
+
 static void test_fake_plugin(void **state)
 {
     (void)state;
@@ -584,6 +633,7 @@ static void test_fake_plugin(void **state)
     assert_true(wait_watching());
     fake_send(ids, "HHHH");
     assert_true(wait_for(d, "example.com/dev", 4, 4));
+    race(d, 4);
     json_t *four = json_pack("{s:i}", "example.com/dev", 4);
     a = NULL;
     assert_int_equal(kl_devices_allocate(d, "u5", "ns", "p5", "c", four, &a, &e), 0);
