@@ -88,6 +88,11 @@ void ksim_response_free(struct ksim_response *resp);
  * requested resource ( pods/log P)", ... resp is overwritten (free it). */
 void ksim_proxy_error(const struct ksim_proxy *p, int code, const char *body, size_t len,
                       struct ksim_response *resp);
+/* The head of a kubelet's HTTP/1.x answer in buf (len bytes): 0 with the status code, the
+ * Content-Length (-1 when absent) and the head's length (body bytes follow it); -EAGAIN when
+ * the head is not complete yet; -EBADMSG when it is not an HTTP response. */
+int ksim_proxy_head_parse(const char *buf, size_t len, int *ret_code, int64_t *ret_length,
+                          size_t *ret_head_len);
 /* The kubelet could not be reached (what: "dial tcp 1.2.3.4:10250: connect: connection
  * refused"): the API server's 500 with the client's error. */
 void ksim_proxy_dial_error(const struct ksim_proxy *p, const char *what,

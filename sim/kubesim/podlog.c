@@ -2,8 +2,11 @@
 /* pods/<name>/log: the API server's checks (the container, the options), then where the kubelet
  * serves the log; the shell streams it (ksim_response.proxy). Kubelet answers other than 2xx
  * become the Status the API server makes of them. No I/O here. */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ks-http.h"
 
@@ -282,4 +285,52 @@ void ksim_proxy_dial_error(const struct ksim_proxy *p, const char *what, struct 
         xasprintf("Get \"http://%s:%u%s\": %s", p->host, (unsigned)p->port, p->path, what);
     render(resp, 500, "", NULL, m);
     finish(resp);
+}
+
+int ksim_proxy_head_parse(const char *buf, size_t len, int *ret_code, int64_t *ret_length,
+                          size_t *ret_head_len)
+{
+    const char *end = buf ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+    if (len >= 7 && strncmp(buf, "HTTP/1.", 7))
+        return -EBADMSG;
+    if (!end)
+        return len >= 7 || !buf || !len || !strncmp(buf, "HTTP/1.", len) ? -EAGAIN : -EBADMSG;
+    size_t head = (size_t)(end - buf) + 4;
+    /* "HTTP/1.x NNN[ reason]" */
+    if (head < 16 || buf[8] != ' ' || !isdigit((unsigned char)buf[9]) ||
+        !isdigit((unsigned char)buf[10]) || !isdigit((unsigned char)buf[11]) ||
+        (buf[12] != ' ' && buf[12] != '\r'))
+        return -EBADMSG;
+    int code = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+    if (code < 100)
+        return -EBADMSG;
+    int64_t length = -1;
+    static const char cl[] = "content-length:";
+    /* header lines run from the status line's end to end (the blank line's CRLF after it) */
+    const char *p = (const char *)memmem(buf, head, "\r\n", 2) + 2;
+    while (p < end + 2) {
+        const char *eol = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
+        size_t ll = (size_t)(eol - p);
+        const char *line = p;
+        p = eol + 2;
+        if (ll <= sizeof(cl) - 1 || strncasecmp(line, cl, sizeof(cl) - 1))
+            continue;
+        size_t i = sizeof(cl) - 1;
+        while (i < ll && (line[i] == ' ' || line[i] == '\t'))
+            i++;
+        size_t vl = ll - i;
+        while (vl && (line[i + vl - 1] == ' ' || line[i + vl - 1] == '\t'))
+            vl--;
+        char v[24];
+        if (vl == 0 || vl >= sizeof(v))
+            return -EBADMSG;
+        memcpy(v, line + i, vl);
+        v[vl] = '\0';
+        if (strspn(v, "0123456789") != vl || parse_i64(v, &length) < 0)
+            return -EBADMSG;
+    }
+    *ret_code = code;
+    *ret_length = length;
+    *ret_head_len = head;
+    return 0;
 }

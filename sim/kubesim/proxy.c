@@ -143,28 +143,6 @@ static bool have_error_body(struct sbuf *b)
     return b->len >= ERROR_MAX;
 }
 
-/* The value of header name in the header block hdr (NUL-terminated), copied into out. */
-static bool header(const char *hdr, const char *name, char *out, size_t n)
-{
-    size_t nl = strlen(name);
-    for (const char *l = strstr(hdr, "\r\n"); l; l = strstr(l + 2, "\r\n")) {
-        const char *s = l + 2;
-        if (strncasecmp(s, name, nl) || s[nl] != ':')
-            continue;
-        s += nl + 1;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        const char *e = strstr(s, "\r\n");
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len >= n)
-            len = n - 1;
-        memcpy(out, s, len);
-        out[len] = '\0';
-        return true;
-    }
-    return false;
-}
-
 static ssize_t body_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
@@ -254,28 +232,19 @@ enum MHD_Result ks_proxy_respond(struct MHD_Connection *c, const struct ksim_pro
     int rr = write_all(fd, req, strlen(req), deadline);
     if (rr >= 0)
         rr = read_until(fd, &b, deadline, have_headers);
-    char *end = b.data ? memmem(b.data, b.len, "\r\n\r\n", 4) : NULL;
     int code = 0;
-    if (end && b.len >= 12 && !strncmp(b.data, "HTTP/1.", 7)) {
-        char digits[4] = {b.data[9], b.data[10], b.data[11], 0};
-        if (parse_int(digits, &code) < 0)
-            code = 0;
-    }
-    if (rr < 0 || !end || code < 100 || code > 599) {
+    int64_t left = -1;
+    size_t hlen = 0;
+    int hr = rr < 0 ? rr : ksim_proxy_head_parse(b.data, b.len, &code, &left, &hlen);
+    if (hr < 0) {
         close(fd);
         sbuf_free(&b);
         snprintf(why, sizeof(why), "%s",
-                 rr == -ETIMEDOUT ? "net/http: timeout awaiting response headers"
+                 hr == -ETIMEDOUT ? "net/http: timeout awaiting response headers"
                                   : "malformed HTTP response");
         ksim_proxy_dial_error(p, why, &r);
         return send_status(c, &r, ret_code);
     }
-    size_t hlen = (size_t)(end - b.data) + 4;
-    _cleanup_free_ char *hdr = xstrndup(b.data, hlen);
-    char cl[32] = "";
-    int64_t left = -1;
-    if (header(hdr, "Content-Length", cl, sizeof(cl)) && parse_i64(cl, &left) < 0)
-        left = -1;
     if (code < 200 || code > 299) {
         /* the error body, as much of it as the API server reads */
         if (left < 0 || (int64_t)(b.len - hlen) < left)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of kubesim's core: requests in, responses out, with an injected clock. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1064,6 +1065,44 @@ static void test_pod_log(void **state)
     ksim_free(ks);
 }
 
+/* The head of a kubelet's answer, as the shell's proxy reads it. */
+static void test_proxy_head(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int r, code;
+        int64_t length;
+        size_t head;
+    } cases[] = {
+        {"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\nline1\nline2\n", 0, 200, 12, 39},
+        {"HTTP/1.1 400 Bad Request\r\ncontent-length:3 \r\nX: y\r\n\r\nbad", 0, 400, 3, 53},
+        {"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", 0, 200, -1, 45},
+        {"HTTP/1.0 404\r\n\r\n", 0, 404, -1, 16},
+        {"HTTP/1.0 200 OK\r\nContent-Le", -EAGAIN, 0, 0, 0},
+        {"HTT", -EAGAIN, 0, 0, 0},
+        {"", -EAGAIN, 0, 0, 0},
+        {"SSH-2.0-OpenSSH\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 2x0 OK\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 099 OK\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 200 OK\r\nContent-Length: -1\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EBADMSG, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int code = 0;
+        int64_t length = 0;
+        size_t head = 0;
+        int r = ksim_proxy_head_parse(cases[i].in, strlen(cases[i].in), &code, &length, &head);
+        if (r != cases[i].r)
+            fail_msg("case %zu: got %d want %d", i, r, cases[i].r);
+        if (r == 0) {
+            assert_int_equal(code, cases[i].code);
+            assert_int_equal(length, cases[i].length);
+            assert_int_equal(head, cases[i].head);
+        }
+    }
+}
+
 static void test_deployments(void **state)
 {
     (void)state;
@@ -1601,6 +1640,7 @@ int main(void)
         cmocka_unit_test(test_scheduler_resources),
         cmocka_unit_test(test_external_kubelet),
         cmocka_unit_test(test_pod_log),
+        cmocka_unit_test(test_proxy_head),
         cmocka_unit_test(test_deployments),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),
