@@ -82,7 +82,7 @@ out=$(k logs two 2>&1) || fail "logs two: $out"
 echo "$out" | grep -qx "from a" || fail "logs two: got '$out'"
 
 # -f streams until the client goes away; then kubesim lets go of the kubelet
-timeout 3 "$KUBECTL" --kubeconfig "$T/kc" logs -f one >"$T/follow" 2>&1
+timeout 6 "$KUBECTL" --kubeconfig "$T/kc" logs -f one >"$T/follow" 2>&1
 rc=$?
 [ $rc = 124 ] || fail "logs -f ended by itself (rc $rc): $(cat "$T/follow")"
 grep -qx line2 "$T/follow" && grep -qx "tick 3" "$T/follow" || fail "logs -f: $(cat "$T/follow")"
