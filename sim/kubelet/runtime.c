@@ -23,7 +23,9 @@
  *     spec's mounts are made the overlay is made read-only, and the scratch tmpfs is lazily
  *     unmounted (the overlay keeps it). Where overlayfs fails, the directory is bound read-only.
  *  3. /dev bound from the host (MS_REC), a fresh /proc (the host's bound where procfs cannot be
- *     mounted), /sys bound (read-only, recursively, unless privileged), /tmp and /run tmpfs.
+ *     mounted), /sys bound, /tmp and /run tmpfs. Unless privileged, /sys is read-only
+ *     (recursively) and so are /proc/bus, /proc/fs, /proc/irq, /proc/sys and
+ *     /proc/sysrq-trigger, as containerd makes them.
  *  4. The spec's mounts in order: the target is created (a directory for a directory source, an
  *     empty file for a file source), the source bound (MS_REC), and made read-only when asked.
  *  5. pivot_root into the new root, the old root detached; chdir to workdir (created when
@@ -533,6 +535,9 @@ static int last_cap(void)
     return parse_int(text, &v) == 0 && v >= 0 && v < 64 ? v : 63;
 }
 
+/* What containerd makes read-only in /proc for a container that is not privileged. */
+static const char *const proc_read_only[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
+
 static const char *const host_dirs[] = {"usr",   "bin",   "sbin",   "lib",
                                         "lib32", "lib64", "libx32", "etc"};
 
@@ -636,6 +641,17 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
                xstrdup("mount proc on \"/proc\""));
     p.ops[p.n - 1].orelse = true;
     plan_mount(&p, "/proc", proc, NULL, MS_BIND | MS_REC, NULL, xstrdup("bind \"/proc\""));
+    if (!s->privileged)
+        for (size_t i = 0; i < ARRAY_SIZE(proc_read_only); i++) {
+            _cleanup_free_ char *in = xasprintf("%s/proc/%s", R, proc_read_only[i]);
+            struct stat st;
+            _cleanup_free_ char *host = xasprintf("/proc/%s", proc_read_only[i]);
+            if (stat(host, &st) < 0)
+                continue;
+            o = plan_add(&p, OP_BIND_RO, xasprintf("make \"%s\" read-only", host));
+            o->src = xstrdup(in);
+            o->path = xstrdup(in);
+        }
     _cleanup_free_ char *sys = xasprintf("%s/sys", R);
     plan_path(&p, OP_MKDIR, sys, 0, xstrdup("mkdir \"/sys\""));
     plan_mount(&p, "/sys", sys, NULL, MS_BIND | MS_REC, NULL, xstrdup("bind \"/sys\""));
@@ -763,22 +779,32 @@ static int wait_exit(pid_t pid, int pidfd, uint64_t deadline, const struct stop_
     }
 }
 
+/* Through the pidfd where there is one: a pid the caller already reaped (and the kernel gave to
+ * another process) is never signalled. */
+static int signal_process(pid_t pid, int pidfd, int sig)
+{
+    if (pidfd >= 0)
+        return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+    return kill(pid, sig) < 0 ? -errno : 0;
+}
+
 int kl_container_stop(pid_t pid, int pidfd, uint64_t grace_ms, const struct stop_token *stop,
                       int *ret_status, struct err *e)
 {
     if (pid <= 0)
         return err_set(e, -EINVAL, "stop: bad pid %d", (int)pid);
     int status;
-    if (kill(pid, SIGTERM) < 0 && errno != ESRCH)
-        return err_errno(e, -errno, "kill %d", (int)pid);
-    int r = wait_exit(pid, pidfd, deadline_after(grace_ms), stop, &status, e);
+    int r = signal_process(pid, pidfd, SIGTERM);
+    if (r < 0 && r != -ESRCH)
+        return err_errno(e, r, "kill %d", (int)pid);
+    r = wait_exit(pid, pidfd, deadline_after(grace_ms), stop, &status, e);
     if (r < 0)
         return r;
     if (r == 0) {
         /* The process group too: what the container started dies with it, as it would with
-         * its PID namespace. */
+         * its PID namespace. pid is not reaped yet, so its group id is still its own. */
         (void)kill(-pid, SIGKILL);
-        (void)kill(pid, SIGKILL);
+        (void)signal_process(pid, pidfd, SIGKILL);
         r = wait_exit(pid, pidfd, deadline_after(KILL_WAIT_MS), NULL, &status, e);
         if (r < 0)
             return r;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,8 @@
 #include <cmocka.h>
 
 #include "kl-runtime.h"
+
+static int count_fds(void);
 
 /* Every wait in this file is bounded by this. */
 #define WAIT_MS 10000
@@ -267,6 +270,103 @@ static void test_netns_and_hostname(void **state)
     char host[256];
     assert_int_equal(gethostname(host, sizeof(host)), 0);
     assert_string_not_equal(host, "klrt-node");
+}
+
+static void test_proc_sys(void **state)
+{
+    (void)state;
+    /* The hostname sysctl of the container's own UTS namespace: writable by root in a
+     * privileged container only (read-only /proc/sys), never the host's. */
+    const char *argv[] = {"/bin/sh", "-c",
+                          "echo klrt-b 2>/dev/null > /proc/sys/kernel/hostname; "
+                          "cat /proc/sys/kernel/hostname; echo 1 2>/dev/null > /proc/sysrq-trigger "
+                          "&& echo sysrq-writable; true",
+                          NULL};
+    struct kl_container_spec s = {
+        .argv = argv, .envp = env_path, .hostname = "klrt-a", .log_path = log_path};
+    fresh_log("proc-sys");
+    assert_exit(run(&s), 0);
+    char *text = read_text(log_path);
+    assert_string_equal(text, "klrt-a\n");
+    free(text);
+
+    const char *argv_priv[] = {"/bin/sh", "-c",
+                               "echo klrt-b > /proc/sys/kernel/hostname; "
+                               "cat /proc/sys/kernel/hostname",
+                               NULL};
+    s.argv = argv_priv;
+    s.privileged = true;
+    fresh_log("proc-sys-priv");
+    assert_exit(run(&s), 0);
+    text = read_text(log_path);
+    assert_string_equal(text, "klrt-b\n");
+    free(text);
+    char host[256];
+    assert_int_equal(gethostname(host, sizeof(host)), 0);
+    assert_string_not_equal(host, "klrt-b");
+}
+
+/* kubelet-sim starts containers from many threads at once. */
+struct starter {
+    int id;
+    int failures;
+    char msg[2048];
+};
+
+static void *starter_main(void *arg)
+{
+    struct starter *st = arg;
+    for (int i = 0; i < 5; i++) {
+        char log[600], script[64];
+        snprintf(log, sizeof(log), "%s/thread-%d-%d.log", scratch, st->id, i);
+        snprintf(script, sizeof(script), "echo %d-%d", st->id, i);
+        const char *argv[] = {"/bin/sh", "-c", script, NULL};
+        struct kl_container_spec s = {.argv = argv, .envp = env_path, .log_path = log};
+        pid_t pid;
+        int pidfd;
+        struct err e = {0};
+        if (kl_container_start(&s, &pid, &pidfd, &e) < 0) {
+            st->failures++;
+            snprintf(st->msg, sizeof(st->msg), "%s", e.msg);
+            continue;
+        }
+        struct pollfd pf = {.fd = pidfd, .events = POLLIN};
+        int status = -1;
+        if (poll(&pf, 1, WAIT_MS) != 1 || kl_container_reap(pid, pidfd, &status, &e) != 1 ||
+            !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            st->failures++;
+            snprintf(st->msg, sizeof(st->msg), "container %d-%d: status %#x", st->id, i,
+                     (unsigned)status);
+        }
+        close(pidfd);
+        char *text = NULL;
+        char want[64];
+        snprintf(want, sizeof(want), "%d-%d\n", st->id, i);
+        if (file_read_all(log, 4096, &text, NULL, &e) < 0 || strcmp(text, want) != 0) {
+            st->failures++;
+            snprintf(st->msg, sizeof(st->msg), "log %s: \"%s\"", log, text ? text : e.msg);
+        }
+        free(text);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    int before = count_fds();
+    struct starter st[6];
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++) {
+        st[i] = (struct starter){.id = i};
+        assert_int_equal(pthread_create(&t[i], NULL, starter_main, &st[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        if (st[i].failures)
+            fail_msg("thread %d: %d failures, last: %s", i, st[i].failures, st[i].msg);
+    }
+    assert_int_equal(count_fds(), before);
 }
 
 static pid_t start_sh(const char *script, const struct kl_mount *mounts, size_t n_mounts,
@@ -569,7 +669,8 @@ int main(void)
         cmocka_unit_test(test_stop_graceful),    cmocka_unit_test(test_stop_kill),
         cmocka_unit_test(test_stop_token),       cmocka_unit_test(test_exec),
         cmocka_unit_test(test_missing_program),  cmocka_unit_test(test_setup_errors),
-        cmocka_unit_test(test_no_fd_leak),
+        cmocka_unit_test(test_no_fd_leak),       cmocka_unit_test(test_proc_sys),
+        cmocka_unit_test(test_threads),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     rm_rf(scratch);
