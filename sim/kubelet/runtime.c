@@ -22,6 +22,8 @@
  *     be created under it (/etc/cfg/x, /usr/bin/nvidia-smi) without touching the host; once the
  *     spec's mounts are made the overlay is made read-only, and the scratch tmpfs is lazily
  *     unmounted (the overlay keeps it). Where overlayfs fails, the directory is bound read-only.
+ *     The host's mounts below those directories (a container engine's /etc/hosts and
+ *     /etc/resolv.conf), which an overlay does not show, are bound again, read-only.
  *  3. /dev bound from the host (MS_REC), a fresh /proc (the host's bound where procfs cannot be
  *     mounted), /sys bound, /tmp and /run tmpfs. Unless privileged, /sys is read-only
  *     (recursively) and so are /proc/bus, /proc/fs, /proc/irq, /proc/sys and
@@ -263,7 +265,7 @@ static int child_op(const struct op *o)
     case OP_BIND_RO:
         if (mount(o->src, o->path, NULL, MS_BIND | MS_REC, NULL) < 0)
             return -errno;
-        return child_rdonly(o->path, false);
+        return child_rdonly(o->path, o->arg != 0);
     case OP_RDONLY:
         return child_rdonly(o->path, o->arg != 0);
     case OP_MKDIR:
@@ -410,9 +412,12 @@ static char **exec_candidates(const char *argv0, const char *const *envp)
         return v;
     }
     const char *path = KL_DEFAULT_PATH;
+    /* The first PATH, the one getenv would find. */
     for (const char *const *p = envp; p && *p; p++)
-        if (str_has_prefix(*p, "PATH="))
+        if (str_has_prefix(*p, "PATH=")) {
             path = *p + 5;
+            break;
+        }
     size_t cap = 1;
     for (const char *s = path; *s; s++)
         cap += *s == ':';
@@ -588,6 +593,85 @@ static int plan_host_dirs(struct plan *p, struct err *e)
     return 0;
 }
 
+/* Decodes mountinfo's octal escapes (\040 for a space) in place. */
+static void mountinfo_unescape(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r;) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+            r += 4;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+}
+
+/* The mount point's top directory is one the container has as an overlay of the host's. */
+static bool under_host_dir(const char *mp)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(host_dirs); i++) {
+        size_t n = strlen(host_dirs[i]);
+        struct stat st;
+        _cleanup_free_ char *host = xasprintf("/%s", host_dirs[i]);
+        if (mp[0] == '/' && strncmp(mp + 1, host_dirs[i], n) == 0 && mp[n + 1] == '/' &&
+            mp[n + 2] && lstat(host, &st) == 0 && S_ISDIR(st.st_mode))
+            return true;
+    }
+    return false;
+}
+
+/* An overlay shows its lower directory's own file system, not what is mounted below it: the
+ * host's mounts under /etc (a container engine's /etc/hosts and /etc/resolv.conf) and /usr are
+ * bound again, read-only, where they were. */
+static int plan_host_submounts(struct plan *p, struct err *e)
+{
+    _cleanup_free_ char *text = NULL;
+    int r = file_read_all("/proc/self/mountinfo", 4u << 20, &text, NULL, e);
+    if (r < 0)
+        return r;
+    _cleanup_(strv_freep) char **done = xcalloc(1, sizeof(char *));
+    size_t n_done = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        /* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": field 5. */
+        char *mp = line;
+        for (int f = 0; f < 4 && mp; f++) {
+            mp = strchr(mp, ' ');
+            mp = mp ? mp + 1 : NULL;
+        }
+        if (!mp)
+            continue;
+        mp[strcspn(mp, " ")] = '\0';
+        mountinfo_unescape(mp);
+        if (!under_host_dir(mp))
+            continue;
+        bool covered = false;
+        for (size_t i = 0; i < n_done && !covered; i++) {
+            size_t n = strlen(done[i]);
+            covered = strncmp(mp, done[i], n) == 0 && (mp[n] == '/' || mp[n] == '\0');
+        }
+        struct stat st;
+        if (covered || stat(mp, &st) < 0)
+            continue;
+        _cleanup_free_ char *in = xasprintf("%s%s", KL_ROOT_MNT, mp);
+        if (S_ISDIR(st.st_mode))
+            plan_path(p, OP_MKDIR, in, 0, xasprintf("mkdir \"%s\"", mp));
+        else
+            plan_path(p, OP_TOUCH, in, 0, xasprintf("create \"%s\"", mp));
+        struct op *o = plan_add(p, OP_BIND_RO, xasprintf("bind the host's \"%s\" read-only", mp));
+        o->src = xstrdup(mp);
+        o->path = xstrdup(in);
+        o->arg = 1;
+        done = xrealloc(done, (n_done + 2) * sizeof(char *));
+        done[n_done++] = xstrdup(mp);
+        done[n_done] = NULL;
+    }
+    return 0;
+}
+
 int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *ret_pidfd,
                        struct err *e)
 {
@@ -629,6 +713,9 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
     plan_mount(&p, "tmpfs", R, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755",
                xasprintf("mount tmpfs on \"%s\"", R));
     r = plan_host_dirs(&p, e);
+    if (r < 0)
+        return r;
+    r = plan_host_submounts(&p, e);
     if (r < 0)
         return r;
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,6 +139,56 @@ static void test_mounts_and_log(void **state)
     text = read_text(log_path);
     assert_string_equal(text, "hi\nhello.txt\ncfgvalue\nagain\n");
     free(text);
+}
+
+/* In a mount namespace of its own, a file bound over one in the host's /etc: the container
+ * sees it (an overlay alone would show the file below). Returns 0 when it did. */
+static int submount_child(const char *over, const char *file)
+{
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount(file, over, NULL, MS_BIND, NULL) < 0)
+        return 2;
+    char script[600];
+    snprintf(script, sizeof(script), "cat '%s'", over);
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct kl_container_spec s = {.argv = argv, .envp = env_path, .log_path = log_path};
+    pid_t pid;
+    int pidfd;
+    struct err e = {0};
+    if (kl_container_start(&s, &pid, &pidfd, &e) < 0) {
+        fprintf(stderr, "start: %s\n", e.msg);
+        return 3;
+    }
+    struct pollfd pf = {.fd = pidfd, .events = POLLIN};
+    int status;
+    if (poll(&pf, 1, WAIT_MS) != 1 || kl_container_reap(pid, pidfd, &status, &e) != 1)
+        return 4;
+    char *text = NULL;
+    if (file_read_all(log_path, 4096, &text, NULL, &e) < 0)
+        return 5;
+    int r = strcmp(text, "klrt-submount\n") == 0 ? 0 : 6;
+    if (r)
+        fprintf(stderr, "the container read \"%s\"\n", text);
+    free(text);
+    return r;
+}
+
+static void test_host_submounts(void **state)
+{
+    (void)state;
+    fresh_log("submount");
+    const char *over = access("/etc/hostname", F_OK) == 0 ? "/etc/hostname" : "/etc/passwd";
+    char file[512];
+    snprintf(file, sizeof(file), "%s/submount", scratch);
+    write_text(file, "klrt-submount\n");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(submount_child(over, file));
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 static void test_root_and_workdir(void **state)
@@ -670,7 +722,7 @@ int main(void)
         cmocka_unit_test(test_stop_token),       cmocka_unit_test(test_exec),
         cmocka_unit_test(test_missing_program),  cmocka_unit_test(test_setup_errors),
         cmocka_unit_test(test_no_fd_leak),       cmocka_unit_test(test_proc_sys),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),          cmocka_unit_test(test_host_submounts),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     rm_rf(scratch);
