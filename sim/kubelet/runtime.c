@@ -43,6 +43,9 @@
  * No PID namespace: a container's processes keep host pids, which the simulated NVML reports and
  * the exporter attributes, as on a real node where the driver sees host pids.
  *
+ * The kubelet must not ignore SIGCHLD (its children would be reaped by the kernel and
+ * kl_container_reap would see none) and must not reap with waitpid(-1).
+ *
  * Known limits: an absolute symlink in a host directory (/etc/localtime -> /usr/share/...) is
  * followed on the host side when a mount target goes through it; there are no cgroups; an exec
  * (kl_container_exec) runs with the kubelet's capabilities and the container's environment.
@@ -85,7 +88,7 @@ enum op_kind {
     OP_SETNS,    /* setns(fd, arg) */
     OP_UNSHARE,  /* unshare(flags) */
     OP_MOUNT,    /* mount(src, path, fstype, flags, data) */
-    OP_BIND_RO,  /* bind src on path (MS_REC), then read-only */
+    OP_BIND_RO,  /* bind src on path (MS_REC), then read-only; arg: recursively */
     OP_RDONLY,   /* path read-only; arg: recursively */
     OP_MKDIR,    /* mkdir -p path */
     OP_TOUCH,    /* path an empty file, its directories created */
