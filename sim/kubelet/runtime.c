@@ -24,10 +24,12 @@
  *     unmounted (the overlay keeps it). Where overlayfs fails, the directory is bound read-only.
  *     The host's mounts below those directories (a container engine's /etc/hosts and
  *     /etc/resolv.conf), which an overlay does not show, are bound again, read-only.
- *  3. /dev bound from the host (MS_REC), a fresh /proc (the host's bound where procfs cannot be
- *     mounted), /sys bound, /tmp and /run tmpfs. Unless privileged, /sys is read-only
- *     (recursively) and so are /proc/bus, /proc/fs, /proc/irq, /proc/sys and
- *     /proc/sysrq-trigger, as containerd makes them.
+ *  3. /dev: privileged, the host's bound (MS_REC); else a tmpfs with containerd's default
+ *     devices (null, zero, full, random, urandom, tty) bound from the host, a devpts instance
+ *     of its own, a /dev/shm tmpfs and the /dev/fd, stdin, stdout, stderr, ptmx links. A fresh
+ *     /proc (the host's bound where procfs cannot be mounted), /sys bound, /tmp and /run tmpfs.
+ *     Unless privileged, /sys is read-only (recursively) and so are /proc/bus, /proc/fs,
+ *     /proc/irq, /proc/sys and /proc/sysrq-trigger, as containerd makes them.
  *  4. The spec's mounts in order: the target is created (a directory for a directory source, an
  *     empty file for a file source), the source bound (MS_REC), and made read-only when asked.
  *  5. pivot_root into the new root, the old root detached; chdir to workdir (created when
@@ -675,6 +677,53 @@ static int plan_host_submounts(struct plan *p, struct err *e)
     return 0;
 }
 
+/* The devices every container has (containerd's default set); the rest only privileged. */
+static const char *const default_devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+static const char *const dev_links[][2] = {{"fd", "/proc/self/fd"},
+                                           {"stdin", "/proc/self/fd/0"},
+                                           {"stdout", "/proc/self/fd/1"},
+                                           {"stderr", "/proc/self/fd/2"},
+                                           {"ptmx", "pts/ptmx"}};
+
+/* /dev: privileged, the host's (MS_REC); else a tmpfs with the default devices bound from the
+ * host, a devpts of its own, a /dev/shm tmpfs and the usual symlinks, so that a mount target
+ * created under /dev is the container's, never a new file in the host's /dev. */
+static void plan_dev(struct plan *p, bool privileged)
+{
+    const char *R = KL_ROOT_MNT;
+    _cleanup_free_ char *dev = xasprintf("%s/dev", R);
+    plan_path(p, OP_MKDIR, dev, 0, xstrdup("mkdir \"/dev\""));
+    if (privileged) {
+        plan_mount(p, "/dev", dev, NULL, MS_BIND | MS_REC, NULL, xstrdup("bind \"/dev\""));
+        return;
+    }
+    plan_mount(p, "tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755",
+               xstrdup("mount tmpfs on \"/dev\""));
+    for (size_t i = 0; i < ARRAY_SIZE(default_devices); i++) {
+        _cleanup_free_ char *host = xasprintf("/dev/%s", default_devices[i]);
+        _cleanup_free_ char *in = xasprintf("%s%s", R, host);
+        if (access(host, F_OK) < 0)
+            continue;
+        plan_path(p, OP_TOUCH, in, 0, xasprintf("create \"%s\"", host));
+        plan_mount(p, host, in, NULL, MS_BIND, NULL, xasprintf("bind \"%s\"", host));
+    }
+    _cleanup_free_ char *pts = xasprintf("%s/dev/pts", R);
+    plan_path(p, OP_MKDIR, pts, 0, xstrdup("mkdir \"/dev/pts\""));
+    plan_mount(p, "devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC,
+               "newinstance,ptmxmode=0666,mode=0620", xstrdup("mount devpts on \"/dev/pts\""));
+    p->ops[p->n - 1].orelse = true;
+    plan_mount(p, "/dev/pts", pts, NULL, MS_BIND, NULL, xstrdup("bind \"/dev/pts\""));
+    _cleanup_free_ char *shm = xasprintf("%s/dev/shm", R);
+    plan_path(p, OP_MKDIR, shm, 0, xstrdup("mkdir \"/dev/shm\""));
+    plan_mount(p, "shm", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777",
+               xstrdup("mount tmpfs on \"/dev/shm\""));
+    for (size_t i = 0; i < ARRAY_SIZE(dev_links); i++) {
+        struct op *o = plan_add(p, OP_SYMLINK, xasprintf("symlink \"/dev/%s\"", dev_links[i][0]));
+        o->src = xstrdup(dev_links[i][1]);
+        o->path = xasprintf("%s/dev/%s", R, dev_links[i][0]);
+    }
+}
+
 int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *ret_pidfd,
                        struct err *e)
 {
@@ -722,9 +771,7 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
     if (r < 0)
         return r;
 
-    _cleanup_free_ char *dev = xasprintf("%s/dev", R);
-    plan_path(&p, OP_MKDIR, dev, 0, xstrdup("mkdir \"/dev\""));
-    plan_mount(&p, "/dev", dev, NULL, MS_BIND | MS_REC, NULL, xstrdup("bind \"/dev\""));
+    plan_dev(&p, s->privileged);
     _cleanup_free_ char *proc = xasprintf("%s/proc", R);
     plan_path(&p, OP_MKDIR, proc, 0, xstrdup("mkdir \"/proc\""));
     plan_mount(&p, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
@@ -767,6 +814,11 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
         struct stat st;
         if (stat(m->source, &st) < 0)
             return err_errno(e, -errno, "mount source \"%s\"", m->source);
+        if (s->privileged && str_has_prefix(m->target, "/dev/") && access(m->target, F_OK) < 0)
+            return err_set(e, -ENOENT,
+                           "mounts[%zu]: target \"%s\": absent from the host's /dev, which a "
+                           "privileged container has (it would be created there)",
+                           i, m->target);
         _cleanup_free_ char *in = xasprintf("%s%s", R, m->target);
         if (S_ISDIR(st.st_mode))
             plan_path(&p, OP_MKDIR, in, 0, xasprintf("mkdir \"%s\"", m->target));

@@ -211,6 +211,48 @@ static void test_root_and_workdir(void **state)
     free(text);
 }
 
+static void test_dev(void **state)
+{
+    (void)state;
+    char file[512];
+    snprintf(file, sizeof(file), "%s/dev-file", scratch);
+    write_text(file, "devfile\n");
+    /* Not privileged: the default devices work, host-only ones are absent, and a mount target
+     * under /dev is created in the container's /dev, not the host's. */
+    struct kl_mount m = {file, "/dev/klrt-dev", true};
+    fresh_log("dev");
+    assert_exit(run_sh("echo x > /dev/null; head -c 4 /dev/zero | wc -c; test -c /dev/urandom; "
+                       "test -e /dev/loop0 && echo loop0; test -e /dev/kmsg && echo kmsg; "
+                       "test -d /dev/pts && test -d /dev/shm && test -L /dev/fd || echo links; "
+                       "cat /dev/klrt-dev",
+                       &m, 1),
+                0);
+    char *text = read_text(log_path);
+    assert_string_equal(text, "4\ndevfile\n");
+    free(text);
+    assert_int_equal(access("/dev/klrt-dev", F_OK), -1);
+
+    /* Privileged: the host's /dev, where a missing target is refused rather than created. */
+    const char *argv[] = {"/bin/sh", "-c", "test -e /dev/kmsg && echo kmsg", NULL};
+    struct kl_container_spec s = {
+        .argv = argv, .envp = env_path, .log_path = log_path, .privileged = true};
+    fresh_log("dev-priv");
+    if (access("/dev/kmsg", F_OK) == 0) {
+        assert_exit(run(&s), 0);
+        text = read_text(log_path);
+        assert_string_equal(text, "kmsg\n");
+        free(text);
+    }
+    s.mounts = &m;
+    s.n_mounts = 1;
+    pid_t pid;
+    int pidfd;
+    struct err e = {0};
+    assert_int_equal(kl_container_start(&s, &pid, &pidfd, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "/dev/klrt-dev"));
+    assert_int_equal(access("/dev/klrt-dev", F_OK), -1);
+}
+
 static void test_hidden_host_path(void **state)
 {
     (void)state;
@@ -715,14 +757,23 @@ int main(void)
     close(pidfd);
 
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mounts_and_log),   cmocka_unit_test(test_root_and_workdir),
-        cmocka_unit_test(test_hidden_host_path), cmocka_unit_test(test_read_only),
-        cmocka_unit_test(test_capabilities),     cmocka_unit_test(test_netns_and_hostname),
-        cmocka_unit_test(test_stop_graceful),    cmocka_unit_test(test_stop_kill),
-        cmocka_unit_test(test_stop_token),       cmocka_unit_test(test_exec),
-        cmocka_unit_test(test_missing_program),  cmocka_unit_test(test_setup_errors),
-        cmocka_unit_test(test_no_fd_leak),       cmocka_unit_test(test_proc_sys),
-        cmocka_unit_test(test_threads),          cmocka_unit_test(test_host_submounts),
+        cmocka_unit_test(test_mounts_and_log),
+        cmocka_unit_test(test_root_and_workdir),
+        cmocka_unit_test(test_hidden_host_path),
+        cmocka_unit_test(test_read_only),
+        cmocka_unit_test(test_capabilities),
+        cmocka_unit_test(test_netns_and_hostname),
+        cmocka_unit_test(test_stop_graceful),
+        cmocka_unit_test(test_stop_kill),
+        cmocka_unit_test(test_stop_token),
+        cmocka_unit_test(test_exec),
+        cmocka_unit_test(test_missing_program),
+        cmocka_unit_test(test_setup_errors),
+        cmocka_unit_test(test_no_fd_leak),
+        cmocka_unit_test(test_proc_sys),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_host_submounts),
+        cmocka_unit_test(test_dev),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     rm_rf(scratch);
