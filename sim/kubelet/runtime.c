@@ -49,8 +49,9 @@
  * kl_container_reap would see none) and must not reap with waitpid(-1).
  *
  * Known limits: an absolute symlink in a host directory (/etc/localtime -> /usr/share/...) is
- * followed on the host side when a mount target goes through it; there are no cgroups; an exec
- * (kl_container_exec) runs with the kubelet's capabilities and the container's environment.
+ * followed on the host side when a mount target goes through it; there are no cgroups. An exec
+ * (kl_container_exec) joins the container's network, UTS and mount namespaces and runs with its
+ * environment and capability bounding set.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -958,6 +959,27 @@ int kl_container_stop(pid_t pid, int pidfd, uint64_t grace_ms, const struct stop
     return 0;
 }
 
+/* The capability bounding set of a running process (CapBnd in /proc/PID/status). */
+static int process_cap_bounding(pid_t pid, uint64_t *ret)
+{
+    _cleanup_free_ char *path = xasprintf("/proc/%d/status", (int)pid);
+    _cleanup_free_ char *text = NULL;
+    struct err ignored = {0};
+    int r = file_read_all(path, 64 * 1024, &text, NULL, &ignored);
+    if (r < 0)
+        return r;
+    const char *line = strstr(text, "\nCapBnd:\t");
+    if (!line)
+        return -ENOENT;
+    line += strlen("\nCapBnd:\t");
+    size_t n = strspn(line, "0123456789abcdef");
+    uint64_t v;
+    if (n == 0 || n > 16 || hex_parse(line, n, &v) < 0)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
 /* The environment of a running process (/proc/PID/environ) as envp; NULL when unreadable. */
 static char **process_environ(pid_t pid, char **ret_text)
 {
@@ -1055,6 +1077,13 @@ int kl_container_exec(pid_t pid, const char *const *argv, uint64_t timeout_ms, c
         o->arg = ns[i].type;
     }
     plan_path(&p, OP_CHDIR, "/", 0, xstrdup("chdir \"/\""));
+    /* The container's capabilities: an exec into an unprivileged container is unprivileged. */
+    uint64_t caps;
+    if (process_cap_bounding(pid, &caps) == 0) {
+        struct op *o = plan_add(&p, OP_CAPS, xstrdup("set the container's capabilities"));
+        o->mask = caps;
+        o->arg = last_cap();
+    }
 
     _cleanup_close_ int null_fd = open_cloexec("/dev/null", O_RDONLY, 0, e, "open");
     if (null_fd < 0)

@@ -576,6 +576,10 @@ static void test_exec(void **state)
     assert_int_equal(kl_container_exec(pid, sh, 5000, out, sizeof(out), &e), 3);
     assert_string_equal(out, "/\n/usr/sbin:/usr/bin:/sbin:/bin\n");
     assert_int_equal(kl_container_exec(pid, sh, 5000, NULL, 0, &e), 3);
+    /* The container's capabilities, not the kubelet's. */
+    const char *caps[] = {"grep", "^CapBnd", "/proc/self/status", NULL};
+    assert_int_equal(kl_container_exec(pid, caps, 5000, out, sizeof(out), &e), 0);
+    assert_string_equal(out, "CapBnd:\t00000000a80425fb\n");
     /* A missing program: 127, with the reason as its output. */
     const char *missing[] = {"klrt-no-such-program", NULL};
     assert_int_equal(kl_container_exec(pid, missing, 5000, out, sizeof(out), &e), 127);
