@@ -33,7 +33,7 @@
  *  4. The spec's mounts in order: the target is created (a directory for a directory source, an
  *     empty file for a file source), the source bound (MS_REC), and made read-only when asked.
  *  5. pivot_root into the new root, the old root detached; chdir to workdir (created when
- *     missing); sethostname.
+ *     missing); sethostname (a name longer than 63 bytes cut as the kubelet cuts a pod's).
  *  6. Not privileged: the capability bounding set and the permitted, effective and inheritable
  *     sets cut to the default set of containerd and Docker (KL_DEFAULT_CAPS); ambient cleared.
  *  7. stdin /dev/null, stdout and stderr the log file (opened by the parent, O_APPEND), a
@@ -678,6 +678,17 @@ static int plan_host_submounts(struct plan *p, struct err *e)
     return 0;
 }
 
+/* A pod name as a hostname, cut as the kubelet cuts it: at most 63 bytes, then without a
+ * trailing '-' or '.'. */
+static char *pod_hostname(const char *name)
+{
+    char *h = xstrndup(name, 63);
+    size_t n = strlen(h);
+    while (n > 1 && (h[n - 1] == '-' || h[n - 1] == '.'))
+        h[--n] = '\0';
+    return h;
+}
+
 /* The devices every container has (containerd's default set); the rest only privileged. */
 static const char *const default_devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 static const char *const dev_links[][2] = {{"fd", "/proc/self/fd"},
@@ -732,8 +743,6 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
         return err_set(e, -EINVAL, "container: no command");
     if (!s->log_path || !s->log_path[0])
         return err_set(e, -EINVAL, "container \"%s\": no log file", s->argv[0]);
-    if (s->hostname && strlen(s->hostname) > 64)
-        return err_set(e, -EINVAL, "hostname \"%s\": longer than 64 bytes", s->hostname);
     const char *R = KL_ROOT_MNT;
 
     _cleanup_close_ int log_fd =
@@ -845,7 +854,7 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
     plan_path(&p, OP_WORKDIR, workdir, 0, xasprintf("working directory \"%s\"", workdir));
     if (s->hostname) {
         o = plan_add(&p, OP_HOSTNAME, xasprintf("sethostname \"%s\"", s->hostname));
-        o->src = xstrdup(s->hostname);
+        o->src = pod_hostname(s->hostname);
     }
     if (!s->privileged) {
         o = plan_add(&p, OP_CAPS, xstrdup("drop capabilities"));

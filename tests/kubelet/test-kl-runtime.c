@@ -360,6 +360,19 @@ static void test_netns_and_hostname(void **state)
     assert_int_equal(n, 1);
     free(text);
 
+    /* A long pod name is cut to 63 bytes, as the kubelet does, without a trailing '-'. */
+    const char *argv_h[] = {"/bin/cat", "/proc/sys/kernel/hostname", NULL};
+    struct kl_container_spec sh = {
+        .argv = argv_h,
+        .envp = env_path,
+        .hostname = "a-pod-name-that-is-longer-than-a-hostname-may-be-012345678901--34567",
+        .log_path = log_path};
+    fresh_log("hostname");
+    assert_exit(run(&sh), 0);
+    text = read_text(log_path);
+    assert_string_equal(text, "a-pod-name-that-is-longer-than-a-hostname-may-be-012345678901\n");
+    free(text);
+
     /* The host's hostname did not change. */
     char host[256];
     assert_int_equal(gethostname(host, sizeof(host)), 0);
