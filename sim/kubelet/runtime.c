@@ -507,6 +507,9 @@ static int spawn(const struct plan *plan, const char *const *argv, const char *c
         *ret_pid = pid;
         return 0;
     }
+    /* A report, or no way to know: the child exits (or is made to) and is reaped. */
+    if (n < 0)
+        (void)kill(pid, SIGKILL);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
