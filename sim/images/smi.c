@@ -105,10 +105,14 @@ int simimg_smi_main(int argc, char **argv)
     struct sbuf out _cleanup_sbuf_;
     sbuf_init(&out, SMI_OUT_LIMIT);
     if (mode == VERSION) {
+        /* NVML's version is the driver's branch and minor: 550.127.05 -> 550.127 */
+        int nvml_len = (int)strcspn(inv->driver_version, ".");
+        if (inv->driver_version[nvml_len] == '.')
+            nvml_len += 1 + (int)strcspn(inv->driver_version + nvml_len + 1, ".");
         sbuf_addf(&out,
-                  "NVIDIA-SMI version  : %s\nNVML version        : %s\nDRIVER version      : "
+                  "NVIDIA-SMI version  : %s\nNVML version        : %.*s\nDRIVER version      : "
                   "%s\nCUDA Version        : %d.%d\n",
-                  inv->driver_version, inv->driver_version, inv->driver_version,
+                  inv->driver_version, nvml_len, inv->driver_version, inv->driver_version,
                   inv->cuda_driver_version / 1000, (inv->cuda_driver_version % 1000) / 10);
         r = sbuf_check(&out);
     } else if (mode == LIST) {

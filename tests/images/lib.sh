@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Shared by the simulated images' shell tests (sourced). Arguments of the test: BIN_DIR (the
-# build/sim-image-bin folder), LIBNVIDIA_ML, FLEETS_DIR. Sets up a node root $ROOT in a scratch
+# build/sim-image-bin folder), LIBNVIDIA_ML, FLEETS_DIR, GPUOP. Sets up a node root $ROOT in a scratch
 # folder $T (removed at exit, with every process started by bg), the environment kubelet-sim
 # gives a container of that node, and helpers.
 set -u
 BIN=$1
 export GPUOP_NVML_LIBRARY=$2
 FLEETS=$3
+GPUOP=$4
 T=$(mktemp -d)
 ROOT=$T/root
 KERNEL=5.15.0-127-generic

@@ -46,6 +46,7 @@ GPUOP_NVML_LIBRARY=$ROOT/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml
     "$ROOT/run/nvidia/driver/usr/bin/nvidia-smi" -L >"$T/smi2.log" 2>&1 ||
     fail "the driver root's nvidia-smi -L: $(cat "$T/smi2.log")"
 grep -q "^GPU 3: NVIDIA L4 (UUID: GPU-" "$T/smi2.log" || fail "nvidia-smi -L: $(cat "$T/smi2.log")"
+"$BIN/nvidia-smi" --version | grep -qx "NVML version        : 550.127" || fail "nvidia-smi --version"
 out=$("$BIN/nvidia-smi" --query-gpu=driver_version --format=csv,noheader | sort -u)
 [ "$out" = 550.127.05 ] || fail "--query-gpu=driver_version: $out"
 
