@@ -71,6 +71,7 @@ struct kl_pods {
     struct kube_informer *inf;
     pthread_mutex_t lock;
     struct pod_worker *workers;
+    json_t *done_uids; /* pods whose worker deleted them: late events are ignored */
     char *sa_token, *sa_ca, *api_host, *api_port;
 };
 
@@ -310,6 +311,11 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
     struct kl_spec_input in = spec_input(w, pod);
     struct err e = {0};
 
+    if (!c->image.entrypoint && kl_image_resolve(kobj_str(spec, "image"), p->cfg.gpuop_exe,
+                                                 p->cfg.sim_image_bin, &c->image, &e) < 0) {
+        create_failed(w, pod, c, fp, "CreateContainerError", err_msg(&e));
+        return;
+    }
     _cleanup_(kl_ctr_build_freep) struct kl_ctr_build *b = NULL;
     if (kl_ctr_build(&in, w->vols, a->init, a->index, &c->image, &b, &e) < 0) {
         create_failed(w, pod, c, fp, "CreateContainerConfigError", err_msg(&e));
@@ -826,6 +832,11 @@ static void *worker_main(void *arg)
             log_warn(COMPONENT, "pod folder not removed", "pod=%s/%s err=\"%s\"", w->ns, w->name,
                      err_msg(&e));
     }
+    if (delete_done) {
+        pthread_mutex_lock(&p->lock);
+        json_object_set_new(p->done_uids, w->uid, json_true());
+        pthread_mutex_unlock(&p->lock);
+    }
     json_decref(pod);
     atomic_store(&w->finished, true);
     return NULL;
@@ -862,6 +873,48 @@ static void worker_free(struct pod_worker *w)
     free(w->ns);
     free(w->name);
     free(w);
+}
+
+/* A pod that ran under an earlier kubelet-sim: its processes are gone (as after a node reboot).
+ * Containers that ran count as exited with an unknown result, so the restart policy decides and
+ * restartCount goes on from where it was; init containers that completed stay completed. */
+static void seed_from_status(struct pod_worker *w, const json_t *pod)
+{
+    static const char *const lists[2] = {"status.initContainerStatuses",
+                                         "status.containerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        size_t n = l ? w->n_ctrs : w->n_init;
+        const json_t *specs = kobj_path(pod, l ? "spec.containers" : "spec.initContainers");
+        for (size_t i = 0; i < n; i++) {
+            const char *name = kobj_str(json_array_get(specs, i), "name");
+            size_t k;
+            json_t *cs;
+            json_array_foreach (kobj_path(pod, lists[l]), k, cs) {
+                if (!streq_ptr(kobj_str(cs, "name"), name) || !kobj_str(cs, "containerID"))
+                    continue;
+                struct ctr_rt *c = ctr_at(w, l == 0, i);
+                json_t *term = kobj_path(cs, "state.terminated");
+                uint64_t now = now_ms_real();
+                c->obs.restart_count =
+                    (unsigned)json_integer_value(json_object_get(cs, "restartCount"));
+                c->obs.phase = KL_CTR_EXITED;
+                c->obs.pulled = true;
+                set_str(&c->image_id, kobj_str(cs, "imageID"));
+                c->obs.image_id = c->image_id;
+                set_str(&c->container_id, kobj_str(cs, "containerID"));
+                c->obs.container_id = c->container_id;
+                c->obs.started_ms = now;
+                c->obs.exited = (struct kl_ctr_termination){
+                    .exit_code =
+                        term ? (int)json_integer_value(json_object_get(term, "exitCode")) : 255,
+                    .reason = term ? NULL : "Unknown",
+                    .started_ms = now,
+                    .finished_ms = now,
+                    .container_id = c->container_id,
+                };
+            }
+        }
+    }
 }
 
 /* ---- informer handlers -------------------------------------------------------------------- */
@@ -902,6 +955,10 @@ static void on_pod(json_t *obj, struct kl_pods *p)
         return;
     reap_workers(p);
     pthread_mutex_lock(&p->lock);
+    if (json_object_get(p->done_uids, uid)) {
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
     struct pod_worker *w = find_locked(p, uid);
     if (w) {
         json_decref(w->pod);
@@ -929,6 +986,7 @@ static void on_pod(json_t *obj, struct kl_pods *p)
             c->w = w;
         }
     }
+    seed_from_status(w, obj);
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->wake_fd < 0 || pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         log_error(COMPONENT, "pod worker not started", "pod=%s/%s", w->ns, w->name);
@@ -961,6 +1019,8 @@ static void on_delete(json_t *obj, void *ud)
         w->removed = true;
         wake(w);
     }
+    if (kobj_uid(obj))
+        json_object_del(p->done_uids, kobj_uid(obj));
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -999,6 +1059,7 @@ int kl_pods_new(const struct kl_pods_config *cfg, struct kl_pods **ret, struct e
         return err_set(e, -EINVAL, "pod workers: node, gpuop and image folders are required");
     struct kl_pods *p = xcalloc(1, sizeof(*p));
     p->cfg = *cfg;
+    p->done_uids = json_object();
     pthread_mutex_init(&p->lock, NULL);
     int r = stop_token_new(&p->stop, e);
     if (r < 0) {
@@ -1047,6 +1108,7 @@ void kl_pods_free(struct kl_pods *p)
     }
     p->workers = NULL;
     stop_token_free(p->stop);
+    json_decref(p->done_uids);
     pthread_mutex_destroy(&p->lock);
     if (p->sa_token) {
         explicit_bzero(p->sa_token, strlen(p->sa_token));
