@@ -41,6 +41,7 @@ struct ctr_rt {
     pthread_t killer;
     bool killer_joinable;
     uint64_t kill_grace_ms;
+    bool kill_at_stop; /* the stop token cuts the grace short */
     atomic_bool kill_done;
     int kill_status;
     struct pod_worker *w;
@@ -429,8 +430,10 @@ static void *killer_main(void *arg)
     struct ctr_rt *c = arg;
     struct err e = {0};
     int status = 0;
-    /* a shutting-down kubelet-sim still gives the grace period; the stop token would cut it */
-    int r = kl_container_stop(c->pid, c->pidfd, c->kill_grace_ms, NULL, &status, &e);
+    /* a kill the plan asked for ends at once when kubelet-sim stops; the kills of stop_all
+     * (kubelet-sim stopping) give the grace period, capped */
+    int r = kl_container_stop(c->pid, c->pidfd, c->kill_grace_ms,
+                              c->kill_at_stop ? c->w->owner->stop : NULL, &status, &e);
     if (r < 0) {
         log_warn(COMPONENT, "stopping a container failed", "pod=%s/%s err=\"%s\"", c->w->ns,
                  c->w->name, err_msg(&e));
@@ -449,6 +452,7 @@ static void do_kill(struct pod_worker *w, const json_t *pod, const struct kl_act
     event(w, pod, "Normal", "Killing", fp, "%s", a->message ? a->message : "Stopping container");
     c->obs.killing = true;
     c->kill_grace_ms = a->grace_ms;
+    c->kill_at_stop = true;
     atomic_store(&c->kill_done, false);
     if (pthread_create(&c->killer, NULL, killer_main, c) != 0) {
         int status = 0;
@@ -720,6 +724,7 @@ static void stop_all(struct pod_worker *w, const json_t *pod)
             if (c->obs.phase == KL_CTR_RUNNING && !c->obs.killing) {
                 c->obs.killing = true;
                 c->kill_grace_ms = grace;
+                c->kill_at_stop = false;
                 atomic_store(&c->kill_done, false);
                 if (pthread_create(&c->killer, NULL, killer_main, c) == 0)
                     c->killer_joinable = true;
