@@ -214,8 +214,10 @@ static void wait_pod(const char *name, const char *path, const char *want)
         json_t *pod = NULL;
         struct err e = {0};
         int r = kube_get(kc, &KUBE_PODS, "default", name, &pod, &e);
-        if (r == -ENOENT && strcmp(want, "(gone)") == 0)
+        if (r == -ENOENT && strcmp(want, "(gone)") == 0) {
+            free(last);
             return;
+        }
         if (r == 0) {
             json_t *v = kobj_path(pod, path);
             free(last);
