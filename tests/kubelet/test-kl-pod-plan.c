@@ -31,6 +31,7 @@ struct row {
     bool not_ready; /* sandbox not ready */
     const char *mount_error;
     uint64_t deletion_seen_ms;
+    bool removed; /* gone from the API (force-deleted) */
     uint64_t now; /* offset from T0 */
     const char *actions;
     const char *phase;
@@ -440,6 +441,23 @@ static const struct row rows[] = {
      .actions = "",
      .phase = "Succeeded",
      .delete_pod = true},
+    {.what = "force-deleted (gone from the API): kill with the pod's grace",
+     .pod = POD("\"containers\":[" C("a") "]"),
+     .ctrs = {RUN(0)},
+     .removed = true,
+     .deletion_seen_ms = T0 + 1 * S,
+     .now = 1 * S,
+     .actions = "KILL a 30000 Stopping container a",
+     .phase = "Running"},
+    {.what = "force-deleted and stopped: nothing to delete",
+     .pod = POD("\"containers\":[" C("a") "]"),
+     .ctrs = {EXIT(137, 0, 2 * S)},
+     .removed = true,
+     .deletion_seen_ms = T0 + 1 * S,
+     .now = 2 * S,
+     .actions = "",
+     .phase = "Failed",
+     .delete_pod = false},
     /* QoS */
     {.what = "Guaranteed: limits only (requests default to them)",
      .pod = POD("\"containers\":[" CX("a", "\"resources\":{\"limits\":{\"cpu\":\"1\",\"memory\":"
@@ -511,6 +529,7 @@ static void run_row(const struct row *r)
         .mount_error = r->mount_error,
         .admitted_ms = T0,
         .deletion_seen_ms = r->deletion_seen_ms,
+        .removed = r->removed,
         .host_ip = "10.0.0.2",
         .pod_ip = "10.0.0.2",
     };
