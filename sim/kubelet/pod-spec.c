@@ -77,8 +77,7 @@ static void fake_digest(const char *s, char out[65])
     }
 }
 
-int kl_image_resolve(const char *image, const char *gpuop_exe, const char *sim_image_bin,
-                     struct kl_image *ret, struct err *e)
+int kl_image_resolve(const char *image, const char *gpuop_exe, struct kl_image *ret, struct err *e)
 {
     if (!image || !image[0])
         return err_set(e, -EINVAL, "no image");
@@ -100,8 +99,9 @@ int kl_image_resolve(const char *image, const char *gpuop_exe, const char *sim_i
                        "\"%s\": failed to resolve reference \"%s\": %s: not found",
                        ref, ref, ref);
     }
+    /* the simulated images' programs as the container sees them (the folder is bound there) */
     if (program)
-        path = xasprintf("%s/%s", sim_image_bin, program);
+        path = xasprintf("%s/%s", KL_SIM_BIN_MOUNT, program);
     char dg[65];
     fake_digest(ref, dg);
     *ret = (struct kl_image){

@@ -252,7 +252,7 @@ static void do_pull(struct pod_worker *w, const json_t *pod, const struct kl_act
     _cleanup_free_ char *fp = field_path(a->init, a->name);
     struct err e = {0};
     kl_image_clear(&c->image);
-    if (kl_image_resolve(image, p->cfg.gpuop_exe, p->cfg.sim_image_bin, &c->image, &e) < 0) {
+    if (kl_image_resolve(image, p->cfg.gpuop_exe, &c->image, &e) < 0) {
         set_str(&c->pull_error, err_msg(&e));
         c->obs.pull_error = c->pull_error;
         c->obs.pull_failures++;
@@ -312,8 +312,8 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
     struct kl_spec_input in = spec_input(w, pod);
     struct err e = {0};
 
-    if (!c->image.entrypoint && kl_image_resolve(kobj_str(spec, "image"), p->cfg.gpuop_exe,
-                                                 p->cfg.sim_image_bin, &c->image, &e) < 0) {
+    if (!c->image.entrypoint &&
+        kl_image_resolve(kobj_str(spec, "image"), p->cfg.gpuop_exe, &c->image, &e) < 0) {
         create_failed(w, pod, c, fp, "CreateContainerError", err_msg(&e));
         return;
     }

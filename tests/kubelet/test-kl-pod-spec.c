@@ -121,15 +121,16 @@ static void test_images(void **state)
         {"gpuop", "/b/gpuop", "docker.io/library/gpuop:latest"},
         {"ghcr.io/acme/gpuop:v1", "/b/gpuop", "ghcr.io/acme/gpuop:v1"},
         {"localhost:5000/gpuop@sha256:00", "/b/gpuop", "localhost:5000/gpuop@sha256:00"},
-        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", "/b/sim/images/nvidia-driver",
+        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", "/opt/gpuop-sim/bin/nvidia-driver",
          "nvcr.io/nvidia/driver:550.127.05-ubuntu22.04"},
-        {"nvcr.io/nvidia/cuda:12.4.1-base-ubi9", "/b/sim/images/cuda-sample", NULL},
-        {"nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "/b/sim/images/cuda-sample", NULL},
+        {"nvcr.io/nvidia/cuda:12.4.1-base-ubi9", "/opt/gpuop-sim/bin/cuda-sample", NULL},
+        {"nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "/opt/gpuop-sim/bin/cuda-sample",
+         NULL},
     };
     for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
         struct kl_image im = {0};
         struct err e = {0};
-        if (kl_image_resolve(t[i].image, "/b/gpuop", "/b/sim/images", &im, &e) < 0)
+        if (kl_image_resolve(t[i].image, "/b/gpuop", &im, &e) < 0)
             fail_msg("%s: %s", t[i].image, err_msg(&e));
         assert_string_equal(im.entrypoint, t[i].entrypoint);
         if (t[i].ref)
@@ -139,16 +140,15 @@ static void test_images(void **state)
     }
     struct kl_image im = {0};
     struct err e = {0};
-    assert_int_equal(kl_image_resolve("busybox:1.36", "/b/gpuop", "/b", &im, &e), -ENOENT);
+    assert_int_equal(kl_image_resolve("busybox:1.36", "/b/gpuop", &im, &e), -ENOENT);
     assert_string_equal(err_msg(&e),
                         "rpc error: code = NotFound desc = failed to pull and unpack image "
                         "\"docker.io/library/busybox:1.36\": failed to resolve reference "
                         "\"docker.io/library/busybox:1.36\": docker.io/library/busybox:1.36: "
                         "not found");
     /* a repository merely ending in "gpuop" is not gpuop */
-    assert_int_equal(kl_image_resolve("acme/notgpuop:1", "/b/gpuop", "/b", &im, &e), -ENOENT);
-    assert_int_equal(kl_image_resolve("nvcr.io/nvidia/driverx:1", "/b/gpuop", "/b", &im, &e),
-                     -ENOENT);
+    assert_int_equal(kl_image_resolve("acme/notgpuop:1", "/b/gpuop", &im, &e), -ENOENT);
+    assert_int_equal(kl_image_resolve("nvcr.io/nvidia/driverx:1", "/b/gpuop", &im, &e), -ENOENT);
 }
 
 /* ---- expansion (the cases of Kubernetes' expansion_test.go) -------------------------------- */
@@ -423,7 +423,7 @@ static void test_container(void **state)
     if (kl_pod_volumes_setup(&in, &vols, &e) < 0)
         fail_msg("%s", err_msg(&e));
     struct kl_image im = {0};
-    assert_int_equal(kl_image_resolve("gpuop:1", "/b/gpuop", "/b/sim/images", &im, &e), 0);
+    assert_int_equal(kl_image_resolve("gpuop:1", "/b/gpuop", &im, &e), 0);
     struct kl_ctr_build *b = NULL;
     if (kl_ctr_build(&in, vols, false, 0, &im, &b, &e) < 0)
         fail_msg("%s", err_msg(&e));
@@ -482,7 +482,7 @@ static void test_container(void **state)
                 "\"valueFrom\":{\"configMapKeyRef\":{\"name\":\"cfg\",\"key\":\"zz\"}}}]}]}}");
     in = input(pod, objs);
     assert_int_equal(kl_pod_volumes_setup(&in, &vols, &e), 0);
-    assert_int_equal(kl_image_resolve("gpuop", "/b/gpuop", "/b", &im, &e), 0);
+    assert_int_equal(kl_image_resolve("gpuop", "/b/gpuop", &im, &e), 0);
     assert_int_equal(kl_ctr_build(&in, vols, false, 0, &im, &b, &e), -ENOENT);
     assert_string_equal(err_msg(&e), "couldn't find key zz in ConfigMap ns/cfg");
     kl_image_clear(&im);

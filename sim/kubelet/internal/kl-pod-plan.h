@@ -173,12 +173,13 @@ const char *kl_pod_qos_class(const json_t *pod);
 struct kl_image {
     char *ref;          /* normalised: docker.io/library/gpuop:latest */
     char *image_id;     /* <repo>@sha256:<hex> */
-    char *entrypoint;   /* absolute host path of the program */
+    char *entrypoint;   /* the program, as the container sees it: gpuop at its own path
+                         * (its folder is bound there), the simulated images' programs under
+                         * KL_SIM_BIN_MOUNT */
     char *command_name; /* the name its command uses ("gpuop", "nvidia-driver") */
 };
 void kl_image_clear(struct kl_image *im);
-int kl_image_resolve(const char *image, const char *gpuop_exe, const char *sim_image_bin,
-                     struct kl_image *ret, struct err *e);
+int kl_image_resolve(const char *image, const char *gpuop_exe, struct kl_image *ret, struct err *e);
 /* "docker.io/library/x:latest" for "x", as containerd names a reference. Caller frees. */
 char *kl_image_normalise(const char *image);
 
