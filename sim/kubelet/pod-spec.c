@@ -412,9 +412,11 @@ static int materialise_object(const struct kl_spec_input *in, const json_t *src,
     json_t *obj = NULL;
     json_t *fallback = NULL;
     int r = get_object(in, secret, name ? name : "", &obj, e);
-    if (r == -ENOENT && !secret && streq_ptr(name, "kube-root-ca.crt") && in->sa_ca_pem) {
-        /* kubesim has no root-CA publisher: the CA the client trusts stands in */
-        fallback = obj = json_pack("{s:{s:s}}", "data", "ca.crt", in->sa_ca_pem);
+    if (r == -ENOENT && !secret && streq_ptr(name, "kube-root-ca.crt")) {
+        /* kubesim has no root-CA publisher: the CA the client trusts stands in (none over
+         * plain HTTP: an empty file) */
+        fallback = obj =
+            json_pack("{s:{s:s}}", "data", "ca.crt", in->sa_ca_pem ? in->sa_ca_pem : "");
         r = 0;
     }
     if (r == -ENOENT && optional)

@@ -1072,11 +1072,17 @@ int kl_pods_new(const struct kl_pods_config *cfg, struct kl_pods **ret, struct e
         return r;
     }
     if (cfg->kc) {
-        split_server(kube_client_server(cfg->kc), &p->api_host, &p->api_port);
+        split_server(cfg->api_server ? cfg->api_server : kube_client_server(cfg->kc), &p->api_host,
+                     &p->api_port);
         if ((r = kube_client_credentials(cfg->kc, &p->sa_token, &p->sa_ca, e)) < 0) {
             kl_pods_free(p);
             return err_prefix(e, "node %s: service-account credentials", cfg->node->name);
         }
+        /* a client without a bearer token (client certificates, or no authentication): pods
+         * still get a token file, as in-cluster config requires one; an API server that
+         * authenticates will refuse it */
+        if (!p->sa_token)
+            p->sa_token = xstrdup("kubelet-sim-no-token");
         _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", cfg->node->name);
         struct kube_informer_opts o = {
             .field_selector = sel,

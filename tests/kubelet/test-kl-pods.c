@@ -169,9 +169,10 @@ static int setup(void **state)
     char kcpath[512], listen[64];
     snprintf(kcpath, sizeof(kcpath), "%s/kc.yaml", tmpdir);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
-    char *argv[] = {kubesim, "--listen",    listen, "--kubeconfig-out",
-                    kcpath,  "--log-level", "warn", "--pod-ready-delay",
-                    "1h",    NULL};
+    char *argv[] = {kubesim, "--listen",    listen,    "--kubeconfig-out",
+                    kcpath,  "--log-level", "warn",    "--pod-ready-delay",
+                    "1h",    "--tls",       "--token", "t0ken-for-pods",
+                    NULL};
     assert_int_equal(peer_start(argv, false, &sim), 0);
     if (!wait_file(kcpath, 10000))
         fail_msg("kubesim wrote no kubeconfig");
@@ -269,6 +270,7 @@ static void test_lifecycle(void **state)
         .sim_env = sim_env,
         .backoff_base_ms = 300,
         .backoff_max_ms = 1200,
+        .api_server = "https://10.9.8.7:6443",
     };
     struct kl_pods *p = NULL;
     struct err e = {0};
@@ -284,7 +286,8 @@ static void test_lifecycle(void **state)
                    "\"initContainers\":[{\"name\":\"init\",\"image\":\"gpuop:1\","
                    "\"args\":[\"-c\",\"echo init-ran\"]}],"
                    "\"containers\":[{\"name\":\"main\",\"image\":\"gpuop:1\",\"args\":[\"-c\","
-                   "\"echo hello $(GREETING) $GPUOP_SIM_ROOT; exec sleep 30\"],\"env\":[{"
+                   "\"echo hello $(GREETING) $GPUOP_SIM_ROOT "
+                   "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; exec sleep 30\"],\"env\":[{"
                    "\"name\":\"GREETING\",\"value\":\"world\"}],\"readinessProbe\":{"
                    "\"exec\":{\"command\":[\"true\"]},\"periodSeconds\":1}}]"));
     create_pod(POD("crash", "\"containers\":[{\"name\":\"c\",\"image\":\"gpuop:1\",\"args\":["
@@ -305,12 +308,39 @@ static void test_lifecycle(void **state)
     char *text = NULL;
     size_t len;
     assert_int_equal(file_read_all(log, 4096, &text, &len, &e), 0);
-    assert_string_equal(text, "hello world /x\n");
+    assert_string_equal(text, "hello world /x 10.9.8.7:6443\n");
     free(text);
     free(log);
     assert_int_equal(kl_pods_log_path(p, "default", "web", "main", true, &log, &e), -ENOENT);
     assert_string_equal(err_msg(&e),
                         "previous terminated container \"main\" in pod \"web\" not found");
+
+    /* the service-account token and CA: the client's, where in-cluster config reads them */
+    {
+        json_t *web = NULL;
+        assert_int_equal(kube_get(kc, &KUBE_PODS, "default", "web", &web, &e), 0);
+        char *tok = NULL, *ca = NULL, *got = NULL;
+        assert_int_equal(kube_client_credentials(kc, &tok, &ca, &e), 0);
+        assert_non_null(tok);
+        assert_non_null(ca);
+        char *path = xasprintf("%s/var/lib/kubelet/pods/%s/volumes/kubernetes.io~projected/"
+                               "kube-api-access-sim/token",
+                               root, kobj_uid(web));
+        assert_int_equal(file_read_all(path, 65536, &got, &len, &e), 0);
+        assert_string_equal(got, tok);
+        free(got);
+        free(path);
+        path = xasprintf("%s/var/lib/kubelet/pods/%s/volumes/kubernetes.io~projected/"
+                         "kube-api-access-sim/ca.crt",
+                         root, kobj_uid(web));
+        assert_int_equal(file_read_all(path, 1 << 20, &got, &len, &e), 0);
+        assert_string_equal(got, ca);
+        free(got);
+        free(path);
+        free(tok);
+        free(ca);
+        json_decref(web);
+    }
 
     wait_pod("crash", "status.containerStatuses.0.state.waiting.reason", "CrashLoopBackOff");
     wait_pod("crash", "status.containerStatuses.0.lastState.terminated.exitCode", "3");
