@@ -753,13 +753,14 @@ static void *worker_main(void *arg)
     struct kl_plan_config pc = {.backoff_base_ms = p->cfg.backoff_base_ms,
                                 .backoff_max_ms = p->cfg.backoff_max_ms};
     json_t *pod = NULL;
-    bool delete_done = false;
+    bool delete_done = false, gone = false;
     while (!atomic_load(&p->shutting_down)) {
         pthread_mutex_lock(&p->lock);
         json_decref(pod);
         pod = json_incref(w->pod);
         bool removed = w->removed;
         pthread_mutex_unlock(&p->lock);
+        gone = removed;
 
         if ((kobj_deletion_timestamp(pod) || removed) && !w->deletion_seen_ms)
             w->deletion_seen_ms = now_ms_real();
@@ -829,7 +830,7 @@ static void *worker_main(void *arg)
     }
     /* kubelet-sim stops, or the pod is gone: nothing of it may keep running */
     stop_all(w, pod);
-    if (delete_done || w->removed) {
+    if (delete_done || gone) {
         struct err e = {0};
         if (p->cfg.devices)
             kl_devices_release(p->cfg.devices, w->uid);
