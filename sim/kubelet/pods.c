@@ -73,6 +73,7 @@ struct kl_pods {
     pthread_mutex_t lock;
     struct pod_worker *workers;
     json_t *done_uids; /* pods whose worker deleted them: late events are ignored */
+    bool sim_bin_ok;   /* the simulated images' folder exists (else it is not mounted) */
     char *sa_token, *sa_ca, *api_host, *api_port;
 };
 
@@ -185,7 +186,7 @@ static struct kl_spec_input spec_input(struct pod_worker *w, const json_t *pod)
         .node_cpu_milli = n->cpu * 1000,
         .node_memory_bytes = n->memory_bytes,
         .gpuop_exe = p->cfg.gpuop_exe,
-        .sim_image_bin = p->cfg.sim_image_bin,
+        .sim_image_bin = p->sim_bin_ok ? p->cfg.sim_image_bin : NULL,
         .sim_env = p->cfg.sim_env,
         .api_host = p->api_host,
         .api_port = p->api_port,
@@ -1066,6 +1067,11 @@ int kl_pods_new(const struct kl_pods_config *cfg, struct kl_pods **ret, struct e
     struct kl_pods *p = xcalloc(1, sizeof(*p));
     p->cfg = *cfg;
     p->done_uids = json_object();
+    struct stat st;
+    p->sim_bin_ok = stat(cfg->sim_image_bin, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!p->sim_bin_ok)
+        log_warn(COMPONENT, "simulated images' folder missing: driver and CUDA images will not run",
+                 "node=%s folder=%s", cfg->node->name, cfg->sim_image_bin);
     pthread_mutex_init(&p->lock, NULL);
     int r = stop_token_new(&p->stop, e);
     if (r < 0) {
