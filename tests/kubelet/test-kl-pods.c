@@ -316,6 +316,10 @@ static void test_lifecycle(void **state)
     create_pod(POD("crash", "\"containers\":[{\"name\":\"c\",\"image\":\"gpuop:1\",\"args\":["
                             "\"-c\",\"echo crashing; exit 3\"]}]"));
     create_pod(POD("nopull", "\"containers\":[{\"name\":\"c\",\"image\":\"busybox:1.36\"}]"));
+    /* a liveness probe to a port nothing listens on: killed and restarted */
+    create_pod(POD("live", "\"containers\":[{\"name\":\"c\",\"image\":\"gpuop:1\",\"args\":["
+                           "\"-c\",\"exec sleep 30\"],\"livenessProbe\":{\"tcpSocket\":{\"port\":"
+                           "1},\"periodSeconds\":1,\"failureThreshold\":1}}]"));
     create_pod(POD("job", "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\","
                           "\"image\":\"gpuop:1\",\"args\":[\"-c\",\"exit 0\"]}]"));
 
@@ -374,6 +378,14 @@ static void test_lifecycle(void **state)
     free(text);
     free(log);
 
+    wait_pod("live", "status.containerStatuses.0.lastState.terminated.exitCode", "143");
+    {
+        json_t *live = NULL;
+        assert_int_equal(kube_get(kc, &KUBE_PODS, "default", "live", &live, &e), 0);
+        assert_true(
+            json_integer_value(kobj_path(live, "status.containerStatuses.0.restartCount")) >= 1);
+        json_decref(live);
+    }
     wait_pod("nopull", "status.containerStatuses.0.state.waiting.reason", "ImagePullBackOff");
     wait_pod("nopull", "status.phase", "Pending");
     wait_pod("job", "status.phase", "Succeeded");
@@ -385,11 +397,11 @@ static void test_lifecycle(void **state)
     wait_pod("web", "status.phase", "(gone)");
 
     /* Events as the kubelet writes them (written as they happen: allow the last to land) */
-    int started_ev = 0, backoff = 0, failed_pull = 0, killing = 0;
-    for (int round = 0; round < 50 && !killing; round++) {
+    int started_ev = 0, backoff = 0, failed_pull = 0, killing = 0, unhealthy = 0;
+    for (int round = 0; round < 50 && killing < 2; round++) {
         if (round)
             usleep(100000);
-        started_ev = backoff = failed_pull = killing = 0;
+        started_ev = backoff = failed_pull = killing = unhealthy = 0;
         json_t *evs = NULL;
         assert_int_equal(kube_list(kc, &KUBE_EVENTS, "default", NULL, &evs, &e), 0);
         size_t i;
@@ -400,6 +412,9 @@ static void test_lifecycle(void **state)
                 fprintf(stderr, "event %s %s: %s\n", kobj_path_str(ev, "involvedObject.name"), r,
                         kobj_str(ev, "message"));
             started_ev += streq_ptr(r, "Started");
+            unhealthy += streq_ptr(r, "Unhealthy") &&
+                         str_has_prefix(kobj_str(ev, "message"),
+                                        "Liveness probe failed: dial tcp 127.0.0.1:1: connect:");
             backoff += streq_ptr(r, "BackOff");
             killing += streq_ptr(r, "Killing");
             failed_pull += streq_ptr(r, "Failed") &&
@@ -410,7 +425,8 @@ static void test_lifecycle(void **state)
     assert_true(started_ev >= 4);
     assert_true(backoff >= 1);
     assert_true(failed_pull >= 1);
-    assert_true(killing >= 1);
+    assert_true(killing >= 2); /* the deletion and the liveness failure */
+    assert_true(unhealthy >= 1);
     /* a kubelet-sim restart: running containers come back as restarts, a completed pod stays
      * completed */
     create_pod(POD("svc", "\"containers\":[{\"name\":\"c\",\"image\":\"gpuop:1\",\"args\":["
