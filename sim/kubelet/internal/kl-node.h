@@ -97,4 +97,47 @@ json_t *kl_lease_object(const char *node, const char *node_uid, unsigned duratio
 /* Renews lease in place: holder, duration and renewTime. */
 void kl_lease_renew(json_t *lease, const char *node, unsigned duration_s, uint64_t now_ms);
 
+/* ---- the running node (node-run.c): the shell's side ------------------------------------- */
+
+struct kl_net;
+struct kube_client;
+struct kl_node;
+
+struct kl_node_config {
+    const struct kl_node_spec *spec;
+    const char *const *gpu_models; /* the fleet's, NULL-terminated; NULL for a CPU node */
+    unsigned index;                /* 0-based, in the cluster file */
+    struct kl_net *net;            /* NULL: no namespace, the node listens on 127.0.0.1 */
+    unsigned kubelet_port;         /* 10250; without a namespace each node's own */
+    struct kube_client *kc;        /* shared; thread-safe */
+    const char *gpuop_exe;         /* absolute paths of the built programs */
+    const char *sim_image_bin;
+    const char *nvml_library;
+    uint64_t backoff_base_ms, backoff_max_ms;
+    unsigned lease_duration_s;
+    int wake_fd; /* an eventfd written when the node's devices change */
+};
+
+/* Creates the node root's layout (kl_node_layout), the node's namespace, device manager, pod
+ * workers and kubelet endpoint (/containerLogs, /healthz), and registers the Node and its Lease.
+ * On error everything started is stopped. */
+int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct err *e);
+/* One pass: the labels NFD produces now (written when they changed), status (written when it
+ * changed, or when force_status: the heartbeat is due) and, with renew_lease, the Lease. */
+int kl_node_sync(struct kl_node *n, bool force_status, bool renew_lease, struct err *e);
+/* Whether the device manager reported a change since the last sync. */
+bool kl_node_dirty(struct kl_node *n);
+/* Stops the pods (kl_pods_free), the device manager and the endpoint. Accepts NULL. */
+void kl_node_stop(struct kl_node *n);
+const char *kl_node_ip(const struct kl_node *n);
+
+/* The node root's host files: os-release, the kernel's version file and headers, the kubelet's
+ * folders, the container runtime's config (when absent: the toolkit edits it), NFD's features.d,
+ * the simulated NVML's state folder and, with a host driver, the loaded module, its libraries and
+ * nvidia-smi. Idempotent. */
+int kl_node_layout(const struct kl_node_spec *spec, const char *nvml_library,
+                   const char *sim_image_bin, struct err *e);
+/* <root>/var/lib/gpuop-sim/nvml: the simulated NVML's state folder (GPUOP_SIM_STATE). */
+char *kl_node_nvml_state(const struct kl_node_spec *spec);
+
 #endif
