@@ -676,14 +676,12 @@ int kl_node_sync(struct kl_node *n, bool force_status, bool renew, struct err *e
         struct labels_ctx lc = {.spec = n->spec, .nfd = nfd};
         r = kube_update_retry(n->cfg.kc, &KUBE_NODES, NULL, n->spec->name, false, mutate_labels,
                               &lc, NULL, e);
-        if (r == -ENOENT) /* deleted meanwhile: register again, as the kubelet does */
-            r = register_node(n, e);
-        if (r < 0)
+        if (r < 0 && r != -ENOENT) /* -ENOENT: the status write below registers it */
             return err_prefix(e, "node \"%s\": labels", n->spec->name);
-        json_decref(n->written_nfd);
-        n->written_nfd = json_incref(nfd);
-        if (r == 0 && !n->uid)
-            (void)register_node(n, e);
+        if (r == 0) {
+            json_decref(n->written_nfd);
+            n->written_nfd = json_incref(nfd);
+        }
     }
     atomic_store(&n->dirty, 0);
     _cleanup_json_ json_t *res =
@@ -696,6 +694,14 @@ int kl_node_sync(struct kl_node *n, bool force_status, bool renew, struct err *e
                             .force = force_status};
     r = kube_update_retry(n->cfg.kc, &KUBE_NODES, NULL, n->spec->name, true, mutate_status, &sc,
                           NULL, e);
+    if (r == -ENOENT) {
+        /* deleted, or a restarted API server: register again; the labels follow next pass */
+        log_info(KL_COMPONENT, "node gone, registering again", "node=%s", n->spec->name);
+        json_decref(n->written_nfd);
+        n->written_nfd = NULL;
+        atomic_store(&n->dirty, 1);
+        r = register_node(n, e);
+    }
     if (r < 0)
         return err_prefix(e, "node \"%s\": status", n->spec->name);
     if (renew && (r = renew_lease(n, e)) < 0)
