@@ -16,7 +16,6 @@
 #include "kl-node.h"
 #include "kube.h"
 #include "kubelet-sim.h"
-#include "simnvml.h"
 #include "svc.h"
 
 #define KL_COMPONENT        "kubelet-sim"
@@ -217,13 +216,12 @@ static int kl_configure(struct svc *s, struct err *e)
             return r;
         if (!n->fleet)
             continue;
-        _cleanup_(sim_fleet_freep) struct sim_fleet *f = NULL;
+        _cleanup_free_ char *fleet = NULL;
+        size_t flen = 0;
         struct err fe = {0};
-        if ((r = sim_fleet_load(n->fleet, &f, &fe)) < 0)
+        if ((r = file_read_all(n->fleet, KL_CLUSTER_FILE_MAX, &fleet, &flen, &fe)) < 0 ||
+            (r = kl_fleet_gpu_models(n->fleet, fleet, flen, &k->gpu_models[i], &fe)) < 0)
             return err_set(e, r, "%s: nodes[%zu].fleet: %s", k->cluster_path, i, err_msg(&fe));
-        k->gpu_models[i] = xcalloc(f->n_gpus + 1, sizeof(char *));
-        for (size_t g = 0; g < f->n_gpus; g++)
-            k->gpu_models[i][g] = xstrdup(f->gpus[g].model);
     }
     /* the programs pods run, beside this binary unless named */
     char self[PATH_MAX];
@@ -248,9 +246,7 @@ static void kl_cleanup(void *state)
     struct kubelet_sim *k = state;
     if (k->gpu_models && k->cluster)
         for (size_t i = 0; i < k->cluster->n_nodes; i++) {
-            for (char **m = k->gpu_models[i]; m && *m; m++)
-                free(*m);
-            free(k->gpu_models[i]);
+            kl_strv_free(k->gpu_models[i]);
         }
     free(k->gpu_models);
     kl_cluster_free(k->cluster);

@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct stop; /* kl-runtime.h (through kl-devices.h) names it in a prototype without declaring it */
 #include "kl-devices.h"
 #include "kl-net.h"
 #include "kl-node.h"

@@ -74,6 +74,46 @@ json_t *kl_nfd_labels(const struct kl_node_spec *spec, const char *const *gpu_mo
     return labels;
 }
 
+void kl_strv_free(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+int kl_fleet_gpu_models(const char *path, const char *text, size_t len, char ***ret, struct err *e)
+{
+    _cleanup_json_ json_t *doc = NULL;
+    int r = yaml_parse_one(text, len, path, &doc, e);
+    if (r < 0)
+        return r;
+    json_t *gpus = json_object_get(doc, "gpus");
+    if (!json_is_array(gpus) || json_array_size(gpus) == 0)
+        return err_set(e, -EINVAL, "%s: gpus: expected a list of GPUs", path);
+    size_t n_entries = json_array_size(gpus), total = 0, i;
+    _cleanup_free_ int64_t *counts = xcalloc(n_entries, sizeof(*counts));
+    json_t *g;
+    json_array_foreach (gpus, i, g) {
+        char ctx[300];
+        snprintf(ctx, sizeof(ctx), "%.200s: gpus[%zu]", path, i);
+        const char *model = NULL;
+        counts[i] = 1;
+        if ((r = cfg_string(g, "model", ctx, true, &model, e)) < 0 ||
+            (r = cfg_int64(g, "count", ctx, false, 1, KL_FLEET_MAX_GPUS, &counts[i], e)) < 0)
+            return r;
+        total += (size_t)counts[i];
+        if (total > KL_FLEET_MAX_GPUS)
+            return err_set(e, -E2BIG, "%s: gpus: more than %d GPUs", path, KL_FLEET_MAX_GPUS);
+    }
+    char **v = xcalloc(total + 1, sizeof(char *));
+    size_t n = 0;
+    json_array_foreach (gpus, i, g)
+        for (int64_t c = 0; c < counts[i]; c++)
+            v[n++] = xstrdup(json_string_value(json_object_get(g, "model")));
+    *ret = v;
+    return 0;
+}
+
 /* ---- local feature files ------------------------------------------------------------------ */
 
 /* nfd-master's namespace rules, with the GPU operator chart's extraLabelNs: [nvidia.com]. */

@@ -8,6 +8,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kubesim-internal.h"
@@ -572,6 +574,22 @@ static unsigned connection_limit(void)
     return conn_limit;
 }
 
+/* libmicrohttpd's own messages ("Closing connection (application error generating response)"
+ * when a watch ends under a client) go through the project's log, at debug level. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    for (char *p = msg; *p; p++)
+        if (*p == '"' || *p == '\n' || *p == '\\')
+            *p = '\'';
+    log_debug("kubesim", "libmicrohttpd", "detail=\"%s\"", msg);
+}
+
 static struct MHD_Daemon *start_http(struct shell *sh, const struct sockaddr_in *sa,
                                      const struct ks_tls *cert)
 {
@@ -582,11 +600,11 @@ static struct MHD_Daemon *start_http(struct shell *sh, const struct sockaddr_in 
         {MHD_OPTION_HTTPS_MEM_CERT, 0, cert ? cert->cert_pem : NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, sh, MHD_OPTION_SOCK_ADDR,
-                            (const struct sockaddr *)sa, MHD_OPTION_NOTIFY_COMPLETED, on_done, sh,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_CONNECTION_LIMIT,
-                            connection_limit(), MHD_OPTION_ARRAY, cert ? tls_ops : tls_ops + 2,
-                            MHD_OPTION_END);
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, sh, MHD_OPTION_EXTERNAL_LOGGER,
+                            on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, sh, MHD_OPTION_CONNECTION_TIMEOUT,
+                            0u, MHD_OPTION_CONNECTION_LIMIT, connection_limit(), MHD_OPTION_ARRAY,
+                            cert ? tls_ops : tls_ops + 2, MHD_OPTION_END);
 }
 
 /* Serves until the stop token fires: the controller thread reconciles, the main thread waits. */

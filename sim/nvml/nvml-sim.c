@@ -1837,9 +1837,8 @@ nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *c
         return r;
     if (!count)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (!d.spec->mig_capable)
-        return NVML_ERROR_NOT_SUPPORTED;
-    *count = SIM_COMPUTE_SLICES;
+    /* the header: zero when MIG is not supported or not enabled (not an error) */
+    *count = mig_ready(&d) == NVML_SUCCESS ? SIM_COMPUTE_SLICES : 0;
     return NVML_SUCCESS;
 }
 

@@ -218,6 +218,22 @@ int gpu_bus_id_sysfs(const char *bus_id, char *buf, size_t n);
  * be NULL. A missing file is -ENOENT; garbage is -EINVAL; outputs are written only on success. */
 int gpu_sysfs_pci(const char *bus_id, int *ret_numa_node, unsigned *ret_pci_class, struct err *e);
 
+/* vGPU as the PCI configuration space tells it: NVIDIA's vendor-specific capability carrying the
+ * "VF" signature marks a vGPU (a guest's virtual GPU), and its host-driver record names the
+ * hypervisor's vGPU manager version and branch (empty when the record is absent). */
+struct gpu_vgpu_info {
+    bool present;
+    char host_driver_version[11];
+    char host_driver_branch[11];
+};
+/* Pure: one device's configuration space. 1 (ret filled) for a vGPU, 0 for another device,
+ * -EINVAL when shorter than 256 bytes (what an unprivileged read of sysfs' config gets). */
+int gpu_pci_vgpu_parse(const uint8_t *config, size_t len, struct gpu_vgpu_info *ret);
+/* Every NVIDIA device (vendor 0x10de) under $GPUOP_SYSFS_ROOT (default /sys)/bus/pci/devices:
+ * present is true, with the first vGPU's host driver, when any is a vGPU. An error when the
+ * devices cannot be listed or one's vendor or whole configuration space cannot be read. */
+int gpu_sysfs_vgpu(struct gpu_vgpu_info *ret, struct err *e);
+
 /* ---- MIG management (for the MIG manager; needs root on a real driver) --------------------- */
 
 #define GPU_MIG_PLACEMENTS_MAX 16

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,8 @@ static inline void fclosep(FILE **f)
         if (*p)                          \
             func(*p);                    \
     }
+
+DEFINE_CLEANUP_FUNC(DIR, closedir) /* _cleanup_(closedirp) DIR *d */
 
 /* Hands ownership out: returns *pp and sets *pp = NULL. */
 #define steal_ptr(pp)                   \

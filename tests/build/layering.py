@@ -24,7 +24,7 @@ LAYERS = {
     'svc': 3,
     'dpconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
-    'sim/nvml': 5, 'sim/kubesim': 5,
+    'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
     'cmd': 6,
 }
 FOLDERS = {
@@ -33,6 +33,7 @@ FOLDERS = {
     'src/svc': 'svc', 'src/node/dpconfig': 'dpconfig', 'src/operator': 'operator',
     'src/node/gfd': 'gfd', 'src/node/deviceplugin': 'deviceplugin',
     'src/node/exporter': 'exporter', 'sim/nvml': 'sim/nvml', 'sim/kubesim': 'sim/kubesim',
+    'sim/kubelet': 'sim/kubelet',
     'src/cmd': 'cmd',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.

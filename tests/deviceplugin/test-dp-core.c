@@ -302,8 +302,11 @@ static void test_time_slicing(void **state)
 static bool fake_exists(const char *path, void *ud)
 {
     (void)ud;
-    /* nvidia-uvm-tools and nvidia-modeset are absent on this fake host */
-    return !strstr(path, "uvm-tools") && !strstr(path, "modeset");
+    /* nvidia-uvm-tools and nvidia-modeset are absent on this fake host, and so are the GPUs'
+     * own nodes (a plugin container without the host's /dev at the same path): those are passed
+     * all the same */
+    return !strstr(path, "uvm-tools") && !strstr(path, "modeset") &&
+           !strstr(path, "/dev/nvidia7") && !strstr(path, "/dev/nvidia0");
 }
 
 static const char *env_of(const struct dp_container_alloc *a, const char *key)

@@ -55,6 +55,9 @@ for g in inv["gpus"]:
     os.makedirs(d, exist_ok=True)
     open(os.path.join(d, "class"), "w").write(sys.argv[2] + "\n")
     open(os.path.join(d, "numa_node"), "w").write("0\n")
+    open(os.path.join(d, "vendor"), "w").write("0x10de\n")
+    # a passthrough GPU's configuration space: no vendor-specific capability
+    open(os.path.join(d, "config"), "wb").write(bytes([0xde, 0x10]) + bytes(254))
 EOF
 }
 

@@ -836,6 +836,84 @@ static void test_machine(void **state)
     }
 }
 
+/* vgpu.present on every node whose PCI devices were read; the host driver's version and branch
+ * only for a vGPU whose capability carries them; nothing when the devices could not be read. */
+static void test_vgpu(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f);
+    fx_full(&f);
+    struct gpu_vgpu_info none = {0}, bare = {.present = true},
+                         host = {.present = true,
+                                 .host_driver_version = "535.161",
+                                 .host_driver_branch = "r535_10"};
+    static const char *const V = P "vgpu.present", *const HV = P "vgpu.host-driver-version",
+                             *const HB = P "vgpu.host-driver-branch";
+    struct {
+        const struct gpu_vgpu_info *in;
+        const char *present, *version, *branch;
+    } table[] = {
+        {NULL, NULL, NULL, NULL},
+        {&none, "false", NULL, NULL},
+        {&bare, "true", NULL, NULL},
+        {&host, "true", "535.161", "r535_10"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+        struct gfd_input in = {.inventory = &f.inv, .vgpu = table[i].in};
+        struct gfd_labels *l = NULL;
+        struct err e = {0};
+        assert_int_equal(gfd_labels_compute(&in, &l, &e), 0);
+        if (table[i].present)
+            expect_label(l, V, table[i].present);
+        else
+            expect_absent(l, V);
+        if (table[i].version) {
+            expect_label(l, HV, table[i].version);
+            expect_label(l, HB, table[i].branch);
+        } else {
+            expect_absent(l, HV);
+            expect_absent(l, HB);
+        }
+        gfd_labels_free(l);
+    }
+}
+
+/* A node with two GPU models: the nvidia.com/gpu labels describe the first GPU in NVML index
+ * order (its product, memory and architecture) and count every GPU, whatever the order of the
+ * models; docs/feature-discovery.md says why. */
+static void test_mixed_models(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *first, *second;
+        unsigned long long first_mib;
+    } table[] = {
+        {"NVIDIA L40S", "NVIDIA L4", 46068},
+        {"NVIDIA L4", "NVIDIA L40S", 23034},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+        struct fixture f;
+        fx_init(&f);
+        for (int k = 0; k < 4; k++) {
+            struct gpu_device *d = fx_full(&f);
+            bool first = k < 2;
+            strlcpy_s(d->name, first ? table[i].first : table[i].second, sizeof(d->name));
+            d->memory_total_bytes = (first ? table[i].first_mib : 1000ull) << 20;
+        }
+        for (int run = 0; run < 3; run++) { /* the same answer every time */
+            struct gfd_labels *l = compute(&f, NULL);
+            _cleanup_free_ char *product = gfd_sanitise(table[i].first);
+            expect_label(l, P "gpu.product", product);
+            expect_label(l, P "gpu.count", "4");
+            char mib[32];
+            snprintf(mib, sizeof(mib), "%llu", table[i].first_mib);
+            expect_label(l, P "gpu.memory", mib);
+            gfd_labels_free(l);
+        }
+    }
+}
+
 static void test_no_inventory_and_order(void **state)
 {
     (void)state;
@@ -935,6 +1013,8 @@ int main(void)
         cmocka_unit_test(test_families),
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_machine),
+        cmocka_unit_test(test_vgpu),
+        cmocka_unit_test(test_mixed_models),
         cmocka_unit_test(test_no_inventory_and_order),
         cmocka_unit_test(test_lost_gpu_left_out),
         cmocka_unit_test(test_parsed_sharing_config),

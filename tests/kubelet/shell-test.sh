@@ -114,7 +114,8 @@ R=$T/roots/gpu-1
 grep -q '^ID=ubuntu$' "$R/etc/os-release" || fail "os-release"
 [ -f "$R/etc/containerd/config.toml" ] || fail "containerd config"
 [ -d "$R/usr/src/linux-headers-5.15.0-127-generic" ] || fail "kernel headers"
-[ -d "$R/var/lib/kubelet/device-plugins" ] || fail "device-plugins folder"
+[ -S "$R/var/lib/kubelet/device-plugins/kubelet.sock" ] || fail "the Registration socket"
+[ -S "$R/var/lib/kubelet/pod-resources/kubelet.sock" ] || fail "the PodResources socket"
 [ "$(cat "$R/sys/module/nvidia/version")" = 550.127.05 ] || fail "host driver module"
 [ "$(readlink "$R/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05")" = \
     "$BUILD/libnvidia-ml.so.1" ] || fail "host driver library"

@@ -55,6 +55,57 @@ static void test_pci_class(void **state)
         assert_string_equal(kl_pci_class_for_model(cases[i].model), cases[i].cls);
 }
 
+static void test_fleet_models(void **state)
+{
+    (void)state;
+    char **m = NULL;
+    struct err e = {0};
+    const char *text = "gpus:\n- {model: A, count: 2}\n- {model: \"NVIDIA L4\"}\n";
+    assert_int_equal(kl_fleet_gpu_models("f.yaml", text, strlen(text), &m, &e), 0);
+    assert_string_equal(m[0], "A");
+    assert_string_equal(m[1], "A");
+    assert_string_equal(m[2], "NVIDIA L4");
+    assert_null(m[3]);
+    kl_strv_free(m);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"gpus: []\n", "f.yaml: gpus: expected a list of GPUs"},
+        {"x: 1\n", "f.yaml: gpus: expected a list of GPUs"},
+        {"gpus:\n- {count: 2}\n", "f.yaml: gpus[0].model: required field is missing"},
+        {"gpus:\n- {model: A, count: 0}\n", "f.yaml: gpus[0].count: 0 is out of range"},
+        {"gpus:\n- {model: A, count: 1000}\n- {model: B, count: 1000}\n",
+         "f.yaml: gpus: more than 1024 GPUs"},
+        {"gpus: [\n", "f.yaml:"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        m = NULL;
+        assert_true(kl_fleet_gpu_models("f.yaml", bad[i].text, strlen(bad[i].text), &m, &e) < 0);
+        assert_null(m);
+        if (!strstr(e.msg, bad[i].want))
+            fail_msg("\"%s\" lacks \"%s\"", e.msg, bad[i].want);
+    }
+    /* every committed fleet */
+    const char *src = env_get("GPUOP_SOURCE_ROOT");
+    if (!src)
+        return;
+    static const char *const fleets[] = {"dgx-h100.yaml", "dgx-a100-80gb-mig.yaml", "pcie-l4.yaml",
+                                         "dgx1-v100.yaml", "hgx-h200.yaml"};
+    for (size_t i = 0; i < ARRAY_SIZE(fleets); i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/sim/fleets/%s", src, fleets[i]);
+        char *t = NULL;
+        size_t len = 0;
+        if (file_read_all(path, 1 << 20, &t, &len, &e) < 0 ||
+            kl_fleet_gpu_models(path, t, len, &m, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        free(t);
+        assert_non_null(m[0]);
+        assert_string_equal(kl_pci_class_for_model(m[0]), "0302");
+        kl_strv_free(m);
+    }
+}
+
 static void test_nfd_labels(void **state)
 {
     (void)state;
@@ -303,10 +354,10 @@ static void test_lease(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pci_class),     cmocka_unit_test(test_nfd_labels),
-        cmocka_unit_test(test_features_file), cmocka_unit_test(test_ids),
-        cmocka_unit_test(test_node_object),   cmocka_unit_test(test_labels),
-        cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_pci_class),  cmocka_unit_test(test_fleet_models),
+        cmocka_unit_test(test_nfd_labels), cmocka_unit_test(test_features_file),
+        cmocka_unit_test(test_ids),        cmocka_unit_test(test_node_object),
+        cmocka_unit_test(test_labels),     cmocka_unit_test(test_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -290,6 +290,66 @@ static void test_basics_h100(void **state)
 
 /* ---- topology ----------------------------------------------------------------------------- */
 
+/* The MIG calls' returns as the NVML header documents them, on a GPU without MIG support (V100),
+ * one that supports MIG with MIG disabled (H100), one with MIG enabled (A100) and a MIG device:
+ * MaxMigDeviceCount is 0 (success) unless MIG is enabled; GetMigDeviceHandleByIndex is
+ * NOT_SUPPORTED where MIG mode is not enabled; the MIG-only calls are NOT_SUPPORTED on a GPU and
+ * GetDeviceHandleFromMigDeviceHandle INVALID_ARGUMENT. Clients built on the header's contract
+ * (go-nvlib) enumerate MIG devices only where MaxMigDeviceCount is non-zero. */
+struct mig_case {
+    const char *fleet;
+    unsigned gpu;
+    bool mig_device; /* the case is the GPU's first MIG device */
+    nvmlReturn_t mode, max, by_index, is_mig, parent, gi_id, ci_id;
+    unsigned max_count, is_mig_value;
+};
+
+static void test_mig_call_returns(void **state)
+{
+    (void)state;
+    static const struct mig_case cases[] = {
+        {"dgx1-v100.yaml", 0, false, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS,
+         NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NVML_ERROR_INVALID_ARGUMENT,
+         NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NOT_SUPPORTED, 0, 0},
+        {"dgx-h100.yaml", 0, false, NVML_SUCCESS, NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED,
+         NVML_SUCCESS, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED,
+         NVML_ERROR_NOT_SUPPORTED, 0, 0},
+        {"dgx-a100-80gb-mig.yaml", 0, false, NVML_SUCCESS, NVML_SUCCESS, NVML_SUCCESS, NVML_SUCCESS,
+         NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NOT_SUPPORTED, 7, 0},
+        /* a MIG device handle where a GPU is expected: NOT_SUPPORTED */
+        {"dgx-a100-80gb-mig.yaml", 0, true, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NOT_SUPPORTED,
+         NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NVML_SUCCESS, NVML_SUCCESS, NVML_SUCCESS, 0, 1},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        const struct mig_case *c = &cases[i];
+        use(fleet(c->fleet), true);
+        assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+        nvmlDevice_t d = dev(c->gpu), m = NULL, p = NULL;
+        if (c->mig_device)
+            assert_int_equal(N.nvmlDeviceGetMigDeviceHandleByIndex(d, 0, &d), NVML_SUCCESS);
+        unsigned cur = 9, pend = 9, max = 99, is = 99, id = 99;
+        print_message("case %zu: %s gpu %u%s\n", i, c->fleet, c->gpu,
+                      c->mig_device ? " (MIG device)" : "");
+        assert_int_equal(N.nvmlDeviceGetMigMode(d, &cur, &pend), c->mode);
+        assert_int_equal(N.nvmlDeviceGetMaxMigDeviceCount(d, &max), c->max);
+        if (c->max == NVML_SUCCESS)
+            assert_int_equal(max, c->max_count);
+        assert_int_equal(N.nvmlDeviceGetMigDeviceHandleByIndex(d, 0, &m), c->by_index);
+        assert_int_equal(N.nvmlDeviceIsMigDeviceHandle(d, &is), c->is_mig);
+        if (c->is_mig == NVML_SUCCESS)
+            assert_int_equal(is, c->is_mig_value);
+        assert_int_equal(N.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(d, &p), c->parent);
+        assert_int_equal(N.nvmlDeviceGetGpuInstanceId(d, &id), c->gi_id);
+        assert_int_equal(N.nvmlDeviceGetComputeInstanceId(d, &id), c->ci_id);
+        /* a NULL out-pointer is INVALID_ARGUMENT on every call */
+        if (!c->mig_device)
+            assert_int_equal(N.nvmlDeviceGetMaxMigDeviceCount(d, NULL),
+                             NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceIsMigDeviceHandle(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
+    }
+}
+
 static void test_topology_dgx1(void **state)
 {
     (void)state;
@@ -1242,6 +1302,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_basics_h100),
         cmocka_unit_test(test_topology_dgx1),
         cmocka_unit_test(test_mig_fit),
+        cmocka_unit_test(test_mig_call_returns),
         cmocka_unit_test(test_mig_profiles_and_devices),
         cmocka_unit_test(test_mig_across_processes),
         cmocka_unit_test(test_xid_event),

@@ -41,6 +41,13 @@
  * controller: datacenter GPUs) or "0300" (VGA controller: GeForce, Quadro, RTX workstation). */
 const char *kl_pci_class_for_model(const char *model);
 
+/* The GPU models a fleet file lists (gpus[].model, each `count` times), NULL-terminated, for the
+ * PCI labels; the rest of the file is the simulated driver's to check. path names the file in
+ * errors. Pure. */
+#define KL_FLEET_MAX_GPUS 1024
+int kl_fleet_gpu_models(const char *path, const char *text, size_t len, char ***ret, struct err *e);
+void kl_strv_free(char **v);
+
 /* The labels nfd-worker's pci, kernel and system sources give the node, each
  * "feature.node.kubernetes.io/..." = string. gpu_models (NULL-terminated; NULL or empty for a CPU
  * node) are the fleet's GPUs: pci-10de.present (the GPU operator chart's deviceLabelFields

@@ -54,7 +54,7 @@ int kl_container_reap(pid_t pid, int pidfd, int *ret_status, struct err *e);
 
 /* SIGTERM, then SIGKILL after grace_ms if it is still running; returns once it was reaped
  * (*ret_status set) or the stop token fired. */
-int kl_container_stop(pid_t pid, int pidfd, uint64_t grace_ms, const struct stop *stop,
+int kl_container_stop(pid_t pid, int pidfd, uint64_t grace_ms, const struct stop_token *stop,
                       int *ret_status, struct err *e);
 
 /* Runs argv inside a running container's namespaces (mount and network) for an exec probe or a

@@ -49,8 +49,11 @@ static void add_mount(struct dp_container_alloc *a, const char *container, const
     a->mounts[a->n_mounts++] = (struct dp_mount){xstrdup(container), xstrdup(host), ro};
 }
 
+/* A device node for the container. Only an optional one (a control node the driver may not
+ * have created) is checked for existence; a GPU's own nodes are always passed, since the
+ * plugin's view of /dev may not be the host's. */
 static void add_devspec(struct dp_container_alloc *a, const char *dev_root, const char *path,
-                        dp_exists_fn exists, void *userdata)
+                        bool optional, dp_exists_fn exists, void *userdata)
 {
     size_t rl = strlen(dev_root);
     while (rl > 0 && dev_root[rl - 1] == '/')
@@ -61,7 +64,7 @@ static void add_devspec(struct dp_container_alloc *a, const char *dev_root, cons
             free(host);
             return;
         }
-    if (exists && !exists(host, userdata)) {
+    if (optional && exists && !exists(host, userdata)) {
         free(host);
         return;
     }
@@ -203,17 +206,17 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
             static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
                                               "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
             for (size_t i = 0; i < ARRAY_SIZE(ctl); i++)
-                add_devspec(&a, o->dev_root, ctl[i], exists, userdata);
+                add_devspec(&a, o->dev_root, ctl[i], true, exists, userdata);
             for (size_t i = 0; i < n_vis; i++) {
                 char path[64];
                 snprintf(path, sizeof(path), "/dev/nvidia%u", phys[i]->minor);
-                add_devspec(&a, o->dev_root, path, exists, userdata);
+                add_devspec(&a, o->dev_root, path, false, exists, userdata);
                 /* A MIG device also needs its GPU and compute instance capabilities. */
                 if (phys[i]->is_mig && phys[i]->gi_cap >= 0 && phys[i]->ci_cap >= 0) {
                     snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", phys[i]->gi_cap);
-                    add_devspec(&a, o->dev_root, path, exists, userdata);
+                    add_devspec(&a, o->dev_root, path, false, exists, userdata);
                     snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", phys[i]->ci_cap);
-                    add_devspec(&a, o->dev_root, path, exists, userdata);
+                    add_devspec(&a, o->dev_root, path, false, exists, userdata);
                 }
             }
         }

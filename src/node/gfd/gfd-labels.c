@@ -359,6 +359,8 @@ static void strategy_single(struct gfd_labels *l, const struct gpus *g, const st
     }
     struct resource r = {.name = GPU_RESOURCE, .config = c};
     mig_labels(l, &r, first_parent, first_mig, n_mig);
+    /* the MIG labels lie over the parent's full-GPU ones: its architecture stays */
+    arch_labels(l, &r, first_parent);
 }
 
 /* "nvidia.com/mig-<profile>" with '+' made '.' ("1g.10gb+me" -> "mig-1g.10gb.me"). */
@@ -542,6 +544,13 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
         }
         label_set(l, "nvidia.com/mps.capable", mps ? "true" : "false");
         label_set(l, "nvidia.com/gpu.mode", gpu_mode(&g));
+        if (in->vgpu) {
+            label_set(l, "nvidia.com/vgpu.present", in->vgpu->present ? "true" : "false");
+            if (in->vgpu->present && in->vgpu->host_driver_version[0]) {
+                label_set(l, "nvidia.com/vgpu.host-driver-version", in->vgpu->host_driver_version);
+                label_set(l, "nvidia.com/vgpu.host-driver-branch", in->vgpu->host_driver_branch);
+            }
+        }
 
         switch (c->mig_strategy) {
         case DPCONFIG_MIG_NONE:

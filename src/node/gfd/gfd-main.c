@@ -176,10 +176,17 @@ static int label_once(struct gfd_state *st, struct gpu_lib *lib, int64_t *stamp,
     if (r < 0)
         return r;
 
+    /* vGPU from the PCI devices: a node whose devices cannot be read gets no vgpu.* labels */
+    struct gpu_vgpu_info vgpu;
+    struct err ve = {0};
+    bool have_vgpu = gpu_sysfs_vgpu(&vgpu, &ve) == 0;
+    if (!have_vgpu)
+        log_warn(COMP, "no vGPU labels", "error=\"%s\"", ve.msg);
     struct gfd_input in = {
         .inventory = inv,
         .config = st->config,
         .machine_type = machine,
+        .vgpu = have_vgpu ? &vgpu : NULL,
     };
     _cleanup_(gfd_labels_freep) struct gfd_labels *plain = NULL;
     r = gfd_labels_compute(&in, &plain, e);

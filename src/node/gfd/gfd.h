@@ -52,6 +52,8 @@ struct gfd_input {
     const struct dpconfig *config;
     /* Contents of the machine type file, NULL when it does not exist ("unknown"). */
     const char *machine_type;
+    /* vGPU from the PCI devices; NULL when they could not be listed (no vgpu.* labels). */
+    const struct gpu_vgpu_info *vgpu;
     bool with_timestamp;
     int64_t timestamp; /* Unix seconds, used when with_timestamp */
 };
