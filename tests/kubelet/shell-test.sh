@@ -10,8 +10,9 @@ SRC=${GPUOP_SOURCE_ROOT:?}
 KUBESIM=$BUILD/kubesim
 KL=$BUILD/kubelet-sim
 T=$(mktemp -d)
-KS_PID= KL_PID=
+KS_PID= KL_PID= DP_PID=
 cleanup() {
+    [ -n "$DP_PID" ] && kill "$DP_PID" 2>/dev/null && wait "$DP_PID" 2>/dev/null
     [ -n "$KL_PID" ] && kill "$KL_PID" 2>/dev/null && wait "$KL_PID" 2>/dev/null
     [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
     rm -rf "$T"
@@ -76,7 +77,7 @@ bad "$T/absent.yaml" "No such file or directory"
     node cpu-1 roots/cpu-1 "  runtime2: x" | sed '/runtime2/d'
 } >"$T/cluster.yaml"
 "$KL" --cluster "$T/cluster.yaml" --kubeconfig "$T/kc" --no-netns --kubelet-port $PORT \
-    --node-status-interval 200ms --nvml-library "$BUILD/libnvidia-ml.so.1" \
+    --node-status-interval 3s --nvml-library "$BUILD/libnvidia-ml.so.1" \
     >"$T/kl.out" 2>"$T/kl.log" &
 KL_PID=$!
 for _ in $(seq 100); do
@@ -120,6 +121,29 @@ grep -q '^ID=ubuntu$' "$R/etc/os-release" || fail "os-release"
 [ "$(readlink "$R/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05")" = \
     "$BUILD/libnvidia-ml.so.1" ] || fail "host driver library"
 [ ! -e "$T/roots/cpu-1/sys/module/nvidia" ] || fail "a CPU node with a driver"
+
+# a device plugin's registration becomes capacity and allocatable; an XID on one GPU lowers
+# allocatable within 2 s (the device manager's change is posted at once; the status interval is 3 s)
+res() { k get node gpu-1 -o json | jq -r --arg r "$1" '.status[$r]["nvidia.com/gpu"] // ""'; }
+env -u KUBELET_SOCKET -u CONFIG_FILE -u MIG_STRATEGY -u DEVICE_LIST_STRATEGY \
+    GPUOP_NVML_LIBRARY="$BUILD/libnvidia-ml.so.1" GPUOP_SIM_FLEET="$SRC/sim/fleets/dgx-h100.yaml" \
+    GPUOP_SIM_STATE="$R/var/lib/gpuop-sim/nvml" GPUOP_SIM_ROOT="$R" DP_HEALTH_RECOVERY_PERIOD=0 \
+    "$BUILD/gpuop" device-plugin --kubelet-socket "$R/var/lib/kubelet/device-plugins/kubelet.sock" \
+    >"$T/dp.log" 2>&1 &
+DP_PID=$!
+for _ in $(seq 100); do [ "$(res allocatable)" = 8 ] && break; sleep 0.1; done
+[ "$(res capacity)" = 8 ] && [ "$(res allocatable)" = 8 ] ||
+    fail "nvidia.com/gpu: capacity $(res capacity) allocatable $(res allocatable); $(tail -3 "$T/dp.log")"
+GPUOP_SIM_FLEET="$SRC/sim/fleets/dgx-h100.yaml" GPUOP_SIM_STATE="$R/var/lib/gpuop-sim/nvml" \
+    "$BUILD/gpuop" sim inject xid --gpu 5 --code 79 >/dev/null || fail "inject an XID"
+start=$(date +%s%N)
+for _ in $(seq 40); do [ "$(res allocatable)" = 7 ] && break; sleep 0.05; done
+ms=$((($(date +%s%N) - start) / 1000000))
+[ "$(res allocatable)" = 7 ] || fail "allocatable after an XID: $(res allocatable)"
+[ $ms -le 2000 ] || fail "allocatable took $ms ms to follow the XID"
+[ "$(res capacity)" = 8 ] || fail "capacity after an XID: $(res capacity)"
+kill "$DP_PID" && wait "$DP_PID"
+DP_PID=
 
 # local feature files become labels, and go when the file drops them
 lbl() { k get node gpu-1 -o json | jq -r --arg k "$1" '.metadata.labels[$k] // ""'; }
