@@ -10,7 +10,7 @@ SRC=${GPUOP_SOURCE_ROOT:?}
 KUBESIM=$BUILD/kubesim
 KL=$BUILD/kubelet-sim
 T=$(mktemp -d)
-KS_PID= KL_PID= DP_PID=
+KS_PID='' KL_PID='' DP_PID=''
 cleanup() {
     [ -n "$DP_PID" ] && kill "$DP_PID" 2>/dev/null && wait "$DP_PID" 2>/dev/null
     [ -n "$KL_PID" ] && kill "$KL_PID" 2>/dev/null && wait "$KL_PID" 2>/dev/null
