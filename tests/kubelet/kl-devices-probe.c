@@ -7,12 +7,15 @@
  *   wait RESOURCE N TIMEOUT_MS        until RESOURCE's allocatable is N: {"ok":..,"ms":..,...}
  *   alloc UID NS NAME CTR REQUESTS    REQUESTS a JSON object: {"ok":true,"envs":[..],...} or
  *                                     {"ok":false,"code":-28,"error":".."}
+ *   cdi NAME...                       resolves CDI names against ROOT's CDI directories:
+ *                                     {"ok":true,"device_nodes":[..],...} or the error
  *   release UID | retain ["uid",..] | restart (free + new) | quit
  */
 #include <string.h>
 
 #include <jansson.h>
 
+#include "kl-cdi.h"
 #include "kl-devices.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -139,6 +142,19 @@ int main(int argc, char **argv)
                 emit(alloc_json(a));
             kl_alloc_free(a);
             json_decref(req);
+        } else if (strcmp(cmd, "cdi") == 0) {
+            const char *names[64];
+            size_t n = 0;
+            for (const char *t; n < ARRAY_SIZE(names) - 1 && (t = strtok_r(NULL, " ", &save));)
+                names[n++] = t;
+            names[n] = NULL;
+            struct kl_alloc *a = xcalloc(1, sizeof(*a));
+            a->annotations = json_object();
+            if (kl_cdi_resolve(argv[1], names, a, &e) < 0)
+                emit(fail_json(&e));
+            else
+                emit(alloc_json(a));
+            kl_alloc_free(a);
         } else if (strcmp(cmd, "release") == 0) {
             const char *uid = strtok_r(NULL, " ", &save);
             kl_devices_release(d, uid);

@@ -211,4 +211,11 @@ size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_m
 /* `gpuop device-plugin` */
 int deviceplugin_main(int argc, char **argv);
 
+/* The CDI spec (JSON) defining every name Allocate hands out under a CDI strategy
+ * (DP_CDI_VENDOR_CLASS=<UUID|index>): *ret is NULL when the plan has no device. exists filters
+ * the optional control nodes. The shell writes it to <cdi
+ * root>/k8s.device-plugin.nvidia.com-gpu.json. */
+int dp_cdi_spec_render(const struct dp_plan *p, dp_exists_fn exists, void *userdata, char **ret,
+                       struct err *e);
+
 #endif

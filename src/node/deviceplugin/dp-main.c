@@ -36,6 +36,7 @@ struct plugin;
 
 struct dp_flags {
     const char *kubelet_socket;
+    const char *cdi_root;
     uint64_t recovery_ms;
     const char *disable_hc, *enable_hc;
 };
@@ -89,6 +90,13 @@ static const struct svc_option dp_options[] = {
      .metavar = "PATH",
      .help = "the kubelet's registration socket\n(/var/lib/kubelet/device-plugins/kubelet.sock); "
              "--kubelet-socket=\"\"\nserves the sockets without registering"},
+    {.flag = "cdi-root",
+     .env = "CDI_ROOT",
+     .kind = SVC_STRING,
+     .off = F(cdi_root),
+     .metavar = "DIR",
+     .help = "where the CDI spec of the names handed out under a cdi-*\ndevice-list strategy is "
+             "written (/var/run/cdi)"},
     {.flag = "health-recovery-period",
      .env = "DP_HEALTH_RECOVERY_PERIOD",
      .kind = SVC_DURATION,
@@ -421,6 +429,39 @@ static void register_all(struct plugin *pl)
     }
 }
 
+static bool host_path_exists(const char *path, void *ud);
+
+/* Under a CDI device-list strategy, the spec that defines the names Allocate hands out: written
+ * (atomically) when it changes, removed when no device is left. A failure is logged: the
+ * runtime then fails such containers, naming the device. */
+static void write_cdi_spec(struct plugin *pl)
+{
+    if (!(pl->plan->opts.list_strategies & (DPCONFIG_LIST_CDI_ANNOTATIONS | DPCONFIG_LIST_CDI_CRI)))
+        return;
+    const char *root = pl->flags.cdi_root ? pl->flags.cdi_root : "/var/run/cdi";
+    _cleanup_free_ char *path = xasprintf("%s/k8s.device-plugin.nvidia.com-gpu.json", root);
+    _cleanup_free_ char *text = NULL, *old = NULL;
+    struct err e = {0};
+    if (dp_cdi_spec_render(pl->plan, host_path_exists, NULL, &text, &e) < 0) {
+        log_warn(COMP, "CDI spec not written", "path=%s error=\"%s\"", path, err_msg(&e));
+        return;
+    }
+    if (!text) {
+        if (unlink(path) == 0)
+            log_info(COMP, "CDI spec removed: no devices", "path=%s", path);
+        return;
+    }
+    if (file_read_all(path, 4u << 20, &old, NULL, &e) == 0 && strcmp(old, text) == 0)
+        return;
+    err_clear(&e);
+    if (mkdir_p(root, 0755) < 0 || file_write_atomic(path, text, strlen(text), 0644, &e) < 0) {
+        log_warn(COMP, "CDI spec not written", "path=%s error=\"%s\"", path,
+                 e.code ? err_msg(&e) : "cannot create the directory");
+        return;
+    }
+    log_info(COMP, "CDI spec written", "path=%s", path);
+}
+
 static int restart(struct plugin *pl, struct dp_plan *new_plan, struct err *e)
 {
     stop_servers(pl);
@@ -431,6 +472,7 @@ static int restart(struct plugin *pl, struct dp_plan *new_plan, struct err *e)
         pl->plan = new_plan;
         pthread_mutex_unlock(&pl->mu);
     }
+    write_cdi_spec(pl);
     pl->backoff_ms = DP_BACKOFF_MIN_MS;
     int r = start_servers(pl, e);
     if (r < 0) {

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Every CDI name gpuop's device plugin hands out resolves against the node's CDI specs.
+
+  kl_devices_cdi.py PROBE GPUOP LIBNVML FLEETS_DIR
+
+For each case (UUIDs on an H100 node, MIG devices under the mixed strategy on an A100 node, index
+IDs), `gpuop device-plugin` runs with a cdi-cri device-list strategy and its CDI root inside a
+temporary node root; kubelet-sim's device manager (PROBE) allocates, and every name in the
+response is resolved by kubelet-sim's CDI resolver (sim/kubelet/cdi.c), as containerd would: an
+unknown name fails. Exit 77 only when python3-grpcio is missing (the shared helpers need it).
+"""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kl_devices_plugin import FAILS, Plugin, Probe, check  # noqa: E402
+
+
+def run_case(probe_exe, gpuop, lib, fleet, name, extra_env, resource, total, count):
+    tmp = tempfile.mkdtemp(prefix=f"kl-cdi-{name}-")
+    root = os.path.join(tmp, "root")
+    dpdir = os.path.join(root, "var/lib/kubelet/device-plugins")
+    os.makedirs(dpdir)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KUBELET_SOCKET", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY",
+                        "DEVICE_ID_STRATEGY", "PASS_DEVICE_SPECS", "CDI_ROOT")}
+    env.update({"GPUOP_NVML_LIBRARY": lib, "GPUOP_SIM_FLEET": fleet,
+                "GPUOP_SIM_STATE": os.path.join(tmp, "state"),
+                "DEVICE_LIST_STRATEGY": "cdi-cri",
+                "CDI_ROOT": os.path.join(root, "var/run/cdi")})
+    env.update(extra_env)
+    os.makedirs(env["GPUOP_SIM_STATE"])
+    probe = Probe(probe_exe, root, os.path.join(tmp, "probe.log"))
+    plugin = Plugin(gpuop, env, os.path.join(dpdir, "kubelet.sock"),
+                    os.path.join(tmp, "plugin.log"))
+    try:
+        w = probe.cmd(f"wait {resource} {total} 10000")
+        if not check(w.get("ok"), f"{name}: {resource} reaches {total} allocatable"):
+            return
+        a = probe.cmd(f'alloc uid-1 default pod-1 main {{"{resource}": {count}}}')
+        names = a.get("cdi", [])
+        check(a.get("ok") and len(names) == count,
+              f"{name}: Allocate names {count} CDI devices ({names})")
+        spec = os.path.join(root, "var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json")
+        check(os.path.exists(spec), f"{name}: the plugin wrote {os.path.basename(spec)}")
+        r = probe.cmd("cdi " + " ".join(names))
+        check(r.get("ok") and len(r.get("device_nodes", [])) >= count,
+              f"{name}: every name resolves against the node's CDI specs "
+              f"({r.get('error') or len(r.get('device_nodes', []))} device nodes)")
+        bad = probe.cmd("cdi k8s.device-plugin.nvidia.com/gpu=GPU-not-a-device")
+        check(not bad.get("ok") and "unresolvable CDI devices" in bad.get("error", ""),
+              f"{name}: an unknown name fails as containerd fails it")
+    finally:
+        plugin.stop()
+        probe.quit()
+
+
+def main(probe_exe, gpuop, lib, fleets):
+    run_case(probe_exe, gpuop, lib, os.path.join(fleets, "dgx-h100.yaml"), "uuid", {},
+             "nvidia.com/gpu", 8, 8)
+    run_case(probe_exe, gpuop, lib, os.path.join(fleets, "dgx-h100.yaml"), "index",
+             {"DEVICE_ID_STRATEGY": "index"}, "nvidia.com/gpu", 8, 8)
+    run_case(probe_exe, gpuop, lib, os.path.join(fleets, "dgx-a100-80gb-mig.yaml"), "mig-mixed",
+             {"MIG_STRATEGY": "mixed"}, "nvidia.com/mig-1g.10gb", 18, 4)
+    print(f"{len(FAILS)} failed" if FAILS else "all ok")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:5]))
