@@ -563,10 +563,10 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     int fd = -1;
     if ((r = open_listener(n->netns_path, n->ip, cfg->kubelet_port, &fd, e)) < 0)
         return err_prefix(e, "node \"%s\": kubelet endpoint", n->spec->name);
-    n->http = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, on_request, n, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-        KL_HTTP_CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);
+    n->http = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0,
+                               NULL, NULL, on_request, n, MHD_OPTION_LISTEN_SOCKET, fd,
+                               MHD_OPTION_CONNECTION_LIMIT, KL_HTTP_CONN_MAX,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);
     if (!n->http) {
         close(fd);
         return err_set(e, -EIO, "node \"%s\": kubelet endpoint: libmicrohttpd did not start",
