@@ -120,6 +120,10 @@ grep -q '^ID=ubuntu$' "$R/etc/os-release" || fail "os-release"
 [ "$(cat "$R/sys/module/nvidia/version")" = 550.127.05 ] || fail "host driver module"
 [ "$(readlink "$R/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05")" = \
     "$BUILD/libnvidia-ml.so.1" ] || fail "host driver library"
+if [ -x "$BUILD/sim-image-bin/nvidia-smi" ]; then
+    [ "$(readlink "$R/usr/bin/nvidia-smi")" = "$BUILD/sim-image-bin/nvidia-smi" ] ||
+        fail "host driver nvidia-smi"
+fi
 [ ! -e "$T/roots/cpu-1/sys/module/nvidia" ] || fail "a CPU node with a driver"
 
 # a device plugin's registration becomes capacity and allocatable; an XID on one GPU lowers
