@@ -30,7 +30,7 @@
 
 struct kubelet_sim {
     const char *cluster_path, *kubeconfig, *subnet, *bridge, *root_base, *backoff_scale;
-    const char *gpuop_exe, *sim_image_bin, *nvml_library;
+    const char *gpuop_exe, *sim_image_bin, *nvml_library, *pod_api_server;
     uint64_t status_interval_ms, lease_duration_ms;
     unsigned kubelet_port;
     bool no_netns;
@@ -68,6 +68,12 @@ static const struct svc_option kl_options[] = {
      .off = offsetof(struct kubelet_sim, bridge),
      .metavar = "NAME",
      .help = "the bridge the nodes' veths join (klbr0)"},
+    {.flag = "pod-api-server",
+     .kind = SVC_STRING,
+     .off = offsetof(struct kubelet_sim, pod_api_server),
+     .metavar = "URL",
+     .help = "the API server as pods reach it from their node (default: the\nkubeconfig's; "
+             "a loopback one becomes the bridge's address)"},
     {.flag = "no-netns",
      .kind = SVC_FLAG,
      .off = offsetof(struct kubelet_sim, no_netns),
@@ -286,6 +292,7 @@ static int kl_run(struct svc *s, struct err *e)
 {
     struct kubelet_sim *k = svc_state(s);
     const struct kl_cluster *c = k->cluster;
+    _cleanup_free_ char *pod_api = NULL;
     struct kube_options ko = {.kubeconfig = k->kubeconfig, .stop = svc_stop(s)};
     _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
     int r = kube_client_new(&ko, &kc, e);
@@ -307,6 +314,23 @@ static int kl_run(struct svc *s, struct err *e)
         r = err_prefix(e, "network");
         goto out;
     }
+    /* Pods in a node's namespace reach the API server at the kubeconfig's address unless it is
+     * a loopback one, which is the pod's own there: then at the bridge's (the host's) address,
+     * which reaches an API server listening on all addresses. */
+    pod_api = k->pod_api_server ? xstrdup(k->pod_api_server) : NULL;
+    const char *url = kube_client_server(kc);
+    const char *hp = strstr(url ? url : "", "://");
+    hp = hp ? hp + 3 : (url ? url : "");
+    bool loopback = str_has_prefix(hp, "127.") || str_has_prefix(hp, "localhost") ||
+                    str_has_prefix(hp, "0.0.0.0") || str_has_prefix(hp, "[::1]");
+    if (!pod_api && run.net && loopback) {
+        const char *end = strchrnul(hp, '/');
+        const char *colon = memrchr(hp, ':', (size_t)(end - hp));
+        pod_api = xasprintf("%.*s%s:%.*s", (int)(hp - url), url, kl_net_host_ip(run.net),
+                            colon ? (int)(end - colon - 1) : 3, colon ? colon + 1 : "443");
+        log_warn(KL_COMPONENT, "pods reach the API server at the bridge's address",
+                 "kubeconfig=%s pods=%s", url, pod_api);
+    }
     uint64_t base = (uint64_t)fmax(1.0, KL_BACKOFF_BASE_MS * k->backoff);
     uint64_t max = (uint64_t)fmax((double)base, KL_BACKOFF_MAX_MS * k->backoff);
     for (size_t i = 0; i < c->n_nodes && !svc_stopped(s); i++) {
@@ -324,6 +348,7 @@ static int kl_run(struct svc *s, struct err *e)
             .backoff_max_ms = max,
             .lease_duration_s = (unsigned)((k->lease_duration_ms + 999) / 1000),
             .wake_fd = run.wake_fd,
+            .api_server = pod_api,
         };
         if ((r = kl_node_start(&nc, &run.nodes[i], e)) < 0)
             goto out;

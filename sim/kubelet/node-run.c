@@ -55,6 +55,7 @@ struct kl_node {
     char *uid;           /* the Node's metadata.uid, for the Lease's owner reference */
     json_t *written_nfd; /* the NFD labels last written */
     char **sim_env;
+    const char *sim_paths[3];
 };
 
 const char *kl_node_ip(const struct kl_node *n)
@@ -536,6 +537,10 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
         n->ip = xstrdup("127.0.0.1");
     }
     n->sim_env = sim_env(cfg);
+    size_t np = 0;
+    n->sim_paths[np++] = n->spec->root;
+    if (n->spec->fleet)
+        n->sim_paths[np++] = n->spec->fleet;
     if (kl_devices_new) {
         struct kl_devices_config dc = {.root = n->spec->root,
                                        .node_name = n->spec->name,
@@ -555,8 +560,10 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
                                     .gpuop_exe = cfg->gpuop_exe,
                                     .sim_image_bin = cfg->sim_image_bin,
                                     .sim_env = (const char *const *)n->sim_env,
+                                    .sim_paths = n->sim_paths,
                                     .backoff_base_ms = cfg->backoff_base_ms,
-                                    .backoff_max_ms = cfg->backoff_max_ms};
+                                    .backoff_max_ms = cfg->backoff_max_ms,
+                                    .api_server = cfg->api_server};
         if ((r = kl_pods_new(&pc, &n->pods, e)) < 0)
             return err_prefix(e, "node \"%s\": pod workers", n->spec->name);
     }

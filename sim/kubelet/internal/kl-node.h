@@ -122,7 +122,8 @@ struct kl_node_config {
     const char *nvml_library;
     uint64_t backoff_base_ms, backoff_max_ms;
     unsigned lease_duration_s;
-    int wake_fd; /* an eventfd written when the node's devices change */
+    int wake_fd;            /* an eventfd written when the node's devices change */
+    const char *api_server; /* the API server as pods reach it; NULL: the client's */
 };
 
 /* Creates the node root's layout (kl_node_layout), the node's namespace, device manager, pod
