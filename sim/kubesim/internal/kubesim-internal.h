@@ -11,6 +11,7 @@
 #include "kobj.h"
 #include "kubesim.h"
 #include "yamlcfg.h"
+#include "ks-crd-schema.h"
 
 static inline bool streq(const char *a, const char *b)
 {
@@ -32,9 +33,10 @@ struct ks_type {
     bool has_generation; /* metadata.generation tracks spec changes */
     bool served;
     bool crd;
-    char *extra_sub;         /* extra subresources, comma-separated ("eviction,binding") */
-    json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
-    json_t *objs;            /* "ns/name" or "name" -> object */
+    char *extra_sub;              /* extra subresources, comma-separated ("eviction,binding") */
+    json_t *printer_columns;      /* CRD additionalPrinterColumns, or NULL */
+    struct ks_crd_schema *schema; /* a CRD version's openAPIV3Schema, or NULL */
+    json_t *objs;                 /* "ns/name" or "name" -> object */
     struct ks_type *next;
 };
 
