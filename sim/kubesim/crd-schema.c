@@ -916,23 +916,28 @@ static void validate_node(struct vctx *c, json_t *v, json_t *sch, json_t *old, b
         if (sch_flag(sch, "nullable") || ((!type || !type[0]) && !ios))
             return;
     }
+    /* kube-openapi's validators in its order: type, combinators, string and format, number,
+     * array, enum, object; all run even after a type error (each applies to its kind only) */
+    json_t *en = json_object_get(sch, "enum");
     if (!type_ok(v, type, ios)) {
         const char *want = ios ? "integer,string" : type;
         json_t *dt = json_string(data_type(v));
         CAUSE(c, "FieldValueTypeInvalid", dt, "Invalid value",
               "%s in body must be of type %s: \"%s\"", c->path, want, data_type(v));
         json_decref(dt);
+        validate_combinators(c, v, sch, depth);
+        if (json_is_array(en))
+            validate_enum(c, v, en);
         return;
     }
-    json_t *en = json_object_get(sch, "enum");
+    validate_combinators(c, v, sch, depth);
+    validate_scalar(c, v, sch);
+    if (json_is_array(v))
+        validate_array(c, v, sch, depth);
     if (json_is_array(en))
         validate_enum(c, v, en);
-    validate_scalar(c, v, sch);
     if (json_is_object(v))
         validate_object(c, v, sch, old, resource, depth);
-    else if (json_is_array(v))
-        validate_array(c, v, sch, depth);
-    validate_combinators(c, v, sch, depth);
     validate_rules(c, v, sch, old);
 }
 

@@ -33,10 +33,11 @@ struct ks_type {
     bool has_generation; /* metadata.generation tracks spec changes */
     bool served;
     bool crd;
-    char *extra_sub;              /* extra subresources, comma-separated ("eviction,binding") */
-    json_t *printer_columns;      /* CRD additionalPrinterColumns, or NULL */
-    struct ks_crd_schema *schema; /* a CRD version's openAPIV3Schema, or NULL */
-    json_t *objs;                 /* "ns/name" or "name" -> object */
+    /* a served CRD version's openAPIV3Schema, enforced on its objects; NULL: none */
+    struct ks_crd_schema *schema;
+    char *extra_sub;         /* extra subresources, comma-separated ("eviction,binding") */
+    json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
+    json_t *objs;            /* "ns/name" or "name" -> object */
     struct ks_type *next;
 };
 
