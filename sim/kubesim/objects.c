@@ -43,6 +43,13 @@ static int prepare_create(struct ksim *ks, struct ks_type *t, const char *ns, js
     ks_validate_name(t, name, causes);
     ks_validate_labels(obj, causes);
     ks_validate_type(ks, t, obj, causes);
+    if (t->crd && t->schema) {
+        /* decoding defaults and prunes; create cannot set a status subresource */
+        ks_crd_schema_admit(t->schema, obj);
+        if (t->has_status)
+            json_object_del(obj, "status");
+        ks_crd_schema_validate(t->schema, obj, NULL, causes);
+    }
     if (json_array_size(causes))
         return ks_invalid(st, t, name, causes);
     json_decref(causes);
@@ -208,6 +215,8 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
                 json_object_del(res, "status");
         }
     }
+    if (t->crd && t->schema)
+        ks_crd_schema_admit(t->schema, res); /* before generation compares specs */
     json_object_set_new(res, "apiVersion", json_string(gv));
     json_object_set_new(res, "kind", json_string(t->kind));
     if (!t->crd && streq(t->plural, "secrets"))
@@ -237,6 +246,8 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
     }
     json_t *causes = json_array();
     ks_validate_labels(res, causes);
+    if (t->crd && t->schema)
+        ks_crd_schema_validate(t->schema, res, old, causes);
     if (!sub) {
         ks_validate_type(ks, t, res, causes);
         ks_validate_immutable(t, old, res, causes);

@@ -118,7 +118,8 @@ int ks_invalid(struct ks_status *st, struct ks_type *t, const char *name, json_t
 {
     struct sbuf b;
     sbuf_init(&b, 1u << 16);
-    sbuf_addf(&b, "%s \"%s\" is invalid: ", t->kind, name);
+    /* the qualified kind, as the API server names it: "DaemonSet.apps", "Pod" */
+    sbuf_addf(&b, "%s%s%s \"%s\" is invalid: ", t->kind, t->group[0] ? "." : "", t->group, name);
     size_t i;
     json_t *c;
     if (json_array_size(causes) > 1)

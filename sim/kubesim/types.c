@@ -101,6 +101,7 @@ void ks_types_free(struct ksim *ks)
         free(t->categories);
         free(t->extra_sub);
         json_decref(t->printer_columns);
+        ks_crd_schema_free(t->schema);
         json_decref(t->objs);
         free(t);
         t = n;
@@ -205,6 +206,8 @@ void ks_types_serve_crd(struct ksim *ks, json_t *crd, bool serve)
         json_decref(t->printer_columns);
         json_t *pc = json_object_get(v, "additionalPrinterColumns");
         t->printer_columns = json_array_size(pc) ? json_incref(pc) : NULL;
+        ks_crd_schema_free(t->schema);
+        t->schema = ks_crd_schema_new(kobj_path(v, "schema.openAPIV3Schema"));
     }
 }
 

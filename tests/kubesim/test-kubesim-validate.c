@@ -90,7 +90,8 @@ static const struct row {
      "equal to 0"},
     /* an int-or-string string must be a percentage */
     {ds_path, DS("{\"maxUnavailable\":\"1\"}"), 422,
-     "DaemonSet \"d\" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "
+     "DaemonSet.apps \"d\" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid "
+     "value: "
      "\"1\": a valid percent string must be a numeric string followed by an ending '%' (e.g. "
      "'1%',  or '93%', regex used for validation is '[0-9]+%')"},
     {deploy_path,

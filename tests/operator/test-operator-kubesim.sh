@@ -131,9 +131,14 @@ wait_for 10 "Ignored event" sh -c "$K get events -n gpu-operator -o jsonpath='{r
 [ "$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}')" = ready ] || fail "the active ClusterPolicy changed state"
 $K delete clusterpolicy second-policy >/dev/null
 
-# An invalid value changes nothing and is reported.
-$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"bogus"},"dcgmExporter":{"enabled":false}}}' >/dev/null
-wait_for 10 "invalid policy reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"Error\")].message}' | grep -q 'spec.mig.strategy: unsupported value'"
+# A value the CRD's schema refuses is rejected by the API server (422, the real cause) and never
+# reaches the operator.
+out=$($K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"bogus"}}}' 2>&1) && fail "a schema-invalid patch was accepted"
+echo "$out" | grep -q 'spec.mig.strategy: Unsupported value: "bogus": supported values: "none", "single", "mixed"' || fail "schema rejection: $out"
+# A value the schema accepts but the operator cannot deploy (maxUnavailable 0 with gpuop's
+# maxSurge 0, which every DaemonSet write would fail on) changes nothing and is reported.
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"daemonsets":{"rollingUpdate":{"maxUnavailable":"0"}},"dcgmExporter":{"enabled":false}}}' >/dev/null || fail "a schema-valid patch was rejected"
+wait_for 10 "invalid policy reported" sh -c "$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"Error\")].message}' | grep -q 'spec.daemonsets.rollingUpdate.maxUnavailable: Invalid value'"
 wait_for 10 "InvalidClusterPolicy event" sh -c "$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{\"\\n\"}{end}' | grep -q InvalidClusterPolicy"
 sleep 1
 rv_after=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
@@ -141,7 +146,7 @@ rv_after=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.na
 $K -n gpu-operator get ds nvidia-dcgm-exporter >/dev/null || fail "an invalid policy deleted the exporter"
 
 # Turning a component off removes its objects.
-$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"mig":{"strategy":"single"}}}' >/dev/null
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"daemonsets":{"rollingUpdate":null}}}' >/dev/null
 wait_for 15 "exporter removed" sh -c "! $K -n gpu-operator get ds nvidia-dcgm-exporter"
 wait_for 15 "exporter service removed" sh -c "! $K -n gpu-operator get svc nvidia-dcgm-exporter"
 # Reported once: not again after the policy was invalid for a while.

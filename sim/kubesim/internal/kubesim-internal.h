@@ -11,6 +11,7 @@
 #include "kobj.h"
 #include "kubesim.h"
 #include "yamlcfg.h"
+#include "ks-crd-schema.h"
 
 static inline bool streq(const char *a, const char *b)
 {
@@ -32,6 +33,8 @@ struct ks_type {
     bool has_generation; /* metadata.generation tracks spec changes */
     bool served;
     bool crd;
+    /* a served CRD version's openAPIV3Schema, enforced on its objects; NULL: none */
+    struct ks_crd_schema *schema;
     char *extra_sub;         /* extra subresources, comma-separated ("eviction,binding") */
     json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
     json_t *objs;            /* "ns/name" or "name" -> object */
