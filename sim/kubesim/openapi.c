@@ -517,11 +517,12 @@ static void walk(json_t *v, json_t *s, json_t *comp, bool patch, bool crd, struc
         return;
     json_t *props = json_object_get(s, "properties");
     json_t *addl = json_object_get(s, "additionalProperties");
+    if (!json_is_object(props))
+        props = NULL;
     /* A built-in's open part is any value; a CRD's object without properties keeps nothing
      * (structural schemas prune it) unless it is a map or preserves unknown fields. */
-    if (!json_is_object(props) && (!crd || json_is_object(addl) || json_is_true(addl) ||
-                                   !streq_ptr(kobj_str(s, "type"), "object")))
-        props = NULL;
+    bool closed = props || (crd && !json_is_object(addl) && !json_is_true(addl) &&
+                            streq_ptr(kobj_str(s, "type"), "object"));
     const char *k;
     json_t *x;
     json_object_foreach (v, k, x) {
@@ -531,10 +532,10 @@ static void walk(json_t *v, json_t *s, json_t *comp, bool patch, bool crd, struc
         if (path->len)
             sbuf_addf(path, ".");
         sbuf_addf(path, "%s", k);
-        if (props && !sub)
-            json_array_append_new(out, json_string(path->data));
-        else if (sub)
+        if (sub)
             walk(x, sub, comp, patch, crd, path, out);
+        else if (closed)
+            json_array_append_new(out, json_string(path->data));
         else if (json_is_object(addl))
             walk(x, addl, comp, patch, crd, path, out);
         path->len = mark;
@@ -543,11 +544,35 @@ static void walk(json_t *v, json_t *s, json_t *comp, bool patch, bool crd, struc
     }
 }
 
+/* A custom resource's schema for validation: the CRD's own (not copied: this runs on every
+ * write) under a shallow top level that adds apiVersion, kind and metadata. */
+static json_t *crd_check_schema(struct ksim *ks, struct ks_type *t)
+{
+    json_t *os = crd_version_schema(ks, t);
+    if (!os)
+        return NULL;
+    json_t *top = json_copy(os);
+    json_t *props = json_object_get(os, "properties");
+    props = json_is_object(props) ? json_copy(props) : json_object();
+    json_object_set_new(props, "apiVersion", json_pack("{s:s}", "type", "string"));
+    json_object_set_new(props, "kind", json_pack("{s:s}", "type", "string"));
+    json_object_set_new(props, "metadata", ref_to(META, false));
+    json_object_set_new(top, "properties", props);
+    return top;
+}
+
 static json_t *unknown_fields(struct ksim *ks, struct ks_type *t, json_t *obj, bool patch)
 {
     json_t *out = json_array();
     _cleanup_json_ json_t *comp = NULL;
-    _cleanup_json_ json_t *s = ks_openapi_schema_for(ks, t, &comp);
+    _cleanup_json_ json_t *s = NULL;
+    if (t->crd) {
+        s = crd_check_schema(ks, t);
+        comp = json_object();
+        add_defs(comp, false);
+    } else {
+        s = ks_openapi_schema_for(ks, t, &comp);
+    }
     if (!s)
         return out;
     struct sbuf path;

@@ -2,7 +2,7 @@
 # kubectl 1.32 (the pinned one) with its default validation against kubesim: the OpenAPI v3
 # index and documents it reads, server-side field validation (fieldValidation=Strict, Warn,
 # Ignore) with the API server's messages, create/apply (twice: unchanged)/server-side
-# apply/diff/explain, and no `--validate=false` left anywhere in the project.
+# apply/diff/explain, and validation turned off nowhere in the project (a grep).
 set -u
 S=${GPUOP_SOURCE_ROOT:?}
 KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
