@@ -213,6 +213,8 @@ static char *add_kind_schema(struct ksim *ks, const struct ks_type *t, json_t *o
         _cleanup_free_ char *all =
             xasprintf("apiVersion,kind,metadata=" META "%s%s", f && f[0] ? "," : "", f ? f : "");
         s = object_schema(all, v2);
+        if (!f) /* a kind the table does not describe: anything goes */
+            json_object_set_new(s, "x-kubernetes-preserve-unknown-fields", json_true());
     }
     json_object_set_new(s, "x-kubernetes-group-version-kind", json_pack("[o]", gvk_of(t)));
     json_object_set_new(out, name, s);
