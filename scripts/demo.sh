@@ -32,6 +32,10 @@ section "1. A simulated DGX H100: what NVML reports (gpuop inventory)"
 section "2. Its node labels (gpuop feature-discovery --oneshot)"
 "$B/gpuop" feature-discovery --oneshot --no-timestamp --output - | sort | sed 's/^/  /'
 
+# The pinned kubectl (scripts/tools.sh; a no-op once installed), first on PATH from here on.
+./scripts/tools.sh "$B/tools"
+BUILD=$B . scripts/tools-env.sh
+
 section "3. The control plane on a simulated cluster (kubesim + gpuop operator)"
 rm -f "$D/kubeconfig"
 "$B/kubesim" --load sim/clusters/demo.yaml --kubeconfig-out "$D/kubeconfig" \
@@ -40,13 +44,13 @@ echo $! >"$D/pids"
 for _ in $(seq 100); do [ -s "$D/kubeconfig" ] && break; sleep 0.1; done
 export KUBECONFIG=$PWD/$D/kubeconfig
 for _ in $(seq 50); do kubectl get ns >/dev/null 2>&1 && break; sleep 0.1; done
-kubectl apply --validate=false -f deploy/crds/ >/dev/null
+kubectl apply -f deploy/crds/ >/dev/null
 "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator \
     --metrics-listen 127.0.0.1:0 >"$D/operator.log" 2>&1 &
 echo $! >>"$D/pids"
 echo "cluster: 5 nodes (2x DGX H100, 1x A100 with MIG, 1x L4 with a host-installed driver, 1x CPU)"
 echo "applying deploy/samples/clusterpolicy.yaml ..."
-kubectl apply --validate=false -f deploy/samples/clusterpolicy.yaml >/dev/null
+kubectl apply -f deploy/samples/clusterpolicy.yaml >/dev/null
 state=""
 for _ in $(seq 150); do
     state=$(kubectl get clusterpolicy cluster-policy -o jsonpath='{.status.state}' 2>/dev/null || true)
@@ -81,7 +85,7 @@ section "Explore"
 cat <<EOF
 The simulated cluster keeps running (kubesim and the operator, pids in $D/pids):
 
-  export KUBECONFIG=$PWD/$D/kubeconfig
+  export KUBECONFIG=$PWD/$D/kubeconfig PATH=$PWD/$B/tools/bin:\$PATH   # the pinned kubectl 1.32
   kubectl get clusterpolicy,nodes,daemonsets,pods -A -o wide
   kubectl patch clusterpolicy cluster-policy --type merge -p '{"spec":{"dcgmExporter":{"enabled":false}}}'
   kubectl label node cpu-1 feature.node.kubernetes.io/pci-10de.present=true   # a new GPU node

@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build}
+# The pinned kubectl (scripts/tools.sh), first on PATH.
+./scripts/tools.sh "$B/tools"
+BUILD=$B . scripts/tools-env.sh
 N=${NODES:-5000}
 P=${PATCHES:-20000}
 for f in "$B/kubesim" "$B/src/kube/libgpuop-kube.a" "$B/src/yamlcfg/libgpuop-yaml.a" \

@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${NODES:-2000}
 B=${BUILD:-build}
+# The pinned kubectl (scripts/tools.sh), first on PATH.
+./scripts/tools.sh "$B/tools"
+BUILD=$B . scripts/tools-env.sh
 T=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
@@ -21,8 +24,8 @@ for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.1; done
 export KUBECONFIG=$T/kc
 SERVER=$(grep -m1 'server:' "$T/kc" | awk '{print $2}')
 until kubectl get ns >/dev/null 2>&1; do sleep 0.2; done
-printf "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n" | kubectl apply --validate=false -f - >/dev/null
-kubectl apply --validate=false -f deploy/crds/ >/dev/null
+printf "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n" | kubectl apply -f - >/dev/null
+kubectl apply -f deploy/crds/ >/dev/null
 
 "$B/gpuop" operator --kubeconfig "$T/kc" --namespace gpu-operator --metrics-listen 127.0.0.1:0 \
     --kube-qps 2000 --kube-burst 4000 >"$T/op.log" 2>&1 &
@@ -41,7 +44,7 @@ write_lines() { # the counted write series, for telling which writes happened la
 }
 w0=$(all_writes)
 t0=$(now)
-kubectl apply --validate=false -f deploy/samples/clusterpolicy.yaml >/dev/null
+kubectl apply -f deploy/samples/clusterpolicy.yaml >/dev/null
 while :; do
     labelled=$(kubectl get nodes -l nvidia.com/gpu.deploy.operator-validator=true -o name 2>/dev/null | wc -l)
     ds=$(kubectl -n gpu-operator get ds -o name 2>/dev/null | wc -l)

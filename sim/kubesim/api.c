@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ks-http.h"
+#include "ks-openapi.h"
 
 /* One request on its way through a handler. */
 struct ks_call {
@@ -223,11 +224,28 @@ static void h_list_or_watch(struct ks_call *c)
 
 /* ---- writes ------------------------------------------------------------------------------- */
 
+/* The fieldValidation directive applied to a body or patch: false when it rendered a 400. */
+static bool fields_ok(struct ks_call *c, json_t *obj, bool apply)
+{
+    _cleanup_status_ struct ks_status st = {0};
+    enum ks_field_validation fv;
+    if (ks_field_validation_of(c->q, &fv, &st) < 0 ||
+        ks_field_validate(c->ks, c->t, obj, fv, apply, c->resp, &st) < 0) {
+        ks_render_status(c->resp, &st);
+        return false;
+    }
+    return true;
+}
+
 static void h_create(struct ks_call *c)
 {
     json_t *obj = body_of(c, c->req, true);
     if (!obj)
         return;
+    if (!fields_ok(c, obj, false)) {
+        json_decref(obj);
+        return;
+    }
     _cleanup_free_ char *ns = xstrdup(c->ns ? c->ns : "");
     if (c->t->namespaced && !c->ns) {
         const char *bns = kobj_namespace(obj);
@@ -250,6 +268,10 @@ static void h_update(struct ks_call *c)
     json_t *obj = body_of(c, c->req, true);
     if (!obj)
         return;
+    if (!fields_ok(c, obj, false)) {
+        json_decref(obj);
+        return;
+    }
     _cleanup_status_ struct ks_status st = {0};
     json_t *res = NULL;
     int r = ks_obj_replace(c->ks, c->t, c->name, c->cur, obj, c->sub, ks_dry_run(c->q), &res, &st);
@@ -284,6 +306,11 @@ static void h_patch(struct ks_call *c)
     json_t *patch = body_of(c, &yreq, false);
     if (!patch)
         return;
+    /* a merge or apply patch names the fields it sets; a JSON patch's ops are not checked */
+    if (kind != KS_PATCH_JSON && !fields_ok(c, patch, apply)) {
+        json_decref(patch);
+        return;
+    }
     _cleanup_status_ struct ks_status st = {0};
     json_t *res = NULL;
     int r;
@@ -549,7 +576,7 @@ static bool sub_served(struct ks_type *t, const char *sub)
 static void handle_locked(struct ksim *ks, const struct ksim_request *req,
                           struct ksim_response *resp)
 {
-    if (ks_discovery(ks, req, resp))
+    if (ks_discovery(ks, req, resp) || ks_openapi(ks, req, resp))
         return;
     strlcpy_s(resp->verb, "unknown", sizeof(resp->verb));
     _cleanup_(ks_route_free) struct ks_route rt;
@@ -611,6 +638,8 @@ void ksim_response_free(struct ksim_response *resp)
         return;
     free(resp->body);
     resp->body = NULL;
+    json_decref(resp->warnings);
+    resp->warnings = NULL;
     json_decref(resp->json);
     resp->json = NULL;
     ksim_proxy_free(resp->proxy);

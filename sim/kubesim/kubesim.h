@@ -78,6 +78,9 @@ struct ksim_response {
      * plural.group, a DNS subdomain), so the metrics label is never cut */
     char resource[272];
     json_t *json; /* internal: the body, serialized once the store is unlocked */
+    /* NULL or an array of strings, each sent as a `Warning: 299 - "..."` header (unknown fields
+     * under fieldValidation=Warn) */
+    json_t *warnings;
 };
 
 /* Handles one request. Never fails: every problem becomes a Status response. */

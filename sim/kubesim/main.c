@@ -242,8 +242,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return ret;
     }
     char *body = steal_ptr(&resp.body);
-    return send_text(c, resp.code, resp.content_type ? resp.content_type : "application/json",
-                     body ? body : xstrdup(""), body ? resp.body_len : 0);
+    size_t len = body ? resp.body_len : 0;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body ? body : xstrdup(""), MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type",
+                            resp.content_type ? resp.content_type : "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    size_t i;
+    json_t *w;
+    json_array_foreach (resp.warnings, i, w) {
+        /* RFC 7234 warn-text: a quoted string, quotes and backslashes escaped */
+        struct sbuf h;
+        sbuf_init(&h, 8192);
+        sbuf_addf(&h, "299 - \"");
+        for (const char *p = json_string_value(w); p && *p; p++)
+            sbuf_addf(&h, "%s%c", (*p == '"' || *p == '\\') ? "\\" : "", *p);
+        sbuf_addf(&h, "\"");
+        if (!h.error)
+            MHD_add_response_header(r, "Warning", h.data);
+        sbuf_free(&h);
+    }
+    ksim_response_free(&resp);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp.code, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,

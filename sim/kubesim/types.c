@@ -59,6 +59,7 @@ void ks_types_init(struct ksim *ks)
          "scale"},
         {"apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true,
          false, false, "", "", ""},
+        {"batch", "v1", "jobs", "job", "Job", true, true, true, "", "all", ""},
         {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, false, false, "", "",
          ""},
         {"rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false,

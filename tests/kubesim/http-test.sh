@@ -37,8 +37,8 @@ code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/api/v1/nodes")
 [ "$code" = 200 ] || fail "with token: $code"
 grep -q '"kind":"NodeList"' "$T/body" || fail "node list"
 "$CURL" -s -o /dev/null "$URL/api/v1/nodes" 2>/dev/null && fail "TLS not verified"
-if command -v kubectl >/dev/null; then
-    kubectl --kubeconfig "$T/kc" --cache-dir "$T/cache" get nodes | grep -q node-00001 || fail "kubectl over TLS"
+if . "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh"; then
+    "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" get nodes | grep -q node-00001 || fail "kubectl over TLS"
 fi
 
 # bounded bodies and hostile input

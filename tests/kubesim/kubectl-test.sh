@@ -1,7 +1,7 @@
 #!/bin/bash
 # kubectl (the real client) drives kubesim through the verbs the operator and its users rely on.
 set -u
-KUBECTL=$(command -v kubectl) || { echo "kubectl not installed: skipping"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 BUILD=${GPUOP_BUILD_ROOT:?}
 KUBESIM=$BUILD/kubesim
 T=$(mktemp -d)
@@ -44,8 +44,8 @@ kind: ConfigMap
 metadata: {name: app-config, namespace: default, labels: {app: demo}}
 data: {mode: fast}
 Y
-k create --validate=false -f "$T/cm.yaml" | grep -q "configmap/app-config created" || fail "create"
-k create --validate=false -f "$T/cm.yaml" 2>&1 | grep -q "AlreadyExists" || fail "duplicate create"
+k create -f "$T/cm.yaml" | grep -q "configmap/app-config created" || fail "create"
+k create -f "$T/cm.yaml" 2>&1 | grep -q "AlreadyExists" || fail "duplicate create"
 
 # kubectl's typed generators send protobuf bodies
 k create namespace gen | grep -q "namespace/gen created" || fail "create namespace"
@@ -71,15 +71,15 @@ spec:
   selector: {app: web}
   ports: [{port: 80, targetPort: 8080}]
 Y
-k apply --validate=false -f "$T/app.yaml" | grep -q "configmap/applied created" || fail "apply create"
-out=$(k apply --validate=false -f "$T/app.yaml")
+k apply -f "$T/app.yaml" | grep -q "configmap/applied created" || fail "apply create"
+out=$(k apply -f "$T/app.yaml")
 [ "$(echo "$out" | grep -c unchanged)" = 2 ] || fail "re-apply not unchanged: $out"
 sed -i 's/a: "1"/a: "2"/' "$T/app.yaml"
-k apply --validate=false -f "$T/app.yaml" | grep -q "configmap/applied configured" || fail "apply change"
+k apply -f "$T/app.yaml" | grep -q "configmap/applied configured" || fail "apply change"
 [ "$(k get cm applied -o jsonpath='{.data.a}')" = 2 ] || fail "applied value"
-k apply --validate=false --server-side -f "$T/app.yaml" >/dev/null || fail "server-side apply"
+k apply --server-side -f "$T/app.yaml" >/dev/null || fail "server-side apply"
 rv1=$(k get cm applied -o jsonpath='{.metadata.resourceVersion}')
-k apply --validate=false --server-side -f "$T/app.yaml" >/dev/null || fail "server-side re-apply"
+k apply --server-side -f "$T/app.yaml" >/dev/null || fail "server-side re-apply"
 [ "$(k get cm applied -o jsonpath='{.metadata.resourceVersion}')" = "$rv1" ] || fail "SSA not idempotent"
 
 # label, annotate, patch (strategic, merge, json)
@@ -93,8 +93,8 @@ got=$(k get cm app-config -o jsonpath='{.metadata.labels.tier}/{.metadata.annota
 [ "$got" = "backend/hello/1//x" ] || fail "patched object: $got"
 k get cm -l 'tier in (backend,frontend)' | grep -q app-config || fail "set selector"
 k get cm -l 'tier in (backend' 2>&1 | grep -qi "error" || fail "malformed selector accepted"
-k create configmap Bad_Name --dry-run=client -o json | sed 's/"namespace"/"x"/' \
-    | k create --validate=false -f - 2>&1 | grep -q "Invalid" || fail "invalid name accepted"
+k create configmap Bad_Name --dry-run=client -o json | grep -v '"namespace"' \
+    | k create -f - 2>&1 | grep -q "Invalid" || fail "invalid name accepted"
 
 # cordon / uncordon
 k cordon node-00000 | grep -q cordoned || fail "cordon"
@@ -116,7 +116,7 @@ spec:
       nodeSelector: {gpu: "true"}
       containers: [{name: agent, image: "example.com/agent:1.0"}]
 Y
-k apply --validate=false -f "$T/ds.yaml" >/dev/null || fail "apply ds"
+k apply -f "$T/ds.yaml" >/dev/null || fail "apply ds"
 k rollout status ds/agent --timeout=20s >/dev/null || fail "rollout status"
 [ "$(k get pods -l app=agent --no-headers | grep -c Running)" = 2 ] || fail "ds pods"
 k get ds agent | grep -qE "agent +2 +2 +2 +2 +2" || fail "ds columns: $(k get ds agent)"
@@ -134,7 +134,7 @@ spec:
     spec:
       containers: [{name: api, image: "example.com/api:1"}]
 Y
-k apply --validate=false -f "$T/deploy.yaml" >/dev/null || fail "apply deployment"
+k apply -f "$T/deploy.yaml" >/dev/null || fail "apply deployment"
 k rollout status deploy/api --timeout=20s >/dev/null || fail "deployment rollout"
 k scale deploy/api --replicas=1 | grep -q scaled || fail "scale"
 for _ in $(seq 50); do
@@ -159,7 +159,7 @@ spec:
   minAvailable: 1
   selector: {matchLabels: {app: web}}
 Y
-k apply --validate=false -f "$T/pdb.yaml" >/dev/null || fail "apply pdb"
+k apply -f "$T/pdb.yaml" >/dev/null || fail "apply pdb"
 k wait --for=condition=Ready pod/web-0 --timeout=10s >/dev/null || fail "pod ready"
 for _ in $(seq 50); do
     [ "$(k get pdb web -o jsonpath='{.status.currentHealthy}')" = 1 ] && break; sleep 0.1
@@ -196,11 +196,11 @@ kind: Widget
 metadata: {name: w1, namespace: default}
 spec: {size: 3}
 Y
-k apply --validate=false -f "$T/crd.yaml" >/dev/null || fail "apply crd"
-k apply --validate=false -f "$T/cr.yaml" >/dev/null || fail "apply cr"
+k apply -f "$T/crd.yaml" >/dev/null || fail "apply crd"
+k apply -f "$T/cr.yaml" >/dev/null || fail "apply cr"
 k get widgets | grep -qE "^w1 +3 *$" || fail "get widgets: $(k get widgets 2>&1)"
 k get wd w1 -o jsonpath='{.spec.size}' | grep -q 3 || fail "short name"
-k apply --validate=false -f "$T/cr.yaml" | grep -q unchanged || fail "cr re-apply"
+k apply -f "$T/cr.yaml" | grep -q unchanged || fail "cr re-apply"
 k delete crd widgets.example.com >/dev/null || fail "delete crd"
 k get widgets 2>&1 | grep -qi "could not find\|doesn't have a resource" || fail "crd still served"
 

@@ -4,7 +4,7 @@
 # kubelet.gpuop.dev/simulated=external; logs, --previous, --tail, --timestamps, -f (ending when
 # the client goes away), the container checks and the errors the API server returns.
 set -u
-KUBECTL=$(command -v kubectl) || { echo "kubectl not installed: skipping"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 CURL=$(command -v curl) || { echo "curl not installed: skipping"; exit 77; }
 PY=$(command -v python3) || { echo "python3 not installed: skipping"; exit 77; }
 BUILD=${GPUOP_BUILD_ROOT:?}

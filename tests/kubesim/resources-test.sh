@@ -3,7 +3,7 @@
 # covers them, an unschedulable pod carries the scheduler's message, and `kubectl describe node`
 # (its field-selected pod list) shows the node's Allocated resources.
 set -u
-KUBECTL=$(command -v kubectl) || { echo "kubectl not installed: skipping"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 BUILD=${GPUOP_BUILD_ROOT:?}
 KUBESIM=$BUILD/kubesim
 . "$(dirname "$0")/lib.sh"
@@ -54,7 +54,7 @@ done
 # a finished pod holds nothing: its GPU is free again
 k patch pod done --subresource=status --type=merge -p '{"status":{"phase":"Succeeded"}}' \
     >/dev/null || fail "patch done"
-k apply --validate=false -f - >/dev/null <<'YAML' || fail "create w2"
+k apply -f - >/dev/null <<'YAML' || fail "create w2"
 apiVersion: v1
 kind: Pod
 metadata: {name: w2, namespace: default}

@@ -11,7 +11,7 @@ set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 SHARED=${GPUOP_SHARED:-$S/../shared}
-command -v kubectl >/dev/null || { echo "kubectl not found: skipped"; exit 77; }
+. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml
 # Without ../shared (a user's clone), gpuop's own test policy (same name, same fields of note).
@@ -20,7 +20,7 @@ SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.y
 . "$S/tests/operator/lib.sh"
 
 start_kubesim --pod-ready-delay 200ms
-K="kubectl --request-timeout=10s"
+K="$KUBECTL --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
 SERVER=$(grep -m1 'server:' "$T/kubeconfig" | awk '{print $2}')
 
@@ -28,7 +28,7 @@ writes() { # write calls kubesim has served, leases and events excluded
     curl -s "$SERVER/metrics" | awk '/^kubesim_requests_total/ && /verb="(create|update|patch|delete|deletecollection)"/ && !/resource="(leases|events)"/ {s+=$NF} END {print s+0}'
 }
 
-$K apply --validate=false -f "$S/deploy/crds/" >/dev/null
+$K apply -f "$S/deploy/crds/" >/dev/null
 # Short leader-election periods keep hand-overs quick; the renew deadline still leaves a loaded
 # (sanitizer) run several attempts to renew.
 LEADER_FLAGS="--leader-lease-duration 3s --leader-renew-deadline 2s --leader-retry-period 250ms"
@@ -47,7 +47,7 @@ start_operator op1 "$P1"
 wait_for 20 "operator op1 leading" sh -c "curl -s 127.0.0.1:$P1/metrics | grep -q '^gpuop_operator_leader 1'"
 
 t0=$SECONDS
-$K apply --validate=false -f "$SAMPLE" >/dev/null
+$K apply -f "$SAMPLE" >/dev/null
 DS_ALL="nvidia-driver-daemonset nvidia-container-toolkit-daemonset nvidia-operator-validator nvidia-device-plugin-daemonset nvidia-dcgm-exporter gpu-feature-discovery nvidia-mig-manager"
 for ds in $DS_ALL; do
     wait_for 15 "DaemonSet $ds" $K -n gpu-operator get ds "$ds"
@@ -125,7 +125,7 @@ rv_before=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.n
 reasons() { $K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
 
 # A second ClusterPolicy is ignored, as NVIDIA does: reported, and the active one stays in charge.
-sed 's/name: gpu-cluster-policy/name: second-policy/' "$SAMPLE" | $K apply --validate=false -f - >/dev/null
+sed 's/name: gpu-cluster-policy/name: second-policy/' "$SAMPLE" | $K apply -f - >/dev/null
 wait_for 10 "second ClusterPolicy ignored" sh -c "[ \"\$($K get clusterpolicy second-policy -o jsonpath='{.status.state}')\" = ignored ]"
 wait_for 10 "Ignored event" sh -c "$K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{\"\\n\"}{end}' | grep -qx Ignored"
 [ "$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}')" = ready ] || fail "the active ClusterPolicy changed state"
@@ -188,9 +188,9 @@ wait_for 10 "kubesim 2 kubeconfig" test -s "$T/kc2"
 export KUBECONFIG=$T/kc2
 SERVER=$(grep -m1 'server:' "$T/kc2" | awk '{print $2}')
 wait_for 10 "kubesim 2 answering" $K get nodes
-printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n' | $K apply --validate=false -f - >/dev/null
-$K apply --validate=false -f "$S/deploy/crds/" >/dev/null
-$K apply --validate=false -f "$SAMPLE" >/dev/null
+printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n' | $K apply -f - >/dev/null
+$K apply -f "$S/deploy/crds/" >/dev/null
+$K apply -f "$SAMPLE" >/dev/null
 node_patches() { curl -s "$SERVER/metrics" | awk '/^kubesim_requests_total/ && /verb="patch"/ && /resource="nodes"/ {s+=$NF} END {print s+0}'; }
 P4=$(free_port)
 # The lease outlasts the check: kube's elector counts expiry by its own lease duration, not the

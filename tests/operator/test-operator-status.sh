@@ -7,23 +7,23 @@
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-command -v kubectl >/dev/null || { echo "kubectl not found: skipped"; exit 77; }
+. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 POLICY=$S/tests/operator/fixtures/clusterpolicy-full.yaml
 
 . "$S/tests/operator/lib.sh"
 
 start_kubesim --pod-ready-delay 200ms
-K="kubectl --request-timeout=10s"
+K="$KUBECTL --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
-$K apply --validate=false -f "$S/deploy/crds/" >/dev/null
+$K apply -f "$S/deploy/crds/" >/dev/null
 
 P=$(free_port)
 "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator --operand-image gpuop:test \
     --metrics-listen "127.0.0.1:$P" --leader-elect false >"$T/operator.log" 2>&1 &
 pids+=($!)
 wait_for 20 "operator ready" curl -sf "127.0.0.1:$P/readyz"
-$K apply --validate=false -f "$POLICY" >/dev/null
+$K apply -f "$POLICY" >/dev/null
 state() { $K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}'; }
 cond() { # TYPE FIELD
     $K get clusterpolicy gpu-cluster-policy -o jsonpath="{.status.conditions[?(@.type==\"$1\")].$2}"

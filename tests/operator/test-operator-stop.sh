@@ -9,7 +9,7 @@ B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
-command -v kubectl >/dev/null || { echo "kubectl not found: skipped"; exit 77; }
+. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 
 T=$(mktemp -d)
 pids=()
@@ -43,7 +43,7 @@ pids+=($!)
 wait_for 10 "kubesim kubeconfig" test -s "$T/kubesim.kubeconfig" || exit 1
 server=$(sed -n 's/^ *server: //p' "$T/kubesim.kubeconfig")
 upstream=${server#http://}
-K="kubectl --kubeconfig $T/kubesim.kubeconfig --request-timeout=5s"
+K="$KUBECTL --kubeconfig $T/kubesim.kubeconfig --request-timeout=5s"
 wait_for 10 "kubesim answering" $K get nodes || exit 1
 
 # kubeconfig PORT: a kubeconfig for the server at 127.0.0.1:PORT

@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by the tests, the demo and the benchmarks: puts the pinned kubectl and helm
+# (scripts/tools.sh) first on PATH and names them KUBECTL and HELM, so nothing drives kubesim
+# with whichever kubectl the machine has. GPUOP_KUBECTL (meson's test environment) wins, else
+# <source>/${BUILD:-build}/tools/bin. Returns 1 with the reason in TOOLS_MISSING when absent.
+_tools_bin=${BUILD:-build}
+[[ $_tools_bin == /* ]] || _tools_bin=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/$_tools_bin
+_tools_bin=$(dirname "${GPUOP_KUBECTL:-$_tools_bin/tools/bin/kubectl}")
+KUBECTL=$_tools_bin/kubectl
+HELM=${GPUOP_HELM:-$_tools_bin/helm}
+if [ -x "$KUBECTL" ]; then
+    PATH=$_tools_bin:$PATH
+    export PATH KUBECTL HELM
+    unset _tools_bin
+    true
+else
+    TOOLS_MISSING="pinned kubectl not found at $KUBECTL (make deps or scripts/tools.sh installs it)"
+    unset _tools_bin
+    false
+fi
