@@ -16,7 +16,7 @@
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-KUBECTL=${GPUOP_KUBECTL:-kubectl}
+. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 if [ "$(id -u)" != 0 ]; then
     echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces)"
     exit 77
@@ -65,7 +65,7 @@ pids+=($KL)
 wait_for 30 "5 Ready nodes" sh -c "[ \$('$KUBECTL' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
 echo "ok: 5 nodes registered by kubelet-sim"
 
-k apply --validate=false -f "$S/sim/clusters/node-stack.yaml" >/dev/null || fail "apply the node stack"
+k apply -f "$S/sim/clusters/node-stack.yaml" >/dev/null || fail "apply the node stack"
 alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
 want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }
 wait_for 90 "dgx-h100-1 advertises 8 nvidia.com/gpu" want_alloc dgx-h100-1 nvidia.com/gpu 8
@@ -81,7 +81,7 @@ drivers=$(k -n gpu-node-stack get pods -l app=nvidia-driver -o jsonpath='{range 
 [ -s "$T/roots/dgx-h100-1/sys/module/nvidia/version" ] || fail "no driver loaded on dgx-h100-1"
 echo "ok: driver pods on $drivers(none on l4-hostdriver-1, whose host driver stays)"
 
-k apply --validate=false -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"
+k apply -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"
 wait_for 30 "the CUDA sample runs" sh -c "[ \"\$('$KUBECTL' get pod cuda-vectoradd -o jsonpath='{.status.phase}')\" = Running ]"
 ip=$(k get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
 wait_for 20 "the exporter at $ip:9400 attributes a GPU to pod cuda-vectoradd" \

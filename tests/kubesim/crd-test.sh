@@ -4,7 +4,7 @@
 # reads back defaulted and without the fields the schema does not know; the status subresource
 # keeps spec and status writes apart, each validated; NVIDIADriver's immutable fields stay put.
 set -u
-KUBECTL=$(command -v kubectl) || { echo "kubectl not installed: skipping"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
 command -v curl >/dev/null || { echo "curl not installed: skipping"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 not installed: skipping"; exit 77; }
 BUILD=${GPUOP_BUILD_ROOT:?}
@@ -39,7 +39,7 @@ want='ClusterPolicy.nvidia.com "cluster-policy" is invalid: spec.driver.enabled:
     "[('FieldValueTypeInvalid', 'spec.driver.enabled')]" ] || fail "causes: $(cat "$T/resp")"
 # kubectl shows the same cause (client-side validation off until the OpenAPI documents exist)
 cp_body cluster-policy "$REQ,\"driver\":{\"enabled\":\"yes\"}" >"$T/bad.json"
-out=$(k create --validate=false -f "$T/bad.json" 2>&1) && fail "kubectl created an invalid ClusterPolicy"
+out=$(k create -f "$T/bad.json" 2>&1) && fail "kubectl created an invalid ClusterPolicy"
 echo "$out" | grep -qF 'spec.driver.enabled: Invalid value: "string": spec.driver.enabled in body must be of type boolean: "string"' ||
     fail "kubectl: $out"
 # a required section missing, and an unsupported enum value
@@ -90,10 +90,10 @@ kind: ClusterPolicy
 metadata: {name: applied}
 spec: {daemonsets: {}, dcgm: {}, dcgmExporter: {}, devicePlugin: {}, driver: {}, gfd: {}, nodeStatusExporter: {}, operator: {}, toolkit: {}, cdi: {}}
 Y
-k apply --server-side --validate=false -f "$T/apply.yaml" >/dev/null || fail "server-side apply"
+k apply --server-side -f "$T/apply.yaml" >/dev/null || fail "server-side apply"
 [ "$(k get clusterpolicy applied -o jsonpath='{.spec.cdi.enabled}')" = true ] || fail "apply defaults"
 sed 's/cdi: {}/cdi: {enabled: maybe}/' "$T/apply.yaml" >"$T/apply-bad.yaml"
-out=$(k apply --server-side --validate=false -f "$T/apply-bad.yaml" 2>&1) && fail "invalid apply accepted"
+out=$(k apply --server-side -f "$T/apply-bad.yaml" 2>&1) && fail "invalid apply accepted"
 echo "$out" | grep -qF 'spec.cdi.enabled in body must be of type boolean' || fail "apply: $out"
 
 # The status subresource: a main-resource write ignores status; /status takes only status, and
