@@ -4,6 +4,9 @@
 #   2. the node labels GPU feature discovery derives from it
 #   3. the control plane: kubesim with a mixed cluster, the operator, a ClusterPolicy, and what
 #      landed on which node. The cluster keeps running afterwards for kubectl.
+#   4. (root) simulated nodes that run the stack: kubelet-sim runs every pod as a process on
+#      nodes with their own namespaces and addresses: the driver container, device plugin and
+#      exporter, and a CUDA sample that gets a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
@@ -81,6 +84,67 @@ kubectl get clusterpolicy cluster-policy \
     -o jsonpath='{range .status.conditions[*]}{.type}{": "}{.status}{" "}{.message}{"\n"}{end}' |
     grep -E '^(Ready|UnsupportedFields|HostDriverConflict)' | sed 's/^/  /' || true
 
+section "4. Simulated nodes that run the stack (kubesim + kubelet-sim: every pod a process)"
+if [ "$(id -u)" != 0 ]; then
+    echo "skipped: kubelet-sim's nodes need root (a network namespace, address and root per node)"
+else
+    # a second API server on an address only the host and the nodes' namespaces route to
+    API_IP=198.18.255.1
+    ip addr add "$API_IP/32" dev lo 2>/dev/null || true
+    rm -f "$D/kubeconfig-nodes"
+    "$B/kubesim" --listen "$API_IP:0" --allow-remote --kubeconfig-out "$D/kubeconfig-nodes" \
+        >"$D/kubesim-nodes.log" 2>&1 &
+    echo $! >>"$D/pids"
+    for _ in $(seq 100); do [ -s "$D/kubeconfig-nodes" ] && break; sleep 0.1; done
+    rm -rf "$D/roots"
+    "$B/kubelet-sim" --cluster sim/clusters/mixed.yaml --kubeconfig "$D/kubeconfig-nodes" \
+        --root-base "$PWD/$D/roots" --bridge gpuopdemo0 --subnet 198.18.100.0/24 \
+        --backoff-scale 0.05 --node-status-interval 1s >"$D/kubelet-sim.log" 2>&1 &
+    echo $! >>"$D/pids"
+    kn() { KUBECONFIG=$PWD/$D/kubeconfig-nodes kubectl "$@"; }
+    for _ in $(seq 100); do [ "$(kn get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 5 ] && break; sleep 0.2; done
+    echo "kubelet-sim: $(kn get nodes --no-headers | grep -c ' Ready ') nodes Ready (sim/clusters/mixed.yaml)"
+    echo "applying sim/clusters/node-stack.yaml (driver container, device plugin, exporter) ..."
+    t0=$(date +%s%N)
+    kn apply -f sim/clusters/node-stack.yaml >/dev/null
+    adv() { kn get node "$1" -o jsonpath='{.status.allocatable}' | grep -q 'nvidia.com/'; }
+    for _ in $(seq 300); do
+        adv dgx-h100-1 && adv dgx-h100-2 && adv a100-mig-1 && adv l4-hostdriver-1 && break
+        sleep 0.2
+    done
+    echo "every GPU node advertises its GPUs after $((($(date +%s%N) - t0) / 1000000)) ms"
+    kn apply -f sim/clusters/cuda-sample.yaml >/dev/null
+    echo
+    printf '%s%-16s %-26s %-30s %s%s\n' "$bold" NODE DRIVER "ALLOCATABLE / PHYSICAL" "ADDRESS" "$plain"
+    for node in dgx-h100-1 dgx-h100-2 a100-mig-1 l4-hostdriver-1 cpu-1; do
+        root=$D/roots/$node
+        drv="-"
+        if [ -f "$root/sys/module/nvidia/version" ]; then
+            v=$(cat "$root/sys/module/nvidia/version")
+            if [ -f "$root/run/nvidia/driver/.sim-loaded-by-container" ]; then drv="container $v"; else drv="host $v"; fi
+        fi
+        fleet=$(awk -v n="$node" '$0 ~ "name: "n"$" {f=1} f && /fleet:/ {print $2; exit}' sim/clusters/mixed.yaml)
+        phys=0
+        if [ -n "$fleet" ]; then
+            phys=$(GPUOP_SIM_FLEET=sim/clusters/$fleet GPUOP_SIM_STATE=$root/var/lib/gpuop-sim/nvml \
+                GPUOP_SIM_ROOT=$root "$B/gpuop" inventory --json --no-topology 2>/dev/null |
+                python3 -c 'import json,sys; print(len(json.load(sys.stdin)["gpus"]))' 2>/dev/null || echo "?")
+        fi
+        alloc=$(kn get node "$node" -o jsonpath='{.status.allocatable}' |
+            python3 -c 'import json,sys; a=json.load(sys.stdin); print(", ".join("%s=%s" % (k[11:], v) for k, v in sorted(a.items()) if k.startswith("nvidia.com/")) or "-")')
+        ipaddr=$(kn get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+        printf '%-16s %-26s %-30s %s\n' "$node" "$drv" "$alloc / $phys GPUs" "$ipaddr"
+    done
+    echo
+    for _ in $(seq 100); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Running ] && break; sleep 0.2; done
+    ip1=$(kn get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    for _ in $(seq 50); do curl -sf "http://$ip1:9400/metrics" | grep -q 'pod="cuda-vectoradd"' && break; sleep 0.2; done
+    echo "CUDA sample on dgx-h100-1: $(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}'); the exporter at $ip1:9400 says:"
+    curl -sf "http://$ip1:9400/metrics" | grep '^DCGM_FI_DEV_FB_USED' | grep 'pod="cuda-vectoradd"' | sed 's/^/  /' | head -1
+    for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Succeeded ] && break; sleep 0.2; done
+    echo "CUDA sample: $(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}'), log: $(kn logs cuda-vectoradd | grep -m1 'Test ')"
+fi
+
 section "Explore"
 cat <<EOF
 The simulated cluster keeps running (kubesim and the operator, pids in $D/pids):
@@ -91,5 +155,7 @@ The simulated cluster keeps running (kubesim and the operator, pids in $D/pids):
   kubectl label node cpu-1 feature.node.kubernetes.io/pci-10de.present=true   # a new GPU node
 
 Simulated GPUs: GPUOP_NVML_LIBRARY=$GPUOP_NVML_LIBRARY GPUOP_SIM_FLEET=$GPUOP_SIM_FLEET
-Stop: kill \$(cat $D/pids)
+Nodes that run the stack (root): KUBECONFIG=$PWD/$D/kubeconfig-nodes kubectl get pods -A -o wide
+  (each node's root under $D/roots; kubectl logs works through kubesim, as with a real kubelet)
+Stop: kill \$(cat $D/pids)   (kubelet-sim removes its bridge and namespaces on SIGTERM)
 EOF
