@@ -193,7 +193,8 @@ static json_t *role_rules(const struct ks_rbac_policy *p, json_t *binding, const
     if (!name)
         name = "";
     if (streq_ptr(kind, "ClusterRole")) {
-        json_t *r = json_object_get(p->cluster_roles, name);
+        _cleanup_free_ char *key = xasprintf("/%s", name);
+        json_t *r = json_object_get(p->cluster_roles, key);
         if (!r) {
             add_error(v, xasprintf("clusterrole.rbac.authorization.k8s.io \"%s\" not found", name));
             return NULL;

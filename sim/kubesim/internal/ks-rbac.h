@@ -32,8 +32,8 @@ struct ks_authz_attrs {
     const char *path;
 };
 
-/* The stored policy, each as the store keeps a type's objects ("ns/name" or "name" -> object);
- * any may be NULL (none). */
+/* The stored policy, each as the store keeps a type's objects ("ns/name", or "/name" when
+ * cluster-scoped, -> object); any may be NULL (none). */
 struct ks_rbac_policy {
     json_t *roles;
     json_t *cluster_roles;
