@@ -559,6 +559,8 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
         ks_auth_handle(ks, &who, req, t, rt.ns, rt.name, rt.sub, resp);
         return;
     }
+    if (!ks_auth_admit(ks, &who, req, t, rt.ns, rt.sub, resp))
+        return;
     struct ks_call c = {.ks = ks,
                         .req = req,
                         .resp = resp,

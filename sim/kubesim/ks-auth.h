@@ -25,6 +25,13 @@ void ks_auth_init(struct ksim *ks);
 bool ks_auth_gate(struct ksim *ks, const struct ksim_request *req, struct ks_ident *ret,
                   struct ksim_response *resp);
 
+/* The RBAC API's escalation prevention: a Role or ClusterRole created or replaced (POST, PUT)
+ * only by a user who holds every permission it grants or may `escalate` it; a binding only by
+ * one who holds the role's permissions or may `bind` it. true: go on; false: the 403 (or 404
+ * for a binding's missing role) rendered. */
+bool ks_auth_admit(struct ksim *ks, const struct ks_ident *who, const struct ksim_request *req,
+                   struct ks_type *t, const char *ns, const char *sub, struct ksim_response *resp);
+
 /* The request is one of the auth APIs (t and sub as routed): ks_auth_handle answers it. */
 bool ks_auth_serves(struct ks_type *t, const char *sub);
 void ks_auth_handle(struct ksim *ks, const struct ks_ident *who, const struct ksim_request *req,
