@@ -476,6 +476,15 @@ static void h_evict(struct ks_call *c)
     ks_render_status(c->resp, &st);
 }
 
+static void h_log(struct ks_call *c)
+{
+    if (!c->cur) {
+        respond_not_found(c->resp, c->t, c->name);
+        return;
+    }
+    ks_pod_log(c->ks, c->cur, c->name, c->q, c->resp);
+}
+
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 #define ANY_SUB "*"
@@ -491,6 +500,8 @@ static const struct ks_rule {
     void (*fn)(struct ks_call *c);
 } rules[] = {
     {NULL, 1, "scale", false, NULL, true, h_scale},
+    {"GET", 1, "log", false, "get", true, h_log},
+    {NULL, 1, "log", false, "unknown", true, h_not_allowed},
     {"GET", 1, ANY_SUB, true, "get", true, h_get},
     {"GET", -1, ANY_SUB, false, NULL, false, h_list_or_watch},
     {"POST", 1, "binding", false, "create", true, h_binding},
@@ -611,4 +622,6 @@ void ksim_response_free(struct ksim_response *resp)
     resp->body = NULL;
     json_decref(resp->json);
     resp->json = NULL;
+    ksim_proxy_free(resp->proxy);
+    resp->proxy = NULL;
 }

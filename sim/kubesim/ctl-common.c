@@ -94,8 +94,8 @@ bool ctl_tolerates(json_t *tols, json_t *taint)
     return false;
 }
 
-/* Whether a pod with this spec may run on node, as the DaemonSet controller decides. */
-bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
+/* nodeSelector and required node affinity (the scheduler's NodeAffinity filter). */
+bool ctl_node_affinity_matches(json_t *podspec, json_t *node)
 {
     const char *k;
     json_t *v;
@@ -115,6 +115,11 @@ bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
         if (!any)
             return false;
     }
+    return true;
+}
+
+json_t *ctl_untolerated_taint(json_t *tols, json_t *node)
+{
     size_t i;
     json_t *taint;
     json_array_foreach (kobj_path(node, "spec.taints"), i, taint) {
@@ -122,9 +127,15 @@ bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
         if (!streq_ptr(eff, "NoSchedule") && !streq_ptr(eff, "NoExecute"))
             continue;
         if (!ctl_tolerates(tols, taint))
-            return false;
+            return taint;
     }
-    return true;
+    return NULL;
+}
+
+/* Whether a pod with this spec may run on node, as the DaemonSet controller decides. */
+bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
+{
+    return ctl_node_affinity_matches(podspec, node) && !ctl_untolerated_taint(tols, node);
 }
 
 /* The tolerations the DaemonSet controller adds to its pods. */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The simulated kubelet: pods turn Running and Ready, terminating pods go away. */
+/* The simulated kubelet: pods turn Running and Ready, terminating pods go away. Pods on a node a
+ * kubelet process serves (annotated KS_EXTERNAL_KUBELET_ANNOTATION: "external") are that
+ * kubelet's: their status is what it reports and it deletes them when their containers stop. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 bool ks_ctl_kubelet(struct ksim *ks)
 {
     struct ks_type *pt = ctl_core(ks, "pods");
+    struct ks_type *nt = ctl_core(ks, "nodes");
     uint64_t now = ks_now(ks);
     bool changed = false;
     json_t *todo = json_array();
@@ -17,6 +20,8 @@ bool ks_ctl_kubelet(struct ksim *ks)
     json_object_foreach (pt->objs, k, p) {
         if (!kobj_path_str(p, "spec.nodeName") || ks_is_deleting(p) ||
             !streq_ptr(kobj_path_str(p, "status.phase"), "Pending"))
+            continue;
+        if (ks_node_external(ks_get(nt, "", kobj_path_str(p, "spec.nodeName"))))
             continue;
         const char *uid = kobj_uid(p);
         if (!uid)
@@ -47,7 +52,7 @@ bool ks_ctl_kubelet(struct ksim *ks)
         snprintf(ip, sizeof(ip), "10.244.%u.%u", (unsigned)(h >> 8) % 250, (unsigned)h % 250 + 2);
         json_object_set_new(st, "podIP", json_string(ip));
         json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", ip));
-        json_t *node = ks_get(ctl_core(ks, "nodes"), "", kobj_path_str(p, "spec.nodeName"));
+        json_t *node = ks_get(nt, "", kobj_path_str(p, "spec.nodeName"));
         json_t *addr = json_array_get(kobj_path(node, "status.addresses"), 0);
         if (kobj_str(addr, "address"))
             json_object_set_new(st, "hostIP", json_string(kobj_str(addr, "address")));
@@ -88,7 +93,8 @@ bool ks_ctl_kubelet(struct ksim *ks)
         json_t *pod =
             where ? json_object_get(pt->objs, json_string_value(json_array_get(where, 1))) : NULL;
         if (pod && ks_is_deleting(pod) &&
-            json_array_size(kobj_path(pod, "metadata.finalizers")) == 0) {
+            json_array_size(kobj_path(pod, "metadata.finalizers")) == 0 &&
+            !ks_node_external(ks_get(nt, "", kobj_path_str(pod, "spec.nodeName")))) {
             ks_remove(ks, pt, pod);
             changed = true;
         }

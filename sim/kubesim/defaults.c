@@ -66,6 +66,21 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
             json_object_set_new(spec, "serviceAccountName", json_string("default"));
         size_t i;
         json_t *c;
+        /* a resource with a limit and no request is requested at its limit */
+        static const char *const lists[] = {"initContainers", "containers"};
+        for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+            json_array_foreach (json_object_get(spec, lists[l]), i, c) {
+                json_t *limits = kobj_path(c, "resources.limits");
+                if (!json_is_object(limits) || json_object_size(limits) == 0)
+                    continue;
+                json_t *res = json_object_get(c, "resources");
+                json_t *req = kobj_ensure_object(res, "requests");
+                const char *k;
+                json_t *v;
+                json_object_foreach (limits, k, v)
+                    if (!json_object_get(req, k))
+                        json_object_set(req, k, v);
+            }
         json_array_foreach (json_object_get(spec, "containers"), i, c) {
             if (!json_is_object(c))
                 continue;

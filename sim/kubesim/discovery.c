@@ -50,7 +50,10 @@ static json_t *resource_list(struct ksim *ks, const char *group, const char *ver
                                    streq(sn, "eviction")  ? "Eviction"
                                    : streq(sn, "binding") ? "Binding"
                                                           : t->kind,
-                                   "verbs", streq(sn, "finalize") ? "update" : "create");
+                                   "verbs",
+                                   streq(sn, "finalize") ? "update"
+                                   : streq(sn, "log")    ? "get"
+                                                         : "create");
             if (streq(sn, "scale")) {
                 json_object_set_new(r2, "kind", json_string("Scale"));
                 json_object_set_new(r2, "group", json_string("autoscaling"));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Pure predicates over objects shared by every layer (paths and metadata: src/kobj). */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -55,4 +56,64 @@ int64_t ks_intstr_scaled(json_t *v, int64_t total, bool round_up, int64_t dflt)
     }
     double x = pct * (double)total / 100.0;
     return (int64_t)(round_up ? ceil(x) : floor(x));
+}
+
+int ks_quantity_milli(json_t *v, int64_t *ret)
+{
+    if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+        if (i < 0)
+            return -EINVAL;
+        *ret = i > INT64_MAX / 1000 ? INT64_MAX : (int64_t)i * 1000;
+        return 0;
+    }
+    long double x;
+    if (json_is_real(v)) {
+        x = (long double)json_real_value(v);
+    } else {
+        const char *s = json_string_value(v);
+        bool neg = false;
+        if (!s || !kobj_valid_quantity(s, &neg) || neg)
+            return -EINVAL;
+        char *end = NULL;
+        x = strtold(s, &end);
+        if (!end || end == s)
+            return -EINVAL;
+        static const struct {
+            const char *suffix;
+            long double mult;
+        } si[] = {{"Ki", 1024.0L},
+                  {"Mi", 1048576.0L},
+                  {"Gi", 1073741824.0L},
+                  {"Ti", 1099511627776.0L},
+                  {"Pi", 1125899906842624.0L},
+                  {"Ei", 1152921504606846976.0L},
+                  {"n", 1e-9L},
+                  {"u", 1e-6L},
+                  {"m", 1e-3L},
+                  {"k", 1e3L},
+                  {"M", 1e6L},
+                  {"G", 1e9L},
+                  {"T", 1e12L},
+                  {"P", 1e15L},
+                  {"E", 1e18L}};
+        /* strtold took an exponent already ("1e3"); what is left is a suffix or nothing */
+        for (size_t i = 0; *end && i < ARRAY_SIZE(si); i++)
+            if (streq(end, si[i].suffix)) {
+                x *= si[i].mult;
+                end += strlen(end);
+            }
+        if (*end)
+            return -EINVAL;
+    }
+    if (!(x >= 0))
+        return -EINVAL;
+    x = ceill(x * 1000.0L - 1e-9L);
+    *ret = x >= (long double)INT64_MAX ? INT64_MAX : (int64_t)x;
+    return 0;
+}
+
+bool ks_node_external(json_t *node)
+{
+    return streq_ptr(kobj_annotation(node, KS_EXTERNAL_KUBELET_ANNOTATION), "external");
 }

@@ -15,6 +15,9 @@ json_t *ctl_values(json_t *objs);
 bool ctl_node_term_matches(json_t *term, json_t *node);
 bool ctl_tolerates(json_t *tols, json_t *taint);
 bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node);
+bool ctl_node_affinity_matches(json_t *podspec, json_t *node);
+/* The first NoSchedule/NoExecute taint of node that tols do not tolerate (borrowed), or NULL. */
+json_t *ctl_untolerated_taint(json_t *tols, json_t *node);
 json_t *ctl_ds_tolerations(json_t *podspec);
 char *ctl_template_hash(json_t *tmpl, json_int_t collisions);
 json_t *ctl_owner_ref(json_t *owner, const char *api_version, const char *kind);

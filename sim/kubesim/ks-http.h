@@ -22,6 +22,13 @@ bool ks_qtrue(json_t *q, const char *k);
 bool ks_dry_run(json_t *q);
 bool ks_wants_table(const struct ksim_request *req);
 
+/* ---- podlog.c: pods/<name>/log ---------------------------------------------------------- */
+
+/* The API server's checks, then resp->proxy for a pod on a node a kubelet process serves (an
+ * empty log for an unbound pod; 404 on kubesim's own nodes, which run nothing). */
+void ks_pod_log(struct ksim *ks, json_t *pod, const char *name, json_t *q,
+                struct ksim_response *resp);
+
 /* ---- route.c: URL to resource coordinates ------------------------------------------------- */
 
 #define KS_ROUTE_MAX_SEGMENTS 12

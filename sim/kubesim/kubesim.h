@@ -80,12 +80,25 @@ struct ksim_request {
     size_t n_impersonate_groups;
 };
 
+/* Where the shell gets a response body from: a kubelet's HTTP endpoint (pods/log on a node a
+ * kubelet process serves), as the API server proxies to the kubelet. Plain HTTP here. */
+struct ksim_proxy {
+    char *host; /* the node's InternalIP */
+    uint16_t port;
+    char *path; /* "/containerLogs/NS/POD/CONTAINER?follow=true&..." */
+    char *name; /* the pod, for the Status of a kubelet error */
+    bool follow;
+};
+void ksim_proxy_free(struct ksim_proxy *p);
+
 struct ksim_response {
     int code;
     const char *content_type; /* static string */
     char *body;               /* malloc'ed, NUL-terminated */
     size_t body_len;
     struct ksim_watch *watch; /* non-NULL: stream ksim_watch_next() after the headers */
+    /* non-NULL: the body (content_type, code 200) is the kubelet's answer to this request */
+    struct ksim_proxy *proxy;
     /* for metrics: "get|list|watch|create|update|patch|delete|deletecollection|..." */
     char verb[24];
     /* "<plural>[/<subresource>]": a CRD's plural takes up to 253 bytes (its name is
@@ -100,6 +113,20 @@ void ksim_response_free(struct ksim_response *resp);
 /* Authenticates and authorizes a request the shell serves itself (/metrics, a non-resource
  * URL): true to serve it; false with the 401 or 403 Status in resp (free it). */
 bool ksim_allowed(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
+/* A kubelet's answer other than 2xx (its body, len bytes) as the Status the API server makes of
+ * it: 400 BadRequest with the kubelet's text, 404 NotFound "the server could not find the
+ * requested resource ( pods/log P)", ... resp is overwritten (free it). */
+void ksim_proxy_error(const struct ksim_proxy *p, int code, const char *body, size_t len,
+                      struct ksim_response *resp);
+/* The head of a kubelet's HTTP/1.x answer in buf (len bytes): 0 with the status code, the
+ * Content-Length (-1 when absent) and the head's length (body bytes follow it); -EAGAIN when
+ * the head is not complete yet; -EBADMSG when it is not an HTTP response. */
+int ksim_proxy_head_parse(const char *buf, size_t len, int *ret_code, int64_t *ret_length,
+                          size_t *ret_head_len);
+/* The kubelet could not be reached (what: "dial tcp 1.2.3.4:10250: connect: connection
+ * refused"): the API server's 500 with the client's error. */
+void ksim_proxy_dial_error(const struct ksim_proxy *p, const char *what,
+                           struct ksim_response *resp);
 
 /* Appends the next newline-delimited watch events to out, waiting up to wait_ms for one.
  * Returns 1 when something was appended, 0 when nothing came, -1 when the watch ended

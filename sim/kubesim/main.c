@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kubesim-internal.h"
+#include "kubesim-proxy.h"
 #include "kubesim-tls.h"
 #include "prom.h"
 #include "svc.h"
@@ -243,6 +244,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct ksim_response resp;
     ksim_handle(sh->ks, &req, &resp);
     sbuf_free(&q);
+    if (resp.proxy) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int code = 0;
+        enum MHD_Result ret = ks_proxy_respond(c, resp.proxy, ci ? ci->connect_fd : -1, &code);
+        count_request(sh, resp.verb, resp.resource, code);
+        ksim_response_free(&resp);
+        return ret;
+    }
     count_request(sh, resp.verb, resp.resource, resp.code);
     if (resp.watch) {
         struct stream *s = xcalloc(1, sizeof(*s));

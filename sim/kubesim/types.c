@@ -44,7 +44,7 @@ void ks_types_init(struct ksim *ks)
         {"", "v1", "namespaces", "namespace", "Namespace", false, true, false, "ns", "",
          "finalize"},
         {"", "v1", "nodes", "node", "Node", false, true, false, "no", "", ""},
-        {"", "v1", "pods", "pod", "Pod", true, true, false, "po", "all", "eviction,binding"},
+        {"", "v1", "pods", "pod", "Pod", true, true, false, "po", "all", "eviction,binding,log"},
         {"", "v1", "configmaps", "configmap", "ConfigMap", true, false, false, "cm", "", ""},
         {"", "v1", "secrets", "secret", "Secret", true, false, false, "", "", ""},
         {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, false, false, "sa",

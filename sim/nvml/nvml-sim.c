@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 
 #include "nvml-abi.h"
 #include "simnvml.h"
@@ -66,6 +67,12 @@ static struct sim_fleet *g_fleet;
 static struct sim_store *g_store;
 static bool g_reported;
 static char g_last_store_err[ERR_MSG_MAX];
+/* GPUOP_SIM_ROOT: the node's root; the loaded kernel module's version, read again when its file
+ * changes (a driver container reloads); NULL root: the fleet's driver, always loaded. */
+static char *g_root;
+static char g_driver_version[80];
+static int g_cuda_version;
+static struct stat g_module_seen;
 
 static struct nvmlDevice_st g_dev[SIM_MAX_GPUS];
 static struct nvmlDevice_st g_mig[SIM_MAX_GPUS][SIM_GI_IDS][SIM_CI_IDS];
@@ -113,10 +120,42 @@ static bool in_table(const void *p, const void *base, size_t elem, size_t count,
     return true;
 }
 
+/* The node's kernel module (GPUOP_SIM_ROOT): NVML_SUCCESS while loaded, with the version it
+ * reports; an unloaded module fails every call as a real client's would after the driver left. */
+static nvmlReturn_t module_check(const char *root, bool first)
+{
+    _cleanup_free_ char *path = xasprintf("%s%s", root, SIM_DRIVER_VERSION_FILE);
+    struct stat sb;
+    if (stat(path, &sb) < 0)
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (!first && sb.st_ino == g_module_seen.st_ino && sb.st_dev == g_module_seen.st_dev &&
+        sb.st_size == g_module_seen.st_size && sb.st_mtim.tv_sec == g_module_seen.st_mtim.tv_sec &&
+        sb.st_mtim.tv_nsec == g_module_seen.st_mtim.tv_nsec)
+        return NVML_SUCCESS;
+    char version[sizeof(g_driver_version)];
+    struct err e = {0};
+    int r = sim_driver_loaded(root, version, sizeof(version), &e);
+    if (r < 0) {
+        report_store(&e);
+        return first ? NVML_ERROR_UNKNOWN : NVML_SUCCESS; /* the last good version stays */
+    }
+    if (r == 0)
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    g_module_seen = sb;
+    snprintf(g_driver_version, sizeof(g_driver_version), "%s", version);
+    g_cuda_version = sim_cuda_version_for_driver(version, g_fleet->cuda_driver_version);
+    return NVML_SUCCESS;
+}
+
 static nvmlReturn_t ready(void)
 {
     if (g_refs == 0)
         return NVML_ERROR_UNINITIALIZED;
+    if (g_root) {
+        nvmlReturn_t m = module_check(g_root, false);
+        if (m != NVML_SUCCESS)
+            return m;
+    }
     struct err e = {0};
     if (sim_store_refresh(g_store, &e) < 0)
         report_store(&e);
@@ -222,9 +261,22 @@ static nvmlReturn_t do_init(void)
         report_once(err_msg(&e));
         return e.code == -ENOENT ? NVML_ERROR_DRIVER_NOT_LOADED : NVML_ERROR_UNKNOWN;
     }
+    const char *root = env_get("GPUOP_SIM_ROOT");
+    g_fleet = f; /* module_check falls back to the fleet's CUDA version */
+    snprintf(g_driver_version, sizeof(g_driver_version), "%s", f->driver_version);
+    g_cuda_version = f->cuda_driver_version;
+    if (root) {
+        nvmlReturn_t m = module_check(root, true);
+        if (m != NVML_SUCCESS) {
+            g_fleet = NULL;
+            sim_fleet_free(f);
+            return m;
+        }
+    }
     struct sim_store *s = NULL;
     if (sim_store_open(f, env_get("GPUOP_SIM_STATE"), 0, &s, &e) < 0) {
         report_once(err_msg(&e));
+        g_fleet = NULL;
         sim_fleet_free(f);
         return NVML_ERROR_UNKNOWN;
     }
@@ -240,6 +292,7 @@ static nvmlReturn_t do_init(void)
     }
     g_fleet = f;
     g_store = s;
+    g_root = root ? xstrdup(root) : NULL;
     g_refs = 1;
     return NVML_SUCCESS;
 }
@@ -277,8 +330,10 @@ nvmlReturn_t nvmlShutdown(void)
         }
         sim_store_free(g_store);
         sim_fleet_free(g_fleet);
+        free(g_root);
         g_store = NULL;
         g_fleet = NULL;
+        g_root = NULL;
     }
     return NVML_SUCCESS;
 }
@@ -360,7 +415,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
     LOCK();
     nvmlReturn_t r = ready();
-    return r ? r : put_str(g_fleet->driver_version, version, length);
+    return r ? r : put_str(g_driver_version, version, length);
 }
 
 nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
@@ -370,8 +425,7 @@ nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
     if (r)
         return r;
     char buf[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE + 16];
-    snprintf(buf, sizeof(buf), "%d.%s", g_fleet->cuda_driver_version / 1000,
-             g_fleet->driver_version);
+    snprintf(buf, sizeof(buf), "%d.%s", g_cuda_version / 1000, g_driver_version);
     return put_str(buf, version, length);
 }
 
@@ -383,7 +437,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
         return r;
     if (!cudaDriverVersion)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *cudaDriverVersion = g_fleet->cuda_driver_version;
+    *cudaDriverVersion = g_cuda_version;
     return NVML_SUCCESS;
 }
 
@@ -2180,8 +2234,11 @@ nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_v1_t *data, unsi
 
 /* ---- processes -------------------------------------------------------------------------- */
 
-/* No workload runs on simulated GPUs: every list is empty. */
-static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *infoCount)
+/* The live processes registered on the device (a GPU: all of its processes, MIG devices
+ * included; a MIG device: those on it), with NVML's sizing contract: too small a buffer gives
+ * NVML_ERROR_INSUFFICIENT_SIZE and the count needed. */
+static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *infoCount,
+                              nvmlProcessInfo_v2_t *v2, nvmlProcessInfo_v1_t *v1)
 {
     LOCK();
     struct dev d;
@@ -2190,27 +2247,44 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *infoCount)
         return r;
     if (!infoCount)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *infoCount = 0;
-    return NVML_SUCCESS;
+    struct sim_proc all[SIM_MAX_PROCS];
+    size_t n_all = sim_procs_live(state(), d.gpu, all, ARRAY_SIZE(all));
+    unsigned n = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        const struct sim_proc *p = &all[i];
+        if (d.mig && (p->gi_id != d.gi->id || p->ci_id != d.ci->id))
+            continue;
+        if (n < *infoCount && (v2 || v1)) {
+            unsigned long long bytes = (unsigned long long)p->used_mib << 20;
+            if (v2)
+                v2[n] = (nvmlProcessInfo_v2_t){.pid = p->pid,
+                                               .usedGpuMemory = bytes,
+                                               .gpuInstanceId = p->gi_id,
+                                               .computeInstanceId = p->ci_id};
+            else
+                v1[n] = (nvmlProcessInfo_v1_t){.pid = p->pid, .usedGpuMemory = bytes};
+        }
+        n++;
+    }
+    bool fits = n <= *infoCount && (n == 0 || v2 || v1);
+    *infoCount = n;
+    return fits ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
-    (void)infos;
-    return processes(device, infoCount);
+    return processes(device, infoCount, infos, NULL);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_v2_t *infos)
 {
-    (void)infos;
-    return processes(device, infoCount);
+    return processes(device, infoCount, infos, NULL);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos)
 {
-    (void)infos;
-    return processes(device, infoCount);
+    return processes(device, infoCount, NULL, infos);
 }

@@ -238,6 +238,14 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
             printf("  ECC errors: single-bit %" PRIu64 " (volatile %" PRIu64
                    "), double-bit %" PRIu64 " (volatile %" PRIu64 ")\n",
                    gs->ecc_sbe_agg, gs->ecc_sbe_vol, gs->ecc_dbe_agg, gs->ecc_dbe_vol);
+        struct sim_proc procs[SIM_MAX_PROCS];
+        size_t n_procs = sim_procs_live(st, i, procs, ARRAY_SIZE(procs));
+        for (size_t k = 0; k < n_procs && k < ARRAY_SIZE(procs); k++) {
+            printf("  process %u, %" PRIu64 " MiB", procs[k].pid, procs[k].used_mib);
+            if (procs[k].gi_id != SIM_NO_ID)
+                printf(", GI %u CI %u", procs[k].gi_id, procs[k].ci_id);
+            printf("\n");
+        }
         if (gs->remapped_unc || gs->remapped_cor)
             printf("  remapped rows: %u uncorrectable, %u correctable%s\n", gs->remapped_unc,
                    gs->remapped_cor, gs->remap_pending ? ", remap pending" : "");

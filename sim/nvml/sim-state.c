@@ -122,11 +122,22 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
                       g->remap_pending, "failure", g->remap_failure, "last_xid",
                       (json_int_t)g->last_xid, "instances", gis));
     }
+    json_t *procs = json_array();
+    for (size_t i = 0; i < st->n_procs; i++) {
+        const struct sim_proc *p = &st->procs[i];
+        json_t *o = json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)p->pid, "gpu",
+                              (json_int_t)p->gpu, "used_mib", (json_int_t)p->used_mib);
+        if (o && p->gi_id != SIM_NO_ID) {
+            json_object_set_new(o, "gi", json_integer(p->gi_id));
+            json_object_set_new(o, "ci", json_integer(p->ci_id));
+        }
+        json_array_append_new(procs, o);
+    }
     char hash[24];
     snprintf(hash, sizeof(hash), "%016" PRIx64, f->hash);
-    return json_pack("{s:i, s:s, s:I, s:I, s:o}", "version", 1, "fleet", hash, "generation",
-                     (json_int_t)st->generation, "next_seq", (json_int_t)st->next_seq, "gpus",
-                     gpus);
+    return json_pack("{s:i, s:s, s:I, s:I, s:o, s:o}", "version", 1, "fleet", hash, "generation",
+                     (json_int_t)st->generation, "next_seq", (json_int_t)st->next_seq, "gpus", gpus,
+                     "processes", procs);
 }
 
 static int get_u(json_t *o, const char *key, const char *ctx, int64_t max, unsigned *ret,
@@ -146,6 +157,42 @@ static int get_u64(json_t *o, const char *key, const char *ctx, uint64_t *ret, s
     if (r > 0)
         *ret = (uint64_t)v;
     return r;
+}
+
+/* "processes": optional (a state written before processes were simulated has none). */
+static int procs_from_json(json_t *doc, const char *ctx, size_t n_gpus, struct sim_state *st,
+                           struct err *e)
+{
+    json_t *procs = NULL;
+    int r = cfg_array(doc, "processes", ctx, false, &procs, e);
+    if (r < 0)
+        return r;
+    st->n_procs = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach (procs, i, v) {
+        char c2[512];
+        snprintf(c2, sizeof(c2), "%.400s.processes[%zu]", ctx, i);
+        if (st->n_procs >= SIM_MAX_PROCS)
+            return err_set(e, -EINVAL, "%s: more than %d processes", c2, SIM_MAX_PROCS);
+        struct sim_proc p = {.gi_id = SIM_NO_ID, .ci_id = SIM_NO_ID};
+        unsigned pid = 0;
+        if ((r = get_u(v, "pid", c2, INT32_MAX, &pid, e)) < 0 ||
+            (r = get_u(v, "gpu", c2, (int64_t)n_gpus - 1, &p.gpu, e)) < 0 ||
+            (r = get_u64(v, "used_mib", c2, &p.used_mib, e)) < 0)
+            return r;
+        int has_gi = get_u(v, "gi", c2, SIM_GI_IDS - 1, &p.gi_id, e);
+        if (has_gi < 0)
+            return has_gi;
+        int has_ci = get_u(v, "ci", c2, SIM_CI_IDS - 1, &p.ci_id, e);
+        if (has_ci < 0)
+            return has_ci;
+        if ((has_gi > 0) != (has_ci > 0))
+            return err_set(e, -EINVAL, "%s: \"gi\" and \"ci\" go together", c2);
+        p.pid = pid;
+        st->procs[st->n_procs++] = p;
+    }
+    return 0;
 }
 
 static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, struct err *e)
@@ -273,7 +320,8 @@ static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
     if (strcmp(hash, want) != 0 || json_array_size(gpus) != s->fleet->n_gpus)
         return 0;
     if ((r = get_u64(doc, "generation", ctx, &st->generation, e)) < 0 ||
-        (r = get_u64(doc, "next_seq", ctx, &st->next_seq, e)) < 0)
+        (r = get_u64(doc, "next_seq", ctx, &st->next_seq, e)) < 0 ||
+        (r = procs_from_json(doc, ctx, s->fleet->n_gpus, st, e)) < 0)
         return r;
     size_t i;
     json_t *v;
@@ -387,6 +435,8 @@ static void state_copy(struct sim_state *dst, const struct sim_state *src)
     dst->generation = src->generation;
     dst->next_seq = src->next_seq;
     memcpy(dst->gpus, src->gpus, src->n_gpus * sizeof(*src->gpus));
+    dst->n_procs = src->n_procs;
+    memcpy(dst->procs, src->procs, src->n_procs * sizeof(src->procs[0]));
 }
 
 int sim_store_open(const struct sim_fleet *fleet, const char *dir, unsigned flags,

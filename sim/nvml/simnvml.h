@@ -150,11 +150,24 @@ struct sim_gpu_state {
     struct sim_gi gi[SIM_GI_IDS]; /* sorted by id */
 };
 
+/* A process holding a GPU (a simulated CUDA program): what nvmlDeviceGetComputeRunningProcesses
+ * lists, and what keeps a simulated driver from unloading. Entries whose pid is gone are ignored
+ * by readers and pruned by the next registration. */
+#define SIM_MAX_PROCS 256
+struct sim_proc {
+    uint32_t pid;
+    unsigned gpu;
+    unsigned gi_id, ci_id; /* the MIG device it runs on; SIM_NO_ID: the whole GPU */
+    uint64_t used_mib;
+};
+
 struct sim_state {
     uint64_t generation;
     uint64_t next_seq; /* sequence number of the next event */
     size_t n_gpus;
     struct sim_gpu_state *gpus;
+    size_t n_procs;
+    struct sim_proc procs[SIM_MAX_PROCS];
 };
 
 /* Resets one GPU's state to the fleet's initial one (MIG layout from the fleet). */
@@ -229,6 +242,28 @@ int sim_store_events(struct sim_store *s, uint64_t after, struct sim_event *ret,
 uint64_t sim_store_last_seq(struct sim_store *s);
 /* The events log path, for inotify-based waiting; NULL when process-local. */
 const char *sim_store_events_path(const struct sim_store *s);
+
+/* ---- processes and the node's driver ----------------------------------------------------- */
+
+/* True while pid names a process (one of another user's counts). */
+bool sim_pid_alive(uint32_t pid);
+/* Registers procs (n at most SIM_MAX_PROCS) in the shared state, replacing the entries of their
+ * pids and pruning those of processes that are gone. -ENOSPC when the table is full. */
+int sim_procs_register(struct sim_store *s, const struct sim_proc *procs, size_t n, struct err *e);
+/* Removes every entry of pid (none: success). */
+int sim_procs_unregister(struct sim_store *s, uint32_t pid, struct err *e);
+/* The live entries on GPU gpu (SIM_NO_ID: every GPU), at most max copied to ret (may be NULL);
+ * returns how many there are. */
+size_t sim_procs_live(const struct sim_state *st, unsigned gpu, struct sim_proc *ret, size_t max);
+
+/* The kernel module of a simulated node: <root>/sys/module/nvidia/version holds the loaded
+ * driver's version. 1 and the version (trimmed) in buf when loaded, 0 when not, negative when the
+ * file cannot be read or is not a version. */
+#define SIM_DRIVER_VERSION_FILE "/sys/module/nvidia/version"
+int sim_driver_loaded(const char *root, char *buf, size_t n, struct err *e);
+/* The CUDA driver API version (NVML's integer: 12040 for 12.4) a driver version ships, by its
+ * branch (the number before the first dot); fallback for a branch not in the table. */
+int sim_cuda_version_for_driver(const char *driver_version, int fallback);
 
 /* ---- telemetry --------------------------------------------------------------------------- */
 

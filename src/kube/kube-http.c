@@ -125,6 +125,29 @@ static int token_refresh_locked(struct kube_client *c, bool force, struct err *e
     return 0;
 }
 
+int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_ca, struct err *e)
+{
+    pthread_mutex_lock(&c->lock);
+    int r = token_refresh_locked(c, false, e);
+    char *tok = r == 0 && c->token ? xstrdup(c->token) : NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (r < 0)
+        return r;
+    char *ca = NULL;
+    if (c->conn.ca_data.data) {
+        ca = xstrndup(c->conn.ca_data.data, c->conn.ca_data.len);
+    } else if (c->conn.ca_file) {
+        size_t len = 0;
+        if ((r = file_read_all(c->conn.ca_file, 1u << 20, &ca, &len, e)) < 0) {
+            token_free(tok);
+            return err_prefix(e, "CA bundle");
+        }
+    }
+    *ret_token = tok;
+    *ret_ca = ca;
+    return 0;
+}
+
 int kube_client_new(const struct kube_options *o, struct kube_client **ret, struct err *e)
 {
     int r = kube_curl_load(e);

@@ -91,6 +91,11 @@ DEFINE_CLEANUP_FUNC(struct kube_client, kube_client_free)
 const char *kube_client_namespace(const struct kube_client *c);
 /* "https://10.0.0.1:443" */
 const char *kube_client_server(const struct kube_client *c);
+/* The bearer token (static or the token file's current one) and the CA bundle (PEM) the client
+ * uses, each NULL when the connection has none: what kubelet-sim hands its pods as their
+ * service-account credentials (the simulated API server has no TokenRequest). The caller frees
+ * both and wipes the token (explicit_bzero) first. */
+int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_ca, struct err *e);
 /* Requests sent (each retry counts), for tests and benchmarks. */
 uint64_t kube_client_requests(const struct kube_client *c);
 

@@ -25,7 +25,7 @@ LAYERS = {
     'dpconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
-    'cmd': 6,
+    'cmd': 6, 'sim/images': 6,
 }
 FOLDERS = {
     'src/util': 'util', 'src/kobj': 'kobj', 'src/prom': 'prom', 'src/yamlcfg': 'yamlcfg',
@@ -33,7 +33,7 @@ FOLDERS = {
     'src/svc': 'svc', 'src/node/dpconfig': 'dpconfig', 'src/operator': 'operator',
     'src/node/gfd': 'gfd', 'src/node/deviceplugin': 'deviceplugin',
     'src/node/exporter': 'exporter', 'sim/nvml': 'sim/nvml', 'sim/kubesim': 'sim/kubesim',
-    'sim/kubelet': 'sim/kubelet',
+    'sim/kubelet': 'sim/kubelet', 'sim/images': 'sim/images',
     'src/cmd': 'cmd',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.

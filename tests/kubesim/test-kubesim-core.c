@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of kubesim's core: requests in, responses out, with an injected clock. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -866,6 +867,242 @@ static size_t count_live(json_t *list)
     return n;
 }
 
+/* A node with allocatable resources (and, optionally, the external-kubelet annotation). */
+static void create_node_alloc(struct ksim *ks, const char *name, const char *alloc_json,
+                              const char *taints_json, bool external)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\"%s},"
+             "\"spec\":{\"taints\":%s},\"status\":{\"allocatable\":%s,\"capacity\":%s,"
+             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}],\"addresses\":[{\"type\":"
+             "\"InternalIP\",\"address\":\"127.0.0.1\"}],\"daemonEndpoints\":{"
+             "\"kubeletEndpoint\":{\"Port\":10250}}}}",
+             name,
+             external ? ",\"annotations\":{\"kubelet.gpuop.dev/simulated\":\"external\"}" : "",
+             taints_json ? taints_json : "[]", alloc_json, alloc_json);
+    json_decref(ok(ks, "POST", "/api/v1/nodes", NULL, NULL, body, 201));
+}
+
+static void create_gpu_pod(struct ksim *ks, const char *name, const char *resources)
+{
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
+             "\"containers\":[{\"name\":\"c\",\"image\":\"i:1\",\"resources\":%s}]}}",
+             name, resources);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+}
+
+static char *pod_node(struct ksim *ks, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", name);
+    json_t *o = ok(ks, "GET", path, NULL, NULL, NULL, 200);
+    const char *n = js(o, "spec.nodeName");
+    char *r = n ? strdup(n) : NULL;
+    json_decref(o);
+    return r;
+}
+
+static void test_scheduler_resources(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node_alloc(
+        ks, "gpu-a", "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"2\"}",
+        NULL, false);
+    create_node_alloc(
+        ks, "gpu-b", "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"1\"}",
+        NULL, false);
+    create_node_alloc(ks, "cpu", "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\"}", NULL,
+                      false);
+    create_node_alloc(
+        ks, "tainted",
+        "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"8\"}",
+        "[{\"key\":\"k\",\"value\":\"v\",\"effect\":\"NoSchedule\"}]", false);
+    /* limits stand in for absent requests; only gpu-a has two */
+    create_gpu_pod(ks, "two", "{\"limits\":{\"nvidia.com/gpu\":2}}");
+    ksim_reconcile(ks);
+    char *n = pod_node(ks, "two");
+    assert_string_equal(n, "gpu-a");
+    free(n);
+    /* gpu-a is full: one more GPU fits on gpu-b only */
+    create_gpu_pod(ks, "one", "{\"requests\":{\"nvidia.com/gpu\":\"1\",\"cpu\":\"500m\"}}");
+    ksim_reconcile(ks);
+    n = pod_node(ks, "one");
+    assert_string_equal(n, "gpu-b");
+    free(n);
+    /* nothing left: the scheduler's message, reasons counted per node and sorted */
+    create_gpu_pod(ks, "more", "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}");
+    ksim_reconcile(ks);
+    json_t *o = ok(ks, "GET", "/api/v1/namespaces/default/pods/more", NULL, NULL, NULL, 200);
+    assert_null(jp(o, "spec.nodeName"));
+    assert_string_equal(js(jp(o, "status.conditions.0"), "reason"), "Unschedulable");
+    assert_string_equal(js(jp(o, "status.conditions.0"), "status"), "False");
+    assert_string_equal(js(jp(o, "status.conditions.0"), "message"),
+                        "0/4 nodes are available: 1 node(s) had untolerated taint {k: v}, 3 "
+                        "Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 1 "
+                        "Preemption is not helpful for scheduling, 3 No preemption victims found "
+                        "for incoming pod.");
+    json_decref(o);
+    /* cpu and memory count too, each a reason of its own */
+    create_gpu_pod(ks, "big", "{\"requests\":{\"cpu\":\"3800m\",\"memory\":\"9Gi\"}}");
+    ksim_reconcile(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/big", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(o, "status.conditions.0"), "message"),
+                        "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated "
+                        "taint {k: v}, 3 Insufficient memory. preemption: 0/4 nodes are available: "
+                        "1 Preemption is not helpful for scheduling, 3 No preemption victims found "
+                        "for incoming pod.");
+    json_decref(o);
+    /* a pod that finished frees its GPUs */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/two/status", NULL,
+                   "application/merge-patch+json", "{\"status\":{\"phase\":\"Succeeded\"}}", 200));
+    ksim_reconcile(ks);
+    n = pod_node(ks, "more");
+    assert_string_equal(n, "gpu-a");
+    free(n);
+    ksim_free(ks);
+}
+
+/* A node a kubelet process serves: kubesim neither fakes its pods' status nor removes its
+ * terminating pods; what the kubelet writes stays. */
+static void test_external_kubelet(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node_alloc(ks, "ext", "{\"cpu\":\"4\",\"pods\":\"110\"}", NULL, true);
+    create_gpu_pod(ks, "p", "{}");
+    settle(ks);
+    json_t *o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(o, "spec.nodeName"), "ext");
+    assert_string_equal(js(o, "status.phase"), "Pending");
+    assert_null(jp(o, "status.containerStatuses"));
+    json_decref(o);
+    /* the kubelet reports a crash loop: it stays so */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p/status", NULL,
+                   "application/merge-patch+json",
+                   "{\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"c\","
+                   "\"ready\":false,\"restartCount\":3,\"state\":{\"waiting\":{\"reason\":"
+                   "\"CrashLoopBackOff\"}}}]}}",
+                   200));
+    settle(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(o, "status.containerStatuses.0"), "name"), "c");
+    assert_non_null(jp(o, "status.containerStatuses.0.state.waiting"));
+    assert_int_equal(json_integer_value(jp(o, "status.containerStatuses.0.restartCount")), 3);
+    json_decref(o);
+    /* deleted: terminating until the kubelet, its containers stopped, deletes it with grace 0 */
+    json_decref(ok(ks, "DELETE", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200));
+    settle(ks);
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_non_null(jp(o, "metadata.deletionTimestamp"));
+    json_decref(o);
+    json_decref(ok(ks, "DELETE", "/api/v1/namespaces/default/pods/p", "gracePeriodSeconds=0", NULL,
+                   NULL, 200));
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 404));
+    ksim_free(ks);
+}
+
+/* pods/log: the API server's checks here, the kubelet request the shell is to make, and the
+ * Status a kubelet's error becomes. */
+static void test_pod_log(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node_alloc(ks, "ext", "{\"pods\":\"110\"}", NULL, true);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},"
+                   "\"spec\":{\"nodeName\":\"ext\",\"initContainers\":[{\"name\":\"i\","
+                   "\"image\":\"x:1\"}],\"containers\":[{\"name\":\"a\",\"image\":\"x:1\"},"
+                   "{\"name\":\"b\",\"image\":\"x:1\"}]}}",
+                   201));
+    struct ksim_request rq = {.method = "GET",
+                              .path = "/api/v1/namespaces/default/pods/p/log",
+                              .query = "container=b&follow=true&tailLines=5&timestamps=1"};
+    struct ksim_response rs;
+    ksim_handle(ks, &rq, &rs);
+    assert_int_equal(rs.code, 200);
+    assert_non_null(rs.proxy);
+    assert_string_equal(rs.proxy->host, "127.0.0.1");
+    assert_int_equal(rs.proxy->port, 10250);
+    assert_string_equal(rs.proxy->path,
+                        "/containerLogs/default/p/b?follow=true&timestamps=true&tailLines=5");
+    assert_true(rs.proxy->follow);
+    struct ksim_response err;
+    ksim_proxy_error(rs.proxy, 404, "pod not found", 13, &err);
+    assert_int_equal(err.code, 404);
+    json_t *o = json_loads(err.body, 0, NULL);
+    assert_string_equal(js(o, "message"),
+                        "the server could not find the requested resource ( pods/log p)");
+    assert_string_equal(js(o, "reason"), "NotFound");
+    json_decref(o);
+    ksim_response_free(&err);
+    ksim_proxy_error(rs.proxy, 400, "previous terminated container \"b\" in pod \"p\" not found",
+                     55, &err);
+    o = json_loads(err.body, 0, NULL);
+    assert_string_equal(js(o, "message"),
+                        "previous terminated container \"b\" in pod \"p\" not found");
+    assert_string_equal(js(o, "reason"), "BadRequest");
+    json_decref(o);
+    ksim_response_free(&err);
+    ksim_response_free(&rs);
+    /* the API server's own answers */
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, NULL, 400);
+    assert_string_equal(js(o, "message"), "a container name must be specified for pod p, choose "
+                                          "one of: [a b] or one of the init containers: [i]");
+    json_decref(o);
+    json_decref(
+        ok(ks, "GET", "/api/v1/namespaces/default/pods/p/log", "container=i", NULL, NULL, 200));
+    o = ok(ks, "GET", "/api/v1/namespaces/default/pods/p/log", "container=a&tailLines=-1", NULL,
+           NULL, 422);
+    assert_string_equal(js(o, "message"), "PodLogOptions \"p\" is invalid: tailLines: Invalid "
+                                          "value: -1: must be greater than or equal to 0");
+    json_decref(o);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/pods/q/log", NULL, NULL, NULL, 404));
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, "{}", 405));
+    ksim_free(ks);
+}
+
+/* The head of a kubelet's answer, as the shell's proxy reads it. */
+static void test_proxy_head(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int r, code;
+        int64_t length;
+        size_t head;
+    } cases[] = {
+        {"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\nline1\nline2\n", 0, 200, 12, 39},
+        {"HTTP/1.1 400 Bad Request\r\ncontent-length:3 \r\nX: y\r\n\r\nbad", 0, 400, 3, 53},
+        {"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", 0, 200, -1, 45},
+        {"HTTP/1.0 404\r\n\r\n", 0, 404, -1, 16},
+        {"HTTP/1.0 200 OK\r\nContent-Le", -EAGAIN, 0, 0, 0},
+        {"HTT", -EAGAIN, 0, 0, 0},
+        {"", -EAGAIN, 0, 0, 0},
+        {"SSH-2.0-OpenSSH\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 2x0 OK\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 099 OK\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 200 OK\r\nContent-Length: -1\r\n\r\n", -EBADMSG, 0, 0, 0},
+        {"HTTP/1.0 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EBADMSG, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int code = 0;
+        int64_t length = 0;
+        size_t head = 0;
+        int r = ksim_proxy_head_parse(cases[i].in, strlen(cases[i].in), &code, &length, &head);
+        if (r != cases[i].r)
+            fail_msg("case %zu: got %d want %d", i, r, cases[i].r);
+        if (r == 0) {
+            assert_int_equal(code, cases[i].code);
+            assert_int_equal(length, cases[i].length);
+            assert_int_equal(head, cases[i].head);
+        }
+    }
+}
+
 static void test_deployments(void **state)
 {
     (void)state;
@@ -1400,6 +1637,10 @@ int main(void)
         cmocka_unit_test(test_daemonset_scheduling),
         cmocka_unit_test(test_daemonset_updates),
         cmocka_unit_test(test_scheduler),
+        cmocka_unit_test(test_scheduler_resources),
+        cmocka_unit_test(test_external_kubelet),
+        cmocka_unit_test(test_pod_log),
+        cmocka_unit_test(test_proxy_head),
         cmocka_unit_test(test_deployments),
         cmocka_unit_test(test_pdb_eviction),
         cmocka_unit_test(test_watch),

@@ -45,6 +45,10 @@ struct kl_pods_config {
                                  * GPUOP_NVML_LIBRARY), NULL-terminated */
     uint64_t backoff_base_ms;   /* 10000, doubling to backoff_max_ms */
     uint64_t backoff_max_ms;    /* 300000 */
+    const char *api_server;     /* the URL pods reach the API server at, for their
+                                 * KUBERNETES_SERVICE_HOST/PORT (from inside the node's network
+                                 * namespace, the host's loopback is not the host); NULL: the
+                                 * client's server */
 };
 
 int kl_pods_new(const struct kl_pods_config *cfg, struct kl_pods **ret, struct err *e);

@@ -53,7 +53,8 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
 int kl_container_reap(pid_t pid, int pidfd, int *ret_status, struct err *e);
 
 /* SIGTERM, then SIGKILL after grace_ms if it is still running; returns once it was reaped
- * (*ret_status set) or the stop token fired. */
+ * (*ret_status set). The stop token (may be NULL) cuts the grace period short: SIGKILL at once,
+ * so a kubelet-sim that is stopping leaves no process behind. */
 int kl_container_stop(pid_t pid, int pidfd, uint64_t grace_ms, const struct stop_token *stop,
                       int *ret_status, struct err *e);
 

@@ -119,6 +119,13 @@ bool ks_is_deleting(json_t *obj);
 bool ks_pod_ready(json_t *pod);
 /* An int-or-string ("25%") against total; dflt when v is neither. */
 int64_t ks_intstr_scaled(json_t *v, int64_t total, bool round_up, int64_t dflt);
+/* A resource quantity (a string such as "500m", "32Gi", "1e3", or a JSON number) in thousandths,
+ * rounded up as resource.Quantity's MilliValue, capped at INT64_MAX: 0, or -EINVAL. */
+int ks_quantity_milli(json_t *v, int64_t *ret);
+/* A node annotated so (by kubelet-sim when it registers the node) is served by a kubelet process:
+ * kubesim's simulated kubelet leaves its pods alone and log requests are proxied to it. */
+#define KS_EXTERNAL_KUBELET_ANNOTATION "kubelet.gpuop.dev/simulated"
+bool ks_node_external(json_t *node);
 
 /* ---- types.c: the type registry ----------------------------------------------------------- */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes kubesim's request handling. Input: "METHOD PATH[?QUERY]\nCONTENT-TYPE\nBODY"; several
  * requests may follow each other, separated by a line "\n---\n", against one store, and a
- * reconcile and a watch read run after each, so state built by earlier requests is exercised. */
+ * reconcile and a watch read run after each, so state built by earlier requests is exercised.
+ * A request proxied to a kubelet (pods/log) takes its body as the kubelet's answer. */
 #include <stdint.h>
 #include <string.h>
 
@@ -55,6 +56,20 @@ static void one(struct ksim *ks, const char *req, size_t len)
         ksim_watch_next(ks, rs.watch, &b, 0);
         sbuf_free(&b);
         ksim_watch_free(ks, rs.watch);
+    }
+    if (rs.proxy) {
+        /* a log proxied to a kubelet: the body stands for the kubelet's answer */
+        int code = 0;
+        int64_t length = 0;
+        size_t head = 0;
+        if (ksim_proxy_head_parse(body, body_len, &code, &length, &head) == 0 &&
+            (code < 200 || code > 299)) {
+            struct ksim_response er;
+            ksim_proxy_error(rs.proxy, code, body + head, body_len - head, &er);
+            if (er.code != code && er.code != 500)
+                __builtin_trap();
+            ksim_response_free(&er);
+        }
     }
     ksim_response_free(&rs);
     ksim_reconcile(ks);

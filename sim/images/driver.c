@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nvidia-driver: NVIDIA's driver container (nvcr.io/nvidia/driver), simulated on a node root.
+ *
+ *   nvidia-driver init          what the container runs: the steps of the real `init`, logged as
+ *                               it logs them, then wait for SIGTERM and unload
+ *   nvidia-driver host-install  a driver pre-installed on the host: modules loaded, libraries
+ *                               and nvidia-smi under the root itself (for a node's setup)
+ *
+ * The node root is GPUOP_SIM_ROOT. The driver version comes from DRIVER_VERSION or the image tag
+ * (GPUOP_SIM_IMAGE); the kernel from GPUOP_SIM_KERNEL, else <root>/proc/version, else uname -r.
+ * A kernel "has headers" when <root>/usr/src/linux-headers-<kernel> exists.
+ *
+ * Loaded means <root>/sys/module/nvidia/version (what the simulated NVML checks). A driver this
+ * container loaded is marked by <root>/run/nvidia/driver/.sim-loaded-by-container, so a restart
+ * unloads and reloads it; any other loaded driver is the host's, and the container refuses it
+ * as the real one does ("Could not unload NVIDIA driver kernel modules, driver is in use").
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include "images-shell.h"
+#include "simimage.h"
+
+#define MARKER     "/run/nvidia/driver/.sim-loaded-by-container"
+#define DRIVER_DIR "/run/nvidia/driver"
+#define LIB_DIR    "/usr/lib/x86_64-linux-gnu"
+#define PID_FILE   "/run/nvidia/nvidia-driver.pid"
+#define BIN_LIMIT  (256u << 20)
+
+struct driver {
+    const char *root;
+    struct simimg_driver_ref ref;
+    char kernel[128];
+};
+
+static void say(const char *fmt, ...) GPUOP_PRINTF(1, 2);
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static void fail(const char *fmt, ...) GPUOP_PRINTF(1, 2);
+static void fail(const char *fmt, ...)
+{
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+static bool exists(const char *root, const char *rel)
+{
+    _cleanup_free_ char *p = xasprintf("%s%s", root, rel);
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+static int write_file(const char *root, const char *rel, const char *text, unsigned mode,
+                      struct err *e)
+{
+    _cleanup_free_ char *p = xasprintf("%s%s", root, rel);
+    _cleanup_free_ char *dir = xstrdup(p);
+    *strrchr(dir, '/') = '\0';
+    int r = mkdir_p(dir, 0755);
+    if (r < 0)
+        return err_errno(e, r, "create \"%s\"", dir);
+    return file_write_atomic(p, text, strlen(text), mode, e);
+}
+
+static int copy_file(const char *src, const char *dst, unsigned mode, struct err *e)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    int r = file_read_all(src, BIN_LIMIT, &data, &len, e);
+    if (r < 0)
+        return r;
+    _cleanup_free_ char *dir = xstrdup(dst);
+    *strrchr(dir, '/') = '\0';
+    if ((r = mkdir_p(dir, 0755)) < 0)
+        return err_errno(e, r, "create \"%s\"", dir);
+    return file_write_atomic(dst, data, len, mode, e);
+}
+
+static int symlink_replace(const char *target, const char *path, struct err *e)
+{
+    if (unlink(path) < 0 && errno != ENOENT)
+        return err_errno(e, -errno, "remove \"%s\"", path);
+    if (symlink(target, path) < 0)
+        return err_errno(e, -errno, "link \"%s\" to \"%s\"", path, target);
+    return 0;
+}
+
+/* The simulated libnvidia-ml: GPUOP_NVML_LIBRARY, else the one beside this program. */
+static char *nvml_library(void)
+{
+    const char *p = env_get("GPUOP_NVML_LIBRARY");
+    if (p)
+        return xstrdup(p);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return xstrdup("libnvidia-ml.so.1");
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0';
+    return xasprintf("%s/libnvidia-ml.so.1", self);
+}
+
+/* Loads the modules (<root>/sys/module, <root>/proc/driver/nvidia) and lays out the user-space
+ * driver under prefix (the driver root, or the host root for a pre-installed driver). */
+static int driver_load(const struct driver *d, const char *prefix, bool by_container, struct err *e)
+{
+    const char *v = d->ref.version;
+    _cleanup_free_ char *lib = nvml_library();
+    _cleanup_free_ char *lib_dst = xasprintf("%s%s/libnvidia-ml.so.%s", prefix, LIB_DIR, v);
+    _cleanup_free_ char *lib_link = xasprintf("%s%s/libnvidia-ml.so.1", prefix, LIB_DIR);
+    _cleanup_free_ char *lib_target = xasprintf("libnvidia-ml.so.%s", v);
+    _cleanup_free_ char *smi_dst = xasprintf("%s/usr/bin/nvidia-smi", prefix);
+    int r;
+    if ((r = copy_file(lib, lib_dst, 0644, e)) < 0 ||
+        (r = symlink_replace(lib_target, lib_link, e)) < 0 ||
+        (r = copy_file("/proc/self/exe", smi_dst, 0755, e)) < 0)
+        return r;
+    /* no simulated libcuda is built: the driver root carries none */
+    struct sbuf proc _cleanup_sbuf_;
+    sbuf_init(&proc, 4096);
+    if ((r = simimg_proc_version_text(v, d->kernel, &proc)) < 0)
+        return err_set(e, r, "/proc/driver/nvidia/version: too long");
+    static const char *const modules[] = {"nvidia_uvm", "nvidia_modeset"};
+    for (size_t i = 0; i < ARRAY_SIZE(modules); i++) {
+        _cleanup_free_ char *ref = xasprintf("/sys/module/%s/refcnt", modules[i]);
+        _cleanup_free_ char *init = xasprintf("/sys/module/%s/initstate", modules[i]);
+        if ((r = write_file(d->root, ref, "0\n", 0644, e)) < 0 ||
+            (r = write_file(d->root, init, "live\n", 0644, e)) < 0)
+            return r;
+    }
+    _cleanup_free_ char *vline = xasprintf("%s\n", v);
+    if ((r = write_file(d->root, "/proc/driver/nvidia/version", proc.data, 0444, e)) < 0 ||
+        (r = write_file(d->root, "/sys/module/nvidia/refcnt", "2\n", 0644, e)) < 0 ||
+        (r = write_file(d->root, "/sys/module/nvidia/initstate", "live\n", 0644, e)) < 0)
+        return r;
+    if (by_container && (r = write_file(d->root, MARKER, vline, 0644, e)) < 0)
+        return r;
+    /* last: from here on NVML on this node answers with this driver */
+    return write_file(d->root, SIM_DRIVER_VERSION_FILE, vline, 0444, e);
+}
+
+static void remove_rel(const char *root, const char *rel)
+{
+    _cleanup_free_ char *p = xasprintf("%s%s", root, rel);
+    if (unlink(p) < 0 && errno == EISDIR)
+        rmdir(p);
+}
+
+/* Removes what driver_load made for a container (the version file first: NVML sees the driver
+ * gone before anything else goes), keeping the driver root folder (a mount point on a node). */
+static void driver_unload(const char *root)
+{
+    remove_rel(root, SIM_DRIVER_VERSION_FILE);
+    static const char *const files[] = {
+        "/sys/module/nvidia/refcnt",
+        "/sys/module/nvidia/initstate",
+        "/sys/module/nvidia_uvm/refcnt",
+        "/sys/module/nvidia_uvm/initstate",
+        "/sys/module/nvidia_modeset/refcnt",
+        "/sys/module/nvidia_modeset/initstate",
+        "/sys/module/nvidia",
+        "/sys/module/nvidia_uvm",
+        "/sys/module/nvidia_modeset",
+        "/proc/driver/nvidia/version",
+        "/proc/driver/nvidia",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+        remove_rel(root, files[i]);
+    _cleanup_free_ char *libdir = xasprintf("%s%s%s", root, DRIVER_DIR, LIB_DIR);
+    DIR *dir = opendir(libdir);
+    if (dir) {
+        struct dirent *de;
+        while ((de = readdir(dir)))
+            if (str_has_prefix(de->d_name, "libnvidia-ml.so."))
+                unlinkat(dirfd(dir), de->d_name, 0);
+        closedir(dir);
+    }
+    static const char *const rootfs[] = {
+        DRIVER_DIR "/usr/bin/nvidia-smi",
+        DRIVER_DIR "/usr/bin",
+        DRIVER_DIR LIB_DIR,
+        DRIVER_DIR "/usr/lib",
+        DRIVER_DIR "/usr",
+        MARKER,
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rootfs); i++)
+        remove_rel(root, rootfs[i]);
+}
+
+/* How many live processes hold one of the node's GPUs (0 on a node without a fleet). */
+static int gpu_users(struct err *e)
+{
+    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
+    struct sim_store *s _cleanup_(sim_store_freep) = NULL;
+    int r = simimg_state_open(&f, &s, e);
+    if (r < 0)
+        return r;
+    if (!s)
+        return 0;
+    return (int)sim_procs_live(sim_store_state(s), SIM_NO_ID, NULL, 0);
+}
+
+/* The real container's _unload_driver: 0 when nothing is loaded any more, -EBUSY (logged) when
+ * the loaded driver cannot go. */
+static int unload_step(const struct driver *d, bool shutdown)
+{
+    if (!exists(d->root, SIM_DRIVER_VERSION_FILE)) {
+        if (exists(d->root, MARKER))
+            driver_unload(d->root); /* a half-done load of an earlier run */
+        return 0;
+    }
+    say("Unloading NVIDIA driver kernel modules...\n");
+    if (!exists(d->root, MARKER)) {
+        fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
+        return -EBUSY;
+    }
+    struct err e = {0};
+    int users = gpu_users(&e);
+    if (users < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        return users;
+    }
+    if (users > 0) {
+        fail("rmmod: ERROR: Module nvidia is in use\n");
+        fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
+        return -EBUSY;
+    }
+    say("Unmounting NVIDIA driver rootfs...\n");
+    driver_unload(d->root);
+    (void)shutdown;
+    return 0;
+}
+
+static int kernel_release(const char *root, char *buf, size_t n)
+{
+    const char *k = env_get("GPUOP_SIM_KERNEL");
+    if (k && *k) {
+        snprintf(buf, n, "%s", k);
+        return 0;
+    }
+    _cleanup_free_ char *path = xasprintf("%s/proc/version", root);
+    _cleanup_free_ char *text = NULL;
+    struct err e = {0};
+    if (file_read_all(path, 4096, &text, NULL, &e) == 0 &&
+        simimg_kernel_from_proc_version(text, buf, n, &e) == 0)
+        return 0;
+    struct utsname u;
+    if (uname(&u) < 0)
+        return -errno;
+    snprintf(buf, n, "%s", u.release);
+    return 0;
+}
+
+static int driver_setup(struct driver *d)
+{
+    d->root = env_get("GPUOP_SIM_ROOT");
+    if (!d->root || d->root[0] != '/') {
+        fail("nvidia-driver: GPUOP_SIM_ROOT must name the node root (an absolute path)\n");
+        return -EINVAL;
+    }
+    struct err e = {0};
+    if (simimg_driver_ref_parse(env_get("GPUOP_SIM_IMAGE"), env_get("DRIVER_VERSION"), &d->ref,
+                                &e) < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        return -EINVAL;
+    }
+    if (kernel_release(d->root, d->kernel, sizeof(d->kernel)) < 0) {
+        fail("nvidia-driver: cannot tell the kernel release\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int init(struct driver *d)
+{
+    struct err e = {0};
+    uint64_t build_ms = 0;
+    if (simimg_env_seconds("SIM_DRIVER_BUILD_SECONDS", 2, &build_ms, &e) < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        return 1;
+    }
+    int sigfd _cleanup_close_ = simimg_signals_open();
+    if (sigfd < 0) {
+        fail("nvidia-driver: signals: %s\n", strerror(-sigfd));
+        return 1;
+    }
+    say("\n========== NVIDIA Software Installer ==========\n\n");
+    say("Starting installation of NVIDIA driver version %s for Linux kernel version %s\n\n",
+        d->ref.version, d->kernel);
+
+    _cleanup_free_ char *pid_path = xasprintf("%s%s", d->root, PID_FILE);
+    _cleanup_free_ char *run_dir = xasprintf("%s/run/nvidia", d->root);
+    mkdir_p(run_dir, 0755);
+    _cleanup_close_ int pid_fd = open(pid_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (pid_fd < 0 || flock(pid_fd, LOCK_EX | LOCK_NB) < 0) {
+        fail("An instance of the NVIDIA driver is already running, aborting\n");
+        return 1;
+    }
+    char pid_text[32];
+    int pid_len = snprintf(pid_text, sizeof(pid_text), "%d\n", (int)getpid());
+    if (ftruncate(pid_fd, 0) < 0 || pwrite(pid_fd, pid_text, (size_t)pid_len, 0) != pid_len) {
+        fail("nvidia-driver: write \"%s\": %s\n", pid_path, strerror(errno));
+        return 1;
+    }
+
+    if (unload_step(d, false) < 0)
+        return 1;
+
+    say("Resolving Linux kernel version...\n");
+    _cleanup_free_ char *headers = xasprintf("/usr/src/linux-headers-%s", d->kernel);
+    if (!exists(d->root, headers)) {
+        fail("Could not resolve Linux kernel version\n");
+        return 1;
+    }
+    say("Proceeding with Linux kernel version %s\n", d->kernel);
+    say("Installing Linux kernel headers...\n");
+    say("Installing Linux kernel module files...\n");
+    say("Generating Linux kernel version string...\n");
+    say("Compiling NVIDIA driver kernel modules...\n");
+    int sig = 0;
+    if (simimg_signal_wait(sigfd, build_ms, &sig)) {
+        say("Caught signal\n");
+        unlink(pid_path);
+        return 1;
+    }
+    say("Relinking NVIDIA driver kernel modules...\n");
+    say("Building NVIDIA driver package nvidia-modules-%s...\n", d->kernel);
+    say("Installing NVIDIA driver kernel modules...\n");
+    say("Parsing kernel module parameters...\n");
+    say("Loading ipmi and i2c_core kernel modules...\n");
+    say("Loading NVIDIA driver kernel modules...\n");
+    say("+ modprobe nvidia\n+ modprobe nvidia-uvm\n+ modprobe nvidia-modeset\n");
+    _cleanup_free_ char *prefix = xasprintf("%s%s", d->root, DRIVER_DIR);
+    if (driver_load(d, prefix, true, &e) < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        driver_unload(d->root);
+        unlink(pid_path);
+        return 1;
+    }
+    say("Starting NVIDIA persistence daemon...\n");
+    say("Mounting NVIDIA driver rootfs...\n");
+    say("Done, now waiting for signal\n");
+
+    for (;;) {
+        if (!simimg_signal_wait(sigfd, UINT32_MAX, &sig))
+            continue;
+        say("Caught signal\n");
+        say("Stopping NVIDIA persistence daemon...\n");
+        if (unload_step(d, true) < 0)
+            return 1; /* the modules stay loaded; the GPUs keep working */
+        unlink(pid_path);
+        return 0;
+    }
+}
+
+static int host_install(struct driver *d)
+{
+    struct err e = {0};
+    if (exists(d->root, SIM_DRIVER_VERSION_FILE)) {
+        fail("nvidia-driver: a driver is already loaded on %s\n", d->root);
+        return 1;
+    }
+    if (driver_load(d, d->root, false, &e) < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        return 1;
+    }
+    say("NVIDIA driver %s installed on the host %s\n", d->ref.version, d->root);
+    return 0;
+}
+
+int simimg_driver_main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : "";
+    bool is_init = strcmp(cmd, "init") == 0, is_host = strcmp(cmd, "host-install") == 0;
+    if (!is_init && !is_host) {
+        fail("Usage: nvidia-driver init | host-install\n");
+        return 1;
+    }
+    struct driver d = {0};
+    if (driver_setup(&d) < 0)
+        return 1;
+    return is_init ? init(&d) : host_install(&d);
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The programs of build/sim-image (see simimage.h), and what they share. Each returns the exit
+ * code of the program it stands in for. */
+#ifndef GPUOP_IMAGES_SHELL_H
+#define GPUOP_IMAGES_SHELL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "simnvml.h"
+#include "util.h"
+
+int simimg_driver_main(int argc, char **argv);
+int simimg_smi_main(int argc, char **argv);
+int simimg_cuda_sample_main(int argc, char **argv);
+
+/* Blocks SIGTERM, SIGINT, SIGQUIT and SIGHUP and returns a signalfd reading them (-errno). */
+int simimg_signals_open(void);
+/* Waits ms (or until a signal arrives on sigfd); true and *ret_sig when one did. */
+bool simimg_signal_wait(int sigfd, uint64_t ms, int *ret_sig);
+/* A seconds value from env name (decimals allowed, at most a day); def when unset. */
+int simimg_env_seconds(const char *name, double def, uint64_t *ret_ms, struct err *e);
+/* The node's shared GPU state (GPUOP_SIM_FLEET, GPUOP_SIM_STATE); 0 and NULLs when the node has
+ * no fleet (a CPU node). */
+int simimg_state_open(struct sim_fleet **ret_fleet, struct sim_store **ret_store, struct err *e);
+
+#endif

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * simimage: the simulated images kubelet-sim runs in place of NVIDIA's (build/sim-image, one
+ * program dispatched on argv[0]'s name; build/sim-image-bin/ holds the names as symlinks):
+ *
+ *   nvidia-driver  NVIDIA's driver container (nvcr.io/nvidia/driver:<version>-<os>): `init`
+ *                  refuses while another driver is loaded, resolves the kernel's headers,
+ *                  "builds", loads the modules into the node root (GPUOP_SIM_ROOT), lays out the
+ *                  driver root <root>/run/nvidia/driver, then waits for SIGTERM and unloads
+ *                  (refused while a process holds a GPU, as rmmod refuses).
+ *   nvidia-smi     the table, `-L` and `--query-gpu`, through NVML (src/nvml); exit 9 without a
+ *                  driver, as the real one.
+ *   cuda-sample    CUDA's vectorAdd sample (nvcr.io/nvidia/k8s/cuda-sample, nvcr.io/nvidia/cuda):
+ *                  opens the GPUs of NVIDIA_VISIBLE_DEVICES, shows in NVML's running processes
+ *                  for SIM_WORKLOAD_SECONDS, exits 0; CUDA's error text and 1 without a driver or
+ *                  a device.
+ *
+ * These programs stand in for NVIDIA's, so they keep those programs' command lines, output and
+ * exit codes rather than the component runtime's (src/svc). This header is their pure part:
+ * parsing the image reference and NVIDIA_VISIBLE_DEVICES, resolving devices against an
+ * inventory, and rendering nvidia-smi's output and the kernel module's files.
+ */
+#ifndef GPUOP_SIMIMAGE_H
+#define GPUOP_SIMIMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "util.h"
+
+/* ---- the driver image ------------------------------------------------------------------ */
+
+struct simimg_driver_ref {
+    char version[64]; /* "550.127.05" */
+    char os[64];      /* "ubuntu22.04"; "" when the tag names none */
+};
+
+/* The driver version and OS of a driver image ("nvcr.io/nvidia/driver:550.127.05-ubuntu22.04",
+ * a digest after '@' ignored); env_version (DRIVER_VERSION), when not NULL or empty, wins over
+ * the tag's. Fails when neither names a version (digits and dots). image may be NULL. */
+int simimg_driver_ref_parse(const char *image, const char *env_version,
+                            struct simimg_driver_ref *ret, struct err *e);
+
+/* The kernel release of a /proc/version text ("Linux version 5.15.0-127-generic (...) ..."). */
+int simimg_kernel_from_proc_version(const char *text, char *buf, size_t n, struct err *e);
+
+/* /proc/driver/nvidia/version as the loaded module writes it. */
+int simimg_proc_version_text(const char *version, const char *kernel, struct sbuf *out);
+
+/* ---- the devices a container sees ------------------------------------------------------ */
+
+/* One device CUDA would enumerate: a GPU (mig false) or a MIG device (gi, ci) of GPU gpu. */
+struct simimg_device {
+    unsigned gpu;
+    bool mig;
+    unsigned gi_id, ci_id;
+    char uuid[GPU_UUID_MAX];
+    char name[GPU_NAME_MAX + GPU_PROFILE_MAX + 8];
+};
+
+/* Resolves NVIDIA_VISIBLE_DEVICES (value NULL: unset) against the inventory, as the NVIDIA
+ * container runtime does: "all", "none", "void", "" or unset (none), or a comma-separated list
+ * of GPU indices ("0"), MIG indices ("0:1", GPU 0's MIG device 1), GPU-... and MIG-... UUIDs.
+ * "all" gives every GPU with MIG off and every MIG device of the others. Unknown entries fail
+ * (-ENOENT, naming the entry), as the runtime fails the container. Duplicates are listed once.
+ * *ret (free) and *ret_n are set; none visible is 0 entries. */
+int simimg_visible_devices(const struct gpu_inventory *inv, const char *value,
+                           struct simimg_device **ret, size_t *ret_n, struct err *e);
+
+/* ---- nvidia-smi ------------------------------------------------------------------------- */
+
+struct simimg_smi_proc {
+    unsigned gpu;
+    unsigned gi_id, ci_id; /* UINT32_MAX: none */
+    uint32_t pid;
+    uint64_t used_mib;
+    char name[64];
+};
+
+struct simimg_smi_input {
+    const struct gpu_inventory *inv;
+    const struct gpu_sample *samples; /* inv->n_gpus, or NULL */
+    const struct simimg_smi_proc *procs;
+    size_t n_procs;
+    uint64_t now_unix_ms;
+};
+
+/* The default table ("nvidia-smi" without arguments). */
+int simimg_smi_table(const struct simimg_smi_input *in, struct sbuf *out);
+/* `nvidia-smi -L`: "GPU 0: NAME (UUID: GPU-...)" and the MIG devices under it. */
+int simimg_smi_list(const struct gpu_inventory *inv, struct sbuf *out);
+/* `--query-gpu=F1,F2 --format=csv[,noheader][,nounits]`. Unknown fields fail (-EINVAL) with
+ * nvidia-smi's message. */
+int simimg_smi_query(const struct simimg_smi_input *in, const char *fields, const char *format,
+                     struct sbuf *out, struct err *e);
+
+#endif

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Processes holding simulated GPUs (registered by the simulated CUDA workload, listed by
+ * nvmlDeviceGetComputeRunningProcesses, checked by the simulated driver's unload) and the
+ * simulated node's kernel module (<root>/sys/module/nvidia/version).
+ */
+#include <signal.h>
+#include <string.h>
+
+#include "simnvml.h"
+
+bool sim_pid_alive(uint32_t pid)
+{
+    if (pid == 0 || pid > INT32_MAX)
+        return false;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+size_t sim_procs_live(const struct sim_state *st, unsigned gpu, struct sim_proc *ret, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_procs; i++) {
+        const struct sim_proc *p = &st->procs[i];
+        if ((gpu != SIM_NO_ID && p->gpu != gpu) || !sim_pid_alive(p->pid))
+            continue;
+        if (ret && n < max)
+            ret[n] = *p;
+        n++;
+    }
+    return n;
+}
+
+struct procs_op {
+    const struct sim_proc *add;
+    size_t n_add;
+    uint32_t remove_pid;
+};
+
+static bool pid_in(uint32_t pid, const struct sim_proc *procs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (procs[i].pid == pid)
+            return true;
+    return false;
+}
+
+static int procs_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    const struct procs_op *op = arg;
+    size_t keep = 0;
+    bool changed = false;
+    for (size_t i = 0; i < st->n_procs; i++) {
+        const struct sim_proc *p = &st->procs[i];
+        bool drop = p->pid == op->remove_pid || pid_in(p->pid, op->add, op->n_add) ||
+                    !sim_pid_alive(p->pid);
+        if (drop) {
+            changed = true;
+            continue;
+        }
+        st->procs[keep++] = *p;
+    }
+    st->n_procs = keep;
+    for (size_t i = 0; i < op->n_add; i++) {
+        if (op->add[i].gpu >= st->n_gpus)
+            return err_set(e, -EINVAL, "process %u: GPU %u is out of range (the fleet has %zu)",
+                           op->add[i].pid, op->add[i].gpu, st->n_gpus);
+        if (st->n_procs >= SIM_MAX_PROCS)
+            return err_set(e, -ENOSPC, "process %u: the simulated GPUs already run %d processes",
+                           op->add[i].pid, SIM_MAX_PROCS);
+        st->procs[st->n_procs++] = op->add[i];
+        changed = true;
+    }
+    return changed ? 0 : 1; /* 1: nothing to write */
+}
+
+int sim_procs_register(struct sim_store *s, const struct sim_proc *procs, size_t n, struct err *e)
+{
+    if (n > SIM_MAX_PROCS)
+        return err_set(e, -ENOSPC, "%zu processes: at most %d", n, SIM_MAX_PROCS);
+    struct procs_op op = {.add = procs, .n_add = n};
+    int r = sim_store_update(s, procs_apply, &op, e);
+    return r > 0 ? 0 : r;
+}
+
+int sim_procs_unregister(struct sim_store *s, uint32_t pid, struct err *e)
+{
+    struct procs_op op = {.remove_pid = pid};
+    int r = sim_store_update(s, procs_apply, &op, e);
+    return r > 0 ? 0 : r;
+}
+
+int sim_driver_loaded(const char *root, char *buf, size_t n, struct err *e)
+{
+    _cleanup_free_ char *path = xasprintf("%s%s", root, SIM_DRIVER_VERSION_FILE);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = file_read_all(path, 256, &text, &len, e);
+    if (r == -ENOENT || r == -ENOTDIR) {
+        err_clear(e);
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    size_t a = 0;
+    while (a < len && (text[a] == ' ' || text[a] == '\t' || text[a] == '\n' || text[a] == '\r'))
+        a++;
+    while (len > a && (text[len - 1] == ' ' || text[len - 1] == '\t' || text[len - 1] == '\n' ||
+                       text[len - 1] == '\r'))
+        len--;
+    if (len == a || len - a >= n)
+        return err_set(e, -EINVAL, "%s: not a driver version", path);
+    for (size_t i = a; i < len; i++)
+        if (!((text[i] >= '0' && text[i] <= '9') || text[i] == '.'))
+            return err_set(e, -EINVAL, "%s: \"%.*s\" is not a driver version", path, (int)(len - a),
+                           text + a);
+    memcpy(buf, text + a, len - a);
+    buf[len - a] = '\0';
+    return 1;
+}
+
+int sim_cuda_version_for_driver(const char *driver_version, int fallback)
+{
+    /* The CUDA version each driver branch introduced (NVIDIA's CUDA toolkit release notes,
+     * "CUDA Toolkit and Corresponding Driver Versions"). */
+    static const struct {
+        unsigned branch;
+        int cuda;
+    } table[] = {
+        {470, 11040}, {510, 11060}, {515, 11070}, {520, 11080}, {525, 12000},
+        {530, 12010}, {535, 12020}, {545, 12030}, {550, 12040}, {555, 12050},
+        {560, 12060}, {565, 12070}, {570, 12080}, {575, 12090}, {580, 13000},
+    };
+    unsigned branch = 0;
+    const char *p = driver_version;
+    for (; *p >= '0' && *p <= '9' && branch < 100000; p++)
+        branch = branch * 10 + (unsigned)(*p - '0');
+    if (p == driver_version)
+        return fallback;
+    for (size_t i = 0; i < ARRAY_SIZE(table); i++)
+        if (table[i].branch == branch)
+            return table[i].cuda;
+    return fallback;
+}

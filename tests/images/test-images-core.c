@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The simulated images' pure part (sim/images/simimage.h): tables. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "simimage.h"
+
+static void test_driver_ref(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *image, *env, *version, *os;
+    } ok[] = {
+        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", NULL, "550.127.05", "ubuntu22.04"},
+        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", "", "550.127.05", "ubuntu22.04"},
+        {"registry:5000/nvidia/driver:535.216.03-rhel9.4@sha256:0123", NULL, "535.216.03",
+         "rhel9.4"},
+        {"nvcr.io/nvidia/driver:570.86.15", NULL, "570.86.15", ""},
+        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", "570.86.15", "570.86.15", "ubuntu22.04"},
+        {"nvcr.io/nvidia/driver:latest", "580.65.06", "580.65.06", ""},
+        {NULL, "550.54.15", "550.54.15", ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+        struct simimg_driver_ref r;
+        struct err e = {0};
+        assert_int_equal(simimg_driver_ref_parse(ok[i].image, ok[i].env, &r, &e), 0);
+        assert_string_equal(r.version, ok[i].version);
+        assert_string_equal(r.os, ok[i].os);
+    }
+    static const struct {
+        const char *image, *env, *msg;
+    } bad[] = {
+        {"nvcr.io/nvidia/driver:latest", NULL, "no driver version"},
+        {"localhost:5000/nvidia/driver", NULL, "no driver version"},
+        {"nvcr.io/nvidia/driver:550.-ubuntu22.04", NULL, "no driver version"},
+        {NULL, NULL, "no driver version"},
+        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", "550;x", "is not a driver version"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        struct simimg_driver_ref r;
+        struct err e = {0};
+        assert_int_equal(simimg_driver_ref_parse(bad[i].image, bad[i].env, &r, &e), -EINVAL);
+        assert_non_null(strstr(err_msg(&e), bad[i].msg));
+    }
+}
+
+static void test_kernel_and_proc_version(void **state)
+{
+    (void)state;
+    char k[64];
+    struct err e = {0};
+    assert_int_equal(simimg_kernel_from_proc_version("Linux version 5.15.0-127-generic "
+                                                     "(buildd@lcy02) (gcc 11.4.0) #137-Ubuntu\n",
+                                                     k, sizeof(k), &e),
+                     0);
+    assert_string_equal(k, "5.15.0-127-generic");
+    assert_int_equal(simimg_kernel_from_proc_version("SunOS 5.11", k, sizeof(k), &e), -EINVAL);
+    assert_int_equal(simimg_kernel_from_proc_version("Linux version ", k, sizeof(k), &e), -EINVAL);
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 4096);
+    assert_int_equal(simimg_proc_version_text("550.127.05", "6.8.0-44-generic", &b), 0);
+    assert_true(str_has_prefix(b.data, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
+                                       "550.127.05  "));
+    assert_non_null(strstr(b.data, "\nGCC version:  "));
+}
+
+/* GPU 0: no MIG; GPU 1: MIG on, two MIG devices; GPU 2: lost */
+static struct gpu_mig_device migs[2] = {
+    {.uuid = "MIG-aaaa", .index = 0, .gi_id = 1, .ci_id = 0, .profile = "3g.40gb"},
+    {.uuid = "MIG-bbbb", .index = 1, .gi_id = 2, .ci_id = 0, .profile = "3g.40gb"},
+};
+static struct gpu_device gpus[3] = {
+    {.index = 0,
+     .name = "NVIDIA A100-SXM4-80GB",
+     .uuid = "GPU-0000",
+     .bus_id = "00000000:18:00.0",
+     .memory_total_bytes = 81920ULL << 20,
+     .cc_major = 8,
+     .mig_capable = true},
+    {.index = 1,
+     .name = "NVIDIA A100-SXM4-80GB",
+     .uuid = "GPU-1111",
+     .bus_id = "00000000:28:00.0",
+     .memory_total_bytes = 81920ULL << 20,
+     .cc_major = 8,
+     .mig_capable = true,
+     .mig_enabled = true,
+     .n_mig = 2,
+     .mig = migs},
+    {.index = 2, .name = "NVIDIA A100-SXM4-80GB", .uuid = "GPU-2222", .lost = true},
+};
+static struct gpu_inventory inv = {
+    .driver_version = "550.127.05", .cuda_driver_version = 12040, .n_gpus = 3, .gpus = gpus};
+
+static void test_visible_devices(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        const char *uuids; /* space-separated, in order */
+    } ok[] = {
+        {NULL, ""},
+        {"", ""},
+        {"none", ""},
+        {"void", ""},
+        {"all", "GPU-0000 MIG-aaaa MIG-bbbb"},
+        {"0", "GPU-0000"},
+        {" 0 , 0,GPU-0000", "GPU-0000"},
+        {"1:1", "MIG-bbbb"},
+        {"MIG-aaaa,GPU-1111", "MIG-aaaa GPU-1111"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+        struct simimg_device *d = NULL;
+        size_t n = 99;
+        struct err e = {0};
+        assert_int_equal(simimg_visible_devices(&inv, ok[i].value, &d, &n, &e), 0);
+        char got[256] = "";
+        for (size_t k = 0; k < n; k++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? " " : "", d[k].uuid);
+        assert_string_equal(got, ok[i].uuids);
+        free(d);
+    }
+    struct simimg_device *d = NULL;
+    size_t n = 0;
+    struct err e = {0};
+    assert_int_equal(simimg_visible_devices(&inv, "1:0", &d, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_true(d[0].mig);
+    assert_int_equal(d[0].gpu, 1);
+    assert_int_equal(d[0].gi_id, 1);
+    assert_string_equal(d[0].name, "NVIDIA A100-SXM4-80GB MIG 3g.40gb");
+    free(d);
+    static const char *const bad[] = {"7", "GPU-zzzz", "1:5", "x", "0:"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        d = NULL;
+        assert_true(simimg_visible_devices(&inv, bad[i], &d, &n, &e) < 0);
+        assert_non_null(strstr(err_msg(&e), "unknown device"));
+        assert_null(d);
+    }
+}
+
+static void test_smi_list_and_query(void **state)
+{
+    (void)state;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 1 << 16);
+    assert_int_equal(simimg_smi_list(&inv, &b), 0);
+    assert_string_equal(b.data, "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-0000)\n"
+                                "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-1111)\n"
+                                "  MIG 3g.40gb      Device  0: (UUID: MIG-aaaa)\n"
+                                "  MIG 3g.40gb      Device  1: (UUID: MIG-bbbb)\n"
+                                "GPU 2: NVIDIA A100-SXM4-80GB (UUID: GPU-2222)\n");
+    struct simimg_smi_proc procs[] = {
+        {.gpu = 1, .gi_id = 1, .ci_id = 0, .pid = 42, .used_mib = 256, .name = "cuda-sample"}};
+    struct simimg_smi_input in = {.inv = &inv, .procs = procs, .n_procs = 1};
+    struct err e = {0};
+    sbuf_reset(&b);
+    assert_int_equal(simimg_smi_query(&in, "driver_version", "csv,noheader", &b, &e), 0);
+    assert_string_equal(b.data, "550.127.05\n550.127.05\n550.127.05\n");
+    sbuf_reset(&b);
+    assert_int_equal(
+        simimg_smi_query(&in, "index,uuid,memory.used,mig.mode.current", "csv", &b, &e), 0);
+    assert_true(str_has_prefix(b.data, "index, uuid, memory.used [MiB], mig.mode.current\n"
+                                       "0, GPU-0000, 0 MiB, Disabled\n"
+                                       "1, GPU-1111, 256 MiB, Enabled\n"));
+    sbuf_reset(&b);
+    assert_int_equal(simimg_smi_query(&in, "memory.total", "csv,noheader,nounits", &b, &e), 0);
+    assert_true(str_has_prefix(b.data, "81920\n"));
+    assert_int_equal(simimg_smi_query(&in, "driver_version,bogus", "csv", &b, &e), -EINVAL);
+    assert_string_equal(err_msg(&e), "Field \"bogus\" is not a valid field to query.");
+    assert_int_equal(simimg_smi_query(&in, "name", "xml", &b, &e), -EINVAL);
+
+    /* the table: versions in the header, a row per GPU, the process; every line 91 wide */
+    sbuf_reset(&b);
+    in.now_unix_ms = 1764646899000ULL;
+    assert_int_equal(simimg_smi_table(&in, &b), 0);
+    assert_non_null(strstr(b.data, "| NVIDIA-SMI 550.127.05             Driver Version: "
+                                   "550.127.05     CUDA Version: 12.4     |\n"));
+    assert_non_null(strstr(b.data, "|   1  NVIDIA A100-SXM4-80GB          On  |"));
+    assert_non_null(strstr(b.data, "Enabled |\n"));
+    assert_non_null(strstr(b.data, "cuda-sample"));
+    assert_null(strstr(b.data, "No running processes found"));
+    const char *line = strchr(b.data, '\n') + 1;
+    for (const char *nl; (nl = strchr(line, '\n')); line = nl + 1)
+        assert_int_equal(nl - line, 91);
+    in.n_procs = 0;
+    sbuf_reset(&b);
+    assert_int_equal(simimg_smi_table(&in, &b), 0);
+    assert_non_null(strstr(b.data, "|  No running processes found"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_driver_ref),
+        cmocka_unit_test(test_kernel_and_proc_version),
+        cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_smi_list_and_query),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
