@@ -18,7 +18,8 @@
 #include "prom.h"
 #include "svc.h"
 
-#define KS_COMPONENT "kubesim"
+#define KS_COMPONENT        "kubesim"
+#define KS_OPEN_ADMIN_TOKEN "kubesim-admin"
 
 struct shell {
     struct ksim *ks;
@@ -692,23 +693,6 @@ static int serve(struct svc *s, struct shell *sh, struct MHD_Daemon *d, const ch
     return 0;
 }
 
-/* A random admin token for the kubeconfig. */
-static char *admin_token_new(void)
-{
-    unsigned char raw[24] = {0};
-    FILE *f = fopen("/dev/urandom", "rbe");
-    size_t n = f ? fread(raw, 1, sizeof(raw), f) : 0;
-    if (f)
-        fclose(f);
-    uint64_t t = now_us_mono() ^ now_ms_real();
-    for (size_t i = n; i < sizeof(raw); i++)
-        raw[i] = (unsigned char)(t >> (8 * (i % 8)));
-    char *hex = xcalloc(1, 2 * sizeof(raw) + 1);
-    for (size_t i = 0; i < sizeof(raw); i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    return hex;
-}
-
 static int kubesim_run(struct svc *s, struct err *e)
 {
     struct kubesim *k = svc_state(s);
@@ -721,10 +705,10 @@ static int kubesim_run(struct svc *s, struct err *e)
     ko.initial_rv = now_ms_real();
     ko.authz =
         streq(k->authorization_mode, "AlwaysAllow") ? KSIM_AUTHZ_ALWAYS_ALLOW : KSIM_AUTHZ_RBAC;
-    /* Without --token, requests without credentials are the admin's (as before) and the
-     * kubeconfig carries a token of the admin's made here. */
-    _cleanup_free_ char *made_token = k->token ? NULL : admin_token_new();
-    ko.admin_token = k->token ? k->token : made_token;
+    /* Without --token the server is open (no credentials: the admin, as before) and the
+     * kubeconfig carries a well-known admin token: it hides nothing the open server does not
+     * give away, and a client keeps working across a restart. */
+    ko.admin_token = k->token ? k->token : KS_OPEN_ADMIN_TOKEN;
     ko.anonymous_admin = !k->token;
     _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
     int r = k->nodes ? make_nodes(ks, k->nodes, k->node_template, e) : 0;
