@@ -522,6 +522,21 @@ static char *new_token(void)
     return hex;
 }
 
+/* Every few thousand tokens, those expired go: the store stays bounded by the live ones. */
+static void prune_tokens(struct ksim *ks)
+{
+    if (json_object_size(ks->sa_tokens) < 4096 || json_object_size(ks->sa_tokens) % 1024)
+        return;
+    const char *k;
+    json_t *v;
+    void *n;
+    uint64_t now = ks_now(ks);
+    json_object_foreach_safe (ks->sa_tokens, n, k, v) {
+        if ((uint64_t)json_integer_value(json_object_get(v, "exp")) <= now)
+            json_object_del(ks->sa_tokens, k);
+    }
+}
+
 static void respond_status(struct ksim_response *resp, int code, const char *reason,
                            json_t *details, const char *msg)
 {
@@ -598,6 +613,7 @@ static void token_request(struct ksim *ks, const struct ksim_request *req, struc
         }
     }
     uint64_t exp_ms = ks_now(ks) + (uint64_t)secs * 1000;
+    prune_tokens(ks);
     _cleanup_free_ char *tok = new_token();
     json_t *rec = json_pack("{s:s,s:s,s:s?,s:I}", "ns", ns, "name", name, "uid",
                             kobj_path_str(sa, "metadata.uid"), "exp", (json_int_t)exp_ms);
