@@ -346,7 +346,7 @@ bool ks_auth_gate(struct ksim *ks, const struct ksim_request *req, struct ks_ide
 
 /* ---- escalation prevention ---------------------------------------------------------------- */
 
-static void quoted_list(struct sbuf *b, const char *label, json_t *one)
+static void quoted(struct sbuf *b, const char *label, json_t *one)
 {
     sbuf_adds(b, label);
     sbuf_adds(b, ":[\"");
@@ -354,10 +354,30 @@ static void quoted_list(struct sbuf *b, const char *label, json_t *one)
     sbuf_adds(b, "\"]");
 }
 
-/* The atomic permissions of rules (BreakdownRule) the user does not hold, CompactString'ed one
- * per line into missing; ns NULL: cluster-wide. */
+/* A missing permission: its CompactString without the verbs (prefix) gathers the verbs, as
+ * CompactRules merges the verbs of one group and resource (rules with resourceNames or
+ * nonResourceURLs are kept one per verb). */
+static void add_missing(json_t *missing, struct sbuf *prefix, json_t *verb, bool compact)
+{
+    _cleanup_free_ char *key = ks_text_take(prefix);
+    if (!compact) {
+        char *k = xasprintf("%s\x1f%s", key, json_string_value(verb));
+        json_object_set_new(missing, k, json_pack("[O]", verb));
+        free(k);
+        return;
+    }
+    json_t *verbs = json_object_get(missing, key);
+    if (!verbs) {
+        verbs = json_array();
+        json_object_set_new(missing, key, verbs);
+    }
+    json_array_append(verbs, verb);
+}
+
+/* The atomic permissions of rules (BreakdownRule) the user does not hold, into missing
+ * (add_missing); ns NULL: cluster-wide. */
 static void missing_rules(struct ksim *ks, const struct ks_ident *who, json_t *rules,
-                          const char *ns, struct sbuf *missing)
+                          const char *ns, json_t *missing)
 {
     size_t i, gi, ri, vi, ni;
     json_t *rule, *g, *r, *v, *n;
@@ -372,11 +392,10 @@ static void missing_rules(struct ksim *ks, const struct ks_ident *who, json_t *r
                                            .path = json_string_value(r)};
                 if (!a.verb || !a.path || authorize(ks, &a, NULL))
                     continue;
-                sbuf_adds(missing, "\n{");
-                quoted_list(missing, "NonResourceURLs", r);
-                sbuf_adds(missing, ", ");
-                quoted_list(missing, "Verbs", v);
-                sbuf_adds(missing, "}");
+                struct sbuf b;
+                sbuf_init(&b, 64 * 1024);
+                quoted(&b, "{NonResourceURLs", r);
+                add_missing(missing, &b, v, false);
             }
         }
         json_t *names = json_object_get(rule, "resourceNames");
@@ -403,22 +422,60 @@ static void missing_rules(struct ksim *ks, const struct ks_ident *who, json_t *r
                                                    .ns = ns};
                         if (!a.verb || authorize(ks, &a, NULL))
                             continue;
-                        sbuf_adds(missing, "\n{");
-                        quoted_list(missing, "APIGroups", g);
-                        sbuf_adds(missing, ", ");
-                        quoted_list(missing, "Resources", r);
-                        if (n) {
-                            sbuf_adds(missing, ", ");
-                            quoted_list(missing, "ResourceNames", n);
-                        }
-                        sbuf_adds(missing, ", ");
-                        quoted_list(missing, "Verbs", v);
-                        sbuf_adds(missing, "}");
+                        struct sbuf b;
+                        sbuf_init(&b, 64 * 1024);
+                        quoted(&b, "{APIGroups", g);
+                        quoted(&b, ", Resources", r);
+                        if (n)
+                            quoted(&b, ", ResourceNames", n);
+                        add_missing(missing, &b, v, !n);
                     }
                 }
             }
         }
     }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The missing permissions as the API server lists them: one CompactString a line, sorted, each
+ * after a newline. */
+static char *missing_text(json_t *missing)
+{
+    size_t n = json_object_size(missing), k = 0;
+    char **lines = xcalloc(n ? n : 1, sizeof(*lines));
+    const char *key;
+    json_t *verbs;
+    json_object_foreach (missing, key, verbs) {
+        struct sbuf b;
+        sbuf_init(&b, 64 * 1024);
+        const char *sep = strchr(key, '\x1f');
+        _cleanup_free_ char *prefix = sep ? xstrndup(key, (size_t)(sep - key)) : xstrdup(key);
+        sbuf_adds(&b, prefix);
+        sbuf_adds(&b, ", Verbs:[");
+        size_t i;
+        json_t *v;
+        json_array_foreach (verbs, i, v) {
+            sbuf_adds(&b, i ? " \"" : "\"");
+            sbuf_adds(&b, json_string_value(v));
+            sbuf_adds(&b, "\"");
+        }
+        sbuf_adds(&b, "]}");
+        lines[k++] = ks_text_take(&b);
+    }
+    qsort(lines, k, sizeof(*lines), cmp_str);
+    struct sbuf out;
+    sbuf_init(&out, 1u << 20);
+    for (size_t i = 0; i < k; i++) {
+        sbuf_adds(&out, "\n");
+        sbuf_adds(&out, lines[i]);
+        free(lines[i]);
+    }
+    free(lines);
+    return ks_text_take(&out);
 }
 
 /* The user may `escalate` or `bind` (verb) the role kind/name; ns NULL: cluster-wide. */
@@ -472,13 +529,10 @@ bool ks_auth_admit(struct ksim *ks, const struct ks_ident *who, const struct ksi
         }
         rules = json_object_get(role, "rules");
     }
-    struct sbuf missing;
-    sbuf_init(&missing, 1u << 20);
-    missing_rules(ks, who, rules, ons, &missing);
-    if (missing.len == 0) {
-        sbuf_free(&missing);
+    _cleanup_json_ json_t *missing = json_object();
+    missing_rules(ks, who, rules, ons, missing);
+    if (json_object_size(missing) == 0)
         return true;
-    }
     struct sbuf groups;
     sbuf_init(&groups, 64 * 1024);
     size_t i;
@@ -489,14 +543,13 @@ bool ks_auth_admit(struct ksim *ks, const struct ks_ident *who, const struct ksi
         sbuf_adds(&groups, "\"");
     }
     _cleanup_free_ char *gtext = ks_text_take(&groups);
-    _cleanup_free_ char *mtext = ks_text_take(&missing);
+    _cleanup_free_ char *mtext = missing_text(missing);
     _cleanup_free_ char *q = ks_type_qualified(t);
     ks_status_set(&st, 403, "Forbidden", ks_status_details(t, name),
                   "%s \"%s\" is forbidden: user \"%s\" (groups=[%s]) is attempting to grant RBAC "
                   "permissions not currently held:%s",
                   q, name, who->user, gtext ? gtext : "", mtext ? mtext : "");
     sbuf_free(&groups);
-    sbuf_free(&missing);
     ks_render_status(resp, &st);
     return false;
 }

@@ -317,6 +317,34 @@ static void test_core(void **state)
                           "\"apiGroups\":[\"\"],\"resources\":[\"pods\"],\"verbs\":[\"list\"]}]}",
                           NULL),
                      403); /* no create on clusterroles in the first place */
+    assert_int_equal(call(ks, "PUT", "/apis/rbac.authorization.k8s.io/v1/clusterroles/pods", A,
+                          NULL,
+                          "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":"
+                          "\"ClusterRole\",\"metadata\":{\"name\":\"pods\"},\"rules\":[{"
+                          "\"apiGroups\":[\"\"],\"resources\":[\"pods\"],\"verbs\":[\"list\"]},{"
+                          "\"apiGroups\":[\"rbac.authorization.k8s.io\"],\"resources\":["
+                          "\"roles\"],\"verbs\":[\"create\"]}]}",
+                          NULL),
+                     200);
+    assert_int_equal(call(ks, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+                          auth, NULL,
+                          "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"Role\","
+                          "\"metadata\":{\"name\":\"r\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                          "\"resources\":[\"pods\"],\"verbs\":[\"watch\",\"list\",\"get\"]},{"
+                          "\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],"
+                          "\"resourceNames\":[\"c\"],\"verbs\":[\"get\"]}]}",
+                          &b),
+                     403);
+    assert_non_null(strstr(b, "roles.rbac.authorization.k8s.io \\\"r\\\" is forbidden: user "
+                              "\\\"system:serviceaccount:default:sa\\\" (groups=[\\\"system:"
+                              "serviceaccounts\\\" \\\"system:serviceaccounts:default\\\" "
+                              "\\\"system:authenticated\\\"]) is attempting to grant RBAC "
+                              "permissions not currently held:\\n{APIGroups:[\\\"\\\"], "
+                              "Resources:[\\\"configmaps\\\"], ResourceNames:[\\\"c\\\"], "
+                              "Verbs:[\\\"get\\\"]}\\n{APIGroups:[\\\"\\\"], "
+                              "Resources:[\\\"pods\\\"], Verbs:[\\\"watch\\\" "
+                              "\\\"get\\\"]}\""));
+    free(b);
     /* the ServiceAccount goes, and its token with it */
     assert_int_equal(
         call(ks, "DELETE", "/api/v1/namespaces/default/serviceaccounts/sa", A, NULL, NULL, NULL),
