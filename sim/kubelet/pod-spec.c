@@ -1009,6 +1009,8 @@ int kl_ctr_build(const struct kl_spec_input *in, const struct kl_pod_volumes *vo
         add_mount(b, &cap, xstrdup(in->sim_image_bin), xstrdup(KL_SIM_BIN_MOUNT), true);
     if (in->gpuop_exe)
         add_mount(b, &cap, xstrdup(gpuop_dir), xstrdup(gpuop_dir), true);
+    for (const char *const *sp = in->sim_paths; sp && *sp; sp++)
+        add_mount(b, &cap, xstrdup(*sp), xstrdup(*sp), !streq_ptr(*sp, in->node_root));
     bool sa_mounted = false;
     json_t *vm;
     json_array_foreach (json_object_get(c, "volumeMounts"), i, vm) {

@@ -188,6 +188,7 @@ static struct kl_spec_input spec_input(struct pod_worker *w, const json_t *pod)
         .gpuop_exe = p->cfg.gpuop_exe,
         .sim_image_bin = p->sim_bin_ok ? p->cfg.sim_image_bin : NULL,
         .sim_env = p->cfg.sim_env,
+        .sim_paths = p->cfg.sim_paths,
         .api_host = p->api_host,
         .api_port = p->api_port,
         .sa_token = p->sa_token,

@@ -198,6 +198,9 @@ struct kl_spec_input {
     uint64_t node_cpu_milli, node_memory_bytes; /* allocatable: the default of limits */
     const char *gpuop_exe, *sim_image_bin;
     const char *const *sim_env; /* "K=V", NULL-terminated; may be NULL */
+    /* host paths the simulated hardware needs in every container at the same path (the fleet
+     * file read-only, the node root read-write: NVML's state, the driver's module files) */
+    const char *const *sim_paths;
     const char *api_host, *api_port;
     const char *sa_token;  /* the service-account token (NULL: none) */
     const char *sa_ca_pem; /* the API server's CA (NULL: none) */

@@ -34,21 +34,23 @@ struct kl_pods;
 
 struct kl_pods_config {
     const struct kl_node_spec *node;
-    const char *node_ip;        /* the node's address (status.hostIP, status.podIP) */
-    const char *netns_path;     /* the node's network namespace; NULL: the host's */
-    struct kl_devices *devices; /* the node's device manager */
-    struct kube_client *kc;     /* shared; thread-safe */
-    const char *gpuop_exe;      /* absolute path of build/gpuop */
-    const char *sim_image_bin;  /* folder of the simulated images' programs */
-    const char *const *sim_env; /* "K=V" the simulated hardware adds to every container
-                                 * (GPUOP_SIM_FLEET, GPUOP_SIM_STATE, GPUOP_SIM_ROOT,
-                                 * GPUOP_NVML_LIBRARY), NULL-terminated */
-    uint64_t backoff_base_ms;   /* 10000, doubling to backoff_max_ms */
-    uint64_t backoff_max_ms;    /* 300000 */
-    const char *api_server;     /* the URL pods reach the API server at, for their
-                                 * KUBERNETES_SERVICE_HOST/PORT (from inside the node's network
-                                 * namespace, the host's loopback is not the host); NULL: the
-                                 * client's server */
+    const char *node_ip;          /* the node's address (status.hostIP, status.podIP) */
+    const char *netns_path;       /* the node's network namespace; NULL: the host's */
+    struct kl_devices *devices;   /* the node's device manager */
+    struct kube_client *kc;       /* shared; thread-safe */
+    const char *gpuop_exe;        /* absolute path of build/gpuop */
+    const char *sim_image_bin;    /* folder of the simulated images' programs */
+    const char *const *sim_env;   /* "K=V" the simulated hardware adds to every container
+                                   * (GPUOP_SIM_FLEET, GPUOP_SIM_STATE, GPUOP_SIM_ROOT,
+                                   * GPUOP_NVML_LIBRARY), NULL-terminated */
+    const char *const *sim_paths; /* bound at their own paths in every container (the fleet
+                                   * file, the node root); the node root read-write */
+    uint64_t backoff_base_ms;     /* 10000, doubling to backoff_max_ms */
+    uint64_t backoff_max_ms;      /* 300000 */
+    const char *api_server;       /* the URL pods reach the API server at, for their
+                                   * KUBERNETES_SERVICE_HOST/PORT (from inside the node's network
+                                   * namespace, the host's loopback is not the host); NULL: the
+                                   * client's server */
 };
 
 int kl_pods_new(const struct kl_pods_config *cfg, struct kl_pods **ret, struct err *e);

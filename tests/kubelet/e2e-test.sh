@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# End to end on simulated nodes that run the stack: kubesim, kubelet-sim with the mixed cluster
+# (sim/clusters/mixed.yaml: each node in its own network namespace with its own address and root)
+# and the node stack (sim/clusters/node-stack.yaml), every pod a process:
+#  - the simulated driver container loads the driver where no host driver is installed, and
+#    never runs on the host-driver node;
+#  - gpuop's device plugin registers with kubelet-sim: each node's allocatable nvidia.com/gpu (or
+#    MIG resources under the mixed strategy) matches its fleet;
+#  - a CUDA sample gets one GPU and completes; while it runs, the exporter, scraped at the node's
+#    own address, attributes it to the pod;
+#  - kubectl: get pods -o wide, describe node (Allocated resources), logs / logs --previous;
+#  - faults: a killed device-plugin process is restarted and re-registers (allocatable comes
+#    back); an injected XID lowers allocatable by one within 2 s.
+# Needs root (namespaces, a bridge); skips (77) saying so otherwise.
+set -uo pipefail
+B=${GPUOP_BUILD_ROOT:?}
+S=${GPUOP_SOURCE_ROOT:?}
+KUBECTL=${GPUOP_KUBECTL:-kubectl}
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces)"
+    exit 77
+fi
+T=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+    cleanup_addr
+    rm -rf "$T"
+}
+trap cleanup EXIT
+# The API server listens on an address of the host that only the host and its test namespaces
+# route to (kubectl sends no token over plain HTTP, so the address is what keeps it local).
+API_IP=198.18.255.1
+ip addr add "$API_IP/32" dev lo 2>/dev/null
+cleanup_addr() { ip addr del "$API_IP/32" dev lo 2>/dev/null; }
+fail() {
+    echo "FAIL: $*"
+    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
+    "$KUBECTL" get pods -A -o wide 2>/dev/null
+    exit 1
+}
+wait_for() { # SECONDS DESCRIPTION COMMAND...
+    local secs=$1 what=$2
+    shift 2
+    local end=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
+        sleep 0.2
+    done
+}
+k() { "$KUBECTL" "$@"; }
+
+"$B/kubesim" --kubeconfig-out "$T/kubeconfig" --listen "$API_IP:0" --allow-remote \
+    >"$T/kubesim.log" 2>&1 &
+pids+=($!)
+wait_for 10 "kubesim" test -s "$T/kubeconfig"
+export KUBECONFIG=$T/kubeconfig
+"$B/kubelet-sim" --cluster "$S/sim/clusters/mixed.yaml" --kubeconfig "$KUBECONFIG" \
+    --root-base "$T/roots" --bridge kle2e0 --subnet 198.18.200.0/24 --backoff-scale 0.01 \
+    --node-status-interval 1s >"$T/kubelet-sim.log" 2>&1 &
+KL=$!
+pids+=($KL)
+wait_for 30 "5 Ready nodes" sh -c "[ \$('$KUBECTL' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
+echo "ok: 5 nodes registered by kubelet-sim"
+
+k apply --validate=false -f "$S/sim/clusters/node-stack.yaml" >/dev/null || fail "apply the node stack"
+alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
+want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }
+wait_for 90 "dgx-h100-1 advertises 8 nvidia.com/gpu" want_alloc dgx-h100-1 nvidia.com/gpu 8
+wait_for 30 "dgx-h100-2 advertises 8 nvidia.com/gpu" want_alloc dgx-h100-2 nvidia.com/gpu 8
+wait_for 30 "l4-hostdriver-1 advertises its 4 L4" want_alloc l4-hostdriver-1 nvidia.com/gpu 4
+wait_for 30 "a100-mig-1 advertises its 2 full GPUs" want_alloc a100-mig-1 nvidia.com/gpu 2
+wait_for 30 "a100-mig-1 advertises 18 nvidia.com/mig-1g.10gb" want_alloc a100-mig-1 nvidia.com/mig-1g.10gb 18
+echo "ok: allocatable matches each fleet"
+
+# the driver container ran where no host driver is, never on the host-driver node
+drivers=$(k -n gpu-node-stack get pods -l app=nvidia-driver -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' ')
+[ "$drivers" = "a100-mig-1 dgx-h100-1 dgx-h100-2 " ] || fail "driver pods on: $drivers"
+[ -s "$T/roots/dgx-h100-1/sys/module/nvidia/version" ] || fail "no driver loaded on dgx-h100-1"
+echo "ok: driver pods on $drivers(none on l4-hostdriver-1, whose host driver stays)"
+
+k apply --validate=false -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"
+wait_for 30 "the CUDA sample runs" sh -c "[ \"\$('$KUBECTL' get pod cuda-vectoradd -o jsonpath='{.status.phase}')\" = Running ]"
+ip=$(k get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+wait_for 20 "the exporter at $ip:9400 attributes a GPU to pod cuda-vectoradd" \
+    sh -c "curl -sf http://$ip:9400/metrics | grep -q 'pod=\"cuda-vectoradd\"'"
+echo "ok: the exporter at the node's address ($ip) attributes the workload"
+k describe node dgx-h100-1 | grep -A12 "Allocated resources" | grep -q "nvidia.com/gpu *1 *1" ||
+    fail "describe node: nvidia.com/gpu 1 allocated"
+echo "ok: describe node shows the allocated GPU"
+wait_for 60 "the CUDA sample completes" sh -c "[ \"\$('$KUBECTL' get pod cuda-vectoradd -o jsonpath='{.status.phase}')\" = Succeeded ]"
+k logs cuda-vectoradd | grep -q "Test PASSED" || fail "the CUDA sample's log"
+echo "ok: the CUDA sample completed with its GPU (Test PASSED)"
+
+# faults: a killed device plugin comes back
+dp=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin --field-selector spec.nodeName=dgx-h100-2 -o jsonpath='{.items[0].metadata.name}')
+pkill -KILL -f "gpuop device-plugin" -n || true
+wait_for 30 "the killed device plugin restarts (restartCount 1)" sh -c "[ \"\$('$KUBECTL' -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{.items[*].status.containerStatuses[0].restartCount}' | tr ' ' '\n' | sort -n | tail -1)\" -ge 1 ]"
+echo "ok: a killed device-plugin process is restarted ($dp)"
+
+# an XID on one GPU of dgx-h100-2 lowers its allocatable within 2 s
+wait_for 30 "dgx-h100-2 back at 8" want_alloc dgx-h100-2 nvidia.com/gpu 8
+GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$T/roots/dgx-h100-2/var/lib/gpuop-sim/nvml \
+    "$B/gpuop" sim inject xid --gpu 3 --code 79 >/dev/null || fail "inject an XID"
+t0=$SECONDS
+wait_for 3 "dgx-h100-2 down to 7 after an XID" want_alloc dgx-h100-2 nvidia.com/gpu 7
+echo "ok: an injected XID lowered allocatable to 7 within $((SECONDS - t0)) s"
+
+kill -TERM "$KL"
+wait "$KL"
+rc=$?
+[ "$rc" = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
+ip link show kle2e0 >/dev/null 2>&1 && fail "the bridge is left after SIGTERM"
+ls /run/netns 2>/dev/null | grep -q "kl-dgx-h100-1" && fail "a namespace is left after SIGTERM"
+echo "ok: kubelet-sim stops on SIGTERM and removes its bridge and namespaces"
