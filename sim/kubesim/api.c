@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "ks-auth.h"
 #include "ks-http.h"
 #include "ks-openapi.h"
 
@@ -576,6 +577,9 @@ static bool sub_served(struct ks_type *t, const char *sub)
 static void handle_locked(struct ksim *ks, const struct ksim_request *req,
                           struct ksim_response *resp)
 {
+    _cleanup_(ks_ident_clear) struct ks_ident who;
+    if (!ks_auth_gate(ks, req, &who, resp))
+        return;
     if (ks_discovery(ks, req, resp) || ks_openapi(ks, req, resp))
         return;
     strlcpy_s(resp->verb, "unknown", sizeof(resp->verb));
@@ -590,6 +594,12 @@ static void handle_locked(struct ksim *ks, const struct ksim_request *req,
         respond_not_found_resource(resp);
         return;
     }
+    if (ks_auth_serves(t, rt.sub)) {
+        ks_auth_handle(ks, &who, req, t, rt.ns, rt.name, rt.sub, resp);
+        return;
+    }
+    if (!ks_auth_admit(ks, &who, req, t, rt.ns, rt.sub, resp))
+        return;
     struct ks_call c = {.ks = ks,
                         .req = req,
                         .resp = resp,

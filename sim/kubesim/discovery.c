@@ -28,6 +28,9 @@ static json_t *resource_list(struct ksim *ks, const char *group, const char *ver
             json_pack("{s:s,s:s,s:b,s:s,s:[ssssssss]}", "name", t->plural, "singularName",
                       t->singular, "namespaced", t->namespaced, "kind", t->kind, "verbs", "create",
                       "delete", "deletecollection", "get", "list", "patch", "update", "watch");
+        /* the access reviews, TokenReview, SelfSubjectReview: create only */
+        if (streq(t->group, "authorization.k8s.io") || streq(t->group, "authentication.k8s.io"))
+            json_object_set_new(r, "verbs", json_pack("[s]", "create"));
         if (t->short_names[0])
             json_object_set_new(r, "shortNames", csv_array(t->short_names));
         if (t->categories[0])
@@ -59,6 +62,11 @@ static json_t *resource_list(struct ksim *ks, const char *group, const char *ver
                 json_object_set_new(r2, "group", json_string("autoscaling"));
                 json_object_set_new(r2, "version", json_string("v1"));
                 json_object_set_new(r2, "verbs", json_pack("[sss]", "get", "patch", "update"));
+            }
+            if (streq(sn, "token")) {
+                json_object_set_new(r2, "kind", json_string("TokenRequest"));
+                json_object_set_new(r2, "group", json_string("authentication.k8s.io"));
+                json_object_set_new(r2, "version", json_string("v1"));
             }
             if (streq(sn, "eviction")) {
                 json_object_set_new(r2, "group", json_string("policy"));

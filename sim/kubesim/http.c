@@ -73,6 +73,8 @@ json_t *ks_parse_body(struct ksim *ks, const struct ksim_request *req, bool want
     if (ct && str_has_prefix(ct, "application/vnd.kubernetes.protobuf")) {
         const char *kind;
         v = ks_pb_decode(req->body, req->body_len, &kind);
+        if (!v)
+            v = ks_pb_decode_auth(req->body, req->body_len);
         if (v)
             return v;
     }

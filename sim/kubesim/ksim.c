@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "ks-auth.h"
 #include "ks-controllers.h"
 #include "prom.h"
 
@@ -50,6 +51,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     ks->pod_born = json_object();
     ks->pod_dying = json_object();
     ks_types_init(ks);
+    ks_auth_init(ks);
     static const char *const nss[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
     for (size_t i = 0; i < ARRAY_SIZE(nss); i++) {
         json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
@@ -71,6 +73,8 @@ void ksim_free(struct ksim *ks)
     json_decref(ks->pdb_disrupted);
     json_decref(ks->pod_born);
     json_decref(ks->pod_dying);
+    free(ks->admin_token);
+    json_decref(ks->sa_tokens);
     pthread_mutex_destroy(&ks->lock);
     pthread_cond_destroy(&ks->changed);
     free(ks);

@@ -13,4 +13,13 @@
  * *ret_kind is the envelope's kind when there was one. */
 json_t *ks_pb_decode(const char *body, size_t blen, const char **ret_kind);
 
+/* One field of a message at *p (advanced past it): 1 read, 0 at the end, -1 malformed. A
+ * length-delimited field's bytes are data/len, a varint's value val. */
+int ks_pb_next(const unsigned char **p, const unsigned char *end, uint64_t *field, int *wire,
+               const unsigned char **data, size_t *len, uint64_t *val);
+
+/* The same for the authentication and authorization kinds clients create (TokenRequest,
+ * TokenReview, SelfSubjectReview, the access reviews, SelfSubjectRulesReview): pb-auth.c. */
+json_t *ks_pb_decode_auth(const char *body, size_t blen);
+
 #endif

@@ -21,6 +21,21 @@
 struct ksim;
 struct ksim_watch;
 
+/* Who may do what (the API server's --authorization-mode and its authenticators). */
+enum ksim_authz {
+    /* No authentication: every request acts as the admin (the core's tests, fuzzing). */
+    KSIM_AUTHZ_OFF = 0,
+    /* Bearer tokens authenticate (401 on an unknown one); everyone is allowed everything. */
+    KSIM_AUTHZ_ALWAYS_ALLOW,
+    /* Bearer tokens authenticate; RBAC over the stored Roles, ClusterRoles and bindings
+     * decides (403); system:masters bypasses it. */
+    KSIM_AUTHZ_RBAC,
+};
+
+/* The static admin identity: the --token / kubeconfig credential. */
+#define KSIM_ADMIN_USER  "kubesim-admin"
+#define KSIM_ADMIN_GROUP "system:masters"
+
 struct ksim_opts {
     uint64_t watch_retention_ms; /* events older than this are compacted (410 below them) */
     uint64_t pod_ready_delay_ms; /* scheduled pods turn Running+Ready after this */
@@ -36,6 +51,13 @@ struct ksim_opts {
     /* Clock (wall, ms since the epoch); NULL uses the real one. Tests inject their own. */
     uint64_t (*now_ms)(void *ctx);
     void *clock_ctx;
+    enum ksim_authz authz;
+    /* Bearer token of KSIM_ADMIN_USER (groups system:masters, system:authenticated); NULL:
+     * none. Copied. */
+    const char *admin_token;
+    /* A request without credentials acts as the admin (kubesim without --token, as the old
+     * API servers' insecure port); false: 401. Bad credentials are 401 either way. */
+    bool anonymous_admin;
 };
 
 void ksim_opts_default(struct ksim_opts *o);
@@ -51,6 +73,11 @@ struct ksim_request {
     const char *accept;
     const char *body;
     size_t body_len;
+    const char *authorization; /* the Authorization header; NULL: none */
+    /* Impersonate-User and each Impersonate-Group header (kubectl --as, --as-group) */
+    const char *impersonate_user;
+    const char *const *impersonate_groups;
+    size_t n_impersonate_groups;
 };
 
 /* Where the shell gets a response body from: a kubelet's HTTP endpoint (pods/log on a node a
@@ -86,6 +113,9 @@ struct ksim_response {
 /* Handles one request. Never fails: every problem becomes a Status response. */
 void ksim_handle(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
 void ksim_response_free(struct ksim_response *resp);
+/* Authenticates and authorizes a request the shell serves itself (/metrics, a non-resource
+ * URL): true to serve it; false with the 401 or 403 Status in resp (free it). */
+bool ksim_allowed(struct ksim *ks, const struct ksim_request *req, struct ksim_response *resp);
 /* A kubelet's answer other than 2xx (its body, len bytes) as the Status the API server makes of
  * it: 400 BadRequest with the kubelet's text, 404 NotFound "the server could not find the
  * requested resource ( pods/log P)", ... resp is overwritten (free it). */

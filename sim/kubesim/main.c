@@ -18,11 +18,11 @@
 #include "prom.h"
 #include "svc.h"
 
-#define KS_COMPONENT "kubesim"
+#define KS_COMPONENT        "kubesim"
+#define KS_OPEN_ADMIN_TOKEN "kubesim-admin"
 
 struct shell {
     struct ksim *ks;
-    const char *token;
     size_t max_body;
     pthread_mutex_t mlock;
     json_t *counters; /* "verb\x1fresource\x1fcode" -> count */
@@ -148,6 +148,28 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* The Impersonate-User header and up to 16 Impersonate-Group headers (kubectl --as and
+ * --as-group); the strings are the connection's. */
+struct impersonation {
+    const char *user;
+    const char *groups[16];
+    size_t n_groups;
+};
+
+static enum MHD_Result collect_impersonation(void *cls, enum MHD_ValueKind kind, const char *key,
+                                             const char *value)
+{
+    (void)kind;
+    struct impersonation *imp = cls;
+    if (!value)
+        return MHD_YES;
+    if (strcasecmp(key, "Impersonate-User") == 0)
+        imp->user = value;
+    else if (strcasecmp(key, "Impersonate-Group") == 0 && imp->n_groups < ARRAY_SIZE(imp->groups))
+        imp->groups[imp->n_groups++] = value;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -167,18 +189,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (sh->token && !streq(url, "/healthz") && !streq(url, "/livez") && !streq(url, "/readyz")) {
-        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        bool ok = auth && str_has_prefix(auth, "Bearer ") && streq(auth + 7, sh->token);
-        if (!ok) {
-            count_request(sh, "unknown", "unknown", 401);
-            char *b = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-                              "\"status\":\"Failure\",\"message\":\"Unauthorized\",\"reason\":"
-                              "\"Unauthorized\",\"code\":401}");
-            return send_text(c, 401, "application/json", b, strlen(b));
-        }
-    }
+    struct impersonation imp = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_impersonation, &imp);
+    struct ksim_request auth_req = {
+        .method = method,
+        .path = url,
+        .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+        .impersonate_user = imp.user,
+        .impersonate_groups = imp.groups,
+        .n_impersonate_groups = imp.n_groups,
+    };
     if (streq(url, "/metrics") && streq(method, "GET")) {
+        struct ksim_response denied;
+        if (!ksim_allowed(sh->ks, &auth_req, &denied)) {
+            count_request(sh, "unknown", "unknown", denied.code);
+            char *b = steal_ptr(&denied.body);
+            return send_text(c, denied.code, "application/json", b ? b : xstrdup(""),
+                             b ? denied.body_len : 0);
+        }
         struct sbuf out;
         sbuf_init(&out, 64u << 20);
         if (metrics_text(sh, &out) < 0) {
@@ -204,6 +232,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct ksim_request req = {
         .method = method,
         .path = url,
+        .authorization = auth_req.authorization,
+        .impersonate_user = imp.user,
+        .impersonate_groups = imp.groups,
+        .n_impersonate_groups = imp.n_groups,
         .query = q.data ? q.data : "",
         .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
         .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
@@ -469,6 +501,7 @@ struct kubesim {
     const char *node_template;
     bool tls;
     const char *token;
+    const char *authorization_mode;
     uint64_t watch_retention_ms;
     uint64_t pod_ready_delay_ms;
     uint64_t bookmark_interval_ms;
@@ -484,6 +517,14 @@ static int check_token(const void *dst, const char *source, struct err *e)
     const char *t = *(const char *const *)dst;
     if (!t[0])
         return err_set(e, -EINVAL, "%s: must not be empty", source);
+    return 0;
+}
+
+static int check_authz_mode(const void *dst, const char *source, struct err *e)
+{
+    const char *m = *(const char *const *)dst;
+    if (!streq(m, "RBAC") && !streq(m, "AlwaysAllow"))
+        return err_set(e, -EINVAL, "%s: expected RBAC or AlwaysAllow", source);
     return 0;
 }
 
@@ -532,7 +573,14 @@ static const struct svc_option kubesim_options[] = {
      KS_OPT(token),
      .check = check_token,
      .metavar = "TOKEN",
-     .help = "require 'Authorization: Bearer TOKEN'"},
+     .help = "require 'Authorization: Bearer TOKEN' (the admin's, in system:masters)"},
+    {.flag = "authorization-mode",
+     .kind = SVC_STRING,
+     KS_OPT(authorization_mode),
+     .check = check_authz_mode,
+     .metavar = "MODE",
+     .help = "RBAC (default: Roles and bindings decide, system:masters may do anything) or "
+             "AlwaysAllow"},
     {.flag = "watch-retention",
      .kind = SVC_DURATION,
      KS_OPT(watch_retention_ms),
@@ -572,6 +620,7 @@ static void kubesim_defaults(void *state)
     struct ksim_opts ko;
     ksim_opts_default(&ko);
     k->listen = "127.0.0.1:0";
+    k->authorization_mode = "RBAC";
     k->watch_retention_ms = ko.watch_retention_ms;
     k->pod_ready_delay_ms = ko.pod_ready_delay_ms;
     k->bookmark_interval_ms = ko.bookmark_interval_ms;
@@ -641,7 +690,7 @@ static struct MHD_Daemon *start_http(struct shell *sh, const struct sockaddr_in 
 
 /* Serves until the stop token fires: the controller thread reconciles, the main thread waits. */
 static int serve(struct svc *s, struct shell *sh, struct MHD_Daemon *d, const char *ca_pem,
-                 struct err *e)
+                 const char *token, struct err *e)
 {
     struct kubesim *k = svc_state(s);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -650,7 +699,7 @@ static int serve(struct svc *s, struct shell *sh, struct MHD_Daemon *d, const ch
     inet_ntop(AF_INET, &k->sa.sin_addr, ipbuf, sizeof(ipbuf));
     char server[128];
     snprintf(server, sizeof(server), "%s://%s:%u", k->tls ? "https" : "http", ipbuf, port);
-    if (k->kubeconfig_out && write_kubeconfig(k->kubeconfig_out, server, ca_pem, k->token, e) < 0)
+    if (k->kubeconfig_out && write_kubeconfig(k->kubeconfig_out, server, ca_pem, token, e) < 0)
         return err_prefix(e, "--kubeconfig-out");
     printf("kubesim: serving %s\n", server);
     fflush(stdout);
@@ -676,6 +725,13 @@ static int kubesim_run(struct svc *s, struct err *e)
     ko.bookmark_interval_ms = k->bookmark_interval_ms ? k->bookmark_interval_ms : 1;
     ko.max_body = (size_t)k->max_body;
     ko.initial_rv = now_ms_real();
+    ko.authz =
+        streq(k->authorization_mode, "AlwaysAllow") ? KSIM_AUTHZ_ALWAYS_ALLOW : KSIM_AUTHZ_RBAC;
+    /* Without --token the server is open (no credentials: the admin, as before) and the
+     * kubeconfig carries a well-known admin token: it hides nothing the open server does not
+     * give away, and a client keeps working across a restart. */
+    ko.admin_token = k->token ? k->token : KS_OPEN_ADMIN_TOKEN;
+    ko.anonymous_admin = !k->token;
     _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
     int r = k->nodes ? make_nodes(ks, k->nodes, k->node_template, e) : 0;
     for (size_t i = 0; r == 0 && i < k->loads.n; i++)
@@ -691,14 +747,14 @@ static int kubesim_run(struct svc *s, struct err *e)
         if (ks_tls_generate(&cert, e) < 0)
             return err_prefix(e, "--tls");
     }
-    struct shell sh = {.ks = ks, .token = k->token, .max_body = ko.max_body, .stop = svc_stop(s)};
+    struct shell sh = {.ks = ks, .max_body = ko.max_body, .stop = svc_stop(s)};
     pthread_mutex_init(&sh.mlock, NULL);
     sh.counters = json_object();
     struct MHD_Daemon *d = start_http(&sh, &k->sa, cert);
     if (!d)
         r = err_set(e, -EADDRNOTAVAIL, "listen on %s: cannot start the HTTP server", k->listen);
     else
-        r = serve(s, &sh, d, cert ? cert->ca_pem : NULL, e);
+        r = serve(s, &sh, d, cert ? cert->ca_pem : NULL, ko.admin_token, e);
     ksim_shutdown(ks);
     if (d)
         MHD_stop_daemon(d);

@@ -62,9 +62,8 @@ static bool pb_field(const unsigned char *buf, size_t len, uint64_t want, const 
 
 /* ---- protobuf request bodies: the kinds kubectl's typed client creates -------------------- */
 
-/* One field of a message: 1 read, 0 at the end, -1 malformed. */
-static int pb_next(const unsigned char **p, const unsigned char *end, uint64_t *field, int *wire,
-                   const unsigned char **data, size_t *len, uint64_t *val)
+int ks_pb_next(const unsigned char **p, const unsigned char *end, uint64_t *field, int *wire,
+               const unsigned char **data, size_t *len, uint64_t *val)
 {
     if (*p >= end)
         return 0;
@@ -114,7 +113,7 @@ static int pb_map_entry(const unsigned char *d, size_t n, bool bytes, json_t *ob
     uint64_t f, v;
     int w, r;
     json_t *key = NULL, *val = NULL;
-    while ((r = pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
+    while ((r = ks_pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
         if (w != 2)
             continue;
         json_t **slot = f == 1 ? &key : f == 2 ? &val : NULL;
@@ -146,7 +145,7 @@ static int pb_meta(const unsigned char *d, size_t n, json_t *meta)
     size_t len;
     uint64_t f, v;
     int w, r;
-    while ((r = pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
+    while ((r = ks_pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
         if (w != 2)
             continue;
         if (f == 1 || f == 2 || f == 3) {
@@ -207,7 +206,7 @@ json_t *ks_pb_decode(const char *body, size_t blen, const char **ret_kind)
     size_t len;
     uint64_t f, v;
     int w, r;
-    while ((r = pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
+    while ((r = ks_pb_next(&p, end, &f, &w, &data, &len, &v)) > 0) {
         if (f == 1 && w == 2) {
             if (pb_meta(data, len, json_object_get(obj, "metadata")) < 0)
                 r = -1;
@@ -217,7 +216,7 @@ json_t *ks_pb_decode(const char *body, size_t blen, const char **ret_kind)
             uint64_t f2, v2;
             int w2;
             json_t *fin = json_array();
-            while (pb_next(&q, qe, &f2, &w2, &d2, &l2, &v2) > 0)
+            while (ks_pb_next(&q, qe, &f2, &w2, &d2, &l2, &v2) > 0)
                 if (f2 == 1 && w2 == 2)
                     json_array_append_new(fin, pb_string(d2, l2) ?: json_string(""));
             json_object_set_new(obj, "spec", json_pack("{s:o}", "finalizers", fin));

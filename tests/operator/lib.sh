@@ -35,3 +35,13 @@ start_kubesim() {
     wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
     export KUBECONFIG=$T/kubeconfig
 }
+# sa_kubeconfig OUT [NS NAME]: KUBECONFIG (the admin's) with the token of a ServiceAccount
+# (default the operator's shipped gpu-operator/gpu-operator, deploy/rbac/operator.yaml) from
+# the TokenRequest API, for running the operator under its own RBAC.
+sa_kubeconfig() {
+    local out=$1 ns=${2:-gpu-operator} sa=${3:-gpu-operator} tok
+    tok=$(kubectl --request-timeout=10s create token "$sa" -n "$ns" --duration=24h) ||
+        fail "no token for ServiceAccount $ns/$sa"
+    sed "s|^    token: .*|    token: $tok|" "$KUBECONFIG" >"$out"
+    grep -q "token: $tok" "$out" || fail "no token line in $KUBECONFIG"
+}

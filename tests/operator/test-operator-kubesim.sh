@@ -19,9 +19,12 @@ SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.y
 
 . "$S/tests/operator/lib.sh"
 
-start_kubesim --pod-ready-delay 200ms
+# The operator runs under its shipped ServiceAccount and RBAC, enforced by kubesim.
+start_kubesim --pod-ready-delay 200ms --load "$S/deploy/rbac/operator.yaml"
 K="$KUBECTL --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
+OPKC=$T/operator.kubeconfig
+sa_kubeconfig "$OPKC"
 SERVER=$(grep -m1 'server:' "$T/kubeconfig" | awk '{print $2}')
 
 writes() { # write calls kubesim has served, leases and events excluded
@@ -36,7 +39,7 @@ start_operator() { # name port [flags...]
     local name=$1 port=$2
     shift 2
     # shellcheck disable=SC2086
-    "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator \
+    "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator \
         --operand-image gpuop:test --metrics-listen "127.0.0.1:$port" --identity "$name" \
         $LEADER_FLAGS "$@" >"$T/$name.log" 2>&1 &
     pids+=($!)
@@ -182,12 +185,14 @@ wait "$PID_op3" 2>/dev/null || true
 # another replica can start: 100 new GPU nodes labelled at 10 writes/s, the lease taken over
 # after the first few labels.
 "$B/kubesim" --nodes 100 --node-template "$S/bench/operator/node-template.yaml" \
-    --kubeconfig-out "$T/kc2" >"$T/kubesim2.log" 2>&1 &
+    --load "$S/deploy/rbac/operator.yaml" --kubeconfig-out "$T/kc2" >"$T/kubesim2.log" 2>&1 &
 pids+=($!)
 wait_for 10 "kubesim 2 kubeconfig" test -s "$T/kc2"
 export KUBECONFIG=$T/kc2
 SERVER=$(grep -m1 'server:' "$T/kc2" | awk '{print $2}')
 wait_for 10 "kubesim 2 answering" $K get nodes
+OPKC=$T/operator2.kubeconfig
+sa_kubeconfig "$OPKC"
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n' | $K apply -f - >/dev/null
 $K apply -f "$S/deploy/crds/" >/dev/null
 $K apply -f "$SAMPLE" >/dev/null

@@ -108,6 +108,8 @@ struct ksim {
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
     size_t pod_budget;     /* pods the controllers may still create in this reconcile */
     bool more_work;        /* a controller stopped at its budget: reconcile again soon */
+    char *admin_token;     /* NULL: none (opts.admin_token, copied) */
+    json_t *sa_tokens;     /* ServiceAccount token -> {ns, name, uid, exp, podName, podUid} */
 };
 
 /* ---- helpers.c: pure predicates over objects (JSON paths and metadata: kobj.h) ------------- */
