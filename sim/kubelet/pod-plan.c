@@ -47,51 +47,6 @@ void kl_go_duration(uint64_t ms, char *buf, size_t n)
         snprintf(buf, n, "%s", secs);
 }
 
-int kl_quantity_milli(const char *s, int64_t *ret)
-{
-    bool neg;
-    if (!s || !kobj_valid_quantity(s, &neg))
-        return -EINVAL;
-    char *end = NULL;
-    errno = 0;
-    long double v = strtold(s, &end);
-    if (errno || end == s)
-        return -EINVAL;
-    static const struct {
-        const char *sfx;
-        long double mul;
-    } sfx[] = {
-        {"Ki", 1024.0L},
-        {"Mi", 1048576.0L},
-        {"Gi", 1073741824.0L},
-        {"Ti", 1099511627776.0L},
-        {"Pi", 1125899906842624.0L},
-        {"Ei", 1152921504606846976.0L},
-        {"n", 1e-9L},
-        {"u", 1e-6L},
-        {"m", 1e-3L},
-        {"", 1.0L},
-        {"k", 1e3L},
-        {"M", 1e6L},
-        {"G", 1e9L},
-        {"T", 1e12L},
-        {"P", 1e15L},
-        {"E", 1e18L},
-    };
-    /* strtold took an exponent ("2e3") already; what remains is a suffix or nothing */
-    long double mul = -1;
-    for (size_t i = 0; i < ARRAY_SIZE(sfx); i++)
-        if (strcmp(end, sfx[i].sfx) == 0)
-            mul = sfx[i].mul;
-    if (mul < 0)
-        return -EINVAL;
-    long double milli = ceill(v * mul * 1000.0L);
-    if (milli > 9.2e18L || milli < -9.2e18L)
-        return -ERANGE;
-    *ret = (int64_t)milli;
-    return 0;
-}
-
 static const json_t *arr(const json_t *v, const char *path)
 {
     json_t *a = kobj_path(v, path);
@@ -161,8 +116,8 @@ static bool qos_ctr(const json_t *c, bool *any, bool *guaranteed)
     for (size_t i = 0; i < ARRAY_SIZE(res); i++) {
         const char *r = kobj_str(req, res[i]), *l = kobj_str(lim, res[i]);
         int64_t rv = 0, lv = 0;
-        bool has_r = r && kl_quantity_milli(r, &rv) == 0 && rv != 0;
-        bool has_l = l && kl_quantity_milli(l, &lv) == 0 && lv != 0;
+        bool has_r = r && kobj_quantity_milli(r, &rv) == 0 && rv != 0;
+        bool has_l = l && kobj_quantity_milli(l, &lv) == 0 && lv != 0;
         if (has_r || has_l)
             *any = true;
         if (!has_l || (has_r && rv != lv))

@@ -275,7 +275,7 @@ int kl_resource_field_ref(const struct kl_spec_input *in, const json_t *c, const
         q = kobj_str(kobj_path(c, "resources.limits"), name);
     int64_t milli = 0;
     if (q) {
-        if (kl_quantity_milli(q, &milli) < 0)
+        if (kobj_quantity_milli(q, &milli) < 0)
             return err_set(e, -EINVAL, "%s: \"%s\" is not a quantity", res, q);
     } else if (limits) {
         /* no limit: the node's allocatable, as the kubelet fills it in */
@@ -287,7 +287,7 @@ int kl_resource_field_ref(const struct kl_spec_input *in, const json_t *c, const
     if (!dv && json_is_integer(dj))
         dv = dnum = xasprintf("%lld", (long long)json_integer_value(dj));
     int64_t div = 1000;
-    if (dv && (kl_quantity_milli(dv, &div) < 0 || div <= 0))
+    if (dv && (kobj_quantity_milli(dv, &div) < 0 || div <= 0))
         return err_set(e, -EINVAL, "%s: divisor \"%s\" is not a positive quantity", res, dv);
     int64_t v = milli / div + (milli % div != 0);
     if (cpu && v == 0 && !limits && milli == 0)

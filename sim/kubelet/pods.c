@@ -285,7 +285,7 @@ static json_t *device_requests(const json_t *spec)
         int64_t n = 0;
         if (json_is_integer(v))
             n = json_integer_value(v);
-        else if (json_is_string(v) && kl_quantity_milli(json_string_value(v), &n) == 0)
+        else if (json_is_string(v) && kobj_quantity_milli(json_string_value(v), &n) == 0)
             n /= 1000;
         if (n > 0)
             json_object_set_new(req, k, json_integer(n));

@@ -67,49 +67,18 @@ int ks_quantity_milli(json_t *v, int64_t *ret)
         *ret = i > INT64_MAX / 1000 ? INT64_MAX : (int64_t)i * 1000;
         return 0;
     }
-    long double x;
     if (json_is_real(v)) {
-        x = (long double)json_real_value(v);
-    } else {
-        const char *s = json_string_value(v);
-        bool neg = false;
-        if (!s || !kobj_valid_quantity(s, &neg) || neg)
+        long double x = (long double)json_real_value(v);
+        if (!(x >= 0))
             return -EINVAL;
-        char *end = NULL;
-        x = strtold(s, &end);
-        if (!end || end == s)
-            return -EINVAL;
-        static const struct {
-            const char *suffix;
-            long double mult;
-        } si[] = {{"Ki", 1024.0L},
-                  {"Mi", 1048576.0L},
-                  {"Gi", 1073741824.0L},
-                  {"Ti", 1099511627776.0L},
-                  {"Pi", 1125899906842624.0L},
-                  {"Ei", 1152921504606846976.0L},
-                  {"n", 1e-9L},
-                  {"u", 1e-6L},
-                  {"m", 1e-3L},
-                  {"k", 1e3L},
-                  {"M", 1e6L},
-                  {"G", 1e9L},
-                  {"T", 1e12L},
-                  {"P", 1e15L},
-                  {"E", 1e18L}};
-        /* strtold took an exponent already ("1e3"); what is left is a suffix or nothing */
-        for (size_t i = 0; *end && i < ARRAY_SIZE(si); i++)
-            if (streq(end, si[i].suffix)) {
-                x *= si[i].mult;
-                end += strlen(end);
-            }
-        if (*end)
-            return -EINVAL;
+        x = ceill(x * 1000.0L - 1e-9L);
+        *ret = x >= (long double)INT64_MAX ? INT64_MAX : (int64_t)x;
+        return 0;
     }
-    if (!(x >= 0))
+    int64_t m;
+    if (kobj_quantity_milli(json_string_value(v), &m) < 0 || m < 0)
         return -EINVAL;
-    x = ceill(x * 1000.0L - 1e-9L);
-    *ret = x >= (long double)INT64_MAX ? INT64_MAX : (int64_t)x;
+    *ret = m;
     return 0;
 }
 

@@ -96,6 +96,9 @@ bool kobj_valid_iana_svc_name(const char *s);
 /* resource.Quantity syntax: [+-]? decimal, then one binary or decimal SI suffix or an exponent.
  * *ret_negative (may be NULL), on success: whether the value is below zero ("-0" is not). */
 bool kobj_valid_quantity(const char *s, bool *ret_negative);
+/* A quantity string in thousandths, rounded up ("100m" -> 100, "1Gi" -> 1073741824000, "-2" ->
+ * -2000), saturating at the int64 range. -EINVAL for what kobj_valid_quantity refuses. */
+int kobj_quantity_milli(const char *s, int64_t *ret);
 /* A percent string of an int-or-string field: [0-9]+%. */
 bool kobj_valid_percent(const char *s);
 

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The API server's syntax rules for names, labels, quantities and percentages (kobj.h). */
 #include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kobj.h"
@@ -131,4 +134,52 @@ bool kobj_valid_percent(const char *s)
 {
     size_t digits = strspn(s, "0123456789");
     return digits > 0 && strcmp(s + digits, "%") == 0;
+}
+
+int kobj_quantity_milli(const char *s, int64_t *ret)
+{
+    bool neg;
+    if (!s || !kobj_valid_quantity(s, &neg))
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long double v = strtold(s, &end);
+    if (errno || end == s)
+        return -EINVAL;
+    static const struct {
+        const char *sfx;
+        long double mul;
+    } sfx[] = {
+        {"Ki", 1024.0L},
+        {"Mi", 1048576.0L},
+        {"Gi", 1073741824.0L},
+        {"Ti", 1099511627776.0L},
+        {"Pi", 1125899906842624.0L},
+        {"Ei", 1152921504606846976.0L},
+        {"n", 1e-9L},
+        {"u", 1e-6L},
+        {"m", 1e-3L},
+        {"", 1.0L},
+        {"k", 1e3L},
+        {"M", 1e6L},
+        {"G", 1e9L},
+        {"T", 1e12L},
+        {"P", 1e15L},
+        {"E", 1e18L},
+    };
+    /* strtold took an exponent ("2e3") already; what remains is a suffix or nothing */
+    long double mul = -1;
+    for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++)
+        if (strcmp(end, sfx[i].sfx) == 0)
+            mul = sfx[i].mul;
+    if (mul < 0)
+        return -EINVAL;
+    long double milli = ceill(v * mul * 1000.0L - 1e-9L);
+    if (milli >= (long double)INT64_MAX)
+        *ret = INT64_MAX;
+    else if (milli <= (long double)INT64_MIN)
+        *ret = INT64_MIN;
+    else
+        *ret = (int64_t)milli;
+    return 0;
 }

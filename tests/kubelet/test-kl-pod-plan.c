@@ -690,12 +690,12 @@ static void test_quantity(void **state)
              {"0.1m", 1}};
     for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
         int64_t v = 0;
-        assert_int_equal(kl_quantity_milli(t[i].s, &v), 0);
+        assert_int_equal(kobj_quantity_milli(t[i].s, &v), 0);
         assert_int_equal(v, t[i].milli);
     }
     int64_t v;
-    assert_int_equal(kl_quantity_milli("1x", &v), -EINVAL);
-    assert_int_equal(kl_quantity_milli("", &v), -EINVAL);
+    assert_int_equal(kobj_quantity_milli("1x", &v), -EINVAL);
+    assert_int_equal(kobj_quantity_milli("", &v), -EINVAL);
 }
 
 static void test_bad_input(void **state)

@@ -157,10 +157,6 @@ const json_t *kl_probe_spec(const json_t *container, enum kl_probe_kind kind);
 /* Go's time.Duration.String() of whole milliseconds: "10s", "1m20s", "5m0s", "100ms". */
 void kl_go_duration(uint64_t ms, char *buf, size_t n);
 
-/* A resource quantity ("100m", "1.5Gi", "2e3") as thousandths of a unit, rounded up.
- * -EINVAL (not a quantity) or -ERANGE. */
-int kl_quantity_milli(const char *s, int64_t *ret);
-
 /* BestEffort, Burstable or Guaranteed, as the API server and kubelet compute it. */
 const char *kl_pod_qos_class(const json_t *pod);
 
