@@ -9,9 +9,10 @@
 #    MIG resources under the mixed strategy) matches its fleet;
 #  - a CUDA sample gets one GPU and completes; while it runs, the exporter, scraped at the node's
 #    own address, attributes it to the pod;
-#  - kubectl: get pods -o wide, describe node (Allocated resources), logs / logs --previous;
-#  - faults: a killed device-plugin process is restarted and re-registers (allocatable comes
-#    back); an injected XID lowers allocatable by one within 2 s.
+#  - kubectl: describe node (Allocated resources), logs, and logs --previous after a crash;
+#  - faults: deleting the driver pod while the workload holds a GPU shows the refused unload and
+#    leaves the GPUs working; a killed device-plugin process is restarted and re-registers
+#    (allocatable comes back); an injected XID lowers allocatable by one within 2 s.
 # Needs root (namespaces, a bridge); skips (77) saying so otherwise.
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
@@ -90,6 +91,15 @@ echo "ok: the exporter at the node's address ($ip) attributes the workload"
 k describe node dgx-h100-1 | grep -A12 "Allocated resources" | grep -q "nvidia.com/gpu *1 *1" ||
     fail "describe node: nvidia.com/gpu 1 allocated"
 echo "ok: describe node shows the allocated GPU"
+
+# deleting the driver pod while the workload holds a GPU: the unload is refused, the GPUs work on
+drv=$(k -n gpu-node-stack get pods -l app=nvidia-driver --field-selector spec.nodeName=dgx-h100-1 -o jsonpath='{.items[0].metadata.name}')
+k -n gpu-node-stack delete pod "$drv" --wait=true --timeout=60s >/dev/null || fail "delete the driver pod $drv"
+grep -rq "Module nvidia is in use" "$T/roots/dgx-h100-1/var/log/pods/"gpu-node-stack_"$drv"_*/ ||
+    fail "the deleted driver pod's log does not show the refused unload"
+[ -s "$T/roots/dgx-h100-1/sys/module/nvidia/version" ] || fail "the driver was unloaded under a workload"
+want_alloc dgx-h100-1 nvidia.com/gpu 8 || fail "dgx-h100-1 lost GPUs when its driver pod went"
+echo "ok: deleting the driver pod under a workload: unload refused (module in use), GPUs still advertised"
 wait_for 60 "the CUDA sample completes" sh -c "[ \"\$('$KUBECTL' get pod cuda-vectoradd -o jsonpath='{.status.phase}')\" = Succeeded ]"
 k logs cuda-vectoradd | grep -q "Test PASSED" || fail "the CUDA sample's log"
 echo "ok: the CUDA sample completed with its GPU (Test PASSED)"
@@ -99,6 +109,10 @@ dp=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin --field-selector sp
 pkill -KILL -f "gpuop device-plugin" -n || true
 wait_for 30 "the killed device plugin restarts (restartCount 1)" sh -c "[ \"\$('$KUBECTL' -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{.items[*].status.containerStatuses[0].restartCount}' | tr ' ' '\n' | sort -n | tail -1)\" -ge 1 ]"
 echo "ok: a killed device-plugin process is restarted ($dp)"
+restarted=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount}{"\n"}{end}' | awk '$2 >= 1 {print $1; exit}')
+k -n gpu-node-stack logs "$restarted" --previous | grep -q "device-plugin" ||
+    fail "kubectl logs --previous of $restarted (through kubesim to kubelet-sim)"
+echo "ok: kubectl logs --previous shows the killed plugin's log ($restarted)"
 
 # an XID on one GPU of dgx-h100-2 lowers its allocatable within 2 s
 wait_for 30 "dgx-h100-2 back at 8" want_alloc dgx-h100-2 nvidia.com/gpu 8
