@@ -106,7 +106,14 @@ echo "ok: the CUDA sample completed with its GPU (Test PASSED)"
 
 # faults: a killed device plugin comes back
 dp=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin --field-selector spec.nodeName=dgx-h100-2 -o jsonpath='{.items[0].metadata.name}')
-pkill -KILL -f "gpuop device-plugin" -n || true
+# the plugin's process on dgx-h100-2: the one whose simulated hardware is that node's root
+dp_pid=
+for pid in $(pgrep -f "gpuop device-plugin"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "GPUOP_SIM_ROOT=$T/roots/dgx-h100-2" &&
+        dp_pid=$pid
+done
+[ -n "$dp_pid" ] || fail "no device-plugin process of dgx-h100-2"
+kill -KILL "$dp_pid"
 wait_for 30 "the killed device plugin restarts (restartCount 1)" sh -c "[ \"\$('$KUBECTL' -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{.items[*].status.containerStatuses[0].restartCount}' | tr ' ' '\n' | sort -n | tail -1)\" -ge 1 ]"
 echo "ok: a killed device-plugin process is restarted ($dp)"
 restarted=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount}{"\n"}{end}' | awk '$2 >= 1 {print $1; exit}')
