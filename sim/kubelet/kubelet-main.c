@@ -25,9 +25,6 @@
 #define KL_BACKOFF_BASE_MS  10000.0
 #define KL_BACKOFF_MAX_MS   300000.0
 
-#pragma weak kl_net_new
-#pragma weak kl_net_free
-
 struct kubelet_sim {
     const char *cluster_path, *kubeconfig, *subnet, *bridge, *root_base, *backoff_scale;
     const char *gpuop_exe, *sim_image_bin, *nvml_library, *pod_api_server;
@@ -239,8 +236,6 @@ static int kl_configure(struct svc *s, struct err *e)
     k->exe_dir = xstrdup(self);
     if (!k->no_netns && geteuid() != 0)
         return err_set(e, -EPERM, "network namespaces need root: run as root, or with --no-netns");
-    if (!k->no_netns && !kl_net_new)
-        return err_set(e, -ENOSYS, "network namespaces are not built in: use --no-netns");
     if (k->no_netns && k->kubelet_port + c->n_nodes > 65535)
         return err_set(e, -ERANGE, "--kubelet-port: %u + %zu nodes passes 65535", k->kubelet_port,
                        c->n_nodes);

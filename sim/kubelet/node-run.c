@@ -29,19 +29,6 @@
 #define KL_HTTP_CONN_MAX  64u
 #define KL_FEATURES_FILES 64
 
-/*
- * The other parts of kubelet-sim (network, device manager, pod workers) are referenced weakly
- * and the binary links the whole module, so the shell builds and runs (as a Node keeper) with
- * whichever parts are present; a missing part is logged once at start.
- */
-#pragma weak kl_net_add_node
-#pragma weak kl_devices_new
-#pragma weak kl_devices_free
-#pragma weak kl_devices_resources
-#pragma weak kl_pods_new
-#pragma weak kl_pods_free
-#pragma weak kl_pods_log_path
-
 struct kl_node {
     struct kl_node_config cfg;
     const struct kl_node_spec *spec;
@@ -525,11 +512,6 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     if ((r = kl_node_layout(n->spec, cfg->nvml_library, cfg->sim_image_bin, e)) < 0)
         return err_prefix(e, "node \"%s\": root", n->spec->name);
     if (cfg->net) {
-        if (!kl_net_add_node)
-            return err_set(e, -ENOSYS,
-                           "node \"%s\": network namespaces are not built in "
-                           "(use --no-netns)",
-                           n->spec->name);
         if ((r = kl_net_add_node(cfg->net, n->spec->name, cfg->index, &n->netns_path, &n->ip, e)) <
             0)
             return err_prefix(e, "node \"%s\": network", n->spec->name);
@@ -541,7 +523,7 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     n->sim_paths[np++] = n->spec->root;
     if (n->spec->fleet)
         n->sim_paths[np++] = n->spec->fleet;
-    if (kl_devices_new) {
+    {
         struct kl_devices_config dc = {.root = n->spec->root,
                                        .node_name = n->spec->name,
                                        .on_change = on_devices_change,
@@ -551,7 +533,7 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     }
     if ((r = register_node(n, e)) < 0)
         return r;
-    if (kl_pods_new) {
+    {
         struct kl_pods_config pc = {.node = n->spec,
                                     .node_ip = n->ip,
                                     .netns_path = n->netns_path,
@@ -690,8 +672,7 @@ int kl_node_sync(struct kl_node *n, bool force_status, bool renew, struct err *e
         }
     }
     atomic_store(&n->dirty, 0);
-    _cleanup_json_ json_t *res =
-        n->devices && kl_devices_resources ? kl_devices_resources(n->devices) : NULL;
+    _cleanup_json_ json_t *res = n->devices ? kl_devices_resources(n->devices) : NULL;
     struct status_ctx sc = {.facts = {.spec = n->spec,
                                       .ip = n->ip,
                                       .kubelet_port = n->cfg.kubelet_port,
