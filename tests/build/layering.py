@@ -19,12 +19,13 @@ import sys
 # Lower number = lower layer. A module may depend only on modules of a lower layer.
 LAYERS = {
     'util': 0,
-    'kobj': 1, 'prom': 1, 'yamlcfg': 1,
-    'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2,
+    'kobj': 1, 'prom': 1, 'yamlcfg': 1, 'nodestate': 1, 'cdi': 1,
+    'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2,
     'svc': 3,
-    'dpconfig': 4,
+    'dpconfig': 4, 'rtconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
-    'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
+    'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
+    'sim/nvml': 5, 'sim/cuda': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
     'cmd': 6, 'sim/images': 6,
 }
 FOLDERS = {
@@ -35,6 +36,10 @@ FOLDERS = {
     'src/node/exporter': 'exporter', 'sim/nvml': 'sim/nvml', 'sim/kubesim': 'sim/kubesim',
     'sim/kubelet': 'sim/kubelet', 'sim/images': 'sim/images',
     'src/cmd': 'cmd',
+    'src/nodestate': 'nodestate', 'src/cdi': 'cdi', 'src/cuda': 'cuda',
+    'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
+    'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
+    'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
 NVML_ABI_USERS = ('nvml', 'sim/nvml')

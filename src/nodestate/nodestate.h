@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nodestate: what the node agents report, in the places others read it.
+ *
+ *  - The status files in /run/nvidia/validations, with NVIDIA's names and contents, so NVIDIA's
+ *    operand containers and gpuop's wait on the same files: `.driver-ctr-ready` (the driver
+ *    container's startup probe), `driver-ready` (an env file: IS_HOST_DRIVER, NVIDIA_DRIVER_ROOT,
+ *    DRIVER_ROOT_CTR_PATH, NVIDIA_DEV_ROOT, DEV_ROOT_CTR_PATH), `toolkit-ready`, `cuda-ready`,
+ *    `plugin-ready`; and gpuop's `.toolkit-ctr-ready`, the toolkit daemon's counterpart of
+ *    `.driver-ctr-ready` (the runtime it configured and the CDI spec it wrote, as an env file).
+ *    Written atomically (util's temp file and rename), so a reader never sees half a file.
+ *  - The node annotations gpuop's agents write and the operator (and `gpuop status`) read, each
+ *    a JSON object in one annotation value, one writer per key:
+ *      gpuop.dev/driver-owner            the driver manager: who owns the driver on this node
+ *      validation.gpuop.dev/<component>  the validator: driver, toolkit, cuda, plugin
+ *      gpuop.dev/gpu-count               the node status exporter: physical vs advertised GPUs
+ *  - The expected extended resources of a node's GPUs under a MIG strategy, and their comparison
+ *    with what the node advertises (the validator's plugin check and the node status exporter
+ *    share it): "advertised GPUs silently fewer than physical ones" is an incident.
+ *
+ * Pure but for ns_file_write/ns_file_remove/ns_file_exists (file I/O through util). Every decoder
+ * bounds its input and names the annotation or file and the field in its errors.
+ */
+#ifndef GPUOP_NODESTATE_H
+#define GPUOP_NODESTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* ---- status files ------------------------------------------------------------------------- */
+
+#define NS_VALIDATIONS_DIR "/run/nvidia/validations"
+
+enum ns_file {
+    NS_DRIVER_CTR_READY,  /* ".driver-ctr-ready": the driver container's startup probe */
+    NS_TOOLKIT_CTR_READY, /* ".toolkit-ctr-ready": the toolkit daemon, once configured */
+    NS_DRIVER_READY,      /* "driver-ready": validator --component=driver */
+    NS_TOOLKIT_READY,     /* "toolkit-ready" */
+    NS_CUDA_READY,        /* "cuda-ready" */
+    NS_PLUGIN_READY,      /* "plugin-ready" */
+    NS_FILE_COUNT,
+};
+
+/* The file's name within the validations folder. */
+const char *ns_file_name(enum ns_file f);
+/* "<dir>/<name>" into buf; -ENAMETOOLONG when it does not fit. dir NULL: NS_VALIDATIONS_DIR. */
+int ns_file_path(const char *dir, enum ns_file f, char *buf, size_t n);
+
+/* The env-file format of the status files ("KEY=value" lines, as NVIDIA's validator writes
+ * them and shell `source`s them). Values are written bare; a value with a byte outside
+ * [A-Za-z0-9_./:@%+,=-] is refused (-EINVAL), so a file always sources as written. */
+struct ns_kv {
+    const char *key;
+    const char *value;
+};
+/* Renders n pairs into a malloc'ed NUL-terminated text; -EINVAL names the bad key or value. */
+int ns_env_render(const struct ns_kv *kv, size_t n, char **ret, struct err *e);
+/* Looks key up in an env-file text (what ns_env_render writes; blank lines and '#' comments
+ * skipped, surrounding quotes dropped). Copies the value into buf; -ENOENT when absent,
+ * -ENAMETOOLONG when it does not fit. */
+int ns_env_get(const char *text, size_t len, const char *key, char *buf, size_t n);
+
+/* What driver-ready says, NVIDIA's variables. */
+struct ns_driver_ready {
+    bool is_host_driver;      /* IS_HOST_DRIVER */
+    char driver_root[256];    /* NVIDIA_DRIVER_ROOT: "/" or "/run/nvidia/driver" (host view) */
+    char driver_root_ctr[256]; /* DRIVER_ROOT_CTR_PATH: where the validator saw it */
+    char dev_root[256];       /* NVIDIA_DEV_ROOT */
+    char dev_root_ctr[256];   /* DEV_ROOT_CTR_PATH */
+};
+int ns_driver_ready_render(const struct ns_driver_ready *d, char **ret, struct err *e);
+/* path names the file in errors; a missing IS_HOST_DRIVER or NVIDIA_DRIVER_ROOT is -EINVAL. */
+int ns_driver_ready_parse(const char *path, const char *text, size_t len,
+                          struct ns_driver_ready *ret, struct err *e);
+
+/* Writes the file atomically (mode 0644; the folder is created). text NULL writes an empty
+ * file. dir NULL: NS_VALIDATIONS_DIR. */
+int ns_file_write(const char *dir, enum ns_file f, const char *text, struct err *e);
+/* Removes it; a missing file is success. */
+int ns_file_remove(const char *dir, enum ns_file f, struct err *e);
+/* true when the file exists (any type but a directory). */
+bool ns_file_exists(const char *dir, enum ns_file f);
+
+/* ---- node annotations --------------------------------------------------------------------- */
+
+#define NS_ANN_DRIVER_OWNER "gpuop.dev/driver-owner"
+#define NS_ANN_GPU_COUNT    "gpuop.dev/gpu-count"
+/* validation.gpuop.dev/<component> */
+#define NS_ANN_VALIDATION_PREFIX "validation.gpuop.dev/"
+#define NS_ANN_MAX          16384 /* longest annotation value a decoder accepts */
+#define NS_REASON_MAX       512
+#define NS_TIME_MAX         32 /* RFC 3339 UTC */
+
+enum ns_owner {
+    NS_OWNER_NONE,      /* no driver anywhere */
+    NS_OWNER_HOST,      /* a driver pre-installed on the host */
+    NS_OWNER_CONTAINER, /* the containerized driver (gpuop's or NVIDIA's driver pod) */
+};
+const char *ns_owner_name(enum ns_owner o); /* "none", "host", "container" */
+int ns_owner_parse(const char *s, enum ns_owner *ret);
+
+/* gpuop.dev/driver-owner: {"owner":"host","version":"550.127.05","source":"...","time":"..."} */
+struct ns_driver_owner {
+    enum ns_owner owner;
+    char version[64];           /* "" when unknown */
+    char source[NS_REASON_MAX]; /* how it was found: "module nvidia loaded (/host/sys/...)" */
+    char time[NS_TIME_MAX];
+};
+int ns_driver_owner_render(const struct ns_driver_owner *o, char **ret);
+int ns_driver_owner_parse(const char *text, struct ns_driver_owner *ret, struct err *e);
+
+/* The validator's components, in chain order. */
+enum ns_component {
+    NS_COMP_DRIVER,
+    NS_COMP_TOOLKIT,
+    NS_COMP_CUDA,
+    NS_COMP_PLUGIN,
+    NS_COMP_COUNT,
+};
+const char *ns_component_name(enum ns_component c); /* "driver", "toolkit", "cuda", "plugin" */
+int ns_component_parse(const char *s, enum ns_component *ret);
+/* The component's status file (NS_DRIVER_READY, ...). */
+enum ns_file ns_component_file(enum ns_component c);
+/* "validation.gpuop.dev/<component>" into buf (>= 64 bytes). */
+void ns_validation_key(enum ns_component c, char *buf, size_t n);
+
+enum ns_vstate {
+    NS_V_WAITING, /* "waiting": retrying within --wait (the reason says on what) */
+    NS_V_OK,      /* "ok" */
+    NS_V_FAILED,  /* "failed": the check exited non-zero */
+};
+const char *ns_vstate_name(enum ns_vstate s);
+int ns_vstate_parse(const char *s, enum ns_vstate *ret);
+
+/* validation.gpuop.dev/<c>: {"state":"failed","reason":"...","time":"..."} */
+struct ns_validation {
+    enum ns_vstate state;
+    char reason[NS_REASON_MAX]; /* one line; "" when ok */
+    char time[NS_TIME_MAX];
+};
+int ns_validation_render(const struct ns_validation *v, char **ret);
+int ns_validation_parse(const char *text, struct ns_validation *ret, struct err *e);
+
+/* ---- expected vs advertised GPUs ---------------------------------------------------------- */
+
+#define NS_RESOURCE_MAX 64  /* "nvidia.com/mig-1g.10gb" */
+#define NS_RESOURCES_MAX 32 /* distinct resources one node reports */
+#define NS_MISSING_MAX 64   /* GPUs or MIG devices named as not advertised */
+
+enum ns_mig_strategy { NS_MIG_NONE, NS_MIG_SINGLE, NS_MIG_MIXED };
+/* "none", "single", "mixed" (nvidia.com/mig.strategy's values); NULL or "" is none. */
+int ns_mig_strategy_parse(const char *s, enum ns_mig_strategy *ret);
+
+/* One physical GPU as the agents see it through NVML (plain data: no NVML types here). */
+struct ns_gpu {
+    const char *uuid;
+    bool lost;                       /* NVML_ERROR_GPU_IS_LOST */
+    bool mig_enabled;                /* current MIG mode */
+    size_t n_mig;                    /* MIG devices, when mig_enabled */
+    const char *const *mig_profiles; /* n_mig canonical names: "1g.10gb" */
+    const char *const *mig_uuids;    /* n_mig "MIG-..." (may be NULL) */
+};
+
+struct ns_resource_count {
+    char name[NS_RESOURCE_MAX];
+    int64_t count;
+};
+
+/* What the node should advertise, as the device plugin under that strategy does: none, every
+ * GPU as nvidia.com/gpu (MIG mode or not); single, nvidia.com/gpu counts each MIG-enabled GPU's
+ * MIG devices and each other GPU once; mixed, nvidia.com/gpu for GPUs without MIG and
+ * nvidia.com/mig-<profile> per MIG device. Lost GPUs count (they are what is missing). Sorted by
+ * name; -E2BIG past NS_RESOURCES_MAX. */
+int ns_expected_resources(const struct ns_gpu *gpus, size_t n, enum ns_mig_strategy s,
+                          struct ns_resource_count *ret, size_t *ret_n, struct err *e);
+
+/* What the node has, beside what it should have. */
+struct ns_gpu_count {
+    int64_t physical;                /* GPUs NVML lists */
+    size_t n_expected, n_advertised; /* sorted by name */
+    struct ns_resource_count expected[NS_RESOURCES_MAX];
+    struct ns_resource_count advertised[NS_RESOURCES_MAX]; /* allocatable, nvidia.com/ only */
+    bool short_;                     /* some expected resource has fewer allocatable */
+    /* Named shortfalls, "GPU-... (lost)", "nvidia.com/mig-1g.10gb: 2 of 7": at most
+     * NS_MISSING_MAX, one line each. */
+    size_t n_missing;
+    char missing[NS_MISSING_MAX][128];
+    /* Set by the writer (node status exporter): when the shortfall was first seen, and whether
+     * it has lasted past the grace period (the incident the operator reports). */
+    char since[NS_TIME_MAX];
+    bool mismatch;
+};
+
+/* Compares expected with the node's allocatable (allocatable: status.allocatable, a JSON
+ * object text or NULL; only nvidia.com/ resources are read). A resource renamed by a sharing
+ * config (nvidia.com/gpu.shared) counts for its base name; replicas make more, never fewer.
+ * Lost GPUs are named. Fills everything but since and mismatch. */
+int ns_gpu_count_compare(const struct ns_gpu *gpus, size_t n, enum ns_mig_strategy s,
+                         const char *allocatable_json, struct ns_gpu_count *ret, struct err *e);
+
+/* gpuop.dev/gpu-count: {"physical":8,"expected":{...},"advertised":{...},"missing":[...],
+ * "short":true,"since":"...","mismatch":true} */
+int ns_gpu_count_render(const struct ns_gpu_count *c, char **ret);
+int ns_gpu_count_parse(const char *text, struct ns_gpu_count *ret, struct err *e);
+
+#endif
