@@ -20,7 +20,7 @@ import sys
 LAYERS = {
     'util': 0,
     'kobj': 1, 'prom': 1, 'yamlcfg': 1,
-    # cdi and nodestate read their files with yamlcfg (layer 1), so they sit just above it
+    # cdi reads specs with yamlcfg, nodestate uses kobj (layer 1): both sit just above them
     'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2, 'nodestate': 2, 'cdi': 2,
     'svc': 3,
     'dpconfig': 4, 'rtconfig': 4,
