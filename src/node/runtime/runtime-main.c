@@ -40,14 +40,15 @@ static const struct svc_option runtime_options[] = {
      .kind = SVC_STRING,
      .off = offsetof(struct runtime_opts, runtime_path),
      .metavar = "PATH",
-     .help = "the low-level OCI runtime executed after the edit: a path, or a name looked up\n"
-             "in PATH (runc; crun)"},
+     .help = "the low-level OCI runtime run after the edit: a path, or a name\n"
+             "looked up in PATH (runc, crun)"},
     {.flag = "cdi-spec-dirs",
      .env = "GPUOP_CDI_SPEC_DIRS",
      .kind = SVC_STRING,
      .off = offsetof(struct runtime_opts, spec_dirs),
      .metavar = "DIRS",
-     .help = "CDI spec directories, ':'-separated, later ones winning (" DEFAULT_SPEC_DIRS ")"},
+     .help = "CDI spec directories, ':'-separated, later ones winning\n"
+             "(" DEFAULT_SPEC_DIRS ")"},
     {.flag = "default-kind",
      .env = "GPUOP_RUNTIME_DEFAULT_KIND",
      .kind = SVC_STRING,
@@ -68,8 +69,8 @@ static void runtime_defaults(void *state)
 
 static const struct svc_component runtime_component = {
     .name = "runtime",
-    .usage = "Usage: gpuop runtime [--runtime-path PATH] [--cdi-spec-dirs DIRS] "
-             "[--default-kind KIND] [runc's global flags] COMMAND [ARGS]\n\n"
+    .usage = "Usage: gpuop runtime [--runtime-path PATH] [--cdi-spec-dirs DIRS]\n"
+             "                     [--default-kind KIND] [runc's global flags] COMMAND [ARGS]\n\n"
              "The nvidia runtime handler: an OCI runtime wrapper with runc's command line. For\n"
              "create and run it applies the CDI edits of the devices the container asks for\n"
              "(NVIDIA_VISIBLE_DEVICES in its environment; cdi.k8s.io/ annotations) to the\n"
@@ -211,8 +212,9 @@ int runtime_main(int argc, char **argv)
         return 2;
     }
     _cleanup_free_ char *path = NULL;
-    if ((runtime_command_edits(c.command) && (r = edit_bundle(&c, &o, &e)) < 0) ||
-        (r = find_runtime(o.runtime_path, &path, &e)) < 0) {
+    /* The runtime first: config.json is not edited for a runtime that cannot run. */
+    if ((r = find_runtime(o.runtime_path, &path, &e)) < 0 ||
+        (runtime_command_edits(c.command) && (r = edit_bundle(&c, &o, &e)) < 0)) {
         report(&c, err_msg(&e));
         runtime_cmdline_clear(&c);
         return 1;

@@ -70,7 +70,8 @@ int runtime_cmdline_parse(int argc, char **argv, struct runtime_cmdline *ret, st
             break;
         bool own = in_list(own_flags, name) && str_has_prefix(argv[i], "--");
         bool takes = own || in_list(runc_value_flags, name);
-        if (takes && !val) {
+        bool separate = takes && !val; /* "--flag value": the value is the next word */
+        if (separate) {
             if (i + 1 >= argc) {
                 free(c.own), free(c.pass);
                 return err_set(e, -EINVAL, "%s needs a value", argv[i]);
@@ -84,7 +85,7 @@ int runtime_cmdline_parse(int argc, char **argv, struct runtime_cmdline *ret, st
         const char **to = own ? c.own : c.pass;
         int *n = own ? &c.n_own : &c.n_pass;
         to[(*n)++] = argv[i];
-        if (takes && val == argv[i + 1])
+        if (separate)
             to[(*n)++] = argv[++i];
     }
     if (i < argc && strcmp(argv[i], "--") != 0)
