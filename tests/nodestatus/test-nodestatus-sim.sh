@@ -53,12 +53,14 @@ wait_for 10 "exporter serving" grep -q ' serving ' "$T/nse.log"
 PORT=$(sed -n 's/.* serving .*port=\([0-9]*\).*/\1/p' "$T/nse.log" | head -1)
 scrape() { curl -sf --max-time 5 "http://127.0.0.1:$PORT/metrics" >"$T/m"; }
 has() { scrape && grep -Eq "$1" "$T/m"; }
-lint() { # promtool on the last page; only the help-text style hints are tolerated
-    promtool check metrics <"$T/m" >"$T/lint" 2>&1 || {
-        rc=$?
-        [ $rc = 3 ] || fail "promtool exit $rc: $(head -5 "$T/lint")"
-    }
-    ! grep -v 'no help text\|should have' "$T/lint" | grep -q . || fail "promtool: $(cat "$T/lint")"
+# promtool on the last page. Its only finding may be on NVIDIA's two gauges named *_total
+# (kept as NVIDIA names them, so dashboards and alerts written for NVIDIA's exporter work).
+NVIDIA_TOTALS='^gpu_operator_(node_device_plugin_devices|nvidia_pci_devices)_total non-counter metrics should not have "_total" suffix$'
+lint() {
+    local rc=0
+    promtool check metrics <"$T/m" >"$T/lint" 2>&1 || rc=$?
+    [ $rc = 0 ] || [ $rc = 3 ] || fail "promtool exit $rc: $(head -5 "$T/lint")"
+    ! grep -Ev "$NVIDIA_TOTALS" "$T/lint" | grep -q . || fail "promtool: $(cat "$T/lint")"
 }
 ann() { $K get node "$NODE" -o jsonpath='{.metadata.annotations.gpuop\.dev/gpu-count}'; }
 

@@ -17,8 +17,9 @@
 #include "svc.h"
 #include "yamlcfg.h"
 
-#define COMP       "node-status-exporter"
-#define PAGE_LIMIT (1u << 20)
+#define COMP         "node-status-exporter"
+#define PAGE_LIMIT   (1u << 20)
+#define NST_GPUS_MAX 64
 
 struct nse {
     const char *listen, *node, *dir, *kubeconfig, *sysfs, *mig_strategy;
@@ -33,6 +34,9 @@ struct nse {
     pthread_mutex_t lock;
     char *text, *om; /* the last pages, under lock; NULL before the first observation */
     bool nvml_logged, node_logged;
+    /* The UUID last read at each index: a lost GPU no longer answers for its UUID, and the
+     * missing GPU is named by what it was. */
+    char known_uuid[NST_GPUS_MAX][GPU_UUID_MAX];
 };
 
 /* ---- reading the node --------------------------------------------------------------------- */
@@ -66,10 +70,11 @@ static int64_t count_pci(const char *sysfs)
     return n;
 }
 
-/* The GPUs as nodestate sees them; the arrays point into inv. */
+/* The GPUs as nodestate sees them; the arrays point into inv (and names). */
 struct gpus {
     struct ns_gpu *g;
     const char **profiles, **uuids;
+    char (*names)[GPU_UUID_MAX];
 };
 
 static void gpus_free(struct gpus *g)
@@ -77,9 +82,26 @@ static void gpus_free(struct gpus *g)
     free(g->g);
     free(g->profiles);
     free(g->uuids);
+    free(g->names);
 }
 
-static void gpus_from(const struct gpu_inventory *inv, struct gpus *ret)
+/* A GPU's name: its UUID, else (lost before it could be read) the UUID last read at its
+ * index, else "index <n>". */
+static const char *gpu_name(struct nse *x, const struct gpu_device *d, char *buf)
+{
+    bool cached = d->index < NST_GPUS_MAX;
+    if (d->uuid[0]) {
+        if (cached)
+            strlcpy_s(x->known_uuid[d->index], d->uuid, GPU_UUID_MAX);
+        return d->uuid;
+    }
+    if (cached && x->known_uuid[d->index][0])
+        return x->known_uuid[d->index];
+    snprintf(buf, GPU_UUID_MAX, "index %u", d->index);
+    return buf;
+}
+
+static void gpus_from(struct nse *x, const struct gpu_inventory *inv, struct gpus *ret)
 {
     size_t n_mig = 0;
     for (size_t i = 0; i < inv->n_gpus; i++)
@@ -87,10 +109,11 @@ static void gpus_from(const struct gpu_inventory *inv, struct gpus *ret)
     ret->g = xcalloc(inv->n_gpus + 1, sizeof(*ret->g));
     ret->profiles = xcalloc(n_mig + 1, sizeof(char *));
     ret->uuids = xcalloc(n_mig + 1, sizeof(char *));
+    ret->names = xcalloc(inv->n_gpus + 1, sizeof(*ret->names));
     size_t k = 0;
     for (size_t i = 0; i < inv->n_gpus; i++) {
         const struct gpu_device *d = &inv->gpus[i];
-        ret->g[i] = (struct ns_gpu){.uuid = d->uuid,
+        ret->g[i] = (struct ns_gpu){.uuid = gpu_name(x, d, ret->names[i]),
                                     .lost = d->lost,
                                     .mig_enabled = d->mig_enabled,
                                     .n_mig = d->n_mig,
@@ -137,7 +160,7 @@ static int observe(struct nse *x, struct err *e)
         inv = NULL;
     struct gpus g = {0};
     if (inv) {
-        gpus_from(inv, &g);
+        gpus_from(x, inv, &g);
         o.nvml_ok = true;
         o.gpus = g.g;
         o.n_gpus = inv->n_gpus;
@@ -307,7 +330,12 @@ static void nse_cleanup(void *state)
 static int nse_run(struct svc *s, struct err *e)
 {
     struct nse *x = svc_state(s);
-    struct kube_options ko = {.kubeconfig = x->kubeconfig, .stop = svc_stop(s)};
+    /* A slow API server delays an observation by at most the call's deadline; scrapes keep
+     * serving the last page meanwhile. */
+    struct kube_options ko = {.kubeconfig = x->kubeconfig,
+                              .timeout_ms = 10000,
+                              .call_timeout_ms = 20000,
+                              .stop = svc_stop(s)};
     int r = kube_client_new(&ko, &x->kc, e);
     if (r < 0)
         return r;
