@@ -118,8 +118,9 @@ static char *failed_line(const json_t *node)
     return xasprintf("%s: %s", kobj_name(node) ?: "?", b.data);
 }
 
-/* "gpu-2: 8 GPUs, nvidia.com/gpu 7 of 8 advertised since <time> (GPU-... (lost))", or NULL when
- * the node's gpu-count annotation reports no mismatch. */
+/* "gpu-2: 8 GPUs, nvidia.com/gpu: 7 of 8 advertised, GPU-... (lost), since <time>" (what the
+ * exporter named as missing; the per-resource counts when it named nothing), or NULL when the
+ * node's gpu-count annotation reports no mismatch. */
 static char *mismatch_line(const json_t *node)
 {
     const char *text = kobj_annotation(node, NS_ANN_GPU_COUNT);
@@ -132,23 +133,21 @@ static char *mismatch_line(const json_t *node)
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, 8192);
     sbuf_addf(&b, "%s: %lld GPUs", kobj_name(node) ?: "?", (long long)c->physical);
-    for (size_t i = 0; i < c->n_expected; i++) {
+    for (size_t i = 0; i < c->n_missing && i < 6; i++)
+        sbuf_addf(&b, ", %s", c->missing[i]);
+    if (c->n_missing > 6)
+        sbuf_addf(&b, ", and %zu more", c->n_missing - 6);
+    for (size_t i = 0; i < c->n_expected && c->n_missing == 0; i++) {
         int64_t adv = 0;
         for (size_t j = 0; j < c->n_advertised; j++)
             if (strcmp(c->advertised[j].name, c->expected[i].name) == 0)
                 adv = c->advertised[j].count;
         if (adv < c->expected[i].count)
-            sbuf_addf(&b, ", %s %lld of %lld advertised", c->expected[i].name, (long long)adv,
+            sbuf_addf(&b, ", %s: %lld of %lld advertised", c->expected[i].name, (long long)adv,
                       (long long)c->expected[i].count);
     }
     if (c->since[0])
-        sbuf_addf(&b, " since %s", c->since);
-    for (size_t i = 0; i < c->n_missing && i < 4; i++)
-        sbuf_addf(&b, "%s%s", i ? ", " : " (", c->missing[i]);
-    if (c->n_missing > 4)
-        sbuf_addf(&b, ", and %zu more", c->n_missing - 4);
-    if (c->n_missing)
-        sbuf_adds(&b, ")");
+        sbuf_addf(&b, ", since %s", c->since);
     return b.error ? NULL : sbuf_steal(&b);
 }
 

@@ -120,6 +120,6 @@ cond() { $K get clusterpolicy gpu-cluster-policy -o jsonpath="{.status.condition
 wait_for 30 "GPUCountMismatch" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"GPUCountMismatch\")].status}')\" = True ]"
 msg=$(cond GPUCountMismatch message)
 echo "GPUCountMismatch: $msg"
-case "$msg" in "$NODE: 8 GPUs, nvidia.com/gpu 7 of 8 advertised"*) ;; *) fail "condition message: $msg" ;; esac
+case "$msg" in "$NODE: 8 GPUs, nvidia.com/gpu: 7 of 8 advertised, GPU-"*" (lost), since "*) ;; *) fail "condition message: $msg" ;; esac
 wait_for 10 "GPUCountMismatch Event" sh -c "$K get events -A -o jsonpath='{range .items[*]}{.type}/{.reason}{\"\\n\"}{end}' | grep -qx Warning/GPUCountMismatch"
 echo "ok: lost GPU -> mismatch after the grace period -> GPUCountMismatch"
