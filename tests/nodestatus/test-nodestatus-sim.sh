@@ -29,6 +29,12 @@ mkdir -p "$T/sys/bus/pci/devices/0000:00:00.0" && echo 0x8086 >"$T/sys/bus/pci/d
 : >"$T/validations/driver-ready"
 : >"$T/validations/toolkit-ready"
 
+# Bad input: one line naming it, exit 2, before anything is read.
+rc=0; env -u NODE_NAME "$B/gpuop" node-status-exporter >"$T/bad.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q 'no node name' "$T/bad.log" || fail "no node name: exit $rc: $(cat "$T/bad.log")"
+rc=0; NODE_NAME=x "$B/gpuop" node-status-exporter --mig-strategy=both >"$T/bad.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q 'mig-strategy' "$T/bad.log" || fail "bad MIG strategy: exit $rc: $(cat "$T/bad.log")"
+
 start_kubesim
 K="$KUBECTL --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
@@ -44,6 +50,12 @@ alloc() { # N: capacity and allocatable nvidia.com/gpu
         -p "{\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"},\"allocatable\":{\"nvidia.com/gpu\":\"$1\"}}}" >/dev/null
 }
 alloc 8
+
+# --once: one observation, the page on stdout (and the annotation written).
+NODE_NAME=$NODE "$B/gpuop" node-status-exporter --kubeconfig "$SAKC" --once \
+    --validations-dir "$T/validations" >"$T/once.prom" 2>"$T/once.log" || fail "--once: $(cat "$T/once.log")"
+grep -qxF "gpuop_node_gpus_physical{node=\"$NODE\"} 8" "$T/once.prom" || fail "--once page: $(head -5 "$T/once.prom")"
+$K annotate node "$NODE" gpuop.dev/gpu-count- >/dev/null
 
 NODE_NAME=$NODE "$B/gpuop" node-status-exporter --kubeconfig "$SAKC" --listen 127.0.0.1:0 \
     --interval 200ms --mismatch-grace 2s --validations-dir "$T/validations" \

@@ -292,6 +292,22 @@ static void test_unknown_sources(void **state)
     assert_true(has_line(
         p2, "gpuop_node_validation_state{node=\"gpu-1\",component=\"plugin\",state=\"failed\"} 1"));
 
+    /* An allocatable that does not read: the count is unknown (no series), counted, said why;
+     * the exporter carries on. */
+    f.o.nvml_ok = true;
+    f.o.n_gpus = 2;
+    json_object_set_new(kobj_path(f.node, "status.allocatable"), "nvidia.com/gpu",
+                        json_string("two"));
+    assert_int_equal(nst_observe(&st, "gpu-1", 60000, &f.o, &r, &e), 0);
+    assert_false(r.count_ok);
+    assert_null(r.annotation);
+    assert_non_null(strstr(r.count_error, "not a quantity"));
+    assert_int_equal(r.errors[NST_ERR_NODE], 2);
+    _cleanup_free_ char *p3 = render(&r, PROM_FORMAT_TEXT);
+    assert_null(strstr(p3, "gpuop_node_gpu_advertised_mismatch"));
+    json_object_set_new(kobj_path(f.node, "status.allocatable"), "nvidia.com/gpu",
+                        json_string("2"));
+
     /* An annotation that does not parse: unknown, counted. */
     set_annotation(f.node, "validation.gpuop.dev/cuda", "{not json");
     assert_int_equal(nst_observe(&st, "gpu-1", 60000, &f.o, &r, &e), 0);

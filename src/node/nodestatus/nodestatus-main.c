@@ -33,7 +33,7 @@ struct nse {
     struct nst_report report;
     pthread_mutex_t lock;
     char *text, *om; /* the last pages, under lock; NULL before the first observation */
-    bool nvml_logged, node_logged;
+    bool nvml_logged, node_logged, count_logged;
     /* The UUID last read at each index: a lost GPU no longer answers for its UUID, and the
      * missing GPU is named by what it was. */
     char known_uuid[NST_GPUS_MAX][GPU_UUID_MAX];
@@ -185,6 +185,9 @@ static int observe(struct nse *x, struct err *e)
     gpus_free(&g);
     if (r < 0)
         return r;
+    if (x->report.count_error[0] && !x->count_logged)
+        log_warn(COMP, "GPU count unknown", "node=%s error=\"%s\"", x->node, x->report.count_error);
+    x->count_logged = x->report.count_error[0] != '\0';
     write_annotation(x);
 
     _cleanup_sbuf_ struct sbuf text, om;

@@ -152,7 +152,7 @@ static int compare(struct nst_state *st, uint64_t grace_ms, const struct nst_obs
     _cleanup_free_ char *alloc_text =
         json_is_object(alloc) ? json_dumps(alloc, JSON_COMPACT) : NULL;
     int rc = ns_gpu_count_compare(o->gpus, o->n_gpus, strategy, alloc_text, &r->count, e);
-    if (rc < 0)
+    if (rc < 0) /* what the node advertises does not read: the count is unknown */
         return err_prefix(e, "node %s", r->node);
     r->count_ok = true;
     for (size_t i = 0; i < o->n_gpus; i++)
@@ -177,6 +177,7 @@ static int compare(struct nst_state *st, uint64_t grace_ms, const struct nst_obs
 int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
                 const struct nst_observation *o, struct nst_report *ret, struct err *e)
 {
+    (void)e;
     nst_report_clear(ret);
     memset(ret, 0, sizeof(*ret));
     strlcpy_s(ret->node, node ? node : "", sizeof(ret->node));
@@ -205,9 +206,13 @@ int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
     read_validations(st, o->node, ret);
     read_owner(st, o, ret);
     if (o->nvml_ok && o->node) {
-        int r = compare(st, grace_ms, o, ret, e);
-        if (r < 0)
-            return r;
+        struct err ce = {0};
+        if (compare(st, grace_ms, o, ret, &ce) < 0) {
+            memset(&ret->count, 0, sizeof(ret->count));
+            ret->count_ok = false;
+            st->errors[NST_ERR_NODE]++;
+            strlcpy_s(ret->count_error, err_msg(&ce), sizeof(ret->count_error));
+        }
     }
     ret->driver_ok_ms = st->driver_ok_ms;
     ret->plugin_ok_ms = st->plugin_ok_ms;

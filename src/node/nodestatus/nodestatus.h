@@ -84,8 +84,10 @@ struct nst_report {
     enum nst_vstate validation[NS_COMP_COUNT];
     char owner[16]; /* "host", "container", "none", "unknown" */
     char owner_version[64];
-    /* The comparison; count_ok false when NVML or the node could not be read. */
+    /* The comparison; count_ok false when NVML or the node could not be read, or what the node
+     * advertises did not read (count_error says why; counted as a node error). */
     bool count_ok;
+    char count_error[ERR_MSG_MAX];
     int64_t lost;
     struct ns_gpu_count count; /* since and mismatch set */
     uint64_t errors[NST_ERR_COUNT];
@@ -99,8 +101,8 @@ void nst_report_clear(struct nst_report *r); /* frees annotation; accepts NULL *
  * One observation. The advertised count is compared with the expected one (nodestate's
  * ns_gpu_count_compare, under the node's MIG strategy); short for at least grace_ms makes the
  * mismatch. A shortfall the node's current annotation already dates (a restarted exporter)
- * keeps that start. Fails only on a bug-sized input (-E2BIG from the comparison); what could
- * not be read is counted in the errors and reported as unknown.
+ * keeps that start. What could not be read is counted in the errors and reported as unknown,
+ * never as a failure: returns 0 (e is kept for the contract's sake and not filled).
  */
 int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
                 const struct nst_observation *o, struct nst_report *ret, struct err *e);
