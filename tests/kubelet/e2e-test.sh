@@ -84,6 +84,15 @@ echo "ok: driver pods on $drivers(none on l4-hostdriver-1, whose host driver sta
 
 k apply -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"
 wait_for 30 "the CUDA sample runs" sh -c "[ \"\$('$KUBECTL' get pod cuda-vectoradd -o jsonpath='{.status.phase}')\" = Running ]"
+# the pod acts as its own ServiceAccount: its token came from a TokenRequest bound to the pod
+uid=$(k get pod cuda-vectoradd -o jsonpath='{.metadata.uid}')
+tok=$(cat "$T"/roots/*/var/lib/kubelet/pods/"$uid"/volumes/kubernetes.io~projected/*/token 2>/dev/null)
+server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+who=$(curl -s -X POST -H "Authorization: Bearer $tok" -H 'Content-Type: application/json' \
+    -d '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' \
+    "$server/apis/authentication.k8s.io/v1/selfsubjectreviews" | jq -r .status.userInfo.username)
+[ "$who" = system:serviceaccount:default:default ] || fail "the CUDA sample's token (${tok:0:12}...) is: $who"
+echo "ok: the CUDA sample's token is its ServiceAccount's ($who)"
 ip=$(k get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
 wait_for 20 "the exporter at $ip:9400 attributes a GPU to pod cuda-vectoradd" \
     sh -c "curl -sf http://$ip:9400/metrics | grep -q 'pod=\"cuda-vectoradd\"'"
