@@ -2,7 +2,7 @@
 /*
  * rtconfig-tool: drives rtconfig for the shell tests (the toolkit daemon is its product user).
  *   rtconfig-tool configure|restore|check ROOT KIND PATH [--default] [--no-cdi]
- *                 [--restart-mode none|signal|systemd]
+ *                 [--restart-mode none|signal|systemd] [--config P] [--dropin P] [--state P]
  *   rtconfig-tool detect ROOT [NODE-RUNTIME-VERSION|-] [WANT]
  * Prints "changed" or "unchanged" after configure; errors go to stderr, exit 1.
  */
@@ -39,6 +39,12 @@ int main(int argc, char **argv)
             o.set_as_default = true;
         else if (strcmp(argv[i], "--no-cdi") == 0)
             o.enable_cdi = false;
+        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            o.config_path = argv[++i];
+        else if (strcmp(argv[i], "--dropin") == 0 && i + 1 < argc)
+            o.dropin_path = argv[++i];
+        else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc)
+            o.state_dir = argv[++i];
         else if (strcmp(argv[i], "--restart-mode") == 0 && i + 1 < argc &&
                  rt_restart_mode_parse(argv[i + 1], &o.restart_mode) == 0)
             i++;

@@ -31,6 +31,8 @@ static size_t skip_value(struct jtext t, size_t i)
     size_t depth = 0;
     for (; i < t.len; i++) {
         char c = t.s[i];
+        if (depth == 0 && (c == ',' || c == '}' || c == ']' || c == ':' || strchr(" \t\r\n", c)))
+            return i; /* the end of a scalar */
         if (c == '"') {
             for (i++; i < t.len && t.s[i] != '"'; i++)
                 if (t.s[i] == '\\')
@@ -43,8 +45,6 @@ static size_t skip_value(struct jtext t, size_t i)
             if (depth <= 1)
                 return i + 1;
             depth--;
-        } else if (depth == 0 && (c == ',' || strchr(" \t\r\n", c))) {
-            return i;
         }
     }
     return t.len;

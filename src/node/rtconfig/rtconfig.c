@@ -349,9 +349,8 @@ static int reload(const char *root, enum rt_kind k, const struct rt_options *o, 
         snprintf(result, sizeof(result), r == 0 ? "restarted unit=%s" : "failed unit=%s",
                  units[k]);
     }
-    _cleanup_free_ char *log = under(root, RT_RELOAD_LOG);
-    _cleanup_free_ char *dir = xstrdup(log);
-    *strrchr(dir, '/') = '\0';
+    _cleanup_free_ char *dir = under(root, o->state_dir ? o->state_dir : RT_STATE_DIR);
+    _cleanup_free_ char *log = xasprintf("%s/reload.log", dir);
     char ts[40];
     time_rfc3339(now_ms_real(), ts, sizeof(ts));
     if (mkdir_p(dir, 0755) == 0) {

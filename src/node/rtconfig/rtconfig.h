@@ -31,7 +31,7 @@ const char *rt_kind_name(enum rt_kind k); /* "containerd", "cri-o", "docker" */
 int rt_kind_parse(const char *s, enum rt_kind *ret);
 
 /* How the runtime is told to load its new configuration (see README.md). Every request is also
- * recorded, one line, in <host_root>/run/gpuop/rtconfig-reload.log. */
+ * recorded, one line, in reload.log in the state dir (under the host root). */
 enum rt_restart_mode {
     RT_RESTART_NONE,    /* only recorded */
     RT_RESTART_SIGNAL,  /* SIGHUP to the process serving the runtime's socket (SO_PEERCRED) */
@@ -53,7 +53,6 @@ struct rt_options {
 };
 
 #define RT_STATE_DIR         "/var/lib/gpuop/rtconfig"
-#define RT_RELOAD_LOG        "/run/gpuop/rtconfig-reload.log"
 #define RT_CONTAINERD_CONFIG "/etc/containerd/config.toml"
 #define RT_CONTAINERD_DROPIN "/etc/containerd/conf.d/99-nvidia.toml"
 #define RT_CRIO_CONFIG       "/etc/crio/crio.conf"
