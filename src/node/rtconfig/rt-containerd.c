@@ -82,6 +82,9 @@ static int build_dropin(const struct tomlx *m, int version, const struct rt_opti
     if (!d)
         return err_set(e, -ENOMEM, "out of memory");
 
+    enum tomlx_type top = tomlx_type_at(m, P("plugins"));
+    if (top != TOMLX_NONE && top != TOMLX_TABLE)
+        return err_set(e, -EINVAL, "plugins: not a table");
     enum tomlx_type pt = tomlx_type_at(m, P("plugins", plugin));
     if (pt == TOMLX_TABLE) {
         int r = tomlx_copy(m, P("plugins", plugin), d, P("plugins", plugin));
