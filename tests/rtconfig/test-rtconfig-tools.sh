@@ -20,13 +20,18 @@ trap 'rm -rf "$WORK"' EXIT
 BIN=/usr/local/nvidia/toolkit/gpuop
 fail() { echo "FAIL: $*" >&2; exit 1; }
 python3 -c 'import tomllib' 2>/dev/null || { echo "SKIP: python3 tomllib missing"; exit 77; }
-toml_get() { # FILE DOTTED-PATH (keys separated by '/')
-    python3 - "$1" "$2" <<'PY'
+toml_expect() { # FILE KEY/PATH=VALUE...: each value read with tomllib equals VALUE
+    python3 - "$@" <<'PY'
 import sys, tomllib
 d = tomllib.load(open(sys.argv[1], 'rb'))
-for k in sys.argv[2].split('/'):
-    d = d[k]
-print(str(d).lower() if isinstance(d, bool) else d)
+for arg in sys.argv[2:]:
+    path, want = arg.split('=', 1)
+    v = d
+    for k in path.split('/'):
+        v = v.get(k) if isinstance(v, dict) else None
+    got = str(v).lower() if isinstance(v, bool) else str(v)
+    if got != want:
+        sys.exit(f"{sys.argv[1]}: {path} is {got!r}, want {want!r}")
 PY
 }
 
@@ -51,9 +56,9 @@ containerd_case() { # NAME VERSION PLUGIN; the config comes on stdin ("-missing-
     [ "$("$TOOL" configure / containerd "$BIN" "${args[@]}")" = unchanged ] || fail "$name: second configure changed something"
     "$TOOL" check / containerd "$BIN" "${args[@]}" || fail "$name: check"
     grep -qF "$dropin" "$cfg" || fail "$name: no imports entry"
-    [ "$(toml_get "$dropin" "plugins/$plugin/enable_cdi")" = true ] || fail "$name: drop-in lacks enable_cdi"
-    [ "$(toml_get "$dropin" "plugins/$plugin/containerd/runtimes/nvidia/options/BinaryName")" = "$BIN" ] ||
-        fail "$name: drop-in lacks BinaryName"
+    toml_expect "$dropin" "plugins/$plugin/enable_cdi=true" \
+        "plugins/$plugin/containerd/runtimes/nvidia/options/BinaryName=$BIN" ||
+        fail "$name: the drop-in lacks enable_cdi or BinaryName"
     if [ "$version" != 3 ]; then
         containerd --config "$cfg" config dump > "$d/dump" 2> "$d/dump.err" ||
             { cat "$d/dump.err"; fail "$name: containerd config dump failed"; }
@@ -203,9 +208,9 @@ cp "$R/etc/crio/crio.conf" "$WORK/crio.orig"; cp "$R/etc/crio/crio.conf.d/10-sit
 [ "$("$TOOL" configure "$R" cri-o "$BIN")" = unchanged ] || fail "crio: second configure changed something"
 "$TOOL" check "$R" cri-o "$BIN" || fail "crio: check"
 D=$R/etc/crio/crio.conf.d/99-nvidia.toml
-[ "$(toml_get "$D" crio/runtime/runtimes/nvidia/runtime_path)" = "$BIN" ] || fail "crio: runtime_path"
-[ "$(toml_get "$D" crio/runtime/runtimes/nvidia/runtime_type)" = oci ] || fail "crio: runtime_type"
-[ "$(toml_get "$D" crio/runtime/runtimes/nvidia/monitor_path)" = /usr/libexec/crio/conmon ] || fail "crio: keys from crun"
+toml_expect "$D" "crio/runtime/runtimes/nvidia/runtime_path=$BIN" crio/runtime/runtimes/nvidia/runtime_type=oci \
+    crio/runtime/runtimes/nvidia/monitor_path=/usr/libexec/crio/conmon crio/runtime/default_runtime=None ||
+    fail "crio: the drop-in's nvidia entry"
 cmp "$R/etc/crio/crio.conf" "$WORK/crio.orig" || fail "crio: the main config was edited"
 "$TOOL" restore "$R" cri-o "$BIN" || fail "crio: restore"
 [ ! -e "$D" ] || fail "crio: restore left the drop-in"
