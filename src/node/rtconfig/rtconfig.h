@@ -9,8 +9,14 @@
  * restore brings the original back. The editing cores are pure (bytes in, bytes out) and fuzzed;
  * the functions below taking host_root do the file I/O.
  *
- * This header starts as the contract between the toolkit daemon (src/node/toolkit) and the
- * validator's toolkit check; the module's owner extends it.
+ * TOML is parsed with toml++ (Debian's libtomlplusplus; Debian 12 has no C TOML library) behind
+ * a small C interface. It validates and locates; the user's files change only by splices it
+ * located (containerd: one `imports` entry), checked by parsing the result again, and everything
+ * else goes into drop-ins gpuop owns. docker's daemon.json: jansson validates, the edit is a
+ * splice. README.md says why and how.
+ *
+ * This header is the contract between the toolkit daemon (src/node/toolkit) and the validator's
+ * toolkit check; everything added to the first version is compatible (new fields default to 0).
  */
 #ifndef GPUOP_RTCONFIG_H
 #define GPUOP_RTCONFIG_H
