@@ -13,8 +13,9 @@
 
 #include "rtconfig.h"
 
-static const struct rt_options opts = {
-    .runtime_name = "nvidia", .runtime_path = "/usr/local/nvidia/toolkit/gpuop", .enable_cdi = true};
+static const struct rt_options opts = {.runtime_name = "nvidia",
+                                       .runtime_path = "/usr/local/nvidia/toolkit/gpuop",
+                                       .enable_cdi = true};
 
 static struct rt_text txt(const char *s)
 {
@@ -83,10 +84,11 @@ static void test_containerd_versions(void **state)
     containerd_case(NULL, "version = 2\nimports = [", "runtime_type = \"io.containerd.runc.v2\"");
     containerd_case("# only a comment\n", "version = 2\n", "io.containerd.grpc.v1.cri");
     /* An existing imports array gets the drop-in appended; a trailing comment stays. */
-    containerd_case("version = 2\nimports = [\"/a.toml\", # first\n  \"/b.toml\"] # mine\n",
-                    "imports = [\"/a.toml\", \"/b.toml\", \"/etc/containerd/conf.d/99-nvidia.toml\"] "
-                    "# mine",
-                    "version = 2");
+    containerd_case(
+        "version = 2\nimports = [\"/a.toml\", # first\n  \"/b.toml\"] # mine\n",
+        "imports = [\"/a.toml\", \"/b.toml\", \"/etc/containerd/conf.d/99-nvidia.toml\"] "
+        "# mine",
+        "version = 2");
     /* Without a runc entry, the default runtime's is cloned. */
     containerd_case("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"
                     "default_runtime_name = \"crun\"\n[plugins.\"io.containerd.grpc.v1.cri\"."

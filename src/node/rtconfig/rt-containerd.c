@@ -16,17 +16,23 @@
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
-#define P(...) ((const char *const[]){__VA_ARGS__}), (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+#define P(...)                            \
+    ((const char *const[]){__VA_ARGS__}), \
+        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
 static const char *const default_cdi_dirs[] = {"/etc/cdi", "/var/run/cdi"};
 
 const char *rt_containerd_plugin(int version)
 {
     switch (version) {
-    case 1: return "cri";
-    case 2: return "io.containerd.grpc.v1.cri";
-    case 3: return "io.containerd.cri.v1.runtime";
-    default: return NULL;
+    case 1:
+        return "cri";
+    case 2:
+        return "io.containerd.grpc.v1.cri";
+    case 3:
+        return "io.containerd.cri.v1.runtime";
+    default:
+        return NULL;
     }
 }
 
@@ -102,11 +108,10 @@ static int build_dropin(const struct tomlx *m, int version, const struct rt_opti
     const char *from = NULL;
     if (tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes", "runc")) == TOMLX_TABLE)
         from = "runc";
-    else if (tomlx_get_str(d, P("plugins", plugin, "containerd", "default_runtime_name"),
-                           &deflt) == 0 &&
+    else if (tomlx_get_str(d, P("plugins", plugin, "containerd", "default_runtime_name"), &deflt) ==
+                 0 &&
              strcmp(deflt, name) != 0 &&
-             tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes", deflt)) ==
-                 TOMLX_TABLE)
+             tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes", deflt)) == TOMLX_TABLE)
         from = deflt;
     int r;
     if (from) {

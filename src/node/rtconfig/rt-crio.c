@@ -11,7 +11,9 @@
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
-#define P(...) ((const char *const[]){__VA_ARGS__}), (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+#define P(...)                            \
+    ((const char *const[]){__VA_ARGS__}), \
+        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
 int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_options *o,
                  struct sbuf *ret_dropin, size_t *ret_bad, struct err *e)
@@ -65,8 +67,9 @@ int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_option
 
     sbuf_adds(ret_dropin, "# Written by gpuop: the ");
     sbuf_adds(ret_dropin, o->runtime_name);
-    sbuf_addf(ret_dropin, " runtime handler%s%s. gpuop rewrites this file and removes it on\n"
-                          "# cleanup. CRI-O reads CDI specs from /etc/cdi and /var/run/cdi.\n\n",
+    sbuf_addf(ret_dropin,
+              " runtime handler%s%s. gpuop rewrites this file and removes it on\n"
+              "# cleanup. CRI-O reads CDI specs from /etc/cdi and /var/run/cdi.\n\n",
               base ? ", keys from " : "", base ? base : "");
     r = tomlx_emit(d, ret_dropin);
     if (r < 0)

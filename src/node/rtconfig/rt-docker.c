@@ -103,8 +103,7 @@ static void render(const json_t *v, const char *indent, const char *unit, bool m
         json_t *x;
         size_t n = 0;
         sbuf_adds(out, "{");
-        json_object_foreach((json_t *)v, k, x)
-        {
+        json_object_foreach ((json_t *)v, k, x) {
             sbuf_adds(out, n++ ? "," : "");
             if (multi)
                 sbuf_addf(out, "\n%s%s", indent, unit);
@@ -276,12 +275,12 @@ int rt_docker_edit(struct rt_text config, const struct rt_options *o, struct sbu
         json_t *v;
     } sets[3];
     size_t nsets = 0;
-    sets[nsets++] = (__typeof__(sets[0])){{"runtimes", o->runtime_name}, 2,
-                                          json_pack("{s:s, s:[]}", "path", o->runtime_path,
-                                                    "args")};
+    sets[nsets++] =
+        (__typeof__(sets[0])){{"runtimes", o->runtime_name},
+                              2,
+                              json_pack("{s:s, s:[]}", "path", o->runtime_path, "args")};
     if (o->set_as_default)
-        sets[nsets++] = (__typeof__(sets[0])){{"default-runtime"}, 1,
-                                              json_string(o->runtime_name)};
+        sets[nsets++] = (__typeof__(sets[0])){{"default-runtime"}, 1, json_string(o->runtime_name)};
     if (o->enable_cdi)
         sets[nsets++] = (__typeof__(sets[0])){{"features", "cdi"}, 2, json_true()};
 
@@ -318,8 +317,9 @@ int rt_docker_edit(struct rt_text config, const struct rt_options *o, struct sbu
     if (r == 0 && changed) {
         json_t *got = json_loadb(cur, cur_len, 0, &je);
         if (!got || !json_equal(got, want))
-            r = err_set(e, -EINVAL, "the edit would change more than the runtime settings "
-                                    "(duplicate keys?); not written");
+            r = err_set(e, -EINVAL,
+                        "the edit would change more than the runtime settings "
+                        "(duplicate keys?); not written");
         json_decref(got);
     }
     if (r == 0)

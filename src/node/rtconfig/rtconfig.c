@@ -17,16 +17,21 @@
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
-#define P(...) ((const char *const[]){__VA_ARGS__}), (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+#define P(...)                            \
+    ((const char *const[]){__VA_ARGS__}), \
+        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
 /* ---- names ------------------------------------------------------------------------------- */
 
 const char *rt_kind_name(enum rt_kind k)
 {
     switch (k) {
-    case RT_CONTAINERD: return "containerd";
-    case RT_CRIO: return "cri-o";
-    case RT_DOCKER: return "docker";
+    case RT_CONTAINERD:
+        return "containerd";
+    case RT_CRIO:
+        return "cri-o";
+    case RT_DOCKER:
+        return "docker";
     }
     return "unknown";
 }
@@ -41,7 +46,9 @@ int rt_kind_parse(const char *s, enum rt_kind *ret)
     static const struct {
         const char *name;
         enum rt_kind k;
-    } names[] = {{"containerd", RT_CONTAINERD}, {"cri-o", RT_CRIO}, {"crio", RT_CRIO},
+    } names[] = {{"containerd", RT_CONTAINERD},
+                 {"cri-o", RT_CRIO},
+                 {"crio", RT_CRIO},
                  {"docker", RT_DOCKER}};
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) {
@@ -54,9 +61,12 @@ int rt_kind_parse(const char *s, enum rt_kind *ret)
 const char *rt_restart_mode_name(enum rt_restart_mode m)
 {
     switch (m) {
-    case RT_RESTART_NONE: return "none";
-    case RT_RESTART_SIGNAL: return "signal";
-    case RT_RESTART_SYSTEMD: return "systemd";
+    case RT_RESTART_NONE:
+        return "none";
+    case RT_RESTART_SIGNAL:
+        return "signal";
+    case RT_RESTART_SYSTEMD:
+        return "systemd";
     }
     return "unknown";
 }
@@ -76,9 +86,12 @@ const char *rt_config_path(enum rt_kind k, const struct rt_options *o)
     if (o && o->config_path)
         return o->config_path;
     switch (k) {
-    case RT_CONTAINERD: return RT_CONTAINERD_CONFIG;
-    case RT_CRIO: return RT_CRIO_CONFIG;
-    case RT_DOCKER: return RT_DOCKER_CONFIG;
+    case RT_CONTAINERD:
+        return RT_CONTAINERD_CONFIG;
+    case RT_CRIO:
+        return RT_CRIO_CONFIG;
+    case RT_DOCKER:
+        return RT_DOCKER_CONFIG;
     }
     return RT_CONTAINERD_CONFIG;
 }
@@ -240,12 +253,15 @@ int rt_detect(const char *host_root, const char *node_runtime_version, const cha
 {
     enum rt_kind w = RT_CONTAINERD, k = RT_CONTAINERD;
     if (want && rt_kind_parse(want, &w) < 0)
-        return err_set(e, -EINVAL, "unknown container runtime \"%s\" (the policy's default "
-                                   "runtime): want containerd, cri-o or docker", want);
+        return err_set(e, -EINVAL,
+                       "unknown container runtime \"%s\" (the policy's default "
+                       "runtime): want containerd, cri-o or docker",
+                       want);
     if (node_runtime_version && *node_runtime_version) {
         if (rt_kind_parse(node_runtime_version, &k) < 0)
-            return err_set(e, -EINVAL, "unknown container runtime \"%s\" (the node's "
-                                       "containerRuntimeVersion): want containerd, cri-o or docker",
+            return err_set(e, -EINVAL,
+                           "unknown container runtime \"%s\" (the node's "
+                           "containerRuntimeVersion): want containerd, cri-o or docker",
                            node_runtime_version);
     } else {
         /* Sockets first (what runs), then config files (what is installed). */
@@ -261,12 +277,15 @@ int rt_detect(const char *host_root, const char *node_runtime_version, const cha
                     }
                 }
         if (nfound == 0)
-            return err_set(e, -ENOENT, "no container runtime found under \"%s\" (no containerd, "
-                                       "CRI-O or docker socket or config)", host_root ? host_root : "/");
+            return err_set(e, -ENOENT,
+                           "no container runtime found under \"%s\" (no containerd, "
+                           "CRI-O or docker socket or config)",
+                           host_root ? host_root : "/");
         if (want && found[w]) {
             k = w;
         } else if (nfound > 1) {
-            return err_set(e, -EINVAL, "more than one container runtime under \"%s\" (%s%s%s) "
+            return err_set(e, -EINVAL,
+                           "more than one container runtime under \"%s\" (%s%s%s) "
                            "and the node does not say which it uses",
                            host_root ? host_root : "/", found[0] ? "containerd " : "",
                            found[1] ? "cri-o " : "", found[2] ? "docker" : "");
@@ -275,9 +294,10 @@ int rt_detect(const char *host_root, const char *node_runtime_version, const cha
         }
     }
     if (want && k != w)
-        return err_set(e, -EINVAL, "the node runs %s%s%s%s but the policy's default runtime is "
-                       "%s: not configuring %s for GPUs", rt_kind_name(k),
-                       node_runtime_version ? " (containerRuntimeVersion " : "",
+        return err_set(e, -EINVAL,
+                       "the node runs %s%s%s%s but the policy's default runtime is "
+                       "%s: not configuring %s for GPUs",
+                       rt_kind_name(k), node_runtime_version ? " (containerRuntimeVersion " : "",
                        node_runtime_version ? node_runtime_version : "",
                        node_runtime_version ? ")" : "", rt_kind_name(w), rt_kind_name(k));
     *ret = k;
@@ -327,8 +347,8 @@ static int run_systemctl(const char *unit)
 static int reload(const char *root, enum rt_kind k, const struct rt_options *o, const char *why,
                   struct err *e)
 {
-    static const char *const units[] = {[RT_CONTAINERD] = "containerd", [RT_CRIO] = "crio",
-                                         [RT_DOCKER] = "docker"};
+    static const char *const units[] = {
+        [RT_CONTAINERD] = "containerd", [RT_CRIO] = "crio", [RT_DOCKER] = "docker"};
     int r = 0;
     char result[160] = "recorded";
     if (o->restart_mode == RT_RESTART_SIGNAL) {
@@ -346,8 +366,7 @@ static int reload(const char *root, enum rt_kind k, const struct rt_options *o, 
             snprintf(result, sizeof(result), "failed error=\"%s\"", strerror(-r));
     } else if (o->restart_mode == RT_RESTART_SYSTEMD) {
         r = run_systemctl(units[k]);
-        snprintf(result, sizeof(result), r == 0 ? "restarted unit=%s" : "failed unit=%s",
-                 units[k]);
+        snprintf(result, sizeof(result), r == 0 ? "restarted unit=%s" : "failed unit=%s", units[k]);
     }
     _cleanup_free_ char *dir = under(root, o->state_dir ? o->state_dir : RT_STATE_DIR);
     _cleanup_free_ char *log = xasprintf("%s/reload.log", dir);
@@ -582,8 +601,9 @@ static int check_containerd(const char *root, const struct rt_options *o, struct
     if (!in_force)
         return err_set(e, -ENOENT, "%s: no plugins.\"%s\" section", full, plugin);
     _cleanup_free_ char *bin = NULL;
-    if (tomlx_get_str(in_force, P("plugins", plugin, "containerd", "runtimes", o->runtime_name,
-                                  "options", "BinaryName"),
+    if (tomlx_get_str(in_force,
+                      P("plugins", plugin, "containerd", "runtimes", o->runtime_name, "options",
+                        "BinaryName"),
                       &bin) < 0)
         return err_set(e, -ENOENT, "%s: no %s runtime with a BinaryName", from, o->runtime_name);
     if (strcmp(bin, o->runtime_path) != 0)
@@ -651,16 +671,14 @@ static int check_docker(const char *root, const struct rt_options *o, struct err
     json_error_t je;
     json_t *doc = json_loadb(data, len, 0, &je);
     if (!doc)
-        return err_set(e, -EINVAL, "%s: line %d, column %d: %s", full, je.line, je.column,
-                       je.text);
-    const char *path = json_string_value(
-        json_object_get(json_object_get(json_object_get(doc, "runtimes"), o->runtime_name),
-                        "path"));
+        return err_set(e, -EINVAL, "%s: line %d, column %d: %s", full, je.line, je.column, je.text);
+    const char *path = json_string_value(json_object_get(
+        json_object_get(json_object_get(doc, "runtimes"), o->runtime_name), "path"));
     if (!path)
         r = err_set(e, -ENOENT, "%s: no runtimes.%s.path", full, o->runtime_name);
     else if (strcmp(path, o->runtime_path) != 0)
-        r = err_set(e, -ENOENT, "%s: the %s runtime runs \"%s\", not \"%s\"", full,
-                    o->runtime_name, path, o->runtime_path);
+        r = err_set(e, -ENOENT, "%s: the %s runtime runs \"%s\", not \"%s\"", full, o->runtime_name,
+                    path, o->runtime_path);
     else if (o->enable_cdi &&
              !json_is_true(json_object_get(json_object_get(doc, "features"), "cdi")))
         r = err_set(e, -ENOENT, "%s: CDI is not enabled (features.cdi)", full);
@@ -671,9 +689,12 @@ static int check_docker(const char *root, const struct rt_options *o, struct err
 int rt_check(const char *host_root, enum rt_kind k, const struct rt_options *o, struct err *e)
 {
     switch (k) {
-    case RT_CONTAINERD: return check_containerd(host_root, o, e);
-    case RT_CRIO: return check_crio(host_root, o, e);
-    case RT_DOCKER: return check_docker(host_root, o, e);
+    case RT_CONTAINERD:
+        return check_containerd(host_root, o, e);
+    case RT_CRIO:
+        return check_crio(host_root, o, e);
+    case RT_DOCKER:
+        return check_docker(host_root, o, e);
     }
     return err_set(e, -EINVAL, "unknown runtime");
 }

@@ -15,7 +15,8 @@ struct tomlx {
     toml::table root;
 };
 
-namespace {
+namespace
+{
 
 const toml::node *find(const toml::table &root, const char *const *path, size_t n)
 {
@@ -65,8 +66,7 @@ template <typename F> int guard(F &&f)
 
 extern "C" {
 
-int tomlx_parse(const char *data, size_t len, struct tomlx **ret, unsigned *ret_line,
-                struct err *e)
+int tomlx_parse(const char *data, size_t len, struct tomlx **ret, unsigned *ret_line, struct err *e)
 {
     try {
         auto *t = new tomlx{toml::parse(std::string_view(data ? data : "", data ? len : 0))};
@@ -111,13 +111,20 @@ enum tomlx_type tomlx_type_at(const struct tomlx *t, const char *const *path, si
     if (!nd)
         return TOMLX_NONE;
     switch (nd->type()) {
-    case toml::node_type::table: return TOMLX_TABLE;
-    case toml::node_type::array: return TOMLX_ARRAY;
-    case toml::node_type::string: return TOMLX_STRING;
-    case toml::node_type::integer: return TOMLX_INT;
-    case toml::node_type::floating_point: return TOMLX_FLOAT;
-    case toml::node_type::boolean: return TOMLX_BOOL;
-    default: return TOMLX_OTHER;
+    case toml::node_type::table:
+        return TOMLX_TABLE;
+    case toml::node_type::array:
+        return TOMLX_ARRAY;
+    case toml::node_type::string:
+        return TOMLX_STRING;
+    case toml::node_type::integer:
+        return TOMLX_INT;
+    case toml::node_type::floating_point:
+        return TOMLX_FLOAT;
+    case toml::node_type::boolean:
+        return TOMLX_BOOL;
+    default:
+        return TOMLX_OTHER;
     }
 }
 
@@ -280,8 +287,7 @@ int tomlx_remove(struct tomlx *t, const char *const *path, size_t n)
     return 0;
 }
 
-int tomlx_keys(const struct tomlx *t, const char *const *path, size_t n, char ***ret,
-               size_t *ret_n)
+int tomlx_keys(const struct tomlx *t, const char *const *path, size_t n, char ***ret, size_t *ret_n)
 {
     return guard([&] {
         const toml::node *nd = find(t->root, path, n);
@@ -326,8 +332,9 @@ int tomlx_emit(const struct tomlx *t, struct sbuf *out)
 {
     int r = guard([&] {
         std::ostringstream os;
-        constexpr auto flags = toml::toml_formatter::default_flags &
-                               ~(toml::format_flags::indentation | toml::format_flags::allow_literal_strings);
+        constexpr auto flags =
+            toml::toml_formatter::default_flags &
+            ~(toml::format_flags::indentation | toml::format_flags::allow_literal_strings);
         os << toml::toml_formatter{t->root, flags};
         std::string s = os.str();
         if (!s.empty() && s.back() != '\n')
@@ -342,11 +349,21 @@ void tomlx_quote(struct sbuf *out, const char *s)
     sbuf_adds(out, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': sbuf_adds(out, "\\\""); break;
-        case '\\': sbuf_adds(out, "\\\\"); break;
-        case '\n': sbuf_adds(out, "\\n"); break;
-        case '\t': sbuf_adds(out, "\\t"); break;
-        case '\r': sbuf_adds(out, "\\r"); break;
+        case '"':
+            sbuf_adds(out, "\\\"");
+            break;
+        case '\\':
+            sbuf_adds(out, "\\\\");
+            break;
+        case '\n':
+            sbuf_adds(out, "\\n");
+            break;
+        case '\t':
+            sbuf_adds(out, "\\t");
+            break;
+        case '\r':
+            sbuf_adds(out, "\\r");
+            break;
         default:
             if (*p < 0x20 || *p == 0x7f)
                 sbuf_addf(out, "\\u%04x", *p);

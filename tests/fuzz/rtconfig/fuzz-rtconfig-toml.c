@@ -14,8 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    struct rt_options o = {.runtime_name = "nvidia", .runtime_path = "/usr/bin/gpuop",
-                           .set_as_default = data[0] & 1, .enable_cdi = data[0] & 2};
+    struct rt_options o = {.runtime_name = "nvidia",
+                           .runtime_path = "/usr/bin/gpuop",
+                           .set_as_default = data[0] & 1,
+                           .enable_cdi = data[0] & 2};
     struct rt_text in = {(const char *)data + 1, size - 1};
     struct sbuf m, d, m2, d2;
     struct err e = {0};

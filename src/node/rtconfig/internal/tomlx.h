@@ -39,7 +39,7 @@ enum tomlx_type {
  * column C: <what>" and *ret_line (may be NULL) the line. */
 int tomlx_parse(const char *data, size_t len, struct tomlx **ret, unsigned *ret_line,
                 struct err *e);
-struct tomlx *tomlx_new(void); /* an empty document */
+struct tomlx *tomlx_new(void);    /* an empty document */
 void tomlx_free(struct tomlx *t); /* accepts NULL */
 DEFINE_CLEANUP_FUNC(struct tomlx, tomlx_free)
 
