@@ -16,10 +16,6 @@
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
-#define P(...)                            \
-    ((const char *const[]){__VA_ARGS__}), \
-        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
-
 static const char *const default_cdi_dirs[] = {"/etc/cdi", "/var/run/cdi"};
 
 const char *rt_containerd_plugin(int version)
@@ -39,7 +35,7 @@ const char *rt_containerd_plugin(int version)
 int rt_containerd_version(const struct tomlx *t, int *ret, struct err *e)
 {
     int64_t v;
-    int r = tomlx_get_int(t, P("version"), &v);
+    int r = tomlx_get_int(t, TP("version"), &v);
     if (r == -ENOENT) {
         /* No version key means version 1, unless the file holds nothing: then it is new. */
         *ret = tomlx_empty(t) ? 2 : 1;
@@ -88,54 +84,55 @@ static int build_dropin(const struct tomlx *m, int version, const struct rt_opti
     if (!d)
         return err_set(e, -ENOMEM, "out of memory");
 
-    enum tomlx_type top = tomlx_type_at(m, P("plugins"));
+    enum tomlx_type top = tomlx_type_at(m, TP("plugins"));
     if (top != TOMLX_NONE && top != TOMLX_TABLE)
         return err_set(e, -EINVAL, "plugins: not a table");
-    enum tomlx_type pt = tomlx_type_at(m, P("plugins", plugin));
+    enum tomlx_type pt = tomlx_type_at(m, TP("plugins", plugin));
     if (pt == TOMLX_TABLE) {
-        int r = tomlx_copy(m, P("plugins", plugin), d, P("plugins", plugin));
+        int r = tomlx_copy(m, TP("plugins", plugin), d, TP("plugins", plugin));
         if (r < 0)
             return err_errno(e, r, "plugins.\"%s\": copy", plugin);
     } else if (pt != TOMLX_NONE) {
         return err_set(e, -EINVAL, "plugins.\"%s\": not a table", plugin);
     }
-    enum tomlx_type rt = tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes"));
+    enum tomlx_type rt = tomlx_type_at(d, TP("plugins", plugin, "containerd", "runtimes"));
     if (rt != TOMLX_NONE && rt != TOMLX_TABLE)
         return err_set(e, -EINVAL, "plugins.\"%s\".containerd.runtimes: not a table", plugin);
 
     /* The handler is cloned from runc, else from the default runtime, else made up. */
     _cleanup_free_ char *deflt = NULL;
     const char *from = NULL;
-    if (tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes", "runc")) == TOMLX_TABLE)
+    if (tomlx_type_at(d, TP("plugins", plugin, "containerd", "runtimes", "runc")) == TOMLX_TABLE)
         from = "runc";
-    else if (tomlx_get_str(d, P("plugins", plugin, "containerd", "default_runtime_name"), &deflt) ==
-                 0 &&
+    else if (tomlx_get_str(d, TP("plugins", plugin, "containerd", "default_runtime_name"),
+                           &deflt) == 0 &&
              strcmp(deflt, name) != 0 &&
-             tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes", deflt)) == TOMLX_TABLE)
+             tomlx_type_at(d, TP("plugins", plugin, "containerd", "runtimes", deflt)) ==
+                 TOMLX_TABLE)
         from = deflt;
     int r;
     if (from) {
-        r = tomlx_copy(d, P("plugins", plugin, "containerd", "runtimes", from), d,
-                       P("plugins", plugin, "containerd", "runtimes", name));
+        r = tomlx_copy(d, TP("plugins", plugin, "containerd", "runtimes", from), d,
+                       TP("plugins", plugin, "containerd", "runtimes", name));
     } else {
-        tomlx_remove(d, P("plugins", plugin, "containerd", "runtimes", name));
-        r = tomlx_set_str(d, P("plugins", plugin, "containerd", "runtimes", name, "runtime_type"),
+        tomlx_remove(d, TP("plugins", plugin, "containerd", "runtimes", name));
+        r = tomlx_set_str(d, TP("plugins", plugin, "containerd", "runtimes", name, "runtime_type"),
                           "io.containerd.runc.v2");
     }
-    if (r >= 0 && tomlx_type_at(d, P("plugins", plugin, "containerd", "runtimes", name,
-                                     "options")) != TOMLX_TABLE) {
-        tomlx_remove(d, P("plugins", plugin, "containerd", "runtimes", name, "options"));
+    if (r >= 0 && tomlx_type_at(d, TP("plugins", plugin, "containerd", "runtimes", name,
+                                      "options")) != TOMLX_TABLE) {
+        tomlx_remove(d, TP("plugins", plugin, "containerd", "runtimes", name, "options"));
     }
     if (r >= 0)
         r = tomlx_set_str(
-            d, P("plugins", plugin, "containerd", "runtimes", name, "options", "BinaryName"),
+            d, TP("plugins", plugin, "containerd", "runtimes", name, "options", "BinaryName"),
             o->runtime_path);
     if (r >= 0 && o->set_as_default)
-        r = tomlx_set_str(d, P("plugins", plugin, "containerd", "default_runtime_name"), name);
+        r = tomlx_set_str(d, TP("plugins", plugin, "containerd", "default_runtime_name"), name);
     if (r >= 0 && o->enable_cdi) {
-        r = tomlx_set_bool(d, P("plugins", plugin, "enable_cdi"), true);
-        if (r >= 0 && tomlx_type_at(d, P("plugins", plugin, "cdi_spec_dirs")) == TOMLX_NONE)
-            r = tomlx_set_str_array(d, P("plugins", plugin, "cdi_spec_dirs"), default_cdi_dirs,
+        r = tomlx_set_bool(d, TP("plugins", plugin, "enable_cdi"), true);
+        if (r >= 0 && tomlx_type_at(d, TP("plugins", plugin, "cdi_spec_dirs")) == TOMLX_NONE)
+            r = tomlx_set_str_array(d, TP("plugins", plugin, "cdi_spec_dirs"), default_cdi_dirs,
                                     ARRAY_SIZE(default_cdi_dirs));
     }
     if (r < 0)
@@ -149,7 +146,7 @@ static int build_dropin(const struct tomlx *m, int version, const struct rt_opti
 /* The main file's imports (strings), or none. */
 static int get_imports(const struct tomlx *t, char ***ret, size_t *ret_n, struct err *e)
 {
-    int n = tomlx_str_array_len(t, P("imports"));
+    int n = tomlx_str_array_len(t, TP("imports"));
     *ret = NULL;
     *ret_n = 0;
     if (n == -ENOENT)
@@ -158,7 +155,7 @@ static int get_imports(const struct tomlx *t, char ***ret, size_t *ret_n, struct
         return err_set(e, -EINVAL, "imports: not an array of strings");
     char **v = xcalloc((size_t)n + 1, sizeof(char *));
     for (int i = 0; i < n; i++) {
-        int r = tomlx_str_array_get(t, P("imports"), (size_t)i, &v[i]);
+        int r = tomlx_str_array_get(t, TP("imports"), (size_t)i, &v[i]);
         if (r < 0) {
             tomlx_keys_free(v, (size_t)i);
             return err_set(e, -EINVAL, "imports: not an array of strings");
@@ -197,9 +194,9 @@ static int edit_main(struct rt_text main, const struct tomlx *m, const char *dro
 
     if (have) {
         sbuf_add(out, s, len);
-    } else if (nimp > 0 || tomlx_type_at(m, P("imports")) != TOMLX_NONE) {
+    } else if (nimp > 0 || tomlx_type_at(m, TP("imports")) != TOMLX_NONE) {
         unsigned l0, c0, l1, c1;
-        if (tomlx_span(m, P("imports"), &l0, &c0, &l1, &c1) < 0) {
+        if (tomlx_span(m, TP("imports"), &l0, &c0, &l1, &c1) < 0) {
             tomlx_keys_free(imp, nimp);
             return err_set(e, -EINVAL, "imports: cannot locate it in the text");
         }
@@ -215,7 +212,7 @@ static int edit_main(struct rt_text main, const struct tomlx *m, const char *dro
         /* A top-level key goes before the first table: after `version`, else first. */
         unsigned l0, c0, l1, c1;
         size_t at = 0;
-        if (tomlx_span(m, P("version"), &l0, &c0, &l1, &c1) == 0)
+        if (tomlx_span(m, TP("version"), &l0, &c0, &l1, &c1) == 0)
             at = line_end(s, len, l1);
         sbuf_add(out, s, at);
         if (at > 0 && s[at - 1] != '\n')
@@ -263,10 +260,10 @@ static int check_main(const struct tomlx *old, const char *text, size_t len, con
         o2 = tomlx_new();
         if (!o2 || (!tomlx_empty(old) && tomlx_copy(old, NULL, 0, o2, NULL, 0) < 0))
             return err_set(e, -ENOMEM, "out of memory");
-        tomlx_remove(o2, P("imports"));
-        tomlx_remove(n2, P("imports"));
+        tomlx_remove(o2, TP("imports"));
+        tomlx_remove(n2, TP("imports"));
         if (tomlx_empty(old))
-            tomlx_remove(n2, P("version"));
+            tomlx_remove(n2, TP("version"));
         ok = tomlx_equal(o2, n2);
     }
     if (!ok)

@@ -11,10 +11,6 @@
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
-#define P(...)                            \
-    ((const char *const[]){__VA_ARGS__}), \
-        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
-
 int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_options *o,
                  struct sbuf *ret_dropin, size_t *ret_bad, struct err *e)
 {
@@ -33,16 +29,16 @@ int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_option
                 *ret_bad = i;
             return r;
         }
-        enum tomlx_type rt = tomlx_type_at(t, P("crio", "runtime", "runtimes"));
+        enum tomlx_type rt = tomlx_type_at(t, TP("crio", "runtime", "runtimes"));
         if (rt != TOMLX_NONE && rt != TOMLX_TABLE) {
             if (ret_bad)
                 *ret_bad = i;
             return err_set(e, -EINVAL, "crio.runtime.runtimes: not a table");
         }
-        if (tomlx_type_at(t, P("crio", "runtime", "runtimes", "runc")) == TOMLX_TABLE) {
+        if (tomlx_type_at(t, TP("crio", "runtime", "runtimes", "runc")) == TOMLX_TABLE) {
             tomlx_free(with_runc);
             with_runc = steal_ptr(&t);
-        } else if (tomlx_type_at(t, P("crio", "runtime", "runtimes", "crun")) == TOMLX_TABLE) {
+        } else if (tomlx_type_at(t, TP("crio", "runtime", "runtimes", "crun")) == TOMLX_TABLE) {
             tomlx_free(with_crun);
             with_crun = steal_ptr(&t);
         }
@@ -52,16 +48,16 @@ int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_option
 
     int r = 0;
     if (src)
-        r = tomlx_copy(src, P("crio", "runtime", "runtimes", base), d,
-                       P("crio", "runtime", "runtimes", o->runtime_name));
+        r = tomlx_copy(src, TP("crio", "runtime", "runtimes", base), d,
+                       TP("crio", "runtime", "runtimes", o->runtime_name));
     if (r >= 0)
-        r = tomlx_set_str(d, P("crio", "runtime", "runtimes", o->runtime_name, "runtime_path"),
+        r = tomlx_set_str(d, TP("crio", "runtime", "runtimes", o->runtime_name, "runtime_path"),
                           o->runtime_path);
     if (r >= 0)
-        r = tomlx_set_str(d, P("crio", "runtime", "runtimes", o->runtime_name, "runtime_type"),
+        r = tomlx_set_str(d, TP("crio", "runtime", "runtimes", o->runtime_name, "runtime_type"),
                           "oci");
     if (r >= 0 && o->set_as_default)
-        r = tomlx_set_str(d, P("crio", "runtime", "default_runtime"), o->runtime_name);
+        r = tomlx_set_str(d, TP("crio", "runtime", "default_runtime"), o->runtime_name);
     if (r < 0)
         return err_errno(e, r, "crio.runtime.runtimes.%s", o->runtime_name);
 

@@ -38,12 +38,12 @@ static size_t skip_value(struct jtext t, size_t i)
                 if (t.s[i] == '\\')
                     i++;
             if (depth == 0)
-                return i + 1;
+                return i < t.len ? i + 1 : t.len;
         } else if (c == '{' || c == '[') {
             depth++;
         } else if (c == '}' || c == ']') {
             if (depth <= 1)
-                return i + 1;
+                return i < t.len ? i + 1 : t.len;
             depth--;
         }
     }
@@ -239,6 +239,14 @@ int rt_docker_edit(struct rt_text config, const struct rt_options *o, struct sbu
 {
     bool fresh = blank(config);
     struct jtext t = fresh ? (struct jtext){"{}\n", 3} : (struct jtext){config.data, config.len};
+    /* jansson stops reading at a NUL byte; the scanner below must see what jansson saw. */
+    const char *nul = memchr(t.s, '\0', t.len);
+    if (nul) {
+        int line = 1;
+        for (const char *p = t.s; p < nul; p++)
+            line += *p == '\n';
+        return err_set(e, -EINVAL, "line %d: a NUL byte", line);
+    }
     json_error_t je;
     json_t *doc = json_loadb(t.s, t.len, 0, &je);
     if (!doc)

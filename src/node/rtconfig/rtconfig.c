@@ -17,10 +17,6 @@
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
-#define P(...)                            \
-    ((const char *const[]){__VA_ARGS__}), \
-        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
-
 /* ---- names ------------------------------------------------------------------------------- */
 
 const char *rt_kind_name(enum rt_kind k)
@@ -571,13 +567,14 @@ static int check_containerd(const char *root, const struct rt_options *o, struct
         return err_prefix(e, "%s", full);
     const char *plugin = rt_containerd_plugin(version);
     /* containerd replaces a plugin section with the last imported file's that names it. */
-    const struct tomlx *in_force = tomlx_type_at(m, P("plugins", plugin)) == TOMLX_TABLE ? m : NULL;
+    const struct tomlx *in_force =
+        tomlx_type_at(m, TP("plugins", plugin)) == TOMLX_TABLE ? m : NULL;
     _cleanup_(tomlx_freep) struct tomlx *last = NULL;
     _cleanup_free_ char *from = xstrdup(full);
-    int n = tomlx_str_array_len(m, P("imports"));
+    int n = tomlx_str_array_len(m, TP("imports"));
     for (int i = 0; i < n; i++) {
         _cleanup_free_ char *imp = NULL;
-        if (tomlx_str_array_get(m, P("imports"), (size_t)i, &imp) < 0 || imp[0] != '/' ||
+        if (tomlx_str_array_get(m, TP("imports"), (size_t)i, &imp) < 0 || imp[0] != '/' ||
             strpbrk(imp, "*?["))
             continue;
         _cleanup_free_ char *ifull = under(root, imp);
@@ -590,7 +587,7 @@ static int check_containerd(const char *root, const struct rt_options *o, struct
         _cleanup_(tomlx_freep) struct tomlx *t = NULL;
         if (tomlx_parse(idata, ilen, &t, NULL, e) < 0)
             return err_prefix(e, "%s", ifull);
-        if (tomlx_type_at(t, P("plugins", plugin)) == TOMLX_TABLE) {
+        if (tomlx_type_at(t, TP("plugins", plugin)) == TOMLX_TABLE) {
             tomlx_free(last);
             last = steal_ptr(&t);
             in_force = last;
@@ -602,8 +599,8 @@ static int check_containerd(const char *root, const struct rt_options *o, struct
         return err_set(e, -ENOENT, "%s: no plugins.\"%s\" section", full, plugin);
     _cleanup_free_ char *bin = NULL;
     if (tomlx_get_str(in_force,
-                      P("plugins", plugin, "containerd", "runtimes", o->runtime_name, "options",
-                        "BinaryName"),
+                      TP("plugins", plugin, "containerd", "runtimes", o->runtime_name, "options",
+                         "BinaryName"),
                       &bin) < 0)
         return err_set(e, -ENOENT, "%s: no %s runtime with a BinaryName", from, o->runtime_name);
     if (strcmp(bin, o->runtime_path) != 0)
@@ -611,7 +608,7 @@ static int check_containerd(const char *root, const struct rt_options *o, struct
                        o->runtime_name, bin, o->runtime_path);
     bool cdi = false;
     if (o->enable_cdi &&
-        (tomlx_get_bool(in_force, P("plugins", plugin, "enable_cdi"), &cdi) < 0 || !cdi))
+        (tomlx_get_bool(in_force, TP("plugins", plugin, "enable_cdi"), &cdi) < 0 || !cdi))
         return err_set(e, -ENOENT, "%s: CDI is not enabled (plugins.\"%s\".enable_cdi)", from,
                        plugin);
     return 0;
@@ -641,7 +638,7 @@ static int check_crio(const char *root, const struct rt_options *o, struct err *
             break;
         }
         char *p = NULL;
-        if (tomlx_get_str(t, P("crio", "runtime", "runtimes", o->runtime_name, "runtime_path"),
+        if (tomlx_get_str(t, TP("crio", "runtime", "runtimes", o->runtime_name, "runtime_path"),
                           &p) == 0) {
             free(path);
             path = p;

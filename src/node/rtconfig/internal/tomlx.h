@@ -24,6 +24,11 @@ extern "C" {
 
 struct tomlx;
 
+/* A key path for the calls below: TP("plugins", "cri") gives the array and its length. */
+#define TP(...)                           \
+    ((const char *const[]){__VA_ARGS__}), \
+        (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 enum tomlx_type {
     TOMLX_NONE, /* no such key */
     TOMLX_TABLE,
