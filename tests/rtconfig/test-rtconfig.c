@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "rtconfig.h"
 
@@ -376,6 +379,67 @@ static void test_configure_restore(void **state)
     free(cmd);
 }
 
+/* restart_mode signal: SIGHUP goes to the process serving the runtime's socket (here, this test),
+ * and the request is recorded with the pid; no socket is an error that is recorded too. */
+static volatile sig_atomic_t got_hup;
+static void on_hup(int sig)
+{
+    (void)sig;
+    got_hup = 1;
+}
+
+static void test_reload_signal(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/rtconfig-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct err e = {0};
+    struct rt_options o = opts;
+    o.restart_mode = RT_RESTART_SIGNAL;
+    bool changed;
+    /* No socket: the config is written, the reload fails and says so. */
+    assert_true(rt_configure(root, RT_DOCKER, &o, &changed, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "tell docker to reload (signal)"));
+    assert_int_equal(rt_restore(root, RT_DOCKER, &opts, &e), 0);
+
+    char *dir = xasprintf("%s/run", root);
+    assert_int_equal(mkdir_p(dir, 0755), 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/docker.sock", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    struct sigaction act = {.sa_handler = on_hup}, old;
+    sigemptyset(&act.sa_mask);
+    assert_int_equal(sigaction(SIGHUP, &act, &old), 0);
+    got_hup = 0;
+    err_clear(&e);
+    assert_int_equal(rt_configure(root, RT_DOCKER, &o, &changed, &e), 0);
+    assert_true(changed);
+    assert_true(got_hup);
+    size_t len;
+    char *log = slurp(root, "/var/lib/gpuop/rtconfig/reload.log", &len);
+    assert_non_null(log);
+    char *want = xasprintf("runtime=docker action=configure mode=signal result=sighup pid=%d",
+                           (int)getpid());
+    assert_non_null(strstr(log, want));
+    assert_non_null(strstr(log, "mode=signal result=failed"));
+    free(want);
+    free(log);
+    /* Nothing changed: no reload. */
+    got_hup = 0;
+    assert_int_equal(rt_configure(root, RT_DOCKER, &o, &changed, &e), 0);
+    assert_false(changed);
+    assert_false(got_hup);
+    sigaction(SIGHUP, &old, NULL);
+    close(fd);
+    free(dir);
+    char *cmd = xasprintf("rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_configure_restore),
+        cmocka_unit_test(test_reload_signal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

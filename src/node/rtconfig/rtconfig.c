@@ -340,8 +340,8 @@ static int run_systemctl(const char *unit)
 }
 
 /* Tells the runtime to load its config, as o->restart_mode says, and records the request. */
-static int reload(const char *root, enum rt_kind k, const struct rt_options *o, const char *why,
-                  struct err *e)
+int rt_reload(const char *root, enum rt_kind k, const struct rt_options *o, const char *why,
+              struct err *e)
 {
     static const char *const units[] = {
         [RT_CONTAINERD] = "containerd", [RT_CRIO] = "crio", [RT_DOCKER] = "docker"};
@@ -522,7 +522,7 @@ int rt_configure(const char *host_root, enum rt_kind k, const struct rt_options 
             r = write_one(host_root, o, out_path[i], out[i].data ? out[i].data : "", out[i].len,
                           &changed, e);
     if (r == 0 && changed)
-        r = reload(host_root, k, o, "configure", e);
+        r = rt_reload(host_root, k, o, "configure", e);
     if (r == 0 && ret_changed)
         *ret_changed = changed;
 out:
@@ -542,7 +542,7 @@ int rt_restore(const char *host_root, enum rt_kind k, const struct rt_options *o
     if (r == 0 && rt_dropin_path(k, o))
         r = restore_one(host_root, o, rt_dropin_path(k, o), &changed, e);
     if (r == 0 && changed)
-        r = reload(host_root, k, o, "restore", e);
+        r = rt_reload(host_root, k, o, "restore", e);
     return r;
 }
 

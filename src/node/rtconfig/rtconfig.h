@@ -106,6 +106,12 @@ int rt_detect(const char *host_root, const char *node_runtime_version, const cha
  * written, e names the file and line. */
 int rt_configure(const char *host_root, enum rt_kind k, const struct rt_options *o,
                  bool *ret_changed, struct err *e);
+/* Tells the runtime to load its config as o->restart_mode says and records the request (why:
+ * "configure", "restore", ...). rt_configure and rt_restore call it after a change; a failed
+ * reload leaves the files written, and a later rt_configure finds nothing to change, so the
+ * caller retries with this. */
+int rt_reload(const char *host_root, enum rt_kind k, const struct rt_options *o, const char *why,
+              struct err *e);
 /* Puts back what rt_configure changed (byte for byte; a file it created is removed) and drops
  * the backups; then the runtime is told to reload. Nothing to restore is not an error. */
 int rt_restore(const char *host_root, enum rt_kind k, const struct rt_options *o, struct err *e);
