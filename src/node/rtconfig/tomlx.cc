@@ -287,33 +287,6 @@ int tomlx_remove(struct tomlx *t, const char *const *path, size_t n)
     return 0;
 }
 
-int tomlx_keys(const struct tomlx *t, const char *const *path, size_t n, char ***ret, size_t *ret_n)
-{
-    return guard([&] {
-        const toml::node *nd = find(t->root, path, n);
-        if (!nd)
-            return -ENOENT;
-        const toml::table *tb = nd->as_table();
-        if (!tb)
-            return -EINVAL;
-        char **keys = static_cast<char **>(calloc(tb->size() + 1, sizeof(char *)));
-        if (!keys)
-            return -ENOMEM;
-        size_t i = 0;
-        for (auto &&kv : *tb) {
-            keys[i] = strndup(kv.first.str().data(), kv.first.str().size());
-            if (!keys[i]) {
-                tomlx_keys_free(keys, i);
-                return -ENOMEM;
-            }
-            i++;
-        }
-        *ret = keys;
-        *ret_n = i;
-        return 0;
-    });
-}
-
 void tomlx_keys_free(char **keys, size_t n)
 {
     if (!keys)

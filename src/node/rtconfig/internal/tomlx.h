@@ -72,9 +72,7 @@ int tomlx_set_str_array(struct tomlx *t, const char *const *path, size_t n, cons
 int tomlx_copy(const struct tomlx *src, const char *const *spath, size_t sn, struct tomlx *dst,
                const char *const *dpath, size_t dn);
 int tomlx_remove(struct tomlx *t, const char *const *path, size_t n); /* absent is fine */
-/* Keys of the table at path (malloc'ed array of malloc'ed strings, in document order). */
-int tomlx_keys(const struct tomlx *t, const char *const *path, size_t n, char ***ret,
-               size_t *ret_n);
+/* Frees an array of n malloc'ed strings (as the imports lists are built). */
 void tomlx_keys_free(char **keys, size_t n);
 /* Structural equality of two documents. */
 bool tomlx_equal(const struct tomlx *a, const struct tomlx *b);
