@@ -63,6 +63,7 @@ containerd_case() { # NAME VERSION PLUGIN; the config comes on stdin ("-missing-
         containerd --config "$cfg" config dump > "$d/dump" 2> "$d/dump.err" ||
             { cat "$d/dump.err"; fail "$name: containerd config dump failed"; }
         grep -q 'containerd.runtimes.nvidia\]' "$d/dump" || fail "$name: dump lacks the nvidia runtime"
+        grep -q 'containerd.runtimes.runc\]' "$d/dump" || fail "$name: runc is gone from the dump"
         grep -qF "BinaryName = \"$BIN\"" "$d/dump" || fail "$name: dump lacks BinaryName"
         if [ "$cdi_known" = 1 ]; then
             grep -q 'enable_cdi = true' "$d/dump" || fail "$name: dump lacks enable_cdi"

@@ -99,6 +99,22 @@ static int build_dropin(const struct tomlx *m, int version, const struct rt_opti
     if (rt != TOMLX_NONE && rt != TOMLX_TABLE)
         return err_set(e, -EINVAL, "plugins.\"%s\".containerd.runtimes: not a table", plugin);
 
+    /* containerd decodes a runtimes table over its defaults as a whole: once the drop-in names
+     * one runtime, a runc the config left to the defaults is gone (seen with containerd 1.6's
+     * dump). So runc is spelled out, as containerd's default config has it, when the config
+     * has it nowhere and it is (by default) the default runtime. */
+    _cleanup_free_ char *dflt_name = NULL;
+    int dr =
+        tomlx_get_str(d, TP("plugins", plugin, "containerd", "default_runtime_name"), &dflt_name);
+    if (tomlx_type_at(d, TP("plugins", plugin, "containerd", "runtimes", "runc")) == TOMLX_NONE &&
+        (dr == -ENOENT || (dr == 0 && strcmp(dflt_name, "runc") == 0))) {
+        int rr = tomlx_set_str(
+            d, TP("plugins", plugin, "containerd", "runtimes", "runc", "runtime_type"),
+            "io.containerd.runc.v2");
+        if (rr < 0)
+            return err_set(e, -EINVAL, "plugins.\"%s\".containerd: not a table", plugin);
+    }
+
     /* The handler is cloned from runc, else from the default runtime, else made up. */
     _cleanup_free_ char *deflt = NULL;
     const char *from = NULL;
