@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "cdi.h"
 #include "toolkit.h"
 
 /* ---- a fixed inventory -------------------------------------------------------------------- */
@@ -94,12 +95,27 @@ static void check_golden(const char *name, const char *text)
     }
 }
 
+/* Renders, and reads the spec back with the CDI model every consumer uses. */
 static char *render_or_fail(const struct tk_cdi_input *in)
 {
     struct err e = {0};
     char *text = NULL;
     if (tk_cdi_render(in, &text, &e) < 0)
         fail_msg("render: %s", err_msg(&e));
+    _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+    if (cdi_spec_parse("rendered", text, strlen(text), &s, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_string_equal(cdi_spec_kind(s), TK_CDI_KIND);
+    _cleanup_sbuf_ struct sbuf names;
+    sbuf_init(&names, 1u << 16);
+    assert_int_equal(tk_cdi_names(in->inv, &names), 0);
+    size_t n = 0;
+    for (const char *p = names.data; p && *p; p = strchr(p, '\n') + 1, n++) {
+        const char *eq = strchr(p, '=') + 1;
+        _cleanup_free_ char *name = xstrndup(eq, (size_t)(strchr(p, '\n') - eq));
+        assert_true(cdi_spec_has_device(s, name));
+    }
+    assert_int_equal(cdi_spec_n_devices(s), n);
     return text;
 }
 
@@ -142,6 +158,43 @@ static void test_golden_container(void **state)
     _cleanup_free_ char *c = render_or_fail(&in);
     assert_null(strstr(c, "hostPath: /run/nvidia/driver/dev/"));
     assert_non_null(strstr(c, "hostPath: /run/nvidia/driver/usr/bin/nvidia-smi\n"));
+}
+
+/* Every golden spec (the fleets' too, which the integration test compares byte for byte with
+ * what gpuop writes) checks with the CDI model, at the lowest version its fields need. */
+static void test_goldens_parse(void **state)
+{
+    (void)state;
+    const char *names[] = {"unit-host.yaml", "unit-container.yaml",     "dgx-h100.yaml",
+                           "hgx-h200.yaml",  "dgx-a100-80gb-mig.yaml",  "pcie-l4.yaml",
+                           "dgx1-v100.yaml", "pcie-l4-host-driver.yaml"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        _cleanup_free_ char *path = golden_path(names[i]);
+        struct err e = {0};
+        _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+        if (cdi_spec_load(path, &s, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        assert_string_equal(cdi_spec_version(s), "0.5.0");
+        assert_true(cdi_spec_has_device(s, "all"));
+        assert_true(cdi_spec_has_device(s, "0"));
+        const struct cdi_edits *all = cdi_spec_device_edits(s, "all");
+        assert_non_null(all);
+        assert_true(all->n_device_nodes >= 1);
+        const struct cdi_edits *common = cdi_spec_edits(s);
+        assert_true(common->n_mounts >= 2);
+        assert_int_equal(common->n_env, 1);
+    }
+    /* the MIG fleet: 8 GPUs (16 names), 26 MIG devices (52 names), all */
+    _cleanup_free_ char *path = golden_path("dgx-a100-80gb-mig.yaml");
+    struct err e = {0};
+    _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+    assert_int_equal(cdi_spec_load(path, &s, &e), 0);
+    assert_int_equal(cdi_spec_n_devices(s), 16 + 52 + 1);
+    const struct cdi_edits *mig = cdi_spec_device_edits(s, "0:0");
+    assert_non_null(mig);
+    assert_int_equal(mig->n_device_nodes, 3); /* /dev/nvidia0 and two capability nodes */
+    assert_true(mig->device_nodes[0].has_major);
+    assert_int_equal(mig->device_nodes[0].major, 195);
 }
 
 static void test_names(void **state)
@@ -376,6 +429,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_host),
         cmocka_unit_test(test_golden_container),
+        cmocka_unit_test(test_goldens_parse),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_mig_minors),

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdi.h"
 #include "gpu.h"
 #include "nodestate.h"
 #include "rtconfig.h"
@@ -44,6 +45,7 @@ struct tk {
     const char *default_runtime;
     const char *node_runtime_version;
     bool set_as_default;
+    const char *restart_mode;
     const char *host_root;
     const char *driver_root;
     const char *dev_root;
@@ -59,6 +61,7 @@ struct tk {
     bool configure_runtime; /* false with --runtime=none */
     bool runtime_known;     /* --runtime named one; else detected */
     enum rt_kind kind;
+    enum rt_restart_mode restart;
     /* running */
     struct gpu_lib *lib;
     char *spec_host; /* <host_root><cdi_spec> */
@@ -204,6 +207,7 @@ static void tk_defaults(void *state)
     t->install_dir = "/usr/local/nvidia";
     t->runtime_class = "nvidia";
     t->runtime = RUNTIME_AUTO;
+    t->restart_mode = "signal";
     t->host_root = "/";
     t->cdi_spec = TK_CDI_SPEC;
     t->validations_dir = NS_VALIDATIONS_DIR;
@@ -265,6 +269,9 @@ static int tk_configure(struct svc *s, struct err *e)
     if (t->runtime_known && t->default_runtime && *t->default_runtime && want != t->kind)
         return err_set(e, -EINVAL, "--runtime is %s but the policy's default runtime is %s",
                        rt_kind_name(t->kind), rt_kind_name(want));
+    if (rt_restart_mode_parse(t->restart_mode, &t->restart) < 0)
+        return err_set(e, -EINVAL, "--restart-mode: unknown mode \"%s\" (signal, systemd, none)",
+                       t->restart_mode);
     if (!*t->runtime_class)
         return err_set(e, -EINVAL, "--runtime-class: empty");
     t->spec_host = on_host(t, t->cdi_spec);
@@ -386,8 +393,14 @@ static int generate(struct tk *t, char **ret, char *ret_version, size_t version_
         .mig_minors = minors,
         .control_present = present,
     };
-    if ((r = tk_cdi_render(&in, ret, e)) < 0)
+    _cleanup_free_ char *spec = NULL;
+    if ((r = tk_cdi_render(&in, &spec, e)) < 0)
         return r;
+    /* read back as every CDI consumer will, before anyone sees it */
+    _cleanup_(cdi_spec_freep) struct cdi_spec *parsed = NULL;
+    if ((r = cdi_spec_parse(t->cdi_spec, spec, strlen(spec), &parsed, e)) < 0)
+        return err_prefix(e, "the generated spec does not check");
+    *ret = steal_ptr(&spec);
     if (ret_version)
         strlcpy_s(ret_version, inv->driver_version, version_len);
     return 0;
@@ -441,20 +454,6 @@ static int run_list(struct tk *t, struct err *e)
 
 /* ---- the daemon --------------------------------------------------------------------------- */
 
-/* The file a runtime's configuration ends up in, for the marker. */
-static const char *runtime_config_path(enum rt_kind k)
-{
-    switch (k) {
-    case RT_CONTAINERD:
-        return "/etc/containerd/config.toml";
-    case RT_CRIO:
-        return "/etc/crio/crio.conf.d/99-nvidia.toml";
-    case RT_DOCKER:
-        return "/etc/docker/daemon.json";
-    }
-    return "";
-}
-
 /* gpuop itself as <install-dir>/gpuop, and <install-dir>/gpuop-runtime, the handler the runtime
  * runs: `gpuop runtime` with the runtime's arguments. Rewritten only when different. */
 static int install(struct tk *t, struct err *e)
@@ -494,7 +493,8 @@ static void rt_opts(const struct tk *t, struct rt_options *o, char *path, size_t
     *o = (struct rt_options){.runtime_name = t->runtime_class,
                              .runtime_path = path,
                              .set_as_default = t->set_as_default,
-                             .enable_cdi = true};
+                             .enable_cdi = true,
+                             .restart_mode = t->restart};
 }
 
 static char *validations_host(const struct tk *t)
@@ -507,8 +507,11 @@ static int write_marker(struct tk *t, struct err *e)
     struct ns_kv kv[4];
     size_t n = 0;
     kv[n++] = (struct ns_kv){"RUNTIME", t->configure_runtime ? rt_kind_name(t->kind) : "none"};
+    struct rt_options o;
+    char path[512];
+    rt_opts(t, &o, path, sizeof(path));
     if (t->configure_runtime)
-        kv[n++] = (struct ns_kv){"RUNTIME_CONFIG", runtime_config_path(t->kind)};
+        kv[n++] = (struct ns_kv){"RUNTIME_CONFIG", rt_config_path(t->kind, &o)};
     kv[n++] = (struct ns_kv){"CDI_SPEC", t->cdi_spec};
     kv[n++] = (struct ns_kv){"TOOLKIT_INSTALL_DIR", t->install_dir};
     _cleanup_free_ char *text = NULL;
