@@ -133,6 +133,13 @@ static const struct svc_option tk_options[] = {
      .kind = SVC_BOOL,
      .off = offsetof(struct tk, set_as_default),
      .help = "make the handler the runtime's default (false)"},
+    {.flag = "restart-mode",
+     .env = "RUNTIME_RESTART_MODE",
+     .kind = SVC_STRING,
+     .off = offsetof(struct tk, restart_mode),
+     .metavar = "MODE",
+     .help = "how the runtime is told to reload its config: signal (SIGHUP to the process\n"
+             "serving its socket), systemd, or none (only recorded) (signal)"},
     {.flag = "host-root",
      .env = "HOST_ROOT",
      .kind = SVC_STRING,
@@ -567,8 +574,7 @@ static int detect_runtime(struct tk *t, struct err *e)
     int r = rt_detect(t->host_root, t->node_runtime_version, want, &t->kind, e);
     if (r < 0)
         return err_prefix(e, "container runtime");
-    log_info(COMP, "container runtime detected", "runtime=%s", rt_kind_name(t->kind));
-    return 0;
+    return 0; /* logged with "ready", once it is configured */
 }
 
 static int start(struct tk *t, struct err *e)
