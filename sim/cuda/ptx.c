@@ -482,7 +482,8 @@ static int parse_header(struct lex *l, struct simcuda_ptx_module *m)
                 sm = sm * 10 + (unsigned)(t.s[k++] - '0');
                 digits++;
             }
-            if (digits < 2 || (k < t.n && !(k + 1 == t.n && (t.s[k] == 'a' || t.s[k] == 'f'))))
+            if (digits < 2 || sm < 10 ||
+                (k < t.n && !(k + 1 == t.n && (t.s[k] == 'a' || t.s[k] == 'f'))))
                 return lex_fail(l, ".target: not an architecture (sm_NN)");
             arch = true;
             if (sm > m->target_sm)

@@ -89,6 +89,7 @@ static void test_malformed(void **state)
         {".version 6.0\n.address_size 64\n", "line 2: .version is followed by .target"},
         {".version 6.0\n.target gfx90a\n", "line 2: .target: unknown target"},
         {".version 6.0\n.target sm_5\n", "line 2: .target: not an architecture (sm_NN)"},
+        {".version 6.0\n.target sm_00\n", "line 2: .target: not an architecture (sm_NN)"},
         {".version 6.0\n.target debug\n", "line 3: .target names no architecture"},
         {".version 6.0\n.target sm_50\n.address_size 48\n", "line 3: .address_size is 32 or 64"},
         {HDR ".entry k(.param .u64 a {\n ret;\n}\n",
