@@ -36,8 +36,9 @@ has "CUDA check: PASS"
 uuid1=$(sed -n 's/^device 1: NVIDIA H100 80GB HBM3 \(GPU-[^:]*\): PASS.*/\1/p' "$T/out")
 [ -n "$uuid1" ] || fail "no UUID for device 1"
 # The UUIDs are NVML's: the fleet's GPU 1.
-GPUOP_NVML_LIBRARY=${GPUOP_CUDA_LIBRARY%/*}/libnvidia-ml.so.1 "$GPUOP" inventory >"$T/inv" 2>&1 &&
-    { grep -qF "$uuid1" "$T/inv" || fail "device 1's UUID $uuid1 is not in NVML's inventory"; }
+GPUOP_NVML_LIBRARY=${GPUOP_CUDA_LIBRARY%/*}/libnvidia-ml.so.1 "$GPUOP" inventory >"$T/inv" 2>&1 ||
+    fail "gpuop inventory: $(cat "$T/inv")"
+grep -qE "^1 +NVIDIA H100 80GB HBM3 +$uuid1 " "$T/inv" || fail "device 1's UUID $uuid1 is not NVML's GPU 1"
 
 # Another length; other fleets (Volta's sm_70 compiles the sm_50 PTX too).
 "$CHECK" --elements 1000003 >"$T/out" 2>&1 || fail "--elements 1000003"
