@@ -3,19 +3,21 @@
  * build/cuda-check: the CUDA check on its own, for a machine with a GPU (scripts/
  * cuda-check-real.sh) and for the tests against the simulated libcuda.
  *   cuda-check [--lib PATH] [--elements N]
+ *   cuda-check --ptx            prints the embedded PTX module (for ptxas, in the tests)
  * Prints one line per device and a verdict; exit 0 when every device passed, 1 when the check
  * failed, 2 on bad arguments.
  */
 #include <string.h>
 
-#include "cuda.h"
+#include "cuda-internal.h"
 
 static int usage(void)
 {
     fprintf(stderr, "usage: cuda-check [--lib PATH] [--elements N]\n"
                     "  --lib PATH      the CUDA driver library (default $GPUOP_CUDA_LIBRARY, "
                     "else libcuda.so.1)\n"
-                    "  --elements N    vectorAdd's length (default 50000)\n");
+                    "  --elements N    vectorAdd's length (default 50000)\n"
+                    "  --ptx           print the embedded PTX module and exit\n");
     return 2;
 }
 
@@ -24,7 +26,10 @@ int main(int argc, char **argv)
     const char *lib = NULL;
     uint64_t n = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--ptx") == 0 && argc == 2) {
+            fputs(cuda_vector_add_ptx, stdout);
+            return fflush(stdout) == 0 ? 0 : 1;
+        } else if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
             lib = argv[++i];
         } else if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc) {
             if (parse_u64(argv[++i], &n) < 0 || n == 0) {

@@ -121,6 +121,43 @@ static void test_malformed(void **state)
     assert_int_equal(simcuda_ptx_parse(HDR "\0garbage", sizeof(HDR "\0garbage") - 1, &mod, &e), 0);
 }
 
+/* Real compiler output (tests/fuzz/simcuda/nvcc-kernels.cu through nvcc 13.0): kernels with
+ * loops, shared memory, atomics, a struct parameter, device functions and debug sections. */
+static void test_nvcc_output(void **state)
+{
+    (void)state;
+    const char *src = getenv("GPUOP_SOURCE_ROOT");
+    if (!src)
+        skip();
+    static const struct {
+        const char *file;
+        unsigned sm;
+        size_t entries;
+    } files[] = {{"nvcc-sm90.ptx", 90, 3}, {"nvcc-sm80-debug.ptx", 80, 10}};
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        _cleanup_free_ char *path =
+            xasprintf("%s/tests/fuzz/simcuda/corpus/%s", src, files[i].file);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        struct err e = {0};
+        assert_int_equal(file_read_all(path, 1 << 20, &text, &len, &e), 0);
+        if (simcuda_ptx_parse(text, len, &mod, &e) != 0)
+            fail_msg("%s: %s", files[i].file, err_msg(&e));
+        assert_int_equal(mod.target_sm, files[i].sm);
+        assert_int_equal(mod.n_entries, files[i].entries);
+        const struct simcuda_ptx_entry *v = simcuda_ptx_find(&mod, "vectorAdd");
+        assert_true(v && v->kernel && v->defined && v->n_params == 4);
+        assert_int_equal(v->params[0].size, 8);
+        assert_int_equal(v->params[3].size, 4);
+        const struct simcuda_ptx_entry *st = simcuda_ptx_find(&mod, "structy");
+        assert_true(st && st->kernel && st->n_params == 2);
+        assert_int_equal(st->params[0].type, SIMCUDA_B8);
+        assert_int_equal(st->params[0].count, 24);
+        const struct simcuda_ptx_entry *r = simcuda_ptx_find(&mod, "reduce");
+        assert_true(r && r->kernel && r->n_params == 3);
+    }
+}
+
 static void test_visible(void **state)
 {
     (void)state;
@@ -161,9 +198,8 @@ static void test_visible(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vector_add),
-        cmocka_unit_test(test_valid_forms),
-        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_vector_add), cmocka_unit_test(test_valid_forms),
+        cmocka_unit_test(test_malformed),  cmocka_unit_test(test_nvcc_output),
         cmocka_unit_test(test_visible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
