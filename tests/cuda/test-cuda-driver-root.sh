@@ -56,8 +56,9 @@ wait "$DRIVER"
 rc=$?
 DRIVER=
 [ $rc = 0 ] || fail "the driver's unload exited $rc"
-[ ! -e "$DRVLIB" ] && [ ! -e "$ROOT/run/nvidia/driver/$LIBDIR/libcuda.so.550.127.05" ] ||
+if [ -e "$DRVLIB" ] || [ -e "$ROOT/run/nvidia/driver/$LIBDIR/libcuda.so.550.127.05" ]; then
     fail "libcuda left in the driver root"
+fi
 # A libcuda kept from before (a copy a container still has) cannot reach the unloaded driver.
 "$CHECK" --lib "${GPUOP_NVML_LIBRARY%/*}/libcuda.so.1" >"$T/gone.log" 2>&1 && fail "passed unloaded"
 grep -qxF "CUDA check: FAIL: cuInit: CUDA_ERROR_UNKNOWN (unknown error)" "$T/gone.log" ||
