@@ -672,7 +672,9 @@ static int read_envelope(const unsigned char *b, size_t blen, json_t **ret_av, j
             *slot = json_stringn((const char *)data, len);
         }
     }
-    if (r < 0 || !av || !kind) {
+    /* a NUL inside names no kind (and would not survive a C string) */
+    if (r < 0 || !av || !kind || strlen(json_string_value(av)) != json_string_length(av) ||
+        strlen(json_string_value(kind)) != json_string_length(kind)) {
         json_decref(av);
         json_decref(kind);
         return err_set(e, -EBADMSG, "protobuf: malformed typeMeta");
@@ -818,7 +820,7 @@ static int encode_special(const struct ks_pb_msg *m, json_t *v, struct sbuf *b, 
         }
         if (!s)
             return err_set(e, -EINVAL, "protobuf: %s: not a quantity", m->name);
-        put_bytes(b, 1, s, strlen(s));
+        put_bytes(b, 1, s, json_is_string(v) ? json_string_length(v) : strlen(s));
         return 0;
     }
     case KS_PBS_INTORSTRING:
