@@ -388,6 +388,34 @@ static void test_bad_bodies(void **state)
     ksim_free(ks);
 }
 
+/* client-go's typed deletes send DeleteOptions in protobuf (a meta kind, under the client's
+ * group version). */
+static void test_delete_options(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    static const char cm[] = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                             "\"d1\",\"namespace\":\"default\"}}";
+    json_t *v;
+    assert_int_equal(request(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, JSON, cm,
+                             strlen(cm), JSON, &v, NULL),
+                     201);
+    json_decref(v);
+    json_t *opts = json_pack("{s:s,s:s,s:s}", "apiVersion", "v1", "kind", "DeleteOptions",
+                             "propagationPolicy", "Foreground");
+    struct sbuf b;
+    pb_body(opts, &b);
+    const char *ct;
+    assert_int_equal(request(ks, "DELETE", "/api/v1/namespaces/default/configmaps/d1", NULL, PB,
+                             b.data, b.len, PB ", " JSON, &v, &ct),
+                     200);
+    assert_string_equal(ct, PB);
+    json_decref(v);
+    sbuf_free(&b);
+    json_decref(opts);
+    ksim_free(ks);
+}
+
 /* The special conversions, one by one: JSON -> protobuf -> JSON. */
 static void test_special_types(void **state)
 {
@@ -464,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_negotiation),
         cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_delete_options),
         cmocka_unit_test(test_special_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
