@@ -121,14 +121,16 @@ json_t *ks_parse_body(struct ksim *ks, const struct ksim_request *req, bool want
 enum media { MEDIA_JSON, MEDIA_PROTOBUF, MEDIA_NONE };
 
 /* The Accept header's choice, as the API server negotiates it: the clause with the highest q
- * (the first of equals) among JSON (application/json, yaml, wildcards) and protobuf, protobuf
- * only when the object has a message (pb_ok). A header naming nothing kubesim writes gets JSON,
- * as before; MEDIA_NONE when only protobuf was acceptable and the object has no message. */
+ * (a named type before a wildcard, then the first of equals) among JSON (application/json, yaml,
+ * wildcards) and protobuf, protobuf only when the object has a message (pb_ok). A header naming
+ * nothing kubesim writes gets JSON, as before; MEDIA_NONE when only protobuf was acceptable and the
+ * object has no message. */
 static enum media negotiate(const char *accept, bool pb_ok)
 {
     if (!accept || !accept[0])
         return MEDIA_JSON;
-    double best_q = -1, json_q = -1;
+    double best_q = -1;
+    int best_spec = -1;
     enum media best = MEDIA_JSON;
     bool pb_asked = false;
     for (const char *p = accept; *p;) {
@@ -161,13 +163,14 @@ static enum media negotiate(const char *accept, bool pb_ok)
         } else if (strcasecmp(type, "application/json") == 0 || strcasecmp(type, "*/*") == 0 ||
                    strcasecmp(type, "application/*") == 0 || strcasestr(type, "yaml")) {
             m = MEDIA_JSON;
-            if (q > json_q)
-                json_q = q;
         } else {
             continue;
         }
-        if (q > best_q) {
+        /* at equal q a named type beats a wildcard, as goautoneg orders them */
+        int spec = strchr(type, '*') ? (type[0] == '*' ? 0 : 1) : 2;
+        if (q > best_q || (q == best_q && spec > best_spec)) {
             best_q = q;
+            best_spec = spec;
             best = m;
         }
     }

@@ -342,6 +342,10 @@ static void test_negotiation(void **state)
     json_decref(v);
     v = get(ks, "/api/v1/namespaces/default", "*/*", JSON);
     json_decref(v);
+    v = get(ks, "/api/v1/namespaces/default", "*/*, " PB, PB);
+    json_decref(v);
+    v = get(ks, "/api/v1/namespaces/default", "text/html, application/*;q=0.9, " PB ";q=0.8", JSON);
+    json_decref(v);
     v = get(ks, "/api/v1/namespaces/default", PB ";q=0, application/json", JSON);
     json_decref(v);
     v = get(ks, "/api/v1/namespaces", "application/json;as=Table;v=v1;g=meta.k8s.io, " PB, JSON);
