@@ -11,8 +11,10 @@ command -v clang >/dev/null || { echo "fuzz: clang not found"; exit 1; }
 if [ ! -f build-fuzz/build.ninja ]; then
     # Every library is instrumented for coverage (fuzzer-no-link) and sanitizers, not only the
     # targets' own files, so libFuzzer sees the parsers it feeds.
-    CC=clang meson setup build-fuzz -Dfuzz=true -Dbuildtype=debug -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link >/dev/null
+    # (C++: rtconfig's toml++ shim, built with clang++ too so one sanitizer runtime links.)
+    CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dbuildtype=debug \
+        -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link \
+        -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
 fi
 meson setup --reconfigure build-fuzz >/dev/null
 M=build-fuzz/tests/fuzz/fuzz-manifest.txt

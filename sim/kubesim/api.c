@@ -8,6 +8,7 @@
 #include "ks-auth.h"
 #include "ks-http.h"
 #include "ks-openapi.h"
+#include "kubesim-pb.h"
 
 /* One request on its way through a handler. */
 struct ks_call {
@@ -220,6 +221,11 @@ static void h_list_or_watch(struct ks_call *c)
     }
     c->resp->code = 200;
     c->resp->content_type = "application/json";
+    _cleanup_free_ char *gv = ks_type_gv(c->t);
+    if (!o.table && ks_accepts_protobuf(c->req, gv, c->t->kind)) {
+        w->proto = true;
+        c->resp->content_type = KS_PB_WATCH_TYPE;
+    }
     c->resp->watch = w;
 }
 
@@ -632,14 +638,7 @@ void ksim_handle(struct ksim *ks, const struct ksim_request *req, struct ksim_re
     if (!resp->code)
         respond_not_found_resource(resp);
     pthread_mutex_unlock(&ks->lock);
-    if (resp->json) {
-        resp->body = json_dumps(resp->json, JSON_COMPACT);
-        if (!resp->body)
-            resp->body = xstrdup("{}");
-        resp->body_len = strlen(resp->body);
-        json_decref(resp->json);
-        resp->json = NULL;
-    }
+    ks_response_serialize(req, resp);
 }
 
 void ksim_response_free(struct ksim_response *resp)

@@ -811,10 +811,8 @@ static void token_review(struct ksim *ks, const struct ksim_request *req,
 
 static void self_subject_review(const struct ks_ident *who, struct ksim_response *resp)
 {
-    json_t *ui = json_pack("{s:s,s:O}", "username", who->user ? who->user : KSIM_ADMIN_USER,
-                           "groups", who->groups ? who->groups : json_array());
-    if (!who->groups)
-        json_object_set_new(ui, "groups", admin_groups());
+    json_t *ui = json_pack("{s:s,s:o}", "username", who->user ? who->user : KSIM_ADMIN_USER,
+                           "groups", who->groups ? json_incref(who->groups) : admin_groups());
     if (who->uid)
         json_object_set_new(ui, "uid", json_string(who->uid));
     ks_json_response(resp, 201,

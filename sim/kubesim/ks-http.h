@@ -21,6 +21,11 @@ const char *ks_qget(json_t *q, const char *k);
 bool ks_qtrue(json_t *q, const char *k);
 bool ks_dry_run(json_t *q);
 bool ks_wants_table(const struct ksim_request *req);
+/* The Accept header picks protobuf for an object of this kind (one the tables describe). */
+bool ks_accepts_protobuf(const struct ksim_request *req, const char *api_version, const char *kind);
+/* resp->json into resp->body: JSON, or protobuf where the Accept header prefers it and the kind
+ * has a message (never a Table); 406 when only protobuf was acceptable and it has none. */
+void ks_response_serialize(const struct ksim_request *req, struct ksim_response *resp);
 
 /* ---- podlog.c: pods/<name>/log ---------------------------------------------------------- */
 

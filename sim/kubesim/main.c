@@ -267,7 +267,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         sbuf_init(&s->buf, 64u << 20);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
                                                                    stream_read, s, stream_free);
-        MHD_add_response_header(r, "Content-Type", "application/json");
+        MHD_add_response_header(r, "Content-Type",
+                                resp.content_type ? resp.content_type : "application/json");
         MHD_add_response_header(r, "Cache-Control", "no-cache, private");
         enum MHD_Result ret = MHD_queue_response(c, 200, r);
         MHD_destroy_response(r);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Watch streams: the initial state, events from the store's log with selector transitions,
  * bookmarks, timeouts and 410 Expired once the log is compacted past the cursor. */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
 #include "ks-http.h"
+#include "kubesim-pb.h"
 
 int ks_watch_start(struct ksim *ks, struct ks_type *t, const char *ns, struct ksim_selector *ls,
                    struct ksim_selector *fs, const struct ks_watch_opts *o, struct ksim_watch **ret,
@@ -82,6 +84,22 @@ static void emit(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, const 
         tab = ks_table(ks, w->type, one, true);
         json_decref(one);
         o = tab;
+    }
+    if (w->proto) {
+        struct err e = {0};
+        if (ks_pb_encode_watch_event(type, o, out, &e) < 0 && sbuf_check(out) == 0) {
+            /* an object the tables cannot carry: an ERROR event, then the watch ends */
+            json_t *st = json_pack("{s:s,s:s,s:{},s:s,s:s,s:s,s:i}", "kind", "Status", "apiVersion",
+                                   "v1", "metadata", "status", "Failure", "message", err_msg(&e),
+                                   "reason", "InternalError", "code", 500);
+            if (ks_pb_encode_watch_event("ERROR", st, out, &e) < 0)
+                sbuf_fail(out, -EINVAL);
+            json_decref(st);
+            w->ended = true;
+        }
+        json_decref(tab);
+        ks->watch_events_total++;
+        return;
     }
     json_t *ev = json_pack("{s:s,s:O}", "type", type, "object", o);
     char *s = json_dumps(ev, JSON_COMPACT);

@@ -34,7 +34,15 @@ struct cuda_check_result {
 
 /* Runs the check: lib_path NULL is $GPUOP_CUDA_LIBRARY, else "libcuda.so.1". n_elements is the
  * vector length (0: 50000, vectorAdd's). Returns 0 when every device passed; a negative code
- * with e naming the first failure otherwise (ret is filled as far as the check got). */
+ * with e naming the first failure otherwise (ret is filled as far as the check got). Every
+ * device is checked even after one fails; a device's failure reads
+ * "device 2 (NVIDIA H100 80GB HBM3, GPU-...): cuCtxCreate: CUDA_ERROR_UNKNOWN (unknown error)",
+ * a wrong result "device 0 (...): vectorAdd result verification failed: ...". Codes: -ENODEV
+ * (no library, no device, not initialised), -EBADMSG (wrong result), -ENOEXEC (the PTX did not
+ * load), -EIO (other CUDA errors), -ENOSYS (the library lacks an entry point).
+ * The library stays loaded, and as with any CUDA program the first cuInit's result holds for the
+ * whole process: a check that failed because the driver was not there yet must be retried in a
+ * new process. */
 int cuda_check_run(const char *lib_path, size_t n_elements, struct cuda_check_result *ret,
                    struct err *e);
 

@@ -74,6 +74,7 @@ struct ksim_watch {
     uint64_t deadline; /* wall ms; 0 = none */
     bool bookmarks;
     bool table;
+    bool proto; /* events as length-prefixed protobuf WatchEvents (never with table) */
     uint64_t last_bookmark;
     bool ended;
     bool initial_end_bookmark;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Bad input to rtconfig: a runtime config that does not parse (refused with one line naming the
+# file and the line, nothing written: no drop-in, no backup, the file as it was), an unknown
+# runtime, and a node whose runtime is not the policy's (an error naming both).
+# Usage: test-rtconfig-bad-input.sh RTCONFIG-TOOL
+set -euo pipefail
+TOOL=$1
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+BIN=/usr/local/nvidia/toolkit/gpuop
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+refused() { # NAME ROOT KIND FILE-REL WANT-IN-ERROR
+    local name=$1 root=$2 kind=$3 file=$4 want=$5
+    local before; before=$(cd "$root" && find . -type f -exec md5sum {} + | sort)
+    if "$TOOL" configure "$root" "$kind" "$BIN" > "$WORK/out" 2> "$WORK/err"; then
+        fail "$name: accepted"
+    fi
+    [ "$(wc -l < "$WORK/err")" = 1 ] || { cat "$WORK/err"; fail "$name: not one error line"; }
+    grep -qF "$root$file: $want" "$WORK/err" || { cat "$WORK/err"; fail "$name: the error does not name $file and $want"; }
+    [ "$(cd "$root" && find . -type f -exec md5sum {} + | sort)" = "$before" ] || fail "$name: something was written"
+    [ ! -e "$root/var/lib/gpuop" ] || fail "$name: a backup was made"
+    echo "ok $name: $(cat "$WORK/err")"
+}
+
+R=$WORK/containerd; mkdir -p "$R/etc/containerd"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.9"\n  [plugins."io.containerd.grpc.v1.cri".containerd\n' \
+    > "$R/etc/containerd/config.toml"
+refused containerd "$R" containerd /etc/containerd/config.toml "line 4"
+
+R=$WORK/docker; mkdir -p "$R/etc/docker"
+printf '{\n  "log-driver": "json-file",\n  "log-opts": {"max-size": "10m"},,\n}\n' > "$R/etc/docker/daemon.json"
+refused docker "$R" docker /etc/docker/daemon.json "line 3"
+
+R=$WORK/crio; mkdir -p "$R/etc/crio/crio.conf.d"
+printf '[crio.runtime]\nconmon = "/usr/bin/conmon"\n' > "$R/etc/crio/crio.conf"
+printf '[crio.image]\npause_image = registry.k8s.io/pause\n' > "$R/etc/crio/crio.conf.d/10-site.conf"
+refused cri-o "$R" cri-o /etc/crio/crio.conf.d/10-site.conf "line 2"
+
+# An unknown runtime: no config written anywhere.
+R=$WORK/unknown; mkdir -p "$R"
+if "$TOOL" configure "$R" podman "$BIN" 2> "$WORK/err"; then fail "unknown runtime accepted"; fi
+grep -q 'unknown container runtime "podman"' "$WORK/err" || fail "unknown runtime: $(cat "$WORK/err")"
+if "$TOOL" detect "$R" "rkt://1.4" 2> "$WORK/err"; then fail "unknown containerRuntimeVersion accepted"; fi
+grep -q 'unknown container runtime "rkt://1.4"' "$WORK/err" || fail "unknown node runtime: $(cat "$WORK/err")"
+[ -z "$(find "$R" -mindepth 1)" ] || fail "unknown runtime: something was written"
+echo "ok unknown runtime: $(cat "$WORK/err")"
+
+# The node runs containerd, the policy says docker: an error naming both.
+mkdir -p "$R/run/containerd" && touch "$R/run/containerd/containerd.sock"
+if "$TOOL" detect "$R" "containerd://1.7.24" docker 2> "$WORK/err"; then fail "mismatch accepted"; fi
+grep -q 'the node runs containerd (containerRuntimeVersion containerd://1.7.24) but the policy.s default runtime is docker' "$WORK/err" ||
+    fail "mismatch: $(cat "$WORK/err")"
+if "$TOOL" detect "$R" - docker 2> "$WORK/err"; then fail "mismatch (from the socket) accepted"; fi
+grep -q 'the node runs containerd but the policy.s default runtime is docker' "$WORK/err" || fail "mismatch: $(cat "$WORK/err")"
+[ "$("$TOOL" detect "$R" -)" = containerd ] || fail "detect from the socket"
+echo "ok mismatch: $(cat "$WORK/err")"
+echo "rtconfig bad input: all passed"

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rtconfig: the pure editing cores by table (containerd per config version, CRI-O, docker),
+ * idempotence, bad input (a config that does not parse: refused with the line, nothing written),
+ * names, detection and the policy mismatch, and configure/restore on a host root.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "rtconfig.h"
+
+static const struct rt_options opts = {.runtime_name = "nvidia",
+                                       .runtime_path = "/usr/local/nvidia/toolkit/gpuop",
+                                       .enable_cdi = true};
+
+static struct rt_text txt(const char *s)
+{
+    return (struct rt_text){s, s ? strlen(s) : 0};
+}
+
+/* ---- containerd --------------------------------------------------------------------------- */
+
+static void containerd_case(const char *in, const char *main_has, const char *dropin_has)
+{
+    struct sbuf m, d, m2, d2;
+    struct err e = {0};
+    sbuf_init(&m, 1 << 20);
+    sbuf_init(&d, 1 << 20);
+    sbuf_init(&m2, 1 << 20);
+    sbuf_init(&d2, 1 << 20);
+    assert_int_equal(rt_containerd_edit(txt(in), &opts, &m, &d, &e), 0);
+    assert_non_null(strstr(m.data, main_has));
+    assert_non_null(strstr(d.data, dropin_has));
+    assert_non_null(strstr(d.data, "BinaryName = \"/usr/local/nvidia/toolkit/gpuop\""));
+    assert_non_null(strstr(d.data, "enable_cdi = true"));
+    assert_non_null(strstr(d.data, "cdi_spec_dirs = [ \"/etc/cdi\", \"/var/run/cdi\" ]"));
+    /* The original's bytes are all there, in order: only lines were added. */
+    if (in && *in) {
+        const char *p = m.data;
+        for (const char *l = in; *l;) {
+            const char *nl = strchr(l, '\n');
+            size_t n = nl ? (size_t)(nl - l) : strlen(l);
+            char *line = strndup(l, n);
+            if (!strstr(line, "imports") && !strstr(line, "\"/b.toml\"")) {
+                p = strstr(p, line);
+                if (!p)
+                    fail_msg("line \"%s\" of the original is gone", line);
+            }
+            free(line);
+            l += n + (nl ? 1 : 0);
+        }
+    }
+    /* Idempotent: the output fed back gives the same bytes. */
+    assert_int_equal(rt_containerd_edit((struct rt_text){m.data, m.len}, &opts, &m2, &d2, &e), 0);
+    assert_string_equal(m.data, m2.data);
+    assert_string_equal(d.data, d2.data);
+    sbuf_free(&m);
+    sbuf_free(&d);
+    sbuf_free(&m2);
+    sbuf_free(&d2);
+}
+
+static void test_containerd_versions(void **state)
+{
+    (void)state;
+    /* version 1: no version key, plugin "cri"; the drop-in keeps version 1. */
+    containerd_case("[plugins.cri.containerd.runtimes.runc]\n  runtime_type = "
+                    "\"io.containerd.runc.v2\"\n",
+                    "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\"]\n[plugins.cri",
+                    "version = 1\n\n[plugins.cri]");
+    containerd_case("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc."
+                    "options]\n  SystemdCgroup = true\n",
+                    "version = 2\nimports = [",
+                    "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\n"
+                    "BinaryName = \"/usr/local/nvidia/toolkit/gpuop\"\nSystemdCgroup = true");
+    containerd_case("version = 3\n", "version = 3\nimports = [",
+                    "[plugins.\"io.containerd.cri.v1.runtime\"]");
+    /* Empty and missing: version 2. */
+    containerd_case("", "version = 2\nimports = [", "version = 2\n");
+    containerd_case(NULL, "version = 2\nimports = [", "runtime_type = \"io.containerd.runc.v2\"");
+    containerd_case("# only a comment\n", "version = 2\n", "io.containerd.grpc.v1.cri");
+    /* An existing imports array gets the drop-in appended; a trailing comment stays. */
+    containerd_case(
+        "version = 2\nimports = [\"/a.toml\", # first\n  \"/b.toml\"] # mine\n",
+        "imports = [\"/a.toml\", \"/b.toml\", \"/etc/containerd/conf.d/99-nvidia.toml\"] "
+        "# mine",
+        "version = 2");
+    /* Without a runc entry, the default runtime's is cloned. */
+    containerd_case("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"
+                    "default_runtime_name = \"crun\"\n[plugins.\"io.containerd.grpc.v1.cri\"."
+                    "containerd.runtimes.crun]\nruntime_type = \"io.containerd.runc.v2\"\n"
+                    "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun.options]\n"
+                    "BinaryName = \"/usr/bin/crun\"\n",
+                    "default_runtime_name = \"crun\"",
+                    "BinaryName = \"/usr/local/nvidia/toolkit/gpuop\"");
+}
+
+static void test_containerd_default_and_bad(void **state)
+{
+    (void)state;
+    struct sbuf m, d;
+    struct err e = {0};
+    struct rt_options o = opts;
+    o.set_as_default = true;
+    sbuf_init(&m, 1 << 20);
+    sbuf_init(&d, 1 << 20);
+    assert_int_equal(rt_containerd_edit(txt("version = 2\n"), &o, &m, &d, &e), 0);
+    assert_non_null(strstr(d.data, "default_runtime_name = \"nvidia\""));
+
+    static const struct {
+        const char *in, *msg;
+    } bad[] = {
+        {"version = 2\n[plugins\nx = 1\n", "line 2"},
+        {"version = 2\nversion = 3\n", "line 2"},
+        {"a = \"unterminated\n", "line 1"},
+        {"version = 7\n", "not a containerd config version"},
+        {"version = \"2\"\n", "not an integer"},
+        {"version = 2\nimports = \"/x\"\n", "imports"},
+        {"version = 2\nplugins = 3\n", "not a table"},
+        {"version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\ncontainerd = 1\n", "not a table"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        sbuf_reset(&m);
+        sbuf_reset(&d);
+        err_clear(&e);
+        if (rt_containerd_edit(txt(bad[i].in), &opts, &m, &d, &e) >= 0)
+            fail_msg("case %zu accepted", i);
+        if (!strstr(err_msg(&e), bad[i].msg))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err_msg(&e), bad[i].msg);
+    }
+    sbuf_free(&m);
+    sbuf_free(&d);
+}
+
+/* ---- CRI-O -------------------------------------------------------------------------------- */
+
+static void test_crio(void **state)
+{
+    (void)state;
+    struct sbuf d;
+    struct err e = {0};
+    sbuf_init(&d, 1 << 20);
+    struct rt_text in[] = {
+        txt("[crio.runtime.runtimes.crun]\nruntime_path = \"/usr/bin/crun\"\nmonitor_path = "
+            "\"/usr/libexec/crio/conmon\"\n"),
+        txt("[crio.runtime.runtimes.runc]\nruntime_path = \"/usr/bin/runc\"\nruntime_root = "
+            "\"/run/runc\"\n"),
+    };
+    assert_int_equal(rt_crio_edit(in, 2, &opts, &d, NULL, &e), 0);
+    assert_non_null(strstr(d.data, "[crio.runtime.runtimes.nvidia]\nruntime_path = "
+                                   "\"/usr/local/nvidia/toolkit/gpuop\"\nruntime_root = "
+                                   "\"/run/runc\"\nruntime_type = \"oci\""));
+    assert_null(strstr(d.data, "default_runtime"));
+    /* Only crun: its keys. */
+    sbuf_reset(&d);
+    assert_int_equal(rt_crio_edit(in, 1, &opts, &d, NULL, &e), 0);
+    assert_non_null(strstr(d.data, "monitor_path = \"/usr/libexec/crio/conmon\""));
+    /* Nothing: the handler alone; as default. */
+    struct rt_options o = opts;
+    o.set_as_default = true;
+    sbuf_reset(&d);
+    assert_int_equal(rt_crio_edit(NULL, 0, &o, &d, NULL, &e), 0);
+    assert_non_null(strstr(d.data, "default_runtime = \"nvidia\""));
+    /* A bad second file is named by index and line. */
+    struct rt_text bad[] = {in[0], txt("[crio.runtime]\nx = = 1\n")};
+    size_t at = 99;
+    sbuf_reset(&d);
+    assert_true(rt_crio_edit(bad, 2, &opts, &d, &at, &e) < 0);
+    assert_int_equal(at, 1);
+    assert_non_null(strstr(err_msg(&e), "line 2"));
+    sbuf_free(&d);
+}
+
+/* ---- docker ------------------------------------------------------------------------------- */
+
+static void docker_case(const char *in, const struct rt_options *o, const char *want)
+{
+    struct sbuf out, again;
+    struct err e = {0};
+    sbuf_init(&out, 1 << 20);
+    sbuf_init(&again, 1 << 20);
+    assert_int_equal(rt_docker_edit(txt(in), o, &out, &e), 0);
+    if (strcmp(out.data, want) != 0)
+        fail_msg("got\n%s\nwant\n%s", out.data, want);
+    assert_int_equal(rt_docker_edit((struct rt_text){out.data, out.len}, o, &again, &e), 0);
+    assert_string_equal(out.data, again.data);
+    sbuf_free(&out);
+    sbuf_free(&again);
+}
+
+static void test_docker(void **state)
+{
+    (void)state;
+    struct rt_options def = opts;
+    def.set_as_default = true;
+    docker_case("{\n  \"log-driver\": \"json-file\"\n}\n", &opts,
+                "{\n  \"log-driver\": \"json-file\",\n  \"runtimes\": {\n    \"nvidia\": {\n"
+                "      \"path\": \"/usr/local/nvidia/toolkit/gpuop\",\n      \"args\": []\n"
+                "    }\n  },\n  \"features\": {\n    \"cdi\": true\n  }\n}\n");
+    docker_case("{\"a\": 1, \"features\": {\"buildkit\": true}}", &def,
+                "{\"a\": 1, \"features\": {\"buildkit\": true, \"cdi\": true}, \"runtimes\": "
+                "{\"nvidia\": {\"path\": \"/usr/local/nvidia/toolkit/gpuop\", \"args\": []}}, "
+                "\"default-runtime\": \"nvidia\"}");
+    /* A stale handler path is replaced in place; other runtimes stay. */
+    docker_case("{\"runtimes\": {\"nvidia\": {\"path\": \"/old\"}, \"x\": {\"path\": \"/x\"}}, "
+                "\"features\": {\"cdi\": false}}",
+                &opts,
+                "{\"runtimes\": {\"nvidia\": {\"path\": \"/usr/local/nvidia/toolkit/gpuop\", "
+                "\"args\": []}, \"x\": {\"path\": \"/x\"}}, \"features\": {\"cdi\": true}}");
+    docker_case("", &opts,
+                "{\n    \"runtimes\": {\n        \"nvidia\": {\n            \"path\": "
+                "\"/usr/local/nvidia/toolkit/gpuop\",\n            \"args\": []\n        }\n    "
+                "},\n    \"features\": {\n        \"cdi\": true\n    }\n}\n");
+
+    static const struct {
+        const char *in, *msg;
+    } bad[] = {
+        {"{\n  \"a\": 1,\n}\n", "line 3"},
+        {"[1, 2]", "not a JSON object"},
+        {"{\"runtimes\": []}", "runtimes"},
+        {"{\"features\": 1}", "features"},
+        {"{\"runtimes\": {}, \"runtimes\": {\"x\": {}}}", "not written"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        struct sbuf out;
+        struct err e = {0};
+        sbuf_init(&out, 1 << 20);
+        assert_true(rt_docker_edit(txt(bad[i].in), &opts, &out, &e) < 0);
+        if (!strstr(err_msg(&e), bad[i].msg))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err_msg(&e), bad[i].msg);
+        sbuf_free(&out);
+    }
+}
+
+/* ---- names and detection ------------------------------------------------------------------ */
+
+static void test_names(void **state)
+{
+    (void)state;
+    enum rt_kind k;
+    assert_int_equal(rt_kind_parse("containerd://1.7.24", &k), 0);
+    assert_int_equal(k, RT_CONTAINERD);
+    assert_int_equal(rt_kind_parse("cri-o://1.30.4", &k), 0);
+    assert_int_equal(k, RT_CRIO);
+    assert_int_equal(rt_kind_parse("crio", &k), 0);
+    assert_int_equal(rt_kind_parse("docker://24.0.7", &k), 0);
+    assert_int_equal(k, RT_DOCKER);
+    assert_string_equal(rt_kind_name(RT_CRIO), "cri-o");
+    assert_true(rt_kind_parse("podman", &k) < 0);
+    assert_true(rt_kind_parse("containerd2://1", &k) < 0);
+    assert_true(rt_kind_parse("", &k) < 0);
+    enum rt_restart_mode m;
+    assert_int_equal(rt_restart_mode_parse("systemd", &m), 0);
+    assert_int_equal(m, RT_RESTART_SYSTEMD);
+    assert_true(rt_restart_mode_parse("hup", &m) < 0);
+}
+
+static void touch(const char *root, const char *rel)
+{
+    char *p = xasprintf("%s%s", root, rel);
+    char *dir = xstrdup(p);
+    *strrchr(dir, '/') = '\0';
+    assert_int_equal(mkdir_p(dir, 0755), 0);
+    assert_int_equal(file_write_atomic(p, "", 0, 0644, NULL), 0);
+    free(dir);
+    free(p);
+}
+
+static void test_detect(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/rtconfig-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct err e = {0};
+    enum rt_kind k;
+    /* Nothing there. */
+    assert_int_equal(rt_detect(root, NULL, NULL, &k, &e), -ENOENT);
+    /* The node's word first, whatever the files say. */
+    touch(root, "/etc/docker/daemon.json");
+    assert_int_equal(rt_detect(root, "containerd://1.7.24", NULL, &k, &e), 0);
+    assert_int_equal(k, RT_CONTAINERD);
+    /* Files only: docker. */
+    assert_int_equal(rt_detect(root, NULL, NULL, &k, &e), 0);
+    assert_int_equal(k, RT_DOCKER);
+    /* A socket beats a config file. */
+    touch(root, "/run/crio/crio.sock");
+    assert_int_equal(rt_detect(root, NULL, NULL, &k, &e), 0);
+    assert_int_equal(k, RT_CRIO);
+    /* Two sockets: ambiguous without the node's word or a policy. */
+    touch(root, "/run/containerd/containerd.sock");
+    assert_true(rt_detect(root, NULL, NULL, &k, &e) < 0);
+    assert_int_equal(rt_detect(root, NULL, "containerd", &k, &e), 0);
+    assert_int_equal(k, RT_CONTAINERD);
+    /* The mismatch names both. */
+    err_clear(&e);
+    assert_true(rt_detect(root, "containerd://1.7.24", "docker", &k, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "containerd"));
+    assert_non_null(strstr(err_msg(&e), "docker"));
+    /* Unknown runtimes. */
+    err_clear(&e);
+    assert_true(rt_detect(root, "rkt://1.0", NULL, &k, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "unknown container runtime \"rkt://1.0\""));
+    err_clear(&e);
+    assert_true(rt_detect(root, NULL, "podman", &k, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "podman"));
+    char *cmd = xasprintf("rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+/* ---- configure and restore on a host root ------------------------------------------------- */
+
+static char *slurp(const char *root, const char *rel, size_t *len)
+{
+    char *p = xasprintf("%s%s", root, rel), *data = NULL;
+    int r = file_read_all(p, 1 << 20, &data, len, NULL);
+    free(p);
+    return r < 0 ? NULL : data;
+}
+
+static void test_configure_restore(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/rtconfig-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct err e = {0};
+    const char *orig = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = "
+                       "\"pause:3.9\"\n";
+    char *p = xasprintf("%s/etc/containerd", root);
+    assert_int_equal(mkdir_p(p, 0755), 0);
+    free(p);
+    p = xasprintf("%s/etc/containerd/config.toml", root);
+    assert_int_equal(file_write_atomic(p, orig, strlen(orig), 0640, NULL), 0);
+    bool changed = false;
+    assert_int_equal(rt_configure(root, RT_CONTAINERD, &opts, &changed, &e), 0);
+    assert_true(changed);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640); /* the file's mode is kept */
+    assert_int_equal(rt_check(root, RT_CONTAINERD, &opts, &e), 0);
+    struct rt_options other = opts;
+    other.runtime_path = "/elsewhere";
+    assert_int_equal(rt_check(root, RT_CONTAINERD, &other, &e), -ENOENT);
+    assert_int_equal(rt_configure(root, RT_CONTAINERD, &opts, &changed, &e), 0);
+    assert_false(changed);
+    size_t len;
+    char *log = slurp(root, "/var/lib/gpuop/rtconfig/reload.log", &len);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "runtime=containerd action=configure mode=none result=recorded"));
+    free(log);
+
+    /* A broken main config: refused, the file and line named, nothing written. */
+    assert_int_equal(rt_restore(root, RT_CONTAINERD, &opts, &e), 0);
+    char *back = slurp(root, "/etc/containerd/config.toml", &len);
+    assert_string_equal(back, orig);
+    free(back);
+    const char *broken = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"\n";
+    assert_int_equal(file_write_atomic(p, broken, strlen(broken), 0644, NULL), 0);
+    err_clear(&e);
+    assert_int_equal(rt_configure(root, RT_CONTAINERD, &opts, &changed, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "/etc/containerd/config.toml: line 2"));
+    back = slurp(root, "/etc/containerd/config.toml", &len);
+    assert_string_equal(back, broken);
+    free(back);
+    assert_null(slurp(root, "/etc/containerd/conf.d/99-nvidia.toml", &len));
+    assert_null(slurp(root, "/var/lib/gpuop/rtconfig/etc_containerd_config.toml.orig", &len));
+    /* Restore with nothing to restore: fine, nothing changes. */
+    assert_int_equal(rt_restore(root, RT_CONTAINERD, &opts, &e), 0);
+    free(p);
+    char *cmd = xasprintf("rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+/* restart_mode signal: SIGHUP goes to the process serving the runtime's socket (here, this test),
+ * and the request is recorded with the pid; no socket is an error that is recorded too. */
+static volatile sig_atomic_t got_hup;
+static void on_hup(int sig)
+{
+    (void)sig;
+    got_hup = 1;
+}
+
+static void test_reload_signal(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/rtconfig-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct err e = {0};
+    struct rt_options o = opts;
+    o.restart_mode = RT_RESTART_SIGNAL;
+    bool changed;
+    /* No socket: the config is written, the reload fails and says so. */
+    assert_true(rt_configure(root, RT_DOCKER, &o, &changed, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "tell docker to reload (signal)"));
+    assert_int_equal(rt_restore(root, RT_DOCKER, &opts, &e), 0);
+
+    char *dir = xasprintf("%s/run", root);
+    assert_int_equal(mkdir_p(dir, 0755), 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/docker.sock", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    struct sigaction act = {.sa_handler = on_hup}, old;
+    sigemptyset(&act.sa_mask);
+    assert_int_equal(sigaction(SIGHUP, &act, &old), 0);
+    got_hup = 0;
+    err_clear(&e);
+    assert_int_equal(rt_configure(root, RT_DOCKER, &o, &changed, &e), 0);
+    assert_true(changed);
+    assert_true(got_hup);
+    size_t len;
+    char *log = slurp(root, "/var/lib/gpuop/rtconfig/reload.log", &len);
+    assert_non_null(log);
+    char *want = xasprintf("runtime=docker action=configure mode=signal result=sighup pid=%d",
+                           (int)getpid());
+    assert_non_null(strstr(log, want));
+    assert_non_null(strstr(log, "mode=signal result=failed"));
+    free(want);
+    free(log);
+    /* Nothing changed: no reload. */
+    got_hup = 0;
+    assert_int_equal(rt_configure(root, RT_DOCKER, &o, &changed, &e), 0);
+    assert_false(changed);
+    assert_false(got_hup);
+    sigaction(SIGHUP, &old, NULL);
+    close(fd);
+    free(dir);
+    char *cmd = xasprintf("rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_containerd_versions),
+        cmocka_unit_test(test_containerd_default_and_bad),
+        cmocka_unit_test(test_crio),
+        cmocka_unit_test(test_docker),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_configure_restore),
+        cmocka_unit_test(test_reload_signal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

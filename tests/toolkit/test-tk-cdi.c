@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The toolkit's CDI core: the spec for a fixed inventory and driver against golden files
+ * (tests/toolkit/golden/unit-*.yaml; GPUOP_UPDATE_GOLDEN=1 rewrites them), byte stability,
+ * cdiVersion, MIG capability minors, names, bad input; and the driver lookup on a fake driver
+ * root built in a temporary directory (search order, one pass per directory, other versions
+ * left out, links, vdpau, firmware, binaries, IPC; no NVML, no CUDA, a bad version).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cdi.h"
+#include "toolkit.h"
+
+/* ---- a fixed inventory -------------------------------------------------------------------- */
+
+static struct gpu_mig_device migs[2];
+static struct gpu_device gpus[3];
+static struct gpu_inventory inv;
+
+static void make_inventory(void)
+{
+    memset(gpus, 0, sizeof(gpus));
+    memset(migs, 0, sizeof(migs));
+    strcpy(inv.driver_version, "550.90.07");
+    gpus[0].index = 0;
+    gpus[0].minor = 0;
+    strcpy(gpus[0].uuid, "GPU-00000000-1111-2222-3333-444444444444");
+    gpus[1].index = 1;
+    gpus[1].minor = 3; /* minors need not follow indices */
+    strcpy(gpus[1].uuid, "GPU-aaaaaaaa-1111-2222-3333-444444444444");
+    gpus[1].mig_enabled = true;
+    gpus[1].n_mig = 2;
+    gpus[1].mig = migs;
+    migs[0] = (struct gpu_mig_device){.index = 0, .gi_id = 1, .ci_id = 0};
+    strcpy(migs[0].uuid, "MIG-11111111-2222-3333-4444-555555555555");
+    migs[1] = (struct gpu_mig_device){.index = 1, .gi_id = 9, .ci_id = 0};
+    strcpy(migs[1].uuid, "MIG-66666666-2222-3333-4444-555555555555");
+    gpus[2].index = 2;
+    gpus[2].minor = 2;
+    gpus[2].lost = true; /* no UUID: named by index only */
+    inv.n_gpus = 3;
+    inv.gpus = gpus;
+}
+
+static struct tk_file files[] = {
+    {TK_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"},
+    {TK_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07"},
+    {TK_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07"},
+    {TK_FILE_LINK, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+    {TK_FILE_FIRMWARE, "/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin"},
+    {TK_FILE_BINARY, "/usr/bin/nvidia-smi"},
+    {TK_FILE_IPC, "/run/nvidia-persistenced/socket"},
+};
+
+static struct tk_driver driver = {
+    .version = "550.90.07",
+    .n_files = sizeof(files) / sizeof(files[0]),
+    .files = files,
+};
+
+/* ---- golden files ------------------------------------------------------------------------- */
+
+static char *golden_path(const char *name)
+{
+    const char *src = getenv("GPUOP_SOURCE_ROOT");
+    assert_non_null(src);
+    return xasprintf("%s/tests/toolkit/golden/%s", src, name);
+}
+
+static void check_golden(const char *name, const char *text)
+{
+    _cleanup_free_ char *path = golden_path(name);
+    const char *update = getenv("GPUOP_UPDATE_GOLDEN");
+    struct err e = {0};
+    if (update && strcmp(update, "1") == 0) {
+        assert_int_equal(file_write_atomic(path, text, strlen(text), 0644, &e), 0);
+        return;
+    }
+    _cleanup_free_ char *want = NULL;
+    size_t len;
+    if (file_read_all(path, 1u << 20, &want, &len, &e) < 0)
+        fail_msg("%s (GPUOP_UPDATE_GOLDEN=1 writes it)", err_msg(&e));
+    if (strcmp(want, text) != 0) {
+        fprintf(stderr, "--- %s differs; got:\n%s\n", path, text);
+        fail();
+    }
+}
+
+/* Renders, and reads the spec back with the CDI model every consumer uses. */
+static char *render_or_fail(const struct tk_cdi_input *in)
+{
+    struct err e = {0};
+    char *text = NULL;
+    if (tk_cdi_render(in, &text, &e) < 0)
+        fail_msg("render: %s", err_msg(&e));
+    _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+    if (cdi_spec_parse("rendered", text, strlen(text), &s, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_string_equal(cdi_spec_kind(s), TK_CDI_KIND);
+    _cleanup_sbuf_ struct sbuf names;
+    sbuf_init(&names, 1u << 16);
+    assert_int_equal(tk_cdi_names(in->inv, &names), 0);
+    size_t n = 0;
+    for (const char *p = names.data; p && *p; p = strchr(p, '\n') + 1, n++) {
+        const char *eq = strchr(p, '=') + 1;
+        _cleanup_free_ char *name = xstrndup(eq, (size_t)(strchr(p, '\n') - eq));
+        assert_true(cdi_spec_has_device(s, name));
+    }
+    assert_int_equal(cdi_spec_n_devices(s), n);
+    return text;
+}
+
+static void test_golden_host(void **state)
+{
+    (void)state;
+    make_inventory();
+    struct tk_cdi_input in = {.inv = &inv, .driver = &driver, .driver_root = "/"};
+    _cleanup_free_ char *a = render_or_fail(&in);
+    _cleanup_free_ char *b = render_or_fail(&in);
+    assert_string_equal(a, b); /* byte-stable */
+    check_golden("unit-host.yaml", a);
+    /* host driver: no hostPath anywhere, so 0.5.0 is for the index names */
+    assert_null(strstr(a, "hostPath: /dev"));
+    assert_non_null(strstr(a, "cdiVersion: \"0.5.0\"\n"));
+}
+
+static void test_golden_container(void **state)
+{
+    (void)state;
+    make_inventory();
+    /* mig-minors lists GPU minor 3's GI 1 and its CI 0 only: GI 9 is computed */
+    const char *minors = "config 1\nmonitor 2\ngpu3/gi1/access 500\ngpu3/gi1/ci0/access 501\n";
+    bool present[TK_N_CONTROL] = {true, true, false, true}; /* no nvidia-uvm-tools */
+    struct tk_cdi_input in = {.inv = &inv,
+                              .driver = &driver,
+                              .driver_root = "/run/nvidia/driver/",
+                              .mig_minors = minors,
+                              .control_present = present};
+    _cleanup_free_ char *a = render_or_fail(&in);
+    check_golden("unit-container.yaml", a);
+    assert_non_null(strstr(a, "/dev/nvidia-caps/nvidia-cap500\n"));
+    assert_non_null(strstr(a, "/dev/nvidia-caps/nvidia-cap501\n"));
+    assert_null(strstr(a, "nvidia-uvm-tools"));
+    assert_non_null(
+        strstr(a, "  - hostPath: /run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.1\n"
+                  "    containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1\n"));
+    /* a separate device root */
+    in.dev_root = "/";
+    _cleanup_free_ char *c = render_or_fail(&in);
+    assert_null(strstr(c, "hostPath: /run/nvidia/driver/dev/"));
+    assert_non_null(strstr(c, "hostPath: /run/nvidia/driver/usr/bin/nvidia-smi\n"));
+}
+
+/* Every golden spec (the fleets' too, which the integration test compares byte for byte with
+ * what gpuop writes) checks with the CDI model, at the lowest version its fields need. */
+static void test_goldens_parse(void **state)
+{
+    (void)state;
+    const char *names[] = {"unit-host.yaml", "unit-container.yaml",     "dgx-h100.yaml",
+                           "hgx-h200.yaml",  "dgx-a100-80gb-mig.yaml",  "pcie-l4.yaml",
+                           "dgx1-v100.yaml", "pcie-l4-host-driver.yaml"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        _cleanup_free_ char *path = golden_path(names[i]);
+        struct err e = {0};
+        _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+        if (cdi_spec_load(path, &s, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        assert_string_equal(cdi_spec_version(s), "0.5.0");
+        assert_true(cdi_spec_has_device(s, "all"));
+        assert_true(cdi_spec_has_device(s, "0"));
+        const struct cdi_edits *all = cdi_spec_device_edits(s, "all");
+        assert_non_null(all);
+        assert_true(all->n_device_nodes >= 1);
+        const struct cdi_edits *common = cdi_spec_edits(s);
+        assert_true(common->n_mounts >= 2);
+        assert_int_equal(common->n_env, 1);
+    }
+    /* the MIG fleet: 8 GPUs (16 names), 26 MIG devices (52 names), all */
+    _cleanup_free_ char *path = golden_path("dgx-a100-80gb-mig.yaml");
+    struct err e = {0};
+    _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+    assert_int_equal(cdi_spec_load(path, &s, &e), 0);
+    assert_int_equal(cdi_spec_n_devices(s), 16 + 52 + 1);
+    const struct cdi_edits *mig = cdi_spec_device_edits(s, "0:0");
+    assert_non_null(mig);
+    assert_int_equal(mig->n_device_nodes, 3); /* /dev/nvidia0 and two capability nodes */
+    assert_true(mig->device_nodes[0].has_major);
+    assert_int_equal(mig->device_nodes[0].major, 195);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    make_inventory();
+    _cleanup_sbuf_ struct sbuf b;
+    sbuf_init(&b, 4096);
+    assert_int_equal(tk_cdi_names(&inv, &b), 0);
+    assert_string_equal(b.data, "nvidia.com/gpu=0\n"
+                                "nvidia.com/gpu=GPU-00000000-1111-2222-3333-444444444444\n"
+                                "nvidia.com/gpu=1\n"
+                                "nvidia.com/gpu=GPU-aaaaaaaa-1111-2222-3333-444444444444\n"
+                                "nvidia.com/gpu=1:0\n"
+                                "nvidia.com/gpu=MIG-11111111-2222-3333-4444-555555555555\n"
+                                "nvidia.com/gpu=1:1\n"
+                                "nvidia.com/gpu=MIG-66666666-2222-3333-4444-555555555555\n"
+                                "nvidia.com/gpu=2\n"
+                                "nvidia.com/gpu=all\n");
+    /* a full buffer is an error */
+    _cleanup_sbuf_ struct sbuf small;
+    sbuf_init(&small, 16);
+    assert_true(tk_cdi_names(&inv, &small) < 0);
+}
+
+static void test_versions(void **state)
+{
+    (void)state;
+    struct {
+        struct tk_cdi_features f;
+        const char *want;
+    } cases[] = {
+        {{0}, "0.3.0"},
+        {{.mount_types = true}, "0.4.0"},
+        {{.digit_names = true}, "0.5.0"},
+        {{.host_paths = true, .mount_types = true}, "0.5.0"},
+        {{.annotations = true, .digit_names = true}, "0.6.0"},
+        {{.extra_gids = true}, "0.7.0"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_string_equal(tk_cdi_min_version(&cases[i].f), cases[i].want);
+}
+
+static void test_mig_minors(void **state)
+{
+    (void)state;
+    /* the driver's layout: GI 0 of GPU 0 is 3, its CIs 4..11; GI 2 is 21; GPU 1 starts at 138 */
+    assert_int_equal(tk_mig_cap_minor(NULL, 0, 0, -1), 3);
+    assert_int_equal(tk_mig_cap_minor(NULL, 0, 0, 7), 11);
+    assert_int_equal(tk_mig_cap_minor(NULL, 0, 2, -1), 21);
+    assert_int_equal(tk_mig_cap_minor(NULL, 0, 7, 0), 67);
+    assert_int_equal(tk_mig_cap_minor(NULL, 1, 0, -1), 138);
+    /* the file wins; lines that do not parse are skipped */
+    const char *text = "gpu0/gi7/access 66x\ngpu0/gi7/access 90\ngpu0/gi7/ci0/access 91\n"
+                       "gpu0/gi8/access\n";
+    assert_int_equal(tk_mig_cap_minor(text, 0, 7, -1), 90);
+    assert_int_equal(tk_mig_cap_minor(text, 0, 7, 0), 91);
+    assert_int_equal(tk_mig_cap_minor(text, 0, 8, -1), 75);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    char *text = NULL;
+    struct gpu_inventory empty = {0};
+    struct tk_cdi_input in = {.inv = &empty, .driver = &driver, .driver_root = "/"};
+    assert_int_equal(tk_cdi_render(&in, &text, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "no GPUs"));
+    assert_null(text);
+    make_inventory();
+    in.inv = &inv;
+    in.driver_root = "run/nvidia/driver";
+    assert_int_equal(tk_cdi_render(&in, &text, &e), -EINVAL);
+    in.driver_root = "/";
+    in.dev_root = "dev";
+    assert_int_equal(tk_cdi_render(&in, &text, &e), -EINVAL);
+    assert_null(text);
+}
+
+/* ---- the lookup on a fake driver root ----------------------------------------------------- */
+
+static char root[256];
+
+static void mk(const char *rel)
+{
+    _cleanup_free_ char *p = xasprintf("%s%s", root, rel);
+    _cleanup_free_ char *d = xstrdup(p);
+    *strrchr(d, '/') = 0;
+    assert_int_equal(mkdir_p(d, 0755), 0);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("x\n", f);
+    fclose(f);
+}
+
+static void ln(const char *target, const char *rel)
+{
+    _cleanup_free_ char *p = xasprintf("%s%s", root, rel);
+    _cleanup_free_ char *d = xstrdup(p);
+    *strrchr(d, '/') = 0;
+    assert_int_equal(mkdir_p(d, 0755), 0);
+    assert_int_equal(symlink(target, p), 0);
+}
+
+static int setup_root(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof(root), "/tmp/gpuop-tk-root.XXXXXX");
+    assert_non_null(mkdtemp(root));
+    const char *v = "550.90.07";
+    char p[256];
+    const char *libs[] = {"libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "/usr/lib/x86_64-linux-gnu/%s.so.%s", libs[i], v);
+        mk(p);
+        snprintf(p, sizeof(p), "%s.so.%s", libs[i], v);
+        char l[256];
+        snprintf(l, sizeof(l), "/usr/lib/x86_64-linux-gnu/%s.so.1", libs[i]);
+        ln(p, l);
+    }
+    ln("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so"); /* the dev link: left out */
+    mk("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01"); /* an older driver's leftover */
+    ln("libnvidia-ml.so.535.183.01", "/usr/lib/x86_64-linux-gnu/libnvidia-old.so.1");
+    mk("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    mk("/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07");
+    mk("/usr/lib64/libnvidia-opencl.so.550.90.07"); /* a second directory, searched earlier */
+    ln("../usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"); /* the same dir again */
+    mk("/lib/firmware/nvidia/550.90.07/gsp_tu10x.bin");
+    mk("/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin");
+    mk("/lib/firmware/nvidia/550.90.07/README");
+    mk("/lib/firmware/nvidia/535.183.01/gsp_ga10x.bin");
+    mk("/usr/bin/nvidia-smi");
+    mk("/bin/nvidia-smi"); /* found later in the order: not used */
+    mk("/usr/sbin/nvidia-persistenced");
+    mk("/usr/bin/nvidia-cuda-mps-control");
+    mk("/run/nvidia-persistenced/socket");
+    _cleanup_free_ char *mps = xasprintf("%s/tmp/nvidia-mps", root);
+    assert_int_equal(mkdir_p(mps, 0755), 0);
+    return 0;
+}
+
+static int teardown_root(void **state)
+{
+    (void)state;
+    _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_lookup(void **state)
+{
+    (void)state;
+    /* the fake root is the driver root under host root "/" */
+    struct err e = {0};
+    _cleanup_(tk_driver_freep) struct tk_driver *d = NULL;
+    if (tk_driver_lookup("/", root, "550.90.07", &d, &e) < 0)
+        fail_msg("lookup: %s", err_msg(&e));
+    const char *want[] = {
+        "L /usr/lib64/libnvidia-opencl.so.550.90.07",
+        "L /usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07",
+        "L /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07",
+        "L /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.550.90.07",
+        "L /usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07",
+        "S /usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "S /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+        "S /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+        "F /lib/firmware/nvidia/550.90.07/gsp_ga10x.bin",
+        "F /lib/firmware/nvidia/550.90.07/gsp_tu10x.bin",
+        "B /usr/bin/nvidia-smi",
+        "B /usr/sbin/nvidia-persistenced",
+        "B /usr/bin/nvidia-cuda-mps-control",
+        "I /run/nvidia-persistenced/socket",
+        "I /tmp/nvidia-mps",
+    };
+    const char kinds[] = "LSFBI";
+    size_t n = sizeof(want) / sizeof(want[0]);
+    for (size_t i = 0; i < d->n_files && i < n; i++) {
+        char got[512];
+        snprintf(got, sizeof(got), "%c %s", kinds[d->files[i].kind], d->files[i].path);
+        assert_string_equal(got, want[i]);
+    }
+    assert_int_equal(d->n_files, n);
+    assert_string_equal(d->libcuda_dir, "/usr/lib/x86_64-linux-gnu");
+    assert_string_equal(d->version, "550.90.07");
+
+    /* the same through a host root: the paths stay inside the driver root */
+    tk_driver_free(d);
+    d = NULL;
+    char parent[256];
+    snprintf(parent, sizeof(parent), "%s", root);
+    char *slash = strrchr(parent, '/');
+    _cleanup_free_ char *droot = xasprintf("/%s", slash + 1);
+    *slash = 0;
+    if (tk_driver_lookup(parent, droot, "550.90.07", &d, &e) < 0)
+        fail_msg("lookup: %s", err_msg(&e));
+    assert_int_equal(d->n_files, n);
+
+    char nvml[512];
+    assert_int_equal(tk_driver_find_nvml(parent, droot, nvml, sizeof(nvml), &e), 0);
+    _cleanup_free_ char *want_nvml =
+        xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", root);
+    assert_string_equal(nvml, want_nvml);
+}
+
+static void test_lookup_bad(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    struct tk_driver *d = NULL;
+    /* a version this root has no NVML for */
+    assert_int_equal(tk_driver_lookup("/", root, "570.86.15", &d, &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), "no libnvidia-ml.so.570.86.15 (NVML)"));
+    assert_non_null(strstr(err_msg(&e), root));
+    assert_null(d);
+    /* NVML without CUDA */
+    assert_int_equal(tk_driver_lookup("/", root, "535.183.01", &d, &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), "no libcuda.so.535.183.01 (CUDA)"));
+    /* not a version */
+    assert_int_equal(tk_driver_lookup("/", root, "../../x", &d, &e), -EINVAL);
+    assert_int_equal(tk_driver_lookup("/", root, "", &d, &e), -EINVAL);
+    /* no such root */
+    assert_int_equal(tk_driver_lookup(root, "/nonexistent", "550.90.07", &d, &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), "/nonexistent"));
+    char buf[256];
+    assert_int_equal(tk_driver_find_nvml(root, "/nonexistent", buf, sizeof(buf), &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), "no libnvidia-ml.so.1"));
+    assert_null(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_host),
+        cmocka_unit_test(test_golden_container),
+        cmocka_unit_test(test_goldens_parse),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_versions),
+        cmocka_unit_test(test_mig_minors),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test_setup_teardown(test_lookup, setup_root, teardown_root),
+        cmocka_unit_test_setup_teardown(test_lookup_bad, setup_root, teardown_root),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
