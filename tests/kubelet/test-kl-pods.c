@@ -342,7 +342,8 @@ static void test_lifecycle(void **state)
     assert_string_equal(err_msg(&e),
                         "previous terminated container \"main\" in pod \"web\" not found");
 
-    /* the service-account token and CA: the client's, where in-cluster config reads them */
+    /* the service-account token (the pod's own ServiceAccount's, from a TokenRequest) and the
+     * client's CA, where in-cluster config reads them */
     {
         json_t *web = NULL;
         assert_int_equal(kube_get(kc, &KUBE_PODS, "default", "web", &web, &e), 0);
@@ -354,7 +355,17 @@ static void test_lifecycle(void **state)
                                "kube-api-access-sim/token",
                                root, kobj_uid(web));
         assert_int_equal(file_read_all(path, 65536, &got, &len, &e), 0);
-        assert_string_equal(got, tok);
+        assert_string_not_equal(got, tok); /* never the kubelet's own credentials */
+        static const struct kube_resource token_reviews = {"authentication.k8s.io", "v1",
+                                                           "tokenreviews", "TokenReview", false};
+        json_t *review = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
+                                   "kind", "TokenReview", "spec", "token", got);
+        json_t *answer = NULL;
+        assert_int_equal(kube_create(kc, &token_reviews, NULL, review, &answer, &e), 0);
+        assert_string_equal(kobj_path_str(answer, "status.user.username"),
+                            "system:serviceaccount:default:default");
+        json_decref(review);
+        json_decref(answer);
         free(got);
         free(path);
         path = xasprintf("%s/var/lib/kubelet/pods/%s/volumes/kubernetes.io~projected/"
