@@ -30,12 +30,63 @@ const char *rt_kind_name(enum rt_kind k); /* "containerd", "cri-o", "docker" */
  * ("containerd://1.7.24"). */
 int rt_kind_parse(const char *s, enum rt_kind *ret);
 
+/* How the runtime is told to load its new configuration (see README.md). Every request is also
+ * recorded, one line, in reload.log in the state dir (under the host root). */
+enum rt_restart_mode {
+    RT_RESTART_NONE,    /* only recorded */
+    RT_RESTART_SIGNAL,  /* SIGHUP to the process serving the runtime's socket (SO_PEERCRED) */
+    RT_RESTART_SYSTEMD, /* systemctl restart <unit> */
+};
+const char *rt_restart_mode_name(enum rt_restart_mode m); /* "none", "signal", "systemd" */
+int rt_restart_mode_parse(const char *s, enum rt_restart_mode *ret);
+
 struct rt_options {
     const char *runtime_name; /* the handler: "nvidia" */
     const char *runtime_path; /* the wrapper binary the handler runs (gpuop runtime) */
     bool set_as_default;
     bool enable_cdi;
+    /* Added by the module (zero means the default, so older initializers keep working): */
+    enum rt_restart_mode restart_mode;
+    const char *config_path; /* host path of the main config; NULL: the runtime's default */
+    const char *dropin_path; /* host path of the drop-in; NULL: the runtime's default */
+    const char *state_dir;   /* host path of the backups; NULL: RT_STATE_DIR */
 };
+
+#define RT_STATE_DIR         "/var/lib/gpuop/rtconfig"
+#define RT_CONTAINERD_CONFIG "/etc/containerd/config.toml"
+#define RT_CONTAINERD_DROPIN "/etc/containerd/conf.d/99-nvidia.toml"
+#define RT_CRIO_CONFIG       "/etc/crio/crio.conf"
+#define RT_CRIO_DROPIN       "/etc/crio/crio.conf.d/99-nvidia.toml"
+#define RT_DOCKER_CONFIG     "/etc/docker/daemon.json"
+#define RT_CONFIG_MAX        (4u << 20) /* a runtime config larger than this is refused */
+
+/* The config files in force for k under o (defaults filled in): host paths, not under a root. */
+const char *rt_config_path(enum rt_kind k, const struct rt_options *o);
+const char *rt_dropin_path(enum rt_kind k, const struct rt_options *o); /* NULL: docker */
+
+/* ---- the pure editing cores: bytes in, bytes out, no I/O (fuzzed) ---------------------------
+ * A file's text is (data, len); data NULL means the file does not exist. Output goes to the
+ * caller's bounded buffers. A text that does not parse is -EINVAL with e naming the line
+ * ("line 3, column 7: ..."); the caller adds the file name. */
+struct rt_text {
+    const char *data;
+    size_t len;
+};
+
+/* containerd: the main config in; out the main config (the original plus an `imports` entry for
+ * the drop-in, and `version = 2` when it was empty) and the drop-in (the CRI plugin's section of
+ * the main config, which containerd replaces as a whole when an imported file names it, with
+ * the handler cloned from runc, BinaryName, CDI). */
+int rt_containerd_edit(struct rt_text main, const struct rt_options *o, struct sbuf *ret_main,
+                       struct sbuf *ret_dropin, struct err *e);
+/* CRI-O: the configs in force (the main file, then the other drop-ins in name order; n may be
+ * 0) in; out the drop-in (the handler with the runc or crun entry's keys). On a parse error
+ * *ret_bad (may be NULL) is the index of the text at fault. */
+int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_options *o,
+                 struct sbuf *ret_dropin, size_t *ret_bad, struct err *e);
+/* docker: daemon.json in, daemon.json out; bytes outside the members set stay as they were. */
+int rt_docker_edit(struct rt_text config, const struct rt_options *o, struct sbuf *ret_config,
+                   struct err *e);
 
 /* Detects the node's runtime: node_runtime_version (status.nodeInfo.containerRuntimeVersion,
  * NULL when unknown) first, then the sockets and config files under host_root. A node whose
@@ -43,11 +94,14 @@ struct rt_options {
 int rt_detect(const char *host_root, const char *node_runtime_version, const char *want,
               enum rt_kind *ret, struct err *e);
 
-/* Configures it: the files it wrote go into changed (a NUL-separated list, may be NULL).
- * Idempotent. A config that does not parse: nothing written, e names the file and line. */
+/* Configures it: *ret_changed (may be NULL) says whether a file was written; then the runtime is
+ * told to reload (o->restart_mode). Originals are backed up under the state dir once (a file
+ * that did not exist is recorded as absent). Idempotent. A config that does not parse: nothing
+ * written, e names the file and line. */
 int rt_configure(const char *host_root, enum rt_kind k, const struct rt_options *o,
                  bool *ret_changed, struct err *e);
-/* Puts back what rt_configure changed (byte for byte). */
+/* Puts back what rt_configure changed (byte for byte; a file it created is removed) and drops
+ * the backups; then the runtime is told to reload. Nothing to restore is not an error. */
 int rt_restore(const char *host_root, enum rt_kind k, const struct rt_options *o, struct err *e);
 /* 0 when the runtime on host_root is configured for GPUs as o says (the handler exists and runs
  * o->runtime_path; CDI enabled when o->enable_cdi); -ENOENT with the reason in e otherwise. */
