@@ -11,6 +11,7 @@ DEPS_PKGS := build-essential meson ninja-build pkg-config git \
 	libnghttp2-dev libmnl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
 	python3 python3-grpcio python3-grpc-tools python3-protobuf \
 	prometheus wrk valgrind clang libclang-rt-14-dev clang-format jq curl procps iproute2 \
+	runc busybox-static python3-jsonschema python3-yaml \
 	@node=nodejs @npm=npm
 # The client tools the tests and the demo drive kubesim with (kubectl 1.32, helm 3.17): pinned,
 # checksum-verified binaries fetched once into the build tree by scripts/tools.sh.

@@ -5,7 +5,7 @@
  * directory's spec wins for the same name, as containerd's CDI cache orders them), and turns the
  * named devices' and their specs' containerEdits into environment, mounts and device nodes.
  * An unknown name is an error naming it, as containerd fails the container
- * ("unresolvable CDI devices nvidia.com/gpu=X"). The spec parser is pure and fuzzed.
+ * ("unresolvable CDI devices nvidia.com/gpu=X"). Specs are parsed and checked by src/cdi.
  */
 #ifndef GPUOP_KL_CDI_H
 #define GPUOP_KL_CDI_H
@@ -14,13 +14,6 @@
 
 #include "kl-devices.h"
 #include "util.h"
-
-struct kl_cdi_spec; /* one parsed spec file */
-
-/* path names the file in errors. Checks cdiVersion, kind, device names and edits' shapes. */
-int kl_cdi_spec_parse(const char *path, const char *text, size_t len, struct kl_cdi_spec **ret,
-                      struct err *e);
-void kl_cdi_spec_free(struct kl_cdi_spec *s);
 
 /* Reads the node's CDI directories and appends to a (envs, mounts with host paths under root,
  * device nodes) the edits of every name in names (NULL-terminated). A spec file that does not

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpuop runtime`: the shell of the OCI runtime wrapper (runtime.h). It has runc's command line,
+ * so it is a plain entry point (runtime_main) rather than an svc_main component; its own options
+ * still come from an svc option table (flags before runc's command, then the environment). It
+ * prints nothing on success: for `create` runc's stdio become the container's.
+ */
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime.h"
+#include "svc.h"
+
+#define COMP              "runtime"
+#define OCI_CONFIG_MAX    (16u << 20)
+#define DEFAULT_SPEC_DIRS "/etc/cdi:/var/run/cdi"
+#define MAX_SPEC_DIRS     16
+
+int runtime_main(int argc, char **argv);
+
+struct runtime_opts {
+    const char *runtime_path;
+    const char *spec_dirs;
+    const char *default_kind;
+};
+
+static int check_kind(const void *dst, const char *source, struct err *e)
+{
+    const char *k = *(const char *const *)dst;
+    if (!cdi_kind_valid(k))
+        return err_set(e, -EINVAL, "%s: \"%s\" is not a CDI kind (vendor/class)", source, k);
+    return 0;
+}
+
+static const struct svc_option runtime_options[] = {
+    {.flag = "runtime-path",
+     .env = "GPUOP_RUNTIME_PATH",
+     .kind = SVC_STRING,
+     .off = offsetof(struct runtime_opts, runtime_path),
+     .metavar = "PATH",
+     .help = "the low-level OCI runtime executed after the edit: a path, or a name looked up\n"
+             "in PATH (runc; crun)"},
+    {.flag = "cdi-spec-dirs",
+     .env = "GPUOP_CDI_SPEC_DIRS",
+     .kind = SVC_STRING,
+     .off = offsetof(struct runtime_opts, spec_dirs),
+     .metavar = "DIRS",
+     .help = "CDI spec directories, ':'-separated, later ones winning (" DEFAULT_SPEC_DIRS ")"},
+    {.flag = "default-kind",
+     .env = "GPUOP_RUNTIME_DEFAULT_KIND",
+     .kind = SVC_STRING,
+     .off = offsetof(struct runtime_opts, default_kind),
+     .metavar = "KIND",
+     .check = check_kind,
+     .help = "the CDI kind of NVIDIA_VISIBLE_DEVICES's names (nvidia.com/gpu)"},
+    {0},
+};
+
+static void runtime_defaults(void *state)
+{
+    struct runtime_opts *o = state;
+    o->runtime_path = "runc";
+    o->spec_dirs = DEFAULT_SPEC_DIRS;
+    o->default_kind = "nvidia.com/gpu";
+}
+
+static const struct svc_component runtime_component = {
+    .name = "runtime",
+    .usage = "Usage: gpuop runtime [--runtime-path PATH] [--cdi-spec-dirs DIRS] "
+             "[--default-kind KIND] [runc's global flags] COMMAND [ARGS]\n\n"
+             "The nvidia runtime handler: an OCI runtime wrapper with runc's command line. For\n"
+             "create and run it applies the CDI edits of the devices the container asks for\n"
+             "(NVIDIA_VISIBLE_DEVICES in its environment; cdi.k8s.io/ annotations) to the\n"
+             "bundle's config.json, then executes the low-level runtime with the same\n"
+             "arguments; every other command passes straight through. The wrapper's flags are\n"
+             "accepted only before runc's command.\n",
+    .options = {runtime_options},
+    .epilogue = "Exit: the low-level runtime's; 1 when a device cannot be resolved or config.json\n"
+                "cannot be edited (config.json is then untouched), 2 on bad flags.\n",
+    .state_size = sizeof(struct runtime_opts),
+    .defaults = runtime_defaults,
+};
+
+/* One error line to stderr and, as runc does, to its --log file in its format: containerd's
+ * shim reads that file to report why create failed. */
+static void report(const struct runtime_cmdline *c, const char *msg)
+{
+    fprintf(stderr, "gpuop runtime: %s\n", msg);
+    if (!c->log_path)
+        return;
+    _cleanup_close_ int fd =
+        open(c->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+    if (fd < 0)
+        return;
+    char ts[40];
+    time_rfc3339(now_ms_real(), ts, sizeof(ts));
+    _cleanup_free_ char *line = NULL;
+    if (streq_ptr(c->log_format, "json")) {
+        _cleanup_(json_decrefp) json_t *o =
+            json_pack("{s:s, s:s, s:s}", "level", "error", "msg", msg, "time", ts);
+        _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+        line = xasprintf("%s\n", s ? s : "{}");
+    } else {
+        _cleanup_(json_decrefp) json_t *q = json_string(msg);
+        _cleanup_free_ char *s = json_dumps(q, JSON_ENCODE_ANY);
+        line = xasprintf("time=\"%s\" level=error msg=%s\n", ts, s ? s : "\"\"");
+    }
+    if (write(fd, line, strlen(line)) < 0)
+        return; /* nowhere left to say it */
+}
+
+/* The executable the name means: itself when it holds a '/', else the first in PATH. Never this
+ * program again (a PATH naming the wrapper as runc would loop). */
+static int find_runtime(const char *name, char **ret, struct err *e)
+{
+    _cleanup_free_ char *path = NULL;
+    if (strchr(name, '/')) {
+        path = xstrdup(name);
+    } else {
+        const char *p = env_get("PATH");
+        _cleanup_free_ char *dirs = xstrdup(p && *p ? p
+                                                    : "/usr/local/sbin:/usr/local/bin:"
+                                                      "/usr/sbin:/usr/bin:/sbin:/bin");
+        char *save = NULL;
+        for (char *d = strtok_r(dirs, ":", &save); d && !path; d = strtok_r(NULL, ":", &save)) {
+            _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", name);
+            if (access(cand, X_OK) == 0)
+                path = steal_ptr(&cand);
+        }
+        if (!path)
+            return err_set(e, -ENOENT, "low-level runtime \"%s\": not found in PATH", name);
+    }
+    struct stat self, st;
+    if (stat(path, &st) < 0)
+        return err_errno(e, -errno, "low-level runtime \"%s\"", path);
+    if (stat("/proc/self/exe", &self) == 0 && self.st_dev == st.st_dev && self.st_ino == st.st_ino)
+        return err_set(e, -ELOOP, "low-level runtime \"%s\" is this wrapper itself", path);
+    *ret = steal_ptr(&path);
+    return 0;
+}
+
+/* config.json of the bundle, edited for the devices it asks for. Nothing is written unless the
+ * whole edit succeeded; then it is replaced atomically. */
+static int edit_bundle(const struct runtime_cmdline *c, const struct runtime_opts *o, struct err *e)
+{
+    _cleanup_free_ char *config = xasprintf("%s/config.json", c->bundle ? c->bundle : ".");
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = file_read_all(config, OCI_CONFIG_MAX, &text, &len, e);
+    if (r < 0)
+        return r;
+    json_error_t je;
+    _cleanup_(json_decrefp) json_t *oci = json_loadb(text, len, 0, &je);
+    if (!oci)
+        return err_set(e, -EINVAL, "%s:%d:%d: %s", config, je.line, je.column, je.text);
+    char **names = NULL;
+    size_t n = 0;
+    if ((r = runtime_requested_devices(oci, o->default_kind, &names, &n, e)) < 0)
+        return err_prefix(e, "%s", config);
+    if (n == 0) {
+        runtime_strv_free(names);
+        log_debug(COMP, "no devices requested", "config=%s", config);
+        return 0;
+    }
+    _cleanup_free_ char *dirs_buf = xstrdup(o->spec_dirs);
+    const char *dirs[MAX_SPEC_DIRS];
+    size_t n_dirs = 0;
+    char *save = NULL;
+    for (char *d = strtok_r(dirs_buf, ":", &save); d && n_dirs < MAX_SPEC_DIRS;
+         d = strtok_r(NULL, ":", &save))
+        dirs[n_dirs++] = d;
+    _cleanup_(cdi_registry_freep) struct cdi_registry *reg = NULL;
+    if ((r = cdi_registry_load(dirs, n_dirs, &reg, e)) < 0 ||
+        (r = runtime_edit_config(oci, reg, (const char *const *)names, n, NULL, NULL, e)) < 0) {
+        runtime_strv_free(names);
+        return err_prefix(e, "%s", config);
+    }
+    runtime_strv_free(names);
+    _cleanup_free_ char *out = json_dumps(oci, JSON_COMPACT);
+    if (!out)
+        return err_set(e, -ENOMEM, "%s: encoding the edited spec", config);
+    struct stat st;
+    unsigned mode = stat(config, &st) == 0 ? (st.st_mode & 07777) : 0644;
+    if ((r = file_write_atomic(config, out, strlen(out), mode, e)) < 0)
+        return r;
+    log_debug(COMP, "config edited", "config=%s devices=%zu", config, n);
+    return 0;
+}
+
+int runtime_main(int argc, char **argv)
+{
+    struct err e = {0};
+    struct runtime_cmdline c = {0};
+    if (runtime_cmdline_parse(argc, argv, &c, &e) < 0) {
+        fprintf(stderr, "gpuop runtime: %s\n", err_msg(&e));
+        return 2;
+    }
+    struct runtime_opts o = {0};
+    int r = svc_parse(&runtime_component, &o, c.n_own, (char **)c.own, stdout, &e);
+    if (r == 1 || (r == 0 && c.help)) {
+        if (r == 0)
+            svc_usage(&runtime_component, stdout);
+        runtime_cmdline_clear(&c);
+        return 0;
+    }
+    if (r < 0) {
+        report(&c, err_msg(&e));
+        runtime_cmdline_clear(&c);
+        return 2;
+    }
+    _cleanup_free_ char *path = NULL;
+    if ((runtime_command_edits(c.command) && (r = edit_bundle(&c, &o, &e)) < 0) ||
+        (r = find_runtime(o.runtime_path, &path, &e)) < 0) {
+        report(&c, err_msg(&e));
+        runtime_cmdline_clear(&c);
+        return 1;
+    }
+    c.pass[0] = path;
+    execv(path, (char *const *)c.pass);
+    err_errno(&e, -errno, "exec \"%s\"", path);
+    report(&c, err_msg(&e));
+    runtime_cmdline_clear(&c);
+    return 1;
+}
