@@ -101,19 +101,19 @@ static int symlink_replace(const char *target, const char *path, struct err *e)
     return 0;
 }
 
-/* The simulated libnvidia-ml: GPUOP_NVML_LIBRARY, else the one beside this program. */
-static char *nvml_library(void)
+/* A simulated driver library: $env, else the one named name beside this program. */
+static char *sim_library(const char *env, const char *name)
 {
-    const char *p = env_get("GPUOP_NVML_LIBRARY");
+    const char *p = env_get(env);
     if (p)
         return xstrdup(p);
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0)
-        return xstrdup("libnvidia-ml.so.1");
+        return xstrdup(name);
     self[n] = '\0';
     *strrchr(self, '/') = '\0';
-    return xasprintf("%s/libnvidia-ml.so.1", self);
+    return xasprintf("%s/%s", self, name);
 }
 
 /* Loads the modules (<root>/sys/module, <root>/proc/driver/nvidia) and lays out the user-space
@@ -121,17 +121,22 @@ static char *nvml_library(void)
 static int driver_load(const struct driver *d, const char *prefix, bool by_container, struct err *e)
 {
     const char *v = d->ref.version;
-    _cleanup_free_ char *lib = nvml_library();
+    _cleanup_free_ char *lib = sim_library("GPUOP_NVML_LIBRARY", "libnvidia-ml.so.1");
     _cleanup_free_ char *lib_dst = xasprintf("%s%s/libnvidia-ml.so.%s", prefix, LIB_DIR, v);
     _cleanup_free_ char *lib_link = xasprintf("%s%s/libnvidia-ml.so.1", prefix, LIB_DIR);
     _cleanup_free_ char *lib_target = xasprintf("libnvidia-ml.so.%s", v);
+    _cleanup_free_ char *cuda = sim_library("GPUOP_CUDA_LIBRARY", "libcuda.so.1");
+    _cleanup_free_ char *cuda_dst = xasprintf("%s%s/libcuda.so.%s", prefix, LIB_DIR, v);
+    _cleanup_free_ char *cuda_link = xasprintf("%s%s/libcuda.so.1", prefix, LIB_DIR);
+    _cleanup_free_ char *cuda_target = xasprintf("libcuda.so.%s", v);
     _cleanup_free_ char *smi_dst = xasprintf("%s/usr/bin/nvidia-smi", prefix);
     int r;
     if ((r = copy_file(lib, lib_dst, 0644, e)) < 0 ||
         (r = symlink_replace(lib_target, lib_link, e)) < 0 ||
+        (r = copy_file(cuda, cuda_dst, 0644, e)) < 0 ||
+        (r = symlink_replace(cuda_target, cuda_link, e)) < 0 ||
         (r = copy_file("/proc/self/exe", smi_dst, 0755, e)) < 0)
         return r;
-    /* no simulated libcuda is built: the driver root carries none */
     struct sbuf proc _cleanup_sbuf_;
     sbuf_init(&proc, 4096);
     if ((r = simimg_proc_version_text(v, d->kernel, &proc)) < 0)
@@ -187,7 +192,8 @@ static void driver_unload(const char *root)
     if (dir) {
         struct dirent *de;
         while ((de = readdir(dir)))
-            if (str_has_prefix(de->d_name, "libnvidia-ml.so."))
+            if (str_has_prefix(de->d_name, "libnvidia-ml.so.") ||
+                str_has_prefix(de->d_name, "libcuda.so."))
                 unlinkat(dirfd(dir), de->d_name, 0);
         closedir(dir);
     }

@@ -121,6 +121,16 @@ static const char *runtime_config(enum kl_runtime_kind k, const char **ret_text)
     return "etc/containerd/config.toml";
 }
 
+/* The simulated libcuda: libcuda.so.1 beside the simulated libnvidia-ml (both are built into
+ * the same folder). */
+static char *kl_node_cuda_library(const char *nvml_library)
+{
+    const char *slash = strrchr(nvml_library, '/');
+    if (!slash)
+        return xstrdup("libcuda.so.1");
+    return xasprintf("%.*s/libcuda.so.1", (int)(slash - nvml_library), nvml_library);
+}
+
 int kl_node_layout(const struct kl_node_spec *s, const char *nvml_library,
                    const char *sim_image_bin, struct err *e)
 {
@@ -172,10 +182,15 @@ int kl_node_layout(const struct kl_node_spec *s, const char *nvml_library,
                   v);
     _cleanup_free_ char *lib = xasprintf("usr/lib/x86_64-linux-gnu/libnvidia-ml.so.%s", v);
     _cleanup_free_ char *lib_name = xasprintf("libnvidia-ml.so.%s", v);
+    _cleanup_free_ char *cuda = kl_node_cuda_library(nvml_library);
+    _cleanup_free_ char *cuda_lib = xasprintf("usr/lib/x86_64-linux-gnu/libcuda.so.%s", v);
+    _cleanup_free_ char *cuda_name = xasprintf("libcuda.so.%s", v);
     if ((r = write_in(root, "sys/module/nvidia/version", mod, false, e)) < 0 ||
         (r = write_in(root, "proc/driver/nvidia/version", proc, false, e)) < 0 ||
         (r = link_in(root, lib, nvml_library, e)) < 0 ||
-        (r = link_in(root, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", lib_name, e)) < 0)
+        (r = link_in(root, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", lib_name, e)) < 0 ||
+        (r = link_in(root, cuda_lib, cuda, e)) < 0 ||
+        (r = link_in(root, "usr/lib/x86_64-linux-gnu/libcuda.so.1", cuda_name, e)) < 0)
         return r;
     _cleanup_free_ char *smi = xasprintf("%s/nvidia-smi", sim_image_bin);
     if (access(smi, X_OK) == 0 && (r = link_in(root, "usr/bin/nvidia-smi", smi, e)) < 0)
@@ -449,7 +464,7 @@ bool kl_node_dirty(struct kl_node *n)
 
 static char **sim_env(const struct kl_node_config *cfg)
 {
-    char **env = xcalloc(5, sizeof(char *));
+    char **env = xcalloc(6, sizeof(char *));
     size_t i = 0;
     _cleanup_free_ char *state = kl_node_nvml_state(cfg->spec);
     if (cfg->spec->fleet)
@@ -457,6 +472,8 @@ static char **sim_env(const struct kl_node_config *cfg)
     env[i++] = xasprintf("GPUOP_SIM_STATE=%s", state);
     env[i++] = xasprintf("GPUOP_SIM_ROOT=%s", cfg->spec->root);
     env[i++] = xasprintf("GPUOP_NVML_LIBRARY=%s", cfg->nvml_library);
+    _cleanup_free_ char *cuda = kl_node_cuda_library(cfg->nvml_library);
+    env[i++] = xasprintf("GPUOP_CUDA_LIBRARY=%s", cuda);
     return env;
 }
 

@@ -26,8 +26,8 @@ LAYERS = {
     'dpconfig': 4, 'rtconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
-    'sim/nvml': 5, 'sim/cuda': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
-    'cmd': 6, 'sim/images': 6,
+    'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
+    'cmd': 6, 'sim/images': 6, 'sim/cuda': 6,
 }
 FOLDERS = {
     'src/util': 'util', 'src/kobj': 'kobj', 'src/prom': 'prom', 'src/yamlcfg': 'yamlcfg',
