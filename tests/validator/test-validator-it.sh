@@ -8,6 +8,7 @@ B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 GPUOP=${1:-$B/gpuop}
 SIMLIB=${2:-$B/libnvidia-ml.so.1}
+CUDALIB=${3:-$B/libcuda.so.1}
 FLEET=$S/sim/fleets/dgx-h100.yaml
 . "$S/tests/operator/lib.sh"
 
@@ -40,7 +41,7 @@ ctr_driver() {
 val() {
     local r=$1 st=$2
     shift 2
-    env -u GPUOP_NVML_LIBRARY -u KUBECONFIG -u NODE_NAME GPUOP_SIM_FLEET="$FLEET" \
+    env -u GPUOP_NVML_LIBRARY -u GPUOP_CUDA_LIBRARY -u KUBECONFIG -u NODE_NAME GPUOP_SIM_FLEET="$FLEET" \
         GPUOP_SIM_STATE="$st" GPUOP_SIM_ROOT="$r" timeout 60 "$GPUOP" validator --host-root="$r" \
         --driver-install-dir="$r/run/nvidia/driver" --validations-dir="$r/run/nvidia/validations" \
         --interval=200ms "$@"
@@ -58,7 +59,7 @@ one_line() { # LOG TEXT: the error is one line, the last, and names TEXT
     tail -n1 "$1" | grep -qF -- "$2" || fail "the line does not name '$2': $(cat "$1")"
 }
 no_temps() { # DIR: nothing half-written (no dot-prefixed temp file) is left
-    if ls -A "$1" | grep -v '^\.driver-ctr-ready$' | grep -q '^\.'; then
+    if ls -A "$1" | grep -Ev '^\.(driver|toolkit)-ctr-ready$' | grep -q '^\.'; then
         fail "temp file left in $1: $(ls -A "$1")"
     fi
 }
@@ -132,6 +133,61 @@ expect 0 "$T/ctr.log" val "$C" "$T/st2" --component=driver
 printf 'IS_HOST_DRIVER=false\nNVIDIA_DRIVER_ROOT=%s\nDRIVER_ROOT_CTR_PATH=%s\nNVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=%s\n' \
     "$C/run/nvidia/driver" "$C/run/nvidia/driver" "$C" >"$T/want-ctr"
 diff -u "$T/want-ctr" "$C/run/nvidia/validations/driver-ready" || fail "driver-ready differs"
+
+echo "== cuda"
+expect 0 "$T/host4.log" val "$H" "$T/st1" --component=driver
+expect 1 "$T/cuda0.log" val "$H" "$T/st1" --component=cuda
+one_line "$T/cuda0.log" "libcuda.so.1 is not under the driver root $H"
+ln -sf "$CUDALIB" "$H/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+expect 0 "$T/cuda.log" val "$H" "$T/st1" --component=cuda
+grep -q 'cuda validated devices=8' "$T/cuda.log" || fail "no CUDA line: $(cat "$T/cuda.log")"
+[ -e "$H/run/nvidia/validations/cuda-ready" ] || fail "no cuda-ready"
+expect 1 "$T/cuda2.log" val "$H" "$T/st-lost" --component=cuda
+one_line "$T/cuda2.log" "cuda: CUDA check:"
+[ ! -e "$H/run/nvidia/validations/cuda-ready" ] || fail "cuda-ready kept after a failure"
+rm -f "$H/run/nvidia/validations/driver-ready"
+expect 1 "$T/cuda3.log" val "$H" "$T/st1" --component=cuda
+one_line "$T/cuda3.log" "driver-ready is missing"
+
+echo "== toolkit"
+expect 0 "$T/host5.log" val "$H" "$T/st1" --component=driver
+VD=$H/run/nvidia/validations
+printf 'RUNTIME=docker\nRUNTIME_CONFIG=/etc/docker/daemon.json\nCDI_SPEC=/var/run/cdi/nvidia.yaml\nTOOLKIT_INSTALL_DIR=/usr/local/nvidia\n' \
+    >"$VD/.toolkit-ctr-ready"
+mkdir -p "$H/etc/docker" "$H/var/run/cdi"
+printf '{"runtimes": {"nvidia": {"path": "/usr/local/nvidia/gpuop-runtime", "args": []}}}\n' \
+    >"$H/etc/docker/daemon.json"
+expect 1 "$T/tk0.log" val "$H" "$T/st1" --component=toolkit
+one_line "$T/tk0.log" "$H/var/run/cdi/nvidia.yaml"
+printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [name: {\n' >"$H/var/run/cdi/nvidia.yaml"
+expect 1 "$T/tk1.log" val "$H" "$T/st1" --component=toolkit
+one_line "$T/tk1.log" "CDI spec \"$H/var/run/cdi/nvidia.yaml\" does not parse"
+no_temps "$VD"
+# a spec naming every GPU but the last, by index and UUID
+uuids=$(GPUOP_SIM_FLEET=$FLEET GPUOP_SIM_STATE=$T/st1 GPUOP_NVML_LIBRARY=$SIMLIB "$GPUOP" inventory --json |
+    /usr/bin/python3 -c 'import json,sys; print(" ".join(g["uuid"] for g in json.load(sys.stdin)["gpus"]))')
+spec() { # N: a spec with the first N GPUs
+    local i=0
+    printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ncontainerEdits:\n  deviceNodes: [{path: /dev/nvidiactl}]\ndevices:\n'
+    for u in $uuids; do
+        [ $i -lt "$1" ] || break
+        printf -- '- name: "%d"\n  containerEdits: {deviceNodes: [{path: /dev/nvidia%d}]}\n' $i $i
+        printf -- '- name: %s\n  containerEdits: {deviceNodes: [{path: /dev/nvidia%d}]}\n' "$u" $i
+        i=$((i + 1))
+    done
+}
+spec 7 >"$H/var/run/cdi/nvidia.yaml"
+expect 1 "$T/tk2.log" val "$H" "$T/st1" --component=toolkit
+one_line "$T/tk2.log" "lacks 2 devices: 7, $(echo $uuids | awk '{print $8}')"
+spec 8 >"$H/var/run/cdi/nvidia.yaml"
+expect 1 "$T/tk3.log" val "$H" "$T/st1" --component=toolkit
+one_line "$T/tk3.log" "docker is not configured for GPUs"
+printf '{"runtimes": {"nvidia": {"path": "/usr/local/nvidia/gpuop-runtime", "args": []}}, "features": {"cdi": true}}\n' \
+    >"$H/etc/docker/daemon.json"
+expect 0 "$T/tk4.log" val "$H" "$T/st1" --component=toolkit
+grep -q 'toolkit validated runtime=docker' "$T/tk4.log" || fail "no toolkit line: $(cat "$T/tk4.log")"
+[ -e "$VD/toolkit-ready" ] || fail "no toolkit-ready"
+rm -f "$VD/toolkit-ready" "$VD/cuda-ready"
 
 echo "== --wait polls without spinning"
 W=$(new_root wait)
