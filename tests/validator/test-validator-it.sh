@@ -58,6 +58,12 @@ one_line() { # LOG TEXT: the error is one line, the last, and names TEXT
     tail -n1 "$1" | grep -q ' error ' || fail "the error is not the last line: $(cat "$1")"
     tail -n1 "$1" | grep -qF -- "$2" || fail "the line does not name '$2': $(cat "$1")"
 }
+gpuop_pid() { # ROOT: the gpuop validator process working on that node root
+    local p
+    for p in $(pgrep -f -- "--host-root=$1 " || true); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = gpuop ] && echo "$p" && return 0
+    done
+}
 no_temps() { # DIR: nothing half-written (no dot-prefixed temp file) is left
     if ls -A "$1" | grep -Ev '^\.(driver|toolkit)-ctr-ready$' | grep -q '^\.'; then
         fail "temp file left in $1: $(ls -A "$1")"
@@ -197,12 +203,10 @@ pids+=($wpid)
 sleep 3
 kill -0 $wpid 2>/dev/null || fail "--wait exited without a driver: $(cat "$T/wait.log")"
 [ "$(grep -c 'retrying' "$T/wait.log")" = 1 ] || fail "not one line per reason: $(cat "$T/wait.log")"
-vpid=$(pgrep -P $wpid -f 'validator' | head -n1 || true)
-[ -n "$vpid" ] || vpid=$(pgrep -P "$(pgrep -P $wpid | head -n1)" | head -n1 || true)
-if [ -n "$vpid" ] && [ -r "/proc/$vpid/stat" ]; then
-    ticks=$(awk '{print $14 + $15}' "/proc/$vpid/stat")
-    [ "$ticks" -lt 50 ] || fail "--wait used $ticks CPU ticks in 3 s: it spins"
-fi
+vpid=$(gpuop_pid "$W")
+[ -n "$vpid" ] || fail "no gpuop validator process for $W"
+ticks=$(awk '{print $14 + $15}' "/proc/$vpid/stat")
+[ "$ticks" -lt 50 ] || fail "--wait used $ticks CPU ticks in 3 s: it spins"
 host_driver "$W"
 wait_for 10 "--wait to pass once the driver is there" test -s "$W/run/nvidia/validations/driver-ready"
 rc=0
@@ -219,7 +223,9 @@ apid=$!
 pids+=($apid)
 wait_for 10 "all-done's line" grep -q 'all validations are successful' "$T/ad2.log"
 kill -0 $apid 2>/dev/null || fail "all-done did not wait for a signal"
-kill -TERM "$(pgrep -P $apid | head -n1 || echo $apid)" 2>/dev/null || true
+adpid=$(gpuop_pid "$H")
+[ -n "$adpid" ] || fail "no gpuop validator process for $H"
+kill -TERM "$adpid"
 rc=0
 wait $apid || rc=$?
 [ "$rc" = 0 ] || fail "all-done exit $rc on SIGTERM: $(cat "$T/ad2.log")"
