@@ -160,14 +160,16 @@ expect 0 "$T/host5.log" val "$H" "$T/st1" --component=driver
 VD=$H/run/nvidia/validations
 printf 'RUNTIME=docker\nRUNTIME_CONFIG=/etc/docker/daemon.json\nCDI_SPEC=/var/run/cdi/nvidia.yaml\nTOOLKIT_INSTALL_DIR=/usr/local/nvidia\n' \
     >"$VD/.toolkit-ctr-ready"
-mkdir -p "$H/etc/docker" "$H/var/run/cdi"
+# /var/run is a link to /run on the host: the spec is read inside the host root
+mkdir -p "$H/etc/docker" "$H/run/cdi" "$H/var"
+ln -s /run "$H/var/run"
 printf '{"runtimes": {"nvidia": {"path": "/usr/local/nvidia/gpuop-runtime", "args": []}}}\n' \
     >"$H/etc/docker/daemon.json"
 expect 1 "$T/tk0.log" val "$H" "$T/st1" --component=toolkit
-one_line "$T/tk0.log" "$H/var/run/cdi/nvidia.yaml"
-printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [name: {\n' >"$H/var/run/cdi/nvidia.yaml"
+one_line "$T/tk0.log" "$H/run/cdi/nvidia.yaml"
+printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [name: {\n' >"$H/run/cdi/nvidia.yaml"
 expect 1 "$T/tk1.log" val "$H" "$T/st1" --component=toolkit
-one_line "$T/tk1.log" "CDI spec \"$H/var/run/cdi/nvidia.yaml\" does not parse"
+one_line "$T/tk1.log" "CDI spec \"$H/run/cdi/nvidia.yaml\" does not parse"
 no_temps "$VD"
 # a spec naming every GPU but the last, by index and UUID
 uuids=$(GPUOP_SIM_FLEET=$FLEET GPUOP_SIM_STATE=$T/st1 GPUOP_NVML_LIBRARY=$SIMLIB "$GPUOP" inventory --json |
@@ -182,10 +184,10 @@ spec() { # N: a spec with the first N GPUs
         i=$((i + 1))
     done
 }
-spec 7 >"$H/var/run/cdi/nvidia.yaml"
+spec 7 >"$H/run/cdi/nvidia.yaml"
 expect 1 "$T/tk2.log" val "$H" "$T/st1" --component=toolkit
 one_line "$T/tk2.log" "lacks 2 devices: 7, $(echo $uuids | awk '{print $8}')"
-spec 8 >"$H/var/run/cdi/nvidia.yaml"
+spec 8 >"$H/run/cdi/nvidia.yaml"
 expect 1 "$T/tk3.log" val "$H" "$T/st1" --component=toolkit
 one_line "$T/tk3.log" "docker is not configured for GPUs"
 printf '{"runtimes": {"nvidia": {"path": "/usr/local/nvidia/gpuop-runtime", "args": []}}, "features": {"cdi": true}}\n' \

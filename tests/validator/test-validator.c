@@ -116,6 +116,8 @@ static void test_host_smi_and_libs(void **state)
     _cleanup_free_ char *lib = xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", f->host);
     /* an absolute link, as a driver installer makes it: resolved inside the host root */
     assert_int_equal(symlink("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05", lib), 0);
+    free(lib);
+    lib = xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05", f->host);
     struct val_driver_plan pl;
     plan(f, true, &pl); /* a driver DaemonSet exists: the host driver still wins */
     assert_int_equal(pl.source, VAL_SRC_HOST);
@@ -262,8 +264,39 @@ static void test_find_links(void **state)
     touch(f->host, "/usr/bin/nvidia-smi.real", "#!/bin/sh\n", 0755);
     assert_int_equal(symlink("nvidia-smi.real", l), 0);
     assert_int_equal(val_find_under_root(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), 0);
-    assert_string_equal(buf, l);
+    _cleanup_free_ char *real = xasprintf("%s.real", l);
+    assert_string_equal(buf, real);
     assert_int_equal(val_find_under_root(f->host, dirs, "nvidia-smi", true, buf, 8), -ENAMETOOLONG);
+}
+
+/* /var/run -> /run on a host: read inside the host root, not in this process's /run. */
+static void test_resolve_in_root(void **state)
+{
+    struct fx *f = *state;
+    mkdirs(f->host, "/run/cdi");
+    mkdirs(f->host, "/var");
+    _cleanup_free_ char *vr = xasprintf("%s/var/run", f->host);
+    assert_int_equal(symlink("/run", vr), 0);
+    char buf[PATH_MAX];
+    assert_int_equal(val_resolve_in_root(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)), 0);
+    _cleanup_free_ char *want = xasprintf("%s/run/cdi/nvidia.yaml", f->host);
+    assert_string_equal(buf, want);
+    /* relative links, "..", and a missing tail */
+    _cleanup_free_ char *l = xasprintf("%s/etc/alt", f->host);
+    assert_int_equal(symlink("../run/./cdi", l), 0);
+    assert_int_equal(val_resolve_in_root(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
+    _cleanup_free_ char *want2 = xasprintf("%s/run/cdi/x/y", f->host);
+    assert_string_equal(buf, want2);
+    /* ".." never leaves the root */
+    assert_int_equal(val_resolve_in_root(f->host, "/../../etc", buf, sizeof(buf)), 0);
+    _cleanup_free_ char *want3 = xasprintf("%s/etc", f->host);
+    assert_string_equal(buf, want3);
+    /* a loop */
+    _cleanup_free_ char *a = xasprintf("%s/etc/a", f->host);
+    assert_int_equal(symlink("/etc/a", a), 0);
+    assert_int_equal(val_resolve_in_root(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
+    assert_int_equal(val_resolve_in_root("/", "/etc", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "/etc");
 }
 
 static void test_driver_verify(void **state)
@@ -452,6 +485,7 @@ int main(void)
         FX(test_none),
         FX(test_host_root_missing),
         FX(test_find_links),
+        FX(test_resolve_in_root),
         cmocka_unit_test(test_driver_verify),
         cmocka_unit_test(test_toolkit_marker),
         cmocka_unit_test(test_cdi_missing),

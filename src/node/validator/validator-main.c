@@ -466,8 +466,12 @@ static int check_toolkit(struct val *v, char *reason, size_t rn, struct err *e)
         return 1;
     }
     /* The node's CDI spec names every GPU and MIG device. */
-    _cleanup_free_ char *spath =
-        xasprintf("%s%s", strcmp(v->host_root, "/") == 0 ? "" : v->host_root, tm.cdi_spec);
+    char spath[PATH_MAX];
+    if (val_resolve_in_root(v->host_root, tm.cdi_spec, spath, sizeof(spath)) < 0) {
+        val_say(reason, rn, "CDI spec %s under %s: cannot resolve its path", tm.cdi_spec,
+                v->host_root);
+        return 1;
+    }
     _cleanup_free_ char *stext = NULL;
     size_t slen = 0;
     if (file_read_all(spath, CDI_SPEC_MAX, &stext, &slen, &fe) < 0) {

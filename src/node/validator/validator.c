@@ -54,47 +54,75 @@ void val_say(char *buf, size_t n, const char *fmt, ...)
         memcpy(buf + n - 4, "...", 4);
 }
 
-#define SYMLINK_HOPS 16
+#define SYMLINK_HOPS 40
 
-/* Follows path's symbolic links inside root (an absolute target is taken relative to root) and
- * stats the end. 0 with *ret filled, or a negative errno. */
-static int stat_in_root(const char *root, const char *path, struct stat *ret)
+int val_resolve_in_root(const char *root, const char *path, char *buf, size_t n)
 {
-    char cur[PATH_MAX];
-    if (strlcpy_s(cur, path, sizeof(cur)) >= sizeof(cur))
+    const char *r = strcmp(root, "/") == 0 ? "" : root;
+    char done[PATH_MAX] = ""; /* resolved so far, as the host sees it ("/usr/lib") */
+    char todo[PATH_MAX];      /* what is left ("x86_64-linux-gnu/libcuda.so.1") */
+    if (strlcpy_s(todo, path, sizeof(todo)) >= sizeof(todo))
         return -ENAMETOOLONG;
-    for (int hop = 0; hop < SYMLINK_HOPS; hop++) {
-        struct stat st;
-        if (lstat(cur, &st) < 0)
-            return -errno;
-        if (!S_ISLNK(st.st_mode)) {
-            *ret = st;
-            return 0;
+    int hops = 0;
+    char *p = todo;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        char *slash = strchr(p, '/');
+        size_t cl = slash ? (size_t)(slash - p) : strlen(p);
+        char *rest = slash ? slash + 1 : p + cl;
+        if (cl == 1 && p[0] == '.') {
+            p = rest;
+            continue;
         }
+        if (cl == 2 && p[0] == '.' && p[1] == '.') {
+            char *last = strrchr(done, '/');
+            if (last)
+                *last = '\0';
+            p = rest;
+            continue;
+        }
+        size_t dl = strlen(done);
+        if (dl + 1 + cl >= sizeof(done))
+            return -ENAMETOOLONG;
+        char cand[PATH_MAX];
+        memcpy(cand, done, dl);
+        cand[dl] = '/';
+        memcpy(cand + dl + 1, p, cl);
+        cand[dl + 1 + cl] = '\0';
+        char full[PATH_MAX];
+        int w = snprintf(full, sizeof(full), "%s%s", r, cand);
+        if (w < 0 || (size_t)w >= sizeof(full))
+            return -ENAMETOOLONG;
+        struct stat st;
+        if (lstat(full, &st) < 0 || !S_ISLNK(st.st_mode)) {
+            /* a plain component, or a missing one (the rest is taken as it is) */
+            memcpy(done, cand, strlen(cand) + 1);
+            p = rest;
+            continue;
+        }
+        if (++hops > SYMLINK_HOPS)
+            return -ELOOP;
         char target[PATH_MAX];
-        ssize_t k = readlink(cur, target, sizeof(target) - 1);
+        ssize_t k = readlink(full, target, sizeof(target) - 1);
         if (k < 0)
             return -errno;
         target[k] = '\0';
+        if (target[0] == '/')
+            done[0] = '\0'; /* absolute: from the root again */
         char next[PATH_MAX];
-        int w;
-        if (target[0] == '/') {
-            /* inside root; a root of "/" (or a link already pointing inside root) stays as is */
-            if (strcmp(root, "/") == 0 || str_has_prefix(target, root))
-                w = snprintf(next, sizeof(next), "%s", target);
-            else
-                w = snprintf(next, sizeof(next), "%s%s", root, target);
-        } else {
-            const char *slash = strrchr(cur, '/');
-            int dl = slash ? (int)(slash - cur) : 0;
-            w = slash ? snprintf(next, sizeof(next), "%.*s/%s", dl, cur, target)
-                      : snprintf(next, sizeof(next), "%s", target);
-        }
+        w = snprintf(next, sizeof(next), "%s/%s", target, rest);
         if (w < 0 || (size_t)w >= sizeof(next))
             return -ENAMETOOLONG;
-        memcpy(cur, next, (size_t)w + 1);
+        memcpy(todo, next, (size_t)w + 1);
+        p = todo;
     }
-    return -ELOOP;
+    int w = snprintf(buf, n, "%s%s", r, done[0] ? done : "/");
+    if (w < 0 || (size_t)w >= n)
+        return -ENAMETOOLONG;
+    return 0;
 }
 
 int val_find_under_root(const char *root, const char *const *dirs, const char *name, bool want_exec,
@@ -102,21 +130,27 @@ int val_find_under_root(const char *root, const char *const *dirs, const char *n
 {
     const char *r = strcmp(root, "/") == 0 ? "" : root;
     for (size_t i = 0; dirs[i]; i++) {
-        char path[PATH_MAX];
-        int w = snprintf(path, sizeof(path), "%s%s/%s", r, dirs[i], name);
-        if (w < 0 || (size_t)w >= sizeof(path))
+        char rel[PATH_MAX], path[PATH_MAX], resolved[PATH_MAX];
+        int w = snprintf(rel, sizeof(rel), "%s/%s", dirs[i], name);
+        int w2 = snprintf(path, sizeof(path), "%s%s", r, rel);
+        if (w < 0 || (size_t)w >= sizeof(rel) || w2 < 0 || (size_t)w2 >= sizeof(path))
             return -ENAMETOOLONG;
-        /* A link is read as the host would (absolute targets inside root); one that does not
-         * resolve there may still resolve in this container's view (a test bed's links to its
-         * build folder). */
+        /* Links are read as the host would (absolute targets inside root); a link that does
+         * not resolve there may still resolve in this container's view (a test bed's links to
+         * its build folder). */
         struct stat st;
-        if (stat_in_root(*r ? r : "/", path, &st) < 0 && stat(path, &st) < 0)
-            continue;
+        const char *found = resolved;
+        if (val_resolve_in_root(root, rel, resolved, sizeof(resolved)) < 0 ||
+            stat(resolved, &st) < 0) {
+            if (stat(path, &st) < 0)
+                continue;
+            found = path;
+        }
         if (!S_ISREG(st.st_mode) || st.st_size == 0)
             continue;
         if (want_exec && !(st.st_mode & 0111))
             continue;
-        if (strlcpy_s(buf, path, n) >= n)
+        if (strlcpy_s(buf, found, n) >= n)
             return -ENAMETOOLONG;
         return 0;
     }

@@ -41,8 +41,14 @@ extern const char *const val_lib_dirs[];
 /* The folders where nvidia-smi is looked for; NULL-terminated. */
 extern const char *const val_bin_dirs[];
 
-/* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file after following
- * symbolic links, absolute ones resolved inside root; executable when want_exec). Writes the
+/* Resolves path (as the host sees it: "/var/run/cdi/nvidia.yaml") under root, following every
+ * symbolic link inside root as the host would (an absolute target starts again at root; ".."
+ * stops at it); a missing component ends the resolution, the rest taken as it is. Writes root
+ * plus the resolved path into buf. -ELOOP past 40 links; -ENAMETOOLONG. */
+int val_resolve_in_root(const char *root, const char *path, char *buf, size_t n);
+
+/* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
+ * root, or else as this process sees the path; executable when want_exec). Writes the resolved
  * path (root included) into buf. -ENOENT when none has it; -ENAMETOOLONG when a path does not
  * fit. */
 int val_find_under_root(const char *root, const char *const *dirs, const char *name, bool want_exec,
