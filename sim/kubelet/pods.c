@@ -58,6 +58,7 @@ struct pod_worker {
     size_t n_init, n_ctrs;
     struct kl_pod_volumes *vols;
     char *mount_error;
+    char *sa_token; /* the pod's own ServiceAccount token (TokenRequest, bound to the pod) */
     uint64_t admitted_ms, deletion_seen_ms;
     json_t *written; /* the last status written */
     bool released;
@@ -191,7 +192,7 @@ static struct kl_spec_input spec_input(struct pod_worker *w, const json_t *pod)
         .sim_paths = p->cfg.sim_paths,
         .api_host = p->api_host,
         .api_port = p->api_port,
-        .sa_token = p->sa_token,
+        .sa_token = w->sa_token ? w->sa_token : p->sa_token,
         .sa_ca_pem = p->sa_ca,
         .get_configmap = get_cm,
         .get_secret = get_secret,
@@ -628,12 +629,63 @@ static void do_prestop(struct pod_worker *w, const json_t *pod, const struct kl_
 
 /* ---- the worker --------------------------------------------------------------------------- */
 
+/* Whether the pod reads a service-account token: the automounted one, or a projected source. */
+static bool pod_wants_token(const json_t *pod)
+{
+    if (!json_is_false(kobj_path(pod, "spec.automountServiceAccountToken")))
+        return true;
+    size_t i, k;
+    json_t *v, *src;
+    json_array_foreach (kobj_path(pod, "spec.volumes"), i, v) {
+        json_array_foreach (kobj_path(v, "projected.sources"), k, src) {
+            if (json_object_get(src, "serviceAccountToken"))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* As the kubelet does: a TokenRequest for the pod's ServiceAccount, bound to the pod, so each
+ * pod acts with its own account's RBAC (never the kubelet's credentials). */
+static int request_token(struct pod_worker *w, const json_t *pod, struct err *e)
+{
+    struct kl_pods *p = w->owner;
+    if (w->sa_token || !p->cfg.kc || !pod_wants_token(pod))
+        return 0;
+    const char *sa = kobj_path_str(pod, "spec.serviceAccountName");
+    if (!sa || !sa[0])
+        sa = "default";
+    _cleanup_(json_decrefp) json_t *req = json_pack(
+        "{s:s,s:s,s:{s:[],s:i,s:{s:s,s:s,s:s,s:s}}}", "apiVersion", "authentication.k8s.io/v1",
+        "kind", "TokenRequest", "spec", "audiences", "expirationSeconds", 3607, "boundObjectRef",
+        "kind", "Pod", "apiVersion", "v1", "name", w->name, "uid", w->uid);
+    _cleanup_(json_decrefp) json_t *resp = NULL;
+    int r = kube_create_sub(p->cfg.kc, &KUBE_SERVICEACCOUNTS, w->ns, sa, "token", req, &resp, e);
+    if (r < 0)
+        return err_prefix(e,
+                          "MountVolume.SetUp failed for volume \"kube-api-access\" : failed "
+                          "to fetch token for serviceaccount %s",
+                          sa);
+    const char *tok = kobj_path_str(resp, "status.token");
+    if (!tok || !tok[0])
+        return err_set(e, -EPROTO, "TokenRequest for serviceaccount %s: no token in the answer",
+                       sa);
+    w->sa_token = xstrdup(tok);
+    return 0;
+}
+
 static void setup_volumes(struct pod_worker *w, const json_t *pod)
 {
     if (w->vols)
         return;
-    struct kl_spec_input in = spec_input(w, pod);
     struct err e = {0};
+    if (request_token(w, pod, &e) < 0) {
+        if (!streq_ptr(w->mount_error, err_msg(&e)))
+            event(w, pod, "Warning", "FailedMount", NULL, "%s", err_msg(&e));
+        set_str(&w->mount_error, err_msg(&e));
+        return;
+    }
+    struct kl_spec_input in = spec_input(w, pod);
     if (kl_pod_volumes_setup(&in, &w->vols, &e) < 0) {
         if (!streq_ptr(w->mount_error, err_msg(&e)))
             event(w, pod, "Warning", "FailedMount", NULL, "%s", err_msg(&e));
@@ -873,6 +925,10 @@ static void worker_free(struct pod_worker *w)
     free(w->ctrs);
     kl_pod_volumes_free(w->vols);
     free(w->mount_error);
+    if (w->sa_token) {
+        explicit_bzero(w->sa_token, strlen(w->sa_token));
+        free(w->sa_token);
+    }
     json_decref(w->written);
     json_decref(w->pod);
     if (w->wake_fd >= 0)

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Namespace deletion: contents removed, then the kubernetes finalizer. */
+/* Namespaces: every live one gets its "default" ServiceAccount (the service-account
+ * controller's job: pods without serviceAccountName use it, and the kubelet requests its token);
+ * deletion removes the contents, then the kubernetes finalizer. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -13,9 +15,22 @@ bool ks_ctl_namespaces(struct ksim *ks)
     bool changed = false;
     size_t i;
     json_t *ns;
+    struct ks_type *sat = ctl_core(ks, "serviceaccounts");
     json_array_foreach (all, i, ns) {
-        if (!ks_is_deleting(ns))
+        if (!ks_is_deleting(ns)) {
+            if (sat && !ks_get(sat, ks_obj_name(ns), "default")) {
+                char now[40];
+                ks_now_str(ks, now, sizeof(now));
+                _cleanup_free_ char *uid = ks_new_uid(ks);
+                ks_commit(ks, sat,
+                          json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s}}", "apiVersion", "v1", "kind",
+                                    "ServiceAccount", "metadata", "name", "default", "namespace",
+                                    ks_obj_name(ns), "uid", uid, "creationTimestamp", now),
+                          KS_ADDED, NULL);
+                changed = true;
+            }
             continue;
+        }
         const char *name = ks_obj_name(ns);
         bool left = false;
         for (struct ks_type *t = ks->types; t; t = t->next) {

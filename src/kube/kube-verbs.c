@@ -184,6 +184,36 @@ int kube_create(struct kube_client *c, const struct kube_resource *r, const char
     return write_obj(c, "POST", "create", r, ns, obj, false, ret, e);
 }
 
+int kube_create_sub(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                    const char *name, const char *sub, json_t *obj, json_t **ret, struct err *e)
+{
+    int rc;
+    if ((rc = check_name("create", r, name, e)) < 0 ||
+        (rc = check_ns("create", r, ns, true, e)) < 0)
+        return rc;
+    if (!sub || !sub[0] || strchr(sub, '/') || !json_is_object(obj))
+        return err_set(e, -EINVAL, "create %s/%s: bad subresource or body", r->plural,
+                       sub ? sub : "");
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, r, ns, name, sub) < 0)
+        return err_set(e, -ENAMETOOLONG, "create %s/%s: path too long", r->plural, sub);
+    _cleanup_free_ char *body = json_dumps(obj, JSON_COMPACT);
+    if (!body)
+        return err_set(e, -EINVAL, "create %s/%s: the body cannot be serialized", r->plural, sub);
+    char what[320], verb[64];
+    snprintf(verb, sizeof(verb), "create %s of", sub);
+    what_of(what, sizeof(what), verb, r, ns, name);
+    struct kube_req rq = {.method = "POST",
+                          .path = p.data,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .content_type = "application/json",
+                          .unsafe = true,
+                          .what = what};
+    return kube_do_json(c, &rq, ret, e);
+}
+
 int kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
                 json_t **ret, struct err *e)
 {

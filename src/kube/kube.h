@@ -121,6 +121,9 @@ int kube_list_page(struct kube_client *c, const struct kube_resource *r, const c
                    struct err *e);
 int kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
                 json_t **ret, struct err *e);
+/* POST to a named object's subresource (serviceaccounts/NAME/token, ...). */
+int kube_create_sub(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                    const char *name, const char *sub, json_t *obj, json_t **ret, struct err *e);
 /* PUT with the object's metadata.resourceVersion: -ESTALE when someone else wrote first. */
 int kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns, json_t *obj,
                 json_t **ret, struct err *e);

@@ -84,6 +84,15 @@ echo "ok: driver pods on $drivers(none on l4-hostdriver-1, whose host driver sta
 
 k apply -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"
 wait_for 30 "the CUDA sample runs" sh -c "[ \"\$('$KUBECTL' get pod cuda-vectoradd -o jsonpath='{.status.phase}')\" = Running ]"
+# the pod acts as its own ServiceAccount: its token came from a TokenRequest bound to the pod
+uid=$(k get pod cuda-vectoradd -o jsonpath='{.metadata.uid}')
+tok=$(cat "$T"/roots/*/var/lib/kubelet/pods/"$uid"/volumes/kubernetes.io~projected/*/token 2>/dev/null)
+server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+who=$(curl -s -X POST -H "Authorization: Bearer $tok" -H 'Content-Type: application/json' \
+    -d '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' \
+    "$server/apis/authentication.k8s.io/v1/selfsubjectreviews" | jq -r .status.userInfo.username)
+[ "$who" = system:serviceaccount:default:default ] || fail "the CUDA sample's token (${tok:0:12}...) is: $who"
+echo "ok: the CUDA sample's token is its ServiceAccount's ($who)"
 ip=$(k get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
 wait_for 20 "the exporter at $ip:9400 attributes a GPU to pod cuda-vectoradd" \
     sh -c "curl -sf http://$ip:9400/metrics | grep -q 'pod=\"cuda-vectoradd\"'"
@@ -126,8 +135,9 @@ kill -KILL "$dp_pid"
 wait_for 30 "the killed device plugin restarts (restartCount 1)" sh -c "[ \"\$('$KUBECTL' -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{.items[*].status.containerStatuses[0].restartCount}' | tr ' ' '\n' | sort -n | tail -1)\" -ge 1 ]"
 echo "ok: a killed device-plugin process is restarted ($dp)"
 restarted=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin -o jsonpath='{range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount}{"\n"}{end}' | awk '$2 >= 1 {print $1; exit}')
-k -n gpu-node-stack logs "$restarted" --previous | grep -q "device-plugin" ||
-    fail "kubectl logs --previous of $restarted (through kubesim to kubelet-sim)"
+prev=$(k -n gpu-node-stack logs "$restarted" --previous 2>&1)
+grep -q "device-plugin" <<<"$prev" ||
+    fail "kubectl logs --previous of $restarted (through kubesim to kubelet-sim): $(tail -n 5 <<<"$prev")"
 echo "ok: kubectl logs --previous shows the killed plugin's log ($restarted)"
 
 # an XID on one GPU of dgx-h100-2 lowers its allocatable within 2 s
@@ -137,6 +147,45 @@ GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$T/roots/dgx-h100-2/
 t0=$SECONDS
 wait_for 3 "dgx-h100-2 down to 7 after an XID" want_alloc dgx-h100-2 nvidia.com/gpu 7
 echo "ok: an injected XID lowered allocatable to 7 within $((SECONDS - t0)) s"
+
+# a kubelet-sim restart keeps a running pod's devices (the device manager's checkpoint)
+k apply -f - >/dev/null <<'YAML' || fail "create gpu-hold"
+apiVersion: v1
+kind: Pod
+metadata: {name: gpu-hold, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: dgx-h100-1}
+  containers:
+  - name: hold
+    image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    env: [{name: SIM_WORKLOAD_SECONDS, value: "600"}]
+    resources: {limits: {nvidia.com/gpu: 2}}
+YAML
+hold_devices() { # the NVIDIA_VISIBLE_DEVICES of gpu-hold's process (dgx-h100-1's only workload)
+    local pid
+    for pid in $(pgrep -f cuda-sample); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "GPUOP_SIM_ROOT=$T/roots/dgx-h100-1" &&
+            tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p'
+    done
+}
+wait_for 30 "gpu-hold runs with 2 GPUs" sh -c "[ \"\$('$KUBECTL' get pod gpu-hold -o jsonpath='{.status.phase}')\" = Running ]"
+hold_running() { [ -n "$(hold_devices)" ]; }
+wait_for 10 "gpu-hold's process" hold_running
+before=$(hold_devices)
+[ -n "$before" ] || fail "gpu-hold's process has no NVIDIA_VISIBLE_DEVICES"
+kill -TERM "$KL"
+wait "$KL" || fail "kubelet-sim exited $? on SIGTERM (before the restart)"
+"$B/kubelet-sim" --cluster "$S/sim/clusters/mixed.yaml" --kubeconfig "$KUBECONFIG" \
+    --root-base "$T/roots" --bridge kle2e0 --subnet 198.18.200.0/24 --backoff-scale 0.01 \
+    --node-status-interval 1s >>"$T/kubelet-sim.log" 2>&1 &
+KL=$!
+pids+=($KL)
+wait_for 60 "gpu-hold runs again after the restart" hold_running
+after=$(hold_devices)
+[ "$after" = "$before" ] || fail "gpu-hold had $before before kubelet-sim restarted, $after after"
+wait_for 60 "dgx-h100-1 advertises 8 again" want_alloc dgx-h100-1 nvidia.com/gpu 8
+echo "ok: a kubelet-sim restart keeps gpu-hold's devices ($after)"
+k delete pod gpu-hold --wait=true --timeout=30s >/dev/null || fail "delete gpu-hold"
 
 kill -TERM "$KL"
 wait "$KL"
