@@ -437,6 +437,54 @@ static void test_plugin_reason(void **state)
     assert_string_equal(buf, "");
 }
 
+static void test_report_plan(void **state)
+{
+    (void)state;
+    struct val_report r;
+    /* a pass: annotation ok, a Normal Event, done */
+    val_report_plan(VAL_DRIVER, VAL_PASSED, "", "", false, &r);
+    assert_int_equal(r.next, VAL_NEXT_DONE);
+    assert_false(r.remove_file);
+    assert_true(r.annotate);
+    assert_int_equal(r.state, NS_V_OK);
+    assert_true(r.event);
+    assert_false(r.warning);
+    assert_string_equal(r.event_reason, "ValidationSucceeded");
+    assert_string_equal(r.message, "driver validation passed");
+    /* not yet, with time left: the file goes; a new reason is logged, annotated and an Event */
+    val_report_plan(VAL_PLUGIN, VAL_NOT_YET, "short", "", true, &r);
+    assert_int_equal(r.next, VAL_NEXT_RETRY);
+    assert_true(r.remove_file);
+    assert_true(r.annotate);
+    assert_int_equal(r.state, NS_V_WAITING);
+    assert_true(r.event && r.warning && r.log_retry);
+    assert_string_equal(r.event_reason, "ValidationFailed");
+    assert_string_equal(r.message, "plugin: short (retrying)");
+    /* the same reason again: quiet */
+    val_report_plan(VAL_PLUGIN, VAL_NOT_YET, "short", "short", true, &r);
+    assert_int_equal(r.next, VAL_NEXT_RETRY);
+    assert_true(r.remove_file);
+    assert_false(r.annotate || r.event || r.log_retry);
+    /* no time left (or no --wait): failed, once, whatever came before */
+    val_report_plan(VAL_PLUGIN, VAL_NOT_YET, "short", "short", false, &r);
+    assert_int_equal(r.next, VAL_NEXT_FAIL);
+    assert_true(r.remove_file && r.annotate && r.event && r.warning);
+    assert_int_equal(r.state, NS_V_FAILED);
+    assert_string_equal(r.message, "plugin: short");
+    /* an error ends the try even with time left */
+    val_report_plan(VAL_DRIVER, VAL_ERROR, "write driver-ready: EROFS", "", true, &r);
+    assert_int_equal(r.next, VAL_NEXT_FAIL);
+    assert_int_equal(r.state, NS_V_FAILED);
+    assert_string_equal(r.message, "driver: write driver-ready: EROFS");
+    /* all-done: no status file, no annotation; an Event when it fails */
+    val_report_plan(VAL_ALL_DONE, VAL_PASSED, "", "", false, &r);
+    assert_false(r.annotate || r.event || r.remove_file);
+    val_report_plan(VAL_ALL_DONE, VAL_NOT_YET, "cuda-ready missing", "", false, &r);
+    assert_int_equal(r.next, VAL_NEXT_FAIL);
+    assert_false(r.annotate || r.remove_file);
+    assert_true(r.event);
+}
+
 static void test_status_missing(void **state)
 {
     struct fx *f = *state;
@@ -490,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_toolkit_marker),
         cmocka_unit_test(test_cdi_missing),
         cmocka_unit_test(test_plugin_reason),
+        cmocka_unit_test(test_report_plan),
         FX(test_status_missing),
         cmocka_unit_test(test_component_names),
     };

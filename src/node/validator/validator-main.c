@@ -653,40 +653,34 @@ static int val_run(struct svc *s, struct err *e)
         v->component == VAL_PLUGIN ? deadline_after(v->timeout_ms) : (v->wait ? DEADLINE_NEVER : 0);
     char reason[NS_REASON_MAX] = "", last[NS_REASON_MAX] = "";
     for (;;) {
+        reason[0] = '\0';
         int r = checks[v->component](v, reason, sizeof(reason), e);
-        if (r < 0) {
-            if (has_file)
-                (void)ns_file_remove(v->validations_dir, ns_component_file(nc), NULL);
-            char msg[ERR_MSG_MAX + 32];
-            val_say(msg, sizeof(msg), "%s: %s", name, e->msg);
-            annotate(v, NS_V_FAILED, e->msg);
-            post_event(v, "Warning", "ValidationFailed", msg);
-            return r;
-        }
-        if (r == 0)
-            break;
-        /* Not yet: the status file goes (a reader must not see a stale success). */
-        struct err re = {0};
-        if (has_file && ns_file_remove(v->validations_dir, ns_component_file(nc), &re) < 0)
-            log_warn(COMP, "cannot remove the status file", "error=\"%s\"", quoted(re.msg));
+        if (r < 0)
+            strlcpy_s(reason, e->msg, sizeof(reason));
         bool more = polls && (deadline == DEADLINE_NEVER || deadline_left_ms(deadline) > 0);
-        if (!more) {
-            char msg[NS_REASON_MAX + 32];
-            val_say(msg, sizeof(msg), "%s: %s", name, reason);
-            annotate(v, NS_V_FAILED, reason);
-            post_event(v, "Warning", "ValidationFailed", msg);
-            return err_set(e, -ENODEV, "%s", msg);
-        }
-        if (strcmp(reason, last) != 0) {
-            /* One line, one annotation and one Event per new reason, not per try. */
+        struct val_report rep;
+        val_report_plan((enum val_component)v->component,
+                        r == 0  ? VAL_PASSED
+                        : r > 0 ? VAL_NOT_YET
+                                : VAL_ERROR,
+                        reason, last, more, &rep);
+        struct err re = {0};
+        if (rep.remove_file && has_file &&
+            ns_file_remove(v->validations_dir, ns_component_file(nc), &re) < 0)
+            log_warn(COMP, "cannot remove the status file", "error=\"%s\"", quoted(re.msg));
+        if (rep.log_retry)
             log_warn(COMP, "not validated yet, retrying", "component=%s reason=\"%s\" every=%llums",
                      name, quoted(reason), (unsigned long long)v->interval_ms);
-            char msg[NS_REASON_MAX + 64];
-            val_say(msg, sizeof(msg), "%s: %s (retrying)", name, reason);
-            annotate(v, NS_V_WAITING, reason);
-            post_event(v, "Warning", "ValidationFailed", msg);
-            memcpy(last, reason, sizeof(last));
-        }
+        if (rep.annotate)
+            annotate(v, rep.state, rep.state == NS_V_OK ? NULL : reason);
+        if (rep.event)
+            post_event(v, rep.warning ? "Warning" : "Normal", rep.event_reason, rep.message);
+        if (rep.next == VAL_NEXT_FAIL)
+            return r < 0 ? err_set(e, r, "%s", rep.message)
+                         : err_set(e, -ENODEV, "%s", rep.message);
+        if (rep.next == VAL_NEXT_DONE)
+            break;
+        memcpy(last, reason, sizeof(last));
         uint64_t nap = v->interval_ms;
         if (deadline != DEADLINE_NEVER && deadline_left_ms(deadline) < nap)
             nap = deadline_left_ms(deadline);
@@ -695,13 +689,8 @@ static int val_run(struct svc *s, struct err *e)
             return 0;
         }
     }
-    if (v->component != VAL_ALL_DONE) {
-        annotate(v, NS_V_OK, NULL);
-        char msg[64];
-        val_say(msg, sizeof(msg), "%s validation passed", name);
-        post_event(v, "Normal", "ValidationSucceeded", msg);
+    if (v->component != VAL_ALL_DONE)
         return 0;
-    }
     log_info(COMP, "all validations are successful", "dir=%s", v->validations_dir);
     while (svc_wait(s, DEADLINE_NEVER) != SVC_STOP)
         ;

@@ -456,6 +456,45 @@ void val_plugin_reason(const struct ns_gpu_count *c, char *buf, size_t n)
     }
 }
 
+/* ---- what a try leads to ------------------------------------------------------------------ */
+
+void val_report_plan(enum val_component c, enum val_outcome o, const char *reason,
+                     const char *last_reason, bool more_time, struct val_report *ret)
+{
+    struct val_report r = {0};
+    const char *name = (unsigned)c < VAL_COMPONENT_COUNT ? val_component_names[c] : "?";
+    bool checks = c != VAL_ALL_DONE; /* all-done has no status file and no annotation */
+    if (o == VAL_PASSED) {
+        r.next = VAL_NEXT_DONE;
+        r.annotate = r.event = checks;
+        r.state = NS_V_OK;
+        r.event_reason = "ValidationSucceeded";
+        val_say(r.message, sizeof(r.message), "%s validation passed", name);
+        *ret = r;
+        return;
+    }
+    /* A stale success must not stay for readers to see. */
+    r.remove_file = checks;
+    r.annotate = checks;
+    r.event = true;
+    r.warning = true;
+    r.event_reason = "ValidationFailed";
+    if (o == VAL_NOT_YET && more_time) {
+        r.next = VAL_NEXT_RETRY;
+        r.state = NS_V_WAITING;
+        bool fresh = !last_reason || strcmp(reason, last_reason) != 0;
+        r.annotate = r.annotate && fresh;
+        r.event = fresh;
+        r.log_retry = fresh;
+        val_say(r.message, sizeof(r.message), "%s: %s (retrying)", name, reason);
+    } else {
+        r.next = VAL_NEXT_FAIL;
+        r.state = NS_V_FAILED;
+        val_say(r.message, sizeof(r.message), "%s: %s", name, reason);
+    }
+    *ret = r;
+}
+
 /* ---- all-done ----------------------------------------------------------------------------- */
 
 size_t val_status_missing(const char *dir, char *buf, size_t n)

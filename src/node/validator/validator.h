@@ -159,6 +159,39 @@ size_t val_cdi_missing(const struct ns_gpu *gpus, size_t n, bool (*has)(void *ud
  * advertised; GPU-... (lost)"), else the short resources' counts. "" when nothing is short. */
 void val_plugin_reason(const struct ns_gpu_count *c, char *buf, size_t n);
 
+/* ---- what a try leads to ------------------------------------------------------------------ */
+
+enum val_outcome {
+    VAL_PASSED,  /* the check passed (its status file written) */
+    VAL_NOT_YET, /* it did not pass: reason says why */
+    VAL_ERROR,   /* it could not run (a status file not writable): reason is the error */
+};
+
+enum val_next {
+    VAL_NEXT_DONE,  /* exit 0 (all-done: wait for a signal first) */
+    VAL_NEXT_RETRY, /* sleep the interval, then try again */
+    VAL_NEXT_FAIL,  /* exit 1 with message as the error */
+};
+
+/* What to do after one try, for the shell to carry out. */
+struct val_report {
+    bool remove_file;                 /* remove the component's status file */
+    bool annotate;                    /* patch validation.gpuop.dev/<component> */
+    enum ns_vstate state;             /* ... to this state, with reason ("" when ok) */
+    bool event;                       /* record an Event on the node */
+    bool warning;                     /* Warning (else Normal) */
+    const char *event_reason;         /* "ValidationFailed", "ValidationSucceeded" */
+    bool log_retry;                   /* log one "retrying" line */
+    char message[NS_REASON_MAX + 64]; /* "driver: <reason>", for the Event and the error */
+    enum val_next next;
+};
+
+/* After a try of component c: outcome and reason, the reason of the previous try ("" for
+ * none), and whether the component may try again (--wait or the plugin's time left). A reason
+ * seen before is retried quietly: one log line, one annotation and one Event per new reason. */
+void val_report_plan(enum val_component c, enum val_outcome o, const char *reason,
+                     const char *last_reason, bool more_time, struct val_report *ret);
+
 /* ---- all-done ----------------------------------------------------------------------------- */
 
 /* The *-ready files all-done needs (driver, toolkit, cuda, plugin) that dir lacks, named in buf
