@@ -843,12 +843,28 @@ static void operator_cleanup(void *state)
 
 /* ---- run ---------------------------------------------------------------------------------- */
 
+/* What the node informer keeps of a node: its labels and the node agents' annotations, so a
+ * heartbeat changes nothing kept (no reconcile) and an agent's finding does (a reconcile). */
+static json_t *project_node(json_t *obj, void *userdata)
+{
+    (void)userdata;
+    static const char *const node_fields[] = {"metadata.labels", NULL};
+    json_t *p = kube_project_fields(obj, node_fields);
+    const char *k;
+    json_t *v;
+    json_object_foreach (kobj_annotations(obj), k, v) {
+        if (op_node_annotation_watched(k))
+            json_object_set(
+                kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
+    }
+    return p;
+}
+
 static int start_informers(struct controller *c, struct err *e)
 {
     struct kube_informer_handlers hh = {h_add, h_update, h_delete, c};
     struct kube_informer_opts po = {.handlers = hh};
-    static const char *const node_fields[] = {"metadata.labels", NULL};
-    struct kube_informer_opts no = {.keep_fields = node_fields, .handlers = hh};
+    struct kube_informer_opts no = {.project = project_node, .handlers = hh};
     int r;
     if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
         (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0)

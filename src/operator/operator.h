@@ -149,6 +149,18 @@ char *op_object_hash(const json_t *obj);
 bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len);
 
 /*
+ * What the node agents reported in their node annotations (src/nodestate): *ret_failed gets a
+ * line per node with a failed validation (validation.gpuop.dev/<component>), naming the
+ * components and their reasons; *ret_mismatch a line per node whose gpu-count annotation says
+ * mismatch (advertised fewer GPUs than it has past the grace period), with the counts. Lines
+ * start with the node's name and are sorted; new arrays of strings. Annotations that do not
+ * parse are skipped.
+ */
+void op_node_findings(const json_t *nodes, json_t **ret_failed, json_t **ret_mismatch);
+/* The node annotations the operator reads (the node informer keeps only those). */
+bool op_node_annotation_watched(const char *key);
+
+/*
  * The API server's validation rules for the fields gpuop renders, beyond what the JSON schemas
  * check: names and label syntax, int-or-string as an integer or a percentage, quantities,
  * port and probe ranges, selector and template labels. A real cluster refuses what fails here
@@ -174,7 +186,8 @@ bool op_object_current(const json_t *desired, const json_t *live);
  */
 struct op_snapshot {
     const json_t *policies; /* ClusterPolicy objects (array), freshest known */
-    const json_t *nodes;    /* Node objects (array; metadata.labels is all that is read) */
+    const json_t *nodes;    /* Node objects (array; metadata.labels and the annotations
+                               op_node_annotation_watched names are all that is read) */
     const json_t *owned;    /* every object gpuop's informers hold, any owned kind (array) */
     /* What the previous execution failed to write: an array of {"object": "DaemonSet ns/name",
      * "reason": "..."}; NULL or empty when it succeeded. */

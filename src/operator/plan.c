@@ -341,6 +341,65 @@ static char *write_errors_msg(const json_t *errors)
     return msg;
 }
 
+/* ---- what the node agents found ----------------------------------------------------------- */
+
+#define FINDINGS_NODES_MAX 20    /* nodes named in one condition message; the rest are counted */
+#define FINDINGS_MSG_MAX   16384 /* well under the CRD's 32768 for a condition message */
+
+/* "gpu-1: ...; gpu-2: ..." with at most FINDINGS_NODES_MAX lines (and FINDINGS_MSG_MAX bytes),
+ * then "; and N more nodes". */
+static char *join_lines(const json_t *lines)
+{
+    size_t n = json_array_size(lines), i;
+    char *msg = xstrdup("");
+    for (i = 0; i < n && i < FINDINGS_NODES_MAX; i++) {
+        const char *line = json_string_value(json_array_get(lines, i));
+        if (i > 0 && strlen(msg) + strlen(line) + 2 > FINDINGS_MSG_MAX)
+            break;
+        char *next = xasprintf("%s%s%s", msg, i ? "; " : "", line);
+        free(msg);
+        msg = next;
+    }
+    if (i < n) {
+        char *next = xasprintf("%s; and %zu more nodes", msg, n - i);
+        free(msg);
+        msg = next;
+    }
+    return msg;
+}
+
+/* One finding as a condition, True while some node reports it (absent otherwise), with a
+ * Warning Event each time its message changes and a Normal one when it clears. */
+static void finding(const struct status_ctx *sc, const json_t *cp, json_t *entry, json_t *conds,
+                    const json_t *lines, const char *type, const char *reason,
+                    const char *cleared_reason, const char *cleared_msg)
+{
+    const char *stored = stored_condition(cp, type, "True");
+    if (json_array_size(lines) == 0) {
+        if (stored)
+            add_event(entry, "Normal", cleared_reason, cleared_msg);
+        return;
+    }
+    _cleanup_free_ char *msg = join_lines(lines);
+    if (!streq_ptr(stored, msg))
+        add_event(entry, "Warning", type, msg);
+    json_array_append_new(conds, condition(sc, type, true, reason, msg));
+}
+
+/* Nodes whose validation failed, and nodes that advertise fewer GPUs than they have (the node
+ * status exporter's gpu-count annotation, past its grace period): an incident even while pods
+ * still schedule. Neither changes the policy's readiness, which follows the operands. */
+static void plan_findings(const struct status_ctx *sc, const json_t *nodes, const json_t *cp,
+                          json_t *entry, json_t *conds)
+{
+    _cleanup_json_ json_t *failed = NULL, *mismatch = NULL;
+    op_node_findings(nodes, &failed, &mismatch);
+    finding(sc, cp, entry, conds, failed, "ValidationFailed", "NodeValidationFailed",
+            "ValidationRecovered", "no node reports a failed validation");
+    finding(sc, cp, entry, conds, mismatch, "GPUCountMismatch", "AdvertisedFewerGPUs",
+            "GPUCountMatched", "every node advertises the GPUs it has");
+}
+
 /* ---- the active policy -------------------------------------------------------------------- */
 
 static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
@@ -447,6 +506,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         json_array_append_new(conds,
                               condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
     }
+    plan_findings(&sc, s->nodes, cp, entry, conds);
     const char *state = all_ready ? "ready" : "notReady";
     json_object_set_new(status, "state", json_string(state));
     json_object_set_new(status, "observedGeneration", json_integer(sc.generation));

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Readiness of what the operator deployed, by the rules NVIDIA's operator uses. */
+/* Readiness of what the operator deployed, by the rules NVIDIA's operator uses; what the node
+ * agents reported in their annotations. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "kobj.h"
+#include "nodestate.h"
 #include "operator.h"
 
 static json_int_t st_int(const json_t *status, const char *key)
@@ -61,4 +65,109 @@ bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len)
         return false;
     }
     return true;
+}
+
+/* ---- what the node agents found ----------------------------------------------------------- */
+
+bool op_node_annotation_watched(const char *key)
+{
+    return key && (str_has_prefix(key, NS_ANN_VALIDATION_PREFIX) ||
+                   strcmp(key, NS_ANN_GPU_COUNT) == 0 || strcmp(key, NS_ANN_DRIVER_OWNER) == 0);
+}
+
+static int cmp_json_str(const void *a, const void *b)
+{
+    return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+}
+
+/* Sorts an array of strings in place (node names lead each line, so lines sort by node). */
+static void sort_lines(json_t *lines)
+{
+    size_t n = json_array_size(lines);
+    if (n < 2)
+        return;
+    json_t **v = xcalloc(n, sizeof(*v));
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(lines, i));
+    qsort(v, n, sizeof(*v), cmp_json_str);
+    json_array_clear(lines);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(lines, v[i]);
+    free(v);
+}
+
+/* "gpu-2: driver: <reason>; plugin: <reason>", or NULL when no validation failed. */
+static char *failed_line(const json_t *node)
+{
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 8192);
+    size_t n = 0;
+    for (int c = 0; c < NS_COMP_COUNT; c++) {
+        char key[96];
+        ns_validation_key(c, key, sizeof(key));
+        const char *text = kobj_annotation(node, key);
+        struct ns_validation v;
+        struct err e = {0};
+        if (!text || ns_validation_parse(text, &v, &e) < 0 || v.state != NS_V_FAILED)
+            continue;
+        sbuf_addf(&b, "%s%s: %s", n++ ? "; " : "", ns_component_name(c),
+                  v.reason[0] ? v.reason : "failed");
+    }
+    if (n == 0 || b.error)
+        return NULL;
+    return xasprintf("%s: %s", kobj_name(node) ?: "?", b.data);
+}
+
+/* "gpu-2: 8 GPUs, nvidia.com/gpu: 7 of 8 advertised, GPU-... (lost), since <time>" (what the
+ * exporter named as missing; the per-resource counts when it named nothing), or NULL when the
+ * node's gpu-count annotation reports no mismatch. */
+static char *mismatch_line(const json_t *node)
+{
+    const char *text = kobj_annotation(node, NS_ANN_GPU_COUNT);
+    if (!text)
+        return NULL;
+    _cleanup_free_ struct ns_gpu_count *c = xcalloc(1, sizeof(*c));
+    struct err e = {0};
+    if (ns_gpu_count_parse(text, c, &e) < 0 || !c->mismatch)
+        return NULL;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 8192);
+    sbuf_addf(&b, "%s: %lld GPUs", kobj_name(node) ?: "?", (long long)c->physical);
+    for (size_t i = 0; i < c->n_missing && i < 6; i++)
+        sbuf_addf(&b, ", %s", c->missing[i]);
+    if (c->n_missing > 6)
+        sbuf_addf(&b, ", and %zu more", c->n_missing - 6);
+    for (size_t i = 0; i < c->n_expected && c->n_missing == 0; i++) {
+        int64_t adv = 0;
+        for (size_t j = 0; j < c->n_advertised; j++)
+            if (strcmp(c->advertised[j].name, c->expected[i].name) == 0)
+                adv = c->advertised[j].count;
+        if (adv < c->expected[i].count)
+            sbuf_addf(&b, ", %s: %lld of %lld advertised", c->expected[i].name, (long long)adv,
+                      (long long)c->expected[i].count);
+    }
+    if (c->since[0])
+        sbuf_addf(&b, ", since %s", c->since);
+    return b.error ? NULL : sbuf_steal(&b);
+}
+
+void op_node_findings(const json_t *nodes, json_t **ret_failed, json_t **ret_mismatch)
+{
+    json_t *failed = json_array(), *mismatch = json_array();
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        char *line = failed_line(n);
+        if (line)
+            json_array_append_new(failed, json_string(line));
+        free(line);
+        line = mismatch_line(n);
+        if (line)
+            json_array_append_new(mismatch, json_string(line));
+        free(line);
+    }
+    sort_lines(failed);
+    sort_lines(mismatch);
+    *ret_failed = failed;
+    *ret_mismatch = mismatch;
 }

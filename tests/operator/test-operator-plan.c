@@ -9,6 +9,8 @@
  * Fixture keys: "policies": [{"file": path under the source root | "object": {...},
  * "name", "creationTimestamp", "patch": merge patch}], "nodes": {name: labels}, "steps": [{
  * "policy_patch": {name: merge patch}, "node_labels": {name: labels merge patch},
+ * "node_annotations": {name: {key: value | null}} (also at the top, for the start; an object
+ * value is written as its compact JSON text, as the node agents write theirs),
  * "ds_status": {name: status}, "apply_errors": [...], "delete_policy": name, "expect": {...}}].
  * Expectations: "policies": {name: {"state", "write", "valid", "events": [reasons],
  * "conditions": {type: {...}}, "absent": [types]}}, "node_patches": {node: patch} (exact),
@@ -257,6 +259,29 @@ static json_t *load_policy(const json_t *def)
     return cp;
 }
 
+/* Sets (or, for null, removes) a node's annotations; objects become their JSON text. */
+static void annotate(json_t *node, const json_t *annotations)
+{
+    json_t *meta = json_object_get(node, "metadata");
+    json_t *ann = json_object_get(meta, "annotations");
+    if (!ann) {
+        ann = json_object();
+        json_object_set_new(meta, "annotations", ann);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)annotations, k, v) {
+        if (json_is_null(v))
+            json_object_del(ann, k);
+        else if (json_is_object(v)) {
+            _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT);
+            json_object_set_new(ann, k, json_string(text));
+        } else {
+            json_object_set(ann, k, v);
+        }
+    }
+}
+
 static void run_fixture(const char *path)
 {
     json_error_t je;
@@ -276,6 +301,11 @@ static void run_fixture(const char *path)
         json_array_append_new(nodes,
                               json_pack("{s:{s:s,s:O}}", "metadata", "name", k, "labels", x));
     }
+    json_object_foreach (json_object_get(fx, "node_annotations"), k, x) {
+        json_t *n = find_named(nodes, NULL, k, NULL, NULL);
+        assert_non_null(n);
+        annotate(n, x);
+    }
     uint64_t now = 1767225600000ull; /* 2026-01-01T00:00:00Z */
     json_t *step;
     json_array_foreach (json_object_get(fx, "steps"), i, step) {
@@ -293,6 +323,11 @@ static void run_fixture(const char *path)
             json_t *n = find_named(nodes, NULL, k, NULL, NULL);
             assert_non_null(n);
             merge_patch(json_object_get(json_object_get(n, "metadata"), "labels"), x);
+        }
+        json_object_foreach (json_object_get(step, "node_annotations"), k, x) {
+            json_t *n = find_named(nodes, NULL, k, NULL, NULL);
+            assert_non_null(n);
+            annotate(n, x);
         }
         json_object_foreach (json_object_get(step, "ds_status"), k, x) {
             json_t *ds =
