@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The validator's decisions (validator.h): the driver's owner and driver-ready, the toolkit
+ * marker, the CDI spec's missing devices, the plugin's shortfall, all-done's missing files. */
+#include <dirent.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "validator.h"
+
+const char *const val_component_names[] = {"driver", "toolkit", "cuda", "plugin", "all-done", NULL};
+
+int val_component_ns(enum val_component c, enum ns_component *ret)
+{
+    static const enum ns_component map[] = {NS_COMP_DRIVER, NS_COMP_TOOLKIT, NS_COMP_CUDA,
+                                            NS_COMP_PLUGIN};
+    if ((unsigned)c >= ARRAY_SIZE(map))
+        return -EINVAL;
+    *ret = map[c];
+    return 0;
+}
+
+/* NVIDIA's toolkit's library search under a driver root (node-components.md §3); the ld cache
+ * fallback is not read. */
+const char *const val_lib_dirs[] = {
+    "",
+    "/usr/lib64",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu/nvidia/current",
+    "/usr/lib/aarch64-linux-gnu/nvidia/current",
+    "/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    NULL,
+};
+
+const char *const val_bin_dirs[] = {
+    "/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/sbin", "/opt/bin", NULL,
+};
+
+void val_say(char *buf, size_t n, const char *fmt, ...)
+{
+    if (n == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (w >= 0 && (size_t)w >= n && n > 4)
+        memcpy(buf + n - 4, "...", 4);
+}
+
+#define SYMLINK_HOPS 40
+
+int val_resolve_in_root(const char *root, const char *path, char *buf, size_t n)
+{
+    const char *r = strcmp(root, "/") == 0 ? "" : root;
+    char done[PATH_MAX] = ""; /* resolved so far, as the host sees it ("/usr/lib") */
+    char todo[PATH_MAX];      /* what is left ("x86_64-linux-gnu/libcuda.so.1") */
+    if (strlcpy_s(todo, path, sizeof(todo)) >= sizeof(todo))
+        return -ENAMETOOLONG;
+    int hops = 0;
+    char *p = todo;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        char *slash = strchr(p, '/');
+        size_t cl = slash ? (size_t)(slash - p) : strlen(p);
+        char *rest = slash ? slash + 1 : p + cl;
+        if (cl == 1 && p[0] == '.') {
+            p = rest;
+            continue;
+        }
+        if (cl == 2 && p[0] == '.' && p[1] == '.') {
+            char *last = strrchr(done, '/');
+            if (last)
+                *last = '\0';
+            p = rest;
+            continue;
+        }
+        size_t dl = strlen(done);
+        if (dl + 1 + cl >= sizeof(done))
+            return -ENAMETOOLONG;
+        char cand[PATH_MAX];
+        memcpy(cand, done, dl);
+        cand[dl] = '/';
+        memcpy(cand + dl + 1, p, cl);
+        cand[dl + 1 + cl] = '\0';
+        char full[PATH_MAX];
+        int w = snprintf(full, sizeof(full), "%s%s", r, cand);
+        if (w < 0 || (size_t)w >= sizeof(full))
+            return -ENAMETOOLONG;
+        struct stat st;
+        if (lstat(full, &st) < 0 || !S_ISLNK(st.st_mode)) {
+            /* a plain component, or a missing one (the rest is taken as it is) */
+            memcpy(done, cand, strlen(cand) + 1);
+            p = rest;
+            continue;
+        }
+        if (++hops > SYMLINK_HOPS)
+            return -ELOOP;
+        char target[PATH_MAX];
+        ssize_t k = readlink(full, target, sizeof(target) - 1);
+        if (k < 0)
+            return -errno;
+        target[k] = '\0';
+        if (target[0] == '/')
+            done[0] = '\0'; /* absolute: from the root again */
+        char next[PATH_MAX];
+        w = snprintf(next, sizeof(next), "%s/%s", target, rest);
+        if (w < 0 || (size_t)w >= sizeof(next))
+            return -ENAMETOOLONG;
+        memcpy(todo, next, (size_t)w + 1);
+        p = todo;
+    }
+    int w = snprintf(buf, n, "%s%s", r, done[0] ? done : "/");
+    if (w < 0 || (size_t)w >= n)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+int val_find_under_root(const char *root, const char *const *dirs, const char *name, bool want_exec,
+                        char *buf, size_t n)
+{
+    const char *r = strcmp(root, "/") == 0 ? "" : root;
+    for (size_t i = 0; dirs[i]; i++) {
+        char rel[PATH_MAX], path[PATH_MAX], resolved[PATH_MAX];
+        int w = snprintf(rel, sizeof(rel), "%s/%s", dirs[i], name);
+        int w2 = snprintf(path, sizeof(path), "%s%s", r, rel);
+        if (w < 0 || (size_t)w >= sizeof(rel) || w2 < 0 || (size_t)w2 >= sizeof(path))
+            return -ENAMETOOLONG;
+        /* Links are read as the host would (absolute targets inside root); a link that does
+         * not resolve there may still resolve in this container's view (a test bed's links to
+         * its build folder). */
+        struct stat st;
+        const char *found = resolved;
+        if (val_resolve_in_root(root, rel, resolved, sizeof(resolved)) < 0 ||
+            stat(resolved, &st) < 0) {
+            if (stat(path, &st) < 0)
+                continue;
+            found = path;
+        }
+        if (!S_ISREG(st.st_mode) || st.st_size == 0)
+            continue;
+        if (want_exec && !(st.st_mode & 0111))
+            continue;
+        if (strlcpy_s(buf, found, n) >= n)
+            return -ENAMETOOLONG;
+        return 0;
+    }
+    return -ENOENT;
+}
+
+static bool path_exists(const char *dir, const char *rel)
+{
+    char path[PATH_MAX];
+    int w = snprintf(path, sizeof(path), "%s%s", strcmp(dir, "/") == 0 ? "" : dir, rel);
+    if (w < 0 || (size_t)w >= sizeof(path))
+        return false;
+    return access(path, F_OK) == 0;
+}
+
+/* Whether dir holds anything (a missing folder holds nothing). */
+static bool dir_used(const char *dir)
+{
+    _cleanup_(closedirp) DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            return true;
+    return false;
+}
+
+int val_driver_probe(const struct val_paths *p, struct val_driver_facts *ret, struct err *e)
+{
+    struct stat st;
+    if (stat(p->host_root, &st) < 0)
+        return err_errno(e, -errno, "host root \"%s\"", p->host_root);
+    if (!S_ISDIR(st.st_mode))
+        return err_set(e, -ENOTDIR, "host root \"%s\": not a directory", p->host_root);
+    struct val_driver_facts f = {0};
+    f.host_module = path_exists(p->host_root, "/sys/module/nvidia");
+    int r;
+    if ((r = val_find_under_root(p->host_root, val_bin_dirs, "nvidia-smi", true, f.host_smi,
+                                 sizeof(f.host_smi))) < 0 &&
+        r != -ENOENT)
+        return err_set(e, r, "host root \"%s\": path too long", p->host_root);
+    if ((r = val_find_under_root(p->host_root, val_lib_dirs, "libnvidia-ml.so.1", false,
+                                 f.host_nvml, sizeof(f.host_nvml))) < 0 &&
+        r != -ENOENT)
+        return err_set(e, r, "host root \"%s\": path too long", p->host_root);
+    if ((r = val_find_under_root(p->driver_root, val_bin_dirs, "nvidia-smi", true, f.ctr_smi,
+                                 sizeof(f.ctr_smi))) < 0 &&
+        r != -ENOENT)
+        return err_set(e, r, "driver root \"%s\": path too long", p->driver_root);
+    if ((r = val_find_under_root(p->driver_root, val_lib_dirs, "libnvidia-ml.so.1", false,
+                                 f.ctr_nvml, sizeof(f.ctr_nvml))) < 0 &&
+        r != -ENOENT)
+        return err_set(e, r, "driver root \"%s\": path too long", p->driver_root);
+    f.ctr_root_used = dir_used(p->driver_root);
+    f.ctr_dev = path_exists(p->driver_root, "/dev/nvidiactl");
+    f.ctr_ready = ns_file_exists(p->validations_dir, NS_DRIVER_CTR_READY);
+    *ret = f;
+    return 0;
+}
+
+const char *val_driver_source_name(enum val_driver_source s)
+{
+    switch (s) {
+    case VAL_SRC_HOST:
+        return "host";
+    case VAL_SRC_CONTAINER:
+        return "container";
+    case VAL_SRC_NONE:
+        break;
+    }
+    return "none";
+}
+
+void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f,
+                     bool driver_managed, struct val_driver_plan *ret)
+{
+    struct val_driver_plan pl = {0};
+    bool host_files = f->host_smi[0] && f->host_nvml[0];
+    bool host_module = f->host_module && !f->ctr_root_used && !driver_managed;
+    if (host_files || host_module) {
+        pl.source = VAL_SRC_HOST;
+        pl.check = true;
+        strlcpy_s(pl.nvml, f->host_nvml, sizeof(pl.nvml));
+        if (host_files)
+            val_say(pl.found, sizeof(pl.found), "nvidia-smi %s and %s on the host", f->host_smi,
+                    f->host_nvml);
+        else
+            val_say(pl.found, sizeof(pl.found), "module nvidia loaded (%s/sys/module/nvidia)",
+                    strcmp(p->host_root, "/") == 0 ? "" : p->host_root);
+        pl.ready.is_host_driver = true;
+        strlcpy_s(pl.ready.driver_root, "/", sizeof(pl.ready.driver_root));
+        strlcpy_s(pl.ready.driver_root_ctr, p->host_root, sizeof(pl.ready.driver_root_ctr));
+        strlcpy_s(pl.ready.dev_root, "/", sizeof(pl.ready.dev_root));
+        strlcpy_s(pl.ready.dev_root_ctr, p->host_root, sizeof(pl.ready.dev_root_ctr));
+        *ret = pl;
+        return;
+    }
+    pl.ready.is_host_driver = false;
+    strlcpy_s(pl.ready.driver_root, p->driver_root, sizeof(pl.ready.driver_root));
+    strlcpy_s(pl.ready.driver_root_ctr, p->driver_root, sizeof(pl.ready.driver_root_ctr));
+    /* The driver container's devices when its root has them, else the host's. */
+    strlcpy_s(pl.ready.dev_root, f->ctr_dev ? p->driver_root : "/", sizeof(pl.ready.dev_root));
+    strlcpy_s(pl.ready.dev_root_ctr, f->ctr_dev ? p->driver_root : p->host_root,
+              sizeof(pl.ready.dev_root_ctr));
+    if (driver_managed && !f->ctr_ready) {
+        pl.source = VAL_SRC_CONTAINER;
+        val_say(pl.reason, sizeof(pl.reason),
+                "waiting for the driver container: %s is not there yet (its startup probe "
+                "writes it once the driver is loaded)",
+                ns_file_name(NS_DRIVER_CTR_READY));
+        *ret = pl;
+        return;
+    }
+    if (f->ctr_nvml[0]) {
+        pl.source = VAL_SRC_CONTAINER;
+        pl.check = true;
+        strlcpy_s(pl.nvml, f->ctr_nvml, sizeof(pl.nvml));
+        val_say(pl.found, sizeof(pl.found), "the containerized driver under %s (%s)",
+                p->driver_root, f->ctr_nvml);
+        *ret = pl;
+        return;
+    }
+    if (f->ctr_ready) {
+        pl.source = VAL_SRC_CONTAINER;
+        val_say(pl.reason, sizeof(pl.reason),
+                "%s is there but the driver root %s has no libnvidia-ml.so.1",
+                ns_file_name(NS_DRIVER_CTR_READY), p->driver_root);
+        *ret = pl;
+        return;
+    }
+    pl.source = VAL_SRC_NONE;
+    const char *left = "";
+    if (f->host_nvml[0])
+        left = "; only libraries are left on the host (an uninstalled driver?)";
+    else if (f->host_smi[0])
+        left = "; only nvidia-smi is on the host, without libnvidia-ml.so.1";
+    val_say(pl.reason, sizeof(pl.reason),
+            "no driver: no nvidia module loaded (%s/sys/module/nvidia), no nvidia-smi with "
+            "libnvidia-ml.so.1 under %s, no containerized driver under %s%s",
+            strcmp(p->host_root, "/") == 0 ? "" : p->host_root, p->host_root, p->driver_root, left);
+    *ret = pl;
+}
+
+int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (s->nvml_error) {
+        val_say(buf, n, "NVML does not initialise: %s", s->nvml_error);
+        return -ENODEV;
+    }
+    if (s->n_gpus == 0) {
+        val_say(buf, n, "NVML lists no GPU");
+        return -ENODEV;
+    }
+    if (s->n_lost > 0) {
+        val_say(buf, n, "%zu of %zu GPUs are lost (NVML_ERROR_GPU_IS_LOST)", s->n_lost, s->n_gpus);
+        return -ENODEV;
+    }
+    if (s->pci_gpus > 0 && (size_t)s->pci_gpus != s->n_gpus) {
+        val_say(buf, n, "NVML lists %zu GPUs but the node has %d NVIDIA PCI devices", s->n_gpus,
+                s->pci_gpus);
+        return -ENODEV;
+    }
+    if (s->expected_version && *s->expected_version &&
+        !streq_ptr(s->version, s->expected_version)) {
+        val_say(buf, n, "driver version %s, expected %s", s->version ? s->version : "(unknown)",
+                s->expected_version);
+        return -ENODEV;
+    }
+    return 0;
+}
+
+/* ---- toolkit ------------------------------------------------------------------------------ */
+
+int val_toolkit_marker_parse(const char *path, const char *text, size_t len,
+                             struct val_toolkit_marker *ret, struct err *e)
+{
+    struct val_toolkit_marker m = {.check_runtime = true, .cdi_enabled = true};
+    strlcpy_s(m.runtime_name, "nvidia", sizeof(m.runtime_name));
+    strlcpy_s(m.runtime_path, VAL_RUNTIME_PATH_DEFAULT, sizeof(m.runtime_path));
+    strlcpy_s(m.cdi_spec, VAL_CDI_SPEC_DEFAULT, sizeof(m.cdi_spec));
+    if (!text) {
+        *ret = m;
+        return 0;
+    }
+    char install[PATH_MAX] = "";
+    const struct {
+        const char *key;
+        char *buf;
+        size_t size;
+        bool abs; /* a path: absolute */
+    } keys[] = {
+        {"RUNTIME", m.runtime, sizeof(m.runtime), false},
+        {"RUNTIME_CONFIG", m.runtime_config, sizeof(m.runtime_config), true},
+        {"RUNTIME_NAME", m.runtime_name, sizeof(m.runtime_name), false},
+        {"RUNTIME_PATH", m.runtime_path, sizeof(m.runtime_path), true},
+        {"CDI_SPEC", m.cdi_spec, sizeof(m.cdi_spec), true},
+        {"TOOLKIT_INSTALL_DIR", install, sizeof(install), true},
+    };
+    bool have_path = false;
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        char v[PATH_MAX];
+        int r = ns_env_get(text, len, keys[i].key, v, sizeof(v));
+        if (r == -ENOENT || (r == 0 && !*v))
+            continue;
+        if (r < 0 || strlen(v) >= keys[i].size)
+            return err_set(e, -ENAMETOOLONG, "%s: %s: value too long", path, keys[i].key);
+        if (keys[i].abs && v[0] != '/')
+            return err_set(e, -EINVAL, "%s: %s: \"%s\" is not an absolute path", path, keys[i].key,
+                           v);
+        memcpy(keys[i].buf, v, strlen(v) + 1);
+        have_path = have_path || keys[i].buf == m.runtime_path;
+    }
+    if (!have_path && install[0]) {
+        int w =
+            snprintf(m.runtime_path, sizeof(m.runtime_path), "%s/%s", install, VAL_TOOLKIT_WRAPPER);
+        if (w < 0 || (size_t)w >= sizeof(m.runtime_path))
+            return err_set(e, -ENAMETOOLONG, "%s: TOOLKIT_INSTALL_DIR: value too long", path);
+    }
+    if (strcmp(m.runtime, "none") == 0) {
+        m.check_runtime = false;
+        m.runtime[0] = '\0';
+    }
+    char v[16];
+    int r = ns_env_get(text, len, "CDI_ENABLED", v, sizeof(v));
+    if (r == 0 && parse_bool(v, &m.cdi_enabled) < 0)
+        return err_set(e, -EINVAL, "%s: CDI_ENABLED: \"%s\" is not a boolean", path, v);
+    if (r < 0 && r != -ENOENT)
+        return err_set(e, r, "%s: CDI_ENABLED: value too long", path);
+    *ret = m;
+    return 0;
+}
+
+#define MISSING_NAMED 8
+
+static void add_missing(char *buf, size_t n, size_t *count, const char *name)
+{
+    if (*count < MISSING_NAMED) {
+        size_t used = strlen(buf);
+        val_say(buf + used, n - used, "%s%s", used ? ", " : "", name);
+    }
+    (*count)++;
+}
+
+size_t val_cdi_missing(const struct ns_gpu *gpus, size_t n, bool (*has)(void *ud, const char *name),
+                       void *ud, char *buf, size_t bufn)
+{
+    size_t count = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%zu", i);
+        if (!has(ud, name))
+            add_missing(buf, bufn, &count, name);
+        if (gpus[i].uuid && *gpus[i].uuid && !has(ud, gpus[i].uuid))
+            add_missing(buf, bufn, &count, gpus[i].uuid);
+        if (!gpus[i].mig_enabled)
+            continue;
+        for (size_t m = 0; m < gpus[i].n_mig; m++) {
+            snprintf(name, sizeof(name), "%zu:%zu", i, m);
+            if (!has(ud, name))
+                add_missing(buf, bufn, &count, name);
+            const char *u = gpus[i].mig_uuids ? gpus[i].mig_uuids[m] : NULL;
+            if (u && *u && !has(ud, u))
+                add_missing(buf, bufn, &count, u);
+        }
+    }
+    if (count > MISSING_NAMED) {
+        size_t used = strlen(buf);
+        val_say(buf + used, bufn - used, " and %zu more", count - MISSING_NAMED);
+    }
+    return count;
+}
+
+/* ---- plugin ------------------------------------------------------------------------------- */
+
+static int64_t advertised_of(const struct ns_gpu_count *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_advertised; i++)
+        if (strcmp(c->advertised[i].name, name) == 0)
+            return c->advertised[i].count;
+    return 0;
+}
+
+void val_plugin_reason(const struct ns_gpu_count *c, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!c->short_)
+        return;
+    /* nodestate names the short resources and the GPUs it knows why of; else the counts */
+    for (size_t i = 0; i < c->n_missing; i++) {
+        size_t used = strlen(buf);
+        val_say(buf + used, n - used, "%s%s", i ? "; " : "", c->missing[i]);
+    }
+    for (size_t i = 0; c->n_missing == 0 && i < c->n_expected; i++) {
+        int64_t have = advertised_of(c, c->expected[i].name);
+        if (have >= c->expected[i].count)
+            continue;
+        size_t used = strlen(buf);
+        val_say(buf + used, n - used, "%s%s: %lld of %lld advertised", used ? "; " : "",
+                c->expected[i].name, (long long)have, (long long)c->expected[i].count);
+    }
+}
+
+/* ---- what a try leads to ------------------------------------------------------------------ */
+
+void val_report_plan(enum val_component c, enum val_outcome o, const char *reason,
+                     const char *last_reason, bool more_time, struct val_report *ret)
+{
+    struct val_report r = {0};
+    const char *name = (unsigned)c < VAL_COMPONENT_COUNT ? val_component_names[c] : "?";
+    bool checks = c != VAL_ALL_DONE; /* all-done has no status file and no annotation */
+    if (o == VAL_PASSED) {
+        r.next = VAL_NEXT_DONE;
+        r.annotate = r.event = checks;
+        r.state = NS_V_OK;
+        r.event_reason = "ValidationSucceeded";
+        val_say(r.message, sizeof(r.message), "%s validation passed", name);
+        *ret = r;
+        return;
+    }
+    /* A stale success must not stay for readers to see. */
+    r.remove_file = checks;
+    r.annotate = checks;
+    r.event = true;
+    r.warning = true;
+    r.event_reason = "ValidationFailed";
+    if (o == VAL_NOT_YET && more_time) {
+        r.next = VAL_NEXT_RETRY;
+        r.state = NS_V_WAITING;
+        bool fresh = !last_reason || strcmp(reason, last_reason) != 0;
+        r.annotate = r.annotate && fresh;
+        r.event = fresh;
+        r.log_retry = fresh;
+        val_say(r.message, sizeof(r.message), "%s: %s (retrying)", name, reason);
+    } else {
+        r.next = VAL_NEXT_FAIL;
+        r.state = NS_V_FAILED;
+        val_say(r.message, sizeof(r.message), "%s: %s", name, reason);
+    }
+    *ret = r;
+}
+
+/* ---- all-done ----------------------------------------------------------------------------- */
+
+size_t val_status_missing(const char *dir, char *buf, size_t n)
+{
+    static const enum ns_file need[] = {NS_DRIVER_READY, NS_TOOLKIT_READY, NS_CUDA_READY,
+                                        NS_PLUGIN_READY};
+    size_t count = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
+        if (ns_file_exists(dir, need[i]))
+            continue;
+        size_t used = strlen(buf);
+        val_say(buf + used, n - used, "%s%s", used ? ", " : "", ns_file_name(need[i]));
+        count++;
+    }
+    return count;
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * validator: the decisions of `gpuop validator --component=...`, NVIDIA's nvidia-validator
+ * contract (../shared/reference/notes/operator.md §2.3, §3): which driver answers on this node
+ * and what driver-ready says about it, what the toolkit marker says, which GPUs the node's CDI
+ * spec lacks, why the node advertises fewer GPUs than it has, and which status files are
+ * missing for all-done.
+ *
+ * Pure but for val_driver_probe and val_find_under_root (which only look at a node root's files:
+ * tests point them at fixture folders) and val_status_missing (file existence). NVML, the CDI
+ * parser, the runtime check, the CUDA check and the API server are the shell's
+ * (validator-main.c); their results come in as plain data.
+ */
+#ifndef GPUOP_VALIDATOR_H
+#define GPUOP_VALIDATOR_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nodestate.h"
+#include "util.h"
+
+/* --component's values: NVIDIA's four checks, then all-done (the main container). */
+enum val_component {
+    VAL_DRIVER,
+    VAL_TOOLKIT,
+    VAL_CUDA,
+    VAL_PLUGIN,
+    VAL_ALL_DONE,
+    VAL_COMPONENT_COUNT,
+};
+/* NULL-terminated names in enum order, for the option table. */
+extern const char *const val_component_names[];
+/* The nodestate component of a check (all-done has none: -EINVAL). */
+int val_component_ns(enum val_component c, enum ns_component *ret);
+
+/* The folders, relative to a root, where the driver's libraries are looked for, in the order
+ * NVIDIA's toolkit searches them ("" is the root itself); NULL-terminated. */
+extern const char *const val_lib_dirs[];
+/* The folders where nvidia-smi is looked for; NULL-terminated. */
+extern const char *const val_bin_dirs[];
+
+/* Resolves path (as the host sees it: "/var/run/cdi/nvidia.yaml") under root, following every
+ * symbolic link inside root as the host would (an absolute target starts again at root; ".."
+ * stops at it); a missing component ends the resolution, the rest taken as it is. Writes root
+ * plus the resolved path into buf. -ELOOP past 40 links; -ENAMETOOLONG. */
+int val_resolve_in_root(const char *root, const char *path, char *buf, size_t n);
+
+/* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
+ * root, or else as this process sees the path; executable when want_exec). Writes the resolved
+ * path (root included) into buf. -ENOENT when none has it; -ENAMETOOLONG when a path does not
+ * fit. */
+int val_find_under_root(const char *root, const char *const *dirs, const char *name, bool want_exec,
+                        char *buf, size_t n);
+
+/* Formats a one-line reason into buf; a reason too long for buf ends in "..." rather than being
+ * cut silently. */
+void val_say(char *buf, size_t n, const char *fmt, ...) GPUOP_PRINTF(3, 4);
+
+/* ---- driver ------------------------------------------------------------------------------- */
+
+struct val_paths {
+    const char *host_root;       /* the host's file system as mounted: "/host" */
+    const char *driver_root;     /* the containerized driver's root: "/run/nvidia/driver" */
+    const char *validations_dir; /* "/run/nvidia/validations" */
+};
+
+/* What the node's files say about its drivers. */
+struct val_driver_facts {
+    bool host_module;         /* <host>/sys/module/nvidia exists */
+    char host_smi[PATH_MAX];  /* nvidia-smi under the host root's bin dirs, "" when none */
+    char host_nvml[PATH_MAX]; /* libnvidia-ml.so.1 under the host root's lib dirs, or "" */
+    bool ctr_ready;           /* .driver-ctr-ready in the validations folder */
+    char ctr_smi[PATH_MAX];   /* the same under the containerized driver's root */
+    char ctr_nvml[PATH_MAX];
+    bool ctr_root_used; /* the driver root holds anything: a driver container laid
+                           it out (or is laying it out) */
+    bool ctr_dev;       /* <driver root>/dev/nvidiactl: the driver root has devices */
+};
+
+/* Reads the facts. A host root that is not a readable folder is -ENOENT/-ENOTDIR naming it. */
+int val_driver_probe(const struct val_paths *p, struct val_driver_facts *ret, struct err *e);
+
+enum val_driver_source {
+    VAL_SRC_NONE,      /* no driver: wait or fail with the plan's reason */
+    VAL_SRC_HOST,      /* pre-installed on the host */
+    VAL_SRC_CONTAINER, /* the containerized driver's root */
+};
+const char *val_driver_source_name(enum val_driver_source s); /* "none", "host", "container" */
+
+struct val_driver_plan {
+    enum val_driver_source source;
+    bool check;                   /* false: nothing to check yet (reason says why) */
+    char nvml[PATH_MAX];          /* the libnvidia-ml.so.1 to load, "" for the default */
+    char found[NS_REASON_MAX];    /* how the driver was found, for logs and the annotation */
+    char reason[NS_REASON_MAX];   /* why there is nothing to check */
+    struct ns_driver_ready ready; /* what driver-ready will say once the check passes */
+};
+
+/* Who answers for the driver: a host driver first (nvidia-smi and libnvidia-ml under the host
+ * root, or the nvidia module loaded while the containerized driver's root is empty and no
+ * driver DaemonSet manages the node), else the containerized driver once its startup probe
+ * wrote .driver-ctr-ready (when driver_managed: a driver DaemonSet exists) or its root holds
+ * libnvidia-ml. Left-overs (only libraries, only nvidia-smi) are named in the reason. */
+void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f,
+                     bool driver_managed, struct val_driver_plan *ret);
+
+/* What the check saw once NVML was loaded. */
+struct val_driver_seen {
+    const char *nvml_error;       /* NULL when NVML initialised, else its error */
+    size_t n_gpus;                /* GPUs NVML lists */
+    size_t n_lost;                /* of which lost */
+    int pci_gpus;                 /* NVIDIA display/3D controllers in sysfs; <= 0: unknown */
+    const char *version;          /* the driver version NVML reports */
+    const char *expected_version; /* NULL or "": any */
+};
+/* 0 when the driver answers as it should; -ENODEV with the reason in buf otherwise. */
+int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n);
+
+/* ---- toolkit ------------------------------------------------------------------------------ */
+
+#define VAL_CDI_SPEC_DEFAULT "/var/run/cdi/nvidia.yaml"
+
+/* The handler binary gpuop's toolkit installs in its install folder (TOOLKIT_INSTALL_DIR). */
+#define VAL_TOOLKIT_WRAPPER "gpuop-runtime"
+/* The handler of a toolkit gpuop does not manage (NVIDIA's package). */
+#define VAL_RUNTIME_PATH_DEFAULT "/usr/bin/nvidia-container-runtime"
+
+/* .toolkit-ctr-ready, an env file the toolkit daemon writes once the node is configured. Keys
+ * read (each optional): RUNTIME (containerd, cri-o, docker, or none when it left the runtime
+ * alone), RUNTIME_CONFIG (the runtime's main config, a host path), RUNTIME_NAME (the handler,
+ * default "nvidia"), RUNTIME_PATH (the binary it runs; default TOOLKIT_INSTALL_DIR/
+ * VAL_TOOLKIT_WRAPPER, else VAL_RUNTIME_PATH_DEFAULT), CDI_SPEC (the spec, a host path; default
+ * VAL_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true). */
+struct val_toolkit_marker {
+    bool check_runtime; /* false when RUNTIME=none */
+    char runtime[32];   /* "" : detect */
+    char runtime_config[PATH_MAX];
+    char runtime_name[64];
+    char runtime_path[PATH_MAX];
+    char cdi_spec[PATH_MAX];
+    bool cdi_enabled;
+};
+/* text NULL: the defaults (a toolkit not managed by gpuop). path names the file in errors. */
+int val_toolkit_marker_parse(const char *path, const char *text, size_t len,
+                             struct val_toolkit_marker *ret, struct err *e);
+
+/* Which of the node's GPUs the spec does not name, as `nvidia-ctk cdi generate` names them:
+ * "<index>" and the GPU's UUID, "<index>:<mig index>" and the MIG UUID. has(name) says whether
+ * the spec has a device. Returns the number missing; the first few go into buf ("0, GPU-..."),
+ * "" when none. */
+size_t val_cdi_missing(const struct ns_gpu *gpus, size_t n, bool (*has)(void *ud, const char *name),
+                       void *ud, char *buf, size_t bufn);
+
+/* ---- plugin ------------------------------------------------------------------------------- */
+
+/* One line on a comparison's shortfall: its named shortfalls ("nvidia.com/gpu: 7 of 8
+ * advertised; GPU-... (lost)"), else the short resources' counts. "" when nothing is short. */
+void val_plugin_reason(const struct ns_gpu_count *c, char *buf, size_t n);
+
+/* ---- what a try leads to ------------------------------------------------------------------ */
+
+enum val_outcome {
+    VAL_PASSED,  /* the check passed (its status file written) */
+    VAL_NOT_YET, /* it did not pass: reason says why */
+    VAL_ERROR,   /* it could not run (a status file not writable): reason is the error */
+};
+
+enum val_next {
+    VAL_NEXT_DONE,  /* exit 0 (all-done: wait for a signal first) */
+    VAL_NEXT_RETRY, /* sleep the interval, then try again */
+    VAL_NEXT_FAIL,  /* exit 1 with message as the error */
+};
+
+/* What to do after one try, for the shell to carry out. */
+struct val_report {
+    bool remove_file;                 /* remove the component's status file */
+    bool annotate;                    /* patch validation.gpuop.dev/<component> */
+    enum ns_vstate state;             /* ... to this state, with reason ("" when ok) */
+    bool event;                       /* record an Event on the node */
+    bool warning;                     /* Warning (else Normal) */
+    const char *event_reason;         /* "ValidationFailed", "ValidationSucceeded" */
+    bool log_retry;                   /* log one "retrying" line */
+    char message[NS_REASON_MAX + 64]; /* "driver: <reason>", for the Event and the error */
+    enum val_next next;
+};
+
+/* After a try of component c: outcome and reason, the reason of the previous try ("" for
+ * none), and whether the component may try again (--wait or the plugin's time left). A reason
+ * seen before is retried quietly: one log line, one annotation and one Event per new reason. */
+void val_report_plan(enum val_component c, enum val_outcome o, const char *reason,
+                     const char *last_reason, bool more_time, struct val_report *ret);
+
+/* ---- all-done ----------------------------------------------------------------------------- */
+
+/* The *-ready files all-done needs (driver, toolkit, cuda, plugin) that dir lacks, named in buf
+ * ("toolkit-ready, cuda-ready"); returns how many. */
+size_t val_status_missing(const char *dir, char *buf, size_t n);
+
+#endif
