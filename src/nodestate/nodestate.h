@@ -18,8 +18,9 @@
  *    with what the node advertises (the validator's plugin check and the node status exporter
  *    share it): "advertised GPUs silently fewer than physical ones" is an incident.
  *
- * Pure but for ns_file_write/ns_file_remove/ns_file_exists (file I/O through util). Every decoder
- * bounds its input and names the annotation or file and the field in its errors.
+ * Layer: beside kube (it reads quantities with kobj). Pure but for
+ * ns_file_write/ns_file_remove/ns_file_exists (file I/O through util). Every decoder bounds its
+ * input and names the annotation or file and the field in its errors.
  */
 #ifndef GPUOP_NODESTATE_H
 #define GPUOP_NODESTATE_H
@@ -65,11 +66,11 @@ int ns_env_get(const char *text, size_t len, const char *key, char *buf, size_t 
 
 /* What driver-ready says, NVIDIA's variables. */
 struct ns_driver_ready {
-    bool is_host_driver;      /* IS_HOST_DRIVER */
-    char driver_root[256];    /* NVIDIA_DRIVER_ROOT: "/" or "/run/nvidia/driver" (host view) */
+    bool is_host_driver;       /* IS_HOST_DRIVER */
+    char driver_root[256];     /* NVIDIA_DRIVER_ROOT: "/" or "/run/nvidia/driver" (host view) */
     char driver_root_ctr[256]; /* DRIVER_ROOT_CTR_PATH: where the validator saw it */
-    char dev_root[256];       /* NVIDIA_DEV_ROOT */
-    char dev_root_ctr[256];   /* DEV_ROOT_CTR_PATH */
+    char dev_root[256];        /* NVIDIA_DEV_ROOT */
+    char dev_root_ctr[256];    /* DEV_ROOT_CTR_PATH */
 };
 int ns_driver_ready_render(const struct ns_driver_ready *d, char **ret, struct err *e);
 /* path names the file in errors; a missing IS_HOST_DRIVER or NVIDIA_DRIVER_ROOT is -EINVAL. */
@@ -90,9 +91,9 @@ bool ns_file_exists(const char *dir, enum ns_file f);
 #define NS_ANN_GPU_COUNT    "gpuop.dev/gpu-count"
 /* validation.gpuop.dev/<component> */
 #define NS_ANN_VALIDATION_PREFIX "validation.gpuop.dev/"
-#define NS_ANN_MAX          16384 /* longest annotation value a decoder accepts */
-#define NS_REASON_MAX       512
-#define NS_TIME_MAX         32 /* RFC 3339 UTC */
+#define NS_ANN_MAX               16384 /* longest annotation value a decoder accepts */
+#define NS_REASON_MAX            512
+#define NS_TIME_MAX              32 /* RFC 3339 UTC */
 
 enum ns_owner {
     NS_OWNER_NONE,      /* no driver anywhere */
@@ -146,9 +147,9 @@ int ns_validation_parse(const char *text, struct ns_validation *ret, struct err 
 
 /* ---- expected vs advertised GPUs ---------------------------------------------------------- */
 
-#define NS_RESOURCE_MAX 64  /* "nvidia.com/mig-1g.10gb" */
+#define NS_RESOURCE_MAX  64 /* "nvidia.com/mig-1g.10gb" */
 #define NS_RESOURCES_MAX 32 /* distinct resources one node reports */
-#define NS_MISSING_MAX 64   /* GPUs or MIG devices named as not advertised */
+#define NS_MISSING_MAX   64 /* GPUs or MIG devices named as not advertised */
 
 enum ns_mig_strategy { NS_MIG_NONE, NS_MIG_SINGLE, NS_MIG_MIXED };
 /* "none", "single", "mixed" (nvidia.com/mig.strategy's values); NULL or "" is none. */
@@ -183,7 +184,7 @@ struct ns_gpu_count {
     size_t n_expected, n_advertised; /* sorted by name */
     struct ns_resource_count expected[NS_RESOURCES_MAX];
     struct ns_resource_count advertised[NS_RESOURCES_MAX]; /* allocatable, nvidia.com/ only */
-    bool short_;                     /* some expected resource has fewer allocatable */
+    bool short_; /* some expected resource has fewer allocatable */
     /* Named shortfalls, "GPU-... (lost)", "nvidia.com/mig-1g.10gb: 2 of 7": at most
      * NS_MISSING_MAX, one line each. */
     size_t n_missing;

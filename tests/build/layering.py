@@ -19,8 +19,8 @@ import sys
 # Lower number = lower layer. A module may depend only on modules of a lower layer.
 LAYERS = {
     'util': 0,
-    'kobj': 1, 'prom': 1, 'yamlcfg': 1, 'nodestate': 1, 'cdi': 1,
-    'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2,
+    'kobj': 1, 'prom': 1, 'yamlcfg': 1, 'cdi': 1,
+    'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2, 'nodestate': 2,
     'svc': 3,
     'dpconfig': 4, 'rtconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
