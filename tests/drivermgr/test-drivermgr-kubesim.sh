@@ -11,6 +11,8 @@
 #  - the operator's upgrade controller driving the node: no eviction;
 #  - a host driver: the node is labelled pre-installed, exit 1;
 #  - bad input: exit 2, one line naming it.
+# It runs as the driver DaemonSet's ServiceAccount under the RBAC deploy/operands/driver.yaml
+# ships (kubesim enforces it).
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -43,6 +45,15 @@ spec:
       nodeSelector: {nvidia.com/gpu.deploy.device-plugin: "true"}
       containers: [{name: c, image: busybox}]
 YAML
+
+# The driver manager runs as the driver DaemonSet's ServiceAccount, under its shipped RBAC.
+python3 - "$S/deploy/operands/driver.yaml" >"$T/driver-rbac.yaml" <<'PY'
+import sys
+docs = open(sys.argv[1]).read().replace("${NAMESPACE}", "gpu-operator").split("\n---\n")
+print("\n---\n".join(d for d in docs if "kind: DaemonSet" not in d))
+PY
+$K apply -f "$T/driver-rbac.yaml" >/dev/null
+sa_kubeconfig "$T/dm.kubeconfig" gpu-operator nvidia-driver
 
 driver_loaded() { # the containerized driver's modules and driver root
     rm -rf "$ROOT"
@@ -88,7 +99,7 @@ labels_restored() {
         [ "$(label "${kv%%=*}")" = "${kv#*=}" ] || { echo "label ${kv%%=*}=$(label "${kv%%=*}")"; return 1; }
     done
 }
-DM_ENV=(PATH="$B/sim-image-bin:$PATH" GPUOP_SIM_ROOT="$ROOT" NODE_NAME=$N KUBECONFIG="$KUBECONFIG"
+DM_ENV=(PATH="$B/sim-image-bin:$PATH" GPUOP_SIM_ROOT="$ROOT" NODE_NAME=$N KUBECONFIG="$T/dm.kubeconfig"
         DRIVER_VERSION=570.86.15 OPERAND_WAIT_TIMEOUT=20s)
 DM_FLAGS=(--host-root="$ROOT" --driver-install-dir="$DROOT"
           --validations-dir="$ROOT/run/nvidia/validations")
