@@ -231,10 +231,11 @@ static int restore_node(struct drivermgr *d, json_t *extra, struct err *e)
         json_decref(extra);
         return r;
     }
+    bool extra_given = extra != NULL;
     if (extra)
         json_object_update(p, extra);
     json_decref(extra);
-    if ((r = labels_set(d, p, "operands restored", e)) < 0)
+    if ((r = labels_set(d, p, extra_given ? "node labelled" : "operands restored", e)) < 0)
         return r;
     if (!streq_ptr(kobj_annotation(d->node_obj, DM_ANN_CORDONED), "true"))
         return 0;
