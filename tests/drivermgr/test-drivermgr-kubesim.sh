@@ -100,7 +100,7 @@ labels_restored() {
     done
 }
 DM_ENV=(PATH="$B/sim-image-bin:$PATH" GPUOP_SIM_ROOT="$ROOT" NODE_NAME=$N KUBECONFIG="$T/dm.kubeconfig"
-        DRIVER_VERSION=570.86.15 OPERAND_WAIT_TIMEOUT=20s)
+        POD_NAMESPACE=gpu-operator DRIVER_VERSION=570.86.15 OPERAND_WAIT_TIMEOUT=20s)
 DM_FLAGS=(--host-root="$ROOT" --driver-install-dir="$DROOT"
           --validations-dir="$ROOT/run/nvidia/validations")
 dm() { # LOG [ENV...]: runs the driver manager in the foreground; sets RC

@@ -26,7 +26,7 @@ extern char **environ;
 
 struct drivermgr {
     const char *host_root, *driver_root, *validations_dir, *node, *kubeconfig;
-    const char *driver_version, *exit_after;
+    const char *driver_version, *exit_after, *event_ns;
     uint64_t operand_wait_ms, host_wait_ms;
     struct dm_config cfg;
 
@@ -96,6 +96,10 @@ static const struct svc_option dm_options[] = {
      .off = offsetof(struct drivermgr, host_wait_ms),
      .metavar = "DUR",
      .help = "a host driver: exit 1 after this wait for the pod's removal (60s)"},
+    {.env = "POD_NAMESPACE",
+     .kind = SVC_STRING,
+     .off = offsetof(struct drivermgr, event_ns),
+     .help = "where its Events go (default: the client's namespace)"},
     {.env = "DRIVER_VERSION",
      .kind = SVC_STRING,
      .off = offsetof(struct drivermgr, driver_version),
@@ -264,7 +268,9 @@ static void event(struct drivermgr *d, const char *type, const char *reason, con
         return;
     json_t *inv = json_pack("{s:s,s:s,s:{s:s,s:s?}}", "kind", "Node", "apiVersion", "v1",
                             "metadata", "name", d->node, "uid", kobj_uid(d->node_obj));
-    struct kube_event ev = {.involved = inv,
+    const char *ns = d->event_ns ? d->event_ns : kube_client_namespace(d->kc);
+    struct kube_event ev = {.ns = ns,
+                            .involved = inv,
                             .type = type,
                             .reason = reason,
                             .message = msg,
