@@ -209,8 +209,7 @@ static void driver_unload(const char *root)
         remove_rel(root, rootfs[i]);
 }
 
-/* How many live processes hold one of the node's GPUs (0 on a node without a fleet). */
-static int gpu_users(struct err *e)
+int simimg_gpu_users(struct err *e)
 {
     struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
     struct sim_store *s _cleanup_(sim_store_freep) = NULL;
@@ -237,7 +236,7 @@ static int unload_step(const struct driver *d, bool shutdown)
         return -EBUSY;
     }
     struct err e = {0};
-    int users = gpu_users(&e);
+    int users = simimg_gpu_users(&e);
     if (users < 0) {
         fail("nvidia-driver: %s\n", err_msg(&e));
         return users;

@@ -20,6 +20,7 @@ static const struct {
     {"nvidia-driver", simimg_driver_main},
     {"nvidia-smi", simimg_smi_main},
     {"cuda-sample", simimg_cuda_sample_main},
+    {"rmmod", simimg_rmmod_main},
 };
 
 int simimg_signals_open(void)
@@ -105,7 +106,8 @@ int main(int argc, char **argv)
             break;
         name = argv[1];
     }
-    fprintf(stderr, "sim-image: run as nvidia-driver, nvidia-smi or cuda-sample (a link of that "
-                    "name, or `sim-image NAME ARGS...`)\n");
+    fprintf(stderr,
+            "sim-image: run as nvidia-driver, nvidia-smi, cuda-sample or rmmod (a link of that "
+            "name, or `sim-image NAME ARGS...`)\n");
     return 2;
 }

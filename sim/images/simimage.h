@@ -14,6 +14,8 @@
  *                  opens the GPUs of NVIDIA_VISIBLE_DEVICES, shows in NVML's running processes
  *                  for SIM_WORKLOAD_SECONDS, exits 0; CUDA's error text and 1 without a driver or
  *                  a device.
+ *   rmmod          kmod's rmmod on the node root's <root>/sys/module: refuses nvidia while a
+ *                  module using it is loaded or a process holds a GPU, as the kernel does.
  *
  * These programs stand in for NVIDIA's, so they keep those programs' command lines, output and
  * exit codes rather than the component runtime's (src/svc). This header is their pure part:

@@ -14,6 +14,7 @@
 int simimg_driver_main(int argc, char **argv);
 int simimg_smi_main(int argc, char **argv);
 int simimg_cuda_sample_main(int argc, char **argv);
+int simimg_rmmod_main(int argc, char **argv);
 
 /* Blocks SIGTERM, SIGINT, SIGQUIT and SIGHUP and returns a signalfd reading them (-errno). */
 int simimg_signals_open(void);
@@ -24,5 +25,9 @@ int simimg_env_seconds(const char *name, double def, uint64_t *ret_ms, struct er
 /* The node's shared GPU state (GPUOP_SIM_FLEET, GPUOP_SIM_STATE); 0 and NULLs when the node has
  * no fleet (a CPU node). */
 int simimg_state_open(struct sim_fleet **ret_fleet, struct sim_store **ret_store, struct err *e);
+
+/* How many live processes hold one of the node's GPUs (0 on a node without a fleet): what makes
+ * the nvidia module "in use" (the driver container's unload, rmmod). */
+int simimg_gpu_users(struct err *e);
 
 #endif

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * drivermgr: the decisions of `gpuop driver-manager`, the init container of the driver pod (the
+ * job of NVIDIA's k8s-driver-manager). docs/driver-manager.md tells the whole story.
+ *
+ *  - Who owns the driver on this node (dm_root_probe reads a node root, dm_owner_decide decides
+ *    from what it read): a driver pre-installed on the host, the containerized driver, or none.
+ *  - The operand pause: each nvidia.com/gpu.deploy.<operand> label (but the driver's own and the
+ *    operands kill switch) goes to "paused-for-driver-upgrade" while the driver reloads, a
+ *    "false" stays, any other value v becomes "v_paused-for-driver-upgrade"; the restore undoes
+ *    exactly that. Both read only the labels, so a run killed in between is undone by the next.
+ *  - Which pods on the node go before the reload (operands of paused labels, GPU pods, drained
+ *    pods) and whether a drain may take them; whether eviction and drain are the operator's
+ *    (its upgrade controller drives this node).
+ *  - The order the kernel modules are unloaded in.
+ *
+ * Pure but for dm_root_probe (it reads files under the roots it is given). Thread-compatible.
+ */
+#ifndef GPUOP_DRIVERMGR_H
+#define GPUOP_DRIVERMGR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nodestate.h"
+#include "util.h"
+
+#define DM_DEPLOY_PREFIX       "nvidia.com/gpu.deploy."
+#define DM_LABEL_DRIVER        "nvidia.com/gpu.deploy.driver"
+#define DM_LABEL_OPERANDS      "nvidia.com/gpu.deploy.operands"
+#define DM_PRE_INSTALLED       "pre-installed"
+#define DM_PAUSED              "paused-for-driver-upgrade"
+#define DM_LABEL_UPGRADE_STATE "nvidia.com/gpu-driver-upgrade-state"
+#define DM_ANN_UPGRADE_ENABLED "nvidia.com/gpu-driver-upgrade-enabled"
+/* Set on the node before the driver manager cordons it, so the uncordon is its own to undo
+ * (a node cordoned by someone else stays cordoned). */
+#define DM_ANN_CORDONED "gpuop.dev/driver-manager-cordoned"
+
+/* ---- the owner ---------------------------------------------------------------------------- */
+
+/* The kernel modules, in unload order (dependants first). */
+enum dm_module {
+    DM_MOD_NVIDIA_DRM,
+    DM_MOD_NVIDIA_MODESET,
+    DM_MOD_NVIDIA_UVM,
+    DM_MOD_NVIDIA_PEERMEM,
+    DM_MOD_NVIDIA,
+    DM_MOD_COUNT,
+};
+const char *dm_module_name(enum dm_module m); /* "nvidia_drm", ... */
+
+#define DM_VERSION_MAX 64
+#define DM_PATH_MAX    512
+
+/* What a node root shows about the NVIDIA driver (dm_root_probe; tests fill it by hand). */
+struct dm_root_facts {
+    bool module[DM_MOD_COUNT];           /* <host>/sys/module/<name> exists */
+    char module_version[DM_VERSION_MAX]; /* the loaded nvidia's; "" when unknown */
+    char host_smi[DM_PATH_MAX];          /* an executable, non-empty nvidia-smi; "" none */
+    char host_lib[DM_PATH_MAX];          /* a libnvidia-ml.so.<version> on the host; "" none */
+    char host_lib_version[DM_VERSION_MAX];
+    char root_lib[DM_PATH_MAX]; /* one under the driver root; the loaded version's
+                                   when there is one */
+    char root_lib_version[DM_VERSION_MAX];
+    bool root_mountpoint; /* the driver root is a mount point */
+};
+
+/* Reads host_root (the node's root as mounted here: sys/module, proc/driver/nvidia/version, the
+ * usual bin and lib folders) and driver_root (where the containerized driver lays out its root,
+ * /run/nvidia/driver). A host root that is not a readable folder is -ENOENT/-ENOTDIR naming it;
+ * a missing driver root is no driver root. */
+int dm_root_probe(const char *host_root, const char *driver_root, struct dm_root_facts *ret,
+                  struct err *e);
+
+/* What the driver manager found: the owner from now on (NS_OWNER_CONTAINER also when nothing is
+ * loaded yet: the driver container is about to install it), the version when known, and how it
+ * was told, for the gpuop.dev/driver-owner annotation. found is what the node showed before the
+ * driver manager did anything (NS_OWNER_NONE: no driver at all). */
+struct dm_finding {
+    enum ns_owner owner;
+    enum ns_owner found;
+    char version[DM_VERSION_MAX];
+    char source[NS_REASON_MAX];
+};
+
+/* The rule (docs/driver-manager.md):
+ *  1. nvidia loaded, and the driver root holds libnvidia-ml of the loaded version (of any
+ *     version when the module's is unknown): the containerized driver loaded it (container);
+ *  2. nvidia loaded otherwise: the host's (host);
+ *  3. not loaded, nvidia-smi and a libnvidia-ml.so.<version> under the host root: a host driver
+ *     installed but not loaded yet (host);
+ *  4. otherwise none: leftovers (libraries without nvidia-smi, nvidia-smi without libraries)
+ *     are named in the source but own nothing.
+ * driver_version: the containerized driver's (DRIVER_VERSION; may be NULL), reported when it is
+ * about to install. */
+void dm_owner_decide(const struct dm_root_facts *f, const char *driver_version,
+                     struct dm_finding *ret);
+
+/* ---- pause and restore -------------------------------------------------------------------- */
+
+/* Whether key is an operand deploy label the pause covers (not the driver's, not the kill
+ * switch). */
+bool dm_is_operand_label(const char *key);
+/* One value paused: "true" or "" -> DM_PAUSED, "false" and paused values unchanged, v ->
+ * "v_" DM_PAUSED. 1 when it changes (buf holds the new value), 0 when not, -E2BIG when the
+ * result would not be a label value (63 bytes). */
+int dm_label_pause(const char *value, char *buf, size_t n);
+/* The inverse: DM_PAUSED -> "true", "v_" DM_PAUSED -> "v". 1 when it changes, 0 when not. */
+int dm_label_restore(const char *value, char *buf, size_t n);
+/* The metadata.labels merge patch pausing (restore false) or restoring (true) the operands of a
+ * node's labels (an object or NULL); *ret is an object (empty: nothing to do). */
+int dm_labels_patch(const json_t *labels, bool restore, json_t **ret, struct err *e);
+/* Whether a node's labels have an operand paused. */
+bool dm_labels_paused(const json_t *labels);
+
+/* ---- pods --------------------------------------------------------------------------------- */
+
+/* NVIDIA's k8s-driver-manager settings (its environment variables). */
+struct dm_config {
+    bool gpu_pod_eviction;      /* ENABLE_GPU_POD_EVICTION (true) */
+    bool auto_drain;            /* ENABLE_AUTO_DRAIN (false) */
+    bool drain_force;           /* DRAIN_USE_FORCE: drain pods without a controller */
+    bool drain_delete_emptydir; /* DRAIN_DELETE_EMPTYDIR_DATA */
+    const char *drain_selector; /* DRAIN_POD_SELECTOR_LABEL: a label selector, NULL: all */
+    uint64_t drain_timeout_ms;  /* DRAIN_TIMEOUT_SECONDS: 0 waits as long as it takes */
+};
+
+struct dm_mode {
+    bool operator_driven; /* the upgrade-state label or the upgrade-enabled annotation */
+    bool evict_gpu_pods;
+    bool drain;
+};
+/* The operator's upgrade controller, when it drives the node, evicts and drains itself: the
+ * driver manager then only pauses, waits for the operands and unloads. */
+void dm_mode_decide(const struct dm_config *c, const json_t *node, struct dm_mode *ret);
+
+enum dm_pod_kind {
+    DM_POD_OTHER,     /* stays */
+    DM_POD_DONE,      /* Succeeded or Failed: holds nothing, nothing to wait for */
+    DM_POD_OPERAND,   /* a pod whose nodeSelector names a paused operand label: waited for */
+    DM_POD_GPU,       /* requests nvidia.com/gpu* or nvidia.com/mig-*: evicted */
+    DM_POD_DAEMONSET, /* owned by a DaemonSet (a drain leaves it) */
+    DM_POD_MIRROR,    /* a static pod's mirror (a drain leaves it) */
+};
+/* node_labels: the node's labels after the pause (which labels are paused). A pod that both
+ * requests GPUs and is an operand is an operand. A terminating pod keeps its kind (the caller
+ * waits for it, and never evicts it again). */
+enum dm_pod_kind dm_pod_classify(const json_t *pod, const json_t *node_labels);
+/* Whether a drain may evict the pod (DM_POD_OTHER or DM_POD_GPU): a pod without a controller
+ * needs drain_force, one with emptyDir volumes drain_delete_emptydir, as kubectl drain refuses
+ * them. -EPERM with the reason in e. */
+int dm_drain_allowed(const struct dm_config *c, const json_t *pod, struct err *e);
+
+#endif
