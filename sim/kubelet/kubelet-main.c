@@ -345,8 +345,14 @@ static int kl_run(struct svc *s, struct err *e)
             .wake_fd = run.wake_fd,
             .api_server = pod_api,
         };
-        if ((r = kl_node_start(&nc, &run.nodes[i], e)) < 0)
-            goto out;
+        if ((r = kl_node_start(&nc, &run.nodes[i], e)) < 0) {
+            if (!svc_stopped(s))
+                goto out;
+            /* a stop while nodes start (their API calls end on it) is a stop, not a failure */
+            err_clear(e);
+            r = 0;
+            break;
+        }
         run.n_nodes = i + 1;
         log_info(KL_COMPONENT, "node started", "node=%s ip=%s port=%u root=%s", c->nodes[i].name,
                  kl_node_ip(run.nodes[i]), nc.kubelet_port, c->nodes[i].root);

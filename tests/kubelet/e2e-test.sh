@@ -180,6 +180,8 @@ wait "$KL" || fail "kubelet-sim exited $? on SIGTERM (before the restart)"
     --node-status-interval 1s >>"$T/kubelet-sim.log" 2>&1 &
 KL=$!
 pids+=($KL)
+serving_again() { [ "$(grep -c 'kubelet-sim serving nodes=5' "$T/kubelet-sim.log")" -ge 2 ]; }
+wait_for 60 "the restarted kubelet-sim serving its 5 nodes" serving_again
 wait_for 60 "gpu-hold runs again after the restart" hold_running
 after=$(hold_devices)
 [ "$after" = "$before" ] || fail "gpu-hold had $before before kubelet-sim restarted, $after after"
