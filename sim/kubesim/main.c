@@ -745,7 +745,9 @@ static int kubesim_run(struct svc *s, struct err *e)
     if (k->tls) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
             return err_set(e, -ENOTSUP, "--tls: this libmicrohttpd was built without TLS");
-        if (ks_tls_generate(&cert, e) < 0)
+        char ip[INET_ADDRSTRLEN] = "";
+        inet_ntop(AF_INET, &k->sa.sin_addr, ip, sizeof(ip));
+        if (ks_tls_generate(ip, &cert, e) < 0)
             return err_prefix(e, "--tls");
     }
     struct shell sh = {.ks = ks, .max_body = ko.max_body, .stop = svc_stop(s)};

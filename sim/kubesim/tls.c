@@ -35,7 +35,8 @@ static int add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
     return r;
 }
 
-static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key, bool ca)
+static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key, bool ca,
+                       const char *san)
 {
     X509 *x = X509_new();
     if (!x)
@@ -63,7 +64,7 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *is
         r |= add_ext(x, iss, NID_basic_constraints, "critical,CA:FALSE");
         r |= add_ext(x, iss, NID_key_usage, "critical,digitalSignature,keyEncipherment");
         r |= add_ext(x, iss, NID_ext_key_usage, "serverAuth");
-        r |= add_ext(x, iss, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost,DNS:kubesim");
+        r |= add_ext(x, iss, NID_subject_alt_name, san);
         r |= add_ext(x, iss, NID_authority_key_identifier, "keyid:always");
     }
     if (r || !X509_sign(x, issuer_key ? issuer_key : key, EVP_sha256())) {
@@ -73,8 +74,13 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *is
     return x;
 }
 
-int ks_tls_generate(struct ks_tls **ret, struct err *e)
+int ks_tls_generate(const char *ip, struct ks_tls **ret, struct err *e)
 {
+    char san[128];
+    if (ip && strcmp(ip, "127.0.0.1") && strcmp(ip, "0.0.0.0"))
+        snprintf(san, sizeof(san), "IP:127.0.0.1,IP:%s,DNS:localhost,DNS:kubesim", ip);
+    else
+        snprintf(san, sizeof(san), "IP:127.0.0.1,DNS:localhost,DNS:kubesim");
     EVP_PKEY *cakey = new_key(), *key = new_key();
     X509 *ca = NULL, *cert = NULL;
     BIO *b1 = BIO_new(BIO_s_mem()), *b2 = BIO_new(BIO_s_mem()), *b3 = BIO_new(BIO_s_mem());
@@ -83,8 +89,8 @@ int ks_tls_generate(struct ks_tls **ret, struct err *e)
         err_set(e, -EIO, "generate keys: OpenSSL failed");
         goto out;
     }
-    ca = make_cert(cakey, "kubesim-ca", NULL, NULL, true);
-    cert = ca ? make_cert(key, "kubesim", ca, cakey, false) : NULL;
+    ca = make_cert(cakey, "kubesim-ca", NULL, NULL, true, NULL);
+    cert = ca ? make_cert(key, "kubesim", ca, cakey, false, san) : NULL;
     if (!ca || !cert) {
         err_set(e, -EIO, "generate certificates: OpenSSL failed");
         goto out;

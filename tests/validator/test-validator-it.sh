@@ -233,6 +233,22 @@ wait $apid || rc=$?
 [ "$rc" = 0 ] || fail "all-done exit $rc on SIGTERM: $(cat "$T/ad2.log")"
 rm -f "$H/run/nvidia/validations/"{toolkit,cuda,plugin}-ready
 
+echo "== toolkit-ready: the operands' init-container wait (no host root needed)"
+TR="$GPUOP validator --component=toolkit-ready --host-root=/nonexistent --interval=200ms"
+TRDIR=$T/tr/run/nvidia/validations
+expect 1 "$T/tr1.log" $TR --validations-dir="$TRDIR"
+one_line "$T/tr1.log" "waiting for toolkit-ready in $TRDIR"
+$TR --validations-dir="$TRDIR" --wait >"$T/tr2.log" 2>&1 &
+trpid=$!
+pids+=($trpid)
+sleep 0.5
+kill -0 $trpid 2>/dev/null || fail "the toolkit-ready wait ended before the file: $(cat "$T/tr2.log")"
+: >"$TRDIR/toolkit-ready"
+rc=0
+wait $trpid || rc=$?
+[ "$rc" = 0 ] || fail "the toolkit-ready wait exit $rc: $(cat "$T/tr2.log")"
+ls -A "$TRDIR" | grep -qvx toolkit-ready && fail "the toolkit-ready wait wrote files: $(ls -A "$TRDIR")"
+
 echo "== the API server: plugin, Events, annotations"
 . "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: the API part skipped"; exit 77; }
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: the API part skipped"; exit 77; }

@@ -60,7 +60,7 @@ static const struct svc_option val_options[] = {
      .choices = val_component_names,
      .off = F(component),
      .metavar = "NAME",
-     .help = "the check: driver, toolkit, cuda, plugin or all-done (required)"},
+     .help = "the check: driver, toolkit, cuda, plugin, all-done or toolkit-ready (required)"},
     {.flag = "wait",
      .env = "WITH_WAIT",
      .kind = SVC_BOOL,
@@ -173,11 +173,13 @@ static int val_configure(struct svc *s, struct err *e)
     if (v->component < 0)
         return err_set(e, -EINVAL,
                        "--component: required (driver, toolkit, cuda, plugin, "
-                       "all-done)");
+                       "all-done, toolkit-ready)");
     struct stat st;
-    if (stat(v->host_root, &st) < 0)
+    /* The checks read the host; all-done and the toolkit-ready wait read only status files. */
+    bool reads_host = v->component < VAL_ALL_DONE;
+    if (reads_host && stat(v->host_root, &st) < 0)
         return err_errno(e, -errno, "--host-root \"%s\"", v->host_root);
-    if (!S_ISDIR(st.st_mode))
+    if (reads_host && !S_ISDIR(st.st_mode))
         return err_set(e, -ENOTDIR, "--host-root \"%s\": not a directory", v->host_root);
     /* The status folder: created when absent (the hostPath is DirectoryOrCreate); anything
      * else that cannot be listed is bad input. */
@@ -621,13 +623,24 @@ static int check_all_done(struct val *v, char *reason, size_t rn, struct err *e)
     return 0;
 }
 
+static int check_toolkit_ready(struct val *v, char *reason, size_t rn, struct err *e)
+{
+    (void)e;
+    if (!ns_file_exists(v->validations_dir, NS_TOOLKIT_READY)) {
+        val_say(reason, rn, "waiting for %s in %s", ns_file_name(NS_TOOLKIT_READY),
+                v->validations_dir);
+        return 1;
+    }
+    return 0;
+}
+
 typedef int (*check_fn)(struct val *v, char *reason, size_t rn, struct err *e);
 
 static int val_run(struct svc *s, struct err *e)
 {
     struct val *v = svc_state(s);
-    static const check_fn checks[] = {check_driver, check_toolkit, check_cuda, check_plugin,
-                                      check_all_done};
+    static const check_fn checks[] = {check_driver, check_toolkit,  check_cuda,
+                                      check_plugin, check_all_done, check_toolkit_ready};
     const char *name = val_component_names[v->component];
     enum ns_component nc;
     bool has_file = val_component_ns((enum val_component)v->component, &nc) == 0;
@@ -699,11 +712,13 @@ static int val_run(struct svc *s, struct err *e)
 
 const struct svc_component validator_component = {
     .name = COMP,
-    .usage = "Usage: gpuop validator --component=driver|toolkit|cuda|plugin|all-done [flags]\n\n"
+    .usage = "Usage: gpuop validator --component=driver|toolkit|cuda|plugin|all-done|toolkit-ready"
+             " [flags]\n\n"
              "Validates one layer of the node's GPU stack, as NVIDIA's operator validator does,\n"
              "and writes its status file in /run/nvidia/validations (driver-ready, toolkit-ready,\n"
              "cuda-ready, plugin-ready) only when it passes. all-done checks every status file,\n"
-             "then waits for a signal.\n",
+             "then waits for a signal. toolkit-ready (with --wait) waits for toolkit-ready: the\n"
+             "init container of the operands that need the toolkit.\n",
     .flags_title = "Flags (each also set by the environment variable shown; flag > env > "
                    "default):",
     .options = {val_options},

@@ -11,7 +11,8 @@
 
 #include "validator.h"
 
-const char *const val_component_names[] = {"driver", "toolkit", "cuda", "plugin", "all-done", NULL};
+const char *const val_component_names[] = {"driver",   "toolkit",       "cuda", "plugin",
+                                           "all-done", "toolkit-ready", NULL};
 
 int val_component_ns(enum val_component c, enum ns_component *ret)
 {
@@ -463,7 +464,8 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
 {
     struct val_report r = {0};
     const char *name = (unsigned)c < VAL_COMPONENT_COUNT ? val_component_names[c] : "?";
-    bool checks = c != VAL_ALL_DONE; /* all-done has no status file and no annotation */
+    /* all-done and the toolkit-ready wait have no status file and no annotation */
+    bool checks = c != VAL_ALL_DONE && c != VAL_TOOLKIT_READY;
     if (o == VAL_PASSED) {
         r.next = VAL_NEXT_DONE;
         r.annotate = r.event = checks;
@@ -484,7 +486,7 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
         r.state = NS_V_WAITING;
         bool fresh = !last_reason || strcmp(reason, last_reason) != 0;
         r.annotate = r.annotate && fresh;
-        r.event = fresh;
+        r.event = fresh && c != VAL_TOOLKIT_READY; /* every operand waits: no Event each */
         r.log_retry = fresh;
         val_say(r.message, sizeof(r.message), "%s: %s (retrying)", name, reason);
     } else {

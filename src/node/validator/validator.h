@@ -21,13 +21,16 @@
 #include "nodestate.h"
 #include "util.h"
 
-/* --component's values: NVIDIA's four checks, then all-done (the main container). */
+/* --component's values: NVIDIA's four checks, then all-done (the main container), then
+ * toolkit-ready: the wait other operands' init containers run (the toolkit-ready file exists; it
+ * checks nothing itself, writes nothing, annotates nothing). */
 enum val_component {
     VAL_DRIVER,
     VAL_TOOLKIT,
     VAL_CUDA,
     VAL_PLUGIN,
     VAL_ALL_DONE,
+    VAL_TOOLKIT_READY,
     VAL_COMPONENT_COUNT,
 };
 /* NULL-terminated names in enum order, for the option table. */
