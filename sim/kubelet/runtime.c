@@ -827,11 +827,14 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
         struct stat st;
         if (stat(m->source, &st) < 0)
             return err_errno(e, -errno, "mount source \"%s\"", m->source);
-        if (s->privileged && str_has_prefix(m->target, "/dev/") && access(m->target, F_OK) < 0) {
-            /* A privileged container shares the machine's real /dev, and kubelet-sim never
-             * creates files there: a target the machine lacks (/dev/log on a host without a
-             * syslog socket) is left out, as a warning, not bound. */
-            log_warn("kl-runtime", "mount left out: its target is absent from the machine's /dev",
+        if (((s->privileged && str_has_prefix(m->target, "/dev/")) ||
+             str_has_prefix(m->target, "/sys/")) &&
+            access(m->target, F_OK) < 0) {
+            /* A container shares the machine's real /sys (and a privileged one its /dev), and
+             * kubelet-sim never creates files there: a target the machine lacks (/dev/log
+             * without a syslog socket, /sys/class/dmi/id/product_name without DMI) is left out,
+             * as a warning, not bound. */
+            log_warn("kl-runtime", "mount left out: its target is absent from the machine",
                      "target=%s source=%s", m->target, m->source);
             continue;
         }
