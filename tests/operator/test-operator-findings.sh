@@ -59,5 +59,6 @@ $K annotate --overwrite node dgx-h100-2 'gpuop.dev/gpu-count={"physical":8,"expe
 $K annotate --overwrite node a100-mig-1 'validation.gpuop.dev/plugin={"state":"ok","reason":"","time":"2026-01-01T00:01:00Z"}' >/dev/null
 wait_for 20 "conditions gone" sh -c "[ -z \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"GPUCountMismatch\")].status}{.status.conditions[?(@.type==\"ValidationFailed\")].status}')\" ]"
 wait_for 10 "GPUCountMatched Event" sh -c "$K get events -A -o jsonpath='{range .items[*]}{.type}/{.reason}{\"\\n\"}{end}' | grep -qx Normal/GPUCountMatched"
-events | grep -qx Normal/ValidationRecovered || fail "no ValidationRecovered Event"
+# Events are posted after the status write that clears the condition: wait for each.
+wait_for 10 "ValidationRecovered Event" sh -c "$K get events -A -o jsonpath='{range .items[*]}{.type}/{.reason}{\"\\n\"}{end}' | grep -qx Normal/ValidationRecovered"
 echo "ok: node findings reach the ClusterPolicy's status and Events"
