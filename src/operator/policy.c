@@ -111,6 +111,7 @@ static const char *const implemented[] = {
     "cdi.enabled",
     "validator.driver.env",
     "validator.toolkit.env",
+    "validator.cuda.env",
     "validator.plugin.env",
     "psp.enabled", /* PodSecurityPolicy no longer exists; nothing to do */
     NULL,

@@ -367,6 +367,7 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
         }
         static const char *const checks[][2] = {{"driver", "driver-validation"},
                                                 {"toolkit", "toolkit-validation"},
+                                                {"cuda", "cuda-validation"},
                                                 {"plugin", "plugin-validation"}};
         for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
             json_t *ic = find_container(podspec, "initContainers", checks[i][1]);

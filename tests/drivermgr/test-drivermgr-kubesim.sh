@@ -166,20 +166,21 @@ wait_for 10 "the operand comes back" ds_pod_on_node
 $K delete pdb train >/dev/null
 
 # ---- killed after each step, run again --------------------------------------------------------
-# (few kubectl calls per round: each costs a process start, slow on a loaded machine)
-pods_up() { # train and web Running, the operand's pod on the node
+# One node of its own per step (a copy of $N with its own root and namespace), the nine rounds
+# side by side: each the same as alone, since the driver manager touches only its own node.
+pods_up() { # NS NODE: train and web Running in NS, the operand's pod on NODE
     $K get pods -A -o json | python3 -c '
 import json, sys
 items = json.load(sys.stdin)["items"]
 run = {p["metadata"]["name"] for p in items if p["status"].get("phase") == "Running"
-       and not p["metadata"].get("deletionTimestamp")}
+       and p["metadata"]["namespace"] == sys.argv[1] and not p["metadata"].get("deletionTimestamp")}
 ds = [p for p in items if p["metadata"]["name"].startswith("fake-device-plugin-")
-      and p["spec"].get("nodeName") == sys.argv[1]]
-sys.exit(0 if {"train", "web"} <= run and ds else 1)' $N
+      and p["spec"].get("nodeName") == sys.argv[2]]
+sys.exit(0 if {"train", "web"} <= run and ds else 1)' "$1" "$2"
 }
-pods_gone() { ! $K get pods -n default -o name | grep -qE 'pod/(train|web)$'; }
-node_converged() { # STEP: the labels as before, uncordoned, no cordon mark, the owner recorded
-    $K get node $N -o json | python3 -c '
+pods_gone() { ! $K get pods -n "$1" -o name | grep -qE 'pod/(train|web)$'; }
+node_converged() { # NODE STEP: the labels as before, uncordoned, no cordon mark, the owner recorded
+    $K get node "$1" -o json | python3 -c '
 import json, sys
 n = json.load(sys.stdin)
 labels, ann = n["metadata"].get("labels", {}), n["metadata"].get("annotations", {})
@@ -190,25 +191,76 @@ if "gpuop.dev/driver-manager-cordoned" in ann: bad.append("cordon mark stays")
 if json.loads(ann.get("gpuop.dev/driver-owner", "{}")).get("owner") != "container":
     bad.append("owner annotation: %s" % ann.get("gpuop.dev/driver-owner"))
 print("%s: %s" % (sys.argv[1], ", ".join(bad))) if bad else None
-sys.exit(1 if bad else 0)' "$1" "${LABELS[@]}"
+sys.exit(1 if bad else 0)' "$2" "${LABELS[@]}"
 }
-for step in owner pause operands evict drain unload clean restore report; do
+kill_round() { # STEP: in a subshell of its own; exit 1 (with the reason) on a failure
+    local step=$1
+    N=dm-$step ROOT=$T/root-$step DROOT=$T/root-$step/run/nvidia/driver
+    local ns=s-$step log=$T/kill-$step.log
+    DM_ENV=(PATH="$B/sim-image-bin:$PATH" GPUOP_SIM_ROOT="$ROOT" NODE_NAME=$N KUBECONFIG="$T/dm.kubeconfig"
+            POD_NAMESPACE=gpu-operator DRIVER_VERSION=570.86.15 OPERAND_WAIT_TIMEOUT=20s)
+    DM_FLAGS=(--host-root="$ROOT" --driver-install-dir="$DROOT"
+              --validations-dir="$ROOT/run/nvidia/validations")
     driver_loaded
-    gpu_pod train
-    plain_pod web
-    wait_for 30 "the pods run ($step)" pods_up
-    LOG=$T/kill-$step.log
-    dm "$LOG" ENABLE_AUTO_DRAIN=true DRAIN_USE_FORCE=true GPUOP_DRIVER_MANAGER_KILL_AFTER=$step
+    $K apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: train, namespace: $ns, labels: {app: train}}
+spec:
+  nodeName: $N
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: nvcr.io/nvidia/cuda:12.4.1-base, resources: {limits: {nvidia.com/gpu: "1"}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: $ns}
+spec:
+  nodeName: $N
+  terminationGracePeriodSeconds: 1
+  containers: [{name: c, image: busybox}]
+YAML
+    wait_for 30 "the pods run ($step)" pods_up $ns $N
+    dm "$log" ENABLE_AUTO_DRAIN=true DRAIN_USE_FORCE=true GPUOP_DRIVER_MANAGER_KILL_AFTER=$step
     [ $RC = 137 ] || fail "the run killed after $step exited $RC"
-    grep -q "killed after step (test hook) step=$step" "$LOG" || fail "no kill after $step"
-    dm "$LOG" ENABLE_AUTO_DRAIN=true DRAIN_USE_FORCE=true
-    [ $RC = 0 ] || fail "the rerun after a kill after $step exited $RC"
-    wait_for 20 "the evicted pods go ($step)" pods_gone
-    [ "$(evictions train "$LOG")" = 1 ] || fail "$step: train evicted $(evictions train "$LOG") times"
-    [ "$(evictions web "$LOG")" = 1 ] || fail "$step: web evicted $(evictions web "$LOG") times"
+    grep -q "killed after step (test hook) step=$step" "$log" || fail "no kill after $step"
+    dm "$log" ENABLE_AUTO_DRAIN=true DRAIN_USE_FORCE=true
+    [ $RC = 0 ] || fail "the rerun after a kill after $step exited $RC: $(tail -n 5 "$log")"
+    wait_for 30 "the evicted pods go ($step)" pods_gone $ns
+    local ev
+    for pod in train web; do
+        ev=$(grep -c "evicted pod.*pod=$ns/$pod " "$log" || true)
+        [ "$ev" = 1 ] || fail "$step: $pod evicted $ev times"
+    done
     [ ! -d "$ROOT/sys/module/nvidia" ] || fail "$step: nvidia still loaded"
-    node_converged $step || fail "$step: the node did not converge"
+    node_converged $N $step || fail "$step: the node did not converge"
+}
+STEPS=(owner pause operands evict drain unload clean restore report)
+$K get node $N -o json | python3 -c '
+import json, sys
+n = json.load(sys.stdin)
+out = []
+for s in sys.argv[1:]:
+    c = json.loads(json.dumps(n))
+    m = c["metadata"]
+    for k in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        m.pop(k, None)
+    m["name"] = "dm-" + s
+    m["labels"]["kubernetes.io/hostname"] = "dm-" + s
+    m.get("annotations", {}).pop("gpuop.dev/driver-owner", None)
+    out.append(c)
+    out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "s-" + s}})
+import yaml; print(yaml.safe_dump_all(out))' "${STEPS[@]}" >"$T/step-nodes.yaml"
+$K apply -f "$T/step-nodes.yaml" >/dev/null
+rounds=()
+for step in "${STEPS[@]}"; do
+    (kill_round $step) >"$T/round-$step.out" 2>&1 &
+    rounds+=($!)
 done
+for i in "${!STEPS[@]}"; do
+    wait "${rounds[$i]}" || { cat "$T/round-${STEPS[$i]}.out"; fail "the round killed after ${STEPS[$i]} failed"; }
+done
+echo "ok: killed after each of ${#STEPS[@]} steps and run again, every node converged"
 
 # ---- the operator's upgrade controller drives the node: no eviction ----------------------------
 driver_loaded

@@ -496,6 +496,7 @@ static void test_render_overrides(void **state)
         "  imagePullPolicy: Always\n"
         "toolkit: {enabled: true, repository: reg.example/gpu, image: gpuop, version: v9}\n"
         "dcgmExporter: {enabled: true, annotations: {prometheus.io/scrape: \"true\"}}\n"
+        "validator: {cuda: {env: [{name: CUDA_VISIBLE_DEVICES_CHECK, value: \"all\"}]}}\n"
         "driver: {enabled: true, repository: reg.example/nv, image: driver, version: \"580.1\",\n"
         "         args: [--debug]}\n");
     const char *k;
@@ -588,6 +589,22 @@ static void test_render_overrides(void **state)
         json_object_get(json_object_get(json_object_get(ex, "spec"), "template"), "metadata"),
         "annotations");
     assert_string_equal(json_string_value(json_object_get(exann, "prometheus.io/scrape")), "true");
+
+    /* validator.cuda.env reaches the CUDA check's init container and no other. */
+    json_t *val = podspec_of(find_obj(objs, "DaemonSet", "nvidia-operator-validator"));
+    json_t *ic;
+    json_array_foreach (json_object_get(val, "initContainers"), i, ic) {
+        bool has = false;
+        size_t j;
+        json_t *ev;
+        json_array_foreach (json_object_get(ic, "env"), j, ev) {
+            has = has || streq_ptr(json_string_value(json_object_get(ev, "name")),
+                                   "CUDA_VISIBLE_DEVICES_CHECK");
+        }
+        const char *icname = json_string_value(json_object_get(ic, "name"));
+        if (has != streq_ptr(icname, "cuda-validation"))
+            fail_msg("validator.cuda.env: %s %s it", icname, has ? "has" : "lacks");
+    }
 }
 
 /* The driver image: NVIDIA's sample names no version (its operator then uses the version its
