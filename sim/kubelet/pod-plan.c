@@ -239,9 +239,30 @@ static json_t *termination_json(const struct kl_ctr_termination *t)
                                              : "Error";
     json_t *j = json_pack("{s:i,s:s,s:s,s:s}", "exitCode", t->exit_code, "reason", reason,
                           "startedAt", s, "finishedAt", f);
+    if (t->message)
+        json_object_set_new(j, "message", json_string(t->message));
     if (t->container_id)
         json_object_set_new(j, "containerID", json_string(t->container_id));
     return j;
+}
+
+char *kl_log_tail_message(const char *log, size_t n)
+{
+    enum { LINES = 80, BYTES = 2048 };
+    size_t start = n, lines = 0;
+    /* a final newline ends the last line rather than starting an empty one */
+    size_t end = n > 0 && log[n - 1] == '\n' ? n - 1 : n;
+    start = end;
+    while (start > 0) {
+        if (log[start - 1] == '\n' && ++lines == LINES)
+            break;
+        start--;
+    }
+    if (n - start > BYTES)
+        start = n - BYTES;
+    if (start >= n)
+        return NULL;
+    return strndup(log + start, n - start);
 }
 
 /* Decides one container: actions, and its view for the status. runnable: its turn has come

@@ -34,6 +34,9 @@
 struct ctr_rt {
     struct kl_ctr_obs obs; /* its strings point at the fields below */
     char *container_id, *image_id, *pull_error, *create_error, *create_reason, *last_id;
+    char *log_path;                  /* the current attempt's log */
+    bool fallback_to_logs;           /* terminationMessagePolicy: FallbackToLogsOnError */
+    char *term_message, *last_message; /* obs.exited.message, obs.last.message */
     pid_t pid;
     int pidfd;
     struct kl_image image;
@@ -213,6 +216,22 @@ static void record_exit(struct ctr_rt *c, int status)
         .finished_ms = now_ms_real(),
         .container_id = c->container_id,
     };
+    /* A failed container's message: its log's tail, as the kubelet reads it, when asked. */
+    free(c->term_message);
+    c->term_message = NULL;
+    if (c->obs.exited.exit_code != 0 && c->fallback_to_logs && c->log_path) {
+        /* the last 64 KiB hold more than 80 lines' worth of the 2048 bytes kept */
+        char buf[65536];
+        _cleanup_close_ int fd = open(c->log_path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            off_t off = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
+            ssize_t n = pread(fd, buf, sizeof(buf), off);
+            if (n > 0)
+                c->term_message = kl_log_tail_message(buf, (size_t)n);
+        }
+        c->obs.exited.message = c->term_message;
+    }
     if (c->pidfd >= 0)
         close(c->pidfd);
     c->pidfd = -1;
@@ -408,10 +427,15 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
         c->obs.last = c->obs.exited;
         set_str(&c->last_id, c->container_id);
         c->obs.last.container_id = c->last_id;
+        set_str(&c->last_message, c->term_message);
+        c->obs.last.message = c->last_message;
         c->obs.restart_count = restart;
         c->obs.backoff_updated_ms = now_ms_real();
     }
     c->obs.backoff_ms = a->backoff_ms;
+    set_str(&c->log_path, log_path);
+    c->fallback_to_logs =
+        streq_ptr(kobj_str(spec, "terminationMessagePolicy"), "FallbackToLogsOnError");
     free(c->container_id);
     c->container_id = xasprintf("containerd://%s", hex);
     c->obs.container_id = c->container_id;
@@ -918,6 +942,9 @@ static void worker_free(struct pod_worker *w)
             free(c->create_error);
             free(c->create_reason);
             free(c->last_id);
+            free(c->log_path);
+            free(c->term_message);
+            free(c->last_message);
             kl_image_clear(&c->image);
         }
     }

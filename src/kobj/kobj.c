@@ -214,3 +214,37 @@ bool kobj_has_finalizer(const json_t *obj, const char *f)
             return true;
     return false;
 }
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+char *kobj_selector_string(const json_t *match_labels)
+{
+    size_t n = json_object_size(match_labels);
+    if (n == 0)
+        return strdup("");
+    _cleanup_free_ const char **keys = calloc(n, sizeof(*keys));
+    if (!keys)
+        return NULL;
+    size_t i = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)match_labels, k, v) {
+        if (!json_is_string(v))
+            return NULL;
+        keys[i++] = k;
+    }
+    qsort(keys, n, sizeof(*keys), cmp_str);
+    size_t len = 1;
+    for (i = 0; i < n; i++)
+        len += strlen(keys[i]) + json_string_length(json_object_get(match_labels, keys[i])) + 2;
+    char *out = malloc(len), *w = out;
+    if (!out)
+        return NULL;
+    for (i = 0; i < n; i++)
+        w += sprintf(w, "%s%s=%s", i ? "," : "", keys[i],
+                     json_string_value(json_object_get(match_labels, keys[i])));
+    return out;
+}

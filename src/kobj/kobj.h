@@ -65,6 +65,9 @@ long long kobj_generation(const json_t *obj);
 json_t *kobj_labels(const json_t *obj);      /* metadata.labels (an object) or NULL */
 json_t *kobj_annotations(const json_t *obj); /* metadata.annotations (an object) or NULL */
 const char *kobj_label(const json_t *obj, const char *key);
+/* A matchLabels map as a label selector string, "k1=v1,k2=v2" in key order (what list calls
+ * take); "" for an empty map, NULL when a value is not a string. Free with free(). */
+char *kobj_selector_string(const json_t *match_labels);
 const char *kobj_annotation(const json_t *obj, const char *key);
 
 /* "namespace/name", or "name" for a cluster-scoped object (malloc'd); NULL without a name. */

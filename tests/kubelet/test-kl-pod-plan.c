@@ -168,6 +168,27 @@ static const struct row rows[] = {
                 "container=i1 pod=p_ns(u-1)",
                 "initContainerStatuses.0.lastState.terminated.exitCode=2",
                 "initContainerStatuses.0.restartCount=1"}},
+    {.what = "a failed container's termination message reaches lastState",
+     .pod = POD("\"initContainers\":[" C("i1") "],\"containers\":[" C("a") "]"),
+     .init = {{.phase = KL_CTR_EXITED,
+               .pulled = true,
+               .restart_count = 1,
+               .backoff_ms = 10 * S,
+               .backoff_updated_ms = T0 + 1 * S,
+               .has_last = true,
+               .last = {.exit_code = 1, .message = "no headers", .finished_ms = T0},
+               .exited = {.exit_code = 1,
+                          .message = "Could not resolve Linux kernel version",
+                          .started_ms = T0 + 1 * S,
+                          .finished_ms = T0 + 2 * S}}},
+     .ctrs = {PULLED},
+     .now = 3 * S,
+     .actions = "",
+     .phase = "Pending",
+     .wake = 12 * S,
+     .events = "BackOff",
+     .checks = {"initContainerStatuses.0.lastState.terminated.message=Could not resolve Linux "
+                "kernel version"}},
     /* restart policies and backoff */
     {.what = "Always: exit 0 restarts at once the first time",
      .pod = POD("\"containers\":[" C("a") "]"),
@@ -698,6 +719,27 @@ static void test_quantity(void **state)
     assert_int_equal(kobj_quantity_milli("", &v), -EINVAL);
 }
 
+/* FallbackToLogsOnError: the last 80 lines, of those the last 2048 bytes. */
+static void test_log_tail_message(void **state)
+{
+    (void)state;
+    assert_null(kl_log_tail_message("", 0));
+    _cleanup_free_ char *one = kl_log_tail_message("a\nb\n", 4);
+    assert_string_equal(one, "a\nb\n");
+    char big[4096];
+    size_t n = 0;
+    for (int i = 0; i < 100; i++)
+        n += (size_t)snprintf(big + n, sizeof(big) - n, "line %d\n", i);
+    _cleanup_free_ char *lines = kl_log_tail_message(big, n);
+    assert_true(strncmp(lines, "line 20\n", 8) == 0); /* lines 20..99: 80 lines */
+    assert_true(strstr(lines, "line 99\n") != NULL);
+    char wide[3000];
+    memset(wide, 'x', sizeof(wide));
+    wide[sizeof(wide) - 1] = '\n';
+    _cleanup_free_ char *bytes = kl_log_tail_message(wide, sizeof(wide));
+    assert_int_equal(strlen(bytes), 2048);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -718,7 +760,7 @@ int main(void)
         cmocka_unit_test(test_rows),           cmocka_unit_test(test_transition_times_kept),
         cmocka_unit_test(test_terminal_stays), cmocka_unit_test(test_probe_record),
         cmocka_unit_test(test_go_duration),    cmocka_unit_test(test_quantity),
-        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_bad_input),      cmocka_unit_test(test_log_tail_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,22 @@ static void test_paths(void **state)
     json_decref(pod);
 }
 
+static void test_selector_string(void **state)
+{
+    (void)state;
+    json_t *m = load("{\"b\":\"2\",\"app\":\"x\"}");
+    _cleanup_free_ char *sel = kobj_selector_string(m);
+    assert_string_equal(sel, "app=x,b=2");
+    json_t *empty = load("{}");
+    _cleanup_free_ char *none = kobj_selector_string(empty);
+    assert_string_equal(none, "");
+    json_t *bad = load("{\"a\":1}");
+    assert_null(kobj_selector_string(bad));
+    json_decref(m);
+    json_decref(empty);
+    json_decref(bad);
+}
+
 static void test_metadata(void **state)
 {
     (void)state;
@@ -263,7 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths),          cmocka_unit_test(test_metadata),
         cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
-        cmocka_unit_test(test_valid_quantity),
+        cmocka_unit_test(test_valid_quantity), cmocka_unit_test(test_selector_string),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

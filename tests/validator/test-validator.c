@@ -437,6 +437,50 @@ static void test_plugin_reason(void **state)
     assert_string_equal(buf, "");
 }
 
+/* Why a driver pod is not ready, from its status. */
+static void test_driver_pod_reason(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *status, *want;
+    } rows[] = {
+        {"{}", ""},
+        {"{\"initContainerStatuses\":[{\"name\":\"k8s-driver-manager\",\"ready\":true,"
+         "\"state\":{\"terminated\":{\"exitCode\":0}}}],"
+         "\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":false,"
+         "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},"
+         "\"lastState\":{\"terminated\":{\"exitCode\":1,\"message\":\"Installing headers...\\n"
+         "Could not resolve Linux kernel version\\n\"}}}]}",
+         "nvidia-driver-ctr: CrashLoopBackOff, last exit 1: Could not resolve Linux kernel "
+         "version"},
+        {"{\"initContainerStatuses\":[{\"name\":\"k8s-driver-manager\",\"ready\":false,"
+         "\"state\":{\"running\":{}}}],\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\","
+         "\"state\":{\"waiting\":{\"reason\":\"PodInitializing\"}}}]}",
+         "k8s-driver-manager: running, not ready yet"},
+        {"{\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":false,"
+         "\"state\":{\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off "
+         "pulling image\"}}}]}",
+         "nvidia-driver-ctr: ImagePullBackOff: Back-off pulling image"},
+        {"{\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":false,"
+         "\"state\":{\"terminated\":{\"exitCode\":2,\"reason\":\"Error\"}}}]}",
+         "nvidia-driver-ctr: Error, exit 2"},
+        {"{\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":true,"
+         "\"state\":{\"running\":{}}}]}",
+         ""},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        json_error_t je;
+        json_t *st = json_loads(rows[i].status, 0, &je);
+        assert_non_null(st);
+        json_t *pod = json_pack("{s:o}", "status", st);
+        char buf[NS_REASON_MAX];
+        val_driver_pod_reason(pod, buf, sizeof(buf));
+        if (strcmp(buf, rows[i].want) != 0)
+            fail_msg("row %zu: got \"%s\", want \"%s\"", i, buf, rows[i].want);
+        json_decref(pod);
+    }
+}
+
 static void test_report_plan(void **state)
 {
     (void)state;
@@ -539,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_cdi_missing),
         cmocka_unit_test(test_plugin_reason),
         cmocka_unit_test(test_report_plan),
+        cmocka_unit_test(test_driver_pod_reason),
         FX(test_status_missing),
         cmocka_unit_test(test_component_names),
     };

@@ -50,6 +50,7 @@ struct kl_ctr_termination {
     int exit_code;
     bool oom_killed;
     const char *reason; /* NULL: from the exit code (Completed / Error / OOMKilled) */
+    const char *message; /* NULL: none (terminationMessagePolicy FallbackToLogsOnError: log tail) */
     uint64_t started_ms, finished_ms;
     const char *container_id;
 };
@@ -156,6 +157,11 @@ const json_t *kl_probe_spec(const json_t *container, enum kl_probe_kind kind);
 
 /* Go's time.Duration.String() of whole milliseconds: "10s", "1m20s", "5m0s", "100ms". */
 void kl_go_duration(uint64_t ms, char *buf, size_t n);
+
+/* The termination message a failed container gets under terminationMessagePolicy
+ * FallbackToLogsOnError: the last 80 lines of its log, of those the last 2048 bytes (the kubelet's
+ * limits). NULL for an empty log. */
+char *kl_log_tail_message(const char *log, size_t n);
 
 /* BestEffort, Burstable or Guaranteed, as the API server and kubelet compute it. */
 const char *kl_pod_qos_class(const json_t *pod);

@@ -272,6 +272,45 @@ static bool daemonset_exists(struct val *v, const char *sel)
     return json_array_size(json_object_get(list, "items")) > 0;
 }
 
+/* What the driver pod on this node says of why the driver is not ready (appended to reason):
+ * the pods of the driver DaemonSets (their selectors) bound to this node. Nothing on an API
+ * error or without a pod. */
+static void driver_pod_reason(struct val *v, char *reason, size_t rn)
+{
+    if (!v->kc || !v->node_name)
+        return;
+    const char *ns = v->ns ? v->ns : kube_client_namespace(v->kc);
+    struct kube_list_opts lo = {.label_selector = DRIVER_DS_SEL};
+    _cleanup_json_ json_t *dss = NULL;
+    struct err e = {0};
+    if (kube_list(v->kc, &KUBE_DAEMONSETS, ns, &lo, &dss, &e) < 0)
+        return;
+    _cleanup_free_ char *field = xasprintf("spec.nodeName=%s", v->node_name);
+    size_t i;
+    json_t *ds;
+    json_array_foreach (json_object_get(dss, "items"), i, ds) {
+        _cleanup_free_ char *sel = kobj_selector_string(kobj_path(ds, "spec.selector.matchLabels"));
+        if (!sel || !*sel)
+            continue;
+        struct kube_list_opts po = {.label_selector = sel, .field_selector = field};
+        _cleanup_json_ json_t *pods = NULL;
+        if (kube_list(v->kc, &KUBE_PODS, ns, &po, &pods, &e) < 0) {
+            log_warn(COMP, "cannot list the driver's pods", "namespace=%s error=\"%s\"", ns,
+                     quoted(e.msg));
+            return;
+        }
+        json_t *pod = json_array_get(json_object_get(pods, "items"), 0);
+        char why[NS_REASON_MAX];
+        if (!pod)
+            continue;
+        val_driver_pod_reason(pod, why, sizeof(why));
+        size_t used = strlen(reason);
+        val_say(reason + used, rn - used, "; driver pod %s: %s",
+                kobj_path_str(pod, "metadata.name"), why[0] ? why : "no container status yet");
+        return;
+    }
+}
+
 /* ---- shared steps ------------------------------------------------------------------------- */
 
 /* driver-ready, parsed. 1 with reason when it is not there (the driver check has not passed). */
@@ -403,6 +442,8 @@ static int check_driver(struct val *v, char *reason, size_t rn, struct err *e)
     val_driver_plan(&p, &f, managed, &pl);
     if (!pl.check) {
         val_say(reason, rn, "%s", pl.reason);
+        if (managed)
+            driver_pod_reason(v, reason, rn);
         return 1;
     }
     const char *lib = env_get("GPUOP_NVML_LIBRARY") || !pl.nvml[0] ? NULL : pl.nvml;

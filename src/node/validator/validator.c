@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kobj.h"
 #include "validator.h"
 
 const char *const val_component_names[] = {"driver",   "toolkit",       "cuda", "plugin",
@@ -513,4 +514,65 @@ size_t val_status_missing(const char *dir, char *buf, size_t n)
         count++;
     }
     return count;
+}
+
+/* The last non-empty line of a termination message (a log tail), into buf. */
+static void last_line(const char *msg, char *buf, size_t n)
+{
+    size_t end = strlen(msg);
+    while (end > 0 && (msg[end - 1] == '\n' || msg[end - 1] == '\r' || msg[end - 1] == ' '))
+        end--;
+    size_t start = end;
+    while (start > 0 && msg[start - 1] != '\n')
+        start--;
+    val_say(buf, n, "%.*s", (int)(end - start), msg + start);
+}
+
+static bool describe_container(const json_t *cs, char *buf, size_t n)
+{
+    const char *name = kobj_str(cs, "name");
+    const json_t *waiting = kobj_path(cs, "state.waiting");
+    const json_t *term = kobj_path(cs, "state.terminated");
+    const json_t *last = kobj_path(cs, "lastState.terminated");
+    if (term && json_integer_value(json_object_get(term, "exitCode")) == 0)
+        return false; /* an init container that finished */
+    if (json_is_true(json_object_get(cs, "ready")))
+        return false;
+    if (!waiting && !term) {
+        if (!kobj_path(cs, "state.running"))
+            return false;
+        val_say(buf, n, "%s: running, not ready yet", name ? name : "?");
+        return true;
+    }
+    const json_t *failed = term ? term : last;
+    const char *why = waiting ? kobj_str(waiting, "reason") : kobj_str(term, "reason");
+    char exitbuf[48] = "", msgbuf[NS_REASON_MAX] = "";
+    if (failed)
+        snprintf(exitbuf, sizeof(exitbuf), ", %sexit %lld", term ? "" : "last ",
+                 (long long)json_integer_value(json_object_get(failed, "exitCode")));
+    const char *msg = failed ? kobj_str(failed, "message") : NULL;
+    if (!msg && waiting)
+        msg = kobj_str(waiting, "message");
+    if (msg && *msg) {
+        msgbuf[0] = ':';
+        msgbuf[1] = ' ';
+        last_line(msg, msgbuf + 2, sizeof(msgbuf) - 2);
+    }
+    val_say(buf, n, "%s: %s%s%s", name ? name : "?", why ? why : "waiting", exitbuf, msgbuf);
+    return true;
+}
+
+void val_driver_pod_reason(const json_t *pod, char *buf, size_t n)
+{
+    if (n)
+        buf[0] = '\0';
+    static const char *const lists[] = {"status.initContainerStatuses", "status.containerStatuses"};
+    for (size_t l = 0; l < 2; l++) {
+        size_t i;
+        json_t *cs;
+        json_array_foreach (kobj_path(pod, lists[l]), i, cs) {
+            if (describe_container(cs, buf, n))
+                return;
+        }
+    }
 }

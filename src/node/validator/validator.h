@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "nodestate.h"
 #include "util.h"
 
@@ -110,6 +112,13 @@ void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f
                      bool driver_managed, struct val_driver_plan *ret);
 
 /* What the check saw once NVML was loaded. */
+/* Why a driver pod (the object the API server holds) has not made the driver ready, from its
+ * status alone: the first init container or container that is waiting or failed, as
+ * "<container>: <reason>[, last exit <code>][: <the last line of its termination message>]", or
+ * "<container>: running, not ready yet" (the build or load still going). Empty when the status
+ * says nothing (no container status yet). */
+void val_driver_pod_reason(const json_t *pod, char *buf, size_t n);
+
 struct val_driver_seen {
     const char *nvml_error;       /* NULL when NVML initialised, else its error */
     size_t n_gpus;                /* GPUs NVML lists */
