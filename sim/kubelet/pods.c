@@ -34,8 +34,8 @@
 struct ctr_rt {
     struct kl_ctr_obs obs; /* its strings point at the fields below */
     char *container_id, *image_id, *pull_error, *create_error, *create_reason, *last_id;
-    char *log_path;                  /* the current attempt's log */
-    bool fallback_to_logs;           /* terminationMessagePolicy: FallbackToLogsOnError */
+    char *log_path;                    /* the current attempt's log */
+    bool fallback_to_logs;             /* terminationMessagePolicy: FallbackToLogsOnError */
     char *term_message, *last_message; /* obs.exited.message, obs.last.message */
     pid_t pid;
     int pidfd;

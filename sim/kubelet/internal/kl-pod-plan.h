@@ -49,7 +49,7 @@ enum kl_ctr_phase {
 struct kl_ctr_termination {
     int exit_code;
     bool oom_killed;
-    const char *reason; /* NULL: from the exit code (Completed / Error / OOMKilled) */
+    const char *reason;  /* NULL: from the exit code (Completed / Error / OOMKilled) */
     const char *message; /* NULL: none (terminationMessagePolicy FallbackToLogsOnError: log tail) */
     uint64_t started_ms, finished_ms;
     const char *container_id;
