@@ -8,7 +8,10 @@
 # CDI spec, the validator's init containers pass in order, the device plugins register. Then:
 # allocatable matches each fleet, the ClusterPolicy turns ready only after the validators are
 # Ready, a GPU pod completes, and an operand whose subcommand gpuop does not have crash-loops
-# with its own error. As root (namespaces per node); skipped otherwise.
+# with its own error. Then two faults at once: a lost GPU (allocatable, the node status
+# exporter's mismatch gauge, the ClusterPolicy's GPUCountMismatch naming the node) and a driver
+# that fails to build (its validator held in Init, the reason in its log and an Event, the other
+# nodes' validators still Ready). As root (namespaces per node); skipped otherwise.
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -57,9 +60,18 @@ pids+=($!)
 t0=$SECONDS
 # NVIDIA's sample, with the mixed MIG strategy: a100-mig-1 has full GPUs beside MIG ones, which
 # the single strategy refuses (as NVIDIA's device plugin does) until a MIG manager makes it
-# uniform.
-sed 's/strategy: single/strategy: mixed/' "$S/deploy/samples/clusterpolicy.yaml" | k apply -f - >/dev/null ||
-    fail "apply the sample ClusterPolicy"
+# uniform. The node status exporter on, with a 2 s grace before a short node counts.
+python3 - "$S/deploy/samples/clusterpolicy.yaml" >"$T/policy.yaml" <<'PY' || fail "edit the sample"
+import sys, yaml
+cp = yaml.safe_load(open(sys.argv[1]))
+spec = cp["spec"]
+spec["mig"]["strategy"] = "mixed"
+spec["nodeStatusExporter"] = {"enabled": True,
+    "env": [{"name": "NODE_STATUS_EXPORTER_MISMATCH_GRACE", "value": "2s"},
+            {"name": "NODE_STATUS_EXPORTER_INTERVAL", "value": "1s"}]}
+print(yaml.safe_dump(cp))
+PY
+k apply -f "$T/policy.yaml" >/dev/null || fail "apply the sample ClusterPolicy"
 
 alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
 want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }
@@ -116,3 +128,41 @@ done_ok() { [ "$(k get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Succ
 wait_for 90 "the CUDA sample completes" done_ok
 k logs cuda-vectoradd | grep -q "Test PASSED" || fail "the CUDA sample's log: $(k logs cuda-vectoradd 2>&1 | tail -n 3)"
 echo "ok: a GPU pod completed (Test PASSED)"
+
+# ---- faults on two nodes at once ---------------------------------------------------------------
+# dgx-h100-2 loses a GPU: the device plugin stops advertising it, the node status exporter's
+# mismatch gauge turns 1 after its grace, and the ClusterPolicy names the node.
+GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$T/roots/dgx-h100-2/var/lib/gpuop-sim/nvml \
+    "$B/gpuop" sim inject lost --gpu 5 >/dev/null || fail "inject a lost GPU"
+# dgx-h100-1's kernel loses its headers and its driver pod is recreated: the new driver
+# container fails to build; its validator, recreated too, waits in Init saying why.
+rm -rf "$T"/roots/dgx-h100-1/usr/src/linux-headers-*
+pod_on() { k -n gpu-operator get pods -l "app=$1" --field-selector "spec.nodeName=$2" -o jsonpath='{.items[0].metadata.name}'; }
+k -n gpu-operator delete pod "$(pod_on nvidia-driver-daemonset dgx-h100-1)" "$(pod_on nvidia-operator-validator dgx-h100-1)" \
+    --wait=false >/dev/null || fail "delete dgx-h100-1's driver and validator pods"
+
+wait_for 20 "dgx-h100-2 advertises 7 nvidia.com/gpu" want_alloc dgx-h100-2 nvidia.com/gpu 7
+ip2=$(k get node dgx-h100-2 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+mismatch() { curl -sf "http://$ip2:8000/metrics" | grep -q '^gpuop_node_gpu_advertised_mismatch{.*} 1$'; }
+wait_for 30 "gpuop_node_gpu_advertised_mismatch 1 at $ip2:8000" mismatch
+cond() { k get clusterpolicy cluster-policy -o jsonpath="{.status.conditions[?(@.type==\"$1\")].$2}"; }
+names_node() { cond GPUCountMismatch message | grep -q "^dgx-h100-2: 8 GPUs"; }
+wait_for 30 "GPUCountMismatch naming dgx-h100-2" names_node
+echo "ok: a lost GPU: allocatable 7, the mismatch gauge 1, GPUCountMismatch: $(cond GPUCountMismatch message)"
+
+build_failed() {
+    local p
+    p=$(pod_on nvidia-operator-validator dgx-h100-1)
+    [ -n "$p" ] && k -n gpu-operator logs "$p" -c driver-validation 2>/dev/null |
+        grep -q "nvidia-driver-ctr failed (exit 1): Could not resolve Linux kernel version"
+}
+wait_for 60 "dgx-h100-1's validator saying the driver build failed" build_failed
+vp=$(pod_on nvidia-operator-validator dgx-h100-1)
+[ "$(k -n gpu-operator get pod "$vp" -o jsonpath='{.status.phase}')" = Pending ] || fail "$vp is not held in Init"
+build_event() {
+    k get events -A -o jsonpath='{range .items[?(@.involvedObject.name=="dgx-h100-1")]}{.reason}: {.message}{"\n"}{end}' |
+        grep -q "^ValidationFailed: driver: .*Could not resolve Linux kernel version"
+}
+wait_for 10 "an Event on dgx-h100-1 with the build failure" build_event
+[ "$(ready_validators)" = 3 ] || fail "the other nodes' validators are not all Ready: $(ready_validators)"
+echo "ok: a driver that fails to build: $vp held in Init, its log and an Event say: $(k -n gpu-operator logs "$vp" -c driver-validation | grep -m1 'Could not resolve' | sed 's/.*driver pod //; s/" every=.*//')"

@@ -451,8 +451,7 @@ static void test_driver_pod_reason(void **state)
          "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},"
          "\"lastState\":{\"terminated\":{\"exitCode\":1,\"message\":\"Installing headers...\\n"
          "Could not resolve Linux kernel version\\n\"}}}]}",
-         "nvidia-driver-ctr: CrashLoopBackOff, last exit 1: Could not resolve Linux kernel "
-         "version"},
+         "nvidia-driver-ctr failed (exit 1): Could not resolve Linux kernel version"},
         {"{\"initContainerStatuses\":[{\"name\":\"k8s-driver-manager\",\"ready\":false,"
          "\"state\":{\"running\":{}}}],\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\","
          "\"state\":{\"waiting\":{\"reason\":\"PodInitializing\"}}}]}",
@@ -463,7 +462,7 @@ static void test_driver_pod_reason(void **state)
          "nvidia-driver-ctr: ImagePullBackOff: Back-off pulling image"},
         {"{\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":false,"
          "\"state\":{\"terminated\":{\"exitCode\":2,\"reason\":\"Error\"}}}]}",
-         "nvidia-driver-ctr: Error, exit 2"},
+         "nvidia-driver-ctr failed (exit 2)"},
         {"{\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":true,"
          "\"state\":{\"running\":{}}}]}",
          ""},

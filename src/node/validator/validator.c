@@ -534,31 +534,38 @@ static bool describe_container(const json_t *cs, char *buf, size_t n)
     const json_t *waiting = kobj_path(cs, "state.waiting");
     const json_t *term = kobj_path(cs, "state.terminated");
     const json_t *last = kobj_path(cs, "lastState.terminated");
+    if (!name)
+        name = "?";
     if (term && json_integer_value(json_object_get(term, "exitCode")) == 0)
         return false; /* an init container that finished */
     if (json_is_true(json_object_get(cs, "ready")))
         return false;
-    if (!waiting && !term) {
-        if (!kobj_path(cs, "state.running"))
-            return false;
-        val_say(buf, n, "%s: running, not ready yet", name ? name : "?");
-        return true;
-    }
-    const json_t *failed = term ? term : last;
-    const char *why = waiting ? kobj_str(waiting, "reason") : kobj_str(term, "reason");
-    char exitbuf[48] = "", msgbuf[NS_REASON_MAX] = "";
-    if (failed)
-        snprintf(exitbuf, sizeof(exitbuf), ", %sexit %lld", term ? "" : "last ",
-                 (long long)json_integer_value(json_object_get(failed, "exitCode")));
-    const char *msg = failed ? kobj_str(failed, "message") : NULL;
-    if (!msg && waiting)
-        msg = kobj_str(waiting, "message");
+    /* A failure reads the same whether the container is down now or waiting to restart, so
+     * the reason does not change with each restart (one Event per change). */
+    const json_t *failed =
+        term                                                                       ? term
+        : waiting && last && json_integer_value(json_object_get(last, "exitCode")) ? last
+                                                                                   : NULL;
+    char msgbuf[NS_REASON_MAX] = "";
+    const char *msg = failed    ? kobj_str(failed, "message")
+                      : waiting ? kobj_str(waiting, "message")
+                                : NULL;
     if (msg && *msg) {
         msgbuf[0] = ':';
         msgbuf[1] = ' ';
         last_line(msg, msgbuf + 2, sizeof(msgbuf) - 2);
     }
-    val_say(buf, n, "%s: %s%s%s", name ? name : "?", why ? why : "waiting", exitbuf, msgbuf);
+    if (failed) {
+        val_say(buf, n, "%s failed (exit %lld)%s", name,
+                (long long)json_integer_value(json_object_get(failed, "exitCode")), msgbuf);
+    } else if (waiting) {
+        const char *why = kobj_str(waiting, "reason");
+        val_say(buf, n, "%s: %s%s", name, why ? why : "waiting", msgbuf);
+    } else if (kobj_path(cs, "state.running")) {
+        val_say(buf, n, "%s: running, not ready yet", name);
+    } else {
+        return false;
+    }
     return true;
 }
 

@@ -113,8 +113,9 @@ void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f
 
 /* What the check saw once NVML was loaded. */
 /* Why a driver pod (the object the API server holds) has not made the driver ready, from its
- * status alone: the first init container or container that is waiting or failed, as
- * "<container>: <reason>[, last exit <code>][: <the last line of its termination message>]", or
+ * status alone: the first init container or container that is not ready, as "<container> failed
+ * (exit <code>)[: <the last line of its termination message>]" (down now, or waiting to restart
+ * after it), "<container>: <waiting reason>[: <message>]" (an image pull, say), or
  * "<container>: running, not ready yet" (the build or load still going). Empty when the status
  * says nothing (no container status yet). */
 void val_driver_pod_reason(const json_t *pod, char *buf, size_t n);
