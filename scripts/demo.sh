@@ -4,9 +4,10 @@
 #   2. the node labels GPU feature discovery derives from it
 #   3. the control plane: kubesim with a mixed cluster, the operator, a ClusterPolicy, and what
 #      landed on which node. The cluster keeps running afterwards for kubectl.
-#   4. (root) simulated nodes that run the stack: kubelet-sim runs every pod as a process on
-#      nodes with their own namespaces and addresses: the driver container, device plugin and
-#      exporter, and a CUDA sample that gets a GPU.
+#   4. (root) the whole stack driven by the operator on simulated nodes that run it: kubelet-sim
+#      runs every pod as a process on nodes with their own namespaces and addresses; per node,
+#      who owns the driver, the validations, GPUs advertised vs physical, the time to ready;
+#      then a CUDA sample gets a GPU and the node's exporter attributes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
@@ -84,59 +85,90 @@ kubectl get clusterpolicy cluster-policy \
     -o jsonpath='{range .status.conditions[*]}{.type}{": "}{.status}{" "}{.message}{"\n"}{end}' |
     grep -E '^(Ready|UnsupportedFields|HostDriverConflict)' | sed 's/^/  /' || true
 
-section "4. Simulated nodes that run the stack (kubesim + kubelet-sim: every pod a process)"
+section "4. The whole stack on simulated nodes, driven by the operator (kubesim + kubelet-sim)"
 if [ "$(id -u)" != 0 ]; then
     echo "skipped: kubelet-sim's nodes need root (a network namespace, address and root per node)"
 else
-    # a second API server on an address only the host and the nodes' namespaces route to
+    # a second API server (TLS, RBAC enforced) on an address the host and the nodes reach
     API_IP=198.18.255.1
     ip addr add "$API_IP/32" dev lo 2>/dev/null || true
     rm -f "$D/kubeconfig-nodes"
-    "$B/kubesim" --listen "$API_IP:0" --allow-remote --kubeconfig-out "$D/kubeconfig-nodes" \
-        >"$D/kubesim-nodes.log" 2>&1 &
+    "$B/kubesim" --listen "$API_IP:0" --allow-remote --tls --kubeconfig-out "$D/kubeconfig-nodes" \
+        --load deploy/rbac/operator.yaml >"$D/kubesim-nodes.log" 2>&1 &
     echo $! >>"$D/pids"
     for _ in $(seq 100); do [ -s "$D/kubeconfig-nodes" ] && break; sleep 0.1; done
+    kn() { KUBECONFIG=$PWD/$D/kubeconfig-nodes kubectl --request-timeout=10s "$@"; }
+    for _ in $(seq 50); do kn get ns >/dev/null 2>&1 && break; sleep 0.1; done
     rm -rf "$D/roots"
     "$B/kubelet-sim" --cluster sim/clusters/mixed.yaml --kubeconfig "$D/kubeconfig-nodes" \
         --root-base "$PWD/$D/roots" --bridge gpuopdemo0 --subnet 198.18.100.0/24 \
         --backoff-scale 0.05 --node-status-interval 1s >"$D/kubelet-sim.log" 2>&1 &
     echo $! >>"$D/pids"
-    kn() { KUBECONFIG=$PWD/$D/kubeconfig-nodes kubectl "$@"; }
-    for _ in $(seq 100); do [ "$(kn get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 5 ] && break; sleep 0.2; done
-    echo "kubelet-sim: $(kn get nodes --no-headers | grep -c ' Ready ') nodes Ready (sim/clusters/mixed.yaml)"
-    echo "applying sim/clusters/node-stack.yaml (driver container, device plugin, exporter) ..."
+    for _ in $(seq 150); do [ "$(kn get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 5 ] && break; sleep 0.2; done
+    echo "kubelet-sim: $(kn get nodes --no-headers | grep -c ' Ready ') nodes Ready (sim/clusters/mixed.yaml), each pod a process"
+    kn apply -f deploy/crds/ >/dev/null
+    # the operator under its shipped ServiceAccount and RBAC
+    tok=$(kn create token gpu-operator -n gpu-operator --duration=24h)
+    sed "s|^    token: .*|    token: $tok|" "$D/kubeconfig-nodes" >"$D/operator-nodes.kubeconfig"
+    "$B/gpuop" operator --kubeconfig "$D/operator-nodes.kubeconfig" --namespace gpu-operator \
+        --metrics-listen 127.0.0.1:0 >"$D/operator-nodes.log" 2>&1 &
+    echo $! >>"$D/pids"
+    # NVIDIA's sample ClusterPolicy, with the mixed MIG strategy (the A100 has full GPUs beside
+    # MIG ones), the node status exporter on, and no MIG manager (gpuop has none yet).
+    python3 - deploy/samples/clusterpolicy.yaml >"$D/policy-nodes.yaml" <<'PY'
+import sys, yaml
+cp = yaml.safe_load(open(sys.argv[1]))
+spec = cp["spec"]
+spec["mig"]["strategy"] = "mixed"
+spec["migManager"]["enabled"] = False
+spec["nodeStatusExporter"] = {"enabled": True,
+    "env": [{"name": "NODE_STATUS_EXPORTER_INTERVAL", "value": "2s"}]}
+print(yaml.safe_dump(cp))
+PY
+    echo "applying NVIDIA's sample ClusterPolicy (mig.strategy mixed, migManager off, nodeStatusExporter on) ..."
     t0=$(date +%s%N)
-    kn apply -f sim/clusters/node-stack.yaml >/dev/null
-    adv() { kn get node "$1" -o jsonpath='{.status.allocatable}' | grep -q 'nvidia.com/'; }
-    for _ in $(seq 300); do
-        adv dgx-h100-1 && adv dgx-h100-2 && adv a100-mig-1 && adv l4-hostdriver-1 && break
+    kn apply -f "$D/policy-nodes.yaml" >/dev/null
+    state=""
+    for _ in $(seq 600); do
+        state=$(kn get clusterpolicy cluster-policy -o jsonpath='{.status.state}' 2>/dev/null || true)
+        [ "$state" = ready ] && break
+        sleep 0.5
+    done
+    echo "ClusterPolicy cluster-policy: ${state:-pending}, $((($(date +%s%N) - t0) / 1000000)) ms after it was applied"
+    echo "(driver containers built and loaded, toolkit configured each runtime, validators passed, device plugins registered)"
+    # the node status exporter's count annotation lands within its interval
+    for _ in $(seq 50); do
+        [ "$(kn get nodes -o json | grep -c 'gpuop.dev/gpu-count')" -ge 4 ] && break
         sleep 0.2
     done
-    echo "every GPU node advertises its GPUs after $((($(date +%s%N) - t0) / 1000000)) ms"
+    echo
+    kn get nodes -o json | python3 -c '
+import json, sys
+bold, plain = sys.argv[1], sys.argv[2]
+print("%s%-16s %-22s %-34s %-34s %s%s" % (bold, "NODE", "DRIVER", "VALIDATIONS", "GPUS ADVERTISED / PHYSICAL", "ADDRESS", plain))
+for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name"]):
+    ann = n["metadata"].get("annotations", {})
+    name = n["metadata"]["name"]
+    own = json.loads(ann.get("gpuop.dev/driver-owner", "{}"))
+    drv = ("%s %s" % (own.get("owner", ""), own.get("version", ""))).strip() or "-"
+    vals = []
+    for check in ("driver", "toolkit", "cuda", "plugin"):
+        v = json.loads(ann.get("validation.gpuop.dev/" + check, "{}"))
+        if v:
+            vals.append("%s %s" % (check, v.get("state")))
+    cnt = json.loads(ann.get("gpuop.dev/gpu-count", "{}"))
+    alloc = n["status"].get("allocatable", {})
+    adv = ", ".join("%s=%s" % (k[len("nvidia.com/"):], v) for k, v in sorted(alloc.items())
+                    if k.startswith("nvidia.com/"))
+    gpus = "%s / %s" % (adv or "-", cnt.get("physical", 0)) if cnt else (adv or "-")
+    if cnt.get("mismatch"):
+        gpus += " MISMATCH"
+    ip = next((a["address"] for a in n["status"].get("addresses", []) if a["type"] == "InternalIP"), "")
+    print("%-16s %-22s %-34s %-34s %s" % (name, drv, ", ".join(vals) or "-", gpus, ip))
+' "$bold" "$plain"
+    echo
     kn apply -f sim/clusters/cuda-sample.yaml >/dev/null
-    echo
-    printf '%s%-16s %-26s %-30s %s%s\n' "$bold" NODE DRIVER "ALLOCATABLE / PHYSICAL" "ADDRESS" "$plain"
-    for node in dgx-h100-1 dgx-h100-2 a100-mig-1 l4-hostdriver-1 cpu-1; do
-        root=$D/roots/$node
-        drv="-"
-        if [ -f "$root/sys/module/nvidia/version" ]; then
-            v=$(cat "$root/sys/module/nvidia/version")
-            if [ -f "$root/run/nvidia/driver/.sim-loaded-by-container" ]; then drv="container $v"; else drv="host $v"; fi
-        fi
-        fleet=$(awk -v n="$node" '$0 ~ "name: "n"$" {f=1} f && /fleet:/ {print $2; exit}' sim/clusters/mixed.yaml)
-        phys=0
-        if [ -n "$fleet" ]; then
-            phys=$(GPUOP_SIM_FLEET=sim/clusters/$fleet GPUOP_SIM_STATE=$root/var/lib/gpuop-sim/nvml \
-                GPUOP_SIM_ROOT=$root "$B/gpuop" inventory --json --no-topology 2>/dev/null |
-                python3 -c 'import json,sys; print(len(json.load(sys.stdin)["gpus"]))' 2>/dev/null || echo "?")
-        fi
-        alloc=$(kn get node "$node" -o jsonpath='{.status.allocatable}' |
-            python3 -c 'import json,sys; a=json.load(sys.stdin); print(", ".join("%s=%s" % (k[11:], v) for k, v in sorted(a.items()) if k.startswith("nvidia.com/")) or "-")')
-        ipaddr=$(kn get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
-        printf '%-16s %-26s %-30s %s\n' "$node" "$drv" "$alloc / $phys GPUs" "$ipaddr"
-    done
-    echo
-    for _ in $(seq 100); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Running ] && break; sleep 0.2; done
+    for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Running ] && break; sleep 0.2; done
     ip1=$(kn get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     for _ in $(seq 50); do curl -sf "http://$ip1:9400/metrics" | grep -q 'pod="cuda-vectoradd"' && break; sleep 0.2; done
     echo "CUDA sample on dgx-h100-1: $(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}'); the exporter at $ip1:9400 says:"

@@ -12,6 +12,8 @@
  *  - The node annotations gpuop's agents write and the operator (and `gpuop status`) read, each
  *    a JSON object in one annotation value, one writer per key:
  *      gpuop.dev/driver-owner            the driver manager: who owns the driver on this node
+ *                                        (the validator's driver check: the owner it verified,
+ *                                        with NVML's version)
  *      validation.gpuop.dev/<component>  the validator: driver, toolkit, cuda, plugin
  *      gpuop.dev/gpu-count               the node status exporter: physical vs advertised GPUs
  *  - The expected extended resources of a node's GPUs under a MIG strategy, and their comparison

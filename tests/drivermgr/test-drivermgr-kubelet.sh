@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The driver manager end to end on kubelet-sim's simulated nodes (every pod a process), with the
-# mixed cluster minus the label that pre-sets pre-installed on the host-driver node:
+# mixed cluster (no node pre-labelled: the driver manager finds the host driver itself):
 #  - on l4-hostdriver-1 it finds the host's driver, labels the node pre-installed and the driver
 #    pod goes; the host driver stays loaded;
 #  - on dgx-h100-1 it finds no driver and the driver container loads one;
@@ -51,9 +51,8 @@ wait_for() { # SECONDS DESCRIPTION COMMAND...
 }
 k() { "$KUBECTL" --request-timeout=20s "$@"; }
 
-sed -e '/labels: {nvidia.com\/gpu.deploy.driver: pre-installed}/d' \
-    -e "s|fleet: ../fleets/|fleet: $S/sim/fleets/|" "$S/sim/clusters/mixed.yaml" >"$T/mixed.yaml"
-! grep -q pre-installed "$T/mixed.yaml" || fail "the pre-installed label is still in the cluster"
+sed -e "s|fleet: ../fleets/|fleet: $S/sim/fleets/|" "$S/sim/clusters/mixed.yaml" >"$T/mixed.yaml"
+! grep -q "deploy.driver: pre-installed" "$T/mixed.yaml" || fail "the cluster file pre-labels a node pre-installed"
 "$B/kubesim" --kubeconfig-out "$T/kubeconfig" --listen "$API_IP:0" --allow-remote \
     >"$T/kubesim.log" 2>&1 &
 pids+=($!)

@@ -66,6 +66,9 @@ pids+=($KL)
 wait_for 30 "5 Ready nodes" sh -c "[ \$('$KUBECTL' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
 echo "ok: 5 nodes registered by kubelet-sim"
 
+# The hand-written stack has no driver manager: the host-driver node is labelled as it would.
+k label node l4-hostdriver-1 nvidia.com/gpu.deploy.driver=pre-installed >/dev/null ||
+    fail "label l4-hostdriver-1 pre-installed"
 k apply -f "$S/sim/clusters/node-stack.yaml" >/dev/null || fail "apply the node stack"
 alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
 want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }

@@ -48,9 +48,6 @@ pids+=($!)
 wait_for 30 "5 Ready nodes" sh -c "[ \$($K get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
 echo "ok: 5 nodes registered by kubelet-sim"
 
-# The cluster file pre-labels the host-driver node for the hand-written node stack; here the
-# driver manager is to find the host driver itself.
-k label node l4-hostdriver-1 nvidia.com/gpu.deploy.driver- >/dev/null || fail "unlabel l4-hostdriver-1"
 k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
 OPKC=$T/operator.kubeconfig
 sa_kubeconfig "$OPKC"
@@ -121,6 +118,9 @@ wait_for 120 "validator pods Ready on the 4 GPU nodes" validators_ready
 is_ready() { [ "$(state)" = ready ]; }
 wait_for 60 "ClusterPolicy ready" is_ready
 echo "ok: ClusterPolicy ready $((SECONDS - t0)) s after it was applied"
+# the validator's driver check records the version it verified
+owner dgx-h100-1 | grep -q '"owner":"container","version":"570.86.15"' ||
+    fail "dgx-h100-1's driver owner after validation: $(owner dgx-h100-1)"
 
 # a GPU pod completes with the devices it was allocated
 k apply -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"

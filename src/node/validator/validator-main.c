@@ -254,6 +254,29 @@ static void annotate(struct val *v, enum ns_vstate state, const char *reason)
                  quoted(e.msg));
 }
 
+/* A passed driver check records the owner it verified, with the version NVML reports (the
+ * driver manager records the owner before a containerized driver is loaded, without one). */
+static void annotate_owner(struct val *v, enum val_driver_source src, const char *version,
+                           const char *found)
+{
+    if (!v->kc || !v->node_name)
+        return;
+    struct ns_driver_owner o = {.owner = src == VAL_SRC_HOST ? NS_OWNER_HOST : NS_OWNER_CONTAINER};
+    strlcpy_s(o.version, version ? version : "", sizeof(o.version));
+    val_say(o.source, sizeof(o.source), "validated: %s", found);
+    time_rfc3339(now_ms_real(), o.time, sizeof(o.time));
+    _cleanup_free_ char *text = NULL;
+    if (ns_driver_owner_render(&o, &text) < 0)
+        return;
+    _cleanup_json_ json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", NS_ANN_DRIVER_OWNER, text);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    struct err e = {0};
+    if (kube_patch(v->kc, &KUBE_NODES, NULL, v->node_name, &po, patch, NULL, &e) < 0)
+        log_warn(COMP, "cannot annotate the node", "node=%s key=%s error=\"%s\"", v->node_name,
+                 NS_ANN_DRIVER_OWNER, quoted(e.msg));
+}
+
 /* Whether a DaemonSet matching sel runs in the operator's namespace. An API error counts as
  * no (logged): the check then goes by the node's files alone. */
 static bool daemonset_exists(struct val *v, const char *sel)
@@ -470,6 +493,7 @@ static int check_driver(struct val *v, char *reason, size_t rn, struct err *e)
     if ((r = ns_driver_ready_render(&pl.ready, &text, e)) < 0 ||
         (r = ns_file_write(v->validations_dir, NS_DRIVER_READY, text, e)) < 0)
         return r;
+    annotate_owner(v, pl.source, seen.version, pl.found);
     log_info(COMP, "driver validated", "source=%s found=\"%s\" version=%s gpus=%zu pci=%d",
              val_driver_source_name(pl.source), quoted(pl.found), seen.version, seen.n_gpus,
              seen.pci_gpus);
