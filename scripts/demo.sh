@@ -114,18 +114,22 @@ else
         --metrics-listen 127.0.0.1:0 >"$D/operator-nodes.log" 2>&1 &
     echo $! >>"$D/pids"
     # NVIDIA's sample ClusterPolicy, with the mixed MIG strategy (the A100 has full GPUs beside
-    # MIG ones), the node status exporter on, and no MIG manager (gpuop has none yet).
+    # MIG ones), the node status exporter on, no MIG manager (gpuop has none yet), and the
+    # driver's startup probe from 2 s (NVIDIA waits 60 s for a real build).
     python3 - deploy/samples/clusterpolicy.yaml >"$D/policy-nodes.yaml" <<'PY'
 import sys, yaml
 cp = yaml.safe_load(open(sys.argv[1]))
 spec = cp["spec"]
 spec["mig"]["strategy"] = "mixed"
+# the simulated driver builds in 2 s: its startup probe need not wait NVIDIA's 60 s first
+spec["driver"]["startupProbe"] = {"initialDelaySeconds": 2, "periodSeconds": 2}
 spec["migManager"]["enabled"] = False
 spec["nodeStatusExporter"] = {"enabled": True,
     "env": [{"name": "NODE_STATUS_EXPORTER_INTERVAL", "value": "2s"}]}
 print(yaml.safe_dump(cp))
 PY
-    echo "applying NVIDIA's sample ClusterPolicy (mig.strategy mixed, migManager off, nodeStatusExporter on) ..."
+    echo "applying NVIDIA's sample ClusterPolicy (mig.strategy mixed, migManager off, nodeStatusExporter on,"
+    echo "  the driver's startup probe from 2 s: the simulated driver builds in 2 s) ..."
     t0=$(date +%s%N)
     kn apply -f "$D/policy-nodes.yaml" >/dev/null
     state=""
@@ -145,7 +149,7 @@ PY
     kn get nodes -o json | python3 -c '
 import json, sys
 bold, plain = sys.argv[1], sys.argv[2]
-print("%s%-16s %-22s %-34s %-34s %s%s" % (bold, "NODE", "DRIVER", "VALIDATIONS", "GPUS ADVERTISED / PHYSICAL", "ADDRESS", plain))
+print("%s%-16s %-22s %-42s %-36s %s%s" % (bold, "NODE", "DRIVER", "VALIDATIONS", "GPUS ADVERTISED / PHYSICAL", "ADDRESS", plain))
 for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name"]):
     ann = n["metadata"].get("annotations", {})
     name = n["metadata"]["name"]
@@ -164,7 +168,7 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
     if cnt.get("mismatch"):
         gpus += " MISMATCH"
     ip = next((a["address"] for a in n["status"].get("addresses", []) if a["type"] == "InternalIP"), "")
-    print("%-16s %-22s %-34s %-34s %s" % (name, drv, ", ".join(vals) or "-", gpus, ip))
+    print("%-16s %-22s %-42s %-36s %s" % (name, drv, ", ".join(vals) or "-", gpus, ip))
 ' "$bold" "$plain"
     echo
     kn apply -f sim/clusters/cuda-sample.yaml >/dev/null

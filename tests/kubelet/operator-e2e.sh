@@ -63,6 +63,8 @@ import sys, yaml
 cp = yaml.safe_load(open(sys.argv[1]))
 spec = cp["spec"]
 spec["mig"]["strategy"] = "mixed"
+# the simulated driver builds in 2 s: its startup probe need not wait NVIDIA's 60 s first
+spec["driver"]["startupProbe"] = {"initialDelaySeconds": 2, "periodSeconds": 2}
 spec["nodeStatusExporter"] = {"enabled": True,
     "env": [{"name": "NODE_STATUS_EXPORTER_MISMATCH_GRACE", "value": "2s"},
             {"name": "NODE_STATUS_EXPORTER_INTERVAL", "value": "1s"}]}
@@ -121,6 +123,21 @@ echo "ok: ClusterPolicy ready $((SECONDS - t0)) s after it was applied"
 # the validator's driver check records the version it verified
 owner dgx-h100-1 | grep -q '"owner":"container","version":"570.86.15"' ||
     fail "dgx-h100-1's driver owner after validation: $(owner dgx-h100-1)"
+
+# the toolkit configured each node's own runtime, CDI on, and wrote the CDI spec
+R=$T/roots
+for n in dgx-h100-1 dgx-h100-2; do
+    grep -q 'enable_cdi = true' "$R/$n/etc/containerd/conf.d/99-nvidia.toml" 2>/dev/null ||
+        fail "$n: containerd drop-in without enable_cdi"
+done
+grep -q '^\[crio.runtime.runtimes.nvidia\]' "$R/a100-mig-1/etc/crio/crio.conf.d/99-nvidia.toml" 2>/dev/null ||
+    fail "a100-mig-1: no CRI-O drop-in with the nvidia runtime"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if "nvidia" in d.get("runtimes",{}) and d.get("features",{}).get("cdi") else 1)' \
+    "$R/l4-hostdriver-1/etc/docker/daemon.json" || fail "l4-hostdriver-1: daemon.json without the nvidia runtime and CDI"
+for n in dgx-h100-1 dgx-h100-2 a100-mig-1 l4-hostdriver-1; do
+    [ -s "$R/$n/var/run/cdi/nvidia.yaml" ] || fail "$n: no CDI spec at /var/run/cdi/nvidia.yaml"
+done
+echo "ok: the toolkit configured containerd (2 nodes), CRI-O and docker, and wrote each node's CDI spec"
 
 # a GPU pod completes with the devices it was allocated
 k apply -f "$S/sim/clusters/cuda-sample.yaml" >/dev/null || fail "create the CUDA sample"
