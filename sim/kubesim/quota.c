@@ -404,50 +404,91 @@ int ks_quota_admit(struct ksim *ks, struct ks_type *t, const char *ns, json_t *o
     return 0;
 }
 
-json_t *ks_quota_status(struct ksim *ks, json_t *quota)
+/* What the objects of the namespaces in names (ns -> {resource name: true}) use of those names:
+ * ns -> {resource: thousandths}, every tracked name present (0 when nothing uses it). One pass
+ * over each type's objects, whatever the number of quotas. */
+static json_t *usage_by_ns(struct ksim *ks, json_t *names)
 {
-    json_t *hard = kobj_path(quota, "spec.hard");
-    const char *ns = ks_obj_ns(quota);
-    json_t *old_used = kobj_path(quota, "status.used");
-    json_t *used = json_object();
-    json_t *st =
-        json_pack("{s:O,s:o}", "hard", json_is_object(hard) ? hard : json_object(), "used", used);
-    if (!json_is_object(hard))
-        return st;
-    /* names no evaluator tracks keep the value they had (none: absent) */
-    const char *k;
-    json_t *v;
-    json_object_foreach (hard, k, v) {
-        json_t *o = json_object_get(old_used, k);
-        if (o)
-            json_object_set(used, k, o);
-    }
-    _cleanup_json_ json_t *sum = json_object();
+    json_t *usage = json_object();
     for (struct ks_type *t = ks->types; t; t = t->next) {
         if (!t->served || !t->namespaced)
             continue;
         bool any = false;
-        json_object_foreach (hard, k, v)
-            if (tracked(t, k)) {
-                any = true;
-                json_object_set_new(sum, k, json_integer(0));
-            }
+        const char *ns, *k;
+        json_t *set, *v;
+        json_object_foreach (names, ns, set)
+            json_object_foreach (set, k, v)
+                if (tracked(t, k)) {
+                    any = true;
+                    json_t *u = json_object_get(usage, ns);
+                    if (!u) {
+                        u = json_object();
+                        json_object_set_new(usage, ns, u);
+                    }
+                    if (!json_object_get(u, k))
+                        json_object_set_new(u, k, json_integer(0));
+                }
         if (!any)
             continue;
-        _cleanup_json_ json_t *objs = store_list(t, ns);
-        size_t i;
         json_t *o;
-        json_array_foreach (objs, i, o) {
-            _cleanup_json_ json_t *u = create_usage(ks, t, o, hard);
+        json_object_foreach (t->objs, k, o) {
+            json_t *set_ns = json_object_get(names, ks_obj_ns(o));
+            if (!set_ns)
+                continue;
+            _cleanup_json_ json_t *u = create_usage(ks, t, o, set_ns);
+            json_t *sum = json_object_get(usage, ks_obj_ns(o));
+            const char *r;
             json_t *x;
-            json_object_foreach (u, k, x)
-                if (json_object_get(hard, k) && tracked(t, k))
-                    add_milli(sum, k, json_integer_value(x));
+            json_object_foreach (u, r, x)
+                if (json_object_get(set_ns, r) && tracked(t, r))
+                    add_milli(sum, r, json_integer_value(x));
         }
     }
-    json_object_foreach (sum, k, v)
-        json_object_set_new(used, k, quantity_json(k, json_integer_value(v)));
+    return usage;
+}
+
+/* The status of quota given its namespace's usage: hard from spec, used from the usage for the
+ * names some evaluator tracks; the others keep the value they had (none: absent). */
+static json_t *status_of(json_t *quota, json_t *ns_usage)
+{
+    json_t *hard = kobj_path(quota, "spec.hard");
+    json_t *old_used = kobj_path(quota, "status.used");
+    json_t *used = json_object();
+    json_t *st =
+        json_pack("{s:O,s:o}", "hard", json_is_object(hard) ? hard : json_object(), "used", used);
+    const char *k;
+    json_t *v;
+    json_object_foreach (hard, k, v) {
+        json_t *u = json_object_get(ns_usage, k);
+        json_t *o = json_object_get(old_used, k);
+        if (u)
+            json_object_set_new(used, k, quantity_json(k, json_integer_value(u)));
+        else if (o)
+            json_object_set(used, k, o);
+    }
     return st;
+}
+
+static void add_names(json_t *names, json_t *quota)
+{
+    const char *ns = ks_obj_ns(quota);
+    json_t *set = json_object_get(names, ns);
+    if (!set) {
+        set = json_object();
+        json_object_set_new(names, ns, set);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach (kobj_path(quota, "spec.hard"), k, v)
+        json_object_set_new(set, k, json_true());
+}
+
+json_t *ks_quota_status(struct ksim *ks, json_t *quota)
+{
+    _cleanup_json_ json_t *names = json_object();
+    add_names(names, quota);
+    _cleanup_json_ json_t *usage = usage_by_ns(ks, names);
+    return status_of(quota, json_object_get(usage, ks_obj_ns(quota)));
 }
 
 void ks_quota_validate(json_t *obj, json_t *causes)
@@ -507,13 +548,18 @@ bool ks_ctl_quotas(struct ksim *ks)
     if (!qt || json_object_size(qt->objs) == 0)
         return false;
     _cleanup_json_ json_t *all = ctl_values(qt->objs);
-    bool changed = false;
+    _cleanup_json_ json_t *names = json_object();
     size_t i;
     json_t *q;
+    json_array_foreach (all, i, q)
+        if (!ks_is_deleting(q))
+            add_names(names, q);
+    _cleanup_json_ json_t *usage = usage_by_ns(ks, names);
+    bool changed = false;
     json_array_foreach (all, i, q) {
         if (ks_is_deleting(q))
             continue;
-        changed |= ctl_set_status(ks, qt, q, ks_quota_status(ks, q));
+        changed |= ctl_set_status(ks, qt, q, status_of(q, json_object_get(usage, ks_obj_ns(q))));
     }
     return changed;
 }

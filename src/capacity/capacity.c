@@ -438,11 +438,12 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
     }
 
     /* pods: what each namespace requests and where it can land; what each pool's nodes run */
-    _cleanup_json_ json_t *ns_req = json_object();   /* ns -> resource -> units */
-    _cleanup_json_ json_t *ns_pools = json_object(); /* ns -> pool -> true */
-    _cleanup_json_ json_t *ns_pods = json_object();  /* ns -> GPU pods */
-    _cleanup_json_ json_t *pool_req = json_object(); /* pool -> resource -> units */
-    _cleanup_json_ json_t *node_idx = json_object(); /* node name -> index */
+    _cleanup_json_ json_t *ns_req = json_object();     /* ns -> resource -> units */
+    _cleanup_json_ json_t *ns_pools = json_object();   /* ns -> pool -> true */
+    _cleanup_json_ json_t *ns_pods = json_object();    /* ns -> GPU pods */
+    _cleanup_json_ json_t *pool_req = json_object();   /* pool -> resource -> units */
+    _cleanup_json_ json_t *node_idx = json_object();   /* node name -> index */
+    _cleanup_json_ json_t *placements = json_object(); /* selection -> pools (object) */
     for (size_t i = 0; i < n_gpu; i++)
         json_object_set_new(node_idx, ni[i].name, json_integer((json_int_t)i));
     size_t i;
@@ -470,13 +471,28 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
             json_object_foreach (req, k, x)
                 add(pr, k, json_integer_value(x));
         }
-        for (size_t j = 0; j < n_gpu; j++) {
-            bool offers = false;
-            json_object_foreach (req, k, x)
-                offers |= get(ni[j].physical, k) > 0 || get(ni[j].allocatable, k) > 0;
-            if (offers && pod_fits(pod, ni[j].labels))
-                json_object_set_new(np, pool_names[ni[j].pool], json_true());
+        /* where it can land: pods of one workload share their selection, so the pools are
+         * worked out once per distinct (selector, affinity, resources) */
+        _cleanup_json_ json_t *sig_v = json_pack("[O?,O?,O]", kobj_path(pod, "spec.nodeSelector"),
+                                                 kobj_path(pod, "spec.affinity.nodeAffinity"), req);
+        _cleanup_free_ char *sig = json_dumps(sig_v, JSON_COMPACT | JSON_SORT_KEYS);
+        json_t *landing = sig ? json_object_get(placements, sig) : NULL;
+        if (!landing) {
+            landing = json_object();
+            for (size_t j = 0; j < n_gpu; j++) {
+                bool offers = false;
+                json_object_foreach (req, k, x)
+                    offers |= get(ni[j].physical, k) > 0 || get(ni[j].allocatable, k) > 0;
+                if (offers && !json_object_get(landing, pool_names[ni[j].pool]) &&
+                    pod_fits(pod, ni[j].labels))
+                    json_object_set_new(landing, pool_names[ni[j].pool], json_true());
+            }
+            if (sig)
+                json_object_set_new(placements, sig, landing); /* the map holds it */
         }
+        json_object_update(np, landing);
+        if (!sig)
+            json_decref(landing); /* not kept (no signature): ours alone */
     }
 
     /* quotas: per namespace, per resource, the smallest hard and its used */
