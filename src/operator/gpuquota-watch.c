@@ -94,12 +94,19 @@ static bool has_gpu_request(const json_t *pod)
 static json_t *project_pod(json_t *obj, void *u)
 {
     (void)u;
+    if (!has_gpu_request(obj)) {
+        /* what the store needs to know it (its key and version), nothing else: most pods of a
+         * cluster request no GPU, and their status changes then change nothing kept */
+        json_t *p = json_object();
+        static const char *const ids[] = {"metadata.name", "metadata.namespace",
+                                          "metadata.resourceVersion"};
+        for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
+            kobj_path_copy(p, obj, ids[i]);
+        return p;
+    }
     static const char *const keep[] = {"spec.nodeName", "status.phase", NULL};
     json_t *p = kube_project_fields(obj, keep);
-    json_t *meta = json_object_get(p, "metadata");
-    json_object_del(meta, "labels");
-    if (!has_gpu_request(obj))
-        return p;
+    json_object_del(json_object_get(p, "metadata"), "labels");
     kobj_path_copy(p, obj, "spec.nodeSelector");
     kobj_path_copy(p, obj, "spec.affinity.nodeAffinity");
     json_t *spec = kobj_ensure_keys(p, (const char *const[]){"spec", NULL});
