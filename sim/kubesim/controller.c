@@ -28,6 +28,7 @@ bool ks_controllers(struct ksim *ks)
         c |= ks_ctl_pdbs(ks);
         c |= ks_ctl_namespaces(ks);
         c |= ks_ctl_gc(ks);
+        c |= ks_ctl_quotas(ks);
         changed |= c;
         /* out of pod budget: let requests in before the next reconcile */
         if (!c || ks->more_work)

@@ -38,6 +38,8 @@ bool ks_ctl_node_taints(struct ksim *ks);
 bool ks_ctl_pdbs(struct ksim *ks);
 bool ks_ctl_namespaces(struct ksim *ks);
 bool ks_ctl_gc(struct ksim *ks);
+/* quota.c: each ResourceQuota's status.hard and status.used, recomputed from the store. */
+bool ks_ctl_quotas(struct ksim *ks);
 
 /* controller.c: every controller until nothing changes (at most a few rounds). */
 bool ks_controllers(struct ksim *ks);

@@ -115,4 +115,18 @@ struct ks_pdb_math ks_pdb_compute(struct ksim *ks, json_t *pdb);
 /* The eviction subresource: deletes pod unless a PodDisruptionBudget forbids it (429). */
 int ks_obj_evict(struct ksim *ks, json_t *pod, struct ks_status *st);
 
+/* ---- quota.c: ResourceQuota admission and usage -------------------------------------------- */
+
+/* What a pod charges quotas, resource name -> thousandths (a new object): count/pods always;
+ * pods, compute requests and limits and requests.<extended resource> while it has not finished. */
+json_t *ks_quota_pod_usage(struct ksim *ks, json_t *pod);
+/* The quota admission of a create of obj in ns: 403 with the API server's message when a quota
+ * of ns would be passed; else (unless dry) each quota's status.used is charged at once. */
+int ks_quota_admit(struct ksim *ks, struct ks_type *t, const char *ns, json_t *obj, bool dry,
+                   struct ks_status *st);
+/* A quota's status as the quota controller computes it from the store (a new object). */
+json_t *ks_quota_status(struct ksim *ks, json_t *quota);
+/* spec.hard names and values (422 causes). */
+void ks_quota_validate(json_t *obj, json_t *causes);
+
 #endif

@@ -120,6 +120,11 @@ int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *ob
         return ks_status_set(st, 409, "AlreadyExists", ks_status_details(t, name),
                              "%s \"%s\" already exists", q2, name);
     }
+    r = ks_quota_admit(ks, t, ns, obj, dry, st);
+    if (r < 0)
+        return r;
+    if (!t->crd && streq(t->plural, "resourcequotas"))
+        json_object_set_new(obj, "status", ks_quota_status(ks, obj));
     ks_status_ok(st, 201, NULL);
     if (dry) {
         if (ret_obj)

@@ -52,6 +52,8 @@ void ks_types_init(struct ksim *ks)
         {"", "v1", "services", "service", "Service", true, true, false, "svc", "all", ""},
         {"", "v1", "endpoints", "endpoints", "Endpoints", true, false, false, "ep", "", ""},
         {"", "v1", "events", "event", "Event", true, false, false, "ev", "", ""},
+        {"", "v1", "resourcequotas", "resourcequota", "ResourceQuota", true, true, false, "quota",
+         "", ""},
         {"apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, true, "ds", "all", ""},
         {"apps", "v1", "deployments", "deployment", "Deployment", true, true, true, "deploy", "all",
          "scale"},

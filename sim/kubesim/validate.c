@@ -82,6 +82,8 @@ void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *c
         if (!t->crd && streq(t->plural, "pods") &&
             json_array_size(kobj_path(obj, "spec.containers")) == 0)
             ks_add_cause(causes, "FieldValueRequired", "spec.containers", "Required value");
+        if (!t->crd && streq(t->plural, "resourcequotas"))
+            ks_quota_validate(obj, causes);
         return;
     }
     if (streq(t->group, "apps") &&

@@ -102,6 +102,10 @@ bool kobj_valid_quantity(const char *s, bool *ret_negative);
 /* A quantity string in thousandths, rounded up ("100m" -> 100, "1Gi" -> 1073741824000, "-2" ->
  * -2000), saturating at the int64 range. -EINVAL for what kobj_valid_quantity refuses. */
 int kobj_quantity_milli(const char *s, int64_t *ret);
+/* A quantity in thousandths written as the API server writes a computed one: "500m", "4", "2k",
+ * or with binary set, "2Gi" where it divides exactly (decimal otherwise). buf of 32 bytes fits
+ * every value. */
+void kobj_quantity_format(int64_t milli, bool binary, char *buf, size_t n);
 /* A percent string of an int-or-string field: [0-9]+%. */
 bool kobj_valid_percent(const char *s);
 

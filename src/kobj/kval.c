@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The API server's syntax rules for names, labels, quantities and percentages (kobj.h). */
 #include <ctype.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -182,4 +183,33 @@ int kobj_quantity_milli(const char *s, int64_t *ret)
     else
         *ret = (int64_t)milli;
     return 0;
+}
+
+void kobj_quantity_format(int64_t milli, bool binary, char *buf, size_t n)
+{
+    if (milli % 1000 != 0) {
+        snprintf(buf, n, "%" PRId64 "m", milli);
+        return;
+    }
+    int64_t v = milli / 1000;
+    static const char *const dec[] = {"", "k", "M", "G", "T", "P", "E"};
+    static const char *const bin[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    size_t e = 0;
+    if (v == 0) {
+        snprintf(buf, n, "0");
+        return;
+    }
+    if (binary && v % 1024 == 0) {
+        while (e + 1 < ARRAY_SIZE(bin) && v % 1024 == 0) {
+            v /= 1024;
+            e++;
+        }
+        snprintf(buf, n, "%" PRId64 "%s", v, bin[e]);
+        return;
+    }
+    while (e + 1 < ARRAY_SIZE(dec) && v % 1000 == 0) {
+        v /= 1000;
+        e++;
+    }
+    snprintf(buf, n, "%" PRId64 "%s", v, dec[e]);
 }

@@ -13,6 +13,7 @@
 
 #include "http.h"
 #include "kube.h"
+#include "op-gpuquota.h"
 #include "operator-internal.h"
 #include "operator.h"
 #include "prom.h"
@@ -61,6 +62,7 @@ struct controller {
     struct op_templates *templates;
     struct kube_informer *policies, *nodes;
     struct kube_informer *owned[N_OWNED];
+    struct op_gpuquota gq; /* Pods, ResourceQuotas and the GPU capacity view */
 
     struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
     struct http_server *http;
@@ -84,6 +86,8 @@ struct controller {
 struct op_process {
     const char *kubeconfig, *ns, *operand_image, *templates_dir, *metrics_listen;
     const char *leader_elect, *lease_name, *identity;
+    const char *overcommit_ratio;
+    struct svc_strings gpu_pools;
     uint64_t lease_ms, renew_ms, retry_ms, qps;
     unsigned burst;
     bool elect;
@@ -417,13 +421,17 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         json_array_extend(owned, list);
     }
     policies_fresh(c, policies);
+    _cleanup_json_ json_t *findings = op_gpuquota_observe(&c->gq, nodes, e);
+    if (!findings)
+        return err_prefix(e, "GPU capacity view");
     struct op_snapshot snap = {.policies = policies,
                                .nodes = nodes,
                                .owned = owned,
                                .apply_errors = c->write_errors,
                                .defaults = &c->defaults,
                                .templates = c->templates,
-                               .now_ms = now_ms_real()};
+                               .now_ms = now_ms_real(),
+                               .findings = findings};
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
     _cleanup_json_ json_t *errors = json_array(); /* of this execution's writes */
     int r = op_plan(&snap, &plan, e);
@@ -511,7 +519,7 @@ static int h_metrics(const struct http_request *req, struct http_response *resp,
     pthread_mutex_unlock(&c->lock);
     enum prom_format f = prom_negotiate(req->accept);
     struct sbuf b;
-    sbuf_init(&b, 64u << 10);
+    sbuf_init(&b, 8u << 20); /* the GPU quota families grow with pools and namespaces */
     struct prom_writer w;
     prom_writer_init(&w, &b, f);
     prom_metric_u64(&w, "gpu_operator_reconciliation_total", PROM_COUNTER, "Reconciliations run",
@@ -527,6 +535,7 @@ static int h_metrics(const struct http_request *req, struct http_response *resp,
                     "Write calls made to the API server", m.writes);
     prom_metric(&w, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads",
                 leader ? 1 : 0);
+    op_gpuquota_write_metrics(&c->gq, &w);
     int r = prom_writer_finish(&w);
     if (r < 0) {
         sbuf_free(&b);
@@ -593,7 +602,7 @@ static void *informer_free_thread(void *inf)
 
 /* Each informer takes up to a watch poll interval to stop; stopping them one after another made
  * shutdown take ~10 s. Stop them all at once. */
-#define N_INFORMERS (2 + N_OWNED)
+#define N_INFORMERS (4 + N_OWNED) /* policies, nodes, owned, pods, quotas */
 static void informers_free(struct kube_informer **infs, size_t n)
 {
     pthread_t th[N_INFORMERS];
@@ -771,6 +780,20 @@ static const struct svc_option operator_options[] = {
      .metavar = "N",
      .expect = "expected a positive number",
      .help = "client-side rate limit (default 50)"},
+    {.flag = "gpu-pool",
+     .kind = SVC_STRINGS,
+     .off = X(gpu_pools),
+     .metavar = "NAME:K=V[,K=V]",
+     .help = "a GPU pool of the capacity-and-quota view: the nodes with\n"
+             "these labels (repeatable; default: one pool per\n"
+             "nvidia.com/gpu.product)"},
+    {.flag = "gpu-quota-overcommit-ratio",
+     .env = "GPUOP_GPU_QUOTA_OVERCOMMIT_RATIO",
+     .kind = SVC_STRING,
+     .off = X(overcommit_ratio),
+     .metavar = "R",
+     .help = "report when namespace GPU quotas pass R times the GPUs\n"
+             "advertised (default 1.0)"},
     {.flag = "kube-burst",
      .kind = SVC_UINT,
      .min = 1,
@@ -818,7 +841,7 @@ static int operator_configure(struct svc *s, struct err *e)
     o->c.ns = o->ns;
     o->c.defaults.namespace = o->ns;
     o->c.defaults.operand_image = o->operand_image ? o->operand_image : o->default_image;
-    return 0;
+    return op_gpuquota_configure(&o->c.gq, o->gpu_pools.v, o->gpu_pools.n, o->overcommit_ratio, e);
 }
 
 static void operator_cleanup(void *state)
@@ -830,7 +853,10 @@ static void operator_cleanup(void *state)
     struct kube_informer *infs[N_INFORMERS] = {c->nodes, c->policies};
     for (size_t k = 0; k < N_OWNED; k++)
         infs[2 + k] = c->owned[k];
+    infs[2 + N_OWNED] = c->gq.pods;
+    infs[3 + N_OWNED] = c->gq.quotas;
     informers_free(infs, ARRAY_SIZE(infs));
+    op_gpuquota_clear(&c->gq);
     svc_workqueue_free(c->queue);
     op_templates_free(c->templates);
     json_decref(c->written);
@@ -843,7 +869,8 @@ static void operator_cleanup(void *state)
 
 /* ---- run ---------------------------------------------------------------------------------- */
 
-/* What the node informer keeps of a node: its labels and the node agents' annotations, so a
+/* What the node informer keeps of a node: its labels, the node agents' annotations and what the
+ * GPU capacity view reads (allocatable, capacity, cordon, Ready), so a
  * heartbeat changes nothing kept (no reconcile) and an agent's finding does (a reconcile). */
 static json_t *project_node(json_t *obj, void *userdata)
 {
@@ -857,6 +884,7 @@ static json_t *project_node(json_t *obj, void *userdata)
             json_object_set(
                 kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
     }
+    op_gpuquota_project_node(obj, p);
     return p;
 }
 
@@ -877,7 +905,7 @@ static int start_informers(struct controller *c, struct err *e)
         if ((r = kube_informer_new(c->kc, owned_kinds[k], &oo, &c->owned[k], e)) < 0)
             return r;
     }
-    return 0;
+    return op_gpuquota_start(&c->gq, c->kc, &hh, e);
 }
 
 static int start_metrics(struct controller *c, const char *listen, struct err *e)
@@ -900,6 +928,8 @@ static int wait_synced(struct controller *c, struct svc *s, struct err *e)
     struct kube_informer *all[N_INFORMERS] = {c->policies, c->nodes};
     for (size_t k = 0; k < N_OWNED; k++)
         all[2 + k] = c->owned[k];
+    all[2 + N_OWNED] = c->gq.pods;
+    all[3 + N_OWNED] = c->gq.quotas;
     for (size_t k = 0; k < ARRAY_SIZE(all); k++) {
         /* Short waits: the stop is looked at between them. */
         while (kube_informer_wait_synced(all[k], 100) < 0) {

@@ -195,6 +195,11 @@ struct op_snapshot {
     const struct op_defaults *defaults;
     const struct op_templates *templates;
     uint64_t now_ms; /* wall clock (ms since the epoch): condition transition times */
+    /* More findings for the active policy, each a condition while it has lines (an Event of
+     * event_type when its message changes, a Normal one when it clears): [{"type", "reason",
+     * "event_type", "lines": [...], "cleared_reason", "cleared_message"}]; NULL: none.
+     * op_gpuquota_findings() makes the GPU quota ones. */
+    const json_t *findings;
 };
 
 struct op_plan {
@@ -217,5 +222,17 @@ struct op_plan {
 int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e);
 void op_plan_free(struct op_plan *p);
 DEFINE_CLEANUP_FUNC(struct op_plan, op_plan_free)
+
+/* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/capacity's) -------- */
+
+struct cap_view;
+struct prom_writer;
+/* The view's findings for op_snapshot.findings: GPUQuotaOvercommitted (a resource's quotas past
+ * the threshold times what is advertised), GPUPoolBelowQuota (a pool advertising less than the
+ * quotas pinned to it, naming the pool and the namespaces), GPUQuotaMissing (namespaces with GPU
+ * pods and no GPU quota; listed, Normal Events). A new array. */
+json_t *op_gpuquota_findings(const struct cap_view *v);
+/* gpuop_gpu_capacity{resource,pool} and the other gpuop_gpu_* families of the view. */
+void op_gpuquota_metrics(const struct cap_view *v, struct prom_writer *w);
 
 #endif

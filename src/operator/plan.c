@@ -400,6 +400,30 @@ static void plan_findings(const struct status_ctx *sc, const json_t *nodes, cons
             "GPUCountMatched", "every node advertises the GPUs it has");
 }
 
+/* The snapshot's other findings (op_snapshot.findings), by the same rules as the nodes' ones;
+ * each carries its own Event type and at most a few lines. */
+static void plan_more_findings(const struct status_ctx *sc, const json_t *findings,
+                               const json_t *cp, json_t *entry, json_t *conds)
+{
+    size_t i;
+    const json_t *f;
+    json_array_foreach (findings, i, f) {
+        const char *type = kobj_str(f, "type");
+        const json_t *lines = json_object_get(f, "lines");
+        const char *stored = stored_condition(cp, type, "True");
+        if (json_array_size(lines) == 0) {
+            if (stored)
+                add_event(entry, "Normal", kobj_str(f, "cleared_reason"),
+                          kobj_str(f, "cleared_message"));
+            continue;
+        }
+        _cleanup_free_ char *msg = join_lines(lines);
+        if (!streq_ptr(stored, msg))
+            add_event(entry, kobj_str(f, "event_type"), type, msg);
+        json_array_append_new(conds, condition(sc, type, true, kobj_str(f, "reason"), msg));
+    }
+}
+
 /* ---- the active policy -------------------------------------------------------------------- */
 
 static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
@@ -507,6 +531,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
                               condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
     }
     plan_findings(&sc, s->nodes, cp, entry, conds);
+    plan_more_findings(&sc, s->findings, cp, entry, conds);
     const char *state = all_ready ? "ready" : "notReady";
     json_object_set_new(status, "state", json_string(state));
     json_object_set_new(status, "observedGeneration", json_integer(sc.generation));

@@ -23,6 +23,8 @@ LAYERS = {
     # cdi reads specs with yamlcfg, nodestate uses kobj (layer 1): both sit just above them
     'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2, 'nodestate': 2, 'cdi': 2,
     'svc': 3,
+    # the capacity-and-quota view: over kobj and nodestate, under the operator
+    'capacity': 3,
     'dpconfig': 4, 'rtconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
@@ -37,7 +39,7 @@ FOLDERS = {
     'src/node/exporter': 'exporter', 'sim/nvml': 'sim/nvml', 'sim/kubesim': 'sim/kubesim',
     'sim/kubelet': 'sim/kubelet', 'sim/images': 'sim/images',
     'src/cmd': 'cmd',
-    'src/nodestate': 'nodestate', 'src/cdi': 'cdi', 'src/cuda': 'cuda',
+    'src/nodestate': 'nodestate', 'src/capacity': 'capacity', 'src/cdi': 'cdi', 'src/cuda': 'cuda',
     'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
     'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',

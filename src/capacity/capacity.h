@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * capacity: GPUs advertised against GPUs promised. A pure function of the cluster's Nodes, Pods
+ * and ResourceQuotas (jansson values, borrowed) and the pool definitions, giving, for each GPU
+ * resource (nvidia.com/gpu, nvidia.com/mig-<profile>, nvidia.com/gpu.shared, ...):
+ *
+ *   physical     what the GPUs provide: the node status exporter's gpuop.dev/gpu-count
+ *                annotation (expected per resource), else the nvidia.com/gpu.count label (for
+ *                nvidia.com/gpu), else the node's status.capacity
+ *   advertised   status.allocatable of the nodes that can take GPU pods: Ready, not cordoned,
+ *                and with healthy GPUs (no gpu-count mismatch, allocatable not below capacity
+ *                for a GPU resource); the other nodes are listed as excluded, with the reason
+ *   requested    what non-finished pods scheduled on those nodes request
+ *   quota        the namespaces' requests.<resource> quotas (several quotas in a namespace:
+ *                the smallest), and their ratio to advertised (the over-commit ratio)
+ *
+ * per pool (a node-label selector; by default one pool per distinct nvidia.com/gpu.product) and
+ * in total; and per namespace its quota, its use (the quota's status.used, and what its pods
+ * request) and the pools its GPU pods can land on (their nodeSelector and required node
+ * affinity against each pool's nodes; a namespace without GPU pods can land wherever its
+ * resource is offered). A quota whose namespace can land in one pool only is pinned to that
+ * pool; a pool whose pinned quotas pass its advertised capacity times the over-commit threshold
+ * is short. Namespaces with GPU pods and no quota on any GPU resource are flagged.
+ *
+ * Layer: above kobj and nodestate, below the operator and `gpuop status`. No I/O but the text
+ * renderer's FILE. Thread-compatible.
+ */
+#ifndef GPUOP_CAPACITY_H
+#define GPUOP_CAPACITY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util.h"
+
+#define CAP_POOL_NAME_MAX 64
+#define CAP_POOLS_MAX     64  /* pool definitions */
+#define CAP_DEFAULT_RATIO 1.0 /* quotas may promise up to what is advertised */
+
+/* A pool: nodes whose labels match every key=value of match_labels. */
+struct cap_pool_def {
+    char name[CAP_POOL_NAME_MAX];
+    json_t *match_labels; /* object of key -> string (owned) */
+};
+/* "NAME:key=value[,key=value...]" (the operator's --gpu-pool): the name a DNS label, the keys
+ * qualified names, the values label values; -EINVAL naming the part that is wrong. */
+int cap_pool_def_parse(const char *spec, struct cap_pool_def *ret, struct err *e);
+void cap_pool_def_clear(struct cap_pool_def *p);
+
+struct cap_input {
+    const json_t *nodes;  /* Node objects (array): labels, the gpu-count annotation,
+                             spec.unschedulable, status.capacity/allocatable/conditions */
+    const json_t *pods;   /* Pod objects (array): namespace, spec (nodeName, nodeSelector,
+                             affinity, containers' and initContainers' resources), status.phase */
+    const json_t *quotas; /* ResourceQuota objects (array): spec.hard, status.used */
+    const struct cap_pool_def *pools; /* NULL or n_pools == 0: one pool per GPU product */
+    size_t n_pools;
+    double overcommit_ratio; /* threshold of "over" and "short"; 0: CAP_DEFAULT_RATIO */
+};
+
+struct cap_amounts {
+    int64_t physical, advertised, requested;
+    int64_t quota; /* totals: every namespace's; a pool: the quotas that can land there */
+};
+
+struct cap_resource {
+    char *name; /* "nvidia.com/gpu" */
+    struct cap_amounts total;
+    double ratio; /* quota / advertised; INFINITY when quota > 0 and nothing is advertised */
+    bool over;    /* ratio > the threshold */
+};
+
+struct cap_pool_resource {
+    const char *name; /* the resource (borrowed from the view's resources) */
+    struct cap_amounts a;
+    int64_t pinned;   /* quotas of namespaces that can land only in this pool */
+    char **pinned_ns; /* their names, sorted (n_pinned_ns) */
+    size_t n_pinned_ns;
+    bool short_; /* pinned > threshold * advertised */
+};
+
+struct cap_pool {
+    char *name;
+    char *selector; /* "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" */
+    size_t n_nodes, n_excluded;
+    char **excluded; /* "node: reason", sorted (n_excluded) */
+    struct cap_pool_resource *res;
+    size_t n_res; /* one per view resource, in the view's order */
+};
+
+struct cap_ns_resource {
+    const char *name;  /* borrowed from the view's resources */
+    int64_t hard;      /* -1: no quota on it */
+    int64_t used;      /* the quota's status.used; -1: no quota */
+    int64_t requested; /* what its non-finished pods request */
+};
+
+struct cap_namespace {
+    char *name;
+    struct cap_ns_resource *res; /* resources it has a quota on or pods requesting */
+    size_t n_res;
+    char **pools; /* where its GPU pods can land, sorted */
+    size_t n_pools;
+    size_t gpu_pods; /* non-finished pods requesting a GPU resource */
+    bool no_quota;   /* GPU pods and no quota on any GPU resource */
+};
+
+struct cap_view {
+    double threshold;
+    struct cap_resource *resources; /* sorted by name */
+    size_t n_resources;
+    struct cap_pool *pools; /* sorted by name */
+    size_t n_pools;
+    struct cap_namespace *namespaces; /* sorted by name; only those with GPU quota or pods */
+    size_t n_namespaces;
+};
+
+/* Computes the view; fails only on input that is not arrays of objects (-EINVAL). Objects
+ * that do not parse (a bad quantity, a bad annotation) are read as far as they go. */
+int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct err *e);
+void cap_view_free(struct cap_view *v);
+DEFINE_CLEANUP_FUNC(struct cap_view, cap_view_free)
+
+/* The view as text for `gpuop status`: totals, pools, namespaces, one table each, names cut
+ * to fit width columns (width < 60: 60). -EIO when writing fails. */
+int cap_view_render_text(const struct cap_view *v, FILE *f, int width);
+/* The view as a JSON object ({"threshold","resources","pools","namespaces"}); a new reference. */
+json_t *cap_view_to_json(const struct cap_view *v);
+
+/* A GPU resource name: nvidia.com/... as the device plugin advertises them. */
+bool cap_gpu_resource(const char *name);
+
+#endif

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The capacity-and-quota view over arbitrary objects: the input's first line is a pool
+ * definition (cap_pool_def_parse), the rest a JSON object {"nodes", "pods", "quotas"} of whatever
+ * shape; the view is computed and rendered as text and JSON. Nothing may crash or leak. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "capacity.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > 1 << 20)
+        return 0;
+    const char *nl = memchr(data, '\n', size);
+    size_t first = nl ? (size_t)(nl - (const char *)data) : size;
+    char *spec = xstrndup((const char *)data, first);
+    struct cap_pool_def def = {0};
+    struct err e = {0};
+    bool have_pool = cap_pool_def_parse(spec, &def, &e) == 0;
+    free(spec);
+    json_t *doc = nl ? json_loadb(nl + 1, size - first - 1, 0, NULL) : NULL;
+    struct cap_input in = {.nodes = json_object_get(doc, "nodes"),
+                           .pods = json_object_get(doc, "pods"),
+                           .quotas = json_object_get(doc, "quotas"),
+                           .pools = have_pool ? &def : NULL,
+                           .n_pools = have_pool ? 1 : 0};
+    struct cap_view *v = NULL;
+    if (cap_view_compute(&in, &v, &e) == 0) {
+        FILE *f = fopen("/dev/null", "w");
+        if (f) {
+            (void)cap_view_render_text(v, f, 80);
+            fclose(f);
+        }
+        json_decref(cap_view_to_json(v));
+        cap_view_free(v);
+    }
+    json_decref(doc);
+    cap_pool_def_clear(&def);
+    return 0;
+}
