@@ -320,6 +320,33 @@ out:
     return r;
 }
 
+int ns_drain_render(const struct ns_drain *d, char **ret)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "time", json_string(d->time));
+    json_object_set_new(j, "reason", json_string(d->reason));
+    json_object_set_new(j, "by", json_string(d->by));
+    *ret = dump(j);
+    return *ret ? 0 : -ENOMEM;
+}
+
+int ns_drain_parse(const char *text, struct ns_drain *ret, struct err *e)
+{
+    static const char what[] = NS_ANN_LAST_DRAIN;
+    memset(ret, 0, sizeof(*ret));
+    json_t *j = NULL;
+    int r = load(what, text, &j, e);
+    if (r < 0)
+        return r;
+    if ((r = get_str(what, j, "time", ret->time, sizeof(ret->time), true, e)) < 0 ||
+        (r = get_str(what, j, "reason", ret->reason, sizeof(ret->reason), false, e)) < 0 ||
+        (r = get_str(what, j, "by", ret->by, sizeof(ret->by), false, e)) < 0)
+        goto out;
+out:
+    json_decref(j);
+    return r;
+}
+
 int ns_validation_render(const struct ns_validation *v, char **ret)
 {
     json_t *j = json_object();
