@@ -213,6 +213,34 @@ int ns_gpu_count_compare(const struct ns_gpu *gpus, size_t n, enum ns_mig_strate
 int ns_gpu_count_render(const struct ns_gpu_count *c, char **ret);
 int ns_gpu_count_parse(const char *text, struct ns_gpu_count *ret, struct err *e);
 
+/* ---- the toolkit's marker ---------------------------------------------------------------- */
+
+#define NS_CDI_SPEC_DEFAULT "/var/run/cdi/nvidia.yaml"
+
+/* The handler binary gpuop's toolkit installs in its install folder (TOOLKIT_INSTALL_DIR). */
+#define NS_TOOLKIT_WRAPPER "gpuop-runtime"
+/* The handler of a toolkit gpuop does not manage (NVIDIA's package). */
+#define NS_RUNTIME_PATH_DEFAULT "/usr/bin/nvidia-container-runtime"
+
+/* .toolkit-ctr-ready, an env file the toolkit daemon writes once the node is configured. Keys
+ * read (each optional): RUNTIME (containerd, cri-o, docker, or none when it left the runtime
+ * alone), RUNTIME_CONFIG (the runtime's main config, a host path), RUNTIME_NAME (the handler,
+ * default "nvidia"), RUNTIME_PATH (the binary it runs; default TOOLKIT_INSTALL_DIR/
+ * NS_TOOLKIT_WRAPPER, else NS_RUNTIME_PATH_DEFAULT), CDI_SPEC (the spec, a host path; default
+ * NS_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true). */
+struct ns_toolkit_marker {
+    bool check_runtime; /* false when RUNTIME=none */
+    char runtime[32];   /* "" : detect */
+    char runtime_config[PATH_MAX];
+    char runtime_name[64];
+    char runtime_path[PATH_MAX];
+    char cdi_spec[PATH_MAX];
+    bool cdi_enabled;
+};
+/* text NULL: the defaults (a toolkit not managed by gpuop). path names the file in errors. */
+int ns_toolkit_marker_parse(const char *path, const char *text, size_t len,
+                            struct ns_toolkit_marker *ret, struct err *e);
+
 /* ---- the last drain ----------------------------------------------------------------------- */
 
 /* gpuop.dev/last-drain, on the node drained: {"time":"...","reason":"...","by":"driver-manager"}.

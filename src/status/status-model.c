@@ -63,8 +63,9 @@ json_t *st_last_change(const json_t *policy)
         bool spec = json_object_get(json_object_get(mf, "fieldsV1"), "f:spec") != NULL;
         if (best_spec && !spec)
             continue;
+        /* equal times (one-second resolution): the later entry, the later write */
         if (!best || (spec && !best_spec) ||
-            time_after(kobj_str(mf, "time"), kobj_str(best, "time"))) {
+            !time_after(kobj_str(best, "time"), kobj_str(mf, "time"))) {
             best = mf;
             best_spec = spec;
         }

@@ -335,39 +335,39 @@ static void test_driver_verify(void **state)
 static void test_toolkit_marker(void **state)
 {
     (void)state;
-    struct val_toolkit_marker m;
+    struct ns_toolkit_marker m;
     struct err e = {0};
-    assert_int_equal(val_toolkit_marker_parse("m", NULL, 0, &m, &e), 0);
+    assert_int_equal(ns_toolkit_marker_parse("m", NULL, 0, &m, &e), 0);
     assert_true(m.check_runtime);
     assert_string_equal(m.runtime, "");
     assert_string_equal(m.runtime_name, "nvidia");
-    assert_string_equal(m.runtime_path, VAL_RUNTIME_PATH_DEFAULT);
-    assert_string_equal(m.cdi_spec, VAL_CDI_SPEC_DEFAULT);
+    assert_string_equal(m.runtime_path, NS_RUNTIME_PATH_DEFAULT);
+    assert_string_equal(m.cdi_spec, NS_CDI_SPEC_DEFAULT);
     assert_true(m.cdi_enabled);
     /* what gpuop's toolkit daemon writes */
     const char *t = "RUNTIME=containerd\nRUNTIME_CONFIG=/etc/containerd/config.toml\n"
                     "CDI_SPEC=/etc/cdi/nvidia.yaml\nTOOLKIT_INSTALL_DIR=/usr/local/nvidia\n";
-    assert_int_equal(val_toolkit_marker_parse("m", t, strlen(t), &m, &e), 0);
+    assert_int_equal(ns_toolkit_marker_parse("m", t, strlen(t), &m, &e), 0);
     assert_true(m.check_runtime);
     assert_string_equal(m.runtime, "containerd");
     assert_string_equal(m.runtime_config, "/etc/containerd/config.toml");
     assert_string_equal(m.runtime_name, "nvidia");
-    assert_string_equal(m.runtime_path, "/usr/local/nvidia/" VAL_TOOLKIT_WRAPPER);
+    assert_string_equal(m.runtime_path, "/usr/local/nvidia/" NS_TOOLKIT_WRAPPER);
     assert_string_equal(m.cdi_spec, "/etc/cdi/nvidia.yaml");
     assert_true(m.cdi_enabled);
     const char *t2 = "# a comment\nRUNTIME=none\nRUNTIME_PATH=/opt/x/rt\nTOOLKIT_INSTALL_DIR=/u\n"
                      "CDI_ENABLED=false\n";
-    assert_int_equal(val_toolkit_marker_parse("m", t2, strlen(t2), &m, &e), 0);
+    assert_int_equal(ns_toolkit_marker_parse("m", t2, strlen(t2), &m, &e), 0);
     assert_false(m.check_runtime);
     assert_string_equal(m.runtime, "");
     assert_string_equal(m.runtime_path, "/opt/x/rt");
     assert_false(m.cdi_enabled);
     const char *bad = "CDI_ENABLED=perhaps\n";
-    assert_int_equal(val_toolkit_marker_parse("/x/.toolkit-ctr-ready", bad, strlen(bad), &m, &e),
+    assert_int_equal(ns_toolkit_marker_parse("/x/.toolkit-ctr-ready", bad, strlen(bad), &m, &e),
                      -EINVAL);
     assert_non_null(strstr(e.msg, "/x/.toolkit-ctr-ready: CDI_ENABLED"));
     const char *rel = "CDI_SPEC=nvidia.yaml\n";
-    assert_int_equal(val_toolkit_marker_parse("m", rel, strlen(rel), &m, &e), -EINVAL);
+    assert_int_equal(ns_toolkit_marker_parse("m", rel, strlen(rel), &m, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "CDI_SPEC: \"nvidia.yaml\" is not an absolute path"));
 }
 

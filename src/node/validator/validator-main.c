@@ -462,8 +462,8 @@ static int check_toolkit(struct val *v, char *reason, size_t rn, struct err *e)
         val_say(reason, rn, "%s", fe.msg);
         return 1;
     }
-    struct val_toolkit_marker tm;
-    if (val_toolkit_marker_parse(mpath, r == 0 ? mtext : NULL, mlen, &tm, &fe) < 0) {
+    struct ns_toolkit_marker tm;
+    if (ns_toolkit_marker_parse(mpath, r == 0 ? mtext : NULL, mlen, &tm, &fe) < 0) {
         val_say(reason, rn, "%s", fe.msg);
         return 1;
     }

@@ -150,65 +150,6 @@ int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)
 
 /* ---- toolkit ------------------------------------------------------------------------------ */
 
-int val_toolkit_marker_parse(const char *path, const char *text, size_t len,
-                             struct val_toolkit_marker *ret, struct err *e)
-{
-    struct val_toolkit_marker m = {.check_runtime = true, .cdi_enabled = true};
-    strlcpy_s(m.runtime_name, "nvidia", sizeof(m.runtime_name));
-    strlcpy_s(m.runtime_path, VAL_RUNTIME_PATH_DEFAULT, sizeof(m.runtime_path));
-    strlcpy_s(m.cdi_spec, VAL_CDI_SPEC_DEFAULT, sizeof(m.cdi_spec));
-    if (!text) {
-        *ret = m;
-        return 0;
-    }
-    char install[PATH_MAX] = "";
-    const struct {
-        const char *key;
-        char *buf;
-        size_t size;
-        bool abs; /* a path: absolute */
-    } keys[] = {
-        {"RUNTIME", m.runtime, sizeof(m.runtime), false},
-        {"RUNTIME_CONFIG", m.runtime_config, sizeof(m.runtime_config), true},
-        {"RUNTIME_NAME", m.runtime_name, sizeof(m.runtime_name), false},
-        {"RUNTIME_PATH", m.runtime_path, sizeof(m.runtime_path), true},
-        {"CDI_SPEC", m.cdi_spec, sizeof(m.cdi_spec), true},
-        {"TOOLKIT_INSTALL_DIR", install, sizeof(install), true},
-    };
-    bool have_path = false;
-    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
-        char v[PATH_MAX];
-        int r = ns_env_get(text, len, keys[i].key, v, sizeof(v));
-        if (r == -ENOENT || (r == 0 && !*v))
-            continue;
-        if (r < 0 || strlen(v) >= keys[i].size)
-            return err_set(e, -ENAMETOOLONG, "%s: %s: value too long", path, keys[i].key);
-        if (keys[i].abs && v[0] != '/')
-            return err_set(e, -EINVAL, "%s: %s: \"%s\" is not an absolute path", path, keys[i].key,
-                           v);
-        memcpy(keys[i].buf, v, strlen(v) + 1);
-        have_path = have_path || keys[i].buf == m.runtime_path;
-    }
-    if (!have_path && install[0]) {
-        int w =
-            snprintf(m.runtime_path, sizeof(m.runtime_path), "%s/%s", install, VAL_TOOLKIT_WRAPPER);
-        if (w < 0 || (size_t)w >= sizeof(m.runtime_path))
-            return err_set(e, -ENAMETOOLONG, "%s: TOOLKIT_INSTALL_DIR: value too long", path);
-    }
-    if (strcmp(m.runtime, "none") == 0) {
-        m.check_runtime = false;
-        m.runtime[0] = '\0';
-    }
-    char v[16];
-    int r = ns_env_get(text, len, "CDI_ENABLED", v, sizeof(v));
-    if (r == 0 && parse_bool(v, &m.cdi_enabled) < 0)
-        return err_set(e, -EINVAL, "%s: CDI_ENABLED: \"%s\" is not a boolean", path, v);
-    if (r < 0 && r != -ENOENT)
-        return err_set(e, r, "%s: CDI_ENABLED: value too long", path);
-    *ret = m;
-    return 0;
-}
-
 #define MISSING_NAMED 8
 
 static void add_missing(char *buf, size_t n, size_t *count, const char *name)

@@ -91,31 +91,7 @@ int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n);
 
 /* ---- toolkit ------------------------------------------------------------------------------ */
 
-#define VAL_CDI_SPEC_DEFAULT "/var/run/cdi/nvidia.yaml"
-
-/* The handler binary gpuop's toolkit installs in its install folder (TOOLKIT_INSTALL_DIR). */
-#define VAL_TOOLKIT_WRAPPER "gpuop-runtime"
-/* The handler of a toolkit gpuop does not manage (NVIDIA's package). */
-#define VAL_RUNTIME_PATH_DEFAULT "/usr/bin/nvidia-container-runtime"
-
-/* .toolkit-ctr-ready, an env file the toolkit daemon writes once the node is configured. Keys
- * read (each optional): RUNTIME (containerd, cri-o, docker, or none when it left the runtime
- * alone), RUNTIME_CONFIG (the runtime's main config, a host path), RUNTIME_NAME (the handler,
- * default "nvidia"), RUNTIME_PATH (the binary it runs; default TOOLKIT_INSTALL_DIR/
- * VAL_TOOLKIT_WRAPPER, else VAL_RUNTIME_PATH_DEFAULT), CDI_SPEC (the spec, a host path; default
- * VAL_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true). */
-struct val_toolkit_marker {
-    bool check_runtime; /* false when RUNTIME=none */
-    char runtime[32];   /* "" : detect */
-    char runtime_config[PATH_MAX];
-    char runtime_name[64];
-    char runtime_path[PATH_MAX];
-    char cdi_spec[PATH_MAX];
-    bool cdi_enabled;
-};
-/* text NULL: the defaults (a toolkit not managed by gpuop). path names the file in errors. */
-int val_toolkit_marker_parse(const char *path, const char *text, size_t len,
-                             struct val_toolkit_marker *ret, struct err *e);
+/* The toolkit's marker (.toolkit-ctr-ready) is read with nodestate's ns_toolkit_marker_parse. */
 
 /* Which of the node's GPUs the spec does not name, as `nvidia-ctk cdi generate` names them:
  * "<index>" and the GPU's UUID, "<index>:<mig index>" and the MIG UUID. has(name) says whether
