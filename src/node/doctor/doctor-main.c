@@ -191,10 +191,14 @@ static int remote_run(struct svc *s, struct doctor *d, const char *node, struct 
         code = exit_code(done);
         _cleanup_free_ char *logs = NULL;
         size_t len = 0;
-        r = kube_pod_log(kc, d->ns, name, "doctor", LOG_MAX, &logs, &len, e);
-        if (r == 0) {
+        struct err le = {0};
+        /* the verdict is the container's exit code; a log that cannot be read is said, not fatal */
+        if (kube_pod_log(kc, d->ns, name, "doctor", LOG_MAX, &logs, &len, &le) == 0) {
             fwrite(logs, 1, len, stdout);
             fflush(stdout);
+        } else {
+            log_warn(COMPONENT, "the doctor's log could not be read", "pod=%s/%s error=\"%s\"",
+                     d->ns, name, err_msg(&le));
         }
     }
     /* the pod goes whatever happened; a stop still removes it (its own short deadline) */
