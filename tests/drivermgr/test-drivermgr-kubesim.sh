@@ -210,6 +210,12 @@ for step in owner pause operands evict drain unload clean restore report; do
     node_converged $step || fail "$step: the node did not converge"
 done
 
+# the drains are on record for gpuop status: the node annotation and an Event
+drained=$($K get node $N -o go-template='{{index .metadata.annotations "gpuop.dev/last-drain"}}')
+echo "$drained" | grep -q '"by":"driver-manager"' || fail "no gpuop.dev/last-drain after a drain: $drained"
+echo "$drained" | grep -q '"reason":"driver reload: ' || fail "last-drain reason: $drained"
+$K get events -A -o json | grep -q '"reason": "NodeDrain"' || fail "no NodeDrain Event"
+
 # ---- the operator's upgrade controller drives the node: no eviction ----------------------------
 driver_loaded
 gpu_pod train
