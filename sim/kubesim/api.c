@@ -244,6 +244,20 @@ static bool fields_ok(struct ks_call *c, json_t *obj, bool apply)
     return true;
 }
 
+/* The field manager of a create, update or patch: the fieldManager parameter, else the
+ * User-Agent's product name ("kubectl/v1.32.0 (linux/amd64) ..." -> "kubectl"), as the API
+ * server names it; at most 128 bytes. */
+static const char *write_manager(struct ks_call *c, char *buf, size_t n)
+{
+    const char *fm = ks_qget(c->q, "fieldManager");
+    if (fm && fm[0])
+        snprintf(buf, n, "%s", fm);
+    else
+        snprintf(buf, n, "%.*s", (int)strcspn(c->req->user_agent ?: "", "/"),
+                 c->req->user_agent ?: "");
+    return buf;
+}
+
 static void h_create(struct ks_call *c)
 {
     json_t *obj = body_of(c, c->req, true);
@@ -266,7 +280,10 @@ static void h_create(struct ks_call *c)
     }
     _cleanup_status_ struct ks_status st = {0};
     json_t *res = NULL;
+    char mgr[129];
+    c->ks->write_manager = write_manager(c, mgr, sizeof(mgr));
     int r = ks_obj_create(c->ks, c->t, ns, obj, ks_dry_run(c->q), &res, &st);
+    c->ks->write_manager = NULL;
     ks_respond(c->resp, r, res, &st);
 }
 
@@ -281,7 +298,10 @@ static void h_update(struct ks_call *c)
     }
     _cleanup_status_ struct ks_status st = {0};
     json_t *res = NULL;
+    char mgr[129];
+    c->ks->write_manager = write_manager(c, mgr, sizeof(mgr));
     int r = ks_obj_replace(c->ks, c->t, c->name, c->cur, obj, c->sub, ks_dry_run(c->q), &res, &st);
+    c->ks->write_manager = NULL;
     ks_respond(c->resp, r, res, &st);
 }
 
@@ -325,9 +345,13 @@ static void h_patch(struct ks_call *c)
         r = ks_obj_apply(c->ks, c->t, c->ns ? c->ns : "", c->name, c->cur, patch,
                          ks_qget(c->q, "fieldManager"), ks_qtrue(c->q, "force"), ks_dry_run(c->q),
                          &res, &st);
-    else
+    else {
+        char mgr[129];
+        c->ks->write_manager = write_manager(c, mgr, sizeof(mgr));
         r = ks_obj_patch(c->ks, c->t, c->name, c->cur, kind, patch, c->sub, ks_dry_run(c->q), &res,
                          &st);
+        c->ks->write_manager = NULL;
+    }
     ks_respond(c->resp, r, res, &st);
 }
 

@@ -82,6 +82,12 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
                  json_t *cfg, const char *manager, bool force, bool dry, json_t **ret_obj,
                  struct ks_status *st);
 
+/* managedFields of a write other than apply (objects-managed.c): res gets ks->write_manager's
+ * "Update" entry (subresource sub) for the fields it changes from old (NULL: a create); nothing
+ * when ks->write_manager is NULL (a controller's write) or nothing changed. */
+void ks_managed_record(struct ksim *ks, struct ks_type *t, json_t *old, json_t *res,
+                       const char *sub);
+
 struct ks_delete_opts {
     const char *propagation; /* NULL, Foreground, Background or Orphan */
     int64_t grace;           /* < 0: the object's own */

@@ -78,6 +78,7 @@ struct ksim_request {
     const char *impersonate_user;
     const char *const *impersonate_groups;
     size_t n_impersonate_groups;
+    const char *user_agent; /* the User-Agent header; NULL: none (names a write's manager) */
 };
 
 /* Where the shell gets a response body from: a kubelet's HTTP endpoint (pods/log on a node a

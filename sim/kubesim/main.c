@@ -239,6 +239,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .query = q.data ? q.data : "",
         .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
         .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+        .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
         .body = ctx->body.data,
         .body_len = ctx->too_large ? sh->max_body + 1 : ctx->body.len,
     };

@@ -125,6 +125,7 @@ int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *ob
         return r;
     if (!t->crd && streq(t->plural, "resourcequotas"))
         json_object_set_new(obj, "status", ks_quota_status(ks, obj));
+    ks_managed_record(ks, t, NULL, obj, NULL);
     ks_status_ok(st, 201, NULL);
     if (dry) {
         if (ret_obj)
@@ -260,6 +261,7 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
     if (json_array_size(causes))
         return ks_invalid(st, t, ks_obj_name(old), causes);
     json_decref(causes);
+    ks_managed_record(ks, t, old, res, sub);
     ks_status_ok(st, 200, NULL);
     json_t *result;
     if (json_equal(res, old)) {

@@ -389,6 +389,41 @@ int kube_evict(struct kube_client *c, const char *ns, const char *pod,
     return rc;
 }
 
+int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const char *container,
+                 size_t limit, char **ret, size_t *ret_len, struct err *e)
+{
+    int rc;
+    if ((rc = check_name("log", &KUBE_PODS, pod, e)) < 0 ||
+        (rc = check_ns("log", &KUBE_PODS, ns, true, e)) < 0)
+        return rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN);
+    if (kube_build_path(&p, &KUBE_PODS, ns, pod, "log") < 0 ||
+        (container && kube_query_add(&p, "container", container) < 0))
+        return err_set(e, -ENAMETOOLONG, "log: path too long");
+    if (limit) {
+        char lb[32];
+        snprintf(lb, sizeof(lb), "%zu", limit);
+        if (kube_query_add(&p, "limitBytes", lb) < 0)
+            return err_set(e, -ENAMETOOLONG, "log: path too long");
+    }
+    char what[320];
+    snprintf(what, sizeof(what), "log of pod %s/%s", ns, pod);
+    struct kube_req rq = {.method = "GET", .path = p.data, .what = what};
+    struct kube_resp resp = {0};
+    if ((rc = kube_do(c, &rq, &resp, e)) < 0)
+        return rc;
+    if (resp.code < 200 || resp.code >= 300) {
+        rc = kube_status_err(resp.code, resp.body, resp.len, what, e);
+        free(resp.body);
+        return rc;
+    }
+    *ret = resp.body ? resp.body : xstrdup("");
+    if (ret_len)
+        *ret_len = resp.body ? resp.len : 0;
+    return 0;
+}
+
 int kube_event_create(struct kube_client *c, const struct kube_event *ev, struct err *e)
 {
     if (!ev || !json_is_object(ev->involved) || !ev->reason || !ev->message)

@@ -181,6 +181,11 @@ int kube_delete(struct kube_client *c, const struct kube_resource *r, const char
 int kube_evict(struct kube_client *c, const char *ns, const char *pod,
                const struct kube_delete_opts *o, struct err *e);
 
+/* A pod's log (text; container NULL: the pod's only container), at most limit bytes (0: the
+ * client's response limit). *ret is NUL-terminated; the caller frees it. */
+int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const char *container,
+                 size_t limit, char **ret, size_t *ret_len, struct err *e);
+
 struct kube_event {
     const char *ns;        /* the event's namespace; NULL: the object's, or "default" */
     json_t *involved;      /* the object concerned (kind, apiVersion, metadata.name/ns/uid used) */

@@ -320,6 +320,33 @@ out:
     return r;
 }
 
+int ns_drain_render(const struct ns_drain *d, char **ret)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "time", json_string(d->time));
+    json_object_set_new(j, "reason", json_string(d->reason));
+    json_object_set_new(j, "by", json_string(d->by));
+    *ret = dump(j);
+    return *ret ? 0 : -ENOMEM;
+}
+
+int ns_drain_parse(const char *text, struct ns_drain *ret, struct err *e)
+{
+    static const char what[] = NS_ANN_LAST_DRAIN;
+    memset(ret, 0, sizeof(*ret));
+    json_t *j = NULL;
+    int r = load(what, text, &j, e);
+    if (r < 0)
+        return r;
+    if ((r = get_str(what, j, "time", ret->time, sizeof(ret->time), true, e)) < 0 ||
+        (r = get_str(what, j, "reason", ret->reason, sizeof(ret->reason), false, e)) < 0 ||
+        (r = get_str(what, j, "by", ret->by, sizeof(ret->by), false, e)) < 0)
+        goto out;
+out:
+    json_decref(j);
+    return r;
+}
+
 int ns_validation_render(const struct ns_validation *v, char **ret)
 {
     json_t *j = json_object();
@@ -573,4 +600,63 @@ int ns_gpu_count_parse(const char *text, struct ns_gpu_count *ret, struct err *e
 out:
     json_decref(j);
     return r;
+}
+
+int ns_toolkit_marker_parse(const char *path, const char *text, size_t len,
+                            struct ns_toolkit_marker *ret, struct err *e)
+{
+    struct ns_toolkit_marker m = {.check_runtime = true, .cdi_enabled = true};
+    strlcpy_s(m.runtime_name, "nvidia", sizeof(m.runtime_name));
+    strlcpy_s(m.runtime_path, NS_RUNTIME_PATH_DEFAULT, sizeof(m.runtime_path));
+    strlcpy_s(m.cdi_spec, NS_CDI_SPEC_DEFAULT, sizeof(m.cdi_spec));
+    if (!text) {
+        *ret = m;
+        return 0;
+    }
+    char install[PATH_MAX] = "";
+    const struct {
+        const char *key;
+        char *buf;
+        size_t size;
+        bool abs; /* a path: absolute */
+    } keys[] = {
+        {"RUNTIME", m.runtime, sizeof(m.runtime), false},
+        {"RUNTIME_CONFIG", m.runtime_config, sizeof(m.runtime_config), true},
+        {"RUNTIME_NAME", m.runtime_name, sizeof(m.runtime_name), false},
+        {"RUNTIME_PATH", m.runtime_path, sizeof(m.runtime_path), true},
+        {"CDI_SPEC", m.cdi_spec, sizeof(m.cdi_spec), true},
+        {"TOOLKIT_INSTALL_DIR", install, sizeof(install), true},
+    };
+    bool have_path = false;
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        char v[PATH_MAX];
+        int r = ns_env_get(text, len, keys[i].key, v, sizeof(v));
+        if (r == -ENOENT || (r == 0 && !*v))
+            continue;
+        if (r < 0 || strlen(v) >= keys[i].size)
+            return err_set(e, -ENAMETOOLONG, "%s: %s: value too long", path, keys[i].key);
+        if (keys[i].abs && v[0] != '/')
+            return err_set(e, -EINVAL, "%s: %s: \"%s\" is not an absolute path", path, keys[i].key,
+                           v);
+        memcpy(keys[i].buf, v, strlen(v) + 1);
+        have_path = have_path || keys[i].buf == m.runtime_path;
+    }
+    if (!have_path && install[0]) {
+        int w =
+            snprintf(m.runtime_path, sizeof(m.runtime_path), "%s/%s", install, NS_TOOLKIT_WRAPPER);
+        if (w < 0 || (size_t)w >= sizeof(m.runtime_path))
+            return err_set(e, -ENAMETOOLONG, "%s: TOOLKIT_INSTALL_DIR: value too long", path);
+    }
+    if (strcmp(m.runtime, "none") == 0) {
+        m.check_runtime = false;
+        m.runtime[0] = '\0';
+    }
+    char v[16];
+    int r = ns_env_get(text, len, "CDI_ENABLED", v, sizeof(v));
+    if (r == 0 && parse_bool(v, &m.cdi_enabled) < 0)
+        return err_set(e, -EINVAL, "%s: CDI_ENABLED: \"%s\" is not a boolean", path, v);
+    if (r < 0 && r != -ENOENT)
+        return err_set(e, r, "%s: CDI_ENABLED: value too long", path);
+    *ret = m;
+    return 0;
 }

@@ -20,13 +20,19 @@
  *    with what the node advertises (the validator's plugin check and the node status exporter
  *    share it): "advertised GPUs silently fewer than physical ones" is an incident.
  *
+ *  - The driver on a node root (nodestate-root.c): the one probe of what a node's files show
+ *    about the NVIDIA driver (kernel modules, nvidia-smi and libnvidia-ml on the host and under
+ *    the containerized driver's root, the driver container's startup marker), which the driver
+ *    manager, the validator and `gpuop doctor` each decide from.
+ *
  * Layer: beside kube (it reads quantities with kobj). Pure but for
- * ns_file_write/ns_file_remove/ns_file_exists (file I/O through util). Every decoder bounds its
- * input and names the annotation or file and the field in its errors.
+ * ns_file_write/ns_file_remove/ns_file_exists and the node root probe (file I/O). Every decoder
+ * bounds its input and names the annotation or file and the field in its errors.
  */
 #ifndef GPUOP_NODESTATE_H
 #define GPUOP_NODESTATE_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -208,5 +214,113 @@ int ns_gpu_count_compare(const struct ns_gpu *gpus, size_t n, enum ns_mig_strate
  * "short":true,"since":"...","mismatch":true} */
 int ns_gpu_count_render(const struct ns_gpu_count *c, char **ret);
 int ns_gpu_count_parse(const char *text, struct ns_gpu_count *ret, struct err *e);
+
+/* ---- the toolkit's marker ---------------------------------------------------------------- */
+
+#define NS_CDI_SPEC_DEFAULT "/var/run/cdi/nvidia.yaml"
+
+/* The handler binary gpuop's toolkit installs in its install folder (TOOLKIT_INSTALL_DIR). */
+#define NS_TOOLKIT_WRAPPER "gpuop-runtime"
+/* The handler of a toolkit gpuop does not manage (NVIDIA's package). */
+#define NS_RUNTIME_PATH_DEFAULT "/usr/bin/nvidia-container-runtime"
+
+/* .toolkit-ctr-ready, an env file the toolkit daemon writes once the node is configured. Keys
+ * read (each optional): RUNTIME (containerd, cri-o, docker, or none when it left the runtime
+ * alone), RUNTIME_CONFIG (the runtime's main config, a host path), RUNTIME_NAME (the handler,
+ * default "nvidia"), RUNTIME_PATH (the binary it runs; default TOOLKIT_INSTALL_DIR/
+ * NS_TOOLKIT_WRAPPER, else NS_RUNTIME_PATH_DEFAULT), CDI_SPEC (the spec, a host path; default
+ * NS_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true). */
+struct ns_toolkit_marker {
+    bool check_runtime; /* false when RUNTIME=none */
+    char runtime[32];   /* "" : detect */
+    char runtime_config[PATH_MAX];
+    char runtime_name[64];
+    char runtime_path[PATH_MAX];
+    char cdi_spec[PATH_MAX];
+    bool cdi_enabled;
+};
+/* text NULL: the defaults (a toolkit not managed by gpuop). path names the file in errors. */
+int ns_toolkit_marker_parse(const char *path, const char *text, size_t len,
+                            struct ns_toolkit_marker *ret, struct err *e);
+
+/* ---- the last drain ----------------------------------------------------------------------- */
+
+/* gpuop.dev/last-drain, on the node drained: {"time":"...","reason":"...","by":"driver-manager"}.
+ * Written when a drain of the node starts (cordon, then evictions), so `gpuop status` can say
+ * which node was drained last, when and why. */
+#define NS_ANN_LAST_DRAIN "gpuop.dev/last-drain"
+struct ns_drain {
+    char time[NS_TIME_MAX];
+    char reason[NS_REASON_MAX];
+    char by[64]; /* the component: "driver-manager", "operator" */
+};
+int ns_drain_render(const struct ns_drain *d, char **ret);
+int ns_drain_parse(const char *text, struct ns_drain *ret, struct err *e);
+
+/* ---- the driver on a node root ------------------------------------------------------------ */
+
+/* The kernel modules, in unload order (dependants first). */
+enum ns_module {
+    NS_MOD_NVIDIA_DRM,
+    NS_MOD_NVIDIA_MODESET,
+    NS_MOD_NVIDIA_UVM,
+    NS_MOD_NVIDIA_PEERMEM,
+    NS_MOD_NVIDIA,
+    NS_MOD_COUNT,
+};
+const char *ns_module_name(enum ns_module m); /* "nvidia_drm", ... */
+
+#define NS_VERSION_MAX 64
+
+/* The folders, relative to a root, where the driver's libraries are looked for, in the order
+ * NVIDIA's toolkit searches them ("" is the root itself); NULL-terminated. */
+extern const char *const ns_lib_dirs[];
+/* The folders where nvidia-smi is looked for; NULL-terminated. */
+extern const char *const ns_bin_dirs[];
+
+/* Resolves path (as the host sees it: "/var/run/cdi/nvidia.yaml") under root, following every
+ * symbolic link inside root as the host would (an absolute target starts again at root; ".."
+ * stops at it); a missing component ends the resolution, the rest taken as it is. Writes root
+ * plus the resolved path into buf. -ELOOP past 40 links; -ENAMETOOLONG. */
+int ns_root_resolve(const char *root, const char *path, char *buf, size_t n);
+/* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
+ * root, or else as this process sees the path; executable when want_exec). Writes the resolved
+ * path (root included) into buf. -ENOENT when none has it; -ENAMETOOLONG when a path does not
+ * fit. */
+int ns_root_find(const char *root, const char *const *dirs, const char *name, bool want_exec,
+                 char *buf, size_t n);
+/* "550.127.05": digits and dots, at least one dot, shorter than NS_VERSION_MAX. */
+bool ns_version_like(const char *s, size_t n);
+/* Calls fn(path, version) for each <stem>.so.<version> in root's library folders (ns_lib_dirs
+ * order); a non-zero return from fn stops the walk and is returned. */
+typedef int (*ns_versioned_fn)(const char *path, const char *version, void *ud);
+int ns_root_versioned_libs(const char *root, const char *stem, ns_versioned_fn fn, void *ud);
+
+/* What a node root shows about the NVIDIA driver. Paths include the root they were found under. */
+struct ns_driver_facts {
+    bool module[NS_MOD_COUNT];           /* <host>/sys/module/<name> exists */
+    char module_version[NS_VERSION_MAX]; /* the loaded nvidia's; "" when unknown */
+    char host_smi[PATH_MAX];             /* nvidia-smi in the host's bin folders, "" none */
+    char host_nvml[PATH_MAX];            /* libnvidia-ml.so.1 in the host's lib folders */
+    char host_lib[PATH_MAX];             /* a libnvidia-ml.so.<version> on the host; the
+                                            loaded version's when there is one */
+    char host_lib_version[NS_VERSION_MAX];
+    /* the containerized driver's root (/run/nvidia/driver) */
+    bool root_used; /* it holds anything: a driver container laid it out */
+    char root_smi[PATH_MAX];
+    char root_nvml[PATH_MAX];
+    char root_lib[PATH_MAX];
+    char root_lib_version[NS_VERSION_MAX];
+    bool root_dev;        /* <driver root>/dev/nvidiactl */
+    bool root_mountpoint; /* the driver root is a mount point (of this mount namespace) */
+    bool ctr_ready;       /* .driver-ctr-ready in the validations folder */
+};
+
+/* Reads host_root (the node's root as mounted here: sys/module, proc/driver/nvidia/version, the
+ * usual bin and lib folders), driver_root (where the containerized driver lays out its root; a
+ * missing one is no driver root) and validations_dir (NULL: NS_VALIDATIONS_DIR). A host root
+ * that is not a readable folder is -ENOENT/-ENOTDIR/-EACCES naming it. */
+int ns_driver_probe(const char *host_root, const char *driver_root, const char *validations_dir,
+                    struct ns_driver_facts *ret, struct err *e);
 
 #endif

@@ -236,6 +236,11 @@ static nvmlReturn_t ids_read(struct gpu_lib *lib, nvmlDevice_t dev, struct gpu_d
     nv_terminate(g->serial, sizeof(g->serial));
     if (r == NVML_ERROR_GPU_IS_LOST)
         return r;
+    if ((r = NV(lib, nvmlDeviceGetVbiosVersion, dev, g->vbios, sizeof(g->vbios))) != NVML_SUCCESS)
+        g->vbios[0] = '\0';
+    nv_terminate(g->vbios, sizeof(g->vbios));
+    if (r == NVML_ERROR_GPU_IS_LOST)
+        return r;
     unsigned minor = 0;
     if ((r = NV(lib, nvmlDeviceGetMinorNumber, dev, &minor)) == NVML_SUCCESS)
         g->minor = minor;

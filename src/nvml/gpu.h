@@ -65,6 +65,7 @@ struct gpu_device {
     char name[GPU_NAME_MAX]; /* "NVIDIA H100 80GB HBM3" */
     char uuid[GPU_UUID_MAX]; /* "GPU-<uuid>" */
     char serial[32];
+    char vbios[32]; /* the VBIOS (firmware) version, "96.00.A5.00.01"; "" when unknown */
     char bus_id[GPU_BUSID_MAX]; /* "00000000:18:00.0" (NVML busId) */
     uint32_t pci_device_id;     /* (device << 16) | vendor, e.g. 0x233010DE */
     uint32_t pci_subsystem_id;

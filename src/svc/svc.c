@@ -16,6 +16,7 @@ struct svc {
     const char **args;
     size_t n_args;
     bool bad_input;
+    int verdict; /* svc_verdict: the exit status of a run that returns 0 */
     struct stop_token *stop;
     /* reload requests from the signal thread to the component's thread */
     pthread_mutex_t lock;
@@ -39,6 +40,11 @@ int svc_bad_input(struct svc *s, int code)
 {
     s->bad_input = true;
     return code;
+}
+
+void svc_verdict(struct svc *s, int status)
+{
+    s->verdict = status;
 }
 
 void svc_error_tail(struct svc *s, const char *fmt, ...)
@@ -302,7 +308,7 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
         goto out;
     }
     r = c->run(&s, &e);
-    code = r < 0 ? fail(c, s.bad_input ? 2 : 1, &e, s.error_tail) : 0;
+    code = r < 0 ? fail(c, s.bad_input ? 2 : 1, &e, s.error_tail) : s.verdict;
 out:
     svc_teardown(&s);
     return code;

@@ -181,6 +181,11 @@ const char *const *svc_args(const struct svc *s, size_t *ret_n);
  * checked once running (a GPU index against the loaded fleet). Returns code. */
 int svc_bad_input(struct svc *s, int code);
 
+/* The exit status of a run that returns 0, for a component whose answer is its status (a
+ * check's verdict: gpuop doctor exits 3 on a warning, 4 on a failure). Use values above 2 so
+ * they never read as a runtime failure (1) or bad input (2). */
+void svc_verdict(struct svc *s, int status);
+
 /* A tail for the error line run is about to return, for what does not fit struct err (a list of
  * the valid values): printed as "<message><tail>". */
 void svc_error_tail(struct svc *s, const char *fmt, ...) GPUOP_PRINTF(2, 3);

@@ -712,6 +712,34 @@ void time_rfc3339(uint64_t unix_ms, char *buf, size_t n)
     strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+int time_parse_rfc3339(const char *s, uint64_t *ret_ms)
+{
+    if (!s)
+        return -EINVAL;
+    struct tm tm = {0};
+    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!p)
+        return -EINVAL;
+    uint64_t ms = 0;
+    if (*p == '.') {
+        unsigned digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (digits < 3)
+                ms = ms * 10 + (uint64_t)(*p - '0');
+        if (digits == 0)
+            return -EINVAL;
+        for (; digits < 3; digits++)
+            ms *= 10;
+    }
+    if (strcmp(p, "Z") != 0)
+        return -EINVAL;
+    time_t t = timegm(&tm);
+    if (t < 0)
+        return -EINVAL;
+    *ret_ms = (uint64_t)t * 1000 + ms;
+    return 0;
+}
+
 /* ---- logging ------------------------------------------------------------------------------ */
 
 static enum log_level g_level = LOG_INFO;

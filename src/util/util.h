@@ -221,6 +221,8 @@ uint64_t now_us_mono(void);
 uint64_t now_ms_real(void);
 /* RFC 3339 UTC, e.g. 2026-11-29T21:30:00Z, into buf (>= 32 bytes). */
 void time_rfc3339(uint64_t unix_ms, char *buf, size_t n);
+/* "2026-01-01T00:00:00Z" (or with fractional seconds) to ms since the epoch; -EINVAL. */
+int time_parse_rfc3339(const char *s, uint64_t *ret_ms);
 
 /* ---- deadlines and waits (stop.c) --------------------------------------------------------- */
 

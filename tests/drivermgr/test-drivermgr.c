@@ -77,9 +77,9 @@ static void host_userspace(struct fixture *f, bool smi, bool lib)
 
 static void decide(struct fixture *f, struct dm_finding *ret)
 {
-    struct dm_root_facts facts;
+    struct ns_driver_facts facts;
     struct err e = {0};
-    assert_int_equal(dm_root_probe(f->root, f->driver, &facts, &e), 0);
+    assert_int_equal(ns_driver_probe(f->root, f->driver, NULL, &facts, &e), 0);
     dm_owner_decide(&facts, "570.86.15", ret);
 }
 
@@ -165,12 +165,12 @@ static void test_containerized(void **state)
     assert_int_equal(d.found, NS_OWNER_CONTAINER);
     assert_string_equal(d.version, V);
     assert_non_null(strstr(d.source, "loaded by the driver container"));
-    struct dm_root_facts facts;
+    struct ns_driver_facts facts;
     struct err e = {0};
-    assert_int_equal(dm_root_probe(f->root, f->driver, &facts, &e), 0);
-    assert_true(facts.module[DM_MOD_NVIDIA]);
-    assert_true(facts.module[DM_MOD_NVIDIA_MODESET]);
-    assert_false(facts.module[DM_MOD_NVIDIA_UVM]);
+    assert_int_equal(ns_driver_probe(f->root, f->driver, NULL, &facts, &e), 0);
+    assert_true(facts.module[NS_MOD_NVIDIA]);
+    assert_true(facts.module[NS_MOD_NVIDIA_MODESET]);
+    assert_false(facts.module[NS_MOD_NVIDIA_UVM]);
     assert_false(facts.root_mountpoint);
 }
 
@@ -198,20 +198,20 @@ static void test_none(void **state)
 static void test_bad_host_root(void **state)
 {
     struct fixture *f = *state;
-    struct dm_root_facts facts;
+    struct ns_driver_facts facts;
     struct err e = {0};
     _cleanup_free_ char *missing = xasprintf("%s/nope", f->root);
-    assert_int_equal(dm_root_probe(missing, f->driver, &facts, &e), -ENOENT);
+    assert_int_equal(ns_driver_probe(missing, f->driver, NULL, &facts, &e), -ENOENT);
     assert_non_null(strstr(err_msg(&e), missing));
     put(f->root, "file", "x", 0644);
     _cleanup_free_ char *file = xasprintf("%s/file", f->root);
     err_clear(&e);
-    assert_int_equal(dm_root_probe(file, f->driver, &facts, &e), -ENOTDIR);
+    assert_int_equal(ns_driver_probe(file, f->driver, NULL, &facts, &e), -ENOTDIR);
     err_clear(&e);
-    assert_int_equal(dm_root_probe("", f->driver, &facts, &e), -EINVAL);
+    assert_int_equal(ns_driver_probe("", f->driver, NULL, &facts, &e), -EINVAL);
     /* a missing driver root is no driver root */
     _cleanup_free_ char *nodrv = xasprintf("%s/none", f->root);
-    assert_int_equal(dm_root_probe(f->root, nodrv, &facts, &e), 0);
+    assert_int_equal(ns_driver_probe(f->root, nodrv, NULL, &facts, &e), 0);
     assert_string_equal(facts.root_lib, "");
 }
 
@@ -416,9 +416,9 @@ static void test_mode(void **state)
     json_decref(plain);
     json_decref(state_label);
     json_decref(ann);
-    assert_string_equal(dm_module_name(DM_MOD_NVIDIA_DRM), "nvidia_drm");
-    assert_string_equal(dm_module_name(DM_MOD_NVIDIA), "nvidia");
-    assert_true(DM_MOD_NVIDIA == DM_MOD_COUNT - 1); /* nvidia goes last */
+    assert_string_equal(ns_module_name(NS_MOD_NVIDIA_DRM), "nvidia_drm");
+    assert_string_equal(ns_module_name(NS_MOD_NVIDIA), "nvidia");
+    assert_true(NS_MOD_NVIDIA == NS_MOD_COUNT - 1); /* nvidia goes last */
 }
 
 int main(void)

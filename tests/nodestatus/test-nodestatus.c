@@ -339,15 +339,15 @@ static void test_parse_time(void **state)
 {
     (void)state;
     uint64_t t = 0;
-    assert_int_equal(nst_parse_time("2026-01-01T00:00:00Z", &t), 0);
+    assert_int_equal(time_parse_rfc3339("2026-01-01T00:00:00Z", &t), 0);
     assert_int_equal(t, T0);
-    assert_int_equal(nst_parse_time("2026-01-01T00:00:01.25Z", &t), 0);
+    assert_int_equal(time_parse_rfc3339("2026-01-01T00:00:01.25Z", &t), 0);
     assert_int_equal(t, T0 + 1250);
-    assert_int_equal(nst_parse_time("2026-01-01T00:00:00", &t), -EINVAL);
-    assert_int_equal(nst_parse_time("2026-01-01T00:00:00+02:00", &t), -EINVAL);
-    assert_int_equal(nst_parse_time("2026-01-01T00:00:00.Z", &t), -EINVAL);
-    assert_int_equal(nst_parse_time("yesterday", &t), -EINVAL);
-    assert_int_equal(nst_parse_time(NULL, &t), -EINVAL);
+    assert_int_equal(time_parse_rfc3339("2026-01-01T00:00:00", &t), -EINVAL);
+    assert_int_equal(time_parse_rfc3339("2026-01-01T00:00:00+02:00", &t), -EINVAL);
+    assert_int_equal(time_parse_rfc3339("2026-01-01T00:00:00.Z", &t), -EINVAL);
+    assert_int_equal(time_parse_rfc3339("yesterday", &t), -EINVAL);
+    assert_int_equal(time_parse_rfc3339(NULL, &t), -EINVAL);
 }
 
 int main(void)

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -254,13 +255,34 @@ static void test_gpu_count_codec(void **state)
     assert_int_equal(ns_gpu_count_parse("{\"physical\":1,\"mismatch\":\"yes\"}", &b, &e), -EINVAL);
 }
 
+/* gpuop.dev/last-drain: round trip; bad input names the annotation and the field. */
+static void test_drain_codec(void **state)
+{
+    (void)state;
+    struct ns_drain d = {.time = "2026-01-01T00:00:00Z", .reason = "driver reload", .by = "x"};
+    char *text = NULL;
+    assert_int_equal(ns_drain_render(&d, &text), 0);
+    struct ns_drain back;
+    struct err e = {0};
+    assert_int_equal(ns_drain_parse(text, &back, &e), 0);
+    free(text);
+    assert_string_equal(back.time, d.time);
+    assert_string_equal(back.reason, d.reason);
+    assert_string_equal(back.by, "x");
+    assert_int_equal(ns_drain_parse("{\"reason\":\"r\"}", &back, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "gpuop.dev/last-drain: time: missing"));
+    assert_int_equal(ns_drain_parse("[1]", &back, &e), -EINVAL);
+    assert_int_equal(ns_drain_parse("{\"time\":7}", &back, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "time: not a string"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_names),      cmocka_unit_test(test_driver_ready),
         cmocka_unit_test(test_files),           cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_expected),        cmocka_unit_test(test_compare),
-        cmocka_unit_test(test_gpu_count_codec),
+        cmocka_unit_test(test_gpu_count_codec), cmocka_unit_test(test_drain_codec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

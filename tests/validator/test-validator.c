@@ -68,9 +68,10 @@ static int fx_teardown(void **state)
 
 static void plan(struct fx *f, bool managed, struct val_driver_plan *pl)
 {
-    struct val_driver_facts facts;
+    struct ns_driver_facts facts;
     struct err e = {0};
-    assert_int_equal(val_driver_probe(&f->p, &facts, &e), 0);
+    assert_int_equal(
+        ns_driver_probe(f->p.host_root, f->p.driver_root, f->p.validations_dir, &facts, &e), 0);
     val_driver_plan(&f->p, &facts, managed, pl);
 }
 
@@ -237,14 +238,16 @@ static void test_host_root_missing(void **state)
     struct val_paths p = f->p;
     _cleanup_free_ char *gone = xasprintf("%s/nope", f->base);
     p.host_root = gone;
-    struct val_driver_facts facts;
+    struct ns_driver_facts facts;
     struct err e = {0};
-    assert_int_equal(val_driver_probe(&p, &facts, &e), -ENOENT);
+    assert_int_equal(ns_driver_probe(p.host_root, p.driver_root, p.validations_dir, &facts, &e),
+                     -ENOENT);
     assert_non_null(strstr(e.msg, gone));
     _cleanup_free_ char *file = xasprintf("%s/host/etc/file", f->base);
     touch(f->host, "/etc/file", "x", 0644);
     p.host_root = file;
-    assert_int_equal(val_driver_probe(&p, &facts, &e), -ENOTDIR);
+    assert_int_equal(ns_driver_probe(p.host_root, p.driver_root, p.validations_dir, &facts, &e),
+                     -ENOTDIR);
 }
 
 static void test_find_links(void **state)
@@ -252,21 +255,19 @@ static void test_find_links(void **state)
     struct fx *f = *state;
     char buf[PATH_MAX];
     static const char *const dirs[] = {"/usr/bin", NULL};
-    assert_int_equal(val_find_under_root(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)),
-                     -ENOENT);
+    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), -ENOENT);
     /* a dangling link is nothing; a relative link is followed */
     mkdirs(f->host, "/usr/bin");
     _cleanup_free_ char *l = xasprintf("%s/usr/bin/nvidia-smi", f->host);
     assert_int_equal(symlink("/opt/none/nvidia-smi", l), 0);
-    assert_int_equal(val_find_under_root(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)),
-                     -ENOENT);
+    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), -ENOENT);
     unlink(l);
     touch(f->host, "/usr/bin/nvidia-smi.real", "#!/bin/sh\n", 0755);
     assert_int_equal(symlink("nvidia-smi.real", l), 0);
-    assert_int_equal(val_find_under_root(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), 0);
+    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), 0);
     _cleanup_free_ char *real = xasprintf("%s.real", l);
     assert_string_equal(buf, real);
-    assert_int_equal(val_find_under_root(f->host, dirs, "nvidia-smi", true, buf, 8), -ENAMETOOLONG);
+    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, 8), -ENAMETOOLONG);
 }
 
 /* /var/run -> /run on a host: read inside the host root, not in this process's /run. */
@@ -278,24 +279,24 @@ static void test_resolve_in_root(void **state)
     _cleanup_free_ char *vr = xasprintf("%s/var/run", f->host);
     assert_int_equal(symlink("/run", vr), 0);
     char buf[PATH_MAX];
-    assert_int_equal(val_resolve_in_root(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)), 0);
+    assert_int_equal(ns_root_resolve(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want = xasprintf("%s/run/cdi/nvidia.yaml", f->host);
     assert_string_equal(buf, want);
     /* relative links, "..", and a missing tail */
     _cleanup_free_ char *l = xasprintf("%s/etc/alt", f->host);
     assert_int_equal(symlink("../run/./cdi", l), 0);
-    assert_int_equal(val_resolve_in_root(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
+    assert_int_equal(ns_root_resolve(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want2 = xasprintf("%s/run/cdi/x/y", f->host);
     assert_string_equal(buf, want2);
     /* ".." never leaves the root */
-    assert_int_equal(val_resolve_in_root(f->host, "/../../etc", buf, sizeof(buf)), 0);
+    assert_int_equal(ns_root_resolve(f->host, "/../../etc", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want3 = xasprintf("%s/etc", f->host);
     assert_string_equal(buf, want3);
     /* a loop */
     _cleanup_free_ char *a = xasprintf("%s/etc/a", f->host);
     assert_int_equal(symlink("/etc/a", a), 0);
-    assert_int_equal(val_resolve_in_root(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
-    assert_int_equal(val_resolve_in_root("/", "/etc", buf, sizeof(buf)), 0);
+    assert_int_equal(ns_root_resolve(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
+    assert_int_equal(ns_root_resolve("/", "/etc", buf, sizeof(buf)), 0);
     assert_string_equal(buf, "/etc");
 }
 
@@ -334,39 +335,39 @@ static void test_driver_verify(void **state)
 static void test_toolkit_marker(void **state)
 {
     (void)state;
-    struct val_toolkit_marker m;
+    struct ns_toolkit_marker m;
     struct err e = {0};
-    assert_int_equal(val_toolkit_marker_parse("m", NULL, 0, &m, &e), 0);
+    assert_int_equal(ns_toolkit_marker_parse("m", NULL, 0, &m, &e), 0);
     assert_true(m.check_runtime);
     assert_string_equal(m.runtime, "");
     assert_string_equal(m.runtime_name, "nvidia");
-    assert_string_equal(m.runtime_path, VAL_RUNTIME_PATH_DEFAULT);
-    assert_string_equal(m.cdi_spec, VAL_CDI_SPEC_DEFAULT);
+    assert_string_equal(m.runtime_path, NS_RUNTIME_PATH_DEFAULT);
+    assert_string_equal(m.cdi_spec, NS_CDI_SPEC_DEFAULT);
     assert_true(m.cdi_enabled);
     /* what gpuop's toolkit daemon writes */
     const char *t = "RUNTIME=containerd\nRUNTIME_CONFIG=/etc/containerd/config.toml\n"
                     "CDI_SPEC=/etc/cdi/nvidia.yaml\nTOOLKIT_INSTALL_DIR=/usr/local/nvidia\n";
-    assert_int_equal(val_toolkit_marker_parse("m", t, strlen(t), &m, &e), 0);
+    assert_int_equal(ns_toolkit_marker_parse("m", t, strlen(t), &m, &e), 0);
     assert_true(m.check_runtime);
     assert_string_equal(m.runtime, "containerd");
     assert_string_equal(m.runtime_config, "/etc/containerd/config.toml");
     assert_string_equal(m.runtime_name, "nvidia");
-    assert_string_equal(m.runtime_path, "/usr/local/nvidia/" VAL_TOOLKIT_WRAPPER);
+    assert_string_equal(m.runtime_path, "/usr/local/nvidia/" NS_TOOLKIT_WRAPPER);
     assert_string_equal(m.cdi_spec, "/etc/cdi/nvidia.yaml");
     assert_true(m.cdi_enabled);
     const char *t2 = "# a comment\nRUNTIME=none\nRUNTIME_PATH=/opt/x/rt\nTOOLKIT_INSTALL_DIR=/u\n"
                      "CDI_ENABLED=false\n";
-    assert_int_equal(val_toolkit_marker_parse("m", t2, strlen(t2), &m, &e), 0);
+    assert_int_equal(ns_toolkit_marker_parse("m", t2, strlen(t2), &m, &e), 0);
     assert_false(m.check_runtime);
     assert_string_equal(m.runtime, "");
     assert_string_equal(m.runtime_path, "/opt/x/rt");
     assert_false(m.cdi_enabled);
     const char *bad = "CDI_ENABLED=perhaps\n";
-    assert_int_equal(val_toolkit_marker_parse("/x/.toolkit-ctr-ready", bad, strlen(bad), &m, &e),
+    assert_int_equal(ns_toolkit_marker_parse("/x/.toolkit-ctr-ready", bad, strlen(bad), &m, &e),
                      -EINVAL);
     assert_non_null(strstr(e.msg, "/x/.toolkit-ctr-ready: CDI_ENABLED"));
     const char *rel = "CDI_SPEC=nvidia.yaml\n";
-    assert_int_equal(val_toolkit_marker_parse("m", rel, strlen(rel), &m, &e), -EINVAL);
+    assert_int_equal(ns_toolkit_marker_parse("m", rel, strlen(rel), &m, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "CDI_SPEC: \"nvidia.yaml\" is not an absolute path"));
 }
 

@@ -111,6 +111,9 @@ struct ksim {
     bool more_work;        /* a controller stopped at its budget: reconcile again soon */
     char *admin_token;     /* NULL: none (opts.admin_token, copied) */
     json_t *sa_tokens;     /* ServiceAccount token -> {ns, name, uid, exp, podName, podUid} */
+    /* The field manager of the create, update or patch being served (set by the HTTP layer
+     * around the call); NULL for apply and for the controllers' own writes. */
+    const char *write_manager;
 };
 
 /* ---- helpers.c: pure predicates over objects (JSON paths and metadata: kobj.h) ------------- */

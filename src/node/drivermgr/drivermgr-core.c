@@ -10,16 +10,6 @@
 #define LABEL_VALUE_MAX 63
 #define PAUSED_SUFFIX   "_" DM_PAUSED
 
-const char *dm_module_name(enum dm_module m)
-{
-    static const char *const names[] = {
-        [DM_MOD_NVIDIA_DRM] = "nvidia_drm", [DM_MOD_NVIDIA_MODESET] = "nvidia_modeset",
-        [DM_MOD_NVIDIA_UVM] = "nvidia_uvm", [DM_MOD_NVIDIA_PEERMEM] = "nvidia_peermem",
-        [DM_MOD_NVIDIA] = "nvidia",
-    };
-    return (unsigned)m < ARRAY_SIZE(names) ? names[m] : "?";
-}
-
 /* ---- the owner ---------------------------------------------------------------------------- */
 
 /* The source is a one-line reason for people: one too long for the annotation ends in "...". */
@@ -34,12 +24,12 @@ static void source_set(struct dm_finding *d, const char *fmt, ...)
         memcpy(d->source + sizeof(d->source) - 4, "...", 4);
 }
 
-void dm_owner_decide(const struct dm_root_facts *f, const char *driver_version,
+void dm_owner_decide(const struct ns_driver_facts *f, const char *driver_version,
                      struct dm_finding *ret)
 {
     struct dm_finding d = {0};
     const char *mv = f->module_version[0] ? f->module_version : "(version unknown)";
-    if (f->module[DM_MOD_NVIDIA]) {
+    if (f->module[NS_MOD_NVIDIA]) {
         bool from_root = f->root_lib[0] && (!f->module_version[0] ||
                                             strcmp(f->root_lib_version, f->module_version) == 0);
         snprintf(d.version, sizeof(d.version), "%s", f->module_version);

@@ -153,8 +153,8 @@ static int dm_configure(struct svc *s, struct err *e)
     struct drivermgr *d = svc_state(s);
     if (!d->node || !d->node[0])
         return err_set(e, -EINVAL, "no node name: set NODE_NAME or --node-name");
-    struct dm_root_facts f;
-    return dm_root_probe(d->host_root, d->driver_root, &f, e);
+    struct ns_driver_facts f;
+    return ns_driver_probe(d->host_root, d->driver_root, d->validations_dir, &f, e);
 }
 
 static void dm_cleanup(void *state)
@@ -305,6 +305,29 @@ static int report(struct drivermgr *d, const struct dm_finding *f, struct err *e
     return 0;
 }
 
+/* The drain's record on the node (gpuop.dev/last-drain) and an Event, before the first
+ * eviction: `gpuop status` names the last drain from it. */
+static int record_drain(struct drivermgr *d, const struct dm_finding *f, struct err *e)
+{
+    struct ns_drain dr = {0};
+    time_rfc3339(now_ms_real(), dr.time, sizeof(dr.time));
+    const char *dv = d->driver_version ? d->driver_version : "";
+    snprintf(dr.reason, sizeof(dr.reason),
+             "driver reload: the containerized driver%s%s replaces the loaded nvidia %s",
+             dv[0] ? " " : "", dv, f->version[0] ? f->version : "(version unknown)");
+    snprintf(dr.by, sizeof(dr.by), "driver-manager");
+    _cleanup_free_ char *text = NULL;
+    int r = ns_drain_render(&dr, &text);
+    if (r < 0)
+        return err_set(e, r, "render %s", NS_ANN_LAST_DRAIN);
+    if ((r = node_patch(
+             d, json_pack("{s:{s:{s:s}}}", "metadata", "annotations", NS_ANN_LAST_DRAIN, text),
+             e)) < 0)
+        return r;
+    event(d, "Normal", "NodeDrain", dr.reason);
+    return 0;
+}
+
 /* ---- pods --------------------------------------------------------------------------------- */
 
 static int node_pods(struct drivermgr *d, const char *selector, json_t **ret, struct err *e)
@@ -441,15 +464,15 @@ static int rmmod(const char *module, struct err *e)
 
 static int unload(struct drivermgr *d, struct err *e)
 {
-    struct dm_root_facts f;
-    int r = dm_root_probe(d->host_root, d->driver_root, &f, e);
+    struct ns_driver_facts f;
+    int r = ns_driver_probe(d->host_root, d->driver_root, d->validations_dir, &f, e);
     if (r < 0)
         return r;
-    for (int m = 0; m < DM_MOD_COUNT; m++) {
+    for (int m = 0; m < NS_MOD_COUNT; m++) {
         if (!f.module[m])
             continue;
-        log_info(COMPONENT, "unloading kernel module", "module=%s", dm_module_name(m));
-        if ((r = rmmod(dm_module_name(m), e)) < 0)
+        log_info(COMPONENT, "unloading kernel module", "module=%s", ns_module_name(m));
+        if ((r = rmmod(ns_module_name(m), e)) < 0)
             return r;
     }
     return 0;
@@ -457,11 +480,11 @@ static int unload(struct drivermgr *d, struct err *e)
 
 static int clean_root(struct drivermgr *d, struct err *e)
 {
-    struct dm_root_facts f;
-    int r = dm_root_probe(d->host_root, d->driver_root, &f, e);
+    struct ns_driver_facts f;
+    int r = ns_driver_probe(d->host_root, d->driver_root, d->validations_dir, &f, e);
     if (r < 0)
         return r;
-    if (f.root_mountpoint && !f.module[DM_MOD_NVIDIA]) {
+    if (f.root_mountpoint && !f.module[NS_MOD_NVIDIA]) {
         log_info(COMPONENT, "unmounting the stale driver root", "path=%s", d->driver_root);
         if (umount2(d->driver_root, MNT_DETACH) < 0 && errno != EINVAL)
             return err_errno(e, -errno, "unmount \"%s\"", d->driver_root);
@@ -490,12 +513,12 @@ static int host_driver(struct svc *s, struct drivermgr *d, const struct dm_findi
 }
 
 static int containerized(struct svc *s, struct drivermgr *d, const struct dm_finding *f,
-                         const struct dm_root_facts *facts, struct err *e)
+                         const struct ns_driver_facts *facts, struct err *e)
 {
     struct dm_mode mode;
     dm_mode_decide(&d->cfg, d->node_obj, &mode);
     bool loaded = false;
-    for (int m = 0; m < DM_MOD_COUNT; m++)
+    for (int m = 0; m < NS_MOD_COUNT; m++)
         loaded |= facts->module[m];
     int r;
     if (loaded) {
@@ -513,7 +536,8 @@ static int containerized(struct svc *s, struct drivermgr *d, const struct dm_fin
         if (mode.evict_gpu_pods && (r = evict_pods(s, d, false, e)) < 0)
             return r;
         step_done(d, "evict");
-        if (mode.drain && ((r = cordon(d, e)) < 0 || (r = evict_pods(s, d, true, e)) < 0))
+        if (mode.drain && ((r = cordon(d, e)) < 0 || (r = record_drain(d, f, e)) < 0 ||
+                           (r = evict_pods(s, d, true, e)) < 0))
             return r;
         step_done(d, "drain");
         if ((r = unload(d, e)) < 0)
@@ -542,9 +566,9 @@ static int dm_run(struct svc *s, struct err *e)
     int r = kube_client_new(&ko, &d->kc, e);
     if (r < 0)
         return r;
-    struct dm_root_facts facts;
+    struct ns_driver_facts facts;
     struct dm_finding f;
-    if ((r = dm_root_probe(d->host_root, d->driver_root, &facts, e)) < 0)
+    if ((r = ns_driver_probe(d->host_root, d->driver_root, d->validations_dir, &facts, e)) < 0)
         return r;
     dm_owner_decide(&facts, d->driver_version, &f);
     log_info(COMPONENT, "driver owner", "node=%s owner=%s found=%s version=%s source=\"%s\"",

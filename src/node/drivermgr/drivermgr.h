@@ -3,8 +3,9 @@
  * drivermgr: the decisions of `gpuop driver-manager`, the init container of the driver pod (the
  * job of NVIDIA's k8s-driver-manager). docs/driver-manager.md tells the whole story.
  *
- *  - Who owns the driver on this node (dm_root_probe reads a node root, dm_owner_decide decides
- *    from what it read): a driver pre-installed on the host, the containerized driver, or none.
+ *  - Who owns the driver on this node (nodestate's ns_driver_probe reads a node root,
+ *    dm_owner_decide decides from what it read): a driver pre-installed on the host, the
+ * containerized driver, or none.
  *  - The operand pause: each nvidia.com/gpu.deploy.<operand> label (but the driver's own and the
  *    operands kill switch) goes to "paused-for-driver-upgrade" while the driver reloads, a
  *    "false" stays, any other value v becomes "v_paused-for-driver-upgrade"; the restore undoes
@@ -14,7 +15,7 @@
  *    (its upgrade controller drives this node).
  *  - The order the kernel modules are unloaded in.
  *
- * Pure but for dm_root_probe (it reads files under the roots it is given). Thread-compatible.
+ * Pure. Thread-compatible.
  */
 #ifndef GPUOP_DRIVERMGR_H
 #define GPUOP_DRIVERMGR_H
@@ -40,39 +41,11 @@
 
 /* ---- the owner ---------------------------------------------------------------------------- */
 
-/* The kernel modules, in unload order (dependants first). */
-enum dm_module {
-    DM_MOD_NVIDIA_DRM,
-    DM_MOD_NVIDIA_MODESET,
-    DM_MOD_NVIDIA_UVM,
-    DM_MOD_NVIDIA_PEERMEM,
-    DM_MOD_NVIDIA,
-    DM_MOD_COUNT,
-};
-const char *dm_module_name(enum dm_module m); /* "nvidia_drm", ... */
-
-#define DM_VERSION_MAX 64
-#define DM_PATH_MAX    512
-
-/* What a node root shows about the NVIDIA driver (dm_root_probe; tests fill it by hand). */
-struct dm_root_facts {
-    bool module[DM_MOD_COUNT];           /* <host>/sys/module/<name> exists */
-    char module_version[DM_VERSION_MAX]; /* the loaded nvidia's; "" when unknown */
-    char host_smi[DM_PATH_MAX];          /* an executable, non-empty nvidia-smi; "" none */
-    char host_lib[DM_PATH_MAX];          /* a libnvidia-ml.so.<version> on the host; "" none */
-    char host_lib_version[DM_VERSION_MAX];
-    char root_lib[DM_PATH_MAX]; /* one under the driver root; the loaded version's
-                                   when there is one */
-    char root_lib_version[DM_VERSION_MAX];
-    bool root_mountpoint; /* the driver root is a mount point */
-};
-
-/* Reads host_root (the node's root as mounted here: sys/module, proc/driver/nvidia/version, the
- * usual bin and lib folders) and driver_root (where the containerized driver lays out its root,
- * /run/nvidia/driver). A host root that is not a readable folder is -ENOENT/-ENOTDIR naming it;
- * a missing driver root is no driver root. */
-int dm_root_probe(const char *host_root, const char *driver_root, struct dm_root_facts *ret,
-                  struct err *e);
+/* The driver manager reads the node root through nodestate's probe (ns_driver_probe, struct
+ * ns_driver_facts): the modules (ns_module, in unload order), their version, nvidia-smi and
+ * the versioned libnvidia-ml on the host and under the driver root, whether that root is a mount
+ * point. */
+#define DM_VERSION_MAX NS_VERSION_MAX
 
 /* What the driver manager found: the owner from now on (NS_OWNER_CONTAINER also when nothing is
  * loaded yet: the driver container is about to install it), the version when known, and how it
@@ -95,7 +68,7 @@ struct dm_finding {
  *     are named in the source but own nothing.
  * driver_version: the containerized driver's (DRIVER_VERSION; may be NULL), reported when it is
  * about to install. */
-void dm_owner_decide(const struct dm_root_facts *f, const char *driver_version,
+void dm_owner_decide(const struct ns_driver_facts *f, const char *driver_version,
                      struct dm_finding *ret);
 
 /* ---- pause and restore -------------------------------------------------------------------- */

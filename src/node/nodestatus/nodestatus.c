@@ -32,34 +32,6 @@ void nst_report_clear(struct nst_report *r)
     r->annotation = NULL;
 }
 
-int nst_parse_time(const char *s, uint64_t *ret_ms)
-{
-    if (!s)
-        return -EINVAL;
-    struct tm tm = {0};
-    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (!p)
-        return -EINVAL;
-    uint64_t ms = 0;
-    if (*p == '.') {
-        unsigned digits = 0;
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-            if (digits < 3)
-                ms = ms * 10 + (uint64_t)(*p - '0');
-        if (digits == 0)
-            return -EINVAL;
-        for (; digits < 3; digits++)
-            ms *= 10;
-    }
-    if (strcmp(p, "Z") != 0)
-        return -EINVAL;
-    time_t t = timegm(&tm);
-    if (t < 0)
-        return -EINVAL;
-    *ret_ms = (uint64_t)t * 1000 + ms;
-    return 0;
-}
-
 /* NVIDIA's count of exposed devices: every capacity named nvidia.com/gpu* or nvidia.com/mig-*.
  * -1 when the node has no readable capacity. */
 static int64_t devices_total(const json_t *node)
@@ -135,7 +107,7 @@ static uint64_t short_since(struct nst_state *st, const json_t *node, uint64_t n
     struct err e = {0};
     uint64_t t = 0;
     if (ns_gpu_count_parse(text, prev, &e) == 0 && prev->short_ &&
-        nst_parse_time(prev->since, &t) == 0 && t <= now)
+        time_parse_rfc3339(prev->since, &t) == 0 && t <= now)
         st->short_since_ms = t;
     free(prev);
     return st->short_since_ms;

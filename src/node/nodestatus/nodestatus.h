@@ -110,7 +110,4 @@ int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
 /* The metrics page; -ENOBUFS when out's limit is passed. */
 GPUOP_WUR int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out);
 
-/* "2026-01-01T00:00:00Z" (or with fractional seconds) to ms since the epoch; -EINVAL. */
-int nst_parse_time(const char *s, uint64_t *ret_ms);
-
 #endif

@@ -364,8 +364,8 @@ static int open_nvml(const struct ns_driver_ready *dr, struct gpu_lib **ret, cha
 {
     char lib[PATH_MAX] = "";
     if (!env_get("GPUOP_NVML_LIBRARY"))
-        (void)val_find_under_root(dr->driver_root_ctr, val_lib_dirs, "libnvidia-ml.so.1", false,
-                                  lib, sizeof(lib));
+        (void)ns_root_find(dr->driver_root_ctr, ns_lib_dirs, "libnvidia-ml.so.1", false, lib,
+                           sizeof(lib));
     struct err e = {0};
     if (gpu_lib_open(lib[0] ? lib : NULL, ret, &e) < 0) {
         val_say(reason, rn, "NVML does not initialise: %s", e.msg);
@@ -456,8 +456,8 @@ static int count_pci_gpus(const char *sysfs)
 static int check_driver(struct val *v, char *reason, size_t rn, struct err *e)
 {
     struct val_paths p = {v->host_root, v->driver_root, v->validations_dir};
-    struct val_driver_facts f;
-    int r = val_driver_probe(&p, &f, e);
+    struct ns_driver_facts f;
+    int r = ns_driver_probe(p.host_root, p.driver_root, p.validations_dir, &f, e);
     if (r < 0)
         return r;
     bool managed = daemonset_exists(v, DRIVER_DS_SEL);
@@ -527,14 +527,14 @@ static int check_toolkit(struct val *v, char *reason, size_t rn, struct err *e)
         val_say(reason, rn, "%s", fe.msg);
         return 1;
     }
-    struct val_toolkit_marker tm;
-    if (val_toolkit_marker_parse(mpath, r == 0 ? mtext : NULL, mlen, &tm, &fe) < 0) {
+    struct ns_toolkit_marker tm;
+    if (ns_toolkit_marker_parse(mpath, r == 0 ? mtext : NULL, mlen, &tm, &fe) < 0) {
         val_say(reason, rn, "%s", fe.msg);
         return 1;
     }
     /* The node's CDI spec names every GPU and MIG device. */
     char spath[PATH_MAX];
-    if (val_resolve_in_root(v->host_root, tm.cdi_spec, spath, sizeof(spath)) < 0) {
+    if (ns_root_resolve(v->host_root, tm.cdi_spec, spath, sizeof(spath)) < 0) {
         val_say(reason, rn, "CDI spec %s under %s: cannot resolve its path", tm.cdi_spec,
                 v->host_root);
         return 1;
@@ -604,8 +604,8 @@ static int check_cuda(struct val *v, char *reason, size_t rn, struct err *e)
         return r;
     char lib[PATH_MAX] = "";
     if (!env_get("GPUOP_CUDA_LIBRARY") &&
-        val_find_under_root(dr.driver_root_ctr, val_lib_dirs, "libcuda.so.1", false, lib,
-                            sizeof(lib)) < 0) {
+        ns_root_find(dr.driver_root_ctr, ns_lib_dirs, "libcuda.so.1", false, lib, sizeof(lib)) <
+            0) {
         val_say(reason, rn,
                 "libcuda.so.1 is not under the driver root %s (searched its lib "
                 "folders)",

@@ -25,25 +25,6 @@ int val_component_ns(enum val_component c, enum ns_component *ret)
     return 0;
 }
 
-/* NVIDIA's toolkit's library search under a driver root (node-components.md §3); the ld cache
- * fallback is not read. */
-const char *const val_lib_dirs[] = {
-    "",
-    "/usr/lib64",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu/nvidia/current",
-    "/usr/lib/aarch64-linux-gnu/nvidia/current",
-    "/lib64",
-    "/lib/x86_64-linux-gnu",
-    "/lib/aarch64-linux-gnu",
-    NULL,
-};
-
-const char *const val_bin_dirs[] = {
-    "/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/sbin", "/opt/bin", NULL,
-};
-
 void val_say(char *buf, size_t n, const char *fmt, ...)
 {
     if (n == 0)
@@ -54,164 +35,6 @@ void val_say(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
     if (w >= 0 && (size_t)w >= n && n > 4)
         memcpy(buf + n - 4, "...", 4);
-}
-
-#define SYMLINK_HOPS 40
-
-int val_resolve_in_root(const char *root, const char *path, char *buf, size_t n)
-{
-    const char *r = strcmp(root, "/") == 0 ? "" : root;
-    char done[PATH_MAX] = ""; /* resolved so far, as the host sees it ("/usr/lib") */
-    char todo[PATH_MAX];      /* what is left ("x86_64-linux-gnu/libcuda.so.1") */
-    if (strlcpy_s(todo, path, sizeof(todo)) >= sizeof(todo))
-        return -ENAMETOOLONG;
-    int hops = 0;
-    char *p = todo;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        if (!*p)
-            break;
-        char *slash = strchr(p, '/');
-        size_t cl = slash ? (size_t)(slash - p) : strlen(p);
-        char *rest = slash ? slash + 1 : p + cl;
-        if (cl == 1 && p[0] == '.') {
-            p = rest;
-            continue;
-        }
-        if (cl == 2 && p[0] == '.' && p[1] == '.') {
-            char *last = strrchr(done, '/');
-            if (last)
-                *last = '\0';
-            p = rest;
-            continue;
-        }
-        size_t dl = strlen(done);
-        if (dl + 1 + cl >= sizeof(done))
-            return -ENAMETOOLONG;
-        char cand[PATH_MAX];
-        memcpy(cand, done, dl);
-        cand[dl] = '/';
-        memcpy(cand + dl + 1, p, cl);
-        cand[dl + 1 + cl] = '\0';
-        char full[PATH_MAX];
-        int w = snprintf(full, sizeof(full), "%s%s", r, cand);
-        if (w < 0 || (size_t)w >= sizeof(full))
-            return -ENAMETOOLONG;
-        struct stat st;
-        if (lstat(full, &st) < 0 || !S_ISLNK(st.st_mode)) {
-            /* a plain component, or a missing one (the rest is taken as it is) */
-            memcpy(done, cand, strlen(cand) + 1);
-            p = rest;
-            continue;
-        }
-        if (++hops > SYMLINK_HOPS)
-            return -ELOOP;
-        char target[PATH_MAX];
-        ssize_t k = readlink(full, target, sizeof(target) - 1);
-        if (k < 0)
-            return -errno;
-        target[k] = '\0';
-        if (target[0] == '/')
-            done[0] = '\0'; /* absolute: from the root again */
-        char next[PATH_MAX];
-        w = snprintf(next, sizeof(next), "%s/%s", target, rest);
-        if (w < 0 || (size_t)w >= sizeof(next))
-            return -ENAMETOOLONG;
-        memcpy(todo, next, (size_t)w + 1);
-        p = todo;
-    }
-    int w = snprintf(buf, n, "%s%s", r, done[0] ? done : "/");
-    if (w < 0 || (size_t)w >= n)
-        return -ENAMETOOLONG;
-    return 0;
-}
-
-int val_find_under_root(const char *root, const char *const *dirs, const char *name, bool want_exec,
-                        char *buf, size_t n)
-{
-    const char *r = strcmp(root, "/") == 0 ? "" : root;
-    for (size_t i = 0; dirs[i]; i++) {
-        char rel[PATH_MAX], path[PATH_MAX], resolved[PATH_MAX];
-        int w = snprintf(rel, sizeof(rel), "%s/%s", dirs[i], name);
-        int w2 = snprintf(path, sizeof(path), "%s%s", r, rel);
-        if (w < 0 || (size_t)w >= sizeof(rel) || w2 < 0 || (size_t)w2 >= sizeof(path))
-            return -ENAMETOOLONG;
-        /* Links are read as the host would (absolute targets inside root); a link that does
-         * not resolve there may still resolve in this container's view (a test bed's links to
-         * its build folder). */
-        struct stat st;
-        const char *found = resolved;
-        if (val_resolve_in_root(root, rel, resolved, sizeof(resolved)) < 0 ||
-            stat(resolved, &st) < 0) {
-            if (stat(path, &st) < 0)
-                continue;
-            found = path;
-        }
-        if (!S_ISREG(st.st_mode) || st.st_size == 0)
-            continue;
-        if (want_exec && !(st.st_mode & 0111))
-            continue;
-        if (strlcpy_s(buf, found, n) >= n)
-            return -ENAMETOOLONG;
-        return 0;
-    }
-    return -ENOENT;
-}
-
-static bool path_exists(const char *dir, const char *rel)
-{
-    char path[PATH_MAX];
-    int w = snprintf(path, sizeof(path), "%s%s", strcmp(dir, "/") == 0 ? "" : dir, rel);
-    if (w < 0 || (size_t)w >= sizeof(path))
-        return false;
-    return access(path, F_OK) == 0;
-}
-
-/* Whether dir holds anything (a missing folder holds nothing). */
-static bool dir_used(const char *dir)
-{
-    _cleanup_(closedirp) DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            return true;
-    return false;
-}
-
-int val_driver_probe(const struct val_paths *p, struct val_driver_facts *ret, struct err *e)
-{
-    struct stat st;
-    if (stat(p->host_root, &st) < 0)
-        return err_errno(e, -errno, "host root \"%s\"", p->host_root);
-    if (!S_ISDIR(st.st_mode))
-        return err_set(e, -ENOTDIR, "host root \"%s\": not a directory", p->host_root);
-    struct val_driver_facts f = {0};
-    f.host_module = path_exists(p->host_root, "/sys/module/nvidia");
-    int r;
-    if ((r = val_find_under_root(p->host_root, val_bin_dirs, "nvidia-smi", true, f.host_smi,
-                                 sizeof(f.host_smi))) < 0 &&
-        r != -ENOENT)
-        return err_set(e, r, "host root \"%s\": path too long", p->host_root);
-    if ((r = val_find_under_root(p->host_root, val_lib_dirs, "libnvidia-ml.so.1", false,
-                                 f.host_nvml, sizeof(f.host_nvml))) < 0 &&
-        r != -ENOENT)
-        return err_set(e, r, "host root \"%s\": path too long", p->host_root);
-    if ((r = val_find_under_root(p->driver_root, val_bin_dirs, "nvidia-smi", true, f.ctr_smi,
-                                 sizeof(f.ctr_smi))) < 0 &&
-        r != -ENOENT)
-        return err_set(e, r, "driver root \"%s\": path too long", p->driver_root);
-    if ((r = val_find_under_root(p->driver_root, val_lib_dirs, "libnvidia-ml.so.1", false,
-                                 f.ctr_nvml, sizeof(f.ctr_nvml))) < 0 &&
-        r != -ENOENT)
-        return err_set(e, r, "driver root \"%s\": path too long", p->driver_root);
-    f.ctr_root_used = dir_used(p->driver_root);
-    f.ctr_dev = path_exists(p->driver_root, "/dev/nvidiactl");
-    f.ctr_ready = ns_file_exists(p->validations_dir, NS_DRIVER_CTR_READY);
-    *ret = f;
-    return 0;
 }
 
 const char *val_driver_source_name(enum val_driver_source s)
@@ -227,12 +50,12 @@ const char *val_driver_source_name(enum val_driver_source s)
     return "none";
 }
 
-void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f,
+void val_driver_plan(const struct val_paths *p, const struct ns_driver_facts *f,
                      bool driver_managed, struct val_driver_plan *ret)
 {
     struct val_driver_plan pl = {0};
     bool host_files = f->host_smi[0] && f->host_nvml[0];
-    bool host_module = f->host_module && !f->ctr_root_used && !driver_managed;
+    bool host_module = f->module[NS_MOD_NVIDIA] && !f->root_used && !driver_managed;
     if (host_files || host_module) {
         pl.source = VAL_SRC_HOST;
         pl.check = true;
@@ -255,8 +78,8 @@ void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f
     strlcpy_s(pl.ready.driver_root, p->driver_root, sizeof(pl.ready.driver_root));
     strlcpy_s(pl.ready.driver_root_ctr, p->driver_root, sizeof(pl.ready.driver_root_ctr));
     /* The driver container's devices when its root has them, else the host's. */
-    strlcpy_s(pl.ready.dev_root, f->ctr_dev ? p->driver_root : "/", sizeof(pl.ready.dev_root));
-    strlcpy_s(pl.ready.dev_root_ctr, f->ctr_dev ? p->driver_root : p->host_root,
+    strlcpy_s(pl.ready.dev_root, f->root_dev ? p->driver_root : "/", sizeof(pl.ready.dev_root));
+    strlcpy_s(pl.ready.dev_root_ctr, f->root_dev ? p->driver_root : p->host_root,
               sizeof(pl.ready.dev_root_ctr));
     if (driver_managed && !f->ctr_ready) {
         pl.source = VAL_SRC_CONTAINER;
@@ -267,12 +90,12 @@ void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f
         *ret = pl;
         return;
     }
-    if (f->ctr_nvml[0]) {
+    if (f->root_nvml[0]) {
         pl.source = VAL_SRC_CONTAINER;
         pl.check = true;
-        strlcpy_s(pl.nvml, f->ctr_nvml, sizeof(pl.nvml));
+        strlcpy_s(pl.nvml, f->root_nvml, sizeof(pl.nvml));
         val_say(pl.found, sizeof(pl.found), "the containerized driver under %s (%s)",
-                p->driver_root, f->ctr_nvml);
+                p->driver_root, f->root_nvml);
         *ret = pl;
         return;
     }
@@ -327,65 +150,6 @@ int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)
 }
 
 /* ---- toolkit ------------------------------------------------------------------------------ */
-
-int val_toolkit_marker_parse(const char *path, const char *text, size_t len,
-                             struct val_toolkit_marker *ret, struct err *e)
-{
-    struct val_toolkit_marker m = {.check_runtime = true, .cdi_enabled = true};
-    strlcpy_s(m.runtime_name, "nvidia", sizeof(m.runtime_name));
-    strlcpy_s(m.runtime_path, VAL_RUNTIME_PATH_DEFAULT, sizeof(m.runtime_path));
-    strlcpy_s(m.cdi_spec, VAL_CDI_SPEC_DEFAULT, sizeof(m.cdi_spec));
-    if (!text) {
-        *ret = m;
-        return 0;
-    }
-    char install[PATH_MAX] = "";
-    const struct {
-        const char *key;
-        char *buf;
-        size_t size;
-        bool abs; /* a path: absolute */
-    } keys[] = {
-        {"RUNTIME", m.runtime, sizeof(m.runtime), false},
-        {"RUNTIME_CONFIG", m.runtime_config, sizeof(m.runtime_config), true},
-        {"RUNTIME_NAME", m.runtime_name, sizeof(m.runtime_name), false},
-        {"RUNTIME_PATH", m.runtime_path, sizeof(m.runtime_path), true},
-        {"CDI_SPEC", m.cdi_spec, sizeof(m.cdi_spec), true},
-        {"TOOLKIT_INSTALL_DIR", install, sizeof(install), true},
-    };
-    bool have_path = false;
-    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
-        char v[PATH_MAX];
-        int r = ns_env_get(text, len, keys[i].key, v, sizeof(v));
-        if (r == -ENOENT || (r == 0 && !*v))
-            continue;
-        if (r < 0 || strlen(v) >= keys[i].size)
-            return err_set(e, -ENAMETOOLONG, "%s: %s: value too long", path, keys[i].key);
-        if (keys[i].abs && v[0] != '/')
-            return err_set(e, -EINVAL, "%s: %s: \"%s\" is not an absolute path", path, keys[i].key,
-                           v);
-        memcpy(keys[i].buf, v, strlen(v) + 1);
-        have_path = have_path || keys[i].buf == m.runtime_path;
-    }
-    if (!have_path && install[0]) {
-        int w =
-            snprintf(m.runtime_path, sizeof(m.runtime_path), "%s/%s", install, VAL_TOOLKIT_WRAPPER);
-        if (w < 0 || (size_t)w >= sizeof(m.runtime_path))
-            return err_set(e, -ENAMETOOLONG, "%s: TOOLKIT_INSTALL_DIR: value too long", path);
-    }
-    if (strcmp(m.runtime, "none") == 0) {
-        m.check_runtime = false;
-        m.runtime[0] = '\0';
-    }
-    char v[16];
-    int r = ns_env_get(text, len, "CDI_ENABLED", v, sizeof(v));
-    if (r == 0 && parse_bool(v, &m.cdi_enabled) < 0)
-        return err_set(e, -EINVAL, "%s: CDI_ENABLED: \"%s\" is not a boolean", path, v);
-    if (r < 0 && r != -ENOENT)
-        return err_set(e, r, "%s: CDI_ENABLED: value too long", path);
-    *ret = m;
-    return 0;
-}
 
 #define MISSING_NAMED 8
 

@@ -6,8 +6,8 @@
  * spec lacks, why the node advertises fewer GPUs than it has, and which status files are
  * missing for all-done.
  *
- * Pure but for val_driver_probe and val_find_under_root (which only look at a node root's files:
- * tests point them at fixture folders) and val_status_missing (file existence). NVML, the CDI
+ * Pure but for val_status_missing (file existence); the node root's files are read through
+ * nodestate's probe (ns_driver_probe; tests point it at fixture folders). NVML, the CDI
  * parser, the runtime check, the CUDA check and the API server are the shell's
  * (validator-main.c); their results come in as plain data.
  */
@@ -40,24 +40,8 @@ extern const char *const val_component_names[];
 /* The nodestate component of a check (all-done has none: -EINVAL). */
 int val_component_ns(enum val_component c, enum ns_component *ret);
 
-/* The folders, relative to a root, where the driver's libraries are looked for, in the order
- * NVIDIA's toolkit searches them ("" is the root itself); NULL-terminated. */
-extern const char *const val_lib_dirs[];
-/* The folders where nvidia-smi is looked for; NULL-terminated. */
-extern const char *const val_bin_dirs[];
-
-/* Resolves path (as the host sees it: "/var/run/cdi/nvidia.yaml") under root, following every
- * symbolic link inside root as the host would (an absolute target starts again at root; ".."
- * stops at it); a missing component ends the resolution, the rest taken as it is. Writes root
- * plus the resolved path into buf. -ELOOP past 40 links; -ENAMETOOLONG. */
-int val_resolve_in_root(const char *root, const char *path, char *buf, size_t n);
-
-/* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
- * root, or else as this process sees the path; executable when want_exec). Writes the resolved
- * path (root included) into buf. -ENOENT when none has it; -ENAMETOOLONG when a path does not
- * fit. */
-int val_find_under_root(const char *root, const char *const *dirs, const char *name, bool want_exec,
-                        char *buf, size_t n);
+/* The node root is read through nodestate: ns_root_find, ns_root_resolve, ns_lib_dirs,
+ * ns_bin_dirs and the driver probe (ns_driver_probe). */
 
 /* Formats a one-line reason into buf; a reason too long for buf ends in "..." rather than being
  * cut silently. */
@@ -70,22 +54,6 @@ struct val_paths {
     const char *driver_root;     /* the containerized driver's root: "/run/nvidia/driver" */
     const char *validations_dir; /* "/run/nvidia/validations" */
 };
-
-/* What the node's files say about its drivers. */
-struct val_driver_facts {
-    bool host_module;         /* <host>/sys/module/nvidia exists */
-    char host_smi[PATH_MAX];  /* nvidia-smi under the host root's bin dirs, "" when none */
-    char host_nvml[PATH_MAX]; /* libnvidia-ml.so.1 under the host root's lib dirs, or "" */
-    bool ctr_ready;           /* .driver-ctr-ready in the validations folder */
-    char ctr_smi[PATH_MAX];   /* the same under the containerized driver's root */
-    char ctr_nvml[PATH_MAX];
-    bool ctr_root_used; /* the driver root holds anything: a driver container laid
-                           it out (or is laying it out) */
-    bool ctr_dev;       /* <driver root>/dev/nvidiactl: the driver root has devices */
-};
-
-/* Reads the facts. A host root that is not a readable folder is -ENOENT/-ENOTDIR naming it. */
-int val_driver_probe(const struct val_paths *p, struct val_driver_facts *ret, struct err *e);
 
 enum val_driver_source {
     VAL_SRC_NONE,      /* no driver: wait or fail with the plan's reason */
@@ -108,7 +76,7 @@ struct val_driver_plan {
  * driver DaemonSet manages the node), else the containerized driver once its startup probe
  * wrote .driver-ctr-ready (when driver_managed: a driver DaemonSet exists) or its root holds
  * libnvidia-ml. Left-overs (only libraries, only nvidia-smi) are named in the reason. */
-void val_driver_plan(const struct val_paths *p, const struct val_driver_facts *f,
+void val_driver_plan(const struct val_paths *p, const struct ns_driver_facts *f,
                      bool driver_managed, struct val_driver_plan *ret);
 
 /* What the check saw once NVML was loaded. */
@@ -133,31 +101,7 @@ int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n);
 
 /* ---- toolkit ------------------------------------------------------------------------------ */
 
-#define VAL_CDI_SPEC_DEFAULT "/var/run/cdi/nvidia.yaml"
-
-/* The handler binary gpuop's toolkit installs in its install folder (TOOLKIT_INSTALL_DIR). */
-#define VAL_TOOLKIT_WRAPPER "gpuop-runtime"
-/* The handler of a toolkit gpuop does not manage (NVIDIA's package). */
-#define VAL_RUNTIME_PATH_DEFAULT "/usr/bin/nvidia-container-runtime"
-
-/* .toolkit-ctr-ready, an env file the toolkit daemon writes once the node is configured. Keys
- * read (each optional): RUNTIME (containerd, cri-o, docker, or none when it left the runtime
- * alone), RUNTIME_CONFIG (the runtime's main config, a host path), RUNTIME_NAME (the handler,
- * default "nvidia"), RUNTIME_PATH (the binary it runs; default TOOLKIT_INSTALL_DIR/
- * VAL_TOOLKIT_WRAPPER, else VAL_RUNTIME_PATH_DEFAULT), CDI_SPEC (the spec, a host path; default
- * VAL_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true). */
-struct val_toolkit_marker {
-    bool check_runtime; /* false when RUNTIME=none */
-    char runtime[32];   /* "" : detect */
-    char runtime_config[PATH_MAX];
-    char runtime_name[64];
-    char runtime_path[PATH_MAX];
-    char cdi_spec[PATH_MAX];
-    bool cdi_enabled;
-};
-/* text NULL: the defaults (a toolkit not managed by gpuop). path names the file in errors. */
-int val_toolkit_marker_parse(const char *path, const char *text, size_t len,
-                             struct val_toolkit_marker *ret, struct err *e);
+/* The toolkit's marker (.toolkit-ctr-ready) is read with nodestate's ns_toolkit_marker_parse. */
 
 /* Which of the node's GPUs the spec does not name, as `nvidia-ctk cdi generate` names them:
  * "<index>" and the GPU's UUID, "<index>:<mig index>" and the MIG UUID. has(name) says whether

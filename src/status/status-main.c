@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `gpuop status` (also `kubectl gpuop status`): lists what the API server holds, hands it to the
+ * core (status.h) and prints the text or the JSON. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "kube.h"
+#include "status.h"
+#include "svc.h"
+
+#define TEXT_MAX (16u << 20)
+
+static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
+                                                         "ClusterPolicy", false};
+static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
+                                                       "NVIDIADriver", false};
+
+enum output { OUT_TEXT, OUT_WIDE, OUT_JSON };
+static const char *const output_names[] = {"text", "wide", "json", NULL};
+enum color { COLOR_AUTO, COLOR_ALWAYS, COLOR_NEVER };
+static const char *const color_names[] = {"auto", "always", "never", NULL};
+
+struct status {
+    const char *kubeconfig, *context;
+    int output, color;
+};
+
+static const struct svc_option status_options[] = {
+    {.flag = "kubeconfig",
+     .kind = SVC_STRING,
+     .off = offsetof(struct status, kubeconfig),
+     .metavar = "PATH",
+     .help = "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)"},
+    {.flag = "context",
+     .kind = SVC_STRING,
+     .off = offsetof(struct status, context),
+     .metavar = "NAME",
+     .help = "kubeconfig context (default: the current one)"},
+    {.flag = "output",
+     .short_flag = 'o',
+     .kind = SVC_ENUM,
+     .choices = output_names,
+     .off = offsetof(struct status, output),
+     .metavar = "FORMAT",
+     .help = "text (default), wide (every column, nothing cut) or json (the view model)"},
+    {.flag = "color",
+     .env = "GPUOP_COLOR",
+     .kind = SVC_ENUM,
+     .choices = color_names,
+     .off = offsetof(struct status, color),
+     .metavar = "WHEN",
+     .help = "auto (default: on a terminal, unless NO_COLOR is set or TERM=dumb), always, never"},
+    {0},
+};
+
+/* A list that may be absent: a CRD not installed (404) or not readable (403) is empty. */
+static int list_optional(struct kube_client *kc, const struct kube_resource *r,
+                         const struct kube_list_opts *o, json_t **ret, struct err *e)
+{
+    json_t *l = NULL;
+    struct err ee = {0};
+    int rc = kube_list(kc, r, NULL, o, &l, &ee);
+    if (rc == -ENOENT || rc == -EPERM || rc == -EACCES) {
+        log_debug("status", "list skipped", "resource=%s error=\"%s\"", r->plural, err_msg(&ee));
+        *ret = json_array();
+        return 0;
+    }
+    if (rc < 0) {
+        *e = ee;
+        return rc;
+    }
+    *ret = json_incref(json_object_get(l, "items"));
+    json_decref(l);
+    if (!json_is_array(*ret)) {
+        json_decref(*ret);
+        *ret = json_array();
+    }
+    return 0;
+}
+
+static void view_of(const struct status *st, struct st_view *v)
+{
+    bool tty = isatty(STDOUT_FILENO);
+    const char *term = env_get("TERM");
+    v->color = st->color == COLOR_ALWAYS ||
+               (st->color == COLOR_AUTO && tty && !env_get("NO_COLOR") && !streq_ptr(term, "dumb"));
+    v->wide = st->output == OUT_WIDE;
+    v->width = 0;
+    struct winsize ws;
+    if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        v->width = ws.ws_col;
+    v->now_ms = now_ms_real();
+}
+
+static int status_run(struct svc *s, struct err *e)
+{
+    struct status *st = svc_state(s);
+    struct kube_options ko = {.kubeconfig = st->kubeconfig,
+                              .context = st->context,
+                              .stop = svc_stop(s),
+                              .call_timeout_ms = 30000};
+    _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
+    int r = kube_client_new(&ko, &kc, e);
+    if (r < 0)
+        return r;
+    _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL;
+    _cleanup_(json_decrefp) json_t *node_list = NULL;
+    if ((r = kube_list(kc, &KUBE_NODES, NULL, NULL, &node_list, e)) < 0)
+        return err_prefix(e, "list nodes");
+    nodes = json_incref(json_object_get(node_list, "items"));
+    if (!json_is_array(nodes)) {
+        json_decref(nodes);
+        nodes = json_array();
+    }
+    struct kube_list_opts drains = {.field_selector = "involvedObject.kind=Node,reason=NodeDrain"};
+    if ((r = list_optional(kc, &RES_CLUSTERPOLICIES, NULL, &policies, e)) < 0 ||
+        (r = list_optional(kc, &RES_NVIDIADRIVERS, NULL, &drivers, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_EVENTS, &drains, &events, e)) < 0)
+        return r;
+    struct st_view v;
+    view_of(st, &v);
+    struct st_objects in = {.policies = policies,
+                            .drivers = drivers,
+                            .nodes = nodes,
+                            .events = events,
+                            .now_ms = v.now_ms};
+    _cleanup_(json_decrefp) json_t *model = st_model(&in, st_sections);
+    if (st->output == OUT_JSON) {
+        _cleanup_free_ char *text = json_dumps(model, JSON_INDENT(2) | JSON_SORT_KEYS);
+        if (!text)
+            return err_set(e, -ENOMEM, "render JSON");
+        printf("%s\n", text);
+    } else {
+        _cleanup_free_ char *text = NULL;
+        if ((r = st_render_text(model, st_sections, &v, TEXT_MAX, &text, e)) < 0)
+            return r;
+        fputs(text, stdout);
+    }
+    if (fflush(stdout) != 0)
+        return err_errno(e, -errno, "write to stdout");
+    return 0;
+}
+
+const struct svc_component status_component = {
+    .name = "status",
+    .usage = "Usage: gpuop status [-o text|wide|json] [flags]\n"
+             "       kubectl gpuop status [-o text|wide|json]\n\n"
+             "The GPU cluster at a glance, from the API server alone: the operator's version, who\n"
+             "last changed the ClusterPolicy and when, the last node drain; then per driver pool\n"
+             "the driver versions and the upgrade's progress, and per GPU node the driver's owner\n"
+             "and version, the validations, physical vs advertised GPUs (a shortfall flagged),\n"
+             "the MIG layout's state and the node's health.\n",
+    .options = {status_options},
+    .state_size = sizeof(struct status),
+    .run = status_run,
+};

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * status: `gpuop status`, the cluster at a glance from the API server alone (docs/
+ * status-and-doctor.md). The shell (status-main.c) lists the objects; this core turns them into
+ * a view model and the view model into text or JSON:
+ *
+ *     objects (struct st_objects) --section.model--> JSON view model --section.text--> text
+ *                                                                    `-> -o json as it is
+ *
+ * The output is a list of sections (st_sections: the summary with the three facts a cluster must
+ * answer, the driver pools, the nodes), each a pair of pure functions: model (the fetched
+ * objects to a JSON value, the section's entry in -o json) and text (that value to lines). A new
+ * section is one more entry in the list.
+ *
+ * Pure: no I/O, no clock (now comes in with the objects and the view). Thread-compatible.
+ */
+#ifndef GPUOP_STATUS_H
+#define GPUOP_STATUS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* What the shell read; every array borrowed, none NULL (an empty array when absent). */
+struct st_objects {
+    json_t *policies; /* ClusterPolicy items */
+    json_t *drivers;  /* NVIDIADriver items (empty when the CRD is not installed) */
+    json_t *nodes;    /* Node items */
+    json_t *events;   /* Events about nodes (the drain records), any namespace */
+    uint64_t now_ms;  /* wall clock, unix ms */
+};
+
+/* How text is drawn. */
+struct st_view {
+    bool color;      /* ANSI colours (a terminal that wants them) */
+    unsigned width;  /* the terminal's columns; 0: unlimited (not a terminal) */
+    bool wide;       /* -o wide: more columns, nothing cut */
+    uint64_t now_ms; /* for ages ("5m ago") */
+};
+
+struct st_section {
+    const char *name; /* its key in -o json: "summary", "pools", "nodes" */
+    /* The view model: a new JSON value (object or array). */
+    json_t *(*model)(const struct st_objects *in);
+    /* Appends the section's lines (each ending in '\n') to out. */
+    void (*text)(const json_t *model, const struct st_view *v, struct sbuf *out);
+};
+
+/* The sections in output order, ended by {0}. */
+extern const struct st_section st_sections[];
+
+/* {"<name>": model, ...} of every section; a new object. */
+json_t *st_model(const struct st_objects *in, const struct st_section *sections);
+/* The text of every section in order, a blank line between them; malloc'ed into *ret. -E2BIG
+ * when it passes max bytes (never cut silently). */
+int st_render_text(const json_t *model, const struct st_section *sections, const struct st_view *v,
+                   size_t max, char **ret, struct err *e);
+
+/* ---- pieces, exposed for the tests -------------------------------------------------------- */
+
+/* The sections' models: the three facts and the node counts; the pools; the GPU nodes. */
+json_t *st_summary_model(const struct st_objects *in);
+json_t *st_pools_model(const struct st_objects *in);
+json_t *st_nodes_model(const struct st_objects *in);
+
+/* The ClusterPolicy's last change: the managedFields entry with the latest time among those
+ * that set spec fields outside a subresource (else among all entries outside a subresource):
+ * {"manager","operation","time"}, or NULL when it has none. A new reference. */
+json_t *st_last_change(const json_t *policy);
+
+/* The pool a node belongs to: the NVIDIADriver whose spec.nodeSelector its labels match
+ * ("nvidiadriver/<name>"), else its OS ("ubuntu22.04", from NFD's os_release labels), else
+ * "unknown". buf >= 128 bytes. */
+void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n);
+
+/* A table: rows of cells, column titles, the last column the one cut first to fit width; cells
+ * may carry a colour ('\x01' + code letter at the start: g green, y yellow, r red, b bold). */
+void st_table(struct sbuf *out, const char *const *titles, size_t ncols, json_t *rows,
+              const struct st_view *v);
+
+#endif
