@@ -23,7 +23,7 @@ LAYERS = {
     # cdi reads specs with yamlcfg, nodestate uses kobj (layer 1): both sit just above them
     'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2, 'nodestate': 2, 'cdi': 2,
     'svc': 3,
-    'dpconfig': 4, 'rtconfig': 4, 'migparted': 4,
+    'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
     'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
@@ -41,7 +41,7 @@ FOLDERS = {
     'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
     'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
-    'src/node/migparted': 'migparted',
+    'src/node/migparted': 'migparted', 'src/node/nodeops': 'nodeops',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
 NVML_ABI_USERS = ('nvml', 'sim/nvml')
