@@ -12,7 +12,9 @@
 #  - a fault injected into the simulated driver midway: failed, the old layout back;
 #  - killed (SIGKILL) after each step of the protocol and run again: the node ends with the
 #    requested layout, state success, no operand left paused.
+# $1: "protocol" (the change, the budget, the refusals) or "kill" (the kills), one meson test each.
 set -euo pipefail
+PART=${1:?protocol or kill}
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 . "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
@@ -79,6 +81,7 @@ configure() { $K label node $N --overwrite "nvidia.com/mig.config=$1" >/dev/null
 rc=0; env -u NODE_NAME "$B/gpuop" mig-manager >"$T/bad.log" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q 'no node name' "$T/bad.log" || fail "no node name: exit $rc: $(cat "$T/bad.log")"
 
+if [ "$PART" = protocol ]; then
 # ---- a change -----------------------------------------------------------------------------------
 wait_for 10 "the operand runs" ds_pod_on_node
 LOG=$T/mm.log
@@ -95,7 +98,7 @@ labels_restored || fail "labels not restored"
 events | grep -q 'MIG layout changed from (none) to all-1g.10gb; pods evicted: none' ||
     fail "no MIGConfigApplied Event"
 wait_for 10 "the operand comes back" ds_pod_on_node
-echo "ok a change: all-1g.10gb"
+echo "ok a change: all-1g.10gb (${SECONDS}s)"
 
 # ---- a disruption budget holds the change ---------------------------------------------------------
 $K apply -f - >/dev/null <<YAML
@@ -108,14 +111,16 @@ spec:
   containers:
   - {name: c, image: nvcr.io/nvidia/cuda:12.4.1-base, resources: {limits: {nvidia.com/gpu: "1"}}}
 YAML
-wait_for 10 "the GPU pod runs" test "$($K get pod train -o jsonpath='{.status.phase}')" = Running
+train_runs() { [ "$($K get pod train -o jsonpath='{.status.phase}')" = Running ]; }
+wait_for 20 "the GPU pod runs" train_runs
 $K apply -f - >/dev/null <<YAML
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: train, namespace: default}
 spec: {minAvailable: 1, selector: {matchLabels: {app: train}}}
 YAML
-wait_for 10 "the budget is computed" test "$($K get pdb train -o jsonpath='{.status.currentHealthy}')" = 1
+budget_computed() { [ "$($K get pdb train -o jsonpath='{.status.currentHealthy}')" = 1 ]; }
+wait_for 10 "the budget is computed" budget_computed
 configure all-balanced
 reason_blocked() { ann gpuop.dev/mig-manager.reason | grep -q "waiting for an eviction: pod default/train: .*disruption budget"; }
 wait_for 20 "pending with the budget's reason" reason_blocked
@@ -133,7 +138,7 @@ labels_restored || fail "labels not restored"
 events | grep -q 'MIG layout changed from all-1g.10gb to all-balanced; pods evicted: default/train' ||
     fail "the Event does not name the evicted pod"
 $K delete pdb train >/dev/null
-echo "ok a disruption budget: pending with the reason, then all-balanced"
+echo "ok a disruption budget: pending with the reason, then all-balanced (${SECONDS}s)"
 
 # ---- refusals: failed with the reason, nothing changed -------------------------------------------
 refused() { # CONFIG REASON-REGEX
@@ -156,7 +161,9 @@ refused all-7g.80gb 'GPU 5.*nvmlDeviceCreateGpuInstance'
 grep -q "apply failed; restoring the previous layout" "$LOG" || fail "no rollback"
 events | grep -q 'the previous layout is back' || fail "no Event naming the rollback"
 mm_stop
-echo "ok refusals: unknown name, missing profile, malformed file, fault midway"
+echo "ok refusals: unknown name, missing profile, malformed file, fault midway (${SECONDS}s)"
+exit 0
+fi
 
 # ---- killed after each step, run again: it converges ---------------------------------------------
 want=all-balanced
@@ -174,5 +181,6 @@ for step in pending pause operands evict apply finish; do
     labels_restored || fail "$step: labels left paused"
     [ -z "$(ann gpuop.dev/mig-manager.progress)" ] || fail "$step: progress annotation left"
     mm_stop
+    echo "  converged after a kill after $step (${SECONDS}s)"
 done
-echo "ok killed after each step: converged"
+echo "ok killed after each step: converged (${SECONDS}s)"
