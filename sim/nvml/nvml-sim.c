@@ -1310,6 +1310,7 @@ struct mig_op {
     unsigned gpu, profile, start, gi, ci;
     bool enable;
     unsigned ret_id;
+    bool fault; /* an injected fault fired (the state is written with it spent) */
 };
 
 static int mig_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
@@ -1325,6 +1326,10 @@ static int mig_apply(struct sim_update *u, struct sim_state *st, void *arg, stru
     case OP_SET_MODE:
         return sim_mig_set_mode(spec, g, op->enable);
     case OP_GI_CREATE:
+        if (g->mig_fail_in > 0 && --g->mig_fail_in == 0) {
+            op->fault = true;
+            return NVML_SUCCESS; /* written: the fault is spent, nothing was created */
+        }
         return sim_mig_gi_create(spec, g, op->profile, op->start, &op->ret_id);
     case OP_GI_DESTROY:
         return sim_mig_gi_destroy(g, op->gi);
@@ -1344,7 +1349,7 @@ static nvmlReturn_t mig_run(struct mig_op *op)
         report_store(&e);
         return NVML_ERROR_UNKNOWN;
     }
-    return (nvmlReturn_t)r;
+    return op->fault ? NVML_ERROR_UNKNOWN : (nvmlReturn_t)r;
 }
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,

@@ -11,8 +11,8 @@
 #include "svc.h"
 
 struct inject {
-    enum { INJ_XID, INJ_LOST, INJ_ECC } kind;
-    unsigned gpu, code, gi, ci, dbe, sbe;
+    enum { INJ_XID, INJ_LOST, INJ_ECC, INJ_MIG_FAIL } kind;
+    unsigned gpu, code, gi, ci, dbe, sbe, after;
     const struct sim_fleet *fleet;
 };
 
@@ -69,12 +69,17 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
             sim_update_event(u, in->gpu, nvmlEventTypeSingleBitEccError, 0, SIM_NO_ID, SIM_NO_ID);
         return 0;
     }
+    case INJ_MIG_FAIL:
+        if (!in->fleet->gpus[in->gpu].mig_capable)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: not MIG capable", in->gpu);
+        g->mig_fail_in = in->after + 1;
+        return 0;
     }
     return -EINVAL;
 }
 
 struct sim_cli {
-    unsigned gpu, code, gi, ci, dbe, sbe;
+    unsigned gpu, code, gi, ci, dbe, sbe, after;
     const char *fleet, *state_dir;
 };
 
@@ -116,6 +121,12 @@ static const struct svc_option sim_options[] = {
      .off = C(sbe),
      .metavar = "K",
      .help = "number of single-bit ECC errors"},
+    {.flag = "after",
+     .kind = SVC_UINT,
+     .max = 1000,
+     .off = C(after),
+     .metavar = "K",
+     .help = "mig-fail: GPU-instance creations that still succeed before the failing one (0)"},
     {.env = "GPUOP_SIM_FLEET",
      .kind = SVC_STRING,
      .off = C(fleet),
@@ -131,7 +142,7 @@ static const struct svc_option sim_options[] = {
 static void sim_defaults(void *state)
 {
     struct sim_cli *c = state;
-    c->gpu = c->code = c->gi = c->ci = c->dbe = SIM_NO_ID;
+    c->gpu = c->code = c->gi = c->ci = c->dbe = c->after = SIM_NO_ID;
 }
 
 /* The flags against the fault kind (before any file is read). */
@@ -143,15 +154,21 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
         in->kind = INJ_LOST;
     else if (strcmp(what, "ecc") == 0)
         in->kind = INJ_ECC;
+    else if (strcmp(what, "mig-fail") == 0)
+        in->kind = INJ_MIG_FAIL;
     else
-        return err_set(e, -EINVAL, "inject: unknown fault \"%s\" (xid, lost or ecc)", what);
+        return err_set(e, -EINVAL, "inject: unknown fault \"%s\" (xid, lost, ecc or mig-fail)",
+                       what);
     *in = (struct inject){.kind = in->kind,
                           .gpu = c->gpu,
                           .code = c->code,
                           .gi = c->gi,
                           .ci = c->ci,
                           .dbe = c->dbe,
-                          .sbe = c->sbe == SIM_NO_ID ? 0 : c->sbe};
+                          .sbe = c->sbe == SIM_NO_ID ? 0 : c->sbe,
+                          .after = c->after == SIM_NO_ID ? 0 : c->after};
+    if (in->kind != INJ_MIG_FAIL && c->after != SIM_NO_ID)
+        return err_set(e, -EINVAL, "inject %s: --after belongs to inject mig-fail", what);
     if (in->gpu == SIM_NO_ID)
         return err_set(e, -EINVAL, "inject %s: --gpu is required", what);
     if (in->kind == INJ_XID) {
@@ -254,6 +271,9 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
                    gs->retired_sbe, gs->retired_pending ? ", retirement pending" : "");
         if (gs->last_xid)
             printf("  last XID: %u\n", gs->last_xid);
+        if (gs->mig_fail_in)
+            printf("  injected MIG fault: GPU-instance creation %u from now fails\n",
+                   gs->mig_fail_in);
     }
     struct sim_event ev[8];
     size_t n = 0;
@@ -292,7 +312,8 @@ static int sim_configure(struct svc *s, struct err *e)
     const char *cmd = args[0];
     if (strcmp(cmd, "inject") == 0) {
         if (n < 2)
-            return err_set(e, -EINVAL, "inject: what? (xid, lost or ecc; see gpuop sim --help)");
+            return err_set(e, -EINVAL,
+                           "inject: what? (xid, lost, ecc or mig-fail; see gpuop sim --help)");
         struct inject in;
         return inject_check(c, args[1], &in, e);
     }
@@ -364,6 +385,9 @@ const struct svc_component sim_component = {
              "                      volatile and aggregate counters (row remapping on Ampere and\n"
              "                      later, retired pages before) and deliver DoubleBitEccError /\n"
              "                      SingleBitEccError events\n"
+             "  inject mig-fail --gpu N [--after K]\n"
+             "                      the GPU-instance creation on GPU N after K more successful\n"
+             "                      ones fails with NVML_ERROR_UNKNOWN (once)\n"
              "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
              "                      no lost GPUs, zero ECC counters)\n"
              "  show                print the fleet and its current state\n",

@@ -146,6 +146,10 @@ struct sim_gpu_state {
     unsigned remapped_cor, remapped_unc;
     bool remap_pending, remap_failure;
     unsigned last_xid;
+    /* An injected MIG fault (`gpuop sim inject mig-fail`): when non-zero, the GPU-instance
+     * creation that brings it to 0 fails with NVML_ERROR_UNKNOWN (and creates nothing); each
+     * creation counts it down, so the fault fires once. */
+    unsigned mig_fail_in;
     unsigned n_gi;
     struct sim_gi gi[SIM_GI_IDS]; /* sorted by id */
 };

@@ -158,6 +158,12 @@ static int ci_create(struct gpu_lib *lib, unsigned gpu, nvmlGpuInstance_t gi, un
 int gpu_mig_create(struct gpu_lib *lib, unsigned gpu, const char *profile, unsigned *ret_gi_id,
                    unsigned *ret_ci_id, struct err *e)
 {
+    return gpu_mig_create_at(lib, gpu, profile, GPU_MIG_ANY_PLACEMENT, ret_gi_id, ret_ci_id, e);
+}
+
+int gpu_mig_create_at(struct gpu_lib *lib, unsigned gpu, const char *profile, unsigned start,
+                      unsigned *ret_gi_id, unsigned *ret_ci_id, struct err *e)
+{
     unsigned ci_slices = 0;
     const char *gi_name = NULL;
     if (!profile || profile_split(profile, &ci_slices, &gi_name) < 0)
@@ -183,9 +189,27 @@ int gpu_mig_create(struct gpu_lib *lib, unsigned gpu, const char *profile, unsig
         return err_set(e, -EINVAL, "MIG profile \"%s\": %u compute slices exceed the %u of %s",
                        profile, ci_slices, want->slices, want->name);
     nvmlGpuInstance_t gi = NULL;
-    nvmlReturn_t r = NV(lib, nvmlDeviceCreateGpuInstance, dev, want->id, &gi);
-    if (r != NVML_SUCCESS)
-        return nv_err(lib, r, e, "nvmlDeviceCreateGpuInstance(gpu %u, \"%s\")", gpu, want->name);
+    nvmlReturn_t r;
+    if (start == GPU_MIG_ANY_PLACEMENT) {
+        r = NV(lib, nvmlDeviceCreateGpuInstance, dev, want->id, &gi);
+        if (r != NVML_SUCCESS)
+            return nv_err(lib, r, e, "nvmlDeviceCreateGpuInstance(gpu %u, \"%s\")", gpu,
+                          want->name);
+    } else {
+        unsigned size = 0;
+        for (size_t i = 0; i < want->n_placements; i++)
+            if (want->placements[i].start == start)
+                size = want->placements[i].size;
+        if (size == 0)
+            return err_set(e, -EINVAL, "GPU %u: %s has no placement starting at slice %u", gpu,
+                           want->name, start);
+        nvmlGpuInstancePlacement_t pl = {.start = start, .size = size};
+        r = NV(lib, nvmlDeviceCreateGpuInstanceWithPlacement, dev, want->id, &pl, &gi);
+        if (r != NVML_SUCCESS)
+            return nv_err(lib, r, e,
+                          "nvmlDeviceCreateGpuInstanceWithPlacement(gpu %u, \"%s\", %u:%u)", gpu,
+                          want->name, start, size);
+    }
     nvmlGpuInstanceInfo_t gi_info = {0};
     r = NV(lib, nvmlGpuInstanceGetInfo, gi, &gi_info);
     unsigned ci_id = 0;

@@ -273,6 +273,12 @@ int gpu_mig_profiles(struct gpu_lib *lib, unsigned gpu, struct gpu_mig_profile *
  * A compute-instance failure destroys the new GPU instance again. Outputs may be NULL. */
 int gpu_mig_create(struct gpu_lib *lib, unsigned gpu, const char *profile, unsigned *ret_gi_id,
                    unsigned *ret_ci_id, struct err *e);
+/* The same at the placement starting at memory slice `start` (one of the profile's
+ * placements), or where the driver chooses with GPU_MIG_ANY_PLACEMENT. A placement that is taken
+ * or is not the profile's is NVML's error (-ENOSPC, -EINVAL), naming the placement. */
+#define GPU_MIG_ANY_PLACEMENT 0xFFFFFFFFu
+int gpu_mig_create_at(struct gpu_lib *lib, unsigned gpu, const char *profile, unsigned start,
+                      unsigned *ret_gi_id, unsigned *ret_ci_id, struct err *e);
 /* Destroys every compute instance and GPU instance on the GPU. */
 int gpu_mig_destroy_all(struct gpu_lib *lib, unsigned gpu, struct err *e);
 

@@ -44,7 +44,7 @@ static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io
 static const struct kube_resource *const owned_kinds[] = {
     &KUBE_DAEMONSETS,  &KUBE_SERVICEACCOUNTS,    &KUBE_SERVICES,
     &RES_CLUSTERROLES, &RES_CLUSTERROLEBINDINGS, &RES_ROLES,
-    &RES_ROLEBINDINGS, &KUBE_RUNTIMECLASSES,
+    &RES_ROLEBINDINGS, &KUBE_RUNTIMECLASSES,     &KUBE_CONFIGMAPS,
 };
 #define N_OWNED ARRAY_SIZE(owned_kinds)
 

@@ -447,15 +447,19 @@ static json_t *render_vars(const struct op_policy *p, enum op_component c,
             : xstrdup("");
     _cleanup_free_ char *image = c == OP_DRIVER ? op_driver_image(p, ctx ? ctx->os_tag : NULL)
                                                 : xstrdup(p->operand[c].image);
+    /* migManager.config.name: the user's mig-parted ConfigMap, else the default one. */
+    const char *mig_cm = json_string_value(
+        json_object_get(json_object_get(json_object_get(spec, "migManager"), "config"), "name"));
     return json_pack(
-        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "NAMESPACE", p->namespace,
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "NAMESPACE", p->namespace,
         "IMAGE", image, "OPERAND_IMAGE", p->operand_image, "PULL_POLICY", p->operand[c].pull_policy,
         "RUNTIME_CLASS", p->runtime_class, "DEPLOY_LABEL", op_component_def(c)->deploy_label,
         "DRIVER_INSTALL_DIR", did && *did ? did : "/run/nvidia/driver", "ROOT_FS",
         root && *root ? root : "/", "KUBELET_ROOT", krd && *krd ? krd : "/var/lib/kubelet",
         "TOOLKIT_INSTALL_DIR", tid && *tid ? tid : "/usr/local/nvidia", "MIG_STRATEGY",
         p->mig_strategy, "DRIVER_MANAGER_IMAGE", p->operand_image, "MPS_ROOT",
-        mps && *mps ? mps : "/run/nvidia/mps", "DEVICE_PLUGIN_CONFIG", dp_config);
+        mps && *mps ? mps : "/run/nvidia/mps", "DEVICE_PLUGIN_CONFIG", dp_config, "MIG_CONFIG_NAME",
+        mig_cm && *mig_cm ? mig_cm : "default-mig-parted-config");
 }
 
 static int render_file(const struct op_templates *t, const char *file, const json_t *vars,

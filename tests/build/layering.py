@@ -25,9 +25,9 @@ LAYERS = {
     'svc': 3,
     # the capacity-and-quota view: over kobj and nodestate, under the operator
     'capacity': 3,
-    'dpconfig': 4, 'rtconfig': 4,
+    'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
-    'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
+    'validator': 5, 'drivermgr': 5, 'migmgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
     'status': 5, 'doctor': 5,
     'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
     'cmd': 6, 'sim/images': 6, 'sim/cuda': 6,
@@ -45,6 +45,8 @@ FOLDERS = {
     'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
     'src/status': 'status', 'src/node/doctor': 'doctor',
+    'src/node/migparted': 'migparted', 'src/node/nodeops': 'nodeops',
+    'src/node/migmgr': 'migmgr',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
 NVML_ABI_USERS = ('nvml', 'sim/nvml')

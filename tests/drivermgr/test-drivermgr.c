@@ -232,16 +232,17 @@ static void test_label_values(void **state)
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         char buf[128], back[128];
-        int r = dm_label_pause(cases[i].in, buf, sizeof(buf));
+        int r = nodeops_label_pause(cases[i].in, DM_PAUSED, buf, sizeof(buf));
         if (!cases[i].paused) {
             assert_int_equal(r, 0);
             snprintf(buf, sizeof(buf), "%s", cases[i].in);
         } else {
             assert_int_equal(r, 1);
             assert_string_equal(buf, cases[i].paused);
-            assert_int_equal(dm_label_pause(buf, back, sizeof(back)), 0); /* paused stays */
+            assert_int_equal(nodeops_label_pause(buf, DM_PAUSED, back, sizeof(back)),
+                             0); /* paused stays */
         }
-        r = dm_label_restore(buf, back, sizeof(back));
+        r = nodeops_label_restore(buf, DM_PAUSED, back, sizeof(back));
         if (strcmp(buf, cases[i].restored) == 0) {
             assert_int_equal(r, 0);
         } else {
@@ -251,9 +252,10 @@ static void test_label_values(void **state)
     }
     char buf[128];
     /* 40 bytes + "_paused-for-driver-upgrade" is past a label value's 63 */
-    assert_int_equal(dm_label_pause("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", buf, sizeof(buf)),
+    assert_int_equal(nodeops_label_pause("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", DM_PAUSED, buf,
+                                         sizeof(buf)),
                      -E2BIG);
-    assert_int_equal(dm_label_restore("true", buf, sizeof(buf)), 0);
+    assert_int_equal(nodeops_label_restore("true", DM_PAUSED, buf, sizeof(buf)), 0);
 }
 
 static void test_labels_patch(void **state)
@@ -264,25 +266,25 @@ static void test_labels_patch(void **state)
         "nvidia.com/gpu.deploy.device-plugin", "true", "nvidia.com/gpu.deploy.dcgm", "false",
         "nvidia.com/gpu.deploy.gpu-feature-discovery", "custom", "nvidia.com/gpu.present", "true",
         "nvidia.com/gpu.deploy.operator-validator", "true");
-    assert_false(dm_labels_paused(labels));
+    assert_false(nodeops_labels_paused(labels, &dm_operand_pause));
     json_t *p = NULL;
     struct err e = {0};
-    assert_int_equal(dm_labels_patch(labels, false, &p, &e), 0);
+    assert_int_equal(nodeops_labels_patch(labels, &dm_operand_pause, false, &p, &e), 0);
     json_t *want = json_pack("{s:s,s:s,s:s}", "nvidia.com/gpu.deploy.device-plugin", DM_PAUSED,
                              "nvidia.com/gpu.deploy.gpu-feature-discovery", "custom_" DM_PAUSED,
                              "nvidia.com/gpu.deploy.operator-validator", DM_PAUSED);
     assert_true(json_equal(p, want));
     json_object_update(labels, p);
-    assert_true(dm_labels_paused(labels));
+    assert_true(nodeops_labels_paused(labels, &dm_operand_pause));
     json_decref(p);
     /* paused again: nothing more to write */
-    assert_int_equal(dm_labels_patch(labels, false, &p, &e), 0);
+    assert_int_equal(nodeops_labels_patch(labels, &dm_operand_pause, false, &p, &e), 0);
     assert_int_equal(json_object_size(p), 0);
     json_decref(p);
-    assert_int_equal(dm_labels_patch(labels, true, &p, &e), 0);
+    assert_int_equal(nodeops_labels_patch(labels, &dm_operand_pause, true, &p, &e), 0);
     json_object_update(labels, p);
     json_decref(p);
-    assert_false(dm_labels_paused(labels));
+    assert_false(nodeops_labels_paused(labels, &dm_operand_pause));
     assert_string_equal(json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.dcgm")),
                         "false");
     assert_string_equal(
@@ -290,15 +292,15 @@ static void test_labels_patch(void **state)
         "custom");
     assert_string_equal(
         json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.device-plugin")), "true");
-    assert_int_equal(dm_labels_patch(NULL, true, &p, &e), 0);
+    assert_int_equal(nodeops_labels_patch(NULL, &dm_operand_pause, true, &p, &e), 0);
     assert_int_equal(json_object_size(p), 0);
     json_decref(p);
     json_decref(want);
     json_decref(labels);
-    assert_false(dm_is_operand_label(DM_LABEL_DRIVER));
-    assert_false(dm_is_operand_label(DM_LABEL_OPERANDS));
-    assert_false(dm_is_operand_label(DM_DEPLOY_PREFIX));
-    assert_true(dm_is_operand_label("nvidia.com/gpu.deploy.mig-manager"));
+    assert_false(nodeops_is_operand_label(DM_LABEL_DRIVER));
+    assert_false(nodeops_is_operand_label(DM_LABEL_OPERANDS));
+    assert_false(nodeops_is_operand_label(DM_DEPLOY_PREFIX));
+    assert_true(nodeops_is_operand_label("nvidia.com/gpu.deploy.mig-manager"));
 }
 
 /* ---- pods and mode ------------------------------------------------------------------------ */
@@ -325,40 +327,40 @@ static void test_pod_classify(void **state)
         "{\"ownerReferences\":[{\"kind\":\"DaemonSet\",\"name\":\"x\",\"controller\":true}]}";
     struct {
         json_t *p;
-        enum dm_pod_kind want;
+        enum nodeops_pod_kind want;
     } cases[] = {
         {pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}", NULL),
-         DM_POD_GPU},
+         NODEOPS_POD_GPU},
         {pod("{\"containers\":[{\"resources\":{\"requests\":{\"nvidia.com/mig-1g.10gb\":\"1\"}}}]}",
              NULL),
-         DM_POD_GPU},
+         NODEOPS_POD_GPU},
         {pod("{\"initContainers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu.shared\":\"1\"}}}]"
              ",\"containers\":[{}]}",
              NULL),
-         DM_POD_GPU},
+         NODEOPS_POD_GPU},
         {pod("{\"containers\":[{\"resources\":{\"limits\":{\"amd.com/gpu\":\"1\"}}}]}", NULL),
-         DM_POD_OTHER},
+         NODEOPS_POD_OTHER},
         {pod("{\"nodeSelector\":{\"nvidia.com/gpu.deploy.device-plugin\":\"true\"},"
              "\"containers\":[{}]}",
              ds),
-         DM_POD_OPERAND},
+         NODEOPS_POD_OPERAND},
         {pod("{\"nodeSelector\":{\"nvidia.com/gpu.deploy.dcgm\":\"true\"},\"containers\":[{}]}",
              ds),
-         DM_POD_DAEMONSET},
+         NODEOPS_POD_DAEMONSET},
         {pod("{\"containers\":[{}]}", "{\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}}"),
-         DM_POD_MIRROR},
+         NODEOPS_POD_MIRROR},
         {pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}",
              "{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}"),
-         DM_POD_GPU}, /* terminating keeps its kind: waited for, not evicted again */
+         NODEOPS_POD_GPU}, /* terminating keeps its kind: waited for, not evicted again */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        assert_int_equal(dm_pod_classify(cases[i].p, labels), cases[i].want);
+        assert_int_equal(nodeops_pod_classify(cases[i].p, labels), cases[i].want);
         json_decref(cases[i].p);
     }
     json_t *done =
         pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}", NULL);
     json_object_set_new(json_object_get(done, "status"), "phase", json_string("Succeeded"));
-    assert_int_equal(dm_pod_classify(done, labels), DM_POD_DONE);
+    assert_int_equal(nodeops_pod_classify(done, labels), NODEOPS_POD_DONE);
     json_decref(done);
     json_decref(labels);
 }

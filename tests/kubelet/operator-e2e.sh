@@ -99,14 +99,14 @@ grep -q '^IS_HOST_DRIVER=true$' "$T/roots/l4-hostdriver-1/run/nvidia/validations
     fail "l4-hostdriver-1's driver-ready: $(cat "$T/roots/l4-hostdriver-1/run/nvidia/validations/driver-ready" 2>&1)"
 echo "ok: the driver owners are annotated (host on l4-hostdriver-1, validated with IS_HOST_DRIVER=true)"
 
-# gpuop has no mig-manager subcommand yet: its pods crash-loop with the process's own error.
-mig_err() {
+# The MIG manager runs (gpuop mig-manager) and watches its node's nvidia.com/mig.config.
+mig_watching() {
     local p
     p=$(k -n gpu-operator get pods -l app=nvidia-mig-manager -o jsonpath='{.items[0].metadata.name}')
-    [ -n "$p" ] && k -n gpu-operator logs "$p" -c nvidia-mig-manager --previous 2>/dev/null | grep -q "unknown component \"mig-manager\""
+    [ -n "$p" ] && k -n gpu-operator logs "$p" -c nvidia-mig-manager 2>/dev/null | grep -q "mig-manager watching node="
 }
-wait_for 60 "the mig-manager pod's own error" mig_err
-echo "ok: nvidia-mig-manager crash-loops as expected (no gpuop mig-manager yet): $(k -n gpu-operator logs "$(k -n gpu-operator get pods -l app=nvidia-mig-manager -o jsonpath='{.items[0].metadata.name}')" -c nvidia-mig-manager --previous 2>&1 | tail -n 1)"
+wait_for 60 "the mig-manager pod watching its node" mig_watching
+echo "ok: nvidia-mig-manager runs: $(k -n gpu-operator logs "$(k -n gpu-operator get pods -l app=nvidia-mig-manager -o jsonpath='{.items[0].metadata.name}')" -c nvidia-mig-manager 2>&1 | grep -m1 watching)"
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"migManager":{"enabled":false}}}' >/dev/null ||
     fail "turn the MIG manager off"
 

@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* drivermgr's pure core: the owner rule, the pause and restore of the operand labels, the pods
- * that go before a reload. */
+/* drivermgr's pure core: the owner rule, the operand pause it uses, whether a drain may take a
+ * pod. */
 #include <stdarg.h>
 #include <string.h>
 
 #include "drivermgr.h"
 #include "kobj.h"
 
-#define LABEL_VALUE_MAX 63
-#define PAUSED_SUFFIX   "_" DM_PAUSED
 
 /* ---- the owner ---------------------------------------------------------------------------- */
 
@@ -68,75 +66,7 @@ void dm_owner_decide(const struct ns_driver_facts *f, const char *driver_version
 
 /* ---- pause and restore -------------------------------------------------------------------- */
 
-bool dm_is_operand_label(const char *key)
-{
-    return key && str_has_prefix(key, DM_DEPLOY_PREFIX) && strcmp(key, DM_LABEL_DRIVER) != 0 &&
-           strcmp(key, DM_LABEL_OPERANDS) != 0 && key[sizeof(DM_DEPLOY_PREFIX) - 1] != '\0';
-}
-
-static bool is_paused(const char *v)
-{
-    return strcmp(v, DM_PAUSED) == 0 || str_has_suffix(v, PAUSED_SUFFIX);
-}
-
-int dm_label_pause(const char *value, char *buf, size_t n)
-{
-    const char *v = value ? value : "";
-    if (strcmp(v, "false") == 0 || is_paused(v))
-        return 0;
-    int len = (v[0] == '\0' || strcmp(v, "true") == 0) ? snprintf(buf, n, "%s", DM_PAUSED)
-                                                       : snprintf(buf, n, "%s%s", v, PAUSED_SUFFIX);
-    if (len < 0 || (size_t)len >= n || len > LABEL_VALUE_MAX)
-        return -E2BIG;
-    return 1;
-}
-
-int dm_label_restore(const char *value, char *buf, size_t n)
-{
-    const char *v = value ? value : "";
-    size_t len = strlen(v), sl = strlen(PAUSED_SUFFIX);
-    int w;
-    if (strcmp(v, DM_PAUSED) == 0)
-        w = snprintf(buf, n, "true");
-    else if (len > sl && str_has_suffix(v, PAUSED_SUFFIX))
-        w = snprintf(buf, n, "%.*s", (int)(len - sl), v);
-    else
-        return 0;
-    return w < 0 || (size_t)w >= n ? -E2BIG : 1;
-}
-
-int dm_labels_patch(const json_t *labels, bool restore, json_t **ret, struct err *e)
-{
-    json_t *patch = json_object();
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)labels, k, v) {
-        if (!dm_is_operand_label(k) || !json_is_string(v))
-            continue;
-        char buf[LABEL_VALUE_MAX + 1 + sizeof(PAUSED_SUFFIX)];
-        int r = restore ? dm_label_restore(json_string_value(v), buf, sizeof(buf))
-                        : dm_label_pause(json_string_value(v), buf, sizeof(buf));
-        if (r < 0) {
-            json_decref(patch);
-            return err_set(e, r, "label %s=%s: \"%s\" would not be a label value", k,
-                           json_string_value(v), json_string_value(v));
-        }
-        if (r > 0)
-            json_object_set_new(patch, k, json_string(buf));
-    }
-    *ret = patch;
-    return 0;
-}
-
-bool dm_labels_paused(const json_t *labels)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)labels, k, v)
-        if (dm_is_operand_label(k) && json_is_string(v) && is_paused(json_string_value(v)))
-            return true;
-    return false;
-}
+const struct nodeops_pause dm_operand_pause = {.word = DM_PAUSED, .labels = NULL};
 
 /* ---- pods --------------------------------------------------------------------------------- */
 
@@ -151,76 +81,11 @@ void dm_mode_decide(const struct dm_config *c, const json_t *node, struct dm_mod
     *ret = m;
 }
 
-static bool resource_is_gpu(const char *name)
-{
-    return str_has_prefix(name, "nvidia.com/gpu") || str_has_prefix(name, "nvidia.com/mig-");
-}
-
-static bool container_requests_gpu(const json_t *c)
-{
-    static const char *const lists[] = {"resources.limits", "resources.requests"};
-    for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
-        const char *k;
-        json_t *v;
-        json_object_foreach (kobj_path(c, lists[i]), k, v)
-            if (resource_is_gpu(k))
-                return true;
-    }
-    return false;
-}
-
-static bool pod_requests_gpu(const json_t *pod)
-{
-    static const char *const kinds[] = {"spec.containers", "spec.initContainers"};
-    for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-        size_t j;
-        json_t *c;
-        json_array_foreach (kobj_path(pod, kinds[i]), j, c)
-            if (container_requests_gpu(c))
-                return true;
-    }
-    return false;
-}
-
-static const json_t *controller_ref(const json_t *pod)
-{
-    size_t i;
-    json_t *o;
-    json_array_foreach (kobj_path(pod, "metadata.ownerReferences"), i, o)
-        if (json_is_true(json_object_get(o, "controller")))
-            return o;
-    return NULL;
-}
-
-enum dm_pod_kind dm_pod_classify(const json_t *pod, const json_t *node_labels)
-{
-    const char *phase = kobj_path_str(pod, "status.phase");
-    if (streq_ptr(phase, "Succeeded") || streq_ptr(phase, "Failed"))
-        return DM_POD_DONE;
-    const char *k;
-    json_t *v;
-    json_object_foreach (kobj_path(pod, "spec.nodeSelector"), k, v) {
-        if (!dm_is_operand_label(k))
-            continue;
-        const char *now = kobj_str(node_labels, k);
-        if (!now || !streq_ptr(now, json_string_value(v)))
-            return DM_POD_OPERAND; /* the node no longer matches: its DaemonSet takes it away */
-    }
-    if (pod_requests_gpu(pod))
-        return DM_POD_GPU;
-    if (kobj_annotation(pod, "kubernetes.io/config.mirror"))
-        return DM_POD_MIRROR;
-    const json_t *ctl = controller_ref(pod);
-    if (ctl && streq_ptr(kobj_str(ctl, "kind"), "DaemonSet"))
-        return DM_POD_DAEMONSET;
-    return DM_POD_OTHER;
-}
-
 int dm_drain_allowed(const struct dm_config *c, const json_t *pod, struct err *e)
 {
     const char *name = kobj_name(pod) ? kobj_name(pod) : "?";
     const char *ns = kobj_namespace(pod) ? kobj_namespace(pod) : "?";
-    if (!controller_ref(pod) && !c->drain_force)
+    if (!nodeops_pod_controller(pod) && !c->drain_force)
         return err_set(e, -EPERM,
                        "pod %s/%s has no controller (ReplicaSet, Job, StatefulSet, ...): "
                        "DRAIN_USE_FORCE=true drains it",

@@ -19,9 +19,6 @@
 
 #define COMPONENT "driver-manager"
 
-#define POLL_MS        1000
-#define BACKOFF_MAX_MS 16000
-
 extern char **environ;
 
 struct drivermgr {
@@ -174,13 +171,6 @@ static void step_done(struct drivermgr *d, const char *step)
     }
 }
 
-static int wait_or_stop(struct svc *s, uint64_t ms, struct err *e)
-{
-    if (svc_wait(s, ms) == SVC_STOP)
-        return err_set(e, -ECANCELED, "stopped before the node was ready for the driver");
-    return 0;
-}
-
 /* ---- the Node ----------------------------------------------------------------------------- */
 
 static int node_patch(struct drivermgr *d, json_t *patch, struct err *e)
@@ -221,7 +211,7 @@ static int labels_set(struct drivermgr *d, json_t *labels, const char *what, str
 static int pause_operands(struct drivermgr *d, struct err *e)
 {
     json_t *p = NULL;
-    int r = dm_labels_patch(kobj_labels(d->node_obj), false, &p, e);
+    int r = nodeops_labels_patch(kobj_labels(d->node_obj), &dm_operand_pause, false, &p, e);
     return r < 0 ? r : labels_set(d, p, "operands paused", e);
 }
 
@@ -230,7 +220,7 @@ static int pause_operands(struct drivermgr *d, struct err *e)
 static int restore_node(struct drivermgr *d, json_t *extra, struct err *e)
 {
     json_t *p = NULL;
-    int r = dm_labels_patch(kobj_labels(d->node_obj), true, &p, e);
+    int r = nodeops_labels_patch(kobj_labels(d->node_obj), &dm_operand_pause, true, &p, e);
     if (r < 0) {
         json_decref(extra);
         return r;
@@ -330,115 +320,62 @@ static int record_drain(struct drivermgr *d, const struct dm_finding *f, struct 
 
 /* ---- pods --------------------------------------------------------------------------------- */
 
-static int node_pods(struct drivermgr *d, const char *selector, json_t **ret, struct err *e)
-{
-    _cleanup_free_ char *fs = xasprintf("spec.nodeName=%s", d->node);
-    struct kube_list_opts o = {.field_selector = fs, .label_selector = selector};
-    int r = kube_list(d->kc, &KUBE_PODS, NULL, &o, ret, e);
-    return r < 0 ? err_prefix(e, "list pods on node %s", d->node) : 0;
-}
-
 static int wait_operands(struct svc *s, struct drivermgr *d, struct err *e)
 {
-    uint64_t deadline = deadline_after(d->operand_wait_ms);
-    for (bool logged = false;; logged = true) {
-        json_t *pods _cleanup_(json_decrefp) = NULL;
-        int r = node_pods(d, NULL, &pods, e);
+    return nodeops_wait_operands(s, d->kc, d->node, kobj_labels(d->node_obj), d->operand_wait_ms,
+                                 COMPONENT, e);
+}
+
+struct evict_ctx {
+    struct drivermgr *d;
+    bool drain;
+};
+
+static int evict_select(const json_t *pod, void *ud, struct err *e)
+{
+    struct evict_ctx *c = ud;
+    enum nodeops_pod_kind k = nodeops_pod_classify(pod, kobj_labels(c->d->node_obj));
+    bool target = k == NODEOPS_POD_GPU || (c->drain && k == NODEOPS_POD_OTHER);
+    if (!target)
+        return 0;
+    if (c->drain && !kobj_deletion_timestamp(pod)) {
+        int r = dm_drain_allowed(&c->d->cfg, pod, e);
         if (r < 0)
             return r;
-        struct sbuf names _cleanup_sbuf_;
-        sbuf_init(&names, 2048);
-        size_t i, n = 0;
-        json_t *p;
-        json_array_foreach (json_object_get(pods, "items"), i, p) {
-            if (dm_pod_classify(p, kobj_labels(d->node_obj)) != DM_POD_OPERAND)
-                continue;
-            sbuf_addf(&names, "%s%s/%s", n++ ? "," : "", kobj_namespace(p), kobj_name(p));
-        }
-        if (n == 0) {
-            log_info(COMPONENT, "paused operands gone", "node=%s", d->node);
-            return 0;
-        }
-        if (!logged)
-            log_info(COMPONENT, "waiting for the paused operands' pods to go", "pods=%s",
-                     names.error ? "(many)" : names.data);
-        if (deadline_left_ms(deadline) == 0)
-            return err_set(e, -ETIMEDOUT, "operand pods still on node %s after %llus: %s", d->node,
-                           (unsigned long long)(d->operand_wait_ms / 1000),
-                           names.error ? "(many)" : names.data);
-        if ((r = wait_or_stop(s, POLL_MS, e)) < 0)
-            return r;
     }
+    return 1;
+}
+
+static void evict_blocked(void *ud, const char *why)
+{
+    struct evict_ctx *c = ud;
+    if (c->d->blocked_reported)
+        return;
+    _cleanup_free_ char *msg =
+        xasprintf("%s waits: %s", c->drain ? "drain" : "GPU pod eviction", why);
+    event(c->d, "Warning", "GPUPodEvictionBlocked", msg);
+    c->d->blocked_reported = true;
 }
 
 /* Evicts the node's GPU pods (drain false) or what a drain takes (drain true) through the
- * Eviction API and waits for them to go. A pod already terminating is waited for, never evicted
- * again. A disruption budget's refusal (429) is waited out with backoff, never deleted around. */
+ * Eviction API (nodeops) and waits for them to go. */
 static int evict_pods(struct svc *s, struct drivermgr *d, bool drain, struct err *e)
 {
-    const char *what = drain ? "drain" : "GPU pod eviction";
-    uint64_t t = d->cfg.drain_timeout_ms;
-    uint64_t deadline = t ? deadline_after(t) : DEADLINE_NEVER;
-    uint64_t backoff = POLL_MS;
-    for (;;) {
-        json_t *pods _cleanup_(json_decrefp) = NULL;
-        int r = node_pods(d, drain ? d->cfg.drain_selector : NULL, &pods, e);
-        if (r < 0)
-            return r;
-        size_t i, waiting = 0, blocked = 0;
-        json_t *p;
-        _cleanup_free_ char *why = NULL;
-        json_array_foreach (json_object_get(pods, "items"), i, p) {
-            enum dm_pod_kind k = dm_pod_classify(p, kobj_labels(d->node_obj));
-            bool target = k == DM_POD_GPU || (drain && k == DM_POD_OTHER);
-            if (!target)
-                continue;
-            const char *ns = kobj_namespace(p), *name = kobj_name(p);
-            if (kobj_deletion_timestamp(p)) {
-                waiting++;
-                continue;
-            }
-            if (drain && (r = dm_drain_allowed(&d->cfg, p, e)) < 0)
-                return err_prefix(e, "drain refused");
-            struct err ee = {0};
-            r = kube_evict(d->kc, ns, name, NULL, &ee);
-            if (r == 0) {
-                log_info(COMPONENT, "evicted pod", "pod=%s/%s step=%s", ns, name,
-                         drain ? "drain" : "evict");
-                waiting++;
-            } else if (r == -ENOENT) {
-                continue;
-            } else if (r == KUBE_EBLOCKED || r == -EAGAIN) {
-                blocked++;
-                log_warn(COMPONENT, "eviction refused by a disruption budget; waiting",
-                         "pod=%s/%s reason=\"%s\" retry_in=%llums", ns, name, err_msg(&ee),
-                         (unsigned long long)backoff);
-                if (!why)
-                    why = xasprintf("pod %s/%s: %s", ns, name, err_msg(&ee));
-            } else {
-                return err_set(e, r, "evict pod %s/%s: %s", ns, name, err_msg(&ee));
-            }
-        }
-        if (waiting == 0 && blocked == 0) {
-            log_info(COMPONENT, "pods gone", "step=%s node=%s", what, d->node);
-            return 0;
-        }
-        if (why && !d->blocked_reported) {
-            _cleanup_free_ char *msg = xasprintf("%s waits: %s", what, why);
-            event(d, "Warning", "GPUPodEvictionBlocked", msg);
-            d->blocked_reported = true;
-        }
-        if (deadline_left_ms(deadline) == 0)
-            return err_set(e, -ETIMEDOUT,
-                           "%s: %zu pods still on node %s after DRAIN_TIMEOUT_SECONDS (%llus)%s%s",
-                           what, waiting + blocked, d->node, (unsigned long long)(t / 1000),
-                           why ? "; " : "", why ? why : "");
-        uint64_t nap = blocked ? backoff : POLL_MS;
-        if (blocked)
-            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-        if ((r = wait_or_stop(s, nap, e)) < 0)
-            return r;
-    }
+    struct evict_ctx c = {.d = d, .drain = drain};
+    struct nodeops_evict o = {.kc = d->kc,
+                              .svc = s,
+                              .node = d->node,
+                              .selector = drain ? d->cfg.drain_selector : NULL,
+                              .what = drain ? "drain" : "GPU pod eviction",
+                              .component = COMPONENT,
+                              .timeout_ms = d->cfg.drain_timeout_ms,
+                              .select = evict_select,
+                              .blocked = evict_blocked,
+                              .ud = &c};
+    int r = nodeops_evict_pods(&o, NULL, e);
+    if (r == -ETIMEDOUT)
+        err_prefix(e, "DRAIN_TIMEOUT_SECONDS");
+    return r;
 }
 
 /* ---- the node root ------------------------------------------------------------------------ */

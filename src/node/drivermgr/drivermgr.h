@@ -7,12 +7,10 @@
  *    dm_owner_decide decides from what it read): a driver pre-installed on the host, the
  * containerized driver, or none.
  *  - The operand pause: each nvidia.com/gpu.deploy.<operand> label (but the driver's own and the
- *    operands kill switch) goes to "paused-for-driver-upgrade" while the driver reloads, a
- *    "false" stays, any other value v becomes "v_paused-for-driver-upgrade"; the restore undoes
- *    exactly that. Both read only the labels, so a run killed in between is undone by the next.
- *  - Which pods on the node go before the reload (operands of paused labels, GPU pods, drained
- *    pods) and whether a drain may take them; whether eviction and drain are the operator's
- *    (its upgrade controller drives this node).
+ *    operands kill switch) goes to "paused-for-driver-upgrade" while the driver reloads (the
+ *    rule, shared with the MIG manager, is nodeops'); the restore undoes exactly that.
+ *  - Whether a drain may take a pod (which pods hold GPUs is nodeops'); whether eviction and
+ *    drain are the operator's (its upgrade controller drives this node).
  *  - The order the kernel modules are unloaded in.
  *
  * Pure. Thread-compatible.
@@ -25,12 +23,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nodeops.h"
 #include "nodestate.h"
 #include "util.h"
 
-#define DM_DEPLOY_PREFIX       "nvidia.com/gpu.deploy."
-#define DM_LABEL_DRIVER        "nvidia.com/gpu.deploy.driver"
-#define DM_LABEL_OPERANDS      "nvidia.com/gpu.deploy.operands"
+#define DM_DEPLOY_PREFIX       NODEOPS_DEPLOY_PREFIX
+#define DM_LABEL_DRIVER        NODEOPS_LABEL_DRIVER
+#define DM_LABEL_OPERANDS      NODEOPS_LABEL_OPERANDS
 #define DM_PRE_INSTALLED       "pre-installed"
 #define DM_PAUSED              "paused-for-driver-upgrade"
 #define DM_LABEL_UPGRADE_STATE "nvidia.com/gpu-driver-upgrade-state"
@@ -73,20 +72,9 @@ void dm_owner_decide(const struct ns_driver_facts *f, const char *driver_version
 
 /* ---- pause and restore -------------------------------------------------------------------- */
 
-/* Whether key is an operand deploy label the pause covers (not the driver's, not the kill
- * switch). */
-bool dm_is_operand_label(const char *key);
-/* One value paused: "true" or "" -> DM_PAUSED, "false" and paused values unchanged, v ->
- * "v_" DM_PAUSED. 1 when it changes (buf holds the new value), 0 when not, -E2BIG when the
- * result would not be a label value (63 bytes). */
-int dm_label_pause(const char *value, char *buf, size_t n);
-/* The inverse: DM_PAUSED -> "true", "v_" DM_PAUSED -> "v". 1 when it changes, 0 when not. */
-int dm_label_restore(const char *value, char *buf, size_t n);
-/* The metadata.labels merge patch pausing (restore false) or restoring (true) the operands of a
- * node's labels (an object or NULL); *ret is an object (empty: nothing to do). */
-int dm_labels_patch(const json_t *labels, bool restore, json_t **ret, struct err *e);
-/* Whether a node's labels have an operand paused. */
-bool dm_labels_paused(const json_t *labels);
+/* The operand pause around a reload (nodeops): every operand deploy label but the driver's and
+ * the kill switch goes to DM_PAUSED. */
+extern const struct nodeops_pause dm_operand_pause;
 
 /* ---- pods --------------------------------------------------------------------------------- */
 
@@ -109,21 +97,9 @@ struct dm_mode {
  * driver manager then only pauses, waits for the operands and unloads. */
 void dm_mode_decide(const struct dm_config *c, const json_t *node, struct dm_mode *ret);
 
-enum dm_pod_kind {
-    DM_POD_OTHER,     /* stays */
-    DM_POD_DONE,      /* Succeeded or Failed: holds nothing, nothing to wait for */
-    DM_POD_OPERAND,   /* a pod whose nodeSelector names a paused operand label: waited for */
-    DM_POD_GPU,       /* requests nvidia.com/gpu* or nvidia.com/mig-*: evicted */
-    DM_POD_DAEMONSET, /* owned by a DaemonSet (a drain leaves it) */
-    DM_POD_MIRROR,    /* a static pod's mirror (a drain leaves it) */
-};
-/* node_labels: the node's labels after the pause (which labels are paused). A pod that both
- * requests GPUs and is an operand is an operand. A terminating pod keeps its kind (the caller
- * waits for it, and never evicts it again). */
-enum dm_pod_kind dm_pod_classify(const json_t *pod, const json_t *node_labels);
-/* Whether a drain may evict the pod (DM_POD_OTHER or DM_POD_GPU): a pod without a controller
- * needs drain_force, one with emptyDir volumes drain_delete_emptydir, as kubectl drain refuses
- * them. -EPERM with the reason in e. */
+/* Whether a drain may evict the pod (NODEOPS_POD_OTHER or NODEOPS_POD_GPU): a pod without a
+ * controller needs drain_force, one with emptyDir volumes drain_delete_emptydir, as kubectl drain
+ * refuses them. -EPERM with the reason in e. */
 int dm_drain_allowed(const struct dm_config *c, const json_t *pod, struct err *e);
 
 #endif

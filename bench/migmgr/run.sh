@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# MIG benchmark on the simulated DGX H100 (8 GPUs, sim/fleets/dgx-h100.yaml):
+#  - `gpuop mig-parted apply -c all-balanced` wall time (NVIDIA's default ConfigMap), from MIG
+#    disabled (mode change + 32 instances) and from all-1g.10gb (56 instances destroyed, 32
+#    created); ROUNDS runs each, median and max;
+#  - `gpuop mig-manager` resident memory (VmRSS, VmHWM) after it applied all-balanced then
+#    all-1g.10gb on that node against kubesim, target < 8 MiB.
+# Prints a Markdown section for bench/RESULTS.md. BUILD=build default.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-10}
+gpuop=$PWD/$BUILD/gpuop
+for f in "$gpuop" "$BUILD/libnvidia-ml.so.1" "$BUILD/kubesim"; do
+    [ -e "$f" ] || { echo "missing $f (make build first)" >&2; exit 1; }
+done
+. scripts/tools-env.sh || { echo "$TOOLS_MISSING" >&2; exit 1; }
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
+export GPUOP_NVML_LIBRARY=$PWD/$BUILD/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$PWD/sim/fleets/dgx-h100.yaml
+export GPUOP_SIM_STATE=$tmp/state
+mkdir -p "$GPUOP_SIM_STATE"
+cfg=$tmp/config.yaml
+awk '/^  config.yaml: \|/ {on = 1; next} on { sub(/^    /, ""); print }' \
+    tests/migparted/default-mig-parted-config.yaml >"$cfg"
+
+ms() { date +%s%N; }
+timed_apply() { # FROM: prints the ms of apply all-balanced after apply FROM
+    "$gpuop" --log-level error mig-parted apply -f "$cfg" -c "$1"
+    local t0 t1
+    t0=$(ms)
+    "$gpuop" --log-level error mig-parted apply -f "$cfg" -c all-balanced
+    t1=$(ms)
+    "$gpuop" mig-parted assert -f "$cfg" -c all-balanced 2>/dev/null || { echo "assert failed" >&2; exit 1; }
+    echo $(((t1 - t0) / 1000)) # microseconds
+}
+stats() { # values (us): "median / max" in ms
+    sort -n | awk '{v[NR] = $1} END {printf "%.1f / %.1f ms", v[int((NR + 1) / 2)] / 1000, v[NR] / 1000}'
+}
+from_disabled=$(for _ in $(seq "$ROUNDS"); do timed_apply all-disabled; done | stats)
+from_1g=$(for _ in $(seq "$ROUNDS"); do timed_apply all-1g.10gb; done | stats)
+
+# mig-manager memory against kubesim
+"$BUILD/kubesim" --load sim/clusters/demo.yaml --kubeconfig-out "$tmp/kubeconfig" >"$tmp/kubesim.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/kubeconfig" ] && break; sleep 0.1; done
+export KUBECONFIG=$tmp/kubeconfig
+K="kubectl --request-timeout=10s"
+N=dgx-h100-1
+for _ in $(seq 50); do $K get node $N >/dev/null 2>&1 && break; sleep 0.2; done
+"$gpuop" --log-level error mig-parted apply -f "$cfg" -c all-disabled
+NODE_NAME=$N CONFIG_FILE=$cfg MIG_MANAGER_INTERVAL=200ms "$gpuop" --log-level warn mig-manager \
+    >"$tmp/mm.log" 2>&1 &
+mm=$!
+pids+=($mm)
+state() { $K get node $N -o go-template='{{with index .metadata.labels "nvidia.com/mig.config.state"}}{{.}}{{end}}'; }
+applied() { $K get node $N -o go-template='{{with index .metadata.annotations "gpuop.dev/mig-manager.applied"}}{{.}}{{end}}'; }
+t0=$(ms)
+for want in all-balanced all-1g.10gb; do
+    $K label node $N --overwrite nvidia.com/mig.config=$want >/dev/null
+    for _ in $(seq 300); do [ "$(applied)" = $want ] && [ "$(state)" = success ] && break; sleep 0.1; done
+    [ "$(state)" = success ] || { echo "mig-manager did not apply $want: $(cat "$tmp/mm.log")" >&2; exit 1; }
+done
+t1=$(ms)
+rss=$(awk '/^VmRSS/ {print $2}' /proc/$mm/status)
+hwm=$(awk '/^VmHWM/ {print $2}' /proc/$mm/status)
+anon=$(awk '/^RssAnon/ {print $2}' /proc/$mm/status)
+file=$(awk '/^RssFile/ {print $2}' /proc/$mm/status)
+mib() { echo "$(($1 / 1024)).$((($1 % 1024) * 10 / 1024))"; }
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+echo "## MIG: mig-parted apply and mig-manager ($(date -u +%F), $(nproc) CPUs, $cpu, $(uname -r))"
+echo
+echo "Simulated DGX H100 (8 GPUs), NVIDIA's default ConfigMap, $ROUNDS runs each."
+echo
+echo "| measure | result | target |"
+echo "|---|---|---|"
+echo "| \`mig-parted apply -c all-balanced\` from MIG disabled (8 mode changes, 32 instances), median / max | $from_disabled | |"
+echo "| \`mig-parted apply -c all-balanced\` from all-1g.10gb (56 destroyed, 32 created), median / max | $from_1g | |"
+echo "| mig-manager: label to success for all-balanced then all-1g.10gb (kubesim, 200 ms polls) | $(((t1 - t0) / 1000000)) ms | |"
+echo "| mig-manager RSS / peak after both changes | $(mib $rss) / $(mib $hwm) MiB | < 8 MiB |"
+echo "| of which anonymous (heap, stacks) / file-backed (the binary, libcurl's tree, the simulated driver) | $(mib $anon) / $(mib $file) MiB | |"
+echo
+echo "Rerun: \`ninja -C build && BUILD=build bench/migmgr/run.sh\` (\`ROUNDS=N\`)."
