@@ -24,6 +24,7 @@ LAYERS = {
     'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2, 'nodestate': 2, 'cdi': 2,
     'svc': 3,
     'dpconfig': 4, 'rtconfig': 4,
+    'upgrade': 4,  # the driver upgrade planner (pure), below the operator that runs it
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
     'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
@@ -41,6 +42,7 @@ FOLDERS = {
     'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
     'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
+    'src/upgrade': 'upgrade',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
 NVML_ABI_USERS = ('nvml', 'sim/nvml')
