@@ -89,6 +89,7 @@ static const char *const implemented[] = {
     "daemonsets.priorityClassName",
     "daemonsets.updateStrategy",
     "daemonsets.rollingUpdate",
+    "driver.upgradePolicy", /* the upgrade controller, src/operator/upgrade-ctl.c */
     "*.enabled",
     "*.repository",
     "*.image",
