@@ -43,6 +43,7 @@ struct op_upgrade {
     bool have_counts, auto_upgrade;
     struct upg_counts counts;
     json_t *pool_counts;
+    uint64_t plan_us_last, plan_us_max, passes; /* the planner's own time, per pass */
 };
 
 /* ---- informers ------------------------------------------------------------------------------ */
@@ -637,7 +638,15 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
                                find_owned(owned, "DaemonSet", VALIDATOR_DS) != NULL,
                            .now_s = (int64_t)(now_ms / 1000)};
     _cleanup_(upg_plan_freep) struct upg_plan *plan = NULL;
+    uint64_t t0 = now_us_mono();
     int r = upg_plan(&in, &plan, e);
+    uint64_t dt = now_us_mono() - t0;
+    pthread_mutex_lock(&u->lock);
+    u->plan_us_last = dt;
+    if (dt > u->plan_us_max)
+        u->plan_us_max = dt;
+    u->passes++;
+    pthread_mutex_unlock(&u->lock);
     if (r < 0) {
         upg_policy_done(&pol);
         return r;
@@ -684,7 +693,14 @@ void op_upgrade_metrics(struct op_upgrade *u, struct prom_writer *w)
     bool have = u->have_counts, au = u->auto_upgrade;
     struct upg_counts c = u->counts;
     json_t *pc = json_incref(u->pool_counts);
+    uint64_t last = u->plan_us_last, max = u->plan_us_max, passes = u->passes;
     pthread_mutex_unlock(&u->lock);
+    prom_metric(w, "gpuop_driver_upgrade_plan_seconds", PROM_GAUGE,
+                "Time the last upgrade planning pass took", (double)last / 1e6);
+    prom_metric(w, "gpuop_driver_upgrade_plan_seconds_max", PROM_GAUGE,
+                "Longest upgrade planning pass since start", (double)max / 1e6);
+    prom_metric_u64(w, "gpuop_driver_upgrade_passes_total", PROM_COUNTER,
+                    "Upgrade planning passes run", passes);
     prom_metric(w, "gpu_operator_auto_upgrade_enabled", PROM_GAUGE,
                 "1 when driver.upgradePolicy.autoUpgrade is on", au ? 1 : 0);
     static const struct {
