@@ -38,6 +38,7 @@ struct op_upgrade {
     char *override_rv; /* the ConfigMap's resourceVersion the override was parsed from */
     char *override_err;
     uint64_t requeue_ms;
+    uint64_t last_unsynced_log_ms;
 
     pthread_mutex_t lock; /* the metrics below */
     bool have_counts, auto_upgrade;
@@ -598,8 +599,21 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     u->requeue_ms = 0;
     if (!cp)
         return 0;
+    static const char *const inf_names[N_INF] = {
+        "nodes",
+        "pods",
+        "poddisruptionbudgets",
+        "controllerrevisions",
+        "driverupgradepools (is the DriverUpgradePool CRD installed?)",
+        "nvidiadrivers",
+        "configmaps"};
     for (int i = 0; i < N_INF; i++) {
         if (!kube_informer_synced(u->inf[i])) {
+            if (now_ms - u->last_unsynced_log_ms > 60000) {
+                u->last_unsynced_log_ms = now_ms;
+                log_warn(COMPONENT, "driver upgrades wait for an informer to list",
+                         "resource=\"%s\"", inf_names[i]);
+            }
             keep_stored_condition(status, cp);
             u->requeue_ms = 1000;
             return 0;

@@ -624,6 +624,9 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
     int64_t now = pl->in->now_s;
     /* Canary nodes: marked for the target, selector-chosen, then the first K by name. */
     int chosen = 0;
+    for (size_t i = 0; i < pl->nn; i++)
+        chosen += pl->n[i].pool == pi && pl->n[i].managed && !pl->n[i].frozen &&
+                  streq_ptr(cur_ann(&pl->n[i], UPG_ANN_CANARY), p->target);
     bool done = true;
     for (size_t i = 0; i < pl->nn; i++) {
         struct node *n = &pl->n[i];
@@ -634,11 +637,12 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
             kobj_labels_match(p->p.canary_selector, kobj_labels(n->obj)))
             is = true;
         if (!is && !p->p.canary_selector && chosen < p->p.canary_count &&
-            (n->state == UPG_REQUIRED || (n->driver && !n->in_sync)))
+            (n->state == UPG_REQUIRED || (n->driver && !n->in_sync))) {
             is = true;
+            chosen++;
+        }
         if (!is)
             continue;
-        chosen++;
         if (!streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target) && n->state != UPG_REQUIRED &&
             !(n->driver && !n->in_sync))
             continue; /* already on the target before the rollout: nothing to prove */

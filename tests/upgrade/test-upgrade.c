@@ -845,6 +845,28 @@ static void test_canary_pass(void **state)
     world_done(&w);
 }
 
+static void test_canary_first_k(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 5, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":5}");
+    label_nodes(&w, 0, 5, "pool", "r");
+    /* node-0 was chosen in an earlier pass; one more is chosen by name, not two */
+    json_object_set_new(kobj_annotations(node_of(&w, "node-3")), UPG_ANN_CANARY, json_string(NEW));
+    add_pool(&w, "{\"metadata\":{\"name\":\"r\"},\"spec\":{\"nodeSelector\":{\"pool\":\"r\"},"
+                 "\"canary\":{\"nodes\":2,\"soakSeconds\":0}}}");
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_int_equal(count_state(&w, "upgrade-required"), 3);
+    assert_string_not_equal(state_of(&w, "node-0"), "upgrade-required");
+    assert_string_not_equal(state_of(&w, "node-3"), "upgrade-required");
+    converge(&w, 20, 3, 5);
+    assert_int_equal(count_state(&w, "upgrade-done"), 5);
+    world_done(&w);
+}
+
 static void test_canary_halt_resume_rollback(void **state)
 {
     (void)state;
@@ -1196,6 +1218,7 @@ int main(void)
         cmocka_unit_test(test_window_time_zones),
         cmocka_unit_test(test_manual_approval),
         cmocka_unit_test(test_canary_pass),
+        cmocka_unit_test(test_canary_first_k),
         cmocka_unit_test(test_canary_halt_resume_rollback),
         cmocka_unit_test(test_canary_resume),
         cmocka_unit_test(test_compat_gate_refuses_one_node),
