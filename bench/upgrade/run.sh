@@ -62,9 +62,16 @@ passes0=$(metric gpuop_driver_upgrade_passes_total)
 pids+=($!)
 echo 0 >"$T/max"
 t0=$(now)
+OLD_REV=$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset -o jsonpath='{.items[0].metadata.labels.controller-revision-hash}')
 kubectl patch clusterpolicy "$CP" --type merge -p '{"spec":{"driver":{"version":"595.100.01"}}}' >/dev/null
-sleep 2
-until [ "$(count_state upgrade-done)" -ge "$N" ] &&
+NEW_REV=$OLD_REV
+while [ "$NEW_REV" = "$OLD_REV" ]; do
+    sleep 0.2
+    NEW_REV=$(kubectl -n gpu-operator get controllerrevisions -l app=nvidia-driver-daemonset \
+        -o jsonpath='{range .items[*]}{.revision} {.metadata.labels.controller-revision-hash}{"\n"}{end}' | sort -n | tail -1 | cut -d' ' -f2)
+done
+new_pods() { kubectl -n gpu-operator get pods -l "app=nvidia-driver-daemonset,controller-revision-hash=$NEW_REV" -o name 2>/dev/null | wc -l; }
+until [ "$(new_pods)" -ge "$N" ] && [ "$(count_state upgrade-done)" -ge "$N" ] &&
     [ -z "$(kubectl get nodes -o jsonpath='{range .items[*]}{.spec.unschedulable}{end}' | grep true || true)" ]; do
     sleep 1
 done
@@ -75,6 +82,8 @@ passes1=$(metric gpuop_driver_upgrade_passes_total)
 revs=$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset -o jsonpath='{range .items[*]}{.metadata.labels.controller-revision-hash}{"\n"}{end}' | sort -u | wc -l)
 plan_max=$(metric gpuop_driver_upgrade_plan_seconds_max)
 plan_last=$(metric gpuop_driver_upgrade_plan_seconds)
+cpu_max=$(metric gpuop_driver_upgrade_plan_cpu_seconds_max)
+cpu_last=$(metric gpuop_driver_upgrade_plan_cpu_seconds)
 rss=$(awk '/VmRSS/ {print $2}' /proc/$OP_PID/status)
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$OP_PID/status)
 cpu_op=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$OP_PID/stat)
@@ -90,7 +99,8 @@ cat <<MD
 | driver pod revisions at the end | $revs | 1 |
 | most nodes cordoned at once (sampled every 0.5 s; maxUnavailable 10%) | $(cat "$T/max") | ≤ $(( (N + 9) / 10 )) |
 | planning passes during the rollout | $((passes1 - passes0)) | |
-| planner time per pass: last / longest since start | ${plan_last} s / ${plan_max} s | |
+| planner wall time per pass: last / longest since start | ${plan_last} s / ${plan_max} s | |
+| planner CPU time per pass: last / most since start | ${cpu_last} s / ${cpu_max} s | |
 | operator write calls during the rollout (Events, Lease excluded) | $((w1 - w0)) | |
 | write calls per node upgraded | $per_node | ≤ 12 |
 | operator RSS after the rollout / peak | $((rss / 1024)) MiB / $((hwm / 1024)) MiB | < 64 MiB |

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "operator-internal.h"
 #include "operator.h"
@@ -45,7 +46,16 @@ struct op_upgrade {
     struct upg_counts counts;
     json_t *pool_counts;
     uint64_t plan_us_last, plan_us_max, passes; /* the planner's own time, per pass */
+    uint64_t plan_cpu_us_last, plan_cpu_us_max; /* and the CPU time it used */
 };
+
+static uint64_t thread_cpu_us(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 /* ---- informers ------------------------------------------------------------------------------ */
 
@@ -173,7 +183,12 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, const struct op_upgra
         struct kube_informer_opts o;
     } spec[N_INF] = {
         [INF_NODES] = {&KUBE_NODES, {.project = project_node, .handlers = hh}},
-        [INF_PODS] = {&KUBE_PODS, {.project = project_pod, .handlers = hh}},
+        /* the operand pods only; a node's workloads are listed while it is emptied */
+        [INF_PODS] = {&KUBE_PODS,
+                      {.ns = ns,
+                       .label_selector = "app in (" DRIVER_DS "," VALIDATOR_DS ")",
+                       .project = project_pod,
+                       .handlers = hh}},
         [INF_PDBS] = {&KUBE_PDBS, {.handlers = hh}},
         [INF_REVISIONS] = {&KUBE_CONTROLLERREVISIONS,
                            {.ns = ns,
@@ -593,6 +608,44 @@ static int execute(struct op_upgrade *u, const struct upg_plan *p, const json_t 
     return 0;
 }
 
+#define MAX_LISTED_NODES 256 /* nodes whose pods one pass lists (the rest: next pass) */
+
+/* The pods of the nodes being emptied (cordoned and waiting for jobs, deleting GPU pods,
+ * draining), listed now by node: a cluster-wide pod informer would hold every pod of the
+ * cluster in memory for the few nodes that need them. Appends to `pods`; returns the nodes
+ * listed. */
+static json_t *list_workloads(struct op_upgrade *u, const json_t *nodes, json_t *pods)
+{
+    json_t *listed = json_object();
+    size_t i;
+    json_t *n;
+    json_array_foreach ((json_t *)nodes, i, n) {
+        int st = upg_state_parse(kobj_label(n, UPG_LABEL_STATE));
+        if (st < UPG_CORDON || st > UPG_DRAIN || json_object_size(listed) >= MAX_LISTED_NODES)
+            continue;
+        _cleanup_free_ char *fs = xasprintf("spec.nodeName=%s", kobj_name(n));
+        struct kube_list_opts lo = {.field_selector = fs};
+        _cleanup_json_ json_t *list = NULL;
+        struct err le = {0};
+        if (kube_list(u->kc, &KUBE_PODS, NULL, &lo, &list, &le) < 0) {
+            log_warn(COMPONENT, "pods of a node not listed", "node=%s error=\"%s\"", kobj_name(n),
+                     err_msg(&le));
+            continue;
+        }
+        size_t k;
+        json_t *pod;
+        json_array_foreach (json_object_get(list, "items"), k, pod) {
+            const char *app = kobj_label(pod, "app");
+            if (streq_ptr(kobj_namespace(pod), u->ns) &&
+                (streq_ptr(app, DRIVER_DS) || streq_ptr(app, VALIDATOR_DS)))
+                continue; /* in the informer already */
+            json_array_append_new(pods, project_pod(pod, NULL));
+        }
+        json_object_set_new(listed, kobj_name(n), json_true());
+    }
+    return listed;
+}
+
 int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *owned,
                          json_t *status, uint64_t now_ms, struct err *e)
 {
@@ -634,6 +687,7 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     const struct upg_matrix *m = matrix(u, &matrix_err);
     _cleanup_json_ json_t *nodes = kube_informer_list(u->inf[INF_NODES], NULL, NULL, NULL);
     _cleanup_json_ json_t *pods = kube_informer_list(u->inf[INF_PODS], NULL, NULL, NULL);
+    _cleanup_json_ json_t *listed = list_workloads(u, nodes, pods);
     _cleanup_json_ json_t *pdbs = kube_informer_list(u->inf[INF_PDBS], NULL, NULL, NULL);
     _cleanup_json_ json_t *pools = kube_informer_list(u->inf[INF_POOLS], NULL, NULL, NULL);
     _cleanup_json_ json_t *nvds = kube_informer_list(u->inf[INF_NVDS], NULL, NULL, NULL);
@@ -641,6 +695,7 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
                            .policy_error = pol_ok ? NULL : err_msg(&pe),
                            .nodes = nodes,
                            .pods = pods,
+                           .pods_listed = listed,
                            .pdbs = pdbs,
                            .sets = &set,
                            .n_sets = rev ? 1 : 0,
@@ -652,13 +707,16 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
                                find_owned(owned, "DaemonSet", VALIDATOR_DS) != NULL,
                            .now_s = (int64_t)(now_ms / 1000)};
     _cleanup_(upg_plan_freep) struct upg_plan *plan = NULL;
-    uint64_t t0 = now_us_mono();
+    uint64_t t0 = now_us_mono(), c0 = thread_cpu_us();
     int r = upg_plan(&in, &plan, e);
-    uint64_t dt = now_us_mono() - t0;
+    uint64_t dt = now_us_mono() - t0, dc = thread_cpu_us() - c0;
     pthread_mutex_lock(&u->lock);
     u->plan_us_last = dt;
     if (dt > u->plan_us_max)
         u->plan_us_max = dt;
+    u->plan_cpu_us_last = dc;
+    if (dc > u->plan_cpu_us_max)
+        u->plan_cpu_us_max = dc;
     u->passes++;
     pthread_mutex_unlock(&u->lock);
     if (r < 0) {
@@ -673,6 +731,9 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     if (plan->frozen)
         log_warn(COMPONENT, "driver upgrade refused, nothing changed", "error=\"%s\"", plan->error);
     u->requeue_ms = (uint64_t)plan->requeue_s * 1000;
+    /* workload pods are not watched: look again while nodes are being emptied */
+    if (json_object_size(listed) > 0 && (u->requeue_ms == 0 || u->requeue_ms > 2000))
+        u->requeue_ms = 2000;
     const char *cs, *reason;
     _cleanup_json_ json_t *lines = rolled_up_condition(plan, auto_up, &cs, &reason);
     struct sbuf b;
@@ -708,11 +769,16 @@ void op_upgrade_metrics(struct op_upgrade *u, struct prom_writer *w)
     struct upg_counts c = u->counts;
     json_t *pc = json_incref(u->pool_counts);
     uint64_t last = u->plan_us_last, max = u->plan_us_max, passes = u->passes;
+    uint64_t clast = u->plan_cpu_us_last, cmax = u->plan_cpu_us_max;
     pthread_mutex_unlock(&u->lock);
     prom_metric(w, "gpuop_driver_upgrade_plan_seconds", PROM_GAUGE,
                 "Time the last upgrade planning pass took", (double)last / 1e6);
     prom_metric(w, "gpuop_driver_upgrade_plan_seconds_max", PROM_GAUGE,
                 "Longest upgrade planning pass since start", (double)max / 1e6);
+    prom_metric(w, "gpuop_driver_upgrade_plan_cpu_seconds", PROM_GAUGE,
+                "CPU time the last upgrade planning pass used", (double)clast / 1e6);
+    prom_metric(w, "gpuop_driver_upgrade_plan_cpu_seconds_max", PROM_GAUGE,
+                "Most CPU time an upgrade planning pass used since start", (double)cmax / 1e6);
     prom_metric_u64(w, "gpuop_driver_upgrade_passes_total", PROM_COUNTER,
                     "Upgrade planning passes run", passes);
     prom_metric(w, "gpu_operator_auto_upgrade_enabled", PROM_GAUGE,

@@ -331,12 +331,24 @@ enum evict_kind { EVICT_GPU, EVICT_DRAIN };
  * Evicts what must leave the node: 1 when nothing is left, 0 while pods are still going, -1 when
  * it cannot finish (a pod that may not be evicted under the policy); *ret_why says what holds.
  */
+static bool pods_listed(struct planner *pl, const struct node *n)
+{
+    if (!pl->in->pods_listed || json_object_get(pl->in->pods_listed, n->name))
+        return true;
+    want_requeue(pl, pl->in->now_s + 1);
+    return false;
+}
+
 static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, char *why,
                       size_t why_len)
 {
     const struct upg_policy *po = pl->in->policy;
     int left = 0;
     why[0] = '\0';
+    if (!pods_listed(pl, n)) {
+        snprintf(why, why_len, "the node's pods are not listed yet");
+        return 0;
+    }
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
@@ -421,7 +433,7 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
         }
         size_t i;
         json_t *pod;
-        bool busy = false;
+        bool busy = !pods_listed(pl, n);
         json_array_foreach ((json_t *)pl->in->pods, i, pod) {
             bool m = false;
             struct err se = {0};

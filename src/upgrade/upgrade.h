@@ -170,10 +170,13 @@ struct upg_driver_set {
 };
 
 struct upg_input {
-    const struct upg_policy *policy;   /* NULL: the ClusterPolicy's upgradePolicy did not parse */
-    const char *policy_error;          /* why, when policy is NULL */
-    const json_t *nodes;               /* Node objects */
-    const json_t *pods;                /* every Pod on those nodes (driver, validator, workloads) */
+    const struct upg_policy *policy; /* NULL: the ClusterPolicy's upgradePolicy did not parse */
+    const char *policy_error;        /* why, when policy is NULL */
+    const json_t *nodes;             /* Node objects */
+    const json_t *pods;              /* Pods on those nodes (driver, validator, workloads) */
+    /* {node: true} for the nodes whose every pod is in `pods` (the shell lists workloads only
+     * for nodes being emptied); a node not named waits for its list. NULL: all are. */
+    const json_t *pods_listed;
     const json_t *pdbs;                /* PodDisruptionBudgets */
     const struct upg_driver_set *sets; /* the driver DaemonSets */
     size_t n_sets;

@@ -393,6 +393,41 @@ static void test_states_in_order(void **state)
     world_done(&w);
 }
 
+/* The shell lists a node's workloads only while it is emptied: a node whose pods are not
+ * listed waits (and asks to be looked at again soon), evicting nothing. */
+static void test_pods_not_listed_wait(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "train-0", "train"));
+    json_t *listed = json_object();
+    w.set = (struct upg_driver_set){"nvidia-driver-daemonset", "gpu-operator", NEW, "595.91.07"};
+    struct upg_input in = {.policy = &w.pol,
+                           .nodes = w.nodes,
+                           .pods = w.pods,
+                           .pods_listed = listed,
+                           .sets = &w.set,
+                           .n_sets = 1,
+                           .matrix = w.matrix,
+                           .validation_enabled = true,
+                           .now_s = T0};
+    struct upg_plan *p = NULL;
+    struct err e = {0};
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_int_equal(json_array_size(p->evictions), 0);
+    assert_int_equal(p->requeue_s, 1);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
+    json_object_set_new(listed, "node-0", json_true());
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_int_equal(json_array_size(p->evictions), 1);
+    upg_plan_free(p);
+    json_decref(listed);
+    world_done(&w);
+}
+
 static void test_max_parallel_and_unavailable(void **state)
 {
     (void)state;
@@ -1201,6 +1236,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_states_in_order),
+        cmocka_unit_test(test_pods_not_listed_wait),
         cmocka_unit_test(test_max_parallel_and_unavailable),
         cmocka_unit_test(test_precordoned_node),
         cmocka_unit_test(test_skip_label),
