@@ -1116,7 +1116,8 @@ int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e)
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < pl.nn; i++) {
             struct node *n = &pl.n[i];
-            if (!n->managed || n->frozen || n->state != UPG_REQUIRED || n->started)
+            if (!n->managed || n->frozen || n->state != UPG_REQUIRED || n->started ||
+                in->n_sets == 0) /* no driver DaemonSet: nothing to upgrade to */
                 continue;
             struct pool *p = &pl.pools[n->pool];
             bool canary = p->target && streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target);
