@@ -9,6 +9,8 @@
 #    pod-deletion-required until the budget allows it;
 #  - a pool with manual approval (DriverUpgradePool) does not move until approved;
 #  - the operator killed (SIGKILL) mid-rollout and restarted resumes from the labels;
+#  - a pod deletion that never completes ends in upgrade-failed after its timeout, naming the
+#    budget, holds the one unavailable slot, and a retry by hand goes through;
 #  - NVIDIA's gpu_operator_nodes_upgrades_* metrics and the pool's status report it.
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
@@ -165,4 +167,28 @@ curl -s "127.0.0.1:$PORT/metrics" | grep -q '^gpuop_driver_upgrade_pool_nodes{po
     fail "no per-pool metric"
 wait_for 10 "ClusterPolicy DriverUpgrade condition True" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"DriverUpgrade\")].status}')\" = True ]"
 [ "$($K get driverupgradepool research -o jsonpath='{.status.progress}')" = 2/2 ] || fail "research pool progress"
+
+# A pod deletion that never completes (the budget allows nothing again) ends in upgrade-failed
+# after podDeletion.timeoutSeconds (drain off), naming the budget; nothing else starts while the
+# failed node is cordoned (maxUnavailable 1); a retry by hand goes through once the budget allows.
+$K patch pdb serve --type merge -p '{"spec":{"minAvailable":1}}' >/dev/null
+cat <<'EOF2' | $K apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: serve-1, namespace: default, labels: {app: serve}}
+spec:
+  nodeName: a100-mig-1
+  containers: [{name: main, image: cuda-sample, resources: {limits: {nvidia.com/gpu: "1"}}}]
+EOF2
+wait_for 10 "second workload running" sh -c "[ \"\$($K get pod serve-1 -o jsonpath='{.status.phase}')\" = Running ]"
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"driver":{"version":"595.110.01","upgradePolicy":{"podDeletion":{"timeoutSeconds":3}}}}}' >/dev/null
+wait_for 20 "a100-mig-1 upgrade-failed after the pod deletion timeout" sh -c "[ \"\$($K get node a100-mig-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}')\" = upgrade-failed ]"
+$K get node a100-mig-1 -o jsonpath='{.metadata.annotations.upgrade\.gpuop\.dev/failed-reason}' | grep -q 'PodDisruptionBudget serve' ||
+    fail "failure reason does not name the budget"
+[ "$(state dgx-h100-2)" = upgrade-required ] || fail "dgx-h100-2 started while the failed node holds the one unavailable slot"
+$K delete pdb serve >/dev/null
+$K label node a100-mig-1 nvidia.com/gpu-driver-upgrade-state=upgrade-required --overwrite >/dev/null
+wait_for 20 "a100-mig-1 retried to upgrade-done" sh -c "[ \"\$($K get node a100-mig-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}')\" = upgrade-done ]"
+max=$(cat "$T/max_cordoned")
+[ "$max" -le 1 ] || fail "$max nodes cordoned at once, maxUnavailable is 1"
 echo "PASS"
