@@ -413,10 +413,24 @@ static json_t *rolled_up_condition(const struct upg_plan *p, bool auto_upgrade,
                   (long long)json_integer_value(json_object_get(ps, "upgraded")), total);
         const char *k;
         json_t *v;
-        json_object_foreach (json_object_get(ps, "inProgress"), k, v)
+        /* a few nodes by name, then a count: the message stays readable on a large pool */
+        size_t shown = 0, n_prog = json_object_size(json_object_get(ps, "inProgress"));
+        json_object_foreach (json_object_get(ps, "inProgress"), k, v) {
+            if (shown++ == 5)
+                break;
             sbuf_addf(&b, ", %s %s", k, json_string_value(v));
-        json_object_foreach (json_object_get(ps, "failed"), k, v)
+        }
+        if (n_prog > 5)
+            sbuf_addf(&b, " (+%zu more in progress)", n_prog - 5);
+        shown = 0;
+        size_t n_failed = json_object_size(json_object_get(ps, "failed"));
+        json_object_foreach (json_object_get(ps, "failed"), k, v) {
+            if (shown++ == 5)
+                break;
             sbuf_addf(&b, ", %s failed: %s", k, json_string_value(v));
+        }
+        if (n_failed > 5)
+            sbuf_addf(&b, " (+%zu more failed)", n_failed - 5);
         size_t nw = json_object_size(json_object_get(ps, "waiting"));
         if (nw) {
             json_object_foreach (json_object_get(ps, "waiting"), k, v) {

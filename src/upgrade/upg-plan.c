@@ -15,7 +15,8 @@
 #include "upgrade.h"
 #include "yamlcfg.h"
 
-#define MAX_RESTARTS 10 /* driver container restarts before upgrade-failed (NVIDIA's) */
+#define MAX_RESTARTS            10 /* driver container restarts before upgrade-failed (NVIDIA's) */
+#define POOL_STATUS_MAX_WAITING 50 /* nodes named in a pool's status.waiting; then a count */
 
 struct node {
     const json_t *obj;
@@ -906,7 +907,7 @@ static void pool_status(struct planner *pl, struct pool *p, int pi)
 {
     json_t *st = json_pack("{s:s,s:i,s:i,s:{},s:{},s:{},s:i}", "name", p->p.name, "total", 0,
                            "upgraded", 0, "inProgress", "failed", "waiting", "pending", 0);
-    int total = 0, upgraded = 0, pending = 0, prog = 0, failed = 0;
+    int total = 0, upgraded = 0, pending = 0, prog = 0, failed = 0, waiting_more = 0;
     for (size_t i = 0; i < pl->nn; i++) {
         struct node *n = &pl->n[i];
         if (n->pool != pi || !n->managed)
@@ -927,12 +928,19 @@ static void pool_status(struct planner *pl, struct pool *p, int pi)
         if (n->state == UPG_REQUIRED)
             pending++;
         const char *w = n->frozen ? n->frozen : cur_ann(n, UPG_ANN_WAITING);
-        if (w && (n->state == UPG_REQUIRED || n->frozen))
-            json_object_set_new(json_object_get(st, "waiting"), n->name, json_string(w));
+        if (w && (n->state == UPG_REQUIRED || n->frozen)) {
+            /* bounded: a status is read by people and rewritten on every change */
+            if (json_object_size(json_object_get(st, "waiting")) < POOL_STATUS_MAX_WAITING)
+                json_object_set_new(json_object_get(st, "waiting"), n->name, json_string(w));
+            else
+                waiting_more++;
+        }
     }
     json_object_set_new(st, "total", json_integer(total));
     json_object_set_new(st, "upgraded", json_integer(upgraded));
     json_object_set_new(st, "pending", json_integer(pending));
+    if (waiting_more)
+        json_object_set_new(st, "waitingMore", json_integer(waiting_more));
     if (p->halted)
         json_object_set_new(st, "halted", json_string(p->halted));
     if (p->error)

@@ -201,8 +201,8 @@ struct upg_plan {
     json_t *events;    /* [{"node" (or "pool"), "type", "reason", "message"}] */
     /* Per pool, "default" for nodes no pool selects: {"name", "total", "upgraded",
      * "inProgress": {node: state}, "failed": {node: reason}, "waiting": {node: reason},
-     * "pending", "halted": reason or absent, "error": reason or absent,
-     * "nextWindow": RFC 3339 or absent, "targetRevision"} */
+     * "pending", "waitingMore" (nodes past the 50 named), "halted": reason or absent, "error":
+     * reason or absent, "nextWindow": RFC 3339 or absent, "targetRevision"} */
     json_t *pools;
     struct upg_counts counts; /* NVIDIA's gpu_operator_nodes_upgrades_* */
     json_t *pool_counts;      /* {pool: {"in_progress", "done", "failed", "pending"}} */
