@@ -478,6 +478,9 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
         return UPG_DRAIN;
     }
     case UPG_POD_RESTART: {
+        /* a driver waiting for a safe load: the node is empty now, let it load */
+        if (cur_ann(n, UPG_ANN_SAFE_LOAD))
+            set_ann(n, UPG_ANN_SAFE_LOAD, NULL);
         if (!n->driver)
             return UPG_POD_RESTART; /* the DaemonSet has not made the new pod yet */
         if (!n->in_sync) {

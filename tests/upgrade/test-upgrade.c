@@ -678,6 +678,30 @@ static void test_requested_annotation(void **state)
     world_done(&w);
 }
 
+/* A driver container waiting for a safe load (its annotation) makes the node go through the
+ * plan; once the node is empty the annotation is removed (the driver may load), and the node
+ * ends upgrade-done without looping. */
+static void test_safe_load(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    w.rev = OLD; /* in sync */
+    converge(&w, 5, 1, 5);
+    json_object_set_new(kobj_annotations(node_of(&w, "node-0")), UPG_ANN_SAFE_LOAD,
+                        json_string("true"));
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "train-0", "train"));
+    struct upg_plan *p = plan(&w);
+    assert_int_equal(json_array_size(p->evictions), 1);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_non_null(ann(&w, "node-0", UPG_ANN_SAFE_LOAD)); /* not before the node is empty */
+    converge(&w, 10, 1, 5);
+    assert_null(ann(&w, "node-0", UPG_ANN_SAFE_LOAD));
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    world_done(&w);
+}
+
 static void test_validation_timeout(void **state)
 {
     (void)state;
@@ -1247,6 +1271,7 @@ int main(void)
         cmocka_unit_test(test_failed_node_recovers_and_retry),
         cmocka_unit_test(test_driver_crashloop_fails),
         cmocka_unit_test(test_requested_annotation),
+        cmocka_unit_test(test_safe_load),
         cmocka_unit_test(test_validation_timeout),
         cmocka_unit_test(test_capacity_floor),
         cmocka_unit_test(test_window_closed_then_open),
