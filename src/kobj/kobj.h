@@ -23,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct err; /* util.h */
+
 /* ---- JSON paths ----------------------------------------------------------------------------- */
 
 /*
@@ -108,5 +110,27 @@ int kobj_quantity_milli(const char *s, int64_t *ret);
 void kobj_quantity_format(int64_t milli, bool binary, char *buf, size_t n);
 /* A percent string of an int-or-string field: [0-9]+%. */
 bool kobj_valid_percent(const char *s);
+
+/* An int-or-string as the API server takes it: a non-negative integer, or a percentage up to
+ * 100% ("25%"). A string of digits ("1") becomes the integer. Anything else fails naming
+ * `field`. *ret: a new reference. */
+int kobj_int_or_percent(const json_t *v, const char *field, json_t **ret, struct err *e);
+/* An int-or-percent already checked by kobj_int_or_percent, resolved against `total`: a
+ * percentage scaled with rounding up (or down when !round_up), an integer as is. */
+long long kobj_int_or_percent_scaled(const json_t *v, long long total, bool round_up);
+
+/* ---- label selectors ------------------------------------------------------------------------ */
+
+/*
+ * Does `labels` (an object of strings; NULL: none) satisfy the label selector string `sel`
+ * ("app=x,tier!=db,gpu,!skip,zone in (a,b),env notin (dev)")? An empty or NULL selector
+ * matches everything. A selector that does not parse fails naming the offending requirement.
+ */
+int kobj_selector_match(const char *sel, const json_t *labels, bool *ret_match, struct err *e);
+/* A selector's syntax alone (what kobj_selector_match refuses). */
+int kobj_selector_check(const char *sel, struct err *e);
+/* matchLabels semantics: every key of `match` (an object of strings) has that value in
+ * `labels`. NULL or {} matches everything. */
+bool kobj_labels_match(const json_t *match, const json_t *labels);
 
 #endif

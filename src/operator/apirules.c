@@ -20,40 +20,6 @@ bool op_quantity_valid(const char *s)
     return kobj_valid_quantity(s, NULL);
 }
 
-int op_int_or_percent(const json_t *v, const char *field, json_t **ret, struct err *e)
-{
-    if (json_is_integer(v)) {
-        if (json_integer_value(v) < 0)
-            return err_set(e, -EINVAL,
-                           "%s: Invalid value: %lld: must be greater than or equal "
-                           "to 0",
-                           field, (long long)json_integer_value(v));
-        *ret = json_incref((json_t *)v);
-        return 0;
-    }
-    const char *s = json_string_value(v);
-    if (!s)
-        return err_set(e, -EINVAL, "%s: Invalid value: must be an integer or a percentage", field);
-    size_t n = strlen(s);
-    size_t digits = strspn(s, "0123456789");
-    if (digits == 0 || digits > 9 || !(digits == n || kobj_valid_percent(s)))
-        return err_set(e, -EINVAL,
-                       "%s: Invalid value: \"%s\": a valid percent string must be a numeric "
-                       "string followed by an ending '%%' (e.g. '1%%', or '93%%'), or an integer",
-                       field, s);
-    long val = strtol(s, NULL, 10);
-    if (s[n - 1] == '%') {
-        if (val > 100)
-            return err_set(e, -EINVAL, "%s: Invalid value: \"%s\": must not be greater than 100%%",
-                           field, s);
-        *ret = json_incref((json_t *)v);
-        return 0;
-    }
-    /* An integer written as a string: the API server takes only a JSON integer. */
-    *ret = json_integer(val);
-    return 0;
-}
-
 /* ---- objects ------------------------------------------------------------------------------ */
 
 /* Collects the first error, its path built as it goes down. */
@@ -384,7 +350,7 @@ static void check_daemonset(struct vctx *v, const json_t *ds)
                  json_string_value(x));
             continue;
         }
-        if (op_int_or_percent(x, field, &norm, &ie) < 0) {
+        if (kobj_int_or_percent(x, field, &norm, &ie) < 0) {
             if (v->r == 0)
                 v->r = err_set(v->e, ie.code, "%s", err_msg(&ie));
             continue;

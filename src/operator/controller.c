@@ -18,6 +18,7 @@
 #include "operator.h"
 #include "prom.h"
 #include "svc.h"
+#include "upgrade-ctl.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "operator"
@@ -67,6 +68,7 @@ struct controller {
     struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
     struct http_server *http;
     struct kube_leader *leader_elector;
+    struct op_upgrade *upg; /* the driver upgrade controller (upgrade-ctl.c) */
 
     pthread_mutex_t lock;
     struct metrics m;
@@ -119,6 +121,19 @@ static void count_write(struct controller *c)
     pthread_mutex_lock(&c->lock);
     c->m.writes++;
     pthread_mutex_unlock(&c->lock);
+}
+
+static int upg_may_write(void *u, struct err *e)
+{
+    return check_leader(u, e);
+}
+static void upg_wrote(void *u)
+{
+    count_write(u);
+}
+static void upg_dirty(void *u)
+{
+    mark_dirty(u);
 }
 
 static void h_add(json_t *obj, void *u)
@@ -489,6 +504,14 @@ static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
         if (!active)
             return err_set(e, -EIO, "no active ClusterPolicy on the second plan");
     }
+    /* The driver upgrade: its own writes, and its condition in the status about to be written. */
+    json_t *cp = json_object_get(active, "policy");
+    r = op_upgrade_reconcile(c->upg, cp, owned, json_object_get(active, "status"), snap.now_ms, e);
+    if (r < 0)
+        return r;
+    json_object_set_new(
+        active, "write",
+        json_boolean(!json_equal(kobj_path(cp, "status"), json_object_get(active, "status"))));
     r = report_policy(c, active, e);
     if (r < 0)
         return err_prefix(e, "ClusterPolicy %s status", kobj_str(active, "name"));
@@ -536,6 +559,7 @@ static int h_metrics(const struct http_request *req, struct http_response *resp,
     prom_metric(&w, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads",
                 leader ? 1 : 0);
     op_gpuquota_write_metrics(&c->gq, &w);
+    op_upgrade_metrics(c->upg, &w);
     int r = prom_writer_finish(&w);
     if (r < 0) {
         sbuf_free(&b);
@@ -850,6 +874,7 @@ static void operator_cleanup(void *state)
     struct controller *c = &o->c;
     kube_leader_free(c->leader_elector); /* first: the Lease is released before anything else */
     http_server_free(c->http);
+    op_upgrade_free(c->upg);
     struct kube_informer *infs[N_INFORMERS] = {c->nodes, c->policies};
     for (size_t k = 0; k < N_OWNED; k++)
         infs[2 + k] = c->owned[k];
@@ -906,6 +931,8 @@ static int start_informers(struct controller *c, struct err *e)
             return r;
     }
     return op_gpuquota_start(&c->gq, c->kc, &hh, e);
+    struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
+    return op_upgrade_new(c->kc, c->ns, &uh, &c->upg, e);
 }
 
 static int start_metrics(struct controller *c, const char *listen, struct err *e)
@@ -1006,6 +1033,9 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
      * DaemonSet status changes arrive as events before that anyway. */
     if (requeue)
         svc_workqueue_add_after(c->queue, key, REQUEUE_MS);
+    uint64_t upg_ms = op_upgrade_requeue_ms(c->upg); /* a timeout, a soak, a window */
+    if (upg_ms)
+        svc_workqueue_add_after(c->queue, key, upg_ms);
 }
 
 static int operator_run(struct svc *s, struct err *e)

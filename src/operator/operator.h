@@ -168,11 +168,6 @@ bool op_node_annotation_watched(const char *key);
  */
 int op_api_validate(const json_t *obj, struct err *e);
 bool op_quantity_valid(const char *s);
-/* An int-or-string as the API server takes it: a non-negative integer, or a percentage up to
- * 100% ("25%"). A string of digits ("1") becomes the integer. Anything else fails naming
- * `field`. *ret: a new reference. */
-int op_int_or_percent(const json_t *v, const char *field, json_t **ret, struct err *e);
-
 /* Is the live object what `desired` renders (same content hash, labelled as gpuop's)? An object
  * someone stripped of the managed-by label is out of gpuop's informers and pruning: not current. */
 bool op_object_current(const json_t *desired, const json_t *live);

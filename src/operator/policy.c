@@ -89,6 +89,7 @@ static const char *const implemented[] = {
     "daemonsets.priorityClassName",
     "daemonsets.updateStrategy",
     "daemonsets.rollingUpdate",
+    "driver.upgradePolicy", /* the upgrade controller, src/operator/upgrade-ctl.c */
     "*.enabled",
     "*.repository",
     "*.image",
@@ -320,8 +321,8 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     json_t *mu = json_object_get(json_object_get(ds, "rollingUpdate"), "maxUnavailable");
     /* The API server takes an int-or-string only as an integer or a percentage: "1" (as both
      * NVIDIA's sample and gpuop's write it) would make every DaemonSet create fail with 422. */
-    if (mu && op_int_or_percent(mu, "spec.daemonsets.rollingUpdate.maxUnavailable",
-                                &p->max_unavailable, e) < 0)
+    if (mu && kobj_int_or_percent(mu, "spec.daemonsets.rollingUpdate.maxUnavailable",
+                                  &p->max_unavailable, e) < 0)
         return err_prefix(e, "ClusterPolicy \"%s\"", name);
     /* gpuop renders no maxSurge (0), and the API server refuses both at 0. */
     if (p->max_unavailable && (json_is_integer(p->max_unavailable)

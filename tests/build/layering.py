@@ -26,6 +26,7 @@ LAYERS = {
     # the capacity-and-quota view: over kobj and nodestate, under the operator
     'capacity': 3,
     'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4,
+    'upgrade': 4,  # the driver upgrade planner (pure), below the operator that runs it
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'validator': 5, 'drivermgr': 5, 'migmgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
     'status': 5, 'doctor': 5,
@@ -47,6 +48,7 @@ FOLDERS = {
     'src/status': 'status', 'src/node/doctor': 'doctor',
     'src/node/migparted': 'migparted', 'src/node/nodeops': 'nodeops',
     'src/node/migmgr': 'migmgr',
+    'src/upgrade': 'upgrade',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
 NVML_ABI_USERS = ('nvml', 'sim/nvml')

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kobj.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -41,7 +42,7 @@ static void test_int_or_percent(void **state)
         _cleanup_json_ json_t *v = load_yaml(cases[i].in);
         _cleanup_json_ json_t *out = NULL;
         struct err e = {0};
-        int r = op_int_or_percent(v, "spec.x", &out, &e);
+        int r = kobj_int_or_percent(v, "spec.x", &out, &e);
         if (!cases[i].out) {
             if (r != -EINVAL || !strstr(err_msg(&e), "spec.x"))
                 fail_msg("case %zu (%s): want an error naming the field, got %d \"%s\"", i,

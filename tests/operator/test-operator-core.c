@@ -79,7 +79,7 @@ static void check_sample_policy(json_t *cp)
     /* The sample sets fields gpuop does not act on: they are listed, not dropped. */
     char *s = json_dumps(p->unimplemented, JSON_COMPACT);
     assert_non_null(strstr(s, "spec.operator.use_ocp_driver_toolkit"));
-    assert_non_null(strstr(s, "spec.driver.upgradePolicy"));
+    assert_null(strstr(s, "spec.driver.upgradePolicy")); /* the upgrade controller acts on it */
     assert_non_null(strstr(s, "spec.dcgm"));
     assert_null(strstr(s, "spec.vgpuManager")); /* inert without sandbox workloads */
     assert_null(strstr(s, "spec.devicePlugin.config"));

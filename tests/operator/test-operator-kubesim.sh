@@ -93,7 +93,7 @@ echo "pods placed on the GPU nodes in $((SECONDS - t0))s"
 [ -z "$($K get node cpu-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.present}')" ] || fail "CPU node labelled as GPU node"
 $K get runtimeclass nvidia >/dev/null || fail "no RuntimeClass nvidia"
 wait_for 20 "ClusterPolicy ready" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}')\" = ready ]"
-$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type=="UnsupportedFields")].message}' | grep -q 'spec.driver.upgradePolicy' ||
+$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type=="UnsupportedFields")].message}' | grep -q 'spec.operator.use_ocp_driver_toolkit' ||
     fail "fields gpuop does not act on are not reported"
 
 # A converged cluster: nothing more is written.

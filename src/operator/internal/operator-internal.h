@@ -17,6 +17,8 @@ struct embedded_file {
 /* Generated from deploy/operands/ and deploy/crds/ by tools/embed.c. */
 extern const struct embedded_file op_embedded_operands[];
 extern const struct embedded_file op_embedded_crds[];
+/* deploy/upgrade/compat-matrix.yaml, the compatibility matrix gpuop ships. */
+extern const struct embedded_file op_embedded_upgrade[];
 
 /* repository/image:version of a component section, or NULL when it names no image. */
 char *op_image_ref(const json_t *sec);

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * upgrade: the driver upgrade as a drain plan. A pure core: what the cluster holds and the time
+ * in, the next actions out (node label, annotation and cordon patches, pod evictions, driver pod
+ * deletions, Events, per-pool progress). No I/O, no clock; the operator's shell reads the world,
+ * calls upg_plan() and executes the plan, so every step is resumable from what it wrote to the
+ * nodes (NVIDIA's state label and annotations, gpuop's upgrade.gpuop.dev/ annotations).
+ *
+ * NVIDIA's interface, unchanged: the state label nvidia.com/gpu-driver-upgrade-state and its
+ * states, the skip label, the drain-skip pod label, the initial-unschedulable, start-time and
+ * requested annotations, ClusterPolicy spec.driver.upgradePolicy, Events with reason
+ * GPUDriverUpgrade, the gpu_operator_nodes_upgrades_* counts.
+ *
+ * gpuop's additions live apart, in the DriverUpgradePool CRD (upgrade.gpuop.dev/v1alpha1,
+ * cluster-scoped, deploy/crds/upgrade.gpuop.dev_driverupgradepools.yaml): a pool selects nodes
+ * (a label selector, or an NVIDIADriver by name) and carries approval, maintenance windows, a
+ * capacity floor, a canary, a minimum CUDA version and its own parallelism. NVIDIA's objects
+ * stay valid for NVIDIA's schema; a cluster without pools behaves as NVIDIA's operator does.
+ * The compatibility matrix (deploy/upgrade/compat-matrix.yaml, overridable by a ConfigMap)
+ * gates every start.
+ *
+ * Ownership: every json_t in struct upg_input is borrowed; struct upg_plan owns its values.
+ * Thread-safety: upg_plan() is thread-compatible; upg_window_*() serialise their use of the C
+ * library's time zone state behind one lock.
+ */
+#ifndef GPUOP_UPGRADE_H
+#define GPUOP_UPGRADE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* ---- NVIDIA's vocabulary -------------------------------------------------------------------- */
+
+#define UPG_LABEL_STATE       "nvidia.com/gpu-driver-upgrade-state"
+#define UPG_LABEL_SKIP        "nvidia.com/gpu-driver-upgrade.skip"
+#define UPG_LABEL_DRAIN_SKIP  "nvidia.com/gpu-driver-upgrade-drain.skip"
+#define UPG_ANN_SAFE_LOAD     "nvidia.com/gpu-driver-upgrade.driver-wait-for-safe-load"
+#define UPG_ANN_INITIAL_UNSCH "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+#define UPG_ANN_WAIT_START    "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
+#define UPG_ANN_VALID_START   "nvidia.com/gpu-driver-upgrade-validation-start-time"
+#define UPG_ANN_REQUESTED     "nvidia.com/gpu-driver-upgrade-requested"
+#define UPG_EVENT_REASON      "GPUDriverUpgrade"
+#define UPG_DRIVER_APP        "nvidia-driver-daemonset"
+#define UPG_VALIDATOR_APP     "nvidia-operator-validator"
+
+/* gpuop's node annotations (the planner's memory in the cluster) and the pool's. */
+#define UPG_ANN_SINCE         "upgrade.gpuop.dev/state-since"   /* epoch s the state began */
+#define UPG_ANN_WAITING       "upgrade.gpuop.dev/waiting"       /* why a needed start waits */
+#define UPG_ANN_CANARY        "upgrade.gpuop.dev/canary"        /* revision it is canary for */
+#define UPG_ANN_CANARY_FAILED "upgrade.gpuop.dev/canary-failed" /* "<revision> <reason>" */
+#define UPG_ANN_DONE_AT       "upgrade.gpuop.dev/done-at"       /* epoch s upgrade-done */
+#define UPG_ANN_FAILED_REASON "upgrade.gpuop.dev/failed-reason"
+#define UPG_ANN_CORDONED      "upgrade.gpuop.dev/cordoned"          /* gpuop cordoned it */
+#define UPG_ANN_TARGET        "upgrade.gpuop.dev/target-revision"   /* of the attempt */
+#define UPG_ANN_NODE_APPROVED "upgrade.gpuop.dev/approved"          /* node: "true" */
+#define UPG_ANN_POOL_APPROVED "upgrade.gpuop.dev/approved-revision" /* pool: a revision */
+#define UPG_ANN_POOL_RESUMED  "upgrade.gpuop.dev/resumed-revision"  /* pool: a revision */
+
+enum upg_state {
+    UPG_UNKNOWN = 0,
+    UPG_REQUIRED,
+    UPG_CORDON,
+    UPG_WAIT_JOBS,
+    UPG_POD_DELETION,
+    UPG_DRAIN,
+    UPG_POD_RESTART,
+    UPG_VALIDATION,
+    UPG_UNCORDON,
+    UPG_DONE,
+    UPG_FAILED,
+    UPG_N_STATES
+};
+/* The label value ("" for UPG_UNKNOWN); upg_state_parse: -1 for a value that is no state. */
+const char *upg_state_name(enum upg_state s);
+int upg_state_parse(const char *v);
+
+/* ---- policies ------------------------------------------------------------------------------- */
+
+/* ClusterPolicy spec.driver.upgradePolicy (NVIDIA's DriverUpgradePolicySpec). */
+struct upg_policy {
+    bool auto_upgrade;
+    int max_parallel;        /* 0: no limit */
+    json_t *max_unavailable; /* integer or "N%" (owned); NULL: all nodes */
+    int64_t wait_timeout_s;  /* waitForCompletion.timeoutSeconds, 0: forever */
+    char *wait_selector;     /* waitForCompletion.podSelector or NULL */
+    bool del_force, del_empty_dir;
+    int64_t del_timeout_s; /* podDeletion.timeoutSeconds (300) */
+    bool drain_enable, drain_force, drain_empty_dir;
+    int64_t drain_timeout_s; /* drain.timeoutSeconds (300), 0: forever */
+    char *drain_selector;
+    int64_t validation_timeout_s; /* 600 */
+};
+/* Parses `up` (NULL: every default; `default_auto` is autoUpgrade's default: false for the
+ * ClusterPolicy CRD, true for NVIDIADriver). Errors name `path` and the field. */
+int upg_policy_parse(const json_t *up, const char *path, bool default_auto, struct upg_policy *ret,
+                     struct err *e);
+void upg_policy_done(struct upg_policy *p);
+
+/* A weekly maintenance window: days (bit 0 Sunday .. bit 6 Saturday), a local start and a
+ * length, in the pool's IANA time zone. */
+struct upg_window {
+    unsigned days;
+    int start_min; /* minutes after local midnight */
+    int length_min;
+};
+
+enum upg_approval { UPG_APPROVAL_AUTO, UPG_APPROVAL_MANUAL };
+
+/* A DriverUpgradePool (gpuop's CRD), parsed. */
+struct upg_pool {
+    char *name;
+    json_t *node_selector; /* matchLabels object (owned), or NULL with nvidia_driver */
+    char *nvidia_driver;   /* spec.nvidiaDriver: its nodeSelector is the pool's */
+    enum upg_approval approval;
+    char *approved_revision, *resumed_revision; /* the pool's annotations, or NULL */
+    struct upg_window *windows;
+    size_t n_windows;
+    char *time_zone;         /* "Europe/Berlin"; NULL: UTC */
+    json_t *capacity_floor;  /* integer or "N%" of the pool's GPUs; NULL: none */
+    int canary_count;        /* first K nodes; 0 with no canary_selector: no canary */
+    json_t *canary_selector; /* matchLabels, or NULL */
+    int64_t canary_soak_s;
+    int canary_max_restarts; /* driver container restarts allowed during the soak (0) */
+    char *min_cuda;          /* "12.4", or NULL */
+    int max_parallel;        /* -1: the ClusterPolicy's */
+    json_t *max_unavailable; /* NULL: the ClusterPolicy's */
+};
+/* Parses a DriverUpgradePool object; errors name the pool and the field. */
+int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e);
+void upg_pool_done(struct upg_pool *p);
+
+/* Parses "Mon,Tue 02:00 4h" style windows from the CRD's {days: [..], start: "HH:MM",
+ * duration: "4h"} objects; errors name `path`. */
+int upg_window_parse(const json_t *w, const char *path, struct upg_window *ret, struct err *e);
+/* Is `now_s` inside one of the windows in zone `tz` (NULL: UTC)? *ret_next_s: when the next
+ * window opens (when closed) or closes (when open). Fails on an unknown zone. */
+int upg_window_open(const struct upg_window *w, size_t n, const char *tz, int64_t now_s,
+                    bool *ret_open, int64_t *ret_next_s, struct err *e);
+/* Does the system's time zone database know `tz`? */
+bool upg_tz_valid(const char *tz);
+
+/* ---- the compatibility matrix --------------------------------------------------------------- */
+
+struct upg_matrix;
+/* Parses the matrix (YAML or JSON text; `source` names it in errors: the file or the
+ * ConfigMap). Unknown fields, wrong types, a bad version fail naming the branch and field. */
+int upg_matrix_parse(const char *text, size_t len, const char *source, struct upg_matrix **ret,
+                     struct err *e);
+void upg_matrix_free(struct upg_matrix *m);
+DEFINE_CLEANUP_FUNC(struct upg_matrix, upg_matrix_free)
+/* May driver `version` ("595.91.07") go on a node with GPU family `arch` (NULL: unknown), kernel
+ * `kernel` (NULL: unknown) and OS `os` ("ubuntu22.04", NULL: unknown) for workloads needing CUDA
+ * `min_cuda` (NULL: any)? On refusal, *ret_reason (new string) says why; unknowns pass. */
+bool upg_matrix_allows(const struct upg_matrix *m, const char *version, const char *arch,
+                       const char *kernel, const char *os, const char *min_cuda, char **ret_reason);
+/* Compares dotted numeric versions ("5.15.0-127-generic" reads as 5.15.0.127): <0, 0, >0. */
+int upg_version_cmp(const char *a, const char *b);
+
+/* ---- the planner ---------------------------------------------------------------------------- */
+
+/* One driver DaemonSet: its pods are out of date when their controller-revision-hash differs
+ * from `revision`; `version` is the driver version its template runs. */
+struct upg_driver_set {
+    const char *name, *ns;
+    const char *revision;
+    const char *version;
+};
+
+struct upg_input {
+    const struct upg_policy *policy; /* NULL: the ClusterPolicy's upgradePolicy did not parse */
+    const char *policy_error;        /* why, when policy is NULL */
+    const json_t *nodes;             /* Node objects */
+    const json_t *pods;              /* Pods on those nodes (driver, validator, workloads) */
+    /* {node: true} for the nodes whose every pod is in `pods` (the shell lists workloads only
+     * for nodes being emptied); a node not named waits for its list. NULL: all are. */
+    const json_t *pods_listed;
+    const json_t *pdbs;                /* PodDisruptionBudgets */
+    const struct upg_driver_set *sets; /* the driver DaemonSets */
+    size_t n_sets;
+    const json_t *pools;             /* DriverUpgradePool objects (array), or NULL */
+    const json_t *nvidia_drivers;    /* NVIDIADriver objects (pool references), or NULL */
+    const struct upg_matrix *matrix; /* NULL with matrix_error: the gate's input is broken */
+    const char *matrix_error;
+    bool validation_enabled; /* the validator runs: validation-required waits for it */
+    int64_t now_s;
+};
+
+struct upg_counts {
+    int in_progress, done, failed, available, pending;
+};
+
+struct upg_plan {
+    /* [{"name": node, "patch": merge patch for the Node (metadata labels/annotations,
+     * spec.unschedulable)}], at most one per node */
+    json_t *node_patches;
+    json_t *evictions; /* [{"namespace", "name", "node"}]: through the Eviction API */
+    json_t *deletions; /* [{"namespace", "name", "node"}]: out-of-date driver pods */
+    json_t *events;    /* [{"node" (or "pool"), "type", "reason", "message"}] */
+    /* Per pool, "default" for nodes no pool selects: {"name", "total", "upgraded",
+     * "inProgress": {node: state}, "failed": {node: reason}, "waiting": {node: reason},
+     * "pending", "waitingMore" (nodes past the 50 named), "halted": reason or absent, "error":
+     * reason or absent, "nextWindow": RFC 3339 or absent, "targetRevision"} */
+    json_t *pools;
+    struct upg_counts counts; /* NVIDIA's gpu_operator_nodes_upgrades_* */
+    json_t *pool_counts;      /* {pool: {"in_progress", "done", "failed", "pending"}} */
+    int64_t requeue_s;        /* look again in this many seconds (0: only on events) */
+    bool frozen;              /* bad input: no node was touched; `error` says why */
+    char *error;
+};
+
+int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e);
+void upg_plan_free(struct upg_plan *p);
+DEFINE_CLEANUP_FUNC(struct upg_plan, upg_plan_free)
+
+/* Is this pod a GPU workload (a container requesting or limited by nvidia.com/gpu* or
+ * nvidia.com/mig-*), the ones pod deletion evicts? */
+bool upg_pod_is_gpu(const json_t *pod);
+
+#endif

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The upgrade planner's parsers on untrusted bytes: the first byte picks one, the rest is its
+ * input. 'm' the compatibility matrix (a ConfigMap's text), 's' a label selector (a policy's
+ * podSelector), 'p' a DriverUpgradePool (YAML), 'u' a ClusterPolicy's upgradePolicy (YAML).
+ * Any input ends in a value or a clear error, never a crash or a leak.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kobj.h"
+#include "upgrade.h"
+#include "yamlcfg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    const char *in = (const char *)data + 1;
+    size_t n = size - 1;
+    struct err e = {0};
+    switch (data[0]) {
+    case 'm': {
+        struct upg_matrix *m = NULL;
+        if (upg_matrix_parse(in, n, "fuzz", &m, &e) == 0) {
+            char *why = NULL;
+            if (!upg_matrix_allows(m, "595.91.07", "hopper", "5.15.0", "ubuntu22.04", "12.4", &why))
+                free(why);
+            upg_matrix_free(m);
+        }
+        return 0;
+    }
+    case 's': {
+        char *s = strndup(in, n);
+        json_t *labels = json_pack("{s:s,s:s}", "app", "x", "tier", "gpu");
+        bool match;
+        (void)kobj_selector_match(s, labels, &match, &e);
+        json_decref(labels);
+        free(s);
+        return 0;
+    }
+    case 'p':
+    case 'u': {
+        _cleanup_json_ json_t *v = NULL;
+        if (yaml_parse_one(in, n, "fuzz", &v, &e) < 0)
+            return 0;
+        if (data[0] == 'p') {
+            struct upg_pool p;
+            if (upg_pool_parse(v, &p, &e) == 0)
+                upg_pool_done(&p);
+        } else {
+            struct upg_policy p;
+            if (upg_policy_parse(v, "upgradePolicy", false, &p, &e) == 0)
+                upg_policy_done(&p);
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}

@@ -1,0 +1,1293 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The upgrade planner, table-tested on a small simulated cluster: each case builds nodes, pods,
+ * PodDisruptionBudgets and pools, plans, checks the plan, and (for the rollouts) executes it as
+ * the operator's shell would (node patches merged, evictions and driver pod deletions carried
+ * out, a new driver pod of the DaemonSet's revision coming up) until nothing changes, checking
+ * after every pass that no more nodes than maxUnavailable are down and no pool is below its
+ * floor.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kobj.h"
+#include "upgrade.h"
+#include "yamlcfg.h"
+
+#define OLD "rev-old"
+#define NEW "rev-new"
+#define T0  1764669600 /* 2025-12-02 10:00:00 UTC, a Tuesday */
+
+static const char *MATRIX_TEXT =
+    "branches:\n"
+    "  \"595\": {architectures: [ampere, hopper, blackwell], minKernel: \"5.4\", cudaVersion: "
+    "\"13.0\", osImages: [ubuntu22.04, ubuntu24.04]}\n"
+    "  \"580\": {architectures: [turing, ampere, hopper], minKernel: \"4.15\", cudaVersion: "
+    "\"12.9\"}\n";
+
+struct world {
+    json_t *nodes, *pods, *pdbs, *pools, *nvds;
+    struct upg_policy pol;
+    struct upg_matrix *matrix;
+    const char *rev, *version;
+    int64_t now;
+    bool broken_driver; /* new driver pods crash-loop */
+    int pod_seq;
+    struct upg_driver_set set;
+};
+
+static json_t *mk_node(const char *name, int gpus)
+{
+    char g[16];
+    snprintf(g, sizeof(g), "%d", gpus);
+    return json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s,s:s,s:s},s:{}},s:{},s:{s:{s:s},s:[{s:s,s:s}],"
+                     "s:{s:s}}}",
+                     "apiVersion", "v1", "kind", "Node", "metadata", "name", name, "labels",
+                     "nvidia.com/gpu.present", "true", "nvidia.com/gpu.family", "hopper",
+                     "feature.node.kubernetes.io/system-os_release.ID", "ubuntu",
+                     "feature.node.kubernetes.io/system-os_release.VERSION_ID", "22.04",
+                     "annotations", "spec", "status", "allocatable", "nvidia.com/gpu", g,
+                     "conditions", "type", "Ready", "status", "True", "nodeInfo", "kernelVersion",
+                     "5.15.0-127-generic");
+}
+
+static json_t *mk_pod(struct world *w, const char *node, const char *name, const char *ns)
+{
+    (void)w;
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{}},s:{s:s,s:[]},s:{s:s,s:[{s:s,s:s}],s:[]}}",
+                     "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns,
+                     "labels", "spec", "nodeName", node, "containers", "status", "phase", "Running",
+                     "conditions", "type", "Ready", "status", "True", "containerStatuses");
+}
+
+static json_t *mk_driver_pod(struct world *w, const char *node, const char *rev, bool ready)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "nvidia-driver-daemonset-%d", w->pod_seq++);
+    json_t *p = mk_pod(w, node, name, "gpu-operator");
+    json_object_set_new(kobj_labels(p), "app", json_string(UPG_DRIVER_APP));
+    json_object_set_new(kobj_labels(p), "controller-revision-hash", json_string(rev));
+    json_object_set_new(
+        json_object_get(p, "metadata"), "ownerReferences",
+        json_pack("[{s:s,s:s}]", "kind", "DaemonSet", "name", "nvidia-driver-daemonset"));
+    json_t *st = json_object_get(p, "status");
+    json_object_set_new(st, "containerStatuses",
+                        json_pack("[{s:s,s:b,s:i}]", "name", "driver", "ready", ready,
+                                  "restartCount", ready ? 0 : 11));
+    if (!ready)
+        json_object_set_new(json_array_get(kobj_path(p, "status.conditions"), 0), "status",
+                            json_string("False"));
+    return p;
+}
+
+static json_t *mk_validator(struct world *w, const char *node)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "nvidia-operator-validator-%s", node);
+    json_t *p = mk_pod(w, node, name, "gpu-operator");
+    json_object_set_new(kobj_labels(p), "app", json_string(UPG_VALIDATOR_APP));
+    json_object_set_new(
+        json_object_get(p, "metadata"), "ownerReferences",
+        json_pack("[{s:s,s:s}]", "kind", "DaemonSet", "name", "nvidia-operator-validator"));
+    return p;
+}
+
+/* A GPU workload pod (one nvidia.com/gpu), owned by a ReplicaSet, labelled app=<app>. */
+static json_t *mk_gpu_pod(struct world *w, const char *node, const char *name, const char *app)
+{
+    json_t *p = mk_pod(w, node, name, "default");
+    json_object_set_new(kobj_labels(p), "app", json_string(app));
+    json_object_set_new(json_object_get(p, "metadata"), "ownerReferences",
+                        json_pack("[{s:s,s:s}]", "kind", "ReplicaSet", "name", app));
+    json_array_append_new(kobj_path(p, "spec.containers"),
+                          json_pack("{s:s,s:{s:{s:s}}}", "name", "main", "resources", "limits",
+                                    "nvidia.com/gpu", "1"));
+    return p;
+}
+
+static json_t *node_of(struct world *w, const char *name)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach (w->nodes, i, n) {
+        if (streq_ptr(kobj_name(n), name))
+            return n;
+    }
+    return NULL;
+}
+
+static void world_init(struct world *w, int n_nodes, int gpus)
+{
+    memset(w, 0, sizeof(*w));
+    w->nodes = json_array();
+    w->pods = json_array();
+    w->pdbs = json_array();
+    w->pools = json_array();
+    w->nvds = json_array();
+    w->rev = NEW;
+    w->version = "595.91.07";
+    w->now = T0;
+    struct err e = {0};
+    assert_int_equal(upg_policy_parse(NULL, "upgradePolicy", true, &w->pol, &e), 0);
+    assert_int_equal(upg_matrix_parse(MATRIX_TEXT, strlen(MATRIX_TEXT), "matrix", &w->matrix, &e),
+                     0);
+    for (int i = 0; i < n_nodes; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "node-%d", i);
+        json_array_append_new(w->nodes, mk_node(name, gpus));
+        json_array_append_new(w->pods, mk_driver_pod(w, name, OLD, true));
+        json_array_append_new(w->pods, mk_validator(w, name));
+    }
+}
+
+static void world_done(struct world *w)
+{
+    json_decref(w->nodes);
+    json_decref(w->pods);
+    json_decref(w->pdbs);
+    json_decref(w->pools);
+    json_decref(w->nvds);
+    upg_policy_done(&w->pol);
+    upg_matrix_free(w->matrix);
+}
+
+static void set_policy(struct world *w, const char *json_text)
+{
+    json_error_t je;
+    json_t *v = json_loads(json_text, 0, &je);
+    assert_non_null(v);
+    struct err e = {0};
+    upg_policy_done(&w->pol);
+    int r = upg_policy_parse(v, "spec.driver.upgradePolicy", false, &w->pol, &e);
+    if (r < 0)
+        fail_msg("%s", err_msg(&e));
+    json_decref(v);
+}
+
+static void add_pool(struct world *w, const char *json_text)
+{
+    json_error_t je;
+    json_t *v = json_loads(json_text, 0, &je);
+    if (!v)
+        fail_msg("pool JSON: %s", je.text);
+    json_array_append_new(w->pools, v);
+}
+
+static struct upg_plan *plan(struct world *w)
+{
+    w->set = (struct upg_driver_set){.name = "nvidia-driver-daemonset",
+                                     .ns = "gpu-operator",
+                                     .revision = w->rev,
+                                     .version = w->version};
+    struct upg_input in = {.policy = &w->pol,
+                           .nodes = w->nodes,
+                           .pods = w->pods,
+                           .pdbs = w->pdbs,
+                           .sets = &w->set,
+                           .n_sets = 1,
+                           .pools = w->pools,
+                           .nvidia_drivers = w->nvds,
+                           .matrix = w->matrix,
+                           .validation_enabled = true,
+                           .now_s = w->now};
+    struct upg_plan *p = NULL;
+    struct err e = {0};
+    if (upg_plan(&in, &p, &e) < 0)
+        fail_msg("upg_plan: %s", err_msg(&e));
+    return p;
+}
+
+/* RFC 7386 merge patch. */
+static void merge(json_t *dst, const json_t *patch)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)patch, k, v) {
+        if (json_is_null(v)) {
+            json_object_del(dst, k);
+        } else if (json_is_object(v)) {
+            json_t *d = json_object_get(dst, k);
+            if (!json_is_object(d)) {
+                d = json_object();
+                json_object_set_new(dst, k, d);
+            }
+            merge(d, v);
+        } else {
+            json_object_set(dst, k, v);
+        }
+    }
+}
+
+static void remove_pod(struct world *w, const char *ns, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(w->pods); i++) {
+        json_t *p = json_array_get(w->pods, i);
+        if (streq_ptr(kobj_namespace(p), ns) && streq_ptr(kobj_name(p), name)) {
+            json_array_remove(w->pods, i);
+            return;
+        }
+    }
+    fail_msg("no pod %s/%s to remove", ns, name);
+}
+
+/* Executes a plan as the shell and the cluster would; the driver DaemonSet (OnDelete) makes the
+ * deleted pod's replacement at the current revision. */
+static void execute(struct world *w, const struct upg_plan *p)
+{
+    size_t i;
+    json_t *a;
+    json_array_foreach (p->node_patches, i, a) {
+        json_t *n = node_of(w, kobj_str(a, "name"));
+        assert_non_null(n);
+        merge(n, json_object_get(a, "patch"));
+    }
+    json_array_foreach (p->evictions, i, a) {
+        /* the Eviction API: refused when a budget allows no disruption */
+        size_t k;
+        json_t *pdb;
+        json_array_foreach (w->pdbs, k, pdb) {
+            json_t *al = kobj_path(pdb, "status.disruptionsAllowed");
+            assert_true(json_integer_value(al) > 0);
+        }
+        remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
+    }
+    json_array_foreach (p->deletions, i, a) {
+        remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
+        json_array_append_new(w->pods,
+                              mk_driver_pod(w, kobj_str(a, "node"), w->rev, !w->broken_driver));
+    }
+}
+
+static const char *state_of(struct world *w, const char *node)
+{
+    return kobj_label(node_of(w, node), UPG_LABEL_STATE) ?: "";
+}
+
+static bool is_cordoned(struct world *w, const char *node)
+{
+    return json_is_true(kobj_path(node_of(w, node), "spec.unschedulable"));
+}
+
+static int count_state(struct world *w, const char *state)
+{
+    int c = 0;
+    size_t i;
+    json_t *n;
+    json_array_foreach (w->nodes, i, n)
+        c += streq_ptr(kobj_label(n, UPG_LABEL_STATE) ?: "", state);
+    return c;
+}
+
+static int count_down(struct world *w)
+{
+    int c = 0;
+    size_t i;
+    json_t *n;
+    json_array_foreach (w->nodes, i, n) {
+        const char *s = kobj_label(n, UPG_LABEL_STATE);
+        c += json_is_true(kobj_path(n, "spec.unschedulable")) ||
+             (s && upg_state_parse(s) >= UPG_CORDON && upg_state_parse(s) <= UPG_UNCORDON);
+    }
+    return c;
+}
+
+static const char *ann(struct world *w, const char *node, const char *k)
+{
+    return kobj_annotation(node_of(w, node), k);
+}
+
+static bool has_event(const struct upg_plan *p, const char *node, const char *substr)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach (p->events, i, ev) {
+        if ((!node || streq_ptr(kobj_str(ev, "node"), node)) &&
+            strstr(kobj_str(ev, "message") ?: "", substr))
+            return true;
+    }
+    return false;
+}
+
+static json_t *pool_status(const struct upg_plan *p, const char *name)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach (p->pools, i, s) {
+        if (streq_ptr(kobj_str(s, "name"), name))
+            return s;
+    }
+    return NULL;
+}
+
+/*
+ * Plans and executes until a pass changes nothing (at most `max` passes); after each, at most
+ * `max_down` nodes are cordoned or in flight. Returns the passes made.
+ */
+static int converge(struct world *w, int max, int max_down, int64_t step_s)
+{
+    for (int pass = 0; pass < max; pass++) {
+        struct upg_plan *p = plan(w);
+        bool idle = json_array_size(p->node_patches) == 0 && json_array_size(p->evictions) == 0 &&
+                    json_array_size(p->deletions) == 0;
+        execute(w, p);
+        upg_plan_free(p);
+        int down = count_down(w);
+        if (down > max_down)
+            fail_msg("pass %d: %d nodes down, limit %d", pass, down, max_down);
+        if (idle)
+            return pass;
+        w->now += step_s;
+    }
+    fail_msg("no convergence in %d passes", max);
+    return -1;
+}
+
+/* ---- NVIDIA's machine ----------------------------------------------------------------------- */
+
+static void test_states_in_order(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "train-0", "train"));
+    /* pass 1: the out-of-date driver makes it upgrade-required; a free slot starts it at
+     * once: cordoned, the GPU pod evicted; every state passed through has its Event */
+    struct upg_plan *p = plan(&w);
+    assert_true(has_event(p, "node-0", "[upgrade-required]"));
+    assert_true(has_event(p, "node-0", "[cordon-required]"));
+    assert_true(has_event(p, "node-0", "[wait-for-jobs-required]"));
+    assert_true(has_event(p, "node-0", "[pod-deletion-required]"));
+    assert_int_equal(json_array_size(p->evictions), 1);
+    assert_string_equal(kobj_str(json_array_get(p->evictions, 0), "name"), "train-0");
+    assert_int_equal(json_array_size(p->deletions), 0);
+    assert_int_equal(p->counts.in_progress, 1);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_true(is_cordoned(&w, "node-0"));
+    assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
+    /* pass 3: nothing left to evict, drain off: the driver pod is deleted */
+    p = plan(&w);
+    assert_int_equal(json_array_size(p->deletions), 1);
+    assert_true(has_event(p, "node-0", "[pod-restart-required]"));
+    execute(&w, p);
+    upg_plan_free(p);
+    /* pass 4: the new pod is ready, the validator too: uncordoned, done */
+    p = plan(&w);
+    assert_true(has_event(p, "node-0", "[validation-required]"));
+    assert_true(has_event(p, "node-0", "[uncordon-required]"));
+    assert_true(has_event(p, "node-0", "[upgrade-done]"));
+    execute(&w, p);
+    assert_int_equal(p->counts.done, 1);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_false(is_cordoned(&w, "node-0"));
+    /* converged: no writes */
+    p = plan(&w);
+    assert_int_equal(json_array_size(p->node_patches), 0);
+    upg_plan_free(p);
+    world_done(&w);
+}
+
+/* The shell lists a node's workloads only while it is emptied: a node whose pods are not
+ * listed waits (and asks to be looked at again soon), evicting nothing. */
+static void test_pods_not_listed_wait(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "train-0", "train"));
+    json_t *listed = json_object();
+    w.set = (struct upg_driver_set){"nvidia-driver-daemonset", "gpu-operator", NEW, "595.91.07"};
+    struct upg_input in = {.policy = &w.pol,
+                           .nodes = w.nodes,
+                           .pods = w.pods,
+                           .pods_listed = listed,
+                           .sets = &w.set,
+                           .n_sets = 1,
+                           .matrix = w.matrix,
+                           .validation_enabled = true,
+                           .now_s = T0};
+    struct upg_plan *p = NULL;
+    struct err e = {0};
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_int_equal(json_array_size(p->evictions), 0);
+    assert_int_equal(p->requeue_s, 1);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
+    json_object_set_new(listed, "node-0", json_true());
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_int_equal(json_array_size(p->evictions), 1);
+    upg_plan_free(p);
+    json_decref(listed);
+    world_done(&w);
+}
+
+static void test_max_parallel_and_unavailable(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *policy;
+        int nodes, first_wave;
+    } cases[] = {
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":1,\"maxUnavailable\":\"50%\"}", 8, 1},
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":2}", 8, 2},
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":\"25%\"}", 8, 2},
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":\"50%\"}", 5, 3},
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":3,\"maxUnavailable\":\"100%\"}", 8, 3},
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":0}", 8, 2}, /* 25% by default */
+        {"{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":\"1\"}", 4, 1},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        struct world w;
+        world_init(&w, cases[c].nodes, 8);
+        set_policy(&w, cases[c].policy);
+        struct upg_plan *p = plan(&w); /* all upgrade-required */
+        execute(&w, p);
+        upg_plan_free(p);
+        p = plan(&w);
+        execute(&w, p);
+        upg_plan_free(p);
+        int started = cases[c].nodes - count_state(&w, "upgrade-required");
+        if (started != cases[c].first_wave)
+            fail_msg("case %zu: %d started, want %d", c, started, cases[c].first_wave);
+        converge(&w, 100, cases[c].first_wave, 10);
+        assert_int_equal(count_state(&w, "upgrade-done"), cases[c].nodes);
+        assert_int_equal(count_down(&w), 0);
+        world_done(&w);
+    }
+}
+
+static void test_precordoned_node(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 3, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":2}");
+    json_object_set_new(json_object_get(node_of(&w, "node-2"), "spec"), "unschedulable",
+                        json_true());
+    /* the cordoned node fills one of the two unavailable slots: it and node-0 start */
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_not_equal(state_of(&w, "node-0"), "upgrade-required");
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-required");
+    assert_string_not_equal(state_of(&w, "node-2"), "upgrade-required");
+    assert_string_equal(ann(&w, "node-2", UPG_ANN_INITIAL_UNSCH), "true");
+    assert_null(ann(&w, "node-0", UPG_ANN_INITIAL_UNSCH));
+    converge(&w, 50, 2, 10);
+    assert_int_equal(count_state(&w, "upgrade-done"), 3);
+    /* it stays cordoned; the others were uncordoned */
+    assert_true(is_cordoned(&w, "node-2"));
+    assert_null(ann(&w, "node-2", UPG_ANN_INITIAL_UNSCH));
+    assert_false(is_cordoned(&w, "node-0"));
+    assert_false(is_cordoned(&w, "node-1"));
+    world_done(&w);
+}
+
+static void test_skip_label(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    json_object_set_new(kobj_labels(node_of(&w, "node-1")), UPG_LABEL_SKIP, json_string("true"));
+    converge(&w, 30, 1, 10);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-1"), "");
+    assert_null(kobj_annotations(node_of(&w, "node-1"))
+                    ? json_object_get(kobj_annotations(node_of(&w, "node-1")), UPG_ANN_SINCE)
+                    : NULL);
+    world_done(&w);
+}
+
+static void test_auto_upgrade_off(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    json_object_set_new(kobj_labels(node_of(&w, "node-0")), UPG_LABEL_STATE,
+                        json_string("upgrade-done"));
+    set_policy(&w, "{\"autoUpgrade\":false}");
+    struct upg_plan *p = plan(&w);
+    assert_int_equal(json_array_size(p->node_patches), 1);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "");
+    assert_string_equal(state_of(&w, "node-1"), "");
+    world_done(&w);
+}
+
+static void test_pdb_holds_node_then_times_out(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":2,"
+                   "\"podDeletion\":{\"timeoutSeconds\":120}}");
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "serve-0", "serve"));
+    json_array_append_new(w.pdbs, json_pack("{s:{s:s,s:s},s:{s:{s:{s:s}}},s:{s:i}}", "metadata",
+                                            "name", "serve", "namespace", "default", "spec",
+                                            "selector", "matchLabels", "app", "serve", "status",
+                                            "disruptionsAllowed", 0));
+    converge(&w, 20, 2, 10); /* 2 passes to start, then held */
+    assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
+    assert_true(is_cordoned(&w, "node-0"));
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-done");
+    /* past the timeout, drain off: upgrade-failed, naming the budget */
+    w.now += 200;
+    struct upg_plan *p = plan(&w);
+    assert_true(has_event(p, "node-0", "PodDisruptionBudget serve"));
+    execute(&w, p);
+    assert_int_equal(p->counts.failed, 1);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-failed");
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_FAILED_REASON), "timed out"));
+    world_done(&w);
+}
+
+static void test_drain_timeout_fails(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"drain\":{\"enable\":true,\"timeoutSeconds\":60},"
+                   "\"podDeletion\":{\"timeoutSeconds\":30}}");
+    json_t *cpu = mk_pod(&w, "node-0", "web-0", "default");
+    json_object_set_new(kobj_labels(cpu), "app", json_string("web"));
+    json_object_set_new(json_object_get(cpu, "metadata"), "ownerReferences",
+                        json_pack("[{s:s,s:s}]", "kind", "ReplicaSet", "name", "web"));
+    json_array_append_new(w.pods, cpu);
+    json_array_append_new(w.pdbs, json_pack("{s:{s:s,s:s},s:{s:{s:{s:s}}},s:{s:i}}", "metadata",
+                                            "name", "web", "namespace", "default", "spec",
+                                            "selector", "matchLabels", "app", "web", "status",
+                                            "disruptionsAllowed", 0));
+    converge(&w, 10, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "drain-required");
+    w.now += 61;
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-failed");
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_FAILED_REASON), "drain timed out"));
+    world_done(&w);
+}
+
+static void test_drain_skip_and_selector(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"drain\":{\"enable\":true,\"podSelector\":"
+                   "\"tier=batch\"}}");
+    json_t *op = mk_gpu_pod(&w, "node-0", "gpu-operator-x", "op");
+    json_object_set_new(kobj_labels(op), UPG_LABEL_DRAIN_SKIP, json_string("true"));
+    json_array_append_new(w.pods, op);
+    json_t *other = mk_pod(&w, "node-0", "keep-me", "default");
+    json_object_set_new(kobj_labels(other), "tier", json_string("web"));
+    json_object_set_new(json_object_get(other, "metadata"), "ownerReferences",
+                        json_pack("[{s:s,s:s}]", "kind", "ReplicaSet", "name", "web"));
+    json_array_append_new(w.pods, other);
+    json_t *batch = mk_pod(&w, "node-0", "batch-0", "default");
+    json_object_set_new(kobj_labels(batch), "tier", json_string("batch"));
+    json_object_set_new(json_object_get(batch, "metadata"), "ownerReferences",
+                        json_pack("[{s:s,s:s}]", "kind", "Job", "name", "b"));
+    json_array_append_new(w.pods, batch);
+    converge(&w, 20, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    /* the skip-labelled pod and the one the selector leaves out stayed; the batch pod went */
+    bool has_op = false, has_keep = false, has_batch = false;
+    size_t i;
+    json_t *pod;
+    json_array_foreach (w.pods, i, pod) {
+        has_op |= streq_ptr(kobj_name(pod), "gpu-operator-x");
+        has_keep |= streq_ptr(kobj_name(pod), "keep-me");
+        has_batch |= streq_ptr(kobj_name(pod), "batch-0");
+    }
+    assert_true(has_op && has_keep && !has_batch);
+    world_done(&w);
+}
+
+static void test_failed_node_recovers_and_retry(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    /* failed while cordoned, then someone fixed the driver: in sync and ready */
+    json_t *n = node_of(&w, "node-0");
+    json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string("upgrade-failed"));
+    json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+    remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-0");
+    json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, true));
+    struct upg_plan *p = plan(&w);
+    assert_true(has_event(p, "node-0", "[uncordon-required]"));
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_false(is_cordoned(&w, "node-0"));
+    /* a failed node whose driver is still broken stays failed */
+    json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string("upgrade-failed"));
+    remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-1");
+    json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, false));
+    p = plan(&w);
+    assert_int_equal(json_array_size(p->node_patches), 0);
+    upg_plan_free(p);
+    /* upgrade-required set by hand retries the whole plan */
+    w.broken_driver = false;
+    json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string("upgrade-required"));
+    remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-2");
+    json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", OLD, true));
+    converge(&w, 20, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    world_done(&w);
+}
+
+static void test_driver_crashloop_fails(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    w.broken_driver = true;
+    converge(&w, 20, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-failed");
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_FAILED_REASON), "restarted 11 times"));
+    world_done(&w);
+}
+
+static void test_requested_annotation(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    w.rev = OLD; /* in sync */
+    converge(&w, 5, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    json_object_set_new(kobj_annotations(node_of(&w, "node-0")), UPG_ANN_REQUESTED,
+                        json_string("true"));
+    struct upg_plan *p = plan(&w);
+    assert_true(has_event(p, "node-0", "[upgrade-required]"));
+    assert_true(has_event(p, "node-0", "[cordon-required]"));
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_null(ann(&w, "node-0", UPG_ANN_REQUESTED));
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    world_done(&w);
+}
+
+/* A driver container waiting for a safe load (its annotation) makes the node go through the
+ * plan; once the node is empty the annotation is removed (the driver may load), and the node
+ * ends upgrade-done without looping. */
+static void test_safe_load(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    w.rev = OLD; /* in sync */
+    converge(&w, 5, 1, 5);
+    json_object_set_new(kobj_annotations(node_of(&w, "node-0")), UPG_ANN_SAFE_LOAD,
+                        json_string("true"));
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "train-0", "train"));
+    struct upg_plan *p = plan(&w);
+    assert_int_equal(json_array_size(p->evictions), 1);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_non_null(ann(&w, "node-0", UPG_ANN_SAFE_LOAD)); /* not before the node is empty */
+    converge(&w, 10, 1, 5);
+    assert_null(ann(&w, "node-0", UPG_ANN_SAFE_LOAD));
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    world_done(&w);
+}
+
+static void test_validation_timeout(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    remove_pod(&w, "gpu-operator", "nvidia-operator-validator-node-0");
+    converge(&w, 10, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "validation-required");
+    w.now += 601;
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-failed");
+    world_done(&w);
+}
+
+/* ---- gpuop's pools -------------------------------------------------------------------------- */
+
+static void label_nodes(struct world *w, int from, int to, const char *k, const char *v)
+{
+    for (int i = from; i < to; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "node-%d", i);
+        json_object_set_new(kobj_labels(node_of(w, name)), k, json_string(v));
+    }
+}
+
+static void test_capacity_floor(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *floor;
+        int expect_started;
+    } cases[] = {{"14", 0},      {"16", 0},      {"12", 1}, {"8", 2},
+                 {"\"50%\"", 2}, {"\"25%\"", 3}, {"0", 4}};
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        struct world w;
+        world_init(&w, 4, 4); /* 16 GPUs */
+        set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":4}");
+        label_nodes(&w, 0, 4, "pool", "serve");
+        char pool[256];
+        snprintf(pool, sizeof(pool),
+                 "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"capacityFloor\":%s}}",
+                 cases[c].floor);
+        add_pool(&w, pool);
+        struct upg_plan *p = plan(&w);
+        execute(&w, p);
+        upg_plan_free(p);
+        p = plan(&w);
+        execute(&w, p);
+        int started = 4 - count_state(&w, "upgrade-required");
+        if (started != cases[c].expect_started)
+            fail_msg("floor %s: %d started, want %d", cases[c].floor, started,
+                     cases[c].expect_started);
+        if (cases[c].expect_started < 4) {
+            const char *why = ann(&w, "node-3", UPG_ANN_WAITING);
+            assert_non_null(why);
+            assert_non_null(strstr(why, "capacity floor"));
+        }
+        upg_plan_free(p);
+        world_done(&w);
+    }
+}
+
+static void test_window_closed_then_open(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    label_nodes(&w, 0, 2, "pool", "serve");
+    /* Saturdays 02:00-06:00 in Berlin; T0 is a Tuesday */
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"timeZone\":\"Europe/Berlin\",\"maintenanceWindows\":[{\"days\":["
+                 "\"Sat\"],\"start\":\"02:00\",\"duration\":\"4h\"}]}}");
+    converge(&w, 5, 0, 60);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-required");
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "2025-12-06T01:00:00"));
+    struct upg_plan *p = plan(&w);
+    json_t *st = pool_status(p, "serve");
+    assert_string_equal(kobj_str(st, "nextWindow"), "2025-12-06T01:00:00Z");
+    /* the planner asks to be woken when it opens */
+    assert_int_equal(p->requeue_s, 1764982800 - w.now);
+    upg_plan_free(p);
+    /* Saturday 03:00 Berlin (02:00 UTC): open */
+    w.now = 1764986400;
+    converge(&w, 30, 1, 10);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-done");
+    world_done(&w);
+}
+
+static void test_window_in_flight_finishes(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    label_nodes(&w, 0, 2, "pool", "serve");
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"timeZone\":\"UTC\",\"maintenanceWindows\":[{\"days\":[\"Tue\"],"
+                 "\"start\":\"09:00\",\"duration\":\"61m\"}]}}");
+    json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "t", "t"));
+    /* 10:00 UTC Tuesday: open for one more minute: node-0 starts */
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
+    /* closed: node-0 finishes, node-1 waits for next Tuesday */
+    w.now += 120;
+    converge(&w, 20, 1, 10);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-required");
+    assert_non_null(strstr(ann(&w, "node-1", UPG_ANN_WAITING), "2025-12-09T09:00:00"));
+    world_done(&w);
+}
+
+static void test_window_time_zones(void **state)
+{
+    (void)state;
+    struct upg_window win = {.days = 1u << 0, .start_min = 1 * 60 + 30, .length_min = 60};
+    bool open;
+    int64_t next;
+    struct err e = {0};
+    /* Sunday 2025-07-06 01:30 in New York is EDT: 05:30 UTC. At 05:45 UTC it is open. */
+    assert_int_equal(upg_window_open(&win, 1, "America/New_York", 1751780700, &open, &next, &e), 0);
+    assert_true(open);
+    /* the same instant in Tokyo is Sunday 14:45: closed; next opens Sunday 2025-07-13 01:30
+     * JST = 2025-07-12T16:30Z */
+    assert_int_equal(upg_window_open(&win, 1, "Asia/Tokyo", 1751780700, &open, &next, &e), 0);
+    assert_false(open);
+    assert_int_equal(next, 1752337800);
+    /* an unknown zone is an error, never UTC by accident */
+    assert_int_equal(upg_window_open(&win, 1, "Mars/Olympus", 1751780700, &open, &next, &e),
+                     -EINVAL);
+    assert_false(upg_tz_valid("../../etc/passwd"));
+    assert_true(upg_tz_valid("Europe/Berlin"));
+    /* TZ of the process is left as it was */
+    setenv("TZ", "Asia/Kolkata", 1);
+    assert_int_equal(upg_window_open(&win, 1, "UTC", 1751780700, &open, &next, &e), 0);
+    assert_string_equal(getenv("TZ"), "Asia/Kolkata");
+    unsetenv("TZ");
+}
+
+static void test_manual_approval(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 3, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":3}");
+    label_nodes(&w, 0, 3, "pool", "serve");
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"approval\":\"manual\"}}");
+    converge(&w, 5, 0, 60);
+    assert_int_equal(count_state(&w, "upgrade-required"), 3);
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "approval"));
+    struct upg_plan *p = plan(&w);
+    assert_int_equal(json_object_size(json_object_get(pool_status(p, "serve"), "waiting")), 3);
+    upg_plan_free(p);
+    /* one node approved: it alone goes */
+    json_object_set_new(kobj_annotations(node_of(&w, "node-1")), UPG_ANN_NODE_APPROVED,
+                        json_string("true"));
+    converge(&w, 20, 1, 10);
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-done");
+    assert_null(ann(&w, "node-1", UPG_ANN_NODE_APPROVED));
+    assert_int_equal(count_state(&w, "upgrade-required"), 2);
+    /* approving another revision does nothing; the pool's target revision does */
+    json_t *pool = json_array_get(w.pools, 0);
+    json_object_set_new(json_object_get(pool, "metadata"), "annotations",
+                        json_pack("{s:s}", UPG_ANN_POOL_APPROVED, "rev-other"));
+    converge(&w, 5, 0, 10);
+    assert_int_equal(count_state(&w, "upgrade-required"), 2);
+    json_object_set_new(kobj_path(pool, "metadata.annotations"), UPG_ANN_POOL_APPROVED,
+                        json_string(NEW));
+    converge(&w, 20, 2, 10);
+    assert_int_equal(count_state(&w, "upgrade-done"), 3);
+    world_done(&w);
+}
+
+static void test_canary_pass(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 4, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":4}");
+    label_nodes(&w, 0, 4, "pool", "research");
+    add_pool(&w, "{\"metadata\":{\"name\":\"research\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"research\"},\"canary\":{\"nodes\":1,\"soakSeconds\":600}}}");
+    converge(&w, 10, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_string_equal(ann(&w, "node-0", UPG_ANN_CANARY), NEW);
+    assert_int_equal(count_state(&w, "upgrade-required"), 3);
+    assert_non_null(strstr(ann(&w, "node-1", UPG_ANN_WAITING), "canary"));
+    /* soaking: still held, and the planner wants to look again when it ends */
+    struct upg_plan *p = plan(&w);
+    assert_true(p->requeue_s > 0 && p->requeue_s <= 600);
+    upg_plan_free(p);
+    w.now += 600;
+    converge(&w, 20, 3, 5);
+    assert_int_equal(count_state(&w, "upgrade-done"), 4);
+    world_done(&w);
+}
+
+static void test_canary_first_k(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 5, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":5}");
+    label_nodes(&w, 0, 5, "pool", "r");
+    /* node-0 was chosen in an earlier pass; one more is chosen by name, not two */
+    json_object_set_new(kobj_annotations(node_of(&w, "node-3")), UPG_ANN_CANARY, json_string(NEW));
+    add_pool(&w, "{\"metadata\":{\"name\":\"r\"},\"spec\":{\"nodeSelector\":{\"pool\":\"r\"},"
+                 "\"canary\":{\"nodes\":2,\"soakSeconds\":0}}}");
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_int_equal(count_state(&w, "upgrade-required"), 3);
+    assert_string_not_equal(state_of(&w, "node-0"), "upgrade-required");
+    assert_string_not_equal(state_of(&w, "node-3"), "upgrade-required");
+    converge(&w, 20, 3, 5);
+    assert_int_equal(count_state(&w, "upgrade-done"), 5);
+    world_done(&w);
+}
+
+static void test_canary_halt_resume_rollback(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 4, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":4}");
+    label_nodes(&w, 0, 2, "pool", "a");
+    label_nodes(&w, 2, 4, "pool", "b");
+    label_nodes(&w, 1, 2, "canary", "yes");
+    add_pool(&w, "{\"metadata\":{\"name\":\"a\"},\"spec\":{\"nodeSelector\":{\"pool\":\"a\"},"
+                 "\"canary\":{\"selector\":{\"canary\":\"yes\"},\"soakSeconds\":60}}}");
+    add_pool(&w, "{\"metadata\":{\"name\":\"b\"},\"spec\":{\"nodeSelector\":{\"pool\":\"b\"}}}");
+    w.broken_driver = true; /* the new driver fails to load on a's canary (node-1) */
+    converge(&w, 20, 3, 5);
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-failed");
+    assert_non_null(ann(&w, "node-1", UPG_ANN_CANARY_FAILED));
+    /* pool a halted with the reason; node-0 never started; pool b still moved */
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-required");
+    assert_false(is_cordoned(&w, "node-0"));
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "rollout halted"));
+    struct upg_plan *p = plan(&w);
+    const char *halted = kobj_str(pool_status(p, "a"), "halted");
+    assert_non_null(halted);
+    assert_non_null(strstr(halted, "node-1"));
+    assert_null(kobj_str(pool_status(p, "b"), "halted"));
+    upg_plan_free(p);
+    /* roll back: the DaemonSet's template goes back to the old revision; the canary returns to
+     * it through the same drain plan and the halt (for the new revision) no longer applies */
+    w.rev = OLD;
+    w.broken_driver = false;
+    converge(&w, 30, 3, 5);
+    assert_int_equal(count_state(&w, "upgrade-done"), 4);
+    assert_false(is_cordoned(&w, "node-1"));
+    world_done(&w);
+}
+
+static void test_canary_resume(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":2}");
+    label_nodes(&w, 0, 2, "pool", "a");
+    add_pool(&w, "{\"metadata\":{\"name\":\"a\",\"annotations\":{}},\"spec\":{\"nodeSelector\":"
+                 "{\"pool\":\"a\"},\"canary\":{\"nodes\":1,\"soakSeconds\":0}}}");
+    w.broken_driver = true;
+    converge(&w, 20, 1, 5);
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-required");
+    w.broken_driver = false;
+    json_object_set_new(kobj_path(json_array_get(w.pools, 0), "metadata.annotations"),
+                        UPG_ANN_POOL_RESUMED, json_string(NEW));
+    converge(&w, 20, 2, 5);
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-done");
+    world_done(&w);
+}
+
+static void test_compat_gate_refuses_one_node(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 3, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":3}");
+    json_object_set_new(kobj_labels(node_of(&w, "node-1")), "nvidia.com/gpu.family",
+                        json_string("kepler"));
+    converge(&w, 20, 2, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-2"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-required");
+    assert_false(is_cordoned(&w, "node-1"));
+    assert_non_null(strstr(ann(&w, "node-1", UPG_ANN_WAITING), "architecture kepler"));
+    /* a pool that needs newer CUDA than the branch supports: none of its nodes start */
+    world_done(&w);
+    world_init(&w, 2, 8);
+    label_nodes(&w, 0, 2, "pool", "serve");
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"minCudaVersion\":\"13.1\"}}");
+    struct upg_plan *p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    p = plan(&w);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "CUDA 13.0"));
+    assert_int_equal(count_state(&w, "upgrade-required"), 2);
+    assert_int_equal(count_down(&w), 0);
+    /* an old kernel */
+    world_done(&w);
+    world_init(&w, 1, 8);
+    json_object_set_new(kobj_path(node_of(&w, "node-0"), "status.nodeInfo"), "kernelVersion",
+                        json_string("4.18.0-553.el8"));
+    converge(&w, 5, 0, 5);
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "kernel 5.4"));
+    world_done(&w);
+}
+
+/* ---- bad input: nothing changes on any node ------------------------------------------------- */
+
+static void test_bad_input_freezes(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    w.set = (struct upg_driver_set){"nvidia-driver-daemonset", "gpu-operator", NEW, "595.91.07"};
+    /* an invalid upgrade policy */
+    struct upg_input in = {.policy = NULL,
+                           .policy_error = "spec.driver.upgradePolicy.maxUnavailable: bad",
+                           .nodes = w.nodes,
+                           .pods = w.pods,
+                           .sets = &w.set,
+                           .n_sets = 1,
+                           .matrix = w.matrix,
+                           .now_s = T0};
+    struct upg_plan *p = NULL;
+    struct err e = {0};
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_true(p->frozen);
+    assert_int_equal(json_array_size(p->node_patches), 0);
+    assert_non_null(strstr(p->error, "maxUnavailable"));
+    assert_int_equal(json_array_size(p->events), 1);
+    upg_plan_free(p);
+    /* an unparsable matrix */
+    in.policy = &w.pol;
+    in.matrix = NULL;
+    in.matrix_error = "ConfigMap gpu-operator/gpuop-driver-compat: matrix.yaml:3:1: bad";
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_true(p->frozen);
+    assert_int_equal(json_array_size(p->node_patches), 0);
+    upg_plan_free(p);
+    /* an invalid pool: its nodes left as they are, others move */
+    label_nodes(&w, 0, 1, "pool", "x");
+    add_pool(&w, "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"nodeSelector\":{\"pool\":\"x\"},"
+                 "\"approval\":\"sometimes\"}}");
+    p = plan(&w);
+    json_t *st = pool_status(p, "x");
+    assert_non_null(strstr(kobj_str(st, "error"), "approval"));
+    size_t i;
+    json_t *np;
+    json_array_foreach (p->node_patches, i, np)
+        assert_string_not_equal(kobj_str(np, "name"), "node-0");
+    assert_true(has_event(p, "node-0", "left as it is"));
+    upg_plan_free(p);
+    /* an unknown NVIDIADriver reference */
+    json_array_clear(w.pools);
+    add_pool(&w, "{\"metadata\":{\"name\":\"y\"},\"spec\":{\"nvidiaDriver\":\"nope\"}}");
+    p = plan(&w);
+    assert_non_null(strstr(kobj_str(pool_status(p, "y"), "error"), "NVIDIADriver nope"));
+    upg_plan_free(p);
+    /* overlapping pools: the node in both is left alone, with both named */
+    json_array_clear(w.pools);
+    label_nodes(&w, 0, 2, "zone", "z");
+    add_pool(&w, "{\"metadata\":{\"name\":\"p1\"},\"spec\":{\"nodeSelector\":{\"pool\":\"x\"}}}");
+    add_pool(&w, "{\"metadata\":{\"name\":\"p2\"},\"spec\":{\"nodeSelector\":{\"zone\":\"z\"}}}");
+    p = plan(&w);
+    assert_true(has_event(p, "node-0", "DriverUpgradePools p1 and p2"));
+    json_array_foreach (p->node_patches, i, np)
+        assert_string_not_equal(kobj_str(np, "name"), "node-0");
+    upg_plan_free(p);
+    world_done(&w);
+}
+
+static void test_policy_parse_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *want;
+    } cases[] = {
+        {"{\"maxUnavailable\":\"abc\"}", "maxUnavailable"},
+        {"{\"maxUnavailable\":\"150%\"}", "100%"},
+        {"{\"maxParallelUpgrades\":-1}", "maxParallelUpgrades"},
+        {"{\"autoUpgrade\":\"yes please\"}", "autoUpgrade"},
+        {"{\"drain\":{\"podSelector\":\"a in (b\"}}", "drain.podSelector"},
+        {"{\"drain\":{\"timeoutSecond\":3}}", "timeoutSecond"},
+        {"{\"waitForCompletion\":{\"timeoutSeconds\":\"x\"}}", "waitForCompletion"},
+        {"[]", "expected an object"},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        json_t *v = json_loads(cases[c].json, JSON_DECODE_ANY, NULL);
+        struct upg_policy p;
+        struct err e = {0};
+        assert_true(upg_policy_parse(v, "spec.driver.upgradePolicy", false, &p, &e) < 0);
+        if (!strstr(err_msg(&e), cases[c].want) ||
+            !strstr(err_msg(&e), "spec.driver.upgradePolicy"))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", c, err_msg(&e), cases[c].want);
+        json_decref(v);
+    }
+    /* defaults: NVIDIA's CRD's */
+    struct upg_policy p;
+    struct err e = {0};
+    json_t *v = json_loads("{\"drain\":{\"enable\":true}}", 0, NULL);
+    assert_int_equal(upg_policy_parse(v, "x", false, &p, &e), 0);
+    assert_false(p.auto_upgrade);
+    assert_int_equal(p.max_parallel, 1);
+    assert_string_equal(json_string_value(p.max_unavailable), "25%");
+    assert_int_equal(p.drain_timeout_s, 300);
+    assert_int_equal(p.del_timeout_s, 300);
+    assert_true(p.drain_enable);
+    upg_policy_done(&p);
+    json_decref(v);
+}
+
+static void test_pool_parse_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec, *want;
+    } cases[] = {
+        {"{}", "exactly one of nodeSelector and nvidiaDriver"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"approval\":\"maybe\"}", "spec.approval"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"timeZone\":\"Mars/Base\"}", "spec.timeZone"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"maintenanceWindows\":[{\"days\":[\"Funday\"],"
+         "\"start\":\"02:00\",\"duration\":\"1h\"}]}",
+         "maintenanceWindows[0].days[0]"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"maintenanceWindows\":[{\"days\":[\"Mon\"],"
+         "\"start\":\"25:00\",\"duration\":\"1h\"}]}",
+         "maintenanceWindows[0].start"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"maintenanceWindows\":[{\"days\":[\"Mon\"],"
+         "\"start\":\"02:00\",\"duration\":\"9d\"}]}",
+         "maintenanceWindows[0].duration"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"capacityFloor\":\"lots\"}", "capacityFloor"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"canary\":{}}", "canary"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"minCudaVersion\":\"new\"}", "minCudaVersion"},
+        {"{\"nodeSelector\":{\"a b\":\"c\"}}", "nodeSelector"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"surprise\":1}", "surprise"},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        _cleanup_free_ char *txt =
+            xasprintf("{\"metadata\":{\"name\":\"p\"},\"spec\":%s}", cases[c].spec);
+        json_t *v = json_loads(txt, 0, NULL);
+        assert_non_null(v);
+        struct upg_pool p;
+        struct err e = {0};
+        assert_true(upg_pool_parse(v, &p, &e) < 0);
+        if (!strstr(err_msg(&e), cases[c].want) || !strstr(err_msg(&e), "DriverUpgradePool p"))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", c, err_msg(&e), cases[c].want);
+        json_decref(v);
+    }
+}
+
+static void test_matrix(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"branches: [1]", "branches"},
+        {"branches: {}", "1 to 256"},
+        {"branches: {\"r595\": {cudaVersion: \"13.0\"}}", "r595"},
+        {"branches: {\"595\": {architectures: hopper, cudaVersion: \"13.0\"}}", "architectures"},
+        {"branches: {\"595\": {architectures: [hopper]}}", "cudaVersion"},
+        {"branches: {\"595\": {cudaVersion: \"13.0\", minKernel: new}}", "minKernel"},
+        {"branches: {\"595\": {cudaVersion: \"13.0\", color: blue}}", "color"},
+        {"branches: {\"595\": [", "matrix"},
+        {"other: 1", "other"},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(bad); c++) {
+        struct upg_matrix *m = NULL;
+        struct err e = {0};
+        assert_true(upg_matrix_parse(bad[c].text, strlen(bad[c].text), "matrix", &m, &e) < 0);
+        assert_null(m);
+        if (!strstr(err_msg(&e), bad[c].want) || strncmp(err_msg(&e), "matrix", 6) != 0)
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", c, err_msg(&e), bad[c].want);
+    }
+    struct upg_matrix *m = NULL;
+    struct err e = {0};
+    assert_int_equal(upg_matrix_parse(MATRIX_TEXT, strlen(MATRIX_TEXT), "m", &m, &e), 0);
+    char *why = NULL;
+    assert_true(upg_matrix_allows(m, "595.91.07", "hopper", "6.8.0-45-generic", "ubuntu24.04",
+                                  "12.4", &why));
+    assert_false(upg_matrix_allows(m, "610.57.04", "hopper", NULL, NULL, NULL, &why));
+    assert_non_null(strstr(why, "branch 610"));
+    free(why);
+    assert_false(upg_matrix_allows(m, "595.91.07", NULL, NULL, "rhel8.10", NULL, &why));
+    assert_non_null(strstr(why, "rhel8.10"));
+    free(why);
+    assert_true(upg_matrix_allows(m, "580.105.08", "turing", NULL, "rhel8.10", NULL, &why));
+    upg_matrix_free(m);
+    assert_true(upg_version_cmp("5.15.0-127-generic", "5.4") > 0);
+    assert_true(upg_version_cmp("4.18.0", "5.4") < 0);
+    assert_int_equal(upg_version_cmp("12.4", "12.4.0"), 0);
+    /* the matrix gpuop ships parses */
+    const char *root = getenv("GPUOP_SOURCE_ROOT");
+    if (root) {
+        _cleanup_free_ char *path = xasprintf("%s/deploy/upgrade/compat-matrix.yaml", root);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(file_read_all(path, 1 << 20, &buf, &len, &e), 0);
+        assert_int_equal(upg_matrix_parse(buf, len, path, &m, &e), 0);
+        assert_true(
+            upg_matrix_allows(m, "595.91.07", "hopper", "5.15.0", "ubuntu22.04", NULL, &why));
+        upg_matrix_free(m);
+    }
+}
+
+static void test_selectors(void **state)
+{
+    (void)state;
+    json_t *labels = json_pack("{s:s,s:s}", "app", "serve", "tier", "gpu");
+    static const struct {
+        const char *sel;
+        int match; /* 1, 0, -1 error */
+    } cases[] = {
+        {"", 1},
+        {"app=serve", 1},
+        {"app==serve,tier=gpu", 1},
+        {"app!=serve", 0},
+        {"app", 1},
+        {"!app", 0},
+        {"!missing", 1},
+        {"app in (train, serve)", 1},
+        {"app notin (serve)", 0},
+        {"tier in (cpu)", 0},
+        {"app=", 0},
+        {"app=serve,", -1},
+        {"a b", -1},
+        {"app in (serve", -1},
+        {"=x", -1},
+        {"app=se rve", -1},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        bool m = false;
+        struct err e = {0};
+        int r = kobj_selector_match(cases[c].sel, labels, &m, &e);
+        int got = r < 0 ? -1 : m;
+        if (got != cases[c].match)
+            fail_msg("selector \"%s\": got %d want %d (%s)", cases[c].sel, got, cases[c].match,
+                     err_msg(&e));
+    }
+    json_decref(labels);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_states_in_order),
+        cmocka_unit_test(test_pods_not_listed_wait),
+        cmocka_unit_test(test_max_parallel_and_unavailable),
+        cmocka_unit_test(test_precordoned_node),
+        cmocka_unit_test(test_skip_label),
+        cmocka_unit_test(test_auto_upgrade_off),
+        cmocka_unit_test(test_pdb_holds_node_then_times_out),
+        cmocka_unit_test(test_drain_timeout_fails),
+        cmocka_unit_test(test_drain_skip_and_selector),
+        cmocka_unit_test(test_failed_node_recovers_and_retry),
+        cmocka_unit_test(test_driver_crashloop_fails),
+        cmocka_unit_test(test_requested_annotation),
+        cmocka_unit_test(test_safe_load),
+        cmocka_unit_test(test_validation_timeout),
+        cmocka_unit_test(test_capacity_floor),
+        cmocka_unit_test(test_window_closed_then_open),
+        cmocka_unit_test(test_window_in_flight_finishes),
+        cmocka_unit_test(test_window_time_zones),
+        cmocka_unit_test(test_manual_approval),
+        cmocka_unit_test(test_canary_pass),
+        cmocka_unit_test(test_canary_first_k),
+        cmocka_unit_test(test_canary_halt_resume_rollback),
+        cmocka_unit_test(test_canary_resume),
+        cmocka_unit_test(test_compat_gate_refuses_one_node),
+        cmocka_unit_test(test_bad_input_freezes),
+        cmocka_unit_test(test_policy_parse_errors),
+        cmocka_unit_test(test_pool_parse_errors),
+        cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_selectors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
