@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The chart installed with the pinned helm into kubesim (RBAC enforced): the CRDs, the
+# operator's Deployment and RBAC and the ClusterPolicy come up; kubesim runs no containers, so
+# the test runs the operator the Deployment describes (its args, from the Deployment object)
+# from the build tree as the chart's ServiceAccount, and that operator takes the lead and
+# reconciles the ClusterPolicy the chart rendered (status, operand DaemonSets, node labels).
+# helm uninstall then removes every object it installed (the CRDs stay, as helm keeps crds/).
+set -euo pipefail
+B=${GPUOP_BUILD_ROOT:?}
+S=${GPUOP_SOURCE_ROOT:?}
+. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
+[ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
+. "$S/tests/operator/lib.sh"
+start_kubesim --pod-ready-delay 200ms
+K="$KUBECTL --request-timeout=10s"
+wait_for 10 "kubesim answering" $K get nodes
+helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
+
+helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
+    --set operator.replicas=2 --wait --timeout 60s >"$T/install.log" || fail "helm install: $(cat "$T/install.log")"
+grep -q 'STATUS: deployed' "$T/install.log" || fail "helm install did not deploy"
+$K get crd clusterpolicies.nvidia.com nvidiadrivers.nvidia.com >/dev/null || fail "CRDs not installed"
+$K get clusterpolicy cluster-policy >/dev/null || fail "no ClusterPolicy"
+[ "$($K -n gpu-operator get deploy gpu-operator -o jsonpath='{.status.readyReplicas}')" = 2 ] ||
+    fail "the operator Deployment is not 2/2 ready"
+echo "installed: $(helm_q list -n gpu-operator -o json | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print(r["name"], r["status"], r["app_version"])')"
+
+# The operator as the Deployment runs it: its args and its ServiceAccount's token; the pod's name
+# as its identity, the lease in the release's namespace.
+args=$($K -n gpu-operator get deploy gpu-operator -o json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["spec"]["template"]["spec"]["containers"][0]
+print("\n".join(c["args"]))')
+image=$($K -n gpu-operator get deploy gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}')
+sa=$($K -n gpu-operator get deploy gpu-operator -o jsonpath='{.spec.template.spec.serviceAccountName}')
+grep -qx -- "--operand-image=$image" <<<"$args" || fail "--operand-image is not the Deployment's image $image"
+grep -qx -- "--leader-elect=true" <<<"$args" || fail "leader election off: $args"
+OPKC=$T/operator.kubeconfig
+sa_kubeconfig "$OPKC" gpu-operator "$sa"
+pods=($($K -n gpu-operator get pods -l app.kubernetes.io/component=operator -o jsonpath='{.items[*].metadata.name}'))
+[ ${#pods[@]} = 2 ] || fail "want 2 operator pods, got ${pods[*]}"
+mapfile -t argv <<<"$args"
+P=$(free_port)
+# argv: global flags, then the component and its flags; the metrics port moves off :8080.
+POD_NAME=${pods[0]} "$B/gpuop" "${argv[@]/--metrics-listen=*/--metrics-listen=127.0.0.1:$P}" \
+    --kubeconfig "$OPKC" >"$T/operator.log" 2>&1 &
+pids+=($!)
+wait_for 20 "operator ready" curl -sf "127.0.0.1:$P/readyz"
+wait_for 30 "operator leads" sh -c "$K -n gpu-operator get lease gpuop-operator -o jsonpath='{.spec.holderIdentity}' | grep -qx ${pods[0]}"
+wait_for 60 "ClusterPolicy reconciled" sh -c "[ -n \"\$($K get clusterpolicy cluster-policy -o jsonpath='{.status.state}')\" ]"
+state=$($K get clusterpolicy cluster-policy -o jsonpath='{.status.state}')
+ds=$($K -n gpu-operator get daemonsets -o name | wc -l)
+[ "$ds" -ge 5 ] || fail "only $ds operand DaemonSets"
+$K get node dgx-h100-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.deploy\.device-plugin}' | grep -qx true ||
+    fail "GPU node not labelled for its operands"
+echo "operator ${pods[0]} leads; ClusterPolicy state $state; $ds operand DaemonSets"
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+
+helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 60s >"$T/uninstall.log" || fail "helm uninstall: $(cat "$T/uninstall.log")"
+for o in "clusterpolicy cluster-policy" "-n gpu-operator deployment gpu-operator" \
+    "-n gpu-operator serviceaccount gpu-operator" "clusterrole gpuop-operator" \
+    "clusterrolebinding gpuop-operator" "-n gpu-operator role gpuop-operator" \
+    "-n gpu-operator rolebinding gpuop-operator" "-n gpu-operator service gpu-operator"; do
+    if $K get $o >/dev/null 2>&1; then fail "still there after helm uninstall: $o"; fi
+done
+[ -z "$($K -n gpu-operator get secrets -l owner=helm -o name)" ] || fail "helm's release secret left"
+echo "uninstalled: every object the chart installed is gone"
+echo "PASS helm install into kubesim"
