@@ -49,11 +49,22 @@ wait_for 20 "operator ready" curl -sf "127.0.0.1:$P/readyz"
 wait_for 30 "operator leads" sh -c "$K -n gpu-operator get lease gpuop-operator -o jsonpath='{.spec.holderIdentity}' | grep -qx ${pods[0]}"
 wait_for 60 "ClusterPolicy reconciled" sh -c "[ -n \"\$($K get clusterpolicy cluster-policy -o jsonpath='{.status.state}')\" ]"
 state=$($K get clusterpolicy cluster-policy -o jsonpath='{.status.state}')
+version=$(meson introspect --projectinfo "$B" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
 ds=$($K -n gpu-operator get daemonsets -o name | wc -l)
 [ "$ds" -ge 5 ] || fail "only $ds operand DaemonSets"
 $K get node dgx-h100-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.deploy\.device-plugin}' | grep -qx true ||
     fail "GPU node not labelled for its operands"
 echo "operator ${pods[0]} leads; ClusterPolicy state $state; $ds operand DaemonSets"
+# kubectl's printer columns (the CRDs'): state, GPU nodes ready/total, version, age. A node whose
+# validator passed (its plugin validation ok) counts as ready.
+$K get clusterpolicy >"$T/get.txt"
+head -1 "$T/get.txt" | grep -Eq '^NAME +STATE +NODES +VERSION +AGE$' || fail "columns: $(head -1 "$T/get.txt")"
+grep -Eq "^cluster-policy +$state +0/[1-9][0-9]* +$version +[0-9]+s$" "$T/get.txt" || fail "row: $(cat "$T/get.txt")"
+total=$(awk 'NR == 2 { split($3, a, "/"); print a[2] }' "$T/get.txt")
+$K annotate node dgx-h100-1 "validation.gpuop.dev/plugin={\"state\":\"ok\",\"reason\":\"\",\"time\":\"2026-01-01T00:00:00Z\"}" >/dev/null
+wait_for 30 "1/$total ready" sh -c "$K get clusterpolicy cluster-policy --no-headers | grep -Eq ' 1/$total '"
+echo "kubectl get clusterpolicy: $(tail -1 "$T/get.txt") -> $($K get clusterpolicy --no-headers)"
+$K get nvidiadrivers >/dev/null 2>"$T/nvd.err" || fail "kubectl get nvidiadrivers: $(cat "$T/nvd.err")"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 
 helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 60s >"$T/uninstall.log" || fail "helm uninstall: $(cat "$T/uninstall.log")"
