@@ -25,7 +25,7 @@ LAYERS = {
     'svc': 3,
     'dpconfig': 4, 'rtconfig': 4,
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
-    'validator': 5, 'drivermgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
+    'validator': 5, 'drivermgr': 5, 'discovery': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
     'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
     'cmd': 6, 'sim/images': 6, 'sim/cuda': 6,
 }
@@ -39,7 +39,7 @@ FOLDERS = {
     'src/cmd': 'cmd',
     'src/nodestate': 'nodestate', 'src/cdi': 'cdi', 'src/cuda': 'cuda',
     'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
-    'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
+    'src/node/drivermgr': 'drivermgr', 'src/node/discovery': 'discovery', 'src/node/nodestatus': 'nodestatus',
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
