@@ -70,6 +70,21 @@ def split(rendered, prefix, version, case):
             for f in ("apiGroups", "resources", "verbs"):
                 check("*" not in r.get(f, []), f"{o['kind']} {o['metadata']['name']}: wildcard in {f}")
 
+    # Clusters without NFD: gpuop's node discovery, non-root, reading nodes and patching them only.
+    disc = find(objs, "DaemonSet", "gpuop-node-discovery")
+    if case in ("nfd-off",):
+        check(disc is None, "node discovery deployed with nfd.enabled=false")
+    else:
+        check(disc is not None, "no node discovery DaemonSet (nfd.enabled, no NFD in the cluster)")
+    if disc:
+        pod = disc["spec"]["template"]["spec"]
+        check(pod["containers"][0]["image"] == image, "node discovery image")
+        check(pod["containers"][0]["args"][0] == "node-discovery", "node discovery args")
+        check(pod["securityContext"].get("runAsNonRoot") is True, "node discovery runs as root")
+        check(pod["nodeSelector"] == {"kubernetes.io/os": "linux"}, "node discovery off Linux nodes")
+        role = find(objs, "ClusterRole", "gpuop-node-discovery")
+        check(role and role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
+              "node discovery's ClusterRole is not nodes get/patch")
     spec = cp["spec"] if cp else {}
     cms = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
     if case == "driver-disabled":

@@ -67,6 +67,32 @@ echo "kubectl get clusterpolicy: $(tail -1 "$T/get.txt") -> $($K get clusterpoli
 $K get nvidiadrivers >/dev/null 2>"$T/nvd.err" || fail "kubectl get nvidiadrivers: $(cat "$T/nvd.err")"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 
+# Node discovery (nfd.enabled, no NFD in the cluster): its DaemonSet is there; its command, run
+# as its pod would (args, NODE_NAME, its ServiceAccount's token) on a node root folder, labels the
+# node. With NFD in the cluster (nfd-master's annotation on a node), helm upgrade removes it.
+$K -n gpu-operator get daemonset gpuop-node-discovery >/dev/null || fail "no node discovery DaemonSet"
+dargs=$($K -n gpu-operator get ds gpuop-node-discovery -o json | python3 -c '
+import json, sys
+print("\n".join(json.load(sys.stdin)["spec"]["template"]["spec"]["containers"][0]["args"]))')
+mapfile -t dargv <<<"$dargs"
+DKC=$T/discovery.kubeconfig
+sa_kubeconfig "$DKC" gpu-operator gpuop-node-discovery
+R=$T/node-root
+mkdir -p "$R/etc" "$R/sys/bus/pci/devices/0000:17:00.0"
+printf 'ID=ubuntu\nVERSION_ID="24.04"\n' >"$R/etc/os-release"
+echo 0x10de >"$R/sys/bus/pci/devices/0000:17:00.0/vendor"
+echo 0x030200 >"$R/sys/bus/pci/devices/0000:17:00.0/class"
+$K label node cpu-1 feature.node.kubernetes.io/pci-10de.present- >/dev/null 2>&1 || true
+NODE_NAME=cpu-1 "$B/gpuop" "${dargv[@]/--host-root=*/--host-root=$R}" --oneshot --kubeconfig "$DKC" \
+    >"$T/discovery.log" 2>&1 || fail "node-discovery as its pod: $(cat "$T/discovery.log")"
+[ "$($K get node cpu-1 -o jsonpath='{.metadata.labels.feature\.node\.kubernetes\.io/system-os_release\.VERSION_ID}')" = 24.04 ] ||
+    fail "node discovery did not label cpu-1: $(cat "$T/discovery.log")"
+$K annotate node dgx-h100-1 nfd.node.kubernetes.io/worker.version=v0.17.2 >/dev/null
+helm_q upgrade gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --reuse-values --wait --timeout 60s >"$T/upgrade.log" ||
+    fail "helm upgrade: $(cat "$T/upgrade.log")"
+if $K -n gpu-operator get daemonset gpuop-node-discovery >/dev/null 2>&1; then fail "node discovery stayed with NFD in the cluster"; fi
+echo "node discovery: labelled cpu-1 as its pod; removed by helm upgrade once NFD runs"
+
 helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 60s >"$T/uninstall.log" || fail "helm uninstall: $(cat "$T/uninstall.log")"
 for o in "clusterpolicy cluster-policy" "-n gpu-operator deployment gpu-operator" \
     "-n gpu-operator serviceaccount gpu-operator" "clusterrole gpuop-operator" \
