@@ -37,7 +37,7 @@ trap 'rm -f "$sect"' EXIT
 objcopy -O binary --only-section=.gpuop.dlopen "$bin" "$sect"
 libs=$(ldd_paths "$bin")
 for so in $(tr '\0' '\n' <"$sect" | grep -v '^$' || true); do
-    path=$(ldconfig -p | awk -v s="$so" '$1 == s { print $NF; exit }')
+    path=$(ldconfig -p | awk -v s="$so" '$1 == s && !p { p = $NF } END { print p }')
     [ -n "$path" ] || die "$so (named in $bin's .gpuop.dlopen): not in the dynamic linker's cache"
     libs+=$'\n'$path$'\n'$(ldd_paths "$path")
 done

@@ -155,6 +155,9 @@ static int disc_run(struct svc *s, struct err *e)
     struct kube_options ko = {.kubeconfig = d->kubeconfig,
                               .timeout_ms = 10000,
                               .call_timeout_ms = 20000,
+                              /* A failed pass is tried again next interval (or the pod
+                               * restarts, with --oneshot): one retry within a pass is enough. */
+                              .max_retries = 1,
                               .stop = svc_stop(s)};
     int r = kube_client_new(&ko, &d->kc, e);
     if (r < 0)
