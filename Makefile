@@ -13,12 +13,14 @@ DEPS_PKGS := build-essential meson ninja-build pkg-config git \
 	prometheus wrk valgrind clang libclang-rt-14-dev clang-format jq curl procps iproute2 \
 	libtomlplusplus-dev containerd docker.io \
 	runc busybox-static python3-jsonschema python3-yaml \
+	buildah ca-certificates \
 	@node=nodejs @npm=npm
 # The client tools the tests and the demo drive kubesim with (kubectl 1.32, helm 3.17): pinned,
 # checksum-verified binaries fetched once into the build tree by scripts/tools.sh.
 TOOLS      ?= $(BUILD)/tools
 
-.PHONY: all build check demo deps deps-check tools format format-check asan check-asan clean bench
+.PHONY: all build check demo deps deps-check tools format format-check asan check-asan clean bench \
+	image
 
 all: build
 
@@ -43,6 +45,11 @@ check: build tools
 
 demo: build tools
 	./scripts/demo.sh
+
+# The gpuop image as an OCI archive ($(BUILD)/gpuop-image.oci.tar), built FROM scratch with
+# buildah, pulling nothing; prints its compressed size (bench/RESULTS.md records it).
+image: build
+	./scripts/build-image.sh $(BUILD)
 
 $(ASAN_BUILD)/build.ninja: | deps-check
 	$(MESON) setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false \

@@ -7,10 +7,10 @@
 
 #include "kl-node.h"
 #include "kobj.h"
+#include "nodestate.h"
 #include "yamlcfg.h"
 
 #define KL_NFD_WORKER_VERSION "v0.17.2"
-#define KL_LABELS_LIST_MAX    (64u << 10)
 
 static const char *runtime_version(enum kl_runtime_kind k)
 {
@@ -34,44 +34,20 @@ const char *kl_pci_class_for_model(const char *model)
     return "0302";
 }
 
-static void set_label(json_t *labels, const char *name, const char *value)
-{
-    if (kobj_valid_label_value(value))
-        json_object_set_new(labels, name, json_string(value));
-}
-
-/* nfd's version split: "5.15.0-127-generic" gives 5, 15, 0 (fields split at '.' and '-'). */
-static void version_labels(json_t *labels, const char *prefix, const char *version,
-                           const char *const *names, size_t n_names, const char *sep)
-{
-    _cleanup_free_ char *copy = xstrdup(version);
-    char *save = NULL, *tok = strtok_r(copy, sep, &save);
-    for (size_t i = 0; tok && i < n_names; i++, tok = strtok_r(NULL, sep, &save)) {
-        _cleanup_free_ char *name = xasprintf("%s%s.%s", KL_NFD_PREFIX, prefix, names[i]);
-        set_label(labels, name, tok);
-    }
-}
-
 json_t *kl_nfd_labels(const struct kl_node_spec *spec, const char *const *gpu_models)
 {
-    json_t *labels = json_object();
-    if (gpu_models && gpu_models[0]) {
-        json_object_set_new(labels, KL_NFD_PREFIX "pci-10de.present", json_string("true"));
-        for (const char *const *m = gpu_models; *m; m++) {
-            _cleanup_free_ char *name =
-                xasprintf(KL_NFD_PREFIX "pci-%s_10de.present", kl_pci_class_for_model(*m));
-            json_object_set_new(labels, name, json_string("true"));
-        }
-    }
-    set_label(labels, KL_NFD_PREFIX "kernel-version.full", spec->kernel);
-    static const char *const kv[] = {"major", "minor", "revision"};
-    version_labels(labels, "kernel-version", spec->kernel, kv, ARRAY_SIZE(kv), ".-");
-    set_label(labels, KL_NFD_PREFIX "system-os_release.ID", spec->os_id);
-    set_label(labels, KL_NFD_PREFIX "system-os_release.VERSION_ID", spec->os_version_id);
-    static const char *const ov[] = {"major", "minor"};
-    version_labels(labels, "system-os_release.VERSION_ID", spec->os_version_id, ov, ARRAY_SIZE(ov),
-                   ".");
-    return labels;
+    size_t n = 0;
+    while (gpu_models && gpu_models[n])
+        n++;
+    _cleanup_free_ const char **classes = xcalloc(n + 1, sizeof(*classes));
+    for (size_t i = 0; i < n; i++)
+        classes[i] = kl_pci_class_for_model(gpu_models[i]);
+    struct ns_nfd_input in = {.pci_classes = classes,
+                              .n_pci = n,
+                              .os_id = spec->os_id,
+                              .os_version_id = spec->os_version_id,
+                              .kernel = spec->kernel};
+    return ns_nfd_labels(&in);
 }
 
 void kl_strv_free(char **v)
@@ -238,48 +214,6 @@ static void kubelet_labels(json_t *labels, const struct kl_node_spec *spec)
     json_object_set_new(labels, "beta.kubernetes.io/arch", json_string("amd64"));
 }
 
-/* The annotation's names, as full label names. */
-static json_t *nfd_previous(json_t *annotations)
-{
-    json_t *prev = json_array();
-    const char *list = kobj_str(annotations, KL_NFD_LABELS_ANN);
-    if (!list)
-        return prev;
-    _cleanup_free_ char *copy = xstrdup(list);
-    char *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (strchr(t, '/'))
-            json_array_append_new(prev, json_string(t));
-        else
-            json_array_append_new(prev, json_sprintf("%s%s", KL_NFD_PREFIX, t));
-    }
-    return prev;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* "kernel-version.full,nvidia.com/gpu.product,pci-10de.present": NULL when it would not fit. */
-static char *nfd_list(json_t *nfd_labels)
-{
-    size_t n = json_object_size(nfd_labels), i = 0;
-    _cleanup_free_ const char **names = xcalloc(n + 1, sizeof(*names));
-    const char *k;
-    json_t *v;
-    json_object_foreach (nfd_labels, k, v)
-        names[i++] = str_has_prefix(k, KL_NFD_PREFIX) ? k + strlen(KL_NFD_PREFIX) : k;
-    qsort(names, n, sizeof(*names), cmp_str);
-    struct sbuf b _cleanup_sbuf_;
-    sbuf_init(&b, KL_LABELS_LIST_MAX);
-    for (i = 0; i < n; i++)
-        sbuf_addf(&b, "%s%s", i ? "," : "", names[i]);
-    if (sbuf_check(&b) < 0)
-        return NULL;
-    return sbuf_steal(&b);
-}
-
 static bool set_string(json_t *obj, const char *key, const char *value)
 {
     if (streq_ptr(kobj_str(obj, key), value))
@@ -298,23 +232,7 @@ int kl_node_apply_labels(json_t *node, const struct kl_node_spec *spec, json_t *
     kubelet_labels(labels, spec);
     set_string(annotations, KL_SIMULATED_ANN, "external");
 
-    _cleanup_json_ json_t *prev = nfd_previous(annotations);
-    size_t i;
-    json_t *p;
-    json_array_foreach (prev, i, p) {
-        const char *name = json_string_value(p);
-        if (!json_object_get(nfd_labels, name))
-            json_object_del(labels, name);
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach (nfd_labels, k, v)
-        set_string(labels, k, json_string_value(v));
-    _cleanup_free_ char *list = nfd_list(nfd_labels);
-    if (list && list[0])
-        set_string(annotations, KL_NFD_LABELS_ANN, list);
-    else
-        json_object_del(annotations, KL_NFD_LABELS_ANN);
+    ns_nfd_apply(labels, annotations, nfd_labels, KL_NFD_LABELS_ANN);
     set_string(annotations, "nfd.node.kubernetes.io/worker.version", KL_NFD_WORKER_VERSION);
     return json_equal(before, json_object_get(node, "metadata")) ? 1 : 0;
 }

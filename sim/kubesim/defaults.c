@@ -133,11 +133,15 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
         json_t *spec = kobj_ensure_object(obj, "spec");
         if (!json_object_get(spec, "replicas"))
             json_object_set_new(spec, "replicas", json_integer(1));
-        if (!json_object_get(spec, "strategy"))
-            json_object_set_new(spec, "strategy",
-                                json_pack("{s:s,s:{s:s,s:s}}", "type", "RollingUpdate",
-                                          "rollingUpdate", "maxUnavailable", "25%", "maxSurge",
-                                          "25%"));
+        /* As the API server's defaulting: a strategy without a type is RollingUpdate, and a
+         * RollingUpdate without parameters gets 25%/25% (clients such as helm --wait read them). */
+        json_t *strategy = kobj_ensure_object(spec, "strategy");
+        if (!json_is_string(json_object_get(strategy, "type")))
+            json_object_set_new(strategy, "type", json_string("RollingUpdate"));
+        if (streq(json_string_value(json_object_get(strategy, "type")), "RollingUpdate") &&
+            !json_object_get(strategy, "rollingUpdate"))
+            json_object_set_new(strategy, "rollingUpdate",
+                                json_pack("{s:s,s:s}", "maxUnavailable", "25%", "maxSurge", "25%"));
         if (!json_object_get(spec, "revisionHistoryLimit"))
             json_object_set_new(spec, "revisionHistoryLimit", json_integer(10));
         if (!json_object_get(spec, "progressDeadlineSeconds"))

@@ -7,6 +7,11 @@
 
 #define KUBE_CURL_LIB "libcurl.so.4"
 
+/* libcurl is loaded with dlopen, which ldd cannot see: its soname goes into the ELF section
+ * .gpuop.dlopen, which scripts/image-rootfs.sh reads to put the library into the gpuop image.
+ * (The GPU driver's libraries, also loaded with dlopen, come from the host and are not named.) */
+__attribute__((section(".gpuop.dlopen"), used)) static const char dlopen_curl[] = KUBE_CURL_LIB;
+
 static struct kube_curl table;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_error[512];

@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "util.h"
 
 /* ---- status files ------------------------------------------------------------------------- */
@@ -322,5 +324,41 @@ struct ns_driver_facts {
  * that is not a readable folder is -ENOENT/-ENOTDIR/-EACCES naming it. */
 int ns_driver_probe(const char *host_root, const char *driver_root, const char *validations_dir,
                     struct ns_driver_facts *ret, struct err *e);
+
+/* ---- Node Feature Discovery's labels ------------------------------------------------------ */
+
+/* What nfd-worker's pci, kernel and system sources label, computed for kubelet-sim's simulated
+ * nodes and by `gpuop node-discovery` on clusters without NFD. */
+#define NS_NFD_PREFIX     "feature.node.kubernetes.io/"
+#define NS_NFD_LABELS_ANN "nfd.node.kubernetes.io/feature-labels" /* nfd-master's owned set */
+#define NS_NFD_WORKER_ANN "nfd.node.kubernetes.io/worker.version"
+#define NS_DISCOVERY_ANN  "gpuop.dev/node-discovery-labels" /* gpuop's owned set */
+
+struct ns_nfd_input {
+    const char *const *pci_classes; /* NVIDIA display functions' class and subclass ("0302") */
+    size_t n_pci;
+    const char *os_id, *os_version_id; /* os-release ID and VERSION_ID; NULL: no label */
+    const char *kernel;                /* "5.15.0-127-generic"; NULL: no kernel labels */
+};
+/* pci-10de.present (the GPU operator chart's NFD setting, deviceLabelFields [vendor]) and
+ * pci-<class>_10de.present (NFD's default [class, vendor]) when any NVIDIA function is listed;
+ * kernel-version.{full,major,minor,revision}; system-os_release.{ID,VERSION_ID,
+ * VERSION_ID.major,VERSION_ID.minor}. A value that is not a valid label value is left out. A new
+ * object. Pure. */
+json_t *ns_nfd_labels(const struct ns_nfd_input *in);
+/* Puts nfd_labels into labels as their owner: the labels named in the annotation ann (the set
+ * written last time, names without NFD's prefix, sorted, comma-separated, as nfd-master keeps
+ * it) that nfd_labels no longer has are removed, and only those; ann is rewritten. Pure. */
+void ns_nfd_apply(json_t *labels, json_t *annotations, const json_t *nfd_labels, const char *ann);
+/* Whether Node Feature Discovery runs for the node: nfd-master's annotations on it. */
+bool ns_nfd_present(const json_t *node);
+/* The class and subclass ("0302") of each NVIDIA display function (vendor 0x10de, class 0x03xxxx)
+ * under sysfs/bus/pci/devices, sorted; *ret NULL-terminated (ns_strv_free). An error when the
+ * folder cannot be listed. */
+int ns_pci_nvidia_gpu_classes(const char *sysfs, char ***ret, size_t *ret_n, struct err *e);
+void ns_strv_free(char **v);
+/* ID and VERSION_ID of an os-release file (unquoted); -ENOENT without an ID. Pure. */
+int ns_os_release(const char *text, size_t len, char *id, size_t id_n, char *version_id,
+                  size_t version_n);
 
 #endif

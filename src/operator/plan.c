@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "operator-internal.h"
+#include "nodestate.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -217,6 +218,33 @@ static int count_gpu_nodes(const json_t *nodes)
             gpu++;
     }
     return gpu;
+}
+
+/* GPU nodes whose stack the validator passed: its plugin validation (the last of the chain)
+ * says ok and no validation says failed. */
+static int count_ready_gpu_nodes(const json_t *nodes)
+{
+    int ready = 0;
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        if (!op_node_is_gpu(kobj_labels(n)))
+            continue;
+        bool plugin_ok = false, failed = false;
+        for (int c = 0; c < NS_COMP_COUNT; c++) {
+            char key[64];
+            ns_validation_key((enum ns_component)c, key, sizeof(key));
+            const char *text = kobj_str(kobj_annotations(n), key);
+            struct ns_validation v;
+            struct err e = {0};
+            if (!text || ns_validation_parse(text, &v, &e) < 0)
+                continue;
+            failed |= v.state == NS_V_FAILED;
+            plugin_ok |= c == NS_COMP_PLUGIN && v.state == NS_V_OK;
+        }
+        ready += plugin_ok && !failed;
+    }
+    return ready;
 }
 
 /* Node label patches; *warnings gets a line per node where a host driver of another version is
@@ -536,6 +564,10 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
     json_object_set_new(status, "state", json_string(state));
     json_object_set_new(status, "observedGeneration", json_integer(sc.generation));
     json_object_set_new(status, "operatorVersion", json_string(GPUOP_VERSION));
+    /* "ready/total" GPU nodes, for kubectl's Nodes column (the CRD's printer columns). */
+    json_object_set_new(
+        status, "nodes",
+        json_sprintf("%d/%d", count_ready_gpu_nodes(s->nodes), count_gpu_nodes(s->nodes)));
     if (failed) {
         if (!streq_ptr(stored_condition(cp, "Error", "True"), msg))
             add_event(entry, "Warning", "ReconcileFailed", msg);

@@ -28,7 +28,7 @@ LAYERS = {
     'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4,
     'upgrade': 4,  # the driver upgrade planner (pure), below the operator that runs it
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
-    'validator': 5, 'drivermgr': 5, 'migmgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
+    'validator': 5, 'drivermgr': 5, 'discovery': 5, 'migmgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
     'status': 5, 'doctor': 5,
     'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
     'cmd': 6, 'sim/images': 6, 'sim/cuda': 6,
@@ -43,7 +43,7 @@ FOLDERS = {
     'src/cmd': 'cmd',
     'src/nodestate': 'nodestate', 'src/capacity': 'capacity', 'src/cdi': 'cdi', 'src/cuda': 'cuda',
     'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
-    'src/node/drivermgr': 'drivermgr', 'src/node/nodestatus': 'nodestatus',
+    'src/node/drivermgr': 'drivermgr', 'src/node/discovery': 'discovery', 'src/node/nodestatus': 'nodestatus',
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
     'src/status': 'status', 'src/node/doctor': 'doctor',
     'src/node/migparted': 'migparted', 'src/node/nodeops': 'nodeops',

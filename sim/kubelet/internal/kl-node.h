@@ -25,12 +25,13 @@
 #include <jansson.h>
 
 #include "kubelet-sim.h"
+#include "nodestate.h"
 #include "util.h"
 
 #define KL_KUBELET_VERSION   "v1.32.4"
 #define KL_KUBELET_PORT      10250
-#define KL_NFD_PREFIX        "feature.node.kubernetes.io/"
-#define KL_NFD_LABELS_ANN    "nfd.node.kubernetes.io/feature-labels"
+#define KL_NFD_PREFIX        NS_NFD_PREFIX /* nodestate.h: NFD's labels are computed there */
+#define KL_NFD_LABELS_ANN    NS_NFD_LABELS_ANN
 #define KL_SIMULATED_ANN     "kubelet.gpuop.dev/simulated"
 #define KL_LEASE_NAMESPACE   "kube-node-lease"
 #define KL_LEASE_DURATION_S  40

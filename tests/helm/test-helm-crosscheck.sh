@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Cross-check with NVIDIA's GPU Operator chart (../shared/reference/upstream; skipped when
+# absent): a team's values file used unchanged. For NVIDIA's defaults and each values file in
+# tests/helm/values/ (over NVIDIA's defaults, as a team's file is), both charts are rendered and
+# their ClusterPolicy specs compared field by field. Allowed differences are listed in
+# crosscheck.py, each with its reason; an empty value and an absent one count as the same.
+set -euo pipefail
+S=${GPUOP_SOURCE_ROOT:?}
+SHARED=${GPUOP_SHARED:-$S/../shared}
+NV=$SHARED/reference/upstream/gpu-operator-chart-v26.7.0
+[ -f "$NV/Chart.yaml" ] || { echo "NVIDIA's chart absent ($NV): skipped"; exit 77; }
+. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
+[ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
+rc=0
+for f in "" "$S"/tests/helm/values/*.yaml; do
+    name=$(basename "${f:-nvidia-defaults}" .yaml)
+    helm_q template g "$NV" --namespace gpu-operator ${f:+-f "$f"} >"$T/nv.yaml"
+    helm_q template g "$S/deploy/helm/gpuop" --namespace gpu-operator -f "$NV/values.yaml" ${f:+-f "$f"} >"$T/ours.yaml"
+    python3 "$S/tests/helm/crosscheck.py" "$name" "$T/nv.yaml" "$T/ours.yaml" || rc=1
+done
+[ $rc = 0 ] && echo "PASS cross-check with NVIDIA's chart"
+exit $rc

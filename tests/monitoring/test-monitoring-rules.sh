@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# deploy/monitoring/ checked with the tools that consume it: promtool check rules and promtool
+# test rules (a unit test per alert: it fires on the bad series and not on the good one); every
+# alert has its test; the Grafana dashboard's queries parse as PromQL (promtool, as recording
+# rules) and name only metrics gpuop exports.
+set -euo pipefail
+S=${GPUOP_SOURCE_ROOT:?}
+command -v promtool >/dev/null || { echo "promtool absent (Debian package prometheus): skipped"; exit 77; }
+M=$S/deploy/monitoring
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+promtool check rules "$M/gpuop-alerts.yaml"
+(cd "$M/tests" && promtool test rules gpuop-alerts-test.yaml)
+
+python3 - "$M" "$S/src" "$T" <<'PY'
+import json, os, re, sys, yaml
+mon, src, tmp = sys.argv[1:4]
+rules = yaml.safe_load(open(f"{mon}/gpuop-alerts.yaml"))
+alerts = [r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r]
+tests = yaml.safe_load(open(f"{mon}/tests/gpuop-alerts-test.yaml"))["tests"]
+bad = 0
+for a in alerts:
+    fires = [t for t in tests for c in t.get("alert_rule_test", [])
+             if c["alertname"] == a and c.get("exp_alerts")]
+    if not fires:
+        print(f"FAIL alert {a}: no unit test where it fires"); bad += 1
+        continue
+    # The good series: some input series of that test must not be among the expected alerts.
+    t = fires[0]
+    if len(t["input_series"]) < 2:
+        print(f"FAIL alert {a}: its test has no good series beside the bad one"); bad += 1
+print(f"{len(alerts)} alerts, each with a unit test")
+
+# The dashboard: its queries, made concrete, parse as PromQL; each metric is one gpuop exports.
+d = json.load(open(f"{mon}/gpuop-fleet-dashboard.json"))
+exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+exprs += [v["definition"] for v in d["templating"]["list"] if v.get("definition")]
+group = {"groups": [{"name": "dashboard", "rules": [
+    {"record": f"dashboard:q{i}", "expr": e.replace("$node", ".*")}
+    for i, e in enumerate(exprs) if not e.startswith("label_values(")]}]}
+yaml.safe_dump(group, open(f"{tmp}/dashboard-rules.yaml", "w"))
+exported = set()
+for root, _, files in os.walk(src):
+    for f in files:
+        if f.endswith((".c", ".h", ".csv")):
+            exported |= set(re.findall(r'"((?:DCGM_(?:FI|EXP)|gpuop|gpu_operator)_[A-Za-z0-9_]+)"',
+                                       open(os.path.join(root, f), errors="replace").read()))
+for e in exprs:
+    for name in re.findall(r"\b((?:DCGM_(?:FI|EXP)|gpuop|gpu_operator)_[A-Za-z0-9_]+)", e):
+        if name not in exported:
+            print(f"FAIL dashboard: {name} is not a metric gpuop exports"); bad += 1
+print(f"dashboard: {len(d['panels'])} panels, {len(exprs)} queries")
+sys.exit(1 if bad else 0)
+PY
+promtool check rules "$T/dashboard-rules.yaml"
+echo "PASS monitoring rules and dashboard"
