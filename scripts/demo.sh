@@ -114,7 +114,8 @@ else
         --metrics-listen 127.0.0.1:0 >"$D/operator-nodes.log" 2>&1 &
     echo $! >>"$D/pids"
     # NVIDIA's sample ClusterPolicy, with the mixed MIG strategy (the A100 has full GPUs beside
-    # MIG ones), the node status exporter on, no MIG manager (gpuop has none yet), and the
+    # MIG ones), the node status exporter on, no default MIG layout (the A100 keeps its
+    # partitions; the MIG manager applies a layout once a node is labelled with one), and the
     # driver's startup probe from 2 s (NVIDIA waits 60 s for a real build).
     python3 - deploy/samples/clusterpolicy.yaml >"$D/policy-nodes.yaml" <<'PY'
 import sys, yaml
@@ -123,12 +124,12 @@ spec = cp["spec"]
 spec["mig"]["strategy"] = "mixed"
 # the simulated driver builds in 2 s: its startup probe need not wait NVIDIA's 60 s first
 spec["driver"]["startupProbe"] = {"initialDelaySeconds": 2, "periodSeconds": 2}
-spec["migManager"]["enabled"] = False
+spec["migManager"]["config"]["default"] = ""
 spec["nodeStatusExporter"] = {"enabled": True,
     "env": [{"name": "NODE_STATUS_EXPORTER_INTERVAL", "value": "2s"}]}
 print(yaml.safe_dump(cp))
 PY
-    echo "applying NVIDIA's sample ClusterPolicy (mig.strategy mixed, migManager off, nodeStatusExporter on,"
+    echo "applying NVIDIA's sample ClusterPolicy (mig.strategy mixed, no default MIG layout, nodeStatusExporter on,"
     echo "  the driver's startup probe from 2 s: the simulated driver builds in 2 s) ..."
     t0=$(date +%s%N)
     kn apply -f "$D/policy-nodes.yaml" >/dev/null

@@ -930,7 +930,8 @@ static int start_informers(struct controller *c, struct err *e)
         if ((r = kube_informer_new(c->kc, owned_kinds[k], &oo, &c->owned[k], e)) < 0)
             return r;
     }
-    return op_gpuquota_start(&c->gq, c->kc, &hh, e);
+    if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
+        return r;
     struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
     return op_upgrade_new(c->kc, c->ns, &uh, &c->upg, e);
 }

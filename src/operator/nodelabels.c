@@ -101,8 +101,10 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
             if (!cur || !*cur)
                 json_object_set_new(patch, def->deploy_label, json_string("true"));
         }
+        /* migManager.config.default "": MIG-capable nodes are left unlabelled (their layout
+         * stays as it is until someone names one). */
         if (p && !operands_off && mig_capable && p->operand[OP_MIG_MANAGER].enabled &&
-            !json_object_get(labels, OP_LABEL_MIG_CONFIG))
+            p->mig_config_default[0] && !json_object_get(labels, OP_LABEL_MIG_CONFIG))
             json_object_set_new(patch, OP_LABEL_MIG_CONFIG, json_string(p->mig_config_default));
     }
     json_decref(empty);

@@ -63,6 +63,8 @@ import sys, yaml
 cp = yaml.safe_load(open(sys.argv[1]))
 spec = cp["spec"]
 spec["mig"]["strategy"] = "mixed"
+# no default MIG layout: a100-mig-1 keeps its partitions until the test names one
+spec["migManager"]["config"]["default"] = ""
 # the simulated driver builds in 2 s: its startup probe need not wait NVIDIA's 60 s first
 spec["driver"]["startupProbe"] = {"initialDelaySeconds": 2, "periodSeconds": 2}
 spec["nodeStatusExporter"] = {"enabled": True,
@@ -107,8 +109,6 @@ mig_watching() {
 }
 wait_for 60 "the mig-manager pod watching its node" mig_watching
 echo "ok: nvidia-mig-manager runs: $(k -n gpu-operator logs "$(k -n gpu-operator get pods -l app=nvidia-mig-manager -o jsonpath='{.items[0].metadata.name}')" -c nvidia-mig-manager 2>&1 | grep -m1 watching)"
-k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"migManager":{"enabled":false}}}' >/dev/null ||
-    fail "turn the MIG manager off"
 
 ready_validators() {
     k -n gpu-operator get pods -l app=nvidia-operator-validator \
@@ -183,3 +183,12 @@ build_event() {
 wait_for 10 "an Event on dgx-h100-1 with the build failure" build_event
 [ "$(ready_validators)" = 3 ] || fail "the other nodes' validators are not all Ready: $(ready_validators)"
 echo "ok: a driver that fails to build: $vp held in Init, its log and an Event say: $(k -n gpu-operator logs "$vp" -c driver-validation | grep -m1 'Could not resolve' | sed 's/.*driver pod //; s/" every=.*//')"
+
+# ---- a MIG layout named on the A100 node -------------------------------------------------------
+k label node a100-mig-1 nvidia.com/mig.config=all-1g.10gb >/dev/null || fail "label a100-mig-1 mig.config"
+mig_state() { [ "$(label a100-mig-1 nvidia.com/mig.config.state)" = success ]; }
+wait_for 90 "a100-mig-1 mig.config.state=success" mig_state
+wait_for 60 "a100-mig-1 advertises 56 nvidia.com/mig-1g.10gb" want_alloc a100-mig-1 nvidia.com/mig-1g.10gb 56
+[ -z "$(alloc a100-mig-1 nvidia.com/mig-3g.40gb)" ] || [ "$(alloc a100-mig-1 nvidia.com/mig-3g.40gb)" = 0 ] ||
+    fail "a100-mig-1 still advertises mig-3g.40gb: $(alloc a100-mig-1 nvidia.com/mig-3g.40gb)"
+echo "ok: nvidia.com/mig.config=all-1g.10gb on a100-mig-1: state success, 56 nvidia.com/mig-1g.10gb advertised"
