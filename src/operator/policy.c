@@ -351,9 +351,10 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
             }
         }
     }
-    p->mig_config_default =
-        dup_or(jstr(json_object_get(json_object_get(spec, "migManager"), "config"), "default"),
-               "all-disabled");
+    /* absent: NVIDIA's all-disabled; "": no default layout (nodes are left unlabelled) */
+    const char *mig_default =
+        jstr(json_object_get(json_object_get(spec, "migManager"), "config"), "default");
+    p->mig_config_default = xstrdup(mig_default ? mig_default : "all-disabled");
 
     /* Sandbox sections are inert unless sandbox workloads are on. */
     json_t *sw = json_object_get(spec, "sandboxWorkloads");

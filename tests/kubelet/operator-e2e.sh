@@ -185,7 +185,7 @@ wait_for 10 "an Event on dgx-h100-1 with the build failure" build_event
 echo "ok: a driver that fails to build: $vp held in Init, its log and an Event say: $(k -n gpu-operator logs "$vp" -c driver-validation | grep -m1 'Could not resolve' | sed 's/.*driver pod //; s/" every=.*//')"
 
 # ---- a MIG layout named on the A100 node -------------------------------------------------------
-k label node a100-mig-1 nvidia.com/mig.config=all-1g.10gb >/dev/null || fail "label a100-mig-1 mig.config"
+k label --overwrite node a100-mig-1 nvidia.com/mig.config=all-1g.10gb >/dev/null || fail "label a100-mig-1 mig.config"
 mig_state() { [ "$(label a100-mig-1 nvidia.com/mig.config.state)" = success ]; }
 wait_for 90 "a100-mig-1 mig.config.state=success" mig_state
 wait_for 60 "a100-mig-1 advertises 56 nvidia.com/mig-1g.10gb" want_alloc a100-mig-1 nvidia.com/mig-1g.10gb 56

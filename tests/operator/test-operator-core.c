@@ -176,6 +176,20 @@ static void test_node_labels(void **state)
     assert_string_equal(json_string_value(json_object_get(a, "nvidia.com/mig.config")),
                         "all-disabled");
 
+    /* migManager.config.default "": MIG-capable nodes keep their layout, no label written. */
+    _cleanup_json_ json_t *cp2 = sample_policy();
+    json_object_set_new(json_object_get(json_object_get(cp2, "spec"), "migManager"), "config",
+                        json_pack("{s:s}", "default", ""));
+    _cleanup_(op_policy_freep) struct op_policy *p2 = NULL;
+    assert_int_equal(op_policy_parse(cp2, &defaults, &p2, &e), 0);
+    _cleanup_json_ json_t *a2 =
+        labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"
+                     "nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n",
+                     p2);
+    assert_string_equal(json_string_value(json_object_get(a2, "nvidia.com/gpu.deploy.mig-manager")),
+                        "true");
+    assert_null(json_object_get(a2, "nvidia.com/mig.config"));
+
     /* Values others wrote stand; empty ones are filled; converged nodes need no patch. */
     _cleanup_json_ json_t *b =
         labels_patch("feature.node.kubernetes.io/pci-0302_10de.present: \"true\"\n"

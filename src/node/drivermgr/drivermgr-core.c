@@ -7,7 +7,6 @@
 #include "drivermgr.h"
 #include "kobj.h"
 
-
 /* ---- the owner ---------------------------------------------------------------------------- */
 
 /* The source is a one-line reason for people: one too long for the annotation ends in "...". */
