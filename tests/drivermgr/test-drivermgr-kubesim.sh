@@ -262,8 +262,8 @@ for i in "${!STEPS[@]}"; do
 done
 echo "ok: killed after each of ${#STEPS[@]} steps and run again, every node converged"
 
-# the drains are on record for gpuop status: the node annotation and an Event
-drained=$($K get node $N -o go-template='{{index .metadata.annotations "gpuop.dev/last-drain"}}')
+# the drains are on record for gpuop status (a round's node): the node annotation and an Event
+drained=$($K get node dm-report -o go-template='{{index .metadata.annotations "gpuop.dev/last-drain"}}')
 echo "$drained" | grep -q '"by":"driver-manager"' || fail "no gpuop.dev/last-drain after a drain: $drained"
 echo "$drained" | grep -q '"reason":"driver reload: ' || fail "last-drain reason: $drained"
 $K get events -A -o json | grep -q '"reason": "NodeDrain"' || fail "no NodeDrain Event"

@@ -23,12 +23,19 @@ $K apply -f "$S/deploy/crds/" >/dev/null
 P=$(free_port)
 "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator --operand-image gpuop:test \
     --metrics-listen "127.0.0.1:$P" --leader-elect false >"$T/operator.log" 2>&1 &
-pids+=($!)
+OP=$!
+pids+=($OP)
 wait_for 20 "operator ready" curl -sf "127.0.0.1:$P/readyz"
 $K apply -f "$S/tests/operator/fixtures/clusterpolicy-full.yaml" >/dev/null
 wait_for 30 "ClusterPolicy ready" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.state}')\" = ready ]"
 # someone changes the policy's spec: the owner line names kubectl's patch
 $K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"daemonsets":{"rollingUpdate":{"maxUnavailable":"2"}}}}' >/dev/null
+# The operator stops here (what it wrote stays): the upgrade states below are set by hand, and
+# its upgrade controller would move them on.
+sleep 1
+kill $OP
+wait $OP 2>/dev/null || true
+$K label node a100-mig-1 l4-hostdriver-1 nvidia.com/gpu-driver-upgrade-state- >/dev/null
 
 # what the node agents write (the driver manager, the validator, the node status exporter)
 own() { echo "{\"owner\":\"$1\",\"version\":\"$2\",\"source\":\"test\",\"time\":\"2026-01-01T00:00:00Z\"}"; }
