@@ -153,7 +153,7 @@ static void probe_plugins(struct dr_facts *f)
             continue;
         if (f->n_sockets < DR_ITEMS) {
             struct dr_socket *s = &f->sockets[f->n_sockets];
-            snprintf(s->name, sizeof(s->name), "%s", de->d_name);
+            strlcpy_s(s->name, de->d_name, sizeof(s->name)); /* a longer name is cut */
             socket_resource(de->d_name, s->resource, sizeof(s->resource));
             _cleanup_free_ char *p = xasprintf("%s/%s", dir, de->d_name);
             s->live = socket_live(p);
