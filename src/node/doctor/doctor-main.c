@@ -143,15 +143,18 @@ static int wait_done(struct svc *s, struct kube_client *kc, const char *ns, cons
         int r = kube_get(kc, &KUBE_PODS, ns, name, &pod, e);
         if (r < 0)
             return r;
-        const char *phase = kobj_path_str(pod, "status.phase");
-        if (streq_ptr(phase, "Succeeded") || streq_ptr(phase, "Failed")) {
+        const char *p = kobj_path_str(pod, "status.phase");
+        if (streq_ptr(p, "Succeeded") || streq_ptr(p, "Failed")) {
             *ret = pod;
             return 0;
         }
+        char phase[32];
+        strlcpy_s(phase, p ? p : "", sizeof(phase)); /* the pod goes before the message */
         json_decref(pod);
         if (deadline_left_ms(deadline) == 0)
             return err_set(e, -ETIMEDOUT, "pod %s/%s did not finish within %llus (phase %s)", ns,
-                           name, (unsigned long long)(timeout_ms / 1000), phase ? phase : "none");
+                           name, (unsigned long long)(timeout_ms / 1000),
+                           phase[0] ? phase : "none");
         if (svc_wait(s, POLL_MS) == SVC_STOP)
             return err_set(e, -ECANCELED, "stopped while waiting for pod %s/%s", ns, name);
     }
