@@ -59,7 +59,8 @@ echo "operator ${pods[0]} leads; ClusterPolicy state $state; $ds operand DaemonS
 # validator passed (its plugin validation ok) counts as ready.
 $K get clusterpolicy >"$T/get.txt"
 head -1 "$T/get.txt" | grep -Eq '^NAME +STATE +NODES +VERSION +AGE$' || fail "columns: $(head -1 "$T/get.txt")"
-grep -Eq "^cluster-policy +$state +0/[1-9][0-9]* +$version +[0-9]+s$" "$T/get.txt" || fail "row: $(cat "$T/get.txt")"
+# (the state may move on between the two reads: notReady, then ready)
+grep -Eq "^cluster-policy +(notReady|ready) +0/[1-9][0-9]* +$version +[0-9]+s$" "$T/get.txt" || fail "row: $(cat "$T/get.txt")"
 total=$(awk 'NR == 2 { split($3, a, "/"); print a[2] }' "$T/get.txt")
 $K annotate node dgx-h100-1 "validation.gpuop.dev/plugin={\"state\":\"ok\",\"reason\":\"\",\"time\":\"2026-01-01T00:00:00Z\"}" >/dev/null
 wait_for 30 "1/$total ready" sh -c "$K get clusterpolicy cluster-policy --no-headers | grep -Eq ' 1/$total '"
