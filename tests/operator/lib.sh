@@ -15,6 +15,9 @@ fail() {
     for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
     exit 1
 }
+# metrics_has PORT REGEX: 127.0.0.1:PORT/metrics has a line matching REGEX (the page read whole:
+# grep -q leaving a pipe early would cut curl's write and, under pipefail, fail the pipeline).
+metrics_has() { local page; page=$(curl -s "127.0.0.1:$1/metrics") && grep -q "$2" <<<"$page"; }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds
 wait_for() {

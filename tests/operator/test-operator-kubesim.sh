@@ -121,8 +121,8 @@ P2=$(free_port)
 start_operator op2 "$P2"
 wait_for 20 "replica op2 synced" sh -c "curl -sf 127.0.0.1:$P2/readyz"
 sleep 1 # four lease attempts
-curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_leader 0' || fail "op2 is not passive"
-curl -s "127.0.0.1:$P2/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "passive op2 wrote"
+metrics_has "$P2" '^gpuop_operator_leader 0' || fail "op2 is not passive"
+metrics_has "$P2" '^gpuop_operator_api_writes_total 0' || fail "passive op2 wrote"
 
 rv_before=$($K -n gpu-operator get ds -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}')
 reasons() { $K get events -n gpu-operator -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
@@ -177,7 +177,7 @@ wait_for 10 "op3 reconciled" sh -c "curl -s 127.0.0.1:$P3/metrics | grep -qE '^g
 sleep 1
 w_after=$(writes)
 [ "$w_before" = "$w_after" ] || fail "a restarted operator wrote $((w_after - w_before)) times"
-curl -s "127.0.0.1:$P3/metrics" | grep -q '^gpuop_operator_api_writes_total 0' || fail "op3 counted writes"
+metrics_has "$P3" '^gpuop_operator_api_writes_total 0' || fail "op3 counted writes"
 kill "$PID_op3"
 wait "$PID_op3" 2>/dev/null || true
 

@@ -28,8 +28,9 @@ python3 "$S/tests/exporter/slowloris.py" "$port" 500 64 100 50 8 gpuop_operator_
 cat "$T/result.txt"
 # Still serving and live, and libmicrohttpd's own messages (if any) came through the log format.
 curl -sf --max-time 5 "127.0.0.1:$port/healthz" >/dev/null || fail "/healthz after the attack"
-curl -sf --max-time 5 "127.0.0.1:$port/metrics" | grep -q '^gpuop_operator_leader 1' ||
-    fail "/metrics after the attack"
+# (the page read whole: grep -q leaving early would cut curl's write and fail the pipeline)
+page=$(curl -sf --max-time 5 "127.0.0.1:$port/metrics") || fail "/metrics after the attack"
+grep -q '^gpuop_operator_leader 1' <<<"$page" || fail "/metrics after the attack: no gpuop_operator_leader 1"
 if grep -v '^{' "$T/operator.log" | grep -Ev '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' | grep -q .; then
     fail "raw lines on the operator's stderr: $(grep -Ev '^[0-9]{4}-' "$T/operator.log" | head -3)"
 fi

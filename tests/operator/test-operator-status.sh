@@ -50,7 +50,7 @@ case "$msg" in
 esac
 [ "$(cond Error reason)" = ReconcileFailed ] || fail "Error reason $(cond Error reason)"
 [ "$(cond Ready status)" = False ] || fail "Ready is still True"
-curl -s "127.0.0.1:$P/metrics" | grep -q '^gpu_operator_reconciliation_status -1' || fail "status metric is not -1"
+metrics_has "$P" '^gpu_operator_reconciliation_status -1' || fail "status metric is not -1"
 wait_for 10 "ReconcileFailed event (or its log line)" grep -q 'reason=ReconcileFailed' "$T/operator.log"
 
 # It comes back: the operands are recreated and the policy is ready again.

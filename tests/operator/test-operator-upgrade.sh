@@ -163,7 +163,7 @@ for s in cordon-required pod-deletion-required pod-restart-required validation-r
     grep -q "\[$s\]" "$T/events" || fail "no GPUDriverUpgrade Event for [$s]"
 done
 wait_for 10 "metrics: 3 nodes upgraded" sh -c "curl -s 127.0.0.1:$PORT/metrics | grep -q '^gpu_operator_nodes_upgrades_done 3'"
-curl -s "127.0.0.1:$PORT/metrics" | grep -q '^gpuop_driver_upgrade_pool_nodes{pool="serving",state="done"} 1' ||
+metrics_has "$PORT" '^gpuop_driver_upgrade_pool_nodes{pool="serving",state="done"} 1' ||
     fail "no per-pool metric"
 wait_for 10 "ClusterPolicy DriverUpgrade condition True" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"DriverUpgrade\")].status}')\" = True ]"
 [ "$($K get driverupgradepool research -o jsonpath='{.status.progress}')" = 2/2 ] || fail "research pool progress"
