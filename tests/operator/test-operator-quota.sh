@@ -51,7 +51,11 @@ wait_for 20 "GPUQuotaMissing" sh -c "[ -n \"\$($K get clusterpolicy gpu-cluster-
 [ -z "$(cond GPUQuotaOvercommitted status)" ] || fail "over-committed while balanced"
 [ -z "$(cond GPUPoolBelowQuota status)" ] || fail "a pool short while balanced"
 
-# Converged: a few seconds with no change cost no write.
+# Converged: a few seconds with no change cost no write. (First the reconcile that the last
+# condition came with settles: its status and Events may still be on their way on a slow,
+# sanitized build.)
+settled() { local a; a=$(metric gpuop_operator_api_writes_total); sleep 2; [ "$a" = "$(metric gpuop_operator_api_writes_total)" ]; }
+wait_for 30 "no operator write for 2 s" settled
 w0=$(metric gpuop_operator_api_writes_total)
 sleep 3
 w1=$(metric gpuop_operator_api_writes_total)
