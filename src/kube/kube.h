@@ -243,7 +243,9 @@ struct kube_informer_handlers {
     void *userdata;
 };
 
-/* Returns a new reference to what the store should keep of obj (e.g. a smaller copy). */
+/* Returns a new reference to what the store should keep of obj (e.g. a smaller copy), or NULL
+ * when the store keeps nothing of it (an object the owner never needs: no handler is called for
+ * it; a later event for it is treated as new). */
 typedef json_t *(*kube_project_fn)(json_t *obj, void *userdata);
 
 struct kube_informer_opts {

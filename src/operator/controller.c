@@ -6,6 +6,7 @@
  * makes sure only one replica writes.
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
@@ -917,7 +918,10 @@ static int start_informers(struct controller *c, struct err *e)
 {
     struct kube_informer_handlers hh = {h_add, h_update, h_delete, c};
     struct kube_informer_opts po = {.handlers = hh};
-    struct kube_informer_opts no = {.project = project_node, .handlers = hh};
+    /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
+    static const char *const no_index[] = {NULL};
+    struct kube_informer_opts no = {
+        .project = project_node, .index_label_keys = no_index, .handlers = hh};
     int r;
     if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
         (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0)
@@ -1041,6 +1045,10 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
 
 static int operator_run(struct svc *s, struct err *e)
 {
+    /* One malloc arena: the operator's threads (an informer per resource, the reconcile loop)
+     * are I/O bound, and an arena per thread kept the peak of each one's list parsing
+     * (bench/operator at 2,000 nodes: 83 MiB RSS with one arena per thread, 67 MiB with one). */
+    mallopt(M_ARENA_MAX, 1);
     struct op_process *o = svc_state(s);
     struct controller *c = &o->c;
     struct kube_options ko = {

@@ -177,17 +177,21 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, const struct op_upgra
         return r;
     }
     struct kube_informer_handlers hh = {h_add, h_update, h_add, u};
+    static const char *const no_index[] = {NULL};
     _cleanup_free_ char *cm_field = xasprintf("metadata.name=%s", MATRIX_CONFIGMAP);
     struct {
         const struct kube_resource *res;
         struct kube_informer_opts o;
     } spec[N_INF] = {
-        [INF_NODES] = {&KUBE_NODES, {.project = project_node, .handlers = hh}},
+        /* nothing here queries by label: no label indexes */
+        [INF_NODES] = {&KUBE_NODES,
+                       {.project = project_node, .index_label_keys = no_index, .handlers = hh}},
         /* the operand pods only; a node's workloads are listed while it is emptied */
         [INF_PODS] = {&KUBE_PODS,
                       {.ns = ns,
                        .label_selector = "app in (" DRIVER_DS "," VALIDATOR_DS ")",
                        .project = project_pod,
+                       .index_label_keys = no_index,
                        .handlers = hh}},
         [INF_PDBS] = {&KUBE_PDBS, {.handlers = hh}},
         [INF_REVISIONS] = {&KUBE_CONTROLLERREVISIONS,
