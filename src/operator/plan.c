@@ -512,6 +512,12 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
             }
         }
         json_array_extend(plan->desired, nvd.objects);
+        /* NVIDIADrivers not listed yet: the single DaemonSet stays too (not pruned before
+         * anything can take its nodes) */
+        const json_t *single =
+            find_daemonset(s->owned, s->defaults->namespace, op_component_def(OP_DRIVER)->ds_name);
+        if (!s->nvidia_drivers && single)
+            json_array_append(plan->desired, (json_t *)single);
     }
     json_array_foreach (plan->desired, i, obj) {
         if (!op_object_current(obj, find_live(s->owned, obj)))

@@ -13,7 +13,8 @@
  * value is written as its compact JSON text, as the node agents write theirs),
  * "ds_status": {name: status}, "apply_errors": [...], "delete_policy": name,
  * "nvidia_drivers": {name: merge patch of the NVIDIADriver, created when new; null deletes it}
- * (also at the top, for the start), "expect": {...}}].
+ * (also at the top, for the start), "nvidia_drivers_unlisted": true (the informer has not
+ * listed them: the snapshot has none), "expect": {...}}].
  * Expectations: "policies": {name: {"state", "write", "valid", "events": [reasons],
  * "conditions": {type: {...}}, "absent": [types]}}, "node_patches": {node: patch} (exact),
  * "apply": ["Kind/name", ...] (exact), "apply_count", "prune": [...] (exact), "health",
@@ -401,14 +402,17 @@ static void run_fixture(const char *path)
         size_t at;
         if (del && find_named(policies, NULL, del, NULL, &at))
             json_array_remove(policies, at);
-        struct op_snapshot snap = {.policies = policies,
-                                   .nodes = nodes,
-                                   .owned = json_object_get(cluster, "owned"),
-                                   .apply_errors = json_object_get(step, "apply_errors"),
-                                   .defaults = &defaults,
-                                   .templates = templates,
-                                   .now_ms = now,
-                                   .nvidia_drivers = json_object_get(cluster, "nvds")};
+        struct op_snapshot snap = {
+            .policies = policies,
+            .nodes = nodes,
+            .owned = json_object_get(cluster, "owned"),
+            .apply_errors = json_object_get(step, "apply_errors"),
+            .defaults = &defaults,
+            .templates = templates,
+            .now_ms = now,
+            .nvidia_drivers = json_is_true(json_object_get(step, "nvidia_drivers_unlisted"))
+                                  ? NULL
+                                  : json_object_get(cluster, "nvds")};
         _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
         struct err e = {0};
         if (op_plan(&snap, &plan, &e) < 0)
