@@ -496,6 +496,54 @@ static int render_group(const struct nvd *d, const json_t *g, const struct op_nv
 
 /* ---- status ------------------------------------------------------------------------------- */
 
+/* Is a value set to something (an object with a set field, a non-empty string, true, ...)? */
+static bool value_set(const json_t *v)
+{
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach ((json_t *)v, k, x)
+            if (value_set(x))
+                return true;
+        return false;
+    }
+    if (json_is_array(v))
+        return json_array_size(v) > 0;
+    if (json_is_string(v))
+        return json_string_length(v) > 0;
+    if (json_is_integer(v))
+        return json_integer_value(v) != 0;
+    return json_is_true(v);
+}
+
+/* The spec fields set that gpuop accepts and does not act on ("spec.rdma", ...). */
+static json_t *unsupported_fields(const json_t *spec)
+{
+    static const char *const keys[] = {"rdma",
+                                       "gds",
+                                       "gdrcopy",
+                                       "repoConfig",
+                                       "certConfig",
+                                       "licensingConfig",
+                                       "virtualTopologyConfig",
+                                       "kernelModuleConfig",
+                                       "secretEnv",
+                                       "useOpenKernelModules",
+                                       "manager",
+                                       "podSecurityContext",
+                                       "upgradePolicy",
+                                       "livenessProbe",
+                                       "readinessProbe"};
+    json_t *out = json_array();
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+        if (value_set(json_object_get(spec, keys[i])))
+            json_array_append_new(out, json_sprintf("spec.%s", keys[i]));
+    const char *kmt = kobj_str(spec, "kernelModuleType");
+    if (kmt && strcmp(kmt, "auto") != 0)
+        json_array_append_new(out, json_string("spec.kernelModuleType"));
+    return out;
+}
+
 static void add_event(json_t *entry, const char *type, const char *reason, const char *message)
 {
     json_array_append_new(
@@ -625,6 +673,17 @@ static int plan_valid(struct nvd *d, const struct op_nvd_input *in, const struct
                   op_condition(sc, "Ready", ready, ready ? "Reconciled" : "OperandNotReady", msg),
                   op_condition(sc, "Error", false, ready ? "Ready" : "OperandNotReady", ""));
     json_object_set_new(st, "nodes", json_sprintf("%lld/%d", ready_nodes, d->owned));
+    /* fields accepted and not acted on: a condition, and one Event per distinct set */
+    _cleanup_json_ json_t *unsup = unsupported_fields(d->spec);
+    if (json_array_size(unsup) > 0) {
+        _cleanup_free_ char *list = json_dumps(unsup, JSON_COMPACT);
+        _cleanup_free_ char *umsg = xasprintf("accepted, not acted on by gpuop: %s", list);
+        if (!streq_ptr(op_stored_condition(d->obj, "UnsupportedFields", NULL), umsg))
+            add_event(entry, "Normal", "UnsupportedFields", umsg);
+        json_array_append_new(
+            json_object_get(st, "conditions"),
+            op_condition(sc, "UnsupportedFields", true, "AcceptedNotApplied", umsg));
+    }
     if (!streq_ptr(kobj_path_str(d->obj, "status.state"), state))
         add_event(entry, ready ? "Normal" : "Warning", ready ? "Ready" : "NotReady", msg);
     entry_status(entry, d->obj, st);
