@@ -19,7 +19,6 @@ helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 kl_start_kubesim 198.18.255.23
 kl_start_nodes "$S/tests/kubelet/chart-cluster.yaml" klchart0 198.18.223.0/24 2 --no-nfd
 H100=chart-h100-1 L4=chart-l4-host-1
-label() { k get node "$1" -o jsonpath="{.metadata.labels.${2//./\\.}}"; }
 annotation() { k get node "$1" -o jsonpath="{.metadata.annotations.${2//./\\.}}"; }
 for n in $H100 $L4; do
     [ -z "$(label $n feature.node.kubernetes.io/pci-10de.present)$(annotation $n nfd.node.kubernetes.io/worker.version)" ] ||
@@ -64,7 +63,6 @@ disc_nodes() { k -n gpu-operator get pods -l app.kubernetes.io/component=node-di
     -o jsonpath='{range .items[?(@.status.phase=="Running")]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' '; }
 disc_on_both() { [ "$(disc_nodes)" = "$L4 $H100 " ] || [ "$(disc_nodes)" = "$H100 $L4 " ]; }
 wait_for 30 "node discovery running on both nodes" disc_on_both
-is_label() { [ "$(label "$1" "$2")" = "$3" ]; }
 for n in $H100 $L4; do
     wait_for 30 "$n labelled pci-10de.present by node discovery" is_label $n feature.node.kubernetes.io/pci-10de.present true
     is_label $n feature.node.kubernetes.io/pci-0302_10de.present true || fail "$n: no class-qualified PCI label"
@@ -78,20 +76,12 @@ print(" ".join(sorted(k.split("/")[1] + "=" + v for k, v in l.items() if k.start
 
 # The operator found the GPU nodes by those labels: the driver where none is installed, the
 # host's left alone; the device plugins advertise every GPU; the validators pass.
-pods_of() { k -n gpu-operator get pods -l "app=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' '; }
 wait_for 60 "$L4 labelled deploy.driver=pre-installed" is_label $L4 nvidia.com/gpu.deploy.driver pre-installed
 drivers_placed() { [ "$(pods_of nvidia-driver-daemonset)" = "$H100 " ]; }
 wait_for 30 "a driver pod on $H100 only" drivers_placed
-alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
-want_alloc() { [ "$(alloc "$1")" = "$2" ]; }
-wait_for 90 "$H100 advertises 8 nvidia.com/gpu" want_alloc $H100 8
-wait_for 30 "$L4 advertises 4 nvidia.com/gpu" want_alloc $L4 4
-echo "ok: allocatable nvidia.com/gpu: $H100 $(alloc $H100), $L4 $(alloc $L4) (driver pod on $(pods_of nvidia-driver-daemonset)only)"
-ready_validators() {
-    k -n gpu-operator get pods -l app=nvidia-operator-validator \
-        -o jsonpath='{range .items[*]}{.spec.nodeName}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
-        grep -c '=True'
-}
+wait_for 90 "$H100 advertises 8 nvidia.com/gpu" want_alloc $H100 nvidia.com/gpu 8
+wait_for 30 "$L4 advertises 4 nvidia.com/gpu" want_alloc $L4 nvidia.com/gpu 4
+echo "ok: allocatable nvidia.com/gpu: $H100 $(alloc $H100 nvidia.com/gpu), $L4 $(alloc $L4 nvidia.com/gpu) (driver pod on $(pods_of nvidia-driver-daemonset)only)"
 validators_ready() { [ "$(ready_validators)" = 2 ]; }
 wait_for 60 "validator pods Ready on both GPU nodes" validators_ready
 policy_ready() { k get clusterpolicy cluster-policy --no-headers | grep -Eq '^cluster-policy +ready +2/2 '; }

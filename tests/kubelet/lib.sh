@@ -21,6 +21,20 @@ fail() {
         sort -u -k2 | tail -n 25
     exit 1
 }
+# What the tests ask of the nodes and the operand pods (in gpu-operator):
+label() { k get node "$1" -o jsonpath="{.metadata.labels.${2//./\\.}}"; }
+is_label() { [ "$(label "$1" "$2")" = "$3" ]; }
+# alloc NODE RESOURCE: the node's allocatable RESOURCE (nvidia.com/gpu)
+alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
+want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }
+# pods_of APP: the nodes of the pods labelled app=APP, sorted, each followed by a space
+pods_of() { k -n gpu-operator get pods -l "app=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' '; }
+# ready_validators: how many validator pods are Ready
+ready_validators() {
+    k -n gpu-operator get pods -l app=nvidia-operator-validator \
+        -o jsonpath='{range .items[*]}{.spec.nodeName}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+        grep -c '=True'
+}
 
 # kl_start_kubesim API_IP [FLAGS...]: kubesim with TLS on API_IP (added to lo, removed at exit;
 # an address each test has to itself, so that only the host and its nodes reach it), logging to
