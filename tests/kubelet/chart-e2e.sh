@@ -115,4 +115,10 @@ wait_for 60 "every pod in gpu-operator gone" no_pods
 no_procs() { [ "$(sim_procs)" = 0 ]; }
 wait_for 30 "every pod's process stopped" no_procs
 echo "ok: helm uninstall removed the release's objects; $before pod processes stopped, none left"
+# kubelet-sim stops cleanly (exit 0 after SIGTERM: nodes, namespaces and its bridge gone)
+kill "$KL_NODES_PID"
+wait "$KL_NODES_PID"
+rc=$?
+[ $rc = 0 ] || fail "kubelet-sim exited $rc after SIGTERM"
+if ip link show klchart0 >/dev/null 2>&1; then fail "the bridge klchart0 is left"; fi
 echo "PASS the whole stack from the chart alone on simulated nodes ($((SECONDS - t0)) s)"

@@ -54,13 +54,14 @@ kl_start_kubesim() {
 
 # kl_start_nodes CLUSTER BRIDGE SUBNET NODES [FLAGS...]: kubelet-sim with CLUSTER's nodes, their
 # roots under $T/roots, on their own bridge and /24, fast restarts and node status every second;
-# logs to $T/kubelet-sim.log; returns once NODES nodes are Ready.
+# logs to $T/kubelet-sim.log; its pid in KL_NODES_PID; returns once NODES nodes are Ready.
 kl_start_nodes() {
     local cluster=$1 bridge=$2 subnet=$3 n=$4
     shift 4
     "$B/kubelet-sim" --cluster "$cluster" --kubeconfig "$KUBECONFIG" --root-base "$T/roots" \
         --bridge "$bridge" --subnet "$subnet" --backoff-scale 0.01 --node-status-interval 1s \
         "$@" >"$T/kubelet-sim.log" 2>&1 &
-    pids+=($!)
+    KL_NODES_PID=$!
+    pids+=($KL_NODES_PID)
     wait_for 30 "$n Ready nodes" sh -c "[ \$($K get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = $n ]"
 }
