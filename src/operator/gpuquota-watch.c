@@ -16,30 +16,7 @@ int op_gpuquota_configure(struct op_gpuquota *q, const char *const *pools, size_
                           const char *ratio, struct err *e)
 {
     pthread_mutex_init(&q->lock, NULL);
-    if (n_pools > CAP_POOLS_MAX)
-        return err_set(e, -EINVAL, "--gpu-pool: at most %d pools", CAP_POOLS_MAX);
-    for (size_t i = 0; i < n_pools; i++) {
-        int r = cap_pool_def_parse(pools[i], &q->pools[i], e);
-        if (r < 0)
-            return err_prefix(e, "--gpu-pool");
-        q->n_pools = i + 1;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(q->pools[j].name, q->pools[i].name) == 0)
-                return err_set(e, -EINVAL, "--gpu-pool: pool \"%s\" defined twice",
-                               q->pools[i].name);
-    }
-    if (ratio) {
-        char *end = NULL;
-        errno = 0;
-        double v = strtod(ratio, &end);
-        if (errno || end == ratio || *end || !(v > 0) || v > 1e6)
-            return err_set(e, -EINVAL,
-                           "--gpu-quota-overcommit-ratio \"%s\": expected a number above 0 "
-                           "(1.0: quotas may promise what is advertised)",
-                           ratio);
-        q->ratio = v;
-    }
-    return 0;
+    return cap_settings_parse(pools, n_pools, ratio, q->pools, &q->n_pools, &q->ratio, e);
 }
 
 void op_gpuquota_clear(struct op_gpuquota *q)
