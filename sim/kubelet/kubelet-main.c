@@ -35,7 +35,7 @@ struct kubelet_sim {
     const char *gpuop_exe, *sim_image_bin, *nvml_library, *pod_api_server;
     uint64_t status_interval_ms, lease_duration_ms;
     unsigned kubelet_port;
-    bool no_netns;
+    bool no_netns, no_nfd;
     /* from configure */
     struct kl_cluster *cluster;
     char ***gpu_models; /* per node, NULL-terminated; NULL for a CPU node */
@@ -81,6 +81,11 @@ static const struct svc_option kl_options[] = {
      .off = offsetof(struct kubelet_sim, no_netns),
      .help = "no network namespaces (no root needed): every node on 127.0.0.1,\n"
              "node i's kubelet endpoint on --kubelet-port + i"},
+    {.flag = "no-nfd",
+     .kind = SVC_FLAG,
+     .off = offsetof(struct kubelet_sim, no_nfd),
+     .help = "a cluster without Node Feature Discovery: no NFD labels, no nfd-worker\n"
+             "annotation (gpuop node-discovery's case)"},
     {.flag = "kubelet-port",
      .kind = SVC_UINT,
      .min = 1,
@@ -386,6 +391,7 @@ static int kl_run(struct svc *s, struct err *e)
             .lease_duration_s = (unsigned)((k->lease_duration_ms + 999) / 1000),
             .wake_fd = run.wake_fd,
             .api_server = pod_api,
+            .no_nfd = k->no_nfd,
         };
         if ((r = kl_node_start(&nc, &run.nodes[i], e)) < 0) {
             if (!svc_stopped(s))

@@ -131,12 +131,8 @@ static void status_cleanup(void *state)
 static int status_run(struct svc *s, struct err *e)
 {
     struct status *st = svc_state(s);
-    struct kube_options ko = {.kubeconfig = st->kubeconfig,
-                              .context = st->context,
-                              .stop = svc_stop(s),
-                              .call_timeout_ms = 30000};
     _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
-    int r = kube_client_new(&ko, &kc, e);
+    int r = kube_client_open(KUBE_CALLER_COMMAND, st->kubeconfig, st->context, svc_stop(s), &kc, e);
     if (r < 0)
         return r;
     _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL,
