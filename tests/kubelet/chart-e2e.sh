@@ -97,7 +97,7 @@ echo "ok: the whole stack from the chart: ClusterPolicy ready $((SECONDS - t0)) 
 sim_procs() { # processes kubelet-sim runs for this test's pods
     local n=0 p
     for p in /proc/[0-9]*; do
-        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "GPUOP_SIM_ROOT=$T/roots/.*" && n=$((n + 1))
+        { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qx "GPUOP_SIM_ROOT=$T/roots/.*" && n=$((n + 1))
     done
     echo $n
 }

@@ -17,7 +17,7 @@ B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 . "$S/tests/kubelet/lib.sh"
 kl_start_kubesim 198.18.255.2 --load "$S/deploy/rbac/operator.yaml"
-kl_start_nodes "$S/sim/clusters/mixed.yaml" klop0 198.18.201.0/24 5
+kl_start_nodes "$S/sim/clusters/mixed.yaml" klop0 198.18.202.0/24 5
 echo "ok: 5 nodes registered by kubelet-sim"
 
 k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
