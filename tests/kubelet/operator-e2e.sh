@@ -11,7 +11,9 @@
 # with its own error. Then two faults at once: a lost GPU (allocatable, the node status
 # exporter's mismatch gauge, the ClusterPolicy's GPUCountMismatch naming the node) and a driver
 # that fails to build (its validator held in Init, the reason in its log and an Event, the other
-# nodes' validators still Ready). As root (namespaces per node); skipped otherwise.
+# nodes' validators still Ready). GPU quotas meet the advertised GPUs: a namespace's quota pinned
+# to the H100 pool is balanced, then short once that pool loses a node to the lost GPU
+# (gpuop status and GPUPoolBelowQuota). As root (namespaces per node); skipped otherwise.
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -108,6 +110,33 @@ wait_for 90 "the CUDA sample completes" done_ok
 grep -q "Test PASSED" <<<"$(k logs cuda-vectoradd 2>&1)" || fail "the CUDA sample's log: $(k logs cuda-vectoradd 2>&1 | tail -n 3)"
 echo "ok: a GPU pod completed (Test PASSED)"
 
+# ---- GPU quotas against the GPUs advertised ----------------------------------------------------
+# A training namespace whose pods can land on the H100 pool only (a pod pinned there by its
+# nodeSelector, asking more GPUs than one node has, so it waits unscheduled) and a quota of all 16
+# H100 GPUs: balanced while both DGX nodes advertise theirs; short once dgx-h100-2 loses a GPU
+# below (a node short of its GPUs is left out of its pool's advertised capacity).
+product=$(label dgx-h100-1 nvidia.com/gpu.product)
+[ -n "$product" ] || fail "dgx-h100-1 has no nvidia.com/gpu.product label"
+k create namespace training >/dev/null && k -n training create quota gpus --hard=requests.nvidia.com/gpu=16 >/dev/null ||
+    fail "create the training namespace and its GPU quota"
+k apply -f - >/dev/null <<EOF || fail "create the training pod"
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: training}
+spec:
+  nodeSelector: {nvidia.com/gpu.product: $product}
+  containers:
+  - name: main
+    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+    resources: {requests: {nvidia.com/gpu: "9"}, limits: {nvidia.com/gpu: "9"}}
+EOF
+pool_json() { "$B/gpuop" status -o json | jq -c --arg p "$product" '.capacity.pools[] | select(.name == $p) | .resources[] | select(.name == "nvidia.com/gpu")'; }
+balanced() { pool_json | jq -e '.advertised == 16 and .pinnedQuota == 16 and (.short | not)' >/dev/null; }
+wait_for 30 "the H100 pool balanced in gpuop status" balanced
+[ -z "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="GPUPoolBelowQuota")].status}')" ] ||
+    fail "GPUPoolBelowQuota while balanced"
+echo "ok: GPU quotas: training's 16 pinned to the H100 pool, which advertises 16: $(pool_json)"
+
 # ---- faults on two nodes at once ---------------------------------------------------------------
 # dgx-h100-2 loses a GPU: the device plugin stops advertising it, the node status exporter's
 # mismatch gauge turns 1 after its grace, and the ClusterPolicy names the node.
@@ -128,6 +157,13 @@ cond() { k get clusterpolicy cluster-policy -o jsonpath="{.status.conditions[?(@
 names_node() { cond GPUCountMismatch message | grep -q "^dgx-h100-2: 8 GPUs"; }
 wait_for 30 "GPUCountMismatch naming dgx-h100-2" names_node
 echo "ok: a lost GPU: allocatable 7, the mismatch gauge 1, GPUCountMismatch: $(cond GPUCountMismatch message)"
+short() { pool_json | jq -e '.short and .pinnedQuota == 16 and .advertised < 16' >/dev/null; }
+wait_for 30 "the H100 pool short in gpuop status" short
+below() { [ "$(cond GPUPoolBelowQuota status)" = True ] && cond GPUPoolBelowQuota message | grep -q "namespaces: training"; }
+wait_for 30 "GPUPoolBelowQuota naming training" below
+st=$("$B/gpuop" status)
+grep -q "short: 16 pinned by quotas (training)" <<<"$st" || fail "gpuop status text: no short pool: $st"
+echo "ok: the pool short of its quotas: $(cond GPUPoolBelowQuota message)"
 
 build_failed() {
     local p
