@@ -14,6 +14,7 @@
 #define LABEL_MIG_STATE     "nvidia.com/mig.config.state"
 #define LABEL_MIG_STRATEGY  "nvidia.com/mig.strategy"
 #define LABEL_GPU_COUNT     "nvidia.com/gpu.count"
+#define LABEL_DRIVER_OWNER  "nvidia.com/gpu-operator.driver.owner" /* NVIDIADriver pools */
 #define LABEL_OS_ID         "feature.node.kubernetes.io/system-os_release.ID"
 #define LABEL_OS_VERSION    "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 
@@ -91,6 +92,12 @@ static bool labels_match(const json_t *labels, const json_t *selector)
 void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n)
 {
     json_t *labels = kobj_labels(node);
+    /* the operator's choice, where it made one (a node two NVIDIADrivers select has none) */
+    const char *owner = kobj_str(labels, LABEL_DRIVER_OWNER);
+    if (owner && owner[0]) {
+        snprintf(buf, n, "nvidiadriver/%s", owner);
+        return;
+    }
     size_t i;
     json_t *d;
     json_array_foreach (drivers, i, d) {

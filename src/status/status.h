@@ -81,8 +81,9 @@ json_t *st_capacity_model(const struct st_objects *in);
  * {"manager","operation","time"}, or NULL when it has none. A new reference. */
 json_t *st_last_change(const json_t *policy);
 
-/* The pool a node belongs to: the NVIDIADriver whose spec.nodeSelector its labels match
- * ("nvidiadriver/<name>"), else its OS ("ubuntu22.04", from NFD's os_release labels), else
+/* The pool a node belongs to: the NVIDIADriver that owns it (NVIDIA's label
+ * nvidia.com/gpu-operator.driver.owner, which the operator sets), else the one whose
+ * spec.nodeSelector its labels match ("nvidiadriver/<name>"), else its OS ("ubuntu22.04", from NFD's os_release labels), else
  * "unknown". buf >= 128 bytes. */
 void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n);
 

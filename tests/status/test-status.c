@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpuop status's core: a fixture cluster (cluster.json: policies, NVIDIA drivers, nodes, events,
- * pods, quotas, the time) to the view model and the text, against golden files (GPUOP_UPDATE_GOLDEN=1 rewrites
- * them); tables for the policy's last change, the pools, the drain, the cut to the terminal's
- * width and the colours. */
+ * pods, quotas, the time) to the view model and the text, against golden files
+ * (GPUOP_UPDATE_GOLDEN=1 rewrites them); tables for the policy's last change, the pools, the drain,
+ * the cut to the terminal's width and the colours. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -215,6 +215,12 @@ static void test_pools(void **state)
     assert_string_equal(buf, "nvidiadriver/a100");
     st_node_pool(json_array_get(f->in.nodes, 4), f->in.drivers, buf, sizeof(buf));
     assert_string_equal(buf, "unknown");
+    /* the operator's owner label decides over selectors and the OS */
+    _cleanup_(json_decrefp) json_t *owned = json_deep_copy(json_array_get(f->in.nodes, 0));
+    json_object_set_new(kobj_ensure_keys(owned, (const char *const[]){"metadata", "labels", NULL}),
+                        "nvidia.com/gpu-operator.driver.owner", json_string("research"));
+    st_node_pool(owned, f->in.drivers, buf, sizeof(buf));
+    assert_string_equal(buf, "nvidiadriver/research");
     _cleanup_(json_decrefp) json_t *pools = st_pools_model(&f->in);
     assert_int_equal(json_array_size(pools), 4);
     json_t *ub = json_array_get(pools, 2);
