@@ -34,7 +34,7 @@ def find(objs, kind, name=None):
 
 def split(rendered, prefix, version, case):
     objs = [d for d in yaml.safe_load_all(open(rendered)) if d]
-    builtin = [o for o in objs if o["kind"] not in ("ClusterPolicy", "PrometheusRule")]
+    builtin = [o for o in objs if o["kind"] not in ("ClusterPolicy", "PrometheusRule", "NVIDIADriver")]
     json.dump(builtin, open(prefix + ".builtin.json", "w"))
     cp = find(objs, "ClusterPolicy")
     if cp:
@@ -42,6 +42,9 @@ def split(rendered, prefix, version, case):
     pr = find(objs, "PrometheusRule")
     if pr:
         yaml.safe_dump(pr["spec"], open(prefix + ".rules.yaml", "w"))
+    nvd = find(objs, "NVIDIADriver")
+    if nvd:
+        yaml.safe_dump(nvd, open(prefix + ".nvidiadriver.yaml", "w"))
 
     image = f"gpuop:{version}"
     dep = find(objs, "Deployment", "gpu-operator")
@@ -122,6 +125,17 @@ def split(rendered, prefix, version, case):
     elif case == "nvidia-defaults":
         check(spec["driver"]["repository"] == "nvcr.io/nvidia", "NVIDIA's driver repository not passed")
         check("podDeletion" in spec["driver"].get("upgradePolicy", {}), "gpuPodDeletion not mapped to podDeletion")
+    if case == "nvidiadriver-crd":
+        check(spec["driver"].get("useNvidiaDriverCRD") is True, "useNvidiaDriverCRD is not true")
+        check(nvd is not None and nvd["metadata"]["name"] == "default", "no default NVIDIADriver")
+        if nvd:
+            ns = nvd["spec"]
+            check(ns.get("default") is True and ns.get("driverType") == "gpu", f"NVIDIADriver spec {ns}")
+            check(ns.get("version") == spec["driver"]["version"] and ns.get("repository") == spec["driver"]["repository"],
+                  "the NVIDIADriver's version or repository is not the values' driver")
+            check("nodeSelector" not in ns, "a default NVIDIADriver with a nodeSelector (the operator refuses it)")
+    else:
+        check(nvd is None, "an NVIDIADriver without driver.nvidiaDriverCRD.enabled")
     if case != "monitoring-on":
         check(pr is None, "a PrometheusRule without monitoring.prometheusRule.enabled")
     for b in bad:

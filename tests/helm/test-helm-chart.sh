@@ -59,6 +59,10 @@ for c in "${cases[@]}"; do
             { cat "$T/$name.render"; echo "FAIL $name: the operator rejects the chart's ClusterPolicy"; rc=1; cp_ok=; }
         python3 "$S/tests/helm/chart-check.py" prune "$T/$name.clusterpolicy.yaml" "$S/deploy/crds/nvidia.com_clusterpolicies.yaml" || { rc=1; cp_ok=; }
     fi
+    if [ -f "$T/$name.nvidiadriver.yaml" ]; then
+        python3 "$S/tests/helm/chart-check.py" prune "$T/$name.nvidiadriver.yaml" "$S/deploy/crds/nvidia.com_nvidiadrivers.yaml" || rc=1
+        cp_ok+=", NVIDIADriver default"
+    fi
     if [ -f "$T/$name.rules.yaml" ]; then
         promtool check rules "$T/$name.rules.yaml" >/dev/null || { echo "FAIL $name: PrometheusRule groups"; rc=1; }
     fi
