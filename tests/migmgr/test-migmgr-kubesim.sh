@@ -10,6 +10,8 @@
 #  - an unknown config name, a profile the GPUs lack, a malformed config file: failed with the
 #    reason (annotation and Event), the old layout kept, the operands restored;
 #  - a fault injected into the simulated driver midway: failed, the old layout back;
+#  - a MIG mode change the driver can only finish with a GPU reset: state rebooting with the
+#    reason, operands restored, the change kept; after the reset, the layout and success;
 #  - killed (SIGKILL) after each step of the protocol and run again: the node ends with the
 #    requested layout, state success, no operand left paused.
 # $1: "protocol" (the change, the budget, the refusals) or "kill" (the kills), one meson test each.
@@ -160,8 +162,38 @@ cp "$T/good.yaml" "$CFG"
 refused all-7g.80gb 'GPU 5.*nvmlDeviceCreateGpuInstance'
 grep -q "apply failed; restoring the previous layout" "$LOG" || fail "no rollback"
 events | grep -q 'the previous layout is back' || fail "no Event naming the rollback"
-mm_stop
 echo "ok refusals: unknown name, missing profile, malformed file, fault midway (${SECONDS}s)"
+
+# ---- a MIG mode change that needs a GPU reset: rebooting, finished after the reset ---------------
+configure all-disabled
+wait_for 30 "state success for all-disabled" state_is success
+"$B/gpuop" sim inject mig-reset-required --gpu 3
+"$B/gpuop" sim inject mig-reset-required --gpu 6
+configure all-1g.10gb
+wait_for 30 "state rebooting" state_is rebooting
+reason=$(ann gpuop.dev/mig-manager.reason)
+grep -q 'the MIG mode of GPU 3 (MIG enabled), GPU 6 (MIG enabled) waits for a GPU reset' <<<"$reason" ||
+    fail "the rebooting reason: $reason"
+[ "$(ann gpuop.dev/mig-manager.progress)" = all-1g.10gb ] || fail "the change is not kept in progress"
+labels_restored || fail "operands left paused while rebooting"
+show=$("$B/gpuop" sim show)
+grep -q "MIG mode change pending: enabled after a GPU reset" <<<"$show" || fail "no pending mode: $show"
+layout_is all-1g.10gb && fail "all-1g.10gb laid out before the reset"
+layout_is all-disabled && fail "no GPU's mode was set before the reset"
+sleep 1 # polls while rebooting change nothing and record no second Event
+state_is rebooting || fail "state left rebooting before the reset"
+n=$(events | grep -c '"reason": "MIGRebootRequired"')
+[ "$n" = 1 ] || fail "$n MIGRebootRequired Events"
+echo "ok a mode change needing a reset: state rebooting, reason \"$reason\""
+"$B/gpuop" sim gpu-reset --gpu 3
+"$B/gpuop" sim gpu-reset --gpu 6
+wait_for 30 "state success after the reset" state_is success
+layout_is all-1g.10gb || fail "the GPUs are not laid out as all-1g.10gb after the reset"
+labels_restored || fail "labels not restored after the reset"
+[ -z "$(ann gpuop.dev/mig-manager.progress)" ] || fail "progress annotation left after the reset"
+events | grep -q 'MIG layout changed from all-disabled to all-1g.10gb' || fail "no Event after the reset"
+mm_stop
+echo "ok after the GPU reset: all-1g.10gb, state success (${SECONDS}s)"
 exit 0
 fi
 

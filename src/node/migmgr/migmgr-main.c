@@ -200,9 +200,11 @@ struct view {
     struct mp_spec *spec;
     struct mp_node *gpus;
     struct mp_plan *plan;
-    struct err why; /* config_error's reason */
+    struct err why;       /* config_error's reason */
+    struct err reset_why; /* reset_pending's: the GPUs waiting for a reset */
     bool config_error;
     bool matches;
+    bool reset_pending;
 };
 
 static void view_clear(struct view *v)
@@ -240,6 +242,8 @@ static int view_read(struct migmgr *m, const char *want, struct view *v, struct 
     }
     struct err ignored = {0};
     v->matches = mp_plan_matches(v->plan, v->gpus->gpus, v->gpus->n_gpus, false, &ignored) == 0;
+    v->reset_pending =
+        mp_plan_reset_pending(v->plan, v->gpus->gpus, v->gpus->n_gpus, &v->reset_why) > 0;
     return 0;
 }
 
@@ -290,6 +294,32 @@ static int finish(struct migmgr *m, const char *want, const char *evicted, struc
         _cleanup_free_ char *msg = xasprintf("MIG layout changed from %s to %s; pods evicted: %s",
                                              from, want, evicted && evicted[0] ? evicted : "none");
         event(m, "Normal", "MIGConfigApplied", msg);
+    }
+    return 0;
+}
+
+/* A MIG mode change the driver could only finish with a GPU reset: state rebooting with the
+ * reason, the operands restored (the GPUs serve their current layout until the reset), the change
+ * kept in progress so that after the reboot it is finished. */
+static int await_reset(struct migmgr *m, const char *want, const struct err *why, struct err *e)
+{
+    bool first = !streq_ptr(kobj_label(m->node_obj, MM_LABEL_STATE), "rebooting");
+    json_t *labels = restore_labels(m, e);
+    if (!labels)
+        return -EINVAL;
+    json_object_set_new(labels, MM_LABEL_STATE, json_string("rebooting"));
+    json_t *ann = json_pack("{s:s,s:s,s:n}", MM_ANN_PROGRESS, want, MM_ANN_REASON, err_msg(why),
+                            MM_ANN_FAILED);
+    int r = node_patch(m, labels, ann, e);
+    if (r < 0)
+        return r;
+    log_warn(COMPONENT, "MIG mode change waits for a GPU reset; state rebooting",
+             "config=%s reason=\"%s\"", want, err_msg(why));
+    if (first) {
+        _cleanup_free_ char *msg =
+            xasprintf("%s=%s needs a reboot: %s; the GPUs keep their current layout until then",
+                      MM_LABEL_CONFIG, want, err_msg(why));
+        event(m, "Warning", "MIGRebootRequired", msg);
     }
     return 0;
 }
@@ -374,7 +404,20 @@ static int change(struct migmgr *m, const char *want, struct view *v, struct err
         return r;
     struct mp_apply_result res = {0};
     struct err why = {0};
-    if (mp_apply(m->lib, v->gpus, v->plan, false, &res, &why) < 0) {
+    /* Every GPU's MIG mode first: a mode the driver can only set with a GPU reset stops the
+     * change there, before any instance is touched. */
+    r = mp_apply(m->lib, v->gpus, v->plan, MP_APPLY_MODES_FIRST, &res, &why);
+    if (r == 0 && res.reset_required) {
+        _cleanup_(mp_node_freep) struct mp_node *now = NULL;
+        if ((r = mp_node_read(m->lib, &now, e)) < 0)
+            return r;
+        struct err reset_why = {0};
+        if (mp_plan_reset_pending(v->plan, now->gpus, now->n_gpus, &reset_why) > 0)
+            return await_reset(m, want, &reset_why, e);
+        /* reset in between: the next poll finds the modes set and finishes the change */
+        return 0;
+    }
+    if (r < 0) {
         log_error(COMPONENT, "apply failed", "config=%s rolled_back=%s error=\"%s\"", want,
                   res.rolled_back ? "true" : "false", err_msg(&why));
         if ((r = conclude(m, "failed", want, err_msg(&why), e)) < 0)
@@ -408,7 +451,8 @@ static int reconcile(struct migmgr *m, struct err *e)
                           .failed = kobj_annotation(m->node_obj, MM_ANN_FAILED),
                           .paused = nodeops_labels_paused(kobj_labels(m->node_obj), &mm_pause),
                           .config_error = v.config_error,
-                          .matches = v.matches};
+                          .matches = v.matches,
+                          .reset_pending = v.reset_pending};
     enum mm_action a = mm_decide(&in);
     log_debug(COMPONENT, "decided", "config=%s action=%s", want_copy ? want_copy : "",
               mm_action_name(a));
@@ -427,6 +471,9 @@ static int reconcile(struct migmgr *m, struct err *e)
         break;
     case MM_CHANGE:
         r = change(m, want_copy, &v, e);
+        break;
+    case MM_AWAIT_RESET:
+        r = await_reset(m, want_copy, &v.reset_why, e);
         break;
     }
     view_clear(&v);
