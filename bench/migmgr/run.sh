@@ -50,7 +50,8 @@ K="kubectl --request-timeout=10s"
 N=dgx-h100-1
 for _ in $(seq 50); do $K get node $N >/dev/null 2>&1 && break; sleep 0.2; done
 "$gpuop" --log-level error mig-parted apply -f "$cfg" -c all-disabled
-NODE_NAME=$N CONFIG_FILE=$cfg MIG_MANAGER_INTERVAL=200ms "$gpuop" --log-level warn mig-manager \
+mkdir -p "$tmp/host"
+NODE_NAME=$N CONFIG_FILE=$cfg HOST_ROOT=$tmp/host MIG_MANAGER_INTERVAL=200ms "$gpuop" --log-level warn mig-manager \
     >"$tmp/mm.log" 2>&1 &
 mm=$!
 pids+=($mm)

@@ -3,7 +3,8 @@
 # `gpuop mig-manager` against kubesim, on the simulated DGX H100 (sim/nvml), as the MIG manager
 # DaemonSet's ServiceAccount under the RBAC deploy/operands/mig-manager.yaml ships:
 #  - nvidia.com/mig.config=all-1g.10gb ends in mig.config.state=success, the GPUs laid out so
-#    (gpuop mig-parted assert), the operands paused and back (false kept), an Event;
+#    (gpuop mig-parted assert), the CDI spec written again before the operands are back (false
+#    kept), an Event;
 #  - a GPU pod under a PodDisruptionBudget that forbids its eviction: state stays pending with the
 #    budget's reason, the GPUs untouched, until the budget allows; then success and the Event
 #    names the evicted pod;
@@ -56,8 +57,14 @@ awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/kind: DaemonSet/' "$S/deploy/operands/
     sed 's/\${NAMESPACE}/gpu-operator/g' | $K apply -f - >/dev/null
 sa_kubeconfig "$T/mm.kubeconfig" gpu-operator nvidia-mig-manager
 
+# The host root: a fake driver root at / (the fleet's driver version) and a CDI spec the toolkit
+# would have written, which the MIG manager writes again after each change.
+HOST=$T/host
+sh "$S/tests/toolkit/fake-driver-root.sh" "$HOST" 570.86.15
+mkdir -p "$HOST/var/run/cdi"
+echo "# the toolkit's spec, before any change" >"$HOST/var/run/cdi/nvidia.yaml"
 MM_ENV=(NODE_NAME=$N KUBECONFIG="$T/mm.kubeconfig" POD_NAMESPACE=gpu-operator CONFIG_FILE="$CFG"
-        MIG_MANAGER_INTERVAL=300ms OPERAND_WAIT_TIMEOUT=20s)
+        MIG_MANAGER_INTERVAL=300ms OPERAND_WAIT_TIMEOUT=20s HOST_ROOT="$HOST")
 mm_start() { # LOG: the MIG manager in the background; sets MM
     env "${MM_ENV[@]}" "$B/gpuop" mig-manager >>"$1" 2>&1 &
     MM=$!
@@ -99,8 +106,15 @@ labels_restored || fail "labels not restored"
 [ -z "$(ann gpuop.dev/mig-manager.progress)" ] || fail "progress annotation left"
 events | grep -q 'MIG layout changed from (none) to all-1g.10gb; pods evicted: none' ||
     fail "no MIGConfigApplied Event"
+# the CDI spec written again before the operands came back: every MIG device by UUID
+grep -q "CDI spec regenerated path=/var/run/cdi/nvidia.yaml" "$LOG" || fail "the CDI spec was not regenerated"
+n=$(grep -c -- '- name: MIG-' "$HOST/var/run/cdi/nvidia.yaml")
+[ "$n" = 56 ] || fail "the regenerated CDI spec has $n MIG devices, not 56"
+cdi_line=$(grep -n "CDI spec regenerated" "$LOG" | head -n1 | cut -d: -f1)
+fin_line=$(grep -n "MIG config applied" "$LOG" | head -n1 | cut -d: -f1)
+[ "$cdi_line" -lt "$fin_line" ] || fail "the CDI spec was written after the operands were restored"
 wait_for 10 "the operand comes back" ds_pod_on_node
-echo "ok a change: all-1g.10gb (${SECONDS}s)"
+echo "ok a change: all-1g.10gb, the CDI spec regenerated with $n MIG devices (${SECONDS}s)"
 
 # ---- a disruption budget holds the change ---------------------------------------------------------
 $K apply -f - >/dev/null <<YAML

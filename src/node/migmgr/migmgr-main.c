@@ -15,17 +15,20 @@
 #include "kube.h"
 #include "migmgr.h"
 #include "migparted.h"
+#include "nvcdi.h"
 #include "svc.h"
 
 #define COMPONENT "mig-manager"
 
 struct migmgr {
     const char *node, *kubeconfig, *config_file, *event_ns, *kill_after;
+    const char *host_root, *cdi_spec;
     uint64_t interval_ms, operand_wait_ms, eviction_timeout_ms;
 
     struct svc *svc;
     struct kube_client *kc;
     struct gpu_lib *lib;
+    struct nvcdi_gen *cdi;
     json_t *node_obj;
     bool blocked_reported;
 };
@@ -88,6 +91,19 @@ static const struct svc_option mm_options[] = {
      .metavar = "DUR",
      .help = "how long evictions may wait on disruption budgets; 0s: as long as it takes,\n"
              "the state staying pending with the reason (0s)"},
+    {.flag = "host-root",
+     .env = "HOST_ROOT",
+     .kind = SVC_STRING,
+     .off = O(host_root),
+     .metavar = "DIR",
+     .help = "where the host's / is seen, for the CDI spec and the driver root (/)"},
+    {.flag = "cdi-spec",
+     .env = "CDI_SPEC",
+     .kind = SVC_STRING,
+     .off = O(cdi_spec),
+     .metavar = "PATH",
+     .help = "the host's CDI spec the toolkit writes, written again after each change when it\n"
+             "is there (" NVCDI_CDI_SPEC ")"},
     {.env = "POD_NAMESPACE",
      .kind = SVC_STRING,
      .off = O(event_ns),
@@ -107,6 +123,8 @@ static void mm_defaults(void *state)
     m->config_file = "/mig-parted-config/config.yaml";
     m->interval_ms = 2000;
     m->operand_wait_ms = 5 * 60 * 1000;
+    m->host_root = "/";
+    m->cdi_spec = NVCDI_CDI_SPEC;
 }
 
 static int mm_configure(struct svc *s, struct err *e)
@@ -122,6 +140,7 @@ static void mm_cleanup(void *state)
     struct migmgr *m = state;
     json_decref(m->node_obj);
     kube_client_free(m->kc);
+    nvcdi_gen_free(m->cdi);
     gpu_lib_free(m->lib);
 }
 
@@ -280,11 +299,44 @@ static int refuse(struct migmgr *m, const char *want, const struct err *why, str
     return 0;
 }
 
+/* The node's CDI spec for the new layout, before the operands come back (its MIG devices are
+ * what the device plugin will hand out), where the toolkit keeps one. A failure is logged: the
+ * toolkit writes it again within its interval. */
+static void cdi_regenerate(struct migmgr *m)
+{
+    _cleanup_free_ char *path = nvcdi_host_path(m->host_root, "/", m->cdi_spec);
+    if (access(path, F_OK) < 0) {
+        log_debug(COMPONENT, "no CDI spec to regenerate", "path=%s", path);
+        return;
+    }
+    struct err e = {0};
+    _cleanup_free_ char *spec = NULL, *old = NULL;
+    size_t old_len = 0;
+    int r = nvcdi_gen_spec(m->cdi, &spec, NULL, 0, &e);
+    if (r == 0 && file_read_all(path, NVCDI_SPEC_MAX, &old, &old_len, &e) == 0 &&
+        old_len == strlen(spec) && memcmp(old, spec, old_len) == 0) {
+        log_info(COMPONENT, "CDI spec already current", "path=%s", m->cdi_spec);
+        return;
+    }
+    err_clear(&e);
+    if (r == 0)
+        r = file_write_atomic(path, spec, strlen(spec), 0644, &e);
+    if (r < 0) {
+        log_warn(COMPONENT, "CDI spec not regenerated; the toolkit will", "path=%s error=\"%s\"",
+                 m->cdi_spec, err_msg(&e));
+        return;
+    }
+    log_info(COMPONENT, "CDI spec regenerated", "path=%s driver_root=%s", m->cdi_spec,
+             nvcdi_gen_driver_root(m->cdi));
+}
+
 static int finish(struct migmgr *m, const char *want, const char *evicted, struct err *e)
 {
     const char *before = kobj_annotation(m->node_obj, MM_ANN_APPLIED);
     _cleanup_free_ char *from = xstrdup(before ? before : "(none)");
     bool changed = kobj_annotation(m->node_obj, MM_ANN_PROGRESS) != NULL;
+    if (changed)
+        cdi_regenerate(m);
     int r = conclude(m, "success", want, NULL, e);
     if (r < 0)
         return r;
@@ -490,6 +542,9 @@ static int mm_run(struct svc *s, struct err *e)
         return r;
     if ((r = gpu_lib_open(NULL, &m->lib, e)) < 0)
         return r;
+    struct nvcdi_gen_options go = {
+        .host_root = m->host_root, .lib = m->lib, .spec_path = m->cdi_spec};
+    m->cdi = nvcdi_gen_new(&go);
     log_info(COMPONENT, "watching", "node=%s label=%s config_file=%s", m->node, MM_LABEL_CONFIG,
              m->config_file);
     while (!svc_stopped(s)) {
@@ -510,7 +565,8 @@ const struct svc_component migmgr_component = {
              "paused (nvidia.com/gpu.deploy.*=paused-for-mig-change, \"false\" kept) and their\n"
              "pods gone, the GPU pods evicted through the Eviction API (PodDisruptionBudgets\n"
              "hold; the reason is in the gpuop.dev/mig-manager.reason annotation), the layout\n"
-             "applied (a failure rolls every GPU back), the operands restored, then\n"
+             "applied (a failure rolls every GPU back), the CDI spec written again, the\n"
+             "operands restored, then\n"
              "state=success or failed with the reason, and an Event. docs/mig-manager.md.\n",
     .options = {mm_options},
     .epilogue = "Also read: GPUOP_NVML_LIBRARY (default libnvidia-ml.so.1).\n"
