@@ -566,8 +566,10 @@ const struct svc_component migmgr_component = {
              "pods gone, the GPU pods evicted through the Eviction API (PodDisruptionBudgets\n"
              "hold; the reason is in the gpuop.dev/mig-manager.reason annotation), the layout\n"
              "applied (a failure rolls every GPU back), the CDI spec written again, the\n"
-             "operands restored, then\n"
-             "state=success or failed with the reason, and an Event. docs/mig-manager.md.\n",
+             "operands restored, then state=success or failed with the reason, and an Event.\n"
+             "A MIG mode change the driver can only finish with a GPU reset ends in\n"
+             "state=rebooting (operands restored); after the reset the change is finished.\n"
+             "docs/mig-manager.md.\n",
     .options = {mm_options},
     .epilogue = "Also read: GPUOP_NVML_LIBRARY (default libnvidia-ml.so.1).\n"
                 "Exit: 0 stopped; 1 a failure to start (API server, NVML); 2 bad input.\n",
