@@ -3,8 +3,10 @@
 #  - `gpuop mig-parted apply -c all-balanced` wall time (NVIDIA's default ConfigMap), from MIG
 #    disabled (mode change + 32 instances) and from all-1g.10gb (56 instances destroyed, 32
 #    created); ROUNDS runs each, median and max;
-#  - `gpuop mig-manager` resident memory (VmRSS, VmHWM) after it applied all-balanced then
-#    all-1g.10gb on that node against kubesim, target < 8 MiB.
+#  - `gpuop mig-manager` memory after it applied all-balanced then all-1g.10gb on that node
+#    against kubesim, target < 8 MiB: VmRSS and VmHWM; PSS (shared pages divided among the
+#    processes mapping them) and the private part (/proc/PID/smaps_rollup), which a second
+#    process of the same image would not share; the largest mappings (/proc/PID/smaps).
 # Prints a Markdown section for bench/RESULTS.md. BUILD=build default.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,7 +52,8 @@ K="kubectl --request-timeout=10s"
 N=dgx-h100-1
 for _ in $(seq 50); do $K get node $N >/dev/null 2>&1 && break; sleep 0.2; done
 "$gpuop" --log-level error mig-parted apply -f "$cfg" -c all-disabled
-NODE_NAME=$N CONFIG_FILE=$cfg MIG_MANAGER_INTERVAL=200ms "$gpuop" --log-level warn mig-manager \
+mkdir -p "$tmp/host"
+NODE_NAME=$N CONFIG_FILE=$cfg HOST_ROOT=$tmp/host MIG_MANAGER_INTERVAL=200ms "$gpuop" --log-level warn mig-manager \
     >"$tmp/mm.log" 2>&1 &
 mm=$!
 pids+=($mm)
@@ -68,6 +71,14 @@ hwm=$(awk '/^VmHWM/ {print $2}' /proc/$mm/status)
 anon=$(awk '/^RssAnon/ {print $2}' /proc/$mm/status)
 file=$(awk '/^RssFile/ {print $2}' /proc/$mm/status)
 mib() { echo "$(($1 / 1024)).$((($1 % 1024) * 10 / 1024))"; }
+pss=$(awk '/^Pss:/ {print $2}' /proc/$mm/smaps_rollup)
+priv=$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s}' /proc/$mm/smaps_rollup)
+threads=$(awk '/^Threads/ {print $2}' /proc/$mm/status)
+# RSS per mapped file (or [heap], [stack], [anon]), the largest first
+top=$(awk '/^[0-9a-f]+-[0-9a-f]+ / {name = NF >= 6 ? $6 : "[anon]"; sub(/.*\//, "", name)}
+           /^Rss:/ {rss[name] += $2} END {for (n in rss) print rss[n], n}' /proc/$mm/smaps |
+      sort -rn | head -n 8 | awk '{printf "%s%s %.1f", (NR > 1 ? ", " : ""), $2, $1 / 1024}')
+nlibs=$(awk '/^[0-9a-f]+-[0-9a-f]+ / && $6 ~ /\.so/ {print $6}' /proc/$mm/smaps | sort -u | wc -l)
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 echo "## MIG: mig-parted apply and mig-manager ($(date -u +%F), $(nproc) CPUs, $cpu, $(uname -r))"
@@ -80,6 +91,9 @@ echo "| \`mig-parted apply -c all-balanced\` from MIG disabled (8 mode changes, 
 echo "| \`mig-parted apply -c all-balanced\` from all-1g.10gb (56 destroyed, 32 created), median / max | $from_1g | |"
 echo "| mig-manager: label to success for all-balanced then all-1g.10gb (kubesim, 200 ms polls) | $(((t1 - t0) / 1000000)) ms | |"
 echo "| mig-manager RSS / peak after both changes | $(mib $rss) / $(mib $hwm) MiB | < 8 MiB |"
-echo "| of which anonymous (heap, stacks) / file-backed (the binary, libcurl's tree, the simulated driver) | $(mib $anon) / $(mib $file) MiB | |"
+echo "| of which anonymous (heap, stacks, libraries' data) / file-backed (the binary, $nlibs shared libraries) | $(mib $anon) / $(mib $file) MiB | |"
+echo "| PSS / private (not shared with another process) | $(mib $pss) / $(mib $priv) MiB | |"
+echo "| threads | $threads | |"
+echo "| largest mappings, RSS MiB | $top | |"
 echo
 echo "Rerun: \`ninja -C build && BUILD=build bench/migmgr/run.sh\` (\`ROUNDS=N\`)."

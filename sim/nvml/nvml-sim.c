@@ -1309,6 +1309,7 @@ struct mig_op {
     enum mig_op_kind kind;
     unsigned gpu, profile, start, gi, ci;
     bool enable;
+    bool pending; /* OP_SET_MODE: the change waits for a GPU reset */
     unsigned ret_id;
     bool fault; /* an injected fault fired (the state is written with it spent) */
 };
@@ -1324,7 +1325,7 @@ static int mig_apply(struct sim_update *u, struct sim_state *st, void *arg, stru
         return NVML_ERROR_GPU_IS_LOST;
     switch (op->kind) {
     case OP_SET_MODE:
-        return sim_mig_set_mode(spec, g, op->enable);
+        return sim_mig_set_mode(spec, g, op->enable, &op->pending);
     case OP_GI_CREATE:
         if (g->mig_fail_in > 0 && --g->mig_fail_in == 0) {
             op->fault = true;
@@ -1364,7 +1365,9 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!d.spec->mig_capable)
         return NVML_ERROR_NOT_SUPPORTED;
-    *currentMode = *pendingMode = d.st->mig_mode ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *currentMode = d.st->mig_mode ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = d.st->mig_mode != d.st->mig_change_pending ? NVML_DEVICE_MIG_ENABLE
+                                                              : NVML_DEVICE_MIG_DISABLE;
     return NVML_SUCCESS;
 }
 
@@ -1384,7 +1387,7 @@ nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
         .kind = OP_SET_MODE, .gpu = d.gpu, .enable = mode == NVML_DEVICE_MIG_ENABLE};
     r = mig_run(&op);
     if (r == NVML_SUCCESS)
-        *activationStatus = NVML_SUCCESS;
+        *activationStatus = op.pending ? NVML_ERROR_RESET_REQUIRED : NVML_SUCCESS;
     return r;
 }
 

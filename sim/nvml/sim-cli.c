@@ -11,7 +11,7 @@
 #include "svc.h"
 
 struct inject {
-    enum { INJ_XID, INJ_LOST, INJ_ECC, INJ_MIG_FAIL } kind;
+    enum { INJ_XID, INJ_LOST, INJ_ECC, INJ_MIG_FAIL, INJ_MIG_RESET, GPU_RESET } kind;
     unsigned gpu, code, gi, ci, dbe, sbe, after;
     const struct sim_fleet *fleet;
 };
@@ -74,6 +74,18 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
             return err_set(e, -EOPNOTSUPP, "--gpu %u: not MIG capable", in->gpu);
         g->mig_fail_in = in->after + 1;
         return 0;
+    case INJ_MIG_RESET:
+        if (!in->fleet->gpus[in->gpu].mig_capable)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: not MIG capable", in->gpu);
+        g->mig_reset_required = true;
+        return 0;
+    case GPU_RESET: {
+        struct sim_proc procs[SIM_MAX_PROCS];
+        if (sim_procs_live(st, in->gpu, procs, ARRAY_SIZE(procs)) > 0)
+            return err_set(e, -EBUSY, "--gpu %u: processes run on it (NVML_ERROR_IN_USE)", in->gpu);
+        sim_mig_reset(g);
+        return 0;
+    }
     }
     return -EINVAL;
 }
@@ -156,8 +168,14 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
         in->kind = INJ_ECC;
     else if (strcmp(what, "mig-fail") == 0)
         in->kind = INJ_MIG_FAIL;
+    else if (strcmp(what, "mig-reset-required") == 0)
+        in->kind = INJ_MIG_RESET;
+    else if (strcmp(what, "gpu-reset") == 0) /* the command, checked as a fault is */
+        in->kind = GPU_RESET;
     else
-        return err_set(e, -EINVAL, "inject: unknown fault \"%s\" (xid, lost, ecc or mig-fail)",
+        return err_set(e, -EINVAL,
+                       "inject: unknown fault \"%s\" (xid, lost, ecc, mig-fail or "
+                       "mig-reset-required)",
                        what);
     *in = (struct inject){.kind = in->kind,
                           .gpu = c->gpu,
@@ -167,17 +185,18 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
                           .dbe = c->dbe,
                           .sbe = c->sbe == SIM_NO_ID ? 0 : c->sbe,
                           .after = c->after == SIM_NO_ID ? 0 : c->after};
+    const char *pre = in->kind == GPU_RESET ? "" : "inject ";
     if (in->kind != INJ_MIG_FAIL && c->after != SIM_NO_ID)
-        return err_set(e, -EINVAL, "inject %s: --after belongs to inject mig-fail", what);
+        return err_set(e, -EINVAL, "%s%s: --after belongs to inject mig-fail", pre, what);
     if (in->gpu == SIM_NO_ID)
-        return err_set(e, -EINVAL, "inject %s: --gpu is required", what);
+        return err_set(e, -EINVAL, "%s%s: --gpu is required", pre, what);
     if (in->kind == INJ_XID) {
         if (in->code == SIM_NO_ID || in->code == 0)
             return err_set(e, -EINVAL, "inject xid: --code (an XID, 1..65535) is required");
         if (in->ci != SIM_NO_ID && in->gi == SIM_NO_ID)
             return err_set(e, -EINVAL, "inject xid: --ci needs --gi");
     } else if (in->code != SIM_NO_ID || in->gi != SIM_NO_ID || in->ci != SIM_NO_ID) {
-        return err_set(e, -EINVAL, "inject %s: --code, --gi and --ci belong to inject xid", what);
+        return err_set(e, -EINVAL, "%s%s: --code, --gi and --ci belong to inject xid", pre, what);
     }
     if (in->kind == INJ_ECC) {
         if (in->dbe == SIM_NO_ID)
@@ -185,7 +204,7 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
         if (in->dbe == 0 && in->sbe == 0)
             return err_set(e, -EINVAL, "inject ecc: --dbe and --sbe are both 0: nothing to do");
     } else if (in->dbe != SIM_NO_ID || in->sbe) {
-        return err_set(e, -EINVAL, "inject %s: --dbe and --sbe belong to inject ecc", what);
+        return err_set(e, -EINVAL, "%s%s: --dbe and --sbe belong to inject ecc", pre, what);
     }
     if (in->dbe == SIM_NO_ID)
         in->dbe = 0;
@@ -274,6 +293,11 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
         if (gs->mig_fail_in)
             printf("  injected MIG fault: GPU-instance creation %u from now fails\n",
                    gs->mig_fail_in);
+        if (gs->mig_change_pending)
+            printf("  MIG mode change pending: %s after a GPU reset\n",
+                   gs->mig_mode ? "disabled" : "enabled");
+        else if (gs->mig_reset_required)
+            printf("  MIG mode changes wait for a GPU reset\n");
     }
     struct sim_event ev[8];
     size_t n = 0;
@@ -313,12 +337,22 @@ static int sim_configure(struct svc *s, struct err *e)
     if (strcmp(cmd, "inject") == 0) {
         if (n < 2)
             return err_set(e, -EINVAL,
-                           "inject: what? (xid, lost, ecc or mig-fail; see gpuop sim --help)");
+                           "inject: what? (xid, lost, ecc, mig-fail or mig-reset-required; see "
+                           "gpuop sim --help)");
+        if (strcmp(args[1], "gpu-reset") == 0)
+            return err_set(e, -EINVAL, "inject: unknown fault \"gpu-reset\" (a command)");
         struct inject in;
         return inject_check(c, args[1], &in, e);
     }
+    if (strcmp(cmd, "gpu-reset") == 0) {
+        if (n > 1)
+            return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
+        struct inject in;
+        return inject_check(c, cmd, &in, e);
+    }
     if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0)
-        return err_set(e, -EINVAL, "unknown command \"%s\" (inject, reset, show; see --help)", cmd);
+        return err_set(e, -EINVAL,
+                       "unknown command \"%s\" (inject, gpu-reset, reset, show; see --help)", cmd);
     if (n > 1)
         return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
     return 0;
@@ -352,45 +386,53 @@ static int sim_run(struct svc *s, struct err *e)
     }
     if (strcmp(cmd, "show") == 0)
         return cmd_show(f, st) == 0 ? 0 : err_set(e, -EIO, "show failed");
+    const char *what = strcmp(cmd, "gpu-reset") == 0 ? cmd : args[1];
     struct inject in;
-    if ((r = inject_check(c, args[1], &in, e)) < 0)
+    if ((r = inject_check(c, what, &in, e)) < 0)
         return svc_bad_input(s, r);
     in.fleet = f;
     if (in.gpu >= f->n_gpus)
-        return svc_bad_input(s,
-                             err_set(e, -EINVAL, "inject %s: --gpu %u: the fleet %s has %zu GPUs",
-                                     args[1], in.gpu, f->path, f->n_gpus));
+        return svc_bad_input(s, err_set(e, -EINVAL, "%s: --gpu %u: the fleet %s has %zu GPUs", what,
+                                        in.gpu, f->path, f->n_gpus));
     if ((r = sim_store_update(st, inject_apply, &in, e)) != 0)
-        return err_prefix(e, "inject %s", args[1]);
+        return err_prefix(e, "%s", what);
     return 0;
 }
 
 const struct svc_component sim_component = {
     .name = "sim",
-    .usage = "Usage: gpuop sim <command> [flags]\n"
-             "\n"
-             "Drives the simulated GPU fleet (build/libnvidia-ml.so.1): every process that loads\n"
-             "the simulator with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE sees the change.\n"
-             "\n"
-             "Commands:\n"
-             "  inject xid --gpu N --code C [--gi G [--ci C]]\n"
-             "                      deliver an XidCriticalError event with XID C on GPU N (to the\n"
-             "                      GPU instance G / compute instance C of a MIG GPU) to every\n"
-             "                      process waiting in nvmlEventSetWait\n"
-             "  inject lost --gpu N every call on GPU N then fails with NVML_ERROR_GPU_IS_LOST\n"
-             "                      (the other GPUs keep working); also delivers XID 79 (the GPU\n"
-             "                      has fallen off the bus)\n"
-             "  inject ecc --gpu N --dbe K [--sbe K]\n"
-             "                      add K double-bit (and single-bit) ECC errors to GPU N's\n"
-             "                      volatile and aggregate counters (row remapping on Ampere and\n"
-             "                      later, retired pages before) and deliver DoubleBitEccError /\n"
-             "                      SingleBitEccError events\n"
-             "  inject mig-fail --gpu N [--after K]\n"
-             "                      the GPU-instance creation on GPU N after K more successful\n"
-             "                      ones fails with NVML_ERROR_UNKNOWN (once)\n"
-             "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
-             "                      no lost GPUs, zero ECC counters)\n"
-             "  show                print the fleet and its current state\n",
+    .usage =
+        "Usage: gpuop sim <command> [flags]\n"
+        "\n"
+        "Drives the simulated GPU fleet (build/libnvidia-ml.so.1): every process that loads\n"
+        "the simulator with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE sees the change.\n"
+        "\n"
+        "Commands:\n"
+        "  inject xid --gpu N --code C [--gi G [--ci C]]\n"
+        "                      deliver an XidCriticalError event with XID C on GPU N (to the\n"
+        "                      GPU instance G / compute instance C of a MIG GPU) to every\n"
+        "                      process waiting in nvmlEventSetWait\n"
+        "  inject lost --gpu N every call on GPU N then fails with NVML_ERROR_GPU_IS_LOST\n"
+        "                      (the other GPUs keep working); also delivers XID 79 (the GPU\n"
+        "                      has fallen off the bus)\n"
+        "  inject ecc --gpu N --dbe K [--sbe K]\n"
+        "                      add K double-bit (and single-bit) ECC errors to GPU N's\n"
+        "                      volatile and aggregate counters (row remapping on Ampere and\n"
+        "                      later, retired pages before) and deliver DoubleBitEccError /\n"
+        "                      SingleBitEccError events\n"
+        "  inject mig-fail --gpu N [--after K]\n"
+        "                      the GPU-instance creation on GPU N after K more successful\n"
+        "                      ones fails with NVML_ERROR_UNKNOWN (once)\n"
+        "  inject mig-reset-required --gpu N\n"
+        "                      from now on a MIG mode change on GPU N stays pending until the\n"
+        "                      GPU is reset (nvmlDeviceSetMigMode: activation status\n"
+        "                      NVML_ERROR_RESET_REQUIRED; nvmlDeviceGetMigMode: current and\n"
+        "                      pending differ), as where the node cannot reset it live\n"
+        "  gpu-reset --gpu N   reset GPU N (what a reboot does): a pending MIG mode change\n"
+        "                      takes effect; refused while processes run on it\n"
+        "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
+        "                      no lost GPUs, zero ECC counters)\n"
+        "  show                print the fleet and its current state\n",
     .options = {sim_options},
     .epilogue = "Also read by the simulator:\n"
                 "  GPUOP_SIM_CLOCK     freeze the simulated clock at this unix time (seconds)\n",

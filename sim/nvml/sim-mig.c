@@ -231,14 +231,32 @@ static bool gi_fits(const struct sim_gpu_spec *spec, const struct sim_gpu_state 
     return count < p->max_count && used_slices + p->slices <= SIM_COMPUTE_SLICES;
 }
 
-int sim_mig_set_mode(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, bool enable)
+int sim_mig_set_mode(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, bool enable,
+                     bool *ret_pending)
 {
+    *ret_pending = false;
     if (!spec->mig_capable || !spec->mig_table)
         return NVML_ERROR_NOT_SUPPORTED;
     if (!enable && g->n_gi > 0)
         return NVML_ERROR_IN_USE;
+    if (enable == g->mig_mode) {
+        g->mig_change_pending = false; /* setting the current mode cancels a pending change */
+        return NVML_SUCCESS;
+    }
+    if (g->mig_reset_required) {
+        g->mig_change_pending = true;
+        *ret_pending = true;
+        return NVML_SUCCESS;
+    }
     g->mig_mode = enable;
     return NVML_SUCCESS;
+}
+
+void sim_mig_reset(struct sim_gpu_state *g)
+{
+    if (g->mig_change_pending)
+        g->mig_mode = !g->mig_mode;
+    g->mig_change_pending = false;
 }
 
 int sim_mig_gi_create(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, unsigned profile_id,

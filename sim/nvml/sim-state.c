@@ -121,9 +121,13 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
                       (json_int_t)g->remapped_cor, "unc", (json_int_t)g->remapped_unc, "pending",
                       g->remap_pending, "failure", g->remap_failure, "last_xid",
                       (json_int_t)g->last_xid, "instances", gis));
+        json_t *last = json_array_get(gpus, json_array_size(gpus) - 1);
         if (g->mig_fail_in)
-            json_object_set_new(json_array_get(gpus, json_array_size(gpus) - 1), "mig_fail_in",
-                                json_integer(g->mig_fail_in));
+            json_object_set_new(last, "mig_fail_in", json_integer(g->mig_fail_in));
+        if (g->mig_change_pending)
+            json_object_set_new(last, "mig_change_pending", json_true());
+        if (g->mig_reset_required)
+            json_object_set_new(last, "mig_reset_required", json_true());
     }
     json_t *procs = json_array();
     for (size_t i = 0; i < st->n_procs; i++) {
@@ -207,7 +211,9 @@ static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, st
     if ((r = cfg_bool(o, "mig", ctx, false, &g->mig_mode, e)) < 0 ||
         (r = cfg_bool(o, "lost", ctx, false, &g->lost, e)) < 0 ||
         (r = get_u(o, "last_xid", ctx, UINT32_MAX, &g->last_xid, e)) < 0 ||
-        (r = get_u(o, "mig_fail_in", ctx, UINT32_MAX, &g->mig_fail_in, e)) < 0)
+        (r = get_u(o, "mig_fail_in", ctx, UINT32_MAX, &g->mig_fail_in, e)) < 0 ||
+        (r = cfg_bool(o, "mig_change_pending", ctx, false, &g->mig_change_pending, e)) < 0 ||
+        (r = cfg_bool(o, "mig_reset_required", ctx, false, &g->mig_reset_required, e)) < 0)
         return r;
     if ((r = cfg_object(o, "ecc", ctx, false, &x, e)) < 0)
         return r;

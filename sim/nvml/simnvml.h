@@ -138,7 +138,12 @@ struct sim_gi {
 };
 
 struct sim_gpu_state {
-    bool mig_mode; /* current == pending: a mode change takes effect at once (bare metal) */
+    bool mig_mode; /* the current MIG mode */
+    /* A mode change to !mig_mode waits for a GPU reset (`gpuop sim gpu-reset`); only where
+     * mig_reset_required is set (`gpuop sim inject mig-reset-required`): otherwise a change
+     * takes effect at once, as on bare metal with an idle GPU. */
+    bool mig_change_pending;
+    bool mig_reset_required;
     bool lost;
     uint64_t ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg;
     unsigned retired_sbe, retired_dbe;
@@ -178,7 +183,12 @@ struct sim_state {
 void sim_gpu_state_init(const struct sim_gpu_spec *spec, struct sim_gpu_state *g);
 
 /* MIG operations (NVML return codes: 0 success, NVML_ERROR_*). */
-int sim_mig_set_mode(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, bool enable);
+/* Sets the MIG mode; *ret_pending: the change waits for a GPU reset (mig_reset_required). */
+int sim_mig_set_mode(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, bool enable,
+                     bool *ret_pending);
+/* A GPU reset: a pending MIG mode change takes effect. NVML_ERROR_IN_USE while processes run on
+ * the GPU (checked by the caller). */
+void sim_mig_reset(struct sim_gpu_state *g);
 /* placement_start SIM_NO_ID: the driver picks one. */
 int sim_mig_gi_create(const struct sim_gpu_spec *spec, struct sim_gpu_state *g, unsigned profile_id,
                       unsigned placement_start, unsigned *ret_gi_id);

@@ -50,15 +50,23 @@ static bool contains_ci(const char *hay, const char *needle)
     return false;
 }
 
-/* MIG capability as GPU feature discovery reports it, else guessed from the product name. */
-static bool node_mig_capable(const json_t *labels)
+enum mig_capability { MIG_UNKNOWN, MIG_NO, MIG_YES };
+
+/* MIG capability as GPU feature discovery reports it, else guessed from the product name;
+ * unknown when neither label is there: feature discovery paused (by the MIG manager during a
+ * change, by the driver manager) has taken its labels away, which says nothing of the GPUs. */
+static enum mig_capability node_mig_capable(const json_t *labels)
 {
     const char *cap = kobj_str(labels, OP_LABEL_MIG_CAPABLE);
     if (cap)
-        return strcmp(cap, "true") == 0;
+        return strcmp(cap, "true") == 0 ? MIG_YES : MIG_NO;
     const char *product = kobj_str(labels, "nvidia.com/gpu.product");
+    if (!product)
+        return MIG_UNKNOWN;
     return contains_ci(product, "h100") || contains_ci(product, "a100") ||
-           contains_ci(product, "a30") || contains_ci(product, "h200");
+                   contains_ci(product, "a30") || contains_ci(product, "h200")
+               ? MIG_YES
+               : MIG_NO;
 }
 
 static void want(json_t *patch, const json_t *labels, const char *key, const char *value)
@@ -89,14 +97,19 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
             want(patch, labels, op_component_def(c)->deploy_label, NULL);
     } else {
         want(patch, labels, OP_LABEL_GPU_PRESENT, "true");
-        bool mig_capable = node_mig_capable(labels);
+        enum mig_capability mig = node_mig_capable(labels);
+        bool mig_capable = mig == MIG_YES;
         for (int c = 0; c < OP_N_COMPONENTS && p; c++) {
             const struct op_component_def *def = op_component_def(c);
             const char *cur = kobj_str(labels, def->deploy_label);
-            if (operands_off || (def->mig_capable_only && !mig_capable)) {
+            if (operands_off || (def->mig_capable_only && mig == MIG_NO)) {
                 want(patch, labels, def->deploy_label, NULL);
                 continue;
             }
+            /* Unknown: as it is. Removing it would stop the MIG manager in the middle of the
+             * change that paused feature discovery. */
+            if (def->mig_capable_only && mig == MIG_UNKNOWN)
+                continue;
             /* Only fill in: a value others wrote (false, pre-installed, paused-for-...) stands. */
             if (!cur || !*cur)
                 json_object_set_new(patch, def->deploy_label, json_string("true"));

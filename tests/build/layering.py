@@ -25,7 +25,7 @@ LAYERS = {
     'svc': 3,
     # the capacity-and-quota view: over kobj and nodestate, under the operator
     'capacity': 3,
-    'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4,
+    'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4, 'nvcdi': 4,
     'upgrade': 4,  # the driver upgrade planner (pure), below the operator that runs it
     'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
     'validator': 5, 'drivermgr': 5, 'discovery': 5, 'migmgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
@@ -47,7 +47,7 @@ FOLDERS = {
     'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
     'src/status': 'status', 'src/node/doctor': 'doctor',
     'src/node/migparted': 'migparted', 'src/node/nodeops': 'nodeops',
-    'src/node/migmgr': 'migmgr',
+    'src/node/migmgr': 'migmgr', 'src/node/nvcdi': 'nvcdi',
     'src/upgrade': 'upgrade',
 }
 # src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.

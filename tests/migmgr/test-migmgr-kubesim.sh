@@ -3,13 +3,16 @@
 # `gpuop mig-manager` against kubesim, on the simulated DGX H100 (sim/nvml), as the MIG manager
 # DaemonSet's ServiceAccount under the RBAC deploy/operands/mig-manager.yaml ships:
 #  - nvidia.com/mig.config=all-1g.10gb ends in mig.config.state=success, the GPUs laid out so
-#    (gpuop mig-parted assert), the operands paused and back (false kept), an Event;
+#    (gpuop mig-parted assert), the CDI spec written again before the operands are back (false
+#    kept), an Event;
 #  - a GPU pod under a PodDisruptionBudget that forbids its eviction: state stays pending with the
 #    budget's reason, the GPUs untouched, until the budget allows; then success and the Event
 #    names the evicted pod;
 #  - an unknown config name, a profile the GPUs lack, a malformed config file: failed with the
 #    reason (annotation and Event), the old layout kept, the operands restored;
 #  - a fault injected into the simulated driver midway: failed, the old layout back;
+#  - a MIG mode change the driver can only finish with a GPU reset: state rebooting with the
+#    reason, operands restored, the change kept; after the reset, the layout and success;
 #  - killed (SIGKILL) after each step of the protocol and run again: the node ends with the
 #    requested layout, state success, no operand left paused.
 # $1: "protocol" (the change, the budget, the refusals) or "kill" (the kills), one meson test each.
@@ -54,8 +57,14 @@ awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/kind: DaemonSet/' "$S/deploy/operands/
     sed 's/\${NAMESPACE}/gpu-operator/g' | $K apply -f - >/dev/null
 sa_kubeconfig "$T/mm.kubeconfig" gpu-operator nvidia-mig-manager
 
+# The host root: a fake driver root at / (the fleet's driver version) and a CDI spec the toolkit
+# would have written, which the MIG manager writes again after each change.
+HOST=$T/host
+sh "$S/tests/toolkit/fake-driver-root.sh" "$HOST" 570.86.15
+mkdir -p "$HOST/var/run/cdi"
+echo "# the toolkit's spec, before any change" >"$HOST/var/run/cdi/nvidia.yaml"
 MM_ENV=(NODE_NAME=$N KUBECONFIG="$T/mm.kubeconfig" POD_NAMESPACE=gpu-operator CONFIG_FILE="$CFG"
-        MIG_MANAGER_INTERVAL=300ms OPERAND_WAIT_TIMEOUT=20s)
+        MIG_MANAGER_INTERVAL=300ms OPERAND_WAIT_TIMEOUT=20s HOST_ROOT="$HOST")
 mm_start() { # LOG: the MIG manager in the background; sets MM
     env "${MM_ENV[@]}" "$B/gpuop" mig-manager >>"$1" 2>&1 &
     MM=$!
@@ -97,8 +106,15 @@ labels_restored || fail "labels not restored"
 [ -z "$(ann gpuop.dev/mig-manager.progress)" ] || fail "progress annotation left"
 events | grep -q 'MIG layout changed from (none) to all-1g.10gb; pods evicted: none' ||
     fail "no MIGConfigApplied Event"
+# the CDI spec written again before the operands came back: every MIG device by UUID
+grep -q "CDI spec regenerated path=/var/run/cdi/nvidia.yaml" "$LOG" || fail "the CDI spec was not regenerated"
+n=$(grep -c -- '- name: MIG-' "$HOST/var/run/cdi/nvidia.yaml")
+[ "$n" = 56 ] || fail "the regenerated CDI spec has $n MIG devices, not 56"
+cdi_line=$(grep -n "CDI spec regenerated" "$LOG" | head -n1 | cut -d: -f1)
+fin_line=$(grep -n "MIG config applied" "$LOG" | head -n1 | cut -d: -f1)
+[ "$cdi_line" -lt "$fin_line" ] || fail "the CDI spec was written after the operands were restored"
 wait_for 10 "the operand comes back" ds_pod_on_node
-echo "ok a change: all-1g.10gb (${SECONDS}s)"
+echo "ok a change: all-1g.10gb, the CDI spec regenerated with $n MIG devices (${SECONDS}s)"
 
 # ---- a disruption budget holds the change ---------------------------------------------------------
 $K apply -f - >/dev/null <<YAML
@@ -160,8 +176,38 @@ cp "$T/good.yaml" "$CFG"
 refused all-7g.80gb 'GPU 5.*nvmlDeviceCreateGpuInstance'
 grep -q "apply failed; restoring the previous layout" "$LOG" || fail "no rollback"
 events | grep -q 'the previous layout is back' || fail "no Event naming the rollback"
-mm_stop
 echo "ok refusals: unknown name, missing profile, malformed file, fault midway (${SECONDS}s)"
+
+# ---- a MIG mode change that needs a GPU reset: rebooting, finished after the reset ---------------
+configure all-disabled
+wait_for 30 "state success for all-disabled" state_is success
+"$B/gpuop" sim inject mig-reset-required --gpu 3
+"$B/gpuop" sim inject mig-reset-required --gpu 6
+configure all-1g.10gb
+wait_for 30 "state rebooting" state_is rebooting
+reason=$(ann gpuop.dev/mig-manager.reason)
+grep -q 'the MIG mode of GPU 3 (MIG enabled), GPU 6 (MIG enabled) waits for a GPU reset' <<<"$reason" ||
+    fail "the rebooting reason: $reason"
+[ "$(ann gpuop.dev/mig-manager.progress)" = all-1g.10gb ] || fail "the change is not kept in progress"
+labels_restored || fail "operands left paused while rebooting"
+show=$("$B/gpuop" sim show)
+grep -q "MIG mode change pending: enabled after a GPU reset" <<<"$show" || fail "no pending mode: $show"
+layout_is all-1g.10gb && fail "all-1g.10gb laid out before the reset"
+layout_is all-disabled && fail "no GPU's mode was set before the reset"
+sleep 1 # polls while rebooting change nothing and record no second Event
+state_is rebooting || fail "state left rebooting before the reset"
+n=$(events | grep -c '"reason": "MIGRebootRequired"')
+[ "$n" = 1 ] || fail "$n MIGRebootRequired Events"
+echo "ok a mode change needing a reset: state rebooting, reason \"$reason\""
+"$B/gpuop" sim gpu-reset --gpu 3
+"$B/gpuop" sim gpu-reset --gpu 6
+wait_for 30 "state success after the reset" state_is success
+layout_is all-1g.10gb || fail "the GPUs are not laid out as all-1g.10gb after the reset"
+labels_restored || fail "labels not restored after the reset"
+[ -z "$(ann gpuop.dev/mig-manager.progress)" ] || fail "progress annotation left after the reset"
+events | grep -q 'MIG layout changed from all-disabled to all-1g.10gb' || fail "no Event after the reset"
+mm_stop
+echo "ok after the GPU reset: all-1g.10gb, state success (${SECONDS}s)"
 exit 0
 fi
 

@@ -38,6 +38,28 @@ static void test_decide(void **state)
         {{.want = "a", .state = "failed", .failed = "a"}, MM_NOTHING}, /* no retry loop */
         {{.want = "b", .state = "failed", .failed = "a"}, MM_CHANGE},  /* a new label */
         {{.want = "a", .state = "failed", .failed = "a", .paused = true}, MM_CHANGE},
+        /* a mode change waiting for a GPU reset: rebooting, once; then the change again */
+        {{.want = "a", .state = "pending", .progress = "a", .paused = true, .reset_pending = true},
+         MM_AWAIT_RESET},
+        {{.want = "a", .state = "rebooting", .progress = "a", .reset_pending = true}, MM_NOTHING},
+        {{.want = "a",
+          .state = "rebooting",
+          .progress = "a",
+          .paused = true,
+          .reset_pending = true},
+         MM_AWAIT_RESET}, /* killed while restoring the operands */
+        {{.want = "a", .reset_pending = true}, MM_AWAIT_RESET}, /* killed before it was written */
+        {{.want = "b", .state = "rebooting", .progress = "a", .reset_pending = true},
+         MM_AWAIT_RESET}, /* another config wanting the same pending mode */
+        {{.want = "a", .state = "rebooting", .progress = "a"}, MM_CHANGE}, /* reset done */
+        {{.want = "a", .state = "rebooting", .progress = "a", .matches = true}, MM_FINISH},
+        {{.want = "a",
+          .state = "rebooting",
+          .progress = "a",
+          .config_error = true,
+          .reset_pending = true},
+         MM_REFUSE}, /* the config file changed under it */
+        {{.want = "", .state = "rebooting", .progress = "a"}, MM_RESTORE},
     };
     for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
         enum mm_action a = mm_decide(&t[i].in);

@@ -3,7 +3,8 @@
 # of NVIDIA's default ConfigMap that is written for the fleet's GPUs is applied, asserted and
 # exported, and the export asserts against the GPUs again (round trip); the others are refused
 # with exit 2 and nothing changes. A failure injected midway (the simulated driver's mig-fail
-# fault) leaves every GPU as it was, also across a MIG mode change. Bad input exits 2.
+# fault) leaves every GPU as it was, also across a MIG mode change, and so does a mode change the
+# driver leaves pending until a GPU reset (mig-reset-required). Bad input exits 2.
 # $1: build/gpuop  $2: build/libnvidia-ml.so.1
 set -u
 gpuop=$1
@@ -81,6 +82,27 @@ mp apply -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "apply all-d
 mp apply -f "$tmp/config.yaml" -c all-balanced 2>"$tmp/err" && fail "apply with a fault succeeded"
 mp assert -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "MIG left enabled: $(cat "$tmp/err")"
 echo "ok fault across a mode change: all GPUs disabled again"
+
+# A mode change the driver leaves pending until a GPU reset (gpuop does not reset GPUs): exit 1
+# naming the GPU, every GPU back, the pending change cancelled.
+GPUOP_SIM_STATE="$tmp/state-reset" # a state of its own: the knob stays
+mkdir -p "$GPUOP_SIM_STATE"
+mp apply -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "apply all-disabled: $(cat "$tmp/err")"
+"$gpuop" sim inject mig-reset-required --gpu 6 || fail "inject mig-reset-required"
+mp apply -f "$tmp/config.yaml" -c all-1g.10gb 2>"$tmp/err"
+[ $? = 1 ] || fail "apply with a mode change pending: exit not 1"
+grep -q "GPU 6: MIG mode enabled is pending until the GPU is reset" "$tmp/err" ||
+    fail "the pending mode is not named: $(cat "$tmp/err")"
+mp assert -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "not rolled back: $(cat "$tmp/err")"
+"$gpuop" sim show | grep -q "MIG mode change pending" && fail "the rollback left the change pending"
+"$gpuop" sim show | grep -q "MIG mode changes wait for a GPU reset" || fail "sim show: no reset knob"
+"$gpuop" sim gpu-reset --gpu 6 || fail "sim gpu-reset"
+"$gpuop" sim gpu-reset 2>/dev/null; [ $? = 2 ] || fail "gpu-reset without --gpu: exit not 2"
+"$gpuop" sim gpu-reset --gpu 99 2>/dev/null; [ $? = 2 ] || fail "gpu-reset --gpu 99: exit not 2"
+"$gpuop" sim inject gpu-reset --gpu 6 2>/dev/null; [ $? = 2 ] || fail "inject gpu-reset: exit not 2"
+"$gpuop" sim inject mig-reset-required 2>/dev/null; [ $? = 2 ] || fail "inject without --gpu: exit not 2"
+echo "ok a mode change pending until a reset: exit 1 naming GPU 6, rolled back"
+GPUOP_SIM_STATE="$tmp/state-fault"
 
 # assert says what differs, with exit 1
 mp assert -f "$tmp/config.yaml" -c all-7g.80gb 2>"$tmp/err"

@@ -456,6 +456,55 @@ static void test_node_selection(void **state)
     assert_int_equal(p->gpus[2].n_instances, 1);
 }
 
+/* ---- a MIG mode waiting for a GPU reset ------------------------------------------------------ */
+
+static void test_reset_pending(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_(mp_plan_freep) struct mp_plan *p = NULL;
+    if (mp_plan_make(mp_spec_find(defaults, "all-balanced"), node->gpus, 4, &p, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    struct mp_gpu g[4];
+    memcpy(g, node->gpus, sizeof(g)); /* shallow: read only */
+    static const struct {
+        bool enabled[4], pending[4];
+        const char *msg; /* NULL: nothing waits */
+    } t[] = {
+        /* as wanted, or a change not made yet: nothing waits */
+        {{1, 1, 1, 1}, {1, 1, 1, 1}, NULL},
+        {{0, 0, 0, 0}, {0, 0, 0, 0}, NULL},
+        /* the wanted mode pending on GPUs 1 and 3 */
+        {{1, 0, 1, 0},
+         {1, 1, 1, 1},
+         "the MIG mode of GPU 1 (MIG enabled), GPU 3 (MIG enabled) "
+         "waits for a GPU reset the driver could not do live (reboot "
+         "the node or reset the GPUs to finish)"},
+        {{0, 1, 1, 1}, {1, 1, 1, 1}, "of GPU 0 (MIG enabled) waits for a GPU reset"},
+        /* a pending mode the plan does not want: the change sets the mode again */
+        {{1, 1, 1, 1}, {0, 1, 1, 1}, NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
+        for (size_t k = 0; k < 4; k++) {
+            g[k].mig_enabled = t[i].enabled[k];
+            g[k].mig_pending = t[i].pending[k];
+        }
+        struct err why = {0};
+        int r = mp_plan_reset_pending(p, g, 4, &why);
+        if (r != (t[i].msg ? 1 : 0))
+            fail_msg("case %zu: %d (%s)", i, r, err_msg(&why));
+        if (t[i].msg && !strstr(err_msg(&why), t[i].msg))
+            fail_msg("case %zu: \"%s\", wanted \"%s\"", i, err_msg(&why), t[i].msg);
+    }
+    /* a GPU the config does not select, or a plan for another node: nothing */
+    g[1].mig_enabled = false;
+    g[1].mig_pending = true;
+    p->gpus[1].selected = false;
+    struct err why = {0};
+    assert_int_equal(mp_plan_reset_pending(p, g, 4, &why), 0);
+    assert_int_equal(mp_plan_reset_pending(p, g, 3, &why), 0);
+}
+
 /* ---- layouts that cannot fit ----------------------------------------------------------------- */
 
 static void test_unfit(void **state)
@@ -579,7 +628,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_defaults_a100_40gb), cmocka_unit_test(test_defaults_a100_80gb),
         cmocka_unit_test(test_defaults_h100),      cmocka_unit_test(test_defaults_h200),
         cmocka_unit_test(test_node_selection),     cmocka_unit_test(test_unfit),
-        cmocka_unit_test(test_export_roundtrip),
+        cmocka_unit_test(test_export_roundtrip),   cmocka_unit_test(test_reset_pending),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -208,6 +208,31 @@ static void test_node_labels(void **state)
     assert_true(json_is_null(json_object_get(b, "nvidia.com/gpu.deploy.mig-manager")));
     assert_null(json_object_get(b, "nvidia.com/mig.config"));
 
+    /* Feature discovery paused (its labels gone, as during a MIG change): the MIG capability is
+     * unknown, the MIG manager's label stays as it is, set or not. */
+    _cleanup_json_ json_t *h =
+        labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"
+                     "nvidia.com/gpu.present: \"true\"\n"
+                     "nvidia.com/gpu.deploy.gpu-feature-discovery: paused-for-mig-change\n"
+                     "nvidia.com/gpu.deploy.mig-manager: \"true\"\n"
+                     "nvidia.com/mig.config: all-1g.10gb\n",
+                     p);
+    assert_null(json_object_get(h, "nvidia.com/gpu.deploy.mig-manager"));
+    assert_null(json_object_get(h, "nvidia.com/gpu.deploy.gpu-feature-discovery"));
+    _cleanup_json_ json_t *h2 =
+        labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"
+                     "nvidia.com/gpu.present: \"true\"\n",
+                     p);
+    assert_null(json_object_get(h2, "nvidia.com/gpu.deploy.mig-manager"));
+    assert_null(json_object_get(h2, "nvidia.com/mig.config"));
+    /* A product that is not MIG capable: removed. */
+    _cleanup_json_ json_t *h3 =
+        labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"
+                     "nvidia.com/gpu.product: NVIDIA-L4\n"
+                     "nvidia.com/gpu.deploy.mig-manager: \"true\"\n",
+                     p);
+    assert_true(json_is_null(json_object_get(h3, "nvidia.com/gpu.deploy.mig-manager")));
+
     /* The kill switch removes every deploy label. */
     _cleanup_json_ json_t *c =
         labels_patch("feature.node.kubernetes.io/pci-10de.present: \"true\"\n"

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "cdi.h"
-#include "toolkit.h"
+#include "nvcdi.h"
 
 /* ---- a fixed inventory -------------------------------------------------------------------- */
 
@@ -51,17 +51,17 @@ static void make_inventory(void)
     inv.gpus = gpus;
 }
 
-static struct tk_file files[] = {
-    {TK_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"},
-    {TK_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07"},
-    {TK_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07"},
-    {TK_FILE_LINK, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
-    {TK_FILE_FIRMWARE, "/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin"},
-    {TK_FILE_BINARY, "/usr/bin/nvidia-smi"},
-    {TK_FILE_IPC, "/run/nvidia-persistenced/socket"},
+static struct nvcdi_file files[] = {
+    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"},
+    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07"},
+    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07"},
+    {NVCDI_FILE_LINK, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+    {NVCDI_FILE_FIRMWARE, "/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin"},
+    {NVCDI_FILE_BINARY, "/usr/bin/nvidia-smi"},
+    {NVCDI_FILE_IPC, "/run/nvidia-persistenced/socket"},
 };
 
-static struct tk_driver driver = {
+static struct nvcdi_driver driver = {
     .version = "550.90.07",
     .n_files = sizeof(files) / sizeof(files[0]),
     .files = files,
@@ -96,19 +96,19 @@ static void check_golden(const char *name, const char *text)
 }
 
 /* Renders, and reads the spec back with the CDI model every consumer uses. */
-static char *render_or_fail(const struct tk_cdi_input *in)
+static char *render_or_fail(const struct nvcdi_cdi_input *in)
 {
     struct err e = {0};
     char *text = NULL;
-    if (tk_cdi_render(in, &text, &e) < 0)
+    if (nvcdi_cdi_render(in, &text, &e) < 0)
         fail_msg("render: %s", err_msg(&e));
     _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
     if (cdi_spec_parse("rendered", text, strlen(text), &s, &e) < 0)
         fail_msg("%s", err_msg(&e));
-    assert_string_equal(cdi_spec_kind(s), TK_CDI_KIND);
+    assert_string_equal(cdi_spec_kind(s), NVCDI_CDI_KIND);
     _cleanup_sbuf_ struct sbuf names;
     sbuf_init(&names, 1u << 16);
-    assert_int_equal(tk_cdi_names(in->inv, &names), 0);
+    assert_int_equal(nvcdi_cdi_names(in->inv, &names), 0);
     size_t n = 0;
     for (const char *p = names.data; p && *p; p = strchr(p, '\n') + 1, n++) {
         const char *eq = strchr(p, '=') + 1;
@@ -123,7 +123,7 @@ static void test_golden_host(void **state)
 {
     (void)state;
     make_inventory();
-    struct tk_cdi_input in = {.inv = &inv, .driver = &driver, .driver_root = "/"};
+    struct nvcdi_cdi_input in = {.inv = &inv, .driver = &driver, .driver_root = "/"};
     _cleanup_free_ char *a = render_or_fail(&in);
     _cleanup_free_ char *b = render_or_fail(&in);
     assert_string_equal(a, b); /* byte-stable */
@@ -139,12 +139,12 @@ static void test_golden_container(void **state)
     make_inventory();
     /* mig-minors lists GPU minor 3's GI 1 and its CI 0 only: GI 9 is computed */
     const char *minors = "config 1\nmonitor 2\ngpu3/gi1/access 500\ngpu3/gi1/ci0/access 501\n";
-    bool present[TK_N_CONTROL] = {true, true, false, true}; /* no nvidia-uvm-tools */
-    struct tk_cdi_input in = {.inv = &inv,
-                              .driver = &driver,
-                              .driver_root = "/run/nvidia/driver/",
-                              .mig_minors = minors,
-                              .control_present = present};
+    bool present[NVCDI_N_CONTROL] = {true, true, false, true}; /* no nvidia-uvm-tools */
+    struct nvcdi_cdi_input in = {.inv = &inv,
+                                 .driver = &driver,
+                                 .driver_root = "/run/nvidia/driver/",
+                                 .mig_minors = minors,
+                                 .control_present = present};
     _cleanup_free_ char *a = render_or_fail(&in);
     check_golden("unit-container.yaml", a);
     assert_non_null(strstr(a, "/dev/nvidia-caps/nvidia-cap500\n"));
@@ -203,7 +203,7 @@ static void test_names(void **state)
     make_inventory();
     _cleanup_sbuf_ struct sbuf b;
     sbuf_init(&b, 4096);
-    assert_int_equal(tk_cdi_names(&inv, &b), 0);
+    assert_int_equal(nvcdi_cdi_names(&inv, &b), 0);
     assert_string_equal(b.data, "nvidia.com/gpu=0\n"
                                 "nvidia.com/gpu=GPU-00000000-1111-2222-3333-444444444444\n"
                                 "nvidia.com/gpu=1\n"
@@ -217,14 +217,14 @@ static void test_names(void **state)
     /* a full buffer is an error */
     _cleanup_sbuf_ struct sbuf small;
     sbuf_init(&small, 16);
-    assert_true(tk_cdi_names(&inv, &small) < 0);
+    assert_true(nvcdi_cdi_names(&inv, &small) < 0);
 }
 
 static void test_versions(void **state)
 {
     (void)state;
     struct {
-        struct tk_cdi_features f;
+        struct nvcdi_cdi_features f;
         const char *want;
     } cases[] = {
         {{0}, "0.3.0"},
@@ -235,24 +235,24 @@ static void test_versions(void **state)
         {{.extra_gids = true}, "0.7.0"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        assert_string_equal(tk_cdi_min_version(&cases[i].f), cases[i].want);
+        assert_string_equal(nvcdi_cdi_min_version(&cases[i].f), cases[i].want);
 }
 
 static void test_mig_minors(void **state)
 {
     (void)state;
     /* the driver's layout: GI 0 of GPU 0 is 3, its CIs 4..11; GI 2 is 21; GPU 1 starts at 138 */
-    assert_int_equal(tk_mig_cap_minor(NULL, 0, 0, -1), 3);
-    assert_int_equal(tk_mig_cap_minor(NULL, 0, 0, 7), 11);
-    assert_int_equal(tk_mig_cap_minor(NULL, 0, 2, -1), 21);
-    assert_int_equal(tk_mig_cap_minor(NULL, 0, 7, 0), 67);
-    assert_int_equal(tk_mig_cap_minor(NULL, 1, 0, -1), 138);
+    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 0, -1), 3);
+    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 0, 7), 11);
+    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 2, -1), 21);
+    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 7, 0), 67);
+    assert_int_equal(nvcdi_mig_cap_minor(NULL, 1, 0, -1), 138);
     /* the file wins; lines that do not parse are skipped */
     const char *text = "gpu0/gi7/access 66x\ngpu0/gi7/access 90\ngpu0/gi7/ci0/access 91\n"
                        "gpu0/gi8/access\n";
-    assert_int_equal(tk_mig_cap_minor(text, 0, 7, -1), 90);
-    assert_int_equal(tk_mig_cap_minor(text, 0, 7, 0), 91);
-    assert_int_equal(tk_mig_cap_minor(text, 0, 8, -1), 75);
+    assert_int_equal(nvcdi_mig_cap_minor(text, 0, 7, -1), 90);
+    assert_int_equal(nvcdi_mig_cap_minor(text, 0, 7, 0), 91);
+    assert_int_equal(nvcdi_mig_cap_minor(text, 0, 8, -1), 75);
 }
 
 static void test_bad_input(void **state)
@@ -261,17 +261,17 @@ static void test_bad_input(void **state)
     struct err e = {0};
     char *text = NULL;
     struct gpu_inventory empty = {0};
-    struct tk_cdi_input in = {.inv = &empty, .driver = &driver, .driver_root = "/"};
-    assert_int_equal(tk_cdi_render(&in, &text, &e), -EINVAL);
+    struct nvcdi_cdi_input in = {.inv = &empty, .driver = &driver, .driver_root = "/"};
+    assert_int_equal(nvcdi_cdi_render(&in, &text, &e), -EINVAL);
     assert_non_null(strstr(err_msg(&e), "no GPUs"));
     assert_null(text);
     make_inventory();
     in.inv = &inv;
     in.driver_root = "run/nvidia/driver";
-    assert_int_equal(tk_cdi_render(&in, &text, &e), -EINVAL);
+    assert_int_equal(nvcdi_cdi_render(&in, &text, &e), -EINVAL);
     in.driver_root = "/";
     in.dev_root = "dev";
-    assert_int_equal(tk_cdi_render(&in, &text, &e), -EINVAL);
+    assert_int_equal(nvcdi_cdi_render(&in, &text, &e), -EINVAL);
     assert_null(text);
 }
 
@@ -349,8 +349,8 @@ static void test_lookup(void **state)
     (void)state;
     /* the fake root is the driver root under host root "/" */
     struct err e = {0};
-    _cleanup_(tk_driver_freep) struct tk_driver *d = NULL;
-    if (tk_driver_lookup("/", root, "550.90.07", &d, &e) < 0)
+    _cleanup_(nvcdi_driver_freep) struct nvcdi_driver *d = NULL;
+    if (nvcdi_driver_lookup("/", root, "550.90.07", &d, &e) < 0)
         fail_msg("lookup: %s", err_msg(&e));
     const char *want[] = {
         "L /usr/lib64/libnvidia-opencl.so.550.90.07",
@@ -381,19 +381,19 @@ static void test_lookup(void **state)
     assert_string_equal(d->version, "550.90.07");
 
     /* the same through a host root: the paths stay inside the driver root */
-    tk_driver_free(d);
+    nvcdi_driver_free(d);
     d = NULL;
     char parent[256];
     snprintf(parent, sizeof(parent), "%s", root);
     char *slash = strrchr(parent, '/');
     _cleanup_free_ char *droot = xasprintf("/%s", slash + 1);
     *slash = 0;
-    if (tk_driver_lookup(parent, droot, "550.90.07", &d, &e) < 0)
+    if (nvcdi_driver_lookup(parent, droot, "550.90.07", &d, &e) < 0)
         fail_msg("lookup: %s", err_msg(&e));
     assert_int_equal(d->n_files, n);
 
     char nvml[512];
-    assert_int_equal(tk_driver_find_nvml(parent, droot, nvml, sizeof(nvml), &e), 0);
+    assert_int_equal(nvcdi_driver_find_nvml(parent, droot, nvml, sizeof(nvml), &e), 0);
     _cleanup_free_ char *want_nvml =
         xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", root);
     assert_string_equal(nvml, want_nvml);
@@ -403,23 +403,23 @@ static void test_lookup_bad(void **state)
 {
     (void)state;
     struct err e = {0};
-    struct tk_driver *d = NULL;
+    struct nvcdi_driver *d = NULL;
     /* a version this root has no NVML for */
-    assert_int_equal(tk_driver_lookup("/", root, "570.86.15", &d, &e), -ENOENT);
+    assert_int_equal(nvcdi_driver_lookup("/", root, "570.86.15", &d, &e), -ENOENT);
     assert_non_null(strstr(err_msg(&e), "no libnvidia-ml.so.570.86.15 (NVML)"));
     assert_non_null(strstr(err_msg(&e), root));
     assert_null(d);
     /* NVML without CUDA */
-    assert_int_equal(tk_driver_lookup("/", root, "535.183.01", &d, &e), -ENOENT);
+    assert_int_equal(nvcdi_driver_lookup("/", root, "535.183.01", &d, &e), -ENOENT);
     assert_non_null(strstr(err_msg(&e), "no libcuda.so.535.183.01 (CUDA)"));
     /* not a version */
-    assert_int_equal(tk_driver_lookup("/", root, "../../x", &d, &e), -EINVAL);
-    assert_int_equal(tk_driver_lookup("/", root, "", &d, &e), -EINVAL);
+    assert_int_equal(nvcdi_driver_lookup("/", root, "../../x", &d, &e), -EINVAL);
+    assert_int_equal(nvcdi_driver_lookup("/", root, "", &d, &e), -EINVAL);
     /* no such root */
-    assert_int_equal(tk_driver_lookup(root, "/nonexistent", "550.90.07", &d, &e), -ENOENT);
+    assert_int_equal(nvcdi_driver_lookup(root, "/nonexistent", "550.90.07", &d, &e), -ENOENT);
     assert_non_null(strstr(err_msg(&e), "/nonexistent"));
     char buf[256];
-    assert_int_equal(tk_driver_find_nvml(root, "/nonexistent", buf, sizeof(buf), &e), -ENOENT);
+    assert_int_equal(nvcdi_driver_find_nvml(root, "/nonexistent", buf, sizeof(buf), &e), -ENOENT);
     assert_non_null(strstr(err_msg(&e), "no libnvidia-ml.so.1"));
     assert_null(d);
 }

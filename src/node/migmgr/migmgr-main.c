@@ -15,17 +15,20 @@
 #include "kube.h"
 #include "migmgr.h"
 #include "migparted.h"
+#include "nvcdi.h"
 #include "svc.h"
 
 #define COMPONENT "mig-manager"
 
 struct migmgr {
     const char *node, *kubeconfig, *config_file, *event_ns, *kill_after;
+    const char *host_root, *cdi_spec;
     uint64_t interval_ms, operand_wait_ms, eviction_timeout_ms;
 
     struct svc *svc;
     struct kube_client *kc;
     struct gpu_lib *lib;
+    struct nvcdi_gen *cdi;
     json_t *node_obj;
     bool blocked_reported;
 };
@@ -88,6 +91,19 @@ static const struct svc_option mm_options[] = {
      .metavar = "DUR",
      .help = "how long evictions may wait on disruption budgets; 0s: as long as it takes,\n"
              "the state staying pending with the reason (0s)"},
+    {.flag = "host-root",
+     .env = "HOST_ROOT",
+     .kind = SVC_STRING,
+     .off = O(host_root),
+     .metavar = "DIR",
+     .help = "where the host's / is seen, for the CDI spec and the driver root (/)"},
+    {.flag = "cdi-spec",
+     .env = "CDI_SPEC",
+     .kind = SVC_STRING,
+     .off = O(cdi_spec),
+     .metavar = "PATH",
+     .help = "the host's CDI spec the toolkit writes, written again after each change when it\n"
+             "is there (" NVCDI_CDI_SPEC ")"},
     {.env = "POD_NAMESPACE",
      .kind = SVC_STRING,
      .off = O(event_ns),
@@ -107,6 +123,8 @@ static void mm_defaults(void *state)
     m->config_file = "/mig-parted-config/config.yaml";
     m->interval_ms = 2000;
     m->operand_wait_ms = 5 * 60 * 1000;
+    m->host_root = "/";
+    m->cdi_spec = NVCDI_CDI_SPEC;
 }
 
 static int mm_configure(struct svc *s, struct err *e)
@@ -122,6 +140,7 @@ static void mm_cleanup(void *state)
     struct migmgr *m = state;
     json_decref(m->node_obj);
     kube_client_free(m->kc);
+    nvcdi_gen_free(m->cdi);
     gpu_lib_free(m->lib);
 }
 
@@ -200,9 +219,11 @@ struct view {
     struct mp_spec *spec;
     struct mp_node *gpus;
     struct mp_plan *plan;
-    struct err why; /* config_error's reason */
+    struct err why;       /* config_error's reason */
+    struct err reset_why; /* reset_pending's: the GPUs waiting for a reset */
     bool config_error;
     bool matches;
+    bool reset_pending;
 };
 
 static void view_clear(struct view *v)
@@ -240,6 +261,8 @@ static int view_read(struct migmgr *m, const char *want, struct view *v, struct 
     }
     struct err ignored = {0};
     v->matches = mp_plan_matches(v->plan, v->gpus->gpus, v->gpus->n_gpus, false, &ignored) == 0;
+    v->reset_pending =
+        mp_plan_reset_pending(v->plan, v->gpus->gpus, v->gpus->n_gpus, &v->reset_why) > 0;
     return 0;
 }
 
@@ -276,11 +299,44 @@ static int refuse(struct migmgr *m, const char *want, const struct err *why, str
     return 0;
 }
 
+/* The node's CDI spec for the new layout, before the operands come back (its MIG devices are
+ * what the device plugin will hand out), where the toolkit keeps one. A failure is logged: the
+ * toolkit writes it again within its interval. */
+static void cdi_regenerate(struct migmgr *m)
+{
+    _cleanup_free_ char *path = nvcdi_host_path(m->host_root, "/", m->cdi_spec);
+    if (access(path, F_OK) < 0) {
+        log_debug(COMPONENT, "no CDI spec to regenerate", "path=%s", path);
+        return;
+    }
+    struct err e = {0};
+    _cleanup_free_ char *spec = NULL, *old = NULL;
+    size_t old_len = 0;
+    int r = nvcdi_gen_spec(m->cdi, &spec, NULL, 0, &e);
+    if (r == 0 && file_read_all(path, NVCDI_SPEC_MAX, &old, &old_len, &e) == 0 &&
+        old_len == strlen(spec) && memcmp(old, spec, old_len) == 0) {
+        log_info(COMPONENT, "CDI spec already current", "path=%s", m->cdi_spec);
+        return;
+    }
+    err_clear(&e);
+    if (r == 0)
+        r = file_write_atomic(path, spec, strlen(spec), 0644, &e);
+    if (r < 0) {
+        log_warn(COMPONENT, "CDI spec not regenerated; the toolkit will", "path=%s error=\"%s\"",
+                 m->cdi_spec, err_msg(&e));
+        return;
+    }
+    log_info(COMPONENT, "CDI spec regenerated", "path=%s driver_root=%s", m->cdi_spec,
+             nvcdi_gen_driver_root(m->cdi));
+}
+
 static int finish(struct migmgr *m, const char *want, const char *evicted, struct err *e)
 {
     const char *before = kobj_annotation(m->node_obj, MM_ANN_APPLIED);
     _cleanup_free_ char *from = xstrdup(before ? before : "(none)");
     bool changed = kobj_annotation(m->node_obj, MM_ANN_PROGRESS) != NULL;
+    if (changed)
+        cdi_regenerate(m);
     int r = conclude(m, "success", want, NULL, e);
     if (r < 0)
         return r;
@@ -290,6 +346,32 @@ static int finish(struct migmgr *m, const char *want, const char *evicted, struc
         _cleanup_free_ char *msg = xasprintf("MIG layout changed from %s to %s; pods evicted: %s",
                                              from, want, evicted && evicted[0] ? evicted : "none");
         event(m, "Normal", "MIGConfigApplied", msg);
+    }
+    return 0;
+}
+
+/* A MIG mode change the driver could only finish with a GPU reset: state rebooting with the
+ * reason, the operands restored (the GPUs serve their current layout until the reset), the change
+ * kept in progress so that after the reboot it is finished. */
+static int await_reset(struct migmgr *m, const char *want, const struct err *why, struct err *e)
+{
+    bool first = !streq_ptr(kobj_label(m->node_obj, MM_LABEL_STATE), "rebooting");
+    json_t *labels = restore_labels(m, e);
+    if (!labels)
+        return -EINVAL;
+    json_object_set_new(labels, MM_LABEL_STATE, json_string("rebooting"));
+    json_t *ann = json_pack("{s:s,s:s,s:n}", MM_ANN_PROGRESS, want, MM_ANN_REASON, err_msg(why),
+                            MM_ANN_FAILED);
+    int r = node_patch(m, labels, ann, e);
+    if (r < 0)
+        return r;
+    log_warn(COMPONENT, "MIG mode change waits for a GPU reset; state rebooting",
+             "config=%s reason=\"%s\"", want, err_msg(why));
+    if (first) {
+        _cleanup_free_ char *msg =
+            xasprintf("%s=%s needs a reboot: %s; the GPUs keep their current layout until then",
+                      MM_LABEL_CONFIG, want, err_msg(why));
+        event(m, "Warning", "MIGRebootRequired", msg);
     }
     return 0;
 }
@@ -374,7 +456,20 @@ static int change(struct migmgr *m, const char *want, struct view *v, struct err
         return r;
     struct mp_apply_result res = {0};
     struct err why = {0};
-    if (mp_apply(m->lib, v->gpus, v->plan, false, &res, &why) < 0) {
+    /* Every GPU's MIG mode first: a mode the driver can only set with a GPU reset stops the
+     * change there, before any instance is touched. */
+    r = mp_apply(m->lib, v->gpus, v->plan, MP_APPLY_MODES_FIRST, &res, &why);
+    if (r == 0 && res.reset_required) {
+        _cleanup_(mp_node_freep) struct mp_node *now = NULL;
+        if ((r = mp_node_read(m->lib, &now, e)) < 0)
+            return r;
+        struct err reset_why = {0};
+        if (mp_plan_reset_pending(v->plan, now->gpus, now->n_gpus, &reset_why) > 0)
+            return await_reset(m, want, &reset_why, e);
+        /* reset in between: the next poll finds the modes set and finishes the change */
+        return 0;
+    }
+    if (r < 0) {
         log_error(COMPONENT, "apply failed", "config=%s rolled_back=%s error=\"%s\"", want,
                   res.rolled_back ? "true" : "false", err_msg(&why));
         if ((r = conclude(m, "failed", want, err_msg(&why), e)) < 0)
@@ -408,7 +503,8 @@ static int reconcile(struct migmgr *m, struct err *e)
                           .failed = kobj_annotation(m->node_obj, MM_ANN_FAILED),
                           .paused = nodeops_labels_paused(kobj_labels(m->node_obj), &mm_pause),
                           .config_error = v.config_error,
-                          .matches = v.matches};
+                          .matches = v.matches,
+                          .reset_pending = v.reset_pending};
     enum mm_action a = mm_decide(&in);
     log_debug(COMPONENT, "decided", "config=%s action=%s", want_copy ? want_copy : "",
               mm_action_name(a));
@@ -428,6 +524,9 @@ static int reconcile(struct migmgr *m, struct err *e)
     case MM_CHANGE:
         r = change(m, want_copy, &v, e);
         break;
+    case MM_AWAIT_RESET:
+        r = await_reset(m, want_copy, &v.reset_why, e);
+        break;
     }
     view_clear(&v);
     return r;
@@ -443,6 +542,9 @@ static int mm_run(struct svc *s, struct err *e)
         return r;
     if ((r = gpu_lib_open(NULL, &m->lib, e)) < 0)
         return r;
+    struct nvcdi_gen_options go = {
+        .host_root = m->host_root, .lib = m->lib, .spec_path = m->cdi_spec};
+    m->cdi = nvcdi_gen_new(&go);
     log_info(COMPONENT, "watching", "node=%s label=%s config_file=%s", m->node, MM_LABEL_CONFIG,
              m->config_file);
     while (!svc_stopped(s)) {
@@ -463,8 +565,11 @@ const struct svc_component migmgr_component = {
              "paused (nvidia.com/gpu.deploy.*=paused-for-mig-change, \"false\" kept) and their\n"
              "pods gone, the GPU pods evicted through the Eviction API (PodDisruptionBudgets\n"
              "hold; the reason is in the gpuop.dev/mig-manager.reason annotation), the layout\n"
-             "applied (a failure rolls every GPU back), the operands restored, then\n"
-             "state=success or failed with the reason, and an Event. docs/mig-manager.md.\n",
+             "applied (a failure rolls every GPU back), the CDI spec written again, the\n"
+             "operands restored, then state=success or failed with the reason, and an Event.\n"
+             "A MIG mode change the driver can only finish with a GPU reset ends in\n"
+             "state=rebooting (operands restored); after the reset the change is finished.\n"
+             "docs/mig-manager.md.\n",
     .options = {mm_options},
     .epilogue = "Also read: GPUOP_NVML_LIBRARY (default libnvidia-ml.so.1).\n"
                 "Exit: 0 stopped; 1 a failure to start (API server, NVML); 2 bad input.\n",

@@ -34,11 +34,16 @@ enum mm_action mm_decide(const struct mm_input *in)
     if (in->matches)
         return streq_ptr(in->state, "success") && !in->paused && empty(in->progress) ? MM_NOTHING
                                                                                      : MM_FINISH;
+    if (in->reset_pending)
+        return streq_ptr(in->state, "rebooting") && !in->paused && streq_ptr(in->progress, in->want)
+                   ? MM_NOTHING
+                   : MM_AWAIT_RESET;
     return MM_CHANGE;
 }
 
 const char *mm_action_name(enum mm_action a)
 {
-    static const char *const n[] = {"nothing", "restore", "refuse", "finish", "change"};
+    static const char *const n[] = {"nothing", "restore", "refuse",
+                                    "finish",  "change",  "await-reset"};
     return (unsigned)a < ARRAY_SIZE(n) ? n[a] : "?";
 }

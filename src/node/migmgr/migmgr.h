@@ -3,7 +3,7 @@
  * migmgr: the decisions of `gpuop mig-manager`, the node agent that lays out the node's GPUs as
  * the nvidia.com/mig.config label names a config of the mig-parted config file
  * (docs/mig-manager.md). Its whole state is on the Node: the labels nvidia.com/mig.config
- * (wanted) and nvidia.com/mig.config.state (pending, success, failed), the operand pause
+ * (wanted) and nvidia.com/mig.config.state (pending, success, failed, rebooting), the operand pause
  * (nodeops, word "paused-for-mig-change") and the annotations below; a process killed anywhere
  * decides again from them and finishes the change (or gives it up and restores the operands).
  * Pure; thread-compatible.
@@ -42,6 +42,9 @@ struct mm_input {
     bool paused;          /* an operand paused with MM_PAUSED */
     bool config_error;    /* want cannot be used: bad file, unknown name, does not fit */
     bool matches;         /* the GPUs are laid out as want says */
+    /* The MIG mode want asks for is set on some GPU but waits for a GPU reset (the driver
+     * could not reset it live): only a reboot (or a reset) finishes it. */
+    bool reset_pending;
 };
 
 enum mm_action {
@@ -50,6 +53,9 @@ enum mm_action {
     MM_REFUSE,  /* state failed with the reason; operands restored; GPUs untouched */
     MM_FINISH,  /* the layout is there: restore the operands, state success */
     MM_CHANGE,  /* pending, pause, wait for the operands, evict, apply, then finish */
+    /* state rebooting with the reason, operands restored (the GPUs serve their current layout
+     * meanwhile), the change kept in progress: after the reset it is an MM_CHANGE again */
+    MM_AWAIT_RESET,
 };
 
 enum mm_action mm_decide(const struct mm_input *in);

@@ -103,7 +103,7 @@ static int mp_run(struct svc *s, struct err *e)
         return 0;
     }
     struct mp_apply_result res;
-    if ((r = mp_apply(lib, node, plan, c->mode_only, &res, e)) < 0)
+    if ((r = mp_apply(lib, node, plan, c->mode_only ? MP_APPLY_MODE_ONLY : 0, &res, e)) < 0)
         return r;
     log_info("mig-parted", "applied", "config=%s gpus_changed=%u mode_only=%s", cfg->name,
              res.gpus_changed, c->mode_only ? "true" : "false");

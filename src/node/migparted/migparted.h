@@ -106,6 +106,7 @@ struct mp_gpu {
     char model[GPU_NAME_MAX];
     uint32_t pci_device_id, pci_subsystem_id;
     bool mig_capable, mig_enabled;
+    bool mig_pending; /* the MIG mode after the next GPU reset (mig_enabled when none waits) */
     size_t n_profiles;
     struct gpu_mig_profile *profiles; /* empty when not MIG capable */
     size_t n_instances;
@@ -150,6 +151,11 @@ int mp_gpu_matches(const struct mp_gpu *g, const struct mp_gpu_plan *p, bool mod
 int mp_plan_matches(const struct mp_plan *p, const struct mp_gpu *gpus, size_t n_gpus,
                     bool mode_only, struct err *e);
 
+/* Whether a MIG mode plan p wants waits for a GPU reset on some selected GPU (the driver took
+ * the change but could not reset the GPU): 1 with the GPUs named in e, else 0. */
+int mp_plan_reset_pending(const struct mp_plan *p, const struct mp_gpu *gpus, size_t n_gpus,
+                          struct err *e);
+
 /* The layout as a v1 config named `name`: GPUs with the same layout share an entry. Returns the
  * YAML text (caller frees), NULL when it would pass 1 MiB. */
 char *mp_export(const struct mp_gpu *gpus, size_t n_gpus, const char *name);
@@ -168,16 +174,27 @@ DEFINE_CLEANUP_FUNC(struct mp_node, mp_node_free)
 /* What an apply did. */
 struct mp_apply_result {
     unsigned gpus_changed;
-    bool rolled_back;     /* a step failed and the changed GPUs were put back */
-    bool reset_required;  /* a mode change waits for a GPU reset the driver could not do */
-    bool rollback_failed; /* ... and putting them back failed too (e says which GPU) */
+    bool rolled_back;      /* a step failed and the changed GPUs were put back */
+    bool reset_required;   /* a mode change waits for a GPU reset the driver could not do */
+    unsigned gpus_pending; /* MP_APPLY_MODES_FIRST: GPUs left with a mode change pending */
+    bool rollback_failed;  /* ... and putting them back failed too (e says which GPU) */
+};
+
+enum {
+    MP_APPLY_MODE_ONLY = 1 << 0, /* only the MIG mode */
+    /* Every GPU's MIG mode first, then the instances. A mode change that waits for a GPU
+     * reset is left pending and the apply stops before any instance is touched: 0 with
+     * reset_required and gpus_pending (the other GPUs' modes are set, so that one reset finishes
+     * them all). What the MIG manager does; a failure rolls every GPU back, modes included. */
+    MP_APPLY_MODES_FIRST = 1 << 1,
 };
 
 /* Applies plan p to the GPUs `before` describes (read just before: the layout a failure goes
- * back to). GPUs that already match are not touched. mode_only: only the MIG mode. On failure
- * (negative, e filled) every GPU changed so far is put back to its `before` layout first. A
- * mode change that needs a GPU reset is -EAGAIN with reset_required set. */
+ * back to). GPUs that already match are not touched. flags: MP_APPLY_*. On failure (negative, e
+ * filled) every GPU changed so far is put back to its `before` layout first. Without
+ * MP_APPLY_MODES_FIRST, a mode change that needs a GPU reset is such a failure: -EAGAIN with
+ * reset_required set (the rollback cancels the pending change). */
 int mp_apply(struct gpu_lib *lib, const struct mp_node *before, const struct mp_plan *p,
-             bool mode_only, struct mp_apply_result *ret, struct err *e);
+             unsigned flags, struct mp_apply_result *ret, struct err *e);
 
 #endif

@@ -31,6 +31,7 @@ static int gpu_fill(struct gpu_lib *lib, const struct gpu_device *d, struct mp_g
     g->pci_subsystem_id = d->pci_subsystem_id;
     g->mig_capable = d->mig_capable && !d->lost;
     g->mig_enabled = d->mig_enabled;
+    g->mig_pending = d->mig_pending;
     if (!g->mig_capable)
         return 0;
     int r = gpu_mig_profiles(lib, d->index, &g->profiles, &g->n_profiles, e);
@@ -153,24 +154,81 @@ static int gpu_restore(struct gpu_lib *lib, const struct mp_gpu *g, struct mp_ap
     return 0;
 }
 
-int mp_apply(struct gpu_lib *lib, const struct mp_node *before, const struct mp_plan *p,
-             bool mode_only, struct mp_apply_result *ret, struct err *e)
+/* Whether GPU i needs work: selected and not as the plan wants it. */
+static bool needs(const struct mp_node *before, const struct mp_plan *p, size_t i, bool mode_only)
 {
+    struct err ignored = {0};
+    return p->gpus[i].selected &&
+           mp_gpu_matches(&before->gpus[i], &p->gpus[i], mode_only, &ignored) < 0;
+}
+
+/* The MIG modes of every GPU that needs another one (MP_APPLY_MODES_FIRST); touched[i]: GPU i
+ * was (or was being) changed. *ret_failed: the GPU a failure stopped at. */
+static int modes_first(struct gpu_lib *lib, const struct mp_node *before, const struct mp_plan *p,
+                       bool *touched, struct mp_apply_result *res, size_t *ret_failed,
+                       struct err *e)
+{
+    for (size_t i = 0; i < before->n_gpus; i++) {
+        const struct mp_gpu *g = &before->gpus[i];
+        if (!needs(before, p, i, true))
+            continue;
+        log_info(COMPONENT, "setting the MIG mode", "config=%s gpu=%u enable=%s", p->config,
+                 g->index, p->gpus[i].mig_enabled ? "true" : "false");
+        touched[i] = true;
+        bool pending_before = res->reset_required;
+        res->reset_required = false;
+        int r = 0;
+        if (!p->gpus[i].mig_enabled && g->mig_enabled)
+            r = gpu_mig_destroy_all(lib, g->index, e);
+        if (r == 0)
+            r = set_mode(lib, g->index, p->gpus[i].mig_enabled, res, e);
+        if (r == -EAGAIN && res->reset_required) {
+            log_warn(COMPONENT, "MIG mode change pending until the GPU is reset",
+                     "config=%s gpu=%u", p->config, g->index);
+            err_clear(e);
+            res->gpus_pending++;
+            continue;
+        }
+        res->reset_required = pending_before;
+        if (r < 0) {
+            *ret_failed = i;
+            return r;
+        }
+    }
+    res->reset_required = res->gpus_pending > 0;
+    return 0;
+}
+
+int mp_apply(struct gpu_lib *lib, const struct mp_node *before, const struct mp_plan *p,
+             unsigned flags, struct mp_apply_result *ret, struct err *e)
+{
+    bool mode_only = flags & MP_APPLY_MODE_ONLY;
     struct mp_apply_result res = {0};
     if (p->n_gpus != before->n_gpus)
         return err_set(e, -ESTALE, "config %s was planned for %zu GPUs, the node has %zu",
                        p->config, p->n_gpus, before->n_gpus);
+    _cleanup_free_ bool *touched = xcalloc(before->n_gpus + 1, sizeof(*touched));
     size_t i = 0;
     int r = 0;
-    for (; i < before->n_gpus; i++) {
-        struct err ignored = {0};
-        if (!p->gpus[i].selected ||
-            mp_gpu_matches(&before->gpus[i], &p->gpus[i], mode_only, &ignored) == 0)
+    bool modes_done = (flags & MP_APPLY_MODES_FIRST) && !mode_only;
+    if (modes_done) {
+        r = modes_first(lib, before, p, touched, &res, &i, e);
+        if (r == 0 && res.gpus_pending > 0) {
+            if (ret)
+                *ret = res;
+            return 0;
+        }
+    }
+    for (size_t k = 0; r == 0 && k < before->n_gpus; k++) {
+        if (!needs(before, p, k, mode_only))
             continue;
-        log_info(COMPONENT, "applying", "config=%s gpu=%u", p->config, before->gpus[i].index);
         res.gpus_changed++;
-        if ((r = gpu_apply(lib, &before->gpus[i], &p->gpus[i], mode_only, &res, e)) < 0)
-            break;
+        if (modes_done && !p->gpus[k].mig_enabled)
+            continue; /* disabled, its instances destroyed first: done */
+        log_info(COMPONENT, "applying", "config=%s gpu=%u", p->config, before->gpus[k].index);
+        touched[k] = true;
+        i = k;
+        r = gpu_apply(lib, &before->gpus[k], &p->gpus[k], mode_only, &res, e);
     }
     if (r == 0) {
         if (ret)
@@ -181,10 +239,8 @@ int mp_apply(struct gpu_lib *lib, const struct mp_node *before, const struct mp_
     log_warn(COMPONENT, "apply failed; restoring the previous layout", "config=%s error=\"%s\"",
              p->config, err_msg(e));
     res.rolled_back = true;
-    for (size_t k = i + 1; k-- > 0;) {
-        struct err ignored = {0};
-        if (!p->gpus[k].selected ||
-            (k != i && mp_gpu_matches(&before->gpus[k], &p->gpus[k], mode_only, &ignored) == 0))
+    for (size_t k = before->n_gpus; k-- > 0;) {
+        if (!touched[k])
             continue;
         struct err re = {0};
         struct mp_apply_result dummy = {0};

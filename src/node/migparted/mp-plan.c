@@ -316,6 +316,32 @@ int mp_plan_matches(const struct mp_plan *p, const struct mp_gpu *gpus, size_t n
     return 0;
 }
 
+int mp_plan_reset_pending(const struct mp_plan *p, const struct mp_gpu *gpus, size_t n_gpus,
+                          struct err *e)
+{
+    if (p->n_gpus != n_gpus)
+        return 0;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 1024);
+    size_t n = 0;
+    for (size_t i = 0; i < n_gpus; i++) {
+        const struct mp_gpu *g = &gpus[i];
+        const struct mp_gpu_plan *gp = &p->gpus[i];
+        if (!gp->selected || !g->mig_capable || g->mig_enabled == gp->mig_enabled ||
+            g->mig_pending != gp->mig_enabled)
+            continue;
+        sbuf_addf(&b, "%sGPU %u (MIG %s)", n++ ? ", " : "", g->index,
+                  gp->mig_enabled ? "enabled" : "disabled");
+    }
+    if (n == 0)
+        return 0;
+    err_set(e, -EAGAIN,
+            "config %s: the MIG mode of %s waits for a GPU reset the driver could not do live "
+            "(reboot the node or reset the GPU%s to finish)",
+            p->config, b.error ? "many GPUs" : b.data, n == 1 ? "" : "s");
+    return 1;
+}
+
 /* ---- export -------------------------------------------------------------------------------- */
 
 struct group {

@@ -20,15 +20,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cdi.h"
 #include "gpu.h"
 #include "nodestate.h"
 #include "rtconfig.h"
 #include "svc.h"
-#include "toolkit.h"
+#include "nvcdi.h"
 
 #define COMP         "toolkit"
-#define MINORS_MAX   (1u << 20)
 #define SELF_MAX     (512u << 20)
 #define WRAPPER_NAME "gpuop-runtime"
 #define BINARY_NAME  "gpuop"
@@ -63,11 +61,10 @@ struct tk {
     enum rt_kind kind;
     enum rt_restart_mode restart;
     /* running */
-    struct gpu_lib *lib;
+    struct nvcdi_gen *gen;
     char *spec_host; /* <host_root><cdi_spec> */
     char *last_spec; /* what is on disk */
     char driver_root_now[256];
-    char dev_root_now[256];
 };
 
 static int check_abs(const void *dst, const char *source, struct err *e)
@@ -174,7 +171,7 @@ static const struct svc_option tk_options[] = {
      .off = offsetof(struct tk, cdi_spec),
      .check = check_abs,
      .metavar = "FILE",
-     .help = "the daemon's spec on the host (" TK_CDI_SPEC ")"},
+     .help = "the daemon's spec on the host (" NVCDI_CDI_SPEC ")"},
     {.flag = "validations-dir",
      .kind = SVC_STRING,
      .off = offsetof(struct tk, validations_dir),
@@ -191,7 +188,7 @@ static const struct svc_option tk_options[] = {
      .kind = SVC_STRING,
      .off = offsetof(struct tk, mig_minors),
      .metavar = "FILE",
-     .help = "the driver's MIG capability minors (" TK_MIG_MINORS "); absent: computed"},
+     .help = "the driver's MIG capability minors (" NVCDI_MIG_MINORS "); absent: computed"},
     {.flag = "interval",
      .env = "TOOLKIT_INTERVAL",
      .kind = SVC_DURATION,
@@ -216,16 +213,16 @@ static void tk_defaults(void *state)
     t->runtime = RUNTIME_AUTO;
     t->restart_mode = "signal";
     t->host_root = "/";
-    t->cdi_spec = TK_CDI_SPEC;
+    t->cdi_spec = NVCDI_CDI_SPEC;
     t->validations_dir = NS_VALIDATIONS_DIR;
-    t->mig_minors = TK_MIG_MINORS;
+    t->mig_minors = NVCDI_MIG_MINORS;
     t->interval_ms = 10000;
 }
 
 static void tk_cleanup(void *state)
 {
     struct tk *t = state;
-    gpu_lib_free(t->lib);
+    nvcdi_gen_free(t->gen);
     free(t->spec_host);
     free(t->last_spec);
 }
@@ -233,10 +230,7 @@ static void tk_cleanup(void *state)
 /* <host_root><path> */
 static char *on_host(const struct tk *t, const char *path)
 {
-    size_t hl = strlen(t->host_root);
-    while (hl > 0 && t->host_root[hl - 1] == '/')
-        hl--;
-    return xasprintf("%.*s%s", (int)hl, t->host_root, path);
+    return nvcdi_host_path(t->host_root, "/", path);
 }
 
 static int tk_configure(struct svc *s, struct err *e)
@@ -282,135 +276,24 @@ static int tk_configure(struct svc *s, struct err *e)
     if (!*t->runtime_class)
         return err_set(e, -EINVAL, "--runtime-class: empty");
     t->spec_host = on_host(t, t->cdi_spec);
+    struct nvcdi_gen_options go = {.host_root = t->host_root,
+                                   .driver_root = t->driver_root,
+                                   .dev_root = t->dev_root,
+                                   .validations_dir = t->validations_dir,
+                                   .nvml_library = t->nvml_library,
+                                   .mig_minors = t->mig_minors,
+                                   .spec_path = t->cdi_spec};
+    t->gen = nvcdi_gen_new(&go);
     return 0;
 }
 
 /* ---- generating the spec ------------------------------------------------------------------ */
 
-/* driver-ready's roots (NVIDIA_DRIVER_ROOT, NVIDIA_DEV_ROOT); "/" and none without the file. */
-static int read_driver_ready(struct tk *t, struct err *e)
-{
-    t->dev_root_now[0] = 0;
-    char rel[512];
-    int r = ns_file_path(t->validations_dir, NS_DRIVER_READY, rel, sizeof(rel));
-    if (r < 0)
-        return err_set(e, r, "driver-ready: the path is too long");
-    _cleanup_free_ char *path = on_host(t, rel);
-    _cleanup_free_ char *text = NULL;
-    size_t len;
-    r = file_read_all(path, 65536, &text, &len, e);
-    if (r == -ENOENT) {
-        err_clear(e);
-        strlcpy_s(t->driver_root_now, "/", sizeof(t->driver_root_now));
-        return 0;
-    }
-    if (r < 0)
-        return r;
-    struct ns_driver_ready dr;
-    if ((r = ns_driver_ready_parse(path, text, len, &dr, e)) < 0)
-        return r;
-    if (dr.driver_root[0] != '/')
-        return err_set(e, -EINVAL, "%s: NVIDIA_DRIVER_ROOT \"%s\" is not an absolute path", path,
-                       dr.driver_root);
-    strlcpy_s(t->driver_root_now, dr.driver_root, sizeof(t->driver_root_now));
-    if (dr.dev_root[0] == '/')
-        strlcpy_s(t->dev_root_now, dr.dev_root, sizeof(t->dev_root_now));
-    return 0;
-}
-
-/* The driver and device roots: the flags, else what driver-ready says (NVIDIA_DRIVER_ROOT,
- * NVIDIA_DEV_ROOT), else "/"; the device root defaults to the driver root. */
-static int resolve_driver_root(struct tk *t, struct err *e)
-{
-    int r = 0;
-    t->dev_root_now[0] = 0;
-    if (t->driver_root)
-        strlcpy_s(t->driver_root_now, t->driver_root, sizeof(t->driver_root_now));
-    else
-        r = read_driver_ready(t, e);
-    if (r < 0)
-        return r;
-    if (t->dev_root)
-        strlcpy_s(t->dev_root_now, t->dev_root, sizeof(t->dev_root_now));
-    else if (!t->dev_root_now[0])
-        strlcpy_s(t->dev_root_now, t->driver_root_now, sizeof(t->dev_root_now));
-    return 0;
-}
-
-static int open_nvml(struct tk *t, struct err *e)
-{
-    if (t->lib)
-        return 0;
-    char found[4096];
-    const char *path = t->nvml_library;
-    if (!path || !*path) {
-        int r = tk_driver_find_nvml(t->host_root, t->driver_root_now, found, sizeof(found), e);
-        if (r < 0)
-            return r;
-        path = found;
-    }
-    return gpu_lib_open(path, &t->lib, e);
-}
-
-static int read_inventory(struct tk *t, struct gpu_inventory **ret, struct err *e)
-{
-    int r = resolve_driver_root(t, e);
-    if (r < 0)
-        return r;
-    if ((r = open_nvml(t, e)) < 0)
-        return r;
-    r = gpu_inventory_read(t->lib, ret, e);
-    if (r < 0) {
-        /* a driver being replaced: load it again next time */
-        gpu_lib_free(t->lib);
-        t->lib = NULL;
-    }
-    return r;
-}
-
 static int generate(struct tk *t, char **ret, char *ret_version, size_t version_len, struct err *e)
 {
-    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
-    int r = read_inventory(t, &inv, e);
-    if (r < 0)
-        return r;
-    _cleanup_(tk_driver_freep) struct tk_driver *drv = NULL;
-    if ((r = tk_driver_lookup(t->host_root, t->driver_root_now, inv->driver_version, &drv, e)) < 0)
-        return r;
-    _cleanup_free_ char *minors = NULL;
-    struct err me = {0};
-    if (t->mig_minors && *t->mig_minors &&
-        file_read_all(t->mig_minors, MINORS_MAX, &minors, NULL, &me) < 0)
-        minors = NULL;
-    const char *dev_root = t->dev_root_now;
-    bool present[TK_N_CONTROL];
-    for (size_t i = 0; i < TK_N_CONTROL; i++) {
-        size_t dl = strlen(dev_root);
-        while (dl > 0 && dev_root[dl - 1] == '/')
-            dl--;
-        _cleanup_free_ char *rel = xasprintf("%.*s%s", (int)dl, dev_root, tk_control_nodes[i]);
-        _cleanup_free_ char *p = on_host(t, rel);
-        present[i] = access(p, F_OK) == 0;
-    }
-    struct tk_cdi_input in = {
-        .inv = inv,
-        .driver = drv,
-        .driver_root = t->driver_root_now,
-        .dev_root = dev_root,
-        .mig_minors = minors,
-        .control_present = present,
-    };
-    _cleanup_free_ char *spec = NULL;
-    if ((r = tk_cdi_render(&in, &spec, e)) < 0)
-        return r;
-    /* read back as every CDI consumer will, before anyone sees it */
-    _cleanup_(cdi_spec_freep) struct cdi_spec *parsed = NULL;
-    if ((r = cdi_spec_parse(t->cdi_spec, spec, strlen(spec), &parsed, e)) < 0)
-        return err_prefix(e, "the generated spec does not check");
-    *ret = steal_ptr(&spec);
-    if (ret_version)
-        strlcpy_s(ret_version, inv->driver_version, version_len);
-    return 0;
+    int r = nvcdi_gen_spec(t->gen, ret, ret_version, version_len, e);
+    strlcpy_s(t->driver_root_now, nvcdi_gen_driver_root(t->gen), sizeof(t->driver_root_now));
+    return r;
 }
 
 static int write_stdout(const char *data, size_t len, struct err *e)
@@ -449,13 +332,13 @@ static int run_generate(struct tk *t, struct err *e)
 static int run_list(struct tk *t, struct err *e)
 {
     _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
-    int r = read_inventory(t, &inv, e);
+    int r = nvcdi_gen_inventory(t->gen, &inv, e);
     if (r < 0)
         return r;
     _cleanup_sbuf_ struct sbuf b;
-    sbuf_init(&b, TK_SPEC_MAX);
-    if ((r = tk_cdi_names(inv, &b)) < 0)
-        return err_set(e, r, "device names: larger than %u bytes", TK_SPEC_MAX);
+    sbuf_init(&b, NVCDI_SPEC_MAX);
+    if ((r = nvcdi_cdi_names(inv, &b)) < 0)
+        return err_set(e, r, "device names: larger than %u bytes", NVCDI_SPEC_MAX);
     return write_stdout(b.data ? b.data : "", b.len, e);
 }
 
@@ -684,7 +567,7 @@ const struct svc_component toolkit_component = {
     .usage = "Usage: gpuop toolkit [flags]                  the toolkit daemon\n"
              "       gpuop toolkit cdi generate [flags]     the node's CDI spec\n"
              "       gpuop toolkit cdi list [flags]         the device names it defines\n\n"
-             "Keeps the node ready for GPU containers: a CDI spec (kind " TK_CDI_KIND ") for\n"
+             "Keeps the node ready for GPU containers: a CDI spec (kind " NVCDI_CDI_KIND ") for\n"
              "every GPU and MIG device with the driver's device nodes, libraries, binaries,\n"
              "firmware and IPC sockets, regenerated when the GPUs, their MIG layout or the\n"
              "driver change; gpuop installed as the runtime handler; the runtime configured;\n"

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "toolkit.h"
+#include "nvcdi.h"
 
-const char *const tk_control_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
-                                        "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", NULL};
+const char *const nvcdi_control_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                           "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", NULL};
 
 #define MOUNT_OPTIONS "[ro, nosuid, nodev, rbind, rprivate]"
 #define IPC_OPTIONS   "[ro, nosuid, nodev, rbind, rprivate, noexec]"
@@ -97,7 +97,7 @@ static long minors_find(const char *text, unsigned gpu, unsigned gi, int ci)
     return -1;
 }
 
-unsigned tk_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned gi, int ci)
+unsigned nvcdi_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned gi, int ci)
 {
     if (mig_minors) {
         long v = minors_find(mig_minors, gpu_minor, gi, ci);
@@ -110,7 +110,7 @@ unsigned tk_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned g
 
 /* ---- cdiVersion --------------------------------------------------------------------------- */
 
-const char *tk_cdi_min_version(const struct tk_cdi_features *f)
+const char *nvcdi_cdi_min_version(const struct nvcdi_cdi_features *f)
 {
     if (f->extra_gids)
         return "0.7.0";
@@ -158,11 +158,11 @@ static int name_line(const char *name, const struct gpu_device *gpu,
 {
     (void)gpu;
     (void)mig;
-    sbuf_addf(ud, "%s=%s\n", TK_CDI_KIND, name);
+    sbuf_addf(ud, "%s=%s\n", NVCDI_CDI_KIND, name);
     return 0;
 }
 
-int tk_cdi_names(const struct gpu_inventory *inv, struct sbuf *out)
+int nvcdi_cdi_names(const struct gpu_inventory *inv, struct sbuf *out)
 {
     if (inv->n_gpus == 0)
         return 0;
@@ -174,7 +174,7 @@ int tk_cdi_names(const struct gpu_inventory *inv, struct sbuf *out)
 
 struct render {
     struct sbuf *b;
-    const struct tk_cdi_input *in;
+    const struct nvcdi_cdi_input *in;
     const char *dev_root;
 };
 
@@ -206,7 +206,7 @@ static void gpu_nodes(struct render *rd, const char *indent, const struct gpu_de
 {
     char path[64];
     snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
-    dev_node(rd, indent, path, TK_GPU_MAJOR, (int)g->minor);
+    dev_node(rd, indent, path, NVCDI_GPU_MAJOR, (int)g->minor);
 }
 
 /* A MIG device's capability nodes: its GPU instance's and its compute instance's. The major is
@@ -216,10 +216,10 @@ static void mig_nodes(struct render *rd, const char *indent, const struct gpu_de
 {
     char path[64];
     snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
-             tk_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, -1));
+             nvcdi_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, -1));
     dev_node(rd, indent, path, -1, 0);
     snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
-             tk_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, (int)m->ci_id));
+             nvcdi_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, (int)m->ci_id));
     dev_node(rd, indent, path, -1, 0);
 }
 
@@ -263,7 +263,7 @@ static void mount(struct render *rd, const char *path, const char *options)
     sbuf_addf(b, "    options: %s\n", options);
 }
 
-int tk_cdi_render(const struct tk_cdi_input *in, char **ret, struct err *e)
+int nvcdi_cdi_render(const struct nvcdi_cdi_input *in, char **ret, struct err *e)
 {
     if (!in->inv || in->inv->n_gpus == 0)
         return err_set(e, -EINVAL, "CDI spec: no GPUs (a spec needs at least one device)");
@@ -273,34 +273,35 @@ int tk_cdi_render(const struct tk_cdi_input *in, char **ret, struct err *e)
     if (rd.dev_root[0] != '/')
         return err_set(e, -EINVAL, "CDI spec: the device root must be an absolute path");
     _cleanup_sbuf_ struct sbuf b;
-    sbuf_init(&b, TK_SPEC_MAX);
+    sbuf_init(&b, NVCDI_SPEC_MAX);
     rd.b = &b;
 
-    struct tk_cdi_features f = {
+    struct nvcdi_cdi_features f = {
         .digit_names = true, /* index names: "0", "0:1" */
         .host_paths = strcmp(rd.dev_root, "/") != 0,
     };
     sbuf_adds(&b, "---\n");
-    kv(&b, "", "cdiVersion", tk_cdi_min_version(&f));
-    kv(&b, "", "kind", TK_CDI_KIND);
+    kv(&b, "", "cdiVersion", nvcdi_cdi_min_version(&f));
+    kv(&b, "", "kind", NVCDI_CDI_KIND);
     sbuf_adds(&b, "devices:\n");
     (void)for_each_name(in->inv, device_entry, &rd);
 
     sbuf_adds(&b, "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n");
     bool any_control = false;
-    for (size_t i = 0; tk_control_nodes[i]; i++)
+    for (size_t i = 0; nvcdi_control_nodes[i]; i++)
         any_control |= !in->control_present || in->control_present[i];
     if (any_control) {
         sbuf_adds(&b, "  deviceNodes:\n");
-        for (size_t i = 0; tk_control_nodes[i]; i++)
+        for (size_t i = 0; nvcdi_control_nodes[i]; i++)
             if (!in->control_present || in->control_present[i])
-                dev_node(&rd, "  ", tk_control_nodes[i], -1, 0);
+                dev_node(&rd, "  ", nvcdi_control_nodes[i], -1, 0);
     }
-    const struct tk_driver *d = in->driver;
+    const struct nvcdi_driver *d = in->driver;
     if (d->n_files)
         sbuf_adds(&b, "  mounts:\n");
     for (size_t i = 0; i < d->n_files; i++)
-        mount(&rd, d->files[i].path, d->files[i].kind == TK_FILE_IPC ? IPC_OPTIONS : MOUNT_OPTIONS);
+        mount(&rd, d->files[i].path,
+              d->files[i].kind == NVCDI_FILE_IPC ? IPC_OPTIONS : MOUNT_OPTIONS);
     int r = sbuf_check_err(&b, e, "CDI spec");
     if (r < 0)
         return r;

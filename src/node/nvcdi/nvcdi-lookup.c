@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "toolkit.h"
+#include "nvcdi.h"
 
-const char *const tk_library_dirs[] = {
+const char *const nvcdi_library_dirs[] = {
     "/",
     "/usr/lib64",
     "/usr/lib/x86_64-linux-gnu",
@@ -44,7 +44,7 @@ static const char *const ipc_sockets[] = {"/run/nvidia-persistenced/socket",
                                           "/run/nvidia-fabricmanager/socket"};
 static const char *const ipc_dirs[] = {"/tmp/nvidia-mps"};
 
-void tk_driver_free(struct tk_driver *d)
+void nvcdi_driver_free(struct nvcdi_driver *d)
 {
     if (!d)
         return;
@@ -55,8 +55,7 @@ void tk_driver_free(struct tk_driver *d)
     free(d);
 }
 
-/* <host_root><driver_root><path>, without doubled slashes. */
-static char *host_path(const char *host_root, const char *driver_root, const char *path)
+char *nvcdi_host_path(const char *host_root, const char *driver_root, const char *path)
 {
     size_t hl = strlen(host_root), dl = strlen(driver_root);
     while (hl > 0 && host_root[hl - 1] == '/')
@@ -171,14 +170,14 @@ static bool want_gsp(const char *pdir, const char *name, void *ud)
     return str_has_prefix(name, "gsp") && str_has_suffix(name, ".bin") && is_reg(pdir, name);
 }
 
-static int add_file(struct tk_driver *d, enum tk_file_kind kind, char *path, struct err *e)
+static int add_file(struct nvcdi_driver *d, enum nvcdi_file_kind kind, char *path, struct err *e)
 {
-    if (d->n_files >= TK_LOOKUP_MAX) {
+    if (d->n_files >= NVCDI_LOOKUP_MAX) {
         free(path);
-        return err_set(e, -E2BIG, "more than %u driver files", TK_LOOKUP_MAX);
+        return err_set(e, -E2BIG, "more than %u driver files", NVCDI_LOOKUP_MAX);
     }
     d->files = xrealloc(d->files, (d->n_files + 1) * sizeof(*d->files));
-    d->files[d->n_files++] = (struct tk_file){.kind = kind, .path = path};
+    d->files[d->n_files++] = (struct nvcdi_file){.kind = kind, .path = path};
     return 0;
 }
 
@@ -196,13 +195,13 @@ static void searched(char *buf, size_t n)
 {
     size_t off = 0;
     buf[0] = 0;
-    for (size_t i = 0; tk_library_dirs[i] && off < n; i++)
-        off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? " " : "", tk_library_dirs[i]);
+    for (size_t i = 0; nvcdi_library_dirs[i] && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? " " : "", nvcdi_library_dirs[i]);
 }
 
 /* Adds the versioned libraries of one directory (and its vdpau/) and the links to them. */
-static int add_lib_dir(struct tk_driver *d, const char *pdir, const char *dir, const char *version,
-                       bool *ret_nvml, bool *ret_cuda, struct err *e)
+static int add_lib_dir(struct nvcdi_driver *d, const char *pdir, const char *dir,
+                       const char *version, bool *ret_nvml, bool *ret_cuda, struct err *e)
 {
     struct names libs = {0}, links = {0}, vdpau = {0};
     int r = 0;
@@ -221,26 +220,26 @@ static int add_lib_dir(struct tk_driver *d, const char *pdir, const char *dir, c
             *ret_cuda = true;
             d->libcuda_dir = xstrdup(dir);
         }
-        r = add_file(d, TK_FILE_LIBRARY, child(dir, libs.v[i]), e);
+        r = add_file(d, NVCDI_FILE_LIBRARY, child(dir, libs.v[i]), e);
     }
     for (size_t i = 0; r == 0 && i < vdpau.n; i++)
-        r = add_file(d, TK_FILE_LIBRARY, child(vdir, vdpau.v[i]), e);
+        r = add_file(d, NVCDI_FILE_LIBRARY, child(vdir, vdpau.v[i]), e);
     for (size_t i = 0; r == 0 && i < links.n; i++)
-        r = add_file(d, TK_FILE_LINK, child(dir, links.v[i]), e);
+        r = add_file(d, NVCDI_FILE_LINK, child(dir, links.v[i]), e);
     names_clear(&libs);
     names_clear(&links);
     names_clear(&vdpau);
     return r;
 }
 
-int tk_driver_lookup(const char *host_root, const char *driver_root, const char *version,
-                     struct tk_driver **ret, struct err *e)
+int nvcdi_driver_lookup(const char *host_root, const char *driver_root, const char *version,
+                        struct nvcdi_driver **ret, struct err *e)
 {
     if (!valid_version(version))
         return err_set(e, -EINVAL, "driver version \"%s\": not digits and dots", version);
-    _cleanup_(tk_driver_freep) struct tk_driver *d = xcalloc(1, sizeof(*d));
+    _cleanup_(nvcdi_driver_freep) struct nvcdi_driver *d = xcalloc(1, sizeof(*d));
     strlcpy_s(d->version, version, sizeof(d->version));
-    _cleanup_free_ char *proot = host_path(host_root, driver_root, "/");
+    _cleanup_free_ char *proot = nvcdi_host_path(host_root, driver_root, "/");
     struct stat rst;
     if (stat(*proot ? proot : "/", &rst) < 0 || !S_ISDIR(rst.st_mode))
         return err_set(e, -ENOENT, "driver root \"%s\" (at \"%s\"): not a directory", driver_root,
@@ -252,8 +251,8 @@ int tk_driver_lookup(const char *host_root, const char *driver_root, const char 
     size_t n_seen = 0;
     bool have_nvml = false, have_cuda = false;
     int r;
-    for (size_t i = 0; tk_library_dirs[i]; i++) {
-        _cleanup_free_ char *pdir = host_path(host_root, driver_root, tk_library_dirs[i]);
+    for (size_t i = 0; nvcdi_library_dirs[i]; i++) {
+        _cleanup_free_ char *pdir = nvcdi_host_path(host_root, driver_root, nvcdi_library_dirs[i]);
         struct stat st;
         if (stat(*pdir ? pdir : "/", &st) < 0 || !S_ISDIR(st.st_mode))
             continue;
@@ -266,8 +265,8 @@ int tk_driver_lookup(const char *host_root, const char *driver_root, const char 
             seen_dev[n_seen] = st.st_dev;
             seen_ino[n_seen++] = st.st_ino;
         }
-        r = add_lib_dir(d, *pdir ? pdir : "/", tk_library_dirs[i], version, &have_nvml, &have_cuda,
-                        e);
+        r = add_lib_dir(d, *pdir ? pdir : "/", nvcdi_library_dirs[i], version, &have_nvml,
+                        &have_cuda, e);
         if (r < 0)
             return r;
     }
@@ -282,12 +281,12 @@ int tk_driver_lookup(const char *host_root, const char *driver_root, const char 
 
     /* Firmware of this version. */
     _cleanup_free_ char *fwdir = xasprintf("/lib/firmware/nvidia/%s", version);
-    _cleanup_free_ char *pfw = host_path(host_root, driver_root, fwdir);
+    _cleanup_free_ char *pfw = nvcdi_host_path(host_root, driver_root, fwdir);
     struct names fw = {0};
     list_dir(pfw, want_gsp, NULL, &fw);
     r = 0;
     for (size_t i = 0; r == 0 && i < fw.n; i++)
-        r = add_file(d, TK_FILE_FIRMWARE, child(fwdir, fw.v[i]), e);
+        r = add_file(d, NVCDI_FILE_FIRMWARE, child(fwdir, fw.v[i]), e);
     names_clear(&fw);
     if (r < 0)
         return r;
@@ -295,38 +294,38 @@ int tk_driver_lookup(const char *host_root, const char *driver_root, const char 
     /* Binaries: the first directory that has each. */
     for (size_t b = 0; b < ARRAY_SIZE(binaries); b++)
         for (size_t k = 0; k < ARRAY_SIZE(bin_dirs); k++) {
-            _cleanup_free_ char *pdir = host_path(host_root, driver_root, bin_dirs[k]);
+            _cleanup_free_ char *pdir = nvcdi_host_path(host_root, driver_root, bin_dirs[k]);
             if (!is_reg(pdir, binaries[b]))
                 continue;
-            if ((r = add_file(d, TK_FILE_BINARY, child(bin_dirs[k], binaries[b]), e)) < 0)
+            if ((r = add_file(d, NVCDI_FILE_BINARY, child(bin_dirs[k], binaries[b]), e)) < 0)
                 return r;
             break;
         }
 
     /* IPC. */
     for (size_t i = 0; i < ARRAY_SIZE(ipc_sockets); i++) {
-        _cleanup_free_ char *p = host_path(host_root, driver_root, ipc_sockets[i]);
+        _cleanup_free_ char *p = nvcdi_host_path(host_root, driver_root, ipc_sockets[i]);
         struct stat st;
         if (stat(p, &st) == 0 && !S_ISDIR(st.st_mode) &&
-            (r = add_file(d, TK_FILE_IPC, xstrdup(ipc_sockets[i]), e)) < 0)
+            (r = add_file(d, NVCDI_FILE_IPC, xstrdup(ipc_sockets[i]), e)) < 0)
             return r;
     }
     for (size_t i = 0; i < ARRAY_SIZE(ipc_dirs); i++) {
-        _cleanup_free_ char *p = host_path(host_root, driver_root, ipc_dirs[i]);
+        _cleanup_free_ char *p = nvcdi_host_path(host_root, driver_root, ipc_dirs[i]);
         struct stat st;
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
-            (r = add_file(d, TK_FILE_IPC, xstrdup(ipc_dirs[i]), e)) < 0)
+            (r = add_file(d, NVCDI_FILE_IPC, xstrdup(ipc_dirs[i]), e)) < 0)
             return r;
     }
     *ret = steal_ptr(&d);
     return 0;
 }
 
-int tk_driver_find_nvml(const char *host_root, const char *driver_root, char *buf, size_t n,
-                        struct err *e)
+int nvcdi_driver_find_nvml(const char *host_root, const char *driver_root, char *buf, size_t n,
+                           struct err *e)
 {
-    for (size_t i = 0; tk_library_dirs[i]; i++) {
-        _cleanup_free_ char *pdir = host_path(host_root, driver_root, tk_library_dirs[i]);
+    for (size_t i = 0; nvcdi_library_dirs[i]; i++) {
+        _cleanup_free_ char *pdir = nvcdi_host_path(host_root, driver_root, nvcdi_library_dirs[i]);
         if (!is_reg(*pdir ? pdir : "/", "libnvidia-ml.so.1"))
             continue;
         _cleanup_free_ char *p = xasprintf("%s/libnvidia-ml.so.1", pdir);
