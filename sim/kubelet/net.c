@@ -307,13 +307,15 @@ static uint32_t fnv1a(const char *s)
     return h;
 }
 
-/* "kl-<node>", or when that is longer than a file name may be, its first part and a hash. */
-static char *netns_path_for(const char *node)
+/* "kl<tag>-<node>" (the bridge's tag, as its veths carry: two simulated clusters on one machine
+ * with the same node names never share a namespace), or when that is longer than a file name may
+ * be, its first part and a hash. */
+static char *netns_path_for(uint16_t tag, const char *node)
 {
     size_t len = strlen(node);
-    if (len <= NAME_MAX - 3)
-        return xasprintf(NETNS_RUN_DIR "/kl-%s", node);
-    return xasprintf(NETNS_RUN_DIR "/kl-%.*s-%08x", NAME_MAX - 12, node, fnv1a(node));
+    if (len <= NAME_MAX - 7)
+        return xasprintf(NETNS_RUN_DIR "/kl%04x-%s", tag, node);
+    return xasprintf(NETNS_RUN_DIR "/kl%04x-%.*s-%08x", tag, NAME_MAX - 16, node, fnv1a(node));
 }
 
 static void addr_str(uint32_t a, char *buf, size_t n)
@@ -491,7 +493,7 @@ int kl_net_add_node(struct kl_net *n, const char *node, unsigned index, char **r
     if ((uint64_t)index + 2 > hosts)
         return err_set(e, -ERANGE, "node \"%s\": number %u does not fit the /%u subnet", node,
                        index, n->prefix);
-    _cleanup_free_ char *path = netns_path_for(node);
+    _cleanup_free_ char *path = netns_path_for(n->veth_tag, node);
     for (size_t i = 0; i < n->n_nodes; i++)
         if (streq_ptr(n->nodes[i].netns_path, path))
             return err_set(e, -EEXIST, "node \"%s\": already added", node);
