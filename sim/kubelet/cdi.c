@@ -7,7 +7,9 @@
  *
  * Host paths: a spec on a simulated node names paths of that node's host, so mount sources and
  * device nodes are prefixed with the node root (a mount of /usr/lib/x/libcuda.so.1 binds
- * <root>/usr/lib/x/libcuda.so.1). deviceNodes without hostPath use path, as CDI does.
+ * <root>/usr/lib/x/libcuda.so.1). deviceNodes without hostPath use path, as CDI does; the
+ * container gets the node at path, with the spec's type, numbers, mode and owner, the rest read
+ * from the host's node when the container is made (kl_device_resolve).
  */
 #include <string.h>
 
@@ -33,7 +35,24 @@ static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_
     }
     for (size_t i = 0; i < ed->n_device_nodes; i++) {
         const struct cdi_device_node *d = &ed->device_nodes[i];
-        kl_alloc_add_device_node(a, host_path(root, d->host_path ? d->host_path : d->path));
+        struct kl_alloc_device dev = {
+            .path = xstrdup(d->path),
+            .host_path = host_path(root, d->host_path ? d->host_path : d->path),
+            .type = d->type && (d->type[0] == 'c' || d->type[0] == 'b') && !d->type[1]
+                        ? d->type[0]
+                        : 0,
+            .has_numbers = d->has_major && d->has_minor && d->major >= 0 &&
+                           d->major <= UINT32_MAX && d->minor >= 0 && d->minor <= UINT32_MAX,
+            .major = (unsigned)d->major,
+            .minor = (unsigned)d->minor,
+            .has_mode = d->has_file_mode,
+            .file_mode = d->file_mode,
+            .has_uid = d->has_uid,
+            .uid = d->uid,
+            .has_gid = d->has_gid,
+            .gid = d->gid,
+        };
+        kl_alloc_add_device(a, &dev);
     }
     for (size_t i = 0; i < ed->n_mounts; i++) {
         const struct cdi_mount *m = &ed->mounts[i];
