@@ -38,9 +38,8 @@ static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_
         struct kl_alloc_device dev = {
             .path = xstrdup(d->path),
             .host_path = host_path(root, d->host_path ? d->host_path : d->path),
-            .type = d->type && (d->type[0] == 'c' || d->type[0] == 'b') && !d->type[1]
-                        ? d->type[0]
-                        : 0,
+            .type =
+                d->type && (d->type[0] == 'c' || d->type[0] == 'b') && !d->type[1] ? d->type[0] : 0,
             .has_numbers = d->has_major && d->has_minor && d->major >= 0 &&
                            d->major <= UINT32_MAX && d->minor >= 0 && d->minor <= UINT32_MAX,
             .major = (unsigned)d->major,

@@ -868,8 +868,8 @@ static int alloc_merge(struct kl_alloc *a, const uint8_t *resp, size_t len, stru
         const V1beta1__DeviceSpec *ds = c->devices[i];
         if (!ds || !ds->host_path || !*ds->host_path)
             continue;
-        const char *in = ds->container_path && *ds->container_path ? ds->container_path
-                                                                   : ds->host_path;
+        const char *in =
+            ds->container_path && *ds->container_path ? ds->container_path : ds->host_path;
         struct kl_alloc_device dev = {.path = xstrdup(in), .host_path = xstrdup(ds->host_path)};
         kl_alloc_add_device(a, &dev);
     }

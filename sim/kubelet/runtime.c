@@ -769,13 +769,15 @@ static int plan_devices(struct plan *p, const struct kl_device *devs, size_t n, 
     for (size_t i = 0; i < n; i++) {
         const struct kl_device *d = &devs[i];
         if (!d->path || !str_has_prefix(d->path, "/dev/") || !target_ok(d->path))
-            return err_set(e, -EINVAL, "devices[%zu]: path \"%s\": not an absolute path under /dev "
-                           "without . or ..", i, d->path ? d->path : "");
+            return err_set(e, -EINVAL,
+                           "devices[%zu]: path \"%s\": not an absolute path under /dev "
+                           "without . or ..",
+                           i, d->path ? d->path : "");
         if (d->type != 'c' && d->type != 'b')
             return err_set(e, -EINVAL, "devices[%zu] \"%s\": type '%c' (c or b)", i, d->path,
                            d->type ? d->type : '?');
-        struct op *o = plan_add(p, OP_MKNOD, xasprintf("mknod \"%s\" %c %u:%u", d->path, d->type,
-                                                       d->major, d->minor));
+        struct op *o = plan_add(
+            p, OP_MKNOD, xasprintf("mknod \"%s\" %c %u:%u", d->path, d->type, d->major, d->minor));
         o->path = xasprintf("%s%s", KL_ROOT_MNT, d->path);
         o->flags = (d->type == 'c' ? S_IFCHR : S_IFBLK) | (d->file_mode & 07777);
         o->mask = makedev(d->major, d->minor);

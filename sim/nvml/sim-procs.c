@@ -216,7 +216,8 @@ static size_t dev_minors(const char *dir, const char *prefix, unsigned major, un
     while ((de = readdir(d)) && n < SIM_DEV_MAX) {
         struct stat st;
         const char *num = de->d_name + pl;
-        if (strncmp(de->d_name, prefix, pl) != 0 || !*num || strspn(num, "0123456789") != strlen(num) ||
+        if (strncmp(de->d_name, prefix, pl) != 0 || !*num ||
+            strspn(num, "0123456789") != strlen(num) ||
             fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
             (major && major(st.st_rdev) != major))
             continue;

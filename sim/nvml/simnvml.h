@@ -295,7 +295,7 @@ size_t sim_dev_layout(size_t n_gpus, const bool *mig_capable, struct sim_dev_nod
 /* The device nodes a process finds in a /dev folder: what the simulated CUDA enumerates when a
  * container runtime gave it device nodes (CDI). */
 struct sim_dev_nodes {
-    bool ctl;   /* <dev>/nvidiactl, a character device */
+    bool ctl; /* <dev>/nvidiactl, a character device */
     size_t n_gpu, n_cap;
     unsigned gpu_minors[SIM_DEV_MAX]; /* character devices nvidia<N> of SIM_GPU_MAJOR */
     unsigned cap_minors[SIM_DEV_MAX]; /* character devices in <dev>/nvidia-caps */

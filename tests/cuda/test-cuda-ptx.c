@@ -208,8 +208,8 @@ static void test_visible(void **state)
         {&with_ctl, "void", "1", "3"},   /* CUDA's ordinals index them */
         {&with_ctl, "0", NULL, "0"},     /* the variable names devices: the legacy path */
         {&with_ctl, "all", NULL, "0123"},
-        {&none, "void", NULL, ""},       /* the control node only: no device */
-        {&no_ctl, NULL, NULL, "0123"},   /* no control node: a host process */
+        {&none, "void", NULL, ""},     /* the control node only: no device */
+        {&no_ctl, NULL, NULL, "0123"}, /* no control node: a host process */
         {&no_ctl, "void", NULL, ""},
     };
     for (size_t i = 0; i < ARRAY_SIZE(node_cases); i++) {

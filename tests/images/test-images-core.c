@@ -163,7 +163,7 @@ static void test_devices_from_nodes(void **state)
         {false, {0, 1}, {gi1, ci1}, 2, 2, ""},
         {true, {0, 1, 2}, {gi1, ci1, gi2, ci2}, 3, 4, "GPU-0000,MIG-aaaa,MIG-bbbb"},
         {true, {1}, {gi2, ci2}, 1, 2, "MIG-bbbb"},
-        {true, {1}, {gi2, ci1}, 1, 2, ""}, /* a GI without its CI's node */
+        {true, {1}, {gi2, ci1}, 1, 2, ""},         /* a GI without its CI's node */
         {true, {0}, {gi1, ci1}, 1, 2, "GPU-0000"}, /* MIG caps without the GPU's node */
         {true, {2}, {0}, 1, 0, ""},                /* the lost GPU */
         {true, {7}, {0}, 1, 0, ""},                /* a node of no GPU in the inventory */
@@ -180,8 +180,7 @@ static void test_devices_from_nodes(void **state)
         simimg_devices_from_nodes(&inv, &nodes, &d, &n);
         char got[256] = "";
         for (size_t k = 0; k < n; k++)
-            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? "," : "",
-                     d[k].uuid);
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? "," : "", d[k].uuid);
         free(d);
         if (strcmp(got, cases[i].want) != 0)
             fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].want);
@@ -265,12 +264,9 @@ static void test_smi_list_and_query(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_driver_ref),
-        cmocka_unit_test(test_kernel_and_proc_version),
-        cmocka_unit_test(test_visible_devices),
-        cmocka_unit_test(test_devices_from_nodes),
-        cmocka_unit_test(test_device_layout),
-        cmocka_unit_test(test_smi_list_and_query),
+        cmocka_unit_test(test_driver_ref),      cmocka_unit_test(test_kernel_and_proc_version),
+        cmocka_unit_test(test_visible_devices), cmocka_unit_test(test_devices_from_nodes),
+        cmocka_unit_test(test_device_layout),   cmocka_unit_test(test_smi_list_and_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

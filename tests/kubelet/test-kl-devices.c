@@ -40,29 +40,30 @@ static void write_file(const char *path, const char *text)
 
 /* ---- CDI ----------------------------------------------------------------------------------- */
 
-static const char spec_yaml[] = "cdiVersion: 0.5.0\n"
-                                "kind: nvidia.com/gpu\n"
-                                "containerEdits:\n"
-                                "  env: [NVIDIA_VISIBLE_DEVICES=void]\n"
-                                "  deviceNodes: [{path: /dev/nvidiactl}]\n"
-                                "  mounts:\n"
-                                "  - {hostPath: /usr/lib/libcuda.so.1, containerPath: "
-                                "/usr/lib/libcuda.so.1, options: [ro, nosuid, bind]}\n"
-                                "  hooks:\n"
-                                "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook,"
-                                " args: [nvidia-cdi-hook, update-ldcache]}\n"
-                                "devices:\n"
-                                "- name: \"0\"\n"
-                                "  containerEdits:\n"
-                                "    deviceNodes: [{path: /dev/nvidia0}]\n"
-                                "- name: all\n"
-                                "  containerEdits:\n"
-                                "    deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1, type: c, major: 195, minor: 1, "
-                                "fileMode: 384, uid: 7, gid: 8}]\n"
-                                "- name: GPU-aaaa\n"
-                                "  containerEdits:\n"
-                                "    env: [GPU_NAME=aaaa]\n"
-                                "    deviceNodes: [{path: /dev/nvidia0, hostPath: /dev/nvidia7}]\n";
+static const char spec_yaml[] =
+    "cdiVersion: 0.5.0\n"
+    "kind: nvidia.com/gpu\n"
+    "containerEdits:\n"
+    "  env: [NVIDIA_VISIBLE_DEVICES=void]\n"
+    "  deviceNodes: [{path: /dev/nvidiactl}]\n"
+    "  mounts:\n"
+    "  - {hostPath: /usr/lib/libcuda.so.1, containerPath: "
+    "/usr/lib/libcuda.so.1, options: [ro, nosuid, bind]}\n"
+    "  hooks:\n"
+    "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook,"
+    " args: [nvidia-cdi-hook, update-ldcache]}\n"
+    "devices:\n"
+    "- name: \"0\"\n"
+    "  containerEdits:\n"
+    "    deviceNodes: [{path: /dev/nvidia0}]\n"
+    "- name: all\n"
+    "  containerEdits:\n"
+    "    deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1, type: c, major: 195, minor: 1, "
+    "fileMode: 384, uid: 7, gid: 8}]\n"
+    "- name: GPU-aaaa\n"
+    "  containerEdits:\n"
+    "    env: [GPU_NAME=aaaa]\n"
+    "    deviceNodes: [{path: /dev/nvidia0, hostPath: /dev/nvidia7}]\n";
 
 /* ---- CDI: resolve --------------------------------------------------------------------------- */
 
@@ -596,8 +597,8 @@ static void test_fake_plugin(void **state)
 static void test_device_resolve(void **state)
 {
     (void)state;
-    const struct stat chr = {.st_mode = S_IFCHR | 0660, .st_rdev = makedev(195, 3), .st_uid = 1,
-                       .st_gid = 44};
+    const struct stat chr = {
+        .st_mode = S_IFCHR | 0660, .st_rdev = makedev(195, 3), .st_uid = 1, .st_gid = 44};
     const struct stat blk = {.st_mode = S_IFBLK | 0600, .st_rdev = makedev(8, 0)};
     const struct stat reg = {.st_mode = S_IFREG | 0644};
     const struct {
@@ -609,32 +610,69 @@ static void test_device_resolve(void **state)
         struct kl_device want;
     } cases[] = {
         /* nothing given: all from the host's node */
-        {{.path = "/dev/nvidia0", .host_path = "/r/dev/nvidia3"}, &chr, 0, 0, NULL,
+        {{.path = "/dev/nvidia0", .host_path = "/r/dev/nvidia3"},
+         &chr,
+         0,
+         0,
+         NULL,
          {"/dev/nvidia0", 'c', 195, 3, 0660, 1, 44}},
-        {{.path = "/dev/sda", .host_path = "/dev/sda"}, &blk, 0, 0, NULL,
+        {{.path = "/dev/sda", .host_path = "/dev/sda"},
+         &blk,
+         0,
+         0,
+         NULL,
          {"/dev/sda", 'b', 8, 0, 0600, 0, 0}},
         /* a mode and owner given win over the host's */
-        {{.path = "/dev/x", .host_path = "/h", .has_mode = true, .file_mode = 0640, .has_gid = true,
+        {{.path = "/dev/x",
+          .host_path = "/h",
+          .has_mode = true,
+          .file_mode = 0640,
+          .has_gid = true,
           .gid = 9},
-         &chr, 0, 0, NULL, {"/dev/x", 'c', 195, 3, 0640, 1, 9}},
+         &chr,
+         0,
+         0,
+         NULL,
+         {"/dev/x", 'c', 195, 3, 0640, 1, 9}},
         /* type and numbers given: the host's node is not needed; runc's 0666, root */
-        {{.path = "/dev/nvidia1", .host_path = "/gone", .type = 'c', .has_numbers = true,
-          .major = 195, .minor = 1},
-         NULL, ENOENT, 0, NULL, {"/dev/nvidia1", 'c', 195, 1, 0666, 0, 0}},
+        {{.path = "/dev/nvidia1",
+          .host_path = "/gone",
+          .type = 'c',
+          .has_numbers = true,
+          .major = 195,
+          .minor = 1},
+         NULL,
+         ENOENT,
+         0,
+         NULL,
+         {"/dev/nvidia1", 'c', 195, 1, 0666, 0, 0}},
         /* numbers without a type: the host's node is read, and missing */
         {{.path = "/dev/nvidia1", .host_path = "/gone", .has_numbers = true, .major = 195},
-         NULL, ENOENT, -ENOENT,
+         NULL,
+         ENOENT,
+         -ENOENT,
          "error gathering device information while adding custom device \"/gone\": No such "
          "file or directory",
          {0}},
-        {{.path = "/dev/nvidiactl", .host_path = "/r/dev/nvidiactl"}, NULL, EACCES, -EACCES,
+        {{.path = "/dev/nvidiactl", .host_path = "/r/dev/nvidiactl"},
+         NULL,
+         EACCES,
+         -EACCES,
          "error gathering device information while adding custom device \"/r/dev/nvidiactl\": "
          "Permission denied",
          {0}},
-        {{.path = "/dev/nvidia0", .host_path = "/r/file"}, &reg, 0, -ENODEV,
-         "device \"/dev/nvidia0\": \"/r/file\" is not a device node", {0}},
-        {{.path = "/dev/p", .host_path = "/p", .type = 'p', .has_numbers = true}, NULL, ENOENT,
-         -EINVAL, "device \"/dev/p\": type 'p' is not c or b", {0}},
+        {{.path = "/dev/nvidia0", .host_path = "/r/file"},
+         &reg,
+         0,
+         -ENODEV,
+         "device \"/dev/nvidia0\": \"/r/file\" is not a device node",
+         {0}},
+        {{.path = "/dev/p", .host_path = "/p", .type = 'p', .has_numbers = true},
+         NULL,
+         ENOENT,
+         -EINVAL,
+         "device \"/dev/p\": type 'p' is not c or b",
+         {0}},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         struct kl_device got = {0};

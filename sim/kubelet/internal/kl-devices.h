@@ -66,7 +66,7 @@ struct kl_alloc {
     size_t n_mounts;
     struct kl_alloc_device *devices; /* one per container path, the first kept */
     size_t n_devices;
-    char **cdi_devices; /* fully-qualified CDI names, NULL-terminated */
+    char **cdi_devices;  /* fully-qualified CDI names, NULL-terminated */
     json_t *annotations; /* object */
 };
 void kl_alloc_free(struct kl_alloc *a);

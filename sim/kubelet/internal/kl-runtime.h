@@ -5,10 +5,11 @@
  * A container sees: a root of its own (a tmpfs with the host's /usr, /bin, /sbin, /lib*, /etc
  * bound read-only, so the host's programs run unchanged; a fresh /proc; a /dev of its own holding
  * the default devices and exactly the device nodes of the spec, made with mknod as runc makes
- * them, or the host's /dev when privileged; /tmp a tmpfs), then the spec's mounts in order (hostPath volumes from the node root, ConfigMap,
- * Secret and projected volumes the kubelet materialised, the service-account token), its own
- * mount namespace, and the node's network namespace (all pods of a node share the node's address:
- * the simulation's one simplification of pod networking). stdout and stderr go to the log file.
+ * them, or the host's /dev when privileged; /tmp a tmpfs), then the spec's mounts in order
+ * (hostPath volumes from the node root, ConfigMap, Secret and projected volumes the kubelet
+ * materialised, the service-account token), its own mount namespace, and the node's network
+ * namespace (all pods of a node share the node's address: the simulation's one simplification of
+ * pod networking). stdout and stderr go to the log file.
  *
  * Threads: every function may be called from any thread; a pid belongs to the caller that
  * started it. Needs root (CAP_SYS_ADMIN for namespaces and mounts).
