@@ -19,12 +19,6 @@
 
 #define COMP "kl-cdi"
 
-static char *host_path(const char *root, const char *p)
-{
-    bool no_root = !root || !*root || strcmp(root, "/") == 0;
-    return no_root ? xstrdup(p) : xasprintf("%s%s%s", root, p[0] == '/' ? "" : "/", p);
-}
-
 static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_alloc *a)
 {
     for (size_t i = 0; i < ed->n_env; i++) {
@@ -37,7 +31,7 @@ static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_
         const struct cdi_device_node *d = &ed->device_nodes[i];
         struct kl_alloc_device dev = {
             .path = xstrdup(d->path),
-            .host_path = host_path(root, d->host_path ? d->host_path : d->path),
+            .host_path = kl_host_path(root, d->host_path ? d->host_path : d->path),
             .type =
                 d->type && (d->type[0] == 'c' || d->type[0] == 'b') && !d->type[1] ? d->type[0] : 0,
             .has_numbers = d->has_major && d->has_minor && d->major >= 0 &&
@@ -58,7 +52,7 @@ static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_
         bool ro = false;
         for (size_t k = 0; k < m->n_options; k++)
             ro |= strcmp(m->options[k], "ro") == 0;
-        kl_alloc_add_mount(a, host_path(root, m->host_path), xstrdup(m->container_path), ro);
+        kl_alloc_add_mount(a, kl_host_path(root, m->host_path), xstrdup(m->container_path), ro);
     }
 }
 
@@ -66,8 +60,8 @@ int kl_cdi_resolve(const char *root, const char *const *names, struct kl_alloc *
 {
     if (!names || !names[0])
         return 0;
-    _cleanup_free_ char *etc = host_path(root, "/etc/cdi");
-    _cleanup_free_ char *run = host_path(root, "/var/run/cdi");
+    _cleanup_free_ char *etc = kl_host_path(root, "/etc/cdi");
+    _cleanup_free_ char *run = kl_host_path(root, "/var/run/cdi");
     const char *dirs[] = {etc, run};
     _cleanup_(cdi_registry_freep) struct cdi_registry *reg = NULL;
     int r = cdi_registry_load(dirs, ARRAY_SIZE(dirs), &reg, e);

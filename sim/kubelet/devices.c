@@ -804,6 +804,12 @@ void kl_alloc_add_mount(struct kl_alloc *a, char *source, char *target, bool rea
         (struct kl_mount){.source = source, .target = target, .read_only = read_only};
 }
 
+char *kl_host_path(const char *root, const char *p)
+{
+    bool no_root = !root || !*root || strcmp(root, "/") == 0;
+    return no_root ? xstrdup(p) : xasprintf("%s%s%s", root, p[0] == '/' ? "" : "/", p);
+}
+
 void kl_alloc_add_device(struct kl_alloc *a, struct kl_alloc_device *d)
 {
     for (size_t i = 0; i < a->n_devices; i++)
@@ -847,7 +853,8 @@ int kl_device_resolve(const struct kl_alloc_device *d, const struct stat *host, 
 
 /* Merges one packed ContainerAllocateResponse into a. CDI devices come from cdi_devices and,
  * as containerd reads them, from the values of cdi.k8s.io/ annotations (comma lists). */
-static int alloc_merge(struct kl_alloc *a, const uint8_t *resp, size_t len, struct err *e)
+static int alloc_merge(const char *root, struct kl_alloc *a, const uint8_t *resp, size_t len,
+                       struct err *e)
 {
     ProtobufCMessage *m = NULL;
     int r = grpc_pb_unpack(&v1beta1__container_allocate_response__descriptor, resp, len,
@@ -870,7 +877,8 @@ static int alloc_merge(struct kl_alloc *a, const uint8_t *resp, size_t len, stru
             continue;
         const char *in =
             ds->container_path && *ds->container_path ? ds->container_path : ds->host_path;
-        struct kl_alloc_device dev = {.path = xstrdup(in), .host_path = xstrdup(ds->host_path)};
+        struct kl_alloc_device dev = {.path = xstrdup(in),
+                                      .host_path = kl_host_path(root, ds->host_path)};
         kl_alloc_add_device(a, &dev);
     }
     for (size_t i = 0; i < c->n_cdi_devices; i++)
@@ -1048,7 +1056,7 @@ static int allocate_one(struct kl_devices *d, const char *uid, const char *ns, c
             en->resp_len = resp_len;
             ckpt_write(d);
         }
-        r = en ? alloc_merge(a, en->resp, en->resp_len, e) : 0;
+        r = en ? alloc_merge(d->root, a, en->resp, en->resp_len, e) : 0;
         pthread_mutex_unlock(&d->mu);
         return r < 0 ? err_prefix(e, "%s: recorded response", resource) : 0;
     }
@@ -1075,7 +1083,7 @@ static int allocate_one(struct kl_devices *d, const char *uid, const char *ns, c
     }
     r = call_allocate(d, pl.endpoint, pl.prestart, chosen, count, &resp, &resp_len, e);
     if (r >= 0)
-        r = alloc_merge(a, resp, resp_len, e);
+        r = alloc_merge(d->root, a, resp, resp_len, e);
     if (r < 0) {
         for (size_t i = 0; i < count; i++)
             free(chosen[i]);
