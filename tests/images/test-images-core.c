@@ -4,6 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -187,6 +190,59 @@ static void test_devices_from_nodes(void **state)
     }
 }
 
+/* sim_dev_read: the control node, GPU nodes (nvidia<digits>, character, major 195) and the
+ * capability nodes; anything else in /dev is not a GPU. mknod needs root: skipped otherwise. */
+static void test_dev_read(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip(); /* mknod needs CAP_MKNOD */
+        return;
+    }
+    char dir[] = "/tmp/simdev-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const struct {
+        const char *name;
+        mode_t type;
+        unsigned major, minor;
+    } nodes[] = {
+        {"nvidiactl", S_IFCHR, 195, 255},
+        {"nvidia3", S_IFCHR, 195, 3},
+        {"nvidia-modeset", S_IFCHR, 195, 254},
+        {"nvidia7", S_IFBLK, 195, 7},
+        {"nvidia9", S_IFCHR, 1, 9},
+        {"nvidiaX", S_IFCHR, 195, 5},
+        {"nvidia-caps/nvidia-cap12", S_IFCHR, 509, 12},
+        {"nvidia-caps/nvidia-capx", S_IFCHR, 509, 13},
+    };
+    char path[256];
+    snprintf(path, sizeof(path), "%s/nvidia-caps", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, nodes[i].name);
+        assert_int_equal(mknod(path, nodes[i].type | 0600, makedev(nodes[i].major, nodes[i].minor)),
+                         0);
+    }
+    static struct sim_dev_nodes got;
+    sim_dev_read(dir, &got);
+    assert_true(got.ctl);
+    assert_int_equal(got.n_gpu, 1);
+    assert_int_equal(got.gpu_minors[0], 3);
+    assert_int_equal(got.n_cap, 1);
+    assert_int_equal(got.cap_minors[0], 12);
+    for (size_t i = ARRAY_SIZE(nodes); i-- > 0;) {
+        snprintf(path, sizeof(path), "%s/%s", dir, nodes[i].name);
+        unlink(path);
+    }
+    snprintf(path, sizeof(path), "%s/nvidia-caps", dir);
+    rmdir(path);
+    /* a folder without nodes: nothing, and no control node */
+    sim_dev_read(dir, &got);
+    assert_false(got.ctl);
+    assert_int_equal(got.n_gpu + got.n_cap, 0);
+    rmdir(dir);
+}
+
 /* The driver's device nodes: the control nodes, one per GPU, and the MIG capabilities of the
  * MIG-capable GPUs only, in the layout CUDA and the toolkit read. */
 static void test_device_layout(void **state)
@@ -264,9 +320,10 @@ static void test_smi_list_and_query(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_driver_ref),      cmocka_unit_test(test_kernel_and_proc_version),
-        cmocka_unit_test(test_visible_devices), cmocka_unit_test(test_devices_from_nodes),
-        cmocka_unit_test(test_device_layout),   cmocka_unit_test(test_smi_list_and_query),
+        cmocka_unit_test(test_driver_ref),         cmocka_unit_test(test_kernel_and_proc_version),
+        cmocka_unit_test(test_visible_devices),    cmocka_unit_test(test_devices_from_nodes),
+        cmocka_unit_test(test_device_layout),      cmocka_unit_test(test_dev_read),
+        cmocka_unit_test(test_smi_list_and_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
