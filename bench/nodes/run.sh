@@ -25,6 +25,7 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
 k() { kubectl --request-timeout=20s "$@"; }
@@ -103,10 +104,15 @@ done
 [ -n "$t_adv" ] || { echo "bench/nodes: not every node advertised its GPUs in 600 s ($(advertised) of $N)"; exit 1; }
 sleep 10 # settle: init containers done, every operand in its steady state
 
-# Memory per node: PSS of the processes in each node's network namespace.
+# Memory per node: PSS of the processes in each node's network namespace (kubelet-sim's
+# descendants only: other simulated clusters on the machine are not this bench's).
 host_net=$(readlink /proc/self/ns/net)
 declare -A pss procs
-for d in /proc/[0-9]*; do
+mine=$(ps -eo pid=,ppid= | awk -v root="$KL_PID" '
+    {parent[$1] = $2}
+    END {for (p in parent) {q = p; while (q in parent && q != root && q > 1) q = parent[q]; if (q == root && p != root) print p}}')
+for pid in $mine; do
+    d=/proc/$pid
     net=$(readlink "$d/ns/net" 2>/dev/null) || continue
     [ "$net" = "$host_net" ] && continue
     kb=$(awk '/^Pss:/ {print $2}' "$d/smaps_rollup" 2>/dev/null) || continue

@@ -3,8 +3,10 @@
  * starts (bad input: one line, exit 2), then runs each node (node-run.c) and keeps their Node
  * objects and Leases until SIGTERM. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <stddef.h>
 #include <string.h>
@@ -18,19 +20,22 @@
 #include "kubelet-sim.h"
 #include "svc.h"
 
-#define KL_COMPONENT        "kubelet-sim"
-#define KL_CLUSTER_FILE_MAX (1u << 20)
-#define KL_LEASE_RENEW_MS   10000u
-#define KL_STATUS_REPORT_MS (5u * 60 * 1000) /* the kubelet's nodeStatusReportFrequency */
-#define KL_BACKOFF_BASE_MS  10000.0
-#define KL_BACKOFF_MAX_MS   300000.0
+#define KL_COMPONENT          "kubelet-sim"
+#define KL_CLUSTER_FILE_MAX   (1u << 20)
+#define KL_LEASE_RENEW_MS     10000u
+#define KL_STATUS_REPORT_MS   (5u * 60 * 1000) /* the kubelet's nodeStatusReportFrequency */
+#define KL_BACKOFF_BASE_MS    10000.0
+#define KL_BACKOFF_MAX_MS     300000.0
+#define KL_API_QPS_PER_NODE   50.0 /* the kubelet's kubeAPIQPS default */
+#define KL_API_BURST_PER_NODE 100u /* and kubeAPIBurst */
+#define KL_INOTIFY_PER_NODE   32u  /* inotify instances a node's agents may take */
 
 struct kubelet_sim {
     const char *cluster_path, *kubeconfig, *subnet, *bridge, *root_base, *backoff_scale;
     const char *gpuop_exe, *sim_image_bin, *nvml_library, *pod_api_server;
     uint64_t status_interval_ms, lease_duration_ms;
     unsigned kubelet_port;
-    bool no_netns;
+    bool no_netns, no_nfd;
     /* from configure */
     struct kl_cluster *cluster;
     char ***gpu_models; /* per node, NULL-terminated; NULL for a CPU node */
@@ -76,6 +81,11 @@ static const struct svc_option kl_options[] = {
      .off = offsetof(struct kubelet_sim, no_netns),
      .help = "no network namespaces (no root needed): every node on 127.0.0.1,\n"
              "node i's kubelet endpoint on --kubelet-port + i"},
+    {.flag = "no-nfd",
+     .kind = SVC_FLAG,
+     .off = offsetof(struct kubelet_sim, no_nfd),
+     .help = "a cluster without Node Feature Discovery: no NFD labels, no nfd-worker\n"
+             "annotation (gpuop node-discovery's case)"},
     {.flag = "kubelet-port",
      .kind = SVC_UINT,
      .min = 1,
@@ -283,12 +293,48 @@ static void sync_nodes(struct svc *s, struct kl_run *run, bool all, bool force, 
     }
 }
 
+/* Every simulated node's agents share this machine's inotify instances (one user, root), which a
+ * real node has to itself: the default of 128 runs out at a few tens of nodes (the device plugin
+ * then fails with EMFILE). Raised to KL_INOTIFY_PER_NODE per node when lower; a failure is
+ * only a warning (not root: those tests skip anyway). */
+static void inotify_limit_raise(size_t n_nodes)
+{
+    static const char path[] = "/proc/sys/fs/inotify/max_user_instances";
+    struct err e = {0};
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (file_read_all(path, 64, &text, &len, &e) < 0)
+        return;
+    unsigned long have = strtoul(text, NULL, 10);
+    unsigned long want = 128 + KL_INOTIFY_PER_NODE * (unsigned long)n_nodes;
+    if (have >= want)
+        return;
+    _cleanup_free_ char *val = xasprintf("%lu\n", want);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && write(fd, val, strlen(val)) == (ssize_t)strlen(val);
+    if (fd >= 0)
+        close(fd);
+    if (ok)
+        log_info(KL_COMPONENT, "inotify instances raised for the simulated nodes",
+                 "sysctl=fs.inotify.max_user_instances from=%lu to=%lu", have, want);
+    else
+        log_warn(KL_COMPONENT, "inotify instances may run out",
+                 "sysctl=fs.inotify.max_user_instances "
+                 "value=%lu wanted=%lu error=\"%s\"",
+                 have, want, strerror(errno));
+}
+
 static int kl_run(struct svc *s, struct err *e)
 {
     struct kubelet_sim *k = svc_state(s);
     const struct kl_cluster *c = k->cluster;
     _cleanup_free_ char *pod_api = NULL;
-    struct kube_options ko = {.kubeconfig = k->kubeconfig, .stop = svc_stop(s)};
+    /* One client serves every node: its rate limit is what that many kubelets would have,
+     * each with the kubelet's own defaults (kubeAPIQPS 50, kubeAPIBurst 100). */
+    struct kube_options ko = {.kubeconfig = k->kubeconfig,
+                              .qps = KL_API_QPS_PER_NODE * (double)c->n_nodes,
+                              .burst = KL_API_BURST_PER_NODE * (unsigned)c->n_nodes,
+                              .stop = svc_stop(s)};
     _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
     int r = kube_client_new(&ko, &kc, e);
     if (r < 0)
@@ -305,6 +351,7 @@ static int kl_run(struct svc *s, struct err *e)
         r = err_errno(e, -errno, "eventfd");
         goto out;
     }
+    inotify_limit_raise(c->n_nodes);
     if (!k->no_netns && (r = kl_net_new(k->bridge, k->subnet, &run.net, e)) < 0) {
         r = err_prefix(e, "network");
         goto out;
@@ -344,6 +391,7 @@ static int kl_run(struct svc *s, struct err *e)
             .lease_duration_s = (unsigned)((k->lease_duration_ms + 999) / 1000),
             .wake_fd = run.wake_fd,
             .api_server = pod_api,
+            .no_nfd = k->no_nfd,
         };
         if ((r = kl_node_start(&nc, &run.nodes[i], e)) < 0) {
             if (!svc_stopped(s))

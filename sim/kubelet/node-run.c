@@ -131,8 +131,24 @@ static char *kl_node_cuda_library(const char *nvml_library)
     return xasprintf("%.*s/libcuda.so.1", (int)(slash - nvml_library), nvml_library);
 }
 
-int kl_node_layout(const struct kl_node_spec *s, const char *nvml_library,
-                   const char *sim_image_bin, struct err *e)
+/* The GPUs' PCI functions as sysfs lists them (bus/pci/devices/<address>/{vendor,class}): what
+ * gpuop node-discovery reads. The folder exists on every node, a CPU node's empty. */
+static int layout_pci(const char *root, const char *const *gpu_models, struct err *e)
+{
+    int r = mkdir_in(root, "sys/bus/pci/devices", e);
+    for (size_t i = 0; r == 0 && gpu_models && gpu_models[i]; i++) {
+        _cleanup_free_ char *dev = xasprintf("sys/bus/pci/devices/0000:%02zx:00.0", i + 0x10);
+        _cleanup_free_ char *vendor = xasprintf("%s/vendor", dev);
+        _cleanup_free_ char *class = xasprintf("%s/class", dev);
+        _cleanup_free_ char *cv = xasprintf("0x%s00\n", kl_pci_class_for_model(gpu_models[i]));
+        if ((r = write_in(root, vendor, "0x10de\n", false, e)) == 0)
+            r = write_in(root, class, cv, false, e);
+    }
+    return r;
+}
+
+int kl_node_layout(const struct kl_node_spec *s, const char *const *gpu_models,
+                   const char *nvml_library, const char *sim_image_bin, struct err *e)
 {
     static const char *const dirs[] = {
         "var/lib/kubelet/device-plugins",
@@ -163,7 +179,8 @@ int kl_node_layout(const struct kl_node_spec *s, const char *nvml_library,
     if ((r = write_in(root, "etc/os-release", os, false, e)) < 0 ||
         (r = write_in(root, "proc/version", ver, false, e)) < 0 ||
         (r = write_in(root, "proc/sys/kernel/osrelease", rel, false, e)) < 0 ||
-        (r = write_in(root, rt_path, rt_text, true, e)) < 0)
+        (r = write_in(root, rt_path, rt_text, true, e)) < 0 ||
+        (r = layout_pci(root, gpu_models, e)) < 0)
         return r;
     for (char **h = s->kernel_headers; h && *h; h++) {
         _cleanup_free_ char *d = xasprintf("usr/src/linux-headers-%s", *h);
@@ -526,7 +543,8 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     n->cfg = *cfg;
     n->spec = cfg->spec;
     int r;
-    if ((r = kl_node_layout(n->spec, cfg->nvml_library, cfg->sim_image_bin, e)) < 0)
+    if ((r = kl_node_layout(n->spec, cfg->gpu_models, cfg->nvml_library, cfg->sim_image_bin, e)) <
+        0)
         return err_prefix(e, "node \"%s\": root", n->spec->name);
     if (cfg->net) {
         if ((r = kl_net_add_node(cfg->net, n->spec->name, cfg->index, &n->netns_path, &n->ip, e)) <
@@ -588,6 +606,8 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
  * order (a later file overrides). */
 static json_t *nfd_labels_now(struct kl_node *n)
 {
+    if (n->cfg.no_nfd)
+        return json_null(); /* kl_node_apply_labels: no NFD, its labels left alone */
     json_t *labels = kl_nfd_labels(n->spec, n->cfg.gpu_models);
     _cleanup_free_ char *dir =
         xasprintf("%s/etc/kubernetes/node-feature-discovery/features.d", n->spec->root);

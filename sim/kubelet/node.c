@@ -232,8 +232,10 @@ int kl_node_apply_labels(json_t *node, const struct kl_node_spec *spec, json_t *
     kubelet_labels(labels, spec);
     set_string(annotations, KL_SIMULATED_ANN, "external");
 
-    ns_nfd_apply(labels, annotations, nfd_labels, KL_NFD_LABELS_ANN);
-    set_string(annotations, "nfd.node.kubernetes.io/worker.version", KL_NFD_WORKER_VERSION);
+    if (json_is_object(nfd_labels)) {
+        ns_nfd_apply(labels, annotations, nfd_labels, KL_NFD_LABELS_ANN);
+        set_string(annotations, "nfd.node.kubernetes.io/worker.version", KL_NFD_WORKER_VERSION);
+    }
     return json_equal(before, json_object_get(node, "metadata")) ? 1 : 0;
 }
 

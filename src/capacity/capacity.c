@@ -31,6 +31,37 @@ void cap_pool_def_clear(struct cap_pool_def *p)
     p->match_labels = NULL;
 }
 
+int cap_settings_parse(const char *const *pools, size_t n, const char *ratio,
+                       struct cap_pool_def *ret_pools, size_t *ret_n, double *ret_ratio,
+                       struct err *e)
+{
+    *ret_n = 0;
+    if (n > CAP_POOLS_MAX)
+        return err_set(e, -EINVAL, "--gpu-pool: at most %d pools", CAP_POOLS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        int r = cap_pool_def_parse(pools[i], &ret_pools[i], e);
+        if (r < 0)
+            return err_prefix(e, "--gpu-pool");
+        *ret_n = i + 1;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(ret_pools[j].name, ret_pools[i].name) == 0)
+                return err_set(e, -EINVAL, "--gpu-pool: pool \"%s\" defined twice",
+                               ret_pools[i].name);
+    }
+    if (ratio) {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod(ratio, &end);
+        if (errno || end == ratio || *end || !(v > 0) || v > 1e6)
+            return err_set(e, -EINVAL,
+                           "--gpu-quota-overcommit-ratio \"%s\": expected a number above 0 "
+                           "(1.0: quotas may promise what is advertised)",
+                           ratio);
+        *ret_ratio = v;
+    }
+    return 0;
+}
+
 int cap_pool_def_parse(const char *spec, struct cap_pool_def *ret, struct err *e)
 {
     const char *colon = spec ? strchr(spec, ':') : NULL;
@@ -721,100 +752,4 @@ json_t *cap_view_to_json(const struct cap_view *v)
     }
     return json_pack("{s:f,s:o,s:o,s:o}", "threshold", v->threshold, "resources", res, "pools",
                      pools, "namespaces", nss);
-}
-
-/* ---- text --------------------------------------------------------------------------------- */
-
-/* s cut to w columns (ASCII names), "~" marking the cut. */
-static const char *fit(const char *s, int w, char *buf, size_t n)
-{
-    if (w < 2 || (int)strlen(s) <= w)
-        return s;
-    snprintf(buf, n, "%.*s~", w - 1, s);
-    return buf;
-}
-
-static void ratio_text(double r, char *buf, size_t n)
-{
-    if (isinf(r))
-        snprintf(buf, n, "inf");
-    else
-        snprintf(buf, n, "%.2f", r);
-}
-
-int cap_view_render_text(const struct cap_view *v, FILE *f, int width)
-{
-    if (width < 60)
-        width = 60;
-    char b1[128], b2[128], rt[32];
-    /* the name columns share what the numbers leave */
-    int name_w = (width - 56) / 2;
-    if (name_w < 12)
-        name_w = 12;
-    if (name_w > 40)
-        name_w = 40;
-    fprintf(f, "GPU capacity and quotas (over-commit threshold %.2f)\n", v->threshold);
-    if (v->n_resources == 0) {
-        fprintf(f, "  no GPU resources\n");
-        return ferror(f) ? -EIO : 0;
-    }
-    fprintf(f, "  %-*s %9s %10s %9s %7s %6s\n", name_w, "RESOURCE", "PHYSICAL", "ADVERTISED",
-            "REQUESTED", "QUOTA", "RATIO");
-    for (size_t r = 0; r < v->n_resources; r++) {
-        const struct cap_resource *cr = &v->resources[r];
-        ratio_text(cr->ratio, rt, sizeof(rt));
-        fprintf(f, "  %-*s %9lld %10lld %9lld %7lld %6s%s\n", name_w,
-                fit(cr->name, name_w, b1, sizeof(b1)), (long long)cr->total.physical,
-                (long long)cr->total.advertised, (long long)cr->total.requested,
-                (long long)cr->total.quota, rt, cr->over ? "  OVER-COMMITTED" : "");
-    }
-    fprintf(f, "\n  %-*s %-*s %5s %8s %10s %9s %6s %6s\n", name_w, "POOL", name_w, "RESOURCE",
-            "NODES", "PHYSICAL", "ADVERTISED", "REQUESTED", "QUOTA", "PINNED");
-    for (size_t p = 0; p < v->n_pools; p++) {
-        const struct cap_pool *cp = &v->pools[p];
-        for (size_t r = 0; r < cp->n_res; r++) {
-            const struct cap_pool_resource *pr = &cp->res[r];
-            if (!pr->a.physical && !pr->a.advertised && !pr->a.requested && !pr->a.quota)
-                continue;
-            char nodes[32];
-            snprintf(nodes, sizeof(nodes), "%zu/%zu", cp->n_nodes - cp->n_excluded, cp->n_nodes);
-            fprintf(f, "  %-*s %-*s %5s %8lld %10lld %9lld %6lld %6lld%s\n", name_w,
-                    fit(cp->name, name_w, b1, sizeof(b1)), name_w,
-                    fit(pr->name, name_w, b2, sizeof(b2)), nodes, (long long)pr->a.physical,
-                    (long long)pr->a.advertised, (long long)pr->a.requested, (long long)pr->a.quota,
-                    (long long)pr->pinned, pr->short_ ? "  SHORT" : "");
-        }
-        for (size_t j = 0; j < cp->n_excluded; j++)
-            fprintf(f, "    excluded %s\n", cp->excluded[j]);
-    }
-    if (v->n_namespaces) {
-        fprintf(f, "\n  %-*s %-*s %7s %6s %9s  %s\n", name_w, "NAMESPACE", name_w, "RESOURCE",
-                "QUOTA", "USED", "REQUESTED", "POOLS");
-        for (size_t n = 0; n < v->n_namespaces; n++) {
-            const struct cap_namespace *cn = &v->namespaces[n];
-            _cleanup_free_ char *pools = xstrdup(cn->n_pools ? "" : "-");
-            for (size_t j = 0; j < cn->n_pools; j++) {
-                char *next = xasprintf("%s%s%s", pools, j ? "," : "", cn->pools[j]);
-                free(pools);
-                pools = next;
-            }
-            for (size_t r = 0; r < cn->n_res; r++) {
-                const struct cap_ns_resource *nr = &cn->res[r];
-                char hard[24], used[24];
-                if (nr->hard < 0)
-                    snprintf(hard, sizeof(hard), "none");
-                else
-                    snprintf(hard, sizeof(hard), "%lld", (long long)nr->hard);
-                if (nr->used < 0)
-                    snprintf(used, sizeof(used), "-");
-                else
-                    snprintf(used, sizeof(used), "%lld", (long long)nr->used);
-                fprintf(f, "  %-*s %-*s %7s %6s %9lld  %s%s\n", name_w,
-                        fit(cn->name, name_w, b1, sizeof(b1)), name_w,
-                        fit(nr->name, name_w, b2, sizeof(b2)), hard, used, (long long)nr->requested,
-                        pools, cn->no_quota ? "  (GPU pods without a GPU quota)" : "");
-            }
-        }
-    }
-    return ferror(f) ? -EIO : 0;
 }

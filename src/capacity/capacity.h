@@ -22,8 +22,8 @@
  * pool; a pool whose pinned quotas pass its advertised capacity times the over-commit threshold
  * is short. Namespaces with GPU pods and no quota on any GPU resource are flagged.
  *
- * Layer: above kobj and nodestate, below the operator and `gpuop status`. No I/O but the text
- * renderer's FILE. Thread-compatible.
+ * Layer: above kobj and nodestate, below the operator and `gpuop status` (which draws the JSON
+ * form as text). No I/O. Thread-compatible.
  */
 #ifndef GPUOP_CAPACITY_H
 #define GPUOP_CAPACITY_H
@@ -32,7 +32,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "util.h"
 
@@ -49,6 +48,14 @@ struct cap_pool_def {
  * qualified names, the values label values; -EINVAL naming the part that is wrong. */
 int cap_pool_def_parse(const char *spec, struct cap_pool_def *ret, struct err *e);
 void cap_pool_def_clear(struct cap_pool_def *p);
+
+/* The view's settings as flags give them (the operator's and `gpuop status`'s --gpu-pool and
+ * --gpu-quota-overcommit-ratio): pools[n] parsed into ret_pools (CAP_POOLS_MAX entries; names
+ * unique), ratio (NULL: keep *ret_ratio) a number above 0. -EINVAL naming the flag and the
+ * value; the pools parsed so far are in *ret_n either way (clear them). */
+int cap_settings_parse(const char *const *pools, size_t n, const char *ratio,
+                       struct cap_pool_def *ret_pools, size_t *ret_n, double *ret_ratio,
+                       struct err *e);
 
 struct cap_input {
     const json_t *nodes;  /* Node objects (array): labels, the gpu-count annotation,
@@ -124,9 +131,6 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
 void cap_view_free(struct cap_view *v);
 DEFINE_CLEANUP_FUNC(struct cap_view, cap_view_free)
 
-/* The view as text for `gpuop status`: totals, pools, namespaces, one table each, names cut
- * to fit width columns (width < 60: 60). -EIO when writing fails. */
-int cap_view_render_text(const struct cap_view *v, FILE *f, int width);
 /* The view as a JSON object ({"threshold","resources","pools","namespaces"}); a new reference. */
 json_t *cap_view_to_json(const struct cap_view *v);
 

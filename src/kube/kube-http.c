@@ -148,6 +148,30 @@ int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_
     return 0;
 }
 
+struct kube_options kube_options_for(enum kube_caller caller, const char *kubeconfig,
+                                     const char *context, struct stop_token *stop)
+{
+    struct kube_options o = {.kubeconfig = kubeconfig, .context = context, .stop = stop};
+    switch (caller) {
+    case KUBE_CALLER_AGENT:
+        /* a slow API server delays a pass by at most the call's deadline */
+        o.timeout_ms = 10000;
+        o.call_timeout_ms = 20000;
+        break;
+    case KUBE_CALLER_COMMAND:
+        o.call_timeout_ms = 30000;
+        break;
+    }
+    return o;
+}
+
+int kube_client_open(enum kube_caller caller, const char *kubeconfig, const char *context,
+                     struct stop_token *stop, struct kube_client **ret, struct err *e)
+{
+    struct kube_options o = kube_options_for(caller, kubeconfig, context, stop);
+    return kube_client_new(&o, ret, e);
+}
+
 int kube_client_new(const struct kube_options *o, struct kube_client **ret, struct err *e)
 {
     int r = kube_curl_load(e);

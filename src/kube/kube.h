@@ -99,6 +99,23 @@ int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_
 /* Requests sent (each retry counts), for tests and benchmarks. */
 uint64_t kube_client_requests(const struct kube_client *c);
 
+/* What waits on a component's calls, which sets their deadlines. */
+enum kube_caller {
+    /* A node agent's pass, tried again next interval: 10 s an attempt, 20 s a call. */
+    KUBE_CALLER_AGENT,
+    /* A command someone waits on (gpuop status, gpuop doctor NODE): 30 s a call. */
+    KUBE_CALLER_COMMAND,
+};
+/* A component's client options: its --kubeconfig and --context (NULL: $KUBECONFIG, then the
+ * in-cluster config, then ~/.kube/config; NULL context: the current one), its caller's
+ * deadlines and its stop token (NULL: none); the rest kube_options' defaults, for the caller to
+ * adjust before kube_client_new. Pure. */
+struct kube_options kube_options_for(enum kube_caller caller, const char *kubeconfig,
+                                     const char *context, struct stop_token *stop);
+/* kube_client_new with kube_options_for's options. */
+int kube_client_open(enum kube_caller caller, const char *kubeconfig, const char *context,
+                     struct stop_token *stop, struct kube_client **ret, struct err *e);
+
 /* ---- verbs -------------------------------------------------------------------------------- */
 
 struct kube_list_opts {
@@ -243,7 +260,9 @@ struct kube_informer_handlers {
     void *userdata;
 };
 
-/* Returns a new reference to what the store should keep of obj (e.g. a smaller copy). */
+/* Returns a new reference to what the store should keep of obj (e.g. a smaller copy), or NULL
+ * when the store keeps nothing of it (an object the owner never needs: no handler is called for
+ * it; a later event for it is treated as new). */
 typedef json_t *(*kube_project_fn)(json_t *obj, void *userdata);
 
 struct kube_informer_opts {

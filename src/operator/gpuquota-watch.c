@@ -16,30 +16,7 @@ int op_gpuquota_configure(struct op_gpuquota *q, const char *const *pools, size_
                           const char *ratio, struct err *e)
 {
     pthread_mutex_init(&q->lock, NULL);
-    if (n_pools > CAP_POOLS_MAX)
-        return err_set(e, -EINVAL, "--gpu-pool: at most %d pools", CAP_POOLS_MAX);
-    for (size_t i = 0; i < n_pools; i++) {
-        int r = cap_pool_def_parse(pools[i], &q->pools[i], e);
-        if (r < 0)
-            return err_prefix(e, "--gpu-pool");
-        q->n_pools = i + 1;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(q->pools[j].name, q->pools[i].name) == 0)
-                return err_set(e, -EINVAL, "--gpu-pool: pool \"%s\" defined twice",
-                               q->pools[i].name);
-    }
-    if (ratio) {
-        char *end = NULL;
-        errno = 0;
-        double v = strtod(ratio, &end);
-        if (errno || end == ratio || *end || !(v > 0) || v > 1e6)
-            return err_set(e, -EINVAL,
-                           "--gpu-quota-overcommit-ratio \"%s\": expected a number above 0 "
-                           "(1.0: quotas may promise what is advertised)",
-                           ratio);
-        q->ratio = v;
-    }
-    return 0;
+    return cap_settings_parse(pools, n_pools, ratio, q->pools, &q->n_pools, &q->ratio, e);
 }
 
 void op_gpuquota_clear(struct op_gpuquota *q)
@@ -89,21 +66,15 @@ static bool has_gpu_request(const json_t *pod)
     return false;
 }
 
-/* A pod as the view reads it: name, namespace, node, phase; for a pod with GPU requests also
- * its node selection and its containers' resources (nothing else of them). */
+/* A pod with GPU requests as the view reads it: name, namespace, node, phase, its node selection
+ * and its containers' resources (nothing else of them); NULL for any other pod. */
 static json_t *project_pod(json_t *obj, void *u)
 {
     (void)u;
-    if (!has_gpu_request(obj)) {
-        /* what the store needs to know it (its key and version), nothing else: most pods of a
-         * cluster request no GPU, and their status changes then change nothing kept */
-        json_t *p = json_object();
-        static const char *const ids[] = {"metadata.name", "metadata.namespace",
-                                          "metadata.resourceVersion"};
-        for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
-            kobj_path_copy(p, obj, ids[i]);
-        return p;
-    }
+    /* Most pods of a cluster request no GPU: they are not kept at all (a pod's requests cannot
+     * change to or from a GPU resource, so none is ever missed). */
+    if (!has_gpu_request(obj))
+        return NULL;
     static const char *const keep[] = {"spec.nodeName", "status.phase", NULL};
     json_t *p = kube_project_fields(obj, keep);
     json_object_del(json_object_get(p, "metadata"), "labels");
@@ -127,36 +98,14 @@ static json_t *project_pod(json_t *obj, void *u)
     return p;
 }
 
-/* Only pods that request GPUs (before or after) are worth a reconcile. */
-static void pod_add(json_t *obj, void *u)
-{
-    struct op_gpuquota *q = u;
-    if (json_object_get(json_object_get(obj, "spec"), "containers"))
-        q->mark.on_add(obj, q->mark.userdata);
-}
-static void pod_update(json_t *old, json_t *obj, void *u)
-{
-    struct op_gpuquota *q = u;
-    if (json_object_get(json_object_get(obj, "spec"), "containers") ||
-        json_object_get(json_object_get(old, "spec"), "containers"))
-        q->mark.on_update(old, obj, q->mark.userdata);
-}
-static void pod_delete(json_t *obj, void *u)
-{
-    struct op_gpuquota *q = u;
-    if (json_object_get(json_object_get(obj, "spec"), "containers"))
-        q->mark.on_delete(obj, q->mark.userdata);
-}
-
 int op_gpuquota_start(struct op_gpuquota *q, struct kube_client *kc,
                       const struct kube_informer_handlers *mark, struct err *e)
 {
     static const char *const no_index[] = {NULL};
     static const char *const quota_fields[] = {"spec.hard", "status.used", NULL};
-    q->mark = *mark;
     struct kube_informer_opts po = {.project = project_pod,
                                     .index_label_keys = no_index,
-                                    .handlers = {pod_add, pod_update, pod_delete, q}};
+                                    .handlers = *mark}; /* a GPU pod is worth a reconcile */
     struct kube_informer_opts qo = {
         .keep_fields = quota_fields, .index_label_keys = no_index, .handlers = *mark};
     int r;

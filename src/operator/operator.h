@@ -13,7 +13,8 @@
  *                        templates in deploy/operands, compiled in)
  *   op_ds_ready()        a DaemonSet's status -> ready or not, and why
  *   op_plan()            what the cluster holds -> what to write (node labels, objects to
- *                        apply and to prune, each ClusterPolicy's status, Events)
+ *                        apply and to prune, each ClusterPolicy's and NVIDIADriver's status,
+ *                        Events)
  *
  * Everything here is thread-compatible (no shared state) and does no I/O, except
  * op_templates_load_dir(), which reads an override directory.
@@ -60,6 +61,11 @@ const struct op_component_def *op_component_def(enum op_component c);
 #define OP_LABEL_MIG_CAPABLE     "nvidia.com/mig.capable"
 #define OP_MANAGED_BY            "gpuop"
 #define OP_HASH_ANNOTATION       "gpuop.nvidia.com/applied-hash"
+/* With spec.driver.useNvidiaDriverCRD: the NVIDIADriver that owns a GPU node (NVIDIA's label;
+ * each NVIDIADriver's DaemonSets select on it), and the NVIDIADriver a DaemonSet is for. */
+#define OP_LABEL_DRIVER_OWNER  "nvidia.com/gpu-operator.driver.owner"
+#define OP_LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver"
+#define OP_LABEL_DRIVER_DS     "gpuop.dev/driver-daemonset" /* the selector label */
 /* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). */
 #define OP_DEFAULT_DRIVER_VERSION "595.91.07"
 
@@ -86,6 +92,7 @@ struct op_policy {
     json_t *max_unavailable;  /* daemonsets.rollingUpdate.maxUnavailable or NULL */
     char *mig_config_default; /* migManager.config.default, default "all-disabled" */
     char *driver_repository, *driver_image, *driver_version; /* spec.driver image parts */
+    bool use_nvidia_driver_crd; /* spec.driver.useNvidiaDriverCRD: NVIDIADrivers own the driver */
     char *namespace;
     char *operand_image;
     json_t *unimplemented; /* array of "spec.x.y" paths set in the policy that gpuop ignores */
@@ -129,6 +136,8 @@ DEFINE_CLEANUP_FUNC(struct op_templates, op_templates_free)
  * NFD os_release labels (e.g. "ubuntu22.04"; NULL when unknown). */
 struct op_render_ctx {
     const char *os_tag;
+    const char
+        *driver_image; /* the driver image, when set (an NVIDIADriver's); else the policy's */
 };
 
 /*
@@ -195,6 +204,9 @@ struct op_snapshot {
      * "event_type", "lines": [...], "cleared_reason", "cleared_message"}]; NULL: none.
      * op_gpuquota_findings() makes the GPU quota ones. */
     const json_t *findings;
+    /* NVIDIADriver objects (nvidia.com/v1alpha1); NULL when not listed (yet): with
+     * useNvidiaDriverCRD every NVIDIADriver DaemonSet then stays as it is. */
+    const json_t *nvidia_drivers;
 };
 
 struct op_plan {
@@ -206,10 +218,14 @@ struct op_plan {
     json_t *desired;      /* every object the active policy renders (empty when none) */
     json_t *apply;        /* the desired objects not current in the snapshot, in order */
     json_t *prune;        /* [{"kind", "namespace" (namespaced kinds), "name"}] to delete */
-    int gpu_nodes;        /* GPU nodes seen */
-    bool has_active;      /* a ClusterPolicy is active (valid or not) */
-    int health;           /* active policy: 1 ready, 0 not ready, -1 invalid */
-    bool requeue;         /* not ready: look again in a while even without events */
+    /* One entry per NVIDIADriver while a valid ClusterPolicy is active: {"name", "status",
+     * "write": bool, "events": [{"type", "reason", "message"}], "driver": the object (a
+     * reference)}. */
+    json_t *nvidia_drivers;
+    int gpu_nodes;   /* GPU nodes seen */
+    bool has_active; /* a ClusterPolicy is active (valid or not) */
+    int health;      /* active policy: 1 ready, 0 not ready, -1 invalid */
+    bool requeue;    /* not ready: look again in a while even without events */
 };
 
 /* Fails only on a broken template (the active policy's render); an invalid ClusterPolicy is a

@@ -42,15 +42,9 @@ static const json_t *pick_active(const json_t *list)
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-struct status_ctx {
-    const json_t *old_conditions;
-    int64_t generation;
-    char now[40];
-};
-
 /* A condition keeps its lastTransitionTime while its status does not change. */
-static json_t *condition(const struct status_ctx *sc, const char *type, bool status,
-                         const char *reason, const char *message)
+json_t *op_condition(const struct op_status_ctx *sc, const char *type, bool status,
+                     const char *reason, const char *message)
 {
     const char *st = status ? "True" : "False";
     const char *ltt = sc->now;
@@ -70,7 +64,7 @@ static json_t *condition(const struct status_ctx *sc, const char *type, bool sta
 
 /* The stored message of a condition, to report each change once: what was reported lives in
  * the ClusterPolicy's status, so a restarted operator repeats nothing. */
-static const char *stored_condition(const json_t *cp, const char *type, const char *status)
+const char *op_stored_condition(const json_t *cp, const char *type, const char *status)
 {
     json_t *conds = kobj_at(cp, "status", "conditions");
     size_t i;
@@ -104,7 +98,7 @@ static void entry_status(json_t *entry, const json_t *cp, json_t *status)
     json_object_set_new(entry, "status", status);
 }
 
-static void status_ctx_init(struct status_ctx *sc, const json_t *cp, uint64_t now_ms)
+void op_status_ctx_init(struct op_status_ctx *sc, const json_t *cp, uint64_t now_ms)
 {
     sc->old_conditions = kobj_at(cp, "status", "conditions");
     sc->generation = kobj_generation(cp);
@@ -114,14 +108,14 @@ static void status_ctx_init(struct status_ctx *sc, const json_t *cp, uint64_t no
 /* Every ClusterPolicy but the active one is ignored, as NVIDIA's operator does. */
 static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const json_t *active)
 {
-    struct status_ctx sc;
-    status_ctx_init(&sc, cp, s->now_ms);
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, cp, s->now_ms);
     json_t *entry = policy_entry(cp, false);
     _cleanup_free_ char *msg = xasprintf(
         "another ClusterPolicy (%s) is active; only one is reconciled", kobj_name(active));
     json_t *st =
         json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
-                  "conditions", condition(&sc, "Ready", false, "Ignored", msg));
+                  "conditions", op_condition(&sc, "Ready", false, "Ignored", msg));
     if (!json_equal(kobj_at(cp, "status", "state"), json_object_get(st, "state")))
         add_event(entry, "Warning", "Ignored", msg);
     entry_status(entry, cp, st);
@@ -133,19 +127,19 @@ static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const
  * again once the policy is fixed. */
 static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why)
 {
-    struct status_ctx sc;
-    status_ctx_init(&sc, cp, s->now_ms);
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, cp, s->now_ms);
     json_t *entry = policy_entry(cp, true);
     json_object_set_new(entry, "valid", json_false());
-    if (!streq_ptr(stored_condition(cp, "Error", "True"), why))
+    if (!streq_ptr(op_stored_condition(cp, "Error", "True"), why))
         add_event(entry, "Warning", "InvalidClusterPolicy", why);
     json_t *prev = json_object_get(cp, "status");
     json_t *st = prev ? json_deep_copy(prev) : json_object();
     json_object_set_new(st, "state", json_string("notReady"));
     json_object_set_new(st, "namespace", json_string(s->defaults->namespace));
     json_t *conds = json_array();
-    json_array_append_new(conds, condition(&sc, "Ready", false, "ReconcileFailed", why));
-    json_array_append_new(conds, condition(&sc, "Error", true, "ReconcileFailed", why));
+    json_array_append_new(conds, op_condition(&sc, "Ready", false, "ReconcileFailed", why));
+    json_array_append_new(conds, op_condition(&sc, "Error", true, "ReconcileFailed", why));
     size_t k;
     json_t *oc;
     json_array_foreach (sc.old_conditions, k, oc) {
@@ -166,6 +160,12 @@ static bool driver_targets(const json_t *labels)
     return !deploy || !*deploy || strcmp(deploy, "true") == 0;
 }
 
+bool op_node_runs_driver(const json_t *labels)
+{
+    return driver_targets(labels) &&
+           !streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+}
+
 /* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
  * DaemonSet will run on (the most common; ties to the first by name); *ret_counts: tag -> nodes. */
 static char *os_tag_of(const json_t *nodes, json_t **ret_counts)
@@ -178,8 +178,7 @@ static char *os_tag_of(const json_t *nodes, json_t **ret_counts)
         if (!op_node_is_gpu(labels))
             continue;
         /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
-        if (!driver_targets(labels) ||
-            streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false"))
+        if (!op_node_runs_driver(labels))
             continue;
         const char *id = json_string_value(
             json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
@@ -247,10 +246,11 @@ static int count_ready_gpu_nodes(const json_t *nodes)
     return ready;
 }
 
-/* Node label patches; *warnings gets a line per node where a host driver of another version is
- * already loaded while the driver DaemonSet targets the node (two drivers would race). */
-static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *patches,
-                      json_t *warnings, struct err *e)
+/* Node label patches, with the driver owner labels of `owners` (node -> value or null); *warnings
+ * gets a line per node where a host driver of another version is already loaded while the
+ * ClusterPolicy's driver DaemonSet targets the node (two drivers would race). */
+static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json_t *owners,
+                      json_t *patches, json_t *warnings, struct err *e)
 {
     size_t i;
     const json_t *n;
@@ -260,7 +260,11 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, json_t *pa
         int r = op_node_labels(labels, p, &patch, e);
         if (r < 0)
             return err_prefix(e, "node %s", kobj_name(n));
-        if (p->operand[OP_DRIVER].enabled && p->driver_version[0] && op_node_is_gpu(labels)) {
+        json_t *owner = json_object_get(owners, kobj_name(n) ?: "");
+        if (owner)
+            json_object_set(patch, OP_LABEL_DRIVER_OWNER, owner);
+        if (p->operand[OP_DRIVER].enabled && !p->use_nvidia_driver_crd && p->driver_version[0] &&
+            op_node_is_gpu(labels)) {
             const char *loaded = kobj_str(labels, "nvidia.com/cuda.driver-version.full");
             if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels))
                 json_array_append_new(warnings,
@@ -398,11 +402,11 @@ static char *join_lines(const json_t *lines)
 
 /* One finding as a condition, True while some node reports it (absent otherwise), with a
  * Warning Event each time its message changes and a Normal one when it clears. */
-static void finding(const struct status_ctx *sc, const json_t *cp, json_t *entry, json_t *conds,
+static void finding(const struct op_status_ctx *sc, const json_t *cp, json_t *entry, json_t *conds,
                     const json_t *lines, const char *type, const char *reason,
                     const char *cleared_reason, const char *cleared_msg)
 {
-    const char *stored = stored_condition(cp, type, "True");
+    const char *stored = op_stored_condition(cp, type, "True");
     if (json_array_size(lines) == 0) {
         if (stored)
             add_event(entry, "Normal", cleared_reason, cleared_msg);
@@ -411,13 +415,13 @@ static void finding(const struct status_ctx *sc, const json_t *cp, json_t *entry
     _cleanup_free_ char *msg = join_lines(lines);
     if (!streq_ptr(stored, msg))
         add_event(entry, "Warning", type, msg);
-    json_array_append_new(conds, condition(sc, type, true, reason, msg));
+    json_array_append_new(conds, op_condition(sc, type, true, reason, msg));
 }
 
 /* Nodes whose validation failed, and nodes that advertise fewer GPUs than they have (the node
  * status exporter's gpu-count annotation, past its grace period): an incident even while pods
  * still schedule. Neither changes the policy's readiness, which follows the operands. */
-static void plan_findings(const struct status_ctx *sc, const json_t *nodes, const json_t *cp,
+static void plan_findings(const struct op_status_ctx *sc, const json_t *nodes, const json_t *cp,
                           json_t *entry, json_t *conds)
 {
     _cleanup_json_ json_t *failed = NULL, *mismatch = NULL;
@@ -430,7 +434,7 @@ static void plan_findings(const struct status_ctx *sc, const json_t *nodes, cons
 
 /* The snapshot's other findings (op_snapshot.findings), by the same rules as the nodes' ones;
  * each carries its own Event type and at most a few lines. */
-static void plan_more_findings(const struct status_ctx *sc, const json_t *findings,
+static void plan_more_findings(const struct op_status_ctx *sc, const json_t *findings,
                                const json_t *cp, json_t *entry, json_t *conds)
 {
     size_t i;
@@ -438,7 +442,7 @@ static void plan_more_findings(const struct status_ctx *sc, const json_t *findin
     json_array_foreach (findings, i, f) {
         const char *type = kobj_str(f, "type");
         const json_t *lines = json_object_get(f, "lines");
-        const char *stored = stored_condition(cp, type, "True");
+        const char *stored = op_stored_condition(cp, type, "True");
         if (json_array_size(lines) == 0) {
             if (stored)
                 add_event(entry, "Normal", kobj_str(f, "cleared_reason"),
@@ -448,7 +452,7 @@ static void plan_more_findings(const struct status_ctx *sc, const json_t *findin
         _cleanup_free_ char *msg = join_lines(lines);
         if (!streq_ptr(stored, msg))
             add_event(entry, kobj_str(f, "event_type"), type, msg);
-        json_array_append_new(conds, condition(sc, type, true, kobj_str(f, "reason"), msg));
+        json_array_append_new(conds, op_condition(sc, type, true, kobj_str(f, "reason"), msg));
     }
 }
 
@@ -464,12 +468,28 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         json_array_append_new(plan->policies, plan_invalid(s, cp, err_msg(&perr)));
         return 0;
     }
-    struct status_ctx sc;
-    status_ctx_init(&sc, cp, s->now_ms);
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, cp, s->now_ms);
     _cleanup_json_ json_t *entry = policy_entry(cp, true);
 
+    /* With useNvidiaDriverCRD, NVIDIADrivers own the driver: their DaemonSets replace the
+     * ClusterPolicy's (nvdriver.c). */
+    bool delegated = p->operand[OP_DRIVER].enabled && p->use_nvidia_driver_crd;
+    struct op_nvd_input ni = {.nvidia_drivers = s->nvidia_drivers,
+                              .nodes = s->nodes,
+                              .owned = s->owned,
+                              .policy = p,
+                              .templates = s->templates,
+                              .delegated = delegated,
+                              .now_ms = s->now_ms};
+    _cleanup_(op_nvd_result_done) struct op_nvd_result nvd = {0};
+    int r = op_nvd_plan(&ni, &nvd, e);
+    if (r < 0)
+        return r;
+    json_array_extend(plan->nvidia_drivers, nvd.entries);
+
     _cleanup_json_ json_t *warnings = json_array();
-    int r = plan_nodes(s->nodes, p, plan->node_patches, warnings, e);
+    r = plan_nodes(s->nodes, p, nvd.owners, plan->node_patches, warnings, e);
     if (r < 0)
         return r;
 
@@ -483,6 +503,22 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         return r;
     size_t i;
     json_t *obj;
+    if (delegated) {
+        json_array_foreach (plan->desired, i, obj) {
+            if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
+                streq_ptr(kobj_name(obj), op_component_def(OP_DRIVER)->ds_name)) {
+                json_array_remove(plan->desired, i);
+                break;
+            }
+        }
+        json_array_extend(plan->desired, nvd.objects);
+        /* NVIDIADrivers not listed yet: the single DaemonSet stays too (not pruned before
+         * anything can take its nodes) */
+        const json_t *single =
+            find_daemonset(s->owned, s->defaults->namespace, op_component_def(OP_DRIVER)->ds_name);
+        if (!s->nvidia_drivers && single)
+            json_array_append(plan->desired, (json_t *)single);
+    }
     json_array_foreach (plan->desired, i, obj) {
         if (!op_object_current(obj, find_live(s->owned, obj)))
             json_array_append(plan->apply, obj);
@@ -493,7 +529,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
     _cleanup_free_ char *unsup = json_dumps(p->unimplemented, JSON_COMPACT);
     _cleanup_free_ char *unsup_msg = xasprintf("accepted, not acted on by gpuop: %s", unsup);
     if (json_array_size(p->unimplemented) > 0 &&
-        !streq_ptr(stored_condition(cp, "UnsupportedFields", NULL), unsup_msg))
+        !streq_ptr(op_stored_condition(cp, "UnsupportedFields", NULL), unsup_msg))
         add_event(entry, "Normal", "UnsupportedFields", unsup_msg);
 
     /* Per-component conditions from the DaemonSets, then the overall state. */
@@ -505,19 +541,29 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         const struct op_component_def *def = op_component_def(k);
         _cleanup_free_ char *type = xasprintf("%sReady", def->title);
         if (!p->operand[k].enabled) {
-            json_array_append_new(conds, condition(&sc, type, false, "Disabled",
-                                                   def->ds_name ? "disabled in the ClusterPolicy"
-                                                                : "not deployed by gpuop"));
+            json_array_append_new(conds, op_condition(&sc, type, false, "Disabled",
+                                                      def->ds_name ? "disabled in the ClusterPolicy"
+                                                                   : "not deployed by gpuop"));
             continue;
         }
-        const json_t *ds = find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
         char why[160] = "not created yet";
-        bool ready = ds && op_ds_ready(ds, why, sizeof(why));
+        bool ready;
+        const char *whyp = why;
+        if (k == OP_DRIVER && delegated) {
+            ready = nvd.all_ready;
+            whyp = nvd.why ? nvd.why : "";
+        } else {
+            const json_t *ds = find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
+            ready = ds && op_ds_ready(ds, why, sizeof(why));
+        }
         if (!ready)
             json_array_append_new(not_ready, json_string(def->state));
         json_array_append_new(conds,
-                              condition(&sc, type, ready, ready ? "Ready" : "OperandNotReady",
-                                        ready ? "applied and ready" : why));
+                              op_condition(&sc, type, ready, ready ? "Ready" : "OperandNotReady",
+                                           ready ? (k == OP_DRIVER && delegated
+                                                        ? "every NVIDIADriver applied and ready"
+                                                        : "applied and ready")
+                                                 : whyp));
     }
     /* What the last execution could not write (the namespace gone, a 403, a 422): the policy is
      * not ready, whatever the DaemonSets that are left say, until a write succeeds again. */
@@ -530,33 +576,33 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
                     : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
     /* NVIDIA's reasons: Ready/Reconciled with Error/Ready when all is well. */
     const char *reason = failed ? "ReconcileFailed" : all_ready ? "Reconciled" : "OperandNotReady";
-    json_array_insert_new(conds, 0, condition(&sc, "Ready", all_ready, reason, msg));
+    json_array_insert_new(conds, 0, op_condition(&sc, "Ready", all_ready, reason, msg));
     json_array_insert_new(conds, 1,
-                          condition(&sc, "Error", failed != NULL, all_ready ? "Ready" : reason,
-                                    all_ready ? "" : msg));
+                          op_condition(&sc, "Error", failed != NULL, all_ready ? "Ready" : reason,
+                                       all_ready ? "" : msg));
     if (json_array_size(p->unimplemented) > 0)
         json_array_append_new(
-            conds, condition(&sc, "UnsupportedFields", true, "AcceptedNotApplied", unsup_msg));
+            conds, op_condition(&sc, "UnsupportedFields", true, "AcceptedNotApplied", unsup_msg));
     if (json_array_size(warnings) > 0) {
         _cleanup_free_ char *w = json_dumps(warnings, JSON_COMPACT);
-        if (!streq_ptr(stored_condition(cp, "HostDriverConflict", "True"), w))
+        if (!streq_ptr(op_stored_condition(cp, "HostDriverConflict", "True"), w))
             add_event(entry, "Warning", "HostDriverConflict", w);
-        json_array_append_new(conds,
-                              condition(&sc, "HostDriverConflict", true, "HostDriverDetected", w));
+        json_array_append_new(
+            conds, op_condition(&sc, "HostDriverConflict", true, "HostDriverDetected", w));
     }
     /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
      * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
-    if (p->operand[OP_DRIVER].enabled && json_object_size(os_counts) > 1) {
+    if (p->operand[OP_DRIVER].enabled && !delegated && json_object_size(os_counts) > 1) {
         _cleanup_free_ char *cnt = json_dumps(os_counts, JSON_COMPACT | JSON_SORT_KEYS);
         _cleanup_free_ char *w = xasprintf(
             "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
             "of them (one driver DaemonSet per OS is not implemented): label the others "
             "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
             cnt, os_tag);
-        if (!streq_ptr(stored_condition(cp, "DriverOSMismatch", "True"), w))
+        if (!streq_ptr(op_stored_condition(cp, "DriverOSMismatch", "True"), w))
             add_event(entry, "Warning", "DriverOSMismatch", w);
-        json_array_append_new(conds,
-                              condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
+        json_array_append_new(
+            conds, op_condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
     }
     plan_findings(&sc, s->nodes, cp, entry, conds);
     plan_more_findings(&sc, s->findings, cp, entry, conds);
@@ -569,7 +615,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         status, "nodes",
         json_sprintf("%d/%d", count_ready_gpu_nodes(s->nodes), count_gpu_nodes(s->nodes)));
     if (failed) {
-        if (!streq_ptr(stored_condition(cp, "Error", "True"), msg))
+        if (!streq_ptr(op_stored_condition(cp, "Error", "True"), msg))
             add_event(entry, "Warning", "ReconcileFailed", msg);
     } else if (!streq_ptr(kobj_path_str(cp, "status.state"), state)) {
         add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
@@ -589,6 +635,7 @@ int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
     plan->desired = json_array();
     plan->apply = json_array();
     plan->prune = json_array();
+    plan->nvidia_drivers = json_array();
     plan->gpu_nodes = count_gpu_nodes(s->nodes);
 
     const json_t *active = pick_active(s->policies);
@@ -619,5 +666,6 @@ void op_plan_free(struct op_plan *p)
     json_decref(p->desired);
     json_decref(p->apply);
     json_decref(p->prune);
+    json_decref(p->nvidia_drivers);
     free(p);
 }

@@ -89,7 +89,8 @@ static const char *const implemented[] = {
     "daemonsets.priorityClassName",
     "daemonsets.updateStrategy",
     "daemonsets.rollingUpdate",
-    "driver.upgradePolicy", /* the upgrade controller, src/operator/upgrade-ctl.c */
+    "driver.upgradePolicy",      /* the upgrade controller, src/operator/upgrade-ctl.c */
+    "driver.useNvidiaDriverCRD", /* per-pool drivers, src/operator/nvdriver.c */
     "*.enabled",
     "*.repository",
     "*.image",
@@ -313,6 +314,8 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     bool full_ref =
         dimg && *dimg && !(drepo && *drepo) && !(jstr(drv, "version") && *jstr(drv, "version"));
     p->driver_version = dup_or(jstr(drv, "version"), full_ref ? "" : OP_DEFAULT_DRIVER_VERSION);
+
+    p->use_nvidia_driver_crd = json_is_true(json_object_get(drv, "useNvidiaDriverCRD"));
 
     p->mig_strategy = dup_or(jstr(json_object_get(spec, "mig"), "strategy"), "single");
     p->runtime_class = dup_or(jstr(json_object_get(spec, "operator"), "runtimeClass"), "nvidia");

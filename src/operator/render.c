@@ -144,6 +144,16 @@ static int subst(json_t *node, const json_t *vars, const char *tname, json_t **r
 
 /* ---- hashing ------------------------------------------------------------------------------ */
 
+uint64_t op_fnv64(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        h ^= *p;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
 char *op_object_hash(const json_t *obj)
 {
     _cleanup_json_ json_t *c = json_deep_copy(obj);
@@ -153,12 +163,7 @@ char *op_object_hash(const json_t *obj)
     if (json_is_object(ann) && json_object_size(ann) == 0)
         json_object_del(json_object_get(c, "metadata"), "annotations");
     _cleanup_free_ char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ULL;
-    }
-    return xasprintf("%016llx", (unsigned long long)h);
+    return xasprintf("%016llx", (unsigned long long)op_fnv64(s));
 }
 
 /* ---- structural overrides ------------------------------------------------------------------ */
@@ -445,8 +450,10 @@ static json_t *render_vars(const struct op_policy *p, enum op_component c,
         dpc_name && *dpc_name
             ? xasprintf("/config/%s", dpc_default && *dpc_default ? dpc_default : "config.yaml")
             : xstrdup("");
-    _cleanup_free_ char *image = c == OP_DRIVER ? op_driver_image(p, ctx ? ctx->os_tag : NULL)
-                                                : xstrdup(p->operand[c].image);
+    _cleanup_free_ char *image = c != OP_DRIVER ? xstrdup(p->operand[c].image)
+                                 : ctx && ctx->driver_image
+                                     ? xstrdup(ctx->driver_image)
+                                     : op_driver_image(p, ctx ? ctx->os_tag : NULL);
     /* migManager.config.name: the user's mig-parted ConfigMap, else the default one. */
     const char *mig_cm = json_string_value(
         json_object_get(json_object_get(json_object_get(spec, "migManager"), "config"), "name"));
@@ -490,7 +497,7 @@ static int render_file(const struct op_templates *t, const char *file, const jso
     return 0;
 }
 
-static void finish_object(json_t *obj, const struct op_policy *p)
+void op_finish_object(json_t *obj, const struct op_policy *p)
 {
     add_owner_and_labels(obj, p);
     _cleanup_free_ char *h = op_object_hash(obj);
@@ -539,8 +546,29 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
     size_t i;
     json_t *obj;
     json_array_foreach (all, i, obj) {
-        finish_object(obj, p);
+        op_finish_object(obj, p);
     }
     *ret_objects = steal_ptr(&all);
     return 0;
+}
+
+int op_render_driver_daemonset(const struct op_policy *p, const struct op_templates *t,
+                               const struct op_render_ctx *ctx, json_t **ret_ds, struct err *e)
+{
+    const struct op_component_def *def = op_component_def(OP_DRIVER);
+    _cleanup_json_ json_t *vars = render_vars(p, OP_DRIVER, ctx);
+    _cleanup_json_ json_t *docs = NULL;
+    int r = render_file(t, def->template, vars, &docs, e);
+    if (r < 0)
+        return err_prefix(e, "render %s", def->spec_key);
+    size_t i;
+    json_t *doc;
+    json_array_foreach (docs, i, doc) {
+        if (!streq_ptr(json_string_value(json_object_get(doc, "kind")), "DaemonSet"))
+            continue;
+        apply_daemonset_overrides(doc, p, OP_DRIVER);
+        *ret_ds = json_incref(doc);
+        return 0;
+    }
+    return err_set(e, -EINVAL, "operand template \"%s\": no DaemonSet", def->template);
 }

@@ -164,14 +164,13 @@ int op_schema_validate(const json_t *schema, const json_t *value, const char *pa
     return 0;
 }
 
-/* ---- the compiled-in ClusterPolicy CRD ----------------------------------------------------- */
+/* ---- the compiled-in CRDs ----------------------------------------------------------------- */
 
-static json_t *cp_schema;
-
-static void load_cp_schema(void)
+static json_t *crd_schema(const char *file)
 {
+    json_t *schema = NULL;
     for (const struct embedded_file *f = op_embedded_crds; f->name; f++) {
-        if (strcmp(f->name, "nvidia.com_clusterpolicies.yaml") != 0)
+        if (strcmp(f->name, file) != 0)
             continue;
         json_t *crd = NULL;
         struct err e = {0};
@@ -180,16 +179,30 @@ static void load_cp_schema(void)
         json_t *v0 = json_array_get(json_object_get(json_object_get(crd, "spec"), "versions"), 0);
         json_t *s = json_object_get(json_object_get(v0, "schema"), "openAPIV3Schema");
         if (s)
-            cp_schema = json_incref(s);
+            schema = json_incref(s);
         json_decref(crd);
     }
-    if (!cp_schema)
-        cp_schema = json_object(); /* build-time data; tests prove it loads */
+    return schema ? schema : json_object(); /* build-time data; tests prove it loads */
 }
+
+static json_t *cp_schema, *nvd_schema;
+
+static void load_schemas(void)
+{
+    cp_schema = crd_schema("nvidia.com_clusterpolicies.yaml");
+    nvd_schema = crd_schema("nvidia.com_nvidiadrivers.yaml");
+}
+
+static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
 
 const json_t *op_clusterpolicy_schema(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, load_cp_schema);
+    pthread_once(&schemas_once, load_schemas);
     return cp_schema;
+}
+
+const json_t *op_nvidiadriver_schema(void)
+{
+    pthread_once(&schemas_once, load_schemas);
+    return nvd_schema;
 }

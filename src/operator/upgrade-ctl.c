@@ -177,17 +177,21 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, const struct op_upgra
         return r;
     }
     struct kube_informer_handlers hh = {h_add, h_update, h_add, u};
+    static const char *const no_index[] = {NULL};
     _cleanup_free_ char *cm_field = xasprintf("metadata.name=%s", MATRIX_CONFIGMAP);
     struct {
         const struct kube_resource *res;
         struct kube_informer_opts o;
     } spec[N_INF] = {
-        [INF_NODES] = {&KUBE_NODES, {.project = project_node, .handlers = hh}},
+        /* nothing here queries by label: no label indexes */
+        [INF_NODES] = {&KUBE_NODES,
+                       {.project = project_node, .index_label_keys = no_index, .handlers = hh}},
         /* the operand pods only; a node's workloads are listed while it is emptied */
         [INF_PODS] = {&KUBE_PODS,
                       {.ns = ns,
                        .label_selector = "app in (" DRIVER_DS "," VALIDATOR_DS ")",
                        .project = project_pod,
+                       .index_label_keys = no_index,
                        .handlers = hh}},
         [INF_PDBS] = {&KUBE_PDBS, {.handlers = hh}},
         [INF_REVISIONS] = {&KUBE_CONTROLLERREVISIONS,
@@ -690,13 +694,29 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     struct err pe = {0};
     bool pol_ok = upg_policy_parse(kobj_path(cp, "spec.driver.upgradePolicy"),
                                    "spec.driver.upgradePolicy", false, &pol, &pe) == 0;
-    const json_t *ds = find_owned(owned, "DaemonSet", DRIVER_DS);
-    _cleanup_free_ char *rev = ds ? current_revision(u, ds) : NULL;
-    _cleanup_free_ char *version = ds ? ds_driver_version(ds) : NULL;
-    struct upg_driver_set set = {.name = DRIVER_DS,
-                                 .ns = u->ns,
-                                 .revision = rev,
-                                 .version = version ? version : OP_DEFAULT_DRIVER_VERSION};
+    /* The driver DaemonSets: the ClusterPolicy's, or one per NVIDIADriver and OS (each its
+     * pool's: a driver pod is out of date against its own DaemonSet's revision). */
+    size_t n_owned = json_array_size(owned), n_sets = 0;
+    struct upg_driver_set *sets = xcalloc(n_owned + 1, sizeof(*sets));
+    char **strs = xcalloc(2 * n_owned + 1, sizeof(*strs));
+    size_t oi;
+    const json_t *ds;
+    json_array_foreach (owned, oi, ds) {
+        if (!streq_ptr(kobj_kind(ds), "DaemonSet") || !streq_ptr(kobj_namespace(ds), u->ns) ||
+            !(streq_ptr(kobj_name(ds), DRIVER_DS) || kobj_label(ds, OP_LABEL_NVIDIA_DRIVER)))
+            continue;
+        char *rev = current_revision(u, ds);
+        if (!rev)
+            continue;
+        char *version = ds_driver_version(ds);
+        strs[2 * n_sets] = rev;
+        strs[2 * n_sets + 1] = version;
+        sets[n_sets++] =
+            (struct upg_driver_set){.name = kobj_name(ds),
+                                    .ns = u->ns,
+                                    .revision = rev,
+                                    .version = version ? version : OP_DEFAULT_DRIVER_VERSION};
+    }
     const char *matrix_err = NULL;
     const struct upg_matrix *m = matrix(u, &matrix_err);
     _cleanup_json_ json_t *nodes = kube_informer_list(u->inf[INF_NODES], NULL, NULL, NULL);
@@ -711,8 +731,8 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
                            .pods = pods,
                            .pods_listed = listed,
                            .pdbs = pdbs,
-                           .sets = &set,
-                           .n_sets = rev ? 1 : 0,
+                           .sets = sets,
+                           .n_sets = n_sets,
                            .pools = pools,
                            .nvidia_drivers = nvds,
                            .matrix = m,
@@ -733,6 +753,10 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
         u->plan_cpu_us_max = dc;
     u->passes++;
     pthread_mutex_unlock(&u->lock);
+    for (size_t k = 0; k < 2 * n_sets; k++)
+        free(strs[k]);
+    free(strs);
+    free(sets);
     if (r < 0) {
         upg_policy_done(&pol);
         return r;

@@ -15,6 +15,8 @@
 
 static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
                                                          "ClusterPolicy", false};
+static const struct kube_resource RES_RESOURCEQUOTAS = {"", "v1", "resourcequotas", "ResourceQuota",
+                                                        true};
 static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
                                                        "NVIDIADriver", false};
 
@@ -26,6 +28,11 @@ static const char *const color_names[] = {"auto", "always", "never", NULL};
 struct status {
     const char *kubeconfig, *context;
     int output, color;
+    struct svc_strings gpu_pools;
+    const char *overcommit_ratio;
+    struct cap_pool_def pools[CAP_POOLS_MAX];
+    size_t n_pools;
+    double ratio;
 };
 
 static const struct svc_option status_options[] = {
@@ -53,8 +60,27 @@ static const struct svc_option status_options[] = {
      .off = offsetof(struct status, color),
      .metavar = "WHEN",
      .help = "auto (default: on a terminal, unless NO_COLOR is set or TERM=dumb), always, never"},
+    {.flag = "gpu-pool",
+     .kind = SVC_STRINGS,
+     .off = offsetof(struct status, gpu_pools),
+     .metavar = "NAME:K=V[,K=V]",
+     .help = "a GPU pool of the capacity view: the nodes with these labels (repeatable; as\n"
+             "the operator's flag; default: one pool per nvidia.com/gpu.product)"},
+    {.flag = "gpu-quota-overcommit-ratio",
+     .env = "GPUOP_GPU_QUOTA_OVERCOMMIT_RATIO",
+     .kind = SVC_STRING,
+     .off = offsetof(struct status, overcommit_ratio),
+     .metavar = "R",
+     .help = "flag quotas promising more than R times the GPUs advertised (default 1.0)"},
     {0},
 };
+
+static int status_configure(struct svc *s, struct err *e)
+{
+    struct status *st = svc_state(s);
+    return cap_settings_parse((const char *const *)st->gpu_pools.v, st->gpu_pools.n,
+                              st->overcommit_ratio, st->pools, &st->n_pools, &st->ratio, e);
+}
 
 /* A list that may be absent: a CRD not installed (404) or not readable (403) is empty. */
 static int list_optional(struct kube_client *kc, const struct kube_resource *r,
@@ -95,18 +121,22 @@ static void view_of(const struct status *st, struct st_view *v)
     v->now_ms = now_ms_real();
 }
 
+static void status_cleanup(void *state)
+{
+    struct status *st = state;
+    for (size_t i = 0; i < st->n_pools; i++)
+        cap_pool_def_clear(&st->pools[i]);
+}
+
 static int status_run(struct svc *s, struct err *e)
 {
     struct status *st = svc_state(s);
-    struct kube_options ko = {.kubeconfig = st->kubeconfig,
-                              .context = st->context,
-                              .stop = svc_stop(s),
-                              .call_timeout_ms = 30000};
     _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
-    int r = kube_client_new(&ko, &kc, e);
+    int r = kube_client_open(KUBE_CALLER_COMMAND, st->kubeconfig, st->context, svc_stop(s), &kc, e);
     if (r < 0)
         return r;
-    _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL;
+    _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL,
+                                   *pods = NULL, *quotas = NULL;
     _cleanup_(json_decrefp) json_t *node_list = NULL;
     if ((r = kube_list(kc, &KUBE_NODES, NULL, NULL, &node_list, e)) < 0)
         return err_prefix(e, "list nodes");
@@ -118,7 +148,9 @@ static int status_run(struct svc *s, struct err *e)
     struct kube_list_opts drains = {.field_selector = "involvedObject.kind=Node,reason=NodeDrain"};
     if ((r = list_optional(kc, &RES_CLUSTERPOLICIES, NULL, &policies, e)) < 0 ||
         (r = list_optional(kc, &RES_NVIDIADRIVERS, NULL, &drivers, e)) < 0 ||
-        (r = list_optional(kc, &KUBE_EVENTS, &drains, &events, e)) < 0)
+        (r = list_optional(kc, &KUBE_EVENTS, &drains, &events, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_PODS, NULL, &pods, e)) < 0 ||
+        (r = list_optional(kc, &RES_RESOURCEQUOTAS, NULL, &quotas, e)) < 0)
         return r;
     struct st_view v;
     view_of(st, &v);
@@ -126,7 +158,12 @@ static int status_run(struct svc *s, struct err *e)
                             .drivers = drivers,
                             .nodes = nodes,
                             .events = events,
-                            .now_ms = v.now_ms};
+                            .pods = pods,
+                            .quotas = quotas,
+                            .now_ms = v.now_ms,
+                            .pools = st->pools,
+                            .n_pools = st->n_pools,
+                            .overcommit_ratio = st->ratio};
     _cleanup_(json_decrefp) json_t *model = st_model(&in, st_sections);
     if (st->output == OUT_JSON) {
         _cleanup_free_ char *text = json_dumps(model, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -146,14 +183,18 @@ static int status_run(struct svc *s, struct err *e)
 
 const struct svc_component status_component = {
     .name = "status",
-    .usage = "Usage: gpuop status [-o text|wide|json] [flags]\n"
-             "       kubectl gpuop status [-o text|wide|json]\n\n"
-             "The GPU cluster at a glance, from the API server alone: the operator's version, who\n"
-             "last changed the ClusterPolicy and when, the last node drain; then per driver pool\n"
-             "the driver versions and the upgrade's progress, and per GPU node the driver's owner\n"
-             "and version, the validations, physical vs advertised GPUs (a shortfall flagged),\n"
-             "the MIG layout's state and the node's health.\n",
+    .usage =
+        "Usage: gpuop status [-o text|wide|json] [flags]\n"
+        "       kubectl gpuop status [-o text|wide|json]\n\n"
+        "The GPU cluster at a glance, from the API server alone: the operator's version, who\n"
+        "last changed the ClusterPolicy and when, the last node drain; then per driver pool\n"
+        "the driver versions and the upgrade's progress, and per GPU node the driver's owner\n"
+        "and version, the validations, physical vs advertised GPUs (a shortfall flagged),\n"
+        "the MIG layout's state and the node's health; then the GPUs each resource and pool\n"
+        "offers against what namespace quotas promise (over-commit and short pools flagged).\n",
     .options = {status_options},
     .state_size = sizeof(struct status),
+    .configure = status_configure,
     .run = status_run,
+    .cleanup = status_cleanup,
 };

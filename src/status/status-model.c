@@ -537,3 +537,21 @@ json_t *st_summary_model(const struct st_objects *in)
                      (int)json_array_size(in->nodes), "gpu", (int)json_array_size(nodes),
                      "attention", attention);
 }
+
+/* ---- capacity ----------------------------------------------------------------------------- */
+
+json_t *st_capacity_model(const struct st_objects *in)
+{
+    _cleanup_(json_decrefp) json_t *none = json_array();
+    struct cap_input ci = {.nodes = in->nodes,
+                           .pods = in->pods ? in->pods : none,
+                           .quotas = in->quotas ? in->quotas : none,
+                           .pools = in->pools,
+                           .n_pools = in->n_pools,
+                           .overcommit_ratio = in->overcommit_ratio};
+    struct err e = {0};
+    _cleanup_(cap_view_freep) struct cap_view *v = NULL;
+    if (cap_view_compute(&ci, &v, &e) < 0)
+        return json_pack("{s:s}", "error", err_msg(&e));
+    return cap_view_to_json(v);
+}

@@ -432,12 +432,149 @@ static void nodes_text(const json_t *m, const struct st_view *v, struct sbuf *ou
         st_table(out, titles, ARRAY_SIZE(titles), rows, v);
 }
 
+/* ---- capacity ----------------------------------------------------------------------------- */
+
+static long long num(const json_t *o, const char *key)
+{
+    return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* "a, b, c" of an array of strings; "-" when empty. */
+static void join(const json_t *a, char *buf, size_t n)
+{
+    size_t i, off = 0;
+    json_t *x;
+    buf[0] = '\0';
+    json_array_foreach (a, i, x)
+        if (off < n)
+            off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? ", " : "",
+                                    json_string_value(x) ?: "?");
+    if (!buf[0])
+        snprintf(buf, n, "-");
+}
+
+static void capacity_totals(const json_t *m, const struct st_view *v, struct sbuf *out)
+{
+    static const char *const titles[] = {"RESOURCE",  "PHYSICAL", "ADVERTISED",
+                                         "REQUESTED", "QUOTA",    "RATIO"};
+    _cleanup_(json_decrefp) json_t *rows = json_array();
+    size_t i;
+    json_t *r;
+    json_array_foreach (json_object_get(m, "resources"), i, r) {
+        json_t *ratio = json_object_get(r, "overcommitRatio");
+        bool over = json_is_true(json_object_get(r, "over"));
+        char rt[32];
+        if (json_is_number(ratio))
+            snprintf(rt, sizeof(rt), "%.2f", json_number_value(ratio));
+        else
+            snprintf(rt, sizeof(rt), "inf"); /* quota with nothing advertised */
+        json_array_append_new(
+            rows,
+            json_pack("[s,o,o,o,o,o]", kobj_str(r, "name") ?: "?",
+                      cell(0, "%lld", num(r, "physical")), cell(0, "%lld", num(r, "advertised")),
+                      cell(0, "%lld", num(r, "requested")), cell(0, "%lld", num(r, "quota")),
+                      cell(over ? 'r' : 0, "%s%s", rt, over ? " over-committed" : "")));
+    }
+    st_table(out, titles, ARRAY_SIZE(titles), rows, v);
+}
+
+static void capacity_pools(const json_t *m, const struct st_view *v, struct sbuf *out)
+{
+    static const char *const titles[] = {"POOL",     "RESOURCE",   "NODES",
+                                         "PHYSICAL", "ADVERTISED", "REQUESTED",
+                                         "QUOTA",    "PINNED",     "NOTES"};
+    _cleanup_(json_decrefp) json_t *rows = json_array();
+    size_t i, j;
+    json_t *p, *r;
+    json_array_foreach (json_object_get(m, "pools"), i, p) {
+        json_t *excluded = json_object_get(p, "excluded");
+        long long nodes = num(p, "nodes"), usable = nodes - (long long)json_array_size(excluded);
+        char ex[1024];
+        join(excluded, ex, sizeof(ex));
+        json_array_foreach (json_object_get(p, "resources"), j, r) {
+            bool short_ = json_is_true(json_object_get(r, "short"));
+            char ns[512], note[2048];
+            join(json_object_get(r, "pinnedNamespaces"), ns, sizeof(ns));
+            int off = short_ ? snprintf(note, sizeof(note), "short: %lld pinned by quotas (%s)",
+                                        num(r, "pinnedQuota"), ns)
+                             : 0;
+            if (!short_)
+                note[0] = '\0';
+            if (json_array_size(excluded) && off >= 0 && (size_t)off < sizeof(note))
+                snprintf(note + off, sizeof(note) - (size_t)off, "%sexcluded: %s", off ? "; " : "",
+                         ex);
+            json_array_append_new(
+                rows,
+                json_pack("[s,s,o,o,o,o,o,o,o]", kobj_str(p, "name") ?: "?",
+                          kobj_str(r, "name") ?: "?", cell(0, "%lld/%lld", usable, nodes),
+                          cell(0, "%lld", num(r, "physical")),
+                          cell(0, "%lld", num(r, "advertised")),
+                          cell(0, "%lld", num(r, "requested")), cell(0, "%lld", num(r, "quota")),
+                          cell(short_ ? 'r' : 0, "%lld", num(r, "pinnedQuota")),
+                          cell(short_                      ? 'r'
+                               : json_array_size(excluded) ? 'y'
+                                                           : 0,
+                               "%s", note)));
+        }
+    }
+    st_table(out, titles, ARRAY_SIZE(titles), rows, v);
+}
+
+static void capacity_namespaces(const json_t *m, const struct st_view *v, struct sbuf *out)
+{
+    static const char *const titles[] = {"NAMESPACE", "RESOURCE",  "QUOTA",
+                                         "USED",      "REQUESTED", "POOLS"};
+    _cleanup_(json_decrefp) json_t *rows = json_array();
+    size_t i, j;
+    json_t *n, *r;
+    json_array_foreach (json_object_get(m, "namespaces"), i, n) {
+        bool no_quota = json_is_true(json_object_get(n, "noGPUQuota"));
+        char pools[1024];
+        join(json_object_get(n, "pools"), pools, sizeof(pools));
+        json_array_foreach (json_object_get(n, "resources"), j, r) {
+            bool has = json_object_get(r, "hard") != NULL;
+            json_array_append_new(
+                rows,
+                json_pack("[s,s,o,o,o,o]", kobj_str(n, "name") ?: "?", kobj_str(r, "name") ?: "?",
+                          has ? cell(0, "%lld", num(r, "hard")) : cell(no_quota ? 'y' : 0, "none"),
+                          has ? cell(0, "%lld", num(r, "used")) : cell(0, "-"),
+                          cell(0, "%lld", num(r, "requested")),
+                          cell(no_quota ? 'y' : 0, "%s%s", pools,
+                               no_quota ? " (GPU pods without a GPU quota)" : "")));
+        }
+    }
+    st_table(out, titles, ARRAY_SIZE(titles), rows, v);
+}
+
+static void capacity_text(const json_t *m, const struct st_view *v, struct sbuf *out)
+{
+    if (kobj_str(m, "error")) {
+        label(out, v, "GPU quotas:");
+        colored(out, v, 'y', kobj_str(m, "error"));
+        sbuf_adds(out, "\n");
+        return;
+    }
+    if (json_array_size(json_object_get(m, "resources")) == 0)
+        return; /* nothing advertised, nothing promised */
+    label(out, v, "GPU quotas:");
+    sbuf_addf(out, "capacity against namespace quotas (over-commit above a ratio of %.2f)\n\n",
+              json_number_value(json_object_get(m, "threshold")));
+    capacity_totals(m, v, out);
+    sbuf_adds(out, "\n");
+    capacity_pools(m, v, out);
+    if (json_array_size(json_object_get(m, "namespaces"))) {
+        sbuf_adds(out, "\n");
+        capacity_namespaces(m, v, out);
+    }
+}
+
 /* ---- the sections ------------------------------------------------------------------------- */
 
 const struct st_section st_sections[] = {
     {"summary", st_summary_model, summary_text},
     {"pools", st_pools_model, pools_text},
     {"nodes", st_nodes_model, nodes_text},
+    {"capacity", st_capacity_model, capacity_text},
     {0},
 };
 

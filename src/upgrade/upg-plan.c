@@ -42,7 +42,8 @@ struct pool {
     struct upg_pool p;
     bool valid;
     char *error;
-    const json_t *selector; /* matchLabels (borrowed) */
+    const json_t *selector; /* matchLabels (borrowed, or owner_sel) */
+    json_t *owner_sel;      /* a pool naming an NVIDIADriver: {owner label: its name} */
     const char *target;     /* the revision its nodes' driver set runs */
     const char *version;
     char *halted; /* why */
@@ -585,8 +586,10 @@ static void pools_load(struct planner *pl)
                                      p->p.name, p->p.nvidia_driver);
                 continue;
             }
-            json_t *ns = kobj_path(nvd, "spec.nodeSelector");
-            p->selector = json_is_object(ns) ? ns : NULL;
+            /* the nodes whose driver its DaemonSets run: the default NVIDIADriver has no
+             * selector, and a node two select is owned by neither */
+            p->owner_sel = json_pack("{s:s}", UPG_LABEL_DRIVER_OWNER, p->p.nvidia_driver);
+            p->selector = p->owner_sel;
         }
     }
     pl->pools[n].p.name = xstrdup("default");
@@ -974,6 +977,7 @@ static void plan_free_inner(struct planner *pl)
     for (size_t i = 0; i < pl->npools; i++) {
         upg_pool_done(&pl->pools[i].p);
         free(pl->pools[i].error);
+        json_decref(pl->pools[i].owner_sel);
         free(pl->pools[i].halted);
     }
     free(pl->pools);

@@ -42,9 +42,12 @@
 #define UPG_ANN_WAIT_START    "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
 #define UPG_ANN_VALID_START   "nvidia.com/gpu-driver-upgrade-validation-start-time"
 #define UPG_ANN_REQUESTED     "nvidia.com/gpu-driver-upgrade-requested"
-#define UPG_EVENT_REASON      "GPUDriverUpgrade"
-#define UPG_DRIVER_APP        "nvidia-driver-daemonset"
-#define UPG_VALIDATOR_APP     "nvidia-operator-validator"
+/* The NVIDIADriver that owns a node (set by the operator with useNvidiaDriverCRD): a pool
+ * naming an NVIDIADriver selects the nodes it owns. */
+#define UPG_LABEL_DRIVER_OWNER "nvidia.com/gpu-operator.driver.owner"
+#define UPG_EVENT_REASON       "GPUDriverUpgrade"
+#define UPG_DRIVER_APP         "nvidia-driver-daemonset"
+#define UPG_VALIDATOR_APP      "nvidia-operator-validator"
 
 /* gpuop's node annotations (the planner's memory in the cluster) and the pool's. */
 #define UPG_ANN_SINCE         "upgrade.gpuop.dev/state-since"   /* epoch s the state began */
@@ -113,7 +116,7 @@ enum upg_approval { UPG_APPROVAL_AUTO, UPG_APPROVAL_MANUAL };
 struct upg_pool {
     char *name;
     json_t *node_selector; /* matchLabels object (owned), or NULL with nvidia_driver */
-    char *nvidia_driver;   /* spec.nvidiaDriver: its nodeSelector is the pool's */
+    char *nvidia_driver;   /* spec.nvidiaDriver: the nodes it owns (UPG_LABEL_DRIVER_OWNER) */
     enum upg_approval approval;
     char *approved_revision, *resumed_revision; /* the pool's annotations, or NULL */
     struct upg_window *windows;

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The capacity-and-quota view, table-tested: over-commit, a namespace without quota, MIG
  * resources, a pool shrinking, nodes with unhealthy GPUs (and NotReady, cordoned) excluded
- * from advertised, finished pods not counted, configured pools; its text (golden files) and
- * JSON. */
+ * from advertised, finished pods not counted, configured pools; its JSON form (golden files). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -135,15 +134,14 @@ static const struct cap_namespace *ns(const struct cap_view *v, const char *name
     return NULL;
 }
 
-static char *render(const struct cap_view *v, int width)
+/* The view's JSON form, as `gpuop status -o json` shows it. */
+static char *render(const struct cap_view *v)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    assert_int_equal(cap_view_render_text(v, f, width), 0);
-    fclose(f);
-    return buf;
+    json_t *j = cap_view_to_json(v);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(j);
+    assert_non_null(text);
+    return text;
 }
 
 static void golden(const char *name, const char *text)
@@ -194,8 +192,8 @@ static void test_balanced(void **state)
     assert_int_equal(t->res[0].used, 12);
     assert_int_equal(t->res[0].requested, 12); /* the pending pod counts for its namespace */
     assert_false(t->no_quota);
-    _cleanup_free_ char *text = render(v, 100);
-    golden("balanced.txt", text);
+    _cleanup_free_ char *text = render(v);
+    golden("balanced.json", text);
     cluster_clear(&c);
 }
 
@@ -239,8 +237,8 @@ static void test_pool_shrinks(void **state)
     assert_true(h->short_);
     assert_string_equal(h->pinned_ns[0], "training");
     assert_false(pool_res(v, L4, "nvidia.com/gpu")->short_);
-    _cleanup_free_ char *text = render(v, 100);
-    golden("node-lost.txt", text);
+    _cleanup_free_ char *text = render(v);
+    golden("node-lost.json", text);
     cluster_clear(&c);
 }
 
@@ -432,8 +430,8 @@ static void test_bad_input(void **state)
     struct cap_input none = {0};
     assert_int_equal(cap_view_compute(&none, &v, &e), 0);
     assert_int_equal(v->n_resources, 0);
-    _cleanup_free_ char *text = render(v, 0);
-    assert_non_null(strstr(text, "no GPU resources"));
+    _cleanup_free_ char *text = render(v);
+    assert_non_null(strstr(text, "\"resources\": []"));
     cap_view_free(v);
 }
 

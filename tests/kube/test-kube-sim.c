@@ -642,6 +642,52 @@ static void test_informer_churn(void **state)
     sim_stop(&s);
 }
 
+/* A projection returning NULL keeps nothing of that object and tells no handler of it; once the
+ * object becomes one the projection keeps, it arrives as an add. */
+static json_t *keep_labelled(json_t *obj, void *u)
+{
+    (void)u;
+    if (!streq_ptr(kobj_label(obj, "keep"), "yes"))
+        return NULL;
+    return kube_project_fields(obj, (const char *const[]){"spec.unschedulable", NULL});
+}
+
+static void test_informer_projection_skip(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "3", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    struct tally t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct kube_informer_opts io = {.project = keep_labelled,
+                                    .handlers = {t_add, t_upd, t_del, &t}};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(s.c, &KUBE_NODES, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    assert_int_equal(kube_informer_count(inf), 0);
+    assert_int_equal(t.add, 0);
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "keep", "yes");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00002", &po, p, NULL, &e), 0);
+    json_decref(p);
+    uint64_t deadline = now_ms_mono() + 5000;
+    while (kube_informer_count(inf) < 1 && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_int_equal(kube_informer_count(inf), 1);
+    json_t *n = kube_informer_get(inf, NULL, "node-00002");
+    assert_non_null(n);
+    json_decref(n);
+    assert_null(kube_informer_get(inf, NULL, "node-00001"));
+    pthread_mutex_lock(&t.lock);
+    assert_int_equal(t.add, 1);
+    assert_int_equal(t.upd, 0);
+    assert_int_equal(t.del, 0);
+    pthread_mutex_unlock(&t.lock);
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
 static void test_informer_projection_quiet(void **state)
 {
     (void)state;
@@ -964,6 +1010,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_informer_churn),
         cmocka_unit_test(test_informer_projection_quiet),
+        cmocka_unit_test(test_informer_projection_skip),
         cmocka_unit_test(test_informer_survives_restart),
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_leader_election),

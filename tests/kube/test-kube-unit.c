@@ -251,6 +251,57 @@ static void test_kubeconfig_files(void **state)
     assert_non_null(strstr(e.msg, "TLS"));
 }
 
+/* A component's client: the caller's deadlines, its flags and stop token, the rest defaults. */
+static void test_client_for_caller(void **state)
+{
+    (void)state;
+    struct stop_token *stop = (struct stop_token *)&tmpdir; /* only compared */
+    static const struct {
+        enum kube_caller caller;
+        uint64_t timeout_ms, call_timeout_ms;
+    } cases[] = {
+        {KUBE_CALLER_AGENT, 10000, 20000},
+        {KUBE_CALLER_COMMAND, 0, 30000},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct kube_options o = kube_options_for(cases[i].caller, "/k", "ctx", stop);
+        assert_string_equal(o.kubeconfig, "/k");
+        assert_string_equal(o.context, "ctx");
+        assert_ptr_equal(o.stop, stop);
+        assert_int_equal(o.timeout_ms, cases[i].timeout_ms);
+        assert_int_equal(o.call_timeout_ms, cases[i].call_timeout_ms);
+        assert_int_equal(o.max_retries, 0);
+        assert_null(o.sa_dir);
+    }
+    struct kube_options o = kube_options_for(KUBE_CALLER_AGENT, NULL, NULL, NULL);
+    assert_null(o.kubeconfig);
+    assert_null(o.context);
+    assert_null(o.stop);
+
+    /* kube_client_open: the kubeconfig and context given, an error naming a missing file */
+    write_file("open.yaml", "current-context: one\n"
+                            "contexts: [{name: one, context: {cluster: c1}}, "
+                            "{name: two, context: {cluster: c2}}]\n"
+                            "clusters: [{name: c1, cluster: {server: 'http://127.0.0.1:1'}}, "
+                            "{name: c2, cluster: {server: 'http://127.0.0.1:2'}}]\n");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/open.yaml", tmpdir);
+    struct err e = {0};
+    struct kube_client *c = NULL;
+    assert_int_equal(kube_client_open(KUBE_CALLER_COMMAND, path, "two", NULL, &c, &e), 0);
+    assert_string_equal(kube_client_server(c), "http://127.0.0.1:2");
+    kube_client_free(c);
+    c = NULL;
+    assert_int_equal(kube_client_open(KUBE_CALLER_AGENT, path, NULL, NULL, &c, &e), 0);
+    assert_string_equal(kube_client_server(c), "http://127.0.0.1:1");
+    kube_client_free(c);
+    c = NULL;
+    snprintf(path, sizeof(path), "%s/absent.yaml", tmpdir);
+    assert_int_equal(kube_client_open(KUBE_CALLER_AGENT, path, NULL, NULL, &c, &e), -ENOENT);
+    assert_null(c);
+    assert_non_null(strstr(e.msg, "absent.yaml"));
+}
+
 static void test_in_cluster(void **state)
 {
     (void)state;
@@ -571,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_kubeconfig),
         cmocka_unit_test(test_kubeconfig_errors),
         cmocka_unit_test(test_kubeconfig_files),
+        cmocka_unit_test(test_client_for_caller),
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_status),
         cmocka_unit_test(test_watch_parser_chunks),

@@ -17,23 +17,7 @@
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces, device nodes)"
-    exit 77
-fi
-. "$S/tests/operator/lib.sh"
 . "$S/tests/kubelet/lib.sh"
-K="$KUBECTL --request-timeout=10s"
-k() { $K "$@"; }
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-    k get pods -A -o wide 2>/dev/null
-    k get events -A -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason} {.message}{"\n"}{end}' 2>/dev/null |
-        sort -u -k2 | tail -n 25
-    exit 1
-}
 OLD=570.86.15
 NEW=575.57.08
 H=cdi-h100-1
@@ -58,9 +42,8 @@ nodes:
   runtime: cri-o
   kernelHeaders: [5.15.0-127-generic]
 EOF
-kl_api_address 198.18.255.20
-kl_start_kubesim
-kl_start_kubelet_sim "$T/cluster.yaml" klcdi0 198.18.220.0/24 2
+kl_start_kubesim 198.18.255.20
+kl_start_nodes "$T/cluster.yaml" klcdi0 198.18.220.0/24 2
 echo "ok: 2 nodes registered by kubelet-sim"
 
 cat >"$T/stack.yaml" <<EOF
@@ -135,10 +118,8 @@ spec:
       - {name: run-nvidia, hostPath: {path: /run/nvidia}}
 EOF
 k apply -f "$T/stack.yaml" >/dev/null || fail "apply the stack"
-alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
-want_alloc() { [ "$(alloc "$1")" = "$2" ]; }
-wait_for 60 "$H advertises 8 nvidia.com/gpu" want_alloc $H 8
-wait_for 30 "cdi-l4-1 advertises 4 nvidia.com/gpu" want_alloc cdi-l4-1 4
+wait_for 60 "$H advertises 8 nvidia.com/gpu" want_alloc $H nvidia.com/gpu 8
+wait_for 30 "cdi-l4-1 advertises 4 nvidia.com/gpu" want_alloc cdi-l4-1 nvidia.com/gpu 4
 spec_has() { grep -q "$2" "$T/roots/$1/var/run/cdi/nvidia.yaml" 2>/dev/null; }
 for n in $H cdi-l4-1; do
     wait_for 30 "$n's toolkit spec" spec_has $n "libnvidia-ml.so.$OLD"
@@ -223,13 +204,13 @@ for lib in libnvidia-ml.so.$NEW libcuda.so.$NEW; do
 done
 spec_has cdi-l4-1 "libnvidia-ml.so.$OLD" || fail "cdi-l4-1's spec changed with $H's driver"
 echo "ok: the driver upgrade regenerated $H's spec: no path of $OLD, $(grep -c "$NEW" "$spec") of $NEW; cdi-l4-1 keeps $OLD"
-wait_for 30 "$H advertises 8 again" want_alloc $H 8
+wait_for 30 "$H advertises 8 again" want_alloc $H nvidia.com/gpu 8
 gpu_pod cdi-after 1
 wait_for 30 "cdi-after completes" is_phase cdi-after Succeeded
 grep -q "Test PASSED" <<<"$(k logs cdi-after)" || fail "cdi-after's log: $(k logs cdi-after)"
 echo "ok: a GPU pod passes on $NEW"
 
-kill -TERM "$KL_PID"
-wait "$KL_PID" || fail "kubelet-sim exited $? on SIGTERM"
+kill -TERM "$KL_NODES_PID"
+wait "$KL_NODES_PID" || fail "kubelet-sim exited $? on SIGTERM"
 ip link show klcdi0 >/dev/null 2>&1 && fail "the bridge klcdi0 is left"
 echo PASS

@@ -15,27 +15,9 @@
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces)"
-    exit 77
-fi
-. "$S/tests/operator/lib.sh"
 . "$S/tests/kubelet/lib.sh"
-kl_api_address 198.18.255.2
-K="$KUBECTL --request-timeout=10s"
-k() { $K "$@"; }
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-    k get pods -A -o wide 2>/dev/null
-    k get events -A -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason} {.message}{"\n"}{end}' 2>/dev/null |
-        sort -u -k2 | tail -n 25
-    exit 1
-}
-
-kl_start_kubesim --tls --load "$S/deploy/rbac/operator.yaml"
-kl_start_kubelet_sim "$S/sim/clusters/mixed.yaml" klop0 198.18.201.0/24 5
+kl_start_kubesim 198.18.255.2 --load "$S/deploy/rbac/operator.yaml"
+kl_start_nodes "$S/sim/clusters/mixed.yaml" klop0 198.18.202.0/24 5
 echo "ok: 5 nodes registered by kubelet-sim"
 
 k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
@@ -64,14 +46,9 @@ print(yaml.safe_dump(cp))
 PY
 k apply -f "$T/policy.yaml" >/dev/null || fail "apply the sample ClusterPolicy"
 
-alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
-want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }
 state() { k get clusterpolicy cluster-policy -o jsonpath='{.status.state}'; }
-label() { k get node "$1" -o jsonpath="{.metadata.labels.${2//./\\.}}"; }
-pods_of() { k -n gpu-operator get pods -l "app=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' '; }
 
 # The host driver is found by the driver manager, which takes the node out of the driver's set.
-is_label() { [ "$(label "$1" "$2")" = "$3" ]; }
 wait_for 60 "l4-hostdriver-1 labelled deploy.driver=pre-installed" \
     is_label l4-hostdriver-1 nvidia.com/gpu.deploy.driver pre-installed
 drivers_placed() { [ "$(pods_of nvidia-driver-daemonset)" = "a100-mig-1 dgx-h100-1 dgx-h100-2 " ]; }
@@ -100,11 +77,6 @@ mig_watching() {
 wait_for 60 "the mig-manager pod watching its node" mig_watching
 echo "ok: nvidia-mig-manager runs: $(k -n gpu-operator logs "$(k -n gpu-operator get pods -l app=nvidia-mig-manager -o jsonpath='{.items[0].metadata.name}')" -c nvidia-mig-manager 2>&1 | grep -m1 watching)"
 
-ready_validators() {
-    k -n gpu-operator get pods -l app=nvidia-operator-validator \
-        -o jsonpath='{range .items[*]}{.spec.nodeName}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
-        grep -c '=True'
-}
 validators_ready() { [ "$(ready_validators)" = 4 ]; }
 wait_for 120 "validator pods Ready on the 4 GPU nodes" validators_ready
 is_ready() { [ "$(state)" = ready ]; }

@@ -125,6 +125,12 @@ if [ -x "$BUILD/sim-image-bin/nvidia-smi" ]; then
         fail "host driver nvidia-smi"
 fi
 [ ! -e "$T/roots/cpu-1/sys/module/nvidia" ] || fail "a CPU node with a driver"
+# the GPUs' PCI functions as sysfs lists them (8 H100, 3D controllers); a CPU node's list empty
+pci=$(cat "$R"/sys/bus/pci/devices/*/vendor "$R"/sys/bus/pci/devices/*/class | sort | uniq -c | tr -s ' ')
+[ "$pci" = " 8 0x030200
+ 8 0x10de" ] || fail "gpu-1's PCI functions: $pci"
+[ -d "$T/roots/cpu-1/sys/bus/pci/devices" ] && [ -z "$(ls "$T/roots/cpu-1/sys/bus/pci/devices")" ] ||
+    fail "cpu-1's PCI functions: $(ls "$T/roots/cpu-1/sys/bus/pci/devices" 2>&1)"
 
 # a device plugin's registration becomes capacity and allocatable; an XID on one GPU lowers
 # allocatable within 2 s (the device manager's change is posted at once; the status interval is 3 s)

@@ -330,6 +330,18 @@ static void test_labels(void **state)
     assert_string_equal(kobj_label(n, "feature.node.kubernetes.io/by-hand"), "x");
     json_decref(nfd);
     json_decref(n);
+
+    /* a cluster without NFD (--no-nfd): the kubelet's labels only; what gpuop node-discovery
+     * wrote stays, and no nfd-worker annotation appears */
+    n = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "dgx-1", "labels",
+                  "feature.node.kubernetes.io/pci-10de.present", "true");
+    assert_int_equal(kl_node_apply_labels(n, s, json_null()), 0);
+    assert_string_equal(kobj_label(n, "kubernetes.io/hostname"), "dgx-1");
+    assert_string_equal(kobj_label(n, "feature.node.kubernetes.io/pci-10de.present"), "true");
+    assert_null(kobj_annotation(n, KL_NFD_LABELS_ANN));
+    assert_null(kobj_annotation(n, "nfd.node.kubernetes.io/worker.version"));
+    assert_int_equal(kl_node_apply_labels(n, s, json_null()), 1);
+    json_decref(n);
     kl_cluster_free(c);
 }
 

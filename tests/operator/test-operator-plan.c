@@ -11,12 +11,17 @@
  * "policy_patch": {name: merge patch}, "node_labels": {name: labels merge patch},
  * "node_annotations": {name: {key: value | null}} (also at the top, for the start; an object
  * value is written as its compact JSON text, as the node agents write theirs),
- * "ds_status": {name: status}, "apply_errors": [...], "delete_policy": name, "expect": {...}}].
+ * "ds_status": {name: status}, "apply_errors": [...], "delete_policy": name,
+ * "nvidia_drivers": {name: merge patch of the NVIDIADriver, created when new; null deletes it}
+ * (also at the top, for the start), "nvidia_drivers_unlisted": true (the informer has not
+ * listed them: the snapshot has none), "expect": {...}}].
  * Expectations: "policies": {name: {"state", "write", "valid", "events": [reasons],
  * "conditions": {type: {...}}, "absent": [types]}}, "node_patches": {node: patch} (exact),
  * "apply": ["Kind/name", ...] (exact), "apply_count", "prune": [...] (exact), "health",
- * "requeue", "gpu_nodes", "has_active", "desired_image": {"DaemonSet/name": image}. A string
- * starting with "~" matches as a substring.
+ * "requeue", "gpu_nodes", "has_active", "desired_image": {"DaemonSet/name": image},
+ * "desired": {"Kind/name": subset of the object}, "not_desired": ["Kind/name"],
+ * "nvidia_drivers": {name: {"state", "write", "events": [reasons], "conditions": {type: {...}},
+ * "status": subset}}. A string starting with "~" matches as a substring.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -45,8 +50,8 @@ static bool subset(const json_t *want, const json_t *got, const char *path, char
         const char *k;
         json_t *v;
         json_object_foreach ((json_t *)want, k, v) {
-            if (strcmp(k, "absent") == 0)
-                continue; /* checked on its own */
+            if (strcmp(k, "absent") == 0 || strcmp(k, "not_desired") == 0)
+                continue; /* checked on their own */
             _cleanup_free_ char *p = xasprintf("%s.%s", path, k);
             if (!subset(v, json_object_get(got, k), p, why, n))
                 return false;
@@ -125,6 +130,26 @@ static json_t *plan_view(const struct op_plan *plan)
         json_array_append_new(json_object_get(v, "prune"), json_string(k));
     }
     json_object_set_new(v, "apply_count", json_integer((json_int_t)json_array_size(plan->apply)));
+    json_t *nvds = json_object();
+    json_object_set_new(v, "nvidia_drivers", nvds);
+    json_array_foreach (plan->nvidia_drivers, i, x) {
+        json_t *conds = json_object();
+        json_t *events = json_array();
+        size_t j;
+        json_t *c;
+        json_array_foreach (json_object_get(json_object_get(x, "status"), "conditions"), j, c)
+            json_object_set(conds, json_string_value(json_object_get(c, "type")), c);
+        json_array_foreach (json_object_get(x, "events"), j, c)
+            json_array_append(events, json_object_get(c, "reason"));
+        json_object_set_new(
+            nvds, json_string_value(json_object_get(x, "name")),
+            json_pack("{s:O,s:O?,s:O,s:o,s:o,s:O}", "write", json_object_get(x, "write"), "state",
+                      json_object_get(json_object_get(x, "status"), "state"), "status",
+                      json_object_get(x, "status"), "conditions", conds, "events", events,
+                      "event_list", json_object_get(x, "events")));
+    }
+    json_t *desired = json_object();
+    json_object_set_new(v, "desired", desired);
     json_array_foreach (plan->desired, i, x) {
         if (!streq_ptr(json_string_value(json_object_get(x, "kind")), "DaemonSet"))
             continue;
@@ -135,6 +160,7 @@ static json_t *plan_view(const struct op_plan *plan)
             0);
         _cleanup_free_ char *k = kind_name(x);
         json_object_set(json_object_get(v, "desired_image"), k, json_object_get(ctr, "image"));
+        json_object_set(desired, k, x);
     }
     return v;
 }
@@ -208,6 +234,13 @@ static void execute(json_t *cluster, const struct op_plan *plan)
                        json_string_value(json_object_get(x, "namespace")), &at))
             json_array_remove(owned, at);
     }
+    json_array_foreach (plan->nvidia_drivers, i, x) {
+        if (!json_is_true(json_object_get(x, "write")))
+            continue;
+        json_t *d = find_named(json_object_get(cluster, "nvds"), NULL,
+                               json_string_value(json_object_get(x, "name")), NULL, NULL);
+        json_object_set_new(d, "status", json_deep_copy(json_object_get(x, "status")));
+    }
     json_array_foreach (plan->policies, i, x) {
         if (!json_is_true(json_object_get(x, "write")))
             continue;
@@ -259,6 +292,33 @@ static json_t *load_policy(const json_t *def)
     return cp;
 }
 
+/* Creates, merge-patches (bumping its generation) or, for null, deletes NVIDIADrivers. */
+static void change_nvds(json_t *nvds, const json_t *changes)
+{
+    const char *k;
+    json_t *x;
+    json_object_foreach ((json_t *)changes, k, x) {
+        size_t at;
+        json_t *d = find_named(nvds, NULL, k, NULL, &at);
+        if (json_is_null(x)) {
+            if (d)
+                json_array_remove(nvds, at);
+            continue;
+        }
+        if (!d) {
+            d = json_pack("{s:s,s:s,s:{s:s,s:s,s:I,s:s}}", "apiVersion", "nvidia.com/v1alpha1",
+                          "kind", "NVIDIADriver", "metadata", "name", k, "uid", "uid-nvd",
+                          "generation", (json_int_t)0, "creationTimestamp", "2026-01-01T00:00:00Z");
+            json_array_append_new(nvds, d);
+        }
+        merge_patch(d, x);
+        json_t *meta = json_object_get(d, "metadata");
+        json_object_set_new(
+            meta, "generation",
+            json_integer(json_integer_value(json_object_get(meta, "generation")) + 1));
+    }
+}
+
 /* Sets (or, for null, removes) a node's annotations; objects become their JSON text. */
 static void annotate(json_t *node, const json_t *annotations)
 {
@@ -288,7 +348,9 @@ static void run_fixture(const char *path)
     _cleanup_json_ json_t *fx = json_load_file(path, 0, &je);
     if (!fx)
         fail_msg("%s:%d: %s", path, je.line, je.text);
-    _cleanup_json_ json_t *cluster = json_pack("{s:[],s:[],s:[]}", "policies", "nodes", "owned");
+    _cleanup_json_ json_t *cluster =
+        json_pack("{s:[],s:[],s:[],s:[]}", "policies", "nodes", "owned", "nvds");
+    change_nvds(json_object_get(cluster, "nvds"), json_object_get(fx, "nvidia_drivers"));
     json_t *policies = json_object_get(cluster, "policies");
     json_t *nodes = json_object_get(cluster, "nodes");
     size_t i;
@@ -335,17 +397,22 @@ static void run_fixture(const char *path)
             assert_non_null(ds);
             json_object_set(ds, "status", x);
         }
+        change_nvds(json_object_get(cluster, "nvds"), json_object_get(step, "nvidia_drivers"));
         const char *del = json_string_value(json_object_get(step, "delete_policy"));
         size_t at;
         if (del && find_named(policies, NULL, del, NULL, &at))
             json_array_remove(policies, at);
-        struct op_snapshot snap = {.policies = policies,
-                                   .nodes = nodes,
-                                   .owned = json_object_get(cluster, "owned"),
-                                   .apply_errors = json_object_get(step, "apply_errors"),
-                                   .defaults = &defaults,
-                                   .templates = templates,
-                                   .now_ms = now};
+        struct op_snapshot snap = {
+            .policies = policies,
+            .nodes = nodes,
+            .owned = json_object_get(cluster, "owned"),
+            .apply_errors = json_object_get(step, "apply_errors"),
+            .defaults = &defaults,
+            .templates = templates,
+            .now_ms = now,
+            .nvidia_drivers = json_is_true(json_object_get(step, "nvidia_drivers_unlisted"))
+                                  ? NULL
+                                  : json_object_get(cluster, "nvds")};
         _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
         struct err e = {0};
         if (op_plan(&snap, &plan, &e) < 0)
@@ -368,6 +435,11 @@ static void run_fixture(const char *path)
             _cleanup_free_ char *g =
                 json_dumps(json_object_get(view, "node_patches"), JSON_COMPACT | JSON_SORT_KEYS);
             fail_msg("%s step %zu: node_patches: got %s", path, i, g);
+        }
+        json_t *nd;
+        json_array_foreach (json_object_get(want, "not_desired"), d, nd) {
+            if (json_object_get(json_object_get(view, "desired"), json_string_value(nd)))
+                fail_msg("%s step %zu: %s is desired", path, i, json_string_value(nd));
         }
         /* Absent conditions. */
         json_object_foreach (json_object_get(want, "policies"), k, x) {

@@ -6,6 +6,8 @@
 # condition, the quota-less namespace listed; nothing changes, nothing is written. An H100 node is
 # removed: the over-commit ratio and GPUPoolBelowQuota turn on within a reconcile, with an Event
 # naming the pool and the namespace. The node comes back: both turn off, with Normal Events.
+# `gpuop status` shows both states: its capacity section against golden files
+# (tests/status/golden/quota-*.txt), and the same view in -o json.
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -33,6 +35,18 @@ metric() { curl -sf "127.0.0.1:$P/metrics" | awk -v m="$1" '$1 == m {print $2}';
 cond() { # TYPE FIELD
     $K get clusterpolicy gpu-cluster-policy -o jsonpath="{.status.conditions[?(@.type==\"$1\")].$2}"
 }
+# gpuop status's capacity section (the last one) compared with tests/status/golden/quota-$1.txt
+status_golden() {
+    "$B/gpuop" status --kubeconfig "$KUBECONFIG" >"$T/status-$1.txt" 2>"$T/status.log" ||
+        fail "gpuop status: $(cat "$T/status.log")"
+    sed -n '/^GPU quotas:/,$p' "$T/status-$1.txt" >"$T/quota-$1.txt"
+    cat "$T/quota-$1.txt"
+    if [ -n "${GPUOP_UPDATE_GOLDEN:-}" ]; then cp "$T/quota-$1.txt" "$S/tests/status/golden/quota-$1.txt"; fi
+    diff -u "$S/tests/status/golden/quota-$1.txt" "$T/quota-$1.txt" ||
+        fail "gpuop status differs from tests/status/golden/quota-$1.txt"
+    "$B/gpuop" status --kubeconfig "$KUBECONFIG" -o json >"$T/status-$1.json"
+    jq -e "$2" "$T/status-$1.json" >/dev/null || fail "gpuop status -o json: $2 does not hold: $(jq -c .capacity "$T/status-$1.json")"
+}
 events() { $K get events -A -o jsonpath='{range .items[*]}{.type}/{.reason}: {.message}{"\n"}{end}'; }
 RATIO='gpuop_gpu_quota_overcommit_ratio{resource="nvidia.com/gpu"}'
 H100='pool="NVIDIA-H100-80GB-HBM3"'
@@ -50,6 +64,7 @@ wait_for 20 "GPUQuotaMissing" sh -c "[ -n \"\$($K get clusterpolicy gpu-cluster-
     fail "GPUQuotaMissing: $(cond GPUQuotaMissing message)"
 [ -z "$(cond GPUQuotaOvercommitted status)" ] || fail "over-committed while balanced"
 [ -z "$(cond GPUPoolBelowQuota status)" ] || fail "a pool short while balanced"
+status_golden balanced '.capacity.resources[0] | .name == "nvidia.com/gpu" and .advertised == 24 and .quota == 24 and (.over | not)'
 
 # Converged: a few seconds with no change cost no write. (First the reconcile that the last
 # condition came with settles: its status and Events may still be on their way on a slow,
@@ -73,6 +88,7 @@ msg=$(cond GPUQuotaOvercommitted message)
 [ "$msg" = "nvidia.com/gpu: namespace quotas promise 24 of 16 advertised (ratio 1.50, threshold 1.00)" ] ||
     fail "GPUQuotaOvercommitted message: $msg"
 wait_for 10 "the pool's Event" sh -c "$K get events -A -o jsonpath='{range .items[*]}{.type}/{.reason}: {.message}{\"\\n\"}{end}' | grep -q '^Warning/GPUPoolBelowQuota: pool NVIDIA-H100-80GB-HBM3 .*namespaces: training'"
+status_golden node-lost '.capacity.resources[0] | .advertised == 16 and .quota == 24 and .over'
 wait_for 10 "the over-commit Event" sh -c "$K get events -A -o jsonpath='{range .items[*]}{.type}/{.reason}{\"\\n\"}{end}' | grep -qx Warning/GPUQuotaOvercommitted"
 
 # It comes back.

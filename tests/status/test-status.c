@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpuop status's core: a fixture cluster (cluster.json: policies, NVIDIA drivers, nodes, events,
- * the time) to the view model and the text, against golden files (GPUOP_UPDATE_GOLDEN=1 rewrites
+ * pods, quotas, the time) to the view model and the text, against golden files (GPUOP_UPDATE_GOLDEN=1 rewrites
  * them); tables for the policy's last change, the pools, the drain, the cut to the terminal's
  * width and the colours. */
 #include <setjmp.h>
@@ -40,6 +40,8 @@ static int fx_setup(void **state)
                                 .drivers = json_object_get(f->doc, "drivers"),
                                 .nodes = json_object_get(f->doc, "nodes"),
                                 .events = json_object_get(f->doc, "events"),
+                                .pods = json_object_get(f->doc, "pods"),
+                                .quotas = json_object_get(f->doc, "quotas"),
                                 .now_ms = now};
     *state = f;
     return 0;

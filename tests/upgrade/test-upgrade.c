@@ -1073,6 +1073,18 @@ static void test_bad_input_freezes(void **state)
     p = plan(&w);
     assert_non_null(strstr(kobj_str(pool_status(p, "y"), "error"), "NVIDIADriver nope"));
     upg_plan_free(p);
+    /* a pool naming an NVIDIADriver holds the nodes it owns (the owner label), even the
+     * default one's, which has no nodeSelector */
+    json_array_clear(w.pools);
+    json_array_append_new(
+        w.nvds, json_pack("{s:{s:s},s:{s:b}}", "metadata", "name", "dflt", "spec", "default", 1));
+    label_nodes(&w, 1, 2, UPG_LABEL_DRIVER_OWNER, "dflt");
+    add_pool(&w, "{\"metadata\":{\"name\":\"y\"},\"spec\":{\"nvidiaDriver\":\"dflt\"}}");
+    p = plan(&w);
+    assert_null(kobj_str(pool_status(p, "y"), "error"));
+    assert_int_equal(json_integer_value(json_object_get(pool_status(p, "y"), "total")), 1);
+    assert_int_equal(json_integer_value(json_object_get(pool_status(p, "default"), "total")), 1);
+    upg_plan_free(p);
     /* overlapping pools: the node in both is left alone, with both named */
     json_array_clear(w.pools);
     label_nodes(&w, 0, 2, "zone", "z");

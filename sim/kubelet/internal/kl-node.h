@@ -87,8 +87,9 @@ json_t *kl_node_object(const struct kl_node_facts *f);
 
 /* Sets the kubelet's labels, the simulated annotation and the NFD labels (nfd_labels: the
  * labels NFD produces now, with those of the previous call removed when gone, per the
- * annotation). Returns 0 when node changed (write it), 1 when nothing did; the kube_mutate_fn
- * contract. */
+ * annotation, and nfd-worker's annotation; not an object: a cluster without NFD, whose labels
+ * and annotations are left as they are). Returns 0 when node changed (write it), 1 when nothing
+ * did; the kube_mutate_fn contract. */
 int kl_node_apply_labels(json_t *node, const struct kl_node_spec *spec, json_t *nfd_labels);
 
 /* Sets status: capacity and allocatable (cpu, memory, pods, ephemeral-storage, hugepages, the
@@ -125,6 +126,7 @@ struct kl_node_config {
     unsigned lease_duration_s;
     int wake_fd;            /* an eventfd written when the node's devices change */
     const char *api_server; /* the API server as pods reach it; NULL: the client's */
+    bool no_nfd;            /* no NFD in the cluster: no NFD labels or annotations written */
 };
 
 /* Creates the node root's layout (kl_node_layout), the node's namespace, device manager, pod
@@ -142,10 +144,11 @@ const char *kl_node_ip(const struct kl_node *n);
 
 /* The node root's host files: os-release, the kernel's version file and headers, the kubelet's
  * folders, the container runtime's config (when absent: the toolkit edits it), NFD's features.d,
- * the simulated NVML's state folder and, with a host driver, the loaded module, its libraries and
- * nvidia-smi. Idempotent. */
-int kl_node_layout(const struct kl_node_spec *spec, const char *nvml_library,
-                   const char *sim_image_bin, struct err *e);
+ * the simulated NVML's state folder, the GPUs' PCI functions in sys/bus/pci/devices (vendor and
+ * class, as sysfs lists them; gpu_models NULL-terminated, NULL for a CPU node) and, with a host
+ * driver, the loaded module, its libraries and nvidia-smi. Idempotent. */
+int kl_node_layout(const struct kl_node_spec *spec, const char *const *gpu_models,
+                   const char *nvml_library, const char *sim_image_bin, struct err *e);
 /* <root>/var/lib/gpuop-sim/nvml: the simulated NVML's state folder (GPUOP_SIM_STATE). */
 char *kl_node_nvml_state(const struct kl_node_spec *spec);
 

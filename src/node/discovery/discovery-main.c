@@ -152,13 +152,10 @@ static int pass(struct disc *d, struct err *e)
 static int disc_run(struct svc *s, struct err *e)
 {
     struct disc *d = svc_state(s);
-    struct kube_options ko = {.kubeconfig = d->kubeconfig,
-                              .timeout_ms = 10000,
-                              .call_timeout_ms = 20000,
-                              /* A failed pass is tried again next interval (or the pod
-                               * restarts, with --oneshot): one retry within a pass is enough. */
-                              .max_retries = 1,
-                              .stop = svc_stop(s)};
+    struct kube_options ko = kube_options_for(KUBE_CALLER_AGENT, d->kubeconfig, NULL, svc_stop(s));
+    /* A failed pass is tried again next interval (or the pod restarts, with --oneshot): one
+     * retry within a pass is enough. */
+    ko.max_retries = 1;
     int r = kube_client_new(&ko, &d->kc, e);
     if (r < 0)
         return r;

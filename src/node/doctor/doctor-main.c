@@ -162,12 +162,8 @@ static int wait_done(struct svc *s, struct kube_client *kc, const char *ns, cons
 
 static int remote_run(struct svc *s, struct doctor *d, const char *node, struct err *e)
 {
-    struct kube_options ko = {.kubeconfig = d->kubeconfig,
-                              .context = d->context,
-                              .stop = svc_stop(s),
-                              .call_timeout_ms = 30000};
     _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
-    int r = kube_client_new(&ko, &kc, e);
+    int r = kube_client_open(KUBE_CALLER_COMMAND, d->kubeconfig, d->context, svc_stop(s), &kc, e);
     if (r < 0)
         return r;
     _cleanup_(json_decrefp) json_t *nodeobj = NULL;
@@ -207,10 +203,8 @@ static int remote_run(struct svc *s, struct doctor *d, const char *node, struct 
     /* the pod goes whatever happened; a stop still removes it (its own short deadline) */
     struct err de = {0};
     struct kube_delete_opts dopt = {.has_grace = true, .grace_period_seconds = 0};
-    struct kube_options ko2 = ko;
-    ko2.stop = NULL;
     _cleanup_(kube_client_freep) struct kube_client *kc2 = NULL;
-    if (kube_client_new(&ko2, &kc2, &de) < 0 ||
+    if (kube_client_open(KUBE_CALLER_COMMAND, d->kubeconfig, d->context, NULL, &kc2, &de) < 0 ||
         (kube_delete(kc2, &KUBE_PODS, d->ns, name, &dopt, &de) < 0 && de.code != -ENOENT))
         log_warn(COMPONENT, "doctor pod not deleted", "pod=%s/%s error=\"%s\"", d->ns, name,
                  err_msg(&de));

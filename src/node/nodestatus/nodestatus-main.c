@@ -335,11 +335,7 @@ static int nse_run(struct svc *s, struct err *e)
     struct nse *x = svc_state(s);
     /* A slow API server delays an observation by at most the call's deadline; scrapes keep
      * serving the last page meanwhile. */
-    struct kube_options ko = {.kubeconfig = x->kubeconfig,
-                              .timeout_ms = 10000,
-                              .call_timeout_ms = 20000,
-                              .stop = svc_stop(s)};
-    int r = kube_client_new(&ko, &x->kc, e);
+    int r = kube_client_open(KUBE_CALLER_AGENT, x->kubeconfig, NULL, svc_stop(s), &x->kc, e);
     if (r < 0)
         return r;
     x->st.started_ms = now_ms_real();

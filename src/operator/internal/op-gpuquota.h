@@ -16,7 +16,6 @@ struct op_gpuquota {
     struct cap_pool_def pools[CAP_POOLS_MAX];
     size_t n_pools;
     double ratio;                       /* 0: CAP_DEFAULT_RATIO */
-    struct kube_informer_handlers mark; /* the controller's: a change worth a reconcile */
     pthread_mutex_t lock;
     struct cap_view *view; /* the last reconcile's (NULL before the first), under lock */
 };

@@ -3,7 +3,9 @@
 #ifndef GPUOP_OPERATOR_INTERNAL_H
 #define GPUOP_OPERATOR_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -22,5 +24,59 @@ extern const struct embedded_file op_embedded_upgrade[];
 
 /* repository/image:version of a component section, or NULL when it names no image. */
 char *op_image_ref(const json_t *sec);
+
+struct op_policy;
+struct op_templates;
+struct op_render_ctx;
+
+/* ---- status conditions (plan.c), shared by the ClusterPolicy's and each NVIDIADriver's ---- */
+
+struct op_status_ctx {
+    const json_t *old_conditions;
+    int64_t generation;
+    char now[40];
+};
+void op_status_ctx_init(struct op_status_ctx *sc, const json_t *obj, uint64_t now_ms);
+/* A condition; it keeps its lastTransitionTime while its status does not change. */
+json_t *op_condition(const struct op_status_ctx *sc, const char *type, bool status,
+                     const char *reason, const char *message);
+/* The stored message of an object's condition of `type` (and `status` unless NULL), or NULL:
+ * what was reported lives in the status, so a restarted operator repeats nothing. */
+const char *op_stored_condition(const json_t *obj, const char *type, const char *status);
+/* Does the driver DaemonSet target this GPU node (no pre-installed driver, operands on)? */
+bool op_node_runs_driver(const json_t *labels);
+
+/* ---- rendering pieces (render.c) ---------------------------------------------------------- */
+
+/* FNV-1a 64 of a string. */
+uint64_t op_fnv64(const char *s);
+/* The driver template's DaemonSet for `p`, with the policy's overrides, not finished (no owner
+ * reference, no hash): nvdriver.c renames and re-selects it per NVIDIADriver and OS. */
+int op_render_driver_daemonset(const struct op_policy *p, const struct op_templates *t,
+                               const struct op_render_ctx *ctx, json_t **ret_ds, struct err *e);
+/* Labels it as gpuop's, owned by the ClusterPolicy, with the hash of its content. */
+void op_finish_object(json_t *obj, const struct op_policy *p);
+
+/* ---- per-pool drivers: NVIDIADriver (nvdriver.c) ------------------------------------------ */
+
+struct op_nvd_input {
+    const json_t *nvidia_drivers; /* NVIDIADriver objects; NULL: not listed (yet) */
+    const json_t *nodes, *owned;
+    const struct op_policy *policy; /* the active, valid ClusterPolicy */
+    const struct op_templates *templates;
+    bool delegated; /* the policy's driver is on and spec.driver.useNvidiaDriverCRD is true */
+    uint64_t now_ms;
+};
+struct op_nvd_result {
+    json_t *objects; /* DaemonSets wanted: rendered ones, and live ones kept as they are */
+    json_t *owners;  /* node -> owner label value, or null to remove it; absent: unchanged */
+    json_t *entries; /* see op_plan.nvidia_drivers */
+    bool all_ready;  /* every NVIDIADriver ready (delegated only) */
+    char *why;       /* when not: the ClusterPolicy's DriverReady message */
+};
+int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct err *e);
+void op_nvd_result_done(struct op_nvd_result *r);
+/* The openAPIV3Schema of the compiled-in NVIDIADriver CRD (borrowed; never NULL). */
+const json_t *op_nvidiadriver_schema(void);
 
 #endif

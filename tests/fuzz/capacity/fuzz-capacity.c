@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The capacity-and-quota view over arbitrary objects: the input's first line is a pool
  * definition (cap_pool_def_parse), the rest a JSON object {"nodes", "pods", "quotas"} of whatever
- * shape; the view is computed and rendered as text and JSON. Nothing may crash or leak. */
+ * shape; the view is computed as JSON and drawn as `gpuop status` draws it (every section, over
+ * the same nodes). Nothing may crash or leak. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "capacity.h"
+#include "status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -28,14 +30,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            .n_pools = have_pool ? 1 : 0};
     struct cap_view *v = NULL;
     if (cap_view_compute(&in, &v, &e) == 0) {
-        FILE *f = fopen("/dev/null", "w");
-        if (f) {
-            (void)cap_view_render_text(v, f, 80);
-            fclose(f);
-        }
         json_decref(cap_view_to_json(v));
         cap_view_free(v);
     }
+    json_t *none = json_array();
+    json_t *nodes = json_object_get(doc, "nodes"), *pods = json_object_get(doc, "pods"),
+           *quotas = json_object_get(doc, "quotas");
+    struct st_objects so = {.policies = none,
+                            .drivers = none,
+                            .nodes = json_is_array(nodes) ? nodes : none,
+                            .events = none,
+                            .pods = json_is_array(pods) ? pods : none,
+                            .quotas = json_is_array(quotas) ? quotas : none,
+                            .pools = in.pools,
+                            .n_pools = in.n_pools};
+    json_t *model = st_model(&so, st_sections);
+    struct st_view view = {.width = 80};
+    char *text = NULL;
+    if (st_render_text(model, st_sections, &view, 1u << 24, &text, &e) == 0)
+        free(text);
+    json_decref(model);
+    json_decref(none);
     json_decref(doc);
     cap_pool_def_clear(&def);
     return 0;
