@@ -224,8 +224,12 @@ static CUresult do_init(void)
         uuids[i] = f->gpus[i].uuid;
         uuid_bytes(f->gpus[i].uuid, g_uuid[i]);
     }
-    simcuda_visible(uuids, n, getenv("NVIDIA_VISIBLE_DEVICES"), getenv("CUDA_VISIBLE_DEVICES"),
-                    g_visible, &g_n_visible);
+    /* the device nodes of this process's /dev: a container's, under CDI */
+    static struct sim_dev_nodes dev;
+    sim_dev_read("/dev", &dev);
+    struct simcuda_nodes nodes = {.ctl = dev.ctl, .minors = dev.gpu_minors, .n = dev.n_gpu};
+    simcuda_visible(uuids, n, &nodes, getenv("NVIDIA_VISIBLE_DEVICES"),
+                    getenv("CUDA_VISIBLE_DEVICES"), g_visible, &g_n_visible);
     if (g_n_visible == 0)
         return CUDA_ERROR_NO_DEVICE;
     struct sim_store *s = NULL;

@@ -73,13 +73,24 @@ int simcuda_ptx_parse(const char *text, size_t len, struct simcuda_ptx_module *r
 const struct simcuda_ptx_entry *simcuda_ptx_find(const struct simcuda_ptx_module *m,
                                                  const char *name);
 
+/* The device nodes a process has, by minor (GPU i has minor i): ctl, /dev/nvidiactl. */
+struct simcuda_nodes {
+    bool ctl;
+    const unsigned *minors;
+    size_t n;
+};
+
 /* The fleet GPUs a process sees, in CUDA's ordinal order: ret[0..*ret_n) are fleet indices.
- * nvidia_visible NULL: every GPU (a host process); "all"; "none", "void" or "": none; else a
- * comma list of indices and GPU- UUIDs (MIG devices are not modelled: skipped). cuda_visible
+ * nvidia_visible NULL or "void" with the control node among nodes (NULL: none read): the GPUs
+ * whose node is there, as the driver finds them in a container given device nodes (CDI);
+ * otherwise NULL: every GPU (a host process, whose nodes the simulation does not make); "all";
+ * "none", "void" or "": none; else a comma list of indices and GPU- UUIDs (MIG devices are not
+ * modelled: skipped). cuda_visible
  * NULL: no filter; else CUDA's rule: a comma list of ordinals (into the list so far) or unique
  * GPU- UUID prefixes, read up to the first entry that is invalid, unknown or repeated.
  * uuids[i] is fleet GPU i's UUID. */
-void simcuda_visible(const char *const *uuids, size_t n_gpus, const char *nvidia_visible,
-                     const char *cuda_visible, unsigned *ret, size_t *ret_n);
+void simcuda_visible(const char *const *uuids, size_t n_gpus, const struct simcuda_nodes *nodes,
+                     const char *nvidia_visible, const char *cuda_visible, unsigned *ret,
+                     size_t *ret_n);
 
 #endif

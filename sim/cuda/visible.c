@@ -34,10 +34,17 @@ static bool next_item(const char **s, char *buf, size_t n)
     return true;
 }
 
-static void container_devices(const char *const *uuids, size_t n_gpus, const char *spec,
-                              unsigned *ret, size_t *ret_n)
+static void container_devices(const char *const *uuids, size_t n_gpus,
+                              const struct simcuda_nodes *nodes, const char *spec, unsigned *ret,
+                              size_t *ret_n)
 {
     *ret_n = 0;
+    if ((!spec || strcmp(spec, "void") == 0) && nodes && nodes->ctl) {
+        for (size_t i = 0; i < n_gpus; i++)
+            if (has(nodes->minors, nodes->n, (unsigned)i))
+                ret[(*ret_n)++] = (unsigned)i;
+        return;
+    }
     if (!spec || strcmp(spec, "all") == 0) {
         for (size_t i = 0; i < n_gpus; i++)
             ret[(*ret_n)++] = (unsigned)i;
@@ -59,14 +66,15 @@ static void container_devices(const char *const *uuids, size_t n_gpus, const cha
     }
 }
 
-void simcuda_visible(const char *const *uuids, size_t n_gpus, const char *nvidia_visible,
-                     const char *cuda_visible, unsigned *ret, size_t *ret_n)
+void simcuda_visible(const char *const *uuids, size_t n_gpus, const struct simcuda_nodes *nodes,
+                     const char *nvidia_visible, const char *cuda_visible, unsigned *ret,
+                     size_t *ret_n)
 {
     unsigned base[64];
     size_t n_base = 0;
     if (n_gpus > ARRAY_SIZE(base))
         n_gpus = ARRAY_SIZE(base);
-    container_devices(uuids, n_gpus, nvidia_visible, base, &n_base);
+    container_devices(uuids, n_gpus, nodes, nvidia_visible, base, &n_base);
     *ret_n = 0;
     if (!cuda_visible) {
         memcpy(ret, base, n_base * sizeof(base[0]));

@@ -21,6 +21,15 @@ static int cuda_fail(const char *why)
     return 1;
 }
 
+/* The devices of the node files in /dev, as CUDA finds them in a CDI container. */
+static void devices_from_dev(const struct gpu_inventory *inv, struct simimg_device **ret,
+                             size_t *ret_n)
+{
+    static struct sim_dev_nodes nodes;
+    sim_dev_read("/dev", &nodes);
+    simimg_devices_from_nodes(inv, &nodes, ret, ret_n);
+}
+
 int simimg_cuda_sample_main(int argc, char **argv)
 {
     (void)argc;
@@ -43,7 +52,15 @@ int simimg_cuda_sample_main(int argc, char **argv)
         return cuda_fail("unknown error");
     struct simimg_device *devs _cleanup_free_ = NULL;
     size_t n = 0;
-    if (simimg_visible_devices(inv, env_get("NVIDIA_VISIBLE_DEVICES"), &devs, &n, &e) < 0 || n == 0)
+    /* Under CDI the runtime gave the container device nodes and NVIDIA_VISIBLE_DEVICES=void (or
+     * nothing): the GPUs are the nodes in /dev, as the real driver finds them. Otherwise the
+     * variable names them, as the container toolkit's hook would have. */
+    const char *want = getenv("NVIDIA_VISIBLE_DEVICES");
+    if (!want || strcmp(want, "void") == 0)
+        devices_from_dev(inv, &devs, &n);
+    else if (simimg_visible_devices(inv, want, &devs, &n, &e) < 0)
+        n = 0;
+    if (n == 0)
         return cuda_fail("no CUDA-capable device is detected");
 
     struct sim_fleet *fleet _cleanup_(sim_fleet_freep) = NULL;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 
 #include "images-shell.h"
@@ -116,8 +117,63 @@ static char *sim_library(const char *env, const char *name)
     return xasprintf("%s/%s", self, name);
 }
 
+/* The driver's device nodes under <prefix>/dev for the node's fleet (GPUOP_SIM_FLEET), as
+ * nvidia-modprobe makes them: character devices, 0666. Without CAP_MKNOD (a test run as a user)
+ * none are made; no fleet, none either. */
+static int make_device_nodes(const char *prefix, struct err *e)
+{
+    const char *fleet_path = env_get("GPUOP_SIM_FLEET");
+    if (!fleet_path)
+        return 0;
+    _cleanup_(sim_fleet_freep) struct sim_fleet *f = NULL;
+    int r = sim_fleet_load(fleet_path, &f, e);
+    if (r < 0)
+        return r;
+    _cleanup_free_ bool *mig = xcalloc(f->n_gpus + 1, sizeof(*mig));
+    for (size_t i = 0; i < f->n_gpus; i++)
+        mig[i] = f->gpus[i].mig_capable;
+    _cleanup_free_ struct sim_dev_node *nodes = NULL;
+    size_t n = sim_dev_layout(f->n_gpus, mig, &nodes);
+    for (size_t i = 0; i < n; i++) {
+        _cleanup_free_ char *p = xasprintf("%s%s", prefix, nodes[i].path);
+        _cleanup_free_ char *dir = xstrdup(p);
+        *strrchr(dir, '/') = '\0';
+        if ((r = mkdir_p(dir, 0755)) < 0)
+            return err_errno(e, r, "create \"%s\"", dir);
+        if (unlink(p) < 0 && errno != ENOENT)
+            return err_errno(e, -errno, "remove \"%s\"", p);
+        if (mknod(p, S_IFCHR | 0666, makedev(nodes[i].major, nodes[i].minor)) < 0) {
+            if (errno == EPERM)
+                return 0;
+            return err_errno(e, -errno, "mknod \"%s\"", p);
+        }
+        (void)chmod(p, 0666);
+    }
+    return 0;
+}
+
+/* Removes <prefix>/dev/nvidia* and <prefix>/dev/nvidia-caps. */
+static void remove_device_nodes(const char *prefix)
+{
+    _cleanup_free_ char *caps = xasprintf("%s/dev/nvidia-caps", prefix);
+    _cleanup_free_ char *dev = xasprintf("%s/dev", prefix);
+    const char *dirs[] = {caps, dev};
+    for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
+        DIR *dir = opendir(dirs[k]);
+        if (!dir)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(dir)))
+            if (str_has_prefix(de->d_name, "nvidia"))
+                unlinkat(dirfd(dir), de->d_name, de->d_type == DT_DIR ? AT_REMOVEDIR : 0);
+        closedir(dir);
+    }
+    rmdir(dev);
+}
+
 /* Loads the modules (<root>/sys/module, <root>/proc/driver/nvidia) and lays out the user-space
- * driver under prefix (the driver root, or the host root for a pre-installed driver). */
+ * driver under prefix (the driver root, or the host root for a pre-installed driver), its
+ * device nodes in <prefix>/dev. */
 static int driver_load(const struct driver *d, const char *prefix, bool by_container, struct err *e)
 {
     const char *v = d->ref.version;
@@ -135,7 +191,8 @@ static int driver_load(const struct driver *d, const char *prefix, bool by_conta
         (r = symlink_replace(lib_target, lib_link, e)) < 0 ||
         (r = copy_file(cuda, cuda_dst, 0644, e)) < 0 ||
         (r = symlink_replace(cuda_target, cuda_link, e)) < 0 ||
-        (r = copy_file("/proc/self/exe", smi_dst, 0755, e)) < 0)
+        (r = copy_file("/proc/self/exe", smi_dst, 0755, e)) < 0 ||
+        (r = make_device_nodes(prefix, e)) < 0)
         return r;
     struct sbuf proc _cleanup_sbuf_;
     sbuf_init(&proc, 4096);
@@ -207,6 +264,8 @@ static void driver_unload(const char *root)
     };
     for (size_t i = 0; i < ARRAY_SIZE(rootfs); i++)
         remove_rel(root, rootfs[i]);
+    _cleanup_free_ char *prefix = xasprintf("%s%s", root, DRIVER_DIR);
+    remove_device_nodes(prefix);
 }
 
 int simimg_gpu_users(struct err *e)

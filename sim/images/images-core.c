@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated images' pure part (simimage.h): no I/O, no clock. */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -188,6 +189,41 @@ int simimg_visible_devices(const struct gpu_inventory *inv, const char *value,
     *ret = steal_ptr(&v);
     *ret_n = n;
     return 0;
+}
+
+/* ---- device nodes ---------------------------------------------------------------------- */
+
+static bool has_minor(const unsigned *v, size_t n, unsigned m)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == m)
+            return true;
+    return false;
+}
+
+void simimg_devices_from_nodes(const struct gpu_inventory *inv, const struct sim_dev_nodes *v,
+                               struct simimg_device **ret, size_t *ret_n)
+{
+    struct simimg_device *out = NULL;
+    size_t n = 0;
+    for (size_t i = 0; v->ctl && i < inv->n_gpus; i++) {
+        const struct gpu_device *g = &inv->gpus[i];
+        if (g->lost || !has_minor(v->gpu_minors, v->n_gpu, g->minor))
+            continue;
+        if (!g->mig_enabled) {
+            add_device(&out, &n, g, NULL);
+            continue;
+        }
+        for (size_t k = 0; k < g->n_mig; k++) {
+            const struct gpu_mig_device *m = &g->mig[k];
+            if (has_minor(v->cap_minors, v->n_cap, sim_mig_cap_minor(g->minor, m->gi_id, -1)) &&
+                has_minor(v->cap_minors, v->n_cap,
+                          sim_mig_cap_minor(g->minor, m->gi_id, (int)m->ci_id)))
+                add_device(&out, &n, g, m);
+        }
+    }
+    *ret = out;
+    *ret_n = n;
 }
 
 /* ---- nvidia-smi ------------------------------------------------------------------------- */

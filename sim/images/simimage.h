@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
+#include "simnvml.h"
 #include "util.h"
 
 /* ---- the driver image ------------------------------------------------------------------ */
@@ -70,6 +71,16 @@ struct simimg_device {
  * *ret (free) and *ret_n are set; none visible is 0 entries. */
 int simimg_visible_devices(const struct gpu_inventory *inv, const char *value,
                            struct simimg_device **ret, size_t *ret_n, struct err *e);
+
+/* ---- device nodes ---------------------------------------------------------------------- */
+
+/* The devices CUDA enumerates from device nodes (sim_dev_read), as under CDI
+ * (NVIDIA_VISIBLE_DEVICES unset or void): none without the control node; each GPU whose node is
+ * there, and for a GPU with MIG on, instead, each of its MIG devices whose GPU-instance and
+ * compute-instance capability nodes are both there (its GPU node needed too). Lost GPUs are left
+ * out. *ret (free) and *ret_n set. */
+void simimg_devices_from_nodes(const struct gpu_inventory *inv, const struct sim_dev_nodes *v,
+                               struct simimg_device **ret, size_t *ret_n);
 
 /* ---- nvidia-smi ------------------------------------------------------------------------- */
 

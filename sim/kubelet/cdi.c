@@ -7,7 +7,9 @@
  *
  * Host paths: a spec on a simulated node names paths of that node's host, so mount sources and
  * device nodes are prefixed with the node root (a mount of /usr/lib/x/libcuda.so.1 binds
- * <root>/usr/lib/x/libcuda.so.1). deviceNodes without hostPath use path, as CDI does.
+ * <root>/usr/lib/x/libcuda.so.1). deviceNodes without hostPath use path, as CDI does; the
+ * container gets the node at path, with the spec's type, numbers, mode and owner, the rest read
+ * from the host's node when the container is made (kl_device_resolve).
  */
 #include <string.h>
 
@@ -16,12 +18,6 @@
 #include "kl-devices-internal.h"
 
 #define COMP "kl-cdi"
-
-static char *host_path(const char *root, const char *p)
-{
-    bool no_root = !root || !*root || strcmp(root, "/") == 0;
-    return no_root ? xstrdup(p) : xasprintf("%s%s%s", root, p[0] == '/' ? "" : "/", p);
-}
 
 static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_alloc *a)
 {
@@ -33,14 +29,30 @@ static void apply_edits(const char *root, const struct cdi_edits *ed, struct kl_
     }
     for (size_t i = 0; i < ed->n_device_nodes; i++) {
         const struct cdi_device_node *d = &ed->device_nodes[i];
-        kl_alloc_add_device_node(a, host_path(root, d->host_path ? d->host_path : d->path));
+        struct kl_alloc_device dev = {
+            .path = xstrdup(d->path),
+            .host_path = kl_host_path(root, d->host_path ? d->host_path : d->path),
+            .type =
+                d->type && (d->type[0] == 'c' || d->type[0] == 'b') && !d->type[1] ? d->type[0] : 0,
+            .has_numbers = d->has_major && d->has_minor && d->major >= 0 &&
+                           d->major <= UINT32_MAX && d->minor >= 0 && d->minor <= UINT32_MAX,
+            .major = (unsigned)d->major,
+            .minor = (unsigned)d->minor,
+            .has_mode = d->has_file_mode,
+            .file_mode = d->file_mode,
+            .has_uid = d->has_uid,
+            .uid = d->uid,
+            .has_gid = d->has_gid,
+            .gid = d->gid,
+        };
+        kl_alloc_add_device(a, &dev);
     }
     for (size_t i = 0; i < ed->n_mounts; i++) {
         const struct cdi_mount *m = &ed->mounts[i];
         bool ro = false;
         for (size_t k = 0; k < m->n_options; k++)
             ro |= strcmp(m->options[k], "ro") == 0;
-        kl_alloc_add_mount(a, host_path(root, m->host_path), xstrdup(m->container_path), ro);
+        kl_alloc_add_mount(a, kl_host_path(root, m->host_path), xstrdup(m->container_path), ro);
     }
 }
 
@@ -48,8 +60,8 @@ int kl_cdi_resolve(const char *root, const char *const *names, struct kl_alloc *
 {
     if (!names || !names[0])
         return 0;
-    _cleanup_free_ char *etc = host_path(root, "/etc/cdi");
-    _cleanup_free_ char *run = host_path(root, "/var/run/cdi");
+    _cleanup_free_ char *etc = kl_host_path(root, "/etc/cdi");
+    _cleanup_free_ char *run = kl_host_path(root, "/var/run/cdi");
     const char *dirs[] = {etc, run};
     _cleanup_(cdi_registry_freep) struct cdi_registry *reg = NULL;
     int r = cdi_registry_load(dirs, ARRAY_SIZE(dirs), &reg, e);

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "grpc.h"
@@ -748,9 +749,11 @@ void kl_alloc_free(struct kl_alloc *a)
         free((char *)a->mounts[i].target);
     }
     free(a->mounts);
-    for (char **p = a->device_nodes; p && *p; p++)
-        free(*p);
-    free(a->device_nodes);
+    for (size_t i = 0; i < a->n_devices; i++) {
+        free(a->devices[i].path);
+        free(a->devices[i].host_path);
+    }
+    free(a->devices);
     for (char **p = a->cdi_devices; p && *p; p++)
         free(*p);
     free(a->cdi_devices);
@@ -801,16 +804,57 @@ void kl_alloc_add_mount(struct kl_alloc *a, char *source, char *target, bool rea
         (struct kl_mount){.source = source, .target = target, .read_only = read_only};
 }
 
-void kl_alloc_add_device_node(struct kl_alloc *a, char *host_path)
+char *kl_host_path(const char *root, const char *p)
 {
-    strv_add_unique(&a->device_nodes, host_path);
+    bool no_root = !root || !*root || strcmp(root, "/") == 0;
+    return no_root ? xstrdup(p) : xasprintf("%s%s%s", root, p[0] == '/' ? "" : "/", p);
+}
+
+void kl_alloc_add_device(struct kl_alloc *a, struct kl_alloc_device *d)
+{
+    for (size_t i = 0; i < a->n_devices; i++)
+        if (strcmp(a->devices[i].path, d->path) == 0) {
+            free(d->path);
+            free(d->host_path);
+            return;
+        }
+    a->devices = xrealloc(a->devices, (a->n_devices + 1) * sizeof(*a->devices));
+    a->devices[a->n_devices++] = *d;
+}
+
+int kl_device_resolve(const struct kl_alloc_device *d, const struct stat *host, int host_errno,
+                      struct kl_device *ret, struct err *e)
+{
+    if (d->type && d->type != 'c' && d->type != 'b')
+        return err_set(e, -EINVAL, "device \"%s\": type '%c' is not c or b", d->path, d->type);
+    /* a type and numbers given: the host's node is not read (CDI's rule); else it must be one */
+    if (d->type && d->has_numbers)
+        host = NULL;
+    else if (!host)
+        return err_errno(e, host_errno ? -host_errno : -ENOENT,
+                         "error gathering device information while adding custom device \"%s\"",
+                         d->host_path);
+    else if (!S_ISCHR(host->st_mode) && !S_ISBLK(host->st_mode))
+        return err_set(e, -ENODEV, "device \"%s\": \"%s\" is not a device node", d->path,
+                       d->host_path);
+    struct kl_device v = {.path = d->path};
+    v.type = host ? (S_ISCHR(host->st_mode) ? 'c' : 'b') : d->type;
+    v.major = host ? major(host->st_rdev) : d->major;
+    v.minor = host ? minor(host->st_rdev) : d->minor;
+    /* runc's default mode is 0666, its default owner root */
+    v.file_mode = d->has_mode ? d->file_mode & 07777 : host ? host->st_mode & 07777 : 0666;
+    v.uid = d->has_uid ? d->uid : host ? host->st_uid : 0;
+    v.gid = d->has_gid ? d->gid : host ? host->st_gid : 0;
+    *ret = v;
+    return 0;
 }
 
 #define CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
 
 /* Merges one packed ContainerAllocateResponse into a. CDI devices come from cdi_devices and,
  * as containerd reads them, from the values of cdi.k8s.io/ annotations (comma lists). */
-static int alloc_merge(struct kl_alloc *a, const uint8_t *resp, size_t len, struct err *e)
+static int alloc_merge(const char *root, struct kl_alloc *a, const uint8_t *resp, size_t len,
+                       struct err *e)
 {
     ProtobufCMessage *m = NULL;
     int r = grpc_pb_unpack(&v1beta1__container_allocate_response__descriptor, resp, len,
@@ -827,9 +871,16 @@ static int alloc_merge(struct kl_alloc *a, const uint8_t *resp, size_t len, stru
             continue;
         kl_alloc_add_mount(a, xstrdup(mt->host_path), xstrdup(mt->container_path), mt->read_only);
     }
-    for (size_t i = 0; i < c->n_devices; i++)
-        if (c->devices[i] && c->devices[i]->host_path && *c->devices[i]->host_path)
-            kl_alloc_add_device_node(a, xstrdup(c->devices[i]->host_path));
+    for (size_t i = 0; i < c->n_devices; i++) {
+        const V1beta1__DeviceSpec *ds = c->devices[i];
+        if (!ds || !ds->host_path || !*ds->host_path)
+            continue;
+        const char *in =
+            ds->container_path && *ds->container_path ? ds->container_path : ds->host_path;
+        struct kl_alloc_device dev = {.path = xstrdup(in),
+                                      .host_path = kl_host_path(root, ds->host_path)};
+        kl_alloc_add_device(a, &dev);
+    }
     for (size_t i = 0; i < c->n_cdi_devices; i++)
         if (c->cdi_devices[i] && c->cdi_devices[i]->name && *c->cdi_devices[i]->name)
             strv_add_unique(&a->cdi_devices, xstrdup(c->cdi_devices[i]->name));
@@ -1005,7 +1056,7 @@ static int allocate_one(struct kl_devices *d, const char *uid, const char *ns, c
             en->resp_len = resp_len;
             ckpt_write(d);
         }
-        r = en ? alloc_merge(a, en->resp, en->resp_len, e) : 0;
+        r = en ? alloc_merge(d->root, a, en->resp, en->resp_len, e) : 0;
         pthread_mutex_unlock(&d->mu);
         return r < 0 ? err_prefix(e, "%s: recorded response", resource) : 0;
     }
@@ -1032,7 +1083,7 @@ static int allocate_one(struct kl_devices *d, const char *uid, const char *ns, c
     }
     r = call_allocate(d, pl.endpoint, pl.prestart, chosen, count, &resp, &resp_len, e);
     if (r >= 0)
-        r = alloc_merge(a, resp, resp_len, e);
+        r = alloc_merge(d->root, a, resp, resp_len, e);
     if (r < 0) {
         for (size_t i = 0; i < count; i++)
             free(chosen[i]);
@@ -1076,7 +1127,6 @@ int kl_devices_allocate(struct kl_devices *d, const char *pod_uid, const char *p
     _cleanup_(kl_alloc_freep) struct kl_alloc *a = xcalloc(1, sizeof(*a));
     a->annotations = json_object();
     a->envs = xcalloc(1, sizeof(*a->envs));
-    a->device_nodes = xcalloc(1, sizeof(*a->device_nodes));
     a->cdi_devices = xcalloc(1, sizeof(*a->cdi_devices));
     const char *ns = pod_namespace ? pod_namespace : "";
     const char *name = pod_name ? pod_name : "";

@@ -372,22 +372,29 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
         envp[i] = b->envp[i];
     for (size_t i = 0; i < n_alloc_env; i++)
         envp[n_env + i] = alloc->envs[i];
-    /* mounts: the build's, the devices', and device nodes that exist on the host */
-    size_t n_dev = 0;
-    while (alloc && alloc->device_nodes && alloc->device_nodes[n_dev])
-        n_dev++;
-    size_t n_m = b->n_mounts + (alloc ? alloc->n_mounts : 0) + n_dev;
+    /* mounts: the build's and the devices' */
+    size_t n_m = b->n_mounts + (alloc ? alloc->n_mounts : 0);
     struct kl_mount *mounts = xcalloc(n_m ? n_m : 1, sizeof(*mounts));
     size_t m = 0;
     for (size_t i = 0; i < b->n_mounts; i++)
         mounts[m++] = b->mounts[i];
     for (size_t i = 0; alloc && i < alloc->n_mounts; i++)
         mounts[m++] = alloc->mounts[i];
+    /* device nodes: each as the container's runtime makes it, what is missing read from the
+     * host's node; one that cannot be read fails the container, as containerd fails it */
+    size_t n_dev = alloc ? alloc->n_devices : 0;
+    struct kl_device *devs = xcalloc(n_dev ? n_dev : 1, sizeof(*devs));
     for (size_t i = 0; i < n_dev; i++) {
         struct stat st;
-        if (stat(alloc->device_nodes[i], &st) == 0)
-            mounts[m++] = (struct kl_mount){.source = alloc->device_nodes[i],
-                                            .target = alloc->device_nodes[i]};
+        int serr = stat(alloc->devices[i].host_path, &st) == 0 ? 0 : errno;
+        if (kl_device_resolve(&alloc->devices[i], serr ? NULL : &st, serr, &devs[i], &e) < 0) {
+            free(devs);
+            free(mounts);
+            free(envp);
+            kl_alloc_free(alloc);
+            create_failed(w, pod, c, fp, "CreateContainerError", err_msg(&e));
+            return;
+        }
     }
 
     unsigned restart = c->obs.restart_count + (c->obs.phase == KL_CTR_EXITED ? 1 : 0);
@@ -402,6 +409,8 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
         .workdir = b->workdir,
         .mounts = mounts,
         .n_mounts = m,
+        .devices = devs,
+        .n_devices = n_dev,
         .netns_path = p->cfg.netns_path, /* every pod of a node shares its address */
         .hostname = w->name,
         .log_path = log_path,
@@ -415,6 +424,7 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
         r = kl_container_start(&cs, &pid, &pidfd, &e);
     free(envp);
     free(mounts);
+    free(devs);
     kl_alloc_free(alloc);
     if (r < 0) {
         create_failed(w, pod, c, fp, "CreateContainerError", err_msg(&e));

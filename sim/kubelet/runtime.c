@@ -30,6 +30,10 @@
  *     /proc (the host's bound where procfs cannot be mounted), /sys bound, /tmp and /run tmpfs.
  *     Unless privileged, /sys is read-only (recursively) and so are /proc/bus, /proc/fs,
  *     /proc/irq, /proc/sys and /proc/sysrq-trigger, as containerd makes them.
+ *  3b. Not privileged: the spec's device nodes, made in the container's /dev with mknod (type,
+ *     major, minor, mode, owner), as runc makes linux.devices outside a user namespace: the
+ *     container sees exactly the devices it was given. Privileged: none are made (the bound /dev
+ *     is the machine's own).
  *  4. The spec's mounts in order: the target is created (a directory for a directory source, an
  *     empty file for a file source), the source bound (MS_REC), and made read-only when asked.
  *  5. pivot_root into the new root, the old root detached; chdir to workdir (created when
@@ -64,6 +68,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "kl-runtime.h"
@@ -104,6 +109,7 @@ enum op_kind {
     OP_HOSTNAME, /* sethostname(src) */
     OP_CAPS,     /* capabilities cut to mask, arg the last capability */
     OP_DUP2,     /* dup2(fd, arg) */
+    OP_MKNOD,    /* mknod(path, flags, mask), its directories created, chmod, chown(uid, gid) */
 };
 
 struct op {
@@ -114,6 +120,7 @@ struct op {
     int arg;
     unsigned long flags;
     uint64_t mask;
+    unsigned uid, gid;
     char *path, *src, *fstype, *data;
     char *what; /* the op in an error: "mount tmpfs on \"/tmp\"" */
 };
@@ -224,6 +231,21 @@ static int child_mkdir_p(const char *path, mode_t mode)
     }
 }
 
+/* mkdir -p of path's directory. */
+static int child_mkdir_parent(const char *path)
+{
+    char dir[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof(dir))
+        return -ENAMETOOLONG;
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    return child_mkdir_p(dir, 0755);
+}
+
 static int child_rdonly(const char *path, bool recursive)
 {
     struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
@@ -280,18 +302,9 @@ static int child_op(const struct op *o)
         struct stat st;
         if (stat(o->path, &st) == 0)
             return 0;
-        char dir[PATH_MAX];
-        size_t n = strlen(o->path);
-        if (n >= sizeof(dir))
-            return -ENAMETOOLONG;
-        memcpy(dir, o->path, n + 1);
-        char *slash = strrchr(dir, '/');
-        if (slash && slash != dir) {
-            *slash = '\0';
-            int r = child_mkdir_p(dir, 0755);
-            if (r < 0)
-                return r;
-        }
+        int r = child_mkdir_parent(o->path);
+        if (r < 0)
+            return r;
         int fd = open(o->path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
         if (fd < 0)
             return -errno;
@@ -321,6 +334,17 @@ static int child_op(const struct op *o)
         return child_caps(o->mask, o->arg);
     case OP_DUP2:
         return dup2(o->fd, o->arg) < 0 ? -errno : 0;
+    case OP_MKNOD: {
+        int r = child_mkdir_parent(o->path);
+        if (r < 0)
+            return r;
+        if (mknod(o->path, (mode_t)o->flags, (dev_t)o->mask) < 0)
+            return -errno;
+        /* the mode without the umask, and the owner the spec names */
+        if (chmod(o->path, (mode_t)o->flags & 07777) < 0 || chown(o->path, o->uid, o->gid) < 0)
+            return -errno;
+        return 0;
+    }
     }
     return -EINVAL;
 }
@@ -739,6 +763,30 @@ static void plan_dev(struct plan *p, bool privileged)
     }
 }
 
+/* Step 3b: the spec's device nodes in the container's /dev tmpfs. */
+static int plan_devices(struct plan *p, const struct kl_device *devs, size_t n, struct err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct kl_device *d = &devs[i];
+        if (!d->path || !str_has_prefix(d->path, "/dev/") || !target_ok(d->path))
+            return err_set(e, -EINVAL,
+                           "devices[%zu]: path \"%s\": not an absolute path under /dev "
+                           "without . or ..",
+                           i, d->path ? d->path : "");
+        if (d->type != 'c' && d->type != 'b')
+            return err_set(e, -EINVAL, "devices[%zu] \"%s\": type '%c' (c or b)", i, d->path,
+                           d->type ? d->type : '?');
+        struct op *o = plan_add(
+            p, OP_MKNOD, xasprintf("mknod \"%s\" %c %u:%u", d->path, d->type, d->major, d->minor));
+        o->path = xasprintf("%s%s", KL_ROOT_MNT, d->path);
+        o->flags = (d->type == 'c' ? S_IFCHR : S_IFBLK) | (d->file_mode & 07777);
+        o->mask = makedev(d->major, d->minor);
+        o->uid = d->uid;
+        o->gid = d->gid;
+    }
+    return 0;
+}
+
 int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *ret_pidfd,
                        struct err *e)
 {
@@ -785,6 +833,11 @@ int kl_container_start(const struct kl_container_spec *s, pid_t *ret_pid, int *r
         return r;
 
     plan_dev(&p, s->privileged);
+    if (!s->privileged) {
+        r = plan_devices(&p, s->devices, s->n_devices, e);
+        if (r < 0)
+            return r;
+    }
     _cleanup_free_ char *proc = xasprintf("%s/proc", R);
     plan_path(&p, OP_MKDIR, proc, 0, xstrdup("mkdir \"/proc\""));
     plan_mount(&p, "proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,

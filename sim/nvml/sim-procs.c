@@ -2,10 +2,15 @@
 /*
  * Processes holding simulated GPUs (registered by the simulated CUDA workload, listed by
  * nvmlDeviceGetComputeRunningProcesses, checked by the simulated driver's unload) and the
- * simulated node's kernel module (<root>/sys/module/nvidia/version).
+ * simulated node's kernel module (<root>/sys/module/nvidia/version) with its device nodes.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "simnvml.h"
 
@@ -141,4 +146,93 @@ int sim_cuda_version_for_driver(const char *driver_version, int fallback)
         if (table[i].branch == branch)
             return table[i].cuda;
     return fallback;
+}
+
+/* ---- the driver's device nodes ---------------------------------------------------------- */
+
+#define CAP_GIS      15 /* GPU instances per GPU in the capability layout */
+#define CAP_PER_GI   9  /* the GI's access, then 8 compute instances' */
+#define CAP_CONFIG   1
+#define CAP_MONITOR  2
+#define CAP_FIRST_GI 3
+
+unsigned sim_mig_cap_minor(unsigned gpu_minor, unsigned gi, int ci)
+{
+    unsigned base = CAP_FIRST_GI + gpu_minor * CAP_GIS * CAP_PER_GI + gi * CAP_PER_GI;
+    return ci < 0 ? base : base + 1 + (unsigned)ci;
+}
+
+static void node_add(struct sim_dev_node **v, size_t *n, size_t *cap, unsigned major,
+                     unsigned minor, const char *name)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *v = xrealloc(*v, *cap * sizeof(**v));
+    }
+    struct sim_dev_node *d = &(*v)[(*n)++];
+    snprintf(d->path, sizeof(d->path), "/dev/%s", name);
+    d->major = major;
+    d->minor = minor;
+}
+
+size_t sim_dev_layout(size_t n_gpus, const bool *mig_capable, struct sim_dev_node **ret)
+{
+    struct sim_dev_node *v = NULL;
+    size_t n = 0, cap = 0;
+    char name[48];
+    node_add(&v, &n, &cap, SIM_GPU_MAJOR, 255, "nvidiactl");
+    node_add(&v, &n, &cap, SIM_GPU_MAJOR, 254, "nvidia-modeset");
+    node_add(&v, &n, &cap, SIM_UVM_MAJOR, 0, "nvidia-uvm");
+    node_add(&v, &n, &cap, SIM_UVM_MAJOR, 1, "nvidia-uvm-tools");
+    bool any_mig = false;
+    for (size_t i = 0; i < n_gpus && i < SIM_CTL_MINOR; i++) {
+        snprintf(name, sizeof(name), "nvidia%zu", i);
+        node_add(&v, &n, &cap, SIM_GPU_MAJOR, (unsigned)i, name);
+        any_mig |= mig_capable && mig_capable[i];
+    }
+    if (any_mig) {
+        node_add(&v, &n, &cap, SIM_CAPS_MAJOR, CAP_CONFIG, "nvidia-caps/nvidia-cap1");
+        node_add(&v, &n, &cap, SIM_CAPS_MAJOR, CAP_MONITOR, "nvidia-caps/nvidia-cap2");
+    }
+    for (size_t i = 0; mig_capable && i < n_gpus && i < SIM_CTL_MINOR; i++)
+        for (unsigned k = 0; mig_capable[i] && k < CAP_GIS * CAP_PER_GI; k++) {
+            unsigned minor = sim_mig_cap_minor((unsigned)i, 0, -1) + k;
+            snprintf(name, sizeof(name), "nvidia-caps/nvidia-cap%u", minor);
+            node_add(&v, &n, &cap, SIM_CAPS_MAJOR, minor, name);
+        }
+    *ret = v;
+    return n;
+}
+
+/* The minors of the character devices in dir named prefix<digits> (and of that major when it is
+ * not 0), at most SIM_DEV_MAX. */
+static size_t dev_minors(const char *dir, const char *prefix, unsigned major, unsigned *v)
+{
+    size_t n = 0, pl = strlen(prefix);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < SIM_DEV_MAX) {
+        struct stat st;
+        const char *num = de->d_name + pl;
+        if (strncmp(de->d_name, prefix, pl) != 0 || !*num ||
+            strspn(num, "0123456789") != strlen(num) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
+            (major && major(st.st_rdev) != major))
+            continue;
+        v[n++] = minor(st.st_rdev);
+    }
+    closedir(d);
+    return n;
+}
+
+void sim_dev_read(const char *dev, struct sim_dev_nodes *ret)
+{
+    _cleanup_free_ char *ctl = xasprintf("%s/nvidiactl", dev);
+    _cleanup_free_ char *caps = xasprintf("%s/nvidia-caps", dev);
+    struct stat st;
+    ret->ctl = stat(ctl, &st) == 0 && S_ISCHR(st.st_mode);
+    ret->n_gpu = dev_minors(dev, "nvidia", SIM_GPU_MAJOR, ret->gpu_minors);
+    ret->n_cap = dev_minors(caps, "nvidia-cap", 0, ret->cap_minors);
 }

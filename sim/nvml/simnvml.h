@@ -275,6 +275,43 @@ size_t sim_procs_live(const struct sim_state *st, unsigned gpu, struct sim_proc 
  * file cannot be read or is not a version. */
 #define SIM_DRIVER_VERSION_FILE "/sys/module/nvidia/version"
 int sim_driver_loaded(const char *root, char *buf, size_t n, struct err *e);
+/* ---- the driver's device nodes ---------------------------------------------------------- */
+
+/* Character device majors: NVIDIA's fixed 195 for the GPUs (minor = the GPU's minor, its fleet
+ * index), nvidiactl (255) and nvidia-modeset (254); nvidia-uvm and nvidia-caps get dynamic
+ * majors on a real host, fixed here. */
+#define SIM_GPU_MAJOR  195
+#define SIM_CTL_MINOR  254 /* GPU minors are below nvidia-modeset's */
+#define SIM_UVM_MAJOR  510
+#define SIM_CAPS_MAJOR 509
+#define SIM_DEV_MAX    4096 /* nodes of one kind sim_dev_read takes at most */
+
+struct sim_dev_node {
+    char path[64]; /* "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap3" */
+    unsigned major, minor;
+};
+
+/* The /dev/nvidia-caps/nvidia-cap<N> minor of MIG GPU instance gi (ci < 0) or of its compute
+ * instance ci on the GPU with that minor, as the driver lays them out: "config" 1, "monitor" 2,
+ * then per GPU minor 15 GPU instances of 9 minors each (the GI's access, then its 8 compute
+ * instances'). */
+unsigned sim_mig_cap_minor(unsigned gpu_minor, unsigned gi, int ci);
+
+/* The device nodes a loaded driver has on a node with n_gpus GPUs (GPU i has minor i):
+ * nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, /dev/nvidia<i>, and for the
+ * MIG-capable ones (mig_capable[i]; NULL: none) every capability node. *ret is malloc'ed. */
+size_t sim_dev_layout(size_t n_gpus, const bool *mig_capable, struct sim_dev_node **ret);
+
+/* The device nodes a process finds in a /dev folder: what the simulated CUDA enumerates when a
+ * container runtime gave it device nodes (CDI). */
+struct sim_dev_nodes {
+    bool ctl; /* <dev>/nvidiactl, a character device */
+    size_t n_gpu, n_cap;
+    unsigned gpu_minors[SIM_DEV_MAX]; /* character devices nvidia<N> of SIM_GPU_MAJOR */
+    unsigned cap_minors[SIM_DEV_MAX]; /* character devices in <dev>/nvidia-caps */
+};
+void sim_dev_read(const char *dev, struct sim_dev_nodes *ret);
+
 /* The CUDA driver API version (NVML's integer: 12040 for 12.4) a driver version ships, by its
  * branch (the number before the first dot); fallback for a branch not in the table. */
 int sim_cuda_version_for_driver(const char *driver_version, int fallback);

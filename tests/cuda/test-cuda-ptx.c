@@ -185,13 +185,44 @@ static void test_visible(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         unsigned out[64];
         size_t n = 99;
-        simcuda_visible(uuids, 4, cases[i].nvidia, cases[i].cuda, out, &n);
+        simcuda_visible(uuids, 4, NULL, cases[i].nvidia, cases[i].cuda, out, &n);
         char got[65] = "";
         for (size_t k = 0; k < n; k++)
             got[k] = (char)('0' + out[k]);
         got[n] = '\0';
         if (strcmp(got, cases[i].want) != 0)
             fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].want);
+    }
+
+    /* A container given device nodes (CDI): with NVIDIA_VISIBLE_DEVICES unset or void, the GPUs
+     * are the nodes; without the control node, the variable's rule as above. */
+    static const unsigned minors_13[] = {3, 1, 9};
+    const struct simcuda_nodes with_ctl = {true, minors_13, 3}, no_ctl = {false, minors_13, 3},
+                               none = {true, NULL, 0};
+    const struct {
+        const struct simcuda_nodes *nodes;
+        const char *nvidia, *cuda, *want;
+    } node_cases[] = {
+        {&with_ctl, NULL, NULL, "13"},   /* fleet order; minor 9 is no GPU of the fleet */
+        {&with_ctl, "void", NULL, "13"}, /* the CDI spec's NVIDIA_VISIBLE_DEVICES=void */
+        {&with_ctl, "void", "1", "3"},   /* CUDA's ordinals index them */
+        {&with_ctl, "0", NULL, "0"},     /* the variable names devices: the legacy path */
+        {&with_ctl, "all", NULL, "0123"},
+        {&none, "void", NULL, ""},     /* the control node only: no device */
+        {&no_ctl, NULL, NULL, "0123"}, /* no control node: a host process */
+        {&no_ctl, "void", NULL, ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(node_cases); i++) {
+        unsigned out[64];
+        size_t n = 99;
+        simcuda_visible(uuids, 4, node_cases[i].nodes, node_cases[i].nvidia, node_cases[i].cuda,
+                        out, &n);
+        char got[65] = "";
+        for (size_t k = 0; k < n; k++)
+            got[k] = (char)('0' + out[k]);
+        got[n] = '\0';
+        if (strcmp(got, node_cases[i].want) != 0)
+            fail_msg("node case %zu: got \"%s\", want \"%s\"", i, got, node_cases[i].want);
     }
 }
 

@@ -4,6 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -82,6 +85,7 @@ static struct gpu_device gpus[3] = {
      .cc_major = 8,
      .mig_capable = true},
     {.index = 1,
+     .minor = 1,
      .name = "NVIDIA A100-SXM4-80GB",
      .uuid = "GPU-1111",
      .bus_id = "00000000:28:00.0",
@@ -91,7 +95,7 @@ static struct gpu_device gpus[3] = {
      .mig_enabled = true,
      .n_mig = 2,
      .mig = migs},
-    {.index = 2, .name = "NVIDIA A100-SXM4-80GB", .uuid = "GPU-2222", .lost = true},
+    {.index = 2, .minor = 2, .name = "NVIDIA A100-SXM4-80GB", .uuid = "GPU-2222", .lost = true},
 };
 static struct gpu_inventory inv = {
     .driver_version = "550.127.05", .cuda_driver_version = 12040, .n_gpus = 3, .gpus = gpus};
@@ -141,6 +145,126 @@ static void test_visible_devices(void **state)
         assert_non_null(strstr(err_msg(&e), "unknown device"));
         assert_null(d);
     }
+}
+
+/* The devices of device nodes (a CDI container): none without nvidiactl; a GPU by its node; a
+ * MIG device by its GPU's node and both its capability nodes; a lost GPU never. */
+static void test_devices_from_nodes(void **state)
+{
+    (void)state;
+    const unsigned gi1 = sim_mig_cap_minor(1, 1, -1), ci1 = sim_mig_cap_minor(1, 1, 0);
+    const unsigned gi2 = sim_mig_cap_minor(1, 2, -1), ci2 = sim_mig_cap_minor(1, 2, 0);
+    assert_int_equal(gi1, 3 + 135 + 9); /* the driver's layout: GPU minor 1, GI 1 */
+    assert_int_equal(ci2, 3 + 135 + 18 + 1);
+    const struct {
+        bool ctl;
+        unsigned gpus[4], caps[4];
+        size_t n_gpu, n_cap;
+        const char *want; /* UUIDs, comma-joined */
+    } cases[] = {
+        {true, {0}, {0}, 1, 0, "GPU-0000"},
+        {false, {0, 1}, {gi1, ci1}, 2, 2, ""},
+        {true, {0, 1, 2}, {gi1, ci1, gi2, ci2}, 3, 4, "GPU-0000,MIG-aaaa,MIG-bbbb"},
+        {true, {1}, {gi2, ci2}, 1, 2, "MIG-bbbb"},
+        {true, {1}, {gi2, ci1}, 1, 2, ""},         /* a GI without its CI's node */
+        {true, {0}, {gi1, ci1}, 1, 2, "GPU-0000"}, /* MIG caps without the GPU's node */
+        {true, {2}, {0}, 1, 0, ""},                /* the lost GPU */
+        {true, {7}, {0}, 1, 0, ""},                /* a node of no GPU in the inventory */
+    };
+    static struct sim_dev_nodes nodes;
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        nodes.ctl = cases[i].ctl;
+        nodes.n_gpu = cases[i].n_gpu;
+        nodes.n_cap = cases[i].n_cap;
+        memcpy(nodes.gpu_minors, cases[i].gpus, sizeof(cases[i].gpus));
+        memcpy(nodes.cap_minors, cases[i].caps, sizeof(cases[i].caps));
+        struct simimg_device *d = NULL;
+        size_t n = 99;
+        simimg_devices_from_nodes(&inv, &nodes, &d, &n);
+        char got[256] = "";
+        for (size_t k = 0; k < n; k++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? "," : "", d[k].uuid);
+        free(d);
+        if (strcmp(got, cases[i].want) != 0)
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].want);
+    }
+}
+
+/* sim_dev_read: the control node, GPU nodes (nvidia<digits>, character, major 195) and the
+ * capability nodes; anything else in /dev is not a GPU. mknod needs root: skipped otherwise. */
+static void test_dev_read(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip(); /* mknod needs CAP_MKNOD */
+        return;
+    }
+    char dir[] = "/tmp/simdev-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const struct {
+        const char *name;
+        mode_t type;
+        unsigned major, minor;
+    } nodes[] = {
+        {"nvidiactl", S_IFCHR, 195, 255},
+        {"nvidia3", S_IFCHR, 195, 3},
+        {"nvidia-modeset", S_IFCHR, 195, 254},
+        {"nvidia7", S_IFBLK, 195, 7},
+        {"nvidia9", S_IFCHR, 1, 9},
+        {"nvidiaX", S_IFCHR, 195, 5},
+        {"nvidia-caps/nvidia-cap12", S_IFCHR, 509, 12},
+        {"nvidia-caps/nvidia-capx", S_IFCHR, 509, 13},
+    };
+    char path[256];
+    snprintf(path, sizeof(path), "%s/nvidia-caps", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, nodes[i].name);
+        assert_int_equal(mknod(path, nodes[i].type | 0600, makedev(nodes[i].major, nodes[i].minor)),
+                         0);
+    }
+    static struct sim_dev_nodes got;
+    sim_dev_read(dir, &got);
+    assert_true(got.ctl);
+    assert_int_equal(got.n_gpu, 1);
+    assert_int_equal(got.gpu_minors[0], 3);
+    assert_int_equal(got.n_cap, 1);
+    assert_int_equal(got.cap_minors[0], 12);
+    for (size_t i = ARRAY_SIZE(nodes); i-- > 0;) {
+        snprintf(path, sizeof(path), "%s/%s", dir, nodes[i].name);
+        unlink(path);
+    }
+    snprintf(path, sizeof(path), "%s/nvidia-caps", dir);
+    rmdir(path);
+    /* a folder without nodes: nothing, and no control node */
+    sim_dev_read(dir, &got);
+    assert_false(got.ctl);
+    assert_int_equal(got.n_gpu + got.n_cap, 0);
+    rmdir(dir);
+}
+
+/* The driver's device nodes: the control nodes, one per GPU, and the MIG capabilities of the
+ * MIG-capable GPUs only, in the layout CUDA and the toolkit read. */
+static void test_device_layout(void **state)
+{
+    (void)state;
+    struct sim_dev_node *v = NULL;
+    const bool mig[3] = {false, true, false};
+    size_t n = sim_dev_layout(3, mig, &v);
+    assert_int_equal(n, 4 + 3 + 2 + 135);
+    assert_string_equal(v[0].path, "/dev/nvidiactl");
+    assert_int_equal(v[0].major, SIM_GPU_MAJOR);
+    assert_int_equal(v[0].minor, 255);
+    assert_string_equal(v[6].path, "/dev/nvidia2");
+    assert_int_equal(v[6].minor, 2);
+    assert_string_equal(v[7].path, "/dev/nvidia-caps/nvidia-cap1");
+    assert_string_equal(v[9].path, "/dev/nvidia-caps/nvidia-cap138"); /* GPU 1, GI 0 */
+    assert_int_equal(v[9].minor, sim_mig_cap_minor(1, 0, -1));
+    assert_string_equal(v[n - 1].path, "/dev/nvidia-caps/nvidia-cap272");
+    free(v);
+    n = sim_dev_layout(2, NULL, &v);
+    assert_int_equal(n, 6);
+    free(v);
 }
 
 static void test_smi_list_and_query(void **state)
@@ -196,9 +320,9 @@ static void test_smi_list_and_query(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_driver_ref),
-        cmocka_unit_test(test_kernel_and_proc_version),
-        cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_driver_ref),         cmocka_unit_test(test_kernel_and_proc_version),
+        cmocka_unit_test(test_visible_devices),    cmocka_unit_test(test_devices_from_nodes),
+        cmocka_unit_test(test_device_layout),      cmocka_unit_test(test_dev_read),
         cmocka_unit_test(test_smi_list_and_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

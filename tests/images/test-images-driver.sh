@@ -36,6 +36,14 @@ expect_file /run/nvidia/driver/usr/bin/nvidia-smi
 grep -q "^NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05 " \
     "$ROOT/proc/driver/nvidia/version" || fail "/proc/driver/nvidia/version"
 [ "$(cat "$ROOT/run/nvidia/nvidia-driver.pid")" = "$DRIVER" ] || fail "pid file"
+# the device nodes, in the driver root's /dev (as root: mknod needs CAP_MKNOD)
+if [ "$(id -u)" = 0 ]; then
+    nodes=$(cd "$ROOT/run/nvidia/driver/dev" && stat -c '%n %F %t:%T' nvidiactl nvidia3 nvidia-uvm 2>&1)
+    [ "$nodes" = "nvidiactl character special file c3:ff
+nvidia3 character special file c3:3
+nvidia-uvm character special file 1fe:0" ] || fail "the driver's device nodes: $nodes"
+    expect_no_file /run/nvidia/driver/dev/nvidia4
+fi
 
 # nvidia-smi, ours and the driver root's (as the validator runs it, with that root's library)
 "$BIN/nvidia-smi" >"$T/smi1.log" 2>&1 || fail "nvidia-smi after the load: $(cat "$T/smi1.log")"
@@ -91,6 +99,7 @@ expect_no_file /sys/module/nvidia
 expect_no_file /proc/driver/nvidia/version
 expect_no_file /run/nvidia/driver/usr
 expect_no_file /run/nvidia/driver/.sim-loaded-by-container
+expect_no_file /run/nvidia/driver/dev
 expect_no_file /run/nvidia/nvidia-driver.pid
 "$BIN/nvidia-smi" >/dev/null 2>&1
 [ $? = 9 ] || fail "nvidia-smi after the unload"

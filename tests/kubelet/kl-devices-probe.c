@@ -55,9 +55,12 @@ static json_t *alloc_json(const struct kl_alloc *a)
         json_array_append_new(mounts,
                               json_pack("{s:s, s:s, s:b}", "source", a->mounts[i].source, "target",
                                         a->mounts[i].target, "read_only", a->mounts[i].read_only));
+    json_t *devs = json_array();
+    for (size_t i = 0; i < a->n_devices; i++)
+        json_array_append_new(devs, json_string(a->devices[i].host_path));
     return json_pack("{s:b, s:o, s:o, s:o, s:o, s:O}", "ok", 1, "envs", strv(a->envs), "mounts",
-                     mounts, "device_nodes", strv(a->device_nodes), "cdi", strv(a->cdi_devices),
-                     "annotations", a->annotations);
+                     mounts, "device_nodes", devs, "cdi", strv(a->cdi_devices), "annotations",
+                     a->annotations);
 }
 
 static json_t *fail_json(struct err *e)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <cmocka.h>
 
@@ -39,28 +40,30 @@ static void write_file(const char *path, const char *text)
 
 /* ---- CDI ----------------------------------------------------------------------------------- */
 
-static const char spec_yaml[] = "cdiVersion: 0.5.0\n"
-                                "kind: nvidia.com/gpu\n"
-                                "containerEdits:\n"
-                                "  env: [NVIDIA_VISIBLE_DEVICES=void]\n"
-                                "  deviceNodes: [{path: /dev/nvidiactl}]\n"
-                                "  mounts:\n"
-                                "  - {hostPath: /usr/lib/libcuda.so.1, containerPath: "
-                                "/usr/lib/libcuda.so.1, options: [ro, nosuid, bind]}\n"
-                                "  hooks:\n"
-                                "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook,"
-                                " args: [nvidia-cdi-hook, update-ldcache]}\n"
-                                "devices:\n"
-                                "- name: \"0\"\n"
-                                "  containerEdits:\n"
-                                "    deviceNodes: [{path: /dev/nvidia0}]\n"
-                                "- name: all\n"
-                                "  containerEdits:\n"
-                                "    deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1}]\n"
-                                "- name: GPU-aaaa\n"
-                                "  containerEdits:\n"
-                                "    env: [GPU_NAME=aaaa]\n"
-                                "    deviceNodes: [{path: /dev/nvidia0, hostPath: /dev/nvidia7}]\n";
+static const char spec_yaml[] =
+    "cdiVersion: 0.5.0\n"
+    "kind: nvidia.com/gpu\n"
+    "containerEdits:\n"
+    "  env: [NVIDIA_VISIBLE_DEVICES=void]\n"
+    "  deviceNodes: [{path: /dev/nvidiactl}]\n"
+    "  mounts:\n"
+    "  - {hostPath: /usr/lib/libcuda.so.1, containerPath: "
+    "/usr/lib/libcuda.so.1, options: [ro, nosuid, bind]}\n"
+    "  hooks:\n"
+    "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook,"
+    " args: [nvidia-cdi-hook, update-ldcache]}\n"
+    "devices:\n"
+    "- name: \"0\"\n"
+    "  containerEdits:\n"
+    "    deviceNodes: [{path: /dev/nvidia0}]\n"
+    "- name: all\n"
+    "  containerEdits:\n"
+    "    deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1, type: c, major: 195, minor: 1, "
+    "fileMode: 384, uid: 7, gid: 8}]\n"
+    "- name: GPU-aaaa\n"
+    "  containerEdits:\n"
+    "    env: [GPU_NAME=aaaa]\n"
+    "    deviceNodes: [{path: /dev/nvidia0, hostPath: /dev/nvidia7}]\n";
 
 /* ---- CDI: resolve --------------------------------------------------------------------------- */
 
@@ -70,6 +73,16 @@ static bool strv_has(char **v, const char *s)
         if (strcmp(*v, s) == 0)
             return true;
     return false;
+}
+
+/* The device a has at container path, with that host path. */
+static const struct kl_alloc_device *has_dev(const struct kl_alloc *a, const char *path,
+                                             const char *host)
+{
+    for (size_t i = 0; i < a->n_devices; i++)
+        if (strcmp(a->devices[i].path, path) == 0 && strcmp(a->devices[i].host_path, host) == 0)
+            return &a->devices[i];
+    return NULL;
 }
 
 static void test_cdi_resolve(void **state)
@@ -92,8 +105,12 @@ static void test_cdi_resolve(void **state)
     assert_true(strv_has(a->envs, "NVIDIA_VISIBLE_DEVICES=void"));
     assert_true(strv_has(a->envs, "GPU_NAME=override"));
     char *ctl = root_path("dev/nvidiactl"), *n0 = root_path("dev/nvidia0");
-    assert_true(strv_has(a->device_nodes, ctl));
-    assert_true(strv_has(a->device_nodes, n0));
+    assert_non_null(has_dev(a, "/dev/nvidiactl", ctl));
+    const struct kl_alloc_device *d0 = has_dev(a, "/dev/nvidia0", n0);
+    assert_non_null(d0);
+    assert_false(d0->has_numbers); /* read from the host's node when the container is made */
+    assert_int_equal(d0->type, 0);
+    assert_int_equal(a->n_devices, 2); /* GPU-aaaa's /dev/nvidia0 is the one "0" gave */
     assert_int_equal(a->n_mounts, 1);
     char *lib = root_path("usr/lib/libcuda.so.1");
     assert_string_equal(a->mounts[0].source, lib);
@@ -107,7 +124,15 @@ static void test_cdi_resolve(void **state)
     const char *all[] = {"nvidia.com/gpu=all", NULL};
     assert_int_equal(kl_cdi_resolve(tmp, all, a, &e), 0);
     char *n1 = root_path("dev/nvidia1");
-    assert_true(strv_has(a->device_nodes, n1));
+    const struct kl_alloc_device *d1 = has_dev(a, "/dev/nvidia1", n1);
+    assert_non_null(d1);
+    assert_int_equal(d1->type, 'c');
+    assert_true(d1->has_numbers && d1->has_mode && d1->has_uid && d1->has_gid);
+    assert_int_equal(d1->major, 195);
+    assert_int_equal(d1->minor, 1);
+    assert_int_equal(d1->file_mode, 0600);
+    assert_int_equal(d1->uid, 7);
+    assert_int_equal(d1->gid, 8);
 
     /* Unknown names: containerd's words, every one named, and the spec that did not parse. */
     const char *bad[] = {"nvidia.com/gpu=9", "other.com/x=1", "nvidia.com/gpu=0", NULL};
@@ -474,7 +499,9 @@ static void test_fake_plugin(void **state)
     assert_true(strv_has(a->cdi_devices, "example.com/dev=a"));
     assert_true(strv_has(a->cdi_devices, "example.com/dev=b"));
     assert_true(strv_has(a->cdi_devices, "example.com/dev=c"));
-    assert_true(strv_has(a->device_nodes, "/dev/fake0"));
+    char *fake0 = root_path("dev/fake0"); /* a DeviceSpec's host path is the node's */
+    assert_non_null(has_dev(a, "/dev/fake0", fake0));
+    free(fake0);
     assert_int_equal(a->n_mounts, 1);
     assert_string_equal(a->mounts[0].source, "/host/lib");
     assert_true(a->mounts[0].read_only);
@@ -567,6 +594,107 @@ static void test_fake_plugin(void **state)
     free(ckpt);
 }
 
+/* kl_device_resolve: what an entry leaves out comes from the host's node; without one, an error
+ * in containerd's words. */
+static void test_device_resolve(void **state)
+{
+    (void)state;
+    const struct stat chr = {
+        .st_mode = S_IFCHR | 0660, .st_rdev = makedev(195, 3), .st_uid = 1, .st_gid = 44};
+    const struct stat blk = {.st_mode = S_IFBLK | 0600, .st_rdev = makedev(8, 0)};
+    const struct stat reg = {.st_mode = S_IFREG | 0644};
+    const struct {
+        struct kl_alloc_device in;
+        const struct stat *host;
+        int host_errno;
+        int code;
+        const char *msg;
+        struct kl_device want;
+    } cases[] = {
+        /* nothing given: all from the host's node */
+        {{.path = "/dev/nvidia0", .host_path = "/r/dev/nvidia3"},
+         &chr,
+         0,
+         0,
+         NULL,
+         {"/dev/nvidia0", 'c', 195, 3, 0660, 1, 44}},
+        {{.path = "/dev/sda", .host_path = "/dev/sda"},
+         &blk,
+         0,
+         0,
+         NULL,
+         {"/dev/sda", 'b', 8, 0, 0600, 0, 0}},
+        /* a mode and owner given win over the host's */
+        {{.path = "/dev/x",
+          .host_path = "/h",
+          .has_mode = true,
+          .file_mode = 0640,
+          .has_gid = true,
+          .gid = 9},
+         &chr,
+         0,
+         0,
+         NULL,
+         {"/dev/x", 'c', 195, 3, 0640, 1, 9}},
+        /* type and numbers given: the host's node is not needed; runc's 0666, root */
+        {{.path = "/dev/nvidia1",
+          .host_path = "/gone",
+          .type = 'c',
+          .has_numbers = true,
+          .major = 195,
+          .minor = 1},
+         NULL,
+         ENOENT,
+         0,
+         NULL,
+         {"/dev/nvidia1", 'c', 195, 1, 0666, 0, 0}},
+        /* numbers without a type: the host's node is read, and missing */
+        {{.path = "/dev/nvidia1", .host_path = "/gone", .has_numbers = true, .major = 195},
+         NULL,
+         ENOENT,
+         -ENOENT,
+         "error gathering device information while adding custom device \"/gone\": No such "
+         "file or directory",
+         {0}},
+        {{.path = "/dev/nvidiactl", .host_path = "/r/dev/nvidiactl"},
+         NULL,
+         EACCES,
+         -EACCES,
+         "error gathering device information while adding custom device \"/r/dev/nvidiactl\": "
+         "Permission denied",
+         {0}},
+        {{.path = "/dev/nvidia0", .host_path = "/r/file"},
+         &reg,
+         0,
+         -ENODEV,
+         "device \"/dev/nvidia0\": \"/r/file\" is not a device node",
+         {0}},
+        {{.path = "/dev/p", .host_path = "/p", .type = 'p', .has_numbers = true},
+         NULL,
+         ENOENT,
+         -EINVAL,
+         "device \"/dev/p\": type 'p' is not c or b",
+         {0}},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct kl_device got = {0};
+        struct err e = {0};
+        int r = kl_device_resolve(&cases[i].in, cases[i].host, cases[i].host_errno, &got, &e);
+        assert_int_equal(r, cases[i].code);
+        if (r < 0) {
+            assert_string_equal(err_msg(&e), cases[i].msg);
+            continue;
+        }
+        assert_string_equal(got.path, cases[i].want.path);
+        assert_int_equal(got.type, cases[i].want.type);
+        assert_int_equal(got.major, cases[i].want.major);
+        assert_int_equal(got.minor, cases[i].want.minor);
+        assert_int_equal(got.file_mode, cases[i].want.file_mode);
+        assert_int_equal(got.uid, cases[i].want.uid);
+        assert_int_equal(got.gid, cases[i].want.gid);
+    }
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof(tmp), "%s/kl-devices-XXXXXX",
@@ -576,6 +704,7 @@ int main(void)
     log_set_level(LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cdi_resolve),
+        cmocka_unit_test(test_device_resolve),
         cmocka_unit_test(test_registration_validation),
         cmocka_unit_test(test_fake_plugin),
     };

@@ -164,6 +164,12 @@ int kl_cdi_resolve(const char *root, const char *const *names, struct kl_alloc *
     (void)root, (void)names, (void)a;
     return err_set(e, -ENOENT, "no CDI in this test");
 }
+int kl_device_resolve(const struct kl_alloc_device *d, const struct stat *host, int host_errno,
+                      struct kl_device *ret, struct err *e)
+{
+    (void)d, (void)host, (void)host_errno, (void)ret;
+    return err_set(e, -ENODEV, "no devices in this test");
+}
 
 /* ---- the test ----------------------------------------------------------------------------- */
 

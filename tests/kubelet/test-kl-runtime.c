@@ -658,6 +658,56 @@ static void test_missing_program(void **state)
     free(text);
 }
 
+/* The spec's device nodes: made in the container's /dev with their numbers, mode and owner, and
+ * nothing else there; never on the host, and none made in a privileged container. */
+static void test_devices(void **state)
+{
+    (void)state;
+    const struct kl_device devs[] = {
+        {"/dev/nvidia3", 'c', 195, 3, 0666, 0, 0},
+        {"/dev/nvidiactl", 'c', 195, 255, 0640, 0, 44},
+        {"/dev/nvidia-caps/nvidia-cap12", 'c', 237, 12, 0444, 0, 0},
+    };
+    const char *argv[] = {
+        "/bin/sh", "-c",
+        "stat -c '%n %F %t:%T %a %g' /dev/nvidia3 /dev/nvidiactl /dev/nvidia-caps/nvidia-cap12; "
+        "ls /dev | grep nvidia | tr '\n' ' '; echo",
+        NULL};
+    struct kl_container_spec s = {.argv = argv,
+                                  .envp = env_path,
+                                  .log_path = log_path,
+                                  .devices = devs,
+                                  .n_devices = ARRAY_SIZE(devs)};
+    bool host_had[ARRAY_SIZE(devs)];
+    for (size_t i = 0; i < ARRAY_SIZE(devs); i++)
+        host_had[i] = access(devs[i].path, F_OK) == 0;
+    fresh_log("devices");
+    assert_exit(run(&s), 0);
+    char *text = read_text(log_path);
+    assert_string_equal(text, "/dev/nvidia3 character special file c3:3 666 0\n"
+                              "/dev/nvidiactl character special file c3:ff 640 44\n"
+                              "/dev/nvidia-caps/nvidia-cap12 character special file ed:c 444 0\n"
+                              "nvidia-caps nvidia3 nvidiactl \n");
+    free(text);
+    for (size_t i = 0; i < ARRAY_SIZE(devs); i++) /* the host's /dev is untouched */
+        assert_int_equal(access(devs[i].path, F_OK) == 0, host_had[i]);
+
+    /* Privileged: the machine's /dev, where nothing is made. */
+    const struct kl_device odd[] = {{"/dev/klrt-node", 'c', 1, 3, 0666, 0, 0}};
+    const char *argv2[] = {"/bin/sh", "-c", "test -e /dev/klrt-node && echo made || echo none",
+                           NULL};
+    s.argv = argv2;
+    s.devices = odd;
+    s.n_devices = 1;
+    s.privileged = true;
+    fresh_log("devices-priv");
+    assert_exit(run(&s), 0);
+    text = read_text(log_path);
+    assert_string_equal(text, "none\n");
+    free(text);
+    assert_int_equal(access("/dev/klrt-node", F_OK), -1);
+}
+
 static void test_setup_errors(void **state)
 {
     (void)state;
@@ -701,7 +751,23 @@ static void test_setup_errors(void **state)
     assert_true(r < 0);
     assert_non_null(strstr(e.msg, "\"/usr/bin\""));
 
+    /* Device nodes outside /dev, of an unknown type, or one /dev has already. */
     s.n_mounts = 0;
+    struct kl_device d = {"/etc/nvidia0", 'c', 195, 0, 0666, 0, 0};
+    s.devices = &d;
+    s.n_devices = 1;
+    assert_int_equal(kl_container_start(&s, &pid, &pidfd, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "\"/etc/nvidia0\": not an absolute path under /dev"));
+    d = (struct kl_device){"/dev/../etc/x", 'c', 195, 0, 0666, 0, 0};
+    assert_int_equal(kl_container_start(&s, &pid, &pidfd, &e), -EINVAL);
+    d = (struct kl_device){"/dev/fifo", 'p', 0, 0, 0666, 0, 0};
+    assert_int_equal(kl_container_start(&s, &pid, &pidfd, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "type 'p' (c or b)"));
+    d = (struct kl_device){"/dev/null", 'c', 1, 3, 0666, 0, 0};
+    assert_int_equal(kl_container_start(&s, &pid, &pidfd, &e), -EEXIST);
+    assert_non_null(strstr(e.msg, "mknod \"/dev/null\" c 1:3"));
+    s.n_devices = 0;
+
     s.log_path = NULL;
     assert_int_equal(kl_container_start(&s, &pid, &pidfd, &e), -EINVAL);
 }
@@ -794,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_host_submounts),
         cmocka_unit_test(test_dev),
+        cmocka_unit_test(test_devices),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     rm_rf(scratch);

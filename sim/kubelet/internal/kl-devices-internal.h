@@ -64,7 +64,11 @@ struct kl_devices {
  * are kept once each. */
 void kl_alloc_setenv(struct kl_alloc *a, const char *name, const char *value);
 void kl_alloc_add_mount(struct kl_alloc *a, char *source, char *target, bool read_only);
-void kl_alloc_add_device_node(struct kl_alloc *a, char *host_path);
+/* A path of the node's host as the machine sees it: <root><p> (p when root is "/" or empty). */
+char *kl_host_path(const char *root, const char *p);
+/* d's strings are owned by a afterwards; a device whose container path a already has is
+ * dropped (freed). */
+void kl_alloc_add_device(struct kl_alloc *a, struct kl_alloc_device *d);
 
 /* devices-podres.c: registers List, Get and GetAllocatableResources on s. */
 int kl_podres_register(struct kl_devices *d, struct grpc_server *s, struct err *e);

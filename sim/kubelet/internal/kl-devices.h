@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -44,17 +45,38 @@ void kl_devices_free(struct kl_devices *d);
  * registered since start (allocatable counts healthy devices). A new reference. */
 json_t *kl_devices_resources(struct kl_devices *d);
 
+/* A device node a container was given: an Allocate DeviceSpec or a CDI deviceNodes entry. What
+ * the entry leaves out (type, numbers, mode, owner) is the host node's, read when the container
+ * is made, as containerd fills it in. */
+struct kl_alloc_device {
+    char *path;      /* in the container */
+    char *host_path; /* on the machine (a CDI host path has the node root in front) */
+    char type;       /* 'c' or 'b'; 0: the host node's */
+    bool has_numbers;
+    unsigned major, minor;
+    bool has_mode, has_uid, has_gid;
+    unsigned file_mode, uid, gid;
+};
+
 /* What a container gets from its devices: the Allocate responses merged (envs, mounts, device
  * nodes, annotations) and the CDI device names to resolve (kl-cdi.h). */
 struct kl_alloc {
     char **envs; /* "NAME=value", NULL-terminated */
     struct kl_mount *mounts;
     size_t n_mounts;
-    char **device_nodes; /* host paths of device nodes, NULL-terminated */
+    struct kl_alloc_device *devices; /* one per container path, the first kept */
+    size_t n_devices;
     char **cdi_devices;  /* fully-qualified CDI names, NULL-terminated */
     json_t *annotations; /* object */
 };
 void kl_alloc_free(struct kl_alloc *a);
+
+/* The node the container's runtime makes for d: what d leaves out taken from host, the host
+ * node's stat (NULL when host_errno says it could not be read). Pure. Errors name the device as
+ * containerd does ("error gathering device information while adding custom device
+ * \"/dev/nvidia0\": no such file or directory"), and a host path that is not a device node. */
+int kl_device_resolve(const struct kl_alloc_device *d, const struct stat *host, int host_errno,
+                      struct kl_device *ret, struct err *e);
 
 /* Allocates requests ({"nvidia.com/gpu": 2}; resources no plugin serves are ignored, as the
  * kubelet ignores non-device extended resources) for one container of a pod. Idempotent per

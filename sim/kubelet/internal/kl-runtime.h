@@ -3,11 +3,13 @@
  * kl-runtime: runs one container as a process, as a container runtime would for the kubelet.
  *
  * A container sees: a root of its own (a tmpfs with the host's /usr, /bin, /sbin, /lib*, /etc
- * bound read-only, so the host's programs run unchanged; a fresh /proc, /dev bound from the host,
- * /tmp a tmpfs), then the spec's mounts in order (hostPath volumes from the node root, ConfigMap,
- * Secret and projected volumes the kubelet materialised, the service-account token), its own
- * mount namespace, and the node's network namespace (all pods of a node share the node's address:
- * the simulation's one simplification of pod networking). stdout and stderr go to the log file.
+ * bound read-only, so the host's programs run unchanged; a fresh /proc; a /dev of its own holding
+ * the default devices and exactly the device nodes of the spec, made with mknod as runc makes
+ * them, or the host's /dev when privileged; /tmp a tmpfs), then the spec's mounts in order
+ * (hostPath volumes from the node root, ConfigMap, Secret and projected volumes the kubelet
+ * materialised, the service-account token), its own mount namespace, and the node's network
+ * namespace (all pods of a node share the node's address: the simulation's one simplification of
+ * pod networking). stdout and stderr go to the log file.
  *
  * Threads: every function may be called from any thread; a pid belongs to the caller that
  * started it. Needs root (CAP_SYS_ADMIN for namespaces and mounts).
@@ -28,6 +30,15 @@ struct kl_mount {
     bool read_only;
 };
 
+/* A device node the container gets in its /dev (runc's linux.devices entry). */
+struct kl_device {
+    const char *path; /* absolute, under /dev, without . or .. */
+    char type;        /* 'c' (character) or 'b' (block) */
+    unsigned major, minor;
+    unsigned file_mode; /* permission bits (07777) */
+    unsigned uid, gid;
+};
+
 struct kl_container_spec {
     const char *const *argv; /* argv[0]: absolute path in the container's view, or a name looked
                               * up in PATH of envp */
@@ -35,6 +46,10 @@ struct kl_container_spec {
     const char *workdir;     /* NULL: "/" */
     const struct kl_mount *mounts;
     size_t n_mounts;
+    /* Made in the container's /dev before the mounts; ignored when privileged (the host's /dev,
+     * the machine's own, is bound and never written to). */
+    const struct kl_device *devices;
+    size_t n_devices;
     const char *netns_path; /* a network namespace file (/run/netns/X); NULL: the host's */
     const char *hostname;   /* NULL: the host's */
     const char *log_path;   /* stdout and stderr appended to this file (created 0640) */
