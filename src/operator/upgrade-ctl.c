@@ -112,12 +112,14 @@ static json_t *slim_statuses(const json_t *list)
     return out;
 }
 
-/* What the planner reads of a pod: who owns it, where it runs, its GPU requests, emptyDirs,
+/* What the planner reads of a pod: who owns it, when it was made (a validator older than the
+ * driver pod validated an earlier driver), where it runs, its GPU requests, emptyDirs,
  * readiness and restarts. */
 static json_t *project_pod(json_t *obj, void *userdata)
 {
     (void)userdata;
-    static const char *const keep[] = {"spec.nodeName", "status.phase", NULL};
+    static const char *const keep[] = {"metadata.creationTimestamp", "spec.nodeName",
+                                       "status.phase", NULL};
     json_t *p = kube_project_fields(obj, keep);
     json_t *meta = kobj_ensure_object(p, "metadata");
     json_t *owners = json_array();
@@ -605,11 +607,11 @@ static int execute(struct op_upgrade *u, const struct upg_plan *p, const json_t 
         r = kube_delete(u->kc, &KUBE_PODS, kobj_str(a, "namespace"), kobj_str(a, "name"), &dopts,
                         &de);
         if (r < 0 && r != -ENOENT)
-            log_warn(COMPONENT, "driver pod deletion failed", "pod=%s/%s error=\"%s\"",
+            log_warn(COMPONENT, "operand pod deletion failed", "pod=%s/%s error=\"%s\"",
                      kobj_str(a, "namespace"), kobj_str(a, "name"), err_msg(&de));
         else if (r == 0) {
             u->h.wrote(u->h.u);
-            log_info(COMPONENT, "driver pod deleted for upgrade", "pod=%s node=%s",
+            log_info(COMPONENT, "operand pod deleted for upgrade", "pod=%s node=%s",
                      kobj_str(a, "name"), kobj_str(a, "node"));
         }
     }

@@ -30,6 +30,7 @@ struct node {
     bool in_sync, drv_ready, drv_terminating;
     long long drv_restarts;
     int validator; /* -1 none, 0 not ready, 1 ready */
+    json_t *vpods; /* its validator pods (borrowed objects), for the revalidation */
     bool managed;
     int pool;              /* index in pools, -1 default */
     char *frozen;          /* this node is not touched: why */
@@ -403,9 +404,42 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
     return left == 0 ? 1 : 0;
 }
 
+/* Did validator pod `v` start before the node's driver pod? Then it validated an earlier
+ * driver: the new one is not validated by it. Both times are the API server's, so no clock
+ * skew enters (RFC 3339 UTC compares as text). */
+static bool validator_stale(const struct node *n, const json_t *v)
+{
+    const char *vt = kobj_path_str(v, "metadata.creationTimestamp");
+    const char *dt = n->driver ? kobj_path_str(n->driver, "metadata.creationTimestamp") : NULL;
+    return vt && dt && strcmp(vt, dt) < 0;
+}
+
+/* A Ready validator that started with (or after) the driver pod now running. */
 static bool validator_ok(struct planner *pl, const struct node *n)
 {
-    return !pl->in->validation_enabled || n->validator == 1;
+    if (!pl->in->validation_enabled)
+        return true;
+    size_t i;
+    json_t *v;
+    json_array_foreach (n->vpods, i, v) {
+        if (pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
+            return true;
+    }
+    return false;
+}
+
+/* The new driver is up: the node's validators that ran with the old one go, so that the
+ * DaemonSet's new one validates the driver now loaded (driver, toolkit, CUDA, device plugin). */
+static void revalidate(struct planner *pl, struct node *n)
+{
+    if (!pl->in->validation_enabled)
+        return;
+    size_t i;
+    json_t *v;
+    json_array_foreach (n->vpods, i, v) {
+        if (!kobj_deletion_timestamp(v) && validator_stale(n, v))
+            add_pod_action(pl->out->deletions, v, n->name);
+    }
 }
 
 /* One step of NVIDIA's machine for an in-flight node: the next state, or the same to wait. */
@@ -449,8 +483,8 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
     }
     case UPG_POD_DELETION: {
         int r = evict_pods(pl, n, EVICT_GPU, why, why_len);
-        if (r > 0)
-            return UPG_DRAIN;
+        if (r > 0) /* NVIDIA's: drain-required only when the drain is on */
+            return po->drain_enable ? UPG_DRAIN : UPG_POD_RESTART;
         if (r < 0 || timed_out(pl, n, since(n, now), po->del_timeout_s)) {
             if (r == 0) {
                 size_t l = strlen(why);
@@ -491,6 +525,7 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
         }
         if (n->drv_ready) {
             set_ann_time(n, UPG_ANN_VALID_START, now);
+            revalidate(pl, n);
             return UPG_VALIDATION;
         }
         bool unready;
@@ -857,6 +892,9 @@ static void load_nodes(struct planner *pl)
             int v = pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
             if (v > n->validator)
                 n->validator = v;
+            if (!n->vpods)
+                n->vpods = json_array();
+            json_array_append(n->vpods, obj);
             continue;
         }
         const json_t *own = owner_of_kind(obj, "DaemonSet");
@@ -967,6 +1005,7 @@ static void plan_free_inner(struct planner *pl)
 {
     for (size_t i = 0; i < pl->nn; i++) {
         free(pl->n[i].frozen);
+        json_decref(pl->n[i].vpods);
         json_decref(pl->n[i].labels);
         json_decref(pl->n[i].anns);
     }

@@ -197,8 +197,10 @@ struct upg_plan {
      * spec.unschedulable)}], at most one per node */
     json_t *node_patches;
     json_t *evictions; /* [{"namespace", "name", "node"}]: through the Eviction API */
-    json_t *deletions; /* [{"namespace", "name", "node"}]: out-of-date driver pods */
-    json_t *events;    /* [{"node" (or "pool"), "type", "reason", "message"}] */
+    /* [{"namespace", "name", "node"}]: out-of-date driver pods, and the node's validator pods
+     * once its new driver is up (they validated the old one) */
+    json_t *deletions;
+    json_t *events; /* [{"node" (or "pool"), "type", "reason", "message"}] */
     /* Per pool, "default" for nodes no pool selects: {"name", "total", "upgraded",
      * "inProgress": {node: state}, "failed": {node: reason}, "waiting": {node: reason},
      * "pending", "waitingMore" (nodes past the 50 named), "halted": reason or absent, "error":

@@ -58,11 +58,15 @@ static json_t *mk_node(const char *name, int gpus)
 
 static json_t *mk_pod(struct world *w, const char *node, const char *name, const char *ns)
 {
-    (void)w;
-    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{}},s:{s:s,s:[]},s:{s:s,s:[{s:s,s:s}],s:[]}}",
+    static int uid_seq;
+    char uid[96], created[40];
+    snprintf(uid, sizeof(uid), "uid-%s-%d", name, uid_seq++);
+    time_rfc3339((uint64_t)w->now * 1000, created, sizeof(created));
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:{}},s:{s:s,s:[]},s:{s:s,s:[{s:s,s:s}],s:[]}}",
                      "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns,
-                     "labels", "spec", "nodeName", node, "containers", "status", "phase", "Running",
-                     "conditions", "type", "Ready", "status", "True", "containerStatuses");
+                     "uid", uid, "creationTimestamp", created, "labels", "spec", "nodeName", node,
+                     "containers", "status", "phase", "Running", "conditions", "type", "Ready",
+                     "status", "True", "containerStatuses");
 }
 
 static json_t *mk_driver_pod(struct world *w, const char *node, const char *rev, bool ready)
@@ -257,9 +261,12 @@ static void execute(struct world *w, const struct upg_plan *p)
         remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
     }
     json_array_foreach (p->deletions, i, a) {
+        bool validator = strstr(kobj_str(a, "name"), "validator") != NULL;
         remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
-        json_array_append_new(w->pods,
-                              mk_driver_pod(w, kobj_str(a, "node"), w->rev, !w->broken_driver));
+        /* the DaemonSet's replacement: a validator validates again (Ready unless told not) */
+        json_array_append_new(
+            w->pods, validator ? mk_validator(w, kobj_str(a, "node"))
+                               : mk_driver_pod(w, kobj_str(a, "node"), w->rev, !w->broken_driver));
     }
 }
 
@@ -370,15 +377,29 @@ static void test_states_in_order(void **state)
     upg_plan_free(p);
     assert_true(is_cordoned(&w, "node-0"));
     assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
-    /* pass 3: nothing left to evict, drain off: the driver pod is deleted */
+    /* pass 3: nothing left to evict, drain off: the driver pod is deleted (its replacement
+     * starts later than the validator did) */
+    w.now += 10;
     p = plan(&w);
     assert_int_equal(json_array_size(p->deletions), 1);
     assert_true(has_event(p, "node-0", "[pod-restart-required]"));
+    /* drain off: straight from pod deletion to the restart (the upgrade e2e saw drain-required) */
+    assert_false(has_event(p, "node-0", "[drain-required]"));
     execute(&w, p);
     upg_plan_free(p);
-    /* pass 4: the new pod is ready, the validator too: uncordoned, done */
+    /* pass 4: the new pod is ready: the validator that ran with the old driver is replaced,
+     * and its readiness does not count (it validated the old driver) */
     p = plan(&w);
     assert_true(has_event(p, "node-0", "[validation-required]"));
+    assert_false(has_event(p, "node-0", "[uncordon-required]"));
+    assert_int_equal(json_array_size(p->deletions), 1);
+    assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
+                        "nvidia-operator-validator-node-0");
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "validation-required");
+    /* pass 5: the new validator is Ready: uncordoned, done */
+    p = plan(&w);
     assert_true(has_event(p, "node-0", "[uncordon-required]"));
     assert_true(has_event(p, "node-0", "[upgrade-done]"));
     execute(&w, p);
