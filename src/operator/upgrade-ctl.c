@@ -83,11 +83,19 @@ static json_t *project_node(json_t *obj, void *userdata)
     static const char *const keep[] = {"metadata.labels", "metadata.annotations",
                                        "spec.unschedulable", "status.nodeInfo.kernelVersion", NULL};
     json_t *p = kube_project_fields(obj, keep);
-    const char *alloc_keys[] = {"status", "allocatable", "nvidia.com/gpu", NULL};
-    json_t *gpus = kobj_keys(obj, alloc_keys);
-    if (gpus)
-        json_object_set(kobj_ensure_keys(p, (const char *const[]){"status", "allocatable", NULL}),
-                        "nvidia.com/gpu", gpus);
+    /* the GPU resources the kubelet has (capacity) and offers (allocatable): the floor counts
+     * the offered ones, a canary's soak the difference (GPUs its device plugin found unhealthy) */
+    static const char *const lists[] = {"capacity", "allocatable"};
+    for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach (kobj_keys(obj, (const char *const[]){"status", lists[l], NULL}), k,
+                             v) {
+            if (strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0)
+                json_object_set(
+                    kobj_ensure_keys(p, (const char *const[]){"status", lists[l], NULL}), k, v);
+        }
+    }
     size_t i;
     json_t *c;
     json_array_foreach (kobj_path(obj, "status.conditions"), i, c) {

@@ -108,6 +108,37 @@ static long long pod_restarts_total(const json_t *pod)
     return t;
 }
 
+static long long quantity(const json_t *q)
+{
+    int64_t m;
+    if (json_is_string(q) && kobj_quantity_milli(json_string_value(q), &m) == 0 && m > 0)
+        return m / 1000;
+    return 0;
+}
+
+/* GPUs (and MIG devices) the node has but does not offer: those its device plugin reports
+ * unhealthy, which it does on a critical XID (NVIDIA's health policy: application XIDs such as
+ * 13, 31 and 43 leave the GPU healthy) or a double-bit ECC error. The kubelet counts them in
+ * status.capacity and leaves them out of status.allocatable. */
+static long long node_unhealthy_gpus(const json_t *node, long long *ret_total)
+{
+    const json_t *cap = kobj_path(node, "status.capacity");
+    const json_t *alloc = kobj_path(node, "status.allocatable");
+    long long bad = 0, total = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)cap, k, v) {
+        if (strncmp(k, "nvidia.com/gpu", 14) != 0 && strncmp(k, "nvidia.com/mig-", 15) != 0)
+            continue;
+        long long c = quantity(v), a = quantity(json_object_get(alloc, k));
+        total += c;
+        if (c > a)
+            bad += c - a;
+    }
+    *ret_total = total;
+    return bad;
+}
+
 static const json_t *owner_of_kind(const json_t *obj, const char *kind)
 {
     size_t i;
@@ -708,7 +739,7 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
         } else if (n->state == UPG_DONE && n->in_sync) {
             int64_t at = ann_time(n, UPG_ANN_DONE_AT, now);
             if (now < at + p->p.canary_soak_s) {
-                long long rs = n->driver ? pod_restarts_total(n->driver) : 0;
+                long long rs = n->driver ? pod_restarts_total(n->driver) : 0, bad, total;
                 if (!n->drv_ready)
                     snprintf(reason, sizeof(reason), "driver pod not ready during the soak");
                 else if (rs > p->p.canary_max_restarts)
@@ -716,6 +747,11 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
                              "driver pod restarted %lld times during the soak", rs);
                 else if (pl->in->validation_enabled && n->validator != 1)
                     snprintf(reason, sizeof(reason), "validator not ready during the soak");
+                else if ((bad = node_unhealthy_gpus(n->obj, &total)) > p->p.canary_max_unhealthy)
+                    snprintf(reason, sizeof(reason),
+                             "%lld of %lld GPUs unhealthy during the soak (the device plugin's "
+                             "health check: a critical XID or an ECC error)",
+                             bad, total);
                 else {
                     done = false;
                     want_requeue(pl, at + p->p.canary_soak_s);

@@ -124,6 +124,9 @@ struct upg_pool {
     json_t *canary_selector; /* matchLabels, or NULL */
     int64_t canary_soak_s;
     int canary_max_restarts; /* driver container restarts allowed during the soak (0) */
+    /* GPUs the device plugin may have marked unhealthy (a critical XID, a double-bit ECC error:
+     * the node's capacity less its allocatable) during the soak (0) */
+    int canary_max_unhealthy;
     char *min_cuda;          /* "12.4", or NULL */
     int max_parallel;        /* -1: the ClusterPolicy's */
     json_t *max_unavailable; /* NULL: the ClusterPolicy's */

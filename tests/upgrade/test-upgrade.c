@@ -925,6 +925,68 @@ static void test_canary_pass(void **state)
     world_done(&w);
 }
 
+/* A canary's soak reads the GPUs its device plugin found unhealthy (critical XIDs, ECC errors:
+ * capacity less allocatable, GPUs and MIG devices); more than canary.maxUnhealthyGPUs halts the
+ * pool. */
+static void test_canary_unhealthy_gpus(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *capacity, *allocatable; /* status JSON of the canary while it soaks */
+        int max_unhealthy;
+        const char *halt; /* NULL: it passes */
+    } cases[] = {
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"8\"}", 0, NULL},
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"7\"}", 0,
+         "1 of 8 GPUs unhealthy during the soak"},
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"7\"}", 1, NULL},
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"5\"}", 2, "3 of 8 GPUs unhealthy"},
+        {"{\"nvidia.com/gpu\":\"2\",\"nvidia.com/mig-1g.10gb\":\"14\",\"cpu\":\"64\"}",
+         "{\"nvidia.com/gpu\":\"2\",\"nvidia.com/mig-1g.10gb\":\"13\",\"cpu\":\"60\"}", 0,
+         "1 of 16 GPUs unhealthy"},
+        /* a resource missing from allocatable: none of it is offered */
+        {"{\"nvidia.com/gpu\":\"4\"}", "{}", 0, "4 of 4 GPUs unhealthy"},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        struct world w;
+        world_init(&w, 2, 8);
+        set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":2}");
+        label_nodes(&w, 0, 2, "pool", "research");
+        _cleanup_free_ char *pool =
+            xasprintf("{\"metadata\":{\"name\":\"research\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                      "\"research\"},\"canary\":{\"nodes\":1,\"soakSeconds\":600,"
+                      "\"maxUnhealthyGPUs\":%d}}}",
+                      cases[c].max_unhealthy);
+        add_pool(&w, pool);
+        converge(&w, 10, 1, 5);
+        assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+        json_t *st = json_object_get(node_of(&w, "node-0"), "status");
+        json_object_set_new(st, "capacity", json_loads(cases[c].capacity, 0, NULL));
+        json_object_set_new(st, "allocatable", json_loads(cases[c].allocatable, 0, NULL));
+        w.now += 30; /* within the soak */
+        struct upg_plan *p = plan(&w);
+        json_t *ps = pool_status(p, "research");
+        const char *halted = kobj_str(ps, "halted");
+        if (cases[c].halt) {
+            if (!halted || !strstr(halted, cases[c].halt))
+                fail_msg("case %zu: halted \"%s\", want \"%s\"", c, halted ?: "(none)",
+                         cases[c].halt);
+            assert_non_null(strstr(halted, "canary node node-0"));
+            assert_true(has_event(p, "node-0", "critical XID"));
+        } else if (halted) {
+            fail_msg("case %zu: halted: %s", c, halted);
+        }
+        execute(&w, p);
+        upg_plan_free(p);
+        /* after the soak the second node starts only when the canary passed */
+        w.now += 600;
+        converge(&w, 20, 2, 5);
+        assert_string_equal(state_of(&w, "node-1"),
+                            cases[c].halt ? "upgrade-required" : "upgrade-done");
+        world_done(&w);
+    }
+}
+
 static void test_canary_first_k(void **state)
 {
     (void)state;
@@ -1168,6 +1230,8 @@ static void test_pool_parse_errors(void **state)
         {"{\"nodeSelector\":{\"a\":\"b\"},\"capacityFloor\":\"lots\"}", "capacityFloor"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"canary\":{}}", "canary"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"minCudaVersion\":\"new\"}", "minCudaVersion"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"canary\":{\"nodes\":1,\"maxUnhealthyGPUs\":-1}}",
+         "canary.maxUnhealthyGPUs"},
         {"{\"nodeSelector\":{\"a b\":\"c\"}}", "nodeSelector"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"surprise\":1}", "surprise"},
     };
@@ -1300,6 +1364,7 @@ int main(void)
         cmocka_unit_test(test_window_time_zones),
         cmocka_unit_test(test_manual_approval),
         cmocka_unit_test(test_canary_pass),
+        cmocka_unit_test(test_canary_unhealthy_gpus),
         cmocka_unit_test(test_canary_first_k),
         cmocka_unit_test(test_canary_halt_resume_rollback),
         cmocka_unit_test(test_canary_resume),
