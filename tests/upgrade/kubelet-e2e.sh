@@ -5,8 +5,9 @@
 # 5 s; serving: manual approval, a capacity floor of 4 GPUs, a GPU Deployment under a
 # PodDisruptionBudget), the operator under its shipped RBAC.
 #
-# Rollout 1, a driver version change: the research canary goes first, then the other research
-# node; the serving pool does not move until approved; then its first node waits in
+# Rollout 1, a driver version change: the research canary goes first; an XID on it while it
+# soaks (its device plugin marks the GPU unhealthy) halts the research pool, which goes on when
+# resumed; the serving pool does not move until approved; then its first node waits in
 # pod-deletion-required while the budget allows no disruption (the second waits for the floor),
 # and goes on once the budget allows it. Every node goes through NVIDIA's states in order (from
 # the GPUDriverUpgrade Events), its GPU pods are evicted, its driver pod is replaced, the
@@ -60,7 +61,7 @@ kind: DriverUpgradePool
 metadata: {name: research}
 spec:
   nodeSelector: {gpuop.test/pool: research}
-  canary: {nodes: 1, soakSeconds: 5}
+  canary: {nodes: 1, soakSeconds: 60}
 ---
 apiVersion: upgrade.gpuop.dev/v1alpha1
 kind: DriverUpgradePool
@@ -82,6 +83,8 @@ spec["driver"]["startupProbe"] = {"initialDelaySeconds": 2, "periodSeconds": 2}
 spec["driver"]["upgradePolicy"] = {"autoUpgrade": True, "maxParallelUpgrades": 0,
     "maxUnavailable": "50%", "podDeletion": {"timeoutSeconds": 300}, "drain": {"enable": False}}
 # what an upgrade does not touch stays off: fewer processes per node
+# a GPU the health check marked unhealthy (the XID below) is offered again 8 s after its last error
+spec["devicePlugin"]["env"] = [{"name": "DP_HEALTH_RECOVERY_PERIOD", "value": "8s"}]
 for c in ("dcgmExporter", "migManager", "nodeStatusExporter"):
     spec[c] = {"enabled": False}
 print(yaml.safe_dump(cp))
@@ -182,7 +185,18 @@ wait_for 60 "canary res-1 upgraded to $V2" node_current res-1 "$V2"
 waits_for() { ann "$1" upgrade.gpuop.dev/waiting | grep -q "$2"; }
 waits_for res-2 canary || fail "res-2 does not say it waits for the canary: $(ann res-2 upgrade.gpuop.dev/waiting)"
 echo "ok: canary res-1 upgraded first; res-2 waits: $(ann res-2 upgrade.gpuop.dev/waiting)"
-wait_for 60 "res-2 upgraded to $V2 after the canary's soak" node_current res-2 "$V2"
+# An XID on the soaking canary: its device plugin marks the GPU unhealthy (the node offers 3 of
+# its 4), so the canary fails its soak and the research pool halts; resumed, it goes on.
+GPUOP_SIM_FLEET=$S/sim/fleets/pcie-l4.yaml GPUOP_SIM_STATE=$T/roots/res-1/var/lib/gpuop-sim/nvml \
+    "$B/gpuop" sim inject xid --gpu 0 --code 48 >/dev/null || fail "inject an XID on res-1"
+halted() { k get dup "$1" -o jsonpath='{.status.halted}'; }
+halted_by_xid() { halted research | grep -q "canary node res-1: 1 of 4 GPUs unhealthy during the soak"; }
+wait_for 30 "the research pool halted by the XID on its canary" halted_by_xid
+is_state res-2 upgrade-required || fail "res-2 started while its pool is halted: $(state res-2)"
+waits_for res-2 "rollout halted" || fail "res-2 does not say the rollout halted: $(ann res-2 upgrade.gpuop.dev/waiting)"
+echo "ok: an XID on the soaking canary halted the research pool: $(halted research)"
+k annotate dup research "upgrade.gpuop.dev/resumed-revision=$(k get dup research -o jsonpath='{.status.targetRevision}')" >/dev/null
+wait_for 60 "res-2 upgraded to $V2 after the resume" node_current res-2 "$V2"
 for n in srv-1 srv-2; do
     is_state "$n" upgrade-required || fail "$n moved without approval: $(state "$n")"
     waits_for "$n" approval || fail "$n does not say it waits for approval: $(ann "$n" upgrade.gpuop.dev/waiting)"
@@ -249,8 +263,7 @@ kill -KILL "$KL_OPERATOR_PID"
 wait "$KL_OPERATOR_PID" 2>/dev/null
 echo "ok: operator killed with srv-1 in $killed_in"
 kl_start_operator --metrics-listen "127.0.0.1:$MPORT" --leader-elect false
-halted() { k get dup research -o jsonpath='{.status.halted}'; }
-names_res1() { halted | grep -q "res-1"; }
+names_res1() { halted research | grep -q "canary node res-1: upgrade failed: driver pod"; }
 wait_for 90 "the research pool halted naming res-1" names_res1
 [ "$(k get dup research -o jsonpath='{.status.conditions[?(@.type=="RolloutHalted")].status}')" = True ] ||
     fail "no RolloutHalted condition on the research pool"
@@ -269,7 +282,7 @@ halt_event() {
         grep -q "canary for revision .* failed: .*; pool research halted"
 }
 wait_for 10 "an Event for the failed canary" halt_event
-echo "ok: the research pool halted: $(halted); res-2 waits: $(ann res-2 upgrade.gpuop.dev/waiting)"
+echo "ok: the research pool halted: $(halted research); res-2 waits: $(ann res-2 upgrade.gpuop.dev/waiting)"
 seqs=$($W states "$T/events2.json" "$rv2" srv-1 srv-2) || fail "read the Events"
 [ "$(wc -l <<<"$seqs")" = 2 ] || fail "state sequences of 2 nodes expected: $seqs"
 while read -r n seq; do
