@@ -108,6 +108,11 @@ static long long pod_restarts_total(const json_t *pod)
     return t;
 }
 
+static bool is_gpu_resource(const char *k)
+{
+    return strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0;
+}
+
 static long long quantity(const json_t *q)
 {
     int64_t m;
@@ -128,7 +133,7 @@ static long long node_unhealthy_gpus(const json_t *node, long long *ret_total)
     const char *k;
     json_t *v;
     json_object_foreach ((json_t *)cap, k, v) {
-        if (strncmp(k, "nvidia.com/gpu", 14) != 0 && strncmp(k, "nvidia.com/mig-", 15) != 0)
+        if (!is_gpu_resource(k))
             continue;
         long long c = quantity(v), a = quantity(json_object_get(alloc, k));
         total += c;
@@ -155,7 +160,7 @@ static bool res_is_gpu(const json_t *res)
     const char *k;
     json_t *v;
     json_object_foreach ((json_t *)res, k, v) {
-        if (strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0)
+        if (is_gpu_resource(k))
             return true;
     }
     return false;
@@ -597,9 +602,13 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
         set_ann(n, UPG_ANN_TARGET, NULL);
         return UPG_DONE;
     case UPG_FAILED:
-        /* re-examined every pass: a driver that became healthy ends the failure */
-        if (n->driver && n->in_sync && n->drv_ready && validator_ok(pl, n))
-            return UPG_UNCORDON;
+        /* re-examined every pass: a driver that became healthy ends the failure, once a
+         * validator newer than it passes (an older one is replaced) */
+        if (n->driver && n->in_sync && n->drv_ready) {
+            if (validator_ok(pl, n))
+                return UPG_UNCORDON;
+            revalidate(pl, n);
+        }
         return UPG_FAILED;
     default:
         return n->state;

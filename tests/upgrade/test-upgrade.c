@@ -638,13 +638,24 @@ static void test_failed_node_recovers_and_retry(void **state)
     (void)state;
     struct world w;
     world_init(&w, 1, 8);
-    /* failed while cordoned, then someone fixed the driver: in sync and ready */
+    /* failed while cordoned, then someone fixed the driver: in sync and ready; the validator
+     * that ran before it is replaced first, and the node recovers once the new one passes */
     json_t *n = node_of(&w, "node-0");
     json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string("upgrade-failed"));
     json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
     remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-0");
+    w.now += 60;
     json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, true));
     struct upg_plan *p = plan(&w);
+    assert_false(has_event(p, "node-0", "[uncordon-required]"));
+    assert_int_equal(json_array_size(p->deletions), 1);
+    assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
+                        "nvidia-operator-validator-node-0");
+    w.now += 10;
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-failed");
+    p = plan(&w);
     assert_true(has_event(p, "node-0", "[uncordon-required]"));
     execute(&w, p);
     upg_plan_free(p);
