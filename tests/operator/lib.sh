@@ -22,10 +22,10 @@ free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("12
 # wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds (SECONDS times
 # GPUOP_TEST_TIME_SCALE, the sanitizer builds' slowdown, when that is a whole number)
 wait_for() {
-    local secs=$1 what=$2
-    case ${GPUOP_TEST_TIME_SCALE:-1} in
+    local secs=$1 what=$2 scale=${GPUOP_TEST_TIME_SCALE:-1}
+    case $scale in
     '' | *[!0-9]*) ;;
-    *) secs=$((secs * GPUOP_TEST_TIME_SCALE)) ;;
+    *) secs=$((secs * scale)) ;;
     esac
     shift 2
     local end=$((SECONDS + secs))
