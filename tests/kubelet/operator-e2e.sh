@@ -21,9 +21,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 77
 fi
 . "$S/tests/operator/lib.sh"
-API_IP=198.18.255.2
-ip addr add "$API_IP/32" dev lo 2>/dev/null
-trap 'cleanup; ip addr del "$API_IP/32" dev lo 2>/dev/null' EXIT
+. "$S/tests/kubelet/lib.sh"
 K="$KUBECTL --request-timeout=10s"
 k() { $K "$@"; }
 fail() {
@@ -35,25 +33,9 @@ fail() {
     exit 1
 }
 
-"$B/kubesim" --kubeconfig-out "$T/kubeconfig" --listen "$API_IP:0" --allow-remote --tls \
-    --load "$S/deploy/rbac/operator.yaml" >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-wait_for 10 "kubesim answering" k get ns
-"$B/kubelet-sim" --cluster "$S/sim/clusters/mixed.yaml" --kubeconfig "$KUBECONFIG" \
-    --root-base "$T/roots" --bridge klop0 --subnet 198.18.201.0/24 --backoff-scale 0.01 \
-    --node-status-interval 1s >"$T/kubelet-sim.log" 2>&1 &
-pids+=($!)
-wait_for 30 "5 Ready nodes" sh -c "[ \$($K get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
+kl_start_cluster 198.18.255.2 "$S/sim/clusters/mixed.yaml" klop0 198.18.201.0/24 5
 echo "ok: 5 nodes registered by kubelet-sim"
-
-k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
-OPKC=$T/operator.kubeconfig
-sa_kubeconfig "$OPKC"
-"$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --metrics-listen 127.0.0.1:0 \
-    >"$T/operator.log" 2>&1 &
-pids+=($!)
+kl_start_operator --metrics-listen 127.0.0.1:0
 t0=$SECONDS
 # NVIDIA's sample, with the mixed MIG strategy: a100-mig-1 has full GPUs beside MIG ones, which
 # the single strategy refuses (as NVIDIA's device plugin does) until a MIG manager makes it
