@@ -21,6 +21,11 @@
 # operator is killed (SIGKILL) while a serving node is mid-upgrade and restarted: it resumes from
 # the labels, no node is skipped and only the failed canary stays cordoned.
 #
+# Not exercised here: the device plugin's re-registration. On kubelet-sim the old driver container
+# unloads its modules on SIGTERM even while the device plugin holds NVML open (a real module's
+# refcount refuses that), so the new driver manager finds no module, pauses no operand, and the
+# plugin keeps running across the reload; the test checks what it advertises after it.
+#
 # Every node change the API server served is replayed (e2e_watch.py): never more than
 # maxUnavailable (50% of 4) nodes cordoned or NotReady, never fewer than the serving pool's floor.
 # As root (namespaces per node); skipped otherwise.
