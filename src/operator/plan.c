@@ -246,6 +246,16 @@ static int count_ready_gpu_nodes(const json_t *nodes)
     return ready;
 }
 
+/* The driver loaded on the node is the driver container's (the driver manager's
+ * gpuop.dev/driver-owner): another version there is an upgrade under way, not a host driver. */
+static bool driver_is_containers(const json_t *node)
+{
+    const char *text = kobj_annotation(node, NS_ANN_DRIVER_OWNER);
+    struct ns_driver_owner o;
+    struct err e = {0};
+    return text && ns_driver_owner_parse(text, &o, &e) == 0 && o.owner == NS_OWNER_CONTAINER;
+}
+
 /* Node label patches, with the driver owner labels of `owners` (node -> value or null); *warnings
  * gets a line per node where a host driver of another version is already loaded while the
  * ClusterPolicy's driver DaemonSet targets the node (two drivers would race). */
@@ -266,7 +276,8 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json
         if (p->operand[OP_DRIVER].enabled && !p->use_nvidia_driver_crd && p->driver_version[0] &&
             op_node_is_gpu(labels)) {
             const char *loaded = kobj_str(labels, "nvidia.com/cuda.driver-version.full");
-            if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels))
+            if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels) &&
+                !driver_is_containers(n))
                 json_array_append_new(warnings,
                                       json_sprintf("node %s: a driver %s is already loaded; the "
                                                    "driver DaemonSet would install %s (label it "

@@ -83,11 +83,19 @@ static json_t *project_node(json_t *obj, void *userdata)
     static const char *const keep[] = {"metadata.labels", "metadata.annotations",
                                        "spec.unschedulable", "status.nodeInfo.kernelVersion", NULL};
     json_t *p = kube_project_fields(obj, keep);
-    const char *alloc_keys[] = {"status", "allocatable", "nvidia.com/gpu", NULL};
-    json_t *gpus = kobj_keys(obj, alloc_keys);
-    if (gpus)
-        json_object_set(kobj_ensure_keys(p, (const char *const[]){"status", "allocatable", NULL}),
-                        "nvidia.com/gpu", gpus);
+    /* the GPU resources the kubelet has (capacity) and offers (allocatable): the floor counts
+     * the offered ones, a canary's soak the difference (GPUs its device plugin found unhealthy) */
+    static const char *const lists[] = {"capacity", "allocatable"};
+    for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach (kobj_keys(obj, (const char *const[]){"status", lists[l], NULL}), k,
+                             v) {
+            if (strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0)
+                json_object_set(
+                    kobj_ensure_keys(p, (const char *const[]){"status", lists[l], NULL}), k, v);
+        }
+    }
     size_t i;
     json_t *c;
     json_array_foreach (kobj_path(obj, "status.conditions"), i, c) {
@@ -112,12 +120,14 @@ static json_t *slim_statuses(const json_t *list)
     return out;
 }
 
-/* What the planner reads of a pod: who owns it, where it runs, its GPU requests, emptyDirs,
+/* What the planner reads of a pod: who owns it, when it was made (a validator older than the
+ * driver pod validated an earlier driver), where it runs, its GPU requests, emptyDirs,
  * readiness and restarts. */
 static json_t *project_pod(json_t *obj, void *userdata)
 {
     (void)userdata;
-    static const char *const keep[] = {"spec.nodeName", "status.phase", NULL};
+    static const char *const keep[] = {"metadata.creationTimestamp", "spec.nodeName",
+                                       "status.phase", NULL};
     json_t *p = kube_project_fields(obj, keep);
     json_t *meta = kobj_ensure_object(p, "metadata");
     json_t *owners = json_array();
@@ -609,11 +619,11 @@ static int execute(struct op_upgrade *u, const struct upg_plan *p, const json_t 
         r = kube_delete(u->kc, &KUBE_PODS, kobj_str(a, "namespace"), kobj_str(a, "name"), &dopts,
                         &de);
         if (r < 0 && r != -ENOENT)
-            log_warn(COMPONENT, "driver pod deletion failed", "pod=%s/%s error=\"%s\"",
+            log_warn(COMPONENT, "operand pod deletion failed", "pod=%s/%s error=\"%s\"",
                      kobj_str(a, "namespace"), kobj_str(a, "name"), err_msg(&de));
         else if (r == 0) {
             u->h.wrote(u->h.u);
-            log_info(COMPONENT, "driver pod deleted for upgrade", "pod=%s node=%s",
+            log_info(COMPONENT, "operand pod deleted for upgrade", "pod=%s node=%s",
                      kobj_str(a, "name"), kobj_str(a, "node"));
         }
     }

@@ -30,6 +30,7 @@ struct node {
     bool in_sync, drv_ready, drv_terminating;
     long long drv_restarts;
     int validator; /* -1 none, 0 not ready, 1 ready */
+    json_t *vpods; /* its validator pods (borrowed objects), for the revalidation */
     bool managed;
     int pool;              /* index in pools, -1 default */
     char *frozen;          /* this node is not touched: why */
@@ -108,6 +109,42 @@ static long long pod_restarts_total(const json_t *pod)
     return t;
 }
 
+static bool is_gpu_resource(const char *k)
+{
+    return strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0;
+}
+
+static long long quantity(const json_t *q)
+{
+    int64_t m;
+    if (json_is_string(q) && kobj_quantity_milli(json_string_value(q), &m) == 0 && m > 0)
+        return m / 1000;
+    return 0;
+}
+
+/* GPUs (and MIG devices) the node has but does not offer: those its device plugin reports
+ * unhealthy, which it does on a critical XID (NVIDIA's health policy: application XIDs such as
+ * 13, 31 and 43 leave the GPU healthy) or a double-bit ECC error. The kubelet counts them in
+ * status.capacity and leaves them out of status.allocatable. */
+static long long node_unhealthy_gpus(const json_t *node, long long *ret_total)
+{
+    const json_t *cap = kobj_path(node, "status.capacity");
+    const json_t *alloc = kobj_path(node, "status.allocatable");
+    long long bad = 0, total = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)cap, k, v) {
+        if (!is_gpu_resource(k))
+            continue;
+        long long c = quantity(v), a = quantity(json_object_get(alloc, k));
+        total += c;
+        if (c > a)
+            bad += c - a;
+    }
+    *ret_total = total;
+    return bad;
+}
+
 static const json_t *owner_of_kind(const json_t *obj, const char *kind)
 {
     size_t i;
@@ -124,7 +161,7 @@ static bool res_is_gpu(const json_t *res)
     const char *k;
     json_t *v;
     json_object_foreach ((json_t *)res, k, v) {
-        if (strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0)
+        if (is_gpu_resource(k))
             return true;
     }
     return false;
@@ -404,9 +441,42 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
     return left == 0 ? 1 : 0;
 }
 
+/* Did validator pod `v` start before the node's driver pod? Then it validated an earlier
+ * driver: the new one is not validated by it. Both times are the API server's, so no clock
+ * skew enters (RFC 3339 UTC compares as text). */
+static bool validator_stale(const struct node *n, const json_t *v)
+{
+    const char *vt = kobj_path_str(v, "metadata.creationTimestamp");
+    const char *dt = n->driver ? kobj_path_str(n->driver, "metadata.creationTimestamp") : NULL;
+    return vt && dt && strcmp(vt, dt) < 0;
+}
+
+/* A Ready validator that started with (or after) the driver pod now running. */
 static bool validator_ok(struct planner *pl, const struct node *n)
 {
-    return !pl->in->validation_enabled || n->validator == 1;
+    if (!pl->in->validation_enabled)
+        return true;
+    size_t i;
+    json_t *v;
+    json_array_foreach (n->vpods, i, v) {
+        if (pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
+            return true;
+    }
+    return false;
+}
+
+/* The new driver is up: the node's validators that ran with the old one go, so that the
+ * DaemonSet's new one validates the driver now loaded (driver, toolkit, CUDA, device plugin). */
+static void revalidate(struct planner *pl, struct node *n)
+{
+    if (!pl->in->validation_enabled)
+        return;
+    size_t i;
+    json_t *v;
+    json_array_foreach (n->vpods, i, v) {
+        if (!kobj_deletion_timestamp(v) && validator_stale(n, v))
+            add_pod_action(pl->out->deletions, v, n->name);
+    }
 }
 
 /* One step of NVIDIA's machine for an in-flight node: the next state, or the same to wait. */
@@ -450,8 +520,8 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
     }
     case UPG_POD_DELETION: {
         int r = evict_pods(pl, n, EVICT_GPU, why, why_len);
-        if (r > 0)
-            return UPG_DRAIN;
+        if (r > 0) /* NVIDIA's: drain-required only when the drain is on */
+            return po->drain_enable ? UPG_DRAIN : UPG_POD_RESTART;
         if (r < 0 || timed_out(pl, n, since(n, now), po->del_timeout_s)) {
             if (r == 0) {
                 size_t l = strlen(why);
@@ -492,6 +562,7 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
         }
         if (n->drv_ready) {
             set_ann_time(n, UPG_ANN_VALID_START, now);
+            revalidate(pl, n);
             return UPG_VALIDATION;
         }
         bool unready;
@@ -532,9 +603,13 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
         set_ann(n, UPG_ANN_TARGET, NULL);
         return UPG_DONE;
     case UPG_FAILED:
-        /* re-examined every pass: a driver that became healthy ends the failure */
-        if (n->driver && n->in_sync && n->drv_ready && validator_ok(pl, n))
-            return UPG_UNCORDON;
+        /* re-examined every pass: a driver that became healthy ends the failure, once a
+         * validator newer than it passes (an older one is replaced) */
+        if (n->driver && n->in_sync && n->drv_ready) {
+            if (validator_ok(pl, n))
+                return UPG_UNCORDON;
+            revalidate(pl, n);
+        }
         return UPG_FAILED;
     default:
         return n->state;
@@ -676,7 +751,7 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
         } else if (n->state == UPG_DONE && n->in_sync) {
             int64_t at = ann_time(n, UPG_ANN_DONE_AT, now);
             if (now < at + p->p.canary_soak_s) {
-                long long rs = n->driver ? pod_restarts_total(n->driver) : 0;
+                long long rs = n->driver ? pod_restarts_total(n->driver) : 0, bad, total;
                 if (!n->drv_ready)
                     snprintf(reason, sizeof(reason), "driver pod not ready during the soak");
                 else if (rs > p->p.canary_max_restarts)
@@ -684,6 +759,11 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
                              "driver pod restarted %lld times during the soak", rs);
                 else if (pl->in->validation_enabled && n->validator != 1)
                     snprintf(reason, sizeof(reason), "validator not ready during the soak");
+                else if ((bad = node_unhealthy_gpus(n->obj, &total)) > p->p.canary_max_unhealthy)
+                    snprintf(reason, sizeof(reason),
+                             "%lld of %lld GPUs unhealthy during the soak (the device plugin's "
+                             "health check: a critical XID or an ECC error)",
+                             bad, total);
                 else {
                     done = false;
                     want_requeue(pl, at + p->p.canary_soak_s);
@@ -860,6 +940,9 @@ static void load_nodes(struct planner *pl)
             int v = pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
             if (v > n->validator)
                 n->validator = v;
+            if (!n->vpods)
+                n->vpods = json_array();
+            json_array_append(n->vpods, obj);
             continue;
         }
         const json_t *own = owner_of_kind(obj, "DaemonSet");
@@ -970,6 +1053,7 @@ static void plan_free_inner(struct planner *pl)
 {
     for (size_t i = 0; i < pl->nn; i++) {
         free(pl->n[i].frozen);
+        json_decref(pl->n[i].vpods);
         json_decref(pl->n[i].labels);
         json_decref(pl->n[i].anns);
     }

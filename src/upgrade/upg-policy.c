@@ -301,13 +301,15 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
     p.max_parallel = (int)mp;
     if (canary) {
         _cleanup_free_ char *cc = xasprintf("%s.canary", ctx);
-        static const char *const ck[] = {"nodes", "selector", "soakSeconds", "maxRestarts", NULL};
-        int64_t k = 0, soak = 600, mr = 0;
+        static const char *const ck[] = {"nodes",       "selector",         "soakSeconds",
+                                         "maxRestarts", "maxUnhealthyGPUs", NULL};
+        int64_t k = 0, soak = 600, mr = 0, unhealthy = 0;
         if ((r = cfg_known_keys(canary, cc, ck, e)) < 0 ||
             (r = cfg_int64(canary, "nodes", cc, false, 0, 100000, &k, e)) < 0 ||
             (r = match_labels(canary, "selector", cc, &p.canary_selector, e)) < 0 ||
             (r = cfg_int64(canary, "soakSeconds", cc, false, 0, 30 * 86400, &soak, e)) < 0 ||
-            (r = cfg_int64(canary, "maxRestarts", cc, false, 0, 1000, &mr, e)) < 0)
+            (r = cfg_int64(canary, "maxRestarts", cc, false, 0, 1000, &mr, e)) < 0 ||
+            (r = cfg_int64(canary, "maxUnhealthyGPUs", cc, false, 0, 100000, &unhealthy, e)) < 0)
             goto fail;
         if (k == 0 && !p.canary_selector) {
             r = err_set(e, -EINVAL, "%s: nodes (a count) or selector is required", cc);
@@ -316,6 +318,7 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
         p.canary_count = (int)k;
         p.canary_soak_s = soak;
         p.canary_max_restarts = (int)mr;
+        p.canary_max_unhealthy = (int)unhealthy;
     }
     if (cuda) {
         if (upg_version_cmp(cuda, "0") <= 0 || !isdigit((unsigned char)cuda[0])) {

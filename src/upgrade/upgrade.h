@@ -127,6 +127,9 @@ struct upg_pool {
     json_t *canary_selector; /* matchLabels, or NULL */
     int64_t canary_soak_s;
     int canary_max_restarts; /* driver container restarts allowed during the soak (0) */
+    /* GPUs the device plugin may have marked unhealthy (a critical XID, a double-bit ECC error:
+     * the node's capacity less its allocatable) during the soak (0) */
+    int canary_max_unhealthy;
     char *min_cuda;          /* "12.4", or NULL */
     int max_parallel;        /* -1: the ClusterPolicy's */
     json_t *max_unavailable; /* NULL: the ClusterPolicy's */
@@ -200,8 +203,10 @@ struct upg_plan {
      * spec.unschedulable)}], at most one per node */
     json_t *node_patches;
     json_t *evictions; /* [{"namespace", "name", "node"}]: through the Eviction API */
-    json_t *deletions; /* [{"namespace", "name", "node"}]: out-of-date driver pods */
-    json_t *events;    /* [{"node" (or "pool"), "type", "reason", "message"}] */
+    /* [{"namespace", "name", "node"}]: out-of-date driver pods, and the node's validator pods
+     * once its new driver is up (they validated the old one) */
+    json_t *deletions;
+    json_t *events; /* [{"node" (or "pool"), "type", "reason", "message"}] */
     /* Per pool, "default" for nodes no pool selects: {"name", "total", "upgraded",
      * "inProgress": {node: state}, "failed": {node: reason}, "waiting": {node: reason},
      * "pending", "waitingMore" (nodes past the 50 named), "halted": reason or absent, "error":

@@ -65,3 +65,23 @@ kl_start_nodes() {
     pids+=($KL_NODES_PID)
     wait_for 30 "$n Ready nodes" sh -c "[ \$($K get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = $n ]"
 }
+
+# kl_start_cluster API_IP CLUSTER BRIDGE SUBNET NODES: kubesim on API_IP with the operator's RBAC
+# loaded, kubelet-sim with CLUSTER's NODES nodes (kl_start_nodes), then the CRDs.
+kl_start_cluster() {
+    local api=$1 cluster=$2 bridge=$3 subnet=$4 want=$5
+    kl_start_kubesim "$api" --load "$S/deploy/rbac/operator.yaml"
+    kl_start_nodes "$cluster" "$bridge" "$subnet" "$want"
+    k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
+}
+
+# kl_start_operator [FLAGS...]: the operator under its shipped ServiceAccount (kubeconfig
+# $T/operator.kubeconfig, made once), logging to $T/operator.log (appended: a restarted operator
+# keeps the earlier lines). Sets KL_OPERATOR_PID.
+kl_start_operator() {
+    [ -s "$T/operator.kubeconfig" ] || sa_kubeconfig "$T/operator.kubeconfig"
+    "$B/gpuop" operator --kubeconfig "$T/operator.kubeconfig" --namespace gpu-operator "$@" \
+        >>"$T/operator.log" 2>&1 &
+    KL_OPERATOR_PID=$!
+    pids+=($KL_OPERATOR_PID)
+}

@@ -19,9 +19,14 @@ fail() {
 # grep -q leaving a pipe early would cut curl's write and, under pipefail, fail the pipeline).
 metrics_has() { local page; page=$(curl -s "127.0.0.1:$1/metrics") && grep -q "$2" <<<"$page"; }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds
+# wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds (SECONDS times
+# GPUOP_TEST_TIME_SCALE, the sanitizer builds' slowdown, when that is a whole number)
 wait_for() {
-    local secs=$1 what=$2
+    local secs=$1 what=$2 scale=${GPUOP_TEST_TIME_SCALE:-1}
+    case $scale in
+    '' | *[!0-9]*) ;;
+    *) secs=$((secs * scale)) ;;
+    esac
     shift 2
     local end=$((SECONDS + secs))
     until "$@" >/dev/null 2>&1; do

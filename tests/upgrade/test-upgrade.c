@@ -58,11 +58,15 @@ static json_t *mk_node(const char *name, int gpus)
 
 static json_t *mk_pod(struct world *w, const char *node, const char *name, const char *ns)
 {
-    (void)w;
-    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{}},s:{s:s,s:[]},s:{s:s,s:[{s:s,s:s}],s:[]}}",
+    static int uid_seq;
+    char uid[96], created[40];
+    snprintf(uid, sizeof(uid), "uid-%s-%d", name, uid_seq++);
+    time_rfc3339((uint64_t)w->now * 1000, created, sizeof(created));
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:{}},s:{s:s,s:[]},s:{s:s,s:[{s:s,s:s}],s:[]}}",
                      "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns,
-                     "labels", "spec", "nodeName", node, "containers", "status", "phase", "Running",
-                     "conditions", "type", "Ready", "status", "True", "containerStatuses");
+                     "uid", uid, "creationTimestamp", created, "labels", "spec", "nodeName", node,
+                     "containers", "status", "phase", "Running", "conditions", "type", "Ready",
+                     "status", "True", "containerStatuses");
 }
 
 static json_t *mk_driver_pod(struct world *w, const char *node, const char *rev, bool ready)
@@ -257,9 +261,12 @@ static void execute(struct world *w, const struct upg_plan *p)
         remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
     }
     json_array_foreach (p->deletions, i, a) {
+        bool validator = strstr(kobj_str(a, "name"), "validator") != NULL;
         remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
-        json_array_append_new(w->pods,
-                              mk_driver_pod(w, kobj_str(a, "node"), w->rev, !w->broken_driver));
+        /* the DaemonSet's replacement: a validator validates again (Ready unless told not) */
+        json_array_append_new(
+            w->pods, validator ? mk_validator(w, kobj_str(a, "node"))
+                               : mk_driver_pod(w, kobj_str(a, "node"), w->rev, !w->broken_driver));
     }
 }
 
@@ -370,15 +377,29 @@ static void test_states_in_order(void **state)
     upg_plan_free(p);
     assert_true(is_cordoned(&w, "node-0"));
     assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
-    /* pass 3: nothing left to evict, drain off: the driver pod is deleted */
+    /* pass 3: nothing left to evict, drain off: the driver pod is deleted (its replacement
+     * starts later than the validator did) */
+    w.now += 10;
     p = plan(&w);
     assert_int_equal(json_array_size(p->deletions), 1);
     assert_true(has_event(p, "node-0", "[pod-restart-required]"));
+    /* drain off: straight from pod deletion to the restart (the upgrade e2e saw drain-required) */
+    assert_false(has_event(p, "node-0", "[drain-required]"));
     execute(&w, p);
     upg_plan_free(p);
-    /* pass 4: the new pod is ready, the validator too: uncordoned, done */
+    /* pass 4: the new pod is ready: the validator that ran with the old driver is replaced,
+     * and its readiness does not count (it validated the old driver) */
     p = plan(&w);
     assert_true(has_event(p, "node-0", "[validation-required]"));
+    assert_false(has_event(p, "node-0", "[uncordon-required]"));
+    assert_int_equal(json_array_size(p->deletions), 1);
+    assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
+                        "nvidia-operator-validator-node-0");
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "validation-required");
+    /* pass 5: the new validator is Ready: uncordoned, done */
+    p = plan(&w);
     assert_true(has_event(p, "node-0", "[uncordon-required]"));
     assert_true(has_event(p, "node-0", "[upgrade-done]"));
     execute(&w, p);
@@ -617,13 +638,24 @@ static void test_failed_node_recovers_and_retry(void **state)
     (void)state;
     struct world w;
     world_init(&w, 1, 8);
-    /* failed while cordoned, then someone fixed the driver: in sync and ready */
+    /* failed while cordoned, then someone fixed the driver: in sync and ready; the validator
+     * that ran before it is replaced first, and the node recovers once the new one passes */
     json_t *n = node_of(&w, "node-0");
     json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string("upgrade-failed"));
     json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
     remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-0");
+    w.now += 60;
     json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, true));
     struct upg_plan *p = plan(&w);
+    assert_false(has_event(p, "node-0", "[uncordon-required]"));
+    assert_int_equal(json_array_size(p->deletions), 1);
+    assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
+                        "nvidia-operator-validator-node-0");
+    w.now += 10;
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-failed");
+    p = plan(&w);
     assert_true(has_event(p, "node-0", "[uncordon-required]"));
     execute(&w, p);
     upg_plan_free(p);
@@ -904,6 +936,68 @@ static void test_canary_pass(void **state)
     world_done(&w);
 }
 
+/* A canary's soak reads the GPUs its device plugin found unhealthy (critical XIDs, ECC errors:
+ * capacity less allocatable, GPUs and MIG devices); more than canary.maxUnhealthyGPUs halts the
+ * pool. */
+static void test_canary_unhealthy_gpus(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *capacity, *allocatable; /* status JSON of the canary while it soaks */
+        int max_unhealthy;
+        const char *halt; /* NULL: it passes */
+    } cases[] = {
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"8\"}", 0, NULL},
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"7\"}", 0,
+         "1 of 8 GPUs unhealthy during the soak"},
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"7\"}", 1, NULL},
+        {"{\"nvidia.com/gpu\":\"8\"}", "{\"nvidia.com/gpu\":\"5\"}", 2, "3 of 8 GPUs unhealthy"},
+        {"{\"nvidia.com/gpu\":\"2\",\"nvidia.com/mig-1g.10gb\":\"14\",\"cpu\":\"64\"}",
+         "{\"nvidia.com/gpu\":\"2\",\"nvidia.com/mig-1g.10gb\":\"13\",\"cpu\":\"60\"}", 0,
+         "1 of 16 GPUs unhealthy"},
+        /* a resource missing from allocatable: none of it is offered */
+        {"{\"nvidia.com/gpu\":\"4\"}", "{}", 0, "4 of 4 GPUs unhealthy"},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        struct world w;
+        world_init(&w, 2, 8);
+        set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":2}");
+        label_nodes(&w, 0, 2, "pool", "research");
+        _cleanup_free_ char *pool =
+            xasprintf("{\"metadata\":{\"name\":\"research\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                      "\"research\"},\"canary\":{\"nodes\":1,\"soakSeconds\":600,"
+                      "\"maxUnhealthyGPUs\":%d}}}",
+                      cases[c].max_unhealthy);
+        add_pool(&w, pool);
+        converge(&w, 10, 1, 5);
+        assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+        json_t *st = json_object_get(node_of(&w, "node-0"), "status");
+        json_object_set_new(st, "capacity", json_loads(cases[c].capacity, 0, NULL));
+        json_object_set_new(st, "allocatable", json_loads(cases[c].allocatable, 0, NULL));
+        w.now += 30; /* within the soak */
+        struct upg_plan *p = plan(&w);
+        json_t *ps = pool_status(p, "research");
+        const char *halted = kobj_str(ps, "halted");
+        if (cases[c].halt) {
+            if (!halted || !strstr(halted, cases[c].halt))
+                fail_msg("case %zu: halted \"%s\", want \"%s\"", c, halted ?: "(none)",
+                         cases[c].halt);
+            assert_non_null(strstr(halted, "canary node node-0"));
+            assert_true(has_event(p, "node-0", "critical XID"));
+        } else if (halted) {
+            fail_msg("case %zu: halted: %s", c, halted);
+        }
+        execute(&w, p);
+        upg_plan_free(p);
+        /* after the soak the second node starts only when the canary passed */
+        w.now += 600;
+        converge(&w, 20, 2, 5);
+        assert_string_equal(state_of(&w, "node-1"),
+                            cases[c].halt ? "upgrade-required" : "upgrade-done");
+        world_done(&w);
+    }
+}
+
 static void test_canary_first_k(void **state)
 {
     (void)state;
@@ -1159,6 +1253,8 @@ static void test_pool_parse_errors(void **state)
         {"{\"nodeSelector\":{\"a\":\"b\"},\"capacityFloor\":\"lots\"}", "capacityFloor"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"canary\":{}}", "canary"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"minCudaVersion\":\"new\"}", "minCudaVersion"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"canary\":{\"nodes\":1,\"maxUnhealthyGPUs\":-1}}",
+         "canary.maxUnhealthyGPUs"},
         {"{\"nodeSelector\":{\"a b\":\"c\"}}", "nodeSelector"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"surprise\":1}", "surprise"},
     };
@@ -1291,6 +1387,7 @@ int main(void)
         cmocka_unit_test(test_window_time_zones),
         cmocka_unit_test(test_manual_approval),
         cmocka_unit_test(test_canary_pass),
+        cmocka_unit_test(test_canary_unhealthy_gpus),
         cmocka_unit_test(test_canary_first_k),
         cmocka_unit_test(test_canary_halt_resume_rollback),
         cmocka_unit_test(test_canary_resume),
