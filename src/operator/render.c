@@ -457,16 +457,21 @@ static json_t *render_vars(const struct op_policy *p, enum op_component c,
     /* migManager.config.name: the user's mig-parted ConfigMap, else the default one. */
     const char *mig_cm = json_string_value(
         json_object_get(json_object_get(json_object_get(spec, "migManager"), "config"), "name"));
+    /* The device plugin's CDI names (under a cdi-* strategy): the toolkit's spec, which brings
+     * the driver's libraries too, where the toolkit runs; else the plugin's own. */
+    const char *cdi_kind =
+        p->operand[OP_TOOLKIT].enabled ? "nvidia.com/gpu" : "k8s.device-plugin.nvidia.com/gpu";
     return json_pack(
-        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "NAMESPACE", p->namespace,
-        "IMAGE", image, "OPERAND_IMAGE", p->operand_image, "PULL_POLICY", p->operand[c].pull_policy,
-        "RUNTIME_CLASS", p->runtime_class, "DEPLOY_LABEL", op_component_def(c)->deploy_label,
-        "DRIVER_INSTALL_DIR", did && *did ? did : "/run/nvidia/driver", "ROOT_FS",
-        root && *root ? root : "/", "KUBELET_ROOT", krd && *krd ? krd : "/var/lib/kubelet",
-        "TOOLKIT_INSTALL_DIR", tid && *tid ? tid : "/usr/local/nvidia", "MIG_STRATEGY",
-        p->mig_strategy, "DRIVER_MANAGER_IMAGE", p->operand_image, "MPS_ROOT",
-        mps && *mps ? mps : "/run/nvidia/mps", "DEVICE_PLUGIN_CONFIG", dp_config, "MIG_CONFIG_NAME",
-        mig_cm && *mig_cm ? mig_cm : "default-mig-parted-config");
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "NAMESPACE",
+        p->namespace, "IMAGE", image, "OPERAND_IMAGE", p->operand_image, "PULL_POLICY",
+        p->operand[c].pull_policy, "RUNTIME_CLASS", p->runtime_class, "DEPLOY_LABEL",
+        op_component_def(c)->deploy_label, "DRIVER_INSTALL_DIR",
+        did && *did ? did : "/run/nvidia/driver", "ROOT_FS", root && *root ? root : "/",
+        "KUBELET_ROOT", krd && *krd ? krd : "/var/lib/kubelet", "TOOLKIT_INSTALL_DIR",
+        tid && *tid ? tid : "/usr/local/nvidia", "MIG_STRATEGY", p->mig_strategy,
+        "DRIVER_MANAGER_IMAGE", p->operand_image, "MPS_ROOT", mps && *mps ? mps : "/run/nvidia/mps",
+        "DEVICE_PLUGIN_CONFIG", dp_config, "MIG_CONFIG_NAME",
+        mig_cm && *mig_cm ? mig_cm : "default-mig-parted-config", "CDI_KIND", cdi_kind);
 }
 
 static int render_file(const struct op_templates *t, const char *file, const json_t *vars,

@@ -391,6 +391,18 @@ static void test_allocate(void **state)
     assert_string_equal(a.annotations[0].value, want);
     dp_container_alloc_clear(&a);
 
+    /* the toolkit's kind: its names, nothing else changes */
+    dp_plan_free(p);
+    assert_int_equal(dp_options_set_cdi_kind(&o, DP_CDI_TOOLKIT_KIND, &e), 0);
+    p = plan_or_fail(inv, &o);
+    r = &p->resources[0];
+    assert_int_equal(dp_allocate(p, r, ids, 2, "abc", fake_exists, NULL, &a, &e), 0);
+    assert_int_equal(a.n_cdi, 2);
+    snprintf(want, sizeof(want), "nvidia.com/gpu=%s", inv->gpus[2].uuid);
+    assert_string_equal(a.cdi[0], want);
+    dp_container_alloc_clear(&a);
+    assert_int_equal(dp_options_set_cdi_kind(&o, DP_CDI_VENDOR_CLASS, &e), 0);
+
     /* envvar + cdi-cri with index ids */
     dp_plan_free(p);
     o.list_strategies = DPCONFIG_LIST_CDI_CRI | DPCONFIG_LIST_ENVVAR;
@@ -1001,6 +1013,43 @@ static void test_health_apply(void **state)
     inv_free(inv);
 }
 
+/* --cdi-kind: CDI's vendor/class rules, each refusal naming the value. */
+static void test_cdi_kind(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *kind;
+        bool ok;
+    } cases[] = {
+        {"nvidia.com/gpu", true},
+        {"k8s.device-plugin.nvidia.com/gpu", true},
+        {"example.com/Class_1", true},
+        {"nvidia.com", false},
+        {"/gpu", false},
+        {"nvidia.com/", false},
+        {"a/b/c", false},
+        {"Nvidia.com/gpu", false},
+        {"nvidia.com/-gpu", false},
+        {".nvidia.com/gpu", false},
+        {"nvidia com/gpu", false},
+        {"a.very.long.vendor.name.that.goes.on.and.on.example.com/and-a-class", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct dp_options o;
+        dp_options_defaults(&o);
+        struct err e = {0};
+        int r = dp_options_set_cdi_kind(&o, cases[i].kind, &e);
+        if (cases[i].ok) {
+            assert_int_equal(r, 0);
+            assert_string_equal(o.cdi_kind, cases[i].kind);
+        } else {
+            assert_int_equal(r, -EINVAL);
+            assert_non_null(strstr(err_msg(&e), cases[i].kind));
+            assert_string_equal(o.cdi_kind, DP_CDI_VENDOR_CLASS);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1010,7 +1059,7 @@ int main(void)
         cmocka_unit_test(test_allocate_shared),   cmocka_unit_test(test_besteffort_dgx1),
         cmocka_unit_test(test_besteffort_random), cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_besteffort_budget), cmocka_unit_test(test_health_policy),
-        cmocka_unit_test(test_health_apply),
+        cmocka_unit_test(test_health_apply),      cmocka_unit_test(test_cdi_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,9 @@
 #    (CreateContainerError), and the pod runs once the spec is back;
 #  - a driver upgrade (the driver DaemonSet's image moved to another version, its pod replaced)
 #    makes the toolkit regenerate the spec: no path of the old version is left, the new
-#    version's libraries are there, and a GPU pod passes again.
+#    version's libraries are there, and a GPU pod passes again;
+#  - the device plugin switched to the toolkit's kind (GPUOP_CDI_KIND=nvidia.com/gpu) removes
+#    its own spec, and a GPU pod's names resolve against the toolkit's spec alone.
 # Needs root (namespaces, mknod); skips (77) saying so otherwise.
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
@@ -209,6 +211,23 @@ gpu_pod cdi-after 1
 wait_for 30 "cdi-after completes" is_phase cdi-after Succeeded
 grep -q "Test PASSED" <<<"$(k logs cdi-after)" || fail "cdi-after's log: $(k logs cdi-after)"
 echo "ok: a GPU pod passes on $NEW"
+
+# the device plugin handing out the toolkit's names (--cdi-kind nvidia.com/gpu): it removes its
+# own spec, and a GPU pod's names resolve against the toolkit's regenerated spec alone (whose
+# devices also bring the driver's libraries)
+k -n gpu-cdi set env ds/device-plugin GPUOP_CDI_KIND=nvidia.com/gpu >/dev/null || fail "set GPUOP_CDI_KIND"
+dpp=$(k -n gpu-cdi get pods -l app=device-plugin --field-selector spec.nodeName=$H -o jsonpath='{.items[0].metadata.name}')
+k -n gpu-cdi delete pod "$dpp" --wait=true --timeout=30s >/dev/null || fail "delete $dpp"
+no_own_spec() { [ ! -e "$dps" ] && want_alloc $H nvidia.com/gpu 8; }
+wait_for 30 "the device plugin on $H without a spec of its own, advertising 8" no_own_spec
+k delete pod cdi-after --wait=true --timeout=30s >/dev/null || fail "delete cdi-after"
+gpu_pod cdi-toolkit 2
+wait_for 30 "cdi-toolkit completes" is_phase cdi-toolkit Succeeded
+log=$(k logs cdi-toolkit)
+grep -q "Test PASSED" <<<"$log" || fail "cdi-toolkit's log: $log"
+[ "$(grep -c '^\./nvidia[0-9]' <<<"$log")" = 2 ] || fail "cdi-toolkit sees other than 2 GPU nodes: $log"
+ls "$R"/var/run/cdi/ | grep -qv '^nvidia.yaml$' && fail "another spec than the toolkit's on $H: $(ls "$R"/var/run/cdi/)"
+echo "ok: with the toolkit's kind the plugin writes no spec; a GPU pod resolved its names against the toolkit's spec for $NEW and passed"
 
 kill -TERM "$KL_NODES_PID"
 wait "$KL_NODES_PID" || fail "kubelet-sim exited $? on SIGTERM"

@@ -35,6 +35,7 @@
 
 #define DP_KUBELET_SOCKET_DEFAULT "/var/lib/kubelet/device-plugins/kubelet.sock"
 #define DP_CDI_VENDOR_CLASS       "k8s.device-plugin.nvidia.com/gpu"
+#define DP_CDI_TOOLKIT_KIND       "nvidia.com/gpu" /* gpuop toolkit's spec (src/node/nvcdi) */
 #define DP_VOLUME_MOUNTS_ROOT     "/var/run/nvidia-container-devices"
 
 /* The strategies and policies are dpconfig's types (enum dpconfig_mig_strategy, DPCONFIG_LIST_*
@@ -53,6 +54,10 @@ struct dp_options {
     char dev_root[DP_PATH_MAX]; /* host path prefix of /dev/... in device specs ("" = "/") */
     char mps_root[DP_PATH_MAX];
     char cdi_annotation_prefix[64]; /* "cdi.k8s.io/" */
+    /* The CDI kind of the GPU names handed out: DP_CDI_VENDOR_CLASS (NVIDIA's; the plugin writes
+     * the spec defining them, device nodes only) or another spec's, such as gpuop's toolkit's
+     * "nvidia.com/gpu", whose devices also bring the driver's libraries (--cdi-kind). */
+    char cdi_kind[64];
     enum dpconfig_alloc_policy shared_policy;
     enum dpconfig_sharing_strategy sharing;
     bool rename_by_default;
@@ -64,8 +69,13 @@ struct dp_options {
     unsigned imex_channels[1];
 };
 
-/* NVIDIA's defaults: none, envvar, uuid, no device specs, dev root "/", distributed. */
+/* NVIDIA's defaults: none, envvar, uuid, no device specs, dev root "/", distributed, CDI kind
+ * DP_CDI_VENDOR_CLASS. */
 void dp_options_defaults(struct dp_options *o);
+/* A CDI kind as "<vendor>/<class>" (CDI's rules: vendor a DNS-style name of [a-z0-9.-] and
+ * class of [a-zA-Z0-9_.-], both starting with a letter or digit), into o->cdi_kind; -EINVAL
+ * naming the value and the rule broken. */
+int dp_options_set_cdi_kind(struct dp_options *o, const char *kind, struct err *e);
 
 struct dp_device {
     char id[DP_ID_MAX];      /* advertised ID: GPU-..., MIG-..., <id>::<n> */

@@ -128,7 +128,7 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
 
     if (o->list_strategies & (DPCONFIG_LIST_CDI_ANNOTATIONS | DPCONFIG_LIST_CDI_CRI)) {
         for (size_t i = 0; i < n_vis; i++) {
-            char *name = xasprintf("%s=%s", DP_CDI_VENDOR_CLASS, vis[i]);
+            char *name = xasprintf("%s=%s", o->cdi_kind, vis[i]);
             cdi_device_add(&a, &joined, o->list_strategies & DPCONFIG_LIST_CDI_CRI, name);
         }
         /* The extra CDI devices NVIDIA's plugin adds for the optional features. */

@@ -37,6 +37,7 @@ struct plugin;
 struct dp_flags {
     const char *kubelet_socket;
     const char *cdi_root;
+    const char *cdi_kind;
     uint64_t recovery_ms;
     const char *disable_hc, *enable_hc;
 };
@@ -97,6 +98,16 @@ static const struct svc_option dp_options[] = {
      .metavar = "DIR",
      .help = "where the CDI spec of the names handed out under a cdi-*\ndevice-list strategy is "
              "written (/var/run/cdi)"},
+    {.flag = "cdi-kind",
+     .env = "GPUOP_CDI_KIND",
+     .kind = SVC_STRING,
+     .off = F(cdi_kind),
+     .metavar = "VENDOR/CLASS",
+     .help =
+         "the CDI kind of the GPU names handed out under a cdi-*\nstrategy "
+         "(k8s.device-plugin.nvidia.com/gpu, whose spec the\nplugin writes: device nodes only); "
+         "nvidia.com/gpu names\ngpuop toolkit's spec instead, which also brings the driver's\n"
+         "libraries, and the plugin then writes none"},
     {.flag = "health-recovery-period",
      .env = "DP_HEALTH_RECOVERY_PERIOD",
      .kind = SVC_DURATION,
@@ -128,6 +139,8 @@ static int adopt_config(struct plugin *pl, struct dp_options *ret, struct err *e
     int r = dp_options_from_config(cfg, ret, e);
     if (r < 0)
         return err_prefix(e, "%s", file ? file : "config");
+    if (pl->flags.cdi_kind && (r = dp_options_set_cdi_kind(ret, pl->flags.cdi_kind, e)) < 0)
+        return err_prefix(e, "--cdi-kind");
     pl->fail_init = cfg->fail_on_init_error;
     log_info(COMP, "config resolved", "file=%s mig_strategy=%s sharing=%d", file ? file : "(none)",
              dpconfig_mig_strategy_name(ret->mig_strategy), (int)ret->sharing);
@@ -440,6 +453,13 @@ static void write_cdi_spec(struct plugin *pl)
         return;
     const char *root = pl->flags.cdi_root ? pl->flags.cdi_root : "/var/run/cdi";
     _cleanup_free_ char *path = xasprintf("%s/k8s.device-plugin.nvidia.com-gpu.json", root);
+    if (strcmp(pl->plan->opts.cdi_kind, DP_CDI_VENDOR_CLASS) != 0) {
+        /* another spec (the toolkit's) defines the names handed out: ours would be stale */
+        if (unlink(path) == 0)
+            log_info(COMP, "CDI spec removed: the names are another spec's", "path=%s kind=%s",
+                     path, pl->plan->opts.cdi_kind);
+        return;
+    }
     _cleanup_free_ char *text = NULL, *old = NULL;
     struct err e = {0};
     if (dp_cdi_spec_render(pl->plan, host_path_exists, NULL, &text, &e) < 0) {

@@ -13,7 +13,32 @@ void dp_options_defaults(struct dp_options *o)
     o->id_strategy = DPCONFIG_DEVICE_ID_UUID;
     strlcpy_s(o->dev_root, "/", sizeof(o->dev_root));
     strlcpy_s(o->cdi_annotation_prefix, "cdi.k8s.io/", sizeof(o->cdi_annotation_prefix));
+    strlcpy_s(o->cdi_kind, DP_CDI_VENDOR_CLASS, sizeof(o->cdi_kind));
     o->shared_policy = DPCONFIG_ALLOC_DISTRIBUTED;
+}
+
+int dp_options_set_cdi_kind(struct dp_options *o, const char *kind, struct err *e)
+{
+    const char *slash = strchr(kind, '/');
+    size_t len = strlen(kind);
+    if (!slash || slash == kind || !slash[1] || strchr(slash + 1, '/'))
+        return err_set(e, -EINVAL, "CDI kind \"%s\": expected <vendor>/<class>", kind);
+    if (len >= sizeof(o->cdi_kind))
+        return err_set(e, -EINVAL, "CDI kind \"%s\": longer than %zu characters", kind,
+                       sizeof(o->cdi_kind) - 1);
+    for (const char *c = kind; *c; c++) {
+        bool vendor = c < slash, first = c == kind || c == slash + 1;
+        bool ok = c == slash || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+                  (!first && (*c == '.' || *c == '-')) ||
+                  (!vendor && ((*c >= 'A' && *c <= 'Z') || (!first && *c == '_')));
+        if (!ok)
+            return err_set(e, -EINVAL,
+                           "CDI kind \"%s\": '%c' at %zu: the vendor takes [a-z0-9.-], the class "
+                           "[a-zA-Z0-9_.-], each starting with a letter or digit",
+                           kind, *c, (size_t)(c - kind));
+    }
+    strlcpy_s(o->cdi_kind, kind, sizeof(o->cdi_kind));
+    return 0;
 }
 
 unsigned dp_pair_score(unsigned topo_level, unsigned nvlinks)
