@@ -131,9 +131,11 @@ def split(rendered, prefix, version, case):
         if nvd:
             ns = nvd["spec"]
             check(ns.get("default") is True and ns.get("driverType") == "gpu", f"NVIDIADriver spec {ns}")
-            check(ns.get("version") == spec["driver"]["version"] and ns.get("repository") == spec["driver"]["repository"],
-                  "the NVIDIADriver's version or repository is not the values' driver")
+            check(ns.get("version") and ns.get("repository") == "nvcr.io/nvidia" and ns.get("image") == "driver",
+                  f"the NVIDIADriver does not carry the values' driver image and version: {ns}")
             check("nodeSelector" not in ns, "a default NVIDIADriver with a nodeSelector (the operator refuses it)")
+        check(set(spec["driver"]) <= {"enabled", "useNvidiaDriverCRD", "upgradePolicy"},
+              f"the ClusterPolicy keeps driver settings the NVIDIADriver owns: {sorted(spec['driver'])}")
     else:
         check(nvd is None, "an NVIDIADriver without driver.nvidiaDriverCRD.enabled")
     if case != "monitoring-on":
