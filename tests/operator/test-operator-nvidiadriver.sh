@@ -110,7 +110,7 @@ replaced() { # the research pods on both nodes are of a new revision and the nod
 wait_for 60 "research's nodes upgraded to the new revision" replaced
 [ "$(pod_on serving dgx-h100-1)" = "$SERVING_POD" ] || fail "the serving pool's driver pod was touched: $SERVING_POD -> $(pod_on serving dgx-h100-1)"
 [ "$(upstate dgx-h100-1)" = upgrade-done ] || fail "serving node state: $(upstate dgx-h100-1)"
-grep -q "driver pod deleted for upgrade" "$T/operator.log" || fail "no driver pod deleted by the upgrade controller"
+grep -q "operand pod deleted for upgrade pod=nvidia-gpu-driver-research-" "$T/operator.log" || fail "no driver pod deleted by the upgrade controller"
 echo "research upgraded: a100-mig-1 ${OLD_A#* } -> $(pod_on research a100-mig-1 | cut -d' ' -f2), serving pod kept: $SERVING_POD"
 
 # useNvidiaDriverCRD off: the single DaemonSet back, the per-pool ones and the owner labels gone.
