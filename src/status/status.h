@@ -8,9 +8,9 @@
  *                                                                    `-> -o json as it is
  *
  * The output is a list of sections (st_sections: the summary with the three facts a cluster must
- * answer, the driver pools, the nodes, GPU capacity against namespace quotas), each a pair of pure functions: model (the fetched
- * objects to a JSON value, the section's entry in -o json) and text (that value to lines). A new
- * section is one more entry in the list.
+ * answer, the driver pools, the nodes, GPU capacity against namespace quotas), each a pair of pure
+ * functions: model (the fetched objects to a JSON value, the section's entry in -o json) and text
+ * (that value to lines). A new section is one more entry in the list.
  *
  * Pure: no I/O, no clock (now comes in with the objects and the view). Thread-compatible.
  */
@@ -83,8 +83,8 @@ json_t *st_last_change(const json_t *policy);
 
 /* The pool a node belongs to: the NVIDIADriver that owns it (NVIDIA's label
  * nvidia.com/gpu-operator.driver.owner, which the operator sets), else the one whose
- * spec.nodeSelector its labels match ("nvidiadriver/<name>"), else its OS ("ubuntu22.04", from NFD's os_release labels), else
- * "unknown". buf >= 128 bytes. */
+ * spec.nodeSelector its labels match ("nvidiadriver/<name>"), else its OS ("ubuntu22.04", from
+ * NFD's os_release labels), else "unknown". buf >= 128 bytes. */
 void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n);
 
 /* A table: rows of cells, column titles, the last column the one cut first to fit width; cells

@@ -15,7 +15,7 @@ struct op_gpuquota {
     struct kube_informer *pods, *quotas;
     struct cap_pool_def pools[CAP_POOLS_MAX];
     size_t n_pools;
-    double ratio;                       /* 0: CAP_DEFAULT_RATIO */
+    double ratio; /* 0: CAP_DEFAULT_RATIO */
     pthread_mutex_t lock;
     struct cap_view *view; /* the last reconcile's (NULL before the first), under lock */
 };
