@@ -988,6 +988,7 @@ static json_t *project_node(json_t *obj, void *userdata)
                 kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
     }
     op_gpuquota_project_node(obj, p);
+    op_upgrade_project_node(obj, p); /* the upgrade controller reads this informer too */
     return p;
 }
 
@@ -1015,7 +1016,7 @@ static int start_informers(struct controller *c, struct err *e)
     if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
         return r;
     struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
-    return op_upgrade_new(c->kc, c->ns, &uh, &c->upg, e);
+    return op_upgrade_new(c->kc, c->ns, c->nodes, &uh, &c->upg, e);
 }
 
 static int start_metrics(struct controller *c, const char *listen, struct err *e)

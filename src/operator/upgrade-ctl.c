@@ -76,19 +76,24 @@ static void copy_path(json_t *dst, const json_t *src, const char *dotted)
     kobj_path_copy(dst, src, dotted);
 }
 
-/* What the planner reads of a node; a heartbeat changes none of it. */
-static json_t *project_node(json_t *obj, void *userdata)
+void op_upgrade_project_node(const json_t *obj, json_t *p)
 {
-    (void)userdata;
-    static const char *const keep[] = {"metadata.labels", "metadata.annotations",
-                                       "spec.unschedulable", "status.nodeInfo.kernelVersion", NULL};
-    json_t *p = kube_project_fields(obj, keep);
+    /* gpuop's and NVIDIA's upgrade annotations (the planner reads and writes only those) */
+    const char *k;
+    json_t *v;
+    json_object_foreach (kobj_annotations(obj), k, v) {
+        if (str_has_prefix(k, "nvidia.com/gpu-driver-upgrade") ||
+            str_has_prefix(k, "upgrade.gpuop.dev/"))
+            json_object_set(
+                kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
+    }
+    static const char *const paths[] = {"spec.unschedulable", "status.nodeInfo.kernelVersion"};
+    for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+        kobj_path_copy(p, obj, paths[i]);
     /* the GPU resources the kubelet has (capacity) and offers (allocatable): the floor counts
      * the offered ones, a canary's soak the difference (GPUs its device plugin found unhealthy) */
     static const char *const lists[] = {"capacity", "allocatable"};
     for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
-        const char *k;
-        json_t *v;
         json_object_foreach (kobj_keys(obj, (const char *const[]){"status", lists[l], NULL}), k,
                              v) {
             if (strncmp(k, "nvidia.com/gpu", 14) == 0 || strncmp(k, "nvidia.com/mig-", 15) == 0)
@@ -104,7 +109,6 @@ static json_t *project_node(json_t *obj, void *userdata)
                 kobj_ensure_object(p, "status"), "conditions",
                 json_pack("[{s:s,s:O}]", "type", "Ready", "status", json_object_get(c, "status")));
     }
-    return p;
 }
 
 static json_t *slim_statuses(const json_t *list)
@@ -170,8 +174,8 @@ static json_t *project_pod(json_t *obj, void *userdata)
     return p;
 }
 
-int op_upgrade_new(struct kube_client *kc, const char *ns, const struct op_upgrade_hooks *h,
-                   struct op_upgrade **ret, struct err *e)
+int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer *nodes,
+                   const struct op_upgrade_hooks *h, struct op_upgrade **ret, struct err *e)
 {
     struct op_upgrade *u = xcalloc(1, sizeof(*u));
     u->kc = kc;
@@ -193,9 +197,8 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, const struct op_upgra
         const struct kube_resource *res;
         struct kube_informer_opts o;
     } spec[N_INF] = {
-        /* nothing here queries by label: no label indexes */
-        [INF_NODES] = {&KUBE_NODES,
-                       {.project = project_node, .index_label_keys = no_index, .handlers = hh}},
+        /* nothing here queries by label: no label indexes; the nodes are the controller's
+         * informer (borrowed: its projection keeps what op_upgrade_project_node adds) */
         /* the operand pods only; a node's workloads are listed while it is emptied */
         [INF_PODS] = {&KUBE_PODS,
                       {.ns = ns,
@@ -215,7 +218,10 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, const struct op_upgra
         [INF_CONFIGMAP] = {&KUBE_CONFIGMAPS,
                            {.ns = ns, .field_selector = cm_field, .handlers = hh}},
     };
+    u->inf[INF_NODES] = nodes;
     for (int i = 0; i < N_INF; i++) {
+        if (i == INF_NODES)
+            continue;
         r = kube_informer_new(kc, spec[i].res, &spec[i].o, &u->inf[i], e);
         if (r < 0) {
             op_upgrade_free(u);
@@ -231,7 +237,8 @@ void op_upgrade_free(struct op_upgrade *u)
     if (!u)
         return;
     for (int i = 0; i < N_INF; i++)
-        kube_informer_free(u->inf[i]);
+        if (i != INF_NODES) /* the controller's */
+            kube_informer_free(u->inf[i]);
     json_decref(u->recent_events);
     json_decref(u->pool_counts);
     upg_matrix_free(u->builtin);
