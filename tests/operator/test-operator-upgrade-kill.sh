@@ -42,10 +42,11 @@ stop_operator() {
     kill -KILL "$OP_PID"
     wait "$OP_PID" 2>/dev/null || true
 }
-# restart: a new operator, and wait until it has made a pass (its metrics count the nodes).
+# restart: a new operator, and wait until it has planned a pass over the labels it found (its
+# pass counter; the writes of that plan follow at once, before the next kubectl answers).
 restart() {
     start_operator
-    wait_for 20 "restarted operator made a pass" metrics_has "$PORT" '^gpu_operator_nodes_upgrades_done '
+    wait_for 20 "restarted operator planned a pass" metrics_has "$PORT" '^gpuop_driver_upgrade_passes_total [1-9]'
 }
 start_operator
 
