@@ -487,12 +487,12 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
     why[0] = '\0';
     switch (n->state) {
     case UPG_CORDON:
+        /* A node already cordoned here was cordoned by whoever wrote this state and died
+         * before the next one (a killed operator): whether it was cordoned before the upgrade
+         * was recorded when it started (start_node), as NVIDIA's does. */
         if (!cordoned(n)) {
             n->unsched_set = 1;
             set_ann(n, UPG_ANN_CORDONED, "true");
-        } else if (!cur_ann(n, UPG_ANN_CORDONED)) {
-            /* cordoned by someone else before: it stays cordoned at the end */
-            set_ann(n, UPG_ANN_INITIAL_UNSCH, "true");
         }
         return UPG_WAIT_JOBS;
     case UPG_WAIT_JOBS: {
@@ -892,6 +892,10 @@ static void start_node(struct planner *pl, struct node *n, struct pool *p, int *
     p->started++;
     n->started = true;
     set_waiting(pl, n, NULL, false);
+    /* cordoned by someone else before the upgrade (not by gpuop, as a failed node retried by
+     * hand is): it stays cordoned at the end */
+    if (n->unsched && !cur_ann(n, UPG_ANN_CORDONED))
+        set_ann(n, UPG_ANN_INITIAL_UNSCH, "true");
     set_state(pl, n, UPG_CORDON, NULL);
     run_machine(pl, n);
 }

@@ -511,6 +511,59 @@ static void test_precordoned_node(void **state)
     world_done(&w);
 }
 
+/* The operator killed in any state and restarted: a node whose label says that state (as gpuop
+ * leaves it, or as an instance that wrote it and died before acting on it leaves it: cordoned
+ * without gpuop's annotation from cordon-required on, the old driver still running up to
+ * pod-restart-required) goes on from it to upgrade-done, uncordoned, while node-1, waiting for
+ * the one unavailable slot, starts only after it. */
+static void test_resume_from_each_state(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *state;
+        bool cordoned, gpuop_ann; /* as the killed instance left the node */
+    } cases[] = {
+        {"upgrade-required", false, false},     {"cordon-required", false, false},
+        {"cordon-required", true, false}, /* cordoned, then killed before the next label */
+        {"wait-for-jobs-required", true, true}, {"wait-for-jobs-required", true, false},
+        {"pod-deletion-required", true, true},  {"pod-deletion-required", true, false},
+        {"drain-required", true, true},         {"drain-required", true, false},
+        {"pod-restart-required", true, true},   {"pod-restart-required", true, false},
+        {"validation-required", true, true},    {"validation-required", true, false},
+        {"uncordon-required", true, true},      {"uncordon-required", true, false},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct world w;
+        world_init(&w, 2, 8);
+        set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":1,"
+                       "\"drain\":{\"enable\":true,\"force\":true}}");
+        json_t *n = node_of(&w, "node-0");
+        json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string(cases[c].state));
+        if (cases[c].cordoned)
+            json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+        if (cases[c].gpuop_ann)
+            json_object_set_new(json_object_get(n, "metadata"), "annotations",
+                                json_pack("{s:s}", UPG_ANN_CORDONED, "true"));
+        /* one pass: node-0 holds the slot, node-1 waits in upgrade-required */
+        struct upg_plan *p = plan(&w);
+        execute(&w, p);
+        upg_plan_free(p);
+        if (strcmp(state_of(&w, "node-0"), "upgrade-done") != 0 &&
+            strcmp(state_of(&w, "node-1"), "upgrade-required") != 0)
+            fail_msg("case %zu (%s): node-1 started while node-0 is in %s", c, cases[c].state,
+                     state_of(&w, "node-0"));
+        converge(&w, 50, 1, 10);
+        for (int k = 0; k < 2; k++) {
+            const char *name = k ? "node-1" : "node-0";
+            if (strcmp(state_of(&w, name), "upgrade-done") != 0 || is_cordoned(&w, name) ||
+                ann(&w, name, UPG_ANN_INITIAL_UNSCH))
+                fail_msg("case %zu (%s, cordoned %d): %s ends %s, cordoned %d", c, cases[c].state,
+                         cases[c].cordoned, name, state_of(&w, name), is_cordoned(&w, name));
+        }
+        world_done(&w);
+    }
+}
+
 static void test_skip_label(void **state)
 {
     (void)state;
@@ -1371,6 +1424,7 @@ int main(void)
         cmocka_unit_test(test_pods_not_listed_wait),
         cmocka_unit_test(test_max_parallel_and_unavailable),
         cmocka_unit_test(test_precordoned_node),
+        cmocka_unit_test(test_resume_from_each_state),
         cmocka_unit_test(test_skip_label),
         cmocka_unit_test(test_auto_upgrade_off),
         cmocka_unit_test(test_pdb_holds_node_then_times_out),
