@@ -43,6 +43,17 @@ start_kubesim() {
     wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
     export KUBECONFIG=$T/kubeconfig
 }
+# start_kubesim_operator_rbac DELAY: start_kubesim with the operator's shipped RBAC loaded (pods
+# ready DELAY after they are made), answering, the CRDs applied; sets K (the pinned kubectl with
+# a deadline) and OPKC (a kubeconfig of the operator's ServiceAccount).
+start_kubesim_operator_rbac() {
+    start_kubesim --pod-ready-delay "$1" --load "$S/deploy/rbac/operator.yaml"
+    K="$KUBECTL --request-timeout=10s"
+    wait_for 10 "kubesim answering" $K get nodes
+    $K apply -f "$S/deploy/crds/" >/dev/null
+    OPKC=$T/operator.kubeconfig
+    sa_kubeconfig "$OPKC"
+}
 # sa_kubeconfig OUT [NS NAME]: KUBECONFIG (the admin's) with the token of a ServiceAccount
 # (default the operator's shipped gpu-operator/gpu-operator, deploy/rbac/operator.yaml) from
 # the TokenRequest API, for running the operator under its own RBAC.

@@ -18,12 +18,7 @@ S=${GPUOP_SOURCE_ROOT:?}
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 . "$S/tests/operator/lib.sh"
 
-start_kubesim --pod-ready-delay 200ms --load "$S/deploy/rbac/operator.yaml"
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
-$K apply -f "$S/deploy/crds/" >/dev/null
-OPKC=$T/operator.kubeconfig
-sa_kubeconfig "$OPKC"
+start_kubesim_operator_rbac 200ms
 PORT=$(free_port)
 "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --operand-image gpuop:test \
     --metrics-listen "127.0.0.1:$PORT" --leader-elect false >>"$T/operator.log" 2>&1 &

@@ -13,12 +13,7 @@ S=${GPUOP_SOURCE_ROOT:?}
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 . "$S/tests/operator/lib.sh"
 
-start_kubesim --pod-ready-delay 200ms --load "$S/deploy/rbac/operator.yaml"
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
-$K apply -f "$S/deploy/crds/" >/dev/null
-OPKC=$T/operator.kubeconfig
-sa_kubeconfig "$OPKC"
+start_kubesim_operator_rbac 200ms
 "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --operand-image gpuop:test \
     --metrics-listen "" --leader-elect false >"$T/operator.log" 2>&1 &
 pids+=($!)

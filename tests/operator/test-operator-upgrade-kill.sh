@@ -24,12 +24,7 @@ S=${GPUOP_SOURCE_ROOT:?}
 [ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 . "$S/tests/operator/lib.sh"
 
-start_kubesim --pod-ready-delay 1s --load "$S/deploy/rbac/operator.yaml"
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
-$K apply -f "$S/deploy/crds/" >/dev/null
-OPKC=$T/operator.kubeconfig
-sa_kubeconfig "$OPKC"
+start_kubesim_operator_rbac 1s
 PORT=$(free_port)
 OP_PID=
 start_operator() {
