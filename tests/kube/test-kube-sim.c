@@ -679,6 +679,15 @@ static void test_informer_projection_skip(void **state)
     assert_non_null(n);
     json_decref(n);
     assert_null(kube_informer_get(inf, NULL, "node-00001"));
+    /* the handler runs after the store has the object, outside its lock: wait for it too */
+    for (;;) {
+        pthread_mutex_lock(&t.lock);
+        long added = t.add;
+        pthread_mutex_unlock(&t.lock);
+        if (added >= 1 || now_ms_mono() > deadline)
+            break;
+        usleep(20000);
+    }
     pthread_mutex_lock(&t.lock);
     assert_int_equal(t.add, 1);
     assert_int_equal(t.upd, 0);

@@ -216,8 +216,14 @@ echo "ok: a GPU pod passes on $NEW"
 # own spec, and a GPU pod's names resolve against the toolkit's regenerated spec alone (whose
 # devices also bring the driver's libraries)
 k -n gpu-cdi set env ds/device-plugin GPUOP_CDI_KIND=nvidia.com/gpu >/dev/null || fail "set GPUOP_CDI_KIND"
-dpp=$(k -n gpu-cdi get pods -l app=device-plugin --field-selector spec.nodeName=$H -o jsonpath='{.items[0].metadata.name}')
-k -n gpu-cdi delete pod "$dpp" --wait=true --timeout=30s >/dev/null || fail "delete $dpp"
+# the DaemonSet's rolling update replaces the plugin pod; the new one removes the old spec
+new_plugin() {
+    local v
+    v=$(k -n gpu-cdi get pods -l app=device-plugin --field-selector spec.nodeName=$H \
+        -o jsonpath='{range .items[*]}{.status.phase} {.spec.containers[0].env[?(@.name=="GPUOP_CDI_KIND")].value}{"\n"}{end}')
+    grep -qx "Running nvidia.com/gpu" <<<"$v"
+}
+wait_for 30 "a device plugin pod with GPUOP_CDI_KIND on $H" new_plugin
 no_own_spec() { [ ! -e "$dps" ] && want_alloc $H nvidia.com/gpu 8; }
 wait_for 30 "the device plugin on $H without a spec of its own, advertising 8" no_own_spec
 k delete pod cdi-after --wait=true --timeout=30s >/dev/null || fail "delete cdi-after"
