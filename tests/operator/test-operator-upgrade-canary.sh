@@ -63,10 +63,15 @@ wait_for 15 "research pool halted" sh -c "$K get driverupgradepool research -o j
 halted | grep -q 'restarted 1 times during the soak' || fail "halt reason: $(halted)"
 [ "$($K get driverupgradepool research -o jsonpath='{.status.conditions[?(@.type=="RolloutHalted")].status}')" = True ] ||
     fail "no RolloutHalted condition"
-$K get events -A --field-selector reason=GPUDriverUpgrade -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' |
-    grep -q 'canary for revision .* failed: driver pod restarted' || fail "no Event for the failed canary"
-$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type=="DriverUpgrade")].reason}' | grep -q RolloutHalted ||
-    fail "ClusterPolicy DriverUpgrade condition does not say RolloutHalted"
+# the Event follows the pool's status write: wait for it
+canary_event() {
+    local ev
+    ev=$($K get events -A --field-selector reason=GPUDriverUpgrade -o jsonpath='{range .items[*]}{.message}{"\n"}{end}')
+    grep -q 'canary for revision .* failed: driver pod restarted' <<<"$ev"
+}
+wait_for 10 "an Event for the failed canary" canary_event
+cp_halted() { [ "$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type=="DriverUpgrade")].reason}')" = RolloutHalted ]; }
+wait_for 10 "the ClusterPolicy's DriverUpgrade condition saying RolloutHalted" cp_halted
 sleep 1
 is_state dgx-h100-2 upgrade-required || fail "halted pool started dgx-h100-2: $(state dgx-h100-2)"
 [ "$($K get driverupgradepool serving -o jsonpath='{.status.phase}')" = Done ] || fail "serving pool did not finish"
