@@ -175,9 +175,12 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
     kn apply -f sim/clusters/cuda-sample.yaml >/dev/null
     for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Running ] && break; sleep 0.2; done
     ip1=$(kn get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
-    for _ in $(seq 50); do curl -sf "http://$ip1:9400/metrics" | grep -q 'pod="cuda-vectoradd"' && break; sleep 0.2; done
+    # the exporter's page read whole, then searched (grep -q leaving a pipe early fails it)
+    attributed() { metrics=$(curl -sf "http://$ip1:9400/metrics") && grep '^DCGM_FI_DEV_FB_USED' <<<"$metrics" | grep -m1 'pod="cuda-vectoradd"'; }
+    line=""
+    for _ in $(seq 150); do line=$(attributed) && break; sleep 0.2; done
     echo "CUDA sample on dgx-h100-1: $(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}'); the exporter at $ip1:9400 says:"
-    curl -sf "http://$ip1:9400/metrics" | grep '^DCGM_FI_DEV_FB_USED' | grep 'pod="cuda-vectoradd"' | sed 's/^/  /' | head -1
+    echo "  ${line:-(no sample attributed to cuda-vectoradd yet: the pod may have finished first)}"
     for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Succeeded ] && break; sleep 0.2; done
     echo "CUDA sample: $(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}'), log: $(kn logs cuda-vectoradd | grep -m1 'Test ')"
 fi
