@@ -18,17 +18,7 @@
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces)"
-    exit 77
-fi
-. "$S/tests/operator/lib.sh"
-API_IP=198.18.255.21
-ip addr add "$API_IP/32" dev lo 2>/dev/null
-trap 'cleanup; ip addr del "$API_IP/32" dev lo 2>/dev/null' EXIT
-K="$KUBECTL --request-timeout=10s"
-k() { $K "$@"; }
+. "$S/tests/kubelet/lib.sh"
 N=mig-a100-1
 fail() {
     echo "FAIL: $*"
@@ -45,24 +35,8 @@ fail() {
     exit 1
 }
 
-"$B/kubesim" --kubeconfig-out "$T/kubeconfig" --listen "$API_IP:0" --allow-remote --tls \
-    --load "$S/deploy/rbac/operator.yaml" >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-wait_for 10 "kubesim answering" k get ns
-"$B/kubelet-sim" --cluster "$S/sim/clusters/a100-mig.yaml" --kubeconfig "$KUBECONFIG" \
-    --root-base "$T/roots" --bridge klmig0 --subnet 198.18.221.0/24 --backoff-scale 0.01 \
-    --node-status-interval 1s >"$T/kubelet-sim.log" 2>&1 &
-pids+=($!)
-wait_for 30 "the node Ready" sh -c "$K get node $N --no-headers 2>/dev/null | grep -q ' Ready '"
-
-k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
-OPKC=$T/operator.kubeconfig
-sa_kubeconfig "$OPKC"
-"$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --metrics-listen 127.0.0.1:0 \
-    >"$T/operator.log" 2>&1 &
-pids+=($!)
+kl_start_cluster 198.18.255.21 "$S/sim/clusters/a100-mig.yaml" klmig0 198.18.221.0/24 1
+kl_start_operator --metrics-listen 127.0.0.1:0
 t0=$SECONDS
 python3 - "$S/deploy/samples/clusterpolicy.yaml" >"$T/policy.yaml" <<'PY' || fail "edit the sample"
 import sys, yaml
