@@ -282,4 +282,16 @@ int gpu_mig_create_at(struct gpu_lib *lib, unsigned gpu, const char *profile, un
 /* Destroys every compute instance and GPU instance on the GPU. */
 int gpu_mig_destroy_all(struct gpu_lib *lib, unsigned gpu, struct err *e);
 
+/* ---- MIG capability device nodes (pure) ---------------------------------------------------- */
+
+/* Where the driver lists the minors of /dev/nvidia-caps/nvidia-cap<N>. */
+#define GPU_MIG_MINORS "/proc/driver/nvidia-caps/mig-minors"
+
+/* The /dev/nvidia-caps/nvidia-cap<N> minor of a MIG GPU instance (ci < 0) or compute instance
+ * on the GPU with device minor gpu_minor: from mig_minors (GPU_MIG_MINORS text) when it lists it
+ * ("gpu<m>/gi<g>/access <N>", "gpu<m>/gi<g>/ci<c>/access <N>"), else the driver's layout
+ * ("config" 1, "monitor" 2, then per GPU minor 15 GPU instances of 9 minors each: the GI's
+ * access, then its 8 compute instances'). mig_minors may be NULL. */
+unsigned gpu_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned gi, int ci);
+
 #endif

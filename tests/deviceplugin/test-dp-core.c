@@ -172,11 +172,12 @@ static void test_strategy_single(void **state)
     const char *minors = "config 1\nmonitor 2\ngpu0/gi7/access 66\ngpu0/gi7/ci0/access 67\n"
                          "gpu0/gi8/access 75\ngpu0/gi8/ci0/access 76\ngpu1/gi9/access 84\n"
                          "gpu1/gi9/ci0/access junk\ngpu0/gi7/ci0/access 99 trailing\n";
-    assert_int_equal(dp_plan_apply_mig_minors(p, minors), 2);
+    assert_int_equal(dp_plan_apply_mig_minors(p, minors), 3);
     assert_int_equal(p->resources[0].devices[0].gi_cap, 66);
     assert_int_equal(p->resources[0].devices[0].ci_cap, 67);
     assert_int_equal(p->resources[0].devices[2].gi_cap, 84);
-    assert_int_equal(p->resources[0].devices[2].ci_cap, -1);
+    /* a line that does not parse: the driver's layout (3 + 1 * 135 + 9 * 9, then ci 0) */
+    assert_int_equal(p->resources[0].devices[2].ci_cap, 220);
     p->opts.pass_device_specs = true;
     struct dp_container_alloc a = {0};
     const char *mig_ids[] = {p->resources[0].devices[1].id};
@@ -187,7 +188,11 @@ static void test_strategy_single(void **state)
     assert_string_equal(a.devspecs[6].host_path, "/dev/nvidia-caps/nvidia-cap76");
     dp_container_alloc_clear(&a);
     dp_plan_free(p);
+    /* no mig-minors file (a container without the host's /proc/driver): the driver's layout */
     p = plan_or_fail(inv, &o);
+    assert_int_equal(dp_plan_apply_mig_minors(p, NULL), 3);
+    assert_int_equal(p->resources[0].devices[1].gi_cap, 3 + 8 * 9);
+    assert_int_equal(p->resources[0].devices[1].ci_cap, 3 + 8 * 9 + 1);
     dp_plan_free(p);
 
     /* two profiles */

@@ -242,17 +242,17 @@ static void test_mig_minors(void **state)
 {
     (void)state;
     /* the driver's layout: GI 0 of GPU 0 is 3, its CIs 4..11; GI 2 is 21; GPU 1 starts at 138 */
-    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 0, -1), 3);
-    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 0, 7), 11);
-    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 2, -1), 21);
-    assert_int_equal(nvcdi_mig_cap_minor(NULL, 0, 7, 0), 67);
-    assert_int_equal(nvcdi_mig_cap_minor(NULL, 1, 0, -1), 138);
+    assert_int_equal(gpu_mig_cap_minor(NULL, 0, 0, -1), 3);
+    assert_int_equal(gpu_mig_cap_minor(NULL, 0, 0, 7), 11);
+    assert_int_equal(gpu_mig_cap_minor(NULL, 0, 2, -1), 21);
+    assert_int_equal(gpu_mig_cap_minor(NULL, 0, 7, 0), 67);
+    assert_int_equal(gpu_mig_cap_minor(NULL, 1, 0, -1), 138);
     /* the file wins; lines that do not parse are skipped */
     const char *text = "gpu0/gi7/access 66x\ngpu0/gi7/access 90\ngpu0/gi7/ci0/access 91\n"
                        "gpu0/gi8/access\n";
-    assert_int_equal(nvcdi_mig_cap_minor(text, 0, 7, -1), 90);
-    assert_int_equal(nvcdi_mig_cap_minor(text, 0, 7, 0), 91);
-    assert_int_equal(nvcdi_mig_cap_minor(text, 0, 8, -1), 75);
+    assert_int_equal(gpu_mig_cap_minor(text, 0, 7, -1), 90);
+    assert_int_equal(gpu_mig_cap_minor(text, 0, 7, 0), 91);
+    assert_int_equal(gpu_mig_cap_minor(text, 0, 8, -1), 75);
 }
 
 static void test_bad_input(void **state)

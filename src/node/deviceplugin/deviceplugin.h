@@ -117,9 +117,9 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
                   struct dp_plan **ret, struct err *e);
 void dp_plan_free(struct dp_plan *p);
 DEFINE_CLEANUP_FUNC(struct dp_plan, dp_plan_free)
-/* Fills the MIG devices' capability minors from /proc/driver/nvidia-caps/mig-minors text
- * ("gpu<minor>/gi<g>/access <N>", "gpu<minor>/gi<g>/ci<c>/access <N>" lines); lines that do
- * not parse are skipped. Returns the number of MIG devices with both minors known. */
+/* Fills every MIG device's capability minors (/dev/nvidia-caps/nvidia-cap<N>) from the
+ * driver's GPU_MIG_MINORS text where it lists them, else from the driver's layout (text may be
+ * NULL: the file is absent); see gpu_mig_cap_minor. Returns the number of MIG devices. */
 size_t dp_plan_apply_mig_minors(struct dp_plan *p, const char *text);
 /* Copies health (unhealthy, lost, last error) from `old` onto devices with the same ID. */
 void dp_plan_carry_health(struct dp_plan *p, const struct dp_plan *old);

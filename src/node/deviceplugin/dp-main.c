@@ -30,7 +30,6 @@
 #define DP_EVENT_WAIT_MS   100
 #define DP_RECOVERY_DEF_MS (5 * 60 * 1000)
 #define DP_COALESCE_MS     50
-#define DP_MIG_MINORS      "/proc/driver/nvidia-caps/mig-minors"
 
 struct plugin;
 
@@ -604,11 +603,13 @@ static int build_plan(struct plugin *pl, const struct dp_options *o, struct dp_p
         return r;
     if ((r = dp_plan_build(inv, o, ret, e)) < 0)
         return r;
-    /* MIG devices' capability device nodes, for passDeviceSpecs (absent without MIG). */
+    /* MIG devices' capability device nodes, for passDeviceSpecs and the CDI spec: the driver's
+     * list, or its layout where this process does not see the file. */
     _cleanup_free_ char *minors = NULL;
     struct err me = {0};
-    if (file_read_all(DP_MIG_MINORS, 1u << 20, &minors, NULL, &me) == 0)
-        dp_plan_apply_mig_minors(*ret, minors);
+    if (file_read_all(GPU_MIG_MINORS, 1u << 20, &minors, NULL, &me) < 0)
+        minors = NULL;
+    dp_plan_apply_mig_minors(*ret, minors);
     return 0;
 }
 

@@ -381,37 +381,15 @@ int dp_plan_build(const struct gpu_inventory *inv, const struct dp_options *opts
 
 size_t dp_plan_apply_mig_minors(struct dp_plan *p, const char *text)
 {
-    for (const char *line = text; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        char buf[128];
-        unsigned gpu, gi, ci, minor;
-        int consumed = 0;
-        if (len < sizeof(buf)) {
-            memcpy(buf, line, len);
-            buf[len] = 0;
-            bool is_ci = sscanf(buf, "gpu%u/gi%u/ci%u/access %u%n", &gpu, &gi, &ci, &minor,
-                                &consumed) == 4 &&
-                         (size_t)consumed == len;
-            bool is_gi = !is_ci &&
-                         sscanf(buf, "gpu%u/gi%u/access %u%n", &gpu, &gi, &minor, &consumed) == 3 &&
-                         (size_t)consumed == len;
-            for (size_t i = 0; (is_ci || is_gi) && minor <= INT32_MAX && i < p->n_resources; i++)
-                for (size_t j = 0; j < p->resources[i].n_devices; j++) {
-                    struct dp_device *d = &p->resources[i].devices[j];
-                    if (!d->is_mig || d->minor != gpu || d->gi_id != gi)
-                        continue;
-                    if (is_gi)
-                        d->gi_cap = (int)minor;
-                    else if (d->ci_id == ci)
-                        d->ci_cap = (int)minor;
-                }
-        }
-        line = nl ? nl + 1 : NULL;
-    }
     size_t n = 0;
     for (size_t i = 0; i < p->n_resources; i++)
-        for (size_t j = 0; j < p->resources[i].n_devices; j++)
-            n += p->resources[i].devices[j].gi_cap >= 0 && p->resources[i].devices[j].ci_cap >= 0;
+        for (size_t j = 0; j < p->resources[i].n_devices; j++) {
+            struct dp_device *d = &p->resources[i].devices[j];
+            if (!d->is_mig)
+                continue;
+            d->gi_cap = (int)gpu_mig_cap_minor(text, d->minor, d->gi_id, -1);
+            d->ci_cap = (int)gpu_mig_cap_minor(text, d->minor, d->gi_id, (int)d->ci_id);
+            n++;
+        }
     return n;
 }

@@ -69,45 +69,6 @@ static void kv(struct sbuf *b, const char *indent, const char *key, const char *
     sbuf_adds(b, "\n");
 }
 
-/* ---- MIG capability minors ---------------------------------------------------------------- */
-
-/* The minor mig-minors lists for "gpu<g>/gi<i>/access" or "gpu<g>/gi<i>/ci<c>/access"; -1 when
- * it lists none (or the line does not parse). */
-static long minors_find(const char *text, unsigned gpu, unsigned gi, int ci)
-{
-    char want[64];
-    if (ci < 0)
-        snprintf(want, sizeof(want), "gpu%u/gi%u/access ", gpu, gi);
-    else
-        snprintf(want, sizeof(want), "gpu%u/gi%u/ci%d/access ", gpu, gi, ci);
-    size_t wl = strlen(want);
-    for (const char *line = text; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        if (len > wl && len - wl < 12 && strncmp(line, want, wl) == 0) {
-            char num[16];
-            memcpy(num, line + wl, len - wl);
-            num[len - wl] = 0;
-            unsigned v;
-            if (parse_uint(num, &v) == 0)
-                return v;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    return -1;
-}
-
-unsigned nvcdi_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned gi, int ci)
-{
-    if (mig_minors) {
-        long v = minors_find(mig_minors, gpu_minor, gi, ci);
-        if (v >= 0)
-            return (unsigned)v;
-    }
-    unsigned base = 3 + gpu_minor * 15 * 9 + gi * 9;
-    return ci < 0 ? base : base + 1 + (unsigned)ci;
-}
-
 /* ---- cdiVersion --------------------------------------------------------------------------- */
 
 const char *nvcdi_cdi_min_version(const struct nvcdi_cdi_features *f)
@@ -216,10 +177,10 @@ static void mig_nodes(struct render *rd, const char *indent, const struct gpu_de
 {
     char path[64];
     snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
-             nvcdi_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, -1));
+             gpu_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, -1));
     dev_node(rd, indent, path, -1, 0);
     snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%u",
-             nvcdi_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, (int)m->ci_id));
+             gpu_mig_cap_minor(rd->in->mig_minors, g->minor, m->gi_id, (int)m->ci_id));
     dev_node(rd, indent, path, -1, 0);
 }
 

@@ -37,7 +37,7 @@
 #define NVCDI_GPU_MAJOR  195 /* /dev/nvidia<minor>: the driver's fixed character major */
 #define NVCDI_SPEC_MAX   (4u << 20)
 #define NVCDI_LOOKUP_MAX 1024 /* files the lookup returns at most */
-#define NVCDI_MIG_MINORS "/proc/driver/nvidia-caps/mig-minors"
+#define NVCDI_MIG_MINORS GPU_MIG_MINORS
 
 /* ---- the driver root ---------------------------------------------------------------------- */
 
@@ -90,7 +90,7 @@ struct nvcdi_cdi_input {
     const char *driver_root; /* host view: "/" or "/run/nvidia/driver" */
     const char *dev_root;    /* host view of the device nodes' root; NULL: driver_root */
     /* /proc/driver/nvidia-caps/mig-minors text, NULL when absent: the MIG capability minors are
-     * then computed as the driver lays them out (nvcdi_mig_cap_minor). */
+     * then computed as the driver lays them out (gpu_mig_cap_minor). */
     const char *mig_minors;
     /* Which of nvcdi_control_nodes the host has (the spec names only those); NULL: all. */
     const bool *control_present;
@@ -117,12 +117,6 @@ struct nvcdi_cdi_features {
     bool extra_gids;  /* additionalGids: 0.7.0 */
 };
 const char *nvcdi_cdi_min_version(const struct nvcdi_cdi_features *f);
-
-/* The /dev/nvidia-caps/nvidia-cap<N> minor of a MIG GPU instance (ci < 0) or compute instance
- * on the GPU with that minor: from mig_minors text when it lists it, else the driver's layout
- * ("config" 1, "monitor" 2, then per GPU minor 15 GPU instances of 9 minors each: the GI's
- * access, then its 8 compute instances'). */
-unsigned nvcdi_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned gi, int ci);
 
 /* ---- the generator (the shell) ------------------------------------------------------------- */
 
