@@ -30,8 +30,9 @@
  *
  * Secrets (tokens, keys, client certificates) are never logged nor put in error messages.
  *
- * libcurl (libcurl.so.4) is loaded by the first kube_client_new(), not linked: components that
- * never talk to the API server do not map it. Without it kube_client_new() fails with -ELIBACC.
+ * libcurl (libcurl-gnutls.so.4) is loaded by the first kube_client_new(), not linked: components
+ * that never talk to the API server do not map it. Without it kube_client_new() fails with
+ * -ELIBACC.
  */
 #ifndef GPUOP_KUBE_H
 #define GPUOP_KUBE_H
