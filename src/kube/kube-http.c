@@ -578,8 +578,13 @@ static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct 
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
-    if (c->ca.path)
+    /* The kubeconfig's (or the service account's) CA is the only trust anchor, as for
+     * client-go: libcurl's default CA directory (/etc/ssl/certs) is dropped, which it would
+     * otherwise trust as well (and the GnuTLS build would load whole on every connection). */
+    if (c->ca.path) {
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca.path);
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    }
     if (c->cert.path) {
         curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert.path);
         curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
