@@ -4,7 +4,8 @@
  *
  *  - Connection: a kubeconfig (--kubeconfig, KUBECONFIG) or the in-cluster service account
  *    (KUBERNETES_SERVICE_HOST/PORT, token re-read when it rotates, CA bundle, namespace file).
- *    TLS is always verified; insecure-skip-tls-verify is refused.
+ *    TLS is always verified; insecure-skip-tls-verify is refused. A given CA (file or inline
+ *    data) is the only trust anchor; without one, the system's CA certificates are trusted.
  *  - Verbs over a resource descriptor: get, list (selectors, pagination), watch, create, update
  *    (+ a conflict-retry helper), patch (merge, strategic, JSON, server-side apply), delete,
  *    the status subresource, pod eviction, Events.
