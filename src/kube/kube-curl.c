@@ -5,7 +5,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#define KUBE_CURL_LIB "libcurl.so.4"
+/* Debian's GnuTLS flavour (libcurl3-gnutls): why, in kube-curl.h. */
+#define KUBE_CURL_LIB "libcurl-gnutls.so.4"
 
 /* libcurl is loaded with dlopen, which ldd cannot see: its soname goes into the ELF section
  * .gpuop.dlopen, which scripts/image-rootfs.sh reads to put the library into the gpuop image.

@@ -4,7 +4,12 @@
  * to the API server need libcurl, and linking it pulls its whole TLS, Kerberos, LDAP and SSH
  * dependency tree (and gnutls' load-time initialisation) into every process: about 5 MiB of
  * resident pages in the node agents that never make an HTTPS call. kube_curl_load() dlopens
- * libcurl.so.4 once; kube-http.c calls curl through the macros below.
+ * Debian's GnuTLS build of libcurl (libcurl-gnutls.so.4) once; kube-http.c calls curl through
+ * the macros below. GnuTLS, not OpenSSL: gpuop already maps and initialises GnuTLS (through
+ * libmicrohttpd), where the OpenSSL build would initialise OpenSSL 3 as well (about 0.5 MiB
+ * more resident in every API client, 1 MiB over TLS: bench/RESULTS.md). The GnuTLS build takes
+ * certificates and keys as files only (no CURLOPT_*_BLOB): kube-http.c hands inline data over as
+ * memory files.
  */
 #ifndef GPUOP_KUBE_CURL_H
 #define GPUOP_KUBE_CURL_H

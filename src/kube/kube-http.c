@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -42,8 +43,20 @@
 #define KUBE_ARCH "unknown"
 #endif
 
+/*
+ * A TLS file handed to libcurl by path. The GnuTLS build of libcurl (kube-curl.c) takes no
+ * in-memory certificates (CURLOPT_*_BLOB), so a kubeconfig's inline data (the -data keys) goes
+ * into a memory file (memfd, never on a disk), named "/proc/self/fd/N", for the client's life.
+ */
+struct tls_file {
+    char *path; /* NULL: none */
+    int fd;     /* the memory file; -1 when path is the kubeconfig's own file */
+    size_t len;
+};
+
 struct kube_client {
     struct kube_conn conn;
+    struct tls_file ca, cert, key;
     struct kube_options opt;
     char *user_agent;
 
@@ -148,6 +161,42 @@ int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_
     return 0;
 }
 
+static int tls_file_open(const char *file, const struct kube_blob *data, const char *what,
+                         struct tls_file *ret, struct err *e)
+{
+    if (file) {
+        *ret = (struct tls_file){.path = xstrdup(file), .fd = -1};
+        return 0;
+    }
+    if (!data->data)
+        return 0;
+    _cleanup_close_ int fd = memfd_create(what, MFD_CLOEXEC);
+    if (fd < 0)
+        return err_errno(e, -errno, "%s data: memory file", what);
+    int r = fd_write_all(fd, data->data, data->len);
+    if (r < 0)
+        return err_errno(e, r, "%s data: write the memory file", what);
+    *ret = (struct tls_file){.path = xasprintf("/proc/self/fd/%d", fd), .len = data->len};
+    ret->fd = steal_fd(&fd);
+    return 0;
+}
+
+/* Closes the file; a memory file is overwritten first, as the secrets in memory are. */
+static void tls_file_close(struct tls_file *f)
+{
+    if (f->fd >= 0) {
+        static const char zeros[4096];
+        for (size_t off = 0; off < f->len; off += sizeof(zeros)) {
+            size_t n = f->len - off < sizeof(zeros) ? f->len - off : sizeof(zeros);
+            if (pwrite(f->fd, zeros, n, (off_t)off) < 0)
+                break;
+        }
+        close(f->fd);
+    }
+    free(f->path);
+    *f = (struct tls_file){.fd = -1};
+}
+
 struct kube_options kube_options_for(enum kube_caller caller, const char *kubeconfig,
                                      const char *context, struct stop_token *stop)
 {
@@ -219,6 +268,7 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
 
     struct kube_client *c = xcalloc(1, sizeof(*c));
     c->conn = conn;
+    c->ca.fd = c->cert.fd = c->key.fd = -1;
     c->opt = opt;
     c->opt.kubeconfig = NULL;
     c->opt.context = NULL;
@@ -226,6 +276,13 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
     c->user_agent = xasprintf("gpuop/%s (linux/%s)", GPUOP_VERSION, KUBE_ARCH);
     pthread_mutex_init(&c->lock, NULL);
     kube_ratelimit_init(&c->rl, opt.qps, opt.burst, now_us_mono());
+    if ((r = tls_file_open(conn.ca_file, &conn.ca_data, "certificate-authority", &c->ca, e)) < 0 ||
+        (r = tls_file_open(conn.cert_file, &conn.cert_data, "client-certificate", &c->cert, e)) <
+            0 ||
+        (r = tls_file_open(conn.key_file, &conn.key_data, "client-key", &c->key, e)) < 0) {
+        kube_client_free(c);
+        return err_prefix(e, "Kubernetes client");
+    }
     if (conn.token)
         c->token = xstrdup(conn.token);
     else if ((r = token_refresh_locked(c, true, e)) < 0) {
@@ -245,6 +302,9 @@ void kube_client_free(struct kube_client *c)
         curl_easy_cleanup(c->pool[i].h);
     }
     token_free(c->token);
+    tls_file_close(&c->ca);
+    tls_file_close(&c->cert);
+    tls_file_close(&c->key);
     kube_conn_clear(&c->conn);
     free(c->user_agent);
     pthread_mutex_destroy(&c->lock);
@@ -518,28 +578,19 @@ static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct 
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
-    if (c->conn.ca_file)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->conn.ca_file);
-    if (c->conn.ca_data.data) {
-        struct curl_blob b = {c->conn.ca_data.data, c->conn.ca_data.len, CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    /* The kubeconfig's (or the service account's) CA is the only trust anchor, as for
+     * client-go: libcurl's default CA directory (/etc/ssl/certs) is dropped, which it would
+     * otherwise trust as well (and the GnuTLS build would load whole on every connection). */
+    if (c->ca.path) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca.path);
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
     }
-    if (c->conn.cert_file) {
-        curl_easy_setopt(h, CURLOPT_SSLCERT, c->conn.cert_file);
+    if (c->cert.path) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert.path);
         curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
     }
-    if (c->conn.cert_data.data) {
-        struct curl_blob b = {c->conn.cert_data.data, c->conn.cert_data.len, CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    }
-    if (c->conn.key_file) {
-        curl_easy_setopt(h, CURLOPT_SSLKEY, c->conn.key_file);
-        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-    if (c->conn.key_data.data) {
-        struct curl_blob b = {c->conn.key_data.data, c->conn.key_data.len, CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
+    if (c->key.path) {
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key.path);
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
     }
     *headers = curl_slist_append(*headers, "Accept: application/json");

@@ -4,7 +4,8 @@
  *
  *  - Connection: a kubeconfig (--kubeconfig, KUBECONFIG) or the in-cluster service account
  *    (KUBERNETES_SERVICE_HOST/PORT, token re-read when it rotates, CA bundle, namespace file).
- *    TLS is always verified; insecure-skip-tls-verify is refused.
+ *    TLS is always verified; insecure-skip-tls-verify is refused. A given CA (file or inline
+ *    data) is the only trust anchor; without one, the system's CA certificates are trusted.
  *  - Verbs over a resource descriptor: get, list (selectors, pagination), watch, create, update
  *    (+ a conflict-retry helper), patch (merge, strategic, JSON, server-side apply), delete,
  *    the status subresource, pod eviction, Events.
@@ -30,8 +31,9 @@
  *
  * Secrets (tokens, keys, client certificates) are never logged nor put in error messages.
  *
- * libcurl (libcurl.so.4) is loaded by the first kube_client_new(), not linked: components that
- * never talk to the API server do not map it. Without it kube_client_new() fails with -ELIBACC.
+ * libcurl (libcurl-gnutls.so.4) is loaded by the first kube_client_new(), not linked: components
+ * that never talk to the API server do not map it. Without it kube_client_new() fails with
+ * -ELIBACC.
  */
 #ifndef GPUOP_KUBE_H
 #define GPUOP_KUBE_H

@@ -559,6 +559,22 @@ static void path_split(const char *path, char **ret_dir, const char **ret_base)
     *ret_base = slash ? slash + 1 : path;
 }
 
+int fd_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 #define TEMP_SUFFIX "XXXXXX"
 
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e)
@@ -576,27 +592,18 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return err_errno(e, -errno, "create a temporary file for \"%s\"", path);
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int r = -errno;
-            unlink(tmp);
-            return err_errno(e, r, "write \"%s\" (as \"%s\")", path, tmp);
-        }
-        p += n;
-        left -= (size_t)n;
+    int r = fd_write_all(fd, data, len);
+    if (r < 0) {
+        unlink(tmp);
+        return err_errno(e, r, "write \"%s\" (as \"%s\")", path, tmp);
     }
     if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
-        int r = -errno;
+        r = -errno;
         unlink(tmp);
         return err_errno(e, r, "sync \"%s\" (as \"%s\")", path, tmp);
     }
     if (rename(tmp, path) < 0) {
-        int r = -errno;
+        r = -errno;
         unlink(tmp);
         return err_errno(e, r, "rename \"%s\" to \"%s\"", tmp, path);
     }

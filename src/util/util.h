@@ -204,6 +204,8 @@ GPUOP_WUR int url_encode(struct sbuf *out, const char *s);
  * but a regular file (a FIFO, a device, a socket: -EINVAL; a directory: -EISDIR) is refused,
  * "not a regular file", without blocking in open. */
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e);
+/* Writes all len bytes to fd (a short write is retried, EINTR too). 0 or -errno. */
+GPUOP_WUR int fd_write_all(int fd, const void *data, size_t len);
 /* Writes via temp file in the same directory + fsync + rename. The temp file is named
  * ".<name>.tmp.XXXXXX": hidden from programs that read every visible file of the directory. */
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e);

@@ -59,7 +59,7 @@ for f in sh bash dash busybox apt apt-get dpkg ls; do
     if [ -n "$(find "$T/rootfs" -name "$f" ! -type d)" ]; then fail "the image holds $f"; fi
 done
 grep -qx './usr/bin/gpuop' "$T/files" || fail "no /usr/bin/gpuop"
-grep -q 'libcurl\.so\.4' "$T/files" || fail "libcurl.so.4 (loaded with dlopen) missing"
+grep -q 'libcurl-gnutls\.so\.4' "$T/files" || fail "libcurl-gnutls.so.4 (loaded with dlopen) missing"
 grep -q '^gpuop:x:65532:' "$T/rootfs/etc/passwd" || fail "no gpuop user in /etc/passwd"
 
 # runc: the unpacked rootfs, read-only, as user 65532, no network but loopback.

@@ -4,6 +4,7 @@
  * oversized and truncated bodies, watch streams cut at odd places, a 410 mid-stream, token
  * rotation, and that no secret reaches an error message. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -709,6 +710,26 @@ static char *slurp(const char *dir, const char *name)
     return data;
 }
 
+/* The client's memory files (inline kubeconfig data handed to libcurl as files) open now. */
+static int count_memfds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char target[256];
+        ssize_t len = readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (str_has_prefix(target, "/memfd:"))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* TLS with client certificates (files, and inline -data) against the stand-in serving HTTPS
  * that requires a certificate from its client CA. */
 static void test_client_certificates(void **state)
@@ -790,6 +811,8 @@ static void test_client_certificates(void **state)
         struct err e = {0};
         if (kube_client_new(&o, &c, &e) < 0)
             fail_msg("kubeconfig %d: %s", i, e.msg);
+        /* inline data: CA, certificate and key each in a memory file, never on a disk */
+        assert_int_equal(count_memfds(), i == 1 ? 3 : i == 2 ? 1 : 0);
         json_t *node = NULL;
         int r = kube_get(c, &KUBE_NODES, NULL, "n1", &node, &e);
         if (i < 2 && r < 0)
@@ -800,6 +823,7 @@ static void test_client_certificates(void **state)
             assert_null(strstr(e.msg, "BEGIN"));
         json_decref(node);
         kube_client_free(c);
+        assert_int_equal(count_memfds(), 0);
     }
     json_t *reqs = seen_requests();
     assert_int_equal(json_array_size(reqs), 2);

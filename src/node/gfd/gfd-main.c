@@ -131,14 +131,9 @@ static int write_output(const char *path, const char *data, size_t len, struct e
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
             return err_errno(e, -errno, "output file \"%s\"", path);
-        for (size_t off = 0; off < len;) {
-            ssize_t n = write(fd, data + off, len - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return err_errno(e, -errno, "write output file \"%s\"", path);
-            off += (size_t)n;
-        }
+        int r = fd_write_all(fd, data, len);
+        if (r < 0)
+            return err_errno(e, r, "write output file \"%s\"", path);
         return 0;
     }
     _cleanup_free_ char *dir = xstrdup(path);
