@@ -57,6 +57,17 @@ static void load(void)
 #undef LOAD
     if (load_error[0])
         return; /* the library stays loaded; nothing of it is used */
+    /* libcurl's global init calls libssh2_init(0), which initialises OpenSSL 3 for SSH: about
+     * 1.5 MiB of touched pages in every process, for a protocol gpuop never enables (requests
+     * are limited to http and https). libssh2 sets up its crypto only on its first init and only
+     * without LIBSSH2_INIT_NO_CRYPTO (0x0001 in libssh2.h), so initialising it first with that
+     * flag leaves OpenSSL untouched; curl's later call only counts. TLS is GnuTLS's (this
+     * libcurl's backend), which does not use OpenSSL. A libcurl without libssh2 has no such
+     * symbol: nothing to do. */
+    int (*ssh2_init)(int flags);
+    *(void **)(&ssh2_init) = dlsym(lib, "libssh2_init");
+    if (ssh2_init)
+        ssh2_init(0x0001);
     if (t.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(load_error, sizeof(load_error), "%s: curl_global_init failed", KUBE_CURL_LIB);
         return;

@@ -6,8 +6,9 @@
  * resident pages in the node agents that never make an HTTPS call. kube_curl_load() dlopens
  * Debian's GnuTLS build of libcurl (libcurl-gnutls.so.4) once; kube-http.c calls curl through
  * the macros below. GnuTLS, not OpenSSL: gpuop already maps and initialises GnuTLS (through
- * libmicrohttpd), where the OpenSSL build would initialise OpenSSL 3 as well (about 0.5 MiB
- * more resident in every API client, 1 MiB over TLS: bench/RESULTS.md). The GnuTLS build takes
+ * libmicrohttpd), where the OpenSSL build initialises OpenSSL 3 as well; with libssh2's crypto
+ * also left uninitialised (kube-curl.c), an API client holds about 2 MiB fewer resident pages,
+ * 2.5 MiB over TLS (bench/RESULTS.md). The GnuTLS build takes
  * certificates and keys as files only (no CURLOPT_*_BLOB): kube-http.c hands inline data over as
  * memory files.
  */
