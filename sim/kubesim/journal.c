@@ -284,10 +284,12 @@ static int write_record(FILE *f, const char *tid, json_t *obj)
     return 0;
 }
 
+/* Objects of the served types (a CRD version no longer served keeps objects no request reaches;
+ * a snapshot leaves them out, as its type would not be served when it loads). */
 static int snapshot_objects(struct ksim *ks, FILE *f, bool crds, size_t *records)
 {
     for (struct ks_type *t = ks->types; t; t = t->next) {
-        if (is_crd_type(t) != crds || !json_object_size(t->objs))
+        if (!t->served || is_crd_type(t) != crds || !json_object_size(t->objs))
             continue;
         _cleanup_free_ char *tid = type_id(t);
         const char *k;

@@ -158,6 +158,7 @@ operator_alive
 # The operator lost its lease while the server was down (kill 2), stayed up and led again.
 lost=$(grep -c "stopped leading lease=" "$T/operator.log" || true)
 led=$(grep -c "became leader lease=" "$T/operator.log" || true)
+grep -E "leader|leading|lease" "$T/operator.log" | grep -v debug >"$T/leader.log" || true
 [ "$lost" -ge 1 ] || fail "the operator never stopped leading with kubesim down 5s (renew deadline 3s)"
 [ "$led" -ge 2 ] || fail "the operator did not lead again after kubesim came back (became leader $led times)"
 echo "operator: stopped leading $lost time(s), became leader $led time(s), never exited"
