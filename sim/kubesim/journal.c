@@ -29,7 +29,8 @@
 #define KS_JOURNAL_COMPONENT "kubesim"
 #define SNAPSHOT_NAME        "snapshot.jsonl"
 #define JOURNAL_NAME         "journal.jsonl"
-/* The journal is compacted into a snapshot once past this and twice the snapshot's size. */
+/* The journal is compacted into a snapshot once past this (ksim_opts.journal_compact_bytes
+ * when set) and twice the snapshot's size. */
 #define JOURNAL_COMPACT_BYTES (64u << 20)
 
 struct ks_journal {
@@ -367,7 +368,9 @@ static int journal_truncate(struct ks_journal *j, struct err *e)
 void ks_journal_maybe_compact(struct ksim *ks)
 {
     struct ks_journal *j = ks->journal;
-    if (!j || j->failed || j->bytes < JOURNAL_COMPACT_BYTES || j->bytes < 2 * j->snapshot_bytes)
+    size_t limit =
+        ks->opts.journal_compact_bytes ? ks->opts.journal_compact_bytes : JOURNAL_COMPACT_BYTES;
+    if (!j || j->failed || j->bytes < limit || j->bytes < 2 * j->snapshot_bytes)
         return;
     struct err e = {0};
     if (snapshot_write(ks, j, &e) < 0 || journal_truncate(j, &e) < 0) {

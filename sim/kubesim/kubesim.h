@@ -45,6 +45,9 @@ struct ksim_opts {
     /* Pods one ReplicaSet may make kubesim hold (its ReplicaFailure condition says so past it);
      * 0: the default, 10000. */
     size_t max_pods_per_owner;
+    /* With ksim_persist_open: the journal is compacted into a snapshot once past this many
+     * bytes and twice the snapshot's size; 0: 64 MiB. */
+    size_t journal_compact_bytes;
     /* First resourceVersion. The shell starts from the wall clock in ms, so a client resuming
      * a watch across a kubesim restart sees 410 (older) instead of silence. */
     uint64_t initial_rv;

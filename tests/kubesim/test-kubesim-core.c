@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -1629,7 +1630,14 @@ static void test_metrics_text(void **state)
 
 static struct ksim *open_sim(const char *dir, struct ksim_persist_info *info, int want)
 {
-    struct ksim *ks = new_sim();
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    o.pod_ready_delay_ms = 1000;
+    o.watch_retention_ms = 60000;
+    o.max_body = 4096;
+    o.journal_compact_bytes = 4096;
+    struct ksim *ks = ksim_new(&o);
     struct err e = {0};
     int r = ksim_persist_open(ks, dir, info, &e);
     if (r != want)
@@ -1721,6 +1729,20 @@ static void test_persistence(void **state)
     assert_string_not_equal(js(made, "metadata.uid"), js(keep, "metadata.uid"));
     assert_true(strtoull(js(made, "metadata.resourceVersion"), NULL, 10) > rv);
     json_decref(made);
+    /* past the compaction threshold the journal becomes a snapshot at the next reconcile */
+    char jpath[256];
+    snprintf(jpath, sizeof(jpath), "%s/journal.jsonl", dir);
+    for (int i = 0; i < 100; i++)
+        json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/new", NULL,
+                       "application/merge-patch+json",
+                       i % 2 ? "{\"data\":{\"n\":\"1\"}}" : "{\"data\":{\"n\":\"2\"}}", 200));
+    struct stat jst;
+    assert_int_equal(stat(jpath, &jst), 0);
+    assert_true(jst.st_size > 4096);
+    off_t before = jst.st_size;
+    ksim_reconcile(ks);
+    assert_int_equal(stat(jpath, &jst), 0);
+    assert_true(jst.st_size < before); /* emptied, then the controllers' writes, if any */
     /* a second process on the same directory is refused */
     struct ksim *other = open_sim(dir, NULL, -EBUSY);
     ksim_free(other);
