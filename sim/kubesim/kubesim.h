@@ -157,7 +157,7 @@ struct ksim_persist_info {
     bool loaded;            /* a state was read back */
     uint64_t rv;            /* the resourceVersion now */
     size_t objects;         /* objects loaded */
-    size_t journal_records; /* journal lines applied over the snapshot */
+    size_t journal_records; /* journal lines read (those the snapshot holds already included) */
 };
 int ksim_persist_open(struct ksim *ks, const char *dir, struct ksim_persist_info *ret,
                       struct err *e);
