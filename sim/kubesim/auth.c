@@ -675,6 +675,8 @@ static void token_request(struct ksim *ks, const struct ksim_request *req, struc
         json_object_set_new(rec, "podUid", json_string(kobj_path_str(bobj, "metadata.uid")));
     }
     json_object_set_new(ks->sa_tokens, tok, rec);
+    if (ks->journal)
+        ks_journal_token(ks, tok, rec);
     char now[40], expts[40];
     ks_now_str(ks, now, sizeof(now));
     time_rfc3339(exp_ms, expts, sizeof(expts));

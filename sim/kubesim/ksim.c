@@ -67,6 +67,7 @@ void ksim_free(struct ksim *ks)
 {
     if (!ks)
         return;
+    ks_journal_free(ks->journal);
     ks_store_free(ks);
     ks_types_free(ks);
     json_decref(ks->uids);
@@ -100,6 +101,8 @@ bool ksim_reconcile(struct ksim *ks)
 {
     pthread_mutex_lock(&ks->lock);
     ks_store_compact(ks);
+    if (ks->journal)
+        ks_journal_maybe_compact(ks);
     bool changed = ks_controllers(ks);
     pthread_mutex_unlock(&ks->lock);
     return changed;

@@ -45,6 +45,9 @@ struct ksim_opts {
     /* Pods one ReplicaSet may make kubesim hold (its ReplicaFailure condition says so past it);
      * 0: the default, 10000. */
     size_t max_pods_per_owner;
+    /* With ksim_persist_open: the journal is compacted into a snapshot once past this many
+     * bytes and twice the snapshot's size; 0: 64 MiB. */
+    size_t journal_compact_bytes;
     /* First resourceVersion. The shell starts from the wall clock in ms, so a client resuming
      * a watch across a kubesim restart sees 410 (older) instead of silence. */
     uint64_t initial_rv;
@@ -142,6 +145,22 @@ void ksim_shutdown(struct ksim *ks);
 
 /* Creates one object as a POST would (namespaces are created on the fly). Used by --load. */
 int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e);
+/* Persistence, as etcd behind an API server (journal.c): every change committed from now on is
+ * appended to a journal in dir (made when missing; locked against a second kubesim) before the
+ * request is answered. When dir holds a state (a snapshot, a journal), it replaces the store
+ * (ks as ksim_new made it), the watch log starts empty at the loaded resourceVersion (older
+ * ones get 410) and the controllers resume from the loaded objects. Then the state is written
+ * as one snapshot and the journal emptied. A corrupt snapshot or journal line (other than a
+ * torn last journal line, dropped and logged) is -EBADMSG naming the file and line, with
+ * nothing written; -EBUSY: another process holds dir. */
+struct ksim_persist_info {
+    bool loaded;            /* a state was read back */
+    uint64_t rv;            /* the resourceVersion now */
+    size_t objects;         /* objects loaded */
+    size_t journal_records; /* journal lines read (those the snapshot holds already included) */
+};
+int ksim_persist_open(struct ksim *ks, const char *dir, struct ksim_persist_info *ret,
+                      struct err *e);
 /* Runs the controllers once. Returns true when it changed something. */
 bool ksim_reconcile(struct ksim *ks);
 /* Blocks until a write happens or wait_ms passes (for the controller thread). */

@@ -510,6 +510,7 @@ struct kubesim {
     uint64_t max_body;
     bool allow_remote;
     const char *log_level;
+    const char *data_dir;
     /* configure */
     struct sockaddr_in sa;
 };
@@ -606,6 +607,13 @@ static const struct svc_option kubesim_options[] = {
      .kind = SVC_FLAG,
      KS_OPT(allow_remote),
      .help = "allow a non-loopback --listen address"},
+    {.flag = "data-dir",
+     .env = "KUBESIM_DATA_DIR",
+     .kind = SVC_STRING,
+     KS_OPT(data_dir),
+     .metavar = "DIR",
+     .help = "persist every committed change in DIR (a journal and snapshots, the TLS\n"
+             "certificates); a restart with the same DIR resumes from it"},
     {.flag = "log-level",
      .kind = SVC_STRING,
      KS_OPT(log_level),
@@ -717,6 +725,49 @@ static int serve(struct svc *s, struct shell *sh, struct MHD_Daemon *d, const ch
     return 0;
 }
 
+/* --tls with --data-dir: the CA, certificate and key of the first start, kept in DIR/tls so
+ * clients keep verifying the server across restarts. */
+static int tls_persistent(const char *dir, const char *ip, struct ks_tls **ret, struct err *e)
+{
+    static const char *const names[] = {"ca.crt", "tls.crt", "tls.key"};
+    _cleanup_free_ char *tdir = xasprintf("%s/tls", dir);
+    _cleanup_(ks_tls_freep) struct ks_tls *t = xcalloc(1, sizeof(*t));
+    char **pems[] = {&t->ca_pem, &t->cert_pem, &t->key_pem};
+    size_t have = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", tdir, names[i]);
+        size_t len;
+        struct err re = {0};
+        int r = file_read_all(path, 1u << 20, pems[i], &len, &re);
+        if (r == 0)
+            have++;
+        else if (r != -ENOENT)
+            return err_set(e, r, "%s", re.msg);
+    }
+    if (have == ARRAY_SIZE(names)) {
+        *ret = steal_ptr(&t);
+        return 0;
+    }
+    if (have)
+        return err_set(e, -EBADMSG, "\"%s\": holds only some of ca.crt, tls.crt and tls.key", tdir);
+    ks_tls_free(steal_ptr(&t));
+    int r = ks_tls_generate(ip, &t, e);
+    if (r < 0)
+        return r;
+    if (mkdir_p(tdir, 0700) < 0)
+        return err_set(e, -errno, "mkdir \"%s\": %s", tdir, strerror(errno));
+    /* the key last: a kill between the writes leaves a set the next start refuses */
+    const char *const made[] = {t->ca_pem, t->cert_pem, t->key_pem};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", tdir, names[i]);
+        r = file_write_atomic(path, made[i], strlen(made[i]), 0600, e);
+        if (r < 0)
+            return r;
+    }
+    *ret = steal_ptr(&t);
+    return 0;
+}
+
 static int kubesim_run(struct svc *s, struct err *e)
 {
     struct kubesim *k = svc_state(s);
@@ -735,9 +786,26 @@ static int kubesim_run(struct svc *s, struct err *e)
     ko.admin_token = k->token ? k->token : KS_OPEN_ADMIN_TOKEN;
     ko.anonymous_admin = !k->token;
     _cleanup_(ksim_freep) struct ksim *ks = ksim_new(&ko);
-    int r = k->nodes ? make_nodes(ks, k->nodes, k->node_template, e) : 0;
-    for (size_t i = 0; r == 0 && i < k->loads.n; i++)
-        r = load_file(ks, k->loads.v[i], e);
+    struct ksim_persist_info pinfo = {0};
+    if (k->data_dir) {
+        int r = ksim_persist_open(ks, k->data_dir, &pinfo, e);
+        if (r == -EBADMSG || r == -EBUSY)
+            return svc_bad_input(s, r);
+        if (r < 0)
+            return r;
+        log_info(KS_COMPONENT, pinfo.loaded ? "state loaded" : "state empty",
+                 "data_dir=\"%s\" objects=%zu journal_records=%zu resource_version=%" PRIu64,
+                 k->data_dir, pinfo.objects, pinfo.journal_records, pinfo.rv);
+        if (pinfo.loaded && (k->nodes || k->loads.n))
+            log_info(KS_COMPONENT, "--nodes and --load not applied",
+                     "detail=\"the objects come from --data-dir\"");
+    }
+    int r = 0;
+    if (!pinfo.loaded) {
+        r = k->nodes ? make_nodes(ks, k->nodes, k->node_template, e) : 0;
+        for (size_t i = 0; r == 0 && i < k->loads.n; i++)
+            r = load_file(ks, k->loads.v[i], e);
+    }
     if (r < 0)
         return r;
     ksim_reconcile(ks);
@@ -748,8 +816,11 @@ static int kubesim_run(struct svc *s, struct err *e)
             return err_set(e, -ENOTSUP, "--tls: this libmicrohttpd was built without TLS");
         char ip[INET_ADDRSTRLEN] = "";
         inet_ntop(AF_INET, &k->sa.sin_addr, ip, sizeof(ip));
-        if (ks_tls_generate(ip, &cert, e) < 0)
-            return err_prefix(e, "--tls");
+        r = k->data_dir ? tls_persistent(k->data_dir, ip, &cert, e) : ks_tls_generate(ip, &cert, e);
+        if (r < 0) {
+            err_prefix(e, "--tls");
+            return r == -EBADMSG ? svc_bad_input(s, r) : r;
+        }
     }
     struct shell sh = {.ks = ks, .max_body = ko.max_body, .stop = svc_stop(s)};
     pthread_mutex_init(&sh.mlock, NULL);

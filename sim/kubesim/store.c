@@ -116,6 +116,8 @@ void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind,
     }
     if (kobj_path(obj, "metadata.ownerReferences") || kobj_path(obj, "metadata.deletionTimestamp"))
         ks->gc_dirty = true;
+    if (ks->journal)
+        ks_journal_put(ks, t, obj);
     ev_append(ks, t, kind, obj, keep_old);
     json_decref(keep_old);
 }
@@ -131,6 +133,8 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
         json_object_del(ks->uids, uid);
     json_object_del(t->objs, key); /* obj may be gone now */
     ks->gc_dirty = true;
+    if (ks->journal)
+        ks_journal_del(ks, t, key);
     ev_append(ks, t, KS_DELETED, last, NULL);
     json_decref(last);
 }

@@ -174,35 +174,60 @@ static void release(struct kube_leader *l)
              err_msg(&e));
 }
 
+/* What is left of the renew deadline, counted from the start of the last renewal that held (as
+ * client-go's renew loop is bounded by it): 0 once it passed. */
+static uint64_t renew_left_ms(const struct kube_leader *l, uint64_t now)
+{
+    uint64_t since = now - l->last_renew_ms;
+    return since < l->renew_ms ? l->renew_ms - since : 0;
+}
+
+static bool is_leading(struct kube_leader *l)
+{
+    pthread_mutex_lock(&l->lock);
+    bool leading = l->leader;
+    pthread_mutex_unlock(&l->lock);
+    return leading;
+}
+
 static void *leader_main(void *ud)
 {
     struct kube_leader *l = ud;
     while (!l->stop) {
-        /* An attempt ends with the stop, or once it could not renew in time anyway. */
-        kube_call_begin(
-            &(struct kube_call){.deadline = deadline_after(l->renew_ms), .stop = &l->stop});
+        /* A leader stops within the renew deadline of its last renewal, which is shorter than the
+         * lease others wait out: its attempts (their retries included) and the naps between
+         * them never run past it, so it cannot still be writing when another replica may take
+         * the Lease over. A candidate's attempt ends with the stop or after a renew deadline. */
+        uint64_t t0 = now_ms_mono();
+        bool leading = is_leading(l);
+        uint64_t budget = leading ? renew_left_ms(l, t0) : l->renew_ms;
+        if (leading && budget == 0) {
+            set_leader(l, false); /* could not renew in time: someone may take over */
+            leading = false;
+            budget = l->renew_ms;
+        }
+        kube_call_begin(&(struct kube_call){.deadline = deadline_after(budget), .stop = &l->stop});
         bool held = try_acquire_or_renew(l);
         kube_call_end();
         uint64_t now = now_ms_mono();
-        pthread_mutex_lock(&l->lock);
-        bool leading = l->leader;
-        pthread_mutex_unlock(&l->lock);
         if (held) {
-            l->last_renew_ms = now;
+            l->last_renew_ms = t0; /* the renewTime written is no older than the attempt */
             set_leader(l, true);
-        } else if (leading && now - l->last_renew_ms >= l->renew_ms) {
-            set_leader(l, false); /* could not renew in time: someone may take over */
+        } else if (leading && renew_left_ms(l, now) == 0) {
+            set_leader(l, false);
         }
         uint64_t wait = l->retry_ms;
         if (!held)
             wait = l->retry_ms + kube_random() % (l->retry_ms / 5 + 1); /* jitter */
+        if (is_leading(l) && !held) {
+            uint64_t left = renew_left_ms(l, now);
+            if (wait > left)
+                wait = left; /* wake at the deadline to step down on time */
+        }
         if (nap(l, wait))
             break;
     }
-    pthread_mutex_lock(&l->lock);
-    bool leading = l->leader;
-    pthread_mutex_unlock(&l->lock);
-    if (leading) {
+    if (is_leading(l)) {
         kube_call_begin(
             &(struct kube_call){.deadline = deadline_after(l->release_ms), .detached = true});
         release(l);

@@ -989,6 +989,69 @@ static void test_leader_respects_holder_duration(void **state)
     sim_stop(&s);
 }
 
+/* The API server goes away (kubesim with --data-dir killed and restarted on its port): the
+ * leader stops leading within its renew deadline, before its lease could run out for another
+ * candidate, although each of its attempts retries with the client's default backoff; it keeps
+ * trying and leads again (its own Lease, persisted) once the server is back. */
+static void test_leader_server_restart(void **state)
+{
+    (void)state;
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/leader-data", tmpdir);
+    const char *const args[] = {"--data-dir", dir, NULL};
+    struct kube_options ko = {.backoff_base_ms = 200, .backoff_max_ms = 10000};
+    struct sim s = {0};
+    sim_start(&s, 0, args, &ko);
+    struct err e = {0};
+    struct lflag f = {0};
+    struct kube_leader_opts o = {.ns = "default",
+                                 .name = "gpuop-leader",
+                                 .identity = "a",
+                                 .lease_ms = 1500,
+                                 .renew_ms = 1000,
+                                 .retry_ms = 100,
+                                 .on_started = l_started,
+                                 .on_stopped = l_stopped,
+                                 .userdata = &f};
+    struct kube_leader *a = NULL;
+    assert_int_equal(kube_leader_new(s.c, &o, &a, &e), 0);
+    uint64_t deadline = now_ms_mono() + 3000;
+    while (!kube_leader_is_leader(a) && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_true(kube_leader_is_leader(a));
+    usleep(300 * 1000);
+    uint64_t t_down = now_ms_mono();
+    peer_stop(&s.p);
+    while (kube_leader_is_leader(a) && now_ms_mono() < t_down + 5000)
+        usleep(10000);
+    uint64_t took = now_ms_mono() - t_down;
+    assert_false(kube_leader_is_leader(a));
+    /* the deadline plus scheduling slack (scaled in sanitizer builds, make check-asan) */
+    const char *scale_env = getenv("GPUOP_TEST_TIME_SCALE");
+    uint64_t scale = scale_env && atoi(scale_env) > 0 ? (uint64_t)atoi(scale_env) : 1;
+    if (took >= 1000 + 250 * scale)
+        fail_msg("stopped leading %llu ms after the server went away: renew deadline 1000 ms, "
+                 "lease 1500 ms",
+                 (unsigned long long)took);
+    assert_int_equal(f.stopped, 1);
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", s.port);
+    char kc2[600];
+    snprintf(kc2, sizeof(kc2), "%s/kc-leader-restart.yaml", tmpdir);
+    char *argv[] = {kubesim,       "--listen", listen, "--kubeconfig-out", kc2, "--data-dir", dir,
+                    "--log-level", "error",    NULL};
+    assert_int_equal(peer_start(argv, false, &s.p), 0);
+    deadline = now_ms_mono() + 5000;
+    while (!kube_leader_is_leader(a) && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_true(kube_leader_is_leader(a));
+    assert_int_equal(f.started, 2);
+    _cleanup_free_ char *h = kube_leader_holder(a);
+    assert_string_equal(h, "a");
+    kube_leader_free(a);
+    sim_stop(&s);
+}
+
 static bool kubesim_built; /* meson built kubesim: its absence fails the test */
 
 static int setup(void **state)
@@ -1024,6 +1087,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_leader_election),
         cmocka_unit_test(test_leader_respects_holder_duration),
+        cmocka_unit_test(test_leader_server_restart),
     };
     int r = cmocka_run_group_tests(tests, setup, NULL);
     char cmd[300];

@@ -4,7 +4,10 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -1623,6 +1626,162 @@ static void test_metrics_text(void **state)
     assert_int_equal(ksim_metrics(ks, &small), -ENOBUFS);
 }
 
+/* ---- persistence (--data-dir) ------------------------------------------------------------- */
+
+static struct ksim *open_sim(const char *dir, struct ksim_persist_info *info, int want)
+{
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    o.pod_ready_delay_ms = 1000;
+    o.watch_retention_ms = 60000;
+    o.max_body = 4096;
+    o.journal_compact_bytes = 4096;
+    struct ksim *ks = ksim_new(&o);
+    struct err e = {0};
+    int r = ksim_persist_open(ks, dir, info, &e);
+    if (r != want)
+        fprintf(stderr, "ksim_persist_open: %d (%s), want %d\n", r, e.msg, want);
+    assert_int_equal(r, want);
+    return ks;
+}
+
+static char *read_text(const char *path)
+{
+    char *s = NULL;
+    size_t n;
+    struct err e = {0};
+    assert_int_equal(file_read_all(path, 1u << 24, &s, &n, &e), 0);
+    return s;
+}
+
+static void test_persistence(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kubesim-persist-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct ksim_persist_info info;
+    struct ksim *ks = open_sim(dir, &info, 0);
+    assert_false(info.loaded);
+    create_node(ks, "n1", "{\"a\":\"1\"}", NULL);
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"keep\"},"
+                   "\"data\":{\"k\":\"v\"}}",
+                   201));
+    json_decref(
+        ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+           "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"gone\"}}", 201));
+    json_decref(
+        ok(ks, "DELETE", "/api/v1/namespaces/default/configmaps/gone", NULL, NULL, NULL, 200));
+    json_decref(ok(ks, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", NULL,
+                   NULL,
+                   "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":"
+                   "\"CustomResourceDefinition\",\"metadata\":{\"name\":\"gadgets.example.com\"},"
+                   "\"spec\":{\"group\":\"example.com\",\"scope\":\"Cluster\",\"names\":{"
+                   "\"plural\":\"gadgets\",\"kind\":\"Gadget\"},\"versions\":[{\"name\":\"v1\","
+                   "\"served\":true,\"storage\":true}]}}",
+                   201));
+    json_decref(ok(ks, "POST", "/apis/example.com/v1/gadgets", NULL, NULL,
+                   "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Gadget\",\"metadata\":{\"name\":"
+                   "\"g\"},\"spec\":{\"n\":1}}",
+                   201));
+    ksim_reconcile(ks); /* the controllers' writes (ServiceAccounts) are journaled too */
+    json_t *keep =
+        ok(ks, "GET", "/api/v1/namespaces/default/configmaps/keep", NULL, NULL, NULL, 200);
+    uint64_t rv = ksim_resource_version(ks);
+    ksim_free(ks); /* no write at free: what is on disk is what a SIGKILL leaves */
+
+    ks = open_sim(dir, &info, 0);
+    assert_true(info.loaded);
+    assert_true(info.journal_records > 0);
+    assert_int_equal(info.rv, rv);
+    assert_int_equal(ksim_resource_version(ks), rv);
+    json_t *back =
+        ok(ks, "GET", "/api/v1/namespaces/default/configmaps/keep", NULL, NULL, NULL, 200);
+    assert_true(json_equal(keep, back));
+    json_decref(back);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/configmaps/gone", NULL, NULL, NULL, 404));
+    json_decref(ok(ks, "GET", "/apis/example.com/v1/gadgets/g", NULL, NULL, NULL, 200));
+    json_decref(
+        ok(ks, "GET", "/api/v1/namespaces/default/serviceaccounts/default", NULL, NULL, NULL, 200));
+    /* a watch from before the restart: 410; from now: events */
+    char q[96];
+    snprintf(q, sizeof(q), "watch=1&resourceVersion=%llu", (unsigned long long)rv - 1);
+    int code = 0;
+    struct ksim_watch *w = watch(ks, "/api/v1/namespaces/default/configmaps", q, &code);
+    assert_int_equal(code, 200);
+    json_t *e = events(ks, w);
+    assert_string_equal(js(json_array_get(e, 0), "type"), "ERROR");
+    assert_int_equal(json_integer_value(jp(e, "0.object.code")), 410);
+    json_decref(e);
+    ksim_watch_free(ks, w);
+    snprintf(q, sizeof(q), "watch=1&resourceVersion=%llu", (unsigned long long)rv);
+    w = watch(ks, "/api/v1/namespaces/default/configmaps", q, &code);
+    json_t *made =
+        ok(ks, "POST", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+           "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"new\"}}", 201);
+    e = events(ks, w);
+    assert_string_equal(js(json_array_get(e, 0), "type"), "ADDED");
+    assert_string_equal(js(json_array_get(e, 0), "object.metadata.name"), "new");
+    json_decref(e);
+    ksim_watch_free(ks, w);
+    /* UIDs and resourceVersions go on from the loaded counters */
+    assert_string_not_equal(js(made, "metadata.uid"), js(keep, "metadata.uid"));
+    assert_true(strtoull(js(made, "metadata.resourceVersion"), NULL, 10) > rv);
+    json_decref(made);
+    /* past the compaction threshold the journal becomes a snapshot at the next reconcile */
+    char jpath[256];
+    snprintf(jpath, sizeof(jpath), "%s/journal.jsonl", dir);
+    for (int i = 0; i < 100; i++)
+        json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/configmaps/new", NULL,
+                       "application/merge-patch+json",
+                       i % 2 ? "{\"data\":{\"n\":\"1\"}}" : "{\"data\":{\"n\":\"2\"}}", 200));
+    struct stat jst;
+    assert_int_equal(stat(jpath, &jst), 0);
+    assert_true(jst.st_size > 4096);
+    off_t before = jst.st_size;
+    ksim_reconcile(ks);
+    assert_int_equal(stat(jpath, &jst), 0);
+    assert_true(jst.st_size < before); /* emptied, then the controllers' writes, if any */
+    /* a second process on the same directory is refused */
+    struct ksim *other = open_sim(dir, NULL, -EBUSY);
+    ksim_free(other);
+    ksim_free(ks);
+
+    /* a torn last journal line is dropped, the lines before it kept */
+    char path[256];
+    snprintf(path, sizeof(path), "%s/journal.jsonl", dir);
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    fputs("{\"rv\":99999999999999,\"u\":1,\"t\":\"/v1/configmaps\",\"o\":{\"metad", f);
+    fclose(f);
+    ks = open_sim(dir, &info, 0);
+    json_decref(ok(ks, "GET", "/api/v1/namespaces/default/configmaps/new", NULL, NULL, NULL, 200));
+    assert_true(ksim_resource_version(ks) < 99999999999999ull);
+    ksim_free(ks);
+
+    /* a corrupt snapshot: -EBADMSG naming the file, nothing written */
+    snprintf(path, sizeof(path), "%s/snapshot.jsonl", dir);
+    char *good = read_text(path);
+    struct err err = {0};
+    assert_int_equal(file_write_atomic(path,
+                                       "{\"kubesim\":\"snapshot\",\"version\":1}\n{\"t\":1}\n", 43,
+                                       0600, &err),
+                     0);
+    ks = new_sim();
+    assert_int_equal(ksim_persist_open(ks, dir, NULL, &err), -EBADMSG);
+    assert_non_null(strstr(err.msg, "snapshot.jsonl\" line 2"));
+    ksim_free(ks);
+    char *after = read_text(path);
+    assert_string_equal(after, "{\"kubesim\":\"snapshot\",\"version\":1}\n{\"t\":1}\n");
+    free(after);
+    free(good);
+    json_decref(keep);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1651,6 +1810,7 @@ int main(void)
         cmocka_unit_test(test_protobuf_bodies),
         cmocka_unit_test(test_hostile_requests),
         cmocka_unit_test(test_metrics_text),
+        cmocka_unit_test(test_persistence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Shared by the operator's kubesim tests (sourced): a scratch folder $T removed at exit with every
-# process in $pids, fail, free_port, wait_for, and start_kubesim.
+# process in $pids, fail, free_port, low_free_port, wait_for, start_kubesim, and kill_kubesim and
+# restart_kubesim (an API server crash and restart, with --data-dir).
 # Needs B (build root) and S (source root) set by the caller.
 T=$(mktemp -d)
 pids=()
@@ -34,20 +35,38 @@ wait_for() {
         sleep 0.2
     done
 }
+# low_free_port: a free port below the ephemeral range, for a server that must get the same port
+# again after a restart (scripts/free-port.py).
+low_free_port() { /usr/bin/python3 "$S/scripts/free-port.py"; }
 # start_kubesim [FLAGS...]: kubesim with the demo cluster, logging to $T/kubesim.log; sets and
-# exports KUBECONFIG ($T/kubeconfig) once kubesim wrote it.
+# exports KUBECONFIG ($T/kubeconfig) once kubesim wrote it, KS_PID, and KS_ARGS (the flags, for
+# restart_kubesim).
 start_kubesim() {
-    "$B/kubesim" --load "$S/sim/clusters/demo.yaml" --kubeconfig-out "$T/kubeconfig" "$@" \
-        >"$T/kubesim.log" 2>&1 &
+    KS_ARGS=(--load "$S/sim/clusters/demo.yaml" --kubeconfig-out "$T/kubeconfig" "$@")
+    "$B/kubesim" "${KS_ARGS[@]}" >"$T/kubesim.log" 2>&1 &
+    KS_PID=$!
     pids+=($!)
     wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
     export KUBECONFIG=$T/kubeconfig
 }
-# start_kubesim_operator_rbac DELAY: start_kubesim with the operator's shipped RBAC loaded (pods
-# ready DELAY after they are made), answering, the CRDs applied; sets K (the pinned kubectl with
-# a deadline) and OPKC (a kubeconfig of the operator's ServiceAccount).
+# kill_kubesim: SIGKILL kubesim (an API server crash).
+kill_kubesim() {
+    kill -KILL "$KS_PID"
+    wait "$KS_PID" 2>/dev/null || true
+}
+# restart_kubesim: kubesim again with the flags of start_kubesim (the same --listen and
+# --data-dir make it the same cluster), appending to $T/kubesim.log; waits until it answers.
+restart_kubesim() {
+    "$B/kubesim" "${KS_ARGS[@]}" >>"$T/kubesim.log" 2>&1 &
+    KS_PID=$!
+    pids+=($!)
+    wait_for 10 "kubesim answering after its restart" "$KUBECTL" --request-timeout=2s get --raw /readyz
+}
+# start_kubesim_operator_rbac DELAY [FLAGS...]: start_kubesim (with FLAGS) with the operator's
+# shipped RBAC loaded (pods ready DELAY after they are made), answering, the CRDs applied; sets K
+# (the pinned kubectl with a deadline) and OPKC (a kubeconfig of the operator's ServiceAccount).
 start_kubesim_operator_rbac() {
-    start_kubesim --pod-ready-delay "$1" --load "$S/deploy/rbac/operator.yaml"
+    start_kubesim --pod-ready-delay "$1" --load "$S/deploy/rbac/operator.yaml" "${@:2}"
     K="$KUBECTL --request-timeout=10s"
     wait_for 10 "kubesim answering" $K get nodes
     $K apply -f "$S/deploy/crds/" >/dev/null

@@ -114,6 +114,8 @@ struct ksim {
     /* The field manager of the create, update or patch being served (set by the HTTP layer
      * around the call); NULL for apply and for the controllers' own writes. */
     const char *write_manager;
+    /* --data-dir: where committed changes go (journal.c); NULL: memory only */
+    struct ks_journal *journal;
 };
 
 /* ---- helpers.c: pure predicates over objects (JSON paths and metadata: kobj.h) ------------- */
@@ -177,6 +179,19 @@ bool ks_obj_visible(json_t *obj, const char *ns, const struct ksim_selector *ls,
 json_t *ks_store_list(struct ks_type *t, const char *ns, const struct ksim_selector *ls,
                       const struct ksim_selector *fs, const char *after, size_t limit,
                       char **ret_last_key, size_t *ret_remaining);
+
+/* ---- journal.c: persistence (--data-dir), below the store -------------------------------- */
+
+struct ks_journal;
+void ks_journal_free(struct ks_journal *j);
+DEFINE_CLEANUP_FUNC(struct ks_journal, ks_journal_free)
+/* A committed object (after ks->rv moved), a removal by store key, a new ServiceAccount token:
+ * one line appended to the journal. Call only when ks->journal is set. */
+void ks_journal_put(struct ksim *ks, struct ks_type *t, json_t *obj);
+void ks_journal_del(struct ksim *ks, struct ks_type *t, const char *key);
+void ks_journal_token(struct ksim *ks, const char *token, json_t *rec);
+/* Rewrites the snapshot and empties the journal once the journal grew large. */
+void ks_journal_maybe_compact(struct ksim *ks);
 
 /* ---- selector.c --------------------------------------------------------------------------- */
 
