@@ -27,23 +27,7 @@ fail() {
 k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 # a free port block for the nodes' kubelet endpoints (two ports), below the ephemeral range
 # (32768 up), where the connections of other tests running beside this one take theirs
-PORT=$(/usr/bin/python3 - $$ <<'PY'
-import socket, sys
-base = 20000 + int(sys.argv[1]) % 12000
-for p in list(range(base, 32000, 2)) + list(range(20000, base, 2)):
-    try:
-        socks = [socket.socket() for _ in range(2)]
-        for i, s in enumerate(socks):
-            s.bind(("127.0.0.1", p + i))
-        print(p)
-        break
-    except OSError:
-        continue
-    finally:
-        for s in socks:
-            s.close()
-PY
-)
+PORT=$(/usr/bin/python3 "$SRC/scripts/free-port.py" 2) || fail "no free port block"
 
 "$KUBESIM" --kubeconfig-out "$T/kc" >"$T/ks.out" 2>"$T/ks.log" &
 KS_PID=$!
