@@ -561,8 +561,8 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
             return UPG_POD_RESTART;
         }
         if (n->drv_ready) {
+            /* validation-required, next in this pass, replaces the stale validators */
             set_ann_time(n, UPG_ANN_VALID_START, now);
-            revalidate(pl, n);
             return UPG_VALIDATION;
         }
         bool unready;
@@ -578,6 +578,11 @@ static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t
             set_ann(n, UPG_ANN_VALID_START, NULL);
             return UPG_UNCORDON;
         }
+        /* every pass, not only on entry: a validator that ran with the old driver may be
+         * left (an operator killed between the state and the deletion, a deletion that
+         * failed, a DaemonSet that recreated it before the driver pod) and would hold the
+         * node here until the timeout */
+        revalidate(pl, n);
         int64_t start = ann_time(n, UPG_ANN_VALID_START, 0);
         if (!start) {
             start = now;

@@ -803,6 +803,65 @@ static void test_validation_timeout(void **state)
     world_done(&w);
 }
 
+/* A node left in validation-required with a validator that ran with the old driver (the
+ * operator was killed between the state and the deletion, or the deletion failed): the stale
+ * validator is deleted on every pass until it goes, not only on entering the state, so the
+ * node does not wait for the timeout. */
+static void test_validation_resumes_stale_validator(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8); /* the validator starts now, with the old driver */
+    json_t *n = node_of(&w, "node-0");
+    json_object_set_new(kobj_labels(n), UPG_LABEL_STATE, json_string("validation-required"));
+    json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+    json_object_set_new(kobj_annotations(n), UPG_ANN_CORDONED, json_string("true"));
+    remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-0");
+    w.now += 60;
+    json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, true));
+    char vstart[24];
+    snprintf(vstart, sizeof(vstart), "%lld", (long long)w.now);
+    json_object_set_new(kobj_annotations(n), UPG_ANN_VALID_START, json_string(vstart));
+    /* two passes whose deletion did not happen: each asks for it again; the stale validator,
+     * Ready as it is, does not pass the node */
+    for (int pass = 0; pass < 2; pass++) {
+        w.now += 5;
+        struct upg_plan *p = plan(&w);
+        assert_int_equal(json_array_size(p->deletions), 1);
+        assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
+                            "nvidia-operator-validator-node-0");
+        assert_false(has_event(p, "node-0", "[uncordon-required]"));
+        assert_false(has_event(p, "node-0", "[validation-required]")); /* no new transition */
+        upg_plan_free(p);
+    }
+    /* terminating: not deleted again */
+    json_t *v = NULL;
+    size_t i;
+    json_t *pod;
+    json_array_foreach (w.pods, i, pod) {
+        if (streq_ptr(kobj_name(pod), "nvidia-operator-validator-node-0"))
+            v = pod;
+    }
+    assert_non_null(v);
+    json_object_set_new(json_object_get(v, "metadata"), "deletionTimestamp",
+                        json_string("2025-12-02T10:01:05Z"));
+    struct upg_plan *p = plan(&w);
+    assert_int_equal(json_array_size(p->deletions), 0);
+    assert_string_equal(state_of(&w, "node-0"), "validation-required");
+    upg_plan_free(p);
+    /* gone, and the DaemonSet's new one passes: done, uncordoned */
+    remove_pod(&w, "gpu-operator", "nvidia-operator-validator-node-0");
+    json_array_append_new(w.pods, mk_validator(&w, "node-0"));
+    p = plan(&w);
+    assert_true(has_event(p, "node-0", "[upgrade-done]"));
+    assert_int_equal(json_array_size(p->deletions), 0);
+    execute(&w, p);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_false(is_cordoned(&w, "node-0"));
+    world_done(&w);
+}
+
 /* ---- gpuop's pools -------------------------------------------------------------------------- */
 
 static void label_nodes(struct world *w, int from, int to, const char *k, const char *v)
@@ -1435,6 +1494,7 @@ int main(void)
         cmocka_unit_test(test_requested_annotation),
         cmocka_unit_test(test_safe_load),
         cmocka_unit_test(test_validation_timeout),
+        cmocka_unit_test(test_validation_resumes_stale_validator),
         cmocka_unit_test(test_capacity_floor),
         cmocka_unit_test(test_window_closed_then_open),
         cmocka_unit_test(test_window_in_flight_finishes),
