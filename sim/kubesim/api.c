@@ -463,7 +463,7 @@ static void h_scale(struct ks_call *c)
                 return;
             }
         } else if (json_is_object(p)) {
-            want = ksim_merge_patch(sc, p);
+            want = kobj_merge_patch(sc, p);
         } else {
             respond_error(c->resp, 400, "BadRequest",
                           "json: cannot unmarshal into Go value of type autoscaling.Scale");

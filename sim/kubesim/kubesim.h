@@ -182,8 +182,6 @@ bool ksim_selector_matches(const struct ksim_selector *sel, json_t *labels);
 void ksim_selector_free(struct ksim_selector *s);
 DEFINE_CLEANUP_FUNC(struct ksim_selector, ksim_selector_free)
 
-/* RFC 7386 merge patch; returns a new value. */
-json_t *ksim_merge_patch(json_t *target, json_t *patch);
 /* RFC 6902; returns 0 and a new value, or -EINVAL with a message. */
 int ksim_json_patch(json_t *target, json_t *ops, json_t **ret, struct err *e);
 /* Strategic merge patch with Kubernetes' merge keys and $-directives; returns a new value. */

@@ -95,7 +95,7 @@ void ks_managed_record(struct ksim *ks, struct ks_type *t, json_t *old, json_t *
     }
     json_t *fs = mine;
     if (prev) {
-        fs = ksim_merge_patch(json_object_get(prev, "fieldsV1"), mine);
+        fs = kobj_merge_patch(json_object_get(prev, "fieldsV1"), mine);
         json_decref(mine);
         json_decref(prev);
     }

@@ -15,7 +15,7 @@ static json_t *other_managers_fs(json_t *obj, const char *manager)
             continue;
         json_t *fs = json_object_get(mf, "fieldsV1");
         if (json_is_object(fs)) {
-            json_t *m = ksim_merge_patch(all, fs);
+            json_t *m = kobj_merge_patch(all, fs);
             json_decref(all);
             all = m;
         }
@@ -163,7 +163,7 @@ int ks_obj_patch(struct ksim *ks, struct ks_type *t, const char *name, json_t *o
         if (!json_is_object(p))
             return ks_bad_request(st, "json: cannot unmarshal into Go value of type "
                                       "map[string]interface {}");
-        res = ksim_merge_patch(old, p);
+        res = kobj_merge_patch(old, p);
     } else if (kind == KS_PATCH_JSON) {
         if (ksim_json_patch(old, p, &res, &e) < 0)
             return ks_status_set(st, 422, "Invalid", ks_status_details(t, name),

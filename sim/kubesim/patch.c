@@ -1,26 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Patches: RFC 7386 merge patch, RFC 6902 JSON patch, and Kubernetes' strategic merge patch
- * with the merge keys of the built-in types and the $-directives kubectl sends. */
+/* Patches: RFC 6902 JSON patch, and Kubernetes' strategic merge patch with the merge keys of
+ * the built-in types and the $-directives kubectl sends (RFC 7386 merge patch: kobj). */
 #include <string.h>
 
 #include "kubesim-internal.h"
-
-json_t *ksim_merge_patch(json_t *target, json_t *patch)
-{
-    if (!json_is_object(patch))
-        return json_deep_copy(patch);
-    json_t *res = json_is_object(target) ? json_deep_copy(target) : json_object();
-    const char *k;
-    json_t *v;
-    json_object_foreach (patch, k, v) {
-        if (json_is_null(v)) {
-            json_object_del(res, k);
-            continue;
-        }
-        json_object_set_new(res, k, ksim_merge_patch(json_object_get(res, k), v));
-    }
-    return res;
-}
 
 /* ---- JSON patch --------------------------------------------------------------------------- */
 

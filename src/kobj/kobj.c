@@ -104,6 +104,23 @@ void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted)
     }
 }
 
+json_t *kobj_merge_patch(const json_t *target, const json_t *patch)
+{
+    if (!json_is_object(patch))
+        return json_deep_copy(patch);
+    json_t *res = json_is_object(target) ? json_deep_copy(target) : json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)patch, k, v) {
+        if (json_is_null(v)) {
+            json_object_del(res, k);
+            continue;
+        }
+        json_object_set_new(res, k, kobj_merge_patch(json_object_get(res, k), v));
+    }
+    return res;
+}
+
 /* ---- metadata ------------------------------------------------------------------------------- */
 
 static json_t *meta(const json_t *obj)

@@ -12,7 +12,7 @@
  * Pure: jansson only, no I/O, no HTTP client, so kubesim and the operator's pure core link it.
  * Getters return borrowed references (valid while the object is) and NULL when the path is
  * absent or has another type; they accept a NULL object. Nothing here allocates except
- * kobj_key() and the setters, which say so.
+ * kobj_key(), kobj_merge_patch() and the setters, which say so.
  * Thread-safety: as for the jansson values passed in (readers may share an object that no one
  * modifies).
  */
@@ -48,6 +48,9 @@ json_t *kobj_ensure_keys(json_t *root, const char *const *keys);
 /* Copies the value at `dotted` from src into dst at the same path, creating the objects on the
  * way (the value itself is shared, not deep-copied). Nothing happens when src lacks the path. */
 void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted);
+/* RFC 7386 JSON merge patch: `patch` applied to `target` (NULL: none), as a new value; neither
+ * is changed. An object patch merges key by key (null removes), anything else replaces. */
+json_t *kobj_merge_patch(const json_t *target, const json_t *patch);
 
 /* ---- object metadata ------------------------------------------------------------------------ */
 

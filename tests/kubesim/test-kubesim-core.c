@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "kobj.h"
 #include "kubesim.h"
 #include "yamlcfg.h"
 
@@ -445,7 +446,7 @@ static void test_merge_and_json_patch(void **state)
     (void)state;
     json_t *t = J("{\"a\":{\"b\":1,\"c\":[1,2]},\"d\":1}");
     json_t *p = J("{\"a\":{\"b\":null,\"c\":[3]},\"e\":\"x\"}");
-    json_t *r = ksim_merge_patch(t, p);
+    json_t *r = kobj_merge_patch(t, p);
     json_t *w = J("{\"a\":{\"c\":[3]},\"d\":1,\"e\":\"x\"}");
     assert_true(json_equal(r, w));
     json_decref(p);

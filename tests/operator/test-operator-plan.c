@@ -30,6 +30,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "kobj.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -250,19 +251,13 @@ static void execute(json_t *cluster, const struct op_plan *plan)
     }
 }
 
+/* RFC 7386 merge patch, in place (the objects are held by pointer). */
 static void merge_patch(json_t *target, const json_t *patch)
 {
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)patch, k, v) {
-        json_t *t = json_object_get(target, k);
-        if (json_is_null(v))
-            json_object_del(target, k);
-        else if (json_is_object(v) && json_is_object(t))
-            merge_patch(t, v);
-        else
-            json_object_set_new(target, k, json_deep_copy(v));
-    }
+    json_t *m = kobj_merge_patch(target, patch);
+    json_object_clear(target);
+    json_object_update(target, m);
+    json_decref(m);
 }
 
 static json_t *load_policy(const json_t *def)

@@ -177,6 +177,62 @@ static bool rule_holds(enum rule r, const char *s)
     return false;
 }
 
+/* RFC 7386 Appendix A, and that neither input changes. */
+static void test_merge_patch(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *target, *patch, *want;
+    } cases[] = {
+        {"{\"a\":\"b\"}", "{\"a\":\"c\"}", "{\"a\":\"c\"}"},
+        {"{\"a\":\"b\"}", "{\"b\":\"c\"}", "{\"a\":\"b\",\"b\":\"c\"}"},
+        {"{\"a\":\"b\"}", "{\"a\":null}", "{}"},
+        {"{\"a\":\"b\",\"b\":\"c\"}", "{\"a\":null}", "{\"b\":\"c\"}"},
+        {"{\"a\":[\"b\"]}", "{\"a\":\"c\"}", "{\"a\":\"c\"}"},
+        {"{\"a\":\"c\"}", "{\"a\":[\"b\"]}", "{\"a\":[\"b\"]}"},
+        {"{\"a\":{\"b\":\"c\"}}", "{\"a\":{\"b\":\"d\",\"c\":null}}", "{\"a\":{\"b\":\"d\"}}"},
+        {"{\"a\":[{\"b\":\"c\"}]}", "{\"a\":[1]}", "{\"a\":[1]}"},
+        {"[\"a\",\"b\"]", "[\"c\",\"d\"]", "[\"c\",\"d\"]"},
+        {"{\"a\":\"b\"}", "[\"c\"]", "[\"c\"]"},
+        {"{\"a\":\"foo\"}", "null", "null"},
+        {"{\"a\":\"foo\"}", "\"bar\"", "\"bar\""},
+        {"{\"e\":null}", "{\"a\":1}", "{\"e\":null,\"a\":1}"},
+        {"[1,2]", "{\"a\":\"b\",\"c\":null}", "{\"a\":\"b\"}"},
+        {"{}", "{\"a\":{\"bb\":{\"ccc\":null}}}", "{\"a\":{\"bb\":{}}}"},
+        /* a node's labels: one set, one removed, the rest kept */
+        {"{\"metadata\":{\"labels\":{\"s\":\"a\",\"x\":\"1\"},\"name\":\"n\"}}",
+         "{\"metadata\":{\"labels\":{\"s\":\"b\",\"x\":null}}}",
+         "{\"metadata\":{\"labels\":{\"s\":\"b\"},\"name\":\"n\"}}"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        json_t *t = json_loads(cases[i].target, JSON_DECODE_ANY, NULL);
+        json_t *p = json_loads(cases[i].patch, JSON_DECODE_ANY, NULL);
+        json_t *w = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
+        assert_non_null(t);
+        assert_non_null(p);
+        assert_non_null(w);
+        json_t *t0 = json_deep_copy(t), *p0 = json_deep_copy(p);
+        json_t *r = kobj_merge_patch(t, p);
+        if (!json_equal(r, w)) {
+            char *got = json_dumps(r, JSON_ENCODE_ANY | JSON_COMPACT);
+            fail_msg("case %zu: %s + %s = %s, want %s", i, cases[i].target, cases[i].patch, got,
+                     cases[i].want);
+        }
+        assert_true(json_equal(t, t0) && json_equal(p, p0));
+        json_decref(r);
+        json_decref(t);
+        json_decref(p);
+        json_decref(w);
+        json_decref(t0);
+        json_decref(p0);
+    }
+    json_t *empty = json_object();
+    json_t *r = kobj_merge_patch(NULL, empty); /* no target: an empty object */
+    assert_true(json_is_object(r) && json_object_size(r) == 0 && r != empty);
+    json_decref(r);
+    json_decref(empty);
+}
+
 static void test_valid_syntax(void **state)
 {
     (void)state;
@@ -280,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_paths),          cmocka_unit_test(test_metadata),
         cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
         cmocka_unit_test(test_valid_quantity), cmocka_unit_test(test_selector_string),
+        cmocka_unit_test(test_merge_patch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

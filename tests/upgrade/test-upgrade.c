@@ -206,25 +206,13 @@ static struct upg_plan *plan(struct world *w)
     return p;
 }
 
-/* RFC 7386 merge patch. */
+/* RFC 7386 merge patch, in place (the node objects are held by pointer). */
 static void merge(json_t *dst, const json_t *patch)
 {
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)patch, k, v) {
-        if (json_is_null(v)) {
-            json_object_del(dst, k);
-        } else if (json_is_object(v)) {
-            json_t *d = json_object_get(dst, k);
-            if (!json_is_object(d)) {
-                d = json_object();
-                json_object_set_new(dst, k, d);
-            }
-            merge(d, v);
-        } else {
-            json_object_set(dst, k, v);
-        }
-    }
+    json_t *m = kobj_merge_patch(dst, patch);
+    json_object_clear(dst);
+    json_object_update(dst, m);
+    json_decref(m);
 }
 
 static void remove_pod(struct world *w, const char *ns, const char *name)
