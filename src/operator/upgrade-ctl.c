@@ -34,6 +34,9 @@ struct op_upgrade {
     struct op_upgrade_hooks h;
     struct kube_informer *inf[N_INF];
     json_t *recent_events; /* "object|message" -> ms emitted (reconcile thread) */
+    /* the nodes as gpuop's last patches left them, until the informer shows those patches
+     * (upgrade.h, read-your-writes; reconcile thread) */
+    struct upg_writes *writes;
     struct upg_matrix *builtin;
     struct upg_matrix *override;
     char *override_rv; /* the ConfigMap's resourceVersion the override was parsed from */
@@ -47,6 +50,8 @@ struct op_upgrade {
     json_t *pool_counts;
     uint64_t plan_us_last, plan_us_max, passes; /* the planner's own time, per pass */
     uint64_t plan_cpu_us_last, plan_cpu_us_max; /* and the CPU time it used */
+    uint64_t conflicts;                         /* node patches refused: the node had changed */
+    size_t unseen_writes;                       /* node writes the informer does not show yet */
 };
 
 static uint64_t thread_cpu_us(void)
@@ -182,6 +187,7 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     u->ns = ns;
     u->h = *h;
     u->recent_events = json_object();
+    u->writes = upg_writes_new();
     u->pool_counts = json_object();
     pthread_mutex_init(&u->lock, NULL);
     const struct embedded_file *m = &op_embedded_upgrade[0];
@@ -240,6 +246,7 @@ void op_upgrade_free(struct op_upgrade *u)
         if (i != INF_NODES) /* the controller's */
             kube_informer_free(u->inf[i]);
     json_decref(u->recent_events);
+    upg_writes_free(u->writes);
     json_decref(u->pool_counts);
     upg_matrix_free(u->builtin);
     upg_matrix_free(u->override);
@@ -584,27 +591,50 @@ static int write_pool_status(struct op_upgrade *u, const json_t *ps, uint64_t no
     return 0;
 }
 
+/*
+ * Executes a plan: the node patches first; a node whose patch did not go through (a conflict:
+ * it changed since the pass read it, or an error) keeps its evictions, deletions and Events
+ * for the next pass, planned again from what the node is then. *ret_conflict: a patch met a
+ * newer node (the next pass soon, the informer may not call for it).
+ */
 static int execute(struct op_upgrade *u, const struct upg_plan *p, const json_t *cp,
-                   uint64_t now_ms, struct err *e)
+                   uint64_t now_ms, bool *ret_conflict, struct err *e)
 {
     size_t i;
     json_t *a;
     int r;
+    _cleanup_json_ json_t *not_patched = json_object();
+    *ret_conflict = false;
     json_array_foreach (p->node_patches, i, a) {
         if ((r = u->h.may_write(u->h.u, e)) < 0)
             return r;
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
         _cleanup_json_ json_t *out = NULL;
         struct err ne = {0};
-        r = kube_patch(u->kc, &KUBE_NODES, NULL, kobj_str(a, "name"), &po,
-                       json_object_get(a, "patch"), &out, &ne);
-        if (r < 0 && r != -ENOENT)
-            log_warn(COMPONENT, "upgrade node patch failed", "node=%s error=\"%s\"",
-                     kobj_str(a, "name"), err_msg(&ne));
-        else if (r == 0)
+        const char *node = kobj_str(a, "name");
+        json_t *patch = json_object_get(a, "patch");
+        r = kube_patch(u->kc, &KUBE_NODES, NULL, node, &po, patch, &out, &ne);
+        if (r == 0) {
             u->h.wrote(u->h.u);
+            upg_writes_record(u->writes, kobj_path_str(patch, "metadata.resourceVersion"), out);
+            continue;
+        }
+        json_object_set_new(not_patched, node, json_true());
+        if (r == KUBE_ECONFLICT) {
+            *ret_conflict = true;
+            pthread_mutex_lock(&u->lock);
+            u->conflicts++;
+            pthread_mutex_unlock(&u->lock);
+            log_info(COMPONENT, "node changed since the upgrade pass read it, planned again",
+                     "node=%s", node);
+        } else if (r != -ENOENT) {
+            log_warn(COMPONENT, "upgrade node patch failed", "node=%s error=\"%s\"", node,
+                     err_msg(&ne));
+        }
     }
     json_array_foreach (p->evictions, i, a) {
+        if (json_object_get(not_patched, kobj_str(a, "node")))
+            continue;
         if ((r = u->h.may_write(u->h.u, e)) < 0)
             return r;
         struct err ee = {0};
@@ -619,6 +649,8 @@ static int execute(struct op_upgrade *u, const struct upg_plan *p, const json_t 
             u->h.wrote(u->h.u);
     }
     json_array_foreach (p->deletions, i, a) {
+        if (json_object_get(not_patched, kobj_str(a, "node")))
+            continue;
         if ((r = u->h.may_write(u->h.u, e)) < 0)
             return r;
         struct err de = {0};
@@ -634,8 +666,11 @@ static int execute(struct op_upgrade *u, const struct upg_plan *p, const json_t 
                      kobj_str(a, "name"), kobj_str(a, "node"));
         }
     }
-    json_array_foreach (p->events, i, a)
-        post_event(u, a, cp, now_ms);
+    json_array_foreach (p->events, i, a) {
+        const char *node = kobj_str(a, "node");
+        if (!node || !json_object_get(not_patched, node))
+            post_event(u, a, cp, now_ms);
+    }
     json_array_foreach (p->pools, i, a) {
         if ((r = write_pool_status(u, a, now_ms, e)) < 0)
             return r;
@@ -736,7 +771,8 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     }
     const char *matrix_err = NULL;
     const struct upg_matrix *m = matrix(u, &matrix_err);
-    _cleanup_json_ json_t *nodes = kube_informer_list(u->inf[INF_NODES], NULL, NULL, NULL);
+    _cleanup_json_ json_t *cached = kube_informer_list(u->inf[INF_NODES], NULL, NULL, NULL);
+    _cleanup_json_ json_t *nodes = upg_writes_fresh(u->writes, cached);
     _cleanup_json_ json_t *pods = kube_informer_list(u->inf[INF_PODS], NULL, NULL, NULL);
     _cleanup_json_ json_t *listed = list_workloads(u, nodes, pods);
     _cleanup_json_ json_t *pdbs = kube_informer_list(u->inf[INF_PDBS], NULL, NULL, NULL);
@@ -778,7 +814,8 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
         upg_policy_done(&pol);
         return r;
     }
-    r = execute(u, plan, cp, now_ms, e);
+    bool conflict = false;
+    r = execute(u, plan, cp, now_ms, &conflict, e);
     bool auto_up = pol_ok && pol.auto_upgrade;
     upg_policy_done(&pol);
     if (r < 0)
@@ -789,6 +826,8 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     /* workload pods are not watched: look again while nodes are being emptied */
     if (json_object_size(listed) > 0 && (u->requeue_ms == 0 || u->requeue_ms > 2000))
         u->requeue_ms = 2000;
+    if (conflict && (u->requeue_ms == 0 || u->requeue_ms > 1000))
+        u->requeue_ms = 1000;
     const char *cs, *reason;
     _cleanup_json_ json_t *lines = rolled_up_condition(plan, auto_up, &cs, &reason);
     struct sbuf b;
@@ -802,6 +841,7 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     sbuf_free(&b);
     pthread_mutex_lock(&u->lock);
     u->have_counts = !plan->frozen;
+    u->unseen_writes = upg_writes_pending(u->writes);
     u->auto_upgrade = auto_up;
     u->counts = plan->counts;
     json_decref(u->pool_counts);
@@ -825,6 +865,8 @@ void op_upgrade_metrics(struct op_upgrade *u, struct prom_writer *w)
     json_t *pc = json_incref(u->pool_counts);
     uint64_t last = u->plan_us_last, max = u->plan_us_max, passes = u->passes;
     uint64_t clast = u->plan_cpu_us_last, cmax = u->plan_cpu_us_max;
+    uint64_t conflicts = u->conflicts;
+    size_t unseen = u->unseen_writes;
     pthread_mutex_unlock(&u->lock);
     prom_metric(w, "gpuop_driver_upgrade_plan_seconds", PROM_GAUGE,
                 "Time the last upgrade planning pass took", (double)last / 1e6);
@@ -836,6 +878,13 @@ void op_upgrade_metrics(struct op_upgrade *u, struct prom_writer *w)
                 "Most CPU time an upgrade planning pass used since start", (double)cmax / 1e6);
     prom_metric_u64(w, "gpuop_driver_upgrade_passes_total", PROM_COUNTER,
                     "Upgrade planning passes run", passes);
+    prom_metric_u64(w, "gpuop_driver_upgrade_node_conflicts_total", PROM_COUNTER,
+                    "Upgrade node patches refused because the node changed since the pass read it",
+                    conflicts);
+    prom_metric(w, "gpuop_driver_upgrade_unseen_writes", PROM_GAUGE,
+                "Nodes planned from the controller's own last write, which its informer does not "
+                "show yet",
+                (double)unseen);
     prom_metric(w, "gpu_operator_auto_upgrade_enabled", PROM_GAUGE,
                 "1 when driver.upgradePolicy.autoUpgrade is on", au ? 1 : 0);
     static const struct {

@@ -986,14 +986,19 @@ static void node_patch_out(struct planner *pl, struct node *n)
     if (!n->labels && !n->anns && n->unsched_set < 0)
         return;
     json_t *patch = json_object();
-    if (n->labels || n->anns) {
-        json_t *meta = json_object();
-        if (n->labels)
-            json_object_set(meta, "labels", n->labels);
-        if (n->anns)
-            json_object_set(meta, "annotations", n->anns);
+    json_t *meta = json_object();
+    if (n->labels)
+        json_object_set(meta, "labels", n->labels);
+    if (n->anns)
+        json_object_set(meta, "annotations", n->anns);
+    /* the precondition: the plan holds for the node as read (upgrade.h, read-your-writes) */
+    const char *rv = kobj_resource_version(n->obj);
+    if (rv)
+        json_object_set_new(meta, "resourceVersion", json_string(rv));
+    if (json_object_size(meta))
         json_object_set_new(patch, "metadata", meta);
-    }
+    else
+        json_decref(meta);
     if (n->unsched_set >= 0)
         json_object_set_new(patch, "spec",
                             json_pack("{s:b}", "unschedulable", n->unsched_set == 1));

@@ -200,7 +200,8 @@ struct upg_counts {
 
 struct upg_plan {
     /* [{"name": node, "patch": merge patch for the Node (metadata labels/annotations,
-     * spec.unschedulable)}], at most one per node */
+     * spec.unschedulable; metadata.resourceVersion, the node's as read, as the precondition)}],
+     * at most one per node */
     json_t *node_patches;
     json_t *evictions; /* [{"namespace", "name", "node"}]: through the Eviction API */
     /* [{"namespace", "name", "node"}]: out-of-date driver pods, and the node's validator pods
@@ -222,6 +223,42 @@ struct upg_plan {
 int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e);
 void upg_plan_free(struct upg_plan *p);
 DEFINE_CLEANUP_FUNC(struct upg_plan, upg_plan_free)
+
+/* ---- read-your-writes ----------------------------------------------------------------------- */
+
+/*
+ * The shell plans from its informer's nodes, which may lag behind its own writes (a loaded API
+ * server, a slow watch): a pass that read a node from before the previous pass's patch would
+ * repeat that step (the transition and its Event again, or a slot taken twice: the node looks
+ * not started). upg_writes keeps what the server returned for gpuop's node patches until the
+ * informer shows them.
+ *
+ * The rule. Each node patch carries the resourceVersion of the node the plan read
+ * (metadata.resourceVersion in a merge patch is a precondition: the server answers 409 Conflict
+ * when the node changed since), so a written node's versions form one chain through gpuop's
+ * writes: the version a write replaced is the one just before it. While the cached node's
+ * resourceVersion is one that gpuop's writes replaced, the cache is behind them and the pass
+ * plans from the object the server returned for the last write; any other version is that write
+ * or a later one (a watch delivers a node's versions in order, and a re-list is no older than
+ * what the cache held), and the written copy is forgotten. resourceVersions are compared for
+ * equality only: Kubernetes leaves their order unspecified.
+ *
+ * Not thread-safe: the shell's reconcile thread owns it.
+ */
+struct upg_writes;
+struct upg_writes *upg_writes_new(void);
+void upg_writes_free(struct upg_writes *w);
+DEFINE_CLEANUP_FUNC(struct upg_writes, upg_writes_free)
+/* A node patch made with the precondition `base_rv` succeeded; `written` is the node the server
+ * returned (a reference is kept, read-only). Ignored without a name or either version. */
+void upg_writes_record(struct upg_writes *w, const char *base_rv, json_t *written);
+/* The nodes to plan from: `cached` (the informer's) with each node the cache shows at a version
+ * gpuop's writes replaced swapped for the last written one. Forgets the writes the cache has
+ * caught up with and those of nodes no longer there. A new array; its objects are shared with
+ * `cached` and the writes (read-only). */
+json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached);
+/* Nodes whose written copy is still in use (for tests and a metric). */
+size_t upg_writes_pending(const struct upg_writes *w);
 
 /* Is this pod a GPU workload (a container requesting or limited by nvidia.com/gpu* or
  * nvidia.com/mig-*), the ones pod deletion evicts? */

@@ -182,14 +182,15 @@ static void add_pool(struct world *w, const char *json_text)
     json_array_append_new(w->pools, v);
 }
 
-static struct upg_plan *plan(struct world *w)
+/* A pass over `nodes` (the shell's view of them) and the world's pods. */
+static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
 {
     w->set = (struct upg_driver_set){.name = "nvidia-driver-daemonset",
                                      .ns = "gpu-operator",
                                      .revision = w->rev,
                                      .version = w->version};
     struct upg_input in = {.policy = &w->pol,
-                           .nodes = w->nodes,
+                           .nodes = nodes,
                            .pods = w->pods,
                            .pdbs = w->pdbs,
                            .sets = &w->set,
@@ -204,6 +205,11 @@ static struct upg_plan *plan(struct world *w)
     if (upg_plan(&in, &p, &e) < 0)
         fail_msg("upg_plan: %s", err_msg(&e));
     return p;
+}
+
+static struct upg_plan *plan(struct world *w)
+{
+    return plan_nodes(w, w->nodes);
 }
 
 /* RFC 7386 merge patch, in place (the node objects are held by pointer). */
@@ -229,6 +235,8 @@ static void remove_pod(struct world *w, const char *ns, const char *name)
 
 /* Executes a plan as the shell and the cluster would; the driver DaemonSet (OnDelete) makes the
  * deleted pod's replacement at the current revision. */
+static void execute_pods(struct world *w, const struct upg_plan *p);
+
 static void execute(struct world *w, const struct upg_plan *p)
 {
     size_t i;
@@ -238,6 +246,14 @@ static void execute(struct world *w, const struct upg_plan *p)
         assert_non_null(n);
         merge(n, json_object_get(a, "patch"));
     }
+    execute_pods(w, p);
+}
+
+/* The plan's evictions and pod deletions. */
+static void execute_pods(struct world *w, const struct upg_plan *p)
+{
+    size_t i;
+    json_t *a;
     json_array_foreach (p->evictions, i, a) {
         /* the Eviction API: refused when a budget allows no disruption */
         size_t k;
@@ -847,6 +863,209 @@ static void test_validation_resumes_stale_validator(void **state)
     upg_plan_free(p);
     assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
     assert_false(is_cordoned(&w, "node-0"));
+    world_done(&w);
+}
+
+/* ---- read-your-writes ----------------------------------------------------------------------- */
+
+static long long rv_seq = 1000;
+
+static void bump_rv(json_t *n)
+{
+    char b[24];
+    snprintf(b, sizeof(b), "%lld", rv_seq++);
+    json_object_set_new(json_object_get(n, "metadata"), "resourceVersion", json_string(b));
+}
+
+static const char *rv_of(const json_t *nodes, const char *name)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach ((json_t *)nodes, i, n) {
+        if (streq_ptr(kobj_name(n), name))
+            return kobj_resource_version(n);
+    }
+    return NULL;
+}
+
+/* The API server's side of a pass, with w->nodes as its store: a node patch goes through when
+ * its precondition (metadata.resourceVersion) is the node's version, and makes a new version;
+ * the shell records what the server returned. The pods' actions follow. Returns the conflicts. */
+static int serve(struct world *w, const struct upg_plan *p, struct upg_writes *wr)
+{
+    int conflicts = 0;
+    size_t i;
+    json_t *a;
+    json_array_foreach (p->node_patches, i, a) {
+        json_t *n = node_of(w, kobj_str(a, "name"));
+        assert_non_null(n);
+        json_t *patch = json_object_get(a, "patch");
+        const char *pre = kobj_path_str(patch, "metadata.resourceVersion");
+        if (pre && !streq_ptr(pre, kobj_resource_version(n))) {
+            conflicts++;
+            continue;
+        }
+        merge(n, patch);
+        bump_rv(n);
+        json_t *out = json_deep_copy(n);
+        upg_writes_record(wr, pre, out);
+        json_decref(out);
+    }
+    execute_pods(w, p);
+    return conflicts;
+}
+
+static json_t *snapshot(struct world *w)
+{
+    return json_deep_copy(w->nodes);
+}
+
+/* upg_writes alone: what is kept and when it is forgotten. */
+static void test_writes_rule(void **state)
+{
+    (void)state;
+    struct upg_writes *wr = upg_writes_new();
+    json_t *b0 = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion", "5",
+                           "labels", "s", "a");
+    json_t *w1 = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion", "9",
+                           "labels", "s", "b");
+    json_t *w2 = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion",
+                           "12", "labels", "s", "c");
+    json_t *other = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion",
+                              "13", "labels", "s", "x");
+    /* no precondition, no version, a write that made no version: nothing to go by */
+    upg_writes_record(wr, NULL, w1);
+    upg_writes_record(wr, "9", w1);
+    assert_int_equal(upg_writes_pending(wr), 0);
+    upg_writes_record(wr, "5", w1);
+    assert_int_equal(upg_writes_pending(wr), 1);
+    json_t *cache = json_pack("[O]", b0);
+    json_t *f = upg_writes_fresh(wr, cache); /* the cache at 5: behind, ours is read */
+    assert_ptr_equal(json_array_get(f, 0), w1);
+    json_decref(f);
+    upg_writes_record(wr, "9", w2); /* planned from ours: the chain goes on (5, 9 replaced) */
+    f = upg_writes_fresh(wr, cache);
+    assert_ptr_equal(json_array_get(f, 0), w2);
+    json_decref(f);
+    json_array_set(cache, 0, w1); /* caught up with the first write only */
+    f = upg_writes_fresh(wr, cache);
+    assert_ptr_equal(json_array_get(f, 0), w2);
+    assert_int_equal(upg_writes_pending(wr), 1);
+    json_decref(f);
+    json_array_set(cache, 0, other); /* a later version (another writer's): the cache's */
+    f = upg_writes_fresh(wr, cache);
+    assert_ptr_equal(json_array_get(f, 0), other);
+    assert_int_equal(upg_writes_pending(wr), 0);
+    json_decref(f);
+    /* a node gone from the cache is forgotten */
+    upg_writes_record(wr, "13", w2);
+    assert_int_equal(upg_writes_pending(wr), 1);
+    json_t *none = json_array();
+    f = upg_writes_fresh(wr, none);
+    assert_int_equal(json_array_size(f), 0);
+    assert_int_equal(upg_writes_pending(wr), 0);
+    json_decref(f);
+    json_decref(none);
+    json_decref(cache);
+    json_decref(b0);
+    json_decref(w1);
+    json_decref(w2);
+    json_decref(other);
+    upg_writes_free(wr);
+    upg_writes_free(NULL);
+}
+
+/*
+ * The shell's informer lags behind its writes: the passes after a write still see the nodes as
+ * they were. Planned from upg_writes_fresh, no step is repeated: no transition and its Event
+ * again, and no second node started past maxParallelUpgrades (1) because the first one looks
+ * not started. Planned from the stale cache itself, both happen (and the precondition makes the
+ * server refuse that plan's patch).
+ */
+static void test_stale_informer_no_repeat(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":1,\"maxUnavailable\":2}");
+    size_t i;
+    json_t *n;
+    json_array_foreach (w.nodes, i, n)
+        bump_rv(n);
+    struct upg_writes *wr = upg_writes_new();
+    json_t *cache0 = snapshot(&w); /* the informer, stuck before the first write */
+    /* pass 1: node-0 starts (to pod-restart-required, its driver pod deleted), node-1 waits */
+    json_t *view = upg_writes_fresh(wr, cache0);
+    struct upg_plan *p = plan_nodes(&w, view);
+    json_decref(view);
+    assert_true(has_event(p, "node-0", "[cordon-required]"));
+    assert_true(has_event(p, "node-0", "[pod-restart-required]"));
+    assert_true(has_event(p, "node-1", "[upgrade-required]"));
+    assert_false(has_event(p, "node-1", "[cordon-required]"));
+    w.now += 10; /* the new driver pod starts after the validator */
+    assert_int_equal(serve(&w, p, wr), 0);
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "pod-restart-required");
+    assert_int_equal(upg_writes_pending(wr), 2);
+    json_t *cache1 = snapshot(&w);
+    /* the hazard: a pass from the stale cache takes node-0 (its new driver already there) for
+     * done and starts node-1 beside it; node-0's patch carries a version the server has moved
+     * past */
+    p = plan_nodes(&w, cache0);
+    assert_true(has_event(p, "node-0", "[upgrade-done]"));
+    assert_true(has_event(p, "node-1", "[cordon-required]"));
+    const char *pre = NULL;
+    json_array_foreach (p->node_patches, i, n) {
+        if (streq_ptr(kobj_str(n, "name"), "node-0"))
+            pre = kobj_path_str(json_object_get(n, "patch"), "metadata.resourceVersion");
+    }
+    assert_non_null(pre);
+    assert_string_not_equal(pre, rv_of(w.nodes, "node-0"));
+    upg_plan_free(p);
+    /* pass 2, the cache still stale: planned from the writes, node-0 goes on (its new driver
+     * pod is Ready: validation-required, the old validator deleted), nothing is repeated and
+     * node-1 is not started */
+    view = upg_writes_fresh(wr, cache0);
+    p = plan_nodes(&w, view);
+    json_decref(view);
+    assert_true(has_event(p, "node-0", "[validation-required]"));
+    assert_false(has_event(p, "node-0", "[upgrade-required]"));
+    assert_false(has_event(p, "node-0", "[cordon-required]"));
+    assert_false(has_event(p, "node-0", "[pod-restart-required]"));
+    assert_false(has_event(p, "node-1", "[upgrade-required]"));
+    assert_false(has_event(p, "node-1", "[cordon-required]"));
+    assert_int_equal(p->counts.in_progress, 1);
+    w.now += 10;
+    assert_int_equal(serve(&w, p, wr), 0); /* the preconditions hold */
+    upg_plan_free(p);
+    assert_string_equal(state_of(&w, "node-0"), "validation-required");
+    /* pass 3, the cache caught up with the first pass only: node-0's second write is still
+     * newer (the chain), node-1's copy is forgotten; node-0 ends, node-1 still waits */
+    view = upg_writes_fresh(wr, cache1);
+    assert_int_equal(upg_writes_pending(wr), 1);
+    p = plan_nodes(&w, view);
+    json_decref(view);
+    assert_false(has_event(p, "node-0", "[validation-required]"));
+    assert_true(has_event(p, "node-0", "[upgrade-done]"));
+    assert_false(has_event(p, "node-1", "[cordon-required]")); /* node-0 held the slot */
+    assert_int_equal(serve(&w, p, wr), 0);
+    upg_plan_free(p);
+    /* someone else writes node-0; the cache shows that version: it is read, ours forgotten */
+    json_object_set_new(kobj_labels(node_of(&w, "node-0")), "example.com/other", json_string("x"));
+    bump_rv(node_of(&w, "node-0"));
+    json_t *cache2 = snapshot(&w);
+    view = upg_writes_fresh(wr, cache2);
+    assert_int_equal(upg_writes_pending(wr), 0);
+    assert_string_equal(kobj_label(json_array_get(view, 0), "example.com/other"), "x");
+    json_decref(view);
+    /* and the rest of the rollout from an up-to-date cache: node-1 once node-0 is done */
+    converge(&w, 20, 1, 5);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-done");
+    json_decref(cache0);
+    json_decref(cache1);
+    json_decref(cache2);
+    upg_writes_free(wr);
     world_done(&w);
 }
 
@@ -1483,6 +1702,8 @@ int main(void)
         cmocka_unit_test(test_safe_load),
         cmocka_unit_test(test_validation_timeout),
         cmocka_unit_test(test_validation_resumes_stale_validator),
+        cmocka_unit_test(test_writes_rule),
+        cmocka_unit_test(test_stale_informer_no_repeat),
         cmocka_unit_test(test_capacity_floor),
         cmocka_unit_test(test_window_closed_then_open),
         cmocka_unit_test(test_window_in_flight_finishes),
