@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Shared by the operator's kubesim tests (sourced): a scratch folder $T removed at exit with every
-# process in $pids, fail, free_port, low_free_port, wait_for, start_kubesim, and kill_kubesim and
-# restart_kubesim (an API server crash and restart, with --data-dir).
+# process in $pids, fail (and a test's on_fail), free_port, low_free_port, wait_for,
+# start_kubesim, and kill_kubesim and restart_kubesim (an API server crash and restart, with
+# --data-dir).
 # Needs B (build root) and S (source root) set by the caller.
 T=$(mktemp -d)
 pids=()
@@ -11,8 +12,11 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
+# fail MESSAGE: prints it, the test's on_fail (when it defines one: what it recorded), the tail
+# of each $T/*.log, and exits 1.
 fail() {
     echo "FAIL: $*"
+    if declare -F on_fail >/dev/null; then on_fail || true; fi
     for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
     exit 1
 }
