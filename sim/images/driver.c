@@ -268,16 +268,16 @@ static void driver_unload(const char *root)
     remove_device_nodes(prefix);
 }
 
-int simimg_gpu_users(struct err *e)
+int simimg_module_take(const char *root, int *ret_fd, struct err *e)
 {
     struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
     struct sim_store *s _cleanup_(sim_store_freep) = NULL;
     int r = simimg_state_open(&f, &s, e);
     if (r < 0)
         return r;
-    if (!s)
+    if (s && sim_procs_live(sim_store_state(s), SIM_NO_ID, NULL, 0) > 0)
         return 0;
-    return (int)sim_procs_live(sim_store_state(s), SIM_NO_ID, NULL, 0);
+    return sim_module_lock(root, ret_fd, e);
 }
 
 /* The real container's _unload_driver: 0 when nothing is loaded any more, -EBUSY (logged) when
@@ -295,12 +295,13 @@ static int unload_step(const struct driver *d, bool shutdown)
         return -EBUSY;
     }
     struct err e = {0};
-    int users = simimg_gpu_users(&e);
-    if (users < 0) {
+    _cleanup_close_ int held = -1;
+    int unused = simimg_module_take(d->root, &held, &e);
+    if (unused < 0) {
         fail("nvidia-driver: %s\n", err_msg(&e));
-        return users;
+        return unused;
     }
-    if (users > 0) {
+    if (unused == 0) {
         fail("rmmod: ERROR: Module nvidia is in use\n");
         fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
         return -EBUSY;

@@ -3,7 +3,9 @@
  * rmmod: kmod's module unloader, simulated on a node root (GPUOP_SIM_ROOT): a loaded module is
  * the folder <root>/sys/module/<name>. Like the real one it refuses a module that is not loaded,
  * nvidia while a module that depends on it is loaded ("in use by: ..."), and nvidia while a live
- * process holds one of the node's GPUs ("Module nvidia is in use"; the driver container's check).
+ * process holds one of the node's GPUs or a reference on the module (an NVML client between
+ * nvmlInit and nvmlShutdown, as an open /dev/nvidia* holds a real one): "Module nvidia is in
+ * use", the driver container's check. No reference can be taken while it unloads.
  * Unloading nvidia takes its version file first (the simulated NVML then sees no driver) and
  * /proc/driver/nvidia with it. The driver root the driver container laid out is not rmmod's:
  * it stays (a stale driver root the next driver container cleans).
@@ -50,12 +52,13 @@ static int unload(const char *root, const char *module)
             return 1;
         }
         struct err e = {0};
-        int n = simimg_gpu_users(&e);
-        if (n < 0) {
+        _cleanup_close_ int held = -1;
+        int unused = simimg_module_take(root, &held, &e);
+        if (unused < 0) {
             fprintf(stderr, "rmmod: ERROR: %s\n", err_msg(&e));
             return 1;
         }
-        if (n > 0) {
+        if (unused == 0) {
             fprintf(stderr, "rmmod: ERROR: Module nvidia is in use\n");
             return 1;
         }

@@ -73,6 +73,9 @@ static char *g_root;
 static char g_driver_version[80];
 static int g_cuda_version;
 static struct stat g_module_seen;
+/* The reference on the node's module while initialised (sim_module_get): as a real client's open
+ * /dev/nvidia* keeps nvidia loaded until nvmlShutdown or its end. */
+static int g_module_fd = -1;
 
 static struct nvmlDevice_st g_dev[SIM_MAX_GPUS];
 static struct nvmlDevice_st g_mig[SIM_MAX_GPUS][SIM_GI_IDS][SIM_CI_IDS];
@@ -265,9 +268,17 @@ static nvmlReturn_t do_init(void)
     g_fleet = f; /* module_check falls back to the fleet's CUDA version */
     snprintf(g_driver_version, sizeof(g_driver_version), "%s", f->driver_version);
     g_cuda_version = f->cuda_driver_version;
+    int module_fd = -1;
     if (root) {
-        nvmlReturn_t m = module_check(root, true);
+        int held = sim_module_get(root, &module_fd, &e);
+        nvmlReturn_t m = held < 0    ? NVML_ERROR_UNKNOWN
+                         : held == 0 ? NVML_ERROR_DRIVER_NOT_LOADED
+                                     : module_check(root, true);
+        if (held < 0)
+            report_once(err_msg(&e));
         if (m != NVML_SUCCESS) {
+            if (module_fd >= 0)
+                close(module_fd);
             g_fleet = NULL;
             sim_fleet_free(f);
             return m;
@@ -276,6 +287,8 @@ static nvmlReturn_t do_init(void)
     struct sim_store *s = NULL;
     if (sim_store_open(f, env_get("GPUOP_SIM_STATE"), 0, &s, &e) < 0) {
         report_once(err_msg(&e));
+        if (module_fd >= 0)
+            close(module_fd);
         g_fleet = NULL;
         sim_fleet_free(f);
         return NVML_ERROR_UNKNOWN;
@@ -293,6 +306,7 @@ static nvmlReturn_t do_init(void)
     g_fleet = f;
     g_store = s;
     g_root = root ? xstrdup(root) : NULL;
+    g_module_fd = module_fd;
     g_refs = 1;
     return NVML_SUCCESS;
 }
@@ -331,6 +345,9 @@ nvmlReturn_t nvmlShutdown(void)
         sim_store_free(g_store);
         sim_fleet_free(g_fleet);
         free(g_root);
+        if (g_module_fd >= 0)
+            close(g_module_fd); /* the module may go now */
+        g_module_fd = -1;
         g_store = NULL;
         g_fleet = NULL;
         g_root = NULL;

@@ -2,13 +2,15 @@
 /*
  * Processes holding simulated GPUs (registered by the simulated CUDA workload, listed by
  * nvmlDeviceGetComputeRunningProcesses, checked by the simulated driver's unload) and the
- * simulated node's kernel module (<root>/sys/module/nvidia/version) with its device nodes.
+ * simulated node's kernel module (<root>/sys/module/nvidia/version), the references its
+ * clients hold on it, and its device nodes.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -121,6 +123,84 @@ int sim_driver_loaded(const char *root, char *buf, size_t n, struct err *e)
                            text + a);
     memcpy(buf, text + a, len - a);
     buf[len - a] = '\0';
+    return 1;
+}
+
+static int refcnt_open(const char *root, int *ret_fd, struct err *e)
+{
+    _cleanup_free_ char *path = xasprintf("%s%s", root, SIM_MODULE_REFCNT_FILE);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
+        return err_errno(e, -errno, "open \"%s\"", path);
+    *ret_fd = fd;
+    return 0;
+}
+
+static int flock_retry(int fd, int op)
+{
+    while (flock(fd, op) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
+}
+
+/* Whether fd is still the refcnt file of the loaded module: an unload removes it (the version
+ * file first), a reload makes a new one. */
+static bool refcnt_current(const char *root, int fd)
+{
+    _cleanup_free_ char *path = xasprintf("%s%s", root, SIM_MODULE_REFCNT_FILE);
+    _cleanup_free_ char *version = xasprintf("%s%s", root, SIM_DRIVER_VERSION_FILE);
+    struct stat a, b, v;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
+           a.st_dev == b.st_dev && stat(version, &v) == 0;
+}
+
+int sim_module_get(const char *root, int *ret_fd, struct err *e)
+{
+    _cleanup_free_ char *version = xasprintf("%s%s", root, SIM_DRIVER_VERSION_FILE);
+    /* a reload between open and lock makes a new file: a few tries, then it is a busy node */
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = -1, r = refcnt_open(root, &fd, e);
+        if (r < 0)
+            return r;
+        struct stat st;
+        bool loaded = stat(version, &st) == 0;
+        if (fd < 0) {
+            if (loaded)
+                *ret_fd = -1;
+            return loaded ? 1 : 0;
+        }
+        if ((r = flock_retry(fd, LOCK_SH)) < 0) {
+            close(fd);
+            return err_errno(e, r, "lock \"%s%s\"", root, SIM_MODULE_REFCNT_FILE);
+        }
+        if (refcnt_current(root, fd)) {
+            *ret_fd = fd;
+            return 1;
+        }
+        close(fd);
+        if (stat(version, &st) < 0)
+            return 0; /* unloaded while this waited */
+    }
+    return err_set(e, -EAGAIN, "%s%s: the module keeps reloading", root, SIM_MODULE_REFCNT_FILE);
+}
+
+int sim_module_lock(const char *root, int *ret_fd, struct err *e)
+{
+    int fd = -1, r = refcnt_open(root, &fd, e);
+    if (r < 0)
+        return r;
+    if (fd < 0) {
+        *ret_fd = -1;
+        return 1;
+    }
+    if ((r = flock_retry(fd, LOCK_EX | LOCK_NB)) < 0) {
+        close(fd);
+        if (r == -EWOULDBLOCK)
+            return 0;
+        return err_errno(e, r, "lock \"%s%s\"", root, SIM_MODULE_REFCNT_FILE);
+    }
+    *ret_fd = fd;
     return 1;
 }
 

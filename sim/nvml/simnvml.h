@@ -275,6 +275,23 @@ size_t sim_procs_live(const struct sim_state *st, unsigned gpu, struct sim_proc 
  * file cannot be read or is not a version. */
 #define SIM_DRIVER_VERSION_FILE "/sys/module/nvidia/version"
 int sim_driver_loaded(const char *root, char *buf, size_t n, struct err *e);
+
+/* The loaded module's references. On a real node every open /dev/nvidia* (an NVML or CUDA
+ * client) holds nvidia, and rmmod refuses it while its refcount is above the modules that use
+ * it. Here a reference is a shared flock on <root>/sys/module/nvidia/refcnt: the kernel drops it
+ * when its holder ends, as it closes a dead process's device files.
+ *
+ * sim_module_get takes one: 1 with *ret_fd holding it (close releases it), 0 when no driver is
+ * loaded. A loaded module without the refcnt file (a root laid out by hand) is 1 with
+ * *ret_fd -1: nothing to hold. Waits while an unload holds the module (sim_module_lock).
+ *
+ * sim_module_lock takes the module for an unload: 1 with *ret_fd holding it exclusively (no
+ * reference can be taken until it is closed; one taken then finds the module gone), 0 when a
+ * process holds a reference ("Module nvidia is in use"); *ret_fd -1 when there is no refcnt
+ * file. Both negative when the file cannot be opened or locked. */
+#define SIM_MODULE_REFCNT_FILE "/sys/module/nvidia/refcnt"
+int sim_module_get(const char *root, int *ret_fd, struct err *e);
+int sim_module_lock(const char *root, int *ret_fd, struct err *e);
 /* ---- the driver's device nodes ---------------------------------------------------------- */
 
 /* Character device majors: NVIDIA's fixed 195 for the GPUs (minor = the GPU's minor, its fleet

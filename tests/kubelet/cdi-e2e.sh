@@ -12,7 +12,10 @@
 #    (CreateContainerError), and the pod runs once the spec is back;
 #  - a driver upgrade (the driver DaemonSet's image moved to another version, its pod replaced)
 #    makes the toolkit regenerate the spec: no path of the old version is left, the new
-#    version's libraries are there, and a GPU pod passes again;
+#    version's libraries are there, and a GPU pod passes again. The device plugin and the
+#    toolkit hold the module through NVML (a module in use does not unload), so they are paused
+#    for the reload as the driver manager pauses them: their deploy labels, their pods gone,
+#    the GPUs withdrawn, then the driver pod replaced and the labels restored;
 #  - the device plugin switched to the toolkit's kind (GPUOP_CDI_KIND=nvidia.com/gpu) removes
 #    its own spec, and a GPU pod's names resolve against the toolkit's spec alone.
 # Needs root (namespaces, mknod); skips (77) saying so otherwise.
@@ -47,6 +50,9 @@ EOF
 kl_start_kubesim 198.18.255.20
 kl_start_nodes "$T/cluster.yaml" klcdi0 198.18.220.0/24 2
 echo "ok: 2 nodes registered by kubelet-sim"
+# the operands' deploy labels, as the operator sets them (the driver reload pauses them)
+DP_LABEL=nvidia.com/gpu.deploy.device-plugin TK_LABEL=nvidia.com/gpu.deploy.container-toolkit
+k label node $H cdi-l4-1 $DP_LABEL=true $TK_LABEL=true >/dev/null || fail "label the nodes"
 
 cat >"$T/stack.yaml" <<EOF
 apiVersion: v1
@@ -81,7 +87,7 @@ spec:
   template:
     metadata: {labels: {app: toolkit}}
     spec:
-      nodeSelector: {feature.node.kubernetes.io/pci-10de.present: "true"}
+      nodeSelector: {feature.node.kubernetes.io/pci-10de.present: "true", $TK_LABEL: "true"}
       containers:
       - name: toolkit
         image: gpuop:demo
@@ -102,7 +108,7 @@ spec:
   template:
     metadata: {labels: {app: device-plugin}}
     spec:
-      nodeSelector: {feature.node.kubernetes.io/pci-10de.present: "true"}
+      nodeSelector: {feature.node.kubernetes.io/pci-10de.present: "true", $DP_LABEL: "true"}
       containers:
       - name: device-plugin
         image: gpuop:demo
@@ -193,12 +199,24 @@ mv "$T/dp-spec.json" "$dps" || fail "restore the device plugin's spec"
 wait_for 30 "cdi-missing runs once the spec is back" is_phase cdi-missing Succeeded
 k delete pod cdi-two cdi-missing --wait=true --timeout=30s >/dev/null || fail "delete the pods"
 
-# a driver upgrade on $H: the DaemonSet's image moves to $NEW, its pod replaced
+# a driver upgrade on $H, as the driver manager does it: the device plugin and the toolkit, which
+# hold the module through NVML, paused and gone (the GPUs withdrawn), the DaemonSet's image moved
+# to $NEW and its pod replaced (the old driver unloads, the new one loads), the operands restored
+paused=paused-for-driver-upgrade
+k label node $H --overwrite $DP_LABEL=$paused $TK_LABEL=$paused >/dev/null || fail "pause $H's operands"
+operands_gone() {
+    [ -z "$(k -n gpu-cdi get pods -l 'app in (device-plugin,toolkit)' --field-selector spec.nodeName=$H -o name)" ]
+}
+wait_for 30 "$H's device plugin and toolkit pods gone" operands_gone
+wait_for 30 "$H withdraws its GPUs" want_alloc $H nvidia.com/gpu 0
 k -n gpu-cdi patch ds nvidia-driver --type=json \
     -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"nvcr.io/nvidia/driver:$NEW-ubuntu22.04\"}]" \
     >/dev/null || fail "move the driver DaemonSet to $NEW"
 drv=$(k -n gpu-cdi get pods -l app=nvidia-driver --field-selector spec.nodeName=$H -o jsonpath='{.items[0].metadata.name}')
 k -n gpu-cdi delete pod "$drv" --wait=true --timeout=30s >/dev/null || fail "delete $drv"
+loaded() { [ "$(cat "$R/sys/module/nvidia/version" 2>/dev/null)" = "$1" ]; }
+wait_for 30 "$H's driver $NEW loaded" loaded $NEW
+k label node $H --overwrite $DP_LABEL=true $TK_LABEL=true >/dev/null || fail "restore $H's operands"
 upgraded() { spec_has $H "libnvidia-ml.so.$NEW" && ! spec_has $H "$OLD"; }
 wait_for 60 "$H's spec regenerated for $NEW" upgraded
 for lib in libnvidia-ml.so.$NEW libcuda.so.$NEW; do

@@ -2,7 +2,9 @@
 /*
  * The simulated driver on a simulated node: GPUOP_SIM_ROOT makes NVML depend on the node's
  * kernel module (<root>/sys/module/nvidia/version), and processes registered in the shared
- * state (simnvml.h, sim_procs_*) show in nvmlDeviceGetComputeRunningProcesses while they live.
+ * state (simnvml.h, sim_procs_*) show in nvmlDeviceGetComputeRunningProcesses while they live;
+ * an initialised client holds a reference on the module (sim_module_get), which an unload
+ * (sim_module_lock) cannot take while it is held.
  *
  * Usage: test-sim-node LIBNVIDIA_ML FLEETS_DIR
  */
@@ -70,6 +72,26 @@ static void module_remove(const char *root)
     char file[700];
     snprintf(file, sizeof(file), "%s/sys/module/nvidia/version", root);
     assert_int_equal(unlink(file), 0);
+}
+
+static void refcnt_write(const char *root)
+{
+    char file[700];
+    snprintf(file, sizeof(file), "%s%s", root, SIM_MODULE_REFCNT_FILE);
+    struct err e = {0};
+    assert_int_equal(file_write_atomic(file, "2\n", 2, 0644, &e), 0);
+}
+
+/* What an unload finds: 1 the module is free (the lock dropped again), 0 it is in use. */
+static int module_free(const char *root)
+{
+    int fd = -1;
+    struct err e = {0};
+    int r = sim_module_lock(root, &fd, &e);
+    assert_true(r >= 0);
+    if (fd >= 0)
+        close(fd);
+    return r;
 }
 
 static nvmlDevice_t dev(unsigned i)
@@ -296,6 +318,75 @@ static int rm_cb(const char *p, const struct stat *sb, int type, struct FTW *f)
     return remove(p);
 }
 
+static void test_module_references(void **state)
+{
+    (void)state;
+    const char *root = node("pcie-l4.yaml");
+    module_write(root, "580.105.08\n");
+    /* a module without its refcnt file (a root laid out by hand): loaded, nothing to hold */
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    int fd = 0;
+    struct err e = {0};
+    assert_int_equal(sim_module_lock(root, &fd, &e), 1);
+    assert_int_equal(fd, -1);
+    assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
+
+    refcnt_write(root);
+    assert_int_equal(module_free(root), 1);
+    /* held from the first nvmlInit to the last nvmlShutdown */
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(module_free(root), 0);
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(module_free(root), 0);
+    assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(module_free(root), 1);
+
+    /* a client's end releases it, without nvmlShutdown */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char c = N.nvmlInit_v2() == NVML_SUCCESS ? 'y' : 'n';
+        if (write(p[1], &c, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    char c = 0;
+    assert_int_equal(read(p[0], &c, 1), 1);
+    close(p[0]);
+    assert_int_equal(c, 'y');
+    assert_int_equal(module_free(root), 0);
+    kill(child, SIGKILL);
+    int st = 0;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_int_equal(module_free(root), 1);
+
+    /* a client initialising while an unload holds the module waits, and then finds no driver */
+    assert_int_equal(sim_module_lock(root, &fd, &e), 1);
+    assert_true(fd >= 0);
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(fd); /* the unload's lock is the parent's alone */
+        _exit(N.nvmlInit_v2());
+    }
+    usleep(100 * 1000);
+    assert_int_equal(waitpid(child, &st, WNOHANG), 0); /* it waits */
+    module_remove(root);
+    char refcnt[700];
+    snprintf(refcnt, sizeof(refcnt), "%s%s", root, SIM_MODULE_REFCNT_FILE);
+    assert_int_equal(unlink(refcnt), 0);
+    close(fd);
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), NVML_ERROR_DRIVER_NOT_LOADED);
+    unsetenv("GPUOP_SIM_ROOT");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -329,6 +420,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_running_processes),
         cmocka_unit_test(test_mig_processes),
         cmocka_unit_test(test_state_processes_checked),
+        cmocka_unit_test(test_module_references),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     nftw(tmp_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);

@@ -21,13 +21,19 @@
 # operator is killed (SIGKILL) while a serving node is mid-upgrade and restarted: it resumes from
 # the labels, no node is skipped and only the failed canary stays cordoned.
 #
-# Not exercised here: the device plugin's re-registration. On kubelet-sim the old driver container
-# unloads its modules on SIGTERM even while the device plugin holds NVML open (a real module's
-# refcount refuses that), so the new driver manager finds no module, pauses no operand, and the
-# plugin keeps running across the reload; the test checks what it advertises after it.
+# Each reload goes as on a real node: the device plugin (and the other operands) hold the nvidia
+# module through NVML, so the old driver container's unload on SIGTERM is refused ("Module nvidia
+# is in use"); the new driver pod's driver manager finds the module loaded, pauses the operands
+# (their deploy labels), waits for their pods to go, unloads the modules and restores the labels;
+# the new driver container loads and the operands come back.
 #
-# Every node change the API server served is replayed (e2e_watch.py): never more than
-# maxUnavailable (50% of 4) nodes cordoned or NotReady, never fewer than the serving pool's floor.
+# Every node and gpu-operator pod change the API server served is recorded (e2e_watch.py) and
+# replayed in resourceVersion order: never more than maxUnavailable (50% of 4) nodes cordoned or
+# NotReady, never fewer than the serving pool's floor; and for each node upgraded (rollout 1: the
+# four, rollout 2: the serving two) its old driver pod DELETED, then its GPUs withdrawn (its
+# device plugin pod DELETED, or allocatable nvidia.com/gpu at 0), then a new driver pod Ready,
+# then its 4 GPUs advertised again by a new device plugin pod, then upgrade-done and uncordoned.
+# (The validator may pass before or after the plugin advertises: nothing is asked of that.)
 # As root (namespaces per node); skipped otherwise.
 set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
@@ -50,6 +56,8 @@ t_start=$SECONDS
 kl_start_cluster 198.18.255.22 "$S/tests/upgrade/kubelet-cluster.yaml" klup0 198.18.222.0/24 4
 echo "ok: 4 nodes registered by kubelet-sim ($((SECONDS - t_start)) s)"
 $W watch "$T/nodes.jsonl" $KUBECTL >"$T/watch.log" 2>&1 &
+pids+=($!)
+$W pods "$T/pods.jsonl" gpu-operator $KUBECTL >"$T/watch-pods.log" 2>&1 &
 pids+=($!)
 
 cat <<'EOF' | k apply -f - >/dev/null || fail "apply the pools"
@@ -240,6 +248,7 @@ wait_for 30 "$serve_pod evicted" gone "$serve_pod"
 wait_for 30 "$train_pod evicted" gone "$train_pod"
 wait_for 30 "a new serve pod Running on srv-1" has_running serve
 wait_for 30 "a new train pod Running on res-2" has_running train
+$W reloads "$T/nodes.jsonl" "$T/pods.jsonl" "$rv1" $NODES || fail "a driver reload out of order"
 echo "ok: GPU pods evicted and replaced ($serve_pod -> $(running_pod serve), $train_pod -> $(running_pod train)); driver pods replaced; NVML and driver-owner say $V2 on every node"
 
 # ---- rollout 2: the canary's new driver fails to build -----------------------------------------
@@ -289,6 +298,7 @@ done <<<"$seqs"
 for n in res-2 srv-1 srv-2; do
     [ "$(k get node "$n" -o jsonpath='{.spec.unschedulable}')" != true ] || fail "$n left cordoned"
 done
+$W reloads "$T/nodes.jsonl" "$T/pods.jsonl" "$rv2" srv-1 srv-2 || fail "a driver reload out of order"
 echo "ok: rollout 2: serving done at $V3, research halted at its canary ($((SECONDS - t2)) s); res-1: $(state res-1)"
 
 $W limits "$T/nodes.jsonl" 2 serving=4 || fail "a limit was passed"

@@ -26,8 +26,10 @@ int simimg_env_seconds(const char *name, double def, uint64_t *ret_ms, struct er
  * no fleet (a CPU node). */
 int simimg_state_open(struct sim_fleet **ret_fleet, struct sim_store **ret_store, struct err *e);
 
-/* How many live processes hold one of the node's GPUs (0 on a node without a fleet): what makes
- * the nvidia module "in use" (the driver container's unload, rmmod). */
-int simimg_gpu_users(struct err *e);
+/* Takes the node's nvidia module for an unload (the driver container's, rmmod): 1 with *ret_fd
+ * holding it until closed (sim_module_lock; -1 when the root has no refcnt file), 0 when it is
+ * "in use": a live process holds one of the node's GPUs or a reference on the module (an NVML
+ * client, sim_module_get). */
+int simimg_module_take(const char *root, int *ret_fd, struct err *e);
 
 #endif
