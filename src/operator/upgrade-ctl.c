@@ -591,6 +591,13 @@ static int write_pool_status(struct op_upgrade *u, const json_t *ps, uint64_t no
     return 0;
 }
 
+/* The next pass no later than ms from now (0: no pass was asked for). */
+static void requeue_within(struct op_upgrade *u, uint64_t ms)
+{
+    if (u->requeue_ms == 0 || u->requeue_ms > ms)
+        u->requeue_ms = ms;
+}
+
 /*
  * Executes a plan: the node patches first; a node whose patch did not go through (a conflict:
  * it changed since the pass read it, or an error) keeps its evictions, deletions and Events
@@ -824,10 +831,10 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
         log_warn(COMPONENT, "driver upgrade refused, nothing changed", "error=\"%s\"", plan->error);
     u->requeue_ms = (uint64_t)plan->requeue_s * 1000;
     /* workload pods are not watched: look again while nodes are being emptied */
-    if (json_object_size(listed) > 0 && (u->requeue_ms == 0 || u->requeue_ms > 2000))
-        u->requeue_ms = 2000;
-    if (conflict && (u->requeue_ms == 0 || u->requeue_ms > 1000))
-        u->requeue_ms = 1000;
+    if (json_object_size(listed) > 0)
+        requeue_within(u, 2000);
+    if (conflict)
+        requeue_within(u, 1000);
     const char *cs, *reason;
     _cleanup_json_ json_t *lines = rolled_up_condition(plan, auto_up, &cs, &reason);
     struct sbuf b;
