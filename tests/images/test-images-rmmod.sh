@@ -12,9 +12,11 @@
 
 # nvml_client NAME: a process that initialises NVML, shuts it down on the first line of its
 # fifo $T/NAME.in and exits on the second; its log says what nvmlInit and nvmlShutdown returned.
+# A sanitizer build of the library (make check-asan) needs its runtime preloaded into python.
+SAN_PRELOAD=$(ldd "$GPUOP_NVML_LIBRARY" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ {print $3}' | xargs)
 nvml_client() {
     mkfifo "$T/$1.in"
-    python3 -c '
+    LD_PRELOAD="$SAN_PRELOAD" ASAN_OPTIONS=detect_leaks=0 python3 -c '
 import ctypes, os, sys
 nvml = ctypes.CDLL(os.environ["GPUOP_NVML_LIBRARY"])
 print("nvmlInit", nvml.nvmlInit_v2(), flush=True)
