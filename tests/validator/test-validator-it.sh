@@ -238,12 +238,15 @@ TR="$GPUOP validator --component=toolkit-ready --host-root=/nonexistent --interv
 TRDIR=$T/tr/run/nvidia/validations
 expect 1 "$T/tr1.log" $TR --validations-dir="$TRDIR"
 one_line "$T/tr1.log" "waiting for toolkit-ready in $TRDIR"
-$TR --validations-dir="$TRDIR" --wait >"$T/tr2.log" 2>&1 &
+# a long --interval: the file wakes the wait through inotify, not the next poll
+$TR --interval=60s --validations-dir="$TRDIR" --wait >"$T/tr2.log" 2>&1 &
 trpid=$!
 pids+=($trpid)
 sleep 0.5
 kill -0 $trpid 2>/dev/null || fail "the toolkit-ready wait ended before the file: $(cat "$T/tr2.log")"
 : >"$TRDIR/toolkit-ready"
+for _ in $(seq 60); do kill -0 $trpid 2>/dev/null || break; sleep 0.05; done
+kill -0 $trpid 2>/dev/null && fail "the toolkit-ready wait still runs 3 s after the file (interval 60 s)"
 rc=0
 wait $trpid || rc=$?
 [ "$rc" = 0 ] || fail "the toolkit-ready wait exit $rc: $(cat "$T/tr2.log")"

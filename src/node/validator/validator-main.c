@@ -3,9 +3,12 @@
  * NVML, the CDI spec, the runtime config, the CUDA check, the Node object), asks the core, and
  * writes the status file, the node annotation validation.gpuop.dev/<component> and an Event. */
 #include <dirent.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cdi.h"
 #include "cuda.h"
@@ -701,6 +704,56 @@ static int check_toolkit_ready(struct val *v, char *reason, size_t rn, struct er
 
 typedef int (*check_fn)(struct val *v, char *reason, size_t rn, struct err *e);
 
+/* An inotify descriptor on the status folder, for the checks that read only status files
+ * (all-done, the toolkit-ready wait): a file written there wakes the wait at once, where
+ * --interval alone would leave an operand's init container up to that long behind the toolkit.
+ * -1 when inotify is not available: the wait then polls every --interval alone. */
+static int status_dir_watch(const struct val *v)
+{
+    if (v->component < VAL_ALL_DONE)
+        return -1;
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (inotify_add_watch(fd, v->validations_dir,
+                          IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_ATTRIB) < 0) {
+        log_warn(COMP, "cannot watch the status folder, polling it", "dir=%s error=\"%s\"",
+                 v->validations_dir, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sleeps up to ms, or until the status folder changes (ifd >= 0), a stop or a reload. */
+static enum svc_wake status_wait(struct svc *s, int ifd, uint64_t ms)
+{
+    if (ifd < 0)
+        return svc_wait(s, ms);
+    uint64_t end = deadline_after(ms);
+    for (;;) {
+        struct pollfd p[2] = {{.fd = svc_event_fd(s), .events = POLLIN},
+                              {.fd = ifd, .events = POLLIN}};
+        uint64_t left = deadline_left_ms(end);
+        int r = poll(p, 2, left > INT32_MAX ? INT32_MAX : (int)left);
+        if (r < 0 && errno != EINTR)
+            return svc_wait(s, left);
+        if (r > 0 && (p[0].revents & POLLIN)) {
+            enum svc_wake w = svc_dispatch(s);
+            if (w != SVC_TIMEOUT)
+                return w;
+        }
+        if (r > 0 && (p[1].revents & POLLIN)) {
+            _Alignas(struct inotify_event) char buf[4096];
+            while (read(ifd, buf, sizeof(buf)) > 0)
+                ;
+            return SVC_TIMEOUT; /* look again */
+        }
+        if (deadline_left_ms(end) == 0)
+            return SVC_TIMEOUT;
+    }
+}
+
 static int val_run(struct svc *s, struct err *e)
 {
     struct val *v = svc_state(s);
@@ -730,6 +783,7 @@ static int val_run(struct svc *s, struct err *e)
     uint64_t deadline =
         v->component == VAL_PLUGIN ? deadline_after(v->timeout_ms) : (v->wait ? DEADLINE_NEVER : 0);
     char reason[NS_REASON_MAX] = "", last[NS_REASON_MAX] = "";
+    _cleanup_close_ int ifd = polls ? status_dir_watch(v) : -1;
     for (;;) {
         reason[0] = '\0';
         int r = checks[v->component](v, reason, sizeof(reason), e);
@@ -762,7 +816,7 @@ static int val_run(struct svc *s, struct err *e)
         uint64_t nap = v->interval_ms;
         if (deadline != DEADLINE_NEVER && deadline_left_ms(deadline) < nap)
             nap = deadline_left_ms(deadline);
-        if (svc_wait(s, nap) == SVC_STOP) {
+        if (status_wait(s, ifd, nap) == SVC_STOP) {
             log_info(COMP, "stopped before the check passed", "component=%s", name);
             return 0;
         }
