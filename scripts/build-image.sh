@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # build-image.sh [BUILD] [ARCHIVE]: the gpuop image, as an OCI archive (default
-# BUILD/gpuop-image.oci.tar), from BUILD/gpuop; `make image` runs it. The root filesystem comes from
+# BUILD/gpuop-image.oci.tar), from BUILD/gpuop and its module BUILD/gpuop-tomlx.so; `make image`
+# runs it. The root filesystem comes from
 # scripts/image-rootfs.sh (the binary, the libraries it loads, CA certificates, a non-root user);
 # buildah (Debian package) turns it into an image FROM scratch, without pulling anything. Its
 # name and tag are gpuop:<version>, the version meson.build's project() declares: the same

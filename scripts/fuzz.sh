@@ -11,7 +11,8 @@ command -v clang >/dev/null || { echo "fuzz: clang not found"; exit 1; }
 if [ ! -f build-fuzz/build.ninja ]; then
     # Every library is instrumented for coverage (fuzzer-no-link) and sanitizers, not only the
     # targets' own files, so libFuzzer sees the parsers it feeds.
-    # (C++: rtconfig's toml++ shim, built with clang++ too so one sanitizer runtime links.)
+    # (C++: rtconfig's TOML module gpuop-tomlx.so, built with clang++ too so one sanitizer
+    # runtime serves both; the targets load it from $GPUOP_TOMLX_MODULE.)
     CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dbuildtype=debug \
         -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link \
         -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
@@ -20,7 +21,8 @@ meson setup --reconfigure build-fuzz >/dev/null
 M=build-fuzz/tests/fuzz/fuzz-manifest.txt
 [ -s "$M" ] || { echo "fuzz: no targets"; exit 1; }
 mapfile -t names < <(awk 'NF {print $1}' "$M")
-ninja -C build-fuzz $(printf 'tests/fuzz/fuzz-%s ' "${names[@]}") >/dev/null
+ninja -C build-fuzz gpuop-tomlx.so $(printf 'tests/fuzz/fuzz-%s ' "${names[@]}") >/dev/null
+export GPUOP_TOMLX_MODULE=$PWD/build-fuzz/gpuop-tomlx.so
 # Targets run FUZZ_JOBS at a time (default: one per core); each is one process, so the total
 # time is about SECONDS x targets / jobs. Results print in the manifest's order.
 JOBS=${FUZZ_JOBS:-$(nproc)}

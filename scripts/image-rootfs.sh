@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # image-rootfs.sh GPUOP_BINARY ROOTFS: lays out the gpuop image's root filesystem in ROOTFS (made
-# empty first): the gpuop binary (stripped), the shared libraries it loads as the dynamic linker
-# resolves them on this machine (from ldd, never a hand-kept list; each under its own path, with
-# its soname link), the CA certificates, /etc/passwd and /etc/group with the non-root user gpuop
-# (65532) and nothing else: no shell, no package manager. Used by `make image`
+# empty first): the gpuop binary (stripped), its modules (gpuop-tomlx.so, found beside the binary:
+# /usr/lib/gpuop/), the shared libraries they load as the dynamic linker resolves them on this
+# machine (from ldd, never a hand-kept list; each under its own path, with its soname link), the
+# CA certificates, /etc/passwd and /etc/group with the non-root user gpuop (65532) and nothing
+# else: no shell, no package manager. Used by `make image`
 # (scripts/build-image.sh) and by deploy/Containerfile's build stage, so both make the same tree.
 set -euo pipefail
 bin=${1:?usage: image-rootfs.sh GPUOP_BINARY ROOTFS}
@@ -40,6 +41,19 @@ for so in $(tr '\0' '\n' <"$sect" | grep -v '^$' || true); do
     path=$(ldconfig -p | awk -v s="$so" '$1 == s && !p { p = $NF } END { print p }')
     [ -n "$path" ] || die "$so (named in $bin's .gpuop.dlopen): not in the dynamic linker's cache"
     libs+=$'\n'$path$'\n'$(ldd_paths "$path")
+done
+# gpuop's own modules (util.h: module_open), loaded with dlopen where a component needs them, so
+# ldd cannot see them either: each sits beside the binary in the build tree and goes to
+# /usr/lib/gpuop/ in the image (where /usr/bin/gpuop looks: ../lib/gpuop from its folder),
+# stripped, with the libraries ldd resolves for it. gpuop-tomlx.so is rtconfig's TOML parser
+# (toml++ and libstdc++: the toolkit and the runtime checks).
+mkdir -p "$root/usr/lib/gpuop"
+for mod in gpuop-tomlx.so; do
+    src=$(dirname "$bin")/$mod
+    [ -f "$src" ] || die "$src: not built (ninja -C $(dirname "$bin") $mod): gpuop loads it"
+    strip --strip-unneeded -o "$root/usr/lib/gpuop/$mod" "$src"
+    chmod 0644 "$root/usr/lib/gpuop/$mod"
+    libs+=$'\n'$(ldd_paths "$src")
 done
 libs=$(sort -u <<<"$libs")
 [ -n "$libs" ] || die "ldd $bin listed no libraries"

@@ -305,6 +305,19 @@ void log_emit(enum log_level lvl, const char *component, const char *msg, const 
 #define log_warn(comp, msg, ...)  log_emit(LOG_WARN, comp, msg, __VA_ARGS__)
 #define log_error(comp, msg, ...) log_emit(LOG_ERROR, comp, msg, __VA_ARGS__)
 
+/* ---- gpuop's own shared modules (module.c) ------------------------------------------------ */
+
+/* Parts of gpuop built apart (shared_module in meson) so that only the components that use them
+ * map their libraries: src/node/rtconfig's gpuop-tomlx.so, which brings libstdc++ and toml++.
+ * Installed in <prefix>/MODULE_LIBDIR; in the build tree they sit beside build/gpuop. */
+#define MODULE_LIBDIR "lib/gpuop"
+/* dlopen()s gpuop's module `name` (RTLD_NOW | RTLD_LOCAL; never closed): the path in the
+ * environment variable env_name when it is set (that path only; env_name may be NULL), else
+ * `name` beside the running executable, else <the executable's folder>/../MODULE_LIBDIR/name.
+ * *ret_path (may be NULL; malloc'ed) is the path loaded. -ELIBACC with e naming every path tried
+ * and why it did not load. Thread-safe. */
+int module_open(const char *name, const char *env_name, void **ret, char **ret_path, struct err *e);
+
 /* ---- misc --------------------------------------------------------------------------------- */
 
 /* The env var's value when set and non-empty, else NULL. */

@@ -3,7 +3,8 @@
 # meson project version, its config runs gpuop as a non-root user; its layers, unpacked, hold the
 # binary, the libraries it loads, CA certificates and the user files, nothing else (no shell, no
 # package manager); the unpacked root filesystem runs `gpuop --help` and `gpuop version` under
-# Debian's runc as that user, read-only, and loads libcurl (the library ldd cannot see).
+# Debian's runc as that user, read-only, and loads libcurl (the library ldd cannot see) and its
+# TOML module gpuop-tomlx.so (/usr/lib/gpuop).
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -19,7 +20,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # The build reads BUILD/gpuop; a private copy of the build tree's parts keeps the test's image
 # work out of BUILD/image.
 mkdir -p "$T/build"
-cp "$B/gpuop" "$T/build/gpuop"
+cp "$B/gpuop" "$B/gpuop-tomlx.so" "$T/build/"
 cp -r "$B/meson-info" "$T/build/meson-info"
 "$S/scripts/build-image.sh" "$T/build" "$T/gpuop.oci.tar" | tee "$T/build.out"
 version=$(meson introspect --projectinfo "$B" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
@@ -53,13 +54,15 @@ PY
 (cd "$T/rootfs" && find . ! -type d | sort) >"$T/files"
 echo "image files: $(wc -l <"$T/files")"
 cat "$T/files"
-bad=$(grep -Ev '^\./usr/bin/gpuop$|^\./etc/(passwd|group|nsswitch\.conf|ssl/certs/ca-certificates\.crt)$|^\./(bin|lib|lib64)$|^\./usr/lib(64)?/(x86_64-linux-gnu/|aarch64-linux-gnu/)?(ld-linux[-a-z0-9_.]*\.so\.[0-9]+|lib[A-Za-z0-9_+.-]+\.so[0-9.]*)$' "$T/files" || true)
+bad=$(grep -Ev '^\./usr/bin/gpuop$|^\./usr/lib/gpuop/gpuop-tomlx\.so$|^\./etc/(passwd|group|nsswitch\.conf|ssl/certs/ca-certificates\.crt)$|^\./(bin|lib|lib64)$|^\./usr/lib(64)?/(x86_64-linux-gnu/|aarch64-linux-gnu/)?(ld-linux[-a-z0-9_.]*\.so\.[0-9]+|lib[A-Za-z0-9_+.-]+\.so[0-9.]*)$' "$T/files" || true)
 [ -z "$bad" ] || fail "files the image should not hold: $bad"
 for f in sh bash dash busybox apt apt-get dpkg ls; do
     if [ -n "$(find "$T/rootfs" -name "$f" ! -type d)" ]; then fail "the image holds $f"; fi
 done
 grep -qx './usr/bin/gpuop' "$T/files" || fail "no /usr/bin/gpuop"
 grep -q 'libcurl-gnutls\.so\.4' "$T/files" || fail "libcurl-gnutls.so.4 (loaded with dlopen) missing"
+grep -qx './usr/lib/gpuop/gpuop-tomlx.so' "$T/files" || fail "no /usr/lib/gpuop/gpuop-tomlx.so (the TOML parser)"
+grep -q 'libtomlplusplus\.so\.3' "$T/files" || fail "libtomlplusplus.so.3 (gpuop-tomlx.so's) missing"
 grep -q '^gpuop:x:65532:' "$T/rootfs/etc/passwd" || fail "no gpuop user in /etc/passwd"
 
 # runc: the unpacked rootfs, read-only, as user 65532, no network but loopback.
@@ -108,4 +111,20 @@ fi
 grep -q 'libcurl' "$T/err.c" "$T/out.c" && fail "libcurl did not load in the image: $(cat "$T/err.c")"
 grep -qi "connect" "$T/err.c" || fail "node-discovery in the image: $(cat "$T/err.c" "$T/out.c")"
 echo "in runc: libcurl loads (node-discovery: $(grep -io "couldn.t connect[^\"]*" "$T/err.c" | head -1))"
+# The TOML parser (gpuop-tomlx.so, dlopen'd from ../lib/gpuop) loads in the image: the doctor's
+# runtime check on a node root whose containerd config parses but names no GPU runtime gets as
+# far as the config's content.
+mkdir -p "$T/rootfs/tmp/dr/etc/containerd" "$T/rootfs/tmp/dr/run/containerd" \
+    "$T/rootfs/tmp/dr/run/nvidia/validations"
+: >"$T/rootfs/tmp/dr/run/containerd/containerd.sock"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n' >"$T/rootfs/tmp/dr/etc/containerd/config.toml"
+printf 'RUNTIME=containerd\n' >"$T/rootfs/tmp/dr/run/nvidia/validations/.toolkit-ctr-ready"
+run d /usr/bin/gpuop doctor --host-root=/tmp/dr --json || true
+python3 - "$T/out.d" <<'PY' >"$T/rt.d" || fail "gpuop doctor in the image: $(cat "$T/err.d" "$T/out.d")"
+import json, sys
+print(next(c["evidence"] for c in json.load(open(sys.argv[1]))["checks"] if c["id"] == "runtime"))
+PY
+grep -q 'no nvidia runtime with a BinaryName' "$T/rt.d" ||
+    fail "the TOML parser did not load in the image: $(cat "$T/rt.d")"
+echo "in runc: gpuop-tomlx.so loads (doctor: $(cat "$T/rt.d"))"
 echo "PASS image"

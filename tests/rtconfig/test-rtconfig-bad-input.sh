@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bad input to rtconfig: a runtime config that does not parse (refused with one line naming the
-# file and the line, nothing written: no drop-in, no backup, the file as it was), an unknown
-# runtime, and a node whose runtime is not the policy's (an error naming both).
+# file and the line, nothing written: no drop-in, no backup, the file as it was), gpuop's TOML
+# module missing (the same, the error naming the path tried), an unknown runtime, and a node
+# whose runtime is not the policy's (an error naming both).
 # Usage: test-rtconfig-bad-input.sh RTCONFIG-TOOL
 set -euo pipefail
 TOOL=$1
@@ -36,6 +37,34 @@ R=$WORK/crio; mkdir -p "$R/etc/crio/crio.conf.d"
 printf '[crio.runtime]\nconmon = "/usr/bin/conmon"\n' > "$R/etc/crio/crio.conf"
 printf '[crio.image]\npause_image = registry.k8s.io/pause\n' > "$R/etc/crio/crio.conf.d/10-site.conf"
 refused cri-o "$R" cri-o /etc/crio/crio.conf.d/10-site.conf "line 2"
+
+# gpuop's TOML parser (the module gpuop-tomlx.so) not there: containerd and CRI-O are refused
+# with one line naming the path tried and why, nothing written; docker needs no TOML.
+NOMOD=$WORK/nowhere/gpuop-tomlx.so
+for kind in containerd cri-o; do
+    R=$WORK/nomod-$kind; mkdir -p "$R/etc/containerd" "$R/etc/crio"
+    printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.9"\n' \
+        > "$R/etc/containerd/config.toml"
+    printf '[crio.runtime]\nconmon = "/usr/bin/conmon"\n' > "$R/etc/crio/crio.conf"
+    before=$(cd "$R" && find . -type f -exec md5sum {} + | sort)
+    for op in configure check; do
+        if GPUOP_TOMLX_MODULE=$NOMOD "$TOOL" $op "$R" $kind "$BIN" > "$WORK/out" 2> "$WORK/err"; then
+            fail "$kind $op without the TOML module: accepted"
+        fi
+        [ "$(wc -l < "$WORK/err")" = 1 ] || { cat "$WORK/err"; fail "$kind $op without the module: not one error line"; }
+        grep -qF "the TOML parser: loading gpuop-tomlx.so from \$GPUOP_TOMLX_MODULE: \"$NOMOD\": cannot open shared object file: No such file or directory" "$WORK/err" ||
+            { cat "$WORK/err"; fail "$kind $op without the module: the error does not name the path and why"; }
+    done
+    [ "$(cd "$R" && find . -type f -exec md5sum {} + | sort)" = "$before" ] || fail "$kind without the module: something was written"
+    [ ! -e "$R/var/lib/gpuop" ] || fail "$kind without the module: a backup was made"
+    [ ! -e "$R/etc/containerd/conf.d" ] && [ ! -e "$R/etc/crio/crio.conf.d" ] || fail "$kind without the module: a drop-in was written"
+    echo "ok $kind without the TOML module: $(cat "$WORK/err")"
+done
+R=$WORK/nomod-docker; mkdir -p "$R/etc/docker"; printf '{}\n' > "$R/etc/docker/daemon.json"
+GPUOP_TOMLX_MODULE=$NOMOD "$TOOL" configure "$R" docker "$BIN" > "$WORK/out" 2> "$WORK/err" ||
+    fail "docker without the TOML module: $(cat "$WORK/err")"
+grep -q '"nvidia"' "$R/etc/docker/daemon.json" || fail "docker without the TOML module: not configured"
+echo "ok docker without the TOML module: configured"
 
 # An unknown runtime: no config written anywhere.
 R=$WORK/unknown; mkdir -p "$R"

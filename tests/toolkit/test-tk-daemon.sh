@@ -11,7 +11,8 @@
 #  - SIGTERM with --cleanup: exit 0, containerd's config back byte for byte, spec and marker gone;
 #    without --cleanup the spec stays and the marker goes;
 #  - bad input: a CDI spec directory that cannot be written, a driver root without NVML, a node
-#    running another runtime than the policy's: one line, non-zero exit, nothing written.
+#    running another runtime than the policy's, gpuop's TOML module missing: one line, non-zero
+#    exit, nothing written.
 #
 # usage: test-tk-daemon.sh <gpuop> <libnvidia-ml.so.1 (simulator)> <tk-sim-mig>
 set -u
@@ -24,6 +25,10 @@ HERE=$SRC/tests/toolkit
 FLEET=$SRC/sim/fleets/dgx-a100-80gb-mig.yaml
 OLD=550.90.07
 NEW=570.86.15
+
+# gpuop finds its TOML module (gpuop-tomlx.so) beside itself, as on a node: not where the test
+# environment names it for the test programs.
+unset GPUOP_TOMLX_MODULE
 
 WORK=$(mktemp -d /tmp/gpuop-tk-daemon.XXXXXX)
 PID=
@@ -205,6 +210,15 @@ run_bad "driver root without NVML" \
 B=$WORK/bad-policy
 make_host "$B" "$OLD"
 run_bad "another runtime than the policy's" "cri-o" "$B" --default-runtime cri-o
+
+# gpuop's TOML module missing: the runtime is not configured, and it says so before it writes
+# the spec or installs anything
+B=$WORK/bad-module
+make_host "$B" "$OLD"
+export GPUOP_TOMLX_MODULE=$WORK/nowhere/gpuop-tomlx.so
+run_bad "the TOML module missing" \
+    "configure containerd: the TOML parser: loading gpuop-tomlx.so from \$GPUOP_TOMLX_MODULE: \"$GPUOP_TOMLX_MODULE\": cannot open shared object file" "$B"
+unset GPUOP_TOMLX_MODULE
 
 if [ $failures -ne 0 ]; then
     echo "$failures failure(s)"

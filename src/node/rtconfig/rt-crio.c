@@ -14,6 +14,9 @@
 int rt_crio_edit(const struct rt_text *configs, size_t n, const struct rt_options *o,
                  struct sbuf *ret_dropin, size_t *ret_bad, struct err *e)
 {
+    int r0 = tomlx_open(e);
+    if (r0 < 0)
+        return r0;
     _cleanup_(tomlx_freep) struct tomlx *d = tomlx_new();
     if (!d)
         return err_set(e, -ENOMEM, "out of memory");

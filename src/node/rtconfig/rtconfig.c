@@ -460,6 +460,11 @@ static int inputs_add(const char *root, struct rt_inputs *in, const char *path, 
     return 0;
 }
 
+int rt_prepare(enum rt_kind k, struct err *e)
+{
+    return k == RT_DOCKER ? 0 : tomlx_open(e);
+}
+
 int rt_configure(const char *host_root, enum rt_kind k, const struct rt_options *o,
                  bool *ret_changed, struct err *e)
 {

@@ -10,10 +10,10 @@
  * the functions below taking host_root do the file I/O.
  *
  * TOML is parsed with toml++ (Debian's libtomlplusplus; Debian 12 has no C TOML library) behind
- * a small C interface. It validates and locates; the user's files change only by splices it
- * located (containerd: one `imports` entry), checked by parsing the result again, and everything
- * else goes into drop-ins gpuop owns. docker's daemon.json: jansson validates, the edit is a
- * splice. README.md says why and how.
+ * a small C interface, in a module of gpuop's (gpuop-tomlx.so) loaded on first use. It validates
+ * and locates; the user's files change only by splices it located (containerd: one `imports`
+ * entry), checked by parsing the result again, and everything else goes into drop-ins gpuop owns.
+ * docker's daemon.json: jansson validates, the edit is a splice. README.md says why and how.
  *
  * This header is the contract between the toolkit daemon (src/node/toolkit) and the validator's
  * toolkit check; everything added to the first version is compatible (new fields default to 0).
@@ -99,6 +99,12 @@ int rt_docker_edit(struct rt_text config, const struct rt_options *o, struct sbu
  * runtime differs from want (NULL: no expectation) is an error naming both. */
 int rt_detect(const char *host_root, const char *node_runtime_version, const char *want,
               enum rt_kind *ret, struct err *e);
+
+/* Loads what reading k's config takes: gpuop's TOML parser (the module gpuop-tomlx.so, loaded once
+ * per process) for containerd and CRI-O, nothing for docker. The calls below load it when they
+ * first need it; a caller that writes files of its own before them calls this first, so a
+ * missing module fails before anything is written. -ELIBACC with e naming the paths tried. */
+int rt_prepare(enum rt_kind k, struct err *e);
 
 /* Configures it: *ret_changed (may be NULL) says whether a file was written; then the runtime is
  * told to reload (o->restart_mode). Originals are backed up under the state dir once (a file

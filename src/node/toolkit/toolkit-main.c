@@ -452,11 +452,15 @@ static int detect_runtime(struct tk *t, struct err *e)
     if (!t->configure_runtime)
         return 0;
     const char *want = t->default_runtime && *t->default_runtime ? t->default_runtime : NULL;
-    if (t->runtime_known)
-        return 0;
-    int r = rt_detect(t->host_root, t->node_runtime_version, want, &t->kind, e);
+    if (!t->runtime_known) {
+        int r = rt_detect(t->host_root, t->node_runtime_version, want, &t->kind, e);
+        if (r < 0)
+            return err_prefix(e, "container runtime");
+    }
+    /* The config's parser (a module) loads now: a missing one fails before anything is written. */
+    int r = rt_prepare(t->kind, e);
     if (r < 0)
-        return err_prefix(e, "container runtime");
+        return err_prefix(e, "configure %s", rt_kind_name(t->kind));
     return 0; /* logged with "ready", once it is configured */
 }
 

@@ -2,7 +2,9 @@
 /* The TOML editing cores (containerd, CRI-O) on any bytes: no crash, and an accepted config
  * edits idempotently (its output fed back gives the same bytes). The first byte picks the
  * options. */
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    /* Without the TOML module (gpuop-tomlx.so, $GPUOP_TOMLX_MODULE) every input would be refused
+     * and nothing fuzzed: stop at once instead. */
+    static bool loaded;
+    struct err le = {0};
+    if (!loaded && rt_prepare(RT_CONTAINERD, &le) < 0) {
+        fprintf(stderr, "%s\n", err_msg(&le));
+        abort();
+    }
+    loaded = true;
     if (size < 1)
         return 0;
     struct rt_options o = {.runtime_name = "nvidia",

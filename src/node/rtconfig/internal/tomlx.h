@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tomlx: the few TOML operations rtconfig needs, in C, over toml++ (Debian's libtomlplusplus,
- * a maintained TOML 1.0 parser; Debian 12 ships no C TOML library). A document is parsed from
- * bytes, read and changed by key paths (arrays of key strings), and written back out. Every
- * entry point catches C++ exceptions: none crosses into C. No I/O.
+ * tomlx: the few TOML operations rtconfig needs, in C. A document is parsed from bytes, read and
+ * changed by key paths (arrays of key strings), and written back out. No I/O but one: the parser
+ * is toml++ (Debian's libtomlplusplus, a maintained TOML 1.0 parser; Debian 12 ships no C TOML
+ * library), which lives in gpuop's module gpuop-tomlx.so (tomlx-module.cc) with libstdc++, loaded
+ * on the first parse (tomlx_open), so the components that never read TOML (every one but the
+ * toolkit, the validator's and doctor's runtime checks) do not map those libraries.
  *
  * Written-out documents are toml++'s canonical form, not the input's bytes: rtconfig uses it
  * only for files it owns (drop-ins); edits of a user's file are text splices located by
@@ -16,35 +18,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-#include "util.h" /* a C header without its own extern "C" */
-
-struct tomlx;
+#include "tomlx-module.h" /* enum tomlx_type */
+#include "util.h"
 
 /* A key path for the calls below: TP("plugins", "cri") gives the array and its length. */
 #define TP(...)                           \
     ((const char *const[]){__VA_ARGS__}), \
         (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
-enum tomlx_type {
-    TOMLX_NONE, /* no such key */
-    TOMLX_TABLE,
-    TOMLX_ARRAY,
-    TOMLX_STRING,
-    TOMLX_INT,
-    TOMLX_FLOAT,
-    TOMLX_BOOL,
-    TOMLX_OTHER, /* dates and times */
-};
+/* Loads gpuop-tomlx.so once per process (util.h's module_open: $GPUOP_TOMLX_MODULE, else beside
+ * the executable, else <prefix>/lib/gpuop). -ELIBACC with e naming the paths tried and why; every
+ * later call gives the same answer. tomlx_parse calls it; a caller that starts with tomlx_new
+ * calls it first for the error. */
+int tomlx_open(struct err *e);
 
 /* Parses len bytes (need not be NUL-terminated). A syntax error: -EINVAL, e says "line L,
  * column C: <what>" and *ret_line (may be NULL) the line. */
 int tomlx_parse(const char *data, size_t len, struct tomlx **ret, unsigned *ret_line,
                 struct err *e);
-struct tomlx *tomlx_new(void);    /* an empty document */
+struct tomlx *tomlx_new(void);    /* an empty document; NULL: no memory, or no module */
 void tomlx_free(struct tomlx *t); /* accepts NULL */
 DEFINE_CLEANUP_FUNC(struct tomlx, tomlx_free)
 
@@ -80,9 +72,5 @@ bool tomlx_equal(const struct tomlx *a, const struct tomlx *b);
 int tomlx_emit(const struct tomlx *t, struct sbuf *out);
 /* Appends s as a TOML basic string, quotes included. */
 void tomlx_quote(struct sbuf *out, const char *s);
-
-#ifdef __cplusplus
-}
-#endif
 
 #endif

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// tomlx: toml++ behind a C interface (internal/tomlx.h). Every entry point catches C++
-// exceptions; allocation failure inside toml++ becomes -ENOMEM.
-#include "tomlx.h"
+// gpuop-tomlx.so: toml++ behind the C table of internal/tomlx-module.h, loaded by tomlx.c on the
+// first TOML operation. Every entry point catches C++ exceptions; allocation failure inside
+// toml++ becomes -ENOMEM. It calls nothing of gpuop's (linked with --no-undefined where the build
+// allows): errors travel back as codes, positions and malloc'ed strings.
+#include "tomlx-module.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -62,31 +65,31 @@ template <typename F> int guard(F &&f)
     }
 }
 
-} // namespace
-
-extern "C" {
-
-int tomlx_parse(const char *data, size_t len, struct tomlx **ret, unsigned *ret_line, struct err *e)
+int parse(const char *data, size_t len, struct tomlx **ret, unsigned *ret_line, unsigned *ret_col,
+          char **ret_what)
 {
+    *ret_line = 0;
+    *ret_col = 0;
+    *ret_what = nullptr;
     try {
         auto *t = new tomlx{toml::parse(std::string_view(data ? data : "", data ? len : 0))};
         *ret = t;
         return 0;
     } catch (const toml::parse_error &pe) {
         const auto &b = pe.source().begin;
-        if (ret_line)
-            *ret_line = b.line;
-        std::string d(pe.description());
-        return err_set(e, -EINVAL, "line %u, column %u: %s", (unsigned)b.line, (unsigned)b.column,
-                       d.c_str());
+        *ret_line = (unsigned)b.line;
+        *ret_col = (unsigned)b.column;
+        std::string_view d = pe.description();
+        *ret_what = strndup(d.data(), d.size());
+        return -EINVAL;
     } catch (const std::bad_alloc &) {
-        return err_set(e, -ENOMEM, "out of memory parsing TOML");
+        return -ENOMEM;
     } catch (...) {
-        return err_set(e, -EINVAL, "TOML parser failed");
+        return -EINVAL;
     }
 }
 
-struct tomlx *tomlx_new(void)
+struct tomlx *new_doc(void)
 {
     try {
         return new tomlx{};
@@ -95,17 +98,17 @@ struct tomlx *tomlx_new(void)
     }
 }
 
-void tomlx_free(struct tomlx *t)
+void free_doc(struct tomlx *t)
 {
     delete t;
 }
 
-bool tomlx_empty(const struct tomlx *t)
+bool empty(const struct tomlx *t)
 {
     return t->root.empty();
 }
 
-enum tomlx_type tomlx_type_at(const struct tomlx *t, const char *const *path, size_t n)
+enum tomlx_type type_at(const struct tomlx *t, const char *const *path, size_t n)
 {
     const toml::node *nd = find(t->root, path, n);
     if (!nd)
@@ -128,7 +131,7 @@ enum tomlx_type tomlx_type_at(const struct tomlx *t, const char *const *path, si
     }
 }
 
-int tomlx_get_int(const struct tomlx *t, const char *const *path, size_t n, int64_t *ret)
+int get_int(const struct tomlx *t, const char *const *path, size_t n, int64_t *ret)
 {
     const toml::node *nd = find(t->root, path, n);
     if (!nd)
@@ -140,7 +143,7 @@ int tomlx_get_int(const struct tomlx *t, const char *const *path, size_t n, int6
     return 0;
 }
 
-int tomlx_get_bool(const struct tomlx *t, const char *const *path, size_t n, bool *ret)
+int get_bool(const struct tomlx *t, const char *const *path, size_t n, bool *ret)
 {
     const toml::node *nd = find(t->root, path, n);
     if (!nd)
@@ -152,7 +155,7 @@ int tomlx_get_bool(const struct tomlx *t, const char *const *path, size_t n, boo
     return 0;
 }
 
-static int dup_out(const std::string &s, char **ret)
+int dup_out(const std::string &s, char **ret)
 {
     char *p = strndup(s.data(), s.size());
     if (!p)
@@ -161,7 +164,7 @@ static int dup_out(const std::string &s, char **ret)
     return 0;
 }
 
-int tomlx_get_str(const struct tomlx *t, const char *const *path, size_t n, char **ret)
+int get_str(const struct tomlx *t, const char *const *path, size_t n, char **ret)
 {
     return guard([&] {
         const toml::node *nd = find(t->root, path, n);
@@ -174,7 +177,7 @@ int tomlx_get_str(const struct tomlx *t, const char *const *path, size_t n, char
     });
 }
 
-int tomlx_str_array_len(const struct tomlx *t, const char *const *path, size_t n)
+int str_array_len(const struct tomlx *t, const char *const *path, size_t n)
 {
     const toml::node *nd = find(t->root, path, n);
     if (!nd)
@@ -185,7 +188,7 @@ int tomlx_str_array_len(const struct tomlx *t, const char *const *path, size_t n
     return (int)a->size();
 }
 
-int tomlx_str_array_get(const struct tomlx *t, const char *const *path, size_t n, size_t i,
+int str_array_get(const struct tomlx *t, const char *const *path, size_t n, size_t i,
                         char **ret)
 {
     return guard([&] {
@@ -200,7 +203,7 @@ int tomlx_str_array_get(const struct tomlx *t, const char *const *path, size_t n
     });
 }
 
-int tomlx_span(const struct tomlx *t, const char *const *path, size_t n, unsigned *ret_line,
+int span(const struct tomlx *t, const char *const *path, size_t n, unsigned *ret_line,
                unsigned *ret_col, unsigned *ret_end_line, unsigned *ret_end_col)
 {
     const toml::node *nd = find(t->root, path, n);
@@ -216,7 +219,7 @@ int tomlx_span(const struct tomlx *t, const char *const *path, size_t n, unsigne
     return 0;
 }
 
-int tomlx_set_bool(struct tomlx *t, const char *const *path, size_t n, bool v)
+int set_bool(struct tomlx *t, const char *const *path, size_t n, bool v)
 {
     return guard([&] {
         toml::table *p = n ? parent_for_set(t->root, path, n) : nullptr;
@@ -227,7 +230,7 @@ int tomlx_set_bool(struct tomlx *t, const char *const *path, size_t n, bool v)
     });
 }
 
-int tomlx_set_str(struct tomlx *t, const char *const *path, size_t n, const char *v)
+int set_str(struct tomlx *t, const char *const *path, size_t n, const char *v)
 {
     return guard([&] {
         toml::table *p = n ? parent_for_set(t->root, path, n) : nullptr;
@@ -238,7 +241,7 @@ int tomlx_set_str(struct tomlx *t, const char *const *path, size_t n, const char
     });
 }
 
-int tomlx_set_str_array(struct tomlx *t, const char *const *path, size_t n, const char *const *v,
+int set_str_array(struct tomlx *t, const char *const *path, size_t n, const char *const *v,
                         size_t nv)
 {
     return guard([&] {
@@ -253,7 +256,7 @@ int tomlx_set_str_array(struct tomlx *t, const char *const *path, size_t n, cons
     });
 }
 
-int tomlx_copy(const struct tomlx *src, const char *const *spath, size_t sn, struct tomlx *dst,
+int copy(const struct tomlx *src, const char *const *spath, size_t sn, struct tomlx *dst,
                const char *const *dpath, size_t dn)
 {
     return guard([&] {
@@ -276,7 +279,7 @@ int tomlx_copy(const struct tomlx *src, const char *const *spath, size_t sn, str
     });
 }
 
-int tomlx_remove(struct tomlx *t, const char *const *path, size_t n)
+int remove(struct tomlx *t, const char *const *path, size_t n)
 {
     if (n == 0)
         return -EINVAL;
@@ -287,23 +290,14 @@ int tomlx_remove(struct tomlx *t, const char *const *path, size_t n)
     return 0;
 }
 
-void tomlx_keys_free(char **keys, size_t n)
-{
-    if (!keys)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(keys[i]);
-    free(keys);
-}
-
-bool tomlx_equal(const struct tomlx *a, const struct tomlx *b)
+bool equal(const struct tomlx *a, const struct tomlx *b)
 {
     return a->root == b->root;
 }
 
-int tomlx_emit(const struct tomlx *t, struct sbuf *out)
+int emit(const struct tomlx *t, char **ret, size_t *ret_len)
 {
-    int r = guard([&] {
+    return guard([&] {
         std::ostringstream os;
         constexpr auto flags =
             toml::toml_formatter::default_flags &
@@ -312,39 +306,44 @@ int tomlx_emit(const struct tomlx *t, struct sbuf *out)
         std::string s = os.str();
         if (!s.empty() && s.back() != '\n')
             s.push_back('\n');
-        return sbuf_append(out, s.data(), s.size());
+        char *p = static_cast<char *>(malloc(s.size() + 1));
+        if (!p)
+            return -ENOMEM;
+        memcpy(p, s.data(), s.size());
+        p[s.size()] = '\0';
+        *ret = p;
+        *ret_len = s.size();
+        return 0;
     });
-    return r < 0 ? sbuf_fail(out, r) : 0;
 }
 
-void tomlx_quote(struct sbuf *out, const char *s)
+const struct tomlx_module table = {
+    TOMLX_MODULE_ABI,
+    sizeof(struct tomlx_module),
+    parse,
+    new_doc,
+    free_doc,
+    empty,
+    type_at,
+    get_int,
+    get_bool,
+    get_str,
+    str_array_len,
+    str_array_get,
+    span,
+    set_bool,
+    set_str,
+    set_str_array,
+    copy,
+    remove,
+    equal,
+    emit,
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const struct tomlx_module *
+gpuop_tomlx_module(unsigned abi)
 {
-    sbuf_adds(out, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            sbuf_adds(out, "\\\"");
-            break;
-        case '\\':
-            sbuf_adds(out, "\\\\");
-            break;
-        case '\n':
-            sbuf_adds(out, "\\n");
-            break;
-        case '\t':
-            sbuf_adds(out, "\\t");
-            break;
-        case '\r':
-            sbuf_adds(out, "\\r");
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                sbuf_addf(out, "\\u%04x", *p);
-            else
-                sbuf_add(out, p, 1);
-        }
-    }
-    sbuf_adds(out, "\"");
+    return abi == TOMLX_MODULE_ABI ? &table : nullptr;
 }
-
-} // extern "C"
