@@ -1,38 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The HTTP transport: libcurl handles (pooled, so connections are reused), TLS, bearer tokens
- * (re-read on rotation), the rate limiter and retries. */
+/* The HTTP transport: HTTP/1.1 over kube-conn.c's connections (pooled, so they are reused), the
+ * response parser of kube-h1.c, bearer tokens (re-read on rotation), the rate limiter and
+ * retries. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "kube-curl.h"
 #include "kube-internal.h"
 
-/* libcurl is loaded on first use (kube-curl.h): calls go through its table. (curl.h defines
- * these two as argument-count checks of the direct calls.) */
-#undef curl_easy_setopt
-#undef curl_easy_getinfo
-#define curl_easy_init      (kube_curl()->easy_init)
-#define curl_easy_cleanup   (kube_curl()->easy_cleanup)
-#define curl_easy_reset     (kube_curl()->easy_reset)
-#define curl_easy_setopt    (kube_curl()->easy_setopt)
-#define curl_easy_getinfo   (kube_curl()->easy_getinfo)
-#define curl_easy_strerror  (kube_curl()->easy_strerror)
-#define curl_slist_append   (kube_curl()->slist_append)
-#define curl_slist_free_all (kube_curl()->slist_free_all)
-#define curl_multi_init     (kube_curl()->multi_init)
-#define curl_multi_cleanup  (kube_curl()->multi_cleanup)
-#define curl_multi_add      (kube_curl()->multi_add_handle)
-#define curl_multi_remove   (kube_curl()->multi_remove_handle)
-#define curl_multi_perform  (kube_curl()->multi_perform)
-#define curl_multi_poll     (kube_curl()->multi_poll)
-#define curl_multi_info     (kube_curl()->multi_info_read)
-
 #define POOL_MAX       16
+#define POOL_IDLE_MS   60000 /* an idle connection older than this is closed, not reused */
+#define CONNECT_MS     10000
 #define TOKEN_FILE_MAX (64u << 10)
 
 #if defined(__x86_64__)
@@ -43,28 +25,19 @@
 #define KUBE_ARCH "unknown"
 #endif
 
-/*
- * A TLS file handed to libcurl by path. The GnuTLS build of libcurl (kube-curl.c) takes no
- * in-memory certificates (CURLOPT_*_BLOB), so a kubeconfig's inline data (the -data keys) goes
- * into a memory file (memfd, never on a disk), named "/proc/self/fd/N", for the client's life.
- */
-struct tls_file {
-    char *path; /* NULL: none */
-    int fd;     /* the memory file; -1 when path is the kubeconfig's own file */
-    size_t len;
-};
-
 struct kube_client {
     struct kube_conn conn;
-    struct tls_file ca, cert, key;
+    struct kube_url url;  /* conn.server, split */
+    int url_rc;           /* its error (-EINVAL), returned by every request */
+    char url_err[ERR_MSG_MAX];
+    struct kube_url proxy; /* from the environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) */
+    bool use_proxy;
+    struct kube_tls *tls;
     struct kube_options opt;
     char *user_agent;
 
     pthread_mutex_t lock; /* pool, limiter, token */
-    struct kube_handle {
-        CURL *h;
-        CURLM *m; /* each transfer runs on its own multi, which keeps the connections */
-    } pool[POOL_MAX];
+    struct kube_sock *pool[POOL_MAX]; /* idle keep-alive connections, the newest last */
     unsigned npool;
     struct kube_ratelimit rl;
     char *token; /* current bearer token (static or from token_file) */
@@ -161,42 +134,6 @@ int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_
     return 0;
 }
 
-static int tls_file_open(const char *file, const struct kube_blob *data, const char *what,
-                         struct tls_file *ret, struct err *e)
-{
-    if (file) {
-        *ret = (struct tls_file){.path = xstrdup(file), .fd = -1};
-        return 0;
-    }
-    if (!data->data)
-        return 0;
-    _cleanup_close_ int fd = memfd_create(what, MFD_CLOEXEC);
-    if (fd < 0)
-        return err_errno(e, -errno, "%s data: memory file", what);
-    int r = fd_write_all(fd, data->data, data->len);
-    if (r < 0)
-        return err_errno(e, r, "%s data: write the memory file", what);
-    *ret = (struct tls_file){.path = xasprintf("/proc/self/fd/%d", fd), .len = data->len};
-    ret->fd = steal_fd(&fd);
-    return 0;
-}
-
-/* Closes the file; a memory file is overwritten first, as the secrets in memory are. */
-static void tls_file_close(struct tls_file *f)
-{
-    if (f->fd >= 0) {
-        static const char zeros[4096];
-        for (size_t off = 0; off < f->len; off += sizeof(zeros)) {
-            size_t n = f->len - off < sizeof(zeros) ? f->len - off : sizeof(zeros);
-            if (pwrite(f->fd, zeros, n, (off_t)off) < 0)
-                break;
-        }
-        close(f->fd);
-    }
-    free(f->path);
-    *f = (struct tls_file){.fd = -1};
-}
-
 struct kube_options kube_options_for(enum kube_caller caller, const char *kubeconfig,
                                      const char *context, struct stop_token *stop)
 {
@@ -221,11 +158,11 @@ int kube_client_open(enum kube_caller caller, const char *kubeconfig, const char
     return kube_client_new(&o, ret, e);
 }
 
+static int proxy_from_env(struct kube_client *c, struct err *e);
+
 int kube_client_new(const struct kube_options *o, struct kube_client **ret, struct err *e)
 {
-    int r = kube_curl_load(e);
-    if (r < 0)
-        return err_prefix(e, "Kubernetes client");
+    int r;
     struct kube_options opt = o ? *o : (struct kube_options){0};
     if (opt.qps <= 0)
         opt.qps = 20;
@@ -268,7 +205,6 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
 
     struct kube_client *c = xcalloc(1, sizeof(*c));
     c->conn = conn;
-    c->ca.fd = c->cert.fd = c->key.fd = -1;
     c->opt = opt;
     c->opt.kubeconfig = NULL;
     c->opt.context = NULL;
@@ -276,13 +212,15 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
     c->user_agent = xasprintf("gpuop/%s (linux/%s)", GPUOP_VERSION, KUBE_ARCH);
     pthread_mutex_init(&c->lock, NULL);
     kube_ratelimit_init(&c->rl, opt.qps, opt.burst, now_us_mono());
-    if ((r = tls_file_open(conn.ca_file, &conn.ca_data, "certificate-authority", &c->ca, e)) < 0 ||
-        (r = tls_file_open(conn.cert_file, &conn.cert_data, "client-certificate", &c->cert, e)) <
-            0 ||
-        (r = tls_file_open(conn.key_file, &conn.key_data, "client-key", &c->key, e)) < 0) {
+    struct err ue = {0};
+    c->url_rc = kube_url_split(conn.server, &c->url, &ue);
+    if (c->url_rc < 0)
+        snprintf(c->url_err, sizeof(c->url_err), "%s", ue.msg);
+    else if ((r = proxy_from_env(c, e)) < 0) {
         kube_client_free(c);
         return err_prefix(e, "Kubernetes client");
     }
+    kube_tls_new(&c->conn, &c->tls);
     if (conn.token)
         c->token = xstrdup(conn.token);
     else if ((r = token_refresh_locked(c, true, e)) < 0) {
@@ -297,55 +235,84 @@ void kube_client_free(struct kube_client *c)
 {
     if (!c)
         return;
-    for (unsigned i = 0; i < c->npool; i++) {
-        curl_multi_cleanup(c->pool[i].m);
-        curl_easy_cleanup(c->pool[i].h);
-    }
+    for (unsigned i = 0; i < c->npool; i++)
+        kube_sock_close(c->pool[i]);
     token_free(c->token);
-    tls_file_close(&c->ca);
-    tls_file_close(&c->cert);
-    tls_file_close(&c->key);
+    kube_tls_free(c->tls);
     kube_conn_clear(&c->conn);
     free(c->user_agent);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
-/* A handle from the pool (its connections kept), or a new one; h NULL when out of memory. */
-static struct kube_handle handle_get(struct kube_client *c)
+/* The proxy the environment names for the server's scheme, unless NO_PROXY exempts the server:
+ * an http:// proxy (CONNECT tunnels for https). What libcurl and client-go honour. */
+static int proxy_from_env(struct kube_client *c, struct err *e)
 {
-    struct kube_handle hd = {0};
-    pthread_mutex_lock(&c->lock);
-    if (c->npool > 0)
-        hd = c->pool[--c->npool];
-    pthread_mutex_unlock(&c->lock);
-    if (hd.h) {
-        curl_easy_reset(hd.h); /* its multi keeps the live connections */
-        return hd;
+    const char *names_tls[] = {"https_proxy", "HTTPS_PROXY"};
+    const char *names_plain[] = {"http_proxy", "HTTP_PROXY"};
+    const char **names = c->url.tls ? names_tls : names_plain;
+    const char *v = NULL, *name = NULL;
+    for (int i = 0; i < 2 && !v; i++) {
+        v = env_get(names[i]);
+        if (v && !*v)
+            v = NULL;
+        name = names[i];
     }
-    hd.h = curl_easy_init();
-    hd.m = curl_multi_init();
-    if (!hd.h || !hd.m) {
-        if (hd.m)
-            curl_multi_cleanup(hd.m);
-        if (hd.h)
-            curl_easy_cleanup(hd.h);
-        return (struct kube_handle){0};
-    }
-    return hd;
+    if (!v)
+        return 0;
+    const char *np = env_get("no_proxy");
+    if (!np || !*np)
+        np = env_get("NO_PROXY");
+    if (kube_no_proxy_match(np, c->url.host))
+        return 0;
+    _cleanup_free_ char *u = strstr(v, "://") ? xstrdup(v) : xasprintf("http://%s", v);
+    size_t n = strlen(u);
+    if (n > 0 && u[n - 1] == '/')
+        u[n - 1] = '\0';
+    int r = kube_url_split(u, &c->proxy, e);
+    if (r < 0)
+        return err_prefix(e, "%s", name);
+    if (c->proxy.tls || c->proxy.path[0])
+        return err_set(e, -EINVAL, "%s: only an http:// proxy (no path) is supported", name);
+    c->use_proxy = true;
+    return 0;
 }
 
-static void handle_put(struct kube_client *c, struct kube_handle hd)
+/* An idle connection from the pool (the newest, still open), or NULL. */
+static struct kube_sock *pool_get(struct kube_client *c)
 {
+    struct kube_sock *s = NULL, *stale[POOL_MAX];
+    unsigned nstale = 0;
+    uint64_t now = now_ms_mono();
     pthread_mutex_lock(&c->lock);
-    bool kept = c->npool < POOL_MAX;
-    if (kept)
-        c->pool[c->npool++] = hd;
-    pthread_mutex_unlock(&c->lock);
-    if (!kept) {
-        curl_multi_cleanup(hd.m);
-        curl_easy_cleanup(hd.h);
+    while (c->npool > 0 && !s) {
+        struct kube_sock *t = c->pool[--c->npool];
+        if (now - kube_sock_idle_since(t) > POOL_IDLE_MS || !kube_sock_alive(t))
+            stale[nstale++] = t;
+        else
+            s = t;
     }
+    pthread_mutex_unlock(&c->lock);
+    for (unsigned i = 0; i < nstale; i++)
+        kube_sock_close(stale[i]);
+    return s;
+}
+
+/* Keeps a connection for the next request; beyond POOL_MAX the oldest is closed. */
+static void pool_put(struct kube_client *c, struct kube_sock *s)
+{
+    struct kube_sock *old = NULL;
+    kube_sock_set_idle(s, now_ms_mono());
+    pthread_mutex_lock(&c->lock);
+    if (c->npool == POOL_MAX) {
+        old = c->pool[0];
+        memmove(c->pool, c->pool + 1, (POOL_MAX - 1) * sizeof(c->pool[0]));
+        c->npool--;
+    }
+    c->pool[c->npool++] = s;
+    pthread_mutex_unlock(&c->lock);
+    kube_sock_close(old);
 }
 
 /* ---- the limits of one call ---------------------------------------------------------------- */
@@ -407,17 +374,6 @@ static bool call_nap(const struct call_limits *l, uint64_t ms)
     }
 }
 
-/* A libcurl timeout from what is left of the call (at least 1 ms: 0 would mean none). */
-static long curl_ms(uint64_t limit_ms, const struct call_limits *l)
-{
-    uint64_t left = deadline_left_ms(l->deadline);
-    if (left < limit_ms)
-        limit_ms = left;
-    if (limit_ms == 0)
-        limit_ms = 1;
-    return limit_ms > LONG_MAX ? LONG_MAX : (long)limit_ms;
-}
-
 static bool ratelimit_wait(struct kube_client *c, const struct call_limits *l)
 {
     pthread_mutex_lock(&c->lock);
@@ -426,270 +382,233 @@ static bool ratelimit_wait(struct kube_client *c, const struct call_limits *l)
     return wait == 0 || call_nap(l, (wait + 999) / 1000);
 }
 
+/* One exchange's body: buffered (bounded), or a 2xx streamed into a watch parser. */
 struct xfer {
+    struct kube_h1 *h1;
     struct sbuf body;
     bool too_big;
-    char retry_after[64];
     struct kube_watch_parser *parser; /* streaming: 2xx bodies go here */
-    CURL *h;
     int parse_rc;
     struct err *perr;
-    const volatile int *stop;
-    const struct call_limits *limits;
 };
 
-static size_t on_header(char *buf, size_t size, size_t n, void *ud)
+static int on_body(void *ud, const char *buf, size_t len)
 {
     struct xfer *x = ud;
-    size_t len = size * n;
-    static const char key[] = "retry-after:";
-    if (len > sizeof(key) - 1 && strncasecmp(buf, key, sizeof(key) - 1) == 0) {
-        size_t vl = len - (sizeof(key) - 1);
-        if (vl >= sizeof(x->retry_after))
-            vl = sizeof(x->retry_after) - 1;
-        memcpy(x->retry_after, buf + sizeof(key) - 1, vl);
-        x->retry_after[vl] = '\0';
-    }
-    return len;
-}
-
-static size_t on_body(char *buf, size_t size, size_t n, void *ud)
-{
-    struct xfer *x = ud;
-    size_t len = size * n;
-    if (x->parser) {
-        long code = 0;
-        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
-        if (code >= 200 && code < 300) {
-            int r = kube_watch_parser_feed(x->parser, buf, len, x->perr);
-            if (r != 0) {
-                x->parse_rc = r;
-                return 0; /* abort the transfer */
-            }
-            return len;
+    if (x->parser && x->h1->code >= 200 && x->h1->code < 300) {
+        int r = kube_watch_parser_feed(x->parser, buf, len, x->perr);
+        if (r != 0) {
+            x->parse_rc = r;
+            return 1; /* end the exchange */
         }
+        return 0;
     }
     if (sbuf_append(&x->body, buf, len) < 0) {
         x->too_big = true;
-        return 0;
+        return 1;
     }
-    return len;
+    return 0;
 }
 
-static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+/* The request's head: the bearer token in it, so the caller zeroes it (head_free). */
+static int request_head(struct kube_client *c, const char *method, const char *path,
+                        const char *content_type, const char *body, size_t body_len,
+                        struct sbuf *ret, struct err *e)
 {
-    (void)dt;
-    (void)dn;
-    (void)ut;
-    (void)un;
-    struct xfer *x = ud;
-    return (x->stop && *x->stop) || (x->limits && call_stopped(x->limits)) ? 1 : 0;
+    struct sbuf *b = ret;
+    sbuf_init(b, 1u << 20);
+    if (c->use_proxy && !c->url.tls) /* absolute form, to the proxy */
+        sbuf_addf(b, "%s %s://%s%s%s HTTP/1.1\r\n", method, "http", c->url.authority, c->url.path,
+                  path);
+    else
+        sbuf_addf(b, "%s %s%s HTTP/1.1\r\n", method, c->url.path, path);
+    sbuf_addf(b, "Host: %s\r\nUser-Agent: %s\r\nAccept: application/json\r\n", c->url.authority,
+              c->user_agent);
+    pthread_mutex_lock(&c->lock);
+    int r = token_refresh_locked(c, false, e);
+    if (r == 0 && c->token)
+        sbuf_addf(b, "Authorization: Bearer %s\r\n", c->token);
+    pthread_mutex_unlock(&c->lock);
+    if (content_type)
+        sbuf_addf(b, "Content-Type: %s\r\n", content_type);
+    if (body || (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&
+                 strcmp(method, "DELETE") != 0))
+        sbuf_addf(b, "Content-Length: %zu\r\n", body ? body_len : 0);
+    sbuf_adds(b, "\r\n");
+    if (r < 0)
+        return r;
+    if (sbuf_check(b) < 0)
+        return err_set(e, -ENOMEM, "request head too large");
+    return 0;
 }
 
-static int curl_errno(CURLcode cc, bool *ret_not_sent, bool *ret_retry)
+static void head_free(struct sbuf *b)
 {
-    *ret_not_sent = false;
-    *ret_retry = true;
-    switch (cc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-        *ret_not_sent = true;
-        return -EHOSTUNREACH;
-    case CURLE_COULDNT_CONNECT:
-        *ret_not_sent = true;
-        return -ECONNREFUSED;
-    case CURLE_OPERATION_TIMEDOUT:
-        return -ETIMEDOUT;
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-        *ret_retry = false;
-        return -EKEYREJECTED;
-    case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_URL_MALFORMAT:
-        *ret_retry = false;
-        return -EINVAL;
-    default:
-        return -ECONNRESET;
-    }
+    if (b->data)
+        explicit_bzero(b->data, b->len);
+    sbuf_free(b);
 }
 
 /*
- * curl_easy_perform, waiting on the stop token's fd as well as on the transfer: a stop ends it
- * at once, where the progress callback alone would see it up to a second late on a connection
- * that sends nothing. A thread's own flag is looked at every 100 ms.
+ * Sends one request and reads its answer into x, on a pooled connection or a new one (the
+ * connect bounded by 10 s and the deadline). A reused connection that fails before any byte of
+ * the answer came (the server closed it while idle) is replaced once by a fresh one: nothing was
+ * processed. Returns 0 with x->h1 done, 0 when x's body callback ended the exchange (x->too_big,
+ * x->parse_rc), or a negative code with *ret_not_sent telling whether the request may never have
+ * left (connection refused, name unresolved). The connection goes back to the pool only after a
+ * complete answer that allows it.
  */
-static CURLcode perform(struct kube_handle hd, const struct call_limits *l)
+static int exchange(struct kube_client *c, const struct sbuf *head, const char *body,
+                    size_t body_len, struct xfer *x, const struct kube_wait *w,
+                    bool *ret_not_sent, struct err *e)
 {
-    if (curl_multi_add(hd.m, hd.h) != CURLM_OK)
-        return CURLE_OUT_OF_MEMORY;
-    struct curl_waitfd wfd = {.fd = l->token ? stop_fd(l->token) : -1, .events = CURL_WAIT_POLLIN};
-    CURLcode cc = CURLE_OK;
-    int running = 1;
-    for (;;) {
-        if (curl_multi_perform(hd.m, &running) != CURLM_OK) {
-            cc = CURLE_RECV_ERROR;
-            break;
+    *ret_not_sent = false;
+    if (c->url_rc < 0)
+        return err_set(e, c->url_rc, "%s", c->url_err);
+    char buf[16384];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct kube_sock *s = attempt == 0 ? pool_get(c) : NULL;
+        bool reused = s != NULL;
+        if (!s) {
+            uint64_t cd = deadline_after(CONNECT_MS);
+            if (cd > w->deadline)
+                cd = w->deadline;
+            int r = kube_sock_open(&c->url, c->use_proxy ? &c->proxy : NULL, c->tls, w, cd, &s, e);
+            if (r < 0) {
+                *ret_not_sent = r == -ECONNREFUSED || r == -EHOSTUNREACH;
+                return r;
+            }
         }
-        if (!running)
-            break;
-        if (call_stopped(l)) {
-            cc = CURLE_ABORTED_BY_CALLBACK;
-            break;
+        int r = kube_sock_write(s, head->data, head->len, w, e);
+        if (r == 0 && body && body_len)
+            r = kube_sock_write(s, body, body_len, w, e);
+        if (r < 0) {
+            kube_sock_close(s);
+            if (reused && r == -ECONNRESET)
+                continue;
+            return r;
         }
-        if (curl_multi_poll(hd.m, wfd.fd >= 0 ? &wfd : NULL, wfd.fd >= 0 ? 1 : 0,
-                            l->flag ? 100 : 1000, NULL) != CURLM_OK) {
-            cc = CURLE_RECV_ERROR;
-            break;
+        kube_h1_init(x->h1, strncmp(head->data, "HEAD ", 5) == 0);
+        size_t got = 0;
+        for (;;) {
+            ssize_t k = kube_sock_read(s, buf, sizeof(buf), w, e);
+            if (k <= 0 && reused && got == 0 && (k == 0 || k == -ECONNRESET)) {
+                kube_sock_close(s);
+                s = NULL;
+                break; /* the idle connection was closed under us: a fresh one */
+            }
+            if (k < 0) {
+                kube_sock_close(s);
+                return (int)k;
+            }
+            if (k == 0) {
+                kube_sock_close(s);
+                return kube_h1_eof(x->h1, e);
+            }
+            got += (size_t)k;
+            size_t used = 0;
+            r = kube_h1_feed(x->h1, buf, (size_t)k, &used, on_body, x, e);
+            if (r != 0) {
+                kube_sock_close(s);
+                return r > 0 ? 0 : r;
+            }
+            if (x->h1->done) {
+                if (x->h1->keep_alive && used == (size_t)k)
+                    pool_put(c, s);
+                else
+                    kube_sock_close(s);
+                return 0;
+            }
         }
     }
-    if (!running) {
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info(hd.m, &left)))
-            if (msg->msg == CURLMSG_DONE && msg->easy_handle == hd.h)
-                cc = msg->data.result;
-    }
-    curl_multi_remove(hd.m, hd.h);
-    return cc;
+    return err_set(e, -ECONNRESET, "the server closed a fresh connection without an answer");
 }
 
-/* Sets the options shared by every request on a freshly reset handle. */
-static int setup_handle(struct kube_client *c, CURL *h, const char *url, struct xfer *x,
-                        struct curl_slist **headers, struct err *e)
+/* The wait of one exchange: the call's limits, and an I/O deadline of at most limit_ms. */
+static struct kube_wait exchange_wait(const struct call_limits *l, uint64_t limit_ms,
+                                      const volatile int *flag2)
 {
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, curl_ms(10000, x->limits));
-    /* Called about once a second while nothing arrives, at once on every byte: the stop. */
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
-    /* The kubeconfig's (or the service account's) CA is the only trust anchor, as for
-     * client-go: libcurl's default CA directory (/etc/ssl/certs) is dropped, which it would
-     * otherwise trust as well (and the GnuTLS build would load whole on every connection). */
-    if (c->ca.path) {
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca.path);
-        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
-    }
-    if (c->cert.path) {
-        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert.path);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    }
-    if (c->key.path) {
-        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key.path);
-        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-    *headers = curl_slist_append(*headers, "Accept: application/json");
-    pthread_mutex_lock(&c->lock);
-    int r = token_refresh_locked(c, false, e);
-    if (r == 0 && c->token) {
-        _cleanup_free_ char *auth = xasprintf("Authorization: Bearer %s", c->token);
-        *headers = curl_slist_append(*headers, auth);
-        explicit_bzero(auth, strlen(auth));
-    }
-    pthread_mutex_unlock(&c->lock);
-    return r;
-}
-
-static void slist_free_secret(struct curl_slist *l)
-{
-    for (struct curl_slist *p = l; p; p = p->next)
-        explicit_bzero(p->data, strlen(p->data));
-    curl_slist_free_all(l);
+    uint64_t d = deadline_after(limit_ms);
+    return (struct kube_wait){.deadline = d < l->deadline ? d : l->deadline,
+                              .flag = l->flag,
+                              .flag2 = flag2,
+                              .token = l->token};
 }
 
 int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *ret, struct err *e)
 {
-    _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, rq->path);
     const char *what = rq->what ? rq->what : rq->path;
     bool token_retried = false;
     struct call_limits lim = call_limits(c, false);
+    struct kube_h1 *h1 = xmalloc(sizeof(*h1));
+    int rc;
     for (unsigned attempt = 0;; attempt++) {
-        if (call_stopped(&lim) || !ratelimit_wait(c, &lim))
-            return err_set(e, -ECANCELED, "%s: stopped", what);
-        if (deadline_left_ms(lim.deadline) == 0)
-            return attempt > 0 ? err_prefix(e, "out of time, last error")
-                               : err_set(e, -ETIMEDOUT, "%s: out of time", what);
-        struct kube_handle hd = handle_get(c);
-        if (!hd.h)
-            return err_set(e, -ENOMEM, "%s: no curl handle", what);
-        CURL *h = hd.h;
-        struct xfer x = {.h = h, .limits = &lim};
+        if (call_stopped(&lim) || !ratelimit_wait(c, &lim)) {
+            rc = err_set(e, -ECANCELED, "%s: stopped", what);
+            break;
+        }
+        if (deadline_left_ms(lim.deadline) == 0) {
+            rc = attempt > 0 ? err_prefix(e, "out of time, last error")
+                             : err_set(e, -ETIMEDOUT, "%s: out of time", what);
+            break;
+        }
+        struct xfer x = {.h1 = h1};
         sbuf_init(&x.body, c->opt.max_response);
-        struct curl_slist *headers = NULL;
-        int r = setup_handle(c, h, url, &x, &headers, e);
+        struct sbuf head;
+        int r = request_head(c, rq->method, rq->path, rq->content_type, rq->body, rq->body_len,
+                             &head, e);
         if (r < 0) {
-            slist_free_secret(headers);
+            head_free(&head);
             sbuf_free(&x.body);
-            handle_put(c, hd);
-            return err_prefix(e, "%s", what);
-        }
-        if (rq->content_type) {
-            _cleanup_free_ char *ct = xasprintf("Content-Type: %s", rq->content_type);
-            headers = curl_slist_append(headers, ct);
-        }
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(c->opt.timeout_ms, &lim));
-        if (strcmp(rq->method, "GET") != 0)
-            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
-        if (rq->body) {
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
+            rc = err_prefix(e, "%s", what);
+            break;
         }
         atomic_fetch_add(&c->requests, 1);
-        CURLcode cc = perform(hd, &lim);
-        long code = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-        slist_free_secret(headers);
-        handle_put(c, hd);
+        struct kube_wait w = exchange_wait(&lim, c->opt.timeout_ms, NULL);
+        bool not_sent = false;
+        r = exchange(c, &head, rq->body, rq->body_len, &x, &w, &not_sent, e);
+        head_free(&head);
+        long code = h1->headers_done ? h1->code : 0;
 
         bool retry = false;
         uint64_t delay =
             kube_backoff_ms(attempt, c->opt.backoff_base_ms, c->opt.backoff_max_ms, kube_random());
         if (x.too_big) {
             sbuf_free(&x.body);
-            return err_set(e, -EFBIG, "%s: response larger than the %zu-byte limit", what,
-                           c->opt.max_response);
+            rc = err_set(e, -EFBIG, "%s: response larger than the %zu-byte limit", what,
+                         c->opt.max_response);
+            break;
         }
-        if (cc == CURLE_ABORTED_BY_CALLBACK && call_stopped(&lim)) {
+        if (r == -ECANCELED && call_stopped(&lim)) {
             sbuf_free(&x.body);
-            return err_set(e, -ECANCELED, "%s: stopped", what);
+            rc = err_set(e, -ECANCELED, "%s: stopped", what);
+            break;
         }
-        if (cc != CURLE_OK) {
-            bool not_sent, retryable;
-            r = curl_errno(cc, &not_sent, &retryable);
-            err_set(e, r, "%s: %s: %s", what, c->conn.server, curl_easy_strerror(cc));
+        if (r < 0) {
+            /* a certificate the CA does not vouch for, a bad URL: the same on every try */
+            bool retryable = r != -EKEYREJECTED && r != -EINVAL;
+            if (r == -ECANCELED)
+                r = -ETIMEDOUT; /* not ours: cannot happen, kept as a timeout */
+            err_prefix(e, "%s: %s", what, c->conn.server);
+            e->code = r;
             retry = retryable && (!rq->unsafe || not_sent);
         } else if (code == 429) {
             kube_status_err(code, x.body.data, x.body.len, what, e);
             if (rq->no_retry_429) {
                 e->code = KUBE_EBLOCKED;
                 sbuf_free(&x.body);
-                return KUBE_EBLOCKED;
+                rc = KUBE_EBLOCKED;
+                break;
             }
             uint64_t ra;
-            if (x.retry_after[0] && kube_parse_retry_after(x.retry_after, now_ms_real(), &ra) == 0)
+            if (h1->retry_after[0] && kube_parse_retry_after(h1->retry_after, now_ms_real(), &ra) == 0)
                 delay = ra < c->opt.backoff_max_ms ? ra : c->opt.backoff_max_ms;
             retry = true; /* a 429 was not processed: safe even for a create */
         } else if (code >= 500) {
             kube_status_err(code, x.body.data, x.body.len, what, e);
             retry = !rq->unsafe;
             uint64_t ra;
-            if (x.retry_after[0] && kube_parse_retry_after(x.retry_after, now_ms_real(), &ra) == 0)
+            if (h1->retry_after[0] && kube_parse_retry_after(h1->retry_after, now_ms_real(), &ra) == 0)
                 delay = ra < c->opt.backoff_max_ms ? ra : c->opt.backoff_max_ms;
         } else if (code == 401 && c->conn.token_file && !token_retried) {
             /* the token may have rotated under us: re-read it once */
@@ -707,16 +626,23 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             ret->code = code;
             ret->len = x.body.len;
             ret->body = sbuf_steal(&x.body);
-            return 0;
+            rc = 0;
+            break;
         }
         sbuf_free(&x.body);
-        if (!retry || attempt >= c->opt.max_retries || delay >= deadline_left_ms(lim.deadline))
-            return e->code;
+        if (!retry || attempt >= c->opt.max_retries || delay >= deadline_left_ms(lim.deadline)) {
+            rc = e->code;
+            break;
+        }
         log_debug("kube", "retrying", "what=\"%s\" attempt=%u delay_ms=%llu", what, attempt + 1,
                   (unsigned long long)delay);
-        if (!call_nap(&lim, delay))
-            return err_set(e, -ECANCELED, "%s: stopped", what);
+        if (!call_nap(&lim, delay)) {
+            rc = err_set(e, -ECANCELED, "%s: stopped", what);
+            break;
+        }
     }
+    free(h1);
+    return rc;
 }
 
 int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret, struct err *e)
@@ -744,39 +670,32 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
                    struct kube_watch_parser *p, const volatile int *stop, uint64_t timeout_ms,
                    struct err *e)
 {
-    _cleanup_free_ char *url = xasprintf("%s%s", c->conn.server, path);
     struct call_limits lim = call_limits(c, true);
     if ((stop && *stop) || call_stopped(&lim) || !ratelimit_wait(c, &lim))
         return err_set(e, -ECANCELED, "%s: stopped", what);
-    struct kube_handle hd = handle_get(c);
-    if (!hd.h)
-        return err_set(e, -ENOMEM, "%s: no curl handle", what);
-    CURL *h = hd.h;
-    struct xfer x = {.h = h, .parser = p, .perr = e, .stop = stop, .limits = &lim};
+    _cleanup_free_ struct kube_h1 *h1 = xmalloc(sizeof(*h1));
+    struct xfer x = {.h1 = h1, .parser = p, .perr = e};
     sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
-    struct curl_slist *headers = NULL;
-    int r = setup_handle(c, h, url, &x, &headers, e);
+    struct sbuf head;
+    int r = request_head(c, "GET", path, NULL, NULL, 0, &head, e);
     if (r < 0) {
-        slist_free_secret(headers);
+        head_free(&head);
         sbuf_free(&x.body);
-        handle_put(c, hd);
         return err_prefix(e, "%s", what);
     }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, curl_ms(timeout_ms, &lim));
     atomic_fetch_add(&c->requests, 1);
-    CURLcode cc = perform(hd, &lim);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    slist_free_secret(headers);
-    handle_put(c, hd);
+    struct kube_wait w = exchange_wait(&lim, timeout_ms, stop);
+    bool not_sent;
+    r = exchange(c, &head, NULL, 0, &x, &w, &not_sent, e);
+    head_free(&head);
+    long code = h1->headers_done ? h1->code : 0;
     if (x.parse_rc != 0) {
         sbuf_free(&x.body);
         if (x.parse_rc < 0)
             return err_prefix(e, "%s", what);
         return p->stopped < 0 ? p->stopped : 0;
     }
-    if (cc == CURLE_ABORTED_BY_CALLBACK && ((stop && *stop) || call_stopped(&lim))) {
+    if (r == -ECANCELED && ((stop && *stop) || call_stopped(&lim))) {
         sbuf_free(&x.body);
         return err_set(e, -ECANCELED, "%s: stopped", what);
     }
@@ -784,11 +703,12 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
         sbuf_free(&x.body);
         return err_set(e, -EFBIG, "%s: error answer larger than 1 MiB", what);
     }
-    if (cc != CURLE_OK && !(cc == CURLE_OPERATION_TIMEDOUT && code == 200)) {
-        bool ns, rt;
-        r = curl_errno(cc, &ns, &rt);
+    /* a watch whose time is up ends a 200 stream: its normal end */
+    if (r < 0 && !(r == -ETIMEDOUT && code == 200)) {
         sbuf_free(&x.body);
-        return err_set(e, r, "%s: %s: %s", what, c->conn.server, curl_easy_strerror(cc));
+        err_prefix(e, "%s: %s", what, c->conn.server);
+        e->code = r;
+        return r;
     }
     if (code < 200 || code >= 300) {
         r = kube_status_err(code, x.body.data, x.body.len, what, e);

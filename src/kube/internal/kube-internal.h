@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kobj.h"
 #include "kube.h"
@@ -96,6 +97,106 @@ int kube_watch_parser_finish(struct kube_watch_parser *p, struct err *e);
 /* One event line: {"type":"ADDED","object":{...}}. *ret_obj is a new reference. */
 int kube_watch_event_parse(const char *line, size_t n, enum kube_watch_type *ret_type,
                            json_t **ret_obj, struct err *e);
+
+/* ---- HTTP/1.1 responses (kube-h1.c) ------------------------------------------------------ */
+
+/*
+ * An incremental HTTP/1.1 response parser: bytes in (any split), the status, the few headers the
+ * client acts on, and the body out through a callback. No I/O. Bounded: a header line holds at
+ * most KUBE_H1_LINE_MAX bytes, the whole head (and a trailer) at most KUBE_H1_HEAD_MAX.
+ * Understands Content-Length, Transfer-Encoding: chunked (extensions and trailers skipped), a
+ * body that runs until the connection closes (no length, HTTP/1.0), 1xx interim answers
+ * (skipped), and the answers without a body (1xx, 204, 304, a HEAD's). A Content-Encoding other
+ * than identity is refused: the client sends no Accept-Encoding.
+ */
+#define KUBE_H1_LINE_MAX (16u << 10)
+#define KUBE_H1_HEAD_MAX (64u << 10)
+
+/* Receives body bytes; a nonzero return ends the feed with that value. */
+typedef int (*kube_h1_body_fn)(void *userdata, const char *data, size_t n);
+
+struct kube_h1 {
+    bool head_request; /* the request was a HEAD: no body whatever the headers say */
+    /* results */
+    int code;          /* the final status, once headers_done */
+    int minor;         /* HTTP/1.<minor> */
+    bool headers_done; /* the final answer's head was read: code and the fields below hold */
+    bool done;         /* the whole response was read */
+    bool keep_alive;   /* once done: the connection may carry another request */
+    char retry_after[64];
+    /* state */
+    int state;
+    bool chunked, has_length, close;
+    uint64_t left; /* body or chunk bytes to come */
+    size_t head_bytes;
+    size_t line_len;
+    char line[KUBE_H1_LINE_MAX];
+};
+
+void kube_h1_init(struct kube_h1 *p, bool head_request);
+/* Feeds n bytes; *ret_used says how many were taken (fewer than n only once done or on an
+ * error). Returns 0, a negative code (-EBADMSG, -EPROTONOSUPPORT for a content or transfer coding
+ * it cannot decode) with a message in e, or the body callback's nonzero return. */
+int kube_h1_feed(struct kube_h1 *p, const char *data, size_t n, size_t *ret_used,
+                 kube_h1_body_fn fn, void *userdata, struct err *e);
+/* The connection closed: completes a body that runs until the close (0), else -ECONNRESET
+ * (nothing, or a truncated response). */
+int kube_h1_eof(struct kube_h1 *p, struct err *e);
+
+/* ---- connections (kube-conn.c) -------------------------------------------------------------- */
+
+/* An API server (or proxy) URL, split: scheme://host[:port][/base path]. */
+struct kube_url {
+    bool tls;              /* https */
+    bool ip;               /* host is an IP literal (no SNI; its IP SAN is checked) */
+    char host[256];        /* without the brackets of an IPv6 literal */
+    char port[8];          /* always set: the scheme's default when absent */
+    char authority[300];   /* what the Host header carries */
+    char path[1024];       /* the base path, "" or "/prefix" without a trailing slash */
+};
+
+/* Pure: -EINVAL with a message for anything but http(s)://host[:port][/path] (no user info, no
+ * query, no fragment). */
+int kube_url_split(const char *url, struct kube_url *ret, struct err *e);
+/* Pure: whether NO_PROXY (a comma-separated list of "*", host names with an optional leading dot,
+ * matched on a domain boundary, IP literals and CIDRs; ports ignored) exempts host. */
+bool kube_no_proxy_match(const char *no_proxy, const char *host);
+
+/* What ends an I/O wait: a deadline, flags looked at every 100 ms, a token whose fd is polled. */
+struct kube_wait {
+    uint64_t deadline;
+    const volatile int *flag;
+    const volatile int *flag2;
+    struct stop_token *token;
+};
+bool kube_wait_stopped(const struct kube_wait *w);
+
+/* The TLS trust (the kubeconfig's CA only) and client certificate, loaded once per client. A
+ * load failure is kept and returned (-EKEYREJECTED) by every TLS connection attempt. */
+struct kube_tls;
+void kube_tls_new(const struct kube_conn *conn, struct kube_tls **ret);
+void kube_tls_free(struct kube_tls *t);
+
+/* One connection (TCP, TLS over it for https, through an HTTP proxy when one applies). */
+struct kube_sock;
+/* Connects: name resolution (-EHOSTUNREACH), TCP (-ECONNREFUSED; each address in turn, with the
+ * connect deadline), the proxy's CONNECT tunnel, the TLS handshake with the server's name or IP
+ * checked (-EKEYREJECTED: verification or certificate problems). -ETIMEDOUT, -ECANCELED (w).
+ * proxy NULL: direct. */
+int kube_sock_open(const struct kube_url *u, const struct kube_url *proxy, struct kube_tls *tls,
+                   const struct kube_wait *w, uint64_t connect_deadline, struct kube_sock **ret,
+                   struct err *e);
+void kube_sock_close(struct kube_sock *s);
+GPUOP_WUR int kube_sock_write(struct kube_sock *s, const void *data, size_t n,
+                              const struct kube_wait *w, struct err *e);
+/* Up to n bytes (>0), 0 at the end of the stream, or a negative code. */
+GPUOP_WUR ssize_t kube_sock_read(struct kube_sock *s, void *buf, size_t n, const struct kube_wait *w,
+                                 struct err *e);
+/* An idle pooled connection is still usable: open, nothing unread (the server did not close it). */
+bool kube_sock_alive(struct kube_sock *s);
+/* The monotonic ms it was last put back (for the pool's age limit). */
+uint64_t kube_sock_idle_since(const struct kube_sock *s);
+void kube_sock_set_idle(struct kube_sock *s, uint64_t now_ms);
 
 /* ---- rate limiting and backoff ------------------------------------------------------------ */
 
