@@ -6,7 +6,9 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -835,6 +837,172 @@ static void test_client_certificates(void **state)
     peer_stop(&srv);
 }
 
+/* ---- the transport against a raw scripted server ------------------------------------------ */
+
+/* Per accepted connection, in order: the answers to its requests in turn. "" closes the
+ * connection without answering the request read; "STALL:<bytes>" writes the bytes and then
+ * holds the connection open, silent, until the server is stopped. */
+struct rawsrv {
+    int lfd, port;
+    pthread_t th;
+    const char *const *conns[4];
+    atomic_int accepted;
+    atomic_int quit;
+};
+
+/* Reads one request (head, and a Content-Length body): 0, or -1 when the client closed. */
+static int raw_read_request(int fd)
+{
+    char head[8192];
+    size_t n = 0;
+    while (n < sizeof(head) - 1) {
+        if (read(fd, head + n, 1) != 1)
+            return -1;
+        n++;
+        if (n >= 4 && memcmp(head + n - 4, "\r\n\r\n", 4) == 0)
+            break;
+    }
+    head[n] = '\0';
+    const char *cl = strcasestr(head, "\r\nContent-Length:");
+    long len = cl ? strtol(cl + 17, NULL, 10) : 0;
+    for (long i = 0; i < len; i++) {
+        char c;
+        if (read(fd, &c, 1) != 1)
+            return -1;
+    }
+    return 0;
+}
+
+static void *rawsrv_main(void *arg)
+{
+    struct rawsrv *r = arg;
+    for (int ci = 0; ci < 4 && r->conns[ci]; ci++) {
+        int fd = -1;
+        while (fd < 0 && !atomic_load(&r->quit)) {
+            struct pollfd pf = {.fd = r->lfd, .events = POLLIN};
+            if (poll(&pf, 1, 50) > 0)
+                fd = accept(r->lfd, NULL, NULL);
+        }
+        if (fd < 0)
+            return NULL;
+        atomic_fetch_add(&r->accepted, 1);
+        for (const char *const *rep = r->conns[ci]; *rep; rep++) {
+            if (raw_read_request(fd) < 0 || (*rep)[0] == '\0')
+                break;
+            if (str_has_prefix(*rep, "STALL:")) {
+                size_t len = strlen(*rep + 6);
+                assert_int_equal(write(fd, *rep + 6, len), (ssize_t)len);
+                while (!atomic_load(&r->quit))
+                    usleep(10000);
+                break;
+            }
+            size_t len = strlen(*rep);
+            assert_int_equal(write(fd, *rep, len), (ssize_t)len);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void rawsrv_start(struct rawsrv *r)
+{
+    r->lfd = blackhole_listen(&r->port);
+    assert_int_equal(pthread_create(&r->th, NULL, rawsrv_main, r), 0);
+}
+
+static void rawsrv_stop(struct rawsrv *r)
+{
+    atomic_store(&r->quit, 1);
+    pthread_join(r->th, NULL);
+    close(r->lfd);
+}
+
+#define RAW_NODE_OK                                                                \
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n" \
+    "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"},\"x\":\"abc\"}"
+
+/* Connections are kept and reused; a kept connection the server closed while the request was
+ * on its way (before any answer) is replaced by a fresh one, even for a create. */
+static void test_keepalive_reuse_and_idle_close(void **state)
+{
+    (void)state;
+    static const char *const c0[] = {RAW_NODE_OK, RAW_NODE_OK, "", NULL};
+    static const char *const c1[] = {
+        "HTTP/1.1 201 Created\r\nContent-Length: 50\r\n\r\n"
+        "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n2\"},\"x\":\"abc\"}",
+        NULL};
+    struct rawsrv srv = {.conns = {c0, c1}};
+    rawsrv_start(&srv);
+    struct kube_client *c = client_on(srv.port, (struct kube_options){.max_retries = 1});
+    struct err e = {0};
+    json_t *v = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e) < 0)
+            fail_msg("get %d: %s", i, e.msg);
+        json_decref(v);
+    }
+    assert_int_equal(atomic_load(&srv.accepted), 1); /* one connection for both */
+    json_t *obj = json_pack("{s:s,s:{s:s}}", "kind", "Node", "metadata", "name", "n2");
+    if (kube_create(c, &KUBE_NODES, NULL, obj, &v, &e) < 0)
+        fail_msg("create on a connection closed under it: %s", e.msg);
+    json_decref(obj);
+    assert_string_equal(kobj_name(v), "n2");
+    json_decref(v);
+    assert_int_equal(atomic_load(&srv.accepted), 2);
+    assert_int_equal(kube_client_requests(c), 3); /* the replacement is not a retry */
+    kube_client_free(c);
+    rawsrv_stop(&srv);
+}
+
+/* A body that stops coming: the call's deadline ends it. */
+static void test_stalled_body_deadline(void **state)
+{
+    (void)state;
+    static const char *const c0[] = {"STALL:HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"ki",
+                                     NULL};
+    struct rawsrv srv = {.conns = {c0}};
+    rawsrv_start(&srv);
+    struct kube_client *c = client_on(srv.port, (struct kube_options){.call_timeout_ms = 300});
+    struct err e = {0};
+    json_t *v = NULL;
+    uint64_t t0 = now_ms_mono();
+    assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "n1", &v, &e), -ETIMEDOUT);
+    uint64_t took = now_ms_mono() - t0;
+    assert_true(took >= 250 && took < 1500);
+    kube_client_free(c);
+    rawsrv_stop(&srv);
+}
+
+/* A watch whose stream goes silent ends at once on the stop token, after the events that came. */
+static void test_stop_ends_stalled_watch(void **state)
+{
+    (void)state;
+    /* one event (in a chunk with an extension), then silence: no last chunk */
+    static const char *const c0_open[] = {
+        "STALL:HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "34;ext=1\r\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n\r\n",
+        NULL};
+    struct rawsrv srv = {.conns = {c0_open}};
+    rawsrv_start(&srv);
+    struct stop_token *stop = NULL;
+    struct err e = {0};
+    assert_int_equal(stop_token_new(&stop, &e), 0);
+    struct kube_client *c = client_on(srv.port, (struct kube_options){.stop = stop});
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_later, stop), 0);
+    struct evlog l = {{0}};
+    struct kube_watch_opts wo = {.timeout_seconds = 30};
+    uint64_t t0 = now_ms_mono();
+    assert_int_equal(kube_watch(c, &KUBE_NODES, NULL, &wo, evlog_cb, &l, &e), -ECANCELED);
+    uint64_t took = now_ms_mono() - t0;
+    pthread_join(th, NULL);
+    assert_true(took >= 150 && took < 700);
+    assert_string_equal(l.s, "ADDED:a;");
+    kube_client_free(c);
+    stop_token_free(stop);
+    rawsrv_stop(&srv);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -870,6 +1038,9 @@ int main(void)
         cmocka_unit_test(test_watch_stream),
         cmocka_unit_test(test_informer_relist_on_410),
         cmocka_unit_test(test_client_certificates),
+        cmocka_unit_test(test_keepalive_reuse_and_idle_close),
+        cmocka_unit_test(test_stalled_body_deadline),
+        cmocka_unit_test(test_stop_ends_stalled_watch),
     };
     int r = cmocka_run_group_tests(tests, setup, NULL);
     char cmd[300];
