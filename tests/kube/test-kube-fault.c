@@ -788,7 +788,7 @@ static void test_client_certificates(void **state)
     _cleanup_free_ char *key64 = slurp(pki, "cli.key.b64");
     static const char head[] =
         "current-context: t\ncontexts: [{name: t, context: {cluster: c, user: u}}]\n";
-    char *kcs[3];
+    char *kcs[4];
     /* files, relative to the kubeconfig */
     kcs[0] = xasprintf("%sclusters: [{name: c, cluster: {server: 'https://127.0.0.1:%d', "
                        "certificate-authority: ca.crt}}]\nusers: [{name: u, user: "
@@ -804,7 +804,12 @@ static void test_client_certificates(void **state)
                        "certificate-authority-data: %s}}]\nusers: [{name: u, user: {token: "
                        "x}}]\n",
                        head, srv.port, ca64);
-    for (int i = 0; i < 3; i++) {
+    /* the right CA, the wrong name: the server's certificate is for the IP 127.0.0.1 only */
+    kcs[3] = xasprintf("%sclusters: [{name: c, cluster: {server: 'https://localhost:%d', "
+                       "certificate-authority: ca.crt}}]\nusers: [{name: u, user: "
+                       "{client-certificate: cli.crt, client-key: cli.key}}]\n",
+                       head, srv.port);
+    for (int i = 0; i < 4; i++) {
         char kc[600];
         snprintf(kc, sizeof(kc), "%s/kc-%d.yaml", pki, i);
         write_text(kc, kcs[i]);
@@ -824,6 +829,11 @@ static void test_client_certificates(void **state)
             fail_msg("a client without a certificate got through");
         if (i == 2)
             assert_null(strstr(e.msg, "BEGIN"));
+        if (i == 3) {
+            assert_int_equal(r, -EKEYREJECTED);
+            assert_non_null(strstr(e.msg, "certificate"));
+            assert_int_equal(kube_client_requests(c), 1); /* not retried */
+        }
         json_decref(node);
         kube_client_free(c);
         assert_int_equal(count_memfds(), 0);

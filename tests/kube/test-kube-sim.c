@@ -393,6 +393,8 @@ static void test_tls_token(void **state)
     assert_int_equal(kube_client_new(&o, &c, &e), 0);
     assert_int_equal(kube_get(c, &KUBE_NODES, NULL, "node-00000", &v, &e), -EKEYREJECTED);
     assert_null(strstr(e.msg, "tls-sekret"));
+    assert_non_null(strstr(e.msg, "certificate"));
+    assert_int_equal(kube_client_requests(c), 1); /* not retried */
     kube_client_free(c);
 
     /* the right CA, a wrong token: 401 */
@@ -415,6 +417,94 @@ static void test_tls_token(void **state)
     json_decref(kca);
     json_decref(kca2);
     json_decref(kcb);
+    sim_stop(&a);
+    sim_stop(&b);
+}
+
+/* An http:// proxy from the environment: a CONNECT tunnel for https (TLS inside it, the server's
+ * IP still verified), the absolute form for http, and NO_PROXY's exemptions. */
+static void test_proxy(void **state)
+{
+    (void)state;
+    struct sim a = {0}, b = {0};
+    const char *const tls_args[] = {"--tls", "--token", "px-sekret", "--nodes", "1", NULL};
+    const char *const plain_args[] = {"--nodes", "1", NULL};
+    sim_start(&a, 0, tls_args, NULL);
+    sim_start(&b, 0, plain_args, NULL);
+    char log[512], py[512];
+    snprintf(log, sizeof(log), "%s/proxy.log", tmpdir);
+    unlink(log);
+    const char *src = getenv("GPUOP_SOURCE_ROOT");
+    snprintf(py, sizeof(py), "%s/tests/kube/connectproxy.py", src ? src : ".");
+    char *argv[] = {"/usr/bin/python3", py, log, NULL};
+    struct peer px = {0};
+    assert_int_equal(peer_start(argv, true, &px), 0);
+    char purl[64];
+    snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", px.port);
+    setenv("https_proxy", purl, 1);
+    setenv("HTTP_PROXY", purl, 1);
+    unsetenv("NO_PROXY");
+    unsetenv("no_proxy");
+
+    struct err e = {0};
+    json_t *v = NULL;
+    struct kube_client *ca = NULL, *cb = NULL;
+    struct kube_options oa = {.kubeconfig = a.kc, .max_retries = 1};
+    struct kube_options ob = {.kubeconfig = b.kc, .max_retries = 1};
+    assert_int_equal(kube_client_new(&oa, &ca, &e), 0);
+    assert_int_equal(kube_client_new(&ob, &cb, &e), 0);
+    for (int i = 0; i < 2; i++) {
+        if (kube_get(ca, &KUBE_NODES, NULL, "node-00000", &v, &e) < 0)
+            fail_msg("https through the proxy: %s", e.msg);
+        json_decref(v);
+        if (kube_get(cb, &KUBE_NODES, NULL, "node-00000", &v, &e) < 0)
+            fail_msg("http through the proxy: %s", e.msg);
+        json_decref(v);
+    }
+    kube_client_free(ca);
+    kube_client_free(cb);
+    char *seen = NULL;
+    size_t len = 0;
+    assert_int_equal(file_read_all(log, 1u << 20, &seen, &len, &e), 0);
+    char want[128];
+    snprintf(want, sizeof(want), "CONNECT 127.0.0.1:%d HTTP/1.1\n", a.port);
+    /* one tunnel, kept and reused for both https requests */
+    const char *at = strstr(seen, want);
+    assert_non_null(at);
+    assert_null(strstr(at + 1, want));
+    snprintf(want, sizeof(want), "GET http://127.0.0.1:%d/api/v1/nodes/node-00000 HTTP/1.1\n",
+             b.port);
+    at = strstr(seen, want);
+    assert_non_null(at);
+    assert_non_null(strstr(at + 1, want)); /* the proxy closes: each request its own */
+    assert_null(strstr(seen, "px-sekret"));
+    free(seen);
+
+    /* NO_PROXY exempts the server: nothing more reaches the proxy */
+    setenv("NO_PROXY", "example.com,127.0.0.0/8", 1);
+    assert_int_equal(kube_client_new(&oa, &ca, &e), 0);
+    assert_int_equal(kube_get(ca, &KUBE_NODES, NULL, "node-00000", &v, &e), 0);
+    json_decref(v);
+    kube_client_free(ca);
+    char *after = NULL;
+    assert_int_equal(file_read_all(log, 1u << 20, &after, &len, &e), 0);
+    assert_int_equal(len, strlen(after));
+    free(after);
+    unsetenv("NO_PROXY");
+
+    /* a proxy that is down: the request was never sent */
+    setenv("https_proxy", "http://127.0.0.1:1", 1);
+    assert_int_equal(kube_client_new(&oa, &ca, &e), 0);
+    assert_int_equal(kube_get(ca, &KUBE_NODES, NULL, "node-00000", &v, &e), -ECONNREFUSED);
+    assert_non_null(strstr(e.msg, "proxy"));
+    kube_client_free(ca);
+    /* a proxy URL that is not http:// is refused, not ignored */
+    setenv("https_proxy", "https://127.0.0.1:3128", 1);
+    assert_int_equal(kube_client_new(&oa, &ca, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "https_proxy"));
+    unsetenv("https_proxy");
+    unsetenv("HTTP_PROXY");
+    peer_stop(&px);
     sim_stop(&a);
     sim_stop(&b);
 }
@@ -1089,6 +1179,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watch_gone),
         cmocka_unit_test(test_rate_limit_metrics),
         cmocka_unit_test(test_tls_token),
+        cmocka_unit_test(test_proxy),
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_informer_churn),
         cmocka_unit_test(test_informer_projection_quiet),
