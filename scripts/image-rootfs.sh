@@ -21,8 +21,8 @@ strip --strip-unneeded -o "$root/usr/bin/gpuop" "$bin"
 chmod 0755 "$root/usr/bin/gpuop"
 
 # The libraries: what ldd resolves for the binary, plus each library the binary names in its ELF
-# section .gpuop.dlopen (src/kube/kube-curl.c: loaded with dlopen, so ldd cannot
-# see it), found where the dynamic linker finds it (ldconfig's cache), with what ldd resolves for
+# section .gpuop.dlopen (a library loaded with dlopen, which ldd cannot see; none today),
+# found where the dynamic linker finds it (ldconfig's cache), with what ldd resolves for
 # it. ldd prints "name => /path (addr)" per library and "/lib64/ld-linux-x86-64.so.2 (addr)" for
 # the dynamic linker.
 ldd_paths() {

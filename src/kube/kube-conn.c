@@ -418,8 +418,7 @@ static int tcp_connect(const struct kube_url *u, const struct kube_wait *w, uint
             if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0)
                 so = errno;
             if (so != 0) {
-                r = err_set(e, -ECONNREFUSED, "connect %s:%s: %s", u->host, u->port,
-                            strerror(so));
+                r = err_set(e, -ECONNREFUSED, "connect %s:%s: %s", u->host, u->port, strerror(so));
                 continue;
             }
         }
@@ -637,8 +636,7 @@ ssize_t kube_sock_read(struct kube_sock *s, void *buf, size_t n, const struct ku
                 if (k != GNUTLS_E_AGAIN && k != GNUTLS_E_INTERRUPTED)
                     continue; /* a non-fatal alert or a ticket: read on */
             } else {
-                return err_set(e,
-                               k == GNUTLS_E_FATAL_ALERT_RECEIVED ? -EKEYREJECTED : -ECONNRESET,
+                return err_set(e, k == GNUTLS_E_FATAL_ALERT_RECEIVED ? -EKEYREJECTED : -ECONNRESET,
                                "TLS receive: %s%s%s", gnutls_strerror((int)k),
                                k == GNUTLS_E_FATAL_ALERT_RECEIVED ? ": " : "",
                                k == GNUTLS_E_FATAL_ALERT_RECEIVED

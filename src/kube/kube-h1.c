@@ -153,7 +153,8 @@ static int parse_chunk_size(struct kube_h1 *p, const char *l, size_t n, struct e
     for (; i < n && isxdigit((unsigned char)l[i]); i++) {
         if (size > (UINT64_MAX >> 4))
             return err_set(e, -EBADMSG, "chunk size overflows");
-        int d = isdigit((unsigned char)l[i]) ? l[i] - '0' : (tolower((unsigned char)l[i]) - 'a' + 10);
+        int d =
+            isdigit((unsigned char)l[i]) ? l[i] - '0' : (tolower((unsigned char)l[i]) - 'a' + 10);
         size = size << 4 | (uint64_t)d;
     }
     if (i == 0)
@@ -218,8 +219,7 @@ int kube_h1_feed(struct kube_h1 *p, const char *data, size_t n, size_t *ret_used
              * line limit only */
             const char *nl = memchr(data + i, '\n', n - i);
             size_t take = nl ? (size_t)(nl - (data + i)) + 1 : n - i;
-            bool headish = p->state == H1_STATUS || p->state == H1_HEADER ||
-                           p->state == H1_TRAILER;
+            bool headish = p->state == H1_STATUS || p->state == H1_HEADER || p->state == H1_TRAILER;
             if (headish && p->head_bytes + take > KUBE_H1_HEAD_MAX) {
                 r = err_set(e, -EBADMSG, "HTTP head larger than %u bytes", KUBE_H1_HEAD_MAX);
                 break;

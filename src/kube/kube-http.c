@@ -27,8 +27,8 @@
 
 struct kube_client {
     struct kube_conn conn;
-    struct kube_url url;  /* conn.server, split */
-    int url_rc;           /* its error (-EINVAL), returned by every request */
+    struct kube_url url; /* conn.server, split */
+    int url_rc;          /* its error (-EINVAL), returned by every request */
     char url_err[ERR_MSG_MAX];
     struct kube_url proxy; /* from the environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) */
     bool use_proxy;
@@ -36,7 +36,7 @@ struct kube_client {
     struct kube_options opt;
     char *user_agent;
 
-    pthread_mutex_t lock; /* pool, limiter, token */
+    pthread_mutex_t lock;             /* pool, limiter, token */
     struct kube_sock *pool[POOL_MAX]; /* idle keep-alive connections, the newest last */
     unsigned npool;
     struct kube_ratelimit rl;
@@ -459,8 +459,8 @@ static void head_free(struct sbuf *b)
  * complete answer that allows it.
  */
 static int exchange(struct kube_client *c, const struct sbuf *head, const char *body,
-                    size_t body_len, struct xfer *x, const struct kube_wait *w,
-                    bool *ret_not_sent, struct err *e)
+                    size_t body_len, struct xfer *x, const struct kube_wait *w, bool *ret_not_sent,
+                    struct err *e)
 {
     *ret_not_sent = false;
     if (c->url_rc < 0)
@@ -601,14 +601,16 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
                 break;
             }
             uint64_t ra;
-            if (h1->retry_after[0] && kube_parse_retry_after(h1->retry_after, now_ms_real(), &ra) == 0)
+            if (h1->retry_after[0] &&
+                kube_parse_retry_after(h1->retry_after, now_ms_real(), &ra) == 0)
                 delay = ra < c->opt.backoff_max_ms ? ra : c->opt.backoff_max_ms;
             retry = true; /* a 429 was not processed: safe even for a create */
         } else if (code >= 500) {
             kube_status_err(code, x.body.data, x.body.len, what, e);
             retry = !rq->unsafe;
             uint64_t ra;
-            if (h1->retry_after[0] && kube_parse_retry_after(h1->retry_after, now_ms_real(), &ra) == 0)
+            if (h1->retry_after[0] &&
+                kube_parse_retry_after(h1->retry_after, now_ms_real(), &ra) == 0)
                 delay = ra < c->opt.backoff_max_ms ? ra : c->opt.backoff_max_ms;
         } else if (code == 401 && c->conn.token_file && !token_retried) {
             /* the token may have rotated under us: re-read it once */

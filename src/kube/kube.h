@@ -25,15 +25,16 @@
  * Bodies are jansson values. Objects passed in are borrowed; objects returned are owned by the
  * caller (json_decref).
  *
- * Thread-safety: a kube_client is safe to use from many threads at once (each request borrows a
- * curl handle from a pool; connections are reused). Informers and leader electors run their own
- * thread; their accessors are thread-safe. Handlers run on the informer's thread.
+ * Thread-safety: a kube_client is safe to use from many threads at once (each request borrows an
+ * idle keep-alive connection from a bounded pool, or opens one). Informers and leader electors run
+ * their own thread; their accessors are thread-safe. Handlers run on the informer's thread.
  *
  * Secrets (tokens, keys, client certificates) are never logged nor put in error messages.
  *
- * libcurl (libcurl-gnutls.so.4) is loaded by the first kube_client_new(), not linked: components
- * that never talk to the API server do not map it. Without it kube_client_new() fails with
- * -ELIBACC.
+ * Transport: HTTP/1.1 of its own over GnuTLS (no HTTP/2, no compression). Trusted: the
+ * kubeconfig's (or service account's) CA only, or the system's store when none is named. An
+ * http:// proxy from HTTPS_PROXY/HTTP_PROXY (lower case first) applies unless NO_PROXY exempts the
+ * server; a proxy variable that is not http:// fails kube_client_new with -EINVAL.
  */
 #ifndef GPUOP_KUBE_H
 #define GPUOP_KUBE_H

@@ -927,7 +927,7 @@ static void rawsrv_stop(struct rawsrv *r)
     close(r->lfd);
 }
 
-#define RAW_NODE_OK                                                                \
+#define RAW_NODE_OK                                                                   \
     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n" \
     "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"},\"x\":\"abc\"}"
 

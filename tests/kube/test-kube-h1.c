@@ -67,11 +67,11 @@ struct good {
 static const struct good goods[] = {
     {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false, false, 200, "hello", true, "", 0},
     {"HTTP/1.1 200 OK\nContent-Length: 2\n\nhi", false, false, 200, "hi", true, "", 0},
-    {"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi", false, false, 200,
-     "hi", false, "", 0},
+    {"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi", false, false, 200, "hi",
+     false, "", 0},
     {"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", false, false, 200, "hi", false, "", 0},
-    {"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nhi", false, false,
-     200, "hi", true, "", 0},
+    {"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nhi", false, false, 200,
+     "hi", true, "", 0},
     {"HTTP/1.1 200 OK\r\n\r\nuntil the end", false, true, 200, "until the end", false, "", 0},
     {"HTTP/1.0 404 Not Found\r\n\r\n{}", false, true, 404, "{}", false, "", 0},
     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;a=b;c\r\n world\r\n"
@@ -141,8 +141,7 @@ struct bad {
 static const struct bad bads[] = {
     {"", -ECONNRESET, "without an answer"},
     {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", -ECONNRESET, "middle"},
-    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", -ECONNRESET,
-     "middle"},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", -ECONNRESET, "middle"},
     {"HTTP/2 200\r\n\r\n", -EBADMSG, "status line"},
     {"HTTP/1.1 20 OK\r\n\r\n", -EBADMSG, "status line"},
     {"HTTP/1.1 200OK\r\n\r\n", -EBADMSG, "status line"},
@@ -157,8 +156,7 @@ static const struct bad bads[] = {
     {"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", -EBADMSG, "Content-Length"},
     {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EBADMSG,
      "Content-Length"},
-    {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", -EBADMSG,
-     "conflicting"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", -EBADMSG, "conflicting"},
     {"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n", -EPROTONOSUPPORT, "gzip"},
     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -EPROTONOSUPPORT,
      "Transfer-Encoding"},
@@ -279,8 +277,8 @@ static void test_h1_watch_every_split(void **state)
                 size_t off = pieces[k][0];
                 while (off < pieces[k][1]) {
                     size_t used;
-                    int r = kube_h1_feed(p, raw + off, pieces[k][1] - off, &used, to_watch, &wf,
-                                         &e);
+                    int r =
+                        kube_h1_feed(p, raw + off, pieces[k][1] - off, &used, to_watch, &wf, &e);
                     if (r != 0)
                         fail_msg("cut %zu/%zu: %s", cut, cut2, e.msg);
                     off += used;
@@ -326,10 +324,9 @@ static void test_url_split(void **state)
         assert_string_equal(u.path, ok[i].path);
     }
     static const char *const bad[] = {
-        "ftp://x",        "https://",         "https://:6443",        "https://h:0",
-        "https://h:65536", "https://h:12a",    "https://u:p@h",        "https://[::1",
-        "https://[zz]:1",  "https://h/p?q=1",  "https://h#f",          "https://h o",
-        "https://h/a b",   "10.0.0.1:6443",    "https://[::1]x",
+        "ftp://x",       "https://",      "https://:6443", "https://h:0",    "https://h:65536",
+        "https://h:12a", "https://u:p@h", "https://[::1",  "https://[zz]:1", "https://h/p?q=1",
+        "https://h#f",   "https://h o",   "https://h/a b", "10.0.0.1:6443",  "https://[::1]x",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct kube_url u;
@@ -376,9 +373,9 @@ static void test_no_proxy(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_h1_good),          cmocka_unit_test(test_h1_bad),
-        cmocka_unit_test(test_h1_limits),        cmocka_unit_test(test_h1_watch_every_split),
-        cmocka_unit_test(test_url_split),        cmocka_unit_test(test_no_proxy),
+        cmocka_unit_test(test_h1_good),   cmocka_unit_test(test_h1_bad),
+        cmocka_unit_test(test_h1_limits), cmocka_unit_test(test_h1_watch_every_split),
+        cmocka_unit_test(test_url_split), cmocka_unit_test(test_no_proxy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,12 +147,12 @@ int kube_h1_eof(struct kube_h1 *p, struct err *e);
 
 /* An API server (or proxy) URL, split: scheme://host[:port][/base path]. */
 struct kube_url {
-    bool tls;              /* https */
-    bool ip;               /* host is an IP literal (no SNI; its IP SAN is checked) */
-    char host[256];        /* without the brackets of an IPv6 literal */
-    char port[8];          /* always set: the scheme's default when absent */
-    char authority[300];   /* what the Host header carries */
-    char path[1024];       /* the base path, "" or "/prefix" without a trailing slash */
+    bool tls;            /* https */
+    bool ip;             /* host is an IP literal (no SNI; its IP SAN is checked) */
+    char host[256];      /* without the brackets of an IPv6 literal */
+    char port[8];        /* always set: the scheme's default when absent */
+    char authority[300]; /* what the Host header carries */
+    char path[1024];     /* the base path, "" or "/prefix" without a trailing slash */
 };
 
 /* Pure: -EINVAL with a message for anything but http(s)://host[:port][/path] (no user info, no
@@ -190,8 +190,8 @@ void kube_sock_close(struct kube_sock *s);
 GPUOP_WUR int kube_sock_write(struct kube_sock *s, const void *data, size_t n,
                               const struct kube_wait *w, struct err *e);
 /* Up to n bytes (>0), 0 at the end of the stream, or a negative code. */
-GPUOP_WUR ssize_t kube_sock_read(struct kube_sock *s, void *buf, size_t n, const struct kube_wait *w,
-                                 struct err *e);
+GPUOP_WUR ssize_t kube_sock_read(struct kube_sock *s, void *buf, size_t n,
+                                 const struct kube_wait *w, struct err *e);
 /* An idle pooled connection is still usable: open, nothing unread (the server did not close it). */
 bool kube_sock_alive(struct kube_sock *s);
 /* The monotonic ms it was last put back (for the pool's age limit). */
