@@ -552,6 +552,7 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
                              : err_set(e, -ETIMEDOUT, "%s: out of time", what);
             break;
         }
+        kube_h1_init(h1, false); /* no answer yet, should the connection fail */
         struct xfer x = {.h1 = h1};
         sbuf_init(&x.body, c->opt.max_response);
         struct sbuf head;
@@ -676,6 +677,7 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
     if ((stop && *stop) || call_stopped(&lim) || !ratelimit_wait(c, &lim))
         return err_set(e, -ECANCELED, "%s: stopped", what);
     _cleanup_free_ struct kube_h1 *h1 = xmalloc(sizeof(*h1));
+    kube_h1_init(h1, false);
     struct xfer x = {.h1 = h1, .parser = p, .perr = e};
     sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
     struct sbuf head;
