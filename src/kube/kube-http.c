@@ -410,43 +410,74 @@ static int on_body(void *ud, const char *buf, size_t len)
     return 0;
 }
 
-/* The request's head: the bearer token in it, so the caller zeroes it (head_free). */
+/* A request's head: it carries the bearer token, so head_free zeroes it. */
+struct req_head {
+    char *data;
+    size_t len;
+};
+
+/*
+ * The request's head. The bearer token goes in last, into a buffer sized for the whole head
+ * up front: no reallocation leaves a copy of it behind, and head_free zeroes the one there is.
+ */
 static int request_head(struct kube_client *c, const char *method, const char *path,
                         const char *content_type, const char *body, size_t body_len,
-                        struct sbuf *ret, struct err *e)
+                        struct req_head *ret, struct err *e)
 {
-    struct sbuf *b = ret;
-    sbuf_init(b, 1u << 20);
+    struct sbuf pre;
+    sbuf_init(&pre, 1u << 20);
     if (c->use_proxy && !c->url.tls) /* absolute form, to the proxy */
-        sbuf_addf(b, "%s %s://%s%s%s HTTP/1.1\r\n", method, "http", c->url.authority, c->url.path,
+        sbuf_addf(&pre, "%s http://%s%s%s HTTP/1.1\r\n", method, c->url.authority, c->url.path,
                   path);
     else
-        sbuf_addf(b, "%s %s%s HTTP/1.1\r\n", method, c->url.path, path);
-    sbuf_addf(b, "Host: %s\r\nUser-Agent: %s\r\nAccept: application/json\r\n", c->url.authority,
+        sbuf_addf(&pre, "%s %s%s HTTP/1.1\r\n", method, c->url.path, path);
+    sbuf_addf(&pre, "Host: %s\r\nUser-Agent: %s\r\nAccept: application/json\r\n", c->url.authority,
               c->user_agent);
-    pthread_mutex_lock(&c->lock);
-    int r = token_refresh_locked(c, false, e);
-    if (r == 0 && c->token)
-        sbuf_addf(b, "Authorization: Bearer %s\r\n", c->token);
-    pthread_mutex_unlock(&c->lock);
     if (content_type)
-        sbuf_addf(b, "Content-Type: %s\r\n", content_type);
+        sbuf_addf(&pre, "Content-Type: %s\r\n", content_type);
     if (body || (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&
                  strcmp(method, "DELETE") != 0))
-        sbuf_addf(b, "Content-Length: %zu\r\n", body ? body_len : 0);
-    sbuf_adds(b, "\r\n");
-    if (r < 0)
-        return r;
-    if (sbuf_check(b) < 0)
+        sbuf_addf(&pre, "Content-Length: %zu\r\n", body ? body_len : 0);
+    if (sbuf_check(&pre) < 0) {
+        sbuf_free(&pre);
         return err_set(e, -ENOMEM, "request head too large");
+    }
+    static const char auth[] = "Authorization: Bearer ";
+    pthread_mutex_lock(&c->lock);
+    int r = token_refresh_locked(c, false, e);
+    size_t tl = r == 0 && c->token ? strlen(c->token) : 0;
+    size_t n = pre.len + (tl ? sizeof(auth) - 1 + tl + 2 : 0) + 2;
+    char *h = xmalloc(n + 1);
+    memcpy(h, pre.data, pre.len);
+    size_t off = pre.len;
+    if (tl) {
+        memcpy(h + off, auth, sizeof(auth) - 1);
+        off += sizeof(auth) - 1;
+        memcpy(h + off, c->token, tl);
+        off += tl;
+        memcpy(h + off, "\r\n", 2);
+        off += 2;
+    }
+    pthread_mutex_unlock(&c->lock);
+    memcpy(h + off, "\r\n", 2);
+    off += 2;
+    h[off] = '\0';
+    sbuf_free(&pre);
+    *ret = (struct req_head){.data = h, .len = off};
+    if (r < 0) {
+        explicit_bzero(h, off);
+        return r;
+    }
     return 0;
 }
 
-static void head_free(struct sbuf *b)
+static void head_free(struct req_head *h)
 {
-    if (b->data)
-        explicit_bzero(b->data, b->len);
-    sbuf_free(b);
+    if (h->data) {
+        explicit_bzero(h->data, h->len);
+        free(h->data);
+    }
+    *h = (struct req_head){0};
 }
 
 /*
@@ -458,7 +489,7 @@ static void head_free(struct sbuf *b)
  * left (connection refused, name unresolved). The connection goes back to the pool only after a
  * complete answer that allows it.
  */
-static int exchange(struct kube_client *c, const struct sbuf *head, const char *body,
+static int exchange(struct kube_client *c, const struct req_head *head, const char *body,
                     size_t body_len, struct xfer *x, const struct kube_wait *w, bool *ret_not_sent,
                     struct err *e)
 {
@@ -555,7 +586,7 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
         kube_h1_init(h1, false); /* no answer yet, should the connection fail */
         struct xfer x = {.h1 = h1};
         sbuf_init(&x.body, c->opt.max_response);
-        struct sbuf head;
+        struct req_head head = {0};
         int r = request_head(c, rq->method, rq->path, rq->content_type, rq->body, rq->body_len,
                              &head, e);
         if (r < 0) {
@@ -680,7 +711,7 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
     kube_h1_init(h1, false);
     struct xfer x = {.h1 = h1, .parser = p, .perr = e};
     sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
-    struct sbuf head;
+    struct req_head head = {0};
     int r = request_head(c, "GET", path, NULL, NULL, 0, &head, e);
     if (r < 0) {
         head_free(&head);
