@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kube internals: the pure pieces (config resolution, URLs, Status decoding, watch-stream
- * parsing, rate limiting, backoff, lease decisions) that the unit and fuzz tests drive. */
+ * parsing, HTTP/1.1 responses, server and proxy URLs, NO_PROXY, rate limiting, backoff, lease
+ * decisions) that the unit and fuzz tests drive, and the connection layer under kube-http.c
+ * (kube-conn.c). The HTTP client lives here, not in a module of its own: the API client is its
+ * only user (src/http is the server side). */
 #ifndef GPUOP_KUBE_INTERNAL_H
 #define GPUOP_KUBE_INTERNAL_H
 
