@@ -37,8 +37,6 @@ filerss() { awk '/^RssFile/ {printf "%.1f", $2/1024}' /proc/$pid/status; }
 "$tmp/scrape-latency" "$port" 2000 >/dev/null # warm-up
 rss_warm=$(rss) anon_warm=$(anon) pss_warm=$(pss) file_warm=$(filerss)
 libs=$(awk '$6 ~ /\.so/ {n=$6; sub(".*/", "", n); sub("\\.so.*", "", n); print n}' /proc/$pid/maps | sort -u | tr '\n' ' ')
-curl_loaded=no
-grep -q libcurl /proc/$pid/maps && curl_loaded=yes
 keep=$("$tmp/scrape-latency" "$port" 20000)
 fresh=$("$tmp/scrape-latency" "$port" 5000 new)
 wrk1=$(wrk -t1 -c1 -d5s "http://127.0.0.1:$port/metrics" | awk '/Requests\/sec/ {print $2}')
@@ -58,8 +56,7 @@ cat <<MD
 \`bench/exporter/run.sh\`: \`gpuop exporter\` on the simulated DGX H100 (8 GPUs, default counters,
 $samples samples per scrape), warm snapshot, loopback; load average at the end: $load.
 RSS includes $file_warm MiB of file-backed pages (the binary and its shared libraries, mostly
-shared with other processes); private anonymous memory is given apart. libcurl loaded: $curl_loaded
-(src/kube loads it on first use). Libraries mapped: $libs.
+shared with other processes); private anonymous memory is given apart. Libraries mapped: $libs.
 
 | measure | result | target |
 |---|---|---|
