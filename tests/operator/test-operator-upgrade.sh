@@ -11,7 +11,9 @@
 #  - the operator killed (SIGKILL) mid-rollout and restarted resumes from the labels;
 #  - a pod deletion that never completes ends in upgrade-failed after its timeout, naming the
 #    budget, holds the one unavailable slot, and a retry by hand goes through;
-#  - NVIDIA's gpu_operator_nodes_upgrades_* metrics and the pool's status report it.
+#  - NVIDIA's gpu_operator_nodes_upgrades_* metrics and the pool's status report it;
+#  - an unparsable compatibility matrix (ConfigMap gpuop-driver-compat) freezes the upgrade: no
+#    node changes, the ClusterPolicy's condition and an Event name the error; fixed, it goes on.
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
@@ -186,4 +188,27 @@ $K label node a100-mig-1 nvidia.com/gpu-driver-upgrade-state=upgrade-required --
 wait_for 20 "a100-mig-1 retried to upgrade-done" sh -c "[ \"\$($K get node a100-mig-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}')\" = upgrade-done ]"
 max=$(cat "$T/max_cordoned")
 [ "$max" -le 1 ] || fail "$max nodes cordoned at once, maxUnavailable is 1"
+
+# An unparsable compatibility matrix: the next version change moves no node, the ClusterPolicy's
+# DriverUpgrade condition and a GPUDriverUpgrade Event name the ConfigMap and its error; removed
+# (the built-in matrix again), the upgrade goes on.
+cat <<'EOF2' | $K apply -f - >/dev/null
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: gpuop-driver-compat, namespace: gpu-operator}
+data: {matrix.yaml: "branches: [unclosed"}
+EOF2
+$K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"driver":{"version":"595.120.01"}}}' >/dev/null
+wait_for 20 "DriverUpgrade condition InvalidUpgradeInput" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"DriverUpgrade\")].reason}')\" = InvalidUpgradeInput ]"
+$K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type=="DriverUpgrade")].message}' |
+    grep -q 'ConfigMap gpu-operator/gpuop-driver-compat: matrix.yaml' || fail "the condition does not name the matrix ConfigMap"
+wait_for 10 "a GPUDriverUpgrade Event naming the matrix" sh -c "$K get events -A --field-selector reason=GPUDriverUpgrade -o jsonpath='{range .items[*]}{.message}{\"\\n\"}{end}' | grep -q gpuop-driver-compat"
+snapshot() { $K get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.labels.nvidia\.com/gpu-driver-upgrade-state} {.spec.unschedulable}{"\n"}{end}'; }
+snapshot >"$T/frozen-before"
+sleep 3 # several passes (200 ms resync)
+snapshot >"$T/frozen-after"
+diff "$T/frozen-before" "$T/frozen-after" >/dev/null ||
+    fail "nodes changed under an unparsable matrix: $(diff "$T/frozen-before" "$T/frozen-after")"
+$K delete configmap -n gpu-operator gpuop-driver-compat >/dev/null
+wait_for 20 "the upgrade going on after the matrix is fixed" sh -c "[ \"\$($K get clusterpolicy gpu-cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"DriverUpgrade\")].reason}')\" != InvalidUpgradeInput ]"
 echo "PASS"
