@@ -21,9 +21,9 @@ T=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$T"' EXIT
 
-cc -O2 -std=c17 -D_GNU_SOURCE -DGPUOP_VERSION='"bench"' -Isrc/kube -Isrc/util -Isrc/yamlcfg \
-    bench/kube/bench-informer.c "$B/src/kube/libgpuop-kube.a" "$B/src/yamlcfg/libgpuop-yaml.a" \
-    "$B/src/util/libgpuop-util.a" -ljansson -lgnutls -lyaml -lm -lpthread -o "$T/bench-informer"
+cc -O2 -std=c17 -D_GNU_SOURCE -DGPUOP_VERSION='"bench"' -Isrc/kube -Isrc/kube/internal -Isrc/kobj -Isrc/util \
+    -Isrc/yamlcfg bench/kube/bench-informer.c "$B/src/kube/libgpuop-kube.a" \
+    "$B/src/kobj/libgpuop-kobj.a" "$B/src/yamlcfg/libgpuop-yaml.a" "$B/src/util/libgpuop-util.a" -ljansson -lgnutls -lyaml -lm -lpthread -o "$T/bench-informer"
 
 "$B/kubesim" --nodes "$N" --node-template bench/kube/node-template.yaml \
     --kubeconfig-out "$T/kc" --log-level warn >"$T/kubesim.log" 2>&1 &
