@@ -39,6 +39,13 @@ until grep -q "became leader" "$T/op.log" 2>/dev/null; do sleep 0.1; done
 writes() { # the operator's write calls, Events and the Lease excluded
     curl -s "$SERVER/metrics" | awk '/^kubesim_requests_total/ && /verb="(create|update|patch|delete)"/ && !/resource="(leases|events)"/ {s+=$NF} END {print s+0}'
 }
+write_lines() { # "verb resource code count" for every write call, Events and the Lease excluded
+    curl -s "$SERVER/metrics" | awk '/^kubesim_requests_total/ && /verb="(create|update|patch|delete)"/ && !/resource="(leases|events)"/ {
+        match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+        match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+        match($0, /code="[^"]*"/); c = substr($0, RSTART + 6, RLENGTH - 7)
+        print v, r, c, $NF}'
+}
 metric() { curl -s "127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 count_state() { kubectl get nodes -l "nvidia.com/gpu-driver-upgrade-state=$1" -o name 2>/dev/null | wc -l; }
 
@@ -50,6 +57,8 @@ until [ "$(count_state upgrade-done)" -ge "$N" ]; do sleep 1; done
 until [ "$(kubectl get clusterpolicy -o jsonpath='{.items[0].status.state}' 2>/dev/null)" = ready ]; do sleep 0.5; done
 sleep 2
 w0=$(writes)
+write_lines >"$T/w0"
+conflicts0=$(metric gpuop_driver_upgrade_node_conflicts_total)
 passes0=$(metric gpuop_driver_upgrade_passes_total)
 (
     max=0
@@ -78,6 +87,12 @@ done
 t1=$(now)
 sleep 2
 w1=$(writes)
+write_lines >"$T/w1"
+conflicts1=$(metric gpuop_driver_upgrade_node_conflicts_total)
+# per verb, resource and code: the rollout's share, per node upgraded
+breakdown=$(awk -v n="$N" 'NR == FNR {a[$1" "$2" "$3] = $4; next}
+    {d = $4 - a[$1" "$2" "$3]; if (d > 0) printf "%s%s %s %s: %.2f", (k++ ? ", " : ""), $1, $2, $3, d / n}' \
+    "$T/w0" "$T/w1")
 passes1=$(metric gpuop_driver_upgrade_passes_total)
 revs=$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset -o jsonpath='{range .items[*]}{.metadata.labels.controller-revision-hash}{"\n"}{end}' | sort -u | wc -l)
 plan_max=$(metric gpuop_driver_upgrade_plan_seconds_max)
@@ -103,6 +118,8 @@ cat <<MD
 | planner CPU time per pass: last / most since start | ${cpu_last} s / ${cpu_max} s | |
 | operator write calls during the rollout (Events, Lease excluded) | $((w1 - w0)) | |
 | write calls per node upgraded | $per_node | ≤ 12 |
+| of which, per node (verb resource code) | $breakdown | |
+| node patches refused with 409 (planned from an older node) | $(( ${conflicts1:-0} - ${conflicts0:-0} )) | |
 | operator RSS after the rollout / peak | $((rss / 1024)) MiB / $((hwm / 1024)) MiB | < 64 MiB |
 | operator CPU time (whole run) | ${cpu_op} s | |
 
