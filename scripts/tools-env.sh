@@ -8,6 +8,17 @@ _tools_bin=${BUILD:-build}
 _tools_bin=$(dirname "${GPUOP_KUBECTL:-$_tools_bin/tools/bin/kubectl}")
 KUBECTL=$_tools_bin/kubectl
 HELM=${GPUOP_HELM:-$_tools_bin/helm}
+# helm_q ARGS...: the pinned helm, without its "found symbolic link in path" warnings (the build
+# tree's chart links). Its errors reach stderr before it returns, so a caller that sends them to
+# a file can read the file at once (a process substitution would still be writing it).
+helm_q() {
+    local err rc=0
+    err=$(mktemp) || return 1
+    "$HELM" "$@" 2>"$err" || rc=$?
+    grep -v 'found symbolic link in path' "$err" >&2 || true
+    rm -f "$err"
+    return $rc
+}
 if [ -x "$KUBECTL" ]; then
     PATH=$_tools_bin:$PATH
     export PATH KUBECTL HELM

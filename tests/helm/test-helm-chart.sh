@@ -26,7 +26,6 @@ V=$S/tests/helm/values
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 
 version=$(meson introspect --projectinfo "$B" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
 grep -qx "version: $version" "$C/Chart.yaml" || fail "Chart.yaml version is not meson's $version"

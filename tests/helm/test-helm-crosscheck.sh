@@ -13,7 +13,6 @@ NV=$SHARED/reference/upstream/gpu-operator-chart-v26.7.0
 [ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 rc=0
 for f in "" "$S"/tests/helm/values/*.yaml; do
     name=$(basename "${f:-nvidia-defaults}" .yaml)

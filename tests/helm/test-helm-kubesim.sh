@@ -14,7 +14,6 @@ S=${GPUOP_SOURCE_ROOT:?}
 start_kubesim --pod-ready-delay 200ms
 K="$KUBECTL --request-timeout=10s"
 wait_for 10 "kubesim answering" $K get nodes
-helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 
 helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
     --set operator.replicas=2 --wait --timeout 60s >"$T/install.log" || fail "helm install: $(cat "$T/install.log")"

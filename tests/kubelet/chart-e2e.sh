@@ -15,7 +15,6 @@ B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 . "$S/tests/kubelet/lib.sh"
 [ -x "$HELM" ] || { echo "SKIP: pinned helm not found at $HELM"; exit 77; }
-helm_q() { "$HELM" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 kl_start_kubesim 198.18.255.23
 kl_start_nodes "$S/tests/kubelet/chart-cluster.yaml" klchart0 198.18.223.0/24 2 --no-nfd
 H100=chart-h100-1 L4=chart-l4-host-1
