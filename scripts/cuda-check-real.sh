@@ -3,7 +3,7 @@
 # cuda-check-real.sh: the validator's CUDA check against this machine's real NVIDIA driver, for a
 # machine with a GPU. It builds what it needs (a Meson build folder, default ./build; BUILD=DIR
 # picks another), then runs:
-#   1. build/cuda-check: src/cuda's check on its own (cuda_check_run): cuInit, the device count,
+#   1. build/cuda-check: src/edge/cuda's check on its own (cuda_check_run): cuInit, the device count,
 #      and on every device a context, the embedded PTX vectorAdd JIT-compiled by the driver
 #      (cuModuleLoadData), launched, copied back and verified element by element; one line per
 #      device;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * dp-bench: latency of a running `gpuop device-plugin` measured from a C gRPC client (src/grpc),
- * as the kubelet sees it: one connection, calls back to back.
+ * dp-bench: latency of a running `gpuop device-plugin` measured from a C gRPC client
+ * (src/edge/grpc), as the kubelet sees it: one connection, calls back to back.
  *
  *   dp-bench SOCKET ITERATIONS SIZE
  *

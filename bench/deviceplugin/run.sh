@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device plugin benchmark: `gpuop device-plugin` on simulated fleets, measured from a C gRPC
-# client on src/grpc (bench/deviceplugin/dp-bench.c), one connection, calls back to back:
+# client on src/edge/grpc (bench/deviceplugin/dp-bench.c), one connection, calls back to back:
 #  - Allocate latency (one device) p50/p99, target p99 < 200 us;
 #  - GetPreferredAllocation latency p50/p99 (best-effort topology partition over all GPUs),
 #    target < 1 ms for 8 GPUs;
@@ -13,17 +13,17 @@ BUILD=${BUILD:-build}
 ITER=${ITER:-5000}
 gpuop=$BUILD/gpuop
 lib=$BUILD/libnvidia-ml.so.1
-for f in "$gpuop" "$lib" "$BUILD/src/grpc/libgpuop-grpc.a"; do
+for f in "$gpuop" "$lib" "$BUILD/src/edge/grpc/libgpuop-grpc.a"; do
     [ -e "$f" ] || { echo "missing $f (make build first)" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 
-cc -O2 -D_GNU_SOURCE -Isrc/grpc -Isrc/util -I"$BUILD/src/grpc/kubeletproto" \
+cc -O2 -D_GNU_SOURCE -Isrc/edge/grpc -Isrc/base/util -I"$BUILD/src/edge/grpc/kubeletproto" \
     -o "$tmp/dp-bench" bench/deviceplugin/dp-bench.c \
-    "$BUILD/src/grpc/libgpuop-grpc.a" "$BUILD/src/grpc/libkubeletproto.a" \
-    "$BUILD/src/util/libgpuop-util.a" -lnghttp2 -lprotobuf-c -pthread
+    "$BUILD/src/edge/grpc/libgpuop-grpc.a" "$BUILD/src/edge/grpc/libkubeletproto.a" \
+    "$BUILD/src/base/util/libgpuop-util.a" -lnghttp2 -lprotobuf-c -pthread
 
 rows=
 run_fleet() { # fleet label sizes...
@@ -72,7 +72,7 @@ cat <<MD
 ## device plugin ($(date -u +%Y-%m-%d), $(nproc) CPUs, ${cpu:-unknown CPU}, $(uname -r))
 
 \`bench/deviceplugin/run.sh\`: \`gpuop device-plugin\` on simulated fleets, called over its unix
-socket by a C client on src/grpc (one connection, calls back to back, as the kubelet does).
+socket by a C client on src/edge/grpc (one connection, calls back to back, as the kubelet does).
 GetPreferredAllocation offers every GPU as available, so the best-effort policy enumerates
 every partition of the node (its worst case for that size). RSS counts the pages of every shared
 library the all-in-one \`gpuop\` binary maps, most of them shared with other processes; the

@@ -13,17 +13,17 @@ B=${BUILD:-build}
 BUILD=$B . scripts/tools-env.sh
 N=${NODES:-5000}
 P=${PATCHES:-20000}
-for f in "$B/kubesim" "$B/src/kube/libgpuop-kube.a" "$B/src/yamlcfg/libgpuop-yaml.a" \
-         "$B/src/util/libgpuop-util.a"; do
+for f in "$B/kubesim" "$B/src/edge/kube/libgpuop-kube.a" "$B/src/base/yamlcfg/libgpuop-yaml.a" \
+         "$B/src/base/util/libgpuop-util.a"; do
     [ -e "$f" ] || { echo "missing $f (make build first)" >&2; exit 1; }
 done
 T=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$T"' EXIT
 
-cc -O2 -std=c17 -D_GNU_SOURCE -DGPUOP_VERSION='"bench"' -Isrc/kube -Isrc/kube/internal -Isrc/kobj -Isrc/util \
-    -Isrc/yamlcfg bench/kube/bench-informer.c "$B/src/kube/libgpuop-kube.a" \
-    "$B/src/kobj/libgpuop-kobj.a" "$B/src/yamlcfg/libgpuop-yaml.a" "$B/src/util/libgpuop-util.a" -ljansson -lgnutls -lyaml -lm -lpthread -o "$T/bench-informer"
+cc -O2 -std=c17 -D_GNU_SOURCE -DGPUOP_VERSION='"bench"' -Isrc/edge/kube -Isrc/edge/kube/internal -Isrc/base/kobj -Isrc/base/util \
+    -Isrc/base/yamlcfg bench/kube/bench-informer.c "$B/src/edge/kube/libgpuop-kube.a" \
+    "$B/src/base/kobj/libgpuop-kobj.a" "$B/src/base/yamlcfg/libgpuop-yaml.a" "$B/src/base/util/libgpuop-util.a" -ljansson -lgnutls -lyaml -lm -lpthread -o "$T/bench-informer"
 
 "$B/kubesim" --nodes "$N" --node-template bench/kube/node-template.yaml \
     --kubeconfig-out "$T/kc" --log-level warn >"$T/kubesim.log" 2>&1 &

@@ -8,17 +8,15 @@
  *                  "builds", loads the modules into the node root (GPUOP_SIM_ROOT), lays out the
  *                  driver root <root>/run/nvidia/driver, then waits for SIGTERM and unloads
  *                  (refused while a process holds a GPU, as rmmod refuses).
- *   nvidia-smi     the table, `-L` and `--query-gpu`, through NVML (src/nvml); exit 9 without a
- *                  driver, as the real one.
- *   cuda-sample    CUDA's vectorAdd sample (nvcr.io/nvidia/k8s/cuda-sample, nvcr.io/nvidia/cuda):
- *                  opens the GPUs of NVIDIA_VISIBLE_DEVICES, shows in NVML's running processes
- *                  for SIM_WORKLOAD_SECONDS, exits 0; CUDA's error text and 1 without a driver or
- *                  a device.
- *   rmmod          kmod's rmmod on the node root's <root>/sys/module: refuses nvidia while a
- *                  module using it is loaded or a process holds a GPU, as the kernel does.
+ *   nvidia-smi     the table, `-L` and `--query-gpu`, through NVML (src/edge/nvml); exit 9 without
+ * a driver, as the real one. cuda-sample    CUDA's vectorAdd sample
+ * (nvcr.io/nvidia/k8s/cuda-sample, nvcr.io/nvidia/cuda): opens the GPUs of NVIDIA_VISIBLE_DEVICES,
+ * shows in NVML's running processes for SIM_WORKLOAD_SECONDS, exits 0; CUDA's error text and 1
+ * without a driver or a device. rmmod          kmod's rmmod on the node root's <root>/sys/module:
+ * refuses nvidia while a module using it is loaded or a process holds a GPU, as the kernel does.
  *
  * These programs stand in for NVIDIA's, so they keep those programs' command lines, output and
- * exit codes rather than the component runtime's (src/svc). This header is their pure part:
+ * exit codes rather than the component runtime's (src/lib/svc). This header is their pure part:
  * parsing the image reference and NVIDIA_VISIBLE_DEVICES, resolving devices against an
  * inventory, and rendering nvidia-smi's output and the kernel module's files.
  */

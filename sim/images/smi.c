@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nvidia-smi, simulated: through NVML (src/nvml, the library GPUOP_NVML_LIBRARY names), the
+ * nvidia-smi, simulated: through NVML (src/edge/nvml, the library GPUOP_NVML_LIBRARY names), the
  * default table, -L, --query-gpu and --version, with the real program's failure texts and exit
  * codes (9: the driver is not loaded; 12: no libnvidia-ml; 2: bad arguments).
  */

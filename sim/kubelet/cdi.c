@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kl-cdi: CDI names resolved for a simulated node (kl-cdi.h). Parsing, checking and the
- * directories' priority are src/cdi's; this part maps the resolved edits onto kubelet-sim's
+ * directories' priority are src/edge/cdi's; this part maps the resolved edits onto kubelet-sim's
  * container: environment, mounts and device nodes. Hooks are never run (kubelet-sim has no OCI
  * runtime); netDevices, intelRdt and additionalGids are not applied.
  *

@@ -174,12 +174,12 @@ int kl_node_layout(const struct kl_node_spec *s, const char *const *gpu_models,
                   s->os_version_id, s->os_pretty);
     _cleanup_free_ char *ver = xasprintf("Linux version %s (simulated) #1 SMP\n", s->kernel);
     _cleanup_free_ char *rel = xasprintf("%s\n", s->kernel);
-    const char *rt_text = NULL;
-    const char *rt_path = runtime_config(s->runtime, &rt_text);
+    const char *rtconfig_text = NULL;
+    const char *rt_path = runtime_config(s->runtime, &rtconfig_text);
     if ((r = write_in(root, "etc/os-release", os, false, e)) < 0 ||
         (r = write_in(root, "proc/version", ver, false, e)) < 0 ||
         (r = write_in(root, "proc/sys/kernel/osrelease", rel, false, e)) < 0 ||
-        (r = write_in(root, rt_path, rt_text, true, e)) < 0 ||
+        (r = write_in(root, rt_path, rtconfig_text, true, e)) < 0 ||
         (r = layout_pci(root, gpu_models, e)) < 0)
         return r;
     for (char **h = s->kernel_headers; h && *h; h++) {

@@ -42,12 +42,12 @@ json_t *kl_nfd_labels(const struct kl_node_spec *spec, const char *const *gpu_mo
     _cleanup_free_ const char **classes = xcalloc(n + 1, sizeof(*classes));
     for (size_t i = 0; i < n; i++)
         classes[i] = kl_pci_class_for_model(gpu_models[i]);
-    struct ns_nfd_input in = {.pci_classes = classes,
-                              .n_pci = n,
-                              .os_id = spec->os_id,
-                              .os_version_id = spec->os_version_id,
-                              .kernel = spec->kernel};
-    return ns_nfd_labels(&in);
+    struct nodestate_nfd_input in = {.pci_classes = classes,
+                                     .n_pci = n,
+                                     .os_id = spec->os_id,
+                                     .os_version_id = spec->os_version_id,
+                                     .kernel = spec->kernel};
+    return nodestate_nfd_labels(&in);
 }
 
 void kl_strv_free(char **v)
@@ -233,7 +233,7 @@ int kl_node_apply_labels(json_t *node, const struct kl_node_spec *spec, json_t *
     set_string(annotations, KL_SIMULATED_ANN, "external");
 
     if (json_is_object(nfd_labels)) {
-        ns_nfd_apply(labels, annotations, nfd_labels, KL_NFD_LABELS_ANN);
+        nodestate_nfd_apply(labels, annotations, nfd_labels, KL_NFD_LABELS_ANN);
         set_string(annotations, "nfd.node.kubernetes.io/worker.version", KL_NFD_WORKER_VERSION);
     }
     return json_equal(before, json_object_get(node, "metadata")) ? 1 : 0;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Pure predicates over objects shared by every layer (paths and metadata: src/kobj). */
+/* Pure predicates over objects shared by every layer (paths and metadata: src/base/kobj). */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>

@@ -167,7 +167,7 @@ bool ksim_reconcile(struct ksim *ks);
 void ksim_wait_change(struct ksim *ks, uint64_t wait_ms);
 
 /* Prometheus text of the core's metrics (watches, objects) appended to out, written through
- * src/prom: 0, or -ENOBUFS when out's limit would be passed. */
+ * src/base/prom: 0, or -ENOBUFS when out's limit would be passed. */
 GPUOP_WUR int ksim_metrics(struct ksim *ks, struct sbuf *out);
 /* Current global resourceVersion. */
 uint64_t ksim_resource_version(struct ksim *ks);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kubesim's HTTP shell on the component runtime (src/svc: flags, signals, stop, exit codes):
+/* kubesim's HTTP shell on the component runtime (src/lib/svc: flags, signals, stop, exit codes):
  * libmicrohttpd (optionally TLS with a generated CA), bearer-token authentication, request
  * metrics, the controller thread and the kubeconfig it writes. */
 #include <arpa/inet.h>

@@ -315,7 +315,7 @@ static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
     json_error_t jerr;
     json_t *doc _cleanup_json_ = json_loadb(buf, len, 0, &jerr);
     if (!doc)
-        return err_set(e, -EINVAL, "%s:%d: %s (run `gpuop sim reset`)", s->state_path, jerr.line,
+        return err_set(e, -EINVAL, "%s:%d: %s (run `gpuop-sim reset`)", s->state_path, jerr.line,
                        jerr.text);
     char ctx[400];
     snprintf(ctx, sizeof(ctx), "%.300s: state", s->state_path);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * simnvml: the core of the simulated GPU fleet, shared by the simulated driver
- * (build/libnvidia-ml.so.1) and the `gpuop sim` command. It holds no nvml* symbols.
+ * (build/libnvidia-ml.so.1) and the `gpuop-sim` command. It holds no nvml* symbols.
  *
  *  - fleet: a fleet file (GPUOP_SIM_FLEET, YAML) parsed into plain structs; sim_fleet_parse is
  *    a pure function over bytes (fuzzed), every error names the file and the field path.
@@ -139,8 +139,8 @@ struct sim_gi {
 
 struct sim_gpu_state {
     bool mig_mode; /* the current MIG mode */
-    /* A mode change to !mig_mode waits for a GPU reset (`gpuop sim gpu-reset`); only where
-     * mig_reset_required is set (`gpuop sim inject mig-reset-required`): otherwise a change
+    /* A mode change to !mig_mode waits for a GPU reset (`gpuop-sim gpu-reset`); only where
+     * mig_reset_required is set (`gpuop-sim inject mig-reset-required`): otherwise a change
      * takes effect at once, as on bare metal with an idle GPU. */
     bool mig_change_pending;
     bool mig_reset_required;
@@ -151,7 +151,7 @@ struct sim_gpu_state {
     unsigned remapped_cor, remapped_unc;
     bool remap_pending, remap_failure;
     unsigned last_xid;
-    /* An injected MIG fault (`gpuop sim inject mig-fail`): when non-zero, the GPU-instance
+    /* An injected MIG fault (`gpuop-sim inject mig-fail`): when non-zero, the GPU-instance
      * creation that brings it to 0 fails with NVML_ERROR_UNKNOWN (and creates nothing); each
      * creation counts it down, so the fault fires once. */
     unsigned mig_fail_in;

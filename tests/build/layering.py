@@ -1,112 +1,122 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Module layering, checked on what the build declares.
+"""Module layering, read from the paths and checked on what the build declares.
 
-Reads <builddir>/compile_commands.json: for every product target, the module folders on its
-include path are the modules it depends on (its own <name>_dep declarations, resolved by Meson).
-Prints the module graph and fails (exit 1) on a cycle, on a module that sees a module of its own
-layer or above (docs/DEVELOPING.md, "Layers"), on a target outside a module that sees that
-module's internal/ folder without being one of its white-box tests (tests/), and on a product
-target other than the NVML binding and the simulated driver that sees nvml-abi.h.
+A module is a folder with a meson.build whose first line is `# gpuop module: prefix P; summary`.
+Its layer is its path, nothing else:
 
-Usage: layering.py BUILDDIR [--dot]
+    src/base/<m>        0  vocabularies and utilities
+    src/edge/<m>        1  the edges that do I/O (Kubernetes, HTTP, gRPC, NVML, CUDA, CDI)
+    src/lib/<m>         2  the shared cores and the component runtime
+    src/components/<m>  3  one folder per `gpuop <component>`
+    src/cmd             4  the dispatcher
+    sim/<m>             3  the test-beds (over base, edge and lib; never under the product)
+
+Reads <builddir>/compile_commands.json: for every target, the module folders on its include path
+are the modules it depends on (its <name>_dep declarations, resolved by Meson). Fails (exit 1) on:
+a dependency on a higher layer; a component that depends on another component; product code
+(src/) that depends on a test-bed (sim/); a cycle between modules (within a layer too); a
+module folder outside the layer folders; a target outside a module that sees the module's
+internal/ folder without being one of its white-box tests (tests/, bench/); a product target
+other than the NVML binding and the simulated driver that sees nvml-abi.h.
+
+Usage: layering.py BUILDDIR [--dot]     check and print the graph (--dot: Graphviz)
+       layering.py --map                print docs/DEVELOPING.md's module map (markdown)
+       layering.py --check-doc FILE     fail if FILE's map differs from --map
+       layering.py --self-test BUILDDIR plant an upward include and a cycle; both must fail
 """
+import copy
 import json
 import os
 import re
 import sys
 
-# Lower number = lower layer. A module may depend only on modules of a lower layer.
-LAYERS = {
-    'util': 0,
-    'kobj': 1, 'prom': 1, 'yamlcfg': 1,
-    # cdi reads specs with yamlcfg, nodestate uses kobj (layer 1): both sit just above them
-    'kube': 2, 'http': 2, 'grpc': 2, 'nvml': 2, 'cuda': 2, 'nodestate': 2, 'cdi': 2,
-    'svc': 3,
-    # the capacity-and-quota view: over kobj and nodestate, under the operator
-    'capacity': 3,
-    'dpconfig': 4, 'rtconfig': 4, 'migparted': 4, 'nodeops': 4, 'nvcdi': 4,
-    'upgrade': 4,  # the driver upgrade planner (pure), below the operator that runs it
-    'operator': 5, 'gfd': 5, 'deviceplugin': 5, 'exporter': 5, 'inventory': 5,
-    'validator': 5, 'drivermgr': 5, 'discovery': 5, 'migmgr': 5, 'nodestatus': 5, 'toolkit': 5, 'runtime': 5,
-    'status': 5, 'doctor': 5,
-    'sim/nvml': 5, 'sim/kubesim': 5, 'sim/kubelet': 5,
-    'cmd': 6, 'sim/images': 6, 'sim/cuda': 6,
-}
-FOLDERS = {
-    'src/util': 'util', 'src/kobj': 'kobj', 'src/prom': 'prom', 'src/yamlcfg': 'yamlcfg',
-    'src/kube': 'kube', 'src/http': 'http', 'src/grpc': 'grpc', 'src/nvml': 'nvml',
-    'src/svc': 'svc', 'src/node/dpconfig': 'dpconfig', 'src/operator': 'operator',
-    'src/node/gfd': 'gfd', 'src/node/deviceplugin': 'deviceplugin',
-    'src/node/exporter': 'exporter', 'sim/nvml': 'sim/nvml', 'sim/kubesim': 'sim/kubesim',
-    'sim/kubelet': 'sim/kubelet', 'sim/images': 'sim/images',
-    'src/cmd': 'cmd',
-    'src/nodestate': 'nodestate', 'src/capacity': 'capacity', 'src/cdi': 'cdi', 'src/cuda': 'cuda',
-    'src/node/rtconfig': 'rtconfig', 'src/node/validator': 'validator',
-    'src/node/drivermgr': 'drivermgr', 'src/node/discovery': 'discovery', 'src/node/nodestatus': 'nodestatus',
-    'src/node/toolkit': 'toolkit', 'src/node/runtime': 'runtime', 'sim/cuda': 'sim/cuda',
-    'src/status': 'status', 'src/node/doctor': 'doctor',
-    'src/node/migparted': 'migparted', 'src/node/nodeops': 'nodeops',
-    'src/node/migmgr': 'migmgr', 'src/node/nvcdi': 'nvcdi',
-    'src/upgrade': 'upgrade',
-}
-# src/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
-NVML_ABI_USERS = ('nvml', 'sim/nvml')
-# Targets that live in a module's folder but are a module of their own in the layering.
-TARGET_MODULE = {'gpuop-inventory': 'inventory'}
+SRC = os.path.realpath(os.environ.get('GPUOP_SOURCE_ROOT',
+                                      os.path.join(os.path.dirname(__file__), '..', '..')))
+LAYER_FOLDERS = [  # (folder, layer, name in the map)
+    ('src/base', 0, 'base: vocabularies and utilities'),
+    ('src/edge', 1, 'edge: I/O at the edges'),
+    ('src/lib', 2, 'lib: shared cores and the component runtime'),
+    ('src/components', 3, 'components: one folder per `gpuop <component>`'),
+    ('src/cmd', 4, 'cmd: the dispatcher'),
+    ('sim', 3, 'test-beds'),
+]
+HEADER = re.compile(r'^# gpuop module: prefix (\S+); (.+)$')
+MAP_BEGIN = '<!-- module map: generated by tests/build/layering.py --map -->'
+MAP_END = '<!-- end of module map -->'
+# src/edge/nvml/abi (nvml-abi.h, NVML's C ABI): the binding and the simulated driver only.
+NVML_ABI = 'src/edge/nvml/abi'
+NVML_ABI_USERS = ('src/edge/nvml', 'sim/nvml')
 
 
-def folder_module(path):
+def modules():
+    """{module folder: (layer, prefix, summary)} from the tree: every folder a layer folder names."""
+    mods = {}
+    for folder, layer, _ in LAYER_FOLDERS:
+        root = os.path.join(SRC, folder)
+        cands = [folder] if folder == 'src/cmd' else \
+            [folder + '/' + d for d in sorted(os.listdir(root))
+             if os.path.isdir(os.path.join(root, d))]
+        for m in cands:
+            mb = os.path.join(SRC, m, 'meson.build')
+            if not os.path.exists(mb):
+                if m.startswith('src/'):
+                    mods[m] = (layer, None, None)  # reported: a folder that is no module
+                continue
+            with open(mb, encoding='utf-8') as f:
+                h = HEADER.match(f.readline().rstrip('\n'))
+            mods[m] = (layer, h.group(1) if h else None, h.group(2) if h else None)
+    return mods
+
+
+def module_of(path, mods):
     """The module a source-tree path belongs to, and whether it is under internal/."""
     best = None
-    for folder, mod in FOLDERS.items():
-        if path == folder or path.startswith(folder + '/'):
-            if best is None or len(folder) > len(best[0]):
-                best = (folder, mod)
+    for m in mods:
+        if path == m or path.startswith(m + '/'):
+            if best is None or len(m) > len(best):
+                best = m
     if best is None:
         return None, False
-    rest = path[len(best[0]):].strip('/')
-    return best[1], rest == 'internal' or rest.startswith('internal/')
+    rest = path[len(best):].strip('/')
+    return best, rest == 'internal' or rest.startswith('internal/')
 
 
-def relpath_in(cwd, path, src, build):
+def relpath_in(cwd, path, build):
     """path (relative to cwd) as a source-tree path; a build-dir path maps to its source twin
     (build/src/cmd/components.c is src/cmd's)."""
     full = os.path.realpath(os.path.join(cwd, path))
     build = os.path.realpath(build)
     if full == build or full.startswith(build + os.sep):
         return os.path.relpath(full, build)
-    return os.path.relpath(full, src)
+    return os.path.relpath(full, SRC)
 
 
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    build = sys.argv[1]
-    src = os.path.realpath(os.environ.get('GPUOP_SOURCE_ROOT', os.path.join(build, '..')))
-    with open(os.path.join(build, 'compile_commands.json'), encoding='utf-8') as f:
-        commands = json.load(f)
-
-    graph = {}      # module -> set of modules it sees
+def check(commands, build, mods):
+    """(graph, white-box tests, problems) for a list of compile commands."""
+    graph = {}
     problems = []
     whitebox = set()
+    for m, (layer, prefix, _) in mods.items():
+        if prefix is None:
+            problems.append('%s: no "# gpuop module: prefix P; summary" first line in its '
+                            'meson.build' % m)
     for c in commands:
         out = c['output']
-        m = re.match(r'(.*?)/?([^/]+)\.p/', out)
-        tdir, tfile = (m.group(1), m.group(2)) if m else ('', out)
+        mt = re.match(r'(.*?)/?([^/]+)\.p/', out)
+        tdir, tfile = (mt.group(1), mt.group(2)) if mt else ('', out)
         tname = re.sub(r'\.(a|so(\.\d+)*)$', '', re.sub(r'^lib', '', tfile))
-        srcfile = relpath_in(c['directory'], c['file'], src, c['directory'])
-        is_test = tdir.startswith('tests/') or tdir.startswith('bench/')
-        mod, _ = folder_module(srcfile if not is_test else tdir)
-        mod = TARGET_MODULE.get(tname, mod)
+        srcfile = relpath_in(c['directory'], c['file'], build)
+        is_test = tdir.startswith('tests/') or tdir.startswith('bench/') or \
+            srcfile.startswith('tests/') or srcfile.startswith('bench/')
+        mod, _ = module_of(srcfile, mods)
         incs = set()
         for inc in re.findall(r'(?:^|\s)-I(\S+)', c['command']):
-            p = relpath_in(c['directory'], inc, src, c['directory'])
-            imod, internal = folder_module(p)
+            p = relpath_in(c['directory'], inc, build)
+            imod, internal = module_of(p, mods)
             if imod is None:
                 continue
-            if p == 'src/nvml/abi' and not is_test and mod not in NVML_ABI_USERS:
+            if p == NVML_ABI and not is_test and mod not in NVML_ABI_USERS:
                 problems.append('%s (%s): sees nvml-abi.h; agents use gpu.h' % (tname, mod))
             incs.add((imod, internal))
         for imod, internal in incs:
@@ -116,8 +126,8 @@ def main():
                 else:
                     problems.append('%s: sees %s internal/' % (tname, imod))
         if mod is None and not is_test and srcfile.split('/')[0] in ('src', 'sim'):
-            problems.append('%s: %s is in no module of the layer table (FOLDERS, LAYERS)'
-                            % (tname, srcfile))
+            problems.append('%s: %s is in no module folder (src/base, src/edge, src/lib, '
+                            'src/components, src/cmd, sim)' % (tname, srcfile))
         if is_test or mod is None:
             continue
         deps = graph.setdefault(mod, set())
@@ -125,15 +135,20 @@ def main():
             if imod != mod:
                 deps.add(imod)
 
-    for mod, deps in graph.items():
+    for mod, deps in sorted(graph.items()):
         for d in sorted(deps):
-            if d not in LAYERS or mod not in LAYERS:
-                problems.append('%s -> %s: module not in the layer table' % (mod, d))
-            elif LAYERS[d] >= LAYERS[mod]:
-                problems.append('%s (layer %d) -> %s (layer %d): not a lower layer'
-                                % (mod, LAYERS[mod], d, LAYERS[d]))
+            lm, ld = mods[mod][0], mods[d][0]
+            if ld > lm:
+                problems.append('%s (layer %d) -> %s (layer %d): an include running up a layer'
+                                % (mod, lm, d, ld))
+            elif mod.startswith('src/') and d.startswith('sim/'):
+                problems.append('%s -> %s: product code depends on a test-bed' % (mod, d))
+            elif mod.startswith('src/components/') and d.startswith('src/components/'):
+                problems.append('%s -> %s: a component depends on another component (move what '
+                                'they share down to src/lib)' % (mod, d))
+            elif mod.startswith('sim/') and d.startswith('src/components/'):
+                problems.append('%s -> %s: a test-bed depends on a component' % (mod, d))
 
-    # Cycles (a strict layering has none, but say so from the graph itself).
     state = {}
 
     def visit(n, stack):
@@ -148,16 +163,104 @@ def main():
     for n in sorted(graph):
         if n not in state:
             visit(n, [n])
+    return graph, whitebox, problems
 
-    if '--dot' in sys.argv:
+
+def module_map():
+    """docs/DEVELOPING.md's module map, from the same source as the check."""
+    mods = modules()
+    lines = [MAP_BEGIN, '', '| layer | module | prefix | what it is |', '|---|---|---|---|']
+    for folder, layer, title in LAYER_FOLDERS:
+        for m, (ml, prefix, summary) in sorted(mods.items()):
+            if m == folder or m.startswith(folder + '/'):
+                lines.append('| %d %s | `%s` | `%s` | %s |' % (layer, title.split(':')[0], m,
+                                                            prefix, (summary or '').replace('|', '\\|')))
+    lines += ['', MAP_END]
+    return '\n'.join(lines) + '\n'
+
+
+def load(build):
+    with open(os.path.join(build, 'compile_commands.json'), encoding='utf-8') as f:
+        return json.load(f)
+
+
+def self_test(build):
+    """The check must fail on a planted upward include and on a planted cycle."""
+    mods = modules()
+    commands = load(build)
+    _, _, base_problems = check(commands, build, mods)
+    if base_problems:
+        print('self-test: the tree itself fails:', *base_problems, sep='\n  ')
+        return 1
+    util = next(c for c in commands if '/src/base/util/' in os.path.realpath(
+        os.path.join(c['directory'], c['file'])))
+    operator = next(c for c in commands if '/src/components/operator/' in os.path.realpath(
+        os.path.join(c['directory'], c['file'])))
+    rc = 0
+    up = copy.deepcopy(util)
+    up['command'] += ' -I' + os.path.join(SRC, 'src/components/operator')
+    _, _, p = check(commands + [up], build, mods)
+    if not any('running up a layer' in x and x.startswith('src/base/util') for x in p):
+        print('self-test: a planted include of src/components/operator in src/base/util '
+              'was not reported:', p)
+        rc = 1
+    cyc = copy.deepcopy(util)
+    cyc['command'] += ' -I' + os.path.join(SRC, 'src/base/kobj')
+    _, _, p = check(commands + [cyc], build, mods)
+    if not any(x.startswith('cycle:') for x in p):
+        print('self-test: a planted cycle util -> kobj -> util was not reported:', p)
+        rc = 1
+    comp = copy.deepcopy(operator)
+    comp['command'] += ' -I' + os.path.join(SRC, 'sim/nvml')
+    _, _, p = check(commands + [comp], build, mods)
+    if not any('depends on a test-bed' in x for x in p):
+        print('self-test: a planted include of sim/nvml in src/components/operator was not '
+              'reported:', p)
+        rc = 1
+    if rc == 0:
+        print('layering self-test: an upward include, a cycle and a test-bed include are '
+              'all refused')
+    return rc
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if args[0] == '--map':
+        sys.stdout.write(module_map())
+        return 0
+    if args[0] == '--check-doc':
+        with open(args[1], encoding='utf-8') as f:
+            text = f.read()
+        want = module_map()
+        i, j = text.find(MAP_BEGIN), text.find(MAP_END)
+        if i < 0 or j < 0:
+            print('layering: %s has no module map (%s ... %s)' % (args[1], MAP_BEGIN, MAP_END))
+            return 1
+        have = text[i:j + len(MAP_END)] + '\n'
+        if have != want:
+            print('layering: %s: the module map is out of date; replace it with the output '
+                  'of `python3 tests/build/layering.py --map`' % args[1])
+            return 1
+        print('layering: %s: the module map matches the tree' % args[1])
+        return 0
+    if args[0] == '--self-test':
+        return self_test(args[1])
+    build = args[0]
+    mods = modules()
+    graph, whitebox, problems = check(load(build), build, mods)
+    order = sorted(graph, key=lambda x: (mods[x][0], x))
+    if '--dot' in args:
         print('digraph modules {')
-        for mod in sorted(graph, key=lambda x: (LAYERS.get(x, 9), x)):
+        for mod in order:
             for d in sorted(graph[mod]):
                 print('  "%s" -> "%s";' % (mod, d))
         print('}')
     else:
-        for mod in sorted(graph, key=lambda x: (LAYERS.get(x, 9), x)):
-            print('%-13s (layer %s) -> %s' % (mod, LAYERS.get(mod, '?'),
+        for mod in order:
+            print('%-36s (layer %d) -> %s' % (mod, mods[mod][0],
                                               ' '.join(sorted(graph[mod])) or '-'))
         print("white-box tests (a module's internal/ folder): "
               + (', '.join(sorted(whitebox)) or '-'))
@@ -165,7 +268,7 @@ def main():
         print('layering: ' + p, file=sys.stderr)
     if problems:
         return 1
-    print('layering: ok, %d modules, no cycle, every edge goes down' % len(graph))
+    print('layering: ok, %d modules, no cycle, no include running up a layer' % len(graph))
     return 0
 
 

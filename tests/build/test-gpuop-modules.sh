@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # build/gpuop links no C++: libstdc++, toml++ and libgcc_s are neither in its DT_NEEDED
 # (readelf -d) nor among the libraries it loads at start (ldd); they come with its module
-# gpuop-tomlx.so (src/node/rtconfig), which exports one symbol and is loaded only where a
+# gpuop-tomlx.so (src/lib/rtconfig), which exports one symbol and is loaded only where a
 # runtime's TOML config is read. gpuop finds the module beside itself (the build tree) and in
 # <prefix>/lib/gpuop (installed, the image), or where $GPUOP_TOMLX_MODULE says; without it, the
 # runtime check (gpuop doctor, one shot) says which paths it tried and why, and nothing is

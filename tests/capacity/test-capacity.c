@@ -256,12 +256,12 @@ static void test_unhealthy_excluded(void **state)
                         "nvidia.com/gpu", json_integer(7));
     /* h100-b: the node status exporter reports a mismatch */
     n = json_array_get(c.nodes, 1);
-    struct ns_gpu_count gc = {.physical = 8,
-                              .n_expected = 1,
-                              .n_advertised = 1,
-                              .short_ = true,
-                              .mismatch = true,
-                              .n_missing = 1};
+    struct nodestate_gpu_count gc = {.physical = 8,
+                                     .n_expected = 1,
+                                     .n_advertised = 1,
+                                     .short_ = true,
+                                     .mismatch = true,
+                                     .n_missing = 1};
     snprintf(gc.expected[0].name, sizeof(gc.expected[0].name), "nvidia.com/gpu");
     gc.expected[0].count = 8;
     snprintf(gc.advertised[0].name, sizeof(gc.advertised[0].name), "nvidia.com/gpu");
@@ -269,9 +269,9 @@ static void test_unhealthy_excluded(void **state)
     snprintf(gc.missing[0], sizeof(gc.missing[0]), "GPU-1 (lost)");
     snprintf(gc.since, sizeof(gc.since), "2026-01-01T00:00:00Z");
     _cleanup_free_ char *ann = NULL;
-    assert_int_equal(ns_gpu_count_render(&gc, &ann), 0);
+    assert_int_equal(nodestate_gpu_count_render(&gc, &ann), 0);
     json_object_set_new(json_object_get(n, "metadata"), "annotations",
-                        json_pack("{s:s}", NS_ANN_GPU_COUNT, ann));
+                        json_pack("{s:s}", NODESTATE_ANN_GPU_COUNT, ann));
     /* l4-a NotReady, l4-b cordoned */
     n = json_array_get(c.nodes, 2);
     json_object_set_new(
@@ -331,14 +331,14 @@ static void test_mig(void **state)
     json_t *st = json_object_get(n, "status");
     json_object_set_new(st, "capacity", json_pack("{s:i}", "nvidia.com/mig-1g.10gb", 7));
     json_object_set_new(st, "allocatable", json_pack("{s:i}", "nvidia.com/mig-1g.10gb", 7));
-    struct ns_gpu_count gc = {.physical = 1, .n_expected = 1, .n_advertised = 1};
+    struct nodestate_gpu_count gc = {.physical = 1, .n_expected = 1, .n_advertised = 1};
     snprintf(gc.expected[0].name, sizeof(gc.expected[0].name), "nvidia.com/mig-1g.10gb");
     gc.expected[0].count = 7;
     gc.advertised[0] = gc.expected[0];
     _cleanup_free_ char *ann = NULL;
-    assert_int_equal(ns_gpu_count_render(&gc, &ann), 0);
+    assert_int_equal(nodestate_gpu_count_render(&gc, &ann), 0);
     json_object_set_new(json_object_get(n, "metadata"), "annotations",
-                        json_pack("{s:s}", NS_ANN_GPU_COUNT, ann));
+                        json_pack("{s:s}", NODESTATE_ANN_GPU_COUNT, ann));
     c.nodes = json_pack("[o]", n);
     c.pods = json_pack("[o]", pod("infer", "p", "nvidia.com/mig-1g.10gb", 2, A100, "a100-a", NULL));
     c.quotas = json_pack("[o]", QUOTA("infer", "slices", "nvidia.com/mig-1g.10gb", 14, 2));
@@ -358,9 +358,9 @@ static void test_mig(void **state)
     gc.advertised[0] = gc.expected[0];
     free(ann);
     ann = NULL;
-    assert_int_equal(ns_gpu_count_render(&gc, &ann), 0);
+    assert_int_equal(nodestate_gpu_count_render(&gc, &ann), 0);
     json_object_set_new(json_object_get(n, "metadata"), "annotations",
-                        json_pack("{s:s}", NS_ANN_GPU_COUNT, ann));
+                        json_pack("{s:s}", NODESTATE_ANN_GPU_COUNT, ann));
     cap_view_free(v);
     v = compute(&c, NULL, 0, 0);
     assert_int_equal(resource(v, "nvidia.com/mig-1g.10gb")->total.advertised, 0);

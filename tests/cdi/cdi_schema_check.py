@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Cross-check: every spec of the CDI test corpus that src/cdi accepts (tests/fuzz/cdi/corpus,
+# Cross-check: every spec of the CDI test corpus that src/edge/cdi accepts (tests/fuzz/cdi/corpus,
 # all but bad-*) validates against the CDI JSON schema (../shared/reference/upstream/
 # cdi_schema_schema.json, which $refs cdi_schema_defs.json as defs.json). The validator itself is
 # checked first on a spec the schema must refuse. Skips (77) without ../shared (GPUOP_SHARED) or

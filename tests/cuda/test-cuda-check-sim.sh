@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The CUDA check (build/cuda-check: src/cuda's PTX and launch code) against the simulated
+# The CUDA check (build/cuda-check: src/edge/cuda's PTX and launch code) against the simulated
 # libcuda on simulated nodes. Arguments: CUDA_CHECK LIBCUDA GPUOP FLEETS_DIR.
 set -u
 CHECK=$1
@@ -82,19 +82,19 @@ run 1 GPUOP_CUDA_LIBRARY="$T/libcuda.so.1"
 has_re "^CUDA check: FAIL: load the CUDA driver \"$T/libcuda.so.1\": .*No such file"
 
 # A lost GPU: its device fails, named; the others still pass.
-"$GPUOP" sim inject lost --gpu 2 >/dev/null || fail "inject lost"
+"$GPUOP-sim" inject lost --gpu 2 >/dev/null || fail "inject lost"
 run 1
 has_re "^device 2: NVIDIA H100 80GB HBM3 GPU-[^ ]+: FAIL: cuCtxCreate: CUDA_ERROR_UNKNOWN \(unknown error\)$"
 has_re "^CUDA check: FAIL: device 2 \(NVIDIA H100 80GB HBM3, GPU-[^)]+\): cuCtxCreate: CUDA_ERROR_UNKNOWN \(unknown error\)$"
 [ "$(grep -c ': PASS (vectorAdd verified' "$T/out")" = 7 ] || fail "the other 7 did not pass"
-"$GPUOP" sim reset >/dev/null || fail "sim reset"
+"$GPUOP-sim" reset >/dev/null || fail "sim reset"
 run 0
 
 # An uncorrectable ECC error: the launch's synchronisation reports it.
-"$GPUOP" sim inject ecc --gpu 4 --dbe 1 >/dev/null || fail "inject ecc"
+"$GPUOP-sim" inject ecc --gpu 4 --dbe 1 >/dev/null || fail "inject ecc"
 run 1
 has "CUDA check: FAIL: device 4 (NVIDIA H100 80GB HBM3, $(sed -n 's/^device 4: NVIDIA H100 80GB HBM3 \(GPU-[^:]*\): FAIL.*/\1/p' "$T/out")): cuCtxSynchronize: CUDA_ERROR_ECC_UNCORRECTABLE (uncorrectable ECC error encountered)"
-"$GPUOP" sim reset >/dev/null || fail "sim reset"
+"$GPUOP-sim" reset >/dev/null || fail "sim reset"
 
 # A silent wrong result (the simulator's corruption knob): the verification catches it.
 run 1 GPUOP_SIM_CUDA_CORRUPT=6

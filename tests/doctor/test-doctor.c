@@ -12,9 +12,9 @@
 
 #include "doctor.h"
 
-static struct dr_facts *facts(void)
+static struct doctor_facts *facts(void)
 {
-    struct dr_facts *f = xcalloc(1, sizeof(*f));
+    struct doctor_facts *f = xcalloc(1, sizeof(*f));
     strlcpy_s(f->host_root, "/host", sizeof(f->host_root));
     strlcpy_s(f->driver_root, "/run/nvidia/driver", sizeof(f->driver_root));
     strlcpy_s(f->kernel, "6.1.0", sizeof(f->kernel));
@@ -23,7 +23,7 @@ static struct dr_facts *facts(void)
     return f;
 }
 
-static const struct dr_result *result(const struct dr_result *r, size_t n, const char *id)
+static const struct doctor_result *result(const struct doctor_result *r, size_t n, const char *id)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(r[i].id, id) == 0)
@@ -37,20 +37,20 @@ static void test_owner(void **state)
     (void)state;
     static const struct {
         bool smi, host_lib, root_lib, module;
-        enum dr_owner want;
+        enum doctor_owner want;
         const char *part;
     } cases[] = {
-        {false, false, false, false, DR_OWNER_NONE, "no driver"},
-        {true, true, false, true, DR_OWNER_HOST, "the host's driver"},
-        {true, true, false, false, DR_OWNER_HOST, "no nvidia module loaded"},
-        {false, false, true, true, DR_OWNER_CONTAINER, "the containerized driver"},
-        {true, true, true, true, DR_OWNER_BOTH, "a host install"},
-        {false, false, false, true, DR_OWNER_HOST, "neither nvidia-smi"},
+        {false, false, false, false, DOCTOR_OWNER_NONE, "no driver"},
+        {true, true, false, true, DOCTOR_OWNER_HOST, "the host's driver"},
+        {true, true, false, false, DOCTOR_OWNER_HOST, "no nvidia module loaded"},
+        {false, false, true, true, DOCTOR_OWNER_CONTAINER, "the containerized driver"},
+        {true, true, true, true, DOCTOR_OWNER_BOTH, "a host install"},
+        {false, false, false, true, DOCTOR_OWNER_HOST, "neither nvidia-smi"},
         /* libraries alone own nothing: they are named as leftovers */
-        {false, true, false, false, DR_OWNER_NONE, "libraries left on the host"},
+        {false, true, false, false, DOCTOR_OWNER_NONE, "libraries left on the host"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        struct dr_facts *f = facts();
+        struct doctor_facts *f = facts();
         if (cases[i].smi)
             strlcpy_s(f->drv.host_smi, "/host/usr/bin/nvidia-smi", PATH_MAX);
         if (cases[i].host_lib)
@@ -58,18 +58,18 @@ static void test_owner(void **state)
         if (cases[i].root_lib)
             strlcpy_s(f->drv.root_nvml, "/host/run/nvidia/driver/usr/lib/libnvidia-ml.so.1",
                       PATH_MAX);
-        f->drv.module[NS_MOD_NVIDIA] = cases[i].module;
-        char why[DR_LINE_MAX];
-        assert_int_equal(dr_owner_decide(f, why, sizeof(why)), cases[i].want);
+        f->drv.module[NODESTATE_MOD_NVIDIA] = cases[i].module;
+        char why[DOCTOR_LINE_MAX];
+        assert_int_equal(doctor_owner_decide(f, why, sizeof(why)), cases[i].want);
         if (!strstr(why, cases[i].part))
             fail_msg("case %zu: \"%s\" lacks \"%s\"", i, why, cases[i].part);
-        struct dr_result r[DR_CHECKS];
-        size_t n = dr_check(f, r);
-        assert_int_equal(n, DR_CHECKS);
-        enum dr_level lv = result(r, n, "driver-owner")->level;
-        assert_int_equal(lv, cases[i].want == DR_OWNER_BOTH   ? DR_FAIL
-                             : cases[i].want == DR_OWNER_NONE ? DR_WARN
-                                                              : DR_PASS);
+        struct doctor_result r[DOCTOR_CHECKS];
+        size_t n = doctor_check(f, r);
+        assert_int_equal(n, DOCTOR_CHECKS);
+        enum doctor_level lv = result(r, n, "driver-owner")->level;
+        assert_int_equal(lv, cases[i].want == DOCTOR_OWNER_BOTH   ? DOCTOR_FAIL
+                             : cases[i].want == DOCTOR_OWNER_NONE ? DOCTOR_WARN
+                                                                  : DOCTOR_PASS);
         free(f);
     }
 }
@@ -77,54 +77,55 @@ static void test_owner(void **state)
 static void test_plugins(void **state)
 {
     (void)state;
-    struct dr_facts *f = facts();
-    struct dr_result r[DR_CHECKS];
+    struct doctor_facts *f = facts();
+    struct doctor_result r[DOCTOR_CHECKS];
     /* none listening */
-    size_t n = dr_check(f, r);
-    assert_int_equal(result(r, n, "device-plugins")->level, DR_WARN);
+    size_t n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "device-plugins")->level, DOCTOR_WARN);
     /* one per resource: pass */
     f->n_sockets = 2;
-    f->sockets[0] = (struct dr_socket){"nvidia-gpu.sock", "nvidia.com/gpu", true};
-    f->sockets[1] = (struct dr_socket){"nvidia-mig-1g.10gb.sock", "nvidia.com/mig-1g.10gb", true};
-    n = dr_check(f, r);
-    assert_int_equal(result(r, n, "device-plugins")->level, DR_PASS);
+    f->sockets[0] = (struct doctor_socket){"nvidia-gpu.sock", "nvidia.com/gpu", true};
+    f->sockets[1] =
+        (struct doctor_socket){"nvidia-mig-1g.10gb.sock", "nvidia.com/mig-1g.10gb", true};
+    n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "device-plugins")->level, DOCTOR_PASS);
     /* a second for nvidia.com/gpu, but stale: a warning, not two plugins */
     f->n_sockets = 3;
-    f->sockets[2] = (struct dr_socket){"nvidia.sock", "nvidia.com/gpu", false};
-    n = dr_check(f, r);
-    assert_int_equal(result(r, n, "device-plugins")->level, DR_WARN);
+    f->sockets[2] = (struct doctor_socket){"nvidia.sock", "nvidia.com/gpu", false};
+    n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "device-plugins")->level, DOCTOR_WARN);
     assert_non_null(strstr(result(r, n, "device-plugins")->evidence, "stale socket nvidia.sock"));
     /* live: two plugins */
     f->sockets[2].live = true;
-    n = dr_check(f, r);
-    assert_int_equal(result(r, n, "device-plugins")->level, DR_FAIL);
+    n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "device-plugins")->level, DOCTOR_FAIL);
     /* and NVML failing with a plugin serving: the plugin-vs-nvml failure */
     strlcpy_s(f->nvml_error, "Driver Not Loaded", sizeof(f->nvml_error));
-    n = dr_check(f, r);
-    assert_int_equal(result(r, n, "plugin-vs-nvml")->level, DR_FAIL);
+    n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "plugin-vs-nvml")->level, DOCTOR_FAIL);
     f->nvml_ok = true;
-    n = dr_check(f, r);
-    assert_int_equal(result(r, n, "plugin-vs-nvml")->level, DR_PASS);
+    n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "plugin-vs-nvml")->level, DOCTOR_PASS);
     free(f);
 }
 
 static void test_verdict(void **state)
 {
     (void)state;
-    struct dr_facts *f = facts();
+    struct doctor_facts *f = facts();
     f->clock_synced = 0;
     strlcpy_s(f->clock_source, "STA_UNSYNC", sizeof(f->clock_source));
-    struct dr_result r[DR_CHECKS];
-    size_t n = dr_check(f, r);
-    assert_int_equal(result(r, n, "clock")->level, DR_WARN);
-    assert_int_equal(dr_exit_status(DR_PASS), 0);
-    assert_int_equal(dr_exit_status(DR_WARN), 3);
-    assert_int_equal(dr_exit_status(DR_FAIL), 4);
-    assert_int_equal(dr_worst(r, n), DR_FAIL); /* NVML did not initialise */
-    json_t *j = dr_render_json(f, r, n);
+    struct doctor_result r[DOCTOR_CHECKS];
+    size_t n = doctor_check(f, r);
+    assert_int_equal(result(r, n, "clock")->level, DOCTOR_WARN);
+    assert_int_equal(doctor_exit_status(DOCTOR_PASS), 0);
+    assert_int_equal(doctor_exit_status(DOCTOR_WARN), 3);
+    assert_int_equal(doctor_exit_status(DOCTOR_FAIL), 4);
+    assert_int_equal(doctor_worst(r, n), DOCTOR_FAIL); /* NVML did not initialise */
+    json_t *j = doctor_render_json(f, r, n);
     assert_string_equal(json_string_value(json_object_get(j, "worst")), "fail");
     assert_int_equal(json_integer_value(json_object_get(j, "exitStatus")), 4);
-    assert_int_equal(json_array_size(json_object_get(j, "checks")), DR_CHECKS);
+    assert_int_equal(json_array_size(json_object_get(j, "checks")), DOCTOR_CHECKS);
     json_decref(j);
     free(f);
 }
@@ -132,9 +133,9 @@ static void test_verdict(void **state)
 static void test_pod(void **state)
 {
     (void)state;
-    struct dr_pod_opts o = {
+    struct doctor_pod_opts o = {
         .node = "gpu-1", .ns = "gpu-operator", .image = "gpuop:1", .json = true};
-    json_t *p = dr_pod_render(&o);
+    json_t *p = doctor_pod_render(&o);
     assert_non_null(p);
     json_t *spec = json_object_get(p, "spec");
     assert_string_equal(json_string_value(json_object_get(spec, "nodeName")), "gpu-1");

@@ -110,7 +110,7 @@ if command -v wrk >/dev/null; then
 fi
 kill -0 "$exporter_pid" || fail "exporter died under load"
 # No gpuop process maps libcurl and its dependency tree (OpenSSL, Kerberos, LDAP, SSH: ~3 MiB
-# resident): src/kube speaks HTTP itself over the GnuTLS libmicrohttpd maps anyway.
+# resident): src/edge/kube speaks HTTP itself over the GnuTLS libmicrohttpd maps anyway.
 ! grep -q -e 'libcurl' -e 'libcrypto' -e 'libkrb5' "/proc/$exporter_pid/maps" ||
     fail "the exporter maps libcurl or its dependencies: $(grep -o -e 'libcurl.*' -e 'libcrypto.*' -e 'libkrb5.*' "/proc/$exporter_pid/maps" | sort -u)"
 stop_exporter

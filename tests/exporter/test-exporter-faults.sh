@@ -1,5 +1,5 @@
 #!/bin/bash
-# Injected faults on the simulated DGX H100 (`gpuop sim inject`, state shared through
+# Injected faults on the simulated DGX H100 (`gpuop-sim inject`, state shared through
 # GPUOP_SIM_STATE): an XID shows in DCGM_FI_DEV_XID_ERRORS and DCGM_EXP_XID_ERRORS_COUNT of that
 # GPU only, ECC errors in its ECC counters, and a lost GPU drops its DCGM series and shows in
 # gpuop_exporter_gpu_up / gpu_lost while the other seven keep reporting.
@@ -27,21 +27,21 @@ scrape -o "$tmp/m0" || fail "scrape"
 # has PATTERN: the latest scrape has a line matching the extended regex.
 has() { scrape -o "$tmp/m" && grep -Eq "$1" "$tmp/m"; }
 
-"$gpuop" sim inject xid --gpu 3 --code 48 || fail "inject xid"
+"$gpuop-sim" inject xid --gpu 3 --code 48 || fail "inject xid"
 wait_for has '^DCGM_FI_DEV_XID_ERRORS\{gpu="3",.*\} 48$' || fail "XID 48 not on GPU 3: $(grep XID "$tmp/m")"
 [ "$(grep -c '^DCGM_FI_DEV_XID_ERRORS{.*} 0$' "$tmp/m")" = 7 ] || fail "XID leaked to other GPUs"
 grep -Eq '^DCGM_EXP_XID_ERRORS_COUNT\{gpu="3",.*window_size_in_ms="300000",xid="48"\} 1$' "$tmp/m" ||
     fail "XID count: $(grep XID_ERRORS_COUNT "$tmp/m")"
-"$gpuop" sim inject xid --gpu 3 --code 48 || fail "inject xid 2"
+"$gpuop-sim" inject xid --gpu 3 --code 48 || fail "inject xid 2"
 wait_for has '^DCGM_EXP_XID_ERRORS_COUNT\{gpu="3",.*xid="48"\} 2$' || fail "XID count did not reach 2"
 
 before=$(grep -E '^DCGM_FI_DEV_ECC_DBE_VOL_TOTAL\{gpu="2",' "$tmp/m" | awk '{print $NF}')
 [ -n "$before" ] || fail "no DCGM_FI_DEV_ECC_DBE_VOL_TOTAL on GPU 2"
-"$gpuop" sim inject ecc --gpu 2 --dbe 2 || fail "inject ecc"
+"$gpuop-sim" inject ecc --gpu 2 --dbe 2 || fail "inject ecc"
 wait_for has "^DCGM_FI_DEV_ECC_DBE_VOL_TOTAL\\{gpu=\"2\",.*\\} $((before + 2))\$" ||
     fail "ECC DBE not counted: $(grep ECC "$tmp/m")"
 
-"$gpuop" sim inject lost --gpu 5 || fail "inject lost"
+"$gpuop-sim" inject lost --gpu 5 || fail "inject lost"
 wait_for has '^gpuop_exporter_gpu_up\{gpu="5",.*\} 0$' || fail "lost GPU still up: $(grep gpu_up "$tmp/m")"
 grep -Eq '^gpuop_exporter_gpu_lost\{gpu="5",.*\} 1$' "$tmp/m" || fail "gpu_lost not 1"
 ! grep -Eq '^DCGM_FI_DEV_GPU_TEMP\{gpu="5",' "$tmp/m" || fail "lost GPU still has GPU_TEMP"

@@ -45,7 +45,7 @@ wait_for grep -q accepted "$tmp/hole.log" || fail "the exporter never connected 
 scrape -o "$tmp/m0" || fail "scrape"
 [ "$(grep -c '^DCGM_FI_DEV_XID_ERRORS{.*} 0$' "$tmp/m0")" = 8 ] || fail "want XID 0 on all GPUs at start"
 
-"$gpuop" sim inject xid --gpu 3 --code 79 || fail "inject xid"
+"$gpuop-sim" inject xid --gpu 3 --code 79 || fail "inject xid"
 t0=$(date +%s%N)
 seen=
 while [ $(( ($(date +%s%N) - t0) / 1000000 )) -lt $((4 * interval_ms)) ]; do

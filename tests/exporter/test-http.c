@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of src/http: the server over real sockets (libcurl client). The Prometheus writers are
- * src/prom, tested in tests/unit/test-prom.c. */
+/* Tests of src/edge/http: the server over real sockets (libcurl client). The Prometheus writers are
+ * src/base/prom, tested in tests/unit/test-prom.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

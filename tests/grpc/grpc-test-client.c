@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A small C client built on src/grpc, run by interop.py against a python grpcio server that
+ * A small C client built on src/edge/grpc, run by interop.py against a python grpcio server that
  * plays the kubelet (Registration, PodResourcesLister) and a device plugin (DevicePlugin).
  * Usage: grpc-test-client SOCKET [wait-shutdown]. Exit 0 when every check passed.
  */

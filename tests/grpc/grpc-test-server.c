@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A device-plugin-shaped gRPC server built on src/grpc, with canned data, for the interop test
+ * A device-plugin-shaped gRPC server built on src/edge/grpc, with canned data, for the interop test
  * driven by a python grpcio client (interop.py). Usage: grpc-test-server SOCKET
  *
  * Serves Registration.Register and every DevicePlugin method. ListAndWatch sends the list at

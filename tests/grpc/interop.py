@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""gRPC interop between gpuop's src/grpc and a real gRPC implementation (Debian's python3-grpcio).
+"""gRPC interop between gpuop's src/edge/grpc and a real gRPC implementation (Debian's python3-grpcio).
 
 Python stubs are generated at test time from the project's .proto files with grpc_tools.protoc
 (which also proves Debian's protoc accepts them).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* src/grpc client against src/grpc server over a real unix socket: socket handling, limits,
- * cross-thread stream sends, close notification, shutdown with streams held elsewhere. */
+/* src/edge/grpc client against src/edge/grpc server over a real unix socket: socket handling,
+ * limits, cross-thread stream sends, close notification, shutdown with streams held elsewhere. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -43,7 +43,7 @@ wait_log "$T/run.log" "CUDA kernel launch"
 grep -qE "^\|    2   N/A  N/A +$RUN +C   cuda-sample +256MiB \|$" "$T/smi.log" ||
     fail "the process on GPU 2: $(tail -5 "$T/smi.log")"
 [ "$(grep -c cuda-sample "$T/smi.log")" = 1 ] || fail "listed on other GPUs"
-"$GPUOP" sim show | grep -qx "  process $RUN, 256 MiB" || fail "gpuop sim show lacks the process"
+"$GPUOP-sim" show | grep -qx "  process $RUN, 256 MiB" || fail "gpuop-sim show lacks the process"
 kill -TERM "$RUN"
 wait_exit "$RUN"
 [ $RC = 143 ] || fail "SIGTERM: exit $RC, not killed by the signal"

@@ -116,7 +116,7 @@ if ! grep -rq "Module nvidia is in use" "$T/roots/dgx-h100-1/var/log/pods/"gpu-n
         tail -n 15 "$f"
     done
     GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$T/roots/dgx-h100-1/var/lib/gpuop-sim/nvml \
-        "$B/gpuop" sim show 2>&1 | tail -n 12
+        "$B/gpuop-sim" show 2>&1 | tail -n 12
     # Seen once in CI and not reproduced since (the driver container was perhaps not running
     # when deleted): reported, not failed, while the driver staying loaded is checked below.
     echo "note: the deleted driver pod's log does not show the refused unload (logs above)"
@@ -150,7 +150,7 @@ echo "ok: kubectl logs --previous shows the killed plugin's log ($restarted)"
 # an XID on one GPU of dgx-h100-2 lowers its allocatable within 2 s
 wait_for 30 "dgx-h100-2 back at 8" want_alloc dgx-h100-2 nvidia.com/gpu 8
 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$T/roots/dgx-h100-2/var/lib/gpuop-sim/nvml \
-    "$B/gpuop" sim inject xid --gpu 3 --code 79 >/dev/null || fail "inject an XID"
+    "$B/gpuop-sim" inject xid --gpu 3 --code 79 >/dev/null || fail "inject an XID"
 t0=$SECONDS
 wait_for 3 "dgx-h100-2 down to 7 after an XID" want_alloc dgx-h100-2 nvidia.com/gpu 7
 echo "ok: an injected XID lowered allocatable to 7 within $((SECONDS - t0)) s"

@@ -258,9 +258,9 @@ def main(probe_exe, gpuop, lib, fleet):
                   "PodResources lists pod-a after the restart")
 
         # An XID on one GPU: allocatable 7 within 2 s.
-        r = subprocess.run([gpuop, "sim", "inject", "xid", "--gpu", "5", "--code", "79"],
+        r = subprocess.run([gpuop + "-sim", "inject", "xid", "--gpu", "5", "--code", "79"],
                            env=env, capture_output=True, text=True, timeout=20)
-        check(r.returncode == 0, f"gpuop sim inject xid: {r.stderr.strip()}")
+        check(r.returncode == 0, f"gpuop-sim inject xid: {r.stderr.strip()}")
         w = probe.cmd(f"wait {RES} 7 2000")
         check(w["ok"] and w["resources"][RES]["capacity"] == 8,
               f"an XID lowers allocatable by one in {w['ms']} ms ({w['resources']})")

@@ -141,7 +141,7 @@ echo "ok: GPU quotas: training's 16 pinned to the H100 pool, which advertises 16
 # dgx-h100-2 loses a GPU: the device plugin stops advertising it, the node status exporter's
 # mismatch gauge turns 1 after its grace, and the ClusterPolicy names the node.
 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$T/roots/dgx-h100-2/var/lib/gpuop-sim/nvml \
-    "$B/gpuop" sim inject lost --gpu 5 >/dev/null || fail "inject a lost GPU"
+    "$B/gpuop-sim" inject lost --gpu 5 >/dev/null || fail "inject a lost GPU"
 # dgx-h100-1's kernel loses its headers and its driver pod is recreated: the new driver
 # container fails to build; its validator, recreated too, waits in Init saying why.
 rm -rf "$T"/roots/dgx-h100-1/usr/src/linux-headers-*

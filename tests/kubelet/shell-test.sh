@@ -146,7 +146,7 @@ for _ in $(seq 100); do [ "$(res allocatable)" = 8 ] && break; sleep 0.1; done
 [ "$(res capacity)" = 8 ] && [ "$(res allocatable)" = 8 ] ||
     fail "nvidia.com/gpu: capacity $(res capacity) allocatable $(res allocatable); $(tail -3 "$T/dp.log")"
 GPUOP_SIM_FLEET="$SRC/sim/fleets/dgx-h100.yaml" GPUOP_SIM_STATE="$R/var/lib/gpuop-sim/nvml" \
-    "$BUILD/gpuop" sim inject xid --gpu 5 --code 79 >/dev/null || fail "inject an XID"
+    "$BUILD/gpuop-sim" inject xid --gpu 5 --code 79 >/dev/null || fail "inject an XID"
 start=$(date +%s%N)
 for _ in $(seq 40); do [ "$(res allocatable)" = 7 ] && break; sleep 0.05; done
 ms=$((($(date +%s%N) - start) / 1000000))

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kl-devices and kl-cdi: CDI resolution against a node root (parsing is src/cdi's, tested in
+ * kl-devices and kl-cdi: CDI resolution against a node root (parsing is src/edge/cdi's, tested in
  * tests/cdi); the Registration service's validation; a fake device plugin
- * (src/grpc server in this process) driving health, preferred allocation, Allocate's response
+ * (src/edge/grpc server in this process) driving health, preferred allocation, Allocate's response
  * and a stream that ends; the checkpoint refused when corrupt. No root needed: sockets live in a
  * temporary node root.
  */

@@ -25,7 +25,7 @@ mp() { "$gpuop" mig-parted "$@"; }
 for fleet in dgx-h100 hgx-h200 dgx-a100-80gb-mig; do
     export GPUOP_SIM_FLEET="$src/sim/fleets/$fleet.yaml" GPUOP_SIM_STATE="$tmp/state-$fleet"
     mkdir -p "$GPUOP_SIM_STATE"
-    "$gpuop" sim reset >/dev/null || fail "$fleet: sim reset"
+    "$gpuop-sim" reset >/dev/null || fail "$fleet: sim reset"
     applied=0
     # The simulated driver counts its state's writes: a refused config must write nothing.
     generation() { sed -n 's/^ "generation": \([0-9]*\),$/\1/p' "$GPUOP_SIM_STATE/state.json"; }
@@ -64,7 +64,7 @@ export GPUOP_SIM_FLEET="$src/sim/fleets/dgx-h100.yaml" GPUOP_SIM_STATE="$tmp/sta
 mkdir -p "$GPUOP_SIM_STATE"
 mp apply -f "$tmp/config.yaml" -c all-1g.10gb 2>"$tmp/err" || fail "apply all-1g.10gb: $(cat "$tmp/err")"
 mp export >"$tmp/before.yaml" || fail "export"
-"$gpuop" sim inject mig-fail --gpu 3 --after 1 || fail "inject"
+"$gpuop-sim" inject mig-fail --gpu 3 --after 1 || fail "inject"
 mp apply -f "$tmp/config.yaml" -c all-balanced 2>"$tmp/err" && fail "apply with a fault succeeded"
 grep -q "config all-balanced: GPU 3" "$tmp/err" || fail "the failure does not name the GPU: $(cat "$tmp/err")"
 grep -q "restoring the previous layout" "$tmp/err" || fail "no rollback logged: $(cat "$tmp/err")"
@@ -78,7 +78,7 @@ echo "ok fault midway: rolled back to all-1g.10gb"
 
 # ... and across a mode change: MIG disabled before, a failure on the last GPU: all disabled again.
 mp apply -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "apply all-disabled: $(cat "$tmp/err")"
-"$gpuop" sim inject mig-fail --gpu 7 --after 3 || fail "inject"
+"$gpuop-sim" inject mig-fail --gpu 7 --after 3 || fail "inject"
 mp apply -f "$tmp/config.yaml" -c all-balanced 2>"$tmp/err" && fail "apply with a fault succeeded"
 mp assert -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "MIG left enabled: $(cat "$tmp/err")"
 echo "ok fault across a mode change: all GPUs disabled again"
@@ -88,19 +88,19 @@ echo "ok fault across a mode change: all GPUs disabled again"
 GPUOP_SIM_STATE="$tmp/state-reset" # a state of its own: the knob stays
 mkdir -p "$GPUOP_SIM_STATE"
 mp apply -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "apply all-disabled: $(cat "$tmp/err")"
-"$gpuop" sim inject mig-reset-required --gpu 6 || fail "inject mig-reset-required"
+"$gpuop-sim" inject mig-reset-required --gpu 6 || fail "inject mig-reset-required"
 mp apply -f "$tmp/config.yaml" -c all-1g.10gb 2>"$tmp/err"
 [ $? = 1 ] || fail "apply with a mode change pending: exit not 1"
 grep -q "GPU 6: MIG mode enabled is pending until the GPU is reset" "$tmp/err" ||
     fail "the pending mode is not named: $(cat "$tmp/err")"
 mp assert -f "$tmp/config.yaml" -c all-disabled 2>"$tmp/err" || fail "not rolled back: $(cat "$tmp/err")"
-"$gpuop" sim show | grep -q "MIG mode change pending" && fail "the rollback left the change pending"
-"$gpuop" sim show | grep -q "MIG mode changes wait for a GPU reset" || fail "sim show: no reset knob"
-"$gpuop" sim gpu-reset --gpu 6 || fail "sim gpu-reset"
-"$gpuop" sim gpu-reset 2>/dev/null; [ $? = 2 ] || fail "gpu-reset without --gpu: exit not 2"
-"$gpuop" sim gpu-reset --gpu 99 2>/dev/null; [ $? = 2 ] || fail "gpu-reset --gpu 99: exit not 2"
-"$gpuop" sim inject gpu-reset --gpu 6 2>/dev/null; [ $? = 2 ] || fail "inject gpu-reset: exit not 2"
-"$gpuop" sim inject mig-reset-required 2>/dev/null; [ $? = 2 ] || fail "inject without --gpu: exit not 2"
+"$gpuop-sim" show | grep -q "MIG mode change pending" && fail "the rollback left the change pending"
+"$gpuop-sim" show | grep -q "MIG mode changes wait for a GPU reset" || fail "sim show: no reset knob"
+"$gpuop-sim" gpu-reset --gpu 6 || fail "sim gpu-reset"
+"$gpuop-sim" gpu-reset 2>/dev/null; [ $? = 2 ] || fail "gpu-reset without --gpu: exit not 2"
+"$gpuop-sim" gpu-reset --gpu 99 2>/dev/null; [ $? = 2 ] || fail "gpu-reset --gpu 99: exit not 2"
+"$gpuop-sim" inject gpu-reset --gpu 6 2>/dev/null; [ $? = 2 ] || fail "inject gpu-reset: exit not 2"
+"$gpuop-sim" inject mig-reset-required 2>/dev/null; [ $? = 2 ] || fail "inject without --gpu: exit not 2"
 echo "ok a mode change pending until a reset: exit 1 naming GPU 6, rolled back"
 GPUOP_SIM_STATE="$tmp/state-fault"
 

@@ -451,7 +451,7 @@ static void header_coverage(void)
         failures++;
         return;
     }
-    _cleanup_free_ char *path = xasprintf("%s/src/nvml/abi/nvml-abi.h", root);
+    _cleanup_free_ char *path = xasprintf("%s/src/edge/nvml/abi/nvml-abi.h", root);
     _cleanup_free_ char *text = NULL;
     struct err e = {0};
     if (file_read_all(path, 1 << 20, &text, NULL, &e) < 0) {

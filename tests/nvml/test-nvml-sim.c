@@ -5,7 +5,7 @@
  *   test-nvml-sim <libnvidia-ml.so.1> <gpuop> <fleet.yaml> fleet|lost|mig
  * fleet: every GPU's identity, memory, power, NVLinks and PCIe levels as the fleet says,
  *        telemetry, and an injected XID through the event API;
- * lost:  `gpuop sim inject lost` marks one GPU lost while the others read;
+ * lost:  `gpuop-sim inject lost` marks one GPU lost while the others read;
  * mig:   MIG devices and their canonical names, and the MIG management API.
  * Fails when the simulator or the fleet is missing: both are part of this project, not peers.
  */
@@ -103,7 +103,7 @@ static unsigned level_number(const char *s)
 
 static void sim_cli(const char *args)
 {
-    _cleanup_free_ char *cmd = xasprintf("'%s' sim %s", gpuop, args);
+    _cleanup_free_ char *cmd = xasprintf("'%s-sim' %s", gpuop, args);
     int r = system(cmd);
     if (r != 0)
         fail_msg("`%s` failed (status %d)", cmd, r);

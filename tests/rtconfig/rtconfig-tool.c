@@ -16,24 +16,25 @@ int main(int argc, char **argv)
     struct err e = {0};
     if (argc >= 3 && strcmp(argv[1], "detect") == 0) {
         const char *ver = argc > 3 && strcmp(argv[3], "-") != 0 ? argv[3] : NULL;
-        enum rt_kind k;
-        if (rt_detect(argv[2], ver, argc > 4 ? argv[4] : NULL, &k, &e) < 0) {
+        enum rtconfig_kind k;
+        if (rtconfig_detect(argv[2], ver, argc > 4 ? argv[4] : NULL, &k, &e) < 0) {
             fprintf(stderr, "error: %s\n", err_msg(&e));
             return 1;
         }
-        printf("%s\n", rt_kind_name(k));
+        printf("%s\n", rtconfig_kind_name(k));
         return 0;
     }
     if (argc < 5) {
         fprintf(stderr, "usage: rtconfig-tool configure|restore|check ROOT KIND PATH [flags]\n");
         return 2;
     }
-    enum rt_kind k;
-    if (rt_kind_parse(argv[3], &k) < 0) {
+    enum rtconfig_kind k;
+    if (rtconfig_kind_parse(argv[3], &k) < 0) {
         fprintf(stderr, "error: unknown container runtime \"%s\"\n", argv[3]);
         return 2;
     }
-    struct rt_options o = {.runtime_name = "nvidia", .runtime_path = argv[4], .enable_cdi = true};
+    struct rtconfig_options o = {
+        .runtime_name = "nvidia", .runtime_path = argv[4], .enable_cdi = true};
     for (int i = 5; i < argc; i++) {
         if (strcmp(argv[i], "--default") == 0)
             o.set_as_default = true;
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc)
             o.state_dir = argv[++i];
         else if (strcmp(argv[i], "--restart-mode") == 0 && i + 1 < argc &&
-                 rt_restart_mode_parse(argv[i + 1], &o.restart_mode) == 0)
+                 rtconfig_restart_mode_parse(argv[i + 1], &o.restart_mode) == 0)
             i++;
         else {
             fprintf(stderr, "error: bad argument \"%s\"\n", argv[i]);
@@ -56,11 +57,11 @@ int main(int argc, char **argv)
     int r;
     bool changed = false;
     if (strcmp(argv[1], "configure") == 0)
-        r = rt_configure(argv[2], k, &o, &changed, &e);
+        r = rtconfig_configure(argv[2], k, &o, &changed, &e);
     else if (strcmp(argv[1], "restore") == 0)
-        r = rt_restore(argv[2], k, &o, &e);
+        r = rtconfig_restore(argv[2], k, &o, &e);
     else
-        r = rt_check(argv[2], k, &o, &e);
+        r = rtconfig_check(argv[2], k, &o, &e);
     if (r < 0) {
         fprintf(stderr, "error: %s\n", err_msg(&e));
         return 1;

@@ -16,13 +16,13 @@
 
 #include "rtconfig.h"
 
-static const struct rt_options opts = {.runtime_name = "nvidia",
-                                       .runtime_path = "/usr/local/nvidia/toolkit/gpuop",
-                                       .enable_cdi = true};
+static const struct rtconfig_options opts = {.runtime_name = "nvidia",
+                                             .runtime_path = "/usr/local/nvidia/toolkit/gpuop",
+                                             .enable_cdi = true};
 
-static struct rt_text txt(const char *s)
+static struct rtconfig_text txt(const char *s)
 {
-    return (struct rt_text){s, s ? strlen(s) : 0};
+    return (struct rtconfig_text){s, s ? strlen(s) : 0};
 }
 
 /* ---- containerd --------------------------------------------------------------------------- */
@@ -35,7 +35,7 @@ static void containerd_case(const char *in, const char *main_has, const char *dr
     sbuf_init(&d, 1 << 20);
     sbuf_init(&m2, 1 << 20);
     sbuf_init(&d2, 1 << 20);
-    assert_int_equal(rt_containerd_edit(txt(in), &opts, &m, &d, &e), 0);
+    assert_int_equal(rtconfig_containerd_edit(txt(in), &opts, &m, &d, &e), 0);
     assert_non_null(strstr(m.data, main_has));
     assert_non_null(strstr(d.data, dropin_has));
     assert_non_null(strstr(d.data, "BinaryName = \"/usr/local/nvidia/toolkit/gpuop\""));
@@ -58,7 +58,8 @@ static void containerd_case(const char *in, const char *main_has, const char *dr
         }
     }
     /* Idempotent: the output fed back gives the same bytes. */
-    assert_int_equal(rt_containerd_edit((struct rt_text){m.data, m.len}, &opts, &m2, &d2, &e), 0);
+    assert_int_equal(
+        rtconfig_containerd_edit((struct rtconfig_text){m.data, m.len}, &opts, &m2, &d2, &e), 0);
     assert_string_equal(m.data, m2.data);
     assert_string_equal(d.data, d2.data);
     sbuf_free(&m);
@@ -107,11 +108,11 @@ static void test_containerd_default_and_bad(void **state)
     (void)state;
     struct sbuf m, d;
     struct err e = {0};
-    struct rt_options o = opts;
+    struct rtconfig_options o = opts;
     o.set_as_default = true;
     sbuf_init(&m, 1 << 20);
     sbuf_init(&d, 1 << 20);
-    assert_int_equal(rt_containerd_edit(txt("version = 2\n"), &o, &m, &d, &e), 0);
+    assert_int_equal(rtconfig_containerd_edit(txt("version = 2\n"), &o, &m, &d, &e), 0);
     assert_non_null(strstr(d.data, "default_runtime_name = \"nvidia\""));
 
     static const struct {
@@ -130,7 +131,7 @@ static void test_containerd_default_and_bad(void **state)
         sbuf_reset(&m);
         sbuf_reset(&d);
         err_clear(&e);
-        if (rt_containerd_edit(txt(bad[i].in), &opts, &m, &d, &e) >= 0)
+        if (rtconfig_containerd_edit(txt(bad[i].in), &opts, &m, &d, &e) >= 0)
             fail_msg("case %zu accepted", i);
         if (!strstr(err_msg(&e), bad[i].msg))
             fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err_msg(&e), bad[i].msg);
@@ -147,32 +148,32 @@ static void test_crio(void **state)
     struct sbuf d;
     struct err e = {0};
     sbuf_init(&d, 1 << 20);
-    struct rt_text in[] = {
+    struct rtconfig_text in[] = {
         txt("[crio.runtime.runtimes.crun]\nruntime_path = \"/usr/bin/crun\"\nmonitor_path = "
             "\"/usr/libexec/crio/conmon\"\n"),
         txt("[crio.runtime.runtimes.runc]\nruntime_path = \"/usr/bin/runc\"\nruntime_root = "
             "\"/run/runc\"\n"),
     };
-    assert_int_equal(rt_crio_edit(in, 2, &opts, &d, NULL, &e), 0);
+    assert_int_equal(rtconfig_crio_edit(in, 2, &opts, &d, NULL, &e), 0);
     assert_non_null(strstr(d.data, "[crio.runtime.runtimes.nvidia]\nruntime_path = "
                                    "\"/usr/local/nvidia/toolkit/gpuop\"\nruntime_root = "
                                    "\"/run/runc\"\nruntime_type = \"oci\""));
     assert_null(strstr(d.data, "default_runtime"));
     /* Only crun: its keys. */
     sbuf_reset(&d);
-    assert_int_equal(rt_crio_edit(in, 1, &opts, &d, NULL, &e), 0);
+    assert_int_equal(rtconfig_crio_edit(in, 1, &opts, &d, NULL, &e), 0);
     assert_non_null(strstr(d.data, "monitor_path = \"/usr/libexec/crio/conmon\""));
     /* Nothing: the handler alone; as default. */
-    struct rt_options o = opts;
+    struct rtconfig_options o = opts;
     o.set_as_default = true;
     sbuf_reset(&d);
-    assert_int_equal(rt_crio_edit(NULL, 0, &o, &d, NULL, &e), 0);
+    assert_int_equal(rtconfig_crio_edit(NULL, 0, &o, &d, NULL, &e), 0);
     assert_non_null(strstr(d.data, "default_runtime = \"nvidia\""));
     /* A bad second file is named by index and line. */
-    struct rt_text bad[] = {in[0], txt("[crio.runtime]\nx = = 1\n")};
+    struct rtconfig_text bad[] = {in[0], txt("[crio.runtime]\nx = = 1\n")};
     size_t at = 99;
     sbuf_reset(&d);
-    assert_true(rt_crio_edit(bad, 2, &opts, &d, &at, &e) < 0);
+    assert_true(rtconfig_crio_edit(bad, 2, &opts, &d, &at, &e) < 0);
     assert_int_equal(at, 1);
     assert_non_null(strstr(err_msg(&e), "line 2"));
     sbuf_free(&d);
@@ -180,16 +181,17 @@ static void test_crio(void **state)
 
 /* ---- docker ------------------------------------------------------------------------------- */
 
-static void docker_case(const char *in, const struct rt_options *o, const char *want)
+static void docker_case(const char *in, const struct rtconfig_options *o, const char *want)
 {
     struct sbuf out, again;
     struct err e = {0};
     sbuf_init(&out, 1 << 20);
     sbuf_init(&again, 1 << 20);
-    assert_int_equal(rt_docker_edit(txt(in), o, &out, &e), 0);
+    assert_int_equal(rtconfig_docker_edit(txt(in), o, &out, &e), 0);
     if (strcmp(out.data, want) != 0)
         fail_msg("got\n%s\nwant\n%s", out.data, want);
-    assert_int_equal(rt_docker_edit((struct rt_text){out.data, out.len}, o, &again, &e), 0);
+    assert_int_equal(rtconfig_docker_edit((struct rtconfig_text){out.data, out.len}, o, &again, &e),
+                     0);
     assert_string_equal(out.data, again.data);
     sbuf_free(&out);
     sbuf_free(&again);
@@ -198,7 +200,7 @@ static void docker_case(const char *in, const struct rt_options *o, const char *
 static void test_docker(void **state)
 {
     (void)state;
-    struct rt_options def = opts;
+    struct rtconfig_options def = opts;
     def.set_as_default = true;
     docker_case("{\n  \"log-driver\": \"json-file\"\n}\n", &opts,
                 "{\n  \"log-driver\": \"json-file\",\n  \"runtimes\": {\n    \"nvidia\": {\n"
@@ -232,7 +234,7 @@ static void test_docker(void **state)
         struct sbuf out;
         struct err e = {0};
         sbuf_init(&out, 1 << 20);
-        assert_true(rt_docker_edit(txt(bad[i].in), &opts, &out, &e) < 0);
+        assert_true(rtconfig_docker_edit(txt(bad[i].in), &opts, &out, &e) < 0);
         if (!strstr(err_msg(&e), bad[i].msg))
             fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err_msg(&e), bad[i].msg);
         sbuf_free(&out);
@@ -244,22 +246,22 @@ static void test_docker(void **state)
 static void test_names(void **state)
 {
     (void)state;
-    enum rt_kind k;
-    assert_int_equal(rt_kind_parse("containerd://1.7.24", &k), 0);
-    assert_int_equal(k, RT_CONTAINERD);
-    assert_int_equal(rt_kind_parse("cri-o://1.30.4", &k), 0);
-    assert_int_equal(k, RT_CRIO);
-    assert_int_equal(rt_kind_parse("crio", &k), 0);
-    assert_int_equal(rt_kind_parse("docker://24.0.7", &k), 0);
-    assert_int_equal(k, RT_DOCKER);
-    assert_string_equal(rt_kind_name(RT_CRIO), "cri-o");
-    assert_true(rt_kind_parse("podman", &k) < 0);
-    assert_true(rt_kind_parse("containerd2://1", &k) < 0);
-    assert_true(rt_kind_parse("", &k) < 0);
-    enum rt_restart_mode m;
-    assert_int_equal(rt_restart_mode_parse("systemd", &m), 0);
-    assert_int_equal(m, RT_RESTART_SYSTEMD);
-    assert_true(rt_restart_mode_parse("hup", &m) < 0);
+    enum rtconfig_kind k;
+    assert_int_equal(rtconfig_kind_parse("containerd://1.7.24", &k), 0);
+    assert_int_equal(k, RTCONFIG_CONTAINERD);
+    assert_int_equal(rtconfig_kind_parse("cri-o://1.30.4", &k), 0);
+    assert_int_equal(k, RTCONFIG_CRIO);
+    assert_int_equal(rtconfig_kind_parse("crio", &k), 0);
+    assert_int_equal(rtconfig_kind_parse("docker://24.0.7", &k), 0);
+    assert_int_equal(k, RTCONFIG_DOCKER);
+    assert_string_equal(rtconfig_kind_name(RTCONFIG_CRIO), "cri-o");
+    assert_true(rtconfig_kind_parse("podman", &k) < 0);
+    assert_true(rtconfig_kind_parse("containerd2://1", &k) < 0);
+    assert_true(rtconfig_kind_parse("", &k) < 0);
+    enum rtconfig_restart_mode m;
+    assert_int_equal(rtconfig_restart_mode_parse("systemd", &m), 0);
+    assert_int_equal(m, RTCONFIG_RESTART_SYSTEMD);
+    assert_true(rtconfig_restart_mode_parse("hup", &m) < 0);
 }
 
 static void touch(const char *root, const char *rel)
@@ -279,36 +281,36 @@ static void test_detect(void **state)
     char root[] = "/tmp/rtconfig-test-XXXXXX";
     assert_non_null(mkdtemp(root));
     struct err e = {0};
-    enum rt_kind k;
+    enum rtconfig_kind k;
     /* Nothing there. */
-    assert_int_equal(rt_detect(root, NULL, NULL, &k, &e), -ENOENT);
+    assert_int_equal(rtconfig_detect(root, NULL, NULL, &k, &e), -ENOENT);
     /* The node's word first, whatever the files say. */
     touch(root, "/etc/docker/daemon.json");
-    assert_int_equal(rt_detect(root, "containerd://1.7.24", NULL, &k, &e), 0);
-    assert_int_equal(k, RT_CONTAINERD);
+    assert_int_equal(rtconfig_detect(root, "containerd://1.7.24", NULL, &k, &e), 0);
+    assert_int_equal(k, RTCONFIG_CONTAINERD);
     /* Files only: docker. */
-    assert_int_equal(rt_detect(root, NULL, NULL, &k, &e), 0);
-    assert_int_equal(k, RT_DOCKER);
+    assert_int_equal(rtconfig_detect(root, NULL, NULL, &k, &e), 0);
+    assert_int_equal(k, RTCONFIG_DOCKER);
     /* A socket beats a config file. */
     touch(root, "/run/crio/crio.sock");
-    assert_int_equal(rt_detect(root, NULL, NULL, &k, &e), 0);
-    assert_int_equal(k, RT_CRIO);
+    assert_int_equal(rtconfig_detect(root, NULL, NULL, &k, &e), 0);
+    assert_int_equal(k, RTCONFIG_CRIO);
     /* Two sockets: ambiguous without the node's word or a policy. */
     touch(root, "/run/containerd/containerd.sock");
-    assert_true(rt_detect(root, NULL, NULL, &k, &e) < 0);
-    assert_int_equal(rt_detect(root, NULL, "containerd", &k, &e), 0);
-    assert_int_equal(k, RT_CONTAINERD);
+    assert_true(rtconfig_detect(root, NULL, NULL, &k, &e) < 0);
+    assert_int_equal(rtconfig_detect(root, NULL, "containerd", &k, &e), 0);
+    assert_int_equal(k, RTCONFIG_CONTAINERD);
     /* The mismatch names both. */
     err_clear(&e);
-    assert_true(rt_detect(root, "containerd://1.7.24", "docker", &k, &e) < 0);
+    assert_true(rtconfig_detect(root, "containerd://1.7.24", "docker", &k, &e) < 0);
     assert_non_null(strstr(err_msg(&e), "containerd"));
     assert_non_null(strstr(err_msg(&e), "docker"));
     /* Unknown runtimes. */
     err_clear(&e);
-    assert_true(rt_detect(root, "rkt://1.0", NULL, &k, &e) < 0);
+    assert_true(rtconfig_detect(root, "rkt://1.0", NULL, &k, &e) < 0);
     assert_non_null(strstr(err_msg(&e), "unknown container runtime \"rkt://1.0\""));
     err_clear(&e);
-    assert_true(rt_detect(root, NULL, "podman", &k, &e) < 0);
+    assert_true(rtconfig_detect(root, NULL, "podman", &k, &e) < 0);
     assert_non_null(strstr(err_msg(&e), "podman"));
     char *cmd = xasprintf("rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
@@ -339,16 +341,16 @@ static void test_configure_restore(void **state)
     p = xasprintf("%s/etc/containerd/config.toml", root);
     assert_int_equal(file_write_atomic(p, orig, strlen(orig), 0640, NULL), 0);
     bool changed = false;
-    assert_int_equal(rt_configure(root, RT_CONTAINERD, &opts, &changed, &e), 0);
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_CONTAINERD, &opts, &changed, &e), 0);
     assert_true(changed);
     struct stat st;
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0640); /* the file's mode is kept */
-    assert_int_equal(rt_check(root, RT_CONTAINERD, &opts, &e), 0);
-    struct rt_options other = opts;
+    assert_int_equal(rtconfig_check(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+    struct rtconfig_options other = opts;
     other.runtime_path = "/elsewhere";
-    assert_int_equal(rt_check(root, RT_CONTAINERD, &other, &e), -ENOENT);
-    assert_int_equal(rt_configure(root, RT_CONTAINERD, &opts, &changed, &e), 0);
+    assert_int_equal(rtconfig_check(root, RTCONFIG_CONTAINERD, &other, &e), -ENOENT);
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_CONTAINERD, &opts, &changed, &e), 0);
     assert_false(changed);
     size_t len;
     char *log = slurp(root, "/var/lib/gpuop/rtconfig/reload.log", &len);
@@ -357,14 +359,14 @@ static void test_configure_restore(void **state)
     free(log);
 
     /* A broken main config: refused, the file and line named, nothing written. */
-    assert_int_equal(rt_restore(root, RT_CONTAINERD, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
     char *back = slurp(root, "/etc/containerd/config.toml", &len);
     assert_string_equal(back, orig);
     free(back);
     const char *broken = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"\n";
     assert_int_equal(file_write_atomic(p, broken, strlen(broken), 0644, NULL), 0);
     err_clear(&e);
-    assert_int_equal(rt_configure(root, RT_CONTAINERD, &opts, &changed, &e), -EINVAL);
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_CONTAINERD, &opts, &changed, &e), -EINVAL);
     assert_non_null(strstr(err_msg(&e), "/etc/containerd/config.toml: line 2"));
     back = slurp(root, "/etc/containerd/config.toml", &len);
     assert_string_equal(back, broken);
@@ -372,7 +374,7 @@ static void test_configure_restore(void **state)
     assert_null(slurp(root, "/etc/containerd/conf.d/99-nvidia.toml", &len));
     assert_null(slurp(root, "/var/lib/gpuop/rtconfig/etc_containerd_config.toml.orig", &len));
     /* Restore with nothing to restore: fine, nothing changes. */
-    assert_int_equal(rt_restore(root, RT_CONTAINERD, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
     free(p);
     char *cmd = xasprintf("rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
@@ -394,13 +396,13 @@ static void test_reload_signal(void **state)
     char root[] = "/tmp/rtconfig-test-XXXXXX";
     assert_non_null(mkdtemp(root));
     struct err e = {0};
-    struct rt_options o = opts;
-    o.restart_mode = RT_RESTART_SIGNAL;
+    struct rtconfig_options o = opts;
+    o.restart_mode = RTCONFIG_RESTART_SIGNAL;
     bool changed;
     /* No socket: the config is written, the reload fails and says so. */
-    assert_true(rt_configure(root, RT_DOCKER, &o, &changed, &e) < 0);
+    assert_true(rtconfig_configure(root, RTCONFIG_DOCKER, &o, &changed, &e) < 0);
     assert_non_null(strstr(err_msg(&e), "tell docker to reload (signal)"));
-    assert_int_equal(rt_restore(root, RT_DOCKER, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, &e), 0);
 
     char *dir = xasprintf("%s/run", root);
     assert_int_equal(mkdir_p(dir, 0755), 0);
@@ -415,7 +417,7 @@ static void test_reload_signal(void **state)
     assert_int_equal(sigaction(SIGHUP, &act, &old), 0);
     got_hup = 0;
     err_clear(&e);
-    assert_int_equal(rt_configure(root, RT_DOCKER, &o, &changed, &e), 0);
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_DOCKER, &o, &changed, &e), 0);
     assert_true(changed);
     assert_true(got_hup);
     size_t len;
@@ -429,7 +431,7 @@ static void test_reload_signal(void **state)
     free(log);
     /* Nothing changed: no reload. */
     got_hup = 0;
-    assert_int_equal(rt_configure(root, RT_DOCKER, &o, &changed, &e), 0);
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_DOCKER, &o, &changed, &e), 0);
     assert_false(changed);
     assert_false(got_hup);
     sigaction(SIGHUP, &old, NULL);

@@ -2,9 +2,9 @@
 /*
  * Tests of the simulated driver (build/libnvidia-ml.so.1) through its NVML ABI, as a client
  * sees it: dlopen and __typeof__(&nvmlX) pointers. Several checks run across processes: this
- * binary re-executes itself in a "child" mode, and runs `gpuop sim` to inject faults.
+ * binary re-executes itself in a "child" mode, and runs build/gpuop-sim to inject faults.
  *
- * Usage: test-sim LIBNVIDIA_ML GPUOP FLEETS_DIR
+ * Usage: test-sim LIBNVIDIA_ML GPUOP_SIM FLEETS_DIR
  */
 #include <dlfcn.h>
 #include <ftw.h>
@@ -32,7 +32,7 @@ static struct {
                                                          nvmlProcessInfo_v1_t *);
 } N;
 
-static const char *lib_path, *gpuop_path, *fleets_dir, *self_path;
+static const char *lib_path, *gpuop_sim_path, *fleets_dir, *self_path;
 static char tmp_root[256];
 static void *lib;
 
@@ -168,11 +168,11 @@ static int run(char *const argv[], char *out, size_t out_n, char *errb, size_t e
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Runs `gpuop sim ARGS...` (NULL-terminated); stderr into errb. */
+/* Runs `gpuop-sim ARGS...` (NULL-terminated); stderr into errb. */
 static int sim(char *errb, size_t err_n, ...)
 {
-    char *argv[16] = {(char *)gpuop_path, "sim"};
-    size_t n = 2;
+    char *argv[16] = {(char *)gpuop_sim_path};
+    size_t n = 1;
     va_list ap;
     va_start(ap, err_n);
     const char *a;
@@ -700,7 +700,7 @@ static void test_mig_across_processes(void **state)
     unsigned cap;
     assert_int_equal(N.nvmlDeviceGetGpuInstanceRemainingCapacity(d, 14, &cap), NVML_SUCCESS);
     assert_int_equal(cap, 1); /* 3g@4 + 2g: one more 2g fits */
-    /* `gpuop sim reset` restores the fleet's layout (MIG disabled on GPU 7) for everyone */
+    /* `gpuop-sim reset` restores the fleet's layout (MIG disabled on GPU 7) for everyone */
     assert_int_equal(sim(err, sizeof(err), "reset", NULL), 0);
     unsigned cur, pend;
     assert_int_equal(N.nvmlDeviceGetMigMode(d, &cur, &pend), NVML_SUCCESS);
@@ -1008,20 +1008,20 @@ static void test_cli_errors(void **state)
     assert_int_equal(sim(err, sizeof(err), "inject", "melt", "--gpu", "1", NULL), 2);
     assert_int_equal(sim(err, sizeof(err), "inject", "lost", "--gpu", "x1", NULL), 2);
     assert_int_equal(sim(err, sizeof(err), "frobnicate", NULL), 2);
-    char *help[] = {(char *)gpuop_path, "sim", "--help", NULL};
+    char *help[] = {(char *)gpuop_sim_path, "--help", NULL};
     assert_int_equal(run(help, out, sizeof(out), err, sizeof(err)), 0);
     assert_non_null(strstr(out, "GPUOP_SIM_STATE"));
     assert_non_null(strstr(out, "inject xid --gpu N --code C"));
     /* show: human-readable state */
     assert_int_equal(sim(err, sizeof(err), "inject", "lost", "--gpu", "6", NULL), 0);
-    char *show[] = {(char *)gpuop_path, "sim", "show", NULL};
+    char *show[] = {(char *)gpuop_sim_path, "show", NULL};
     assert_int_equal(run(show, out, sizeof(out), err, sizeof(err)), 0);
     assert_non_null(strstr(out, "GPU 6  NVIDIA H100 80GB HBM3"));
     assert_non_null(strstr(out, "LOST"));
     assert_non_null(strstr(out, "XidCriticalError 79"));
 
     /* a damaged state file: refused with its name; the last good state stays for a running
-     * process; `gpuop sim reset` recovers */
+     * process; `gpuop-sim reset` recovers */
     assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
     char state_file[400];
     snprintf(state_file, sizeof(state_file), "%s/state.json", getenv("GPUOP_SIM_STATE"));
@@ -1032,7 +1032,7 @@ static void test_cli_errors(void **state)
     assert_int_equal(N.nvmlDeviceGetName(dev(5), name, sizeof(name)), NVML_SUCCESS);
     assert_int_equal(sim(err, sizeof(err), "show", NULL), 1);
     assert_non_null(strstr(err, state_file));
-    assert_non_null(strstr(err, "gpuop sim reset"));
+    assert_non_null(strstr(err, "gpuop-sim reset"));
     char *init[] = {(char *)self_path, "child-init", NULL};
     assert_int_not_equal(run(init, NULL, 0, err, sizeof(err)), 0);
     assert_non_null(strstr(err, state_file));
@@ -1286,7 +1286,7 @@ int main(int argc, char **argv)
         return 2;
     }
     lib_path = argv[1];
-    gpuop_path = argv[2];
+    gpuop_sim_path = argv[2];
     fleets_dir = argv[3];
     setenv("TEST_SIM_LIB", lib_path, 1);
     snprintf(tmp_root, sizeof(tmp_root), "%s/gpuop-test-sim-XXXXXX",

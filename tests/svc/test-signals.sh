@@ -1,5 +1,5 @@
 #!/bin/sh
-# One signal contract for every long-running component on src/svc, against the simulated NVML:
+# One signal contract for every long-running component on src/lib/svc, against the simulated NVML:
 # SIGHUP never kills (feature discovery and the device plugin reload, the exporter and the
 # operator log and ignore it); SIGTERM, SIGINT and SIGQUIT each end the process with exit 0
 # within 2 s. The operator runs against kubesim ($GPUOP_BUILD_ROOT/kubesim; skipped without it).

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of src/kobj: JSON paths, Kubernetes object accessors and the API syntax rules. */
+/* Tests of src/base/kobj: JSON paths, Kubernetes object accessors and the API syntax rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

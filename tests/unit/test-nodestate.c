@@ -16,60 +16,63 @@ static void test_file_names(void **state)
 {
     (void)state;
     char buf[128];
-    assert_string_equal(ns_file_name(NS_DRIVER_READY), "driver-ready");
-    assert_string_equal(ns_file_name(NS_DRIVER_CTR_READY), ".driver-ctr-ready");
-    assert_string_equal(ns_file_name(ns_component_file(NS_COMP_PLUGIN)), "plugin-ready");
-    assert_int_equal(ns_file_path(NULL, NS_TOOLKIT_READY, buf, sizeof(buf)), 0);
+    assert_string_equal(nodestate_file_name(NODESTATE_DRIVER_READY), "driver-ready");
+    assert_string_equal(nodestate_file_name(NODESTATE_DRIVER_CTR_READY), ".driver-ctr-ready");
+    assert_string_equal(nodestate_file_name(nodestate_component_file(NODESTATE_COMP_PLUGIN)),
+                        "plugin-ready");
+    assert_int_equal(nodestate_file_path(NULL, NODESTATE_TOOLKIT_READY, buf, sizeof(buf)), 0);
     assert_string_equal(buf, "/run/nvidia/validations/toolkit-ready");
-    assert_int_equal(ns_file_path("/x", NS_CUDA_READY, buf, 8), -ENAMETOOLONG);
-    ns_validation_key(NS_COMP_CUDA, buf, sizeof(buf));
+    assert_int_equal(nodestate_file_path("/x", NODESTATE_CUDA_READY, buf, 8), -ENAMETOOLONG);
+    nodestate_validation_key(NODESTATE_COMP_CUDA, buf, sizeof(buf));
     assert_string_equal(buf, "validation.gpuop.dev/cuda");
-    enum ns_component c;
-    assert_int_equal(ns_component_parse("toolkit", &c), 0);
-    assert_int_equal(c, NS_COMP_TOOLKIT);
-    assert_true(ns_component_parse("all-done", &c) < 0);
+    enum nodestate_component c;
+    assert_int_equal(nodestate_component_parse("toolkit", &c), 0);
+    assert_int_equal(c, NODESTATE_COMP_TOOLKIT);
+    assert_true(nodestate_component_parse("all-done", &c) < 0);
 }
 
 static void test_driver_ready(void **state)
 {
     (void)state;
-    struct ns_driver_ready d = {.is_host_driver = true};
+    struct nodestate_driver_ready d = {.is_host_driver = true};
     strcpy(d.driver_root, "/");
     strcpy(d.driver_root_ctr, "/host");
     strcpy(d.dev_root, "/");
     strcpy(d.dev_root_ctr, "/host");
     char *text = NULL;
     struct err e = {0};
-    assert_int_equal(ns_driver_ready_render(&d, &text, &e), 0);
+    assert_int_equal(nodestate_driver_ready_render(&d, &text, &e), 0);
     /* NVIDIA's variables, in its order, sourceable by a shell. */
     assert_string_equal(text,
                         "IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\n"
                         "NVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n");
-    struct ns_driver_ready back;
-    assert_int_equal(ns_driver_ready_parse("driver-ready", text, strlen(text), &back, &e), 0);
+    struct nodestate_driver_ready back;
+    assert_int_equal(nodestate_driver_ready_parse("driver-ready", text, strlen(text), &back, &e),
+                     0);
     assert_memory_equal(&back, &d, sizeof(d));
     free(text);
 
     const char *quoted = "# written by a validator\nexport IS_HOST_DRIVER=\"false\"\n"
                          "NVIDIA_DRIVER_ROOT='/run/nvidia/driver'\r\n";
-    assert_int_equal(ns_driver_ready_parse("f", quoted, strlen(quoted), &back, &e), 0);
+    assert_int_equal(nodestate_driver_ready_parse("f", quoted, strlen(quoted), &back, &e), 0);
     assert_false(back.is_host_driver);
     assert_string_equal(back.driver_root, "/run/nvidia/driver");
 
     const char *no_root = "IS_HOST_DRIVER=true\n";
-    assert_int_equal(ns_driver_ready_parse("/v/driver-ready", no_root, strlen(no_root), &back, &e),
-                     -EINVAL);
+    assert_int_equal(
+        nodestate_driver_ready_parse("/v/driver-ready", no_root, strlen(no_root), &back, &e),
+        -EINVAL);
     assert_string_equal(e.msg, "/v/driver-ready: NVIDIA_DRIVER_ROOT: missing");
     const char *bad = "IS_HOST_DRIVER=maybe\nNVIDIA_DRIVER_ROOT=/\n";
-    assert_int_equal(ns_driver_ready_parse("f", bad, strlen(bad), &back, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_ready_parse("f", bad, strlen(bad), &back, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "IS_HOST_DRIVER"));
 
     /* A value a shell would split or expand is refused, not written. */
     strcpy(d.driver_root, "/a b");
-    assert_int_equal(ns_driver_ready_render(&d, &text, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_ready_render(&d, &text, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "NVIDIA_DRIVER_ROOT"));
     strcpy(d.driver_root, "/$(reboot)");
-    assert_int_equal(ns_driver_ready_render(&d, &text, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_ready_render(&d, &text, &e), -EINVAL);
 }
 
 static void test_files(void **state)
@@ -80,25 +83,28 @@ static void test_files(void **state)
     char sub[256];
     snprintf(sub, sizeof(sub), "%s/validations", dir);
     struct err e = {0};
-    assert_false(ns_file_exists(sub, NS_TOOLKIT_READY));
-    assert_int_equal(ns_file_write(sub, NS_TOOLKIT_READY, NULL, &e), 0); /* creates the folder */
-    assert_true(ns_file_exists(sub, NS_TOOLKIT_READY));
-    assert_int_equal(ns_file_write(sub, NS_DRIVER_READY, "IS_HOST_DRIVER=false\n", &e), 0);
+    assert_false(nodestate_file_exists(sub, NODESTATE_TOOLKIT_READY));
+    assert_int_equal(nodestate_file_write(sub, NODESTATE_TOOLKIT_READY, NULL, &e),
+                     0); /* creates the folder */
+    assert_true(nodestate_file_exists(sub, NODESTATE_TOOLKIT_READY));
+    assert_int_equal(
+        nodestate_file_write(sub, NODESTATE_DRIVER_READY, "IS_HOST_DRIVER=false\n", &e), 0);
     char path[512];
-    assert_int_equal(ns_file_path(sub, NS_DRIVER_READY, path, sizeof(path)), 0);
+    assert_int_equal(nodestate_file_path(sub, NODESTATE_DRIVER_READY, path, sizeof(path)), 0);
     char *text = NULL;
     size_t len = 0;
     assert_int_equal(file_read_all(path, 4096, &text, &len, &e), 0);
     assert_string_equal(text, "IS_HOST_DRIVER=false\n");
     free(text);
-    assert_int_equal(ns_file_remove(sub, NS_TOOLKIT_READY, &e), 0);
-    assert_false(ns_file_exists(sub, NS_TOOLKIT_READY));
-    assert_int_equal(ns_file_remove(sub, NS_TOOLKIT_READY, &e), 0); /* already gone: fine */
-    assert_int_equal(ns_file_remove(sub, NS_DRIVER_READY, &e), 0);
+    assert_int_equal(nodestate_file_remove(sub, NODESTATE_TOOLKIT_READY, &e), 0);
+    assert_false(nodestate_file_exists(sub, NODESTATE_TOOLKIT_READY));
+    assert_int_equal(nodestate_file_remove(sub, NODESTATE_TOOLKIT_READY, &e),
+                     0); /* already gone: fine */
+    assert_int_equal(nodestate_file_remove(sub, NODESTATE_DRIVER_READY, &e), 0);
     /* A directory in the file's place is not the file. */
-    assert_int_equal(ns_file_path(sub, NS_CUDA_READY, path, sizeof(path)), 0);
+    assert_int_equal(nodestate_file_path(sub, NODESTATE_CUDA_READY, path, sizeof(path)), 0);
     assert_int_equal(mkdir(path, 0755), 0);
-    assert_false(ns_file_exists(sub, NS_CUDA_READY));
+    assert_false(nodestate_file_exists(sub, NODESTATE_CUDA_READY));
     assert_int_equal(rmdir(path), 0);
     assert_int_equal(rmdir(sub), 0);
     assert_int_equal(rmdir(dir), 0);
@@ -108,42 +114,42 @@ static void test_annotations(void **state)
 {
     (void)state;
     struct err e = {0};
-    struct ns_driver_owner o = {.owner = NS_OWNER_HOST}, ob;
+    struct nodestate_driver_owner o = {.owner = NODESTATE_OWNER_HOST}, ob;
     strcpy(o.version, "550.127.05");
     strcpy(o.source, "module nvidia loaded (/host/sys/module/nvidia)");
     strcpy(o.time, "2026-12-02T07:00:00Z");
     char *text = NULL;
-    assert_int_equal(ns_driver_owner_render(&o, &text), 0);
+    assert_int_equal(nodestate_driver_owner_render(&o, &text), 0);
     assert_string_equal(text, "{\"owner\":\"host\",\"version\":\"550.127.05\",\"source\":\"module "
                               "nvidia loaded (/host/sys/module/nvidia)\",\"time\":"
                               "\"2026-12-02T07:00:00Z\"}");
-    assert_int_equal(ns_driver_owner_parse(text, &ob, &e), 0);
+    assert_int_equal(nodestate_driver_owner_parse(text, &ob, &e), 0);
     assert_memory_equal(&o, &ob, sizeof(o));
     free(text);
-    assert_int_equal(ns_driver_owner_parse("{\"owner\":\"someone\"}", &ob, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_owner_parse("{\"owner\":\"someone\"}", &ob, &e), -EINVAL);
     assert_string_equal(e.msg, "gpuop.dev/driver-owner: owner: \"someone\" is not none, host or "
                                "container");
-    assert_int_equal(ns_driver_owner_parse("[1]", &ob, &e), -EINVAL);
-    assert_int_equal(ns_driver_owner_parse("{\"owner\":", &ob, &e), -EINVAL);
-    assert_int_equal(ns_driver_owner_parse(NULL, &ob, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_owner_parse("[1]", &ob, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_owner_parse("{\"owner\":", &ob, &e), -EINVAL);
+    assert_int_equal(nodestate_driver_owner_parse(NULL, &ob, &e), -EINVAL);
 
-    struct ns_validation v = {.state = NS_V_FAILED}, vb;
+    struct nodestate_validation v = {.state = NODESTATE_V_FAILED}, vb;
     strcpy(v.reason, "NVML: Driver Not Loaded");
     strcpy(v.time, "2026-12-02T07:00:00Z");
-    assert_int_equal(ns_validation_render(&v, &text), 0);
-    assert_int_equal(ns_validation_parse(text, &vb, &e), 0);
+    assert_int_equal(nodestate_validation_render(&v, &text), 0);
+    assert_int_equal(nodestate_validation_parse(text, &vb, &e), 0);
     assert_memory_equal(&v, &vb, sizeof(v));
     free(text);
-    assert_int_equal(ns_validation_parse("{\"state\":1}", &vb, &e), -EINVAL);
+    assert_int_equal(nodestate_validation_parse("{\"state\":1}", &vb, &e), -EINVAL);
     assert_string_equal(e.msg, "validation annotation: state: not a string");
-    assert_int_equal(ns_validation_parse("{\"reason\":\"x\"}", &vb, &e), -EINVAL);
+    assert_int_equal(nodestate_validation_parse("{\"reason\":\"x\"}", &vb, &e), -EINVAL);
 
     /* Oversized input is refused before it is parsed. */
-    size_t big = NS_ANN_MAX + 10;
+    size_t big = NODESTATE_ANN_MAX + 10;
     char *huge = malloc(big + 1);
     memset(huge, ' ', big);
     huge[big] = '\0';
-    assert_int_equal(ns_validation_parse(huge, &vb, &e), -EFBIG);
+    assert_int_equal(nodestate_validation_parse(huge, &vb, &e), -EFBIG);
     free(huge);
 }
 
@@ -152,22 +158,22 @@ static const char *const a100_mig[] = {"1g.10gb", "1g.10gb", "3g.40gb"};
 static void test_expected(void **state)
 {
     (void)state;
-    struct ns_gpu g[3] = {
+    struct nodestate_gpu g[3] = {
         {.uuid = "GPU-a"},
         {.uuid = "GPU-b", .mig_enabled = true, .n_mig = 3, .mig_profiles = a100_mig},
         {.uuid = "GPU-c"},
     };
-    struct ns_resource_count rc[NS_RESOURCES_MAX];
+    struct nodestate_resource_count rc[NODESTATE_RESOURCES_MAX];
     size_t n = 0;
     struct err e = {0};
-    assert_int_equal(ns_expected_resources(g, 3, NS_MIG_NONE, rc, &n, &e), 0);
+    assert_int_equal(nodestate_expected_resources(g, 3, NODESTATE_MIG_NONE, rc, &n, &e), 0);
     assert_int_equal(n, 1);
     assert_string_equal(rc[0].name, "nvidia.com/gpu");
     assert_int_equal(rc[0].count, 3);
-    assert_int_equal(ns_expected_resources(g, 3, NS_MIG_SINGLE, rc, &n, &e), 0);
+    assert_int_equal(nodestate_expected_resources(g, 3, NODESTATE_MIG_SINGLE, rc, &n, &e), 0);
     assert_int_equal(n, 1);
     assert_int_equal(rc[0].count, 5);
-    assert_int_equal(ns_expected_resources(g, 3, NS_MIG_MIXED, rc, &n, &e), 0);
+    assert_int_equal(nodestate_expected_resources(g, 3, NODESTATE_MIG_MIXED, rc, &n, &e), 0);
     assert_int_equal(n, 3); /* sorted by name */
     assert_string_equal(rc[0].name, "nvidia.com/gpu");
     assert_int_equal(rc[0].count, 2);
@@ -175,54 +181,58 @@ static void test_expected(void **state)
     assert_int_equal(rc[1].count, 2);
     assert_string_equal(rc[2].name, "nvidia.com/mig-3g.40gb");
     assert_int_equal(rc[2].count, 1);
-    enum ns_mig_strategy s;
-    assert_int_equal(ns_mig_strategy_parse(NULL, &s), 0);
-    assert_int_equal(s, NS_MIG_NONE);
-    assert_int_equal(ns_mig_strategy_parse("mixed", &s), 0);
-    assert_int_equal(s, NS_MIG_MIXED);
-    assert_int_equal(ns_mig_strategy_parse("double", &s), -EINVAL);
+    enum nodestate_mig_strategy s;
+    assert_int_equal(nodestate_mig_strategy_parse(NULL, &s), 0);
+    assert_int_equal(s, NODESTATE_MIG_NONE);
+    assert_int_equal(nodestate_mig_strategy_parse("mixed", &s), 0);
+    assert_int_equal(s, NODESTATE_MIG_MIXED);
+    assert_int_equal(nodestate_mig_strategy_parse("double", &s), -EINVAL);
 }
 
 static void test_compare(void **state)
 {
     (void)state;
-    struct ns_gpu g[4] = {
+    struct nodestate_gpu g[4] = {
         {.uuid = "GPU-0"}, {.uuid = "GPU-1"}, {.uuid = "GPU-2", .lost = true}, {.uuid = "GPU-3"}};
-    struct ns_gpu_count c;
+    struct nodestate_gpu_count c;
     struct err e = {0};
     /* Everything advertised (other vendors' and core resources are ignored). */
-    assert_int_equal(
-        ns_gpu_count_compare(g, 4, NS_MIG_NONE, "{\"cpu\":\"8\",\"nvidia.com/gpu\":\"4\"}", &c, &e),
-        0);
+    assert_int_equal(nodestate_gpu_count_compare(g, 4, NODESTATE_MIG_NONE,
+                                                 "{\"cpu\":\"8\",\"nvidia.com/gpu\":\"4\"}", &c,
+                                                 &e),
+                     0);
     assert_false(c.short_);
     assert_int_equal(c.physical, 4);
     assert_int_equal(c.n_missing, 1); /* the lost GPU is named even when counts agree */
     assert_string_equal(c.missing[0], "GPU-2 (lost)");
     /* One short. */
-    assert_int_equal(ns_gpu_count_compare(g, 4, NS_MIG_NONE, "{\"nvidia.com/gpu\":\"3\"}", &c, &e),
-                     0);
+    assert_int_equal(
+        nodestate_gpu_count_compare(g, 4, NODESTATE_MIG_NONE, "{\"nvidia.com/gpu\":\"3\"}", &c, &e),
+        0);
     assert_true(c.short_);
     assert_string_equal(c.missing[0], "nvidia.com/gpu: 3 of 4 advertised");
     assert_string_equal(c.missing[1], "GPU-2 (lost)");
     /* Time-slicing replicas under a renamed resource: more, never fewer. */
-    assert_int_equal(
-        ns_gpu_count_compare(g, 4, NS_MIG_NONE, "{\"nvidia.com/gpu.shared\":\"16\"}", &c, &e), 0);
+    assert_int_equal(nodestate_gpu_count_compare(g, 4, NODESTATE_MIG_NONE,
+                                                 "{\"nvidia.com/gpu.shared\":\"16\"}", &c, &e),
+                     0);
     assert_false(c.short_);
     /* Nothing advertised at all (no device plugin yet). */
-    assert_int_equal(ns_gpu_count_compare(g, 4, NS_MIG_NONE, NULL, &c, &e), 0);
+    assert_int_equal(nodestate_gpu_count_compare(g, 4, NODESTATE_MIG_NONE, NULL, &c, &e), 0);
     assert_true(c.short_);
     assert_string_equal(c.missing[0], "nvidia.com/gpu: 0 of 4 advertised");
     /* A malformed allocatable is an error naming the resource. */
-    assert_int_equal(
-        ns_gpu_count_compare(g, 4, NS_MIG_NONE, "{\"nvidia.com/gpu\":\"four\"}", &c, &e), -EINVAL);
+    assert_int_equal(nodestate_gpu_count_compare(g, 4, NODESTATE_MIG_NONE,
+                                                 "{\"nvidia.com/gpu\":\"four\"}", &c, &e),
+                     -EINVAL);
     assert_string_equal(e.msg, "allocatable: nvidia.com/gpu: not a quantity");
     /* MIG, mixed: one profile short. */
-    struct ns_gpu m[1] = {
+    struct nodestate_gpu m[1] = {
         {.uuid = "GPU-m", .mig_enabled = true, .n_mig = 3, .mig_profiles = a100_mig}};
-    assert_int_equal(ns_gpu_count_compare(m, 1, NS_MIG_MIXED,
-                                          "{\"nvidia.com/mig-1g.10gb\":\"1\","
-                                          "\"nvidia.com/mig-3g.40gb\":\"1\"}",
-                                          &c, &e),
+    assert_int_equal(nodestate_gpu_count_compare(m, 1, NODESTATE_MIG_MIXED,
+                                                 "{\"nvidia.com/mig-1g.10gb\":\"1\","
+                                                 "\"nvidia.com/mig-3g.40gb\":\"1\"}",
+                                                 &c, &e),
                      0);
     assert_true(c.short_);
     assert_int_equal(c.n_missing, 1);
@@ -232,47 +242,51 @@ static void test_compare(void **state)
 static void test_gpu_count_codec(void **state)
 {
     (void)state;
-    struct ns_gpu g[2] = {{.uuid = "GPU-0"}, {.uuid = "GPU-1", .lost = true}};
-    struct ns_gpu_count c, b;
+    struct nodestate_gpu g[2] = {{.uuid = "GPU-0"}, {.uuid = "GPU-1", .lost = true}};
+    struct nodestate_gpu_count c, b;
     struct err e = {0};
-    assert_int_equal(ns_gpu_count_compare(g, 2, NS_MIG_NONE, "{\"nvidia.com/gpu\":\"1\"}", &c, &e),
-                     0);
+    assert_int_equal(
+        nodestate_gpu_count_compare(g, 2, NODESTATE_MIG_NONE, "{\"nvidia.com/gpu\":\"1\"}", &c, &e),
+        0);
     strcpy(c.since, "2026-12-02T07:00:00Z");
     c.mismatch = true;
     char *text = NULL;
-    assert_int_equal(ns_gpu_count_render(&c, &text), 0);
+    assert_int_equal(nodestate_gpu_count_render(&c, &text), 0);
     assert_string_equal(text, "{\"physical\":2,\"expected\":{\"nvidia.com/gpu\":2},\"advertised\":"
                               "{\"nvidia.com/gpu\":1},\"missing\":[\"nvidia.com/gpu: 1 of 2 "
                               "advertised\",\"GPU-1 (lost)\"],\"short\":true,\"since\":"
                               "\"2026-12-02T07:00:00Z\",\"mismatch\":true}");
-    assert_int_equal(ns_gpu_count_parse(text, &b, &e), 0);
+    assert_int_equal(nodestate_gpu_count_parse(text, &b, &e), 0);
     assert_memory_equal(&c, &b, sizeof(c));
     free(text);
-    assert_int_equal(ns_gpu_count_parse("{\"physical\":-1}", &b, &e), -EINVAL);
-    assert_int_equal(ns_gpu_count_parse("{\"physical\":1,\"advertised\":{\"x\":\"1\"}}", &b, &e),
-                     -EINVAL);
+    assert_int_equal(nodestate_gpu_count_parse("{\"physical\":-1}", &b, &e), -EINVAL);
+    assert_int_equal(
+        nodestate_gpu_count_parse("{\"physical\":1,\"advertised\":{\"x\":\"1\"}}", &b, &e),
+        -EINVAL);
     assert_string_equal(e.msg, "gpuop.dev/gpu-count: advertised.x: not a count");
-    assert_int_equal(ns_gpu_count_parse("{\"physical\":1,\"mismatch\":\"yes\"}", &b, &e), -EINVAL);
+    assert_int_equal(nodestate_gpu_count_parse("{\"physical\":1,\"mismatch\":\"yes\"}", &b, &e),
+                     -EINVAL);
 }
 
 /* gpuop.dev/last-drain: round trip; bad input names the annotation and the field. */
 static void test_drain_codec(void **state)
 {
     (void)state;
-    struct ns_drain d = {.time = "2026-01-01T00:00:00Z", .reason = "driver reload", .by = "x"};
+    struct nodestate_drain d = {
+        .time = "2026-01-01T00:00:00Z", .reason = "driver reload", .by = "x"};
     char *text = NULL;
-    assert_int_equal(ns_drain_render(&d, &text), 0);
-    struct ns_drain back;
+    assert_int_equal(nodestate_drain_render(&d, &text), 0);
+    struct nodestate_drain back;
     struct err e = {0};
-    assert_int_equal(ns_drain_parse(text, &back, &e), 0);
+    assert_int_equal(nodestate_drain_parse(text, &back, &e), 0);
     free(text);
     assert_string_equal(back.time, d.time);
     assert_string_equal(back.reason, d.reason);
     assert_string_equal(back.by, "x");
-    assert_int_equal(ns_drain_parse("{\"reason\":\"r\"}", &back, &e), -EINVAL);
+    assert_int_equal(nodestate_drain_parse("{\"reason\":\"r\"}", &back, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "gpuop.dev/last-drain: time: missing"));
-    assert_int_equal(ns_drain_parse("[1]", &back, &e), -EINVAL);
-    assert_int_equal(ns_drain_parse("{\"time\":7}", &back, &e), -EINVAL);
+    assert_int_equal(nodestate_drain_parse("[1]", &back, &e), -EINVAL);
+    assert_int_equal(nodestate_drain_parse("{\"time\":7}", &back, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "time: not a string"));
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of src/prom: Prometheus text and OpenMetrics exposition into a bounded buffer. */
+/* Tests of src/base/prom: Prometheus text and OpenMetrics exposition into a bounded buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

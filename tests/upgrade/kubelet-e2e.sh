@@ -193,7 +193,7 @@ echo "ok: canary res-1 upgraded first; res-2 waits: $(ann res-2 upgrade.gpuop.de
 # An XID on the soaking canary: its device plugin marks the GPU unhealthy (the node offers 3 of
 # its 4), so the canary fails its soak and the research pool halts; resumed, it goes on.
 GPUOP_SIM_FLEET=$S/sim/fleets/pcie-l4.yaml GPUOP_SIM_STATE=$T/roots/res-1/var/lib/gpuop-sim/nvml \
-    "$B/gpuop" sim inject xid --gpu 0 --code 48 >/dev/null || fail "inject an XID on res-1"
+    "$B/gpuop-sim" inject xid --gpu 0 --code 48 >/dev/null || fail "inject an XID on res-1"
 halted() { k get dup "$1" -o jsonpath='{.status.halted}'; }
 halted_by_xid() { halted research | grep -q "canary node res-1: 1 of 4 GPUs unhealthy during the soak"; }
 wait_for 30 "the research pool halted by the XID on its canary" halted_by_xid

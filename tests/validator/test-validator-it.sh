@@ -121,7 +121,7 @@ rm -rf "$T/sysfs/bus/pci/devices/0000:09:00.0"
 expect 0 "$T/pci2.log" val "$H" "$T/st1" --component=driver --sysfs-root="$T/sysfs"
 # a lost GPU
 GPUOP_SIM_FLEET=$FLEET GPUOP_SIM_STATE=$T/st-lost GPUOP_NVML_LIBRARY=$SIMLIB \
-    "$GPUOP" sim inject lost --gpu 2 >/dev/null 2>&1 || fail "sim inject lost"
+    "$GPUOP-sim" inject lost --gpu 2 >/dev/null 2>&1 || fail "sim inject lost"
 expect 1 "$T/lost.log" val "$H" "$T/st-lost" --component=driver
 one_line "$T/lost.log" "1 of 8 GPUs are lost"
 # a status file that cannot be written: an error, nothing half-written

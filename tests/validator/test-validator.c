@@ -68,10 +68,11 @@ static int fx_teardown(void **state)
 
 static void plan(struct fx *f, bool managed, struct val_driver_plan *pl)
 {
-    struct ns_driver_facts facts;
+    struct nodestate_driver_facts facts;
     struct err e = {0};
     assert_int_equal(
-        ns_driver_probe(f->p.host_root, f->p.driver_root, f->p.validations_dir, &facts, &e), 0);
+        nodestate_driver_probe(f->p.host_root, f->p.driver_root, f->p.validations_dir, &facts, &e),
+        0);
     val_driver_plan(&f->p, &facts, managed, pl);
 }
 
@@ -80,8 +81,8 @@ static char *written_ready(struct fx *f, const struct val_driver_plan *pl)
 {
     _cleanup_free_ char *text = NULL;
     struct err e = {0};
-    assert_int_equal(ns_driver_ready_render(&pl->ready, &text, &e), 0);
-    assert_int_equal(ns_file_write(f->val, NS_DRIVER_READY, text, &e), 0);
+    assert_int_equal(nodestate_driver_ready_render(&pl->ready, &text, &e), 0);
+    assert_int_equal(nodestate_file_write(f->val, NODESTATE_DRIVER_READY, text, &e), 0);
     _cleanup_free_ char *path = xasprintf("%s/driver-ready", f->val);
     char *back = NULL;
     size_t len;
@@ -238,16 +239,17 @@ static void test_host_root_missing(void **state)
     struct val_paths p = f->p;
     _cleanup_free_ char *gone = xasprintf("%s/nope", f->base);
     p.host_root = gone;
-    struct ns_driver_facts facts;
+    struct nodestate_driver_facts facts;
     struct err e = {0};
-    assert_int_equal(ns_driver_probe(p.host_root, p.driver_root, p.validations_dir, &facts, &e),
-                     -ENOENT);
+    assert_int_equal(
+        nodestate_driver_probe(p.host_root, p.driver_root, p.validations_dir, &facts, &e), -ENOENT);
     assert_non_null(strstr(e.msg, gone));
     _cleanup_free_ char *file = xasprintf("%s/host/etc/file", f->base);
     touch(f->host, "/etc/file", "x", 0644);
     p.host_root = file;
-    assert_int_equal(ns_driver_probe(p.host_root, p.driver_root, p.validations_dir, &facts, &e),
-                     -ENOTDIR);
+    assert_int_equal(
+        nodestate_driver_probe(p.host_root, p.driver_root, p.validations_dir, &facts, &e),
+        -ENOTDIR);
 }
 
 static void test_find_links(void **state)
@@ -255,19 +257,21 @@ static void test_find_links(void **state)
     struct fx *f = *state;
     char buf[PATH_MAX];
     static const char *const dirs[] = {"/usr/bin", NULL};
-    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), -ENOENT);
+    assert_int_equal(nodestate_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)),
+                     -ENOENT);
     /* a dangling link is nothing; a relative link is followed */
     mkdirs(f->host, "/usr/bin");
     _cleanup_free_ char *l = xasprintf("%s/usr/bin/nvidia-smi", f->host);
     assert_int_equal(symlink("/opt/none/nvidia-smi", l), 0);
-    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), -ENOENT);
+    assert_int_equal(nodestate_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)),
+                     -ENOENT);
     unlink(l);
     touch(f->host, "/usr/bin/nvidia-smi.real", "#!/bin/sh\n", 0755);
     assert_int_equal(symlink("nvidia-smi.real", l), 0);
-    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), 0);
+    assert_int_equal(nodestate_root_find(f->host, dirs, "nvidia-smi", true, buf, sizeof(buf)), 0);
     _cleanup_free_ char *real = xasprintf("%s.real", l);
     assert_string_equal(buf, real);
-    assert_int_equal(ns_root_find(f->host, dirs, "nvidia-smi", true, buf, 8), -ENAMETOOLONG);
+    assert_int_equal(nodestate_root_find(f->host, dirs, "nvidia-smi", true, buf, 8), -ENAMETOOLONG);
 }
 
 /* /var/run -> /run on a host: read inside the host root, not in this process's /run. */
@@ -279,31 +283,32 @@ static void test_resolve_in_root(void **state)
     _cleanup_free_ char *vr = xasprintf("%s/var/run", f->host);
     assert_int_equal(symlink("/run", vr), 0);
     char buf[PATH_MAX];
-    assert_int_equal(ns_root_resolve(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)), 0);
+    assert_int_equal(nodestate_root_resolve(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)),
+                     0);
     _cleanup_free_ char *want = xasprintf("%s/run/cdi/nvidia.yaml", f->host);
     assert_string_equal(buf, want);
     /* relative links, "..", and a missing tail */
     _cleanup_free_ char *l = xasprintf("%s/etc/alt", f->host);
     assert_int_equal(symlink("../run/./cdi", l), 0);
-    assert_int_equal(ns_root_resolve(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
+    assert_int_equal(nodestate_root_resolve(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want2 = xasprintf("%s/run/cdi/x/y", f->host);
     assert_string_equal(buf, want2);
     /* ".." never leaves the root */
-    assert_int_equal(ns_root_resolve(f->host, "/../../etc", buf, sizeof(buf)), 0);
+    assert_int_equal(nodestate_root_resolve(f->host, "/../../etc", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want3 = xasprintf("%s/etc", f->host);
     assert_string_equal(buf, want3);
     /* a loop */
     _cleanup_free_ char *a = xasprintf("%s/etc/a", f->host);
     assert_int_equal(symlink("/etc/a", a), 0);
-    assert_int_equal(ns_root_resolve(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
-    assert_int_equal(ns_root_resolve("/", "/etc", buf, sizeof(buf)), 0);
+    assert_int_equal(nodestate_root_resolve(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
+    assert_int_equal(nodestate_root_resolve("/", "/etc", buf, sizeof(buf)), 0);
     assert_string_equal(buf, "/etc");
 }
 
 static void test_driver_verify(void **state)
 {
     (void)state;
-    char buf[NS_REASON_MAX];
+    char buf[NODESTATE_REASON_MAX];
     struct {
         struct val_driver_seen s;
         int want;
@@ -335,39 +340,39 @@ static void test_driver_verify(void **state)
 static void test_toolkit_marker(void **state)
 {
     (void)state;
-    struct ns_toolkit_marker m;
+    struct nodestate_toolkit_marker m;
     struct err e = {0};
-    assert_int_equal(ns_toolkit_marker_parse("m", NULL, 0, &m, &e), 0);
+    assert_int_equal(nodestate_toolkit_marker_parse("m", NULL, 0, &m, &e), 0);
     assert_true(m.check_runtime);
     assert_string_equal(m.runtime, "");
     assert_string_equal(m.runtime_name, "nvidia");
-    assert_string_equal(m.runtime_path, NS_RUNTIME_PATH_DEFAULT);
-    assert_string_equal(m.cdi_spec, NS_CDI_SPEC_DEFAULT);
+    assert_string_equal(m.runtime_path, NODESTATE_RUNTIME_PATH_DEFAULT);
+    assert_string_equal(m.cdi_spec, NODESTATE_CDI_SPEC_DEFAULT);
     assert_true(m.cdi_enabled);
     /* what gpuop's toolkit daemon writes */
     const char *t = "RUNTIME=containerd\nRUNTIME_CONFIG=/etc/containerd/config.toml\n"
                     "CDI_SPEC=/etc/cdi/nvidia.yaml\nTOOLKIT_INSTALL_DIR=/usr/local/nvidia\n";
-    assert_int_equal(ns_toolkit_marker_parse("m", t, strlen(t), &m, &e), 0);
+    assert_int_equal(nodestate_toolkit_marker_parse("m", t, strlen(t), &m, &e), 0);
     assert_true(m.check_runtime);
     assert_string_equal(m.runtime, "containerd");
     assert_string_equal(m.runtime_config, "/etc/containerd/config.toml");
     assert_string_equal(m.runtime_name, "nvidia");
-    assert_string_equal(m.runtime_path, "/usr/local/nvidia/" NS_TOOLKIT_WRAPPER);
+    assert_string_equal(m.runtime_path, "/usr/local/nvidia/" NODESTATE_TOOLKIT_WRAPPER);
     assert_string_equal(m.cdi_spec, "/etc/cdi/nvidia.yaml");
     assert_true(m.cdi_enabled);
     const char *t2 = "# a comment\nRUNTIME=none\nRUNTIME_PATH=/opt/x/rt\nTOOLKIT_INSTALL_DIR=/u\n"
                      "CDI_ENABLED=false\n";
-    assert_int_equal(ns_toolkit_marker_parse("m", t2, strlen(t2), &m, &e), 0);
+    assert_int_equal(nodestate_toolkit_marker_parse("m", t2, strlen(t2), &m, &e), 0);
     assert_false(m.check_runtime);
     assert_string_equal(m.runtime, "");
     assert_string_equal(m.runtime_path, "/opt/x/rt");
     assert_false(m.cdi_enabled);
     const char *bad = "CDI_ENABLED=perhaps\n";
-    assert_int_equal(ns_toolkit_marker_parse("/x/.toolkit-ctr-ready", bad, strlen(bad), &m, &e),
-                     -EINVAL);
+    assert_int_equal(
+        nodestate_toolkit_marker_parse("/x/.toolkit-ctr-ready", bad, strlen(bad), &m, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "/x/.toolkit-ctr-ready: CDI_ENABLED"));
     const char *rel = "CDI_SPEC=nvidia.yaml\n";
-    assert_int_equal(ns_toolkit_marker_parse("m", rel, strlen(rel), &m, &e), -EINVAL);
+    assert_int_equal(nodestate_toolkit_marker_parse("m", rel, strlen(rel), &m, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "CDI_SPEC: \"nvidia.yaml\" is not an absolute path"));
 }
 
@@ -384,7 +389,7 @@ static void test_cdi_missing(void **state)
     (void)state;
     static const char *const profiles[] = {"1g.10gb", "1g.10gb"};
     static const char *const migs[] = {"MIG-a", "MIG-b"};
-    struct ns_gpu gpus[] = {
+    struct nodestate_gpu gpus[] = {
         {.uuid = "GPU-0"},
         {.uuid = "GPU-1",
          .mig_enabled = true,
@@ -394,7 +399,7 @@ static void test_cdi_missing(void **state)
     };
     static const char *const full[] = {"0",     "GPU-0", "1",     "GPU-1", "1:0",
                                        "MIG-a", "1:1",   "MIG-b", "all",   NULL};
-    char buf[NS_REASON_MAX];
+    char buf[NODESTATE_REASON_MAX];
     assert_int_equal(val_cdi_missing(gpus, 2, has_name, (void *)full, buf, sizeof(buf)), 0);
     assert_string_equal(buf, "");
     static const char *const part[] = {"0", "GPU-0", "1", "GPU-1", "1:0", "MIG-a", "all", NULL};
@@ -403,9 +408,9 @@ static void test_cdi_missing(void **state)
     static const char *const none[] = {NULL};
     assert_int_equal(val_cdi_missing(gpus, 2, has_name, (void *)none, buf, sizeof(buf)), 8);
     assert_string_equal(buf, "0, GPU-0, 1, GPU-1, 1:0, MIG-a, 1:1, MIG-b");
-    struct ns_gpu many[12];
+    struct nodestate_gpu many[12];
     for (size_t i = 0; i < ARRAY_SIZE(many); i++)
-        many[i] = (struct ns_gpu){.uuid = "GPU-x"};
+        many[i] = (struct nodestate_gpu){.uuid = "GPU-x"};
     assert_int_equal(val_cdi_missing(many, 12, has_name, (void *)none, buf, sizeof(buf)), 24);
     assert_non_null(strstr(buf, " and 16 more"));
 }
@@ -413,12 +418,13 @@ static void test_cdi_missing(void **state)
 static void test_plugin_reason(void **state)
 {
     (void)state;
-    struct ns_gpu_count c = {.physical = 8, .n_expected = 1, .n_advertised = 1, .short_ = true};
+    struct nodestate_gpu_count c = {
+        .physical = 8, .n_expected = 1, .n_advertised = 1, .short_ = true};
     strlcpy_s(c.expected[0].name, "nvidia.com/gpu", sizeof(c.expected[0].name));
     c.expected[0].count = 8;
     strlcpy_s(c.advertised[0].name, "nvidia.com/gpu", sizeof(c.advertised[0].name));
     c.advertised[0].count = 7;
-    char buf[NS_REASON_MAX];
+    char buf[NODESTATE_REASON_MAX];
     val_plugin_reason(&c, buf, sizeof(buf));
     assert_string_equal(buf, "nvidia.com/gpu: 7 of 8 advertised");
     c.n_advertised = 0;
@@ -473,7 +479,7 @@ static void test_driver_pod_reason(void **state)
         json_t *st = json_loads(rows[i].status, 0, &je);
         assert_non_null(st);
         json_t *pod = json_pack("{s:o}", "status", st);
-        char buf[NS_REASON_MAX];
+        char buf[NODESTATE_REASON_MAX];
         val_driver_pod_reason(pod, buf, sizeof(buf));
         if (strcmp(buf, rows[i].want) != 0)
             fail_msg("row %zu: got \"%s\", want \"%s\"", i, buf, rows[i].want);
@@ -490,7 +496,7 @@ static void test_report_plan(void **state)
     assert_int_equal(r.next, VAL_NEXT_DONE);
     assert_false(r.remove_file);
     assert_true(r.annotate);
-    assert_int_equal(r.state, NS_V_OK);
+    assert_int_equal(r.state, NODESTATE_V_OK);
     assert_true(r.event);
     assert_false(r.warning);
     assert_string_equal(r.event_reason, "ValidationSucceeded");
@@ -500,7 +506,7 @@ static void test_report_plan(void **state)
     assert_int_equal(r.next, VAL_NEXT_RETRY);
     assert_true(r.remove_file);
     assert_true(r.annotate);
-    assert_int_equal(r.state, NS_V_WAITING);
+    assert_int_equal(r.state, NODESTATE_V_WAITING);
     assert_true(r.event && r.warning && r.log_retry);
     assert_string_equal(r.event_reason, "ValidationFailed");
     assert_string_equal(r.message, "plugin: short (retrying)");
@@ -513,12 +519,12 @@ static void test_report_plan(void **state)
     val_report_plan(VAL_PLUGIN, VAL_NOT_YET, "short", "short", false, &r);
     assert_int_equal(r.next, VAL_NEXT_FAIL);
     assert_true(r.remove_file && r.annotate && r.event && r.warning);
-    assert_int_equal(r.state, NS_V_FAILED);
+    assert_int_equal(r.state, NODESTATE_V_FAILED);
     assert_string_equal(r.message, "plugin: short");
     /* an error ends the try even with time left */
     val_report_plan(VAL_DRIVER, VAL_ERROR, "write driver-ready: EROFS", "", true, &r);
     assert_int_equal(r.next, VAL_NEXT_FAIL);
-    assert_int_equal(r.state, NS_V_FAILED);
+    assert_int_equal(r.state, NODESTATE_V_FAILED);
     assert_string_equal(r.message, "driver: write driver-ready: EROFS");
     /* all-done: no status file, no annotation; an Event when it fails */
     val_report_plan(VAL_ALL_DONE, VAL_PASSED, "", "", false, &r);
@@ -536,12 +542,13 @@ static void test_status_missing(void **state)
     assert_int_equal(val_status_missing(f->val, buf, sizeof(buf)), 4);
     assert_string_equal(buf, "driver-ready, toolkit-ready, cuda-ready, plugin-ready");
     struct err e = {0};
-    assert_int_equal(ns_file_write(f->val, NS_DRIVER_READY, "IS_HOST_DRIVER=true\n", &e), 0);
-    assert_int_equal(ns_file_write(f->val, NS_CUDA_READY, NULL, &e), 0);
+    assert_int_equal(
+        nodestate_file_write(f->val, NODESTATE_DRIVER_READY, "IS_HOST_DRIVER=true\n", &e), 0);
+    assert_int_equal(nodestate_file_write(f->val, NODESTATE_CUDA_READY, NULL, &e), 0);
     assert_int_equal(val_status_missing(f->val, buf, sizeof(buf)), 2);
     assert_string_equal(buf, "toolkit-ready, plugin-ready");
-    assert_int_equal(ns_file_write(f->val, NS_TOOLKIT_READY, NULL, &e), 0);
-    assert_int_equal(ns_file_write(f->val, NS_PLUGIN_READY, NULL, &e), 0);
+    assert_int_equal(nodestate_file_write(f->val, NODESTATE_TOOLKIT_READY, NULL, &e), 0);
+    assert_int_equal(nodestate_file_write(f->val, NODESTATE_PLUGIN_READY, NULL, &e), 0);
     assert_int_equal(val_status_missing(f->val, buf, sizeof(buf)), 0);
     assert_string_equal(buf, "");
 }
@@ -549,13 +556,13 @@ static void test_status_missing(void **state)
 static void test_component_names(void **state)
 {
     (void)state;
-    enum ns_component nc;
+    enum nodestate_component nc;
     assert_int_equal(val_component_ns(VAL_TOOLKIT, &nc), 0);
-    assert_int_equal(nc, NS_COMP_TOOLKIT);
+    assert_int_equal(nc, NODESTATE_COMP_TOOLKIT);
     assert_int_equal(val_component_ns(VAL_ALL_DONE, &nc), -EINVAL);
     for (int c = 0; c < VAL_ALL_DONE; c++) {
         assert_int_equal(val_component_ns((enum val_component)c, &nc), 0);
-        assert_string_equal(val_component_names[c], ns_component_name(nc));
+        assert_string_equal(val_component_names[c], nodestate_component_name(nc));
     }
     assert_string_equal(val_component_names[VAL_ALL_DONE], "all-done");
     assert_null(val_component_names[VAL_COMPONENT_COUNT]);

@@ -5,7 +5,7 @@
  * directory's spec wins for the same name, as containerd's CDI cache orders them), and turns the
  * named devices' and their specs' containerEdits into environment, mounts and device nodes.
  * An unknown name is an error naming it, as containerd fails the container
- * ("unresolvable CDI devices nvidia.com/gpu=X"). Specs are parsed and checked by src/cdi.
+ * ("unresolvable CDI devices nvidia.com/gpu=X"). Specs are parsed and checked by src/edge/cdi.
  */
 #ifndef GPUOP_KL_CDI_H
 #define GPUOP_KL_CDI_H

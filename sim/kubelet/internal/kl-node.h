@@ -3,7 +3,7 @@
  * kl-node: the Node object and heartbeat Lease a kubelet keeps for one simulated node, and the
  * labels Node Feature Discovery's worker would put on it. Pure functions over jansson values (the
  * time passed in); the shell (kubelet-main.c) reads the world, calls these and writes the result
- * through src/kube.
+ * through src/edge/kube.
  *
  * Labels, by owner:
  *  - the kubelet's: kubernetes.io/{hostname,os,arch}, beta.kubernetes.io/{os,arch}, reset on
@@ -30,8 +30,8 @@
 
 #define KL_KUBELET_VERSION   "v1.32.4"
 #define KL_KUBELET_PORT      10250
-#define KL_NFD_PREFIX        NS_NFD_PREFIX /* nodestate.h: NFD's labels are computed there */
-#define KL_NFD_LABELS_ANN    NS_NFD_LABELS_ANN
+#define KL_NFD_PREFIX        NODESTATE_NFD_PREFIX /* nodestate.h: NFD's labels are computed there */
+#define KL_NFD_LABELS_ANN    NODESTATE_NFD_LABELS_ANN
 #define KL_SIMULATED_ANN     "kubelet.gpuop.dev/simulated"
 #define KL_LEASE_NAMESPACE   "kube-node-lease"
 #define KL_LEASE_DURATION_S  40

@@ -18,22 +18,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = '\0';
     struct err e = {0};
     char *out = NULL;
-    struct ns_driver_owner o;
-    if (ns_driver_owner_parse(text, &o, &e) == 0 && ns_driver_owner_render(&o, &out) == 0)
+    struct nodestate_driver_owner o;
+    if (nodestate_driver_owner_parse(text, &o, &e) == 0 &&
+        nodestate_driver_owner_render(&o, &out) == 0)
         free(out);
-    struct ns_validation v;
-    if (ns_validation_parse(text, &v, &e) == 0 && ns_validation_render(&v, &out) == 0)
+    struct nodestate_validation v;
+    if (nodestate_validation_parse(text, &v, &e) == 0 && nodestate_validation_render(&v, &out) == 0)
         free(out);
-    struct ns_drain d;
-    if (ns_drain_parse(text, &d, &e) == 0 && ns_drain_render(&d, &out) == 0)
+    struct nodestate_drain d;
+    if (nodestate_drain_parse(text, &d, &e) == 0 && nodestate_drain_render(&d, &out) == 0)
         free(out);
-    struct ns_gpu_count *c = calloc(1, sizeof(*c));
-    if (c && ns_gpu_count_parse(text, c, &e) == 0 && ns_gpu_count_render(c, &out) == 0)
+    struct nodestate_gpu_count *c = calloc(1, sizeof(*c));
+    if (c && nodestate_gpu_count_parse(text, c, &e) == 0 &&
+        nodestate_gpu_count_render(c, &out) == 0)
         free(out);
     free(c);
-    struct ns_toolkit_marker *m = calloc(1, sizeof(*m));
+    struct nodestate_toolkit_marker *m = calloc(1, sizeof(*m));
     if (m)
-        (void)ns_toolkit_marker_parse("fuzz", text, size, m, &e);
+        (void)nodestate_toolkit_marker_parse("fuzz", text, size, m, &e);
     free(m);
     free(text);
     return 0;

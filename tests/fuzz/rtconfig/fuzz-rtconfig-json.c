@@ -15,23 +15,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    struct rt_options o = {.runtime_name = "nvidia",
-                           .runtime_path = "/usr/bin/gpuop",
-                           .set_as_default = data[0] & 1,
-                           .enable_cdi = data[0] & 2};
-    struct rt_text in = {(const char *)data + 1, size - 1};
+    struct rtconfig_options o = {.runtime_name = "nvidia",
+                                 .runtime_path = "/usr/bin/gpuop",
+                                 .set_as_default = data[0] & 1,
+                                 .enable_cdi = data[0] & 2};
+    struct rtconfig_text in = {(const char *)data + 1, size - 1};
     struct sbuf out, again;
     struct err e = {0};
     sbuf_init(&out, 1 << 22);
     sbuf_init(&again, 1 << 22);
-    if (rt_docker_edit(in, &o, &out, &e) == 0) {
+    if (rtconfig_docker_edit(in, &o, &out, &e) == 0) {
         json_error_t je;
         json_t *v = json_loadb(out.data, out.len, 0, &je);
         if (!v)
             abort();
         json_decref(v);
-        struct rt_text t = {out.data, out.len};
-        if (rt_docker_edit(t, &o, &again, &e) != 0 || again.len != out.len ||
+        struct rtconfig_text t = {out.data, out.len};
+        if (rtconfig_docker_edit(t, &o, &again, &e) != 0 || again.len != out.len ||
             memcmp(again.data, out.data, out.len) != 0)
             abort();
     }

@@ -18,33 +18,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * and nothing fuzzed: stop at once instead. */
     static bool loaded;
     struct err le = {0};
-    if (!loaded && rt_prepare(RT_CONTAINERD, &le) < 0) {
+    if (!loaded && rtconfig_prepare(RTCONFIG_CONTAINERD, &le) < 0) {
         fprintf(stderr, "%s\n", err_msg(&le));
         abort();
     }
     loaded = true;
     if (size < 1)
         return 0;
-    struct rt_options o = {.runtime_name = "nvidia",
-                           .runtime_path = "/usr/bin/gpuop",
-                           .set_as_default = data[0] & 1,
-                           .enable_cdi = data[0] & 2};
-    struct rt_text in = {(const char *)data + 1, size - 1};
+    struct rtconfig_options o = {.runtime_name = "nvidia",
+                                 .runtime_path = "/usr/bin/gpuop",
+                                 .set_as_default = data[0] & 1,
+                                 .enable_cdi = data[0] & 2};
+    struct rtconfig_text in = {(const char *)data + 1, size - 1};
     struct sbuf m, d, m2, d2;
     struct err e = {0};
     sbuf_init(&m, 1 << 22);
     sbuf_init(&d, 1 << 22);
     sbuf_init(&m2, 1 << 22);
     sbuf_init(&d2, 1 << 22);
-    if (rt_containerd_edit(in, &o, &m, &d, &e) == 0) {
-        struct rt_text again = {m.data, m.len};
-        if (rt_containerd_edit(again, &o, &m2, &d2, &e) != 0 || m.len != m2.len ||
+    if (rtconfig_containerd_edit(in, &o, &m, &d, &e) == 0) {
+        struct rtconfig_text again = {m.data, m.len};
+        if (rtconfig_containerd_edit(again, &o, &m2, &d2, &e) != 0 || m.len != m2.len ||
             memcmp(m.data, m2.data, m.len) != 0 || d.len != d2.len ||
             memcmp(d.data, d2.data, d.len) != 0)
             abort();
     }
     sbuf_reset(&d);
-    rt_crio_edit(&in, 1, &o, &d, NULL, &e);
+    rtconfig_crio_edit(&in, 1, &o, &d, NULL, &e);
     sbuf_free(&m);
     sbuf_free(&d);
     sbuf_free(&m2);

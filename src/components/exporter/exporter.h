@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * exporter: dcgm-exporter-compatible GPU metrics from NVML (`gpuop exporter`).
+ *
+ * Pure core, tested by tables (this header):
+ *   - the counters CSV in dcgm-exporter's format (`DCGM field, prom type, help`) and the
+ *     catalogue of DCGM fields gpuop knows: what each reads from struct gpu_sample / the
+ *     inventory, or why NVML cannot provide it;
+ *   - the pod map (GPU / MIG / replica device IDs from the kubelet's PodResources API to
+ *     pod, namespace, container);
+ *   - rendering of one collection into Prometheus text or OpenMetrics with dcgm-exporter's
+ *     names, types, help and label order.
+ * The shell (exporter-main.c) samples NVML on a collector thread, talks to the kubelet and serves
+ * the latest rendered snapshot over src/edge/http.
+ *
+ * MIG: NVML measures clocks, temperatures, power, energy, PCIe, ECC, violations and XIDs per
+ * physical GPU. For a GPU in MIG mode, as dcgm-exporter does, those series are repeated for each
+ * GPU instance with GPU_I_PROFILE / GPU_I_ID (the parent's value), so pods on MIG devices get
+ * attributed series. Fields that are per-instance quantities gpuop does not measure per instance
+ * (framebuffer: NVML can read it on MIG handles but the GPU model samples whole GPUs) are
+ * exported once for the whole GPU without MIG labels; utilization fields are not exported for
+ * GPUs in MIG mode (NVML does not report them there).
+ *
+ * Exporter-synthesised fields: DCGM_EXP_CLOCK_EVENTS_COUNT counts, per clock_event label, the
+ * collections in the last window (--clock-events-count-window-size, default 5 min) in which
+ * NVML reported that clock-event reason active;
+ * DCGM_EXP_XID_ERRORS_COUNT counts the XIDs of each value seen in the last window
+ * (--xid-count-window, default 5 min), labelled xid and window_size_in_ms as dcgm-exporter does.
+ */
+#ifndef GPUOP_EXPORTER_H
+#define GPUOP_EXPORTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "prom.h"
+#include "util.h"
+
+int exporter_main(int argc, char **argv);
+
+/* ---- catalogue ------------------------------------------------------------------------------ */
+
+enum exp_kind { EXP_GAUGE = 0, EXP_COUNTER, EXP_LABEL };
+
+/* Where a field's value comes from. */
+enum exp_src {
+    EXP_SRC_UNSUPPORTED = 0,
+    EXP_SRC_SM_CLOCK,
+    EXP_SRC_MEM_CLOCK,
+    EXP_SRC_MAX_SM_CLOCK,
+    EXP_SRC_MAX_MEM_CLOCK,
+    EXP_SRC_MEM_TEMP,
+    EXP_SRC_GPU_TEMP,
+    EXP_SRC_POWER,
+    EXP_SRC_POWER_LIMIT,
+    EXP_SRC_ENERGY,
+    EXP_SRC_PCIE_REPLAY,
+    EXP_SRC_UTIL_GPU,
+    EXP_SRC_UTIL_MEM,
+    EXP_SRC_UTIL_ENC,
+    EXP_SRC_UTIL_DEC,
+    EXP_SRC_XID,
+    EXP_SRC_FB_TOTAL,
+    EXP_SRC_FB_FREE,
+    EXP_SRC_FB_USED,
+    EXP_SRC_FB_RESERVED,
+    EXP_SRC_REMAP_UNC,
+    EXP_SRC_REMAP_COR,
+    EXP_SRC_REMAP_FAILURE,
+    EXP_SRC_REMAP_PENDING,
+    EXP_SRC_NVLINK_BW,
+    EXP_SRC_NVLINK_CRC_FLIT,
+    EXP_SRC_NVLINK_CRC_DATA,
+    EXP_SRC_NVLINK_REPLAY,
+    EXP_SRC_NVLINK_RECOVERY,
+    EXP_SRC_ECC_SBE_VOL,
+    EXP_SRC_ECC_DBE_VOL,
+    EXP_SRC_ECC_SBE_AGG,
+    EXP_SRC_ECC_DBE_AGG,
+    EXP_SRC_RETIRED_SBE,
+    EXP_SRC_RETIRED_DBE,
+    EXP_SRC_RETIRED_PENDING,
+    EXP_SRC_VIOL_POWER,
+    EXP_SRC_VIOL_THERMAL,
+    EXP_SRC_VIOL_SYNC_BOOST,
+    EXP_SRC_VIOL_BOARD_LIMIT,
+    EXP_SRC_VIOL_LOW_UTIL,
+    EXP_SRC_VIOL_RELIABILITY,
+    EXP_SRC_CLOCK_EVENT_REASONS, /* the GPU_CLOCK_EVENT_* bit mask (bit i as NVML numbers it) */
+    EXP_SRC_CLOCK_EVENTS_COUNT,  /* DCGM_EXP_CLOCK_EVENTS_COUNT, one series per clock_event */
+    EXP_SRC_XID_COUNT,           /* DCGM_EXP_XID_ERRORS_COUNT, one series per xid in the window */
+    EXP_SRC_LABEL_DRIVER_VERSION,
+    EXP_SRC_LABEL_SERIAL,
+};
+
+/* How a field relates to MIG instances (see the header comment). */
+enum exp_mig {
+    EXP_MIG_PER_INSTANCE = 0, /* repeated per GPU instance with the parent's value */
+    EXP_MIG_GPU_ONLY,         /* once per GPU, without MIG labels */
+    EXP_MIG_NONE,             /* not exported for a GPU in MIG mode */
+};
+
+struct exp_field {
+    const char *name; /* "DCGM_FI_DEV_GPU_TEMP" */
+    enum exp_src src;
+    enum exp_mig mig;
+    bool label;         /* a string field: the CSV type must be `label` */
+    const char *reason; /* for unsupported fields: why NVML cannot provide it */
+};
+
+/* The catalogue entry for a DCGM field name, or NULL when gpuop does not know it. */
+const struct exp_field *exp_field_lookup(const char *name);
+/* Every known field name, comma-separated, for error messages (static storage). */
+const char *exp_field_known_names(void);
+
+/* clock_event label values by GPU_CLOCK_EVENT_* bit (bit i of the mask), as dcgm-exporter
+ * names them. */
+#define EXP_CLOCK_EVENTS 9
+extern const char *const exp_clock_event_names[EXP_CLOCK_EVENTS];
+
+/* ---- counters CSV -----------------------------------------------------------------------------
+ */
+
+struct exp_counter {
+    const struct exp_field *field;
+    enum exp_kind kind;
+    char *help;
+    unsigned line;
+};
+
+struct exp_counters {
+    size_t n;
+    struct exp_counter *items;
+};
+
+/* The code for a field name gpuop does not know. The list of known ones is too long for a
+ * struct err message: the caller appends exp_field_known_names() to what it reports. */
+#define EXP_UNKNOWN_FIELD (-ENOMSG)
+
+/* Parses a counters file. `source` names it in errors ("<source>:<line>: <reason>").
+ * Unknown fields are EXP_UNKNOWN_FIELD (see above); unsupported known fields are accepted
+ * (exp_counters_log_unsupported names them). */
+int exp_counters_parse(const char *text, size_t len, const char *source, struct exp_counters **ret,
+                       struct err *e);
+int exp_counters_load(const char *path, struct exp_counters **ret, struct err *e);
+/* The built-in default: the same set as dcgm-exporter's etc/default-counters.csv. */
+int exp_counters_default(struct exp_counters **ret, struct err *e);
+extern const char exp_default_counters_csv[];
+void exp_counters_free(struct exp_counters *c);
+DEFINE_CLEANUP_FUNC(struct exp_counters, exp_counters_free)
+/* Logs, once, every counter that cannot be exported and why; returns how many. */
+size_t exp_counters_log_unsupported(const struct exp_counters *c);
+
+/* ---- pod map ----------------------------------------------------------------------------------
+ */
+
+struct exp_pod_ref {
+    char *pod, *namespace, *container;
+};
+
+/* What is allocated on one GPU, or one GPU instance (gi_id != EXP_WHOLE_GPU). */
+#define EXP_WHOLE_GPU 0xFFFFFFFFu
+struct exp_pod_entry {
+    char uuid[GPU_UUID_MAX]; /* the physical GPU's "GPU-..." uuid */
+    unsigned gi_id;
+    struct exp_pod_ref ref;
+};
+
+struct exp_pod_map {
+    size_t n;
+    struct exp_pod_entry *items;
+};
+
+/* Whether the kubelet resource name is a GPU resource: nvidia.com/gpu, nvidia.com/mig-*, or
+ * one listed in extra (comma-separated, NVIDIA_RESOURCE_NAMES; may be NULL). */
+bool exp_pod_resource_is_gpu(const char *resource, const char *extra);
+/* Resolves one device ID of a GPU resource ("GPU-…", "MIG-…", "GPU-…::3") against the inventory
+ * and adds it. IDs matching nothing are ignored (returns false). Same triple twice is kept once. */
+bool exp_pod_map_add(struct exp_pod_map *m, const struct gpu_inventory *inv, const char *device_id,
+                     const char *pod, const char *ns, const char *container);
+void exp_pod_map_clear(struct exp_pod_map *m);
+void exp_pod_map_free(struct exp_pod_map *m);
+DEFINE_CLEANUP_FUNC(struct exp_pod_map, exp_pod_map_free)
+
+/* ---- clock-event history (DCGM_EXP_CLOCK_EVENTS_COUNT's window) ----------------------------- */
+
+/* The clock-event reason masks of one GPU's recent collections, in a ring of `cap` entries. */
+struct exp_clock_hist {
+    size_t cap, n, next;
+    uint64_t *at_ms;
+    uint32_t *mask;
+};
+
+/* cap: the collections one window holds (window / interval + 2); at least 1. */
+void exp_clock_hist_init(struct exp_clock_hist *h, size_t cap);
+void exp_clock_hist_clear(struct exp_clock_hist *h);
+/* Records one collection's mask (a zero mask needs no entry and is skipped). */
+void exp_clock_hist_push(struct exp_clock_hist *h, uint64_t now_ms, uint64_t mask);
+/* counts[k]: entries no older than window_ms at now_ms with reason bit k set. */
+void exp_clock_hist_count(const struct exp_clock_hist *h, uint64_t now_ms, uint64_t window_ms,
+                          uint64_t counts[EXP_CLOCK_EVENTS]);
+
+/* ---- render -----------------------------------------------------------------------------------
+ */
+
+#define EXP_XID_COUNTS_MAX 16
+
+/* One GPU at one collection. */
+struct exp_gpu_state {
+    struct gpu_sample sample;
+    bool ok;   /* the sample was read (false: lost or failing; no DCGM series then) */
+    bool lost; /* NVML said GPU_IS_LOST */
+    uint64_t last_xid;
+    uint64_t clock_events[EXP_CLOCK_EVENTS]; /* collections in the window with each reason */
+    /* XIDs seen in the last xid_window_ms, by value (DCGM_EXP_XID_ERRORS_COUNT). */
+    size_t n_xid_counts;
+    struct {
+        uint64_t xid, count;
+    } xid_counts[EXP_XID_COUNTS_MAX];
+};
+
+/* The exporter's own health, rendered as gpuop_exporter_*. */
+enum exp_error_kind {
+    EXP_ERR_NVML = 0,    /* a sample read failed */
+    EXP_ERR_GPU_LOST,    /* a GPU answered GPU_IS_LOST */
+    EXP_ERR_INVENTORY,   /* the inventory could not be read */
+    EXP_ERR_EVENTS,      /* XID event subscription or wait failed */
+    EXP_ERR_PODRESOURCES /* the kubelet PodResources List failed */
+};
+#define EXP_ERR_KINDS 5
+extern const char *const exp_error_kind_names[EXP_ERR_KINDS];
+
+struct exp_self {
+    double last_collection_unix_s;
+    double last_collection_duration_s;
+    uint64_t collections;
+    uint64_t errors[EXP_ERR_KINDS];
+    bool kubernetes;
+    bool pod_resources_up;
+};
+
+struct exp_render_input {
+    const struct exp_counters *counters;
+    const struct gpu_inventory *inv;  /* may be NULL (no inventory yet) */
+    const struct exp_gpu_state *gpus; /* inv->n_gpus entries */
+    const char *hostname;             /* NULL: no host label */
+    bool lower_hostname;              /* `hostname` instead of `Hostname` */
+    bool kubernetes;                  /* add pod, namespace, container */
+    const struct exp_pod_map *pods;   /* may be NULL */
+    const struct exp_self *self;
+    uint64_t xid_window_ms; /* the window_size_in_ms label of DCGM_EXP_XID_ERRORS_COUNT */
+};
+
+/* Renders everything but the per-scrape tail (gpuop_exporter_scrapes_total and, for
+ * OpenMetrics, # EOF; see exp_render_tail). Output is bounded by out's limit. */
+GPUOP_WUR int exp_render(const struct exp_render_input *in, enum prom_format f, struct sbuf *out);
+GPUOP_WUR int exp_render_tail(uint64_t scrapes, enum prom_format f, struct sbuf *out);
+
+#endif

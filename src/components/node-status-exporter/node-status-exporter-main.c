@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpuop node-status-exporter`: the shell around nodestatus-core.c. Every --interval it reads the
+ * status files, NVML and its Node, computes the report, swaps in the rendered pages and writes
+ * the gpuop.dev/gpu-count annotation when it changed. A scrape copies the last page out: no
+ * NVML or API call per scrape.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "http.h"
+#include "kobj.h"
+#include "kube.h"
+#include "node-status-exporter.h"
+#include "svc.h"
+#include "yamlcfg.h"
+
+#define COMP         "node-status-exporter"
+#define PAGE_LIMIT   (1u << 20)
+#define NST_GPUS_MAX 64
+
+struct nse {
+    const char *listen, *node, *dir, *kubeconfig, *sysfs, *mig_strategy;
+    uint64_t interval_ms, grace_ms;
+    bool once;
+    enum nodestate_mig_strategy strategy;
+
+    struct kube_client *kc;
+    struct gpu_lib *lib;
+    struct nst_state st;
+    struct nst_report report;
+    pthread_mutex_t lock;
+    char *text, *om; /* the last pages, under lock; NULL before the first observation */
+    bool nvml_logged, node_logged, count_logged;
+    /* The UUID last read at each index: a lost GPU no longer answers for its UUID, and the
+     * missing GPU is named by what it was. */
+    char known_uuid[NST_GPUS_MAX][GPU_UUID_MAX];
+};
+
+/* ---- reading the node --------------------------------------------------------------------- */
+
+static void read_files(struct nse *x, struct nst_observation *o)
+{
+    _cleanup_(closedirp) DIR *d = opendir(x->dir);
+    o->files_ok = d != NULL;
+    for (int f = 0; f < NODESTATE_FILE_COUNT; f++)
+        o->file[f] = d && nodestate_file_exists(x->dir, f);
+}
+
+/* NVIDIA PCI functions (vendor 0x10de) under the sysfs root; -1 when it cannot be read. */
+static int64_t count_pci(const char *sysfs)
+{
+    _cleanup_free_ char *dir = xasprintf("%s/bus/pci/devices", sysfs);
+    _cleanup_(closedirp) DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int64_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        _cleanup_free_ char *p = xasprintf("%s/%s/vendor", dir, de->d_name);
+        _cleanup_free_ char *v = NULL;
+        struct err e = {0};
+        if (file_read_all(p, 64, &v, NULL, &e) == 0 && str_has_prefix(v, "0x10de"))
+            n++;
+    }
+    return n;
+}
+
+/* The GPUs as nodestate sees them; the arrays point into inv (and names). */
+struct gpus {
+    struct nodestate_gpu *g;
+    const char **profiles, **uuids;
+    char (*names)[GPU_UUID_MAX];
+};
+
+static void gpus_free(struct gpus *g)
+{
+    free(g->g);
+    free(g->profiles);
+    free(g->uuids);
+    free(g->names);
+}
+
+/* A GPU's name: its UUID, else (lost before it could be read) the UUID last read at its
+ * index, else "index <n>". */
+static const char *gpu_name(struct nse *x, const struct gpu_device *d, char *buf)
+{
+    bool cached = d->index < NST_GPUS_MAX;
+    if (d->uuid[0]) {
+        if (cached)
+            strlcpy_s(x->known_uuid[d->index], d->uuid, GPU_UUID_MAX);
+        return d->uuid;
+    }
+    if (cached && x->known_uuid[d->index][0])
+        return x->known_uuid[d->index];
+    snprintf(buf, GPU_UUID_MAX, "index %u", d->index);
+    return buf;
+}
+
+static void gpus_from(struct nse *x, const struct gpu_inventory *inv, struct gpus *ret)
+{
+    size_t n_mig = 0;
+    for (size_t i = 0; i < inv->n_gpus; i++)
+        n_mig += inv->gpus[i].n_mig;
+    ret->g = xcalloc(inv->n_gpus + 1, sizeof(*ret->g));
+    ret->profiles = xcalloc(n_mig + 1, sizeof(char *));
+    ret->uuids = xcalloc(n_mig + 1, sizeof(char *));
+    ret->names = xcalloc(inv->n_gpus + 1, sizeof(*ret->names));
+    size_t k = 0;
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct gpu_device *d = &inv->gpus[i];
+        ret->g[i] = (struct nodestate_gpu){.uuid = gpu_name(x, d, ret->names[i]),
+                                           .lost = d->lost,
+                                           .mig_enabled = d->mig_enabled,
+                                           .n_mig = d->n_mig,
+                                           .mig_profiles = ret->profiles + k,
+                                           .mig_uuids = ret->uuids + k};
+        for (size_t m = 0; m < d->n_mig; m++, k++) {
+            ret->profiles[k] = d->mig[m].profile;
+            ret->uuids[k] = d->mig[m].uuid;
+        }
+    }
+}
+
+/* Writes the annotation the report asks for; a failure is counted and retried next time. */
+static void write_annotation(struct nse *x)
+{
+    if (!x->report.annotation)
+        return;
+    _cleanup_json_ json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations",
+                                             NODESTATE_ANN_GPU_COUNT, x->report.annotation);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .field_manager = "gpuop-node-status"};
+    struct err e = {0};
+    if (kube_patch(x->kc, &KUBE_NODES, NULL, x->node, &po, patch, NULL, &e) < 0) {
+        x->st.errors[NST_ERR_ANNOTATION]++;
+        log_warn(COMP, "annotation not written; retrying", "node=%s key=%s error=\"%s\"", x->node,
+                 NODESTATE_ANN_GPU_COUNT, err_msg(&e));
+        return;
+    }
+    log_info(COMP, "annotation written", "node=%s key=%s value=%s", x->node,
+             NODESTATE_ANN_GPU_COUNT, x->report.annotation);
+}
+
+static int observe(struct nse *x, struct err *e)
+{
+    struct nst_observation o = {.now_ms = now_ms_real(),
+                                .pci_devices = count_pci(x->sysfs),
+                                .default_strategy = x->strategy};
+    read_files(x, &o);
+
+    struct err ne = {0};
+    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
+    if (!x->lib && gpu_lib_open(NULL, &x->lib, &ne) < 0)
+        x->lib = NULL;
+    if (x->lib && gpu_inventory_read(x->lib, &inv, &ne) < 0)
+        inv = NULL;
+    struct gpus g = {0};
+    if (inv) {
+        gpus_from(x, inv, &g);
+        o.nvml_ok = true;
+        o.gpus = g.g;
+        o.n_gpus = inv->n_gpus;
+        o.driver_version = inv->driver_version;
+    } else if (!x->nvml_logged) {
+        log_warn(COMP, "NVML unavailable; retrying every interval", "error=\"%s\"", err_msg(&ne));
+    }
+    x->nvml_logged = !inv;
+
+    _cleanup_json_ json_t *node = NULL;
+    err_clear(&ne);
+    if (kube_get(x->kc, &KUBE_NODES, NULL, x->node, &node, &ne) < 0) {
+        node = NULL;
+        if (!x->node_logged)
+            log_warn(COMP, "node unreadable; retrying every interval", "node=%s error=\"%s\"",
+                     x->node, err_msg(&ne));
+    }
+    x->node_logged = !node;
+    o.node = node;
+
+    int r = nst_observe(&x->st, x->node, x->grace_ms, &o, &x->report, e);
+    gpus_free(&g);
+    if (r < 0)
+        return r;
+    if (x->report.count_error[0] && !x->count_logged)
+        log_warn(COMP, "GPU count unknown", "node=%s error=\"%s\"", x->node, x->report.count_error);
+    x->count_logged = x->report.count_error[0] != '\0';
+    write_annotation(x);
+
+    _cleanup_sbuf_ struct sbuf text, om;
+    sbuf_init(&text, PAGE_LIMIT);
+    sbuf_init(&om, PAGE_LIMIT);
+    if (nst_render(&x->report, PROM_FORMAT_TEXT, &text) < 0 ||
+        nst_render(&x->report, PROM_FORMAT_OPENMETRICS, &om) < 0)
+        return err_set(e, -ENOBUFS, "rendering the metrics: more than %u bytes", PAGE_LIMIT);
+    char *t = sbuf_steal(&text), *m = sbuf_steal(&om);
+    pthread_mutex_lock(&x->lock);
+    char *old_t = x->text, *old_m = x->om;
+    x->text = t;
+    x->om = m;
+    pthread_mutex_unlock(&x->lock);
+    free(old_t);
+    free(old_m);
+    return 0;
+}
+
+/* ---- HTTP --------------------------------------------------------------------------------- */
+
+static int handle_metrics(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    struct nse *x = ud;
+    enum prom_format f = prom_negotiate(req->accept);
+    pthread_mutex_lock(&x->lock);
+    const char *page = f == PROM_FORMAT_OPENMETRICS ? x->om : x->text;
+    if (page)
+        http_response_copy(resp, 200, prom_content_type(f), page, strlen(page));
+    else
+        http_response_static(resp, 503, HTTP_CT_TEXT, "no observation yet\n");
+    pthread_mutex_unlock(&x->lock);
+    return 0;
+}
+
+static int handle_health(const struct http_request *req, struct http_response *resp, void *ud)
+{
+    struct nse *x = ud;
+    (void)req;
+    pthread_mutex_lock(&x->lock);
+    bool ok = x->text != NULL;
+    pthread_mutex_unlock(&x->lock);
+    http_response_static(resp, ok ? 200 : 503, HTTP_CT_TEXT, ok ? "OK\n" : "no observation yet\n");
+    return 0;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+#define X(m) offsetof(struct nse, m)
+static const struct svc_option nse_options[] = {
+    {.flag = "listen",
+     .env = "NODE_STATUS_EXPORTER_LISTEN",
+     .kind = SVC_STRING,
+     .off = X(listen),
+     .metavar = "ADDR",
+     .help = "listen address, host:port or :port (default \":8000\")"},
+    {.flag = "interval",
+     .env = "NODE_STATUS_EXPORTER_INTERVAL",
+     .kind = SVC_DURATION,
+     .min = 1,
+     .finite = true,
+     .off = X(interval_ms),
+     .metavar = "DUR",
+     .help = "how often the node is observed (default 30s)"},
+    {.flag = "mismatch-grace",
+     .env = "NODE_STATUS_EXPORTER_MISMATCH_GRACE",
+     .kind = SVC_DURATION,
+     .finite = true,
+     .off = X(grace_ms),
+     .metavar = "DUR",
+     .help = "how long advertised GPUs may stay fewer than expected before\n"
+             "gpuop_node_gpu_advertised_mismatch is 1 (default 60s)"},
+    {.flag = "validations-dir",
+     .env = "VALIDATIONS_DIR",
+     .kind = SVC_STRING,
+     .off = X(dir),
+     .metavar = "DIR",
+     .help = "the status files' folder (default " NODESTATE_VALIDATIONS_DIR ")"},
+    {.flag = "node-name",
+     .env = "NODE_NAME",
+     .kind = SVC_STRING,
+     .off = X(node),
+     .metavar = "NAME",
+     .help = "this node (required)"},
+    {.flag = "mig-strategy",
+     .env = "MIG_STRATEGY",
+     .kind = SVC_STRING,
+     .off = X(mig_strategy),
+     .metavar = "none|single|mixed",
+     .help = "MIG strategy of a node without the nvidia.com/mig.strategy label\n"
+             "(default none)"},
+    {.flag = "kubeconfig",
+     .env = "KUBECONFIG",
+     .kind = SVC_STRING,
+     .off = X(kubeconfig),
+     .metavar = "FILE",
+     .help = "kubeconfig; default: in-cluster config"},
+    {.flag = "once",
+     .kind = SVC_FLAG,
+     .off = X(once),
+     .help = "observe once, print the metrics to stdout and exit"},
+    {.env = "GPUOP_SYSFS_ROOT",
+     .kind = SVC_STRING,
+     .off = X(sysfs),
+     .help = "sysfs root where NVIDIA PCI devices are counted (default /sys)"},
+    {0},
+};
+#undef X
+
+static void nse_defaults(void *state)
+{
+    struct nse *x = state;
+    x->listen = ":8000";
+    x->interval_ms = 30000;
+    x->grace_ms = 60000;
+    x->dir = NODESTATE_VALIDATIONS_DIR;
+    x->sysfs = "/sys";
+    pthread_mutex_init(&x->lock, NULL);
+}
+
+static int nse_configure(struct svc *s, struct err *e)
+{
+    struct nse *x = svc_state(s);
+    if (!x->node || !*x->node)
+        return err_set(e, -EINVAL, "no node name: give --node-name or NODE_NAME");
+    if (nodestate_mig_strategy_parse(x->mig_strategy, &x->strategy) < 0)
+        return err_set(e, -EINVAL, "--mig-strategy \"%s\": expected none, single or mixed",
+                       x->mig_strategy);
+    return 0;
+}
+
+static void nse_cleanup(void *state)
+{
+    struct nse *x = state;
+    nst_report_clear(&x->report);
+    free(x->text);
+    free(x->om);
+    gpu_lib_free(x->lib);
+    kube_client_free(x->kc);
+    pthread_mutex_destroy(&x->lock);
+}
+
+static int nse_run(struct svc *s, struct err *e)
+{
+    struct nse *x = svc_state(s);
+    /* A slow API server delays an observation by at most the call's deadline; scrapes keep
+     * serving the last page meanwhile. */
+    int r = kube_client_open(KUBE_CALLER_AGENT, x->kubeconfig, NULL, svc_stop(s), &x->kc, e);
+    if (r < 0)
+        return r;
+    x->st.started_ms = now_ms_real();
+    if ((r = observe(x, e)) < 0)
+        return r;
+    if (x->once) {
+        fputs(x->text, stdout);
+        return fflush(stdout) == 0 ? 0 : err_errno(e, -EIO, "write the metrics to stdout");
+    }
+    struct http_route routes[] = {{"/metrics", handle_metrics, x}, {"/health", handle_health, x}};
+    struct http_config hc = {.listen = x->listen,
+                             .routes = routes,
+                             .n_routes = ARRAY_SIZE(routes),
+                             .request_limit = 8192};
+    _cleanup_(http_server_freep) struct http_server *srv = NULL;
+    if ((r = http_server_new(&hc, &srv, e)) < 0)
+        return r;
+    log_info(COMP, "serving", "listen=%s port=%u node=%s interval_ms=%llu grace_ms=%llu", x->listen,
+             http_server_port(srv), x->node, (unsigned long long)x->interval_ms,
+             (unsigned long long)x->grace_ms);
+    while (svc_wait(s, x->interval_ms) != SVC_STOP) {
+        if ((r = observe(x, e)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+const struct svc_component nodestatus_component = {
+    .name = COMP,
+    .usage = "Usage: gpuop node-status-exporter [flags]\n"
+             "Serves Prometheus metrics of the node's GPU stack: NVIDIA's node status metrics\n"
+             "(status files, driver check, devices advertised, PCI devices) and gpuop's (each\n"
+             "validation's state, the driver owner, physical vs advertised GPUs, the mismatch).\n"
+             "Observes the node every interval; a scrape serves the last observation. Writes\n"
+             "the node annotation " NODESTATE_ANN_GPU_COUNT " when it changes.\n"
+             "Routes: /metrics (Prometheus text; OpenMetrics when asked for), /health.\n",
+    .flags_title = "Flags (environment variable in brackets; a flag wins over its variable):",
+    .options = {nse_options},
+    .epilogue = "Other environment:\n"
+                "  GPUOP_NVML_LIBRARY           libnvidia-ml.so.1 to load\n\n"
+                "Signals: SIGTERM, SIGINT and SIGQUIT exit 0; SIGHUP is logged and ignored.\n",
+    .state_size = sizeof(struct nse),
+    .defaults = nse_defaults,
+    .configure = nse_configure,
+    .run = nse_run,
+    .cleanup = nse_cleanup,
+};

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * operator: gpuop's control plane. One reconcile loop turns a ClusterPolicy (nvidia.com/v1,
+ * NVIDIA GPU Operator's schema) into the components on every GPU node.
+ *
+ * This header is the pure core, table-tested without a cluster: Kubernetes objects in and out
+ * are jansson values (json_t), owned by the caller unless stated otherwise.
+ *
+ *   op_policy_parse()    ClusterPolicy -> struct op_policy (validated against the CRD schema
+ *                        gpuop installs; fields gpuop does not act on are listed, not dropped)
+ *   op_node_labels()     a node's labels -> the label patch gpuop wants on it
+ *   op_render()          policy -> every object of every enabled component (from the operand
+ *                        templates in deploy/operands, compiled in)
+ *   op_ds_ready()        a DaemonSet's status -> ready or not, and why
+ *   op_plan()            what the cluster holds -> what to write (node labels, objects to
+ *                        apply and to prune, each ClusterPolicy's and NVIDIADriver's status,
+ *                        Events)
+ *
+ * Everything here is thread-compatible (no shared state) and does no I/O, except
+ * op_templates_load_dir(), which reads an override directory.
+ */
+#ifndef GPUOP_OPERATOR_H
+#define GPUOP_OPERATOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* The components, in NVIDIA's state order. */
+enum op_component {
+    OP_DRIVER = 0,
+    OP_TOOLKIT,
+    OP_VALIDATOR,
+    OP_DEVICE_PLUGIN,
+    OP_DCGM,
+    OP_DCGM_EXPORTER,
+    OP_GFD,
+    OP_MIG_MANAGER,
+    OP_NODE_STATUS_EXPORTER,
+    OP_N_COMPONENTS
+};
+
+struct op_component_def {
+    const char *spec_key;     /* "devicePlugin" */
+    const char *state;        /* "state-device-plugin" */
+    const char *title;        /* "DevicePlugin" (condition types) */
+    const char *ds_name;      /* "nvidia-device-plugin-daemonset"; NULL: not deployed by gpuop */
+    const char *deploy_label; /* "nvidia.com/gpu.deploy.device-plugin" */
+    const char *template;     /* "device-plugin.yaml" */
+    bool always_enabled;      /* the validator runs whenever a policy is active */
+    bool mig_capable_only;    /* deploy label only on MIG-capable nodes */
+};
+
+const struct op_component_def *op_component_def(enum op_component c);
+
+#define OP_LABEL_GPU_PRESENT     "nvidia.com/gpu.present"
+#define OP_LABEL_DEPLOY_OPERANDS "nvidia.com/gpu.deploy.operands"
+#define OP_LABEL_MIG_CONFIG      "nvidia.com/mig.config"
+#define OP_LABEL_MIG_CAPABLE     "nvidia.com/mig.capable"
+#define OP_MANAGED_BY            "gpuop"
+#define OP_HASH_ANNOTATION       "gpuop.nvidia.com/applied-hash"
+/* With spec.driver.useNvidiaDriverCRD: the NVIDIADriver that owns a GPU node (NVIDIA's label;
+ * each NVIDIADriver's DaemonSets select on it), and the NVIDIADriver a DaemonSet is for. */
+#define OP_LABEL_DRIVER_OWNER  "nvidia.com/gpu-operator.driver.owner"
+#define OP_LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver"
+#define OP_LABEL_DRIVER_DS     "gpuop.dev/driver-daemonset" /* the selector label */
+/* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). */
+#define OP_DEFAULT_DRIVER_VERSION "595.91.07"
+
+struct op_operand {
+    bool enabled;
+    char *image;       /* resolved image reference */
+    char *pull_policy; /* "IfNotPresent" unless the policy says otherwise */
+    json_t *spec;      /* the policy's section for this component (borrowed from policy->cp) */
+};
+
+struct op_defaults {
+    const char *namespace;     /* where operands go, e.g. "gpu-operator" */
+    const char *operand_image; /* the gpuop image every component but the driver runs */
+};
+
+struct op_policy {
+    char *name;
+    char *uid;
+    int64_t generation;
+    struct op_operand operand[OP_N_COMPONENTS];
+    char *mig_strategy;       /* none|single|mixed */
+    char *runtime_class;      /* operator.runtimeClass, default "nvidia" */
+    char *update_strategy;    /* daemonsets.updateStrategy */
+    json_t *max_unavailable;  /* daemonsets.rollingUpdate.maxUnavailable or NULL */
+    char *mig_config_default; /* migManager.config.default, default "all-disabled" */
+    char *driver_repository, *driver_image, *driver_version; /* spec.driver image parts */
+    bool use_nvidia_driver_crd; /* spec.driver.useNvidiaDriverCRD: NVIDIADrivers own the driver */
+    char *namespace;
+    char *operand_image;
+    json_t *unimplemented; /* array of "spec.x.y" paths set in the policy that gpuop ignores */
+    json_t *cp;            /* the whole ClusterPolicy object (owned reference) */
+};
+
+/* Parses and validates a ClusterPolicy object. Invalid input (a wrong type, an unknown enum
+ * value, ...) fails with a message naming the field; nothing is half-applied. */
+int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **ret, struct err *e);
+void op_policy_free(struct op_policy *p);
+DEFINE_CLEANUP_FUNC(struct op_policy, op_policy_free)
+
+/* Validates `value` against an OpenAPI v3 schema of a CRD (the subset CRDs use: type, enum,
+ * properties, additionalProperties, items, required, minimum, maxLength, minLength,
+ * x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields, anyOf). Unknown fields are
+ * not errors (the API server prunes them). `path` prefixes messages ("spec"). */
+int op_schema_validate(const json_t *schema, const json_t *value, const char *path, struct err *e);
+/* The openAPIV3Schema of the compiled-in ClusterPolicy CRD (borrowed; never NULL). */
+const json_t *op_clusterpolicy_schema(void);
+
+/* Is this node a GPU node (NFD PCI labels, or nvidia.com/gpu.present=true without NFD)? */
+bool op_node_is_gpu(const json_t *labels);
+
+/*
+ * The labels gpuop wants on a node, as a JSON merge patch for metadata.labels: an object of
+ * key -> string (set) or null (remove); empty when nothing changes. `p` may be NULL (no active
+ * policy: labels are still kept for GPU presence, no deploy labels are added).
+ */
+int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret_patch,
+                   struct err *e);
+
+/* Templates: file name -> contents. The compiled-in set is always available; a directory
+ * (gpuop operator --operand-templates) replaces files of the same name. */
+struct op_templates;
+int op_templates_builtin(struct op_templates **ret, struct err *e);
+int op_templates_load_dir(struct op_templates *t, const char *dir, struct err *e);
+void op_templates_free(struct op_templates *t);
+DEFINE_CLEANUP_FUNC(struct op_templates, op_templates_free)
+
+/* Context the render needs beyond the policy: the driver image's OS tag from the GPU nodes'
+ * NFD os_release labels (e.g. "ubuntu22.04"; NULL when unknown). */
+struct op_render_ctx {
+    const char *os_tag;
+    const char
+        *driver_image; /* the driver image, when set (an NVIDIADriver's); else the policy's */
+};
+
+/*
+ * Renders every object of every enabled component, plus the RuntimeClass, in NVIDIA's order:
+ * a JSON array of objects, each with metadata.labels app.kubernetes.io/managed-by=gpuop, an
+ * owner reference to the ClusterPolicy and the OP_HASH_ANNOTATION of its own content.
+ */
+int op_render(const struct op_policy *p, const struct op_templates *t,
+              const struct op_render_ctx *ctx, json_t **ret_objects, struct err *e);
+/* The driver image for an OS tag: repository/image:version[-os_tag]. */
+char *op_driver_image(const struct op_policy *p, const char *os_tag);
+
+/* The stable content hash of an object (its JSON with metadata.annotations[hash] and status
+ * excluded, keys sorted), hex. */
+char *op_object_hash(const json_t *obj);
+
+/* DaemonSet readiness by NVIDIA's rules; *ret_reason says why not ("2/5 available", ...). */
+bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len);
+
+/*
+ * What the node agents reported in their node annotations (src/lib/nodestate): *ret_failed gets a
+ * line per node with a failed validation (validation.gpuop.dev/<component>), naming the
+ * components and their reasons; *ret_mismatch a line per node whose gpu-count annotation says
+ * mismatch (advertised fewer GPUs than it has past the grace period), with the counts. Lines
+ * start with the node's name and are sorted; new arrays of strings. Annotations that do not
+ * parse are skipped.
+ */
+void op_node_findings(const json_t *nodes, json_t **ret_failed, json_t **ret_mismatch);
+/* The node annotations the operator reads (the node informer keeps only those). */
+bool op_node_annotation_watched(const char *key);
+
+/*
+ * The API server's validation rules for the fields gpuop renders, beyond what the JSON schemas
+ * check: names and label syntax, int-or-string as an integer or a percentage, quantities,
+ * port and probe ranges, selector and template labels. A real cluster refuses what fails here
+ * with 422; the message names the object and the field.
+ */
+int op_api_validate(const json_t *obj, struct err *e);
+bool op_quantity_valid(const char *s);
+/* Is the live object what `desired` renders (same content hash, labelled as gpuop's)? An object
+ * someone stripped of the managed-by label is out of gpuop's informers and pruning: not current. */
+bool op_object_current(const json_t *desired, const json_t *live);
+
+/*
+ * The planner: one reconcile's decisions, with no I/O and no clock. The shell reads the world
+ * into a snapshot, plans, and executes the plan in this order: each ignored policy's events and
+ * status; for the active policy, node patches, applies, (when every apply succeeded) prunes,
+ * then its events and status. A status is written only when `write` is set (it differs from the
+ * stored one), so a converged cluster costs no writes.
+ */
+struct op_snapshot {
+    const json_t *policies; /* ClusterPolicy objects (array), freshest known */
+    const json_t *nodes;    /* Node objects (array; metadata.labels and the annotations
+                               op_node_annotation_watched names are all that is read) */
+    const json_t *owned;    /* every object gpuop's informers hold, any owned kind (array) */
+    /* What the previous execution failed to write: an array of {"object": "DaemonSet ns/name",
+     * "reason": "..."}; NULL or empty when it succeeded. */
+    const json_t *apply_errors;
+    const struct op_defaults *defaults;
+    const struct op_templates *templates;
+    uint64_t now_ms; /* wall clock (ms since the epoch): condition transition times */
+    /* More findings for the active policy, each a condition while it has lines (an Event of
+     * event_type when its message changes, a Normal one when it clears): [{"type", "reason",
+     * "event_type", "lines": [...], "cleared_reason", "cleared_message"}]; NULL: none.
+     * op_gpuquota_findings() makes the GPU quota ones. */
+    const json_t *findings;
+    /* NVIDIADriver objects (nvidia.com/v1alpha1); NULL when not listed (yet): with
+     * useNvidiaDriverCRD every NVIDIADriver DaemonSet then stays as it is. */
+    const json_t *nvidia_drivers;
+};
+
+struct op_plan {
+    /* One entry per ClusterPolicy that is not being deleted, ignored ones first, the active one
+     * last: {"name", "active": bool, "valid": bool, "status": {...}, "write": bool,
+     * "events": [{"type", "reason", "message"}], "policy": the ClusterPolicy (a reference)}. */
+    json_t *policies;
+    json_t *node_patches; /* [{"name": node, "labels": merge patch}], only nodes that change */
+    json_t *desired;      /* every object the active policy renders (empty when none) */
+    json_t *apply;        /* the desired objects not current in the snapshot, in order */
+    json_t *prune;        /* [{"kind", "namespace" (namespaced kinds), "name"}] to delete */
+    /* One entry per NVIDIADriver while a valid ClusterPolicy is active: {"name", "status",
+     * "write": bool, "events": [{"type", "reason", "message"}], "driver": the object (a
+     * reference)}. */
+    json_t *nvidia_drivers;
+    int gpu_nodes;   /* GPU nodes seen */
+    bool has_active; /* a ClusterPolicy is active (valid or not) */
+    int health;      /* active policy: 1 ready, 0 not ready, -1 invalid */
+    bool requeue;    /* not ready: look again in a while even without events */
+};
+
+/* Fails only on a broken template (the active policy's render); an invalid ClusterPolicy is a
+ * plan (its status says why), not an error. */
+int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e);
+void op_plan_free(struct op_plan *p);
+DEFINE_CLEANUP_FUNC(struct op_plan, op_plan_free)
+
+/* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/lib/capacity's) --------
+ */
+
+struct cap_view;
+struct prom_writer;
+/* The view's findings for op_snapshot.findings: GPUQuotaOvercommitted (a resource's quotas past
+ * the threshold times what is advertised), GPUPoolBelowQuota (a pool advertising less than the
+ * quotas pinned to it, naming the pool and the namespaces), GPUQuotaMissing (namespaces with GPU
+ * pods and no GPU quota; listed, Normal Events). A new array. */
+json_t *op_gpuquota_findings(const struct cap_view *v);
+/* gpuop_gpu_capacity{resource,pool} and the other gpuop_gpu_* families of the view. */
+void op_gpuquota_metrics(const struct cap_view *v, struct prom_writer *w);
+
+#endif

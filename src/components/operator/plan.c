@@ -1,0 +1,683 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The operator's decisions: which ClusterPolicy is active, what each one's status says, which
+ * labels each node gets, which objects to write and to delete, which Events to record. Pure: the
+ * shell (controller.c) reads the cluster into a snapshot and executes the plan.
+ */
+#include <string.h>
+
+#include "operator-internal.h"
+#include "nodestate.h"
+#include "operator.h"
+#include "yamlcfg.h"
+
+#define READY_MSG "ClusterPolicy is ready as all resources have been successfully reconciled"
+
+static bool deleting(const json_t *o)
+{
+    return kobj_deletion_timestamp(o) != NULL;
+}
+
+/* Oldest creationTimestamp wins; the name breaks ties. RFC 3339 UTC strings order as text. */
+static const json_t *pick_active(const json_t *list)
+{
+    const json_t *best = NULL;
+    size_t i;
+    const json_t *cp;
+    json_array_foreach (list, i, cp) {
+        if (deleting(cp))
+            continue;
+        if (!best) {
+            best = cp;
+            continue;
+        }
+        const char *a = kobj_creation_timestamp(cp);
+        const char *b = kobj_creation_timestamp(best);
+        int cmp = strcmp(a ? a : "", b ? b : "");
+        if (cmp < 0 || (cmp == 0 && strcmp(kobj_name(cp) ?: "", kobj_name(best) ?: "") < 0))
+            best = cp;
+    }
+    return best;
+}
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+/* A condition keeps its lastTransitionTime while its status does not change. */
+json_t *op_condition(const struct op_status_ctx *sc, const char *type, bool status,
+                     const char *reason, const char *message)
+{
+    const char *st = status ? "True" : "False";
+    const char *ltt = sc->now;
+    size_t i;
+    json_t *oc;
+    json_array_foreach (sc->old_conditions, i, oc) {
+        if (streq_ptr(kobj_str(oc, "type"), type) && streq_ptr(kobj_str(oc, "status"), st)) {
+            const char *t = kobj_str(oc, "lastTransitionTime");
+            if (t)
+                ltt = t;
+        }
+    }
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "status", st, "reason", reason,
+                     "message", message, "lastTransitionTime", ltt, "observedGeneration",
+                     (json_int_t)sc->generation);
+}
+
+/* The stored message of a condition, to report each change once: what was reported lives in
+ * the ClusterPolicy's status, so a restarted operator repeats nothing. */
+const char *op_stored_condition(const json_t *cp, const char *type, const char *status)
+{
+    json_t *conds = kobj_at(cp, "status", "conditions");
+    size_t i;
+    json_t *c;
+    json_array_foreach (conds, i, c) {
+        if (streq_ptr(kobj_str(c, "type"), type) &&
+            (!status || streq_ptr(kobj_str(c, "status"), status)))
+            return kobj_str(c, "message");
+    }
+    return NULL;
+}
+
+static void add_event(json_t *entry, const char *type, const char *reason, const char *message)
+{
+    json_array_append_new(
+        json_object_get(entry, "events"),
+        json_pack("{s:s,s:s,s:s}", "type", type, "reason", reason, "message", message));
+}
+
+static json_t *policy_entry(const json_t *cp, bool active)
+{
+    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", kobj_name(cp) ?: "", "active", active,
+                     "valid", true, "events", "policy", cp);
+}
+
+/* Sets the entry's status, and whether it must be written. */
+static void entry_status(json_t *entry, const json_t *cp, json_t *status)
+{
+    json_t *old = json_object_get(cp, "status");
+    json_object_set_new(entry, "write", json_boolean(!(old && json_equal(old, status))));
+    json_object_set_new(entry, "status", status);
+}
+
+void op_status_ctx_init(struct op_status_ctx *sc, const json_t *cp, uint64_t now_ms)
+{
+    sc->old_conditions = kobj_at(cp, "status", "conditions");
+    sc->generation = kobj_generation(cp);
+    time_rfc3339(now_ms, sc->now, sizeof(sc->now));
+}
+
+/* Every ClusterPolicy but the active one is ignored, as NVIDIA's operator does. */
+static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const json_t *active)
+{
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, cp, s->now_ms);
+    json_t *entry = policy_entry(cp, false);
+    _cleanup_free_ char *msg = xasprintf(
+        "another ClusterPolicy (%s) is active; only one is reconciled", kobj_name(active));
+    json_t *st =
+        json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
+                  "conditions", op_condition(&sc, "Ready", false, "Ignored", msg));
+    if (!json_equal(kobj_at(cp, "status", "state"), json_object_get(st, "state")))
+        add_event(entry, "Warning", "Ignored", msg);
+    entry_status(entry, cp, st);
+    return entry;
+}
+
+/* Invalid: the running operands stay exactly as they are; the status says why, and the other
+ * conditions stay as they were, so what was reported (UnsupportedFields, ...) is not reported
+ * again once the policy is fixed. */
+static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why)
+{
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, cp, s->now_ms);
+    json_t *entry = policy_entry(cp, true);
+    json_object_set_new(entry, "valid", json_false());
+    if (!streq_ptr(op_stored_condition(cp, "Error", "True"), why))
+        add_event(entry, "Warning", "InvalidClusterPolicy", why);
+    json_t *prev = json_object_get(cp, "status");
+    json_t *st = prev ? json_deep_copy(prev) : json_object();
+    json_object_set_new(st, "state", json_string("notReady"));
+    json_object_set_new(st, "namespace", json_string(s->defaults->namespace));
+    json_t *conds = json_array();
+    json_array_append_new(conds, op_condition(&sc, "Ready", false, "ReconcileFailed", why));
+    json_array_append_new(conds, op_condition(&sc, "Error", true, "ReconcileFailed", why));
+    size_t k;
+    json_t *oc;
+    json_array_foreach (sc.old_conditions, k, oc) {
+        const char *t = kobj_str(oc, "type");
+        if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
+            json_array_append(conds, oc);
+    }
+    json_object_set_new(st, "conditions", conds);
+    entry_status(entry, cp, st);
+    return entry;
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static bool driver_targets(const json_t *labels)
+{
+    const char *deploy = kobj_str(labels, "nvidia.com/gpu.deploy.driver");
+    return !deploy || !*deploy || strcmp(deploy, "true") == 0;
+}
+
+bool op_node_runs_driver(const json_t *labels)
+{
+    return driver_targets(labels) &&
+           !streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+}
+
+/* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
+ * DaemonSet will run on (the most common; ties to the first by name); *ret_counts: tag -> nodes. */
+static char *os_tag_of(const json_t *nodes, json_t **ret_counts)
+{
+    _cleanup_json_ json_t *counts = json_object();
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        json_t *labels = kobj_labels(n);
+        if (!op_node_is_gpu(labels))
+            continue;
+        /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
+        if (!op_node_runs_driver(labels))
+            continue;
+        const char *id = json_string_value(
+            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
+        const char *ver = json_string_value(
+            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
+        if (!id || !ver)
+            continue;
+        _cleanup_free_ char *tag = xasprintf("%s%s", id, ver);
+        json_t *cnt = json_object_get(counts, tag);
+        json_object_set_new(counts, tag,
+                            json_integer(json_is_integer(cnt) ? json_integer_value(cnt) + 1 : 1));
+    }
+    const char *best = NULL;
+    json_int_t best_n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (counts, k, v) {
+        if (json_integer_value(v) > best_n ||
+            (json_integer_value(v) == best_n && best && strcmp(k, best) < 0)) {
+            best = k;
+            best_n = json_integer_value(v);
+        }
+    }
+    char *ret = best ? xstrdup(best) : NULL;
+    *ret_counts = steal_ptr(&counts);
+    return ret;
+}
+
+static int count_gpu_nodes(const json_t *nodes)
+{
+    int gpu = 0;
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        if (op_node_is_gpu(kobj_labels(n)))
+            gpu++;
+    }
+    return gpu;
+}
+
+/* GPU nodes whose stack the validator passed: its plugin validation (the last of the chain)
+ * says ok and no validation says failed. */
+static int count_ready_gpu_nodes(const json_t *nodes)
+{
+    int ready = 0;
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        if (!op_node_is_gpu(kobj_labels(n)))
+            continue;
+        bool plugin_ok = false, failed = false;
+        for (int c = 0; c < NODESTATE_COMP_COUNT; c++) {
+            char key[64];
+            nodestate_validation_key((enum nodestate_component)c, key, sizeof(key));
+            const char *text = kobj_str(kobj_annotations(n), key);
+            struct nodestate_validation v;
+            struct err e = {0};
+            if (!text || nodestate_validation_parse(text, &v, &e) < 0)
+                continue;
+            failed |= v.state == NODESTATE_V_FAILED;
+            plugin_ok |= c == NODESTATE_COMP_PLUGIN && v.state == NODESTATE_V_OK;
+        }
+        ready += plugin_ok && !failed;
+    }
+    return ready;
+}
+
+/* The driver loaded on the node is the driver container's (the driver manager's
+ * gpuop.dev/driver-owner): another version there is an upgrade under way, not a host driver. */
+static bool driver_is_containers(const json_t *node)
+{
+    const char *text = kobj_annotation(node, NODESTATE_ANN_DRIVER_OWNER);
+    struct nodestate_driver_owner o;
+    struct err e = {0};
+    return text && nodestate_driver_owner_parse(text, &o, &e) == 0 &&
+           o.owner == NODESTATE_OWNER_CONTAINER;
+}
+
+/* Node label patches, with the driver owner labels of `owners` (node -> value or null); *warnings
+ * gets a line per node where a host driver of another version is already loaded while the
+ * ClusterPolicy's driver DaemonSet targets the node (two drivers would race). */
+static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json_t *owners,
+                      json_t *patches, json_t *warnings, struct err *e)
+{
+    size_t i;
+    const json_t *n;
+    json_array_foreach (nodes, i, n) {
+        json_t *labels = kobj_labels(n);
+        _cleanup_json_ json_t *patch = NULL;
+        int r = op_node_labels(labels, p, &patch, e);
+        if (r < 0)
+            return err_prefix(e, "node %s", kobj_name(n));
+        json_t *owner = json_object_get(owners, kobj_name(n) ?: "");
+        if (owner)
+            json_object_set(patch, OP_LABEL_DRIVER_OWNER, owner);
+        if (p->operand[OP_DRIVER].enabled && !p->use_nvidia_driver_crd && p->driver_version[0] &&
+            op_node_is_gpu(labels)) {
+            const char *loaded = kobj_str(labels, "nvidia.com/cuda.driver-version.full");
+            if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels) &&
+                !driver_is_containers(n))
+                json_array_append_new(warnings,
+                                      json_sprintf("node %s: a driver %s is already loaded; the "
+                                                   "driver DaemonSet would install %s (label it "
+                                                   "nvidia.com/gpu.deploy.driver=pre-installed)",
+                                                   kobj_name(n), loaded, p->driver_version));
+        }
+        if (json_object_size(patch) > 0)
+            json_array_append_new(
+                patches, json_pack("{s:s,s:O}", "name", kobj_name(n) ?: "", "labels", patch));
+    }
+    return 0;
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+static bool same_object(const json_t *a, const json_t *b)
+{
+    return streq_ptr(kobj_kind(a), kobj_kind(b)) && streq_ptr(kobj_name(a), kobj_name(b)) &&
+           streq_ptr(kobj_namespace(a), kobj_namespace(b));
+}
+
+static const json_t *find_live(const json_t *owned, const json_t *desired)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach (owned, i, o) {
+        if (same_object(o, desired))
+            return o;
+    }
+    return NULL;
+}
+
+bool op_object_current(const json_t *desired, const json_t *live)
+{
+    if (!live)
+        return false;
+    const char *want = kobj_annotation(desired, OP_HASH_ANNOTATION);
+    const char *have = kobj_annotation(live, OP_HASH_ANNOTATION);
+    return want && streq_ptr(want, have) &&
+           streq_ptr(kobj_label(live, "app.kubernetes.io/managed-by"), OP_MANAGED_BY);
+}
+
+static bool owned_by_policy(const json_t *obj)
+{
+    json_t *refs = kobj_at(obj, "metadata", "ownerReferences");
+    size_t i;
+    json_t *ref;
+    json_array_foreach (refs, i, ref) {
+        if (streq_ptr(kobj_str(ref, "kind"), "ClusterPolicy"))
+            return true;
+    }
+    return false;
+}
+
+/* What gpuop owns that is no longer wanted (a component turned off). Only ever planned for a
+ * valid policy: nothing is deleted because of a parse or validation error. */
+static void plan_prune(const json_t *owned, const json_t *desired, json_t *prune)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach (owned, i, o) {
+        if (!owned_by_policy(o) || deleting(o) || find_live(desired, o))
+            continue;
+        json_t *item =
+            json_pack("{s:s,s:s}", "kind", kobj_kind(o) ?: "", "name", kobj_name(o) ?: "");
+        const char *ns = kobj_namespace(o);
+        if (ns)
+            json_object_set_new(item, "namespace", json_string(ns));
+        json_array_append_new(prune, item);
+    }
+}
+
+static const json_t *find_daemonset(const json_t *owned, const char *ns, const char *name)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach (owned, i, o) {
+        if (streq_ptr(kobj_kind(o), "DaemonSet") && streq_ptr(kobj_name(o), name) &&
+            streq_ptr(kobj_namespace(o), ns))
+            return o;
+    }
+    return NULL;
+}
+
+/* "2 object(s) not written: DaemonSet gpu-operator/x: reason; ..." or NULL when none failed.
+ * At most a few are named, so the condition stays readable. */
+static char *write_errors_msg(const json_t *errors)
+{
+    size_t n = json_array_size(errors);
+    if (n == 0)
+        return NULL;
+    char *msg = xasprintf("%zu object(s) not written", n);
+    size_t i;
+    const json_t *x;
+    json_array_foreach (errors, i, x) {
+        char *next = i == 4 ? xasprintf("%s; and %zu more", msg, n - i)
+                            : xasprintf("%s%s %s: %s", msg, i ? ";" : ":",
+                                        kobj_str(x, "object") ?: "?", kobj_str(x, "reason") ?: "?");
+        free(msg);
+        msg = next;
+        if (i == 4)
+            break;
+    }
+    return msg;
+}
+
+/* ---- what the node agents found ----------------------------------------------------------- */
+
+#define FINDINGS_NODES_MAX 20    /* nodes named in one condition message; the rest are counted */
+#define FINDINGS_MSG_MAX   16384 /* well under the CRD's 32768 for a condition message */
+
+/* "gpu-1: ...; gpu-2: ..." with at most FINDINGS_NODES_MAX lines (and FINDINGS_MSG_MAX bytes),
+ * then "; and N more nodes". */
+static char *join_lines(const json_t *lines)
+{
+    size_t n = json_array_size(lines), i;
+    char *msg = xstrdup("");
+    for (i = 0; i < n && i < FINDINGS_NODES_MAX; i++) {
+        const char *line = json_string_value(json_array_get(lines, i));
+        if (i > 0 && strlen(msg) + strlen(line) + 2 > FINDINGS_MSG_MAX)
+            break;
+        char *next = xasprintf("%s%s%s", msg, i ? "; " : "", line);
+        free(msg);
+        msg = next;
+    }
+    if (i < n) {
+        char *next = xasprintf("%s; and %zu more nodes", msg, n - i);
+        free(msg);
+        msg = next;
+    }
+    return msg;
+}
+
+/* One finding as a condition, True while some node reports it (absent otherwise), with a
+ * Warning Event each time its message changes and a Normal one when it clears. */
+static void finding(const struct op_status_ctx *sc, const json_t *cp, json_t *entry, json_t *conds,
+                    const json_t *lines, const char *type, const char *reason,
+                    const char *cleared_reason, const char *cleared_msg)
+{
+    const char *stored = op_stored_condition(cp, type, "True");
+    if (json_array_size(lines) == 0) {
+        if (stored)
+            add_event(entry, "Normal", cleared_reason, cleared_msg);
+        return;
+    }
+    _cleanup_free_ char *msg = join_lines(lines);
+    if (!streq_ptr(stored, msg))
+        add_event(entry, "Warning", type, msg);
+    json_array_append_new(conds, op_condition(sc, type, true, reason, msg));
+}
+
+/* Nodes whose validation failed, and nodes that advertise fewer GPUs than they have (the node
+ * status exporter's gpu-count annotation, past its grace period): an incident even while pods
+ * still schedule. Neither changes the policy's readiness, which follows the operands. */
+static void plan_findings(const struct op_status_ctx *sc, const json_t *nodes, const json_t *cp,
+                          json_t *entry, json_t *conds)
+{
+    _cleanup_json_ json_t *failed = NULL, *mismatch = NULL;
+    op_node_findings(nodes, &failed, &mismatch);
+    finding(sc, cp, entry, conds, failed, "ValidationFailed", "NodeValidationFailed",
+            "ValidationRecovered", "no node reports a failed validation");
+    finding(sc, cp, entry, conds, mismatch, "GPUCountMismatch", "AdvertisedFewerGPUs",
+            "GPUCountMatched", "every node advertises the GPUs it has");
+}
+
+/* The snapshot's other findings (op_snapshot.findings), by the same rules as the nodes' ones;
+ * each carries its own Event type and at most a few lines. */
+static void plan_more_findings(const struct op_status_ctx *sc, const json_t *findings,
+                               const json_t *cp, json_t *entry, json_t *conds)
+{
+    size_t i;
+    const json_t *f;
+    json_array_foreach (findings, i, f) {
+        const char *type = kobj_str(f, "type");
+        const json_t *lines = json_object_get(f, "lines");
+        const char *stored = op_stored_condition(cp, type, "True");
+        if (json_array_size(lines) == 0) {
+            if (stored)
+                add_event(entry, "Normal", kobj_str(f, "cleared_reason"),
+                          kobj_str(f, "cleared_message"));
+            continue;
+        }
+        _cleanup_free_ char *msg = join_lines(lines);
+        if (!streq_ptr(stored, msg))
+            add_event(entry, kobj_str(f, "event_type"), type, msg);
+        json_array_append_new(conds, op_condition(sc, type, true, kobj_str(f, "reason"), msg));
+    }
+}
+
+/* ---- the active policy -------------------------------------------------------------------- */
+
+static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
+                       struct err *e)
+{
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    struct err perr = {0};
+    if (op_policy_parse((json_t *)cp, s->defaults, &p, &perr) < 0) {
+        plan->health = -1;
+        json_array_append_new(plan->policies, plan_invalid(s, cp, err_msg(&perr)));
+        return 0;
+    }
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, cp, s->now_ms);
+    _cleanup_json_ json_t *entry = policy_entry(cp, true);
+
+    /* With useNvidiaDriverCRD, NVIDIADrivers own the driver: their DaemonSets replace the
+     * ClusterPolicy's (nvdriver.c). */
+    bool delegated = p->operand[OP_DRIVER].enabled && p->use_nvidia_driver_crd;
+    struct op_nvd_input ni = {.nvidia_drivers = s->nvidia_drivers,
+                              .nodes = s->nodes,
+                              .owned = s->owned,
+                              .policy = p,
+                              .templates = s->templates,
+                              .delegated = delegated,
+                              .now_ms = s->now_ms};
+    _cleanup_(op_nvd_result_done) struct op_nvd_result nvd = {0};
+    int r = op_nvd_plan(&ni, &nvd, e);
+    if (r < 0)
+        return r;
+    json_array_extend(plan->nvidia_drivers, nvd.entries);
+
+    _cleanup_json_ json_t *warnings = json_array();
+    r = plan_nodes(s->nodes, p, nvd.owners, plan->node_patches, warnings, e);
+    if (r < 0)
+        return r;
+
+    _cleanup_json_ json_t *os_counts = NULL;
+    _cleanup_free_ char *os_tag = os_tag_of(s->nodes, &os_counts);
+    struct op_render_ctx ctx = {.os_tag = os_tag};
+    json_decref(plan->desired);
+    plan->desired = NULL;
+    r = op_render(p, s->templates, &ctx, &plan->desired, e);
+    if (r < 0)
+        return r;
+    size_t i;
+    json_t *obj;
+    if (delegated) {
+        json_array_foreach (plan->desired, i, obj) {
+            if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
+                streq_ptr(kobj_name(obj), op_component_def(OP_DRIVER)->ds_name)) {
+                json_array_remove(plan->desired, i);
+                break;
+            }
+        }
+        json_array_extend(plan->desired, nvd.objects);
+        /* NVIDIADrivers not listed yet: the single DaemonSet stays too (not pruned before
+         * anything can take its nodes) */
+        const json_t *single =
+            find_daemonset(s->owned, s->defaults->namespace, op_component_def(OP_DRIVER)->ds_name);
+        if (!s->nvidia_drivers && single)
+            json_array_append(plan->desired, (json_t *)single);
+    }
+    json_array_foreach (plan->desired, i, obj) {
+        if (!op_object_current(obj, find_live(s->owned, obj)))
+            json_array_append(plan->apply, obj);
+    }
+    plan_prune(s->owned, plan->desired, plan->prune);
+
+    /* Fields gpuop accepts but does not act on: reported once per distinct set. */
+    _cleanup_free_ char *unsup = json_dumps(p->unimplemented, JSON_COMPACT);
+    _cleanup_free_ char *unsup_msg = xasprintf("accepted, not acted on by gpuop: %s", unsup);
+    if (json_array_size(p->unimplemented) > 0 &&
+        !streq_ptr(op_stored_condition(cp, "UnsupportedFields", NULL), unsup_msg))
+        add_event(entry, "Normal", "UnsupportedFields", unsup_msg);
+
+    /* Per-component conditions from the DaemonSets, then the overall state. */
+    json_t *conds = json_array();
+    json_t *status =
+        json_pack("{s:s,s:o}", "namespace", s->defaults->namespace, "conditions", conds);
+    _cleanup_json_ json_t *not_ready = json_array();
+    for (int k = 0; k < OP_N_COMPONENTS; k++) {
+        const struct op_component_def *def = op_component_def(k);
+        _cleanup_free_ char *type = xasprintf("%sReady", def->title);
+        if (!p->operand[k].enabled) {
+            json_array_append_new(conds, op_condition(&sc, type, false, "Disabled",
+                                                      def->ds_name ? "disabled in the ClusterPolicy"
+                                                                   : "not deployed by gpuop"));
+            continue;
+        }
+        char why[160] = "not created yet";
+        bool ready;
+        const char *whyp = why;
+        if (k == OP_DRIVER && delegated) {
+            ready = nvd.all_ready;
+            whyp = nvd.why ? nvd.why : "";
+        } else {
+            const json_t *ds = find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
+            ready = ds && op_ds_ready(ds, why, sizeof(why));
+        }
+        if (!ready)
+            json_array_append_new(not_ready, json_string(def->state));
+        json_array_append_new(conds,
+                              op_condition(&sc, type, ready, ready ? "Ready" : "OperandNotReady",
+                                           ready ? (k == OP_DRIVER && delegated
+                                                        ? "every NVIDIADriver applied and ready"
+                                                        : "applied and ready")
+                                                 : whyp));
+    }
+    /* What the last execution could not write (the namespace gone, a 403, a 422): the policy is
+     * not ready, whatever the DaemonSets that are left say, until a write succeeds again. */
+    _cleanup_free_ char *failed = write_errors_msg(s->apply_errors);
+    bool all_ready = json_array_size(not_ready) == 0 && !failed;
+    _cleanup_free_ char *nr = json_dumps(not_ready, JSON_COMPACT);
+    _cleanup_free_ char *msg =
+        failed      ? xasprintf("ClusterPolicy is not ready: %s", failed)
+        : all_ready ? xstrdup(READY_MSG)
+                    : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
+    /* NVIDIA's reasons: Ready/Reconciled with Error/Ready when all is well. */
+    const char *reason = failed ? "ReconcileFailed" : all_ready ? "Reconciled" : "OperandNotReady";
+    json_array_insert_new(conds, 0, op_condition(&sc, "Ready", all_ready, reason, msg));
+    json_array_insert_new(conds, 1,
+                          op_condition(&sc, "Error", failed != NULL, all_ready ? "Ready" : reason,
+                                       all_ready ? "" : msg));
+    if (json_array_size(p->unimplemented) > 0)
+        json_array_append_new(
+            conds, op_condition(&sc, "UnsupportedFields", true, "AcceptedNotApplied", unsup_msg));
+    if (json_array_size(warnings) > 0) {
+        _cleanup_free_ char *w = json_dumps(warnings, JSON_COMPACT);
+        if (!streq_ptr(op_stored_condition(cp, "HostDriverConflict", "True"), w))
+            add_event(entry, "Warning", "HostDriverConflict", w);
+        json_array_append_new(
+            conds, op_condition(&sc, "HostDriverConflict", true, "HostDriverDetected", w));
+    }
+    /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
+     * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
+    if (p->operand[OP_DRIVER].enabled && !delegated && json_object_size(os_counts) > 1) {
+        _cleanup_free_ char *cnt = json_dumps(os_counts, JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *w = xasprintf(
+            "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
+            "of them (one driver DaemonSet per OS is not implemented): label the others "
+            "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
+            cnt, os_tag);
+        if (!streq_ptr(op_stored_condition(cp, "DriverOSMismatch", "True"), w))
+            add_event(entry, "Warning", "DriverOSMismatch", w);
+        json_array_append_new(
+            conds, op_condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
+    }
+    plan_findings(&sc, s->nodes, cp, entry, conds);
+    plan_more_findings(&sc, s->findings, cp, entry, conds);
+    const char *state = all_ready ? "ready" : "notReady";
+    json_object_set_new(status, "state", json_string(state));
+    json_object_set_new(status, "observedGeneration", json_integer(sc.generation));
+    json_object_set_new(status, "operatorVersion", json_string(GPUOP_VERSION));
+    /* "ready/total" GPU nodes, for kubectl's Nodes column (the CRD's printer columns). */
+    json_object_set_new(
+        status, "nodes",
+        json_sprintf("%d/%d", count_ready_gpu_nodes(s->nodes), count_gpu_nodes(s->nodes)));
+    if (failed) {
+        if (!streq_ptr(op_stored_condition(cp, "Error", "True"), msg))
+            add_event(entry, "Warning", "ReconcileFailed", msg);
+    } else if (!streq_ptr(kobj_path_str(cp, "status.state"), state)) {
+        add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
+    }
+    entry_status(entry, cp, status);
+    json_array_append(plan->policies, entry);
+    plan->health = failed ? -1 : all_ready ? 1 : 0;
+    plan->requeue = !all_ready;
+    return 0;
+}
+
+int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
+{
+    _cleanup_(op_plan_freep) struct op_plan *plan = xcalloc(1, sizeof(*plan));
+    plan->policies = json_array();
+    plan->node_patches = json_array();
+    plan->desired = json_array();
+    plan->apply = json_array();
+    plan->prune = json_array();
+    plan->nvidia_drivers = json_array();
+    plan->gpu_nodes = count_gpu_nodes(s->nodes);
+
+    const json_t *active = pick_active(s->policies);
+    size_t i;
+    const json_t *cp;
+    json_array_foreach (s->policies, i, cp) {
+        if (cp != active && !deleting(cp))
+            json_array_append_new(plan->policies, plan_ignored(s, cp, active));
+    }
+    if (active) {
+        /* No policy, nothing to do: nodes are labelled once, together with the deploy labels,
+         * when a ClusterPolicy arrives (one write per node). */
+        plan->has_active = true;
+        int r = plan_active(s, active, plan, e);
+        if (r < 0)
+            return r;
+    }
+    *ret = steal_ptr(&plan);
+    return 0;
+}
+
+void op_plan_free(struct op_plan *p)
+{
+    if (!p)
+        return;
+    json_decref(p->policies);
+    json_decref(p->node_patches);
+    json_decref(p->desired);
+    json_decref(p->apply);
+    json_decref(p->prune);
+    json_decref(p->nvidia_drivers);
+    free(p);
+}

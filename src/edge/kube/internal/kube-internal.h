@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube internals: the pure pieces (config resolution, URLs, Status decoding, watch-stream
+ * parsing, HTTP/1.1 responses, server and proxy URLs, NO_PROXY, rate limiting, backoff, lease
+ * decisions) that the unit and fuzz tests drive, and the connection layer under kube-http.c
+ * (kube-conn.c). The HTTP client lives here, not in a module of its own: the API client is its
+ * only user (src/edge/http is the server side). */
+#ifndef GPUOP_KUBE_INTERNAL_H
+#define GPUOP_KUBE_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kobj.h"
+#include "kube.h"
+#include "util.h"
+#include "yamlcfg.h"
+
+#define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+/* ---- connection config -------------------------------------------------------------------- */
+
+struct kube_blob {
+    char *data;
+    size_t len;
+};
+
+/* A resolved connection. Secrets (token, key) live here and nowhere else. */
+struct kube_conn {
+    char *server; /* "https://host:port", no trailing slash */
+    char *ca_file;
+    struct kube_blob ca_data;
+    char *cert_file;
+    struct kube_blob cert_data;
+    char *key_file;
+    struct kube_blob key_data;
+    char *token;      /* a static bearer token */
+    char *token_file; /* re-read when it changes (rotation) */
+    char *ns;         /* default namespace */
+};
+
+void kube_conn_clear(struct kube_conn *c);
+/* Resolves `context` (NULL: current-context) of a parsed kubeconfig. `path` names the file in
+ * errors; relative file paths are resolved against its directory. */
+int kube_conn_from_kubeconfig(json_t *doc, const char *path, const char *context,
+                              struct kube_conn *ret, struct err *e);
+/* Reads the kubeconfig file(s) (a colon-separated list: the first file naming an entry wins)
+ * and resolves it. */
+int kube_conn_load_kubeconfig(const char *paths, const char *context, struct kube_conn *ret,
+                              struct err *e);
+/* In-cluster: KUBERNETES_SERVICE_HOST/PORT and sa_dir/{token,ca.crt,namespace}. -ENOENT when
+ * not in a cluster. */
+int kube_conn_in_cluster(const char *sa_dir, struct kube_conn *ret, struct err *e);
+/* Standard base64 (padding optional, whitespace skipped). -EINVAL on bad input. */
+int kube_base64_decode(const char *in, size_t n, char **ret, size_t *ret_len);
+
+/* ---- URLs --------------------------------------------------------------------------------- */
+
+/* Percent-encodes everything but unreserved characters. */
+GPUOP_WUR int kube_url_escape(struct sbuf *b, const char *s);
+/* /api/v1/namespaces/<ns>/pods/<name>/<sub>; ns, name and sub may be NULL. */
+GPUOP_WUR int kube_build_path(struct sbuf *b, const struct kube_resource *r, const char *ns,
+                              const char *name, const char *sub);
+/* Appends "?k=v" or "&k=v" (v escaped); v NULL or "" appends nothing. */
+GPUOP_WUR int kube_query_add(struct sbuf *b, const char *key, const char *value);
+/* Checks a selector for characters a selector never holds (control characters, '#', '?'...):
+ * -EINVAL with a message. The server validates the grammar. */
+int kube_selector_check(const char *what, const char *sel, struct err *e);
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+/* The errno-style code for an HTTP status (and Status reason, may be NULL). */
+int kube_http_errno(long http, const char *reason);
+/* Fills e from a non-2xx answer: the Status message, code and reason when body holds a Status
+ * ("nodes \"n1\" not found (404 NotFound)"), else "<what>: HTTP <code>". Returns e->code. */
+int kube_status_err(long http, const char *body, size_t len, const char *what, struct err *e);
+/* Parses a JSON object body, bounded by the caller. -EBADMSG with a message. */
+int kube_json_parse(const char *body, size_t len, const char *what, json_t **ret, struct err *e);
+
+/* ---- watch stream ------------------------------------------------------------------------- */
+
+struct kube_watch_parser {
+    struct sbuf line;
+    kube_watch_fn fn;
+    void *userdata;
+    int stopped; /* the callback's nonzero return */
+    uint64_t events;
+};
+
+void kube_watch_parser_init(struct kube_watch_parser *p, size_t max_line, kube_watch_fn fn,
+                            void *userdata);
+void kube_watch_parser_free(struct kube_watch_parser *p);
+/* Feeds bytes as they arrive (any split). Returns 0, a negative error (oversized line, bad
+ * event), or a positive value once the callback asked to stop. */
+int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t n, struct err *e);
+/* At the end of the stream: a last line without a newline is parsed too. */
+int kube_watch_parser_finish(struct kube_watch_parser *p, struct err *e);
+/* One event line: {"type":"ADDED","object":{...}}. *ret_obj is a new reference. */
+int kube_watch_event_parse(const char *line, size_t n, enum kube_watch_type *ret_type,
+                           json_t **ret_obj, struct err *e);
+
+/* ---- HTTP/1.1 responses (kube-h1.c) ------------------------------------------------------ */
+
+/*
+ * An incremental HTTP/1.1 response parser: bytes in (any split), the status, the few headers the
+ * client acts on, and the body out through a callback. No I/O. Bounded: a header line holds at
+ * most KUBE_H1_LINE_MAX bytes, the whole head (and a trailer) at most KUBE_H1_HEAD_MAX.
+ * Understands Content-Length, Transfer-Encoding: chunked (extensions and trailers skipped), a
+ * body that runs until the connection closes (no length, HTTP/1.0), 1xx interim answers
+ * (skipped), and the answers without a body (1xx, 204, 304, a HEAD's). A Content-Encoding other
+ * than identity is refused: the client sends no Accept-Encoding.
+ */
+#define KUBE_H1_LINE_MAX (16u << 10)
+#define KUBE_H1_HEAD_MAX (64u << 10)
+
+/* Receives body bytes; a nonzero return ends the feed with that value. */
+typedef int (*kube_h1_body_fn)(void *userdata, const char *data, size_t n);
+
+struct kube_h1 {
+    bool head_request; /* the request was a HEAD: no body whatever the headers say */
+    /* results */
+    int code;          /* the final status, once headers_done */
+    int minor;         /* HTTP/1.<minor> */
+    bool headers_done; /* the final answer's head was read: code and the fields below hold */
+    bool done;         /* the whole response was read */
+    bool keep_alive;   /* once done: the connection may carry another request */
+    char retry_after[64];
+    /* state */
+    int state;
+    bool chunked, has_length, close;
+    uint64_t left; /* body or chunk bytes to come */
+    size_t head_bytes;
+    size_t line_len;
+    char line[KUBE_H1_LINE_MAX];
+};
+
+void kube_h1_init(struct kube_h1 *p, bool head_request);
+/* Feeds n bytes; *ret_used says how many were taken (fewer than n only once done or on an
+ * error). Returns 0, a negative code (-EBADMSG, -EPROTONOSUPPORT for a content or transfer coding
+ * it cannot decode) with a message in e, or the body callback's nonzero return. */
+int kube_h1_feed(struct kube_h1 *p, const char *data, size_t n, size_t *ret_used,
+                 kube_h1_body_fn fn, void *userdata, struct err *e);
+/* The connection closed: completes a body that runs until the close (0), else -ECONNRESET
+ * (nothing, or a truncated response). */
+int kube_h1_eof(struct kube_h1 *p, struct err *e);
+
+/* ---- connections (kube-conn.c) -------------------------------------------------------------- */
+
+/* An API server (or proxy) URL, split: scheme://host[:port][/base path]. */
+struct kube_url {
+    bool tls;            /* https */
+    bool ip;             /* host is an IP literal (no SNI; its IP SAN is checked) */
+    char host[256];      /* without the brackets of an IPv6 literal */
+    char port[8];        /* always set: the scheme's default when absent */
+    char authority[300]; /* what the Host header carries */
+    char path[1024];     /* the base path, "" or "/prefix" without a trailing slash */
+};
+
+/* Pure: -EINVAL with a message for anything but http(s)://host[:port][/path] (no user info, no
+ * query, no fragment). */
+int kube_url_split(const char *url, struct kube_url *ret, struct err *e);
+/* Pure: whether NO_PROXY (a comma-separated list of "*", host names with an optional leading dot,
+ * matched on a domain boundary, IP literals and CIDRs; ports ignored) exempts host. */
+bool kube_no_proxy_match(const char *no_proxy, const char *host);
+
+/* What ends an I/O wait: a deadline, flags looked at every 100 ms, a token whose fd is polled. */
+struct kube_wait {
+    uint64_t deadline;
+    const volatile int *flag;
+    const volatile int *flag2;
+    struct stop_token *token;
+};
+bool kube_wait_stopped(const struct kube_wait *w);
+
+/* The TLS trust (the kubeconfig's CA only) and client certificate, loaded once per client. A
+ * load failure is kept and returned (-EKEYREJECTED) by every TLS connection attempt. */
+struct kube_tls;
+void kube_tls_new(const struct kube_conn *conn, struct kube_tls **ret);
+void kube_tls_free(struct kube_tls *t);
+
+/* One connection (TCP, TLS over it for https, through an HTTP proxy when one applies). */
+struct kube_sock;
+/* Connects: name resolution (-EHOSTUNREACH), TCP (-ECONNREFUSED; each address in turn, with the
+ * connect deadline), the proxy's CONNECT tunnel, the TLS handshake with the server's name or IP
+ * checked (-EKEYREJECTED: verification or certificate problems). -ETIMEDOUT, -ECANCELED (w).
+ * proxy NULL: direct. */
+int kube_sock_open(const struct kube_url *u, const struct kube_url *proxy, struct kube_tls *tls,
+                   const struct kube_wait *w, uint64_t connect_deadline, struct kube_sock **ret,
+                   struct err *e);
+void kube_sock_close(struct kube_sock *s);
+GPUOP_WUR int kube_sock_write(struct kube_sock *s, const void *data, size_t n,
+                              const struct kube_wait *w, struct err *e);
+/* Up to n bytes (>0), 0 at the end of the stream, or a negative code. */
+GPUOP_WUR ssize_t kube_sock_read(struct kube_sock *s, void *buf, size_t n,
+                                 const struct kube_wait *w, struct err *e);
+/* An idle pooled connection is still usable: open, nothing unread (the server did not close it). */
+bool kube_sock_alive(struct kube_sock *s);
+/* The monotonic ms it was last put back (for the pool's age limit). */
+uint64_t kube_sock_idle_since(const struct kube_sock *s);
+void kube_sock_set_idle(struct kube_sock *s, uint64_t now_ms);
+
+/* ---- rate limiting and backoff ------------------------------------------------------------ */
+
+struct kube_ratelimit {
+    double qps;
+    double burst;
+    double tokens; /* may go negative: reservations not yet due */
+    uint64_t last_us;
+};
+
+void kube_ratelimit_init(struct kube_ratelimit *rl, double qps, unsigned burst, uint64_t now_us);
+/* Takes one token; returns how long (us) the caller must wait before sending. */
+uint64_t kube_ratelimit_reserve(struct kube_ratelimit *rl, uint64_t now_us);
+
+/* Jittered exponential backoff: d = min(max, base * 2^attempt); a value in [d/2, d]. rnd is a
+ * random number. */
+uint64_t kube_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t max_ms, uint64_t rnd);
+/* Retry-After: delta-seconds or an HTTP date. -EINVAL when unparsable. */
+int kube_parse_retry_after(const char *v, uint64_t now_unix_ms, uint64_t *ret_ms);
+uint64_t kube_random(void);
+
+/* ---- leases ------------------------------------------------------------------------------- */
+
+enum kube_lease_action {
+    KUBE_LEASE_WAIT,    /* held by another, not expired */
+    KUBE_LEASE_ACQUIRE, /* free or expired: take it */
+    KUBE_LEASE_RENEW,   /* ours: renew */
+};
+
+/* Decides from the Lease's spec whether we may take it. `expired` is the caller's observation
+ * that the record has not changed for a whole lease duration (local clock, no skew). */
+enum kube_lease_action kube_lease_decide(json_t *lease, const char *identity, bool expired);
+/* MicroTime "2026-11-29T21:30:00.123456Z". */
+void kube_microtime(uint64_t unix_us, char *buf, size_t n);
+
+/* ---- HTTP --------------------------------------------------------------------------------- */
+
+struct kube_req {
+    const char *method;
+    const char *path; /* with query */
+    const char *body;
+    size_t body_len;
+    const char *content_type;
+    bool unsafe;       /* non-idempotent (POST): only retried when surely not processed */
+    bool no_retry_429; /* eviction: a 429 goes back to the caller */
+    const char *what;  /* for messages: "get nodes/n1" */
+};
+
+struct kube_resp {
+    long code;
+    char *body;
+    size_t len;
+};
+
+/*
+ * The calling thread's call context: what bounds the calls it makes between kube_call_begin and
+ * kube_call_end (nested scopes are not supported). deadline: a monotonic deadline (0: the
+ * client's call_timeout_ms); stop: a flag that abandons the call when set (the informer's and
+ * the leader's own stop); detached: the client's stop token does not cancel these calls (the
+ * leader's bounded release of the Lease, made after the process was told to stop).
+ */
+struct kube_call {
+    uint64_t deadline;
+    const volatile int *stop;
+    bool detached;
+};
+void kube_call_begin(const struct kube_call *call);
+void kube_call_end(void);
+
+int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *ret, struct err *e);
+/* kube_do + Status decoding + JSON parse of a 2xx body (ret may be NULL). */
+int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret, struct err *e);
+
+size_t kube_client_max_watch_line(const struct kube_client *c);
+
+/* The watch transport: streams the body into the parser. */
+int kube_do_stream(struct kube_client *c, const char *path, const char *what,
+                   struct kube_watch_parser *p, const volatile int *stop, uint64_t timeout_ms,
+                   struct err *e);
+
+#endif

@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The driver manager's core: the owner rule on node root fixtures (a temporary folder per case),
+ * the pause and restore of the operand labels, which pods go, and the mode. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "driver-manager.h"
+
+#define V   "550.127.05"
+#define LIB "usr/lib/x86_64-linux-gnu"
+
+/* ---- node root fixtures ------------------------------------------------------------------- */
+
+struct fixture {
+    char root[64]; /* the host root */
+    char *driver;  /* <root>/run/nvidia/driver */
+};
+
+static void put(const char *root, const char *rel, const char *text, unsigned mode)
+{
+    _cleanup_free_ char *p = xasprintf("%s/%s", root, rel);
+    _cleanup_free_ char *dir = xstrdup(p);
+    *strrchr(dir, '/') = '\0';
+    assert_int_equal(mkdir_p(dir, 0755), 0);
+    struct err e = {0};
+    assert_int_equal(file_write_atomic(p, text, strlen(text), mode, &e), 0);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = xcalloc(1, sizeof(*f));
+    snprintf(f->root, sizeof(f->root), "/tmp/dm-root-XXXXXX");
+    assert_non_null(mkdtemp(f->root));
+    f->driver = xasprintf("%s/run/nvidia/driver", f->root);
+    assert_int_equal(mkdir_p(f->driver, 0755), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", f->root);
+    assert_int_equal(system(cmd), 0);
+    free(f->driver);
+    free(f);
+    return 0;
+}
+
+/* A loaded module as the kernel shows it. */
+static void module(struct fixture *f, const char *name, const char *version)
+{
+    _cleanup_free_ char *p = xasprintf("sys/module/%s/refcnt", name);
+    put(f->root, p, "0\n", 0644);
+    if (version) {
+        _cleanup_free_ char *v = xasprintf("sys/module/%s/version", name);
+        _cleanup_free_ char *t = xasprintf("%s\n", version);
+        put(f->root, v, t, 0444);
+    }
+}
+
+static void host_userspace(struct fixture *f, bool smi, bool lib)
+{
+    if (smi)
+        put(f->root, "usr/bin/nvidia-smi", "#!/bin/sh\n", 0755);
+    if (lib) {
+        put(f->root, LIB "/libnvidia-ml.so." V, "ELF", 0644);
+        put(f->root, LIB "/libnvidia-ml.so.1", "ELF", 0644); /* not a version: ignored */
+    }
+}
+
+static void decide(struct fixture *f, struct dm_finding *ret)
+{
+    struct nodestate_driver_facts facts;
+    struct err e = {0};
+    assert_int_equal(nodestate_driver_probe(f->root, f->driver, NULL, &facts, &e), 0);
+    dm_owner_decide(&facts, "570.86.15", ret);
+}
+
+static void test_host_module_loaded(void **state)
+{
+    struct fixture *f = *state;
+    module(f, "nvidia", V);
+    module(f, "nvidia_uvm", NULL);
+    host_userspace(f, true, true);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.owner, NODESTATE_OWNER_HOST);
+    assert_int_equal(d.found, NODESTATE_OWNER_HOST);
+    assert_string_equal(d.version, V);
+    assert_non_null(strstr(d.source, "module nvidia " V " loaded, not from the driver root"));
+}
+
+static void test_host_module_only(void **state)
+{
+    struct fixture *f = *state;
+    module(f, "nvidia", NULL);
+    put(f->root, "proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  " V "  Release Build\n", 0444);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.owner, NODESTATE_OWNER_HOST);
+    assert_string_equal(d.version, V); /* from /proc/driver/nvidia/version */
+}
+
+static void test_host_installed_not_loaded(void **state)
+{
+    struct fixture *f = *state;
+    host_userspace(f, true, true);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.owner, NODESTATE_OWNER_HOST);
+    assert_string_equal(d.version, V);
+    assert_non_null(strstr(d.source, "not loaded"));
+}
+
+static void test_only_libraries_left(void **state)
+{
+    struct fixture *f = *state;
+    host_userspace(f, false, true);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.found, NODESTATE_OWNER_NONE);
+    assert_int_equal(d.owner, NODESTATE_OWNER_CONTAINER);
+    assert_string_equal(d.version, "570.86.15");
+    assert_non_null(strstr(d.source, "only libraries left behind"));
+}
+
+static void test_only_smi(void **state)
+{
+    struct fixture *f = *state;
+    host_userspace(f, true, false);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.found, NODESTATE_OWNER_NONE);
+    assert_int_equal(d.owner, NODESTATE_OWNER_CONTAINER);
+    assert_non_null(strstr(d.source, "only nvidia-smi"));
+}
+
+static void test_empty_smi_is_none(void **state)
+{
+    struct fixture *f = *state;
+    put(f->root, "usr/bin/nvidia-smi", "", 0755); /* empty: not a program */
+    put(f->root, LIB "/libnvidia-ml.so." V, "ELF", 0644);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.found, NODESTATE_OWNER_NONE);
+}
+
+static void test_containerized(void **state)
+{
+    struct fixture *f = *state;
+    module(f, "nvidia", V);
+    module(f, "nvidia_modeset", NULL);
+    put(f->driver, LIB "/libnvidia-ml.so." V, "ELF", 0644);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.owner, NODESTATE_OWNER_CONTAINER);
+    assert_int_equal(d.found, NODESTATE_OWNER_CONTAINER);
+    assert_string_equal(d.version, V);
+    assert_non_null(strstr(d.source, "loaded by the driver container"));
+    struct nodestate_driver_facts facts;
+    struct err e = {0};
+    assert_int_equal(nodestate_driver_probe(f->root, f->driver, NULL, &facts, &e), 0);
+    assert_true(facts.module[NODESTATE_MOD_NVIDIA]);
+    assert_true(facts.module[NODESTATE_MOD_NVIDIA_MODESET]);
+    assert_false(facts.module[NODESTATE_MOD_NVIDIA_UVM]);
+    assert_false(facts.root_mountpoint);
+}
+
+static void test_driver_root_other_version(void **state)
+{
+    /* a stale driver root of an older version does not make the loaded module the container's */
+    struct fixture *f = *state;
+    module(f, "nvidia", V);
+    put(f->driver, LIB "/libnvidia-ml.so.535.216.01", "ELF", 0644);
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.owner, NODESTATE_OWNER_HOST);
+}
+
+static void test_none(void **state)
+{
+    struct fixture *f = *state;
+    struct dm_finding d;
+    decide(f, &d);
+    assert_int_equal(d.found, NODESTATE_OWNER_NONE);
+    assert_int_equal(d.owner, NODESTATE_OWNER_CONTAINER);
+    assert_string_equal(d.source, "no driver loaded; the driver container installs it");
+}
+
+static void test_bad_host_root(void **state)
+{
+    struct fixture *f = *state;
+    struct nodestate_driver_facts facts;
+    struct err e = {0};
+    _cleanup_free_ char *missing = xasprintf("%s/nope", f->root);
+    assert_int_equal(nodestate_driver_probe(missing, f->driver, NULL, &facts, &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), missing));
+    put(f->root, "file", "x", 0644);
+    _cleanup_free_ char *file = xasprintf("%s/file", f->root);
+    err_clear(&e);
+    assert_int_equal(nodestate_driver_probe(file, f->driver, NULL, &facts, &e), -ENOTDIR);
+    err_clear(&e);
+    assert_int_equal(nodestate_driver_probe("", f->driver, NULL, &facts, &e), -EINVAL);
+    /* a missing driver root is no driver root */
+    _cleanup_free_ char *nodrv = xasprintf("%s/none", f->root);
+    assert_int_equal(nodestate_driver_probe(f->root, nodrv, NULL, &facts, &e), 0);
+    assert_string_equal(facts.root_lib, "");
+}
+
+/* ---- labels ------------------------------------------------------------------------------- */
+
+static void test_label_values(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *paused, *restored;
+    } cases[] = {
+        {"true", DM_PAUSED, "true"},
+        {"", DM_PAUSED, "true"},
+        {"false", NULL, "false"},
+        {"pre-installed", "pre-installed_" DM_PAUSED, "pre-installed"},
+        {"paused-for-mig-change", "paused-for-mig-change_" DM_PAUSED, "paused-for-mig-change"},
+        {DM_PAUSED, NULL, "true"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char buf[128], back[128];
+        int r = nodeops_label_pause(cases[i].in, DM_PAUSED, buf, sizeof(buf));
+        if (!cases[i].paused) {
+            assert_int_equal(r, 0);
+            snprintf(buf, sizeof(buf), "%s", cases[i].in);
+        } else {
+            assert_int_equal(r, 1);
+            assert_string_equal(buf, cases[i].paused);
+            assert_int_equal(nodeops_label_pause(buf, DM_PAUSED, back, sizeof(back)),
+                             0); /* paused stays */
+        }
+        r = nodeops_label_restore(buf, DM_PAUSED, back, sizeof(back));
+        if (strcmp(buf, cases[i].restored) == 0) {
+            assert_int_equal(r, 0);
+        } else {
+            assert_int_equal(r, 1);
+            assert_string_equal(back, cases[i].restored);
+        }
+    }
+    char buf[128];
+    /* 40 bytes + "_paused-for-driver-upgrade" is past a label value's 63 */
+    assert_int_equal(nodeops_label_pause("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", DM_PAUSED, buf,
+                                         sizeof(buf)),
+                     -E2BIG);
+    assert_int_equal(nodeops_label_restore("true", DM_PAUSED, buf, sizeof(buf)), 0);
+}
+
+static void test_labels_patch(void **state)
+{
+    (void)state;
+    json_t *labels = json_pack(
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", DM_LABEL_DRIVER, "true", DM_LABEL_OPERANDS, "true",
+        "nvidia.com/gpu.deploy.device-plugin", "true", "nvidia.com/gpu.deploy.dcgm", "false",
+        "nvidia.com/gpu.deploy.gpu-feature-discovery", "custom", "nvidia.com/gpu.present", "true",
+        "nvidia.com/gpu.deploy.operator-validator", "true");
+    assert_false(nodeops_labels_paused(labels, &dm_operand_pause));
+    json_t *p = NULL;
+    struct err e = {0};
+    assert_int_equal(nodeops_labels_patch(labels, &dm_operand_pause, false, &p, &e), 0);
+    json_t *want = json_pack("{s:s,s:s,s:s}", "nvidia.com/gpu.deploy.device-plugin", DM_PAUSED,
+                             "nvidia.com/gpu.deploy.gpu-feature-discovery", "custom_" DM_PAUSED,
+                             "nvidia.com/gpu.deploy.operator-validator", DM_PAUSED);
+    assert_true(json_equal(p, want));
+    json_object_update(labels, p);
+    assert_true(nodeops_labels_paused(labels, &dm_operand_pause));
+    json_decref(p);
+    /* paused again: nothing more to write */
+    assert_int_equal(nodeops_labels_patch(labels, &dm_operand_pause, false, &p, &e), 0);
+    assert_int_equal(json_object_size(p), 0);
+    json_decref(p);
+    assert_int_equal(nodeops_labels_patch(labels, &dm_operand_pause, true, &p, &e), 0);
+    json_object_update(labels, p);
+    json_decref(p);
+    assert_false(nodeops_labels_paused(labels, &dm_operand_pause));
+    assert_string_equal(json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.dcgm")),
+                        "false");
+    assert_string_equal(
+        json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.gpu-feature-discovery")),
+        "custom");
+    assert_string_equal(
+        json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.device-plugin")), "true");
+    assert_int_equal(nodeops_labels_patch(NULL, &dm_operand_pause, true, &p, &e), 0);
+    assert_int_equal(json_object_size(p), 0);
+    json_decref(p);
+    json_decref(want);
+    json_decref(labels);
+    assert_false(nodeops_is_operand_label(DM_LABEL_DRIVER));
+    assert_false(nodeops_is_operand_label(DM_LABEL_OPERANDS));
+    assert_false(nodeops_is_operand_label(DM_DEPLOY_PREFIX));
+    assert_true(nodeops_is_operand_label("nvidia.com/gpu.deploy.mig-manager"));
+}
+
+/* ---- pods and mode ------------------------------------------------------------------------ */
+
+static json_t *pod(const char *spec_json, const char *meta_json)
+{
+    json_error_t je;
+    json_t *spec = json_loads(spec_json, 0, &je);
+    json_t *meta = json_loads(meta_json ? meta_json : "{}", 0, &je);
+    assert_non_null(spec);
+    assert_non_null(meta);
+    json_object_set_new(meta, "name", json_string("p"));
+    json_object_set_new(meta, "namespace", json_string("ns"));
+    return json_pack("{s:o,s:o,s:{s:s}}", "metadata", meta, "spec", spec, "status", "phase",
+                     "Running");
+}
+
+static void test_pod_classify(void **state)
+{
+    (void)state;
+    json_t *labels = json_pack("{s:s,s:s}", "nvidia.com/gpu.deploy.device-plugin", DM_PAUSED,
+                               "nvidia.com/gpu.deploy.dcgm", "true");
+    static const char ds[] =
+        "{\"ownerReferences\":[{\"kind\":\"DaemonSet\",\"name\":\"x\",\"controller\":true}]}";
+    struct {
+        json_t *p;
+        enum nodeops_pod_kind want;
+    } cases[] = {
+        {pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}", NULL),
+         NODEOPS_POD_GPU},
+        {pod("{\"containers\":[{\"resources\":{\"requests\":{\"nvidia.com/mig-1g.10gb\":\"1\"}}}]}",
+             NULL),
+         NODEOPS_POD_GPU},
+        {pod("{\"initContainers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu.shared\":\"1\"}}}]"
+             ",\"containers\":[{}]}",
+             NULL),
+         NODEOPS_POD_GPU},
+        {pod("{\"containers\":[{\"resources\":{\"limits\":{\"amd.com/gpu\":\"1\"}}}]}", NULL),
+         NODEOPS_POD_OTHER},
+        {pod("{\"nodeSelector\":{\"nvidia.com/gpu.deploy.device-plugin\":\"true\"},"
+             "\"containers\":[{}]}",
+             ds),
+         NODEOPS_POD_OPERAND},
+        {pod("{\"nodeSelector\":{\"nvidia.com/gpu.deploy.dcgm\":\"true\"},\"containers\":[{}]}",
+             ds),
+         NODEOPS_POD_DAEMONSET},
+        {pod("{\"containers\":[{}]}", "{\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}}"),
+         NODEOPS_POD_MIRROR},
+        {pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}",
+             "{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}"),
+         NODEOPS_POD_GPU}, /* terminating keeps its kind: waited for, not evicted again */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        assert_int_equal(nodeops_pod_classify(cases[i].p, labels), cases[i].want);
+        json_decref(cases[i].p);
+    }
+    json_t *done =
+        pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}", NULL);
+    json_object_set_new(json_object_get(done, "status"), "phase", json_string("Succeeded"));
+    assert_int_equal(nodeops_pod_classify(done, labels), NODEOPS_POD_DONE);
+    json_decref(done);
+    json_decref(labels);
+}
+
+static void test_drain_allowed(void **state)
+{
+    (void)state;
+    struct dm_config c = {0};
+    struct err e = {0};
+    json_t *bare = pod("{\"containers\":[{}]}", NULL);
+    assert_int_equal(dm_drain_allowed(&c, bare, &e), -EPERM);
+    assert_non_null(strstr(err_msg(&e), "DRAIN_USE_FORCE"));
+    c.drain_force = true;
+    err_clear(&e);
+    assert_int_equal(dm_drain_allowed(&c, bare, &e), 0);
+    json_t *empty = pod("{\"volumes\":[{\"name\":\"scratch\",\"emptyDir\":{}}],"
+                        "\"containers\":[{}]}",
+                        "{\"ownerReferences\":[{\"kind\":\"ReplicaSet\",\"name\":\"r\","
+                        "\"controller\":true}]}");
+    c.drain_force = false;
+    assert_int_equal(dm_drain_allowed(&c, empty, &e), -EPERM);
+    assert_non_null(strstr(err_msg(&e), "scratch"));
+    c.drain_delete_emptydir = true;
+    err_clear(&e);
+    assert_int_equal(dm_drain_allowed(&c, empty, &e), 0);
+    json_decref(bare);
+    json_decref(empty);
+}
+
+static void test_mode(void **state)
+{
+    (void)state;
+    struct dm_config c = {.gpu_pod_eviction = true, .auto_drain = true};
+    struct dm_mode m;
+    json_t *plain = json_pack("{s:{s:{}}}", "metadata", "labels");
+    dm_mode_decide(&c, plain, &m);
+    assert_false(m.operator_driven);
+    assert_true(m.evict_gpu_pods);
+    assert_true(m.drain);
+    json_t *state_label = json_pack("{s:{s:{s:s}}}", "metadata", "labels", DM_LABEL_UPGRADE_STATE,
+                                    "upgrade-required");
+    dm_mode_decide(&c, state_label, &m);
+    assert_true(m.operator_driven);
+    assert_false(m.evict_gpu_pods);
+    assert_false(m.drain);
+    json_t *ann =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", DM_ANN_UPGRADE_ENABLED, "true");
+    dm_mode_decide(&c, ann, &m);
+    assert_true(m.operator_driven);
+    c.gpu_pod_eviction = false;
+    c.auto_drain = false;
+    dm_mode_decide(&c, plain, &m);
+    assert_false(m.evict_gpu_pods);
+    assert_false(m.drain);
+    json_decref(plain);
+    json_decref(state_label);
+    json_decref(ann);
+    assert_string_equal(nodestate_module_name(NODESTATE_MOD_NVIDIA_DRM), "nvidia_drm");
+    assert_string_equal(nodestate_module_name(NODESTATE_MOD_NVIDIA), "nvidia");
+    assert_true(NODESTATE_MOD_NVIDIA == NODESTATE_MOD_COUNT - 1); /* nvidia goes last */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_host_module_loaded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_module_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_installed_not_loaded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_only_libraries_left, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_only_smi, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_smi_is_none, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_containerized, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_driver_root_other_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_none, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_host_root, setup, teardown),
+        cmocka_unit_test(test_label_values),
+        cmocka_unit_test(test_labels_patch),
+        cmocka_unit_test(test_pod_classify),
+        cmocka_unit_test(test_drain_allowed),
+        cmocka_unit_test(test_mode),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
