@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `gpuop sim`: drives the simulated GPU fleet shared by every process that loads
+ * `gpuop-sim`: drives the simulated GPU fleet shared by every process that loads
  * build/libnvidia-ml.so.1 with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE.
  */
 #include <inttypes.h>
@@ -338,7 +338,7 @@ static int sim_configure(struct svc *s, struct err *e)
         if (n < 2)
             return err_set(e, -EINVAL,
                            "inject: what? (xid, lost, ecc, mig-fail or mig-reset-required; see "
-                           "gpuop sim --help)");
+                           "gpuop-sim --help)");
         if (strcmp(args[1], "gpu-reset") == 0)
             return err_set(e, -EINVAL, "inject: unknown fault \"gpu-reset\" (a command)");
         struct inject in;
@@ -381,7 +381,7 @@ static int sim_run(struct svc *s, struct err *e)
     if ((r = sim_store_open(f, c->state_dir, reset ? SIM_STORE_RESET : 0, &st, e)) < 0)
         return r;
     if (reset) {
-        printf("gpuop sim: %s reset to the fleet's initial state\n", c->state_dir);
+        printf("gpuop-sim: %s reset to the fleet's initial state\n", c->state_dir);
         return 0;
     }
     if (strcmp(cmd, "show") == 0)
@@ -400,9 +400,9 @@ static int sim_run(struct svc *s, struct err *e)
 }
 
 const struct svc_component sim_component = {
-    .name = "sim",
+    .name = "gpuop-sim",
     .usage =
-        "Usage: gpuop sim <command> [flags]\n"
+        "Usage: gpuop-sim <command> [flags]\n"
         "\n"
         "Drives the simulated GPU fleet (build/libnvidia-ml.so.1): every process that loads\n"
         "the simulator with the same GPUOP_SIM_FLEET and GPUOP_SIM_STATE sees the change.\n"
