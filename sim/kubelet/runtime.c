@@ -54,8 +54,12 @@
  *
  * Known limits: an absolute symlink in a host directory (/etc/localtime -> /usr/share/...) is
  * followed on the host side when a mount target goes through it; there are no cgroups. An exec
- * (kl_container_exec) joins the container's network, UTS and mount namespaces and runs with its
- * environment and capability bounding set.
+ * (kl_container_exec) joins the container's network, UTS and mount namespaces, enters the
+ * container's root as its process sees it (/proc/PID/root, opened before the joins) and runs with
+ * its environment and capability bounding set. Joining a mount namespace alone would leave the
+ * exec at the namespace's root mount, which is not the container's root where kubelet-sim itself
+ * runs under chroot (the container's pivot_root replaces the chroot's mount, not the namespace's
+ * root): a runtime's exec enters both, and so does this one.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -110,6 +114,7 @@ enum op_kind {
     OP_CAPS,     /* capabilities cut to mask, arg the last capability */
     OP_DUP2,     /* dup2(fd, arg) */
     OP_MKNOD,    /* mknod(path, flags, mask), its directories created, chmod, chown(uid, gid) */
+    OP_FCHROOT,  /* fchdir(fd), chroot("."), chdir("/"): enter a root held open by fd */
 };
 
 struct op {
@@ -326,6 +331,10 @@ static int child_op(const struct op *o)
         if (syscall(SYS_pivot_root, ".", ".") < 0)
             return -errno;
         if (umount2(".", MNT_DETACH) < 0)
+            return -errno;
+        return chdir("/") < 0 ? -errno : 0;
+    case OP_FCHROOT:
+        if (fchdir(o->fd) < 0 || chroot(".") < 0)
             return -errno;
         return chdir("/") < 0 ? -errno : 0;
     case OP_HOSTNAME:
@@ -1147,7 +1156,14 @@ int kl_container_exec(pid_t pid, const char *const *argv, uint64_t timeout_ms, c
         o->fd = ns_fd[i];
         o->arg = ns[i].type;
     }
-    plan_path(&p, OP_CHDIR, "/", 0, xstrdup("chdir \"/\""));
+    /* The container's root as its process sees it, held open across the joins. */
+    _cleanup_free_ char *root_path = xasprintf("/proc/%d/root", (int)pid);
+    _cleanup_close_ int root_fd =
+        open_cloexec(root_path, O_RDONLY | O_DIRECTORY, 0, e, "open the container's root");
+    if (root_fd < 0)
+        return err_prefix(e, "exec \"%s\" in pid %d", argv[0], (int)pid);
+    struct op *ro = plan_add(&p, OP_FCHROOT, xasprintf("enter \"%s\"", root_path));
+    ro->fd = root_fd;
     /* The container's capabilities: an exec into an unprivileged container is unprivileged. */
     uint64_t caps;
     if (process_cap_bounding(pid, &caps) == 0) {
