@@ -323,6 +323,126 @@ static void test_help(void **state)
     free(buf);
 }
 
+/* ---- shared fragments --------------------------------------------------------------------- */
+
+/* A component's own fragment over a struct its states embed, holding a fragment itself. */
+struct sub {
+    const char *a;
+    unsigned n;
+};
+
+static const struct svc_option inner_fragment[] = {
+    {.flag = "sub-n", .kind = SVC_UINT, .off = offsetof(struct sub, n), .help = "an n"},
+    {0},
+};
+
+static const struct svc_option sub_fragment[] = {
+    {.flag = "sub-a",
+     .env = "T_SUB_A",
+     .kind = SVC_STRING,
+     .off = offsetof(struct sub, a),
+     .help = "an a"},
+    {.kind = SVC_FRAGMENT, .fragment = inner_fragment},
+    {0},
+};
+
+struct frag_opts {
+    const char *name;
+    struct sub first;
+    const char *kubeconfig;
+    const char *context;
+    struct sub second;
+    const char *node;
+};
+
+static const struct svc_option frag_options[] = {
+    {.flag = "name", .kind = SVC_STRING, .off = offsetof(struct frag_opts, name), .help = "a name"},
+    {.kind = SVC_FRAGMENT,
+     .fragment = svc_kubeconfig_option,
+     .off = offsetof(struct frag_opts, kubeconfig)},
+    {.kind = SVC_FRAGMENT, .fragment = sub_fragment, .off = offsetof(struct frag_opts, second)},
+    {.kind = SVC_FRAGMENT,
+     .fragment = svc_node_name_option,
+     .off = offsetof(struct frag_opts, node),
+     .help = "the node this test runs for"},
+    {.kind = SVC_FRAGMENT,
+     .fragment = svc_context_option,
+     .off = offsetof(struct frag_opts, context)},
+    {0},
+};
+
+static const struct svc_component frag_component = {
+    .name = "frag",
+    .usage = "Usage: gpuop frag [flags]\n",
+    .options = {frag_options},
+    .state_size = sizeof(struct frag_opts),
+};
+
+static int parse_frag(struct frag_opts *o, struct err *e, int argc, char **argv, FILE *out)
+{
+    memset(o, 0, sizeof(*o));
+    err_clear(e);
+    return svc_parse(&frag_component, o, argc, argv, out, e);
+}
+
+static void test_fragments(void **state)
+{
+    (void)state;
+    unsetenv("KUBECONFIG");
+    unsetenv("NODE_NAME");
+    unsetenv("T_SUB_A");
+    struct frag_opts o;
+    struct err e = {0};
+    FILE *devnull = fopen("/dev/null", "w");
+    /* every option lands in its member, a nested fragment's in the embedded struct */
+    char *argv[] = {"frag", "--kubeconfig", "/k", "--sub-a", "x", "--sub-n", "3", "--context",
+                    "c1",   "--node-name",  "n1", "--name",  "y", NULL};
+    assert_int_equal(parse_frag(&o, &e, 13, argv, devnull), 0);
+    assert_string_equal(o.kubeconfig, "/k");
+    assert_string_equal(o.context, "c1");
+    assert_string_equal(o.node, "n1");
+    assert_string_equal(o.name, "y");
+    assert_string_equal(o.second.a, "x");
+    assert_int_equal(o.second.n, 3);
+    assert_null(o.first.a); /* the fragment was placed at `second` only */
+    assert_int_equal(o.first.n, 0);
+    /* the fragments' environment variables */
+    setenv("KUBECONFIG", "/from-env", 1);
+    setenv("NODE_NAME", "n2", 1);
+    setenv("T_SUB_A", "z", 1);
+    assert_int_equal(parse_frag(&o, &e, 1, (char *[]){"frag", NULL}, devnull), 0);
+    assert_string_equal(o.kubeconfig, "/from-env");
+    assert_string_equal(o.node, "n2");
+    assert_string_equal(o.second.a, "z");
+    assert_int_equal(parse_frag(&o, &e, 3, (char *[]){"frag", "--sub-n", "-1", NULL}, devnull),
+                     -EINVAL);
+    assert_string_equal(err_msg(&e), "--sub-n \"-1\": expected an integer >= 0");
+    unsetenv("KUBECONFIG");
+    unsetenv("NODE_NAME");
+    unsetenv("T_SUB_A");
+    fclose(devnull);
+
+    /* --help: each fragment where the table lists it; a help of its own replaces the shared */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(parse_frag(&o, &e, 2, (char *[]){"frag", "--help", NULL}, f), 1);
+    fclose(f);
+    const char *want = "      --name VALUE             a name\n"
+                       "      --kubeconfig PATH        kubeconfig (default: in-cluster, else "
+                       "~/.kube/config)\n"
+                       "                               [KUBECONFIG]\n"
+                       "      --sub-a VALUE            an a [T_SUB_A]\n"
+                       "      --sub-n N                an n\n"
+                       "      --node-name NAME         the node this test runs for [NODE_NAME]\n"
+                       "      --context NAME           kubeconfig context (default: the current "
+                       "one)\n"
+                       "  -h, --help                   this text\n";
+    if (!strstr(buf, want))
+        fail_msg("--help:\n%s\nwant:\n%s", buf, want);
+    free(buf);
+}
+
 /* ---- config-file layer -------------------------------------------------------------------- */
 
 static int layer_load(void *state, const char *path, struct err *e)
@@ -593,9 +713,10 @@ static const struct svc_component looper_noreload = {
     .run = looper_run,
 };
 
-/* Runs svc_main in a child with stdout on a pipe; sends the signals once it is ready. */
-static int run_child(const struct svc_component *c, char **argv, const int *sigs, size_t n_sigs,
-                     char *out, size_t out_n)
+/* Runs svc_main in a child with stdout (and stderr with merge_stderr) on a pipe; sends the
+ * signals once it is ready. */
+static int run_child_out(const struct svc_component *c, char **argv, const int *sigs, size_t n_sigs,
+                         bool merge_stderr, char *out, size_t out_n)
 {
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
@@ -604,11 +725,13 @@ static int run_child(const struct svc_component *c, char **argv, const int *sigs
     if (pid == 0) {
         dup2(pfd[1], 1);
         int devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, 2);
+        dup2(merge_stderr ? pfd[1] : devnull, 2);
         int argc = 0;
         while (argv[argc])
             argc++;
-        _exit(svc_main(c, argc, argv));
+        int code = svc_main(c, argc, argv);
+        fflush(NULL);
+        _exit(code);
     }
     close(pfd[1]);
     size_t len = 0;
@@ -637,6 +760,12 @@ static int run_child(const struct svc_component *c, char **argv, const int *sigs
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+static int run_child(const struct svc_component *c, char **argv, const int *sigs, size_t n_sigs,
+                     char *out, size_t out_n)
+{
+    return run_child_out(c, argv, sigs, n_sigs, false, out, out_n);
+}
+
 static void test_signals(void **state)
 {
     (void)state;
@@ -661,6 +790,209 @@ static void test_signals(void **state)
     assert_non_null(strstr(out, "--fail"));
 }
 
+/* ---- verbs -------------------------------------------------------------------------------- */
+
+struct verb_opts {
+    const char *file;
+    int from;
+};
+
+static const struct svc_option file_option[] = {
+    {.flag = "file",
+     .short_flag = 'f',
+     .kind = SVC_STRING,
+     .off = offsetof(struct verb_opts, file),
+     .help = "a file (required)"},
+    {0},
+};
+
+static int apply_configure(struct svc *s, struct err *e)
+{
+    struct verb_opts *v = svc_state(s);
+    return v->file ? 0 : err_set(e, -EINVAL, "-f FILE is required");
+}
+
+static int apply_run(struct svc *s, struct err *e)
+{
+    struct verb_opts *v = svc_state(s);
+    if (strcmp(v->file, "fail") == 0)
+        return err_set(e, -EIO, "apply \"%s\": broken", v->file);
+    if (strcmp(v->file, "bad") == 0)
+        return svc_bad_input(s, err_set(e, -EINVAL, "apply \"%s\": bad", v->file));
+    printf("apply %s by %s\n", v->file, svc_name(s));
+    return 0;
+}
+
+static int say_run(struct svc *s, struct err *e)
+{
+    (void)e;
+    (void)s;
+    printf("said\n");
+    return 0;
+}
+
+static const char *const migrate_from[] = {"nvidia", NULL};
+
+static const struct svc_option migrate_options[] = {
+    {.flag = "from",
+     .kind = SVC_ENUM,
+     .choices = migrate_from,
+     .off = offsetof(struct verb_opts, from),
+     .help = "whose install to take over"},
+    {0},
+};
+
+static int migrate_run(struct svc *s, struct err *e)
+{
+    (void)e;
+    struct verb_opts *v = svc_state(s);
+    printf("migrate from %s\n", migrate_from[v->from]);
+    return 0;
+}
+
+static const struct svc_component verb_apply = {
+    .name = "apply",
+    .summary = "Apply a file",
+    .usage = "Usage: gpuop tool apply -f FILE\n",
+    .options = {file_option},
+    .state_size = sizeof(struct verb_opts),
+    .configure = apply_configure,
+    .run = apply_run,
+};
+
+static const struct svc_component verb_say = {.name = "say", .summary = "Say it", .run = say_run};
+
+/* `gpuop migrate --from nvidia` as a verb: a component and one line in its parent's list. */
+static const struct svc_component verb_migrate = {
+    .name = "migrate",
+    .summary = "Take over another operator's install",
+    .options = {migrate_options},
+    .state_size = sizeof(struct verb_opts),
+    .run = migrate_run,
+};
+
+static const struct svc_component verb_cdi = {
+    .name = "cdi", .summary = "CDI things", .verbs = {&verb_say, &verb_apply}};
+
+static const struct svc_component verb_tool = {
+    .name = "tool",
+    .summary = "A tool of verbs",
+    .verbs = {&verb_apply, &verb_say, &verb_cdi, &verb_migrate},
+};
+
+static const struct svc_component verb_daemon = {
+    .name = "daemon",
+    .usage = "Usage: gpuop daemon [flags]\n",
+    .options = {file_option},
+    .state_size = sizeof(struct verb_opts),
+    .run = say_run,
+    .verbs = {&verb_say},
+};
+
+static void test_verbs(void **state)
+{
+    (void)state;
+    static const struct {
+        const struct svc_component *c;
+        char *argv[6];
+        int want_code;
+        const char *want; /* in stdout and stderr */
+    } cases[] = {
+        {&verb_tool, {"tool", "apply", "-f", "x"}, 0, "apply x by tool\n"},
+        {&verb_tool, {"tool", "apply", "--file=x"}, 0, "apply x by tool\n"},
+        {&verb_tool, {"tool", "cdi", "apply", "-f", "y"}, 0, "apply y by tool\n"},
+        {&verb_tool, {"tool", "cdi", "say"}, 0, "said\n"},
+        {&verb_tool, {"tool", "migrate", "--from", "nvidia"}, 0, "migrate from nvidia\n"},
+        {&verb_tool,
+         {"tool", "migrate", "--from", "other"},
+         2,
+         "error tool --from \"other\": expected one of nvidia\n"},
+        /* a verb is required where the component has no run of its own */
+        {&verb_tool,
+         {"tool"},
+         2,
+         "error tool a command is required: apply, say, cdi, migrate (see gpuop tool --help)\n"},
+        {&verb_tool,
+         {"tool", "cdi"},
+         2,
+         "error tool a command is required: say, apply (see gpuop tool cdi --help)\n"},
+        {&verb_tool,
+         {"tool", "frob"},
+         2,
+         "error tool unknown command \"frob\" (apply, say, cdi, migrate)\n"},
+        {&verb_tool,
+         {"tool", "cdi", "frob"},
+         2,
+         "error tool unknown command \"cdi frob\" (cdi say, cdi apply)\n"},
+        /* the verb comes first; its flags are its own */
+        {&verb_tool,
+         {"tool", "-f", "x", "apply"},
+         2,
+         "error tool the command \"apply\" comes first, before the flags\n"},
+        {&verb_tool,
+         {"tool", "say", "-f", "x"},
+         2,
+         "error tool unknown flag \"-f\" (see --help)\n"},
+        {&verb_tool, {"tool", "say", "extra"}, 2, "unexpected argument \"extra\""},
+        /* exit codes: configure's error and svc_bad_input are bad input, run's a failure */
+        {&verb_tool, {"tool", "apply"}, 2, "error tool -f FILE is required\n"},
+        {&verb_tool, {"tool", "apply", "-f", "bad"}, 2, "error tool apply \"bad\": bad\n"},
+        {&verb_tool, {"tool", "apply", "-f", "fail"}, 1, "error tool apply \"fail\": broken\n"},
+        /* a component with a run and verbs runs itself without one */
+        {&verb_daemon, {"daemon", "-f", "x"}, 0, "said\n"},
+        {&verb_daemon, {"daemon", "say"}, 0, "said\n"},
+        {&verb_daemon, {"daemon", "apply"}, 2, "error daemon unknown command \"apply\" (say)\n"},
+        /* generated help */
+        {&verb_tool,
+         {"tool", "--help"},
+         0,
+         "Usage: gpuop tool COMMAND [flags]\n\nA tool of verbs.\n\nCommands:\n"
+         "  apply    Apply a file\n  say      Say it\n  cdi      CDI things\n"
+         "  migrate  Take over another operator's install\n\n"
+         "`gpuop tool COMMAND --help`: a command's own flags.\n\nFlags:\n"
+         "  -h, --help                   this text\n"},
+        {&verb_tool,
+         {"tool", "cdi", "-h"},
+         0,
+         "Usage: gpuop tool cdi COMMAND [flags]\n\nCDI things.\n\nCommands:\n"
+         "  say    Say it\n  apply  Apply a file\n\n`gpuop tool cdi COMMAND --help`"},
+        {&verb_tool,
+         {"tool", "migrate", "--help"},
+         0,
+         "Usage: gpuop tool migrate [flags]\n\nTake over another operator's install.\n\n"
+         "Flags:\n      --from NAME              whose install to take over\n"},
+        {&verb_tool, {"tool", "apply", "--help"}, 0, "Usage: gpuop tool apply -f FILE\n"},
+        {&verb_daemon,
+         {"daemon", "--help"},
+         0,
+         "Usage: gpuop daemon [flags]\n\nCommands:\n  say  Say it\n"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char out[4096];
+        char **argv = (char **)cases[i].argv;
+        int code = run_child_out(cases[i].c, argv, NULL, 0, true, out, sizeof(out));
+        if (code != cases[i].want_code || !strstr(out, cases[i].want))
+            fail_msg("case %zu (%s %s): exit %d, want %d; output:\n%s\nwant:\n%s", i, argv[0],
+                     argv[1] ? argv[1] : "", code, cases[i].want_code, out, cases[i].want);
+    }
+}
+
+static void test_verb_names(void **state)
+{
+    (void)state;
+    char buf[32];
+    svc_verb_names(&verb_tool, "", buf, sizeof(buf));
+    assert_string_equal(buf, "apply, say, cdi, migrate");
+    svc_verb_names(&verb_tool, "x ", buf, sizeof(buf));
+    assert_string_equal(buf, "x apply, x say, x cdi, x mig...");
+    char tiny[8];
+    svc_verb_names(&verb_tool, "", tiny, sizeof(tiny));
+    assert_string_equal(tiny, "appl...");
+    assert_ptr_equal(svc_verb_find(&verb_tool, "cdi"), &verb_cdi);
+    assert_null(svc_verb_find(&verb_tool, "cd"));
+    assert_null(svc_verb_find(&test_component, "apply"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -668,12 +1000,15 @@ int main(void)
         cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_errors_table),
         cmocka_unit_test(test_help),
+        cmocka_unit_test(test_fragments),
         cmocka_unit_test(test_layer_precedence),
         cmocka_unit_test(test_backoff_table),
         cmocka_unit_test(test_workqueue_dedup_and_dirty),
         cmocka_unit_test(test_workqueue_timed_and_backoff),
         cmocka_unit_test(test_workqueue_stop),
         cmocka_unit_test(test_signals),
+        cmocka_unit_test(test_verbs),
+        cmocka_unit_test(test_verb_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

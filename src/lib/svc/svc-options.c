@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* svc: the option table: argv walking, env and config-layer precedence, --help. */
+#include <assert.h>
 #include <string.h>
 
 #include "svc-internal.h"
@@ -7,27 +8,62 @@
 #define HELP_COL   31 /* where help text starts in --help */
 #define HELP_WIDTH 96 /* an env var name past this goes on a line of its own */
 
+#define FRAGMENT_DEPTH 4 /* a fragment may hold fragments, this deep */
+
 static bool opt_end(const struct svc_option *o)
 {
     return o->kind == SVC_END;
 }
 
-size_t svc_n_options(const struct svc_component *c)
+/* Counts (out NULL) or copies the options of table t, fragments expanded, offsets from base. */
+static size_t flatten(const struct svc_option *t, size_t base, unsigned depth,
+                      struct svc_option *out)
 {
+    assert(depth < FRAGMENT_DEPTH); /* a fragment that includes itself */
     size_t n = 0;
-    for (size_t t = 0; t < SVC_MAX_TABLES && c->options[t]; t++)
-        for (const struct svc_option *o = c->options[t]; !opt_end(o); o++)
-            n++;
+    for (const struct svc_option *o = t; !opt_end(o); o++) {
+        if (o->kind == SVC_FRAGMENT) {
+            assert(o->fragment);
+            size_t k = flatten(o->fragment, base + o->off, depth + 1, out ? out + n : NULL);
+            assert(!o->help || k == 1); /* a help of its own: for a one-option fragment */
+            if (out && o->help)
+                out[n].help = o->help;
+            n += k;
+            continue;
+        }
+        if (out) {
+            out[n] = *o;
+            out[n].off = base + o->off;
+        }
+        n++;
+    }
     return n;
 }
 
-const struct svc_option *svc_option_at(const struct svc_component *c, size_t i)
+void svc_opts_init(struct svc_opts *o, const struct svc_component *c)
 {
+    *o = (struct svc_opts){.c = c};
     for (size_t t = 0; t < SVC_MAX_TABLES && c->options[t]; t++)
-        for (const struct svc_option *o = c->options[t]; !opt_end(o); o++)
-            if (i-- == 0)
-                return o;
-    return NULL;
+        o->n += flatten(c->options[t], 0, 0, NULL);
+    o->v = xcalloc(o->n + 1, sizeof(*o->v));
+    size_t k = 0;
+    for (size_t t = 0; t < SVC_MAX_TABLES && c->options[t]; t++)
+        k += flatten(c->options[t], 0, 0, o->v + k);
+    assert(k == o->n);
+    /* One meaning per flag: a fragment listed beside an option of the same name is a bug. */
+    for (size_t i = 0; i < o->n; i++)
+        for (size_t j = i + 1; j < o->n; j++) {
+            assert(!o->v[i].flag || !o->v[j].flag || o->v[i].field ||
+                   strcmp(o->v[i].flag, o->v[j].flag) != 0);
+            assert(!o->v[i].short_flag || o->v[i].short_flag != o->v[j].short_flag);
+        }
+}
+
+void svc_opts_done(struct svc_opts *o)
+{
+    free(o->v);
+    o->v = NULL;
+    o->n = 0;
 }
 
 static bool takes_no_value(const struct svc_option *o)
@@ -125,6 +161,7 @@ static int set_value(const struct svc_option *o, void *state, const char *v, con
         l->v[l->n++] = v;
         break;
     }
+    case SVC_FRAGMENT: /* expanded by svc_opts_init */
     case SVC_END:
         return err_set(e, -EINVAL, "%s: option without a kind", src);
     }
@@ -135,12 +172,11 @@ static int set_value(const struct svc_option *o, void *state, const char *v, con
 
 /* ---- argv --------------------------------------------------------------------------------- */
 
-static const struct svc_option *find_long(const struct svc_component *c, const char *name,
-                                          size_t len, size_t *ret_i)
+static const struct svc_option *find_long(const struct svc_opts *opts, const char *name, size_t len,
+                                          size_t *ret_i)
 {
-    size_t n = svc_n_options(c);
-    for (size_t i = 0; i < n; i++) {
-        const struct svc_option *o = svc_option_at(c, i);
+    for (size_t i = 0; i < opts->n; i++) {
+        const struct svc_option *o = &opts->v[i];
         if (o->flag && strlen(o->flag) == len && strncmp(o->flag, name, len) == 0) {
             *ret_i = i;
             return o;
@@ -149,11 +185,10 @@ static const struct svc_option *find_long(const struct svc_component *c, const c
     return NULL;
 }
 
-static const struct svc_option *find_short(const struct svc_component *c, char ch, size_t *ret_i)
+static const struct svc_option *find_short(const struct svc_opts *opts, char ch, size_t *ret_i)
 {
-    size_t n = svc_n_options(c);
-    for (size_t i = 0; i < n; i++) {
-        const struct svc_option *o = svc_option_at(c, i);
+    for (size_t i = 0; i < opts->n; i++) {
+        const struct svc_option *o = &opts->v[i];
         if (o->short_flag == ch) {
             *ret_i = i;
             return o;
@@ -164,9 +199,20 @@ static const struct svc_option *find_short(const struct svc_component *c, char c
 
 static void flag_source(const struct svc_option *o, const char *v, char *buf, size_t n);
 
-int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **argv,
-                   const char **cli, const char **args, size_t *n_args, struct err *e)
+/* A word after a flag, in a component with verbs: a verb comes first, before any flag. */
+static int misplaced_verb(const struct svc_component *c, const char *word, struct err *e)
 {
+    char names[256];
+    svc_verb_names(c, "", names, sizeof(names));
+    if (svc_verb_find(c, word))
+        return err_set(e, -EINVAL, "the command \"%s\" comes first, before the flags", word);
+    return err_set(e, -EINVAL, "unknown command \"%s\" (%s)", word, names);
+}
+
+static int parse_argv(const struct svc_opts *opts, void *state, int argc, char **argv,
+                      const char **cli, const char **args, size_t *n_args, struct err *e)
+{
+    const struct svc_component *c = opts->c;
     *n_args = 0;
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
@@ -179,7 +225,7 @@ int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **
             const char *name = arg + 2;
             const char *eq = strchr(name, '=');
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
-            o = find_long(c, name, len, &i);
+            o = find_long(opts, name, len, &i);
             if (!o)
                 return err_set(e, -EINVAL, "unknown flag \"--%.*s\" (see --help)", (int)len, name);
             if (eq)
@@ -187,7 +233,7 @@ int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **
         } else if (arg[0] == '-' && arg[1] && arg[1] != '-') {
             /* -kn: flags without a value may share a dash; -c30s: a value may be attached */
             for (const char *p = arg + 1;; p++) {
-                o = find_short(c, *p, &i);
+                o = find_short(opts, *p, &i);
                 if (!o)
                     return err_set(e, -EINVAL, "unknown flag \"-%c\" (see --help)", *p);
                 if (o->kind != SVC_FLAG || !p[1]) {
@@ -200,6 +246,8 @@ int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **
         } else if (args && *n_args < c->max_args) {
             args[(*n_args)++] = arg;
             continue;
+        } else if (c->verbs[0]) {
+            return misplaced_verb(c, arg, e);
         } else {
             return err_set(e, -EINVAL, "unexpected argument \"%s\" (see --help)", arg);
         }
@@ -224,6 +272,17 @@ int svc_parse_argv(const struct svc_component *c, void *state, int argc, char **
     return 0;
 }
 
+int svc_parse_argv(const struct svc_opts *opts, void *state, int argc, char **argv,
+                   const char **cli, const char **args, size_t *n_args, struct err *e)
+{
+    int r = parse_argv(opts, state, argc, argv, cli, args, n_args, e);
+    /* `mig-parted -d apply`: the verb's flag, read as the parent's; say where it goes. */
+    for (int a = 1; r < 0 && a < argc; a++)
+        if (svc_verb_find(opts->c, argv[a]))
+            return misplaced_verb(opts->c, argv[a], e);
+    return r;
+}
+
 /* ---- precedence --------------------------------------------------------------------------- */
 
 static void flag_source(const struct svc_option *o, const char *v, char *buf, size_t n)
@@ -235,14 +294,13 @@ static void flag_source(const struct svc_option *o, const char *v, char *buf, si
 }
 
 /* Values in state: env (table order), then flags, over the defaults. */
-int svc_resolve_state(const struct svc_component *c, void *state, const char *const *cli,
+int svc_resolve_state(const struct svc_opts *opts, void *state, const char *const *cli,
                       struct err *e)
 {
-    size_t n = svc_n_options(c);
     char src[256];
     for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++) {
-            const struct svc_option *o = svc_option_at(c, i);
+        for (size_t i = 0; i < opts->n; i++) {
+            const struct svc_option *o = &opts->v[i];
             if (o->field || o->kind == SVC_STRINGS)
                 continue;
             const char *v = pass == 0 ? (o->env ? env_get(o->env) : NULL) : cli[i];
@@ -259,20 +317,19 @@ int svc_resolve_state(const struct svc_component *c, void *state, const char *co
     return 0;
 }
 
-const char *svc_layer_value(const struct svc_component *c, const char *const *cli,
-                            const char *field, const char **ret_source)
+const char *svc_layer_value(const struct svc_opts *opts, const char *const *cli, const char *field,
+                            const char **ret_source)
 {
-    size_t n = svc_n_options(c);
     const char *val = NULL, *src = NULL;
-    for (size_t i = 0; i < n; i++) {
-        const struct svc_option *o = svc_option_at(c, i);
+    for (size_t i = 0; i < opts->n; i++) {
+        const struct svc_option *o = &opts->v[i];
         if (o->field && strcmp(o->field, field) == 0 && o->env && env_get(o->env)) {
             val = env_get(o->env);
             src = o->env;
         }
     }
-    for (size_t i = 0; cli && i < n; i++) {
-        const struct svc_option *o = svc_option_at(c, i);
+    for (size_t i = 0; cli && i < opts->n; i++) {
+        const struct svc_option *o = &opts->v[i];
         if (o->field && strcmp(o->field, field) == 0 && cli[i]) {
             val = cli[i];
             src = o->flag;
@@ -283,20 +340,20 @@ const char *svc_layer_value(const struct svc_component *c, const char *const *cl
     return val;
 }
 
-int svc_resolve_layer(const struct svc_component *c, void *state, const char *const *cli,
+int svc_resolve_layer(const struct svc_opts *opts, void *state, const char *const *cli,
                       struct err *e)
 {
+    const struct svc_component *c = opts->c;
     if (!c->layer)
         return 0;
-    const char *path = svc_layer_value(c, cli, "configFile", NULL);
+    const char *path = svc_layer_value(opts, cli, "configFile", NULL);
     int r = c->layer->load(state, path, e);
     if (r < 0)
         return r;
-    size_t n = svc_n_options(c);
     char src[128];
     for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++) {
-            const struct svc_option *o = svc_option_at(c, i);
+        for (size_t i = 0; i < opts->n; i++) {
+            const struct svc_option *o = &opts->v[i];
             if (!o->field || o->kind == SVC_CONFIG_FILE)
                 continue;
             const char *v = pass == 0 ? (o->env ? env_get(o->env) : NULL) : cli[i];
@@ -316,23 +373,24 @@ int svc_resolve_layer(const struct svc_component *c, void *state, const char *co
 int svc_parse(const struct svc_component *c, void *state, int argc, char **argv, FILE *out,
               struct err *e)
 {
-    size_t n = svc_n_options(c);
-    _cleanup_free_ const char **cli = xcalloc(n + 1, sizeof(char *));
+    _cleanup_(svc_opts_done) struct svc_opts opts;
+    svc_opts_init(&opts, c);
+    _cleanup_free_ const char **cli = xcalloc(opts.n + 1, sizeof(char *));
     _cleanup_free_ const char **args = xcalloc(c->max_args + 1, sizeof(char *));
     size_t n_args = 0;
     if (c->defaults)
         c->defaults(state);
-    int r = svc_parse_argv(c, state, argc, argv, cli, args, &n_args, e);
+    int r = svc_parse_argv(&opts, state, argc, argv, cli, args, &n_args, e);
     if (r == 1) {
         svc_usage(c, out ? out : stdout);
         return 1;
     }
     if (r < 0)
         return r;
-    r = svc_resolve_state(c, state, cli, e);
+    r = svc_resolve_state(&opts, state, cli, e);
     if (r < 0)
         return r;
-    return svc_resolve_layer(c, state, cli, e);
+    return svc_resolve_layer(&opts, state, cli, e);
 }
 
 /* ---- --help ------------------------------------------------------------------------------- */
@@ -356,6 +414,7 @@ static const char *default_metavar(enum svc_kind k)
     case SVC_ENUM:
         return "NAME";
     case SVC_FLAG:
+    case SVC_FRAGMENT:
     case SVC_END:
         break;
     }
@@ -386,15 +445,65 @@ static void print_help_text(FILE *out, const char *help, const char *env, int co
     fputc('\n', out);
 }
 
-void svc_usage(const struct svc_component *c, FILE *out)
+/* ---- verbs -------------------------------------------------------------------------------- */
+
+const struct svc_component *svc_verb_find(const struct svc_component *c, const char *word)
 {
-    if (c->usage)
+    for (size_t i = 0; i < SVC_MAX_VERBS && c->verbs[i]; i++)
+        if (strcmp(c->verbs[i]->name, word) == 0)
+            return c->verbs[i];
+    return NULL;
+}
+
+void svc_verb_names(const struct svc_component *c, const char *prefix, char *buf, size_t n)
+{
+    assert(n >= 4);
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < SVC_MAX_VERBS && c->verbs[i]; i++) {
+        int w = snprintf(buf + used, n - used, "%s%s%s", i ? ", " : "", prefix, c->verbs[i]->name);
+        if (w < 0 || (size_t)w >= n - used) {
+            memcpy(buf + n - 4, "...", 4);
+            return;
+        }
+        used += (size_t)w;
+    }
+}
+
+/* ---- --help ------------------------------------------------------------------------------- */
+
+static void print_commands(const struct svc_component *c, const char *path, FILE *out)
+{
+    int width = 0;
+    for (size_t i = 0; i < SVC_MAX_VERBS && c->verbs[i]; i++)
+        if ((int)strlen(c->verbs[i]->name) > width)
+            width = (int)strlen(c->verbs[i]->name);
+    fputs("\nCommands:\n", out);
+    for (size_t i = 0; i < SVC_MAX_VERBS && c->verbs[i]; i++) {
+        const struct svc_component *v = c->verbs[i];
+        fprintf(out, "  %-*s  %s\n", width, v->name, v->summary ? v->summary : "");
+    }
+    fprintf(out, "\n`gpuop %s COMMAND --help`: a command's own flags.\n", path);
+}
+
+void svc_usage_at(const struct svc_component *c, const char *path, FILE *out)
+{
+    if (c->usage) {
         fputs(c->usage, out);
-    size_t n = svc_n_options(c);
+    } else {
+        const char *verb = !c->verbs[0] ? "" : c->run ? " [COMMAND]" : " COMMAND";
+        fprintf(out, "Usage: gpuop %s%s [flags]\n", path, verb);
+        if (c->summary)
+            fprintf(out, "\n%s.\n", c->summary);
+    }
+    if (c->verbs[0])
+        print_commands(c, path, out);
+    _cleanup_(svc_opts_done) struct svc_opts opts;
+    svc_opts_init(&opts, c);
     fprintf(out, "\n%s\n", c->flags_title ? c->flags_title : "Flags:");
     bool any_env_only = false;
-    for (size_t i = 0; i < n; i++) {
-        const struct svc_option *o = svc_option_at(c, i);
+    for (size_t i = 0; i < opts.n; i++) {
+        const struct svc_option *o = &opts.v[i];
         if (!o->help)
             continue;
         if (!o->flag) {
@@ -418,8 +527,8 @@ void svc_usage(const struct svc_component *c, FILE *out)
     print_help_text(out, "this text", NULL, 12);
     if (any_env_only) {
         fputs("\nEnvironment:\n", out);
-        for (size_t i = 0; i < n; i++) {
-            const struct svc_option *o = svc_option_at(c, i);
+        for (size_t i = 0; i < opts.n; i++) {
+            const struct svc_option *o = &opts.v[i];
             if (!o->help || o->flag)
                 continue;
             int col = fprintf(out, "  %s", o->env);
@@ -428,4 +537,9 @@ void svc_usage(const struct svc_component *c, FILE *out)
     }
     if (c->epilogue)
         fprintf(out, "\n%s", c->epilogue);
+}
+
+void svc_usage(const struct svc_component *c, FILE *out)
+{
+    svc_usage_at(c, c->name, out);
 }

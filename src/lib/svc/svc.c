@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* svc: the process shell of a component: signals, stop, reload, the exit code. */
+#include <assert.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -11,6 +12,8 @@
 
 struct svc {
     const struct svc_component *c;
+    const char *name; /* the top component's: logs and errors */
+    struct svc_opts opts;
     void *state;
     const char **cli;
     const char **args;
@@ -64,7 +67,7 @@ void *svc_state(struct svc *s)
 
 const char *svc_name(const struct svc *s)
 {
-    return s->c->name;
+    return s->name;
 }
 
 struct stop_token *svc_stop(struct svc *s)
@@ -79,12 +82,12 @@ bool svc_stopped(const struct svc *s)
 
 int svc_config_resolve(struct svc *s, struct err *e)
 {
-    return svc_resolve_layer(s->c, s->state, s->cli, e);
+    return svc_resolve_layer(&s->opts, s->state, s->cli, e);
 }
 
 const char *svc_option_value(struct svc *s, const char *field, const char **ret_source)
 {
-    return svc_layer_value(s->c, s->cli, field, ret_source);
+    return svc_layer_value(&s->opts, s->cli, field, ret_source);
 }
 
 /* ---- signals ------------------------------------------------------------------------------ */
@@ -107,7 +110,7 @@ static void *signal_thread(void *arg)
         if (poll(pfd, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
-            log_error(s->c->name, "signal thread: poll failed", "error=\"%s\"", strerror(errno));
+            log_error(s->name, "signal thread: poll failed", "error=\"%s\"", strerror(errno));
             stop_request(s->stop);
             return NULL;
         }
@@ -116,13 +119,12 @@ static void *signal_thread(void *arg)
         struct signalfd_siginfo si;
         while (read(s->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
             if (si.ssi_signo != SIGHUP) {
-                log_info(s->c->name, "signal: stopping", "signal=%s",
-                         sigabbrev_np((int)si.ssi_signo));
+                log_info(s->name, "signal: stopping", "signal=%s", sigabbrev_np((int)si.ssi_signo));
                 stop_request(s->stop);
                 continue;
             }
             if (!s->c->reload) {
-                log_info(s->c->name, "SIGHUP ignored: nothing to reload", NULL);
+                log_info(s->name, "SIGHUP ignored: nothing to reload", NULL);
                 continue;
             }
             pthread_mutex_lock(&s->lock);
@@ -151,7 +153,7 @@ static enum svc_wake run_reload(struct svc *s)
     struct err e = {0};
     int r = s->c->reload(s, &e);
     if (r < 0)
-        log_error(s->c->name, "reload failed; keeping the last good config", "error=\"%s\"",
+        log_error(s->name, "reload failed; keeping the last good config", "error=\"%s\"",
                   err_msg(&e));
     return SVC_RELOADED;
 }
@@ -229,21 +231,52 @@ static void svc_teardown(struct svc *s)
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s->state);
+    svc_opts_done(&s->opts);
     free(s->cli);
     free(s->args);
     free(s->error_tail);
 }
 
 /* The one place an error becomes a line and an exit code. */
-static int fail(const struct svc_component *c, int code, struct err *e, const char *tail)
+static int fail(const char *name, int code, struct err *e, const char *tail)
 {
     if (tail) {
         _cleanup_free_ char *line = xasprintf("%s%s", err_msg(e), tail);
-        log_error(c->name, line, NULL);
+        log_error(name, line, NULL);
     } else {
-        log_error(c->name, err_msg(e), NULL);
+        log_error(name, err_msg(e), NULL);
     }
     return code;
+}
+
+/* Follows the verbs: each is the first word after its parent's. *ret_path: "toolkit cdi
+ * generate" (the caller frees it). */
+static int find_verb(const struct svc_component **c, int *argc, char ***argv, char **ret_path,
+                     struct err *e)
+{
+    const struct svc_component *top = *c;
+    _cleanup_free_ char *path = xstrdup(top->name);
+    while ((*c)->verbs[0] && *argc > 1 && (*argv)[1][0] != '-') {
+        assert(!(*c)->max_args); /* a word after the name is a verb or nothing */
+        const char *word = (*argv)[1];
+        const char *rel = path + strlen(top->name); /* "" or " cdi" */
+        const struct svc_component *v = svc_verb_find(*c, word);
+        if (!v) {
+            _cleanup_free_ char *prefix =
+                xasprintf("%s%s", rel[0] ? rel + 1 : "", rel[0] ? " " : "");
+            char names[256];
+            svc_verb_names(*c, prefix, names, sizeof(names));
+            return err_set(e, -EINVAL, "unknown command \"%s%s\" (%s)", prefix, word, names);
+        }
+        char *longer = xasprintf("%s %s", path, v->name);
+        free(path);
+        path = longer;
+        *c = v;
+        (*argc)--;
+        (*argv)++;
+    }
+    *ret_path = steal_ptr(&path);
+    return 0;
 }
 
 int svc_main(const struct svc_component *c, int argc, char **argv)
@@ -256,29 +289,38 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct err e = {0};
-    struct svc s = {.c = c, .sig_fd = -1, .event_fd = -1, .quit_fd = -1};
+    const char *name = c->name;
+    _cleanup_free_ char *path = NULL;
+    if (find_verb(&c, &argc, &argv, &path, &e) < 0)
+        return fail(name, 2, &e, NULL);
+    struct svc s = {.c = c, .name = name, .sig_fd = -1, .event_fd = -1, .quit_fd = -1};
     pthread_mutex_init(&s.lock, NULL);
     cond_init_monotonic(&s.cond);
+    svc_opts_init(&s.opts, c);
     s.state = xcalloc(1, c->state_size ? c->state_size : 1);
     if (c->defaults)
         c->defaults(s.state); /* first: cleanup may rely on what it set up */
-    size_t n = svc_n_options(c);
-    s.cli = xcalloc(n + 1, sizeof(char *));
+    s.cli = xcalloc(s.opts.n + 1, sizeof(char *));
     s.args = xcalloc(c->max_args + 1, sizeof(char *));
     int code = 2;
 
-    int r = svc_parse_argv(c, s.state, argc, argv, s.cli, s.args, &s.n_args, &e);
+    int r = svc_parse_argv(&s.opts, s.state, argc, argv, s.cli, s.args, &s.n_args, &e);
     if (r == 1) {
-        svc_usage(c, stdout);
+        svc_usage_at(c, path, stdout);
         code = fflush(stdout) == 0 ? 0 : 1;
         goto out;
     }
+    if (r == 0 && !c->run) {
+        char names[256];
+        svc_verb_names(c, "", names, sizeof(names));
+        r = err_set(&e, -EINVAL, "a command is required: %s (see gpuop %s --help)", names, path);
+    }
     if (r < 0) {
-        code = fail(c, 2, &e, s.error_tail);
+        code = fail(name, 2, &e, s.error_tail);
         goto out;
     }
     if (stop_token_new(&s.stop, &e) < 0) {
-        code = fail(c, 1, &e, s.error_tail);
+        code = fail(name, 1, &e, s.error_tail);
         goto out;
     }
     s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -286,29 +328,29 @@ int svc_main(const struct svc_component *c, int argc, char **argv)
     s.quit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s.sig_fd < 0 || s.event_fd < 0 || s.quit_fd < 0) {
         err_errno(&e, -errno, "signalfd/eventfd");
-        code = fail(c, 1, &e, s.error_tail);
+        code = fail(name, 1, &e, s.error_tail);
         goto out;
     }
     stop_hook_add(s.stop, wake_on_stop, &s);
     /* Signals are taken from now on: a SIGTERM while the config loads stops cleanly. */
     if (pthread_create(&s.sig_thread, NULL, signal_thread, &s) != 0) {
         err_set(&e, -EAGAIN, "cannot start the signal thread");
-        code = fail(c, 1, &e, s.error_tail);
+        code = fail(name, 1, &e, s.error_tail);
         goto out;
     }
     s.sig_running = true;
 
-    r = svc_resolve_state(c, s.state, s.cli, &e);
+    r = svc_resolve_state(&s.opts, s.state, s.cli, &e);
     if (r == 0)
-        r = svc_resolve_layer(c, s.state, s.cli, &e);
+        r = svc_resolve_layer(&s.opts, s.state, s.cli, &e);
     if (r == 0 && c->configure)
         r = c->configure(&s, &e);
     if (r < 0) {
-        code = fail(c, 2, &e, s.error_tail);
+        code = fail(name, 2, &e, s.error_tail);
         goto out;
     }
     r = c->run(&s, &e);
-    code = r < 0 ? fail(c, s.bad_input ? 2 : 1, &e, s.error_tail) : s.verdict;
+    code = r < 0 ? fail(name, s.bad_input ? 2 : 1, &e, s.error_tail) : s.verdict;
 out:
     svc_teardown(&s);
     return code;

@@ -88,6 +88,8 @@ enum svc_kind {
     SVC_STRINGS,     /* struct svc_strings: a repeatable flag, every occurrence in argv order;
                         flags only (env is not read); more than max (0: SVC_STRINGS_MAX) is bad
                         input; check runs after each occurrence, on the whole list */
+    SVC_FRAGMENT,    /* not an option: the options of `fragment` stand here, their off counted
+                        from this entry's off (a shared fragment, below) */
 };
 
 #define SVC_STRINGS_MAX 64
@@ -113,7 +115,29 @@ struct svc_option {
     int (*check)(const void *dst, const char *source, struct err *e);
     const char *metavar; /* --help: the value's name ("PATH"); NULL: derived from kind */
     const char *help;    /* --help text ('\n' continues the line); NULL: not listed */
+    /* SVC_FRAGMENT: the table that stands here (help, when set, replaces the help of a
+     * one-option fragment: what the option means to this component) */
+    const struct svc_option *fragment;
 };
+
+/*
+ * Shared option fragments: an option several components take, defined once. A component lists
+ * one in its table where the flag should stand, with the offset of the member that receives it:
+ *
+ *   {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option, .off = offsetof(struct foo, kc)},
+ *
+ * Each of these is one option whose value is a `const char *` at offset 0 of the fragment. A
+ * component's own fragment (options several of its verbs share) is written the same way: a
+ * table whose offsets are relative to a struct the verbs' states embed.
+ */
+/* --kubeconfig PATH [KUBECONFIG]: the API client's kubeconfig; NULL: in-cluster, then
+ * ~/.kube/config (what kube_client_open does with NULL). */
+extern const struct svc_option svc_kubeconfig_option[];
+/* --context NAME: the kubeconfig context; NULL: its current context. */
+extern const struct svc_option svc_context_option[];
+/* --node-name NAME [NODE_NAME]: this node, as a node agent's pod learns it (the downward API's
+ * spec.nodeName). Whether it is required is the component's to check. */
+extern const struct svc_option svc_node_name_option[];
 
 /* The config-file layer (dpconfig's, for the device plugin and feature discovery): load starts
  * from defaults plus the file (path NULL: no file), set applies one field given as a string (a
@@ -129,17 +153,27 @@ struct svc_layer {
 };
 
 #define SVC_MAX_TABLES 4
+#define SVC_MAX_VERBS  8
 
 struct svc;
 
 struct svc_component {
-    const char *name;        /* "exporter": log component, "gpuop <name>: " prefixes */
-    const char *usage;       /* --help head: "Usage: gpuop x [flags]\n\nWhat it does.\n" */
-    const char *flags_title; /* NULL: "Flags:" */
+    const char *name;    /* "exporter": the command's word; a component's log component */
+    const char *summary; /* one line, for a parent's "Commands:" list (a verb) */
+    /* --help head: "Usage: gpuop x [flags]\n\nWhat it does.\n"; NULL: a Usage line from the
+     * command's words, then the summary */
+    const char *usage;
+    const char *flags_title;                          /* NULL: "Flags:" */
     const struct svc_option *options[SVC_MAX_TABLES]; /* tables, each ended by SVC_END */
     const char *epilogue; /* --help tail: other environment, signals, exit */
-    unsigned max_args;    /* arguments besides flags (a subcommand: `sim inject xid`); 0: none */
-    size_t state_size;    /* svc allocates (zeroed) and frees it */
+    unsigned max_args;    /* arguments besides flags; 0: none (not with verbs) */
+    /* Verbs (`gpuop mig-parted apply`, `gpuop toolkit cdi generate`): each a component of its
+     * own, with its own options, state, configure and run, and maybe verbs of its own. The verb
+     * is the first word after its parent's; the parent's options are not read. A component
+     * with verbs and no run needs one (bad input without); one with a run runs it without.
+     * --help lists them under "Commands:". Logs and errors name the top component. */
+    const struct svc_component *verbs[SVC_MAX_VERBS];
+    size_t state_size;             /* svc allocates (zeroed) and frees it */
     void (*defaults)(void *state); /* before env and flags */
     const struct svc_layer *layer; /* NULL: no config file */
     /* After the options: derived checks and loads. An error here is bad input (exit 2). */
