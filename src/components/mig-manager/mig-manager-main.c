@@ -48,18 +48,8 @@ static int check_step(const void *dst, const char *source, struct err *e)
 
 #define O(m) offsetof(struct migmgr, m)
 static const struct svc_option mm_options[] = {
-    {.flag = "node-name",
-     .env = "NODE_NAME",
-     .kind = SVC_STRING,
-     .off = O(node),
-     .metavar = "NAME",
-     .help = "this node (required)"},
-    {.flag = "kubeconfig",
-     .env = "KUBECONFIG",
-     .kind = SVC_STRING,
-     .off = O(kubeconfig),
-     .metavar = "PATH",
-     .help = "kubeconfig (default: in-cluster)"},
+    {.kind = SVC_FRAGMENT, .fragment = svc_node_name_option, .off = O(node)},
+    {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option, .off = O(kubeconfig)},
     {.flag = "config-file",
      .env = "CONFIG_FILE",
      .kind = SVC_STRING,

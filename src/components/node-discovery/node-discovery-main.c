@@ -23,18 +23,8 @@ struct disc {
 
 #define X(f) offsetof(struct disc, f)
 static const struct svc_option disc_options[] = {
-    {.flag = "node-name",
-     .env = "NODE_NAME",
-     .kind = SVC_STRING,
-     .off = X(node),
-     .metavar = "NAME",
-     .help = "this node (required)"},
-    {.flag = "kubeconfig",
-     .env = "KUBECONFIG",
-     .kind = SVC_STRING,
-     .off = X(kubeconfig),
-     .metavar = "FILE",
-     .help = "kubeconfig; default: in-cluster config"},
+    {.kind = SVC_FRAGMENT, .fragment = svc_node_name_option, .off = X(node)},
+    {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option, .off = X(kubeconfig)},
     {.flag = "host-root",
      .env = "HOST_ROOT_MOUNT",
      .kind = SVC_STRING,

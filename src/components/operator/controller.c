@@ -5,7 +5,6 @@
  * with what does and writes only the differences (a converged cluster costs no writes); a Lease
  * makes sure only one replica writes.
  */
-#include <getopt.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -14,6 +13,7 @@
 
 #include "http.h"
 #include "kube.h"
+#include "op-cli.h"
 #include "op-gpuquota.h"
 #include "operator-internal.h"
 #include "operator.h"
@@ -718,77 +718,6 @@ static void informers_free(struct kube_informer **infs, size_t n)
             pthread_join(th[k], NULL);
 }
 
-/* `gpuop operator render`: the objects a ClusterPolicy turns into, without a cluster. */
-static int render_main(int argc, char **argv)
-{
-    const char *policy = NULL, *os_tag = NULL, *ns = "gpu-operator", *templates_dir = NULL;
-    const char *image = NULL;
-    static const struct option opts[] = {
-        {"policy", required_argument, NULL, 'p'},
-        {"os-tag", required_argument, NULL, 'o'},
-        {"namespace", required_argument, NULL, 'n'},
-        {"operand-image", required_argument, NULL, 'i'},
-        {"operand-templates", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int o;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case 'p':
-            policy = optarg;
-            break;
-        case 'o':
-            os_tag = optarg;
-            break;
-        case 'n':
-            ns = optarg;
-            break;
-        case 'i':
-            image = optarg;
-            break;
-        case 't':
-            templates_dir = optarg;
-            break;
-        case 'h':
-            printf("Usage: gpuop operator render --policy FILE [--os-tag ubuntu22.04]\n"
-                   "       [--namespace NS] [--operand-image IMAGE] [--operand-templates DIR]\n\n"
-                   "Prints, as a JSON list, every object the ClusterPolicy in FILE (YAML or JSON)\n"
-                   "turns into, exactly as the operator would create them.\n");
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    if (!policy) {
-        fprintf(stderr, "gpuop operator render: --policy FILE is required\n");
-        return 2;
-    }
-    struct err e = {0};
-    _cleanup_json_ json_t *cp = NULL;
-    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
-    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
-    _cleanup_json_ json_t *objs = NULL;
-    _cleanup_free_ char *default_image = xasprintf("gpuop:%s", GPUOP_VERSION);
-    struct op_defaults d = {ns, image ? image : default_image};
-    struct op_render_ctx ctx = {.os_tag = os_tag};
-    if (yaml_load_file(policy, &cp, &e) < 0 || op_templates_builtin(&t, &e) < 0 ||
-        (templates_dir && op_templates_load_dir(t, templates_dir, &e) < 0) ||
-        op_policy_parse(cp, &d, &p, &e) < 0 || op_render(p, t, &ctx, &objs, &e) < 0) {
-        fprintf(stderr, "gpuop operator render: %s\n", err_msg(&e));
-        return 1;
-    }
-    if (json_dumpf(objs, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) < 0)
-        return 1;
-    printf("\n");
-    if (json_array_size(p->unimplemented) > 0) {
-        _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
-        fprintf(stderr, "accepted, not acted on by gpuop: %s\n", u);
-    }
-    return 0;
-}
-
 /* ---- options ------------------------------------------------------------------------------ */
 
 static int check_bool(const void *dst, const char *source, struct err *e)
@@ -801,29 +730,10 @@ static int check_bool(const void *dst, const char *source, struct err *e)
 
 #define X(m) offsetof(struct op_process, m)
 static const struct svc_option operator_options[] = {
-    {.flag = "kubeconfig",
-     .env = "KUBECONFIG",
-     .kind = SVC_STRING,
-     .off = X(kubeconfig),
-     .metavar = "FILE",
-     .help = "kubeconfig; default: in-cluster config"},
-    {.flag = "namespace",
-     .env = "OPERATOR_NAMESPACE",
-     .kind = SVC_STRING,
-     .off = X(ns),
-     .metavar = "NS",
-     .help = "namespace of the operands (default gpu-operator)"},
-    {.flag = "operand-image",
-     .env = "OPERAND_IMAGE",
-     .kind = SVC_STRING,
-     .off = X(operand_image),
-     .metavar = "IMAGE",
-     .help = "image of every gpuop component (default gpuop:" GPUOP_VERSION ")"},
-    {.flag = "operand-templates",
-     .kind = SVC_STRING,
-     .off = X(templates_dir),
-     .metavar = "DIR",
-     .help = "override the compiled-in deploy/operands templates"},
+    {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option, .off = X(kubeconfig)},
+    {.kind = SVC_FRAGMENT, .fragment = op_namespace_option, .off = X(ns)},
+    {.kind = SVC_FRAGMENT, .fragment = op_operand_image_option, .off = X(operand_image)},
+    {.kind = SVC_FRAGMENT, .fragment = op_operand_templates_option, .off = X(templates_dir)},
     {.flag = "metrics-listen",
      .kind = SVC_STRING,
      .off = X(metrics_listen),
@@ -1159,13 +1069,14 @@ static int operator_run(struct svc *s, struct err *e)
     return 0;
 }
 
-static const struct svc_component operator_component = {
+const struct svc_component operator_component = {
     .name = COMPONENT,
-    .usage = "Usage: gpuop operator [flags]\n\n"
+    .usage = "Usage: gpuop operator [flags]\n"
+             "       gpuop operator render --policy FILE [flags]\n\n"
              "The control plane: reconciles the ClusterPolicy (nvidia.com/v1) into the GPU stack "
              "on\n"
-             "every GPU node (node labels, operand DaemonSets, RBAC, RuntimeClass, status).\n"
-             "`gpuop operator render --help`: the objects a ClusterPolicy turns into.\n",
+             "every GPU node (node labels, operand DaemonSets, RBAC, RuntimeClass, status).\n",
+    .verbs = {&op_render_component},
     .flags_title = "Flags (environment variable in brackets; a flag wins over its variable):",
     .options = {operator_options},
     .epilogue = "Signals: SIGTERM, SIGINT and SIGQUIT exit 0 within 2 s whatever the API server "
@@ -1179,11 +1090,3 @@ static const struct svc_component operator_component = {
     .run = operator_run,
     .cleanup = operator_cleanup,
 };
-
-int operator_main(int argc, char **argv);
-int operator_main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "render") == 0)
-        return render_main(argc - 1, argv + 1);
-    return svc_main(&operator_component, argc, argv);
-}

@@ -36,16 +36,10 @@ struct status {
 };
 
 static const struct svc_option status_options[] = {
-    {.flag = "kubeconfig",
-     .kind = SVC_STRING,
-     .off = offsetof(struct status, kubeconfig),
-     .metavar = "PATH",
-     .help = "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)"},
-    {.flag = "context",
-     .kind = SVC_STRING,
-     .off = offsetof(struct status, context),
-     .metavar = "NAME",
-     .help = "kubeconfig context (default: the current one)"},
+    {.kind = SVC_FRAGMENT,
+     .fragment = svc_kubeconfig_option,
+     .off = offsetof(struct status, kubeconfig)},
+    {.kind = SVC_FRAGMENT, .fragment = svc_context_option, .off = offsetof(struct status, context)},
     {.flag = "output",
      .short_flag = 'o',
      .kind = SVC_ENUM,

@@ -33,8 +33,6 @@
 #define RUNTIME_NONE "none"
 #define RUNTIME_AUTO "auto"
 
-enum tk_mode { MODE_DAEMON, MODE_GENERATE, MODE_LIST };
-
 struct tk {
     /* options */
     const char *install_dir;
@@ -55,7 +53,6 @@ struct tk {
     uint64_t interval_ms;
     bool cleanup;
     /* derived */
-    enum tk_mode mode;
     bool configure_runtime; /* false with --runtime=none */
     bool runtime_known;     /* --runtime named one; else detected */
     enum rtconfig_kind kind;
@@ -137,6 +134,11 @@ static const struct svc_option tk_options[] = {
      .metavar = "MODE",
      .help = "how the runtime is told to reload its config: signal (SIGHUP to the process\n"
              "serving its socket), systemd, or none (only recorded) (signal)"},
+    {0},
+};
+
+/* The spec's inputs: the daemon's and the cdi commands'. */
+static const struct svc_option tk_spec_options[] = {
     {.flag = "host-root",
      .env = "HOST_ROOT",
      .kind = SVC_STRING,
@@ -159,12 +161,6 @@ static const struct svc_option tk_options[] = {
      .check = check_abs,
      .metavar = "DIR",
      .help = "the device nodes' root on the host (default: the driver root)"},
-    {.flag = "output",
-     .short_flag = 'o',
-     .kind = SVC_STRING,
-     .off = offsetof(struct tk, output),
-     .metavar = "FILE",
-     .help = "cdi generate: write the spec to FILE, atomically (stdout)"},
     {.flag = "cdi-spec",
      .env = "CDI_SPEC",
      .kind = SVC_STRING,
@@ -189,6 +185,10 @@ static const struct svc_option tk_options[] = {
      .off = offsetof(struct tk, mig_minors),
      .metavar = "FILE",
      .help = "the driver's MIG capability minors (" NVCDI_MIG_MINORS "); absent: computed"},
+    {0},
+};
+
+static const struct svc_option tk_daemon_options[] = {
     {.flag = "interval",
      .env = "TOOLKIT_INTERVAL",
      .kind = SVC_DURATION,
@@ -233,22 +233,26 @@ static char *on_host(const struct tk *t, const char *path)
     return nvcdi_host_path(t->host_root, "/", path);
 }
 
+/* The spec's generator from the options (the daemon and the cdi commands). */
+static int tk_spec_configure(struct svc *s, struct err *e)
+{
+    (void)e;
+    struct tk *t = svc_state(s);
+    t->spec_host = on_host(t, t->cdi_spec);
+    struct nvcdi_gen_options go = {.host_root = t->host_root,
+                                   .driver_root = t->driver_root,
+                                   .dev_root = t->dev_root,
+                                   .validations_dir = t->validations_dir,
+                                   .nvml_library = t->nvml_library,
+                                   .mig_minors = t->mig_minors,
+                                   .spec_path = t->cdi_spec};
+    t->gen = nvcdi_gen_new(&go);
+    return 0;
+}
+
 static int tk_configure(struct svc *s, struct err *e)
 {
     struct tk *t = svc_state(s);
-    size_t n;
-    const char *const *args = svc_args(s, &n);
-    if (n == 0)
-        t->mode = MODE_DAEMON;
-    else if (n == 2 && strcmp(args[0], "cdi") == 0 && strcmp(args[1], "generate") == 0)
-        t->mode = MODE_GENERATE;
-    else if (n == 2 && strcmp(args[0], "cdi") == 0 && strcmp(args[1], "list") == 0)
-        t->mode = MODE_LIST;
-    else
-        return err_set(e, -EINVAL,
-                       "unknown command \"%s%s%s\" (cdi generate, cdi list, or none "
-                       "for the daemon)",
-                       args[0], n > 1 ? " " : "", n > 1 ? args[1] : "");
     if (strcmp(t->runtime, RUNTIME_NONE) == 0) {
         t->configure_runtime = false;
     } else {
@@ -276,16 +280,7 @@ static int tk_configure(struct svc *s, struct err *e)
                        t->restart_mode);
     if (!*t->runtime_class)
         return err_set(e, -EINVAL, "--runtime-class: empty");
-    t->spec_host = on_host(t, t->cdi_spec);
-    struct nvcdi_gen_options go = {.host_root = t->host_root,
-                                   .driver_root = t->driver_root,
-                                   .dev_root = t->dev_root,
-                                   .validations_dir = t->validations_dir,
-                                   .nvml_library = t->nvml_library,
-                                   .mig_minors = t->mig_minors,
-                                   .spec_path = t->cdi_spec};
-    t->gen = nvcdi_gen_new(&go);
-    return 0;
+    return tk_spec_configure(s, e);
 }
 
 /* ---- generating the spec ------------------------------------------------------------------ */
@@ -319,8 +314,9 @@ static int write_file(const char *path, const char *what, const char *data, size
     return 0;
 }
 
-static int run_generate(struct tk *t, struct err *e)
+static int run_generate(struct svc *s, struct err *e)
 {
+    struct tk *t = svc_state(s);
     _cleanup_free_ char *spec = NULL;
     int r = generate(t, &spec, NULL, 0, e);
     if (r < 0)
@@ -330,8 +326,9 @@ static int run_generate(struct tk *t, struct err *e)
     return write_file(t->output, "CDI spec", spec, strlen(spec), 0644, e);
 }
 
-static int run_list(struct tk *t, struct err *e)
+static int run_list(struct svc *s, struct err *e)
 {
+    struct tk *t = svc_state(s);
     _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
     int r = nvcdi_gen_inventory(t->gen, &inv, e);
     if (r < 0)
@@ -554,10 +551,6 @@ static void refresh(struct tk *t)
 static int tk_run(struct svc *s, struct err *e)
 {
     struct tk *t = svc_state(s);
-    if (t->mode == MODE_GENERATE)
-        return run_generate(t, e);
-    if (t->mode == MODE_LIST)
-        return run_list(t, e);
     int r = start(t, e);
     if (r < 0)
         return r;
@@ -569,20 +562,60 @@ static int tk_run(struct svc *s, struct err *e)
     return 0;
 }
 
+/* ---- the cdi commands ---------------------------------------------------------------------- */
+
+static const struct svc_option tk_output_option[] = {
+    {.flag = "output",
+     .short_flag = 'o',
+     .kind = SVC_STRING,
+     .off = offsetof(struct tk, output),
+     .metavar = "FILE",
+     .help = "write the spec to FILE, atomically (stdout)"},
+    {0},
+};
+
+static const struct svc_component tk_cdi_generate = {
+    .name = "generate",
+    .summary = "Print the node's CDI spec (or write it to --output FILE)",
+    .options = {tk_spec_options, tk_output_option},
+    .state_size = sizeof(struct tk),
+    .defaults = tk_defaults,
+    .configure = tk_spec_configure,
+    .run = run_generate,
+    .cleanup = tk_cleanup,
+};
+
+static const struct svc_component tk_cdi_list = {
+    .name = "list",
+    .summary = "Print the device names the node's CDI spec defines",
+    .options = {tk_spec_options},
+    .state_size = sizeof(struct tk),
+    .defaults = tk_defaults,
+    .configure = tk_spec_configure,
+    .run = run_list,
+    .cleanup = tk_cleanup,
+};
+
+static const struct svc_component tk_cdi = {
+    .name = "cdi",
+    .summary = "The node's CDI spec: generate, list",
+    .verbs = {&tk_cdi_generate, &tk_cdi_list},
+};
+
 const struct svc_component toolkit_component = {
     .name = COMP,
-    .usage = "Usage: gpuop toolkit [flags]                  the toolkit daemon\n"
-             "       gpuop toolkit cdi generate [flags]     the node's CDI spec\n"
-             "       gpuop toolkit cdi list [flags]         the device names it defines\n\n"
-             "Keeps the node ready for GPU containers: a CDI spec (kind " NVCDI_CDI_KIND ") for\n"
-             "every GPU and MIG device with the driver's device nodes, libraries, binaries,\n"
-             "firmware and IPC sockets, regenerated when the GPUs, their MIG layout or the\n"
-             "driver change; gpuop installed as the runtime handler; the runtime configured;\n"
-             "the .toolkit-ctr-ready status file.\n",
-    .options = {tk_options},
+    .usage =
+        "Usage: gpuop toolkit [flags]                  the toolkit daemon\n"
+        "       gpuop toolkit cdi COMMAND [flags]      the node's CDI spec\n\n"
+        "The daemon keeps the node ready for GPU containers: a CDI spec (kind " NVCDI_CDI_KIND
+        ")\nfor every GPU and MIG device with the driver's device nodes, libraries, binaries,\n"
+        "firmware and IPC sockets, regenerated when the GPUs, their MIG layout or the\n"
+        "driver change; gpuop installed as the runtime handler; the runtime configured;\n"
+        "the .toolkit-ctr-ready status file.\n",
+    .options = {tk_options, tk_spec_options, tk_daemon_options},
     .epilogue = "Signals: SIGTERM stops the daemon (removes .toolkit-ctr-ready; with --cleanup\n"
                 "also restores the runtime's config and removes the spec).\n",
-    .max_args = 2,
+    .verbs = {&tk_cdi},
     .state_size = sizeof(struct tk),
     .defaults = tk_defaults,
     .configure = tk_configure,

@@ -26,6 +26,6 @@ const struct svc_option svc_node_name_option[] = {
      .env = "NODE_NAME",
      .kind = SVC_STRING,
      .metavar = "NAME",
-     .help = "this node's name (the pod's spec.nodeName)"},
+     .help = "this node (required; in a pod: its spec.nodeName)"},
     {0},
 };

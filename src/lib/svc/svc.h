@@ -136,7 +136,8 @@ extern const struct svc_option svc_kubeconfig_option[];
 /* --context NAME: the kubeconfig context; NULL: its current context. */
 extern const struct svc_option svc_context_option[];
 /* --node-name NAME [NODE_NAME]: this node, as a node agent's pod learns it (the downward API's
- * spec.nodeName). Whether it is required is the component's to check. */
+ * spec.nodeName). Its help says it is required, which the component checks (one that can do
+ * without it gives the fragment entry a help of its own). */
 extern const struct svc_option svc_node_name_option[];
 
 /* The config-file layer (dpconfig's, for the device plugin and feature discovery): load starts
