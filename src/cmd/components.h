@@ -5,8 +5,8 @@
 
 struct svc_component;
 
-/* A component is either on the runtime (svc: options, signals, exit code by svc_main) or, until
- * it moves, a plain main. */
+/* A component is on the runtime (svc: options, verbs, signals, exit code by svc_main) or a plain
+ * main: only `gpuop runtime`, whose command line is runc's (flags it passes through unparsed). */
 struct gpuop_component {
     const char *name;
     int (*main)(int argc, char **argv); /* argv[0] is the component name; NULL when svc */

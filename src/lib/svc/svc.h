@@ -8,22 +8,25 @@
  * without a reload hook, never fatal), and hands the result to src/cmd, which prints the error
  * and picks the exit code in one place:
  *
- *   0  run returned 0
- *   2  bad input: an unknown flag, a missing or malformed value, an env var or config file that
- *      does not parse or validate (everything up to and including configure)
+ *   0  run returned 0 (or --help)
+ *   2  bad input: an unknown flag or command, a missing command, a missing or malformed value,
+ *      an env var or config file that does not parse or validate (everything up to and
+ *      including configure; in run, what it marks with svc_bad_input)
  *   1  a runtime failure: run (or the start of run) returned a negative errno
  *
  * A new component, in full (src/components/foo/foo-main.c; registered in its meson.build with
  * `gpuop_svc_components += [['foo', 'foo_component', 'One-line summary']]`):
  *
  *   struct foo {                                    // options land here; svc allocates it
- *       const char *listen;
+ *       const char *listen, *kubeconfig;
  *       uint64_t interval_ms;
  *       bool once;
  *   };
  *   static const struct svc_option foo_options[] = {
  *       {.flag = "listen", .short_flag = 'a', .env = "FOO_LISTEN", .kind = SVC_STRING,
  *        .off = offsetof(struct foo, listen), .metavar = "ADDR", .help = "listen address"},
+ *       {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option,   // a shared flag
+ *        .off = offsetof(struct foo, kubeconfig)},
  *       {.flag = "interval", .env = "FOO_INTERVAL", .kind = SVC_DURATION, .min = 1,
  *        .off = offsetof(struct foo, interval_ms), .metavar = "DUR", .help = "period (30s)"},
  *       {.flag = "once", .kind = SVC_FLAG, .off = offsetof(struct foo, once),
@@ -48,11 +51,24 @@
  *       }
  *       return 0;                                   // SIGTERM: exit 0
  *   }
+ *   static int foo_check_run(struct svc *s, struct err *e); // `gpuop foo check`
+ *   static const struct svc_component foo_check = {  // a verb: a component of its own
+ *       .name = "check", .summary = "Check foo once",  // generated: Usage: gpuop foo check ...
+ *       .options = {foo_check_options}, .state_size = sizeof(struct foo_check_state),
+ *       .run = foo_check_run,
+ *   };
  *   const struct svc_component foo_component = {
  *       .name = "foo", .usage = "Usage: gpuop foo [flags]\n\nDoes foo.\n",
  *       .options = {foo_options}, .state_size = sizeof(struct foo),
  *       .defaults = foo_defaults, .run = foo_run,
+ *       .verbs = {&foo_check},                      // --help lists it under "Commands:"
  *   };
+ *
+ * Verbs: `gpuop foo check` runs foo_check (its flags, env, configure and run; foo's are not
+ * read); `gpuop foo` runs foo; `gpuop foo bogus` is bad input naming the valid commands; a
+ * component without run (mig-parted) needs one. A new command anywhere, `gpuop migrate --from
+ * nvidia` included, is a component and one registration: a verb in its parent's .verbs, or at
+ * the top a line in a module's meson.build (gpuop_svc_components); nothing parses argv by hand.
  *
  * A controller (the operator) adds: svc_workqueue_new(NULL, svc_stop(s), &q, e) and workers
  * looping on svc_workqueue_get (-ECANCELED once stopped); watches take stop_flag(svc_stop(s))
