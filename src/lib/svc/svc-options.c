@@ -42,6 +42,7 @@ static size_t flatten(const struct svc_option *t, size_t base, unsigned depth,
 
 void svc_opts_init(struct svc_opts *o, const struct svc_component *c)
 {
+    assert(!c->verbs[0] || !c->max_args); /* a word after the name is a verb or an argument */
     *o = (struct svc_opts){.c = c};
     for (size_t t = 0; t < SVC_MAX_TABLES && c->options[t]; t++)
         o->n += flatten(c->options[t], 0, 0, NULL);

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* svc: the process shell of a component: signals, stop, reload, the exit code. */
-#include <assert.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -257,7 +256,6 @@ static int find_verb(const struct svc_component **c, int *argc, char ***argv, ch
     const struct svc_component *top = *c;
     _cleanup_free_ char *path = xstrdup(top->name);
     while ((*c)->verbs[0] && *argc > 1 && (*argv)[1][0] != '-') {
-        assert(!(*c)->max_args); /* a word after the name is a verb or nothing */
         const char *word = (*argv)[1];
         const char *rel = path + strlen(top->name); /* "" or " cdi" */
         const struct svc_component *v = svc_verb_find(*c, word);

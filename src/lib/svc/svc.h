@@ -208,8 +208,9 @@ struct svc_component {
  * printing the error line (`<ts> error <name> <message>`, the structured log line). */
 int svc_main(const struct svc_component *c, int argc, char **argv);
 
-/* The whole option resolution, without signals or run: for tests and for tools. 1 for --help
- * (printed to out), 0, or a negative errno (bad input). */
+/* The whole option resolution of c's own options (verbs are not followed: pass the verb's
+ * component), without signals or run: for tests and for tools. 1 for --help (printed to out),
+ * 0, or a negative errno (bad input). */
 int svc_parse(const struct svc_component *c, void *state, int argc, char **argv, FILE *out,
               struct err *e);
 /* --help as generated from the component. */
@@ -218,6 +219,7 @@ void svc_usage(const struct svc_component *c, FILE *out);
 /* ---- inside run --------------------------------------------------------------------------- */
 
 void *svc_state(struct svc *s);
+/* The top component's name ("toolkit" in `gpuop toolkit cdi list` too): the log component. */
 const char *svc_name(const struct svc *s);
 struct stop_token *svc_stop(struct svc *s);
 bool svc_stopped(const struct svc *s);
