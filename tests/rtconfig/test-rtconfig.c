@@ -359,7 +359,7 @@ static void test_configure_restore(void **state)
     free(log);
 
     /* A broken main config: refused, the file and line named, nothing written. */
-    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, NULL, &e), 0);
     char *back = slurp(root, "/etc/containerd/config.toml", &len);
     assert_string_equal(back, orig);
     free(back);
@@ -374,7 +374,7 @@ static void test_configure_restore(void **state)
     assert_null(slurp(root, "/etc/containerd/conf.d/99-nvidia.toml", &len));
     assert_null(slurp(root, "/var/lib/gpuop/rtconfig/etc_containerd_config.toml.orig", &len));
     /* Restore with nothing to restore: fine, nothing changes. */
-    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, NULL, &e), 0);
     free(p);
     char *cmd = xasprintf("rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
@@ -402,7 +402,7 @@ static void test_reload_signal(void **state)
     /* No socket: the config is written, the reload fails and says so. */
     assert_true(rtconfig_configure(root, RTCONFIG_DOCKER, &o, &changed, &e) < 0);
     assert_non_null(strstr(err_msg(&e), "tell docker to reload (signal)"));
-    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, NULL, &e), 0);
 
     char *dir = xasprintf("%s/run", root);
     assert_int_equal(mkdir_p(dir, 0755), 0);

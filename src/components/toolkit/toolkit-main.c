@@ -513,11 +513,20 @@ static void stop(struct tk *t)
         char path[512];
         rt_opts(t, &o, path, sizeof(path));
         struct err e = {0};
-        if (rtconfig_restore(t->host_root, t->kind, &o, &e) < 0)
+        struct rtconfig_restore_report rep = {0};
+        if (rtconfig_restore(t->host_root, t->kind, &o, &rep, &e) < 0)
             log_error(COMP, "cannot restore the runtime's config", "runtime=%s error=\"%s\"",
                       rtconfig_kind_name(t->kind), err_msg(&e));
-        else
-            log_info(COMP, "runtime config restored", "runtime=%s", rtconfig_kind_name(t->kind));
+        for (size_t i = 0; i < rep.n; i++)
+            if (rep.files[i].what == RTCONFIG_UNDO_LEFT)
+                log_warn(COMP, "runtime config left as it is: gpuop cannot tell its changes apart",
+                         "runtime=%s path=%s reason=\"%s\" status=%s/status",
+                         rtconfig_kind_name(t->kind), rep.files[i].path, rep.files[i].why,
+                         RTCONFIG_STATE_DIR);
+            else
+                log_info(COMP, "runtime config restored", "runtime=%s path=%s result=%s",
+                         rtconfig_kind_name(t->kind), rep.files[i].path,
+                         rtconfig_undo_name(rep.files[i].what));
     }
     remove_spec(t);
     log_info(COMP, "cleaned up", "spec=%s", t->cdi_spec);
