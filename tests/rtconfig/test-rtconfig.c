@@ -241,6 +241,205 @@ static void test_docker(void **state)
     }
 }
 
+/* ---- uninstall: the undoing cores ----------------------------------------------------------
+ * Each case: ours is what configure writes for base; cur is ours with one piece of text replaced
+ * (an administrator's edit since), or given whole; the undo must say want and give want_text. */
+
+/* s with the first `from` replaced by `to` (malloc'ed). */
+static char *replaced(const char *s, const char *from, const char *to)
+{
+    const char *at = strstr(s, from);
+    if (!at)
+        fail_msg("\"%s\" not in\n%s", from, s);
+    return xasprintf("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+}
+
+enum which { CONTAINERD, DOCKER };
+
+static void undo_case(enum which w, const char *base, const char *from, const char *to,
+                      enum rtconfig_undo want, const char *want_text, const char *want_why)
+{
+    struct sbuf ours, dropin, out;
+    struct err e = {0};
+    sbuf_init(&ours, 1 << 20);
+    sbuf_init(&dropin, 1 << 20);
+    sbuf_init(&out, 1 << 20);
+    if (w == CONTAINERD)
+        assert_int_equal(rtconfig_containerd_edit(txt(base), &opts, &ours, &dropin, &e), 0);
+    else
+        assert_int_equal(rtconfig_docker_edit(txt(base), &opts, &ours, &e), 0);
+    char *cur = !from ? xstrdup(ours.data) : !*from ? xstrdup(to) : replaced(ours.data, from, to);
+    struct rtconfig_undo_file u = {0};
+    int r = w == CONTAINERD ? rtconfig_containerd_unedit(txt(base), txt(cur), &opts, &out, &u, &e)
+                            : rtconfig_docker_unedit(txt(base), txt(cur), &opts, &out, &u, &e);
+    if (r < 0)
+        fail_msg("undo of\n%s\nfailed: %s", cur, err_msg(&e));
+    if (u.what != want)
+        fail_msg("undo of\n%s\nis %s (%s), want %s", cur, rtconfig_undo_name(u.what), u.why,
+                 rtconfig_undo_name(want));
+    if (want_text && (!out.data || strcmp(out.data, want_text) != 0))
+        fail_msg("undo of\n%s\ngave\n%s\nwant\n%s", cur, out.data ? out.data : "(nothing)",
+                 want_text);
+    if (!want_text)
+        assert_int_equal(out.len, 0);
+    if (want_why && !strstr(u.why, want_why))
+        fail_msg("why \"%s\" lacks \"%s\"", u.why, want_why);
+    free(cur);
+    sbuf_free(&ours);
+    sbuf_free(&dropin);
+    sbuf_free(&out);
+}
+
+static void test_containerd_undo(void **state)
+{
+    (void)state;
+    const char *v2 = "version = 2\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+                     "  sandbox_image = \"pause:3.9\"\n";
+    const char *imp = "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\"]\n";
+    /* Nothing but gpuop's change: the original; a file gpuop created: removed. */
+    undo_case(CONTAINERD, v2, NULL, NULL, RTCONFIG_UNDO_ORIGINAL, NULL, NULL);
+    undo_case(CONTAINERD, "", NULL, NULL, RTCONFIG_UNDO_ORIGINAL, NULL, NULL);
+    undo_case(CONTAINERD, NULL, NULL, NULL, RTCONFIG_UNDO_REMOVE, NULL, NULL);
+    /* An edit since stays; only the imports line goes. */
+    undo_case(CONTAINERD, v2, "pause:3.9\"\n", "pause:3.10\"\n  max_concurrent_downloads = 5\n",
+              RTCONFIG_UNDO_EDIT,
+              "version = 2\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+              "  sandbox_image = \"pause:3.10\"\n  max_concurrent_downloads = 5\n",
+              NULL);
+    /* The administrator's own imports since: only gpuop's entry goes. */
+    undo_case(CONTAINERD, "version = 2\nimports = [\"/a.toml\"]\n", "99-nvidia.toml\"]",
+              "99-nvidia.toml\", \"/b.toml\"]", RTCONFIG_UNDO_EDIT,
+              "version = 2\nimports = [\"/a.toml\", \"/b.toml\"]\n", NULL);
+    undo_case(
+        CONTAINERD, v2, imp, "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\", \"/c\"]\n",
+        RTCONFIG_UNDO_EDIT,
+        "version = 2\nimports = [\"/c\"]\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n",
+        NULL);
+    /* A comment on gpuop's line is the administrator's: the line stays, the entry goes. */
+    undo_case(
+        CONTAINERD, v2, "99-nvidia.toml\"]\n", "99-nvidia.toml\"] # keep\n", RTCONFIG_UNDO_EDIT,
+        "version = 2\nimports = [] # keep\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n",
+        NULL);
+    /* A file gpuop created, extended since: the extension (and the version it was written for)
+     * stays; with only a comment added, gpuop's version line goes too. */
+    undo_case(CONTAINERD, NULL, "toml\"]\n",
+              "toml\"]\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"x\"\n",
+              RTCONFIG_UNDO_EDIT,
+              "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"x\"\n",
+              NULL);
+    undo_case(CONTAINERD, NULL, "toml\"]\n", "toml\"]\n# mine\n", RTCONFIG_UNDO_EDIT, "# mine\n",
+              NULL);
+    undo_case(CONTAINERD, NULL, "toml\"]\n", "toml\"]\n\n\n", RTCONFIG_UNDO_REMOVE, NULL, NULL);
+    /* The entry taken out by hand: nothing of gpuop's left. */
+    undo_case(CONTAINERD, v2, imp, "", RTCONFIG_UNDO_NONE, NULL, "no imports entry");
+    undo_case(CONTAINERD, v2, "", "version = 2\n", RTCONFIG_UNDO_NONE, NULL, "no imports entry");
+
+    /* A config that does not parse now: an error naming the line, nothing decided. */
+    struct sbuf out;
+    struct err e = {0};
+    struct rtconfig_undo_file u = {0};
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(
+        rtconfig_containerd_unedit(txt(v2), txt("version = 2\n[plugins\n"), &opts, &out, &u, &e),
+        -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "line 2"));
+    assert_int_equal(out.len, 0);
+    /* Gone: nothing to do. */
+    assert_int_equal(rtconfig_containerd_unedit(txt(v2), txt(NULL), &opts, &out, &u, &e), 0);
+    assert_int_equal(u.what, RTCONFIG_UNDO_NONE);
+    sbuf_free(&out);
+}
+
+static void test_docker_undo(void **state)
+{
+    (void)state;
+    const char *pretty = "{\n  \"log-driver\": \"json-file\"\n}\n";
+    undo_case(DOCKER, pretty, NULL, NULL, RTCONFIG_UNDO_ORIGINAL, NULL, NULL);
+    undo_case(DOCKER, NULL, NULL, NULL, RTCONFIG_UNDO_REMOVE, NULL, NULL);
+    /* A member added since stays; gpuop's go, with the objects gpuop made for them. */
+    undo_case(DOCKER, pretty, "\"json-file\",", "\"json-file\",\n  \"debug\": true,",
+              RTCONFIG_UNDO_EDIT, "{\n  \"log-driver\": \"json-file\",\n  \"debug\": true\n}\n",
+              NULL);
+    /* A daemon.json gpuop created, extended since: the extension stays. */
+    undo_case(DOCKER, NULL, "{\n", "{\n    \"log-level\": \"debug\",\n", RTCONFIG_UNDO_EDIT,
+              "{\n    \"log-level\": \"debug\"\n}\n", NULL);
+    /* Other runtimes and features added since stay. */
+    undo_case(DOCKER, NULL, "\"cdi\": true", "\"cdi\": true, \"buildkit\": true",
+              RTCONFIG_UNDO_EDIT, "{\n    \"features\": {\n        \"buildkit\": true\n    }\n}\n",
+              NULL);
+    undo_case(DOCKER, "{\"a\": 1}", "{\"nvidia\"", "{\"crun\": {\"path\": \"/c\"}, \"nvidia\"",
+              RTCONFIG_UNDO_EDIT, "{\"a\": 1, \"runtimes\": {\"crun\": {\"path\": \"/c\"}}}", NULL);
+    /* What the original had comes back: a handler path, features.cdi false, a default. */
+    struct rtconfig_options def = opts;
+    def.set_as_default = true;
+    (void)def;
+    undo_case(DOCKER,
+              "{\"runtimes\": {\"nvidia\": {\"path\": \"/old\"}, \"x\": {\"path\": \"/x\"}}, "
+              "\"features\": {\"cdi\": false}}",
+              "\"cdi\": true}", "\"cdi\": true}, \"debug\": true", RTCONFIG_UNDO_EDIT,
+              "{\"runtimes\": {\"nvidia\": {\"path\": \"/old\"}, \"x\": {\"path\": \"/x\"}}, "
+              "\"features\": {\"cdi\": false}, \"debug\": true}",
+              NULL);
+    /* gpuop's handler changed by hand: gpuop cannot tell; the whole file stays. */
+    undo_case(DOCKER, pretty, "/usr/local/nvidia/toolkit/gpuop", "/opt/mine", RTCONFIG_UNDO_LEFT,
+              NULL, "runtimes.nvidia changed since gpuop set it");
+    undo_case(DOCKER, pretty, "\"cdi\": true", "\"cdi\": false", RTCONFIG_UNDO_LEFT, NULL,
+              "features.cdi");
+    /* Everything of gpuop's taken out by hand. */
+    undo_case(DOCKER, pretty, "", "{\"log-driver\": \"journald\"}", RTCONFIG_UNDO_NONE, NULL,
+              "nothing of gpuop's");
+    /* Does not parse now: an error naming the line. */
+    struct sbuf out;
+    struct err e = {0};
+    struct rtconfig_undo_file u = {0};
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(
+        rtconfig_docker_unedit(txt(pretty), txt("{\n  \"a\": 1,\n}\n"), &opts, &out, &u, &e),
+        -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "line 3"));
+    assert_int_equal(out.len, 0);
+    sbuf_free(&out);
+}
+
+static void test_docker_undo_default(void **state)
+{
+    (void)state;
+    struct rtconfig_options def = opts;
+    def.set_as_default = true;
+    const char *base = "{\"default-runtime\": \"runc\", \"debug\": false}";
+    struct sbuf ours, out;
+    struct err e = {0};
+    sbuf_init(&ours, 1 << 20);
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(rtconfig_docker_edit(txt(base), &def, &ours, &e), 0);
+    char *cur = replaced(ours.data, "\"debug\": false", "\"debug\": true");
+    struct rtconfig_undo_file u = {0};
+    assert_int_equal(rtconfig_docker_unedit(txt(base), txt(cur), &def, &out, &u, &e), 0);
+    assert_int_equal(u.what, RTCONFIG_UNDO_EDIT);
+    assert_string_equal(out.data, "{\"default-runtime\": \"runc\", \"debug\": true}");
+    free(cur);
+    sbuf_free(&ours);
+    sbuf_free(&out);
+}
+
+static void test_owned_undo(void **state)
+{
+    (void)state;
+    struct rtconfig_undo_file u = {0};
+    struct rtconfig_text none = {NULL, 0};
+    rtconfig_owned_unedit(none, txt("x"), txt("x"), none, &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_REMOVE);
+    rtconfig_owned_unedit(txt("theirs"), txt("x"), none, txt("x"), &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_ORIGINAL);
+    rtconfig_owned_unedit(none, txt("x\n# mine\n"), txt("x"), txt("y"), &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_LEFT);
+    assert_non_null(strstr(u.why, "changed since gpuop wrote it"));
+    rtconfig_owned_unedit(none, none, txt("x"), none, &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_NONE);
+}
+
 /* ---- names and detection ------------------------------------------------------------------ */
 
 static void test_names(void **state)
@@ -449,6 +648,10 @@ int main(void)
         cmocka_unit_test(test_containerd_default_and_bad),
         cmocka_unit_test(test_crio),
         cmocka_unit_test(test_docker),
+        cmocka_unit_test(test_containerd_undo),
+        cmocka_unit_test(test_docker_undo),
+        cmocka_unit_test(test_docker_undo_default),
+        cmocka_unit_test(test_owned_undo),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_configure_restore),
