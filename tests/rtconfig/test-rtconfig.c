@@ -580,6 +580,105 @@ static void test_configure_restore(void **state)
     free(cmd);
 }
 
+/* The host's paths under a host root: a link to an absolute path is followed from the host root
+ * (never from this process's /), ".." stops at it, the link stays a link and what it points at is
+ * written with its owner and mode; a linked folder too. Restore gives the bytes back the same way.
+ */
+static void test_host_root_links(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/rtconfig-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct err e = {0};
+    const char *orig = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = "
+                       "\"pause:3.9\"\n";
+    char *site = xasprintf("%s/etc/site", root), *ctd = xasprintf("%s/etc/containerd", root);
+    assert_int_equal(mkdir_p(site, 0755), 0);
+    assert_int_equal(mkdir_p(ctd, 0755), 0);
+    char *target = xasprintf("%s/c.toml", site), *link = xasprintf("%s/config.toml", ctd);
+    assert_int_equal(file_write_atomic(target, orig, strlen(orig), 0640, NULL), 0);
+    bool as_root = geteuid() == 0;
+    if (as_root)
+        assert_int_equal(chown(target, 1000, 1001), 0);
+    /* Absolute, and with more ".." than there are folders: both stay under the root. */
+    static const char *const links[] = {"/etc/site/c.toml", "../../../../../../etc/site/c.toml"};
+    for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+        unlink(link);
+        assert_int_equal(symlink(links[i], link), 0);
+        bool changed = false;
+        err_clear(&e);
+        if (rtconfig_configure(root, RTCONFIG_CONTAINERD, &opts, &changed, &e) < 0)
+            fail_msg("configure through %s: %s", links[i], err_msg(&e));
+        assert_true(changed);
+        struct stat st;
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        char buf[256];
+        ssize_t n = readlink(link, buf, sizeof(buf) - 1);
+        assert_true(n > 0);
+        buf[n] = '\0';
+        assert_string_equal(buf, links[i]);
+        assert_int_equal(stat(target, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        if (as_root) {
+            assert_int_equal(st.st_uid, 1000);
+            assert_int_equal(st.st_gid, 1001);
+        }
+        size_t len;
+        char *now = slurp(root, "/etc/site/c.toml", &len);
+        assert_non_null(strstr(now, "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\"]"));
+        free(now);
+        assert_int_equal(rtconfig_check(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+        struct rtconfig_restore_report rep;
+        assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &rep, &e), 0);
+        assert_int_equal(rep.n, 2);
+        assert_int_equal(rep.files[0].what, RTCONFIG_UNDO_ORIGINAL);
+        assert_int_equal(rep.files[1].what, RTCONFIG_UNDO_REMOVE);
+        assert_false(rep.left);
+        now = slurp(root, "/etc/site/c.toml", &len);
+        assert_string_equal(now, orig);
+        free(now);
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(stat(target, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        if (as_root)
+            assert_int_equal(st.st_uid, 1000);
+    }
+    /* A folder that is a link to an absolute path: docker's daemon.json in it. */
+    char *dsite = xasprintf("%s/srv/docker", root), *etc = xasprintf("%s/etc/docker", root);
+    assert_int_equal(mkdir_p(dsite, 0755), 0);
+    assert_int_equal(symlink("/srv/docker", etc), 0);
+    char *dj = xasprintf("%s/daemon.json", dsite);
+    assert_int_equal(file_write_atomic(dj, "{\"debug\": true}\n", 16, 0600, NULL), 0);
+    bool changed = false;
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_DOCKER, &opts, &changed, &e), 0);
+    assert_true(changed);
+    size_t len;
+    char *now = slurp(root, "/srv/docker/daemon.json", &len);
+    assert_non_null(strstr(now, "\"nvidia\""));
+    free(now);
+    struct stat st;
+    assert_int_equal(lstat(etc, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(stat(dj, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, NULL, &e), 0);
+    now = slurp(root, "/srv/docker/daemon.json", &len);
+    assert_string_equal(now, "{\"debug\": true}\n");
+    free(now);
+    free(dsite);
+    free(etc);
+    free(dj);
+    free(site);
+    free(ctd);
+    free(target);
+    free(link);
+    char *cmd = xasprintf("rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
 /* restart_mode signal: SIGHUP goes to the process serving the runtime's socket (here, this test),
  * and the request is recorded with the pid; no socket is an error that is recorded too. */
 static volatile sig_atomic_t got_hup;
@@ -655,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_configure_restore),
+        cmocka_unit_test(test_host_root_links),
         cmocka_unit_test(test_reload_signal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
