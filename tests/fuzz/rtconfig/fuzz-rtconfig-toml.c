@@ -57,10 +57,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct rtconfig_text later = {m2.data, m2.len};
             if (rtconfig_containerd_unedit(in, later, &o, &un, &u, &e) != 0)
                 abort();
-            if (u.what == RTCONFIG_UNDO_EDIT &&
-                (!memmem(un.data, un.len, "# later", 7) ||
-                 memmem(un.data, un.len, "conf.d/99-nvidia.toml", 21)))
+            if (u.what != RTCONFIG_UNDO_EDIT && u.what != RTCONFIG_UNDO_LEFT)
                 abort();
+            if (u.what == RTCONFIG_UNDO_EDIT) {
+                /* The line stays; undone again, nothing of gpuop's is left. */
+                struct rtconfig_text undone = {un.data ? un.data : "", un.len};
+                struct sbuf un3;
+                sbuf_init(&un3, 1 << 22);
+                if (!memmem(undone.data, undone.len, "# later", 7) ||
+                    rtconfig_containerd_unedit(in, undone, &o, &un3, &u, &e) != 0 ||
+                    u.what != RTCONFIG_UNDO_NONE)
+                    abort();
+                sbuf_free(&un3);
+            }
         }
         sbuf_free(&un);
     }
