@@ -687,7 +687,7 @@ static int step_read(const char *root, const char *dir, const char *path, struct
     int r = hpath_get(root, path, &st->h, e);
     if (r == 0)
         r = backup_read(dir, path, &st->b, e);
-    if (r == 0 && st->b.have)
+    if (r == 0)
         r = read_opt(st->h.real, &st->cur, &len, e);
     st->now = (struct rtconfig_text){st->cur, len};
     if (r == 0 && !st->b.have)
