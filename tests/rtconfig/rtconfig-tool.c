@@ -4,7 +4,8 @@
  *   rtconfig-tool configure|restore|check ROOT KIND PATH [--default] [--no-cdi]
  *                 [--restart-mode none|signal|systemd] [--config P] [--dropin P] [--state P]
  *   rtconfig-tool detect ROOT [NODE-RUNTIME-VERSION|-] [WANT]
- * Prints "changed" or "unchanged" after configure; errors go to stderr, exit 1.
+ * Prints "changed" or "unchanged" after configure, and one line per file after restore
+ * ("PATH RESULT[: WHY]", RESULT as rtconfig_undo_name says); errors go to stderr, exit 1.
  */
 #include <stdio.h>
 #include <string.h>
@@ -56,10 +57,11 @@ int main(int argc, char **argv)
     }
     int r;
     bool changed = false;
+    struct rtconfig_restore_report rep = {0};
     if (strcmp(argv[1], "configure") == 0)
         r = rtconfig_configure(argv[2], k, &o, &changed, &e);
     else if (strcmp(argv[1], "restore") == 0)
-        r = rtconfig_restore(argv[2], k, &o, &e);
+        r = rtconfig_restore(argv[2], k, &o, &rep, &e);
     else
         r = rtconfig_check(argv[2], k, &o, &e);
     if (r < 0) {
@@ -68,5 +70,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "configure") == 0)
         printf("%s\n", changed ? "changed" : "unchanged");
+    for (size_t i = 0; i < rep.n; i++)
+        printf("%s %s%s%s\n", rep.files[i].path, rtconfig_undo_name(rep.files[i].what),
+               rep.files[i].why[0] ? ": " : "", rep.files[i].why);
     return 0;
 }

@@ -38,6 +38,47 @@ printf '[crio.runtime]\nconmon = "/usr/bin/conmon"\n' > "$R/etc/crio/crio.conf"
 printf '[crio.image]\npause_image = registry.k8s.io/pause\n' > "$R/etc/crio/crio.conf.d/10-site.conf"
 refused cri-o "$R" cri-o /etc/crio/crio.conf.d/10-site.conf "line 2"
 
+# Uninstall with a config that no longer parses: refused with one line naming the file and the
+# line, nothing written or removed (the drop-in and the backups stay); once the file is fixed, a
+# later uninstall finishes.
+undo_refused() { # NAME ROOT KIND FILE-REL GARBAGE WANT-IN-ERROR
+    local name=$1 root=$2 kind=$3 file=$4 garbage=$5 want=$6
+    [ "$("$TOOL" configure "$root" "$kind" "$BIN")" = changed ] || fail "$name: configure"
+    cp "$root$file" "$WORK/good"
+    printf '%b' "$garbage" >> "$root$file"
+    local before; before=$(cd "$root" && find . -type f -exec md5sum {} + | sort)
+    if "$TOOL" restore "$root" "$kind" "$BIN" > "$WORK/out" 2> "$WORK/err"; then
+        fail "$name: restore accepted a config that does not parse"
+    fi
+    [ "$(wc -l < "$WORK/err")" = 1 ] || { cat "$WORK/err"; fail "$name: not one error line"; }
+    grep -qF "$root$file: line " "$WORK/err" && grep -qF "$want" "$WORK/err" ||
+        { cat "$WORK/err"; fail "$name: the error does not name $file, the line and $want"; }
+    [ "$(cd "$root" && find . -type f -exec md5sum {} + | sort)" = "$before" ] || fail "$name: restore wrote or removed something"
+    cp "$WORK/good" "$root$file"
+    "$TOOL" restore "$root" "$kind" "$BIN" > "$WORK/out" || fail "$name: restore once fixed"
+    "$TOOL" check "$root" "$kind" "$BIN" 2>/dev/null && fail "$name: still configured after the restore"
+    echo "ok $name: $(cat "$WORK/err")"
+}
+R=$WORK/undo-containerd; mkdir -p "$R/etc/containerd"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.9"\n' > "$R/etc/containerd/config.toml"
+undo_refused "containerd uninstall" "$R" containerd /etc/containerd/config.toml '[plugins\n' "line 5"
+R=$WORK/undo-docker; mkdir -p "$R/etc/docker"
+printf '{\n  "log-driver": "json-file"\n}\n' > "$R/etc/docker/daemon.json"
+undo_refused "docker uninstall" "$R" docker /etc/docker/daemon.json ',' "end of file expected"
+
+# CRI-O: gpuop's drop-in made into something that does not parse is not gpuop's any more: left,
+# said, nothing removed.
+R=$WORK/undo-crio; mkdir -p "$R/etc/crio"
+printf '[crio.runtime]\nconmon = "/usr/bin/conmon"\n' > "$R/etc/crio/crio.conf"
+[ "$("$TOOL" configure "$R" cri-o "$BIN")" = changed ] || fail "cri-o uninstall: configure"
+printf '[broken\n' >> "$R/etc/crio/crio.conf.d/99-nvidia.toml"
+before=$(cd "$R" && find . -type f ! -name status -exec md5sum {} + | sort)
+"$TOOL" restore "$R" cri-o "$BIN" > "$WORK/out" || fail "cri-o uninstall: restore failed"
+grep -qx '/etc/crio/crio.conf.d/99-nvidia.toml left: changed since gpuop wrote it' "$WORK/out" ||
+    fail "cri-o uninstall: $(cat "$WORK/out")"
+[ "$(cd "$R" && find . -type f ! -name status -exec md5sum {} + | sort)" = "$before" ] || fail "cri-o uninstall: something was written or removed"
+echo "ok cri-o uninstall: $(cat "$WORK/out")"
+
 # gpuop's TOML parser (the module gpuop-tomlx.so) not there: containerd and CRI-O are refused
 # with one line naming the path tried and why, nothing written; docker needs no TOML.
 NOMOD=$WORK/nowhere/gpuop-tomlx.so

@@ -241,6 +241,205 @@ static void test_docker(void **state)
     }
 }
 
+/* ---- uninstall: the undoing cores ----------------------------------------------------------
+ * Each case: ours is what configure writes for base; cur is ours with one piece of text replaced
+ * (an administrator's edit since), or given whole; the undo must say want and give want_text. */
+
+/* s with the first `from` replaced by `to` (malloc'ed). */
+static char *replaced(const char *s, const char *from, const char *to)
+{
+    const char *at = strstr(s, from);
+    if (!at)
+        fail_msg("\"%s\" not in\n%s", from, s);
+    return xasprintf("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+}
+
+enum which { CONTAINERD, DOCKER };
+
+static void undo_case(enum which w, const char *base, const char *from, const char *to,
+                      enum rtconfig_undo want, const char *want_text, const char *want_why)
+{
+    struct sbuf ours, dropin, out;
+    struct err e = {0};
+    sbuf_init(&ours, 1 << 20);
+    sbuf_init(&dropin, 1 << 20);
+    sbuf_init(&out, 1 << 20);
+    if (w == CONTAINERD)
+        assert_int_equal(rtconfig_containerd_edit(txt(base), &opts, &ours, &dropin, &e), 0);
+    else
+        assert_int_equal(rtconfig_docker_edit(txt(base), &opts, &ours, &e), 0);
+    char *cur = !from ? xstrdup(ours.data) : !*from ? xstrdup(to) : replaced(ours.data, from, to);
+    struct rtconfig_undo_file u = {0};
+    int r = w == CONTAINERD ? rtconfig_containerd_unedit(txt(base), txt(cur), &opts, &out, &u, &e)
+                            : rtconfig_docker_unedit(txt(base), txt(cur), &opts, &out, &u, &e);
+    if (r < 0)
+        fail_msg("undo of\n%s\nfailed: %s", cur, err_msg(&e));
+    if (u.what != want)
+        fail_msg("undo of\n%s\nis %s (%s), want %s", cur, rtconfig_undo_name(u.what), u.why,
+                 rtconfig_undo_name(want));
+    if (want_text && (!out.data || strcmp(out.data, want_text) != 0))
+        fail_msg("undo of\n%s\ngave\n%s\nwant\n%s", cur, out.data ? out.data : "(nothing)",
+                 want_text);
+    if (!want_text)
+        assert_int_equal(out.len, 0);
+    if (want_why && !strstr(u.why, want_why))
+        fail_msg("why \"%s\" lacks \"%s\"", u.why, want_why);
+    free(cur);
+    sbuf_free(&ours);
+    sbuf_free(&dropin);
+    sbuf_free(&out);
+}
+
+static void test_containerd_undo(void **state)
+{
+    (void)state;
+    const char *v2 = "version = 2\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+                     "  sandbox_image = \"pause:3.9\"\n";
+    const char *imp = "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\"]\n";
+    /* Nothing but gpuop's change: the original; a file gpuop created: removed. */
+    undo_case(CONTAINERD, v2, NULL, NULL, RTCONFIG_UNDO_ORIGINAL, NULL, NULL);
+    undo_case(CONTAINERD, "", NULL, NULL, RTCONFIG_UNDO_ORIGINAL, NULL, NULL);
+    undo_case(CONTAINERD, NULL, NULL, NULL, RTCONFIG_UNDO_REMOVE, NULL, NULL);
+    /* An edit since stays; only the imports line goes. */
+    undo_case(CONTAINERD, v2, "pause:3.9\"\n", "pause:3.10\"\n  max_concurrent_downloads = 5\n",
+              RTCONFIG_UNDO_EDIT,
+              "version = 2\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+              "  sandbox_image = \"pause:3.10\"\n  max_concurrent_downloads = 5\n",
+              NULL);
+    /* The administrator's own imports since: only gpuop's entry goes. */
+    undo_case(CONTAINERD, "version = 2\nimports = [\"/a.toml\"]\n", "99-nvidia.toml\"]",
+              "99-nvidia.toml\", \"/b.toml\"]", RTCONFIG_UNDO_EDIT,
+              "version = 2\nimports = [\"/a.toml\", \"/b.toml\"]\n", NULL);
+    undo_case(
+        CONTAINERD, v2, imp, "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\", \"/c\"]\n",
+        RTCONFIG_UNDO_EDIT,
+        "version = 2\nimports = [\"/c\"]\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n",
+        NULL);
+    /* A comment on gpuop's line is the administrator's: the line stays, the entry goes. */
+    undo_case(
+        CONTAINERD, v2, "99-nvidia.toml\"]\n", "99-nvidia.toml\"] # keep\n", RTCONFIG_UNDO_EDIT,
+        "version = 2\nimports = [] # keep\n# the site's\n[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n",
+        NULL);
+    /* A file gpuop created, extended since: the extension (and the version it was written for)
+     * stays; with only a comment added, gpuop's version line goes too. */
+    undo_case(CONTAINERD, NULL, "toml\"]\n",
+              "toml\"]\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"x\"\n",
+              RTCONFIG_UNDO_EDIT,
+              "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"x\"\n",
+              NULL);
+    undo_case(CONTAINERD, NULL, "toml\"]\n", "toml\"]\n# mine\n", RTCONFIG_UNDO_EDIT, "# mine\n",
+              NULL);
+    undo_case(CONTAINERD, NULL, "toml\"]\n", "toml\"]\n\n\n", RTCONFIG_UNDO_REMOVE, NULL, NULL);
+    /* The entry taken out by hand: nothing of gpuop's left. */
+    undo_case(CONTAINERD, v2, imp, "", RTCONFIG_UNDO_NONE, NULL, "no imports entry");
+    undo_case(CONTAINERD, v2, "", "version = 2\n", RTCONFIG_UNDO_NONE, NULL, "no imports entry");
+
+    /* A config that does not parse now: an error naming the line, nothing decided. */
+    struct sbuf out;
+    struct err e = {0};
+    struct rtconfig_undo_file u = {0};
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(
+        rtconfig_containerd_unedit(txt(v2), txt("version = 2\n[plugins\n"), &opts, &out, &u, &e),
+        -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "line 2"));
+    assert_int_equal(out.len, 0);
+    /* Gone: nothing to do. */
+    assert_int_equal(rtconfig_containerd_unedit(txt(v2), txt(NULL), &opts, &out, &u, &e), 0);
+    assert_int_equal(u.what, RTCONFIG_UNDO_NONE);
+    sbuf_free(&out);
+}
+
+static void test_docker_undo(void **state)
+{
+    (void)state;
+    const char *pretty = "{\n  \"log-driver\": \"json-file\"\n}\n";
+    undo_case(DOCKER, pretty, NULL, NULL, RTCONFIG_UNDO_ORIGINAL, NULL, NULL);
+    undo_case(DOCKER, NULL, NULL, NULL, RTCONFIG_UNDO_REMOVE, NULL, NULL);
+    /* A member added since stays; gpuop's go, with the objects gpuop made for them. */
+    undo_case(DOCKER, pretty, "\"json-file\",", "\"json-file\",\n  \"debug\": true,",
+              RTCONFIG_UNDO_EDIT, "{\n  \"log-driver\": \"json-file\",\n  \"debug\": true\n}\n",
+              NULL);
+    /* A daemon.json gpuop created, extended since: the extension stays. */
+    undo_case(DOCKER, NULL, "{\n", "{\n    \"log-level\": \"debug\",\n", RTCONFIG_UNDO_EDIT,
+              "{\n    \"log-level\": \"debug\"\n}\n", NULL);
+    /* Other runtimes and features added since stay. */
+    undo_case(DOCKER, NULL, "\"cdi\": true", "\"cdi\": true, \"buildkit\": true",
+              RTCONFIG_UNDO_EDIT, "{\n    \"features\": {\n        \"buildkit\": true\n    }\n}\n",
+              NULL);
+    undo_case(DOCKER, "{\"a\": 1}", "{\"nvidia\"", "{\"crun\": {\"path\": \"/c\"}, \"nvidia\"",
+              RTCONFIG_UNDO_EDIT, "{\"a\": 1, \"runtimes\": {\"crun\": {\"path\": \"/c\"}}}", NULL);
+    /* What the original had comes back: a handler path, features.cdi false, a default. */
+    struct rtconfig_options def = opts;
+    def.set_as_default = true;
+    (void)def;
+    undo_case(DOCKER,
+              "{\"runtimes\": {\"nvidia\": {\"path\": \"/old\"}, \"x\": {\"path\": \"/x\"}}, "
+              "\"features\": {\"cdi\": false}}",
+              "\"cdi\": true}", "\"cdi\": true}, \"debug\": true", RTCONFIG_UNDO_EDIT,
+              "{\"runtimes\": {\"nvidia\": {\"path\": \"/old\"}, \"x\": {\"path\": \"/x\"}}, "
+              "\"features\": {\"cdi\": false}, \"debug\": true}",
+              NULL);
+    /* gpuop's handler changed by hand: gpuop cannot tell; the whole file stays. */
+    undo_case(DOCKER, pretty, "/usr/local/nvidia/toolkit/gpuop", "/opt/mine", RTCONFIG_UNDO_LEFT,
+              NULL, "runtimes.nvidia changed since gpuop set it");
+    undo_case(DOCKER, pretty, "\"cdi\": true", "\"cdi\": false", RTCONFIG_UNDO_LEFT, NULL,
+              "features.cdi");
+    /* Everything of gpuop's taken out by hand. */
+    undo_case(DOCKER, pretty, "", "{\"log-driver\": \"journald\"}", RTCONFIG_UNDO_NONE, NULL,
+              "nothing of gpuop's");
+    /* Does not parse now: an error naming the line. */
+    struct sbuf out;
+    struct err e = {0};
+    struct rtconfig_undo_file u = {0};
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(
+        rtconfig_docker_unedit(txt(pretty), txt("{\n  \"a\": 1,\n}\n"), &opts, &out, &u, &e),
+        -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "line 3"));
+    assert_int_equal(out.len, 0);
+    sbuf_free(&out);
+}
+
+static void test_docker_undo_default(void **state)
+{
+    (void)state;
+    struct rtconfig_options def = opts;
+    def.set_as_default = true;
+    const char *base = "{\"default-runtime\": \"runc\", \"debug\": false}";
+    struct sbuf ours, out;
+    struct err e = {0};
+    sbuf_init(&ours, 1 << 20);
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(rtconfig_docker_edit(txt(base), &def, &ours, &e), 0);
+    char *cur = replaced(ours.data, "\"debug\": false", "\"debug\": true");
+    struct rtconfig_undo_file u = {0};
+    assert_int_equal(rtconfig_docker_unedit(txt(base), txt(cur), &def, &out, &u, &e), 0);
+    assert_int_equal(u.what, RTCONFIG_UNDO_EDIT);
+    assert_string_equal(out.data, "{\"default-runtime\": \"runc\", \"debug\": true}");
+    free(cur);
+    sbuf_free(&ours);
+    sbuf_free(&out);
+}
+
+static void test_owned_undo(void **state)
+{
+    (void)state;
+    struct rtconfig_undo_file u = {0};
+    struct rtconfig_text none = {NULL, 0};
+    rtconfig_owned_unedit(none, txt("x"), txt("x"), none, &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_REMOVE);
+    rtconfig_owned_unedit(txt("theirs"), txt("x"), none, txt("x"), &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_ORIGINAL);
+    rtconfig_owned_unedit(none, txt("x\n# mine\n"), txt("x"), txt("y"), &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_LEFT);
+    assert_non_null(strstr(u.why, "changed since gpuop wrote it"));
+    rtconfig_owned_unedit(none, none, txt("x"), none, &u);
+    assert_int_equal(u.what, RTCONFIG_UNDO_NONE);
+}
+
 /* ---- names and detection ------------------------------------------------------------------ */
 
 static void test_names(void **state)
@@ -359,7 +558,7 @@ static void test_configure_restore(void **state)
     free(log);
 
     /* A broken main config: refused, the file and line named, nothing written. */
-    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, NULL, &e), 0);
     char *back = slurp(root, "/etc/containerd/config.toml", &len);
     assert_string_equal(back, orig);
     free(back);
@@ -374,8 +573,107 @@ static void test_configure_restore(void **state)
     assert_null(slurp(root, "/etc/containerd/conf.d/99-nvidia.toml", &len));
     assert_null(slurp(root, "/var/lib/gpuop/rtconfig/etc_containerd_config.toml.orig", &len));
     /* Restore with nothing to restore: fine, nothing changes. */
-    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, NULL, &e), 0);
     free(p);
+    char *cmd = xasprintf("rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+/* The host's paths under a host root: a link to an absolute path is followed from the host root
+ * (never from this process's /), ".." stops at it, the link stays a link and what it points at is
+ * written with its owner and mode; a linked folder too. Restore gives the bytes back the same way.
+ */
+static void test_host_root_links(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/rtconfig-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct err e = {0};
+    const char *orig = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = "
+                       "\"pause:3.9\"\n";
+    char *site = xasprintf("%s/etc/site", root), *ctd = xasprintf("%s/etc/containerd", root);
+    assert_int_equal(mkdir_p(site, 0755), 0);
+    assert_int_equal(mkdir_p(ctd, 0755), 0);
+    char *target = xasprintf("%s/c.toml", site), *link = xasprintf("%s/config.toml", ctd);
+    assert_int_equal(file_write_atomic(target, orig, strlen(orig), 0640, NULL), 0);
+    bool as_root = geteuid() == 0;
+    if (as_root)
+        assert_int_equal(chown(target, 1000, 1001), 0);
+    /* Absolute, and with more ".." than there are folders: both stay under the root. */
+    static const char *const links[] = {"/etc/site/c.toml", "../../../../../../etc/site/c.toml"};
+    for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+        unlink(link);
+        assert_int_equal(symlink(links[i], link), 0);
+        bool changed = false;
+        err_clear(&e);
+        if (rtconfig_configure(root, RTCONFIG_CONTAINERD, &opts, &changed, &e) < 0)
+            fail_msg("configure through %s: %s", links[i], err_msg(&e));
+        assert_true(changed);
+        struct stat st;
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        char buf[256];
+        ssize_t n = readlink(link, buf, sizeof(buf) - 1);
+        assert_true(n > 0);
+        buf[n] = '\0';
+        assert_string_equal(buf, links[i]);
+        assert_int_equal(stat(target, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        if (as_root) {
+            assert_int_equal(st.st_uid, 1000);
+            assert_int_equal(st.st_gid, 1001);
+        }
+        size_t len;
+        char *now = slurp(root, "/etc/site/c.toml", &len);
+        assert_non_null(strstr(now, "imports = [\"/etc/containerd/conf.d/99-nvidia.toml\"]"));
+        free(now);
+        assert_int_equal(rtconfig_check(root, RTCONFIG_CONTAINERD, &opts, &e), 0);
+        struct rtconfig_restore_report rep;
+        assert_int_equal(rtconfig_restore(root, RTCONFIG_CONTAINERD, &opts, &rep, &e), 0);
+        assert_int_equal(rep.n, 2);
+        assert_int_equal(rep.files[0].what, RTCONFIG_UNDO_ORIGINAL);
+        assert_int_equal(rep.files[1].what, RTCONFIG_UNDO_REMOVE);
+        assert_false(rep.left);
+        now = slurp(root, "/etc/site/c.toml", &len);
+        assert_string_equal(now, orig);
+        free(now);
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(stat(target, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        if (as_root)
+            assert_int_equal(st.st_uid, 1000);
+    }
+    /* A folder that is a link to an absolute path: docker's daemon.json in it. */
+    char *dsite = xasprintf("%s/srv/docker", root), *etc = xasprintf("%s/etc/docker", root);
+    assert_int_equal(mkdir_p(dsite, 0755), 0);
+    assert_int_equal(symlink("/srv/docker", etc), 0);
+    char *dj = xasprintf("%s/daemon.json", dsite);
+    assert_int_equal(file_write_atomic(dj, "{\"debug\": true}\n", 16, 0600, NULL), 0);
+    bool changed = false;
+    assert_int_equal(rtconfig_configure(root, RTCONFIG_DOCKER, &opts, &changed, &e), 0);
+    assert_true(changed);
+    size_t len;
+    char *now = slurp(root, "/srv/docker/daemon.json", &len);
+    assert_non_null(strstr(now, "\"nvidia\""));
+    free(now);
+    struct stat st;
+    assert_int_equal(lstat(etc, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(stat(dj, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, NULL, &e), 0);
+    now = slurp(root, "/srv/docker/daemon.json", &len);
+    assert_string_equal(now, "{\"debug\": true}\n");
+    free(now);
+    free(dsite);
+    free(etc);
+    free(dj);
+    free(site);
+    free(ctd);
+    free(target);
+    free(link);
     char *cmd = xasprintf("rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
     free(cmd);
@@ -402,7 +700,7 @@ static void test_reload_signal(void **state)
     /* No socket: the config is written, the reload fails and says so. */
     assert_true(rtconfig_configure(root, RTCONFIG_DOCKER, &o, &changed, &e) < 0);
     assert_non_null(strstr(err_msg(&e), "tell docker to reload (signal)"));
-    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, &e), 0);
+    assert_int_equal(rtconfig_restore(root, RTCONFIG_DOCKER, &opts, NULL, &e), 0);
 
     char *dir = xasprintf("%s/run", root);
     assert_int_equal(mkdir_p(dir, 0755), 0);
@@ -449,9 +747,14 @@ int main(void)
         cmocka_unit_test(test_containerd_default_and_bad),
         cmocka_unit_test(test_crio),
         cmocka_unit_test(test_docker),
+        cmocka_unit_test(test_containerd_undo),
+        cmocka_unit_test(test_docker_undo),
+        cmocka_unit_test(test_docker_undo_default),
+        cmocka_unit_test(test_owned_undo),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_configure_restore),
+        cmocka_unit_test(test_host_root_links),
         cmocka_unit_test(test_reload_signal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

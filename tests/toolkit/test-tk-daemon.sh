@@ -10,6 +10,10 @@
 #    upgraded driver brings them back with no path of the old version left;
 #  - SIGTERM with --cleanup: exit 0, containerd's config back byte for byte, spec and marker gone;
 #    without --cleanup the spec stays and the marker goes;
+#  - an administrator's config that is a link to an absolute path (of uid 1000, mode 0640 when
+#    run as root): configured through the link under the host root, the link, owner and mode
+#    kept; the administrator's edit since followed by the next pass (the drop-in repeats it) and
+#    kept by --cleanup, which says what it did;
 #  - bad input: a CDI spec directory that cannot be written, a driver root without NVML, a node
 #    running another runtime than the policy's, gpuop's TOML module missing: one line, non-zero
 #    exit, nothing written.
@@ -167,6 +171,39 @@ stop
 [ -e "$MARK" ] && fail "SIGTERM: the marker stayed"
 [ -f "$SPEC" ] || fail "SIGTERM without --cleanup: the spec went"
 [ -f "$H/etc/containerd/conf.d/99-nvidia.toml" ] || fail "SIGTERM without --cleanup: the drop-in went"
+
+# ---- an administrator's config: a link to an absolute path, edited while installed ----------
+A=$WORK/admin
+make_host "$A" "$OLD" || { echo "FAIL: fixture"; exit 1; }
+mkdir -p "$A/etc/site"
+mv "$A/etc/containerd/config.toml" "$A/etc/site/containerd.toml"
+ln -s /etc/site/containerd.toml "$A/etc/containerd/config.toml"
+[ "$(id -u)" = 0 ] && chown 1000:1000 "$A/etc/site/containerd.toml"
+chmod 0640 "$A/etc/site/containerd.toml"
+attrs() { stat -c '%u:%g %a' "$A/etc/site/containerd.toml"; readlink "$A/etc/containerd/config.toml"; }
+before=$(attrs)
+start "$A" --cleanup
+if wait_for 30 '[ -f "$A/run/nvidia/validations/.toolkit-ctr-ready" ]'; then
+    grep -q '^imports = \["/etc/containerd/conf.d/99-nvidia.toml"\]' "$A/etc/site/containerd.toml" ||
+        fail "admin: the link's target under the host root was not configured"
+    [ "$(attrs)" = "$before" ] || fail "admin: the link, owner or mode changed: $(attrs)"
+    printf '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]\n  endpoint = ["https://mirror.example.com"]\n' \
+        >>"$A/etc/site/containerd.toml"
+    wait_for 20 'grep -q mirror.example.com "$A/etc/containerd/conf.d/99-nvidia.toml"' ||
+        fail "admin: the drop-in does not follow the administrator's edit: $(tail -3 "$WORK/log")"
+    grep -q 'runtime config followed an edit' "$WORK/log" || fail "admin: the follow is not logged"
+else
+    fail "admin: no marker: $(cat "$WORK/log")"
+fi
+stop
+{ cat "$WORK/config.orig"; printf '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]\n  endpoint = ["https://mirror.example.com"]\n'; } |
+    cmp -s - "$A/etc/site/containerd.toml" ||
+    fail "admin: --cleanup did not give back the administrator's config with the edit: $(cat "$A/etc/site/containerd.toml")"
+[ "$(attrs)" = "$before" ] || fail "admin: --cleanup changed the link, owner or mode: $(attrs)"
+[ -e "$A/etc/containerd/conf.d/99-nvidia.toml" ] && fail "admin: --cleanup left the drop-in"
+grep -q 'runtime config restored.*path=/etc/containerd/config.toml result=edit' "$WORK/log" ||
+    fail "admin: --cleanup does not say what it did: $(cat "$WORK/log")"
+grep -q 'result=edit' "$A/var/lib/gpuop/rtconfig/status" 2>/dev/null || fail "admin: no status"
 
 # ---- bad input: one line, non-zero exit, nothing written ------------------------------------
 nothing_written() { # what host

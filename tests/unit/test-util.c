@@ -229,6 +229,18 @@ static void test_files(void **state)
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0644);
+    /* An owner of the caller's choosing (root only: others cannot give a file away). */
+    assert_int_equal(file_write_atomic_owned(path, "hi", 2, 0640, (uid_t)-1, (gid_t)-1, &e), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    assert_int_equal(st.st_uid, geteuid());
+    if (geteuid() == 0) {
+        assert_int_equal(file_write_atomic_owned(path, "hi", 2, 0600, 1000, 1001, &e), 0);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_uid, 1000);
+        assert_int_equal(st.st_gid, 1001);
+        assert_int_equal(st.st_mode & 0777, 0600);
+    }
     _cleanup_free_ char *cmd = xasprintf("rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }

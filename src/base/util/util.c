@@ -579,6 +579,12 @@ int fd_write_all(int fd, const void *data, size_t len)
 
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e)
 {
+    return file_write_atomic_owned(path, data, len, mode, (uid_t)-1, (gid_t)-1, e);
+}
+
+int file_write_atomic_owned(const char *path, const void *data, size_t len, unsigned mode,
+                            uid_t uid, gid_t gid, struct err *e)
+{
     /* A temp name unique per call (not per process), so two threads writing one path never
      * share, truncate or rename each other's half-written temp file. Dot-prefixed: a program
      * that reads every visible file of the directory (Node Feature Discovery's features.d)
@@ -596,6 +602,14 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
     if (r < 0) {
         unlink(tmp);
         return err_errno(e, r, "write \"%s\" (as \"%s\")", path, tmp);
+    }
+    /* The owner before the mode (a chown may clear set-id bits), both before the rename: the
+     * file never appears under path with another owner or mode. */
+    if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0) {
+        r = -errno;
+        unlink(tmp);
+        return err_errno(e, r, "give \"%s\" (as \"%s\") the owner %d:%d", path, tmp, (int)uid,
+                         (int)gid);
     }
     if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
         r = -errno;

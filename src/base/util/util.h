@@ -209,6 +209,10 @@ GPUOP_WUR int fd_write_all(int fd, const void *data, size_t len);
 /* Writes via temp file in the same directory + fsync + rename. The temp file is named
  * ".<name>.tmp.XXXXXX": hidden from programs that read every visible file of the directory. */
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e);
+/* file_write_atomic, the new file owned by uid:gid (set on the temp file before the rename, as
+ * the mode is); (uid_t)-1 and (gid_t)-1 leave that part as the file was created. */
+int file_write_atomic_owned(const char *path, const void *data, size_t len, unsigned mode,
+                            uid_t uid, gid_t gid, struct err *e);
 /* Removes the temp files file_write_atomic leaves for path when killed mid-write (and those of
  * older versions, "<name>.tmp.XXXXXX"): regular files only. Returns how many were removed, or a
  * negative code. Call at start, while no other process writes path. */

@@ -62,6 +62,7 @@ struct tk {
     char *spec_host; /* <host_root><cdi_spec> */
     char *last_spec; /* what is on disk */
     char driver_root_now[256];
+    bool runtime_failing; /* the last pass could not configure the runtime (said once) */
 };
 
 static int check_abs(const void *dst, const char *source, struct err *e)
@@ -510,14 +511,50 @@ static void stop(struct tk *t)
         char path[512];
         rt_opts(t, &o, path, sizeof(path));
         struct err e = {0};
-        if (rtconfig_restore(t->host_root, t->kind, &o, &e) < 0)
+        struct rtconfig_restore_report rep = {0};
+        if (rtconfig_restore(t->host_root, t->kind, &o, &rep, &e) < 0)
             log_error(COMP, "cannot restore the runtime's config", "runtime=%s error=\"%s\"",
                       rtconfig_kind_name(t->kind), err_msg(&e));
-        else
-            log_info(COMP, "runtime config restored", "runtime=%s", rtconfig_kind_name(t->kind));
+        for (size_t i = 0; i < rep.n; i++)
+            if (rep.files[i].what == RTCONFIG_UNDO_LEFT)
+                log_warn(COMP, "runtime config left as it is: gpuop cannot tell its changes apart",
+                         "runtime=%s path=%s reason=\"%s\" status=%s/status",
+                         rtconfig_kind_name(t->kind), rep.files[i].path, rep.files[i].why,
+                         RTCONFIG_STATE_DIR);
+            else
+                log_info(COMP, "runtime config restored", "runtime=%s path=%s result=%s",
+                         rtconfig_kind_name(t->kind), rep.files[i].path,
+                         rtconfig_undo_name(rep.files[i].what));
     }
     remove_spec(t);
     log_info(COMP, "cleaned up", "spec=%s", t->cdi_spec);
+}
+
+/* The runtime's config kept as configured: an edit of the main config since is followed
+ * (containerd's drop-in repeats its CRI section, which would otherwise hide the edit), and what
+ * was undone by hand is written again; nothing changed, nothing written. */
+static void follow_runtime(struct tk *t)
+{
+    if (!t->configure_runtime)
+        return;
+    struct rtconfig_options o;
+    char path[512];
+    rt_opts(t, &o, path, sizeof(path));
+    struct err e = {0};
+    bool changed = false;
+    if (rtconfig_configure(t->host_root, t->kind, &o, &changed, &e) < 0) {
+        if (!t->runtime_failing)
+            log_warn(COMP, "cannot keep the runtime configured", "runtime=%s error=\"%s\"",
+                     rtconfig_kind_name(t->kind), err_msg(&e));
+        t->runtime_failing = true;
+        return;
+    }
+    if (changed)
+        log_info(COMP, "runtime config followed an edit", "runtime=%s",
+                 rtconfig_kind_name(t->kind));
+    else if (t->runtime_failing)
+        log_info(COMP, "runtime config readable again", "runtime=%s", rtconfig_kind_name(t->kind));
+    t->runtime_failing = false;
 }
 
 /* One pass: regenerate and rewrite the spec when it changed. A failure (the driver going away
@@ -546,6 +583,7 @@ static void refresh(struct tk *t)
     _cleanup_free_ char *dir = validations_host(t);
     if (!nodestate_file_exists(dir, NODESTATE_TOOLKIT_CTR_READY) && write_marker(t, &e) < 0)
         log_warn(COMP, "cannot write the ready marker", "error=\"%s\"", err_msg(&e));
+    follow_runtime(t);
 }
 
 static int tk_run(struct svc *s, struct err *e)

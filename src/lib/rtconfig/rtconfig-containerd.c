@@ -9,6 +9,9 @@
  * replaces the main file's one whole (containerd 1.x; seen with Debian's 1.6 in the tests), so
  * the drop-in carries the main file's CRI plugin section with the additions, and the user's
  * settings there (registry mirrors, runc options) stay in force.
+ *
+ * Uninstall (rtconfig_containerd_unedit) takes the one `imports` entry out of the file as it is
+ * then, by the same kind of splice; everything else the administrator wrote since stays.
  */
 #include <errno.h>
 #include <string.h>
@@ -182,14 +185,22 @@ static int get_imports(const struct tomlx *t, char ***ret, size_t *ret_n, struct
     return 0;
 }
 
-static void imports_array(struct sbuf *out, char **v, size_t n, const char *add)
+/* An imports array's text: v[0..n) but those equal to skip, then add (both may be NULL). */
+static void imports_array(struct sbuf *out, char **v, size_t n, const char *skip, const char *add)
 {
+    bool first = true;
     sbuf_adds(out, "[");
     for (size_t i = 0; i < n; i++) {
+        if (skip && strcmp(v[i], skip) == 0)
+            continue;
+        sbuf_adds(out, first ? "" : ", ");
         tomlx_quote(out, v[i]);
-        sbuf_adds(out, ", ");
+        first = false;
     }
-    tomlx_quote(out, add);
+    if (add) {
+        sbuf_adds(out, first ? "" : ", ");
+        tomlx_quote(out, add);
+    }
     sbuf_adds(out, "]");
 }
 
@@ -222,7 +233,7 @@ static int edit_main(struct rtconfig_text main, const struct tomlx *m, const cha
             return err_set(e, -EINVAL, "imports: cannot locate it in the text");
         }
         sbuf_add(out, s, b);
-        imports_array(out, imp, nimp, dropin);
+        imports_array(out, imp, nimp, NULL, dropin);
         sbuf_add(out, s + en, len - en);
     } else {
         /* A top-level key goes before the first table: after `version`, else first. */
@@ -236,7 +247,7 @@ static int edit_main(struct rtconfig_text main, const struct tomlx *m, const cha
         if (tomlx_empty(m))
             sbuf_adds(out, "version = 2\n");
         sbuf_adds(out, "imports = ");
-        imports_array(out, NULL, 0, dropin);
+        imports_array(out, NULL, 0, NULL, dropin);
         sbuf_adds(out, "\n");
         sbuf_add(out, s + at, len - at);
     }
@@ -323,4 +334,182 @@ int rtconfig_containerd_edit(struct rtconfig_text main, const struct rtconfig_op
     if (r < 0)
         return r;
     return check_main(m, ret_main->data ? ret_main->data : "", ret_main->len, dropin, e);
+}
+
+/* ---- uninstall ---------------------------------------------------------------------------- */
+
+static bool only_blanks(const char *s, size_t b, size_t e)
+{
+    for (size_t i = b; i < e; i++)
+        if (!strchr(" \t\r\n", s[i]) || !s[i])
+            return false;
+    return true;
+}
+
+/* The top-level key's line is `key = value` alone, as gpuop writes it (blanks around, no
+ * comment): its bytes [*ret_b, *ret_e), the newline included. */
+static bool own_line(const struct tomlx *t, const char *key, const char *s, size_t len,
+                     size_t *ret_b, size_t *ret_e)
+{
+    unsigned l0, c0, l1, c1;
+    if (tomlx_span(t, (const char *const[]){key}, 1, &l0, &c0, &l1, &c1) < 0)
+        return false;
+    size_t b = rtconfig_text_offset(s, len, l0, 1), vb = rtconfig_text_offset(s, len, l0, c0);
+    size_t ve = rtconfig_text_offset(s, len, l1, c1), e = line_end(s, len, l1), k = strlen(key);
+    size_t i = b;
+    while (i < vb && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    if (vb - i < k || memcmp(s + i, key, k) != 0)
+        return false;
+    for (i += k; i < vb && (s[i] == ' ' || s[i] == '\t');)
+        i++;
+    if (i >= vb || s[i] != '=')
+        return false;
+    if (!only_blanks(s, i + 1, vb) || ve > e || !only_blanks(s, ve, e))
+        return false;
+    *ret_b = b;
+    *ret_e = e;
+    return true;
+}
+
+static void undo_set(struct rtconfig_undo_file *ret, enum rtconfig_undo what, const char *why)
+{
+    ret->what = what;
+    strlcpy_s(ret->why, why, sizeof(ret->why));
+}
+
+/* out = s without [b, e) */
+static void cut(struct sbuf *out, const char *s, size_t len, size_t b, size_t e)
+{
+    sbuf_add(out, s, b);
+    sbuf_add(out, s + e, len - e);
+}
+
+/* The text with gpuop's imports entry taken out: the line when gpuop added it and nothing else
+ * is in the array, else the array written anew without it. Checked by parsing: the result must
+ * equal cur but for that entry. *ret_ok false: it cannot be done cleanly. */
+static int take_out_import(const struct tomlx *c, struct rtconfig_text cur, bool base_imports,
+                           const char *dropin, char **imp, size_t nimp, struct sbuf *out,
+                           bool *ret_ok)
+{
+    size_t others = 0, b, e;
+    for (size_t i = 0; i < nimp; i++)
+        others += strcmp(imp[i], dropin) != 0;
+    bool whole = others == 0 && !base_imports && own_line(c, "imports", cur.data, cur.len, &b, &e);
+    *ret_ok = false;
+    if (whole) {
+        cut(out, cur.data, cur.len, b, e);
+    } else {
+        unsigned l0, c0, l1, c1;
+        if (tomlx_span(c, TP("imports"), &l0, &c0, &l1, &c1) < 0)
+            return 0;
+        b = rtconfig_text_offset(cur.data, cur.len, l0, c0);
+        e = rtconfig_text_offset(cur.data, cur.len, l1, c1);
+        if (e < b || e > cur.len || cur.data[b] != '[')
+            return 0;
+        sbuf_add(out, cur.data, b);
+        imports_array(out, imp, nimp, dropin, NULL);
+        sbuf_add(out, cur.data + e, cur.len - e);
+    }
+    if (sbuf_check(out) < 0)
+        return sbuf_check(out);
+    /* What it must parse to: cur without the entry (or the key). */
+    _cleanup_(tomlx_freep) struct tomlx *got = NULL;
+    struct err pe = {0};
+    if (tomlx_parse(out->data ? out->data : "", out->len, &got, NULL, &pe) < 0)
+        return 0;
+    char **left;
+    size_t nleft;
+    bool has = tomlx_type_at(got, TP("imports")) != TOMLX_NONE;
+    if (has != !whole || get_imports(got, &left, &nleft, &pe) < 0)
+        return 0;
+    bool ok = nleft == others;
+    for (size_t i = 0, j = 0; ok && i < nimp; i++)
+        if (strcmp(imp[i], dropin) != 0)
+            ok = strcmp(imp[i], left[j++]) == 0;
+    tomlx_keys_free(left, nleft);
+    _cleanup_(tomlx_freep) struct tomlx *want = tomlx_new();
+    if (!want || tomlx_copy(c, NULL, 0, want, NULL, 0) < 0)
+        return -ENOMEM;
+    tomlx_remove(want, TP("imports"));
+    tomlx_remove(got, TP("imports"));
+    *ret_ok = ok && tomlx_equal(want, got);
+    return 0;
+}
+
+int rtconfig_containerd_unedit(struct rtconfig_text base, struct rtconfig_text cur,
+                               const struct rtconfig_options *o, struct sbuf *ret_main,
+                               struct rtconfig_undo_file *ret, struct err *e)
+{
+    undo_set(ret, RTCONFIG_UNDO_NONE, "");
+    if (!cur.data) {
+        undo_set(ret, RTCONFIG_UNDO_NONE, "not there");
+        return 0;
+    }
+    const char *dropin = rtconfig_dropin_path(RTCONFIG_CONTAINERD, o);
+    _cleanup_(tomlx_freep) struct tomlx *c = NULL;
+    int r = tomlx_parse(cur.data, cur.len, &c, NULL, e);
+    if (r < 0)
+        return r;
+    char **imp;
+    size_t nimp;
+    r = get_imports(c, &imp, &nimp, e);
+    if (r < 0)
+        return r;
+
+    /* The original plus gpuop's change, nothing else: the original, byte for byte. */
+    _cleanup_sbuf_ struct sbuf om, od;
+    sbuf_init(&om, RTCONFIG_CONFIG_MAX);
+    sbuf_init(&od, RTCONFIG_CONFIG_MAX);
+    struct err oe = {0};
+    bool only_ours = rtconfig_containerd_edit(base, o, &om, &od, &oe) == 0 && om.len == cur.len &&
+                     memcmp(om.data ? om.data : "", cur.data, cur.len) == 0;
+    bool mine = false;
+    for (size_t i = 0; i < nimp; i++)
+        mine = mine || strcmp(imp[i], dropin) == 0;
+    _cleanup_(tomlx_freep) struct tomlx *b = NULL;
+    _cleanup_sbuf_ struct sbuf out;
+    sbuf_init(&out, RTCONFIG_CONFIG_MAX);
+    bool ok = false;
+    if (only_ours) {
+        undo_set(ret, base.data ? RTCONFIG_UNDO_ORIGINAL : RTCONFIG_UNDO_REMOVE, "");
+    } else if (!mine) {
+        undo_set(ret, RTCONFIG_UNDO_NONE, "no imports entry of gpuop's");
+    } else if (base.data && tomlx_parse(base.data, base.len, &b, NULL, &oe) < 0) {
+        undo_set(ret, RTCONFIG_UNDO_LEFT, "the original (the backup) does not parse");
+    } else if ((r = take_out_import(c, cur, b && tomlx_type_at(b, TP("imports")) != TOMLX_NONE,
+                                    dropin, imp, nimp, &out, &ok)) < 0) {
+        r = sbuf_check_err(&out, e, "containerd config");
+    } else if (!ok) {
+        undo_set(ret, RTCONFIG_UNDO_LEFT, "gpuop's imports entry cannot be taken out cleanly");
+    } else {
+        /* A file that had no key got `version = 2` with the entry: it goes too when it is all
+         * that is left (else it stays: what was added since was written for version 2). */
+        _cleanup_(tomlx_freep) struct tomlx *t = NULL;
+        int64_t v = 0;
+        size_t lb, le;
+        if ((!b || tomlx_empty(b)) &&
+            tomlx_parse(out.data ? out.data : "", out.len, &t, NULL, &oe) == 0 &&
+            tomlx_get_int(t, TP("version"), &v) == 0 && v == 2 &&
+            own_line(t, "version", out.data, out.len, &lb, &le)) {
+            tomlx_remove(t, TP("version"));
+            if (tomlx_empty(t)) {
+                size_t len = out.len;
+                _cleanup_free_ char *text = xstrndup(out.data, len);
+                sbuf_reset(&out);
+                cut(&out, text, len, lb, le);
+            }
+        }
+        if (!base.data && only_blanks(out.data ? out.data : "", 0, out.len)) {
+            undo_set(ret, RTCONFIG_UNDO_REMOVE, "");
+        } else {
+            r = sbuf_append(ret_main, out.data ? out.data : "", out.len);
+            if (r < 0)
+                r = sbuf_check_err(ret_main, e, "containerd config");
+            else
+                undo_set(ret, RTCONFIG_UNDO_EDIT, "");
+        }
+    }
+    tomlx_keys_free(imp, nimp);
+    return r;
 }

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "nodestate.h"
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
@@ -101,16 +102,83 @@ const char *rtconfig_dropin_path(enum rtconfig_kind k, const struct rtconfig_opt
     return k == RTCONFIG_CONTAINERD ? RTCONFIG_CONTAINERD_DROPIN : RTCONFIG_CRIO_DROPIN;
 }
 
+const char *rtconfig_undo_name(enum rtconfig_undo u)
+{
+    switch (u) {
+    case RTCONFIG_UNDO_NONE:
+        return "none";
+    case RTCONFIG_UNDO_ORIGINAL:
+        return "original";
+    case RTCONFIG_UNDO_EDIT:
+        return "edit";
+    case RTCONFIG_UNDO_REMOVE:
+        return "remove";
+    case RTCONFIG_UNDO_LEFT:
+        return "left";
+    }
+    return "unknown";
+}
+
+static bool text_eq(struct rtconfig_text a, struct rtconfig_text b)
+{
+    return a.data && b.data && a.len == b.len && memcmp(a.data, b.data, a.len) == 0;
+}
+
+void rtconfig_owned_unedit(struct rtconfig_text base, struct rtconfig_text cur,
+                           struct rtconfig_text written, struct rtconfig_text fresh,
+                           struct rtconfig_undo_file *ret)
+{
+    ret->why[0] = '\0';
+    if (!cur.data) {
+        ret->what = RTCONFIG_UNDO_NONE;
+        strlcpy_s(ret->why, "not there", sizeof(ret->why));
+    } else if (!text_eq(cur, written) && !text_eq(cur, fresh)) {
+        ret->what = RTCONFIG_UNDO_LEFT;
+        strlcpy_s(ret->why, "changed since gpuop wrote it", sizeof(ret->why));
+    } else {
+        ret->what = base.data ? RTCONFIG_UNDO_ORIGINAL : RTCONFIG_UNDO_REMOVE;
+    }
+}
+
 /* ---- paths and files --------------------------------------------------------------------- */
 
-static char *under(const char *root, const char *path)
+/* A host path as this process reaches it: under root, every link on the way resolved inside root
+ * as the host resolves it (nodestate_root_resolve: an absolute target starts again at root, never
+ * at this container's /; ".." stops at root). A link is never replaced: what it points at is
+ * read and written. */
+struct hpath {
+    char *real;  /* what is read and written */
+    char *shown; /* for messages: root plus the path, and where a link led */
+};
+
+static void hpath_done(struct hpath *h)
 {
-    if (!root || !*root || strcmp(root, "/") == 0)
-        return xstrdup(path);
-    size_t n = strlen(root);
-    while (n > 1 && root[n - 1] == '/')
+    free(h->real);
+    free(h->shown);
+    *h = (struct hpath){0};
+}
+
+static const char *root_or_slash(const char *root)
+{
+    return root && *root ? root : "/";
+}
+
+static int hpath_get(const char *root, const char *path, struct hpath *ret, struct err *e)
+{
+    char buf[PATH_MAX];
+    int r = nodestate_root_resolve(root_or_slash(root), path, buf, sizeof(buf));
+    if (r < 0)
+        return err_errno(e, r, "resolve \"%s\" under \"%s\"", path, root_or_slash(root));
+    bool slash = strcmp(root_or_slash(root), "/") == 0;
+    size_t n = strlen(root_or_slash(root));
+    while (!slash && n > 1 && root[n - 1] == '/')
         n--;
-    return xasprintf("%.*s%s%s", (int)n, root, path[0] == '/' ? "" : "/", path);
+    _cleanup_free_ char *plain =
+        slash ? xstrdup(path)
+              : xasprintf("%.*s%s%s", (int)n, root, path[0] == '/' ? "" : "/", path);
+    ret->real = xstrdup(buf);
+    ret->shown = strcmp(plain, buf) == 0 ? xstrdup(plain) : xasprintf("%s (-> %s)", plain, buf);
+    return 0;
 }
 
 /* Reads path; a missing file is *ret = NULL and 0. */
@@ -126,111 +194,160 @@ static int read_opt(const char *path, char **ret, size_t *ret_len, struct err *e
     return r;
 }
 
-static char *backup_name(const char *root, const struct rtconfig_options *o, const char *path,
-                         const char *suffix)
+/* The state dir (backups, reload.log, status), as this process reaches it. */
+static int state_dir(const char *root, const struct rtconfig_options *o, char **ret, struct err *e)
+{
+    struct hpath h;
+    int r = hpath_get(root, o->state_dir ? o->state_dir : RTCONFIG_STATE_DIR, &h, e);
+    if (r < 0)
+        return r;
+    *ret = steal_ptr(&h.real);
+    hpath_done(&h);
+    return 0;
+}
+
+/* What the state dir keeps of a host file: its original (.orig) or its absence (.absent), from
+ * the first time gpuop wrote it, and for a file gpuop owns what it last wrote (.written). */
+static const char *const backup_kinds[] = {"orig", "absent", "written"};
+enum { BACKUP_ORIG, BACKUP_ABSENT, BACKUP_WRITTEN };
+
+static char *backup_name(const char *dir, const char *path, int kind)
 {
     _cleanup_free_ char *flat = xstrdup(path[0] == '/' ? path + 1 : path);
     for (char *p = flat; *p; p++)
         if (*p == '/')
             *p = '_';
-    _cleanup_free_ char *dir = under(root, o->state_dir ? o->state_dir : RTCONFIG_STATE_DIR);
-    return xasprintf("%s/%s.%s", dir, flat, suffix);
+    return xasprintf("%s/%s.%s", dir, flat, backup_kinds[kind]);
 }
 
-struct rtconfig_write {
-    const char *path; /* host path */
-    struct sbuf text;
+/* The backups of path: *ret_have false when there are none (gpuop never wrote it); else the
+ * original (data NULL: there was none) and what gpuop last wrote (data NULL: not recorded). */
+struct backup {
+    bool have;
+    char *orig, *written;
+    struct rtconfig_text base, last;
 };
 
-/* Writes content to host path (under root) unless it is there already; the first time a file
- * is touched its original is kept (or its absence recorded). */
-static int write_one(const char *root, const struct rtconfig_options *o, const char *path,
-                     const char *data, size_t len, bool *changed, struct err *e)
+static void backup_done(struct backup *b)
 {
-    _cleanup_free_ char *full = under(root, path);
+    free(b->orig);
+    free(b->written);
+    *b = (struct backup){0};
+}
+
+static int backup_read(const char *dir, const char *path, struct backup *ret, struct err *e)
+{
+    _cleanup_free_ char *orig = backup_name(dir, path, BACKUP_ORIG);
+    _cleanup_free_ char *absent = backup_name(dir, path, BACKUP_ABSENT);
+    _cleanup_free_ char *written = backup_name(dir, path, BACKUP_WRITTEN);
+    *ret = (struct backup){0};
+    size_t len = 0, wlen = 0;
+    int r = read_opt(orig, &ret->orig, &len, e);
+    if (r == 0)
+        r = read_opt(written, &ret->written, &wlen, e);
+    if (r < 0) {
+        backup_done(ret);
+        return err_prefix(e, "the backup of \"%s\"", path);
+    }
+    ret->have = ret->orig || access(absent, F_OK) == 0;
+    ret->base = (struct rtconfig_text){ret->orig, len};
+    ret->last = (struct rtconfig_text){ret->written, wlen};
+    return 0;
+}
+
+static int backup_drop(const char *dir, const char *path, struct err *e)
+{
+    for (int k = 0; k < (int)ARRAY_SIZE(backup_kinds); k++) {
+        _cleanup_free_ char *p = backup_name(dir, path, k);
+        if (unlink(p) < 0 && errno != ENOENT)
+            return err_errno(e, -errno, "remove \"%s\"", p);
+    }
+    return 0;
+}
+
+static int mkdir_of(const char *file, unsigned mode, struct err *e)
+{
+    _cleanup_free_ char *dir = xstrdup(file);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    int r = mkdir_p(dir, mode);
+    return r < 0 ? err_errno(e, r, "create \"%s\"", dir) : 0;
+}
+
+/* Replaces the file at real atomically (a temp file in its folder, then rename) with its owner
+ * and mode kept; a new file is 0644, this process's. */
+static int replace(const char *real, const char *shown, const char *data, size_t len, struct err *e)
+{
+    struct stat st;
+    unsigned mode = 0644;
+    uid_t uid = (uid_t)-1;
+    gid_t gid = (gid_t)-1;
+    if (stat(real, &st) == 0) {
+        mode = st.st_mode & 07777;
+        uid = st.st_uid;
+        gid = st.st_gid;
+    } else if (errno != ENOENT) {
+        return err_errno(e, -errno, "stat %s", shown);
+    }
+    int r = mkdir_of(real, 0755, e);
+    if (r == 0)
+        r = file_write_atomic_owned(real, data, len, mode, uid, gid, e);
+    return r;
+}
+
+/* Writes data to the host path (resolved under root) unless it holds it already. The first time
+ * a file is written its original is kept in the state dir (or its absence recorded); for a file
+ * gpuop owns (owned: a drop-in) what was written is kept too, so uninstall can tell whether it
+ * still holds only that. */
+static int put_file(const char *root, const struct rtconfig_options *o, const char *path,
+                    const char *data, size_t len, bool owned, bool *changed, struct err *e)
+{
+    _cleanup_(hpath_done) struct hpath h = {0};
+    _cleanup_free_ char *dir = NULL;
     _cleanup_free_ char *cur = NULL;
     size_t cur_len;
-    int r = read_opt(full, &cur, &cur_len, e);
-    if (r < 0)
+    int r = hpath_get(root, path, &h, e);
+    if (r == 0)
+        r = state_dir(root, o, &dir, e);
+    if (r == 0)
+        r = read_opt(h.real, &cur, &cur_len, e);
+    if (r < 0 || (cur && cur_len == len && memcmp(cur, data, len) == 0))
         return r;
-    if (cur && cur_len == len && memcmp(cur, data, len) == 0)
-        return 0;
 
-    _cleanup_free_ char *orig = backup_name(root, o, path, "orig");
-    _cleanup_free_ char *absent = backup_name(root, o, path, "absent");
+    _cleanup_free_ char *orig = backup_name(dir, path, BACKUP_ORIG);
+    _cleanup_free_ char *absent = backup_name(dir, path, BACKUP_ABSENT);
     if (access(orig, F_OK) != 0 && access(absent, F_OK) != 0) {
-        _cleanup_free_ char *dir = xstrdup(orig);
-        *strrchr(dir, '/') = '\0';
         r = mkdir_p(dir, 0700);
         if (r < 0)
             return err_errno(e, r, "create \"%s\"", dir);
         r = cur ? file_write_atomic(orig, cur, cur_len, 0600, e)
                 : file_write_atomic(absent, "", 0, 0600, e);
         if (r < 0)
-            return err_prefix(e, "back up \"%s\"", full);
+            return err_prefix(e, "back up %s", h.shown);
     }
-    unsigned mode = 0644;
-    struct stat st;
-    if (cur && stat(full, &st) == 0)
-        mode = st.st_mode & 07777;
-    _cleanup_free_ char *dir = xstrdup(full);
-    *strrchr(dir, '/') = '\0';
-    r = mkdir_p(dir, 0755);
-    if (r < 0)
-        return err_errno(e, r, "create \"%s\"", dir);
-    r = file_write_atomic(full, data, len, mode, e);
-    if (r < 0)
-        return r;
-    *changed = true;
-    return 0;
-}
-
-static int restore_one(const char *root, const struct rtconfig_options *o, const char *path,
-                       bool *changed, struct err *e)
-{
-    _cleanup_free_ char *full = under(root, path);
-    _cleanup_free_ char *orig = backup_name(root, o, path, "orig");
-    _cleanup_free_ char *absent = backup_name(root, o, path, "absent");
-    _cleanup_free_ char *data = NULL;
-    size_t len;
-    int r = read_opt(orig, &data, &len, e);
-    if (r < 0)
-        return r;
-    if (data) {
-        _cleanup_free_ char *cur = NULL;
-        size_t cur_len;
-        r = read_opt(full, &cur, &cur_len, e);
-        if (r < 0)
-            return r;
-        if (!cur || cur_len != len || memcmp(cur, data, len) != 0) {
-            struct stat st;
-            unsigned mode = cur && stat(full, &st) == 0 ? st.st_mode & 07777 : 0644;
-            r = file_write_atomic(full, data, len, mode, e);
-            if (r < 0)
-                return r;
-            *changed = true;
-        }
-        if (unlink(orig) < 0 && errno != ENOENT)
-            return err_errno(e, -errno, "remove \"%s\"", orig);
-        return 0;
+    r = replace(h.real, h.shown, data, len, e);
+    if (r == 0 && owned) {
+        _cleanup_free_ char *written = backup_name(dir, path, BACKUP_WRITTEN);
+        r = file_write_atomic(written, data, len, 0600, e);
     }
-    if (access(absent, F_OK) == 0) {
-        if (unlink(full) == 0)
-            *changed = true;
-        else if (errno != ENOENT)
-            return err_errno(e, -errno, "remove \"%s\"", full);
-        if (unlink(absent) < 0 && errno != ENOENT)
-            return err_errno(e, -errno, "remove \"%s\"", absent);
-    }
-    return 0;
+    if (r == 0)
+        *changed = true;
+    return r;
 }
 
 /* ---- detection ---------------------------------------------------------------------------- */
 
 static bool exists_under(const char *root, const char *path)
 {
-    _cleanup_free_ char *full = under(root, path);
-    return access(full, F_OK) == 0;
+    struct hpath h;
+    struct err e = {0};
+    if (hpath_get(root, path, &h, &e) < 0)
+        return false;
+    bool there = access(h.real, F_OK) == 0;
+    hpath_done(&h);
+    return there;
 }
 
 static const char *const sockets[][3] = {
@@ -354,8 +471,11 @@ int rtconfig_reload(const char *root, enum rtconfig_kind k, const struct rtconfi
         pid_t pid = 0;
         r = -ENOENT;
         for (int j = 0; j < 2 && r < 0; j++) {
-            _cleanup_free_ char *sock = under(root, sockets[k][j]);
-            r = peer_pid(sock, &pid);
+            _cleanup_(hpath_done) struct hpath sock = {0};
+            struct err se = {0};
+            r = hpath_get(root, sockets[k][j], &sock, &se);
+            if (r == 0)
+                r = peer_pid(sock.real, &pid);
         }
         if (r == 0 && kill(pid, SIGHUP) < 0)
             r = -errno;
@@ -367,11 +487,12 @@ int rtconfig_reload(const char *root, enum rtconfig_kind k, const struct rtconfi
         r = run_systemctl(units[k]);
         snprintf(result, sizeof(result), r == 0 ? "restarted unit=%s" : "failed unit=%s", units[k]);
     }
-    _cleanup_free_ char *dir = under(root, o->state_dir ? o->state_dir : RTCONFIG_STATE_DIR);
-    _cleanup_free_ char *log = xasprintf("%s/reload.log", dir);
+    _cleanup_free_ char *dir = NULL;
+    struct err de = {0};
     char ts[40];
     time_rfc3339(now_ms_real(), ts, sizeof(ts));
-    if (mkdir_p(dir, 0755) == 0) {
+    if (state_dir(root, o, &dir, &de) == 0 && mkdir_p(dir, 0755) == 0) {
+        _cleanup_free_ char *log = xasprintf("%s/reload.log", dir);
         _cleanup_close_ int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd >= 0)
             dprintf(fd, "%s runtime=%s action=%s mode=%s result=%s\n", ts, rtconfig_kind_name(k),
@@ -397,12 +518,15 @@ static int crio_dropins(const char *root, const struct rtconfig_options *o, char
     const char *ours = rtconfig_dropin_path(RTCONFIG_CRIO, o);
     _cleanup_free_ char *ddir = xstrdup(ours);
     *strrchr(ddir, '/') = '\0';
-    _cleanup_free_ char *full = under(root, ddir);
+    _cleanup_(hpath_done) struct hpath full = {0};
     *ret = NULL;
     *ret_n = 0;
-    _cleanup_(closedirp) DIR *d = opendir(full);
+    int r = hpath_get(root, ddir, &full, e);
+    if (r < 0)
+        return r;
+    _cleanup_(closedirp) DIR *d = opendir(full.real);
     if (!d)
-        return errno == ENOENT ? 0 : err_errno(e, -errno, "open \"%s\"", full);
+        return errno == ENOENT ? 0 : err_errno(e, -errno, "open %s", full.shown);
     char **v = NULL;
     size_t n = 0;
     struct dirent *de;
@@ -452,12 +576,14 @@ static int inputs_add(const char *root, struct rtconfig_inputs *in, const char *
 {
     if (in->n >= ARRAY_SIZE(in->paths))
         return err_set(e, -E2BIG, "too many config files");
-    _cleanup_free_ char *full = under(root, path);
+    _cleanup_(hpath_done) struct hpath h = {0};
     size_t len;
-    int r = read_opt(full, &in->data[in->n], &len, e);
+    int r = hpath_get(root, path, &h, e);
+    if (r == 0)
+        r = read_opt(h.real, &in->data[in->n], &len, e);
     if (r < 0)
         return r;
-    in->paths[in->n] = xstrdup(full);
+    in->paths[in->n] = steal_ptr(&h.shown);
     in->text[in->n] = (struct rtconfig_text){in->data[in->n], len};
     in->n++;
     return 0;
@@ -527,8 +653,8 @@ int rtconfig_configure(const char *host_root, enum rtconfig_kind k,
     bool changed = false;
     for (int i = 1; i >= 0 && r == 0; i--)
         if (out_path[i])
-            r = write_one(host_root, o, out_path[i], out[i].data ? out[i].data : "", out[i].len,
-                          &changed, e);
+            r = put_file(host_root, o, out_path[i], out[i].data ? out[i].data : "", out[i].len,
+                         i == 1, &changed, e);
     if (r == 0 && changed)
         r = rtconfig_reload(host_root, k, o, "configure", e);
     if (r == 0 && ret_changed)
@@ -540,18 +666,175 @@ out:
     return r;
 }
 
-int rtconfig_restore(const char *host_root, enum rtconfig_kind k, const struct rtconfig_options *o,
+/* One file of the uninstall: its paths, backups, text now, and what is done to it. */
+struct undo_step {
+    const char *path; /* host path */
+    struct hpath h;
+    struct backup b;
+    char *cur;
+    struct rtconfig_text now;
+    struct sbuf text; /* the new text, for RTCONFIG_UNDO_EDIT */
+    struct rtconfig_undo_file u;
+};
+
+static int step_read(const char *root, const char *dir, const char *path, struct undo_step *st,
                      struct err *e)
 {
-    bool changed = false;
-    /* The main file first, so it never imports a drop-in that is gone. */
+    size_t len = 0;
+    st->path = path;
+    sbuf_init(&st->text, RTCONFIG_CONFIG_MAX);
+    st->u = (struct rtconfig_undo_file){.path = path, .what = RTCONFIG_UNDO_NONE};
+    int r = hpath_get(root, path, &st->h, e);
+    if (r == 0)
+        r = backup_read(dir, path, &st->b, e);
+    if (r == 0)
+        r = read_opt(st->h.real, &st->cur, &len, e);
+    st->now = (struct rtconfig_text){st->cur, len};
+    if (r == 0 && !st->b.have)
+        strlcpy_s(st->u.why, "gpuop has not changed it", sizeof(st->u.why));
+    return r;
+}
+
+static void step_done(struct undo_step *st)
+{
+    hpath_done(&st->h);
+    backup_done(&st->b);
+    free(st->cur);
+    sbuf_free(&st->text);
+}
+
+/* Carries the decision out; the backups go once the file is done with. */
+static int step_apply(const char *dir, struct undo_step *st, bool *changed, struct err *e)
+{
     int r = 0;
-    if (k != RTCONFIG_CRIO)
-        r = restore_one(host_root, o, rtconfig_config_path(k, o), &changed, e);
-    if (r == 0 && rtconfig_dropin_path(k, o))
-        r = restore_one(host_root, o, rtconfig_dropin_path(k, o), &changed, e);
+    if (!st->b.have)
+        return 0;
+    switch (st->u.what) {
+    case RTCONFIG_UNDO_LEFT:
+        return 0; /* the backups stay: a later restore can finish */
+    case RTCONFIG_UNDO_NONE:
+        break;
+    case RTCONFIG_UNDO_ORIGINAL:
+        r = replace(st->h.real, st->h.shown, st->b.base.data, st->b.base.len, e);
+        break;
+    case RTCONFIG_UNDO_EDIT:
+        r = replace(st->h.real, st->h.shown, st->text.data ? st->text.data : "", st->text.len, e);
+        break;
+    case RTCONFIG_UNDO_REMOVE:
+        if (unlink(st->h.real) < 0 && errno != ENOENT)
+            r = err_errno(e, -errno, "remove %s", st->h.shown);
+        break;
+    }
+    if (r < 0)
+        return r;
+    *changed = *changed || st->u.what != RTCONFIG_UNDO_NONE;
+    return backup_drop(dir, st->path, e);
+}
+
+/* The state dir's status: what the last uninstall did, one line per file. */
+static void write_status(const char *dir, enum rtconfig_kind k,
+                         const struct rtconfig_restore_report *rep)
+{
+    char ts[40];
+    time_rfc3339(now_ms_real(), ts, sizeof(ts));
+    _cleanup_sbuf_ struct sbuf b;
+    sbuf_init(&b, 8192);
+    for (size_t i = 0; i < rep->n; i++) {
+        const struct rtconfig_undo_file *f = &rep->files[i];
+        sbuf_addf(&b, "%s runtime=%s action=restore path=%s result=%s", ts, rtconfig_kind_name(k),
+                  f->path, rtconfig_undo_name(f->what));
+        if (f->why[0])
+            sbuf_addf(&b, " reason=\"%s\"", f->why);
+        sbuf_adds(&b, "\n");
+    }
+    _cleanup_free_ char *path = xasprintf("%s/status", dir);
+    struct err e = {0};
+    if (sbuf_check(&b) == 0 && mkdir_p(dir, 0755) == 0)
+        (void)file_write_atomic(path, b.data ? b.data : "", b.len, 0644, &e);
+}
+
+int rtconfig_restore(const char *host_root, enum rtconfig_kind k, const struct rtconfig_options *o,
+                     struct rtconfig_restore_report *ret_report, struct err *e)
+{
+    struct rtconfig_restore_report rep = {0};
+    struct undo_step st[2] = {0};
+    size_t n = 0;
+    _cleanup_free_ char *dir = NULL;
+    bool changed = false;
+    int r = state_dir(host_root, o, &dir, e);
+    const char *main_path = k != RTCONFIG_CRIO ? rtconfig_config_path(k, o) : NULL;
+    const char *dropin_path = rtconfig_dropin_path(k, o);
+    struct undo_step *m = main_path ? &st[n++] : NULL, *d = dropin_path ? &st[n++] : NULL;
+    if (r == 0 && m)
+        r = step_read(host_root, dir, main_path, m, e);
+    if (r == 0 && d)
+        r = step_read(host_root, dir, dropin_path, d, e);
+
+    /* Decide everything before anything is written: a file that does not parse changes
+     * nothing. */
+    if (r == 0 && m && m->b.have) {
+        if (k == RTCONFIG_CONTAINERD)
+            r = rtconfig_containerd_unedit(m->b.base, m->now, o, &m->text, &m->u, e);
+        else
+            r = rtconfig_docker_unedit(m->b.base, m->now, o, &m->text, &m->u, e);
+        if (r < 0)
+            err_prefix(e, "%s", m->h.shown);
+    }
+    if (r == 0 && d && d->b.have) {
+        /* What gpuop would write now counts as its own too (a backup from before .written). */
+        struct rtconfig_inputs in = {0};
+        _cleanup_sbuf_ struct sbuf fresh, unused;
+        sbuf_init(&fresh, RTCONFIG_CONFIG_MAX);
+        sbuf_init(&unused, RTCONFIG_CONFIG_MAX);
+        struct err fe = {0};
+        bool have_fresh = false;
+        if (!d->b.last.data && k == RTCONFIG_CONTAINERD && m)
+            have_fresh = rtconfig_containerd_edit(m->now, o, &unused, &fresh, &fe) == 0;
+        else if (!d->b.last.data && k == RTCONFIG_CRIO) {
+            char **dropins = NULL;
+            size_t nd = 0;
+            int fr = crio_dropins(host_root, o, &dropins, &nd, &fe);
+            if (fr == 0)
+                fr = inputs_add(host_root, &in, rtconfig_config_path(k, o), &fe);
+            for (size_t i = 0; i < nd && fr == 0; i++)
+                fr = inputs_add(host_root, &in, dropins[i], &fe);
+            strv_free(dropins, nd);
+            have_fresh = fr == 0 && rtconfig_crio_edit(in.text, in.n, o, &fresh, NULL, &fe) == 0;
+            inputs_free(&in);
+        }
+        struct rtconfig_text ft = {have_fresh ? (fresh.data ? fresh.data : "") : NULL, fresh.len};
+        rtconfig_owned_unedit(d->b.base, d->now, d->b.last, ft, &d->u);
+    }
+    /* containerd's two go together: the config never imports a drop-in that is gone, and a
+     * drop-in left in place stays imported. */
+    if (r == 0 && k == RTCONFIG_CONTAINERD && m && d) {
+        bool mleft = m->u.what == RTCONFIG_UNDO_LEFT, dleft = d->u.what == RTCONFIG_UNDO_LEFT;
+        if (dleft && !mleft && m->u.what != RTCONFIG_UNDO_NONE) {
+            m->u.what = RTCONFIG_UNDO_LEFT;
+            strlcpy_s(m->u.why, "it imports the drop-in, which is left", sizeof(m->u.why));
+        } else if (mleft && !dleft && d->u.what != RTCONFIG_UNDO_NONE) {
+            d->u.what = RTCONFIG_UNDO_LEFT;
+            strlcpy_s(d->u.why, "the config that imports it is left", sizeof(d->u.why));
+        }
+    }
+    /* The main file first, so it never imports a drop-in that is gone. */
+    for (size_t i = 0; i < n && r == 0; i++)
+        r = step_apply(dir, &st[i], &changed, e);
+    for (size_t i = 0; i < n; i++) {
+        rep.files[rep.n++] = st[i].u;
+        rep.left = rep.left || st[i].u.what == RTCONFIG_UNDO_LEFT;
+    }
+    bool any = false;
+    for (size_t i = 0; i < n; i++)
+        any = any || st[i].b.have;
+    for (size_t i = 0; i < n; i++)
+        step_done(&st[i]);
+    if (r == 0 && any)
+        write_status(dir, k, &rep);
     if (r == 0 && changed)
         r = rtconfig_reload(host_root, k, o, "restore", e);
+    if (r == 0 && ret_report)
+        *ret_report = rep;
     return r;
 }
 
@@ -560,12 +843,15 @@ int rtconfig_restore(const char *host_root, enum rtconfig_kind k, const struct r
 static int check_containerd(const char *root, const struct rtconfig_options *o, struct err *e)
 {
     const char *cfg = rtconfig_config_path(RTCONFIG_CONTAINERD, o);
-    _cleanup_free_ char *full = under(root, cfg);
+    _cleanup_(hpath_done) struct hpath h = {0};
     _cleanup_free_ char *data = NULL;
     size_t len;
-    int r = read_opt(full, &data, &len, e);
+    int r = hpath_get(root, cfg, &h, e);
+    if (r == 0)
+        r = read_opt(h.real, &data, &len, e);
     if (r < 0)
         return r;
+    const char *full = h.shown;
     if (!data)
         return err_set(e, -ENOENT, "%s: not there", full);
     _cleanup_(tomlx_freep) struct tomlx *m = NULL;
@@ -586,13 +872,14 @@ static int check_containerd(const char *root, const struct rtconfig_options *o, 
         if (tomlx_str_array_get(m, TP("imports"), (size_t)i, &imp) < 0 || imp[0] != '/' ||
             strpbrk(imp, "*?["))
             continue;
-        _cleanup_free_ char *ifull = under(root, imp);
+        _cleanup_(hpath_done) struct hpath ih = {0};
         _cleanup_free_ char *idata = NULL;
         size_t ilen;
-        if (read_opt(ifull, &idata, &ilen, e) < 0 || !idata) {
+        if (hpath_get(root, imp, &ih, e) < 0 || read_opt(ih.real, &idata, &ilen, e) < 0 || !idata) {
             err_clear(e);
             continue;
         }
+        const char *ifull = ih.shown;
         _cleanup_(tomlx_freep) struct tomlx *t = NULL;
         if (tomlx_parse(idata, ilen, &t, NULL, e) < 0)
             return err_prefix(e, "%s", ifull);
@@ -666,12 +953,15 @@ static int check_crio(const char *root, const struct rtconfig_options *o, struct
 
 static int check_docker(const char *root, const struct rtconfig_options *o, struct err *e)
 {
-    _cleanup_free_ char *full = under(root, rtconfig_config_path(RTCONFIG_DOCKER, o));
+    _cleanup_(hpath_done) struct hpath h = {0};
     _cleanup_free_ char *data = NULL;
     size_t len;
-    int r = read_opt(full, &data, &len, e);
+    int r = hpath_get(root, rtconfig_config_path(RTCONFIG_DOCKER, o), &h, e);
+    if (r == 0)
+        r = read_opt(h.real, &data, &len, e);
     if (r < 0)
         return r;
+    const char *full = h.shown;
     if (!data)
         return err_set(e, -ENOENT, "%s: not there", full);
     json_error_t je;

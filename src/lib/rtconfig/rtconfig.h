@@ -6,8 +6,11 @@
  * (daemon.json). The runtime is detected from the node (its containerRuntimeVersion and the
  * sockets and config files under the host root), never assumed. Existing settings are kept byte
  * for byte outside what changes; the original is backed up; configuring twice changes nothing;
- * restore brings the original back. The editing cores are pure (bytes in, bytes out) and fuzzed;
- * the functions below taking host_root do the file I/O.
+ * uninstall takes gpuop's changes out of the files as they are then, keeping every later edit. The
+ * editing cores are pure (bytes in, bytes out) and fuzzed; the functions below taking host_root do
+ * the file I/O. Every path is the host's: it is resolved under host_root as the host resolves it
+ * (a link to an absolute path is followed from host_root, never from this container's /), and a
+ * link stays a link (what it points at is edited), with its owner and mode.
  *
  * TOML is parsed with toml++ (Debian's libtomlplusplus; Debian 12 has no C TOML library) behind
  * a small C interface, in a module of gpuop's (gpuop-tomlx.so) loaded on first use. It validates
@@ -98,6 +101,47 @@ int rtconfig_crio_edit(const struct rtconfig_text *configs, size_t n,
 int rtconfig_docker_edit(struct rtconfig_text config, const struct rtconfig_options *o,
                          struct sbuf *ret_config, struct err *e);
 
+/* ---- the pure undoing cores: what uninstall does to a file ---------------------------------
+ * base is the file before gpuop first changed it (the backup; data NULL: there was none), cur the
+ * file now (data NULL: gone). Only gpuop's own changes are taken out; every edit made since stays.
+ * When the file holds nothing but the original plus gpuop's changes, the original comes back byte
+ * for byte; a file gpuop created goes only when it holds nothing else. */
+enum rtconfig_undo {
+    RTCONFIG_UNDO_NONE,     /* nothing of gpuop's in it (or it is gone): left as it is */
+    RTCONFIG_UNDO_ORIGINAL, /* only gpuop's changes since: the original back, byte for byte */
+    RTCONFIG_UNDO_EDIT,     /* edited since: gpuop's changes taken out, the rest kept */
+    RTCONFIG_UNDO_REMOVE,   /* gpuop created it and it holds nothing else: removed */
+    RTCONFIG_UNDO_LEFT,     /* gpuop cannot tell its changes from later ones: left, and said */
+};
+const char *rtconfig_undo_name(enum rtconfig_undo u); /* "none", "original", "edit", ... */
+
+/* What uninstall does (or did) to one file; why says it for NONE and LEFT. */
+struct rtconfig_undo_file {
+    const char *path; /* the host path (the caller's, or a default): set by rtconfig_restore */
+    enum rtconfig_undo what;
+    char why[256];
+};
+
+/* containerd's main config: gpuop's `imports` entry taken out (the line too when gpuop added it),
+ * and the `version = 2` gpuop gave a file that had no key when nothing else is left. For EDIT the
+ * new text goes to ret_main (ORIGINAL means base). A cur that does not parse is -EINVAL, as for
+ * the edit. */
+int rtconfig_containerd_unedit(struct rtconfig_text base, struct rtconfig_text cur,
+                               const struct rtconfig_options *o, struct sbuf *ret_main,
+                               struct rtconfig_undo_file *ret, struct err *e);
+/* docker's daemon.json: each member gpuop set (runtimes.<name>, features.cdi, default-runtime)
+ * that still has the value gpuop gave it gets its original value back (or goes, with the objects
+ * gpuop created for it when they are empty); one changed since is LEFT for the whole file. The
+ * text for EDIT goes to ret_config. */
+int rtconfig_docker_unedit(struct rtconfig_text base, struct rtconfig_text cur,
+                           const struct rtconfig_options *o, struct sbuf *ret_config,
+                           struct rtconfig_undo_file *ret, struct err *e);
+/* A file gpuop owns (a drop-in): it goes (or base comes back) when it holds what gpuop last wrote
+ * (written; data NULL: not recorded) or would write now (fresh; data NULL: unknown); else LEFT. */
+void rtconfig_owned_unedit(struct rtconfig_text base, struct rtconfig_text cur,
+                           struct rtconfig_text written, struct rtconfig_text fresh,
+                           struct rtconfig_undo_file *ret);
+
 /* Detects the node's runtime: node_runtime_version (status.nodeInfo.containerRuntimeVersion,
  * NULL when unknown) first, then the sockets and config files under host_root. A node whose
  * runtime differs from want (NULL: no expectation) is an error naming both. */
@@ -112,7 +156,9 @@ int rtconfig_prepare(enum rtconfig_kind k, struct err *e);
 
 /* Configures it: *ret_changed (may be NULL) says whether a file was written; then the runtime is
  * told to reload (o->restart_mode). Originals are backed up under the state dir once (a file
- * that did not exist is recorded as absent). Idempotent. A config that does not parse: nothing
+ * that did not exist is recorded as absent), and what gpuop wrote to a drop-in is kept beside
+ * them. A file is replaced atomically (a temp file in its folder, then rename) with its owner and
+ * mode; a link's target is what is written. Idempotent. A config that does not parse: nothing
  * written, e names the file and line. */
 int rtconfig_configure(const char *host_root, enum rtconfig_kind k,
                        const struct rtconfig_options *o, bool *ret_changed, struct err *e);
@@ -122,10 +168,22 @@ int rtconfig_configure(const char *host_root, enum rtconfig_kind k,
  * so the caller retries with this. */
 int rtconfig_reload(const char *host_root, enum rtconfig_kind k, const struct rtconfig_options *o,
                     const char *why, struct err *e);
-/* Puts back what rtconfig_configure changed (byte for byte; a file it created is removed) and drops
- * the backups; then the runtime is told to reload. Nothing to restore is not an error. */
+/* What rtconfig_restore did: the main config (containerd, docker), then the drop-in (containerd,
+ * CRI-O). */
+struct rtconfig_restore_report {
+    struct rtconfig_undo_file files[2];
+    size_t n;
+    bool left; /* a file was LEFT: its backups stay, so a later restore can finish */
+};
+/* Uninstall: takes gpuop's changes out of the files rtconfig_configure changed, as they are now
+ * (the pure cores above decide, per file), drops the backups of the files done, writes the state
+ * dir's `status` (one line per file) and tells the runtime to reload when a file changed.
+ * containerd's main config and drop-in go together: one LEFT leaves both, so the config never
+ * imports a file that is gone. A config that does not parse: -EINVAL naming the file, nothing
+ * written or removed. ret_report (may be NULL) says what was done. Nothing to restore is not an
+ * error. */
 int rtconfig_restore(const char *host_root, enum rtconfig_kind k, const struct rtconfig_options *o,
-                     struct err *e);
+                     struct rtconfig_restore_report *ret_report, struct err *e);
 /* 0 when the runtime on host_root is configured for GPUs as o says (the handler exists and runs
  * o->runtime_path; CDI enabled when o->enable_cdi); -ENOENT with the reason in e otherwise. */
 int rtconfig_check(const char *host_root, enum rtconfig_kind k, const struct rtconfig_options *o,
