@@ -163,6 +163,7 @@ has nvidia1 || fail "volume mounts: /dev/nvidia1 missing"
 has nvidiactl || fail "volume mounts: /dev/nvidiactl missing"
 has "fake driver 570.0" || fail "volume mounts: the library missing"
 has nvidia0 && fail "volume mounts: /dev/nvidia0 is there"
+[ "$(env_of)" = void ] || fail "volume mounts: config.json's variable is \"$(env_of)\", not void"
 echo "ok: a container allocated GPU 1 by volume mounts sees nvidia1 and the library, not nvidia0"
 
 # 4. Allocated GPU 1 by the device plugin's CDI annotation; an annotation of its own names GPU 0.

@@ -259,12 +259,18 @@ static int edit_bundle(const struct runtime_cmdline *c, const struct runtime_opt
         log_debug(COMP, "cdi.k8s.io/ annotations not trusted", "config=%s count=%zu", config,
                   rq.n_ignored_annotations);
     if (rq.env == RUNTIME_ENV_IGNORED) {
-        /* Said in runc's log, where the node's administrator looks; the container is created. */
+        /* Said in runc's log, where the node's administrator looks, when the container gets no
+         * GPU at all (one given GPUs by its allocation only hears it at debug level); the
+         * container is created either way. */
         _cleanup_free_ char *msg =
             xasprintf("%s: NVIDIA_VISIBLE_DEVICES of a container that is not privileged is ignored "
                       "(set to void); GPUs come from the device plugin's allocation",
                       config);
-        log_line(c, "warning", msg);
+        if (rq.n == 0)
+            log_line(c, "warning", msg);
+        else
+            log_debug(COMP, "NVIDIA_VISIBLE_DEVICES ignored", "config=%s devices=%zu", config,
+                      rq.n);
         runtime_env_void(oci);
     }
     if (rq.n == 0 && rq.env != RUNTIME_ENV_IGNORED) {
