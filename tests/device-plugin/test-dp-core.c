@@ -499,7 +499,8 @@ static void test_allocate_shared(void **state)
     o.list_strategies = DPCONFIG_LIST_ENVVAR;
     p = plan_or_fail(inv, &o);
     r = &p->resources[0];
-    assert_int_equal(dp_allocate(p, r, ids, 3, "x", NULL, NULL, &a, &e), 0);
+    const char *again[] = {r->devices[1].id, r->devices[0].id, r->devices[5].id};
+    assert_int_equal(dp_allocate(p, r, again, 3, "x", NULL, NULL, &a, &e), 0);
     snprintf(want, sizeof(want), "%s,%s", inv->gpus[0].uuid, inv->gpus[1].uuid);
     assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), want);
     dp_container_alloc_clear(&a);
