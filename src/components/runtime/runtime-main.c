@@ -80,8 +80,8 @@ static const struct svc_option runtime_options[] = {
      .env = "GPUOP_RUNTIME_ACCEPT_ENVVAR_WHEN_UNPRIVILEGED",
      .kind = SVC_BOOL,
      .off = offsetof(struct runtime_opts, accept_envvar_unprivileged),
-     .help = "honour NVIDIA_VISIBLE_DEVICES of a container that is not privileged\n"
-             "(false: only a privileged container's; any container could name any GPU)"},
+     .help = "honour NVIDIA_VISIBLE_DEVICES of a container that is not privileged:\n"
+             "any container of the runtime class can then use any GPU (false)"},
     {.flag = "accept-nvidia-visible-devices-as-volume-mounts",
      .env = "GPUOP_RUNTIME_ACCEPT_VOLUME_MOUNTS",
      .kind = SVC_BOOL,
@@ -103,7 +103,7 @@ static const struct svc_option runtime_options[] = {
      .off = offsetof(struct runtime_opts, default_kind),
      .metavar = "KIND",
      .check = check_kind,
-     .help = "the CDI kind of NVIDIA_VISIBLE_DEVICES's names (nvidia.com/gpu)"},
+     .help = "the CDI kind of bare device names (nvidia.com/gpu)"},
     {0},
 };
 
