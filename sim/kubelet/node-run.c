@@ -180,6 +180,8 @@ int kl_node_layout(const struct kl_node_spec *s, const char *const *gpu_models,
         (r = write_in(root, "proc/version", ver, false, e)) < 0 ||
         (r = write_in(root, "proc/sys/kernel/osrelease", rel, false, e)) < 0 ||
         (r = write_in(root, rt_path, rtconfig_text, true, e)) < 0 ||
+        /* the node's /dev/null, for hostPath volumes of it (type CharDevice) */
+        (r = link_in(root, "dev/null", "/dev/null", e)) < 0 ||
         (r = layout_pci(root, gpu_models, e)) < 0)
         return r;
     for (char **h = s->kernel_headers; h && *h; h++) {

@@ -1056,3 +1056,32 @@ int kl_ctr_build(const struct kl_spec_input *in, const struct kl_pod_volumes *vo
     *ret = steal_ptr(&b);
     return 0;
 }
+
+/* ---- the nvidia runtime handler ------------------------------------------------------------ */
+
+#define VOLUME_MOUNTS_ROOT "/var/run/nvidia-container-devices"
+
+char *kl_nvidia_visible(const char *value, bool privileged, const struct kl_mount *mounts,
+                        size_t n_mounts, const char *node_root)
+{
+    /* a hostPath volume's source, as setup_volume makes it */
+    _cleanup_free_ char *node_null = xasprintf("%s/dev/null", node_root ? node_root : "");
+    struct sbuf list _cleanup_sbuf_;
+    sbuf_init(&list, 1u << 16);
+    for (size_t i = 0; i < n_mounts; i++) {
+        const char *src = mounts[i].source, *dst = mounts[i].target;
+        if (!src || !dst || (strcmp(src, "/dev/null") != 0 && strcmp(src, node_null) != 0) ||
+            !str_has_prefix(dst, VOLUME_MOUNTS_ROOT "/") || !dst[strlen(VOLUME_MOUNTS_ROOT "/")])
+            continue;
+        sbuf_addf(&list, "%s%s", list.len ? "," : "", dst + strlen(VOLUME_MOUNTS_ROOT "/"));
+    }
+    if (sbuf_check(&list) < 0)
+        return xstrdup("void"); /* more than 64 KiB of device names: none, as a bounded runtime */
+    bool names = value && *value && strcmp(value, "none") != 0 && strcmp(value, "void") != 0 &&
+                 strcmp(value, VOLUME_MOUNTS_ROOT) != 0;
+    if (names && privileged)
+        return list.len ? xasprintf("%s,%s", value, list.data) : NULL;
+    if (list.len)
+        return xstrdup(list.data);
+    return names ? xstrdup("void") : NULL;
+}

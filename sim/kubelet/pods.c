@@ -361,17 +361,7 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
     }
     json_decref(req);
 
-    /* env: the build's, then the devices' (the runtime adds them over the spec's) */
-    size_t n_env = 0, n_alloc_env = 0;
-    while (b->envp[n_env])
-        n_env++;
-    while (alloc && alloc->envs && alloc->envs[n_alloc_env])
-        n_alloc_env++;
-    const char **envp = xcalloc(n_env + n_alloc_env + 1, sizeof(*envp));
-    for (size_t i = 0; i < n_env; i++)
-        envp[i] = b->envp[i];
-    for (size_t i = 0; i < n_alloc_env; i++)
-        envp[n_env + i] = alloc->envs[i];
+    bool privileged = json_is_true(kobj_path(spec, "securityContext.privileged"));
     /* mounts: the build's and the devices' */
     size_t n_m = b->n_mounts + (alloc ? alloc->n_mounts : 0);
     struct kl_mount *mounts = xcalloc(n_m ? n_m : 1, sizeof(*mounts));
@@ -380,6 +370,30 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
         mounts[m++] = b->mounts[i];
     for (size_t i = 0; alloc && i < alloc->n_mounts; i++)
         mounts[m++] = alloc->mounts[i];
+    /* env: the build's, then the devices' (the runtime adds them over the spec's: a later value
+     * of a name wins); NVIDIA_VISIBLE_DEVICES once, as the nvidia runtime handler leaves it */
+    size_t n_env = 0, n_alloc_env = 0;
+    while (b->envp[n_env])
+        n_env++;
+    while (alloc && alloc->envs && alloc->envs[n_alloc_env])
+        n_alloc_env++;
+    const char **envp = xcalloc(n_env + n_alloc_env + 2, sizeof(*envp));
+    size_t k_env = 0;
+    const char *visible = NULL;
+    for (size_t i = 0; i < n_env + n_alloc_env; i++) {
+        const char *kv = i < n_env ? b->envp[i] : alloc->envs[i - n_env];
+        if (str_has_prefix(kv, "NVIDIA_VISIBLE_DEVICES="))
+            visible = kv + strlen("NVIDIA_VISIBLE_DEVICES=");
+        else
+            envp[k_env++] = kv;
+    }
+    _cleanup_free_ char *handled =
+        kl_nvidia_visible(visible, privileged, mounts, m, p->cfg.node->root);
+    _cleanup_free_ char *visible_kv =
+        handled || visible ? xasprintf("NVIDIA_VISIBLE_DEVICES=%s", handled ? handled : visible)
+                           : NULL;
+    if (visible_kv)
+        envp[k_env++] = visible_kv;
     /* device nodes: each as the container's runtime makes it, what is missing read from the
      * host's node; one that cannot be read fails the container, as containerd fails it */
     size_t n_dev = alloc ? alloc->n_devices : 0;
@@ -402,7 +416,6 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
                                              w->ns, w->name, w->uid, a->name);
     _cleanup_free_ char *log_path = xasprintf("%s/%u.log", log_dir, restart);
     int r = mkdir_p(log_dir, 0755);
-    bool privileged = json_is_true(kobj_path(spec, "securityContext.privileged"));
     struct kl_container_spec cs = {
         .argv = (const char *const *)b->argv,
         .envp = envp,

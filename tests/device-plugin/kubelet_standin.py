@@ -362,14 +362,19 @@ def run(gpuop, lib, fleet, scenario):
             take = [ids[0], ids[1]]  # two replicas of the same GPU
         a = stub.Allocate(pb.AllocateRequest(container_requests=[
             pb.ContainerAllocateRequest(devices_ids=take)]), timeout=5)
+        # The default list strategy, volume-mounts: the variable points at one /dev/null mount
+        # per GPU (each GPU once, however many of its replicas were taken).
         envs = dict(a.container_responses[0].envs)
         visible = envs.get("NVIDIA_VISIBLE_DEVICES", "")
         want_vis = []
         for i in take:
             if base_id(i) not in want_vis:
                 want_vis.append(base_id(i))
-        check(visible == ",".join(want_vis),
-              f"{name}: Allocate NVIDIA_VISIBLE_DEVICES={visible} (want {','.join(want_vis)})")
+        mounts = [(m.container_path, m.host_path) for m in a.container_responses[0].mounts]
+        want_mounts = [("/var/run/nvidia-container-devices/" + v, "/dev/null") for v in want_vis]
+        check(visible == "/var/run/nvidia-container-devices" and mounts == want_mounts,
+              f"{name}: Allocate NVIDIA_VISIBLE_DEVICES={visible}, mounts {mounts} "
+              f"(want the volume-mount list of {','.join(want_vis)})")
 
         try:
             stub.Allocate(pb.AllocateRequest(container_requests=[

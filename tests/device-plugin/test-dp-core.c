@@ -335,16 +335,35 @@ static void test_allocate(void **state)
     struct err e = {0};
     const char *ids[] = {inv->gpus[2].uuid, inv->gpus[0].uuid};
 
-    /* envvar + uuid */
+    /* the default, volume-mounts + uuid: the variable points at the mounts, one per GPU */
     assert_int_equal(dp_allocate(p, r, ids, 2, "rid", fake_exists, NULL, &a, &e), 0);
     char want[512];
+    assert_int_equal(a.n_envs, 1);
+    assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+    assert_int_equal(a.n_mounts, 2);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(want, sizeof(want), "/var/run/nvidia-container-devices/%s",
+                 inv->gpus[i == 0 ? 2 : 0].uuid);
+        assert_string_equal(a.mounts[i].container_path, want);
+        assert_string_equal(a.mounts[i].host_path, "/dev/null");
+        assert_false(a.mounts[i].read_only);
+    }
+    assert_int_equal(a.n_devspecs + a.n_cdi + a.n_annotations, 0);
+    dp_container_alloc_clear(&a);
+
+    /* envvar + uuid (NVIDIA's default) */
+    dp_plan_free(p);
+    o.list_strategies = DPCONFIG_LIST_ENVVAR;
+    p = plan_or_fail(inv, &o);
+    r = &p->resources[0];
+    assert_int_equal(dp_allocate(p, r, ids, 2, "rid", fake_exists, NULL, &a, &e), 0);
     snprintf(want, sizeof(want), "%s,%s", inv->gpus[2].uuid, inv->gpus[0].uuid);
     assert_int_equal(a.n_envs, 1);
     assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), want);
     assert_int_equal(a.n_devspecs + a.n_mounts + a.n_cdi + a.n_annotations, 0);
     dp_container_alloc_clear(&a);
 
-    /* index + passDeviceSpecs under a dev root */
+    /* envvar + index + passDeviceSpecs under a dev root */
     dp_plan_free(p);
     o.id_strategy = DPCONFIG_DEVICE_ID_INDEX;
     o.pass_device_specs = true;
@@ -467,14 +486,26 @@ static void test_allocate_shared(void **state)
     struct dp_resource *r = &p->resources[0];
     struct dp_container_alloc a = {0};
     struct err e = {0};
-    /* two replicas of GPU 0 and one of GPU 1: the env carries each GPU once */
+    /* two replicas of GPU 0 and one of GPU 1: the mounts name each GPU once */
     const char *ids[] = {r->devices[1].id, r->devices[0].id, r->devices[5].id};
     assert_int_equal(dp_allocate(p, r, ids, 3, "x", NULL, NULL, &a, &e), 0);
     char want[256];
+    assert_int_equal(a.n_mounts, 2);
+    snprintf(want, sizeof(want), "/var/run/nvidia-container-devices/%s", inv->gpus[1].uuid);
+    assert_string_equal(a.mounts[1].container_path, want);
+    dp_container_alloc_clear(&a);
+    dp_plan_free(p);
+    /* ... and so does the variable under envvar */
+    o.list_strategies = DPCONFIG_LIST_ENVVAR;
+    p = plan_or_fail(inv, &o);
+    r = &p->resources[0];
+    const char *again[] = {r->devices[1].id, r->devices[0].id, r->devices[5].id};
+    assert_int_equal(dp_allocate(p, r, again, 3, "x", NULL, NULL, &a, &e), 0);
     snprintf(want, sizeof(want), "%s,%s", inv->gpus[0].uuid, inv->gpus[1].uuid);
     assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), want);
     dp_container_alloc_clear(&a);
     dp_plan_free(p);
+    o.list_strategies = DPCONFIG_LIST_DEFAULT;
 
     o.fail_requests_gt_one = true;
     p = plan_or_fail(inv, &o);
@@ -495,8 +526,10 @@ static void test_allocate_shared(void **state)
     two[0] = r->devices[0].id;
     assert_int_equal(dp_allocate(p, r, two, 1, "x", NULL, NULL, &a, &e), 0);
     assert_string_equal(env_of(&a, "CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
-    assert_int_equal(a.n_mounts, 2);
+    assert_int_equal(a.n_mounts, 3); /* the pipe and shm directories, then the GPU's */
     assert_string_equal(a.mounts[0].host_path, "/run/nvidia/mps/nvidia.com/gpu/pipe");
+    assert_string_equal(a.mounts[1].container_path, "/dev/shm");
+    assert_string_equal(a.mounts[2].host_path, "/dev/null");
     dp_container_alloc_clear(&a);
     dp_plan_free(p);
     inv_free(inv);

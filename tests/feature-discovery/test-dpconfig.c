@@ -60,7 +60,7 @@ static void test_defaults(void **state)
     assert_false(c->gdrcopy_enabled || c->gds_enabled || c->mofed_enabled);
     assert_int_equal(c->device_discovery_strategy, DPCONFIG_DISCOVERY_AUTO);
     assert_false(c->plugin.pass_device_specs);
-    assert_int_equal(c->plugin.device_list_strategy, DPCONFIG_LIST_ENVVAR);
+    assert_int_equal(c->plugin.device_list_strategy, DPCONFIG_LIST_VOLUME_MOUNTS);
     assert_int_equal(c->plugin.device_id_strategy, DPCONFIG_DEVICE_ID_UUID);
     assert_string_equal(c->plugin.cdi_annotation_prefix, "cdi.k8s.io/");
     assert_string_equal(c->plugin.nvidia_ctk_path, "/usr/bin/nvidia-ctk");

@@ -8,7 +8,9 @@
 #  - gpuop's device plugin registers with kubelet-sim: each node's allocatable nvidia.com/gpu (or
 #    MIG resources under the mixed strategy) matches its fleet;
 #  - a CUDA sample gets one GPU and completes; while it runs, the exporter, scraped at the node's
-#    own address, attributes it to the pod;
+#    own address, attributes it to the pod; a pod's own NVIDIA_VISIBLE_DEVICES=all gives it no
+#    GPU unless it is privileged (the closed runtime handler), and a pod allocated two GPUs sees
+#    exactly those (the device plugin's volume mounts);
 #  - kubectl: describe node (Allocated resources), logs, and logs --previous after a crash;
 #  - faults: deleting the driver pod while the workload holds a GPU shows the refused unload and
 #    leaves the GPUs working; a killed device-plugin process is restarted and re-registers
@@ -129,6 +131,34 @@ log=$(k logs cuda-vectoradd 2>&1)
 grep -q "Test PASSED" <<<"$log" || fail "the CUDA sample's log: $log"
 echo "ok: the CUDA sample completed with its GPU (Test PASSED)"
 
+# The nvidia runtime handler is closed (docs/runtime.md): a pod's own NVIDIA_VISIBLE_DEVICES
+# gives it no GPU unless it is privileged; a privileged pod gets what it names.
+for p in gpu-env gpu-env-privileged; do
+    priv=false
+    [ $p = gpu-env-privileged ] && priv=true
+    k apply -f - >/dev/null <<YAML || fail "create $p"
+apiVersion: v1
+kind: Pod
+metadata: {name: $p, namespace: default}
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: dgx-h100-1}
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}, {name: SIM_WORKLOAD_SECONDS, value: "1"}]
+    securityContext: {privileged: $priv}
+YAML
+done
+phase_is() { [ "$(k get pod "$1" -o jsonpath='{.status.phase}')" = "$2" ]; }
+wait_for 30 "gpu-env (unprivileged, NVIDIA_VISIBLE_DEVICES=all, no GPU request) fails" phase_is gpu-env Failed
+log=$(k logs gpu-env 2>&1)
+grep -q "no CUDA-capable device is detected" <<<"$log" || fail "gpu-env's log: $log"
+wait_for 30 "gpu-env-privileged completes" phase_is gpu-env-privileged Succeeded
+grep -q "Test PASSED" <<<"$(k logs gpu-env-privileged 2>&1)" || fail "gpu-env-privileged's log: $(k logs gpu-env-privileged 2>&1)"
+k delete pod gpu-env gpu-env-privileged --wait=true --timeout=30s >/dev/null || fail "delete the gpu-env pods"
+echo "ok: NVIDIA_VISIBLE_DEVICES=all gives an unprivileged pod no GPU, a privileged one its GPUs"
+
 # faults: a killed device plugin comes back
 dp=$(k -n gpu-node-stack get pods -l app=gpuop-device-plugin --field-selector spec.nodeName=dgx-h100-2 -o jsonpath='{.items[0].metadata.name}')
 # the plugin's process on dgx-h100-2: the one whose simulated hardware is that node's root
@@ -180,6 +210,22 @@ hold_running() { [ -n "$(hold_devices)" ]; }
 wait_for 10 "gpu-hold's process" hold_running
 before=$(hold_devices)
 [ -n "$before" ] || fail "gpu-hold's process has no NVIDIA_VISIBLE_DEVICES"
+# exactly the two GPUs the kubelet allocated it (its checkpoint), from the plugin's volume mounts
+uid=$(k get pod gpu-hold -o jsonpath='{.metadata.uid}')
+allocated=$(jq -r --arg u "$uid" '[.Data.PodDeviceEntries[] | select(.PodUID == $u) | .DeviceIDs[][]] | sort | join(",")' \
+    "$T/roots/dgx-h100-1/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+seen=$(tr ',' '\n' <<<"$before" | sort | paste -sd, -)
+[ "$(tr ',' '\n' <<<"$allocated" | grep -c .)" = 2 ] && [ "$seen" = "$allocated" ] ||
+    fail "gpu-hold sees $seen, was allocated $allocated"
+hold_pid() {
+    local pid
+    for pid in $(pgrep -f cuda-sample); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "GPUOP_SIM_ROOT=$T/roots/dgx-h100-1" &&
+            echo "$pid"
+    done
+}
+mounted=$(ls "/proc/$(hold_pid | head -1)/root/var/run/nvidia-container-devices" 2>/dev/null | sort | paste -sd, -)
+[ "$mounted" = "$allocated" ] || fail "gpu-hold's volume mounts: $mounted, want $allocated"
 kill -TERM "$KL"
 wait "$KL" || fail "kubelet-sim exited $? on SIGTERM (before the restart)"
 "$B/kubelet-sim" --cluster "$S/sim/clusters/mixed.yaml" --kubeconfig "$KUBECONFIG" \

@@ -6,7 +6,7 @@
 
 PROBE is build/tests/kubelet/kl-devices-probe (the device manager of one node, driven on stdin).
 In a temporary node root: `gpuop device-plugin` registers, 8 GPUs turn allocatable, an
-allocation of 2 carries NVIDIA_VISIBLE_DEVICES with 2 UUIDs, a second pod gets at most 6, a
+allocation of 2 carries the volume-mount list of 2 UUIDs, a second pod gets at most 6, a
 release frees, PodResources v1 (grpcio client) lists the pod, a restart of the device manager
 keeps the allocation from its checkpoint and the plugin re-registers, an injected XID lowers
 allocatable by one within 2 s, and a killed plugin leaves its devices unhealthy until it comes
@@ -97,8 +97,16 @@ class Plugin:
         self.log.close()
 
 
+ROOT = "/var/run/nvidia-container-devices"
+
+
 def visible(alloc):
+    """The GPUs of an allocation: the plugin's default volume-mount list (the variable pointing
+    at /dev/null mounts under ROOT), else the variable's own list."""
     for kv in alloc.get("envs", []):
+        if kv == "NVIDIA_VISIBLE_DEVICES=" + ROOT:
+            return [m["target"][len(ROOT) + 1:] for m in alloc.get("mounts", [])
+                    if m["source"] == "/dev/null" and m["target"].startswith(ROOT + "/")]
         if kv.startswith("NVIDIA_VISIBLE_DEVICES="):
             return [x for x in kv.split("=", 1)[1].split(",") if x]
     return []
@@ -186,7 +194,7 @@ def main(probe_exe, gpuop, lib, fleet):
         a = probe.cmd('alloc uid-a default pod-a main {"nvidia.com/gpu": 2}')
         ids_a = visible(a)
         check(a["ok"] and len(ids_a) == 2 and all(x.startswith("GPU-") for x in ids_a),
-              f"2 GPUs: NVIDIA_VISIBLE_DEVICES={','.join(ids_a)}")
+              f"2 GPUs by volume mounts: {','.join(ids_a)}")
         b = probe.cmd('alloc uid-b default pod-b main {"nvidia.com/gpu": 7}')
         check(not b["ok"] and b["code"] == -28 and "Requested: 7, Available: 6" in b["error"],
               f"a second pod cannot get 7: {b.get('error')}")

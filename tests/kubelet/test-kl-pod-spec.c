@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pod workers' spec builders: images, $(VAR) expansion, field and resource references,
- * volumes materialised under a scratch node root, and a container's argv, env and mounts. */
+ * volumes materialised under a scratch node root, a container's argv, env and mounts, and the
+ * NVIDIA_VISIBLE_DEVICES the nvidia runtime handler leaves a container. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -491,12 +492,67 @@ static void test_container(void **state)
     json_decref(objs);
 }
 
+static void test_nvidia_visible(void **state)
+{
+    (void)state;
+    const struct kl_mount plugin[] = {
+        {"/dev/null", "/var/run/nvidia-container-devices/GPU-1", false},
+        {"/n1/var/lib/x", "/data", false},
+        {"/dev/null", "/var/run/nvidia-container-devices/GPU-0", false},
+    };
+    const struct kl_mount all[] = {{"/n1/dev/null", "/var/run/nvidia-container-devices/all", true}};
+    const struct kl_mount not_null[] = {
+        {"/n1/tmp/empty", "/var/run/nvidia-container-devices/all", false},
+        {"/dev/null", "/var/run/nvidia-container-devices/", false},
+        {"/dev/null", "/var/run/nvidia-container-devicesX/1", false},
+    };
+    static const struct {
+        const char *value;
+        bool privileged;
+        int mounts; /* 0 none, 1 plugin, 2 all, 3 not_null */
+        const char *want;
+    } cases[] = {
+        /* an unprivileged container's own devices: none */
+        {"all", false, 0, "void"},
+        {"1", false, 0, "void"},
+        {"GPU-1", false, 3, "void"},
+        /* ... a privileged one's: as they are */
+        {"all", true, 0, NULL},
+        {"0,1", true, 1, "0,1,GPU-1,GPU-0"},
+        /* the plugin's volume mounts, whatever the variable says */
+        {"/var/run/nvidia-container-devices", false, 1, "GPU-1,GPU-0"},
+        {"all", false, 1, "GPU-1,GPU-0"},
+        {NULL, false, 2, "all"},
+        {"/var/run/nvidia-container-devices", true, 2, "all"},
+        /* nothing named: left as it is */
+        {NULL, false, 0, NULL},
+        {"void", false, 0, NULL},
+        {"none", false, 3, NULL},
+        {"", false, 0, NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        const struct kl_mount *m = cases[i].mounts == 1   ? plugin
+                                   : cases[i].mounts == 2 ? all
+                                   : cases[i].mounts == 3 ? not_null
+                                                          : NULL;
+        size_t n = cases[i].mounts == 1   ? ARRAY_SIZE(plugin)
+                   : cases[i].mounts == 2 ? ARRAY_SIZE(all)
+                   : cases[i].mounts == 3 ? ARRAY_SIZE(not_null)
+                                          : 0;
+        char *got = kl_nvidia_visible(cases[i].value, cases[i].privileged, m, n, "/n1");
+        if (!streq_ptr(got, cases[i].want))
+            fail_msg("case %zu: got %s, want %s", i, got ? got : "(null)",
+                     cases[i].want ? cases[i].want : "(null)");
+        free(got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_images),    cmocka_unit_test(test_expand),
         cmocka_unit_test(test_refs),      cmocka_unit_test(test_volumes),
-        cmocka_unit_test(test_container),
+        cmocka_unit_test(test_container), cmocka_unit_test(test_nvidia_visible),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

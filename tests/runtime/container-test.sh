@@ -1,15 +1,24 @@
 #!/bin/bash
 # `gpuop runtime` in front of Debian's runc, running a real container from a busybox rootfs
 # (busybox-static). A CDI spec in a temporary directory names fake device nodes (character
-# devices with /dev/null's numbers, made with mknod: nvidia0, nvidia1, nvidiactl) and a fake
-# driver library. Inside the container `ls` shows what the wrapper injected:
-#   NVIDIA_VISIBLE_DEVICES=0      nvidia0, nvidiactl and the library; no nvidia1
-#   a cdi.k8s.io/ annotation      the device it names (nvidia1), not nvidia0
-#   NVIDIA_VISIBLE_DEVICES=none   no nvidia node, no library; config.json byte for byte as it was
-#   an unknown device             exit non-zero naming it (stderr and runc's --log file), no
-#                                 container, config.json untouched
-# and commands other than create/run pass straight through (`list`). Needs root, runc and a
-# static busybox; skips (77) with the reason otherwise.
+# devices with /dev/null's numbers, made with mknod: nvidia0, nvidia1, nvidia-ctl) and a fake
+# driver library. Inside the container `ls` shows what the wrapper injected. With the default
+# (closed) settings:
+#   unprivileged (no capabilities), NVIDIA_VISIBLE_DEVICES=all    no nvidia node, no library;
+#                                   the variable becomes void, a warning in runc's --log file
+#   unprivileged, NVIDIA_VISIBLE_DEVICES=1 (not allocated)        no nvidia node
+#   unprivileged, allocated GPU 1 by the device plugin's volume mounts (and its own variable
+#                                   saying all)                   nvidia1, nvidiactl, the library
+#   unprivileged, allocated GPU 1 by the device plugin's CDI annotation (and an annotation of its
+#                                   own naming GPU 0)             nvidia1 only
+#   privileged (every capability), NVIDIA_VISIBLE_DEVICES=0 (or a UUID)   nvidia0, nvidiactl and
+#                                   the library; no nvidia1
+#   NVIDIA_VISIBLE_DEVICES=none     no nvidia node, no library; config.json byte for byte as it was
+#   an unknown device               exit non-zero naming it (stderr and runc's --log file), no
+#                                   container, config.json untouched
+# and with --accept-nvidia-visible-devices-envvar-when-unprivileged an unprivileged container's
+# variable counts again; commands other than create/run pass straight through (`list`). Needs
+# root, runc and a static busybox; skips (77) with the reason otherwise.
 set -u
 GPUOP=${1:?usage: container-test.sh path/to/gpuop}
 [ "$(id -u)" = 0 ] || { echo "needs root (runc creates namespaces and device nodes): skipping"; exit 77; }
@@ -79,10 +88,20 @@ for a in sh ls cat echo; do ln -s busybox "$R/bin/$a"; done
 (cd "$T/bundle" && "$RUNC" spec) || fail "runc spec"
 cp "$T/bundle/config.json" "$T/config.base.json"
 
-# config.json for one run: the base spec, no terminal, the env var and annotations given.
-make_config() { # VISIBLE ANNOTATION_JSON
-    python3 - "$T/config.base.json" "$T/bundle/config.json" "$1" "$2" <<'PY' || fail "config.json"
+# config.json for one run: the base spec, no terminal; the env var, annotations, privilege
+# ("priv": every capability of this process's bounding set, as a runtime gives a privileged
+# container; "unpriv": none at all) and the device plugin's volume mounts (device names,
+# comma-separated) given.
+make_config() { # VISIBLE ANNOTATION_JSON [priv|unpriv] [MOUNT_DEVICES]
+    python3 - "$T/config.base.json" "$T/bundle/config.json" "$1" "$2" "${3:-unpriv}" "${4:-}" <<'PY' || fail "config.json"
 import json, sys
+CAPS = ['CHOWN', 'DAC_OVERRIDE', 'DAC_READ_SEARCH', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID',
+        'SETPCAP', 'LINUX_IMMUTABLE', 'NET_BIND_SERVICE', 'NET_BROADCAST', 'NET_ADMIN', 'NET_RAW',
+        'IPC_LOCK', 'IPC_OWNER', 'SYS_MODULE', 'SYS_RAWIO', 'SYS_CHROOT', 'SYS_PTRACE', 'SYS_PACCT',
+        'SYS_ADMIN', 'SYS_BOOT', 'SYS_NICE', 'SYS_RESOURCE', 'SYS_TIME', 'SYS_TTY_CONFIG', 'MKNOD',
+        'LEASE', 'AUDIT_WRITE', 'AUDIT_CONTROL', 'SETFCAP', 'MAC_OVERRIDE', 'MAC_ADMIN', 'SYSLOG',
+        'WAKE_ALARM', 'BLOCK_SUSPEND', 'AUDIT_READ', 'PERFMON', 'BPF', 'CHECKPOINT_RESTORE']
+bnd = int([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapBnd:')][0], 16)
 c = json.load(open(sys.argv[1]))
 c['process']['terminal'] = False
 c['process']['args'] = ['sh', '-c', 'ls /dev; echo ---; ls /usr/lib; cat /usr/lib/lib* 2>/dev/null; true']
@@ -91,8 +110,17 @@ if sys.argv[3] != '-':
 ann = json.loads(sys.argv[4])
 if ann:
     c['annotations'] = ann
+caps = ['CAP_' + n for i, n in enumerate(CAPS) if bnd >> i & 1] if sys.argv[5] == 'priv' else []
+c['process']['capabilities'] = {k: list(caps) for k in ('bounding', 'effective', 'permitted')}
+c['process'].pop('noNewPrivileges', None)
+for dev in filter(None, sys.argv[6].split(',')):
+    c['mounts'].append({'destination': '/var/run/nvidia-container-devices/' + dev, 'type': 'bind',
+                        'source': '/dev/null', 'options': ['rbind', 'rprivate']})
 json.dump(c, open(sys.argv[2], 'w'), indent=2)
 PY
+}
+env_of() { # the config.json's NVIDIA_VISIBLE_DEVICES values, space-separated
+    python3 -c 'import json,sys; print(" ".join(e.split("=",1)[1] for e in json.load(open(sys.argv[1]))["process"]["env"] if e.startswith("NVIDIA_VISIBLE_DEVICES=")))' "$T/bundle/config.json"
 }
 
 N=0
@@ -104,15 +132,56 @@ run_ctr() { # gpuop runtime's own flags..., then runc's run
         run --bundle "$T/bundle" "$id" >"$T/out" 2>"$T/err" </dev/null
 }
 has() { grep -qx -- "$1" "$T/out"; }
+no_gpu() { # WHAT: no nvidia device node and no library in the container
+    grep -q '^nvidia' "$T/out" && fail "$1: an nvidia device node is there"
+    # (runc leaves the earlier runs' empty mount point file in the rootfs: the content tells)
+    has "fake driver 570.0" && fail "$1: the library is there"
+    return 0
+}
+export GPUOP_CDI_SPEC_DIRS=$T/cdi GPUOP_RUNTIME_PATH=$RUNC
 
-# 1. NVIDIA_VISIBLE_DEVICES=0, the spec directory and runc from the environment.
-make_config 0 '{}'
-GPUOP_CDI_SPEC_DIRS=$T/cdi GPUOP_RUNTIME_PATH=$RUNC run_ctr || fail "run with NVIDIA_VISIBLE_DEVICES=0 exited $?"
-has nvidia0 || fail "NVIDIA_VISIBLE_DEVICES=0: /dev/nvidia0 missing"
-has nvidiactl || fail "NVIDIA_VISIBLE_DEVICES=0: /dev/nvidiactl missing"
-has libnvidia-fake.so.570.0 || fail "NVIDIA_VISIBLE_DEVICES=0: the library missing"
-has "fake driver 570.0" || fail "NVIDIA_VISIBLE_DEVICES=0: the library's content not readable"
-has nvidia1 && fail "NVIDIA_VISIBLE_DEVICES=0: /dev/nvidia1 is there"
+# 1. Unprivileged, NVIDIA_VISIBLE_DEVICES=all: nothing; the variable made void and said so.
+make_config all '{}' unpriv
+rm -f "$T/runc.log"
+run_ctr || fail "unprivileged with NVIDIA_VISIBLE_DEVICES=all exited $?"
+no_gpu "unprivileged, NVIDIA_VISIBLE_DEVICES=all"
+[ "$(env_of)" = void ] || fail "unprivileged, all: config.json's variable is \"$(env_of)\", not void"
+grep -q '"level":"warning".*NVIDIA_VISIBLE_DEVICES of a container that is not privileged is ignored' \
+    "$T/runc.log" || fail "unprivileged, all: no warning in runc's --log file"
+echo "ok: an unprivileged container with NVIDIA_VISIBLE_DEVICES=all gets no GPU (variable made void)"
+
+# 2. Unprivileged, an index it was not allocated.
+make_config 1 '{}' unpriv
+run_ctr || fail "unprivileged with NVIDIA_VISIBLE_DEVICES=1 exited $?"
+no_gpu "unprivileged, NVIDIA_VISIBLE_DEVICES=1"
+echo "ok: an unprivileged container naming an unallocated index gets no GPU"
+
+# 3. Allocated GPU 1 by the device plugin's volume mounts; its own variable says all.
+make_config all '{}' unpriv 1
+run_ctr || fail "allocated by volume mounts exited $?"
+has nvidia1 || fail "volume mounts: /dev/nvidia1 missing"
+has nvidiactl || fail "volume mounts: /dev/nvidiactl missing"
+has "fake driver 570.0" || fail "volume mounts: the library missing"
+has nvidia0 && fail "volume mounts: /dev/nvidia0 is there"
+[ "$(env_of)" = void ] || fail "volume mounts: config.json's variable is \"$(env_of)\", not void"
+echo "ok: a container allocated GPU 1 by volume mounts sees nvidia1 and the library, not nvidia0"
+
+# 4. Allocated GPU 1 by the device plugin's CDI annotation; an annotation of its own names GPU 0.
+make_config - '{"cdi.k8s.io/nvidia-device-plugin_5f0c2a4e-1d2b-4c3d-9e8f-0a1b2c3d4e5f": "nvidia.com/gpu=1", "cdi.k8s.io/mine": "nvidia.com/gpu=0"}' unpriv
+run_ctr || fail "allocated by a CDI annotation exited $?"
+has nvidia1 || fail "annotation: /dev/nvidia1 missing"
+has "fake driver 570.0" || fail "annotation: the library missing"
+has nvidia0 && fail "annotation: /dev/nvidia0 is there (the container's own annotation counted)"
+echo "ok: the device plugin's cdi.k8s.io/ annotation gives nvidia1; the container's own is ignored"
+
+# 5. Privileged, NVIDIA_VISIBLE_DEVICES=0.
+make_config 0 '{}' priv
+run_ctr || fail "privileged with NVIDIA_VISIBLE_DEVICES=0 exited $?"
+has nvidia0 || fail "privileged, 0: /dev/nvidia0 missing"
+has nvidiactl || fail "privileged, 0: /dev/nvidiactl missing"
+has libnvidia-fake.so.570.0 || fail "privileged, 0: the library missing"
+has "fake driver 570.0" || fail "privileged, 0: the library's content not readable"
+has nvidia1 && fail "privileged, 0: /dev/nvidia1 is there"
 python3 - "$T/bundle/config.json" <<'PY' || fail "config.json after the edit"
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -122,48 +191,48 @@ assert 'NVIDIA_VISIBLE_DEVICES=void' in c['process']['env'], c['process']['env']
 rules = c['linux']['resources']['devices']
 assert {'allow': True, 'type': 'c', 'major': 1, 'minor': 3, 'access': 'rwm'} in rules, rules
 PY
-echo "ok: NVIDIA_VISIBLE_DEVICES=0 sees nvidia0, nvidiactl and the library, not nvidia1"
+echo "ok: a privileged container with NVIDIA_VISIBLE_DEVICES=0 sees nvidia0, nvidiactl and the library, not nvidia1"
 
-# 1b. By UUID, the flags instead of the environment.
-make_config GPU-11111111-2222-3333-4444-555555555555 '{}'
-run_ctr --cdi-spec-dirs "$T/cdi" --runtime-path "$RUNC" || fail "run by UUID exited $?"
+# 5b. Privileged, by UUID, the flags instead of the environment.
+make_config GPU-11111111-2222-3333-4444-555555555555 '{}' priv
+env -u GPUOP_CDI_SPEC_DIRS -u GPUOP_RUNTIME_PATH \
+    "$GPUOP" runtime --cdi-spec-dirs "$T/cdi" --runtime-path "$RUNC" --root "$ROOT" \
+    run --bundle "$T/bundle" "gpuop-rt-$$-uuid" >"$T/out" 2>"$T/err" </dev/null || fail "run by UUID exited $?"
+IDS+=("gpuop-rt-$$-uuid")
 has nvidia0 && ! has nvidia1 || fail "by UUID: want nvidia0 only"
-echo "ok: a GPU UUID"
+echo "ok: a privileged container by GPU UUID"
 
-# 2. A CDI annotation (and NVIDIA_VISIBLE_DEVICES unset).
-make_config - '{"cdi.k8s.io/gpuop-test": "nvidia.com/gpu=1"}'
-run_ctr --cdi-spec-dirs "$T/cdi" --runtime-path "$RUNC" || fail "run with a CDI annotation exited $?"
-has nvidia1 || fail "annotation: /dev/nvidia1 missing"
-has "fake driver 570.0" || fail "annotation: the library missing"
-has nvidia0 && fail "annotation: /dev/nvidia0 is there"
-echo "ok: a cdi.k8s.io/ annotation sees nvidia1 and the library, not nvidia0"
+# 6. The setting that trusts the variable again: an unprivileged container's counts.
+make_config 0 '{}' unpriv
+run_ctr --accept-nvidia-visible-devices-envvar-when-unprivileged ||
+    fail "accepted variable exited $?"
+has nvidia0 && ! has nvidia1 || fail "accepted variable: want nvidia0 only"
+echo "ok: --accept-nvidia-visible-devices-envvar-when-unprivileged lets the variable count"
 
-# 3. none: nothing injected, config.json not rewritten.
-make_config none '{}'
+# 7. none: nothing injected, config.json not rewritten.
+make_config none '{}' unpriv
 cp "$T/bundle/config.json" "$T/config.before"
-run_ctr --cdi-spec-dirs "$T/cdi" --runtime-path "$RUNC" || fail "run with none exited $?"
-grep -q '^nvidia' "$T/out" && fail "none: an nvidia device node is there"
-# (runc leaves the earlier runs' empty mount point file in the rootfs: the content tells)
-has "fake driver 570.0" && fail "none: the library is there"
+run_ctr || fail "run with none exited $?"
+no_gpu "none"
 cmp -s "$T/config.before" "$T/bundle/config.json" || fail "none: config.json was rewritten"
-echo "ok: NVIDIA_VISIBLE_DEVICES=none sees no device and no library"
+echo "ok: NVIDIA_VISIBLE_DEVICES=none sees no device and no library, config.json untouched"
 
-# 4. An unknown device: a clear error naming it, no container, config.json untouched.
-make_config 0,7 '{}'
+# 8. An unknown device: a clear error naming it, no container, config.json untouched.
+make_config 0,7 '{}' priv
 cp "$T/bundle/config.json" "$T/config.before"
 rm -f "$T/runc.log"
-if run_ctr --cdi-spec-dirs "$T/cdi" --runtime-path "$RUNC"; then fail "unknown device: exit 0"; fi
+if run_ctr; then fail "unknown device: exit 0"; fi
 grep -q 'unresolvable CDI devices nvidia.com/gpu=7' "$T/err" || fail "unknown device: stderr does not name it"
 grep -q '"level":"error".*nvidia.com/gpu=7' "$T/runc.log" || fail "unknown device: not in runc's --log file"
 cmp -s "$T/config.before" "$T/bundle/config.json" || fail "unknown device: config.json changed"
 [ -z "$("$RUNC" --root "$ROOT" list -q)" ] || fail "unknown device: a container exists"
 echo "ok: an unknown device is refused by name, config.json untouched"
 
-# 5. Pass-through: other commands reach runc unchanged.
+# 9. Pass-through: other commands reach runc unchanged.
 "$GPUOP" runtime --runtime-path "$RUNC" --root "$ROOT" list -f json >"$T/out" 2>"$T/err" || fail "list exited $?"
 "$RUNC" --root "$ROOT" list -f json >"$T/want" || fail "runc list"
 cmp -s "$T/out" "$T/want" || fail "list: not what runc prints"
-GPUOP_RUNTIME_PATH=$RUNC "$GPUOP" runtime --version >"$T/out" 2>&1 || fail "--version exited $?"
+"$GPUOP" runtime --version >"$T/out" 2>&1 || fail "--version exited $?"
 grep -q '^runc version' "$T/out" || fail "--version did not reach runc"
 echo "ok: list and --version pass straight through"
 exit 0

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * runtime: runc's command line split (the wrapper's flags, the command, the bundle), the devices
- * a container asks for (NVIDIA_VISIBLE_DEVICES, cdi.k8s.io/ annotations) and the config.json
- * edit (unchanged on error; applying twice changes nothing more).
+ * runtime: runc's command line split (the wrapper's flags, the command, the bundle), who is
+ * privileged, the devices a container was given under each policy (NVIDIA_VISIBLE_DEVICES only
+ * when privileged or accepted, the device plugin's volume mounts, trusted CDI annotations), the
+ * ignored variable made void, and the config.json edit (unchanged on error; applying twice
+ * changes nothing more).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +44,17 @@ static void test_cmdline(void **state)
          NULL,
          "--runtime-path=/usr/bin/crun --cdi-spec-dirs /x:/y",
          "--root=/r run -b /bb --detach c"},
+        /* the switches take no separate value */
+        {{"runtime", "--accept-nvidia-visible-devices-envvar-when-unprivileged", "--root", "/r",
+          "--accept-nvidia-visible-devices-as-volume-mounts=false", "--cdi-annotation-keys=a/",
+          "create", "c"},
+         "create",
+         NULL,
+         NULL,
+         NULL,
+         "--accept-nvidia-visible-devices-envvar-when-unprivileged "
+         "--accept-nvidia-visible-devices-as-volume-mounts=false --cdi-annotation-keys=a/",
+         "--root /r create c"},
         {{"runtime", "create", "--bundle=/x", "c"},
          "create",
          "/x",
@@ -127,53 +140,213 @@ static void test_cmdline(void **state)
 
 /* ---- request -------------------------------------------------------------------------------- */
 
-static void test_requested(void **state)
+/* Every capability the wrapper knows, as a privileged container's bounding set lists them. */
+#define ALL_CAPS                                                                                  \
+    "[\"CAP_CHOWN\",\"CAP_DAC_OVERRIDE\",\"CAP_DAC_READ_SEARCH\",\"CAP_FOWNER\",\"CAP_FSETID\","  \
+    "\"CAP_KILL\",\"CAP_SETGID\",\"CAP_SETUID\",\"CAP_SETPCAP\",\"CAP_LINUX_IMMUTABLE\","         \
+    "\"CAP_NET_BIND_SERVICE\",\"CAP_NET_BROADCAST\",\"CAP_NET_ADMIN\",\"CAP_NET_RAW\","           \
+    "\"CAP_IPC_LOCK\",\"CAP_IPC_OWNER\",\"CAP_SYS_MODULE\",\"CAP_SYS_RAWIO\",\"CAP_SYS_CHROOT\"," \
+    "\"CAP_SYS_PTRACE\",\"CAP_SYS_PACCT\",\"CAP_SYS_ADMIN\",\"CAP_SYS_BOOT\",\"CAP_SYS_NICE\","   \
+    "\"CAP_SYS_RESOURCE\",\"CAP_SYS_TIME\",\"CAP_SYS_TTY_CONFIG\",\"CAP_MKNOD\",\"CAP_LEASE\","   \
+    "\"CAP_AUDIT_WRITE\",\"CAP_AUDIT_CONTROL\",\"CAP_SETFCAP\",\"CAP_MAC_OVERRIDE\","             \
+    "\"CAP_MAC_ADMIN\",\"CAP_SYSLOG\",\"CAP_WAKE_ALARM\",\"CAP_BLOCK_SUSPEND\",\"CAP_AUDIT_"      \
+    "READ\","                                                                                     \
+    "\"CAP_PERFMON\",\"CAP_BPF\",\"CAP_CHECKPOINT_RESTORE\"]"
+/* runc's default set: an unprivileged container's */
+#define DEFAULT_CAPS                                                                   \
+    "[\"CAP_CHOWN\",\"CAP_DAC_OVERRIDE\",\"CAP_FSETID\",\"CAP_FOWNER\",\"CAP_MKNOD\"," \
+    "\"CAP_NET_RAW\",\"CAP_SETGID\",\"CAP_SETUID\",\"CAP_SETFCAP\",\"CAP_SETPCAP\","   \
+    "\"CAP_NET_BIND_SERVICE\",\"CAP_SYS_CHROOT\",\"CAP_KILL\",\"CAP_AUDIT_WRITE\"]"
+
+#define PRIV(env) "{\"process\":{\"capabilities\":{\"bounding\":" ALL_CAPS "},\"env\":[" env "]}"
+#define UNPRIV(env) \
+    "{\"process\":{\"capabilities\":{\"bounding\":" DEFAULT_CAPS "},\"env\":[" env "]}"
+#define VMOUNT(dev)                                                                     \
+    "{\"destination\":\"/var/run/nvidia-container-devices/" dev "\",\"type\":\"bind\"," \
+    "\"source\":\"/dev/null\",\"options\":[\"rbind\",\"rprivate\"]}"
+
+enum pol { CLOSED, OPEN_ENV, NO_MOUNTS, ALL_CDI };
+
+static struct runtime_policy policy(enum pol which)
+{
+    struct runtime_policy p = {.default_kind = "nvidia.com/gpu",
+                               .accept_volume_mounts = true,
+                               .annotation_keys = {RUNTIME_PLUGIN_ANNOTATION},
+                               .n_annotation_keys = 1,
+                               .privileged_caps = RUNTIME_CAPS_KNOWN};
+    if (which == OPEN_ENV)
+        p.accept_envvar_unprivileged = true;
+    if (which == NO_MOUNTS)
+        p.accept_volume_mounts = false;
+    if (which == ALL_CDI)
+        p.annotation_keys[0] = "cdi.k8s.io/";
+    return p;
+}
+
+#define CAP(n) (UINT64_C(1) << (n))
+
+static void test_privileged(void **state)
 {
     (void)state;
-    static const struct {
+    /* a set without CAP_SYS_RESOURCE (24), as a nested runtime may have */
+    const uint64_t nested = RUNTIME_CAPS_KNOWN & ~CAP(24);
+    static const char *const no_resource =
+        "{\"process\":{\"capabilities\":{\"bounding\":[\"CAP_CHOWN\",\"CAP_DAC_OVERRIDE\","
+        "\"CAP_DAC_READ_SEARCH\",\"CAP_FOWNER\",\"CAP_FSETID\",\"CAP_KILL\",\"CAP_SETGID\","
+        "\"CAP_SETUID\",\"CAP_SETPCAP\",\"CAP_LINUX_IMMUTABLE\",\"CAP_NET_BIND_SERVICE\","
+        "\"CAP_NET_BROADCAST\",\"CAP_NET_ADMIN\",\"CAP_NET_RAW\",\"CAP_IPC_LOCK\","
+        "\"CAP_IPC_OWNER\",\"CAP_SYS_MODULE\",\"CAP_SYS_RAWIO\",\"CAP_SYS_CHROOT\","
+        "\"CAP_SYS_PTRACE\",\"CAP_SYS_PACCT\",\"CAP_SYS_ADMIN\",\"CAP_SYS_BOOT\","
+        "\"CAP_SYS_NICE\",\"CAP_SYS_TIME\",\"CAP_SYS_TTY_CONFIG\","
+        "\"CAP_MKNOD\",\"CAP_LEASE\",\"CAP_AUDIT_WRITE\",\"CAP_AUDIT_CONTROL\",\"CAP_SETFCAP\","
+        "\"CAP_MAC_OVERRIDE\",\"CAP_MAC_ADMIN\",\"CAP_SYSLOG\",\"CAP_WAKE_ALARM\","
+        "\"CAP_BLOCK_SUSPEND\",\"CAP_AUDIT_READ\",\"CAP_PERFMON\",\"CAP_BPF\","
+        "\"CAP_CHECKPOINT_RESTORE\"]}}}";
+    const struct {
         const char *oci;
-        const char *want; /* space-joined names, or the error's text after "!" */
+        uint64_t caps;
+        bool want;
     } cases[] = {
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=0\"]}}", "nvidia.com/gpu=0"},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=all\"]}}", "nvidia.com/gpu=all"},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=0, 1,GPU-6b8f-aa,0:1,"
-         "MIG-7c1e-bb,,1\"]}}",
-         "nvidia.com/gpu=0 nvidia.com/gpu=1 nvidia.com/gpu=GPU-6b8f-aa nvidia.com/gpu=0:1 "
-         "nvidia.com/gpu=MIG-7c1e-bb"},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=other.com/x=1,2\"]}}",
-         "other.com/x=1 nvidia.com/gpu=2"},
-        /* the last one set wins */
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=0\",\"PATH=/bin\","
-         "\"NVIDIA_VISIBLE_DEVICES=1\"]}}",
-         "nvidia.com/gpu=1"},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=none\"]}}", ""},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=void\"]}}", ""},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=\"]}}", ""},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICESX=0\",\"XNVIDIA_VISIBLE_DEVICES=0\"]}}",
-         ""},
-        {"{}", ""},
-        /* annotations in key order, after the environment, without repeats */
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=0\"]},\"annotations\":{"
-         "\"cdi.k8s.io/z\":\"nvidia.com/gpu=1\",\"cdi.k8s.io/a\":\"nvidia.com/gpu=0, "
-         "vendor.example/dev=x\",\"other\":\"nvidia.com/gpu=9\"}}",
-         "nvidia.com/gpu=0 vendor.example/dev=x nvidia.com/gpu=1"},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=none\"]},\"annotations\":{"
-         "\"cdi.k8s.io/devices\":\"nvidia.com/gpu=0\"}}",
-         "nvidia.com/gpu=0"},
-        /* bad names: where they came from */
-        {"{\"annotations\":{\"cdi.k8s.io/d\":\"0\"}}",
-         "!annotation cdi.k8s.io/d: \"0\": not a qualified device name"},
-        {"{\"annotations\":{\"cdi.k8s.io/d\":5}}", "!annotation cdi.k8s.io/d: expected a string"},
-        {"{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=a b\"]}}",
-         "!process.env NVIDIA_VISIBLE_DEVICES: \"nvidia.com/gpu=a b\": \"a b\" is not a device"},
+        {PRIV("") "}", RUNTIME_CAPS_KNOWN, true},
+        {UNPRIV("") "}", RUNTIME_CAPS_KNOWN, false},
+        {"{}", RUNTIME_CAPS_KNOWN, false},
+        {"{\"process\":{\"capabilities\":{}}}", RUNTIME_CAPS_KNOWN, false},
+        {"{\"process\":{\"capabilities\":{\"bounding\":\"CAP_SYS_ADMIN\"}}}", RUNTIME_CAPS_KNOWN,
+         false},
+        /* CAP_SYS_ADMIN alone is not every capability */
+        {"{\"process\":{\"capabilities\":{\"bounding\":[\"CAP_SYS_ADMIN\"]}}}", RUNTIME_CAPS_KNOWN,
+         false},
+        /* the runtime's own set: every capability it can give */
+        {no_resource, RUNTIME_CAPS_KNOWN, false},
+        {no_resource, nested, true},
+        {PRIV("") "}", nested, true},
+        /* bits the wrapper has no name for do not count */
+        {PRIV("") "}", ~UINT64_C(0), true},
+        /* a set without CAP_SYS_ADMIN stands for every capability */
+        {"{\"process\":{\"capabilities\":{\"bounding\":[\"CAP_CHOWN\"]}}}", CAP(0), false},
+        {"{\"process\":{\"capabilities\":{\"bounding\":[]}}}", 0, false},
+        {"{\"process\":{\"capabilities\":{\"bounding\":[\"CAP_CHOWN\",\"CAP_SYS_ADMIN\"]}}}",
+         CAP(0) | CAP(21), true},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         json_t *oci = json_loads(cases[i].oci, 0, NULL);
         assert_non_null(oci);
-        char **names = NULL;
-        size_t n = 99;
+        if (runtime_privileged(oci, cases[i].caps) != cases[i].want)
+            fail_msg("case %zu: want %d", i, cases[i].want);
+        json_decref(oci);
+    }
+}
+
+static void test_requested(void **state)
+{
+    (void)state;
+    static const struct {
+        enum pol pol;
+        const char *oci;
+        const char *want; /* space-joined names, or the error's text after "!" */
+        enum runtime_env env;
+        size_t ignored; /* untrusted cdi.k8s.io/ annotations */
+    } cases[] = {
+        /* a privileged container: NVIDIA_VISIBLE_DEVICES in every form */
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=0\"") "}", "nvidia.com/gpu=0", RUNTIME_ENV_USED},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=all\"") "}", "nvidia.com/gpu=all",
+         RUNTIME_ENV_USED},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=0, 1,GPU-6b8f-aa,0:1,MIG-7c1e-bb,,1\"") "}",
+         "nvidia.com/gpu=0 nvidia.com/gpu=1 nvidia.com/gpu=GPU-6b8f-aa nvidia.com/gpu=0:1 "
+         "nvidia.com/gpu=MIG-7c1e-bb",
+         RUNTIME_ENV_USED},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=other.com/x=1,2\"") "}",
+         "other.com/x=1 nvidia.com/gpu=2", RUNTIME_ENV_USED},
+        /* the last one set wins */
+        {CLOSED,
+         PRIV("\"NVIDIA_VISIBLE_DEVICES=0\",\"PATH=/bin\",\"NVIDIA_VISIBLE_DEVICES=1\"") "}",
+         "nvidia.com/gpu=1", RUNTIME_ENV_USED},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=none\"") "}", "", RUNTIME_ENV_NONE},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=void\"") "}", "", RUNTIME_ENV_NONE},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=\"") "}", "", RUNTIME_ENV_NONE},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices\"") "}", "",
+         RUNTIME_ENV_NONE},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICESX=0\",\"XNVIDIA_VISIBLE_DEVICES=0\"") "}", "",
+         RUNTIME_ENV_NONE},
+        {CLOSED, "{}", "", RUNTIME_ENV_NONE},
+        /* unprivileged: the variable names nothing, whatever it says, and is never parsed */
+        {CLOSED, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=all\"") "}", "", RUNTIME_ENV_IGNORED},
+        {CLOSED, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=1\"") "}", "", RUNTIME_ENV_IGNORED},
+        {CLOSED, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=a b\"") "}", "", RUNTIME_ENV_IGNORED},
+        {CLOSED, "{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=all\"]}}", "",
+         RUNTIME_ENV_IGNORED},
+        {CLOSED, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=void\"") "}", "", RUNTIME_ENV_NONE},
+        {CLOSED, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=none\"") "}", "", RUNTIME_ENV_NONE},
+        /* ... unless the policy accepts it */
+        {OPEN_ENV, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=all\"") "}", "nvidia.com/gpu=all",
+         RUNTIME_ENV_USED},
+        /* the device plugin's volume mounts, in mounts order, after the variable */
+        {CLOSED,
+         UNPRIV(
+             "\"NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices\"") ",\"mounts\":"
+                                                                             "[" VMOUNT(
+                                                                                 "GPU-"
+                                                                                 "1111") "," VMOUNT("GPU-0000") "]"
+                                                                                                                "}",
+         "nvidia.com/gpu=GPU-1111 nvidia.com/gpu=GPU-0000", RUNTIME_ENV_NONE},
+        {CLOSED, UNPRIV("\"NVIDIA_VISIBLE_DEVICES=all\"") ",\"mounts\":[" VMOUNT("1") "]}",
+         "nvidia.com/gpu=1", RUNTIME_ENV_IGNORED},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=0\"") ",\"mounts\":[" VMOUNT("1") "]}",
+         "nvidia.com/gpu=0 nvidia.com/gpu=1", RUNTIME_ENV_USED},
+        {CLOSED, "{\"mounts\":[" VMOUNT("all") "," VMOUNT("other.com/x=y") "]}",
+         "nvidia.com/gpu=all other.com/x=y", RUNTIME_ENV_NONE},
+        /* a redundant slash is still the root; a mount of anything but /dev/null is no device,
+         * nor is the root itself or a path beside it */
+        {CLOSED,
+         "{\"mounts\":[{\"destination\":\"/var/run//nvidia-container-devices/2/\","
+         "\"source\":\"/dev/null\"},"
+         "{\"destination\":\"/var/run/nvidia-container-devices/3\",\"source\":\"/tmp/x\"},"
+         "{\"destination\":\"/var/run/nvidia-container-devices/4\"},"
+         "{\"destination\":\"/var/run/nvidia-container-devices\",\"source\":\"/dev/null\"},"
+         "{\"destination\":\"/var/run/nvidia-container-devicesX/5\",\"source\":\"/dev/null\"},"
+         "{\"destination\":\"/run/nvidia-container-devices/6\",\"source\":\"/dev/null\"}]}",
+         "nvidia.com/gpu=2", RUNTIME_ENV_NONE},
+        {NO_MOUNTS, "{\"mounts\":[" VMOUNT("1") "]}", "", RUNTIME_ENV_NONE},
+        {CLOSED, "{\"mounts\":[" VMOUNT("a b") "]}",
+         "!mounts[0] /var/run/nvidia-container-devices: \"nvidia.com/gpu=a b\""},
+        /* annotations: only the device plugin's keys, in key order, after the rest */
+        {CLOSED,
+         UNPRIV(
+             "\"NVIDIA_VISIBLE_DEVICES=0\"") ",\"annotations\":{"
+                                             "\"cdi.k8s.io/nvidia-device-plugin_b2\":\"nvidia.com/"
+                                             "gpu=1\","
+                                             "\"cdi.k8s.io/nvidia-device-plugin_a1\":\"nvidia.com/"
+                                             "gpu=0, vendor.example/dev=x\","
+                                             "\"cdi.k8s.io/mine\":\"nvidia.com/"
+                                             "gpu=all\",\"other\":\"nvidia.com/gpu=9\"}}",
+         "nvidia.com/gpu=0 vendor.example/dev=x nvidia.com/gpu=1", RUNTIME_ENV_IGNORED, 1},
+        {CLOSED, "{\"annotations\":{\"cdi.k8s.io/devices\":\"nvidia.com/gpu=0\"}}", "",
+         RUNTIME_ENV_NONE, 1},
+        {ALL_CDI,
+         PRIV("\"NVIDIA_VISIBLE_DEVICES=0\"") ",\"annotations\":{"
+                                              "\"cdi.k8s.io/z\":\"nvidia.com/gpu=1\",\"cdi.k8s.io/"
+                                              "a\":\"nvidia.com/gpu=0, "
+                                              "vendor.example/dev=x\",\"other\":\"nvidia.com/"
+                                              "gpu=9\"}}",
+         "nvidia.com/gpu=0 vendor.example/dev=x nvidia.com/gpu=1", RUNTIME_ENV_USED},
+        /* an untrusted annotation is never parsed */
+        {CLOSED, "{\"annotations\":{\"cdi.k8s.io/d\":5}}", "", RUNTIME_ENV_NONE, 1},
+        /* bad names from what counts: where they came from */
+        {CLOSED, "{\"annotations\":{\"cdi.k8s.io/nvidia-device-plugin_1\":\"0\"}}",
+         "!annotation cdi.k8s.io/nvidia-device-plugin_1: \"0\": not a qualified device name"},
+        {ALL_CDI, "{\"annotations\":{\"cdi.k8s.io/d\":5}}",
+         "!annotation cdi.k8s.io/d: expected a string"},
+        {CLOSED, PRIV("\"NVIDIA_VISIBLE_DEVICES=a b\"") "}",
+         "!process.env NVIDIA_VISIBLE_DEVICES: \"nvidia.com/gpu=a b\": \"a b\" is not a device"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        json_t *oci = json_loads(cases[i].oci, 0, NULL);
+        if (!oci)
+            fail_msg("case %zu: the JSON does not parse", i);
+        struct runtime_policy p = policy(cases[i].pol);
+        struct runtime_request rq = {.n = 99};
         struct err e = {0};
-        int r = runtime_requested_devices(oci, "nvidia.com/gpu", &names, &n, &e);
+        int r = runtime_request_read(oci, &p, &rq, &e);
         json_decref(oci);
         if (cases[i].want[0] == '!') {
             if (r >= 0 || !strstr(err_msg(&e), cases[i].want + 1))
@@ -184,13 +357,38 @@ static void test_requested(void **state)
         if (r < 0)
             fail_msg("case %zu: %s", i, err_msg(&e));
         char got[512] = "";
-        for (size_t k = 0; k < n; k++)
-            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? " " : "", names[k]);
-        assert_null(names[n]);
-        if (strcmp(got, cases[i].want) != 0)
-            fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].want);
-        runtime_strv_free(names);
+        for (size_t k = 0; k < rq.n; k++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? " " : "",
+                     rq.names[k]);
+        assert_null(rq.names[rq.n]);
+        if (strcmp(got, cases[i].want) != 0 || rq.env != cases[i].env ||
+            rq.n_ignored_annotations != cases[i].ignored)
+            fail_msg("case %zu: got \"%s\" env %d ignored %zu, want \"%s\" env %d ignored %zu", i,
+                     got, rq.env, rq.n_ignored_annotations, cases[i].want, cases[i].env,
+                     cases[i].ignored);
+        runtime_request_clear(&rq);
     }
+}
+
+static void test_env_void(void **state)
+{
+    (void)state;
+    json_t *oci = json_loads("{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=all\",\"PATH=/b\","
+                             "\"NVIDIA_VISIBLE_DEVICES=1\",\"NVIDIA_VISIBLE_DEVICESX=2\"]}}",
+                             0, NULL);
+    runtime_env_void(oci);
+    json_t *want = json_loads("{\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=void\","
+                              "\"PATH=/b\",\"NVIDIA_VISIBLE_DEVICES=void\","
+                              "\"NVIDIA_VISIBLE_DEVICESX=2\"]}}",
+                              0, NULL);
+    assert_true(json_equal(oci, want));
+    json_decref(want);
+    json_decref(oci);
+    /* no env at all: nothing to do */
+    oci = json_loads("{}", 0, NULL);
+    runtime_env_void(oci);
+    assert_int_equal(json_object_size(oci), 0);
+    json_decref(oci);
 }
 
 /* ---- edit ----------------------------------------------------------------------------------- */
@@ -263,8 +461,8 @@ static void test_edit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cmdline),
-        cmocka_unit_test(test_requested),
+        cmocka_unit_test(test_cmdline),   cmocka_unit_test(test_privileged),
+        cmocka_unit_test(test_requested), cmocka_unit_test(test_env_void),
         cmocka_unit_test(test_edit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,6 +124,7 @@ else
     cmp -s "$H/usr/local/nvidia/gpuop" "$GPUOP" || fail "gpuop is not installed"
     [ -x "$H/usr/local/nvidia/gpuop" ] || fail "the installed gpuop is not executable"
     [ -x "$H/usr/local/nvidia/gpuop-runtime" ] || fail "gpuop-runtime is not installed"
+    # the runtime handler's defaults (closed): no flags
     grep -q "exec '/usr/local/nvidia/gpuop' runtime \"\$@\"" "$H/usr/local/nvidia/gpuop-runtime" ||
         fail "gpuop-runtime does not run gpuop runtime: $(cat "$H/usr/local/nvidia/gpuop-runtime")"
     dropin=$H/etc/containerd/conf.d/99-nvidia.toml
@@ -164,9 +165,15 @@ cmp -s "$H/etc/containerd/config.toml" "$WORK/config.orig" ||
     fail "--cleanup: containerd's config is not the original"
 [ -e "$H/etc/containerd/conf.d/99-nvidia.toml" ] && fail "--cleanup: the drop-in stayed"
 
-# without --cleanup: the spec and the runtime config stay, the marker goes
-start "$H"
+# without --cleanup: the spec and the runtime config stay, the marker goes. The policy's
+# permissive setting (NVIDIA's toolkit variable) reaches the handler, with a warning.
+ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=true start "$H"
 wait_for 30 '[ -f "$MARK" ]' || fail "second run: no marker: $(cat "$WORK/log")"
+grep -q "exec '/usr/local/nvidia/gpuop' runtime --accept-nvidia-visible-devices-envvar-when-unprivileged \"\$@\"" \
+    "$H/usr/local/nvidia/gpuop-runtime" ||
+    fail "the accepted variable is not the handler's: $(cat "$H/usr/local/nvidia/gpuop-runtime")"
+grep -q "warn.*trusts NVIDIA_VISIBLE_DEVICES of unprivileged containers" "$WORK/log" ||
+    fail "no warning for the permissive handler: $(cat "$WORK/log")"
 stop
 [ -e "$MARK" ] && fail "SIGTERM: the marker stayed"
 [ -f "$SPEC" ] || fail "SIGTERM without --cleanup: the spec went"

@@ -265,4 +265,15 @@ DEFINE_CLEANUP_FUNC(struct kl_ctr_build, kl_ctr_build_free)
 int kl_ctr_build(const struct kl_spec_input *in, const struct kl_pod_volumes *vols, bool init,
                  size_t index, const struct kl_image *im, struct kl_ctr_build **ret, struct err *e);
 
+/* The nvidia runtime handler as gpuop's runs by default (docs/runtime.md), in kubelet-sim's
+ * terms: the simulated images read NVIDIA_VISIBLE_DEVICES as the GPUs the handler gave them
+ * (sim/images/README.md), so this is the value a container's process gets, given the value its
+ * spec and devices set (the last one; NULL when unset), whether it is privileged, and its mounts.
+ * The device plugin's volume-mount list (the kubelet's /dev/null, or the node's through a
+ * hostPath volume, mounted at /var/run/nvidia-container-devices/<device>) always counts; the
+ * variable's own devices only for a privileged container, else they become "void". NULL: the
+ * value stays as it is. Pure; the result is owned. */
+char *kl_nvidia_visible(const char *value, bool privileged, const struct kl_mount *mounts,
+                        size_t n_mounts, const char *node_root);
+
 #endif

@@ -69,8 +69,8 @@ struct dp_options {
     unsigned imex_channels[1];
 };
 
-/* NVIDIA's defaults: none, envvar, uuid, no device specs, dev root "/", distributed, CDI kind
- * DP_CDI_VENDOR_CLASS. */
+/* The defaults: NVIDIA's (none, uuid, no device specs, dev root "/", distributed, CDI kind
+ * DP_CDI_VENDOR_CLASS) but the list strategy, volume-mounts (DPCONFIG_LIST_DEFAULT). */
 void dp_options_defaults(struct dp_options *o);
 /* A CDI kind as "<vendor>/<class>" (CDI's rules: vendor a DNS-style name of [a-z0-9.-] and
  * class of [a-zA-Z0-9_.-], both starting with a letter or digit), into o->cdi_kind; -EINVAL

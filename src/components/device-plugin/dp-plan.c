@@ -9,7 +9,7 @@ void dp_options_defaults(struct dp_options *o)
 {
     memset(o, 0, sizeof(*o));
     o->mig_strategy = DPCONFIG_MIG_NONE;
-    o->list_strategies = DPCONFIG_LIST_ENVVAR;
+    o->list_strategies = DPCONFIG_LIST_DEFAULT;
     o->id_strategy = DPCONFIG_DEVICE_ID_UUID;
     strlcpy_s(o->dev_root, "/", sizeof(o->dev_root));
     strlcpy_s(o->cdi_annotation_prefix, "cdi.k8s.io/", sizeof(o->cdi_annotation_prefix));

@@ -271,7 +271,7 @@ int dp_options_from_config(const struct dpconfig *c, struct dp_options *o, struc
     dp_options_defaults(&t);
     t.mig_strategy = c->mig_strategy;
     t.list_strategies =
-        c->plugin.device_list_strategy ? c->plugin.device_list_strategy : DPCONFIG_LIST_ENVVAR;
+        c->plugin.device_list_strategy ? c->plugin.device_list_strategy : DPCONFIG_LIST_DEFAULT;
     t.id_strategy = c->plugin.device_id_strategy;
     t.pass_device_specs = c->plugin.pass_device_specs;
     const char *dev_root = c->nvidia_dev_root ? c->nvidia_dev_root : c->nvidia_driver_root;

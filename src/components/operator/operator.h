@@ -96,7 +96,11 @@ struct op_policy {
     char *namespace;
     char *operand_image;
     json_t *unimplemented; /* array of "spec.x.y" paths set in the policy that gpuop ignores */
-    json_t *cp;            /* the whole ClusterPolicy object (owned reference) */
+    /* Settings that open GPU isolation or leave GPU pods without GPUs under the nvidia runtime
+     * handler (docs/runtime.md): the condition's reason and message; NULL when none. */
+    const char *gpu_access_reason;
+    char *gpu_access_msg;
+    json_t *cp; /* the whole ClusterPolicy object (owned reference) */
 };
 
 /* Parses and validates a ClusterPolicy object. Invalid input (a wrong type, an unknown enum

@@ -602,6 +602,12 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         json_array_append_new(
             conds, op_condition(&sc, "HostDriverConflict", true, "HostDriverDetected", w));
     }
+    if (p->gpu_access_msg) {
+        if (!streq_ptr(op_stored_condition(cp, "GPUAccess", "True"), p->gpu_access_msg))
+            add_event(entry, "Warning", "GPUAccess", p->gpu_access_msg);
+        json_array_append_new(
+            conds, op_condition(&sc, "GPUAccess", true, p->gpu_access_reason, p->gpu_access_msg));
+    }
     /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
      * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
     if (p->operand[OP_DRIVER].enabled && !delegated && json_object_size(os_counts) > 1) {

@@ -232,8 +232,52 @@ void op_policy_free(struct op_policy *p)
     free(p->namespace);
     free(p->operand_image);
     json_decref(p->unimplemented);
+    free(p->gpu_access_msg);
     json_decref(p->cp);
     free(p);
+}
+
+/* The value of env entry `name` of a ClusterPolicy section's env list, or NULL. */
+static const char *section_env(const json_t *sec, const char *name)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach (json_object_get(sec, "env"), i, ev) {
+        if (streq_ptr(jstr(ev, "name"), name))
+            return jstr(ev, "value");
+    }
+    return NULL;
+}
+
+/* The toolkit's runtime handler is closed (docs/runtime.md): the policy asking to trust an
+ * unprivileged container's NVIDIA_VISIBLE_DEVICES opens GPU isolation; a device plugin handing
+ * out GPUs by that variable alone gives GPU pods none. Either is reported (only the policy's
+ * env is read: a device plugin config file's deviceListStrategy is not). */
+static void gpu_access_check(struct op_policy *p)
+{
+    if (!p->operand[OP_TOOLKIT].enabled)
+        return;
+    bool trusted = false;
+    const char *acc = section_env(p->operand[OP_TOOLKIT].spec,
+                                  "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED");
+    if (acc && parse_bool(acc, &trusted) == 0 && trusted) {
+        p->gpu_access_reason = "EnvvarTrustedWhenUnprivileged";
+        p->gpu_access_msg = xstrdup(
+            "toolkit.env ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED is true: the "
+            "nvidia runtime handler honours an unprivileged container's NVIDIA_VISIBLE_DEVICES, "
+            "so any pod of the runtime class can use any GPU, allocated or not");
+        return;
+    }
+    const char *list = section_env(p->operand[OP_DEVICE_PLUGIN].spec, "DEVICE_LIST_STRATEGY");
+    if (!p->operand[OP_DEVICE_PLUGIN].enabled || !list || !strstr(list, "envvar") ||
+        strstr(list, "volume-mounts") || strstr(list, "cdi-"))
+        return;
+    p->gpu_access_reason = "EnvvarListStrategyIgnored";
+    p->gpu_access_msg = xasprintf(
+        "devicePlugin.env DEVICE_LIST_STRATEGY is \"%s\": the nvidia runtime handler ignores "
+        "NVIDIA_VISIBLE_DEVICES of unprivileged containers, so GPU pods get no GPU; use "
+        "volume-mounts (gpuop's default) or cdi-cri",
+        list);
 }
 
 static bool is_gpuop_image(const char *ref)
@@ -377,6 +421,7 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     }
     json_object_del(scan, "dcgm");
     collect_unimplemented(scan, "", p->unimplemented);
+    gpu_access_check(p);
     *ret = steal_ptr(&p);
     return 0;
 }

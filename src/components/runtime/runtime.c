@@ -3,12 +3,13 @@
  * runtime: the pure core of `gpuop runtime` (runtime.h): runc's command line, the devices a
  * container asks for, and the CDI edit of its config.json.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime.h"
 
 #define MAX_REQUESTED   1024
-#define VISIBLE_DEVICES "NVIDIA_VISIBLE_DEVICES"
+#define VISIBLE_DEVICES RUNTIME_VISIBLE_DEVICES
 #define CDI_ANNOTATION  "cdi.k8s.io/"
 
 /* ---- the command line --------------------------------------------------------------------- */
@@ -17,8 +18,12 @@
  * syntax also accepts one dash). */
 static const char *const runc_value_flags[] = {"root", "log",      "log-format",
                                                "criu", "rootless", NULL};
-/* The wrapper's own flags; all take a value. */
-static const char *const own_flags[] = {"runtime-path", "cdi-spec-dirs", "default-kind", NULL};
+/* The wrapper's own flags: those that take a value ("--flag value" or "--flag=value"), and the
+ * switches ("--flag" or "--flag=false"). */
+static const char *const own_flags[] = {"runtime-path", "cdi-spec-dirs", "default-kind",
+                                        "cdi-annotation-keys", NULL};
+static const char *const own_switches[] = {"accept-nvidia-visible-devices-envvar-when-unprivileged",
+                                           "accept-nvidia-visible-devices-as-volume-mounts", NULL};
 
 /* The flag's name without dashes and "=value" into name (bounded); *ret_eq the value after '='
  * or NULL. False when arg is not a flag. */
@@ -68,8 +73,9 @@ int runtime_cmdline_parse(int argc, char **argv, struct runtime_cmdline *ret, st
         const char *val = NULL;
         if (!flag_name(argv[i], name, sizeof(name), &val))
             break;
-        bool own = in_list(own_flags, name) && str_has_prefix(argv[i], "--");
-        bool takes = own || in_list(runc_value_flags, name);
+        bool own_switch = in_list(own_switches, name) && str_has_prefix(argv[i], "--");
+        bool own = own_switch || (in_list(own_flags, name) && str_has_prefix(argv[i], "--"));
+        bool takes = (own && !own_switch) || (!own && in_list(runc_value_flags, name));
         bool separate = takes && !val; /* "--flag value": the value is the next word */
         if (separate) {
             if (i + 1 >= argc) {
@@ -120,11 +126,85 @@ bool runtime_command_edits(const char *command)
 
 /* ---- the request -------------------------------------------------------------------------- */
 
-void runtime_strv_free(char **v)
+void runtime_request_clear(struct runtime_request *r)
 {
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
+    for (size_t i = 0; r->names && i < r->n; i++)
+        free(r->names[i]);
+    free(r->names);
+    *r = (struct runtime_request){0};
+}
+
+/* The capabilities by number, as OCI names them (linux/capability.h). */
+static const char *const cap_names[RUNTIME_CAP_LAST_KNOWN + 1] = {
+    /* 21 is CAP_SYS_ADMIN (runtime_privileged) */
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+};
+
+bool runtime_privileged(const json_t *oci, uint64_t caps)
+{
+    const json_t *bounding = json_object_get(
+        json_object_get(json_object_get(oci, "process"), "capabilities"), "bounding");
+    if (!json_is_array(bounding))
+        return false;
+    caps &= RUNTIME_CAPS_KNOWN;
+    if (!(caps & (UINT64_C(1) << 21))) /* CAP_SYS_ADMIN */
+        caps = RUNTIME_CAPS_KNOWN;
+    for (unsigned c = 0; c <= RUNTIME_CAP_LAST_KNOWN; c++) {
+        if (!(caps & (UINT64_C(1) << c)))
+            continue;
+        bool found = false;
+        size_t i;
+        json_t *v;
+        json_array_foreach (bounding, i, v) {
+            if (streq_ptr(json_string_value(v), cap_names[c])) {
+                found = true;
+                break;
+            }
+        }
+        if (!found)
+            return false;
+    }
+    return true;
 }
 
 struct names {
@@ -152,7 +232,18 @@ static int names_add(struct names *ns, const char *name, size_t len, const char 
     return 0;
 }
 
-/* Each comma-separated item of list: a qualified name, or (with default_kind) a bare name. */
+/* One item: a qualified name, or (with default_kind) a bare one. */
+static int add_item(struct names *ns, const char *p, size_t len, const char *default_kind,
+                    const char *from, struct err *e)
+{
+    if (default_kind && !memchr(p, '=', len)) {
+        _cleanup_free_ char *q = xasprintf("%s=%.*s", default_kind, (int)len, p);
+        return names_add(ns, q, strlen(q), from, e);
+    }
+    return names_add(ns, p, len, from, e);
+}
+
+/* Each comma-separated item of list, blanks around it trimmed. */
 static int add_list(struct names *ns, const char *list, const char *default_kind, const char *from,
                     struct err *e)
 {
@@ -164,13 +255,7 @@ static int add_list(struct names *ns, const char *list, const char *default_kind
         while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
             len--;
         if (len) {
-            int r;
-            if (default_kind && !memchr(p, '=', len)) {
-                _cleanup_free_ char *q = xasprintf("%s=%.*s", default_kind, (int)len, p);
-                r = names_add(ns, q, strlen(q), from, e);
-            } else {
-                r = names_add(ns, p, len, from, e);
-            }
+            int r = add_item(ns, p, len, default_kind, from, e);
             if (r < 0)
                 return r;
         }
@@ -181,10 +266,9 @@ static int add_list(struct names *ns, const char *list, const char *default_kind
     return 0;
 }
 
-int runtime_requested_devices(const json_t *oci, const char *default_kind, char ***ret,
-                              size_t *ret_n, struct err *e)
+/* The value of the last NVIDIA_VISIBLE_DEVICES in process.env, or NULL. */
+static const char *visible_value(const json_t *oci)
 {
-    struct names ns = {0};
     const char *visible = NULL;
     json_t *env = json_object_get(json_object_get(oci, "process"), "env");
     size_t i;
@@ -194,25 +278,103 @@ int runtime_requested_devices(const json_t *oci, const char *default_kind, char 
         if (s && str_has_prefix(s, VISIBLE_DEVICES "="))
             visible = s + strlen(VISIBLE_DEVICES "=");
     }
+    return visible;
+}
+
+/* Whether a value of NVIDIA_VISIBLE_DEVICES names devices itself. */
+static bool visible_names_devices(const char *v)
+{
+    if (!v)
+        return false;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    return *v && strcmp(v, "none") != 0 && strcmp(v, "void") != 0 &&
+           strcmp(v, RUNTIME_VOLUME_MOUNTS_ROOT) != 0 &&
+           strcmp(v, RUNTIME_VOLUME_MOUNTS_ROOT "/") != 0;
+}
+
+/* The device a mount names: the part of its destination under the volume-mount root, when its
+ * source is /dev/null (what the kubelet mounts for the device plugin). Redundant slashes in the
+ * destination are ignored; NULL otherwise. */
+static char *mount_device(const json_t *m)
+{
+    const char *src = json_string_value(json_object_get(m, "source"));
+    const char *dst = json_string_value(json_object_get(m, "destination"));
+    if (!src || !dst || strcmp(src, "/dev/null") != 0)
+        return NULL;
+    /* dst with runs of '/' folded and a trailing '/' dropped */
+    size_t n = strlen(dst);
+    _cleanup_free_ char *clean = xmalloc(n + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (dst[i] != '/' || k == 0 || clean[k - 1] != '/')
+            clean[k++] = dst[i];
+    if (k > 1 && clean[k - 1] == '/')
+        k--;
+    clean[k] = 0;
+    const char *root = RUNTIME_VOLUME_MOUNTS_ROOT "/";
+    if (!str_has_prefix(clean, root) || !clean[strlen(root)])
+        return NULL;
+    return xstrdup(clean + strlen(root));
+}
+
+static bool key_trusted(const struct runtime_policy *p, const char *key)
+{
+    for (size_t i = 0; i < p->n_annotation_keys; i++)
+        if (p->annotation_keys[i] && *p->annotation_keys[i] &&
+            str_has_prefix(key, p->annotation_keys[i]))
+            return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int runtime_request_read(const json_t *oci, const struct runtime_policy *p,
+                         struct runtime_request *ret, struct err *e)
+{
+    struct runtime_request rq = {.privileged = runtime_privileged(oci, p->privileged_caps)};
+    struct names ns = {0};
     int r = 0;
-    if (visible && strcmp(visible, "none") != 0 && strcmp(visible, "void") != 0)
-        r = add_list(&ns, visible, default_kind, "process.env " VISIBLE_DEVICES, e);
+    const char *visible = visible_value(oci);
+    if (visible_names_devices(visible)) {
+        if (rq.privileged || p->accept_envvar_unprivileged) {
+            rq.env = RUNTIME_ENV_USED;
+            r = add_list(&ns, visible, p->default_kind, "process.env " VISIBLE_DEVICES, e);
+        } else {
+            rq.env = RUNTIME_ENV_IGNORED;
+        }
+    }
+    if (r >= 0 && p->accept_volume_mounts) {
+        size_t i;
+        json_t *m;
+        json_array_foreach (json_object_get(oci, "mounts"), i, m) {
+            _cleanup_free_ char *dev = mount_device(m);
+            if (!dev)
+                continue;
+            _cleanup_free_ char *from = xasprintf("mounts[%zu] " RUNTIME_VOLUME_MOUNTS_ROOT, i);
+            if ((r = add_item(&ns, dev, strlen(dev), p->default_kind, from, e)) < 0)
+                break;
+        }
+    }
     /* Annotations in key order, so the order does not depend on how config.json was written. */
     json_t *an = json_object_get(oci, "annotations");
-    const char **keys = NULL;
+    _cleanup_free_ const char **keys = NULL;
     size_t n_keys = 0;
     const char *k;
-    json_object_foreach (an, k, v)
-        if (str_has_prefix(k, CDI_ANNOTATION)) {
+    json_t *v;
+    json_object_foreach (an, k, v) {
+        if (key_trusted(p, k)) {
             keys = xrealloc(keys, (n_keys + 1) * sizeof(*keys));
             keys[n_keys++] = k;
+        } else if (str_has_prefix(k, CDI_ANNOTATION)) {
+            rq.n_ignored_annotations++;
         }
-    for (size_t a = 0; a < n_keys; a++)
-        for (size_t b = a + 1; b < n_keys; b++)
-            if (strcmp(keys[b], keys[a]) < 0) {
-                const char *t = keys[a];
-                keys[a] = keys[b], keys[b] = t;
-            }
+    }
+    if (n_keys > 1)
+        qsort(keys, n_keys, sizeof(*keys), cmp_str);
     for (size_t a = 0; r >= 0 && a < n_keys; a++) {
         _cleanup_free_ char *from = xasprintf("annotation %s", keys[a]);
         const char *val = json_string_value(json_object_get(an, keys[a]));
@@ -221,14 +383,28 @@ int runtime_requested_devices(const json_t *oci, const char *default_kind, char 
         else
             r = add_list(&ns, val, NULL, from, e);
     }
-    free(keys);
     if (r < 0) {
-        runtime_strv_free(ns.v);
+        rq.names = ns.v;
+        rq.n = ns.n;
+        runtime_request_clear(&rq);
         return r;
     }
-    *ret = ns.v ? ns.v : xcalloc(1, sizeof(char *));
-    *ret_n = ns.n;
+    rq.names = ns.v ? ns.v : xcalloc(1, sizeof(char *));
+    rq.n = ns.n;
+    *ret = rq;
     return 0;
+}
+
+void runtime_env_void(json_t *oci)
+{
+    json_t *env = json_object_get(json_object_get(oci, "process"), "env");
+    size_t i;
+    json_t *v;
+    json_array_foreach (env, i, v) {
+        const char *s = json_string_value(v);
+        if (s && str_has_prefix(s, VISIBLE_DEVICES "="))
+            json_array_set_new(env, i, json_string(VISIBLE_DEVICES "=void"));
+    }
 }
 
 /* ---- the edit ----------------------------------------------------------------------------- */

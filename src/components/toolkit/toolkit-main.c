@@ -52,6 +52,8 @@ struct tk {
     const char *mig_minors;
     uint64_t interval_ms;
     bool cleanup;
+    bool accept_envvar_unprivileged; /* the runtime handler's settings (docs/runtime.md) */
+    bool accept_volume_mounts;
     /* derived */
     bool configure_runtime; /* false with --runtime=none */
     bool runtime_known;     /* --runtime named one; else detected */
@@ -198,6 +200,17 @@ static const struct svc_option tk_daemon_options[] = {
      .off = offsetof(struct tk, interval_ms),
      .metavar = "DUR",
      .help = "how often the daemon looks for GPU, MIG and driver changes (10s)"},
+    {.flag = "accept-nvidia-visible-devices-envvar-when-unprivileged",
+     .env = "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED",
+     .kind = SVC_BOOL,
+     .off = offsetof(struct tk, accept_envvar_unprivileged),
+     .help = "the runtime handler honours an unprivileged container's own\n"
+             "NVIDIA_VISIBLE_DEVICES: any pod of the runtime class can take any GPU (false)"},
+    {.flag = "accept-nvidia-visible-devices-as-volume-mounts",
+     .env = "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS",
+     .kind = SVC_BOOL,
+     .off = offsetof(struct tk, accept_volume_mounts),
+     .help = "the runtime handler takes the device plugin's volume-mount list (true)"},
     {.flag = "cleanup",
      .env = "TOOLKIT_CLEANUP",
      .kind = SVC_BOOL,
@@ -218,6 +231,8 @@ static void tk_defaults(void *state)
     t->validations_dir = NODESTATE_VALIDATIONS_DIR;
     t->mig_minors = NVCDI_MIG_MINORS;
     t->interval_ms = 10000;
+    t->accept_envvar_unprivileged = false;
+    t->accept_volume_mounts = true;
 }
 
 static void tk_cleanup(void *state)
@@ -363,10 +378,14 @@ static int install(struct tk *t, struct err *e)
             return r;
         log_info(COMP, "installed gpuop", "path=%s", bin_rel);
     }
-    _cleanup_free_ char *script =
-        xasprintf("#!/bin/sh\n# gpuop's OCI runtime wrapper (written by gpuop toolkit)\n"
-                  "exec '%s' runtime \"$@\"\n",
-                  bin_rel);
+    /* The handler's settings that differ from gpuop runtime's defaults, as its flags. */
+    _cleanup_free_ char *script = xasprintf(
+        "#!/bin/sh\n# gpuop's OCI runtime wrapper (written by gpuop toolkit)\n"
+        "exec '%s' runtime %s%s\"$@\"\n",
+        bin_rel,
+        t->accept_envvar_unprivileged ? "--accept-nvidia-visible-devices-envvar-when-unprivileged "
+                                      : "",
+        t->accept_volume_mounts ? "" : "--accept-nvidia-visible-devices-as-volume-mounts=false ");
     _cleanup_free_ char *wrap_rel = xasprintf("%s/%s", t->install_dir, WRAPPER_NAME);
     _cleanup_free_ char *wrap = on_host(t, wrap_rel);
     free(old);
@@ -589,6 +608,11 @@ static void refresh(struct tk *t)
 static int tk_run(struct svc *s, struct err *e)
 {
     struct tk *t = svc_state(s);
+    if (t->accept_envvar_unprivileged)
+        log_warn(COMP,
+                 "the runtime handler trusts NVIDIA_VISIBLE_DEVICES of unprivileged "
+                 "containers: any pod of the runtime class can take any GPU",
+                 "runtime_class=%s", t->runtime_class);
     int r = start(t, e);
     if (r < 0)
         return r;

@@ -77,7 +77,7 @@ struct dpconfig *dpconfig_new(void)
     c->mig_strategy = DPCONFIG_MIG_NONE;
     c->fail_on_init_error = true;
     c->nvidia_driver_root = xstrdup("/");
-    c->plugin.device_list_strategy = DPCONFIG_LIST_ENVVAR;
+    c->plugin.device_list_strategy = DPCONFIG_LIST_DEFAULT;
     c->plugin.device_id_strategy = DPCONFIG_DEVICE_ID_UUID;
     c->plugin.cdi_annotation_prefix = xstrdup("cdi.k8s.io/");
     c->plugin.nvidia_ctk_path = xstrdup("/usr/bin/nvidia-ctk");
@@ -951,7 +951,7 @@ const struct svc_option dpconfig_plugin_options[] = {
     O("flags.plugin.passDeviceSpecs", "pass-device-specs", "PASS_DEVICE_SPECS", SVC_BOOL, NULL,
       "add /dev/nvidia* device specs (false)"),
     O("flags.plugin.deviceListStrategy", "device-list-strategy", "DEVICE_LIST_STRATEGY", SVC_STRING,
-      "LIST", "envvar, volume-mounts, cdi-annotations, cdi-cri;\ncomma separated (envvar)"),
+      "LIST", "envvar, volume-mounts, cdi-annotations, cdi-cri;\ncomma separated (volume-mounts)"),
     O("flags.plugin.deviceIDStrategy", "device-id-strategy", "DEVICE_ID_STRATEGY", SVC_STRING,
       "uuid|index", "(uuid)"),
     O("flags.plugin.cdiAnnotationPrefix", "cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX",

@@ -59,6 +59,10 @@ enum {
     DPCONFIG_LIST_CDI_ANNOTATIONS = 1u << 2,
     DPCONFIG_LIST_CDI_CRI = 1u << 3,
 };
+/* gpuop's default: volume-mounts, which the nvidia runtime handler takes from the kubelet's
+ * mounts and a container cannot set for itself (NVIDIA's plugin defaults to envvar, which any
+ * container can write; docs/runtime.md). */
+#define DPCONFIG_LIST_DEFAULT DPCONFIG_LIST_VOLUME_MOUNTS
 
 enum dpconfig_alloc_policy {
     DPCONFIG_ALLOC_DISTRIBUTED = 0,
@@ -105,12 +109,12 @@ struct dpconfig {
     enum dpconfig_discovery_strategy device_discovery_strategy; /* auto */
 
     struct {
-        bool pass_device_specs;                              /* false */
-        unsigned device_list_strategy;                       /* DPCONFIG_LIST_* bits; envvar */
-        enum dpconfig_device_id_strategy device_id_strategy; /* uuid */
-        char *cdi_annotation_prefix;                         /* "cdi.k8s.io/" */
-        char *nvidia_ctk_path;                               /* "/usr/bin/nvidia-ctk" */
-        char *container_driver_root;                         /* "/driver-root" */
+        bool pass_device_specs;        /* false */
+        unsigned device_list_strategy; /* DPCONFIG_LIST_* bits; volume-mounts */
+        enum dpconfig_device_id_strategy device_id_strategy;         /* uuid */
+        char *cdi_annotation_prefix;                                 /* "cdi.k8s.io/" */
+        char *nvidia_ctk_path;                                       /* "/usr/bin/nvidia-ctk" */
+        char *container_driver_root;                                 /* "/driver-root" */
         enum dpconfig_alloc_policy shared_devices_allocation_policy; /* distributed */
     } plugin;
 
