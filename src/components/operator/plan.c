@@ -42,39 +42,20 @@ static const json_t *pick_active(const json_t *list)
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-/* A condition keeps its lastTransitionTime while its status does not change. */
+/* The one rule (kobj_condition): a condition keeps its lastTransitionTime while its status does
+ * not change. */
 json_t *op_condition(const struct op_status_ctx *sc, const char *type, bool status,
                      const char *reason, const char *message)
 {
-    const char *st = status ? "True" : "False";
-    const char *ltt = sc->now;
-    size_t i;
-    json_t *oc;
-    json_array_foreach (sc->old_conditions, i, oc) {
-        if (streq_ptr(kobj_str(oc, "type"), type) && streq_ptr(kobj_str(oc, "status"), st)) {
-            const char *t = kobj_str(oc, "lastTransitionTime");
-            if (t)
-                ltt = t;
-        }
-    }
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "status", st, "reason", reason,
-                     "message", message, "lastTransitionTime", ltt, "observedGeneration",
-                     (json_int_t)sc->generation);
+    return kobj_condition(sc->old_conditions, type, status, reason, message, sc->now,
+                          sc->generation);
 }
 
 /* The stored message of a condition, to report each change once: what was reported lives in
  * the ClusterPolicy's status, so a restarted operator repeats nothing. */
 const char *op_stored_condition(const json_t *cp, const char *type, const char *status)
 {
-    json_t *conds = kobj_at(cp, "status", "conditions");
-    size_t i;
-    json_t *c;
-    json_array_foreach (conds, i, c) {
-        if (streq_ptr(kobj_str(c, "type"), type) &&
-            (!status || streq_ptr(kobj_str(c, "status"), status)))
-            return kobj_str(c, "message");
-    }
-    return NULL;
+    return kobj_condition_message(kobj_at(cp, "status", "conditions"), type, status);
 }
 
 static void add_event(json_t *entry, const char *type, const char *reason, const char *message)

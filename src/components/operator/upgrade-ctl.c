@@ -493,9 +493,8 @@ static json_t *rolled_up_condition(const struct upg_plan *p, bool auto_upgrade,
     return lines;
 }
 
-/* Sets the DriverUpgrade condition in `status`, keeping the stored transition time when the
- * status is unchanged. */
-static void set_condition(json_t *status, const json_t *cp, const char *cstatus, const char *reason,
+/* Sets the DriverUpgrade condition in `status` (kobj_condition's transition rule). */
+static void set_condition(json_t *status, const json_t *cp, bool cstatus, const char *reason,
                           const char *message, uint64_t now_ms)
 {
     json_t *conds = json_object_get(status, "conditions");
@@ -503,27 +502,12 @@ static void set_condition(json_t *status, const json_t *cp, const char *cstatus,
         conds = json_array();
         json_object_set_new(status, "conditions", conds);
     }
-    const char *ltt = NULL;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(cp, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), COND_TYPE) && streq_ptr(kobj_str(c, "status"), cstatus))
-            ltt = kobj_str(c, "lastTransitionTime");
-    }
     char now[40];
     time_rfc3339(now_ms, now, sizeof(now));
-    json_t *nc = json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", COND_TYPE, "status", cstatus, "reason",
-                           reason, "message", message, "lastTransitionTime", ltt ? ltt : now);
     json_t *gen = kobj_path(cp, "metadata.generation");
-    if (json_is_integer(gen))
-        json_object_set(nc, "observedGeneration", gen);
-    for (i = 0; i < json_array_size(conds); i++) {
-        if (streq_ptr(kobj_str(json_array_get(conds, i), "type"), COND_TYPE)) {
-            json_array_set_new(conds, i, nc);
-            return;
-        }
-    }
-    json_array_append_new(conds, nc);
+    kobj_conditions_put(conds, kobj_condition(kobj_path(cp, "status.conditions"), COND_TYPE,
+                                              cstatus, reason, message, now,
+                                              json_is_integer(gen) ? json_integer_value(gen) : -1));
 }
 
 static void keep_stored_condition(json_t *status, const json_t *cp)
@@ -548,20 +532,13 @@ static int write_pool_status(struct op_upgrade *u, const json_t *ps, uint64_t no
     _cleanup_json_ json_t *st = json_deep_copy(ps);
     json_object_del(st, "name");
     const char *halted = kobj_str(ps, "halted");
-    const char *cs = halted ? "True" : "False";
-    const char *ltt = NULL;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(obj, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "RolloutHalted") && streq_ptr(kobj_str(c, "status"), cs))
-            ltt = kobj_str(c, "lastTransitionTime");
-    }
     char now[40];
     time_rfc3339(now_ms, now, sizeof(now));
-    json_object_set_new(st, "conditions",
-                        json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "RolloutHalted", "status", cs,
-                                  "reason", halted ? "CanaryFailed" : "NotHalted", "message",
-                                  halted ? halted : "", "lastTransitionTime", ltt ? ltt : now));
+    json_object_set_new(
+        st, "conditions",
+        json_pack("[o]", kobj_condition(kobj_path(obj, "status.conditions"), "RolloutHalted",
+                                        halted != NULL, halted ? "CanaryFailed" : "NotHalted",
+                                        halted ? halted : "", now, -1)));
     char summary[64];
     snprintf(summary, sizeof(summary), "%lld/%lld",
              (long long)json_integer_value(json_object_get(ps, "upgraded")),
@@ -843,7 +820,7 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     json_t *l;
     json_array_foreach (lines, i, l)
         sbuf_addf(&b, "%s%s", i ? "; " : "", json_string_value(l));
-    set_condition(status, cp, cs, reason,
+    set_condition(status, cp, streq_ptr(cs, "True"), reason,
                   (sbuf_check(&b) == 0 && b.data ? b.data : NULL) ?: "(too long)", now_ms);
     sbuf_free(&b);
     pthread_mutex_lock(&u->lock);
