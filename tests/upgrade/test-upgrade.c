@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kobj.h"
 #include "upgrade.h"
@@ -189,7 +191,10 @@ static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
                                      .ns = "gpu-operator",
                                      .revision = w->rev,
                                      .version = w->version};
+    _cleanup_(upg_zones_freep) struct upg_zones *zones = upg_zones_new();
+    upg_zones_load_pools(zones, NULL, w->pools);
     struct upg_input in = {.policy = &w->pol,
+                           .zones = zones,
                            .nodes = nodes,
                            .pods = w->pods,
                            .pdbs = w->pdbs,
@@ -1169,31 +1174,236 @@ static void test_window_in_flight_finishes(void **state)
     world_done(&w);
 }
 
-static void test_window_time_zones(void **state)
+/* ---- time zones: the system's database read by gpuop, no TZ ---------------------------------- */
+
+static struct upg_tz *zone(const char *name)
+{
+    struct upg_tz *tz = NULL;
+    struct err e = {0};
+    if (upg_tz_load(NULL, name, &tz, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    return tz;
+}
+
+/* Offsets at instants on both sides of each clock change, before the zone's first transition
+ * (local mean time), and far past its listed transitions (the footer's POSIX rule), north and
+ * south of the equator. The figures are the database's (Python's zoneinfo, zdump). */
+static void test_tz_offsets(void **state)
 {
     (void)state;
-    struct upg_window win = {.days = 1u << 0, .start_min = 1 * 60 + 30, .length_min = 60};
-    bool open;
-    int64_t next;
-    struct err e = {0};
-    /* Sunday 2025-07-06 01:30 in New York is EDT: 05:30 UTC. At 05:45 UTC it is open. */
-    assert_int_equal(upg_window_open(&win, 1, "America/New_York", 1751780700, &open, &next, &e), 0);
+    static const struct {
+        const char *zone;
+        int64_t t;
+        int32_t off;
+    } rows[] = {
+        {"America/New_York", 1782907200, -14400},  /* 2026-07-01 */
+        {"America/New_York", 1796126400, -18000},  /* 2026-12-01 */
+        {"America/New_York", 1772953199, -18000},  /* 2026-03-08 06:59:59Z: EST */
+        {"America/New_York", 1772953200, -14400},  /* 07:00Z: EDT */
+        {"America/New_York", 1793512799, -14400},  /* 2026-11-01 05:59:59Z: EDT */
+        {"America/New_York", 1793512800, -18000},  /* 06:00Z: EST */
+        {"America/New_York", 4118126400, -14400},  /* 2100-07-01: the rule */
+        {"America/New_York", 4131345600, -18000},  /* 2100-12-01 */
+        {"America/New_York", -3786825600, -17762}, /* 1850: local mean time */
+        {"Europe/Berlin", 1782907200, 7200},
+        {"Europe/Berlin", 1768478400, 3600},
+        {"Europe/Berlin", 1774745999, 3600}, /* 2026-03-29 00:59:59Z: CET */
+        {"Europe/Berlin", 1774746000, 7200}, /* 01:00Z: CEST */
+        {"Europe/Berlin", 1792889999, 7200}, /* 2026-10-25 00:59:59Z: CEST */
+        {"Europe/Berlin", 1792890000, 3600}, /* 01:00Z: CET */
+        {"Europe/Berlin", -2840140800, 3208},
+        {"Europe/Berlin", 7276435200, 7200}, /* 2200-08-01 */
+        {"Australia/Sydney", 1768435200, 39600},
+        {"Australia/Sydney", 1784073600, 36000},
+        {"Australia/Sydney", 5681491200, 39600}, /* 2150-01-15: the rule, south */
+        {"UTC", 1782907200, 0},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_(upg_tz_freep) struct upg_tz *tz = zone(rows[i].zone);
+        int32_t got = upg_tz_offset(tz, rows[i].t);
+        if (got != rows[i].off)
+            fail_msg("%s at %lld: offset %d, want %d", rows[i].zone, (long long)rows[i].t, got,
+                     rows[i].off);
+    }
+    assert_int_equal(upg_tz_offset(NULL, 1782907200), 0);
+}
+
+/* Wall-clock times to instants: ordinary ones, one in the hour a spring-forward skips (read with
+ * the offset before the change), one in the hour a fall-back repeats (the first occurrence). */
+static void test_tz_local_to_utc(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *zone;
+        int64_t local; /* the wall time as if it were UTC */
+        int64_t want;
+    } rows[] = {
+        /* 2026-03-08 01:30 New York: EST, 06:30Z */
+        {"America/New_York", 1772933400, 1772951400},
+        /* 02:30 does not exist: 07:30Z (03:30 EDT) */
+        {"America/New_York", 1772937000, 1772955000},
+        /* 03:30 EDT: 07:30Z too */
+        {"America/New_York", 1772940600, 1772955000},
+        /* 2026-11-01 01:30 happens twice: the EDT one, 05:30Z (not 06:30Z) */
+        {"America/New_York", 1793496600, 1793511000},
+        /* 2026-03-29 02:30 Berlin does not exist: 01:30Z (03:30 CEST) */
+        {"Europe/Berlin", 1774751400, 1774747800},
+        /* 2026-10-25 02:30 Berlin happens twice: the CEST one, 00:30Z */
+        {"Europe/Berlin", 1792895400, 1792888200},
+        /* 2026-10-25 03:30 Berlin: CET, 02:30Z */
+        {"Europe/Berlin", 1792899000, 1792895400},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_(upg_tz_freep) struct upg_tz *tz = zone(rows[i].zone);
+        int64_t got = upg_tz_local_to_utc(tz, rows[i].local);
+        if (got != rows[i].want)
+            fail_msg("%s local %lld: %lld, want %lld", rows[i].zone, (long long)rows[i].local,
+                     (long long)got, (long long)rows[i].want);
+    }
+}
+
+/* Windows across the clock changes of 2026 in New York and Berlin: open or closed at an instant,
+ * and when the next one opens (closed) or this one closes (open). */
+static void test_window_dst(void **state)
+{
+    (void)state;
+    enum { SUN = 1u << 0, SAT = 1u << 6 };
+    static const struct {
+        const char *zone;
+        unsigned days;
+        int start_min, length_min;
+        int64_t now;
+        bool open;
+        int64_t next;
+    } rows[] = {
+        /* Sunday 02:30 for 1 h on 2026-03-08 (New York skips 02:00-03:00): it starts at 03:30
+         * EDT (07:30Z) */
+        {"America/New_York", SUN, 150, 60, 1772955000 - 1, false, 1772955000},
+        {"America/New_York", SUN, 150, 60, 1772955000, true, 1772958600},
+        /* Saturday 23:00 for 4 h, the night of 2026-03-07/08: four hours of elapsed time, to
+         * 04:00 EDT (08:00Z) */
+        {"America/New_York", SAT, 23 * 60, 240, 1772942400, true, 1772956800},
+        /* Sunday 01:30 for 1 h on 2026-11-01 (01:00-02:00 happens twice): from the first 01:30
+         * (05:30Z) to 06:30Z, the second 01:30; then next Sunday's, 01:30 EST (2026-11-08
+         * 06:30Z) */
+        {"America/New_York", SUN, 90, 60, 1793511000, true, 1793514600},
+        {"America/New_York", SUN, 90, 60, 1793513700, true, 1793514600},
+        {"America/New_York", SUN, 90, 60, 1793514600, false, 1794119400},
+        /* Sunday 02:15 for 30 min on 2026-03-29 (Berlin skips 02:00-03:00): 01:15Z-01:45Z */
+        {"Europe/Berlin", SUN, 135, 30, 1774746000, false, 1774746900},
+        {"Europe/Berlin", SUN, 135, 30, 1774746900, true, 1774748700},
+        /* Sunday 02:30 for 30 min on 2026-10-25 (02:00-03:00 twice): the first, 00:30Z-01:00Z;
+         * at the second 02:30 (01:30Z) it is closed, next Sunday's 02:30 CET is 01:30Z */
+        {"Europe/Berlin", SUN, 150, 30, 1792888200, true, 1792890000},
+        {"Europe/Berlin", SUN, 150, 30, 1792891800, false, 1793496600},
+        /* an ordinary summer Saturday 02:00-06:00 Berlin: 00:00Z-04:00Z on 2026-07-04 */
+        {"Europe/Berlin", SAT, 120, 240, 1783123200 - 60, false, 1783123200},
+        {"Europe/Berlin", SAT, 120, 240, 1783130400, true, 1783137600},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_(upg_tz_freep) struct upg_tz *tz = zone(rows[i].zone);
+        struct upg_window w = {rows[i].days, rows[i].start_min, rows[i].length_min};
+        bool open;
+        int64_t next;
+        upg_window_state(&w, 1, tz, rows[i].now, &open, &next);
+        if (open != rows[i].open || next != rows[i].next)
+            fail_msg("row %zu (%s): open %d next %lld, want %d %lld", i, rows[i].zone, open,
+                     (long long)next, rows[i].open, (long long)rows[i].next);
+    }
+    /* no window: always open */
+    bool open = false;
+    int64_t next = 1;
+    upg_window_state(NULL, 0, NULL, 1782907200, &open, &next);
     assert_true(open);
-    /* the same instant in Tokyo is Sunday 14:45: closed; next opens Sunday 2025-07-13 01:30
-     * JST = 2025-07-12T16:30Z */
-    assert_int_equal(upg_window_open(&win, 1, "Asia/Tokyo", 1751780700, &open, &next, &e), 0);
-    assert_false(open);
-    assert_int_equal(next, 1752337800);
-    /* an unknown zone is an error, never UTC by accident */
-    assert_int_equal(upg_window_open(&win, 1, "Mars/Olympus", 1751780700, &open, &next, &e),
-                     -EINVAL);
-    assert_false(upg_tz_valid("../../etc/passwd"));
-    assert_true(upg_tz_valid("Europe/Berlin"));
-    /* TZ of the process is left as it was */
-    setenv("TZ", "Asia/Kolkata", 1);
-    assert_int_equal(upg_window_open(&win, 1, "UTC", 1751780700, &open, &next, &e), 0);
-    assert_string_equal(getenv("TZ"), "Asia/Kolkata");
-    unsetenv("TZ");
+    assert_int_equal(next, 0);
+}
+
+/* A zone that cannot be read is an error naming the zone and the file, never UTC by accident;
+ * nothing touches the process's TZ. */
+static void test_tz_errors(void **state)
+{
+    (void)state;
+    struct upg_tz *tz = NULL;
+    struct err e = {0};
+    assert_true(upg_tz_load(NULL, "Mars/Olympus", &tz, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "\"Mars/Olympus\""));
+    assert_non_null(strstr(err_msg(&e), "/usr/share/zoneinfo/Mars/Olympus"));
+    err_clear(&e);
+    assert_true(upg_tz_load(NULL, "../../etc/passwd", &tz, &e) < 0);
+    assert_false(upg_tz_name_valid("/etc/localtime"));
+    assert_false(upg_tz_name_valid("Europe/Berlin\n"));
+    assert_true(upg_tz_name_valid("Etc/GMT+5"));
+    /* a zone directory with bad files in it */
+    char dir[] = "/tmp/gpuop-tz-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_free_ char *berlin = NULL;
+    size_t blen = 0;
+    assert_int_equal(
+        file_read_all("/usr/share/zoneinfo/Europe/Berlin", 1 << 20, &berlin, &blen, &e), 0);
+    static const struct {
+        const char *name;
+        size_t len; /* bytes of Berlin's file; 0: "garbage" */
+        const char *want;
+    } bad[] = {
+        {"Cut", 60, "truncated"},
+        {"Garbage", 0, "bad header"},
+        {"NoFooter", 0, "bad footer"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, bad[i].name);
+        const char *data = bad[i].len ? berlin : "not a zone file at all, really not at all";
+        size_t len = bad[i].len ? bad[i].len : strlen(data);
+        if (strcmp(bad[i].name, "NoFooter") == 0) {
+            data = berlin;
+            len = blen - 3; /* the footer's rule cut short */
+        }
+        assert_int_equal(file_write_atomic(path, data, len, 0644, &e), 0);
+        err_clear(&e);
+        assert_true(upg_tz_load(dir, bad[i].name, &tz, &e) < 0);
+        if (!strstr(err_msg(&e), bad[i].want) || !strstr(err_msg(&e), path) ||
+            !strstr(err_msg(&e), bad[i].name))
+            fail_msg("%s: \"%s\"", bad[i].name, err_msg(&e));
+        err_clear(&e);
+        unlink(path);
+    }
+    /* a directory is no zone */
+    _cleanup_free_ char *sub = xasprintf("%s/Sub", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_true(upg_tz_load(dir, "Sub", &tz, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "Sub"));
+    rmdir(sub);
+    rmdir(dir);
+    /* the set the shell reads: a pool's zone that did not read keeps its error */
+    _cleanup_(upg_zones_freep) struct upg_zones *z = upg_zones_new();
+    _cleanup_json_ json_t *pools =
+        json_pack("[{s:{s:s}},{s:{s:s}},{s:{s:s}}]", "spec", "timeZone", "Europe/Berlin", "spec",
+                  "timeZone", "Mars/Olympus", "spec", "timeZone", "Europe/Berlin");
+    upg_zones_load_pools(z, NULL, pools);
+    const char *why = NULL;
+    assert_non_null(upg_zones_get(z, "Europe/Berlin", &why));
+    assert_null(upg_zones_get(z, "Mars/Olympus", &why));
+    assert_non_null(strstr(why, "Mars/Olympus"));
+    assert_null(upg_zones_get(z, "Asia/Tokyo", &why));
+    assert_non_null(why);
+}
+
+/* A pool whose zone does not read is invalid: its nodes are left as they are, its status and an
+ * Event name the zone and the file. */
+static void test_pool_bad_zone(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    label_nodes(&w, 0, 1, "pool", "serve");
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"timeZone\":\"Mars/Olympus\",\"maintenanceWindows\":[{\"days\":["
+                 "\"Sat\"],\"start\":\"02:00\",\"duration\":\"4h\"}]}}");
+    struct upg_plan *p = plan(&w);
+    json_t *st = pool_status(p, "serve");
+    assert_non_null(strstr(kobj_str(st, "error"), "/usr/share/zoneinfo/Mars/Olympus"));
+    assert_int_equal(json_array_size(p->node_patches), 0);
+    upg_plan_free(p);
+    world_done(&w);
 }
 
 static void test_manual_approval(void **state)
@@ -1559,7 +1769,7 @@ static void test_pool_parse_errors(void **state)
     } cases[] = {
         {"{}", "exactly one of nodeSelector and nvidiaDriver"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"approval\":\"maybe\"}", "spec.approval"},
-        {"{\"nodeSelector\":{\"a\":\"b\"},\"timeZone\":\"Mars/Base\"}", "spec.timeZone"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"timeZone\":\"../../etc/passwd\"}", "spec.timeZone"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"maintenanceWindows\":[{\"days\":[\"Funday\"],"
          "\"start\":\"02:00\",\"duration\":\"1h\"}]}",
          "maintenanceWindows[0].days[0]"},
@@ -1707,7 +1917,11 @@ int main(void)
         cmocka_unit_test(test_capacity_floor),
         cmocka_unit_test(test_window_closed_then_open),
         cmocka_unit_test(test_window_in_flight_finishes),
-        cmocka_unit_test(test_window_time_zones),
+        cmocka_unit_test(test_tz_offsets),
+        cmocka_unit_test(test_tz_local_to_utc),
+        cmocka_unit_test(test_window_dst),
+        cmocka_unit_test(test_tz_errors),
+        cmocka_unit_test(test_pool_bad_zone),
         cmocka_unit_test(test_manual_approval),
         cmocka_unit_test(test_canary_pass),
         cmocka_unit_test(test_canary_unhealthy_gpus),

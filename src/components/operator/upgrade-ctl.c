@@ -762,6 +762,9 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     _cleanup_json_ json_t *pdbs = kube_informer_list(u->inf[INF_PDBS], NULL, NULL, NULL);
     _cleanup_json_ json_t *pools = kube_informer_list(u->inf[INF_POOLS], NULL, NULL, NULL);
     _cleanup_json_ json_t *nvds = kube_informer_list(u->inf[INF_NVDS], NULL, NULL, NULL);
+    /* the pools' time zones, read now (a fixed or updated zone file is read on the next pass) */
+    _cleanup_(upg_zones_freep) struct upg_zones *zones = upg_zones_new();
+    upg_zones_load_pools(zones, NULL, pools);
     struct upg_input in = {.policy = pol_ok ? &pol : NULL,
                            .policy_error = pol_ok ? NULL : err_msg(&pe),
                            .nodes = nodes,
@@ -772,6 +775,7 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
                            .n_sets = n_sets,
                            .pools = pools,
                            .nvidia_drivers = nvds,
+                           .zones = zones,
                            .matrix = m,
                            .matrix_error = matrix_err,
                            .validation_enabled =

@@ -43,9 +43,10 @@ struct pool {
     struct upg_pool p;
     bool valid;
     char *error;
-    const json_t *selector; /* matchLabels (borrowed, or owner_sel) */
-    json_t *owner_sel;      /* a pool naming an NVIDIADriver: {owner label: its name} */
-    const char *target;     /* the revision its nodes' driver set runs */
+    const json_t *selector;  /* matchLabels (borrowed, or owner_sel) */
+    const struct upg_tz *tz; /* its time zone (in->zones'), NULL: UTC */
+    json_t *owner_sel;       /* a pool naming an NVIDIADriver: {owner label: its name} */
+    const char *target;      /* the revision its nodes' driver set runs */
     const char *version;
     char *halted; /* why */
     int64_t next_window;
@@ -651,6 +652,15 @@ static void pools_load(struct planner *pl)
         }
         p->valid = true;
         p->selector = p->p.node_selector;
+        if (p->p.time_zone) {
+            const char *why = NULL;
+            p->tz = upg_zones_get(pl->in->zones, p->p.time_zone, &why);
+            if (!p->tz) {
+                p->valid = false;
+                p->error = xasprintf("DriverUpgradePool %s: spec.timeZone: %s", p->p.name, why);
+                continue;
+            }
+        }
         if (p->p.nvidia_driver) {
             const json_t *nvd = NULL;
             size_t k;
@@ -1177,14 +1187,10 @@ int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e)
         if (!p->valid)
             continue;
         if (p->p.n_windows) {
-            struct err we = {0};
-            if (upg_window_open(p->p.windows, p->p.n_windows, p->p.time_zone, in->now_s,
-                                &p->window_open, &p->next_window, &we) < 0) {
-                p->valid = false;
-                p->error = xstrdup(err_msg(&we));
-            } else if (!p->window_open && p->next_window) {
+            upg_window_state(p->p.windows, p->p.n_windows, p->tz, in->now_s, &p->window_open,
+                             &p->next_window);
+            if (!p->window_open && p->next_window)
                 want_requeue(&pl, p->next_window);
-            }
         }
         if (p->p.capacity_floor)
             p->floor = kobj_int_or_percent_scaled(p->p.capacity_floor, p->gpus_total, true);

@@ -20,8 +20,8 @@
  * gates every start.
  *
  * Ownership: every json_t in struct upg_input is borrowed; struct upg_plan owns its values.
- * Thread-safety: upg_plan() is thread-compatible; upg_window_*() serialise their use of the C
- * library's time zone state behind one lock.
+ * Thread-safety: upg_plan() is thread-compatible; the time zone functions are thread-safe (they
+ * never touch the C library's process-wide zone).
  */
 #ifndef GPUOP_UPGRADE_H
 #define GPUOP_UPGRADE_H
@@ -141,12 +141,55 @@ void upg_pool_done(struct upg_pool *p);
 /* Parses "Mon,Tue 02:00 4h" style windows from the CRD's {days: [..], start: "HH:MM",
  * duration: "4h"} objects; errors name `path`. */
 int upg_window_parse(const json_t *w, const char *path, struct upg_window *ret, struct err *e);
-/* Is `now_s` inside one of the windows in zone `tz` (NULL: UTC)? *ret_next_s: when the next
- * window opens (when closed) or closes (when open). Fails on an unknown zone. */
-int upg_window_open(const struct upg_window *w, size_t n, const char *tz, int64_t now_s,
-                    bool *ret_open, int64_t *ret_next_s, struct err *e);
-/* Does the system's time zone database know `tz`? */
-bool upg_tz_valid(const char *tz);
+
+/* ---- time zones (upg-tz.c) ------------------------------------------------------------------ */
+
+/*
+ * A zone's rules, read from its TZif file (RFC 8536) in the system's time zone database: the
+ * transitions it lists, and the POSIX TZ rule of its footer for the times after them. The
+ * arithmetic is gpuop's own on plain integers: nothing reads or sets the process's TZ, so any
+ * thread converts at any time. Immutable once made.
+ */
+#define UPG_ZONEINFO_DIR "/usr/share/zoneinfo"
+struct upg_tz;
+/* Is `name` a zone name as the database spells it ("Europe/Berlin"): bounded, no path tricks? */
+bool upg_tz_name_valid(const char *name);
+/* TZif bytes (at most 256 KiB); `what` names the zone and its file in errors. */
+int upg_tz_parse(const void *data, size_t len, const char *what, struct upg_tz **ret,
+                 struct err *e);
+/* Reads zone `name` from `dir` (NULL: UPG_ZONEINFO_DIR; "UTC" needs no file). A bad name, a
+ * missing, unreadable, oversized or malformed file fails naming the zone and the file. */
+int upg_tz_load(const char *dir, const char *name, struct upg_tz **ret, struct err *e);
+void upg_tz_free(struct upg_tz *tz);
+DEFINE_CLEANUP_FUNC(struct upg_tz, upg_tz_free)
+/* The offset from UTC (seconds, east positive) at instant `t`; NULL tz: UTC. */
+int32_t upg_tz_offset(const struct upg_tz *tz, int64_t t);
+/* The instant of local wall-clock time `local` (seconds from 1970-01-01 00:00 on the zone's
+ * calendar). A time the zone skips (clocks forward) reads with the offset before the change:
+ * 02:30 on a spring-forward night is 03:30 by the new clock. A time it repeats (clocks back) is
+ * its first occurrence. */
+int64_t upg_tz_local_to_utc(const struct upg_tz *tz, int64_t local);
+
+/* Is `now_s` inside one of the windows, in zone `tz` (NULL: UTC)? *ret_next_s: when the next
+ * window opens (closed; 0: never) or the open one closes. A window starts at its local start
+ * time (upg_tz_local_to_utc's reading across a clock change) and lasts its length of elapsed
+ * time; no windows: always open. */
+void upg_window_state(const struct upg_window *w, size_t n, const struct upg_tz *tz, int64_t now_s,
+                      bool *ret_open, int64_t *ret_next_s);
+
+/* The zones the DriverUpgradePools name, read by the shell before a pass (the planner reads no
+ * file): by name, each with its rules or the error that kept them from being read. */
+struct upg_zones;
+struct upg_zones *upg_zones_new(void);
+void upg_zones_free(struct upg_zones *z);
+DEFINE_CLEANUP_FUNC(struct upg_zones, upg_zones_free)
+/* Reads zone `name` from `dir` (NULL: the system's) unless held already. */
+void upg_zones_load(struct upg_zones *z, const char *dir, const char *name);
+/* Reads every zone the DriverUpgradePool objects' spec.timeZone names. */
+void upg_zones_load_pools(struct upg_zones *z, const char *dir, const json_t *pools);
+/* Zone `name`, or NULL with *ret_err saying why (its read failed, or it was never read). */
+const struct upg_tz *upg_zones_get(const struct upg_zones *z, const char *name,
+                                   const char **ret_err);
 
 /* ---- the compatibility matrix --------------------------------------------------------------- */
 
@@ -188,6 +231,7 @@ struct upg_input {
     size_t n_sets;
     const json_t *pools;             /* DriverUpgradePool objects (array), or NULL */
     const json_t *nvidia_drivers;    /* NVIDIADriver objects (pool references), or NULL */
+    const struct upg_zones *zones;   /* the pools' time zones (upg_zones_load_pools), or NULL */
     const struct upg_matrix *matrix; /* NULL with matrix_error: the gate's input is broken */
     const char *matrix_error;
     bool validation_enabled; /* the validator runs: validation-required waits for it */
