@@ -20,6 +20,7 @@
 #include "prom.h"
 #include "svc.h"
 #include "upgrade-ctl.h"
+#include "upgrade.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "operator"
@@ -988,7 +989,7 @@ static json_t *project_node(json_t *obj, void *userdata)
                 kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
     }
     op_gpuquota_project_node(obj, p);
-    op_upgrade_project_node(obj, p); /* the upgrade controller reads this informer too */
+    upg_project_node(obj, p); /* the upgrade controller reads this informer too */
     return p;
 }
 

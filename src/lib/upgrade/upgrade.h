@@ -216,7 +216,10 @@ struct upg_driver_set {
     const char *name, *ns;
     const char *revision;
     const char *version;
+    char version_buf[64]; /* upg_driver_sets(): the version parsed from the image */
 };
+
+struct upg_event_log;
 
 struct upg_input {
     const struct upg_policy *policy; /* NULL: the ClusterPolicy's upgradePolicy did not parse */
@@ -234,7 +237,8 @@ struct upg_input {
     const struct upg_zones *zones;   /* the pools' time zones (upg_zones_load_pools), or NULL */
     const struct upg_matrix *matrix; /* NULL with matrix_error: the gate's input is broken */
     const char *matrix_error;
-    bool validation_enabled; /* the validator runs: validation-required waits for it */
+    bool validation_enabled;            /* the validator runs: validation-required waits for it */
+    const struct upg_event_log *posted; /* the Events posted lately (NULL: none) */
     int64_t now_s;
 };
 
@@ -242,23 +246,140 @@ struct upg_counts {
     int in_progress, done, failed, available, pending;
 };
 
+/* ---- what a pass reports -------------------------------------------------------------------- */
+
+/* What an Event is about. */
+enum upg_object { UPG_OBJ_NODE, UPG_OBJ_POOL, UPG_OBJ_POLICY };
+/* Why it is posted: gpuop's own key below NVIDIA's one reason, GPUDriverUpgrade. */
+enum upg_cause {
+    UPG_CAUSE_STATE,         /* a node's state label changed: never held back (upg_event_log) */
+    UPG_CAUSE_WAITING,       /* why a needed start waits (upg_event.gate) */
+    UPG_CAUSE_CANARY_FAILED, /* a canary failed: its pool halts */
+    UPG_CAUSE_NODE_REFUSED,  /* a node left as it is (two pools select it, its pool is invalid) */
+    UPG_CAUSE_POOL_INVALID,  /* a DriverUpgradePool gpuop cannot act on */
+    UPG_CAUSE_INPUT_INVALID, /* the upgrade policy or the matrix is broken: nothing moves */
+};
+/* The gates a needed start passes, in order; UPG_GATE_SLOT is NVIDIA's own pending (a free slot
+ * under maxParallelUpgrades and maxUnavailable), which says nothing. */
+enum upg_gate {
+    UPG_GATE_NONE,
+    UPG_GATE_INCOMPATIBLE,
+    UPG_GATE_HALTED,
+    UPG_GATE_APPROVAL,
+    UPG_GATE_WINDOW,
+    UPG_GATE_CANARY,
+    UPG_GATE_FLOOR,
+    UPG_GATE_SLOT,
+};
+
+struct upg_event {
+    enum upg_object object;
+    char *name;         /* the node or the pool; NULL: the ClusterPolicy */
+    char *pool;         /* the pool the node is in ("default": none selects it), or NULL */
+    char *revision;     /* the driver revision the rollout is for, or NULL */
+    bool warning;       /* a Warning, else a Normal Event */
+    const char *reason; /* UPG_EVENT_REASON */
+    enum upg_cause cause;
+    enum upg_gate gate; /* UPG_CAUSE_WAITING: which one */
+    char *message;
+};
+
+/*
+ * The Events posted lately. A pass repeats some on every pass while nothing changes (a node
+ * refused, an invalid pool, a broken input) and a waiting node may flap between gates: the
+ * planner holds back an Event posted within UPG_EVENT_REPEAT_S about the same object for the same
+ * reason, cause, gate, pool and revision (never by its message). A state change is never held
+ * back: the node's label records each one. The shell records what it posts; the planner reads
+ * the log. Bounded (old entries go first); not thread-safe: the reconcile thread owns it.
+ */
+#define UPG_EVENT_REPEAT_S 600
+struct upg_event_log;
+struct upg_event_log *upg_event_log_new(void);
+void upg_event_log_free(struct upg_event_log *l);
+DEFINE_CLEANUP_FUNC(struct upg_event_log, upg_event_log_free)
+void upg_event_log_record(struct upg_event_log *l, const struct upg_event *ev, int64_t now_s);
+/* Would `ev` be held back at now_s (posted within UPG_EVENT_REPEAT_S)? */
+bool upg_event_log_holds(const struct upg_event_log *l, const struct upg_event *ev, int64_t now_s);
+size_t upg_event_log_size(const struct upg_event_log *l);
+
+/* A DriverUpgradePool's phase: Invalid (it cannot be acted on), Halted (a canary failed),
+ * Upgrading (nodes in flight or pending), Failed (nodes failed, none moving), Done. */
+enum upg_phase {
+    UPG_PHASE_DONE,
+    UPG_PHASE_UPGRADING,
+    UPG_PHASE_FAILED,
+    UPG_PHASE_HALTED,
+    UPG_PHASE_INVALID
+};
+const char *upg_phase_name(enum upg_phase p);
+
+struct upg_node_note {
+    char *node;
+    char *text; /* its state, why it failed, why it waits */
+};
+struct upg_notes {
+    struct upg_node_note *v;
+    size_t n;
+};
+
+/* One pool's progress: "default" for the driver-managed nodes no pool selects. */
+struct upg_pool_report {
+    char *name;
+    int total, upgraded, pending;
+    struct upg_notes in_progress; /* node -> state */
+    struct upg_notes failed;      /* node -> why */
+    struct upg_notes waiting;     /* node -> why (the first UPG_POOL_WAITING_MAX) */
+    int waiting_more;             /* waiting nodes past those named */
+    char *halted;                 /* why its rollout is halted, or NULL */
+    char *error;                  /* why it cannot be acted on, or NULL */
+    char *target_revision, *target_version;
+    int64_t next_window_s; /* closed: when its next window opens (0: none or open) */
+    enum upg_phase phase;
+    /* The DriverUpgradePool's status as it should read (its RolloutHalted condition keeps its
+     * transition time); NULL for the default pool. `write`: it differs from the stored one. */
+    json_t *status;
+    bool write;
+};
+#define UPG_POOL_WAITING_MAX 50
+
+/* The ClusterPolicy's DriverUpgrade condition: True with UpgradeDone (or AutoUpgradeDisabled);
+ * False with UpgradeInProgress, UpgradeFailed, RolloutHalted or InvalidUpgradeInput; the
+ * message a line per pool. */
+struct upg_condition {
+    bool status;
+    const char *reason;
+    char *message;
+};
+#define UPG_CONDITION_TYPE "DriverUpgrade"
+
+struct upg_node_patch {
+    char *node;
+    /* merge patch for the Node (metadata labels/annotations, spec.unschedulable), with
+     * metadata.resourceVersion, the node's as read, as the precondition */
+    json_t *patch;
+};
+
+struct upg_pod_ref {
+    char *ns, *name, *node;
+};
+
 struct upg_plan {
-    /* [{"name": node, "patch": merge patch for the Node (metadata labels/annotations,
-     * spec.unschedulable; metadata.resourceVersion, the node's as read, as the precondition)}],
-     * at most one per node */
-    json_t *node_patches;
-    json_t *evictions; /* [{"namespace", "name", "node"}]: through the Eviction API */
-    /* [{"namespace", "name", "node"}]: out-of-date driver pods, and the node's validator pods
-     * once its new driver is up (they validated the old one) */
-    json_t *deletions;
-    json_t *events; /* [{"node" (or "pool"), "type", "reason", "message"}] */
-    /* Per pool, "default" for nodes no pool selects: {"name", "total", "upgraded",
-     * "inProgress": {node: state}, "failed": {node: reason}, "waiting": {node: reason},
-     * "pending", "waitingMore" (nodes past the 50 named), "halted": reason or absent, "error":
-     * reason or absent, "nextWindow": RFC 3339 or absent, "targetRevision"} */
-    json_t *pools;
+    struct upg_node_patch *patches; /* at most one per node */
+    size_t n_patches;
+    struct upg_pod_ref *evictions; /* through the Eviction API */
+    size_t n_evictions;
+    /* out-of-date driver pods, and a node's validator pods once its new driver is up (they
+     * validated the old one) */
+    struct upg_pod_ref *deletions;
+    size_t n_deletions;
+    /* the Events to post, in order; a node's go only once its patch went through */
+    struct upg_event *events;
+    size_t n_events;
+    size_t events_held; /* repeats the log held back */
+    struct upg_pool_report *pools;
+    size_t n_pools;
+    struct upg_condition condition;
     struct upg_counts counts; /* NVIDIA's gpu_operator_nodes_upgrades_* */
-    json_t *pool_counts;      /* {pool: {"in_progress", "done", "failed", "pending"}} */
     int64_t requeue_s;        /* look again in this many seconds (0: only on events) */
     bool frozen;              /* bad input: no node was touched; `error` says why */
     char *error;
@@ -267,6 +388,27 @@ struct upg_plan {
 int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e);
 void upg_plan_free(struct upg_plan *p);
 DEFINE_CLEANUP_FUNC(struct upg_plan, upg_plan_free)
+
+/* ---- what the shell reads for the planner (upg-inputs.c) ------------------------------------ */
+
+/*
+ * The driver DaemonSets among `owned` (gpuop's objects): in namespace `ns`, the ClusterPolicy's
+ * (UPG_DRIVER_APP) and each NVIDIADriver's (labelled gpuop.dev/nvidia-driver), each with its
+ * current revision (the hash of the newest of `revisions`, ControllerRevisions, it owns) and the
+ * driver version its image runs (`dflt` when the tag says none). A DaemonSet without a
+ * revision yet is left out. A new array (*ret_n entries) whose strings are borrowed from
+ * `owned` and `revisions`, but for `version`, which is version_buf's.
+ */
+struct upg_driver_set *upg_driver_sets(const json_t *owned, const json_t *revisions, const char *ns,
+                                       const char *dflt, size_t *ret_n);
+/* What the planner reads of a Node, added to the projection `p` of `obj`: the upgrade
+ * annotations (NVIDIA's nvidia.com/gpu-driver-upgrade..., gpuop's upgrade.gpuop.dev/...),
+ * spec.unschedulable, the kernel version, the GPU resources of capacity and allocatable and the
+ * Ready condition. */
+void upg_project_node(const json_t *obj, json_t *p);
+/* What it reads of a Pod beyond its name, namespace, labels and deletion, added to `p`: owners,
+ * creation time, node, phase, GPU requests, emptyDirs, readiness and restarts. */
+void upg_project_pod(const json_t *obj, json_t *p);
 
 /* ---- read-your-writes ----------------------------------------------------------------------- */
 
