@@ -1992,6 +1992,57 @@ static void test_events_held_back(void **state)
     world_done(&w);
 }
 
+/* The driver DaemonSets the shell hands the planner: the ClusterPolicy's and each
+ * NVIDIADriver's in the operator's namespace, each at its newest ControllerRevision, with the
+ * version its image tag names. */
+static void test_driver_sets(void **state)
+{
+    (void)state;
+    json_t *owned = json_loads(
+        "[{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-driver-daemonset\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u1\"},\"spec\":{\"template\":{\"spec\":{"
+        "\"containers\":[{\"image\":\"nvcr.io/nvidia/driver:580.82.07-ubuntu22.04\"}]}}}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-gpu-driver-a-ubuntu24.04\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u2\",\"labels\":{\"gpuop.dev/nvidia-driver\":"
+        "\"a\"}},\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"image\":"
+        "\"registry:5000/driver@sha256:00\"}]}}}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-device-plugin-daemonset\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u3\"}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-driver-daemonset\","
+        "\"namespace\":\"elsewhere\",\"uid\":\"u4\"}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-gpu-driver-b-rhel9\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u5\",\"labels\":{\"gpuop.dev/nvidia-driver\":"
+        "\"b\"}}}]",
+        0, NULL);
+    json_t *revs = json_loads(
+        "[{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"old\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u1\"}]},\"revision\":1},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"new\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u1\"}]},\"revision\":3},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"mid\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u1\"}]},\"revision\":2},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"a1\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u2\"}]},\"revision\":1},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"x\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u3\"}]},\"revision\":1}]",
+        0, NULL);
+    assert_non_null(owned);
+    assert_non_null(revs);
+    size_t n = 0;
+    struct upg_driver_set *sets = upg_driver_sets(owned, revs, "gpu-operator", "595.91.07", &n);
+    /* the device plugin is no driver, the other namespace's is not ours, b has no revision */
+    assert_int_equal(n, 2);
+    assert_string_equal(sets[0].name, "nvidia-driver-daemonset");
+    assert_string_equal(sets[0].revision, "new");
+    assert_string_equal(sets[0].version, "580.82.07");
+    assert_string_equal(sets[1].name, "nvidia-gpu-driver-a-ubuntu24.04");
+    assert_string_equal(sets[1].revision, "a1");
+    assert_string_equal(sets[1].version, "595.91.07"); /* a digest names no version */
+    free(sets);
+    json_decref(owned);
+    json_decref(revs);
+}
+
 static void test_policy_parse_errors(void **state)
 {
     (void)state;
@@ -2201,6 +2252,7 @@ int main(void)
         cmocka_unit_test(test_canary_resume),
         cmocka_unit_test(test_compat_gate_refuses_one_node),
         cmocka_unit_test(test_bad_input_freezes),
+        cmocka_unit_test(test_driver_sets),
         cmocka_unit_test(test_pool_phases),
         cmocka_unit_test(test_condition_rollup),
         cmocka_unit_test(test_pool_status_body),

@@ -9,8 +9,6 @@
 #include "kobj.h"
 #include "upgrade.h"
 
-#define LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver" /* an NVIDIADriver's DaemonSet */
-
 /* The hash of the newest ControllerRevision the DaemonSet owns, or NULL. */
 static const char *current_revision(const json_t *revisions, const json_t *ds)
 {
@@ -38,8 +36,15 @@ static bool ds_driver_version(const json_t *ds, char *buf, size_t len)
     json_t *c;
     json_array_foreach (kobj_path(ds, "spec.template.spec.containers"), i, c) {
         const char *img = kobj_str(c, "image");
-        const char *slash = img ? strrchr(img, '/') : NULL;
-        const char *colon = strrchr(slash ? slash : (img ? img : ""), ':');
+        if (!img)
+            continue;
+        /* the tag: after the last ':' of the name's last component, before any "@digest" */
+        size_t name_len = strcspn(img, "@");
+        const char *last = img;
+        for (const char *p = img; p < img + name_len; p++)
+            if (*p == '/')
+                last = p + 1;
+        const char *colon = memchr(last, ':', (size_t)(img + name_len - last));
         if (!colon)
             continue;
         size_t n = strcspn(colon + 1, "-@");
@@ -61,7 +66,7 @@ struct upg_driver_set *upg_driver_sets(const json_t *owned, const json_t *revisi
     const json_t *ds;
     json_array_foreach (owned, i, ds) {
         if (!streq_ptr(kobj_kind(ds), "DaemonSet") || !streq_ptr(kobj_namespace(ds), ns) ||
-            !(streq_ptr(kobj_name(ds), UPG_DRIVER_APP) || kobj_label(ds, LABEL_NVIDIA_DRIVER)))
+            !(streq_ptr(kobj_name(ds), UPG_DRIVER_APP) || kobj_label(ds, UPG_LABEL_NVIDIA_DRIVER)))
             continue;
         const char *rev = current_revision(revisions, ds);
         if (!rev)

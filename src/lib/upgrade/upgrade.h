@@ -45,9 +45,11 @@
 /* The NVIDIADriver that owns a node (set by the operator with useNvidiaDriverCRD): a pool
  * naming an NVIDIADriver selects the nodes it owns. */
 #define UPG_LABEL_DRIVER_OWNER "nvidia.com/gpu-operator.driver.owner"
-#define UPG_EVENT_REASON       "GPUDriverUpgrade"
-#define UPG_DRIVER_APP         "nvidia-driver-daemonset"
-#define UPG_VALIDATOR_APP      "nvidia-operator-validator"
+/* The NVIDIADriver a driver DaemonSet is for (the operator's OP_LABEL_NVIDIA_DRIVER). */
+#define UPG_LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver"
+#define UPG_EVENT_REASON        "GPUDriverUpgrade"
+#define UPG_DRIVER_APP          "nvidia-driver-daemonset"
+#define UPG_VALIDATOR_APP       "nvidia-operator-validator"
 
 /* gpuop's node annotations (the planner's memory in the cluster) and the pool's. */
 #define UPG_ANN_SINCE         "upgrade.gpuop.dev/state-since"   /* epoch s the state began */
