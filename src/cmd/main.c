@@ -98,6 +98,8 @@ int main(int argc, char **argv)
                     return 2;
                 }
                 log_set_format(fmt);
+                /* env-write-before-threads: main() reads the global flags before it hands over
+                 * to a component; no thread exists yet (tests/build/env-writes.py) */
                 setenv("GPUOP_LOG_FORMAT", val, 1);
             } else {
                 enum log_level lvl;
@@ -106,6 +108,7 @@ int main(int argc, char **argv)
                     return 2;
                 }
                 log_set_level(lvl);
+                /* env-write-before-threads: as above, before any component starts a thread */
                 setenv("GPUOP_LOG_LEVEL", val, 1);
             }
             i++;

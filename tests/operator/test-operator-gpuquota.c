@@ -148,10 +148,15 @@ static json_t *plan_status(const json_t *cp, const json_t *findings, struct op_t
     struct err e = {0};
     if (op_plan(&snap, &plan, &e) < 0)
         fail_msg("%s", err_msg(&e));
-    json_t *entry = json_array_get(plan->policies, json_array_size(plan->policies) - 1);
-    *ret_events = json_incref(json_object_get(entry, "events"));
-    *ret_write = json_is_true(json_object_get(entry, "write"));
-    json_t *st = json_incref(json_object_get(entry, "status"));
+    const struct op_report *r = &plan->active->r;
+    json_t *events = json_array();
+    for (size_t i = 0; i < r->n_events; i++)
+        json_array_append_new(events,
+                              json_pack("{s:s,s:s,s:s}", "type", r->events[i].type, "reason",
+                                        r->events[i].reason, "message", r->events[i].message));
+    *ret_events = events;
+    *ret_write = r->write;
+    json_t *st = json_incref(r->status);
     op_plan_free(plan);
     return st;
 }

@@ -89,7 +89,29 @@ static char *kind_name(const json_t *o)
     return xasprintf("%s/%s", json_string_value(json_object_get(o, "kind")), name_of(o));
 }
 
-/* The plan as the fixtures see it. */
+/* A report's conditions by type, and its Events (their reasons, and the whole list). */
+static void report_view(const struct op_report *r, json_t **ret_conds, json_t **ret_reasons,
+                        json_t **ret_events)
+{
+    json_t *conds = json_object();
+    size_t j;
+    json_t *c;
+    json_array_foreach (json_object_get(r->status, "conditions"), j, c)
+        json_object_set(conds, json_string_value(json_object_get(c, "type")), c);
+    json_t *reasons = json_array(), *events = json_array();
+    for (size_t i = 0; i < r->n_events; i++) {
+        const struct op_event *ev = &r->events[i];
+        json_array_append_new(reasons, json_string(ev->reason));
+        json_array_append_new(events, json_pack("{s:s,s:s,s:s}", "type", ev->type, "reason",
+                                                ev->reason, "message", ev->message));
+    }
+    *ret_conds = conds;
+    *ret_reasons = reasons;
+    *ret_events = events;
+}
+
+/* The plan as the fixtures see it (the typed plan rendered as the JSON they were written
+ * against). */
 static json_t *plan_view(const struct op_plan *plan)
 {
     json_t *v =
@@ -98,56 +120,39 @@ static json_t *plan_view(const struct op_plan *plan)
                   plan->requeue, "has_active", plan->has_active, "desired_image");
     size_t i;
     json_t *x;
-    json_array_foreach (plan->policies, i, x) {
-        json_t *conds = json_object();
-        size_t j;
-        json_t *c;
-        json_array_foreach (json_object_get(json_object_get(x, "status"), "conditions"), j, c) {
-            json_object_set(conds, json_string_value(json_object_get(c, "type")), c);
-        }
-        json_t *events = json_array();
-        json_array_foreach (json_object_get(x, "events"), j, c) {
-            json_array_append(events, json_object_get(c, "reason"));
-        }
-        json_object_set_new(
-            json_object_get(v, "policies"), json_string_value(json_object_get(x, "name")),
-            json_pack("{s:O,s:O,s:O?,s:o,s:o,s:O}", "write", json_object_get(x, "write"), "valid",
-                      json_object_get(x, "valid"), "state",
-                      json_object_get(json_object_get(x, "status"), "state"), "conditions", conds,
-                      "events", events, "event_list", json_object_get(x, "events")));
+    for (i = 0; i < plan->n_policies; i++) {
+        const struct op_policy_report *pr = &plan->policies[i];
+        json_t *conds, *reasons, *events;
+        report_view(&pr->r, &conds, &reasons, &events);
+        json_object_set_new(json_object_get(v, "policies"), pr->r.name,
+                            json_pack("{s:b,s:b,s:O?,s:o,s:o,s:o}", "write", pr->r.write, "valid",
+                                      pr->valid, "state", json_object_get(pr->r.status, "state"),
+                                      "conditions", conds, "events", reasons, "event_list",
+                                      events));
     }
-    json_array_foreach (plan->node_patches, i, x) {
-        json_object_set(json_object_get(v, "node_patches"),
-                        json_string_value(json_object_get(x, "name")),
-                        json_object_get(x, "labels"));
-    }
+    for (i = 0; i < plan->n_node_patches; i++)
+        json_object_set(json_object_get(v, "node_patches"), plan->node_patches[i].node,
+                        plan->node_patches[i].labels);
     json_array_foreach (plan->apply, i, x) {
         _cleanup_free_ char *k = kind_name(x);
         json_array_append_new(json_object_get(v, "apply"), json_string(k));
     }
-    json_array_foreach (plan->prune, i, x) {
-        _cleanup_free_ char *k = xasprintf("%s/%s", json_string_value(json_object_get(x, "kind")),
-                                           json_string_value(json_object_get(x, "name")));
+    for (i = 0; i < plan->n_prune; i++) {
+        _cleanup_free_ char *k = xasprintf("%s/%s", plan->prune[i].kind, plan->prune[i].name);
         json_array_append_new(json_object_get(v, "prune"), json_string(k));
     }
     json_object_set_new(v, "apply_count", json_integer((json_int_t)json_array_size(plan->apply)));
     json_t *nvds = json_object();
     json_object_set_new(v, "nvidia_drivers", nvds);
-    json_array_foreach (plan->nvidia_drivers, i, x) {
-        json_t *conds = json_object();
-        json_t *events = json_array();
-        size_t j;
-        json_t *c;
-        json_array_foreach (json_object_get(json_object_get(x, "status"), "conditions"), j, c)
-            json_object_set(conds, json_string_value(json_object_get(c, "type")), c);
-        json_array_foreach (json_object_get(x, "events"), j, c)
-            json_array_append(events, json_object_get(c, "reason"));
-        json_object_set_new(
-            nvds, json_string_value(json_object_get(x, "name")),
-            json_pack("{s:O,s:O?,s:O,s:o,s:o,s:O}", "write", json_object_get(x, "write"), "state",
-                      json_object_get(json_object_get(x, "status"), "state"), "status",
-                      json_object_get(x, "status"), "conditions", conds, "events", events,
-                      "event_list", json_object_get(x, "events")));
+    for (i = 0; i < plan->n_nvidia_drivers; i++) {
+        const struct op_report *r = &plan->nvidia_drivers[i];
+        json_t *conds, *reasons, *events;
+        report_view(r, &conds, &reasons, &events);
+        json_object_set_new(nvds, r->name,
+                            json_pack("{s:b,s:O?,s:O,s:o,s:o,s:o}", "write", r->write, "state",
+                                      json_object_get(r->status, "state"), "status", r->status,
+                                      "conditions", conds, "events", reasons, "event_list",
+                                      events));
     }
     json_t *desired = json_object();
     json_object_set_new(v, "desired", desired);
@@ -199,15 +204,14 @@ static void execute(json_t *cluster, const struct op_plan *plan)
     json_t *policies = json_object_get(cluster, "policies");
     size_t i;
     json_t *x;
-    json_array_foreach (plan->node_patches, i, x) {
+    for (i = 0; i < plan->n_node_patches; i++) {
         json_t *labels = json_object_get(
-            json_object_get(
-                find_named(nodes, NULL, json_string_value(json_object_get(x, "name")), NULL, NULL),
-                "metadata"),
+            json_object_get(find_named(nodes, NULL, plan->node_patches[i].node, NULL, NULL),
+                            "metadata"),
             "labels");
         const char *k;
         json_t *v;
-        json_object_foreach (json_object_get(x, "labels"), k, v) {
+        json_object_foreach (plan->node_patches[i].labels, k, v) {
             if (json_is_null(v))
                 json_object_del(labels, k);
             else
@@ -228,26 +232,24 @@ static void execute(json_t *cluster, const struct op_plan *plan)
         else
             json_array_append_new(owned, obj);
     }
-    json_array_foreach (plan->prune, i, x) {
+    for (i = 0; i < plan->n_prune; i++) {
         size_t at;
-        if (find_named(owned, json_string_value(json_object_get(x, "kind")),
-                       json_string_value(json_object_get(x, "name")),
-                       json_string_value(json_object_get(x, "namespace")), &at))
+        if (find_named(owned, plan->prune[i].kind, plan->prune[i].name, plan->prune[i].ns, &at))
             json_array_remove(owned, at);
     }
-    json_array_foreach (plan->nvidia_drivers, i, x) {
-        if (!json_is_true(json_object_get(x, "write")))
+    for (i = 0; i < plan->n_nvidia_drivers; i++) {
+        const struct op_report *r = &plan->nvidia_drivers[i];
+        if (!r->write)
             continue;
-        json_t *d = find_named(json_object_get(cluster, "nvds"), NULL,
-                               json_string_value(json_object_get(x, "name")), NULL, NULL);
-        json_object_set_new(d, "status", json_deep_copy(json_object_get(x, "status")));
+        json_t *d = find_named(json_object_get(cluster, "nvds"), NULL, r->name, NULL, NULL);
+        json_object_set_new(d, "status", json_deep_copy(r->status));
     }
-    json_array_foreach (plan->policies, i, x) {
-        if (!json_is_true(json_object_get(x, "write")))
+    for (i = 0; i < plan->n_policies; i++) {
+        const struct op_report *r = &plan->policies[i].r;
+        if (!r->write)
             continue;
-        json_t *cp =
-            find_named(policies, NULL, json_string_value(json_object_get(x, "name")), NULL, NULL);
-        json_object_set_new(cp, "status", json_deep_copy(json_object_get(x, "status")));
+        json_t *cp = find_named(policies, NULL, r->name, NULL, NULL);
+        json_object_set_new(cp, "status", json_deep_copy(r->status));
     }
 }
 
@@ -397,11 +399,17 @@ static void run_fixture(const char *path)
         size_t at;
         if (del && find_named(policies, NULL, del, NULL, &at))
             json_array_remove(policies, at);
+        /* the fixture's failed writes, [{"object", "reason"}], as the shell records them */
+        struct op_write_errors werr = {0};
+        size_t we;
+        json_t *wx;
+        json_array_foreach (json_object_get(step, "apply_errors"), we, wx)
+            op_write_errors_add(&werr, kobj_str(wx, "object"), kobj_str(wx, "reason"));
         struct op_snapshot snap = {
             .policies = policies,
             .nodes = nodes,
             .owned = json_object_get(cluster, "owned"),
-            .apply_errors = json_object_get(step, "apply_errors"),
+            .apply_errors = &werr,
             .defaults = &defaults,
             .templates = templates,
             .now_ms = now,
@@ -410,7 +418,9 @@ static void run_fixture(const char *path)
                                   : json_object_get(cluster, "nvds")};
         _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
         struct err e = {0};
-        if (op_plan(&snap, &plan, &e) < 0)
+        int pr = op_plan(&snap, &plan, &e);
+        op_write_errors_done(&werr);
+        if (pr < 0)
             fail_msg("%s step %zu: %s", path, i, err_msg(&e));
         /* Every object planned is one a real API server accepts. */
         size_t d;

@@ -330,13 +330,55 @@ static void test_valid_quantity(void **state)
     }
 }
 
+/* The transition rule: a condition keeps its time while its status stays, takes `now` when the
+ * status changes or the type is new; observedGeneration only when given. */
+static void test_condition(void **state)
+{
+    (void)state;
+    json_t *old = json_pack("[{s:s,s:s,s:s},{s:s,s:s,s:s}]", "type", "Ready", "status", "True",
+                            "lastTransitionTime", "2025-01-01T00:00:00Z", "type", "Error", "status",
+                            "False", "lastTransitionTime", "2025-01-02T00:00:00Z");
+    static const struct {
+        const char *type;
+        bool status;
+        long long gen;
+        const char *ltt;
+    } rows[] = {
+        {"Ready", true, 3, "2025-01-01T00:00:00Z"},  /* unchanged: kept */
+        {"Ready", false, 3, "2026-06-01T00:00:00Z"}, /* changed: now */
+        {"Error", false, -1, "2025-01-02T00:00:00Z"},
+        {"Halted", true, -1, "2026-06-01T00:00:00Z"}, /* new type: now */
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        json_t *c = kobj_condition(old, rows[i].type, rows[i].status, "R", "m",
+                                   "2026-06-01T00:00:00Z", rows[i].gen);
+        assert_string_equal(kobj_str(c, "lastTransitionTime"), rows[i].ltt);
+        assert_string_equal(kobj_str(c, "status"), rows[i].status ? "True" : "False");
+        assert_int_equal(json_object_get(c, "observedGeneration") != NULL, rows[i].gen >= 0);
+        json_decref(c);
+    }
+    json_t *conds = json_array();
+    kobj_conditions_put(
+        conds, json_pack("{s:s,s:s,s:s}", "type", "A", "status", "True", "message", "one"));
+    kobj_conditions_put(
+        conds, json_pack("{s:s,s:s,s:s}", "type", "B", "status", "True", "message", "two"));
+    kobj_conditions_put(
+        conds, json_pack("{s:s,s:s,s:s}", "type", "A", "status", "False", "message", "three"));
+    assert_int_equal(json_array_size(conds), 2);
+    assert_string_equal(kobj_condition_message(conds, "A", NULL), "three");
+    assert_null(kobj_condition_message(conds, "A", "True"));
+    assert_string_equal(kobj_condition_message(conds, "B", "True"), "two");
+    json_decref(conds);
+    json_decref(old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths),          cmocka_unit_test(test_metadata),
         cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
         cmocka_unit_test(test_valid_quantity), cmocka_unit_test(test_selector_string),
-        cmocka_unit_test(test_merge_patch),
+        cmocka_unit_test(test_merge_patch),    cmocka_unit_test(test_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

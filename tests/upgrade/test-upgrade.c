@@ -14,8 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kobj.h"
+#include "upg-internal.h"
 #include "upgrade.h"
 #include "yamlcfg.h"
 
@@ -39,6 +42,7 @@ struct world {
     bool broken_driver; /* new driver pods crash-loop */
     int pod_seq;
     struct upg_driver_set set;
+    const struct upg_event_log *posted; /* the shell's log of Events posted, or NULL */
 };
 
 static json_t *mk_node(const char *name, int gpus)
@@ -189,7 +193,10 @@ static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
                                      .ns = "gpu-operator",
                                      .revision = w->rev,
                                      .version = w->version};
+    _cleanup_(upg_zones_freep) struct upg_zones *zones = upg_zones_new();
+    upg_zones_load_pools(zones, NULL, w->pools);
     struct upg_input in = {.policy = &w->pol,
+                           .zones = zones,
                            .nodes = nodes,
                            .pods = w->pods,
                            .pdbs = w->pdbs,
@@ -199,6 +206,7 @@ static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
                            .nvidia_drivers = w->nvds,
                            .matrix = w->matrix,
                            .validation_enabled = true,
+                           .posted = w->posted,
                            .now_s = w->now};
     struct upg_plan *p = NULL;
     struct err e = {0};
@@ -239,12 +247,10 @@ static void execute_pods(struct world *w, const struct upg_plan *p);
 
 static void execute(struct world *w, const struct upg_plan *p)
 {
-    size_t i;
-    json_t *a;
-    json_array_foreach (p->node_patches, i, a) {
-        json_t *n = node_of(w, kobj_str(a, "name"));
+    for (size_t i = 0; i < p->n_patches; i++) {
+        json_t *n = node_of(w, p->patches[i].node);
         assert_non_null(n);
-        merge(n, json_object_get(a, "patch"));
+        merge(n, p->patches[i].patch);
     }
     execute_pods(w, p);
 }
@@ -252,9 +258,7 @@ static void execute(struct world *w, const struct upg_plan *p)
 /* The plan's evictions and pod deletions. */
 static void execute_pods(struct world *w, const struct upg_plan *p)
 {
-    size_t i;
-    json_t *a;
-    json_array_foreach (p->evictions, i, a) {
+    for (size_t i = 0; i < p->n_evictions; i++) {
         /* the Eviction API: refused when a budget allows no disruption */
         size_t k;
         json_t *pdb;
@@ -262,15 +266,16 @@ static void execute_pods(struct world *w, const struct upg_plan *p)
             json_t *al = kobj_path(pdb, "status.disruptionsAllowed");
             assert_true(json_integer_value(al) > 0);
         }
-        remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
+        remove_pod(w, p->evictions[i].ns, p->evictions[i].name);
     }
-    json_array_foreach (p->deletions, i, a) {
-        bool validator = strstr(kobj_str(a, "name"), "validator") != NULL;
-        remove_pod(w, kobj_str(a, "namespace"), kobj_str(a, "name"));
+    for (size_t i = 0; i < p->n_deletions; i++) {
+        const struct upg_pod_ref *a = &p->deletions[i];
+        bool validator = strstr(a->name, "validator") != NULL;
+        remove_pod(w, a->ns, a->name);
         /* the DaemonSet's replacement: a validator validates again (Ready unless told not) */
-        json_array_append_new(
-            w->pods, validator ? mk_validator(w, kobj_str(a, "node"))
-                               : mk_driver_pod(w, kobj_str(a, "node"), w->rev, !w->broken_driver));
+        json_array_append_new(w->pods, validator
+                                           ? mk_validator(w, a->node)
+                                           : mk_driver_pod(w, a->node, w->rev, !w->broken_driver));
     }
 }
 
@@ -314,24 +319,30 @@ static const char *ann(struct world *w, const char *node, const char *k)
 
 static bool has_event(const struct upg_plan *p, const char *node, const char *substr)
 {
-    size_t i;
-    json_t *ev;
-    json_array_foreach (p->events, i, ev) {
-        if ((!node || streq_ptr(kobj_str(ev, "node"), node)) &&
-            strstr(kobj_str(ev, "message") ?: "", substr))
+    for (size_t i = 0; i < p->n_events; i++) {
+        const struct upg_event *ev = &p->events[i];
+        if ((!node || (ev->object == UPG_OBJ_NODE && streq_ptr(ev->name, node))) &&
+            strstr(ev->message, substr))
             return true;
     }
     return false;
 }
 
-static json_t *pool_status(const struct upg_plan *p, const char *name)
+static const struct upg_pool_report *pool_report(const struct upg_plan *p, const char *name)
 {
-    size_t i;
-    json_t *s;
-    json_array_foreach (p->pools, i, s) {
-        if (streq_ptr(kobj_str(s, "name"), name))
-            return s;
-    }
+    for (size_t i = 0; i < p->n_pools; i++)
+        if (streq_ptr(p->pools[i].name, name))
+            return &p->pools[i];
+    fail_msg("no report of pool %s", name);
+    return NULL;
+}
+
+/* The patch of node `name` in the plan, or NULL. */
+static const json_t *patch_of(const struct upg_plan *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_patches; i++)
+        if (streq_ptr(p->patches[i].node, name))
+            return p->patches[i].patch;
     return NULL;
 }
 
@@ -343,8 +354,7 @@ static int converge(struct world *w, int max, int max_down, int64_t step_s)
 {
     for (int pass = 0; pass < max; pass++) {
         struct upg_plan *p = plan(w);
-        bool idle = json_array_size(p->node_patches) == 0 && json_array_size(p->evictions) == 0 &&
-                    json_array_size(p->deletions) == 0;
+        bool idle = p->n_patches == 0 && p->n_evictions == 0 && p->n_deletions == 0;
         execute(w, p);
         upg_plan_free(p);
         int down = count_down(w);
@@ -373,9 +383,9 @@ static void test_states_in_order(void **state)
     assert_true(has_event(p, "node-0", "[cordon-required]"));
     assert_true(has_event(p, "node-0", "[wait-for-jobs-required]"));
     assert_true(has_event(p, "node-0", "[pod-deletion-required]"));
-    assert_int_equal(json_array_size(p->evictions), 1);
-    assert_string_equal(kobj_str(json_array_get(p->evictions, 0), "name"), "train-0");
-    assert_int_equal(json_array_size(p->deletions), 0);
+    assert_int_equal(p->n_evictions, 1);
+    assert_string_equal(p->evictions[0].name, "train-0");
+    assert_int_equal(p->n_deletions, 0);
     assert_int_equal(p->counts.in_progress, 1);
     execute(&w, p);
     upg_plan_free(p);
@@ -385,7 +395,7 @@ static void test_states_in_order(void **state)
      * starts later than the validator did) */
     w.now += 10;
     p = plan(&w);
-    assert_int_equal(json_array_size(p->deletions), 1);
+    assert_int_equal(p->n_deletions, 1);
     assert_true(has_event(p, "node-0", "[pod-restart-required]"));
     /* drain off: straight from pod deletion to the restart (the upgrade e2e saw drain-required) */
     assert_false(has_event(p, "node-0", "[drain-required]"));
@@ -396,9 +406,8 @@ static void test_states_in_order(void **state)
     p = plan(&w);
     assert_true(has_event(p, "node-0", "[validation-required]"));
     assert_false(has_event(p, "node-0", "[uncordon-required]"));
-    assert_int_equal(json_array_size(p->deletions), 1);
-    assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
-                        "nvidia-operator-validator-node-0");
+    assert_int_equal(p->n_deletions, 1);
+    assert_string_equal(p->deletions[0].name, "nvidia-operator-validator-node-0");
     execute(&w, p);
     upg_plan_free(p);
     assert_string_equal(state_of(&w, "node-0"), "validation-required");
@@ -413,7 +422,7 @@ static void test_states_in_order(void **state)
     assert_false(is_cordoned(&w, "node-0"));
     /* converged: no writes */
     p = plan(&w);
-    assert_int_equal(json_array_size(p->node_patches), 0);
+    assert_int_equal(p->n_patches, 0);
     upg_plan_free(p);
     world_done(&w);
 }
@@ -440,14 +449,14 @@ static void test_pods_not_listed_wait(void **state)
     struct upg_plan *p = NULL;
     struct err e = {0};
     assert_int_equal(upg_plan(&in, &p, &e), 0);
-    assert_int_equal(json_array_size(p->evictions), 0);
+    assert_int_equal(p->n_evictions, 0);
     assert_int_equal(p->requeue_s, 1);
     execute(&w, p);
     upg_plan_free(p);
     assert_string_equal(state_of(&w, "node-0"), "pod-deletion-required");
     json_object_set_new(listed, "node-0", json_true());
     assert_int_equal(upg_plan(&in, &p, &e), 0);
-    assert_int_equal(json_array_size(p->evictions), 1);
+    assert_int_equal(p->n_evictions, 1);
     upg_plan_free(p);
     json_decref(listed);
     world_done(&w);
@@ -592,7 +601,7 @@ static void test_auto_upgrade_off(void **state)
                         json_string("upgrade-done"));
     set_policy(&w, "{\"autoUpgrade\":false}");
     struct upg_plan *p = plan(&w);
-    assert_int_equal(json_array_size(p->node_patches), 1);
+    assert_int_equal(p->n_patches, 1);
     execute(&w, p);
     upg_plan_free(p);
     assert_string_equal(state_of(&w, "node-0"), "");
@@ -705,9 +714,8 @@ static void test_failed_node_recovers_and_retry(void **state)
     json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, true));
     struct upg_plan *p = plan(&w);
     assert_false(has_event(p, "node-0", "[uncordon-required]"));
-    assert_int_equal(json_array_size(p->deletions), 1);
-    assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
-                        "nvidia-operator-validator-node-0");
+    assert_int_equal(p->n_deletions, 1);
+    assert_string_equal(p->deletions[0].name, "nvidia-operator-validator-node-0");
     w.now += 10;
     execute(&w, p);
     upg_plan_free(p);
@@ -723,7 +731,7 @@ static void test_failed_node_recovers_and_retry(void **state)
     remove_pod(&w, "gpu-operator", "nvidia-driver-daemonset-1");
     json_array_append_new(w.pods, mk_driver_pod(&w, "node-0", NEW, false));
     p = plan(&w);
-    assert_int_equal(json_array_size(p->node_patches), 0);
+    assert_int_equal(p->n_patches, 0);
     upg_plan_free(p);
     /* upgrade-required set by hand retries the whole plan */
     w.broken_driver = false;
@@ -781,7 +789,7 @@ static void test_safe_load(void **state)
                         json_string("true"));
     json_array_append_new(w.pods, mk_gpu_pod(&w, "node-0", "train-0", "train"));
     struct upg_plan *p = plan(&w);
-    assert_int_equal(json_array_size(p->evictions), 1);
+    assert_int_equal(p->n_evictions, 1);
     execute(&w, p);
     upg_plan_free(p);
     assert_non_null(ann(&w, "node-0", UPG_ANN_SAFE_LOAD)); /* not before the node is empty */
@@ -831,9 +839,8 @@ static void test_validation_resumes_stale_validator(void **state)
     for (int pass = 0; pass < 2; pass++) {
         w.now += 5;
         struct upg_plan *p = plan(&w);
-        assert_int_equal(json_array_size(p->deletions), 1);
-        assert_string_equal(kobj_str(json_array_get(p->deletions, 0), "name"),
-                            "nvidia-operator-validator-node-0");
+        assert_int_equal(p->n_deletions, 1);
+        assert_string_equal(p->deletions[0].name, "nvidia-operator-validator-node-0");
         assert_false(has_event(p, "node-0", "[uncordon-required]"));
         assert_false(has_event(p, "node-0", "[validation-required]")); /* no new transition */
         upg_plan_free(p);
@@ -850,7 +857,7 @@ static void test_validation_resumes_stale_validator(void **state)
     json_object_set_new(json_object_get(v, "metadata"), "deletionTimestamp",
                         json_string("2025-12-02T10:01:05Z"));
     struct upg_plan *p = plan(&w);
-    assert_int_equal(json_array_size(p->deletions), 0);
+    assert_int_equal(p->n_deletions, 0);
     assert_string_equal(state_of(&w, "node-0"), "validation-required");
     upg_plan_free(p);
     /* gone, and the DaemonSet's new one passes: done, uncordoned */
@@ -858,7 +865,7 @@ static void test_validation_resumes_stale_validator(void **state)
     json_array_append_new(w.pods, mk_validator(&w, "node-0"));
     p = plan(&w);
     assert_true(has_event(p, "node-0", "[upgrade-done]"));
-    assert_int_equal(json_array_size(p->deletions), 0);
+    assert_int_equal(p->n_deletions, 0);
     execute(&w, p);
     upg_plan_free(p);
     assert_string_equal(state_of(&w, "node-0"), "upgrade-done");
@@ -894,12 +901,10 @@ static const char *rv_of(const json_t *nodes, const char *name)
 static int serve(struct world *w, const struct upg_plan *p, struct upg_writes *wr)
 {
     int conflicts = 0;
-    size_t i;
-    json_t *a;
-    json_array_foreach (p->node_patches, i, a) {
-        json_t *n = node_of(w, kobj_str(a, "name"));
+    for (size_t i = 0; i < p->n_patches; i++) {
+        json_t *n = node_of(w, p->patches[i].node);
         assert_non_null(n);
-        json_t *patch = json_object_get(a, "patch");
+        const json_t *patch = p->patches[i].patch;
         const char *pre = kobj_path_str(patch, "metadata.resourceVersion");
         if (pre && !streq_ptr(pre, kobj_resource_version(n))) {
             conflicts++;
@@ -1014,11 +1019,7 @@ static void test_stale_informer_no_repeat(void **state)
     p = plan_nodes(&w, cache0);
     assert_true(has_event(p, "node-0", "[upgrade-done]"));
     assert_true(has_event(p, "node-1", "[cordon-required]"));
-    const char *pre = NULL;
-    json_array_foreach (p->node_patches, i, n) {
-        if (streq_ptr(kobj_str(n, "name"), "node-0"))
-            pre = kobj_path_str(json_object_get(n, "patch"), "metadata.resourceVersion");
-    }
+    const char *pre = kobj_path_str(patch_of(p, "node-0"), "metadata.resourceVersion");
     assert_non_null(pre);
     assert_string_not_equal(pre, rv_of(w.nodes, "node-0"));
     upg_plan_free(p);
@@ -1132,8 +1133,9 @@ static void test_window_closed_then_open(void **state)
     assert_string_equal(state_of(&w, "node-0"), "upgrade-required");
     assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "2025-12-06T01:00:00"));
     struct upg_plan *p = plan(&w);
-    json_t *st = pool_status(p, "serve");
-    assert_string_equal(kobj_str(st, "nextWindow"), "2025-12-06T01:00:00Z");
+    assert_int_equal(pool_report(p, "serve")->next_window_s, 1764982800);
+    assert_string_equal(kobj_path_str(pool_report(p, "serve")->status, "nextWindow"),
+                        "2025-12-06T01:00:00Z");
     /* the planner asks to be woken when it opens */
     assert_int_equal(p->requeue_s, 1764982800 - w.now);
     upg_plan_free(p);
@@ -1169,31 +1171,236 @@ static void test_window_in_flight_finishes(void **state)
     world_done(&w);
 }
 
-static void test_window_time_zones(void **state)
+/* ---- time zones: the system's database read by gpuop, no TZ ---------------------------------- */
+
+static struct upg_tz *zone(const char *name)
+{
+    struct upg_tz *tz = NULL;
+    struct err e = {0};
+    if (upg_tz_load(NULL, name, &tz, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    return tz;
+}
+
+/* Offsets at instants on both sides of each clock change, before the zone's first transition
+ * (local mean time), and far past its listed transitions (the footer's POSIX rule), north and
+ * south of the equator. The figures are the database's (Python's zoneinfo, zdump). */
+static void test_tz_offsets(void **state)
 {
     (void)state;
-    struct upg_window win = {.days = 1u << 0, .start_min = 1 * 60 + 30, .length_min = 60};
-    bool open;
-    int64_t next;
-    struct err e = {0};
-    /* Sunday 2025-07-06 01:30 in New York is EDT: 05:30 UTC. At 05:45 UTC it is open. */
-    assert_int_equal(upg_window_open(&win, 1, "America/New_York", 1751780700, &open, &next, &e), 0);
+    static const struct {
+        const char *zone;
+        int64_t t;
+        int32_t off;
+    } rows[] = {
+        {"America/New_York", 1782907200, -14400},  /* 2026-07-01 */
+        {"America/New_York", 1796126400, -18000},  /* 2026-12-01 */
+        {"America/New_York", 1772953199, -18000},  /* 2026-03-08 06:59:59Z: EST */
+        {"America/New_York", 1772953200, -14400},  /* 07:00Z: EDT */
+        {"America/New_York", 1793512799, -14400},  /* 2026-11-01 05:59:59Z: EDT */
+        {"America/New_York", 1793512800, -18000},  /* 06:00Z: EST */
+        {"America/New_York", 4118126400, -14400},  /* 2100-07-01: the rule */
+        {"America/New_York", 4131345600, -18000},  /* 2100-12-01 */
+        {"America/New_York", -3786825600, -17762}, /* 1850: local mean time */
+        {"Europe/Berlin", 1782907200, 7200},
+        {"Europe/Berlin", 1768478400, 3600},
+        {"Europe/Berlin", 1774745999, 3600}, /* 2026-03-29 00:59:59Z: CET */
+        {"Europe/Berlin", 1774746000, 7200}, /* 01:00Z: CEST */
+        {"Europe/Berlin", 1792889999, 7200}, /* 2026-10-25 00:59:59Z: CEST */
+        {"Europe/Berlin", 1792890000, 3600}, /* 01:00Z: CET */
+        {"Europe/Berlin", -2840140800, 3208},
+        {"Europe/Berlin", 7276435200, 7200}, /* 2200-08-01 */
+        {"Australia/Sydney", 1768435200, 39600},
+        {"Australia/Sydney", 1784073600, 36000},
+        {"Australia/Sydney", 5681491200, 39600}, /* 2150-01-15: the rule, south */
+        {"UTC", 1782907200, 0},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_(upg_tz_freep) struct upg_tz *tz = zone(rows[i].zone);
+        int32_t got = upg_tz_offset(tz, rows[i].t);
+        if (got != rows[i].off)
+            fail_msg("%s at %lld: offset %d, want %d", rows[i].zone, (long long)rows[i].t, got,
+                     rows[i].off);
+    }
+    assert_int_equal(upg_tz_offset(NULL, 1782907200), 0);
+}
+
+/* Wall-clock times to instants: ordinary ones, one in the hour a spring-forward skips (read with
+ * the offset before the change), one in the hour a fall-back repeats (the first occurrence). */
+static void test_tz_local_to_utc(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *zone;
+        int64_t local; /* the wall time as if it were UTC */
+        int64_t want;
+    } rows[] = {
+        /* 2026-03-08 01:30 New York: EST, 06:30Z */
+        {"America/New_York", 1772933400, 1772951400},
+        /* 02:30 does not exist: 07:30Z (03:30 EDT) */
+        {"America/New_York", 1772937000, 1772955000},
+        /* 03:30 EDT: 07:30Z too */
+        {"America/New_York", 1772940600, 1772955000},
+        /* 2026-11-01 01:30 happens twice: the EDT one, 05:30Z (not 06:30Z) */
+        {"America/New_York", 1793496600, 1793511000},
+        /* 2026-03-29 02:30 Berlin does not exist: 01:30Z (03:30 CEST) */
+        {"Europe/Berlin", 1774751400, 1774747800},
+        /* 2026-10-25 02:30 Berlin happens twice: the CEST one, 00:30Z */
+        {"Europe/Berlin", 1792895400, 1792888200},
+        /* 2026-10-25 03:30 Berlin: CET, 02:30Z */
+        {"Europe/Berlin", 1792899000, 1792895400},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_(upg_tz_freep) struct upg_tz *tz = zone(rows[i].zone);
+        int64_t got = upg_tz_local_to_utc(tz, rows[i].local);
+        if (got != rows[i].want)
+            fail_msg("%s local %lld: %lld, want %lld", rows[i].zone, (long long)rows[i].local,
+                     (long long)got, (long long)rows[i].want);
+    }
+}
+
+/* Windows across the clock changes of 2026 in New York and Berlin: open or closed at an instant,
+ * and when the next one opens (closed) or this one closes (open). */
+static void test_window_dst(void **state)
+{
+    (void)state;
+    enum { SUN = 1u << 0, SAT = 1u << 6 };
+    static const struct {
+        const char *zone;
+        unsigned days;
+        int start_min, length_min;
+        int64_t now;
+        bool open;
+        int64_t next;
+    } rows[] = {
+        /* Sunday 02:30 for 1 h on 2026-03-08 (New York skips 02:00-03:00): it starts at 03:30
+         * EDT (07:30Z) */
+        {"America/New_York", SUN, 150, 60, 1772955000 - 1, false, 1772955000},
+        {"America/New_York", SUN, 150, 60, 1772955000, true, 1772958600},
+        /* Saturday 23:00 for 4 h, the night of 2026-03-07/08: four hours of elapsed time, to
+         * 04:00 EDT (08:00Z) */
+        {"America/New_York", SAT, 23 * 60, 240, 1772942400, true, 1772956800},
+        /* Sunday 01:30 for 1 h on 2026-11-01 (01:00-02:00 happens twice): from the first 01:30
+         * (05:30Z) to 06:30Z, the second 01:30; then next Sunday's, 01:30 EST (2026-11-08
+         * 06:30Z) */
+        {"America/New_York", SUN, 90, 60, 1793511000, true, 1793514600},
+        {"America/New_York", SUN, 90, 60, 1793513700, true, 1793514600},
+        {"America/New_York", SUN, 90, 60, 1793514600, false, 1794119400},
+        /* Sunday 02:15 for 30 min on 2026-03-29 (Berlin skips 02:00-03:00): 01:15Z-01:45Z */
+        {"Europe/Berlin", SUN, 135, 30, 1774746000, false, 1774746900},
+        {"Europe/Berlin", SUN, 135, 30, 1774746900, true, 1774748700},
+        /* Sunday 02:30 for 30 min on 2026-10-25 (02:00-03:00 twice): the first, 00:30Z-01:00Z;
+         * at the second 02:30 (01:30Z) it is closed, next Sunday's 02:30 CET is 01:30Z */
+        {"Europe/Berlin", SUN, 150, 30, 1792888200, true, 1792890000},
+        {"Europe/Berlin", SUN, 150, 30, 1792891800, false, 1793496600},
+        /* an ordinary summer Saturday 02:00-06:00 Berlin: 00:00Z-04:00Z on 2026-07-04 */
+        {"Europe/Berlin", SAT, 120, 240, 1783123200 - 60, false, 1783123200},
+        {"Europe/Berlin", SAT, 120, 240, 1783130400, true, 1783137600},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_(upg_tz_freep) struct upg_tz *tz = zone(rows[i].zone);
+        struct upg_window w = {rows[i].days, rows[i].start_min, rows[i].length_min};
+        bool open;
+        int64_t next;
+        upg_window_state(&w, 1, tz, rows[i].now, &open, &next);
+        if (open != rows[i].open || next != rows[i].next)
+            fail_msg("row %zu (%s): open %d next %lld, want %d %lld", i, rows[i].zone, open,
+                     (long long)next, rows[i].open, (long long)rows[i].next);
+    }
+    /* no window: always open */
+    bool open = false;
+    int64_t next = 1;
+    upg_window_state(NULL, 0, NULL, 1782907200, &open, &next);
     assert_true(open);
-    /* the same instant in Tokyo is Sunday 14:45: closed; next opens Sunday 2025-07-13 01:30
-     * JST = 2025-07-12T16:30Z */
-    assert_int_equal(upg_window_open(&win, 1, "Asia/Tokyo", 1751780700, &open, &next, &e), 0);
-    assert_false(open);
-    assert_int_equal(next, 1752337800);
-    /* an unknown zone is an error, never UTC by accident */
-    assert_int_equal(upg_window_open(&win, 1, "Mars/Olympus", 1751780700, &open, &next, &e),
-                     -EINVAL);
-    assert_false(upg_tz_valid("../../etc/passwd"));
-    assert_true(upg_tz_valid("Europe/Berlin"));
-    /* TZ of the process is left as it was */
-    setenv("TZ", "Asia/Kolkata", 1);
-    assert_int_equal(upg_window_open(&win, 1, "UTC", 1751780700, &open, &next, &e), 0);
-    assert_string_equal(getenv("TZ"), "Asia/Kolkata");
-    unsetenv("TZ");
+    assert_int_equal(next, 0);
+}
+
+/* A zone that cannot be read is an error naming the zone and the file, never UTC by accident;
+ * nothing touches the process's TZ. */
+static void test_tz_errors(void **state)
+{
+    (void)state;
+    struct upg_tz *tz = NULL;
+    struct err e = {0};
+    assert_true(upg_tz_load(NULL, "Mars/Olympus", &tz, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "\"Mars/Olympus\""));
+    assert_non_null(strstr(err_msg(&e), "/usr/share/zoneinfo/Mars/Olympus"));
+    err_clear(&e);
+    assert_true(upg_tz_load(NULL, "../../etc/passwd", &tz, &e) < 0);
+    assert_false(upg_tz_name_valid("/etc/localtime"));
+    assert_false(upg_tz_name_valid("Europe/Berlin\n"));
+    assert_true(upg_tz_name_valid("Etc/GMT+5"));
+    /* a zone directory with bad files in it */
+    char dir[] = "/tmp/gpuop-tz-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_free_ char *berlin = NULL;
+    size_t blen = 0;
+    assert_int_equal(
+        file_read_all("/usr/share/zoneinfo/Europe/Berlin", 1 << 20, &berlin, &blen, &e), 0);
+    static const struct {
+        const char *name;
+        size_t len; /* bytes of Berlin's file; 0: "garbage" */
+        const char *want;
+    } bad[] = {
+        {"Cut", 60, "truncated"},
+        {"Garbage", 0, "bad header"},
+        {"NoFooter", 0, "bad footer"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, bad[i].name);
+        const char *data = bad[i].len ? berlin : "not a zone file at all, really not at all";
+        size_t len = bad[i].len ? bad[i].len : strlen(data);
+        if (strcmp(bad[i].name, "NoFooter") == 0) {
+            data = berlin;
+            len = blen - 3; /* the footer's rule cut short */
+        }
+        assert_int_equal(file_write_atomic(path, data, len, 0644, &e), 0);
+        err_clear(&e);
+        assert_true(upg_tz_load(dir, bad[i].name, &tz, &e) < 0);
+        if (!strstr(err_msg(&e), bad[i].want) || !strstr(err_msg(&e), path) ||
+            !strstr(err_msg(&e), bad[i].name))
+            fail_msg("%s: \"%s\"", bad[i].name, err_msg(&e));
+        err_clear(&e);
+        unlink(path);
+    }
+    /* a directory is no zone */
+    _cleanup_free_ char *sub = xasprintf("%s/Sub", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_true(upg_tz_load(dir, "Sub", &tz, &e) < 0);
+    assert_non_null(strstr(err_msg(&e), "Sub"));
+    rmdir(sub);
+    rmdir(dir);
+    /* the set the shell reads: a pool's zone that did not read keeps its error */
+    _cleanup_(upg_zones_freep) struct upg_zones *z = upg_zones_new();
+    _cleanup_json_ json_t *pools =
+        json_pack("[{s:{s:s}},{s:{s:s}},{s:{s:s}}]", "spec", "timeZone", "Europe/Berlin", "spec",
+                  "timeZone", "Mars/Olympus", "spec", "timeZone", "Europe/Berlin");
+    upg_zones_load_pools(z, NULL, pools);
+    const char *why = NULL;
+    assert_non_null(upg_zones_get(z, "Europe/Berlin", &why));
+    assert_null(upg_zones_get(z, "Mars/Olympus", &why));
+    assert_non_null(strstr(why, "Mars/Olympus"));
+    assert_null(upg_zones_get(z, "Asia/Tokyo", &why));
+    assert_non_null(why);
+}
+
+/* A pool whose zone does not read is invalid: its nodes are left as they are, its status and an
+ * Event name the zone and the file. */
+static void test_pool_bad_zone(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    label_nodes(&w, 0, 1, "pool", "serve");
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"},\"timeZone\":\"Mars/Olympus\",\"maintenanceWindows\":[{\"days\":["
+                 "\"Sat\"],\"start\":\"02:00\",\"duration\":\"4h\"}]}}");
+    struct upg_plan *p = plan(&w);
+    assert_non_null(strstr(pool_report(p, "serve")->error, "/usr/share/zoneinfo/Mars/Olympus"));
+    assert_int_equal(pool_report(p, "serve")->phase, UPG_PHASE_INVALID);
+    assert_int_equal(p->n_patches, 0);
+    upg_plan_free(p);
+    world_done(&w);
 }
 
 static void test_manual_approval(void **state)
@@ -1209,7 +1416,7 @@ static void test_manual_approval(void **state)
     assert_int_equal(count_state(&w, "upgrade-required"), 3);
     assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "approval"));
     struct upg_plan *p = plan(&w);
-    assert_int_equal(json_object_size(json_object_get(pool_status(p, "serve"), "waiting")), 3);
+    assert_int_equal(pool_report(p, "serve")->waiting.n, 3);
     upg_plan_free(p);
     /* one node approved: it alone goes */
     json_object_set_new(kobj_annotations(node_of(&w, "node-1")), UPG_ANN_NODE_APPROVED,
@@ -1295,8 +1502,7 @@ static void test_canary_unhealthy_gpus(void **state)
         json_object_set_new(st, "allocatable", json_loads(cases[c].allocatable, 0, NULL));
         w.now += 30; /* within the soak */
         struct upg_plan *p = plan(&w);
-        json_t *ps = pool_status(p, "research");
-        const char *halted = kobj_str(ps, "halted");
+        const char *halted = pool_report(p, "research")->halted;
         if (cases[c].halt) {
             if (!halted || !strstr(halted, cases[c].halt))
                 fail_msg("case %zu: halted \"%s\", want \"%s\"", c, halted ?: "(none)",
@@ -1360,10 +1566,10 @@ static void test_canary_halt_resume_rollback(void **state)
     assert_false(is_cordoned(&w, "node-0"));
     assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "rollout halted"));
     struct upg_plan *p = plan(&w);
-    const char *halted = kobj_str(pool_status(p, "a"), "halted");
+    const char *halted = pool_report(p, "a")->halted;
     assert_non_null(halted);
     assert_non_null(strstr(halted, "node-1"));
-    assert_null(kobj_str(pool_status(p, "b"), "halted"));
+    assert_null(pool_report(p, "b")->halted);
     upg_plan_free(p);
     /* roll back: the DaemonSet's template goes back to the old revision; the canary returns to
      * it through the same drain plan and the halt (for the new revision) no longer applies */
@@ -1455,9 +1661,9 @@ static void test_bad_input_freezes(void **state)
     struct err e = {0};
     assert_int_equal(upg_plan(&in, &p, &e), 0);
     assert_true(p->frozen);
-    assert_int_equal(json_array_size(p->node_patches), 0);
+    assert_int_equal(p->n_patches, 0);
     assert_non_null(strstr(p->error, "maxUnavailable"));
-    assert_int_equal(json_array_size(p->events), 1);
+    assert_int_equal(p->n_events, 1);
     upg_plan_free(p);
     /* an unparsable matrix */
     in.policy = &w.pol;
@@ -1465,26 +1671,22 @@ static void test_bad_input_freezes(void **state)
     in.matrix_error = "ConfigMap gpu-operator/gpuop-driver-compat: matrix.yaml:3:1: bad";
     assert_int_equal(upg_plan(&in, &p, &e), 0);
     assert_true(p->frozen);
-    assert_int_equal(json_array_size(p->node_patches), 0);
+    assert_int_equal(p->n_patches, 0);
     upg_plan_free(p);
     /* an invalid pool: its nodes left as they are, others move */
     label_nodes(&w, 0, 1, "pool", "x");
     add_pool(&w, "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"nodeSelector\":{\"pool\":\"x\"},"
                  "\"approval\":\"sometimes\"}}");
     p = plan(&w);
-    json_t *st = pool_status(p, "x");
-    assert_non_null(strstr(kobj_str(st, "error"), "approval"));
-    size_t i;
-    json_t *np;
-    json_array_foreach (p->node_patches, i, np)
-        assert_string_not_equal(kobj_str(np, "name"), "node-0");
+    assert_non_null(strstr(pool_report(p, "x")->error, "approval"));
+    assert_null(patch_of(p, "node-0"));
     assert_true(has_event(p, "node-0", "left as it is"));
     upg_plan_free(p);
     /* an unknown NVIDIADriver reference */
     json_array_clear(w.pools);
     add_pool(&w, "{\"metadata\":{\"name\":\"y\"},\"spec\":{\"nvidiaDriver\":\"nope\"}}");
     p = plan(&w);
-    assert_non_null(strstr(kobj_str(pool_status(p, "y"), "error"), "NVIDIADriver nope"));
+    assert_non_null(strstr(pool_report(p, "y")->error, "NVIDIADriver nope"));
     upg_plan_free(p);
     /* a pool naming an NVIDIADriver holds the nodes it owns (the owner label), even the
      * default one's, which has no nodeSelector */
@@ -1494,9 +1696,9 @@ static void test_bad_input_freezes(void **state)
     label_nodes(&w, 1, 2, UPG_LABEL_DRIVER_OWNER, "dflt");
     add_pool(&w, "{\"metadata\":{\"name\":\"y\"},\"spec\":{\"nvidiaDriver\":\"dflt\"}}");
     p = plan(&w);
-    assert_null(kobj_str(pool_status(p, "y"), "error"));
-    assert_int_equal(json_integer_value(json_object_get(pool_status(p, "y"), "total")), 1);
-    assert_int_equal(json_integer_value(json_object_get(pool_status(p, "default"), "total")), 1);
+    assert_null(pool_report(p, "y")->error);
+    assert_int_equal(pool_report(p, "y")->total, 1);
+    assert_int_equal(pool_report(p, "default")->total, 1);
     upg_plan_free(p);
     /* overlapping pools: the node in both is left alone, with both named */
     json_array_clear(w.pools);
@@ -1505,10 +1707,340 @@ static void test_bad_input_freezes(void **state)
     add_pool(&w, "{\"metadata\":{\"name\":\"p2\"},\"spec\":{\"nodeSelector\":{\"zone\":\"z\"}}}");
     p = plan(&w);
     assert_true(has_event(p, "node-0", "DriverUpgradePools p1 and p2"));
-    json_array_foreach (p->node_patches, i, np)
-        assert_string_not_equal(kobj_str(np, "name"), "node-0");
+    assert_null(patch_of(p, "node-0"));
     upg_plan_free(p);
     world_done(&w);
+}
+
+/* ---- what a pass reports: phases, the condition, Events held back ------------------------- */
+
+/* A report with `prog` nodes in flight, `failed` failed, `pending` pending, `done` upgraded. */
+static struct upg_pool_report mk_report(const char *name, int done, int prog, int failed,
+                                        int pending, const char *halted, const char *error)
+{
+    struct upg_pool_report r = {.name = xstrdup(name), .upgraded = done, .pending = pending};
+    r.total = done + prog + failed + pending;
+    for (int i = 0; i < prog; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "%s-p%d", name, i);
+        upg_notes_add(&r.in_progress, n, "drain-required");
+    }
+    for (int i = 0; i < failed; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "%s-f%d", name, i);
+        upg_notes_add(&r.failed, n, "validation did not pass");
+    }
+    for (int i = 0; i < pending; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "%s-w%d", name, i);
+        upg_notes_add(&r.waiting, n, "approval");
+    }
+    r.halted = halted ? xstrdup(halted) : NULL;
+    r.error = error ? xstrdup(error) : NULL;
+    r.phase = upg_report_phase(&r);
+    return r;
+}
+
+/* The phase of each pool from what its nodes are doing. */
+static void test_pool_phases(void **state)
+{
+    (void)state;
+    static const struct {
+        int done, prog, failed, pending;
+        const char *halted, *error;
+        enum upg_phase want;
+    } rows[] = {
+        {3, 0, 0, 0, NULL, NULL, UPG_PHASE_DONE},
+        {0, 0, 0, 0, NULL, NULL, UPG_PHASE_DONE}, /* no nodes */
+        {1, 1, 0, 0, NULL, NULL, UPG_PHASE_UPGRADING},
+        {1, 0, 0, 2, NULL, NULL, UPG_PHASE_UPGRADING}, /* pending only */
+        {1, 1, 1, 0, NULL, NULL, UPG_PHASE_UPGRADING}, /* a failure while others move */
+        {2, 0, 1, 0, NULL, NULL, UPG_PHASE_FAILED},
+        {1, 0, 1, 2, "canary node a: x", NULL, UPG_PHASE_HALTED},
+        {0, 0, 0, 1, "canary node a: x", "bad zone", UPG_PHASE_INVALID},
+        {0, 0, 0, 0, NULL, "bad zone", UPG_PHASE_INVALID},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        struct upg_plan *p = xcalloc(1, sizeof(*p));
+        p->pools = xcalloc(1, sizeof(*p->pools));
+        p->n_pools = 1;
+        p->pools[0] = mk_report("p", rows[i].done, rows[i].prog, rows[i].failed, rows[i].pending,
+                                rows[i].halted, rows[i].error);
+        if (p->pools[0].phase != rows[i].want)
+            fail_msg("row %zu: phase %s, want %s", i, upg_phase_name(p->pools[0].phase),
+                     upg_phase_name(rows[i].want));
+        upg_plan_free(p);
+    }
+}
+
+/* The DriverUpgrade condition rolled up from the pools: the worst reason wins whatever the
+ * pools' order; a line per pool with nodes (or an error), a few nodes by name. */
+static void test_condition_rollup(void **state)
+{
+    (void)state;
+    struct spec {
+        int done, prog, failed, pending;
+        const char *halted, *error;
+    };
+    static const struct {
+        bool frozen, auto_off;
+        struct spec pools[3];
+        size_t n;
+        bool status;
+        const char *reason;
+        const char *msg[3]; /* substrings */
+    } rows[] = {
+        {.frozen = true, .status = false, .reason = "InvalidUpgradeInput", .msg = {"frozen why"}},
+        {.auto_off = true,
+         .n = 1,
+         .pools = {{1, 1, 0, 0}},
+         .status = true,
+         .reason = "AutoUpgradeDisabled",
+         .msg = {"autoUpgrade is false"}},
+        {.n = 1,
+         .pools = {{0, 0, 0, 0}},
+         .status = true,
+         .reason = "UpgradeDone",
+         .msg = {"no driver-managed node"}},
+        {.n = 2,
+         .pools = {{3, 0, 0, 0}, {2, 0, 0, 0}},
+         .status = true,
+         .reason = "UpgradeDone",
+         .msg = {"pool a: 3/3 upgraded; pool b: 2/2 upgraded"}},
+        {.n = 2,
+         .pools = {{1, 1, 0, 0}, {2, 0, 0, 0}},
+         .status = false,
+         .reason = "UpgradeInProgress",
+         .msg = {"pool a: 1/2 upgraded, a-p0 drain-required"}},
+        {.n = 1,
+         .pools = {{0, 0, 0, 3}},
+         .status = false,
+         .reason = "UpgradeInProgress",
+         .msg = {"3 waiting (a-w0: approval)"}},
+        {.n = 2,
+         .pools = {{1, 1, 1, 0}, {0, 1, 0, 0}},
+         .status = false,
+         .reason = "UpgradeFailed",
+         .msg = {"a-f0 failed: validation did not pass"}},
+        /* the worst wins in either order */
+        {.n = 3,
+         .pools = {{0, 0, 0, 1, NULL, "bad"}, {0, 0, 1, 1, "canary node x: y"}, {0, 1}},
+         .status = false,
+         .reason = "InvalidUpgradeInput",
+         .msg = {"invalid: bad", "halted: canary node x: y", "pool c: 0/1"}},
+        {.n = 3,
+         .pools = {{0, 1}, {0, 0, 1, 1, "canary node x: y"}, {0, 0, 0, 1, NULL, "bad"}},
+         .status = false,
+         .reason = "InvalidUpgradeInput"},
+        {.n = 2,
+         .pools = {{0, 0, 1, 0}, {0, 0, 0, 1, "canary node x: y"}},
+         .status = false,
+         .reason = "RolloutHalted"},
+        /* many nodes: five named, then a count */
+        {.n = 1,
+         .pools = {{0, 8, 7, 0}},
+         .status = false,
+         .reason = "UpgradeFailed",
+         .msg = {"a-p4 drain-required (+3 more in progress)", "(+2 more failed)"}},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        struct upg_plan *p = xcalloc(1, sizeof(*p));
+        p->frozen = rows[i].frozen;
+        p->error = rows[i].frozen ? xstrdup("frozen why") : NULL;
+        p->n_pools = rows[i].n;
+        p->pools = xcalloc(rows[i].n + 1, sizeof(*p->pools));
+        for (size_t k = 0; k < rows[i].n; k++) {
+            const struct spec *sp = &rows[i].pools[k];
+            char name[2] = {(char)('a' + k), 0};
+            p->pools[k] =
+                mk_report(name, sp->done, sp->prog, sp->failed, sp->pending, sp->halted, sp->error);
+        }
+        upg_report_condition(p, !rows[i].auto_off);
+        if (p->condition.status != rows[i].status ||
+            !streq_ptr(p->condition.reason, rows[i].reason))
+            fail_msg("row %zu: %d %s, want %d %s (%s)", i, p->condition.status, p->condition.reason,
+                     rows[i].status, rows[i].reason, p->condition.message);
+        for (size_t k = 0; k < 3 && rows[i].msg[k]; k++)
+            if (!strstr(p->condition.message, rows[i].msg[k]))
+                fail_msg("row %zu: \"%s\" lacks \"%s\"", i, p->condition.message, rows[i].msg[k]);
+        upg_plan_free(p);
+    }
+}
+
+/* A DriverUpgradePool's status: the progress and phase; RolloutHalted keeps its transition
+ * time while it stays; a status equal to the stored one is not written. */
+static void test_pool_status_body(void **state)
+{
+    (void)state;
+    struct upg_pool_report r = mk_report("serve", 1, 1, 0, 0, "canary node a: x", NULL);
+    json_t *obj = json_pack("{s:{s:s},s:{s:[{s:s,s:s,s:s}]}}", "metadata", "name", "serve",
+                            "status", "conditions", "type", "RolloutHalted", "status", "True",
+                            "lastTransitionTime", "2026-01-01T00:00:00Z");
+    upg_report_pool(&r, obj, "2026-06-01T00:00:00Z");
+    assert_int_equal(r.phase, UPG_PHASE_HALTED);
+    assert_true(r.write);
+    assert_string_equal(kobj_path_str(r.status, "phase"), "Halted");
+    assert_string_equal(kobj_path_str(r.status, "progress"), "1/2");
+    assert_string_equal(kobj_path_str(r.status, "conditions.0.lastTransitionTime"),
+                        "2026-01-01T00:00:00Z");
+    assert_string_equal(kobj_path_str(r.status, "conditions.0.reason"), "CanaryFailed");
+    /* stored as planned: nothing to write */
+    json_object_set(obj, "status", r.status);
+    json_decref(r.status);
+    r.status = NULL;
+    upg_report_pool(&r, obj, "2026-06-02T00:00:00Z");
+    assert_false(r.write);
+    /* resumed: NotHalted from now */
+    json_decref(r.status);
+    r.status = NULL;
+    free(r.halted);
+    r.halted = NULL;
+    upg_report_pool(&r, obj, "2026-06-03T00:00:00Z");
+    assert_true(r.write);
+    assert_string_equal(kobj_path_str(r.status, "phase"), "Upgrading");
+    assert_string_equal(kobj_path_str(r.status, "conditions.0.lastTransitionTime"),
+                        "2026-06-03T00:00:00Z");
+    /* the default pool has no object: no status */
+    struct upg_pool_report d = mk_report("default", 1, 0, 0, 0, NULL, NULL);
+    upg_report_pool(&d, NULL, "2026-06-03T00:00:00Z");
+    assert_null(d.status);
+    struct upg_plan *p = xcalloc(1, sizeof(*p));
+    p->pools = xcalloc(2, sizeof(*p->pools));
+    p->pools[0] = r;
+    p->pools[1] = d;
+    p->n_pools = 2;
+    upg_plan_free(p);
+    json_decref(obj);
+}
+
+/* Repeats are held back by what an Event is about (object, reason, cause, gate, pool, revision),
+ * never by its message; a state change never is. */
+static void test_events_held_back(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, 8);
+    label_nodes(&w, 0, 1, "pool", "x");
+    add_pool(&w, "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"nodeSelector\":{\"pool\":\"x\"},"
+                 "\"approval\":\"sometimes\"}}");
+    _cleanup_(upg_event_log_freep) struct upg_event_log *log = upg_event_log_new();
+    w.posted = log;
+    /* pass 1: node-0 refused (its pool invalid), the pool's Event, node-1's states */
+    struct upg_plan *p = plan(&w);
+    assert_true(has_event(p, "node-0", "left as it is"));
+    assert_true(has_event(p, "node-1", "[upgrade-required]"));
+    size_t pool_events = 0;
+    for (size_t i = 0; i < p->n_events; i++) {
+        pool_events += p->events[i].object == UPG_OBJ_POOL;
+        upg_event_log_record(log, &p->events[i], w.now);
+    }
+    assert_int_equal(pool_events, 1);
+    assert_int_equal(p->events_held, 0);
+    execute(&w, p);
+    upg_plan_free(p);
+    /* pass 2 a minute later: the refusal and the pool's Event are held back; node-1's state
+     * changes are not */
+    w.now += 60;
+    p = plan(&w);
+    assert_false(has_event(p, "node-0", "left as it is"));
+    assert_int_equal(p->events_held, 2);
+    for (size_t i = 0; i < p->n_events; i++)
+        assert_int_equal(p->events[i].cause, UPG_CAUSE_STATE);
+    upg_plan_free(p);
+    /* the same refusal worded otherwise (another reason in its text) is the same Event */
+    json_array_clear(w.pools);
+    add_pool(&w, "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"nodeSelector\":{\"pool\":\"x\"},"
+                 "\"approval\":\"never\"}}");
+    p = plan(&w);
+    assert_false(has_event(p, "node-0", "left as it is"));
+    assert_int_equal(p->events_held, 2);
+    upg_plan_free(p);
+    /* past UPG_EVENT_REPEAT_S: posted again */
+    w.now += UPG_EVENT_REPEAT_S;
+    p = plan(&w);
+    assert_true(has_event(p, "node-0", "left as it is"));
+    assert_int_equal(p->events_held, 0);
+    upg_plan_free(p);
+    /* a state Event is never recorded nor held */
+    struct upg_event st = {.object = UPG_OBJ_NODE,
+                           .name = "n",
+                           .reason = UPG_EVENT_REASON,
+                           .cause = UPG_CAUSE_STATE,
+                           .message = "x"};
+    size_t before = upg_event_log_size(log);
+    upg_event_log_record(log, &st, w.now);
+    assert_int_equal(upg_event_log_size(log), before);
+    assert_false(upg_event_log_holds(log, &st, w.now));
+    /* a waiting node: another gate is another Event, the same gate reworded is not */
+    struct upg_event a = {.object = UPG_OBJ_NODE,
+                          .name = "n",
+                          .pool = "p",
+                          .revision = "r1",
+                          .reason = UPG_EVENT_REASON,
+                          .cause = UPG_CAUSE_WAITING,
+                          .gate = UPG_GATE_FLOOR,
+                          .message = "capacity floor: 3 of 8"};
+    upg_event_log_record(log, &a, w.now);
+    struct upg_event b = a;
+    b.message = "capacity floor: 2 of 8";
+    assert_true(upg_event_log_holds(log, &b, w.now + 1));
+    b.gate = UPG_GATE_WINDOW;
+    assert_false(upg_event_log_holds(log, &b, w.now + 1));
+    b = a;
+    b.revision = "r2"; /* another rollout */
+    assert_false(upg_event_log_holds(log, &b, w.now + 1));
+    world_done(&w);
+}
+
+/* The driver DaemonSets the shell hands the planner: the ClusterPolicy's and each
+ * NVIDIADriver's in the operator's namespace, each at its newest ControllerRevision, with the
+ * version its image tag names. */
+static void test_driver_sets(void **state)
+{
+    (void)state;
+    json_t *owned = json_loads(
+        "[{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-driver-daemonset\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u1\"},\"spec\":{\"template\":{\"spec\":{"
+        "\"containers\":[{\"image\":\"nvcr.io/nvidia/driver:580.82.07-ubuntu22.04\"}]}}}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-gpu-driver-a-ubuntu24.04\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u2\",\"labels\":{\"gpuop.dev/nvidia-driver\":"
+        "\"a\"}},\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"image\":"
+        "\"registry:5000/driver@sha256:00\"}]}}}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-device-plugin-daemonset\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u3\"}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-driver-daemonset\","
+        "\"namespace\":\"elsewhere\",\"uid\":\"u4\"}},"
+        "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"nvidia-gpu-driver-b-rhel9\","
+        "\"namespace\":\"gpu-operator\",\"uid\":\"u5\",\"labels\":{\"gpuop.dev/nvidia-driver\":"
+        "\"b\"}}}]",
+        0, NULL);
+    json_t *revs = json_loads(
+        "[{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"old\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u1\"}]},\"revision\":1},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"new\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u1\"}]},\"revision\":3},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"mid\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u1\"}]},\"revision\":2},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"a1\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u2\"}]},\"revision\":1},"
+        "{\"metadata\":{\"labels\":{\"controller-revision-hash\":\"x\"},\"ownerReferences\":"
+        "[{\"kind\":\"DaemonSet\",\"uid\":\"u3\"}]},\"revision\":1}]",
+        0, NULL);
+    assert_non_null(owned);
+    assert_non_null(revs);
+    size_t n = 0;
+    struct upg_driver_set *sets = upg_driver_sets(owned, revs, "gpu-operator", "595.91.07", &n);
+    /* the device plugin is no driver, the other namespace's is not ours, b has no revision */
+    assert_int_equal(n, 2);
+    assert_string_equal(sets[0].name, "nvidia-driver-daemonset");
+    assert_string_equal(sets[0].revision, "new");
+    assert_string_equal(sets[0].version, "580.82.07");
+    assert_string_equal(sets[1].name, "nvidia-gpu-driver-a-ubuntu24.04");
+    assert_string_equal(sets[1].revision, "a1");
+    assert_string_equal(sets[1].version, "595.91.07"); /* a digest names no version */
+    free(sets);
+    json_decref(owned);
+    json_decref(revs);
 }
 
 static void test_policy_parse_errors(void **state)
@@ -1559,7 +2091,7 @@ static void test_pool_parse_errors(void **state)
     } cases[] = {
         {"{}", "exactly one of nodeSelector and nvidiaDriver"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"approval\":\"maybe\"}", "spec.approval"},
-        {"{\"nodeSelector\":{\"a\":\"b\"},\"timeZone\":\"Mars/Base\"}", "spec.timeZone"},
+        {"{\"nodeSelector\":{\"a\":\"b\"},\"timeZone\":\"../../etc/passwd\"}", "spec.timeZone"},
         {"{\"nodeSelector\":{\"a\":\"b\"},\"maintenanceWindows\":[{\"days\":[\"Funday\"],"
          "\"start\":\"02:00\",\"duration\":\"1h\"}]}",
          "maintenanceWindows[0].days[0]"},
@@ -1707,7 +2239,11 @@ int main(void)
         cmocka_unit_test(test_capacity_floor),
         cmocka_unit_test(test_window_closed_then_open),
         cmocka_unit_test(test_window_in_flight_finishes),
-        cmocka_unit_test(test_window_time_zones),
+        cmocka_unit_test(test_tz_offsets),
+        cmocka_unit_test(test_tz_local_to_utc),
+        cmocka_unit_test(test_window_dst),
+        cmocka_unit_test(test_tz_errors),
+        cmocka_unit_test(test_pool_bad_zone),
         cmocka_unit_test(test_manual_approval),
         cmocka_unit_test(test_canary_pass),
         cmocka_unit_test(test_canary_unhealthy_gpus),
@@ -1716,6 +2252,11 @@ int main(void)
         cmocka_unit_test(test_canary_resume),
         cmocka_unit_test(test_compat_gate_refuses_one_node),
         cmocka_unit_test(test_bad_input_freezes),
+        cmocka_unit_test(test_driver_sets),
+        cmocka_unit_test(test_pool_phases),
+        cmocka_unit_test(test_condition_rollup),
+        cmocka_unit_test(test_pool_status_body),
+        cmocka_unit_test(test_events_held_back),
         cmocka_unit_test(test_policy_parse_errors),
         cmocka_unit_test(test_pool_parse_errors),
         cmocka_unit_test(test_matrix),

@@ -12,7 +12,7 @@
  * Pure: jansson only, no I/O, no HTTP client, so kubesim and the operator's pure core link it.
  * Getters return borrowed references (valid while the object is) and NULL when the path is
  * absent or has another type; they accept a NULL object. Nothing here allocates except
- * kobj_key(), kobj_merge_patch() and the setters, which say so.
+ * kobj_key(), kobj_merge_patch(), kobj_condition() and the setters, which say so.
  * Thread-safety: as for the jansson values passed in (readers may share an object that no one
  * modifies).
  */
@@ -135,5 +135,22 @@ int kobj_selector_check(const char *sel, struct err *e);
 /* matchLabels semantics: every key of `match` (an object of strings) has that value in
  * `labels`. NULL or {} matches everything. */
 bool kobj_labels_match(const json_t *match, const json_t *labels);
+
+/* ---- status conditions (kcond.c) ------------------------------------------------------------ */
+
+/*
+ * A status condition {type, status: "True"|"False", reason, message, lastTransitionTime,
+ * observedGeneration}, new. The rule every status gpuop writes follows: a condition keeps its
+ * lastTransitionTime while its status does not change, so the time is that of the last condition
+ * of `type` with the same status in `old` (the stored conditions, an array or NULL), else `now`
+ * (RFC 3339). observedGeneration is left out when `generation` is negative.
+ */
+json_t *kobj_condition(const json_t *old, const char *type, bool status, const char *reason,
+                       const char *message, const char *now, long long generation);
+/* The message of the first condition of `type` (and `status`, "True"/"False", unless NULL) in
+ * `conditions`, or NULL: what a status reported, so a restarted controller repeats nothing. */
+const char *kobj_condition_message(const json_t *conditions, const char *type, const char *status);
+/* Puts `cond` (stolen) into the array `conditions` in place of the one of its type, or last. */
+void kobj_conditions_put(json_t *conditions, json_t *cond);
 
 #endif

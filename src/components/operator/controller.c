@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpuop operator: the I/O shell around the pure core. Informers keep the ClusterPolicies, the
- * nodes and everything gpuop owns in memory; one reconcile thread compares what should exist
- * with what does and writes only the differences (a converged cluster costs no writes); a Lease
- * makes sure only one replica writes.
+ * nodes and everything gpuop owns in memory; one reconcile thread (reconcile.c) plans from them
+ * and writes only the differences (a converged cluster costs no writes); a Lease makes sure only
+ * one replica writes. This file is the component: informers, leader election, the work queue,
+ * /metrics and the options.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -14,12 +15,14 @@
 #include "http.h"
 #include "kube.h"
 #include "op-cli.h"
+#include "op-controller.h"
 #include "op-gpuquota.h"
 #include "operator-internal.h"
 #include "operator.h"
 #include "prom.h"
 #include "svc.h"
 #include "upgrade-ctl.h"
+#include "upgrade.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "operator"
@@ -29,67 +32,6 @@
 #define RETRY_BASE_MS 100  /* failed reconcile: 100 ms doubling ... */
 #define RETRY_MAX_MS  3000 /* ... to 3 s */
 #define REQUEUE_MS    5000 /* not ready yet: look again */
-
-/* Resources gpuop owns or watches beyond kube.h's list. */
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
-                                                       "NVIDIADriver", false};
-static const struct kube_resource RES_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1",
-                                                      "clusterroles", "ClusterRole", false};
-static const struct kube_resource RES_CLUSTERROLEBINDINGS = {
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
-static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role",
-                                               true};
-static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
-                                                      "rolebindings", "RoleBinding", true};
-
-/* The owned kinds, each with an informer on app.kubernetes.io/managed-by=gpuop. */
-static const struct kube_resource *const owned_kinds[] = {
-    &KUBE_DAEMONSETS,  &KUBE_SERVICEACCOUNTS,    &KUBE_SERVICES,
-    &RES_CLUSTERROLES, &RES_CLUSTERROLEBINDINGS, &RES_ROLES,
-    &RES_ROLEBINDINGS, &KUBE_RUNTIMECLASSES,     &KUBE_CONFIGMAPS,
-};
-#define N_OWNED ARRAY_SIZE(owned_kinds)
-
-struct metrics {
-    uint64_t reconciliations, failed, writes;
-    uint64_t last_success_ms;
-    int gpu_nodes;
-    int status; /* 1 ready, 0 not ready, -1 failed/invalid */
-};
-
-struct controller {
-    struct kube_client *kc;
-    const char *ns;
-    struct op_defaults defaults;
-    struct op_templates *templates;
-    struct kube_informer *policies, *nodes;
-    /* NVIDIADrivers: not waited for at start (a cluster without the CRD runs the ClusterPolicy's
-     * single driver); until listed, every NVIDIADriver DaemonSet stays as it is. */
-    struct kube_informer *nvds;
-    struct kube_informer *owned[N_OWNED];
-    struct op_gpuquota gq; /* Pods, ResourceQuotas and the GPU capacity view */
-
-    struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
-    struct http_server *http;
-    struct kube_leader *leader_elector;
-    struct op_upgrade *upg; /* the driver upgrade controller (upgrade-ctl.c) */
-
-    pthread_mutex_t lock;
-    struct metrics m;
-    bool leader;
-    bool ready; /* readyz: informers synced, and (when leading) a first reconcile done */
-    /* ClusterPolicy name -> [resourceVersion before our status write, the object the server
-     * returned]. Until the informer shows a newer version, reconciles read ours: what was
-     * reported lives in that status, so a stale cache must not report it again (nor write it
-     * again with an old resourceVersion and fail with a conflict). Reconcile thread only. */
-    json_t *written;
-    json_t *written_nvds; /* the same for NVIDIADrivers */
-    /* What the last reconcile failed to write: [{"object", "reason"}], an input of the next plan
-     * (the status says so until a write succeeds). Reconcile thread only. */
-    json_t *write_errors;
-};
 
 /* The component's state: the options, then the controller. */
 struct op_process {
@@ -109,34 +51,13 @@ static void mark_dirty(struct controller *c)
     svc_workqueue_add(c->queue, RECONCILE_KEY);
 }
 
-/*
- * Every write goes through this check: a replica that lost the lease stops in the middle of a
- * reconcile, at the next write, instead of finishing it while another replica already leads.
- */
-static int check_leader(struct controller *c, struct err *e)
-{
-    pthread_mutex_lock(&c->lock);
-    bool leader = c->leader;
-    pthread_mutex_unlock(&c->lock);
-    if (!leader)
-        return err_set(e, -ECANCELED, "not the leader (lease lost); write skipped");
-    return 0;
-}
-
-static void count_write(struct controller *c)
-{
-    pthread_mutex_lock(&c->lock);
-    c->m.writes++;
-    pthread_mutex_unlock(&c->lock);
-}
-
 static int upg_may_write(void *u, struct err *e)
 {
-    return check_leader(u, e);
+    return op_check_leader(u, e);
 }
 static void upg_wrote(void *u)
 {
-    count_write(u);
+    op_count_write(u);
 }
 static void upg_dirty(void *u)
 {
@@ -158,452 +79,6 @@ static void h_delete(json_t *obj, void *u)
 {
     (void)obj;
     mark_dirty(u);
-}
-
-/* ---- status ------------------------------------------------------------------------------- */
-
-/* Writes a ClusterPolicy's planned status (the plan says when it differs from the stored one). */
-static int write_status(struct controller *c, json_t *cp, json_t *status, struct err *e)
-{
-    int r = check_leader(c, e);
-    if (r < 0)
-        return r;
-    _cleanup_json_ json_t *obj = json_deep_copy(cp);
-    json_object_set(obj, "status", status);
-    _cleanup_json_ json_t *out = NULL;
-    r = kube_update_status(c->kc, &RES_CLUSTERPOLICIES, NULL, obj, &out, e);
-    if (r < 0)
-        return r;
-    count_write(c);
-    const char *rv = kobj_resource_version(cp);
-    if (rv && json_is_object(out) && kobj_name(cp))
-        json_object_set_new(c->written, kobj_name(cp), json_pack("[s,O]", rv, out));
-    return 0;
-}
-
-static void emit_event(struct controller *c, json_t *cp, const char *type, const char *reason,
-                       const char *message)
-{
-    struct err e = {0};
-    if (check_leader(c, &e) < 0)
-        return;
-    _cleanup_json_ json_t *inv =
-        json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
-                  "metadata", "name", kobj_name(cp), "uid", kobj_uid(cp) ?: "");
-    struct kube_event ev = {.ns = c->ns,
-                            .involved = inv,
-                            .type = type,
-                            .reason = reason,
-                            .message = message,
-                            .component = "gpuop-operator"};
-    if (kube_event_create(c->kc, &ev, &e) < 0)
-        log_warn(COMPONENT, "event not recorded", "reason=%s error=\"%s\"", reason, err_msg(&e));
-    else
-        count_write(c);
-}
-
-/* ---- executing a plan --------------------------------------------------------------------- */
-
-static const struct kube_resource *resource_of_kind(const char *kind)
-{
-    for (size_t i = 0; i < N_OWNED; i++)
-        if (streq_ptr(owned_kinds[i]->kind, kind))
-            return owned_kinds[i];
-    return NULL;
-}
-
-static size_t owned_index(const struct kube_resource *r)
-{
-    for (size_t i = 0; i < N_OWNED; i++)
-        if (owned_kinds[i] == r)
-            return i;
-    return 0;
-}
-
-/* Creates or replaces one planned object. */
-static int apply_object(struct controller *c, json_t *desired, struct err *e)
-{
-    const struct kube_resource *r = resource_of_kind(kobj_kind(desired));
-    if (!r)
-        return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"", kobj_kind(desired));
-    const char *ns = r->namespaced ? kobj_namespace(desired) : NULL;
-    const char *name = kobj_name(desired);
-    _cleanup_json_ json_t *live = kube_informer_get(c->owned[owned_index(r)], ns, name);
-    if (!live) {
-        /* Not in our store (the store only sees objects labelled as ours): ask the server, an
-         * object of the same name may exist unlabelled. */
-        int g = kube_get(c->kc, r, ns, name, &live, e);
-        if (g < 0 && g != -ENOENT)
-            return g;
-        err_clear(e);
-    }
-    /* The informer may have caught up since the snapshot. */
-    if (op_object_current(desired, live))
-        return 0;
-    int rc = check_leader(c, e);
-    if (rc < 0)
-        return rc;
-    _cleanup_json_ json_t *out = NULL;
-    if (!live) {
-        rc = kube_create(c->kc, r, ns, desired, &out, e);
-        if (rc == -EEXIST)
-            return 0; /* raced with our own earlier create; the informer will catch up */
-    } else {
-        _cleanup_json_ json_t *obj = json_deep_copy(desired);
-        json_t *meta = json_object_get(obj, "metadata");
-        json_object_set(meta, "resourceVersion", kobj_at(live, "metadata", "resourceVersion"));
-        if (r == &KUBE_SERVICES) {
-            /* clusterIP is immutable and assigned by the server */
-            json_t *lspec = json_object_get(live, "spec");
-            json_t *ospec = json_object_get(obj, "spec");
-            if (json_object_get(lspec, "clusterIP"))
-                json_object_set(ospec, "clusterIP", json_object_get(lspec, "clusterIP"));
-            if (json_object_get(lspec, "clusterIPs"))
-                json_object_set(ospec, "clusterIPs", json_object_get(lspec, "clusterIPs"));
-        }
-        rc = kube_update(c->kc, r, ns, obj, &out, e);
-    }
-    if (rc < 0)
-        return rc;
-    count_write(c);
-    log_info(COMPONENT, live ? "updated" : "created", "kind=%s name=%s", r->kind, name);
-    return 0;
-}
-
-static int delete_object(struct controller *c, const json_t *item, struct err *e)
-{
-    const char *kind = kobj_str(item, "kind");
-    const char *name = kobj_str(item, "name");
-    const struct kube_resource *r = resource_of_kind(kind);
-    if (!r)
-        return err_set(e, -EINVAL, "prune of unknown kind \"%s\"", kind);
-    if (check_leader(c, e) < 0)
-        return -ECANCELED;
-    struct kube_delete_opts dopts = {.propagation = KUBE_PROPAGATION_BACKGROUND};
-    int rc = kube_delete(c->kc, r, kobj_str(item, "namespace"), name, &dopts, e);
-    if (rc < 0 && rc != -ENOENT)
-        return rc;
-    err_clear(e);
-    count_write(c);
-    log_info(COMPONENT, "deleted", "kind=%s name=%s", kind, name);
-    return 0;
-}
-
-static void add_write_error(json_t *errors, const char *object, const struct err *e)
-{
-    json_array_append_new(errors, json_pack("{s:s,s:s}", "object", object, "reason", err_msg(e)));
-}
-
-/* Patches every planned node. One node refusing its labels (a webhook, a conflict) does not hold
- * back the others; each failure goes to `errors`. */
-static int label_nodes(struct controller *c, const json_t *patches, json_t *errors, struct err *e)
-{
-    size_t i;
-    json_t *np;
-    json_array_foreach (patches, i, np) {
-        const char *name = kobj_str(np, "name");
-        if (check_leader(c, e) < 0)
-            return -ECANCELED;
-        _cleanup_json_ json_t *body =
-            json_pack("{s:{s:O}}", "metadata", "labels", json_object_get(np, "labels"));
-        struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
-        _cleanup_json_ json_t *out = NULL;
-        struct err ne = {0};
-        int r = kube_patch(c->kc, &KUBE_NODES, NULL, name, &po, body, &out, &ne);
-        if (r == -ENOENT)
-            continue; /* the node went away */
-        if (r < 0) {
-            _cleanup_free_ char *obj = xasprintf("Node %s", name);
-            add_write_error(errors, obj, &ne);
-            continue;
-        }
-        count_write(c);
-    }
-    return 0;
-}
-
-static char *object_ref(const json_t *kind, const json_t *obj_ns, const json_t *name)
-{
-    const char *ns = json_string_value(obj_ns);
-    return xasprintf("%s %s%s%s", json_string_value(kind), ns ? ns : "", ns ? "/" : "",
-                     json_string_value(name));
-}
-
-static void emit_events(struct controller *c, json_t *entry)
-{
-    json_t *cp = json_object_get(entry, "policy");
-    size_t i;
-    json_t *ev;
-    json_array_foreach (json_object_get(entry, "events"), i, ev) {
-        const char *type = kobj_str(ev, "type");
-        const char *reason = kobj_str(ev, "reason");
-        const char *msg = kobj_str(ev, "message");
-        if (streq_ptr(type, "Warning"))
-            log_warn(COMPONENT, "ClusterPolicy event", "policy=%s reason=%s message=\"%s\"",
-                     kobj_name(cp), reason, msg);
-        emit_event(c, cp, type, reason, msg);
-    }
-}
-
-/* A policy's planned events, then its status when it changed. */
-static int report_policy(struct controller *c, json_t *entry, struct err *e)
-{
-    emit_events(c, entry);
-    if (!json_is_true(json_object_get(entry, "write")))
-        return 0;
-    return write_status(c, json_object_get(entry, "policy"), json_object_get(entry, "status"), e);
-}
-
-/* The active policy's writes: node labels, applies and (when those all succeeded) prunes. Every
- * write is tried; one the API server refuses does not hold back the others, and each failure
- * goes to `errors`. Fails only when the lease is lost (-ECANCELED). */
-static int write_objects(struct controller *c, const struct op_plan *plan, json_t *errors,
-                         struct err *e)
-{
-    int r = label_nodes(c, plan->node_patches, errors, e);
-    if (r < 0)
-        return r;
-    size_t i;
-    json_t *obj;
-    json_array_foreach (plan->apply, i, obj) {
-        struct err ae = {0};
-        r = apply_object(c, obj, &ae);
-        if (r == -ECANCELED)
-            return err_set(e, r, "%s", err_msg(&ae));
-        if (r < 0) {
-            json_t *meta = json_object_get(obj, "metadata");
-            _cleanup_free_ char *ref =
-                object_ref(json_object_get(obj, "kind"), json_object_get(meta, "namespace"),
-                           json_object_get(meta, "name"));
-            add_write_error(errors, ref, &ae);
-        }
-    }
-    if (json_array_size(errors) > 0)
-        return 0; /* nothing is pruned on a reconcile that failed part way */
-    json_array_foreach (plan->prune, i, obj) {
-        struct err de = {0};
-        r = delete_object(c, obj, &de);
-        if (r == -ECANCELED)
-            return err_set(e, r, "%s", err_msg(&de));
-        if (r < 0) {
-            _cleanup_free_ char *ref =
-                object_ref(json_object_get(obj, "kind"), json_object_get(obj, "namespace"),
-                           json_object_get(obj, "name"));
-            add_write_error(errors, ref, &de);
-        }
-    }
-    return 0;
-}
-
-static json_t *active_entry(const struct op_plan *plan)
-{
-    size_t i;
-    json_t *entry;
-    json_array_foreach (plan->policies, i, entry) {
-        if (json_is_true(json_object_get(entry, "active")))
-            return entry;
-    }
-    return NULL;
-}
-
-/* ---- one reconcile ------------------------------------------------------------------------ */
-
-/* Replaces cached ClusterPolicies that predate our own status write by what the server returned
- * for it; forgets writes the cache has caught up with. */
-static void objects_fresh(json_t *written, json_t *policies)
-{
-    _cleanup_json_ json_t *keep = json_object();
-    size_t i;
-    json_t *cp;
-    json_array_foreach (policies, i, cp) {
-        const char *name = kobj_name(cp);
-        json_t *w = name ? json_object_get(written, name) : NULL;
-        if (!w)
-            continue;
-        if (streq_ptr(kobj_resource_version(cp), json_string_value(json_array_get(w, 0)))) {
-            /* name is cp's: kept before cp is replaced (and maybe freed: the informer may have
-             * dropped its own reference meanwhile) */
-            json_object_set(keep, name, w);
-            json_array_set(policies, i, json_array_get(w, 1));
-        }
-    }
-    json_object_clear(written);
-    json_object_update(written, keep);
-}
-
-/* ---- NVIDIADrivers ------------------------------------------------------------------------ */
-
-static void emit_nvd_event(struct controller *c, const json_t *nvd, const json_t *ev)
-{
-    struct err e = {0};
-    if (check_leader(c, &e) < 0)
-        return;
-    _cleanup_json_ json_t *inv = json_pack(
-        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1alpha1", "kind", "NVIDIADriver",
-        "metadata", "name", kobj_name(nvd) ?: "", "uid", kobj_uid(nvd) ?: "");
-    struct kube_event ke = {.ns = "default", /* the namespace of cluster-scoped objects' Events */
-                            .involved = inv,
-                            .type = kobj_str(ev, "type"),
-                            .reason = kobj_str(ev, "reason"),
-                            .message = kobj_str(ev, "message"),
-                            .component = "gpuop-operator"};
-    if (streq_ptr(ke.type, "Warning"))
-        log_warn(COMPONENT, "NVIDIADriver event", "nvidiadriver=%s reason=%s message=\"%s\"",
-                 kobj_name(nvd), ke.reason, ke.message);
-    if (kube_event_create(c->kc, &ke, &e) < 0)
-        log_warn(COMPONENT, "event not recorded", "reason=%s error=\"%s\"", ke.reason, err_msg(&e));
-    else
-        count_write(c);
-}
-
-/* Each NVIDIADriver's planned Events, then its status when it changed. A status the server
- * refuses (a conflict with a newer version) is logged; the next reconcile plans it again. */
-static int report_nvds(struct controller *c, const struct op_plan *plan, struct err *e)
-{
-    size_t i;
-    json_t *entry;
-    json_array_foreach (plan->nvidia_drivers, i, entry) {
-        json_t *nvd = json_object_get(entry, "driver");
-        size_t k;
-        json_t *ev;
-        json_array_foreach (json_object_get(entry, "events"), k, ev)
-            emit_nvd_event(c, nvd, ev);
-        if (!json_is_true(json_object_get(entry, "write")))
-            continue;
-        int r = check_leader(c, e);
-        if (r < 0)
-            return r;
-        _cleanup_json_ json_t *obj = json_deep_copy(nvd);
-        json_object_set(obj, "status", json_object_get(entry, "status"));
-        _cleanup_json_ json_t *out = NULL;
-        struct err we = {0};
-        if (kube_update_status(c->kc, &RES_NVIDIADRIVERS, NULL, obj, &out, &we) < 0) {
-            log_warn(COMPONENT, "NVIDIADriver status not written", "nvidiadriver=%s error=\"%s\"",
-                     kobj_name(nvd), err_msg(&we));
-            continue;
-        }
-        count_write(c);
-        const char *rv = kobj_resource_version(nvd);
-        if (rv && json_is_object(out) && kobj_name(nvd))
-            json_object_set_new(c->written_nvds, kobj_name(nvd), json_pack("[s,O]", rv, out));
-    }
-    return 0;
-}
-
-static int reconcile(struct controller *c, bool *ret_requeue, struct err *e)
-{
-    *ret_requeue = false;
-    _cleanup_json_ json_t *policies = kube_informer_list(c->policies, NULL, NULL, NULL);
-    _cleanup_json_ json_t *nodes = kube_informer_list(c->nodes, NULL, NULL, NULL);
-    _cleanup_json_ json_t *owned = json_array();
-    for (size_t k = 0; k < N_OWNED; k++) {
-        /* The informers give every object its kind, which the plan matches objects by. */
-        _cleanup_json_ json_t *list = kube_informer_list(c->owned[k], NULL, NULL, NULL);
-        json_array_extend(owned, list);
-    }
-    objects_fresh(c->written, policies);
-    /* not listed yet (or no CRD): NULL, and the plan keeps every NVIDIADriver DaemonSet */
-    _cleanup_json_ json_t *nvds =
-        kube_informer_synced(c->nvds) ? kube_informer_list(c->nvds, NULL, NULL, NULL) : NULL;
-    if (nvds)
-        objects_fresh(c->written_nvds, nvds);
-    _cleanup_json_ json_t *findings = op_gpuquota_observe(&c->gq, nodes, e);
-    if (!findings)
-        return err_prefix(e, "GPU capacity view");
-    struct op_snapshot snap = {.policies = policies,
-                               .nodes = nodes,
-                               .owned = owned,
-                               .apply_errors = c->write_errors,
-                               .defaults = &c->defaults,
-                               .templates = c->templates,
-                               .now_ms = now_ms_real(),
-                               .findings = findings,
-                               .nvidia_drivers = nvds};
-    _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
-    _cleanup_json_ json_t *errors = json_array(); /* of this execution's writes */
-    int r = op_plan(&snap, &plan, e);
-    if (r < 0)
-        return r;
-    pthread_mutex_lock(&c->lock);
-    c->m.gpu_nodes = plan->gpu_nodes;
-    if (plan->has_active && plan->health < 0)
-        c->m.status = -1;
-    pthread_mutex_unlock(&c->lock);
-
-    /* Ignored policies first; a failed status write there must not hold back the active one. */
-    int ignored_r = 0;
-    struct err ignored_err = {0};
-    json_t *active = active_entry(plan);
-    size_t i;
-    json_t *entry;
-    json_array_foreach (plan->policies, i, entry) {
-        if (entry == active)
-            continue;
-        struct err ie = {0};
-        int ir = report_policy(c, entry, &ie);
-        if (ir == -ECANCELED)
-            return err_set(e, ir, "%s", err_msg(&ie));
-        if (ir < 0 && ignored_r == 0) {
-            ignored_r = ir;
-            err_set(&ignored_err, ir, "ClusterPolicy %s status: %s", kobj_str(entry, "name"),
-                    err_msg(&ie));
-        }
-    }
-    if (!active)
-        goto out;
-    if (!json_is_true(json_object_get(active, "valid"))) {
-        /* Invalid: the running operands stay exactly as they are; the status says why. */
-        r = report_policy(c, active, e);
-        if (r < 0)
-            return r;
-        goto out;
-    }
-
-    r = write_objects(c, plan, errors, e);
-    if (r < 0)
-        return r;
-    /* The status tells what this execution could not write, or that it recovered: planned again
-     * with these results when they differ from those the plan was made with. */
-    if (!json_equal(errors, c->write_errors)) {
-        json_decref(c->write_errors);
-        c->write_errors = json_incref(errors);
-        snap.apply_errors = errors;
-        op_plan_free(steal_ptr(&plan));
-        r = op_plan(&snap, &plan, e);
-        if (r < 0)
-            return r;
-        active = active_entry(plan);
-        if (!active)
-            return err_set(e, -EIO, "no active ClusterPolicy on the second plan");
-    }
-    r = report_nvds(c, plan, e);
-    if (r < 0)
-        return r;
-    /* The driver upgrade: its own writes, and its condition in the status about to be written. */
-    json_t *cp = json_object_get(active, "policy");
-    r = op_upgrade_reconcile(c->upg, cp, owned, json_object_get(active, "status"), snap.now_ms, e);
-    if (r < 0)
-        return r;
-    json_object_set_new(
-        active, "write",
-        json_boolean(!json_equal(kobj_path(cp, "status"), json_object_get(active, "status"))));
-    r = report_policy(c, active, e);
-    if (r < 0)
-        return err_prefix(e, "ClusterPolicy %s status", kobj_str(active, "name"));
-    pthread_mutex_lock(&c->lock);
-    c->m.status = plan->health;
-    pthread_mutex_unlock(&c->lock);
-    *ret_requeue = plan->requeue;
-    if (json_array_size(errors) > 0) {
-        json_t *first = json_array_get(errors, 0);
-        return err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
-                       json_array_size(errors), kobj_str(first, "object"),
-                       kobj_str(first, "reason"));
-    }
-out:
-    if (ignored_r < 0)
-        return err_set(e, ignored_r, "%s", err_msg(&ignored_err));
-    return 0;
 }
 
 /* ---- metrics and health ------------------------------------------------------------------- */
@@ -828,7 +303,6 @@ static void operator_defaults(void *state)
     o->burst = 100;
     o->c.written = json_object();
     o->c.written_nvds = json_object();
-    o->c.write_errors = json_array();
     pthread_mutex_init(&o->c.lock, NULL);
 }
 
@@ -873,7 +347,7 @@ static void operator_cleanup(void *state)
     op_templates_free(c->templates);
     json_decref(c->written);
     json_decref(c->written_nvds);
-    json_decref(c->write_errors);
+    op_write_errors_done(&c->write_errors);
     kube_client_free(c->kc);
     pthread_mutex_destroy(&c->lock);
     free(o->id);
@@ -898,7 +372,7 @@ static json_t *project_node(json_t *obj, void *userdata)
                 kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
     }
     op_gpuquota_project_node(obj, p);
-    op_upgrade_project_node(obj, p); /* the upgrade controller reads this informer too */
+    upg_project_node(obj, p); /* the upgrade controller reads this informer too */
     return p;
 }
 
@@ -994,7 +468,7 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
     bool requeue = false;
     struct err re = {0};
     uint64_t t0 = now_ms_mono();
-    int r = reconcile(c, &requeue, &re);
+    int r = op_reconcile(c, &requeue, &re);
     if (svc_stopped(s))
         return;
     if (r == -ECANCELED) {

@@ -284,8 +284,8 @@ static void add_conflict(struct nvd *d, const char *node, const char *other)
     json_array_append_new(list, json_string(other));
 }
 
-/* Assigns each GPU node its owner; fills each NVIDIADriver's conflicts and OS groups. */
-static void plan_owners(struct nvd *ds, size_t n, const json_t *nodes, json_t *owners)
+/* The one valid default NVIDIADriver, or NULL; more than one are all invalid. */
+static struct nvd *pick_default(struct nvd *ds, size_t n)
 {
     size_t defaults = 0;
     struct nvd *dflt = NULL;
@@ -295,67 +295,78 @@ static void plan_owners(struct nvd *ds, size_t n, const json_t *nodes, json_t *o
             dflt = &ds[k];
         }
     }
-    if (defaults > 1) {
-        struct sbuf b _cleanup_sbuf_;
-        sbuf_init(&b, 4096);
-        for (size_t k = 0; k < n; k++)
-            if (ds[k].is_default && !ds[k].invalid)
-                sbuf_addf(&b, "%s%s", b.len ? ", " : "", ds[k].name);
-        for (size_t k = 0; k < n; k++)
-            if (ds[k].is_default && !ds[k].invalid)
-                ds[k].invalid = xasprintf("spec.default: Forbidden: more than one default "
-                                          "NVIDIADriver (%s)",
-                                          sbuf_check(&b) == 0 && b.data ? b.data : "...");
-        dflt = NULL;
+    if (defaults <= 1)
+        return dflt;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 4096);
+    for (size_t k = 0; k < n; k++)
+        if (ds[k].is_default && !ds[k].invalid)
+            sbuf_addf(&b, "%s%s", b.len ? ", " : "", ds[k].name);
+    for (size_t k = 0; k < n; k++)
+        if (ds[k].is_default && !ds[k].invalid)
+            ds[k].invalid = xasprintf("spec.default: Forbidden: more than one default "
+                                      "NVIDIADriver (%s)",
+                                      sbuf_check(&b) == 0 && b.data ? b.data : "...");
+    return NULL;
+}
+
+/* GPU node `node`'s owner label change into `owners` (absent: unchanged): the one valid
+ * non-default NVIDIADriver selecting it, else the default; a node two select, or one an invalid
+ * NVIDIADriver claims, stays as it is (the conflicts are recorded on the NVIDIADrivers). */
+static void plan_owner(struct nvd *ds, size_t n, struct nvd *dflt, const json_t *node,
+                       json_t *owners)
+{
+    const char *nn = kobj_name(node);
+    const json_t *labels = kobj_labels(node);
+    const char *cur = kobj_str(labels, OP_LABEL_DRIVER_OWNER);
+    if (!nn)
+        return;
+    if (!op_node_is_gpu(labels)) {
+        if (cur)
+            json_object_set_new(owners, nn, json_null());
+        return;
     }
+    /* a node an invalid NVIDIADriver claims (owns, or selects) stays as it is */
+    bool frozen = false;
+    for (size_t k = 0; k < n; k++)
+        frozen |= ds[k].invalid && (streq_ptr(cur, ds[k].name) || selects(&ds[k], labels));
+    struct nvd *want = NULL;
+    size_t matches = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ds[k].invalid || ds[k].is_default || !selects(&ds[k], labels))
+            continue;
+        matches++;
+        want = &ds[k];
+    }
+    if (matches > 1) {
+        for (size_t a = 0; a < n; a++) {
+            if (ds[a].invalid || ds[a].is_default || !selects(&ds[a], labels))
+                continue;
+            for (size_t b = 0; b < n; b++)
+                if (b != a && !ds[b].invalid && !ds[b].is_default && selects(&ds[b], labels))
+                    add_conflict(&ds[a], nn, ds[b].name);
+        }
+        return; /* its owner label stays as it is */
+    }
+    if (frozen)
+        return;
+    if (!want)
+        want = dflt;
+    if (!want) {
+        if (cur)
+            json_object_set_new(owners, nn, json_null());
+        return;
+    }
+    if (!streq_ptr(cur, want->name))
+        json_object_set_new(owners, nn, json_string(want->name));
+}
+
+/* Each NVIDIADriver's groups (one DaemonSet per OS), from the owner each node has once the
+ * owner patches are written. */
+static void plan_groups(struct nvd *ds, size_t n, const json_t *nodes, const json_t *owners)
+{
     size_t i;
     const json_t *node;
-    json_array_foreach (nodes, i, node) {
-        const char *nn = kobj_name(node);
-        const json_t *labels = kobj_labels(node);
-        const char *cur = kobj_str(labels, OP_LABEL_DRIVER_OWNER);
-        if (!nn)
-            continue;
-        if (!op_node_is_gpu(labels)) {
-            if (cur)
-                json_object_set_new(owners, nn, json_null());
-            continue;
-        }
-        /* a node an invalid NVIDIADriver claims (owns, or selects) stays as it is */
-        bool frozen = false;
-        for (size_t k = 0; k < n; k++)
-            frozen |= ds[k].invalid && (streq_ptr(cur, ds[k].name) || selects(&ds[k], labels));
-        struct nvd *want = NULL;
-        size_t matches = 0;
-        for (size_t k = 0; k < n; k++) {
-            if (ds[k].invalid || ds[k].is_default || !selects(&ds[k], labels))
-                continue;
-            matches++;
-            want = &ds[k];
-        }
-        if (matches > 1) {
-            for (size_t a = 0; a < n; a++) {
-                if (ds[a].invalid || ds[a].is_default || !selects(&ds[a], labels))
-                    continue;
-                for (size_t b = 0; b < n; b++)
-                    if (b != a && !ds[b].invalid && !ds[b].is_default && selects(&ds[b], labels))
-                        add_conflict(&ds[a], nn, ds[b].name);
-            }
-            continue; /* its owner label stays as it is */
-        }
-        if (frozen)
-            continue;
-        if (!want)
-            want = dflt;
-        if (!want) {
-            if (cur)
-                json_object_set_new(owners, nn, json_null());
-            continue;
-        }
-        if (!streq_ptr(cur, want->name))
-            json_object_set_new(owners, nn, json_string(want->name));
-    }
-    /* groups: from the owner each node has once the patches are written */
     json_array_foreach (nodes, i, node) {
         const json_t *labels = kobj_labels(node);
         json_t *ow = json_object_get(owners, kobj_name(node) ?: "");
@@ -383,6 +394,17 @@ static void plan_owners(struct nvd *ds, size_t n, const json_t *nodes, json_t *o
                 json_integer(json_integer_value(json_object_get(have, "nodes")) + 1));
         }
     }
+}
+
+/* Assigns each GPU node its owner; fills each NVIDIADriver's conflicts and OS groups. */
+static void plan_owners(struct nvd *ds, size_t n, const json_t *nodes, json_t *owners)
+{
+    struct nvd *dflt = pick_default(ds, n);
+    size_t i;
+    const json_t *node;
+    json_array_foreach (nodes, i, node)
+        plan_owner(ds, n, dflt, node, owners);
+    plan_groups(ds, n, nodes, owners);
 }
 
 /* ---- rendering ---------------------------------------------------------------------------- */
@@ -544,23 +566,13 @@ static json_t *unsupported_fields(const json_t *spec)
     return out;
 }
 
-static void add_event(json_t *entry, const char *type, const char *reason, const char *message)
+/* A new report of NVIDIADriver obj, appended to the result's. */
+static struct op_report *new_report(struct op_nvd_result *res, const json_t *obj)
 {
-    json_array_append_new(
-        json_object_get(entry, "events"),
-        json_pack("{s:s,s:s,s:s}", "type", type, "reason", reason, "message", message));
-}
-
-static json_t *new_entry(const json_t *obj)
-{
-    return json_pack("{s:s,s:[],s:O}", "name", kobj_name(obj) ?: "", "events", "driver", obj);
-}
-
-static void entry_status(json_t *entry, const json_t *obj, json_t *status)
-{
-    json_t *old = json_object_get(obj, "status");
-    json_object_set_new(entry, "write", json_boolean(!(old && json_equal(old, status))));
-    json_object_set_new(entry, "status", status);
+    res->reports = xrealloc(res->reports, (res->n_reports + 1) * sizeof(*res->reports));
+    struct op_report *r = &res->reports[res->n_reports++];
+    op_report_init(r, obj);
+    return r;
 }
 
 /* "node gpu-3 is selected by a and b; ..." */
@@ -592,10 +604,10 @@ static char *conflict_msg(const struct nvd *d)
 /* Refused (invalid or conflicting): notReady, the reason in Ready and Error, an Event when the
  * reason changes. */
 static json_t *refused_status(const struct nvd *d, const struct op_status_ctx *sc, const char *ns,
-                              json_t *entry, const char *reason, const char *msg)
+                              struct op_report *rep, const char *reason, const char *msg)
 {
     if (!streq_ptr(op_stored_condition(d->obj, "Error", "True"), msg))
-        add_event(entry, "Warning", reason, msg);
+        op_report_event(rep, "Warning", reason, msg);
     return json_pack("{s:s,s:s,s:s,s:[o,o]}", "state", "notReady", "namespace", ns, "nodes", "-",
                      "conditions", op_condition(sc, "Ready", false, reason, msg),
                      op_condition(sc, "Error", true, reason, msg));
@@ -628,7 +640,7 @@ static void keep_live(const json_t *owned, const char *name, json_t *objects)
 
 /* A valid NVIDIADriver: renders its DaemonSets and reports them. */
 static int plan_valid(struct nvd *d, const struct op_nvd_input *in, const struct op_status_ctx *sc,
-                      json_t *entry, struct op_nvd_result *res, struct err *e)
+                      struct op_report *rep, struct op_nvd_result *res, struct err *e)
 {
     const char *ns = in->policy->namespace;
     size_t ng;
@@ -679,14 +691,14 @@ static int plan_valid(struct nvd *d, const struct op_nvd_input *in, const struct
         _cleanup_free_ char *list = json_dumps(unsup, JSON_COMPACT);
         _cleanup_free_ char *umsg = xasprintf("accepted, not acted on by gpuop: %s", list);
         if (!streq_ptr(op_stored_condition(d->obj, "UnsupportedFields", NULL), umsg))
-            add_event(entry, "Normal", "UnsupportedFields", umsg);
+            op_report_event(rep, "Normal", "UnsupportedFields", umsg);
         json_array_append_new(
             json_object_get(st, "conditions"),
             op_condition(sc, "UnsupportedFields", true, "AcceptedNotApplied", umsg));
     }
     if (!streq_ptr(kobj_path_str(d->obj, "status.state"), state))
-        add_event(entry, ready ? "Normal" : "Warning", ready ? "Ready" : "NotReady", msg);
-    entry_status(entry, d->obj, st);
+        op_report_event(rep, ready ? "Normal" : "Warning", ready ? "Ready" : "NotReady", msg);
+    op_report_status(rep, st);
     if (!ready) {
         res->all_ready = false;
         if (!res->why)
@@ -695,7 +707,7 @@ static int plan_valid(struct nvd *d, const struct op_nvd_input *in, const struct
     return 0;
 }
 
-static void plan_disabled(const json_t *obj, const struct op_nvd_input *in, json_t *entry)
+static void plan_disabled(const json_t *obj, const struct op_nvd_input *in, struct op_report *rep)
 {
     struct op_status_ctx sc;
     op_status_ctx_init(&sc, obj, in->now_ms);
@@ -706,16 +718,43 @@ static void plan_disabled(const json_t *obj, const struct op_nvd_input *in, json
         json_pack("{s:s,s:s,s:[o]}", "state", "disabled", "namespace", in->policy->namespace,
                   "conditions", op_condition(&sc, "Ready", false, "Disabled", msg));
     if (!streq_ptr(kobj_path_str(obj, "status.state"), "disabled"))
-        add_event(entry, "Normal", "Disabled", msg);
-    entry_status(entry, obj, st);
+        op_report_event(rep, "Normal", "Disabled", msg);
+    op_report_status(rep, st);
+}
+
+/* One NVIDIADriver read: its spec, whether it is valid (and why not), the nodes it selects. */
+static void nvd_load(struct nvd *d, const json_t *obj)
+{
+    d->obj = obj;
+    d->name = kobj_name(obj);
+    d->spec = json_object_get(obj, "spec");
+    if (!json_is_object(d->spec))
+        d->spec = NULL;
+    d->is_default = json_is_true(json_object_get(d->spec, "default"));
+    d->precompiled = json_is_true(json_object_get(d->spec, "usePrecompiled"));
+    d->conflicts = json_object();
+    d->groups = json_object();
+    const json_t *sel = json_object_get(d->spec, "nodeSelector");
+    struct err ve = {0};
+    if (!d->spec)
+        d->invalid = xstrdup("spec: Required value");
+    else if (nvd_validate(d, &ve) < 0)
+        d->invalid = xstrdup(err_msg(&ve));
+    /* a selector that is a map of strings still says which nodes it claims */
+    bool strings = json_is_object(sel);
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)sel, k, v)
+        strings &= json_is_string(v);
+    d->selector = strings && json_object_size(sel) > 0 ? sel : NULL;
+    d->selects_all =
+        d->spec && !d->is_default && json_object_size(sel) == 0 && (!sel || json_is_object(sel));
 }
 
 int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct err *e)
 {
-    struct op_nvd_result res = {.objects = json_array(),
-                                .owners = json_object(),
-                                .entries = json_array(),
-                                .all_ready = true};
+    struct op_nvd_result res = {
+        .objects = json_array(), .owners = json_object(), .all_ready = true};
     size_t n = json_array_size(in->nvidia_drivers);
     struct nvd *ds = xcalloc(n + 1, sizeof(*ds));
     size_t nd = 0;
@@ -731,9 +770,7 @@ int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct
         json_array_foreach (in->nvidia_drivers, i, obj) {
             if (kobj_deletion_timestamp(obj) || !kobj_name(obj))
                 continue;
-            json_t *entry = new_entry(obj);
-            plan_disabled(obj, in, entry);
-            json_array_append_new(res.entries, entry);
+            plan_disabled(obj, in, new_report(&res, obj));
         }
         goto done;
     }
@@ -747,31 +784,7 @@ int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct
     json_array_foreach (in->nvidia_drivers, i, obj) {
         if (kobj_deletion_timestamp(obj) || !kobj_name(obj))
             continue;
-        struct nvd *d = &ds[nd++];
-        d->obj = obj;
-        d->name = kobj_name(obj);
-        d->spec = json_object_get(obj, "spec");
-        if (!json_is_object(d->spec))
-            d->spec = NULL;
-        d->is_default = json_is_true(json_object_get(d->spec, "default"));
-        d->precompiled = json_is_true(json_object_get(d->spec, "usePrecompiled"));
-        d->conflicts = json_object();
-        d->groups = json_object();
-        const json_t *sel = json_object_get(d->spec, "nodeSelector");
-        struct err ve = {0};
-        if (!d->spec)
-            d->invalid = xstrdup("spec: Required value");
-        else if (nvd_validate(d, &ve) < 0)
-            d->invalid = xstrdup(err_msg(&ve));
-        /* a selector that is a map of strings still says which nodes it claims */
-        bool strings = json_is_object(sel);
-        const char *k;
-        json_t *v;
-        json_object_foreach ((json_t *)sel, k, v)
-            strings &= json_is_string(v);
-        d->selector = strings && json_object_size(sel) > 0 ? sel : NULL;
-        d->selects_all = d->spec && !d->is_default && json_object_size(sel) == 0 &&
-                         (!sel || json_is_object(sel));
+        nvd_load(&ds[nd++], obj);
     }
     plan_owners(ds, nd, in->nodes, res.owners);
     res.all_ready = nd > 0;
@@ -781,23 +794,22 @@ int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct
         struct nvd *d = &ds[k];
         struct op_status_ctx sc;
         op_status_ctx_init(&sc, d->obj, in->now_ms);
-        json_t *entry = new_entry(d->obj);
-        json_array_append_new(res.entries, entry);
+        struct op_report *rep = new_report(&res, d->obj);
         if (d->invalid || json_object_size(d->conflicts) > 0) {
             _cleanup_free_ char *msg = d->invalid
                                            ? xasprintf("NVIDIADriver %s: %s", d->name, d->invalid)
                                            : conflict_msg(d);
-            entry_status(entry, d->obj,
-                         refused_status(
-                             d, &sc, in->policy->namespace, entry,
-                             d->invalid ? "InvalidNVIDIADriver" : "ConflictingNodeSelector", msg));
+            op_report_status(
+                rep, refused_status(d, &sc, in->policy->namespace, rep,
+                                    d->invalid ? "InvalidNVIDIADriver" : "ConflictingNodeSelector",
+                                    msg));
             keep_live(in->owned, d->name, res.objects);
             res.all_ready = false;
             if (!res.why)
                 res.why = xstrdup(msg);
             continue;
         }
-        r = plan_valid(d, in, &sc, entry, &res, e);
+        r = plan_valid(d, in, &sc, rep, &res, e);
         if (r < 0)
             goto done;
     }
@@ -817,7 +829,9 @@ void op_nvd_result_done(struct op_nvd_result *r)
 {
     json_decref(r->objects);
     json_decref(r->owners);
-    json_decref(r->entries);
+    for (size_t i = 0; i < r->n_reports; i++)
+        op_report_done(&r->reports[i]);
+    free(r->reports);
     free(r->why);
     *r = (struct op_nvd_result){0};
 }

@@ -190,16 +190,30 @@ bool op_object_current(const json_t *desired, const json_t *live);
  * into a snapshot, plans, and executes the plan in this order: each ignored policy's events and
  * status; for the active policy, node patches, applies, (when every apply succeeded) prunes,
  * then its events and status. A status is written only when `write` is set (it differs from the
- * stored one), so a converged cluster costs no writes.
+ * stored one), so a converged cluster costs no writes. The plan is typed; JSON appears only
+ * where it is a Kubernetes object's body (the objects to apply, a status, a label patch).
  */
+
+/* An object the last execution failed to write, and why. */
+struct op_write_error {
+    char *object; /* "DaemonSet gpu-operator/nvidia-driver-daemonset", "Node gpu-1" */
+    char *reason;
+};
+struct op_write_errors {
+    struct op_write_error *v;
+    size_t n;
+};
+void op_write_errors_add(struct op_write_errors *w, const char *object, const char *reason);
+bool op_write_errors_equal(const struct op_write_errors *a, const struct op_write_errors *b);
+void op_write_errors_done(struct op_write_errors *w);
+
 struct op_snapshot {
     const json_t *policies; /* ClusterPolicy objects (array), freshest known */
     const json_t *nodes;    /* Node objects (array; metadata.labels and the annotations
                                op_node_annotation_watched names are all that is read) */
     const json_t *owned;    /* every object gpuop's informers hold, any owned kind (array) */
-    /* What the previous execution failed to write: an array of {"object": "DaemonSet ns/name",
-     * "reason": "..."}; NULL or empty when it succeeded. */
-    const json_t *apply_errors;
+    /* What the previous execution failed to write; NULL or empty when it succeeded. */
+    const struct op_write_errors *apply_errors;
     const struct op_defaults *defaults;
     const struct op_templates *templates;
     uint64_t now_ms; /* wall clock (ms since the epoch): condition transition times */
@@ -213,19 +227,55 @@ struct op_snapshot {
     const json_t *nvidia_drivers;
 };
 
+struct op_event {
+    const char *type; /* "Normal" or "Warning" */
+    const char *reason;
+    char *message;
+};
+
+/* What a ClusterPolicy's or an NVIDIADriver's reconcile reports. */
+struct op_report {
+    char *name;
+    json_t *object; /* the ClusterPolicy or NVIDIADriver as read (a reference) */
+    json_t *status; /* its status as it should read */
+    bool write;     /* status differs from the stored one */
+    struct op_event *events;
+    size_t n_events;
+};
+
+struct op_policy_report {
+    struct op_report r;
+    bool active; /* the one reconciled; the others are ignored */
+    bool valid;  /* it parsed and validated: its operands are planned */
+};
+
+struct op_node_patch {
+    char *node;
+    json_t *labels; /* merge patch of metadata.labels: key -> string, or null to remove */
+};
+
+/* An object to delete. */
+struct op_object_ref {
+    char *kind;
+    char *ns; /* NULL: cluster-scoped */
+    char *name;
+};
+
 struct op_plan {
-    /* One entry per ClusterPolicy that is not being deleted, ignored ones first, the active one
-     * last: {"name", "active": bool, "valid": bool, "status": {...}, "write": bool,
-     * "events": [{"type", "reason", "message"}], "policy": the ClusterPolicy (a reference)}. */
-    json_t *policies;
-    json_t *node_patches; /* [{"name": node, "labels": merge patch}], only nodes that change */
-    json_t *desired;      /* every object the active policy renders (empty when none) */
-    json_t *apply;        /* the desired objects not current in the snapshot, in order */
-    json_t *prune;        /* [{"kind", "namespace" (namespaced kinds), "name"}] to delete */
-    /* One entry per NVIDIADriver while a valid ClusterPolicy is active: {"name", "status",
-     * "write": bool, "events": [{"type", "reason", "message"}], "driver": the object (a
-     * reference)}. */
-    json_t *nvidia_drivers;
+    /* One per ClusterPolicy that is not being deleted, ignored ones first, the active one last
+     * (`active` points at it; NULL: none). */
+    struct op_policy_report *policies;
+    size_t n_policies;
+    struct op_policy_report *active;
+    struct op_node_patch *node_patches; /* only nodes that change */
+    size_t n_node_patches;
+    json_t *desired; /* every object the active policy renders (an array; empty when none) */
+    json_t *apply;   /* the desired objects not current in the snapshot, in order */
+    struct op_object_ref *prune;
+    size_t n_prune;
+    /* One per NVIDIADriver while a valid ClusterPolicy is active. */
+    struct op_report *nvidia_drivers;
+    size_t n_nvidia_drivers;
     int gpu_nodes;   /* GPU nodes seen */
     bool has_active; /* a ClusterPolicy is active (valid or not) */
     int health;      /* active policy: 1 ready, 0 not ready, -1 invalid */

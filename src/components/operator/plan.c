@@ -4,6 +4,7 @@
  * labels each node gets, which objects to write and to delete, which Events to record. Pure: the
  * shell (controller.c) reads the cluster into a snapshot and executes the plan.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "operator-internal.h"
@@ -42,60 +43,91 @@ static const json_t *pick_active(const json_t *list)
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-/* A condition keeps its lastTransitionTime while its status does not change. */
+/* The one rule (kobj_condition): a condition keeps its lastTransitionTime while its status does
+ * not change. */
 json_t *op_condition(const struct op_status_ctx *sc, const char *type, bool status,
                      const char *reason, const char *message)
 {
-    const char *st = status ? "True" : "False";
-    const char *ltt = sc->now;
-    size_t i;
-    json_t *oc;
-    json_array_foreach (sc->old_conditions, i, oc) {
-        if (streq_ptr(kobj_str(oc, "type"), type) && streq_ptr(kobj_str(oc, "status"), st)) {
-            const char *t = kobj_str(oc, "lastTransitionTime");
-            if (t)
-                ltt = t;
-        }
-    }
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "status", st, "reason", reason,
-                     "message", message, "lastTransitionTime", ltt, "observedGeneration",
-                     (json_int_t)sc->generation);
+    return kobj_condition(sc->old_conditions, type, status, reason, message, sc->now,
+                          sc->generation);
 }
 
 /* The stored message of a condition, to report each change once: what was reported lives in
  * the ClusterPolicy's status, so a restarted operator repeats nothing. */
 const char *op_stored_condition(const json_t *cp, const char *type, const char *status)
 {
-    json_t *conds = kobj_at(cp, "status", "conditions");
-    size_t i;
-    json_t *c;
-    json_array_foreach (conds, i, c) {
-        if (streq_ptr(kobj_str(c, "type"), type) &&
-            (!status || streq_ptr(kobj_str(c, "status"), status)))
-            return kobj_str(c, "message");
+    return kobj_condition_message(kobj_at(cp, "status", "conditions"), type, status);
+}
+
+/* ---- reports ------------------------------------------------------------------------------ */
+
+void op_report_init(struct op_report *r, const json_t *obj)
+{
+    *r = (struct op_report){.name = xstrdup(kobj_name(obj) ?: ""),
+                            .object = json_incref((json_t *)obj)};
+}
+
+void op_report_event(struct op_report *r, const char *type, const char *reason, const char *message)
+{
+    r->events = xrealloc(r->events, (r->n_events + 1) * sizeof(*r->events));
+    r->events[r->n_events++] = (struct op_event){type, reason, xstrdup(message ? message : "")};
+}
+
+void op_report_status(struct op_report *r, json_t *status)
+{
+    json_t *old = json_object_get(r->object, "status");
+    json_decref(r->status);
+    r->status = status;
+    r->write = !(old && json_equal(old, status));
+}
+
+void op_report_done(struct op_report *r)
+{
+    free(r->name);
+    json_decref(r->object);
+    json_decref(r->status);
+    for (size_t i = 0; i < r->n_events; i++)
+        free(r->events[i].message);
+    free(r->events);
+    *r = (struct op_report){0};
+}
+
+/* A new policy report, appended to the plan's (the pointer holds until the next one). */
+static struct op_policy_report *policy_report(struct op_plan *plan, const json_t *cp, bool active)
+{
+    plan->policies = xrealloc(plan->policies, (plan->n_policies + 1) * sizeof(*plan->policies));
+    struct op_policy_report *pr = &plan->policies[plan->n_policies++];
+    *pr = (struct op_policy_report){.active = active, .valid = true};
+    op_report_init(&pr->r, cp);
+    return pr;
+}
+
+void op_write_errors_add(struct op_write_errors *w, const char *object, const char *reason)
+{
+    w->v = xrealloc(w->v, (w->n + 1) * sizeof(*w->v));
+    w->v[w->n++] = (struct op_write_error){xstrdup(object), xstrdup(reason)};
+}
+
+bool op_write_errors_equal(const struct op_write_errors *a, const struct op_write_errors *b)
+{
+    size_t na = a ? a->n : 0, nb = b ? b->n : 0;
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a->v[i].object, b->v[i].object) != 0 ||
+            strcmp(a->v[i].reason, b->v[i].reason) != 0)
+            return false;
+    return true;
+}
+
+void op_write_errors_done(struct op_write_errors *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->v[i].object);
+        free(w->v[i].reason);
     }
-    return NULL;
-}
-
-static void add_event(json_t *entry, const char *type, const char *reason, const char *message)
-{
-    json_array_append_new(
-        json_object_get(entry, "events"),
-        json_pack("{s:s,s:s,s:s}", "type", type, "reason", reason, "message", message));
-}
-
-static json_t *policy_entry(const json_t *cp, bool active)
-{
-    return json_pack("{s:s,s:b,s:b,s:[],s:O}", "name", kobj_name(cp) ?: "", "active", active,
-                     "valid", true, "events", "policy", cp);
-}
-
-/* Sets the entry's status, and whether it must be written. */
-static void entry_status(json_t *entry, const json_t *cp, json_t *status)
-{
-    json_t *old = json_object_get(cp, "status");
-    json_object_set_new(entry, "write", json_boolean(!(old && json_equal(old, status))));
-    json_object_set_new(entry, "status", status);
+    free(w->v);
+    *w = (struct op_write_errors){0};
 }
 
 void op_status_ctx_init(struct op_status_ctx *sc, const json_t *cp, uint64_t now_ms)
@@ -106,33 +138,34 @@ void op_status_ctx_init(struct op_status_ctx *sc, const json_t *cp, uint64_t now
 }
 
 /* Every ClusterPolicy but the active one is ignored, as NVIDIA's operator does. */
-static json_t *plan_ignored(const struct op_snapshot *s, const json_t *cp, const json_t *active)
+static void plan_ignored(const struct op_snapshot *s, const json_t *cp, const json_t *active,
+                         struct op_plan *plan)
 {
     struct op_status_ctx sc;
     op_status_ctx_init(&sc, cp, s->now_ms);
-    json_t *entry = policy_entry(cp, false);
+    struct op_report *r = &policy_report(plan, cp, false)->r;
     _cleanup_free_ char *msg = xasprintf(
         "another ClusterPolicy (%s) is active; only one is reconciled", kobj_name(active));
     json_t *st =
         json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
                   "conditions", op_condition(&sc, "Ready", false, "Ignored", msg));
     if (!json_equal(kobj_at(cp, "status", "state"), json_object_get(st, "state")))
-        add_event(entry, "Warning", "Ignored", msg);
-    entry_status(entry, cp, st);
-    return entry;
+        op_report_event(r, "Warning", "Ignored", msg);
+    op_report_status(r, st);
 }
 
 /* Invalid: the running operands stay exactly as they are; the status says why, and the other
  * conditions stay as they were, so what was reported (UnsupportedFields, ...) is not reported
  * again once the policy is fixed. */
-static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why)
+static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why,
+                         struct op_plan *plan)
 {
     struct op_status_ctx sc;
     op_status_ctx_init(&sc, cp, s->now_ms);
-    json_t *entry = policy_entry(cp, true);
-    json_object_set_new(entry, "valid", json_false());
+    struct op_policy_report *pr = policy_report(plan, cp, true);
+    pr->valid = false;
     if (!streq_ptr(op_stored_condition(cp, "Error", "True"), why))
-        add_event(entry, "Warning", "InvalidClusterPolicy", why);
+        op_report_event(&pr->r, "Warning", "InvalidClusterPolicy", why);
     json_t *prev = json_object_get(cp, "status");
     json_t *st = prev ? json_deep_copy(prev) : json_object();
     json_object_set_new(st, "state", json_string("notReady"));
@@ -148,8 +181,7 @@ static json_t *plan_invalid(const struct op_snapshot *s, const json_t *cp, const
             json_array_append(conds, oc);
     }
     json_object_set_new(st, "conditions", conds);
-    entry_status(entry, cp, st);
-    return entry;
+    op_report_status(&pr->r, st);
 }
 
 /* ---- nodes -------------------------------------------------------------------------------- */
@@ -261,7 +293,7 @@ static bool driver_is_containers(const json_t *node)
  * gets a line per node where a host driver of another version is already loaded while the
  * ClusterPolicy's driver DaemonSet targets the node (two drivers would race). */
 static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json_t *owners,
-                      json_t *patches, json_t *warnings, struct err *e)
+                      struct op_plan *plan, json_t *warnings, struct err *e)
 {
     size_t i;
     const json_t *n;
@@ -285,9 +317,12 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json
                                                    "nvidia.com/gpu.deploy.driver=pre-installed)",
                                                    kobj_name(n), loaded, p->driver_version));
         }
-        if (json_object_size(patch) > 0)
-            json_array_append_new(
-                patches, json_pack("{s:s,s:O}", "name", kobj_name(n) ?: "", "labels", patch));
+        if (json_object_size(patch) > 0) {
+            plan->node_patches = xrealloc(plan->node_patches,
+                                          (plan->n_node_patches + 1) * sizeof(*plan->node_patches));
+            plan->node_patches[plan->n_node_patches++] =
+                (struct op_node_patch){xstrdup(kobj_name(n) ?: ""), steal_ptr(&patch)};
+        }
     }
     return 0;
 }
@@ -335,19 +370,17 @@ static bool owned_by_policy(const json_t *obj)
 
 /* What gpuop owns that is no longer wanted (a component turned off). Only ever planned for a
  * valid policy: nothing is deleted because of a parse or validation error. */
-static void plan_prune(const json_t *owned, const json_t *desired, json_t *prune)
+static void plan_prune(const json_t *owned, struct op_plan *plan)
 {
     size_t i;
     const json_t *o;
     json_array_foreach (owned, i, o) {
-        if (!owned_by_policy(o) || deleting(o) || find_live(desired, o))
+        if (!owned_by_policy(o) || deleting(o) || find_live(plan->desired, o))
             continue;
-        json_t *item =
-            json_pack("{s:s,s:s}", "kind", kobj_kind(o) ?: "", "name", kobj_name(o) ?: "");
         const char *ns = kobj_namespace(o);
-        if (ns)
-            json_object_set_new(item, "namespace", json_string(ns));
-        json_array_append_new(prune, item);
+        plan->prune = xrealloc(plan->prune, (plan->n_prune + 1) * sizeof(*plan->prune));
+        plan->prune[plan->n_prune++] = (struct op_object_ref){
+            xstrdup(kobj_kind(o) ?: ""), ns ? xstrdup(ns) : NULL, xstrdup(kobj_name(o) ?: "")};
     }
 }
 
@@ -365,18 +398,17 @@ static const json_t *find_daemonset(const json_t *owned, const char *ns, const c
 
 /* "2 object(s) not written: DaemonSet gpu-operator/x: reason; ..." or NULL when none failed.
  * At most a few are named, so the condition stays readable. */
-static char *write_errors_msg(const json_t *errors)
+static char *write_errors_msg(const struct op_write_errors *errors)
 {
-    size_t n = json_array_size(errors);
+    size_t n = errors ? errors->n : 0;
     if (n == 0)
         return NULL;
     char *msg = xasprintf("%zu object(s) not written", n);
-    size_t i;
-    const json_t *x;
-    json_array_foreach (errors, i, x) {
+    for (size_t i = 0; i < n; i++) {
+        const struct op_write_error *x = &errors->v[i];
         char *next = i == 4 ? xasprintf("%s; and %zu more", msg, n - i)
-                            : xasprintf("%s%s %s: %s", msg, i ? ";" : ":",
-                                        kobj_str(x, "object") ?: "?", kobj_str(x, "reason") ?: "?");
+                            : xasprintf("%s%s %s: %s", msg, i ? ";" : ":", x->object ?: "?",
+                                        x->reason ?: "?");
         free(msg);
         msg = next;
         if (i == 4)
@@ -414,19 +446,19 @@ static char *join_lines(const json_t *lines)
 
 /* One finding as a condition, True while some node reports it (absent otherwise), with a
  * Warning Event each time its message changes and a Normal one when it clears. */
-static void finding(const struct op_status_ctx *sc, const json_t *cp, json_t *entry, json_t *conds,
-                    const json_t *lines, const char *type, const char *reason,
+static void finding(const struct op_status_ctx *sc, const json_t *cp, struct op_report *r,
+                    json_t *conds, const json_t *lines, const char *type, const char *reason,
                     const char *cleared_reason, const char *cleared_msg)
 {
     const char *stored = op_stored_condition(cp, type, "True");
     if (json_array_size(lines) == 0) {
         if (stored)
-            add_event(entry, "Normal", cleared_reason, cleared_msg);
+            op_report_event(r, "Normal", cleared_reason, cleared_msg);
         return;
     }
     _cleanup_free_ char *msg = join_lines(lines);
     if (!streq_ptr(stored, msg))
-        add_event(entry, "Warning", type, msg);
+        op_report_event(r, "Warning", type, msg);
     json_array_append_new(conds, op_condition(sc, type, true, reason, msg));
 }
 
@@ -434,20 +466,20 @@ static void finding(const struct op_status_ctx *sc, const json_t *cp, json_t *en
  * status exporter's gpu-count annotation, past its grace period): an incident even while pods
  * still schedule. Neither changes the policy's readiness, which follows the operands. */
 static void plan_findings(const struct op_status_ctx *sc, const json_t *nodes, const json_t *cp,
-                          json_t *entry, json_t *conds)
+                          struct op_report *r, json_t *conds)
 {
     _cleanup_json_ json_t *failed = NULL, *mismatch = NULL;
     op_node_findings(nodes, &failed, &mismatch);
-    finding(sc, cp, entry, conds, failed, "ValidationFailed", "NodeValidationFailed",
+    finding(sc, cp, r, conds, failed, "ValidationFailed", "NodeValidationFailed",
             "ValidationRecovered", "no node reports a failed validation");
-    finding(sc, cp, entry, conds, mismatch, "GPUCountMismatch", "AdvertisedFewerGPUs",
+    finding(sc, cp, r, conds, mismatch, "GPUCountMismatch", "AdvertisedFewerGPUs",
             "GPUCountMatched", "every node advertises the GPUs it has");
 }
 
 /* The snapshot's other findings (op_snapshot.findings), by the same rules as the nodes' ones;
  * each carries its own Event type and at most a few lines. */
 static void plan_more_findings(const struct op_status_ctx *sc, const json_t *findings,
-                               const json_t *cp, json_t *entry, json_t *conds)
+                               const json_t *cp, struct op_report *r, json_t *conds)
 {
     size_t i;
     const json_t *f;
@@ -457,65 +489,94 @@ static void plan_more_findings(const struct op_status_ctx *sc, const json_t *fin
         const char *stored = op_stored_condition(cp, type, "True");
         if (json_array_size(lines) == 0) {
             if (stored)
-                add_event(entry, "Normal", kobj_str(f, "cleared_reason"),
-                          kobj_str(f, "cleared_message"));
+                op_report_event(r, "Normal", kobj_str(f, "cleared_reason"),
+                                kobj_str(f, "cleared_message"));
             continue;
         }
         _cleanup_free_ char *msg = join_lines(lines);
         if (!streq_ptr(stored, msg))
-            add_event(entry, kobj_str(f, "event_type"), type, msg);
+            op_report_event(r, kobj_str(f, "event_type"), type, msg);
         json_array_append_new(conds, op_condition(sc, type, true, kobj_str(f, "reason"), msg));
     }
 }
 
-/* ---- the active policy -------------------------------------------------------------------- */
+/* ---- the active policy, phase by phase ---------------------------------------------------- */
 
-static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
-                       struct err *e)
-{
-    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
-    struct err perr = {0};
-    if (op_policy_parse((json_t *)cp, s->defaults, &p, &perr) < 0) {
-        plan->health = -1;
-        json_array_append_new(plan->policies, plan_invalid(s, cp, err_msg(&perr)));
-        return 0;
-    }
+/* What the active, valid policy's phases share. */
+struct active {
+    const struct op_snapshot *s;
+    const json_t *cp;
+    const struct op_policy *p;
     struct op_status_ctx sc;
-    op_status_ctx_init(&sc, cp, s->now_ms);
-    _cleanup_json_ json_t *entry = policy_entry(cp, true);
+    struct op_policy_report *pr; /* its report (set last: the plan's array may move before) */
+    struct op_nvd_result nvd;
+    bool delegated;          /* NVIDIADrivers own the driver (useNvidiaDriverCRD) */
+    json_t *warnings;        /* host driver conflicts, a line per node */
+    json_t *os_counts;       /* driver OS tag -> GPU nodes */
+    char *os_tag;            /* the most common one */
+    json_t *conds;           /* the status's conditions, in order */
+    json_t *not_ready;       /* the components' states not ready */
+    char *unsup_msg;         /* the UnsupportedFields message */
+    struct op_event *events; /* the report's Events, until it exists */
+    size_t n_events;
+};
 
-    /* With useNvidiaDriverCRD, NVIDIADrivers own the driver: their DaemonSets replace the
-     * ClusterPolicy's (nvdriver.c). */
-    bool delegated = p->operand[OP_DRIVER].enabled && p->use_nvidia_driver_crd;
+static void active_event(struct active *a, const char *type, const char *reason, const char *msg)
+{
+    a->events = xrealloc(a->events, (a->n_events + 1) * sizeof(*a->events));
+    a->events[a->n_events++] = (struct op_event){type, reason, xstrdup(msg)};
+}
+
+static void active_done(struct active *a)
+{
+    op_nvd_result_done(&a->nvd);
+    json_decref(a->warnings);
+    json_decref(a->os_counts);
+    free(a->os_tag);
+    json_decref(a->conds);
+    json_decref(a->not_ready);
+    free(a->unsup_msg);
+    for (size_t i = 0; i < a->n_events; i++)
+        free(a->events[i].message);
+    free(a->events);
+}
+
+/* The NVIDIADrivers' DaemonSets, owners and reports (nvdriver.c), then the node label patches. */
+static int plan_drivers_and_nodes(struct active *a, struct op_plan *plan, struct err *e)
+{
+    const struct op_snapshot *s = a->s;
     struct op_nvd_input ni = {.nvidia_drivers = s->nvidia_drivers,
                               .nodes = s->nodes,
                               .owned = s->owned,
-                              .policy = p,
+                              .policy = a->p,
                               .templates = s->templates,
-                              .delegated = delegated,
+                              .delegated = a->delegated,
                               .now_ms = s->now_ms};
-    _cleanup_(op_nvd_result_done) struct op_nvd_result nvd = {0};
-    int r = op_nvd_plan(&ni, &nvd, e);
+    int r = op_nvd_plan(&ni, &a->nvd, e);
     if (r < 0)
         return r;
-    json_array_extend(plan->nvidia_drivers, nvd.entries);
+    plan->nvidia_drivers = steal_ptr(&a->nvd.reports);
+    plan->n_nvidia_drivers = a->nvd.n_reports;
+    a->nvd.n_reports = 0;
+    return plan_nodes(s->nodes, a->p, a->nvd.owners, plan, a->warnings, e);
+}
 
-    _cleanup_json_ json_t *warnings = json_array();
-    r = plan_nodes(s->nodes, p, nvd.owners, plan->node_patches, warnings, e);
-    if (r < 0)
-        return r;
-
-    _cleanup_json_ json_t *os_counts = NULL;
-    _cleanup_free_ char *os_tag = os_tag_of(s->nodes, &os_counts);
-    struct op_render_ctx ctx = {.os_tag = os_tag};
+/* Every object the policy renders (with the NVIDIADrivers' DaemonSets in place of its single
+ * driver DaemonSet when they own the driver); those not current are applied, what gpuop owns
+ * and no longer renders is pruned. */
+static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
+{
+    const struct op_snapshot *s = a->s;
+    a->os_tag = os_tag_of(s->nodes, &a->os_counts);
+    struct op_render_ctx ctx = {.os_tag = a->os_tag};
     json_decref(plan->desired);
     plan->desired = NULL;
-    r = op_render(p, s->templates, &ctx, &plan->desired, e);
+    int r = op_render(a->p, s->templates, &ctx, &plan->desired, e);
     if (r < 0)
         return r;
     size_t i;
     json_t *obj;
-    if (delegated) {
+    if (a->delegated) {
         json_array_foreach (plan->desired, i, obj) {
             if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
                 streq_ptr(kobj_name(obj), op_component_def(OP_DRIVER)->ds_name)) {
@@ -523,7 +584,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
                 break;
             }
         }
-        json_array_extend(plan->desired, nvd.objects);
+        json_array_extend(plan->desired, a->nvd.objects);
         /* NVIDIADrivers not listed yet: the single DaemonSet stays too (not pruned before
          * anything can take its nodes) */
         const json_t *single =
@@ -535,125 +596,179 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         if (!op_object_current(obj, find_live(s->owned, obj)))
             json_array_append(plan->apply, obj);
     }
-    plan_prune(s->owned, plan->desired, plan->prune);
+    plan_prune(s->owned, plan);
+    /* an object is applied only if desired, and never both applied and pruned */
+    assert(json_array_size(plan->apply) <= json_array_size(plan->desired));
+    return 0;
+}
 
-    /* Fields gpuop accepts but does not act on: reported once per distinct set. */
-    _cleanup_free_ char *unsup = json_dumps(p->unimplemented, JSON_COMPACT);
-    _cleanup_free_ char *unsup_msg = xasprintf("accepted, not acted on by gpuop: %s", unsup);
-    if (json_array_size(p->unimplemented) > 0 &&
-        !streq_ptr(op_stored_condition(cp, "UnsupportedFields", NULL), unsup_msg))
-        add_event(entry, "Normal", "UnsupportedFields", unsup_msg);
-
-    /* Per-component conditions from the DaemonSets, then the overall state. */
-    json_t *conds = json_array();
-    json_t *status =
-        json_pack("{s:s,s:o}", "namespace", s->defaults->namespace, "conditions", conds);
-    _cleanup_json_ json_t *not_ready = json_array();
+/* A condition per component from its DaemonSet (or the NVIDIADrivers'); the states not ready
+ * go to a->not_ready. */
+static void component_conditions(struct active *a)
+{
+    const struct op_snapshot *s = a->s;
     for (int k = 0; k < OP_N_COMPONENTS; k++) {
         const struct op_component_def *def = op_component_def(k);
         _cleanup_free_ char *type = xasprintf("%sReady", def->title);
-        if (!p->operand[k].enabled) {
-            json_array_append_new(conds, op_condition(&sc, type, false, "Disabled",
-                                                      def->ds_name ? "disabled in the ClusterPolicy"
-                                                                   : "not deployed by gpuop"));
+        if (!a->p->operand[k].enabled) {
+            json_array_append_new(a->conds,
+                                  op_condition(&a->sc, type, false, "Disabled",
+                                               def->ds_name ? "disabled in the ClusterPolicy"
+                                                            : "not deployed by gpuop"));
             continue;
         }
         char why[160] = "not created yet";
         bool ready;
         const char *whyp = why;
-        if (k == OP_DRIVER && delegated) {
-            ready = nvd.all_ready;
-            whyp = nvd.why ? nvd.why : "";
+        bool by_nvds = k == OP_DRIVER && a->delegated;
+        if (by_nvds) {
+            ready = a->nvd.all_ready;
+            whyp = a->nvd.why ? a->nvd.why : "";
         } else {
             const json_t *ds = find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
             ready = ds && op_ds_ready(ds, why, sizeof(why));
         }
         if (!ready)
-            json_array_append_new(not_ready, json_string(def->state));
-        json_array_append_new(conds,
-                              op_condition(&sc, type, ready, ready ? "Ready" : "OperandNotReady",
-                                           ready ? (k == OP_DRIVER && delegated
-                                                        ? "every NVIDIADriver applied and ready"
-                                                        : "applied and ready")
-                                                 : whyp));
+            json_array_append_new(a->not_ready, json_string(def->state));
+        const char *msg = !ready    ? whyp
+                          : by_nvds ? "every NVIDIADriver applied and ready"
+                                    : "applied and ready";
+        json_array_append_new(
+            a->conds, op_condition(&a->sc, type, ready, ready ? "Ready" : "OperandNotReady", msg));
     }
+}
+
+/* Fields accepted and not acted on, a host driver in the way, GPU nodes of several OS under one
+ * driver image: each a condition, with an Event when its message changes. */
+static void warning_conditions(struct active *a)
+{
+    const json_t *cp = a->cp;
+    if (json_array_size(a->p->unimplemented) > 0)
+        json_array_append_new(a->conds, op_condition(&a->sc, "UnsupportedFields", true,
+                                                     "AcceptedNotApplied", a->unsup_msg));
+    if (json_array_size(a->warnings) > 0) {
+        _cleanup_free_ char *w = json_dumps(a->warnings, JSON_COMPACT);
+        if (!streq_ptr(op_stored_condition(cp, "HostDriverConflict", "True"), w))
+            active_event(a, "Warning", "HostDriverConflict", w);
+        json_array_append_new(
+            a->conds, op_condition(&a->sc, "HostDriverConflict", true, "HostDriverDetected", w));
+    }
+    if (a->p->gpu_access_msg) {
+        if (!streq_ptr(op_stored_condition(cp, "GPUAccess", "True"), a->p->gpu_access_msg))
+            active_event(a, "Warning", "GPUAccess", a->p->gpu_access_msg);
+        json_array_append_new(
+            a->conds,
+            op_condition(&a->sc, "GPUAccess", true, a->p->gpu_access_reason, a->p->gpu_access_msg));
+    }
+    /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
+     * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
+    if (a->p->operand[OP_DRIVER].enabled && !a->delegated && json_object_size(a->os_counts) > 1) {
+        _cleanup_free_ char *cnt = json_dumps(a->os_counts, JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *w = xasprintf(
+            "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
+            "of them (one driver DaemonSet per OS is not implemented): label the others "
+            "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
+            cnt, a->os_tag);
+        if (!streq_ptr(op_stored_condition(cp, "DriverOSMismatch", "True"), w))
+            active_event(a, "Warning", "DriverOSMismatch", w);
+        json_array_append_new(
+            a->conds, op_condition(&a->sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
+    }
+}
+
+/* The policy's status: Ready and Error first (from the components and the last execution's
+ * failed writes), the other conditions, the findings, the counts; its Events; the plan's
+ * health. */
+static void policy_status(struct active *a, struct op_plan *plan)
+{
+    const struct op_snapshot *s = a->s;
+    const json_t *cp = a->cp;
     /* What the last execution could not write (the namespace gone, a 403, a 422): the policy is
      * not ready, whatever the DaemonSets that are left say, until a write succeeds again. */
     _cleanup_free_ char *failed = write_errors_msg(s->apply_errors);
-    bool all_ready = json_array_size(not_ready) == 0 && !failed;
-    _cleanup_free_ char *nr = json_dumps(not_ready, JSON_COMPACT);
+    bool all_ready = json_array_size(a->not_ready) == 0 && !failed;
+    _cleanup_free_ char *nr = json_dumps(a->not_ready, JSON_COMPACT);
     _cleanup_free_ char *msg =
         failed      ? xasprintf("ClusterPolicy is not ready: %s", failed)
         : all_ready ? xstrdup(READY_MSG)
                     : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
     /* NVIDIA's reasons: Ready/Reconciled with Error/Ready when all is well. */
     const char *reason = failed ? "ReconcileFailed" : all_ready ? "Reconciled" : "OperandNotReady";
-    json_array_insert_new(conds, 0, op_condition(&sc, "Ready", all_ready, reason, msg));
-    json_array_insert_new(conds, 1,
-                          op_condition(&sc, "Error", failed != NULL, all_ready ? "Ready" : reason,
-                                       all_ready ? "" : msg));
-    if (json_array_size(p->unimplemented) > 0)
-        json_array_append_new(
-            conds, op_condition(&sc, "UnsupportedFields", true, "AcceptedNotApplied", unsup_msg));
-    if (json_array_size(warnings) > 0) {
-        _cleanup_free_ char *w = json_dumps(warnings, JSON_COMPACT);
-        if (!streq_ptr(op_stored_condition(cp, "HostDriverConflict", "True"), w))
-            add_event(entry, "Warning", "HostDriverConflict", w);
-        json_array_append_new(
-            conds, op_condition(&sc, "HostDriverConflict", true, "HostDriverDetected", w));
-    }
-    if (p->gpu_access_msg) {
-        if (!streq_ptr(op_stored_condition(cp, "GPUAccess", "True"), p->gpu_access_msg))
-            add_event(entry, "Warning", "GPUAccess", p->gpu_access_msg);
-        json_array_append_new(
-            conds, op_condition(&sc, "GPUAccess", true, p->gpu_access_reason, p->gpu_access_msg));
-    }
-    /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
-     * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
-    if (p->operand[OP_DRIVER].enabled && !delegated && json_object_size(os_counts) > 1) {
-        _cleanup_free_ char *cnt = json_dumps(os_counts, JSON_COMPACT | JSON_SORT_KEYS);
-        _cleanup_free_ char *w = xasprintf(
-            "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
-            "of them (one driver DaemonSet per OS is not implemented): label the others "
-            "nvidia.com/gpu.deploy.driver=false or pre-install their driver",
-            cnt, os_tag);
-        if (!streq_ptr(op_stored_condition(cp, "DriverOSMismatch", "True"), w))
-            add_event(entry, "Warning", "DriverOSMismatch", w);
-        json_array_append_new(
-            conds, op_condition(&sc, "DriverOSMismatch", true, "MixedOperatingSystems", w));
-    }
-    plan_findings(&sc, s->nodes, cp, entry, conds);
-    plan_more_findings(&sc, s->findings, cp, entry, conds);
+    json_array_insert_new(a->conds, 0, op_condition(&a->sc, "Ready", all_ready, reason, msg));
+    json_array_insert_new(a->conds, 1,
+                          op_condition(&a->sc, "Error", failed != NULL,
+                                       all_ready ? "Ready" : reason, all_ready ? "" : msg));
+    warning_conditions(a);
+    struct op_report fr = {0}; /* the findings' Events, in their order after the others */
+    plan_findings(&a->sc, s->nodes, cp, &fr, a->conds);
+    plan_more_findings(&a->sc, s->findings, cp, &fr, a->conds);
     const char *state = all_ready ? "ready" : "notReady";
-    json_object_set_new(status, "state", json_string(state));
-    json_object_set_new(status, "observedGeneration", json_integer(sc.generation));
-    json_object_set_new(status, "operatorVersion", json_string(GPUOP_VERSION));
+    int ready_nodes = count_ready_gpu_nodes(s->nodes), gpu_nodes = count_gpu_nodes(s->nodes);
+    assert(ready_nodes >= 0 && ready_nodes <= gpu_nodes);
+    json_t *status = json_pack("{s:s,s:O,s:s,s:I,s:s}", "namespace", s->defaults->namespace,
+                               "conditions", a->conds, "state", state, "observedGeneration",
+                               (json_int_t)a->sc.generation, "operatorVersion", GPUOP_VERSION);
     /* "ready/total" GPU nodes, for kubectl's Nodes column (the CRD's printer columns). */
-    json_object_set_new(
-        status, "nodes",
-        json_sprintf("%d/%d", count_ready_gpu_nodes(s->nodes), count_gpu_nodes(s->nodes)));
+    json_object_set_new(status, "nodes", json_sprintf("%d/%d", ready_nodes, gpu_nodes));
+
+    a->pr = policy_report(plan, cp, true);
+    struct op_report *r = &a->pr->r;
+    for (size_t i = 0; i < a->n_events; i++)
+        op_report_event(r, a->events[i].type, a->events[i].reason, a->events[i].message);
+    for (size_t i = 0; i < fr.n_events; i++)
+        op_report_event(r, fr.events[i].type, fr.events[i].reason, fr.events[i].message);
+    op_report_done(&fr);
     if (failed) {
         if (!streq_ptr(op_stored_condition(cp, "Error", "True"), msg))
-            add_event(entry, "Warning", "ReconcileFailed", msg);
+            op_report_event(r, "Warning", "ReconcileFailed", msg);
     } else if (!streq_ptr(kobj_path_str(cp, "status.state"), state)) {
-        add_event(entry, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
+        op_report_event(r, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
     }
-    entry_status(entry, cp, status);
-    json_array_append(plan->policies, entry);
+    op_report_status(r, status);
     plan->health = failed ? -1 : all_ready ? 1 : 0;
     plan->requeue = !all_ready;
-    return 0;
+}
+
+static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_plan *plan,
+                       struct err *e)
+{
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    struct err perr = {0};
+    if (op_policy_parse((json_t *)cp, s->defaults, &p, &perr) < 0) {
+        plan->health = -1;
+        plan_invalid(s, cp, err_msg(&perr), plan);
+        return 0;
+    }
+    struct active a = {.s = s,
+                       .cp = cp,
+                       .p = p,
+                       .delegated = p->operand[OP_DRIVER].enabled && p->use_nvidia_driver_crd,
+                       .warnings = json_array(),
+                       .conds = json_array(),
+                       .not_ready = json_array()};
+    op_status_ctx_init(&a.sc, cp, s->now_ms);
+    int r = plan_drivers_and_nodes(&a, plan, e);
+    if (r == 0)
+        r = plan_objects(&a, plan, e);
+    if (r == 0) {
+        /* fields gpuop accepts but does not act on: reported once per distinct set */
+        _cleanup_free_ char *unsup = json_dumps(p->unimplemented, JSON_COMPACT);
+        a.unsup_msg = xasprintf("accepted, not acted on by gpuop: %s", unsup);
+        if (json_array_size(p->unimplemented) > 0 &&
+            !streq_ptr(op_stored_condition(cp, "UnsupportedFields", NULL), a.unsup_msg))
+            active_event(&a, "Normal", "UnsupportedFields", a.unsup_msg);
+        component_conditions(&a);
+        policy_status(&a, plan);
+    }
+    active_done(&a);
+    return r;
 }
 
 int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
 {
     _cleanup_(op_plan_freep) struct op_plan *plan = xcalloc(1, sizeof(*plan));
-    plan->policies = json_array();
-    plan->node_patches = json_array();
     plan->desired = json_array();
     plan->apply = json_array();
-    plan->prune = json_array();
-    plan->nvidia_drivers = json_array();
     plan->gpu_nodes = count_gpu_nodes(s->nodes);
 
     const json_t *active = pick_active(s->policies);
@@ -661,7 +776,7 @@ int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
     const json_t *cp;
     json_array_foreach (s->policies, i, cp) {
         if (cp != active && !deleting(cp))
-            json_array_append_new(plan->policies, plan_ignored(s, cp, active));
+            plan_ignored(s, cp, active, plan);
     }
     if (active) {
         /* No policy, nothing to do: nodes are labelled once, together with the deploy labels,
@@ -670,7 +785,10 @@ int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
         int r = plan_active(s, active, plan, e);
         if (r < 0)
             return r;
+        plan->active = &plan->policies[plan->n_policies - 1];
+        assert(plan->active->active);
     }
+    assert(plan->health >= -1 && plan->health <= 1 && plan->gpu_nodes >= 0);
     *ret = steal_ptr(&plan);
     return 0;
 }
@@ -679,11 +797,24 @@ void op_plan_free(struct op_plan *p)
 {
     if (!p)
         return;
-    json_decref(p->policies);
-    json_decref(p->node_patches);
+    for (size_t i = 0; i < p->n_policies; i++)
+        op_report_done(&p->policies[i].r);
+    free(p->policies);
+    for (size_t i = 0; i < p->n_node_patches; i++) {
+        free(p->node_patches[i].node);
+        json_decref(p->node_patches[i].labels);
+    }
+    free(p->node_patches);
     json_decref(p->desired);
     json_decref(p->apply);
-    json_decref(p->prune);
-    json_decref(p->nvidia_drivers);
+    for (size_t i = 0; i < p->n_prune; i++) {
+        free(p->prune[i].kind);
+        free(p->prune[i].ns);
+        free(p->prune[i].name);
+    }
+    free(p->prune);
+    for (size_t i = 0; i < p->n_nvidia_drivers; i++)
+        op_report_done(&p->nvidia_drivers[i]);
+    free(p->nvidia_drivers);
     free(p);
 }

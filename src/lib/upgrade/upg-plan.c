@@ -5,6 +5,7 @@
  * as many states as a pass can decide without waiting on the cluster, in one patch, with an
  * Event per state, so NVIDIA's Event trail is complete and the API writes stay few.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,11 +13,10 @@
 #include <string.h>
 
 #include "kobj.h"
-#include "upgrade.h"
+#include "upg-internal.h"
 #include "yamlcfg.h"
 
-#define MAX_RESTARTS            10 /* driver container restarts before upgrade-failed (NVIDIA's) */
-#define POOL_STATUS_MAX_WAITING 50 /* nodes named in a pool's status.waiting; then a count */
+#define MAX_RESTARTS 10 /* driver container restarts before upgrade-failed (NVIDIA's) */
 
 struct node {
     const json_t *obj;
@@ -43,9 +43,10 @@ struct pool {
     struct upg_pool p;
     bool valid;
     char *error;
-    const json_t *selector; /* matchLabels (borrowed, or owner_sel) */
-    json_t *owner_sel;      /* a pool naming an NVIDIADriver: {owner label: its name} */
-    const char *target;     /* the revision its nodes' driver set runs */
+    const json_t *selector;  /* matchLabels (borrowed, or owner_sel) */
+    const struct upg_tz *tz; /* its time zone (in->zones'), NULL: UTC */
+    json_t *owner_sel;       /* a pool naming an NVIDIADriver: {owner label: its name} */
+    const char *target;      /* the revision its nodes' driver set runs */
     const char *version;
     char *halted; /* why */
     int64_t next_window;
@@ -62,8 +63,48 @@ struct planner {
     struct pool *pools;
     size_t npools;    /* the last is the default pool */
     json_t *pdb_used; /* "ns/name" -> evictions planned this pass */
+    /* managed nodes, and those unavailable and in flight, across pools (NVIDIA's limits) */
+    int g_total, g_unavail, g_progress;
     struct upg_plan *out;
 };
+
+/* ---- the plan's lists ----------------------------------------------------------------------- */
+
+#define PUSH(arr, n) (*((arr) = xrealloc((arr), ((n) + 1) * sizeof(*(arr))), &(arr)[(n)++]))
+
+static void add_pod_action(struct upg_pod_ref **list, size_t *n, const json_t *pod,
+                           const char *node)
+{
+    struct upg_pod_ref *a = &PUSH(*list, *n);
+    *a = (struct upg_pod_ref){xstrdup(kobj_namespace(pod) ?: ""), xstrdup(kobj_name(pod) ?: ""),
+                              xstrdup(node)};
+}
+
+static void pod_ref_done(struct upg_pod_ref *a)
+{
+    free(a->ns);
+    free(a->name);
+    free(a->node);
+}
+
+static void event_done(struct upg_event *ev)
+{
+    free(ev->name);
+    free(ev->pool);
+    free(ev->revision);
+    free(ev->message);
+}
+
+/* Appends an Event unless the log of those posted holds it back (upgrade.h). */
+static void emit(struct planner *pl, struct upg_event ev)
+{
+    if (upg_event_log_holds(pl->in->posted, &ev, pl->in->now_s)) {
+        pl->out->events_held++;
+        event_done(&ev);
+        return;
+    }
+    PUSH(pl->out->events, pl->out->n_events) = ev;
+}
 
 /* ---- reading objects ------------------------------------------------------------------------ */
 
@@ -260,18 +301,30 @@ static bool cordoned(const struct node *n)
     return n->unsched_set >= 0 ? n->unsched_set == 1 : n->unsched;
 }
 
-static void event(struct planner *pl, const char *node, const char *type, const char *fmt, ...)
-    GPUOP_PRINTF(4, 5);
-static void event(struct planner *pl, const char *node, const char *type, const char *fmt, ...)
+static const char *pool_name(const struct planner *pl, const struct node *n);
+static const char *pool_target(const struct planner *pl, const struct node *n);
+
+/* An Event about node n. */
+static void event(struct planner *pl, const struct node *n, bool warning, enum upg_cause cause,
+                  enum upg_gate gate, const char *fmt, ...) GPUOP_PRINTF(6, 7);
+static void event(struct planner *pl, const struct node *n, bool warning, enum upg_cause cause,
+                  enum upg_gate gate, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     char msg[1024];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    json_array_append_new(pl->out->events,
-                          json_pack("{s:s,s:s,s:s,s:s}", "node", node, "type", type, "reason",
-                                    UPG_EVENT_REASON, "message", msg));
+    const char *pool = pool_name(pl, n), *rev = pool_target(pl, n);
+    emit(pl, (struct upg_event){.object = UPG_OBJ_NODE,
+                                .name = xstrdup(n->name),
+                                .pool = pool ? xstrdup(pool) : NULL,
+                                .revision = rev ? xstrdup(rev) : NULL,
+                                .warning = warning,
+                                .reason = UPG_EVENT_REASON,
+                                .cause = cause,
+                                .gate = gate,
+                                .message = xstrdup(msg)});
 }
 
 static void set_state(struct planner *pl, struct node *n, enum upg_state s, const char *why)
@@ -288,12 +341,13 @@ static void set_state(struct planner *pl, struct node *n, enum upg_state s, cons
         if (n->set >= 0)
             set_ann(n, UPG_ANN_TARGET, pl->in->sets[n->set].revision);
         set_ann(n, UPG_ANN_FAILED_REASON, why);
-        event(pl, n->name, "Warning", "Successfully updated node state label to [%s]: %s",
-              upg_state_name(s), why ? why : "");
+        event(pl, n, true, UPG_CAUSE_STATE, UPG_GATE_NONE,
+              "Successfully updated node state label to [%s]: %s", upg_state_name(s),
+              why ? why : "");
     } else {
         set_ann(n, UPG_ANN_FAILED_REASON, NULL);
-        event(pl, n->name, "Normal", "Successfully updated node state label to [%s]",
-              upg_state_name(s));
+        event(pl, n, false, UPG_CAUSE_STATE, UPG_GATE_NONE,
+              "Successfully updated node state label to [%s]", upg_state_name(s));
     }
 }
 
@@ -356,12 +410,6 @@ static bool pdb_allows(struct planner *pl, const json_t *pod, const char **ret_p
         json_object_set_new(pl->pdb_used, key, json_integer(used + 1));
     }
     return true;
-}
-
-static void add_pod_action(json_t *list, const json_t *pod, const char *node)
-{
-    json_array_append_new(list, json_pack("{s:s,s:s,s:s}", "namespace", kobj_namespace(pod) ?: "",
-                                          "name", kobj_name(pod) ?: "", "node", node));
 }
 
 enum evict_kind { EVICT_GPU, EVICT_DRAIN };
@@ -434,7 +482,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
                      kobj_namespace(pod), kobj_name(pod), pdb);
             continue;
         }
-        add_pod_action(pl->out->evictions, pod, n->name);
+        add_pod_action(&pl->out->evictions, &pl->out->n_evictions, pod, n->name);
         if (!why[0])
             snprintf(why, why_len, "evicting pod %s/%s", kobj_namespace(pod), kobj_name(pod));
     }
@@ -475,147 +523,193 @@ static void revalidate(struct planner *pl, struct node *n)
     json_t *v;
     json_array_foreach (n->vpods, i, v) {
         if (!kobj_deletion_timestamp(v) && validator_stale(n, v))
-            add_pod_action(pl->out->deletions, v, n->name);
+            add_pod_action(&pl->out->deletions, &pl->out->n_deletions, v, n->name);
     }
 }
 
-/* One step of NVIDIA's machine for an in-flight node: the next state, or the same to wait. */
-static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t why_len)
+/* Each step_* below is one state of NVIDIA's machine for an in-flight node: it returns the next
+ * state, or the same one to wait; `why` says what a failure (or a wait) is about. */
+
+/* Cordons the node (unless it already is: whoever wrote the state cordoned it and died before
+ * the next one; whether it was cordoned before the upgrade was recorded at its start). */
+static enum upg_state step_cordon(struct node *n)
+{
+    if (!cordoned(n)) {
+        n->unsched_set = 1;
+        set_ann(n, UPG_ANN_CORDONED, "true");
+    }
+    return UPG_WAIT_JOBS;
+}
+
+/* Waits for the pods waitForCompletion selects to finish, or its timeout. */
+static enum upg_state step_wait_jobs(struct planner *pl, struct node *n)
 {
     const struct upg_policy *po = pl->in->policy;
     int64_t now = pl->in->now_s;
+    if (!po->wait_selector)
+        return UPG_POD_DELETION;
+    int64_t start = ann_time(n, UPG_ANN_WAIT_START, 0);
+    if (!start) {
+        start = now;
+        set_ann_time(n, UPG_ANN_WAIT_START, now);
+    }
+    size_t i;
+    json_t *pod;
+    bool busy = !pods_listed(pl, n);
+    json_array_foreach ((json_t *)pl->in->pods, i, pod) {
+        bool m = false;
+        struct err se = {0};
+        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !pod_finished(pod) &&
+            kobj_selector_match(po->wait_selector, kobj_labels(pod), &m, &se) == 0 && m)
+            busy = true;
+    }
+    if (busy && !timed_out(pl, n, start, po->wait_timeout_s))
+        return UPG_WAIT_JOBS;
+    set_ann(n, UPG_ANN_WAIT_START, NULL);
+    return UPG_POD_DELETION;
+}
+
+/* Evicts the node's GPU pods; drain-required only when the drain is on (NVIDIA's). */
+static enum upg_state step_pod_deletion(struct planner *pl, struct node *n, char *why,
+                                        size_t why_len)
+{
+    const struct upg_policy *po = pl->in->policy;
+    int r = evict_pods(pl, n, EVICT_GPU, why, why_len);
+    if (r > 0)
+        return po->drain_enable ? UPG_DRAIN : UPG_POD_RESTART;
+    if (r < 0 || timed_out(pl, n, since(n, pl->in->now_s), po->del_timeout_s)) {
+        if (r == 0) {
+            size_t l = strlen(why);
+            snprintf(why + l, why_len - l, "%spod deletion timed out after %llds", l ? "; " : "",
+                     (long long)po->del_timeout_s);
+        }
+        return po->drain_enable ? UPG_DRAIN : UPG_FAILED;
+    }
+    return UPG_POD_DELETION;
+}
+
+/* Drains the node as the policy says, or fails at its timeout. */
+static enum upg_state step_drain(struct planner *pl, struct node *n, char *why, size_t why_len)
+{
+    const struct upg_policy *po = pl->in->policy;
+    if (!po->drain_enable)
+        return UPG_POD_RESTART;
+    int r = evict_pods(pl, n, EVICT_DRAIN, why, why_len);
+    if (r > 0)
+        return UPG_POD_RESTART;
+    if (r < 0)
+        return UPG_FAILED;
+    if (timed_out(pl, n, since(n, pl->in->now_s), po->drain_timeout_s)) {
+        size_t l = strlen(why);
+        snprintf(why + l, why_len - l, "%sdrain timed out after %llds", l ? "; " : "",
+                 (long long)po->drain_timeout_s);
+        return UPG_FAILED;
+    }
+    return UPG_DRAIN;
+}
+
+/* Replaces the out-of-date driver pod; its replacement up, validation is next. */
+static enum upg_state step_pod_restart(struct planner *pl, struct node *n, char *why,
+                                       size_t why_len)
+{
+    /* a driver waiting for a safe load: the node is empty now, let it load */
+    if (cur_ann(n, UPG_ANN_SAFE_LOAD))
+        set_ann(n, UPG_ANN_SAFE_LOAD, NULL);
+    if (!n->driver)
+        return UPG_POD_RESTART; /* the DaemonSet has not made the new pod yet */
+    if (!n->in_sync) {
+        if (!n->drv_terminating)
+            add_pod_action(&pl->out->deletions, &pl->out->n_deletions, n->driver, n->name);
+        n->drv_terminating = true;
+        return UPG_POD_RESTART;
+    }
+    if (n->drv_ready) {
+        /* validation-required, next in this pass, replaces the stale validators */
+        set_ann_time(n, UPG_ANN_VALID_START, pl->in->now_s);
+        return UPG_VALIDATION;
+    }
+    bool unready;
+    long long rc = pod_restarts(n->driver, &unready);
+    if (unready && rc > MAX_RESTARTS) {
+        snprintf(why, why_len, "driver pod %s restarted %lld times", kobj_name(n->driver), rc);
+        return UPG_FAILED;
+    }
+    return UPG_POD_RESTART;
+}
+
+/* Waits for a validator that ran with the new driver, or fails at the timeout. */
+static enum upg_state step_validation(struct planner *pl, struct node *n, char *why, size_t why_len)
+{
+    const struct upg_policy *po = pl->in->policy;
+    if (validator_ok(pl, n)) {
+        set_ann(n, UPG_ANN_VALID_START, NULL);
+        return UPG_UNCORDON;
+    }
+    /* every pass, not only on entry: a validator that ran with the old driver may be left (an
+     * operator killed between the state and the deletion, a deletion that failed, a DaemonSet
+     * that recreated it before the driver pod) and would hold the node here until the timeout */
+    revalidate(pl, n);
+    int64_t start = ann_time(n, UPG_ANN_VALID_START, 0);
+    if (!start) {
+        start = pl->in->now_s;
+        set_ann_time(n, UPG_ANN_VALID_START, start);
+    }
+    if (timed_out(pl, n, start, po->validation_timeout_s)) {
+        snprintf(why, why_len, "validation did not pass within %llds",
+                 (long long)po->validation_timeout_s);
+        set_ann(n, UPG_ANN_VALID_START, NULL);
+        return UPG_FAILED;
+    }
+    return UPG_VALIDATION;
+}
+
+/* Uncordons the node (unless it was cordoned before the upgrade) and clears the attempt. */
+static enum upg_state step_uncordon(struct planner *pl, struct node *n)
+{
+    if (cur_ann(n, UPG_ANN_INITIAL_UNSCH))
+        set_ann(n, UPG_ANN_INITIAL_UNSCH, NULL); /* it was cordoned before: it stays so */
+    else if (cordoned(n))
+        n->unsched_set = 0;
+    set_ann(n, UPG_ANN_CORDONED, NULL);
+    set_ann_time(n, UPG_ANN_DONE_AT, pl->in->now_s);
+    set_ann(n, UPG_ANN_NODE_APPROVED, NULL);
+    set_ann(n, UPG_ANN_WAITING, NULL);
+    set_ann(n, UPG_ANN_TARGET, NULL);
+    return UPG_DONE;
+}
+
+/* Re-examined every pass: a driver that became healthy ends the failure, once a validator newer
+ * than it passes (an older one is replaced). */
+static enum upg_state step_failed(struct planner *pl, struct node *n)
+{
+    if (n->driver && n->in_sync && n->drv_ready) {
+        if (validator_ok(pl, n))
+            return UPG_UNCORDON;
+        revalidate(pl, n);
+    }
+    return UPG_FAILED;
+}
+
+static enum upg_state step(struct planner *pl, struct node *n, char *why, size_t why_len)
+{
     why[0] = '\0';
     switch (n->state) {
     case UPG_CORDON:
-        /* A node already cordoned here was cordoned by whoever wrote this state and died
-         * before the next one (a killed operator): whether it was cordoned before the upgrade
-         * was recorded when it started (start_node), as NVIDIA's does. */
-        if (!cordoned(n)) {
-            n->unsched_set = 1;
-            set_ann(n, UPG_ANN_CORDONED, "true");
-        }
-        return UPG_WAIT_JOBS;
-    case UPG_WAIT_JOBS: {
-        if (!po->wait_selector)
-            return UPG_POD_DELETION;
-        int64_t start = ann_time(n, UPG_ANN_WAIT_START, 0);
-        if (!start) {
-            start = now;
-            set_ann_time(n, UPG_ANN_WAIT_START, now);
-        }
-        size_t i;
-        json_t *pod;
-        bool busy = !pods_listed(pl, n);
-        json_array_foreach ((json_t *)pl->in->pods, i, pod) {
-            bool m = false;
-            struct err se = {0};
-            if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !pod_finished(pod) &&
-                kobj_selector_match(po->wait_selector, kobj_labels(pod), &m, &se) == 0 && m)
-                busy = true;
-        }
-        if (busy && !timed_out(pl, n, start, po->wait_timeout_s))
-            return UPG_WAIT_JOBS;
-        set_ann(n, UPG_ANN_WAIT_START, NULL);
-        return UPG_POD_DELETION;
-    }
-    case UPG_POD_DELETION: {
-        int r = evict_pods(pl, n, EVICT_GPU, why, why_len);
-        if (r > 0) /* NVIDIA's: drain-required only when the drain is on */
-            return po->drain_enable ? UPG_DRAIN : UPG_POD_RESTART;
-        if (r < 0 || timed_out(pl, n, since(n, now), po->del_timeout_s)) {
-            if (r == 0) {
-                size_t l = strlen(why);
-                snprintf(why + l, why_len - l, "%spod deletion timed out after %llds",
-                         l ? "; " : "", (long long)po->del_timeout_s);
-            }
-            return po->drain_enable ? UPG_DRAIN : UPG_FAILED;
-        }
-        return UPG_POD_DELETION;
-    }
-    case UPG_DRAIN: {
-        if (!po->drain_enable)
-            return UPG_POD_RESTART;
-        int r = evict_pods(pl, n, EVICT_DRAIN, why, why_len);
-        if (r > 0)
-            return UPG_POD_RESTART;
-        if (r < 0)
-            return UPG_FAILED;
-        if (timed_out(pl, n, since(n, now), po->drain_timeout_s)) {
-            size_t l = strlen(why);
-            snprintf(why + l, why_len - l, "%sdrain timed out after %llds", l ? "; " : "",
-                     (long long)po->drain_timeout_s);
-            return UPG_FAILED;
-        }
-        return UPG_DRAIN;
-    }
-    case UPG_POD_RESTART: {
-        /* a driver waiting for a safe load: the node is empty now, let it load */
-        if (cur_ann(n, UPG_ANN_SAFE_LOAD))
-            set_ann(n, UPG_ANN_SAFE_LOAD, NULL);
-        if (!n->driver)
-            return UPG_POD_RESTART; /* the DaemonSet has not made the new pod yet */
-        if (!n->in_sync) {
-            if (!n->drv_terminating)
-                add_pod_action(pl->out->deletions, n->driver, n->name);
-            n->drv_terminating = true;
-            return UPG_POD_RESTART;
-        }
-        if (n->drv_ready) {
-            /* validation-required, next in this pass, replaces the stale validators */
-            set_ann_time(n, UPG_ANN_VALID_START, now);
-            return UPG_VALIDATION;
-        }
-        bool unready;
-        long long rc = pod_restarts(n->driver, &unready);
-        if (unready && rc > MAX_RESTARTS) {
-            snprintf(why, why_len, "driver pod %s restarted %lld times", kobj_name(n->driver), rc);
-            return UPG_FAILED;
-        }
-        return UPG_POD_RESTART;
-    }
-    case UPG_VALIDATION: {
-        if (validator_ok(pl, n)) {
-            set_ann(n, UPG_ANN_VALID_START, NULL);
-            return UPG_UNCORDON;
-        }
-        /* every pass, not only on entry: a validator that ran with the old driver may be
-         * left (an operator killed between the state and the deletion, a deletion that
-         * failed, a DaemonSet that recreated it before the driver pod) and would hold the
-         * node here until the timeout */
-        revalidate(pl, n);
-        int64_t start = ann_time(n, UPG_ANN_VALID_START, 0);
-        if (!start) {
-            start = now;
-            set_ann_time(n, UPG_ANN_VALID_START, now);
-        }
-        if (timed_out(pl, n, start, po->validation_timeout_s)) {
-            snprintf(why, why_len, "validation did not pass within %llds",
-                     (long long)po->validation_timeout_s);
-            set_ann(n, UPG_ANN_VALID_START, NULL);
-            return UPG_FAILED;
-        }
-        return UPG_VALIDATION;
-    }
+        return step_cordon(n);
+    case UPG_WAIT_JOBS:
+        return step_wait_jobs(pl, n);
+    case UPG_POD_DELETION:
+        return step_pod_deletion(pl, n, why, why_len);
+    case UPG_DRAIN:
+        return step_drain(pl, n, why, why_len);
+    case UPG_POD_RESTART:
+        return step_pod_restart(pl, n, why, why_len);
+    case UPG_VALIDATION:
+        return step_validation(pl, n, why, why_len);
     case UPG_UNCORDON:
-        if (cur_ann(n, UPG_ANN_INITIAL_UNSCH))
-            set_ann(n, UPG_ANN_INITIAL_UNSCH, NULL); /* it was cordoned before: it stays so */
-        else if (cordoned(n))
-            n->unsched_set = 0;
-        set_ann(n, UPG_ANN_CORDONED, NULL);
-        set_ann_time(n, UPG_ANN_DONE_AT, now);
-        set_ann(n, UPG_ANN_NODE_APPROVED, NULL);
-        set_ann(n, UPG_ANN_WAITING, NULL);
-        set_ann(n, UPG_ANN_TARGET, NULL);
-        return UPG_DONE;
+        return step_uncordon(pl, n);
     case UPG_FAILED:
-        /* re-examined every pass: a driver that became healthy ends the failure, once a
-         * validator newer than it passes (an older one is replaced) */
-        if (n->driver && n->in_sync && n->drv_ready) {
-            if (validator_ok(pl, n))
-                return UPG_UNCORDON;
-            revalidate(pl, n);
-        }
-        return UPG_FAILED;
+        return step_failed(pl, n);
     default:
         return n->state;
     }
@@ -651,6 +745,15 @@ static void pools_load(struct planner *pl)
         }
         p->valid = true;
         p->selector = p->p.node_selector;
+        if (p->p.time_zone) {
+            const char *why = NULL;
+            p->tz = upg_zones_get(pl->in->zones, p->p.time_zone, &why);
+            if (!p->tz) {
+                p->valid = false;
+                p->error = xasprintf("DriverUpgradePool %s: spec.timeZone: %s", p->p.name, why);
+                continue;
+            }
+        }
         if (p->p.nvidia_driver) {
             const json_t *nvd = NULL;
             size_t k;
@@ -712,7 +815,68 @@ static bool in_flight(enum upg_state s)
     return s >= UPG_CORDON && s <= UPG_UNCORDON;
 }
 
-/* Why a pool's canary, once soaked, is still not through: NULL when it passed. Marks halts. */
+/* Is node n one of pool p's canaries for its target? Marked for it, chosen by the selector, else
+ * the first canary_count by name among those the rollout moves (*chosen counts them). */
+static bool canary_pick(struct pool *p, struct node *n, int *chosen)
+{
+    bool marked = streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target);
+    bool needs = n->state == UPG_REQUIRED || (n->driver && !n->in_sync);
+    bool is = marked;
+    if (!is && p->p.canary_selector && kobj_labels_match(p->p.canary_selector, kobj_labels(n->obj)))
+        is = true;
+    if (!is && !p->p.canary_selector && *chosen < p->p.canary_count && needs) {
+        is = true;
+        (*chosen)++;
+    }
+    if (!is || (!marked && !needs))
+        return false; /* not one, or already on the target before the rollout: nothing to prove */
+    if (!marked && n->state == UPG_REQUIRED)
+        set_ann(n, UPG_ANN_CANARY, p->target); /* chosen: recorded before it starts */
+    return true;
+}
+
+/* A canary's verdict: why it failed into `reason` (empty: not failed); false while it has not
+ * passed yet (not done, or soaking). */
+static bool canary_verdict(struct planner *pl, struct pool *p, struct node *n, char *reason,
+                           size_t len)
+{
+    int64_t now = pl->in->now_s;
+    reason[0] = '\0';
+    if (n->state == UPG_FAILED) {
+        snprintf(reason, len, "upgrade failed: %s", cur_ann(n, UPG_ANN_FAILED_REASON) ?: "unknown");
+        return false;
+    }
+    if (n->state != UPG_DONE || !n->in_sync)
+        return false;
+    int64_t at = ann_time(n, UPG_ANN_DONE_AT, now);
+    if (now >= at + p->p.canary_soak_s)
+        return true; /* soaked */
+    long long rs = n->driver ? pod_restarts_total(n->driver) : 0, bad, total;
+    if (!n->drv_ready)
+        snprintf(reason, len, "driver pod not ready during the soak");
+    else if (rs > p->p.canary_max_restarts)
+        snprintf(reason, len, "driver pod restarted %lld times during the soak", rs);
+    else if (pl->in->validation_enabled && n->validator != 1)
+        snprintf(reason, len, "validator not ready during the soak");
+    else if ((bad = node_unhealthy_gpus(n->obj, &total)) > p->p.canary_max_unhealthy)
+        snprintf(reason, len,
+                 "%lld of %lld GPUs unhealthy during the soak (the device plugin's health check: "
+                 "a critical XID or an ECC error)",
+                 bad, total);
+    else
+        want_requeue(pl, at + p->p.canary_soak_s);
+    return false;
+}
+
+/* Does the canary-failed annotation value cf name revision `target`? */
+static bool failed_for(const char *cf, const char *target)
+{
+    size_t tl = strlen(target);
+    return cf && strncmp(cf, target, tl) == 0 && cf[tl] == ' ';
+}
+
+/* Sets p->canary_done once every canary of its target passed its soak; a failed one is
+ * recorded on the node (once per target) with an Event, which halts the pool (halt_check). */
 static void canary_check(struct planner *pl, struct pool *p, int pi)
 {
     if (!p->valid || (p->p.canary_count == 0 && !p->p.canary_selector) || !p->target ||
@@ -720,8 +884,6 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
         p->canary_done = true;
         return;
     }
-    int64_t now = pl->in->now_s;
-    /* Canary nodes: marked for the target, selector-chosen, then the first K by name. */
     int chosen = 0;
     for (size_t i = 0; i < pl->nn; i++)
         chosen += pl->n[i].pool == pi && pl->n[i].managed && !pl->n[i].frozen &&
@@ -729,80 +891,32 @@ static void canary_check(struct planner *pl, struct pool *p, int pi)
     bool done = true;
     for (size_t i = 0; i < pl->nn; i++) {
         struct node *n = &pl->n[i];
-        if (n->pool != pi || !n->managed || n->frozen)
+        if (n->pool != pi || !n->managed || n->frozen || !canary_pick(p, n, &chosen))
             continue;
-        bool is = streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target);
-        if (!is && p->p.canary_selector &&
-            kobj_labels_match(p->p.canary_selector, kobj_labels(n->obj)))
-            is = true;
-        if (!is && !p->p.canary_selector && chosen < p->p.canary_count &&
-            (n->state == UPG_REQUIRED || (n->driver && !n->in_sync))) {
-            is = true;
-            chosen++;
-        }
-        if (!is)
-            continue;
-        if (!streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target) && n->state != UPG_REQUIRED &&
-            !(n->driver && !n->in_sync))
-            continue; /* already on the target before the rollout: nothing to prove */
-        if (!streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target) && n->state == UPG_REQUIRED)
-            set_ann(n, UPG_ANN_CANARY, p->target); /* chosen: recorded before it starts */
-        /* a failed canary halts its pool, once per target */
-        const char *cf = cur_ann(n, UPG_ANN_CANARY_FAILED);
-        char reason[512] = "";
-        if (n->state == UPG_FAILED) {
-            snprintf(reason, sizeof(reason), "upgrade failed: %s",
-                     cur_ann(n, UPG_ANN_FAILED_REASON) ?: "unknown");
-        } else if (n->state == UPG_DONE && n->in_sync) {
-            int64_t at = ann_time(n, UPG_ANN_DONE_AT, now);
-            if (now < at + p->p.canary_soak_s) {
-                long long rs = n->driver ? pod_restarts_total(n->driver) : 0, bad, total;
-                if (!n->drv_ready)
-                    snprintf(reason, sizeof(reason), "driver pod not ready during the soak");
-                else if (rs > p->p.canary_max_restarts)
-                    snprintf(reason, sizeof(reason),
-                             "driver pod restarted %lld times during the soak", rs);
-                else if (pl->in->validation_enabled && n->validator != 1)
-                    snprintf(reason, sizeof(reason), "validator not ready during the soak");
-                else if ((bad = node_unhealthy_gpus(n->obj, &total)) > p->p.canary_max_unhealthy)
-                    snprintf(reason, sizeof(reason),
-                             "%lld of %lld GPUs unhealthy during the soak (the device plugin's "
-                             "health check: a critical XID or an ECC error)",
-                             bad, total);
-                else {
-                    done = false;
-                    want_requeue(pl, at + p->p.canary_soak_s);
-                }
-            }
-        } else {
-            done = false;
-        }
-        if (reason[0]) {
-            done = false;
-            size_t tl = strlen(p->target);
-            if (!(cf && strncmp(cf, p->target, tl) == 0 && cf[tl] == ' ')) {
-                _cleanup_free_ char *v = xasprintf("%s %s", p->target, reason);
-                set_ann(n, UPG_ANN_CANARY_FAILED, v);
-                event(pl, n->name, "Warning", "canary for revision %s failed: %s; pool %s halted",
-                      p->target, reason, p->p.name);
-            }
+        char reason[512];
+        done &= canary_verdict(pl, p, n, reason, sizeof(reason));
+        if (reason[0] && !failed_for(cur_ann(n, UPG_ANN_CANARY_FAILED), p->target)) {
+            _cleanup_free_ char *v = xasprintf("%s %s", p->target, reason);
+            set_ann(n, UPG_ANN_CANARY_FAILED, v);
+            event(pl, n, true, UPG_CAUSE_CANARY_FAILED, UPG_GATE_NONE,
+                  "canary for revision %s failed: %s; pool %s halted", p->target, reason,
+                  p->p.name);
         }
     }
     p->canary_done = done;
 }
 
+/* A pool whose canary failed for its target is halted, until someone resumes that revision. */
 static void halt_check(struct planner *pl, struct pool *p, int pi)
 {
-    if (!p->target)
+    if (!p->target || streq_ptr(p->p.resumed_revision, p->target))
         return;
     size_t tl = strlen(p->target);
     for (size_t i = 0; i < pl->nn; i++) {
         struct node *n = &pl->n[i];
         const char *cf = cur_ann(n, UPG_ANN_CANARY_FAILED);
-        if (n->pool != pi || !cf || strncmp(cf, p->target, tl) != 0 || cf[tl] != ' ')
+        if (n->pool != pi || !failed_for(cf, p->target))
             continue;
-        if (streq_ptr(p->p.resumed_revision, p->target))
-            return; /* someone resumed this rollout */
         free(p->halted);
         p->halted = xasprintf("canary node %s: %s", n->name, cf + tl + 1);
         return;
@@ -811,13 +925,15 @@ static void halt_check(struct planner *pl, struct pool *p, int pi)
 
 /* ---- gating the starts ---------------------------------------------------------------------- */
 
-static void set_waiting(struct planner *pl, struct node *n, const char *why, bool warn)
+/* Records why a needed start waits (NULL: it does not); an Event when that changes. */
+static void set_waiting(struct planner *pl, struct node *n, enum upg_gate g, const char *why,
+                        bool warn)
 {
     if (streq_ptr(cur_ann(n, UPG_ANN_WAITING), why))
         return;
     set_ann(n, UPG_ANN_WAITING, why);
     if (why)
-        event(pl, n->name, warn ? "Warning" : "Normal", "upgrade waits: %s", why);
+        event(pl, n, warn, UPG_CAUSE_WAITING, g, "upgrade waits: %s", why);
 }
 
 static long long limit_of(const json_t *mu, int total)
@@ -827,76 +943,98 @@ static long long limit_of(const json_t *mu, int total)
     return kobj_int_or_percent_scaled(mu, total, true);
 }
 
-/* The gates in order; NULL when the node may start, else why not (*ret_warn: a refusal). */
-static char *gate(struct planner *pl, struct node *n, struct pool *p, int *g_unavail,
-                  int *g_progress, long long g_max_unavail, bool *ret_warn)
+/* The compatibility matrix's gate: NULL when the node's driver version may go on it. */
+static char *gate_matrix(struct planner *pl, struct node *n, struct pool *p)
 {
-    const struct upg_policy *po = pl->in->policy;
-    *ret_warn = false;
     const char *version = n->set >= 0 ? pl->in->sets[n->set].version : p->version;
-    char *reason = NULL;
     const char *os_id = kobj_label(n->obj, "feature.node.kubernetes.io/system-os_release.ID");
     const char *os_ver =
         kobj_label(n->obj, "feature.node.kubernetes.io/system-os_release.VERSION_ID");
     _cleanup_free_ char *os = os_id && os_ver ? xasprintf("%s%s", os_id, os_ver) : NULL;
-    if (version &&
-        !upg_matrix_allows(pl->in->matrix, version, kobj_label(n->obj, "nvidia.com/gpu.family"),
-                           kobj_path_str(n->obj, "status.nodeInfo.kernelVersion"), os,
-                           p->p.min_cuda, &reason)) {
+    _cleanup_free_ char *reason = NULL;
+    if (!version ||
+        upg_matrix_allows(pl->in->matrix, version, kobj_label(n->obj, "nvidia.com/gpu.family"),
+                          kobj_path_str(n->obj, "status.nodeInfo.kernelVersion"), os, p->p.min_cuda,
+                          &reason))
+        return NULL;
+    return xasprintf("incompatible: %s", reason);
+}
+
+/* NVIDIA's slots (maxParallelUpgrades, maxUnavailable), then the pool's own limits: may one more
+ * node start? `adds_unavail`: the start makes a node unavailable that counts as available. */
+static bool slot_free(struct planner *pl, struct pool *p, bool adds_unavail, long long g_max)
+{
+    const struct upg_policy *po = pl->in->policy;
+    if (po->max_parallel > 0 && pl->g_progress >= po->max_parallel)
+        return false;
+    if (adds_unavail && pl->g_unavail >= g_max)
+        return false;
+    if (p->p.max_parallel > 0 && p->in_progress >= p->p.max_parallel)
+        return false;
+    if (p->p.max_unavailable && adds_unavail &&
+        p->unavailable >= limit_of(p->p.max_unavailable, p->total))
+        return false;
+    return true;
+}
+
+/* The gates in order: UPG_GATE_NONE when the node may start, else which holds it and why
+ * (*ret_why, new; *ret_warn: a refusal, not a wait). */
+static enum upg_gate gate(struct planner *pl, struct node *n, struct pool *p, long long g_max,
+                          char **ret_why, bool *ret_warn)
+{
+    *ret_warn = false;
+    *ret_why = NULL;
+    if ((*ret_why = gate_matrix(pl, n, p))) {
         *ret_warn = true;
-        char *r = xasprintf("incompatible: %s", reason);
-        free(reason);
-        return r;
+        return UPG_GATE_INCOMPATIBLE;
     }
     if (p->halted) {
         *ret_warn = true;
-        return xasprintf("rollout halted: %s", p->halted);
+        *ret_why = xasprintf("rollout halted: %s", p->halted);
+        return UPG_GATE_HALTED;
     }
     bool node_ok = streq_ptr(cur_ann(n, UPG_ANN_NODE_APPROVED), "true");
     if (p->p.approval == UPG_APPROVAL_MANUAL && !node_ok &&
-        !(p->target && streq_ptr(p->p.approved_revision, p->target)))
-        return xasprintf("approval: annotate DriverUpgradePool %s %s=%s or the node %s=true",
-                         p->p.name, UPG_ANN_POOL_APPROVED, p->target ? p->target : "?",
-                         UPG_ANN_NODE_APPROVED);
+        !(p->target && streq_ptr(p->p.approved_revision, p->target))) {
+        *ret_why = xasprintf("approval: annotate DriverUpgradePool %s %s=%s or the node %s=true",
+                             p->p.name, UPG_ANN_POOL_APPROVED, p->target ? p->target : "?",
+                             UPG_ANN_NODE_APPROVED);
+        return UPG_GATE_APPROVAL;
+    }
     if (!p->window_open) {
         char t[40] = "never";
         if (p->next_window)
             time_rfc3339((uint64_t)p->next_window * 1000, t, sizeof(t));
-        return xasprintf("maintenance window closed; opens %s", t);
+        *ret_why = xasprintf("maintenance window closed; opens %s", t);
+        return UPG_GATE_WINDOW;
     }
-    if (!p->canary_done && !streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target))
-        return xasprintf("canary: the pool's canary nodes upgrade and soak first");
+    if (!p->canary_done && !streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target)) {
+        *ret_why = xstrdup("canary: the pool's canary nodes upgrade and soak first");
+        return UPG_GATE_CANARY;
+    }
     bool counts_ready = n->ready && !n->unsched;
-    if (p->floor > 0 && counts_ready && p->gpus_ready - n->gpus < p->floor)
-        return xasprintf("capacity floor: %lld of %lld GPUs ready, floor %lld, node has %lld",
-                         p->gpus_ready, p->gpus_total, p->floor, n->gpus);
-    /* NVIDIA's slots, then the pool's own limits */
-    bool adds_unavail = counts_ready;
-    if (po->max_parallel > 0 && *g_progress >= po->max_parallel)
-        return xstrdup("");
-    if (adds_unavail && *g_unavail >= g_max_unavail)
-        return xstrdup("");
-    if (p->p.max_parallel > 0 && p->in_progress >= p->p.max_parallel)
-        return xstrdup("");
-    if (p->p.max_unavailable && adds_unavail &&
-        p->unavailable >= limit_of(p->p.max_unavailable, p->total))
-        return xstrdup("");
-    return NULL;
+    if (p->floor > 0 && counts_ready && p->gpus_ready - n->gpus < p->floor) {
+        *ret_why = xasprintf("capacity floor: %lld of %lld GPUs ready, floor %lld, node has %lld",
+                             p->gpus_ready, p->gpus_total, p->floor, n->gpus);
+        return UPG_GATE_FLOOR;
+    }
+    return slot_free(pl, p, counts_ready, g_max) ? UPG_GATE_NONE : UPG_GATE_SLOT;
 }
 
-static void start_node(struct planner *pl, struct node *n, struct pool *p, int *g_unavail,
-                       int *g_progress)
+/* Starts node n: it takes a slot (and its GPUs leave the pool's ready ones) and runs as far as
+ * the machine goes this pass. */
+static void start_node(struct planner *pl, struct node *n, struct pool *p)
 {
     if (n->ready && !n->unsched) {
-        (*g_unavail)++;
+        pl->g_unavail++;
         p->unavailable++;
         p->gpus_ready -= n->gpus;
     }
-    (*g_progress)++;
+    pl->g_progress++;
     p->in_progress++;
     p->started++;
     n->started = true;
-    set_waiting(pl, n, NULL, false);
+    set_waiting(pl, n, UPG_GATE_NONE, NULL, false);
     /* cordoned by someone else before the upgrade (not by gpuop, as a failed node retried by
      * hand is): it stays cordoned at the end */
     if (n->unsched && !cur_ann(n, UPG_ANN_CORDONED))
@@ -981,6 +1119,20 @@ static void load_nodes(struct planner *pl)
     }
 }
 
+static const char *pool_name(const struct planner *pl, const struct node *n)
+{
+    return pl->pools && n->managed ? pl->pools[n->pool].p.name : NULL;
+}
+
+/* The revision node n's rollout is for: its driver set's, else its pool's target. */
+static const char *pool_target(const struct planner *pl, const struct node *n)
+{
+    if (n->set >= 0)
+        return pl->in->sets[n->set].revision;
+    return pl->pools && n->managed ? pl->pools[n->pool].target : NULL;
+}
+
+/* Node n's patch (its labels, annotations and cordon as the pass left them), if it changed. */
 static void node_patch_out(struct planner *pl, struct node *n)
 {
     if (!n->labels && !n->anns && n->unsched_set < 0)
@@ -1002,65 +1154,44 @@ static void node_patch_out(struct planner *pl, struct node *n)
     if (n->unsched_set >= 0)
         json_object_set_new(patch, "spec",
                             json_pack("{s:b}", "unschedulable", n->unsched_set == 1));
-    json_array_append_new(pl->out->node_patches,
-                          json_pack("{s:s,s:o}", "name", n->name, "patch", patch));
+    PUSH(pl->out->patches, pl->out->n_patches) = (struct upg_node_patch){xstrdup(n->name), patch};
 }
 
-static void pool_status(struct planner *pl, struct pool *p, int pi)
+/* Pool p's report: its nodes' progress as the pass leaves them, its status and phase. */
+static void pool_report(struct planner *pl, struct pool *p, int pi, const char *now)
 {
-    json_t *st = json_pack("{s:s,s:i,s:i,s:{},s:{},s:{},s:i}", "name", p->p.name, "total", 0,
-                           "upgraded", 0, "inProgress", "failed", "waiting", "pending", 0);
-    int total = 0, upgraded = 0, pending = 0, prog = 0, failed = 0, waiting_more = 0;
+    struct upg_pool_report *r = &PUSH(pl->out->pools, pl->out->n_pools);
+    *r = (struct upg_pool_report){.name = xstrdup(p->p.name)};
     for (size_t i = 0; i < pl->nn; i++) {
         struct node *n = &pl->n[i];
         if (n->pool != pi || !n->managed)
             continue;
-        total++;
+        r->total++;
         if (n->state == UPG_DONE && n->in_sync)
-            upgraded++;
-        if (in_flight(n->state)) {
-            prog++;
-            json_object_set_new(json_object_get(st, "inProgress"), n->name,
-                                json_string(upg_state_name(n->state)));
-        }
-        if (n->state == UPG_FAILED) {
-            failed++;
-            json_object_set_new(json_object_get(st, "failed"), n->name,
-                                json_string(cur_ann(n, UPG_ANN_FAILED_REASON) ?: "unknown"));
-        }
+            r->upgraded++;
+        if (in_flight(n->state))
+            upg_notes_add(&r->in_progress, n->name, upg_state_name(n->state));
+        if (n->state == UPG_FAILED)
+            upg_notes_add(&r->failed, n->name, cur_ann(n, UPG_ANN_FAILED_REASON) ?: "unknown");
         if (n->state == UPG_REQUIRED)
-            pending++;
+            r->pending++;
         const char *w = n->frozen ? n->frozen : cur_ann(n, UPG_ANN_WAITING);
         if (w && (n->state == UPG_REQUIRED || n->frozen)) {
             /* bounded: a status is read by people and rewritten on every change */
-            if (json_object_size(json_object_get(st, "waiting")) < POOL_STATUS_MAX_WAITING)
-                json_object_set_new(json_object_get(st, "waiting"), n->name, json_string(w));
+            if (r->waiting.n < UPG_POOL_WAITING_MAX)
+                upg_notes_add(&r->waiting, n->name, w);
             else
-                waiting_more++;
+                r->waiting_more++;
         }
     }
-    json_object_set_new(st, "total", json_integer(total));
-    json_object_set_new(st, "upgraded", json_integer(upgraded));
-    json_object_set_new(st, "pending", json_integer(pending));
-    if (waiting_more)
-        json_object_set_new(st, "waitingMore", json_integer(waiting_more));
-    if (p->halted)
-        json_object_set_new(st, "halted", json_string(p->halted));
-    if (p->error)
-        json_object_set_new(st, "error", json_string(p->error));
-    if (p->target)
-        json_object_set_new(st, "targetRevision", json_string(p->target));
-    if (p->version)
-        json_object_set_new(st, "targetVersion", json_string(p->version));
-    if (!p->window_open && p->next_window) {
-        char t[40];
-        time_rfc3339((uint64_t)p->next_window * 1000, t, sizeof(t));
-        json_object_set_new(st, "nextWindow", json_string(t));
-    }
-    json_array_append_new(pl->out->pools, st);
-    json_object_set_new(pl->out->pool_counts, p->p.name,
-                        json_pack("{s:i,s:i,s:i,s:i}", "in_progress", prog, "done", upgraded,
-                                  "failed", failed, "pending", pending));
+    r->halted = p->halted ? xstrdup(p->halted) : NULL;
+    r->error = p->error ? xstrdup(p->error) : NULL;
+    r->target_revision = p->target ? xstrdup(p->target) : NULL;
+    r->target_version = p->version ? xstrdup(p->version) : NULL;
+    r->next_window_s = !p->window_open ? p->next_window : 0;
+    /* the default pool (the last) has no object, nor status */
+    const json_t *obj = (size_t)pi + 1 < pl->npools ? json_array_get(pl->in->pools, pi) : NULL;
+    upg_report_pool(r, obj, now);
 }
 
 static void plan_free_inner(struct planner *pl)
@@ -1082,211 +1213,278 @@ static void plan_free_inner(struct planner *pl)
     json_decref(pl->pdb_used);
 }
 
-static struct upg_plan *plan_new(void)
-{
-    struct upg_plan *p = xcalloc(1, sizeof(*p));
-    p->node_patches = json_array();
-    p->evictions = json_array();
-    p->deletions = json_array();
-    p->events = json_array();
-    p->pools = json_array();
-    p->pool_counts = json_object();
-    return p;
-}
-
 void upg_plan_free(struct upg_plan *p)
 {
     if (!p)
         return;
-    json_decref(p->node_patches);
-    json_decref(p->evictions);
-    json_decref(p->deletions);
-    json_decref(p->events);
-    json_decref(p->pools);
-    json_decref(p->pool_counts);
+    for (size_t i = 0; i < p->n_patches; i++) {
+        free(p->patches[i].node);
+        json_decref(p->patches[i].patch);
+    }
+    free(p->patches);
+    for (size_t i = 0; i < p->n_evictions; i++)
+        pod_ref_done(&p->evictions[i]);
+    free(p->evictions);
+    for (size_t i = 0; i < p->n_deletions; i++)
+        pod_ref_done(&p->deletions[i]);
+    free(p->deletions);
+    for (size_t i = 0; i < p->n_events; i++)
+        event_done(&p->events[i]);
+    free(p->events);
+    for (size_t i = 0; i < p->n_pools; i++) {
+        struct upg_pool_report *r = &p->pools[i];
+        free(r->name);
+        upg_notes_done(&r->in_progress);
+        upg_notes_done(&r->failed);
+        upg_notes_done(&r->waiting);
+        free(r->halted);
+        free(r->error);
+        free(r->target_revision);
+        free(r->target_version);
+        json_decref(r->status);
+    }
+    free(p->pools);
+    free(p->condition.message);
     free(p->error);
     free(p);
+}
+
+/* ---- the pass, phase by phase -----------------------------------------------------------------
+ */
+
+/* Bad input the whole plan depends on (the policy, the matrix): nothing is touched, the
+ * ClusterPolicy's Event says why. */
+static bool plan_frozen(struct planner *pl)
+{
+    const struct upg_input *in = pl->in;
+    if (in->policy && (in->matrix || in->n_sets == 0))
+        return false;
+    struct upg_plan *out = pl->out;
+    out->frozen = true;
+    out->error = xstrdup(!in->policy ? (in->policy_error ?: "upgrade policy is invalid")
+                                     : (in->matrix_error ?: "no compatibility matrix"));
+    emit(pl, (struct upg_event){.object = UPG_OBJ_POLICY,
+                                .warning = true,
+                                .reason = UPG_EVENT_REASON,
+                                .cause = UPG_CAUSE_INPUT_INVALID,
+                                .message = xstrdup(out->error)});
+    return true;
+}
+
+/* NVIDIA's: with autoUpgrade off the controller steps back and removes its state labels. */
+static void plan_stand_down(struct planner *pl)
+{
+    for (size_t i = 0; i < pl->nn; i++) {
+        struct node *n = &pl->n[i];
+        if (!n->skip && kobj_label(n->obj, UPG_LABEL_STATE)) {
+            n->labels = json_pack("{s:n}", UPG_LABEL_STATE);
+            node_patch_out(pl, n);
+        }
+    }
+}
+
+/* Each pool's target, GPUs and counts as the pass starts, and the cluster-wide ones. */
+static void tally_pools(struct planner *pl)
+{
+    for (size_t i = 0; i < pl->nn; i++) {
+        struct node *n = &pl->n[i];
+        if (!n->managed)
+            continue;
+        struct pool *p = &pl->pools[n->pool];
+        pl->g_total++;
+        p->total++;
+        if (n->set >= 0 && !p->target) {
+            p->target = pl->in->sets[n->set].revision;
+            p->version = pl->in->sets[n->set].version;
+        }
+        p->gpus_total += n->gpus;
+        bool unavail = !n->ready || n->unsched || n->state == UPG_CORDON;
+        if (unavail) {
+            pl->g_unavail++;
+            p->unavailable++;
+        } else if (!in_flight(n->state)) {
+            p->gpus_ready += n->gpus;
+        }
+        if (in_flight(n->state)) {
+            pl->g_progress++;
+            p->in_progress++;
+        }
+    }
+}
+
+/* Each valid pool's window (and the pass that opens it) and capacity floor. */
+static void pool_limits(struct planner *pl)
+{
+    for (size_t k = 0; k < pl->npools; k++) {
+        struct pool *p = &pl->pools[k];
+        p->window_open = true;
+        if (!p->valid)
+            continue;
+        if (p->p.n_windows) {
+            upg_window_state(p->p.windows, p->p.n_windows, p->tz, pl->in->now_s, &p->window_open,
+                             &p->next_window);
+            if (!p->window_open && p->next_window)
+                want_requeue(pl, p->next_window);
+        }
+        if (p->p.capacity_floor)
+            p->floor = kobj_int_or_percent_scaled(p->p.capacity_floor, p->gpus_total, true);
+    }
+}
+
+/* Node n's step this pass: one that needs an upgrade (an out-of-date driver, a request) becomes
+ * upgrade-required, one in flight goes through NVIDIA's machine as far as it can. */
+static void advance_node(struct planner *pl, struct node *n)
+{
+    bool needs = (n->driver && !n->in_sync) || cur_ann(n, UPG_ANN_SAFE_LOAD) ||
+                 streq_ptr(cur_ann(n, UPG_ANN_REQUESTED), "true");
+    const char *target = n->set >= 0 ? pl->in->sets[n->set].revision : NULL;
+    const char *tried = cur_ann(n, UPG_ANN_TARGET);
+    if (n->state == UPG_FAILED && target && tried && !streq_ptr(tried, target)) {
+        /* failed on another revision (a rollback, a newer fix): try the current one */
+        set_ann(n, UPG_ANN_TARGET, target);
+        set_state(pl, n, UPG_REQUIRED, NULL);
+    } else if (n->state == UPG_REQUIRED && target && tried && !streq_ptr(tried, target) && !needs) {
+        /* the revision it waited for was rolled back before it started */
+        set_ann(n, UPG_ANN_TARGET, NULL);
+        set_ann(n, UPG_ANN_WAITING, NULL);
+        set_state(pl, n, UPG_DONE, NULL);
+    } else if (n->state == UPG_UNKNOWN || n->state == UPG_DONE) {
+        if (needs) {
+            set_ann(n, UPG_ANN_REQUESTED, NULL);
+            set_ann(n, UPG_ANN_TARGET, target);
+            set_state(pl, n, UPG_REQUIRED, NULL);
+        } else if (n->state == UPG_UNKNOWN) {
+            set_state(pl, n, UPG_DONE, NULL);
+        }
+    } else if (n->state != UPG_REQUIRED) {
+        run_machine(pl, n);
+    }
+}
+
+/* The starts: canary nodes first, then by name; each through the gates, or waiting and why. */
+static void plan_starts(struct planner *pl)
+{
+    long long g_max = limit_of(pl->in->policy->max_unavailable, pl->g_total);
+    int unavail0 = pl->g_unavail, progress0 = pl->g_progress;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < pl->nn; i++) {
+            struct node *n = &pl->n[i];
+            if (!n->managed || n->frozen || n->state != UPG_REQUIRED || n->started ||
+                pl->in->n_sets == 0) /* no driver DaemonSet: nothing to upgrade to */
+                continue;
+            struct pool *p = &pl->pools[n->pool];
+            bool canary = p->target && streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target);
+            if ((pass == 0) != canary)
+                continue;
+            bool warn;
+            _cleanup_free_ char *why = NULL;
+            enum upg_gate g = gate(pl, n, p, g_max, &why, &warn);
+            if (g == UPG_GATE_NONE)
+                start_node(pl, n, p);
+            else
+                set_waiting(pl, n, g, why, warn); /* a slot (no why): NVIDIA's own pending */
+        }
+    }
+    /* maxUnavailable and maxParallelUpgrades hold: no start went past them (nodes already down
+     * or in flight may have been past them before the pass) */
+    const struct upg_policy *po = pl->in->policy;
+    assert(pl->g_unavail <= (unavail0 > g_max ? unavail0 : g_max));
+    assert(po->max_parallel <= 0 ||
+           pl->g_progress <= (progress0 > po->max_parallel ? progress0 : po->max_parallel));
+    (void)po;
+    (void)unavail0;
+    (void)progress0;
+}
+
+/* What the pass leaves to report: frozen nodes' refusals, invalid pools, each pool's report,
+ * the node patches and NVIDIA's counts. */
+static void plan_outputs(struct planner *pl)
+{
+    struct upg_plan *out = pl->out;
+    char now[40];
+    time_rfc3339((uint64_t)pl->in->now_s * 1000, now, sizeof(now));
+    /* Frozen nodes: the reason shows, nothing else changes. */
+    for (size_t i = 0; i < pl->nn; i++) {
+        struct node *n = &pl->n[i];
+        if (n->frozen && !streq_ptr(kobj_annotation(n->obj, UPG_ANN_WAITING), n->frozen))
+            event(pl, n, true, UPG_CAUSE_NODE_REFUSED, UPG_GATE_NONE,
+                  "upgrade refused, node left as it is: %s", n->frozen);
+    }
+    for (size_t k = 0; k < pl->npools; k++) {
+        struct pool *p = &pl->pools[k];
+        if (p->error)
+            emit(pl, (struct upg_event){.object = UPG_OBJ_POOL,
+                                        .name = xstrdup(p->p.name),
+                                        .pool = xstrdup(p->p.name),
+                                        .warning = true,
+                                        .reason = UPG_EVENT_REASON,
+                                        .cause = UPG_CAUSE_POOL_INVALID,
+                                        .message = xstrdup(p->error)});
+        pool_report(pl, p, (int)k, now);
+    }
+    int managed = 0;
+    for (size_t i = 0; i < pl->nn; i++) {
+        struct node *n = &pl->n[i];
+        if (n->managed && !n->frozen)
+            node_patch_out(pl, n);
+        if (!n->managed)
+            continue;
+        managed++;
+        if (n->state == UPG_REQUIRED)
+            out->counts.pending++;
+        else if (n->state == UPG_DONE)
+            out->counts.done++;
+        else if (n->state == UPG_FAILED)
+            out->counts.failed++;
+        else if (in_flight(n->state))
+            out->counts.in_progress++;
+        else
+            assert(n->frozen); /* only a node left alone keeps no state */
+    }
+    /* a node is in one state: the counts add up to at most the managed nodes */
+    assert(out->counts.pending >= 0 && out->counts.done >= 0 && out->counts.failed >= 0 &&
+           out->counts.in_progress >= 0);
+    assert(out->counts.pending + out->counts.done + out->counts.failed + out->counts.in_progress <=
+           managed);
+    const struct upg_policy *po = pl->in->policy;
+    int avail = po->max_parallel > 0 ? po->max_parallel - out->counts.in_progress
+                                     : pl->g_total - out->counts.in_progress;
+    out->counts.available = avail < 0 ? 0 : avail;
 }
 
 int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e)
 {
     if (!in || in->now_s <= 0)
         return err_set(e, -EINVAL, "upgrade plan: no time given");
-    _cleanup_(upg_plan_freep) struct upg_plan *out = plan_new();
+    _cleanup_(upg_plan_freep) struct upg_plan *out = xcalloc(1, sizeof(*out));
     struct planner pl = {.in = in, .out = out};
-    /* Bad input anywhere the whole plan depends on: nothing is touched. */
-    if (!in->policy || (!in->matrix && in->n_sets > 0)) {
-        out->frozen = true;
-        out->error = xstrdup(!in->policy ? (in->policy_error ?: "upgrade policy is invalid")
-                                         : (in->matrix_error ?: "no compatibility matrix"));
-        json_array_append_new(out->events, json_pack("{s:s,s:s,s:s}", "type", "Warning", "reason",
-                                                     UPG_EVENT_REASON, "message", out->error));
-        *ret = steal_ptr(&out);
-        return 0;
-    }
-    const struct upg_policy *po = in->policy;
-    pl.pdb_used = json_object();
-    load_nodes(&pl);
-    if (!po->auto_upgrade) {
-        /* NVIDIA's: with autoUpgrade off the controller steps back and removes its labels. */
-        for (size_t i = 0; i < pl.nn; i++) {
-            struct node *n = &pl.n[i];
-            if (!n->skip && kobj_label(n->obj, UPG_LABEL_STATE)) {
-                n->labels = json_pack("{s:n}", UPG_LABEL_STATE);
-                node_patch_out(&pl, n);
+    if (!plan_frozen(&pl)) {
+        pl.pdb_used = json_object();
+        load_nodes(&pl);
+        if (!in->policy->auto_upgrade) {
+            plan_stand_down(&pl);
+        } else {
+            pools_load(&pl);
+            for (size_t i = 0; i < pl.nn; i++)
+                if (pl.n[i].managed)
+                    assign_pool(&pl, &pl.n[i]);
+            tally_pools(&pl);
+            pool_limits(&pl);
+            /* NVIDIA's machine for nodes in flight, and the unknown/done ones that need an
+             * upgrade; then gpuop's gates on those that wait to start */
+            for (size_t i = 0; i < pl.nn; i++)
+                if (pl.n[i].managed && !pl.n[i].frozen)
+                    advance_node(&pl, &pl.n[i]);
+            for (size_t k = 0; k < pl.npools; k++) {
+                canary_check(&pl, &pl.pools[k], (int)k);
+                halt_check(&pl, &pl.pools[k], (int)k);
             }
+            plan_starts(&pl);
+            plan_outputs(&pl);
         }
         plan_free_inner(&pl);
-        *ret = steal_ptr(&out);
-        return 0;
     }
-    pools_load(&pl);
-    for (size_t i = 0; i < pl.nn; i++) {
-        if (pl.n[i].managed)
-            assign_pool(&pl, &pl.n[i]);
-    }
-    /* Per pool: its target, window, floor, counts (from the pass's start). */
-    int g_total = 0, g_unavail = 0, g_progress = 0;
-    for (size_t i = 0; i < pl.nn; i++) {
-        struct node *n = &pl.n[i];
-        if (!n->managed)
-            continue;
-        struct pool *p = &pl.pools[n->pool];
-        g_total++;
-        p->total++;
-        if (n->set >= 0 && !p->target) {
-            p->target = in->sets[n->set].revision;
-            p->version = in->sets[n->set].version;
-        }
-        p->gpus_total += n->gpus;
-        bool unavail = !n->ready || n->unsched || n->state == UPG_CORDON;
-        if (unavail) {
-            g_unavail++;
-            p->unavailable++;
-        } else if (!in_flight(n->state)) {
-            p->gpus_ready += n->gpus;
-        }
-        if (in_flight(n->state)) {
-            g_progress++;
-            p->in_progress++;
-        }
-    }
-    for (size_t k = 0; k < pl.npools; k++) {
-        struct pool *p = &pl.pools[k];
-        p->window_open = true;
-        if (!p->valid)
-            continue;
-        if (p->p.n_windows) {
-            struct err we = {0};
-            if (upg_window_open(p->p.windows, p->p.n_windows, p->p.time_zone, in->now_s,
-                                &p->window_open, &p->next_window, &we) < 0) {
-                p->valid = false;
-                p->error = xstrdup(err_msg(&we));
-            } else if (!p->window_open && p->next_window) {
-                want_requeue(&pl, p->next_window);
-            }
-        }
-        if (p->p.capacity_floor)
-            p->floor = kobj_int_or_percent_scaled(p->p.capacity_floor, p->gpus_total, true);
-    }
-    /* NVIDIA's machine for nodes in flight, and the unknown/done ones that need an upgrade. */
-    for (size_t i = 0; i < pl.nn; i++) {
-        struct node *n = &pl.n[i];
-        if (!n->managed || n->frozen)
-            continue;
-        bool needs = (n->driver && !n->in_sync) || cur_ann(n, UPG_ANN_SAFE_LOAD) ||
-                     streq_ptr(cur_ann(n, UPG_ANN_REQUESTED), "true");
-        const char *target = n->set >= 0 ? in->sets[n->set].revision : NULL;
-        const char *tried = cur_ann(n, UPG_ANN_TARGET);
-        if (n->state == UPG_FAILED && target && tried && !streq_ptr(tried, target)) {
-            /* failed on another revision (a rollback, a newer fix): try the current one */
-            set_ann(n, UPG_ANN_TARGET, target);
-            set_state(&pl, n, UPG_REQUIRED, NULL);
-        } else if (n->state == UPG_REQUIRED && target && tried && !streq_ptr(tried, target) &&
-                   !needs) {
-            /* the revision it waited for was rolled back before it started */
-            set_ann(n, UPG_ANN_TARGET, NULL);
-            set_ann(n, UPG_ANN_WAITING, NULL);
-            set_state(&pl, n, UPG_DONE, NULL);
-        } else if (n->state == UPG_UNKNOWN || n->state == UPG_DONE) {
-            if (needs) {
-                set_ann(n, UPG_ANN_REQUESTED, NULL);
-                set_ann(n, UPG_ANN_TARGET, target);
-                set_state(&pl, n, UPG_REQUIRED, NULL);
-            } else if (n->state == UPG_UNKNOWN) {
-                set_state(&pl, n, UPG_DONE, NULL);
-            }
-        } else if (n->state != UPG_REQUIRED) {
-            run_machine(&pl, n);
-        }
-    }
-    for (size_t k = 0; k < pl.npools; k++) {
-        canary_check(&pl, &pl.pools[k], (int)k);
-        halt_check(&pl, &pl.pools[k], (int)k);
-    }
-    long long g_max = limit_of(po->max_unavailable, g_total);
-    /* Starts: canary nodes first, then by name. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < pl.nn; i++) {
-            struct node *n = &pl.n[i];
-            if (!n->managed || n->frozen || n->state != UPG_REQUIRED || n->started ||
-                in->n_sets == 0) /* no driver DaemonSet: nothing to upgrade to */
-                continue;
-            struct pool *p = &pl.pools[n->pool];
-            bool canary = p->target && streq_ptr(cur_ann(n, UPG_ANN_CANARY), p->target);
-            if ((pass == 0) != canary)
-                continue;
-            bool warn;
-            _cleanup_free_ char *why = gate(&pl, n, p, &g_unavail, &g_progress, g_max, &warn);
-            if (!why) {
-                start_node(&pl, n, p, &g_unavail, &g_progress);
-            } else if (why[0]) {
-                set_waiting(&pl, n, why, warn);
-            } else {
-                set_waiting(&pl, n, NULL, false); /* a slot: NVIDIA's own pending */
-            }
-        }
-    }
-    /* Frozen nodes: the reason shows, nothing else changes. */
-    for (size_t i = 0; i < pl.nn; i++) {
-        struct node *n = &pl.n[i];
-        if (n->frozen && !streq_ptr(kobj_annotation(n->obj, UPG_ANN_WAITING), n->frozen)) {
-            event(&pl, n->name, "Warning", "upgrade refused, node left as it is: %s", n->frozen);
-        }
-    }
-    for (size_t k = 0; k < pl.npools; k++) {
-        struct pool *p = &pl.pools[k];
-        if (p->error)
-            json_array_append_new(out->events, json_pack("{s:s,s:s,s:s,s:s}", "pool", p->p.name,
-                                                         "type", "Warning", "reason",
-                                                         UPG_EVENT_REASON, "message", p->error));
-        pool_status(&pl, p, (int)k);
-    }
-    for (size_t i = 0; i < pl.nn; i++) {
-        struct node *n = &pl.n[i];
-        if (n->managed && !n->frozen)
-            node_patch_out(&pl, n);
-        if (!n->managed)
-            continue;
-        switch (n->state) {
-        case UPG_REQUIRED:
-            out->counts.pending++;
-            break;
-        case UPG_DONE:
-            out->counts.done++;
-            break;
-        case UPG_FAILED:
-            out->counts.failed++;
-            break;
-        default:
-            if (in_flight(n->state))
-                out->counts.in_progress++;
-        }
-    }
-    int avail = po->max_parallel > 0 ? po->max_parallel - out->counts.in_progress
-                                     : (int)(g_total - out->counts.in_progress);
-    out->counts.available = avail < 0 ? 0 : avail;
-    plan_free_inner(&pl);
+    upg_report_condition(out, in->policy && in->policy->auto_upgrade);
     *ret = steal_ptr(&out);
     return 0;
 }

@@ -270,9 +270,9 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
         goto fail;
     }
     if (tz) {
-        if (!upg_tz_valid(tz)) {
-            r = err_set(e, -EINVAL, "%s.timeZone: \"%s\" is not a time zone the system knows", ctx,
-                        tz);
+        /* the zone's file is read by the shell (upg_zones), its errors named by the planner */
+        if (!upg_tz_name_valid(tz)) {
+            r = err_set(e, -EINVAL, "%s.timeZone: \"%s\" is not a time zone name", ctx, tz);
             goto fail;
         }
         p.time_zone = xstrdup(tz);

@@ -20,8 +20,8 @@
  * gates every start.
  *
  * Ownership: every json_t in struct upg_input is borrowed; struct upg_plan owns its values.
- * Thread-safety: upg_plan() is thread-compatible; upg_window_*() serialise their use of the C
- * library's time zone state behind one lock.
+ * Thread-safety: upg_plan() is thread-compatible; the time zone functions are thread-safe (they
+ * never touch the C library's process-wide zone).
  */
 #ifndef GPUOP_UPGRADE_H
 #define GPUOP_UPGRADE_H
@@ -45,9 +45,11 @@
 /* The NVIDIADriver that owns a node (set by the operator with useNvidiaDriverCRD): a pool
  * naming an NVIDIADriver selects the nodes it owns. */
 #define UPG_LABEL_DRIVER_OWNER "nvidia.com/gpu-operator.driver.owner"
-#define UPG_EVENT_REASON       "GPUDriverUpgrade"
-#define UPG_DRIVER_APP         "nvidia-driver-daemonset"
-#define UPG_VALIDATOR_APP      "nvidia-operator-validator"
+/* The NVIDIADriver a driver DaemonSet is for (the operator's OP_LABEL_NVIDIA_DRIVER). */
+#define UPG_LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver"
+#define UPG_EVENT_REASON        "GPUDriverUpgrade"
+#define UPG_DRIVER_APP          "nvidia-driver-daemonset"
+#define UPG_VALIDATOR_APP       "nvidia-operator-validator"
 
 /* gpuop's node annotations (the planner's memory in the cluster) and the pool's. */
 #define UPG_ANN_SINCE         "upgrade.gpuop.dev/state-since"   /* epoch s the state began */
@@ -141,12 +143,55 @@ void upg_pool_done(struct upg_pool *p);
 /* Parses "Mon,Tue 02:00 4h" style windows from the CRD's {days: [..], start: "HH:MM",
  * duration: "4h"} objects; errors name `path`. */
 int upg_window_parse(const json_t *w, const char *path, struct upg_window *ret, struct err *e);
-/* Is `now_s` inside one of the windows in zone `tz` (NULL: UTC)? *ret_next_s: when the next
- * window opens (when closed) or closes (when open). Fails on an unknown zone. */
-int upg_window_open(const struct upg_window *w, size_t n, const char *tz, int64_t now_s,
-                    bool *ret_open, int64_t *ret_next_s, struct err *e);
-/* Does the system's time zone database know `tz`? */
-bool upg_tz_valid(const char *tz);
+
+/* ---- time zones (upg-tz.c) ------------------------------------------------------------------ */
+
+/*
+ * A zone's rules, read from its TZif file (RFC 8536) in the system's time zone database: the
+ * transitions it lists, and the POSIX TZ rule of its footer for the times after them. The
+ * arithmetic is gpuop's own on plain integers: nothing reads or sets the process's TZ, so any
+ * thread converts at any time. Immutable once made.
+ */
+#define UPG_ZONEINFO_DIR "/usr/share/zoneinfo"
+struct upg_tz;
+/* Is `name` a zone name as the database spells it ("Europe/Berlin"): bounded, no path tricks? */
+bool upg_tz_name_valid(const char *name);
+/* TZif bytes (at most 256 KiB); `what` names the zone and its file in errors. */
+int upg_tz_parse(const void *data, size_t len, const char *what, struct upg_tz **ret,
+                 struct err *e);
+/* Reads zone `name` from `dir` (NULL: UPG_ZONEINFO_DIR; "UTC" needs no file). A bad name, a
+ * missing, unreadable, oversized or malformed file fails naming the zone and the file. */
+int upg_tz_load(const char *dir, const char *name, struct upg_tz **ret, struct err *e);
+void upg_tz_free(struct upg_tz *tz);
+DEFINE_CLEANUP_FUNC(struct upg_tz, upg_tz_free)
+/* The offset from UTC (seconds, east positive) at instant `t`; NULL tz: UTC. */
+int32_t upg_tz_offset(const struct upg_tz *tz, int64_t t);
+/* The instant of local wall-clock time `local` (seconds from 1970-01-01 00:00 on the zone's
+ * calendar). A time the zone skips (clocks forward) reads with the offset before the change:
+ * 02:30 on a spring-forward night is 03:30 by the new clock. A time it repeats (clocks back) is
+ * its first occurrence. */
+int64_t upg_tz_local_to_utc(const struct upg_tz *tz, int64_t local);
+
+/* Is `now_s` inside one of the windows, in zone `tz` (NULL: UTC)? *ret_next_s: when the next
+ * window opens (closed; 0: never) or the open one closes. A window starts at its local start
+ * time (upg_tz_local_to_utc's reading across a clock change) and lasts its length of elapsed
+ * time; no windows: always open. */
+void upg_window_state(const struct upg_window *w, size_t n, const struct upg_tz *tz, int64_t now_s,
+                      bool *ret_open, int64_t *ret_next_s);
+
+/* The zones the DriverUpgradePools name, read by the shell before a pass (the planner reads no
+ * file): by name, each with its rules or the error that kept them from being read. */
+struct upg_zones;
+struct upg_zones *upg_zones_new(void);
+void upg_zones_free(struct upg_zones *z);
+DEFINE_CLEANUP_FUNC(struct upg_zones, upg_zones_free)
+/* Reads zone `name` from `dir` (NULL: the system's) unless held already. */
+void upg_zones_load(struct upg_zones *z, const char *dir, const char *name);
+/* Reads every zone the DriverUpgradePool objects' spec.timeZone names. */
+void upg_zones_load_pools(struct upg_zones *z, const char *dir, const json_t *pools);
+/* Zone `name`, or NULL with *ret_err saying why (its read failed, or it was never read). */
+const struct upg_tz *upg_zones_get(const struct upg_zones *z, const char *name,
+                                   const char **ret_err);
 
 /* ---- the compatibility matrix --------------------------------------------------------------- */
 
@@ -173,7 +218,10 @@ struct upg_driver_set {
     const char *name, *ns;
     const char *revision;
     const char *version;
+    char version_buf[64]; /* upg_driver_sets(): the version parsed from the image */
 };
+
+struct upg_event_log;
 
 struct upg_input {
     const struct upg_policy *policy; /* NULL: the ClusterPolicy's upgradePolicy did not parse */
@@ -188,9 +236,11 @@ struct upg_input {
     size_t n_sets;
     const json_t *pools;             /* DriverUpgradePool objects (array), or NULL */
     const json_t *nvidia_drivers;    /* NVIDIADriver objects (pool references), or NULL */
+    const struct upg_zones *zones;   /* the pools' time zones (upg_zones_load_pools), or NULL */
     const struct upg_matrix *matrix; /* NULL with matrix_error: the gate's input is broken */
     const char *matrix_error;
-    bool validation_enabled; /* the validator runs: validation-required waits for it */
+    bool validation_enabled;            /* the validator runs: validation-required waits for it */
+    const struct upg_event_log *posted; /* the Events posted lately (NULL: none) */
     int64_t now_s;
 };
 
@@ -198,23 +248,140 @@ struct upg_counts {
     int in_progress, done, failed, available, pending;
 };
 
+/* ---- what a pass reports -------------------------------------------------------------------- */
+
+/* What an Event is about. */
+enum upg_object { UPG_OBJ_NODE, UPG_OBJ_POOL, UPG_OBJ_POLICY };
+/* Why it is posted: gpuop's own key below NVIDIA's one reason, GPUDriverUpgrade. */
+enum upg_cause {
+    UPG_CAUSE_STATE,         /* a node's state label changed: never held back (upg_event_log) */
+    UPG_CAUSE_WAITING,       /* why a needed start waits (upg_event.gate) */
+    UPG_CAUSE_CANARY_FAILED, /* a canary failed: its pool halts */
+    UPG_CAUSE_NODE_REFUSED,  /* a node left as it is (two pools select it, its pool is invalid) */
+    UPG_CAUSE_POOL_INVALID,  /* a DriverUpgradePool gpuop cannot act on */
+    UPG_CAUSE_INPUT_INVALID, /* the upgrade policy or the matrix is broken: nothing moves */
+};
+/* The gates a needed start passes, in order; UPG_GATE_SLOT is NVIDIA's own pending (a free slot
+ * under maxParallelUpgrades and maxUnavailable), which says nothing. */
+enum upg_gate {
+    UPG_GATE_NONE,
+    UPG_GATE_INCOMPATIBLE,
+    UPG_GATE_HALTED,
+    UPG_GATE_APPROVAL,
+    UPG_GATE_WINDOW,
+    UPG_GATE_CANARY,
+    UPG_GATE_FLOOR,
+    UPG_GATE_SLOT,
+};
+
+struct upg_event {
+    enum upg_object object;
+    char *name;         /* the node or the pool; NULL: the ClusterPolicy */
+    char *pool;         /* the pool the node is in ("default": none selects it), or NULL */
+    char *revision;     /* the driver revision the rollout is for, or NULL */
+    bool warning;       /* a Warning, else a Normal Event */
+    const char *reason; /* UPG_EVENT_REASON */
+    enum upg_cause cause;
+    enum upg_gate gate; /* UPG_CAUSE_WAITING: which one */
+    char *message;
+};
+
+/*
+ * The Events posted lately. A pass repeats some on every pass while nothing changes (a node
+ * refused, an invalid pool, a broken input) and a waiting node may flap between gates: the
+ * planner holds back an Event posted within UPG_EVENT_REPEAT_S about the same object for the same
+ * reason, cause, gate, pool and revision (never by its message). A state change is never held
+ * back: the node's label records each one. The shell records what it posts; the planner reads
+ * the log. Bounded (old entries go first); not thread-safe: the reconcile thread owns it.
+ */
+#define UPG_EVENT_REPEAT_S 600
+struct upg_event_log;
+struct upg_event_log *upg_event_log_new(void);
+void upg_event_log_free(struct upg_event_log *l);
+DEFINE_CLEANUP_FUNC(struct upg_event_log, upg_event_log_free)
+void upg_event_log_record(struct upg_event_log *l, const struct upg_event *ev, int64_t now_s);
+/* Would `ev` be held back at now_s (posted within UPG_EVENT_REPEAT_S)? */
+bool upg_event_log_holds(const struct upg_event_log *l, const struct upg_event *ev, int64_t now_s);
+size_t upg_event_log_size(const struct upg_event_log *l);
+
+/* A DriverUpgradePool's phase: Invalid (it cannot be acted on), Halted (a canary failed),
+ * Upgrading (nodes in flight or pending), Failed (nodes failed, none moving), Done. */
+enum upg_phase {
+    UPG_PHASE_DONE,
+    UPG_PHASE_UPGRADING,
+    UPG_PHASE_FAILED,
+    UPG_PHASE_HALTED,
+    UPG_PHASE_INVALID
+};
+const char *upg_phase_name(enum upg_phase p);
+
+struct upg_node_note {
+    char *node;
+    char *text; /* its state, why it failed, why it waits */
+};
+struct upg_notes {
+    struct upg_node_note *v;
+    size_t n;
+};
+
+/* One pool's progress: "default" for the driver-managed nodes no pool selects. */
+struct upg_pool_report {
+    char *name;
+    int total, upgraded, pending;
+    struct upg_notes in_progress; /* node -> state */
+    struct upg_notes failed;      /* node -> why */
+    struct upg_notes waiting;     /* node -> why (the first UPG_POOL_WAITING_MAX) */
+    int waiting_more;             /* waiting nodes past those named */
+    char *halted;                 /* why its rollout is halted, or NULL */
+    char *error;                  /* why it cannot be acted on, or NULL */
+    char *target_revision, *target_version;
+    int64_t next_window_s; /* closed: when its next window opens (0: none or open) */
+    enum upg_phase phase;
+    /* The DriverUpgradePool's status as it should read (its RolloutHalted condition keeps its
+     * transition time); NULL for the default pool. `write`: it differs from the stored one. */
+    json_t *status;
+    bool write;
+};
+#define UPG_POOL_WAITING_MAX 50
+
+/* The ClusterPolicy's DriverUpgrade condition: True with UpgradeDone (or AutoUpgradeDisabled);
+ * False with UpgradeInProgress, UpgradeFailed, RolloutHalted or InvalidUpgradeInput; the
+ * message a line per pool. */
+struct upg_condition {
+    bool status;
+    const char *reason;
+    char *message;
+};
+#define UPG_CONDITION_TYPE "DriverUpgrade"
+
+struct upg_node_patch {
+    char *node;
+    /* merge patch for the Node (metadata labels/annotations, spec.unschedulable), with
+     * metadata.resourceVersion, the node's as read, as the precondition */
+    json_t *patch;
+};
+
+struct upg_pod_ref {
+    char *ns, *name, *node;
+};
+
 struct upg_plan {
-    /* [{"name": node, "patch": merge patch for the Node (metadata labels/annotations,
-     * spec.unschedulable; metadata.resourceVersion, the node's as read, as the precondition)}],
-     * at most one per node */
-    json_t *node_patches;
-    json_t *evictions; /* [{"namespace", "name", "node"}]: through the Eviction API */
-    /* [{"namespace", "name", "node"}]: out-of-date driver pods, and the node's validator pods
-     * once its new driver is up (they validated the old one) */
-    json_t *deletions;
-    json_t *events; /* [{"node" (or "pool"), "type", "reason", "message"}] */
-    /* Per pool, "default" for nodes no pool selects: {"name", "total", "upgraded",
-     * "inProgress": {node: state}, "failed": {node: reason}, "waiting": {node: reason},
-     * "pending", "waitingMore" (nodes past the 50 named), "halted": reason or absent, "error":
-     * reason or absent, "nextWindow": RFC 3339 or absent, "targetRevision"} */
-    json_t *pools;
+    struct upg_node_patch *patches; /* at most one per node */
+    size_t n_patches;
+    struct upg_pod_ref *evictions; /* through the Eviction API */
+    size_t n_evictions;
+    /* out-of-date driver pods, and a node's validator pods once its new driver is up (they
+     * validated the old one) */
+    struct upg_pod_ref *deletions;
+    size_t n_deletions;
+    /* the Events to post, in order; a node's go only once its patch went through */
+    struct upg_event *events;
+    size_t n_events;
+    size_t events_held; /* repeats the log held back */
+    struct upg_pool_report *pools;
+    size_t n_pools;
+    struct upg_condition condition;
     struct upg_counts counts; /* NVIDIA's gpu_operator_nodes_upgrades_* */
-    json_t *pool_counts;      /* {pool: {"in_progress", "done", "failed", "pending"}} */
     int64_t requeue_s;        /* look again in this many seconds (0: only on events) */
     bool frozen;              /* bad input: no node was touched; `error` says why */
     char *error;
@@ -223,6 +390,27 @@ struct upg_plan {
 int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e);
 void upg_plan_free(struct upg_plan *p);
 DEFINE_CLEANUP_FUNC(struct upg_plan, upg_plan_free)
+
+/* ---- what the shell reads for the planner (upg-inputs.c) ------------------------------------ */
+
+/*
+ * The driver DaemonSets among `owned` (gpuop's objects): in namespace `ns`, the ClusterPolicy's
+ * (UPG_DRIVER_APP) and each NVIDIADriver's (labelled gpuop.dev/nvidia-driver), each with its
+ * current revision (the hash of the newest of `revisions`, ControllerRevisions, it owns) and the
+ * driver version its image runs (`dflt` when the tag says none). A DaemonSet without a
+ * revision yet is left out. A new array (*ret_n entries) whose strings are borrowed from
+ * `owned` and `revisions`, but for `version`, which is version_buf's.
+ */
+struct upg_driver_set *upg_driver_sets(const json_t *owned, const json_t *revisions, const char *ns,
+                                       const char *dflt, size_t *ret_n);
+/* What the planner reads of a Node, added to the projection `p` of `obj`: the upgrade
+ * annotations (NVIDIA's nvidia.com/gpu-driver-upgrade..., gpuop's upgrade.gpuop.dev/...),
+ * spec.unschedulable, the kernel version, the GPU resources of capacity and allocatable and the
+ * Ready condition. */
+void upg_project_node(const json_t *obj, json_t *p);
+/* What it reads of a Pod beyond its name, namespace, labels and deletion, added to `p`: owners,
+ * creation time, node, phase, GPU requests, emptyDirs, readiness and restarts. */
+void upg_project_pod(const json_t *obj, json_t *p);
 
 /* ---- read-your-writes ----------------------------------------------------------------------- */
 

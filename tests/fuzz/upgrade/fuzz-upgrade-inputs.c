@@ -2,7 +2,8 @@
 /*
  * The upgrade planner's parsers on untrusted bytes: the first byte picks one, the rest is its
  * input. 'm' the compatibility matrix (a ConfigMap's text), 's' a label selector (a policy's
- * podSelector), 'p' a DriverUpgradePool (YAML), 'u' a ClusterPolicy's upgradePolicy (YAML).
+ * podSelector), 'p' a DriverUpgradePool (YAML), 'u' a ClusterPolicy's upgradePolicy (YAML), 'z' a
+ * time zone's TZif file (its rules then asked for offsets, wall times and a window).
  * Any input ends in a value or a clear error, never a crash or a leak.
  */
 #include <stdint.h>
@@ -55,6 +56,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct upg_policy p;
             if (upg_policy_parse(v, "upgradePolicy", false, &p, &e) == 0)
                 upg_policy_done(&p);
+        }
+        return 0;
+    }
+    case 'z': {
+        struct upg_tz *tz = NULL;
+        if (upg_tz_parse(in, n, "fuzz", &tz, &e) == 0) {
+            static const int64_t at[] = {INT32_MIN,  -2840140800, 0,
+                                         1774746000, 4118126400,  (int64_t)1 << 40};
+            for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+                (void)upg_tz_offset(tz, at[i]);
+                (void)upg_tz_local_to_utc(tz, at[i]);
+            }
+            struct upg_window w = {.days = 0x7f, .start_min = 150, .length_min = 60};
+            bool open;
+            int64_t next;
+            upg_window_state(&w, 1, tz, 1774746000, &open, &next);
+            upg_tz_free(tz);
         }
         return 0;
     }

@@ -28,6 +28,7 @@ char *op_image_ref(const json_t *sec);
 struct op_policy;
 struct op_templates;
 struct op_render_ctx;
+struct op_report;
 
 /* ---- status conditions (plan.c), shared by the ClusterPolicy's and each NVIDIADriver's ---- */
 
@@ -43,6 +44,16 @@ json_t *op_condition(const struct op_status_ctx *sc, const char *type, bool stat
 /* The stored message of an object's condition of `type` (and `status` unless NULL), or NULL:
  * what was reported lives in the status, so a restarted operator repeats nothing. */
 const char *op_stored_condition(const json_t *obj, const char *type, const char *status);
+/* ---- reports (plan.c), the ClusterPolicy's and each NVIDIADriver's (operator.h) ---------- */
+
+/* A report of `obj` (a reference is kept), no status, no Events. */
+void op_report_init(struct op_report *r, const json_t *obj);
+void op_report_event(struct op_report *r, const char *type, const char *reason,
+                     const char *message);
+/* Sets the status (stolen), and whether it must be written: it differs from the stored one. */
+void op_report_status(struct op_report *r, json_t *status);
+void op_report_done(struct op_report *r);
+
 /* Does the driver DaemonSet target this GPU node (no pre-installed driver, operands on)? */
 bool op_node_runs_driver(const json_t *labels);
 
@@ -70,9 +81,10 @@ struct op_nvd_input {
 struct op_nvd_result {
     json_t *objects; /* DaemonSets wanted: rendered ones, and live ones kept as they are */
     json_t *owners;  /* node -> owner label value, or null to remove it; absent: unchanged */
-    json_t *entries; /* see op_plan.nvidia_drivers */
-    bool all_ready;  /* every NVIDIADriver ready (delegated only) */
-    char *why;       /* when not: the ClusterPolicy's DriverReady message */
+    struct op_report *reports; /* one per NVIDIADriver: op_plan.nvidia_drivers */
+    size_t n_reports;
+    bool all_ready; /* every NVIDIADriver ready (delegated only) */
+    char *why;      /* when not: the ClusterPolicy's DriverReady message */
 };
 int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct err *e);
 void op_nvd_result_done(struct op_nvd_result *r);

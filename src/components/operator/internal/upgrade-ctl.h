@@ -5,9 +5,10 @@
  * driver DaemonSet's ControllerRevisions, DriverUpgradePools, NVIDIADrivers, the
  * compatibility-matrix ConfigMap), plans once per reconcile of the active ClusterPolicy and
  * executes the plan: node patches, evictions, driver pod deletions, GPUDriverUpgrade Events, each
- * pool's status. It decides nothing; all state lives in the cluster (labels and annotations), so a
- * restarted operator resumes where the last one stopped. Threads: op_upgrade_reconcile() from the
- * reconcile thread only; op_upgrade_metrics() from any.
+ * pool's status. It decides nothing (the planner decides which Events repeat, each pool's phase
+ * and status and the DriverUpgrade condition); all state lives in the cluster (labels and
+ * annotations), so a restarted operator resumes where the last one stopped. Threads:
+ * op_upgrade_reconcile() from the reconcile thread only; op_upgrade_metrics() from any.
  */
 #ifndef GPUOP_OPERATOR_UPGRADE_CTL_H
 #define GPUOP_OPERATOR_UPGRADE_CTL_H
@@ -28,14 +29,9 @@ struct op_upgrade_hooks {
 
 struct op_upgrade;
 /* nodes: the controller's node informer (borrowed; it must outlive u), whose projection adds
- * op_upgrade_project_node's fields. */
+ * upg_project_node's fields (upgrade.h). */
 int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer *nodes,
                    const struct op_upgrade_hooks *h, struct op_upgrade **ret, struct err *e);
-/* Adds to p (the projection of the Node obj) what the planner reads beyond the labels: the
- * upgrade annotations (NVIDIA's nvidia.com/gpu-driver-upgrade..., gpuop's upgrade.gpuop.dev/...),
- * spec.unschedulable, the kernel version, the GPU resources of capacity and allocatable and the
- * Ready condition. */
-void op_upgrade_project_node(const json_t *obj, json_t *p);
 void op_upgrade_free(struct op_upgrade *u);
 /* 0 once every informer listed, -ETIMEDOUT after timeout_ms. */
 int op_upgrade_wait_synced(struct op_upgrade *u, uint64_t timeout_ms);

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The operator's shell, shared by its two files: controller.c (the component: informers, leader
+ * election, the work queue, /metrics) and reconcile.c (one reconcile: the snapshot read from the
+ * informers, op_plan() and the upgrade pass called, their plans executed). Reconcile thread
+ * only, but for the fields under `lock`.
+ */
+#ifndef GPUOP_OP_CONTROLLER_H
+#define GPUOP_OP_CONTROLLER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http.h"
+#include "kube.h"
+#include "op-gpuquota.h"
+#include "operator.h"
+#include "svc.h"
+
+/* Resources gpuop owns or watches beyond kube.h's list. */
+static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
+                                                         "ClusterPolicy", false};
+static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
+                                                       "NVIDIADriver", false};
+static const struct kube_resource RES_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1",
+                                                      "clusterroles", "ClusterRole", false};
+static const struct kube_resource RES_CLUSTERROLEBINDINGS = {
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
+static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role",
+                                               true};
+static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
+                                                      "rolebindings", "RoleBinding", true};
+
+/* The owned kinds, each with an informer on app.kubernetes.io/managed-by=gpuop. */
+static const struct kube_resource *const owned_kinds[] = {
+    &KUBE_DAEMONSETS,  &KUBE_SERVICEACCOUNTS,    &KUBE_SERVICES,
+    &RES_CLUSTERROLES, &RES_CLUSTERROLEBINDINGS, &RES_ROLES,
+    &RES_ROLEBINDINGS, &KUBE_RUNTIMECLASSES,     &KUBE_CONFIGMAPS,
+};
+#define N_OWNED ARRAY_SIZE(owned_kinds)
+
+struct metrics {
+    uint64_t reconciliations, failed, writes;
+    uint64_t last_success_ms;
+    int gpu_nodes;
+    int status; /* 1 ready, 0 not ready, -1 failed/invalid */
+};
+
+struct controller {
+    struct kube_client *kc;
+    const char *ns;
+    struct op_defaults defaults;
+    struct op_templates *templates;
+    struct kube_informer *policies, *nodes;
+    /* NVIDIADrivers: not waited for at start (a cluster without the CRD runs the ClusterPolicy's
+     * single driver); until listed, every NVIDIADriver DaemonSet stays as it is. */
+    struct kube_informer *nvds;
+    struct kube_informer *owned[N_OWNED];
+    struct op_gpuquota gq; /* Pods, ResourceQuotas and the GPU capacity view */
+
+    struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
+    struct http_server *http;
+    struct kube_leader *leader_elector;
+    struct op_upgrade *upg; /* the driver upgrade controller (upgrade-ctl.c) */
+
+    pthread_mutex_t lock;
+    struct metrics m;
+    bool leader;
+    bool ready; /* readyz: informers synced, and (when leading) a first reconcile done */
+    /* ClusterPolicy name -> [resourceVersion before our status write, the object the server
+     * returned]. Until the informer shows a newer version, reconciles read ours: what was
+     * reported lives in that status, so a stale cache must not report it again (nor write it
+     * again with an old resourceVersion and fail with a conflict). Reconcile thread only. */
+    json_t *written;
+    json_t *written_nvds; /* the same for NVIDIADrivers */
+    /* What the last reconcile failed to write, an input of the next plan (the status says so
+     * until a write succeeds). Reconcile thread only. */
+    struct op_write_errors write_errors;
+};
+
+/* Every write goes through this check: a replica that lost the lease stops in the middle of a
+ * reconcile, at the next write, instead of finishing it while another replica already leads. */
+int op_check_leader(struct controller *c, struct err *e);
+void op_count_write(struct controller *c);
+
+/* One reconcile: every ClusterPolicy, what it owns, the NVIDIADrivers and the driver upgrade.
+ * *ret_requeue: not ready, look again in a while. -ECANCELED when the lease is lost. */
+int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e);
+
+#endif
