@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The validator's decisions (validator.h): the driver's owner and driver-ready, the toolkit
  * marker, the CDI spec's missing devices, the plugin's shortfall, all-done's missing files. */
-#include <dirent.h>
+#include <assert.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kobj.h"
 #include "validator.h"
@@ -35,6 +32,14 @@ void val_say(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
     if (w >= 0 && (size_t)w >= n && n > 4)
         memcpy(buf + n - 4, "...", 4);
+}
+
+char *val_kv_quote(char *s)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    return s;
 }
 
 const char *val_driver_source_name(enum val_driver_source s)
@@ -224,6 +229,13 @@ void val_plugin_reason(const struct nodestate_gpu_count *c, char *buf, size_t n)
 
 /* ---- what a try leads to ------------------------------------------------------------------ */
 
+uint64_t val_try_window_ms(enum val_component c, bool wait, uint64_t timeout_ms)
+{
+    if (c == VAL_PLUGIN)
+        return timeout_ms;
+    return wait ? UINT64_MAX : 0;
+}
+
 void val_report_plan(enum val_component c, enum val_outcome o, const char *reason,
                      const char *last_reason, bool more_time, struct val_report *ret)
 {
@@ -231,6 +243,9 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
     const char *name = (unsigned)c < VAL_COMPONENT_COUNT ? val_component_names[c] : "?";
     /* all-done and the toolkit-ready wait have no status file and no annotation */
     bool checks = c != VAL_ALL_DONE && c != VAL_TOOLKIT_READY;
+    enum nodestate_component nc;
+    if (checks && val_component_ns(c, &nc) == 0)
+        r.file = nodestate_component_file(nc);
     if (o == VAL_PASSED) {
         r.next = VAL_NEXT_DONE;
         r.annotate = r.event = checks;
@@ -242,6 +257,7 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
     }
     /* A stale success must not stay for readers to see. */
     r.remove_file = checks;
+    assert(!r.remove_file || r.file < NODESTATE_FILE_COUNT);
     r.annotate = checks;
     r.event = true;
     r.warning = true;
@@ -264,19 +280,20 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
 
 /* ---- all-done ----------------------------------------------------------------------------- */
 
-size_t val_status_missing(const char *dir, char *buf, size_t n)
+size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, size_t n)
 {
     static const enum nodestate_file need[] = {NODESTATE_DRIVER_READY, NODESTATE_TOOLKIT_READY,
                                                NODESTATE_CUDA_READY, NODESTATE_PLUGIN_READY};
     size_t count = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
-        if (nodestate_file_exists(dir, need[i]))
+        if (present[need[i]])
             continue;
         size_t used = strlen(buf);
         val_say(buf + used, n - used, "%s%s", used ? ", " : "", nodestate_file_name(need[i]));
         count++;
     }
+    assert(count <= ARRAY_SIZE(need));
     return count;
 }
 
