@@ -17,18 +17,6 @@
 
 #define COMPONENT "driver-manager"
 
-static int check_step(const void *dst, const char *source, struct err *e)
-{
-    const char *v = *(const char *const *)dst;
-    for (size_t i = 0; v && dm_hook_names[i]; i++)
-        if (strcmp(v, dm_hook_names[i]) == 0)
-            return 0;
-    return err_set(e, -EINVAL,
-                   "%s: not a step (owner, pause, operands, evict, drain, unload, clean, "
-                   "restore, report)",
-                   source);
-}
-
 static const struct svc_option dm_options[] = {
     {.flag = "host-root",
      .env = "HOST_ROOT",
@@ -110,9 +98,9 @@ static const struct svc_option dm_options[] = {
      .help = "the drain also evicts pods with emptyDir volumes (false)"},
     /* test hook: die by SIGKILL right after the named step */
     {.env = "GPUOP_DRIVER_MANAGER_KILL_AFTER",
-     .kind = SVC_STRING,
-     .off = offsetof(struct drivermgr, exit_after),
-     .check = check_step},
+     .kind = SVC_ENUM,
+     .choices = dm_hook_names,
+     .off = offsetof(struct drivermgr, exit_after)},
     {0},
 };
 
@@ -125,6 +113,7 @@ static void dm_defaults(void *state)
     d->operand_wait_ms = 5 * 60 * 1000;
     d->host_wait_ms = 60 * 1000;
     d->cfg.gpu_pod_eviction = true;
+    d->exit_after = -1;
 }
 
 static int dm_configure(struct svc *s, struct err *e)
@@ -202,7 +191,7 @@ static void step_done(struct drivermgr *d, const char *hook)
     if (!hook)
         return;
     log_debug(COMPONENT, "step done", "step=%s", hook);
-    if (d->exit_after && strcmp(d->exit_after, hook) == 0) {
+    if (d->exit_after >= 0 && strcmp(dm_hook_names[d->exit_after], hook) == 0) {
         log_info(COMPONENT, "killed after step (test hook)", "step=%s", hook);
         kill(getpid(), SIGKILL);
     }

@@ -10,7 +10,8 @@ struct kube_client;
 
 struct drivermgr {
     const char *host_root, *driver_root, *validations_dir, *node, *kubeconfig;
-    const char *driver_version, *exit_after, *event_ns;
+    const char *driver_version, *event_ns;
+    int exit_after; /* the test hook: an index of dm_hook_names, -1 none */
     uint64_t operand_wait_ms, host_wait_ms;
     struct dm_config cfg;
 
