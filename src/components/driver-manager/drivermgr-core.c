@@ -62,6 +62,9 @@ void dm_owner_decide(const struct nodestate_driver_facts *f, const char *driver_
                    f->host_lib[0] ? f->host_lib : f->host_smi,
                    f->root_lib[0] ? "; a stale driver root" : "");
     }
+    /* someone always owns the driver from now on; what was found agrees unless nothing was */
+    assert(d.owner != NODESTATE_OWNER_NONE);
+    assert(d.found == d.owner || d.found == NODESTATE_OWNER_NONE);
     *ret = d;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The label computation: pure functions over the inventory and the resolved config. */
+#include <assert.h>
 #include <ctype.h>
 #include <string.h>
 
@@ -575,6 +576,8 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
         return err_set(e, l->overflow.code, "%s", l->overflow.msg);
     if (l->n > 1) /* qsort(NULL, 0, ...) is undefined */
         qsort(l->items, l->n, sizeof(*l->items), label_cmp);
+    for (size_t i = 1; i < l->n; i++) /* sorted by key, each key once */
+        assert(strcmp(l->items[i - 1].key, l->items[i].key) < 0);
     *ret = steal_ptr(&l);
     return 0;
 }

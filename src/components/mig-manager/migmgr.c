@@ -34,7 +34,19 @@ void mm_input_read(const json_t *node, struct mm_input *ret)
                              .paused = nodeops_labels_paused(kobj_labels(node), &mm_pause)};
 }
 
+static enum mm_action decide(const struct mm_input *in);
+
 enum mm_action mm_decide(const struct mm_input *in)
+{
+    enum mm_action a = decide(in);
+    /* no config wanted: nothing is changed, only a pause or a change left behind undone */
+    assert(!empty(in->want) || a == MM_NOTHING || a == MM_RESTORE);
+    /* a config that cannot be used is never applied */
+    assert(!in->config_error || a == MM_REFUSE || a == MM_NOTHING || a == MM_RESTORE);
+    return a;
+}
+
+static enum mm_action decide(const struct mm_input *in)
 {
     if (empty(in->want))
         return in->paused || !empty(in->progress) ? MM_RESTORE : MM_NOTHING;

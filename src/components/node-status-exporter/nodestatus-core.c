@@ -131,8 +131,10 @@ static int compare(struct nst_state *st, uint64_t grace_ms, const struct nst_obs
     r->count_ok = true;
     for (size_t i = 0; i < o->n_gpus; i++)
         r->lost += o->gpus[i].lost;
+    assert(r->lost <= (int64_t)o->n_gpus);
     if (r->count.short_) {
         uint64_t since = short_since(st, o->node, o->now_ms);
+        assert(since <= o->now_ms); /* a shortfall starts no later than it is seen */
         time_rfc3339(since, r->count.since, sizeof(r->count.since));
         r->count.mismatch = o->now_ms - since >= grace_ms;
     } else {
@@ -192,6 +194,9 @@ int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
     ret->plugin_ok_ms = st->plugin_ok_ms;
     memcpy(ret->errors, st->errors, sizeof(ret->errors));
     ret->observations = st->observations;
+    /* a count is known only from both NVML and the node; a mismatch is a shortfall */
+    assert(!ret->count_ok || (o->nvml_ok && o->node));
+    assert(!ret->count.mismatch || ret->count.short_);
     return 0;
 }
 

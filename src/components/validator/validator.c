@@ -55,6 +55,14 @@ const char *val_driver_source_name(enum val_driver_source s)
     return "none";
 }
 
+/* A plan either checks a driver it found or says why there is none to check yet. */
+static void plan_done(const struct val_driver_plan *pl, struct val_driver_plan *ret)
+{
+    assert(pl->check ? pl->found[0] && !pl->reason[0] : pl->reason[0] && !pl->nvml[0]);
+    assert(!pl->check || pl->source != VAL_SRC_NONE);
+    *ret = *pl;
+}
+
 void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_facts *f,
                      bool driver_managed, struct val_driver_plan *ret)
 {
@@ -76,7 +84,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         strlcpy_s(pl.ready.driver_root_ctr, p->host_root, sizeof(pl.ready.driver_root_ctr));
         strlcpy_s(pl.ready.dev_root, "/", sizeof(pl.ready.dev_root));
         strlcpy_s(pl.ready.dev_root_ctr, p->host_root, sizeof(pl.ready.dev_root_ctr));
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     pl.ready.is_host_driver = false;
@@ -92,7 +100,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
                 "waiting for the driver container: %s is not there yet (its startup probe "
                 "writes it once the driver is loaded)",
                 nodestate_file_name(NODESTATE_DRIVER_CTR_READY));
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     if (f->root_nvml[0]) {
@@ -101,7 +109,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         strlcpy_s(pl.nvml, f->root_nvml, sizeof(pl.nvml));
         val_say(pl.found, sizeof(pl.found), "the containerized driver under %s (%s)",
                 p->driver_root, f->root_nvml);
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     if (f->ctr_ready) {
@@ -109,7 +117,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         val_say(pl.reason, sizeof(pl.reason),
                 "%s is there but the driver root %s has no libnvidia-ml.so.1",
                 nodestate_file_name(NODESTATE_DRIVER_CTR_READY), p->driver_root);
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     pl.source = VAL_SRC_NONE;
@@ -122,7 +130,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
             "no driver: no nvidia module loaded (%s/sys/module/nvidia), no nvidia-smi with "
             "libnvidia-ml.so.1 under %s, no containerized driver under %s%s",
             strcmp(p->host_root, "/") == 0 ? "" : p->host_root, p->host_root, p->driver_root, left);
-    *ret = pl;
+    plan_done(&pl, ret);
 }
 
 int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)
