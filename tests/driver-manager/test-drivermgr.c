@@ -423,9 +423,171 @@ static void test_mode(void **state)
     assert_true(NODESTATE_MOD_NVIDIA == NODESTATE_MOD_COUNT - 1); /* nvidia goes last */
 }
 
+/* ---- the plan ----------------------------------------------------------------------------- */
+
+/* The plan as "step:hook,step,..." */
+static void plan_text(const struct dm_plan *p, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < p->n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "%s%s%s%s", i ? "," : "", dm_step_name(p->steps[i].step),
+                 p->steps[i].hook ? ":" : "", p->steps[i].hook ? p->steps[i].hook : "");
+    }
+}
+
+static void test_plan(void **state)
+{
+    (void)state;
+    struct {
+        const char *name;
+        enum nodestate_owner owner;
+        bool loaded;
+        struct dm_mode mode;
+        bool reload;
+        const char *want;
+    } cases[] = {
+        {"a host driver: labelled, reported, the pod sent away",
+         NODESTATE_OWNER_HOST,
+         true,
+         {.evict_gpu_pods = true},
+         false,
+         "label-host,report:report,host-wait"},
+        {"nothing loaded: cleaned and restored, no reload",
+         NODESTATE_OWNER_CONTAINER,
+         false,
+         {.evict_gpu_pods = true, .drain = true},
+         false,
+         "clean:clean,restore:restore,report:report"},
+        {"a reload with the GPU pods evicted",
+         NODESTATE_OWNER_CONTAINER,
+         true,
+         {.evict_gpu_pods = true},
+         true,
+         "pause:pause,wait-operands:operands,evict:evict,mark:drain,unload:unload,clean:clean,"
+         "restore:restore,report:report"},
+        {"a reload with a drain",
+         NODESTATE_OWNER_CONTAINER,
+         true,
+         {.evict_gpu_pods = true, .drain = true},
+         true,
+         "pause:pause,wait-operands:operands,evict:evict,cordon,record-drain,drain:drain,"
+         "unload:unload,clean:clean,restore:restore,report:report"},
+        {"the operator drives: neither eviction nor drain",
+         NODESTATE_OWNER_CONTAINER,
+         true,
+         {.operator_driven = true},
+         true,
+         "pause:pause,wait-operands:operands,mark:evict,mark:drain,unload:unload,clean:clean,"
+         "restore:restore,report:report"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct dm_finding f = {.owner = cases[i].owner};
+        struct nodestate_driver_facts facts = {0};
+        facts.module[NODESTATE_MOD_NVIDIA] = cases[i].loaded;
+        struct dm_plan p;
+        dm_plan(&f, &facts, &cases[i].mode, &p);
+        char text[512];
+        plan_text(&p, text, sizeof(text));
+        print_message("%s: %s\n", cases[i].name, text);
+        assert_string_equal(text, cases[i].want);
+        assert_int_equal(p.reload, cases[i].reload);
+        /* every hook a plan names is one the test hook accepts */
+        for (size_t k = 0; k < p.n; k++) {
+            bool known = !p.steps[k].hook;
+            for (size_t h = 0; !known && dm_hook_names[h]; h++)
+                known = strcmp(dm_hook_names[h], p.steps[k].hook) == 0;
+            assert_true(known);
+        }
+    }
+}
+
+static void test_unload_and_clean(void **state)
+{
+    (void)state;
+    struct nodestate_driver_facts f = {0};
+    enum nodestate_module order[NODESTATE_MOD_COUNT];
+    assert_int_equal(dm_unload_order(&f, order), 0);
+    f.module[NODESTATE_MOD_NVIDIA] = true;
+    f.module[NODESTATE_MOD_NVIDIA_DRM] = true;
+    assert_int_equal(dm_unload_order(&f, order), 2);
+    assert_int_equal(order[0], NODESTATE_MOD_NVIDIA_DRM); /* its users first, nvidia last */
+    assert_int_equal(order[1], NODESTATE_MOD_NVIDIA);
+    f.root_mountpoint = true;
+    assert_false(dm_root_stale(&f)); /* the driver it serves is loaded */
+    f.module[NODESTATE_MOD_NVIDIA] = false;
+    assert_true(dm_root_stale(&f));
+    f.root_mountpoint = false;
+    assert_false(dm_root_stale(&f));
+}
+
+/* What the run writes: the restore's labels and uncordon, the owner's Event, the drain record,
+ * which pods an eviction and a drain take. */
+static void test_node_writes(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    json_t *node = json_pack(
+        "{s:{s:{s:s,s:s},s:{s:s}}}", "metadata", "labels", "nvidia.com/gpu.deploy.device-plugin",
+        DM_PAUSED, "nvidia.com/gpu.deploy.dcgm", "false", "annotations", DM_ANN_CORDONED, "true");
+    json_t *labels = NULL;
+    bool uncordon = false;
+    assert_int_equal(dm_restore_patch(node, false, &labels, &uncordon, &e), 0);
+    json_t *want = json_pack("{s:s}", "nvidia.com/gpu.deploy.device-plugin", "true");
+    assert_true(json_equal(labels, want));
+    assert_true(uncordon);
+    json_decref(labels);
+    json_decref(want);
+    json_object_del(json_object_get(node, "metadata"), "annotations");
+    assert_int_equal(dm_restore_patch(node, true, &labels, &uncordon, &e), 0);
+    want = json_pack("{s:s,s:s}", "nvidia.com/gpu.deploy.device-plugin", "true", DM_LABEL_DRIVER,
+                     DM_PRE_INSTALLED);
+    assert_true(json_equal(labels, want));
+    assert_false(uncordon); /* a cordon not its own stays */
+    json_decref(labels);
+    json_decref(want);
+    json_decref(node);
+
+    struct dm_finding f = {.owner = NODESTATE_OWNER_HOST, .version = V};
+    snprintf(f.source, sizeof(f.source), "module nvidia loaded");
+    const char *reason;
+    char msg[128];
+    dm_owner_event(&f, &reason, msg, sizeof(msg));
+    assert_string_equal(reason, "DriverOwnerHost");
+    assert_string_equal(msg, "driver owner: host " V " (module nvidia loaded)");
+    f.owner = NODESTATE_OWNER_CONTAINER;
+    f.version[0] = '\0';
+    dm_owner_event(&f, &reason, msg, 24);
+    assert_string_equal(reason, "DriverOwnerContainer");
+    assert_string_equal(msg, "driver owner: contai...");
+    struct nodestate_drain dr;
+    dm_drain_record(&f, "570.86.15", &dr);
+    assert_string_equal(dr.reason, "driver reload: the containerized driver 570.86.15 replaces the "
+                                   "loaded nvidia (version unknown)");
+    assert_string_equal(dr.by, "driver-manager");
+    assert_string_equal(dr.time, "");
+
+    struct dm_config c = {0};
+    json_t *none = json_object();
+    json_t *gpu =
+        pod("{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}", NULL);
+    json_t *other = pod("{\"containers\":[{}]}", NULL);
+    assert_int_equal(dm_evict_select(&c, gpu, none, false, &e), 1);
+    assert_int_equal(dm_evict_select(&c, other, none, false, &e), 0);
+    assert_int_equal(dm_evict_select(&c, other, none, true, &e), -EPERM); /* no controller */
+    c.drain_force = true;
+    assert_int_equal(dm_evict_select(&c, other, none, true, &e), 1);
+    json_decref(gpu);
+    json_decref(other);
+    json_decref(none);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_unload_and_clean),
+        cmocka_unit_test(test_node_writes),
         cmocka_unit_test_setup_teardown(test_host_module_loaded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_module_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_installed_not_loaded, setup, teardown),

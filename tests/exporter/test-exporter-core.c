@@ -443,6 +443,68 @@ static void test_clock_hist(void **state)
     exp_clock_hist_clear(&h);
 }
 
+/* The clock-event histories by GPU and the collection's budgets. */
+static void test_clock_table(void **state)
+{
+    (void)state;
+    assert_int_equal(exp_clock_hist_cap(300000, 30000), 12);
+    assert_int_equal(exp_clock_hist_cap(300000, 1), EXP_CLOCK_HIST_MAX);
+    assert_int_equal(exp_podres_budget_ms(30000), 7500);
+    assert_int_equal(exp_podres_budget_ms(500), 250);
+    struct exp_clock_table *t = xcalloc(1, sizeof(*t));
+    struct exp_clock_hist *a = exp_clock_table_get(t, "GPU-a", 3);
+    assert_non_null(a);
+    assert_int_equal(a->cap, 3);
+    assert_ptr_equal(exp_clock_table_get(t, "GPU-a", 99), a); /* made once */
+    char uuid[32];
+    for (int i = 1; i < EXP_CLOCK_HISTS; i++) {
+        snprintf(uuid, sizeof(uuid), "GPU-%d", i);
+        assert_non_null(exp_clock_table_get(t, uuid, 2));
+    }
+    assert_null(exp_clock_table_get(t, "GPU-one-too-many", 2)); /* full: not counted */
+    assert_ptr_equal(exp_clock_table_get(t, "GPU-a", 3), a);
+    exp_clock_table_clear(t);
+    assert_int_equal(t->n, 0);
+    free(t);
+}
+
+/* The last XID of each GPU and the window's counts by value. */
+static void test_xid_log(void **state)
+{
+    (void)state;
+    struct exp_xid_log *l = xcalloc(1, sizeof(*l));
+    struct exp_gpu_state st = {0};
+    assert_int_equal(exp_xid_log_last(l, "GPU-a"), 0);
+    exp_xid_log_record(l, "GPU-a", 79, 1000);
+    exp_xid_log_record(l, "GPU-b", 48, 1500);
+    exp_xid_log_record(l, "GPU-a", 79, 2000);
+    exp_xid_log_record(l, "GPU-a", 48, 3000);
+    assert_int_equal(exp_xid_log_last(l, "GPU-a"), 48);
+    assert_int_equal(exp_xid_log_last(l, "GPU-b"), 48);
+    exp_xid_log_counts(l, "GPU-a", 3000, 5000, &st);
+    assert_int_equal(st.n_xid_counts, 2);
+    assert_int_equal(st.xid_counts[0].xid, 79);
+    assert_int_equal(st.xid_counts[0].count, 2);
+    assert_int_equal(st.xid_counts[1].xid, 48);
+    assert_int_equal(st.xid_counts[1].count, 1);
+    /* the window leaves the old ones out */
+    exp_xid_log_counts(l, "GPU-a", 3000, 1000, &st);
+    assert_int_equal(st.n_xid_counts, 2);
+    assert_int_equal(st.xid_counts[0].count, 1);
+    exp_xid_log_counts(l, "GPU-a", 10000, 1000, &st);
+    assert_int_equal(st.n_xid_counts, 0);
+    /* at most EXP_XID_COUNTS_MAX values; the ring keeps the newest EXP_XID_RING events */
+    for (uint64_t x = 1; x <= EXP_XID_RING + 10; x++)
+        exp_xid_log_record(l, "GPU-c", x, 20000);
+    exp_xid_log_counts(l, "GPU-c", 20000, 1000, &st);
+    assert_int_equal(st.n_xid_counts, EXP_XID_COUNTS_MAX);
+    assert_int_equal(l->n, EXP_XID_RING);
+    exp_xid_log_counts(l, "GPU-a", 20000, 100000, &st);
+    assert_int_equal(st.n_xid_counts, 0); /* pushed out of the ring */
+    assert_int_equal(exp_xid_log_last(l, "GPU-a"), 48);
+    free(l);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--upstream") == 0) {
@@ -462,6 +524,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_render_pods_golden),
         cmocka_unit_test(test_pod_map),
         cmocka_unit_test(test_clock_hist),
+        cmocka_unit_test(test_clock_table),
+        cmocka_unit_test(test_xid_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

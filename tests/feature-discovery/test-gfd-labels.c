@@ -997,6 +997,44 @@ static void test_parsed_sharing_config(void **state)
     dpconfig_free(c);
 }
 
+/* The features file's timestamp: the time the labels last changed. */
+static void test_stamp(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f);
+    fx_full(&f);
+    struct gfd_input in = {.inventory = &f.inv};
+    struct gfd_stamp st = {0};
+    struct gfd_labels *l = NULL;
+    struct err e = {0};
+    assert_int_equal(gfd_labels_stamped(&in, true, 1000, &st, &l, &e), 0);
+    expect_label(l, P "gfd.timestamp", "1000");
+    gfd_labels_free(l);
+    /* the same labels later: the time they changed stays */
+    assert_int_equal(gfd_labels_stamped(&in, true, 2000, &st, &l, &e), 0);
+    expect_label(l, P "gfd.timestamp", "1000");
+    gfd_labels_free(l);
+    /* other labels: the time moves */
+    const char *machine = "DGX H100";
+    in.machine_type = machine;
+    assert_int_equal(gfd_labels_stamped(&in, true, 3000, &st, &l, &e), 0);
+    expect_label(l, P "gfd.timestamp", "3000");
+    expect_label(l, P "gpu.machine", "DGX-H100");
+    gfd_labels_free(l);
+    /* without the timestamp: none written, the time still kept */
+    assert_int_equal(gfd_labels_stamped(&in, false, 4000, &st, &l, &e), 0);
+    expect_absent(l, P "gfd.timestamp");
+    assert_int_equal(st.at, 3000);
+    gfd_labels_free(l);
+    /* cleared (a reload): set anew */
+    gfd_stamp_clear(&st);
+    assert_int_equal(gfd_labels_stamped(&in, true, 5000, &st, &l, &e), 0);
+    expect_label(l, P "gfd.timestamp", "5000");
+    gfd_labels_free(l);
+    gfd_stamp_clear(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1014,6 +1052,7 @@ int main(void)
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_machine),
         cmocka_unit_test(test_vgpu),
+        cmocka_unit_test(test_stamp),
         cmocka_unit_test(test_mixed_models),
         cmocka_unit_test(test_no_inventory_and_order),
         cmocka_unit_test(test_lost_gpu_left_out),

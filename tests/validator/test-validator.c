@@ -505,6 +505,7 @@ static void test_report_plan(void **state)
     val_report_plan(VAL_PLUGIN, VAL_NOT_YET, "short", "", true, &r);
     assert_int_equal(r.next, VAL_NEXT_RETRY);
     assert_true(r.remove_file);
+    assert_int_equal(r.file, NODESTATE_PLUGIN_READY);
     assert_true(r.annotate);
     assert_int_equal(r.state, NODESTATE_V_WAITING);
     assert_true(r.event && r.warning && r.log_retry);
@@ -537,20 +538,429 @@ static void test_report_plan(void **state)
 
 static void test_status_missing(void **state)
 {
-    struct fx *f = *state;
+    (void)state;
     char buf[256];
-    assert_int_equal(val_status_missing(f->val, buf, sizeof(buf)), 4);
+    bool present[NODESTATE_FILE_COUNT] = {0};
+    assert_int_equal(val_status_missing(present, buf, sizeof(buf)), 4);
     assert_string_equal(buf, "driver-ready, toolkit-ready, cuda-ready, plugin-ready");
-    struct err e = {0};
-    assert_int_equal(
-        nodestate_file_write(f->val, NODESTATE_DRIVER_READY, "IS_HOST_DRIVER=true\n", &e), 0);
-    assert_int_equal(nodestate_file_write(f->val, NODESTATE_CUDA_READY, NULL, &e), 0);
-    assert_int_equal(val_status_missing(f->val, buf, sizeof(buf)), 2);
+    present[NODESTATE_DRIVER_READY] = present[NODESTATE_CUDA_READY] = true;
+    present[NODESTATE_TOOLKIT_CTR_READY] = true; /* not one all-done needs */
+    assert_int_equal(val_status_missing(present, buf, sizeof(buf)), 2);
     assert_string_equal(buf, "toolkit-ready, plugin-ready");
-    assert_int_equal(nodestate_file_write(f->val, NODESTATE_TOOLKIT_READY, NULL, &e), 0);
-    assert_int_equal(nodestate_file_write(f->val, NODESTATE_PLUGIN_READY, NULL, &e), 0);
-    assert_int_equal(val_status_missing(f->val, buf, sizeof(buf)), 0);
+    present[NODESTATE_TOOLKIT_READY] = present[NODESTATE_PLUGIN_READY] = true;
+    assert_int_equal(val_status_missing(present, buf, sizeof(buf)), 0);
     assert_string_equal(buf, "");
+}
+
+/* ---- the checks as plans: a world answers the probes, the plan's questions and verdict ---- */
+
+/* What each probe finds on a simulated node. */
+struct world {
+    int driver_err; /* the driver probe fails with this */
+    struct nodestate_driver_facts driver;
+    bool driver_ds, toolkit_ds;
+    const char *driver_pod;            /* JSON, NULL none */
+    const char *driver_ready, *marker; /* NULL: missing */
+    enum val_stage spec_fail;          /* VAL_STAGE_NONE: parses */
+    const char *const *spec_devices;   /* NULL-terminated */
+    const char *lib;                   /* FIND_LIB: NULL not found */
+    enum val_stage gpus_fail;
+    size_t n_gpus;
+    bool lost;
+    int pci;
+    const char *node; /* JSON, NULL: the API fails */
+    enum val_stage runtime_fail;
+    bool cuda_fails;
+    bool status[NODESTATE_FILE_COUNT];
+};
+
+struct asked {
+    char probes[256];                      /* "driver,driver-ds,gpus" */
+    char paths[VAL_PROBE_COUNT][PATH_MAX]; /* each probe's path argument */
+    const char *runtime_version;
+};
+
+static bool world_has(void *ud, const char *name)
+{
+    for (const char *const *n = ud; n && *n; n++)
+        if (strcmp(*n, name) == 0)
+            return true;
+    return false;
+}
+
+static void answer(const struct world *w, const struct val_step *st, struct val_facts *f,
+                   struct nodestate_gpu *gpus, json_t **pod, json_t **node)
+{
+    struct val_failure *x = &f->fail[st->probe];
+    f->have[st->probe] = true;
+    switch (st->probe) {
+    case VAL_PROBE_DRIVER:
+        f->driver = w->driver;
+        x->code = w->driver_err;
+        snprintf(x->msg, sizeof(x->msg), "host root unreadable");
+        break;
+    case VAL_PROBE_DRIVER_DS:
+        assert_string_equal(st->selector, VAL_DRIVER_DS_SELECTOR);
+        f->driver_ds = w->driver_ds;
+        break;
+    case VAL_PROBE_TOOLKIT_DS:
+        assert_string_equal(st->selector, VAL_TOOLKIT_DS_SELECTOR);
+        f->toolkit_ds = w->toolkit_ds;
+        break;
+    case VAL_PROBE_DRIVER_POD:
+        f->driver_pod = *pod = w->driver_pod ? json_loads(w->driver_pod, 0, NULL) : NULL;
+        break;
+    case VAL_PROBE_DRIVER_READY:
+        f->driver_ready = w->driver_ready;
+        f->driver_ready_len = w->driver_ready ? strlen(w->driver_ready) : 0;
+        x->code = w->driver_ready ? 0 : -ENOENT;
+        break;
+    case VAL_PROBE_MARKER:
+        f->marker = w->marker;
+        f->marker_len = w->marker ? strlen(w->marker) : 0;
+        x->code = w->marker ? 0 : -ENOENT;
+        break;
+    case VAL_PROBE_CDI_SPEC:
+        assert_true(snprintf(f->spec_path, sizeof(f->spec_path), "/host%s", st->path) <
+                    (int)sizeof(f->spec_path));
+        x->code = w->spec_fail ? -EINVAL : 0;
+        x->stage = w->spec_fail;
+        snprintf(x->msg, sizeof(x->msg), "bad spec");
+        f->spec_has = world_has;
+        f->spec = (void *)w->spec_devices;
+        for (const char *const *n = w->spec_devices; n && *n; n++)
+            f->spec_devices++;
+        break;
+    case VAL_PROBE_FIND_LIB:
+        x->code = w->lib ? 0 : -ENOENT;
+        assert_true(snprintf(f->lib, sizeof(f->lib), "%s%s", st->lib_root, w->lib ? w->lib : "") <
+                    (int)sizeof(f->lib));
+        break;
+    case VAL_PROBE_GPUS:
+        x->code = w->gpus_fail ? -EIO : 0;
+        x->stage = w->gpus_fail;
+        snprintf(x->msg, sizeof(x->msg), "boom");
+        for (size_t i = 0; i < w->n_gpus; i++) {
+            static char uuids[8][24];
+            snprintf(uuids[i], sizeof(uuids[i]), "GPU-%zu", i);
+            gpus[i] = (struct nodestate_gpu){.uuid = uuids[i], .lost = w->lost && i == 0};
+        }
+        f->gpus = gpus;
+        f->n_gpus = w->n_gpus;
+        f->nvml_version = "550.127.05";
+        break;
+    case VAL_PROBE_PCI:
+        f->pci_gpus = w->pci;
+        break;
+    case VAL_PROBE_NODE:
+        f->node = *node = w->node ? json_loads(w->node, 0, NULL) : NULL;
+        x->code = w->node ? 0 : -ECONNREFUSED;
+        snprintf(x->msg, sizeof(x->msg), "connection refused");
+        break;
+    case VAL_PROBE_RUNTIME:
+        f->runtime = w->runtime_fail == VAL_STAGE_DETECT ? NULL : "containerd";
+        x->code = w->runtime_fail ? -EINVAL : 0;
+        x->stage = w->runtime_fail;
+        snprintf(x->msg, sizeof(x->msg), "no nvidia handler");
+        break;
+    case VAL_PROBE_CUDA:
+        x->code = w->cuda_fails ? -EIO : 0;
+        snprintf(x->msg, sizeof(x->msg), "vectorAdd failed");
+        f->cuda_devices = 8;
+        f->cuda_driver = 12080;
+        break;
+    case VAL_PROBE_STATUS:
+        memcpy(f->status, w->status, sizeof(f->status));
+        break;
+    default:
+        fail();
+    }
+}
+
+/* Runs c's plan against w: every probe once, in the order asked; the verdict in st. */
+static void run_plan(enum val_component c, const struct val_config *cfg, const struct world *w,
+                     struct asked *a, struct val_step *st)
+{
+    struct val_facts f = {0};
+    struct nodestate_gpu gpus[8];
+    json_t *pod = NULL, *node = NULL;
+    memset(a, 0, sizeof(*a));
+    for (int i = 0; i < VAL_PROBE_COUNT + 1; i++) {
+        val_check_step(c, cfg, &f, st);
+        if (st->probe == VAL_PROBE_NONE)
+            break;
+        assert_false(f.have[st->probe]);
+        size_t used = strlen(a->probes);
+        snprintf(a->probes + used, sizeof(a->probes) - used, "%s%s", used ? "," : "",
+                 val_probe_name(st->probe));
+        strlcpy_s(a->paths[st->probe], st->probe == VAL_PROBE_FIND_LIB ? st->lib_root : st->path,
+                  PATH_MAX);
+        if (st->probe == VAL_PROBE_RUNTIME)
+            a->runtime_version = st->runtime_version ? "set" : NULL;
+        answer(w, st, &f, gpus, &pod, &node);
+    }
+    assert_int_equal(st->probe, VAL_PROBE_NONE);
+    json_decref(pod);
+    json_decref(node);
+}
+
+#define READY_HOST                                                            \
+    "IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\n" \
+    "NVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n"
+#define NODE_8                                       \
+    "{\"metadata\":{\"name\":\"n1\",\"labels\":{}}," \
+    "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}}"
+
+static const struct val_config plan_cfg = {
+    .paths = {"/host", "/run/nvidia/driver", "/run/nvidia/validations"}};
+
+static void test_plan_driver(void **state)
+{
+    (void)state;
+    struct asked a;
+    struct val_step *st = xcalloc(1, sizeof(*st));
+    /* a host driver, verified: driver-ready written, the owner recorded, NVML the host's */
+    struct world w = {.n_gpus = 8, .pci = 8};
+    strlcpy_s(w.driver.host_smi, "/host/usr/bin/nvidia-smi", sizeof(w.driver.host_smi));
+    strlcpy_s(w.driver.host_nvml, "/host/usr/lib/libnvidia-ml.so.1", sizeof(w.driver.host_nvml));
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds,gpus,pci");
+    assert_string_equal(a.paths[VAL_PROBE_GPUS], "/host/usr/lib/libnvidia-ml.so.1");
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_true(st->write);
+    assert_int_equal(st->file, NODESTATE_DRIVER_READY);
+    assert_string_equal(st->text, READY_HOST);
+    assert_true(st->record_owner);
+    assert_int_equal(st->owner.owner, NODESTATE_OWNER_HOST);
+    assert_string_equal(st->owner.version, "550.127.05");
+    assert_non_null(strstr(st->owner.source, "validated: nvidia-smi /host/usr/bin/nvidia-smi"));
+    assert_string_equal(st->log_msg, "driver validated");
+    assert_non_null(strstr(st->log_kv, "source=host "));
+    assert_non_null(strstr(st->log_kv, "gpus=8 pci=8"));
+    /* GPUOP_NVML_LIBRARY, read at configure, wins over the driver root's */
+    struct val_config cfg = plan_cfg;
+    cfg.nvml_library = "/opt/sim/libnvidia-ml.so.1";
+    run_plan(VAL_DRIVER, &cfg, &w, &a, st);
+    assert_string_equal(a.paths[VAL_PROBE_GPUS], "/opt/sim/libnvidia-ml.so.1");
+    /* NVML does not answer: no PCI count asked, the reason names the driver found */
+    w.gpus_fail = VAL_STAGE_READ;
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds,gpus");
+    assert_int_equal(st->outcome, VAL_NOT_YET);
+    assert_false(st->write || st->record_owner);
+    assert_non_null(strstr(st->reason, "NVML does not initialise: boom (host driver: nvidia-smi"));
+    /* one of 9 PCI GPUs missing from NVML; a lost GPU */
+    w.gpus_fail = VAL_STAGE_NONE;
+    w.pci = 9;
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_non_null(strstr(st->reason, "NVML lists 8 GPUs but the node has 9 NVIDIA PCI devices"));
+    w.pci = 8;
+    w.lost = true;
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_non_null(strstr(st->reason, "1 of 8 GPUs are lost"));
+    /* the expected version */
+    w.lost = false;
+    cfg = plan_cfg;
+    cfg.driver_version = "570.86.15";
+    run_plan(VAL_DRIVER, &cfg, &w, &a, st);
+    assert_non_null(strstr(st->reason, "driver version 550.127.05, expected 570.86.15"));
+    /* the node root cannot be read: an error, nothing else asked */
+    w.driver_err = -EACCES;
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver");
+    assert_int_equal(st->outcome, VAL_ERROR);
+    assert_int_equal(st->code, -EACCES);
+    assert_string_equal(st->reason, "host root unreadable");
+    /* a managed node whose driver container is not ready: its pod says why */
+    struct world m = {.driver_ds = true,
+                      .driver_pod = "{\"metadata\":{\"name\":\"nvidia-driver-x\"},\"status\":{"
+                                    "\"initContainerStatuses\":[{\"name\":\"k8s-driver-manager\","
+                                    "\"ready\":false,\"state\":{\"running\":{}}}]}}"};
+    run_plan(VAL_DRIVER, &plan_cfg, &m, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds,driver-pod");
+    assert_int_equal(st->outcome, VAL_NOT_YET);
+    assert_non_null(strstr(st->reason, "waiting for the driver container"));
+    assert_non_null(
+        strstr(st->reason, "; driver pod nvidia-driver-x: k8s-driver-manager: running, not ready"));
+    /* no driver at all, nothing manages it: no pod asked for */
+    struct world none = {0};
+    run_plan(VAL_DRIVER, &plan_cfg, &none, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds");
+    assert_non_null(strstr(st->reason, "no driver:"));
+    val_step_clear(st);
+    free(st);
+}
+
+static void test_plan_toolkit(void **state)
+{
+    (void)state;
+    struct asked a;
+    struct val_step *st = xcalloc(1, sizeof(*st));
+    static const char *const devices[] = {"0",     "1",     "2",     "3",     "4",     "5",
+                                          "6",     "7",     "GPU-0", "GPU-1", "GPU-2", "GPU-3",
+                                          "GPU-4", "GPU-5", "GPU-6", "GPU-7", NULL};
+    /* the driver check has not passed */
+    struct world w = {0};
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready");
+    assert_int_equal(st->outcome, VAL_NOT_YET);
+    assert_string_equal(st->reason, "/run/nvidia/validations/driver-ready is missing: the driver "
+                                    "check has not passed");
+    /* gpuop's toolkit runs but has not written its marker yet */
+    w.driver_ready = READY_HOST;
+    w.toolkit_ds = true;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,marker,toolkit-ds");
+    assert_string_equal(st->reason, "waiting for the toolkit: "
+                                    "/run/nvidia/validations/.toolkit-ctr-ready is not there yet");
+    /* no toolkit DaemonSet: the marker's defaults; a spec that does not parse */
+    w.toolkit_ds = false;
+    w.spec_fail = VAL_STAGE_PARSE;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,marker,toolkit-ds,cdi-spec");
+    assert_string_equal(a.paths[VAL_PROBE_CDI_SPEC], NODESTATE_CDI_SPEC_DEFAULT);
+    assert_string_equal(st->reason, "CDI spec \"/host" NODESTATE_CDI_SPEC_DEFAULT
+                                    "\" does not parse: bad spec");
+    w.spec_fail = VAL_STAGE_RESOLVE;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_non_null(strstr(st->reason, "under /host: cannot resolve its path"));
+    /* the spec lacks devices NVML lists: the driver root's NVML, found under driver-ready's root */
+    w.spec_fail = VAL_STAGE_NONE;
+    w.spec_devices = devices + 2;
+    w.lib = "/usr/lib/libnvidia-ml.so.1";
+    w.n_gpus = 8;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,marker,toolkit-ds,cdi-spec,find-lib,gpus");
+    assert_string_equal(a.paths[VAL_PROBE_FIND_LIB], "/host");
+    assert_string_equal(a.paths[VAL_PROBE_GPUS], "/host/usr/lib/libnvidia-ml.so.1");
+    assert_string_equal(st->reason,
+                        "CDI spec \"/host" NODESTATE_CDI_SPEC_DEFAULT "\" lacks 2 devices: 0, 1");
+    /* the marker says the toolkit left the runtime alone */
+    w.marker = "RUNTIME=none\n";
+    /* every device there, the runtime left alone: passed without the Node */
+    w.spec_devices = devices;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_true(st->write);
+    assert_int_equal(st->file, NODESTATE_TOOLKIT_READY);
+    assert_null(st->text);
+    assert_false(st->record_owner);
+    assert_non_null(strstr(st->log_kv, "runtime=none "));
+    assert_non_null(strstr(st->log_kv, "devices=16"));
+    /* a runtime to check: the Node's runtime version goes with it; its failure is the reason */
+    w.marker = "RUNTIME=containerd\n";
+    w.node = NODE_8;
+    w.runtime_fail = VAL_STAGE_CHECK;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,marker,cdi-spec,find-lib,gpus,node,runtime");
+    assert_string_equal(st->reason, "containerd is not configured for GPUs: no nvidia handler");
+    w.runtime_fail = VAL_STAGE_DETECT;
+    w.node = NULL; /* no API server: detected from the node root */
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_null(a.runtime_version);
+    assert_string_equal(st->reason, "container runtime: no nvidia handler");
+    w.runtime_fail = VAL_STAGE_NONE;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_non_null(strstr(st->log_kv, "runtime=containerd "));
+    /* GPUOP_NVML_LIBRARY: no library looked for under the root */
+    struct val_config cfg = plan_cfg;
+    cfg.nvml_library = "/opt/libnvidia-ml.so.1";
+    run_plan(VAL_TOOLKIT, &cfg, &w, &a, st);
+    assert_null(strstr(a.probes, "find-lib"));
+    assert_string_equal(a.paths[VAL_PROBE_GPUS], "/opt/libnvidia-ml.so.1");
+    /* a root without NVML: the loader's default */
+    w.lib = NULL;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.paths[VAL_PROBE_GPUS], "");
+    w.gpus_fail = VAL_STAGE_OPEN;
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(st->reason, "NVML does not initialise: boom");
+    /* a driver-ready that does not parse */
+    w.driver_ready = "NVIDIA_DRIVER_ROOT=/\n";
+    run_plan(VAL_TOOLKIT, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready");
+    assert_non_null(strstr(st->reason, "IS_HOST_DRIVER"));
+    val_step_clear(st);
+    free(st);
+}
+
+static void test_plan_cuda_plugin(void **state)
+{
+    (void)state;
+    struct asked a;
+    struct val_step *st = xcalloc(1, sizeof(*st));
+    struct world w = {.driver_ready = READY_HOST, .n_gpus = 8};
+    /* no libcuda under the driver root */
+    run_plan(VAL_CUDA, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,find-lib");
+    assert_string_equal(st->reason, "libcuda.so.1 is not under the driver root /host (searched "
+                                    "its lib folders)");
+    w.lib = "/usr/lib/libcuda.so.1";
+    w.cuda_fails = true;
+    run_plan(VAL_CUDA, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.paths[VAL_PROBE_CUDA], "/host/usr/lib/libcuda.so.1");
+    assert_string_equal(st->reason, "CUDA check: vectorAdd failed");
+    w.cuda_fails = false;
+    struct val_config cfg = plan_cfg;
+    cfg.cuda_library = "/opt/libcuda.so.1";
+    run_plan(VAL_CUDA, &cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,cuda");
+    assert_string_equal(a.paths[VAL_PROBE_CUDA], "/opt/libcuda.so.1");
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_int_equal(st->file, NODESTATE_CUDA_READY);
+    assert_string_equal(st->log_kv, "devices=8 driver=12080");
+    /* plugin: the Node unread */
+    run_plan(VAL_PLUGIN, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver-ready,find-lib,gpus,node");
+    assert_string_equal(st->reason, "get the node: connection refused");
+    w.node = "{\"metadata\":{\"name\":\"n1\"},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":"
+             "\"7\"}}}";
+    run_plan(VAL_PLUGIN, &plan_cfg, &w, &a, st);
+    assert_non_null(strstr(st->reason, "the node advertises fewer GPUs than it has: "));
+    assert_non_null(strstr(st->reason, "nvidia.com/gpu: 7 of 8 advertised"));
+    w.node = "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"nvidia.com/mig.strategy\":\"odd\"}}}";
+    run_plan(VAL_PLUGIN, &plan_cfg, &w, &a, st);
+    assert_string_equal(st->reason,
+                        "node label nvidia.com/mig.strategy: \"odd\" is not none, single or mixed");
+    w.node = NODE_8;
+    run_plan(VAL_PLUGIN, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_int_equal(st->file, NODESTATE_PLUGIN_READY);
+    assert_string_equal(st->log_kv, "physical=8 strategy=none");
+    val_step_clear(st);
+    free(st);
+}
+
+static void test_plan_status(void **state)
+{
+    (void)state;
+    struct asked a;
+    struct val_step *st = xcalloc(1, sizeof(*st));
+    struct world w = {0};
+    w.status[NODESTATE_DRIVER_READY] = true;
+    run_plan(VAL_ALL_DONE, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "status");
+    assert_string_equal(st->reason, "not validated yet: toolkit-ready, cuda-ready, plugin-ready "
+                                    "missing in /run/nvidia/validations");
+    run_plan(VAL_TOOLKIT_READY, &plan_cfg, &w, &a, st);
+    assert_string_equal(st->reason, "waiting for toolkit-ready in /run/nvidia/validations");
+    for (int i = 0; i < NODESTATE_FILE_COUNT; i++)
+        w.status[i] = true;
+    run_plan(VAL_ALL_DONE, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_false(st->write); /* all-done and the wait write nothing */
+    assert_string_equal(st->log_msg, "all validations are successful");
+    run_plan(VAL_TOOLKIT_READY, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_false(st->write);
+    assert_null(st->log_msg);
+    /* how long each check tries */
+    assert_int_equal(val_try_window_ms(VAL_PLUGIN, false, 150000), 150000);
+    assert_int_equal(val_try_window_ms(VAL_DRIVER, false, 150000), 0);
+    assert_true(val_try_window_ms(VAL_ALL_DONE, true, 150000) == UINT64_MAX);
+    val_step_clear(st);
+    free(st);
 }
 
 static void test_component_names(void **state)
@@ -591,7 +1001,11 @@ int main(void)
         cmocka_unit_test(test_plugin_reason),
         cmocka_unit_test(test_report_plan),
         cmocka_unit_test(test_driver_pod_reason),
-        FX(test_status_missing),
+        cmocka_unit_test(test_status_missing),
+        cmocka_unit_test(test_plan_driver),
+        cmocka_unit_test(test_plan_toolkit),
+        cmocka_unit_test(test_plan_cuda_plugin),
+        cmocka_unit_test(test_plan_status),
         cmocka_unit_test(test_component_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

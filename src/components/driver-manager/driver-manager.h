@@ -102,4 +102,71 @@ void dm_mode_decide(const struct dm_config *c, const json_t *node, struct dm_mod
  * refuses them. -EPERM with the reason in e. */
 int dm_drain_allowed(const struct dm_config *c, const json_t *pod, struct err *e);
 
+/* Whether the pod goes: 1 when it is the target of this eviction (a GPU pod; with drain, any pod
+ * but the DaemonSets'), 0 when it stays, -EPERM (e says why) when a drain may not take it
+ * (dm_drain_allowed; a pod already terminating is taken as it is). */
+int dm_evict_select(const struct dm_config *c, const json_t *pod, const json_t *node_labels,
+                    bool drain, struct err *e);
+
+/* ---- the run as a plan -------------------------------------------------------------------- */
+
+/* The steps, in the order they run. */
+enum dm_step {
+    DM_STEP_MARK,          /* nothing to do: only the test hook's name */
+    DM_STEP_LABEL_HOST,    /* operands restored and gpu.deploy.driver=pre-installed */
+    DM_STEP_PAUSE,         /* the operands paused */
+    DM_STEP_WAIT_OPERANDS, /* their pods gone */
+    DM_STEP_EVICT,         /* the GPU pods evicted */
+    DM_STEP_CORDON,        /* the node cordoned (and marked as cordoned by the driver manager) */
+    DM_STEP_RECORD_DRAIN,  /* gpuop.dev/last-drain and an Event */
+    DM_STEP_DRAIN,         /* every pod a drain takes evicted */
+    DM_STEP_UNLOAD,        /* the loaded modules unloaded (dm_unload_order) */
+    DM_STEP_CLEAN,         /* a stale driver root unmounted, .driver-ctr-ready removed */
+    DM_STEP_RESTORE,       /* the operands restored, the node uncordoned if it was ours */
+    DM_STEP_REPORT,        /* gpuop.dev/driver-owner and an Event */
+    DM_STEP_HOST_WAIT,     /* a host driver: wait for the pod's removal, then fail */
+    DM_STEP_COUNT,
+};
+const char *dm_step_name(enum dm_step s);
+
+/* The names the test hook (GPUOP_DRIVER_MANAGER_KILL_AFTER) knows, NULL-terminated. */
+extern const char *const dm_hook_names[];
+
+#define DM_PLAN_MAX 16
+struct dm_plan {
+    bool reload; /* a driver is loaded: the containerized driver reloads it */
+    size_t n;
+    struct {
+        enum dm_step step;
+        const char *hook; /* the test hook's name for "right after this", or NULL */
+    } steps[DM_PLAN_MAX];
+};
+
+/* What the driver manager does on this node: a host driver gets the node labelled and the pod
+ * sent away; otherwise the node is readied for the driver container, with a reload (pause,
+ * operands, evict, drain, unload) when a driver is loaded. Steps in enum order. */
+void dm_plan(const struct dm_finding *f, const struct nodestate_driver_facts *facts,
+             const struct dm_mode *mode, struct dm_plan *ret);
+
+/* The modules loaded, in the order they are unloaded; returns how many. */
+size_t dm_unload_order(const struct nodestate_driver_facts *f,
+                       enum nodestate_module ret[NODESTATE_MOD_COUNT]);
+/* A driver root left mounted without the nvidia module: unmounted by the clean step. */
+bool dm_root_stale(const struct nodestate_driver_facts *f);
+
+/* ---- what is written on the node ---------------------------------------------------------- */
+
+/* The labels the restore step sets (the operands back; with pre_installed also
+ * gpu.deploy.driver=pre-installed; possibly empty) and whether the node is uncordoned (the
+ * driver manager cordoned it: DM_ANN_CORDONED). */
+int dm_restore_patch(const json_t *node, bool pre_installed, json_t **ret_labels,
+                     bool *ret_uncordon, struct err *e);
+
+/* The owner's Event: its reason (DriverOwnerHost, ...) and message. */
+void dm_owner_event(const struct dm_finding *f, const char **ret_reason, char *msg, size_t n);
+
+/* The drain's record (gpuop.dev/last-drain) but its time: why, and by whom. */
+void dm_drain_record(const struct dm_finding *f, const char *driver_version,
+                     struct nodestate_drain *ret);
+
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* drivermgr's pure core: the owner rule, the operand pause it uses, whether a drain may take a
- * pod. */
+ * pod, the run's plan and what it writes on the node. */
+#include <assert.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "driver-manager.h"
@@ -60,6 +62,9 @@ void dm_owner_decide(const struct nodestate_driver_facts *f, const char *driver_
                    f->host_lib[0] ? f->host_lib : f->host_smi,
                    f->root_lib[0] ? "; a stale driver root" : "");
     }
+    /* someone always owns the driver from now on; what was found agrees unless nothing was */
+    assert(d.owner != NODESTATE_OWNER_NONE);
+    assert(d.found == d.owner || d.found == NODESTATE_OWNER_NONE);
     *ret = d;
 }
 
@@ -99,4 +104,138 @@ int dm_drain_allowed(const struct dm_config *c, const json_t *pod, struct err *e
                            ns, name, kobj_str(vol, "name") ? kobj_str(vol, "name") : "?");
     }
     return 0;
+}
+
+int dm_evict_select(const struct dm_config *c, const json_t *pod, const json_t *node_labels,
+                    bool drain, struct err *e)
+{
+    enum nodeops_pod_kind k = nodeops_pod_classify(pod, node_labels);
+    bool target = k == NODEOPS_POD_GPU || (drain && k == NODEOPS_POD_OTHER);
+    if (!target)
+        return 0;
+    if (drain && !kobj_deletion_timestamp(pod)) {
+        int r = dm_drain_allowed(c, pod, e);
+        if (r < 0)
+            return r;
+    }
+    return 1;
+}
+
+/* ---- the run as a plan -------------------------------------------------------------------- */
+
+const char *dm_step_name(enum dm_step s)
+{
+    static const char *const n[] = {"mark",    "label-host",   "pause",    "wait-operands", "evict",
+                                    "cordon",  "record-drain", "drain",    "unload",        "clean",
+                                    "restore", "report",       "host-wait"};
+    static_assert(ARRAY_SIZE(n) == DM_STEP_COUNT, "a name per step");
+    return (unsigned)s < ARRAY_SIZE(n) ? n[s] : "?";
+}
+
+const char *const dm_hook_names[] = {"owner",  "pause", "operands", "evict",  "drain",
+                                     "unload", "clean", "restore",  "report", NULL};
+
+static void add(struct dm_plan *p, enum dm_step s, const char *hook)
+{
+    assert(p->n < DM_PLAN_MAX);
+    /* the steps run in enum order (a mark may sit anywhere) */
+    assert(s == DM_STEP_MARK || p->n == 0 || p->steps[p->n - 1].step <= s);
+    p->steps[p->n].step = s;
+    p->steps[p->n].hook = hook;
+    p->n++;
+}
+
+/* The reload: operands paused and gone, the GPU pods evicted, a drain, the modules out. */
+static void plan_reload(const struct dm_mode *mode, struct dm_plan *p)
+{
+    add(p, DM_STEP_PAUSE, "pause");
+    add(p, DM_STEP_WAIT_OPERANDS, "operands");
+    add(p, mode->evict_gpu_pods ? DM_STEP_EVICT : DM_STEP_MARK, "evict");
+    if (mode->drain) {
+        add(p, DM_STEP_CORDON, NULL);
+        add(p, DM_STEP_RECORD_DRAIN, NULL);
+        add(p, DM_STEP_DRAIN, "drain");
+    } else {
+        add(p, DM_STEP_MARK, "drain");
+    }
+    add(p, DM_STEP_UNLOAD, "unload");
+}
+
+void dm_plan(const struct dm_finding *f, const struct nodestate_driver_facts *facts,
+             const struct dm_mode *mode, struct dm_plan *ret)
+{
+    struct dm_plan p = {0};
+    if (f->owner == NODESTATE_OWNER_HOST) {
+        add(&p, DM_STEP_LABEL_HOST, NULL);
+        add(&p, DM_STEP_REPORT, "report");
+        add(&p, DM_STEP_HOST_WAIT, NULL);
+        *ret = p;
+        return;
+    }
+    enum nodestate_module loaded[NODESTATE_MOD_COUNT];
+    p.reload = dm_unload_order(facts, loaded) > 0;
+    if (p.reload)
+        plan_reload(mode, &p);
+    add(&p, DM_STEP_CLEAN, "clean");
+    add(&p, DM_STEP_RESTORE, "restore");
+    add(&p, DM_STEP_REPORT, "report");
+    *ret = p;
+}
+
+size_t dm_unload_order(const struct nodestate_driver_facts *f,
+                       enum nodestate_module ret[NODESTATE_MOD_COUNT])
+{
+    size_t n = 0;
+    /* nodestate's module order is the unload order: users of nvidia first */
+    for (int m = 0; m < NODESTATE_MOD_COUNT; m++)
+        if (f->module[m])
+            ret[n++] = (enum nodestate_module)m;
+    assert(n <= NODESTATE_MOD_COUNT);
+    return n;
+}
+
+bool dm_root_stale(const struct nodestate_driver_facts *f)
+{
+    return f->root_mountpoint && !f->module[NODESTATE_MOD_NVIDIA];
+}
+
+/* ---- what is written on the node ---------------------------------------------------------- */
+
+int dm_restore_patch(const json_t *node, bool pre_installed, json_t **ret_labels,
+                     bool *ret_uncordon, struct err *e)
+{
+    json_t *p = NULL;
+    int r = nodeops_labels_patch(kobj_labels(node), &dm_operand_pause, true, &p, e);
+    if (r < 0)
+        return r;
+    if (pre_installed)
+        json_object_set_new(p, DM_LABEL_DRIVER, json_string(DM_PRE_INSTALLED));
+    *ret_labels = p;
+    *ret_uncordon = streq_ptr(kobj_annotation(node, DM_ANN_CORDONED), "true");
+    return 0;
+}
+
+void dm_owner_event(const struct dm_finding *f, const char **ret_reason, char *msg, size_t n)
+{
+    static const char *const reasons[] = {[NODESTATE_OWNER_NONE] = "DriverOwnerNone",
+                                          [NODESTATE_OWNER_HOST] = "DriverOwnerHost",
+                                          [NODESTATE_OWNER_CONTAINER] = "DriverOwnerContainer"};
+    assert((unsigned)f->owner < ARRAY_SIZE(reasons));
+    *ret_reason = reasons[f->owner];
+    int w = snprintf(msg, n, "driver owner: %s%s%s (%s)", nodestate_owner_name(f->owner),
+                     f->version[0] ? " " : "", f->version, f->source);
+    if (w >= 0 && (size_t)w >= n && n > 4)
+        memcpy(msg + n - 4, "...", 4);
+}
+
+void dm_drain_record(const struct dm_finding *f, const char *driver_version,
+                     struct nodestate_drain *ret)
+{
+    struct nodestate_drain dr = {0};
+    const char *dv = driver_version ? driver_version : "";
+    snprintf(dr.reason, sizeof(dr.reason),
+             "driver reload: the containerized driver%s%s replaces the loaded nvidia %s",
+             dv[0] ? " " : "", dv, f->version[0] ? f->version : "(version unknown)");
+    snprintf(dr.by, sizeof(dr.by), "driver-manager");
+    *ret = dr;
 }

@@ -202,6 +202,57 @@ void exp_clock_hist_push(struct exp_clock_hist *h, uint64_t now_ms, uint64_t mas
 void exp_clock_hist_count(const struct exp_clock_hist *h, uint64_t now_ms, uint64_t window_ms,
                           uint64_t counts[EXP_CLOCK_EVENTS]);
 
+/* One clock-event history per GPU, by UUID (the collector's). */
+#define EXP_CLOCK_HISTS    64
+#define EXP_CLOCK_HIST_MAX 4096 /* collections kept per GPU */
+struct exp_clock_table {
+    size_t n;
+    struct {
+        char uuid[GPU_UUID_MAX];
+        struct exp_clock_hist h;
+    } items[EXP_CLOCK_HISTS];
+};
+/* The collections one window holds, window / interval + 2, at most EXP_CLOCK_HIST_MAX (with very
+ * short intervals the count covers the newest EXP_CLOCK_HIST_MAX collections). */
+size_t exp_clock_hist_cap(uint64_t window_ms, uint64_t interval_ms);
+/* uuid's history, made with cap entries the first time; NULL when the table is full (the GPU's
+ * clock events are then not counted). */
+struct exp_clock_hist *exp_clock_table_get(struct exp_clock_table *t, const char *uuid, size_t cap);
+void exp_clock_table_clear(struct exp_clock_table *t);
+
+/* ---- XID history (DCGM_FI_DEV_XID_ERRORS, DCGM_EXP_XID_ERRORS_COUNT) ------------------------- */
+
+#define EXP_XID_GPUS 64  /* GPUs whose last XID is kept */
+#define EXP_XID_RING 256 /* recent XID events kept for the window's counts */
+/* The last XID of each GPU and the recent XID events. Plain data: the caller locks. */
+struct exp_xid_log {
+    size_t n_last;
+    struct {
+        char uuid[GPU_UUID_MAX];
+        uint64_t xid;
+    } last[EXP_XID_GPUS];
+    size_t next, n; /* the ring: next slot, entries held */
+    struct {
+        char uuid[GPU_UUID_MAX];
+        uint64_t xid;
+        uint64_t at_ms; /* monotonic */
+    } ring[EXP_XID_RING];
+};
+void exp_xid_log_record(struct exp_xid_log *l, const char *uuid, uint64_t xid, uint64_t now_ms);
+/* uuid's last XID; 0 for none. */
+uint64_t exp_xid_log_last(const struct exp_xid_log *l, const char *uuid);
+/* uuid's XIDs no older than window_ms at now_ms, counted by value into st->xid_counts (the first
+ * EXP_XID_COUNTS_MAX values). */
+struct exp_gpu_state;
+void exp_xid_log_counts(const struct exp_xid_log *l, const char *uuid, uint64_t now_ms,
+                        uint64_t window_ms, struct exp_gpu_state *st);
+
+/* ---- collection --------------------------------------------------------------------------- */
+
+/* How long the kubelet's PodResources List may take within one collection: a quarter of the
+ * interval, 250 ms at least, so that a slow kubelet delays the GPU metrics by at most that. */
+uint64_t exp_podres_budget_ms(uint64_t interval_ms);
+
 /* ---- render -----------------------------------------------------------------------------------
  */
 

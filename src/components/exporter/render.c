@@ -7,15 +7,18 @@
 const char *const exp_error_kind_names[EXP_ERR_KINDS] = {"nvml", "gpu_lost", "inventory", "events",
                                                          "podresources"};
 
-/* The value of a numeric field for one GPU; false when the GPU did not report it. */
-static bool field_value(const struct exp_field *f, const struct gpu_device *d,
-                        const struct exp_gpu_state *st, double *ret)
-{
-    const struct gpu_sample *s = &st->sample;
+/* ---- a numeric field's value for one GPU, by group ---------------------------------------- */
+
 #define NEED(bit)            \
     if (!(s->valid & (bit))) \
         return false;
-    switch (f->src) {
+
+/* A field's value from the GPU's own properties and its clocks, temperatures, power and PCIe
+ * sample; false when it is not one of those or the sample lacks it. */
+static bool device_value(enum exp_src src, const struct gpu_device *d, const struct gpu_sample *s,
+                         double *ret)
+{
+    switch (src) {
     case EXP_SRC_SM_CLOCK:
         NEED(GPU_SAMPLE_CLOCKS) *ret = s->sm_clock_mhz;
         return true;
@@ -52,6 +55,16 @@ static bool field_value(const struct exp_field *f, const struct gpu_device *d,
     case EXP_SRC_PCIE_REPLAY:
         NEED(GPU_SAMPLE_PCIE_REPLAY) *ret = s->pcie_replay;
         return true;
+    default:
+        return false;
+    }
+}
+
+/* Utilization, XIDs, clock events and the framebuffer. */
+static bool activity_value(enum exp_src src, const struct exp_gpu_state *st, double *ret)
+{
+    const struct gpu_sample *s = &st->sample;
+    switch (src) {
     case EXP_SRC_UTIL_GPU:
         NEED(GPU_SAMPLE_UTIL) *ret = s->util_gpu;
         return true;
@@ -67,6 +80,9 @@ static bool field_value(const struct exp_field *f, const struct gpu_device *d,
     case EXP_SRC_XID:
         *ret = (double)st->last_xid;
         return true;
+    case EXP_SRC_CLOCK_EVENT_REASONS:
+        NEED(GPU_SAMPLE_CLOCK_EVENTS) *ret = (double)s->clock_event_reasons;
+        return true;
     case EXP_SRC_FB_TOTAL:
         NEED(GPU_SAMPLE_MEMORY) *ret = (double)s->fb_total_mib;
         return true;
@@ -79,6 +95,15 @@ static bool field_value(const struct exp_field *f, const struct gpu_device *d,
     case EXP_SRC_FB_RESERVED:
         NEED(GPU_SAMPLE_MEMORY) *ret = (double)s->fb_reserved_mib;
         return true;
+    default:
+        return false;
+    }
+}
+
+/* Row remapping, ECC, retired pages and NVLink errors and bandwidth. */
+static bool reliability_value(enum exp_src src, const struct gpu_sample *s, double *ret)
+{
+    switch (src) {
     case EXP_SRC_REMAP_UNC:
         NEED(GPU_SAMPLE_REMAPPED) *ret = s->remapped_unc;
         return true;
@@ -127,21 +152,28 @@ static bool field_value(const struct exp_field *f, const struct gpu_device *d,
     case EXP_SRC_RETIRED_PENDING:
         NEED(GPU_SAMPLE_RETIRED) *ret = s->retired_pending ? 1 : 0;
         return true;
-    case EXP_SRC_VIOL_POWER:
-    case EXP_SRC_VIOL_THERMAL:
-    case EXP_SRC_VIOL_SYNC_BOOST:
-    case EXP_SRC_VIOL_BOARD_LIMIT:
-    case EXP_SRC_VIOL_LOW_UTIL:
-    case EXP_SRC_VIOL_RELIABILITY:
-        NEED(GPU_SAMPLE_VIOLATIONS) *ret = (double)s->violation_ns[f->src - EXP_SRC_VIOL_POWER];
-        return true;
-    case EXP_SRC_CLOCK_EVENT_REASONS:
-        NEED(GPU_SAMPLE_CLOCK_EVENTS) *ret = (double)s->clock_event_reasons;
-        return true;
     default:
         return false;
     }
+}
+
+/* The clock-throttling violation counters (ns). */
+static bool violation_value(enum exp_src src, const struct gpu_sample *s, double *ret)
+{
+    if (src < EXP_SRC_VIOL_POWER || src > EXP_SRC_VIOL_RELIABILITY)
+        return false;
+    NEED(GPU_SAMPLE_VIOLATIONS) *ret = (double)s->violation_ns[src - EXP_SRC_VIOL_POWER];
+    return true;
+}
 #undef NEED
+
+/* A field's value at one collection; false when the GPU or its sample has none. Each source
+ * belongs to one group. */
+static bool field_value(const struct exp_field *f, const struct gpu_device *d,
+                        const struct exp_gpu_state *st, double *ret)
+{
+    return device_value(f->src, d, &st->sample, ret) || activity_value(f->src, st, ret) ||
+           reliability_value(f->src, &st->sample, ret) || violation_value(f->src, &st->sample, ret);
 }
 
 struct series_ctx {

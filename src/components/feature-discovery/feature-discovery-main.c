@@ -1,29 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `gpuop feature-discovery`: the thin shell around the label computation (NVML, files, signals,
- * the relabel loop). */
-#include <fcntl.h>
-#include <libgen.h>
+/* `gpuop feature-discovery`: the thin shell around the label computation: the config, NVML,
+ * signals, the relabel loop; the machine type and the features file are node-files.c's. */
 #include <string.h>
-#include <sys/stat.h>
 
 #include "dpconfig.h"
-#include "feature-discovery.h"
+#include "feature-discovery-internal.h"
 #include "gpu.h"
 
-#define COMP             "feature-discovery"
-#define MACHINE_FILE_MAX 4096
-#define OUTPUT_MAX       (1u << 20)
-#define MIG_FIELD        "flags.migStrategy"
-
-/* The error message made safe inside a quoted key="value" log field (its own double quotes become
- * single ones). Rewrites e's buffer, which is only logged afterwards. */
-static const char *kv_quote(struct err *e)
-{
-    for (char *p = e->msg; *p; p++)
-        if (*p == '"')
-            *p = '\'';
-    return e->msg;
-}
+#define COMP      "feature-discovery"
+#define MIG_FIELD "flags.migStrategy"
 
 struct gfd_state {
     struct dpconfig_layer_state layer; /* first: svc's config-file layer works on it */
@@ -92,72 +77,9 @@ static int apply_mig_strategy(struct gfd_state *st, struct err *e)
     return dpconfig_set(st->config, MIG_FIELD, st->mig_value, st->mig_source, e);
 }
 
-/* The machine type file's contents; NULL (unknown) when it does not exist. */
-static int read_machine_type(const char *path, char **ret, struct err *e)
-{
-    *ret = NULL;
-    if (!path || !*path)
-        return 0;
-    size_t len;
-    int r = file_read_all(path, MACHINE_FILE_MAX, ret, &len, e);
-    if (r == -ENOENT) {
-        err_clear(e);
-        *ret = NULL;
-        return 0;
-    }
-    if (r < 0)
-        return err_prefix(e, "machine type file");
-    return 0;
-}
-
-static bool output_is_stdout(const char *path)
-{
-    return !path || !*path || strcmp(path, "-") == 0;
-}
-
-static int write_output(const char *path, const char *data, size_t len, struct err *e)
-{
-    if (output_is_stdout(path)) {
-        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
-            return err_errno(e, -EIO, "write labels to stdout");
-        return 0;
-    }
-    /* A device or FIFO (/dev/null, a pipe) is written in place: renaming a temp file over it
-     * would replace the device node. */
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode))
-            return err_set(e, -EISDIR, "output file \"%s\": is a directory", path);
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-            return err_errno(e, -errno, "output file \"%s\"", path);
-        int r = fd_write_all(fd, data, len);
-        if (r < 0)
-            return err_errno(e, r, "write output file \"%s\"", path);
-        return 0;
-    }
-    _cleanup_free_ char *dir = xstrdup(path);
-    (void)mkdir_p(dirname(dir), 0755);
-    int r = file_write_atomic(path, data, len, 0644, e);
-    if (r < 0)
-        return err_prefix(e, "output file");
-    return 0;
-}
-
-/* On exit the labels go away with the process, as NVIDIA's GFD does; only a regular file is
- * removed (never a device such as /dev/null). */
-static void remove_output(const char *path)
-{
-    struct stat st;
-    if (output_is_stdout(path) || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
-        return;
-    if (unlink(path) < 0)
-        log_warn(COMP, "cannot remove the output file", "path=%s errno=%d", path, errno);
-}
-
-/* One labelling pass: inventory, machine type, labels, output. *last holds the previous output
- * (without timestamp) so the timestamp moves only when the labels change. */
-static int label_once(struct gfd_state *st, struct gpu_lib *lib, int64_t *stamp, char **last,
+/* One labelling pass: inventory, machine type, labels (the timestamp moved only when they
+ * change: stamp), output. */
+static int label_once(struct gfd_state *st, struct gpu_lib *lib, struct gfd_stamp *stamp,
                       struct err *e)
 {
     _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
@@ -167,7 +89,7 @@ static int label_once(struct gfd_state *st, struct gpu_lib *lib, int64_t *stamp,
             return err_prefix(e, "read GPU inventory");
     }
     _cleanup_free_ char *machine = NULL;
-    int r = read_machine_type(st->config->gfd.machine_type_file, &machine, e);
+    int r = gfd_machine_type_read(st->config->gfd.machine_type_file, &machine, e);
     if (r < 0)
         return r;
 
@@ -183,37 +105,22 @@ static int label_once(struct gfd_state *st, struct gpu_lib *lib, int64_t *stamp,
         .machine_type = machine,
         .vgpu = have_vgpu ? &vgpu : NULL,
     };
-    _cleanup_(gfd_labels_freep) struct gfd_labels *plain = NULL;
-    r = gfd_labels_compute(&in, &plain, e);
-    if (r < 0)
-        return err_prefix(e, "compute labels");
-    if (plain->warning)
-        log_warn(COMP, plain->warning, NULL);
-    struct sbuf b _cleanup_sbuf_;
-    sbuf_init(&b, OUTPUT_MAX);
-    if (gfd_labels_format(plain, &b) < 0)
-        return err_set(e, -ENOBUFS, "labels exceed %u bytes", OUTPUT_MAX);
-    const char *body = b.data ? b.data : "";
-    if (!*last || strcmp(*last, body) != 0) {
-        *stamp = (int64_t)(now_ms_real() / 1000);
-        free(*last);
-        *last = xstrdup(body);
-    }
-
     _cleanup_(gfd_labels_freep) struct gfd_labels *labels = NULL;
-    in.with_timestamp = !st->config->gfd.no_timestamp;
-    in.timestamp = *stamp;
-    r = gfd_labels_compute(&in, &labels, e);
+    r = gfd_labels_stamped(&in, !st->config->gfd.no_timestamp, (int64_t)(now_ms_real() / 1000),
+                           stamp, &labels, e);
     if (r < 0)
         return err_prefix(e, "compute labels");
-    sbuf_reset(&b);
+    if (labels->warning)
+        log_warn(COMP, labels->warning, NULL);
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, GFD_FILE_MAX);
     if (gfd_labels_format(labels, &b) < 0)
-        return err_set(e, -ENOBUFS, "labels exceed %u bytes", OUTPUT_MAX);
-    r = write_output(st->config->gfd.output_file, b.data ? b.data : "", b.len, e);
-    if (r < 0)
+        return err_set(e, -ENOBUFS, "labels exceed %u bytes", GFD_FILE_MAX);
+    const char *out = st->config->gfd.output_file;
+    if ((r = gfd_output_write(out, b.data ? b.data : "", b.len, e)) < 0)
         return r;
     log_info(COMP, "labels written", "count=%zu output=%s", labels->n,
-             output_is_stdout(st->config->gfd.output_file) ? "-" : st->config->gfd.output_file);
+             gfd_output_is_stdout(out) ? "-" : out);
     return 0;
 }
 
@@ -228,7 +135,7 @@ static int open_nvml(struct gfd_state *st, struct gpu_lib **ret, struct err *e)
         if (st->config->fail_on_init_error)
             return err_prefix(e, "initialise NVML");
         log_warn(COMP, "NVML could not be initialised; labelling without GPU labels",
-                 "reason=\"%s\" fail-on-init-error=false", kv_quote(e));
+                 "reason=\"%s\" fail-on-init-error=false", gfd_kv_quote(e));
         err_clear(e);
         return 0;
     }
@@ -265,23 +172,18 @@ static int gfd_reload(struct svc *s, struct err *e)
 static int gfd_run(struct svc *s, struct err *e)
 {
     struct gfd_state *st = svc_state(s);
-    /* A run killed mid-write left its temp file beside the output: NFD must not read it. */
-    struct err te = {0};
-    if (!output_is_stdout(st->config->gfd.output_file) &&
-        file_remove_stale_temps(st->config->gfd.output_file, &te) < 0)
-        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", kv_quote(&te));
+    gfd_output_clean(st->config->gfd.output_file);
     int rc = 0;
-    _cleanup_free_ char *last = NULL;
-    int64_t stamp = 0;
+    struct gfd_stamp stamp _cleanup_(gfd_stamp_clear) = {0};
     bool restart = true;
     while (restart && rc == 0) { /* one (re)start: NVML opened, then the relabel loop */
         restart = false;
         struct gpu_lib *lib = NULL;
         if ((rc = open_nvml(st, &lib, e)) < 0)
             break;
-        free(steal_ptr(&last));
+        gfd_stamp_clear(&stamp);
         for (;;) {
-            if ((rc = label_once(st, lib, &stamp, &last, e)) < 0 || st->config->gfd.oneshot)
+            if ((rc = label_once(st, lib, &stamp, e)) < 0 || st->config->gfd.oneshot)
                 break;
             enum svc_wake w = svc_wait(s, st->config->gfd.sleep_interval_ms);
             if (w != SVC_TIMEOUT) {
@@ -294,7 +196,7 @@ static int gfd_run(struct svc *s, struct err *e)
     /* Labels of a process that is gone would be stale: a looping run (not oneshot, not an
      * infinite interval) takes its file with it, on a signal or an error alike. */
     if (!st->config->gfd.oneshot && st->config->gfd.sleep_interval_ms != UINT64_MAX)
-        remove_output(st->config->gfd.output_file);
+        gfd_output_remove(st->config->gfd.output_file);
     return rc;
 }
 

@@ -66,6 +66,19 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
 void gfd_labels_free(struct gfd_labels *l); /* accepts NULL */
 DEFINE_CLEANUP_FUNC(struct gfd_labels, gfd_labels_free)
 
+/* The labels of NFD's features file: with_timestamp adds nvidia.com/gfd.timestamp, the time the
+ * labels last changed. stamp keeps the last labels (their text, without the timestamp) and that
+ * time between calls: the first call, and one whose labels differ, set it to now_s. Their text
+ * is at most GFD_FILE_MAX bytes (-ENOBUFS). */
+#define GFD_FILE_MAX (1u << 20)
+struct gfd_stamp {
+    char *last;
+    int64_t at;
+};
+void gfd_stamp_clear(struct gfd_stamp *s); /* frees last: the next call sets the time anew */
+int gfd_labels_stamped(const struct gfd_input *in, bool with_timestamp, int64_t now_s,
+                       struct gfd_stamp *stamp, struct gfd_labels **ret, struct err *e);
+
 /* The value of key, or NULL. */
 const char *gfd_labels_get(const struct gfd_labels *l, const char *key);
 /* Appends "key=value\n" for each label (NFD's local feature file format). */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The label computation: pure functions over the inventory and the resolved config. */
+#include <assert.h>
 #include <ctype.h>
 #include <string.h>
 
@@ -575,6 +576,43 @@ int gfd_labels_compute(const struct gfd_input *in, struct gfd_labels **ret, stru
         return err_set(e, l->overflow.code, "%s", l->overflow.msg);
     if (l->n > 1) /* qsort(NULL, 0, ...) is undefined */
         qsort(l->items, l->n, sizeof(*l->items), label_cmp);
+    for (size_t i = 1; i < l->n; i++) /* sorted by key, each key once */
+        assert(strcmp(l->items[i - 1].key, l->items[i].key) < 0);
     *ret = steal_ptr(&l);
     return 0;
+}
+
+void gfd_stamp_clear(struct gfd_stamp *s)
+{
+    free(s->last);
+    s->last = NULL;
+    s->at = 0;
+}
+
+int gfd_labels_stamped(const struct gfd_input *in, bool with_timestamp, int64_t now_s,
+                       struct gfd_stamp *stamp, struct gfd_labels **ret, struct err *e)
+{
+    struct gfd_input plain_in = *in;
+    plain_in.with_timestamp = false;
+    _cleanup_(gfd_labels_freep) struct gfd_labels *plain = NULL;
+    int r = gfd_labels_compute(&plain_in, &plain, e);
+    if (r < 0)
+        return r;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, GFD_FILE_MAX);
+    if (gfd_labels_format(plain, &b) < 0)
+        return err_set(e, -ENOBUFS, "labels exceed %u bytes", GFD_FILE_MAX);
+    const char *body = b.data ? b.data : "";
+    if (!stamp->last || strcmp(stamp->last, body) != 0) {
+        free(stamp->last);
+        stamp->last = xstrdup(body);
+        stamp->at = now_s;
+    }
+    if (!with_timestamp) {
+        *ret = steal_ptr(&plain);
+        return 0;
+    }
+    plain_in.with_timestamp = true;
+    plain_in.timestamp = stamp->at;
+    return gfd_labels_compute(&plain_in, ret, e);
 }

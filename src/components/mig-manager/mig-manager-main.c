@@ -13,38 +13,11 @@
 
 #include "kobj.h"
 #include "kube.h"
-#include "mig-manager.h"
-#include "migparted.h"
-#include "nvcdi.h"
+#include "mig-manager-internal.h"
+#include "nvcdi.h" /* NVCDI_CDI_SPEC */
 #include "svc.h"
 
 #define COMPONENT "mig-manager"
-
-struct migmgr {
-    const char *node, *kubeconfig, *config_file, *event_ns, *kill_after;
-    const char *host_root, *cdi_spec;
-    uint64_t interval_ms, operand_wait_ms, eviction_timeout_ms;
-
-    struct svc *svc;
-    struct kube_client *kc;
-    struct gpu_lib *lib;
-    struct nvcdi_gen *cdi;
-    json_t *node_obj;
-    bool blocked_reported;
-};
-
-static const char *const steps[] = {"pending", "pause",  "operands", "evict",
-                                    "apply",   "finish", NULL};
-
-static int check_step(const void *dst, const char *source, struct err *e)
-{
-    const char *v = *(const char *const *)dst;
-    for (size_t i = 0; v && steps[i]; i++)
-        if (strcmp(v, steps[i]) == 0)
-            return 0;
-    return err_set(e, -EINVAL, "%s: not a step (pending, pause, operands, evict, apply, finish)",
-                   source);
-}
 
 #define O(m) offsetof(struct migmgr, m)
 static const struct svc_option mm_options[] = {
@@ -100,9 +73,9 @@ static const struct svc_option mm_options[] = {
      .help = "where its Events go (default: the client's namespace)"},
     /* test hook: die by SIGKILL right after the named step */
     {.env = "GPUOP_MIG_MANAGER_KILL_AFTER",
-     .kind = SVC_STRING,
-     .off = O(kill_after),
-     .check = check_step},
+     .kind = SVC_ENUM,
+     .choices = mm_hook_names,
+     .off = O(kill_after)},
     {0},
 };
 #undef O
@@ -115,6 +88,7 @@ static void mm_defaults(void *state)
     m->operand_wait_ms = 5 * 60 * 1000;
     m->host_root = "/";
     m->cdi_spec = NVCDI_CDI_SPEC;
+    m->kill_after = -1;
 }
 
 static int mm_configure(struct svc *s, struct err *e)
@@ -130,194 +104,28 @@ static void mm_cleanup(void *state)
     struct migmgr *m = state;
     json_decref(m->node_obj);
     kube_client_free(m->kc);
-    nvcdi_gen_free(m->cdi);
-    gpu_lib_free(m->lib);
+    mm_layout_close(m);
 }
 
 static void step_done(struct migmgr *m, const char *step)
 {
     log_debug(COMPONENT, "step done", "step=%s", step);
-    if (m->kill_after && strcmp(m->kill_after, step) == 0) {
+    if (m->kill_after >= 0 && strcmp(mm_hook_names[m->kill_after], step) == 0) {
         log_info(COMPONENT, "killed after step (test hook)", "step=%s", step);
         kill(getpid(), SIGKILL);
     }
 }
 
-/* ---- the Node ----------------------------------------------------------------------------- */
-
-static int node_read(struct migmgr *m, struct err *e)
-{
-    json_t *n = NULL;
-    int r = kube_get(m->kc, &KUBE_NODES, NULL, m->node, &n, e);
-    if (r < 0)
-        return err_prefix(e, "read node %s", m->node);
-    json_decref(m->node_obj);
-    m->node_obj = n;
-    return 0;
-}
-
-/* A merge patch of metadata: labels and annotations (objects or NULL; a null value removes). */
-static int node_patch(struct migmgr *m, json_t *labels, json_t *annotations, struct err *e)
-{
-    json_t *meta = json_object();
-    if (labels)
-        json_object_set_new(meta, "labels", labels);
-    if (annotations)
-        json_object_set_new(meta, "annotations", annotations);
-    json_t *patch = json_pack("{s:o}", "metadata", meta);
-    json_t *out = NULL;
-    struct kube_patch_opts o = {.type = KUBE_PATCH_MERGE};
-    int r = kube_patch(m->kc, &KUBE_NODES, NULL, m->node, &o, patch, &out, e);
-    json_decref(patch);
-    if (r < 0)
-        return err_prefix(e, "patch node %s", m->node);
-    json_decref(m->node_obj);
-    m->node_obj = out;
-    return 0;
-}
-
-static void event(struct migmgr *m, const char *type, const char *reason, const char *msg)
-{
-    json_t *inv = json_pack("{s:s,s:s,s:{s:s,s:s?}}", "kind", "Node", "apiVersion", "v1",
-                            "metadata", "name", m->node, "uid", kobj_uid(m->node_obj));
-    const char *ns = m->event_ns ? m->event_ns : kube_client_namespace(m->kc);
-    struct kube_event ev = {.ns = ns,
-                            .involved = inv,
-                            .type = type,
-                            .reason = reason,
-                            .message = msg,
-                            .component = "gpuop-mig-manager",
-                            .host = m->node};
-    struct err e = {0};
-    if (kube_event_create(m->kc, &ev, &e) < 0)
-        log_warn(COMPONENT, "event not recorded", "reason=%s error=\"%s\"", reason, err_msg(&e));
-    json_decref(inv);
-}
-
-/* The operands' labels back (those this agent paused). */
-static json_t *restore_labels(struct migmgr *m, struct err *e)
-{
-    json_t *p = NULL;
-    if (nodeops_labels_patch(kobj_labels(m->node_obj), &mm_pause, true, &p, e) < 0)
-        return NULL;
-    return p;
-}
-
-/* ---- the config and the GPUs -------------------------------------------------------------- */
-
-struct view {
-    struct mp_spec *spec;
-    struct mp_node *gpus;
-    struct mp_plan *plan;
-    struct err why;       /* config_error's reason */
-    struct err reset_why; /* reset_pending's: the GPUs waiting for a reset */
-    bool config_error;
-    bool matches;
-    bool reset_pending;
-};
-
-static void view_clear(struct view *v)
-{
-    mp_spec_free(v->spec);
-    mp_node_free(v->gpus);
-    mp_plan_free(v->plan);
-}
-
-/* Reads the config file and the GPUs and plans want. A problem with the config (the file, the
- * name, a layout the GPUs cannot hold) is config_error with the reason; one reading the GPUs is
- * an error. */
-static int view_read(struct migmgr *m, const char *want, struct view *v, struct err *e)
-{
-    int r = mp_node_read(m->lib, &v->gpus, e);
-    if (r < 0)
-        return r;
-    if (!want || !want[0])
-        return 0;
-    if (mp_spec_load(m->config_file, &v->spec, &v->why) < 0) {
-        v->config_error = true;
-        return 0;
-    }
-    const struct mp_config *c = mp_spec_find(v->spec, want);
-    if (!c) {
-        err_set(&v->why, -ENOENT, "%s: no config named \"%s\" (%s=%s)", m->config_file, want,
-                MM_LABEL_CONFIG, want);
-        v->config_error = true;
-        return 0;
-    }
-    if (mp_plan_make(c, v->gpus->gpus, v->gpus->n_gpus, &v->plan, &v->why) < 0) {
-        err_prefix(&v->why, "%s", m->config_file);
-        v->config_error = true;
-        return 0;
-    }
-    struct err ignored = {0};
-    v->matches = mp_plan_matches(v->plan, v->gpus->gpus, v->gpus->n_gpus, false, &ignored) == 0;
-    v->reset_pending =
-        mp_plan_reset_pending(v->plan, v->gpus->gpus, v->gpus->n_gpus, &v->reset_why) > 0;
-    return 0;
-}
-
-/* ---- the actions -------------------------------------------------------------------------- */
-
-/* Ends a change or a refusal: operands restored, the state and the annotations in one patch. */
-static int conclude(struct migmgr *m, const char *state, const char *want, const char *reason,
-                    struct err *e)
-{
-    json_t *labels = restore_labels(m, e);
-    if (!labels)
-        return -EINVAL;
-    if (state)
-        json_object_set_new(labels, MM_LABEL_STATE, json_string(state));
-    json_t *ann = json_pack("{s:n}", MM_ANN_PROGRESS);
-    json_object_set_new(ann, MM_ANN_REASON, reason ? json_string(reason) : json_null());
-    bool ok = streq_ptr(state, "success");
-    json_object_set_new(ann, MM_ANN_FAILED, ok || !want ? json_null() : json_string(want));
-    if (ok)
-        json_object_set_new(ann, MM_ANN_APPLIED, json_string(want));
-    return node_patch(m, labels, ann, e);
-}
+/* ---- the actions: each writes what the core says (mig-manager.h) ------------------------- */
 
 static int refuse(struct migmgr *m, const char *want, const struct err *why, struct err *e)
 {
     log_warn(COMPONENT, "config refused; the GPUs keep their layout", "config=%s reason=\"%s\"",
              want, err_msg(why));
-    int r = conclude(m, "failed", want, err_msg(why), e);
-    if (r < 0)
-        return r;
-    _cleanup_free_ char *msg = xasprintf("%s=%s refused, the GPUs keep their layout: %s",
-                                         MM_LABEL_CONFIG, want, err_msg(why));
-    event(m, "Warning", "MIGConfigFailed", msg);
-    return 0;
-}
-
-/* The node's CDI spec for the new layout, before the operands come back (its MIG devices are
- * what the device plugin will hand out), where the toolkit keeps one. A failure is logged: the
- * toolkit writes it again within its interval. */
-static void cdi_regenerate(struct migmgr *m)
-{
-    _cleanup_free_ char *path = nvcdi_host_path(m->host_root, "/", m->cdi_spec);
-    if (access(path, F_OK) < 0) {
-        log_debug(COMPONENT, "no CDI spec to regenerate", "path=%s", path);
-        return;
-    }
-    struct err e = {0};
-    _cleanup_free_ char *spec = NULL, *old = NULL;
-    size_t old_len = 0;
-    int r = nvcdi_gen_spec(m->cdi, &spec, NULL, 0, &e);
-    if (r == 0 && file_read_all(path, NVCDI_SPEC_MAX, &old, &old_len, &e) == 0 &&
-        old_len == strlen(spec) && memcmp(old, spec, old_len) == 0) {
-        log_info(COMPONENT, "CDI spec already current", "path=%s", m->cdi_spec);
-        return;
-    }
-    err_clear(&e);
+    int r = mm_node_conclude(m, "failed", want, err_msg(why), e);
     if (r == 0)
-        r = file_write_atomic(path, spec, strlen(spec), 0644, &e);
-    if (r < 0) {
-        log_warn(COMPONENT, "CDI spec not regenerated; the toolkit will", "path=%s error=\"%s\"",
-                 m->cdi_spec, err_msg(&e));
-        return;
-    }
-    log_info(COMPONENT, "CDI spec regenerated", "path=%s driver_root=%s", m->cdi_spec,
-             nvcdi_gen_driver_root(m->cdi));
+        mm_node_event(m, MM_EV_REFUSED, want, NULL, err_msg(why));
+    return r;
 }
 
 static int finish(struct migmgr *m, const char *want, const char *evicted, struct err *e)
@@ -326,17 +134,14 @@ static int finish(struct migmgr *m, const char *want, const char *evicted, struc
     _cleanup_free_ char *from = xstrdup(before ? before : "(none)");
     bool changed = kobj_annotation(m->node_obj, MM_ANN_PROGRESS) != NULL;
     if (changed)
-        cdi_regenerate(m);
-    int r = conclude(m, "success", want, NULL, e);
+        mm_layout_cdi(m);
+    int r = mm_node_conclude(m, "success", want, NULL, e);
     if (r < 0)
         return r;
     step_done(m, "finish");
     log_info(COMPONENT, "MIG config applied", "config=%s from=%s", want, from);
-    if (changed) {
-        _cleanup_free_ char *msg = xasprintf("MIG layout changed from %s to %s; pods evicted: %s",
-                                             from, want, evicted && evicted[0] ? evicted : "none");
-        event(m, "Normal", "MIGConfigApplied", msg);
-    }
+    if (changed)
+        mm_node_event(m, MM_EV_APPLIED, want, from, evicted);
     return 0;
 }
 
@@ -345,131 +150,54 @@ static int finish(struct migmgr *m, const char *want, const char *evicted, struc
  * kept in progress so that after the reboot it is finished. */
 static int await_reset(struct migmgr *m, const char *want, const struct err *why, struct err *e)
 {
-    bool first = !streq_ptr(kobj_label(m->node_obj, MM_LABEL_STATE), "rebooting");
-    json_t *labels = restore_labels(m, e);
-    if (!labels)
-        return -EINVAL;
-    json_object_set_new(labels, MM_LABEL_STATE, json_string("rebooting"));
-    json_t *ann = json_pack("{s:s,s:s,s:n}", MM_ANN_PROGRESS, want, MM_ANN_REASON, err_msg(why),
-                            MM_ANN_FAILED);
-    int r = node_patch(m, labels, ann, e);
+    bool first = false;
+    int r = mm_node_await_reset(m, want, err_msg(why), &first, e);
     if (r < 0)
         return r;
     log_warn(COMPONENT, "MIG mode change waits for a GPU reset; state rebooting",
              "config=%s reason=\"%s\"", want, err_msg(why));
-    if (first) {
-        _cleanup_free_ char *msg =
-            xasprintf("%s=%s needs a reboot: %s; the GPUs keep their current layout until then",
-                      MM_LABEL_CONFIG, want, err_msg(why));
-        event(m, "Warning", "MIGRebootRequired", msg);
-    }
+    if (first)
+        mm_node_event(m, MM_EV_REBOOT, want, NULL, err_msg(why));
     return 0;
 }
 
-static int evict_select(const json_t *pod, void *ud, struct err *e)
+static int change(struct migmgr *m, const char *want, struct mm_view *v, struct err *e)
 {
-    (void)e;
-    struct migmgr *m = ud;
-    return nodeops_pod_classify(pod, kobj_labels(m->node_obj)) == NODEOPS_POD_GPU;
-}
-
-static void evict_blocked(void *ud, const char *why)
-{
-    struct migmgr *m = ud;
-    _cleanup_free_ char *reason = xasprintf("waiting for an eviction: %s", why);
-    if (streq_ptr(kobj_annotation(m->node_obj, MM_ANN_REASON), reason))
-        return;
-    struct err e = {0};
-    if (node_patch(m, NULL, json_pack("{s:s}", MM_ANN_REASON, reason), &e) < 0)
-        log_warn(COMPONENT, "reason not recorded", "error=\"%s\"", err_msg(&e));
-    if (!m->blocked_reported) {
-        event(m, "Warning", "MIGEvictionBlocked", reason);
-        m->blocked_reported = true;
-    }
-}
-
-static int change(struct migmgr *m, const char *want, struct view *v, struct err *e)
-{
-    int r;
-    if (!streq_ptr(kobj_label(m->node_obj, MM_LABEL_STATE), "pending") ||
-        !streq_ptr(kobj_annotation(m->node_obj, MM_ANN_PROGRESS), want)) {
-        log_info(COMPONENT, "MIG config change", "config=%s", want);
-        if ((r = node_patch(
-                 m, json_pack("{s:s}", MM_LABEL_STATE, "pending"),
-                 json_pack("{s:s,s:n,s:n}", MM_ANN_PROGRESS, want, MM_ANN_REASON, MM_ANN_FAILED),
-                 e)) < 0)
-            return r;
-    }
-    step_done(m, "pending");
-    json_t *pause = NULL;
-    if ((r = nodeops_labels_patch(kobj_labels(m->node_obj), &mm_pause, false, &pause, e)) < 0)
+    int r = mm_node_pending(m, want, e);
+    if (r < 0)
         return r;
-    if (json_object_size(pause) > 0) {
-        _cleanup_free_ char *text = json_dumps(pause, JSON_COMPACT | JSON_SORT_KEYS);
-        log_info(COMPONENT, "operands paused", "labels=%s", text ? text : "?");
-        if ((r = node_patch(m, pause, NULL, e)) < 0)
-            return r;
-    } else {
-        json_decref(pause);
-    }
+    step_done(m, "pending");
+    if ((r = mm_node_pause(m, e)) < 0)
+        return r;
     step_done(m, "pause");
     if ((r = nodeops_wait_operands(m->svc, m->kc, m->node, kobj_labels(m->node_obj),
                                    m->operand_wait_ms, COMPONENT, e)) < 0)
         return r;
     step_done(m, "operands");
     _cleanup_free_ char *evicted = NULL;
-    if (streq_ptr(kobj_annotation(m->node_obj, MM_ANN_FORCE), "true")) {
+    if (!mm_evict_first(m->node_obj))
         log_warn(COMPONENT, "forced: the GPU pods are not evicted first", "annotation=%s",
                  MM_ANN_FORCE);
-    } else {
-        m->blocked_reported = false;
-        struct nodeops_evict o = {.kc = m->kc,
-                                  .svc = m->svc,
-                                  .node = m->node,
-                                  .what = "GPU pod eviction",
-                                  .component = COMPONENT,
-                                  .timeout_ms = m->eviction_timeout_ms,
-                                  .select = evict_select,
-                                  .blocked = evict_blocked,
-                                  .ud = m};
-        if ((r = nodeops_evict_pods(&o, &evicted, e)) < 0)
-            return r;
-        if (kobj_annotation(m->node_obj, MM_ANN_REASON) &&
-            (r = node_patch(m, NULL, json_pack("{s:n}", MM_ANN_REASON), e)) < 0)
-            return r;
-    }
-    step_done(m, "evict");
-    /* The layout a failure goes back to: as the GPUs are now, just before the change. */
-    mp_node_free(v->gpus);
-    v->gpus = NULL;
-    if ((r = mp_node_read(m->lib, &v->gpus, e)) < 0)
+    else if ((r = mm_node_evict(m, &evicted, e)) < 0)
         return r;
-    struct mp_apply_result res = {0};
+    step_done(m, "evict");
+    enum mm_after_apply next;
+    bool rollback_failed = false;
     struct err why = {0};
-    /* Every GPU's MIG mode first: a mode the driver can only set with a GPU reset stops the
-     * change there, before any instance is touched. */
-    r = mp_apply(m->lib, v->gpus, v->plan, MP_APPLY_MODES_FIRST, &res, &why);
-    if (r == 0 && res.reset_required) {
-        _cleanup_(mp_node_freep) struct mp_node *now = NULL;
-        if ((r = mp_node_read(m->lib, &now, e)) < 0)
-            return r;
-        struct err reset_why = {0};
-        if (mp_plan_reset_pending(v->plan, now->gpus, now->n_gpus, &reset_why) > 0)
-            return await_reset(m, want, &reset_why, e);
-        /* reset in between: the next poll finds the modes set and finishes the change */
+    if ((r = mm_layout_apply(m, want, v, &next, &rollback_failed, &why, e)) < 0)
+        return r;
+    switch (next) {
+    case MM_RESET_WAIT:
+        return await_reset(m, want, &why, e);
+    case MM_RESET_DONE: /* reset in between: the next look finds the modes set and finishes */
         return 0;
-    }
-    if (r < 0) {
-        log_error(COMPONENT, "apply failed", "config=%s rolled_back=%s error=\"%s\"", want,
-                  res.rolled_back ? "true" : "false", err_msg(&why));
-        if ((r = conclude(m, "failed", want, err_msg(&why), e)) < 0)
-            return r;
-        _cleanup_free_ char *msg = xasprintf("%s=%s failed, %s: %s", MM_LABEL_CONFIG, want,
-                                             res.rollback_failed ? "the rollback failed too"
-                                                                 : "the previous layout is back",
-                                             err_msg(&why));
-        event(m, "Warning", "MIGConfigFailed", msg);
-        return 0;
+    case MM_APPLY_FAILED:
+        if ((r = mm_node_conclude(m, "failed", want, err_msg(&why), e)) == 0)
+            mm_node_event(m, rollback_failed ? MM_EV_ROLLBACK_FAILED : MM_EV_FAILED, want, NULL,
+                          err_msg(&why));
+        return r;
+    case MM_APPLIED:
+        break;
     }
     step_done(m, "apply");
     return finish(m, want, evicted, e);
@@ -477,49 +205,38 @@ static int change(struct migmgr *m, const char *want, struct view *v, struct err
 
 static int reconcile(struct migmgr *m, struct err *e)
 {
-    int r = node_read(m, e);
+    int r = mm_node_read(m, e);
     if (r < 0)
         return r;
     const char *want = kobj_label(m->node_obj, MM_LABEL_CONFIG);
-    _cleanup_free_ char *want_copy = want ? xstrdup(want) : NULL;
-    struct view v = {0};
-    if ((r = view_read(m, want_copy, &v, e)) < 0) {
-        view_clear(&v);
+    _cleanup_free_ char *want_copy = want ? xstrdup(want) : NULL; /* the Node is replaced */
+    struct mm_view v _cleanup_(mm_view_clear) = {0};
+    if ((r = mm_view_read(m, want_copy, &v, e)) < 0)
         return r;
-    }
-    struct mm_input in = {.want = want_copy,
-                          .state = kobj_label(m->node_obj, MM_LABEL_STATE),
-                          .progress = kobj_annotation(m->node_obj, MM_ANN_PROGRESS),
-                          .failed = kobj_annotation(m->node_obj, MM_ANN_FAILED),
-                          .paused = nodeops_labels_paused(kobj_labels(m->node_obj), &mm_pause),
-                          .config_error = v.config_error,
-                          .matches = v.matches,
-                          .reset_pending = v.reset_pending};
+    struct mm_input in;
+    mm_input_read(m->node_obj, &in);
+    in.config_error = v.config_error;
+    in.matches = v.matches;
+    in.reset_pending = v.reset_pending;
     enum mm_action a = mm_decide(&in);
     log_debug(COMPONENT, "decided", "config=%s action=%s", want_copy ? want_copy : "",
               mm_action_name(a));
     switch (a) {
     case MM_NOTHING:
-        break;
+        return 0;
     case MM_RESTORE:
         log_info(COMPONENT, "no config wanted: restoring what a change left", "node=%s", m->node);
-        r = conclude(m, NULL, NULL, NULL, e);
-        break;
+        return mm_node_conclude(m, NULL, NULL, NULL, e);
     case MM_REFUSE:
-        r = refuse(m, want_copy, &v.why, e);
-        break;
+        return refuse(m, want_copy, &v.why, e);
     case MM_FINISH:
-        r = finish(m, want_copy, NULL, e);
-        break;
+        return finish(m, want_copy, NULL, e);
     case MM_CHANGE:
-        r = change(m, want_copy, &v, e);
-        break;
+        return change(m, want_copy, &v, e);
     case MM_AWAIT_RESET:
-        r = await_reset(m, want_copy, &v.reset_why, e);
-        break;
+        return await_reset(m, want_copy, &v.reset_why, e);
     }
-    view_clear(&v);
-    return r;
+    return 0;
 }
 
 static int mm_run(struct svc *s, struct err *e)
@@ -528,13 +245,8 @@ static int mm_run(struct svc *s, struct err *e)
     m->svc = s;
     struct kube_options ko = {.kubeconfig = m->kubeconfig, .stop = svc_stop(s)};
     int r = kube_client_new(&ko, &m->kc, e);
-    if (r < 0)
+    if (r < 0 || (r = mm_layout_open(m, e)) < 0)
         return r;
-    if ((r = gpu_lib_open(NULL, &m->lib, e)) < 0)
-        return r;
-    struct nvcdi_gen_options go = {
-        .host_root = m->host_root, .lib = m->lib, .spec_path = m->cdi_spec};
-    m->cdi = nvcdi_gen_new(&go);
     log_info(COMPONENT, "watching", "node=%s label=%s config_file=%s", m->node, MM_LABEL_CONFIG,
              m->config_file);
     while (!svc_stopped(s)) {

@@ -11,9 +11,11 @@
 #ifndef GPUOP_MIGMGR_H
 #define GPUOP_MIGMGR_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "nodeops.h"
+#include "util.h"
 
 #define MM_LABEL_CONFIG "nvidia.com/mig.config"
 #define MM_LABEL_STATE  "nvidia.com/mig.config.state"
@@ -58,7 +60,77 @@ enum mm_action {
     MM_AWAIT_RESET,
 };
 
+/* What the Node says: want, state, progress, failed, paused (the rest is the GPUs'); the strings
+ * point into node. */
+void mm_input_read(const json_t *node, struct mm_input *ret);
 enum mm_action mm_decide(const struct mm_input *in);
 const char *mm_action_name(enum mm_action a);
+
+/* ---- a change's steps --------------------------------------------------------------------- */
+
+/* The names the test hook (GPUOP_MIG_MANAGER_KILL_AFTER) knows, in the order a change passes
+ * them; NULL-terminated. */
+extern const char *const mm_hook_names[];
+
+/* Whether a change evicts the GPU pods first: not when the node says MM_ANN_FORCE=true. */
+bool mm_evict_first(const json_t *node);
+
+enum mm_after_apply {
+    MM_APPLIED,      /* the layout is there: finish */
+    MM_APPLY_FAILED, /* state failed with the reason (the GPUs rolled back) */
+    MM_RESET_WAIT,   /* a mode waits for a GPU reset: MM_AWAIT_RESET */
+    MM_RESET_DONE,   /* it waited, but a reset came in between: the next look finishes */
+};
+/* What an apply (MP_APPLY_MODES_FIRST) led to: mp_apply's r, whether it stopped at a mode change
+ * waiting for a reset, and then whether the GPUs, read again, still wait for it. */
+enum mm_after_apply mm_after_apply(int r, bool reset_required, bool still_pending);
+
+/* ---- what is written on the Node ---------------------------------------------------------- */
+
+/* A merge patch of the Node's metadata: labels and annotations, either NULL (a null value
+ * removes the key). Owned: mm_patch_clear. */
+struct mm_patch {
+    json_t *labels, *annotations;
+};
+void mm_patch_clear(struct mm_patch *p);
+bool mm_patch_empty(const struct mm_patch *p);
+
+/* Ends a change or a refusal: the operands restored, the state set (NULL: left as it is), the
+ * progress removed, the reason set (NULL removes it), the failed config set to want unless the
+ * state is success (then removed, and the applied config set to want). */
+int mm_conclude_patch(const json_t *node, const char *state, const char *want, const char *reason,
+                      struct mm_patch *ret, struct err *e);
+/* A change starts: state pending, progress want, reason and failed removed. Empty when the node
+ * is pending for want already. */
+void mm_pending_patch(const json_t *node, const char *want, struct mm_patch *ret);
+/* The operands paused (empty when they are). */
+int mm_pause_patch(const json_t *node, struct mm_patch *ret, struct err *e);
+/* A mode change waits for a GPU reset: the operands restored, state rebooting, the change kept
+ * in progress, the reason why, failed removed. *ret_first: the state was not rebooting yet. */
+int mm_await_reset_patch(const json_t *node, const char *want, const char *why,
+                         struct mm_patch *ret, bool *ret_first, struct err *e);
+/* An eviction waits on why (nodeops'): "waiting for an eviction: <why>" recorded as the reason
+ * (empty when the node says it already). */
+void mm_blocked_patch(const json_t *node, const char *why, struct mm_patch *ret);
+/* The evictions done: a wait's reason removed (empty when there is none). */
+void mm_unblocked_patch(const json_t *node, struct mm_patch *ret);
+
+/* ---- Events ------------------------------------------------------------------------------- */
+
+enum mm_event {
+    MM_EV_REFUSED,          /* detail: why the config cannot be used */
+    MM_EV_FAILED,           /* detail: why the apply failed */
+    MM_EV_ROLLBACK_FAILED,  /* ... and the rollback too */
+    MM_EV_APPLIED,          /* from: the config before; detail: the pods evicted */
+    MM_EV_REBOOT,           /* detail: the GPUs waiting for a reset */
+    MM_EV_EVICTION_BLOCKED, /* detail: the wait's reason (mm_blocked_patch's) */
+};
+struct mm_event_text {
+    bool warning;
+    const char *reason; /* MIGConfigFailed, MIGConfigApplied, ... */
+    char msg[1024];
+};
+void mm_event_text(enum mm_event k, const char *want, const char *from, const char *detail,
+                   struct mm_event_text *ret);
 
 #endif

@@ -1,194 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `gpuop node-status-exporter`: the shell around nodestatus-core.c. Every --interval it reads the
- * status files, NVML and its Node, computes the report, swaps in the rendered pages and writes
- * the gpuop.dev/gpu-count annotation when it changed. A scrape copies the last page out: no
- * NVML or API call per scrape.
+ * status files, NVML and its Node (observe.c), computes the report, swaps in the rendered pages
+ * and writes the gpuop.dev/gpu-count annotation when it changed. A scrape copies the last page
+ * out: no NVML or API call per scrape.
  */
-#include <dirent.h>
-#include <pthread.h>
 #include <string.h>
 
-#include "gpu.h"
 #include "http.h"
-#include "kobj.h"
 #include "kube.h"
-#include "node-status-exporter.h"
+#include "node-status-exporter-internal.h"
 #include "svc.h"
-#include "yamlcfg.h"
 
-#define COMP         "node-status-exporter"
-#define PAGE_LIMIT   (1u << 20)
-#define NST_GPUS_MAX 64
+#define COMP       "node-status-exporter"
+#define PAGE_LIMIT (1u << 20)
 
-struct nse {
-    const char *listen, *node, *dir, *kubeconfig, *sysfs, *mig_strategy;
-    uint64_t interval_ms, grace_ms;
-    bool once;
-    enum nodestate_mig_strategy strategy;
-
-    struct kube_client *kc;
-    struct gpu_lib *lib;
-    struct nst_state st;
-    struct nst_report report;
-    pthread_mutex_t lock;
-    char *text, *om; /* the last pages, under lock; NULL before the first observation */
-    bool nvml_logged, node_logged, count_logged;
-    /* The UUID last read at each index: a lost GPU no longer answers for its UUID, and the
-     * missing GPU is named by what it was. */
-    char known_uuid[NST_GPUS_MAX][GPU_UUID_MAX];
-};
-
-/* ---- reading the node --------------------------------------------------------------------- */
-
-static void read_files(struct nse *x, struct nst_observation *o)
-{
-    _cleanup_(closedirp) DIR *d = opendir(x->dir);
-    o->files_ok = d != NULL;
-    for (int f = 0; f < NODESTATE_FILE_COUNT; f++)
-        o->file[f] = d && nodestate_file_exists(x->dir, f);
-}
-
-/* NVIDIA PCI functions (vendor 0x10de) under the sysfs root; -1 when it cannot be read. */
-static int64_t count_pci(const char *sysfs)
-{
-    _cleanup_free_ char *dir = xasprintf("%s/bus/pci/devices", sysfs);
-    _cleanup_(closedirp) DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    int64_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        _cleanup_free_ char *p = xasprintf("%s/%s/vendor", dir, de->d_name);
-        _cleanup_free_ char *v = NULL;
-        struct err e = {0};
-        if (file_read_all(p, 64, &v, NULL, &e) == 0 && str_has_prefix(v, "0x10de"))
-            n++;
-    }
-    return n;
-}
-
-/* The GPUs as nodestate sees them; the arrays point into inv (and names). */
-struct gpus {
-    struct nodestate_gpu *g;
-    const char **profiles, **uuids;
-    char (*names)[GPU_UUID_MAX];
-};
-
-static void gpus_free(struct gpus *g)
-{
-    free(g->g);
-    free(g->profiles);
-    free(g->uuids);
-    free(g->names);
-}
-
-/* A GPU's name: its UUID, else (lost before it could be read) the UUID last read at its
- * index, else "index <n>". */
-static const char *gpu_name(struct nse *x, const struct gpu_device *d, char *buf)
-{
-    bool cached = d->index < NST_GPUS_MAX;
-    if (d->uuid[0]) {
-        if (cached)
-            strlcpy_s(x->known_uuid[d->index], d->uuid, GPU_UUID_MAX);
-        return d->uuid;
-    }
-    if (cached && x->known_uuid[d->index][0])
-        return x->known_uuid[d->index];
-    snprintf(buf, GPU_UUID_MAX, "index %u", d->index);
-    return buf;
-}
-
-static void gpus_from(struct nse *x, const struct gpu_inventory *inv, struct gpus *ret)
-{
-    size_t n_mig = 0;
-    for (size_t i = 0; i < inv->n_gpus; i++)
-        n_mig += inv->gpus[i].n_mig;
-    ret->g = xcalloc(inv->n_gpus + 1, sizeof(*ret->g));
-    ret->profiles = xcalloc(n_mig + 1, sizeof(char *));
-    ret->uuids = xcalloc(n_mig + 1, sizeof(char *));
-    ret->names = xcalloc(inv->n_gpus + 1, sizeof(*ret->names));
-    size_t k = 0;
-    for (size_t i = 0; i < inv->n_gpus; i++) {
-        const struct gpu_device *d = &inv->gpus[i];
-        ret->g[i] = (struct nodestate_gpu){.uuid = gpu_name(x, d, ret->names[i]),
-                                           .lost = d->lost,
-                                           .mig_enabled = d->mig_enabled,
-                                           .n_mig = d->n_mig,
-                                           .mig_profiles = ret->profiles + k,
-                                           .mig_uuids = ret->uuids + k};
-        for (size_t m = 0; m < d->n_mig; m++, k++) {
-            ret->profiles[k] = d->mig[m].profile;
-            ret->uuids[k] = d->mig[m].uuid;
-        }
-    }
-}
-
-/* Writes the annotation the report asks for; a failure is counted and retried next time. */
-static void write_annotation(struct nse *x)
-{
-    if (!x->report.annotation)
-        return;
-    _cleanup_json_ json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations",
-                                             NODESTATE_ANN_GPU_COUNT, x->report.annotation);
-    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .field_manager = "gpuop-node-status"};
-    struct err e = {0};
-    if (kube_patch(x->kc, &KUBE_NODES, NULL, x->node, &po, patch, NULL, &e) < 0) {
-        x->st.errors[NST_ERR_ANNOTATION]++;
-        log_warn(COMP, "annotation not written; retrying", "node=%s key=%s error=\"%s\"", x->node,
-                 NODESTATE_ANN_GPU_COUNT, err_msg(&e));
-        return;
-    }
-    log_info(COMP, "annotation written", "node=%s key=%s value=%s", x->node,
-             NODESTATE_ANN_GPU_COUNT, x->report.annotation);
-}
+/* ---- one observation ---------------------------------------------------------------------- */
 
 static int observe(struct nse *x, struct err *e)
 {
-    struct nst_observation o = {.now_ms = now_ms_real(),
-                                .pci_devices = count_pci(x->sysfs),
-                                .default_strategy = x->strategy};
-    read_files(x, &o);
-
-    struct err ne = {0};
-    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
-    if (!x->lib && gpu_lib_open(NULL, &x->lib, &ne) < 0)
-        x->lib = NULL;
-    if (x->lib && gpu_inventory_read(x->lib, &inv, &ne) < 0)
-        inv = NULL;
-    struct gpus g = {0};
-    if (inv) {
-        gpus_from(x, inv, &g);
-        o.nvml_ok = true;
-        o.gpus = g.g;
-        o.n_gpus = inv->n_gpus;
-        o.driver_version = inv->driver_version;
-    } else if (!x->nvml_logged) {
-        log_warn(COMP, "NVML unavailable; retrying every interval", "error=\"%s\"", err_msg(&ne));
-    }
-    x->nvml_logged = !inv;
-
-    _cleanup_json_ json_t *node = NULL;
-    err_clear(&ne);
-    if (kube_get(x->kc, &KUBE_NODES, NULL, x->node, &node, &ne) < 0) {
-        node = NULL;
-        if (!x->node_logged)
-            log_warn(COMP, "node unreadable; retrying every interval", "node=%s error=\"%s\"",
-                     x->node, err_msg(&ne));
-    }
-    x->node_logged = !node;
-    o.node = node;
-
-    int r = nst_observe(&x->st, x->node, x->grace_ms, &o, &x->report, e);
-    gpus_free(&g);
+    struct nse_reading rd _cleanup_(nse_reading_clear) = {0};
+    nse_read(x, &rd);
+    int r = nst_observe(&x->st, x->node, x->grace_ms, &rd.o, &x->report, e);
     if (r < 0)
         return r;
     if (x->report.count_error[0] && !x->count_logged)
         log_warn(COMP, "GPU count unknown", "node=%s error=\"%s\"", x->node, x->report.count_error);
     x->count_logged = x->report.count_error[0] != '\0';
-    write_annotation(x);
+    nse_write_annotation(x);
 
     _cleanup_sbuf_ struct sbuf text, om;
     sbuf_init(&text, PAGE_LIMIT);

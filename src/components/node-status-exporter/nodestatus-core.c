@@ -4,6 +4,8 @@
  * when a shortfall of advertised GPUs becomes a mismatch, and what the gpu-count annotation
  * says. Pure (see node-status-exporter.h).
  */
+#include <assert.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -129,8 +131,10 @@ static int compare(struct nst_state *st, uint64_t grace_ms, const struct nst_obs
     r->count_ok = true;
     for (size_t i = 0; i < o->n_gpus; i++)
         r->lost += o->gpus[i].lost;
+    assert(r->lost <= (int64_t)o->n_gpus);
     if (r->count.short_) {
         uint64_t since = short_since(st, o->node, o->now_ms);
+        assert(since <= o->now_ms); /* a shortfall starts no later than it is seen */
         time_rfc3339(since, r->count.since, sizeof(r->count.since));
         r->count.mismatch = o->now_ms - since >= grace_ms;
     } else {
@@ -190,6 +194,9 @@ int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
     ret->plugin_ok_ms = st->plugin_ok_ms;
     memcpy(ret->errors, st->errors, sizeof(ret->errors));
     ret->observations = st->observations;
+    /* a count is known only from both NVML and the node; a mismatch is a shortfall */
+    assert(!ret->count_ok || (o->nvml_ok && o->node));
+    assert(!ret->count.mismatch || ret->count.short_);
     return 0;
 }
 
@@ -314,4 +321,57 @@ int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out)
           "Time of the last observation (seconds since the epoch)", r->node,
           (double)r->now_ms / 1000.0);
     return prom_writer_finish(&w);
+}
+
+/* ---- the GPUs ----------------------------------------------------------------------------- */
+
+static const char *gpu_name(struct nst_state *st, const struct gpu_device *d, char *buf)
+{
+    bool cached = d->index < NST_GPUS_MAX;
+    if (d->uuid[0]) {
+        if (cached)
+            strlcpy_s(st->known_uuid[d->index], d->uuid, GPU_UUID_MAX);
+        return d->uuid;
+    }
+    if (cached && st->known_uuid[d->index][0])
+        return st->known_uuid[d->index];
+    snprintf(buf, GPU_UUID_MAX, "index %u", d->index);
+    return buf;
+}
+
+void nst_gpus_from(struct nst_state *st, const struct gpu_inventory *inv, struct nst_gpus *ret)
+{
+    size_t n_mig = 0;
+    for (size_t i = 0; i < inv->n_gpus; i++)
+        n_mig += inv->gpus[i].n_mig;
+    struct nst_gpus g = {.n = inv->n_gpus};
+    g.g = xcalloc(inv->n_gpus + 1, sizeof(*g.g));
+    g.profiles = xcalloc(n_mig + 1, sizeof(char *));
+    g.uuids = xcalloc(n_mig + 1, sizeof(char *));
+    g.names = xcalloc(inv->n_gpus + 1, sizeof(*g.names));
+    size_t k = 0;
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct gpu_device *d = &inv->gpus[i];
+        g.g[i] = (struct nodestate_gpu){.uuid = gpu_name(st, d, g.names[i]),
+                                        .lost = d->lost,
+                                        .mig_enabled = d->mig_enabled,
+                                        .n_mig = d->n_mig,
+                                        .mig_profiles = g.profiles + k,
+                                        .mig_uuids = g.uuids + k};
+        for (size_t m = 0; m < d->n_mig; m++, k++) {
+            g.profiles[k] = d->mig[m].profile;
+            g.uuids[k] = d->mig[m].uuid;
+        }
+    }
+    assert(k == n_mig);
+    *ret = g;
+}
+
+void nst_gpus_clear(struct nst_gpus *g)
+{
+    free(g->g);
+    free(g->profiles);
+    free(g->uuids);
+    free(g->names);
+    memset(g, 0, sizeof(*g));
 }

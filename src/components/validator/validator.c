@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The validator's decisions (validator.h): the driver's owner and driver-ready, the toolkit
  * marker, the CDI spec's missing devices, the plugin's shortfall, all-done's missing files. */
-#include <dirent.h>
+#include <assert.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kobj.h"
 #include "validator.h"
@@ -37,6 +34,14 @@ void val_say(char *buf, size_t n, const char *fmt, ...)
         memcpy(buf + n - 4, "...", 4);
 }
 
+char *val_kv_quote(char *s)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    return s;
+}
+
 const char *val_driver_source_name(enum val_driver_source s)
 {
     switch (s) {
@@ -48,6 +53,14 @@ const char *val_driver_source_name(enum val_driver_source s)
         break;
     }
     return "none";
+}
+
+/* A plan either checks a driver it found or says why there is none to check yet. */
+static void plan_done(const struct val_driver_plan *pl, struct val_driver_plan *ret)
+{
+    assert(pl->check ? pl->found[0] && !pl->reason[0] : pl->reason[0] && !pl->nvml[0]);
+    assert(!pl->check || pl->source != VAL_SRC_NONE);
+    *ret = *pl;
 }
 
 void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_facts *f,
@@ -71,7 +84,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         strlcpy_s(pl.ready.driver_root_ctr, p->host_root, sizeof(pl.ready.driver_root_ctr));
         strlcpy_s(pl.ready.dev_root, "/", sizeof(pl.ready.dev_root));
         strlcpy_s(pl.ready.dev_root_ctr, p->host_root, sizeof(pl.ready.dev_root_ctr));
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     pl.ready.is_host_driver = false;
@@ -87,7 +100,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
                 "waiting for the driver container: %s is not there yet (its startup probe "
                 "writes it once the driver is loaded)",
                 nodestate_file_name(NODESTATE_DRIVER_CTR_READY));
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     if (f->root_nvml[0]) {
@@ -96,7 +109,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         strlcpy_s(pl.nvml, f->root_nvml, sizeof(pl.nvml));
         val_say(pl.found, sizeof(pl.found), "the containerized driver under %s (%s)",
                 p->driver_root, f->root_nvml);
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     if (f->ctr_ready) {
@@ -104,7 +117,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         val_say(pl.reason, sizeof(pl.reason),
                 "%s is there but the driver root %s has no libnvidia-ml.so.1",
                 nodestate_file_name(NODESTATE_DRIVER_CTR_READY), p->driver_root);
-        *ret = pl;
+        plan_done(&pl, ret);
         return;
     }
     pl.source = VAL_SRC_NONE;
@@ -117,7 +130,7 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
             "no driver: no nvidia module loaded (%s/sys/module/nvidia), no nvidia-smi with "
             "libnvidia-ml.so.1 under %s, no containerized driver under %s%s",
             strcmp(p->host_root, "/") == 0 ? "" : p->host_root, p->host_root, p->driver_root, left);
-    *ret = pl;
+    plan_done(&pl, ret);
 }
 
 int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)
@@ -224,6 +237,13 @@ void val_plugin_reason(const struct nodestate_gpu_count *c, char *buf, size_t n)
 
 /* ---- what a try leads to ------------------------------------------------------------------ */
 
+uint64_t val_try_window_ms(enum val_component c, bool wait, uint64_t timeout_ms)
+{
+    if (c == VAL_PLUGIN)
+        return timeout_ms;
+    return wait ? UINT64_MAX : 0;
+}
+
 void val_report_plan(enum val_component c, enum val_outcome o, const char *reason,
                      const char *last_reason, bool more_time, struct val_report *ret)
 {
@@ -231,6 +251,9 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
     const char *name = (unsigned)c < VAL_COMPONENT_COUNT ? val_component_names[c] : "?";
     /* all-done and the toolkit-ready wait have no status file and no annotation */
     bool checks = c != VAL_ALL_DONE && c != VAL_TOOLKIT_READY;
+    enum nodestate_component nc;
+    if (checks && val_component_ns(c, &nc) == 0)
+        r.file = nodestate_component_file(nc);
     if (o == VAL_PASSED) {
         r.next = VAL_NEXT_DONE;
         r.annotate = r.event = checks;
@@ -242,6 +265,7 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
     }
     /* A stale success must not stay for readers to see. */
     r.remove_file = checks;
+    assert(!r.remove_file || r.file < NODESTATE_FILE_COUNT);
     r.annotate = checks;
     r.event = true;
     r.warning = true;
@@ -264,19 +288,20 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
 
 /* ---- all-done ----------------------------------------------------------------------------- */
 
-size_t val_status_missing(const char *dir, char *buf, size_t n)
+size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, size_t n)
 {
     static const enum nodestate_file need[] = {NODESTATE_DRIVER_READY, NODESTATE_TOOLKIT_READY,
                                                NODESTATE_CUDA_READY, NODESTATE_PLUGIN_READY};
     size_t count = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
-        if (nodestate_file_exists(dir, need[i]))
+        if (present[need[i]])
             continue;
         size_t used = strlen(buf);
         val_say(buf + used, n - used, "%s%s", used ? ", " : "", nodestate_file_name(need[i]));
         count++;
     }
+    assert(count <= ARRAY_SIZE(need));
     return count;
 }
 

@@ -6,10 +6,10 @@
  * spec lacks, why the node advertises fewer GPUs than it has, and which status files are
  * missing for all-done.
  *
- * Pure but for val_status_missing (file existence); the node root's files are read through
- * nodestate's probe (nodestate_driver_probe; tests point it at fixture folders). NVML, the CDI
- * parser, the runtime check, the CUDA check and the API server are the shell's
- * (validator-main.c); their results come in as plain data.
+ * Pure. Each check is a plan (val_check_step): the core names the facts to gather, one probe at
+ * a time, and gives the verdict; the shell (validator-main.c, with probes.c for the node's files,
+ * NVML, the CDI spec, the runtime and CUDA, and node-api.c for the API server) gathers them and
+ * carries the verdict out. Tests feed facts as plain data.
  */
 #ifndef GPUOP_VALIDATOR_H
 #define GPUOP_VALIDATOR_H
@@ -46,6 +46,9 @@ int val_component_ns(enum val_component c, enum nodestate_component *ret);
 /* Formats a one-line reason into buf; a reason too long for buf ends in "..." rather than being
  * cut silently. */
 void val_say(char *buf, size_t n, const char *fmt, ...) GPUOP_PRINTF(3, 4);
+/* s made safe inside a quoted key="value" log field, in place: its double quotes become single
+ * ones. Returns s. */
+char *val_kv_quote(char *s);
 
 /* ---- driver ------------------------------------------------------------------------------- */
 
@@ -131,9 +134,15 @@ enum val_next {
     VAL_NEXT_FAIL,  /* exit 1 with message as the error */
 };
 
+/* How long a check tries: 0 once, UINT64_MAX (DEADLINE_NEVER) until it passes, else up to
+ * that many ms. The plugin check always waits up to timeout_ms (the kubelet needs the plugin's
+ * first update); the others try once, or forever with --wait. */
+uint64_t val_try_window_ms(enum val_component c, bool wait, uint64_t timeout_ms);
+
 /* What to do after one try, for the shell to carry out. */
 struct val_report {
-    bool remove_file;                        /* remove the component's status file */
+    bool remove_file;                        /* remove the component's status file ... */
+    enum nodestate_file file;                /* ... this one */
     bool annotate;                           /* patch validation.gpuop.dev/<component> */
     enum nodestate_vstate state;             /* ... to this state, with reason ("" when ok) */
     bool event;                              /* record an Event on the node */
@@ -152,8 +161,125 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
 
 /* ---- all-done ----------------------------------------------------------------------------- */
 
-/* The *-ready files all-done needs (driver, toolkit, cuda, plugin) that dir lacks, named in buf
- * ("toolkit-ready, cuda-ready"); returns how many. */
-size_t val_status_missing(const char *dir, char *buf, size_t n);
+/* The *-ready files all-done needs (driver, toolkit, cuda, plugin) that present[] (by
+ * enum nodestate_file) lacks, named in buf ("toolkit-ready, cuda-ready"); returns how many. */
+size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, size_t n);
+
+/* ---- a check as a plan -------------------------------------------------------------------- */
+
+/*
+ * One try of a check is a conversation: val_check_step looks at what the shell has gathered so
+ * far (struct val_facts) and either names the next fact to gather (a probe, with its arguments)
+ * or gives the verdict: passed (which status file to write, with what, what to record on the
+ * node and to log) or not yet / an error, with the reason. The shell runs each probe once, as
+ * asked, and carries out the verdict; it decides nothing. Pure.
+ */
+
+#define VAL_DRIVER_DS_SELECTOR  "app.kubernetes.io/component=nvidia-driver"
+#define VAL_TOOLKIT_DS_SELECTOR "app=nvidia-container-toolkit-daemonset"
+
+/* What the checks are configured with, resolved once at configure time (the environment
+ * included). Borrowed. */
+struct val_config {
+    struct val_paths paths;
+    const char *driver_version; /* the version the driver check expects; NULL or "": any */
+    const char *mig_strategy;   /* a node without the nvidia.com/mig.strategy label; NULL: none */
+    const char *nvml_library;   /* GPUOP_NVML_LIBRARY: loaded in place of the driver root's */
+    const char *cuda_library;   /* GPUOP_CUDA_LIBRARY: likewise for libcuda.so.1 */
+};
+
+enum val_probe {
+    VAL_PROBE_NONE,         /* nothing to gather: the step holds the verdict */
+    VAL_PROBE_DRIVER,       /* the node root's driver (nodestate_driver_probe over paths) */
+    VAL_PROBE_DRIVER_DS,    /* whether a DaemonSet matching selector runs (false: no API) */
+    VAL_PROBE_DRIVER_POD,   /* this node's pod of the driver DaemonSets (selector) */
+    VAL_PROBE_DRIVER_READY, /* the driver-ready file's text */
+    VAL_PROBE_MARKER,       /* the toolkit's marker .toolkit-ctr-ready: its text */
+    VAL_PROBE_TOOLKIT_DS,   /* whether a DaemonSet matching selector runs */
+    VAL_PROBE_CDI_SPEC,     /* the CDI spec at path (a host path) under the host root, parsed */
+    VAL_PROBE_FIND_LIB,     /* lib_name in lib_root's library folders (nodestate_lib_dirs) */
+    VAL_PROBE_GPUS,         /* NVML loaded from path ("": the default), its GPUs */
+    VAL_PROBE_PCI,          /* the NVIDIA display and 3D controllers under sysfs */
+    VAL_PROBE_NODE,         /* this node's Node object */
+    VAL_PROBE_RUNTIME,      /* the container runtime detected and checked as marker says */
+    VAL_PROBE_CUDA,         /* the CUDA check with the libcuda.so.1 at path ("": the default) */
+    VAL_PROBE_STATUS,       /* which status files exist */
+    VAL_PROBE_COUNT,
+};
+const char *val_probe_name(enum val_probe p);
+
+/* Which part of a probe failed, where the reason says it differently. */
+enum val_stage {
+    VAL_STAGE_NONE,
+    VAL_STAGE_OPEN,    /* GPUS: NVML did not load or initialise */
+    VAL_STAGE_READ,    /* GPUS: the GPUs could not be listed; CDI_SPEC: the file not read */
+    VAL_STAGE_RESOLVE, /* CDI_SPEC: the path does not resolve under the host root */
+    VAL_STAGE_PARSE,   /* CDI_SPEC: not a CDI spec */
+    VAL_STAGE_DETECT,  /* RUNTIME: which runtime the node runs */
+    VAL_STAGE_CHECK,   /* RUNTIME: its configuration */
+};
+
+/* A probe's failure: code 0 when it worked, else a negative errno; a missing file is -ENOENT. */
+struct val_failure {
+    int code;
+    enum val_stage stage;
+    char msg[ERR_MSG_MAX];
+};
+
+/* What the shell gathered, by probe: have[p] once probe p ran (failed or not); the fields of a
+ * probe that failed are not read. Pointers are the shell's, valid for the try. */
+struct val_facts {
+    bool have[VAL_PROBE_COUNT];
+    struct val_failure fail[VAL_PROBE_COUNT];
+    struct nodestate_driver_facts driver; /* DRIVER */
+    bool driver_ds;                       /* DRIVER_DS */
+    const json_t *driver_pod;             /* DRIVER_POD: NULL none (or the API failed) */
+    const char *driver_ready;             /* DRIVER_READY */
+    size_t driver_ready_len;
+    const char *marker; /* MARKER */
+    size_t marker_len;
+    bool toolkit_ds;          /* TOOLKIT_DS */
+    char spec_path[PATH_MAX]; /* CDI_SPEC: resolved under the host root */
+    bool (*spec_has)(void *spec, const char *name);
+    void *spec;
+    size_t spec_devices;
+    char lib[PATH_MAX];               /* FIND_LIB */
+    const struct nodestate_gpu *gpus; /* GPUS */
+    size_t n_gpus;
+    const char *nvml_version;
+    int pci_gpus;                      /* PCI: <= 0 unknown */
+    const json_t *node;                /* NODE */
+    const char *runtime;               /* RUNTIME: the runtime's name (rtconfig_kind_name) */
+    int cuda_devices;                  /* CUDA */
+    int cuda_driver;                   /* CUDA: cuDriverGetVersion */
+    bool status[NODESTATE_FILE_COUNT]; /* STATUS */
+};
+
+struct val_step {
+    enum val_probe probe;
+    /* the probe's arguments */
+    const char *selector;        /* DRIVER_DS, TOOLKIT_DS, DRIVER_POD */
+    char path[PATH_MAX];         /* CDI_SPEC: the spec; GPUS, CUDA: the library ("": default) */
+    char lib_root[PATH_MAX];     /* FIND_LIB */
+    const char *lib_name;        /* FIND_LIB */
+    const char *runtime_version; /* RUNTIME: the Node's containerRuntimeVersion; NULL unknown */
+    struct nodestate_toolkit_marker marker; /* RUNTIME */
+    /* the verdict, when probe is VAL_PROBE_NONE */
+    enum val_outcome outcome;
+    int code; /* VAL_ERROR: the error's */
+    char reason[NODESTATE_REASON_MAX];
+    bool write;               /* passed: write file ... */
+    enum nodestate_file file; /* ... with text (NULL: empty) */
+    char *text;               /* owned: val_step_clear */
+    bool record_owner;        /* passed: record owner (the shell stamps its time) */
+    struct nodestate_driver_owner owner;
+    const char *log_msg; /* passed: one info line, with log_kv; NULL: none */
+    char log_kv[NODESTATE_REASON_MAX + 256];
+};
+void val_step_clear(struct val_step *st); /* frees text; the step can be used again */
+
+/* The next step of check c. A probe is asked for at most once per try (have[]). */
+void val_check_step(enum val_component c, const struct val_config *cfg, const struct val_facts *f,
+                    struct val_step *ret);
 
 #endif
