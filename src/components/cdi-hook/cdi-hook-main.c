@@ -270,10 +270,14 @@ static int update_ldcache(const struct hook *h, const char *rootfs, struct err *
         return r;
     /* the drop-in, where the image keeps them (so an ldconfig run in the container keeps the
      * folders); file_write_atomic renames onto the name, never writing through a link there */
-    if (is_dir_in(rootfs, "/etc/ld.so.conf.d")) {
-        char p[PATH_MAX];
-        if ((r = in_root(rootfs, HOOK_LDCONF, p, sizeof(p), e)) < 0 ||
-            (r = file_write_atomic(p, plan.conf, strlen(plan.conf), 0644, e)) < 0) {
+    if (is_dir_in(rootfs, HOOK_LDCONF_DIR)) {
+        char dir[PATH_MAX];
+        _cleanup_free_ char *p = NULL;
+        if ((r = in_root(rootfs, HOOK_LDCONF_DIR, dir, sizeof(dir), e)) == 0) {
+            p = xasprintf("%s/%s", dir, HOOK_LDCONF_NAME);
+            r = file_write_atomic(p, plan.conf, strlen(plan.conf), 0644, e);
+        }
+        if (r < 0) {
             hook_ldcache_plan_clear(&plan);
             return err_prefix(e, "the loader's drop-in");
         }

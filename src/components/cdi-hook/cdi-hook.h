@@ -32,7 +32,9 @@
 #define HOOK_STATE_MAX   (64u << 10) /* the container state on stdin */
 #define HOOK_CONFIG_MAX  (8u << 20)  /* the bundle's config.json */
 #define HOOK_COMPAT_DIR  "/usr/local/cuda/compat"
-#define HOOK_LDCONF      "/etc/ld.so.conf.d/00-gpuop-cdi.conf"
+#define HOOK_LDCONF_DIR  "/etc/ld.so.conf.d"
+#define HOOK_LDCONF_NAME "00-gpuop-cdi.conf"
+#define HOOK_LDCONF      HOOK_LDCONF_DIR "/" HOOK_LDCONF_NAME
 #define HOOK_FOLDERS_MAX 64
 
 /* The bundle of an OCI container state (the JSON a runtime writes to a hook's stdin): "bundle",
