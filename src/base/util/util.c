@@ -624,6 +624,16 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
     return 0;
 }
 
+int file_copy(const char *src, const char *dst, size_t limit, unsigned mode, struct err *e)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    int r = file_read_all(src, limit, &data, &len, e);
+    if (r < 0)
+        return r;
+    return file_write_atomic(dst, data, len, mode, e);
+}
+
 /* A temp name of file_write_atomic for base: ".<base>.tmp.XXXXXX", or, as versions before the
  * dot prefix wrote them, "<base>.tmp.XXXXXX". */
 static bool is_temp_of(const char *name, const char *base)

@@ -217,6 +217,8 @@ GPUOP_WUR int fd_write_all(int fd, const void *data, size_t len);
 /* Writes via temp file in the same directory + fsync + rename. The temp file is named
  * ".<name>.tmp.XXXXXX": hidden from programs that read every visible file of the directory. */
 int file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, struct err *e);
+/* Copies the regular file src (at most limit bytes) to dst with file_write_atomic. */
+int file_copy(const char *src, const char *dst, size_t limit, unsigned mode, struct err *e);
 /* Removes the temp files file_write_atomic leaves for path when killed mid-write (and those of
  * older versions, "<name>.tmp.XXXXXX"): regular files only. Returns how many were removed, or a
  * negative code. Call at start, while no other process writes path. */
