@@ -13,15 +13,18 @@
  *  - The spec (nvcdi-spec.c, pure): the GPU inventory and what the lookup found in, YAML text out,
  *    byte for byte the same for the same input. Every GPU by index and by UUID, every MIG device
  *    by "<gpu>:<mig>" and by MIG UUID, and "all"; the spec-level edits carry the control device
- *    nodes and the driver's files; cdiVersion is the lowest the fields used need.
+ *    nodes, the driver's files and the createContainer hooks (`gpuop cdi-hook`: the libcuda.so
+ *    link, the loader cache with the driver's folders, CUDA forward compatibility); cdiVersion
+ *    is the lowest the fields used need.
  *  - The generator (nvcdi-generate.c, the shell): the driver root (a flag, else driver-ready's),
  *    NVML, the lookup and the MIG capability minors read, the spec rendered and checked as every
  *    CDI consumer reads it.
  *
  * Paths: a driver file is named by its path inside the driver root ("/usr/lib/x86_64-linux-gnu/
- * libcuda.so.550.90.07"): that is where a container sees it; the spec's hostPath puts the driver
- * root in front. The lookup reads the files at <host_root><driver_root><path>, host_root being
- * where this process sees the host's filesystem ("/" on the host, "/host" in a container).
+ * libcuda.so.550.90.07"): that is where a container sees it; the spec's hostPath is the driver
+ * root plus where the path leads inside the driver root (links followed there, never outside).
+ * The lookup reads the files at <host_root><driver_root><path>, host_root being where this
+ * process sees the host's filesystem ("/" on the host, "/host" in a container).
  */
 #ifndef GPUOP_NVCDI_H
 #define GPUOP_NVCDI_H
