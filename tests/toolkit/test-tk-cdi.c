@@ -577,6 +577,86 @@ static void test_lookup_bad(void **state)
     assert_null(d);
 }
 
+/* The generator through the simulated NVML on the fake root as the host's own driver: the hooks
+ * run the gpuop .toolkit-ctr-ready's TOOLKIT_INSTALL_DIR names (what the MIG manager writes, so
+ * it agrees with the toolkit), else NVCDI_HOOK_PATH; none, with a warning, where that is not an
+ * executable file; hook_path "" turns them off; an escaping driver file is a warning. */
+static void test_gen_hooks(void **state)
+{
+    (void)state;
+    const char *build = getenv("GPUOP_BUILD_ROOT"), *src = getenv("GPUOP_SOURCE_ROOT");
+    assert_non_null(build);
+    assert_non_null(src);
+    _cleanup_free_ char *nvml = xasprintf("%s/libnvidia-ml.so.1", build);
+    _cleanup_free_ char *fleet = xasprintf("%s/sim/fleets/dgx-a100-80gb-mig.yaml", src);
+    _cleanup_free_ char *simstate = xasprintf("%s/sim-state", root);
+    assert_int_equal(mkdir_p(simstate, 0755), 0);
+    /* single-threaded test: the simulated NVML reads its fleet from the environment */
+    setenv("GPUOP_SIM_FLEET", fleet, 1);
+    setenv("GPUOP_SIM_STATE", simstate, 1);
+    char p[256];
+    snprintf(p, sizeof(p), "/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.550.90.07");
+    ln("/etc/shadow", p);
+    struct nvcdi_gen_options o = {.host_root = root,
+                                  .driver_root = "/",
+                                  .nvml_library = nvml,
+                                  .validations_dir = "/run/nvidia/validations"};
+    struct err e = {0};
+    const struct nvcdi_warning *w = NULL;
+
+    /* no marker, nothing at NVCDI_HOOK_PATH: no hooks, the warning names the path */
+    _cleanup_(nvcdi_gen_freep) struct nvcdi_gen *g = nvcdi_gen_new(&o);
+    _cleanup_free_ char *a = NULL;
+    if (nvcdi_gen_spec(g, &a, NULL, 0, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_null(strstr(a, "hooks:"));
+    size_t n = nvcdi_gen_warnings(g, &w);
+    assert_int_equal(n, 2);
+    assert_string_equal(w[0].what, "driver file left out of the CDI spec");
+    assert_string_equal(w[0].path, p);
+    assert_non_null(strstr(w[0].reason, "/etc/shadow"));
+    assert_string_equal(w[1].what, "CDI hooks left out");
+    assert_string_equal(w[1].path, NVCDI_HOOK_PATH);
+
+    /* the toolkit's marker names its install folder, gpuop is there */
+    mk("/run/nvidia/validations/.toolkit-ctr-ready");
+    _cleanup_free_ char *marker = xasprintf("%s/run/nvidia/validations/.toolkit-ctr-ready", root);
+    const char *text = "RUNTIME=containerd\nCDI_SPEC=/var/run/cdi/nvidia.yaml\n"
+                       "TOOLKIT_INSTALL_DIR=/opt/tk\n";
+    assert_int_equal(file_write_atomic(marker, text, strlen(text), 0644, &e), 0);
+    mk("/opt/tk/gpuop");
+    _cleanup_free_ char *bin = xasprintf("%s/opt/tk/gpuop", root);
+    assert_int_equal(chmod(bin, 0755), 0);
+    _cleanup_free_ char *b = NULL;
+    assert_int_equal(nvcdi_gen_spec(g, &b, NULL, 0, &e), 0);
+    assert_non_null(
+        strstr(b, "  hooks:\n  - hookName: createContainer\n    path: /opt/tk/gpuop\n"));
+    assert_int_equal(nvcdi_gen_warnings(g, &w), 1);
+    /* not executable: left out again */
+    assert_int_equal(chmod(bin, 0644), 0);
+    _cleanup_free_ char *c = NULL;
+    assert_int_equal(nvcdi_gen_spec(g, &c, NULL, 0, &e), 0);
+    assert_null(strstr(c, "hooks:"));
+    assert_int_equal(nvcdi_gen_warnings(g, &w), 2);
+    assert_string_equal(w[1].path, "/opt/tk/gpuop");
+
+    /* hook_path given and unchecked (the daemon installs it with the spec); "" turns hooks off */
+    o.hook_path = "/usr/local/nvidia/gpuop";
+    o.hook_unchecked = true;
+    _cleanup_(nvcdi_gen_freep) struct nvcdi_gen *g2 = nvcdi_gen_new(&o);
+    _cleanup_free_ char *d = NULL;
+    assert_int_equal(nvcdi_gen_spec(g2, &d, NULL, 0, &e), 0);
+    assert_non_null(strstr(d, "    path: /usr/local/nvidia/gpuop\n"));
+    o.hook_path = "";
+    _cleanup_(nvcdi_gen_freep) struct nvcdi_gen *g3 = nvcdi_gen_new(&o);
+    _cleanup_free_ char *f = NULL;
+    assert_int_equal(nvcdi_gen_spec(g3, &f, NULL, 0, &e), 0);
+    assert_null(strstr(f, "hooks:"));
+    assert_int_equal(nvcdi_gen_warnings(g3, &w), 1); /* the escaping library only */
+    unsetenv("GPUOP_SIM_FLEET");
+    unsetenv("GPUOP_SIM_STATE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -590,6 +670,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookup, setup_root, teardown_root),
         cmocka_unit_test_setup_teardown(test_lookup_bad, setup_root, teardown_root),
         cmocka_unit_test_setup_teardown(test_lookup_escapes, setup_root, teardown_root),
+        cmocka_unit_test_setup_teardown(test_gen_hooks, setup_root, teardown_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
