@@ -81,16 +81,12 @@ static int write_file(const char *root, const char *rel, const char *text, unsig
 
 static int copy_file(const char *src, const char *dst, unsigned mode, struct err *e)
 {
-    _cleanup_free_ char *data = NULL;
-    size_t len = 0;
-    int r = file_read_all(src, BIN_LIMIT, &data, &len, e);
-    if (r < 0)
-        return r;
     _cleanup_free_ char *dir = xstrdup(dst);
     *strrchr(dir, '/') = '\0';
-    if ((r = mkdir_p(dir, 0755)) < 0)
+    int r = mkdir_p(dir, 0755);
+    if (r < 0)
         return err_errno(e, r, "create \"%s\"", dir);
-    return file_write_atomic(dst, data, len, mode, e);
+    return file_copy(src, dst, BIN_LIMIT, mode, e);
 }
 
 static int symlink_replace(const char *target, const char *path, struct err *e)

@@ -79,6 +79,19 @@ static int write_in(const char *root, const char *rel, const char *text, bool ke
     return file_write_atomic(p, text, strlen(text), 0644, e);
 }
 
+/* A copy of the file src at root/rel: a driver's library is a file of the node's root, not a
+ * link out of it (the CDI spec's lookup follows links only inside the root). */
+static int copy_in(const char *root, const char *rel, const char *src, struct err *e)
+{
+    _cleanup_free_ char *p = xasprintf("%s/%s", root, rel);
+    _cleanup_free_ char *dir = xstrdup(p);
+    *strrchr(dir, '/') = '\0';
+    int r = mkdir_p(dir, 0755);
+    if (r < 0)
+        return err_errno(e, r, "mkdir \"%s\"", dir);
+    return file_copy(src, p, 256u << 20, 0755, e);
+}
+
 /* A symlink at root/rel to target, replacing what is there. */
 static int link_in(const char *root, const char *rel, const char *target, struct err *e)
 {
@@ -206,9 +219,9 @@ int kl_node_layout(const struct kl_node_spec *s, const char *const *gpu_models,
     _cleanup_free_ char *cuda_name = xasprintf("libcuda.so.%s", v);
     if ((r = write_in(root, "sys/module/nvidia/version", mod, false, e)) < 0 ||
         (r = write_in(root, "proc/driver/nvidia/version", proc, false, e)) < 0 ||
-        (r = link_in(root, lib, nvml_library, e)) < 0 ||
+        (r = copy_in(root, lib, nvml_library, e)) < 0 ||
         (r = link_in(root, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", lib_name, e)) < 0 ||
-        (r = link_in(root, cuda_lib, cuda, e)) < 0 ||
+        (r = copy_in(root, cuda_lib, cuda, e)) < 0 ||
         (r = link_in(root, "usr/lib/x86_64-linux-gnu/libcuda.so.1", cuda_name, e)) < 0)
         return r;
     _cleanup_free_ char *smi = xasprintf("%s/nvidia-smi", sim_image_bin);

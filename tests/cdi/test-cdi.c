@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -315,10 +317,133 @@ static void test_registry(void **state)
     assert_int_equal(cdi_registry_resolve(r, bad, ARRAY_SIZE(bad), &edits, &n, &e), -ENOENT);
     assert_null(edits);
     assert_non_null(strstr(err_msg(&e), "unresolvable CDI devices nvidia.com/gpu=9, garbage, "
-                                        "other.com/x=b; specs that did not parse: "));
+                                        "other.com/x=b; specs not used: "));
     assert_non_null(strstr(err_msg(&e), "broken.yaml"));
     cdi_registry_free(r);
     free(etc), free(run), free(missing);
+}
+
+/* The registry reads specs as the toolkit requires them: a spec owned by another user in a
+ * mode-1777 directory is refused, both reasons and its path said; a group-writable one too. */
+static void test_registry_trust(void **state)
+{
+    (void)state;
+    const char *ok_spec = "cdiVersion: 0.6.0\nkind: trust.com/x\ndevices:\n"
+                          "- {name: a, containerEdits: {env: [A=1]}}\n";
+    write_file("open/cdi/evil.yaml", "cdiVersion: 0.6.0\nkind: trust.com/x\ndevices:\n"
+                                     "- {name: b, containerEdits: {env: [B=1]}}\n");
+    char *dir = xasprintf("%s/open/cdi", tmp), *evil = xasprintf("%s/evil.yaml", dir);
+    assert_int_equal(chmod(dir, 01777), 0);
+    assert_int_equal(chown(evil, 65534, 65534), 0);
+    write_file("safe/cdi/a.yaml", ok_spec);
+    write_file("safe/cdi/b-group.yaml", "cdiVersion: 0.6.0\nkind: trust.com/x\ndevices:\n"
+                                        "- {name: c, containerEdits: {env: [C=1]}}\n");
+    char *safe = xasprintf("%s/safe/cdi", tmp), *grp = xasprintf("%s/b-group.yaml", safe);
+    assert_int_equal(chmod(grp, 0664), 0);
+    const char *dirs[] = {safe, dir};
+    struct err e = {0};
+    struct cdi_registry *r = NULL;
+    assert_int_equal(cdi_registry_load(dirs, ARRAY_SIZE(dirs), &r, &e), 0);
+    assert_int_equal(cdi_registry_n_specs(r), 1);
+    assert_non_null(cdi_registry_lookup(r, "trust.com/x=a"));
+    assert_null(cdi_registry_lookup(r, "trust.com/x=b"));
+    assert_null(cdi_registry_lookup(r, "trust.com/x=c"));
+    const char *errs = cdi_registry_errors(r);
+    char *want = xasprintf("%s: refused: the file owned by uid 65534, not root; its directory "
+                           "writable by others (mode 1777) \"%s\"",
+                           evil, dir);
+    if (!strstr(errs, want))
+        fail_msg("%s", errs);
+    char *want2 = xasprintf("%s: refused: the file writable by group (mode 0664)", grp);
+    assert_non_null(strstr(errs, want2));
+    /* resolving a refused device says why */
+    const char *names[] = {"trust.com/x=b"};
+    const struct cdi_edits **edits = NULL;
+    size_t n = 0;
+    assert_int_equal(cdi_registry_resolve(r, names, 1, &edits, &n, &e), -ENOENT);
+    assert_non_null(
+        strstr(err_msg(&e), "unresolvable CDI devices trust.com/x=b; specs not used: "));
+    assert_non_null(strstr(err_msg(&e), "evil.yaml: refused: the file owned by uid 65534"));
+    cdi_registry_free(r);
+    /* the same spec once trusted is read: the check, not the content, refused it */
+    assert_int_equal(chown(evil, 0, 0), 0);
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_int_equal(cdi_registry_load(dirs, ARRAY_SIZE(dirs), &r, &e), 0);
+    assert_non_null(cdi_registry_lookup(r, "trust.com/x=b"));
+    cdi_registry_free(r);
+    free(dir), free(evil), free(safe), free(grp), free(want), free(want2);
+}
+
+/* A file without the atomic write's fsync: hundreds of them. */
+static void write_plain(const char *rel, const char *text)
+{
+    char *path = xasprintf("%s/%s", tmp, rel);
+    char *dir = xstrdup(path);
+    *strrchr(dir, '/') = 0;
+    assert_int_equal(mkdir_p(dir, 0755), 0);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    free(dir);
+    free(path);
+}
+
+/* Every spec file of a directory is read, in name order (a later name wins); past the bound the
+ * first ones by name are read and the rest named. */
+static void test_registry_many(void **state)
+{
+    (void)state;
+    /* 300 specs, written in an order that is not the name order */
+    for (int i = 299; i >= 0; i--) {
+        char rel[64], text[256];
+        snprintf(rel, sizeof(rel), "many/cdi/spec-%03d.yaml", i);
+        snprintf(text, sizeof(text),
+                 "cdiVersion: 0.6.0\nkind: many.com/x\ndevices:\n"
+                 "- {name: d%d, containerEdits: {env: [D=%d]}}\n"
+                 "- {name: last, containerEdits: {env: [LAST=%d]}}\n",
+                 i, i, i);
+        write_plain(rel, text);
+    }
+    char *dir = xasprintf("%s/many/cdi", tmp);
+    const char *dirs[] = {dir};
+    struct err e = {0};
+    struct cdi_registry *r = NULL;
+    assert_int_equal(cdi_registry_load(dirs, 1, &r, &e), 0);
+    assert_int_equal(cdi_registry_n_specs(r), 300);
+    assert_string_equal(cdi_registry_errors(r), "");
+    const char *names[300];
+    char buf[300][16];
+    for (int i = 0; i < 300; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "many.com/x=d%d", i);
+        names[i] = buf[i];
+    }
+    const struct cdi_edits **edits = NULL;
+    size_t n = 0;
+    assert_int_equal(cdi_registry_resolve(r, names, 300, &edits, &n, &e), 0);
+    free(edits);
+    /* the same device in every file: the last by name wins */
+    const struct cdi_spec *last = cdi_registry_lookup(r, "many.com/x=last");
+    assert_non_null(strstr(cdi_spec_path(last), "spec-299.yaml"));
+    cdi_registry_free(r);
+
+    /* 1030: the first 1024 by name read, the last 6 by name named */
+    for (int i = 0; i < 730; i++) {
+        char rel[64];
+        snprintf(rel, sizeof(rel), "many/cdi/zz-%04d.yaml", i);
+        write_plain(rel, "cdiVersion: 0.6.0\nkind: many.com/y\ndevices:\n"
+                         "- {name: y, containerEdits: {env: [Y=1]}}\n");
+    }
+    assert_int_equal(cdi_registry_load(dirs, 1, &r, &e), 0);
+    assert_int_equal(cdi_registry_n_specs(r), 1024);
+    const char *errs = cdi_registry_errors(r);
+    if (!strstr(errs, "/many/cdi\": more than 1024 spec files, the first 1024 by name read; "
+                      "not read: zz-0724.yaml, zz-0725.yaml, zz-0726.yaml, zz-0727.yaml, "
+                      "zz-0728.yaml, zz-0729.yaml"))
+        fail_msg("%s", errs);
+    assert_null(strstr(errs, "zz-0723.yaml"));
+    cdi_registry_free(r);
+    free(dir);
 }
 
 /* ---- OCI edit ------------------------------------------------------------------------------- */
@@ -474,9 +599,10 @@ int main(void)
     snprintf(tmp, sizeof(tmp), "/tmp/gpuop-test-cdi-XXXXXX");
     assert_non_null(mkdtemp(tmp));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_ok),  cmocka_unit_test(test_parse_errors),
-        cmocka_unit_test(test_names),     cmocka_unit_test(test_registry),
-        cmocka_unit_test(test_oci_apply), cmocka_unit_test(test_stat_host),
+        cmocka_unit_test(test_parse_ok),       cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_names),          cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_oci_apply),      cmocka_unit_test(test_stat_host),
+        cmocka_unit_test(test_registry_trust), cmocka_unit_test(test_registry_many),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char *cmd = xasprintf("rm -rf '%s'", tmp);

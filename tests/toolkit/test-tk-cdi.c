@@ -52,17 +52,21 @@ static void make_inventory(void)
 }
 
 static struct nvcdi_file files[] = {
-    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"},
-    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07"},
-    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07"},
-    {NVCDI_FILE_LINK, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
-    {NVCDI_FILE_FIRMWARE, "/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin"},
-    {NVCDI_FILE_BINARY, "/usr/bin/nvidia-smi"},
-    {NVCDI_FILE_IPC, "/run/nvidia-persistenced/socket"},
+    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07", NULL},
+    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07", NULL},
+    {NVCDI_FILE_LIBRARY, "/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.550.90.07", NULL},
+    {NVCDI_FILE_LIBRARY, "/lib64/libnvidia-opencl.so.550.90.07",
+     "/usr/lib64/libnvidia-opencl.so.550.90.07"},
+    {NVCDI_FILE_LINK, "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+     "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"},
+    {NVCDI_FILE_FIRMWARE, "/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin", NULL},
+    {NVCDI_FILE_BINARY, "/usr/bin/nvidia-smi", NULL},
+    {NVCDI_FILE_IPC, "/run/nvidia-persistenced/socket", NULL},
 };
 
 static struct nvcdi_driver driver = {
     .version = "550.90.07",
+    .libcuda_dir = "/usr/lib/x86_64-linux-gnu",
     .n_files = sizeof(files) / sizeof(files[0]),
     .files = files,
 };
@@ -130,6 +134,7 @@ static void test_golden_host(void **state)
     check_golden("unit-host.yaml", a);
     /* host driver: no hostPath anywhere, so 0.5.0 is for the index names */
     assert_null(strstr(a, "hostPath: /dev"));
+    assert_null(strstr(a, "hooks:")); /* no hook path: no hooks */
     assert_non_null(strstr(a, "cdiVersion: \"0.5.0\"\n"));
 }
 
@@ -144,14 +149,61 @@ static void test_golden_container(void **state)
                                  .driver = &driver,
                                  .driver_root = "/run/nvidia/driver/",
                                  .mig_minors = minors,
-                                 .control_present = present};
+                                 .control_present = present,
+                                 .hook_path = "/usr/local/nvidia/gpuop"};
     _cleanup_free_ char *a = render_or_fail(&in);
     check_golden("unit-container.yaml", a);
+    /* a file whose links resolve elsewhere inside the driver root is mounted from there */
+    assert_non_null(
+        strstr(a, "  - hostPath: /run/nvidia/driver/usr/lib64/libnvidia-opencl.so.550.90.07\n"
+                  "    containerPath: /lib64/libnvidia-opencl.so.550.90.07\n"));
+    /* the hooks: the libcuda.so link, then the loader cache with the library folders once each,
+     * in the mounts' order, and the driver's version for CUDA forward compatibility */
+    assert_non_null(strstr(a, "  hooks:\n"
+                              "  - hookName: createContainer\n"
+                              "    path: /usr/local/nvidia/gpuop\n"
+                              "    args:\n"
+                              "    - gpuop\n"
+                              "    - cdi-hook\n"
+                              "    - create-symlinks\n"
+                              "    - \"--link\"\n"
+                              "    - libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so\n"
+                              "  - hookName: createContainer\n"
+                              "    path: /usr/local/nvidia/gpuop\n"
+                              "    args:\n"
+                              "    - gpuop\n"
+                              "    - cdi-hook\n"
+                              "    - update-ldcache\n"
+                              "    - \"--host-driver-version\"\n"
+                              "    - \"550.90.07\"\n"
+                              "    - \"--folder\"\n"
+                              "    - /usr/lib/x86_64-linux-gnu\n"
+                              "    - \"--folder\"\n"
+                              "    - /usr/lib/x86_64-linux-gnu/vdpau\n"
+                              "    - \"--folder\"\n"
+                              "    - /lib64\n"));
+    {
+        struct err he = {0};
+        _cleanup_(cdi_spec_freep) struct cdi_spec *hs = NULL;
+        assert_int_equal(cdi_spec_parse("rendered", a, strlen(a), &hs, &he), 0);
+        const struct cdi_edits *common = cdi_spec_edits(hs);
+        assert_int_equal(common->n_hooks, 2);
+        assert_string_equal(common->hooks[0].hook_name, "createContainer");
+        assert_int_equal(common->hooks[1].n_args, 11);
+        assert_string_equal(common->hooks[1].args[4], "550.90.07");
+    }
+    /* a relative hook path is bad input */
+    char *bad = NULL;
+    struct err be = {0};
+    in.hook_path = "gpuop";
+    assert_int_equal(nvcdi_cdi_render(&in, &bad, &be), -EINVAL);
+    assert_null(bad);
+    in.hook_path = "/usr/local/nvidia/gpuop";
     assert_non_null(strstr(a, "/dev/nvidia-caps/nvidia-cap500\n"));
     assert_non_null(strstr(a, "/dev/nvidia-caps/nvidia-cap501\n"));
     assert_null(strstr(a, "nvidia-uvm-tools"));
     assert_non_null(
-        strstr(a, "  - hostPath: /run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.1\n"
+        strstr(a, "  - hostPath: /run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07\n"
                   "    containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1\n"));
     /* a separate device root */
     in.dev_root = "/";
@@ -394,9 +446,110 @@ static void test_lookup(void **state)
 
     char nvml[512];
     assert_int_equal(nvcdi_driver_find_nvml(parent, droot, nvml, sizeof(nvml), &e), 0);
+    /* the link resolved inside the driver root: what dlopen then reads is inside it */
     _cleanup_free_ char *want_nvml =
-        xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", root);
+        xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.90.07", root);
     assert_string_equal(nvml, want_nvml);
+    assert_int_equal(d->n_skipped, 0);
+}
+
+/* Links that lead outside the driver root: a library linked to /etc/shadow (absolute) and to
+ * ../../../../etc/passwd (past the root), an absolute .so.1 link whose target is inside (rebased)
+ * and one whose target is not, a binary linked to the host's /bin/sh, a library folder that is an
+ * absolute link (rebased), NVML reached through an absolute link. Nothing found resolves outside
+ * the driver root; every escaping file is in the skipped list with its reason. */
+static void test_lookup_escapes(void **state)
+{
+    (void)state;
+    const char *v = "550.90.07";
+    char p[256], t[256];
+    snprintf(p, sizeof(p), "/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.%s", v);
+    ln("/etc/shadow", p);
+    snprintf(p, sizeof(p), "/usr/lib/x86_64-linux-gnu/libnvidia-up.so.%s", v);
+    ln("../../../../../../../../etc/passwd", p);
+    /* the .so.1 links made absolute: one inside, one pointing at nothing inside the root */
+    _cleanup_free_ char *l1 = xasprintf("%s/usr/lib/x86_64-linux-gnu/libcuda.so.1", root);
+    assert_int_equal(unlink(l1), 0);
+    snprintf(t, sizeof(t), "/usr/lib/x86_64-linux-gnu/libcuda.so.%s", v);
+    assert_int_equal(symlink(t, l1), 0);
+    _cleanup_free_ char *l2 =
+        xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1", root);
+    assert_int_equal(unlink(l2), 0);
+    snprintf(t, sizeof(t), "/opt/elsewhere/libnvidia-ptxjitcompiler.so.%s", v);
+    assert_int_equal(symlink(t, l2), 0);
+    _cleanup_free_ char *smi = xasprintf("%s/usr/bin/nvidia-smi", root);
+    assert_int_equal(unlink(smi), 0);
+    assert_int_equal(symlink("/bin/sh", smi), 0); /* /bin/nvidia-smi of the root is found next */
+    /* /lib64 -> /usr/lib64, absolute: read inside the root, the same folder as /usr/lib64 */
+    ln("/usr/lib64", "/lib64");
+    /* NVML's .so.1 absolute */
+    _cleanup_free_ char *l3 = xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", root);
+    assert_int_equal(unlink(l3), 0);
+    snprintf(t, sizeof(t), "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.%s", v);
+    assert_int_equal(symlink(t, l3), 0);
+
+    struct err e = {0};
+    _cleanup_(nvcdi_driver_freep) struct nvcdi_driver *d = NULL;
+    if (nvcdi_driver_lookup("/", root, v, &d, &e) < 0)
+        fail_msg("lookup: %s", err_msg(&e));
+    bool cuda1 = false;
+    for (size_t i = 0; i < d->n_files; i++) {
+        const struct nvcdi_file *f = &d->files[i];
+        const char *host = f->resolved ? f->resolved : f->path;
+        /* what the spec mounts is a file of the root, reached without a link */
+        _cleanup_free_ char *hp = xasprintf("%s%s", root, host);
+        struct stat st;
+        assert_int_equal(lstat(hp, &st), 0);
+        assert_false(S_ISLNK(st.st_mode));
+        assert_null(strstr(f->path, "escape"));
+        assert_null(strstr(f->path, "libnvidia-up"));
+        assert_null(strstr(f->path, "ptxjitcompiler.so.1"));
+        assert_string_not_equal(f->path, "/usr/bin/nvidia-smi");
+        if (strcmp(f->path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1") == 0) {
+            cuda1 = true;
+            assert_non_null(f->resolved);
+            assert_string_equal(f->resolved, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07");
+        }
+        if (strcmp(f->path, "/bin/nvidia-smi") == 0)
+            assert_null(f->resolved);
+    }
+    assert_true(cuda1);
+    const char *want_skipped[][2] = {
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.550.90.07",
+         "resolves to \"/etc/shadow\" inside the driver root"},
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-up.so.550.90.07",
+         "resolves to \"/etc/passwd\" inside the driver root"},
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+         "resolves to \"/opt/elsewhere/libnvidia-ptxjitcompiler.so.550.90.07\""},
+        {"/usr/bin/nvidia-smi", "resolves to \"/bin/sh\""},
+    };
+    assert_int_equal(d->n_skipped, ARRAY_SIZE(want_skipped));
+    for (size_t i = 0; i < ARRAY_SIZE(want_skipped); i++) {
+        assert_string_equal(d->skipped[i].path, want_skipped[i][0]);
+        if (!strstr(d->skipped[i].reason, want_skipped[i][1]))
+            fail_msg("%s: %s", d->skipped[i].path, d->skipped[i].reason);
+        assert_non_null(strstr(d->skipped[i].reason, "which is not inside the driver root"));
+    }
+    /* /lib64 is /usr/lib64 once resolved: its library counted once */
+    size_t opencl = 0;
+    for (size_t i = 0; i < d->n_files; i++)
+        opencl += strstr(d->files[i].path, "libnvidia-opencl") != NULL;
+    assert_int_equal(opencl, 1);
+
+    /* the driver root has an /etc/shadow of its own: the link is still left out, not a library */
+    mk("/etc/shadow");
+    nvcdi_driver_free(d);
+    d = NULL;
+    assert_int_equal(nvcdi_driver_lookup("/", root, v, &d, &e), 0);
+    assert_string_equal(d->skipped[0].path, want_skipped[0][0]);
+    assert_non_null(strstr(d->skipped[0].reason, "not a library"));
+
+    /* NVML through its absolute link, resolved inside the root */
+    char nvml[512];
+    assert_int_equal(nvcdi_driver_find_nvml("/", root, nvml, sizeof(nvml), &e), 0);
+    _cleanup_free_ char *want =
+        xasprintf("%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.%s", root, v);
+    assert_string_equal(nvml, want);
 }
 
 static void test_lookup_bad(void **state)
@@ -424,6 +577,86 @@ static void test_lookup_bad(void **state)
     assert_null(d);
 }
 
+/* The generator through the simulated NVML on the fake root as the host's own driver: the hooks
+ * run the gpuop .toolkit-ctr-ready's TOOLKIT_INSTALL_DIR names (what the MIG manager writes, so
+ * it agrees with the toolkit), else NVCDI_HOOK_PATH; none, with a warning, where that is not an
+ * executable file; hook_path "" turns them off; an escaping driver file is a warning. */
+static void test_gen_hooks(void **state)
+{
+    (void)state;
+    const char *build = getenv("GPUOP_BUILD_ROOT"), *src = getenv("GPUOP_SOURCE_ROOT");
+    assert_non_null(build);
+    assert_non_null(src);
+    _cleanup_free_ char *nvml = xasprintf("%s/libnvidia-ml.so.1", build);
+    _cleanup_free_ char *fleet = xasprintf("%s/sim/fleets/dgx-a100-80gb-mig.yaml", src);
+    _cleanup_free_ char *simstate = xasprintf("%s/sim-state", root);
+    assert_int_equal(mkdir_p(simstate, 0755), 0);
+    /* single-threaded test: the simulated NVML reads its fleet from the environment */
+    setenv("GPUOP_SIM_FLEET", fleet, 1);
+    setenv("GPUOP_SIM_STATE", simstate, 1);
+    char p[256];
+    snprintf(p, sizeof(p), "/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.550.90.07");
+    ln("/etc/shadow", p);
+    struct nvcdi_gen_options o = {.host_root = root,
+                                  .driver_root = "/",
+                                  .nvml_library = nvml,
+                                  .validations_dir = "/run/nvidia/validations"};
+    struct err e = {0};
+    const struct nvcdi_warning *w = NULL;
+
+    /* no marker, nothing at NVCDI_HOOK_PATH: no hooks, the warning names the path */
+    _cleanup_(nvcdi_gen_freep) struct nvcdi_gen *g = nvcdi_gen_new(&o);
+    _cleanup_free_ char *a = NULL;
+    if (nvcdi_gen_spec(g, &a, NULL, 0, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_null(strstr(a, "hooks:"));
+    size_t n = nvcdi_gen_warnings(g, &w);
+    assert_int_equal(n, 2);
+    assert_string_equal(w[0].what, "driver file left out of the CDI spec");
+    assert_string_equal(w[0].path, p);
+    assert_non_null(strstr(w[0].reason, "/etc/shadow"));
+    assert_string_equal(w[1].what, "CDI hooks left out");
+    assert_string_equal(w[1].path, NVCDI_HOOK_PATH);
+
+    /* the toolkit's marker names its install folder, gpuop is there */
+    mk("/run/nvidia/validations/.toolkit-ctr-ready");
+    _cleanup_free_ char *marker = xasprintf("%s/run/nvidia/validations/.toolkit-ctr-ready", root);
+    const char *text = "RUNTIME=containerd\nCDI_SPEC=/var/run/cdi/nvidia.yaml\n"
+                       "TOOLKIT_INSTALL_DIR=/opt/tk\n";
+    assert_int_equal(file_write_atomic(marker, text, strlen(text), 0644, &e), 0);
+    mk("/opt/tk/gpuop");
+    _cleanup_free_ char *bin = xasprintf("%s/opt/tk/gpuop", root);
+    assert_int_equal(chmod(bin, 0755), 0);
+    _cleanup_free_ char *b = NULL;
+    assert_int_equal(nvcdi_gen_spec(g, &b, NULL, 0, &e), 0);
+    assert_non_null(
+        strstr(b, "  hooks:\n  - hookName: createContainer\n    path: /opt/tk/gpuop\n"));
+    assert_int_equal(nvcdi_gen_warnings(g, &w), 1);
+    /* not executable: left out again */
+    assert_int_equal(chmod(bin, 0644), 0);
+    _cleanup_free_ char *c = NULL;
+    assert_int_equal(nvcdi_gen_spec(g, &c, NULL, 0, &e), 0);
+    assert_null(strstr(c, "hooks:"));
+    assert_int_equal(nvcdi_gen_warnings(g, &w), 2);
+    assert_string_equal(w[1].path, "/opt/tk/gpuop");
+
+    /* hook_path given and unchecked (the daemon installs it with the spec); "" turns hooks off */
+    o.hook_path = "/usr/local/nvidia/gpuop";
+    o.hook_unchecked = true;
+    _cleanup_(nvcdi_gen_freep) struct nvcdi_gen *g2 = nvcdi_gen_new(&o);
+    _cleanup_free_ char *d = NULL;
+    assert_int_equal(nvcdi_gen_spec(g2, &d, NULL, 0, &e), 0);
+    assert_non_null(strstr(d, "    path: /usr/local/nvidia/gpuop\n"));
+    o.hook_path = "";
+    _cleanup_(nvcdi_gen_freep) struct nvcdi_gen *g3 = nvcdi_gen_new(&o);
+    _cleanup_free_ char *f = NULL;
+    assert_int_equal(nvcdi_gen_spec(g3, &f, NULL, 0, &e), 0);
+    assert_null(strstr(f, "hooks:"));
+    assert_int_equal(nvcdi_gen_warnings(g3, &w), 1); /* the escaping library only */
+    unsetenv("GPUOP_SIM_FLEET");
+    unsetenv("GPUOP_SIM_STATE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -436,6 +669,8 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test_setup_teardown(test_lookup, setup_root, teardown_root),
         cmocka_unit_test_setup_teardown(test_lookup_bad, setup_root, teardown_root),
+        cmocka_unit_test_setup_teardown(test_lookup_escapes, setup_root, teardown_root),
+        cmocka_unit_test_setup_teardown(test_gen_hooks, setup_root, teardown_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,11 +68,18 @@ check_golden() { # name file
 
 version_of() { sed -n 's/^driver_version: *"\([0-9.]*\)".*/\1/p' "$1"; }
 
+# gpuop installed on a host root where the toolkit daemon installs it: the spec's hooks run it
+install_stub() { # host-root
+    mkdir -p "$1/usr/local/nvidia" && printf '#!/bin/sh\n' >"$1/usr/local/nvidia/gpuop" &&
+        chmod 755 "$1/usr/local/nvidia/gpuop"
+}
+
 for fleet in "$SRC"/sim/fleets/*.yaml; do
     name=$(basename "$fleet" .yaml)
     v=$(version_of "$fleet")
     host=$WORK/host-$name
     sh "$HERE/fake-driver-root.sh" "$host/run/nvidia/driver" "$v" || { fail "$name: fixture"; continue; }
+    install_stub "$host"
     gen "$fleet" "$host" /run/nvidia/driver
     if [ $rc != 0 ]; then
         fail "$name: cdi generate exited $rc: $(cat "$WORK/err")"
@@ -105,6 +112,7 @@ grep -q 'path: /dev/nvidia-caps/nvidia-cap' "$mig" || fail "MIG fleet: no capabi
 # a host driver root: no hostPath for the nodes, the libraries at their host paths
 fleet=$SRC/sim/fleets/pcie-l4.yaml
 sh "$HERE/fake-driver-root.sh" "$WORK/hostdrv" "$(version_of "$fleet")"
+install_stub "$WORK/hostdrv"
 gen "$fleet" "$WORK/hostdrv" /
 if [ $rc = 0 ]; then
     cp "$WORK/out" "$WORK/pcie-l4-host-driver.yaml"
@@ -113,6 +121,68 @@ if [ $rc = 0 ]; then
 else
     fail "host driver root: exited $rc: $(cat "$WORK/err")"
 fi
+
+# the hooks: gpuop's createContainer hooks run the installed gpuop; --install-dir moves them
+spec=$WORK/pcie-l4.yaml
+grep -q '^  - hookName: createContainer$' "$spec" || fail "pcie-l4: no createContainer hook"
+[ "$(grep -c '^    path: /usr/local/nvidia/gpuop$' "$spec")" = 2 ] || fail "pcie-l4: not 2 hooks running /usr/local/nvidia/gpuop"
+grep -q '^    - libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so$' "$spec" || fail "pcie-l4: no libcuda.so link hook"
+fleet=$SRC/sim/fleets/pcie-l4.yaml
+mkdir -p "$WORK/host-pcie-l4/opt/gpuop" && cp "$WORK/host-pcie-l4/usr/local/nvidia/gpuop" "$WORK/host-pcie-l4/opt/gpuop/gpuop"
+gen "$fleet" "$WORK/host-pcie-l4" /run/nvidia/driver --install-dir /opt/gpuop
+[ $rc = 0 ] && grep -q '^    path: /opt/gpuop/gpuop$' "$WORK/out" || fail "--install-dir: the hooks do not run /opt/gpuop/gpuop: $(cat "$WORK/err")"
+# gpuop not installed where the hooks would run it: the spec has no hooks, and a warning says why
+rm "$WORK/host-pcie-l4/usr/local/nvidia/gpuop"
+gen "$fleet" "$WORK/host-pcie-l4" /run/nvidia/driver
+if [ $rc != 0 ]; then
+    fail "no gpuop installed: exited $rc: $(cat "$WORK/err")"
+else
+    grep -q 'hookName' "$WORK/out" && fail "no gpuop installed: the spec still has hooks"
+    grep -q 'warn.*CDI hooks left out.*path=/usr/local/nvidia/gpuop.*not an executable file on the host' "$WORK/err" ||
+        fail "no gpuop installed: no warning naming it: $(cat "$WORK/err")"
+    sed '/^  hooks:$/,$d' "$spec" | cmp -s - "$WORK/out" || fail "no gpuop installed: the spec differs otherwise"
+fi
+
+# ---- links that lead outside the driver root ------------------------------------------------
+# a library linked to /etc/shadow, an absolute .so.1 link, a binary linked outside: nothing the
+# spec names is outside the driver root; the escaping files are left out, a warning names each
+v=$(version_of "$fleet")
+host=$WORK/escape
+sh "$HERE/fake-driver-root.sh" "$host/run/nvidia/driver" "$v"
+install_stub "$host"
+lib=$host/run/nvidia/driver/usr/lib/x86_64-linux-gnu
+ln -s /etc/shadow "$lib/libnvidia-escape.so.$v"
+ln -sfn "/usr/lib/x86_64-linux-gnu/libcuda.so.$v" "$lib/libcuda.so.1"   # absolute, inside: rebased
+ln -sfn "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v.gone" "$lib/libnvidia-cfg.so.1" # absolute, nowhere
+rm "$host/run/nvidia/driver/usr/bin/nvidia-smi"
+ln -s /bin/sh "$host/run/nvidia/driver/usr/bin/nvidia-smi"
+gen "$fleet" "$host" /run/nvidia/driver
+if [ $rc != 0 ]; then
+    fail "escaping links: exited $rc: $(cat "$WORK/err")"
+else
+    if grep 'hostPath:' "$WORK/out" | grep -v 'hostPath: /run/nvidia/driver/' | grep -q .; then
+        fail "escaping links: a hostPath outside the driver root: $(grep 'hostPath:' "$WORK/out" | grep -v /run/nvidia/driver/)"
+    fi
+    grep -q "libnvidia-escape" "$WORK/out" && fail "escaping links: the /etc/shadow link is in the spec"
+    grep -q "shadow" "$WORK/out" && fail "escaping links: the spec names shadow"
+    grep -q 'nvidia-smi' "$WORK/out" && fail "escaping links: the nvidia-smi link to /bin/sh is in the spec"
+    grep -A1 "hostPath: /run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.$v\$" "$WORK/out" |
+        grep -q "containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1\$" ||
+        fail "escaping links: the absolute libcuda.so.1 link is not rebased into the driver root"
+    for f in "/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.$v" /usr/bin/nvidia-smi; do
+        grep "warn" "$WORK/err" | grep "driver file left out of the CDI spec" | grep -q "path=$f " ||
+            fail "escaping links: no warning names $f: $(cat "$WORK/err")"
+    done
+    grep -q "path=/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.$v reason=.*/etc/shadow.*not inside the driver root" "$WORK/err" ||
+        fail "escaping links: the warning does not say why: $(cat "$WORK/err")"
+    schema_check "$WORK/out"
+fi
+# the driver root has its own /etc/shadow: the link stays out, it is not a library
+mkdir -p "$host/run/nvidia/driver/etc" && echo 'root:*:1::::::' >"$host/run/nvidia/driver/etc/shadow"
+gen "$fleet" "$host" /run/nvidia/driver
+grep -q "shadow" "$WORK/out" && fail "escaping links: the driver root's /etc/shadow is mounted"
+grep -q "path=/usr/lib/x86_64-linux-gnu/libnvidia-escape.so.$v reason=.*/etc/shadow.*not a library" "$WORK/err" ||
+    fail "escaping links: no 'not a library' warning: $(cat "$WORK/err")"
 
 # ---- bad input ---------------------------------------------------------------------------------
 one_line_fail() { # what want-in-message

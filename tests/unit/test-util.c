@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
@@ -505,6 +506,90 @@ static void test_stop_token(void **state)
     assert_true(stop_wait_until(s, 0));
 }
 
+/* file_root_resolve: links followed inside the root only (absolute targets start again at the
+ * root, ".." stops at it), a missing tail kept, loops and the root "/" */
+static void test_root_resolve(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/gpuop-util-root.XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char p[PATH_MAX], buf[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/usr/lib", root);
+    assert_int_equal(mkdir_p(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/lib", root);
+    assert_int_equal(symlink("/usr/lib", p), 0); /* absolute: inside the root */
+    snprintf(p, sizeof(p), "%s/usr/lib/shadow", root);
+    assert_int_equal(symlink("../../../../../../etc/shadow", p), 0); /* ".." past the root */
+    snprintf(p, sizeof(p), "%s/usr/lib/loop", root);
+    assert_int_equal(symlink("loop", p), 0);
+    struct {
+        const char *path, *want; /* want: inside the root; NULL: an error */
+    } cases[] = {
+        {"/lib/libcuda.so.1", "/usr/lib/libcuda.so.1"},
+        {"/usr/lib/shadow", "/etc/shadow"},
+        {"/../../usr/./lib/../lib", "/usr/lib"},
+        {"/usr/lib/missing/x/..", "/usr/lib/missing"},
+        {"/", "/"},
+        {"/usr/lib/loop", NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        int r = file_root_resolve(root, cases[i].path, buf, sizeof(buf));
+        if (!cases[i].want) {
+            assert_int_equal(r, -ELOOP);
+            continue;
+        }
+        assert_int_equal(r, 0);
+        char want[PATH_MAX];
+        snprintf(want, sizeof(want), "%s%s", root, cases[i].want);
+        assert_string_equal(buf, want);
+    }
+    assert_int_equal(file_root_resolve(root, "/lib/x", buf, 8), -ENAMETOOLONG);
+    assert_int_equal(file_root_resolve("/", "/proc/self/..", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "/proc");
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* fd_read_all on a pipe (stdin's kind), bounded; proc_run's exit statuses */
+static void test_fd_read_and_proc_run(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], "{\"bundle\":\"/b\"}", 15), 15);
+    close(fds[1]);
+    struct err e = {0};
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(fd_read_all(fds[0], "stdin", 64, &text, &len, &e), 0);
+    assert_int_equal(len, 15);
+    assert_string_equal(text, "{\"bundle\":\"/b\"}");
+    free(text);
+    close(fds[0]);
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], "0123456789", 10), 10);
+    close(fds[1]);
+    assert_int_equal(fd_read_all(fds[0], "stdin", 4, &text, &len, &e), -EFBIG);
+    assert_non_null(strstr(err_msg(&e), "\"stdin\""));
+    close(fds[0]);
+
+    const char *ok[] = {"/bin/sh", "-c", "exit 0", NULL};
+    assert_int_equal(proc_run(ok, NULL, &e), 0);
+    const char *three[] = {"/bin/sh", "-c", "exit 3", NULL};
+    assert_int_equal(proc_run(three, NULL, &e), -EIO);
+    assert_string_equal(err_msg(&e), "\"/bin/sh\" exited with status 3");
+    /* the environment is the one given, nothing else */
+    const char *env[] = {"ONLY=1", NULL};
+    const char *check[] = {"/bin/sh", "-c", "[ \"$ONLY\" = 1 ] && [ -z \"${HOME:-}\" ]", NULL};
+    assert_int_equal(proc_run(check, env, &e), 0);
+    const char *rel[] = {"sh", NULL};
+    assert_int_equal(proc_run(rel, NULL, &e), -EINVAL);
+    const char *none[] = {"/nonexistent/x", NULL};
+    assert_int_equal(proc_run(none, NULL, &e), -ENOENT);
+    assert_non_null(strstr(err_msg(&e), "/nonexistent/x"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +608,8 @@ int main(void)
         cmocka_unit_test(test_deadline_table),
         cmocka_unit_test(test_cond_nap_times_out),
         cmocka_unit_test(test_stop_token),
+        cmocka_unit_test(test_root_resolve),
+        cmocka_unit_test(test_fd_read_and_proc_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

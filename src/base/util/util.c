@@ -514,6 +514,12 @@ static const char *file_type_name(mode_t m)
 
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e)
 {
+    return file_read_all_stat(path, limit, ret, ret_len, NULL, e);
+}
+
+int file_read_all_stat(const char *path, size_t limit, char **ret, size_t *ret_len,
+                       struct stat *ret_st, struct err *e)
+{
     /* O_NONBLOCK so that opening a FIFO nobody writes to cannot hang; then anything but a
      * regular file is refused: a FIFO, a device or a directory given as a config once read as
      * an empty one (or blocked). */
@@ -529,6 +535,14 @@ int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, s
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
         return err_errno(e, -errno, "open \"%s\"", path);
+    int r = fd_read_all(fd, path, limit, ret, ret_len, e);
+    if (r == 0 && ret_st)
+        *ret_st = st;
+    return r;
+}
+
+int fd_read_all(int fd, const char *what, size_t limit, char **ret, size_t *ret_len, struct err *e)
+{
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, limit);
     char chunk[16384];
@@ -537,12 +551,12 @@ int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, s
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return err_errno(e, -errno, "read \"%s\"", path);
+            return err_errno(e, -errno, "read \"%s\"", what);
         }
         if (n == 0)
             break;
         if (sbuf_append(&b, chunk, (size_t)n) < 0)
-            return err_set(e, -EFBIG, "read \"%s\": larger than the limit of %zu bytes", path,
+            return err_set(e, -EFBIG, "read \"%s\": larger than the limit of %zu bytes", what,
                            limit);
     }
     if (ret_len)
@@ -624,6 +638,16 @@ int file_write_atomic_owned(const char *path, const void *data, size_t len, unsi
     return 0;
 }
 
+int file_copy(const char *src, const char *dst, size_t limit, unsigned mode, struct err *e)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    int r = file_read_all(src, limit, &data, &len, e);
+    if (r < 0)
+        return r;
+    return file_write_atomic(dst, data, len, mode, e);
+}
+
 /* A temp name of file_write_atomic for base: ".<base>.tmp.XXXXXX", or, as versions before the
  * dot prefix wrote them, "<base>.tmp.XXXXXX". */
 static bool is_temp_of(const char *name, const char *base)
@@ -699,6 +723,79 @@ int mkdir_p(const char *path, unsigned mode)
     }
     if (mkdir(p, mode) < 0 && errno != EEXIST)
         return -errno;
+    return 0;
+}
+
+#define FILE_ROOT_HOPS 40
+
+int file_root_resolve(const char *root, const char *path, char *buf, size_t n)
+{
+    const char *r = strcmp(root, "/") == 0 ? "" : root;
+    char done[PATH_MAX] = ""; /* resolved so far, as the host sees it ("/usr/lib") */
+    char todo[PATH_MAX];      /* what is left ("x86_64-linux-gnu/libcuda.so.1") */
+    if (strlcpy_s(todo, path, sizeof(todo)) >= sizeof(todo))
+        return -ENAMETOOLONG;
+    int hops = 0;
+    char *p = todo;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        char *slash = strchr(p, '/');
+        size_t cl = slash ? (size_t)(slash - p) : strlen(p);
+        char *rest = slash ? slash + 1 : p + cl;
+        if (cl == 1 && p[0] == '.') {
+            p = rest;
+            continue;
+        }
+        if (cl == 2 && p[0] == '.' && p[1] == '.') {
+            char *last = strrchr(done, '/');
+            if (last)
+                *last = '\0';
+            p = rest;
+            continue;
+        }
+        size_t dl = strlen(done);
+        if (dl + 1 + cl >= sizeof(done))
+            return -ENAMETOOLONG;
+        char cand[PATH_MAX];
+        memcpy(cand, done, dl);
+        cand[dl] = '/';
+        memcpy(cand + dl + 1, p, cl);
+        cand[dl + 1 + cl] = '\0';
+        char full[PATH_MAX];
+        int w = snprintf(full, sizeof(full), "%s%s", r, cand);
+        if (w < 0 || (size_t)w >= sizeof(full))
+            return -ENAMETOOLONG;
+        struct stat st;
+        if (lstat(full, &st) < 0 || !S_ISLNK(st.st_mode)) {
+            /* a plain component, or a missing one (the rest is taken as it is) */
+            memcpy(done, cand, strlen(cand) + 1);
+            p = rest;
+            continue;
+        }
+        if (++hops > FILE_ROOT_HOPS)
+            return -ELOOP;
+        char target[PATH_MAX];
+        ssize_t k = readlink(full, target, sizeof(target) - 1);
+        if (k < 0)
+            return -errno;
+        if ((size_t)k >= sizeof(target) - 1)
+            return -ENAMETOOLONG;
+        target[k] = '\0';
+        if (target[0] == '/')
+            done[0] = '\0'; /* absolute: from the root again */
+        char next[PATH_MAX];
+        w = snprintf(next, sizeof(next), "%s/%s", target, rest);
+        if (w < 0 || (size_t)w >= sizeof(next))
+            return -ENAMETOOLONG;
+        memcpy(todo, next, (size_t)w + 1);
+        p = todo;
+    }
+    int w = snprintf(buf, n, "%s%s", r, done[0] ? done : "/");
+    if (w < 0 || (size_t)w >= n)
+        return -ENAMETOOLONG;
     return 0;
 }
 

@@ -204,6 +204,14 @@ GPUOP_WUR int url_encode(struct sbuf *out, const char *s);
  * but a regular file (a FIFO, a device, a socket: -EINVAL; a directory: -EISDIR) is refused,
  * "not a regular file", without blocking in open. */
 int file_read_all(const char *path, size_t limit, char **ret, size_t *ret_len, struct err *e);
+/* The same, and *ret_st (may be NULL) is the fstat of the file read: what was checked is what
+ * was read (an owner or mode check after the read has no window between the two). */
+struct stat;
+int file_read_all_stat(const char *path, size_t limit, char **ret, size_t *ret_len,
+                       struct stat *ret_st, struct err *e);
+/* Reads fd to its end (at most limit bytes; more is -EFBIG), what naming it in errors ("stdin").
+ * *ret is NUL-terminated, "" for nothing. */
+int fd_read_all(int fd, const char *what, size_t limit, char **ret, size_t *ret_len, struct err *e);
 /* Writes all len bytes to fd (a short write is retried, EINTR too). 0 or -errno. */
 GPUOP_WUR int fd_write_all(int fd, const void *data, size_t len);
 /* Writes via temp file in the same directory + fsync + rename. The temp file is named
@@ -213,12 +221,29 @@ int file_write_atomic(const char *path, const void *data, size_t len, unsigned m
  * the mode is); (uid_t)-1 and (gid_t)-1 leave that part as the file was created. */
 int file_write_atomic_owned(const char *path, const void *data, size_t len, unsigned mode,
                             uid_t uid, gid_t gid, struct err *e);
+/* Copies the regular file src (at most limit bytes) to dst with file_write_atomic. */
+int file_copy(const char *src, const char *dst, size_t limit, unsigned mode, struct err *e);
 /* Removes the temp files file_write_atomic leaves for path when killed mid-write (and those of
  * older versions, "<name>.tmp.XXXXXX"): regular files only. Returns how many were removed, or a
  * negative code. Call at start, while no other process writes path. */
 int file_remove_stale_temps(const char *path, struct err *e);
 /* mkdir -p */
 int mkdir_p(const char *path, unsigned mode);
+/* Resolves path (as seen from inside root: "/var/run/cdi/nvidia.yaml") under root, following
+ * every symbolic link inside root as the root's own system would: an absolute target starts
+ * again at root, ".." stops at it, so nothing resolves outside root. A missing component ends
+ * the resolution, the rest taken as it is. Writes root plus the resolved path into buf (root
+ * "/" adds nothing). -ELOOP past 40 links; -ENAMETOOLONG; another negative errno when a link
+ * cannot be read. The one resolver for driver roots, host roots and container roots. */
+int file_root_resolve(const char *root, const char *path, char *buf, size_t n);
+
+/* ---- processes (proc.c) ------------------------------------------------------------------- */
+
+/* Runs the program argv[0] (an absolute path: no PATH search) with argv and envp (NULL: an empty
+ * environment), stdin from /dev/null, stdout and stderr this process's, no signal blocked or
+ * ignored, and waits for it. 0 when it exits 0; -EIO with e saying how it ended ("exited with
+ * status 1", "ended by signal 9"); another negative errno when it cannot be started. */
+int proc_run(const char *const *argv, const char *const *envp, struct err *e);
 
 /* ---- time --------------------------------------------------------------------------------- */
 

@@ -65,6 +65,9 @@ struct tk {
     char *last_spec; /* what is on disk */
     char driver_root_now[256];
     bool runtime_failing; /* the last pass could not configure the runtime (said once) */
+    bool daemon;          /* the daemon, not a cdi command: it installs gpuop after the spec */
+    char *hook_path;      /* <install-dir>/gpuop: the spec's hooks run it */
+    char *last_warnings;  /* the generator's warnings last logged */
 };
 
 static int check_abs(const void *dst, const char *source, struct err *e)
@@ -91,14 +94,6 @@ static int check_install_dir(const void *dst, const char *source, struct err *e)
 }
 
 static const struct svc_option tk_options[] = {
-    {.flag = "install-dir",
-     .env = "TOOLKIT_INSTALL_DIR",
-     .kind = SVC_STRING,
-     .off = offsetof(struct tk, install_dir),
-     .check = check_install_dir,
-     .metavar = "DIR",
-     .help = "host directory gpuop installs itself into as the runtime handler\n"
-             "(/usr/local/nvidia)"},
     {.flag = "runtime-class",
      .env = "RUNTIME_CLASS",
      .kind = SVC_STRING,
@@ -142,6 +137,14 @@ static const struct svc_option tk_options[] = {
 
 /* The spec's inputs: the daemon's and the cdi commands'. */
 static const struct svc_option tk_spec_options[] = {
+    {.flag = "install-dir",
+     .env = "TOOLKIT_INSTALL_DIR",
+     .kind = SVC_STRING,
+     .off = offsetof(struct tk, install_dir),
+     .check = check_install_dir,
+     .metavar = "DIR",
+     .help = "host directory gpuop installs itself into as the runtime handler; the\n"
+             "spec's hooks run the gpuop there (/usr/local/nvidia)"},
     {.flag = "host-root",
      .env = "HOST_ROOT",
      .kind = SVC_STRING,
@@ -241,6 +244,8 @@ static void tk_cleanup(void *state)
     nvcdi_gen_free(t->gen);
     free(t->spec_host);
     free(t->last_spec);
+    free(t->hook_path);
+    free(t->last_warnings);
 }
 
 /* <host_root><path> */
@@ -255,13 +260,18 @@ static int tk_spec_configure(struct svc *s, struct err *e)
     (void)e;
     struct tk *t = svc_state(s);
     t->spec_host = on_host(t, t->cdi_spec);
+    t->hook_path =
+        xasprintf("%s/%s", strcmp(t->install_dir, "/") == 0 ? "" : t->install_dir, BINARY_NAME);
     struct nvcdi_gen_options go = {.host_root = t->host_root,
                                    .driver_root = t->driver_root,
                                    .dev_root = t->dev_root,
                                    .validations_dir = t->validations_dir,
                                    .nvml_library = t->nvml_library,
                                    .mig_minors = t->mig_minors,
-                                   .spec_path = t->cdi_spec};
+                                   .spec_path = t->cdi_spec,
+                                   .hook_path = t->hook_path,
+                                   /* the daemon installs it right after the spec */
+                                   .hook_unchecked = t->daemon};
     t->gen = nvcdi_gen_new(&go);
     return 0;
 }
@@ -296,15 +306,37 @@ static int tk_configure(struct svc *s, struct err *e)
                        t->restart_mode);
     if (!*t->runtime_class)
         return err_set(e, -EINVAL, "--runtime-class: empty");
+    t->daemon = true;
     return tk_spec_configure(s, e);
 }
 
 /* ---- generating the spec ------------------------------------------------------------------ */
 
+/* What the generator left out of the spec (a driver file whose links lead outside the driver
+ * root, the hooks without gpuop installed), logged once each time it changes. */
+static void log_warnings(struct tk *t)
+{
+    const struct nvcdi_warning *w;
+    size_t n = nvcdi_gen_warnings(t->gen, &w);
+    _cleanup_sbuf_ struct sbuf b;
+    sbuf_init(&b, 1u << 20);
+    for (size_t i = 0; i < n; i++)
+        sbuf_addf(&b, "%s|%s|%s\n", w[i].what, w[i].path, w[i].reason);
+    const char *now = b.data ? b.data : "";
+    if (t->last_warnings && strcmp(t->last_warnings, now) == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        log_warn(COMP, w[i].what, "path=%s reason=\"%s\"", w[i].path, w[i].reason);
+    free(t->last_warnings);
+    t->last_warnings = xstrdup(now);
+}
+
 static int generate(struct tk *t, char **ret, char *ret_version, size_t version_len, struct err *e)
 {
     int r = nvcdi_gen_spec(t->gen, ret, ret_version, version_len, e);
     strlcpy_s(t->driver_root_now, nvcdi_gen_driver_root(t->gen), sizeof(t->driver_root_now));
+    if (r == 0)
+        log_warnings(t);
     return r;
 }
 

@@ -4,17 +4,21 @@
  * Later directories win, then later files in name order: the CDI cache's priority, under which
  * /var/run/cdi (generated at run time) overrides /etc/cdi (installed).
  */
+#include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cdi.h"
 
 #define COMP          "cdi"
-#define CDI_MAX_FILES 256
+#define CDI_MAX_FILES 1024  /* spec files read per directory */
+#define CDI_MAX_NAMES 65536 /* names listed per directory; more are only counted */
 
 struct cdi_registry {
     struct cdi_spec **specs; /* in priority order, lowest first */
     size_t n;
-    struct sbuf broken; /* "<error>; ..." of specs that did not parse */
+    struct sbuf broken; /* "<error>; ..." of specs not used: refused, not parsed, not read */
 };
 
 void cdi_registry_free(struct cdi_registry *r)
@@ -33,39 +37,136 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void names_free(char **names, size_t n)
+static void broken_add(struct cdi_registry *reg, const char *fmt, ...) GPUOP_PRINTF(2, 3);
+static void broken_add(struct cdi_registry *reg, const char *fmt, ...)
 {
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_debug(COMP, "CDI spec not used", "error=\"%s\"", msg);
+    sbuf_addf(&reg->broken, "%s%s", reg->broken.len ? "; " : "", msg);
+}
+
+/* What makes a spec file or directory untrusted, as the toolkit requires them: owned by root (or
+ * by this process's own user, who could write them anyway), not writable by group or others.
+ * Appends the reasons to why ("owned by uid 65534, not root"); false when there is one. */
+static bool trusted(const struct stat *st, const char *what, struct sbuf *why)
+{
+    bool ok = true;
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        sbuf_addf(why, "%s%s owned by uid %u, not root", why->len ? "; " : "", what,
+                  (unsigned)st->st_uid);
+        ok = false;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        sbuf_addf(why, "%s%s writable by %s (mode %04o)", why->len ? "; " : "", what,
+                  (st->st_mode & S_IWOTH) ? "others" : "group", (unsigned)(st->st_mode & 07777));
+        ok = false;
+    }
+    return ok;
+}
+
+static bool spec_name(const char *name)
+{
+    return name[0] != '.' && (str_has_suffix(name, ".json") || str_has_suffix(name, ".yaml") ||
+                              str_has_suffix(name, ".yml"));
+}
+
+struct names {
+    char **v;
+    size_t n;
+    size_t more; /* names past CDI_MAX_NAMES, counted only */
+};
+
+static void names_clear(struct names *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    *ns = (struct names){0};
+}
+
+/* The spec files of dir, sorted by name (bytes, so the order is the same everywhere). */
+static void list_specs(DIR *dp, struct names *out)
+{
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        if (!spec_name(de->d_name))
+            continue;
+        if (out->n >= CDI_MAX_NAMES) {
+            out->more++;
+            continue;
+        }
+        out->v = xrealloc(out->v, (out->n + 1) * sizeof(*out->v));
+        out->v[out->n++] = xstrdup(de->d_name);
+    }
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof(*out->v), cmp_str);
+}
+
+/* The files past the bound, named (as many as fit a line, then how many more). */
+static void not_read(struct cdi_registry *reg, const char *dir, const struct names *ns)
+{
+    _cleanup_sbuf_ struct sbuf b;
+    sbuf_init(&b, 2048);
+    size_t left = ns->n - CDI_MAX_FILES + ns->more, named = 0;
+    for (size_t i = CDI_MAX_FILES; i < ns->n && b.len + strlen(ns->v[i]) + 2 < 1800; i++, named++)
+        sbuf_addf(&b, "%s%s", named ? ", " : "", ns->v[i]);
+    if (named < left)
+        sbuf_addf(&b, "%sand %zu more", named ? ", " : "", left - named);
+    broken_add(reg,
+               "CDI spec directory \"%s\": more than %u spec files, the first %u by name read; "
+               "not read: %s",
+               dir, CDI_MAX_FILES, CDI_MAX_FILES, sbuf_check(&b) == 0 ? b.data : "(too many)");
 }
 
 static void load_dir(struct cdi_registry *reg, const char *dir)
 {
     _cleanup_(closedirp) DIR *dp = opendir(dir);
     if (!dp)
-        return;
-    char *names[CDI_MAX_FILES];
-    size_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(dp)) && n < CDI_MAX_FILES)
-        if (de->d_name[0] != '.' &&
-            (str_has_suffix(de->d_name, ".json") || str_has_suffix(de->d_name, ".yaml") ||
-             str_has_suffix(de->d_name, ".yml")))
-            names[n++] = xstrdup(de->d_name);
-    qsort(names, n, sizeof(*names), cmp_str);
-    for (size_t i = 0; i < n; i++) {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, names[i]);
+        return; /* a missing directory is empty */
+    struct stat dst;
+    _cleanup_sbuf_ struct sbuf dwhy;
+    sbuf_init(&dwhy, 512);
+    bool dir_ok = fstat(dirfd(dp), &dst) == 0 && trusted(&dst, "its directory", &dwhy);
+    if (!dwhy.len && !dir_ok)
+        sbuf_addf(&dwhy, "its directory cannot be checked: %s", strerror(errno));
+    struct names ns = {0};
+    list_specs(dp, &ns);
+    for (size_t i = 0; i < ns.n && i < CDI_MAX_FILES; i++) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, ns.v[i]);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        struct stat st;
         struct err e = {0};
-        struct cdi_spec *s = NULL;
-        if (cdi_spec_load(path, &s, &e) < 0) {
-            log_debug(COMP, "CDI spec skipped", "error=\"%s\"", err_msg(&e));
-            sbuf_addf(&reg->broken, "%s%s", reg->broken.len ? "; " : "", err_msg(&e));
+        /* what is checked is what was read: the stat is of the file descriptor read */
+        if (file_read_all_stat(path, CDI_MAX_BYTES, &text, &len, &st, &e) < 0) {
+            broken_add(reg, "%s", err_msg(&e));
+            continue;
+        }
+        _cleanup_sbuf_ struct sbuf why;
+        sbuf_init(&why, 512);
+        bool ok = trusted(&st, "the file", &why);
+        if (!dir_ok)
+            sbuf_addf(&why, "%s%s \"%s\"", why.len ? "; " : "", dwhy.data, dir);
+        if (!ok || !dir_ok) {
+            broken_add(reg, "%s: refused: %s", path,
+                       sbuf_check(&why) == 0 ? why.data : "not trusted");
+            continue;
+        }
+        struct cdi_spec *spec = NULL;
+        if (cdi_spec_parse(path, text, len, &spec, &e) < 0) {
+            broken_add(reg, "%s", err_msg(&e));
             continue;
         }
         reg->specs = xrealloc(reg->specs, (reg->n + 1) * sizeof(*reg->specs));
-        reg->specs[reg->n++] = s;
+        reg->specs[reg->n++] = spec;
     }
-    names_free(names, n);
+    if (ns.n > CDI_MAX_FILES || ns.more)
+        not_read(reg, dir, &ns);
+    names_clear(&ns);
 }
 
 int cdi_registry_load(const char *const *dirs, size_t n_dirs, struct cdi_registry **ret,
@@ -73,7 +174,7 @@ int cdi_registry_load(const char *const *dirs, size_t n_dirs, struct cdi_registr
 {
     (void)e;
     struct cdi_registry *reg = xcalloc(1, sizeof(*reg));
-    sbuf_init(&reg->broken, 4096);
+    sbuf_init(&reg->broken, 16384);
     for (size_t i = 0; i < n_dirs; i++)
         if (dirs[i] && *dirs[i])
             load_dir(reg, dirs[i]);
@@ -142,7 +243,7 @@ int cdi_registry_resolve(const struct cdi_registry *r, const char *const *names,
         if (sbuf_check(&unknown) < 0)
             return err_set(e, -ENOENT, "unresolvable CDI devices (too many to name)");
         return err_set(e, -ENOENT, "unresolvable CDI devices %s%s%s", unknown.data,
-                       *broken ? "; specs that did not parse: " : "", broken);
+                       *broken ? "; specs not used: " : "", broken);
     }
     /* Spec-level edits once per spec used, then each device's, in the order named. */
     const struct cdi_edits **out = xcalloc(2 * n_names + 1, sizeof(*out));

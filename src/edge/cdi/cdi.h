@@ -108,25 +108,30 @@ int cdi_qualified_split(const char *qname, size_t *ret_kind_len, const char **re
 
 struct cdi_registry;
 
-/* Reads each directory's *.json, *.yaml and *.yml in name order; a later directory's (then a
- * later file's) device wins for the same qualified name, as the CDI cache orders them. A
- * missing directory is empty; a spec that does not parse is skipped, its error kept for
- * cdi_registry_resolve's message and cdi_registry_errors. At most 256 files per directory. */
+/* Reads each directory's *.json, *.yaml and *.yml in name order (bytes, strcmp); a later
+ * directory's (then a later file's) device wins for the same qualified name, as the CDI cache
+ * orders them. A missing directory is empty. A spec is used only as the toolkit requires it:
+ * the file (as read: the stat is of the descriptor read) and its directory owned by root (or
+ * by this process's user) and writable by neither group nor others. A spec refused so, or that
+ * does not parse, is skipped, its path and why kept for cdi_registry_resolve's message and
+ * cdi_registry_errors. At most 1024 files per directory are read, the first by name; the rest
+ * are named there ("not read: ..."). */
 int cdi_registry_load(const char *const *dirs, size_t n_dirs, struct cdi_registry **ret,
                       struct err *e);
 void cdi_registry_free(struct cdi_registry *r);
 DEFINE_CLEANUP_FUNC(struct cdi_registry, cdi_registry_free)
 size_t cdi_registry_n_specs(const struct cdi_registry *r);
 const struct cdi_spec *cdi_registry_spec(const struct cdi_registry *r, size_t i);
-/* "<error>; <error>" of the specs that did not parse, "" when none. */
+/* "<error>; <error>" of the specs not used (refused, not parsed, not read), "" when none. */
 const char *cdi_registry_errors(const struct cdi_registry *r);
 /* The spec defining a qualified name, or NULL. */
 const struct cdi_spec *cdi_registry_lookup(const struct cdi_registry *r, const char *qname);
 
 /* The edits for qualified names, in the order CDI applies them: each spec's own edits once (in
  * the order its devices were first named), then each named device's once. An unknown or
- * malformed name: -ENOENT, "unresolvable CDI devices A, B" (every one named, plus the specs that
- * did not parse). *ret (caller frees the array, not the edits) points into the registry. */
+ * malformed name: -ENOENT, "unresolvable CDI devices A, B" (every one named, plus "; specs not
+ * used: " and cdi_registry_errors). *ret (caller frees the array, not the edits) points into the
+ * registry. */
 int cdi_registry_resolve(const struct cdi_registry *r, const char *const *names, size_t n_names,
                          const struct cdi_edits ***ret, size_t *ret_n, struct err *e);
 

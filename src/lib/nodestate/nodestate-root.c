@@ -13,7 +13,6 @@
 
 #define SMALL_FILE    4096
 #define MOUNTINFO_MAX (4u << 20)
-#define SYMLINK_HOPS  40
 
 const char *nodestate_module_name(enum nodestate_module m)
 {
@@ -28,7 +27,9 @@ const char *nodestate_module_name(enum nodestate_module m)
 }
 
 /* The driver's library folders, in the order NVIDIA's toolkit searches a driver root
- * (node-components.md §3; "" is the root itself), then /usr/lib; the ld cache is not read. */
+ * (node-components.md §3; "" is the root itself), x86_64's and aarch64's, then /usr/lib, where
+ * distributions without a multiarch folder put them and NVIDIA's toolkit finds them through the
+ * ld cache (which gpuop does not read). */
 const char *const nodestate_lib_dirs[] = {
     "",
     "/usr/lib64",
@@ -43,8 +44,9 @@ const char *const nodestate_lib_dirs[] = {
     NULL,
 };
 
+/* The executable locator's order (a root's PATH), then /opt/bin (Flatcar's drivers). */
 const char *const nodestate_bin_dirs[] = {
-    "/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/sbin", "/opt/bin", NULL,
+    "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/bin", NULL,
 };
 
 static const char *root_prefix(const char *root)
@@ -54,71 +56,7 @@ static const char *root_prefix(const char *root)
 
 int nodestate_root_resolve(const char *root, const char *path, char *buf, size_t n)
 {
-    const char *r = root_prefix(root);
-    char done[PATH_MAX] = ""; /* resolved so far, as the host sees it ("/usr/lib") */
-    char todo[PATH_MAX];      /* what is left ("x86_64-linux-gnu/libcuda.so.1") */
-    if (strlcpy_s(todo, path, sizeof(todo)) >= sizeof(todo))
-        return -ENAMETOOLONG;
-    int hops = 0;
-    char *p = todo;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        if (!*p)
-            break;
-        char *slash = strchr(p, '/');
-        size_t cl = slash ? (size_t)(slash - p) : strlen(p);
-        char *rest = slash ? slash + 1 : p + cl;
-        if (cl == 1 && p[0] == '.') {
-            p = rest;
-            continue;
-        }
-        if (cl == 2 && p[0] == '.' && p[1] == '.') {
-            char *last = strrchr(done, '/');
-            if (last)
-                *last = '\0';
-            p = rest;
-            continue;
-        }
-        size_t dl = strlen(done);
-        if (dl + 1 + cl >= sizeof(done))
-            return -ENAMETOOLONG;
-        char cand[PATH_MAX];
-        memcpy(cand, done, dl);
-        cand[dl] = '/';
-        memcpy(cand + dl + 1, p, cl);
-        cand[dl + 1 + cl] = '\0';
-        char full[PATH_MAX];
-        int w = snprintf(full, sizeof(full), "%s%s", r, cand);
-        if (w < 0 || (size_t)w >= sizeof(full))
-            return -ENAMETOOLONG;
-        struct stat st;
-        if (lstat(full, &st) < 0 || !S_ISLNK(st.st_mode)) {
-            /* a plain component, or a missing one (the rest is taken as it is) */
-            memcpy(done, cand, strlen(cand) + 1);
-            p = rest;
-            continue;
-        }
-        if (++hops > SYMLINK_HOPS)
-            return -ELOOP;
-        char target[PATH_MAX];
-        ssize_t k = readlink(full, target, sizeof(target) - 1);
-        if (k < 0)
-            return -errno;
-        target[k] = '\0';
-        if (target[0] == '/')
-            done[0] = '\0'; /* absolute: from the root again */
-        char next[PATH_MAX];
-        w = snprintf(next, sizeof(next), "%s/%s", target, rest);
-        if (w < 0 || (size_t)w >= sizeof(next))
-            return -ENAMETOOLONG;
-        memcpy(todo, next, (size_t)w + 1);
-        p = todo;
-    }
-    int w = snprintf(buf, n, "%s%s", r, done[0] ? done : "/");
-    if (w < 0 || (size_t)w >= n)
-        return -ENAMETOOLONG;
-    return 0;
+    return file_root_resolve(root, path, buf, n);
 }
 
 int nodestate_root_find(const char *root, const char *const *dirs, const char *name, bool want_exec,

@@ -645,6 +645,7 @@ int nodestate_toolkit_marker_parse(const char *path, const char *text, size_t le
         memcpy(keys[i].buf, v, strlen(v) + 1);
         have_path = have_path || keys[i].buf == m.runtime_path;
     }
+    strlcpy_s(m.install_dir, install, sizeof(m.install_dir));
     if (!have_path && install[0]) {
         int w = snprintf(m.runtime_path, sizeof(m.runtime_path), "%s/%s", install,
                          NODESTATE_TOOLKIT_WRAPPER);

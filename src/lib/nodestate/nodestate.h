@@ -241,7 +241,8 @@ int nodestate_gpu_count_parse(const char *text, struct nodestate_gpu_count *ret,
  * alone), RUNTIME_CONFIG (the runtime's main config, a host path), RUNTIME_NAME (the handler,
  * default "nvidia"), RUNTIME_PATH (the binary it runs; default TOOLKIT_INSTALL_DIR/
  * NODESTATE_TOOLKIT_WRAPPER, else NODESTATE_RUNTIME_PATH_DEFAULT), CDI_SPEC (the spec, a host path;
- * default NODESTATE_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true). */
+ * default NODESTATE_CDI_SPEC_DEFAULT), CDI_ENABLED (true/false, default true), TOOLKIT_INSTALL_DIR
+ * (gpuop installed there: the CDI spec's hooks run <dir>/gpuop). */
 struct nodestate_toolkit_marker {
     bool check_runtime; /* false when RUNTIME=none */
     char runtime[32];   /* "" : detect */
@@ -249,6 +250,7 @@ struct nodestate_toolkit_marker {
     char runtime_name[64];
     char runtime_path[PATH_MAX];
     char cdi_spec[PATH_MAX];
+    char install_dir[PATH_MAX]; /* TOOLKIT_INSTALL_DIR: where gpuop is installed; "" when absent */
     bool cdi_enabled;
 };
 /* text NULL: the defaults (a toolkit not managed by gpuop). path names the file in errors. */
@@ -284,16 +286,16 @@ const char *nodestate_module_name(enum nodestate_module m); /* "nvidia_drm", ...
 
 #define NODESTATE_VERSION_MAX 64
 
-/* The folders, relative to a root, where the driver's libraries are looked for, in the order
- * NVIDIA's toolkit searches them ("" is the root itself); NULL-terminated. */
+/* The driver's library folders relative to a root, in the order NVIDIA's toolkit searches a
+ * driver root ("" is the root itself; x86_64's and aarch64's folders, their nvidia/current, then
+ * /usr/lib); NULL-terminated. The one list: the CDI spec's driver lookup (nvcdi), the driver
+ * probe, the validator and `gpuop doctor` all read a node's driver through it. */
 extern const char *const nodestate_lib_dirs[];
-/* The folders where nvidia-smi is looked for; NULL-terminated. */
+/* The folders of the driver's binaries (nvidia-smi, ...), in the executable locator's order
+ * (/usr/local/sbin ... /bin), then /opt/bin; NULL-terminated. The same users. */
 extern const char *const nodestate_bin_dirs[];
 
-/* Resolves path (as the host sees it: "/var/run/cdi/nvidia.yaml") under root, following every
- * symbolic link inside root as the host would (an absolute target starts again at root; ".."
- * stops at it); a missing component ends the resolution, the rest taken as it is. Writes root
- * plus the resolved path into buf. -ELOOP past 40 links; -ENAMETOOLONG. */
+/* util's file_root_resolve, under the name the node agents know it by. */
 int nodestate_root_resolve(const char *root, const char *path, char *buf, size_t n);
 /* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
  * root, or else as this process sees the path; executable when want_exec). Writes the resolved

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nvcdi's shell: the inputs of the spec read from the node (driver root, NVML, the driver's files,
  * the MIG capability minors, the control device nodes), the spec rendered and checked. */
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cdi.h"
@@ -15,7 +17,34 @@ struct nvcdi_gen {
     struct gpu_lib *own_lib; /* opened here when the caller lent none */
     char driver_root[256];
     char dev_root[256];
+    char hook_path[PATH_MAX]; /* the last run's; "" when its hooks were left out */
+    size_t n_warnings;        /* the last run's */
+    struct nvcdi_warning *warnings;
 };
+
+static void warnings_clear(struct nvcdi_gen *g)
+{
+    for (size_t i = 0; i < g->n_warnings; i++) {
+        free(g->warnings[i].path);
+        free(g->warnings[i].reason);
+    }
+    free(g->warnings);
+    g->warnings = NULL;
+    g->n_warnings = 0;
+}
+
+static void warn(struct nvcdi_gen *g, const char *what, const char *path, const char *reason)
+{
+    g->warnings = xrealloc(g->warnings, (g->n_warnings + 1) * sizeof(*g->warnings));
+    g->warnings[g->n_warnings++] =
+        (struct nvcdi_warning){.what = what, .path = xstrdup(path), .reason = xstrdup(reason)};
+}
+
+size_t nvcdi_gen_warnings(const struct nvcdi_gen *g, const struct nvcdi_warning **ret)
+{
+    *ret = g->warnings;
+    return g->n_warnings;
+}
 
 struct nvcdi_gen *nvcdi_gen_new(const struct nvcdi_gen_options *o)
 {
@@ -35,6 +64,7 @@ void nvcdi_gen_free(struct nvcdi_gen *g)
     if (!g)
         return;
     gpu_lib_free(g->own_lib);
+    warnings_clear(g);
     free(g);
 }
 
@@ -133,9 +163,47 @@ int nvcdi_gen_inventory(struct nvcdi_gen *g, struct gpu_inventory **ret, struct 
     return r;
 }
 
+/* The gpuop the hooks run: the option, else where the toolkit says it installed gpuop
+ * (.toolkit-ctr-ready's TOOLKIT_INSTALL_DIR), else NVCDI_HOOK_PATH. Left out (a warning) unless
+ * it is an executable file on the host: a hook the runtime cannot run fails every container. */
+static void find_hook(struct nvcdi_gen *g)
+{
+    g->hook_path[0] = 0;
+    if (g->o.hook_path && !*g->o.hook_path)
+        return; /* hooks off */
+    char path[PATH_MAX];
+    strlcpy_s(path, g->o.hook_path ? g->o.hook_path : NVCDI_HOOK_PATH, sizeof(path));
+    char rel[512];
+    if (!g->o.hook_path && nodestate_file_path(g->o.validations_dir, NODESTATE_TOOLKIT_CTR_READY,
+                                               rel, sizeof(rel)) == 0) {
+        _cleanup_free_ char *mpath = nvcdi_host_path(g->o.host_root, "/", rel);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        struct err me = {0};
+        struct nodestate_toolkit_marker m;
+        if (file_read_all(mpath, 65536, &text, &len, &me) == 0 &&
+            nodestate_toolkit_marker_parse(mpath, text, len, &m, &me) == 0 && m.install_dir[0] &&
+            strlen(m.install_dir) + sizeof("/gpuop") <= sizeof(path))
+            snprintf(path, sizeof(path), "%.*s/gpuop", (int)(sizeof(path) - sizeof("/gpuop")),
+                     m.install_dir);
+    }
+    char found[PATH_MAX];
+    struct stat st;
+    if (path[0] != '/')
+        warn(g, "CDI hooks left out", path, "not an absolute path");
+    else if (g->o.hook_unchecked)
+        strlcpy_s(g->hook_path, path, sizeof(g->hook_path));
+    else if (file_root_resolve(g->o.host_root, path, found, sizeof(found)) < 0 ||
+             stat(found, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
+        warn(g, "CDI hooks left out", path, "not an executable file on the host");
+    else
+        strlcpy_s(g->hook_path, path, sizeof(g->hook_path));
+}
+
 int nvcdi_gen_spec(struct nvcdi_gen *g, char **ret, char *ret_version, size_t version_len,
                    struct err *e)
 {
+    warnings_clear(g);
     _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
     int r = nvcdi_gen_inventory(g, &inv, e);
     if (r < 0)
@@ -143,6 +211,10 @@ int nvcdi_gen_spec(struct nvcdi_gen *g, char **ret, char *ret_version, size_t ve
     _cleanup_(nvcdi_driver_freep) struct nvcdi_driver *drv = NULL;
     if ((r = nvcdi_driver_lookup(g->o.host_root, g->driver_root, inv->driver_version, &drv, e)) < 0)
         return r;
+    for (size_t i = 0; i < drv->n_skipped; i++)
+        warn(g, "driver file left out of the CDI spec", drv->skipped[i].path,
+             drv->skipped[i].reason);
+    find_hook(g);
     _cleanup_free_ char *minors = NULL;
     struct err me = {0};
     if (g->o.mig_minors && *g->o.mig_minors &&
@@ -161,6 +233,7 @@ int nvcdi_gen_spec(struct nvcdi_gen *g, char **ret, char *ret_version, size_t ve
         .dev_root = dev_root,
         .mig_minors = minors,
         .control_present = present,
+        .hook_path = g->hook_path[0] ? g->hook_path : NULL,
     };
     _cleanup_free_ char *spec = NULL;
     if ((r = nvcdi_cdi_render(&in, &spec, e)) < 0)

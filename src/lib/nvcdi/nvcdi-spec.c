@@ -209,19 +209,85 @@ static int device_entry(const char *name, const struct gpu_device *gpu,
     return 0;
 }
 
-static void mount(struct render *rd, const char *path, const char *options)
+/* A driver file: hostPath is the driver root plus where the file is once its links are followed
+ * inside the root, so the runtime, which follows links as the host sees them, reads the file the
+ * lookup checked and nothing outside the driver root. */
+static void mount(struct render *rd, const struct nvcdi_file *f, const char *options)
 {
     struct sbuf *b = rd->b;
     const char *root = rd->in->driver_root;
     size_t rl = strlen(root);
     while (rl > 0 && root[rl - 1] == '/')
         rl--;
-    _cleanup_free_ char *host = xasprintf("%.*s%s", (int)rl, root, path);
+    _cleanup_free_ char *host =
+        xasprintf("%.*s%s", (int)rl, root, f->resolved ? f->resolved : f->path);
     sbuf_adds(b, "  - hostPath: ");
     scalar(b, host);
     sbuf_adds(b, "\n");
-    kv(b, "    ", "containerPath", path);
+    kv(b, "    ", "containerPath", f->path);
     sbuf_addf(b, "    options: %s\n", options);
+}
+
+/* One createContainer hook running `gpuop cdi-hook <args>`. */
+static void hook(struct render *rd, const char *const *args, size_t n)
+{
+    struct sbuf *b = rd->b;
+    sbuf_adds(b, "  - hookName: createContainer\n");
+    kv(b, "    ", "path", rd->in->hook_path);
+    sbuf_adds(b, "    args:\n    - gpuop\n    - cdi-hook\n");
+    for (size_t i = 0; i < n; i++) {
+        sbuf_adds(b, "    - ");
+        scalar(b, args[i]);
+        sbuf_adds(b, "\n");
+    }
+}
+
+/* The folders of the driver's libraries, in the order of the mounts, each once. */
+static size_t library_folders(const struct nvcdi_driver *d, char **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_files; i++) {
+        if (d->files[i].kind != NVCDI_FILE_LIBRARY)
+            continue;
+        const char *p = d->files[i].path;
+        const char *slash = strrchr(p, '/');
+        size_t len = slash && slash != p ? (size_t)(slash - p) : 1;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = strlen(out[k]) == len && strncmp(out[k], p, len) == 0;
+        if (!seen && n < max)
+            out[n++] = xstrndup(p, len);
+    }
+    return n;
+}
+
+/* What NVIDIA's hooks give a container, by gpuop's own: the development link libcuda.so next to
+ * libcuda.so.1, then the loader's cache built with the driver's library folders (and the image's
+ * CUDA forward-compatible libraries first when they are newer than the driver). */
+static void hooks(struct render *rd)
+{
+    const struct nvcdi_driver *d = rd->in->driver;
+    sbuf_adds(rd->b, "  hooks:\n");
+    if (d->libcuda_dir) {
+        _cleanup_free_ char *link = xasprintf(
+            "libcuda.so.1::%s/libcuda.so", strcmp(d->libcuda_dir, "/") == 0 ? "" : d->libcuda_dir);
+        const char *args[] = {"create-symlinks", "--link", link};
+        hook(rd, args, ARRAY_SIZE(args));
+    }
+    char *folders[NVCDI_HOOK_FOLDERS];
+    size_t nf = library_folders(d, folders, ARRAY_SIZE(folders));
+    const char *args[3 + 2 * NVCDI_HOOK_FOLDERS];
+    size_t n = 0;
+    args[n++] = "update-ldcache";
+    args[n++] = "--host-driver-version";
+    args[n++] = d->version;
+    for (size_t i = 0; i < nf; i++) {
+        args[n++] = "--folder";
+        args[n++] = folders[i];
+    }
+    hook(rd, args, n);
+    for (size_t i = 0; i < nf; i++)
+        free(folders[i]);
 }
 
 int nvcdi_cdi_render(const struct nvcdi_cdi_input *in, char **ret, struct err *e)
@@ -233,6 +299,9 @@ int nvcdi_cdi_render(const struct nvcdi_cdi_input *in, char **ret, struct err *e
     struct render rd = {.in = in, .dev_root = in->dev_root ? in->dev_root : in->driver_root};
     if (rd.dev_root[0] != '/')
         return err_set(e, -EINVAL, "CDI spec: the device root must be an absolute path");
+    if (in->hook_path && in->hook_path[0] != '/')
+        return err_set(e, -EINVAL, "CDI spec: the hook \"%s\" is not an absolute path",
+                       in->hook_path);
     _cleanup_sbuf_ struct sbuf b;
     sbuf_init(&b, NVCDI_SPEC_MAX);
     rd.b = &b;
@@ -261,8 +330,9 @@ int nvcdi_cdi_render(const struct nvcdi_cdi_input *in, char **ret, struct err *e
     if (d->n_files)
         sbuf_adds(&b, "  mounts:\n");
     for (size_t i = 0; i < d->n_files; i++)
-        mount(&rd, d->files[i].path,
-              d->files[i].kind == NVCDI_FILE_IPC ? IPC_OPTIONS : MOUNT_OPTIONS);
+        mount(&rd, &d->files[i], d->files[i].kind == NVCDI_FILE_IPC ? IPC_OPTIONS : MOUNT_OPTIONS);
+    if (in->hook_path)
+        hooks(&rd);
     int r = sbuf_check_err(&b, e, "CDI spec");
     if (r < 0)
         return r;

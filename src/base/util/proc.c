@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util: running another program and waiting for it (util.h, "processes"). */
+#include "util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/wait.h>
+
+int proc_run(const char *const *argv, const char *const *envp, struct err *e)
+{
+    if (!argv || !argv[0] || argv[0][0] != '/')
+        return err_set(e, -EINVAL, "run \"%s\": not an absolute path",
+                       argv && argv[0] ? argv[0] : "");
+    static const char *const no_env[] = {NULL};
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_t fa;
+    if (posix_spawnattr_init(&attr) != 0)
+        return err_set(e, -ENOMEM, "run \"%s\": out of memory", argv[0]);
+    if (posix_spawn_file_actions_init(&fa) != 0) {
+        posix_spawnattr_destroy(&attr);
+        return err_set(e, -ENOMEM, "run \"%s\": out of memory", argv[0]);
+    }
+    /* The caller's blocked signals (svc blocks SIGTERM and friends for its signalfd thread) and
+     * ignored ones (SIGPIPE) are not the program's. */
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    int r = posix_spawnattr_setsigmask(&attr, &none);
+    if (r == 0)
+        r = posix_spawnattr_setsigdefault(&attr, &all);
+    if (r == 0)
+        r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (r == 0)
+        r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = -1;
+    if (r == 0)
+        r = posix_spawn(&pid, argv[0], &fa, &attr, (char *const *)argv,
+                        (char *const *)(envp ? envp : no_env));
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (r != 0)
+        return err_errno(e, -r, "run \"%s\"", argv[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return err_errno(e, -errno, "wait for \"%s\"", argv[0]);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return 0;
+    if (WIFEXITED(st))
+        return err_set(e, -EIO, "\"%s\" exited with status %d", argv[0], WEXITSTATUS(st));
+    return err_set(e, -EIO, "\"%s\" ended by signal %d", argv[0],
+                   WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
