@@ -546,6 +546,12 @@ static void test_dgx1_table(void **state)
     for (unsigned i = 0; i < DP_BE_MAX_SLOTS + 1; i++)
         many[i] = i % 8;
     assert_int_equal(dp_besteffort(t.score, 8, many, DP_BE_MAX_SLOTS + 1, NULL, 0, 2, out), -E2BIG);
+    /* 64 slots (each GPU listed 8 times): too many states for the exact search, a greedy set */
+    unsigned big[DP_BE_MAX_SLOTS];
+    for (unsigned size = 1; size <= DP_BE_MAX_SLOTS; size *= 4) {
+        assert_int_equal(dp_besteffort(t.score, 8, many, DP_BE_MAX_SLOTS, many, 1, size, big), 0);
+        assert_int_equal(big[0], 0); /* the must-include GPU, in available order */
+    }
 }
 
 /* Random score matrices with many ties, up to 9 GPUs: the product, the oracle and the plain
