@@ -60,7 +60,7 @@ run_fleet() {
     "$tmp/dp-bench" "$dir/dp/nvidia-gpu.sock" 500 2 >/dev/null # warm-up
     local first=1
     for spec in "$@"; do
-        local out alloc= pref= size must avail what args
+        local out alloc='' pref='' size must avail what args
         IFS=: read -r size must avail <<<"$spec"
         args=("$ITER" "$size")
         what="size $size of all"
