@@ -162,16 +162,16 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
 
 /* ---- GetPreferredAllocation --------------------------------------------------------------- */
 
-/* Chooses `size` IDs from available (must_include first). Full GPUs: best-effort topology
- * partition; replicas and MIG devices: distributed or packed greedy. ret_ids (size entries)
- * point into the plan's device IDs. */
+/* Chooses `size` IDs from available. Full GPUs: best-effort topology partition (in available
+ * order); replicas and MIG devices: distributed or packed greedy (must_include first). ret_ids
+ * (size entries) point into the plan's device IDs. */
 int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const char *const *avail,
                  size_t n_avail, const char *const *must, size_t n_must, int size,
                  const char **ret_ids, size_t *ret_n, struct err *e);
 
 /* The search budget of one GetPreferredAllocation request: units of work of the best-effort
  * search (sets considered), shared by the request's containers. An exact search of 16 GPUs
- * takes at most a few hundred thousand, of two 8-GPU NVLink domains a few hundred. */
+ * takes at most ~850,000 (no two GPUs alike), of two 8-GPU NVLink domains a few hundred. */
 #define DP_BE_BUDGET 1000000ull
 /* dp_preferred drawing on (and decrementing) *budget; when it is spent, the best-effort search
  * returns a greedy set grown from the must-include GPUs. dp_preferred: a fresh DP_BE_BUDGET. */
