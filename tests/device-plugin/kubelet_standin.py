@@ -802,10 +802,10 @@ def run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
 
 
 def run_preferred_load(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
-    """A hostile GetPreferredAllocation (256 containers, each a hard best-effort search: 16 GPUs
-    in two NVLink domains, size 5) does not hold up health updates: one server thread runs the
+    """A hostile GetPreferredAllocation (256 containers, each a best-effort search: 16 GPUs in two
+    NVLink domains, size 5) does not hold up health updates: one server thread runs the
     handlers and writes the ListAndWatch updates, so the search budget is per request, not per
-    container. Sent back to back while an XID arrives, the GPU still turns Unhealthy in under a
+    container (and the exact search takes microseconds for alike GPUs). Sent back to back while an XID arrives, the GPU still turns Unhealthy in under a
     second, and each request is answered with a full preferred set per container."""
     kubelet = Kubelet(pb, pb_grpc, ksock)
     plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))

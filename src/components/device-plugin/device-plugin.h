@@ -162,26 +162,34 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
 
 /* ---- GetPreferredAllocation --------------------------------------------------------------- */
 
-/* Chooses `size` IDs from available (must_include first). Full GPUs: best-effort topology
- * partition; replicas and MIG devices: distributed or packed greedy. ret_ids (size entries)
- * point into the plan's device IDs. */
+/* Chooses `size` IDs from available. Full GPUs: best-effort topology partition (in available
+ * order); replicas and MIG devices: distributed or packed greedy (must_include first). ret_ids
+ * (size entries) point into the plan's device IDs. */
 int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const char *const *avail,
                  size_t n_avail, const char *const *must, size_t n_must, int size,
                  const char **ret_ids, size_t *ret_n, struct err *e);
 
-/* The search budget of one GetPreferredAllocation request: visited candidate sets of the
- * best-effort search, shared by the request's containers. */
+/* The search budget of one GetPreferredAllocation request: units of work of the best-effort
+ * search (sets considered), shared by the request's containers. An exact search of 16 GPUs
+ * takes at most ~850,000 (no two GPUs alike), of two 8-GPU NVLink domains a few hundred. */
 #define DP_BE_BUDGET 1000000ull
 /* dp_preferred drawing on (and decrementing) *budget; when it is spent, the best-effort search
- * returns its best partition so far or a greedy set. dp_preferred: a fresh DP_BE_BUDGET. */
+ * returns a greedy set grown from the must-include GPUs. dp_preferred: a fresh DP_BE_BUDGET. */
 int dp_preferred_budget(const struct dp_plan *p, const struct dp_resource *r,
                         const char *const *avail, size_t n_avail, const char *const *must,
                         size_t n_must, int size, uint64_t *budget, const char **ret_ids,
                         size_t *ret_n, struct err *e);
 
+/* The most available GPUs plus padding the best-effort search takes (-E2BIG above). */
+#define DP_BE_MAX_SLOTS 64
+/* The most states of its exact search (groups of interchangeable GPUs: every subset of 16
+ * GPUs with no two alike fits); above, the greedy set is the answer. */
+#define DP_BE_MAX_STATES (1u << 18)
+
 /* The best-effort policy over GPUs 0..n-1 of a score matrix (exposed for table tests):
- * avail/must are GPU numbers; writes the chosen set to ret (size entries). 0 or -EINVAL
- * (nothing satisfies the request). */
+ * avail/must are GPU numbers; writes the chosen set to ret (size entries), in available order.
+ * The answer is go-gpuallocator's (its first best split on ties, see dp-besteffort.c). 0,
+ * -EINVAL (nothing satisfies the request) or -E2BIG (more than DP_BE_MAX_SLOTS slots). */
 int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
                   size_t n_avail, const unsigned *must, size_t n_must, unsigned size,
                   unsigned *ret);
