@@ -539,7 +539,8 @@ typedef enum nvmlPerfPolicyType_enum {
  * facts below come from NVIDIA's nvml.h as published in NVIDIA/go-nvml (gen/nvml/nvml.h, the
  * unmodified header of CUDA 13.3; pkg/nvml/nvml.h as its commits synced NVML 11.8 to 13.3):
  *
- *  - The API appeared with NVML 11.8 (driver branch R520); older libraries lack the symbols.
+ *  - The API appeared with NVML 11.8 (driver branch R520), nvmlGpmMigSampleGet with NVML 12.0
+ *    (R525); older libraries lack the symbols.
  *  - nvmlGpmSample_t is an opaque pointer (struct nvmlGpmSample_st *); samples are allocated and
  *    freed by the library (nvmlGpmSampleAlloc, nvmlGpmSampleFree).
  *  - NVML_GPM_METRICS_GET_VERSION and NVML_GPM_SUPPORT_VERSION are the literal 1, not
