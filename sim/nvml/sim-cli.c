@@ -424,7 +424,9 @@ static int sim_configure(struct svc *s, struct err *e)
     size_t n;
     const char *const *args = svc_args(s, &n);
     if (n == 0)
-        return err_set(e, -EINVAL, "a command is required: inject, reset or show (see --help)");
+        return err_set(
+            e, -EINVAL,
+            "a command is required: inject, gpu-reset, set-load, reset or show (see --help)");
     const char *cmd = args[0];
     if (strcmp(cmd, "inject") == 0) {
         if (n < 2)

@@ -673,18 +673,77 @@ static void mig_samples(void **state)
     N.nvmlShutdown();
 }
 
-/* Runs a program (gpuop-sim); fails unless it exits 0. */
-static void run(char *const argv[])
+/* Runs a program (gpuop-sim) with its stderr into errb (NULL: inherited); its exit status. */
+static int run_status(char *const argv[], char *errb, size_t n)
 {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
     if (pid == 0) {
+        if (errb)
+            dup2(fds[1], 2);
+        close(fds[0]);
         execv(argv[0], argv);
         _exit(127);
     }
+    close(fds[1]);
+    size_t len = 0;
+    ssize_t r;
+    char junk[256];
+    while ((r = read(fds[0], errb && len + 1 < n ? errb + len : junk,
+                     errb && len + 1 < n ? n - 1 - len : sizeof(junk))) > 0)
+        if (errb && len + 1 < n)
+            len += (size_t)r;
+    close(fds[0]);
+    if (errb)
+        errb[len] = '\0';
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs a program (gpuop-sim); fails unless it exits 0. */
+static void run(char *const argv[])
+{
+    int st = run_status(argv, NULL, 0);
+    if (st != 0)
         fail_msg("%s %s: status %d", argv[0], argv[1], st);
+}
+
+/* set-load's bad input: exit 2, a message naming the flag, nothing written. */
+static void set_load_errors(void **state)
+{
+    (void)state;
+    use_fleet();
+    static const struct {
+        const char *args[8];
+        const char *msg;
+    } t[] = {
+        {{"set-load", "--gpu", "0", "--sm", "2"}, "--sm \"2\": not a ratio"},
+        {{"set-load", "--gpu", "0", "--dram", "0.5%"}, "--dram \"0.5%\""},
+        {{"set-load", "--gpu", "0", "--clear", "--sm", "1"}, "--clear takes no --sm"},
+        {{"set-load", "--sm", "0.5"}, "give one of --gpu N and --pid P"},
+        {{"set-load", "--gpu", "0", "--pid", "1", "--sm", "0.5"}, "give one of --gpu"},
+        {{"set-load", "--gpu", "0"}, "give --sm, --tensor or --dram"},
+        {{"set-load", "--gpu", "9", "--sm", "0.5"}, "--gpu 9: the fleet"},
+        {{"set-load", "--pid", "1", "--sm", "0.5"}, "process 1 holds no simulated GPU"},
+        {{"set-load", "--gpu", "0", "--code", "48", "--sm", "0.5"}, "belong to inject"},
+        {{"set-load", "now", "--gpu", "0"}, "unexpected argument \"now\""},
+        {{"inject", "lost", "--gpu", "0", "--sm", "1"}, "belong to set-load"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
+        char *argv[10] = {(char *)gpuop_sim};
+        for (size_t k = 0; k < 8 && t[i].args[k]; k++)
+            argv[k + 1] = (char *)t[i].args[k];
+        char err[1024];
+        int st = run_status(argv, err, sizeof(err));
+        if (st != 2 || !strstr(err, t[i].msg))
+            fail_msg("case %zu: status %d, \"%s\"; want 2, \"%s\"", i, st, err, t[i].msg);
+    }
+    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
+    struct sim_store *s _cleanup_(sim_store_freep) = store_open(&f);
+    for (size_t i = 0; i < f->n_gpus; i++)
+        assert_false(sim_store_state(s)->gpus[i].has_load);
 }
 
 /* Loads are kept in state.json (thousandths, as integers); a bad one is an error naming the field,
@@ -839,6 +898,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(two_samples),
         cmocka_unit_test(mig_samples),
         cmocka_unit_test(state_loads),
+        cmocka_unit_test(set_load_errors),
         cmocka_unit_test(cuda_sample_load),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
