@@ -359,8 +359,8 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
             printf("  process %u, %" PRIu64 " MiB", procs[k].pid, procs[k].used_mib);
             if (procs[k].gi_id != SIM_NO_ID)
                 printf(", GI %u CI %u", procs[k].gi_id, procs[k].ci_id);
-            printf(", load sm %u.%03u tensor %u.%03u dram %u.%03u%s\n", l.sm / 1000, l.sm % 1000,
-                   l.tensor / 1000, l.tensor % 1000, l.dram / 1000, l.dram % 1000,
+            printf("\n    load: sm %u.%03u tensor %u.%03u dram %u.%03u%s\n", l.sm / 1000,
+                   l.sm % 1000, l.tensor / 1000, l.tensor % 1000, l.dram / 1000, l.dram % 1000,
                    procs[k].has_load ? " (its own)" : "");
         }
         if (gs->has_load)
