@@ -2344,10 +2344,11 @@ struct gpm_acc {
 };
 
 #define MAX_GPM_SAMPLES 4096
-#define MAX_GPM_TARGETS (SIM_MAX_GPUS * 32)
+/* every GPU, GPU instance and compute instance there can be */
+#define MAX_GPM_TARGETS (SIM_MAX_GPUS * (1 + SIM_GI_IDS * (1 + SIM_CI_IDS)))
 static nvmlGpmSample_t g_samples[MAX_GPM_SAMPLES];
-static struct gpm_acc *g_acc;
-static size_t g_n_acc;
+static struct gpm_acc *g_acc; /* grown as targets are sampled */
+static size_t g_n_acc, g_cap_acc;
 static uint64_t g_gpm_seq;
 
 static void gpm_release(void)
@@ -2358,7 +2359,7 @@ static void gpm_release(void)
     }
     free(g_acc);
     g_acc = NULL;
-    g_n_acc = 0;
+    g_n_acc = g_cap_acc = 0;
 }
 
 static bool sample_valid(nvmlGpmSample_t s, size_t *ret_slot)
@@ -2435,12 +2436,18 @@ static struct gpm_acc *acc_get(unsigned gpu, unsigned gi, unsigned ci, uint64_t 
                 .gpu = gpu, .gi = gi, .ci = ci, .ident = rates->ident, .at_ms = now};
         return a;
     }
-    if (g_n_acc >= MAX_GPM_TARGETS)
-        return NULL;
-    if (!g_acc)
-        g_acc = calloc(MAX_GPM_TARGETS, sizeof(*g_acc));
-    if (!g_acc)
-        return NULL;
+    if (g_n_acc == g_cap_acc) {
+        size_t cap = g_cap_acc ? 2 * g_cap_acc : 16;
+        if (cap > MAX_GPM_TARGETS)
+            cap = MAX_GPM_TARGETS;
+        if (cap == g_n_acc)
+            return NULL;
+        struct gpm_acc *grown = realloc(g_acc, cap * sizeof(*g_acc));
+        if (!grown)
+            return NULL;
+        g_acc = grown;
+        g_cap_acc = cap;
+    }
     struct gpm_acc *a = &g_acc[g_n_acc++];
     *a = (struct gpm_acc){.gpu = gpu, .gi = gi, .ci = ci, .ident = rates->ident, .at_ms = now};
     return a;
