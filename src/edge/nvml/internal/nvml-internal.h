@@ -78,9 +78,10 @@ int nv_gpm_supported(nvmlReturn_t r, const nvmlGpmSupport_t *s);
 int nv_gpm_pair(uint64_t prev_ms, uint64_t cur_ms, uint64_t max_age_ms);
 /* Fills a request for every gpu_prof_field's metric between s1 and s2. */
 void nv_gpm_request(nvmlGpmMetricsGet_t *mg, nvmlGpmSample_t s1, nvmlGpmSample_t s2);
-/* nvmlGpmMetricsGet's metrics (n of them) as DCGM's values: percentages to ratios (rounding
- * outside 0..100 clamped), MiB/s to bytes per second; a metric that failed, or whose value is not
- * a number or is negative, leaves its field invalid; ids gpuop does not ask for are ignored. */
+/* nvmlGpmMetricsGet's metrics (n of them) as DCGM's values: percentages to ratios (above 100
+ * reads 1, a rounding hair below 0 reads 0), MiB/s to bytes per second; a metric that failed, or
+ * whose value is not finite or is negative, leaves its field invalid; ids gpuop does not ask for
+ * are ignored. */
 void nv_gpm_convert(const nvmlGpmMetric_t *m, size_t n, struct gpu_prof *ret);
 
 #endif
