@@ -91,7 +91,9 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
 }
 
 struct sim_cli {
-    unsigned gpu, code, gi, ci, dbe, sbe, after;
+    unsigned gpu, code, gi, ci, dbe, sbe, after, pid;
+    const char *sm, *tensor, *dram;
+    bool clear;
     const char *fleet, *state_dir;
 };
 
@@ -139,6 +141,31 @@ static const struct svc_option sim_options[] = {
      .off = C(after),
      .metavar = "K",
      .help = "mig-fail: GPU-instance creations that still succeed before the failing one (0)"},
+    {.flag = "pid",
+     .kind = SVC_UINT,
+     .max = INT32_MAX,
+     .off = C(pid),
+     .metavar = "P",
+     .help = "set-load: the process (one holding a simulated GPU)"},
+    {.flag = "sm",
+     .kind = SVC_STRING,
+     .off = C(sm),
+     .metavar = "R",
+     .help = "set-load: SM activity, a ratio 0..1 (0 when left out)"},
+    {.flag = "tensor",
+     .kind = SVC_STRING,
+     .off = C(tensor),
+     .metavar = "R",
+     .help = "set-load: tensor-pipe activity, a ratio 0..1 (0 when left out)"},
+    {.flag = "dram",
+     .kind = SVC_STRING,
+     .off = C(dram),
+     .metavar = "R",
+     .help = "set-load: DRAM bandwidth, a ratio 0..1 (0 when left out)"},
+    {.flag = "clear",
+     .kind = SVC_FLAG,
+     .off = C(clear),
+     .help = "set-load: drop the load set before (back to the GPU's, the fleet's or the default)"},
     {.env = "GPUOP_SIM_FLEET",
      .kind = SVC_STRING,
      .off = C(fleet),
@@ -154,7 +181,53 @@ static const struct svc_option sim_options[] = {
 static void sim_defaults(void *state)
 {
     struct sim_cli *c = state;
-    c->gpu = c->code = c->gi = c->ci = c->dbe = c->after = SIM_NO_ID;
+    c->gpu = c->code = c->gi = c->ci = c->dbe = c->after = c->pid = SIM_NO_ID;
+}
+
+/* set-load's flags, checked before any file is read. */
+struct load_cmd {
+    unsigned gpu, pid; /* one of them; the other SIM_NO_ID */
+    bool clear;
+    struct sim_load load;
+};
+
+static int load_check(const struct sim_cli *c, struct load_cmd *ret, struct err *e)
+{
+    if (c->code != SIM_NO_ID || c->gi != SIM_NO_ID || c->ci != SIM_NO_ID || c->dbe != SIM_NO_ID ||
+        c->sbe || c->after != SIM_NO_ID)
+        return err_set(e, -EINVAL,
+                       "set-load: --code, --gi, --ci, --dbe, --sbe and --after belong to inject");
+    if ((c->gpu == SIM_NO_ID) == (c->pid == SIM_NO_ID))
+        return err_set(e, -EINVAL, "set-load: give one of --gpu N and --pid P");
+    bool any = c->sm || c->tensor || c->dram;
+    if (c->clear && any)
+        return err_set(e, -EINVAL, "set-load: --clear takes no --sm, --tensor or --dram");
+    if (!c->clear && !any)
+        return err_set(e, -EINVAL,
+                       "set-load: give --sm, --tensor or --dram (ratios 0..1), or "
+                       "--clear");
+    struct load_cmd l = {.gpu = c->gpu, .pid = c->pid, .clear = c->clear};
+    const char *const vals[] = {c->sm, c->tensor, c->dram};
+    const char *const names[] = {"sm", "tensor", "dram"};
+    unsigned *slot[] = {&l.load.sm, &l.load.tensor, &l.load.dram};
+    for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
+        if (vals[i] && sim_ratio_parse(vals[i], slot[i]) < 0)
+            return err_set(e, -EINVAL,
+                           "set-load: --%s \"%s\": not a ratio from 0 to 1 (at most 3 decimals)",
+                           names[i], vals[i]);
+    *ret = l;
+    return 0;
+}
+
+static int load_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    (void)e;
+    const struct load_cmd *l = arg;
+    struct sim_gpu_state *g = &st->gpus[l->gpu];
+    g->has_load = !l->clear;
+    g->load = l->clear ? (struct sim_load){0} : l->load;
+    return 0;
 }
 
 /* The flags against the fault kind (before any file is read). */
@@ -186,6 +259,11 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
                           .sbe = c->sbe == SIM_NO_ID ? 0 : c->sbe,
                           .after = c->after == SIM_NO_ID ? 0 : c->after};
     const char *pre = in->kind == GPU_RESET ? "" : "inject ";
+    if (c->pid != SIM_NO_ID || c->sm || c->tensor || c->dram || c->clear)
+        return err_set(e, -EINVAL,
+                       "%s%s: --pid, --sm, --tensor, --dram and --clear belong to "
+                       "set-load",
+                       pre, what);
     if (in->kind != INJ_MIG_FAIL && c->after != SIM_NO_ID)
         return err_set(e, -EINVAL, "%s%s: --after belongs to inject mig-fail", pre, what);
     if (in->gpu == SIM_NO_ID)
@@ -277,11 +355,25 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
         struct sim_proc procs[SIM_MAX_PROCS];
         size_t n_procs = sim_procs_live(st, i, procs, ARRAY_SIZE(procs));
         for (size_t k = 0; k < n_procs && k < ARRAY_SIZE(procs); k++) {
+            struct sim_load l = sim_proc_load(g, gs, &procs[k]);
             printf("  process %u, %" PRIu64 " MiB", procs[k].pid, procs[k].used_mib);
             if (procs[k].gi_id != SIM_NO_ID)
                 printf(", GI %u CI %u", procs[k].gi_id, procs[k].ci_id);
-            printf("\n");
+            printf("\n    load: sm %u.%03u tensor %u.%03u dram %u.%03u%s\n", l.sm / 1000,
+                   l.sm % 1000, l.tensor / 1000, l.tensor % 1000, l.dram / 1000, l.dram % 1000,
+                   procs[k].has_load ? " (its own)" : "");
         }
+        if (gs->has_load)
+            printf("  set-load: a process drives sm %u.%03u tensor %u.%03u dram %u.%03u\n",
+                   gs->load.sm / 1000, gs->load.sm % 1000, gs->load.tensor / 1000,
+                   gs->load.tensor % 1000, gs->load.dram / 1000, gs->load.dram % 1000);
+        struct sim_gpm_rates rates;
+        if (!gs->lost && sim_gpm_supported(g) &&
+            sim_gpm_rates(g, gs, procs, n_procs < ARRAY_SIZE(procs) ? n_procs : ARRAY_SIZE(procs),
+                          SIM_NO_ID, SIM_NO_ID, &rates) == NVML_SUCCESS)
+            printf("  GPM now: SM %.1f %%, tensor %.1f %%, DRAM %.1f %%\n",
+                   100 * rates.active[SIM_GPM_SM], 100 * rates.active[SIM_GPM_TENSOR],
+                   100 * rates.active[SIM_GPM_DRAM]);
         if (gs->remapped_unc || gs->remapped_cor)
             printf("  remapped rows: %u uncorrectable, %u correctable%s\n", gs->remapped_unc,
                    gs->remapped_cor, gs->remap_pending ? ", remap pending" : "");
@@ -332,7 +424,9 @@ static int sim_configure(struct svc *s, struct err *e)
     size_t n;
     const char *const *args = svc_args(s, &n);
     if (n == 0)
-        return err_set(e, -EINVAL, "a command is required: inject, reset or show (see --help)");
+        return err_set(
+            e, -EINVAL,
+            "a command is required: inject, gpu-reset, set-load, reset or show (see --help)");
     const char *cmd = args[0];
     if (strcmp(cmd, "inject") == 0) {
         if (n < 2)
@@ -350,9 +444,16 @@ static int sim_configure(struct svc *s, struct err *e)
         struct inject in;
         return inject_check(c, cmd, &in, e);
     }
+    if (strcmp(cmd, "set-load") == 0) {
+        if (n > 1)
+            return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
+        struct load_cmd l;
+        return load_check(c, &l, e);
+    }
     if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0)
-        return err_set(e, -EINVAL,
-                       "unknown command \"%s\" (inject, gpu-reset, reset, show; see --help)", cmd);
+        return err_set(
+            e, -EINVAL,
+            "unknown command \"%s\" (inject, gpu-reset, set-load, reset, show; see --help)", cmd);
     if (n > 1)
         return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
     return 0;
@@ -386,6 +487,25 @@ static int sim_run(struct svc *s, struct err *e)
     }
     if (strcmp(cmd, "show") == 0)
         return cmd_show(f, st) == 0 ? 0 : err_set(e, -EIO, "show failed");
+    if (strcmp(cmd, "set-load") == 0) {
+        struct load_cmd l;
+        if ((r = load_check(c, &l, e)) < 0)
+            return svc_bad_input(s, r);
+        if (l.pid != SIM_NO_ID) {
+            r = sim_procs_set_load(st, l.pid, l.clear ? NULL : &l.load, e);
+            if (r == -ENOENT)
+                return svc_bad_input(s, err_prefix(e, "set-load --pid"));
+            return r < 0 ? err_prefix(e, "set-load") : 0;
+        }
+        if (l.gpu >= f->n_gpus)
+            return svc_bad_input(s, err_set(e, -EINVAL,
+                                            "set-load: --gpu %u: the fleet %s has %zu "
+                                            "GPUs",
+                                            l.gpu, f->path, f->n_gpus));
+        if ((r = sim_store_update(st, load_apply, &l, e)) != 0)
+            return err_prefix(e, "set-load");
+        return 0;
+    }
     const char *what = strcmp(cmd, "gpu-reset") == 0 ? cmd : args[1];
     struct inject in;
     if ((r = inject_check(c, what, &in, e)) < 0)
@@ -430,8 +550,12 @@ const struct svc_component sim_component = {
         "                      pending differ), as where the node cannot reset it live\n"
         "  gpu-reset --gpu N   reset GPU N (what a reboot does): a pending MIG mode change\n"
         "                      takes effect; refused while processes run on it\n"
+        "  set-load --gpu N|--pid P [--sm R] [--tensor R] [--dram R] | --clear\n"
+        "                      the load (ratios 0..1) a process on GPU N, or process P,\n"
+        "                      drives: the simulated GPU Performance Monitoring counts it\n"
+        "                      while the process runs (--clear: back to the fleet's workload)\n"
         "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
-        "                      no lost GPUs, zero ECC counters)\n"
+        "                      no lost GPUs, zero ECC counters, no loads set)\n"
         "  show                print the fleet and its current state\n",
     .options = {sim_options},
     .epilogue = "Also read by the simulator:\n"

@@ -89,6 +89,13 @@ void sim_store_free(struct sim_store *s)
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
+/* A load in thousandths, as integers: the state file stays exact. */
+static json_t *load_to_json(const struct sim_load *l)
+{
+    return json_pack("{s:I, s:I, s:I}", "sm_milli", (json_int_t)l->sm, "tensor_milli",
+                     (json_int_t)l->tensor, "dram_milli", (json_int_t)l->dram);
+}
+
 static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *st)
 {
     json_t *gpus = json_array();
@@ -128,6 +135,8 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
             json_object_set_new(last, "mig_change_pending", json_true());
         if (g->mig_reset_required)
             json_object_set_new(last, "mig_reset_required", json_true());
+        if (g->has_load)
+            json_object_set_new(last, "load", load_to_json(&g->load));
     }
     json_t *procs = json_array();
     for (size_t i = 0; i < st->n_procs; i++) {
@@ -138,6 +147,8 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
             json_object_set_new(o, "gi", json_integer(p->gi_id));
             json_object_set_new(o, "ci", json_integer(p->ci_id));
         }
+        if (o && p->has_load)
+            json_object_set_new(o, "load", load_to_json(&p->load));
         json_array_append_new(procs, o);
     }
     char hash[24];
@@ -164,6 +175,28 @@ static int get_u64(json_t *o, const char *key, const char *ctx, uint64_t *ret, s
     if (r > 0)
         *ret = (uint64_t)v;
     return r;
+}
+
+/* "load": optional; *ret_has set when present. */
+static int load_from_json(json_t *o, const char *ctx, bool *ret_has, struct sim_load *ret,
+                          struct err *e)
+{
+    json_t *x = NULL;
+    int r = cfg_object(o, "load", ctx, false, &x, e);
+    if (r <= 0) {
+        *ret_has = false;
+        return r;
+    }
+    char c2[520];
+    snprintf(c2, sizeof(c2), "%.500s.load", ctx);
+    struct sim_load l = {0};
+    if ((r = get_u(x, "sm_milli", c2, SIM_LOAD_MAX, &l.sm, e)) < 0 ||
+        (r = get_u(x, "tensor_milli", c2, SIM_LOAD_MAX, &l.tensor, e)) < 0 ||
+        (r = get_u(x, "dram_milli", c2, SIM_LOAD_MAX, &l.dram, e)) < 0)
+        return r;
+    *ret_has = true;
+    *ret = l;
+    return 0;
 }
 
 /* "processes": optional (a state written before processes were simulated has none). */
@@ -196,6 +229,8 @@ static int procs_from_json(json_t *doc, const char *ctx, size_t n_gpus, struct s
             return has_ci;
         if ((has_gi > 0) != (has_ci > 0))
             return err_set(e, -EINVAL, "%s: \"gi\" and \"ci\" go together", c2);
+        if ((r = load_from_json(v, c2, &p.has_load, &p.load, e)) < 0)
+            return r;
         p.pid = pid;
         st->procs[st->n_procs++] = p;
     }
@@ -213,7 +248,8 @@ static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, st
         (r = get_u(o, "last_xid", ctx, UINT32_MAX, &g->last_xid, e)) < 0 ||
         (r = get_u(o, "mig_fail_in", ctx, UINT32_MAX, &g->mig_fail_in, e)) < 0 ||
         (r = cfg_bool(o, "mig_change_pending", ctx, false, &g->mig_change_pending, e)) < 0 ||
-        (r = cfg_bool(o, "mig_reset_required", ctx, false, &g->mig_reset_required, e)) < 0)
+        (r = cfg_bool(o, "mig_reset_required", ctx, false, &g->mig_reset_required, e)) < 0 ||
+        (r = load_from_json(o, ctx, &g->has_load, &g->load, e)) < 0)
         return r;
     if ((r = cfg_object(o, "ecc", ctx, false, &x, e)) < 0)
         return r;
