@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct err e = {0};
     size_t events = 0;
     struct kube_watch_parser p;
-    kube_watch_parser_init(&p, 4096, on_event, &events);
+    kube_watch_parser_init(&p, 4096, SIZE_MAX, on_event, &events);
     for (size_t off = 0; off < n; off += chunk) {
         size_t take = n - off < chunk ? n - off : chunk;
         if (kube_watch_parser_feed(&p, in + off, take, &e) != 0)
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     kube_status_err(400 + (long)(data[0] % 200), in, n, "fuzz", &e);
     json_t *v = NULL;
-    if (kube_json_parse(in, n, "fuzz", &v, &e) == 0)
+    if (kube_json_parse(in, n, 1u << 20, "fuzz", &v, &e) == 0)
         json_decref(v);
 
     json_t *doc = NULL;
