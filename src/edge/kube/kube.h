@@ -21,6 +21,11 @@
  *   410 -EIDRM (KUBE_EGONE)   429 -EAGAIN (after retries), on eviction -EBUSY (KUBE_EBLOCKED)
  *   5xx -EIO   timeouts -ETIMEDOUT   connection failures -ECONNREFUSED / -EHOSTUNREACH
  *   TLS verification failures -EKEYREJECTED   oversized responses -EFBIG   bad JSON -EBADMSG
+ *   a response or list over its decoded limit -EFBIG   the in-flight budget spent -ENOBUFS
+ *
+ * Memory (docs/kube-client.md): a body is bounded on the wire (max_response), priced before it
+ * is decoded (max_decoded), and held within the client's in-flight budget (max_in_flight);
+ * informers keep their stores within max_cached; kube_list its items within a budget.
  *
  * Bodies are jansson values. Objects passed in are borrowed; objects returned are owned by the
  * caller (json_decref).
@@ -323,11 +328,14 @@ struct kube_informer_opts {
     struct kube_informer_handlers handlers;
 };
 
-/* The informer starts at once: a list (paginated), then one watch, from the list's
- * resourceVersion, with bookmarks. A stream the server ends normally is resumed from the last
- * version seen (bookmarks keep it fresh); after a 410 Gone, a broken connection or a refused
- * watch it lists again, after a jittered backoff (the server may have restarted), and the
- * differences become add/update/delete calls. The client must outlive the informer. */
+/* The informer starts at once: a list (in pages, each applied to the store as it comes; a
+ * forgotten continue token starts it over), then one watch, from the list's resourceVersion,
+ * with bookmarks. The store counts against the client's max_cached: an informer that would pass
+ * it keeps what it has and lists again after a backoff (synced only once a whole list fits). A
+ * stream the server ends normally is resumed from the last version seen (bookmarks keep it fresh);
+ * after a 410 Gone, a broken connection or a refused watch it lists again, after a jittered backoff
+ * (the server may have restarted), and the differences become add/update/delete calls. The client
+ * must outlive the informer. */
 int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
                       const struct kube_informer_opts *o, struct kube_informer **ret,
                       struct err *e);
