@@ -773,6 +773,14 @@ static void test_decoded_and_in_flight_limits(void **state)
                                       json_pack("[{s:i,s:s}]", "code", 200, "body", bloat.data)));
     json_array_append_new(
         rules, rule("/api/v1/nodes/fine", NULL, json_pack("[o]", ok(node_page("n", 1, NULL)))));
+    /* a watch event of the same: refused before it is decoded, the events before it handled */
+    char *ev = xasprintf("{\"type\":\"ADDED\",\"object\":%s}\n", bloat.data);
+    json_array_insert_new(
+        rules, 0, /* before the list's rule, which would answer it too */
+        rule("/api/v1/nodes", "watch=true",
+             json_pack("[{s:i,s:[s,s]}]", "code", 200, "stream",
+                       "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n", ev)));
+    free(ev);
     sbuf_free(&bloat);
     struct fx f = {0};
     struct kube_options o = {.max_decoded = 8u << 20, .max_in_flight = 16u << 20};
@@ -790,6 +798,12 @@ static void test_decoded_and_in_flight_limits(void **state)
     assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "fine", &v, &e), 0);
     json_decref(v);
     assert_int_equal(count_requests(), before + 1); /* refused, not retried */
+    struct evlog l = {{0}};
+    struct kube_watch_opts wo = {.resource_version = "5"};
+    assert_int_equal(kube_watch(f.c, &KUBE_NODES, NULL, &wo, evlog_cb, &l, &e), -EFBIG);
+    assert_string_equal(l.s, "ADDED:a;");
+    assert_non_null(strstr(e.msg, "watch nodes: watch event: the event would take about "));
+    assert_non_null(strstr(e.msg, "more than the 8.0 MiB limit (kube_options.max_decoded)"));
     assert_nothing_held(f.c);
     struct kube_client_memory m;
     kube_client_memory(f.c, &m);

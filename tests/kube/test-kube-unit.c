@@ -779,7 +779,7 @@ static void test_decoded_limit(void **state)
                                      "0", 10000, "]}}\n");
     kube_watch_parser_init(&p, 1u << 20, 64u << 10, collect, &s);
     assert_int_equal(kube_watch_parser_feed(&p, ev, strlen(ev), &e), -EFBIG);
-    assert_non_null(strstr(e.msg, "watch: an event would take about"));
+    assert_non_null(strstr(e.msg, "watch event: the event would take about"));
     kube_watch_parser_free(&p);
     assert_int_equal(s.n, 0);
 

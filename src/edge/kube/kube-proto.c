@@ -455,7 +455,7 @@ int kube_watch_event_parse(const char *line, size_t n, size_t max_decoded,
     if (max_decoded != SIZE_MAX) {
         size_t cost = kube_json_cost(line, n);
         if (cost > max_decoded)
-            return kube_decoded_err(e, "watch", "an event", cost, max_decoded,
+            return kube_decoded_err(e, "watch event", "the event", cost, max_decoded,
                                     "kube_options.max_decoded");
     }
     json_error_t je;
@@ -526,10 +526,10 @@ static int parser_line(struct kube_watch_parser *p, const char *line, size_t n, 
     /* priced once: the limit, then the in-flight budget while the event is decoded and handled */
     size_t cost = kube_json_cost(line, n);
     if (cost > p->max_decoded)
-        return kube_decoded_err(e, "watch", "an event", cost, p->max_decoded,
+        return kube_decoded_err(e, "watch event", "the event", cost, p->max_decoded,
                                 "kube_options.max_decoded");
     if (p->mem && kube_budget_take(p->mem, cost) < 0)
-        return kube_in_flight_err(e, "watch", p->mem, cost);
+        return kube_in_flight_err(e, "watch event", p->mem, cost);
     int r = kube_watch_event_parse(line, n, SIZE_MAX, &t, &obj, e);
     if (r < 0) {
         if (p->mem)
@@ -564,7 +564,7 @@ int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t
             size_t cap = sbuf_cap_after(&p->line, take);
             if (p->mem && cap > p->line_held) {
                 if (kube_budget_take(p->mem, cap - p->line_held) < 0)
-                    return kube_in_flight_err(e, "watch", p->mem, cap - p->line_held);
+                    return kube_in_flight_err(e, "watch event", p->mem, cap - p->line_held);
                 p->line_held = cap;
             }
             if (sbuf_append(&p->line, data, take) < 0)
