@@ -351,37 +351,45 @@ size_t kube_json_cost(const char *text, size_t n)
     return add_sat(total, add_sat(chunk(2 * longest + 32) + chunk(longest_key + 3), 1024));
 }
 
-size_t kube_json_value_cost(json_t *v)
+/* A scalar's price (0 for containers, priced by the caller's walk). */
+static inline size_t scalar_cost(json_t *v)
 {
-    size_t total = 0;
     switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        const char *k;
-        json_t *m;
-        total = cost_object(json_object_size(v));
-        json_object_foreach (v, k, m)
-            total = add_sat(total, add_sat(cost_member(strlen(k)), kube_json_value_cost(m)));
-        break;
-    }
-    case JSON_ARRAY: {
-        size_t i;
-        json_t *m;
-        total = cost_array(json_array_size(v));
-        json_array_foreach (v, i, m)
-            total = add_sat(total, kube_json_value_cost(m));
-        break;
-    }
     case JSON_STRING:
-        total = cost_string(json_string_length(v));
-        break;
+        return cost_string(json_string_length(v));
     case JSON_INTEGER:
     case JSON_REAL:
-        total = chunk(COST_NUMBER_STRUCT);
-        break;
+        return chunk(COST_NUMBER_STRUCT);
     default:
-        break; /* true, false, null: shared */
+        return 0; /* true, false, null: shared */
     }
-    return total;
+}
+
+size_t kube_json_value_cost(json_t *v)
+{
+    size_t total;
+    json_t *m;
+    if (json_is_object(v)) {
+        total = cost_object(json_object_size(v));
+        for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+            m = json_object_iter_value(it);
+            total = add_sat(total, cost_member(json_object_iter_key_len(it)));
+            total = add_sat(total, json_is_object(m) || json_is_array(m) ? kube_json_value_cost(m)
+                                                                         : scalar_cost(m));
+        }
+        return total;
+    }
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        total = cost_array(n);
+        for (size_t i = 0; i < n; i++) {
+            m = json_array_get(v, i);
+            total = add_sat(total, json_is_object(m) || json_is_array(m) ? kube_json_value_cost(m)
+                                                                         : scalar_cost(m));
+        }
+        return total;
+    }
+    return scalar_cost(v);
 }
 
 /* Sizes in messages: KiB under 1 MiB, MiB with a decimal under 10, GiB from 10 GiB. */

@@ -128,6 +128,11 @@ int kube_list(struct kube_client *c, const struct kube_resource *r, const char *
     /* list items lack kind and apiVersion on the wire; callers expect whole objects */
     _cleanup_free_ char *av =
         r->group && r->group[0] ? xasprintf("%s/%s", r->group, r->version) : xstrdup(r->version);
+    size_t type_cost;
+    {
+        _cleanup_json_ json_t *t = json_pack("{s:s,s:s}", "kind", r->kind, "apiVersion", av);
+        type_cost = kube_json_value_cost(t); /* (a little more: an empty object's own price) */
+    }
     unsigned restarts = 0, pages = 0;
     for (;; pages++) {
         if (pages > 100000)
@@ -166,28 +171,36 @@ int kube_list(struct kube_client *c, const struct kube_resource *r, const char *
             json_object_set_new(all, "items", json_array());
         }
         json_t *items = json_object_get(all, "items");
-        size_t i;
+        json_t *page_items = json_object_get(page, "items");
+        /* What the page's items will cost in the list: the page's price (at least what they
+         * hold: the envelope and the parser's scratch are counted too, and no walk over them
+         * is needed), a slot each in the list (the table at most doubles), and the kind and
+         * apiVersion given to those without. */
+        size_t n = json_array_size(page_items), typed = 0, i;
         json_t *it;
-        json_array_foreach (json_object_get(page, "items"), i, it) {
+        json_array_foreach (page_items, i, it) {
+            if (json_is_object(it) && !json_object_get(it, "kind"))
+                typed++;
+        }
+        size_t cost = add_sat(held, n * 16 + typed * type_cost);
+        if (cost > budget->limit || budget->used > budget->limit - cost) {
+            char so_far[32], lim[32];
+            kube_mib(so_far, sizeof(so_far), add_sat(budget->used, cost));
+            kube_mib(lim, sizeof(lim), budget->limit);
+            budget->used = start;
+            kube_client_release(c, held);
+            return err_set(e, -EFBIG,
+                           "list %s: %s take more than %s decoded after %u page%s, over the %s "
+                           "limit (%s)",
+                           r->plural, start ? "the lists together" : "the items", so_far, pages + 1,
+                           pages ? "s" : "", lim, knob);
+        }
+        budget->used += cost;
+        json_array_foreach (page_items, i, it) {
             if (json_is_object(it) && !json_object_get(it, "kind")) {
                 json_object_set_new(it, "kind", json_string(r->kind));
                 json_object_set_new(it, "apiVersion", json_string(av));
             }
-            /* the item and its slot in the list (the table at most doubles) */
-            size_t cost = kube_json_value_cost(it) + 16;
-            if (cost > budget->limit || budget->used > budget->limit - cost) {
-                char so_far[32], lim[32];
-                kube_mib(so_far, sizeof(so_far), add_sat(budget->used, cost));
-                kube_mib(lim, sizeof(lim), budget->limit);
-                budget->used = start;
-                kube_client_release(c, held);
-                return err_set(e, -EFBIG,
-                               "list %s: %s take more than %s decoded after %u page%s, over the "
-                               "%s limit (%s)",
-                               r->plural, start ? "the lists together" : "the items", so_far,
-                               pages + 1, pages ? "s" : "", lim, knob);
-            }
-            budget->used += cost;
             json_array_append(items, it);
         }
         const char *next = json_string_value(json_object_get(meta, "continue"));
