@@ -269,7 +269,7 @@ static void test_h1_watch_every_split(void **state)
             kube_h1_init(p, false);
             int events = 0;
             struct kube_watch_parser wp;
-            kube_watch_parser_init(&wp, 1u << 20, count_event, &events);
+            kube_watch_parser_init(&wp, 1u << 20, SIZE_MAX, count_event, &events);
             struct err e = {0};
             struct wfeed wf = {&wp, &e};
             size_t pieces[3][2] = {{0, cut}, {cut, cut2}, {cut2, (size_t)n}};

@@ -42,6 +42,30 @@ static void test_sbuf_limit(void **state)
     assert_string_equal(b.data, "42-ab");
 }
 
+/* sbuf_cap_after says what an append is about to allocate: what the append then leaves. */
+static void test_sbuf_cap_after(void **state)
+{
+    (void)state;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 5000);
+    assert_int_equal(sbuf_cap_after(&b, 0), 256); /* even an empty append makes the buffer */
+    static const size_t steps[] = {1, 200, 55, 1, 700, 1000, 2000, 1043};
+    for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+        char chunk[2048];
+        memset(chunk, 'x', sizeof(chunk));
+        size_t want = sbuf_cap_after(&b, steps[i]);
+        assert_int_equal(sbuf_append(&b, chunk, steps[i]), 0);
+        assert_int_equal(b.cap, want);
+        assert_int_equal(sbuf_cap_after(&b, 0), b.cap); /* nothing more for nothing */
+    }
+    assert_int_equal(b.len, 5000);
+    assert_int_equal(b.cap, 5001); /* at most the limit and its NUL */
+    /* an append over the limit allocates nothing */
+    assert_int_equal(sbuf_cap_after(&b, 1), b.cap);
+    assert_int_equal(sbuf_append(&b, "y", 1), -ENOBUFS);
+    assert_int_equal(b.cap, 5001);
+}
+
 /* The first failure sticks: later appends, even small ones, do nothing and report it. */
 static void test_sbuf_sticky(void **state)
 {
@@ -595,6 +619,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_sbuf_limit),
+        cmocka_unit_test(test_sbuf_cap_after),
         cmocka_unit_test(test_sbuf_sticky),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),

@@ -156,6 +156,10 @@ GPUOP_WUR int sbuf_check(const struct sbuf *b);
  * failure's strerror), what being the thing the buffer was building. */
 GPUOP_WUR int sbuf_check_err(const struct sbuf *b, struct err *e, const char *what_fmt, ...)
     GPUOP_PRINTF(3, 4);
+/* The capacity b will have once extra more bytes are appended (b->cap when they fit, or when
+ * the append would fail): what an append is about to allocate, for callers that account for
+ * their memory before it is spent. */
+size_t sbuf_cap_after(const struct sbuf *b, size_t extra);
 /* Takes the data out (caller frees); the buffer is reset. Never NULL. Check the buffer first:
  * after a failure the data is whatever fitted. */
 char *sbuf_steal(struct sbuf *b);
