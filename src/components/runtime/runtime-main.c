@@ -210,22 +210,9 @@ static void policy_from(const struct runtime_opts *o, char *keys_buf, struct run
 static int find_runtime(const char *name, char **ret, struct err *e)
 {
     _cleanup_free_ char *path = NULL;
-    if (strchr(name, '/')) {
-        path = xstrdup(name);
-    } else {
-        const char *p = env_get("PATH");
-        _cleanup_free_ char *dirs = xstrdup(p && *p ? p
-                                                    : "/usr/local/sbin:/usr/local/bin:"
-                                                      "/usr/sbin:/usr/bin:/sbin:/bin");
-        char *save = NULL;
-        for (char *d = strtok_r(dirs, ":", &save); d && !path; d = strtok_r(NULL, ":", &save)) {
-            _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", name);
-            if (access(cand, X_OK) == 0)
-                path = steal_ptr(&cand);
-        }
-        if (!path)
-            return err_set(e, -ENOENT, "low-level runtime \"%s\": not found in PATH", name);
-    }
+    int r = proc_find(name, &path, e);
+    if (r < 0)
+        return err_prefix(e, "low-level runtime");
     struct stat self, st;
     if (stat(path, &st) < 0)
         return err_errno(e, -errno, "low-level runtime \"%s\"", path);

@@ -63,8 +63,7 @@ static bool spec_has(void *spec, const char *name)
 static void read_spec(struct val *v, const char *host_path, struct val_gathered *g)
 {
     struct err e = {0};
-    if (nodestate_root_resolve(v->host_root, host_path, g->f.spec_path, sizeof(g->f.spec_path)) <
-        0) {
+    if (file_root_resolve(v->host_root, host_path, g->f.spec_path, sizeof(g->f.spec_path)) < 0) {
         err_set(&e, -ENOENT, "cannot resolve");
         fail(g, VAL_PROBE_CDI_SPEC, VAL_STAGE_RESOLVE, &e);
         return;

@@ -295,8 +295,6 @@ extern const char *const nodestate_lib_dirs[];
  * (/usr/local/sbin ... /bin), then /opt/bin; NULL-terminated. The same users. */
 extern const char *const nodestate_bin_dirs[];
 
-/* util's file_root_resolve, under the name the node agents know it by. */
-int nodestate_root_resolve(const char *root, const char *path, char *buf, size_t n);
 /* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
  * root, or else as this process sees the path; executable when want_exec). Writes the resolved
  * path (root included) into buf. -ENOENT when none has it; -ENAMETOOLONG when a path does not
