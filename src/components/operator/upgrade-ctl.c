@@ -517,12 +517,7 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     /* the pools' time zones, read now (a fixed or updated zone file is read on the next pass) */
     _cleanup_(upg_zones_freep) struct upg_zones *zones = upg_zones_new();
     upg_zones_load_pools(zones, NULL, pools);
-    bool validator = false;
-    size_t i;
-    const json_t *o;
-    json_array_foreach (owned, i, o)
-        validator |=
-            streq_ptr(kobj_kind(o), "DaemonSet") && streq_ptr(kobj_name(o), UPG_VALIDATOR_APP);
+    bool validator = op_find_daemonset(owned, u->ns, UPG_VALIDATOR_APP) != NULL;
     struct upg_input in = {.policy = pol_ok ? &pol : NULL,
                            .policy_error = pol_ok ? NULL : err_msg(&pe),
                            .nodes = nodes,
