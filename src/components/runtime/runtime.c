@@ -180,6 +180,44 @@ static const char *const cap_names[RUNTIME_CAP_LAST_KNOWN + 1] = {
     "CAP_CHECKPOINT_RESTORE",
 };
 
+int runtime_policy_annotation_keys(struct runtime_policy *p, char *list, struct err *e)
+{
+    size_t n = 0;
+    for (const char *k = list; k && *k;) {
+        size_t len = strcspn(k, ",");
+        if (len == 0)
+            return err_set(e, -EINVAL, "\"%s\": an empty key prefix", list);
+        for (size_t i = 0; i < len; i++)
+            if (k[i] <= ' ' || k[i] > '~')
+                return err_set(e, -EINVAL,
+                               "\"%s\": a key prefix holds a blank or a control character", list);
+        if (++n > RUNTIME_MAX_ANNOTATION_KEYS)
+            return err_set(e, -EINVAL, "more than %d key prefixes", RUNTIME_MAX_ANNOTATION_KEYS);
+        k += len + (k[len] == ',');
+    }
+    /* checked: split in place (a trailing comma ends the list) */
+    p->n_annotation_keys = 0;
+    char *save = NULL;
+    for (char *k = list ? strtok_r(list, ",", &save) : NULL; k; k = strtok_r(NULL, ",", &save))
+        p->annotation_keys[p->n_annotation_keys++] = k;
+    return 0;
+}
+
+uint64_t runtime_status_bounding_set(const char *status_text)
+{
+    const char *p = status_text ? strstr(status_text, "\nCapBnd:") : NULL;
+    if (!p)
+        return RUNTIME_CAPS_KNOWN;
+    p += strlen("\nCapBnd:");
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strspn(p, "0123456789abcdefABCDEF");
+    uint64_t v = 0;
+    if (n == 0 || n > 16 || hex_parse(p, n, &v) < 0)
+        return RUNTIME_CAPS_KNOWN;
+    return v;
+}
+
 bool runtime_privileged(const json_t *oci, uint64_t caps)
 {
     const json_t *bounding = json_object_get(
