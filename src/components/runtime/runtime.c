@@ -304,17 +304,28 @@ static int add_list(struct names *ns, const char *list, const char *default_kind
     return 0;
 }
 
+/* process.env of an OCI spec (an array, or NULL). */
+static json_t *oci_env(const json_t *oci)
+{
+    return json_object_get(json_object_get(oci, "process"), "env");
+}
+
+/* The value of one process.env entry when it sets NVIDIA_VISIBLE_DEVICES, else NULL. */
+static const char *visible_of(const json_t *entry)
+{
+    const char *s = json_string_value(entry);
+    return s && str_has_prefix(s, VISIBLE_DEVICES "=") ? s + strlen(VISIBLE_DEVICES "=") : NULL;
+}
+
 /* The value of the last NVIDIA_VISIBLE_DEVICES in process.env, or NULL. */
 static const char *visible_value(const json_t *oci)
 {
     const char *visible = NULL;
-    json_t *env = json_object_get(json_object_get(oci, "process"), "env");
     size_t i;
     json_t *v;
-    json_array_foreach (env, i, v) {
-        const char *s = json_string_value(v);
-        if (s && str_has_prefix(s, VISIBLE_DEVICES "="))
-            visible = s + strlen(VISIBLE_DEVICES "=");
+    json_array_foreach (oci_env(oci), i, v) {
+        if (visible_of(v))
+            visible = visible_of(v);
     }
     return visible;
 }
@@ -435,12 +446,11 @@ int runtime_request_read(const json_t *oci, const struct runtime_policy *p,
 
 void runtime_env_void(json_t *oci)
 {
-    json_t *env = json_object_get(json_object_get(oci, "process"), "env");
+    json_t *env = oci_env(oci);
     size_t i;
     json_t *v;
     json_array_foreach (env, i, v) {
-        const char *s = json_string_value(v);
-        if (s && str_has_prefix(s, VISIBLE_DEVICES "="))
+        if (visible_of(v))
             json_array_set_new(env, i, json_string(VISIBLE_DEVICES "=void"));
     }
 }

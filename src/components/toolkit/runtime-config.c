@@ -27,15 +27,21 @@ int tk_runtime_detect(struct tk *t, struct err *e)
     return 0; /* logged with "ready", once it is configured */
 }
 
+/* rtconfig_configure for the handler; path gets the handler's binary. */
+static int configure(struct tk *t, bool *ret_changed, char *path, size_t n, struct err *e)
+{
+    struct rtconfig_options o;
+    rt_options(t, &o, path, n);
+    return rtconfig_configure(t->host_root, t->rt.kind, &o, ret_changed, e);
+}
+
 int tk_runtime_configure(struct tk *t, struct err *e)
 {
     if (!t->rt.configure)
         return 0;
-    struct rtconfig_options o;
     char path[512];
-    rt_options(t, &o, path, sizeof(path));
     bool changed = false;
-    if (rtconfig_configure(t->host_root, t->rt.kind, &o, &changed, e) < 0)
+    if (configure(t, &changed, path, sizeof(path), e) < 0)
         return err_prefix(e, "configure %s", rtconfig_kind_name(t->rt.kind));
     log_info(TK_COMP, changed ? "runtime configured" : "runtime already configured",
              "runtime=%s handler=%s path=%s", rtconfig_kind_name(t->rt.kind), t->runtime_class,
@@ -50,13 +56,11 @@ void tk_runtime_follow(struct tk *t)
 {
     if (!t->rt.configure)
         return;
-    struct rtconfig_options o;
     char path[512];
-    rt_options(t, &o, path, sizeof(path));
     struct err e = {0};
     bool changed = false;
     const char *name = rtconfig_kind_name(t->rt.kind);
-    if (rtconfig_configure(t->host_root, t->rt.kind, &o, &changed, &e) < 0) {
+    if (configure(t, &changed, path, sizeof(path), &e) < 0) {
         if (!t->runtime_failing)
             log_warn(TK_COMP, "cannot keep the runtime configured", "runtime=%s error=\"%s\"", name,
                      err_msg(&e));
