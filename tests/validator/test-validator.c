@@ -640,7 +640,7 @@ static void answer(const struct world *w, const struct val_step *st, struct val_
         x->stage = w->gpus_fail;
         snprintf(x->msg, sizeof(x->msg), "boom");
         for (size_t i = 0; i < w->n_gpus; i++) {
-            static char uuids[8][24];
+            static char uuids[8][32];
             snprintf(uuids[i], sizeof(uuids[i]), "GPU-%zu", i);
             gpus[i] = (struct nodestate_gpu){.uuid = uuids[i], .lost = w->lost && i == 0};
         }
