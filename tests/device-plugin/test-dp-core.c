@@ -766,6 +766,31 @@ static void test_health_policy(void **state)
     assert_true(dp_health_event_is_critical(&hp, &ev));
 }
 
+/* Which GPUs the health thread probes for a lost GPU: all on a sweep, else those about to
+ * recover and the GPU of a critical event. */
+static void test_health_probe(void **state)
+{
+    (void)state;
+    static const struct {
+        unsigned n_gpus;
+        uint64_t due;
+        int critical;
+        bool sweep;
+        uint64_t want;
+    } cases[] = {
+        {8, 0, -1, false, 0},     {8, 0x6, -1, false, 0x6}, {8, 0x6, 0, false, 0x7},
+        {8, 0, 5, false, 0x20},   {8, 0x6, 5, true, 0xff},  {0, 0, -1, true, 0},
+        {64, 0, -1, true, ~0ull}, {70, 0, -1, true, ~0ull}, {70, 0, 63, false, 1ull << 63},
+        {70, 0, 64, false, 0}, /* past the first 64: not probed */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        print_message("case %zu\n", i);
+        assert_int_equal(
+            dp_health_probe(cases[i].n_gpus, cases[i].due, cases[i].critical, cases[i].sweep),
+            cases[i].want);
+    }
+}
+
 static size_t n_unhealthy(const struct dp_resource *r)
 {
     size_t c = 0;
@@ -893,7 +918,8 @@ int main(void)
         cmocka_unit_test(test_time_slicing),    cmocka_unit_test(test_allocate),
         cmocka_unit_test(test_allocate_shared), cmocka_unit_test(test_preferred_ids),
         cmocka_unit_test(test_greedy),          cmocka_unit_test(test_health_policy),
-        cmocka_unit_test(test_health_apply),    cmocka_unit_test(test_cdi_kind),
+        cmocka_unit_test(test_health_apply),    cmocka_unit_test(test_health_probe),
+        cmocka_unit_test(test_cdi_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -505,6 +505,18 @@ size_t strlcpy_s(char *dst, const char *src, size_t n)
     return l;
 }
 
+void str_printf_cut(char *buf, size_t n, const char *fmt, ...)
+{
+    if (n == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (w >= 0 && (size_t)w >= n && n > 4)
+        memcpy(buf + n - 4, "...", 4);
+}
+
 /* ---- files -------------------------------------------------------------------------------- */
 
 static const char *file_type_name(mode_t m)
@@ -1065,6 +1077,14 @@ void log_emit(enum log_level lvl, const char *component, const char *msg, const 
     fwrite(b.data, 1, b.len, stderr);
     fflush(stderr);
     pthread_mutex_unlock(&g_log_lock);
+}
+
+char *log_kv_quote(char *s)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    return s;
 }
 
 const char *env_get(const char *name)

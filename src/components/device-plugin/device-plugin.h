@@ -223,6 +223,11 @@ size_t dp_health_mark_lost(struct dp_plan *p, unsigned gpu);
 /* The GPUs (bit = plan GPU index, first 64) with devices dp_health_recover would return to
  * Healthy now: the shell checks those are not lost first. */
 uint64_t dp_health_recovery_due(const struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
+/* The GPUs (same bits) to probe for NVML_ERROR_GPU_IS_LOST now: on a sweep (now and then) each of
+ * the n_gpus; else those about to recover (due: dp_health_recovery_due), so a lost GPU never
+ * turns Healthy, and the GPU of a critical event at once (critical_gpu; -1: none), such as XID 79,
+ * a GPU fallen off the bus. */
+uint64_t dp_health_probe(unsigned n_gpus, uint64_t due, int critical_gpu, bool sweep);
 /* Returns devices to Healthy after recovery_ms without errors (0: never). Lost ones stay. */
 size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
 

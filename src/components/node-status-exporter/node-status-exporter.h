@@ -71,20 +71,8 @@ struct nst_state {
     uint64_t observations;
     /* The UUID last read at each index: a lost GPU no longer answers for its UUID, and the
      * missing GPU is named by what it was. */
-    char known_uuid[NST_GPUS_MAX][GPU_UUID_MAX];
+    char known_uuid[NST_GPUS_MAX][GPU_UUID_MAX]; /* nodestate_gpus_from's known */
 };
-
-/* NVML's inventory as nodestate's plain GPUs, for nst_observation. A GPU is named by its UUID,
- * else (lost before it could be read) the UUID last read at its index (remembered in st), else
- * "index <n>". The arrays point into inv and the struct's own names. */
-struct nst_gpus {
-    struct nodestate_gpu *g;
-    size_t n;
-    const char **profiles, **uuids;
-    char (*names)[GPU_UUID_MAX];
-};
-void nst_gpus_from(struct nst_state *st, const struct gpu_inventory *inv, struct nst_gpus *ret);
-void nst_gpus_clear(struct nst_gpus *g);
 
 /* The validation state-set: an agent's annotation, or unknown without one. */
 enum nst_vstate { NST_V_WAITING, NST_V_OK, NST_V_FAILED, NST_V_UNKNOWN, NST_V_COUNT };

@@ -29,7 +29,7 @@ struct nse {
 struct nse_reading {
     struct nst_observation o;
     struct gpu_inventory *inv;
-    struct nst_gpus gpus;
+    struct nodestate_gpus gpus;
     json_t *node;
 };
 void nse_reading_clear(struct nse_reading *r);
