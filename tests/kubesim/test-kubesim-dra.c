@@ -36,123 +36,124 @@ static json_t *J(const char *text)
 
 #define SEL(e) "{`cel`: {`expression`: `" e "`}}"
 
-static const char
-    classes[] =
-        "{"
-        "`gpu`: {`metadata`: {`name`: `gpu`}, `spec`: {`selectors`: [" SEL(
-            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == "
-            "'gpu'") "]}},"
-                     "`mig`: {`metadata`: {`name`: `mig`}, `spec`: {`selectors`: [" SEL(
-                         "device.driver == 'gpu.nvidia.com' && "
-                         "device.attributes['gpu.nvidia.com'].type == 'mig'") "]}},"
-                                                                              "`net`: {`metadata`: "
-                                                                              "{`name`: `net`}, "
-                                                                              "`spec`: "
-                                                                              "{`selectors`: [" SEL(
-                                                                                  "device.driver "
-                                                                                  "== "
-                                                                                  "'net.example."
-                                                                                  "com'") "]}},"
-                                                                                          "`gpu-"
-                                                                                          "cfg`: "
-                                                                                          "{`"
-                                                                                          "metadata"
-                                                                                          "`: "
-                                                                                          "{`name`:"
-                                                                                          " `gpu-"
-                                                                                          "cfg`}, "
-                                                                                          "`spec`: "
-                                                                                          "{`"
-                                                                                          "selector"
-                                                                                          "s`: "
-                                                                                          "[" SEL(
-                                                                                              "devi"
-                                                                                              "ce."
-                                                                                              "attr"
-                                                                                              "ibut"
-                                                                                              "es['"
-                                                                                              "gpu."
-                                                                                              "nvid"
-                                                                                              "ia."
-                                                                                              "com'"
-                                                                                              "]."
-                                                                                              "type"
-                                                                                              " == "
-                                                                                              "'gpu"
-                                                                                              "'") "], `config`: [{`opaque`: "
-                                                                                                   "{`driver`: `gpu.nvidia.com`, `parameters`: {`apiVersion`: `resource.nvidia.com/v1beta1`, "
-                                                                                                   "`kind`: `GpuConfig`, `sharing`: {`strategy`: `TimeSlicing`}}}}]}},"
-                                                                                                   "`broken`: {`metadata`: {`name`: `broken`}, `spec`: {`selectors`: [" SEL(
-                                                                                                       "device.attributes['gpu.nvidia.com'].rack == 'r1'") "]}}"
-                                                                                                                                                           "}";
+/* The device classes, joined into one object by fixture_classes(). */
+static const char *const class_list[] = {
+    "`gpu`: {`metadata`: {`name`: `gpu`}, `spec`: {`selectors`: [{`cel`: {`expression`: "
+    "`device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'`}}]}}",
+    "`mig`: {`metadata`: {`name`: `mig`}, `spec`: {`selectors`: [{`cel`: {`expression`: "
+    "`device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'`}}]}}",
+    "`net`: {`metadata`: {`name`: `net`}, `spec`: {`selectors`: [{`cel`: {`expression`: "
+    "`device.driver == 'net.example.com'`}}]}}",
+    "`gpu-cfg`: {`metadata`: {`name`: `gpu-cfg`}, `spec`: {`selectors`: [{`cel`: {`expression`: "
+    "`device.attributes['gpu.nvidia.com'].type == 'gpu'`}}], `config`: [{`opaque`: {`driver`: "
+    "`gpu.nvidia.com`, `parameters`: {`apiVersion`: `resource.nvidia.com/v1beta1`, `kind`: "
+    "`GpuConfig`, `sharing`: {`strategy`: `TimeSlicing`}}}}]}}",
+    "`broken`: {`metadata`: {`name`: `broken`}, `spec`: {`selectors`: [{`cel`: {`expression`: "
+    "`device.attributes['gpu.nvidia.com'].rack == 'r1'`}}]}}",
+};
 
-#define GPU(name, product, root, index, mem, extra)                                          \
-    "{`name`: `" name                                                                        \
-    "`, `attributes`: {`type`: {`string`: `gpu`}, `productName`: {`string`: `" product       \
-    "`}, `resource.kubernetes.io/pcieRoot`: {`string`: `" root "`}, `index`: {`int`: " index \
-    "}}, `capacity`: {`memory`: {`value`: `" mem "`}}" extra "}"
-#define MIG(name, profile, mem, slices)                                               \
-    "{`name`: `" name                                                                 \
-    "`, `attributes`: {`type`: {`string`: `mig`}, `profile`: {`string`: `" profile    \
-    "`}, `resource.kubernetes.io/pcieRoot`: {`string`: `pci0`}}, `capacity`: "        \
-    "{`memory`: {`value`: `" mem "`}}, `consumesCounters`: [{`counterSet`: `gpu-0`, " \
-    "`counters`: {`memory`: {`value`: `" mem "`}, `slices`: {`value`: `" slices "`}}}]}"
+static json_t *fixture_classes(void)
+{
+    struct sbuf b;
+    sbuf_init(&b, 1u << 16);
+    sbuf_adds(&b, "{");
+    for (size_t i = 0; i < sizeof(class_list) / sizeof(class_list[0]); i++)
+        sbuf_addf(&b, "%s%s", i ? "," : "", class_list[i]);
+    sbuf_adds(&b, "}");
+    assert_int_equal(sbuf_check(&b), 0);
+    json_t *v = J(b.data);
+    sbuf_free(&b);
+    return v;
+}
 
-static const char slices[] =
-    "["
-    /* node-a: a pool of two slices, the counters and the devices */
-    "{`metadata`: {`name`: `node-a-counters`}, `spec`: {`driver`: `gpu.nvidia.com`, "
-    "`nodeName`: `node-a`, `pool`: {`name`: `node-a`, `generation`: 1, `resourceSliceCount`: 2}, "
-    "`sharedCounters`: [{`name`: `gpu-0`, `counters`: {`memory`: {`value`: `80Gi`}, "
-    "`slices`: {`value`: `7`}}}]}},"
-    "{`metadata`: {`name`: `node-a-devices`}, `spec`: {`driver`: `gpu.nvidia.com`, "
-    "`nodeName`: `node-a`, `pool`: {`name`: `node-a`, `generation`: 1, `resourceSliceCount`: 2}, "
-    "`devices`: [" GPU(
-        "gpu-0", "NVIDIA H100 80GB HBM3", "pci0", "0", "80Gi",
-        ", `consumesCounters`: [{`counterSet`: `gpu-0`, `counters`: {`memory`: {`value`: `80Gi`}, "
-        "`slices`: {`value`: `7`}}}]") "," MIG("gpu-0-mig-1g-0", "1g.10gb", "10Gi",
-                                               "1") "," MIG("gpu-0-mig-1g-1", "1g.10gb", "10Gi",
-                                                            "1") "," MIG("gpu-0-mig-3g-0",
-                                                                         "3g.40gb", "40Gi",
-                                                                         "3") "," MIG("gpu-0-mig-"
-                                                                                      "4g-0",
-                                                                                      "4g.40gb",
-                                                                                      "40Gi",
-                                                                                      "4") "," GPU("gpu-1",
-                                                                                                   "NVIDIA H100 80GB HBM3",
-                                                                                                   "pci1",
-                                                                                                   "1",
-                                                                                                   "80Gi",
-                                                                                                   "") "," GPU("gpu-2",
-                                                                                                               "NVIDIA A100-SXM4-40GB",
-                                                                                                               "pci0",
-                                                                                                               "2",
-                                                                                                               "40Gi",
-                                                                                                               "") "]}},"
-                                                                                                                   /* an older generation of node-a's pool: ignored */
-                                                                                                                   "{`metadata`: {`name`: `node-a-old`}, `spec`: {`driver`: `gpu.nvidia.com`, "
-                                                                                                                   "`nodeName`: `node-a`, `pool`: {`name`: `node-a`, `generation`: 0, `resourceSliceCount`: 1}, "
-                                                                                                                   "`devices`: [" GPU(
-                                                                                                                       "old-gpu",
-                                                                                                                       "Old",
-                                                                                                                       "pci9",
-                                                                                                                       "9",
-                                                                                                                       "1Gi",
-                                                                                                                       "") "]}},"
-                                                                                                                           /* node-b */
-                                                                                                                           "{`metadata`: {`name`: `node-b`}, `spec`: {`driver`: `gpu.nvidia.com`, `nodeName`: `node-b`, "
-                                                                                                                           "`pool`: {`name`: `node-b`, `generation`: 1, `resourceSliceCount`: 1}, `devices`: [" GPU(
-                                                                                                                               "gpu-0",
-                                                                                                                               "NVIDIA L4",
-                                                                                                                               "pci0",
-                                                                                                                               "0",
-                                                                                                                               "23034Mi",
-                                                                                                                               "") "]}},"
-                                                                                                                                   /* a network device every node reaches */
-                                                                                                                                   "{`metadata`: {`name`: `fabric`}, `spec`: {`driver`: `net.example.com`, `allNodes`: true, "
-                                                                                                                                   "`pool`: {`name`: `fabric`, `generation`: 1, `resourceSliceCount`: 1}, `devices`: ["
-                                                                                                                                   "{`name`: `fabric-0`, `attributes`: {`kind`: {`string`: `ib`}}}]}}"
-                                                                                                                                   "]";
+/* A full GPU; consumes: its consumesCounters entry ("" none). */
+static char *gpu(const char *name, const char *product, const char *root, int index,
+                 const char *mem, const char *consumes)
+{
+    return xasprintf("{`name`: `%s`, `attributes`: {`type`: {`string`: `gpu`}, `productName`: "
+                     "{`string`: `%s`}, `resource.kubernetes.io/pcieRoot`: {`string`: `%s`}, "
+                     "`index`: {`int`: %d}}, `capacity`: {`memory`: {`value`: `%s`}}%s}",
+                     name, product, root, index, mem, consumes);
+}
+
+/* A MIG device of GPU 0, consuming its memory and memory slices. */
+static char *mig(const char *name, const char *profile, const char *mem, int slices)
+{
+    return xasprintf("{`name`: `%s`, `attributes`: {`type`: {`string`: `mig`}, `profile`: "
+                     "{`string`: `%s`}, `resource.kubernetes.io/pcieRoot`: {`string`: `pci0`}}, "
+                     "`capacity`: {`memory`: {`value`: `%s`}}, `consumesCounters`: "
+                     "[{`counterSet`: `gpu-0`, `counters`: {`memory`: {`value`: `%s`}, `slices`: "
+                     "{`value`: `%d`}}}]}",
+                     name, profile, mem, mem, slices);
+}
+
+static char *slice(const char *name, const char *node, const char *pool, int gen, int count,
+                   const char *body)
+{
+    return xasprintf("{`metadata`: {`name`: `%s`}, `spec`: {`driver`: `gpu.nvidia.com`, "
+                     "`nodeName`: `%s`, `pool`: {`name`: `%s`, `generation`: %d, "
+                     "`resourceSliceCount`: %d}, %s}}",
+                     name, node, pool, gen, count, body);
+}
+
+/* node-a: one pool of two slices (GPU 0's counters; its devices: GPU 0, four MIG devices of
+ * it, GPU 1, an A100) and an older generation; node-b: an L4; every node: a network device. */
+static json_t *fixture_slices(void)
+{
+    char *devs[] = {
+        gpu("gpu-0", "NVIDIA H100 80GB HBM3", "pci0", 0, "80Gi",
+            ", `consumesCounters`: [{`counterSet`: `gpu-0`, `counters`: {`memory`: {`value`: "
+            "`80Gi`}, `slices`: {`value`: `7`}}}]"),
+        mig("gpu-0-mig-1g-0", "1g.10gb", "10Gi", 1),
+        mig("gpu-0-mig-1g-1", "1g.10gb", "10Gi", 1),
+        mig("gpu-0-mig-3g-0", "3g.40gb", "40Gi", 3),
+        mig("gpu-0-mig-4g-0", "4g.40gb", "40Gi", 4),
+        gpu("gpu-1", "NVIDIA H100 80GB HBM3", "pci1", 1, "80Gi", ""),
+        gpu("gpu-2", "NVIDIA A100-SXM4-40GB", "pci0", 2, "40Gi", ""),
+    };
+    struct sbuf d;
+    sbuf_init(&d, 1u << 16);
+    sbuf_adds(&d, "`devices`: [");
+    for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
+        sbuf_addf(&d, "%s%s", i ? "," : "", devs[i]);
+        free(devs[i]);
+    }
+    sbuf_adds(&d, "]");
+    assert_int_equal(sbuf_check(&d), 0);
+    char *old = gpu("old-gpu", "Old", "pci9", 9, "1Gi", "");
+    char *l4 = gpu("gpu-0", "NVIDIA L4", "pci0", 0, "23034Mi", "");
+    char *old_body = xasprintf("`devices`: [%s]", old);
+    char *l4_body = xasprintf("`devices`: [%s]", l4);
+    char *parts[] = {
+        slice("node-a-counters", "node-a", "node-a", 1, 2,
+              "`sharedCounters`: [{`name`: `gpu-0`, `counters`: {`memory`: {`value`: `80Gi`}, "
+              "`slices`: {`value`: `7`}}}]"),
+        slice("node-a-devices", "node-a", "node-a", 1, 2, d.data),
+        slice("node-a-old", "node-a", "node-a", 0, 1, old_body),
+        slice("node-b", "node-b", "node-b", 1, 1, l4_body),
+        xstrdup("{`metadata`: {`name`: `fabric`}, `spec`: {`driver`: `net.example.com`, "
+                "`allNodes`: true, `pool`: {`name`: `fabric`, `generation`: 1, "
+                "`resourceSliceCount`: 1}, `devices`: [{`name`: `fabric-0`, `attributes`: "
+                "{`kind`: {`string`: `ib`}}}]}}"),
+    };
+    struct sbuf b;
+    sbuf_init(&b, 1u << 16);
+    sbuf_adds(&b, "[");
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        sbuf_addf(&b, "%s%s", i ? "," : "", parts[i]);
+        free(parts[i]);
+    }
+    sbuf_adds(&b, "]");
+    assert_int_equal(sbuf_check(&b), 0);
+    json_t *v = J(b.data);
+    sbuf_free(&b);
+    sbuf_free(&d);
+    free(old);
+    free(l4);
+    free(old_body);
+    free(l4_body);
+    return v;
+}
 
 #define CLAIM(requests, extra)                                                              \
     "{`metadata`: {`name`: `c`, `namespace`: `default`}, `spec`: {`devices`: {`requests`: " \
@@ -318,7 +319,7 @@ static char *summarize(json_t *results)
 static void test_allocate(void **state)
 {
     (void)state;
-    json_t *cls = J(classes), *sl = J(slices);
+    json_t *cls = fixture_classes(), *sl = fixture_slices();
     struct ks_dra_cel_cache *cel = ks_dra_cel_cache_new();
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct tc *t = &cases[i];
@@ -361,7 +362,7 @@ static void test_allocate(void **state)
 static void test_config(void **state)
 {
     (void)state;
-    json_t *cls = J(classes), *sl = J(slices);
+    json_t *cls = fixture_classes(), *sl = fixture_slices();
     json_t *claims =
         J("[" CLAIM(REQ("a", "gpu-cfg", "") "," REQ("b", "gpu-cfg", "") "," REQ("c", "gpu", ""),
                     ", `config`: [{`requests`: [`c`], `opaque`: {`driver`: "
