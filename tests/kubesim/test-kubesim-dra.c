@@ -158,6 +158,10 @@ static json_t *fixture_slices(void)
 #define CLAIM(requests, extra)                                                              \
     "{`metadata`: {`name`: `c`, `namespace`: `default`}, `spec`: {`devices`: {`requests`: " \
     "[" requests "]" extra "}}}"
+/* a second claim, "d" */
+#define CLAIM_D(requests)                                                                   \
+    "{`metadata`: {`name`: `d`, `namespace`: `default`}, `spec`: {`devices`: {`requests`: " \
+    "[" requests "]}}}"
 #define REQ(name, cls, extra)                                                           \
     "{`name`: `" name "`, `exactly`: {`deviceClassName`: `" cls "`, `allocationMode`: " \
     "`ExactCount`, `count`: 1" extra "}}"
@@ -261,19 +265,13 @@ static const struct tc cases[] = {
      "node-a", "[`gpu.nvidia.com/node-a/gpu-0`]", "-"},
     {"counters: two claims of one pod share the counters",
      "[" CLAIM(REQ("a", "mig", PROFILE("4g.40gb")),
-               "") ","
-                   "{`metadata`: {`name`: `d`, `namespace`: `default`}, `spec`: {`devices`: "
-                   "{`requests`: [" REQ("b", "mig", PROFILE("4g.40gb")) "]}}}]",
+               "") "," CLAIM_D(REQ("b", "mig", PROFILE("4g.40gb"))) "]",
      "node-a", NULL, "-"},
     {"node-b's own pool", "[" CLAIM(REQ("gpu", "gpu", ""), "") "]", "node-b", NULL,
      "gpu=gpu-0@node-b"},
     {"a device of every node", "[" CLAIM(REQ("nic", "net", ""), "") "]", "node-b", NULL,
      "nic=fabric-0@*"},
-    {"two claims",
-     "[" CLAIM(REQ("g", "gpu", ""), "") ","
-                                        "{`metadata`: {`name`: `d`, `namespace`: `default`}, "
-                                        "`spec`: {`devices`: {`requests`: [" REQ("g", "gpu",
-                                                                                 "") "]}}}]",
+    {"two claims", "[" CLAIM(REQ("g", "gpu", ""), "") "," CLAIM_D(REQ("g", "gpu", "")) "]",
      "node-a", NULL, "g=gpu-0 | g=gpu-1"},
     {"CEL runtime error in the claim",
      "[" CLAIM(REQ("gpu", "gpu", WITH("device.attributes['gpu.nvidia.com'].rack == 'r1'")), "") "]",
