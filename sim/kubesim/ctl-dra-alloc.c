@@ -243,7 +243,8 @@ static void gather(struct alloc *a)
         json_array_append(p->slices, s);
         p->want = json_integer_value(kobj_path(spec, "pool.resourceSliceCount"));
     }
-    qsort(a->pools, a->npools, sizeof(*a->pools), cmp_pool);
+    if (a->npools > 1)
+        qsort(a->pools, a->npools, sizeof(*a->pools), cmp_pool);
     for (size_t k = 0; k < a->npools; k++) {
         struct pool *p = &a->pools[k];
         size_t n = json_array_size(p->slices);

@@ -269,6 +269,8 @@ static const struct tc cases[] = {
      "node-a", NULL, "-"},
     {"node-b's own pool", "[" CLAIM(REQ("gpu", "gpu", ""), "") "]", "node-b", NULL,
      "gpu=gpu-0@node-b"},
+    {"a node with no pool of its own", "[" CLAIM(REQ("gpu", "gpu", ""), "") "]", "node-c", NULL,
+     "-"},
     {"a device of every node", "[" CLAIM(REQ("nic", "net", ""), "") "]", "node-b", NULL,
      "nic=fabric-0@*"},
     {"two claims", "[" CLAIM(REQ("g", "gpu", ""), "") "," CLAIM_D(REQ("g", "gpu", "")) "]",
