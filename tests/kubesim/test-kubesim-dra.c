@@ -392,6 +392,13 @@ static void test_config(void **state)
               "\"requests\":[\"c\"],\"source\":\"FromClaim\"}]");
     free(text);
     json_decref(res);
+    /* no slice at all: nothing to allocate from */
+    json_t *none = json_array();
+    in.slices = none;
+    assert_int_equal(ks_dra_allocate(&in, &res, &err), 0);
+    assert_null(res);
+    in.slices = sl;
+    json_decref(none);
     /* an incomplete pool: ExactCount allocates, All waits for the pool */
     json_t *spec = json_object_get(json_array_get(sl, 1), "spec");
     json_object_set_new(json_object_get(spec, "pool"), "resourceSliceCount", json_integer(3));
