@@ -158,3 +158,10 @@ case $(ev late) in
 *) fail "late's event: $(ev late)" ;;
 esac
 echo "ok: a failing and a missing plugin leave the pod's containers unstarted, with the kubelet's event"
+
+# SIGTERM: kubelet-sim stops every pod and exits 0 (under the sanitizers: nothing leaked)
+kill -TERM "$KL_NODES_PID"
+wait "$KL_NODES_PID"
+rc=$?
+[ $rc = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
+echo "ok"
