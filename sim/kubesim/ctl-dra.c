@@ -174,6 +174,48 @@ static bool sync_pod(struct ksim *ks, json_t *pod)
     return true;
 }
 
+static json_t *pod_ref(json_t *pod)
+{
+    return json_pack("{s:s,s:s,s:s}", "resource", "pods", "name", ks_obj_name(pod), "uid",
+                     kobj_uid(pod) ?: "");
+}
+
+/* A pod bound without the scheduler (spec.nodeName written by its creator): its allocated
+ * claims are reserved for it here, as the controller does; unallocated ones stay so. */
+static bool reserve_bound(struct ksim *ks, json_t *pod)
+{
+    if (!kobj_path_str(pod, "spec.nodeName"))
+        return false;
+    struct ks_type *ct = dra(ks, "resourceclaims");
+    bool changed = false;
+    size_t i;
+    json_t *pc;
+    json_array_foreach (kobj_path(pod, "spec.resourceClaims"), i, pc) {
+        const char *name = kobj_str(pc, "resourceClaimName");
+        size_t k;
+        json_t *st;
+        json_array_foreach (kobj_path(pod, "status.resourceClaimStatuses"), k, st)
+            if (!name && streq_ptr(kobj_str(st, "name"), kobj_str(pc, "name")))
+                name = kobj_str(st, "resourceClaimName");
+        json_t *claim = name ? ks_get(ct, ks_obj_ns(pod), name) : NULL;
+        if (!claim || !json_is_object(kobj_path(claim, "status.allocation")) ||
+            reserved_for(claim, kobj_uid(pod)) ||
+            json_array_size(kobj_path(claim, "status.reservedFor")) >= RESERVED_FOR_MAX)
+            continue;
+        json_t *n = json_deep_copy(claim);
+        json_t *stat = kobj_ensure_object(n, "status");
+        json_t *rf = json_object_get(stat, "reservedFor");
+        if (!json_is_array(rf)) {
+            rf = json_array();
+            json_object_set_new(stat, "reservedFor", rf);
+        }
+        json_array_append_new(rf, pod_ref(pod));
+        ks_update(ks, ct, claim, n, "status");
+        changed = true;
+    }
+    return changed;
+}
+
 static void remove_finalizer(struct ksim *ks, struct ks_type *ct, json_t *claim)
 {
     json_t *cur = ks_get(ct, ks_obj_ns(claim), ks_obj_name(claim));
@@ -264,10 +306,15 @@ bool ks_ctl_resourceclaims(struct ksim *ks)
     json_t *pods = ctl_values(ctl_core(ks, "pods")->objs);
     size_t i;
     json_t *p;
-    json_array_foreach (pods, i, p)
-        if (json_array_size(kobj_path(p, "spec.resourceClaims")) && !pod_done(p) &&
-            !ks_is_deleting(p))
-            changed |= sync_pod(ks, p);
+    json_array_foreach (pods, i, p) {
+        if (!json_array_size(kobj_path(p, "spec.resourceClaims")) || pod_done(p) ||
+            ks_is_deleting(p))
+            continue;
+        changed |= sync_pod(ks, p);
+        json_t *now = ks_get(ctl_core(ks, "pods"), ks_obj_ns(p), ks_obj_name(p));
+        if (now)
+            changed |= reserve_bound(ks, now);
+    }
     json_decref(pods);
     json_t *claims = ctl_values(dra(ks, "resourceclaims")->objs);
     json_t *c;
@@ -615,12 +662,6 @@ int ks_dra_filter(struct ks_dra_sched *s, struct ks_dra_pod *p, json_t *node,
     if (!*ret_reason && unavailable)
         *ret_reason = "resourceclaim not available on the node";
     return 0;
-}
-
-static json_t *pod_ref(json_t *pod)
-{
-    return json_pack("{s:s,s:s,s:s}", "resource", "pods", "name", ks_obj_name(pod), "uid",
-                     kobj_uid(pod) ?: "");
 }
 
 /* PreBind of one claim: the finalizer, then the allocation (if new) and the pod's reservation. */

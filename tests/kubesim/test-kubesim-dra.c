@@ -846,6 +846,75 @@ static void test_extended_and_errors(void **state)
     ksim_free(ks);
 }
 
+/* One claim shared by three pods: the first allocates it, the second (scheduled) goes where
+ * the device is and is reserved too, the third (bound by its creator) is reserved by the
+ * controller; the claim is deallocated only when the last of them is gone. */
+static json_t *reserved_names(struct ksim *ks)
+{
+    json_t *c = get(ks, RES "/namespaces/default/resourceclaims/shared");
+    json_t *names = json_array();
+    size_t i;
+    json_t *r;
+    json_array_foreach (json_object_get(json_object_get(c, "status"), "reservedFor"), i, r)
+        json_array_append(names, json_object_get(r, "name"));
+    json_decref(c);
+    return names;
+}
+
+#define POD_SHARED(name, extra)                                                             \
+    "{`apiVersion`: `v1`, `kind`: `Pod`, `metadata`: {`name`: `" name "`}, `spec`: {" extra \
+    "`resourceClaims`: [{`name`: `gpu`, `resourceClaimName`: `shared`}], `containers`: "    \
+    "[{`name`: `c`, `image`: `i`, `resources`: {`claims`: [{`name`: `gpu`}]}}]}}"
+
+static void test_shared_claim(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_ksim();
+    for (int i = 1; i <= 2; i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{`apiVersion`: `v1`, `kind`: `Node`, `metadata`: {`name`: `n%d`}, `status`: "
+                 "{`allocatable`: {`pods`: `110`}}}",
+                 i);
+        must(ks, "POST", "/api/v1/nodes", body, 201);
+    }
+    must(ks, "POST", RES "/deviceclasses", CLASS, 201);
+    must(ks, "POST", RES "/resourceslices", SLICE("n2", DEV("gpu-0")), 201);
+    must(ks, "POST", RES "/namespaces/default/resourceclaims",
+         "{`apiVersion`: `resource.k8s.io/v1`, `kind`: `ResourceClaim`, `metadata`: {`name`: "
+         "`shared`}, `spec`: {`devices`: {`requests`: [{`name`: `gpu`, `exactly`: "
+         "{`deviceClassName`: `gpu`}}]}}}",
+         201);
+    must(ks, "POST", PODS, POD_SHARED("a", ""), 201);
+    settle(ks);
+    must(ks, "POST", PODS, POD_SHARED("b", ""), 201);
+    must(ks, "POST", PODS, POD_SHARED("c", "`nodeName`: `n2`, "), 201);
+    settle(ks);
+    json_t *b = get(ks, PODS "/b");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(b, "spec"), "nodeName")),
+                        "n2");
+    json_decref(b);
+    /* the controller reserves for c in the same round the scheduler reserves for b */
+    json_t *names = reserved_names(ks);
+    char *t = json_dumps(names, JSON_COMPACT);
+    assert_string_equal(t, "[\"a\",\"c\",\"b\"]");
+    free(t);
+    json_decref(names);
+    must(ks, "DELETE", PODS "/a?gracePeriodSeconds=0", NULL, 200);
+    must(ks, "DELETE", PODS "/b?gracePeriodSeconds=0", NULL, 200);
+    settle(ks);
+    json_t *c = get(ks, RES "/namespaces/default/resourceclaims/shared");
+    assert_true(json_is_object(json_object_get(json_object_get(c, "status"), "allocation")));
+    json_decref(c);
+    must(ks, "DELETE", PODS "/c?gracePeriodSeconds=0", NULL, 200);
+    settle(ks);
+    c = get(ks, RES "/namespaces/default/resourceclaims/shared");
+    assert_null(json_object_get(json_object_get(c, "status"), "allocation"));
+    assert_null(json_object_get(json_object_get(c, "metadata"), "finalizers"));
+    json_decref(c);
+    ksim_free(ks);
+}
+
 /* Two pods created at once for the last device: exactly one gets it, whatever the threads'
  * order; the other is unschedulable, and no device is allocated twice. */
 struct racer {
@@ -922,6 +991,7 @@ int main(void)
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_extended_and_errors),
+        cmocka_unit_test(test_shared_claim),
         cmocka_unit_test(test_race),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
