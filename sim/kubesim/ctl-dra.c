@@ -226,6 +226,8 @@ static void remove_finalizer(struct ksim *ks, struct ks_type *ct, json_t *claim)
     for (size_t i = json_array_size(fin); i-- > 0;)
         if (streq_ptr(json_string_value(json_array_get(fin, i)), FINALIZER))
             json_array_remove(fin, i);
+    if (json_array_size(fin) == 0) /* an empty list is no list, as the API server writes it */
+        json_object_del(kobj_ensure_object(n, "metadata"), "finalizers");
     ks_update(ks, ct, cur, n, NULL);
 }
 
