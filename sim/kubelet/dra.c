@@ -49,7 +49,8 @@ struct kl_dra {
     bool thread_started;
     pthread_mutex_t mu;   /* plugins, sockets */
     json_t *plugins;      /* driver -> {"endpoint": host path, "socket": registration socket} */
-    json_t *sockets;      /* registration socket -> {"ino": n, "driver": name or null} */
+    json_t *sockets;      /* registration socket -> {"ino": n, "driver": name or null,
+                           * "answered": whether GetInfo was answered} */
     pthread_mutex_t prep; /* claims, pods; held across prepare and unprepare calls */
     json_t *claims;       /* claim UID -> {name, namespace, drivers: [], pods: {uid: true},
                            *               devices: [{requestNames, cdiDeviceIDs}]} */
@@ -88,18 +89,21 @@ static void notify(struct kl_dra *d, const char *socket, bool ok, const char *wh
 }
 
 /* A new socket in plugins_registry: GetInfo, check, register, notify. The driver's name, or
- * NULL when the plugin was refused (or did not answer). */
-static char *register_socket(struct kl_dra *d, const char *socket)
+ * NULL when the plugin was refused or did not answer (*ret_answered false: it is asked again at
+ * the next scan, as the kubelet's reconciler retries a registration that failed). */
+static char *register_socket(struct kl_dra *d, const char *socket, bool *ret_answered)
 {
+    *ret_answered = false;
     Pluginregistration__InfoRequest rq = PLUGINREGISTRATION__INFO_REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
     struct err e = {0};
     if (unary(d, socket, REG_INFO, &rq.base, &pluginregistration__plugin_info__descriptor, INFO_MS,
               &resp, &e) < 0) {
-        log_warn(COMP, "plugin GetInfo failed", "node=%s socket=%s err=\"%s\"", d->node_name,
-                 socket, err_msg(&e));
+        log_debug(COMP, "plugin GetInfo failed", "node=%s socket=%s err=\"%s\"", d->node_name,
+                  socket, err_msg(&e));
         return NULL;
     }
+    *ret_answered = true;
     Pluginregistration__PluginInfo *pi = (Pluginregistration__PluginInfo *)resp;
     char *driver = NULL;
     if (kl_dra_check_plugin(socket, pi->type, pi->name, pi->endpoint,
@@ -140,16 +144,18 @@ static void scan(struct kl_dra *d)
         json_object_set_new(seen, path, json_true());
         pthread_mutex_lock(&d->mu);
         json_t *known = json_object_get(d->sockets, path);
-        bool same =
-            known && json_integer_value(json_object_get(known, "ino")) == (json_int_t)st.st_ino;
+        bool same = known &&
+                    json_integer_value(json_object_get(known, "ino")) == (json_int_t)st.st_ino &&
+                    json_is_true(json_object_get(known, "answered"));
         pthread_mutex_unlock(&d->mu);
         if (same)
             continue;
-        char *driver = register_socket(d, path);
+        bool answered = false;
+        char *driver = register_socket(d, path, &answered);
         pthread_mutex_lock(&d->mu);
-        json_object_set_new(
-            d->sockets, path,
-            json_pack("{s:I,s:s?}", "ino", (json_int_t)st.st_ino, "driver", driver));
+        json_object_set_new(d->sockets, path,
+                            json_pack("{s:I,s:s?,s:b}", "ino", (json_int_t)st.st_ino, "driver",
+                                      driver, "answered", answered));
         pthread_mutex_unlock(&d->mu);
         free(driver);
     }
