@@ -20,8 +20,7 @@
 #define ARENA_LIMIT  (4u << 20) /* bytes one evaluation may allocate */
 #define ERR_TEXT_MAX (64u << 10)
 
-/* ==== types =====================================================================================
- */
+/* ==== types ================================================================================= */
 
 enum tk {
     TY_ERR,
@@ -137,8 +136,7 @@ static bool ty_equiv(const struct ty *x, const struct ty *y)
     return true;
 }
 
-/* ==== the program: nodes, types, errors =========================================================
- */
+/* ==== the program: nodes, types, errors ===================================================== */
 
 enum nk {
     N_NULL,
@@ -292,8 +290,7 @@ static const struct ty *mk_list(struct ks_cel *c, const struct ty *elem)
     return t;
 }
 
-/* ==== lexer =====================================================================================
- */
+/* ==== lexer ================================================================================= */
 
 enum tok {
     T_EOF,
@@ -519,8 +516,7 @@ static void next(struct compile *cp)
     cp->tend = e;
 }
 
-/* ==== parser ====================================================================================
- */
+/* ==== parser ================================================================================ */
 
 static const char expect_primary[] =
     "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, "
@@ -1101,8 +1097,7 @@ static int parse_expr(struct compile *cp)
     return r;
 }
 
-/* ==== checker ===================================================================================
- */
+/* ==== checker =============================================================================== */
 
 /* Parameter and result codes of an overload: a concrete kind, or a type parameter. */
 enum { P_A = 100, P_B, P_LIST_A, P_MAP_AB };
@@ -1574,8 +1569,42 @@ static const struct ty *check(struct compile *cp, int i)
     return t;
 }
 
-/* ==== compile ===================================================================================
- */
+/* ==== compile =============================================================================== */
+
+/* The depth of the tree, found without recursion (an operator chain makes a deep tree from a
+ * flat text): the first node deeper than MAX_DEPTH, or -1. The checker and the evaluator
+ * recurse, so they only see trees this allows. */
+static int too_deep(const struct ks_cel *c, int root)
+{
+    size_t n = c->n_nodes;
+    int *depth = xcalloc(n, sizeof(*depth));
+    int *stack = xcalloc(n + 1, sizeof(*stack));
+    size_t sp = 0;
+    int bad = -1;
+    depth[root] = 1;
+    stack[sp++] = root;
+    while (sp && bad < 0) {
+        int i = stack[--sp];
+        const struct node *nd = &c->nodes[i];
+        if (depth[i] > MAX_DEPTH) {
+            bad = i;
+            break;
+        }
+        int kids[3] = {nd->a, nd->b, nd->c};
+        for (int k = 0; k < 3; k++)
+            if (kids[k] >= 0 && sp < n) {
+                depth[kids[k]] = depth[i] + 1;
+                stack[sp++] = kids[k];
+            }
+        for (size_t k = 0; k < nd->nargs && sp < n; k++) {
+            depth[nd->args[k]] = depth[i] + 1;
+            stack[sp++] = nd->args[k];
+        }
+    }
+    free(stack);
+    free(depth);
+    return bad;
+}
 
 static int cmp_err(const void *x, const void *y)
 {
@@ -1640,6 +1669,11 @@ int ks_cel_compile(const char *expr, size_t len, struct ks_cel **ret, char **ret
         syntax_error(&cp, "<EOF>");
     int r = 0;
     if (cp.n_errs == 0) {
+        int deep = too_deep(c, root);
+        if (deep >= 0)
+            add_err(&cp, N(c, deep)->pos, "max recursion depth exceeded");
+    }
+    if (cp.n_errs == 0) {
         c->root = root;
         check(&cp, root);
     }
@@ -1670,8 +1704,7 @@ int ks_cel_compile(const char *expr, size_t len, struct ks_cel **ret, char **ret
     return 0;
 }
 
-/* ==== values ====================================================================================
- */
+/* ==== values ================================================================================ */
 
 enum vk {
     V_ERR,

@@ -278,6 +278,26 @@ static void test_limits(void **state)
     free(err);
     free(deep);
     free(big);
+    /* a flat chain of operators is a deep tree too: 200 additions compile, 400 do not */
+    for (int terms = 200; terms <= 400; terms += 200) {
+        struct sbuf b;
+        sbuf_init(&b, 1u << 16);
+        sbuf_adds(&b, "1");
+        for (int i = 0; i < terms; i++)
+            sbuf_adds(&b, " + 1");
+        sbuf_adds(&b, " > 0");
+        assert_int_equal(sbuf_check(&b), 0);
+        int r = ks_cel_compile(b.data, b.len, &c, &err);
+        if (terms == 200) {
+            assert_int_equal(r, 0);
+            ks_cel_free(c);
+        } else {
+            assert_int_equal(r, -EINVAL);
+            assert_non_null(strstr(err, "max recursion depth exceeded"));
+            free(err);
+        }
+        sbuf_free(&b);
+    }
 }
 
 int main(void)

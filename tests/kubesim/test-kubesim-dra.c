@@ -424,8 +424,7 @@ static void test_config(void **state)
     json_decref(alloc);
 }
 
-/* ---- through the API ---------------------------------------------------------------------------
- */
+/* ---- through the API ----------------------------------------------------------------------- */
 
 static uint64_t fake_now = 1800000000000ull;
 static uint64_t clock_fn(void *ctx)
