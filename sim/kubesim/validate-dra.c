@@ -882,7 +882,15 @@ void ks_dra_validate(struct ks_type *t, json_t *obj, json_t *causes)
     if (is_kind(t, "resourceclaims")) {
         device_claim(causes, "spec.devices", kobj_path(obj, "spec.devices"));
     } else if (is_kind(t, "resourceclaimtemplates")) {
-        ks_validate_labels(json_object_get(obj, "spec"), causes);
+        /* the template's metadata: its labels as an object's, at their own path */
+        json_t *found = json_array();
+        ks_validate_labels(json_object_get(obj, "spec"), found);
+        size_t i;
+        json_t *c;
+        json_array_foreach (found, i, c)
+            json_object_set_new(c, "field", json_string("spec.metadata.labels"));
+        json_array_extend(causes, found);
+        json_decref(found);
         device_claim(causes, "spec.spec.devices", kobj_path(obj, "spec.spec.devices"));
     } else if (is_kind(t, "deviceclasses")) {
         class_spec(causes, json_object_get(obj, "spec"));
