@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kl-devices.h"
+#include "kl-dra.h"
 #include "kl-net.h"
 #include "kl-node.h"
 #include "kl-pods.h"
@@ -35,6 +36,7 @@ struct kl_node {
     char *ip;
     char *netns_path;
     struct kl_devices *devices;
+    struct kl_dra *dra;
     struct kl_pods *pods;
     struct MHD_Daemon *http;
     atomic_int stopping;
@@ -516,6 +518,7 @@ void kl_node_stop(struct kl_node *n)
     atomic_store(&n->stopping, 1);
     if (n->pods)
         kl_pods_free(n->pods);
+    kl_dra_free(n->dra);
     if (n->devices)
         kl_devices_free(n->devices);
     if (n->http)
@@ -581,6 +584,12 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
         if ((r = kl_devices_new(&dc, &n->devices, e)) < 0)
             return err_prefix(e, "node \"%s\": device manager", n->spec->name);
     }
+    {
+        struct kl_dra_config rc = {
+            .root = n->spec->root, .node_name = n->spec->name, .kc = cfg->kc};
+        if ((r = kl_dra_new(&rc, &n->dra, e)) < 0)
+            return err_prefix(e, "node \"%s\": DRA", n->spec->name);
+    }
     if ((r = register_node(n, e)) < 0)
         return r;
     {
@@ -588,6 +597,7 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
                                     .node_ip = n->ip,
                                     .netns_path = n->netns_path,
                                     .devices = n->devices,
+                                    .dra = n->dra,
                                     .kc = cfg->kc,
                                     .gpuop_exe = cfg->gpuop_exe,
                                     .sim_image_bin = cfg->sim_image_bin,
