@@ -151,6 +151,9 @@ k delete pod bad --grace-period=0 >/dev/null 2>&1
 # the plugin goes: its sockets removed, it is deregistered, a pod waits with the kubelet's reason
 kill "$PLUGIN_PID"
 wait_for 10 "the plugin stopped" grep -q stopped "$T/plugin.log"
+# the watcher sees the registration socket go and deregisters the driver; until then a prepare
+# would still dial the plugin's (removed) socket
+wait_for 10 "the plugin deregistered" grep -q "DRA plugin deregistered" "$T/kubelet-sim.log"
 pod late claim | k apply -f - >/dev/null || fail "pod late"
 wait_for 30 "late's event" sh -c "$K get events --field-selector involvedObject.name=late,reason=FailedPrepareDynamicResources -o name | grep -q ."
 case $(ev late) in
