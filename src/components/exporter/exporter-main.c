@@ -226,6 +226,8 @@ static int serve(struct exporter *x, struct err *e)
         pthread_join(events_tid, NULL);
         return err_set(e, -EAGAIN, "cannot start the collector thread");
     }
+    /* Named, so that its CPU time can be read apart (/proc/PID/task/TID/comm; bench/exporter). */
+    pthread_setname_np(coll_tid, "exp-collector");
     log_info(COMP, "serving", "listen=%s port=%u interval_ms=%llu gpus=%zu kubernetes=%s",
              x->listen, http_server_port(srv), (unsigned long long)x->interval_ms, x->n_gpus,
              x->kubernetes ? "true" : "false");
@@ -246,7 +248,18 @@ static int exporter_run(struct svc *s, struct err *e)
     if (r < 0) /* a counters file missing, unreadable or malformed: bad input, as any config */
         return x->collectors ? svc_bad_input(s, r) : r;
     exp_counters_log_unsupported(x->counters);
-    if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0 || (r = exp_collect(x, e)) < 0)
+    x->want_prof = exp_counters_want_prof(x->counters);
+    if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0)
+        return r;
+    /* The profiling fields are measured between two samples: --once takes the first a moment
+     * before its collection (as long as the interval, at most a second). */
+    if (x->once && exp_gpm_prime(x) > 0) {
+        uint64_t wait = x->interval_ms < 1000 ? x->interval_ms : 1000;
+        if (stop_wait_until(x->stop, now_ms_mono() +
+                                         (wait > EXP_GPM_MIN_GAP_MS ? wait : EXP_GPM_MIN_GAP_MS)))
+            return 0;
+    }
+    if ((r = exp_collect(x, e)) < 0)
         return r;
     return x->once ? print_once(x, e) : serve(x, e);
 }

@@ -290,6 +290,26 @@ static int write_series(const struct series_ctx *c, const char *name, const stru
     return 0;
 }
 
+/* A profiling field: the whole GPU's value without MIG labels and, on a GPU in MIG mode, each
+ * GPU instance's own value, where each has one. */
+static int write_gpu_prof(const struct series_ctx *c, const struct exp_field *f,
+                          const struct gpu_device *d, const struct exp_prof *p)
+{
+    double v;
+    int r = 0;
+    if (exp_prof_value(p, EXP_WHOLE_GPU, f->prof, &v))
+        r = write_series(c, f->name, d, NULL, NULL, v);
+    for (size_t j = 0; d->mig_enabled && j < d->n_mig && r >= 0; j++) {
+        bool seen = false;
+        for (size_t k = 0; k < j; k++)
+            if (d->mig[k].gi_id == d->mig[j].gi_id)
+                seen = true;
+        if (!seen && exp_prof_value(p, d->mig[j].gi_id, f->prof, &v))
+            r = write_series(c, f->name, d, &d->mig[j], NULL, v);
+    }
+    return r;
+}
+
 /* Calls write_series for the GPU, or for each of its GPU instances, as the field wants. */
 static int write_gpu_x(const struct series_ctx *c, const struct exp_field *f, const char *name,
                        const struct gpu_device *d, const struct extra_labels *x, double v)
@@ -355,6 +375,8 @@ static int render_field(const struct series_ctx *c, const struct exp_counter *ct
                 snprintf(xid, sizeof(xid), "%llu", (unsigned long long)st->xid_counts[k].xid);
                 r = write_gpu_xid(&sc, f, d, xid, win, (double)st->xid_counts[k].count);
             }
+        } else if (f->src == EXP_SRC_PROF) {
+            r = write_gpu_prof(&sc, f, d, st->prof);
         } else {
             double v;
             if (!field_value(f, d, st, &v))
