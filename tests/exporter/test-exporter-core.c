@@ -793,6 +793,9 @@ static void test_gpm_why_not(void **state)
     d.cc_major = 0; /* compute capability unknown: not blamed on the architecture */
     assert_int_equal(exp_gpm_why_not(&d, NULL, "", why, sizeof(why)), EXP_GPM_NO_DRIVER);
     assert_non_null(strstr(why, "(version unknown)"));
+    assert_non_null(strstr(why, "(architecture unknown)"));
+    exp_gpm_why_not(&d, "unknown", "", why, sizeof(why));
+    assert_non_null(strstr(why, "(architecture unknown)"));
 
     struct exp_gpm_support g[8];
     memset(g, 0, sizeof(g));

@@ -96,11 +96,12 @@ enum exp_gpm_why exp_gpm_why_not(const struct gpu_device *d, const char *arch,
                  d->cc_minor);
         return EXP_GPM_NO_ARCH;
     }
+    bool known = arch && *arch && strcmp(arch, "unknown") != 0;
     snprintf(buf, n,
              "the driver (%s) offers no GPU Performance Monitoring on %s (%s): it needs NVML 11.8 "
              "(R520) or later",
              driver_version && *driver_version ? driver_version : "version unknown", d->name,
-             arch && *arch ? arch : "unknown architecture");
+             known ? arch : "architecture unknown");
     return EXP_GPM_NO_DRIVER;
 }
 
