@@ -336,10 +336,24 @@ int exp_collect(struct exporter *x, struct err *e)
     return 0;
 }
 
+/* Whether a GPU has a GPM sampler with its first sample taken (its values need a second). */
+static bool gpm_sampling(const struct exporter *x)
+{
+    for (size_t i = 0; i < x->n_gpm; i++)
+        if (x->gpm[i].sampler && x->gpm[i].last_ms)
+            return true;
+    return false;
+}
+
 void *exp_collector_thread(void *arg)
 {
     struct exporter *x = arg;
-    uint64_t next = now_ms_mono() + x->interval_ms;
+    /* The profiling fields need two samples: the collection after the first comes within a
+     * second, so that they do not wait a whole interval to appear. */
+    uint64_t first = x->interval_ms;
+    if (gpm_sampling(x) && first > 1000)
+        first = 1000;
+    uint64_t next = now_ms_mono() + first;
     while (!stop_wait_until(x->stop, next)) {
         struct err e = {0};
         if (exp_collect(x, &e) < 0)

@@ -5,6 +5,7 @@
  * snapshots), the XID events thread (xid-events.c) and the HTTP server, whose threads only hand
  * out the latest snapshot by reference, so a scrape makes no NVML or kubelet call.
  */
+#include <malloc.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -249,6 +250,11 @@ static int exporter_run(struct svc *s, struct err *e)
         return x->collectors ? svc_bad_input(s, r) : r;
     exp_counters_log_unsupported(x->counters);
     x->want_prof = exp_counters_want_prof(x->counters);
+    /* Each collection renders two pages (hundreds of KiB with MIG) and frees the two before:
+     * with glibc's moving threshold such buffers come to live in the collector's arena, which
+     * keeps their pages after they are freed. A fixed threshold (glibc's starting value) keeps
+     * them in their own mappings, returned when a snapshot goes (bench/exporter/gpm.sh). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0)
         return r;
     /* The profiling fields are measured between two samples: --once takes the first a moment
