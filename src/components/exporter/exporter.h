@@ -19,7 +19,9 @@
  * attributed series. Fields that are per-instance quantities gpuop does not measure per instance
  * (framebuffer: NVML can read it on MIG handles but the GPU model samples whole GPUs) are
  * exported once for the whole GPU without MIG labels; utilization fields are not exported for
- * GPUs in MIG mode (NVML does not report them there).
+ * GPUs in MIG mode (NVML does not report them there). The profiling fields (DCGM_FI_PROF_*, GPU
+ * Performance Monitoring) are measured per GPU instance: once for the whole GPU without MIG
+ * labels and once per GPU instance with its own value (EXP_MIG_OWN).
  *
  * Exporter-synthesised fields: DCGM_EXP_CLOCK_EVENTS_COUNT counts, per clock_event label, the
  * collections in the last window (--clock-events-count-window-size, default 5 min) in which
