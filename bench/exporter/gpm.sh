@@ -106,8 +106,9 @@ serves (\`bench/exporter/all-fields.csv\`: 57 fields, the 12 \`DCGM_FI_PROF_*\` 
 fields included) or dcgm-exporter's default counters and every profiling field
 (\`bench/exporter/default-and-prof.csv\`); no \`--kubernetes\`. CPU per collection: the collector thread's user + system time over the
 collections counted, clock ticks of $((1000 / tck)) ms; it includes the simulated NVML library's own
-work (reading its state, computing GPM metrics). Wall: the exporter's
-\`gpuop_exporter_collection_duration_seconds\`, the mean of one reading a second. Scrape latency:
+work (reading its state, computing GPM metrics) and the rendering of both pages. Wall: the
+exporter's \`gpuop_exporter_collection_duration_seconds\` (the NVML reads and the pod map, not the
+rendering after them), the mean of one reading a second. Scrape latency:
 5000 scrapes over one keep-alive connection (p50 / p99). Load average at the end: $load.
 
 | node | collections | CPU per collection | wall per collection | RSS (private anon) | series per scrape, body | scrape latency p50 / p99 |
