@@ -137,7 +137,8 @@ static const struct svc_option exporter_options[] = {
     {.flag = "once",
      .kind = SVC_FLAG,
      .off = X(once),
-     .help = "collect once, print the metrics to stdout and exit"},
+     .help = "collect once, print the metrics to stdout and exit\n"
+             "(profiling fields: a first sample up to a second before)"},
     {.flag = "format",
      .kind = SVC_ENUM,
      .choices = formats,
