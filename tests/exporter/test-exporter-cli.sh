@@ -65,6 +65,9 @@ for f in DCGM_FI_PROF_GR_ENGINE_ACTIVE DCGM_FI_PROF_PIPE_TENSOR_ACTIVE DCGM_FI_P
     [ "$(grep -c "not supported.*field=$f " "$tmp/err")" = 1 ] || fail "$f not logged once: $(cat "$tmp/err")"
     ! grep -q "$f" "$tmp/m" || fail "$f exported"
 done
+# This library has no GPU Performance Monitoring: the profiling fields' reason names the driver.
+grep -q 'field=DCGM_FI_PROF_DRAM_ACTIVE reason="gpu 0-1: the driver (418.40.04) offers no GPU Performance Monitoring' "$tmp/err" ||
+    fail "profiling fields' reason: $(grep PROF_DRAM "$tmp/err")"
 grep -q '^DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-00000000-0000-0000-0000-000000000001",pci_bus_id="",device="nvidia1",modelName="Tesla V100-SXM2-16GB",Hostname="node-7",DCGM_FI_DRIVER_VERSION="418.40.04"} 0$' "$tmp/m" ||
     fail "labels: $(grep XID_ERRORS "$tmp/m")"
 grep -q '^gpuop_exporter_gpus 2$' "$tmp/m" || fail "gpu count"

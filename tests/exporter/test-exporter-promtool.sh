@@ -65,6 +65,18 @@ DCGM_FI_DEV_LOW_UTIL_VIOLATION, counter, Throttling duration due to low utilizat
 DCGM_FI_DEV_RELIABILITY_VIOLATION, counter, Throttling duration due to reliability constraints (in ns).
 DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, Current clock event reasons (bit mask).
 DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events
+DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
+DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.
+DCGM_FI_PROF_SM_OCCUPANCY, gauge, The ratio of number of warps resident on an SM.
+DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
+DCGM_FI_PROF_DRAM_ACTIVE, gauge, Ratio of cycles the device memory interface is active sending or receiving data.
+DCGM_FI_PROF_PIPE_FP64_ACTIVE, gauge, Ratio of cycles the fp64 pipes are active.
+DCGM_FI_PROF_PIPE_FP32_ACTIVE, gauge, Ratio of cycles the fp32 pipes are active.
+DCGM_FI_PROF_PIPE_FP16_ACTIVE, gauge, Ratio of cycles the fp16 pipes are active.
+DCGM_FI_PROF_PCIE_TX_BYTES, gauge, The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.
+DCGM_FI_PROF_PCIE_RX_BYTES, gauge, The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.
+DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, The rate of data transmitted over NVLink, in bytes per second.
+DCGM_FI_PROF_NVLINK_RX_BYTES, gauge, The rate of data received over NVLink, in bytes per second.
 DCGM_FI_DRIVER_VERSION, label, Driver Version
 DCGM_FI_DEV_SERIAL, label, Device Serial Number
 CSV
@@ -90,6 +102,14 @@ for fleet in $fleets; do
                 fail "$fleet ($set $k): unexpected promtool findings: $(grep -Ev "$allowed" "$tmp/lint" | sort -u | head -5)"
             fi
             grep -q 'GPU_I_PROFILE=' "$out" && mig_seen=1
+            # The profiling fields on the fleets with GPM (Hopper), none elsewhere.
+            if [ $set = all ]; then
+                case $(basename "$fleet") in
+                dgx-h100.yaml | hgx-h200.yaml) grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$out" ||
+                    fail "$fleet: no DCGM_FI_PROF_SM_ACTIVE" ;;
+                *) ! grep -q '^DCGM_FI_PROF_' "$out" || fail "$fleet: profiling fields without GPM" ;;
+                esac
+            fi
             checked=$((checked + 1))
         done
     done
