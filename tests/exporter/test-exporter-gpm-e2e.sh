@@ -128,9 +128,10 @@ for n in $H $M $A; do
     wait_for 60 "the exporter on $n serves GPU temperatures" sh -c \
         "curl -sf --max-time 5 http://$(ip_of $n):9400/metrics | grep -q '^DCGM_FI_DEV_GPU_TEMP{'"
 done
-# Idle: every GPU of the H100 serves its fields, at 0.
-page $H "$T/h.prom" || fail "scrape $H"
-[ "$(vals "$T/h.prom" DCGM_FI_PROF_SM_ACTIVE '' | awk '$2 == 0' | wc -l)" = 8 ] ||
+# Idle: every GPU of the H100 serves its fields, at 0 (from the collection after the first: a
+# field needs two samples).
+idle_h100() { page $H "$T/h.prom" && [ "$(vals "$T/h.prom" DCGM_FI_PROF_SM_ACTIVE '' | awk '$2 == 0' | wc -l)" = 8 ]; }
+wait_for 30 "the idle $H serves DCGM_FI_PROF_SM_ACTIVE at 0 on 8 GPUs" idle_h100 ||
     fail "idle $H: $(vals "$T/h.prom" DCGM_FI_PROF_SM_ACTIVE '')"
 echo "ok: the idle DGX H100 serves the profiling fields at 0 on its 8 GPUs"
 
