@@ -44,7 +44,8 @@ static const struct svc_option gather_options[] = {
      .kind = SVC_STRING,
      .off = offsetof(struct gather, output),
      .metavar = "FILE",
-     .help = "the bundle (default gpuop-gather-<UTC time>.tar.gz here; a folder: that name in it)"},
+     .help = "the bundle (default gpuop-gather-<UTC time>.tar.gz here;\n"
+             "a folder: that name in it)"},
     {.flag = "namespace",
      .short_flag = 'n',
      .kind = SVC_STRING,
@@ -57,7 +58,8 @@ static const struct svc_option gather_options[] = {
      .finite = true,
      .off = offsetof(struct gather, since_ms),
      .metavar = "DUR",
-     .help = "only the logs and Events of the last DUR (default: every Event, each log's --tail)"},
+     .help = "only the logs and Events of the last DUR (default: every\n"
+             "Event, each log's --tail)"},
     {.flag = "tail",
      .kind = SVC_UINT,
      .min = 1,
@@ -74,19 +76,19 @@ static const struct svc_option gather_options[] = {
      .kind = SVC_STRING,
      .off = offsetof(struct gather, max_size_s),
      .metavar = "SIZE",
-     .help = "the bundle's bound (default 64Mi, 256Ki to 4Gi): what would pass it is left out\n"
-             "and said so in its index"},
+     .help = "the bundle's bound (default 64Mi, 256Ki to 4Gi): what would\n"
+             "pass it is left out and said so in its index"},
     {.flag = "doctor",
      .kind = SVC_FLAG,
      .off = offsetof(struct gather, doctor),
-     .help = "also `gpuop doctor --json` on every GPU node (a short-lived privileged pod each,\n"
-             "in --namespace)"},
+     .help = "also `gpuop doctor --json` on every GPU node (a short-lived\n"
+             "privileged pod each, in --namespace)"},
     {.flag = "doctor-image",
      .kind = SVC_STRING,
      .off = offsetof(struct gather, doctor_image),
      .metavar = "IMAGE",
-     .help = "with --doctor: the pods' image (default the operator Deployment's, else\n"
-             "gpuop:" GPUOP_VERSION ")"},
+     .help = "with --doctor: the pods' image (default the operator\n"
+             "Deployment's, else gpuop:" GPUOP_VERSION ")"},
     {.flag = "doctor-timeout",
      .kind = SVC_DURATION,
      .min = 1000,
