@@ -221,7 +221,24 @@ if [ -n "$token" ]; then
 fi
 echo "ok: API server unreachable: a partial bundle naming what is missing"
 
-# 4. exit codes: nowhere to write (1, nothing written), bad flags (2)
+# 4. RBAC: a ServiceAccount that may read nodes and namespaces only: those are collected, the
+# rest is listed as forbidden
+$K -n default create serviceaccount limited >/dev/null
+$K create clusterrole gather-limited --verb=get,list --resource=nodes,namespaces >/dev/null
+$K create clusterrolebinding gather-limited --clusterrole=gather-limited --serviceaccount=default:limited >/dev/null
+sa_kubeconfig "$T/limited.kubeconfig" default limited
+rc=0
+"$B/gpuop" gather --kubeconfig "$T/limited.kubeconfig" -o "$T/limited.tar.gz" >/dev/null 2>"$T/gather.log" || rc=$?
+[ "$rc" = 0 ] || fail "a limited ServiceAccount: exit $rc"
+mkdir "$T/l" && tar xzf "$T/limited.tar.gz" -C "$T/l"
+l() { "$JQ" -e "$1" "$T/l/limited/manifest.json" >/dev/null || fail "limited manifest.json: $1 does not hold: $("$JQ" -c .missing "$T/l/limited/manifest.json" | head -c 1500)"; }
+l '[.collected[].path] | index("nodes/dgx-h100-1.yaml") != null'
+l '[.collected[].path] | index("namespaces/gpu-operator/namespace.yaml") != null'
+l '.missing[] | select(.what == "clusterpolicies") | .why | test("forbidden|Forbidden")'
+l '.missing[] | select(.what == "pods in namespace gpu-operator") | .why | test("forbidden|Forbidden")'
+echo "ok: what RBAC forbids is listed as not collected, with the API's answer"
+
+# 5. exit codes: nowhere to write (1, nothing written), bad flags (2)
 rc=0; "$B/gpuop" gather --kubeconfig "$KUBECONFIG" -o "$T/no/such/dir/x.tar.gz" >/dev/null 2>"$T/gather.log" || rc=$?
 [ "$rc" = 1 ] && grep -q 'no/such/dir' "$T/gather.log" || fail "unwritable output: exit $rc: $(cat "$T/gather.log")"
 for bad in "--max-size 1Ki" "--max-size lots" "--log-bytes 0" "--since forever" "--tail 0"; do
