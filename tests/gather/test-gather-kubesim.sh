@@ -219,7 +219,13 @@ d '.missing[] | select(.what == "nodes") | .why | startswith("not read")'
 if [ -n "$token" ]; then
     ! grep -rl -- "$token" "$T/d" || fail "the kubeconfig's token is in the bundle"
 fi
-echo "ok: API server unreachable: a partial bundle naming what is missing"
+# no kubeconfig at all: the same, the reason named
+rc=0
+"$B/gpuop" gather --kubeconfig "$T/no-such-kubeconfig" -o "$T/nokc.tar.gz" >/dev/null 2>"$T/gather.log" || rc=$?
+[ "$rc" = 0 ] || fail "no kubeconfig: exit $rc"
+tar xzf "$T/nokc.tar.gz" -O nokc/manifest.json | "$JQ" -e '.missing[] | select(.what == "the cluster") | .why | test("no API client.*no-such-kubeconfig")' >/dev/null ||
+    fail "no kubeconfig: $(tar xzf "$T/nokc.tar.gz" -O nokc/MANIFEST)"
+echo "ok: API server unreachable, or no kubeconfig: a partial bundle naming what is missing"
 
 # 4. RBAC: a ServiceAccount that may read nodes and namespaces only: those are collected, the
 # rest is listed as forbidden

@@ -22,6 +22,9 @@
 #define DOCTOR_POLL_MS  500
 #define DOCTOR_LOG_MAX  (1u << 20)
 #define MAX_LOGS        4096 /* container logs one bundle reads */
+/* --log-bytes' largest: well under the API client's limit on one response (64 MiB), so that a
+ * kubelet which ignores limitBytes still answers within it */
+#define LOG_BYTES_MAX (32u << 20)
 
 static const struct kube_resource RES_RESOURCEQUOTAS = {"", "v1", "resourcequotas", "ResourceQuota",
                                                         true};
@@ -71,7 +74,8 @@ static const struct svc_option gather_options[] = {
      .kind = SVC_STRING,
      .off = offsetof(struct gather, log_bytes_s),
      .metavar = "SIZE",
-     .help = "at most SIZE of each container's log, its end kept (default 1Mi)"},
+     .help = "at most SIZE of each container's log, its end kept (default 1Mi,\n"
+             "at most 32Mi)"},
     {.flag = "max-size",
      .kind = SVC_STRING,
      .off = offsetof(struct gather, max_size_s),
@@ -130,7 +134,7 @@ static int gather_configure(struct svc *s, struct err *e)
     int r;
     if ((r = parse_size("max-size", g->max_size_s, GATHER_MIN_SIZE, GATHER_MAX_SIZE, &g->max_size,
                         e)) < 0 ||
-        (r = parse_size("log-bytes", g->log_bytes_s, 1024, 1ull << 30, &g->log_bytes, e)) < 0)
+        (r = parse_size("log-bytes", g->log_bytes_s, 1024, LOG_BYTES_MAX, &g->log_bytes, e)) < 0)
         return r;
     if (!g->ns[0] || strlen(g->ns) > 63)
         return err_set(e, -EINVAL, "--namespace \"%s\": expected a namespace name", g->ns);
@@ -570,7 +574,7 @@ static void output_of(const struct gather *g, uint64_t now_ms, char *path, size_
     if (!g->output)
         snprintf(path, pn, "%s", def);
     else if (is_dir(g->output))
-        snprintf(path, pn, "%s/%s", g->output, def);
+        snprintf(path, pn, "%s%s%s", g->output, str_has_suffix(g->output, "/") ? "" : "/", def);
     else
         snprintf(path, pn, "%s", g->output);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;

@@ -82,7 +82,7 @@ static bool b64url_char(char c)
 
 static bool token_char(char c)
 {
-    return isalnum((unsigned char)c) || strchr("._~+/=-", c) != NULL;
+    return isalnum((unsigned char)c) || (c && strchr("._~+/=-", c));
 }
 
 static bool starts_redacted(const char *s, size_t n)
@@ -225,7 +225,7 @@ size_t gather_redact_text(const char *t, size_t n, struct sbuf *out)
                 }
                 if (k > rest)
                     k = rest;
-                bool structure = !q && k > j && strchr("{[|>", s[j]);
+                bool structure = !q && k > j && s[j] && strchr("{[|>", s[j]);
                 if (k > j && !structure && !starts_redacted(s + j, k - j)) {
                     sbuf_add(out, s, j);
                     sbuf_adds(out, RED);
