@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -133,8 +134,15 @@ static size_t pem_begin(const char *s, size_t n)
 
 size_t gather_redact_text(const char *t, size_t n, struct sbuf *out)
 {
-    size_t count = 0, i = 0;
+    size_t count = 0, i = 0, seen = 0;
+    /* where a replacement ended: what follows starts a word, as it does in the output (after
+     * "<redacted>"), so that a second pass reads the text as this one did */
+    size_t fresh = SIZE_MAX;
     while (i < n) {
+        if (count != seen) {
+            seen = count;
+            fresh = i;
+        }
         size_t rest = n - i;
         const char *s = t + i;
         /* a private key: the markers kept, everything between them replaced */
@@ -167,7 +175,7 @@ size_t gather_redact_text(const char *t, size_t n, struct sbuf *out)
             i += 3;
             continue;
         }
-        if (!ident_char(s[0]) || (i > 0 && ident_char(t[i - 1]))) {
+        if (!ident_char(s[0]) || (i > 0 && i != fresh && ident_char(t[i - 1]))) {
             sbuf_add(out, s, 1);
             i++;
             continue;
@@ -200,7 +208,7 @@ size_t gather_redact_text(const char *t, size_t n, struct sbuf *out)
         }
         if (gather_key_secret(s, w)) {
             size_t j = w;
-            char open = i > 0 ? t[i - 1] : 0;
+            char open = i > 0 && i != fresh ? t[i - 1] : 0;
             if (j < rest && (s[j] == '"' || s[j] == '\'') && s[j] == open)
                 j++;
             while (j < rest && (s[j] == ' ' || s[j] == '\t'))
