@@ -306,12 +306,14 @@ static void missing_add(struct gather_bundle *b, const char *what, const char *w
 
 void gather_bundle_missing(struct gather_bundle *b, const char *what, const char *why_fmt, ...)
 {
-    char why[1024];
+    char *why = NULL;
     va_list ap;
     va_start(ap, why_fmt);
-    vsnprintf(why, sizeof(why), why_fmt, ap);
+    int n = vasprintf(&why, why_fmt, ap);
     va_end(ap);
-    missing_add(b, what, why);
+    missing_add(b, what, n >= 0 ? why : "(the reason could not be formatted: out of memory)");
+    if (n >= 0)
+        free(why);
 }
 
 bool gather_bundle_full(const struct gather_bundle *b)
