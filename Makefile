@@ -11,7 +11,7 @@ DEPS_PKGS := build-essential meson ninja-build pkg-config git \
 	libnghttp2-dev libmnl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
 	python3 python3-grpcio python3-grpc-tools python3-protobuf \
 	prometheus wrk valgrind clang libclang-rt-14-dev clang-format jq curl procps iproute2 \
-	libtomlplusplus-dev containerd docker.io \
+	libtomlplusplus-dev zlib1g-dev containerd docker.io \
 	runc busybox-static python3-jsonschema python3-yaml \
 	buildah ca-certificates \
 	@node=nodejs @npm=npm
