@@ -108,3 +108,33 @@ bool upg_pdb_allows(const json_t *pdbs, json_t *used, const json_t *pod, const c
     }
     return true;
 }
+
+bool upg_pod_ready(const json_t *pod)
+{
+    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running"))
+        return false;
+    size_t i;
+    json_t *c;
+    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
+        if (streq_ptr(kobj_str(c, "type"), "Ready"))
+            return streq_ptr(kobj_str(c, "status"), "True");
+    }
+    return false;
+}
+
+bool upg_pod_finished(const json_t *pod)
+{
+    const char *ph = kobj_path_str(pod, "status.phase");
+    return streq_ptr(ph, "Succeeded") || streq_ptr(ph, "Failed");
+}
+
+bool upg_pod_daemon(const json_t *pod)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach (kobj_path(pod, "metadata.ownerReferences"), i, o) {
+        if (streq_ptr(kobj_str(o, "kind"), "DaemonSet"))
+            return true;
+    }
+    return kobj_annotation(pod, "kubernetes.io/config.mirror") != NULL;
+}

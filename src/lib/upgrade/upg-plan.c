@@ -106,19 +106,6 @@ static void emit(struct planner *pl, struct upg_event ev)
 
 /* ---- reading objects ------------------------------------------------------------------------ */
 
-static bool pod_ready(const json_t *pod)
-{
-    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running"))
-        return false;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
-}
-
 static long long pod_restarts(const json_t *pod, bool *ret_unready)
 {
     long long max = 0;
@@ -227,12 +214,6 @@ static bool pod_has_empty_dir(const json_t *pod)
             return true;
     }
     return false;
-}
-
-static bool pod_finished(const json_t *pod)
-{
-    const char *ph = kobj_path_str(pod, "status.phase");
-    return streq_ptr(ph, "Succeeded") || streq_ptr(ph, "Failed");
 }
 
 /* ---- the patch of a node -------------------------------------------------------------------- */
@@ -378,7 +359,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
-        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) || pod_finished(pod))
+        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) || upg_pod_finished(pod))
             continue;
         if (streq_ptr(kobj_label(pod, UPG_LABEL_DRAIN_SKIP), "true"))
             continue;
@@ -387,8 +368,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
             if (!upg_pod_is_gpu(pod) || !(streq_ptr(ph, "Running") || streq_ptr(ph, "Pending")))
                 continue;
         } else {
-            if (owner_of_kind(pod, "DaemonSet") ||
-                kobj_annotation(pod, "kubernetes.io/config.mirror"))
+            if (upg_pod_daemon(pod))
                 continue;
             bool m = true;
             struct err se = {0};
@@ -446,7 +426,7 @@ static bool validator_ok(struct planner *pl, const struct node *n)
     size_t i;
     json_t *v;
     json_array_foreach (n->vpods, i, v) {
-        if (pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
+        if (upg_pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
             return true;
     }
     return false;
@@ -498,7 +478,7 @@ static enum upg_state step_wait_jobs(struct planner *pl, struct node *n)
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
         bool m = false;
         struct err se = {0};
-        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !pod_finished(pod) &&
+        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !upg_pod_finished(pod) &&
             kobj_selector_match(po->wait_selector, kobj_labels(pod), &m, &se) == 0 && m)
             busy = true;
     }
@@ -1012,7 +992,7 @@ static void load_nodes(struct planner *pl)
         if (!n)
             continue;
         if (streq_ptr(kobj_label(obj, "app"), UPG_VALIDATOR_APP)) {
-            int v = pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
+            int v = upg_pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
             if (v > n->validator)
                 n->validator = v;
             if (!n->vpods)
@@ -1035,7 +1015,7 @@ static void load_nodes(struct planner *pl)
             n->driver = obj;
             n->set = (int)s;
             n->in_sync = sync;
-            n->drv_ready = pod_ready(obj) && !kobj_deletion_timestamp(obj);
+            n->drv_ready = upg_pod_ready(obj) && !kobj_deletion_timestamp(obj);
             n->drv_terminating = kobj_deletion_timestamp(obj) != NULL;
             bool unready;
             n->drv_restarts = pod_restarts(obj, &unready);

@@ -494,6 +494,13 @@ bool upg_pool_selects(const struct upg_pool *p, const json_t *node);
  * eviction is counted in `used`; if not *ret_pdb names the budget that refuses. */
 bool upg_pdb_allows(const json_t *pdbs, json_t *used, const json_t *pod, const char **ret_pdb);
 
+/* A pod Running with its Ready condition True. */
+bool upg_pod_ready(const json_t *pod);
+/* A pod Succeeded or Failed. */
+bool upg_pod_finished(const json_t *pod);
+/* A pod a drain leaves: owned by a DaemonSet, or a static (mirror) pod. */
+bool upg_pod_daemon(const json_t *pod);
+
 /* Is this pod a GPU workload (a container requesting or limited by nvidia.com/gpu* or
  * nvidia.com/mig-*), the ones pod deletion evicts? */
 bool upg_pod_is_gpu(const json_t *pod);
