@@ -298,9 +298,12 @@ static void take_event(struct gh_state *st, const struct gh_observation *o,
     int gpu = ev->gpu < GH_GPUS_MAX ? (int)ev->gpu : -1;
     int64_t at = ev->at_ms > 0 ? ev->at_ms : o->now_ms;
     if (ev->kind == GH_EV_DBE) {
-        /* the volatile count shows it as long as it lasts: the live fault covers the event */
-        if (find(&st->h, GH_CLS_ECC_DBE, 0, gpu, true) ||
-            find(&st->h, GH_CLS_ECC_DBE, 0, gpu, false))
+        /* the volatile count shows it as long as it lasts: the live fault covers the event,
+         * which dates it (the count is read after it) */
+        struct gh_fault *live = find(&st->h, GH_CLS_ECC_DBE, 0, gpu, true);
+        if (live && at < live->since_ms)
+            live->since_ms = at;
+        if (live || find(&st->h, GH_CLS_ECC_DBE, 0, gpu, false))
             return;
         struct gh_fault f = mk_fault(st, GH_CLS_ECC_DBE, 0, gpu, ev->uuid,
                                      gh_class_info(GH_CLS_ECC_DBE)->action, false, at, "an event");
