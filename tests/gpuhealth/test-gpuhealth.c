@@ -387,6 +387,24 @@ static void test_events_latched_or_reported(void **state)
     assert_false(r.health.faults[0].live);
     assert_int_equal(r.health.faults[0].cls, GH_CLS_ECC_DBE);
     gh_report_clear(&r);
+    /* the count shows afterwards: it is the fault now (cleared by a reset), the same number */
+    uint64_t ev_seq = n.st.h.faults[0].seq;
+    n.gpus[2].ecc_ok = true;
+    n.gpus[2].dbe_volatile = 1;
+    observe(&n, 0, &r);
+    assert_int_equal(r.health.n_faults, 1);
+    assert_true(r.health.faults[0].live);
+    assert_int_equal(r.health.faults[0].seq, ev_seq);
+    assert_int_equal(r.n_new, 0);
+    gh_report_clear(&r);
+    n.gpus[2].dbe_volatile = 0;
+    observe(&n, 0, &r);
+    assert_int_equal(r.health.n_faults, 0);
+    gh_report_clear(&r);
+    n.gpus[2].ecc_ok = false;
+    n.ev[n.n_ev++] = (struct gh_event_obs){.kind = GH_EV_DBE, .gpu = 2, .uuid = n.uuids[2]};
+    observe(&n, 0, &r);
+    gh_report_clear(&r);
     xid(&n, 4, 13);
     xid(&n, 4, 999);
     observe(&n, 1, &r);

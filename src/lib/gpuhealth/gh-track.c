@@ -278,9 +278,18 @@ static void live_reconcile(struct gh_state *st, const struct gh_observation *o,
             if (same_fault(&prev->faults[i], w[j].cls, 0, w[j].gpu, true))
                 was = &prev->faults[i];
         struct gh_fault f;
+        struct gh_fault *event =
+            w[j].cls == GH_CLS_ECC_DBE ? find(&st->h, GH_CLS_ECC_DBE, 0, w[j].gpu, false) : NULL;
         if (was) {
             f = *was; /* seen before the restart: the same fault */
             fault_message(&f, w[j].detail[0] ? w[j].detail : NULL);
+        } else if (event) {
+            /* the event came before the count showed: the count is the fault now (it clears
+             * with the reset that fixes it), under the event's number */
+            f = *event;
+            f.live = true;
+            fault_message(&f, w[j].detail[0] ? w[j].detail : NULL);
+            remove_at(&st->h, (size_t)(event - st->h.faults));
         } else {
             f = mk_fault(st, w[j].cls, 0, w[j].gpu, w[j].uuid, gh_class_info(w[j].cls)->action,
                          true, o->now_ms, w[j].detail[0] ? w[j].detail : NULL);
