@@ -1062,6 +1062,8 @@ static void test_policy_parse(void **state)
         {"{\"eviction\":{\"waitTimeout\":\"soon\"}}", "waitTimeout"},
         {"{\"eviction\":{\"x\":1}}", "eviction"},
         {"{\"drainTimeout\":\"-1h\"}", "drainTimeout"},
+        {"{\"refailWindow\":\"100000h\"}", "at most 10 years"},
+        {"{\"validationTimeout\":-5}", "validationTimeout"},
         {"{\"breaker\":{\"threshold\":\"150%\"}}", "breaker.threshold"},
         {"{\"breaker\":{\"window\":\"0s\"}}", "breaker.window"},
         {"{\"windows\":[{\"days\":[\"Funday\"],\"start\":\"02:00\",\"duration\":\"1h\"}]}",

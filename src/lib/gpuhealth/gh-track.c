@@ -179,7 +179,7 @@ static bool held(uint64_t *since, bool on, const struct gh_observation *o)
         *since = 0;
         return false;
     }
-    if (!*since)
+    if (!*since || *since > (uint64_t)o->now_ms) /* a clock set back starts it over */
         *since = (uint64_t)o->now_ms;
     return o->slowdown_window_ms > 0 && (uint64_t)o->now_ms - *since >= o->slowdown_window_ms;
 }

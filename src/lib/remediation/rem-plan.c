@@ -117,11 +117,10 @@ static void pod_out(struct rem_pod_ref **list, size_t *n, const json_t *pod, con
                                            xstrdup(kobj_name(pod) ?: ""), xstrdup(node)};
 }
 
-static void want_requeue(struct planner *pl, int64_t at_ms)
+/* Look again in `delay_ms` (at least a second). */
+static void want_requeue(struct planner *pl, int64_t delay_ms)
 {
-    int64_t d = at_ms - pl->in->now_ms;
-    if (d < 1000)
-        d = 1000;
+    int64_t d = delay_ms < 1000 ? 1000 : delay_ms;
     if (pl->out->requeue_ms == 0 || d < pl->out->requeue_ms)
         pl->out->requeue_ms = d;
 }
@@ -329,13 +328,17 @@ static int64_t since(const struct node *n, int64_t now)
     return ann_i64(n, REM_ANN_SINCE, now);
 }
 
+/* Has `timeout_s` (0: never) passed since start_ms? A start in the future is now. */
 static bool timed_out(struct planner *pl, int64_t start_ms, int64_t timeout_s)
 {
     if (timeout_s <= 0)
         return false;
-    if (pl->in->now_ms >= start_ms + timeout_s * 1000)
+    int64_t now = pl->in->now_ms;
+    int64_t elapsed = start_ms < now ? now - start_ms : 0;
+    int64_t limit = timeout_s * 1000; /* durations are bounded (REM_DURATION_MAX_S) */
+    if (elapsed >= limit)
         return true;
-    want_requeue(pl, start_ms + timeout_s * 1000);
+    want_requeue(pl, limit - elapsed);
     return false;
 }
 
@@ -405,7 +408,7 @@ static void breaker_read(struct breaker *br, const json_t *anns, const json_t *t
 
 static bool counts_in_window(const struct breaker *br, int64_t at, int64_t now)
 {
-    return at > 0 && at > br->reset_ms && at > now - br->window_ms;
+    return at > 0 && at > br->reset_ms && at <= now && now - at < br->window_ms;
 }
 
 /* May one more node of pool p be quarantined? Opens a breaker (and says so) when not. */
@@ -535,7 +538,7 @@ static bool pods_listed(struct planner *pl, const struct node *n)
 {
     if (!pl->in->pods_listed || json_object_get(pl->in->pods_listed, n->name))
         return true;
-    want_requeue(pl, pl->in->now_ms + 1000);
+    want_requeue(pl, 1000);
     return false;
 }
 
@@ -577,7 +580,7 @@ static int drain(struct planner *pl, struct node *n, const struct pool *p, char 
         if (!upg_pdb_allows(pl->in->pdbs, pl->pdb_used, pod, &pdb)) {
             snprintf(why, len, "pod %s/%s: PodDisruptionBudget %s allows no disruption", ns,
                      kobj_name(pod), pdb);
-            want_requeue(pl, pl->in->now_ms + 5000);
+            want_requeue(pl, 5000);
             continue;
         }
         pod_out(&pl->out->evictions, &pl->out->n_evictions, pod, n->name);
@@ -700,7 +703,7 @@ static enum rem_state step_remediating(struct planner *pl, struct node *n, struc
         set_ann_i64(n, REM_ANN_SINCE, pl->in->now_ms);
         request_out(pl, n, a, id, true);
         set_waiting(pl, n, NULL);
-        want_requeue(pl, pl->in->now_ms + 5000);
+        want_requeue(pl, 5000);
         return REM_REMEDIATING;
     }
     bool done = false;
@@ -1029,8 +1032,8 @@ static void tally(struct planner *pl)
         if (p->policy && p->policy->n_windows) {
             upg_window_state(p->policy->windows, p->policy->n_windows, p->tz, now / 1000,
                              &p->window_open, &p->next_window_s);
-            if (!p->window_open && p->next_window_s)
-                want_requeue(pl, p->next_window_s * 1000);
+            if (!p->window_open && p->next_window_s > now / 1000)
+                want_requeue(pl, (p->next_window_s - now / 1000) * 1000);
         }
         const struct rem_policy *po = p->policy ? p->policy : &pl->defaults;
         breaker_read(&p->br, p->obj ? kobj_annotations(p->obj) : NULL, po->breaker_threshold,
@@ -1039,7 +1042,10 @@ static void tally(struct planner *pl)
     _cleanup_json_ json_t *dflt = json_string(CLUSTER_THRESHOLD);
     breaker_read(&pl->cluster, in->cluster_annotations,
                  in->cluster_breaker_threshold ? in->cluster_breaker_threshold : dflt,
-                 in->cluster_breaker_window_s > 0 ? in->cluster_breaker_window_s : CLUSTER_WINDOW_S,
+                 in->cluster_breaker_window_s > 0 &&
+                         in->cluster_breaker_window_s <= REM_DURATION_MAX_S
+                     ? in->cluster_breaker_window_s
+                     : CLUSTER_WINDOW_S,
                  all);
     for (size_t i = 0; i < pl->nn; i++) {
         struct node *n = &pl->n[i];

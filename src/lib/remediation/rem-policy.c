@@ -94,22 +94,24 @@ enum rem_evict_mode rem_policy_evict_mode(const struct rem_policy *p, const char
     return p->evict_default;
 }
 
-/* A duration as a string ("30m", "1h30m", "0") or whole seconds. */
+/* A duration as a string ("30m", "1h30m", "0") or whole seconds, at most REM_DURATION_MAX_S. */
 static int duration(json_t *o, const char *key, const char *ctx, int64_t *ret_s, struct err *e)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return 0;
-    if (json_is_integer(v) && json_integer_value(v) >= 0) {
-        *ret_s = json_integer_value(v);
-        return 0;
-    }
+    int64_t s = -1;
     uint64_t ms;
-    if (!json_is_string(v) || parse_duration_ms(json_string_value(v), &ms) < 0 ||
-        ms == UINT64_MAX || ms / 1000 > INT64_MAX / 1000)
-        return err_set(e, -EINVAL, "%s.%s: expected a duration (\"30m\", \"1h\"), got %s", ctx, key,
-                       json_is_string(v) ? json_string_value(v) : cfg_type_name(v));
-    *ret_s = (int64_t)(ms / 1000);
+    if (json_is_integer(v))
+        s = json_integer_value(v);
+    else if (json_is_string(v) && parse_duration_ms(json_string_value(v), &ms) == 0 &&
+             ms / 1000 <= REM_DURATION_MAX_S)
+        s = (int64_t)(ms / 1000);
+    if (s < 0 || s > REM_DURATION_MAX_S)
+        return err_set(e, -EINVAL,
+                       "%s.%s: expected a duration (\"30m\", \"1h\") of at most 10 years, got %s",
+                       ctx, key, json_is_string(v) ? json_string_value(v) : cfg_type_name(v));
+    *ret_s = s;
     return 0;
 }
 

@@ -114,6 +114,8 @@ struct rem_ns_mode {
     enum rem_evict_mode mode;
 };
 
+#define REM_DURATION_MAX_S (10LL * 365 * 86400) /* a duration of the policy, at most */
+
 struct rem_policy {
     bool enabled;                 /* false: the pool's nodes are left alone (not quarantined) */
     bool automatic[GH_ACT_COUNT]; /* the actions taken without a person */
