@@ -1030,6 +1030,25 @@ static void test_bad_input(void **state)
     world_done(&w);
 }
 
+/* A person takes a failed node's state label off once it is fixed: what the quarantine left
+ * (its taint, its cordon) goes. */
+static void test_label_removed_by_a_person(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, AUTO_ALL);
+    w.agents[0].gpus[6].remap_failure = true;
+    converge(&w, 5, 5000);
+    assert_string_equal(state_of(&w, "node-0"), "failed");
+    w.agents[0].gpus[6].remap_failure = false;
+    json_object_del(kobj_labels(node_of(&w, "node-0")), REM_LABEL_STATE);
+    converge(&w, 5, 5000);
+    assert_string_equal(state_of(&w, "node-0"), "healthy");
+    assert_null(taint_of(&w, "node-0"));
+    assert_false(is_cordoned(&w, "node-0"));
+    world_done(&w);
+}
+
 /* A node whose pool turns remediation off is not quarantined. */
 static void test_disabled(void **state)
 {
@@ -1136,6 +1155,7 @@ int main(void)
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_disabled),
+        cmocka_unit_test(test_label_removed_by_a_person),
         cmocka_unit_test(test_policy_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

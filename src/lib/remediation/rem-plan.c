@@ -1320,6 +1320,13 @@ int rem_plan(const struct rem_input *in, struct rem_plan **ret, struct err *e)
         }
         if (!faults_of(n, &c[nc].f)) {
             set_waiting(&pl, n, NULL);
+            /* in service (a person took the state label off): what the quarantine left goes */
+            set_taint(n, NULL);
+            if (streq_ptr(cur_ann(n, REM_ANN_CORDONED), "true")) {
+                set_ann(n, REM_ANN_CORDONED, NULL);
+                if (cordoned(n))
+                    n->unsched_set = 0;
+            }
             continue;
         }
         if (!pl.pools[n->pool].policy->enabled) {
