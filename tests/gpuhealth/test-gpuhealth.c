@@ -514,6 +514,15 @@ static void test_plugin_disagrees(void **state)
     observe(&n, 1, &r);
     assert_int_equal(r.health.n_faults, 0);
     gh_report_clear(&r);
+    /* a GPU NVML reports faulty is held back for its fault: no second report */
+    n.plugin = 1;
+    xid(&n, 2, 48);
+    observe(&n, 2, &r);
+    gh_report_clear(&r);
+    observe(&n, 3, &r);
+    assert_int_equal(r.health.n_faults, 1);
+    assert_int_equal(r.health.faults[0].code, 48);
+    gh_report_clear(&r);
     node_done(&n);
 }
 

@@ -32,7 +32,7 @@ sa_kubeconfig "$SAKC" gpu-operator nvidia-node-status-exporter
 
 start_agent() {
     NODE_NAME=$NODE "$B/gpuop" node-status-exporter --kubeconfig "$SAKC" --listen 127.0.0.1:0 \
-        --interval 2s --health-interval 200ms --slowdown-window 1s \
+        --interval 500ms --mismatch-grace 1s --health-interval 200ms --slowdown-window 1s \
         --validations-dir "$T/validations" >>"$T/nse.log" 2>&1 &
     AGENT=$!
     pids+=($AGENT)
@@ -42,9 +42,16 @@ cond() { $K get node "$NODE" -o jsonpath="{.status.conditions[?(@.type==\"GPUHea
 is_cond() { [ "$(cond status)" = "$1" ] && [ "$(cond reason)" = "$2" ]; }
 # has_fault CLASS ACTION: the annotation lists an active fault of CLASS with ACTION
 has_fault() { health | python3 -c "import json,sys; h=json.load(sys.stdin); sys.exit(0 if any(f['class']=='$1' and f['action']=='$2' for f in h['faults']) else 1)"; }
+no_fault() { ! has_fault "$@"; }
 seq_of() { health | python3 -c "import json,sys; h=json.load(sys.stdin); print(max([f['seq'] for f in h['faults'] if f['class']=='$1']))"; }
 ack() { $K annotate node "$NODE" --overwrite "remediation.gpuop.dev/ack-seq=$1" >/dev/null; }
 
+# what the device plugin advertises: all 8
+alloc() {
+    $K patch node "$NODE" --subresource=status --type=merge \
+        -p "{\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"},\"allocatable\":{\"nvidia.com/gpu\":\"$1\"}}}" >/dev/null
+}
+alloc 8
 start_agent
 wait_for 10 "GPUHealthy True" is_cond True GPUsHealthy
 health | grep -q '"healthy":true' || fail "annotation: $(health)"
@@ -83,6 +90,13 @@ has_fault xid reset-gpu || fail "no XID 74: $(health)"
 SIM gpu-reset --gpu 2
 ack "$(health | python3 -c "import json,sys; print(json.load(sys.stdin)['seq'])")"
 wait_for 5 "healthy after NVLink" is_cond True GPUsHealthy
+
+# The device plugin holds back a GPU NVML reports healthy: reported (none), the node healthy.
+alloc 7
+wait_for 10 "the device plugin disagrees" has_fault plugin none
+is_cond True GPUsHealthy || fail "the disagreement took the node out: $(cond reason)"
+alloc 8
+wait_for 10 "the device plugin agrees again" no_fault plugin none
 
 # A thermal slowdown counts once held for the window (1s); the cooling back, it goes.
 SIM inject thermal --gpu 1

@@ -240,7 +240,12 @@ static size_t live_wanted(struct gh_state *st, const struct gh_observation *o, s
             st->nvlink_known[k] = true;
         }
     }
-    if (o->plugin_held_back > 0) {
+    /* the device plugin holding back GPUs is news only while NVML sees no fault: a faulty GPU
+     * is held back for its fault */
+    bool quiet = n == 0;
+    for (size_t i = 0; i < st->h.n_faults; i++)
+        quiet &= !gh_action_quarantines(st->h.faults[i].action);
+    if (o->plugin_held_back > 0 && quiet) {
         char d[64];
         snprintf(d, sizeof(d), "%d GPU%s", o->plugin_held_back,
                  o->plugin_held_back == 1 ? "" : "s");
