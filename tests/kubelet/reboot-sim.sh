@@ -108,4 +108,9 @@ grep -q 'node rebooted' "$T/kubelet-sim.log" || fail "no reboot in kubelet-sim's
 # answered once: no second reboot
 sleep 2
 [ "$(grep -c 'node rebooting' "$T/kubelet-sim.log")" = 1 ] || fail "rebooted more than once"
+# kubelet-sim stops cleanly after a reboot (a sanitizer's report would make it fail)
+kill "$KL_NODES_PID"
+rc=0
+wait "$KL_NODES_PID" || rc=$?
+[ $rc = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
 echo "ok: reboot requested, answered, boot ID $boot0 -> $boot1, the GPU back, the driver reloaded"

@@ -132,7 +132,9 @@ fi
 # A restarted agent continues from the Node: the same faults and numbers, no write.
 before=$(health)
 kill "$AGENT"
-wait "$AGENT" 2>/dev/null || true
+rc=0
+wait "$AGENT" 2>/dev/null || rc=$?
+[ $rc = 0 ] || fail "the agent exited $rc on SIGTERM (a sanitizer's report?)"
 rv1=$($K get node "$NODE" -o jsonpath='{.metadata.resourceVersion}')
 start_agent
 wait_for 10 "agent serving again" sh -c "[ \$(grep -c ' serving ' $T/nse.log) = 2 ]"
