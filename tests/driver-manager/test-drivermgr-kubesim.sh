@@ -14,16 +14,11 @@
 # It runs as the driver DaemonSet's ServiceAccount under the RBAC deploy/operands/driver.yaml
 # ships (kubesim enforces it).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -x "$B/sim-image-bin/rmmod" ] || { echo "build/sim-image-bin/rmmod not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim" "$B/sim-image-bin/rmmod"
 
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 N=dgx-h100-1
 V=550.127.05
 ROOT=$T/root

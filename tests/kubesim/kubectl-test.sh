@@ -1,18 +1,9 @@
 #!/bin/bash
 # kubectl (the real client) drives kubesim through the verbs the operator and its users rely on.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-T=$(mktemp -d)
-KS_PID=
-cleanup() {
-    [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- kubesim log"; tail -20 "$T/kubesim.log"; exit 1; }
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 
 cat > "$T/load.yaml" <<'Y'
 apiVersion: v1
@@ -24,12 +15,8 @@ kind: ConfigMap
 metadata: {name: seed, namespace: preloaded}
 data: {k: v}
 Y
-"$KUBESIM" --kubeconfig-out "$T/kc" --nodes 3 --pod-ready-delay 100ms --load "$T/load.yaml" \
-    >"$T/out" 2>"$T/kubesim.log" &
-KS_PID=$!
-for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.05; done
-[ -s "$T/kc" ] || fail "no kubeconfig written"
-grep -q "^kubesim: serving http://127.0.0.1:" "$T/out" || fail "no address printed"
+start_kubesim --nodes 3 --pod-ready-delay 100ms --load "$T/load.yaml"
+grep -q "^kubesim: serving http://127.0.0.1:" "$T/kubesim.log" || fail "no address printed"
 
 # get / describe
 out=$(k get nodes) || fail "get nodes"
@@ -231,9 +218,5 @@ k get cm app-config 2>&1 | grep -q NotFound || fail "deleted object still there"
 k delete ns preloaded --timeout=10s >/dev/null || fail "delete namespace"
 k get ns preloaded 2>&1 | grep -q NotFound || fail "namespace still there"
 
-kill "$KS_PID"
-wait "$KS_PID"
-rc=$?
-KS_PID=
-[ $rc = 0 ] || fail "kubesim exited $rc on SIGTERM"
+stop_kubesim
 echo "ok"

@@ -3,11 +3,10 @@
 # over the quota refused with the API server's message, `kubectl describe quota` showing hard
 # and used, and a finished pod releasing its GPUs.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
-. "$GPUOP_SOURCE_ROOT/tests/kubesim/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
-start --nodes 2
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+start_kubesim --nodes 2
 
 k create namespace team-a >/dev/null || fail "create namespace"
 k create quota gpu -n team-a --hard=requests.nvidia.com/gpu=2,requests.nvidia.com/mig-1g.10gb=1,pods=5 \
@@ -52,5 +51,5 @@ pod train-1 '"nvidia.com/gpu": 2' | k apply -f - >/dev/null || fail "the release
 k delete pod train-1 -n team-a --grace-period=0 --force >/dev/null 2>&1
 for _ in $(seq 50); do [ "$(used_of requests.nvidia.com/gpu)" = 0/2 ] && break; sleep 0.1; done
 [ "$(used_of requests.nvidia.com/gpu)" = 0/2 ] || fail "deleted pod kept its GPUs"
-stop
+stop_kubesim
 echo "kubesim quota: ok"

@@ -3,10 +3,8 @@
 # covers them, an unschedulable pod carries the scheduler's message, and `kubectl describe node`
 # (its field-selected pod list) shows the node's Allocated resources.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-. "$(dirname "$0")/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
 
 cat >"$T/cluster.yaml" <<'YAML'
 apiVersion: v1
@@ -44,8 +42,8 @@ spec:
     image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
     resources: {limits: {nvidia.com/gpu: 1}}
 YAML
-start --load "$T/cluster.yaml"
-k() { timeout 20 "$KUBECTL" --kubeconfig "$T/kc" "$@"; }
+start_kubesim --load "$T/cluster.yaml"
+k() { timeout 20 "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 for _ in $(seq 50); do
     [ "$(k get pod w1 -o 'jsonpath={.spec.nodeName}')" = gpu-a ] && break
     sleep 0.1
@@ -91,5 +89,5 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 [ "$(k get pod w3 -o 'jsonpath={.spec.nodeName}')" = gpu-a ] || fail "w3 not on gpu-a"
-stop
+stop_kubesim
 echo "kubesim resources: ok"

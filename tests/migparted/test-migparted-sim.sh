@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # `gpuop mig-parted` against the simulated driver: on each MIG-capable sample fleet, every config
 # of NVIDIA's default ConfigMap that is written for the fleet's GPUs is applied, asserted and
 # exported, and the export asserts against the GPUs again (round trip); the others are refused
@@ -7,12 +7,11 @@
 # driver leaves pending until a GPU reset (mig-reset-required). Bad input exits 2.
 # $1: build/gpuop  $2: build/libnvidia-ml.so.1
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 gpuop=$1
 export GPUOP_NVML_LIBRARY=$2
-src=${GPUOP_SOURCE_ROOT:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+src=$S
+tmp=$T
 
 # The ConfigMap's config.yaml key, as the MIG manager's volume would hold it.
 awk '/^  config.yaml: \|/ {on = 1; next} on { sub(/^    /, ""); print }' \

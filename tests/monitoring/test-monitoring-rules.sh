@@ -4,11 +4,9 @@
 # alert has its test; the Grafana dashboard's queries parse as PromQL (promtool, as recording
 # rules) and name only metrics gpuop exports.
 set -euo pipefail
-S=${GPUOP_SOURCE_ROOT:?}
-command -v promtool >/dev/null || { echo "promtool absent (Debian package prometheus): skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+command -v promtool >/dev/null || skip "promtool absent (Debian package prometheus)"
 M=$S/deploy/monitoring
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 
 promtool check rules "$M/gpuop-alerts.yaml"
 (cd "$M/tests" && promtool test rules gpuop-alerts-test.yaml)
