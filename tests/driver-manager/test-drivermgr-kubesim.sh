@@ -141,8 +141,7 @@ sleep 3
 kill -0 $DM 2>/dev/null || fail "the driver manager ended while waiting"
 $K get events -A -o json | grep -q '"reason": "GPUPodEvictionBlocked"' || fail "no GPUPodEvictionBlocked Event"
 $K patch pdb train --type=merge -p '{"spec":{"minAvailable":0}}' >/dev/null
-for _ in $(seq 150); do kill -0 $DM 2>/dev/null || break; sleep 0.2; done
-kill -0 $DM 2>/dev/null && fail "the driver manager did not finish once the budget allowed"
+poll 30 ended $DM || fail "the driver manager did not finish once the budget allowed"
 wait $DM || fail "the driver manager exited $?"
 gone train || fail "the GPU pod is still there"
 [ "$(evictions train "$LOG")" = 1 ] || fail "the GPU pod was evicted $(evictions train "$LOG") times"
@@ -296,8 +295,6 @@ labels_restored 2>/dev/null && fail "pre-installed should have replaced driver=t
 
 # ---- bad input ------------------------------------------------------------------------------------
 LOG=$T/bad.log
-: >"$LOG"
-dm "$LOG" --host-root=/nonexistent/root 2>/dev/null || true
 set +e
 env "${DM_ENV[@]}" "$B/gpuop" driver-manager --host-root=/nonexistent/root >"$LOG" 2>&1
 rc=$?

@@ -34,8 +34,7 @@ pids+=("$prom_pid")
 
 api() { curl -sf --max-time 5 "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1"; }
 have8() { api 'count(DCGM_FI_DEV_GPU_TEMP)' 2>/dev/null | /usr/bin/python3 2>/dev/null -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; sys.exit(0 if r and r[0]["value"][1]=="8" else 1)'; }
-for _ in $(seq 1 300); do have8 && break; kill -0 $prom_pid 2>/dev/null || fail "prometheus exited: $(tail -5 "$T/prom.log")"; sleep 0.1; done
-have8 || fail "Prometheus has no 8 DCGM_FI_DEV_GPU_TEMP series: $(api 'up'; tail -5 "$T/prom.log")"
+poll -p "$prom_pid" 30 have8 || fail "Prometheus has no 8 DCGM_FI_DEV_GPU_TEMP series: $(api 'up'; tail -5 "$T/prom.log")"
 
 api 'DCGM_FI_DEV_GPU_TEMP' >"$T/temp.json" || fail "query"
 api 'up{job="gpuop-exporter"}' >"$T/up.json" || fail "query up"

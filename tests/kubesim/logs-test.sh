@@ -79,8 +79,7 @@ timeout 6 "$KUBECTL" --kubeconfig "$KUBECONFIG" logs -f one >"$T/follow" 2>&1
 rc=$?
 [ $rc = 124 ] || fail "logs -f ended by itself (rc $rc): $(cat "$T/follow")"
 grep -qx line2 "$T/follow" && grep -qx "tick 3" "$T/follow" || fail "logs -f: $(cat "$T/follow")"
-for _ in $(seq 50); do [ -e "$T/kl/follow-closed" ] && break; sleep 0.1; done
-[ -e "$T/kl/follow-closed" ] || fail "the kubelet's follow stream was kept open after the client left"
+poll 5 test -e "$T/kl/follow-closed" || fail "the kubelet's follow stream was kept open after the client left"
 
 # a kubelet that is down, a pod kubesim's own simulated kubelet runs, a pod that is not there
 out=$(k logs lost 2>&1) && fail "logs lost succeeded"

@@ -51,13 +51,12 @@ spec:
     subresources: {status: {}}
 Y
 k apply -f "$T/crd.yaml" >/dev/null || fail "create CRD"
-for _ in $(seq 50); do k get widgets >/dev/null 2>&1 && break; sleep 0.1; done
+poll 5 k get widgets
 printf 'apiVersion: test.gpuop.dev/v1\nkind: Widget\nmetadata: {name: w1, namespace: keep}\nspec: {size: 3}\n' |
     k apply -f - >/dev/null || fail "create widget"
 k -n keep create deployment web --image=web --replicas=2 >/dev/null || fail "create deployment"
 ready2() { [ "$(k -n keep get deployment web -o jsonpath='{.status.readyReplicas}')" = 2 ]; }
-for _ in $(seq 100); do ready2 && break; sleep 0.1; done
-ready2 || fail "deployment web not ready before the kill"
+poll 10 ready2 || fail "deployment web not ready before the kill"
 tok=$(k -n keep create token default --duration=1h) || fail "create token"
 
 cm_meta() { k -n keep get configmap one -o jsonpath='{.metadata.resourceVersion} {.metadata.uid} {.data.b}'; }
@@ -105,12 +104,10 @@ grep -q '"type":"ADDED".*"name":"three"' <<<"$w" || fail "watch from the relist'
 
 # The controllers resume: the terminating pod goes, the Deployment scales.
 gone() { ! k -n keep get pod "$victim" >/dev/null 2>&1; }
-for _ in $(seq 100); do gone && break; sleep 0.1; done
-gone || fail "pod $victim, terminating at the kill, never removed"
+poll 10 gone || fail "pod $victim, terminating at the kill, never removed"
 k -n keep scale deployment web --replicas=3 >/dev/null || fail "scale"
 ready3() { [ "$(k -n keep get deployment web -o jsonpath='{.status.readyReplicas}')" = 3 ]; }
-for _ in $(seq 150); do ready3 && break; sleep 0.1; done
-ready3 || fail "deployment web not scaled to 3 ready after the restart"
+poll 15 ready3 || fail "deployment web not scaled to 3 ready after the restart"
 
 # A second kubesim on the same directory: refused (exit 2).
 "$KUBESIM" --data-dir "$D" >"$T/out2" 2>"$T/log2"

@@ -16,7 +16,7 @@
 #   wait_for [-p PID] SECS WHAT CMD...   until CMD succeeds, else fail naming WHAT (at once if
 #                            the process PID ended); SECS scaled by GPUOP_TEST_TIME_SCALE (make
 #                            check-asan's slowdown; scaled SECS prints it)
-#   poll SECS CMD...         the same, but returns 1 after SECS for the caller to say what failed
+#   poll [-p PID] SECS CMD...   the same, but returns 1 for the caller to say what failed
 #   wait_log FILE TEXT [SECS], wait_exit PID [SECS] (RC: its exit status), ended PID
 #   bg NAME CMD...           CMD in the background, its output in $T/NAME.log, its pid in LAST
 #   at_exit COMMAND          a command (a string) run at exit, after the processes are stopped
@@ -157,13 +157,18 @@ wait_for() {
     fail "timed out after ${secs}s waiting for: $what"
 }
 
-# poll SECONDS COMMAND...: polls COMMAND (output discarded) until it succeeds; returns 1 when the
-# scaled SECONDS have passed (the caller says what failed, with what it saw).
+# poll [-p PID] SECONDS COMMAND...: polls COMMAND (output discarded) until it succeeds; returns 1
+# when the scaled SECONDS have passed or the process PID has ended (the caller says what failed,
+# with what it saw).
 poll() {
-    local secs
+    local pid='' secs
+    if [ "$1" = -p ]; then
+        pid=$2
+        shift 2
+    fi
     secs=$(scaled "$1")
     shift
-    _tl_poll "$secs" '' "$@"
+    _tl_poll "$secs" "$pid" "$@"
 }
 
 # _tl_poll SECONDS PID COMMAND...: COMMAND 50 ms apart at first, up to 250 ms apart later (a
@@ -228,7 +233,7 @@ start_kubesim() {
     if [ "${1:-}" = --api-ip ]; then
         ip=$2
         shift 2
-        ip addr add "$ip/32" dev lo 2>/dev/null
+        ip addr add "$ip/32" dev lo 2>/dev/null || true # left by an earlier run: reused
         at_exit "ip addr del $ip/32 dev lo 2>/dev/null"
         set -- --listen "$ip:0" --allow-remote "$@"
     fi
@@ -268,7 +273,7 @@ stop_kubesim() { _tl_stop kubesim KS_PID 5; }
 # _tl_stop NAME PIDVAR SECONDS: SIGTERM to the process whose pid the variable PIDVAR holds; it
 # must exit 0 within SECONDS (scaled); PIDVAR is emptied.
 _tl_stop() {
-    kill -TERM "${!2}" 2>/dev/null
+    kill -TERM "${!2}" 2>/dev/null || true
     wait_exit "${!2}" "$3"
     printf -v "$2" ''
     [ $RC = 0 ] || fail "$1 exited $RC after SIGTERM"
@@ -276,8 +281,8 @@ _tl_stop() {
 
 # kill_kubesim: SIGKILL (an API server crash).
 kill_kubesim() {
-    kill -KILL "$KS_PID" 2>/dev/null
-    wait "$KS_PID" 2>/dev/null
+    kill -KILL "$KS_PID" 2>/dev/null || true
+    wait "$KS_PID" 2>/dev/null || true
     _tl_forget "$KS_PID"
     KS_PID=
 }
