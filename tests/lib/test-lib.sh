@@ -97,6 +97,7 @@ skip() {
 
 fail() {
     local f seen=' '
+    set +e # what follows only reports
     echo "FAIL: $*"
     for f in "${_tl_logs[@]}" "$T"/*.log; do
         [ -f "$f" ] && [[ $seen != *" $f "* ]] || continue
@@ -171,18 +172,25 @@ poll() {
     _tl_poll "$secs" "$pid" "$@"
 }
 
-# _tl_poll SECONDS PID COMMAND...: COMMAND 50 ms apart at first, up to 250 ms apart later (a
-# quick event is seen quickly, a slow one costs few runs), until it succeeds (0), SECONDS have
-# passed or the process PID has ended (1).
+# _tl_poll SECONDS PID COMMAND...: COMMAND 50 ms apart for the first second, 100 ms apart up to
+# the third, 250 ms apart after (a quick event is seen quickly, a slow one costs few runs of a
+# command such as kubectl), until it succeeds (0), SECONDS have passed or the process PID has
+# ended (1).
 _tl_poll() {
     # microseconds since the epoch: bash's EPOCHREALTIME without its decimal point
-    local end=$((${EPOCHREALTIME/[.,]/} + $1 * 1000000)) pid=$2 nap=0.05
+    local start=${EPOCHREALTIME/[.,]/} now pid=$2 nap=0.05
+    local end=$((start + $1 * 1000000))
     shift 2
     until "$@" >/dev/null 2>&1; do
         [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || return 1
-        [ "${EPOCHREALTIME/[.,]/}" -lt $end ] || return 1
+        now=${EPOCHREALTIME/[.,]/}
+        [ "$now" -lt $end ] || return 1
+        if [ $((now - start)) -ge 3000000 ]; then
+            nap=0.25
+        elif [ $((now - start)) -ge 1000000 ]; then
+            nap=0.1
+        fi
         sleep $nap
-        case $nap in 0.05) nap=0.1 ;; 0.1) nap=0.25 ;; esac
     done
 }
 
