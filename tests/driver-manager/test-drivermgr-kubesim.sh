@@ -119,7 +119,8 @@ spec: {minAvailable: 1, selector: {matchLabels: {app: train}}}
 YAML
 wait_for 10 "the GPU pod runs" pod_ready default train
 wait_for 10 "the operand pod runs" ds_pod_on_node
-wait_for 10 "the budget is computed" test "$($K get pdb train -o jsonpath='{.status.currentHealthy}')" = 1
+budget_computed() { [ "$($K get pdb train -o jsonpath='{.status.currentHealthy}')" = 1 ]; }
+wait_for 10 "the budget is computed" budget_computed
 LOG=$T/pdb.log
 env "${DM_ENV[@]}" "$B/gpuop" driver-manager "${DM_FLAGS[@]}" >"$LOG" 2>&1 &
 DM=$!
