@@ -44,8 +44,8 @@ nodes:
    kernel: 5.15.0-127-generic, os: {id: ubuntu, versionId: "22.04"}, runtime: cri-o,
    hostDriver: "550.90.07"}
 EOF
-kl_start_kubesim 198.18.255.32
-kl_start_nodes "$T/cluster.yaml" klgpm0 198.18.232.0/24 3
+start_kubesim --api-ip 198.18.255.32 --tls
+start_kubelet_sim "$T/cluster.yaml" 3 --bridge klgpm0 --subnet 198.18.232.0/24
 echo "ok: 3 nodes registered by kubelet-sim"
 
 k apply -f - >/dev/null <<'EOF' || fail "apply the stack"

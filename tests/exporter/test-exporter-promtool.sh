@@ -21,7 +21,7 @@ fleets=$(ls "$3"/*.yaml 2>/dev/null)
 [ -n "$fleets" ] || fail "no fleets in $3"
 
 # Every field gpuop can export, with the types dcgm-exporter's CSVs give them.
-cat >"$tmp/all.csv" <<'CSV'
+cat >"$T/all.csv" <<'CSV'
 DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).
 DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
 DCGM_FI_DEV_MAX_SM_CLOCK, gauge, Maximum SM clock (in MHz).
@@ -87,19 +87,19 @@ mig_seen=0
 for fleet in $fleets; do
     for set in default all; do
         args=()
-        [ $set = all ] && args=(-f "$tmp/all.csv")
-        out="$tmp/$(basename "$fleet" .yaml)-$set.prom"
+        [ $set = all ] && args=(-f "$T/all.csv")
+        out="$T/$(basename "$fleet" .yaml)-$set.prom"
         for k in "" -k; do
             GPUOP_SIM_FLEET=$fleet NODE_NAME=node-1 "$gpuop" exporter --once $k \
-                --pod-resources-socket "$tmp/none.sock" "${args[@]}" >"$out" 2>"$tmp/err" ||
-                fail "$fleet ($set $k): exit $?: $(tail -3 "$tmp/err")"
+                --pod-resources-socket "$T/none.sock" "${args[@]}" >"$out" 2>"$T/err" ||
+                fail "$fleet ($set $k): exit $?: $(tail -3 "$T/err")"
             grep -q '^DCGM_FI_DEV_GPU_TEMP{' "$out" || fail "$fleet ($set): no GPU_TEMP series"
-            promtool check metrics <"$out" >"$tmp/lint" 2>&1
+            promtool check metrics <"$out" >"$T/lint" 2>&1
             rc=$?
             # 0: clean; 3: lint findings only; anything else: the text did not parse.
-            [ $rc = 0 ] || [ $rc = 3 ] || fail "$fleet ($set $k): promtool exit $rc: $(head -5 "$tmp/lint")"
-            if grep -Ev "$allowed" "$tmp/lint" | grep -q .; then
-                fail "$fleet ($set $k): unexpected promtool findings: $(grep -Ev "$allowed" "$tmp/lint" | sort -u | head -5)"
+            [ $rc = 0 ] || [ $rc = 3 ] || fail "$fleet ($set $k): promtool exit $rc: $(head -5 "$T/lint")"
+            if grep -Ev "$allowed" "$T/lint" | grep -q .; then
+                fail "$fleet ($set $k): unexpected promtool findings: $(grep -Ev "$allowed" "$T/lint" | sort -u | head -5)"
             fi
             grep -q 'GPU_I_PROFILE=' "$out" && mig_seen=1
             # The profiling fields on the fleets with GPM (Hopper), none elsewhere.

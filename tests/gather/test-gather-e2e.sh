@@ -11,10 +11,10 @@ set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 . "$S/tests/kubelet/lib.sh"
-[ -x "$HELM" ] || { echo "SKIP: pinned helm not found at $HELM"; exit 77; }
-JQ=$(command -v jq) || { echo "SKIP: jq not installed"; exit 77; }
-kl_start_kubesim 198.18.255.47
-kl_start_nodes "$S/tests/gather/e2e-cluster.yaml" klgath0 198.18.247.0/24 2 --no-nfd
+need_cmd jq
+JQ=$(command -v jq)
+start_kubesim --api-ip 198.18.255.47 --tls
+start_kubelet_sim "$S/tests/gather/e2e-cluster.yaml" 2 --bridge klgath0 --subnet 198.18.247.0/24 --no-nfd
 H100=gather-h100-1 L4=gather-l4-host-1
 helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
     --set driver.startupProbe.initialDelaySeconds=2 --set driver.startupProbe.periodSeconds=2 \

@@ -12,15 +12,14 @@
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-JQ=$(command -v jq) || { echo "jq not installed: skipped"; exit 77; }
-/usr/bin/python3 -c 'import yaml' 2>/dev/null || { echo "python3-yaml not installed: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "$S/tests/lib/test-lib.sh"
+need_tools
+need_cmd jq
+JQ=$(command -v jq)
+/usr/bin/python3 -c 'import yaml' 2>/dev/null || skip "python3-yaml not installed"
+need_built "$B/kubesim"
 
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 $K apply -f "$S/deploy/crds/" >/dev/null
 P=$(free_port)
 "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator --operand-image gpuop:test \

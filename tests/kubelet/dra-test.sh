@@ -16,8 +16,8 @@ set -uo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
 PY=/usr/bin/python3
-$PY -c 'import grpc, grpc_tools' 2>/dev/null || { echo "SKIP: python3-grpcio / grpc_tools missing"; exit 77; }
 . "$S/tests/kubelet/lib.sh"
+$PY -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / grpc_tools missing"
 N=dra-h100-1
 R=$T/roots/$N
 cat >"$T/cluster.yaml" <<EOF
@@ -31,8 +31,8 @@ nodes:
   os: {id: ubuntu, versionId: "22.04"}
   runtime: containerd
 EOF
-kl_start_kubesim 198.18.255.34
-kl_start_nodes "$T/cluster.yaml" kldra0 198.18.234.0/24 1
+start_kubesim --api-ip 198.18.255.34 --tls
+start_kubelet_sim "$T/cluster.yaml" 1 --bridge kldra0 --subnet 198.18.234.0/24
 
 # a plugin speaking only a version kubelet-sim does not serve is refused, and told why
 $PY "$S/tests/kubelet/kl_dra_plugin.py" "$R" old.example.com "$KUBECTL" "$KUBECONFIG" \
@@ -163,8 +163,5 @@ esac
 echo "ok: a failing and a missing plugin leave the pod's containers unstarted, with the kubelet's event"
 
 # SIGTERM: kubelet-sim stops every pod and exits 0 (under the sanitizers: nothing leaked)
-kill -TERM "$KL_NODES_PID"
-wait "$KL_NODES_PID"
-rc=$?
-[ $rc = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
+stop_kubelet_sim
 echo "ok"

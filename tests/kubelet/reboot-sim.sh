@@ -27,8 +27,8 @@ nodes:
   runtime: containerd
   kernelHeaders: [5.15.0-127-generic]
 EOF
-kl_start_kubesim 198.18.255.33
-kl_start_nodes "$T/cluster.yaml" klrb0 198.18.233.0/24 1
+start_kubesim --api-ip 198.18.255.33 --tls
+start_kubelet_sim "$T/cluster.yaml" 1 --bridge klrb0 --subnet 198.18.233.0/24
 
 cat >"$T/stack.yaml" <<EOF
 apiVersion: v1
@@ -109,8 +109,5 @@ grep -q 'node rebooted' "$T/kubelet-sim.log" || fail "no reboot in kubelet-sim's
 sleep 2
 [ "$(grep -c 'node rebooting' "$T/kubelet-sim.log")" = 1 ] || fail "rebooted more than once"
 # kubelet-sim stops cleanly after a reboot (a sanitizer's report would make it fail)
-kill "$KL_NODES_PID"
-rc=0
-wait "$KL_NODES_PID" || rc=$?
-[ $rc = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
+stop_kubelet_sim
 echo "ok: reboot requested, answered, boot ID $boot0 -> $boot1, the GPU back, the driver reloaded"

@@ -6,18 +6,10 @@
 # message, the claim released and deleted when the first pod goes, a selector CEL refuses
 # rejected with the API server's message, and a DeviceClass's extended resource.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
-. "$GPUOP_SOURCE_ROOT/tests/kubesim/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
-start --nodes 2 --pod-ready-delay 100ms
-# wait_for WHAT CMD...: until CMD (a command or a function, run anew each time) succeeds (20 s)
-wait_for() {
-    local what=$1 end=$((SECONDS + 20))
-    shift
-    while [ $SECONDS -lt $end ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-    fail "$what"
-}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+start_kubesim --nodes 2 --pod-ready-delay 100ms
 scheduled() { [ -n "$(k get pod "$1" -o jsonpath='{.spec.nodeName}')" ]; }
 condition_is() { [ "$(k get pod "$1" -o jsonpath='{.status.conditions[0].message}')" = "$2" ]; }
 
@@ -83,7 +75,7 @@ spec:
 Y
 }
 pod train-0 | k apply -f - >/dev/null || fail "pod train-0"
-wait_for "train-0 scheduled" scheduled train-0
+wait_for 20 "train-0 scheduled" scheduled train-0
 [ "$(k get pod train-0 -o jsonpath='{.spec.nodeName}')" = node-00001 ] || fail "train-0's node"
 claim=$(k get pod train-0 -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
 case $claim in train-0-gpu-?????) ;; *) fail "generated claim name: $claim" ;; esac
@@ -105,14 +97,14 @@ echo "$out" | grep -Eq "^deviceclass.resource.k8s.io/gpu.nvidia.com +[0-9]+s$" |
 # the second pod waits for the only H100
 pod train-1 | k apply -f - >/dev/null || fail "pod train-1"
 want="0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
-wait_for "train-1 unschedulable" condition_is train-1 "$want"
+wait_for 20 "train-1 unschedulable" condition_is train-1 "$want"
 [ -z "$(k get pod train-1 -o jsonpath='{.spec.nodeName}')" ] || fail "train-1 bound"
 k get resourceclaims | grep -Eq "^train-1-gpu-[a-z0-9]{5} +pending " || fail "train-1's claim: $(k get resourceclaims)"
 
 # train-0 goes: its claim is released and deleted, and train-1 gets the device
 k delete pod train-0 --wait=false >/dev/null || fail "delete train-0"
-wait_for "train-0's claim deleted" bash -c "! KUBECONFIG=$T/kc $KUBECTL get resourceclaim $claim"
-wait_for "train-1 scheduled" scheduled train-1
+wait_for 20 "train-0's claim deleted" bash -c "! $KUBECTL get resourceclaim $claim"
+wait_for 20 "train-1 scheduled" scheduled train-1
 
 # the API server's validation of a selector, as kubectl shows it
 cat >"$T/bad.yaml" <<'Y'
@@ -147,10 +139,10 @@ spec:
     resources: {limits: {nvidia.com/gpu: 1}}
 Y
 k apply -f "$T/ext.yaml" >/dev/null || fail "pod legacy"
-wait_for "legacy scheduled" scheduled legacy
+wait_for 20 "legacy scheduled" scheduled legacy
 ext=$(k get pod legacy -o jsonpath='{.status.extendedResourceClaimStatus.resourceClaimName}')
 case $ext in legacy-extended-resources-?????) ;; *) fail "extended resource claim: $ext" ;; esac
 [ "$(k get resourceclaim "$ext" -o jsonpath='{.status.allocation.devices.results[0].device}')" = gpu-0 ] \
     || fail "extended resource claim's allocation"
-stop
+stop_kubesim
 echo "ok"

@@ -7,11 +7,9 @@
 # unsupported, and its own families), the operator's and the node status exporter's from their
 # sources.
 set -euo pipefail
-S=${GPUOP_SOURCE_ROOT:?}
-command -v promtool >/dev/null || { echo "promtool absent (Debian package prometheus): skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+command -v promtool >/dev/null || skip "promtool absent (Debian package prometheus)"
 M=$S/deploy/monitoring
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 
 promtool check rules "$M/gpuop-alerts.yaml"
 (cd "$M/tests" && promtool test rules gpuop-alerts-test.yaml)

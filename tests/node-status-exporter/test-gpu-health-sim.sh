@@ -10,10 +10,9 @@
 set -euo pipefail
 B=${GPUOP_BUILD_ROOT:?}
 S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -f "$B/libnvidia-ml.so.1" ] || { echo "simulated libnvidia-ml not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "$S/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim" "$B/libnvidia-ml.so.1"
 
 NODE=dgx-h100-1
 export GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml
@@ -21,9 +20,7 @@ export GPUOP_SIM_STATE=$T/state GPUOP_SYSFS_ROOT=$T/sys
 mkdir -p "$GPUOP_SIM_STATE" "$T/validations" "$T/sys/bus/pci/devices"
 SIM() { "$B/gpuop-sim" "$@" >/dev/null || fail "gpuop-sim $*"; }
 
-start_kubesim
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml"
 $K create namespace gpu-operator >/dev/null 2>&1 || true
 awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/kind: DaemonSet/' "$S/deploy/operands/node-status-exporter.yaml" |
     sed 's/\${NAMESPACE}/gpu-operator/g' | $K apply -f - >/dev/null
