@@ -355,6 +355,9 @@ int gpu_mig_create_at(struct gpu_lib *lib, unsigned gpu, const char *profile, un
                       unsigned *ret_gi_id, unsigned *ret_ci_id, struct err *e);
 /* Destroys every compute instance and GPU instance on the GPU. */
 int gpu_mig_destroy_all(struct gpu_lib *lib, unsigned gpu, struct err *e);
+/* Destroys one GPU instance (its compute instances first), leaving the others as they are: what
+ * a slice made on demand needs when its claim ends. -ENOENT when the GPU has no instance gi_id. */
+int gpu_mig_destroy(struct gpu_lib *lib, unsigned gpu, unsigned gi_id, struct err *e);
 
 /* ---- MIG capability device nodes (pure) ---------------------------------------------------- */
 
