@@ -615,11 +615,12 @@ static int dra_run(struct svc *s, struct err *e)
         return svc_bad_input(s, err_set(e, -EINVAL, "--node-name (NODE_NAME) is required"));
     struct plugin pl = {.f = f};
     pthread_mutex_init(&pl.mu, NULL);
-    _cleanup_free_ char *plugin_dir = xasprintf("%s/%s", f->host_root, f->plugin_dir);
-    _cleanup_free_ char *registry_dir = xasprintf("%s/%s", f->host_root, f->registry_dir);
+    _cleanup_free_ char *plugin_dir = nvcdi_host_path(f->host_root, "/", f->plugin_dir);
+    _cleanup_free_ char *registry_dir = nvcdi_host_path(f->host_root, "/", f->registry_dir);
+    _cleanup_free_ char *cdi_dir = nvcdi_host_path(f->host_root, "/", f->cdi_dir);
     _cleanup_free_ char *dra_sock = xasprintf("%s/dra.sock", plugin_dir);
     _cleanup_free_ char *reg_sock = xasprintf("%s/%s-reg.sock", registry_dir, DRA_DRIVER_NAME);
-    snprintf(pl.cdi_dir, sizeof(pl.cdi_dir), "%s/%s", f->host_root, f->cdi_dir);
+    snprintf(pl.cdi_dir, sizeof(pl.cdi_dir), "%s", cdi_dir);
     snprintf(pl.checkpoint, sizeof(pl.checkpoint), "%s/%s", plugin_dir, CHECKPOINT_FILE);
     if (mkdir_p(plugin_dir, 0750) < 0 || mkdir_p(registry_dir, 0755) < 0 ||
         mkdir_p(pl.cdi_dir, 0755) < 0)
