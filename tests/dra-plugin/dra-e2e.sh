@@ -81,7 +81,7 @@ plugin() {
     GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml \
         GPUOP_SIM_STATE=$R/var/lib/gpuop-sim/nvml GPUOP_SIM_ROOT=$R \
         "$B/gpuop" dra-plugin --node-name $N --kubeconfig "$KUBECONFIG" --host-root "$R" \
-        --driver-root /run/nvidia/driver --resync 1s >>"$T/dra-plugin.log" 2>&1 &
+        --driver-root /run/nvidia/driver --resync 1s --health-recovery-period 4s >>"$T/dra-plugin.log" 2>&1 &
     PLUGIN_PID=$!
     pids+=($PLUGIN_PID)
 }
@@ -98,6 +98,21 @@ spec=$R/var/run/cdi/k8s.gpu.nvidia.com-device.yaml
 wait_for 20 "the plugin's CDI spec" test -s "$spec"
 grep -q '^kind: k8s.gpu.nvidia.com/device$' "$spec" || fail "the spec's kind: $(head -3 "$spec")"
 echo "ok: the plugin registered, published 8 GPUs owned by the Node, wrote its CDI spec"
+
+# health: an XID the policy counts withdraws the GPU from the slice until the recovery period
+# passes quietly; an application's XID (13) does not
+sim() {
+    GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$R/var/lib/gpuop-sim/nvml \
+        "$B/gpuop-sim" "$@" >/dev/null || fail "gpuop-sim $*"
+}
+devices() { k get resourceslice $slice -o jsonpath='{range .spec.devices[*]}{.name} {end}'; }
+is_devices() { [ "$(devices)" = "$1" ]; }
+sim inject xid --gpu 2 --code 13
+wait_for 10 "the XID 13 seen" grep -q "GPU event ignored by the health policy gpu=2 xid=13" "$T/dra-plugin.log"
+sim inject xid --gpu 3 --code 79
+wait_for 10 "gpu-3 withdrawn" is_devices "gpu-0 gpu-1 gpu-2 gpu-4 gpu-5 gpu-6 gpu-7 "
+wait_for 20 "gpu-3 back after the recovery period" is_devices "$devs"
+echo "ok: XID 79 withdrew gpu-3 from the slice until the recovery period passed; XID 13 did not"
 
 pod() { # name claim|extended [seconds]
     local claims='' resources='limits: {nvidia.com/gpu: 1}'

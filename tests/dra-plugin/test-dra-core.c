@@ -224,6 +224,31 @@ static void test_whole_gpus(void **state)
     inv_free(inv);
 }
 
+/* ---- health ---------------------------------------------------------------------------------- */
+
+static void test_withdrawn(void **state)
+{
+    (void)state;
+    static const struct {
+        bool lost;
+        uint64_t fault, now, recovery;
+        bool want;
+    } cases[] = {
+        {false, 0, 1000, 0, false},      /* healthy */
+        {true, 0, 1000, 0, true},        /* lost: always out */
+        {true, 0, 1000, 10, true},       /* lost: no recovery */
+        {false, 500, 1000, 0, true},     /* an XID, no recovery period: out for good */
+        {false, 500, 1000, 1000, true},  /* within the quiet period */
+        {false, 500, 1500, 1000, false}, /* quiet for the whole period: back */
+        {false, 500, 1499, 1000, true},  /* one ms short */
+        {false, 2000, 1000, 1000, true}, /* a clock that went back: still out */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+        if (dra_gpu_withdrawn(cases[i].lost, cases[i].fault, cases[i].now, cases[i].recovery) !=
+            cases[i].want)
+            fail_msg("case %zu: want %d", i, cases[i].want);
+}
+
 /* ---- MIG ------------------------------------------------------------------------------------- */
 
 static void test_mig_devices(void **state)
@@ -642,7 +667,7 @@ int main(void)
         cmocka_unit_test(test_names),       cmocka_unit_test(test_whole_gpus),
         cmocka_unit_test(test_mig_devices), cmocka_unit_test(test_publish_plan),
         cmocka_unit_test(test_configs),     cmocka_unit_test(test_claim_plans),
-        cmocka_unit_test(test_checkpoint),
+        cmocka_unit_test(test_checkpoint),  cmocka_unit_test(test_withdrawn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

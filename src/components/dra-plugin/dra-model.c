@@ -100,6 +100,17 @@ void dra_profile_label(const char *profile, char *buf, size_t n)
         buf[o < n ? o : n - 1] = 0;
 }
 
+bool dra_gpu_withdrawn(bool lost, uint64_t fault_ms, uint64_t now_ms, uint64_t recovery_ms)
+{
+    if (lost)
+        return true;
+    if (fault_ms == 0)
+        return false;
+    if (recovery_ms == 0)
+        return true;
+    return now_ms < fault_ms || now_ms - fault_ms < recovery_ms;
+}
+
 /* ---- building ------------------------------------------------------------------------------ */
 
 struct builder {

@@ -5,9 +5,10 @@
  * serves the kubelet's DRA service and plugin registration, and keeps the prepared claims in
  * its checkpoint. `gpuop dra-plugin slices` prints the slices once.
  *
- * Threads: the component's own (publication every --resync, health), the DRA server's loop
- * (prepare, unprepare) and the registration server's loop. pl->mu guards the model, the
- * inventory and the claims; the gRPC handlers read claims from the informer's store, never from
+ * Threads: the component's own (publication every --resync), the health thread (NVML's XID and
+ * ECC events through the device plugins' policy, gpuhealth.h), the DRA server's loop (prepare,
+ * unprepare) and the registration server's loop. pl->mu guards the model, the inventory, the
+ * claims and the GPUs' faults; the gRPC handlers read claims from the informer's store, never from
  * the network.
  */
 #include <limits.h>
@@ -18,6 +19,7 @@
 
 #include "dra-plugin.h"
 #include "dra/v1/api.pb-c.h"
+#include "gpuhealth.h"
 #include "grpc.h"
 #include "kobj.h"
 #include "kube.h"
@@ -43,6 +45,7 @@ struct dra_flags {
     const char *cdi_dir;
     const char *driver_root;
     uint64_t resync_ms;
+    uint64_t recovery_ms;
 };
 
 static const struct svc_option dra_common_options[] = {
@@ -100,6 +103,14 @@ static const struct svc_option dra_options[] = {
      .off = offsetof(struct dra_flags, resync_ms),
      .metavar = "DUR",
      .help = "how often the GPUs are read again and the slices checked (10s)"},
+    {.flag = "health-recovery-period",
+     .env = "DRA_HEALTH_RECOVERY_PERIOD",
+     .kind = SVC_DURATION,
+     .finite = true,
+     .off = offsetof(struct dra_flags, recovery_ms),
+     .metavar = "DUR",
+     .help = "a GPU withdrawn for an XID or ECC error is published again after DUR without\n"
+             "one (0: not until the plugin restarts; a lost GPU never)"},
     {0},
 };
 
@@ -152,7 +163,39 @@ static void node_view_clear(struct node_view *v)
     memset(v, 0, sizeof(*v));
 }
 
-static int node_read(struct gpu_lib *lib, struct node_view *ret, struct err *e)
+#define FAULTS_MAX 64
+
+/* The GPUs' last counted XID or ECC error (monotonic ms), by UUID. */
+struct gpu_faults {
+    size_t n;
+    char uuid[FAULTS_MAX][GPU_UUID_MAX];
+    uint64_t at_ms[FAULTS_MAX];
+};
+
+static uint64_t fault_of(const struct gpu_faults *fs, const char *uuid)
+{
+    for (size_t i = 0; fs && i < fs->n; i++)
+        if (strcmp(fs->uuid[i], uuid) == 0)
+            return fs->at_ms[i];
+    return 0;
+}
+
+static void fault_note(struct gpu_faults *fs, const char *uuid, uint64_t now)
+{
+    size_t i = 0;
+    while (i < fs->n && strcmp(fs->uuid[i], uuid) != 0)
+        i++;
+    if (i == fs->n) {
+        if (fs->n == FAULTS_MAX)
+            return;
+        strlcpy_s(fs->uuid[fs->n++], uuid, GPU_UUID_MAX);
+    }
+    fs->at_ms[i] = now ? now : 1;
+}
+
+/* faults: a copy of the GPUs' faults (NULL: none known), recovery_ms as dra_gpu_withdrawn. */
+static int node_read(struct gpu_lib *lib, const struct gpu_faults *faults, uint64_t recovery_ms,
+                     struct node_view *ret, struct err *e)
 {
     struct node_view v = {0};
     int r = gpu_inventory_read(lib, &v.inv, e);
@@ -161,8 +204,9 @@ static int node_read(struct gpu_lib *lib, struct node_view *ret, struct err *e)
     v.extra = xcalloc(v.inv->n_gpus + 1, sizeof(*v.extra));
     for (size_t i = 0; i < v.inv->n_gpus; i++) {
         pcie_root_of(v.inv->gpus[i].bus_id, v.extra[i].pcie_root, sizeof(v.extra[i].pcie_root));
-        /* a GPU NVML lost is withdrawn from the slices */
-        v.extra[i].unhealthy = v.inv->gpus[i].lost;
+        /* a GPU NVML lost, or with a fault the health policy counts, is withdrawn */
+        v.extra[i].unhealthy = dra_gpu_withdrawn(
+            v.inv->gpus[i].lost, fault_of(faults, v.inv->gpus[i].uuid), now_ms_mono(), recovery_ms);
     }
     struct dra_model_input in = {.inv = v.inv, .extra = v.extra};
     if ((r = dra_model_build(&in, &v.model, e)) < 0) {
@@ -188,7 +232,7 @@ static int slices_run(struct svc *s, struct err *e)
     if (r < 0)
         return r;
     struct node_view v = {0};
-    if ((r = node_read(lib, &v, e)) < 0)
+    if ((r = node_read(lib, NULL, 0, &v, e)) < 0)
         return r;
     struct dra_slice_meta meta = {.node_name = f->node_name, .generation = 0};
     json_t *slices = NULL;
@@ -222,6 +266,10 @@ struct plugin {
     struct node_view view;
     struct dra_claims claims;
     struct kube_informer *claims_inf;
+    struct gpu_lib *lib;
+    struct stop_token *stop;
+    struct gh_policy hp;
+    struct gpu_faults faults;
     char checkpoint[PATH_MAX];
     char cdi_dir[PATH_MAX]; /* this process's view */
 };
@@ -580,7 +628,11 @@ static void resync(struct plugin *pl, struct gpu_lib *lib, struct kube_client *k
 {
     struct err e = {0};
     struct node_view v = {0};
-    if (node_read(lib, &v, &e) < 0) {
+    struct gpu_faults faults;
+    pthread_mutex_lock(&pl->mu);
+    faults = pl->faults;
+    pthread_mutex_unlock(&pl->mu);
+    if (node_read(lib, &faults, pl->f->recovery_ms, &v, &e) < 0) {
         log_warn(COMP, "GPUs not read", "error=\"%s\"", err_msg(&e));
         return;
     }
@@ -593,6 +645,46 @@ static void resync(struct plugin *pl, struct gpu_lib *lib, struct kube_client *k
     if (publish(pl, kc, pl->view.model, &e) < 0)
         log_warn(COMP, "ResourceSlices not published", "error=\"%s\"", err_msg(&e));
     cdi_base_write(pl, lib);
+}
+
+/* NVML's XID and ECC events: a GPU with one the policy counts is withdrawn at the next pass. */
+static void *health_main(void *arg)
+{
+    struct plugin *pl = arg;
+    struct err e = {0};
+    _cleanup_(gpu_events_freep) struct gpu_events *ev = NULL;
+    if (gpu_events_open(pl->lib, GPU_EVENT_XID | GPU_EVENT_ECC_DBE, &ev, &e) < 0) {
+        log_warn(COMP, "GPU events not watched: only lost GPUs are withdrawn", "error=\"%s\"",
+                 err_msg(&e));
+        return NULL;
+    }
+    uint64_t last_err = 0;
+    while (!stop_requested(pl->stop)) {
+        struct gpu_event event;
+        int r = gpu_events_wait(ev, 200, &event, &e);
+        if (r == -ETIMEDOUT)
+            continue;
+        if (r < 0) {
+            if (now_ms_mono() - last_err > 10000)
+                log_warn(COMP, "waiting for GPU events failed", "error=\"%s\"", err_msg(&e));
+            last_err = now_ms_mono();
+            if (stop_wait(pl->stop, 500))
+                break;
+            continue;
+        }
+        if (!gh_policy_event_critical(&pl->hp, &event)) {
+            log_info(COMP, "GPU event ignored by the health policy", "gpu=%u xid=%llu",
+                     event.gpu_index, (unsigned long long)event.data);
+            continue;
+        }
+        log_warn(COMP, "GPU error: its devices are withdrawn from the slices",
+                 "gpu=%u uuid=%s type=0x%llx xid=%llu", event.gpu_index, event.uuid,
+                 (unsigned long long)event.type, (unsigned long long)event.data);
+        pthread_mutex_lock(&pl->mu);
+        fault_note(&pl->faults, event.uuid, now_ms_mono());
+        pthread_mutex_unlock(&pl->mu);
+    }
+    return NULL;
 }
 
 static json_t *claim_project(json_t *obj, void *ud)
@@ -613,8 +705,11 @@ static int dra_run(struct svc *s, struct err *e)
     struct dra_flags *f = svc_state(s);
     if (!f->node_name || !f->node_name[0])
         return svc_bad_input(s, err_set(e, -EINVAL, "--node-name (NODE_NAME) is required"));
-    struct plugin pl = {.f = f};
+    struct plugin pl = {.f = f, .stop = svc_stop(s)};
     pthread_mutex_init(&pl.mu, NULL);
+    gh_policy_init(&pl.hp, NULL, NULL);
+    pthread_t health;
+    bool health_started = false;
     _cleanup_free_ char *plugin_dir = nvcdi_host_path(f->host_root, "/", f->plugin_dir);
     _cleanup_free_ char *registry_dir = nvcdi_host_path(f->host_root, "/", f->registry_dir);
     _cleanup_free_ char *cdi_dir = nvcdi_host_path(f->host_root, "/", f->cdi_dir);
@@ -647,6 +742,12 @@ static int dra_run(struct svc *s, struct err *e)
     if ((r = gpu_lib_open(f->library, &lib, e)) < 0 ||
         (r = kube_client_open(KUBE_CALLER_AGENT, f->kubeconfig, NULL, svc_stop(s), &kc, e)) < 0)
         goto out;
+    pl.lib = lib;
+    if (pthread_create(&health, NULL, health_main, &pl) != 0) {
+        r = err_set(e, -EAGAIN, "the health thread: %s", strerror(errno));
+        goto out;
+    }
+    health_started = true;
     struct kube_informer_opts io = {.project = claim_project};
     if ((r = kube_informer_new(kc, &RESOURCE_CLAIMS, &io, &pl.claims_inf, e)) < 0)
         goto out;
@@ -679,6 +780,10 @@ static int dra_run(struct svc *s, struct err *e)
         resync(&pl, lib, kc);
     r = 0;
 out:
+    if (health_started) {
+        stop_request(svc_stop(s));
+        pthread_join(health, NULL);
+    }
     /* the servers stop before what their handlers use goes */
     grpc_server_free(reg);
     reg = NULL;

@@ -120,6 +120,10 @@ struct dra_model {
 int dra_model_build(const struct dra_model_input *in, struct dra_model **ret, struct err *e);
 void dra_model_free(struct dra_model *m);
 DEFINE_CLEANUP_FUNC(struct dra_model, dra_model_free)
+/* Whether a GPU's devices are withdrawn from the slices: a GPU NVML lost, always; one with an
+ * XID or ECC error the health policy counts (fault_ms: when, monotonic; 0: none), until
+ * recovery_ms of quiet (0: until the plugin restarts). */
+bool dra_gpu_withdrawn(bool lost, uint64_t fault_ms, uint64_t now_ms, uint64_t recovery_ms);
 /* The device of that name, or NULL. */
 const struct dra_device *dra_model_find(const struct dra_model *m, const char *name);
 /* The DNS-label form of a MIG profile in a device name: "1g.10gb+me" -> "1g10gb-me". */
