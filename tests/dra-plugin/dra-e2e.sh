@@ -83,7 +83,7 @@ plugin() {
         "$B/gpuop" dra-plugin --node-name $N --kubeconfig "$KUBECONFIG" --host-root "$R" \
         --driver-root /run/nvidia/driver --resync 1s --health-recovery-period 4s >>"$T/dra-plugin.log" 2>&1 &
     PLUGIN_PID=$!
-    pids+=($PLUGIN_PID)
+    pids+=("$PLUGIN_PID")
 }
 log_file "$T/dra-plugin.log"
 plugin

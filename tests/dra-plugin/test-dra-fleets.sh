@@ -28,8 +28,8 @@ done
 # bad input: no node name is exit 2, naming the flag; a missing NVML library exit 1
 out=$(NODE_NAME='' GPUOP_NVML_LIBRARY=$SIMLIB "$GPUOP" dra-plugin slices 2>&1)
 rc=$?
-[ "$rc" = 2 ] && [[ $out == *--node-name* ]] || fail "no node name: rc=$rc: $out"
+if [ "$rc" != 2 ] || [[ $out != *--node-name* ]]; then fail "no node name: rc=$rc: $out"; fi
 out=$(GPUOP_NVML_LIBRARY=$T/none/libnvidia-ml.so.1 "$GPUOP" dra-plugin slices --node-name n 2>&1)
 rc=$?
-[ "$rc" = 1 ] && [[ $out == *"$T/none/libnvidia-ml.so.1"* ]] || fail "no library: rc=$rc: $out"
+if [ "$rc" != 1 ] || [[ $out != *"$T/none/libnvidia-ml.so.1"* ]]; then fail "no library: rc=$rc: $out"; fi
 echo "ok: bad input"
