@@ -67,7 +67,7 @@ echo "$CLAIMS claims, one a call, called as the kubelet calls them (python3-grpc
 echo
 echo "| call | p50 | p99 | max | target |"
 echo "|---|---|---|---|---|"
-while read -r phase p50 p99 max n; do
+while read -r phase p50 p99 max _; do
     case $phase in
     prepare) what="NodePrepareResources, first (plan + checkpoint write)"; tgt="p99 < 50 ms" ;;
     again) what="NodePrepareResources, again (checkpoint's answer)"; tgt="" ;;
