@@ -20,9 +20,10 @@
  *   dra_checkpoint_*    the prepared claims on disk (versioned, checksummed JSON), so a restart
  *                       between prepare and unprepare loses nothing.
  *
- * The shell (dra-plugin-main.c and the files its internal/dra-shell.h names) reads NVML, serves
- * the kubelet's DRA and plugin-registration services, publishes the slices and writes the CDI
- * specs and the checkpoint. Nothing here is thread-safe by itself.
+ * The shell (dra-plugin-main.c) reads NVML, serves the kubelet's DRA and plugin-registration
+ * services, publishes the slices and writes the CDI specs and the checkpoint. It does not yet
+ * make MIG slices on demand (partitionable devices) nor serve MPS. Nothing here is thread-safe
+ * by itself.
  */
 #ifndef GPUOP_DRAPLUGIN_H
 #define GPUOP_DRAPLUGIN_H
