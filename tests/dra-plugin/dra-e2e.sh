@@ -8,6 +8,7 @@
 #    (its /dev holds that GPU's node alone) and the CUDA sample passes on it; the claim is
 #    unprepared when the pod ends;
 #  - a pod asking `nvidia.com/gpu: 1` is served through the DeviceClass's extendedResourceName;
+#  - a claim asking MPS sharing fails its prepare with the plugin's reason (no MPS daemon yet);
 #  - the plugin restarted between prepare and unprepare reads its checkpoint and unprepares the
 #    claim when the pod ends.
 # Needs root (namespaces, mknod); skips (77) saying so otherwise.
@@ -162,6 +163,44 @@ log=$(k logs legacy) || fail "logs of legacy"
 grep -q "Test PASSED" <<<"$log" || fail "legacy's CUDA sample: $log"
 [ "$(grep -c '^nvidia[0-9]' <<<"$log")" = 1 ] || fail "legacy's /dev: $log"
 echo "ok: nvidia.com/gpu: 1 served by DRA through the DeviceClass's extended resource"
+
+# a claim asking MPS sharing: refused at prepare, saying so (the plugin runs no MPS daemon)
+cat >"$T/mps.yaml" <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-mps, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+    config:
+    - opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mps, namespace: default}
+spec:
+  restartPolicy: Never
+  resourceClaims: [{name: gpu, resourceClaimName: shared-mps}]
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    resources: {claims: [{name: gpu}]}
+EOF
+k apply -f "$T/mps.yaml" >/dev/null || fail "apply the MPS claim and pod"
+mps_event() {
+    k get events --field-selector involvedObject.name=mps,reason=FailedPrepareDynamicResources \
+        -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "MPS sharing is not served by this plugin"
+}
+wait_for 30 "the MPS claim refused with the plugin's reason" mps_event
+k delete pod mps --grace-period=0 >/dev/null 2>&1
+echo "ok: a claim asking MPS sharing is refused at prepare, saying why"
 
 # a restart between prepare and unprepare: the checkpoint carries the claim over
 pod hold claim 6 || fail "pod hold"
