@@ -541,28 +541,15 @@ static bool value_set(const json_t *v)
 /* The spec fields set that gpuop accepts and does not act on ("spec.rdma", ...). */
 static json_t *unsupported_fields(const json_t *spec)
 {
-    static const char *const keys[] = {"rdma",
-                                       "gds",
-                                       "gdrcopy",
-                                       "repoConfig",
-                                       "certConfig",
-                                       "licensingConfig",
-                                       "virtualTopologyConfig",
-                                       "kernelModuleConfig",
-                                       "secretEnv",
-                                       "useOpenKernelModules",
-                                       "manager",
-                                       "podSecurityContext",
-                                       "upgradePolicy",
-                                       "livenessProbe",
-                                       "readinessProbe"};
+    /* rdma, gds, gdrcopy, repoConfig, certConfig, licensingConfig, secretEnv and the kernel
+     * module type are rendered as the ClusterPolicy's driver settings are (render-driver.c) */
+    static const char *const keys[] = {
+        "virtualTopologyConfig", "kernelModuleConfig", "manager",       "podSecurityContext",
+        "upgradePolicy",         "livenessProbe",      "readinessProbe"};
     json_t *out = json_array();
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
         if (value_set(json_object_get(spec, keys[i])))
             json_array_append_new(out, json_sprintf("spec.%s", keys[i]));
-    const char *kmt = kobj_str(spec, "kernelModuleType");
-    if (kmt && strcmp(kmt, "auto") != 0)
-        json_array_append_new(out, json_string("spec.kernelModuleType"));
     return out;
 }
 
