@@ -402,8 +402,9 @@ static int module_type(struct driver *d)
 }
 
 /* The real modules' refusal: a GPU before Turing under the open modules, Blackwell and newer
- * under the proprietary ones. Logs the kernel's lines (the container's log, as the real one
- * shows dmesg's) and returns true. */
+ * under the proprietary ones. Logs modprobe's error, then the kernel's lines (dmesg's tail) of
+ * the first GPU that refused, so that the log's last line, the pod's termination message, says
+ * why; returns true. */
 static bool module_refused(const struct driver *d)
 {
     bool ferr;
@@ -416,9 +417,10 @@ static bool module_refused(const struct driver *d)
         struct sbuf b _cleanup_sbuf_;
         sbuf_init(&b, 4096);
         simimg_nvrm_refusal(d->open, g->bus_id_legacy, g->pci_device_id, &b);
+        fail("modprobe: ERROR: could not insert 'nvidia': No such device\n");
         if (sbuf_check(&b) == 0)
             fail("%s", b.data);
-        refused = true;
+        return true;
     }
     return refused;
 }
@@ -505,7 +507,6 @@ static int init(struct driver *d)
     say("+ modprobe nvidia\n");
     /* a GPU that will not run the modules built: the kernel's lines, then modprobe's failure */
     if (module_refused(d)) {
-        fail("modprobe: ERROR: could not insert 'nvidia': No such device\n");
         unlink(pid_path);
         return 1;
     }

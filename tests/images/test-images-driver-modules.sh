@@ -33,8 +33,10 @@ grep -qF "NVRM: The NVIDIA GPU 0000:18:00.0 (PCI ID: 10de:2901)" "$T/prop.log" |
     fail "no NVRM line naming the GPU: $(tail -5 "$T/prop.log")"
 grep -qF "NVRM: installed in this system requires use of the NVIDIA open kernel modules." \
     "$T/prop.log" || fail "no open-modules line: $(tail -5 "$T/prop.log")"
-tail -1 "$T/prop.log" | grep -qF "modprobe: ERROR: could not insert 'nvidia': No such device" ||
-    fail "modprobe's error is not the last line (the termination message): $(tail -1 "$T/prop.log")"
+grep -qF "modprobe: ERROR: could not insert 'nvidia': No such device" "$T/prop.log" ||
+    fail "no modprobe error: $(tail -3 "$T/prop.log")"
+tail -1 "$T/prop.log" | grep -qF "requires use of the NVIDIA open kernel modules." ||
+    fail "the reason is not the last line (the termination message): $(tail -1 "$T/prop.log")"
 expect_no_file /sys/module/nvidia/version
 "$BIN/nvidia-smi" >/dev/null 2>&1 && fail "nvidia-smi works after a refused load"
 
