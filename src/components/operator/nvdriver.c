@@ -470,6 +470,9 @@ static int render_group(const struct nvd *d, const json_t *g, const struct op_nv
     _cleanup_json_ json_t *cp = json_deep_copy(p->cp);
     json_t *spec = kobj_ensure_object(cp, "spec");
     json_object_set_new(spec, "driver", json_deep_copy(d->spec));
+    /* its GDS and GDRCopy are its own sections (in spec.driver now), never the ClusterPolicy's */
+    json_object_del(spec, "gds");
+    json_object_del(spec, "gdrcopy");
     json_t *common = json_object();
     static const char *const keys[] = {"labels", "annotations", "tolerations", "priorityClassName"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
