@@ -31,6 +31,8 @@ void ctl_event(struct ksim *ks, json_t *obj, const char *kind, const char *type,
 bool ks_ctl_daemonsets(struct ksim *ks);
 bool ks_ctl_deployments(struct ksim *ks);
 bool ks_ctl_replicasets(struct ksim *ks);
+/* ctl-job.c */
+bool ks_ctl_jobs(struct ksim *ks);
 bool ks_ctl_kubelet(struct ksim *ks);
 bool ks_ctl_schedule(struct ksim *ks);
 bool ks_ctl_orphan_pods(struct ksim *ks);

@@ -611,11 +611,15 @@ static void test_render_overrides(void **state)
                             json_array_get(json_object_get(dp, "imagePullSecrets"), 0), "name")),
                         "regcred");
 
-    /* A pinned gpuop image is used as given; the driver image takes the OS suffix. */
+    /* A section's own image is never used, even one named like gpuop's: every operand runs
+     * the operand image (--operand-image), and the section's image is listed as not acted on.
+     * The driver image takes the OS suffix. */
     json_t *tk = podspec_of(find_obj(objs, "DaemonSet", "nvidia-container-toolkit-daemonset"));
     assert_string_equal(json_string_value(json_object_get(
                             json_array_get(json_object_get(tk, "containers"), 0), "image")),
-                        "reg.example/gpu/gpuop:v9");
+                        "gpuop:test");
+    _cleanup_free_ char *unimpl = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_non_null(strstr(unimpl, "\"spec.toolkit.image\""));
     json_t *drv = podspec_of(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"));
     json_t *drvctr = json_array_get(json_object_get(drv, "containers"), 0);
     assert_string_equal(json_string_value(json_object_get(drvctr, "image")),
@@ -674,6 +678,59 @@ static void test_driver_image(void **state)
     }
 }
 
+/* The operand image is the one given (--operand-image), whatever its name: a mirror such as
+ * registry.corp/gpu/operands:0.1.0 runs every operand but the driver, and a section's own image
+ * (NVIDIA's, or one whose name says gpuop) never replaces it. */
+static void test_operand_image_by_key(void **state)
+{
+    (void)state;
+    static const struct op_defaults mirrored = {"gpu-operator", "registry.corp/gpu/operands:0.1.0"};
+    _cleanup_json_ json_t *cp = sample_policy();
+    json_t *spec = json_object_get(cp, "spec");
+    json_object_set_new(spec, "devicePlugin",
+                        load_yaml("{enabled: true, repository: nvcr.io/nvidia, image: "
+                                  "k8s-device-plugin, version: v0.17.0}"));
+    json_object_set_new(spec, "gfd", load_yaml("{enabled: true, image: \"gpuop:9.9\"}"));
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    if (op_policy_parse(cp, &mirrored, &p, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+    _cleanup_json_ json_t *objs = NULL;
+    if (op_render(p, t, &ctx, &objs, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    size_t i, n = 0;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (!streq_ptr(json_string_value(json_object_get(o, "kind")), "DaemonSet"))
+            continue;
+        const char *name =
+            json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+        json_t *ps = podspec_of(o);
+        const char *const lists[] = {"containers", "initContainers"};
+        for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+            size_t j;
+            json_t *c;
+            json_array_foreach (json_object_get(ps, lists[l]), j, c) {
+                const char *img = json_string_value(json_object_get(c, "image"));
+                if (streq_ptr(name, "nvidia-driver-daemonset") &&
+                    streq_ptr(json_string_value(json_object_get(c, "name")), "nvidia-driver-ctr"))
+                    continue;
+                if (!streq_ptr(img, "registry.corp/gpu/operands:0.1.0"))
+                    fail_msg("%s: container %s runs %s", name,
+                             json_string_value(json_object_get(c, "name")), img);
+                n++;
+            }
+        }
+    }
+    assert_true(n > 8);
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_non_null(strstr(u, "\"spec.devicePlugin.image\""));
+    assert_non_null(strstr(u, "\"spec.gfd.image\""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -682,7 +739,7 @@ int main(void)
         cmocka_unit_test(test_render_sample),    cmocka_unit_test(test_disable_component),
         cmocka_unit_test(test_ds_ready),         cmocka_unit_test(test_render_privileges),
         cmocka_unit_test(test_render_overrides), cmocka_unit_test(test_driver_image),
-        cmocka_unit_test(test_upstream_sample),
+        cmocka_unit_test(test_upstream_sample),  cmocka_unit_test(test_operand_image_by_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,9 @@ const struct op_component_def *op_component_def(enum op_component c);
 #define OP_LABEL_DRIVER_OWNER  "nvidia.com/gpu-operator.driver.owner"
 #define OP_LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver"
 #define OP_LABEL_DRIVER_DS     "gpuop.dev/driver-daemonset" /* the selector label */
-/* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). */
+/* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). The
+ * chart's driver.version (deploy/helm/gpuop/values.yaml) is the same value: the helm-chart test
+ * renders a ClusterPolicy without a version and fails when they differ. */
 #define OP_DEFAULT_DRIVER_VERSION "595.91.07"
 
 struct op_operand {

@@ -280,11 +280,6 @@ static void gpu_access_check(struct op_policy *p)
         list);
 }
 
-static bool is_gpuop_image(const char *ref)
-{
-    return ref && strstr(ref, "gpuop") != NULL;
-}
-
 int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **ret, struct err *e)
 {
     if (!json_is_object(cp))
@@ -332,12 +327,12 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
         _cleanup_free_ char *ref = op_image_ref(sec);
         if (c == OP_DRIVER) {
             o->image = ref ? steal_ptr(&ref) : xstrdup("nvcr.io/nvidia/driver");
-        } else if (ref && is_gpuop_image(ref)) {
-            o->image = steal_ptr(&ref); /* a pinned gpuop operand image */
         } else {
+            /* Every other operand runs the operand image (--operand-image), never a section's
+             * own: NVIDIA's per-component images do not run gpuop's subcommands, and telling a
+             * gpuop image apart by its name would replace a mirrored one silently. */
             o->image = xstrdup(p->operand_image);
             if (ref) {
-                /* NVIDIA's per-component images do not run gpuop's subcommands. */
                 _cleanup_free_ char *path = xasprintf("spec.%s.image", components[c].spec_key);
                 json_array_append_new(p->unimplemented, json_string(path));
             }
