@@ -601,12 +601,67 @@ static void test_table_matches_templates(void **state)
         fail_msg("adopt's table has %zu objects, deploy/operands %zu", json_array_size(desired), n);
 }
 
+static void test_helm_owned(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *o = y("metadata: {name: cluster-policy, annotations: "
+                                 "{meta.helm.sh/release-name: gpuop, "
+                                 "meta.helm.sh/release-namespace: gpu-operator}}");
+    assert_true(adopt_helm_owned(o, "gpuop", "gpu-operator"));
+    assert_false(adopt_helm_owned(o, "gpu-operator", "gpu-operator"));
+    assert_false(adopt_helm_owned(o, "gpuop", "other"));
+    _cleanup_json_ json_t *bare = y("metadata: {name: cluster-policy}");
+    assert_false(adopt_helm_owned(bare, "gpuop", "gpu-operator"));
+}
+
+static void test_toolkit_cleanup_patch(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *ds = y("spec: {template: {spec: {containers: [{name: sidecar}, {name: "
+                                  "nvidia-container-toolkit-ctr, env: [{name: A, value: b}]}]}}}");
+    _cleanup_json_ json_t *p = adopt_toolkit_cleanup_patch(ds);
+    _cleanup_json_ json_t *want =
+        y("spec: {template: {spec: {containers: [{name: nvidia-container-toolkit-ctr, env: "
+          "[{name: TOOLKIT_CLEANUP, value: \"true\"}]}]}}}");
+    assert_true(json_equal(p, want));
+    /* on already: nothing to patch */
+    _cleanup_json_ json_t *on = y("spec: {template: {spec: {containers: [{name: "
+                                  "nvidia-container-toolkit-ctr, env: [{name: TOOLKIT_CLEANUP, "
+                                  "value: \"true\"}]}]}}}");
+    assert_null(adopt_toolkit_cleanup_patch(on));
+    /* not a toolkit DaemonSet (NVIDIA's container is named otherwise): nothing */
+    _cleanup_json_ json_t *other = y("spec: {template: {spec: {containers: [{name: x}]}}}");
+    assert_null(adopt_toolkit_cleanup_patch(other));
+}
+
+static void test_ds_rolled_out(void **state)
+{
+    (void)state;
+    char why[64];
+    _cleanup_json_ json_t *done = y("metadata: {generation: 3}\nstatus: {observedGeneration: 3, "
+                                    "desiredNumberScheduled: 2, updatedNumberScheduled: 2, "
+                                    "numberReady: 2}");
+    assert_true(adopt_ds_rolled_out(done, why, sizeof(why)));
+    _cleanup_json_ json_t *stale = y("metadata: {generation: 4}\nstatus: {observedGeneration: 3, "
+                                     "desiredNumberScheduled: 2, updatedNumberScheduled: 2, "
+                                     "numberReady: 2}");
+    assert_false(adopt_ds_rolled_out(stale, why, sizeof(why)));
+    assert_string_equal(why, "generation 4 not observed yet");
+    _cleanup_json_ json_t *rolling = y("metadata: {generation: 4}\nstatus: {observedGeneration: 4, "
+                                       "desiredNumberScheduled: 3, updatedNumberScheduled: 1, "
+                                       "numberReady: 3}");
+    assert_false(adopt_ds_rolled_out(rolling, why, sizeof(why)));
+    assert_string_equal(why, "1/3 updated, 3/3 ready");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_plan),     cmocka_unit_test(test_node_by_node),
         cmocka_unit_test(test_every_policy_field), cmocka_unit_test(test_dcgm_host_engine),
         cmocka_unit_test(test_not_nvidia),         cmocka_unit_test(test_table_matches_templates),
+        cmocka_unit_test(test_helm_owned),         cmocka_unit_test(test_toolkit_cleanup_patch),
+        cmocka_unit_test(test_ds_rolled_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

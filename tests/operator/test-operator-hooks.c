@@ -89,46 +89,11 @@ static void test_crd_plan(void **state)
     json_decref(obj);
 }
 
-static void test_helm_owned(void **state)
-{
-    (void)state;
-    _cleanup_json_ json_t *o = y("metadata: {name: cluster-policy, annotations: "
-                                 "{meta.helm.sh/release-name: gpuop, "
-                                 "meta.helm.sh/release-namespace: gpu-operator}}");
-    assert_true(op_helm_owned(o, "gpuop", "gpu-operator"));
-    assert_false(op_helm_owned(o, "gpu-operator", "gpu-operator"));
-    assert_false(op_helm_owned(o, "gpuop", "other"));
-    _cleanup_json_ json_t *bare = y("metadata: {name: cluster-policy}");
-    assert_false(op_helm_owned(bare, "gpuop", "gpu-operator"));
-}
-
-static void test_toolkit_cleanup_patch(void **state)
-{
-    (void)state;
-    _cleanup_json_ json_t *ds = y("spec: {template: {spec: {containers: [{name: sidecar}, {name: "
-                                  "nvidia-container-toolkit-ctr, env: [{name: A, value: b}]}]}}}");
-    _cleanup_json_ json_t *p = op_toolkit_cleanup_patch(ds);
-    _cleanup_json_ json_t *want =
-        y("spec: {template: {spec: {containers: [{name: nvidia-container-toolkit-ctr, env: "
-          "[{name: TOOLKIT_CLEANUP, value: \"true\"}]}]}}}");
-    assert_true(json_equal(p, want));
-    /* on already: nothing to patch */
-    _cleanup_json_ json_t *on = y("spec: {template: {spec: {containers: [{name: "
-                                  "nvidia-container-toolkit-ctr, env: [{name: TOOLKIT_CLEANUP, "
-                                  "value: \"true\"}]}]}}}");
-    assert_null(op_toolkit_cleanup_patch(on));
-    /* not a toolkit DaemonSet (NVIDIA's container is named otherwise): nothing */
-    _cleanup_json_ json_t *other = y("spec: {template: {spec: {containers: [{name: x}]}}}");
-    assert_null(op_toolkit_cleanup_patch(other));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crd_check),
         cmocka_unit_test(test_crd_plan),
-        cmocka_unit_test(test_helm_owned),
-        cmocka_unit_test(test_toolkit_cleanup_patch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "adopt.h"
 #include "kobj.h"
 #include "kube.h"
 #include "op-cli.h"
@@ -282,7 +283,7 @@ static int toolkits_rolled_out(struct kube_client *kc, const struct op_uninstall
     json_t *ds;
     json_array_foreach (json_object_get(list, "items"), i, ds) {
         char why[128];
-        if (!op_ds_ready(ds, why, sizeof(why))) {
+        if (!adopt_ds_rolled_out(ds, why, sizeof(why))) {
             log_info(COMPONENT, "waiting for the toolkit's cleanup to roll out", "daemonset=%s %s",
                      kobj_name(ds), why);
             return 0;
@@ -317,7 +318,7 @@ static int delete_owned(struct kube_client *kc, const struct kube_resource *res,
     size_t i;
     json_t *o;
     json_array_foreach (json_object_get(list, "items"), i, o) {
-        if (!op_helm_owned(o, u->release, u->ns)) {
+        if (!adopt_helm_owned(o, u->release, u->ns)) {
             log_info(COMPONENT, "kept: not this release's", "kind=%s name=%s", res->kind,
                      kobj_name(o));
             continue;
@@ -359,7 +360,7 @@ static int uninstall_run(struct svc *s, struct err *e)
     size_t i;
     json_t *ds;
     json_array_foreach (json_object_get(dss, "items"), i, ds) {
-        _cleanup_json_ json_t *patch = op_toolkit_cleanup_patch(ds);
+        _cleanup_json_ json_t *patch = adopt_toolkit_cleanup_patch(ds);
         if (!patch)
             continue;
         struct kube_patch_opts sp = {.type = KUBE_PATCH_STRATEGIC};

@@ -66,31 +66,3 @@ enum op_crd_action op_crd_plan(const json_t *desired, const json_t *live, json_t
     *ret_obj = obj;
     return OP_CRD_UPDATE;
 }
-
-bool op_helm_owned(const json_t *obj, const char *release, const char *ns)
-{
-    return release && ns && streq_ptr(kobj_annotation(obj, OP_HELM_RELEASE_NAME), release) &&
-           streq_ptr(kobj_annotation(obj, OP_HELM_RELEASE_NAMESPACE), ns);
-}
-
-json_t *op_toolkit_cleanup_patch(const json_t *ds)
-{
-    json_t *ctrs = kobj_path(ds, "spec.template.spec.containers");
-    size_t i;
-    json_t *c;
-    json_array_foreach (ctrs, i, c) {
-        if (!streq_ptr(kobj_str(c, "name"), OP_TOOLKIT_CONTAINER))
-            continue;
-        size_t j;
-        json_t *ev;
-        json_array_foreach (json_object_get(c, "env"), j, ev) {
-            if (streq_ptr(kobj_str(ev, "name"), "TOOLKIT_CLEANUP") &&
-                streq_ptr(kobj_str(ev, "value"), "true"))
-                return NULL;
-        }
-        return json_pack("{s:{s:{s:{s:[{s:s,s:[{s:s,s:s}]}]}}}}", "spec", "template", "spec",
-                         "containers", "name", OP_TOOLKIT_CONTAINER, "env", "name",
-                         "TOOLKIT_CLEANUP", "value", "true");
-    }
-    return NULL;
-}

@@ -588,3 +588,63 @@ char *adopt_plan_text(const struct adopt_plan *p)
     }
     return out;
 }
+
+/* ---- helpers the takeover's shells share ----------------------------------------------------- */
+
+bool adopt_helm_owned(const json_t *obj, const char *release, const char *ns)
+{
+    return release && ns && streq_ptr(kobj_annotation(obj, ADOPT_HELM_RELEASE_NAME), release) &&
+           streq_ptr(kobj_annotation(obj, ADOPT_HELM_RELEASE_NAMESPACE), ns);
+}
+
+json_t *adopt_toolkit_cleanup_patch(const json_t *ds)
+{
+    json_t *ctrs = kobj_path(ds, "spec.template.spec.containers");
+    size_t i;
+    json_t *c;
+    json_array_foreach (ctrs, i, c) {
+        if (!streq_ptr(kobj_str(c, "name"), ADOPT_TOOLKIT_CONTAINER))
+            continue;
+        size_t j;
+        json_t *ev;
+        json_array_foreach (json_object_get(c, "env"), j, ev) {
+            if (streq_ptr(kobj_str(ev, "name"), "TOOLKIT_CLEANUP") &&
+                streq_ptr(kobj_str(ev, "value"), "true"))
+                return NULL;
+        }
+        return json_pack("{s:{s:{s:{s:[{s:s,s:[{s:s,s:s}]}]}}}}", "spec", "template", "spec",
+                         "containers", "name", ADOPT_TOOLKIT_CONTAINER, "env", "name",
+                         "TOOLKIT_CLEANUP", "value", "true");
+    }
+    return NULL;
+}
+
+static long long status_int(const json_t *ds, const char *field)
+{
+    json_t *v = json_object_get(json_object_get(ds, "status"), field);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+bool adopt_ds_rolled_out(const json_t *ds, char *why, size_t why_len)
+{
+    char tmp[1];
+    if (!why) {
+        why = tmp;
+        why_len = sizeof(tmp);
+    }
+    why[0] = '\0';
+    long long gen = kobj_generation(ds), observed = status_int(ds, "observedGeneration");
+    long long desired = status_int(ds, "desiredNumberScheduled");
+    long long updated = status_int(ds, "updatedNumberScheduled");
+    long long ready = status_int(ds, "numberReady");
+    if (observed < gen) {
+        snprintf(why, why_len, "generation %lld not observed yet", gen);
+        return false;
+    }
+    if (updated < desired || ready < desired) {
+        snprintf(why, why_len, "%lld/%lld updated, %lld/%lld ready", updated, desired, ready,
+                 desired);
+        return false;
+    }
+    return true;
+}

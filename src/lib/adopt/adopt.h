@@ -44,6 +44,14 @@
 #define ADOPT_GPUOP_MANAGER    "gpuop"
 /* NVIDIA's operator's leader-election Lease in its namespace. */
 #define ADOPT_NVIDIA_LEASE "53822513.nvidia.com"
+/* Helm's ownership metadata: what `helm install` checks before it takes an object over, and the
+ * annotation that keeps an object when its release is uninstalled. */
+#define ADOPT_HELM_RELEASE_NAME      "meta.helm.sh/release-name"
+#define ADOPT_HELM_RELEASE_NAMESPACE "meta.helm.sh/release-namespace"
+#define ADOPT_HELM_RESOURCE_POLICY   "helm.sh/resource-policy"
+/* The toolkit's DaemonSet and container in deploy/operands/container-toolkit.yaml. */
+#define ADOPT_TOOLKIT_DS        "nvidia-container-toolkit-daemonset"
+#define ADOPT_TOOLKIT_CONTAINER "nvidia-container-toolkit-ctr"
 /* Events about the takeover (reason), on the ClusterPolicy. */
 #define ADOPT_EVENT_REASON "GPUOperatorTakeover"
 
@@ -112,6 +120,18 @@ char *adopt_plan_text(const struct adopt_plan *p);
 bool adopt_is_nvidia(const json_t *obj);
 /* A pod of NVIDIA's operand templates: labelled app.kubernetes.io/managed-by=gpu-operator. */
 bool adopt_is_nvidia_pod(const json_t *pod);
+
+/* Whether obj carries Helm's ownership annotations of release `release` in namespace `ns`. */
+bool adopt_helm_owned(const json_t *obj, const char *release, const char *ns);
+
+/* The strategic merge patch turning gpuop's toolkit DaemonSet's cleanup on (TOOLKIT_CLEANUP=true
+ * in its toolkit container: on SIGTERM the toolkit takes its changes out of the node's runtime
+ * configuration), or NULL when it has no such container or the cleanup is on already. New. */
+json_t *adopt_toolkit_cleanup_patch(const json_t *ds);
+
+/* Whether every pod of a DaemonSet runs its current template and is ready (its status says so
+ * for its current generation); *why (may be NULL) says what is missing. */
+bool adopt_ds_rolled_out(const json_t *ds, char *why, size_t why_len);
 
 /*
  * gpuop's objects for a ClusterPolicy, by name (kind, metadata.name, metadata.namespace; a

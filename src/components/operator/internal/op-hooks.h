@@ -15,10 +15,6 @@
 
 #include "util.h"
 
-/* Helm's ownership metadata (what `helm install` checks before taking an object over). */
-#define OP_HELM_RELEASE_NAME      "meta.helm.sh/release-name"
-#define OP_HELM_RELEASE_NAMESPACE "meta.helm.sh/release-namespace"
-
 /* A document of a CRD file, as apply-crds takes it: apiextensions.k8s.io/v1
  * CustomResourceDefinition with a name and a spec; `where` ("FILE: document 2") prefixes the
  * error. */
@@ -31,15 +27,5 @@ enum op_crd_action {
 };
 /* What to write for a CRD `desired` given the stored one (`live`, NULL when absent). */
 enum op_crd_action op_crd_plan(const json_t *desired, const json_t *live, json_t **ret_obj);
-
-/* Whether obj carries Helm's ownership annotations of release `release` in namespace `ns`. */
-bool op_helm_owned(const json_t *obj, const char *release, const char *ns);
-
-/* The toolkit container's name in deploy/operands/container-toolkit.yaml. */
-#define OP_TOOLKIT_CONTAINER "nvidia-container-toolkit-ctr"
-/* The strategic merge patch turning a toolkit DaemonSet's cleanup on (TOOLKIT_CLEANUP=true in
- * its toolkit container: on SIGTERM the toolkit takes its changes out of the node's runtime
- * configuration), or NULL when the DaemonSet has no such container or it is on already. New. */
-json_t *op_toolkit_cleanup_patch(const json_t *ds);
 
 #endif
