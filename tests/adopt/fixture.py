@@ -4,7 +4,7 @@
 
 fixture.py write REFDIR OUT   condense the reference into OUT (what the planner reads: kinds,
                               names, labels, controller ownerReferences, selectors, template
-                              labels, ServiceAccounts, ConfigMap volumes, RBAC subjects and
+                              labels, node selectors, ServiceAccounts, ConfigMap volumes, RBAC subjects and
                               roleRefs, node labels, the ClusterPolicy's spec)
 fixture.py check REFDIR FILE  fail when FILE is not what `write` makes from REFDIR
 
@@ -38,6 +38,8 @@ def meta(o):
 
 def podspec(t):
     out = {}
+    if t.get("nodeSelector"):
+        out["nodeSelector"] = t["nodeSelector"]
     if t.get("serviceAccountName"):
         out["serviceAccountName"] = t["serviceAccountName"]
     vols = [{"name": v["name"], "configMap": {"name": v["configMap"]["name"]}}
@@ -76,7 +78,8 @@ def condense(ref):
                                   "labels": labels,
                                   "ownerReferences": [{"kind": "DaemonSet", "name": owner, "controller": True,
                                                        "uid": owner + "-uid"}]},
-                     "spec": {"nodeName": node, **podspec(ds[owner]["spec"]["template"]["spec"])},
+                     "spec": {"nodeName": node, **{k: v for k, v in podspec(ds[owner]["spec"]["template"]["spec"]).items()
+                                                   if k != "nodeSelector"}},
                      "status": {"phase": p["status"]["phase"],
                                 "conditions": [{"type": "Ready", "status": "True"}]}})
     pods.sort(key=lambda p: p["metadata"]["name"])
