@@ -67,9 +67,10 @@ static char *lines(const struct adopt_plan *p)
     char *out = xstrdup("");
     for (size_t i = 0; i < p->n_items; i++) {
         const struct adopt_item *it = &p->items[i];
-        char *n = xasprintf("%s%s %s/%s%s%s%s\n", out, adopt_action_name(it->action), it->kind,
-                            it->name, it->node ? "@" : "", it->node ? it->node : "",
-                            it->now && it->action == ADOPT_REPLACE ? "!" : "");
+        char *n = xasprintf(
+            "%s%s %s/%s%s%s%s\n", out, adopt_action_name(it->action), it->kind, it->name,
+            it->node ? "@" : "", it->node ? it->node : "",
+            it->now && (it->action == ADOPT_REPLACE || it->action == ADOPT_SURGE) ? "!" : "");
         free(out);
         out = n;
     }
@@ -125,7 +126,9 @@ static const char *const reference_plan[] = {
     "replace Pod/gpu-feature-discovery-gpu-a100@gpu-a100!",
     "replace Pod/nvidia-container-toolkit-daemonset-gpu-a100@gpu-a100!",
     "replace Pod/nvidia-dcgm-exporter-gpu-a100@gpu-a100!",
-    "replace Pod/nvidia-device-plugin-daemonset-gpu-a100@gpu-a100!",
+    "replace Pod/nvidia-device-plugin-daemonset-gpu-a100@gpu-a100",
+    /* its device plugin surged: gpuop's registers before NVIDIA's goes */
+    "surge Pod/gpuop-device-plugin-takeover-gpu-a100@gpu-a100!",
     "replace Pod/nvidia-mig-manager-gpu-a100@gpu-a100!",
     "replace Pod/nvidia-operator-validator-gpu-a100@gpu-a100!",
     "replace Pod/gpu-feature-discovery-gpu-h100@gpu-h100",
@@ -215,9 +218,10 @@ static void test_reference_plan(void **state)
     assert_non_null(
         strstr(rb->reason, "binds ServiceAccount nvidia-driver, which 3 NVIDIA pod(s)"));
     _cleanup_free_ char *text = adopt_plan_text(&p);
-    assert_non_null(strstr(text, "takeover: 15 adopt, 2 recreate, 17 replace, 3 defer, 7 remove, "
-                                 "28 wait, 1 leave; operands replaced on 1 node(s) at a time (2 to "
-                                 "do, 0 in flight, 0 done)\n"));
+    assert_non_null(
+        strstr(text, "takeover: 15 adopt, 2 recreate, 17 replace, 1 surge, 3 defer, "
+                     "7 remove, 28 wait, 1 leave; operands replaced on 1 node(s) at a time (2 to "
+                     "do, 0 in flight, 0 done)\n"));
     assert_non_null(strstr(text, "  recreate DaemonSet gpu-operator/gpu-feature-discovery: "));
     adopt_plan_done(&p);
 }
@@ -322,6 +326,112 @@ static void test_node_by_node(void **state)
     adopt_plan_done(&p);
 }
 
+static json_t *find_pod(json_t *f, const char *name)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach (json_object_get(f, "pods"), i, p) {
+        if (streq_ptr(kobj_name(p), name))
+            return p;
+    }
+    return NULL;
+}
+
+static void plan_at(json_t *f, uint64_t now_ms, struct adopt_plan *ret)
+{
+    json_t *policy = json_object_get(f, "policy");
+    _cleanup_json_ json_t *desired = NULL;
+    struct err e = {0};
+    assert_int_equal(adopt_expected(policy, NS, &desired, &e), 0);
+    struct adopt_input in = {.ns = NS,
+                             .policy = policy,
+                             .objects = json_object_get(f, "objects"),
+                             .pods = json_object_get(f, "pods"),
+                             .nodes = json_object_get(f, "nodes"),
+                             .desired = desired,
+                             .now_ms = now_ms};
+    assert_int_equal(adopt_plan(&in, ret, &e), 0);
+}
+
+/* The device plugin, surged: gpuop's plugin registers (a pod of its own) before NVIDIA's goes,
+ * and goes once the DaemonSet's has been Ready for the settle time. */
+static void test_device_plugin_surge(void **state)
+{
+    (void)state;
+    const uint64_t t0 = 1767225600000ull; /* 2026-01-01T00:00:00Z */
+    _cleanup_json_ json_t *f = fixture();
+    struct adopt_plan p;
+    plan_at(f, t0, &p);
+    const struct adopt_item *sg = item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-a100");
+    assert_non_null(sg);
+    assert_int_equal(sg->action, ADOPT_SURGE);
+    assert_true(sg->now);
+    assert_false(item(&p, "Pod", "nvidia-device-plugin-daemonset-gpu-a100")->now);
+    adopt_plan_done(&p);
+    /* the surge pod runs, Ready since t0; the node's other NVIDIA pods go */
+    json_array_append_new(
+        json_object_get(f, "pods"),
+        y("kind: Pod\nmetadata: {name: gpuop-device-plugin-takeover-gpu-a100, namespace: "
+          "gpu-operator, labels: {app: gpuop-device-plugin-takeover, "
+          "app.kubernetes.io/managed-by: gpuop}}\nspec: {nodeName: gpu-a100}\nstatus: {phase: "
+          "Running, conditions: [{type: Ready, status: 'True', lastTransitionTime: "
+          "'2026-01-01T00:00:00Z'}]}"));
+    json_t *pods = json_object_get(f, "pods");
+    size_t i;
+    json_t *pod;
+    json_array_foreach (pods, i, pod) {
+        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), "gpu-a100") &&
+            adopt_is_nvidia_pod(pod) &&
+            !streq_ptr(kobj_label(pod, "app"), "nvidia-device-plugin-daemonset") &&
+            !streq_ptr(kobj_label(pod, "app"), "nvidia-driver-daemonset"))
+            json_object_set_new(json_object_get(pod, "metadata"), "deletionTimestamp",
+                                json_string("2026-01-01T00:00:00Z"));
+    }
+    plan_at(f, t0 + 1000, &p);
+    assert_int_equal(p.nodes_in_flight, 1);
+    assert_null(item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-a100")); /* made already */
+    const struct adopt_item *dp = item(&p, "Pod", "nvidia-device-plugin-daemonset-gpu-a100");
+    assert_false(dp->now);
+    assert_non_null(strstr(dp->reason, "waits for gpuop's surge plugin"));
+    assert_false(item(&p, "Pod", "nvidia-dcgm-exporter-gpu-h100")->now); /* a100 holds the slot */
+    adopt_plan_done(&p);
+    plan_at(f, t0 + ADOPT_SURGE_SETTLE_MS, &p);
+    assert_true(item(&p, "Pod", "nvidia-device-plugin-daemonset-gpu-a100")->now);
+    adopt_plan_done(&p);
+    /* NVIDIA's plugin gone; the DaemonSet's (gpuop's) Ready since t0+10 s */
+    json_t *ndp = find_pod(f, "nvidia-device-plugin-daemonset-gpu-a100");
+    json_object_set_new(json_object_get(json_object_get(ndp, "metadata"), "labels"),
+                        ADOPT_LABEL_MANAGED_BY, json_string(ADOPT_GPUOP_MANAGER));
+    json_object_set_new(json_object_get(ndp, "status"), "conditions",
+                        y("[{type: Ready, status: 'True', lastTransitionTime: "
+                          "'2026-01-01T00:00:10Z'}]"));
+    plan_at(f, t0 + 11000, &p);
+    sg = item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-a100");
+    assert_int_equal(sg->action, ADOPT_WAIT);
+    assert_int_equal(p.nodes_in_flight, 1);
+    adopt_plan_done(&p);
+    plan_at(f, t0 + 13000, &p);
+    sg = item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-a100");
+    assert_int_equal(sg->action, ADOPT_REMOVE);
+    assert_true(sg->now);
+    adopt_plan_done(&p);
+    /* the surge gone, gpuop's pods Ready: done, and gpu-h100's turn */
+    for (i = json_array_size(pods); i-- > 0;) {
+        pod = json_array_get(pods, i);
+        if (streq_ptr(kobj_name(pod), "gpuop-device-plugin-takeover-gpu-a100"))
+            json_array_remove(pods, i);
+    }
+    step_node(f, "gpu-a100", GPUOP_READY);
+    plan_at(f, t0 + 14000, &p);
+    assert_int_equal(p.nodes_done, 1);
+    assert_int_equal(p.nodes_in_flight, 0);
+    sg = item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-h100");
+    assert_non_null(sg);
+    assert_true(sg->now);
+    assert_true(item(&p, "Pod", "nvidia-dcgm-exporter-gpu-h100")->now);
+    adopt_plan_done(&p);
+}
+
 /*
  * A row per field of the reference ClusterPolicy's spec: the change, merged into the spec, and
  * extra objects or pods it needs (what NVIDIA's operator would have run with it), then lines the
@@ -350,17 +460,18 @@ static const struct field_case field_cases[] = {
     {.field = "cdi", .spec_merge = "cdi: {enabled: false}"},
     {.field = "daemonsets",
      .spec_merge = "daemonsets: {rollingUpdate: {maxUnavailable: 2}}",
-     .want = {"replace Pod/nvidia-device-plugin-daemonset-gpu-h100@gpu-h100!",
+     .want = {"surge Pod/gpuop-device-plugin-takeover-gpu-h100@gpu-h100!",
+              "replace Pod/nvidia-dcgm-exporter-gpu-h100@gpu-h100!",
               "replace Pod/nvidia-device-plugin-daemonset-gpu-l4@gpu-l4"},
      .max_unavailable = 2},
     {.field = "daemonsets (a percentage of the GPU nodes, rounded up)",
      .spec_merge = "daemonsets: {rollingUpdate: {maxUnavailable: '50%'}}",
-     .want = {"replace Pod/nvidia-device-plugin-daemonset-gpu-h100@gpu-h100!"},
+     .want = {"surge Pod/gpuop-device-plugin-takeover-gpu-h100@gpu-h100!"},
      .max_unavailable = 2},
     {.field = "daemonsets (OnDelete: still node by node)",
      .spec_merge = "daemonsets: {updateStrategy: OnDelete}",
-     .want = {"replace Pod/nvidia-device-plugin-daemonset-gpu-a100@gpu-a100!"},
-     .not_want = {"replace Pod/nvidia-device-plugin-daemonset-gpu-h100@gpu-h100!"}},
+     .want = {"surge Pod/gpuop-device-plugin-takeover-gpu-a100@gpu-a100!"},
+     .not_want = {"surge Pod/gpuop-device-plugin-takeover-gpu-h100@gpu-h100!"}},
     {.field = "dcgm",
      .spec_merge = "dcgm: {enabled: true}",
      .objects = "- kind: DaemonSet\n  metadata: {name: nvidia-dcgm, namespace: gpu-operator, " NVREF
@@ -661,7 +772,7 @@ int main(void)
         cmocka_unit_test(test_every_policy_field), cmocka_unit_test(test_dcgm_host_engine),
         cmocka_unit_test(test_not_nvidia),         cmocka_unit_test(test_table_matches_templates),
         cmocka_unit_test(test_helm_owned),         cmocka_unit_test(test_toolkit_cleanup_patch),
-        cmocka_unit_test(test_ds_rolled_out),
+        cmocka_unit_test(test_ds_rolled_out),      cmocka_unit_test(test_device_plugin_surge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The takeover planner (adopt.h): pure. */
 #include <assert.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 static const char *const action_names[ADOPT_N_ACTIONS] = {
     [ADOPT_ADOPT] = "adopt", [ADOPT_RECREATE] = "recreate", [ADOPT_REPLACE] = "replace",
     [ADOPT_DEFER] = "defer", [ADOPT_REMOVE] = "remove",     [ADOPT_WAIT] = "wait",
-    [ADOPT_LEAVE] = "leave",
+    [ADOPT_LEAVE] = "leave", [ADOPT_SURGE] = "surge",
 };
 
 const char *adopt_action_name(enum adopt_action a)
@@ -373,11 +374,30 @@ static bool gpuop_operand_app(const json_t *desired, const char *app)
     return false;
 }
 
+/* Since when (ms since the epoch) a pod is Ready, 0 when it is not. */
+static uint64_t ready_since(const json_t *pod)
+{
+    if (!pod_ready(pod))
+        return 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
+        uint64_t t = 0;
+        if (streq_ptr(kobj_str(c, "type"), "Ready") &&
+            time_parse_rfc3339(kobj_str(c, "lastTransitionTime") ?: "", &t) == 0)
+            return t ? t : 1;
+    }
+    return 1; /* Ready, since we cannot tell when: long enough */
+}
+
 struct node_state {
     const char *name;
-    size_t legacy;      /* NVIDIA operand pods there, live */
+    size_t legacy;      /* NVIDIA operand pods there, live (the device plugin's among them) */
     size_t legacy_gone; /* NVIDIA operand pods there being deleted */
-    size_t ours, ours_ready;
+    const json_t *legacy_dp;
+    const json_t *surge, *our_dp;
+    bool surge_gone;
+    size_t ours, ours_ready; /* gpuop's operand pods (not the surge) */
 };
 
 static int node_cmp(const void *a, const void *b)
@@ -398,6 +418,38 @@ static long long gpu_nodes(const json_t *nodes)
     return n;
 }
 
+static struct node_state *node_of(struct node_state **nodes, size_t *n, size_t *cap,
+                                  const char *name)
+{
+    for (size_t k = 0; k < *n; k++)
+        if (strcmp((*nodes)[k].name, name) == 0)
+            return &(*nodes)[k];
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *nodes = xrealloc(*nodes, *cap * sizeof(**nodes));
+    }
+    struct node_state *ns = &(*nodes)[(*n)++];
+    *ns = (struct node_state){.name = name};
+    return ns;
+}
+
+/* Whether a pod has been Ready for the settle time at now_ms. */
+static bool settled(const json_t *pod, uint64_t now_ms)
+{
+    uint64_t since = pod ? ready_since(pod) : 0;
+    return since && (now_ms == 0 || since + ADOPT_SURGE_SETTLE_MS <= now_ms);
+}
+
+static void replace_pod(struct builder *b, const json_t *p, const char *node, bool now,
+                        long long max)
+{
+    add(b, ADOPT_REPLACE, "Pod", kobj_namespace(p), kobj_name(p), node, now,
+        now ? xasprintf("node %s's turn (%lld node(s) at once): NVIDIA's %s pod replaced by "
+                        "gpuop's",
+                        node, max, kobj_label(p, "app"))
+            : xasprintf("waits for its node's turn (%lld node(s) at once)", max));
+}
+
 static int plan_pods(struct builder *b, const struct adopt_input *in, struct err *e)
 {
     /* maxUnavailable of the policy's DaemonSets: the nodes replaced at once */
@@ -412,6 +464,7 @@ static int plan_pods(struct builder *b, const struct adopt_input *in, struct err
     if (max < 1)
         max = 1;
     b->p->max_unavailable = max;
+    bool gpuop_dp = gpuop_operand_app(in->desired, ADOPT_DEVICE_PLUGIN_APP);
 
     size_t n_nodes = 0, cap = 0;
     struct node_state *nodes = NULL;
@@ -420,38 +473,46 @@ static int plan_pods(struct builder *b, const struct adopt_input *in, struct err
     json_array_foreach ((json_t *)in->pods, i, p) {
         const char *node = kobj_path_str(p, "spec.nodeName");
         const char *app = kobj_label(p, "app");
-        if (!node || !gpuop_operand_app(in->desired, app))
+        if (!node)
             continue;
-        struct node_state *ns = NULL;
-        for (size_t k = 0; k < n_nodes; k++)
-            if (strcmp(nodes[k].name, node) == 0)
-                ns = &nodes[k];
-        if (!ns) {
-            if (n_nodes == cap) {
-                cap = cap ? cap * 2 : 16;
-                nodes = xrealloc(nodes, cap * sizeof(*nodes));
-            }
-            ns = &nodes[n_nodes++];
-            *ns = (struct node_state){.name = node};
+        if (streq_ptr(app, ADOPT_SURGE_APP) &&
+            streq_ptr(kobj_label(p, ADOPT_LABEL_MANAGED_BY), ADOPT_GPUOP_MANAGER)) {
+            struct node_state *ns = node_of(&nodes, &n_nodes, &cap, node);
+            if (deleting(p))
+                ns->surge_gone = true;
+            else
+                ns->surge = p;
+            continue;
         }
+        if (!gpuop_operand_app(in->desired, app))
+            continue;
+        struct node_state *ns = node_of(&nodes, &n_nodes, &cap, node);
         if (adopt_is_nvidia_pod(p)) {
             if (deleting(p))
                 ns->legacy_gone++;
-            else
+            else {
                 ns->legacy++;
+                if (streq_ptr(app, ADOPT_DEVICE_PLUGIN_APP))
+                    ns->legacy_dp = p;
+            }
         } else if (!deleting(p)) {
             ns->ours++;
             ns->ours_ready += pod_ready(p);
+            if (streq_ptr(app, ADOPT_DEVICE_PLUGIN_APP))
+                ns->our_dp = p;
         }
     }
     if (n_nodes)
         qsort(nodes, n_nodes, sizeof(*nodes), node_cmp);
-    /* In flight: a node whose NVIDIA pods are going or gone while gpuop's are not all Ready. */
+    /* A node is in flight from its first NVIDIA pod deleted (or its surge plugin made) until
+     * gpuop's pods there are all Ready and the surge plugin is gone. */
     long long busy = 0;
     for (size_t k = 0; k < n_nodes; k++) {
         struct node_state *ns = &nodes[k];
-        bool started = ns->legacy_gone > 0 || (ns->legacy == 0 && ns->ours > ns->ours_ready);
-        if (ns->legacy == 0 && ns->legacy_gone == 0 && ns->ours == ns->ours_ready)
+        bool started = ns->legacy_gone > 0 || ns->surge || ns->surge_gone ||
+                       (ns->legacy == 0 && ns->ours > ns->ours_ready);
+        if (ns->legacy == 0 && ns->legacy_gone == 0 && !ns->surge && !ns->surge_gone &&
+            ns->ours == ns->ours_ready)
             b->p->nodes_done++;
         else if (started) {
             b->p->nodes_in_flight++;
@@ -463,23 +524,52 @@ static int plan_pods(struct builder *b, const struct adopt_input *in, struct err
     long long slots = max - busy;
     for (size_t k = 0; k < n_nodes; k++) {
         struct node_state *ns = &nodes[k];
-        if (ns->legacy == 0 || ns->legacy_gone > 0)
-            continue;
-        bool now = slots > 0 && ns->ours == ns->ours_ready;
-        if (now)
-            slots--;
-        else
-            b->p->nodes_todo++;
+        bool started = ns->legacy_gone > 0 || ns->surge || ns->surge_gone;
+        bool now = started;
+        if (!started && ns->legacy > 0) {
+            now = slots > 0 && ns->ours == ns->ours_ready;
+            if (now)
+                slots--;
+            else
+                b->p->nodes_todo++;
+        }
+        /* Every NVIDIA operand pod of the node but the device plugin's goes at once. The
+         * device plugin is surged: gpuop's plugin registers first (a pod of its own), then
+         * NVIDIA's goes, then, once the DaemonSet's plugin has registered, the surge: the
+         * kubelet always has a plugin for the node's GPUs, so allocatable never drops. */
         json_array_foreach ((json_t *)in->pods, i, p) {
-            if (!adopt_is_nvidia_pod(p) || deleting(p) ||
+            if (!adopt_is_nvidia_pod(p) || deleting(p) || p == ns->legacy_dp ||
                 !streq_ptr(kobj_path_str(p, "spec.nodeName"), ns->name) ||
                 !gpuop_operand_app(in->desired, kobj_label(p, "app")))
                 continue;
-            add(b, ADOPT_REPLACE, "Pod", kobj_namespace(p), kobj_name(p), ns->name, now,
-                now ? xasprintf("node %s's turn (%lld node(s) at once): NVIDIA's %s pod replaced "
-                                "by gpuop's",
-                                ns->name, max, kobj_label(p, "app"))
-                    : xasprintf("waits for its node's turn (%lld node(s) at once)", max));
+            replace_pod(b, p, ns->name, now, max);
+        }
+        if (ns->legacy_dp) {
+            if (!gpuop_dp || !now) {
+                replace_pod(b, ns->legacy_dp, ns->name, now && !gpuop_dp, max);
+            } else if (!ns->surge) {
+                _cleanup_free_ char *surge = xasprintf("%s-%s", ADOPT_SURGE_APP, ns->name);
+                add(b, ADOPT_SURGE, "Pod", in->ns, surge, ns->name, !ns->surge_gone,
+                    xasprintf("gpuop's device plugin first, beside NVIDIA's: it registers the "
+                              "node's GPUs before NVIDIA's plugin goes"));
+                replace_pod(b, ns->legacy_dp, ns->name, false, max);
+            } else {
+                bool go = settled(ns->surge, in->now_ms);
+                add(b, ADOPT_REPLACE, "Pod", kobj_namespace(ns->legacy_dp),
+                    kobj_name(ns->legacy_dp), ns->name, go,
+                    go ? xasprintf("gpuop's surge plugin serves node %s's GPUs: NVIDIA's device "
+                                   "plugin goes",
+                                   ns->name)
+                       : xasprintf("waits for gpuop's surge plugin on node %s to be Ready",
+                                   ns->name));
+            }
+        } else if (ns->surge) {
+            bool go = settled(ns->our_dp, in->now_ms);
+            add(b, go ? ADOPT_REMOVE : ADOPT_WAIT, "Pod", kobj_namespace(ns->surge),
+                kobj_name(ns->surge), ns->name, go,
+                go ? xstrdup("the DaemonSet's device plugin serves the node's GPUs: the surge "
+                             "plugin goes")
+                   : xstrdup("waits for the DaemonSet's device plugin to be Ready"));
         }
     }
     free(nodes);
@@ -570,14 +660,14 @@ size_t adopt_plan_count(const struct adopt_plan *p, enum adopt_action a)
 
 char *adopt_plan_text(const struct adopt_plan *p)
 {
-    char *out = xasprintf("takeover: %zu adopt, %zu recreate, %zu replace, %zu defer, %zu remove, "
-                          "%zu wait, %zu leave; operands replaced on %lld node(s) at a time "
-                          "(%zu to do, %zu in flight, %zu done)\n",
+    char *out = xasprintf("takeover: %zu adopt, %zu recreate, %zu replace, %zu surge, %zu defer, "
+                          "%zu remove, %zu wait, %zu leave; operands replaced on %lld node(s) at a "
+                          "time (%zu to do, %zu in flight, %zu done)\n",
                           adopt_plan_count(p, ADOPT_ADOPT), adopt_plan_count(p, ADOPT_RECREATE),
-                          adopt_plan_count(p, ADOPT_REPLACE), adopt_plan_count(p, ADOPT_DEFER),
-                          adopt_plan_count(p, ADOPT_REMOVE), adopt_plan_count(p, ADOPT_WAIT),
-                          adopt_plan_count(p, ADOPT_LEAVE), p->max_unavailable, p->nodes_todo,
-                          p->nodes_in_flight, p->nodes_done);
+                          adopt_plan_count(p, ADOPT_REPLACE), adopt_plan_count(p, ADOPT_SURGE),
+                          adopt_plan_count(p, ADOPT_DEFER), adopt_plan_count(p, ADOPT_REMOVE),
+                          adopt_plan_count(p, ADOPT_WAIT), adopt_plan_count(p, ADOPT_LEAVE),
+                          p->max_unavailable, p->nodes_todo, p->nodes_in_flight, p->nodes_done);
     for (size_t i = 0; i < p->n_items; i++) {
         const struct adopt_item *it = &p->items[i];
         char *next = xasprintf("%s  %-8s %s %s%s%s%s%s: %s\n", out, adopt_action_name(it->action),

@@ -17,6 +17,11 @@
  *   remove    NVIDIA-only and safe now (nothing running uses it): deleted, with an Event
  *   wait      NVIDIA-only and still used: removed once safe
  *   leave     NVIDIA-only and not gpuop's to remove (listed, with why)
+ *   surge     gpuop's device plugin as a pod of its own on a node whose turn it is, beside
+ *             NVIDIA's: it registers the node's GPUs with the kubelet first, then NVIDIA's
+ *             plugin pod is replaced, and once the DaemonSet's plugin has registered (Ready for
+ *             ADOPT_SURGE_SETTLE_MS) the surge pod is removed, so the kubelet never loses the
+ *             GPUs (a plugin that goes marks them unhealthy until another registers)
  *
  * The facts it rests on (NVIDIA's operator v24.9.2: tests/adopt/fixtures, written from
  * ../shared/reference/nvidia-operator-v24.9.2/README.md): NVIDIA's operand objects carry one
@@ -35,6 +40,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util.h"
 
@@ -52,6 +58,12 @@
 /* The toolkit's DaemonSet and container in deploy/operands/container-toolkit.yaml. */
 #define ADOPT_TOOLKIT_DS        "nvidia-container-toolkit-daemonset"
 #define ADOPT_TOOLKIT_CONTAINER "nvidia-container-toolkit-ctr"
+/* The device plugin's app label (gpuop's and NVIDIA's), and the surge pod's. */
+#define ADOPT_DEVICE_PLUGIN_APP "nvidia-device-plugin-daemonset"
+#define ADOPT_SURGE_APP         "gpuop-device-plugin-takeover"
+/* How long a device plugin pod is Ready before the one it replaces goes: its registration with
+ * the kubelet follows its start. */
+#define ADOPT_SURGE_SETTLE_MS 3000
 /* Events about the takeover (reason), on the ClusterPolicy. */
 #define ADOPT_EVENT_REASON "GPUOperatorTakeover"
 
@@ -63,9 +75,10 @@ enum adopt_action {
     ADOPT_REMOVE,
     ADOPT_WAIT,
     ADOPT_LEAVE,
+    ADOPT_SURGE,
     ADOPT_N_ACTIONS
 };
-/* "adopt", "recreate", "replace", "defer", "remove", "wait", "leave" */
+/* "adopt", "recreate", "replace", "defer", "remove", "wait", "leave", "surge" */
 const char *adopt_action_name(enum adopt_action a);
 
 struct adopt_item {
@@ -91,6 +104,7 @@ struct adopt_input {
      * spec.selector and spec.template.metadata.labels (adopt_expected(), or what the operator
      * renders) */
     const json_t *desired;
+    uint64_t now_ms; /* ms since the epoch (pods' Ready times); 0: any Ready pod is settled */
 };
 
 struct adopt_plan {
