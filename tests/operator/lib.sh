@@ -17,7 +17,7 @@ trap cleanup EXIT
 fail() {
     echo "FAIL: $*"
     if declare -F on_fail >/dev/null; then on_fail || true; fi
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
+    for f in "$T"/*.log; do echo "--- $f"; tail -n ${FAIL_LOG_LINES:-40} "$f"; done
     exit 1
 }
 # metrics_has PORT REGEX: 127.0.0.1:PORT/metrics has a line matching REGEX (the page read whole:

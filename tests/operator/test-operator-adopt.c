@@ -76,6 +76,18 @@ static void compare(const char *variant, const char *spec_yaml)
         }
     }
     json_array_foreach (objs, i, o) {
+        /* NVIDIA's policy sets app.kubernetes.io/managed-by=gpu-operator among
+         * daemonsets.labels: gpuop's pods still say gpuop, or the takeover could not tell them
+         * from NVIDIA's; the policy's other labels pass */
+        if (streq_ptr(kobj_kind(o), "DaemonSet")) {
+            json_t *tl = kobj_path(o, "spec.template.metadata.labels");
+            const char *mb = json_string_value(json_object_get(tl, "app.kubernetes.io/managed-by"));
+            if (mb && !streq_ptr(mb, "gpuop"))
+                fail_msg("%s: %s's pods are labelled managed-by %s", variant, kobj_name(o), mb);
+            if (!json_object_get(tl, "helm.sh/chart"))
+                fail_msg("%s: %s's pods lack the policy's helm.sh/chart label", variant,
+                         kobj_name(o));
+        }
         _cleanup_free_ char *k = key(o);
         bool found = false;
         json_array_foreach (want, j, w) {

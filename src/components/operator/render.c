@@ -284,6 +284,13 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
                      json_object_get(common, "labels"));
     if (app)
         json_object_set_new(json_object_get(podmeta, "labels"), "app", json_string(app_keep));
+    /* The pods say who manages them as the DaemonSet does: a policy written by NVIDIA's chart
+     * sets app.kubernetes.io/managed-by=gpu-operator among daemonsets.labels, which would make
+     * gpuop's pods look like NVIDIA's operator's (the takeover, src/lib/adopt, tells them apart
+     * by it). A policy without that label keeps its templates as they were. */
+    json_t *plabels = json_object_get(podmeta, "labels");
+    if (json_object_get(plabels, "app.kubernetes.io/managed-by"))
+        json_object_set_new(plabels, "app.kubernetes.io/managed-by", json_string(OP_MANAGED_BY));
     merge_string_map(obj_path(podmeta, (const char *const[]){"annotations", NULL}),
                      json_object_get(common, "annotations"));
     if (c == OP_DCGM_EXPORTER)

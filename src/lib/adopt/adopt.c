@@ -68,6 +68,11 @@ static bool is_driver_ds(const json_t *ds)
            streq_ptr(kobj_label(ds, "app.kubernetes.io/component"), "nvidia-driver");
 }
 
+bool adopt_is_driver_daemonset(const json_t *ds)
+{
+    return is_driver_ds(ds);
+}
+
 static bool is_driver_pod(const json_t *pod)
 {
     return is_driver_app(kobj_label(pod, "app")) ||

@@ -132,6 +132,9 @@ char *adopt_plan_text(const struct adopt_plan *p);
 /* Made by NVIDIA's operator: a controller ownerReference to a ClusterPolicy and not labelled
  * gpuop's, or NVIDIA's Lease. */
 bool adopt_is_nvidia(const json_t *obj);
+/* A driver DaemonSet: the ClusterPolicy's (nvidia-driver-daemonset) or an NVIDIADriver's
+ * (nvidia-gpu-driver-*), NVIDIA's or gpuop's. */
+bool adopt_is_driver_daemonset(const json_t *ds);
 /* A pod of NVIDIA's operand templates: labelled app.kubernetes.io/managed-by=gpu-operator. */
 bool adopt_is_nvidia_pod(const json_t *pod);
 
