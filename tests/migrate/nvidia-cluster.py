@@ -5,6 +5,9 @@
 nvidia-cluster.py nodes FIXTURE            the fixture's Nodes (kubesim --load)
 nvidia-cluster.py values FIXTURE           Helm values of tests/migrate/nvidia-chart: the
                                            reference ClusterPolicy's spec
+nvidia-cluster.py chart-values FIXTURE     the same policy under NVIDIA's chart keys (what
+                                           `helm get values` gives of NVIDIA's release), for
+                                           gpuop's chart
 nvidia-cluster.py objects FIXTURE UID [--standins] [--driver-version V] [--only-ds]
     What NVIDIA's operator made (DaemonSets, ServiceAccounts, RBAC, ConfigMaps, Services, the
     RuntimeClass, its Lease), each owned by the ClusterPolicy of uid UID, as the fixture has them.
@@ -122,6 +125,11 @@ def main():
         docs = nodes(f)
     elif mode == "values":
         print(yaml.safe_dump({"clusterPolicy": f["policy"]["spec"]}))
+        return 0
+    elif mode == "chart-values":
+        spec = copy.deepcopy(f["policy"]["spec"])
+        spec["operator"] = {k: v for k, v in spec.get("operator", {}).items() if k == "runtimeClass"}
+        print(yaml.safe_dump(spec))
         return 0
     else:
         args = sys.argv[4:]

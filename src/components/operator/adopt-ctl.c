@@ -27,11 +27,12 @@ static const struct kube_resource *resource_of(const char *kind)
     return NULL;
 }
 
-static int list_into(struct controller *c, const struct kube_resource *r, json_t *into,
-                     struct err *e)
+static int list_into(struct controller *c, const struct kube_resource *r, const char *selector,
+                     json_t *into, struct err *e)
 {
     _cleanup_json_ json_t *list = NULL;
-    int rc = kube_list(c->kc, r, r->namespaced ? c->ns : NULL, NULL, &list, e);
+    struct kube_list_opts lo = {.label_selector = selector};
+    int rc = kube_list(c->kc, r, r->namespaced ? c->ns : NULL, &lo, &list, e);
     if (rc < 0)
         return err_prefix(e, "takeover: list %s", r->plural);
     size_t i;
@@ -123,16 +124,25 @@ int op_adopt_prepare(struct controller *c, const json_t *cp, struct op_plan *pla
         return 0;
     _cleanup_json_ json_t *objects = json_array(), *pods = json_array();
     int r;
-    for (size_t i = 0; i < ARRAY_SIZE(scanned); i++)
-        if ((r = list_into(c, scanned[i], objects, e)) < 0)
-            return r;
-    if ((r = list_into(c, &KUBE_PODS, pods, e)) < 0)
+    /* A look first, three lists: NVIDIA's DaemonSets, its operand pods, surge pods. Without any
+     * there is nothing to take over (what NVIDIA's operator made is used by its pods, or goes
+     * with them), and no more is read from then on. */
+    _cleanup_json_ json_t *dss = json_array(), *nvpods = json_array();
+    if ((r = list_into(c, &KUBE_DAEMONSETS, NULL, dss, e)) < 0 ||
+        (r = list_into(c, &KUBE_PODS, ADOPT_LABEL_MANAGED_BY "=" ADOPT_NVIDIA_MANAGER, nvpods, e)) <
+            0 ||
+        (r = list_into(c, &KUBE_PODS, "app=" ADOPT_SURGE_APP, nvpods, e)) < 0)
         return r;
-    if (!anything_nvidia(objects, pods)) {
+    if (!anything_nvidia(dss, nvpods)) {
         c->adopt_done = true;
         ret->finished = true;
         return 0;
     }
+    for (size_t i = 0; i < ARRAY_SIZE(scanned); i++)
+        if ((r = list_into(c, scanned[i], NULL, objects, e)) < 0)
+            return r;
+    if ((r = list_into(c, &KUBE_PODS, NULL, pods, e)) < 0)
+        return r;
     _cleanup_json_ json_t *nodes = kube_informer_list(c->nodes, NULL, NULL, NULL);
     struct adopt_input in = {.ns = c->ns,
                              .policy = cp,

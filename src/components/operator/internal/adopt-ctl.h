@@ -14,8 +14,9 @@
  *                       removed once safe, each with an Event; the ClusterPolicy's Takeover
  *                       condition
  *
- * Once a scan finds nothing of NVIDIA's, no more scans are made (until a restart); a scan with
- * nothing to do now waits ADOPT_IDLE_MS before the next. Reconcile thread only.
+ * A scan starts with a look at the namespace's DaemonSets and at NVIDIA's and the surge pods
+ * (three lists); once that finds nothing of NVIDIA's, no more scans are made (until a restart).
+ * A scan with nothing to do now waits ADOPT_IDLE_MS before the next. Reconcile thread only.
  */
 #ifndef GPUOP_OPERATOR_ADOPT_CTL_H
 #define GPUOP_OPERATOR_ADOPT_CTL_H
