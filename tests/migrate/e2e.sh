@@ -64,6 +64,8 @@ all_gpus() { [ "$(gpus)" = "tko-h100-1=8 tko-h100-2=8 tko-l4-1=4 " ]; }
 wait_for 120 "NVIDIA's stand-in device plugins advertising every GPU" all_gpus
 nv_running() { [ "$(k -n gpu-operator get pods -l app.kubernetes.io/managed-by=gpu-operator --no-headers | grep -c ' Running ')" = 20 ]; }
 wait_for 60 "NVIDIA's 20 operand pods Running" nv_running
+drivers_ready() { [ "$(k -n gpu-operator get ds nvidia-driver-daemonset -o jsonpath='{.status.numberReady}')" = 3 ]; }
+wait_for 60 "NVIDIA's driver pods Ready" drivers_ready
 echo "ok: NVIDIA's operator's cluster: $(k -n gpu-operator get ds --no-headers | wc -l) DaemonSets, 20 operand pods, GPUs $(gpus)"
 
 # GPU workloads, one per node, each holding a GPU for an hour

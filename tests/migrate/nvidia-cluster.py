@@ -52,7 +52,8 @@ def containers(ds, standins, driver_version):
                  "securityContext": {"privileged": True},
                  "startupProbe": {"exec": {"command": ["sh", "-c", "nvidia-smi && touch /run/nvidia/validations/.driver-ctr-ready"]},
                                   "initialDelaySeconds": 1, "periodSeconds": 1, "failureThreshold": 120},
-                 "volumeMounts": [{"name": "run-nvidia", "mountPath": "/run/nvidia"}]}]
+                 "volumeMounts": [{"name": "run-nvidia", "mountPath": "/run/nvidia"},
+                                  {"name": "run-nvidia-validations", "mountPath": "/run/nvidia/validations"}]}]
     if app == "nvidia-device-plugin-daemonset":
         # NVIDIA's plugin, played by gpuop's implementation of the same API. The simulated
         # nodes' runtime handler honours volume mounts only (gpuop's), as NVIDIA's toolkit does
@@ -71,6 +72,8 @@ def volumes(ds, standins):
     vols = copy.deepcopy(ds["spec"]["template"]["spec"].get("volumes", []))
     if standins:
         vols += [{"name": "run-nvidia", "hostPath": {"path": "/run/nvidia", "type": "DirectoryOrCreate"}},
+                 {"name": "run-nvidia-validations",
+                  "hostPath": {"path": "/run/nvidia/validations", "type": "DirectoryOrCreate"}},
                  {"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]
     return vols
 

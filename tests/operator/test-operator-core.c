@@ -731,15 +731,66 @@ static void test_operand_image_by_key(void **state)
     assert_non_null(strstr(u, "\"spec.gfd.image\""));
 }
 
+/* NVIDIA's chart points DCGM_EXPORTER_COLLECTORS at a file of its exporter image: gpuop's
+ * exporter keeps its built-in counters instead (the entry is left out and reported); a file of
+ * the user's ConfigMap (under custom/) or elsewhere stays. */
+static void test_exporter_nvidia_collectors(void **state)
+{
+    (void)state;
+    struct {
+        const char *value;
+        bool kept;
+    } cases[] = {{"/etc/dcgm-exporter/dcp-metrics-included.csv", false},
+                 {"/etc/dcgm-exporter/default-counters.csv", false},
+                 {"/etc/dcgm-exporter/custom/dcgm-metrics.csv", true},
+                 {"/srv/counters.csv", true}};
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *cp = sample_policy();
+        json_object_set_new(json_object_get(cp, "spec"), "dcgmExporter",
+                            json_pack("{s:b,s:[{s:s,s:s}]}", "enabled", 1, "env", "name",
+                                      "DCGM_EXPORTER_COLLECTORS", "value", cases[i].value));
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+        struct err e = {0};
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+        assert_int_equal(op_templates_builtin(&t, &e), 0);
+        struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+        _cleanup_json_ json_t *objs = NULL;
+        assert_int_equal(op_render(p, t, &ctx, &objs, &e), 0);
+        json_t *ctr = json_array_get(
+            json_object_get(podspec_of(find_obj(objs, "DaemonSet", "nvidia-dcgm-exporter")),
+                            "containers"),
+            0);
+        bool found = false;
+        size_t k;
+        json_t *ev;
+        json_array_foreach (json_object_get(ctr, "env"), k, ev) {
+            found = found || streq_ptr(json_string_value(json_object_get(ev, "name")),
+                                       "DCGM_EXPORTER_COLLECTORS");
+        }
+        if (found != cases[i].kept)
+            fail_msg("%s: %s", cases[i].value, found ? "kept" : "left out");
+        _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+        assert_true(!!strstr(u, "DCGM_EXPORTER_COLLECTORS") == !cases[i].kept);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_loaded),    cmocka_unit_test(test_sample_policy),
-        cmocka_unit_test(test_invalid_policy),   cmocka_unit_test(test_node_labels),
-        cmocka_unit_test(test_render_sample),    cmocka_unit_test(test_disable_component),
-        cmocka_unit_test(test_ds_ready),         cmocka_unit_test(test_render_privileges),
-        cmocka_unit_test(test_render_overrides), cmocka_unit_test(test_driver_image),
-        cmocka_unit_test(test_upstream_sample),  cmocka_unit_test(test_operand_image_by_key),
+        cmocka_unit_test(test_schema_loaded),
+        cmocka_unit_test(test_sample_policy),
+        cmocka_unit_test(test_invalid_policy),
+        cmocka_unit_test(test_node_labels),
+        cmocka_unit_test(test_render_sample),
+        cmocka_unit_test(test_disable_component),
+        cmocka_unit_test(test_ds_ready),
+        cmocka_unit_test(test_render_privileges),
+        cmocka_unit_test(test_render_overrides),
+        cmocka_unit_test(test_driver_image),
+        cmocka_unit_test(test_upstream_sample),
+        cmocka_unit_test(test_operand_image_by_key),
+        cmocka_unit_test(test_exporter_nvidia_collectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

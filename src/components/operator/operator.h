@@ -119,6 +119,11 @@ int op_schema_validate(const json_t *schema, const json_t *value, const char *pa
 /* The openAPIV3Schema of the compiled-in ClusterPolicy CRD (borrowed; never NULL). */
 const json_t *op_clusterpolicy_schema(void);
 
+/* Whether an exporter env entry names a counters file of NVIDIA's dcgm-exporter image
+ * (DCGM_EXPORTER_COLLECTORS=/etc/dcgm-exporter/<file>, not a ConfigMap's under custom/): gpuop's
+ * image has none, so the entry is left out and the exporter keeps its built-in set. */
+bool op_nvidia_exporter_file(const json_t *name, const json_t *value);
+
 /* Is this node a GPU node (NFD PCI labels, or nvidia.com/gpu.present=true without NFD)? */
 bool op_node_is_gpu(const json_t *labels);
 

@@ -253,6 +253,14 @@ static const char *section_env(const json_t *sec, const char *name)
  * unprivileged container's NVIDIA_VISIBLE_DEVICES opens GPU isolation; a device plugin handing
  * out GPUs by that variable alone gives GPU pods none. Either is reported (only the policy's
  * env is read: a device plugin config file's deviceListStrategy is not). */
+bool op_nvidia_exporter_file(const json_t *name, const json_t *value)
+{
+    const char *n = json_string_value(name), *v = json_string_value(value);
+    return streq_ptr(n, "DCGM_EXPORTER_COLLECTORS") && v &&
+           strncmp(v, "/etc/dcgm-exporter/", 19) == 0 &&
+           strncmp(v, "/etc/dcgm-exporter/custom/", 26) != 0;
+}
+
 static void gpu_access_check(struct op_policy *p)
 {
     if (!p->operand[OP_TOOLKIT].enabled)
@@ -416,6 +424,13 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     }
     json_object_del(scan, "dcgm");
     collect_unimplemented(scan, "", p->unimplemented);
+    size_t k;
+    json_t *ev;
+    json_array_foreach (json_object_get(p->operand[OP_DCGM_EXPORTER].spec, "env"), k, ev) {
+        if (op_nvidia_exporter_file(json_object_get(ev, "name"), json_object_get(ev, "value")))
+            json_array_append_new(p->unimplemented,
+                                  json_string("spec.dcgmExporter.env.DCGM_EXPORTER_COLLECTORS"));
+    }
     gpu_access_check(p);
     *ret = steal_ptr(&p);
     return 0;

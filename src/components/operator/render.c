@@ -387,6 +387,17 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
                 merge_env(ic, json_object_get(json_object_get(sec, checks[i][0]), "env"));
         }
     }
+    /* A counters file of NVIDIA's exporter image (NVIDIA's chart sets DCGM_EXPORTER_COLLECTORS
+     * to /etc/dcgm-exporter/dcp-metrics-included.csv): gpuop's image has none, so its exporter
+     * keeps its built-in set (dcgm-exporter's defaults; the DCP fields have no NVML counter). */
+    if (c == OP_DCGM_EXPORTER && main) {
+        json_t *env = json_object_get(main, "env");
+        for (size_t k = json_array_size(env); k-- > 0;) {
+            json_t *ev = json_array_get(env, k);
+            if (op_nvidia_exporter_file(json_object_get(ev, "name"), json_object_get(ev, "value")))
+                json_array_remove(env, k);
+        }
+    }
     /* Device plugin and exporter configuration from ConfigMaps the user names. */
     if (c == OP_DEVICE_PLUGIN || c == OP_DCGM_EXPORTER) {
         const char *cm = json_string_value(json_object_get(json_object_get(sec, "config"), "name"));
