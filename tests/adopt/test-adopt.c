@@ -410,7 +410,7 @@ static void test_device_plugin_surge(void **state)
     assert_int_equal(sg->action, ADOPT_WAIT);
     assert_int_equal(p.nodes_in_flight, 1);
     adopt_plan_done(&p);
-    plan_at(f, t0 + 13000, &p);
+    plan_at(f, t0 + 10000 + ADOPT_SURGE_SETTLE_MS, &p);
     sg = item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-a100");
     assert_int_equal(sg->action, ADOPT_REMOVE);
     assert_true(sg->now);
@@ -422,7 +422,7 @@ static void test_device_plugin_surge(void **state)
             json_array_remove(pods, i);
     }
     step_node(f, "gpu-a100", GPUOP_READY);
-    plan_at(f, t0 + 14000, &p);
+    plan_at(f, t0 + 20000, &p);
     assert_int_equal(p.nodes_done, 1);
     assert_int_equal(p.nodes_in_flight, 0);
     sg = item(&p, "Pod", "gpuop-device-plugin-takeover-gpu-h100");

@@ -35,6 +35,7 @@ struct plugin;
 
 struct dp_flags {
     const char *kubelet_socket;
+    const char *socket_suffix;
     const char *cdi_root;
     const char *cdi_kind;
     uint64_t recovery_ms;
@@ -81,6 +82,16 @@ struct plugin {
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+/* A socket name suffix: 1 to 32 of [a-z0-9-]. */
+static int check_socket_suffix(const void *dst, const char *source, struct err *e)
+{
+    const char *v = *(const char *const *)dst;
+    size_t n = v ? strlen(v) : 0;
+    if (n == 0 || n > 32 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+        return err_set(e, -EINVAL, "%s: expected 1 to 32 of a-z, 0-9 and -", source);
+    return 0;
+}
+
 #define F(member) (offsetof(struct plugin, flags) + offsetof(struct dp_flags, member))
 static const struct svc_option dp_options[] = {
     {.flag = "kubelet-socket",
@@ -90,6 +101,15 @@ static const struct svc_option dp_options[] = {
      .metavar = "PATH",
      .help = "the kubelet's registration socket\n(/var/lib/kubelet/device-plugins/kubelet.sock); "
              "--kubelet-socket=\"\"\nserves the sockets without registering"},
+    {.flag = "socket-suffix",
+     .env = "DP_SOCKET_SUFFIX",
+     .kind = SVC_STRING,
+     .off = F(socket_suffix),
+     .check = check_socket_suffix,
+     .metavar = "WORD",
+     .help = "added to each socket's name (nvidia-gpu-WORD.sock): a second\nplugin beside "
+             "another on the node, as gpuop's operator runs\none while it takes a node over from "
+             "NVIDIA's plugin"},
     {.flag = "cdi-root",
      .env = "CDI_ROOT",
      .kind = SVC_STRING,
@@ -343,9 +363,15 @@ static int start_servers(struct plugin *pl, struct err *e)
         const struct dp_resource *r = &pl->plan->resources[i];
         s->pl = pl;
         strlcpy_s(s->resource, r->name, sizeof(s->resource));
-        strlcpy_s(s->socket_name, r->socket, sizeof(s->socket_name));
+        const char *sfx = pl->flags.socket_suffix;
+        const char *dot = strrchr(r->socket, '.');
+        if (sfx && dot)
+            snprintf(s->socket_name, sizeof(s->socket_name), "%.*s-%s%s", (int)(dot - r->socket),
+                     r->socket, sfx, dot);
+        else
+            strlcpy_s(s->socket_name, r->socket, sizeof(s->socket_name));
         if ((size_t)snprintf(s->socket_path, sizeof(s->socket_path), "%.*s/%s", PATH_MAX - 200,
-                             pl->dir, r->socket) >= sizeof(s->socket_path)) {
+                             pl->dir, s->socket_name) >= sizeof(s->socket_path)) {
             free(srv);
             return err_set(e, -ENAMETOOLONG, "socket path in %s too long", pl->dir);
         }

@@ -230,6 +230,22 @@ static json_t *surge_pod(const struct op_plan *plan, const json_t *cp, const cha
         return NULL;
     json_t *spec = json_deep_copy(kobj_path(ds, "spec.template.spec"));
     json_object_set_new(spec, "nodeName", json_string(node));
+    /* a socket of its own: beside NVIDIA's plugin, and then the DaemonSet's, neither replaces
+     * (nor, stopping, removes) the other's socket file */
+    size_t k;
+    json_t *ctr;
+    json_array_foreach (json_object_get(spec, "containers"), k, ctr) {
+        if (!streq_ptr(json_string_value(json_array_get(json_object_get(ctr, "args"), 0)),
+                       "device-plugin"))
+            continue;
+        json_t *env = json_object_get(ctr, "env");
+        if (!json_is_array(env)) {
+            env = json_array();
+            json_object_set_new(ctr, "env", env);
+        }
+        json_array_append_new(
+            env, json_pack("{s:s,s:s}", "name", "DP_SOCKET_SUFFIX", "value", "takeover"));
+    }
     return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s},s:[{s:s,s:s,s:s,s:s,s:b}]},s:o}",
                      "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns,
                      "labels", "app", ADOPT_SURGE_APP, ADOPT_LABEL_MANAGED_BY, ADOPT_GPUOP_MANAGER,

@@ -63,7 +63,7 @@
 #define ADOPT_SURGE_APP         "gpuop-device-plugin-takeover"
 /* How long a device plugin pod is Ready before the one it replaces goes: its registration with
  * the kubelet follows its start. */
-#define ADOPT_SURGE_SETTLE_MS 3000
+#define ADOPT_SURGE_SETTLE_MS 5000
 /* Events about the takeover (reason), on the ClusterPolicy. */
 #define ADOPT_EVENT_REASON "GPUOperatorTakeover"
 
