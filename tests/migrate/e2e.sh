@@ -173,8 +173,19 @@ wait_for 60 "gpuop's operator stopped" no_op
 "$B/gpuop" migrate --to nvidia --apply --timeout 120s >"$T/back.out" 2>&1 || fail "migrate --to nvidia --apply: $(cat "$T/back.out")"
 helm_q install gpu-operator "$S/tests/migrate/nvidia-chart" -n gpu-operator -f "$T/nvidia-values.yaml" \
     --set operator.replicas=0 >"$T/nv-reinstall.log" || fail "NVIDIA's chart again: $(cat "$T/nv-reinstall.log")"
-# NVIDIA's operator, played: its DaemonSets as it writes them (same names; its selectors).
-python3 "$NC" objects "$F" "$uid" --standins --only-ds | k apply -f - >"$T/nv-apply.log" 2>&1 || fail "NVIDIA's DaemonSets: $(cat "$T/nv-apply.log")"
+# NVIDIA's operator, played: its objects as it writes them (each whole, same names, its
+# selectors), its ConfigMaps and RBAC first; created where the takeover removed them or
+# migrate deleted gpuop's.
+mkdir -p "$T/nv-ds"
+python3 "$NC" objects "$F" "$uid" --standins | python3 -c '
+import sys, yaml
+order = {"DaemonSet": 1}
+for i, d in enumerate(sorted((d for d in yaml.safe_load_all(sys.stdin) if d), key=lambda d: order.get(d["kind"], 0))):
+    yaml.safe_dump(d, open("%s/%03d-%s-%s.yaml" % (sys.argv[1], i, d["kind"], d["metadata"]["name"]), "w"))' "$T/nv-ds"
+for f in "$T"/nv-ds/*.yaml; do
+    k replace -f "$f" >>"$T/nv-apply.log" 2>&1 || k create -f "$f" >>"$T/nv-apply.log" 2>&1 ||
+        fail "NVIDIA's object $f: $(cat "$T/nv-apply.log")"
+done
 nv_back() { [ "$(k -n gpu-operator get pods -l app.kubernetes.io/managed-by=gpu-operator --no-headers | grep -c ' Running ')" -ge 20 ] &&
     [ -z "$(k -n gpu-operator get pods -l app.kubernetes.io/managed-by=gpuop -o name)" ]; }
 wait_for 240 "NVIDIA's operand pods back on every node, none of gpuop's left" nv_back
@@ -206,8 +217,10 @@ if problems:
     sys.exit(1)
 PY
 echo "ok: the way back in $((SECONDS - t1)) s: no workload evicted or restarted, no driver unloaded or restarted; runtime configurations handed back byte for byte; helm uninstall gpuop deleted nothing"
-echo "figures of the way back (NVIDIA's own rollouts, not bounded by gpuop): $(python3 -c '
+python3 - "$T/sample.back.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-print(f"max nodes in flight {s[\"max_in_flight\"]}, allocatable drops {len(s[\"alloc_drops\"])}: {s[\"alloc_drops\"][:3]}")' "$T/sample.back.json")"
+print(f"figures of the way back (NVIDIA's own rollouts, which gpuop does not bound): {s['samples']} samples, "
+      f"at most {s['max_in_flight']} node(s) in flight, {len(s['alloc_drops'])} allocatable drop(s) seen: {s['alloc_drops'][:4]}")
+PY
 echo "PASS from NVIDIA's GPU Operator to gpuop and back on simulated nodes ($SECONDS s)"
