@@ -3,11 +3,13 @@
  * dp-bench: latency of a running `gpuop device-plugin` measured from a C gRPC client
  * (src/edge/grpc), as the kubelet sees it: one connection, calls back to back.
  *
- *   dp-bench SOCKET ITERATIONS SIZE
+ *   dp-bench SOCKET ITERATIONS SIZE [MUST AVAILABLE]
  *
  * Reads the device list (ListAndWatch), then times ITERATIONS Allocate calls of one device and
  * ITERATIONS GetPreferredAllocation calls choosing SIZE of all devices, and prints
- * "<call> n=<n> p50_us=<..> p99_us=<..> max_us=<..>" lines.
+ * "<call> n=<n> p50_us=<..> p99_us=<..> max_us=<..>" lines. With MUST and AVAILABLE, call i
+ * offers AVAILABLE devices of the list, cyclically from device i, the first MUST of them
+ * must-include (a different subset, in a different order, each call).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,14 +34,19 @@ static void report(const char *what, uint64_t *us, size_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s SOCKET ITERATIONS SIZE\n", argv[0]);
+    if (argc != 4 && argc != 6) {
+        fprintf(stderr, "usage: %s SOCKET ITERATIONS SIZE [MUST AVAILABLE]\n", argv[0]);
         return 2;
     }
-    unsigned iters = 0, size = 0;
+    unsigned iters = 0, size = 0, must = 0, avail = 0;
     if (parse_uint(argv[2], &iters) < 0 || iters == 0 || parse_uint(argv[3], &size) < 0 ||
         size == 0) {
         fprintf(stderr, "dp-bench: ITERATIONS and SIZE must be positive integers\n");
+        return 2;
+    }
+    if (argc == 6 && (parse_uint(argv[4], &must) < 0 || parse_uint(argv[5], &avail) < 0 ||
+                      must > size || avail < size)) {
+        fprintf(stderr, "dp-bench: MUST must be at most SIZE, AVAILABLE at least SIZE\n");
         return 2;
     }
     struct err e = {0};
@@ -61,13 +68,17 @@ int main(int argc, char **argv)
     }
     V1beta1__ListAndWatchResponse *list = (V1beta1__ListAndWatchResponse *)m;
     size_t n = list->n_devices;
-    if (n < size) {
-        fprintf(stderr, "dp-bench: %zu devices, fewer than SIZE %u\n", n, size);
+    if (!avail)
+        avail = (unsigned)n;
+    if (n < size || n < avail) {
+        fprintf(stderr, "dp-bench: %zu devices, fewer than SIZE %u or AVAILABLE %u\n", n, size,
+                avail);
         return 1;
     }
     char **ids = xcalloc(n, sizeof(char *));
     for (size_t i = 0; i < n; i++)
         ids[i] = list->devices[i]->id;
+    char **offer = xcalloc(avail, sizeof(char *));
     printf("devices=%zu\n", n);
 
     uint64_t *lat = xcalloc(iters, sizeof(uint64_t));
@@ -97,8 +108,12 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < iters; i++) {
         V1beta1__ContainerPreferredAllocationRequest cr =
             V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-        cr.n_available_deviceids = n;
-        cr.available_deviceids = ids;
+        for (unsigned j = 0; j < avail; j++)
+            offer[j] = ids[argc == 6 ? (i + j) % n : j];
+        cr.n_available_deviceids = avail;
+        cr.available_deviceids = offer;
+        cr.n_must_include_deviceids = must;
+        cr.must_include_deviceids = offer;
         cr.allocation_size = (int32_t)size;
         V1beta1__ContainerPreferredAllocationRequest *crp = &cr;
         V1beta1__PreferredAllocationRequest rq = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
@@ -116,10 +131,12 @@ int main(int argc, char **argv)
         }
         protobuf_c_message_free_unpacked(resp, NULL);
     }
-    char what[64];
-    snprintf(what, sizeof(what), "GetPreferredAllocation(size=%u)", size);
+    char what[96];
+    snprintf(what, sizeof(what), "GetPreferredAllocation(size=%u must=%u available=%u)", size, must,
+             avail);
     report(what, lat, iters);
     free(lat);
+    free(offer);
     free(ids);
     protobuf_c_message_free_unpacked(m, NULL);
     return 0;

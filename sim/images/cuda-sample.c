@@ -3,7 +3,8 @@
  * cuda-sample: CUDA's vectorAdd sample as NVIDIA's workload images run it, simulated. It opens
  * the GPUs NVIDIA_VISIBLE_DEVICES names through NVML, registers itself as a running process on
  * each (the simulated NVML's shared state, GPUOP_SIM_STATE) for SIM_WORKLOAD_SECONDS (default 0),
- * and prints the sample's output. Without a driver, or without a device, it fails as the sample
+ * with the load SIM_WORKLOAD_LOAD names ("sm=0.8,tensor=0.5,dram=0.3"; unset: its GPU's), and
+ * prints the sample's output. Without a driver, or without a device, it fails as the sample
  * does, with CUDA's error text. SIGTERM ends it as it ends the real one (killed by the signal),
  * after it left the process list.
  */
@@ -38,6 +39,12 @@ int simimg_cuda_sample_main(int argc, char **argv)
     uint64_t run_ms = 0;
     if (simimg_env_seconds("SIM_WORKLOAD_SECONDS", 0, &run_ms, &e) < 0) {
         fprintf(stderr, "cuda-sample: %s\n", err_msg(&e));
+        return 1;
+    }
+    struct sim_load load = {0};
+    const char *load_spec = env_get("SIM_WORKLOAD_LOAD");
+    if (load_spec && sim_load_parse(load_spec, &load, &e) < 0) {
+        fprintf(stderr, "cuda-sample: SIM_WORKLOAD_LOAD: %s\n", err_msg(&e));
         return 1;
     }
     int sigfd _cleanup_close_ = simimg_signals_open();
@@ -78,7 +85,9 @@ int simimg_cuda_sample_main(int argc, char **argv)
                                            .gpu = devs[i].gpu,
                                            .gi_id = devs[i].mig ? devs[i].gi_id : SIM_NO_ID,
                                            .ci_id = devs[i].mig ? devs[i].ci_id : SIM_NO_ID,
-                                           .used_mib = SAMPLE_USED_MIB};
+                                           .used_mib = SAMPLE_USED_MIB,
+                                           .has_load = load_spec != NULL,
+                                           .load = load};
         if (sim_procs_register(store, procs, k, &e) < 0) {
             fprintf(stderr, "cuda-sample: %s\n", err_msg(&e));
             return cuda_fail("out of memory");

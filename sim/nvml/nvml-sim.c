@@ -85,6 +85,8 @@ static struct nvmlComputeInstance_st g_ci[SIM_MAX_GPUS][SIM_GI_IDS][SIM_CI_IDS];
 #define MAX_EVENT_SETS 256
 static nvmlEventSet_t g_sets[MAX_EVENT_SETS];
 
+static void gpm_release(void); /* GPM samples and counters, at the last nvmlShutdown */
+
 static void unlockp(int *x)
 {
     (void)x;
@@ -342,6 +344,7 @@ nvmlReturn_t nvmlShutdown(void)
             free(g_sets[i]);
             g_sets[i] = NULL;
         }
+        gpm_release();
         sim_store_free(g_store);
         sim_fleet_free(g_fleet);
         free(g_root);
@@ -1024,7 +1027,7 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
                                                     unsigned long long *clocksEventReasons)
 {
     TELEMETRY_BEGIN(device, clocksEventReasons);
-    *clocksEventReasons = s.clock_event_reasons;
+    *clocksEventReasons = s.clock_event_reasons | d.st->throttle;
     return NVML_SUCCESS;
 }
 
@@ -1259,7 +1262,10 @@ static nvmlReturn_t field_value(const struct dev *d, const struct sim_sample *s,
     case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL:
         if (!links)
             return NVML_ERROR_NOT_SUPPORTED;
-        fv_ull(v, 0);
+        fv_ull(v, v->fieldId == NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL ? d->st->nvlink_replay
+                  : v->fieldId == NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+                      ? d->st->nvlink_recovery
+                      : 0);
         return NVML_SUCCESS;
     case NVML_FI_DEV_NVLINK_BANDWIDTH_C0_TOTAL:
         if (!links)
@@ -2312,4 +2318,231 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
                                                   nvmlProcessInfo_v1_t *infos)
 {
     return processes(device, infoCount, NULL, infos);
+}
+
+/* ---- GPU Performance Monitoring --------------------------------------------------------- */
+
+/*
+ * Counters live in this process, one set per target (a GPU, a GPU instance, a compute instance):
+ * a sample advances its target's counters by the activity in effect now (sim-gpm.c, from the
+ * processes of the shared state) over the time since the target's previous sample, then copies
+ * them. So the metrics between two samples average what was running at each sample in between,
+ * and the simulated clock (GPUOP_SIM_CLOCK) makes them exact. A sample remembers its target and
+ * that target's identity (a MIG instance's profile and placement): nvmlGpmMetricsGet refuses
+ * samples of two targets, a pair whose instance was destroyed and made anew in between (its
+ * counters restarted), a pair not in time order, and samples never taken, with
+ * NVML_ERROR_INVALID_ARGUMENT (NVML documents no code for these; this is the simulator's).
+ */
+struct nvmlGpmSample_st {
+    bool taken;
+    unsigned gpu, gi, ci; /* gi, ci SIM_NO_ID: the whole GPU / the whole GPU instance */
+    uint64_t ident, seq, t_ms;
+    struct sim_gpm_counters c;
+};
+
+struct gpm_acc {
+    unsigned gpu, gi, ci;
+    uint64_t ident, at_ms;
+    struct sim_gpm_counters c;
+};
+
+#define MAX_GPM_SAMPLES 4096
+/* every GPU, GPU instance and compute instance there can be */
+#define MAX_GPM_TARGETS (SIM_MAX_GPUS * (1 + SIM_GI_IDS * (1 + SIM_CI_IDS)))
+static nvmlGpmSample_t g_samples[MAX_GPM_SAMPLES];
+static struct gpm_acc *g_acc; /* grown as targets are sampled */
+static size_t g_n_acc, g_cap_acc;
+static uint64_t g_gpm_seq;
+
+static void gpm_release(void)
+{
+    for (size_t i = 0; i < MAX_GPM_SAMPLES; i++) {
+        free(g_samples[i]);
+        g_samples[i] = NULL;
+    }
+    free(g_acc);
+    g_acc = NULL;
+    g_n_acc = g_cap_acc = 0;
+}
+
+static bool sample_valid(nvmlGpmSample_t s, size_t *ret_slot)
+{
+    for (size_t i = 0; s && i < MAX_GPM_SAMPLES; i++)
+        if (g_samples[i] == s) {
+            if (ret_slot)
+                *ret_slot = i;
+            return true;
+        }
+    return false;
+}
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport)
+{
+    LOCK();
+    struct dev d;
+    nvmlReturn_t r = dev_get(device, DEV_MIG_OK, &d);
+    if (r)
+        return r;
+    if (!gpmSupport)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!sim_gpm_supported(d.spec))
+        return NVML_ERROR_NOT_SUPPORTED;
+    gpmSupport->isSupportedDevice = 1;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
+{
+    LOCK();
+    if (!g_refs)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!gpmSample)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < MAX_GPM_SAMPLES; i++) {
+        if (g_samples[i])
+            continue;
+        nvmlGpmSample_t s = calloc(1, sizeof(*s));
+        if (!s)
+            return NVML_ERROR_MEMORY;
+        g_samples[i] = s;
+        *gpmSample = s;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_MEMORY;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
+{
+    LOCK();
+    size_t slot;
+    if (!g_refs)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!sample_valid(gpmSample, &slot))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    free(gpmSample);
+    g_samples[slot] = NULL;
+    return NVML_SUCCESS;
+}
+
+/* This process's counters of a target; NULL when the table is full. */
+static struct gpm_acc *acc_get(unsigned gpu, unsigned gi, unsigned ci, uint64_t now,
+                               const struct sim_gpm_rates *rates)
+{
+    for (size_t i = 0; i < g_n_acc; i++) {
+        struct gpm_acc *a = &g_acc[i];
+        if (a->gpu != gpu || a->gi != gi || a->ci != ci)
+            continue;
+        if (a->ident != rates->ident) /* another instance in the same place: counters restart */
+            *a = (struct gpm_acc){
+                .gpu = gpu, .gi = gi, .ci = ci, .ident = rates->ident, .at_ms = now};
+        return a;
+    }
+    if (g_n_acc == g_cap_acc) {
+        size_t cap = g_cap_acc ? 2 * g_cap_acc : 16;
+        if (cap > MAX_GPM_TARGETS)
+            cap = MAX_GPM_TARGETS;
+        if (cap == g_n_acc)
+            return NULL;
+        struct gpm_acc *grown = realloc(g_acc, cap * sizeof(*g_acc));
+        if (!grown)
+            return NULL;
+        g_acc = grown;
+        g_cap_acc = cap;
+    }
+    struct gpm_acc *a = &g_acc[g_n_acc++];
+    *a = (struct gpm_acc){.gpu = gpu, .gi = gi, .ci = ci, .ident = rates->ident, .at_ms = now};
+    return a;
+}
+
+static nvmlReturn_t gpm_take(const struct dev *d, unsigned gi, unsigned ci, nvmlGpmSample_t s)
+{
+    if (!sample_valid(s, NULL))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!sim_gpm_supported(d->spec))
+        return NVML_ERROR_NOT_SUPPORTED;
+    struct sim_proc procs[SIM_MAX_PROCS];
+    size_t n = sim_procs_live(state(), d->gpu, procs, ARRAY_SIZE(procs));
+    if (n > ARRAY_SIZE(procs))
+        n = ARRAY_SIZE(procs);
+    struct sim_gpm_rates rates;
+    nvmlReturn_t r = sim_gpm_rates(d->spec, d->st, procs, n, gi, ci, &rates);
+    if (r)
+        return r;
+    uint64_t now = sim_now_ms();
+    struct gpm_acc *a = acc_get(d->gpu, gi, ci, now, &rates);
+    if (!a)
+        return NVML_ERROR_MEMORY;
+    if (now > a->at_ms)
+        sim_gpm_advance(&a->c, &rates, now - a->at_ms);
+    else
+        sim_gpm_advance(&a->c, &rates, 0); /* what the target counts, no time */
+    a->at_ms = now;
+    *s = (struct nvmlGpmSample_st){.taken = true,
+                                   .gpu = d->gpu,
+                                   .gi = gi,
+                                   .ci = ci,
+                                   .ident = rates.ident,
+                                   .seq = ++g_gpm_seq,
+                                   .t_ms = now,
+                                   .c = a->c};
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
+{
+    LOCK();
+    struct dev d;
+    nvmlReturn_t r = dev_get(device, DEV_MIG_OK, &d);
+    if (r)
+        return r;
+    return gpm_take(&d, d.mig ? d.gi->id : SIM_NO_ID, d.mig ? d.ci->id : SIM_NO_ID, gpmSample);
+}
+
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample)
+{
+    LOCK();
+    struct dev d;
+    nvmlReturn_t r = dev_get(device, DEV_GPU, &d);
+    if (r)
+        return r;
+    if (!sample_valid(gpmSample, NULL))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!sim_gpm_supported(d.spec) || !d.spec->mig_capable)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (gpuInstanceId >= SIM_GI_IDS)
+        return NVML_ERROR_NOT_FOUND;
+    return gpm_take(&d, gpuInstanceId, SIM_NO_ID, gpmSample);
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
+{
+    LOCK();
+    nvmlReturn_t r = ready();
+    if (r)
+        return r;
+    if (!metricsGet)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (metricsGet->numMetrics > NVML_GPM_METRIC_MAX)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    const struct nvmlGpmSample_st *a = metricsGet->sample1, *b = metricsGet->sample2;
+    if (!sample_valid(metricsGet->sample1, NULL) || !sample_valid(metricsGet->sample2, NULL) ||
+        !a->taken || !b->taken)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (a->gpu != b->gpu || a->gi != b->gi || a->ci != b->ci || a->ident != b->ident)
+        return NVML_ERROR_INVALID_ARGUMENT; /* two devices, or an instance made anew */
+    if (b->seq <= a->seq || b->t_ms <= a->t_ms)
+        return NVML_ERROR_INVALID_ARGUMENT; /* swapped, the same sample, or the same instant */
+    for (unsigned i = 0; i < metricsGet->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &metricsGet->metrics[i];
+        double v = 0;
+        m->nvmlReturn = sim_gpm_metric(m->metricId, &a->c, &b->c, &v);
+        m->value = m->nvmlReturn == NVML_SUCCESS ? v : 0;
+        m->metricInfo = (nvmlGpmMetricMetricInfo_t){0}; /* no names: NVML allows NULL */
+    }
+    return NVML_SUCCESS;
 }

@@ -10,8 +10,24 @@
 #include "simnvml.h"
 #include "svc.h"
 
+#define FAULTS                                                                  \
+    "xid, lost, ecc, nvlink, thermal, power, cool, remap-failure, mig-fail or " \
+    "mig-reset-required"
+
 struct inject {
-    enum { INJ_XID, INJ_LOST, INJ_ECC, INJ_MIG_FAIL, INJ_MIG_RESET, GPU_RESET } kind;
+    enum {
+        INJ_XID,
+        INJ_LOST,
+        INJ_ECC,
+        INJ_MIG_FAIL,
+        INJ_MIG_RESET,
+        INJ_NVLINK,
+        INJ_THERMAL,
+        INJ_POWER,
+        INJ_COOL,
+        INJ_REMAP_FAILURE,
+        GPU_RESET,
+    } kind;
     unsigned gpu, code, gi, ci, dbe, sbe, after;
     const struct sim_fleet *fleet;
 };
@@ -79,11 +95,41 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
             return err_set(e, -EOPNOTSUPP, "--gpu %u: not MIG capable", in->gpu);
         g->mig_reset_required = true;
         return 0;
+    case INJ_NVLINK:
+        if (!in->fleet->gpus[in->gpu].n_links)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: has no NVLinks", in->gpu);
+        g->nvlink_recovery++;
+        g->nvlink_replay++;
+        g->last_xid = 74;
+        sim_update_event(u, in->gpu, nvmlEventTypeXidCriticalError, 74, SIM_NO_ID, SIM_NO_ID);
+        return 0;
+    case INJ_THERMAL:
+        g->throttle |=
+            nvmlClocksThrottleReasonHwSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown;
+        return 0;
+    case INJ_POWER:
+        g->throttle |=
+            nvmlClocksThrottleReasonHwSlowdown | nvmlClocksThrottleReasonHwPowerBrakeSlowdown;
+        return 0;
+    case INJ_COOL:
+        g->throttle = 0;
+        return 0;
+    case INJ_REMAP_FAILURE:
+        if (in->fleet->gpus[in->gpu].arch < NVML_DEVICE_ARCH_AMPERE)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: no row remapping before Ampere", in->gpu);
+        g->remap_failure = true;
+        g->last_xid = 64;
+        sim_update_event(u, in->gpu, nvmlEventTypeXidCriticalError, 64, SIM_NO_ID, SIM_NO_ID);
+        return 0;
     case GPU_RESET: {
         struct sim_proc procs[SIM_MAX_PROCS];
         if (sim_procs_live(st, in->gpu, procs, ARRAY_SIZE(procs)) > 0)
             return err_set(e, -EBUSY, "--gpu %u: processes run on it (NVML_ERROR_IN_USE)", in->gpu);
-        sim_mig_reset(g);
+        if (sim_gpu_reset(g) != NVML_SUCCESS)
+            return err_set(e, -ENODEV,
+                           "--gpu %u: the GPU is lost (NVML_ERROR_GPU_IS_LOST): only a reboot "
+                           "brings it back",
+                           in->gpu);
         return 0;
     }
     }
@@ -91,7 +137,9 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
 }
 
 struct sim_cli {
-    unsigned gpu, code, gi, ci, dbe, sbe, after;
+    unsigned gpu, code, gi, ci, dbe, sbe, after, pid;
+    const char *sm, *tensor, *dram;
+    bool clear;
     const char *fleet, *state_dir;
 };
 
@@ -139,6 +187,31 @@ static const struct svc_option sim_options[] = {
      .off = C(after),
      .metavar = "K",
      .help = "mig-fail: GPU-instance creations that still succeed before the failing one (0)"},
+    {.flag = "pid",
+     .kind = SVC_UINT,
+     .max = INT32_MAX,
+     .off = C(pid),
+     .metavar = "P",
+     .help = "set-load: the process (one holding a simulated GPU)"},
+    {.flag = "sm",
+     .kind = SVC_STRING,
+     .off = C(sm),
+     .metavar = "R",
+     .help = "set-load: SM activity, a ratio 0..1 (0 when left out)"},
+    {.flag = "tensor",
+     .kind = SVC_STRING,
+     .off = C(tensor),
+     .metavar = "R",
+     .help = "set-load: tensor-pipe activity, a ratio 0..1 (0 when left out)"},
+    {.flag = "dram",
+     .kind = SVC_STRING,
+     .off = C(dram),
+     .metavar = "R",
+     .help = "set-load: DRAM bandwidth, a ratio 0..1 (0 when left out)"},
+    {.flag = "clear",
+     .kind = SVC_FLAG,
+     .off = C(clear),
+     .help = "set-load: drop the load set before (back to the GPU's, the fleet's or the default)"},
     {.env = "GPUOP_SIM_FLEET",
      .kind = SVC_STRING,
      .off = C(fleet),
@@ -154,7 +227,53 @@ static const struct svc_option sim_options[] = {
 static void sim_defaults(void *state)
 {
     struct sim_cli *c = state;
-    c->gpu = c->code = c->gi = c->ci = c->dbe = c->after = SIM_NO_ID;
+    c->gpu = c->code = c->gi = c->ci = c->dbe = c->after = c->pid = SIM_NO_ID;
+}
+
+/* set-load's flags, checked before any file is read. */
+struct load_cmd {
+    unsigned gpu, pid; /* one of them; the other SIM_NO_ID */
+    bool clear;
+    struct sim_load load;
+};
+
+static int load_check(const struct sim_cli *c, struct load_cmd *ret, struct err *e)
+{
+    if (c->code != SIM_NO_ID || c->gi != SIM_NO_ID || c->ci != SIM_NO_ID || c->dbe != SIM_NO_ID ||
+        c->sbe || c->after != SIM_NO_ID)
+        return err_set(e, -EINVAL,
+                       "set-load: --code, --gi, --ci, --dbe, --sbe and --after belong to inject");
+    if ((c->gpu == SIM_NO_ID) == (c->pid == SIM_NO_ID))
+        return err_set(e, -EINVAL, "set-load: give one of --gpu N and --pid P");
+    bool any = c->sm || c->tensor || c->dram;
+    if (c->clear && any)
+        return err_set(e, -EINVAL, "set-load: --clear takes no --sm, --tensor or --dram");
+    if (!c->clear && !any)
+        return err_set(e, -EINVAL,
+                       "set-load: give --sm, --tensor or --dram (ratios 0..1), or "
+                       "--clear");
+    struct load_cmd l = {.gpu = c->gpu, .pid = c->pid, .clear = c->clear};
+    const char *const vals[] = {c->sm, c->tensor, c->dram};
+    const char *const names[] = {"sm", "tensor", "dram"};
+    unsigned *slot[] = {&l.load.sm, &l.load.tensor, &l.load.dram};
+    for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
+        if (vals[i] && sim_ratio_parse(vals[i], slot[i]) < 0)
+            return err_set(e, -EINVAL,
+                           "set-load: --%s \"%s\": not a ratio from 0 to 1 (at most 3 decimals)",
+                           names[i], vals[i]);
+    *ret = l;
+    return 0;
+}
+
+static int load_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    (void)e;
+    const struct load_cmd *l = arg;
+    struct sim_gpu_state *g = &st->gpus[l->gpu];
+    g->has_load = !l->clear;
+    g->load = l->clear ? (struct sim_load){0} : l->load;
+    return 0;
 }
 
 /* The flags against the fault kind (before any file is read). */
@@ -170,13 +289,20 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
         in->kind = INJ_MIG_FAIL;
     else if (strcmp(what, "mig-reset-required") == 0)
         in->kind = INJ_MIG_RESET;
+    else if (strcmp(what, "nvlink") == 0)
+        in->kind = INJ_NVLINK;
+    else if (strcmp(what, "thermal") == 0)
+        in->kind = INJ_THERMAL;
+    else if (strcmp(what, "power") == 0)
+        in->kind = INJ_POWER;
+    else if (strcmp(what, "cool") == 0)
+        in->kind = INJ_COOL;
+    else if (strcmp(what, "remap-failure") == 0)
+        in->kind = INJ_REMAP_FAILURE;
     else if (strcmp(what, "gpu-reset") == 0) /* the command, checked as a fault is */
         in->kind = GPU_RESET;
     else
-        return err_set(e, -EINVAL,
-                       "inject: unknown fault \"%s\" (xid, lost, ecc, mig-fail or "
-                       "mig-reset-required)",
-                       what);
+        return err_set(e, -EINVAL, "inject: unknown fault \"%s\" (%s)", what, FAULTS);
     *in = (struct inject){.kind = in->kind,
                           .gpu = c->gpu,
                           .code = c->code,
@@ -186,6 +312,11 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
                           .sbe = c->sbe == SIM_NO_ID ? 0 : c->sbe,
                           .after = c->after == SIM_NO_ID ? 0 : c->after};
     const char *pre = in->kind == GPU_RESET ? "" : "inject ";
+    if (c->pid != SIM_NO_ID || c->sm || c->tensor || c->dram || c->clear)
+        return err_set(e, -EINVAL,
+                       "%s%s: --pid, --sm, --tensor, --dram and --clear belong to "
+                       "set-load",
+                       pre, what);
     if (in->kind != INJ_MIG_FAIL && c->after != SIM_NO_ID)
         return err_set(e, -EINVAL, "%s%s: --after belongs to inject mig-fail", pre, what);
     if (in->gpu == SIM_NO_ID)
@@ -232,8 +363,8 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
     printf("fleet  %s: driver %s, CUDA %d.%d, seed %" PRIu64 ", %zu GPUs\n", f->path,
            f->driver_version, f->cuda_driver_version / 1000, f->cuda_driver_version % 1000 / 10,
            f->seed, f->n_gpus);
-    printf("state  %s (generation %" PRIu64 ", %" PRIu64 " events so far)\n", sim_store_dir(s),
-           st->generation, st->next_seq - 1);
+    printf("state  %s (generation %" PRIu64 ", %" PRIu64 " events so far, %" PRIu64 " reboots)\n",
+           sim_store_dir(s), st->generation, st->next_seq - 1, st->boots);
     for (unsigned i = 0; i < f->n_gpus; i++) {
         const struct sim_gpu_spec *g = &f->gpus[i];
         const struct sim_gpu_state *gs = &st->gpus[i];
@@ -277,11 +408,25 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
         struct sim_proc procs[SIM_MAX_PROCS];
         size_t n_procs = sim_procs_live(st, i, procs, ARRAY_SIZE(procs));
         for (size_t k = 0; k < n_procs && k < ARRAY_SIZE(procs); k++) {
+            struct sim_load l = sim_proc_load(g, gs, &procs[k]);
             printf("  process %u, %" PRIu64 " MiB", procs[k].pid, procs[k].used_mib);
             if (procs[k].gi_id != SIM_NO_ID)
                 printf(", GI %u CI %u", procs[k].gi_id, procs[k].ci_id);
-            printf("\n");
+            printf("\n    load: sm %u.%03u tensor %u.%03u dram %u.%03u%s\n", l.sm / 1000,
+                   l.sm % 1000, l.tensor / 1000, l.tensor % 1000, l.dram / 1000, l.dram % 1000,
+                   procs[k].has_load ? " (its own)" : "");
         }
+        if (gs->has_load)
+            printf("  set-load: a process drives sm %u.%03u tensor %u.%03u dram %u.%03u\n",
+                   gs->load.sm / 1000, gs->load.sm % 1000, gs->load.tensor / 1000,
+                   gs->load.tensor % 1000, gs->load.dram / 1000, gs->load.dram % 1000);
+        struct sim_gpm_rates rates;
+        if (!gs->lost && sim_gpm_supported(g) &&
+            sim_gpm_rates(g, gs, procs, n_procs < ARRAY_SIZE(procs) ? n_procs : ARRAY_SIZE(procs),
+                          SIM_NO_ID, SIM_NO_ID, &rates) == NVML_SUCCESS)
+            printf("  GPM now: SM %.1f %%, tensor %.1f %%, DRAM %.1f %%\n",
+                   100 * rates.active[SIM_GPM_SM], 100 * rates.active[SIM_GPM_TENSOR],
+                   100 * rates.active[SIM_GPM_DRAM]);
         if (gs->remapped_unc || gs->remapped_cor)
             printf("  remapped rows: %u uncorrectable, %u correctable%s\n", gs->remapped_unc,
                    gs->remapped_cor, gs->remap_pending ? ", remap pending" : "");
@@ -290,6 +435,12 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
                    gs->retired_sbe, gs->retired_pending ? ", retirement pending" : "");
         if (gs->last_xid)
             printf("  last XID: %u\n", gs->last_xid);
+        if (gs->nvlink_recovery || gs->nvlink_replay)
+            printf("  NVLink errors: %u recovery, %u replay\n", gs->nvlink_recovery,
+                   gs->nvlink_replay);
+        if (gs->throttle)
+            printf("  slowdown held: clock event reasons 0x%llx\n",
+                   (unsigned long long)gs->throttle);
         if (gs->mig_fail_in)
             printf("  injected MIG fault: GPU-instance creation %u from now fails\n",
                    gs->mig_fail_in);
@@ -325,6 +476,18 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
     return 0;
 }
 
+/* A driver reload: refused while a process holds a GPU (the module is in use). */
+static int driver_reload_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    (void)arg;
+    if (sim_procs_live(st, SIM_NO_ID, NULL, 0) > 0)
+        return err_set(e, -EBUSY, "processes hold the GPUs (Module nvidia is in use)");
+    for (size_t i = 0; i < st->n_gpus; i++)
+        sim_gpu_driver_reload(&st->gpus[i]);
+    return 0;
+}
+
 /* The command and its flags: bad usage (exit 2) before any file is read. */
 static int sim_configure(struct svc *s, struct err *e)
 {
@@ -332,13 +495,14 @@ static int sim_configure(struct svc *s, struct err *e)
     size_t n;
     const char *const *args = svc_args(s, &n);
     if (n == 0)
-        return err_set(e, -EINVAL, "a command is required: inject, reset or show (see --help)");
+        return err_set(
+            e, -EINVAL,
+            "a command is required: inject, gpu-reset, driver-reload, reboot, set-load, reset "
+            "or show (see --help)");
     const char *cmd = args[0];
     if (strcmp(cmd, "inject") == 0) {
         if (n < 2)
-            return err_set(e, -EINVAL,
-                           "inject: what? (xid, lost, ecc, mig-fail or mig-reset-required; see "
-                           "gpuop-sim --help)");
+            return err_set(e, -EINVAL, "inject: what? (%s; see gpuop-sim --help)", FAULTS);
         if (strcmp(args[1], "gpu-reset") == 0)
             return err_set(e, -EINVAL, "inject: unknown fault \"gpu-reset\" (a command)");
         struct inject in;
@@ -350,9 +514,18 @@ static int sim_configure(struct svc *s, struct err *e)
         struct inject in;
         return inject_check(c, cmd, &in, e);
     }
-    if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0)
+    if (strcmp(cmd, "set-load") == 0) {
+        if (n > 1)
+            return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
+        struct load_cmd l;
+        return load_check(c, &l, e);
+    }
+    if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0 && strcmp(cmd, "reboot") != 0 &&
+        strcmp(cmd, "driver-reload") != 0)
         return err_set(e, -EINVAL,
-                       "unknown command \"%s\" (inject, gpu-reset, reset, show; see --help)", cmd);
+                       "unknown command \"%s\" (inject, gpu-reset, driver-reload, reboot, "
+                       "set-load, reset, show; see --help)",
+                       cmd);
     if (n > 1)
         return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
     return 0;
@@ -386,6 +559,32 @@ static int sim_run(struct svc *s, struct err *e)
     }
     if (strcmp(cmd, "show") == 0)
         return cmd_show(f, st) == 0 ? 0 : err_set(e, -EIO, "show failed");
+    if (strcmp(cmd, "reboot") == 0 || strcmp(cmd, "driver-reload") == 0) {
+        bool reboot = cmd[0] == 'r';
+        if (reboot ? (r = sim_store_reboot(st, e)) != 0
+                   : (r = sim_store_update(st, driver_reload_apply, NULL, e)) != 0)
+            return err_prefix(e, "%s", cmd);
+        return 0;
+    }
+    if (strcmp(cmd, "set-load") == 0) {
+        struct load_cmd l;
+        if ((r = load_check(c, &l, e)) < 0)
+            return svc_bad_input(s, r);
+        if (l.pid != SIM_NO_ID) {
+            r = sim_procs_set_load(st, l.pid, l.clear ? NULL : &l.load, e);
+            if (r == -ENOENT)
+                return svc_bad_input(s, err_prefix(e, "set-load --pid"));
+            return r < 0 ? err_prefix(e, "set-load") : 0;
+        }
+        if (l.gpu >= f->n_gpus)
+            return svc_bad_input(s, err_set(e, -EINVAL,
+                                            "set-load: --gpu %u: the fleet %s has %zu "
+                                            "GPUs",
+                                            l.gpu, f->path, f->n_gpus));
+        if ((r = sim_store_update(st, load_apply, &l, e)) != 0)
+            return err_prefix(e, "set-load");
+        return 0;
+    }
     const char *what = strcmp(cmd, "gpu-reset") == 0 ? cmd : args[1];
     struct inject in;
     if ((r = inject_check(c, what, &in, e)) < 0)
@@ -428,10 +627,29 @@ const struct svc_component sim_component = {
         "                      GPU is reset (nvmlDeviceSetMigMode: activation status\n"
         "                      NVML_ERROR_RESET_REQUIRED; nvmlDeviceGetMigMode: current and\n"
         "                      pending differ), as where the node cannot reset it live\n"
-        "  gpu-reset --gpu N   reset GPU N (what a reboot does): a pending MIG mode change\n"
-        "                      takes effect; refused while processes run on it\n"
+        "  inject nvlink --gpu N\n"
+        "                      count an NVLink recovery and replay error on GPU N's links and\n"
+        "                      deliver XID 74 (NVLINK_ERROR)\n"
+        "  inject thermal|power --gpu N\n"
+        "                      hold GPU N's clocks down: a hardware thermal or power brake\n"
+        "                      slowdown (NVML's clock event reasons) until inject cool\n"
+        "  inject cool --gpu N end GPU N's slowdowns\n"
+        "  inject remap-failure --gpu N\n"
+        "                      a row remapping failed on GPU N (Ampere and later); XID 64\n"
+        "  gpu-reset --gpu N   reset GPU N: a pending MIG mode change takes effect, rows\n"
+        "                      pending remapping are remapped, the volatile ECC and NVLink\n"
+        "                      error counts clear; refused while processes run on it, and for\n"
+        "                      a lost GPU (only a reboot brings it back)\n"
+        "  driver-reload       as a driver reload: what a reset does on every GPU, and pages\n"
+        "                      pending retirement retired; refused while processes hold GPUs\n"
+        "  reboot              as a node reboot: lost GPUs back, every GPU reset, processes\n"
+        "                      gone, MIG instances gone (the mode stays); slowdowns stay\n"
+        "  set-load --gpu N|--pid P [--sm R] [--tensor R] [--dram R] | --clear\n"
+        "                      the load (ratios 0..1) a process on GPU N, or process P,\n"
+        "                      drives: the simulated GPU Performance Monitoring counts it\n"
+        "                      while the process runs (--clear: back to the fleet's workload)\n"
         "  reset               back to the fleet's initial state (MIG layout from the fleet,\n"
-        "                      no lost GPUs, zero ECC counters)\n"
+        "                      no lost GPUs, zero ECC counters, no loads set)\n"
         "  show                print the fleet and its current state\n",
     .options = {sim_options},
     .epilogue = "Also read by the simulator:\n"

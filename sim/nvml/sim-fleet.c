@@ -7,6 +7,7 @@
  */
 #include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "nvml-abi.h"
@@ -255,6 +256,34 @@ static int parse_mig(json_t *gpu, const char *ctx, struct sim_gpu_spec *g, struc
     return 0;
 }
 
+/* workload: {sm: R, tensor: R, dram: R}: ratios 0..1 (a key left out is 0) */
+static int parse_workload(json_t *gpu, const char *ctx, struct sim_gpu_spec *g, struct err *e)
+{
+    json_t *w = NULL;
+    int r = cfg_object(gpu, "workload", ctx, false, &w, e);
+    if (r <= 0)
+        return r;
+    char wctx[FLEET_CTX_MAX + 16];
+    snprintf(wctx, sizeof(wctx), "%s.workload", ctx);
+    static const char *const keys[] = {"sm", "tensor", "dram", NULL};
+    if ((r = cfg_known_keys(w, wctx, keys, e)) < 0)
+        return r;
+    unsigned *slot[] = {&g->workload.sm, &g->workload.tensor, &g->workload.dram};
+    for (size_t i = 0; i < ARRAY_SIZE(slot); i++) {
+        json_t *v = json_object_get(w, keys[i]);
+        *slot[i] = 0;
+        if (!v)
+            continue;
+        double x = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(x >= 0 && x <= 1))
+            return err_set(e, -EINVAL, "%s.%s: expected a ratio from 0 to 1, got %s", wctx, keys[i],
+                           json_is_number(v) ? "a number outside it" : cfg_type_name(v));
+        *slot[i] = (unsigned)lround(x * SIM_LOAD_MAX);
+    }
+    g->has_workload = true;
+    return 0;
+}
+
 static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
                      struct sim_gpu_spec *g, unsigned *ret_count, bool *ret_has_ids, struct err *e)
 {
@@ -282,6 +311,7 @@ static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
                                        "board_part_number",
                                        "pcie_generation",
                                        "pcie_width",
+                                       "workload",
                                        NULL};
     int r;
     (void)f;
@@ -388,6 +418,8 @@ static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
     if (!g->mig_capable)
         g->mig_table = NULL;
     if ((r = parse_mig(gpu, ctx, g, e)) < 0)
+        return r;
+    if ((r = parse_workload(gpu, ctx, g, e)) < 0)
         return r;
 
     bool has_ids = false;

@@ -97,6 +97,36 @@ int sim_procs_unregister(struct sim_store *s, uint32_t pid, struct err *e)
     return r > 0 ? 0 : r;
 }
 
+struct load_op {
+    uint32_t pid;
+    const struct sim_load *load;
+};
+
+static int load_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    const struct load_op *op = arg;
+    bool found = false;
+    for (size_t i = 0; i < st->n_procs; i++) {
+        struct sim_proc *p = &st->procs[i];
+        if (p->pid != op->pid || !sim_pid_alive(p->pid))
+            continue;
+        found = true;
+        p->has_load = op->load != NULL;
+        p->load = op->load ? *op->load : (struct sim_load){0};
+    }
+    if (!found)
+        return err_set(e, -ENOENT, "process %u holds no simulated GPU", op->pid);
+    return 0;
+}
+
+int sim_procs_set_load(struct sim_store *s, uint32_t pid, const struct sim_load *load,
+                       struct err *e)
+{
+    struct load_op op = {.pid = pid, .load = load};
+    return sim_store_update(s, load_apply, &op, e);
+}
+
 int sim_driver_loaded(const char *root, char *buf, size_t n, struct err *e)
 {
     _cleanup_free_ char *path = xasprintf("%s%s", root, SIM_DRIVER_VERSION_FILE);

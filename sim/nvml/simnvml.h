@@ -71,6 +71,26 @@ struct sim_ci_profile {
 };
 bool sim_mig_ci_profile(const struct sim_gi_profile *p, unsigned index, struct sim_ci_profile *ret);
 
+/* ---- workload load ---------------------------------------------------------------------- */
+
+/* What a workload drives on the GPU or MIG device it runs on, in thousandths (0..SIM_LOAD_MAX):
+ * SM activity, tensor-pipe activity and DRAM bandwidth. What the simulated GPU Performance
+ * Monitoring counts (sim-gpm.c). */
+#define SIM_LOAD_MAX 1000
+struct sim_load {
+    unsigned sm, tensor, dram;
+};
+/* A CUDA process's load where neither it, its GPU (`gpuop-sim set-load`) nor the fleet names
+ * one: vectorAdd's (the CUDA sample's kernel), memory-bound and without tensor cores. */
+#define SIM_LOAD_DEFAULT ((struct sim_load){.sm = 600, .tensor = 0, .dram = 500})
+
+/* A ratio 0..1 as text ("0.8", "1", "0.125": at most three decimals) in thousandths; -EINVAL for
+ * anything else, -ERANGE above 1. */
+int sim_ratio_parse(const char *s, unsigned *ret_milli);
+/* "sm=0.8,tensor=0.5,dram=0.3" (each key at most once; a key left out is 0). The error names the
+ * part that is wrong. */
+int sim_load_parse(const char *s, struct sim_load *ret, struct err *e);
+
 /* ---- fleet ------------------------------------------------------------------------------ */
 
 struct sim_gpu_spec {
@@ -100,6 +120,9 @@ struct sim_gpu_spec {
     /* NVLinks: peer GPU index of each link, numbered consecutively */
     unsigned n_links;
     unsigned link_peer[SIM_MAX_LINKS];
+    /* `workload:` the load a CUDA process on this GPU drives (else SIM_LOAD_DEFAULT) */
+    bool has_workload;
+    struct sim_load workload;
 };
 
 struct sim_fleet {
@@ -151,10 +174,18 @@ struct sim_gpu_state {
     unsigned remapped_cor, remapped_unc;
     bool remap_pending, remap_failure;
     unsigned last_xid;
+    /* NVLink errors counted on all links (`gpuop-sim inject nvlink`); a reset clears them */
+    unsigned nvlink_recovery, nvlink_replay;
+    /* clock event reasons forced on (`gpuop-sim inject thermal|power`, NVML's bits): a slowdown
+     * that holds until `inject cool` */
+    uint64_t throttle;
     /* An injected MIG fault (`gpuop-sim inject mig-fail`): when non-zero, the GPU-instance
      * creation that brings it to 0 fails with NVML_ERROR_UNKNOWN (and creates nothing); each
      * creation counts it down, so the fault fires once. */
     unsigned mig_fail_in;
+    /* `gpuop-sim set-load --gpu`: the load a process on this GPU drives, over the fleet's */
+    bool has_load;
+    struct sim_load load;
     unsigned n_gi;
     struct sim_gi gi[SIM_GI_IDS]; /* sorted by id */
 };
@@ -168,10 +199,14 @@ struct sim_proc {
     unsigned gpu;
     unsigned gi_id, ci_id; /* the MIG device it runs on; SIM_NO_ID: the whole GPU */
     uint64_t used_mib;
+    /* its own load (SIM_WORKLOAD_LOAD, `gpuop-sim set-load --pid`), over its GPU's */
+    bool has_load;
+    struct sim_load load;
 };
 
 struct sim_state {
     uint64_t generation;
+    uint64_t boots;    /* simulated reboots of the node (sim_store_reboot) */
     uint64_t next_seq; /* sequence number of the next event */
     size_t n_gpus;
     struct sim_gpu_state *gpus;
@@ -207,6 +242,24 @@ unsigned sim_mig_gi_id_for(unsigned start, unsigned size);
 /* Deterministic "MIG-xxxxxxxx-..." UUID of the MIG device (gi, ci) of a GPU. */
 void sim_mig_uuid(const struct sim_gpu_spec *spec, unsigned gi_id, unsigned ci_id, char *buf,
                   size_t n);
+
+/* ---- resets and reboots (sim-faults.c) --------------------------------------------------- */
+
+/*
+ * What NVML shows after a GPU reset, a driver reload and a node reboot (docs/remediation.md,
+ * "The simulator"). A reset brings a pending MIG mode into effect, applies the rows pending
+ * remapping and clears the volatile ECC and NVLink error counts; a lost GPU cannot be reset
+ * (NVML_ERROR_GPU_IS_LOST: only a reboot brings it back). A driver reload also applies pages
+ * pending retirement. A reboot does all of that for every GPU, brings lost GPUs back, ends every
+ * process and destroys the MIG instances (the mode stays). A slowdown (throttle) stays through
+ * all three: it is the cooling's or the power supply's. The caller checks processes.
+ */
+struct sim_store;
+int sim_gpu_reset(struct sim_gpu_state *g); /* NVML return code */
+void sim_gpu_driver_reload(struct sim_gpu_state *g);
+void sim_gpu_reboot(struct sim_gpu_state *g);
+/* Reboots the simulated node behind the store: every GPU, no process left, boots counted. */
+int sim_store_reboot(struct sim_store *s, struct err *e);
 
 /* ---- events ------------------------------------------------------------------------------ */
 
@@ -269,6 +322,11 @@ int sim_procs_unregister(struct sim_store *s, uint32_t pid, struct err *e);
 /* The live entries on GPU gpu (SIM_NO_ID: every GPU), at most max copied to ret (may be NULL);
  * returns how many there are. */
 size_t sim_procs_live(const struct sim_state *st, unsigned gpu, struct sim_proc *ret, size_t max);
+
+/* Sets the load of every entry of pid (load NULL: back to its GPU's). -ENOENT when pid holds no
+ * simulated GPU. */
+int sim_procs_set_load(struct sim_store *s, uint32_t pid, const struct sim_load *load,
+                       struct err *e);
 
 /* The kernel module of a simulated node: <root>/sys/module/nvidia/version holds the loaded
  * driver's version. 1 and the version (trimmed) in buf when loaded, 0 when not, negative when the
@@ -353,6 +411,70 @@ void sim_telemetry(const struct sim_fleet *f, unsigned gpu, uint64_t unix_ms,
 /* The simulated clock: $GPUOP_SIM_CLOCK (unix seconds, frozen) when set, else real time. */
 uint64_t sim_now_ms(void);
 uint64_t sim_hash64(uint64_t a, uint64_t b);
+
+/* ---- GPU Performance Monitoring (sim-gpm.c) --------------------------------------------- */
+
+/* What the simulated GPM counts: activities (ratio x time) and flows (bytes). */
+enum sim_gpm_activity {
+    SIM_GPM_GR,     /* graphics/compute engine active */
+    SIM_GPM_SM,     /* SMs busy */
+    SIM_GPM_OCC,    /* warps resident vs the maximum */
+    SIM_GPM_INT,    /* integer pipe */
+    SIM_GPM_TENSOR, /* any tensor pipe */
+    SIM_GPM_DFMA,
+    SIM_GPM_HMMA,
+    SIM_GPM_IMMA,
+    SIM_GPM_DRAM, /* DRAM bandwidth vs the maximum */
+    SIM_GPM_FP64, /* non-tensor */
+    SIM_GPM_FP32,
+    SIM_GPM_FP16,
+    SIM_GPM_ACTIVITIES
+};
+enum sim_gpm_flow {
+    SIM_GPM_PCIE_TX,
+    SIM_GPM_PCIE_RX,
+    SIM_GPM_NVLINK_TX,
+    SIM_GPM_NVLINK_RX,
+    SIM_GPM_FLOWS
+};
+
+/* A target's activity at an instant: ratios 0..1 and bytes per second. A MIG target counts no
+ * PCIe or NVLink (those are the GPU's); a GPU without NVLinks counts none. */
+struct sim_gpm_rates {
+    double active[SIM_GPM_ACTIVITIES];
+    double bytes_per_s[SIM_GPM_FLOWS];
+    bool pcie, nvlink;
+    unsigned n_links;
+    uint64_t ident; /* the MIG instance's identity (profile, placement): 0 for a whole GPU */
+};
+
+/* Counters since a target's first sample: nanoseconds, activity x nanoseconds, bytes. */
+struct sim_gpm_counters {
+    uint64_t elapsed_ns;
+    uint64_t active_ns[SIM_GPM_ACTIVITIES];
+    uint64_t bytes[SIM_GPM_FLOWS];
+    bool pcie, nvlink;
+    unsigned n_links;
+};
+
+/* GPM is Hopper's and later's: NVML's documentation marks it "Hopper or newer". */
+bool sim_gpm_supported(const struct sim_gpu_spec *spec);
+/* The load a process drives: its own, else its GPU's (set-load), the fleet's, the default. */
+struct sim_load sim_proc_load(const struct sim_gpu_spec *spec, const struct sim_gpu_state *g,
+                              const struct sim_proc *p);
+/* Pure: the activity of GPU spec/g (gi SIM_NO_ID), of its GPU instance gi (ci SIM_NO_ID) or of
+ * compute instance (gi, ci), from the live processes on the GPU (procs[0..n), e.g. from
+ * sim_procs_live). NVML_SUCCESS, or NVML_ERROR_NOT_FOUND for an instance that does not exist. */
+int sim_gpm_rates(const struct sim_gpu_spec *spec, const struct sim_gpu_state *g,
+                  const struct sim_proc *procs, size_t n, unsigned gi, unsigned ci,
+                  struct sim_gpm_rates *ret);
+/* Adds dt_ms of rates r to c. */
+void sim_gpm_advance(struct sim_gpm_counters *c, const struct sim_gpm_rates *r, uint64_t dt_ms);
+/* One NVML_GPM_METRIC_* over the interval from a to b (b later): NVML_SUCCESS with *ret (percent
+ * 0..100, MiB/s), or the metric's NVML error (NOT_SUPPORTED for what the target does not count,
+ * INVALID_ARGUMENT for an id outside NVML's range or an empty interval). */
+int sim_gpm_metric(unsigned metric_id, const struct sim_gpm_counters *a,
+                   const struct sim_gpm_counters *b, double *ret);
 
 /* ---- CLI --------------------------------------------------------------------------------- */
 

@@ -99,6 +99,65 @@ static void test_paths_and_links(void **state)
     }
 }
 
+/* Which hook, and the flags each takes: bad input names what is wrong. */
+static void test_args(void **state)
+{
+    (void)state;
+    static const char *const link_ok[] = {"libcuda.so.1::/usr/lib/libcuda.so"};
+    static const char *const link_bad[] = {"libcuda.so.1"};
+    static const char *const folder_ok[] = {"/usr/lib64", "/usr/lib/x86_64-linux-gnu"};
+    static const char *const folder_bad[] = {"/usr/../etc"};
+    static const struct {
+        const char *verb;
+        const char *const *links;
+        size_t n_links;
+        const char *const *folders;
+        size_t n_folders;
+        const char *driver, *ldconfig;
+        int want; /* 0, or -EINVAL */
+        enum hook_verb want_verb;
+        const char *want_msg;
+    } cases[] = {
+        {"create-symlinks", link_ok, 1, NULL, 0, NULL, NULL, 0, HOOK_CREATE_SYMLINKS, NULL},
+        {"create-symlinks", NULL, 0, NULL, 0, NULL, NULL, 0, HOOK_CREATE_SYMLINKS, NULL},
+        {"update-ldcache", NULL, 0, folder_ok, 2, "550.90.07", "/sbin/ldconfig", 0,
+         HOOK_UPDATE_LDCACHE, NULL},
+        {NULL, NULL, 0, NULL, 0, NULL, NULL, -EINVAL, 0, "a hook is needed"},
+        {"frobnicate", NULL, 0, NULL, 0, NULL, NULL, -EINVAL, 0, "unknown hook \"frobnicate\""},
+        {"create-symlinks", link_ok, 1, folder_ok, 1, NULL, NULL, -EINVAL, 0,
+         "create-symlinks takes --link only"},
+        {"create-symlinks", NULL, 0, NULL, 0, "550.90.07", NULL, -EINVAL, 0,
+         "create-symlinks takes --link only"},
+        {"create-symlinks", NULL, 0, NULL, 0, NULL, "/sbin/ldconfig", -EINVAL, 0,
+         "create-symlinks takes --link only"},
+        {"update-ldcache", link_ok, 1, NULL, 0, NULL, NULL, -EINVAL, 0,
+         "update-ldcache takes no --link"},
+        {"create-symlinks", link_bad, 1, NULL, 0, NULL, NULL, -EINVAL, 0, "not TARGET::LINK"},
+        {"update-ldcache", NULL, 0, folder_bad, 1, NULL, NULL, -EINVAL, 0, "--folder"},
+        {"update-ldcache", NULL, 0, folder_ok, 1, NULL, "ldconfig", -EINVAL, 0,
+         "--ldconfig \"ldconfig\": not an absolute path"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct hook_args a = {.verb = cases[i].verb,
+                              .links = cases[i].links,
+                              .n_links = cases[i].n_links,
+                              .folders = cases[i].folders,
+                              .n_folders = cases[i].n_folders,
+                              .host_driver_version = cases[i].driver,
+                              .ldconfig = cases[i].ldconfig};
+        enum hook_verb verb = (enum hook_verb) - 1;
+        struct err e = {0};
+        print_message("case %zu: %s\n", i, cases[i].want_msg ? cases[i].want_msg : "ok");
+        assert_int_equal(hook_args_check(&a, &verb, &e), cases[i].want);
+        if (cases[i].want == 0) {
+            assert_int_equal(verb, cases[i].want_verb);
+        } else {
+            assert_int_equal(verb, (enum hook_verb) - 1); /* written only on success */
+            assert_non_null(strstr(err_msg(&e), cases[i].want_msg));
+        }
+    }
+}
+
 static void test_versions(void **state)
 {
     (void)state;
@@ -193,7 +252,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_and_config), cmocka_unit_test(test_paths_and_links),
         cmocka_unit_test(test_versions),         cmocka_unit_test(test_compat),
-        cmocka_unit_test(test_ldcache_plan),
+        cmocka_unit_test(test_ldcache_plan),     cmocka_unit_test(test_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

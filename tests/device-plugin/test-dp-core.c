@@ -537,17 +537,9 @@ static void test_allocate_shared(void **state)
 
 /* ---- GetPreferredAllocation --------------------------------------------------------------- */
 
-struct be_case {
-    const char *what;
-    unsigned avail[8];
-    size_t n_avail;
-    unsigned must[4];
-    size_t n_must;
-    unsigned size;
-    unsigned want[8]; /* in available order */
-};
-
-static void test_besteffort_dgx1(void **state)
+/* dp_preferred over device IDs on the DGX-1 (the best-effort search itself:
+ * test-dp-besteffort.c). */
+static void test_preferred_ids(void **state)
 {
     (void)state;
     struct gpu_inventory *inv = inv_dgx1();
@@ -556,59 +548,6 @@ static void test_besteffort_dgx1(void **state)
     struct dp_plan *p = plan_or_fail(inv, &o);
     assert_int_equal(p->pair_score[2 * 8 + 3], 250);
     assert_int_equal(p->pair_score[0 * 8 + 4], 210);
-    assert_int_equal(p->pair_score[0 * 8 + 2], 120);
-    assert_int_equal(p->pair_score[2 * 8 + 7], 10);
-    static const struct be_case cases[] = {
-        /* Pairs over all 8: the best split is {0,4}=210 {1,5}=210 {2,3}=250 {6,7}=250 = 920
-         * (the all-220 split {0,3}{1,2}{4,7}{5,6} gives 880, switch pairs 800). Its best set:
-         * {2,3} and {6,7} tie at 250, the first found ({2,3}) wins. */
-        {"pairs", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {0}, 0, 2, {2, 3}},
-        /* Must include 0: the same 920 split; 0 is paired with 4 (210) although (0,3) scores
-         * 220, because taking {0,3} leaves a worse split of the rest (at most 880). */
-        {"pair with 0", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {0}, 1, 2, {0, 4}},
-        /* Quads: {0,1,2,3} and {4,5,6,7} score 1080 each (150+120+220+220+120+250); any quad
-         * crossing sockets holds cross-CPU pairs of 10. First set wins the tie. */
-        {"quads", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {0}, 0, 4, {0, 1, 2, 3}},
-        {"quad with 4", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {4}, 1, 4, {4, 5, 6, 7}},
-        /* Triples: 8 GPUs pad to 9. Best split {0,2,3}=590 {1,5,pad}=210 {4,6,7}=590 = 1390;
-         * the padded set cannot be returned, {0,2,3} is the first best real set. */
-        {"triples", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {0}, 0, 3, {0, 2, 3}},
-        /* With 5 required, the first 1390 split keeps 5 with the padding, so it does not
-         * qualify; the next 1390 split {0,4,pad} {1,2,3} {5,6,7} does: {5,6,7}=590. */
-        {"triple with 5", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {5}, 1, 3, {5, 6, 7}},
-        /* 6 available: {1,5}=210 {2,3}=250 {6,7}=250 = 710 beats e.g. {1,2}=220 {3,7}=110
-         * {5,6}=220 = 550; best set {2,3} (first of the 250s). */
-        {"pairs of six", {1, 2, 3, 5, 6, 7}, 6, {0}, 0, 2, {2, 3}},
-        /* 4 GPUs given as 3,0,1,2: {3,0}=220 {1,2}=220 = 440 beats {3,2}=250 {0,1}=150 = 400:
-         * the pair a greedy policy would take first (2,3) is not chosen. */
-        {"global not greedy", {3, 0, 1, 2}, 4, {0}, 0, 2, {3, 0}},
-        /* No NVLinks between the halves: {0,2}=120 {5,7}=120 = 240; tie, first. */
-        {"same socket", {0, 2, 5, 7}, 4, {0}, 0, 2, {0, 2}},
-        /* Size 1: every set scores 0; the must-include GPU, else the first available. */
-        {"single", {6, 1, 2}, 3, {0}, 0, 1, {6}},
-        {"single must", {6, 1, 2}, 3, {2}, 1, 1, {2}},
-        /* Everything */
-        {"all", {0, 1, 2, 3, 4, 5, 6, 7}, 8, {0}, 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}},
-    };
-    for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
-        unsigned out[8] = {0};
-        int r = dp_besteffort(p->pair_score, 8, cases[c].avail, cases[c].n_avail, cases[c].must,
-                              cases[c].n_must, cases[c].size, out);
-        if (r != 0)
-            fail_msg("case %s: %d", cases[c].what, r);
-        for (unsigned i = 0; i < cases[c].size; i++)
-            if (out[i] != cases[c].want[i])
-                fail_msg("case %s: element %u is %u, want %u", cases[c].what, i, out[i],
-                         cases[c].want[i]);
-    }
-    /* impossible requests */
-    unsigned out[8];
-    const unsigned av[] = {0, 1, 2}, mu[] = {5};
-    assert_int_equal(dp_besteffort(p->pair_score, 8, av, 3, NULL, 0, 4, out), -EINVAL);
-    assert_int_equal(dp_besteffort(p->pair_score, 8, av, 3, mu, 1, 2, out), -EINVAL);
-    assert_int_equal(dp_besteffort(p->pair_score, 8, av, 3, NULL, 0, 0, out), -EINVAL);
-
-    /* Through device IDs */
     struct dp_resource *res = &p->resources[0];
     const char *avail[8], *must[1] = {inv->gpus[0].uuid};
     for (int i = 0; i < 8; i++)
@@ -626,176 +565,34 @@ static void test_besteffort_dgx1(void **state)
     assert_int_equal(dp_preferred(p, res, avail + 1, 7, must, 1, 2, ret, &n, &e), -EINVAL);
     dp_plan_free(p);
     inv_free(inv);
-}
 
-/* ---- a plain reference of the best-effort rules, for randomized cross-checks -------------- */
-
-struct ref {
-    const unsigned *score; /* slot x slot (n x n), pads (>= n_real) score 0 */
-    unsigned n, n_real, size, pads;
-    uint64_t must;
-    int sets[16][16];
-    unsigned n_sets;
-    long best;
-    int best_sets[16][16];
-    unsigned best_n;
-};
-
-static unsigned ref_set_score(const struct ref *r, const int *set)
-{
-    unsigned s = 0;
-    for (unsigned i = 0; i < r->size; i++)
-        for (unsigned j = i + 1; j < r->size; j++)
-            if (set[i] < (int)r->n_real && set[j] < (int)r->n_real)
-                s += r->score[set[i] * r->n_real + set[j]];
-    return s;
-}
-
-static bool ref_ok(const struct ref *r, const int *set, bool need_all_must)
-{
-    unsigned pads = 0;
-    uint64_t m = 0;
-    for (unsigned i = 0; i < r->size; i++) {
-        if (set[i] >= (int)r->n_real)
-            pads++;
-        else if (r->must & (1ull << set[i]))
-            m |= 1ull << set[i];
-    }
-    if (need_all_must)
-        return pads == 0 && m == r->must;
-    return !(pads && pads != r->pads);
-}
-
-static void ref_iter(struct ref *r, uint64_t rem);
-
-static void ref_choose(struct ref *r, uint64_t rem, int *set, unsigned k, unsigned from)
-{
-    if (k == r->size) {
-        if (!ref_ok(r, set, false))
-            return;
-        memcpy(r->sets[r->n_sets++], set, sizeof(int) * r->size);
-        uint64_t s = 0;
-        for (unsigned i = 0; i < k; i++)
-            s |= 1ull << set[i];
-        ref_iter(r, rem & ~s);
-        r->n_sets--;
-        return;
-    }
-    for (unsigned i = from; i < r->n; i++)
-        if (rem & (1ull << i)) {
-            set[k] = (int)i;
-            ref_choose(r, rem, set, k + 1, i + 1);
-        }
-}
-
-static void ref_iter(struct ref *r, uint64_t rem)
-{
-    if (!rem) {
-        bool has = false;
-        long total = 0;
-        for (unsigned i = 0; i < r->n_sets; i++) {
-            has = has || ref_ok(r, r->sets[i], true);
-            total += ref_set_score(r, r->sets[i]);
-        }
-        if (has && total > r->best) {
-            r->best = total;
-            r->best_n = r->n_sets;
-            memcpy(r->best_sets, r->sets, sizeof(r->sets));
-        }
-        return;
-    }
-    int set[16];
-    set[0] = __builtin_ctzll(rem);
-    ref_choose(r, rem, set, 1, (unsigned)set[0] + 1);
-}
-
-static void test_besteffort_random(void **state)
-{
-    (void)state;
-    unsigned seed = 12345;
-    for (int iter = 0; iter < 400; iter++) {
-        seed = seed * 1103515245u + 12345u;
-        unsigned n = 2 + (seed >> 16) % 8; /* 2..9 GPUs */
-        unsigned score[81];
-        for (unsigned a = 0; a < n; a++)
-            for (unsigned b = a; b < n; b++) {
-                seed = seed * 1103515245u + 12345u;
-                unsigned v = a == b ? 0 : 10 * (1 + (seed >> 16) % 4); /* many ties */
-                score[a * n + b] = score[b * n + a] = v;
-            }
-        seed = seed * 1103515245u + 12345u;
-        unsigned size = 1 + (seed >> 16) % n;
-        seed = seed * 1103515245u + 12345u;
-        unsigned n_must = (seed >> 16) % 3;
-        if (n_must > size)
-            n_must = size;
-        unsigned avail[9], must[2];
-        for (unsigned i = 0; i < n; i++)
-            avail[i] = i;
-        for (unsigned i = 0; i < n_must; i++)
-            must[i] = (i * 3 + iter) % n;
-        if (n_must == 2 && must[0] == must[1])
-            n_must = 1;
-        unsigned out[9];
-        assert_int_equal(dp_besteffort(score, n, avail, n, must, n_must, size, out), 0);
-
-        struct ref r = {.score = score, .n_real = n, .size = size, .best = -1};
-        r.n = (n + size - 1) / size * size;
-        r.pads = r.n - n;
-        for (unsigned i = 0; i < n_must; i++)
-            r.must |= 1ull << must[i];
-        if (size == 1) {
-            unsigned want = n_must ? must[0] : 0;
-            assert_int_equal(out[0], want);
-            continue;
-        }
-        ref_iter(&r, (1ull << r.n) - 1);
-        assert_true(r.best >= 0);
-        int best_i = -1;
-        unsigned best_s = 0;
-        for (unsigned i = 0; i < r.best_n; i++)
-            if (ref_ok(&r, r.best_sets[i], true) &&
-                (best_i < 0 || ref_set_score(&r, r.best_sets[i]) > best_s)) {
-                best_i = (int)i;
-                best_s = ref_set_score(&r, r.best_sets[i]);
-            }
-        for (unsigned i = 0; i < size; i++)
-            if (out[i] != (unsigned)r.best_sets[best_i][i])
-                fail_msg("iteration %d (n=%u size=%u must=%u): element %u is %u, want %d", iter, n,
-                         size, n_must, i, out[i], r.best_sets[best_i][i]);
-    }
-}
-
-/* The search budget is shared: a hard search spends it, later searches of the same request
- * fall back to a greedy set (still a full, valid answer) instead of searching again. */
-static void test_besteffort_budget(void **state)
-{
-    (void)state;
-    unsigned score[256], avail[16], out[16];
-    for (unsigned a = 0; a < 16; a++) {
-        avail[a] = a;
+    /* 16 GPUs in two NVLink domains (bench/deviceplugin/hgx-16.yaml), listed from the second
+     * domain, 5 with GPU 3: the first best split is {8-12} {13-15,0,1} {2-6} {7,pad}, so GPUs
+     * 2-6, all in GPU 3's domain; a request of several containers shares the budget and every
+     * answer is the search's. */
+    inv = inv_new(16);
+    for (unsigned a = 0; a < 16; a++)
         for (unsigned b = 0; b < 16; b++)
-            score[a * 16 + b] = a == b ? 0 : a / 8 == b / 8 ? 220 : 10; /* two NVLink domains */
-    }
+            if (a != b && a / 8 == b / 8) {
+                inv->topo_level[a * 16 + b] = GPU_TOPO_NODE;
+                inv->nvlinks[a * 16 + b] = 2;
+            }
+    p = plan_or_fail(inv, &o);
+    res = &p->resources[0];
+    const char *all16[16], *must16[1] = {inv->gpus[3].uuid}, *ret16[5];
+    for (unsigned i = 0; i < 16; i++)
+        all16[i] = inv->gpus[(i + 8) % 16].uuid;
     uint64_t budget = DP_BE_BUDGET;
-    assert_int_equal(dp_besteffort_budget(score, 16, avail, 16, NULL, 0, 5, &budget, out), 0);
-    assert_int_equal(budget, 0); /* size 5 of 16 spends it all */
-    for (unsigned i = 0; i < 5; i++)
-        assert_int_equal(out[i], i); /* five of one domain */
-    unsigned must = 9;
-    assert_int_equal(dp_besteffort_budget(score, 16, avail, 16, &must, 1, 5, &budget, out), 0);
-    assert_int_equal(budget, 0);
-    unsigned seen = 0;
-    for (unsigned i = 0; i < 5; i++) {
-        assert_true(out[i] >= 8); /* greedy from the must-include GPU stays in its domain */
-        seen |= 1u << out[i];
+    for (int c = 0; c < 8; c++) {
+        assert_int_equal(
+            dp_preferred_budget(p, res, all16, 16, must16, 1, 5, &budget, ret16, &n, &e), 0);
+        assert_int_equal(n, 5);
+        for (unsigned i = 0; i < 5; i++)
+            assert_string_equal(ret16[i], inv->gpus[2 + i].uuid);
     }
-    assert_int_equal(__builtin_popcount(seen), 5);
-    assert_true(seen & (1u << 9));
-    /* an easy search leaves most of it */
-    budget = DP_BE_BUDGET;
-    assert_int_equal(dp_besteffort_budget(score, 16, avail, 16, NULL, 0, 4, &budget, out), 0);
     assert_true(budget > DP_BE_BUDGET / 2);
+    dp_plan_free(p);
+    inv_free(inv);
 }
 
 static size_t count_gpu(const struct dp_plan *p, const struct dp_resource *r, const char **ids,
@@ -969,6 +766,31 @@ static void test_health_policy(void **state)
     assert_true(dp_health_event_is_critical(&hp, &ev));
 }
 
+/* Which GPUs the health thread probes for a lost GPU: all on a sweep, else those about to
+ * recover and the GPU of a critical event. */
+static void test_health_probe(void **state)
+{
+    (void)state;
+    static const struct {
+        unsigned n_gpus;
+        uint64_t due;
+        int critical;
+        bool sweep;
+        uint64_t want;
+    } cases[] = {
+        {8, 0, -1, false, 0},     {8, 0x6, -1, false, 0x6}, {8, 0x6, 0, false, 0x7},
+        {8, 0, 5, false, 0x20},   {8, 0x6, 5, true, 0xff},  {0, 0, -1, true, 0},
+        {64, 0, -1, true, ~0ull}, {70, 0, -1, true, ~0ull}, {70, 0, 63, false, 1ull << 63},
+        {70, 0, 64, false, 0}, /* past the first 64: not probed */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        print_message("case %zu\n", i);
+        assert_int_equal(
+            dp_health_probe(cases[i].n_gpus, cases[i].due, cases[i].critical, cases[i].sweep),
+            cases[i].want);
+    }
+}
+
 static size_t n_unhealthy(const struct dp_resource *r)
 {
     size_t c = 0;
@@ -1091,13 +913,13 @@ static void test_cdi_kind(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parsers),           cmocka_unit_test(test_strategy_none),
-        cmocka_unit_test(test_strategy_single),   cmocka_unit_test(test_strategy_mixed),
-        cmocka_unit_test(test_time_slicing),      cmocka_unit_test(test_allocate),
-        cmocka_unit_test(test_allocate_shared),   cmocka_unit_test(test_besteffort_dgx1),
-        cmocka_unit_test(test_besteffort_random), cmocka_unit_test(test_greedy),
-        cmocka_unit_test(test_besteffort_budget), cmocka_unit_test(test_health_policy),
-        cmocka_unit_test(test_health_apply),      cmocka_unit_test(test_cdi_kind),
+        cmocka_unit_test(test_parsers),         cmocka_unit_test(test_strategy_none),
+        cmocka_unit_test(test_strategy_single), cmocka_unit_test(test_strategy_mixed),
+        cmocka_unit_test(test_time_slicing),    cmocka_unit_test(test_allocate),
+        cmocka_unit_test(test_allocate_shared), cmocka_unit_test(test_preferred_ids),
+        cmocka_unit_test(test_greedy),          cmocka_unit_test(test_health_policy),
+        cmocka_unit_test(test_health_apply),    cmocka_unit_test(test_health_probe),
+        cmocka_unit_test(test_cdi_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

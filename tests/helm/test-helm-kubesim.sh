@@ -10,14 +10,10 @@
 # the operator, rolls the toolkit's cleanup out, deletes the ClusterPolicy, and helm removes
 # every object it installed (the CRDs stay, as helm keeps crds/, without operator.cleanupCRD).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM"
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 
 # run_hook JOB: plays the kubelet for the pod of a hook Job (kubesim runs no containers): its
 # ConfigMap volumes as folders, its command as the built gpuop with its ServiceAccount's token,
@@ -151,10 +147,11 @@ yaml.safe_dump(crd, open(sys.argv[1], "w"))
 PY
 has_field() { local c; c=$($K get crd clusterpolicies.nvidia.com -o json) && grep -q gpuopUpgradeTest <<<"$c"; }
 if has_field; then fail "the new field is there before the upgrade"; fi
-helm_q upgrade gpuop "$NEXT" --namespace gpu-operator --reuse-values --wait --timeout 60s >"$T/upgrade.log" 2>&1 &
-upgrade_pid=$!
+bg upgrade helm_q upgrade gpuop "$NEXT" --namespace gpu-operator --reuse-values --wait --timeout 60s
+upgrade_pid=$LAST
 run_hook gpuop-upgrade-crd
-wait $upgrade_pid || fail "helm upgrade: $(cat "$T/upgrade.log")"
+wait_exit "$upgrade_pid" 60
+[ "$RC" = 0 ] || fail "helm upgrade exited $RC: $(cat "$T/upgrade.log")"
 has_field || fail "helm upgrade did not update the ClusterPolicy CRD: $(cat "$T/hook-gpuop-upgrade-crd.log")"
 grep -q 'CRD updated.*name=clusterpolicies.nvidia.com' "$T/hook-gpuop-upgrade-crd.log" || fail "hook log: $(cat "$T/hook-gpuop-upgrade-crd.log")"
 for o in "job gpuop-upgrade-crd" "configmap gpuop-upgrade-crd" "serviceaccount gpuop-upgrade-crd"; do
@@ -166,10 +163,11 @@ echo "node discovery: labelled cpu-1 as its pod; removed by helm upgrade once NF
 
 # helm uninstall: its pre-delete hook stops the operator, turns the toolkit's cleanup on, and
 # deletes the ClusterPolicy (and so the operands) before helm deletes the rest.
-helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 60s >"$T/uninstall.log" 2>&1 &
-uninstall_pid=$!
+bg uninstall helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 60s
+uninstall_pid=$LAST
 run_hook gpuop-uninstall
-wait $uninstall_pid || fail "helm uninstall: $(cat "$T/uninstall.log")"
+wait_exit "$uninstall_pid" 60
+[ "$RC" = 0 ] || fail "helm uninstall exited $RC: $(cat "$T/uninstall.log")"
 for m in "operator stopped" "toolkit cleanup on" "deleted.*kind=ClusterPolicy name=cluster-policy" "uninstall hook done"; do
     grep -q "$m" "$T/hook-gpuop-uninstall.log" || fail "uninstall hook: no \"$m\": $(cat "$T/hook-gpuop-uninstall.log")"
 done

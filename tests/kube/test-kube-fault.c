@@ -2,7 +2,8 @@
 /* The client against a scripted python stand-in (tests/kube/faultsrv.py) for faults a faithful
  * simulator does not produce: 5xx and 429 bursts with Retry-After, connection failures,
  * oversized and truncated bodies, watch streams cut at odd places, a 410 mid-stream, token
- * rotation, and that no secret reaches an error message. */
+ * rotation, that no secret reaches an error message, and the memory bounds (decoded prices,
+ * bodies in flight, list and store budgets, a forgotten continue token). */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -698,6 +699,274 @@ static void test_informer_relist_on_410(void **state)
     fx_stop(&f);
 }
 
+/* ---- memory bounds ------------------------------------------------------------------------ */
+
+/* A faultsrv rule (query_has may be NULL) answering with responses in turn. */
+static json_t *rule(const char *path, const char *query_has, json_t *responses)
+{
+    json_t *r = json_pack("{s:s,s:s,s:o}", "method", "GET", "path", path, "responses", responses);
+    if (query_has)
+        json_object_set_new(r, "query_has", json_string(query_has));
+    return r;
+}
+
+/* A NodeList page: n nodes named <prefix>0.. (each about 300 bytes of JSON), continue token
+ * cont (NULL: the last page). */
+static json_t *node_page(const char *prefix, int n, const char *cont)
+{
+    json_t *items = json_array();
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%d", prefix, i);
+        json_array_append_new(items, json_pack("{s:{s:s,s:s,s:{s:s,s:s}},s:{s:{s:s,s:s}}}",
+                                               "metadata", "name", name, "resourceVersion", "7",
+                                               "labels", "gpu", "yes", "nvidia.com/gpu.product",
+                                               "NVIDIA-H100-80GB-HBM3", "status", "allocatable",
+                                               "cpu", "64", "nvidia.com/gpu", "8"));
+    }
+    json_t *meta = json_pack("{s:s}", "resourceVersion", "50");
+    if (cont)
+        json_object_set_new(meta, "continue", json_string(cont));
+    return json_pack("{s:s,s:s,s:o,s:o}", "kind", "NodeList", "apiVersion", "v1", "metadata", meta,
+                     "items", items);
+}
+
+static json_t *ok(json_t *body)
+{
+    return json_pack("{s:i,s:o}", "code", 200, "body", body);
+}
+
+static void fx_start_rules(struct fx *f, json_t *rules, const struct kube_options *o)
+{
+    json_t *script = json_pack("{s:o}", "rules", rules);
+    char *text = json_dumps(script, JSON_COMPACT);
+    json_decref(script);
+    fx_start(f, text, o, false);
+    free(text);
+}
+
+static void assert_nothing_held(struct kube_client *c)
+{
+    struct kube_client_memory m;
+    kube_client_memory(c, &m);
+    assert_int_equal(m.in_flight, 0);
+    assert_int_equal(m.cached, 0);
+}
+
+/* A body is priced before it is decoded: one that would cost more than max_decoded is refused
+ * (the wire limit alone let it through), and bodies being read are bounded by max_in_flight. */
+static void test_decoded_and_in_flight_limits(void **state)
+{
+    (void)state;
+    /* 100,000 empty objects: 300 KB on the wire, over 20 MiB decoded */
+    struct sbuf bloat;
+    sbuf_init(&bloat, 1u << 20);
+    sbuf_adds(&bloat, "{\"kind\":\"Node\",\"metadata\":{\"name\":\"bloat\"},\"x\":[{}");
+    for (int i = 1; i < 100000; i++)
+        sbuf_adds(&bloat, ",{}");
+    sbuf_adds(&bloat, "]}");
+    assert_int_equal(sbuf_check(&bloat), 0);
+    json_t *rules = json_array();
+    json_array_append_new(rules, rule("/api/v1/nodes/bloat", NULL,
+                                      json_pack("[{s:i,s:s}]", "code", 200, "body", bloat.data)));
+    json_array_append_new(rules, rule("/api/v1/nodes", NULL,
+                                      json_pack("[{s:i,s:s}]", "code", 200, "body", bloat.data)));
+    json_array_append_new(
+        rules, rule("/api/v1/nodes/fine", NULL, json_pack("[o]", ok(node_page("n", 1, NULL)))));
+    /* a watch event of the same: refused before it is decoded, the events before it handled */
+    char *ev = xasprintf("{\"type\":\"ADDED\",\"object\":%s}\n", bloat.data);
+    json_array_insert_new(
+        rules, 0, /* before the list's rule, which would answer it too */
+        rule("/api/v1/nodes", "watch=true",
+             json_pack("[{s:i,s:[s,s]}]", "code", 200, "stream",
+                       "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n", ev)));
+    free(ev);
+    sbuf_free(&bloat);
+    struct fx f = {0};
+    struct kube_options o = {.max_decoded = 8u << 20, .max_in_flight = 16u << 20};
+    fx_start_rules(&f, rules, &o);
+    struct err e = {0};
+    json_t *v = NULL;
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "bloat", &v, &e), -EFBIG);
+    assert_null(v);
+    assert_non_null(strstr(e.msg, "get nodes bloat: the response would take about "));
+    assert_non_null(strstr(e.msg, "MiB decoded, more than the 8.0 MiB limit "
+                                  "(kube_options.max_decoded)"));
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, NULL, &v, &e), -EFBIG);
+    assert_non_null(strstr(e.msg, "list nodes: the response would take about "));
+    size_t before = count_requests();
+    assert_int_equal(kube_get(f.c, &KUBE_NODES, NULL, "fine", &v, &e), 0);
+    json_decref(v);
+    assert_int_equal(count_requests(), before + 1); /* refused, not retried */
+    struct evlog l = {{0}};
+    struct kube_watch_opts wo = {.resource_version = "5"};
+    assert_int_equal(kube_watch(f.c, &KUBE_NODES, NULL, &wo, evlog_cb, &l, &e), -EFBIG);
+    assert_string_equal(l.s, "ADDED:a;");
+    assert_non_null(strstr(e.msg, "watch nodes: watch event: the event would take about "));
+    assert_non_null(strstr(e.msg, "more than the 8.0 MiB limit (kube_options.max_decoded)"));
+    assert_nothing_held(f.c);
+    struct kube_client_memory m;
+    kube_client_memory(f.c, &m);
+    assert_true(m.in_flight_peak > 0 && m.in_flight_peak <= o.max_in_flight);
+    fx_stop(&f);
+
+    /* a budget smaller than one body: the body stops growing there, the call is retried (the
+     * others' memory would free meanwhile), then fails naming the limit */
+    rules = json_array();
+    json_array_append_new(
+        rules, rule("/api/v1/nodes", NULL, json_pack("[o]", ok(node_page("n", 500, NULL)))));
+    struct kube_options small = {.max_in_flight = 64u << 10, .max_retries = 2};
+    fx_start_rules(&f, rules, &small);
+    before = count_requests();
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, NULL, &v, &e), -ENOBUFS);
+    assert_non_null(strstr(e.msg, "list nodes: another "));
+    assert_non_null(strstr(e.msg, "would pass the client's 64 KiB limit on what its calls hold "
+                                  "at once (kube_options.max_in_flight)"));
+    assert_int_equal(count_requests(), before + 3);
+    assert_nothing_held(f.c);
+    kube_client_memory(f.c, &m);
+    assert_true(m.in_flight_peak <= small.max_in_flight);
+    fx_stop(&f);
+}
+
+/* kube_list's pages: the items kept within a budget (the client's max_decoded, or one the
+ * caller shares between lists), and a forgotten continue token starts the list over. */
+static void test_list_budget_and_restart(void **state)
+{
+    (void)state;
+    json_t *rules = json_array();
+    /* endless: every page names another */
+    json_array_append_new(rules, rule("/api/v1/nodes", "continue=more",
+                                      json_pack("[o]", ok(node_page("m", 50, "more")))));
+    json_array_append_new(rules, rule("/api/v1/nodes", "labelSelector=endless",
+                                      json_pack("[o]", ok(node_page("e", 50, "more")))));
+    /* the second page's token is forgotten once, then always */
+    json_array_append_new(rules, rule("/api/v1/nodes", "continue=once",
+                                      json_pack("[{s:i,s:s},o]", "code", 410, "body",
+                                                STATUS(410, "Expired", "continue too old"),
+                                                ok(node_page("b", 1, NULL)))));
+    json_array_append_new(rules, rule("/api/v1/nodes", "labelSelector=gone-once",
+                                      json_pack("[o]", ok(node_page("a", 1, "once")))));
+    json_array_append_new(rules, rule("/api/v1/nodes", "continue=always",
+                                      json_pack("[{s:i,s:s}]", "code", 410, "body",
+                                                STATUS(410, "Expired", "continue too old"))));
+    json_array_append_new(rules, rule("/api/v1/nodes", "labelSelector=gone-always",
+                                      json_pack("[o]", ok(node_page("a", 1, "always")))));
+    json_array_append_new(
+        rules, rule("/api/v1/nodes", NULL, json_pack("[o]", ok(node_page("n", 20, NULL)))));
+    struct fx f = {0};
+    struct kube_options o = {.max_decoded = 1u << 20};
+    fx_start_rules(&f, rules, &o);
+    struct err e = {0};
+    json_t *v = NULL;
+
+    /* the client's own budget: max_decoded */
+    struct kube_list_opts endless = {.label_selector = "endless"};
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &endless, &v, &e), -EFBIG);
+    assert_null(v);
+    assert_non_null(strstr(e.msg, "list nodes: the items take more than 1.0 MiB decoded after "));
+    assert_non_null(strstr(e.msg, "pages, over the 1.0 MiB limit (kube_options.max_decoded)"));
+    size_t pages = count_requests();
+    assert_true(pages > 3 && pages < 40);
+
+    /* a budget shared by lists: each adds what it keeps; one that does not fit adds nothing */
+    struct kube_list_budget shared = {.limit = 400u << 10};
+    struct kube_list_opts lo = {.budget = &shared};
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &lo, &v, &e), 0);
+    assert_int_equal(json_array_size(json_object_get(v, "items")), 20);
+    size_t one = shared.used;
+    assert_true(one > 20 * 300 && one < 20 * 4096);
+    /* what the list holds is at most what it was charged */
+    assert_true(kube_json_value_cost(json_object_get(v, "items")) <= one + 512);
+    json_decref(steal_ptr(&v));
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &lo, &v, &e), 0);
+    json_decref(steal_ptr(&v));
+    assert_int_equal(shared.used, 2 * one);
+    lo.label_selector = "endless";
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &lo, &v, &e), -EFBIG);
+    assert_non_null(strstr(e.msg, "list nodes: the lists together take more than "));
+    assert_non_null(strstr(e.msg, "over the 400 KiB limit (the caller's list budget)"));
+    assert_int_equal(shared.used, 2 * one);
+
+    /* a forgotten continue token: the list starts over from its first page */
+    struct kube_list_opts once = {.label_selector = "gone-once"};
+    size_t before = count_requests();
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &once, &v, &e), 0);
+    json_t *items = json_object_get(v, "items");
+    assert_int_equal(json_array_size(items), 2); /* a0 and b0, a0 once */
+    assert_string_equal(kobj_name(json_array_get(items, 0)), "a0");
+    assert_string_equal(kobj_name(json_array_get(items, 1)), "b0");
+    json_decref(steal_ptr(&v));
+    json_t *reqs = seen_requests();
+    assert_int_equal(json_array_size(reqs), before + 4); /* a, 410, a again, b */
+    const char *q = json_string_value(json_object_get(json_array_get(reqs, before + 2), "query"));
+    assert_null(strstr(q, "continue="));
+    json_decref(reqs);
+    /* forgotten every time: given up after 3 new starts */
+    struct kube_list_opts always = {.label_selector = "gone-always"};
+    before = count_requests();
+    assert_int_equal(kube_list(f.c, &KUBE_NODES, NULL, &always, &v, &e), KUBE_EGONE);
+    assert_non_null(strstr(e.msg, "list nodes: the continue token expired 4 times"));
+    assert_int_equal(count_requests(), before + 8);
+    assert_nothing_held(f.c);
+    fx_stop(&f);
+}
+
+/* The informer: its store within the client's max_cached (never synced while a list does not
+ * fit, everything given back when freed), and a forgotten continue token starts its list over. */
+static void test_informer_bounds(void **state)
+{
+    (void)state;
+    json_t *rules = json_array();
+    json_array_append_new(rules,
+                          rule("/api/v1/nodes", "watch=true",
+                               json_pack("[{s:i,s:i,s:[]}]", "code", 200, "hold", 30, "stream")));
+    json_array_append_new(rules, rule("/api/v1/nodes", "continue=once",
+                                      json_pack("[{s:i,s:s},o]", "code", 410, "body",
+                                                STATUS(410, "Expired", "continue too old"),
+                                                ok(node_page("b", 1, NULL)))));
+    json_array_append_new(rules, rule("/api/v1/nodes", "labelSelector=gone-once",
+                                      json_pack("[o]", ok(node_page("a", 1, "once")))));
+    json_array_append_new(rules, rule("/api/v1/nodes", "continue=more",
+                                      json_pack("[o]", ok(node_page("m", 50, "more")))));
+    json_array_append_new(
+        rules, rule("/api/v1/nodes", NULL, json_pack("[o]", ok(node_page("n", 50, "more")))));
+    struct fx f = {0};
+    struct kube_options o = {.max_cached = 256u << 10};
+    fx_start_rules(&f, rules, &o);
+    struct err e = {0};
+
+    struct counts n = {0};
+    struct kube_informer_opts io = {.label_selector = "gone-once",
+                                    .handlers = {c_add, c_upd, c_del, &n}};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(f.c, &KUBE_NODES, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    assert_int_equal(kube_informer_count(inf), 2);
+    assert_int_equal(n.add, 2); /* a0 once, b0 */
+    struct kube_informer_stats st;
+    kube_informer_stats(inf, &st);
+    assert_int_equal(st.lists, 1);
+    struct kube_client_memory m;
+    kube_client_memory(f.c, &m);
+    assert_true(m.cached > 0);
+    kube_informer_free(inf);
+    assert_nothing_held(f.c);
+
+    /* endless pages: the store stops at the budget and is never synced */
+    struct kube_informer_opts all = {.handlers = {c_add, c_upd, c_del, &n}};
+    assert_int_equal(kube_informer_new(f.c, &KUBE_NODES, &all, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 1500), -ETIMEDOUT);
+    kube_client_memory(f.c, &m);
+    assert_true(m.cached_peak <= o.max_cached);
+    assert_true(m.cached_peak > o.max_cached / 2);
+    size_t kept = kube_informer_count(inf);
+    assert_true(kept > 0 && kept < 200);
+    kube_informer_free(inf);
+    assert_nothing_held(f.c);
+    fx_stop(&f);
+}
+
 static char *slurp(const char *dir, const char *name)
 {
     char p[600];
@@ -1051,6 +1320,9 @@ int main(void)
         cmocka_unit_test(test_keepalive_reuse_and_idle_close),
         cmocka_unit_test(test_stalled_body_deadline),
         cmocka_unit_test(test_stop_ends_stalled_watch),
+        cmocka_unit_test(test_decoded_and_in_flight_limits),
+        cmocka_unit_test(test_list_budget_and_restart),
+        cmocka_unit_test(test_informer_bounds),
     };
     int r = cmocka_run_group_tests(tests, setup, NULL);
     char cmd[300];

@@ -269,7 +269,7 @@ static void test_h1_watch_every_split(void **state)
             kube_h1_init(p, false);
             int events = 0;
             struct kube_watch_parser wp;
-            kube_watch_parser_init(&wp, 1u << 20, count_event, &events);
+            kube_watch_parser_init(&wp, 1u << 20, SIZE_MAX, count_event, &events);
             struct err e = {0};
             struct wfeed wf = {&wp, &e};
             size_t pieces[3][2] = {{0, cut}, {cut, cut2}, {cut2, (size_t)n}};
@@ -335,6 +335,22 @@ static void test_url_split(void **state)
             fail_msg("%s: accepted", bad[i]);
         assert_non_null(strstr(e.msg, "URL"));
     }
+    /* user info never reaches an error message, whichever check refuses the URL */
+    static const char *const secret[] = {"https://admin:s3cr3t@h:6443", "https://admin:s3cr3t@h?x",
+                                         "ftp://admin:s3cr3t@h", "https://admin:s3cr3t@[zz]:1"};
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++) {
+        struct kube_url u;
+        struct err e = {0};
+        assert_int_equal(kube_url_split(secret[i], &u, &e), -EINVAL);
+        if (strstr(e.msg, "s3cr3t") || strstr(e.msg, "admin"))
+            fail_msg("%s: the error quotes the user info: %s", secret[i], e.msg);
+        assert_non_null(strstr(e.msg, "<user info removed>@"));
+    }
+    char buf[64];
+    assert_string_equal(kube_url_shown("https://h:6443/a@b", buf, sizeof(buf)),
+                        "https://h:6443/a@b");
+    assert_string_equal(kube_url_shown("u:p@h:6443", buf, sizeof(buf)),
+                        "<user info removed>@h:6443");
 }
 
 static void test_no_proxy(void **state)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the kube client's pure pieces: URLs and selectors, kubeconfig and in-cluster
  * config, Status decoding, the watch-stream parser, the rate limiter, backoff, Retry-After,
- * leases and projections. */
+ * leases and projections, what JSON costs decoded and the memory budgets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -368,10 +368,10 @@ static void test_status(void **state)
     assert_int_equal(kube_http_errno(401, NULL), -EACCES);
 
     json_t *v = NULL;
-    assert_int_equal(kube_json_parse("{\"a\":", 5, "get x", &v, &e), -EBADMSG);
+    assert_int_equal(kube_json_parse("{\"a\":", 5, SIZE_MAX, "get x", &v, &e), -EBADMSG);
     assert_non_null(strstr(e.msg, "get x: malformed JSON"));
-    assert_int_equal(kube_json_parse("[1]", 3, "get x", &v, &e), -EBADMSG);
-    assert_int_equal(kube_json_parse("{\"a\":1}", 7, "get x", &v, &e), 0);
+    assert_int_equal(kube_json_parse("[1]", 3, SIZE_MAX, "get x", &v, &e), -EBADMSG);
+    assert_int_equal(kube_json_parse("{\"a\":1}", 7, SIZE_MAX, "get x", &v, &e), 0);
     json_decref(v);
 }
 
@@ -411,7 +411,7 @@ static void test_watch_parser_chunks(void **state)
         struct seen s = {0};
         struct kube_watch_parser p;
         struct err e = {0};
-        kube_watch_parser_init(&p, 4096, collect, &s);
+        kube_watch_parser_init(&p, 4096, SIZE_MAX, collect, &s);
         for (size_t off = 0; off < n; off += chunk) {
             size_t take = n - off < chunk ? n - off : chunk;
             assert_int_equal(kube_watch_parser_feed(&p, stream + off, take, &e), 0);
@@ -430,7 +430,7 @@ static void test_watch_parser_errors(void **state)
     struct seen s = {0};
     struct kube_watch_parser p;
     /* an oversized event line */
-    kube_watch_parser_init(&p, 64, collect, &s);
+    kube_watch_parser_init(&p, 64, SIZE_MAX, collect, &s);
     char big[200];
     memset(big, 'x', sizeof(big));
     assert_int_equal(kube_watch_parser_feed(&p, big, 40, &e), 0);
@@ -438,7 +438,7 @@ static void test_watch_parser_errors(void **state)
     assert_non_null(strstr(e.msg, "64-byte limit"));
     kube_watch_parser_free(&p);
     /* the same limit when the whole oversized line arrives in one chunk */
-    kube_watch_parser_init(&p, 64, collect, &s);
+    kube_watch_parser_init(&p, 64, SIZE_MAX, collect, &s);
     char line[200];
     int n =
         snprintf(line, sizeof(line), "{\"type\":\"ADDED\",\"object\":{\"kind\":\"%0120d\"}}\n", 0);
@@ -457,7 +457,7 @@ static void test_watch_parser_errors(void **state)
         "\"str\"\n",
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        kube_watch_parser_init(&p, 4096, collect, &s);
+        kube_watch_parser_init(&p, 4096, SIZE_MAX, collect, &s);
         int r = kube_watch_parser_feed(&p, bad[i], strlen(bad[i]), &e);
         if (r != -EBADMSG)
             fail_msg("case %zu: %d", i, r);
@@ -465,7 +465,7 @@ static void test_watch_parser_errors(void **state)
         kube_watch_parser_free(&p);
     }
     /* a truncated last line */
-    kube_watch_parser_init(&p, 4096, collect, &s);
+    kube_watch_parser_init(&p, 4096, SIZE_MAX, collect, &s);
     assert_int_equal(kube_watch_parser_feed(&p, "{\"type\":\"ADDED\",\"obj", 20, &e), 0);
     assert_int_equal(kube_watch_parser_finish(&p, &e), -EBADMSG);
     assert_non_null(strstr(e.msg, "truncated watch stream"));
@@ -473,7 +473,7 @@ static void test_watch_parser_errors(void **state)
 
     /* the callback stops the stream */
     struct seen s2 = {.stop_at = 2};
-    kube_watch_parser_init(&p, 4096, collect, &s2);
+    kube_watch_parser_init(&p, 4096, SIZE_MAX, collect, &s2);
     assert_int_equal(kube_watch_parser_feed(&p, stream, strlen(stream), &e), 1);
     assert_int_equal(s2.n, 2);
     assert_int_equal(kube_watch_parser_feed(&p, stream, strlen(stream), &e), 1);
@@ -613,6 +613,233 @@ static void test_projection(void **state)
     json_decref(node);
 }
 
+/* ---- what JSON costs decoded -------------------------------------------------------------- */
+
+/* jansson's allocations while check_price decodes, counted as glibc's malloc rounds them: an
+ * 8-byte header, 16-byte steps, 32 at least. */
+static size_t alloc_live, alloc_peak;
+
+static size_t glibc_chunk(size_t n)
+{
+    n = (n + 8 + 15) & ~(size_t)15;
+    return n < 32 ? 32 : n;
+}
+
+static void *count_malloc(size_t n)
+{
+    size_t *h = malloc(n + 16);
+    if (!h)
+        return NULL;
+    h[0] = n;
+    alloc_live += glibc_chunk(n);
+    if (alloc_live > alloc_peak)
+        alloc_peak = alloc_live;
+    return h + 2;
+}
+
+static void count_free(void *p)
+{
+    if (!p)
+        return;
+    size_t *h = (size_t *)p - 2;
+    alloc_live -= glibc_chunk(h[0]);
+    free(h);
+}
+
+/* The price of text is at least what jansson allocates decoding it (its scratch included), and
+ * not far above; a decoded value's price is what it holds. */
+static void check_price(const char *label, const char *text, size_t n)
+{
+    /* only values made and freed here go through the counting allocator */
+    json_set_alloc_funcs(count_malloc, count_free);
+    alloc_live = alloc_peak = 0;
+    json_error_t je;
+    json_t *v = json_loadb(text, n, 0, &je);
+    size_t peak = alloc_peak, live = alloc_live;
+    if (!v) {
+        json_set_alloc_funcs(malloc, free);
+        fail_msg("%s: not JSON: %s", label, je.text);
+    }
+    size_t price = kube_json_cost(text, n);
+    size_t held = kube_json_value_cost(v);
+    json_decref(v);
+    size_t left = alloc_live;
+    json_set_alloc_funcs(malloc, free);
+    if (price < peak || price > peak + peak / 4 + 4096)
+        fail_msg("%s: priced %zu, jansson took %zu at its peak", label, price, peak);
+    /* (a string escaped on the wire holds what it took there, a few bytes over its price) */
+    if (held + held / 16 + 32 < live || held > live + live / 4 + 64)
+        fail_msg("%s: the value priced %zu, jansson holds %zu", label, held, live);
+    assert_int_equal(left, 0);
+}
+
+static char *repeat(const char *head, const char *item, size_t times, const char *tail)
+{
+    struct sbuf b;
+    sbuf_init(&b, 64u << 20);
+    sbuf_adds(&b, head);
+    for (size_t i = 0; i < times; i++) {
+        if (i)
+            sbuf_adds(&b, ",");
+        sbuf_addf(&b, item, (unsigned)i);
+    }
+    sbuf_adds(&b, tail);
+    assert_int_equal(sbuf_check(&b), 0);
+    return sbuf_steal(&b);
+}
+
+static void test_json_cost(void **state)
+{
+    (void)state;
+    static const char *const small[] = {
+        "{}",
+        "[]",
+        "{\"a\":1}",
+        "[0]",
+        "[1.5e3,-2,true,false,null]",
+        "{\"k\":\"\",\"l\":\"x\",\"m\":[[],{}]}",
+        "{\"esc\\u00e9\\n\":\"a\\\"b\\\\c\\u0041\\ud83d\\ude00\"}",
+        " { \"ws\" : [ 1 , 2 ] ,\n\t\"x\" : { } } ",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(small); i++)
+        check_price(small[i], small[i], strlen(small[i]));
+    /* what a hostile server sends: tiny values, many of them */
+    struct {
+        const char *label, *head, *item, *tail;
+        size_t times;
+    } big[] = {
+        {"objects", "{\"items\":[", "{}", "]}", 20000},
+        {"zeros", "[", "0", "]", 50000},
+        {"arrays", "[", "[]", "]", 20000},
+        {"members", "{", "\"k%u\":null", "}", 5000},
+        {"strings", "[", "\"s%u\"", "]", 20000},
+        {"nodes", "{\"kind\":\"NodeList\",\"items\":[",
+         "{\"metadata\":{\"name\":\"node-%u\",\"resourceVersion\":\"12345\",\"labels\":{"
+         "\"nvidia.com/gpu.present\":\"true\",\"kubernetes.io/hostname\":\"node\"}},"
+         "\"spec\":{\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]},\"status\":{"
+         "\"allocatable\":{\"cpu\":\"64\",\"nvidia.com/gpu\":\"8\"},\"conditions\":[{"
+         "\"type\":\"Ready\",\"status\":\"True\"}]}}",
+         "]}", 2000},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(big); i++) {
+        _cleanup_free_ char *t = repeat(big[i].head, big[i].item, big[i].times, big[i].tail);
+        check_price(big[i].label, t, strlen(t));
+    }
+    /* a long string, and deep nesting (past the 64 levels kept without allocating) */
+    _cleanup_free_ char *lng = repeat("{\"a\":\"", "xxxxxxxxxxxxxxxx", 4096, "\"}");
+    for (char *c = lng + 6; *c; c++)
+        if (*c == ',')
+            *c = 'y';
+    check_price("long string", lng, strlen(lng));
+    _cleanup_free_ char *key = repeat("{\"", "xxxxxxxxxxxxxxxx", 4096, "\":1}");
+    for (char *c = key + 2; *c; c++)
+        if (*c == ',')
+            *c = 'y';
+    check_price("long name", key, strlen(key));
+    char deep[4000];
+    size_t d = 0;
+    for (int k = 0; k < 500; k++)
+        deep[d++] = k % 2 ? '[' : '{', d += k % 2 ? 0 : (size_t)sprintf(deep + d, "\"k\":");
+    for (int k = 499; k >= 0; k--)
+        deep[d++] = k % 2 ? ']' : '}';
+    deep[d] = '\0';
+    check_price("deep", deep, d);
+
+    /* the amplification the wire limit alone let through: ~70 times for "{}," */
+    _cleanup_free_ char *objs = repeat("[", "{}", 100000, "]");
+    size_t wire = strlen(objs);
+    assert_true(kube_json_cost(objs, wire) > 60 * wire);
+    /* anything at all is priced without harm */
+    static const char *const junk[] = {"",       "\"",   "\"abc\\", "}}]]",
+                                       "{{{[[[", "::,,", "tru",     "\x01\xff"};
+    for (size_t i = 0; i < ARRAY_SIZE(junk); i++)
+        (void)kube_json_cost(junk[i], strlen(junk[i]));
+    (void)kube_json_cost(NULL, 0);
+}
+
+static void test_decoded_limit(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    json_t *v = NULL;
+    _cleanup_free_ char *objs = repeat("{\"items\":[", "{}", 100000, "]}");
+    size_t n = strlen(objs);
+    assert_int_equal(kube_json_parse(objs, n, 4u << 20, "list nodes", &v, &e), -EFBIG);
+    assert_null(v);
+    assert_non_null(strstr(e.msg, "list nodes: the response would take about "));
+    assert_non_null(strstr(e.msg, "more than the 4.0 MiB limit (kube_options.max_decoded)"));
+    assert_int_equal(kube_json_parse(objs, n, 64u << 20, "list nodes", &v, &e), 0);
+    json_decref(v);
+
+    /* a watch event, priced before it is decoded; then the in-flight budget while handled */
+    struct seen s = {0};
+    struct kube_watch_parser p;
+    _cleanup_free_ char *ev = repeat("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":"
+                                     "\"big\"},\"x\":[",
+                                     "0", 10000, "]}}\n");
+    kube_watch_parser_init(&p, 1u << 20, 64u << 10, collect, &s);
+    assert_int_equal(kube_watch_parser_feed(&p, ev, strlen(ev), &e), -EFBIG);
+    assert_non_null(strstr(e.msg, "watch event: the event would take about"));
+    kube_watch_parser_free(&p);
+    assert_int_equal(s.n, 0);
+
+    struct kube_budget mem;
+    kube_budget_init(&mem, 1u << 20);
+    kube_watch_parser_init(&p, 1u << 20, SIZE_MAX, collect, &s);
+    p.mem = &mem;
+    /* split, so the line is buffered (and its buffer taken from the budget) */
+    size_t half = strlen(ev) / 2;
+    assert_int_equal(kube_watch_parser_feed(&p, ev, half, &e), 0);
+    assert_true(kube_budget_used(&mem) > 0);
+    assert_int_equal(kube_watch_parser_feed(&p, ev + half, strlen(ev) - half, &e), 0);
+    assert_int_equal(s.n, 1);
+    kube_watch_parser_free(&p);
+    assert_int_equal(kube_budget_used(&mem), 0);
+    assert_true(mem.peak > kube_json_cost(ev, strlen(ev)));
+    /* a budget too small for the event */
+    mem.limit = 300u << 10;
+    kube_watch_parser_init(&p, 1u << 20, SIZE_MAX, collect, &s);
+    p.mem = &mem;
+    assert_int_equal(kube_watch_parser_feed(&p, ev, strlen(ev), &e), -ENOBUFS);
+    assert_non_null(strstr(e.msg, "kube_options.max_in_flight"));
+    kube_watch_parser_free(&p);
+    assert_int_equal(kube_budget_used(&mem), 0);
+    kube_budget_destroy(&mem);
+
+    /* an error body too costly to decode is not decoded: its first bytes are the message */
+    _cleanup_free_ char *st =
+        repeat("{\"kind\":\"Status\",\"message\":\"m\",\"x\":[", "{}", 20000, "]}");
+    assert_int_equal(kube_status_err(500, st, strlen(st), "list nodes", &e), -EIO);
+    assert_non_null(strstr(e.msg, "list nodes: HTTP 500: {\"kind\":\"Status\""));
+}
+
+static void test_budget(void **state)
+{
+    (void)state;
+    struct kube_budget b;
+    kube_budget_init(&b, 100);
+    assert_int_equal(kube_budget_take(&b, 60), 0);
+    assert_int_equal(kube_budget_take(&b, 41), -ENOBUFS);
+    assert_int_equal(kube_budget_used(&b), 60);
+    assert_int_equal(kube_budget_take(&b, 40), 0);
+    assert_int_equal(kube_budget_take(&b, SIZE_MAX), -ENOBUFS);
+    kube_budget_put(&b, 100);
+    assert_int_equal(b.peak, 100);
+    assert_int_equal(kube_budget_used(&b), 0);
+    kube_budget_destroy(&b);
+    char m[32];
+    kube_mib(m, sizeof(m), 3u << 20);
+    assert_string_equal(m, "3.0 MiB");
+    kube_mib(m, sizeof(m), 300u << 20);
+    assert_string_equal(m, "300 MiB");
+    kube_mib(m, sizeof(m), (size_t)20 << 30);
+    assert_string_equal(m, "20 GiB");
+    kube_mib(m, sizeof(m), 64u << 10);
+    assert_string_equal(m, "64 KiB");
+    kube_mib(m, sizeof(m), 100);
+    assert_string_equal(m, "1 KiB");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -632,6 +859,9 @@ int main(void)
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_lease_decide),
         cmocka_unit_test(test_projection),
+        cmocka_unit_test(test_json_cost),
+        cmocka_unit_test(test_decoded_limit),
+        cmocka_unit_test(test_budget),
     };
     int r = cmocka_run_group_tests(tests, setup_tmp, NULL);
     char cmd[300];

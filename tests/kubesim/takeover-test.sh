@@ -6,18 +6,10 @@
 # job-name and owned by the Job, and turns Complete when the pod succeeds or Failed once more pods
 # failed than spec.backoffLimit allows.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-. "$(dirname "$0")/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
-wait_for() { # SECONDS WHAT CMD...
-    local n=$(($1 * 10)) what=$2
-    shift 2
-    for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-    fail "timed out: $what"
-}
-start --nodes 3 --pod-ready-delay 100ms
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { $K "$@"; }
+start_kubesim --nodes 3 --pod-ready-delay 100ms
 k create namespace ops >/dev/null
 ds() { # NAME SELECTOR-LABELS-JSON POD-LABELS-JSON STRATEGY
     cat <<Y
@@ -93,5 +85,5 @@ k -n ops delete job upgrade >/dev/null
 nopods() { [ -z "$(jobpod upgrade)" ]; }
 wait_for 10 "a deleted Job's pods collected" nopods
 echo "ok: a Job fails after backoffLimit+1 failed pods; a deleted Job's pod goes"
-stop
+stop_kubesim
 echo "PASS kubesim takeover controllers"

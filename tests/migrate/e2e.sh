@@ -23,15 +23,13 @@
 # before gpuop, and `helm uninstall` of gpuop's release deleting nothing. As root (namespaces per
 # node); skipped otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/tests/kubelet/lib.sh"
-[ -x "$HELM" ] || { echo "SKIP: pinned helm not found at $HELM"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM"
 F=$S/tests/adopt/fixtures/nvidia-v24.9.2.yaml
 NC=$S/tests/migrate/nvidia-cluster.py
 NODES="tko-h100-1 tko-h100-2 tko-l4-1"
-kl_start_kubesim 198.18.255.26
-kl_start_nodes "$S/tests/migrate/e2e-cluster.yaml" kltko0 198.18.226.0/24 3
+start_kubesim --api-ip 198.18.255.26 --tls
+start_kubelet_sim "$S/tests/migrate/e2e-cluster.yaml" 3 --bridge kltko0 --subnet 198.18.226.0/24
 k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
 k create namespace gpu-operator >/dev/null
 
@@ -95,12 +93,15 @@ done
 echo "ok: a CUDA workload holds a GPU on each node"
 
 sample() { # NAME: the sampler, until $T/stop.NAME
-    python3 "$S/tests/migrate/sample.py" --kubectl "$KUBECTL" --out "$T/sample.$1.json" --stop "$T/stop.$1" \
-        --roots "$T/roots" --alloc --workloads workloads --interval 0.3 >"$T/sample-$1.log" 2>&1 &
-    SAMPLER=$!
-    pids+=($SAMPLER)
+    bg "sample-$1" python3 "$S/tests/migrate/sample.py" --kubectl "$KUBECTL" --out "$T/sample.$1.json" \
+        --stop "$T/stop.$1" --roots "$T/roots" --alloc --workloads workloads --interval 0.3
+    SAMPLER=$LAST
 }
-stop_sample() { touch "$T/stop.$1"; wait "$SAMPLER" || true; }
+stop_sample() {
+    touch "$T/stop.$1"
+    wait_exit "$SAMPLER" 15
+    [ "$RC" = 0 ] || fail "the sampler ($1) exited $RC"
+}
 sample there
 
 # ---- docs/migrate-from-nvidia.md ----------------------------------------------------------------

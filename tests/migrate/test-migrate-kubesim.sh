@@ -13,24 +13,17 @@
 # - --to nvidia: refused while gpuop's operator runs; then `helm install` of NVIDIA's chart takes
 #   the objects back, and `helm uninstall` of gpuop's release deletes none of them.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM"
 F=$S/tests/adopt/fixtures/nvidia-v24.9.2.yaml
 NVC=$S/tests/migrate/nvidia-chart
 G=$S/deploy/helm/gpuop
 python3 "$S/tests/migrate/nvidia-cluster.py" nodes "$F" >"$T/nodes.yaml"
 python3 "$S/tests/migrate/nvidia-cluster.py" values "$F" >"$T/nvidia-values.yaml"
-"$B/kubesim" --load "$T/nodes.yaml" --kubeconfig-out "$T/kubeconfig" --pod-ready-delay 100ms >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$T/nodes.yaml" --pod-ready-delay 100ms
 $K create namespace gpu-operator >/dev/null
-$K apply -f "$S/deploy/crds/" >/dev/null
+$K apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
 
 # NVIDIA's release, then what its operator made (owned by the release's ClusterPolicy).
 helm_q install gpu-operator "$NVC" -n gpu-operator -f "$T/nvidia-values.yaml" --wait --timeout 60s >"$T/nv-install.log" ||

@@ -12,20 +12,12 @@
 # docs/migrate-from-nvidia.md says, defers the driver change (gpuop's driver template differs
 # from NVIDIA's): the driver pods wait for approval, untouched.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
 F=$S/tests/adopt/fixtures/nvidia-v24.9.2.yaml
 python3 "$S/tests/migrate/nvidia-cluster.py" nodes "$F" >"$T/nodes.yaml"
-"$B/kubesim" --load "$T/nodes.yaml" --load "$S/deploy/rbac/operator.yaml" --kubeconfig-out "$T/kubeconfig" \
-    --pod-ready-delay 300ms >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
-$K apply -f "$S/deploy/crds/" >/dev/null
+start_kubesim --load "$T/nodes.yaml" --load "$S/deploy/rbac/operator.yaml" --pod-ready-delay 300ms
+$K apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"
 python3 - "$F" >"$T/cp.yaml" <<'PY'
 import sys, yaml
 f = yaml.safe_load(open(sys.argv[1]))
@@ -51,21 +43,21 @@ spec:
   nodeSelector: {nvidia.com/gpu.present: "true"}
   approval: manual
 Y
-python3 "$S/tests/migrate/sample.py" --kubectl "$KUBECTL" --out "$T/sample.json" --stop "$T/stop" >"$T/sample.log" 2>&1 &
-sampler=$!
-pids+=($sampler)
+bg sample python3 "$S/tests/migrate/sample.py" --kubectl "$KUBECTL" --out "$T/sample.json" --stop "$T/stop"
+sampler=$LAST
 OPKC=$T/operator.kubeconfig
 sa_kubeconfig "$OPKC"
 P=$(free_port)
-"$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --operand-image registry.example.com/gpuop:test \
-    --metrics-listen "127.0.0.1:$P" >"$T/operator.log" 2>&1 &
-pids+=($!)
+bg operator "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator \
+    --operand-image registry.example.com/gpuop:test --metrics-listen "127.0.0.1:$P"
+operator=$LAST
 t0=$SECONDS
 taken_over() { [ "$($K get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="Takeover")].status}')" = True ]; }
-wait_for 150 "the Takeover condition True" taken_over
+wait_for -p "$operator" 150 "the Takeover condition True" taken_over
 echo "ok: taken over in $((SECONDS - t0)) s: $($K get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="Takeover")].message}')"
 touch "$T/stop"
-wait $sampler || true
+wait_exit "$sampler" 10
+[ "$RC" = 0 ] || fail "the sampler exited $RC"
 summary=$(cat "$T/sample.json")
 python3 - "$T/sample.json" <<'PY' || fail "sampled: $summary"
 import json, sys

@@ -351,52 +351,14 @@ static void test_parse_time(void **state)
     assert_int_equal(time_parse_rfc3339(NULL, &t), -EINVAL);
 }
 
-/* NVML's inventory as nodestate's GPUs: a GPU lost before its UUID could be read keeps the name it
- * had at its index. */
-static void test_gpus_from(void **state)
-{
-    (void)state;
-    struct nst_state *st = xcalloc(1, sizeof(*st));
-    struct gpu_mig_device mig[2] = {{.uuid = "MIG-a", .profile = "1g.10gb"},
-                                    {.uuid = "MIG-b", .profile = "2g.20gb"}};
-    struct gpu_device dev[2] = {
-        {.index = 0, .uuid = "GPU-0"},
-        {.index = 1, .uuid = "GPU-1", .mig_enabled = true, .n_mig = 2, .mig = mig},
-    };
-    struct gpu_inventory inv = {.n_gpus = 2, .gpus = dev};
-    struct nst_gpus g;
-    nst_gpus_from(st, &inv, &g);
-    assert_int_equal(g.n, 2);
-    assert_string_equal(g.g[0].uuid, "GPU-0");
-    assert_true(g.g[1].mig_enabled);
-    assert_int_equal(g.g[1].n_mig, 2);
-    assert_string_equal(g.g[1].mig_profiles[1], "2g.20gb");
-    assert_string_equal(g.g[1].mig_uuids[0], "MIG-a");
-    nst_gpus_clear(&g);
-    /* GPU 0 lost: its UUID unread, named by what it was; an index never seen by its number */
-    dev[0].uuid[0] = '\0';
-    dev[0].lost = true;
-    dev[1] = (struct gpu_device){.index = 70, .lost = true};
-    nst_gpus_from(st, &inv, &g);
-    assert_string_equal(g.g[0].uuid, "GPU-0");
-    assert_true(g.g[0].lost);
-    assert_string_equal(g.g[1].uuid, "index 70");
-    assert_int_equal(g.g[1].n_mig, 0);
-    nst_gpus_clear(&g);
-    /* a fresh state remembers nothing */
-    memset(st, 0, sizeof(*st));
-    nst_gpus_from(st, &inv, &g);
-    assert_string_equal(g.g[0].uuid, "index 0");
-    nst_gpus_clear(&g);
-    free(st);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpus_from),       cmocka_unit_test(test_golden),
-        cmocka_unit_test(test_grace),           cmocka_unit_test(test_restart_keeps_since),
-        cmocka_unit_test(test_unknown_sources), cmocka_unit_test(test_render_limit),
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_grace),
+        cmocka_unit_test(test_restart_keeps_since),
+        cmocka_unit_test(test_unknown_sources),
+        cmocka_unit_test(test_render_limit),
         cmocka_unit_test(test_parse_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -324,3 +324,78 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldVal
     }
     return NVML_SUCCESS;
 }
+
+/* GPM as a driver of the R520 branch (NVML 11.8) has it: no nvmlGpmMigSampleGet yet. GPU2
+ * answers the support query with success and isSupportedDevice 0; the metrics are fixed. */
+struct nvmlGpmSample_st {
+    unsigned gpu;
+    unsigned seq; /* 0: never taken */
+};
+static unsigned gpm_seq;
+
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, nvmlGpmSupport_t *s)
+{
+    nvmlReturn_t r = dev_ok(d);
+    if (r)
+        return r;
+    if (!s)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (s->version != NVML_GPM_SUPPORT_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    s->isSupportedDevice = d->index != 2;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *s)
+{
+    *s = calloc(1, sizeof(**s));
+    return *s ? NVML_SUCCESS : NVML_ERROR_MEMORY;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s)
+{
+    free(s);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t d, nvmlGpmSample_t s)
+{
+    nvmlReturn_t r = dev_ok(d);
+    if (r)
+        return r;
+    if (d->index == 2)
+        return NVML_ERROR_NOT_SUPPORTED;
+    s->gpu = d->index;
+    s->seq = ++gpm_seq;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m)
+{
+    if (m->version != NVML_GPM_METRICS_GET_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!m->sample1->seq || m->sample1->seq >= m->sample2->seq ||
+        m->sample1->gpu != m->sample2->gpu)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < m->numMetrics; i++) {
+        nvmlGpmMetric_t *x = &m->metrics[i];
+        x->nvmlReturn = NVML_SUCCESS;
+        switch (x->metricId) {
+        case NVML_GPM_METRIC_GRAPHICS_UTIL:
+            x->value = 50.0;
+            break;
+        case NVML_GPM_METRIC_SM_UTIL:
+            x->value = 42.5;
+            break;
+        case NVML_GPM_METRIC_DRAM_BW_UTIL:
+            x->value = 12.5;
+            break;
+        case NVML_GPM_METRIC_PCIE_TX_PER_SEC:
+            x->value = 3.0;
+            break;
+        case NVML_GPM_METRIC_PCIE_RX_PER_SEC:
+            x->value = 7.5;
+            break;
+        default:
+            x->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            x->value = 0;
+        }
+    }
+    return NVML_SUCCESS;
+}

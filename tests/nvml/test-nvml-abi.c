@@ -53,6 +53,10 @@ static const char *const checked[] = {
     "nvmlComputeInstanceInfo_t",
     "nvmlValue_t",
     "nvmlFieldValue_t",
+    "nvmlGpmMetricMetricInfo_t",
+    "nvmlGpmMetric_t",
+    "nvmlGpmMetricsGet_t",
+    "nvmlGpmSupport_t",
 };
 
 static void structs(void)
@@ -245,6 +249,36 @@ static void structs(void)
     SIZE(nvmlDeviceArchitecture_t, 4);
     SIZE(nvmlDevice_t, 8);
     SIZE(nvmlEventSet_t, 8);
+
+    /* GPM. A sample is a handle (a pointer). */
+    SIZE(nvmlGpmSample_t, 8);
+    SIZE(nvmlGpmMetricId_t, 4);
+    /* three char pointers */
+    SIZE(nvmlGpmMetricMetricInfo_t, 24);
+    OFF(nvmlGpmMetricMetricInfo_t, shortName, 0);
+    OFF(nvmlGpmMetricMetricInfo_t, longName, 8);
+    OFF(nvmlGpmMetricMetricInfo_t, unit, 16);
+    /* unsigned metricId; nvmlReturn_t; double (8-aligned, no padding); the info */
+    SIZE(nvmlGpmMetric_t, 40);
+    OFF(nvmlGpmMetric_t, metricId, 0);
+    OFF(nvmlGpmMetric_t, nvmlReturn, 4);
+    OFF(nvmlGpmMetric_t, value, 8);
+    OFF(nvmlGpmMetric_t, metricInfo, 16);
+    /* version, numMetrics, two handles, then NVML_GPM_METRIC_MAX (333) metrics of 40 bytes */
+    SIZE(nvmlGpmMetricsGet_t, 24 + 40 * 333);
+    SIZE(nvmlGpmMetricsGet_t, 13344);
+    OFF(nvmlGpmMetricsGet_t, version, 0);
+    OFF(nvmlGpmMetricsGet_t, numMetrics, 4);
+    OFF(nvmlGpmMetricsGet_t, sample1, 8);
+    OFF(nvmlGpmMetricsGet_t, sample2, 16);
+    OFF(nvmlGpmMetricsGet_t, metrics, 24);
+    OFF(nvmlGpmMetricsGet_t, metrics[1], 64);
+    FSIZE(nvmlGpmMetricsGet_t, metrics, 13320);
+    /* the prefix a library built with NVML 11.8 to 12.8's header (98 metrics) reads */
+    OFF(nvmlGpmMetricsGet_t, metrics[98], 3944);
+    SIZE(nvmlGpmSupport_t, 8);
+    OFF(nvmlGpmSupport_t, version, 0);
+    OFF(nvmlGpmSupport_t, isSupportedDevice, 4);
 }
 
 static void versions(void)
@@ -254,6 +288,9 @@ static void versions(void)
     VAL(nvmlGpuInstanceProfileInfo_v2, 152u | 2u << 24);
     VAL(nvmlGpuInstanceProfileInfo_v3, 152u | 3u << 24);
     VAL(nvmlComputeInstanceProfileInfo_v2, 136u | 2u << 24);
+    /* GPM's versions are plain 1, not NVML_STRUCT_VERSION(...) */
+    VAL(NVML_GPM_METRICS_GET_VERSION, 1);
+    VAL(NVML_GPM_SUPPORT_VERSION, 1);
 }
 
 static void values(void)
@@ -440,6 +477,35 @@ static void values(void)
     VAL(NVML_FI_DEV_REMAPPED_FAILURE, 145);
     VAL(NVML_FI_DEV_POWER_AVERAGE, 185);
     VAL(NVML_FI_DEV_POWER_INSTANT, 186);
+
+    VAL(NVML_GPM_METRIC_GRAPHICS_UTIL, 1);
+    VAL(NVML_GPM_METRIC_SM_UTIL, 2);
+    VAL(NVML_GPM_METRIC_SM_OCCUPANCY, 3);
+    VAL(NVML_GPM_METRIC_INTEGER_UTIL, 4);
+    VAL(NVML_GPM_METRIC_ANY_TENSOR_UTIL, 5);
+    VAL(NVML_GPM_METRIC_DFMA_TENSOR_UTIL, 6);
+    VAL(NVML_GPM_METRIC_HMMA_TENSOR_UTIL, 7);
+    VAL(NVML_GPM_METRIC_IMMA_TENSOR_UTIL, 9);
+    VAL(NVML_GPM_METRIC_DRAM_BW_UTIL, 10);
+    VAL(NVML_GPM_METRIC_FP64_UTIL, 11);
+    VAL(NVML_GPM_METRIC_FP32_UTIL, 12);
+    VAL(NVML_GPM_METRIC_FP16_UTIL, 13);
+    VAL(NVML_GPM_METRIC_PCIE_TX_PER_SEC, 20);
+    VAL(NVML_GPM_METRIC_PCIE_RX_PER_SEC, 21);
+    VAL(NVML_GPM_METRIC_NVDEC_0_UTIL, 30);
+    VAL(NVML_GPM_METRIC_NVJPG_0_UTIL, 40);
+    VAL(NVML_GPM_METRIC_NVOFA_0_UTIL, 50);
+    VAL(NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, 60);
+    VAL(NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, 61);
+    VAL(NVML_GPM_METRIC_NVLINK_L0_RX_PER_SEC, 62);
+    VAL(NVML_GPM_METRIC_NVLINK_L0_TX_PER_SEC, 63);
+    VAL(NVML_GPM_METRIC_NVLINK_L17_RX_PER_SEC, 96);
+    VAL(NVML_GPM_METRIC_NVLINK_L17_TX_PER_SEC, 97);
+    VAL(NVML_GPM_METRIC_NVLINK_L18_RX_PER_SEC, 212);
+    VAL(NVML_GPM_METRIC_NVLINK_L18_TX_PER_SEC, 213);
+    VAL(NVML_GPM_METRIC_NVLINK_L35_RX_PER_SEC, 246);
+    VAL(NVML_GPM_METRIC_NVLINK_L35_TX_PER_SEC, 247);
+    VAL(NVML_GPM_METRIC_MAX, 333);
 }
 
 /* Every "} name_t;" that closes a typedef struct/union in nvml-abi.h must be in checked[]. */

@@ -94,6 +94,26 @@ static void features_not_supported(void **state)
     assert_int_equal(gpu_mig_destroy_all(lib, 0, &e), GPU_ERR_NOT_SUPPORTED);
 }
 
+/* A driver older than NVML 11.8 has no GPM symbols: no GPM, said once, nothing crashes. */
+static void gpm_not_there(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_(gpu_lib_freep) struct gpu_lib *lib = NULL;
+    assert_int_equal(gpu_lib_open(minimal_lib, &lib, &e), 0);
+    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
+    assert_int_equal(gpu_inventory_read(lib, &inv, &e), 0);
+    assert_int_equal(gpu_gpm_support(lib, 0, &e), 0);
+    struct gpu_gpm_sampler *s = NULL;
+    assert_int_equal(gpu_gpm_sampler_new(lib, &inv->gpus[0], 0, &s, &e), GPU_ERR_NOT_SUPPORTED);
+    assert_null(s);
+    assert_non_null(strstr(err_msg(&e), "gpu 0 (Tesla V100-SXM2-16GB, unknown): no GPU "
+                                        "Performance Monitoring"));
+    /* a GPU that is not there is an error, not "unsupported" */
+    assert_int_equal(gpu_gpm_support(lib, 7, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "gpu 7"));
+}
+
 static void env_selects_library(void **state)
 {
     (void)state;
@@ -166,13 +186,10 @@ int main(int argc, char **argv)
     }
     minimal_lib = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(inventory_reads),
-        cmocka_unit_test(features_not_supported),
-        cmocka_unit_test(env_selects_library),
-        cmocka_unit_test(missing_library),
-        cmocka_unit_test(not_nvml),
-        cmocka_unit_test(init_fails),
-        cmocka_unit_test(codes),
+        cmocka_unit_test(inventory_reads), cmocka_unit_test(features_not_supported),
+        cmocka_unit_test(gpm_not_there),   cmocka_unit_test(env_selects_library),
+        cmocka_unit_test(missing_library), cmocka_unit_test(not_nvml),
+        cmocka_unit_test(init_fails),      cmocka_unit_test(codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * The model on a library that answers like a real driver (fake-nvml-full.c): MIG names from
  * NVML's "MIG ..." profile names, compute-instance names, GPU-instance info refused to
  * unprivileged callers, NVLinks through an NVSwitch, the deprecated throttle-reasons symbol,
- * and a lost GPU. argv[1]: the library.
+ * a lost GPU, and GPM as the R520 branch has it (no MIG samples; a support query that answers
+ * "no" with success). argv[1]: the library.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -168,6 +169,71 @@ static void hostile_driver(void **state)
     gpu_lib_free(lib);
 }
 
+/* GPM on a driver without nvmlGpmMigSampleGet: the GPU's metrics, its GPU instances marked not
+ * supported; GPU2's "no" answer; a lost GPU makes the sampler start over. */
+static void gpm_r520(void **state)
+{
+    (void)state;
+    struct gpu_lib *lib = NULL;
+    struct gpu_inventory *inv = read_inventory(&lib);
+    struct err e = {0};
+    assert_int_equal(gpu_gpm_support(lib, 0, &e), 1);
+    assert_int_equal(gpu_gpm_support(lib, 2, &e), 0);
+    struct gpu_gpm_sampler *none = NULL;
+    assert_int_equal(gpu_gpm_sampler_new(lib, &inv->gpus[2], 0, &none, &e), GPU_ERR_NOT_SUPPORTED);
+    assert_null(none);
+
+    struct gpu_gpm_sampler *s = NULL;
+    if (gpu_gpm_sampler_new(lib, &inv->gpus[0], 30000, &s, &e) < 0)
+        fail_msg("gpu_gpm_sampler_new: %s", err_msg(&e));
+    struct gpu_gpm_metrics m;
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), -EAGAIN);
+    assert_non_null(strstr(err_msg(&e), "two samples, 0 taken"));
+    assert_int_equal(gpu_gpm_sample(s, 1000, &e), 0);
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), -EAGAIN);
+    assert_int_equal(gpu_gpm_sample(s, 16000, &e), 0);
+    if (gpu_gpm_metrics(s, &m, &e) < 0)
+        fail_msg("gpu_gpm_metrics: %s", err_msg(&e));
+    assert_int_equal(m.interval_ms, 15000);
+    assert_int_equal(m.gpu.valid, 1u << GPU_PROF_GR_ENGINE_ACTIVE | 1u << GPU_PROF_SM_ACTIVE |
+                                      1u << GPU_PROF_DRAM_ACTIVE | 1u << GPU_PROF_PCIE_TX_BYTES |
+                                      1u << GPU_PROF_PCIE_RX_BYTES);
+    assert_float_equal(m.gpu.value[GPU_PROF_GR_ENGINE_ACTIVE], 0.5, 1e-12);
+    assert_float_equal(m.gpu.value[GPU_PROF_SM_ACTIVE], 0.425, 1e-12);
+    assert_float_equal(m.gpu.value[GPU_PROF_DRAM_ACTIVE], 0.125, 1e-12);
+    assert_float_equal(m.gpu.value[GPU_PROF_PCIE_TX_BYTES], 3.0 * 1048576, 1e-6);
+    assert_float_equal(m.gpu.value[GPU_PROF_PCIE_RX_BYTES], 7.5 * 1048576, 1e-6);
+    /* GPU0's two GPU instances, each once, in the inventory's order */
+    assert_int_equal(m.n_gi, 2);
+    assert_int_equal(m.gi[0].gi_id, 1);
+    assert_int_equal(m.gi[1].gi_id, 2);
+    for (size_t i = 0; i < m.n_gi; i++) {
+        assert_int_equal(m.gi[i].error, GPU_ERR_NOT_SUPPORTED);
+        assert_int_equal(m.gi[i].prof.valid, 0);
+    }
+    /* the sample before the latest may be no older than 30 s */
+    assert_int_equal(gpu_gpm_sample(s, 60000, &e), 0);
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), -ESTALE);
+    assert_non_null(strstr(err_msg(&e), "stale"));
+    assert_int_equal(gpu_gpm_sample(s, 61000, &e), 0);
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), 0);
+    assert_int_equal(m.interval_ms, 1000);
+
+    setenv("FAKE_NVML_LOST", "0", 1);
+    assert_int_equal(gpu_gpm_sample(s, 62000, &e), GPU_ERR_LOST);
+    assert_non_null(strstr(err_msg(&e), "nvmlGpmSampleGet(gpu 0)"));
+    unsetenv("FAKE_NVML_LOST");
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), -EAGAIN); /* starts over */
+    assert_int_equal(gpu_gpm_sample(s, 63000, &e), 0);
+    assert_int_equal(gpu_gpm_sample(s, 64000, &e), 0);
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), 0);
+
+    gpu_gpm_sampler_free(s);
+    gpu_gpm_sampler_free(NULL);
+    gpu_inventory_free(inv);
+    gpu_lib_free(lib);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -178,6 +244,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(unprivileged),
         cmocka_unit_test(lost_gpu),
         cmocka_unit_test(hostile_driver),
+        cmocka_unit_test(gpm_r520),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

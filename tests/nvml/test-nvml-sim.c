@@ -6,14 +6,20 @@
  * fleet: every GPU's identity, memory, power, NVLinks and PCIe levels as the fleet says,
  *        telemetry, and an injected XID through the event API;
  * lost:  `gpuop-sim inject lost` marks one GPU lost while the others read;
- * mig:   MIG devices and their canonical names, and the MIG management API.
+ * mig:   MIG devices and their canonical names, and the MIG management API;
+ * gpm:   the profiling metrics of GPUs and MIG instances running the simulated CUDA sample
+ *        (build/sim-image cuda-sample, beside gpuop) under a frozen clock.
+ * fleet also checks GPU Performance Monitoring: supported on Hopper and newer only, idle values.
  * Fails when the simulator or the fleet is missing: both are part of this project, not peers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -218,6 +224,86 @@ static void check_events(struct gpu_lib *lib, const struct gpu_inventory *inv)
     assert_string_equal(got.uuid, inv->gpus[gpu].uuid);
 }
 
+/* ---- GPU Performance Monitoring ------------------------------------------------------------ */
+
+#define CLOCK_T0 1796000000ull /* the simulated clock, unix seconds */
+
+static void set_clock(uint64_t s)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)s);
+    setenv("GPUOP_SIM_CLOCK", v, 1);
+}
+
+/* What the fleet file says: GPM is Hopper's and later's (NVML: "Hopper or newer"). */
+static bool fleet_gpm(size_t i)
+{
+    const char *arch = fleet_str(fleet_gpu(i), "architecture");
+    return strcmp(arch, "hopper") == 0 || strcmp(arch, "blackwell") == 0;
+}
+
+static unsigned links_of(const struct gpu_inventory *inv, size_t i)
+{
+    unsigned n = 0;
+    for (size_t k = 0; k < inv->n_gpus; k++)
+        n += inv->nvlinks[i * inv->n_gpus + k];
+    return n;
+}
+
+static void gpm_pair(struct gpu_gpm_sampler *s, uint64_t t, struct gpu_gpm_metrics *ret)
+{
+    struct err e = {0};
+    set_clock(t);
+    if (gpu_gpm_sample(s, t * 1000, &e) < 0)
+        fail_msg("gpu_gpm_sample at %llu: %s", (unsigned long long)t, err_msg(&e));
+    if (gpu_gpm_metrics(s, ret, &e) < 0)
+        fail_msg("gpu_gpm_metrics at %llu: %s", (unsigned long long)t, err_msg(&e));
+}
+
+static void expect(const struct gpu_prof *p, enum gpu_prof_field f, double want, const char *what)
+{
+    if (!(p->valid & (1u << f)))
+        fail_msg("%s: %s not valid (valid 0x%x)", what, gpu_prof_name(f), p->valid);
+    if (fabs(p->value[f] - want) > 1e-6 * fmax(1.0, fabs(want)))
+        fail_msg("%s: %s = %.9g, want %.9g", what, gpu_prof_name(f), p->value[f], want);
+}
+
+/* Support as the architecture says; on a supported GPU with nothing running, every activity is
+ * a valid 0, PCIe traffic too, NVLink traffic where the GPU has links. */
+static void check_gpm(struct gpu_lib *lib, const struct gpu_inventory *inv, size_t i)
+{
+    struct err e = {0};
+    const struct gpu_device *g = &inv->gpus[i];
+    int sup = gpu_gpm_support(lib, g->index, &e);
+    struct gpu_gpm_sampler *s = NULL;
+    int r = gpu_gpm_sampler_new(lib, g, 0, &s, &e);
+    if (!fleet_gpm(i)) {
+        assert_int_equal(sup, 0);
+        assert_int_equal(r, GPU_ERR_NOT_SUPPORTED);
+        assert_null(s);
+        assert_non_null(strstr(err_msg(&e), gpu_arch_name(g->arch)));
+        return;
+    }
+    assert_int_equal(sup, 1);
+    if (r < 0)
+        fail_msg("gpu %zu: gpu_gpm_sampler_new: %s", i, err_msg(&e));
+    struct gpu_gpm_metrics m;
+    set_clock(CLOCK_T0);
+    assert_int_equal(gpu_gpm_sample(s, CLOCK_T0 * 1000, &e), 0);
+    gpm_pair(s, CLOCK_T0 + 5, &m);
+    assert_int_equal(m.interval_ms, 5000);
+    uint32_t want = (1u << GPU_PROF_COUNT) - 1;
+    if (!links_of(inv, i))
+        want &= ~(1u << GPU_PROF_NVLINK_TX_BYTES | 1u << GPU_PROF_NVLINK_RX_BYTES);
+    if (m.gpu.valid != want)
+        fail_msg("gpu %zu: valid 0x%x, want 0x%x", i, m.gpu.valid, want);
+    for (unsigned f = 0; f < GPU_PROF_COUNT; f++)
+        if (want & (1u << f))
+            assert_true(m.gpu.value[f] == 0);
+    unsetenv("GPUOP_SIM_CLOCK");
+    gpu_gpm_sampler_free(s);
+}
+
 static void scenario_fleet(void **state)
 {
     (void)state;
@@ -232,6 +318,8 @@ static void scenario_fleet(void **state)
     for (size_t i = 0; i < inv->n_gpus; i++)
         check_sample(lib, &inv->gpus[i]);
     check_events(lib, inv);
+    for (size_t i = 0; i < inv->n_gpus; i++)
+        check_gpm(lib, inv, i);
 }
 
 /* ---- lost --------------------------------------------------------------------------------- */
@@ -407,11 +495,160 @@ static void scenario_mig(void **state)
     check_mig_manage(lib, (unsigned)gpu);
 }
 
+/* ---- GPM with a workload ------------------------------------------------------------------- */
+
+/* The running CUDA sample, ended by sample_stop or, after a failure, by the teardown. */
+static pid_t sample_pid = -1;
+
+/* The simulated CUDA sample on `visible` driving `load`: returns once it holds its devices (it
+ * prints the launch line after registering). */
+static pid_t sample_start(const char *visible, const char *load)
+{
+    _cleanup_free_ char *dir = xstrdup(gpuop);
+    char *slash = strrchr(dir, '/');
+    _cleanup_free_ char *prog = xasprintf("%s/sim-image", slash ? (*slash = 0, dir) : ".");
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        setenv("NVIDIA_VISIBLE_DEVICES", visible, 1);
+        setenv("SIM_WORKLOAD_SECONDS", "60", 1);
+        setenv("SIM_WORKLOAD_LOAD", load, 1);
+        setenv("GPUOP_NVML_LIBRARY", sim_lib, 1);
+        execl(prog, prog, "cuda-sample", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    sample_pid = pid;
+    FILE *f = fdopen(fds[0], "r");
+    char line[256];
+    bool running = false;
+    while (!running && fgets(line, sizeof(line), f))
+        running = strstr(line, "CUDA kernel launch") != NULL;
+    fclose(f);
+    if (!running)
+        fail_msg("cuda-sample (%s) did not start", prog);
+    return pid;
+}
+
+static void sample_stop(pid_t pid)
+{
+    int st;
+    kill(pid, SIGTERM);
+    assert_int_equal(waitpid(pid, &st, 0), pid); /* it unregisters before it dies */
+    sample_pid = -1;
+}
+
+static void scenario_gpm(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_(gpu_lib_freep) struct gpu_lib *lib = open_sim();
+    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = inventory(lib);
+    const struct gpu_device *g0 = &inv->gpus[0];
+    assert_true(fleet_gpm(0));
+
+    /* A whole GPU: idle, then the CUDA sample's load for the interval, then idle again once it
+     * ended. */
+    struct gpu_gpm_sampler *s = NULL;
+    if (gpu_gpm_sampler_new(lib, g0, 60000, &s, &e) < 0)
+        fail_msg("gpu_gpm_sampler_new: %s", err_msg(&e));
+    struct gpu_gpm_metrics m;
+    set_clock(CLOCK_T0);
+    assert_int_equal(gpu_gpm_sample(s, CLOCK_T0 * 1000, &e), 0);
+    pid_t pid = sample_start("0", "sm=0.8,tensor=0.5,dram=0.3");
+    gpm_pair(s, CLOCK_T0 + 10, &m);
+    assert_int_equal(m.n_gi, 0);
+    const double pcie = 3938e6 * 16, nvlink = 25e9 * links_of(inv, 0);
+    static const struct {
+        enum gpu_prof_field f;
+        double want;
+    } busy[] = {
+        {GPU_PROF_GR_ENGINE_ACTIVE, 0.8},  {GPU_PROF_SM_ACTIVE, 0.8},
+        {GPU_PROF_SM_OCCUPANCY, 0.4},      {GPU_PROF_PIPE_TENSOR_ACTIVE, 0.5},
+        {GPU_PROF_DRAM_ACTIVE, 0.3},       {GPU_PROF_PIPE_FP64_ACTIVE, 0.03},
+        {GPU_PROF_PIPE_FP32_ACTIVE, 0.18}, {GPU_PROF_PIPE_FP16_ACTIVE, 0.06},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(busy); i++)
+        expect(&m.gpu, busy[i].f, busy[i].want, "gpu 0 busy");
+    expect(&m.gpu, GPU_PROF_PCIE_RX_BYTES, 0.10 * 0.3 * pcie, "gpu 0 busy");
+    expect(&m.gpu, GPU_PROF_PCIE_TX_BYTES, 0.05 * 0.3 * pcie, "gpu 0 busy");
+    expect(&m.gpu, GPU_PROF_NVLINK_TX_BYTES, 0.25 * 0.5 * nvlink, "gpu 0 busy");
+    expect(&m.gpu, GPU_PROF_NVLINK_RX_BYTES, 0.25 * 0.5 * nvlink, "gpu 0 busy");
+    /* GPU 1 ran nothing */
+    struct gpu_gpm_sampler *s1 = NULL;
+    assert_int_equal(gpu_gpm_sampler_new(lib, &inv->gpus[1], 0, &s1, &e), 0);
+    assert_int_equal(gpu_gpm_sample(s1, (CLOCK_T0 + 10) * 1000, &e), 0);
+    sample_stop(pid);
+    gpm_pair(s, CLOCK_T0 + 20, &m);
+    expect(&m.gpu, GPU_PROF_SM_ACTIVE, 0, "gpu 0 after the sample ended");
+    expect(&m.gpu, GPU_PROF_PCIE_RX_BYTES, 0, "gpu 0 after the sample ended");
+    gpm_pair(s1, CLOCK_T0 + 20, &m);
+    expect(&m.gpu, GPU_PROF_SM_ACTIVE, 0, "gpu 1");
+    gpu_gpm_sampler_free(s1);
+    /* a scrape missed for longer than the sampler allows */
+    set_clock(CLOCK_T0 + 200);
+    assert_int_equal(gpu_gpm_sample(s, (CLOCK_T0 + 200) * 1000, &e), 0);
+    assert_int_equal(gpu_gpm_metrics(s, &m, &e), -ESTALE);
+    gpm_pair(s, CLOCK_T0 + 215, &m);
+    assert_int_equal(m.interval_ms, 15000);
+    gpu_gpm_sampler_free(s);
+
+    /* MIG on GPU 1: a 3g.40gb instance runs the sample, a 1g.10gb idles. Per instance: its own
+     * activity, no link traffic; the GPU: the instance's by its share of SMs and memory. */
+    struct gpu_mig_mode mode;
+    unsigned gi3 = 0, gi1 = 0;
+    if (gpu_mig_set_mode(lib, 1, true, &mode, &e) < 0 ||
+        gpu_mig_create(lib, 1, "3g.40gb", &gi3, NULL, &e) < 0 ||
+        gpu_mig_create(lib, 1, "1g.10gb", &gi1, NULL, &e) < 0)
+        fail_msg("MIG on GPU 1: %s", err_msg(&e));
+    _cleanup_(gpu_inventory_freep) struct gpu_inventory *mig = inventory(lib);
+    const struct gpu_device *g1 = &mig->gpus[1];
+    const struct gpu_mig_device *three = NULL;
+    for (size_t k = 0; k < g1->n_mig; k++)
+        if (g1->mig[k].gi_id == gi3)
+            three = &g1->mig[k];
+    assert_non_null(three);
+    if (gpu_gpm_sampler_new(lib, g1, 0, &s, &e) < 0)
+        fail_msg("gpu_gpm_sampler_new (MIG): %s", err_msg(&e));
+    set_clock(CLOCK_T0 + 300);
+    assert_int_equal(gpu_gpm_sample(s, (CLOCK_T0 + 300) * 1000, &e), 0);
+    pid = sample_start(three->uuid, "sm=1,dram=0.5");
+    gpm_pair(s, CLOCK_T0 + 330, &m);
+    sample_stop(pid);
+    assert_int_equal(m.n_gi, 2);
+    for (size_t k = 0; k < m.n_gi; k++) {
+        assert_int_equal(m.gi[k].error, 0);
+        const struct gpu_prof *p = &m.gi[k].prof;
+        bool busy_gi = m.gi[k].gi_id == gi3;
+        if (!busy_gi)
+            assert_int_equal(m.gi[k].gi_id, gi1);
+        expect(p, GPU_PROF_SM_ACTIVE, busy_gi ? 1.0 : 0, "GPU instance");
+        expect(p, GPU_PROF_DRAM_ACTIVE, busy_gi ? 0.5 : 0, "GPU instance");
+        expect(p, GPU_PROF_PIPE_TENSOR_ACTIVE, 0, "GPU instance");
+        assert_false(p->valid & (1u << GPU_PROF_PCIE_TX_BYTES | 1u << GPU_PROF_NVLINK_RX_BYTES));
+    }
+    double sm_share = (double)three->multiprocessors / 132.0;
+    expect(&m.gpu, GPU_PROF_SM_ACTIVE, sm_share, "gpu 1 (MIG)");
+    expect(&m.gpu, GPU_PROF_DRAM_ACTIVE, 0.5 * three->gi_placement_size / 8.0, "gpu 1 (MIG)");
+    expect(&m.gpu, GPU_PROF_PCIE_RX_BYTES, 0.10 * 0.5 * three->gi_placement_size / 8.0 * pcie,
+           "gpu 1 (MIG)");
+    gpu_gpm_sampler_free(s);
+    unsetenv("GPUOP_SIM_CLOCK");
+}
+
 /* ---- main --------------------------------------------------------------------------------- */
 
 static int teardown(void **state)
 {
     (void)state;
+    if (sample_pid > 0) {
+        kill(sample_pid, SIGKILL);
+        waitpid(sample_pid, NULL, 0);
+    }
     _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", state_dir);
     json_decref(fleet);
     return system(cmd) == 0 ? 0 : -1;
@@ -420,7 +657,7 @@ static int teardown(void **state)
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: %s <libnvidia-ml.so.1> <gpuop> <fleet.yaml> fleet|lost|mig\n",
+        fprintf(stderr, "usage: %s <libnvidia-ml.so.1> <gpuop> <fleet.yaml> fleet|lost|mig|gpm\n",
                 argv[0]);
         return 2;
     }
@@ -448,6 +685,8 @@ int main(int argc, char **argv)
         test = (struct CMUnitTest)cmocka_unit_test(scenario_lost);
     else if (strcmp(argv[4], "mig") == 0)
         test = (struct CMUnitTest)cmocka_unit_test(scenario_mig);
+    else if (strcmp(argv[4], "gpm") == 0)
+        test = (struct CMUnitTest)cmocka_unit_test(scenario_gpm);
     else
         return 2;
     const struct CMUnitTest tests[] = {test};

@@ -775,6 +775,78 @@ static void test_exporter_nvidia_collectors(void **state)
     }
 }
 
+/* A condition put into the status about to be written: set (the stored transition time kept
+ * while its status holds; observedGeneration only with a generation) or the stored one kept. */
+static void test_status_condition(void **state)
+{
+    (void)state;
+    json_t *cp = json_loads(
+        "{\"metadata\":{\"name\":\"p\",\"generation\":7},\"status\":{\"conditions\":["
+        "{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"Ready\",\"message\":\"\","
+        "\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"},"
+        "{\"type\":\"DriverUpgrade\",\"status\":\"False\",\"reason\":\"Idle\",\"message\":\"m\","
+        "\"lastTransitionTime\":\"2024-01-02T00:00:00Z\"}]}}",
+        0, NULL);
+    json_t *nogen = json_loads("{\"metadata\":{\"name\":\"p\"}}", 0, NULL);
+    assert_non_null(cp);
+    const uint64_t now = 1735689600000ull; /* 2025-01-01T00:00:00Z */
+    static const struct {
+        bool keep, with_gen;
+        bool cstatus;
+        const char *reason;
+        const char *want_status, *want_time;
+        long long want_gen; /* -1: none */
+        size_t want_n;      /* conditions in the status (one "Ready" was there before) */
+    } cases[] = {
+        {false, true, false, "Idle", "False", "2024-01-02T00:00:00Z", 7, 2},
+        {false, true, true, "InProgress", "True", "2025-01-01T00:00:00Z", 7, 2},
+        {false, false, true, "InProgress", "True", "2025-01-01T00:00:00Z", -1, 2},
+        {true, true, false, NULL, "False", "2024-01-02T00:00:00Z", -2, 2},
+        {true, false, false, NULL, NULL, NULL, 0, 1}, /* nothing stored: nothing kept */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        print_message("case %zu\n", i);
+        json_t *status =
+            json_pack("{s:[{s:s,s:s}]}", "conditions", "type", "Ready", "status", "True");
+        const json_t *obj = cases[i].with_gen ? cp : nogen;
+        if (cases[i].keep)
+            op_status_condition_keep(status, obj, "DriverUpgrade");
+        else
+            op_status_condition_set(status, obj, "DriverUpgrade", cases[i].cstatus, cases[i].reason,
+                                    "msg", now);
+        json_t *conds = json_object_get(status, "conditions");
+        assert_int_equal(json_array_size(conds), cases[i].want_n);
+        json_t *c = NULL;
+        size_t k;
+        json_t *x;
+        json_array_foreach (conds, k, x)
+            if (strcmp(json_string_value(json_object_get(x, "type")), "DriverUpgrade") == 0)
+                c = x;
+        if (!cases[i].want_status) {
+            assert_null(c);
+            json_decref(status);
+            continue;
+        }
+        assert_non_null(c);
+        assert_string_equal(json_string_value(json_object_get(c, "status")), cases[i].want_status);
+        assert_string_equal(json_string_value(json_object_get(c, "lastTransitionTime")),
+                            cases[i].want_time);
+        json_t *g = json_object_get(c, "observedGeneration");
+        if (cases[i].want_gen == -1)
+            assert_null(g);
+        else if (cases[i].want_gen >= 0)
+            assert_int_equal(json_integer_value(g), cases[i].want_gen);
+        json_decref(status);
+    }
+    /* a status without conditions gets the array */
+    json_t *status = json_object();
+    op_status_condition_set(status, cp, "DriverUpgrade", true, "R", "m", now);
+    assert_int_equal(json_array_size(json_object_get(status, "conditions")), 1);
+    json_decref(status);
+    json_decref(cp);
+    json_decref(nogen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -791,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_upstream_sample),
         cmocka_unit_test(test_operand_image_by_key),
         cmocka_unit_test(test_exporter_nvidia_collectors),
+        cmocka_unit_test(test_status_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -458,12 +458,80 @@ static void test_edit(void **state)
     free(path);
 }
 
+/* --cdi-annotation-keys: checked whole, then split; bad lists leave the policy as it was. */
+static void test_annotation_keys(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *list;
+        int want;
+        size_t n;
+        const char *first, *last, *msg;
+    } cases[] = {
+        {"cdi.k8s.io/nvidia-device-plugin_", 0, 1, "cdi.k8s.io/nvidia-device-plugin_",
+         "cdi.k8s.io/nvidia-device-plugin_", NULL},
+        {"a/,b/,c/", 0, 3, "a/", "c/", NULL},
+        {"a/,", 0, 1, "a/", "a/", NULL}, /* a trailing comma ends the list */
+        {"", 0, 0, NULL, NULL, NULL},
+        {",a/", -EINVAL, 0, NULL, NULL, "\",a/\": an empty key prefix"},
+        {"a/,,b/", -EINVAL, 0, NULL, NULL, "\"a/,,b/\": an empty key prefix"},
+        {"a /", -EINVAL, 0, NULL, NULL, "\"a /\": a key prefix holds a blank"},
+        {"a/\tb", -EINVAL, 0, NULL, NULL, "a blank or a control character"},
+        {"a\x7f", -EINVAL, 0, NULL, NULL, "a blank or a control character"},
+        {"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", 0, 16, "1", "16", NULL},
+        {"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", -EINVAL, 0, NULL, NULL,
+         "more than 16 key prefixes"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char *list = strdup(cases[i].list);
+        struct runtime_policy p = {.n_annotation_keys = 99};
+        struct err e = {0};
+        print_message("case %zu: \"%s\"\n", i, cases[i].list);
+        assert_int_equal(runtime_policy_annotation_keys(&p, list, &e), cases[i].want);
+        if (cases[i].want < 0) {
+            assert_int_equal(p.n_annotation_keys, 99);
+            assert_non_null(strstr(err_msg(&e), cases[i].msg));
+        } else {
+            assert_int_equal(p.n_annotation_keys, cases[i].n);
+            if (cases[i].n) {
+                assert_string_equal(p.annotation_keys[0], cases[i].first);
+                assert_string_equal(p.annotation_keys[cases[i].n - 1], cases[i].last);
+            }
+        }
+        free(list);
+    }
+}
+
+/* The bounding set of /proc/self/status: CapBnd's hex, else every capability known. */
+static void test_bounding_set(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        uint64_t want;
+    } cases[] = {
+        {"Name:\tx\nCapBnd:\t000001ffffffffff\nCapAmb:\t0\n", 0x1ffffffffffull},
+        {"Name:\tx\nCapBnd:\t00000000a80425fb\n", 0xa80425fbull},
+        {"Name:\tx\nCapBnd: 0\n", 0},
+        {"Name:\tx\nCapPrm:\t0\n", RUNTIME_CAPS_KNOWN},
+        {"CapBnd:\t1f\n", RUNTIME_CAPS_KNOWN}, /* not after a newline: not the field */
+        {"Name:\tx\nCapBnd:\t\n", RUNTIME_CAPS_KNOWN},
+        {"Name:\tx\nCapBnd:\t00000000000000001f\n", RUNTIME_CAPS_KNOWN}, /* over 16 digits */
+        {NULL, RUNTIME_CAPS_KNOWN},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        print_message("case %zu\n", i);
+        assert_int_equal(runtime_status_bounding_set(cases[i].text), cases[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cmdline),   cmocka_unit_test(test_privileged),
-        cmocka_unit_test(test_requested), cmocka_unit_test(test_env_void),
-        cmocka_unit_test(test_edit),
+        cmocka_unit_test(test_cmdline),      cmocka_unit_test(test_privileged),
+        cmocka_unit_test(test_requested),    cmocka_unit_test(test_env_void),
+        cmocka_unit_test(test_edit),         cmocka_unit_test(test_annotation_keys),
+        cmocka_unit_test(test_bounding_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

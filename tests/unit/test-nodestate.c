@@ -290,6 +290,69 @@ static void test_drain_codec(void **state)
     assert_non_null(strstr(e.msg, "time: not a string"));
 }
 
+/* NVML's inventory as nodestate's GPUs: UUIDs, MIG devices only in MIG mode, and a GPU whose UUID
+ * could not be read named by the UUID last read at its index, else by its index. */
+static void test_gpus_from(void **state)
+{
+    (void)state;
+    struct gpu_mig_device mig[2] = {{.uuid = "MIG-a", .profile = "1g.10gb"},
+                                    {.uuid = "MIG-b", .profile = "2g.20gb"}};
+    static const struct {
+        const char *what;
+        unsigned index;
+        const char *uuid;
+        bool lost, mig_mode;
+        size_t n_mig;
+        const char *known; /* known[index] before; NULL: no known array */
+        const char *want_name, *want_known;
+        size_t want_mig;
+    } cases[] = {
+        {"read", 0, "GPU-0", false, false, 0, NULL, "GPU-0", NULL, 0},
+        {"read, remembered", 1, "GPU-1", false, false, 0, "", "GPU-1", "GPU-1", 0},
+        {"read, replaces an older one", 1, "GPU-1b", false, false, 0, "GPU-1", "GPU-1b", "GPU-1b",
+         0},
+        {"MIG mode", 2, "GPU-2", false, true, 2, NULL, "GPU-2", NULL, 2},
+        {"MIG devices listed but MIG off", 2, "GPU-2", false, false, 2, NULL, "GPU-2", NULL, 0},
+        {"lost, unread, known", 3, "", true, false, 0, "GPU-3", "GPU-3", "GPU-3", 0},
+        {"lost, '-', known", 3, "-", true, false, 0, "GPU-3", "GPU-3", "GPU-3", 0},
+        {"lost, unread, never read", 4, "", true, false, 0, "", "GPU 4 (no UUID)", "", 0},
+        {"lost, no known array", 5, "-", true, false, 0, NULL, "GPU 5 (no UUID)", NULL, 0},
+        {"index past the known array", 70, "", true, false, 0, "", "GPU 70 (no UUID)", NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char known[8][GPU_UUID_MAX] = {{0}};
+        bool with_known = cases[i].known != NULL;
+        if (with_known && cases[i].index < 8)
+            strlcpy_s(known[cases[i].index], cases[i].known, GPU_UUID_MAX);
+        struct gpu_device dev[2] = {{.index = 9, .uuid = "GPU-9"},
+                                    {.index = cases[i].index,
+                                     .lost = cases[i].lost,
+                                     .mig_enabled = cases[i].mig_mode,
+                                     .n_mig = cases[i].n_mig,
+                                     .mig = cases[i].n_mig ? mig : NULL}};
+        strlcpy_s(dev[1].uuid, cases[i].uuid, sizeof(dev[1].uuid));
+        struct gpu_inventory inv = {.n_gpus = 2, .gpus = dev};
+        struct nodestate_gpus g;
+        nodestate_gpus_from(&inv, with_known ? known : NULL, with_known ? 8 : 0, &g);
+        print_message("case %zu: %s\n", i, cases[i].what);
+        assert_int_equal(g.n, 2);
+        assert_string_equal(g.g[0].uuid, "GPU-9");
+        assert_string_equal(g.g[1].uuid, cases[i].want_name);
+        assert_int_equal(g.g[1].lost, cases[i].lost);
+        assert_int_equal(g.g[1].mig_enabled, cases[i].mig_mode);
+        assert_int_equal(g.g[1].n_mig, cases[i].want_mig);
+        if (cases[i].want_mig) {
+            assert_string_equal(g.g[1].mig_profiles[1], "2g.20gb");
+            assert_string_equal(g.g[1].mig_uuids[0], "MIG-a");
+            assert_string_equal(g.g[1].mig_uuids[1], "MIG-b");
+        }
+        if (cases[i].want_known)
+            assert_string_equal(known[cases[i].index], cases[i].want_known);
+        nodestate_gpus_clear(&g);
+        assert_null(g.g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_files),           cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_expected),        cmocka_unit_test(test_compare),
         cmocka_unit_test(test_gpu_count_codec), cmocka_unit_test(test_drain_codec),
+        cmocka_unit_test(test_gpus_from),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,30 @@ static void test_sbuf_limit(void **state)
     assert_string_equal(b.data, "42-ab");
 }
 
+/* sbuf_cap_after says what an append is about to allocate: what the append then leaves. */
+static void test_sbuf_cap_after(void **state)
+{
+    (void)state;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 5000);
+    assert_int_equal(sbuf_cap_after(&b, 0), 256); /* even an empty append makes the buffer */
+    static const size_t steps[] = {1, 200, 55, 1, 700, 1000, 2000, 1043};
+    for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+        char chunk[2048];
+        memset(chunk, 'x', sizeof(chunk));
+        size_t want = sbuf_cap_after(&b, steps[i]);
+        assert_int_equal(sbuf_append(&b, chunk, steps[i]), 0);
+        assert_int_equal(b.cap, want);
+        assert_int_equal(sbuf_cap_after(&b, 0), b.cap); /* nothing more for nothing */
+    }
+    assert_int_equal(b.len, 5000);
+    assert_int_equal(b.cap, 5001); /* at most the limit and its NUL */
+    /* an append over the limit allocates nothing */
+    assert_int_equal(sbuf_cap_after(&b, 1), b.cap);
+    assert_int_equal(sbuf_append(&b, "y", 1), -ENOBUFS);
+    assert_int_equal(b.cap, 5001);
+}
+
 /* The first failure sticks: later appends, even small ones, do nothing and report it. */
 static void test_sbuf_sticky(void **state)
 {
@@ -590,11 +614,75 @@ static void test_fd_read_and_proc_run(void **state)
     assert_non_null(strstr(err_msg(&e), "/nonexistent/x"));
 }
 
+/* proc_find: a name with a '/' as it is, else the first executable of PATH's folders */
+static void test_proc_find(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpuop-proc-find.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char a[PATH_MAX], b[PATH_MAX], path[2 * PATH_MAX + 32];
+    snprintf(a, sizeof(a), "%s/a", dir);
+    snprintf(b, sizeof(b), "%s/b", dir);
+    assert_int_equal(mkdir(a, 0755), 0);
+    assert_int_equal(mkdir(b, 0755), 0);
+    struct err e = {0};
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof(f), "%s/tool", a); /* not executable: passed over */
+    assert_int_equal(file_write_atomic(f, "x", 1, 0644, &e), 0);
+    snprintf(f, sizeof(f), "%s/tool", b);
+    assert_int_equal(file_write_atomic(f, "#!/bin/sh\n", 10, 0755, &e), 0);
+    const char *old = getenv("PATH");
+    char *saved = old ? strdup(old) : NULL;
+    snprintf(path, sizeof(path), "%s:%s", a, b);
+    setenv("PATH", path, 1);
+    char *found = NULL;
+    assert_int_equal(proc_find("tool", &found, &e), 0);
+    assert_string_equal(found, f);
+    free(found);
+    assert_int_equal(proc_find("./relative/tool", &found, &e), 0);
+    assert_string_equal(found, "./relative/tool");
+    free(found);
+    assert_int_equal(proc_find("missing-tool", &found, &e), -ENOENT);
+    assert_string_equal(err_msg(&e), "\"missing-tool\": not found in PATH");
+    assert_int_equal(proc_find("", &found, &e), -EINVAL);
+    if (saved)
+        setenv("PATH", saved, 1);
+    else
+        unsetenv("PATH");
+    free(saved);
+    snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+    assert_int_equal(system(path), 0);
+}
+
+/* str_printf_cut: what fits as snprintf writes it, what does not ends in "..."; log_kv_quote */
+static void test_cut_and_quote(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t n;
+        const char *arg, *want;
+    } cases[] = {
+        {16, "short", "say short"}, {10, "short", "say short"}, {9, "short", "say s..."},
+        {5, "short", "s..."},       {4, "short", "say"}, /* too small for "...": cut as snprintf
+                                                            cuts */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[32];
+        str_printf_cut(buf, cases[i].n, "say %s", cases[i].arg);
+        assert_string_equal(buf, cases[i].want);
+    }
+    char q[] = "open \"/x\": \"no\"";
+    assert_string_equal(log_kv_quote(q), "open '/x': 'no'");
+    char empty[] = "";
+    assert_string_equal(log_kv_quote(empty), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_sbuf_limit),
+        cmocka_unit_test(test_sbuf_cap_after),
         cmocka_unit_test(test_sbuf_sticky),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),
@@ -610,6 +698,8 @@ int main(void)
         cmocka_unit_test(test_stop_token),
         cmocka_unit_test(test_root_resolve),
         cmocka_unit_test(test_fd_read_and_proc_run),
+        cmocka_unit_test(test_proc_find),
+        cmocka_unit_test(test_cut_and_quote),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -283,25 +283,24 @@ static void test_resolve_in_root(void **state)
     _cleanup_free_ char *vr = xasprintf("%s/var/run", f->host);
     assert_int_equal(symlink("/run", vr), 0);
     char buf[PATH_MAX];
-    assert_int_equal(nodestate_root_resolve(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)),
-                     0);
+    assert_int_equal(file_root_resolve(f->host, "/var/run/cdi/nvidia.yaml", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want = xasprintf("%s/run/cdi/nvidia.yaml", f->host);
     assert_string_equal(buf, want);
     /* relative links, "..", and a missing tail */
     _cleanup_free_ char *l = xasprintf("%s/etc/alt", f->host);
     assert_int_equal(symlink("../run/./cdi", l), 0);
-    assert_int_equal(nodestate_root_resolve(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
+    assert_int_equal(file_root_resolve(f->host, "/etc/alt/x/y", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want2 = xasprintf("%s/run/cdi/x/y", f->host);
     assert_string_equal(buf, want2);
     /* ".." never leaves the root */
-    assert_int_equal(nodestate_root_resolve(f->host, "/../../etc", buf, sizeof(buf)), 0);
+    assert_int_equal(file_root_resolve(f->host, "/../../etc", buf, sizeof(buf)), 0);
     _cleanup_free_ char *want3 = xasprintf("%s/etc", f->host);
     assert_string_equal(buf, want3);
     /* a loop */
     _cleanup_free_ char *a = xasprintf("%s/etc/a", f->host);
     assert_int_equal(symlink("/etc/a", a), 0);
-    assert_int_equal(nodestate_root_resolve(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
-    assert_int_equal(nodestate_root_resolve("/", "/etc", buf, sizeof(buf)), 0);
+    assert_int_equal(file_root_resolve(f->host, "/etc/a/x", buf, sizeof(buf)), -ELOOP);
+    assert_int_equal(file_root_resolve("/", "/etc", buf, sizeof(buf)), 0);
     assert_string_equal(buf, "/etc");
 }
 
@@ -641,7 +640,7 @@ static void answer(const struct world *w, const struct val_step *st, struct val_
         x->stage = w->gpus_fail;
         snprintf(x->msg, sizeof(x->msg), "boom");
         for (size_t i = 0; i < w->n_gpus; i++) {
-            static char uuids[8][24];
+            static char uuids[8][32];
             snprintf(uuids[i], sizeof(uuids[i]), "GPU-%zu", i);
             gpus[i] = (struct nodestate_gpu){.uuid = uuids[i], .lost = w->lost && i == 0};
         }

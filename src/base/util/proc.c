@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 int proc_run(const char *const *argv, const char *const *envp, struct err *e)
 {
@@ -52,4 +53,26 @@ int proc_run(const char *const *argv, const char *const *envp, struct err *e)
         return err_set(e, -EIO, "\"%s\" exited with status %d", argv[0], WEXITSTATUS(st));
     return err_set(e, -EIO, "\"%s\" ended by signal %d", argv[0],
                    WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int proc_find(const char *name, char **ret, struct err *e)
+{
+    if (!name || !*name)
+        return err_set(e, -EINVAL, "an empty command name");
+    if (strchr(name, '/')) {
+        *ret = xstrdup(name);
+        return 0;
+    }
+    const char *p = env_get("PATH");
+    _cleanup_free_ char *dirs =
+        xstrdup(p ? p : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", name);
+        if (access(cand, X_OK) == 0) {
+            *ret = steal_ptr(&cand);
+            return 0;
+        }
+    }
+    return err_set(e, -ENOENT, "\"%s\": not found in PATH", name);
 }

@@ -184,15 +184,13 @@ int sbuf_fail(struct sbuf *b, int code)
     return b->error;
 }
 
-static int sbuf_reserve(struct sbuf *b, size_t extra)
+size_t sbuf_cap_after(const struct sbuf *b, size_t extra)
 {
-    if (b->error)
-        return b->error;
-    if (extra > b->limit || b->len > b->limit - extra)
-        return sbuf_fail(b, -ENOBUFS);
+    if (b->error || extra > b->limit || b->len > b->limit - extra)
+        return b->cap; /* the append fails: nothing is allocated */
     size_t need = b->len + extra + 1;
     if (need <= b->cap)
-        return 0;
+        return b->cap;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
@@ -200,6 +198,18 @@ static int sbuf_reserve(struct sbuf *b, size_t extra)
         cap = b->limit + 1;
     if (cap < need)
         cap = need;
+    return cap;
+}
+
+static int sbuf_reserve(struct sbuf *b, size_t extra)
+{
+    if (b->error)
+        return b->error;
+    if (extra > b->limit || b->len > b->limit - extra)
+        return sbuf_fail(b, -ENOBUFS);
+    size_t cap = sbuf_cap_after(b, extra);
+    if (cap == b->cap)
+        return 0;
     b->data = xrealloc(b->data, cap);
     b->cap = cap;
     return 0;
@@ -493,6 +503,18 @@ size_t strlcpy_s(char *dst, const char *src, size_t n)
         dst[c] = '\0';
     }
     return l;
+}
+
+void str_printf_cut(char *buf, size_t n, const char *fmt, ...)
+{
+    if (n == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (w >= 0 && (size_t)w >= n && n > 4)
+        memcpy(buf + n - 4, "...", 4);
 }
 
 /* ---- files -------------------------------------------------------------------------------- */
@@ -1055,6 +1077,14 @@ void log_emit(enum log_level lvl, const char *component, const char *msg, const 
     fwrite(b.data, 1, b.len, stderr);
     fflush(stderr);
     pthread_mutex_unlock(&g_log_lock);
+}
+
+char *log_kv_quote(char *s)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    return s;
 }
 
 const char *env_get(const char *name)

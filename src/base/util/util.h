@@ -156,6 +156,10 @@ GPUOP_WUR int sbuf_check(const struct sbuf *b);
  * failure's strerror), what being the thing the buffer was building. */
 GPUOP_WUR int sbuf_check_err(const struct sbuf *b, struct err *e, const char *what_fmt, ...)
     GPUOP_PRINTF(3, 4);
+/* The capacity b will have once extra more bytes are appended (b->cap when they fit, or when
+ * the append would fail): what an append is about to allocate, for callers that account for
+ * their memory before it is spent. */
+size_t sbuf_cap_after(const struct sbuf *b, size_t extra);
 /* Takes the data out (caller frees); the buffer is reset. Never NULL. Check the buffer first:
  * after a failure the data is whatever fitted. */
 char *sbuf_steal(struct sbuf *b);
@@ -179,6 +183,9 @@ bool str_has_suffix(const char *s, const char *suffix);
 bool streq_ptr(const char *a, const char *b); /* NULL-safe */
 /* Copies with truncation into dst of size n; always terminates; returns strlen(src). */
 size_t strlcpy_s(char *dst, const char *src, size_t n);
+/* One line of text into buf (snprintf's rules); a line too long for buf ends in "..." rather
+ * than being cut silently. */
+void str_printf_cut(char *buf, size_t n, const char *fmt, ...) GPUOP_PRINTF(3, 4);
 
 /* ---- codecs (codec.c): hex digits, base64, URL percent-encoding ---------------------------- */
 
@@ -244,6 +251,10 @@ int file_root_resolve(const char *root, const char *path, char *buf, size_t n);
  * ignored, and waits for it. 0 when it exits 0; -EIO with e saying how it ended ("exited with
  * status 1", "ended by signal 9"); another negative errno when it cannot be started. */
 int proc_run(const char *const *argv, const char *const *envp, struct err *e);
+/* The executable a command name means, as a shell finds it: name itself when it holds a '/',
+ * else the first executable <dir>/name of PATH (unset or empty: the usual system folders).
+ * *ret is malloc'ed. -ENOENT naming the command when there is none. */
+int proc_find(const char *name, char **ret, struct err *e);
 
 /* ---- time --------------------------------------------------------------------------------- */
 
@@ -333,6 +344,9 @@ void log_emit(enum log_level lvl, const char *component, const char *msg, const 
 #define log_info(comp, msg, ...)  log_emit(LOG_INFO, comp, msg, __VA_ARGS__)
 #define log_warn(comp, msg, ...)  log_emit(LOG_WARN, comp, msg, __VA_ARGS__)
 #define log_error(comp, msg, ...) log_emit(LOG_ERROR, comp, msg, __VA_ARGS__)
+
+/* s made fit for a quoted value (key="%s"): every '"' becomes '\''. In place; returns s. */
+char *log_kv_quote(char *s);
 
 /* ---- gpuop's own shared modules (module.c) ------------------------------------------------ */
 

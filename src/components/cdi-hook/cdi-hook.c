@@ -105,6 +105,43 @@ void hook_link_clear(struct hook_link *l)
     l->target = l->link = NULL;
 }
 
+int hook_args_check(const struct hook_args *a, enum hook_verb *ret, struct err *e)
+{
+    enum hook_verb verb;
+    if (!a->verb)
+        return err_set(e, -EINVAL, "a hook is needed: create-symlinks or update-ldcache");
+    if (strcmp(a->verb, "create-symlinks") == 0)
+        verb = HOOK_CREATE_SYMLINKS;
+    else if (strcmp(a->verb, "update-ldcache") == 0)
+        verb = HOOK_UPDATE_LDCACHE;
+    else
+        return err_set(e, -EINVAL, "unknown hook \"%s\" (create-symlinks, update-ldcache)",
+                       a->verb);
+    bool ld = verb == HOOK_UPDATE_LDCACHE;
+    if (!ld && (a->n_folders || a->host_driver_version || a->ldconfig))
+        return err_set(e, -EINVAL,
+                       "create-symlinks takes --link only (--folder, --host-driver-version and "
+                       "--ldconfig are update-ldcache's)");
+    if (ld && a->n_links)
+        return err_set(e, -EINVAL, "update-ldcache takes no --link (create-symlinks' flag)");
+    for (size_t i = 0; i < a->n_links; i++) {
+        struct hook_link l = {0};
+        int r = hook_link_parse(a->links[i], &l, e);
+        hook_link_clear(&l);
+        if (r < 0)
+            return r;
+    }
+    for (size_t i = 0; i < a->n_folders; i++) {
+        int r = hook_path_check("--folder", a->folders[i], e);
+        if (r < 0)
+            return r;
+    }
+    if (a->ldconfig && a->ldconfig[0] != '/')
+        return err_set(e, -EINVAL, "--ldconfig \"%s\": not an absolute path", a->ldconfig);
+    *ret = verb;
+    return 0;
+}
+
 /* The next number of a version ("550" of "550.90.07"), *p moved past it and its dot. */
 static unsigned long long next_number(const char **p)
 {

@@ -19,7 +19,9 @@
  * links never lead the hook outside its root.
  *
  * This header is the pure core (cdi-hook.c: the state and config.json read, the arguments
- * checked, what to do planned); cdi-hook-main.c is the shell.
+ * checked, what to do planned); the shell is cdi-hook-main.c (the options, the run) with
+ * container-root.c (the container's root read and resolved, create-symlinks' links made) and
+ * ldcache.c (update-ldcache: the image's compat folder read, the drop-in written, ldconfig run).
  */
 #ifndef GPUOP_CDI_HOOK_H
 #define GPUOP_CDI_HOOK_H
@@ -59,6 +61,20 @@ struct hook_link {
 };
 int hook_link_parse(const char *arg, struct hook_link *ret, struct err *e);
 void hook_link_clear(struct hook_link *l);
+
+/* The hook named by the one argument and the flags given to it: each hook takes its own flags
+ * only (create-symlinks --link; update-ldcache --folder, --host-driver-version, --ldconfig),
+ * every --link and --folder well formed, --ldconfig absolute. -EINVAL naming what is wrong. */
+enum hook_verb { HOOK_CREATE_SYMLINKS, HOOK_UPDATE_LDCACHE };
+struct hook_args {
+    const char *verb; /* the argument: "create-symlinks", "update-ldcache" */
+    const char *const *links;
+    size_t n_links;
+    const char *const *folders;
+    size_t n_folders;
+    const char *host_driver_version, *ldconfig; /* NULL: not given */
+};
+int hook_args_check(const struct hook_args *a, enum hook_verb *ret, struct err *e);
 
 /* Compares driver versions ("550.90.07") number by number: <0, 0, >0. */
 int hook_version_cmp(const char *a, const char *b);

@@ -162,26 +162,34 @@ int dp_allocate(const struct dp_plan *p, const struct dp_resource *r, const char
 
 /* ---- GetPreferredAllocation --------------------------------------------------------------- */
 
-/* Chooses `size` IDs from available (must_include first). Full GPUs: best-effort topology
- * partition; replicas and MIG devices: distributed or packed greedy. ret_ids (size entries)
- * point into the plan's device IDs. */
+/* Chooses `size` IDs from available. Full GPUs: best-effort topology partition (in available
+ * order); replicas and MIG devices: distributed or packed greedy (must_include first). ret_ids
+ * (size entries) point into the plan's device IDs. */
 int dp_preferred(const struct dp_plan *p, const struct dp_resource *r, const char *const *avail,
                  size_t n_avail, const char *const *must, size_t n_must, int size,
                  const char **ret_ids, size_t *ret_n, struct err *e);
 
-/* The search budget of one GetPreferredAllocation request: visited candidate sets of the
- * best-effort search, shared by the request's containers. */
+/* The search budget of one GetPreferredAllocation request: units of work of the best-effort
+ * search (sets considered), shared by the request's containers. An exact search of 16 GPUs
+ * takes at most ~850,000 (no two GPUs alike), of two 8-GPU NVLink domains a few hundred. */
 #define DP_BE_BUDGET 1000000ull
 /* dp_preferred drawing on (and decrementing) *budget; when it is spent, the best-effort search
- * returns its best partition so far or a greedy set. dp_preferred: a fresh DP_BE_BUDGET. */
+ * returns a greedy set grown from the must-include GPUs. dp_preferred: a fresh DP_BE_BUDGET. */
 int dp_preferred_budget(const struct dp_plan *p, const struct dp_resource *r,
                         const char *const *avail, size_t n_avail, const char *const *must,
                         size_t n_must, int size, uint64_t *budget, const char **ret_ids,
                         size_t *ret_n, struct err *e);
 
+/* The most available GPUs plus padding the best-effort search takes (-E2BIG above). */
+#define DP_BE_MAX_SLOTS 64
+/* The most states of its exact search (groups of interchangeable GPUs: every subset of 16
+ * GPUs with no two alike fits); above, the greedy set is the answer. */
+#define DP_BE_MAX_STATES (1u << 18)
+
 /* The best-effort policy over GPUs 0..n-1 of a score matrix (exposed for table tests):
- * avail/must are GPU numbers; writes the chosen set to ret (size entries). 0 or -EINVAL
- * (nothing satisfies the request). */
+ * avail/must are GPU numbers; writes the chosen set to ret (size entries), in available order.
+ * The answer is go-gpuallocator's (its first best split on ties, see dp-besteffort.c). 0,
+ * -EINVAL (nothing satisfies the request) or -E2BIG (more than DP_BE_MAX_SLOTS slots). */
 int dp_besteffort(const unsigned *pair_score, unsigned n_gpus, const unsigned *avail,
                   size_t n_avail, const unsigned *must, size_t n_must, unsigned size,
                   unsigned *ret);
@@ -215,6 +223,11 @@ size_t dp_health_mark_lost(struct dp_plan *p, unsigned gpu);
 /* The GPUs (bit = plan GPU index, first 64) with devices dp_health_recover would return to
  * Healthy now: the shell checks those are not lost first. */
 uint64_t dp_health_recovery_due(const struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
+/* The GPUs (same bits) to probe for NVML_ERROR_GPU_IS_LOST now: on a sweep (now and then) each of
+ * the n_gpus; else those about to recover (due: dp_health_recovery_due), so a lost GPU never
+ * turns Healthy, and the GPU of a critical event at once (critical_gpu; -1: none), such as XID 79,
+ * a GPU fallen off the bus. */
+uint64_t dp_health_probe(unsigned n_gpus, uint64_t due, int critical_gpu, bool sweep);
 /* Returns devices to Healthy after recovery_ms without errors (0: never). Lost ones stay. */
 size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
 

@@ -162,3 +162,12 @@ uint64_t dp_health_recovery_due(const struct dp_plan *p, uint64_t now_ms, uint64
         }
     return mask;
 }
+
+uint64_t dp_health_probe(unsigned n_gpus, uint64_t due, int critical_gpu, bool sweep)
+{
+    if (sweep)
+        return n_gpus >= 64 ? ~0ull : (1ull << n_gpus) - 1;
+    if (critical_gpu >= 0 && critical_gpu < 64)
+        due |= 1ull << critical_gpu;
+    return due;
+}

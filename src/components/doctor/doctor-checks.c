@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpuop doctor's checks (doctor.h): facts in, results out; and the report. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,18 +21,6 @@ const char *doctor_owner_name(enum doctor_owner o)
     return (unsigned)o < ARRAY_SIZE(n) ? n[o] : "?";
 }
 
-/* One line into buf; a line too long ends in "..." rather than being cut silently. */
-static void say(char *buf, size_t n, const char *fmt, ...) GPUOP_PRINTF(3, 4);
-static void say(char *buf, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(buf, n, fmt, ap);
-    va_end(ap);
-    if (w >= 0 && (size_t)w >= n && n > 4)
-        memcpy(buf + n - 4, "...", 4);
-}
-
 static bool host_installed(const struct nodestate_driver_facts *d)
 {
     return d->host_smi[0] && (d->host_nvml[0] || d->host_lib[0]);
@@ -50,36 +37,38 @@ enum doctor_owner doctor_owner_decide(const struct doctor_facts *f, char *why, s
     const char *mv = d->module_version[0] ? d->module_version : "(version unknown)";
     char mod[128];
     if (d->module[NODESTATE_MOD_NVIDIA])
-        say(mod, sizeof(mod), "module nvidia %s loaded", mv);
+        str_printf_cut(mod, sizeof(mod), "module nvidia %s loaded", mv);
     else
-        say(mod, sizeof(mod), "no nvidia module loaded");
+        str_printf_cut(mod, sizeof(mod), "no nvidia module loaded");
     bool host = host_installed(d), ctr = ctr_present(d);
     if (host && ctr) {
-        say(why, n, "a host install (%s, %s) and a containerized driver (%s); %s", d->host_smi,
-            d->host_nvml[0] ? d->host_nvml : d->host_lib,
-            d->root_lib[0] ? d->root_lib : d->root_nvml, mod);
+        str_printf_cut(why, n, "a host install (%s, %s) and a containerized driver (%s); %s",
+                       d->host_smi, d->host_nvml[0] ? d->host_nvml : d->host_lib,
+                       d->root_lib[0] ? d->root_lib : d->root_nvml, mod);
         return DOCTOR_OWNER_BOTH;
     }
     if (ctr) {
-        say(why, n, "the containerized driver under %s (%s); %s", f->driver_root,
-            d->root_lib[0] ? d->root_lib : d->root_nvml, mod);
+        str_printf_cut(why, n, "the containerized driver under %s (%s); %s", f->driver_root,
+                       d->root_lib[0] ? d->root_lib : d->root_nvml, mod);
         return DOCTOR_OWNER_CONTAINER;
     }
     if (host) {
-        say(why, n, "the host's driver (%s, %s); %s", d->host_smi,
-            d->host_nvml[0] ? d->host_nvml : d->host_lib, mod);
+        str_printf_cut(why, n, "the host's driver (%s, %s); %s", d->host_smi,
+                       d->host_nvml[0] ? d->host_nvml : d->host_lib, mod);
         return DOCTOR_OWNER_HOST;
     }
     if (d->module[NODESTATE_MOD_NVIDIA]) {
-        say(why, n,
+        str_printf_cut(
+            why, n,
             "%s, but neither nvidia-smi with libnvidia-ml on the host nor a driver root at %s", mod,
             f->driver_root);
         return DOCTOR_OWNER_HOST;
     }
-    say(why, n, "no driver: %s, no nvidia-smi with libnvidia-ml under %s, nothing under %s%s%s",
-        mod, f->host_root, f->driver_root,
-        d->host_lib[0] || d->host_nvml[0] ? "; libraries left on the host: " : "",
-        d->host_lib[0] ? d->host_lib : d->host_nvml);
+    str_printf_cut(why, n,
+                   "no driver: %s, no nvidia-smi with libnvidia-ml under %s, nothing under %s%s%s",
+                   mod, f->host_root, f->driver_root,
+                   d->host_lib[0] || d->host_nvml[0] ? "; libraries left on the host: " : "",
+                   d->host_lib[0] ? d->host_lib : d->host_nvml);
     return DOCTOR_OWNER_NONE;
 }
 
@@ -103,15 +92,17 @@ static void check_owner(const struct doctor_facts *f, struct doctor_result *r)
     set(r, "driver-owner", "what owns the driver");
     char why[DOCTOR_LINE_MAX];
     enum doctor_owner o = doctor_owner_decide(f, why, sizeof(why));
-    say(r->evidence, sizeof(r->evidence), "%s: %s", doctor_owner_name(o), why);
+    str_printf_cut(r->evidence, sizeof(r->evidence), "%s: %s", doctor_owner_name(o), why);
     if (o == DOCTOR_OWNER_BOTH) {
         r->level = DOCTOR_FAIL;
-        say(r->remedy, sizeof(r->remedy),
+        str_printf_cut(
+            r->remedy, sizeof(r->remedy),
             "keep one driver: uninstall the host's packages (and reboot), or label the node "
             "nvidia.com/gpu.deploy.driver=false to keep the host's");
     } else if (o == DOCTOR_OWNER_NONE) {
         r->level = DOCTOR_WARN;
-        say(r->remedy, sizeof(r->remedy),
+        str_printf_cut(
+            r->remedy, sizeof(r->remedy),
             "enable the driver in the ClusterPolicy (driver.enabled) or install one on the host; "
             "then check the driver pod's logs on this node");
     }
@@ -121,21 +112,23 @@ static void check_dkms(const struct doctor_facts *f, enum doctor_owner o, struct
 {
     set(r, "dkms", "kernel modules of a host install (DKMS)");
     if (f->n_dkms == 0) {
-        say(r->evidence, sizeof(r->evidence), "no nvidia DKMS tree or module under %s",
-            f->host_root);
+        str_printf_cut(r->evidence, sizeof(r->evidence), "no nvidia DKMS tree or module under %s",
+                       f->host_root);
         return;
     }
     if (o == DOCTOR_OWNER_HOST) {
-        say(r->evidence, sizeof(r->evidence), "%zu DKMS item(s), e.g. %s: the host's driver",
-            f->n_dkms, f->dkms[0]);
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "%zu DKMS item(s), e.g. %s: the host's driver", f->n_dkms, f->dkms[0]);
         return;
     }
     r->level = DOCTOR_WARN;
-    say(r->evidence, sizeof(r->evidence),
+    str_printf_cut(
+        r->evidence, sizeof(r->evidence),
         "%zu nvidia DKMS item(s) left by a host install, e.g. %s: the kernel may load them at boot "
         "before the driver container",
         f->n_dkms, f->dkms[0]);
-    say(r->remedy, sizeof(r->remedy),
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "remove them: dkms remove nvidia/<version> --all, then the host's nvidia-dkms package");
 }
 
@@ -144,25 +137,28 @@ static void check_libs(const struct doctor_facts *f, enum doctor_owner o, struct
     set(r, "host-libraries", "NVIDIA libraries of another version in the library path");
     const char *want = driver_version(f);
     if (f->n_libs == 0) {
-        say(r->evidence, sizeof(r->evidence),
-            "no versioned NVIDIA library in the host's lib folders");
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "no versioned NVIDIA library in the host's lib folders");
         return;
     }
     if (o == DOCTOR_OWNER_HOST || o == DOCTOR_OWNER_NONE) {
         for (size_t i = 0; i < f->n_libs && i < DOCTOR_ITEMS; i++) {
             if (want && strcmp(f->libs[i].version, want) != 0) {
                 r->level = DOCTOR_FAIL;
-                say(r->evidence, sizeof(r->evidence),
+                str_printf_cut(
+                    r->evidence, sizeof(r->evidence),
                     "%s is version %s, the driver is %s: a driver/library version mismatch",
                     f->libs[i].path, f->libs[i].version, want);
-                say(r->remedy, sizeof(r->remedy),
+                str_printf_cut(
+                    r->remedy, sizeof(r->remedy),
                     "remove the old version's libraries (the previous driver's packages) and run "
                     "ldconfig");
                 return;
             }
         }
-        say(r->evidence, sizeof(r->evidence), "%zu NVIDIA librar%s of the driver's version %s",
-            f->n_libs, f->n_libs == 1 ? "y" : "ies", want ? want : "(unknown)");
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "%zu NVIDIA librar%s of the driver's version %s", f->n_libs,
+                       f->n_libs == 1 ? "y" : "ies", want ? want : "(unknown)");
         return;
     }
     /* containerized (or both): anything on the host is a leftover of an old install */
@@ -175,16 +171,18 @@ static void check_libs(const struct doctor_facts *f, enum doctor_owner o, struct
         }
     r->level = DOCTOR_WARN;
     if (other)
-        say(r->evidence, sizeof(r->evidence),
+        str_printf_cut(
+            r->evidence, sizeof(r->evidence),
             "%zu NVIDIA librar%s on the host while the driver is containerized (%s), e.g. %s "
             "(version %s)",
             f->n_libs, f->n_libs == 1 ? "y" : "ies", want ? want : "version unknown",
             f->libs[first].path, f->libs[first].version);
     else
-        say(r->evidence, sizeof(r->evidence),
-            "%zu NVIDIA librar%s on the host while the driver is containerized, e.g. %s", f->n_libs,
-            f->n_libs == 1 ? "y" : "ies", f->libs[0].path);
-    say(r->remedy, sizeof(r->remedy),
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "%zu NVIDIA librar%s on the host while the driver is containerized, e.g. %s",
+                       f->n_libs, f->n_libs == 1 ? "y" : "ies", f->libs[0].path);
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "uninstall the host's driver packages (libnvidia-*, nvidia-utils) and run ldconfig: "
         "containers that see the host's libraries may load the wrong version");
 }
@@ -194,20 +192,21 @@ static void check_persistenced(const struct doctor_facts *f, enum doctor_owner o
 {
     set(r, "persistenced", "a host persistence daemon unit");
     if (!f->persistenced_unit[0]) {
-        say(r->evidence, sizeof(r->evidence), "no nvidia-persistenced unit under %s", f->host_root);
+        str_printf_cut(r->evidence, sizeof(r->evidence), "no nvidia-persistenced unit under %s",
+                       f->host_root);
         return;
     }
     if (o == DOCTOR_OWNER_HOST || o == DOCTOR_OWNER_NONE) {
-        say(r->evidence, sizeof(r->evidence), "%s (%s): the host driver's", f->persistenced_unit,
-            f->persistenced_enabled ? "enabled" : "disabled");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%s (%s): the host driver's",
+                       f->persistenced_unit, f->persistenced_enabled ? "enabled" : "disabled");
         return;
     }
     r->level = DOCTOR_WARN;
-    say(r->evidence, sizeof(r->evidence),
-        "%s is %s while the driver is containerized (the driver container runs its own)",
-        f->persistenced_unit, f->persistenced_enabled ? "enabled" : "present");
-    say(r->remedy, sizeof(r->remedy),
-        "systemctl disable --now nvidia-persistenced and remove the host's package");
+    str_printf_cut(r->evidence, sizeof(r->evidence),
+                   "%s is %s while the driver is containerized (the driver container runs its own)",
+                   f->persistenced_unit, f->persistenced_enabled ? "enabled" : "present");
+    str_printf_cut(r->remedy, sizeof(r->remedy),
+                   "systemctl disable --now nvidia-persistenced and remove the host's package");
 }
 
 static void check_plugins(const struct doctor_facts *f, struct doctor_result *r)
@@ -215,9 +214,10 @@ static void check_plugins(const struct doctor_facts *f, struct doctor_result *r)
     set(r, "device-plugins", "device plugins registered with the kubelet");
     if (!f->plugin_dir) {
         r->level = DOCTOR_WARN;
-        say(r->evidence, sizeof(r->evidence), "no %s/var/lib/kubelet/device-plugins",
-            strcmp(f->host_root, "/") == 0 ? "" : f->host_root);
-        say(r->remedy, sizeof(r->remedy), "run the doctor on a Kubernetes node (--host-root)");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "no %s/var/lib/kubelet/device-plugins",
+                       strcmp(f->host_root, "/") == 0 ? "" : f->host_root);
+        str_printf_cut(r->remedy, sizeof(r->remedy),
+                       "run the doctor on a Kubernetes node (--host-root)");
         return;
     }
     for (size_t i = 0; i < f->n_sockets && i < DOCTOR_ITEMS; i++) {
@@ -228,11 +228,13 @@ static void check_plugins(const struct doctor_facts *f, struct doctor_result *r)
             const struct doctor_socket *b = &f->sockets[j];
             if (b->live && strcmp(a->resource, b->resource) == 0) {
                 r->level = DOCTOR_FAIL;
-                say(r->evidence, sizeof(r->evidence),
+                str_printf_cut(
+                    r->evidence, sizeof(r->evidence),
                     "two device plugins serve %s: %s and %s (the kubelet keeps the last to "
                     "register)",
                     a->resource, a->name, b->name);
-                say(r->remedy, sizeof(r->remedy),
+                str_printf_cut(
+                    r->remedy, sizeof(r->remedy),
                     "remove the other plugin (a hand-installed NVIDIA device plugin DaemonSet or "
                     "static pod) or disable gpuop's (devicePlugin.enabled=false)");
                 return;
@@ -255,17 +257,19 @@ static void check_plugins(const struct doctor_facts *f, struct doctor_result *r)
     bool ok = sbuf_check(&b) == 0;
     if (live == 0) {
         r->level = DOCTOR_WARN;
-        say(r->evidence, sizeof(r->evidence), "no device plugin listening%s%s",
-            stale ? "; stale: " : "", stale ? stale_name : "");
-        say(r->remedy, sizeof(r->remedy),
+        str_printf_cut(r->evidence, sizeof(r->evidence), "no device plugin listening%s%s",
+                       stale ? "; stale: " : "", stale ? stale_name : "");
+        str_printf_cut(
+            r->remedy, sizeof(r->remedy),
             "check the device plugin pod on this node (kubectl -n gpu-operator get pods -o wide)");
         return;
     }
-    say(r->evidence, sizeof(r->evidence), "%s%s%s", ok && b.data ? b.data : "(many)",
-        stale ? "; stale socket " : "", stale ? stale_name : "");
+    str_printf_cut(r->evidence, sizeof(r->evidence), "%s%s%s", ok && b.data ? b.data : "(many)",
+                   stale ? "; stale socket " : "", stale ? stale_name : "");
     if (stale) {
         r->level = DOCTOR_WARN;
-        say(r->remedy, sizeof(r->remedy), "remove the stale socket (its plugin is gone)");
+        str_printf_cut(r->remedy, sizeof(r->remedy),
+                       "remove the stale socket (its plugin is gone)");
     }
 }
 
@@ -287,20 +291,23 @@ static void check_nvml(const struct doctor_facts *f, struct doctor_result *r)
 {
     set(r, "nvml", "NVML initialises and lists the GPUs");
     if (f->nvml_ok) {
-        say(r->evidence, sizeof(r->evidence), "NVML %s (%s) lists %zu GPU%s",
-            f->nvml_version[0] ? f->nvml_version : "?", f->nvml_lib[0] ? f->nvml_lib : "default",
-            f->n_gpus, f->n_gpus == 1 ? "" : "s");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "NVML %s (%s) lists %zu GPU%s",
+                       f->nvml_version[0] ? f->nvml_version : "?",
+                       f->nvml_lib[0] ? f->nvml_lib : "default", f->n_gpus,
+                       f->n_gpus == 1 ? "" : "s");
         if (f->n_gpus == 0) {
             r->level = DOCTOR_FAIL;
-            say(r->remedy, sizeof(r->remedy),
+            str_printf_cut(
+                r->remedy, sizeof(r->remedy),
                 "check that the GPUs are on the PCI bus (lspci -d 10de:) and the kernel log");
         }
         return;
     }
     r->level = DOCTOR_FAIL;
-    say(r->evidence, sizeof(r->evidence), "NVML (%s) does not initialise: %s",
-        f->nvml_lib[0] ? f->nvml_lib : "default", f->nvml_error);
-    say(r->remedy, sizeof(r->remedy),
+    str_printf_cut(r->evidence, sizeof(r->evidence), "NVML (%s) does not initialise: %s",
+                   f->nvml_lib[0] ? f->nvml_lib : "default", f->nvml_error);
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "check the driver pod's logs and dmesg for NVRM errors; a driver/library mismatch needs "
         "the driver reloaded (or the node rebooted)");
 }
@@ -311,16 +318,18 @@ static void check_plugin_nvml(const struct doctor_facts *f, struct doctor_result
     const char *why = NULL;
     bool healthy = plugin_healthy(f, &why);
     if (!healthy || f->nvml_ok) {
-        say(r->evidence, sizeof(r->evidence), "%s",
-            f->nvml_ok ? "NVML initialises" : "no device plugin reports healthy");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%s",
+                       f->nvml_ok ? "NVML initialises" : "no device plugin reports healthy");
         return;
     }
     r->level = DOCTOR_FAIL;
-    say(r->evidence, sizeof(r->evidence),
+    str_printf_cut(
+        r->evidence, sizeof(r->evidence),
         "the device plugin reports healthy (%s) but NVML does not initialise: %s: pods get GPUs "
         "that do not work",
         why, f->nvml_error);
-    say(r->remedy, sizeof(r->remedy),
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "cordon the node, restart the device plugin pod after the driver is fixed (kubectl -n "
         "gpu-operator delete pod -l app=nvidia-device-plugin-daemonset --field-selector "
         "spec.nodeName=<node>)");
@@ -331,43 +340,47 @@ static void check_runtime(const struct doctor_facts *f, struct doctor_result *r)
     set(r, "runtime", "the container runtime's GPU configuration vs the runtime in use");
     if (f->marker_error[0]) {
         r->level = DOCTOR_FAIL;
-        say(r->evidence, sizeof(r->evidence), "%s", f->marker_error);
-        say(r->remedy, sizeof(r->remedy), "restart the toolkit pod on this node: it rewrites it");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%s", f->marker_error);
+        str_printf_cut(r->remedy, sizeof(r->remedy),
+                       "restart the toolkit pod on this node: it rewrites it");
         return;
     }
     if (!f->have_marker) {
         r->level = DOCTOR_WARN;
-        say(r->evidence, sizeof(r->evidence), "no %s: the toolkit has not configured this node%s%s",
-            nodestate_file_name(NODESTATE_TOOLKIT_CTR_READY),
-            f->runtime[0] ? "; runtime in use: " : "", f->runtime);
-        say(r->remedy, sizeof(r->remedy),
-            "check the toolkit pod on this node (toolkit.enabled in the ClusterPolicy)");
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "no %s: the toolkit has not configured this node%s%s",
+                       nodestate_file_name(NODESTATE_TOOLKIT_CTR_READY),
+                       f->runtime[0] ? "; runtime in use: " : "", f->runtime);
+        str_printf_cut(r->remedy, sizeof(r->remedy),
+                       "check the toolkit pod on this node (toolkit.enabled in the ClusterPolicy)");
         return;
     }
     if (!f->marker.check_runtime) {
-        say(r->evidence, sizeof(r->evidence),
-            "the toolkit left the runtime alone (RUNTIME=none)%s%s: CDI only",
-            f->runtime[0] ? "; runtime in use: " : "", f->runtime);
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "the toolkit left the runtime alone (RUNTIME=none)%s%s: CDI only",
+                       f->runtime[0] ? "; runtime in use: " : "", f->runtime);
         return;
     }
     if (f->runtime_error[0]) {
         r->level = DOCTOR_FAIL;
-        say(r->evidence, sizeof(r->evidence), "%s", f->runtime_error);
-        say(r->remedy, sizeof(r->remedy),
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%s", f->runtime_error);
+        str_printf_cut(
+            r->remedy, sizeof(r->remedy),
             "set operator.defaultRuntime (or the toolkit's CONTAINER_RUNTIME) to the runtime the "
             "kubelet uses, and restart the toolkit pod");
         return;
     }
     if (f->runtime_checked && f->runtime_config[0]) {
         r->level = DOCTOR_FAIL;
-        say(r->evidence, sizeof(r->evidence), "%s is not configured for GPUs: %s", f->runtime,
-            f->runtime_config);
-        say(r->remedy, sizeof(r->remedy),
-            "restart the toolkit pod on this node; if it still fails, see its log");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%s is not configured for GPUs: %s",
+                       f->runtime, f->runtime_config);
+        str_printf_cut(r->remedy, sizeof(r->remedy),
+                       "restart the toolkit pod on this node; if it still fails, see its log");
         return;
     }
-    say(r->evidence, sizeof(r->evidence), "%s in use and configured: handler %s runs %s",
-        f->runtime[0] ? f->runtime : "the runtime", f->marker.runtime_name, f->marker.runtime_path);
+    str_printf_cut(r->evidence, sizeof(r->evidence), "%s in use and configured: handler %s runs %s",
+                   f->runtime[0] ? f->runtime : "the runtime", f->marker.runtime_name,
+                   f->marker.runtime_path);
 }
 
 static void check_firmware(const struct doctor_facts *f, struct doctor_result *r)
@@ -375,17 +388,19 @@ static void check_firmware(const struct doctor_facts *f, struct doctor_result *r
     set(r, "firmware", "driver vs GPU firmware version");
     if (!f->nvml_ok) {
         r->level = DOCTOR_WARN;
-        say(r->evidence, sizeof(r->evidence), "not read: NVML does not initialise");
-        say(r->remedy, sizeof(r->remedy), "fix the nvml check first");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "not read: NVML does not initialise");
+        str_printf_cut(r->remedy, sizeof(r->remedy), "fix the nvml check first");
         return;
     }
     const char *mv = f->drv.module_version;
     if (mv[0] && f->nvml_version[0] && strcmp(mv, f->nvml_version) != 0) {
         r->level = DOCTOR_FAIL;
-        say(r->evidence, sizeof(r->evidence),
+        str_printf_cut(
+            r->evidence, sizeof(r->evidence),
             "kernel module nvidia %s, user-space NVML %s: a driver/library version mismatch", mv,
             f->nvml_version);
-        say(r->remedy, sizeof(r->remedy),
+        str_printf_cut(
+            r->remedy, sizeof(r->remedy),
             "reload the driver (delete the driver pod) or reboot so module and libraries match");
         return;
     }
@@ -397,19 +412,21 @@ static void check_firmware(const struct doctor_facts *f, struct doctor_result *r
             if (strcmp(f->gpus[i].name, f->gpus[j].name) == 0 && f->gpus[j].vbios[0] &&
                 strcmp(f->gpus[i].vbios, f->gpus[j].vbios) != 0) {
                 r->level = DOCTOR_WARN;
-                say(r->evidence, sizeof(r->evidence),
+                str_printf_cut(
+                    r->evidence, sizeof(r->evidence),
                     "GPUs %zu and %zu (%s) run different VBIOS versions: %s and %s (driver %s)", j,
                     i, f->gpus[i].name, f->gpus[j].vbios, f->gpus[i].vbios, f->nvml_version);
-                say(r->remedy, sizeof(r->remedy),
+                str_printf_cut(
+                    r->remedy, sizeof(r->remedy),
                     "update the GPUs' firmware to one version (the vendor's firmware bundle)");
                 return;
             }
         }
         vb = f->gpus[i].vbios;
     }
-    say(r->evidence, sizeof(r->evidence),
-        "driver %s (kernel module and NVML agree); VBIOS %s on %zu GPU%s", f->nvml_version,
-        vb ? vb : "unknown", f->n_gpus, f->n_gpus == 1 ? "" : "s");
+    str_printf_cut(r->evidence, sizeof(r->evidence),
+                   "driver %s (kernel module and NVML agree); VBIOS %s on %zu GPU%s",
+                   f->nvml_version, vb ? vb : "unknown", f->n_gpus, f->n_gpus == 1 ? "" : "s");
 }
 
 static void check_headers(const struct doctor_facts *f, enum doctor_owner o,
@@ -417,19 +434,21 @@ static void check_headers(const struct doctor_facts *f, enum doctor_owner o,
 {
     set(r, "kernel-headers", "kernel headers for a containerized driver build");
     if (o == DOCTOR_OWNER_HOST) {
-        say(r->evidence, sizeof(r->evidence), "not needed: the host's driver (kernel %s)",
-            f->kernel);
+        str_printf_cut(r->evidence, sizeof(r->evidence),
+                       "not needed: the host's driver (kernel %s)", f->kernel);
         return;
     }
     if (f->headers[0]) {
-        say(r->evidence, sizeof(r->evidence), "kernel %s: headers at %s", f->kernel, f->headers);
+        str_printf_cut(r->evidence, sizeof(r->evidence), "kernel %s: headers at %s", f->kernel,
+                       f->headers);
         return;
     }
     r->level = DOCTOR_WARN;
-    say(r->evidence, sizeof(r->evidence),
-        "kernel %s: no headers under %s (lib/modules/%s/build, usr/src)", f->kernel, f->host_root,
-        f->kernel);
-    say(r->remedy, sizeof(r->remedy),
+    str_printf_cut(r->evidence, sizeof(r->evidence),
+                   "kernel %s: no headers under %s (lib/modules/%s/build, usr/src)", f->kernel,
+                   f->host_root, f->kernel);
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "install the headers (linux-headers-%s), give the driver container a package mirror, or "
         "use a precompiled driver image (driver.usePrecompiled)",
         f->kernel);
@@ -453,25 +472,28 @@ static void check_iommu(const struct doctor_facts *f, struct doctor_result *r)
                cmdline_has(cl, "iommu=off");
     if (f->iommu_groups < 0) {
         r->level = DOCTOR_WARN;
-        say(r->evidence, sizeof(r->evidence), "%s/sys/kernel/iommu_groups unreadable",
-            strcmp(f->host_root, "/") == 0 ? "" : f->host_root);
-        say(r->remedy, sizeof(r->remedy), "run the doctor with the node's /sys under --host-root");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%s/sys/kernel/iommu_groups unreadable",
+                       strcmp(f->host_root, "/") == 0 ? "" : f->host_root);
+        str_printf_cut(r->remedy, sizeof(r->remedy),
+                       "run the doctor with the node's /sys under --host-root");
         return;
     }
     if (f->iommu_groups == 0 || pt || off) {
-        say(r->evidence, sizeof(r->evidence), "%d IOMMU group%s%s", f->iommu_groups,
-            f->iommu_groups == 1 ? "" : "s",
-            pt    ? ", passthrough (iommu=pt)"
-            : off ? ", IOMMU off on the command line"
-                  : "");
+        str_printf_cut(r->evidence, sizeof(r->evidence), "%d IOMMU group%s%s", f->iommu_groups,
+                       f->iommu_groups == 1 ? "" : "s",
+                       pt    ? ", passthrough (iommu=pt)"
+                       : off ? ", IOMMU off on the command line"
+                             : "");
         return;
     }
     r->level = DOCTOR_WARN;
-    say(r->evidence, sizeof(r->evidence),
+    str_printf_cut(
+        r->evidence, sizeof(r->evidence),
         "%d IOMMU groups in translated mode (no iommu=pt on the kernel command line): GPU "
         "peer-to-peer and GPUDirect RDMA are slow or fail",
         f->iommu_groups);
-    say(r->remedy, sizeof(r->remedy),
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "add iommu=pt to the kernel command line (unless the GPUs are passed to VMs) and reboot");
 }
 
@@ -479,13 +501,14 @@ static void check_clock(const struct doctor_facts *f, struct doctor_result *r)
 {
     set(r, "clock", "clock synchronisation");
     if (f->clock_synced == 1) {
-        say(r->evidence, sizeof(r->evidence), "synchronised (%s)", f->clock_source);
+        str_printf_cut(r->evidence, sizeof(r->evidence), "synchronised (%s)", f->clock_source);
         return;
     }
     r->level = DOCTOR_WARN;
-    say(r->evidence, sizeof(r->evidence), "%s (%s)",
-        f->clock_synced == 0 ? "not synchronised" : "unknown", f->clock_source);
-    say(r->remedy, sizeof(r->remedy),
+    str_printf_cut(r->evidence, sizeof(r->evidence), "%s (%s)",
+                   f->clock_synced == 0 ? "not synchronised" : "unknown", f->clock_source);
+    str_printf_cut(
+        r->remedy, sizeof(r->remedy),
         "run a time daemon (chrony, systemd-timesyncd): certificates, leases and the upgrade "
         "controller's timeouts need a right clock");
 }
@@ -550,26 +573,4 @@ json_t *doctor_render_json(const struct doctor_facts *f, const struct doctor_res
     return json_pack("{s:s,s:{s:s,s:s},s:o,s:s,s:i}", "hostRoot", f->host_root, "driver", "owner",
                      doctor_owner_name(o), "evidence", why, "checks", checks, "worst",
                      doctor_level_name(w), "exitStatus", doctor_exit_status(w));
-}
-
-json_t *doctor_pod_render(const struct doctor_pod_opts *o)
-{
-    json_t *cmd = json_pack("[s,s,s]", "gpuop", "doctor", "--host-root=/host");
-    if (o->json)
-        json_array_append_new(cmd, json_string("--json"));
-    json_t *pod = json_pack(
-        "{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s}},s:{s:s,s:s,s:I,s:b,s:[{s:s}],s:[{s:s,s:s,s:o,"
-        "s:{s:b},s:[{s:s,s:s,s:b,s:s}]}],s:[{s:s,s:{s:s,s:s}}]}}",
-        "apiVersion", "v1", "kind", "Pod", "metadata", "generateName", "gpuop-doctor-", "namespace",
-        o->ns, "labels", "app.kubernetes.io/name", "gpuop-doctor", "app.kubernetes.io/managed-by",
-        "gpuop", "spec", "nodeName", o->node, "restartPolicy", "Never", "activeDeadlineSeconds",
-        (json_int_t)(o->deadline_s ? o->deadline_s : 120), "automountServiceAccountToken", 0,
-        "tolerations", "operator", "Exists", "containers", "name", "doctor", "image", o->image,
-        "command", cmd, "securityContext", "privileged", 1, "volumeMounts", "name", "host",
-        "mountPath", "/host", "readOnly", 1, "mountPropagation", "HostToContainer", "volumes",
-        "name", "host", "hostPath", "path", "/", "type", "Directory");
-    if (pod && o->service_account)
-        json_object_set_new(json_object_get(pod, "spec"), "serviceAccountName",
-                            json_string(o->service_account));
-    return pod;
 }

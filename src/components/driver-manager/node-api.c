@@ -13,26 +13,12 @@
 
 int dm_node_patch(struct drivermgr *d, json_t *patch, struct err *e)
 {
-    json_t *out = NULL;
-    struct kube_patch_opts o = {.type = KUBE_PATCH_MERGE};
-    int r = kube_patch(d->kc, &KUBE_NODES, NULL, d->node, &o, patch, &out, e);
-    json_decref(patch);
-    if (r < 0)
-        return err_prefix(e, "patch node %s", d->node);
-    json_decref(d->node_obj);
-    d->node_obj = out;
-    return 0;
+    return nodeops_node_patch(d->kc, d->node, patch, &d->node_obj, e);
 }
 
 int dm_node_read(struct drivermgr *d, struct err *e)
 {
-    json_t *n = NULL;
-    int r = kube_get(d->kc, &KUBE_NODES, NULL, d->node, &n, e);
-    if (r < 0)
-        return err_prefix(e, "read node");
-    json_decref(d->node_obj);
-    d->node_obj = n;
-    return 0;
+    return nodeops_node_read(d->kc, d->node, &d->node_obj, e);
 }
 
 static int labels_set(struct drivermgr *d, json_t *labels, const char *what, struct err *e)
@@ -86,20 +72,13 @@ void dm_node_event(struct drivermgr *d, const char *type, const char *reason, co
 {
     if (!d->kc || !d->node_obj)
         return;
-    json_t *inv = json_pack("{s:s,s:s,s:{s:s,s:s?}}", "kind", "Node", "apiVersion", "v1",
-                            "metadata", "name", d->node, "uid", kobj_uid(d->node_obj));
-    const char *ns = d->event_ns ? d->event_ns : kube_client_namespace(d->kc);
-    struct kube_event ev = {.ns = ns,
-                            .involved = inv,
-                            .type = type,
-                            .reason = reason,
-                            .message = msg,
-                            .component = "gpuop-driver-manager",
-                            .host = d->node};
-    struct err e = {0};
-    if (kube_event_create(d->kc, &ev, &e) < 0)
-        log_warn(COMPONENT, "event not recorded", "reason=%s error=\"%s\"", reason, err_msg(&e));
-    json_decref(inv);
+    struct nodeops_event ev = {.ns = d->event_ns,
+                               .source = "gpuop-driver-manager",
+                               .component = COMPONENT,
+                               .type = type,
+                               .reason = reason,
+                               .message = msg};
+    nodeops_node_event(d->kc, d->node, d->node_obj, &ev);
 }
 
 /* The annotation key set to text. */

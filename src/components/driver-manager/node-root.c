@@ -2,33 +2,27 @@
 /* The driver manager's node root: the kernel modules unloaded with the image's rmmod, a stale
  * driver root unmounted. Each step reads the node again first: a run killed in between finds the
  * node as it is. */
-#include <spawn.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 #include "driver-manager-internal.h"
 
 #define COMPONENT "driver-manager"
 
-extern char **environ;
-
-/* `rmmod NAME` from PATH (the image's kmod; the simulated images' on simulated nodes). */
+/* `rmmod NAME` from PATH (the image's kmod; the simulated images' on simulated nodes), with this
+ * process's environment. */
 static int rmmod(const char *module, struct err *e)
 {
-    char *argv[] = {(char *)"rmmod", (char *)module, NULL};
-    pid_t pid;
-    int r = posix_spawnp(&pid, "rmmod", NULL, NULL, argv, environ);
-    if (r != 0)
-        return err_errno(e, -r, "run rmmod %s", module);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return err_errno(e, -errno, "wait for rmmod %s", module);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        return 0;
-    return err_set(e, -EBUSY, "rmmod %s failed (%s %d): the module stays loaded", module,
-                   WIFEXITED(st) ? "exit" : "signal",
-                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    _cleanup_free_ char *path = NULL;
+    int r = proc_find("rmmod", &path, e);
+    if (r < 0)
+        return err_prefix(e, "run rmmod %s", module);
+    const char *argv[] = {path, module, NULL};
+    if ((r = proc_run(argv, (const char *const *)environ, e)) == -EIO) {
+        _cleanup_free_ char *how = xstrdup(err_msg(e)); /* "... exited with status 1" */
+        return err_set(e, -EBUSY, "rmmod %s failed (%s): the module stays loaded", module, how);
+    }
+    return r < 0 ? err_prefix(e, "run rmmod %s", module) : 0;
 }
 
 int dm_root_unload(struct drivermgr *d, struct err *e)

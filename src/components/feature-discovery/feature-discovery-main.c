@@ -135,7 +135,7 @@ static int open_nvml(struct gfd_state *st, struct gpu_lib **ret, struct err *e)
         if (st->config->fail_on_init_error)
             return err_prefix(e, "initialise NVML");
         log_warn(COMP, "NVML could not be initialised; labelling without GPU labels",
-                 "reason=\"%s\" fail-on-init-error=false", gfd_kv_quote(e));
+                 "reason=\"%s\" fail-on-init-error=false", log_kv_quote(e->msg));
         err_clear(e);
         return 0;
     }

@@ -12,14 +12,6 @@
 #define COMP             "feature-discovery"
 #define MACHINE_FILE_MAX 4096
 
-const char *gfd_kv_quote(struct err *e)
-{
-    for (char *p = e->msg; *p; p++)
-        if (*p == '"')
-            *p = '\'';
-    return e->msg;
-}
-
 int gfd_machine_type_read(const char *path, char **ret, struct err *e)
 {
     *ret = NULL;
@@ -85,5 +77,5 @@ void gfd_output_clean(const char *path)
 {
     struct err e = {0};
     if (!gfd_output_is_stdout(path) && file_remove_stale_temps(path, &e) < 0)
-        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", gfd_kv_quote(&e));
+        log_warn(COMP, "cannot remove stale temporary files", "reason=\"%s\"", log_kv_quote(e.msg));
 }

@@ -12,13 +12,7 @@
 
 int mm_node_read(struct migmgr *m, struct err *e)
 {
-    json_t *n = NULL;
-    int r = kube_get(m->kc, &KUBE_NODES, NULL, m->node, &n, e);
-    if (r < 0)
-        return err_prefix(e, "read node %s", m->node);
-    json_decref(m->node_obj);
-    m->node_obj = n;
-    return 0;
+    return nodeops_node_read(m->kc, m->node, &m->node_obj, e);
 }
 
 int mm_node_patch(struct migmgr *m, struct mm_patch *p, struct err *e)
@@ -33,37 +27,22 @@ int mm_node_patch(struct migmgr *m, struct mm_patch *p, struct err *e)
     if (p->annotations)
         json_object_set(meta, "annotations", p->annotations);
     mm_patch_clear(p);
-    json_t *patch = json_pack("{s:o}", "metadata", meta);
-    json_t *out = NULL;
-    struct kube_patch_opts o = {.type = KUBE_PATCH_MERGE};
-    int r = kube_patch(m->kc, &KUBE_NODES, NULL, m->node, &o, patch, &out, e);
-    json_decref(patch);
-    if (r < 0)
-        return err_prefix(e, "patch node %s", m->node);
-    json_decref(m->node_obj);
-    m->node_obj = out;
-    return 0;
+    return nodeops_node_patch(m->kc, m->node, json_pack("{s:o}", "metadata", meta), &m->node_obj,
+                              e);
 }
 
 void mm_node_event(struct migmgr *m, enum mm_event k, const char *want, const char *from,
                    const char *detail)
 {
-    struct mm_event_text ev;
-    mm_event_text(k, want, from, detail, &ev);
-    json_t *inv = json_pack("{s:s,s:s,s:{s:s,s:s?}}", "kind", "Node", "apiVersion", "v1",
-                            "metadata", "name", m->node, "uid", kobj_uid(m->node_obj));
-    const char *ns = m->event_ns ? m->event_ns : kube_client_namespace(m->kc);
-    struct kube_event kev = {.ns = ns,
-                             .involved = inv,
-                             .type = ev.warning ? "Warning" : "Normal",
-                             .reason = ev.reason,
-                             .message = ev.msg,
-                             .component = "gpuop-mig-manager",
-                             .host = m->node};
-    struct err e = {0};
-    if (kube_event_create(m->kc, &kev, &e) < 0)
-        log_warn(COMPONENT, "event not recorded", "reason=%s error=\"%s\"", ev.reason, err_msg(&e));
-    json_decref(inv);
+    struct mm_event_text t;
+    mm_event_text(k, want, from, detail, &t);
+    struct nodeops_event ev = {.ns = m->event_ns,
+                               .source = "gpuop-mig-manager",
+                               .component = COMPONENT,
+                               .type = t.warning ? "Warning" : "Normal",
+                               .reason = t.reason,
+                               .message = t.msg};
+    nodeops_node_event(m->kc, m->node, m->node_obj, &ev);
 }
 
 int mm_node_conclude(struct migmgr *m, const char *state, const char *want, const char *reason,

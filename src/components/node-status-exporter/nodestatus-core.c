@@ -306,6 +306,8 @@ int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out)
     prom_sample(&w, info, il, ARRAY_SIZE(il), 1);
     if (r->count_ok)
         render_count(&w, r);
+    if (r->health_on)
+        nst_render_health(&w, r);
     const char *errs = "gpuop_node_status_errors_total";
     prom_family(&w, errs, PROM_COUNTER,
                 "Observations in which a source could not be read, by kind");
@@ -321,57 +323,4 @@ int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out)
           "Time of the last observation (seconds since the epoch)", r->node,
           (double)r->now_ms / 1000.0);
     return prom_writer_finish(&w);
-}
-
-/* ---- the GPUs ----------------------------------------------------------------------------- */
-
-static const char *gpu_name(struct nst_state *st, const struct gpu_device *d, char *buf)
-{
-    bool cached = d->index < NST_GPUS_MAX;
-    if (d->uuid[0]) {
-        if (cached)
-            strlcpy_s(st->known_uuid[d->index], d->uuid, GPU_UUID_MAX);
-        return d->uuid;
-    }
-    if (cached && st->known_uuid[d->index][0])
-        return st->known_uuid[d->index];
-    snprintf(buf, GPU_UUID_MAX, "index %u", d->index);
-    return buf;
-}
-
-void nst_gpus_from(struct nst_state *st, const struct gpu_inventory *inv, struct nst_gpus *ret)
-{
-    size_t n_mig = 0;
-    for (size_t i = 0; i < inv->n_gpus; i++)
-        n_mig += inv->gpus[i].n_mig;
-    struct nst_gpus g = {.n = inv->n_gpus};
-    g.g = xcalloc(inv->n_gpus + 1, sizeof(*g.g));
-    g.profiles = xcalloc(n_mig + 1, sizeof(char *));
-    g.uuids = xcalloc(n_mig + 1, sizeof(char *));
-    g.names = xcalloc(inv->n_gpus + 1, sizeof(*g.names));
-    size_t k = 0;
-    for (size_t i = 0; i < inv->n_gpus; i++) {
-        const struct gpu_device *d = &inv->gpus[i];
-        g.g[i] = (struct nodestate_gpu){.uuid = gpu_name(st, d, g.names[i]),
-                                        .lost = d->lost,
-                                        .mig_enabled = d->mig_enabled,
-                                        .n_mig = d->n_mig,
-                                        .mig_profiles = g.profiles + k,
-                                        .mig_uuids = g.uuids + k};
-        for (size_t m = 0; m < d->n_mig; m++, k++) {
-            g.profiles[k] = d->mig[m].profile;
-            g.uuids[k] = d->mig[m].uuid;
-        }
-    }
-    assert(k == n_mig);
-    *ret = g;
-}
-
-void nst_gpus_clear(struct nst_gpus *g)
-{
-    free(g->g);
-    free(g->profiles);
-    free(g->uuids);
-    free(g->names);
-    memset(g, 0, sizeof(*g));
 }

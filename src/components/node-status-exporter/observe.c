@@ -13,7 +13,7 @@
 void nse_reading_clear(struct nse_reading *r)
 {
     gpu_inventory_free(r->inv);
-    nst_gpus_clear(&r->gpus);
+    nodestate_gpus_clear(&r->gpus);
     json_decref(r->node);
     memset(r, 0, sizeof(*r));
 }
@@ -56,7 +56,8 @@ static void read_gpus(struct nse *x, struct nse_reading *r)
     if (x->lib && gpu_inventory_read(x->lib, &r->inv, &ne) < 0)
         r->inv = NULL;
     if (r->inv) {
-        nst_gpus_from(&x->st, r->inv, &r->gpus);
+        x->n_gpus = r->inv->n_gpus;
+        nodestate_gpus_from(r->inv, x->st.known_uuid, NST_GPUS_MAX, &r->gpus);
         r->o.nvml_ok = true;
         r->o.gpus = r->gpus.g;
         r->o.n_gpus = r->gpus.n;

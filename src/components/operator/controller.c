@@ -3,8 +3,9 @@
  * gpuop operator: the I/O shell around the pure core. Informers keep the ClusterPolicies, the
  * nodes and everything gpuop owns in memory; one reconcile thread (reconcile.c) plans from them
  * and writes only the differences (a converged cluster costs no writes); a Lease makes sure only
- * one replica writes. This file is the component: informers, leader election, the work queue,
- * /metrics and the options.
+ * one replica writes. This file is the component: the options, the work queue and its
+ * reconcile loop; the informers are informers.c's, the Lease leader.c's, /metrics
+ * metrics-http.c's.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -17,18 +18,12 @@
 #include "op-cli.h"
 #include "op-controller.h"
 #include "op-gpuquota.h"
-#include "operator-internal.h"
 #include "operator.h"
-#include "prom.h"
 #include "svc.h"
 #include "upgrade-ctl.h"
-#include "upgrade.h"
-#include "yamlcfg.h"
 
 #define COMPONENT "operator"
 
-/* The one work-queue key: a reconcile covers every ClusterPolicy and what they own. */
-#define RECONCILE_KEY "cluster"
 #define RETRY_BASE_MS 100  /* failed reconcile: 100 ms doubling ... */
 #define RETRY_MAX_MS  3000 /* ... to 3 s */
 #define REQUEUE_MS    5000 /* not ready yet: look again */
@@ -45,153 +40,6 @@ struct op_process {
     char *id, *default_image;
     struct controller c;
 };
-
-static void mark_dirty(struct controller *c)
-{
-    svc_workqueue_add(c->queue, RECONCILE_KEY);
-}
-
-static int upg_may_write(void *u, struct err *e)
-{
-    return op_check_leader(u, e);
-}
-static void upg_wrote(void *u)
-{
-    op_count_write(u);
-}
-static void upg_dirty(void *u)
-{
-    mark_dirty(u);
-}
-
-static void h_add(json_t *obj, void *u)
-{
-    (void)obj;
-    mark_dirty(u);
-}
-static void h_update(json_t *old, json_t *obj, void *u)
-{
-    (void)old;
-    (void)obj;
-    mark_dirty(u);
-}
-static void h_delete(json_t *obj, void *u)
-{
-    (void)obj;
-    mark_dirty(u);
-}
-
-/* ---- metrics and health ------------------------------------------------------------------- */
-
-static int h_metrics(const struct http_request *req, struct http_response *resp, void *u)
-{
-    struct controller *c = u;
-    pthread_mutex_lock(&c->lock);
-    struct metrics m = c->m;
-    bool leader = c->leader;
-    pthread_mutex_unlock(&c->lock);
-    enum prom_format f = prom_negotiate(req->accept);
-    struct sbuf b;
-    sbuf_init(&b, 8u << 20); /* the GPU quota families grow with pools and namespaces */
-    struct prom_writer w;
-    prom_writer_init(&w, &b, f);
-    prom_metric_u64(&w, "gpu_operator_reconciliation_total", PROM_COUNTER, "Reconciliations run",
-                    m.reconciliations);
-    prom_metric_u64(&w, "gpu_operator_reconciliation_failed_total", PROM_COUNTER,
-                    "Reconciliations that failed", m.failed);
-    prom_metric(&w, "gpu_operator_reconciliation_last_success_ts_seconds", PROM_GAUGE,
-                "Time of the last successful reconciliation", (double)m.last_success_ms / 1000.0);
-    prom_metric(&w, "gpu_operator_reconciliation_status", PROM_GAUGE,
-                "1 ready, 0 not ready, -1 failed or invalid policy", m.status);
-    prom_metric(&w, "gpu_operator_gpu_nodes_total", PROM_GAUGE, "GPU nodes seen", m.gpu_nodes);
-    prom_metric_u64(&w, "gpuop_operator_api_writes_total", PROM_COUNTER,
-                    "Write calls made to the API server", m.writes);
-    prom_metric(&w, "gpuop_operator_leader", PROM_GAUGE, "1 when this replica leads",
-                leader ? 1 : 0);
-    op_gpuquota_write_metrics(&c->gq, &w);
-    op_upgrade_metrics(c->upg, &w);
-    int r = prom_writer_finish(&w);
-    if (r < 0) {
-        sbuf_free(&b);
-        return r; /* a truncated page is no page */
-    }
-    size_t len = b.len;
-    http_response_take(resp, 200, prom_content_type(f), sbuf_steal(&b), len);
-    return 0;
-}
-
-static int h_healthz(const struct http_request *req, struct http_response *resp, void *u)
-{
-    (void)req;
-    (void)u;
-    http_response_static(resp, 200, HTTP_CT_TEXT, "ok\n");
-    return 0;
-}
-
-static int h_readyz(const struct http_request *req, struct http_response *resp, void *u)
-{
-    (void)req;
-    struct controller *c = u;
-    pthread_mutex_lock(&c->lock);
-    bool ready = c->ready;
-    pthread_mutex_unlock(&c->lock);
-    http_response_static(resp, ready ? 200 : 503, HTTP_CT_TEXT, ready ? "ok\n" : "not ready\n");
-    return 0;
-}
-
-/* ---- leader election ---------------------------------------------------------------------- */
-
-static void on_started(void *u)
-{
-    struct controller *c = u;
-    log_info(COMPONENT, "became leader", NULL);
-    pthread_mutex_lock(&c->lock);
-    c->leader = true;
-    pthread_mutex_unlock(&c->lock);
-    mark_dirty(c);
-}
-
-static void on_stopped(void *u)
-{
-    struct controller *c = u;
-    log_warn(COMPONENT, "lost leadership; stopping writes", NULL);
-    pthread_mutex_lock(&c->lock);
-    c->leader = false;
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void on_new_leader(const char *identity, void *u)
-{
-    (void)u;
-    log_info(COMPONENT, "leader", "identity=%s", identity ? identity : "");
-}
-
-/* ---- main --------------------------------------------------------------------------------- */
-
-static void *informer_free_thread(void *inf)
-{
-    kube_informer_free(inf);
-    return NULL;
-}
-
-/* Each informer takes up to a watch poll interval to stop; stopping them one after another made
- * shutdown take ~10 s. Stop them all at once. */
-#define N_INFORMERS (5 + N_OWNED) /* policies, nodes, owned, pods, quotas, nvidiadrivers */
-static void informers_free(struct kube_informer **infs, size_t n)
-{
-    pthread_t th[N_INFORMERS];
-    bool started[N_INFORMERS];
-    if (n > N_INFORMERS)
-        n = N_INFORMERS;
-    for (size_t k = 0; k < n; k++) {
-        started[k] = infs[k] && pthread_create(&th[k], NULL, informer_free_thread, infs[k]) == 0;
-        if (!started[k])
-            kube_informer_free(infs[k]);
-    }
-    for (size_t k = 0; k < n; k++)
-        if (started[k])
-            pthread_join(th[k], NULL);
-}
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -335,13 +183,7 @@ static void operator_cleanup(void *state)
     kube_leader_free(c->leader_elector); /* first: the Lease is released before anything else */
     http_server_free(c->http);
     op_upgrade_free(c->upg);
-    struct kube_informer *infs[N_INFORMERS] = {c->nodes, c->policies};
-    for (size_t k = 0; k < N_OWNED; k++)
-        infs[2 + k] = c->owned[k];
-    infs[2 + N_OWNED] = c->gq.pods;
-    infs[3 + N_OWNED] = c->gq.quotas;
-    infs[4 + N_OWNED] = c->nvds;
-    informers_free(infs, ARRAY_SIZE(infs));
+    op_informers_free(c);
     op_gpuquota_clear(&c->gq);
     svc_workqueue_free(c->queue);
     op_templates_free(c->templates);
@@ -356,105 +198,16 @@ static void operator_cleanup(void *state)
 
 /* ---- run ---------------------------------------------------------------------------------- */
 
-/* What the node informer keeps of a node: its labels, the node agents' annotations and what the
- * GPU capacity view reads (allocatable, capacity, cordon, Ready), so a
- * heartbeat changes nothing kept (no reconcile) and an agent's finding does (a reconcile). */
-static json_t *project_node(json_t *obj, void *userdata)
-{
-    (void)userdata;
-    static const char *const node_fields[] = {"metadata.labels", NULL};
-    json_t *p = kube_project_fields(obj, node_fields);
-    const char *k;
-    json_t *v;
-    json_object_foreach (kobj_annotations(obj), k, v) {
-        if (op_node_annotation_watched(k))
-            json_object_set(
-                kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
-    }
-    op_gpuquota_project_node(obj, p);
-    upg_project_node(obj, p); /* the upgrade controller reads this informer too */
-    return p;
-}
-
-static int start_informers(struct controller *c, struct err *e)
-{
-    struct kube_informer_handlers hh = {h_add, h_update, h_delete, c};
-    struct kube_informer_opts po = {.handlers = hh};
-    /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
-    static const char *const no_index[] = {NULL};
-    struct kube_informer_opts no = {
-        .project = project_node, .index_label_keys = no_index, .handlers = hh};
-    int r;
-    if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
-        (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0 ||
-        (r = kube_informer_new(c->kc, &RES_NVIDIADRIVERS, &po, &c->nvds, e)) < 0)
-        return r;
-    for (size_t k = 0; k < N_OWNED; k++) {
-        struct kube_informer_opts oo = {.ns = owned_kinds[k]->namespaced ? c->ns : NULL,
-                                        .label_selector =
-                                            "app.kubernetes.io/managed-by=" OP_MANAGED_BY,
-                                        .handlers = hh};
-        if ((r = kube_informer_new(c->kc, owned_kinds[k], &oo, &c->owned[k], e)) < 0)
-            return r;
-    }
-    if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
-        return r;
-    struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
-    return op_upgrade_new(c->kc, c->ns, c->nodes, &uh, &c->upg, e);
-}
-
-static int start_metrics(struct controller *c, const char *listen, struct err *e)
-{
-    if (!listen || !*listen)
-        return 0;
-    struct http_route routes[] = {
-        {"/metrics", h_metrics, c},
-        {"/healthz", h_healthz, c},
-        {"/readyz", h_readyz, c},
-    };
-    struct http_config hc = {.listen = listen, .routes = routes, .n_routes = ARRAY_SIZE(routes)};
-    return http_server_new(&hc, &c->http, e);
-}
-
-/* 0 once every informer listed, 1 when stopped first, -ETIMEDOUT after 60 s. */
-static int wait_synced(struct controller *c, struct svc *s, struct err *e)
-{
-    uint64_t deadline = deadline_after(60000);
-    struct kube_informer *all[N_INFORMERS - 1] = {c->policies, c->nodes}; /* not nvds */
-    for (size_t k = 0; k < N_OWNED; k++)
-        all[2 + k] = c->owned[k];
-    all[2 + N_OWNED] = c->gq.pods;
-    all[3 + N_OWNED] = c->gq.quotas;
-    for (size_t k = 0; k < ARRAY_SIZE(all); k++) {
-        /* Short waits: the stop is looked at between them. */
-        while (kube_informer_wait_synced(all[k], 100) < 0) {
-            if (svc_stopped(s))
-                return 1;
-            if (deadline_left_ms(deadline) == 0)
-                return err_set(e, -ETIMEDOUT, "informers did not sync within 60 s");
-        }
-    }
-    return 0;
-}
-
+/* The Lease this replica takes (leader election off: it leads). */
 static int start_leader(struct op_process *o, struct err *e)
 {
-    struct controller *c = &o->c;
-    if (!o->elect) {
-        c->leader = true;
-        return 0;
-    }
-    struct kube_leader_opts lo = {.ns = c->ns,
+    struct kube_leader_opts lo = {.ns = o->c.ns,
                                   .name = o->lease_name,
                                   .identity = o->id,
                                   .lease_ms = o->lease_ms,
                                   .renew_ms = o->renew_ms,
-                                  .retry_ms = o->retry_ms,
-                                  .on_started = on_started,
-                                  .on_stopped = on_stopped,
-                                  .on_new_leader = on_new_leader,
-                                  .userdata = c};
-    return kube_leader_new(c->kc, &lo, &c->leader_elector, e);
+                                  .retry_ms = o->retry_ms};
+    return op_leader_start(&o->c, o->elect ? &lo : NULL, e);
 }
 
 /* One pass of the work queue's key: reconcile, then requeue as the result says. */
@@ -522,8 +275,8 @@ static int operator_run(struct svc *s, struct err *e)
         (r = svc_workqueue_new(&qc, svc_stop(s), &c->queue, e)) < 0 ||
         (r = op_templates_builtin(&c->templates, e)) < 0 ||
         (o->templates_dir && (r = op_templates_load_dir(c->templates, o->templates_dir, e)) < 0) ||
-        (r = start_informers(c, e)) < 0 || (r = start_metrics(c, o->metrics_listen, e)) < 0 ||
-        (r = wait_synced(c, s, e)) != 0)
+        (r = op_informers_start(c, e)) < 0 || (r = op_metrics_serve(c, o->metrics_listen, e)) < 0 ||
+        (r = op_informers_wait_synced(c, s, e)) != 0)
         return r < 0 ? r : 0;
     log_info(COMPONENT, "caches synced", "namespace=%s identity=%s", c->ns, o->id);
     if ((r = start_leader(o, e)) < 0)
@@ -531,7 +284,7 @@ static int operator_run(struct svc *s, struct err *e)
     pthread_mutex_lock(&c->lock);
     c->ready = true; /* synced; a passive replica is ready to take over */
     pthread_mutex_unlock(&c->lock);
-    mark_dirty(c);
+    op_mark_dirty(c);
     for (;;) {
         _cleanup_free_ char *key = NULL;
         if (svc_workqueue_get(c->queue, DEADLINE_NEVER, &key) < 0)

@@ -613,18 +613,6 @@ static json_t *refused_status(const struct nvd *d, const struct op_status_ctx *s
                      op_condition(sc, "Error", true, reason, msg));
 }
 
-static const json_t *find_ds(const json_t *owned, const char *ns, const char *name)
-{
-    size_t i;
-    const json_t *o;
-    json_array_foreach (owned, i, o) {
-        if (streq_ptr(kobj_kind(o), "DaemonSet") && streq_ptr(kobj_name(o), name) &&
-            streq_ptr(kobj_namespace(o), ns))
-            return o;
-    }
-    return NULL;
-}
-
 /* The live DaemonSets of an NVIDIADriver (NULL: of every one), kept as they are. */
 static void keep_live(const json_t *owned, const char *name, json_t *objects)
 {
@@ -659,7 +647,7 @@ static int plan_valid(struct nvd *d, const struct op_nvd_input *in, const struct
         }
         json_array_append_new(res->objects, ds);
         json_array_append_new(daemonsets, json_string(kobj_name(ds)));
-        const json_t *live = find_ds(in->owned, ns, kobj_name(ds));
+        const json_t *live = op_find_daemonset(in->owned, ns, kobj_name(ds));
         char w[160] = "not created yet";
         bool ok = live && op_object_current(ds, live) && op_ds_ready(live, w, sizeof(w));
         if (live && !op_object_current(ds, live))

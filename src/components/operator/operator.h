@@ -168,6 +168,15 @@ char *op_object_hash(const json_t *obj);
 /* DaemonSet readiness by NVIDIA's rules; *ret_reason says why not ("2/5 available", ...). */
 bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len);
 
+/* The condition `type` put into status.conditions (status: what is about to be written for obj;
+ * the array made): a new one (cstatus, reason, message) that keeps the lastTransitionTime of the
+ * one obj stores while its status holds, observedGeneration obj's (none without one); or
+ * (op_status_condition_keep) the ones obj stores, as they are: the pass that decides the
+ * condition could not run. A condition of that type already in status is replaced. */
+void op_status_condition_set(json_t *status, const json_t *obj, const char *type, bool cstatus,
+                             const char *reason, const char *message, uint64_t now_ms);
+void op_status_condition_keep(json_t *status, const json_t *obj, const char *type);
+
 /*
  * What the node agents reported in their node annotations (src/lib/nodestate): *ret_failed gets a
  * line per node with a failed validation (validation.gpuop.dev/<component>), naming the

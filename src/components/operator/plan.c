@@ -384,7 +384,7 @@ static void plan_prune(const json_t *owned, struct op_plan *plan)
     }
 }
 
-static const json_t *find_daemonset(const json_t *owned, const char *ns, const char *name)
+const json_t *op_find_daemonset(const json_t *owned, const char *ns, const char *name)
 {
     size_t i;
     const json_t *o;
@@ -587,8 +587,8 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
         json_array_extend(plan->desired, a->nvd.objects);
         /* NVIDIADrivers not listed yet: the single DaemonSet stays too (not pruned before
          * anything can take its nodes) */
-        const json_t *single =
-            find_daemonset(s->owned, s->defaults->namespace, op_component_def(OP_DRIVER)->ds_name);
+        const json_t *single = op_find_daemonset(s->owned, s->defaults->namespace,
+                                                 op_component_def(OP_DRIVER)->ds_name);
         if (!s->nvidia_drivers && single)
             json_array_append(plan->desired, (json_t *)single);
     }
@@ -625,7 +625,7 @@ static void component_conditions(struct active *a)
             ready = a->nvd.all_ready;
             whyp = a->nvd.why ? a->nvd.why : "";
         } else {
-            const json_t *ds = find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
+            const json_t *ds = op_find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
             ready = ds && op_ds_ready(ds, why, sizeof(why));
         }
         if (!ready)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Readiness of what the operator deployed, by the rules NVIDIA's operator uses; what the node
- * agents reported in their annotations. */
+ * agents reported in their annotations; a condition put into a status about to be written. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,4 +171,37 @@ void op_node_findings(const json_t *nodes, json_t **ret_failed, json_t **ret_mis
     sort_lines(mismatch);
     *ret_failed = failed;
     *ret_mismatch = mismatch;
+}
+
+static json_t *status_conditions(json_t *status)
+{
+    json_t *conds = json_object_get(status, "conditions");
+    if (!json_is_array(conds)) {
+        conds = json_array();
+        json_object_set_new(status, "conditions", conds);
+    }
+    return conds;
+}
+
+void op_status_condition_set(json_t *status, const json_t *obj, const char *type, bool cstatus,
+                             const char *reason, const char *message, uint64_t now_ms)
+{
+    json_t *conds = status_conditions(status);
+    char now[40];
+    time_rfc3339(now_ms, now, sizeof(now));
+    json_t *gen = kobj_path(obj, "metadata.generation");
+    kobj_conditions_put(conds, kobj_condition(kobj_path(obj, "status.conditions"), type, cstatus,
+                                              reason, message, now,
+                                              json_is_integer(gen) ? json_integer_value(gen) : -1));
+}
+
+void op_status_condition_keep(json_t *status, const json_t *obj, const char *type)
+{
+    json_t *conds = status_conditions(status);
+    size_t i;
+    json_t *sc;
+    json_array_foreach (kobj_path(obj, "status.conditions"), i, sc) {
+        if (streq_ptr(kobj_str(sc, "type"), type))
+            kobj_conditions_put(conds, json_incref(sc));
+    }
 }

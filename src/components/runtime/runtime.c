@@ -180,6 +180,44 @@ static const char *const cap_names[RUNTIME_CAP_LAST_KNOWN + 1] = {
     "CAP_CHECKPOINT_RESTORE",
 };
 
+int runtime_policy_annotation_keys(struct runtime_policy *p, char *list, struct err *e)
+{
+    size_t n = 0;
+    for (const char *k = list; k && *k;) {
+        size_t len = strcspn(k, ",");
+        if (len == 0)
+            return err_set(e, -EINVAL, "\"%s\": an empty key prefix", list);
+        for (size_t i = 0; i < len; i++)
+            if (k[i] <= ' ' || k[i] > '~')
+                return err_set(e, -EINVAL,
+                               "\"%s\": a key prefix holds a blank or a control character", list);
+        if (++n > RUNTIME_MAX_ANNOTATION_KEYS)
+            return err_set(e, -EINVAL, "more than %d key prefixes", RUNTIME_MAX_ANNOTATION_KEYS);
+        k += len + (k[len] == ',');
+    }
+    /* checked: split in place (a trailing comma ends the list) */
+    p->n_annotation_keys = 0;
+    char *save = NULL;
+    for (char *k = list ? strtok_r(list, ",", &save) : NULL; k; k = strtok_r(NULL, ",", &save))
+        p->annotation_keys[p->n_annotation_keys++] = k;
+    return 0;
+}
+
+uint64_t runtime_status_bounding_set(const char *status_text)
+{
+    const char *p = status_text ? strstr(status_text, "\nCapBnd:") : NULL;
+    if (!p)
+        return RUNTIME_CAPS_KNOWN;
+    p += strlen("\nCapBnd:");
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strspn(p, "0123456789abcdefABCDEF");
+    uint64_t v = 0;
+    if (n == 0 || n > 16 || hex_parse(p, n, &v) < 0)
+        return RUNTIME_CAPS_KNOWN;
+    return v;
+}
+
 bool runtime_privileged(const json_t *oci, uint64_t caps)
 {
     const json_t *bounding = json_object_get(
@@ -266,17 +304,28 @@ static int add_list(struct names *ns, const char *list, const char *default_kind
     return 0;
 }
 
+/* process.env of an OCI spec (an array, or NULL). */
+static json_t *oci_env(const json_t *oci)
+{
+    return json_object_get(json_object_get(oci, "process"), "env");
+}
+
+/* The value of one process.env entry when it sets NVIDIA_VISIBLE_DEVICES, else NULL. */
+static const char *visible_of(const json_t *entry)
+{
+    const char *s = json_string_value(entry);
+    return s && str_has_prefix(s, VISIBLE_DEVICES "=") ? s + strlen(VISIBLE_DEVICES "=") : NULL;
+}
+
 /* The value of the last NVIDIA_VISIBLE_DEVICES in process.env, or NULL. */
 static const char *visible_value(const json_t *oci)
 {
     const char *visible = NULL;
-    json_t *env = json_object_get(json_object_get(oci, "process"), "env");
     size_t i;
     json_t *v;
-    json_array_foreach (env, i, v) {
-        const char *s = json_string_value(v);
-        if (s && str_has_prefix(s, VISIBLE_DEVICES "="))
-            visible = s + strlen(VISIBLE_DEVICES "=");
+    json_array_foreach (oci_env(oci), i, v) {
+        if (visible_of(v))
+            visible = visible_of(v);
     }
     return visible;
 }
@@ -397,12 +446,11 @@ int runtime_request_read(const json_t *oci, const struct runtime_policy *p,
 
 void runtime_env_void(json_t *oci)
 {
-    json_t *env = json_object_get(json_object_get(oci, "process"), "env");
+    json_t *env = oci_env(oci);
     size_t i;
     json_t *v;
     json_array_foreach (env, i, v) {
-        const char *s = json_string_value(v);
-        if (s && str_has_prefix(s, VISIBLE_DEVICES "="))
+        if (visible_of(v))
             json_array_set_new(env, i, json_string(VISIBLE_DEVICES "=void"));
     }
 }

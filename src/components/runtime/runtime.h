@@ -8,8 +8,9 @@
  * low-level runtime (runc, crun) with the same arguments.
  * Every other command passes straight through. docs/runtime.md tells the whole story.
  *
- * This header is the pure core: the command line, the device request, the edit. The shell
- * (runtime-main.c) reads the bundle and the CDI directories, writes, and executes.
+ * This header is the pure core: the command line, the policy's inputs, the device request, the
+ * edit. The shell: runtime-main.c (the options, the run), bundle.c (config.json and the CDI
+ * directories read, config.json written) and runc-log.c (errors in runc's --log file).
  */
 #ifndef GPUOP_RUNTIME_H
 #define GPUOP_RUNTIME_H
@@ -74,6 +75,14 @@ struct runtime_policy {
      * every one of them. */
     uint64_t privileged_caps;
 };
+
+/* --cdi-annotation-keys: a comma-separated list of key prefixes, each non-empty, printable and
+ * without blanks, at most RUNTIME_MAX_ANNOTATION_KEYS; split in place into p->annotation_keys
+ * (pointers into list). -EINVAL naming the list and what is wrong; p is then unchanged. */
+int runtime_policy_annotation_keys(struct runtime_policy *p, char *list, struct err *e);
+/* The bounding set (CapBnd) of a /proc/<pid>/status text, for privileged_caps; every
+ * capability the wrapper knows (RUNTIME_CAPS_KNOWN) when the text does not say it. */
+uint64_t runtime_status_bounding_set(const char *status_text);
 
 /* What became of the container's own NVIDIA_VISIBLE_DEVICES. */
 enum runtime_env {

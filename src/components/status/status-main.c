@@ -8,10 +8,14 @@
 #include <unistd.h>
 
 #include "kube.h"
-#include "status.h"
+#include "statusview.h"
 #include "svc.h"
 
 #define TEXT_MAX (16u << 20)
+/* What the lists keep, decoded, together (kube_list_budget). With the client's own bounds on
+ * one page being read and decoded (64 MiB on the wire, 128 MiB decoded), gpuop status stays
+ * under 512 MiB whatever the API server sends (docs/kube-client.md; tests/kube/hostile.py). */
+#define LISTS_MAX (256u << 20)
 
 static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
                                                          "ClusterPolicy", false};
@@ -78,11 +82,14 @@ static int status_configure(struct svc *s, struct err *e)
 
 /* A list that may be absent: a CRD not installed (404) or not readable (403) is empty. */
 static int list_optional(struct kube_client *kc, const struct kube_resource *r,
-                         const struct kube_list_opts *o, json_t **ret, struct err *e)
+                         struct kube_list_budget *budget, const struct kube_list_opts *o,
+                         json_t **ret, struct err *e)
 {
     json_t *l = NULL;
     struct err ee = {0};
-    int rc = kube_list(kc, r, NULL, o, &l, &ee);
+    struct kube_list_opts lo = o ? *o : (struct kube_list_opts){0};
+    lo.budget = budget;
+    int rc = kube_list(kc, r, NULL, &lo, &l, &ee);
     if (rc == -ENOENT || rc == -EPERM || rc == -EACCES) {
         log_debug("status", "list skipped", "resource=%s error=\"%s\"", r->plural, err_msg(&ee));
         *ret = json_array();
@@ -132,19 +139,22 @@ static int status_run(struct svc *s, struct err *e)
     _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL,
                                    *pods = NULL, *quotas = NULL;
     _cleanup_(json_decrefp) json_t *node_list = NULL;
-    if ((r = kube_list(kc, &KUBE_NODES, NULL, NULL, &node_list, e)) < 0)
-        return err_prefix(e, "list nodes");
+    /* one budget for every list: what they keep together is bounded, whatever the server sends */
+    struct kube_list_budget lists = {.limit = LISTS_MAX};
+    struct kube_list_opts lo = {.budget = &lists};
+    if ((r = kube_list(kc, &KUBE_NODES, NULL, &lo, &node_list, e)) < 0)
+        return r;
     nodes = json_incref(json_object_get(node_list, "items"));
     if (!json_is_array(nodes)) {
         json_decref(nodes);
         nodes = json_array();
     }
     struct kube_list_opts drains = {.field_selector = "involvedObject.kind=Node,reason=NodeDrain"};
-    if ((r = list_optional(kc, &RES_CLUSTERPOLICIES, NULL, &policies, e)) < 0 ||
-        (r = list_optional(kc, &RES_NVIDIADRIVERS, NULL, &drivers, e)) < 0 ||
-        (r = list_optional(kc, &KUBE_EVENTS, &drains, &events, e)) < 0 ||
-        (r = list_optional(kc, &KUBE_PODS, NULL, &pods, e)) < 0 ||
-        (r = list_optional(kc, &RES_RESOURCEQUOTAS, NULL, &quotas, e)) < 0)
+    if ((r = list_optional(kc, &RES_CLUSTERPOLICIES, &lists, NULL, &policies, e)) < 0 ||
+        (r = list_optional(kc, &RES_NVIDIADRIVERS, &lists, NULL, &drivers, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_EVENTS, &lists, &drains, &events, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_PODS, &lists, NULL, &pods, e)) < 0 ||
+        (r = list_optional(kc, &RES_RESOURCEQUOTAS, &lists, NULL, &quotas, e)) < 0)
         return r;
     struct st_view v;
     view_of(st, &v);

@@ -55,7 +55,7 @@ static void error(struct val_step *st, int code, const char *msg)
     assert(code < 0);
     st->outcome = VAL_ERROR;
     st->code = code;
-    val_say(st->reason, sizeof(st->reason), "%s", msg);
+    str_printf_cut(st->reason, sizeof(st->reason), "%s", msg);
 }
 
 /* Passed: file written (with text, NULL empty), log_msg logged with the key=value pairs. */
@@ -205,12 +205,12 @@ static void check_driver(const struct val_config *cfg, const struct val_facts *f
     st->record_owner = true;
     st->owner.owner = pl.source == VAL_SRC_HOST ? NODESTATE_OWNER_HOST : NODESTATE_OWNER_CONTAINER;
     strlcpy_s(st->owner.version, seen.version ? seen.version : "", sizeof(st->owner.version));
-    val_say(st->owner.source, sizeof(st->owner.source), "validated: %s", pl.found);
+    str_printf_cut(st->owner.source, sizeof(st->owner.source), "validated: %s", pl.found);
     char q[NODESTATE_REASON_MAX];
     strlcpy_s(q, pl.found, sizeof(q));
     passed(st, true, NODESTATE_DRIVER_READY, "driver validated",
            "source=%s found=\"%s\" version=%s gpus=%zu pci=%d", val_driver_source_name(pl.source),
-           val_kv_quote(q), seen.version ? seen.version : "(null)", seen.n_gpus, seen.pci_gpus);
+           log_kv_quote(q), seen.version ? seen.version : "(null)", seen.n_gpus, seen.pci_gpus);
 }
 
 /* ---- toolkit ------------------------------------------------------------------------------ */

@@ -26,7 +26,7 @@ int val_api_open(struct val *v, struct stop_token *stop, struct err *e)
     /* the plugin check compares with what the Node advertises: no check without it */
     if (v->component == VAL_PLUGIN)
         return err_set(e, ke.code, "API client: %s", ke.msg);
-    log_warn(COMP, "no API server: no Events or annotations", "error=\"%s\"", val_kv_quote(ke.msg));
+    log_warn(COMP, "no API server: no Events or annotations", "error=\"%s\"", log_kv_quote(ke.msg));
     return 0;
 }
 
@@ -53,7 +53,7 @@ void val_api_event(struct val *v, bool warning, const char *reason, const char *
     struct err e = {0};
     if (kube_event_create(v->kc, &ev, &e) < 0)
         log_warn(COMP, "cannot post the Event", "node=%s reason=%s error=\"%s\"", v->node_name,
-                 reason, val_kv_quote(e.msg));
+                 reason, log_kv_quote(e.msg));
 }
 
 static void annotate(struct val *v, const char *key, const char *text)
@@ -63,7 +63,7 @@ static void annotate(struct val *v, const char *key, const char *text)
     struct err e = {0};
     if (kube_patch(v->kc, &KUBE_NODES, NULL, v->node_name, &po, patch, NULL, &e) < 0)
         log_warn(COMP, "cannot annotate the node", "node=%s key=%s error=\"%s\"", v->node_name, key,
-                 val_kv_quote(e.msg));
+                 log_kv_quote(e.msg));
 }
 
 void val_api_annotate(struct val *v, enum nodestate_vstate state, const char *reason)
@@ -106,7 +106,7 @@ bool val_api_daemonset_exists(struct val *v, const char *selector)
     struct err e = {0};
     if (kube_list(v->kc, &KUBE_DAEMONSETS, namespace_of(v), &lo, &list, &e) < 0) {
         log_warn(COMP, "cannot list DaemonSets", "namespace=%s selector=%s error=\"%s\"",
-                 namespace_of(v), selector, val_kv_quote(e.msg));
+                 namespace_of(v), selector, log_kv_quote(e.msg));
         return false;
     }
     return json_array_size(json_object_get(list, "items")) > 0;
@@ -134,7 +134,7 @@ json_t *val_api_driver_pod(struct val *v, const char *selector)
         _cleanup_json_ json_t *pods = NULL;
         if (kube_list(v->kc, &KUBE_PODS, ns, &po, &pods, &e) < 0) {
             log_warn(COMP, "cannot list the driver's pods", "namespace=%s error=\"%s\"", ns,
-                     val_kv_quote(e.msg));
+                     log_kv_quote(e.msg));
             return NULL;
         }
         json_t *pod = json_array_get(json_object_get(pods, "items"), 0);

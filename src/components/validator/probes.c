@@ -24,9 +24,7 @@ void val_gathered_clear(struct val_gathered *g)
     free(g->marker);
     cdi_spec_free(g->spec);
     gpu_inventory_free(g->inv);
-    free(g->gpus);
-    free(g->mig_names);
-    free(g->ids);
+    nodestate_gpus_clear(&g->gpus);
     json_decref(g->driver_pod);
     json_decref(g->node);
     memset(g, 0, sizeof(*g));
@@ -63,8 +61,7 @@ static bool spec_has(void *spec, const char *name)
 static void read_spec(struct val *v, const char *host_path, struct val_gathered *g)
 {
     struct err e = {0};
-    if (nodestate_root_resolve(v->host_root, host_path, g->f.spec_path, sizeof(g->f.spec_path)) <
-        0) {
+    if (file_root_resolve(v->host_root, host_path, g->f.spec_path, sizeof(g->f.spec_path)) < 0) {
         err_set(&e, -ENOENT, "cannot resolve");
         fail(g, VAL_PROBE_CDI_SPEC, VAL_STAGE_RESOLVE, &e);
         return;
@@ -84,43 +81,6 @@ static void read_spec(struct val *v, const char *host_path, struct val_gathered 
     g->f.spec_devices = cdi_spec_n_devices(g->spec);
 }
 
-/* The inventory as nodestate's plain GPUs; the arrays point into inv. */
-static void gpus_from(struct val_gathered *g)
-{
-    const struct gpu_inventory *inv = g->inv;
-    size_t n_mig = 0;
-    for (size_t i = 0; i < inv->n_gpus; i++)
-        n_mig += inv->gpus[i].mig_enabled ? inv->gpus[i].n_mig : 0;
-    g->gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*g->gpus));
-    g->mig_names = xcalloc(2 * n_mig + 1, sizeof(*g->mig_names));
-    g->ids = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*g->ids));
-    size_t k = 0;
-    for (size_t i = 0; i < inv->n_gpus; i++) {
-        const struct gpu_device *d = &inv->gpus[i];
-        struct nodestate_gpu *ng = &g->gpus[i];
-        ng->uuid = d->uuid;
-        if (!d->uuid[0] || strcmp(d->uuid, "-") == 0) { /* a lost GPU may not tell it */
-            snprintf(g->ids[i], sizeof(g->ids[i]), "GPU %u (no UUID)", d->index);
-            ng->uuid = g->ids[i];
-        }
-        ng->lost = d->lost;
-        ng->mig_enabled = d->mig_enabled;
-        if (!d->mig_enabled)
-            continue;
-        ng->n_mig = d->n_mig;
-        ng->mig_profiles = g->mig_names + k;
-        for (size_t m = 0; m < d->n_mig; m++)
-            g->mig_names[k++] = d->mig[m].profile;
-        ng->mig_uuids = g->mig_names + k;
-        for (size_t m = 0; m < d->n_mig; m++)
-            g->mig_names[k++] = d->mig[m].uuid;
-    }
-    assert(k == 2 * n_mig);
-    g->f.gpus = g->gpus;
-    g->f.n_gpus = inv->n_gpus;
-    g->f.nvml_version = inv->driver_version;
-}
-
 static void read_gpus(const char *lib_path, struct val_gathered *g)
 {
     struct err e = {0};
@@ -133,7 +93,10 @@ static void read_gpus(const char *lib_path, struct val_gathered *g)
         fail(g, VAL_PROBE_GPUS, VAL_STAGE_READ, &e);
         return;
     }
-    gpus_from(g);
+    nodestate_gpus_from(g->inv, NULL, 0, &g->gpus);
+    g->f.gpus = g->gpus.g;
+    g->f.n_gpus = g->gpus.n;
+    g->f.nvml_version = g->inv->driver_version;
 }
 
 static void check_runtime(struct val *v, const struct val_step *st, struct val_gathered *g)

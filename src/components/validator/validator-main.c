@@ -210,12 +210,12 @@ static void report(struct val *v, const struct val_report *rep, const char *reas
 {
     struct err re = {0};
     if (rep->remove_file && nodestate_file_remove(v->validations_dir, rep->file, &re) < 0)
-        log_warn(COMP, "cannot remove the status file", "error=\"%s\"", val_kv_quote(re.msg));
+        log_warn(COMP, "cannot remove the status file", "error=\"%s\"", log_kv_quote(re.msg));
     if (rep->log_retry) {
         char q[NODESTATE_REASON_MAX];
         strlcpy_s(q, reason, sizeof(q));
         log_warn(COMP, "not validated yet, retrying", "component=%s reason=\"%s\" every=%llums",
-                 val_component_names[v->component], val_kv_quote(q),
+                 val_component_names[v->component], log_kv_quote(q),
                  (unsigned long long)v->interval_ms);
     }
     if (rep->annotate)

@@ -2,7 +2,6 @@
 /* The validator's decisions (validator.h): the driver's owner and driver-ready, the toolkit
  * marker, the CDI spec's missing devices, the plugin's shortfall, all-done's missing files. */
 #include <assert.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,26 +19,6 @@ int val_component_ns(enum val_component c, enum nodestate_component *ret)
         return -EINVAL;
     *ret = map[c];
     return 0;
-}
-
-void val_say(char *buf, size_t n, const char *fmt, ...)
-{
-    if (n == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(buf, n, fmt, ap);
-    va_end(ap);
-    if (w >= 0 && (size_t)w >= n && n > 4)
-        memcpy(buf + n - 4, "...", 4);
-}
-
-char *val_kv_quote(char *s)
-{
-    for (char *p = s; *p; p++)
-        if (*p == '"')
-            *p = '\'';
-    return s;
 }
 
 const char *val_driver_source_name(enum val_driver_source s)
@@ -74,11 +53,12 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         pl.check = true;
         strlcpy_s(pl.nvml, f->host_nvml, sizeof(pl.nvml));
         if (host_files)
-            val_say(pl.found, sizeof(pl.found), "nvidia-smi %s and %s on the host", f->host_smi,
-                    f->host_nvml);
+            str_printf_cut(pl.found, sizeof(pl.found), "nvidia-smi %s and %s on the host",
+                           f->host_smi, f->host_nvml);
         else
-            val_say(pl.found, sizeof(pl.found), "module nvidia loaded (%s/sys/module/nvidia)",
-                    strcmp(p->host_root, "/") == 0 ? "" : p->host_root);
+            str_printf_cut(pl.found, sizeof(pl.found),
+                           "module nvidia loaded (%s/sys/module/nvidia)",
+                           strcmp(p->host_root, "/") == 0 ? "" : p->host_root);
         pl.ready.is_host_driver = true;
         strlcpy_s(pl.ready.driver_root, "/", sizeof(pl.ready.driver_root));
         strlcpy_s(pl.ready.driver_root_ctr, p->host_root, sizeof(pl.ready.driver_root_ctr));
@@ -96,10 +76,10 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
               sizeof(pl.ready.dev_root_ctr));
     if (driver_managed && !f->ctr_ready) {
         pl.source = VAL_SRC_CONTAINER;
-        val_say(pl.reason, sizeof(pl.reason),
-                "waiting for the driver container: %s is not there yet (its startup probe "
-                "writes it once the driver is loaded)",
-                nodestate_file_name(NODESTATE_DRIVER_CTR_READY));
+        str_printf_cut(pl.reason, sizeof(pl.reason),
+                       "waiting for the driver container: %s is not there yet (its startup probe "
+                       "writes it once the driver is loaded)",
+                       nodestate_file_name(NODESTATE_DRIVER_CTR_READY));
         plan_done(&pl, ret);
         return;
     }
@@ -107,16 +87,16 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         pl.source = VAL_SRC_CONTAINER;
         pl.check = true;
         strlcpy_s(pl.nvml, f->root_nvml, sizeof(pl.nvml));
-        val_say(pl.found, sizeof(pl.found), "the containerized driver under %s (%s)",
-                p->driver_root, f->root_nvml);
+        str_printf_cut(pl.found, sizeof(pl.found), "the containerized driver under %s (%s)",
+                       p->driver_root, f->root_nvml);
         plan_done(&pl, ret);
         return;
     }
     if (f->ctr_ready) {
         pl.source = VAL_SRC_CONTAINER;
-        val_say(pl.reason, sizeof(pl.reason),
-                "%s is there but the driver root %s has no libnvidia-ml.so.1",
-                nodestate_file_name(NODESTATE_DRIVER_CTR_READY), p->driver_root);
+        str_printf_cut(pl.reason, sizeof(pl.reason),
+                       "%s is there but the driver root %s has no libnvidia-ml.so.1",
+                       nodestate_file_name(NODESTATE_DRIVER_CTR_READY), p->driver_root);
         plan_done(&pl, ret);
         return;
     }
@@ -126,10 +106,11 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
         left = "; only libraries are left on the host (an uninstalled driver?)";
     else if (f->host_smi[0])
         left = "; only nvidia-smi is on the host, without libnvidia-ml.so.1";
-    val_say(pl.reason, sizeof(pl.reason),
-            "no driver: no nvidia module loaded (%s/sys/module/nvidia), no nvidia-smi with "
-            "libnvidia-ml.so.1 under %s, no containerized driver under %s%s",
-            strcmp(p->host_root, "/") == 0 ? "" : p->host_root, p->host_root, p->driver_root, left);
+    str_printf_cut(pl.reason, sizeof(pl.reason),
+                   "no driver: no nvidia module loaded (%s/sys/module/nvidia), no nvidia-smi with "
+                   "libnvidia-ml.so.1 under %s, no containerized driver under %s%s",
+                   strcmp(p->host_root, "/") == 0 ? "" : p->host_root, p->host_root, p->driver_root,
+                   left);
     plan_done(&pl, ret);
 }
 
@@ -137,26 +118,27 @@ int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)
 {
     buf[0] = '\0';
     if (s->nvml_error) {
-        val_say(buf, n, "NVML does not initialise: %s", s->nvml_error);
+        str_printf_cut(buf, n, "NVML does not initialise: %s", s->nvml_error);
         return -ENODEV;
     }
     if (s->n_gpus == 0) {
-        val_say(buf, n, "NVML lists no GPU");
+        str_printf_cut(buf, n, "NVML lists no GPU");
         return -ENODEV;
     }
     if (s->n_lost > 0) {
-        val_say(buf, n, "%zu of %zu GPUs are lost (NVML_ERROR_GPU_IS_LOST)", s->n_lost, s->n_gpus);
+        str_printf_cut(buf, n, "%zu of %zu GPUs are lost (NVML_ERROR_GPU_IS_LOST)", s->n_lost,
+                       s->n_gpus);
         return -ENODEV;
     }
     if (s->pci_gpus > 0 && (size_t)s->pci_gpus != s->n_gpus) {
-        val_say(buf, n, "NVML lists %zu GPUs but the node has %d NVIDIA PCI devices", s->n_gpus,
-                s->pci_gpus);
+        str_printf_cut(buf, n, "NVML lists %zu GPUs but the node has %d NVIDIA PCI devices",
+                       s->n_gpus, s->pci_gpus);
         return -ENODEV;
     }
     if (s->expected_version && *s->expected_version &&
         !streq_ptr(s->version, s->expected_version)) {
-        val_say(buf, n, "driver version %s, expected %s", s->version ? s->version : "(unknown)",
-                s->expected_version);
+        str_printf_cut(buf, n, "driver version %s, expected %s",
+                       s->version ? s->version : "(unknown)", s->expected_version);
         return -ENODEV;
     }
     return 0;
@@ -170,7 +152,7 @@ static void add_missing(char *buf, size_t n, size_t *count, const char *name)
 {
     if (*count < MISSING_NAMED) {
         size_t used = strlen(buf);
-        val_say(buf + used, n - used, "%s%s", used ? ", " : "", name);
+        str_printf_cut(buf + used, n - used, "%s%s", used ? ", " : "", name);
     }
     (*count)++;
 }
@@ -200,7 +182,7 @@ size_t val_cdi_missing(const struct nodestate_gpu *gpus, size_t n,
     }
     if (count > MISSING_NAMED) {
         size_t used = strlen(buf);
-        val_say(buf + used, bufn - used, " and %zu more", count - MISSING_NAMED);
+        str_printf_cut(buf + used, bufn - used, " and %zu more", count - MISSING_NAMED);
     }
     return count;
 }
@@ -223,15 +205,15 @@ void val_plugin_reason(const struct nodestate_gpu_count *c, char *buf, size_t n)
     /* nodestate names the short resources and the GPUs it knows why of; else the counts */
     for (size_t i = 0; i < c->n_missing; i++) {
         size_t used = strlen(buf);
-        val_say(buf + used, n - used, "%s%s", i ? "; " : "", c->missing[i]);
+        str_printf_cut(buf + used, n - used, "%s%s", i ? "; " : "", c->missing[i]);
     }
     for (size_t i = 0; c->n_missing == 0 && i < c->n_expected; i++) {
         int64_t have = advertised_of(c, c->expected[i].name);
         if (have >= c->expected[i].count)
             continue;
         size_t used = strlen(buf);
-        val_say(buf + used, n - used, "%s%s: %lld of %lld advertised", used ? "; " : "",
-                c->expected[i].name, (long long)have, (long long)c->expected[i].count);
+        str_printf_cut(buf + used, n - used, "%s%s: %lld of %lld advertised", used ? "; " : "",
+                       c->expected[i].name, (long long)have, (long long)c->expected[i].count);
     }
 }
 
@@ -259,7 +241,7 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
         r.annotate = r.event = checks;
         r.state = NODESTATE_V_OK;
         r.event_reason = "ValidationSucceeded";
-        val_say(r.message, sizeof(r.message), "%s validation passed", name);
+        str_printf_cut(r.message, sizeof(r.message), "%s validation passed", name);
         *ret = r;
         return;
     }
@@ -277,11 +259,11 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
         r.annotate = r.annotate && fresh;
         r.event = fresh && c != VAL_TOOLKIT_READY; /* every operand waits: no Event each */
         r.log_retry = fresh;
-        val_say(r.message, sizeof(r.message), "%s: %s (retrying)", name, reason);
+        str_printf_cut(r.message, sizeof(r.message), "%s: %s (retrying)", name, reason);
     } else {
         r.next = VAL_NEXT_FAIL;
         r.state = NODESTATE_V_FAILED;
-        val_say(r.message, sizeof(r.message), "%s: %s", name, reason);
+        str_printf_cut(r.message, sizeof(r.message), "%s: %s", name, reason);
     }
     *ret = r;
 }
@@ -298,7 +280,8 @@ size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, s
         if (present[need[i]])
             continue;
         size_t used = strlen(buf);
-        val_say(buf + used, n - used, "%s%s", used ? ", " : "", nodestate_file_name(need[i]));
+        str_printf_cut(buf + used, n - used, "%s%s", used ? ", " : "",
+                       nodestate_file_name(need[i]));
         count++;
     }
     assert(count <= ARRAY_SIZE(need));
@@ -314,7 +297,7 @@ static void last_line(const char *msg, char *buf, size_t n)
     size_t start = end;
     while (start > 0 && msg[start - 1] != '\n')
         start--;
-    val_say(buf, n, "%.*s", (int)(end - start), msg + start);
+    str_printf_cut(buf, n, "%.*s", (int)(end - start), msg + start);
 }
 
 static bool describe_container(const json_t *cs, char *buf, size_t n)
@@ -345,13 +328,13 @@ static bool describe_container(const json_t *cs, char *buf, size_t n)
         last_line(msg, msgbuf + 2, sizeof(msgbuf) - 2);
     }
     if (failed) {
-        val_say(buf, n, "%s failed (exit %lld)%s", name,
-                (long long)json_integer_value(json_object_get(failed, "exitCode")), msgbuf);
+        str_printf_cut(buf, n, "%s failed (exit %lld)%s", name,
+                       (long long)json_integer_value(json_object_get(failed, "exitCode")), msgbuf);
     } else if (waiting) {
         const char *why = kobj_str(waiting, "reason");
-        val_say(buf, n, "%s: %s%s", name, why ? why : "waiting", msgbuf);
+        str_printf_cut(buf, n, "%s: %s%s", name, why ? why : "waiting", msgbuf);
     } else if (kobj_path(cs, "state.running")) {
-        val_say(buf, n, "%s: running, not ready yet", name);
+        str_printf_cut(buf, n, "%s: running, not ready yet", name);
     } else {
         return false;
     }

@@ -40,15 +40,8 @@ extern const char *const val_component_names[];
 /* The nodestate component of a check (all-done has none: -EINVAL). */
 int val_component_ns(enum val_component c, enum nodestate_component *ret);
 
-/* The node root is read through nodestate: nodestate_root_find, nodestate_root_resolve,
+/* The node root is read through util's file_root_resolve and nodestate: nodestate_root_find,
  * nodestate_lib_dirs, nodestate_bin_dirs and the driver probe (nodestate_driver_probe). */
-
-/* Formats a one-line reason into buf; a reason too long for buf ends in "..." rather than being
- * cut silently. */
-void val_say(char *buf, size_t n, const char *fmt, ...) GPUOP_PRINTF(3, 4);
-/* s made safe inside a quoted key="value" log field, in place: its double quotes become single
- * ones. Returns s. */
-char *val_kv_quote(char *s);
 
 /* ---- driver ------------------------------------------------------------------------------- */
 

@@ -43,6 +43,8 @@ struct kube_client {
     char *token; /* current bearer token (static or from token_file) */
     struct stat token_st;
     atomic_uint_fast64_t requests;
+    struct kube_budget in_flight; /* opt.max_in_flight: what the calls hold at once */
+    struct kube_budget cached;    /* opt.max_cached: what the informers keep */
 };
 
 const char *kube_client_namespace(const struct kube_client *c)
@@ -58,6 +60,33 @@ const char *kube_client_server(const struct kube_client *c)
 size_t kube_client_max_watch_line(const struct kube_client *c)
 {
     return c->opt.max_watch_line;
+}
+
+size_t kube_client_max_decoded(const struct kube_client *c)
+{
+    return c->opt.max_decoded;
+}
+
+struct kube_budget *kube_client_in_flight(struct kube_client *c)
+{
+    return &c->in_flight;
+}
+
+struct kube_budget *kube_client_cached(struct kube_client *c)
+{
+    return &c->cached;
+}
+
+void kube_client_memory(struct kube_client *c, struct kube_client_memory *ret)
+{
+    pthread_mutex_lock(&c->in_flight.lock);
+    ret->in_flight = c->in_flight.used;
+    ret->in_flight_peak = c->in_flight.peak;
+    pthread_mutex_unlock(&c->in_flight.lock);
+    pthread_mutex_lock(&c->cached.lock);
+    ret->cached = c->cached.used;
+    ret->cached_peak = c->cached.peak;
+    pthread_mutex_unlock(&c->cached.lock);
 }
 
 uint64_t kube_client_requests(const struct kube_client *c)
@@ -182,6 +211,12 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
         opt.max_response = 64u << 20;
     if (opt.max_watch_line == 0)
         opt.max_watch_line = 8u << 20;
+    if (opt.max_decoded == 0)
+        opt.max_decoded = 128u << 20;
+    if (opt.max_in_flight == 0)
+        opt.max_in_flight = 256u << 20;
+    if (opt.max_cached == 0)
+        opt.max_cached = 512u << 20;
 
     struct kube_conn conn = {0};
     const char *kc = opt.kubeconfig ? opt.kubeconfig : env_get("KUBECONFIG");
@@ -211,6 +246,8 @@ int kube_client_new(const struct kube_options *o, struct kube_client **ret, stru
     c->opt.sa_dir = NULL;
     c->user_agent = xasprintf("gpuop/%s (linux/%s)", GPUOP_VERSION, KUBE_ARCH);
     pthread_mutex_init(&c->lock, NULL);
+    kube_budget_init(&c->in_flight, opt.max_in_flight);
+    kube_budget_init(&c->cached, opt.max_cached);
     kube_ratelimit_init(&c->rl, opt.qps, opt.burst, now_us_mono());
     struct err ue = {0};
     c->url_rc = kube_url_split(conn.server, &c->url, &ue);
@@ -242,6 +279,8 @@ void kube_client_free(struct kube_client *c)
     kube_conn_clear(&c->conn);
     free(c->user_agent);
     pthread_mutex_destroy(&c->lock);
+    kube_budget_destroy(&c->in_flight);
+    kube_budget_destroy(&c->cached);
     free(c);
 }
 
@@ -382,15 +421,33 @@ static bool ratelimit_wait(struct kube_client *c, const struct call_limits *l)
     return wait == 0 || call_nap(l, (wait + 999) / 1000);
 }
 
-/* One exchange's body: buffered (bounded), or a 2xx streamed into a watch parser. */
+/* One exchange's body: buffered (bounded, its buffer taken from the in-flight budget as it
+ * grows), or a 2xx streamed into a watch parser. */
 struct xfer {
     struct kube_h1 *h1;
     struct sbuf body;
+    struct kube_budget *mem;
+    size_t held;     /* taken from mem for the body's buffer */
+    size_t short_by; /* the body's buffer could not grow by this much: the budget is spent */
     bool too_big;
     struct kube_watch_parser *parser; /* streaming: 2xx bodies go here */
     int parse_rc;
     struct err *perr;
 };
+
+static void xfer_init(struct xfer *x, struct kube_h1 *h1, size_t limit, struct kube_budget *mem)
+{
+    *x = (struct xfer){.h1 = h1, .mem = mem};
+    sbuf_init(&x->body, limit);
+}
+
+/* Frees the body's buffer and gives its memory back. */
+static void xfer_drop(struct xfer *x)
+{
+    sbuf_free(&x->body);
+    kube_budget_put(x->mem, x->held);
+    x->held = 0;
+}
 
 static int on_body(void *ud, const char *buf, size_t len)
 {
@@ -402,6 +459,14 @@ static int on_body(void *ud, const char *buf, size_t len)
             return 1; /* end the exchange */
         }
         return 0;
+    }
+    size_t cap = sbuf_cap_after(&x->body, len);
+    if (cap > x->held) {
+        if (kube_budget_take(x->mem, cap - x->held) < 0) {
+            x->short_by = cap - x->held;
+            return 1;
+        }
+        x->held = cap;
     }
     if (sbuf_append(&x->body, buf, len) < 0) {
         x->too_big = true;
@@ -566,6 +631,34 @@ static struct kube_wait exchange_wait(const struct call_limits *l, uint64_t limi
                               .token = l->token};
 }
 
+/*
+ * A 2xx body decoded (rq->decode): priced first (kube_json_cost), refused over max_decoded,
+ * decoded only once the in-flight budget holds its price besides the body. Returns 0 with
+ * ret->json and ret->held (the price, still taken), 1 when the budget is spent now (the caller
+ * may retry), or a negative code.
+ */
+static int decode_body(struct kube_client *c, struct xfer *x, const char *what,
+                       struct kube_resp *ret, struct err *e)
+{
+    size_t cost = kube_json_cost(x->body.data, x->body.len);
+    if (cost > c->opt.max_decoded)
+        return kube_decoded_err(e, what, "the response", cost, c->opt.max_decoded,
+                                "kube_options.max_decoded");
+    if (kube_budget_take(&c->in_flight, cost) < 0) {
+        kube_in_flight_err(e, what, &c->in_flight, cost);
+        return 1;
+    }
+    json_t *v = NULL;
+    int r = kube_json_parse(x->body.data, x->body.len, SIZE_MAX, what, &v, e);
+    if (r < 0) {
+        kube_budget_put(&c->in_flight, cost);
+        return r;
+    }
+    ret->json = v;
+    ret->held = cost;
+    return 0;
+}
+
 int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *ret, struct err *e)
 {
     const char *what = rq->what ? rq->what : rq->path;
@@ -584,14 +677,14 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             break;
         }
         kube_h1_init(h1, false); /* no answer yet, should the connection fail */
-        struct xfer x = {.h1 = h1};
-        sbuf_init(&x.body, c->opt.max_response);
+        struct xfer x;
+        xfer_init(&x, h1, c->opt.max_response, &c->in_flight);
         struct req_head head = {0};
         int r = request_head(c, rq->method, rq->path, rq->content_type, rq->body, rq->body_len,
                              &head, e);
         if (r < 0) {
             head_free(&head);
-            sbuf_free(&x.body);
+            xfer_drop(&x);
             rc = err_prefix(e, "%s", what);
             break;
         }
@@ -606,17 +699,21 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
         uint64_t delay =
             kube_backoff_ms(attempt, c->opt.backoff_base_ms, c->opt.backoff_max_ms, kube_random());
         if (x.too_big) {
-            sbuf_free(&x.body);
+            xfer_drop(&x);
             rc = err_set(e, -EFBIG, "%s: response larger than the %zu-byte limit", what,
                          c->opt.max_response);
             break;
         }
         if (r == -ECANCELED && call_stopped(&lim)) {
-            sbuf_free(&x.body);
+            xfer_drop(&x);
             rc = err_set(e, -ECANCELED, "%s: stopped", what);
             break;
         }
-        if (r < 0) {
+        if (x.short_by) {
+            /* the other calls hold the budget now; they give it back as they end */
+            kube_in_flight_err(e, what, &c->in_flight, x.short_by);
+            retry = !rq->unsafe;
+        } else if (r < 0) {
             /* a certificate the CA does not vouch for, a bad URL: the same on every try */
             bool retryable = r != -EKEYREJECTED && r != -EINVAL;
             if (r == -ECANCELED)
@@ -628,7 +725,7 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             kube_status_err(code, x.body.data, x.body.len, what, e);
             if (rq->no_retry_429) {
                 e->code = KUBE_EBLOCKED;
-                sbuf_free(&x.body);
+                xfer_drop(&x);
                 rc = KUBE_EBLOCKED;
                 break;
             }
@@ -651,19 +748,29 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
             r = token_refresh_locked(c, true, e);
             pthread_mutex_unlock(&c->lock);
             if (r == 0) {
-                sbuf_free(&x.body);
+                xfer_drop(&x);
                 attempt--;
                 continue;
             }
             kube_status_err(code, x.body.data, x.body.len, what, e);
+        } else if (rq->decode && code >= 200 && code < 300) {
+            r = decode_body(c, &x, what, ret, e);
+            if (r <= 0) {
+                xfer_drop(&x);
+                ret->code = code;
+                rc = r;
+                break;
+            }
+            retry = !rq->unsafe; /* the budget was spent: as for a body that could not grow */
         } else {
             ret->code = code;
             ret->len = x.body.len;
-            ret->body = sbuf_steal(&x.body);
+            ret->body = sbuf_steal(&x.body); /* the caller's now: out of the budget */
+            xfer_drop(&x);
             rc = 0;
             break;
         }
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         if (!retry || attempt >= c->opt.max_retries || delay >= deadline_left_ms(lim.deadline)) {
             rc = e->code;
             break;
@@ -679,10 +786,18 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
     return rc;
 }
 
-int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret, struct err *e)
+void kube_client_release(struct kube_client *c, size_t held)
 {
+    kube_budget_put(&c->in_flight, held);
+}
+
+int kube_do_json_held(struct kube_client *c, const struct kube_req *rq, json_t **ret,
+                      size_t *ret_held, struct err *e)
+{
+    struct kube_req drq = *rq;
+    drq.decode = true;
     struct kube_resp resp = {0};
-    int r = kube_do(c, rq, &resp, e);
+    int r = kube_do(c, &drq, &resp, e);
     if (r < 0)
         return r;
     const char *what = rq->what ? rq->what : rq->path;
@@ -692,11 +807,21 @@ int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret,
         return r;
     }
     if (!ret) {
-        free(resp.body);
+        json_decref(resp.json);
+        kube_client_release(c, resp.held);
         return 0;
     }
-    r = kube_json_parse(resp.body, resp.len, what, ret, e);
-    free(resp.body);
+    *ret = resp.json;
+    *ret_held = resp.held;
+    return 0;
+}
+
+int kube_do_json(struct kube_client *c, const struct kube_req *rq, json_t **ret, struct err *e)
+{
+    size_t held = 0;
+    int r = kube_do_json_held(c, rq, ret, &held, e);
+    /* the caller's now: what it keeps is its own to bound */
+    kube_client_release(c, held);
     return r;
 }
 
@@ -709,13 +834,15 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
         return err_set(e, -ECANCELED, "%s: stopped", what);
     _cleanup_free_ struct kube_h1 *h1 = xmalloc(sizeof(*h1));
     kube_h1_init(h1, false);
-    struct xfer x = {.h1 = h1, .parser = p, .perr = e};
-    sbuf_init(&x.body, 1u << 20); /* an error answer, not the stream */
+    struct xfer x;
+    xfer_init(&x, h1, 1u << 20, &c->in_flight); /* an error answer, not the stream */
+    x.parser = p;
+    x.perr = e;
     struct req_head head = {0};
     int r = request_head(c, "GET", path, NULL, NULL, 0, &head, e);
     if (r < 0) {
         head_free(&head);
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         return err_prefix(e, "%s", what);
     }
     atomic_fetch_add(&c->requests, 1);
@@ -725,32 +852,37 @@ int kube_do_stream(struct kube_client *c, const char *path, const char *what,
     head_free(&head);
     long code = h1->headers_done ? h1->code : 0;
     if (x.parse_rc != 0) {
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         if (x.parse_rc < 0)
             return err_prefix(e, "%s", what);
         return p->stopped < 0 ? p->stopped : 0;
     }
     if (r == -ECANCELED && ((stop && *stop) || call_stopped(&lim))) {
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         return err_set(e, -ECANCELED, "%s: stopped", what);
     }
     if (x.too_big) {
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         return err_set(e, -EFBIG, "%s: error answer larger than 1 MiB", what);
+    }
+    if (x.short_by) {
+        size_t n = x.short_by;
+        xfer_drop(&x);
+        return kube_in_flight_err(e, what, &c->in_flight, n);
     }
     /* a watch whose time is up ends a 200 stream: its normal end */
     if (r < 0 && !(r == -ETIMEDOUT && code == 200)) {
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         err_prefix(e, "%s: %s", what, c->conn.server);
         e->code = r;
         return r;
     }
     if (code < 200 || code >= 300) {
         r = kube_status_err(code, x.body.data, x.body.len, what, e);
-        sbuf_free(&x.body);
+        xfer_drop(&x);
         return r;
     }
-    sbuf_free(&x.body);
+    xfer_drop(&x);
     r = kube_watch_parser_finish(p, e);
     if (r < 0)
         return err_prefix(e, "%s", what);

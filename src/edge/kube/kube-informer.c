@@ -31,6 +31,10 @@ struct kube_informer {
     char *rv;
     bool synced;
     struct kube_informer_stats stats;
+    /* What the store and its label index hold, priced as decoded (kube_json_value_cost), taken
+     * from the client's cached budget; all of it goes back when the informer is freed. */
+    struct kube_budget *cached;
+    size_t held;
 };
 
 json_t *kube_project_fields(json_t *obj, const char *const *keep_fields)
@@ -117,6 +121,50 @@ static void labels_index(struct kube_informer *inf, const char *key, json_t *obj
     }
 }
 
+/* What one stored object costs: its value, its key in the store and in the label index's sets
+ * (a pair of about 64 bytes and the key each). The sets themselves, one per distinct label, are
+ * left out. */
+static size_t entry_cost(struct kube_informer *inf, const char *key, json_t *obj)
+{
+    size_t per_key = 64 + strlen(key);
+    size_t n = 1;
+    const char *k;
+    json_t *v;
+    json_object_foreach (kobj_labels(obj), k, v) {
+        if (json_is_string(v) && (!inf->index_keys || json_object_get(inf->index_keys, k)))
+            n++;
+    }
+    return kube_json_value_cost(obj) + n * per_key;
+}
+
+/* -EFBIG: the client's informers together would keep more than max_cached. */
+static int cache_full_err(struct kube_informer *inf, size_t more, struct err *e)
+{
+    char need[32], lim[32];
+    kube_mib(need, sizeof(need), more);
+    kube_mib(lim, sizeof(lim), inf->cached->limit);
+    return err_set(e, -EFBIG,
+                   "informer for %s: another %s would pass the %s limit on what the client's "
+                   "informers keep (kube_options.max_cached); the store keeps what it has",
+                   inf->r.plural, need, lim);
+}
+
+/* Moves the held total by the difference between what an entry costs now and before. Lock held. */
+static int cache_adjust(struct kube_informer *inf, size_t before, size_t after, struct err *e)
+{
+    if (before > inf->held)
+        before = inf->held; /* never give back more than was taken */
+    if (after > before) {
+        if (kube_budget_take(inf->cached, after - before) < 0)
+            return cache_full_err(inf, after - before, e);
+        inf->held += after - before;
+    } else {
+        kube_budget_put(inf->cached, before - after);
+        inf->held -= before - after;
+    }
+    return 0;
+}
+
 /* Stores obj (takes the reference). Returns the old object (a reference) or NULL. */
 static json_t *store_put(struct kube_informer *inf, const char *key, json_t *obj)
 {
@@ -175,15 +223,25 @@ static bool same_but_version(json_t *a, json_t *b)
     return true;
 }
 
-static void apply_upsert(struct kube_informer *inf, json_t *full)
+/* Stores what the projection keeps of full. -EFBIG (the store unchanged) when the cached
+ * budget cannot hold it. */
+static int apply_upsert(struct kube_informer *inf, json_t *full, struct err *e)
 {
     _cleanup_free_ char *key = kobj_key(full);
     if (!key)
-        return;
+        return 0;
     json_t *obj = project(inf, full);
     if (!obj)
-        return;
+        return 0;
+    size_t cost = entry_cost(inf, key, obj);
     pthread_mutex_lock(&inf->lock);
+    json_t *cur = json_object_get(inf->store, key);
+    int r = cache_adjust(inf, cur ? entry_cost(inf, key, cur) : 0, cost, e);
+    if (r < 0) {
+        pthread_mutex_unlock(&inf->lock);
+        json_decref(obj);
+        return r;
+    }
     json_t *keep = json_incref(obj);
     json_t *old = store_put(inf, key, obj);
     bool quiet = old && (inf->project || inf->keep_fields) && same_but_version(old, keep);
@@ -198,12 +256,15 @@ static void apply_upsert(struct kube_informer *inf, json_t *full)
         inf->h.on_add(keep, inf->h.userdata);
     json_decref(old);
     json_decref(keep);
+    return 0;
 }
 
 static void apply_delete(struct kube_informer *inf, const char *key)
 {
     pthread_mutex_lock(&inf->lock);
     json_t *old = store_del(inf, key);
+    if (old)
+        cache_adjust(inf, entry_cost(inf, key, old), 0, NULL);
     pthread_mutex_unlock(&inf->lock);
     if (old && inf->h.on_delete)
         inf->h.on_delete(old, inf->h.userdata);
@@ -218,54 +279,116 @@ static bool nap(struct kube_informer *inf, uint64_t ms)
     return cond_nap(&inf->lock, &inf->cond, &inf->stop, ms);
 }
 
-/* A full list, paginated; the store is brought to it (add/update/delete calls). */
+/* A continue token the server forgot (410 Gone) restarts a list this many times at most. */
+#define RELIST_RESTARTS_MAX 3
+
+/* The keys a relist has seen, priced against the cached budget while it runs. */
+struct seen {
+    json_t *keys;
+    size_t held;
+};
+
+static void seen_reset(struct kube_informer *inf, struct seen *sn)
+{
+    json_decref(sn->keys);
+    sn->keys = json_object();
+    kube_budget_put(inf->cached, sn->held);
+    sn->held = 0;
+}
+
+static int seen_add(struct kube_informer *inf, struct seen *sn, const char *key, struct err *e)
+{
+    size_t cost = 64 + strlen(key);
+    if (kube_budget_take(inf->cached, cost) < 0)
+        return cache_full_err(inf, cost, e);
+    sn->held += cost;
+    json_object_set_new(sn->keys, key, json_true());
+    return 0;
+}
+
+/* Brings the store to one page's items. */
+static int apply_page(struct kube_informer *inf, json_t *page, struct seen *sn, struct err *e)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach (json_object_get(page, "items"), i, it) {
+        _cleanup_free_ char *key = kobj_key(it);
+        if (!key)
+            continue;
+        /* List items lack kind/apiVersion; handlers expect them. */
+        if (!json_object_get(it, "kind")) {
+            json_object_set_new(it, "kind", json_string(inf->r.kind));
+            _cleanup_free_ char *av = inf->r.group[0]
+                                          ? xasprintf("%s/%s", inf->r.group, inf->r.version)
+                                          : xstrdup(inf->r.version);
+            json_object_set_new(it, "apiVersion", json_string(av));
+        }
+        int r = seen_add(inf, sn, key, e);
+        if (r < 0)
+            return r;
+        pthread_mutex_lock(&inf->lock);
+        json_t *cur = json_object_get(inf->store, key);
+        bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
+        pthread_mutex_unlock(&inf->lock);
+        if (!same && (r = apply_upsert(inf, it, e)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/*
+ * A full list, in pages; the store is brought to it (add/update/delete calls) page by page, so
+ * what it costs is the store (the cached budget) and one page (the in-flight budget) at a time.
+ * A continue token the server forgot starts it over from the first page, as client-go's
+ * reflector lists again.
+ */
 static int relist(struct kube_informer *inf, struct err *e)
 {
     struct kube_list_opts lo = {.label_selector = inf->label_selector,
                                 .field_selector = inf->field_selector,
                                 .limit = inf->page_size};
-    _cleanup_json_ json_t *seen = json_object();
+    struct seen sn = {0};
+    seen_reset(inf, &sn);
     _cleanup_free_ char *cont = NULL;
     _cleanup_free_ char *rv = NULL;
+    unsigned restarts = 0;
+    int r = 0;
     for (;;) {
-        if (inf->stop)
-            return -ECANCELED;
-        _cleanup_json_ json_t *page = NULL;
-        int r = kube_list_page(inf->c, &inf->r, inf->ns, &lo, cont, &page, e);
-        if (r < 0)
-            return r;
-        size_t i;
-        json_t *it;
-        json_array_foreach (json_object_get(page, "items"), i, it) {
-            _cleanup_free_ char *key = kobj_key(it);
-            if (!key)
-                continue;
-            /* List items lack kind/apiVersion; handlers expect them. */
-            if (!json_object_get(it, "kind")) {
-                json_object_set_new(it, "kind", json_string(inf->r.kind));
-                _cleanup_free_ char *av = inf->r.group[0]
-                                              ? xasprintf("%s/%s", inf->r.group, inf->r.version)
-                                              : xstrdup(inf->r.version);
-                json_object_set_new(it, "apiVersion", json_string(av));
-            }
-            json_object_set_new(seen, key, json_true());
-            pthread_mutex_lock(&inf->lock);
-            json_t *cur = json_object_get(inf->store, key);
-            bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
-            pthread_mutex_unlock(&inf->lock);
-            if (!same)
-                apply_upsert(inf, it);
+        if (inf->stop) {
+            r = -ECANCELED;
+            break;
         }
+        json_t *page = NULL;
+        size_t held = 0;
+        r = kube_list_page_held(inf->c, &inf->r, inf->ns, &lo, cont, &page, &held, e);
+        if (r == KUBE_EGONE && cont && restarts < RELIST_RESTARTS_MAX) {
+            restarts++;
+            log_info("kube", "continue token expired, listing again", "resource=%s restart=%u",
+                     inf->r.plural, restarts);
+            free(steal_ptr(&cont));
+            seen_reset(inf, &sn);
+            continue;
+        }
+        if (r < 0)
+            break;
+        r = apply_page(inf, page, &sn, e);
         json_t *meta = json_object_get(page, "metadata");
-        if (!cont) {
+        if (r == 0 && !cont) {
             free(rv);
             rv = xstrdup(json_string_value(json_object_get(meta, "resourceVersion")) ?: "");
         }
         const char *next = json_string_value(json_object_get(meta, "continue"));
         free(cont);
         cont = next && next[0] ? xstrdup(next) : NULL;
-        if (!cont)
+        json_decref(page);
+        kube_client_release(inf->c, held);
+        if (r < 0 || !cont)
             break;
+    }
+    if (r < 0) {
+        json_decref(sn.keys);
+        kube_budget_put(inf->cached, sn.held);
+        return r;
     }
     /* whatever the store holds that the list lacks was deleted meanwhile */
     _cleanup_json_ json_t *gone = json_array();
@@ -273,10 +396,12 @@ static int relist(struct kube_informer *inf, struct err *e)
     const char *k;
     json_t *v;
     json_object_foreach (inf->store, k, v) {
-        if (!json_object_get(seen, k))
+        if (!json_object_get(sn.keys, k))
             json_array_append_new(gone, json_string(k));
     }
     pthread_mutex_unlock(&inf->lock);
+    json_decref(sn.keys);
+    kube_budget_put(inf->cached, sn.held);
     size_t i;
     json_array_foreach (gone, i, v) {
         apply_delete(inf, json_string_value(v));
@@ -290,9 +415,15 @@ static int relist(struct kube_informer *inf, struct err *e)
     return 0;
 }
 
+struct watch_state {
+    struct kube_informer *inf;
+    struct err *e;
+};
+
 static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
 {
-    struct kube_informer *inf = ud;
+    struct watch_state *ws = ud;
+    struct kube_informer *inf = ws->inf;
     if (t == KUBE_WATCH_ERROR)
         return 0; /* kube_watch turns it into the return code */
     const char *rv = kobj_resource_version(obj);
@@ -304,8 +435,11 @@ static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
         _cleanup_free_ char *key = kobj_key(obj);
         if (key)
             apply_delete(inf, key);
-    } else
-        apply_upsert(inf, obj);
+    } else {
+        int r = apply_upsert(inf, obj, ws->e);
+        if (r < 0)
+            return r; /* the watch ends with this error; the informer lists again later */
+    }
     set_rv(inf, rv);
     pthread_mutex_lock(&inf->lock);
     inf->stats.events++;
@@ -347,7 +481,11 @@ static void *informer_main(void *ud)
         inf->stats.watches++;
         pthread_mutex_unlock(&inf->lock);
         uint64_t started = now_ms_mono();
-        int r = kube_watch(inf->c, &inf->r, inf->ns, &wo, on_event, inf, &e);
+        struct err we = {0};
+        struct watch_state ws = {inf, &we};
+        int r = kube_watch(inf->c, &inf->r, inf->ns, &wo, on_event, &ws, &e);
+        if (r < 0 && we.code == r)
+            e = we; /* the store's own error, not "stopped by its handler" */
         if (r == -ECANCELED || inf->stop)
             break;
         if (r == 0) {
@@ -416,6 +554,7 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
             json_object_set_new(inf->index_keys, o->index_label_keys[i], json_true());
     }
     inf->h = o->handlers;
+    inf->cached = kube_client_cached(c);
     inf->store = json_object();
     inf->labels = json_object();
     inf->intern = json_object();
@@ -441,6 +580,8 @@ void kube_informer_free(struct kube_informer *inf)
     if (inf->started)
         pthread_join(inf->thread, NULL);
     json_decref(inf->store);
+    if (inf->cached)
+        kube_budget_put(inf->cached, inf->held);
     json_decref(inf->labels);
     json_decref(inf->index_keys);
     json_decref(inf->intern);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pure protocol pieces: URLs, Status decoding, the watch-stream parser, rate limiting,
  * backoff and lease decisions. No I/O here. */
+#include <assert.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -148,10 +149,15 @@ static void sanitize(char *dst, size_t n, const char *src, size_t len)
     dst[o] = '\0';
 }
 
+/* A Status is a few hundred bytes decoded: a body that would cost more is not decoded. */
+#define STATUS_DECODED_MAX (1u << 20)
+
 int kube_status_err(long http, const char *body, size_t len, const char *what, struct err *e)
 {
     json_error_t je;
-    json_t *st = body && len ? json_loadb(body, len, JSON_DISABLE_EOF_CHECK, &je) : NULL;
+    json_t *st = body && len && kube_json_cost(body, len) <= STATUS_DECODED_MAX
+                     ? json_loadb(body, len, JSON_DISABLE_EOF_CHECK, &je)
+                     : NULL;
     const char *kind = json_string_value(json_object_get(st, "kind"));
     if (st && streq_ptr(kind, "Status")) {
         const char *msg = json_string_value(json_object_get(st, "message"));
@@ -176,8 +182,249 @@ int kube_status_err(long http, const char *body, size_t len, const char *what, s
     return err_set(e, code, "%s: HTTP %ld", what, http);
 }
 
-int kube_json_parse(const char *body, size_t len, const char *what, json_t **ret, struct err *e)
+/* ---- what JSON costs decoded --------------------------------------------------------------- */
+
+/* A glibc malloc chunk for a request of n bytes: an 8-byte header, 16-byte steps, 32 at least. */
+static size_t chunk(size_t n)
 {
+    if (n > SIZE_MAX / 2)
+        return SIZE_MAX / 2;
+    n = (n + 8 + 15) & ~(size_t)15;
+    return n < 32 ? 32 : n;
+}
+
+/* jansson 2.14's tables: an array's starts at 8 slots and doubles; an object's hash buckets
+ * (two pointers each) start at 8 and double once the members reach their number. */
+static size_t slots(size_t n)
+{
+    size_t s = 8;
+    while (s < n && s < SIZE_MAX / 4)
+        s *= 2;
+    return s;
+}
+
+/* The structs jansson allocates per value (json_t is a type and a reference count). */
+#define COST_OBJECT_STRUCT 72 /* json_t + hashtable_t */
+#define COST_ARRAY_STRUCT  40 /* json_t + size, entries, table */
+#define COST_STRING_STRUCT 32 /* json_t + value, length */
+#define COST_NUMBER_STRUCT 24 /* json_t + json_int_t or double */
+#define COST_PAIR_HEAD     56 /* hash, two list links, value, key length; the key follows */
+#define COST_BUCKET        16
+#define COST_SLOT          8
+
+static size_t cost_object(size_t members)
+{
+    return chunk(COST_OBJECT_STRUCT) + chunk(COST_BUCKET * slots(members));
+}
+
+static size_t cost_array(size_t elems)
+{
+    return chunk(COST_ARRAY_STRUCT) + chunk(COST_SLOT * slots(elems));
+}
+
+/* A string of n bytes: the parser allocates its text as it came (quotes and escapes included),
+ * never less than the decoded value. */
+static size_t cost_string(size_t n)
+{
+    return chunk(COST_STRING_STRUCT) + chunk(n + 3);
+}
+
+static size_t cost_member(size_t key_len)
+{
+    return chunk(COST_PAIR_HEAD + key_len + 1);
+}
+
+static size_t add_sat(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* jansson's own nesting limit: deeper text is refused, so nothing deeper is counted. */
+#define COST_DEPTH_MAX 2048
+
+size_t kube_json_cost(const char *text, size_t n)
+{
+    struct level {
+        size_t count;    /* members of an object, elements of an array */
+        bool object;     /* else an array */
+        bool expect_key; /* an object, before a member's name */
+    };
+    struct level small[64], *st = small;
+    size_t cap = ARRAY_SIZE(small), depth = 0, total = 0, longest = 0, longest_key = 0;
+    const char *p = text ? text : "";
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        struct level *top = depth > 0 && depth <= cap ? &st[depth - 1] : NULL;
+        switch (ch) {
+        case ' ':
+        case '\t':
+        case '\n':
+        case '\r':
+            break;
+        case '{':
+        case '[':
+            if (top && !top->object)
+                top->count++;
+            if (depth == cap && cap < COST_DEPTH_MAX) {
+                struct level *big = xmalloc(sizeof(*st) * COST_DEPTH_MAX);
+                memcpy(big, st, sizeof(*st) * cap);
+                if (st != small)
+                    free(st);
+                st = big;
+                cap = COST_DEPTH_MAX;
+            }
+            if (depth < cap)
+                st[depth] = (struct level){.object = ch == '{', .expect_key = ch == '{'};
+            depth++;
+            break;
+        case '}':
+        case ']':
+            if (depth == 0)
+                break; /* not JSON: jansson refuses it */
+            if (top)
+                total =
+                    add_sat(total, top->object ? cost_object(top->count) : cost_array(top->count));
+            depth--;
+            break;
+        case ',':
+            if (top && top->object)
+                top->expect_key = true;
+            break;
+        case ':':
+            if (top && top->object)
+                top->expect_key = false;
+            break;
+        case '"': {
+            /* the closing quote: the next one not escaped by an odd run of backslashes */
+            size_t j = i + 1;
+            for (;;) {
+                const char *q = j < n ? memchr(p + j, '"', n - j) : NULL;
+                if (!q) {
+                    j = n;
+                    break;
+                }
+                j = (size_t)(q - p);
+                size_t bs = 0;
+                while (j - bs > i + 1 && p[j - bs - 1] == '\\')
+                    bs++;
+                if (bs % 2 == 0)
+                    break;
+                j++;
+            }
+            size_t len = j - (i + 1);
+            if (len > longest)
+                longest = len;
+            if (top && top->object && top->expect_key) {
+                if (len > longest_key)
+                    longest_key = len;
+                top->count++;
+                top->expect_key = false;
+                total = add_sat(total, cost_member(len));
+            } else {
+                if (top && !top->object)
+                    top->count++;
+                total = add_sat(total, cost_string(len));
+            }
+            i = j; /* the closing quote (or the end) */
+            break;
+        }
+        default: {
+            /* a number or a literal (true, false, null); anything else jansson refuses */
+            bool number = ch == '-' || (ch >= '0' && ch <= '9');
+            if (top && !top->object)
+                top->count++;
+            if (number)
+                total = add_sat(total, chunk(COST_NUMBER_STRUCT));
+            size_t j = i + 1;
+            while (j < n && ((p[j] >= '0' && p[j] <= '9') || (p[j] >= 'a' && p[j] <= 'z') ||
+                             p[j] == '.' || p[j] == '+' || p[j] == '-' || p[j] == 'E'))
+                j++;
+            i = j - 1;
+            break;
+        }
+        }
+    }
+    if (st != small)
+        free(st);
+    /* the parser's scratch: its token buffer (doubling, kept to the end), and a name's copy
+     * until its member holds it (a string value keeps the parser's copy: counted above) */
+    return add_sat(total, add_sat(chunk(2 * longest + 32) + chunk(longest_key + 3), 1024));
+}
+
+/* A scalar's price (0 for containers, priced by the caller's walk). */
+static inline size_t scalar_cost(json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return cost_string(json_string_length(v));
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return chunk(COST_NUMBER_STRUCT);
+    default:
+        return 0; /* true, false, null: shared */
+    }
+}
+
+size_t kube_json_value_cost(json_t *v)
+{
+    size_t total;
+    json_t *m;
+    if (json_is_object(v)) {
+        total = cost_object(json_object_size(v));
+        for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+            m = json_object_iter_value(it);
+            total = add_sat(total, cost_member(json_object_iter_key_len(it)));
+            total = add_sat(total, json_is_object(m) || json_is_array(m) ? kube_json_value_cost(m)
+                                                                         : scalar_cost(m));
+        }
+        return total;
+    }
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        total = cost_array(n);
+        for (size_t i = 0; i < n; i++) {
+            m = json_array_get(v, i);
+            total = add_sat(total, json_is_object(m) || json_is_array(m) ? kube_json_value_cost(m)
+                                                                         : scalar_cost(m));
+        }
+        return total;
+    }
+    return scalar_cost(v);
+}
+
+/* Sizes in messages: KiB under 1 MiB, MiB with a decimal under 10, GiB from 10 GiB. */
+void kube_mib(char *buf, size_t n, size_t bytes)
+{
+    double k = (double)bytes / 1024.0, m = k / 1024.0;
+    if (m < 1)
+        snprintf(buf, n, "%.0f KiB", k < 1 && bytes ? 1 : k);
+    else if (m < 10)
+        snprintf(buf, n, "%.1f MiB", m);
+    else if (m < 10240)
+        snprintf(buf, n, "%.0f MiB", m);
+    else
+        snprintf(buf, n, "%.0f GiB", m / 1024);
+}
+
+int kube_decoded_err(struct err *e, const char *what, const char *thing, size_t cost, size_t limit,
+                     const char *knob)
+{
+    char c[32], l[32];
+    kube_mib(c, sizeof(c), cost);
+    kube_mib(l, sizeof(l), limit);
+    return err_set(e, -EFBIG, "%s: %s would take about %s decoded, more than the %s limit (%s)",
+                   what, thing, c, l, knob);
+}
+
+int kube_json_parse(const char *body, size_t len, size_t max_decoded, const char *what,
+                    json_t **ret, struct err *e)
+{
+    if (max_decoded != SIZE_MAX) {
+        size_t cost = kube_json_cost(body, len);
+        if (cost > max_decoded)
+            return kube_decoded_err(e, what, "the response", cost, max_decoded,
+                                    "kube_options.max_decoded");
+    }
     json_error_t je;
     json_t *v = json_loadb(body ? body : "", len, 0, &je);
     if (!v)
@@ -210,9 +457,15 @@ const char *kube_watch_type_name(enum kube_watch_type t)
     return "?";
 }
 
-int kube_watch_event_parse(const char *line, size_t n, enum kube_watch_type *ret_type,
-                           json_t **ret_obj, struct err *e)
+int kube_watch_event_parse(const char *line, size_t n, size_t max_decoded,
+                           enum kube_watch_type *ret_type, json_t **ret_obj, struct err *e)
 {
+    if (max_decoded != SIZE_MAX) {
+        size_t cost = kube_json_cost(line, n);
+        if (cost > max_decoded)
+            return kube_decoded_err(e, "watch event", "the event", cost, max_decoded,
+                                    "kube_options.max_decoded");
+    }
     json_error_t je;
     json_t *ev = json_loadb(line, n, 0, &je);
     if (!ev)
@@ -239,11 +492,12 @@ int kube_watch_event_parse(const char *line, size_t n, enum kube_watch_type *ret
     return 0;
 }
 
-void kube_watch_parser_init(struct kube_watch_parser *p, size_t max_line, kube_watch_fn fn,
-                            void *userdata)
+void kube_watch_parser_init(struct kube_watch_parser *p, size_t max_line, size_t max_decoded,
+                            kube_watch_fn fn, void *userdata)
 {
     memset(p, 0, sizeof(*p));
     sbuf_init(&p->line, max_line);
+    p->max_decoded = max_decoded;
     p->fn = fn;
     p->userdata = userdata;
 }
@@ -251,6 +505,20 @@ void kube_watch_parser_init(struct kube_watch_parser *p, size_t max_line, kube_w
 void kube_watch_parser_free(struct kube_watch_parser *p)
 {
     sbuf_free(&p->line);
+    if (p->mem)
+        kube_budget_put(p->mem, p->line_held);
+    p->line_held = 0;
+}
+
+int kube_in_flight_err(struct err *e, const char *what, struct kube_budget *b, size_t n)
+{
+    char need[32], lim[32];
+    kube_mib(need, sizeof(need), n);
+    kube_mib(lim, sizeof(lim), b->limit);
+    return err_set(e, -ENOBUFS,
+                   "%s: another %s of answers would pass the client's %s limit on what its calls "
+                   "hold at once (kube_options.max_in_flight)",
+                   what, need, lim);
 }
 
 static int parser_line(struct kube_watch_parser *p, const char *line, size_t n, struct err *e)
@@ -263,12 +531,24 @@ static int parser_line(struct kube_watch_parser *p, const char *line, size_t n, 
         return 0;
     enum kube_watch_type t;
     json_t *obj = NULL;
-    int r = kube_watch_event_parse(line, n, &t, &obj, e);
-    if (r < 0)
+    /* priced once: the limit, then the in-flight budget while the event is decoded and handled */
+    size_t cost = kube_json_cost(line, n);
+    if (cost > p->max_decoded)
+        return kube_decoded_err(e, "watch event", "the event", cost, p->max_decoded,
+                                "kube_options.max_decoded");
+    if (p->mem && kube_budget_take(p->mem, cost) < 0)
+        return kube_in_flight_err(e, "watch event", p->mem, cost);
+    int r = kube_watch_event_parse(line, n, SIZE_MAX, &t, &obj, e);
+    if (r < 0) {
+        if (p->mem)
+            kube_budget_put(p->mem, cost);
         return r;
+    }
     p->events++;
     r = p->fn(t, obj, p->userdata);
     json_decref(obj);
+    if (p->mem)
+        kube_budget_put(p->mem, cost);
     if (r != 0) {
         p->stopped = r;
         return r < 0 ? r : 1;
@@ -289,6 +569,12 @@ int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t
             if (r != 0)
                 return r;
         } else {
+            size_t cap = sbuf_cap_after(&p->line, take);
+            if (p->mem && cap > p->line_held) {
+                if (kube_budget_take(p->mem, cap - p->line_held) < 0)
+                    return kube_in_flight_err(e, "watch event", p->mem, cap - p->line_held);
+                p->line_held = cap;
+            }
             if (sbuf_append(&p->line, data, take) < 0)
                 return err_set(e, -EFBIG, "watch event: longer than the %zu-byte limit",
                                p->line.limit);
@@ -316,6 +602,49 @@ int kube_watch_parser_finish(struct kube_watch_parser *p, struct err *e)
     if (r < 0)
         return err_prefix(e, "truncated watch stream");
     return 0;
+}
+
+/* ---- memory budgets ----------------------------------------------------------------------- */
+
+void kube_budget_init(struct kube_budget *b, size_t limit)
+{
+    *b = (struct kube_budget){.limit = limit};
+    pthread_mutex_init(&b->lock, NULL);
+}
+
+void kube_budget_destroy(struct kube_budget *b)
+{
+    assert(b->used == 0); /* every take was put back */
+    pthread_mutex_destroy(&b->lock);
+}
+
+int kube_budget_take(struct kube_budget *b, size_t n)
+{
+    pthread_mutex_lock(&b->lock);
+    bool ok = n <= b->limit && b->used <= b->limit - n;
+    if (ok) {
+        b->used += n;
+        if (b->used > b->peak)
+            b->peak = b->used;
+    }
+    pthread_mutex_unlock(&b->lock);
+    return ok ? 0 : -ENOBUFS;
+}
+
+void kube_budget_put(struct kube_budget *b, size_t n)
+{
+    pthread_mutex_lock(&b->lock);
+    assert(n <= b->used);
+    b->used -= n <= b->used ? n : b->used;
+    pthread_mutex_unlock(&b->lock);
+}
+
+size_t kube_budget_used(struct kube_budget *b)
+{
+    pthread_mutex_lock(&b->lock);
+    size_t n = b->used;
+    pthread_mutex_unlock(&b->lock);
+    return n;
 }
 
 /* ---- rate limiting and backoff ------------------------------------------------------------ */

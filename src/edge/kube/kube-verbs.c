@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The verbs: get, list, create, update, patch, delete, eviction, events, watch. */
+#include <limits.h>
 #include <string.h>
 
 #include "kube-internal.h"
@@ -57,9 +58,9 @@ int kube_get(struct kube_client *c, const struct kube_resource *r, const char *n
     return kube_do_json(c, &rq, ret, e);
 }
 
-int kube_list_page(struct kube_client *c, const struct kube_resource *r, const char *ns,
-                   const struct kube_list_opts *o, const char *continue_token, json_t **ret,
-                   struct err *e)
+int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                        const struct kube_list_opts *o, const char *continue_token, json_t **ret,
+                        size_t *ret_held, struct err *e)
 {
     struct kube_list_opts def = {0};
     if (!o)
@@ -84,29 +85,78 @@ int kube_list_page(struct kube_client *c, const struct kube_resource *r, const c
     what_of(what, sizeof(what), "list", r, ns, NULL);
     struct kube_req rq = {.method = "GET", .path = p.data, .what = what};
     json_t *page = NULL;
-    if ((rc = kube_do_json(c, &rq, &page, e)) < 0)
+    size_t held = 0;
+    if ((rc = kube_do_json_held(c, &rq, &page, &held, e)) < 0)
         return rc;
     if (!json_is_array(json_object_get(page, "items"))) {
         json_decref(page);
+        kube_client_release(c, held);
         return err_set(e, -EBADMSG, "%s: the answer has no \"items\" list", what);
     }
     *ret = page;
+    *ret_held = held;
     return 0;
 }
+
+int kube_list_page(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                   const struct kube_list_opts *o, const char *continue_token, json_t **ret,
+                   struct err *e)
+{
+    size_t held = 0;
+    int rc = kube_list_page_held(c, r, ns, o, continue_token, ret, &held, e);
+    kube_client_release(c, held); /* the caller's now */
+    return rc;
+}
+
+static size_t add_sat(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* A continue token the server forgot (410 Gone) restarts a list this many times at most. */
+#define LIST_RESTARTS_MAX 3
 
 int kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
               const struct kube_list_opts *o, json_t **ret, struct err *e)
 {
+    struct kube_list_budget own = {.limit = kube_client_max_decoded(c)};
+    struct kube_list_budget *budget = o && o->budget ? o->budget : &own;
+    const char *knob = o && o->budget ? "the caller's list budget" : "kube_options.max_decoded";
+    const size_t start = budget->used;
     _cleanup_json_ json_t *all = NULL;
     _cleanup_free_ char *cont = NULL;
-    for (unsigned pages = 0;; pages++) {
+    /* list items lack kind and apiVersion on the wire; callers expect whole objects */
+    _cleanup_free_ char *av =
+        r->group && r->group[0] ? xasprintf("%s/%s", r->group, r->version) : xstrdup(r->version);
+    size_t type_cost;
+    {
+        _cleanup_json_ json_t *t = json_pack("{s:s,s:s}", "kind", r->kind, "apiVersion", av);
+        type_cost = kube_json_value_cost(t); /* (a little more: an empty object's own price) */
+    }
+    unsigned restarts = 0, pages = 0;
+    for (;; pages++) {
         if (pages > 100000)
             return err_set(e, -ELOOP, "list %s: more than 100000 pages", r->plural);
         _cleanup_json_ json_t *page = NULL;
-        int rc = kube_list_page(c, r, ns, o, cont, &page, e);
+        size_t held = 0;
+        int rc = kube_list_page_held(c, r, ns, o, cont, &page, &held, e);
+        if (rc == KUBE_EGONE && cont && restarts < LIST_RESTARTS_MAX) {
+            /* client-go's pager falls back to one list without pages here; this one starts
+             * over with pages, so that no answer is larger than a page */
+            restarts++;
+            log_info("kube", "continue token expired, listing again", "resource=%s restart=%u",
+                     r->plural, restarts);
+            json_decref(steal_ptr(&all));
+            free(steal_ptr(&cont));
+            budget->used = start;
+            pages = UINT_MAX; /* 0 again at the next turn */
+            continue;
+        }
         if (rc < 0) {
+            budget->used = start;
             if (rc == KUBE_EGONE && cont)
-                return err_prefix(e, "list %s: the continue token expired", r->plural);
+                return err_prefix(e, "list %s: the continue token expired %u times", r->plural,
+                                  restarts + 1);
             return rc;
         }
         json_t *meta = json_object_get(page, "metadata");
@@ -120,21 +170,44 @@ int kube_list(struct kube_client *c, const struct kube_resource *r, const char *
             json_object_set_new(all, "metadata", m);
             json_object_set_new(all, "items", json_array());
         }
-        /* list items lack kind and apiVersion on the wire; callers expect whole objects */
-        _cleanup_free_ char *av = r->group && r->group[0] ? xasprintf("%s/%s", r->group, r->version)
-                                                          : xstrdup(r->version);
-        size_t i;
+        json_t *items = json_object_get(all, "items");
+        json_t *page_items = json_object_get(page, "items");
+        /* What the page's items will cost in the list: the page's price (at least what they
+         * hold: the envelope and the parser's scratch are counted too, and no walk over them
+         * is needed), a slot each in the list (the table at most doubles), and the kind and
+         * apiVersion given to those without. */
+        size_t n = json_array_size(page_items), typed = 0, i;
         json_t *it;
-        json_array_foreach (json_object_get(page, "items"), i, it) {
+        json_array_foreach (page_items, i, it) {
+            if (json_is_object(it) && !json_object_get(it, "kind"))
+                typed++;
+        }
+        size_t cost = add_sat(held, n * 16 + typed * type_cost);
+        if (cost > budget->limit || budget->used > budget->limit - cost) {
+            char so_far[32], lim[32];
+            kube_mib(so_far, sizeof(so_far), add_sat(budget->used, cost));
+            kube_mib(lim, sizeof(lim), budget->limit);
+            budget->used = start;
+            kube_client_release(c, held);
+            return err_set(e, -EFBIG,
+                           "list %s: %s take more than %s decoded after %u page%s, over the %s "
+                           "limit (%s)",
+                           r->plural, start ? "the lists together" : "the items", so_far, pages + 1,
+                           pages ? "s" : "", lim, knob);
+        }
+        budget->used += cost;
+        json_array_foreach (page_items, i, it) {
             if (json_is_object(it) && !json_object_get(it, "kind")) {
                 json_object_set_new(it, "kind", json_string(r->kind));
                 json_object_set_new(it, "apiVersion", json_string(av));
             }
+            json_array_append(items, it);
         }
-        json_array_extend(json_object_get(all, "items"), json_object_get(page, "items"));
         const char *next = json_string_value(json_object_get(meta, "continue"));
         free(cont);
         cont = next && next[0] ? xstrdup(next) : NULL;
+        json_decref(steal_ptr(&page));
+        kube_client_release(c, held); /* the page's items are the list's now */
         if (!cont)
             break;
     }
@@ -392,6 +465,13 @@ int kube_evict(struct kube_client *c, const char *ns, const char *pod,
 int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const char *container,
                  size_t limit, char **ret, size_t *ret_len, struct err *e)
 {
+    struct kube_log_opts o = {.container = container, .limit_bytes = limit};
+    return kube_pod_log_opts(c, ns, pod, &o, ret, ret_len, e);
+}
+
+int kube_pod_log_opts(struct kube_client *c, const char *ns, const char *pod,
+                      const struct kube_log_opts *o, char **ret, size_t *ret_len, struct err *e)
+{
     int rc;
     if ((rc = check_name("log", &KUBE_PODS, pod, e)) < 0 ||
         (rc = check_ns("log", &KUBE_PODS, ns, true, e)) < 0)
@@ -399,12 +479,21 @@ int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const c
     _cleanup_sbuf_ struct sbuf p;
     sbuf_init(&p, PATH_MAX_LEN);
     if (kube_build_path(&p, &KUBE_PODS, ns, pod, "log") < 0 ||
-        (container && kube_query_add(&p, "container", container) < 0))
+        (o->container && kube_query_add(&p, "container", o->container) < 0) ||
+        (o->previous && kube_query_add(&p, "previous", "true") < 0))
         return err_set(e, -ENAMETOOLONG, "log: path too long");
-    if (limit) {
-        char lb[32];
-        snprintf(lb, sizeof(lb), "%zu", limit);
-        if (kube_query_add(&p, "limitBytes", lb) < 0)
+    const struct {
+        const char *name;
+        uint64_t v;
+    } nums[] = {{"tailLines", o->tail_lines},
+                {"sinceSeconds", o->since_seconds},
+                {"limitBytes", o->limit_bytes}};
+    for (size_t i = 0; i < ARRAY_SIZE(nums); i++) {
+        if (!nums[i].v)
+            continue;
+        char nb[32];
+        snprintf(nb, sizeof(nb), "%llu", (unsigned long long)nums[i].v);
+        if (kube_query_add(&p, nums[i].name, nb) < 0)
             return err_set(e, -ENAMETOOLONG, "log: path too long");
     }
     char what[320];
@@ -527,7 +616,9 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
     what_of(what, sizeof(what), "watch", r, ns, NULL);
     struct watch_ctx w = {fn, userdata, e};
     struct kube_watch_parser parser;
-    kube_watch_parser_init(&parser, kube_client_max_watch_line(c), watch_cb, &w);
+    kube_watch_parser_init(&parser, kube_client_max_watch_line(c), kube_client_max_decoded(c),
+                           watch_cb, &w);
+    parser.mem = kube_client_in_flight(c);
     rc = kube_do_stream(c, p.data, what, &parser, o->stop, (uint64_t)tmo * 1000 + 30000, e);
     kube_watch_parser_free(&parser);
     if (rc == KUBE_EGONE)

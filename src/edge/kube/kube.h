@@ -21,6 +21,11 @@
  *   410 -EIDRM (KUBE_EGONE)   429 -EAGAIN (after retries), on eviction -EBUSY (KUBE_EBLOCKED)
  *   5xx -EIO   timeouts -ETIMEDOUT   connection failures -ECONNREFUSED / -EHOSTUNREACH
  *   TLS verification failures -EKEYREJECTED   oversized responses -EFBIG   bad JSON -EBADMSG
+ *   a response or list over its decoded limit -EFBIG   the in-flight budget spent -ENOBUFS
+ *
+ * Memory (docs/kube-client.md): a body is bounded on the wire (max_response), priced before it
+ * is decoded (max_decoded), and held within the client's in-flight budget (max_in_flight);
+ * informers keep their stores within max_cached; kube_list its items within a budget.
  *
  * Bodies are jansson values. Objects passed in are borrowed; objects returned are owned by the
  * caller (json_decref).
@@ -83,6 +88,21 @@ struct kube_options {
     struct stop_token *stop;
     size_t max_response;   /* 0: 64 MiB, hard limit on one response body */
     size_t max_watch_line; /* 0: 8 MiB, hard limit on one watch event */
+    /* The limits on what the server's answers cost in memory once decoded (docs/kube-client.md).
+     * A body is priced before it is decoded, from its bytes: jansson spends 16 to 100 times
+     * the wire size of small values, so the wire limits alone do not bound memory. */
+    /* 0: 128 MiB. One response or watch event decoded, and one kube_list's items together
+     * (unless the call brings its own budget). Over it: -EFBIG, naming the call and the limit. */
+    size_t max_decoded;
+    /* 0: 256 MiB. What all the client's calls hold at once of the server's answers: bodies being
+     * read, responses being decoded, the pages informers are applying, watch events. A call that
+     * would pass it fails with -ENOBUFS (after its retries: the others' memory frees as they
+     * end). Keep it at least max_response + max_decoded, or a largest answer never fits. */
+    size_t max_in_flight;
+    /* 0: 512 MiB. What the client's informers keep, together (their stores, priced as decoded).
+     * An informer that would pass it keeps what it holds, logs the error and lists again after
+     * a backoff; it is synced only once a whole list fits. */
+    size_t max_cached;
 };
 
 struct kube_client;
@@ -101,6 +121,13 @@ const char *kube_client_server(const struct kube_client *c);
 int kube_client_credentials(struct kube_client *c, char **ret_token, char **ret_ca, struct err *e);
 /* Requests sent (each retry counts), for tests and benchmarks. */
 uint64_t kube_client_requests(const struct kube_client *c);
+/* What the client holds of the server's answers (bytes, priced as kube_options says), now and
+ * at most so far, for tests and benchmarks. */
+struct kube_client_memory {
+    size_t in_flight, in_flight_peak; /* against max_in_flight */
+    size_t cached, cached_peak;       /* against max_cached */
+};
+void kube_client_memory(struct kube_client *c, struct kube_client_memory *ret);
 
 /* What waits on a component's calls, which sets their deadlines. */
 enum kube_caller {
@@ -121,18 +148,32 @@ int kube_client_open(enum kube_caller caller, const char *kubeconfig, const char
 
 /* ---- verbs -------------------------------------------------------------------------------- */
 
+/* What lists may keep, decoded, together: a command listing several kinds gives each of its
+ * lists the same budget and so bounds them all at once. */
+struct kube_list_budget {
+    size_t limit;
+    size_t used; /* by the lists made with it so far (kube_list adds what each keeps) */
+};
+
 struct kube_list_opts {
     const char *label_selector;   /* "app=x,tier!=db"; NULL: none */
     const char *field_selector;   /* "spec.nodeName=n1" */
     unsigned limit;               /* page size; 0: 500. kube_list follows continue tokens */
     const char *resource_version; /* NULL: most recent */
+    /* kube_list: what its items may cost decoded, drawn from (NULL: the client's max_decoded for
+     * this list alone). Over it: -EFBIG naming the resource and the limit; budget->used is left
+     * as it was before the call. */
+    struct kube_list_budget *budget;
 };
 
 /* ns: NULL or "" for cluster-scoped resources (or for all namespaces when listing). Writes
  * (create, update) with a NULL ns use the object's metadata.namespace, else the client's. */
 int kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns, const char *name,
              json_t **ret, struct err *e);
-/* Every page, merged: {"kind":"<Kind>List","metadata":{"resourceVersion":...},"items":[...]}. */
+/* Every page, merged: {"kind":"<Kind>List","metadata":{"resourceVersion":...},"items":[...]}.
+ * Pages of o->limit items (500), one at a time, as client-go's pager asks for them; a continue
+ * token the server has forgotten (410 Gone) starts the list over from its first page (at most
+ * 3 times). Each page is bounded on the wire and decoded, the items kept by the budget. */
 int kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
               const struct kube_list_opts *o, json_t **ret, struct err *e);
 /* One page; continue_token from the previous page's metadata.continue (NULL for the first). */
@@ -205,6 +246,18 @@ int kube_evict(struct kube_client *c, const char *ns, const char *pod,
  * client's response limit). *ret is NUL-terminated; the caller frees it. */
 int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const char *container,
                  size_t limit, char **ret, size_t *ret_len, struct err *e);
+/* What a log request asks (the API's PodLogOptions). */
+struct kube_log_opts {
+    const char *container;  /* NULL: the pod's only container */
+    bool previous;          /* the container's instance before its last restart */
+    uint64_t tail_lines;    /* the last N lines; 0: every line */
+    uint64_t since_seconds; /* the lines of the last N seconds; 0: every line */
+    size_t limit_bytes;     /* at most N bytes (the server's cut); 0: the client's response limit */
+};
+/* kube_pod_log with every option. The server may ignore a limit (a kubelet without limitBytes):
+ * check *ret_len against limit_bytes. */
+int kube_pod_log_opts(struct kube_client *c, const char *ns, const char *pod,
+                      const struct kube_log_opts *o, char **ret, size_t *ret_len, struct err *e);
 
 struct kube_event {
     const char *ns;        /* the event's namespace; NULL: the object's, or "default" */
@@ -287,11 +340,14 @@ struct kube_informer_opts {
     struct kube_informer_handlers handlers;
 };
 
-/* The informer starts at once: a list (paginated), then one watch, from the list's
- * resourceVersion, with bookmarks. A stream the server ends normally is resumed from the last
- * version seen (bookmarks keep it fresh); after a 410 Gone, a broken connection or a refused
- * watch it lists again, after a jittered backoff (the server may have restarted), and the
- * differences become add/update/delete calls. The client must outlive the informer. */
+/* The informer starts at once: a list (in pages, each applied to the store as it comes; a
+ * forgotten continue token starts it over), then one watch, from the list's resourceVersion,
+ * with bookmarks. The store counts against the client's max_cached: an informer that would pass
+ * it keeps what it has and lists again after a backoff (synced only once a whole list fits). A
+ * stream the server ends normally is resumed from the last version seen (bookmarks keep it fresh);
+ * after a 410 Gone, a broken connection or a refused watch it lists again, after a jittered backoff
+ * (the server may have restarted), and the differences become add/update/delete calls. The client
+ * must outlive the informer. */
 int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
                       const struct kube_informer_opts *o, struct kube_informer **ret,
                       struct err *e);

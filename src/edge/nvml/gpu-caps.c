@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* MIG capability minors (gpu.h): pure, shared by the device plugin and the CDI generator. */
+/* MIG capability minors and the profiling fields' names (gpu.h): pure, for the cores that take
+ * the GPU model without the binding (the device plugin, the CDI generator, the exporter). */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,4 +41,33 @@ unsigned gpu_mig_cap_minor(const char *mig_minors, unsigned gpu_minor, unsigned 
     }
     unsigned base = 3 + gpu_minor * 15 * 9 + gi * 9;
     return ci < 0 ? base : base + 1 + (unsigned)ci;
+}
+
+/* DCGM's names and field ids (NVIDIA/DCGM, dcgmlib/dcgm_fields.h). */
+static const struct {
+    const char *name;
+    unsigned dcgm_id;
+} prof_fields[GPU_PROF_COUNT] = {
+    [GPU_PROF_GR_ENGINE_ACTIVE] = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1001},
+    [GPU_PROF_SM_ACTIVE] = {"DCGM_FI_PROF_SM_ACTIVE", 1002},
+    [GPU_PROF_SM_OCCUPANCY] = {"DCGM_FI_PROF_SM_OCCUPANCY", 1003},
+    [GPU_PROF_PIPE_TENSOR_ACTIVE] = {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1004},
+    [GPU_PROF_DRAM_ACTIVE] = {"DCGM_FI_PROF_DRAM_ACTIVE", 1005},
+    [GPU_PROF_PIPE_FP64_ACTIVE] = {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", 1006},
+    [GPU_PROF_PIPE_FP32_ACTIVE] = {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", 1007},
+    [GPU_PROF_PIPE_FP16_ACTIVE] = {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", 1008},
+    [GPU_PROF_PCIE_TX_BYTES] = {"DCGM_FI_PROF_PCIE_TX_BYTES", 1009},
+    [GPU_PROF_PCIE_RX_BYTES] = {"DCGM_FI_PROF_PCIE_RX_BYTES", 1010},
+    [GPU_PROF_NVLINK_TX_BYTES] = {"DCGM_FI_PROF_NVLINK_TX_BYTES", 1011},
+    [GPU_PROF_NVLINK_RX_BYTES] = {"DCGM_FI_PROF_NVLINK_RX_BYTES", 1012},
+};
+
+const char *gpu_prof_name(enum gpu_prof_field f)
+{
+    return (unsigned)f < GPU_PROF_COUNT ? prof_fields[f].name : NULL;
+}
+
+unsigned gpu_prof_dcgm_id(enum gpu_prof_field f)
+{
+    return (unsigned)f < GPU_PROF_COUNT ? prof_fields[f].dcgm_id : 0;
 }

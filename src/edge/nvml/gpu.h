@@ -10,6 +10,8 @@
  *                         Plain data, owned by the caller, freed with gpu_inventory_free().
  *   struct gpu_sample     one device's telemetry at one instant (see the valid bits).
  *   struct gpu_events     a subscription to XID / ECC events of every GPU.
+ *   struct gpu_gpm_sampler  one GPU's GPU Performance Monitoring (Hopper and newer): two samples
+ *                         at a time, the profiling metrics (DCGM_FI_PROF_*) between them.
  *
  * Topology levels, event kinds and clock-event reasons are gpu.h's own (below): components never
  * include nvml-abi.h; the binding in src/edge/nvml converts NVML's values explicitly. The numbers
@@ -198,6 +200,77 @@ int gpu_events_wait(struct gpu_events *ev, unsigned timeout_ms, struct gpu_event
                     struct err *e);
 void gpu_events_free(struct gpu_events *ev);
 DEFINE_CLEANUP_FUNC(struct gpu_events, gpu_events_free)
+
+/* ---- profiling metrics: GPU Performance Monitoring (Hopper and newer) ---------------------- */
+
+/* The profiling fields dcgm-exporter serves under DCGM's names (DCGM_FI_PROF_*), in DCGM's units:
+ * activities are ratios 0..1 of the interval, traffic is bytes per second. docs/
+ * profiling-metrics.md says where each comes from. */
+enum gpu_prof_field {
+    GPU_PROF_GR_ENGINE_ACTIVE,
+    GPU_PROF_SM_ACTIVE,
+    GPU_PROF_SM_OCCUPANCY,
+    GPU_PROF_PIPE_TENSOR_ACTIVE,
+    GPU_PROF_DRAM_ACTIVE,
+    GPU_PROF_PIPE_FP64_ACTIVE,
+    GPU_PROF_PIPE_FP32_ACTIVE,
+    GPU_PROF_PIPE_FP16_ACTIVE,
+    GPU_PROF_PCIE_TX_BYTES,
+    GPU_PROF_PCIE_RX_BYTES,
+    GPU_PROF_NVLINK_TX_BYTES,
+    GPU_PROF_NVLINK_RX_BYTES,
+    GPU_PROF_COUNT
+};
+/* DCGM's name ("DCGM_FI_PROF_SM_ACTIVE") and field id (1002); NULL and 0 outside the enum. */
+const char *gpu_prof_name(enum gpu_prof_field f);
+unsigned gpu_prof_dcgm_id(enum gpu_prof_field f);
+
+/* One set of values: value[f] is valid where bit (1u << f) of valid is set (a metric the GPU, the
+ * driver or a MIG instance does not count stays clear). */
+struct gpu_prof {
+    uint32_t valid;
+    double value[GPU_PROF_COUNT];
+};
+
+#define GPU_GPM_GI_MAX 16 /* GPU instances of one GPU (NVML numbers them 0..14) */
+
+struct gpu_gpm_metrics {
+    uint64_t interval_ms; /* between the two samples, by the times gpu_gpm_sample was given */
+    struct gpu_prof gpu;  /* the whole GPU */
+    size_t n_gi;
+    struct {
+        unsigned gi_id; /* the MIG GPU instance (gpu_mig_device.gi_id) */
+        int error;      /* 0, or why it has no values (negative errno; GPU_ERR_NOT_SUPPORTED
+                         * where the driver cannot sample an instance) */
+        struct gpu_prof prof;
+    } gi[GPU_GPM_GI_MAX]; /* in the sampler's order: the inventory's, each GPU instance once */
+};
+
+/* 1 where GPU `gpu` (NVML index) supports GPM, 0 where it or the driver does not (a GPU before
+ * Hopper; a libnvidia-ml older than NVML 11.8, without the symbols), GPU_ERR_LOST for a lost GPU,
+ * another negative code on other failures. */
+int gpu_gpm_support(struct gpu_lib *lib, unsigned gpu, struct err *e);
+
+/* The sampler of one inventory GPU: the whole GPU and, when dev->mig_enabled, each of its MIG GPU
+ * instances. Its NVML samples (two per target) and its request are allocated here, once; a
+ * collection allocates nothing. GPU_ERR_NOT_SUPPORTED (the error says why) where GPM is not
+ * there; a new MIG layout needs a new sampler. max_age_ms (0: none) is the oldest a previous
+ * sample may be and still pair with the next (an interval longer than that is refused as stale).
+ * Not thread-safe; free it before lib. */
+struct gpu_gpm_sampler;
+int gpu_gpm_sampler_new(struct gpu_lib *lib, const struct gpu_device *dev, uint64_t max_age_ms,
+                        struct gpu_gpm_sampler **ret, struct err *e);
+void gpu_gpm_sampler_free(struct gpu_gpm_sampler *s); /* accepts NULL */
+DEFINE_CLEANUP_FUNC(struct gpu_gpm_sampler, gpu_gpm_sampler_free)
+/* Takes a sample of every target at now_ms (the caller's clock, monotonic): it becomes the
+ * latest, the one before it the previous. GPU_ERR_LOST or another error when the GPU's own
+ * sample fails (the sampler starts over: two new samples make the next metrics); a GPU
+ * instance's failure is kept for its metrics. */
+int gpu_gpm_sample(struct gpu_gpm_sampler *s, uint64_t now_ms, struct err *e);
+/* The metrics between the previous sample and the latest. -EAGAIN before two samples, or when
+ * the latest is not later than the previous; -ESTALE when the previous is older than max_age_ms
+ * before the latest (the next sample pairs with the latest again). */
+int gpu_gpm_metrics(struct gpu_gpm_sampler *s, struct gpu_gpm_metrics *ret, struct err *e);
 
 /* ---- errors and sysfs ----------------------------------------------------------------------- */
 

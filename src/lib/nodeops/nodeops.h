@@ -13,7 +13,8 @@
  *    nvidia.com/mig-* (evicted), finished pods, DaemonSet and mirror pods.
  *  - The shell (nodeops-evict.c): a node's pods through src/edge/kube, the wait for the paused
  *    operands to go, the eviction of chosen pods through the Eviction API (PodDisruptionBudgets
- *    hold; a refusal is waited out with backoff, never deleted around).
+ *    hold; a refusal is waited out with backoff, never deleted around); (nodeops-node.c) the
+ *    agent's own Node read and merge-patched, and the Events it posts on it.
  *
  * Thread-compatible.
  */
@@ -73,6 +74,24 @@ enum nodeops_pod_kind nodeops_pod_classify(const json_t *pod, const json_t *node
 const json_t *nodeops_pod_controller(const json_t *pod);
 
 /* ---- the shell ---------------------------------------------------------------------------- */
+
+/* The Node read: *node_obj (owned; may be NULL) is replaced by what the API server returns. */
+int nodeops_node_read(struct kube_client *kc, const char *node, json_t **node_obj, struct err *e);
+/* A merge patch of the Node (patch taken, released either way): *node_obj is replaced by the
+ * Node as written. Errors name the node. */
+int nodeops_node_patch(struct kube_client *kc, const char *node, json_t *patch, json_t **node_obj,
+                       struct err *e);
+
+struct nodeops_event {
+    const char *ns;        /* the Event's namespace; NULL: the client's */
+    const char *source;    /* its reporting component: "gpuop-mig-manager" */
+    const char *component; /* the log component a failure is logged under */
+    const char *type;      /* "Normal", "Warning" */
+    const char *reason, *message;
+};
+/* An Event on the Node (its uid from node_obj, which may be NULL); a failure is logged. */
+void nodeops_node_event(struct kube_client *kc, const char *node, const json_t *node_obj,
+                        const struct nodeops_event *ev);
 
 /* The pods bound to node (selector: a label selector, NULL all): the List object. */
 int nodeops_node_pods(struct kube_client *kc, const char *node, const char *selector, json_t **ret,

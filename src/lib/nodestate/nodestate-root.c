@@ -54,11 +54,6 @@ static const char *root_prefix(const char *root)
     return strcmp(root, "/") == 0 ? "" : root;
 }
 
-int nodestate_root_resolve(const char *root, const char *path, char *buf, size_t n)
-{
-    return file_root_resolve(root, path, buf, n);
-}
-
 int nodestate_root_find(const char *root, const char *const *dirs, const char *name, bool want_exec,
                         char *buf, size_t n)
 {
@@ -74,7 +69,7 @@ int nodestate_root_find(const char *root, const char *const *dirs, const char *n
          * its build folder). */
         struct stat st;
         const char *found = resolved;
-        if (nodestate_root_resolve(root, rel, resolved, sizeof(resolved)) < 0 ||
+        if (file_root_resolve(root, rel, resolved, sizeof(resolved)) < 0 ||
             stat(resolved, &st) < 0) {
             if (stat(path, &st) < 0)
                 continue;

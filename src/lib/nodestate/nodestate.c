@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nodestate: the status files, the agents' node annotations, expected vs advertised GPUs. */
+#include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -414,6 +416,59 @@ static int rc_add(struct nodestate_resource_count *l, size_t *n, const char *nam
     l[i].count = count;
     (*n)++;
     return 0;
+}
+
+/* ---- NVML's inventory as plain GPUs ------------------------------------------------------ */
+
+void nodestate_gpus_from(const struct gpu_inventory *inv, char (*known)[GPU_UUID_MAX],
+                         size_t n_known, struct nodestate_gpus *ret)
+{
+    size_t n_mig = 0;
+    for (size_t i = 0; i < inv->n_gpus; i++)
+        n_mig += inv->gpus[i].mig_enabled ? inv->gpus[i].n_mig : 0;
+    struct nodestate_gpus g = {.n = inv->n_gpus};
+    g.g = xcalloc(inv->n_gpus + 1, sizeof(*g.g));
+    g.mig_names = xcalloc(2 * n_mig + 1, sizeof(*g.mig_names));
+    g.names = xcalloc(inv->n_gpus + 1, sizeof(*g.names));
+    size_t k = 0;
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct gpu_device *d = &inv->gpus[i];
+        struct nodestate_gpu *ng = &g.g[i];
+        bool read = d->uuid[0] && strcmp(d->uuid, "-") != 0;
+        char *slot = known && d->index < n_known ? known[d->index] : NULL;
+        if (read && slot)
+            strlcpy_s(slot, d->uuid, GPU_UUID_MAX);
+        if (read) {
+            ng->uuid = d->uuid;
+        } else {
+            if (slot && slot[0])
+                strlcpy_s(g.names[i], slot, sizeof(g.names[i]));
+            else
+                snprintf(g.names[i], sizeof(g.names[i]), "GPU %u (no UUID)", d->index);
+            ng->uuid = g.names[i];
+        }
+        ng->lost = d->lost;
+        ng->mig_enabled = d->mig_enabled;
+        if (!d->mig_enabled)
+            continue;
+        ng->n_mig = d->n_mig;
+        ng->mig_profiles = g.mig_names + k;
+        for (size_t m = 0; m < d->n_mig; m++)
+            g.mig_names[k++] = d->mig[m].profile;
+        ng->mig_uuids = g.mig_names + k;
+        for (size_t m = 0; m < d->n_mig; m++)
+            g.mig_names[k++] = d->mig[m].uuid;
+    }
+    assert(k == 2 * n_mig);
+    *ret = g;
+}
+
+void nodestate_gpus_clear(struct nodestate_gpus *g)
+{
+    free(g->g);
+    free(g->mig_names);
+    free(g->names);
+    memset(g, 0, sizeof(*g));
 }
 
 int nodestate_expected_resources(const struct nodestate_gpu *gpus, size_t n,

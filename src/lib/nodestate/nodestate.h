@@ -40,6 +40,7 @@
 
 #include <jansson.h>
 
+#include "gpu.h"
 #include "util.h"
 
 /* ---- status files ------------------------------------------------------------------------- */
@@ -163,9 +164,10 @@ int nodestate_validation_parse(const char *text, struct nodestate_validation *re
 
 /* ---- expected vs advertised GPUs ---------------------------------------------------------- */
 
-#define NODESTATE_RESOURCE_MAX  64 /* "nvidia.com/mig-1g.10gb" */
-#define NODESTATE_RESOURCES_MAX 32 /* distinct resources one node reports */
-#define NODESTATE_MISSING_MAX   64 /* GPUs or MIG devices named as not advertised */
+#define NODESTATE_RESOURCE_MAX  64           /* "nvidia.com/mig-1g.10gb" */
+#define NODESTATE_RESOURCES_MAX 32           /* distinct resources one node reports */
+#define NODESTATE_MISSING_MAX   64           /* GPUs or MIG devices named as not advertised */
+#define NODESTATE_GPU_NAME_MAX  GPU_UUID_MAX /* a GPU's name: its UUID, or "GPU 3 (no UUID)" */
 
 enum nodestate_mig_strategy { NODESTATE_MIG_NONE, NODESTATE_MIG_SINGLE, NODESTATE_MIG_MIXED };
 /* "none", "single", "mixed" (nvidia.com/mig.strategy's values); NULL or "" is none. */
@@ -180,6 +182,22 @@ struct nodestate_gpu {
     const char *const *mig_profiles; /* n_mig canonical names: "1g.10gb" */
     const char *const *mig_uuids;    /* n_mig "MIG-..." (may be NULL) */
 };
+
+/* NVML's inventory as nodestate's plain GPUs (the validator's and the node status exporter's
+ * view of it). The arrays point into the inventory and into names, which the struct owns. */
+struct nodestate_gpus {
+    struct nodestate_gpu *g;
+    size_t n;
+    const char **mig_names;                /* every MIG device's profile, then its UUID */
+    char (*names)[NODESTATE_GPU_NAME_MAX]; /* the names of GPUs without a UUID */
+};
+/* A GPU is named by its UUID. One NVML could not read the UUID of ("" or "-": a lost GPU may not
+ * tell it) is named by known[its index] where that holds the UUID last read there, else "GPU
+ * <index> (no UUID)". known (may be NULL; n_known entries by GPU index) is updated with every
+ * UUID read. MIG devices only of GPUs in MIG mode. Clear with nodestate_gpus_clear. */
+void nodestate_gpus_from(const struct gpu_inventory *inv, char (*known)[GPU_UUID_MAX],
+                         size_t n_known, struct nodestate_gpus *ret);
+void nodestate_gpus_clear(struct nodestate_gpus *g);
 
 struct nodestate_resource_count {
     char name[NODESTATE_RESOURCE_MAX];
@@ -295,8 +313,6 @@ extern const char *const nodestate_lib_dirs[];
  * (/usr/local/sbin ... /bin), then /opt/bin; NULL-terminated. The same users. */
 extern const char *const nodestate_bin_dirs[];
 
-/* util's file_root_resolve, under the name the node agents know it by. */
-int nodestate_root_resolve(const char *root, const char *path, char *buf, size_t n);
 /* Finds `name` in root/<dir> for the dirs given (a regular, non-empty file once resolved inside
  * root, or else as this process sees the path; executable when want_exec). Writes the resolved
  * path (root included) into buf. -ENOENT when none has it; -ENAMETOOLONG when a path does not

@@ -10,11 +10,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
-#include "nodestate.h"
 #include "rtconfig-internal.h"
 #include "tomlx.h"
 
@@ -143,7 +142,7 @@ void rtconfig_owned_unedit(struct rtconfig_text base, struct rtconfig_text cur,
 /* ---- paths and files --------------------------------------------------------------------- */
 
 /* A host path as this process reaches it: under root, every link on the way resolved inside root
- * as the host resolves it (nodestate_root_resolve: an absolute target starts again at root, never
+ * as the host resolves it (file_root_resolve: an absolute target starts again at root, never
  * at this container's /; ".." stops at root). A link is never replaced: what it points at is
  * read and written. */
 struct hpath {
@@ -166,7 +165,7 @@ static const char *root_or_slash(const char *root)
 static int hpath_get(const char *root, const char *path, struct hpath *ret, struct err *e)
 {
     char buf[PATH_MAX];
-    int r = nodestate_root_resolve(root_or_slash(root), path, buf, sizeof(buf));
+    int r = file_root_resolve(root_or_slash(root), path, buf, sizeof(buf));
     if (r < 0)
         return err_errno(e, r, "resolve \"%s\" under \"%s\"", path, root_or_slash(root));
     bool slash = strcmp(root_or_slash(root), "/") == 0;
@@ -442,20 +441,15 @@ static int peer_pid(const char *path, pid_t *ret)
     return 0;
 }
 
-static int run_systemctl(const char *unit)
+/* `systemctl restart <unit>`, systemctl found in PATH, with this process's environment. */
+static int run_systemctl(const char *unit, struct err *e)
 {
-    pid_t pid = fork();
-    if (pid < 0)
-        return -errno;
-    if (pid == 0) {
-        execlp("systemctl", "systemctl", "restart", unit, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -errno;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+    _cleanup_free_ char *path = NULL;
+    int r = proc_find("systemctl", &path, e);
+    if (r < 0)
+        return r;
+    const char *argv[] = {path, "restart", unit, NULL};
+    return proc_run(argv, (const char *const *)environ, e);
 }
 
 /* Tells the runtime to load its config, as o->restart_mode says, and records the request. */
@@ -484,7 +478,8 @@ int rtconfig_reload(const char *root, enum rtconfig_kind k, const struct rtconfi
         else
             snprintf(result, sizeof(result), "failed error=\"%s\"", strerror(-r));
     } else if (o->restart_mode == RTCONFIG_RESTART_SYSTEMD) {
-        r = run_systemctl(units[k]);
+        struct err se = {0};
+        r = run_systemctl(units[k], &se);
         snprintf(result, sizeof(result), r == 0 ? "restarted unit=%s" : "failed unit=%s", units[k]);
     }
     _cleanup_free_ char *dir = NULL;

@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kube_h1_init(h, head);
     size_t events = 0;
     struct kube_watch_parser wp;
-    kube_watch_parser_init(&wp, 1u << 16, on_event, &events);
+    kube_watch_parser_init(&wp, 1u << 16, SIZE_MAX, on_event, &events);
     struct err e = {0};
     size_t off = 0;
     int r = 0;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the client's response parsing: the watch-stream parser (fed in chunks whose size the
- * first byte picks), Status decoding, JSON bodies, and kubeconfig resolution of the same bytes
- * read as YAML. */
+ * first byte picks), Status decoding, JSON bodies and their price (never below what jansson
+ * takes to decode them), and kubeconfig resolution of the same bytes read as YAML. */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kube-internal.h"
@@ -24,6 +26,53 @@ static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
     return *n > 1000 ? 1 : 0;
 }
 
+/* jansson's allocations while the price is checked, as glibc rounds them (kube_json_cost's
+ * model): an 8-byte header, 16-byte steps, 32 at least. */
+static size_t live, peak;
+
+static size_t glibc_chunk(size_t n)
+{
+    n = (n + 8 + 15) & ~(size_t)15;
+    return n < 32 ? 32 : n;
+}
+
+static void *count_malloc(size_t n)
+{
+    size_t *h = malloc(n + 16);
+    if (!h)
+        return NULL;
+    h[0] = n;
+    live += glibc_chunk(n);
+    if (live > peak)
+        peak = live;
+    return h + 2;
+}
+
+static void count_free(void *p)
+{
+    if (!p)
+        return;
+    size_t *h = (size_t *)p - 2;
+    live -= glibc_chunk(h[0]);
+    free(h);
+}
+
+/* Whatever jansson accepts, the price is at least what decoding it took. */
+static void check_price(const char *in, size_t n)
+{
+    size_t price = kube_json_cost(in, n);
+    json_set_alloc_funcs(count_malloc, count_free);
+    live = peak = 0;
+    json_t *v = json_loadb(in, n, 0, NULL);
+    json_decref(v);
+    size_t took = peak;
+    json_set_alloc_funcs(malloc, free);
+    if (v && price < took) {
+        fprintf(stderr, "priced %zu, jansson took %zu\n", price, took);
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -35,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct err e = {0};
     size_t events = 0;
     struct kube_watch_parser p;
-    kube_watch_parser_init(&p, 4096, on_event, &events);
+    kube_watch_parser_init(&p, 4096, SIZE_MAX, on_event, &events);
     for (size_t off = 0; off < n; off += chunk) {
         size_t take = n - off < chunk ? n - off : chunk;
         if (kube_watch_parser_feed(&p, in + off, take, &e) != 0)
@@ -44,9 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kube_watch_parser_finish(&p, &e);
     kube_watch_parser_free(&p);
 
+    check_price(in, n);
     kube_status_err(400 + (long)(data[0] % 200), in, n, "fuzz", &e);
     json_t *v = NULL;
-    if (kube_json_parse(in, n, "fuzz", &v, &e) == 0)
+    if (kube_json_parse(in, n, 1u << 20, "fuzz", &v, &e) == 0)
         json_decref(v);
 
     json_t *doc = NULL;

@@ -5,10 +5,6 @@
 
 #include "feature-discovery.h"
 
-/* The error message made safe inside a quoted key="value" log field (its own double quotes become
- * single ones). Rewrites e's buffer, which is only logged afterwards. */
-const char *gfd_kv_quote(struct err *e);
-
 /* The machine type file's contents; NULL (unknown) when the path is unset or the file does not
  * exist. */
 int gfd_machine_type_read(const char *path, char **ret, struct err *e);

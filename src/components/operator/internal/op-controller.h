@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The operator's shell, shared by its two files: controller.c (the component: informers, leader
- * election, the work queue, /metrics) and reconcile.c (one reconcile: the snapshot read from the
- * informers, op_plan() and the upgrade pass called, their plans executed). Reconcile thread
- * only, but for the fields under `lock`.
+ * The operator's shell, shared by its files: controller.c (the component: options, the work
+ * queue), informers.c (the informers), leader.c (the Lease), metrics-http.c (/metrics, /healthz,
+ * /readyz) and reconcile.c (one reconcile: the snapshot read from the informers, op_plan() and
+ * the upgrade pass called, their plans executed). Reconcile thread only, but for the fields
+ * under `lock`.
  */
 #ifndef GPUOP_OP_CONTROLLER_H
 #define GPUOP_OP_CONTROLLER_H
@@ -15,22 +16,9 @@
 #include "http.h"
 #include "kube.h"
 #include "op-gpuquota.h"
+#include "op-resources.h"
 #include "operator.h"
 #include "svc.h"
-
-/* Resources gpuop owns or watches beyond kube.h's list. */
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
-                                                       "NVIDIADriver", false};
-static const struct kube_resource RES_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1",
-                                                      "clusterroles", "ClusterRole", false};
-static const struct kube_resource RES_CLUSTERROLEBINDINGS = {
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
-static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role",
-                                               true};
-static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
-                                                      "rolebindings", "RoleBinding", true};
 
 /* The owned kinds, each with an informer on app.kubernetes.io/managed-by=gpuop. */
 static const struct kube_resource *const owned_kinds[] = {
@@ -90,6 +78,32 @@ int op_check_leader(struct controller *c, struct err *e);
 void op_count_write(struct controller *c);
 /* An Event about a ClusterPolicy or an NVIDIADriver (reconcile.c). */
 void op_post_event(struct controller *c, const json_t *obj, const struct op_event *ev);
+
+/* ---- informers.c ------------------------------------------------------------------------- */
+
+/* The work queue's one key queued: something changed, reconcile. */
+void op_mark_dirty(struct controller *c);
+/* Every informer started (the GPU quota view's and the upgrade controller's too). */
+int op_informers_start(struct controller *c, struct err *e);
+/* 0 once every informer listed (the NVIDIADrivers' aside), 1 when stopped first, -ETIMEDOUT
+ * after 60 s. */
+int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e);
+/* Every informer stopped, all at once (each takes up to a watch poll interval). */
+void op_informers_free(struct controller *c);
+
+/* ---- leader.c ---------------------------------------------------------------------------- */
+
+/* Lease-based leader election with lo's Lease and timings (the callbacks are leader.c's: leading
+ * marks the cluster dirty, losing the Lease stops the writes); NULL: no election, this replica
+ * leads. */
+int op_leader_start(struct controller *c, const struct kube_leader_opts *lo, struct err *e);
+
+/* ---- metrics-http.c ----------------------------------------------------------------------- */
+
+/* /metrics, /healthz and /readyz on listen ("" or NULL: none). */
+int op_metrics_serve(struct controller *c, const char *listen, struct err *e);
+
+/* ---- reconcile.c -------------------------------------------------------------------------- */
 
 /* One reconcile: every ClusterPolicy, what it owns, the NVIDIADrivers and the driver upgrade.
  * *ret_requeue: not ready, look again in a while. -ECANCELED when the lease is lost. */

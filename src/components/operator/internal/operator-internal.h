@@ -56,6 +56,8 @@ void op_report_done(struct op_report *r);
 
 /* Does the driver DaemonSet target this GPU node (no pre-installed driver, operands on)? */
 bool op_node_runs_driver(const json_t *labels);
+/* The DaemonSet ns/name among the owned objects (a JSON array), or NULL. */
+const json_t *op_find_daemonset(const json_t *owned, const char *ns, const char *name);
 
 /* ---- rendering pieces (render.c) ---------------------------------------------------------- */
 

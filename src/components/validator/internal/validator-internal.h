@@ -58,9 +58,7 @@ struct val_gathered {
     char *driver_ready, *marker;
     struct cdi_spec *spec;
     struct gpu_inventory *inv;
-    struct nodestate_gpu *gpus;
-    const char **mig_names; /* every MIG device's profile then uuid */
-    char (*ids)[32];        /* "GPU 2 (no UUID)" for a GPU NVML could not read the UUID of */
+    struct nodestate_gpus gpus;
     json_t *driver_pod, *node;
 };
 void val_gathered_clear(struct val_gathered *g);

@@ -531,6 +531,96 @@ typedef enum nvmlPerfPolicyType_enum {
 #define NVML_FI_DEV_POWER_INSTANT                     186
 #define NVML_FI_MAX                                   303
 
+/* ---- GPU Performance Monitoring (GPM) ------------------------------------------------------
+ *
+ * Hopper and newer GPUs count SM, tensor, memory, PCIe and NVLink activity in hardware; a client
+ * takes two samples of the counters (nvmlGpmSampleGet, or nvmlGpmMigSampleGet for one MIG GPU
+ * instance) and asks nvmlGpmMetricsGet for the metrics over the interval between them. The
+ * facts below come from NVIDIA's nvml.h as published in NVIDIA/go-nvml (gen/nvml/nvml.h, the
+ * unmodified header of CUDA 13.3; pkg/nvml/nvml.h as its commits synced NVML 11.8 to 13.3):
+ *
+ *  - The API appeared with NVML 11.8 (driver branch R520), nvmlGpmMigSampleGet with NVML 12.0
+ *    (R525); older libraries lack the symbols.
+ *  - nvmlGpmSample_t is an opaque pointer (struct nvmlGpmSample_st *); samples are allocated and
+ *    freed by the library (nvmlGpmSampleAlloc, nvmlGpmSampleFree).
+ *  - NVML_GPM_METRICS_GET_VERSION and NVML_GPM_SUPPORT_VERSION are the literal 1, not
+ *    NVML_STRUCT_VERSION(...): go-nvml's issue #168 / PR #176 is a client that sent the latter and
+ *    got NVML_ERROR_ARGUMENT_VERSION_MISMATCH.
+ *  - nvmlGpmMetricsGet_t ends in metrics[NVML_GPM_METRIC_MAX], and NVML_GPM_METRIC_MAX grew
+ *    (98 from NVML 11.8 to 12.8, 210 in 12.9 to 13.1, 333 since 13.2) while the version stayed 1:
+ *    the library reads numMetrics entries. gpuop declares the largest array (333), so a library
+ *    of any of those releases finds at least the struct it was built with.
+ *  - Units: the *_UTIL metrics are percentages, 0.0 - 100.0; PCIE_*_PER_SEC and NVLINK_*_PER_SEC
+ *    are MiB per second (nvml.h's comment on each id). DCGM, whose DCGM_FI_PROF_* fields
+ *    dcgm-exporter serves, gives ratios 0.0 - 1.0 and bytes per second: NVIDIA/DCGM's
+ *    dcgmlib/src/dcgm_fields.cpp maps each PROF field to its GPM metric and marks the percentage
+ *    ones, DcgmCacheManager.cpp multiplies the MiB/s ones by 1024 * 1024 (docs/profiling-metrics.md
+ *    lists each field).
+ *  - The interval between two samples should exceed 100 ms (the counters' refresh), per nvml.h.
+ *  - Each metric carries its own nvmlReturn; value is valid only where it is NVML_SUCCESS.
+ */
+#define NVML_GPM_METRICS_GET_VERSION 1
+#define NVML_GPM_SUPPORT_VERSION     1
+
+typedef enum nvmlGpmMetricId_enum {
+    NVML_GPM_METRIC_GRAPHICS_UTIL = 1,    /* % of time any compute/graphics work was active */
+    NVML_GPM_METRIC_SM_UTIL = 2,          /* % of SMs busy */
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3,     /* % of warps active vs the theoretical maximum */
+    NVML_GPM_METRIC_INTEGER_UTIL = 4,     /* % of time SMs did integer operations */
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,  /* % of time SMs did any tensor operation */
+    NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6, /* % ... DFMA tensor operations */
+    NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7, /* % ... HMMA tensor operations */
+    NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9, /* % ... IMMA tensor operations */
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10,    /* % of DRAM bandwidth vs the theoretical maximum */
+    NVML_GPM_METRIC_FP64_UTIL = 11,       /* % of time SMs did non-tensor FP64 math */
+    NVML_GPM_METRIC_FP32_UTIL = 12,       /* % ... non-tensor FP32 */
+    NVML_GPM_METRIC_FP16_UTIL = 13,       /* % ... non-tensor FP16 */
+    NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20, /* PCIe traffic from the GPU, MiB/s */
+    NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21, /* PCIe traffic to the GPU, MiB/s */
+    NVML_GPM_METRIC_NVDEC_0_UTIL = 30,    /* NVDEC 0..7: 30..37, % */
+    NVML_GPM_METRIC_NVJPG_0_UTIL = 40,    /* NVJPG 0..7: 40..47, % */
+    NVML_GPM_METRIC_NVOFA_0_UTIL = 50,    /* NVOFA 0..1: 50..51, % */
+    NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60, /* NVLink reads, every link, MiB/s */
+    NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61, /* NVLink writes, every link, MiB/s */
+    NVML_GPM_METRIC_NVLINK_L0_RX_PER_SEC = 62,    /* link l: RX 62 + 2l, TX 63 + 2l (l < 18) */
+    NVML_GPM_METRIC_NVLINK_L0_TX_PER_SEC = 63,
+    NVML_GPM_METRIC_NVLINK_L17_RX_PER_SEC = 96,
+    NVML_GPM_METRIC_NVLINK_L17_TX_PER_SEC = 97,
+    NVML_GPM_METRIC_NVLINK_L18_RX_PER_SEC = 212, /* links 18..35: RX 212 + 2(l-18), TX + 1 */
+    NVML_GPM_METRIC_NVLINK_L18_TX_PER_SEC = 213,
+    NVML_GPM_METRIC_NVLINK_L35_RX_PER_SEC = 246,
+    NVML_GPM_METRIC_NVLINK_L35_TX_PER_SEC = 247,
+    NVML_GPM_METRIC_MAX = 333 /* one above the largest id (NVML 13.2 and later) */
+} nvmlGpmMetricId_t;
+
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+
+typedef struct nvmlGpmMetricMetricInfo_st {
+    char *shortName; /* may be NULL */
+    char *longName;
+    char *unit;
+} nvmlGpmMetricMetricInfo_t;
+
+typedef struct nvmlGpmMetric_st {
+    unsigned int metricId;   /* in: NVML_GPM_METRIC_* */
+    nvmlReturn_t nvmlReturn; /* out: this metric's status; value is valid only on NVML_SUCCESS */
+    double value;            /* out */
+    nvmlGpmMetricMetricInfo_t metricInfo; /* out: names and unit, NULL where undefined */
+} nvmlGpmMetric_t;
+
+typedef struct nvmlGpmMetricsGet_st {
+    unsigned int version;    /* in: NVML_GPM_METRICS_GET_VERSION */
+    unsigned int numMetrics; /* in: entries of metrics[] to compute */
+    nvmlGpmSample_t sample1; /* in: the older sample */
+    nvmlGpmSample_t sample2; /* in: the newer sample */
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct nvmlGpmSupport_st {
+    unsigned int version;           /* in: NVML_GPM_SUPPORT_VERSION */
+    unsigned int isSupportedDevice; /* out: non-zero where the device supports GPM */
+} nvmlGpmSupport_t;
+
 /* ---- functions ---------------------------------------------------------------------------- */
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -697,6 +787,14 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos);
 
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport);
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample);
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet);
+
 /*
  * Every function above, for the loader: X(name). A symbol absent from the loaded library is
  * NULL in the loader's table and its feature reads as NVML_ERROR_FUNCTION_NOT_FOUND.
@@ -795,7 +893,13 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     X(nvmlDeviceRegisterEvents)                           \
     X(nvmlDeviceGetSupportedEventTypes)                   \
     X(nvmlEventSetWait_v2)                                \
-    X(nvmlDeviceGetComputeRunningProcesses_v3)
+    X(nvmlDeviceGetComputeRunningProcesses_v3)            \
+    X(nvmlGpmQueryDeviceSupport)                          \
+    X(nvmlGpmSampleAlloc)                                 \
+    X(nvmlGpmSampleFree)                                  \
+    X(nvmlGpmSampleGet)                                   \
+    X(nvmlGpmMigSampleGet)                                \
+    X(nvmlGpmMetricsGet)
 
 #ifdef __cplusplus
 }

@@ -67,4 +67,21 @@ uint64_t nv_event_kind(unsigned long long nvml_type);
 /* nvmlClocksEventReason* bits -> GPU_CLOCK_EVENT_* bits (bits gpu.h does not name dropped). */
 uint64_t nv_clock_events(unsigned long long nvml_reasons);
 
+/* ---- GPU Performance Monitoring (gpu-gpm.c): the pure parts --------------------------------- */
+
+/* nvmlGpmQueryDeviceSupport's answer r (s filled when r is NVML_SUCCESS): 1 supported; 0 where
+ * the GPU or the library does not support GPM (isSupportedDevice 0, NOT_SUPPORTED, a missing
+ * symbol, a version the library does not know); GPU_ERR_LOST; another negative code. */
+int nv_gpm_supported(nvmlReturn_t r, const nvmlGpmSupport_t *s);
+/* Whether samples taken at prev_ms and cur_ms make a pair: 0; -EAGAIN when cur is not after prev;
+ * -ESTALE when prev is more than max_age_ms (0: no limit) before cur. */
+int nv_gpm_pair(uint64_t prev_ms, uint64_t cur_ms, uint64_t max_age_ms);
+/* Fills a request for every gpu_prof_field's metric between s1 and s2. */
+void nv_gpm_request(nvmlGpmMetricsGet_t *mg, nvmlGpmSample_t s1, nvmlGpmSample_t s2);
+/* nvmlGpmMetricsGet's metrics (n of them) as DCGM's values: percentages to ratios (above 100
+ * reads 1, a rounding hair below 0 reads 0), MiB/s to bytes per second; a metric that failed, or
+ * whose value is not finite or is negative, leaves its field invalid; ids gpuop does not ask for
+ * are ignored. */
+void nv_gpm_convert(const nvmlGpmMetric_t *m, size_t n, struct gpu_prof *ret);
+
 #endif

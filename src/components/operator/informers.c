@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The operator's informers (op-controller.h): the ClusterPolicies, the nodes (projected), the
+ * NVIDIADrivers, everything gpuop owns, the GPU quota view's and the upgrade controller's; each
+ * change marks the cluster dirty. Started, waited for and stopped together. */
+#include <pthread.h>
+#include <string.h>
+
+#include "op-controller.h"
+#include "operator-internal.h"
+#include "upgrade-ctl.h"
+#include "upgrade.h"
+
+/* The one work-queue key: a reconcile covers every ClusterPolicy and what they own. */
+#define RECONCILE_KEY "cluster"
+#define N_INFORMERS   (5 + N_OWNED) /* policies, nodes, owned, pods, quotas, nvidiadrivers */
+
+void op_mark_dirty(struct controller *c)
+{
+    svc_workqueue_add(c->queue, RECONCILE_KEY);
+}
+
+static int upg_may_write(void *u, struct err *e)
+{
+    return op_check_leader(u, e);
+}
+static void upg_wrote(void *u)
+{
+    op_count_write(u);
+}
+static void upg_dirty(void *u)
+{
+    op_mark_dirty(u);
+}
+
+static void h_add(json_t *obj, void *u)
+{
+    (void)obj;
+    op_mark_dirty(u);
+}
+static void h_update(json_t *old, json_t *obj, void *u)
+{
+    (void)old;
+    (void)obj;
+    op_mark_dirty(u);
+}
+static void h_delete(json_t *obj, void *u)
+{
+    (void)obj;
+    op_mark_dirty(u);
+}
+
+/* What the node informer keeps of a node: its labels, the node agents' annotations and what the
+ * GPU capacity view reads (allocatable, capacity, cordon, Ready), so a
+ * heartbeat changes nothing kept (no reconcile) and an agent's finding does (a reconcile). */
+static json_t *project_node(json_t *obj, void *userdata)
+{
+    (void)userdata;
+    static const char *const node_fields[] = {"metadata.labels", NULL};
+    json_t *p = kube_project_fields(obj, node_fields);
+    const char *k;
+    json_t *v;
+    json_object_foreach (kobj_annotations(obj), k, v) {
+        if (op_node_annotation_watched(k))
+            json_object_set(
+                kobj_ensure_keys(p, (const char *const[]){"metadata", "annotations", NULL}), k, v);
+    }
+    op_gpuquota_project_node(obj, p);
+    upg_project_node(obj, p); /* the upgrade controller reads this informer too */
+    return p;
+}
+
+int op_informers_start(struct controller *c, struct err *e)
+{
+    struct kube_informer_handlers hh = {h_add, h_update, h_delete, c};
+    struct kube_informer_opts po = {.handlers = hh};
+    /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
+    static const char *const no_index[] = {NULL};
+    struct kube_informer_opts no = {
+        .project = project_node, .index_label_keys = no_index, .handlers = hh};
+    int r;
+    if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
+        (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0 ||
+        (r = kube_informer_new(c->kc, &RES_NVIDIADRIVERS, &po, &c->nvds, e)) < 0)
+        return r;
+    for (size_t k = 0; k < N_OWNED; k++) {
+        struct kube_informer_opts oo = {.ns = owned_kinds[k]->namespaced ? c->ns : NULL,
+                                        .label_selector =
+                                            "app.kubernetes.io/managed-by=" OP_MANAGED_BY,
+                                        .handlers = hh};
+        if ((r = kube_informer_new(c->kc, owned_kinds[k], &oo, &c->owned[k], e)) < 0)
+            return r;
+    }
+    if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
+        return r;
+    struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
+    return op_upgrade_new(c->kc, c->ns, c->nodes, &uh, &c->upg, e);
+}
+
+int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e)
+{
+    uint64_t deadline = deadline_after(60000);
+    struct kube_informer *all[N_INFORMERS - 1] = {c->policies, c->nodes}; /* not nvds */
+    for (size_t k = 0; k < N_OWNED; k++)
+        all[2 + k] = c->owned[k];
+    all[2 + N_OWNED] = c->gq.pods;
+    all[3 + N_OWNED] = c->gq.quotas;
+    for (size_t k = 0; k < ARRAY_SIZE(all); k++) {
+        /* Short waits: the stop is looked at between them. */
+        while (kube_informer_wait_synced(all[k], 100) < 0) {
+            if (svc_stopped(s))
+                return 1;
+            if (deadline_left_ms(deadline) == 0)
+                return err_set(e, -ETIMEDOUT, "informers did not sync within 60 s");
+        }
+    }
+    return 0;
+}
+
+static void *informer_free_thread(void *inf)
+{
+    kube_informer_free(inf);
+    return NULL;
+}
+
+/* Each informer takes up to a watch poll interval to stop; stopping them one after another made
+ * shutdown take ~10 s. Stop them all at once. */
+static void informers_free(struct kube_informer **infs, size_t n)
+{
+    pthread_t th[N_INFORMERS];
+    bool started[N_INFORMERS];
+    if (n > N_INFORMERS)
+        n = N_INFORMERS;
+    for (size_t k = 0; k < n; k++) {
+        started[k] = infs[k] && pthread_create(&th[k], NULL, informer_free_thread, infs[k]) == 0;
+        if (!started[k])
+            kube_informer_free(infs[k]);
+    }
+    for (size_t k = 0; k < n; k++)
+        if (started[k])
+            pthread_join(th[k], NULL);
+}
+
+void op_informers_free(struct controller *c)
+{
+    struct kube_informer *infs[N_INFORMERS] = {c->nodes, c->policies};
+    for (size_t k = 0; k < N_OWNED; k++)
+        infs[2 + k] = c->owned[k];
+    infs[2 + N_OWNED] = c->gq.pods;
+    infs[3 + N_OWNED] = c->gq.quotas;
+    infs[4 + N_OWNED] = c->nvds;
+    informers_free(infs, ARRAY_SIZE(infs));
+}

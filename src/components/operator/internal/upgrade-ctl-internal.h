@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The driver upgrade controller's shell (upgrade-ctl.h), shared by its files: upgrade-ctl.c (the
+ * informers, one pass: the planner's inputs read, its plan executed), upgrade-exec.c (the plan's
+ * writes) and upgrade-metrics.c (what /metrics says of the passes). */
+#ifndef GPUOP_OPERATOR_UPGRADE_CTL_INTERNAL_H
+#define GPUOP_OPERATOR_UPGRADE_CTL_INTERNAL_H
+
+#include <pthread.h>
+
+#include "op-resources.h"
+#include "upgrade-ctl.h"
+#include "upgrade.h"
+
+#define UPG_COMPONENT "operator"
+
+enum { INF_NODES, INF_PODS, INF_PDBS, INF_REVISIONS, INF_POOLS, INF_NVDS, INF_CONFIGMAP, N_INF };
+
+/* A pool's counts, for gpuop_driver_upgrade_pool_nodes. */
+struct pool_counts {
+    char *name;
+    int in_progress, done, failed, pending;
+};
+
+struct op_upgrade {
+    struct kube_client *kc;
+    const char *ns;
+    struct op_upgrade_hooks h;
+    struct kube_informer *inf[N_INF];
+    struct upg_event_log *posted; /* the Events posted lately (reconcile thread) */
+    /* the nodes as gpuop's last patches left them, until the informer shows those patches
+     * (upgrade.h, read-your-writes; reconcile thread) */
+    struct upg_writes *writes;
+    struct upg_matrix *builtin;
+    struct upg_matrix *override;
+    char *override_rv; /* the ConfigMap's resourceVersion the override was parsed from */
+    char *override_err;
+    uint64_t requeue_ms;
+    uint64_t last_unsynced_log_ms;
+
+    pthread_mutex_t lock; /* the metrics below */
+    bool have_counts, auto_upgrade;
+    struct upg_counts counts;
+    struct pool_counts *pools;
+    size_t n_pools;
+    uint64_t plan_us_last, plan_us_max, passes; /* the planner's own time, per pass */
+    uint64_t plan_cpu_us_last, plan_cpu_us_max; /* and the CPU time it used */
+    uint64_t conflicts;                         /* node patches refused: the node had changed */
+    size_t unseen_writes;                       /* node writes the informer does not show yet */
+};
+
+/* ---- upgrade-exec.c ----------------------------------------------------------------------- */
+
+/*
+ * Executes a plan: the node patches first; a node whose patch did not go through keeps its
+ * evictions, deletions and Events for the next pass, planned again from what the node is then.
+ * *ret_conflict: a patch met a newer node (the next pass soon, the informer may not call for it).
+ * Fails only when the lease is lost.
+ */
+int op_upgrade_execute(struct op_upgrade *u, const struct upg_plan *p, const json_t *cp,
+                       int64_t now_s, bool *ret_conflict, struct err *e);
+
+/* ---- upgrade-metrics.c -------------------------------------------------------------------- */
+
+/* One pass's figures kept for /metrics (its plan, whether autoUpgrade is on, its time). */
+void op_upgrade_record(struct op_upgrade *u, const struct upg_plan *plan, bool auto_up,
+                       uint64_t plan_us, uint64_t plan_cpu_us);
+void op_upgrade_pool_counts_free(struct pool_counts *pc, size_t n);
+
+#endif
