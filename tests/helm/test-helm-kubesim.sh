@@ -53,6 +53,19 @@ PY
     [ $phase = Succeeded ] || fail "hook $job failed: $(cat "$T/hook-$job.log")"
 }
 
+# helm install with the default values: the image names no registry, so helm refuses and says
+# what to set; no release is recorded and no object made.
+if helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
+    >"$T/noreg.out" 2>&1; then
+    fail "helm install with the default values (no registry) succeeded"
+fi
+grep -q 'operator.repository is not set: the image "gpuop:[0-9.]*" names no registry' "$T/noreg.out" &&
+    grep -q 'operator.localImage=true' "$T/noreg.out" ||
+    fail "no-registry message: $(cat "$T/noreg.out")"
+[ -z "$(helm_q list -A -a -q)" ] || fail "a release recorded after the refusal: $(helm_q list -A -a)"
+if $K get clusterpolicy cluster-policy >/dev/null 2>&1; then fail "a ClusterPolicy made after the refusal"; fi
+echo "no registry: helm install refused, the message names operator.repository and operator.localImage; nothing recorded"
+
 # The gpuop image is local here (kubesim pulls nothing); two NVIDIA chart keys gpuop does not act
 # on are named in the notes.
 helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
