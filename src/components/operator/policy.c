@@ -249,10 +249,6 @@ static const char *section_env(const json_t *sec, const char *name)
     return NULL;
 }
 
-/* The toolkit's runtime handler is closed (docs/runtime.md): the policy asking to trust an
- * unprivileged container's NVIDIA_VISIBLE_DEVICES opens GPU isolation; a device plugin handing
- * out GPUs by that variable alone gives GPU pods none. Either is reported (only the policy's
- * env is read: a device plugin config file's deviceListStrategy is not). */
 bool op_nvidia_exporter_file(const json_t *name, const json_t *value)
 {
     const char *n = json_string_value(name), *v = json_string_value(value);
@@ -261,6 +257,10 @@ bool op_nvidia_exporter_file(const json_t *name, const json_t *value)
            strncmp(v, "/etc/dcgm-exporter/custom/", 26) != 0;
 }
 
+/* The toolkit's runtime handler is closed (docs/runtime.md): the policy asking to trust an
+ * unprivileged container's NVIDIA_VISIBLE_DEVICES opens GPU isolation; a device plugin handing
+ * out GPUs by that variable alone gives GPU pods none. Either is reported (only the policy's
+ * env is read: a device plugin config file's deviceListStrategy is not). */
 static void gpu_access_check(struct op_policy *p)
 {
     if (!p->operand[OP_TOOLKIT].enabled)
