@@ -406,6 +406,10 @@ static void test_to_nvidia(void **state)
         if (streq_ptr(kobj_name(o), "nvidia-container-toolkit-daemonset"))
             json_object_set_new(kobj_path(o, "spec.template.spec"), "containers",
                                 y("[{name: nvidia-container-toolkit-ctr}]"));
+        if (streq_ptr(kobj_name(o), "nvidia-device-plugin-daemonset"))
+            json_object_set_new(kobj_path(o, "spec.template.spec"), "containers",
+                                y("[{name: nvidia-device-plugin, image: gpuop:0.1.0, "
+                                  "args: [device-plugin]}]"));
     }
     json_t *s = json_array_get(json_object_get(f, "releases"), 0);
     json_object_set_new(json_object_get(json_object_get(s, "metadata"), "labels"), "name",
@@ -422,6 +426,9 @@ static void test_to_nvidia(void **state)
     assert_string_equal(got, "0 Deployment gpu-operator\n"
                              "2 ClusterPolicy cluster-policy\n"
                              "4 Secret sh.helm.release.v1.gpuop.v1\n"
+                             "5 Pod gpuop-device-plugin-takeover-gpu-a100\n"
+                             "5 Pod gpuop-device-plugin-takeover-gpu-h100\n"
+                             "5 Pod gpuop-device-plugin-takeover-gpu-l4\n"
                              "1 DaemonSet gpu-feature-discovery\n"
                              "3 DaemonSet nvidia-container-toolkit-daemonset\n"
                              "1 DaemonSet nvidia-operator-validator\n");
@@ -429,10 +436,42 @@ static void test_to_nvidia(void **state)
                         "gpu-operator");
     assert_string_equal(p.toolkit_ds, "nvidia-container-toolkit-daemonset");
     assert_false(p.has_takeover);
+    assert_int_equal(p.surge_pods, 3);
+    /* a surge pod: the device plugin's template on the node, its own socket, no DaemonSet's */
+    const json_t *surge = p.writes[3].body;
+    assert_string_equal(kobj_path_str(surge, "spec.nodeName"), "gpu-a100");
+    assert_string_equal(kobj_label(surge, "app"), "gpuop-device-plugin-takeover");
+    assert_string_equal(kobj_label(surge, "app.kubernetes.io/managed-by"), "gpuop");
+    assert_string_equal(kobj_path_str(surge, "metadata.ownerReferences.0.kind"), "ClusterPolicy");
+    _cleanup_free_ char *sj = json_dumps(surge, JSON_COMPACT);
+    bool suffix = false;
+    size_t k;
+    json_t *c;
+    json_array_foreach (kobj_path(surge, "spec.containers"), k, c) {
+        size_t j;
+        json_t *ev;
+        json_array_foreach (json_object_get(c, "env"), j, ev) {
+            suffix |= streq_ptr(kobj_str(ev, "name"), "DP_SOCKET_SUFFIX") &&
+                      streq_ptr(kobj_str(ev, "value"), "takeover");
+        }
+    }
+    if (!suffix)
+        fail_msg("no DP_SOCKET_SUFFIX=takeover in the surge pod: %s", sj);
     _cleanup_free_ char *text = NULL;
     assert_int_equal(mig_plan_text(&p, true, &text, &e), 0);
     assert_non_null(strstr(text, "  ok   gpuop's operator stopped: "));
     assert_non_null(strstr(text, "left for you once NVIDIA's operands run on every node"));
+    assert_non_null(strstr(text, "kubectl -n gpu-operator delete pods -l "
+                                 "app=gpuop-device-plugin-takeover"));
+    /* run again with the surge pods there: none made twice, all three waited for */
+    json_t *pods = json_object_get(f, "pods");
+    for (size_t n = 3; n < 6; n++)
+        json_array_append(pods, p.writes[n].body);
+    mig_plan_done(&p);
+    assert_int_equal(mig_plan(&w, &p, &e), 0);
+    assert_int_equal(p.surge_pods, 3);
+    for (size_t n = 0; n < p.n_writes; n++)
+        assert_int_not_equal(p.writes[n].kind, MIG_CREATE);
     mig_plan_done(&p);
     /* gpuop's operator running: refused */
     json_object_set_new(json_object_get(dep, "spec"), "replicas", json_integer(2));

@@ -12,6 +12,7 @@
 #include "kube.h"
 #include "migrate.h"
 #include "svc.h"
+#include "upgrade.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "migrate"
@@ -34,8 +35,8 @@ static const struct kube_resource *const object_kinds[] = {
     &RES_CLUSTERROLEBINDINGS, &KUBE_RUNTIMECLASSES,
 };
 static const struct kube_resource *const written_kinds[] = {
-    &KUBE_DEPLOYMENTS, &RES_CLUSTERPOLICIES, &KUBE_SERVICEACCOUNTS,
-    &KUBE_SERVICES,    &KUBE_SECRETS,        &KUBE_DAEMONSETS,
+    &KUBE_DEPLOYMENTS, &RES_CLUSTERPOLICIES, &KUBE_SERVICEACCOUNTS, &KUBE_SERVICES, &KUBE_SECRETS,
+    &KUBE_DAEMONSETS,  &KUBE_PODS,
 };
 static const char *const crd_names[] = {"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"};
 
@@ -223,6 +224,13 @@ static int do_write(struct kube_client *kc, const struct mig_write *w, struct er
     case MIG_REPLACE:
         rc = kube_update(kc, r, w->ns, w->body, &out, e);
         break;
+    case MIG_CREATE:
+        rc = kube_create(kc, r, w->ns, w->body, &out, e);
+        if (rc == -EEXIST) {
+            err_clear(e);
+            rc = 0;
+        }
+        break;
     }
     if (rc < 0)
         return err_prefix(e, "%s %s%s%s", w->res_kind, w->ns ? w->ns : "", w->ns ? "/" : "",
@@ -253,6 +261,38 @@ static int wait_rollout(struct svc *s, struct kube_client *kc, const struct migr
                            m->ns, ds_name, (unsigned long long)(m->timeout_ms / 1000), why);
         if (svc_wait(s, 1000) == SVC_STOP)
             return err_set(e, -ECANCELED, "stopped while waiting for %s", ds_name);
+    }
+}
+
+/* Until the n surge device plugin pods are Ready, and then ADOPT_SURGE_SETTLE_MS more (their
+ * registration with the kubelet follows their start): only then may NVIDIA's plugin replace
+ * gpuop's. */
+static int wait_surge(struct svc *s, struct kube_client *kc, const struct migrate *m, size_t n,
+                      struct err *e)
+{
+    uint64_t deadline = deadline_after(m->timeout_ms);
+    for (;;) {
+        _cleanup_json_ json_t *pods = json_array();
+        int r = list_kind(kc, &KUBE_PODS, m->ns, "app=" ADOPT_SURGE_APP, pods, e);
+        if (r < 0)
+            return r;
+        size_t ready = 0, i;
+        json_t *p;
+        json_array_foreach (pods, i, p) {
+            ready += upg_pod_ready(p);
+        }
+        if (ready >= n) {
+            log_info(COMPONENT, "the surge device plugins run on every node", "pods=%zu", ready);
+            return svc_wait(s, ADOPT_SURGE_SETTLE_MS) == SVC_STOP
+                       ? err_set(e, -ECANCELED, "stopped while the surge plugins register")
+                       : 0;
+        }
+        if (deadline_left_ms(deadline) == 0)
+            return err_set(e, -ETIMEDOUT,
+                           "%zu of %zu surge device plugin pod(s) (app=%s) Ready in %llu s", ready,
+                           n, ADOPT_SURGE_APP, (unsigned long long)(m->timeout_ms / 1000));
+        if (svc_wait(s, 1000) == SVC_STOP)
+            return err_set(e, -ECANCELED, "stopped while waiting for the surge plugins");
     }
 }
 
@@ -304,6 +344,8 @@ static int migrate_run(struct svc *s, struct err *e)
     for (size_t i = 0; i < plan.n_writes; i++)
         if ((r = do_write(kc, &plan.writes[i], e)) < 0)
             goto out;
+    if (plan.surge_pods && (r = wait_surge(s, kc, m, plan.surge_pods, e)) < 0)
+        goto out;
     if (plan.toolkit_ds && (r = wait_rollout(s, kc, m, plan.toolkit_ds, e)) < 0)
         goto out;
     printf("done: %zu change(s)\n", plan.n_writes);

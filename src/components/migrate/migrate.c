@@ -487,6 +487,35 @@ static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const j
         return r;
     size_t i;
     json_t *o;
+    /* The device plugin surged on the way back as on the way there: a plugin of gpuop's stays
+     * registered on each node (a pod of its own, its own socket) while NVIDIA's DaemonSet
+     * replaces gpuop's plugin pod, so the kubelet never marks the node's GPUs unhealthy. */
+    const json_t *dp = find_obj(w, "DaemonSet", ADOPT_DEVICE_PLUGIN_APP);
+    if (dp && streq_ptr(kobj_label(dp, ADOPT_LABEL_MANAGED_BY), ADOPT_GPUOP_MANAGER)) {
+        json_array_foreach ((json_t *)w->pods, i, o) {
+            const char *node = kobj_path_str(o, "spec.nodeName");
+            if (!node || !streq_ptr(kobj_label(o, "app"), ADOPT_DEVICE_PLUGIN_APP) ||
+                kobj_deletion_timestamp(o))
+                continue;
+            _cleanup_free_ char *name = xasprintf("%s-%s", ADOPT_SURGE_APP, node);
+            bool there = false;
+            size_t k;
+            json_t *q;
+            json_array_foreach ((json_t *)w->pods, k, q) {
+                there |= streq_ptr(kobj_name(q), name) && !kobj_deletion_timestamp(q);
+            }
+            json_t *pod = there ? NULL : adopt_surge_pod(dp, cp, w->ns, node);
+            if (!there && !pod)
+                continue;
+            p->surge_pods++;
+            if (pod)
+                write_add(p, MIG_CREATE, "Pod", w->ns, name, pod,
+                          xasprintf("gpuop's device plugin on node %s on a socket of its own: "
+                                    "the node's GPUs stay registered while NVIDIA's plugin "
+                                    "replaces gpuop's",
+                                    node));
+        }
+    }
     json_array_foreach ((json_t *)w->objects, i, o) {
         if (!streq_ptr(kobj_kind(o), "DaemonSet") ||
             !streq_ptr(kobj_label(o, ADOPT_LABEL_MANAGED_BY), ADOPT_GPUOP_MANAGER))
@@ -530,6 +559,12 @@ static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const j
             ann += strstr(k, "gpuop.dev/") != NULL;
         }
     }
+    if (p->surge_pods)
+        note(p, xasprintf("once NVIDIA's device plugin runs on every node: kubectl -n %s delete "
+                          "pods -l app=%s (gpuop's %zu surge device plugin pod(s); NVIDIA's "
+                          "plugin has taken the GPUs over by then, so removing them changes "
+                          "nothing the kubelet sees)",
+                          w->ns, ADOPT_SURGE_APP, p->surge_pods));
     note(p, xasprintf("left for you once NVIDIA's operands run on every node: gpuop's RBAC (%zu "
                       "object(s): kubectl delete clusterroles,clusterrolebindings,roles,"
                       "rolebindings -A -l app.kubernetes.io/managed-by=gpuop), its node "
@@ -612,6 +647,8 @@ static const char *write_verb(enum mig_write_kind k)
         return "patch";
     case MIG_REPLACE:
         return "replace";
+    case MIG_CREATE:
+        return "create";
     }
     return "?";
 }

@@ -19,7 +19,10 @@
  *                  gpuop's release record made to keep everything (its uninstall hook dropped),
  *                  the toolkit's cleanup turned on (each node's runtime configuration goes back
  *                  to what it was, handing the `nvidia` handler back to NVIDIA's toolkit as its
- *                  pods replace gpuop's), and the DaemonSets whose selector NVIDIA's operator
+ *                  pods replace gpuop's), a surge device plugin pod on each node (gpuop's plugin
+ *                  on a socket of its own, so that the kubelet keeps a plugin for the node's
+ *                  GPUs while NVIDIA's replaces gpuop's; removed by hand once NVIDIA's plugin
+ *                  runs, as the notes say), and the DaemonSets whose selector NVIDIA's operator
  *                  cannot update deleted with their pods orphaned (NVIDIA's, created with its
  *                  selector, claims them). What gpuop leaves behind is listed.
  *
@@ -68,6 +71,7 @@ enum mig_write_kind {
     MIG_PATCH_MERGE,
     MIG_PATCH_STRATEGIC,
     MIG_REPLACE, /* body: the whole object, with its resourceVersion (a PUT) */
+    MIG_CREATE,  /* body: the object; one that exists already is left as it is */
 };
 
 struct mig_write {
@@ -91,6 +95,9 @@ struct mig_plan {
     struct adopt_plan takeover;
     /* --to nvidia: the toolkit DaemonSet whose cleanup rollout the shell waits for, or NULL */
     char *toolkit_ds;
+    /* --to nvidia: the surge device plugin pods (one per node, made or there already) the shell
+     * waits for, Ready and registered, before it returns */
+    size_t surge_pods;
     json_t *notes; /* strings: GPU access, what stays behind, the next steps */
 };
 

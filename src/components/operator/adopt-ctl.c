@@ -213,45 +213,18 @@ static int owner_is_gpuops(struct controller *c, const json_t *pod, bool *ret, s
     return 0;
 }
 
-/* The surge device plugin pod of a node: gpuop's device plugin's pod template, bound to the
- * node, owned by the ClusterPolicy (gone with it), not selected by any DaemonSet. */
+/* The surge device plugin pod of a node, from gpuop's device plugin DaemonSet as rendered. */
 static json_t *surge_pod(const struct op_plan *plan, const json_t *cp, const char *ns,
-                         const char *name, const char *node)
+                         const char *node)
 {
-    const json_t *ds = NULL;
     size_t i;
     json_t *d;
     json_array_foreach (plan->desired, i, d) {
         if (streq_ptr(kobj_kind(d), "DaemonSet") &&
             streq_ptr(kobj_path_str(d, "spec.selector.matchLabels.app"), ADOPT_DEVICE_PLUGIN_APP))
-            ds = d;
+            return adopt_surge_pod(d, cp, ns, node);
     }
-    if (!ds)
-        return NULL;
-    json_t *spec = json_deep_copy(kobj_path(ds, "spec.template.spec"));
-    json_object_set_new(spec, "nodeName", json_string(node));
-    /* a socket of its own: beside NVIDIA's plugin, and then the DaemonSet's, neither replaces
-     * (nor, stopping, removes) the other's socket file */
-    size_t k;
-    json_t *ctr;
-    json_array_foreach (json_object_get(spec, "containers"), k, ctr) {
-        if (!streq_ptr(json_string_value(json_array_get(json_object_get(ctr, "args"), 0)),
-                       "device-plugin"))
-            continue;
-        json_t *env = json_object_get(ctr, "env");
-        if (!json_is_array(env)) {
-            env = json_array();
-            json_object_set_new(ctr, "env", env);
-        }
-        json_array_append_new(
-            env, json_pack("{s:s,s:s}", "name", "DP_SOCKET_SUFFIX", "value", "takeover"));
-    }
-    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s},s:[{s:s,s:s,s:s,s:s,s:b}]},s:o}",
-                     "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns,
-                     "labels", "app", ADOPT_SURGE_APP, ADOPT_LABEL_MANAGED_BY, ADOPT_GPUOP_MANAGER,
-                     "ownerReferences", "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy",
-                     "name", kobj_name(cp), "uid", kobj_uid(cp) ?: "", "controller", 0, "spec",
-                     spec);
+    return NULL;
 }
 
 static void put_condition(json_t *status, const json_t *cp, bool ok, const char *reason,
@@ -308,7 +281,7 @@ int op_adopt_finish(struct controller *c, const json_t *cp, struct op_plan *plan
         struct err we = {0};
         acted = true;
         if (it->action == ADOPT_SURGE) {
-            _cleanup_json_ json_t *pod = surge_pod(plan, cp, c->ns, it->name, it->node);
+            _cleanup_json_ json_t *pod = surge_pod(plan, cp, c->ns, it->node);
             _cleanup_json_ json_t *out = NULL;
             r = pod ? kube_create(c->kc, &KUBE_PODS, c->ns, pod, &out, &we) : 0;
             if (r < 0 && r != -EEXIST) {

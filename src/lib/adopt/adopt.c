@@ -692,6 +692,40 @@ bool adopt_helm_owned(const json_t *obj, const char *release, const char *ns)
            streq_ptr(kobj_annotation(obj, ADOPT_HELM_RELEASE_NAMESPACE), ns);
 }
 
+json_t *adopt_surge_pod(const json_t *ds, const json_t *cp, const char *ns, const char *node)
+{
+    const json_t *tmpl = kobj_path(ds, "spec.template.spec");
+    if (!json_is_object(tmpl) || !node || !ns)
+        return NULL;
+    json_t *spec = json_deep_copy(tmpl);
+    json_object_set_new(spec, "nodeName", json_string(node));
+    /* a socket of its own: beside the plugin it stands in for, neither replaces (nor, stopping,
+     * removes) the other's socket file */
+    size_t k;
+    json_t *ctr;
+    json_array_foreach (json_object_get(spec, "containers"), k, ctr) {
+        if (!streq_ptr(json_string_value(json_array_get(json_object_get(ctr, "args"), 0)),
+                       "device-plugin"))
+            continue;
+        json_t *env = json_object_get(ctr, "env");
+        if (!json_is_array(env)) {
+            env = json_array();
+            json_object_set_new(ctr, "env", env);
+        }
+        json_array_append_new(env, json_pack("{s:s,s:s}", "name", "DP_SOCKET_SUFFIX", "value",
+                                             ADOPT_SURGE_SOCKET_SUFFIX));
+    }
+    char *name = xasprintf("%s-%s", ADOPT_SURGE_APP, node);
+    json_t *pod =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s},s:[{s:s,s:s,s:s,s:s,s:b}]},s:o}", "apiVersion",
+                  "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns, "labels", "app",
+                  ADOPT_SURGE_APP, ADOPT_LABEL_MANAGED_BY, ADOPT_GPUOP_MANAGER, "ownerReferences",
+                  "apiVersion", "nvidia.com/v1", "kind", "ClusterPolicy", "name",
+                  kobj_name(cp) ?: "", "uid", kobj_uid(cp) ?: "", "controller", 0, "spec", spec);
+    free(name);
+    return pod;
+}
+
 json_t *adopt_toolkit_cleanup_patch(const json_t *ds)
 {
     json_t *ctrs = kobj_path(ds, "spec.template.spec.containers");

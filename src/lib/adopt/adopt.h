@@ -59,8 +59,9 @@
 #define ADOPT_TOOLKIT_DS        "nvidia-container-toolkit-daemonset"
 #define ADOPT_TOOLKIT_CONTAINER "nvidia-container-toolkit-ctr"
 /* The device plugin's app label (gpuop's and NVIDIA's), and the surge pod's. */
-#define ADOPT_DEVICE_PLUGIN_APP "nvidia-device-plugin-daemonset"
-#define ADOPT_SURGE_APP         "gpuop-device-plugin-takeover"
+#define ADOPT_DEVICE_PLUGIN_APP   "nvidia-device-plugin-daemonset"
+#define ADOPT_SURGE_APP           "gpuop-device-plugin-takeover"
+#define ADOPT_SURGE_SOCKET_SUFFIX "takeover" /* its socket: nvidia-gpu-takeover.sock */
 /* How long a device plugin pod is Ready before the one it replaces goes: its registration with
  * the kubelet follows its start. */
 #define ADOPT_SURGE_SETTLE_MS 5000
@@ -145,6 +146,14 @@ bool adopt_helm_owned(const json_t *obj, const char *release, const char *ns);
  * in its toolkit container: on SIGTERM the toolkit takes its changes out of the node's runtime
  * configuration), or NULL when it has no such container or the cleanup is on already. New. */
 json_t *adopt_toolkit_cleanup_patch(const json_t *ds);
+
+/* The surge device plugin pod of a node (ADOPT_SURGE_APP-<node>): the pod template of gpuop's
+ * device plugin DaemonSet ds, bound to the node, its plugin on a socket of its own
+ * (DP_SOCKET_SUFFIX=ADOPT_SURGE_SOCKET_SUFFIX), owned by the ClusterPolicy cp (not as its
+ * controller: gone with it), selected by no DaemonSet. The takeover runs one while NVIDIA's
+ * plugin goes; gpuop migrate --to nvidia one per node while NVIDIA's plugin replaces gpuop's. New;
+ * NULL when ds has no pod template. */
+json_t *adopt_surge_pod(const json_t *ds, const json_t *cp, const char *ns, const char *node);
 
 /* Whether every pod of a DaemonSet runs its current template and is ready (its status says so
  * for its current generation); *why (may be NULL) says what is missing. */
