@@ -8,7 +8,7 @@ SHELL      := /bin/bash
 
 # Debian 12 packages: build, product libraries, test peers and tools. README says why each.
 DEPS_PKGS := build-essential meson ninja-build pkg-config git \
-	libyaml-dev libjansson-dev libgnutls28-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev \
+	libyaml-dev libjansson-dev zlib1g-dev libgnutls28-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev \
 	libnghttp2-dev libmnl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
 	python3 python3-grpcio python3-grpc-tools python3-protobuf \
 	prometheus wrk valgrind clang libclang-rt-14-dev clang-format jq curl procps iproute2 \

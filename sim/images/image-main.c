@@ -17,10 +17,9 @@ static const struct {
     const char *name;
     int (*main)(int argc, char **argv);
 } programs[] = {
-    {"nvidia-driver", simimg_driver_main},
-    {"nvidia-smi", simimg_smi_main},
-    {"cuda-sample", simimg_cuda_sample_main},
-    {"rmmod", simimg_rmmod_main},
+    {"nvidia-driver", simimg_driver_main},    {"nvidia-smi", simimg_smi_main},
+    {"cuda-sample", simimg_cuda_sample_main}, {"rmmod", simimg_rmmod_main},
+    {"nvidia-operand", simimg_operand_main},
 };
 
 int simimg_signals_open(void)
@@ -107,7 +106,7 @@ int main(int argc, char **argv)
         name = argv[1];
     }
     fprintf(stderr,
-            "sim-image: run as nvidia-driver, nvidia-smi, cuda-sample or rmmod (a link of that "
-            "name, or `sim-image NAME ARGS...`)\n");
+            "sim-image: run as nvidia-driver, nvidia-smi, cuda-sample, rmmod or nvidia-operand (a "
+            "link of that name, or `sim-image NAME ARGS...`)\n");
     return 2;
 }

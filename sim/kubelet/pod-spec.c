@@ -93,6 +93,16 @@ int kl_image_resolve(const char *image, const char *gpuop_exe, struct kl_image *
     } else if (strcmp(repo, "nvcr.io/nvidia/cuda") == 0 ||
                strcmp(repo, "nvcr.io/nvidia/k8s/cuda-sample") == 0) {
         program = name = "cuda-sample";
+    } else if (strcmp(repo, "nvcr.io/nvidia/k8s-device-plugin") == 0) {
+        /* NVIDIA's device plugin, played by gpuop's (the same kubelet API): its command
+         * nvidia-device-plugin runs the built gpuop */
+        name = "nvidia-device-plugin";
+        path = xstrdup(gpuop_exe);
+    } else if (strcmp(repo, "nvcr.io/nvidia/cloud-native/gpu-operator-validator") == 0 ||
+               strcmp(repo, "nvcr.io/nvidia/k8s/container-toolkit") == 0 ||
+               strcmp(repo, "nvcr.io/nvidia/k8s/dcgm-exporter") == 0 ||
+               strcmp(repo, "nvcr.io/nvidia/cloud-native/k8s-mig-manager") == 0) {
+        program = name = "nvidia-operand"; /* a stand-in for NVIDIA's other operands */
     } else {
         return err_set(e, -ENOENT,
                        "rpc error: code = NotFound desc = failed to pull and unpack image "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The control loops kubesim runs in place of kube-controller-manager, the scheduler's binding of
- * DaemonSet pods and the kubelet's pod status: DaemonSets (with ControllerRevisions), pod
+ * DaemonSet pods and the kubelet's pod status: DaemonSets (with ControllerRevisions), Jobs, pod
  * readiness, the node unschedulable taint, PodDisruptionBudget status and evictions, namespace
  * deletion, and garbage collection through ownerReferences. All run under ks->lock. */
 #include "ks-controllers.h"
@@ -22,6 +22,7 @@ bool ks_controllers(struct ksim *ks)
         c |= ks_ctl_daemonsets(ks);
         c |= ks_ctl_deployments(ks);
         c |= ks_ctl_replicasets(ks);
+        c |= ks_ctl_jobs(ks);
         c |= ks_ctl_resourceclaims(ks);
         c |= ks_ctl_schedule(ks);
         c |= ks_ctl_orphan_pods(ks);

@@ -261,12 +261,64 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
     return changed;
 }
 
+static bool has_controller(const json_t *obj)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach (kobj_path(obj, "metadata.ownerReferences"), i, r) {
+        if (json_is_true(json_object_get(r, "controller")))
+            return true;
+    }
+    return false;
+}
+
+/* Orphaned pods (no controller) that a DaemonSet of their namespace selects become its pods, as
+ * the DaemonSet controller claims them: a DaemonSet deleted with propagationPolicy=Orphan and
+ * created again with a selector its old pods match takes them over (and then replaces them as
+ * its update strategy says, since their template hash is not its own). */
+static bool adopt_orphans(struct ksim *ks, struct ks_type *dst, struct ks_type *pt)
+{
+    json_t *orphans = json_array();
+    const char *k;
+    json_t *p;
+    json_object_foreach (pt->objs, k, p) {
+        if (!ks_is_deleting(p) && kobj_path_str(p, "spec.nodeName") && !has_controller(p))
+            json_array_append(orphans, p);
+    }
+    bool changed = false;
+    size_t i;
+    json_array_foreach (orphans, i, p) {
+        json_t *ds;
+        json_object_foreach (dst->objs, k, ds) {
+            json_t *match = kobj_path(ds, "spec.selector.matchLabels");
+            if (ks_is_deleting(ds) || !streq_ptr(ks_obj_ns(ds), ks_obj_ns(p)) ||
+                !json_is_object(match) || json_object_size(match) == 0 ||
+                !kobj_labels_match(match, kobj_labels(p)))
+                continue;
+            json_t *n = json_deep_copy(p);
+            json_t *meta = kobj_ensure_object(n, "metadata");
+            json_t *refs = json_object_get(meta, "ownerReferences");
+            if (!json_is_array(refs)) {
+                refs = json_array();
+                json_object_set_new(meta, "ownerReferences", refs);
+            }
+            json_array_append_new(refs, ctl_owner_ref(ds, "apps/v1", "DaemonSet"));
+            ks_update(ks, pt, p, n, NULL);
+            changed = true;
+            break;
+        }
+    }
+    json_decref(orphans);
+    return changed;
+}
+
 bool ks_ctl_daemonsets(struct ksim *ks)
 {
     struct ks_type *dst = ks_type_find(ks, "apps", "v1", "daemonsets");
     if (json_object_size(dst->objs) == 0)
         return false;
     struct ks_type *pt = ctl_core(ks, "pods");
+    bool adopted = adopt_orphans(ks, dst, pt);
     json_t *nodes = ctl_values(ctl_core(ks, "nodes")->objs);
     /* index: DaemonSet uid -> node -> [pods] */
     json_t *by_owner = json_object();
@@ -293,7 +345,7 @@ bool ks_ctl_daemonsets(struct ksim *ks)
         }
     }
     json_t *dss = ctl_values(dst->objs);
-    bool changed = false;
+    bool changed = adopted;
     size_t i;
     json_t *ds;
     json_array_foreach (dss, i, ds)

@@ -59,6 +59,8 @@ void ks_dra_bind(struct ks_dra_sched *s, struct ks_dra_pod *p, json_t *node, jso
 bool ks_ctl_daemonsets(struct ksim *ks);
 bool ks_ctl_deployments(struct ksim *ks);
 bool ks_ctl_replicasets(struct ksim *ks);
+/* ctl-job.c */
+bool ks_ctl_jobs(struct ksim *ks);
 bool ks_ctl_kubelet(struct ksim *ks);
 bool ks_ctl_schedule(struct ksim *ks);
 bool ks_ctl_orphan_pods(struct ksim *ks);

@@ -509,6 +509,32 @@ def run_strategies(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
               f"volume-mounts: mounts {mounts}")
         check(not c.cdi_devices and not c.annotations and not c.devices,
               "volume-mounts: no CDI devices, annotations or device specs")
+        rc = plugin.stop()
+        check(rc == 0, f"volume-mounts: SIGTERM: exit 0 (rc={rc})")
+
+        # --socket-suffix: a second plugin's socket beside another's (the operator's takeover
+        # runs one while NVIDIA's plugin still serves nvidia-gpu.sock); a bad word is refused.
+        bad = kg.DevicePlugin(gpuop, env, ["--kubelet-socket", ksock, "--socket-suffix", "Bad/x"],
+                              os.path.join(tmp, "plugin-badsfx.log"))
+        rc = bad.proc.wait(timeout=20)
+        bad.log.close()
+        check(rc == 2 and "socket-suffix" in bad.output(),
+              f"--socket-suffix Bad/x refused (rc={rc}): {bad.output().strip()[-200:]}")
+        plugin = kg.DevicePlugin(gpuop, env, ["--kubelet-socket", ksock, "--socket-suffix",
+                                              "takeover"], os.path.join(tmp, "plugin-sfx.log"))
+        regs = kubelet.wait_registrations(1, 15)
+        if not check(len(regs) == 1, "--socket-suffix: the plugin registers"):
+            return
+        check(regs[0][1].endpoint == "nvidia-gpu-takeover.sock",
+              f"--socket-suffix: endpoint {regs[0][1].endpoint}")
+        check(os.path.exists(os.path.join(dpdir, "nvidia-gpu-takeover.sock")),
+              "--socket-suffix: its socket exists")
+        stub = pb_grpc.DevicePluginStub(
+            grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"))
+        w = kg.Watch(stub, pb)
+        t, devs = w.next(5)
+        w.cancel()
+        check(devs is not None and len(devs) == 4, "--socket-suffix: 4 GPUs listed")
     finally:
         rc = plugin.stop()
         check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")

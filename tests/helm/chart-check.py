@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Checks on `helm template` output of deploy/helm/gpuop (tests/helm/test-helm-chart.sh).
 
-chart-check.py split RENDERED PREFIX VERSION CASE
+chart-check.py split RENDERED PREFIX VERSION CASE [IMAGE]
     Writes PREFIX.builtin.json (the built-in kinds, for kubernetes-models),
     PREFIX.clusterpolicy.yaml and PREFIX.rules.yaml (the PrometheusRule's groups) and checks what
-    every install must hold (image and --operand-image gpuop:VERSION, leader election, the RBAC
-    of deploy/rbac/operator.yaml with no wildcard) and what the values file CASE asks for.
+    every install must hold (image and --operand-image IMAGE, default gpuop:VERSION, leader
+    election, the RBAC of deploy/rbac/operator.yaml with no wildcard, the hooks) and what the
+    values file CASE asks for.
 chart-check.py prune CLUSTERPOLICY CRD
     Fails on any field of the ClusterPolicy its CRD's structural schema lacks (an API server
     would prune it silently) or whose type the schema refuses.
@@ -32,7 +33,7 @@ def find(objs, kind, name=None):
     return None
 
 
-def split(rendered, prefix, version, case):
+def split(rendered, prefix, version, case, image=None):
     objs = [d for d in yaml.safe_load_all(open(rendered)) if d]
     builtin = [o for o in objs if o["kind"] not in ("ClusterPolicy", "PrometheusRule", "NVIDIADriver")]
     json.dump(builtin, open(prefix + ".builtin.json", "w"))
@@ -46,7 +47,7 @@ def split(rendered, prefix, version, case):
     if nvd:
         yaml.safe_dump(nvd, open(prefix + ".nvidiadriver.yaml", "w"))
 
-    image = f"gpuop:{version}"
+    image = image or f"gpuop:{version}"
     dep = find(objs, "Deployment", "gpu-operator")
     check(dep is not None, "no Deployment gpu-operator")
     if dep:
@@ -68,6 +69,32 @@ def split(rendered, prefix, version, case):
             check(o["rules"] == s["rules"], f"{s['kind']} {s['metadata']['name']}: rules differ from deploy/rbac/operator.yaml")
         if o and "roleRef" in s:
             check(o["roleRef"] == s["roleRef"], f"{s['kind']} {s['metadata']['name']}: roleRef differs")
+    # Hooks: the CRD upgrade (pre-upgrade, operator.upgradeCRD: true by default) applies the
+    # chart's own crds/, carried byte for byte; the uninstall hook (pre-delete) runs always.
+    def hook(kind, name):
+        o = find(objs, kind, name)
+        return o, (o or {}).get("metadata", {}).get("annotations", {}).get("helm.sh/hook")
+    up, when = hook("Job", "gpuop-upgrade-crd")
+    check(up is not None and when == "pre-upgrade", "no pre-upgrade Job gpuop-upgrade-crd")
+    crd_dir = os.path.join(SRC, "deploy/helm/gpuop/crds")
+    crd_files = sorted(f for f in os.listdir(crd_dir) if f.endswith(".yaml"))
+    if up:
+        c = up["spec"]["template"]["spec"]["containers"][0]
+        check(c["image"] == image and c["args"] == ["operator", "apply-crds", "--dir=/crds"],
+              f"CRD upgrade Job: {c['image']} {c['args']}")
+        cm, _ = hook("ConfigMap", "gpuop-upgrade-crd")
+        check(cm is not None and sorted(cm["data"]) == crd_files, "CRD upgrade ConfigMap: not the chart's crds/")
+        for f in crd_files if cm else []:
+            check(cm["data"].get(f) == open(os.path.join(crd_dir, f)).read(), f"CRD upgrade ConfigMap: {f} differs")
+    un, when = hook("Job", "gpuop-uninstall")
+    check(un is not None and when == "pre-delete", "no pre-delete Job gpuop-uninstall")
+    if un:
+        args = un["spec"]["template"]["spec"]["containers"][0]["args"]
+        check(args[:2] == ["operator", "uninstall"] and "--namespace=gpu-operator" in args and
+              "--release=gpuop" in args, f"uninstall Job args {args}")
+        names = sorted(yaml.safe_load(open(os.path.join(crd_dir, f)))["metadata"]["name"] for f in crd_files)
+        deletes = sorted(a.split("=", 1)[1] for a in args if a.startswith("--delete-crd="))
+        check(deletes == (names if case == "cleanup-crd" else []), f"uninstall deletes CRDs {deletes}")
     for o in objs:
         for r in o.get("rules", []) if o["kind"] in ("Role", "ClusterRole") else []:
             for f in ("apiGroups", "resources", "verbs"):
@@ -186,5 +213,5 @@ def prune(path, crd_path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "split":
-        sys.exit(split(*sys.argv[2:6]))
+        sys.exit(split(*sys.argv[2:7]))
     sys.exit(prune(*sys.argv[2:4]))

@@ -3,13 +3,17 @@
 # The whole stack from the Helm chart alone, on simulated nodes that run it: kubesim, kubelet-sim
 # with two GPU nodes (tests/kubelet/chart-cluster.yaml: a DGX H100 whose driver the operator
 # deploys, an L4 server with a host driver) and no Node Feature Discovery in the cluster
-# (--no-nfd), then only `helm install` of deploy/helm/gpuop with its default values. The
+# (--no-nfd), then only `helm install` of deploy/helm/gpuop with its default values (the image
+# said to be local, operator.localImage, and operator.cleanupCRD). The
 # operator runs as the pod of the chart's Deployment on a simulated node (the gpuop image is the
 # built gpuop), with its ServiceAccount's token and the in-cluster config, takes the lead and
 # reconciles the ClusterPolicy the chart rendered; the chart's node discovery (nfd.enabled, no
 # NFD found) labels the GPU nodes, which is how the operator finds them; the GPU nodes end with
-# allocatable GPUs and their validations passed. `helm uninstall` removes what it installed and
-# every operand pod stops. As root (namespaces per node); skipped otherwise.
+# allocatable GPUs and their validations passed. `helm uninstall` runs the chart's pre-delete
+# hook as a Job on a simulated node (the operator stopped, the toolkit's cleanup rolled out, the
+# ClusterPolicy deleted, the CRDs deleted), removes what it installed, every operand pod stops,
+# and each node's runtime configuration is back to its bytes before the install. As root
+# (namespaces per node); skipped otherwise.
 set -uo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
 [ -x "$HELM" ] || skip "pinned helm not found at $HELM"
@@ -23,10 +27,20 @@ for n in $H100 $L4; do
 done
 echo "ok: 2 GPU nodes registered by kubelet-sim, no NFD in the cluster"
 
-# Only the chart: its default values, the simulated driver's startup probe shortened (it builds
-# in 2 s; NVIDIA's default waits 60 s before the first probe).
+# Each node's runtime configuration before the install (kubelet-sim wrote it): what uninstall
+# must give back, byte for byte.
+RTCONF="etc/containerd/config.toml etc/docker/daemon.json"
+for n in $H100 $L4; do
+    for f in $RTCONF; do [ -f "$T/roots/$n/$f" ] && cp "$T/roots/$n/$f" "$T/before.$n.${f//\//_}"; done
+done
+ls "$T"/before.* >/dev/null 2>&1 || fail "no runtime configuration on the nodes to compare"
+
+# Only the chart: its default values, the image local (kubelet-sim runs the built gpuop for it),
+# uninstall deleting the CRDs, the simulated driver's startup probe shortened (it builds in 2 s;
+# NVIDIA's default waits 60 s before the first probe).
 t0=$SECONDS
 helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
+    --set operator.localImage=true --set operator.cleanupCRD=true \
     --set driver.startupProbe.initialDelaySeconds=2 --set driver.startupProbe.periodSeconds=2 \
     --wait --timeout 60s >"$T/install.log" || fail "helm install: $(cat "$T/install.log")"
 grep -q 'STATUS: deployed' "$T/install.log" || fail "helm install did not deploy: $(cat "$T/install.log")"
@@ -100,13 +114,30 @@ sim_procs() { # processes kubelet-sim runs for this test's pods
 }
 before=$(sim_procs)
 [ "$before" -gt 0 ] || fail "no pod processes found to watch"
-helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 60s >"$T/uninstall.log" ||
+for n in $H100 $L4; do
+    changed=0
+    for f in $RTCONF; do [ -f "$T/before.$n.${f//\//_}" ] && ! cmp -s "$T/before.$n.${f//\//_}" "$T/roots/$n/$f" && changed=1; done
+    [ $changed = 1 ] || fail "$n: the toolkit left the runtime configuration as it was"
+done
+helm_q uninstall gpuop --namespace gpu-operator --wait --timeout 120s >"$T/uninstall.log" ||
     fail "helm uninstall: $(cat "$T/uninstall.log")"
-for o in "clusterpolicy cluster-policy" "-n gpu-operator deployment gpu-operator" \
+for o in "-n gpu-operator deployment gpu-operator" \
     "-n gpu-operator daemonset gpuop-node-discovery" "-n gpu-operator serviceaccount gpu-operator" \
-    "clusterrole gpuop-operator" "clusterrolebinding gpuop-operator"; do
+    "clusterrole gpuop-operator" "clusterrolebinding gpuop-operator" "-n gpu-operator job gpuop-uninstall" \
+    "crd clusterpolicies.nvidia.com" "crd nvidiadrivers.nvidia.com" "crd driverupgradepools.upgrade.gpuop.dev"; do
     if k get $o >/dev/null 2>&1; then fail "still there after helm uninstall: $o"; fi
 done
+for n in $H100 $L4; do
+    for f in $RTCONF; do
+        b="$T/before.$n.${f//\//_}"
+        if [ -f "$b" ]; then
+            cmp -s "$b" "$T/roots/$n/$f" || fail "$n: /$f not restored: $(diff "$b" "$T/roots/$n/$f")"
+        elif [ -e "$T/roots/$n/$f" ]; then
+            fail "$n: /$f left behind"
+        fi
+    done
+done
+echo "ok: helm uninstall's hook stopped the operator and restored every node's runtime configuration byte for byte; the CRDs are gone (operator.cleanupCRD)"
 no_pods() { [ -z "$(k -n gpu-operator get pods -o name)" ]; }
 wait_for 60 "every pod in gpu-operator gone" no_pods
 no_procs() { [ "$(sim_procs)" = 0 ]; }

@@ -611,11 +611,15 @@ static void test_render_overrides(void **state)
                             json_array_get(json_object_get(dp, "imagePullSecrets"), 0), "name")),
                         "regcred");
 
-    /* A pinned gpuop image is used as given; the driver image takes the OS suffix. */
+    /* A section's own image is never used, even one named like gpuop's: every operand runs
+     * the operand image (--operand-image), and the section's image is listed as not acted on.
+     * The driver image takes the OS suffix. */
     json_t *tk = podspec_of(find_obj(objs, "DaemonSet", "nvidia-container-toolkit-daemonset"));
     assert_string_equal(json_string_value(json_object_get(
                             json_array_get(json_object_get(tk, "containers"), 0), "image")),
-                        "reg.example/gpu/gpuop:v9");
+                        "gpuop:test");
+    _cleanup_free_ char *unimpl = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_non_null(strstr(unimpl, "\"spec.toolkit.image\""));
     json_t *drv = podspec_of(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"));
     json_t *drvctr = json_array_get(json_object_get(drv, "containers"), 0);
     assert_string_equal(json_string_value(json_object_get(drvctr, "image")),
@@ -671,6 +675,103 @@ static void test_driver_image(void **state)
         _cleanup_free_ char *img = op_driver_image(p, "ubuntu22.04");
         if (strcmp(img, cases[i].want) != 0)
             fail_msg("case %zu: got %s, want %s", i, img, cases[i].want);
+    }
+}
+
+/* The operand image is the one given (--operand-image), whatever its name: a mirror such as
+ * registry.corp/gpu/operands:0.1.0 runs every operand but the driver, and a section's own image
+ * (NVIDIA's, or one whose name says gpuop) never replaces it. */
+static void test_operand_image_by_key(void **state)
+{
+    (void)state;
+    static const struct op_defaults mirrored = {"gpu-operator", "registry.corp/gpu/operands:0.1.0"};
+    _cleanup_json_ json_t *cp = sample_policy();
+    json_t *spec = json_object_get(cp, "spec");
+    json_object_set_new(spec, "devicePlugin",
+                        load_yaml("{enabled: true, repository: nvcr.io/nvidia, image: "
+                                  "k8s-device-plugin, version: v0.17.0}"));
+    json_object_set_new(spec, "gfd", load_yaml("{enabled: true, image: \"gpuop:9.9\"}"));
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    if (op_policy_parse(cp, &mirrored, &p, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+    _cleanup_json_ json_t *objs = NULL;
+    if (op_render(p, t, &ctx, &objs, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    size_t i, n = 0;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (!streq_ptr(json_string_value(json_object_get(o, "kind")), "DaemonSet"))
+            continue;
+        const char *name =
+            json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+        json_t *ps = podspec_of(o);
+        const char *const lists[] = {"containers", "initContainers"};
+        for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+            size_t j;
+            json_t *c;
+            json_array_foreach (json_object_get(ps, lists[l]), j, c) {
+                const char *img = json_string_value(json_object_get(c, "image"));
+                if (streq_ptr(name, "nvidia-driver-daemonset") &&
+                    streq_ptr(json_string_value(json_object_get(c, "name")), "nvidia-driver-ctr"))
+                    continue;
+                if (!streq_ptr(img, "registry.corp/gpu/operands:0.1.0"))
+                    fail_msg("%s: container %s runs %s", name,
+                             json_string_value(json_object_get(c, "name")), img);
+                n++;
+            }
+        }
+    }
+    assert_true(n > 8);
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_non_null(strstr(u, "\"spec.devicePlugin.image\""));
+    assert_non_null(strstr(u, "\"spec.gfd.image\""));
+}
+
+/* NVIDIA's chart points DCGM_EXPORTER_COLLECTORS at a file of its exporter image: gpuop's
+ * exporter keeps its built-in counters instead (the entry is left out and reported); a file of
+ * the user's ConfigMap (under custom/) or elsewhere stays. */
+static void test_exporter_nvidia_collectors(void **state)
+{
+    (void)state;
+    struct {
+        const char *value;
+        bool kept;
+    } cases[] = {{"/etc/dcgm-exporter/dcp-metrics-included.csv", false},
+                 {"/etc/dcgm-exporter/default-counters.csv", false},
+                 {"/etc/dcgm-exporter/custom/dcgm-metrics.csv", true},
+                 {"/srv/counters.csv", true}};
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *cp = sample_policy();
+        json_object_set_new(json_object_get(cp, "spec"), "dcgmExporter",
+                            json_pack("{s:b,s:[{s:s,s:s}]}", "enabled", 1, "env", "name",
+                                      "DCGM_EXPORTER_COLLECTORS", "value", cases[i].value));
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+        struct err e = {0};
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+        assert_int_equal(op_templates_builtin(&t, &e), 0);
+        struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+        _cleanup_json_ json_t *objs = NULL;
+        assert_int_equal(op_render(p, t, &ctx, &objs, &e), 0);
+        json_t *ctr = json_array_get(
+            json_object_get(podspec_of(find_obj(objs, "DaemonSet", "nvidia-dcgm-exporter")),
+                            "containers"),
+            0);
+        bool found = false;
+        size_t k;
+        json_t *ev;
+        json_array_foreach (json_object_get(ctr, "env"), k, ev) {
+            found = found || streq_ptr(json_string_value(json_object_get(ev, "name")),
+                                       "DCGM_EXPORTER_COLLECTORS");
+        }
+        if (found != cases[i].kept)
+            fail_msg("%s: %s", cases[i].value, found ? "kept" : "left out");
+        _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+        assert_true(!!strstr(u, "DCGM_EXPORTER_COLLECTORS") == !cases[i].kept);
     }
 }
 
@@ -749,12 +850,20 @@ static void test_status_condition(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_loaded),    cmocka_unit_test(test_sample_policy),
-        cmocka_unit_test(test_invalid_policy),   cmocka_unit_test(test_node_labels),
-        cmocka_unit_test(test_render_sample),    cmocka_unit_test(test_disable_component),
-        cmocka_unit_test(test_ds_ready),         cmocka_unit_test(test_render_privileges),
-        cmocka_unit_test(test_render_overrides), cmocka_unit_test(test_driver_image),
-        cmocka_unit_test(test_upstream_sample),  cmocka_unit_test(test_status_condition),
+        cmocka_unit_test(test_schema_loaded),
+        cmocka_unit_test(test_sample_policy),
+        cmocka_unit_test(test_invalid_policy),
+        cmocka_unit_test(test_node_labels),
+        cmocka_unit_test(test_render_sample),
+        cmocka_unit_test(test_disable_component),
+        cmocka_unit_test(test_ds_ready),
+        cmocka_unit_test(test_render_privileges),
+        cmocka_unit_test(test_render_overrides),
+        cmocka_unit_test(test_driver_image),
+        cmocka_unit_test(test_upstream_sample),
+        cmocka_unit_test(test_operand_image_by_key),
+        cmocka_unit_test(test_exporter_nvidia_collectors),
+        cmocka_unit_test(test_status_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@ int simimg_driver_main(int argc, char **argv);
 int simimg_smi_main(int argc, char **argv);
 int simimg_cuda_sample_main(int argc, char **argv);
 int simimg_rmmod_main(int argc, char **argv);
+int simimg_operand_main(int argc, char **argv);
 
 /* Blocks SIGTERM, SIGINT, SIGQUIT and SIGHUP and returns a signalfd reading them (-errno). */
 int simimg_signals_open(void);

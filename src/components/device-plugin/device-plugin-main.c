@@ -16,6 +16,16 @@
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+/* A socket name suffix: 1 to 32 of [a-z0-9-]. */
+static int check_socket_suffix(const void *dst, const char *source, struct err *e)
+{
+    const char *v = *(const char *const *)dst;
+    size_t n = v ? strlen(v) : 0;
+    if (n == 0 || n > 32 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+        return err_set(e, -EINVAL, "%s: expected 1 to 32 of a-z, 0-9 and -", source);
+    return 0;
+}
+
 #define F(member) (offsetof(struct plugin, flags) + offsetof(struct dp_flags, member))
 static const struct svc_option dp_options[] = {
     {.flag = "kubelet-socket",
@@ -25,6 +35,15 @@ static const struct svc_option dp_options[] = {
      .metavar = "PATH",
      .help = "the kubelet's registration socket\n(/var/lib/kubelet/device-plugins/kubelet.sock); "
              "--kubelet-socket=\"\"\nserves the sockets without registering"},
+    {.flag = "socket-suffix",
+     .env = "DP_SOCKET_SUFFIX",
+     .kind = SVC_STRING,
+     .off = F(socket_suffix),
+     .check = check_socket_suffix,
+     .metavar = "WORD",
+     .help = "added to each socket's name (nvidia-gpu-WORD.sock): a second\nplugin beside "
+             "another on the node, as gpuop's operator runs\none while it takes a node over from "
+             "NVIDIA's plugin"},
     {.flag = "cdi-root",
      .env = "CDI_ROOT",
      .kind = SVC_STRING,

@@ -203,9 +203,19 @@ int dp_servers_start(struct plugin *pl, struct err *e)
         const struct dp_resource *r = &pl->plan->resources[i];
         s->pl = pl;
         strlcpy_s(s->resource, r->name, sizeof(s->resource));
-        strlcpy_s(s->socket_name, r->socket, sizeof(s->socket_name));
+        const char *sfx = pl->flags.socket_suffix;
+        const char *dot = strrchr(r->socket, '.');
+        if (!sfx || !dot) {
+            strlcpy_s(s->socket_name, r->socket, sizeof(s->socket_name));
+        } else if ((size_t)snprintf(s->socket_name, sizeof(s->socket_name), "%.*s-%s%s",
+                                    (int)(dot - r->socket), r->socket, sfx,
+                                    dot) >= sizeof(s->socket_name)) {
+            free(srv);
+            return err_set(e, -ENAMETOOLONG, "socket name %s with suffix %s too long", r->socket,
+                           sfx);
+        }
         if ((size_t)snprintf(s->socket_path, sizeof(s->socket_path), "%.*s/%s", PATH_MAX - 200,
-                             pl->dir, r->socket) >= sizeof(s->socket_path)) {
+                             pl->dir, s->socket_name) >= sizeof(s->socket_path)) {
             free(srv);
             return err_set(e, -ENAMETOOLONG, "socket path in %s too long", pl->dir);
         }

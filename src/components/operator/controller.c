@@ -303,7 +303,7 @@ const struct svc_component operator_component = {
              "The control plane: reconciles the ClusterPolicy (nvidia.com/v1) into the GPU stack "
              "on\n"
              "every GPU node (node labels, operand DaemonSets, RBAC, RuntimeClass, status).\n",
-    .verbs = {&op_render_component},
+    .verbs = {&op_render_component, &op_apply_crds_component, &op_uninstall_component},
     .flags_title = "Flags (environment variable in brackets; a flag wins over its variable):",
     .options = {operator_options},
     .epilogue = "Signals: SIGTERM, SIGINT and SIGQUIT exit 0 within 2 s whatever the API server "

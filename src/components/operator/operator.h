@@ -66,7 +66,9 @@ const struct op_component_def *op_component_def(enum op_component c);
 #define OP_LABEL_DRIVER_OWNER  "nvidia.com/gpu-operator.driver.owner"
 #define OP_LABEL_NVIDIA_DRIVER "gpuop.dev/nvidia-driver"
 #define OP_LABEL_DRIVER_DS     "gpuop.dev/driver-daemonset" /* the selector label */
-/* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). */
+/* The driver version when spec.driver names none (NVIDIA GPU Operator v26.7.0's default). The
+ * chart's driver.version (deploy/helm/gpuop/values.yaml) is the same value: the helm-chart test
+ * renders a ClusterPolicy without a version and fails when they differ. */
 #define OP_DEFAULT_DRIVER_VERSION "595.91.07"
 
 struct op_operand {
@@ -117,6 +119,11 @@ DEFINE_CLEANUP_FUNC(struct op_policy, op_policy_free)
 int op_schema_validate(const json_t *schema, const json_t *value, const char *path, struct err *e);
 /* The openAPIV3Schema of the compiled-in ClusterPolicy CRD (borrowed; never NULL). */
 const json_t *op_clusterpolicy_schema(void);
+
+/* Whether an exporter env entry names a counters file of NVIDIA's dcgm-exporter image
+ * (DCGM_EXPORTER_COLLECTORS=/etc/dcgm-exporter/<file>, not a ConfigMap's under custom/): gpuop's
+ * image has none, so the entry is left out and the exporter keeps its built-in set. */
+bool op_nvidia_exporter_file(const json_t *name, const json_t *value);
 
 /* Is this node a GPU node (NFD PCI labels, or nvidia.com/gpu.present=true without NFD)? */
 bool op_node_is_gpu(const json_t *labels);

@@ -279,6 +279,14 @@ static const char *section_env(const json_t *sec, const char *name)
     return NULL;
 }
 
+bool op_nvidia_exporter_file(const json_t *name, const json_t *value)
+{
+    const char *n = json_string_value(name), *v = json_string_value(value);
+    return streq_ptr(n, "DCGM_EXPORTER_COLLECTORS") && v &&
+           strncmp(v, "/etc/dcgm-exporter/", 19) == 0 &&
+           strncmp(v, "/etc/dcgm-exporter/custom/", 26) != 0;
+}
+
 /* The toolkit's runtime handler is closed (docs/runtime.md): the policy asking to trust an
  * unprivileged container's NVIDIA_VISIBLE_DEVICES opens GPU isolation; a device plugin handing
  * out GPUs by that variable alone gives GPU pods none. Either is reported (only the policy's
@@ -308,11 +316,6 @@ static void gpu_access_check(struct op_policy *p)
         "NVIDIA_VISIBLE_DEVICES of unprivileged containers, so GPU pods get no GPU; use "
         "volume-mounts (gpuop's default) or cdi-cri",
         list);
-}
-
-static bool is_gpuop_image(const char *ref)
-{
-    return ref && strstr(ref, "gpuop") != NULL;
 }
 
 int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **ret, struct err *e)
@@ -362,12 +365,12 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
         _cleanup_free_ char *ref = op_image_ref(sec);
         if (c == OP_DRIVER) {
             o->image = ref ? steal_ptr(&ref) : xstrdup("nvcr.io/nvidia/driver");
-        } else if (ref && is_gpuop_image(ref)) {
-            o->image = steal_ptr(&ref); /* a pinned gpuop operand image */
         } else {
+            /* Every other operand runs the operand image (--operand-image), never a section's
+             * own: NVIDIA's per-component images do not run gpuop's subcommands, and telling a
+             * gpuop image apart by its name would replace a mirrored one silently. */
             o->image = xstrdup(p->operand_image);
             if (ref) {
-                /* NVIDIA's per-component images do not run gpuop's subcommands. */
                 _cleanup_free_ char *path = xasprintf("spec.%s.image", components[c].spec_key);
                 json_array_append_new(p->unimplemented, json_string(path));
             }
@@ -454,6 +457,13 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     }
     json_object_del(scan, "dcgm");
     collect_unimplemented(scan, "", p->unimplemented);
+    size_t k;
+    json_t *ev;
+    json_array_foreach (json_object_get(p->operand[OP_DCGM_EXPORTER].spec, "env"), k, ev) {
+        if (op_nvidia_exporter_file(json_object_get(ev, "name"), json_object_get(ev, "value")))
+            json_array_append_new(p->unimplemented,
+                                  json_string("spec.dcgmExporter.env.DCGM_EXPORTER_COLLECTORS"));
+    }
     gpu_access_check(p);
     *ret = steal_ptr(&p);
     return 0;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "adopt-ctl.h"
 #include "op-controller.h"
 #include "operator-internal.h"
 #include "upgrade-ctl.h"
@@ -35,7 +36,7 @@ void op_count_write(struct controller *c)
 
 /* Posts an Event about a ClusterPolicy (in the operator's namespace) or an NVIDIADriver (in
  * "default", the namespace of cluster-scoped objects' Events). */
-static void post_event(struct controller *c, const json_t *obj, const struct op_event *ev)
+void op_post_event(struct controller *c, const json_t *obj, const struct op_event *ev)
 {
     struct err e = {0};
     if (op_check_leader(c, &e) < 0)
@@ -86,7 +87,7 @@ static int write_status(struct controller *c, const struct kube_resource *res,
 static int report_policy(struct controller *c, const struct op_report *r, struct err *e)
 {
     for (size_t i = 0; i < r->n_events; i++)
-        post_event(c, r->object, &r->events[i]);
+        op_post_event(c, r->object, &r->events[i]);
     if (!r->write)
         return 0;
     return write_status(c, &RES_CLUSTERPOLICIES, r, c->written, e);
@@ -99,7 +100,7 @@ static int report_nvds(struct controller *c, const struct op_plan *plan, struct 
     for (size_t i = 0; i < plan->n_nvidia_drivers; i++) {
         const struct op_report *r = &plan->nvidia_drivers[i];
         for (size_t k = 0; k < r->n_events; k++)
-            post_event(c, r->object, &r->events[k]);
+            op_post_event(c, r->object, &r->events[k]);
         if (!r->write)
             continue;
         struct err we = {0};
@@ -349,7 +350,17 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
                           bool *ret_requeue, struct err *e)
 {
     struct op_write_errors errors = {0}; /* of this execution's writes */
-    int r = write_objects(c, *plan, &errors, e);
+    /* The takeover of NVIDIA's operator's objects, around the writes (adopt-ctl.c). */
+    struct op_adopt_pass adopt = {0};
+    struct err ae = {0};
+    int r = op_adopt_prepare(c, (*plan)->active->r.object, *plan, &adopt, &ae);
+    if (r == -ECANCELED) {
+        err_set(e, r, "%s", err_msg(&ae));
+        goto out;
+    }
+    if (r < 0)
+        log_warn(COMPONENT, "takeover pass failed", "error=\"%s\"", err_msg(&ae));
+    r = write_objects(c, *plan, &errors, e);
     if (r < 0)
         goto out;
     /* The status tells what this execution could not write, or that it recovered. */
@@ -370,6 +381,14 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
         goto out;
     /* The driver upgrade: its own writes, and its condition in the status about to be written. */
     struct op_report *ar = &(*plan)->active->r;
+    err_clear(&ae);
+    r = op_adopt_finish(c, ar->object, *plan, &adopt, ar->status, &ae);
+    if (r == -ECANCELED) {
+        err_set(e, r, "%s", err_msg(&ae));
+        goto out;
+    }
+    if (r < 0)
+        log_warn(COMPONENT, "takeover pass failed", "error=\"%s\"", err_msg(&ae));
     r = op_upgrade_reconcile(c->upg, ar->object, snap->owned, ar->status, snap->now_ms, e);
     if (r < 0)
         goto out;
@@ -386,6 +405,7 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
         r = err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
                     c->write_errors.n, c->write_errors.v[0].object, c->write_errors.v[0].reason);
 out:
+    op_adopt_pass_done(&adopt);
     op_write_errors_done(&errors);
     return r;
 }

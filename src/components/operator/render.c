@@ -285,6 +285,13 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
                      json_object_get(common, "labels"));
     if (app)
         json_object_set_new(json_object_get(podmeta, "labels"), "app", json_string(app_keep));
+    /* The pods say who manages them as the DaemonSet does: a policy written by NVIDIA's chart
+     * sets app.kubernetes.io/managed-by=gpu-operator among daemonsets.labels, which would make
+     * gpuop's pods look like NVIDIA's operator's (the takeover, src/lib/adopt, tells them apart
+     * by it). A policy without that label keeps its templates as they were. */
+    json_t *plabels = json_object_get(podmeta, "labels");
+    if (json_object_get(plabels, "app.kubernetes.io/managed-by"))
+        json_object_set_new(plabels, "app.kubernetes.io/managed-by", json_string(OP_MANAGED_BY));
     merge_string_map(obj_path(podmeta, (const char *const[]){"annotations", NULL}),
                      json_object_get(common, "annotations"));
     if (c == OP_DCGM_EXPORTER)
@@ -391,6 +398,17 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
             json_t *ic = op_find_container(podspec, "initContainers", checks[i][1]);
             if (ic)
                 op_merge_env(ic, json_object_get(json_object_get(sec, checks[i][0]), "env"));
+        }
+    }
+    /* A counters file of NVIDIA's exporter image (NVIDIA's chart sets DCGM_EXPORTER_COLLECTORS
+     * to /etc/dcgm-exporter/dcp-metrics-included.csv): gpuop's image has none, so its exporter
+     * keeps its built-in set (dcgm-exporter's defaults; the DCP fields have no NVML counter). */
+    if (c == OP_DCGM_EXPORTER && main) {
+        json_t *env = json_object_get(main, "env");
+        for (size_t k = json_array_size(env); k-- > 0;) {
+            json_t *ev = json_array_get(env, k);
+            if (op_nvidia_exporter_file(json_object_get(ev, "name"), json_object_get(ev, "value")))
+                json_array_remove(env, k);
         }
     }
     /* Device plugin and exporter configuration from ConfigMaps the user names. */

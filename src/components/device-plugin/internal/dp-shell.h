@@ -30,6 +30,7 @@ struct plugin;
 
 struct dp_flags {
     const char *kubelet_socket;
+    const char *socket_suffix; /* --socket-suffix: nvidia-gpu-WORD.sock */
     const char *cdi_root;
     const char *cdi_kind;
     uint64_t recovery_ms;

@@ -7,6 +7,9 @@
 #include "svc.h"
 
 extern const struct svc_component op_render_component;
+/* The chart's hooks (hooks-main.c): `gpuop operator apply-crds` and `gpuop operator uninstall`. */
+extern const struct svc_component op_apply_crds_component;
+extern const struct svc_component op_uninstall_component;
 
 /* --namespace NS [OPERATOR_NAMESPACE]: the operands' namespace (the caller's default:
  * gpu-operator) */

@@ -56,6 +56,11 @@ struct controller {
     struct metrics m;
     bool leader;
     bool ready; /* readyz: informers synced, and (when leading) a first reconcile done */
+    /* The takeover of NVIDIA's operator's objects (adopt-ctl.c): nothing of NVIDIA's was found
+     * (no more scans), and until when a scan that found nothing to do is not repeated.
+     * Reconcile thread only. */
+    bool adopt_done;
+    uint64_t adopt_idle_until_ms;
     /* ClusterPolicy name -> [resourceVersion before our status write, the object the server
      * returned]. Until the informer shows a newer version, reconciles read ours: what was
      * reported lives in that status, so a stale cache must not report it again (nor write it
@@ -71,6 +76,8 @@ struct controller {
  * reconcile, at the next write, instead of finishing it while another replica already leads. */
 int op_check_leader(struct controller *c, struct err *e);
 void op_count_write(struct controller *c);
+/* An Event about a ClusterPolicy or an NVIDIADriver (reconcile.c). */
+void op_post_event(struct controller *c, const json_t *obj, const struct op_event *ev);
 
 /* ---- informers.c ------------------------------------------------------------------------- */
 

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * migrate: `gpuop migrate --from nvidia` and `--to nvidia`, the switch between NVIDIA's GPU
+ * Operator and gpuop without draining a GPU. The pure core: what the cluster holds in (read by
+ * migrate-main.c), the preconditions checked, the writes planned and the notes to print out.
+ *
+ *   --from nvidia  NVIDIA's operator stopped (its Deployment at 0 replicas or gone), the CRD
+ *                  versions gpuop knows, one ClusterPolicy, every GPU node's driver with a known
+ *                  owner, no driver upgrade in flight. Then: NVIDIA's operator Deployment
+ *                  deleted (its selector is not gpuop's chart's, and selectors cannot change),
+ *                  the objects gpuop's chart also renders (the ClusterPolicy, the operator's
+ *                  ServiceAccount and Service) given Helm's ownership metadata of gpuop's
+ *                  release, so that `helm install` takes them over, and NVIDIA's release record
+ *                  rewritten to keep every object and run no delete hook, so that `helm
+ *                  uninstall` of NVIDIA's release deletes nothing. What gpuop's operator then
+ *                  does with each object is src/lib/adopt's plan, printed too.
+ *   --to nvidia    the same preconditions with gpuop's operator stopped. Then: gpuop's operator
+ *                  Deployment deleted, the chart's objects given NVIDIA's release's metadata,
+ *                  gpuop's release record made to keep everything (its uninstall hook dropped),
+ *                  the toolkit's cleanup turned on (each node's runtime configuration goes back
+ *                  to what it was, handing the `nvidia` handler back to NVIDIA's toolkit as its
+ *                  pods replace gpuop's), a surge device plugin pod on each node (gpuop's plugin
+ *                  on a socket of its own, so that the kubelet keeps a plugin for the node's
+ *                  GPUs while NVIDIA's replaces gpuop's; removed by hand once NVIDIA's plugin
+ *                  runs, as the notes say), and the DaemonSets whose selector NVIDIA's operator
+ *                  cannot update deleted with their pods orphaned (NVIDIA's, created with its
+ *                  selector, claims them). What gpuop leaves behind is listed.
+ *
+ * A failed precondition refuses the whole migration: no write is planned. Helm release records
+ * (Secrets sh.helm.release.v1.<name>.v<N>: base64 of gzip of the release JSON) are decoded and
+ * encoded here, bytes in and out (release.c).
+ *
+ * Ownership: struct mig_world is borrowed; struct mig_plan owns everything in it.
+ */
+#ifndef GPUOP_MIGRATE_H
+#define GPUOP_MIGRATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "adopt.h"
+#include "util.h"
+
+enum mig_direction { MIG_FROM_NVIDIA, MIG_TO_NVIDIA };
+
+/* What the shell read. Any array may be empty; NULL counts as empty. */
+struct mig_world {
+    enum mig_direction dir;
+    const char *ns;             /* the operators' namespace */
+    const char *release;        /* gpuop's Helm release name */
+    const char *nvidia_release; /* NVIDIA's Helm release name */
+    const json_t *deployments;  /* Deployments in ns */
+    const json_t *crds;         /* the CRDs of nvidia.com that exist */
+    const json_t *policies;     /* ClusterPolicies */
+    const json_t *nodes;
+    const json_t *pods;     /* pods in ns */
+    const json_t *objects;  /* as adopt_input.objects, plus Services and ServiceAccounts */
+    const json_t *releases; /* Helm's release Secrets in ns (label owner=helm) */
+};
+
+struct mig_check {
+    const char *name; /* "NVIDIA's operator stopped" */
+    bool ok;
+    char *detail;
+};
+
+enum mig_write_kind {
+    MIG_DELETE,        /* background propagation */
+    MIG_DELETE_ORPHAN, /* its dependents (pods) orphaned */
+    MIG_PATCH_MERGE,
+    MIG_PATCH_STRATEGIC,
+    MIG_REPLACE, /* body: the whole object, with its resourceVersion (a PUT) */
+    MIG_CREATE,  /* body: the object; one that exists already is left as it is */
+};
+
+struct mig_write {
+    enum mig_write_kind kind;
+    char *res_kind; /* "Deployment", "ClusterPolicy", "Secret", ... */
+    char *ns;       /* NULL: cluster-scoped */
+    char *name;
+    json_t *body; /* the patch or the object; NULL for deletes */
+    char *why;
+};
+
+struct mig_plan {
+    enum mig_direction dir;
+    struct mig_check *checks;
+    size_t n_checks;
+    bool refused; /* a check failed: writes is empty */
+    struct mig_write *writes;
+    size_t n_writes;
+    /* --from nvidia: what gpuop's operator will do once installed (src/lib/adopt) */
+    bool has_takeover;
+    struct adopt_plan takeover;
+    /* --to nvidia: the toolkit DaemonSet whose cleanup rollout the shell waits for, or NULL */
+    char *toolkit_ds;
+    /* --to nvidia: the surge device plugin pods (one per node, made or there already) the shell
+     * waits for, Ready and registered, before it returns */
+    size_t surge_pods;
+    json_t *notes; /* strings: GPU access, what stays behind, the next steps */
+};
+
+/* Fails only on input it cannot read at all (a policy whose maxUnavailable does not parse); a
+ * failed precondition is a plan with refused set. */
+int mig_plan(const struct mig_world *w, struct mig_plan *ret, struct err *e);
+void mig_plan_done(struct mig_plan *p);
+/* The plan as text for a person: preconditions, writes (as done with apply, else as they would
+ * be), the takeover plan, the notes. *ret: a new string. */
+int mig_plan_text(const struct mig_plan *p, bool apply, char **ret, struct err *e);
+
+/* ---- Helm release records (release.c) ---------------------------------------------------------
+ */
+
+/* A release Secret's .data.release as the API returns it (base64 of Helm's base64 of gzip'd
+ * JSON; Helm's uncompressed form is read too) into the release object. Bounded: at most 64 MiB
+ * uncompressed. Errors name what did not decode. */
+int mig_release_decode(const char *data, json_t **ret, struct err *e);
+/* The release object into .data.release (gzip'd as Helm writes it). New string. */
+int mig_release_encode(const json_t *release, char **ret, struct err *e);
+/*
+ * Makes uninstalling the release delete nothing: every document of its manifest gets the
+ * annotation helm.sh/resource-policy: keep, and its pre-delete and post-delete hooks are dropped
+ * (NVIDIA's CRD cleanup and NFD's label pruning among them). *ret_docs, *ret_hooks: how many
+ * documents were marked and hooks dropped. A manifest document that does not parse fails naming
+ * its place; nothing is changed then.
+ */
+int mig_release_keep_all(json_t *release, size_t *ret_docs, size_t *ret_hooks, struct err *e);
+
+#endif
