@@ -278,6 +278,10 @@ struct op_plan {
     struct op_policy_report *active;
     struct op_node_patch *node_patches; /* only nodes that change */
     size_t n_node_patches;
+    /* {node: true}: the GPU nodes a driver DaemonSet of the active policy targets once the node
+     * patches are written. The driver upgrade reads it: such a node with no driver pod yet will
+     * run the current template, and is recorded upgrade-done in that same patch. */
+    json_t *driver_nodes;
     json_t *desired; /* every object the active policy renders (an array; empty when none) */
     json_t *apply;   /* the desired objects not current in the snapshot, in order */
     struct op_object_ref *prune;
@@ -296,6 +300,73 @@ struct op_plan {
 int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e);
 void op_plan_free(struct op_plan *p);
 DEFINE_CLEANUP_FUNC(struct op_plan, op_plan_free)
+
+/* ---- one write per node: the controllers' wishes merged (nodemerge.c) --------------------- */
+
+/*
+ * Several controllers want things on a node at the same moment: the deploy labels (op_plan),
+ * the driver upgrade's state label, annotations and cordon (src/lib/upgrade), and more to come.
+ * Each says what it wants as a wish; op_node_merge() makes them one merge patch per node, so
+ * that a node costs one write, by one rule for wishes that disagree:
+ *   1. a field (a label, an annotation, spec.unschedulable) takes one value;
+ *   2. a cordon holds: spec.unschedulable true wins over false, whoever asks (no controller
+ *      puts a node back in service that another takes out of it);
+ *   3. otherwise the controller first in the table wins; the others' wishes for that field are
+ *      dropped and named in the conflicts;
+ *   4. a wish planned from a resourceVersion (metadata.resourceVersion, a precondition) makes
+ *      the patch carry it; a wish planned from another version than the first ranked one is
+ *      dropped whole (its controller plans again from the node as it is then). A patch with a
+ *      precondition also comes with a fallback: the wishes planned without one, written alone
+ *      when the server refuses the whole patch because the node changed (409).
+ * A controller that wants nothing of a node has no wish for it: a node already as wanted costs
+ * nothing.
+ */
+struct op_node_controller {
+    const char *name; /* "driver-upgrade", in logs */
+    /* its wishes change what runs on the node (the operand DaemonSets select on its labels):
+     * the executor writes them before the status (enum op_write_phase) */
+    bool deploys;
+};
+/* One controller's wish for one node: a JSON merge patch of the Node setting only
+ * metadata.labels and metadata.annotations (key -> string, or null to remove),
+ * spec.unschedulable, and optionally metadata.resourceVersion (the version it was planned
+ * from). */
+struct op_node_wish {
+    const char *node;
+    size_t controller;   /* index into the controllers' table */
+    const json_t *patch; /* borrowed */
+};
+struct op_node_conflict {
+    char *field;          /* "metadata.labels.nvidia.com/x", "spec.unschedulable" */
+    size_t winner, loser; /* controllers */
+};
+struct op_node_merged {
+    json_t *patch;        /* the node's one patch; NULL: nothing to write */
+    json_t *fallback;     /* the wishes planned without a precondition, alone; NULL: none needed */
+    uint64_t controllers; /* bit c: controller c has a wish in patch */
+    bool deploys;         /* one of them deploys */
+    struct op_node_conflict *conflicts;
+    size_t n_conflicts;
+};
+/* Merges the wishes for one node (every w[i].node the same; in any order) by the rule above.
+ * -EINVAL for a wish that sets anything else, or for wishes of several nodes. */
+int op_node_merge(const struct op_node_controller *ctl, size_t n_ctl, const struct op_node_wish *w,
+                  size_t n, struct op_node_merged *ret, struct err *e);
+void op_node_merged_done(struct op_node_merged *m);
+
+/* The executor's order of writes in a reconcile (reconcile.c), one rule: what readiness depends
+ * on goes first, the status next, bookkeeping after it, so that bookkeeping never delays what
+ * the ClusterPolicy's status says. */
+enum op_write_phase {
+    OP_PHASE_DEPLOY,      /* node patches that carry a deploying controller's wish */
+    OP_PHASE_OBJECTS,     /* operand objects applied, then pruned */
+    OP_PHASE_STATUS,      /* the NVIDIADrivers' and the ClusterPolicy's statuses */
+    OP_PHASE_BOOKKEEPING, /* the other node patches; the upgrade's evictions and pod deletions
+                             (each after its node's patch); the DriverUpgradePools' statuses */
+    OP_PHASE_EVENTS,      /* Events, aggregated and rate-limited (op_recorder) */
+};
+/* The phase a merged node patch is written in. */
+enum op_write_phase op_node_patch_phase(const struct op_node_merged *m);
 
 /* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/lib/capacity's) --------
  */
