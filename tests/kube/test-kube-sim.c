@@ -1154,7 +1154,7 @@ static void test_leader_respects_holder_duration(void **state)
     sim_start(&s, 0, NULL, NULL);
     struct err e = {0};
     char now[48];
-    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+    time_rfc3339_us(now_ms_real() * 1000, now, sizeof(now));
     json_t *lease = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:i,s:s,s:s}}", "apiVersion",
                               "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", "held",
                               "namespace", "default", "spec", "holderIdentity", "z",

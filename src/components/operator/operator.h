@@ -368,6 +368,74 @@ enum op_write_phase {
 /* The phase a merged node patch is written in. */
 enum op_write_phase op_node_patch_phase(const struct op_node_merged *m);
 
+/* ---- Events that scale (recorder.c) -------------------------------------------------------- */
+
+/*
+ * The operator's Events go through one recorder, shaped as the Kubernetes event recorder shapes
+ * a controller's:
+ *   - aggregation: Events alike (type, reason, message) about OP_EVENT_AGGREGATE_MIN or more
+ *     objects of one kind in one group (the driver upgrade's: a pool) in one pass become one
+ *     Event about the group's object, its count the number of objects and its message naming a
+ *     sample ("... on 1000 nodes: gpu-1, gpu-2, gpu-3, gpu-4, gpu-5 and 995 more"); later alike
+ *     Events of the group within the window count it up;
+ *   - counting up: an Event repeated within OP_EVENT_WINDOW_MS about the same object updates
+ *     the one posted (count, lastTimestamp, series: kubectl shows "(x3 over 5m)") instead of
+ *     making another;
+ *   - a token bucket per source and object (OP_EVENT_BURST, one more every
+ *     OP_EVENT_REFILL_MS, as client-go's recorder): an Event past it is dropped, and counted.
+ * What a user needs per node is in the node's own labels and `gpuop status`. The recorder
+ * keeps its memory bounded; it is not thread-safe (the reconcile thread owns it).
+ */
+#define OP_EVENT_AGGREGATE_MIN 10
+#define OP_EVENT_WINDOW_MS     (10 * 60 * 1000)
+#define OP_EVENT_BURST         25
+#define OP_EVENT_REFILL_MS     (5 * 60 * 1000)
+#define OP_EVENT_SAMPLE        5
+
+struct op_recorder_opts {
+    const char *component; /* source.component; NULL: "gpuop-operator" */
+    unsigned burst;        /* 0: the defaults above */
+    uint64_t refill_ms;
+    unsigned aggregate_min;
+    uint64_t window_ms;
+    unsigned sample;
+};
+/* An object an Event is about (strings borrowed). */
+struct op_event_ref {
+    const char *api_version, *kind, *ns, *name, *uid; /* ns, uid: NULL when none */
+};
+struct op_event_in {
+    struct op_event_ref about;
+    const char *ns; /* the Event's namespace */
+    const char *type, *reason, *message;
+    /* Events of one group may be aggregated into one about group_ref (in group_ns); NULL:
+     * never aggregated (an Event about the ClusterPolicy itself) */
+    const char *group;
+    struct op_event_ref group_ref;
+    const char *group_ns;
+};
+struct op_event_write {
+    bool patch;   /* false: create `body`; true: merge-patch Event ns/name with `body` */
+    char *ns, *name;
+    json_t *body;
+    char *key;    /* the recorder's, for op_recorder_result */
+};
+struct op_event_writes {
+    struct op_event_write *v;
+    size_t n;
+    size_t dropped; /* Events the token buckets held back */
+};
+struct op_recorder;
+struct op_recorder *op_recorder_new(const struct op_recorder_opts *o);
+void op_recorder_free(struct op_recorder *r);
+DEFINE_CLEANUP_FUNC(struct op_recorder, op_recorder_free)
+/* One pass's Events (in order) to the writes that post them, in order. */
+void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_t n,
+                      uint64_t now_ms, struct op_event_writes *ret);
+/* What became of a write: one that failed is forgotten, so that a repeat posts anew. */
+void op_recorder_result(struct op_recorder *r, const struct op_event_write *w, bool ok);
+void op_event_writes_done(struct op_event_writes *w);
+
 /* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/lib/capacity's) --------
  */
 
