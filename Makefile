@@ -1,5 +1,6 @@
 # gpuop front door. `make` builds, `make check` runs every test, `make demo` runs the main job,
-# `make deps` installs the Debian packages that building and testing need.
+# `make deps` installs the Debian packages that building and testing need, `make fuzz` runs
+# libFuzzer on every parser.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 MESON      ?= meson
@@ -11,7 +12,7 @@ DEPS_PKGS := build-essential meson ninja-build pkg-config git \
 	libnghttp2-dev libmnl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
 	python3 python3-grpcio python3-grpc-tools python3-protobuf \
 	prometheus wrk valgrind clang libclang-rt-14-dev clang-format jq curl procps iproute2 \
-	libtomlplusplus-dev containerd docker.io \
+	libtomlplusplus-dev zlib1g-dev containerd docker.io \
 	runc busybox-static python3-jsonschema python3-yaml \
 	buildah ca-certificates \
 	@node=nodejs @npm=npm
@@ -20,7 +21,7 @@ DEPS_PKGS := build-essential meson ninja-build pkg-config git \
 TOOLS      ?= $(BUILD)/tools
 
 .PHONY: all build check demo deps deps-check tools format format-check asan check-asan \
-	check-asan-e2e clean bench image
+	check-asan-e2e fuzz clean bench image
 
 all: build
 
@@ -69,6 +70,14 @@ check-asan-e2e: asan tools
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		GPUOP_TEST_TIME_SCALE=3 $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 \
 		--suite e2e
+
+# libFuzzer on demand, not in CI (make check replays every committed corpus): every target for
+# FUZZ_SECONDS each (FUZZ_TARGETS: only those), in build-fuzz/ (clang, ASan+UBSan).
+# docs/DEVELOPING.md says how a crash it finds becomes a corpus file.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz:
+	./scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 format:
 	./scripts/format.sh fix

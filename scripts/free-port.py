@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Prints a free TCP port on 127.0.0.1 below the ephemeral range (32768 up, where the outgoing
-connections of tests running beside this one take theirs): for a server that must get the same
-port again after a restart. `free-port.py [N]`: the first of N consecutive free ports. The start
-of the search depends on the parent's pid, so tests started together look in different places."""
-import os
+connections of tests running beside this one take theirs), so that a server can get the same
+port again after a restart. `free-port.py [N]`: the first of N consecutive free ports. The search
+starts at a random place, so that tests started together, and two calls of one test before the
+first port is bound, look in different places."""
+import random
 import socket
 import sys
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-base = 20000 + os.getppid() * 7 % 12000
+base = random.SystemRandom().randrange(20000, 32000 - n)
 for p in list(range(base, 32000 - n)) + list(range(20000, base)):
     socks = []
     try:

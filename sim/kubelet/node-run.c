@@ -16,11 +16,14 @@
 #include <unistd.h>
 
 #include "kl-devices.h"
+#include "kl-dra.h"
 #include "kl-net.h"
 #include "kl-node.h"
 #include "kl-pods.h"
+#include "kl-reboot.h"
 #include "kobj.h"
 #include "kube.h"
+#include "remediation.h"
 #include "yamlcfg.h"
 
 #define KL_COMPONENT      "kubelet-sim"
@@ -35,6 +38,7 @@ struct kl_node {
     char *ip;
     char *netns_path;
     struct kl_devices *devices;
+    struct kl_dra *dra;
     struct kl_pods *pods;
     struct MHD_Daemon *http;
     atomic_int stopping;
@@ -43,6 +47,7 @@ struct kl_node {
     json_t *written_nfd; /* the NFD labels last written */
     char **sim_env;
     const char *sim_paths[3];
+    unsigned boots; /* simulated reboots (kl-reboot.h) */
 };
 
 const char *kl_node_ip(const struct kl_node *n)
@@ -516,6 +521,7 @@ void kl_node_stop(struct kl_node *n)
     atomic_store(&n->stopping, 1);
     if (n->pods)
         kl_pods_free(n->pods);
+    kl_dra_free(n->dra);
     if (n->devices)
         kl_devices_free(n->devices);
     if (n->http)
@@ -552,6 +558,69 @@ static int register_node(struct kl_node *n, struct err *e)
     return 0;
 }
 
+static int start_devices(struct kl_node *n, struct err *e)
+{
+    struct kl_devices_config dc = {.root = n->spec->root,
+                                   .node_name = n->spec->name,
+                                   .on_change = on_devices_change,
+                                   .userdata = n};
+    if (kl_devices_new(&dc, &n->devices, e) < 0)
+        return err_prefix(e, "node \"%s\": device manager", n->spec->name);
+    return 0;
+}
+
+static int start_pods(struct kl_node *n, struct err *e)
+{
+    const struct kl_node_config *cfg = &n->cfg;
+    struct kl_pods_config pc = {.node = n->spec,
+                                .node_ip = n->ip,
+                                .netns_path = n->netns_path,
+                                .devices = n->devices,
+                                .dra = n->dra,
+                                .kc = cfg->kc,
+                                .gpuop_exe = cfg->gpuop_exe,
+                                .sim_image_bin = cfg->sim_image_bin,
+                                .sim_env = (const char *const *)n->sim_env,
+                                .sim_paths = n->sim_paths,
+                                .backoff_base_ms = cfg->backoff_base_ms,
+                                .backoff_max_ms = cfg->backoff_max_ms,
+                                .api_server = cfg->api_server};
+    if (kl_pods_new(&pc, &n->pods, e) < 0)
+        return err_prefix(e, "node \"%s\": pod workers", n->spec->name);
+    return 0;
+}
+
+/* A reboot the node asked for (kl-reboot.h): its pods and devices stop, the host comes back as
+ * after a boot, then they start again; the answer goes on the Node. */
+static int node_reboot(struct kl_node *n, const char *id, struct err *e)
+{
+    log_info(KL_COMPONENT, "node rebooting", "node=%s request=%s", n->spec->name, id);
+    kl_pods_free(n->pods);
+    n->pods = NULL;
+    kl_devices_free(n->devices);
+    n->devices = NULL;
+    int r = kl_reboot_host(n->spec, e);
+    if (r == 0)
+        r = kl_node_layout(n->spec, n->cfg.gpu_models, n->cfg.nvml_library, n->cfg.sim_image_bin,
+                           e);
+    n->boots++;
+    if (r == 0)
+        r = start_devices(n, e);
+    if (r == 0)
+        r = start_pods(n, e);
+    if (r < 0)
+        return err_prefix(e, "node \"%s\": reboot", n->spec->name);
+    _cleanup_json_ json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", REM_ANN_REBOOT_DONE, id);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .field_manager = "kubelet-sim"};
+    if ((r = kube_patch(n->cfg.kc, &KUBE_NODES, NULL, n->spec->name, &po, patch, NULL, e)) < 0)
+        return err_prefix(e, "node \"%s\": reboot answer", n->spec->name);
+    atomic_store(&n->dirty, 1);
+    log_info(KL_COMPONENT, "node rebooted", "node=%s request=%s boots=%u", n->spec->name, id,
+             n->boots);
+    return 0;
+}
+
 int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct err *e)
 {
     struct kl_node *n _cleanup_(kl_node_stopp) = xcalloc(1, sizeof(*n));
@@ -573,32 +642,18 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     n->sim_paths[np++] = n->spec->root;
     if (n->spec->fleet)
         n->sim_paths[np++] = n->spec->fleet;
+    if ((r = start_devices(n, e)) < 0)
+        return r;
     {
-        struct kl_devices_config dc = {.root = n->spec->root,
-                                       .node_name = n->spec->name,
-                                       .on_change = on_devices_change,
-                                       .userdata = n};
-        if ((r = kl_devices_new(&dc, &n->devices, e)) < 0)
-            return err_prefix(e, "node \"%s\": device manager", n->spec->name);
+        struct kl_dra_config rc = {
+            .root = n->spec->root, .node_name = n->spec->name, .kc = cfg->kc};
+        if ((r = kl_dra_new(&rc, &n->dra, e)) < 0)
+            return err_prefix(e, "node \"%s\": DRA", n->spec->name);
     }
     if ((r = register_node(n, e)) < 0)
         return r;
-    {
-        struct kl_pods_config pc = {.node = n->spec,
-                                    .node_ip = n->ip,
-                                    .netns_path = n->netns_path,
-                                    .devices = n->devices,
-                                    .kc = cfg->kc,
-                                    .gpuop_exe = cfg->gpuop_exe,
-                                    .sim_image_bin = cfg->sim_image_bin,
-                                    .sim_env = (const char *const *)n->sim_env,
-                                    .sim_paths = n->sim_paths,
-                                    .backoff_base_ms = cfg->backoff_base_ms,
-                                    .backoff_max_ms = cfg->backoff_max_ms,
-                                    .api_server = cfg->api_server};
-        if ((r = kl_pods_new(&pc, &n->pods, e)) < 0)
-            return err_prefix(e, "node \"%s\": pod workers", n->spec->name);
-    }
+    if ((r = start_pods(n, e)) < 0)
+        return r;
     int fd = -1;
     if ((r = open_listener(n->netns_path, n->ip, cfg->kubelet_port, &fd, e)) < 0)
         return err_prefix(e, "node \"%s\": kubelet endpoint", n->spec->name);
@@ -666,12 +721,15 @@ static int mutate_labels(json_t *obj, void *userdata, struct err *e)
 struct status_ctx {
     struct kl_node_facts facts;
     bool force;
+    bool reboot; /* the node asks for a reboot (kl-reboot.h) */
+    char reboot_id[64];
 };
 
 static int mutate_status(json_t *obj, void *userdata, struct err *e)
 {
     (void)e;
     struct status_ctx *c = userdata;
+    c->reboot = kl_reboot_wanted(obj, c->reboot_id, sizeof(c->reboot_id));
     return kl_node_apply_status(obj, &c->facts, c->force);
 }
 
@@ -729,7 +787,8 @@ int kl_node_sync(struct kl_node *n, bool force_status, bool renew, struct err *e
                                       .ip = n->ip,
                                       .kubelet_port = n->cfg.kubelet_port,
                                       .device_resources = res,
-                                      .now_ms = now_ms_real()},
+                                      .now_ms = now_ms_real(),
+                                      .boot = n->boots},
                             .force = force_status};
     r = kube_update_retry(n->cfg.kc, &KUBE_NODES, NULL, n->spec->name, true, mutate_status, &sc,
                           NULL, e);
@@ -743,6 +802,8 @@ int kl_node_sync(struct kl_node *n, bool force_status, bool renew, struct err *e
     }
     if (r < 0)
         return err_prefix(e, "node \"%s\": status", n->spec->name);
+    if (sc.reboot && (r = node_reboot(n, sc.reboot_id, e)) < 0)
+        return r;
     if (renew && (r = renew_lease(n, e)) < 0)
         return err_prefix(e, "node \"%s\": lease", n->spec->name);
     return 0;

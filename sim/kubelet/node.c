@@ -203,6 +203,11 @@ void kl_node_ids(const char *name, struct kl_node_ids *ret)
     uuid_from(fnv1a64(name, 5), fnv1a64(name, 6), ret->boot_id, sizeof(ret->boot_id));
 }
 
+void kl_node_boot_id(const char *name, unsigned boot, char *buf, size_t n)
+{
+    uuid_from(fnv1a64(name, 5) + boot, fnv1a64(name, 6) + 7 * (uint64_t)boot, buf, n);
+}
+
 /* ---- the Node ------------------------------------------------------------------------------ */
 
 static void kubelet_labels(json_t *labels, const struct kl_node_spec *spec)
@@ -313,6 +318,17 @@ static void conditions(json_t *status, uint64_t now_ms)
     time_rfc3339(now_ms, now, sizeof(now));
     json_t *old = json_object_get(status, "conditions");
     json_t *out = json_array();
+    /* conditions of other types (a node problem detector's, the GPU health agent's) are kept,
+     * as the kubelet keeps them */
+    size_t k;
+    json_t *other;
+    json_array_foreach (old, k, other) {
+        bool ours = false;
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+            ours |= streq_ptr(kobj_str(other, "type"), want[i].type);
+        if (!ours)
+            json_array_append(out, other);
+    }
     for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
         const char *transition = now;
         size_t j;
@@ -357,6 +373,7 @@ int kl_node_apply_status(json_t *node, const struct kl_node_facts *f, bool force
     conditions(status, f->now_ms);
     struct kl_node_ids ids;
     kl_node_ids(s->name, &ids);
+    kl_node_boot_id(s->name, f->boot, ids.boot_id, sizeof(ids.boot_id));
     json_object_set_new(
         status, "nodeInfo",
         json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "machineID", ids.machine_id,

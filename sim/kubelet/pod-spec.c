@@ -713,15 +713,20 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+int kl_tree_remove(const char *dir, struct err *e)
+{
+    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
+        return err_errno(e, -errno, "remove \"%s\"", dir);
+    return 0;
+}
+
 int kl_pod_volumes_teardown(const char *node_root, const char *pod_uid, struct err *e)
 {
     if (!pod_uid || !pod_uid[0] || strchr(pod_uid, '/') || strcmp(pod_uid, "..") == 0)
         return err_set(e, -EINVAL, "pod without a usable uid");
     _cleanup_free_ char *dir = xasprintf("%s/var/lib/kubelet/pods/%s", node_root, pod_uid);
     /* hostPath contents are never under the pod's folder: removing it is safe */
-    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
-        return err_errno(e, -errno, "remove \"%s\"", dir);
-    return 0;
+    return kl_tree_remove(dir, e);
 }
 
 /* ---- containers --------------------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kl-cdi.h"
+#include "kl-dra.h"
 #include "kl-pod-plan.h"
 #include "kl-pods.h"
 #include "kl-runtime.h"
@@ -360,6 +361,12 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
         }
     }
     json_decref(req);
+    /* the CDI devices of the container's DRA claims */
+    if (p->cfg.dra && kl_dra_container_alloc(p->cfg.dra, pod, a->name, &alloc, &e) < 0) {
+        kl_alloc_free(alloc);
+        create_failed(w, pod, c, fp, "CreateContainerError", err_msg(&e));
+        return;
+    }
 
     bool privileged = json_is_true(kobj_path(spec, "securityContext.privileged"));
     /* mounts: the build's and the devices' */
@@ -726,6 +733,15 @@ static void setup_volumes(struct pod_worker *w, const json_t *pod)
     if (w->vols)
         return;
     struct err e = {0};
+    /* the pod's ResourceClaims are prepared before its sandbox, as the kubelet does */
+    if (w->owner->cfg.dra && kl_dra_prepare(w->owner->cfg.dra, pod, &e) < 0) {
+        _cleanup_free_ char *msg =
+            xasprintf("Failed to prepare dynamic resources: %s", err_msg(&e));
+        if (!streq_ptr(w->mount_error, msg))
+            event(w, pod, "Warning", "FailedPrepareDynamicResources", NULL, "%s", msg);
+        set_str(&w->mount_error, msg);
+        return;
+    }
     if (request_token(w, pod, &e) < 0) {
         if (!streq_ptr(w->mount_error, err_msg(&e)))
             event(w, pod, "Warning", "FailedMount", NULL, "%s", err_msg(&e));
@@ -910,6 +926,8 @@ static void *worker_main(void *arg)
         if (plan.terminal && plan.all_stopped && !w->released) {
             if (p->cfg.devices)
                 kl_devices_release(p->cfg.devices, w->uid);
+            if (p->cfg.dra)
+                kl_dra_unprepare(p->cfg.dra, w->uid);
             w->released = true;
         }
         bool acted = plan.n_actions > 0;
@@ -935,6 +953,8 @@ static void *worker_main(void *arg)
         struct err e = {0};
         if (p->cfg.devices)
             kl_devices_release(p->cfg.devices, w->uid);
+        if (p->cfg.dra)
+            kl_dra_unprepare(p->cfg.dra, w->uid);
         if (kl_pod_volumes_teardown(p->cfg.node->root, w->uid, &e) < 0)
             log_warn(COMPONENT, "pod folder not removed", "pod=%s/%s err=\"%s\"", w->ns, w->name,
                      err_msg(&e));

@@ -22,6 +22,7 @@ bool ks_controllers(struct ksim *ks)
         c |= ks_ctl_daemonsets(ks);
         c |= ks_ctl_deployments(ks);
         c |= ks_ctl_replicasets(ks);
+        c |= ks_ctl_resourceclaims(ks);
         c |= ks_ctl_schedule(ks);
         c |= ks_ctl_orphan_pods(ks);
         c |= ks_ctl_kubelet(ks);

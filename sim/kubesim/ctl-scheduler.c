@@ -106,9 +106,11 @@ static void charge(json_t *usage, const char *node, json_t *req)
 }
 
 /* The scheduler's filters in its order (NodeUnschedulable, TaintToleration, NodeAffinity,
- * NodeResourcesFit): why the pod does not fit node n, appended to reasons (nothing when it
- * fits). Returns whether preemption could help (only a resource shortage). */
-static bool node_filter(json_t *spec, json_t *req, json_t *n, json_t *usage, json_t *reasons)
+ * NodeResourcesFit; DynamicResources comes after, in ks_ctl_schedule): why the pod does not fit
+ * node n, appended to reasons (nothing when it fits). Extended resources DRA serves on n (dp)
+ * are not NodeResourcesFit's. Returns whether preemption could help (only a resource shortage). */
+static bool node_filter(json_t *spec, json_t *req, json_t *n, json_t *usage, json_t *reasons,
+                        const struct ks_dra_pod *dp)
 {
     json_t *tols = json_object_get(spec, "tolerations");
     if (json_is_true(kobj_path(n, "spec.unschedulable"))) {
@@ -144,7 +146,7 @@ static bool node_filter(json_t *spec, json_t *req, json_t *n, json_t *usage, jso
     json_t *v;
     json_object_foreach (req, k, v) {
         int64_t want = json_integer_value(v), have = 0;
-        if (want <= 0)
+        if (want <= 0 || (dp && ks_dra_extended_delegated(dp, n, k)))
             continue;
         (void)ks_quantity_milli(json_object_get(alloc, k), &have);
         int64_t used = json_integer_value(kobj_at(u, "req", k));
@@ -212,24 +214,48 @@ bool ks_ctl_schedule(struct ksim *ks)
     bool changed = false;
     char ts[40];
     ks_now_str(ks, ts, sizeof(ts));
+    struct ks_dra_sched *dra = json_array_size(pending) ? ks_dra_sched_new(ks) : NULL;
     size_t i;
     json_array_foreach (pending, i, p) {
         json_t *spec = json_object_get(p, "spec");
+        /* DynamicResources' PreEnqueue and PreFilter */
+        struct ks_dra_pod *dp = NULL;
+        _cleanup_free_ char *prefilter = NULL;
+        int dr = ks_dra_prefilter(dra, p, &dp, &prefilter);
+        if (dr == KS_DRA_WAIT)
+            continue;
+        bool has_claims = json_array_size(kobj_path(p, "spec.resourceClaims")) > 0;
+        _cleanup_free_ char *sched_error = NULL;
         json_t *req = pod_requests(spec);
         json_t *why = json_object();     /* reason -> nodes */
         json_t *preempt = json_object(); /* what preemption says per node */
         const char *best = NULL;
+        json_t *best_node = NULL;
         json_int_t best_load = 0;
         size_t total = 0;
         json_t *n;
         json_object_foreach (nt->objs, k, n) {
             total++;
+            if (dr == KS_DRA_UNSCHEDULABLE || sched_error)
+                continue;
             json_t *reasons = json_array();
-            bool resolvable = node_filter(spec, req, n, usage, reasons);
+            bool resolvable = node_filter(spec, req, n, usage, reasons, dp);
+            if (json_array_size(reasons) == 0) {
+                const char *reason = NULL;
+                if (ks_dra_filter(dra, dp, n, &reason, &sched_error) < 0) {
+                    json_decref(reasons);
+                    continue;
+                }
+                if (reason) {
+                    json_array_append_new(reasons, json_string(reason));
+                    resolvable = false; /* UnschedulableAndUnresolvable */
+                }
+            }
             if (json_array_size(reasons) == 0) {
                 json_int_t l = json_integer_value(kobj_at(usage, ks_obj_name(n), "pods"));
                 if (!best || l < best_load) {
                     best = ks_obj_name(n);
+                    best_node = n;
                     best_load = l;
                 }
             } else {
@@ -245,9 +271,19 @@ bool ks_ctl_schedule(struct ksim *ks)
         }
         json_t *c = json_deep_copy(p);
         json_t *cond;
-        if (best) {
+        if (sched_error) {
+            /* a Filter error aborts the attempt, as the scheduler's handleSchedulingFailure */
+            best = NULL;
+            _cleanup_free_ char *text =
+                xasprintf("running \"DynamicResources\" filter plugin: %s", sched_error);
+            cond = json_pack("{s:s,s:s,s:n,s:s,s:s,s:s}", "type", "PodScheduled", "status", "False",
+                             "lastProbeTime", "lastTransitionTime", ts, "reason", "SchedulerError",
+                             "message", text);
+        } else if (best) {
             json_object_set_new(kobj_ensure_object(c, "spec"), "nodeName", json_string(best));
             charge(usage, best, req);
+            /* PreBind: claims allocated and reserved before the binding */
+            ks_dra_bind(dra, dp, best_node, c);
             cond = json_pack("{s:s,s:s,s:n,s:s}", "type", "PodScheduled", "status", "True",
                              "lastProbeTime", "lastTransitionTime", ts);
         } else {
@@ -257,8 +293,22 @@ bool ks_ctl_schedule(struct ksim *ks)
                 sbuf_adds(&msg, "no nodes available to schedule pods");
             } else {
                 sbuf_addf(&msg, "0/%zu nodes are available:", total);
-                histogram(&msg, why);
-                sbuf_addf(&msg, ". preemption: 0/%zu nodes are available:", total);
+                if (dr == KS_DRA_UNSCHEDULABLE) {
+                    /* a PreFilter rejection stands for every node */
+                    sbuf_addf(&msg, " %s", prefilter);
+                    json_object_clear(preempt);
+                    json_object_set_new(preempt, "Preemption is not helpful for scheduling",
+                                        json_integer((json_int_t)total));
+                } else {
+                    histogram(&msg, why);
+                }
+                /* PostFilter: DynamicResources speaks for pods with claims, then preemption */
+                sbuf_adds(&msg, ".");
+                if (dr == KS_DRA_UNSCHEDULABLE)
+                    sbuf_adds(&msg, " no new claims to deallocate,");
+                else if (has_claims)
+                    sbuf_adds(&msg, " still not schedulable,");
+                sbuf_addf(&msg, " preemption: 0/%zu nodes are available:", total);
                 histogram(&msg, preempt);
                 sbuf_adds(&msg, ".");
             }
@@ -267,11 +317,12 @@ bool ks_ctl_schedule(struct ksim *ks)
                              "lastProbeTime", "lastTransitionTime", ts, "reason", "Unschedulable",
                              "message", text);
         }
+        ks_dra_pod_free(dp);
         json_decref(req);
         json_decref(why);
         json_decref(preempt);
         json_t *old_cond = json_array_get(kobj_path(p, "status.conditions"), 0);
-        if (!best && streq_ptr(kobj_str(old_cond, "reason"), "Unschedulable") &&
+        if (!best && streq_ptr(kobj_str(old_cond, "reason"), kobj_str(cond, "reason")) &&
             streq_ptr(kobj_str(old_cond, "message"), kobj_str(cond, "message"))) {
             /* already marked unschedulable and nothing changed since: leave it */
             json_decref(cond);
@@ -283,6 +334,7 @@ bool ks_ctl_schedule(struct ksim *ks)
         ks_commit(ks, pt, c, KS_MODIFIED, p);
         changed = true;
     }
+    ks_dra_sched_free(dra);
     json_decref(pending);
     json_decref(usage);
     return changed;

@@ -46,6 +46,11 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
         return;
     }
     const char *p = t->plural;
+    if (ks_dra_type(t) && streq(p, "resourceclaims")) {
+        /* a claim starts unallocated: its status is the scheduler's and the drivers' */
+        json_object_del(obj, "status");
+        return;
+    }
     if (!t->group[0] && streq(p, "namespaces")) {
         json_object_set_new(kobj_ensure_object(obj, "spec"), "finalizers",
                             json_pack("[s]", "kubernetes"));

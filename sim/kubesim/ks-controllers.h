@@ -28,6 +28,34 @@ bool ctl_set_status(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *st)
 void ctl_event(struct ksim *ks, json_t *obj, const char *kind, const char *type, const char *reason,
                const char *message);
 
+/* ctl-dra.c: Dynamic Resource Allocation. The resourceclaim controller: */
+bool ks_ctl_resourceclaims(struct ksim *ks);
+/* The scheduler's DynamicResources plugin, for one scheduling pass (ctl-scheduler.c). */
+struct ks_dra_sched;
+struct ks_dra_pod;
+struct ks_dra_sched *ks_dra_sched_new(struct ksim *ks);
+void ks_dra_sched_free(struct ks_dra_sched *s);
+void ks_dra_pod_free(struct ks_dra_pod *p);
+enum {
+    KS_DRA_OK,            /* go on (with *ret, which may have nothing to allocate) */
+    KS_DRA_WAIT,          /* PreEnqueue: a claim is not there yet; the pod waits unmarked */
+    KS_DRA_UNSCHEDULABLE, /* PreFilter: unschedulable on every node, *ret_msg says why */
+};
+int ks_dra_prefilter(struct ks_dra_sched *s, json_t *pod, struct ks_dra_pod **ret, char **ret_msg);
+/* The pod lists spec.resourceClaims (PostFilter speaks for it). */
+bool ks_dra_pod_has_claims(const struct ks_dra_pod *p);
+/* NodeResourcesFit leaves this extended resource to DRA on this node. */
+bool ks_dra_extended_delegated(const struct ks_dra_pod *p, json_t *node, const char *resource);
+/* Filter: 0 with *ret_reason NULL (fits; the allocation is kept for bind), or a reason ("cannot
+ * allocate all claims", "resourceclaim not available on the node"); -EINVAL with *ret_err when
+ * scheduling must stop (a CEL runtime error, ...). */
+int ks_dra_filter(struct ks_dra_sched *s, struct ks_dra_pod *p, json_t *node,
+                  const char **ret_reason, char **ret_err);
+/* PreBind on the chosen node: the claims' allocations and the pod's reservations written, the
+ * special claim of extended resources made; bound (the pod about to be committed) gets
+ * status.extendedResourceClaimStatus. */
+void ks_dra_bind(struct ks_dra_sched *s, struct ks_dra_pod *p, json_t *node, json_t *bound);
+
 bool ks_ctl_daemonsets(struct ksim *ks);
 bool ks_ctl_deployments(struct ksim *ks);
 bool ks_ctl_replicasets(struct ksim *ks);

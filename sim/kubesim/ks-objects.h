@@ -44,11 +44,25 @@ void ks_add_cause(json_t *causes, const char *reason, const char *field, const c
 /* The decoder's type checks of a built-in object (metadata maps and lists, int32 and
  * int-or-string fields, quantities): 400 with Go's message. */
 int ks_decode_check(struct ks_type *t, json_t *obj, struct ks_status *st);
+/* The API server's texts for names that are not DNS-1123 labels or subdomains. */
+extern const char ks_msg_dns_label[], ks_msg_dns_subdomain[];
 void ks_validate_name(struct ks_type *t, const char *name, json_t *causes);
 void ks_validate_labels(json_t *obj, json_t *causes);
 void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *causes);
 /* Fields an update may not change; also keeps a Service's allocated clusterIP in res. */
 void ks_validate_immutable(struct ks_type *t, json_t *old, json_t *res, json_t *causes);
+
+/* validate-dra.c: resource.k8s.io/v1 (Dynamic Resource Allocation). */
+bool ks_dra_type(struct ks_type *t);
+/* The decoder's defaults of a write (allocationMode ExactCount, count 1, ...). */
+void ks_dra_defaults(struct ks_type *t, json_t *obj);
+void ks_dra_validate(struct ks_type *t, json_t *obj, json_t *causes);
+/* What an update may not change (a claim's or template's spec; a slice's driver, pool, node). */
+void ks_dra_validate_update(struct ks_type *t, json_t *old, json_t *res, json_t *causes);
+/* A ResourceClaim's /status write (reservations, the allocation). */
+void ks_dra_validate_status(struct ks_type *t, json_t *old, json_t *res, json_t *causes);
+/* A pod's spec.resourceClaims and its containers' resources.claims. */
+void ks_dra_validate_pod(json_t *pod, json_t *causes);
 
 void ks_random_suffix(struct ksim *ks, char *buf); /* buf >= 6 bytes */
 /* Secrets: stringData merged into data (base64) and dropped. */

@@ -50,6 +50,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     ks->pdb_disrupted = json_object();
     ks->pod_born = json_object();
     ks->pod_dying = json_object();
+    ks->dra_events = json_object();
     ks_types_init(ks);
     ks_auth_init(ks);
     static const char *const nss[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
@@ -74,6 +75,7 @@ void ksim_free(struct ksim *ks)
     json_decref(ks->pdb_disrupted);
     json_decref(ks->pod_born);
     json_decref(ks->pod_dying);
+    json_decref(ks->dra_events);
     free(ks->admin_token);
     json_decref(ks->sa_tokens);
     pthread_mutex_destroy(&ks->lock);

@@ -42,6 +42,7 @@ static int prepare_create(struct ksim *ks, struct ks_type *t, const char *ns, js
         json_object_del(meta, "namespace");
     ks_validate_name(t, name, causes);
     ks_validate_labels(obj, causes);
+    ks_dra_defaults(t, obj);
     ks_validate_type(ks, t, obj, causes);
     if (t->crd && t->schema) {
         /* decoding defaults and prunes; create cannot set a status subresource */
@@ -252,11 +253,14 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
     }
     json_t *causes = json_array();
     ks_validate_labels(res, causes);
+    ks_dra_defaults(t, res);
     if (t->crd && t->schema)
         ks_crd_schema_validate(t->schema, res, old, causes);
     if (!sub) {
         ks_validate_type(ks, t, res, causes);
         ks_validate_immutable(t, old, res, causes);
+    } else if (streq(sub, "status")) {
+        ks_dra_validate_status(t, old, res, causes);
     }
     if (json_array_size(causes))
         return ks_invalid(st, t, ks_obj_name(old), causes);

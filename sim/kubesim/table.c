@@ -132,6 +132,29 @@ static json_t *node_selector_cell(json_t *ds)
     return json_string(*cell ? cell : "<none>");
 }
 
+/* A ResourceClaim's State column, as kubectl prints it: "deleted", "pending", "allocated",
+ * "reserved", joined by commas. */
+static json_t *claim_state_cell(json_t *claim)
+{
+    const char *states[3];
+    size_t n = 0;
+    bool deleted = kobj_path(claim, "metadata.deletionTimestamp") != NULL;
+    if (deleted)
+        states[n++] = "deleted";
+    if (!json_is_object(kobj_path(claim, "status.allocation"))) {
+        if (!deleted)
+            states[n++] = "pending";
+    } else {
+        states[n++] = "allocated";
+        if (json_array_size(kobj_path(claim, "status.reservedFor")))
+            states[n++] = "reserved";
+    }
+    char buf[64] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i ? "," : "", states[i]);
+    return json_string(buf);
+}
+
 /* A cell from a CRD printer column's JSONPath (simple .a.b.c paths). */
 static json_t *jsonpath_cell(json_t *obj, const char *jp)
 {
@@ -194,6 +217,14 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
         if (streq(kind, "Secret"))
             C("Type", "string", 0);
         C("Data", "integer", 0);
+        C("Age", "string", 0);
+    } else if (core && streq(kind, "ResourceClaim")) {
+        C("State", "string", 0);
+        C("Age", "string", 0);
+    } else if (core && streq(kind, "ResourceSlice")) {
+        C("Node", "string", 0);
+        C("Driver", "string", 0);
+        C("Pool", "string", 0);
         C("Age", "string", 0);
     } else if (t->printer_columns) {
         size_t i;
@@ -266,6 +297,14 @@ json_t *ks_table(struct ksim *ks, struct ks_type *t, json_t *items, bool with_co
                 A(str_or(o, "type", "Opaque"));
             A(json_integer((json_int_t)(json_object_size(json_object_get(o, "data")) +
                                         json_object_size(json_object_get(o, "binaryData")))));
+            A(age_cell(ks, o));
+        } else if (core && streq(kind, "ResourceClaim")) {
+            A(claim_state_cell(o));
+            A(age_cell(ks, o));
+        } else if (core && streq(kind, "ResourceSlice")) {
+            A(str_or(o, "spec.nodeName", ""));
+            A(str_or(o, "spec.driver", ""));
+            A(str_or(o, "spec.pool.name", ""));
             A(age_cell(ks, o));
         } else if (t->printer_columns) {
             size_t j;

@@ -21,11 +21,11 @@ void ks_add_cause(json_t *causes, const char *reason, const char *field, const c
         causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message", msg, "field", field));
 }
 
-static const char msg_label[] =
+const char ks_msg_dns_label[] =
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
     "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-static const char msg_subdomain[] =
+const char ks_msg_dns_subdomain[] =
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
     "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -44,7 +44,7 @@ void ks_validate_name(struct ks_type *t, const char *name, json_t *causes)
     }
     if (label ? !kobj_valid_dns_label(name) : !kobj_valid_dns_subdomain(name))
         ks_add_cause(causes, "FieldValueInvalid", "metadata.name", "Invalid value: \"%s\": %s",
-                     name, label ? msg_label : msg_subdomain);
+                     name, label ? ks_msg_dns_label : ks_msg_dns_subdomain);
 }
 
 void ks_validate_labels(json_t *obj, json_t *causes)
@@ -78,10 +78,16 @@ void ks_validate_type(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *c
     (void)ks;
     if (!t->crd)
         validate_values(t, obj, causes);
+    if (ks_dra_type(t)) {
+        ks_dra_validate(t, obj, causes);
+        return;
+    }
     if (t->crd || t->group[0] == '\0') {
         if (!t->crd && streq(t->plural, "pods") &&
             json_array_size(kobj_path(obj, "spec.containers")) == 0)
             ks_add_cause(causes, "FieldValueRequired", "spec.containers", "Required value");
+        if (!t->crd && streq(t->plural, "pods"))
+            ks_dra_validate_pod(obj, causes);
         if (!t->crd && streq(t->plural, "resourcequotas"))
             ks_quota_validate(obj, causes);
         return;
@@ -168,6 +174,10 @@ void ks_validate_immutable(struct ks_type *t, json_t *old, json_t *res, json_t *
                          "Invalid value: %s: field is immutable", v ? v : "null");
             free(v);
         }
+        return;
+    }
+    if (ks_dra_type(t)) {
+        ks_dra_validate_update(t, old, res, causes);
         return;
     }
     if (t->group[0])

@@ -1027,7 +1027,7 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
                                                     unsigned long long *clocksEventReasons)
 {
     TELEMETRY_BEGIN(device, clocksEventReasons);
-    *clocksEventReasons = s.clock_event_reasons;
+    *clocksEventReasons = s.clock_event_reasons | d.st->throttle;
     return NVML_SUCCESS;
 }
 
@@ -1262,7 +1262,10 @@ static nvmlReturn_t field_value(const struct dev *d, const struct sim_sample *s,
     case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL:
         if (!links)
             return NVML_ERROR_NOT_SUPPORTED;
-        fv_ull(v, 0);
+        fv_ull(v, v->fieldId == NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL ? d->st->nvlink_replay
+                  : v->fieldId == NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+                      ? d->st->nvlink_recovery
+                      : 0);
         return NVML_SUCCESS;
     case NVML_FI_DEV_NVLINK_BANDWIDTH_C0_TOTAL:
         if (!links)

@@ -10,8 +10,24 @@
 #include "simnvml.h"
 #include "svc.h"
 
+#define FAULTS                                                                  \
+    "xid, lost, ecc, nvlink, thermal, power, cool, remap-failure, mig-fail or " \
+    "mig-reset-required"
+
 struct inject {
-    enum { INJ_XID, INJ_LOST, INJ_ECC, INJ_MIG_FAIL, INJ_MIG_RESET, GPU_RESET } kind;
+    enum {
+        INJ_XID,
+        INJ_LOST,
+        INJ_ECC,
+        INJ_MIG_FAIL,
+        INJ_MIG_RESET,
+        INJ_NVLINK,
+        INJ_THERMAL,
+        INJ_POWER,
+        INJ_COOL,
+        INJ_REMAP_FAILURE,
+        GPU_RESET,
+    } kind;
     unsigned gpu, code, gi, ci, dbe, sbe, after;
     const struct sim_fleet *fleet;
 };
@@ -79,11 +95,41 @@ static int inject_apply(struct sim_update *u, struct sim_state *st, void *arg, s
             return err_set(e, -EOPNOTSUPP, "--gpu %u: not MIG capable", in->gpu);
         g->mig_reset_required = true;
         return 0;
+    case INJ_NVLINK:
+        if (!in->fleet->gpus[in->gpu].n_links)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: has no NVLinks", in->gpu);
+        g->nvlink_recovery++;
+        g->nvlink_replay++;
+        g->last_xid = 74;
+        sim_update_event(u, in->gpu, nvmlEventTypeXidCriticalError, 74, SIM_NO_ID, SIM_NO_ID);
+        return 0;
+    case INJ_THERMAL:
+        g->throttle |=
+            nvmlClocksThrottleReasonHwSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown;
+        return 0;
+    case INJ_POWER:
+        g->throttle |=
+            nvmlClocksThrottleReasonHwSlowdown | nvmlClocksThrottleReasonHwPowerBrakeSlowdown;
+        return 0;
+    case INJ_COOL:
+        g->throttle = 0;
+        return 0;
+    case INJ_REMAP_FAILURE:
+        if (in->fleet->gpus[in->gpu].arch < NVML_DEVICE_ARCH_AMPERE)
+            return err_set(e, -EOPNOTSUPP, "--gpu %u: no row remapping before Ampere", in->gpu);
+        g->remap_failure = true;
+        g->last_xid = 64;
+        sim_update_event(u, in->gpu, nvmlEventTypeXidCriticalError, 64, SIM_NO_ID, SIM_NO_ID);
+        return 0;
     case GPU_RESET: {
         struct sim_proc procs[SIM_MAX_PROCS];
         if (sim_procs_live(st, in->gpu, procs, ARRAY_SIZE(procs)) > 0)
             return err_set(e, -EBUSY, "--gpu %u: processes run on it (NVML_ERROR_IN_USE)", in->gpu);
-        sim_mig_reset(g);
+        if (sim_gpu_reset(g) != NVML_SUCCESS)
+            return err_set(e, -ENODEV,
+                           "--gpu %u: the GPU is lost (NVML_ERROR_GPU_IS_LOST): only a reboot "
+                           "brings it back",
+                           in->gpu);
         return 0;
     }
     }
@@ -243,13 +289,20 @@ static int inject_check(const struct sim_cli *c, const char *what, struct inject
         in->kind = INJ_MIG_FAIL;
     else if (strcmp(what, "mig-reset-required") == 0)
         in->kind = INJ_MIG_RESET;
+    else if (strcmp(what, "nvlink") == 0)
+        in->kind = INJ_NVLINK;
+    else if (strcmp(what, "thermal") == 0)
+        in->kind = INJ_THERMAL;
+    else if (strcmp(what, "power") == 0)
+        in->kind = INJ_POWER;
+    else if (strcmp(what, "cool") == 0)
+        in->kind = INJ_COOL;
+    else if (strcmp(what, "remap-failure") == 0)
+        in->kind = INJ_REMAP_FAILURE;
     else if (strcmp(what, "gpu-reset") == 0) /* the command, checked as a fault is */
         in->kind = GPU_RESET;
     else
-        return err_set(e, -EINVAL,
-                       "inject: unknown fault \"%s\" (xid, lost, ecc, mig-fail or "
-                       "mig-reset-required)",
-                       what);
+        return err_set(e, -EINVAL, "inject: unknown fault \"%s\" (%s)", what, FAULTS);
     *in = (struct inject){.kind = in->kind,
                           .gpu = c->gpu,
                           .code = c->code,
@@ -310,8 +363,8 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
     printf("fleet  %s: driver %s, CUDA %d.%d, seed %" PRIu64 ", %zu GPUs\n", f->path,
            f->driver_version, f->cuda_driver_version / 1000, f->cuda_driver_version % 1000 / 10,
            f->seed, f->n_gpus);
-    printf("state  %s (generation %" PRIu64 ", %" PRIu64 " events so far)\n", sim_store_dir(s),
-           st->generation, st->next_seq - 1);
+    printf("state  %s (generation %" PRIu64 ", %" PRIu64 " events so far, %" PRIu64 " reboots)\n",
+           sim_store_dir(s), st->generation, st->next_seq - 1, st->boots);
     for (unsigned i = 0; i < f->n_gpus; i++) {
         const struct sim_gpu_spec *g = &f->gpus[i];
         const struct sim_gpu_state *gs = &st->gpus[i];
@@ -382,6 +435,12 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
                    gs->retired_sbe, gs->retired_pending ? ", retirement pending" : "");
         if (gs->last_xid)
             printf("  last XID: %u\n", gs->last_xid);
+        if (gs->nvlink_recovery || gs->nvlink_replay)
+            printf("  NVLink errors: %u recovery, %u replay\n", gs->nvlink_recovery,
+                   gs->nvlink_replay);
+        if (gs->throttle)
+            printf("  slowdown held: clock event reasons 0x%llx\n",
+                   (unsigned long long)gs->throttle);
         if (gs->mig_fail_in)
             printf("  injected MIG fault: GPU-instance creation %u from now fails\n",
                    gs->mig_fail_in);
@@ -417,6 +476,18 @@ static int cmd_show(const struct sim_fleet *f, struct sim_store *s)
     return 0;
 }
 
+/* A driver reload: refused while a process holds a GPU (the module is in use). */
+static int driver_reload_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    (void)arg;
+    if (sim_procs_live(st, SIM_NO_ID, NULL, 0) > 0)
+        return err_set(e, -EBUSY, "processes hold the GPUs (Module nvidia is in use)");
+    for (size_t i = 0; i < st->n_gpus; i++)
+        sim_gpu_driver_reload(&st->gpus[i]);
+    return 0;
+}
+
 /* The command and its flags: bad usage (exit 2) before any file is read. */
 static int sim_configure(struct svc *s, struct err *e)
 {
@@ -426,13 +497,12 @@ static int sim_configure(struct svc *s, struct err *e)
     if (n == 0)
         return err_set(
             e, -EINVAL,
-            "a command is required: inject, gpu-reset, set-load, reset or show (see --help)");
+            "a command is required: inject, gpu-reset, driver-reload, reboot, set-load, reset "
+            "or show (see --help)");
     const char *cmd = args[0];
     if (strcmp(cmd, "inject") == 0) {
         if (n < 2)
-            return err_set(e, -EINVAL,
-                           "inject: what? (xid, lost, ecc, mig-fail or mig-reset-required; see "
-                           "gpuop-sim --help)");
+            return err_set(e, -EINVAL, "inject: what? (%s; see gpuop-sim --help)", FAULTS);
         if (strcmp(args[1], "gpu-reset") == 0)
             return err_set(e, -EINVAL, "inject: unknown fault \"gpu-reset\" (a command)");
         struct inject in;
@@ -450,10 +520,12 @@ static int sim_configure(struct svc *s, struct err *e)
         struct load_cmd l;
         return load_check(c, &l, e);
     }
-    if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0)
-        return err_set(
-            e, -EINVAL,
-            "unknown command \"%s\" (inject, gpu-reset, set-load, reset, show; see --help)", cmd);
+    if (strcmp(cmd, "reset") != 0 && strcmp(cmd, "show") != 0 && strcmp(cmd, "reboot") != 0 &&
+        strcmp(cmd, "driver-reload") != 0)
+        return err_set(e, -EINVAL,
+                       "unknown command \"%s\" (inject, gpu-reset, driver-reload, reboot, "
+                       "set-load, reset, show; see --help)",
+                       cmd);
     if (n > 1)
         return err_set(e, -EINVAL, "%s: unexpected argument \"%s\"", cmd, args[1]);
     return 0;
@@ -487,6 +559,13 @@ static int sim_run(struct svc *s, struct err *e)
     }
     if (strcmp(cmd, "show") == 0)
         return cmd_show(f, st) == 0 ? 0 : err_set(e, -EIO, "show failed");
+    if (strcmp(cmd, "reboot") == 0 || strcmp(cmd, "driver-reload") == 0) {
+        bool reboot = cmd[0] == 'r';
+        if (reboot ? (r = sim_store_reboot(st, e)) != 0
+                   : (r = sim_store_update(st, driver_reload_apply, NULL, e)) != 0)
+            return err_prefix(e, "%s", cmd);
+        return 0;
+    }
     if (strcmp(cmd, "set-load") == 0) {
         struct load_cmd l;
         if ((r = load_check(c, &l, e)) < 0)
@@ -548,8 +627,23 @@ const struct svc_component sim_component = {
         "                      GPU is reset (nvmlDeviceSetMigMode: activation status\n"
         "                      NVML_ERROR_RESET_REQUIRED; nvmlDeviceGetMigMode: current and\n"
         "                      pending differ), as where the node cannot reset it live\n"
-        "  gpu-reset --gpu N   reset GPU N (what a reboot does): a pending MIG mode change\n"
-        "                      takes effect; refused while processes run on it\n"
+        "  inject nvlink --gpu N\n"
+        "                      count an NVLink recovery and replay error on GPU N's links and\n"
+        "                      deliver XID 74 (NVLINK_ERROR)\n"
+        "  inject thermal|power --gpu N\n"
+        "                      hold GPU N's clocks down: a hardware thermal or power brake\n"
+        "                      slowdown (NVML's clock event reasons) until inject cool\n"
+        "  inject cool --gpu N end GPU N's slowdowns\n"
+        "  inject remap-failure --gpu N\n"
+        "                      a row remapping failed on GPU N (Ampere and later); XID 64\n"
+        "  gpu-reset --gpu N   reset GPU N: a pending MIG mode change takes effect, rows\n"
+        "                      pending remapping are remapped, the volatile ECC and NVLink\n"
+        "                      error counts clear; refused while processes run on it, and for\n"
+        "                      a lost GPU (only a reboot brings it back)\n"
+        "  driver-reload       as a driver reload: what a reset does on every GPU, and pages\n"
+        "                      pending retirement retired; refused while processes hold GPUs\n"
+        "  reboot              as a node reboot: lost GPUs back, every GPU reset, processes\n"
+        "                      gone, MIG instances gone (the mode stays); slowdowns stay\n"
         "  set-load --gpu N|--pid P [--sm R] [--tensor R] [--dram R] | --clear\n"
         "                      the load (ratios 0..1) a process on GPU N, or process P,\n"
         "                      drives: the simulated GPU Performance Monitoring counts it\n"

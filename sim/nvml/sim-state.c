@@ -137,6 +137,12 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
             json_object_set_new(last, "mig_reset_required", json_true());
         if (g->has_load)
             json_object_set_new(last, "load", load_to_json(&g->load));
+        if (g->nvlink_recovery || g->nvlink_replay)
+            json_object_set_new(last, "nvlink",
+                                json_pack("{s:I, s:I}", "recovery", (json_int_t)g->nvlink_recovery,
+                                          "replay", (json_int_t)g->nvlink_replay));
+        if (g->throttle)
+            json_object_set_new(last, "throttle", json_integer((json_int_t)g->throttle));
     }
     json_t *procs = json_array();
     for (size_t i = 0; i < st->n_procs; i++) {
@@ -153,9 +159,12 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
     }
     char hash[24];
     snprintf(hash, sizeof(hash), "%016" PRIx64, f->hash);
-    return json_pack("{s:i, s:s, s:I, s:I, s:o, s:o}", "version", 1, "fleet", hash, "generation",
-                     (json_int_t)st->generation, "next_seq", (json_int_t)st->next_seq, "gpus", gpus,
-                     "processes", procs);
+    json_t *doc = json_pack("{s:i, s:s, s:I, s:I, s:o, s:o}", "version", 1, "fleet", hash,
+                            "generation", (json_int_t)st->generation, "next_seq",
+                            (json_int_t)st->next_seq, "gpus", gpus, "processes", procs);
+    if (doc && st->boots)
+        json_object_set_new(doc, "boots", json_integer((json_int_t)st->boots));
+    return doc;
 }
 
 static int get_u(json_t *o, const char *key, const char *ctx, int64_t max, unsigned *ret,
@@ -251,6 +260,19 @@ static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, st
         (r = cfg_bool(o, "mig_reset_required", ctx, false, &g->mig_reset_required, e)) < 0 ||
         (r = load_from_json(o, ctx, &g->has_load, &g->load, e)) < 0)
         return r;
+    int64_t throttle = 0;
+    if ((r = cfg_int64(o, "throttle", ctx, false, 0, INT64_MAX, &throttle, e)) < 0)
+        return r;
+    g->throttle = (uint64_t)throttle;
+    if ((r = cfg_object(o, "nvlink", ctx, false, &x, e)) < 0)
+        return r;
+    if (x) {
+        snprintf(c2, sizeof(c2), "%.400s.nvlink", ctx);
+        if ((r = get_u(x, "recovery", c2, UINT32_MAX, &g->nvlink_recovery, e)) < 0 ||
+            (r = get_u(x, "replay", c2, UINT32_MAX, &g->nvlink_replay, e)) < 0)
+            return r;
+    }
+    x = NULL;
     if ((r = cfg_object(o, "ecc", ctx, false, &x, e)) < 0)
         return r;
     if (x) {
@@ -365,7 +387,8 @@ static int state_read(struct sim_store *s, struct sim_state *st, struct err *e)
         return r;
     if (strcmp(hash, want) != 0 || json_array_size(gpus) != s->fleet->n_gpus)
         return 0;
-    if ((r = get_u64(doc, "generation", ctx, &st->generation, e)) < 0 ||
+    if ((r = get_u64(doc, "boots", ctx, &st->boots, e)) < 0 ||
+        (r = get_u64(doc, "generation", ctx, &st->generation, e)) < 0 ||
         (r = get_u64(doc, "next_seq", ctx, &st->next_seq, e)) < 0 ||
         (r = procs_from_json(doc, ctx, s->fleet->n_gpus, st, e)) < 0)
         return r;
@@ -479,6 +502,7 @@ static void state_alloc(struct sim_state *st, size_t n)
 static void state_copy(struct sim_state *dst, const struct sim_state *src)
 {
     dst->generation = src->generation;
+    dst->boots = src->boots;
     dst->next_seq = src->next_seq;
     memcpy(dst->gpus, src->gpus, src->n_gpus * sizeof(*src->gpus));
     dst->n_procs = src->n_procs;

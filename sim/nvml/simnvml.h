@@ -174,6 +174,11 @@ struct sim_gpu_state {
     unsigned remapped_cor, remapped_unc;
     bool remap_pending, remap_failure;
     unsigned last_xid;
+    /* NVLink errors counted on all links (`gpuop-sim inject nvlink`); a reset clears them */
+    unsigned nvlink_recovery, nvlink_replay;
+    /* clock event reasons forced on (`gpuop-sim inject thermal|power`, NVML's bits): a slowdown
+     * that holds until `inject cool` */
+    uint64_t throttle;
     /* An injected MIG fault (`gpuop-sim inject mig-fail`): when non-zero, the GPU-instance
      * creation that brings it to 0 fails with NVML_ERROR_UNKNOWN (and creates nothing); each
      * creation counts it down, so the fault fires once. */
@@ -201,6 +206,7 @@ struct sim_proc {
 
 struct sim_state {
     uint64_t generation;
+    uint64_t boots;    /* simulated reboots of the node (sim_store_reboot) */
     uint64_t next_seq; /* sequence number of the next event */
     size_t n_gpus;
     struct sim_gpu_state *gpus;
@@ -236,6 +242,24 @@ unsigned sim_mig_gi_id_for(unsigned start, unsigned size);
 /* Deterministic "MIG-xxxxxxxx-..." UUID of the MIG device (gi, ci) of a GPU. */
 void sim_mig_uuid(const struct sim_gpu_spec *spec, unsigned gi_id, unsigned ci_id, char *buf,
                   size_t n);
+
+/* ---- resets and reboots (sim-faults.c) --------------------------------------------------- */
+
+/*
+ * What NVML shows after a GPU reset, a driver reload and a node reboot (docs/remediation.md,
+ * "The simulator"). A reset brings a pending MIG mode into effect, applies the rows pending
+ * remapping and clears the volatile ECC and NVLink error counts; a lost GPU cannot be reset
+ * (NVML_ERROR_GPU_IS_LOST: only a reboot brings it back). A driver reload also applies pages
+ * pending retirement. A reboot does all of that for every GPU, brings lost GPUs back, ends every
+ * process and destroys the MIG instances (the mode stays). A slowdown (throttle) stays through
+ * all three: it is the cooling's or the power supply's. The caller checks processes.
+ */
+struct sim_store;
+int sim_gpu_reset(struct sim_gpu_state *g); /* NVML return code */
+void sim_gpu_driver_reload(struct sim_gpu_state *g);
+void sim_gpu_reboot(struct sim_gpu_state *g);
+/* Reboots the simulated node behind the store: every GPU, no process left, boots counted. */
+int sim_store_reboot(struct sim_store *s, struct err *e);
 
 /* ---- events ------------------------------------------------------------------------------ */
 

@@ -9,11 +9,9 @@
 # written.
 # usage: test-gpuop-modules.sh GPUOP GPUOP-TOMLX.SO
 set -euo pipefail
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 GPUOP=${1:?usage: test-gpuop-modules.sh GPUOP GPUOP-TOMLX.SO}
 MOD=${2:?usage: test-gpuop-modules.sh GPUOP GPUOP-TOMLX.SO}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 CXX_LIBS='libstdc\+\+|libtomlplusplus|libgcc_s'
 
 needed() { readelf -d "$1" | awk '/\(NEEDED\)/ { gsub(/[][]/, "", $NF); print $NF }'; }

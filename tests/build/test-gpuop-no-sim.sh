@@ -4,11 +4,11 @@
 # defined in build/gpuop, and `gpuop --help` lists no simulator command.
 # Usage: test-gpuop-no-sim.sh GPUOP SIM_LIB...
 set -uo pipefail
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 gpuop=$1; shift
-command -v nm >/dev/null || { echo "SKIP: no nm"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
+need_cmd nm
 [ -x "$gpuop" ] || fail "$gpuop: not an executable"
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$T
 nm --defined-only -g "$gpuop" | awk '{print $NF}' | sort -u >"$tmp/gpuop"
 [ -s "$tmp/gpuop" ] || fail "nm found no symbol in $gpuop"
 for lib in "$@"; do

@@ -21,9 +21,10 @@ STUB=$3
 COMPAT=$4
 PROBE=$5
 SRC=${GPUOP_SOURCE_ROOT:?}
-[ "$(id -u)" = 0 ] || { echo "needs root (runc creates namespaces): skipping"; exit 77; }
+. "$SRC/tests/lib/test-lib.sh"
+[ "$(id -u)" = 0 ] || skip "needs root (runc creates namespaces)"
 RUNC=$(command -v runc || true)
-[ -n "$RUNC" ] || { echo "runc not installed (make deps: Debian's runc): skipping"; exit 77; }
+[ -n "$RUNC" ] || skip "runc not installed (make deps: Debian's runc)"
 BUSYBOX=''
 for b in /bin/busybox /usr/bin/busybox; do
     if [ -x "$b" ] && LC_ALL=C ldd "$b" 2>&1 | grep -q 'not a dynamic executable'; then
@@ -31,33 +32,27 @@ for b in /bin/busybox /usr/bin/busybox; do
         break
     fi
 done
-[ -n "$BUSYBOX" ] || { echo "no static busybox (make deps: busybox-static): skipping"; exit 77; }
+[ -n "$BUSYBOX" ] || skip "no static busybox (make deps: busybox-static)"
 LDCONFIG=''
 for l in /sbin/ldconfig.real /sbin/ldconfig /usr/sbin/ldconfig; do
     [ -x "$l" ] && { LDCONFIG=$l; break; }
 done
-[ -n "$LDCONFIG" ] || { echo "no ldconfig on this machine: skipping"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing: skipping"; exit 77; }
+[ -n "$LDCONFIG" ] || skip "no ldconfig on this machine"
+command -v python3 >/dev/null || skip "python3 missing"
 LOADER=$(readlink -f /lib64/ld-linux-x86-64.so.2)
 LIBC=$(LC_ALL=C ldd "$PROBE" | sed -n 's/^.*libc\.so\.6 => \([^ ]*\) .*$/\1/p')
-[ -f "$LOADER" ] && [ -f "$LIBC" ] || { echo "no x86_64 glibc loader and libc to copy: skipping"; exit 77; }
+[ -f "$LOADER" ] && [ -f "$LIBC" ] || skip "no x86_64 glibc loader and libc to copy"
 
-T=$(mktemp -d /tmp/gpuop-cdi-hook-ctr.XXXXXX)
 ROOT=$T/runc-root
 IDS=()
-cleanup() {
+delete_containers() {
+    local id
     for id in "${IDS[@]}"; do
         "$RUNC" --root "$ROOT" delete -f "$id" >/dev/null 2>&1
     done
-    rm -rf "$T"
 }
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    echo "--- container output"; cat "$T/out" 2>/dev/null
-    echo "--- stderr"; cat "$T/err" 2>/dev/null
-    exit 1
-}
+at_exit delete_containers
+log_file "$T/out" "$T/err" # the container's output and stderr
 
 # ---- the node: a driver root whose libraries are in nvidia/current, a GPU's device node -------
 FLEET=$SRC/sim/fleets/pcie-l4.yaml

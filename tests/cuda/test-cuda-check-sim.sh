@@ -3,19 +3,14 @@
 # The CUDA check (build/cuda-check: src/edge/cuda's PTX and launch code) against the simulated
 # libcuda on simulated nodes. Arguments: CUDA_CHECK LIBCUDA GPUOP FLEETS_DIR.
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 CHECK=$1
 export GPUOP_CUDA_LIBRARY=$2
 GPUOP=$3
 FLEETS=$4
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 unset GPUOP_SIM_ROOT NVIDIA_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPUOP_SIM_CUDA_CORRUPT
 export GPUOP_SIM_FLEET=$FLEETS/dgx-h100.yaml GPUOP_SIM_STATE=$T/state
-fail() {
-    echo "FAIL: $*"
-    [ -f "$T/out" ] && { echo "--- output"; cat "$T/out"; }
-    exit 1
-}
+log_file "$T/out"
 # run WANT_RC [ENV=VALUE...]: the check with extra environment; output in $T/out.
 run() {
     local want=$1 rc

@@ -4,26 +4,14 @@
 # (/run/nvidia/driver) and a driver pre-installed on the host. Arguments: CUDA_CHECK
 # SIM_IMAGE_BIN LIBNVIDIA_ML FLEETS_DIR.
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 CHECK=$1
 BIN=$2
 export GPUOP_NVML_LIBRARY=$3
 FLEETS=$4
-T=$(mktemp -d)
 ROOT=$T/root
 KERNEL=5.15.0-127-generic
 LIBDIR=usr/lib/x86_64-linux-gnu
-DRIVER=
-cleanup() {
-    [ -n "$DRIVER" ] && kill -KILL "$DRIVER" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
-    exit 1
-}
 mkdir -p "$ROOT/usr/src/linux-headers-$KERNEL"
 export GPUOP_SIM_ROOT=$ROOT GPUOP_SIM_FLEET=$FLEETS/pcie-l4.yaml GPUOP_SIM_STATE=$T/state
 export GPUOP_SIM_KERNEL=$KERNEL GPUOP_SIM_IMAGE=nvcr.io/nvidia/driver:550.127.05-ubuntu22.04
@@ -37,13 +25,9 @@ DRVLIB=$ROOT/run/nvidia/driver/$LIBDIR/libcuda.so.1
 grep -qF "CUDA check: FAIL: load the CUDA driver \"$DRVLIB\"" "$T/none.log" || fail "no-driver text"
 
 # The driver container loads: its root's libcuda answers for the node's 4 L4s, CUDA 12.4.
-"$BIN/nvidia-driver" init >"$T/driver.log" 2>&1 &
-DRIVER=$!
-for _ in $(seq 100); do
-    grep -qF "Done, now waiting for signal" "$T/driver.log" && break
-    sleep 0.05
-done
-grep -qF "Done, now waiting for signal" "$T/driver.log" || fail "the driver did not load"
+bg driver "$BIN/nvidia-driver" init
+DRIVER=$LAST
+wait_log "$T/driver.log" "Done, now waiting for signal"
 [ -f "$ROOT/run/nvidia/driver/$LIBDIR/libcuda.so.550.127.05" ] || fail "no libcuda.so.550.127.05"
 [ "$(readlink "$DRVLIB")" = libcuda.so.550.127.05 ] || fail "libcuda.so.1 is not a link to it"
 "$CHECK" --lib "$DRVLIB" >"$T/loaded.log" 2>&1 || fail "the check failed with the driver loaded"
@@ -52,10 +36,8 @@ grep -qxF "CUDA driver API 12.4, 4 device(s)" "$T/loaded.log" || fail "version o
 
 # The driver unloads: its libcuda goes with it.
 kill -TERM "$DRIVER"
-wait "$DRIVER"
-rc=$?
-DRIVER=
-[ $rc = 0 ] || fail "the driver's unload exited $rc"
+wait_exit "$DRIVER" 10
+[ $RC = 0 ] || fail "the driver's unload exited $RC"
 if [ -e "$DRVLIB" ] || [ -e "$ROOT/run/nvidia/driver/$LIBDIR/libcuda.so.550.127.05" ]; then
     fail "libcuda left in the driver root"
 fi

@@ -17,7 +17,6 @@ from proto/deviceplugin/v1beta1/api.proto.
 Exit 77 (skipped) only when grpcio / grpc_tools are not installed.
 """
 import os
-import queue
 import re
 import signal
 import subprocess
@@ -25,97 +24,11 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent import futures
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError as exc:  # the peer is truly absent
-    print(f"SKIP: python3-grpcio / python3-grpc-tools not installed: {exc}")
-    sys.exit(77)
-
-SRC = os.environ.get("GPUOP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-    return cond
-
-
-def gen_stubs(outdir):
-    rc = protoc.main(["grpc_tools.protoc", f"-I{os.path.join(SRC, 'proto')}",
-                      f"--python_out={outdir}", f"--grpc_python_out={outdir}",
-                      "deviceplugin/v1beta1/api.proto"])
-    if rc != 0:
-        print(f"FAIL protoc rejected deviceplugin/v1beta1/api.proto (rc={rc})")
-        sys.exit(1)
-    sys.path.insert(0, outdir)
-    from deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-    return api_pb2, api_pb2_grpc
-
-
-class Kubelet:
-    """The Registration service on a unix socket; registrations go to a queue."""
-
-    def __init__(self, pb, pb_grpc, sock):
-        self.pb, self.sock = pb, sock
-        self.registrations = queue.Queue()
-        outer = self
-
-        class Registration(pb_grpc.RegistrationServicer):
-            def Register(self, request, context):
-                outer.registrations.put((time.monotonic(), request))
-                return pb.Empty()
-
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        pb_grpc.add_RegistrationServicer_to_server(Registration(), self.server)
-        self.server.add_insecure_port(f"unix://{sock}")
-        self.server.start()
-
-    def stop(self):
-        self.server.stop(0).wait()
-
-    def wait_registrations(self, n, timeout):
-        got = []
-        end = time.monotonic() + timeout
-        while len(got) < n:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                got.append(self.registrations.get(timeout=left))
-            except queue.Empty:
-                break
-        return got
-
-
-class Watch:
-    """A ListAndWatch stream read on a thread."""
-
-    def __init__(self, stub, pb):
-        self.updates = queue.Queue()
-        self.call = stub.ListAndWatch(pb.Empty())
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            for resp in self.call:
-                self.updates.put((time.monotonic(), list(resp.devices)))
-        except grpc.RpcError:
-            pass
-
-    def next(self, timeout):
-        try:
-            return self.updates.get(timeout=timeout)
-        except queue.Empty:
-            return None, None
-
-    def cancel(self):
-        self.call.cancel()
+sys.path.insert(0, os.path.join(os.environ.get("GPUOP_SOURCE_ROOT") or
+                                os.path.join(os.path.dirname(__file__), "..", ".."), "tests", "lib"))
+import kubelet_grpc as kg  # noqa: E402  (exits 77 when grpcio is not installed)
+from kubelet_grpc import FAILS, check, grpc  # noqa: E402
 
 
 def sim(gpuop, env, *args):
@@ -166,29 +79,6 @@ def mixed_resources(layout):
     return names
 
 
-class Plugin:
-    def __init__(self, gpuop, env, args, logpath):
-        self.log = open(logpath, "w")
-        self.logpath = logpath
-        self.proc = subprocess.Popen([gpuop, "device-plugin", *args], env=env,
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        self.log.close()
-        return rc
-
-    def output(self):
-        with open(self.logpath) as f:
-            return f.read()
-
-
 def expected(scenario):
     """Resources (name -> socket) a scenario must register, by fleet shape."""
     if scenario == "mixed":
@@ -199,27 +89,19 @@ def expected(scenario):
 
 
 def run(gpuop, lib, fleet, scenario):
-    pb, pb_grpc = gen_stubs(tempfile.mkdtemp(prefix="dp-stubs-"))
+    pb, pb_grpc = kg.stubs(kg.DEVICEPLUGIN)[0]
     tmp = tempfile.mkdtemp(prefix="dp-interop-")
     dpdir = os.path.join(tmp, "device-plugins")
     os.makedirs(dpdir)
     ksock = os.path.join(dpdir, "kubelet.sock")
-    env = dict(os.environ)
-    env.update({"GPUOP_NVML_LIBRARY": lib, "GPUOP_SIM_FLEET": fleet,
-                "GPUOP_SIM_STATE": os.path.join(tmp, "state"),
-                "DP_HEALTH_RECOVERY_PERIOD": "0"})
-    for k in ("KUBELET_SOCKET", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY",
-              "DEVICE_ID_STRATEGY", "PASS_DEVICE_SPECS", "DP_DISABLE_HEALTHCHECKS",
-              "DP_ENABLE_HEALTHCHECKS"):
-        env.pop(k, None)
-    os.makedirs(env["GPUOP_SIM_STATE"])
+    env = kg.plugin_env(lib, fleet, os.path.join(tmp, "state"), DP_HEALTH_RECOVERY_PERIOD="0")
     args = ["--kubelet-socket", ksock]
     cfg = os.path.join(tmp, "config.yaml")
 
     if scenario == "badconfig":
         with open(cfg, "w") as f:
             f.write("version: v1\nflags:\n  migStrategy: sideways\n")
-        p = Plugin(gpuop, env, args + ["--config-file", cfg], os.path.join(tmp, "plugin.log"))
+        p = kg.DevicePlugin(gpuop, env, args + ["--config-file", cfg], os.path.join(tmp, "plugin.log"))
         rc = p.proc.wait(timeout=20)
         out = p.output()
         p.log.close()
@@ -228,11 +110,11 @@ def run(gpuop, lib, fleet, scenario):
               if out.strip() else "no output")
         # No NVML: failOnInitError (default true) ends the start; false keeps running.
         env2 = dict(env, GPUOP_NVML_LIBRARY=os.path.join(tmp, "no-libnvidia-ml.so.1"))
-        p = Plugin(gpuop, env2, args, os.path.join(tmp, "plugin2.log"))
+        p = kg.DevicePlugin(gpuop, env2, args, os.path.join(tmp, "plugin2.log"))
         rc = p.proc.wait(timeout=20)
         p.log.close()
         check(rc != 0 and "NVML" in p.output(), f"no NVML, failOnInitError: exit {rc}")
-        p = Plugin(gpuop, env2, args + ["--fail-on-init-error=false"],
+        p = kg.DevicePlugin(gpuop, env2, args + ["--fail-on-init-error=false"],
                    os.path.join(tmp, "plugin3.log"))
         time.sleep(1.0)
         check(p.proc.poll() is None, "no NVML, --fail-on-init-error=false: keeps running")
@@ -266,8 +148,8 @@ def run(gpuop, lib, fleet, scenario):
         print(f"unknown scenario {scenario}")
         sys.exit(2)
 
-    kubelet = Kubelet(pb, pb_grpc, ksock)
-    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    kubelet = kg.Registration(pb, pb_grpc, ksock)
+    plugin = kg.DevicePlugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
     watches = []
     try:
         regs = kubelet.wait_registrations(1, 15)
@@ -304,7 +186,7 @@ def run(gpuop, lib, fleet, scenario):
             opts = stub.GetDevicePluginOptions(pb.Empty(), timeout=5)
             check(opts.get_preferred_allocation_available and not opts.pre_start_required,
                   f"{name}: GetDevicePluginOptions")
-            w = Watch(stub, pb)
+            w = kg.Watch(stub, pb)
             watches.append((name, w))
             t, devs = w.next(5)
             if not check(devs is not None and len(devs) > 0, f"{name}: ListAndWatch sends a list"):
@@ -462,7 +344,7 @@ def run(gpuop, lib, fleet, scenario):
         for f in os.listdir(dpdir):
             os.unlink(os.path.join(dpdir, f))
         t0 = time.monotonic()
-        kubelet = Kubelet(pb, pb_grpc, ksock)
+        kubelet = kg.Registration(pb, pb_grpc, ksock)
         regs2 = kubelet.wait_registrations(len(reqs), 5)
         # A plugin that saw the sockets go before kubelet.sock came back may register twice
         # (as with a real kubelet); take every registration of the next moments.
@@ -483,7 +365,7 @@ def run(gpuop, lib, fleet, scenario):
             o = pb_grpc.DevicePluginStub(ch).GetDevicePluginOptions(pb.Empty(), timeout=5)
             check(o.get_preferred_allocation_available, "the new socket serves")
             if unhealthy_res:
-                w3 = Watch(pb_grpc.DevicePluginStub(ch), pb)
+                w3 = kg.Watch(pb_grpc.DevicePluginStub(ch), pb)
                 t, devs3 = w3.next(5)
                 check(devs3 is not None and any(d.health == "Unhealthy" for d in devs3),
                       "health state is kept across the re-registration")
@@ -507,7 +389,7 @@ def run(gpuop, lib, fleet, scenario):
                 os.unlink(ksock)
             time.sleep(1.5)  # no registration attempt is pending: the last one succeeded
             t0 = time.monotonic()
-            kubelet = Kubelet(pb, pb_grpc, ksock)
+            kubelet = kg.Registration(pb, pb_grpc, ksock)
             regs5 = kubelet.wait_registrations(1, 3)
             check(len(regs5) == 1 and regs5[0][0] - t0 < 1.0 and
                   regs5[0][1].resource_name == "nvidia.com/gpu",
@@ -525,7 +407,7 @@ def run(gpuop, lib, fleet, scenario):
                   regs3[0][0] - t0 < 1.0,
                   "SIGHUP with a new config: nvidia.com/gpu (not renamed) registered in < 1 s")
             ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, 'nvidia-gpu.sock')}")
-            w4 = Watch(pb_grpc.DevicePluginStub(ch), pb)
+            w4 = kg.Watch(pb_grpc.DevicePluginStub(ch), pb)
             t, devs4 = w4.next(5)
             check(devs4 is not None and len(devs4) == 2 * len({base_id(d.ID) for d in devs4}),
                   "SIGHUP with a new config: 2 replicas per GPU")
@@ -566,15 +448,15 @@ def run_strategies(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
     env["DEVICE_ID_STRATEGY"] = "index"
     args = args + ["--device-list-strategy", "envvar,cdi-cri,cdi-annotations",
                    "--pass-device-specs", "--dev-root", devroot]
-    kubelet = Kubelet(pb, pb_grpc, ksock)
-    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    kubelet = kg.Registration(pb, pb_grpc, ksock)
+    plugin = kg.DevicePlugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
     try:
         regs = kubelet.wait_registrations(1, 15)
         if not check(len(regs) == 1, "the plugin registers"):
             return
         stub = pb_grpc.DevicePluginStub(
             grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"))
-        w = Watch(stub, pb)
+        w = kg.Watch(stub, pb)
         t, devs = w.next(5)
         w.cancel()
         if not check(devs is not None and len(devs) == 4, "4 GPUs listed"):
@@ -604,14 +486,14 @@ def run_strategies(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
         # volume-mounts (with uuid IDs): the env names the mount root, one /dev/null mount per
         # device under it, no CDI, no device specs.
         env.pop("DEVICE_ID_STRATEGY", None)
-        plugin = Plugin(gpuop, env, ["--kubelet-socket", ksock, "--device-list-strategy",
+        plugin = kg.DevicePlugin(gpuop, env, ["--kubelet-socket", ksock, "--device-list-strategy",
                                      "volume-mounts"], os.path.join(tmp, "plugin-vm.log"))
         regs = kubelet.wait_registrations(1, 15)
         if not check(len(regs) == 1, "volume-mounts: the plugin registers"):
             return
         stub = pb_grpc.DevicePluginStub(
             grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"))
-        w = Watch(stub, pb)
+        w = kg.Watch(stub, pb)
         t, devs = w.next(5)
         w.cancel()
         if not check(devs is not None and len(devs) == 4, "volume-mounts: 4 GPUs listed"):
@@ -643,20 +525,20 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
     env["DP_DISABLE_HEALTHCHECKS"] = " 48 , bogus"
     # No kubelet yet: registration fails and is retried; the process stays up; once
     # kubelet.sock appears the plugin registers within a second.
-    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    plugin = kg.DevicePlugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
     kubelet = None
     w = None
     try:
         time.sleep(1.0)
         check(plugin.proc.poll() is None, "no kubelet yet: the plugin keeps running")
         t0 = time.monotonic()
-        kubelet = Kubelet(pb, pb_grpc, ksock)
+        kubelet = kg.Registration(pb, pb_grpc, ksock)
         regs = kubelet.wait_registrations(1, 15)
         if not check(len(regs) == 1, "the plugin registers once kubelet.sock appears"):
             return
         check(regs[0][0] - t0 < 1.0, f"... within a second ({(regs[0][0] - t0) * 1000:.0f} ms)")
         ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}")
-        w = Watch(pb_grpc.DevicePluginStub(ch), pb)
+        w = kg.Watch(pb_grpc.DevicePluginStub(ch), pb)
         t, devs = w.next(5)
         if not check(devs is not None and len(devs) >= 2, "ListAndWatch sends the list"):
             return
@@ -733,8 +615,8 @@ def run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
     with open(cfg, "w") as f:
         f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                 "    - name: nvidia.com/gpu\n      replicas: 2\n")
-    kubelet = Kubelet(pb, pb_grpc, ksock)
-    plugin = Plugin(gpuop, env, args + ["--config-file", cfg], os.path.join(tmp, "plugin.log"))
+    kubelet = kg.Registration(pb, pb_grpc, ksock)
+    plugin = kg.DevicePlugin(gpuop, env, args + ["--config-file", cfg], os.path.join(tmp, "plugin.log"))
     watches = []
     try:
         if not check(len(kubelet.wait_registrations(1, 15)) == 1, "the plugin registers"):
@@ -747,7 +629,7 @@ def run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
             while not stop.is_set():
                 try:
                     ch = grpc.insecure_channel(f"unix://{sockp}")
-                    w = Watch(pb_grpc.DevicePluginStub(ch), pb)
+                    w = kg.Watch(pb_grpc.DevicePluginStub(ch), pb)
                     watches.append(w)
                     w.thread.join(timeout=2)
                 except Exception:  # socket between restarts
@@ -783,7 +665,7 @@ def run_reload_stress(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
               f"still running")
         time.sleep(0.5)
         ch = grpc.insecure_channel(f"unix://{sockp}")
-        w = Watch(pb_grpc.DevicePluginStub(ch), pb)
+        w = kg.Watch(pb_grpc.DevicePluginStub(ch), pb)
         watches.append(w)
         t, devs = w.next(5)
         check(devs is not None and len(devs) == 8, "... and serving the list afterwards")
@@ -807,8 +689,8 @@ def run_preferred_load(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
     handlers and writes the ListAndWatch updates, so the search budget is per request, not per
     container (and the exact search takes microseconds for alike GPUs). Sent back to back while an XID arrives, the GPU still turns Unhealthy in under a
     second, and each request is answered with a full preferred set per container."""
-    kubelet = Kubelet(pb, pb_grpc, ksock)
-    plugin = Plugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    kubelet = kg.Registration(pb, pb_grpc, ksock)
+    plugin = kg.DevicePlugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
     w = None
     stop = threading.Event()
     try:
@@ -817,7 +699,7 @@ def run_preferred_load(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
             return
         target = f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}"
         stub = pb_grpc.DevicePluginStub(grpc.insecure_channel(target))
-        w = Watch(stub, pb)
+        w = kg.Watch(stub, pb)
         t, devs = w.next(5)
         if not check(devs is not None and len(devs) == 16, "16 GPUs listed"):
             return

@@ -6,17 +6,12 @@
 # (exit 1, said so); a node that does not exist is said so and creates nothing. kubesim runs no
 # containers: the test plays the kubelet and finishes the pod through its status.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-JQ=$(command -v jq) || { echo "jq not installed: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -L "$B/kubectl-gpuop" ] || { echo "build/kubectl-gpuop not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+JQ=$(command -v jq) || skip "jq not installed"
+need_built "$B/kubesim" "$B/kubectl-gpuop"
 
-start_kubesim
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml"
 $K get namespace gpu-operator >/dev/null 2>&1 || $K create namespace gpu-operator >/dev/null
 pods() { $K -n gpu-operator get pods -l app.kubernetes.io/name=gpuop-doctor -o json; }
 

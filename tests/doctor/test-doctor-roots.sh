@@ -7,14 +7,12 @@
 # NVML failing while the device plugin reports healthy, and an unreadable node root. Each case
 # checks the check's result and its evidence line (--json), and the exit status.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 GPUOP=$B/gpuop
 SIMLIB=$B/libnvidia-ml.so.1
 FLEET=$S/sim/fleets/dgx-h100.yaml
-JQ=$(command -v jq) || { echo "jq not installed: skipped"; exit 77; }
-PY=$(command -v python3) || { echo "python3 not installed: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+JQ=$(command -v jq) || skip "jq not installed"
+PY=$(command -v python3) || skip "python3 not installed"
 KERNEL=6.1.0-test
 LIBDIR=usr/lib/x86_64-linux-gnu
 

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "doctor.h"
+#include "doctorpod.h"
 
 static struct doctor_facts *facts(void)
 {
@@ -133,9 +134,9 @@ static void test_verdict(void **state)
 static void test_pod(void **state)
 {
     (void)state;
-    struct doctor_pod_opts o = {
+    struct doctorpod_opts o = {
         .node = "gpu-1", .ns = "gpu-operator", .image = "gpuop:1", .json = true};
-    json_t *p = doctor_pod_render(&o);
+    json_t *p = doctorpod_render(&o);
     assert_non_null(p);
     json_t *spec = json_object_get(p, "spec");
     assert_string_equal(json_string_value(json_object_get(spec, "nodeName")), "gpu-1");

@@ -12,57 +12,19 @@
 #    the driver container reloads.
 # Needs root (namespaces, a bridge); skips (77) saying so otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces)"
-    exit 77
-fi
-T=$(mktemp -d)
-pids=()
-API_IP=198.18.254.1
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-    ip addr del "$API_IP/32" dev lo 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-ip addr add "$API_IP/32" dev lo 2>/dev/null
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-    "$KUBECTL" get pods -A -o wide 2>/dev/null
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+on_fail() {
     for p in $("$KUBECTL" get pods -l app=nvidia-driver-daemonset -o name 2>/dev/null); do
         echo "--- $p"
         "$KUBECTL" logs "$p" -c k8s-driver-manager 2>&1 | tail -n 20
-    done
-    exit 1
-}
-wait_for() { # SECONDS DESCRIPTION COMMAND...
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.5
     done
 }
 k() { "$KUBECTL" --request-timeout=20s "$@"; }
 
 sed -e "s|fleet: ../fleets/|fleet: $S/sim/fleets/|" "$S/sim/clusters/mixed.yaml" >"$T/mixed.yaml"
 ! grep -q "deploy.driver: pre-installed" "$T/mixed.yaml" || fail "the cluster file pre-labels a node pre-installed"
-"$B/kubesim" --kubeconfig-out "$T/kubeconfig" --listen "$API_IP:0" --allow-remote \
-    >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 kubesim test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-"$B/kubelet-sim" --cluster "$T/mixed.yaml" --kubeconfig "$KUBECONFIG" --root-base "$T/roots" \
-    --bridge kldm0 --subnet 198.18.201.0/24 --backoff-scale 0.01 --node-status-interval 1s \
-    >"$T/kubelet-sim.log" 2>&1 &
-pids+=($!)
-wait_for 60 "5 Ready nodes" sh -c "[ \$('$KUBECTL' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
+start_kubesim --api-ip 198.18.254.1
+start_kubelet_sim "$T/mixed.yaml" 5 --bridge kldm0 --subnet 198.18.201.0/24
 # kubesim serves plain HTTP here while a pod's in-cluster config speaks HTTPS: the pods read the
 # kubeconfig from their node root instead (/host/etc/gpuop-kubeconfig)
 for r in "$T"/roots/*; do cp "$KUBECONFIG" "$r/etc/gpuop-kubeconfig"; done
@@ -124,7 +86,6 @@ spec:
       volumes:
       - {name: device-plugin, hostPath: {path: /var/lib/kubelet/device-plugins}}
 YAML
-label() { k get node "$1" -o jsonpath="{.metadata.labels.${2//./\\.}}"; }
 ann() { k get node "$1" -o jsonpath='{.metadata.annotations.gpuop\.dev/driver-owner}'; }
 want_label() { [ "$(label "$1" "$2")" = "$3" ]; }
 driver_pods() { k get pods -l app=nvidia-driver-daemonset --field-selector spec.nodeName=$1 -o name; }
@@ -137,7 +98,6 @@ ann l4-hostdriver-1 | grep -q '"owner":"host","version":"550.127.05"' ||
 [ -s "$T/roots/l4-hostdriver-1/sys/module/nvidia/version" ] || fail "the host's driver went"
 echo "ok: l4-hostdriver-1: the driver manager found the host driver and labelled it pre-installed"
 
-alloc() { k get node dgx-h100-1 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
 wait_for 120 "dgx-h100-1 advertises 8 GPUs" sh -c "[ \"\$('$KUBECTL' get node dgx-h100-1 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')\" = 8 ]"
 [ "$(cat "$T/roots/dgx-h100-1/sys/module/nvidia/version")" = 570.86.15 ] || fail "no driver on dgx-h100-1"
 ann dgx-h100-1 | grep -q '"owner":"container"' || fail "dgx-h100-1's owner: $(ann dgx-h100-1)"

@@ -14,16 +14,11 @@
 # It runs as the driver DaemonSet's ServiceAccount under the RBAC deploy/operands/driver.yaml
 # ships (kubesim enforces it).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -x "$B/sim-image-bin/rmmod" ] || { echo "build/sim-image-bin/rmmod not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim" "$B/sim-image-bin/rmmod"
 
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 N=dgx-h100-1
 V=550.127.05
 ROOT=$T/root
@@ -124,7 +119,8 @@ spec: {minAvailable: 1, selector: {matchLabels: {app: train}}}
 YAML
 wait_for 10 "the GPU pod runs" pod_ready default train
 wait_for 10 "the operand pod runs" ds_pod_on_node
-wait_for 10 "the budget is computed" test "$($K get pdb train -o jsonpath='{.status.currentHealthy}')" = 1
+budget_computed() { [ "$($K get pdb train -o jsonpath='{.status.currentHealthy}')" = 1 ]; }
+wait_for 10 "the budget is computed" budget_computed
 LOG=$T/pdb.log
 env "${DM_ENV[@]}" "$B/gpuop" driver-manager "${DM_FLAGS[@]}" >"$LOG" 2>&1 &
 DM=$!
@@ -146,8 +142,7 @@ sleep 3
 kill -0 $DM 2>/dev/null || fail "the driver manager ended while waiting"
 $K get events -A -o json | grep -q '"reason": "GPUPodEvictionBlocked"' || fail "no GPUPodEvictionBlocked Event"
 $K patch pdb train --type=merge -p '{"spec":{"minAvailable":0}}' >/dev/null
-for _ in $(seq 150); do kill -0 $DM 2>/dev/null || break; sleep 0.2; done
-kill -0 $DM 2>/dev/null && fail "the driver manager did not finish once the budget allowed"
+poll 30 ended $DM || fail "the driver manager did not finish once the budget allowed"
 wait $DM || fail "the driver manager exited $?"
 gone train || fail "the GPU pod is still there"
 [ "$(evictions train "$LOG")" = 1 ] || fail "the GPU pod was evicted $(evictions train "$LOG") times"
@@ -301,8 +296,6 @@ labels_restored 2>/dev/null && fail "pre-installed should have replaced driver=t
 
 # ---- bad input ------------------------------------------------------------------------------------
 LOG=$T/bad.log
-: >"$LOG"
-dm "$LOG" --host-root=/nonexistent/root 2>/dev/null || true
 set +e
 env "${DM_ENV[@]}" "$B/gpuop" driver-manager --host-root=/nonexistent/root >"$LOG" 2>&1
 rc=$?

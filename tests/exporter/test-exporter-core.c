@@ -28,9 +28,10 @@ static void test_csv_good(void **state)
                        "DCGM_FI_DEV_GPU_TEMP ,  gauge , GPU temperature (in C).\r\n"
                        "\tDCGM_FI_DEV_XID_ERRORS,counter,Last XID, with a comma\n"
                        "DCGM_FI_DRIVER_VERSION, label, Driver Version\n"
-                       "DCGM_FI_PROF_DRAM_ACTIVE, gauge, unsupported but known";
+                       "DCGM_FI_DEV_FAN_SPEED, gauge, unsupported but known";
     assert_int_equal(parse(text, &c, &e), 0);
     assert_int_equal(c->n, 4);
+    assert_false(exp_counters_want_prof(c));
     assert_string_equal(c->items[0].field->name, "DCGM_FI_DEV_GPU_TEMP");
     assert_int_equal(c->items[0].kind, EXP_GAUGE);
     assert_string_equal(c->items[0].help, "GPU temperature (in C).");
@@ -146,8 +147,10 @@ static void test_csv_default_fields(void **state)
         assert_int_equal(def->items[i].kind, default_fields[i].kind);
         assert_true(def->items[i].help && def->items[i].help[0]);
     }
-    /* The unsupported ones: the five profiling fields and the vGPU license status. */
-    assert_int_equal(exp_counters_log_unsupported(def), 6);
+    /* The unsupported one: the vGPU license status (the five profiling fields depend on the
+     * GPUs: exp_prof_log_unsupported). */
+    assert_int_equal(exp_counters_log_unsupported(def), 1);
+    assert_true(exp_counters_want_prof(def));
     exp_counters_free(def);
 }
 
@@ -185,8 +188,10 @@ static void test_csv_default_matches_upstream(void **state)
         exp_counters_free(up);
         free(path);
     }
-    /* The unsupported ones: the five profiling fields and the vGPU license status. */
-    assert_int_equal(exp_counters_log_unsupported(def), 6);
+    /* The unsupported one: the vGPU license status (the five profiling fields depend on the
+     * GPUs: exp_prof_log_unsupported). */
+    assert_int_equal(exp_counters_log_unsupported(def), 1);
+    assert_true(exp_counters_want_prof(def));
     exp_counters_free(def);
 }
 
@@ -222,9 +227,20 @@ static void test_catalogue(void **state)
     assert_int_equal(exp_field_lookup("DCGM_FI_DEV_GPU_UTIL")->mig, EXP_MIG_NONE);
     assert_true(exp_field_lookup("DCGM_FI_DRIVER_VERSION")->label);
     assert_null(exp_field_lookup("DCGM_FI_DEV_GPU_TEMPX"));
-    const struct exp_field *p = exp_field_lookup("DCGM_FI_PROF_SM_ACTIVE");
-    assert_int_equal(p->src, EXP_SRC_UNSUPPORTED);
-    assert_non_null(p->reason);
+    /* Every profiling field gpu.h gives, under the name it gives it, and nothing else. */
+    for (unsigned k = 0; k < GPU_PROF_COUNT; k++) {
+        const struct exp_field *p = exp_field_lookup(gpu_prof_name(k));
+        assert_non_null(p);
+        assert_int_equal(p->src, EXP_SRC_PROF);
+        assert_int_equal(p->prof, k);
+        assert_int_equal(p->mig, EXP_MIG_OWN);
+        assert_null(p->reason);
+    }
+    size_t n_prof = 0;
+    for (const char *s = exp_field_known_names(); (s = strstr(s, "DCGM_FI_PROF_")); s++)
+        n_prof++;
+    assert_int_equal(n_prof, GPU_PROF_COUNT);
+    assert_non_null(exp_field_lookup("DCGM_FI_DEV_FAN_SPEED")->reason);
     assert_non_null(strstr(exp_field_known_names(), "DCGM_FI_DEV_XID_ERRORS"));
     assert_non_null(strstr(exp_field_known_names(), "DCGM_FI_DEV_VBIOS_VERSION"));
 }
@@ -235,6 +251,13 @@ static struct gpu_mig_device migs[3];
 static struct gpu_device devs[3];
 static struct gpu_inventory inv;
 static struct exp_gpu_state states[3];
+static struct exp_prof profs[3];
+
+static void prof_set(struct gpu_prof *p, enum gpu_prof_field f, double v)
+{
+    p->valid |= 1u << f;
+    p->value[f] = v;
+}
 
 static void build_node(void)
 {
@@ -290,6 +313,26 @@ static void build_node(void)
     states[0].xid_counts[1].count = 1;
     /* GPU 2 is lost. */
     states[2].lost = true;
+
+    /* Profiling: GPU 0 whole, its DRAM metric failed; GPU 1 whole and its two GPU instances;
+     * GPU 2 (lost) has values that must not show. */
+    memset(profs, 0, sizeof(profs));
+    profs[0].ok = true;
+    prof_set(&profs[0].gpu, GPU_PROF_SM_ACTIVE, 0.75);
+    prof_set(&profs[0].gpu, GPU_PROF_PIPE_TENSOR_ACTIVE, 0.5);
+    profs[1].ok = true;
+    prof_set(&profs[1].gpu, GPU_PROF_SM_ACTIVE, 0.4);
+    prof_set(&profs[1].gpu, GPU_PROF_DRAM_ACTIVE, 0.25);
+    profs[1].n_gi = 2;
+    profs[1].gi[0].gi_id = 9;
+    prof_set(&profs[1].gi[0].prof, GPU_PROF_SM_ACTIVE, 0.125);
+    prof_set(&profs[1].gi[0].prof, GPU_PROF_PIPE_TENSOR_ACTIVE, 0.0625);
+    profs[1].gi[1].gi_id = 2;
+    prof_set(&profs[1].gi[1].prof, GPU_PROF_SM_ACTIVE, 0.9);
+    profs[2].ok = true;
+    prof_set(&profs[2].gpu, GPU_PROF_SM_ACTIVE, 1);
+    for (unsigned i = 0; i < 3; i++)
+        states[i].prof = &profs[i];
 }
 
 static const char *golden_csv = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
@@ -300,7 +343,13 @@ static const char *golden_csv = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (i
                                 "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, DBE \"vol\".\n"
                                 "DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events\n"
                                 "DCGM_EXP_XID_ERRORS_COUNT, counter, XIDs in the window\n"
-                                "DCGM_FI_PROF_DRAM_ACTIVE, gauge, never exported\n"
+                                "DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM "
+                                "has at least 1 warp assigned.\n"
+                                "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the "
+                                "tensor (HMMA) pipe is active.\n"
+                                "DCGM_FI_PROF_DRAM_ACTIVE, gauge, Ratio of cycles the device "
+                                "memory interface is active sending or receiving data.\n"
+                                "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, never measured here\n"
                                 "DCGM_FI_DRIVER_VERSION, label, Driver Version\n";
 
 static char *render(enum prom_format f, bool k8s, const struct exp_pod_map *pods)
@@ -505,6 +554,291 @@ static void test_xid_log(void **state)
     free(l);
 }
 
+/* ---- profiling fields ----------------------------------------------------------------------- */
+
+/* A collection's GPM answer to the values it exports: one case per way a pair can go. */
+struct prof_case {
+    const char *name;
+    int rc;               /* gpu_gpm_metrics' answer */
+    uint64_t interval_ms; /* between the pair's samples */
+    uint32_t gpu_valid;   /* the whole GPU's metrics NVML answered (gpu_prof.valid) */
+    size_t n_gi;
+    struct {
+        unsigned gi_id;
+        int error;
+        uint32_t valid;
+    } gi[3];
+    /* expected */
+    bool ok;
+    uint32_t want_gpu;
+    size_t want_n_gi;
+    unsigned want_gi[3];
+};
+
+#define B(f) (1u << (f))
+#define ACT  (B(GPU_PROF_SM_ACTIVE) | B(GPU_PROF_PIPE_TENSOR_ACTIVE) | B(GPU_PROF_DRAM_ACTIVE))
+#define ALL  ((1u << GPU_PROF_COUNT) - 1)
+
+static const struct prof_case prof_cases[] = {
+    {"a pair one interval apart", 0, 30000, ALL, 0, {{0}}, true, ALL, 0, {0}},
+    {"a late collection, within the slack", 0, 59000, ALL, 0, {{0}}, true, ALL, 0, {0}},
+    {"the first sample: no pair yet", -EAGAIN, 0, 0, 0, {{0}}, false, 0, 0, {0}},
+    {"a sample not after the previous (same instant)", -EAGAIN, 0, 0, 0, {{0}}, false, 0, 0, {0}},
+    {"the sampler refused a stale previous sample", -ESTALE, 0, 0, 0, {{0}}, false, 0, 0, {0}},
+    {"a previous sample older than the interval allows", 0, 61000, ALL, 0, {{0}}, false, 0, 0, {0}},
+    {"a pair of no length", 0, 0, ALL, 0, {{0}}, false, 0, 0, {0}},
+    {"a lost GPU", GPU_ERR_LOST, 0, 0, 0, {{0}}, false, 0, 0, {0}},
+    {"an unsupported GPU (no sampler's answer)",
+     GPU_ERR_NOT_SUPPORTED,
+     0,
+     0,
+     0,
+     {{0}},
+     false,
+     0,
+     0,
+     {0}},
+    /* A counter that wrapped (or any pair NVML cannot compute a metric over) comes back with that
+     * metric failed, negative or not finite: the GPU model leaves its valid bit clear, and the
+     * field is left out while the others stay. */
+    {"counter wrap: DRAM's metric failed",
+     0,
+     30000,
+     ALL & ~B(GPU_PROF_DRAM_ACTIVE),
+     0,
+     {{0}},
+     true,
+     ALL & ~B(GPU_PROF_DRAM_ACTIVE),
+     0,
+     {0}},
+    {"no NVLinks: the NVLink metrics not supported",
+     0,
+     30000,
+     ALL & ~(B(GPU_PROF_NVLINK_TX_BYTES) | B(GPU_PROF_NVLINK_RX_BYTES)),
+     0,
+     {{0}},
+     true,
+     ALL & ~(B(GPU_PROF_NVLINK_TX_BYTES) | B(GPU_PROF_NVLINK_RX_BYTES)),
+     0,
+     {0}},
+    {"a MIG GPU: each GPU instance's own values",
+     0,
+     30000,
+     ALL,
+     3,
+     {{2, 0, ACT}, {9, 0, ACT}, {13, 0, B(GPU_PROF_SM_ACTIVE)}},
+     true,
+     ALL,
+     3,
+     {2, 9, 13}},
+    {"a MIG GPU on R520: the instances not supported, the GPU's values kept",
+     0,
+     30000,
+     ALL,
+     2,
+     {{2, GPU_ERR_NOT_SUPPORTED, 0}, {9, GPU_ERR_NOT_SUPPORTED, 0}},
+     true,
+     ALL,
+     0,
+     {0}},
+    {"a MIG instance made anew since the previous sample (its pair refused)",
+     0,
+     30000,
+     ACT,
+     2,
+     {{2, -EINVAL, 0}, {9, 0, ACT}},
+     true,
+     ACT,
+     1,
+     {9}},
+};
+
+static void test_prof_from_gpm(void **state)
+{
+    (void)state;
+    uint64_t max_age = exp_gpm_max_age_ms(30000);
+    assert_int_equal(max_age, 60000);
+    for (size_t i = 0; i < ARRAY_SIZE(prof_cases); i++) {
+        const struct prof_case *c = &prof_cases[i];
+        struct gpu_gpm_metrics m = {.interval_ms = c->interval_ms, .n_gi = c->n_gi};
+        for (unsigned f = 0; f < GPU_PROF_COUNT; f++)
+            if (c->gpu_valid & B(f))
+                prof_set(&m.gpu, f, 0.01 * (f + 1));
+        for (size_t k = 0; k < c->n_gi; k++) {
+            m.gi[k].gi_id = c->gi[k].gi_id;
+            m.gi[k].error = c->gi[k].error;
+            for (unsigned f = 0; f < GPU_PROF_COUNT; f++)
+                if (c->gi[k].valid & B(f))
+                    prof_set(&m.gi[k].prof, f, 0.001 * (f + 1) + c->gi[k].gi_id);
+        }
+        struct exp_prof p;
+        memset(&p, 0xA5, sizeof(p)); /* every byte is written */
+        exp_prof_from_gpm(c->rc, &m, max_age, &p);
+        if (p.ok != c->ok)
+            fail_msg("%s: ok %d, want %d", c->name, p.ok, c->ok);
+        for (unsigned f = 0; f < GPU_PROF_COUNT; f++) {
+            double v = -1;
+            bool got = exp_prof_value(&p, EXP_WHOLE_GPU, f, &v);
+            if (got != !!(c->want_gpu & B(f)))
+                fail_msg("%s: GPU field %s %s", c->name, gpu_prof_name(f),
+                         got ? "exported" : "missing");
+            if (got && v != 0.01 * (f + 1))
+                fail_msg("%s: GPU field %s = %g", c->name, gpu_prof_name(f), v);
+        }
+        if (p.n_gi != c->want_n_gi)
+            fail_msg("%s: %zu GPU instances, want %zu", c->name, p.n_gi, c->want_n_gi);
+        for (size_t k = 0; k < c->n_gi; k++) {
+            unsigned gi = c->gi[k].gi_id;
+            bool want = false;
+            for (size_t w = 0; w < c->want_n_gi; w++)
+                want = want || c->want_gi[w] == gi;
+            for (unsigned f = 0; f < GPU_PROF_COUNT; f++) {
+                double v = -1;
+                bool got = exp_prof_value(&p, gi, f, &v);
+                bool want_f = want && (c->gi[k].valid & B(f));
+                if (got != want_f)
+                    fail_msg("%s: GPU instance %u field %s %s", c->name, gi, gpu_prof_name(f),
+                             got ? "exported" : "missing");
+                if (got && v != 0.001 * (f + 1) + gi)
+                    fail_msg("%s: GPU instance %u field %s = %g", c->name, gi, gpu_prof_name(f), v);
+            }
+        }
+        /* An instance the pair does not know has nothing. */
+        double v;
+        assert_false(exp_prof_value(&p, 5, GPU_PROF_SM_ACTIVE, &v));
+    }
+    /* No sampler at all (a GPU without GPM): no values. */
+    double v;
+    assert_false(exp_prof_value(NULL, EXP_WHOLE_GPU, GPU_PROF_SM_ACTIVE, &v));
+    struct exp_prof none = {0};
+    assert_false(exp_prof_value(&none, EXP_WHOLE_GPU, GPU_PROF_SM_ACTIVE, &v));
+    assert_false(exp_prof_value(&none, EXP_WHOLE_GPU, GPU_PROF_COUNT, &v));
+}
+
+/* When a collection samples, and how old a pair may be. */
+static void test_gpm_timing(void **state)
+{
+    (void)state;
+    assert_int_equal(exp_gpm_max_age_ms(30000), 60000);
+    assert_int_equal(exp_gpm_max_age_ms(1000), 2000);
+    assert_int_equal(exp_gpm_max_age_ms(50), 1050); /* a second of slack at least */
+    assert_int_equal(exp_gpm_max_age_ms(UINT64_MAX - 5), UINT64_MAX);
+    assert_true(exp_gpm_due(0, 5));        /* never sampled */
+    assert_false(exp_gpm_due(1000, 1050)); /* 50 ms: NVML wants more than 100 */
+    assert_false(exp_gpm_due(1000, 1099));
+    assert_true(exp_gpm_due(1000, 1100));
+    assert_true(exp_gpm_due(1000, 31000));
+    assert_true(exp_gpm_due(5000, 1000)); /* a clock that went back: sample again */
+}
+
+/* A sampler serves one MIG layout: GPU instances and their profiles, each once. */
+static void test_gpm_layout(void **state)
+{
+    (void)state;
+    build_node();
+    struct exp_gpm_layout whole, mig;
+    exp_gpm_layout_of(&devs[0], &whole);
+    assert_false(whole.mig);
+    assert_int_equal(whole.n, 0);
+    migs[0].gi_profile_id = 2;
+    migs[1].gi_profile_id = 19;
+    migs[2].gi_profile_id = 19;
+    exp_gpm_layout_of(&devs[1], &mig);
+    assert_true(mig.mig);
+    assert_int_equal(mig.n, 2); /* GI 9 has two compute instances: once */
+    assert_int_equal(mig.gi[0].gi_id, 2);
+    assert_int_equal(mig.gi[1].gi_id, 9);
+    assert_true(exp_gpm_layout_equal(&mig, &devs[1]));
+    assert_true(exp_gpm_layout_equal(&whole, &devs[0]));
+    assert_false(exp_gpm_layout_equal(&whole, &devs[1]));
+    /* the same GPU instance id made anew with another profile */
+    migs[0].gi_profile_id = 9;
+    assert_false(exp_gpm_layout_equal(&mig, &devs[1]));
+    migs[0].gi_profile_id = 2;
+    /* one instance destroyed */
+    devs[1].n_mig = 1;
+    assert_false(exp_gpm_layout_equal(&mig, &devs[1]));
+    devs[1].n_mig = 3;
+    /* MIG turned off */
+    devs[1].mig_enabled = false;
+    assert_false(exp_gpm_layout_equal(&mig, &devs[1]));
+    assert_true(exp_gpm_layout_equal(&whole, &devs[1]));
+}
+
+/* Why a GPU has no GPM, and the start-up notice's grouping. */
+static void test_gpm_why_not(void **state)
+{
+    (void)state;
+    struct gpu_device d = {0};
+    char why[EXP_GPM_REASON_MAX];
+    strlcpy_s(d.name, "NVIDIA A100-SXM4-80GB", sizeof(d.name));
+    d.cc_major = 8;
+    assert_int_equal(exp_gpm_why_not(&d, "ampere", "550.90.07", why, sizeof(why)), EXP_GPM_NO_ARCH);
+    assert_string_equal(why, "NVIDIA A100-SXM4-80GB is ampere (compute capability 8.0): GPU "
+                             "Performance Monitoring needs a Hopper or newer GPU");
+    strlcpy_s(d.name, "NVIDIA L4", sizeof(d.name));
+    d.cc_minor = 9; /* Ada is 8.9: not Hopper */
+    assert_int_equal(exp_gpm_why_not(&d, "ada", "550.90.07", why, sizeof(why)), EXP_GPM_NO_ARCH);
+    strlcpy_s(d.name, "Tesla V100-SXM2-16GB", sizeof(d.name));
+    d.cc_major = 7;
+    d.cc_minor = 0;
+    assert_int_equal(exp_gpm_why_not(&d, "volta", "418.40.04", why, sizeof(why)), EXP_GPM_NO_ARCH);
+    /* A Hopper GPU the driver offers no GPM on: the driver's reason. */
+    strlcpy_s(d.name, "NVIDIA H100 80GB HBM3", sizeof(d.name));
+    d.cc_major = 9;
+    assert_int_equal(exp_gpm_why_not(&d, "hopper", "515.65.01", why, sizeof(why)),
+                     EXP_GPM_NO_DRIVER);
+    assert_string_equal(why, "the driver (515.65.01) offers no GPU Performance Monitoring on "
+                             "NVIDIA H100 80GB HBM3 (hopper): it needs NVML 11.8 (R520) or later");
+    d.cc_major = 0; /* compute capability unknown: not blamed on the architecture */
+    assert_int_equal(exp_gpm_why_not(&d, NULL, "", why, sizeof(why)), EXP_GPM_NO_DRIVER);
+    assert_non_null(strstr(why, "(version unknown)"));
+    assert_non_null(strstr(why, "(architecture unknown)"));
+    exp_gpm_why_not(&d, "unknown", "", why, sizeof(why));
+    assert_non_null(strstr(why, "(architecture unknown)"));
+
+    struct exp_gpm_support g[8];
+    memset(g, 0, sizeof(g));
+    for (unsigned i = 0; i < 8; i++) {
+        g[i].index = i;
+        strlcpy_s(g[i].reason, i == 7 ? "reason B" : "reason A", sizeof(g[i].reason));
+    }
+    g[4].support = 1;
+    struct sbuf b;
+    sbuf_init(&b, 1024);
+    assert_int_equal(exp_gpm_summary(g, 8, &b), 1);
+    assert_string_equal(b.data, "gpu 0-3,5-6: reason A; gpu 7: reason B");
+    sbuf_reset(&b);
+    g[1].support = -EIO;
+    strlcpy_s(g[1].reason, "the support query failed: x", sizeof(g[1].reason));
+    assert_int_equal(exp_gpm_summary(g, 8, &b), 1);
+    assert_string_equal(b.data,
+                        "gpu 0,2-3,5-6: reason A; gpu 1: the support query failed: x; gpu 7: "
+                        "reason B");
+    sbuf_free(&b);
+    sbuf_init(&b, 16); /* too small: an error, not a cut reason */
+    assert_int_equal(exp_gpm_summary(g, 8, &b), -ENOBUFS);
+    sbuf_free(&b);
+
+    /* The notice: one line per requested profiling field, none when every GPU has GPM. */
+    struct exp_counters *c = NULL;
+    struct err e = {0};
+    assert_int_equal(parse("DCGM_FI_DEV_GPU_TEMP, gauge, t\n"
+                           "DCGM_FI_PROF_SM_ACTIVE, gauge, s\n"
+                           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, p\n",
+                           &c, &e),
+                     0);
+    assert_true(exp_counters_want_prof(c));
+    assert_int_equal(exp_prof_log_unsupported(c, g, 8), 2);     /* some GPUs */
+    assert_int_equal(exp_prof_log_unsupported(c, &g[4], 1), 0); /* every GPU */
+    assert_int_equal(exp_prof_log_unsupported(c, g, 4), 2);     /* none */
+    assert_int_equal(exp_prof_log_unsupported(c, g, 0), 2);     /* no GPUs */
+    exp_counters_free(c);
+    assert_int_equal(parse("DCGM_FI_DEV_GPU_TEMP, gauge, t\n", &c, &e), 0);
+    assert_int_equal(exp_prof_log_unsupported(c, g, 4), 0); /* none asked for */
+    exp_counters_free(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--upstream") == 0) {
@@ -526,6 +860,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_clock_hist),
         cmocka_unit_test(test_clock_table),
         cmocka_unit_test(test_xid_log),
+        cmocka_unit_test(test_prof_from_gpm),
+        cmocka_unit_test(test_gpm_timing),
+        cmocka_unit_test(test_gpm_layout),
+        cmocka_unit_test(test_gpm_why_not),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

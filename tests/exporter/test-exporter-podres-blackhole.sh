@@ -10,12 +10,12 @@ gpuop=$1
 [ -f "$2" ] || skip "simulated libnvidia-ml not built: $2"
 [ -f "$3" ] || fail "fleet missing: $3"
 command -v python3 >/dev/null || skip "python3 not installed"
-export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3 GPUOP_SIM_STATE=$tmp/state
+export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3 GPUOP_SIM_STATE=$T/state
 mkdir -p "$GPUOP_SIM_STATE"
-sock=$tmp/kubelet.sock
+sock=$T/kubelet.sock
 
 # The black hole: accepts every connection, reads and drops what comes, never writes.
-python3 - "$sock" >"$tmp/hole.log" 2>&1 <<'PY' &
+python3 - "$sock" >"$T/hole.log" 2>&1 <<'PY' &
 import selectors, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.bind(sys.argv[1]); s.listen(64); s.setblocking(False)
@@ -35,21 +35,21 @@ while True:
             except OSError:
                 sel.unregister(key.fileobj)
 PY
-extra_pids=$!
-wait_for grep -q ready "$tmp/hole.log" || fail "black hole did not start: $(cat "$tmp/hole.log")"
+pids+=($!)
+poll 10 grep -q ready "$T/hole.log" || fail "black hole did not start: $(cat "$T/hole.log")"
 
 interval_ms=1000
 start_exporter -k --pod-resources-socket "$sock" -c "${interval_ms}ms"
-wait_for scrape || fail "no first scrape"
-wait_for grep -q accepted "$tmp/hole.log" || fail "the exporter never connected to the socket"
-scrape -o "$tmp/m0" || fail "scrape"
-[ "$(grep -c '^DCGM_FI_DEV_XID_ERRORS{.*} 0$' "$tmp/m0")" = 8 ] || fail "want XID 0 on all GPUs at start"
+poll 10 scrape || fail "no first scrape"
+poll 10 grep -q accepted "$T/hole.log" || fail "the exporter never connected to the socket"
+scrape -o "$T/m0" || fail "scrape"
+[ "$(grep -c '^DCGM_FI_DEV_XID_ERRORS{.*} 0$' "$T/m0")" = 8 ] || fail "want XID 0 on all GPUs at start"
 
 "$gpuop-sim" inject xid --gpu 3 --code 79 || fail "inject xid"
 t0=$(date +%s%N)
 seen=
 while [ $(( ($(date +%s%N) - t0) / 1000000 )) -lt $((4 * interval_ms)) ]; do
-    if scrape -o "$tmp/m" && grep -Eq '^DCGM_FI_DEV_XID_ERRORS\{gpu="3",.*\} 79$' "$tmp/m"; then
+    if scrape -o "$T/m" && grep -Eq '^DCGM_FI_DEV_XID_ERRORS\{gpu="3",.*\} 79$' "$T/m"; then
         seen=$(( ($(date +%s%N) - t0) / 1000000 ))
         break
     fi
@@ -59,7 +59,7 @@ done
 echo "XID visible after ${seen} ms (collection interval ${interval_ms} ms)"
 [ "$seen" -le $((2 * interval_ms)) ] ||
     fail "XID took ${seen} ms, more than two collection intervals ($((2 * interval_ms)) ms)"
-grep -q '^gpuop_exporter_pod_resources_up 0$' "$tmp/m" || fail "pod_resources_up not 0"
+grep -q '^gpuop_exporter_pod_resources_up 0$' "$T/m" || fail "pod_resources_up not 0"
 # scrapes stay fast while the kubelet hangs
 for _ in $(seq 1 10); do
     s0=$(date +%s%N)

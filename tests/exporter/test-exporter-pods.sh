@@ -4,7 +4,7 @@
 # instance), NVIDIA_RESOURCE_NAMES, non-GPU resources ignored; scrapes make no kubelet call; the
 # map is refreshed on the collection clock; an unreachable kubelet is not fatal.
 # $1: build/gpuop  $2: simulated libnvidia-ml.so.1  $3: sim/fleets (dgx-h100.yaml for whole GPUs,
-# the first *mig*.yaml for MIG)  $4: proto root (proto/)
+# the first *mig*.yaml for MIG)
 set -u
 gpuop=$1
 . "$(dirname "$0")/lib.sh"
@@ -12,20 +12,18 @@ gpuop=$1
 whole_fleet=$3/dgx-h100.yaml
 mig_fleet=$(ls "$3"/*mig*.yaml 2>/dev/null | head -1)
 [ -f "$whole_fleet" ] && [ -n "$mig_fleet" ] || fail "fleets missing in $3"
-proto=$4
 /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / python3-grpc-tools missing"
 export GPUOP_NVML_LIBRARY=$2
-here=$(dirname "$0")
-sock=$tmp/kubelet.sock
+sock=$T/kubelet.sock
 
 start_standin() {
-    /usr/bin/python3 "$here/podresources-standin.py" "$sock" "$proto" "$tmp/pods.json" >"$tmp/standin.log" 2>&1 &
-    extra_pids="$extra_pids $!"
-    wait_for grep -q ready "$tmp/standin.log" || fail "stand-in did not start: $(cat "$tmp/standin.log")"
+    bg standin /usr/bin/python3 "$S/tests/lib/kubelet_grpc.py" podresources "$sock" "$T/pods.json"
+    standin_pid=$LAST
+    wait_for -p "$standin_pid" 10 "the PodResources stand-in" grep -q ready "$T/standin.log"
 }
 
 # gen.py INVENTORY MODE: writes pods.json and expect.txt (lines "<uuid> <gi or -> pod ns ctr").
-cat >"$tmp/gen.py" <<'PY'
+cat >"$T/gen.py" <<'PY'
 import json, sys
 inv = json.load(open(sys.argv[1])); mode = sys.argv[2]; out = sys.argv[3]
 pods, expect = [], []
@@ -57,7 +55,7 @@ PY
 
 # check.py METRICS EXPECT INVENTORY: every expected (gpu, gi) series carries exactly the expected
 # pods, every other series has empty pod labels, labels come in dcgm-exporter's order.
-cat >"$tmp/check.py" <<'PY'
+cat >"$T/check.py" <<'PY'
 import json, re, sys
 metrics, expect, inv = open(sys.argv[1]).read(), open(sys.argv[2]).read().split("\n"), json.load(open(sys.argv[3]))
 want = {}
@@ -80,54 +78,54 @@ assert got == want, (got, want)
 print("ok:", sum(len(v) for v in want.values()), "attributions")
 PY
 
-inv() { GPUOP_SIM_FLEET=$1 "$gpuop" inventory --json --no-topology >"$tmp/inv.json" 2>"$tmp/inv.err" || fail "inventory: $(cat "$tmp/inv.err")"; }
+inv() { GPUOP_SIM_FLEET=$1 "$gpuop" inventory --json --no-topology >"$T/inv.json" 2>"$T/inv.err" || fail "inventory: $(cat "$T/inv.err")"; }
 
 # 1. whole GPUs and replicas; long interval: scrapes must not call the kubelet.
 export GPUOP_SIM_FLEET=$whole_fleet
 inv "$whole_fleet"
-/usr/bin/python3 "$tmp/gen.py" "$tmp/inv.json" whole "$tmp" || fail "gen"
+/usr/bin/python3 "$T/gen.py" "$T/inv.json" whole "$T" || fail "gen"
 start_standin
 NVIDIA_RESOURCE_NAMES=example.com/gpu start_exporter -k --pod-resources-socket "$sock" -c 1h
-scrape -o "$tmp/m" || fail "scrape"
-/usr/bin/python3 "$tmp/check.py" "$tmp/m" "$tmp/expect.txt" "$tmp/inv.json" || fail "whole-GPU attribution"
+scrape -o "$T/m" || fail "scrape"
+/usr/bin/python3 "$T/check.py" "$T/m" "$T/expect.txt" "$T/inv.json" || fail "whole-GPU attribution"
 calls=$(wc -l <"$sock.calls")
 for _ in $(seq 1 20); do scrape -o /dev/null || fail "scrape"; done
 [ "$(wc -l <"$sock.calls")" = "$calls" ] || fail "scrapes called the kubelet: $calls -> $(wc -l <"$sock.calls")"
-grep -q '^gpuop_exporter_pod_resources_up 1$' "$tmp/m" || fail "pod_resources_up"
+grep -q '^gpuop_exporter_pod_resources_up 1$' "$T/m" || fail "pod_resources_up"
 stop_exporter
 
 # 2. MIG devices; the map follows the kubelet on the collection clock.
 export GPUOP_SIM_FLEET=$mig_fleet
 inv "$mig_fleet"
-/usr/bin/python3 "$tmp/gen.py" "$tmp/inv.json" mig "$tmp" || fail "gen mig"
+/usr/bin/python3 "$T/gen.py" "$T/inv.json" mig "$T" || fail "gen mig"
 start_exporter -k --pod-resources-socket "$sock" -c 100ms
 # At a 100 ms interval each PodResources call has a 250 ms budget: a stand-in slowed by a loaded
 # machine can miss one collection (attribution empty, by design), so wait for the next ones.
 ok=0
 for _ in $(seq 1 50); do
-    scrape -o "$tmp/m" || fail "scrape"
-    if /usr/bin/python3 "$tmp/check.py" "$tmp/m" "$tmp/expect.txt" "$tmp/inv.json" >"$tmp/check.out" 2>&1; then ok=1; break; fi
+    scrape -o "$T/m" || fail "scrape"
+    if /usr/bin/python3 "$T/check.py" "$T/m" "$T/expect.txt" "$T/inv.json" >"$T/check.out" 2>&1; then ok=1; break; fi
     sleep 0.1
 done
-[ $ok = 1 ] || fail "MIG attribution: $(tail -3 "$tmp/check.out")"
-echo '[]' >"$tmp/pods.json"
-: >"$tmp/expect.txt"
+[ $ok = 1 ] || fail "MIG attribution: $(tail -3 "$T/check.out")"
+echo '[]' >"$T/pods.json"
+: >"$T/expect.txt"
 ok=0
 for _ in $(seq 1 50); do
-    scrape -o "$tmp/m" || fail "scrape"
-    if /usr/bin/python3 "$tmp/check.py" "$tmp/m" "$tmp/expect.txt" "$tmp/inv.json" >/dev/null 2>&1; then ok=1; break; fi
+    scrape -o "$T/m" || fail "scrape"
+    if /usr/bin/python3 "$T/check.py" "$T/m" "$T/expect.txt" "$T/inv.json" >/dev/null 2>&1; then ok=1; break; fi
     sleep 0.1
 done
 [ $ok = 1 ] || fail "pod map not refreshed after the pods went away"
 
 # 3. the kubelet goes away: logged once, series keep coming, pod labels empty, not fatal.
-for p in $extra_pids; do kill "$p"; wait "$p" 2>/dev/null; done
-extra_pids=
-wait_for sh -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^gpuop_exporter_pod_resources_up 0$'" ||
+kill "$standin_pid"
+wait_exit "$standin_pid" 10
+poll 10 sh -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^gpuop_exporter_pod_resources_up 0$'" ||
     fail "pod_resources_up did not drop"
 sleep 0.5
 kill -0 "$exporter_pid" || fail "exporter died without the kubelet"
-[ "$(grep -c 'PodResources unavailable' "$tmp/exporter.err")" = 1 ] || fail "not logged exactly once"
+[ "$(grep -c 'PodResources unavailable' "$T/exporter.log")" = 1 ] || fail "not logged exactly once"
 scrape | grep -q '^DCGM_FI_DEV_GPU_TEMP{' || fail "no GPU series without the kubelet"
 stop_exporter
 echo PASS

@@ -12,13 +12,12 @@ gpuop=$1
 [ -f "$3" ] || fail "fleet missing: $3"
 export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3
 
-GPUOP_NVML_LIBRARY=$2 "$gpuop" inventory --json --no-topology >"$tmp/inv.json" 2>"$tmp/inv.err" ||
-    fail "gpuop inventory: $(cat "$tmp/inv.err")"
+GPUOP_NVML_LIBRARY=$2 "$gpuop" inventory --json --no-topology >"$T/inv.json" 2>"$T/inv.err" ||
+    fail "gpuop inventory: $(cat "$T/inv.err")"
 NODE_NAME=dgx-7 start_exporter -c 200ms
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 pport=$(free_port)
-cat >"$tmp/prometheus.yml" <<YML
+cat >"$T/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -28,18 +27,18 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$port']
 YML
-/usr/bin/prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
-    --web.listen-address="127.0.0.1:$pport" --log.level=warn >"$tmp/prom.log" 2>&1 &
-extra_pids=$!
+/usr/bin/prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/data" \
+    --web.listen-address="127.0.0.1:$pport" --log.level=warn >"$T/prom.log" 2>&1 &
+prom_pid=$!
+pids+=("$prom_pid")
 
 api() { curl -sf --max-time 5 "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1"; }
 have8() { api 'count(DCGM_FI_DEV_GPU_TEMP)' 2>/dev/null | /usr/bin/python3 2>/dev/null -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; sys.exit(0 if r and r[0]["value"][1]=="8" else 1)'; }
-for _ in $(seq 1 300); do have8 && break; kill -0 $extra_pids 2>/dev/null || fail "prometheus exited: $(tail -5 "$tmp/prom.log")"; sleep 0.1; done
-have8 || fail "Prometheus has no 8 DCGM_FI_DEV_GPU_TEMP series: $(api 'up'; tail -5 "$tmp/prom.log")"
+poll -p "$prom_pid" 30 have8 || fail "Prometheus has no 8 DCGM_FI_DEV_GPU_TEMP series: $(api 'up'; tail -5 "$T/prom.log")"
 
-api 'DCGM_FI_DEV_GPU_TEMP' >"$tmp/temp.json" || fail "query"
-api 'up{job="gpuop-exporter"}' >"$tmp/up.json" || fail "query up"
-/usr/bin/python3 - "$tmp/temp.json" "$tmp/inv.json" "$tmp/up.json" <<'PY' || fail "labels check failed"
+api 'DCGM_FI_DEV_GPU_TEMP' >"$T/temp.json" || fail "query"
+api 'up{job="gpuop-exporter"}' >"$T/up.json" || fail "query up"
+/usr/bin/python3 - "$T/temp.json" "$T/inv.json" "$T/up.json" <<'PY' || fail "labels check failed"
 import json, sys
 res = json.load(open(sys.argv[1]))["data"]["result"]
 inv = json.load(open(sys.argv[2]))

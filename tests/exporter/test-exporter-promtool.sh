@@ -21,7 +21,7 @@ fleets=$(ls "$3"/*.yaml 2>/dev/null)
 [ -n "$fleets" ] || fail "no fleets in $3"
 
 # Every field gpuop can export, with the types dcgm-exporter's CSVs give them.
-cat >"$tmp/all.csv" <<'CSV'
+cat >"$T/all.csv" <<'CSV'
 DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).
 DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
 DCGM_FI_DEV_MAX_SM_CLOCK, gauge, Maximum SM clock (in MHz).
@@ -65,6 +65,18 @@ DCGM_FI_DEV_LOW_UTIL_VIOLATION, counter, Throttling duration due to low utilizat
 DCGM_FI_DEV_RELIABILITY_VIOLATION, counter, Throttling duration due to reliability constraints (in ns).
 DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, Current clock event reasons (bit mask).
 DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events
+DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
+DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.
+DCGM_FI_PROF_SM_OCCUPANCY, gauge, The ratio of number of warps resident on an SM.
+DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
+DCGM_FI_PROF_DRAM_ACTIVE, gauge, Ratio of cycles the device memory interface is active sending or receiving data.
+DCGM_FI_PROF_PIPE_FP64_ACTIVE, gauge, Ratio of cycles the fp64 pipes are active.
+DCGM_FI_PROF_PIPE_FP32_ACTIVE, gauge, Ratio of cycles the fp32 pipes are active.
+DCGM_FI_PROF_PIPE_FP16_ACTIVE, gauge, Ratio of cycles the fp16 pipes are active.
+DCGM_FI_PROF_PCIE_TX_BYTES, gauge, The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.
+DCGM_FI_PROF_PCIE_RX_BYTES, gauge, The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.
+DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, The rate of data transmitted over NVLink, in bytes per second.
+DCGM_FI_PROF_NVLINK_RX_BYTES, gauge, The rate of data received over NVLink, in bytes per second.
 DCGM_FI_DRIVER_VERSION, label, Driver Version
 DCGM_FI_DEV_SERIAL, label, Device Serial Number
 CSV
@@ -75,21 +87,29 @@ mig_seen=0
 for fleet in $fleets; do
     for set in default all; do
         args=()
-        [ $set = all ] && args=(-f "$tmp/all.csv")
-        out="$tmp/$(basename "$fleet" .yaml)-$set.prom"
+        [ $set = all ] && args=(-f "$T/all.csv")
+        out="$T/$(basename "$fleet" .yaml)-$set.prom"
         for k in "" -k; do
             GPUOP_SIM_FLEET=$fleet NODE_NAME=node-1 "$gpuop" exporter --once $k \
-                --pod-resources-socket "$tmp/none.sock" "${args[@]}" >"$out" 2>"$tmp/err" ||
-                fail "$fleet ($set $k): exit $?: $(tail -3 "$tmp/err")"
+                --pod-resources-socket "$T/none.sock" "${args[@]}" >"$out" 2>"$T/err" ||
+                fail "$fleet ($set $k): exit $?: $(tail -3 "$T/err")"
             grep -q '^DCGM_FI_DEV_GPU_TEMP{' "$out" || fail "$fleet ($set): no GPU_TEMP series"
-            promtool check metrics <"$out" >"$tmp/lint" 2>&1
+            promtool check metrics <"$out" >"$T/lint" 2>&1
             rc=$?
             # 0: clean; 3: lint findings only; anything else: the text did not parse.
-            [ $rc = 0 ] || [ $rc = 3 ] || fail "$fleet ($set $k): promtool exit $rc: $(head -5 "$tmp/lint")"
-            if grep -Ev "$allowed" "$tmp/lint" | grep -q .; then
-                fail "$fleet ($set $k): unexpected promtool findings: $(grep -Ev "$allowed" "$tmp/lint" | sort -u | head -5)"
+            [ $rc = 0 ] || [ $rc = 3 ] || fail "$fleet ($set $k): promtool exit $rc: $(head -5 "$T/lint")"
+            if grep -Ev "$allowed" "$T/lint" | grep -q .; then
+                fail "$fleet ($set $k): unexpected promtool findings: $(grep -Ev "$allowed" "$T/lint" | sort -u | head -5)"
             fi
             grep -q 'GPU_I_PROFILE=' "$out" && mig_seen=1
+            # The profiling fields on the fleets with GPM (Hopper), none elsewhere.
+            if [ $set = all ]; then
+                case $(basename "$fleet") in
+                dgx-h100.yaml | hgx-h200.yaml) grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$out" ||
+                    fail "$fleet: no DCGM_FI_PROF_SM_ACTIVE" ;;
+                *) ! grep -q '^DCGM_FI_PROF_' "$out" || fail "$fleet: profiling fields without GPM" ;;
+                esac
+            fi
             checked=$((checked + 1))
         done
     done

@@ -13,16 +13,16 @@ command -v python3 >/dev/null || skip "python3 not installed"
 export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3
 
 start_exporter -c 1s
-wait_for scrape || fail "no first scrape"
+poll 10 scrape || fail "no first scrape"
 python3 "$(dirname "$0")/slowloris.py" "$port" 500 64 100 50 8 DCGM_FI_DEV_GPU_TEMP \
-    >"$tmp/result" 2>"$tmp/result.err"
+    >"$T/result" 2>"$T/result.err"
 rc=$?
-cat "$tmp/result"
-[ $rc = 0 ] || fail "$(cat "$tmp/result.err")"
+cat "$T/result"
+[ $rc = 0 ] || fail "$(cat "$T/result.err")"
 # Still serving, and libmicrohttpd's own messages (if any) came through the project's log.
 scrape >/dev/null || fail "no scrape after the attack"
-if grep -v '^{' "$tmp/exporter.err" | grep -Ev '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' | grep -q .; then
-    fail "raw lines on the exporter's stderr: $(grep -Ev '^[0-9]{4}-' "$tmp/exporter.err" | head -3)"
+if grep -v '^{' "$T/exporter.log" | grep -Ev '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' | grep -q .; then
+    fail "raw lines on the exporter's stderr: $(grep -Ev '^[0-9]{4}-' "$T/exporter.log" | head -3)"
 fi
 stop_exporter
 echo "PASS"

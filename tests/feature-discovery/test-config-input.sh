@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Integration test: the device plugin and feature discovery read one config file format
 # (src/lib/dpconfig) and answer bad input alike: each input below makes both exit 2 (bad input,
@@ -8,13 +8,12 @@
 #
 # usage: test-config-input.sh <gpuop>
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 
 GPUOP=$1
-SRC=${GPUOP_SOURCE_ROOT:?GPUOP_SOURCE_ROOT is not set}
-WORK=$(mktemp -d /tmp/gpuop-config-input.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT INT TERM
-failures=0
-mkfifo "$WORK/fifo" || { echo "SKIP: mkfifo failed"; exit 77; }
+SRC=$S
+WORK=$T
+mkfifo "$WORK/fifo" || skip "mkfifo failed"
 mkdir "$WORK/dir"
 
 # check <name> <config> <text the error line holds>...
@@ -28,22 +27,19 @@ check() {
             --config-file "$cfg" >/dev/null 2>"$WORK/err"
         rc=$?
         if [ "$rc" != 2 ]; then
-            echo "FAIL: $name: $comp exited $rc, want 2 (bad input)"
+            fail_later "$name: $comp exited $rc, want 2 (bad input)"
             sed 's/^/    /' "$WORK/err"
-            failures=$((failures + 1))
             continue
         fi
         if [ "$(grep -c ' error ' "$WORK/err")" != 1 ]; then
-            echo "FAIL: $name: $comp: not one error line"
+            fail_later "$name: $comp: not one error line"
             sed 's/^/    /' "$WORK/err"
-            failures=$((failures + 1))
             continue
         fi
         for want in "$cfg" "$@"; do
             if ! grep ' error ' "$WORK/err" | grep -qF -- "$want"; then
-                echo "FAIL: $name: $comp: the error line lacks \"$want\""
+                fail_later "$name: $comp: the error line lacks \"$want\""
                 sed 's/^/    /' "$WORK/err"
-                failures=$((failures + 1))
             fi
         done
     done
@@ -74,8 +70,4 @@ YAML
 check duplicate-resource "$WORK/dup.yaml" "sharing.timeSlicing.resources[1].name" \
     "already given by sharing.timeSlicing.resources[0].name"
 
-if [ $failures -ne 0 ]; then
-    echo "$failures failure(s)"
-    exit 1
-fi
-echo "ok"
+[ "$FAILURES" = 0 ] && echo "ok"

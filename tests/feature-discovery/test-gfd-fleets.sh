@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Integration test: `gpuop feature-discovery --oneshot --no-timestamp --output -` on every sample
 # fleet (sim/fleets) and MIG strategy, plus sharing configs, checked label by label against
@@ -7,32 +7,21 @@
 #
 # usage: test-gfd-fleets.sh <gpuop> <libnvidia-ml.so.1 (simulator)>
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 
 GPUOP=$1
 SIMLIB=$2
-SRC=${GPUOP_SOURCE_ROOT:?GPUOP_SOURCE_ROOT is not set}
+SRC=$S
 HERE=$SRC/tests/feature-discovery
 PY=/usr/bin/python3
 
 # The simulator is built by this project, not a peer: its absence is a broken build.
-if [ ! -f "$SIMLIB" ]; then
-    echo "FAIL: the simulated libnvidia-ml ($SIMLIB) is not built"
-    exit 1
-fi
-if [ ! -x "$PY" ]; then
-    echo "SKIP: $PY is missing (needed to build the fake sysfs)"
-    exit 77
-fi
+[ -f "$SIMLIB" ] || fail "the simulated libnvidia-ml ($SIMLIB) is not built"
+[ -x "$PY" ] || skip "$PY is missing (needed to build the fake sysfs)"
 
-WORK=$(mktemp -d /tmp/gpuop-gfd-test.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT INT TERM
-failures=0
+WORK=$T
 passes=0
 
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
 pass() {
     passes=$((passes + 1))
 }
@@ -85,19 +74,19 @@ check_case() {
     name=$c_name
     want=$HERE/expected/$name.labels
     if [ "$rc" -ne 0 ]; then
-        fail "$name: exit $rc"
+        fail_later "$name: exit $rc"
         sed 's/^/    /' "$WORK/err"
         return
     fi
     sort "$want" >"$WORK/want"
     sort "$WORK/out" >"$WORK/got"
     if ! cmp -s "$WORK/want" "$WORK/got"; then
-        fail "$name: labels differ from $want"
+        fail_later "$name: labels differ from $want"
         diff -u "$WORK/want" "$WORK/got" | sed 's/^/    /'
         return
     fi
     if [ "$(wc -l <"$WORK/got")" -lt 20 ]; then
-        fail "$name: only $(wc -l <"$WORK/got") labels"
+        fail_later "$name: only $(wc -l <"$WORK/got") labels"
         return
     fi
     pass
@@ -160,27 +149,27 @@ expect_error() {
     name=$1
     want_rc=$2
     if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
-        fail "$name: exit $rc, want a clean non-zero exit"
+        fail_later "$name: exit $rc, want a clean non-zero exit"
         sed 's/^/    /' "$WORK/err"
         return
     fi
     if [ "$want_rc" != any ] && [ "$rc" -ne "$want_rc" ]; then
-        fail "$name: exit $rc, want $want_rc"
+        fail_later "$name: exit $rc, want $want_rc"
     fi
     lines=$(grep -c ' error ' "$WORK/err")
     if [ "$lines" -ne 1 ]; then
-        fail "$name: $lines error lines, want exactly one"
+        fail_later "$name: $lines error lines, want exactly one"
         sed 's/^/    /' "$WORK/err"
         return
     fi
     if ! grep ' error ' "$WORK/err" | grep -qF -- "$3" ||
         ! grep ' error ' "$WORK/err" | grep -qF -- "$4"; then
-        fail "$name: error line lacks \"$3\" / \"$4\""
+        fail_later "$name: error line lacks \"$3\" / \"$4\""
         sed 's/^/    /' "$WORK/err"
         return
     fi
     if [ -s "$WORK/out" ]; then
-        fail "$name: labels written despite the error"
+        fail_later "$name: labels written despite the error"
         return
     fi
     pass
@@ -217,7 +206,7 @@ expect_error stray-argument 2 "unexpected argument" "stray"
 run_fd "$H100" $COMPUTE "$WORK/machine" --config-file "$CFG/gfd-flags.yaml" --output ""
 # empty --output means stdout too (NVIDIA: an empty path is stdout); this one must succeed
 if [ "$rc" -eq 0 ] && grep -q '^nvidia.com/mig.strategy=single$' "$WORK/out"; then pass; else
-    fail "empty --output: exit $rc"; fi
+    fail_later "empty --output: exit $rc"; fi
 # the file's outputFile (in /proc) when no flag overrides it: a write error naming the file
 state=$(mktemp -d "$WORK/state.XXXXXX")
 GPUOP_NVML_LIBRARY=$SIMLIB GPUOP_SIM_FLEET=$H100 GPUOP_SIM_STATE=$state timeout 30 "$GPUOP" \
@@ -247,11 +236,11 @@ nvml_case() {
     if [ "$want" = error ]; then
         expect_error "$name" 1 "$WORK/no-such-dir/libnvidia-ml.so.1" "NVML"
     elif [ "$rc" -ne 0 ]; then
-        fail "$name: exit $rc, want 0"
+        fail_later "$name: exit $rc, want 0"
         sed 's/^/    /' "$WORK/err"
     elif ! grep -qE '^nvidia.com/gfd.timestamp=[0-9]{10}$' "$WORK/out" ||
         [ "$(wc -l <"$WORK/out")" -ne 1 ]; then
-        fail "$name: want only the timestamp label"
+        fail_later "$name: want only the timestamp label"
         sed 's/^/    /' "$WORK/out"
     else
         pass
@@ -281,21 +270,21 @@ GPUOP_NVML_LIBRARY=$SIMLIB GPUOP_SIM_FLEET=$H100 GPUOP_SIM_STATE=$state GPUOP_SY
     --machine-type-file "$WORK/machine" >"$WORK/out" 2>"$WORK/err"
 rc=$?
 if [ "$rc" -ne 0 ] || [ ! -f "$OUT" ]; then
-    fail "oneshot to a file: exit $rc, file missing"
+    fail_later "oneshot to a file: exit $rc, file missing"
     sed 's/^/    /' "$WORK/err"
 else
     grep -v '^nvidia.com/gfd.timestamp=' "$OUT" | sort >"$WORK/got"
     sort "$HERE/expected/dgx-h100.none.labels" >"$WORK/want"
     mode=$(stat -c %a "$OUT")
     if ! cmp -s "$WORK/want" "$WORK/got"; then
-        fail "oneshot to a file: labels differ"
+        fail_later "oneshot to a file: labels differ"
         diff -u "$WORK/want" "$WORK/got" | sed 's/^/    /'
     elif ! grep -qE '^nvidia.com/gfd.timestamp=[0-9]{10}$' "$OUT"; then
-        fail "oneshot to a file: no timestamp label"
+        fail_later "oneshot to a file: no timestamp label"
     elif [ "$mode" != 644 ] || [ -s "$WORK/out" ]; then
-        fail "oneshot to a file: mode $mode, or labels also on stdout"
+        fail_later "oneshot to a file: mode $mode, or labels also on stdout"
     elif ls "$WORK/features.d" | grep -q tmp; then
-        fail "oneshot to a file: temp file left behind"
+        fail_later "oneshot to a file: temp file left behind"
     else
         pass
     fi
@@ -310,7 +299,7 @@ GPUOP_NVML_LIBRARY=$SIMLIB GPUOP_SIM_FLEET=$H100 GPUOP_SIM_STATE=$state timeout 
 rc=$?
 wait $reader
 if [ "$rc" -ne 0 ] || [ ! -p "$WORK/fifo" ] || ! grep -q '^nvidia.com/gpu.count=8$' "$WORK/fifo.out"; then
-    fail "FIFO output: exit $rc"
+    fail_later "FIFO output: exit $rc"
     sed 's/^/    /' "$WORK/err"
 else
     pass
@@ -323,64 +312,50 @@ GPUOP_NVML_LIBRARY=$SIMLIB GPUOP_SIM_FLEET=$H100 GPUOP_SIM_STATE=$state GPUOP_SY
     "$GPUOP" feature-discovery --sleep-interval 200ms --output "$OUT" --no-timestamp \
     --config-file "$WORK/live.yaml" 2>"$WORK/loop.err" &
 pid=$!
-wait_for() { # <what> <command...>: up to 10 s
-    what=$1
+# loop_waits WHAT COMMAND...: polls COMMAND for 10 s: a pass, else a failure naming WHAT
+loop_waits() {
+    local what=$1
     shift
-    i=0
-    while ! "$@" 2>/dev/null; do
-        i=$((i + 1))
-        if [ $i -gt 100 ]; then
-            fail "loop: timed out waiting for $what"
-            return 1
-        fi
-        sleep 0.1
-    done
-    return 0
+    if poll 10 "$@"; then pass; else fail_later "loop: timed out waiting for $what"; return 1; fi
 }
-if wait_for "the first labels" grep -q '^nvidia.com/gpu.replicas=2$' "$OUT"; then
+if loop_waits "the first labels" grep -q '^nvidia.com/gpu.replicas=2$' "$OUT"; then
     m1=$(stat -c %Y.%y "$OUT")
-    wait_for "a relabel" sh -c "[ \"\$(stat -c %Y.%y '$OUT')\" != '$m1' ]" && pass
+    loop_waits "a relabel" sh -c "[ \"\$(stat -c %Y.%y '$OUT')\" != '$m1' ]"
     cp "$CFG/timeslicing-4.yaml" "$WORK/live.yaml"
     kill -HUP $pid
-    wait_for "the reloaded config" grep -q '^nvidia.com/gpu.replicas=4$' "$OUT" && pass
+    loop_waits "the reloaded config" grep -q '^nvidia.com/gpu.replicas=4$' "$OUT"
     # a broken config on reload: the last good one stays
     cp "$CFG/bad-replicas.yaml" "$WORK/live.yaml"
     kill -HUP $pid
-    wait_for "the reload error" grep -q 'keeping the last good config' "$WORK/loop.err" && pass
+    loop_waits "the reload error" grep -q 'keeping the last good config' "$WORK/loop.err"
     sleep 0.3
     if grep -q '^nvidia.com/gpu.replicas=4$' "$OUT"; then pass; else
-        fail "loop: labels changed after a bad reload"; fi
+        fail_later "loop: labels changed after a bad reload"; fi
 fi
 kill -TERM $pid 2>/dev/null
-i=0
-while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do
-    sleep 0.1
-    i=$((i + 1))
-done
-if kill -0 $pid 2>/dev/null; then
-    fail "loop: still running 10 s after SIGTERM"
+if ! poll 10 ended $pid; then
+    fail_later "loop: still running 10 s after SIGTERM"
     kill -KILL $pid
 fi
 wait $pid
 rc=$?
 if [ "$rc" -ne 0 ]; then
-    fail "loop: exit $rc after SIGTERM"
+    fail_later "loop: exit $rc after SIGTERM"
     sed 's/^/    /' "$WORK/loop.err"
 elif [ -e "$OUT" ]; then
-    fail "loop: the output file was not removed on exit"
+    fail_later "loop: the output file was not removed on exit"
 else
     pass
 fi
 
 # --help documents every flag and its environment variable
-"$GPUOP" feature-discovery --help >"$WORK/help" 2>&1 || fail "--help: exit $?"
+"$GPUOP" feature-discovery --help >"$WORK/help" 2>&1 || fail_later "--help: exit $?"
 for w in --oneshot GFD_ONESHOT --no-timestamp GFD_NO_TIMESTAMP --sleep-interval \
     GFD_SLEEP_INTERVAL --output GFD_OUTPUT_FILE --mig-strategy GFD_MIG_STRATEGY --config-file \
     GFD_CONFIG_FILE --machine-type-file GFD_MACHINE_TYPE_FILE --fail-on-init-error \
     GFD_FAIL_ON_INIT_ERROR GPUOP_NVML_LIBRARY; do
-    grep -qF -- "$w" "$WORK/help" || fail "--help does not mention $w"
+    grep -qF -- "$w" "$WORK/help" || fail_later "--help does not mention $w"
 done
 pass
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+echo "$passes passed, $FAILURES failed"

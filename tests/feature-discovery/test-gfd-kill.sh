@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Feature discovery SIGKILLed 100 times while relabelling leaves nothing Node Feature Discovery
 # would read but `gfd` in the output directory (NFD's local source reads every regular file
@@ -7,26 +7,20 @@
 #
 # usage: test-gfd-kill.sh <gpuop> <libnvidia-ml.so.1 (simulator)> <fleet.yaml>
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 GPUOP=$1
 SIMLIB=$2
 FLEET=$3
-if [ ! -f "$SIMLIB" ]; then
-    echo "FAIL: the simulated libnvidia-ml ($SIMLIB) is not built"
-    exit 1
-fi
-WORK=$(mktemp -d /tmp/gpuop-gfd-kill.XXXXXX)
+[ -f "$SIMLIB" ] || fail "the simulated libnvidia-ml ($SIMLIB) is not built"
+WORK=$T
 pid=
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$WORK"' EXIT INT TERM
+at_exit '[ -z "$pid" ] || kill -9 $pid 2>/dev/null'
 DIR=$WORK/features.d
 mkdir -p "$DIR" "$WORK/state"
 printf 'NVIDIA DGX (simulated)\n' >"$WORK/machine"
 export GPUOP_NVML_LIBRARY=$SIMLIB GPUOP_SIM_FLEET=$FLEET GPUOP_SIM_STATE=$WORK/state
 
-fail() {
-    echo "FAIL: $*"
-    ls -la "$DIR"
-    exit 1
-}
+on_fail() { ls -la "$DIR"; }
 # Names NFD would read: regular files not starting with a dot, other than gfd.
 visible_strays() { find "$DIR" -mindepth 1 -maxdepth 1 -type f ! -name '.*' ! -name gfd -printf '%f\n'; }
 

@@ -15,40 +15,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError as exc:  # the peer is truly absent
-    print(f"SKIP: python3-grpcio / python3-grpc-tools not installed: {exc}")
-    sys.exit(77)
-
-SRC = os.environ.get("GPUOP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
-PROTO_DIR = os.path.join(SRC, "proto")
-PROTOS = ["deviceplugin/v1beta1/api.proto", "podresources/v1/api.proto"]
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-
-
-def gen_stubs(outdir):
-    os.makedirs(outdir, exist_ok=True)
-    for p in PROTOS:
-        rc = protoc.main(["grpc_tools.protoc", f"-I{PROTO_DIR}", f"--python_out={outdir}",
-                          f"--grpc_python_out={outdir}", p])
-        if rc != 0:
-            print(f"FAIL protoc rejected {p} (rc={rc})")
-            sys.exit(1)
-    sys.path.insert(0, outdir)
-    from deviceplugin.v1beta1 import api_pb2 as dp, api_pb2_grpc as dp_grpc
-    from podresources.v1 import api_pb2 as pr, api_pb2_grpc as pr_grpc
-    return dp, dp_grpc, pr, pr_grpc
+sys.path.insert(0, os.path.join(os.environ.get("GPUOP_SOURCE_ROOT") or
+                                os.path.join(os.path.dirname(__file__), "..", ".."), "tests", "lib"))
+import kubelet_grpc as kg  # noqa: E402  (exits 77 when grpcio is not installed)
+from kubelet_grpc import FAILS, check, grpc  # noqa: E402
 
 
 def code_of(fn):
@@ -291,7 +263,8 @@ def main():
         print(__doc__)
         return 2
     with tempfile.TemporaryDirectory(prefix="gpuop-grpc-") as tmp:
-        dp, dp_grpc, pr, pr_grpc = gen_stubs(os.path.join(tmp, "stubs"))
+        (dp, dp_grpc), (pr, pr_grpc) = kg.stubs(kg.DEVICEPLUGIN, kg.PODRESOURCES,
+                                                outdir=os.path.join(tmp, "stubs"))
         check(True, "Debian protoc (grpc_tools) accepts the .proto files")
         if sys.argv[1] == "c-server":
             run_c_server(sys.argv[2], tmp, dp, dp_grpc)

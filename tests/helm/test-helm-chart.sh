@@ -7,25 +7,20 @@
 # roles for wildcards. One version everywhere: Chart.yaml, the image tag and --operand-image
 # carry meson.build's. Bad values fail helm template with the chart's message.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 SHARED=${GPUOP_SHARED:-$S/../shared}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$HELM" ] || { echo "pinned helm not found at $HELM (scripts/tools.sh): skipped"; exit 77; }
-command -v node >/dev/null && command -v npm >/dev/null || { echo "node/npm absent: skipped"; exit 77; }
+need_tools
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM (scripts/tools.sh)"
+need_cmd node npm
 M=$B/npm-kubernetes-models
 if [ ! -f "$M/node_modules/kubernetes-models/package.json" ]; then
     mkdir -p "$M"
     if ! (cd "$M" && timeout 300 npm install --no-audit --no-fund --silent kubernetes-models@5.1.0 >npm.log 2>&1); then
-        echo "npm install kubernetes-models failed (registry unreachable?): skipped"
-        exit 77
+        skip "npm install kubernetes-models failed (registry unreachable?)"
     fi
 fi
 C=$S/deploy/helm/gpuop
 V=$S/tests/helm/values
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 
 version=$(meson introspect --projectinfo "$B" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
 grep -qx "version: $version" "$C/Chart.yaml" || fail "Chart.yaml version is not meson's $version"

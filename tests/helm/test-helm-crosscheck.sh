@@ -5,14 +5,12 @@
 # their ClusterPolicy specs compared field by field. Allowed differences are listed in
 # crosscheck.py, each with its reason; an empty value and an absent one count as the same.
 set -euo pipefail
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 SHARED=${GPUOP_SHARED:-$S/../shared}
 NV=$SHARED/reference/upstream/gpu-operator-chart-v26.7.0
-[ -f "$NV/Chart.yaml" ] || { echo "NVIDIA's chart absent ($NV): skipped"; exit 77; }
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+[ -f "$NV/Chart.yaml" ] || skip "NVIDIA's chart absent ($NV)"
+need_tools
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM"
 rc=0
 for f in "" "$S"/tests/helm/values/*.yaml; do
     name=$(basename "${f:-nvidia-defaults}" .yaml)

@@ -6,14 +6,10 @@
 # reconciles the ClusterPolicy the chart rendered (status, operand DaemonSets, node labels).
 # helm uninstall then removes every object it installed (the CRDs stay, as helm keeps crds/).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$HELM" ] || { echo "pinned helm not found at $HELM: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM"
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 
 helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
     --set operator.replicas=2 --wait --timeout 60s >"$T/install.log" || fail "helm install: $(cat "$T/install.log")"

@@ -6,16 +6,11 @@
 # Debian's runc as that user, read-only, reaches for an API server (TLS set up, a connection
 # refused) and loads its TOML module gpuop-tomlx.so (/usr/lib/gpuop).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-[ "$(id -u)" = 0 ] || { echo "needs root (buildah's storage, runc): skipped"; exit 77; }
-for t in buildah runc; do
-    command -v $t >/dev/null || { echo "$t absent (Debian package $t): skipped"; exit 77; }
-done
-T=$(mktemp -d)
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_root "buildah's storage and runc"
+need_cmd buildah runc
 cid=gpuop-image-test-$$
-trap 'runc delete -f $cid-a >/dev/null 2>&1 || true; runc delete -f $cid-b >/dev/null 2>&1 || true; runc delete -f $cid-c >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+at_exit 'for c in a b c; do runc delete -f $cid-$c >/dev/null 2>&1; done'
 
 # The build reads BUILD/gpuop; a private copy of the build tree's parts keeps the test's image
 # work out of BUILD/image.

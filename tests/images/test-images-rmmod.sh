@@ -25,7 +25,7 @@ print("nvmlShutdown", nvml.nvmlShutdown(), flush=True)
 sys.stdin.readline()
 ' <>"$T/$1.in" >"$T/$1.log" 2>&1 &
     LAST=$!
-    PIDS="$PIDS $LAST"
+    pids+=("$LAST")
 }
 
 "$BIN/rmmod" nvidia >"$T/rm0.log" 2>&1 && fail "rmmod of a module not loaded succeeded"

@@ -335,6 +335,22 @@ static void test_url_split(void **state)
             fail_msg("%s: accepted", bad[i]);
         assert_non_null(strstr(e.msg, "URL"));
     }
+    /* user info never reaches an error message, whichever check refuses the URL */
+    static const char *const secret[] = {"https://admin:s3cr3t@h:6443", "https://admin:s3cr3t@h?x",
+                                         "ftp://admin:s3cr3t@h", "https://admin:s3cr3t@[zz]:1"};
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++) {
+        struct kube_url u;
+        struct err e = {0};
+        assert_int_equal(kube_url_split(secret[i], &u, &e), -EINVAL);
+        if (strstr(e.msg, "s3cr3t") || strstr(e.msg, "admin"))
+            fail_msg("%s: the error quotes the user info: %s", secret[i], e.msg);
+        assert_non_null(strstr(e.msg, "<user info removed>@"));
+    }
+    char buf[64];
+    assert_string_equal(kube_url_shown("https://h:6443/a@b", buf, sizeof(buf)),
+                        "https://h:6443/a@b");
+    assert_string_equal(kube_url_shown("u:p@h:6443", buf, sizeof(buf)),
+                        "<user info removed>@h:6443");
 }
 
 static void test_no_proxy(void **state)

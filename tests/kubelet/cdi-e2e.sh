@@ -20,9 +20,7 @@
 #    its own spec, and a GPU pod's names resolve against the toolkit's spec alone.
 # Needs root (namespaces, mknod); skips (77) saying so otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/tests/kubelet/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
 OLD=570.86.15
 NEW=575.57.08
 H=cdi-h100-1
@@ -47,8 +45,8 @@ nodes:
   runtime: cri-o
   kernelHeaders: [5.15.0-127-generic]
 EOF
-kl_start_kubesim 198.18.255.20
-kl_start_nodes "$T/cluster.yaml" klcdi0 198.18.220.0/24 2
+start_kubesim --api-ip 198.18.255.20 --tls
+start_kubelet_sim "$T/cluster.yaml" 2 --bridge klcdi0 --subnet 198.18.220.0/24
 echo "ok: 2 nodes registered by kubelet-sim"
 # the operands' deploy labels, as the operator sets them (the driver reload pauses them)
 DP_LABEL=nvidia.com/gpu.deploy.device-plugin TK_LABEL=nvidia.com/gpu.deploy.container-toolkit
@@ -253,7 +251,6 @@ grep -q "Test PASSED" <<<"$log" || fail "cdi-toolkit's log: $log"
 ls "$R"/var/run/cdi/ | grep -qv '^nvidia.yaml$' && fail "another spec than the toolkit's on $H: $(ls "$R"/var/run/cdi/)"
 echo "ok: with the toolkit's kind the plugin writes no spec; a GPU pod resolved its names against the toolkit's spec for $NEW and passed"
 
-kill -TERM "$KL_NODES_PID"
-wait "$KL_NODES_PID" || fail "kubelet-sim exited $? on SIGTERM"
+stop_kubelet_sim
 ip link show klcdi0 >/dev/null 2>&1 && fail "the bridge klcdi0 is left"
 echo PASS

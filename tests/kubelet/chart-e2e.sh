@@ -11,12 +11,10 @@
 # allocatable GPUs and their validations passed. `helm uninstall` removes what it installed and
 # every operand pod stops. As root (namespaces per node); skipped otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/tests/kubelet/lib.sh"
-[ -x "$HELM" ] || { echo "SKIP: pinned helm not found at $HELM"; exit 77; }
-kl_start_kubesim 198.18.255.23
-kl_start_nodes "$S/tests/kubelet/chart-cluster.yaml" klchart0 198.18.223.0/24 2 --no-nfd
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+[ -x "$HELM" ] || skip "pinned helm not found at $HELM"
+start_kubesim --api-ip 198.18.255.23 --tls
+start_kubelet_sim "$S/tests/kubelet/chart-cluster.yaml" 2 --bridge klchart0 --subnet 198.18.223.0/24 --no-nfd
 H100=chart-h100-1 L4=chart-l4-host-1
 annotation() { k get node "$1" -o jsonpath="{.metadata.annotations.${2//./\\.}}"; }
 for n in $H100 $L4; do
@@ -53,7 +51,7 @@ for p in /proc/[0-9]*; do
         [ "$(readlink "$p/exe")" = "$(readlink -f "$B/gpuop")" ] && { op_proc=$p; break; }
 done
 [ -n "$op_proc" ] || fail "no gpuop process for pod $op_pod"
-grep -qx "KUBERNETES_SERVICE_HOST=$KL_API_IP" <<<"$env" || fail "the operator pod has no in-cluster service address"
+grep -qx "KUBERNETES_SERVICE_HOST=$KS_API_IP" <<<"$env" || fail "the operator pod has no in-cluster service address"
 if grep -q "^KUBECONFIG=" <<<"$env"; then fail "the operator pod has a KUBECONFIG"; fi
 echo "ok: the operator runs as pod $op_pod on $op_node (${op_proc#/proc/} $(tr '\0' ' ' <"$op_proc/cmdline" | cut -c1-60)...; ServiceAccount $sa, in-cluster) and leads: $(grep -m1 'became leader' "$T/op-pod.out")"
 
@@ -115,9 +113,6 @@ no_procs() { [ "$(sim_procs)" = 0 ]; }
 wait_for 30 "every pod's process stopped" no_procs
 echo "ok: helm uninstall removed the release's objects; $before pod processes stopped, none left"
 # kubelet-sim stops cleanly (exit 0 after SIGTERM: nodes, namespaces and its bridge gone)
-kill "$KL_NODES_PID"
-wait "$KL_NODES_PID"
-rc=$?
-[ $rc = 0 ] || fail "kubelet-sim exited $rc after SIGTERM"
+stop_kubelet_sim
 if ip link show klchart0 >/dev/null 2>&1; then fail "the bridge klchart0 is left"; fi
 echo "PASS the whole stack from the chart alone on simulated nodes ($((SECONDS - t0)) s)"

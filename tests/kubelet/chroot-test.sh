@@ -6,12 +6,11 @@
 # lands at the namespace's root mount, outside the chroot, and fails there.
 # Usage: chroot-test.sh TEST-KL-RUNTIME [COMMAND...]  (COMMAND: run that in the chroot instead)
 set -u
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mount namespaces, chroot)"; exit 77; }
-command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_root "mount namespaces and chroot"
+need_cmd unshare
 bin=$1; shift
-[ -x "$bin" ] || { echo "FAIL: $bin: not an executable"; exit 1; }
-T=$(mktemp -d /tmp/gpuop-chroot-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+[ -x "$bin" ] || fail "$bin: not an executable"
 mkdir "$T/root"
 # In a mount namespace of its own (nothing leaks to the host): the whole tree bound onto the
 # chroot's folder, which makes that folder a mount point, then chroot into it.

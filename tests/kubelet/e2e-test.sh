@@ -17,63 +17,19 @@
 #    (allocatable comes back); an injected XID lowers allocatable by one within 2 s.
 # Needs root (namespaces, a bridge); skips (77) saying so otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: kubelet-sim's nodes need root (network and mount namespaces)"
-    exit 77
-fi
-T=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-    cleanup_addr
-    rm -rf "$T"
-}
-trap cleanup EXIT
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+k() { "$KUBECTL" "$@"; } # no request deadline: deletes below wait up to a minute
+
 # The API server listens on an address of the host that only the host and its test namespaces
 # route to (kubectl sends no token over plain HTTP, so the address is what keeps it local).
-API_IP=198.18.255.1
-ip addr add "$API_IP/32" dev lo 2>/dev/null
-cleanup_addr() { ip addr del "$API_IP/32" dev lo 2>/dev/null; }
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-    "$KUBECTL" get pods -A -o wide 2>/dev/null
-    exit 1
-}
-wait_for() { # SECONDS DESCRIPTION COMMAND...
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.2
-    done
-}
-k() { "$KUBECTL" "$@"; }
-
-"$B/kubesim" --kubeconfig-out "$T/kubeconfig" --listen "$API_IP:0" --allow-remote \
-    >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-"$B/kubelet-sim" --cluster "$S/sim/clusters/mixed.yaml" --kubeconfig "$KUBECONFIG" \
-    --root-base "$T/roots" --bridge kle2e0 --subnet 198.18.200.0/24 --backoff-scale 0.01 \
-    --node-status-interval 1s >"$T/kubelet-sim.log" 2>&1 &
-KL=$!
-pids+=($KL)
-wait_for 30 "5 Ready nodes" sh -c "[ \$('$KUBECTL' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') = 5 ]"
+start_kubesim --api-ip 198.18.255.1
+start_kubelet_sim "$S/sim/clusters/mixed.yaml" 5 --bridge kle2e0 --subnet 198.18.200.0/24
 echo "ok: 5 nodes registered by kubelet-sim"
 
 # The hand-written stack has no driver manager: the host-driver node is labelled as it would.
 k label node l4-hostdriver-1 nvidia.com/gpu.deploy.driver=pre-installed >/dev/null ||
     fail "label l4-hostdriver-1 pre-installed"
 k apply -f "$S/sim/clusters/node-stack.yaml" >/dev/null || fail "apply the node stack"
-alloc() { k get node "$1" -o jsonpath="{.status.allocatable.${2//./\\.}}"; }
-want_alloc() { [ "$(alloc "$1" "$2")" = "$3" ]; }
 wait_for 90 "dgx-h100-1 advertises 8 nvidia.com/gpu" want_alloc dgx-h100-1 nvidia.com/gpu 8
 wait_for 30 "dgx-h100-2 advertises 8 nvidia.com/gpu" want_alloc dgx-h100-2 nvidia.com/gpu 8
 wait_for 30 "l4-hostdriver-1 advertises its 4 L4" want_alloc l4-hostdriver-1 nvidia.com/gpu 4
@@ -226,13 +182,8 @@ hold_pid() {
 }
 mounted=$(ls "/proc/$(hold_pid | head -1)/root/var/run/nvidia-container-devices" 2>/dev/null | sort | paste -sd, -)
 [ "$mounted" = "$allocated" ] || fail "gpu-hold's volume mounts: $mounted, want $allocated"
-kill -TERM "$KL"
-wait "$KL" || fail "kubelet-sim exited $? on SIGTERM (before the restart)"
-"$B/kubelet-sim" --cluster "$S/sim/clusters/mixed.yaml" --kubeconfig "$KUBECONFIG" \
-    --root-base "$T/roots" --bridge kle2e0 --subnet 198.18.200.0/24 --backoff-scale 0.01 \
-    --node-status-interval 1s >>"$T/kubelet-sim.log" 2>&1 &
-KL=$!
-pids+=($KL)
+stop_kubelet_sim
+start_kubelet_sim "$S/sim/clusters/mixed.yaml" 5 --bridge kle2e0 --subnet 198.18.200.0/24
 serving_again() { [ "$(grep -c 'kubelet-sim serving nodes=5' "$T/kubelet-sim.log")" -ge 2 ]; }
 wait_for 60 "the restarted kubelet-sim serving its 5 nodes" serving_again
 wait_for 60 "gpu-hold runs again after the restart" hold_running
@@ -242,10 +193,7 @@ wait_for 60 "dgx-h100-1 advertises 8 again" want_alloc dgx-h100-1 nvidia.com/gpu
 echo "ok: a kubelet-sim restart keeps gpu-hold's devices ($after)"
 k delete pod gpu-hold --wait=true --timeout=30s >/dev/null || fail "delete gpu-hold"
 
-kill -TERM "$KL"
-wait "$KL"
-rc=$?
-[ "$rc" = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
+stop_kubelet_sim
 ip link show kle2e0 >/dev/null 2>&1 && fail "the bridge is left after SIGTERM"
 ls /run/netns 2>/dev/null | grep -q "kl-dgx-h100-1" && fail "a namespace is left after SIGTERM"
 echo "ok: kubelet-sim stops on SIGTERM and removes its bridge and namespaces"

@@ -9,14 +9,14 @@ IDs), `gpuop device-plugin` runs with a cdi-cri device-list strategy and its CDI
 temporary node root; kubelet-sim's device manager (PROBE) allocates, and every name in the
 response is resolved by kubelet-sim's CDI resolver (sim/kubelet/cdi.c), as containerd would: an
 unknown name fails; a MIG device brings its two capability nodes (/dev/nvidia-caps, from the
-driver's mig-minors or its layout where the plugin does not see that file). Exit 77 only when python3-grpcio is missing (the shared helpers need it).
+driver's mig-minors or its layout where the plugin does not see that file). Exit 77 only when python3-grpcio is missing (tests/lib/kubelet_grpc.py needs it).
 """
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kl_devices_plugin import FAILS, Plugin, Probe, check  # noqa: E402
+from kl_devices_plugin import FAILS, Probe, check, kg  # noqa: E402
 
 
 def run_case(probe_exe, gpuop, lib, fleet, name, extra_env, resource, total, count, caps=0):
@@ -24,18 +24,11 @@ def run_case(probe_exe, gpuop, lib, fleet, name, extra_env, resource, total, cou
     root = os.path.join(tmp, "root")
     dpdir = os.path.join(root, "var/lib/kubelet/device-plugins")
     os.makedirs(dpdir)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("KUBELET_SOCKET", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY",
-                        "DEVICE_ID_STRATEGY", "PASS_DEVICE_SPECS", "CDI_ROOT")}
-    env.update({"GPUOP_NVML_LIBRARY": lib, "GPUOP_SIM_FLEET": fleet,
-                "GPUOP_SIM_STATE": os.path.join(tmp, "state"),
-                "DEVICE_LIST_STRATEGY": "cdi-cri",
-                "CDI_ROOT": os.path.join(root, "var/run/cdi")})
-    env.update(extra_env)
-    os.makedirs(env["GPUOP_SIM_STATE"])
+    env = kg.plugin_env(lib, fleet, os.path.join(tmp, "state"), DEVICE_LIST_STRATEGY="cdi-cri",
+                        CDI_ROOT=os.path.join(root, "var/run/cdi"), **extra_env)
     probe = Probe(probe_exe, root, os.path.join(tmp, "probe.log"))
-    plugin = Plugin(gpuop, env, os.path.join(dpdir, "kubelet.sock"),
-                    os.path.join(tmp, "plugin.log"))
+    plugin = kg.DevicePlugin(gpuop, env, ["--kubelet-socket", os.path.join(dpdir, "kubelet.sock")],
+                             os.path.join(tmp, "plugin.log"), append=True)
     try:
         w = probe.cmd(f"wait {resource} {total} 10000")
         if not check(w.get("ok"), f"{name}: {resource} reaches {total} allocatable"):

@@ -23,35 +23,12 @@ import tempfile
 import time
 import urllib.request
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError as exc:
-    print(f"SKIP: python3-grpcio / python3-grpc-tools not installed: {exc}")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.environ.get("GPUOP_SOURCE_ROOT") or
+                                os.path.join(os.path.dirname(__file__), "..", ".."), "tests", "lib"))
+import kubelet_grpc as kg  # noqa: E402  (exits 77 when grpcio is not installed)
+from kubelet_grpc import FAILS, check, grpc  # noqa: E402
 
-SRC = os.environ.get("GPUOP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
-FAILS = []
 RES = "nvidia.com/gpu"
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-    return cond
-
-
-def gen_stubs(outdir):
-    rc = protoc.main(["grpc_tools.protoc", f"-I{os.path.join(SRC, 'proto')}",
-                      f"--python_out={outdir}", f"--grpc_python_out={outdir}",
-                      "podresources/v1/api.proto"])
-    if rc != 0:
-        print(f"FAIL protoc rejected podresources/v1/api.proto (rc={rc})")
-        sys.exit(1)
-    sys.path.insert(0, outdir)
-    from podresources.v1 import api_pb2, api_pb2_grpc
-    return api_pb2, api_pb2_grpc
 
 
 class Probe:
@@ -80,21 +57,10 @@ class Probe:
         return rc
 
 
-class Plugin:
-    def __init__(self, gpuop, env, ksock, log):
-        self.log = open(log, "a")
-        self.p = subprocess.Popen([gpuop, "device-plugin", "--kubelet-socket", ksock], env=env,
-                                  stdout=self.log, stderr=subprocess.STDOUT)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            self.p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        self.log.close()
+def plugin_start(gpuop, env, ksock, tmp):
+    """`gpuop device-plugin` registering at ksock, its output appended to tmp/plugin.log."""
+    return kg.DevicePlugin(gpuop, env, ["--kubelet-socket", ksock],
+                           os.path.join(tmp, "plugin.log"), append=True)
 
 
 ROOT = "/var/run/nvidia-container-devices"
@@ -157,22 +123,14 @@ def exporter_attributes(gpuop, env, prsock, tmp, ids):
 
 
 def main(probe_exe, gpuop, lib, fleet):
-    pb, pb_grpc = gen_stubs(tempfile.mkdtemp(prefix="kl-stubs-"))
+    pb, pb_grpc = kg.stubs(kg.PODRESOURCES)[0]
     tmp = tempfile.mkdtemp(prefix="kl-devices-")
     root = os.path.join(tmp, "root")
     os.makedirs(root)
     dpdir = os.path.join(root, "var/lib/kubelet/device-plugins")
     ksock = os.path.join(dpdir, "kubelet.sock")
     prsock = os.path.join(root, "var/lib/kubelet/pod-resources/kubelet.sock")
-    env = dict(os.environ)
-    for k in ("KUBELET_SOCKET", "CONFIG_FILE", "MIG_STRATEGY", "DEVICE_LIST_STRATEGY",
-              "DEVICE_ID_STRATEGY", "PASS_DEVICE_SPECS", "DP_DISABLE_HEALTHCHECKS",
-              "DP_ENABLE_HEALTHCHECKS"):
-        env.pop(k, None)
-    env.update({"GPUOP_NVML_LIBRARY": lib, "GPUOP_SIM_FLEET": fleet,
-                "GPUOP_SIM_STATE": os.path.join(tmp, "state"),
-                "DP_HEALTH_RECOVERY_PERIOD": "0"})
-    os.makedirs(env["GPUOP_SIM_STATE"])
+    env = kg.plugin_env(lib, fleet, os.path.join(tmp, "state"), DP_HEALTH_RECOVERY_PERIOD="0")
     # A stale plugin socket from "before": the device manager removes it at start.
     os.makedirs(dpdir)
     import socket
@@ -185,7 +143,7 @@ def main(probe_exe, gpuop, lib, fleet):
     check(os.path.exists(ksock) and os.path.exists(prsock), "both sockets exist")
     check(not os.path.exists(os.path.join(dpdir, "old-plugin.sock")),
           "a stale socket in device-plugins/ is removed at start")
-    plugin = Plugin(gpuop, env, ksock, os.path.join(tmp, "plugin.log"))
+    plugin = plugin_start(gpuop, env, ksock, tmp)
     try:
         w = probe.cmd(f"wait {RES} 8 10000")
         check(w["ok"] and w["resources"][RES]["capacity"] == 8,
@@ -286,7 +244,7 @@ def main(probe_exe, gpuop, lib, fleet):
               f"a killed plugin: allocatable 0, capacity 8 ({w['resources']})")
         a = probe.cmd('alloc uid-e default pod-e main {"nvidia.com/gpu": 1}')
         check(not a["ok"] and a["code"] == -11, f"no plugin: -EAGAIN ({a.get('error')})")
-        plugin = Plugin(gpuop, env, ksock, os.path.join(tmp, "plugin.log"))
+        plugin = plugin_start(gpuop, env, ksock, tmp)
         w = probe.cmd(f"wait {RES} 8 10000")
         check(w["ok"], f"a restarted plugin registers again ({w['resources']})")
     finally:

@@ -15,11 +15,9 @@
 # to the H100 pool is balanced, then short once that pool loses a node to the lost GPU
 # (gpuop status and GPUPoolBelowQuota). As root (namespaces per node); skipped otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/tests/kubelet/lib.sh"
-kl_start_kubesim 198.18.255.2 --load "$S/deploy/rbac/operator.yaml"
-kl_start_nodes "$S/sim/clusters/mixed.yaml" klop0 198.18.202.0/24 5
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+start_kubesim --api-ip 198.18.255.2 --tls --load "$S/deploy/rbac/operator.yaml"
+start_kubelet_sim "$S/sim/clusters/mixed.yaml" 5 --bridge klop0 --subnet 198.18.202.0/24
 echo "ok: 5 nodes registered by kubelet-sim"
 
 k apply -f "$S/deploy/crds/" >/dev/null || fail "apply the CRDs"

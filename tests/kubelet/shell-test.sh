@@ -4,35 +4,17 @@
 # it (status, NFD labels, local feature files turned into labels and removed again), the Lease,
 # the kubelet endpoint; SIGTERM exits 0.
 set -u
-KUBECTL=$(command -v kubectl) || { echo "kubectl not installed: skipping"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-SRC=${GPUOP_SOURCE_ROOT:?}
-KUBESIM=$BUILD/kubesim
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+BUILD=$B
+SRC=$S
 KL=$BUILD/kubelet-sim
-T=$(mktemp -d)
-KS_PID='' KL_PID='' DP_PID=''
-cleanup() {
-    [ -n "$DP_PID" ] && kill "$DP_PID" 2>/dev/null && wait "$DP_PID" 2>/dev/null
-    [ -n "$KL_PID" ] && kill "$KL_PID" 2>/dev/null && wait "$KL_PID" 2>/dev/null
-    [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    echo "--- kubelet-sim log"; tail -20 "$T/kl.log" 2>/dev/null
-    echo "--- kubesim log"; tail -5 "$T/ks.log"
-    exit 1
-}
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+k() { "$KUBECTL" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 # a free port block for the nodes' kubelet endpoints (two ports), below the ephemeral range
 # (32768 up), where the connections of other tests running beside this one take theirs
-PORT=$(/usr/bin/python3 "$SRC/scripts/free-port.py" 2) || fail "no free port block"
+PORT=$(free_port 2) || fail "no free port block"
 
-"$KUBESIM" --kubeconfig-out "$T/kc" >"$T/ks.out" 2>"$T/ks.log" &
-KS_PID=$!
-for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.05; done
-[ -s "$T/kc" ] || fail "kubesim did not start"
+start_kubesim
 
 # ---- bad input: exit 2, one line naming the file and the field, nothing registered -----------
 node() { # name root [extra lines]
@@ -44,7 +26,7 @@ node() { # name root [extra lines]
 cluster_head() { printf 'apiVersion: gpuop.dev/v1alpha1\nkind: SimCluster\nnodes:\n'; }
 bad() { # file want-fragment
     local rc
-    "$KL" --cluster "$1" --kubeconfig "$T/kc" --no-netns --kubelet-port $PORT \
+    "$KL" --cluster "$1" --kubeconfig "$KUBECONFIG" --no-netns --kubelet-port $PORT \
         >"$T/bad.out" 2>"$T/bad.err"
     rc=$?
     [ $rc = 2 ] || fail "$1: exit $rc, want 2: $(cat "$T/bad.err")"
@@ -77,15 +59,8 @@ bad "$T/absent.yaml" "No such file or directory"
   labels: {example.com/rack: r1}"
     node cpu-1 roots/cpu-1 "  runtime2: x" | sed '/runtime2/d'
 } >"$T/cluster.yaml"
-"$KL" --cluster "$T/cluster.yaml" --kubeconfig "$T/kc" --no-netns --kubelet-port $PORT \
-    --node-status-interval 3s --nvml-library "$BUILD/libnvidia-ml.so.1" \
-    >"$T/kl.out" 2>"$T/kl.log" &
-KL_PID=$!
-for _ in $(seq 100); do
-    [ "$(k get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 2 ] && break
-    sleep 0.1
-done
-[ "$(k get nodes --no-headers | grep -c ' Ready ')" = 2 ] || fail "nodes not Ready: $(k get nodes)"
+start_kubelet_sim "$T/cluster.yaml" 2 --no-netns --kubelet-port $PORT \
+    --node-status-interval 3s --nvml-library "$BUILD/libnvidia-ml.so.1"
 
 k get node gpu-1 -o json >"$T/gpu-1.json" || fail "get node"
 k get node cpu-1 -o json >"$T/cpu-1.json" || fail "get node"
@@ -139,35 +114,38 @@ pci=$(cat "$R"/sys/bus/pci/devices/*/vendor "$R"/sys/bus/pci/devices/*/class | s
 # a device plugin's registration becomes capacity and allocatable; an XID on one GPU lowers
 # allocatable within 2 s (the device manager's change is posted at once; the status interval is 3 s)
 res() { k get node gpu-1 -o json | jq -r --arg r "$1" '.status[$r]["nvidia.com/gpu"] // ""'; }
+res_is() { [ "$(res "$1")" = "$2" ]; }
 env -u KUBELET_SOCKET -u CONFIG_FILE -u MIG_STRATEGY -u DEVICE_LIST_STRATEGY \
     GPUOP_NVML_LIBRARY="$BUILD/libnvidia-ml.so.1" GPUOP_SIM_FLEET="$SRC/sim/fleets/dgx-h100.yaml" \
     GPUOP_SIM_STATE="$R/var/lib/gpuop-sim/nvml" GPUOP_SIM_ROOT="$R" DP_HEALTH_RECOVERY_PERIOD=0 \
     "$BUILD/gpuop" device-plugin --kubelet-socket "$R/var/lib/kubelet/device-plugins/kubelet.sock" \
     >"$T/dp.log" 2>&1 &
 DP_PID=$!
-for _ in $(seq 100); do [ "$(res allocatable)" = 8 ] && break; sleep 0.1; done
+pids+=("$DP_PID")
+poll 10 res_is allocatable 8
 [ "$(res capacity)" = 8 ] && [ "$(res allocatable)" = 8 ] ||
     fail "nvidia.com/gpu: capacity $(res capacity) allocatable $(res allocatable); $(tail -3 "$T/dp.log")"
 GPUOP_SIM_FLEET="$SRC/sim/fleets/dgx-h100.yaml" GPUOP_SIM_STATE="$R/var/lib/gpuop-sim/nvml" \
     "$BUILD/gpuop-sim" inject xid --gpu 5 --code 79 >/dev/null || fail "inject an XID"
 start=$(date +%s%N)
-for _ in $(seq 40); do [ "$(res allocatable)" = 7 ] && break; sleep 0.05; done
+poll 2 res_is allocatable 7
 ms=$((($(date +%s%N) - start) / 1000000))
 [ "$(res allocatable)" = 7 ] || fail "allocatable after an XID: $(res allocatable)"
 [ $ms -le 2000 ] || fail "allocatable took $ms ms to follow the XID"
 [ "$(res capacity)" = 8 ] || fail "capacity after an XID: $(res capacity)"
-kill "$DP_PID" && wait "$DP_PID"
-DP_PID=
+kill "$DP_PID"
+wait_exit "$DP_PID" 10
 
 # local feature files become labels, and go when the file drops them
 lbl() { k get node gpu-1 -o json | jq -r --arg k "$1" '.metadata.labels[$k] // ""'; }
+lbl_is() { [ "$(lbl "$1")" = "$2" ]; }
 F=$R/etc/kubernetes/node-feature-discovery/features.d
 printf 'nvidia.com/gpu.count=8\nnvidia.com/gpu.product=NVIDIA-H100\nexample.com/denied=1\n' >"$F/gfd"
-for _ in $(seq 50); do [ "$(lbl nvidia.com/gpu.count)" = 8 ] && break; sleep 0.1; done
+poll 5 lbl_is nvidia.com/gpu.count 8
 [ "$(lbl nvidia.com/gpu.count)" = 8 ] || fail "features.d label"
 [ -z "$(lbl example.com/denied)" ] || fail "a denied namespace became a label"
 printf 'nvidia.com/gpu.count=8\n' >"$F/gfd"
-for _ in $(seq 50); do [ -z "$(lbl nvidia.com/gpu.product)" ] && break; sleep 0.1; done
+poll 5 lbl_is nvidia.com/gpu.product ""
 [ -z "$(lbl nvidia.com/gpu.product)" ] || fail "a dropped feature stayed"
 [ "$(lbl nvidia.com/gpu.count)" = 8 ] || fail "a kept feature went"
 
@@ -185,14 +163,11 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$((PORT + 1))/no
 k delete node cpu-1 >/dev/null || fail "delete node"
 kv() { k get node cpu-1 -o json 2>/dev/null |
     jq -r '.metadata.labels["feature.node.kubernetes.io/kernel-version.major"] // ""'; }
-for _ in $(seq 50); do [ "$(kv)" = 5 ] && break; sleep 0.1; done
+kv_is() { [ "$(kv)" = "$1" ]; }
+poll 5 kv_is 5
 [ "$(kv)" = 5 ] || fail "cpu-1 not registered again with its labels"
 
 # SIGTERM: exit 0
-kill -TERM "$KL_PID"
-wait "$KL_PID"
-rc=$?
-KL_PID=
-[ $rc = 0 ] || fail "kubelet-sim exited $rc on SIGTERM"
+stop_kubelet_sim
 curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && fail "endpoint still serving"
 echo "ok"

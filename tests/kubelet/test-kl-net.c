@@ -130,8 +130,9 @@ static bool exists(const char *path)
 
 static bool iface_exists(const char *name)
 {
-    char p[128];
-    snprintf(p, sizeof(p), "/sys/class/net/%s", name);
+    char p[160];
+    int n = snprintf(p, sizeof(p), "/sys/class/net/%s", name);
+    assert_true(n > 0 && (size_t)n < sizeof(p));
     return exists(p);
 }
 

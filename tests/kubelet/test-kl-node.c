@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kl-node.h"
+#include "kl-reboot.h"
 #include "kobj.h"
 
 /* 2026-12-02T03:50:24.123Z */
@@ -207,6 +208,55 @@ static void test_ids(void **state)
     assert_string_equal(a.boot_id, a2.boot_id);
     assert_string_not_equal(a.machine_id, b.machine_id);
     assert_string_not_equal(a.system_uuid, a.boot_id);
+    /* a simulated reboot gives a new boot ID; boot 0 is the first one */
+    char b0[40], b1[40], b2[40];
+    kl_node_boot_id("dgx-1", 0, b0, sizeof(b0));
+    kl_node_boot_id("dgx-1", 1, b1, sizeof(b1));
+    kl_node_boot_id("dgx-1", 2, b2, sizeof(b2));
+    assert_string_equal(b0, a.boot_id);
+    assert_string_not_equal(b1, b0);
+    assert_string_not_equal(b2, b1);
+}
+
+/* Conditions other writers set (the GPU health agent's) are kept; a reboot request is seen
+ * until it is answered. */
+static void test_foreign_conditions_and_reboot(void **state)
+{
+    (void)state;
+    struct kl_cluster *c = cluster();
+    struct kl_node_facts f = {.spec = &c->nodes[0], .ip = "198.18.0.2", .now_ms = NOW};
+    json_t *n = kl_node_object(&f);
+    json_array_append_new(
+        kobj_path(n, "status.conditions"),
+        json_pack("{s:s,s:s,s:s}", "type", "GPUHealthy", "status", "False", "reason", "Xid79"));
+    f.now_ms = NOW + 10000;
+    f.boot = 1;
+    assert_int_equal(kl_node_apply_status(n, &f, false), 0); /* the boot ID changed */
+    size_t i;
+    json_t *cond;
+    bool kept = false;
+    json_array_foreach (kobj_path(n, "status.conditions"), i, cond)
+        kept |= streq_ptr(kobj_str(cond, "type"), "GPUHealthy") &&
+                streq_ptr(kobj_str(cond, "reason"), "Xid79");
+    assert_true(kept);
+    assert_int_equal(json_array_size(kobj_path(n, "status.conditions")), 5);
+    char b1[40];
+    kl_node_boot_id(c->nodes[0].name, 1, b1, sizeof(b1));
+    assert_string_equal(kobj_path_str(n, "status.nodeInfo.bootID"), b1);
+    assert_int_equal(kl_node_apply_status(n, &f, false), 1);
+
+    char id[64];
+    assert_false(kl_reboot_wanted(n, id, sizeof(id)));
+    json_t *anns = kobj_ensure_object(json_object_get(n, "metadata"), "annotations");
+    json_object_set_new(anns, "remediation.gpuop.dev/reboot-requested", json_string("1234"));
+    assert_true(kl_reboot_wanted(n, id, sizeof(id)));
+    assert_string_equal(id, "1234");
+    json_object_set_new(anns, "remediation.gpuop.dev/reboot-done", json_string("1234"));
+    assert_false(kl_reboot_wanted(n, id, sizeof(id)));
+    json_object_set_new(anns, "remediation.gpuop.dev/reboot-requested", json_string("5678"));
+    assert_true(kl_reboot_wanted(n, id, sizeof(id)));
+    json_decref(n);
+    kl_cluster_free(c);
 }
 
 static void test_node_object(void **state)
@@ -366,10 +416,11 @@ static void test_lease(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pci_class),  cmocka_unit_test(test_fleet_models),
-        cmocka_unit_test(test_nfd_labels), cmocka_unit_test(test_features_file),
-        cmocka_unit_test(test_ids),        cmocka_unit_test(test_node_object),
-        cmocka_unit_test(test_labels),     cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_pci_class),   cmocka_unit_test(test_fleet_models),
+        cmocka_unit_test(test_nfd_labels),  cmocka_unit_test(test_features_file),
+        cmocka_unit_test(test_ids),         cmocka_unit_test(test_foreign_conditions_and_reboot),
+        cmocka_unit_test(test_node_object), cmocka_unit_test(test_labels),
+        cmocka_unit_test(test_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "kl-cdi.h"
+#include "kl-dra.h"
 #include "kl-pods.h"
 #include "kl-runtime.h"
 #include "kobj.h"
@@ -169,6 +170,22 @@ int kl_device_resolve(const struct kl_alloc_device *d, const struct stat *host, 
 {
     (void)d, (void)host, (void)host_errno, (void)ret;
     return err_set(e, -ENODEV, "no devices in this test");
+}
+/* no DRA manager in this test (the config's dra is NULL): never called */
+int kl_dra_prepare(struct kl_dra *d, const json_t *pod, struct err *e)
+{
+    (void)d, (void)pod, (void)e;
+    return 0;
+}
+int kl_dra_container_alloc(struct kl_dra *d, const json_t *pod, const char *container,
+                           struct kl_alloc **alloc, struct err *e)
+{
+    (void)d, (void)pod, (void)container, (void)alloc, (void)e;
+    return 0;
+}
+void kl_dra_unprepare(struct kl_dra *d, const char *pod_uid)
+{
+    (void)d, (void)pod_uid;
 }
 
 /* ---- the test ----------------------------------------------------------------------------- */

@@ -4,14 +4,10 @@
 # reads back defaulted and without the fields the schema does not know; the status subresource
 # keeps spec and status writes apart, each validated; NVIDIADriver's immutable fields stay put.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-command -v curl >/dev/null || { echo "curl not installed: skipping"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 not installed: skipping"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-SRC=${GPUOP_SOURCE_ROOT:?}
-KUBESIM=$BUILD/kubesim
-. "$(dirname "$0")/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_cmd curl python3
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 # req METHOD URL [BODY [CONTENT-TYPE]]: the body in $T/resp, the status code on stdout.
 req() {
     curl -s -o "$T/resp" -w '%{http_code}' -X "$1" -H "Content-Type: ${4:-application/json}" \
@@ -20,10 +16,10 @@ req() {
 # jq-like: a Python expression over the response as r.
 field() { python3 -c "import json,sys; r=json.load(open('$T/resp')); print($1)"; }
 
-start --load "$SRC/deploy/crds/nvidia.com_clusterpolicies.yaml" \
-    --load "$SRC/deploy/crds/nvidia.com_nvidiadrivers.yaml"
-CP=$URL/apis/nvidia.com/v1/clusterpolicies
-NVD=$URL/apis/nvidia.com/v1alpha1/nvidiadrivers
+start_kubesim --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml" \
+    --load "$S/deploy/crds/nvidia.com_nvidiadrivers.yaml"
+CP=$KS_URL/apis/nvidia.com/v1/clusterpolicies
+NVD=$KS_URL/apis/nvidia.com/v1alpha1/nvidiadrivers
 
 REQ='"daemonsets":{},"dcgm":{},"dcgmExporter":{},"devicePlugin":{},"driver":{},"gfd":{},"nodeStatusExporter":{},"operator":{},"toolkit":{}'
 cp_body() { echo "{\"apiVersion\":\"nvidia.com/v1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"$1\"},\"spec\":{$2}${3:-}}"; }
@@ -125,5 +121,5 @@ code=$(req POST "$NVD" '{"apiVersion":"nvidia.com/v1alpha1","kind":"NVIDIADriver
 out=$(k patch nvidiadriver d --type merge -p '{"spec":{"driverType":"vgpu"}}' 2>&1) && fail "driverType changed"
 echo "$out" | grep -qF 'spec.driverType: Invalid value: "string": driverType is immutable' || fail "immutable: $out"
 k patch nvidiadriver d --type merge -p '{"spec":{"version":"570.1"}}' >/dev/null || fail "a mutable field"
-stop
+stop_kubesim
 echo "ok: CRD schemas enforced"

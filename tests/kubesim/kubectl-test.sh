@@ -1,18 +1,9 @@
 #!/bin/bash
 # kubectl (the real client) drives kubesim through the verbs the operator and its users rely on.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-T=$(mktemp -d)
-KS_PID=
-cleanup() {
-    [ -n "$KS_PID" ] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- kubesim log"; tail -20 "$T/kubesim.log"; exit 1; }
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 
 cat > "$T/load.yaml" <<'Y'
 apiVersion: v1
@@ -24,12 +15,8 @@ kind: ConfigMap
 metadata: {name: seed, namespace: preloaded}
 data: {k: v}
 Y
-"$KUBESIM" --kubeconfig-out "$T/kc" --nodes 3 --pod-ready-delay 100ms --load "$T/load.yaml" \
-    >"$T/out" 2>"$T/kubesim.log" &
-KS_PID=$!
-for _ in $(seq 100); do [ -s "$T/kc" ] && break; sleep 0.05; done
-[ -s "$T/kc" ] || fail "no kubeconfig written"
-grep -q "^kubesim: serving http://127.0.0.1:" "$T/out" || fail "no address printed"
+start_kubesim --nodes 3 --pod-ready-delay 100ms --load "$T/load.yaml"
+grep -q "^kubesim: serving http://127.0.0.1:" "$T/kubesim.log" || fail "no address printed"
 
 # get / describe
 out=$(k get nodes) || fail "get nodes"
@@ -137,9 +124,8 @@ Y
 k apply -f "$T/deploy.yaml" >/dev/null || fail "apply deployment"
 k rollout status deploy/api --timeout=20s >/dev/null || fail "deployment rollout"
 k scale deploy/api --replicas=1 | grep -q scaled || fail "scale"
-for _ in $(seq 50); do
-    [ "$(k get pods -l app=api --no-headers 2>/dev/null | grep -c Running)" = 1 ] && break; sleep 0.1
-done
+running_api() { [ "$(k get pods -l app=api --no-headers 2>/dev/null | grep -c Running)" = "$1" ]; }
+poll 5 running_api 1
 [ "$(k get pods -l app=api --no-headers | grep -c Running)" = 1 ] || fail "scaled pods"
 k delete deploy api >/dev/null || fail "delete deployment"
 
@@ -161,9 +147,8 @@ spec:
 Y
 k apply -f "$T/pdb.yaml" >/dev/null || fail "apply pdb"
 k wait --for=condition=Ready pod/web-0 --timeout=10s >/dev/null || fail "pod ready"
-for _ in $(seq 50); do
-    [ "$(k get pdb web -o jsonpath='{.status.currentHealthy}')" = 1 ] && break; sleep 0.1
-done
+healthy() { [ "$(k get pdb web -o jsonpath='{.status.currentHealthy}')" = "$1" ]; }
+poll 5 healthy 1
 out=$(k drain node-00000 --ignore-daemonsets --force --timeout=2s 2>&1) && fail "drain not blocked"
 echo "$out" | grep -q "disruption budget" || fail "drain error: $out"
 k get pod web-0 >/dev/null || fail "pod evicted despite the budget"
@@ -207,18 +192,19 @@ k get widgets 2>&1 | grep -qi "could not find\|doesn't have a resource" || fail 
 # a watch delivers a label change
 k get cm app-config --watch -o jsonpath='{.metadata.labels.tier}{"\n"}' >"$T/watch" 2>&1 &
 WPID=$!
-sleep 1
+# its first line is the list the watch starts from (by resourceVersion): a change after it is seen
+wait_for 5 "the watch's first line" grep -q backend "$T/watch"
 k label cm app-config tier=frontend --overwrite >/dev/null || fail "relabel"
-for _ in $(seq 50); do grep -q frontend "$T/watch" && break; sleep 0.1; done
+poll 5 grep -q frontend "$T/watch"
 kill $WPID 2>/dev/null; wait $WPID 2>/dev/null
 grep -q frontend "$T/watch" || fail "watch missed the label change: $(cat "$T/watch")"
 
 # a watch over server-side Tables (kubectl's default output) delivers a node change
 k get nodes --watch --output-watch-events >"$T/twatch" 2>&1 &
 WPID=$!
-sleep 1
+wait_for 5 "the table watch's first rows" grep -q "ADDED *node-00002" "$T/twatch"
 k label node node-00002 watched=yes >/dev/null || fail "label for table watch"
-for _ in $(seq 50); do grep -q "MODIFIED *node-00002" "$T/twatch" && break; sleep 0.1; done
+poll 5 grep -q "MODIFIED *node-00002" "$T/twatch"
 kill $WPID 2>/dev/null; wait $WPID 2>/dev/null
 grep -q "MODIFIED *node-00002" "$T/twatch" || fail "table watch: $(cat "$T/twatch")"
 
@@ -231,9 +217,5 @@ k get cm app-config 2>&1 | grep -q NotFound || fail "deleted object still there"
 k delete ns preloaded --timeout=10s >/dev/null || fail "delete namespace"
 k get ns preloaded 2>&1 | grep -q NotFound || fail "namespace still there"
 
-kill "$KS_PID"
-wait "$KS_PID"
-rc=$?
-KS_PID=
-[ $rc = 0 ] || fail "kubesim exited $rc on SIGTERM"
+stop_kubesim
 echo "ok"

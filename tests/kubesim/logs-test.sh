@@ -4,29 +4,22 @@
 # kubelet.gpuop.dev/simulated=external; logs, --previous, --tail, --timestamps, -f (ending when
 # the client goes away), the container checks and the errors the API server returns.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-CURL=$(command -v curl) || { echo "curl not installed: skipping"; exit 77; }
-PY=$(command -v python3) || { echo "python3 not installed: skipping"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
-KL_PID=
-trap '[ -n "$KL_PID" ] && kill "$KL_PID" 2>/dev/null; cleanup' EXIT
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+CURL=$(command -v curl) || skip "curl not installed"
+PY=$(command -v python3) || skip "python3 not installed"
 
 mkdir -p "$T/kl"
-"$PY" "$HERE/fake-kubelet.py" "$T/kl" 2>"$T/kl/log" &
-KL_PID=$!
-for _ in $(seq 100); do [ -s "$T/kl/port" ] && break; sleep 0.05; done
-[ -s "$T/kl/port" ] || fail "fake kubelet did not start: $(cat "$T/kl/log")"
+bg fake-kubelet "$PY" "$S/tests/kubesim/fake-kubelet.py" "$T/kl"
+wait_for -p "$LAST" 5 "the fake kubelet's port" test -s "$T/kl/port"
 PORT=$(cat "$T/kl/port")
 # a port nothing listens on: a kubelet that is down
 DOWN=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
-start --nodes 1
-k() { timeout 20 "$KUBECTL" --kubeconfig "$T/kc" "$@"; }
+start_kubesim --nodes 1
+k() { timeout 20 "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 post() {
-    "$CURL" -sf -X POST -H 'Content-Type: application/json' --data "$2" "$URL$1" >/dev/null ||
+    "$CURL" -sf -X POST -H 'Content-Type: application/json' --data "$2" "$KS_URL$1" >/dev/null ||
         fail "POST $1"
 }
 node() { # name port
@@ -82,12 +75,11 @@ out=$(k logs two 2>&1) || fail "logs two: $out"
 echo "$out" | grep -qx "from a" || fail "logs two: got '$out'"
 
 # -f streams until the client goes away; then kubesim lets go of the kubelet
-timeout 6 "$KUBECTL" --kubeconfig "$T/kc" logs -f one >"$T/follow" 2>&1
+timeout 6 "$KUBECTL" --kubeconfig "$KUBECONFIG" logs -f one >"$T/follow" 2>&1
 rc=$?
 [ $rc = 124 ] || fail "logs -f ended by itself (rc $rc): $(cat "$T/follow")"
 grep -qx line2 "$T/follow" && grep -qx "tick 3" "$T/follow" || fail "logs -f: $(cat "$T/follow")"
-for _ in $(seq 50); do [ -e "$T/kl/follow-closed" ] && break; sleep 0.1; done
-[ -e "$T/kl/follow-closed" ] || fail "the kubelet's follow stream was kept open after the client left"
+poll 5 test -e "$T/kl/follow-closed" || fail "the kubelet's follow stream was kept open after the client left"
 
 # a kubelet that is down, a pod kubesim's own simulated kubelet runs, a pod that is not there
 out=$(k logs lost 2>&1) && fail "logs lost succeeded"
@@ -99,7 +91,7 @@ out=$(k logs local 2>&1) && fail "logs local succeeded"
 out=$(k logs nothere 2>&1) && fail "logs nothere succeeded"
 [ "$out" = 'error: error from server (NotFound): pods "nothere" not found in namespace "default"' ] ||
     fail "logs nothere: got '$out'"
-"$CURL" -s "$URL/metrics" | grep -q 'kubesim_requests_total{verb="get",resource="pods/log",code="200"}' ||
+"$CURL" -s "$KS_URL/metrics" | grep -q 'kubesim_requests_total{verb="get",resource="pods/log",code="200"}' ||
     fail "metrics: no pods/log requests counted"
-stop
+stop_kubesim
 echo "kubesim logs: ok"

@@ -4,17 +4,15 @@
 # field manager (kubectl's fieldManager parameter, else the User-Agent's product), the time and
 # the fields it set; a field taken over leaves the previous owner's entry; a no-op keeps the time.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-JQ=$(command -v jq) || { echo "jq not installed: skipping"; exit 77; }
-CURL=$(command -v curl) || { echo "curl not installed: skipping"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-. "$(dirname "$0")/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+JQ=$(command -v jq) || skip "jq not installed"
+CURL=$(command -v curl) || skip "curl not installed"
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 mf() { k get cm demo -o json --show-managed-fields | "$JQ" -c "$1"; }
 mfr() { k get cm demo -o json --show-managed-fields | "$JQ" -r "$1"; }
 
-start --nodes 1
+start_kubesim --nodes 1
 k create configmap demo --from-literal=a=1 >/dev/null || fail "create"
 [ "$(mf '[.metadata.managedFields[] | [.manager, .operation]]')" = '[["kubectl-create","Update"]]' ] ||
     fail "create: $(mf .metadata.managedFields)"
@@ -40,7 +38,7 @@ mf '[.metadata.managedFields[] | .manager]' | grep -qx '\["kubectl-label","kubec
     fail "patch: $(mf .metadata.managedFields)"
 # without a fieldManager parameter: the User-Agent's product name
 "$CURL" -sf -X PATCH -A "ops-script/1.0 (linux)" -H 'Content-Type: application/merge-patch+json' \
-    --data '{"data":{"b":"x"}}' "$URL/api/v1/namespaces/default/configmaps/demo" >/dev/null ||
+    --data '{"data":{"b":"x"}}' "$KS_URL/api/v1/namespaces/default/configmaps/demo" >/dev/null ||
     fail "curl patch"
 mf '.metadata.managedFields[-1] | .manager == "ops-script" and .fieldsV1 == {"f:data":{"f:b":{}}}' |
     grep -qx true || fail "user agent manager: $(mf .metadata.managedFields)"
@@ -48,7 +46,7 @@ mf '.metadata.managedFields[-1] | .manager == "ops-script" and .fieldsV1 == {"f:
 node=$(k get nodes -o name | head -1)
 "$CURL" -sf -X PATCH -A "gpuop/0.1" -H 'Content-Type: application/merge-patch+json' \
     --data '{"status":{"capacity":{"example.com/x":"1"}}}' \
-    "$URL/api/v1/nodes/${node#node/}/status" >/dev/null || fail "status patch"
+    "$KS_URL/api/v1/nodes/${node#node/}/status" >/dev/null || fail "status patch"
 k get "$node" -o json --show-managed-fields | "$JQ" -e '.metadata.managedFields[-1] |
     .manager == "gpuop" and .subresource == "status" and
     .fieldsV1 == {"f:status":{"f:capacity":{"f:example.com/x":{}}}}' >/dev/null ||

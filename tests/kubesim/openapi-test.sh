@@ -4,11 +4,9 @@
 # Ignore) with the API server's messages, create/apply (twice: unchanged)/server-side
 # apply/diff/explain, and validation turned off nowhere in the project (a grep).
 set -u
-S=${GPUOP_SOURCE_ROOT:?}
-KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-. "$S/tests/kubesim/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 
 # the project drives kubectl with its default validation everywhere (pattern split so this
 # line does not match itself)
@@ -16,29 +14,29 @@ flag="--validate""=false"
 hits=$(cd "$S" && git ls-files -z 2>/dev/null | xargs -0 grep -l -F -e "$flag" 2>/dev/null)
 [ -z "$hits" ] || fail "$flag left in: $hits"
 
-start --nodes 2
+start_kubesim --nodes 2
 "$KUBECTL" version --client | grep -q 'v1\.32\.' || fail "not kubectl 1.32: $("$KUBECTL" version --client)"
 
 # the documents: an index entry per group-version, each document with its kinds, the
 # fieldValidation parameter on writes, and no strict-merge-patch for custom resources
-curl -sf "$URL/openapi/v3" >"$T/idx" || fail "GET /openapi/v3"
+curl -sf "$KS_URL/openapi/v3" >"$T/idx" || fail "GET /openapi/v3"
 for gv in api/v1 apis/apps/v1 apis/rbac.authorization.k8s.io/v1 apis/batch/v1 \
     apis/apiextensions.k8s.io/v1; do
     u=$(jq -r --arg gv "$gv" '.paths[$gv].serverRelativeURL' "$T/idx")
     [[ $u == /openapi/v3/$gv\?hash=* ]] || fail "index entry $gv: $u"
 done
-curl -sf "$URL/openapi/v3/apis/apps/v1" >"$T/apps" || fail "GET apps/v1 document"
+curl -sf "$KS_URL/openapi/v3/apis/apps/v1" >"$T/apps" || fail "GET apps/v1 document"
 jq -e '.components.schemas["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0].kind == "Deployment"' \
     "$T/apps" >/dev/null || fail "Deployment schema GVK"
 jq -e '.paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"].patch.parameters | map(.name) | index("fieldValidation")' \
     "$T/apps" >/dev/null || fail "patch without fieldValidation"
-code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/openapi/v3/apis/nope/v1")
+code=$(curl -s -o /dev/null -w '%{http_code}' "$KS_URL/openapi/v3/apis/nope/v1")
 [ "$code" = 404 ] || fail "unknown group-version: $code"
-curl -sf -H 'Accept: application/json' "$URL/openapi/v2" | jq -e '.swagger == "2.0" and
+curl -sf -H 'Accept: application/json' "$KS_URL/openapi/v2" | jq -e '.swagger == "2.0" and
     (.definitions["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"][0].kind == "Pod")' \
     >/dev/null || fail "GET /openapi/v2 (JSON)"
 code=$(curl -s -o /dev/null -w '%{http_code}' \
-    -H 'Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf' "$URL/openapi/v2")
+    -H 'Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf' "$KS_URL/openapi/v2")
 [ "$code" = 406 ] || fail "/openapi/v2 as protobuf only: $code"
 
 # create -f, apply -f twice, a change, diff, server-side apply (default validation)
@@ -148,21 +146,21 @@ grep -q 'ClusterPolicy in version "v1" cannot be handled as a ClusterPolicy: str
     "$T/err" || fail "ClusterPolicy Strict message: $(cat "$T/err")"
 code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
     -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"q"},"x":1}' \
-    "$URL/api/v1/namespaces/default/configmaps?fieldValidation=Sometimes")
+    "$KS_URL/api/v1/namespaces/default/configmaps?fieldValidation=Sometimes")
 [ "$code" = 400 ] || fail "bad fieldValidation value: $code"
 # no directive: Warn, as the API server's default
 curl -s -D "$T/hdr" -o /dev/null -X POST -H 'Content-Type: application/json' \
     -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w"},"x":1}' \
-    "$URL/api/v1/namespaces/default/configmaps"
+    "$KS_URL/api/v1/namespaces/default/configmaps"
 grep -qi '^Warning: 299 - "unknown field \\"x\\""' "$T/hdr" || fail "default Warn header: $(cat "$T/hdr")"
 
 # a CRD change reaches the documents: the index hash of its group-version changes
-h1=$(curl -sf "$URL/openapi/v3" | jq -r '.paths["apis/nvidia.com/v1"].serverRelativeURL')
+h1=$(curl -sf "$KS_URL/openapi/v3" | jq -r '.paths["apis/nvidia.com/v1"].serverRelativeURL')
 k patch crd clusterpolicies.nvidia.com --type=json \
     -p '[{"op":"replace","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/description","value":"Changed."}]' \
     >/dev/null || fail "patch CRD"
-h2=$(curl -sf "$URL/openapi/v3" | jq -r '.paths["apis/nvidia.com/v1"].serverRelativeURL')
+h2=$(curl -sf "$KS_URL/openapi/v3" | jq -r '.paths["apis/nvidia.com/v1"].serverRelativeURL')
 [ "$h1" != "$h2" ] || fail "index hash unchanged after a CRD change"
 k explain clusterpolicy.spec 2>&1 | grep -q Changed. || fail "explain after a CRD change"
-stop
+stop_kubesim
 echo "kubesim-openapi: ok"

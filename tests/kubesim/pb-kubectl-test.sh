@@ -3,12 +3,11 @@
 # its object against kubesim, and the object reads back as the same generator's JSON (sent by
 # `kubectl create -f`) does. Lists and watches in protobuf (kubectl's typed clients) too.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
-. "$GPUOP_SOURCE_ROOT/tests/kubesim/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 
-start --nodes 2 --pod-ready-delay 100ms
+start_kubesim --nodes 2 --pod-ready-delay 100ms
 
 gens=(
     "deployment NAME --image=nginx:1.27 --replicas=2"
@@ -62,13 +61,13 @@ k uncordon node-00000 >/dev/null || fail "uncordon"
 k wait --for=condition=Available deployment/pb-deployment --timeout=20s >/dev/null \
     || fail "wait (watch)"
 # the server's own answers: a list and a watch frame in protobuf
-curl -sf -H "Accept: application/vnd.kubernetes.protobuf" "$URL/api/v1/namespaces/default/pods" \
+curl -sf -H "Accept: application/vnd.kubernetes.protobuf" "$KS_URL/api/v1/namespaces/default/pods" \
     -o "$T/pods.pb" || fail "protobuf list"
 head -c 4 "$T/pods.pb" | od -c | grep -q 'k   8   s  \\0' || fail "list: no k8s envelope"
 grep -q PodList "$T/pods.pb" || fail "list: not a PodList"
 ct=$(curl -s -o "$T/watch.pb" -D - -m 2 -H "Accept: application/vnd.kubernetes.protobuf" \
-    "$URL/api/v1/namespaces/default/pods?watch=1" | tr -d '\r' | sed -n 's/^Content-Type: //Ip')
+    "$KS_URL/api/v1/namespaces/default/pods?watch=1" | tr -d '\r' | sed -n 's/^Content-Type: //Ip')
 [ "$ct" = "application/vnd.kubernetes.protobuf;stream=watch" ] || fail "watch content type: $ct"
 grep -q ADDED "$T/watch.pb" || fail "watch: no ADDED frame"
-stop
+stop_kubesim
 echo ok

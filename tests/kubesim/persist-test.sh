@@ -5,29 +5,24 @@
 # and a relist works; the controllers resume; a torn journal tail is dropped with a log line; a
 # corrupt snapshot or journal line, or a directory in use, exits 2 and leaves the files alone.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
-. "$GPUOP_SOURCE_ROOT/tests/kubesim/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+KUBESIM=$B/kubesim
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
 D=$T/data
-PORT=$(/usr/bin/python3 "$GPUOP_SOURCE_ROOT/scripts/free-port.py") || fail "no free port below 32000"
+PORT=$(free_port) || fail "no free port below 32000"
 FLAGS=(--listen "127.0.0.1:$PORT" --tls --data-dir "$D" --nodes 2 --pod-ready-delay 3s)
-crash() {
-    kill -KILL "$KS_PID"
-    wait "$KS_PID" 2>/dev/null
-    KS_PID=
-}
 # restart: kubesim again with FLAGS, keeping the kubeconfig of the first start to compare.
 restart() {
-    cp "$T/kc" "$T/kc.before"
-    start "${FLAGS[@]}"
-    cmp -s "$T/kc" "$T/kc.before" || fail "the kubeconfig changed across the restart"
+    cp "$KUBECONFIG" "$T/kc.before"
+    start_kubesim "${FLAGS[@]}"
+    cmp -s "$KUBECONFIG" "$T/kc.before" || fail "the kubeconfig changed across the restart"
 }
 curl_k() { curl -sS --cacert "$T/ca.crt" -H "Authorization: Bearer kubesim-admin" "$@"; }
 jp() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 
-start "${FLAGS[@]}"
-[ "$URL" = "https://127.0.0.1:$PORT" ] || fail "serving $URL"
+start_kubesim "${FLAGS[@]}"
+[ "$KS_URL" = "https://127.0.0.1:$PORT" ] || fail "serving $KS_URL"
 for f in snapshot.jsonl journal.jsonl tls/ca.crt tls/tls.crt tls/tls.key; do
     [ -s "$D/$f" ] || fail "$D/$f not written"
 done
@@ -56,27 +51,26 @@ spec:
     subresources: {status: {}}
 Y
 k apply -f "$T/crd.yaml" >/dev/null || fail "create CRD"
-for _ in $(seq 50); do k get widgets >/dev/null 2>&1 && break; sleep 0.1; done
+poll 5 k get widgets
 printf 'apiVersion: test.gpuop.dev/v1\nkind: Widget\nmetadata: {name: w1, namespace: keep}\nspec: {size: 3}\n' |
     k apply -f - >/dev/null || fail "create widget"
 k -n keep create deployment web --image=web --replicas=2 >/dev/null || fail "create deployment"
 ready2() { [ "$(k -n keep get deployment web -o jsonpath='{.status.readyReplicas}')" = 2 ]; }
-for _ in $(seq 100); do ready2 && break; sleep 0.1; done
-ready2 || fail "deployment web not ready before the kill"
+poll 10 ready2 || fail "deployment web not ready before the kill"
 tok=$(k -n keep create token default --duration=1h) || fail "create token"
 
 cm_meta() { k -n keep get configmap one -o jsonpath='{.metadata.resourceVersion} {.metadata.uid} {.data.b}'; }
 before=$(cm_meta)
 w_before=$(k -n keep get widget w1 -o jsonpath='{.metadata.uid} {.spec.size}')
 uids_before=$(k get all,cm,ns,sa -A -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' | sort)
-list_rv=$(curl_k "$URL/api/v1/namespaces/keep/configmaps" | jp 'd["metadata"]["resourceVersion"]')
+list_rv=$(curl_k "$KS_URL/api/v1/namespaces/keep/configmaps" | jp 'd["metadata"]["resourceVersion"]')
 [ -n "$list_rv" ] || fail "no list resourceVersion"
 k -n keep create configmap after-list >/dev/null || fail "create after-list"
 # A pod terminating when the server dies (its grace outlives the kill): the restarted simulated
 # kubelet still removes it.
 victim=$(k -n keep get pods -o jsonpath='{.items[0].metadata.name}')
 k -n keep delete pod "$victim" --wait=false >/dev/null || fail "delete pod"
-crash
+kill_kubesim
 restart
 
 # Everything came back, with the same resourceVersions and UIDs.
@@ -88,7 +82,7 @@ k -n keep get configmap after-list >/dev/null || fail "the last write before the
 k get --raw /apis/test.gpuop.dev/v1 | grep -q '"widgets"' || fail "the CRD's resource not served after the restart"
 k --token "$tok" auth whoami -o jsonpath='{.status.userInfo.username}' | grep -qx "system:serviceaccount:keep:default" ||
     fail "the ServiceAccount token does not authenticate after the restart"
-grep -q "state loaded" "$T/log" || fail "no 'state loaded' log line"
+grep -q "state loaded" "$T/kubesim.log" || fail "no 'state loaded' log line"
 
 # New writes: resourceVersions go on, UIDs are new.
 k -n keep create configmap two >/dev/null || fail "create after the restart"
@@ -99,23 +93,21 @@ uid_two=$(k -n keep get configmap two -o jsonpath='{.metadata.uid}')
 grep -qx "$uid_two" <<<"$uids_before" && fail "UID $uid_two reused after the restart"
 
 # A watch from before the restart: 410 Expired; from a fresh list: events flow.
-w=$(curl_k "$URL/api/v1/namespaces/keep/configmaps?watch=1&resourceVersion=$list_rv&timeoutSeconds=2")
+w=$(curl_k "$KS_URL/api/v1/namespaces/keep/configmaps?watch=1&resourceVersion=$list_rv&timeoutSeconds=2")
 grep -q '"type":"ERROR"' <<<"$w" && grep -q '"code":410' <<<"$w" || fail "watch from $list_rv after the restart: $w"
-new_rv=$(curl_k "$URL/api/v1/namespaces/keep/configmaps" | jp 'd["metadata"]["resourceVersion"]')
+new_rv=$(curl_k "$KS_URL/api/v1/namespaces/keep/configmaps" | jp 'd["metadata"]["resourceVersion"]')
 (sleep 1; k -n keep create configmap three >/dev/null) &
 writer=$!
-w=$(curl_k "$URL/api/v1/namespaces/keep/configmaps?watch=1&resourceVersion=$new_rv&timeoutSeconds=4")
+w=$(curl_k "$KS_URL/api/v1/namespaces/keep/configmaps?watch=1&resourceVersion=$new_rv&timeoutSeconds=4")
 wait "$writer"
 grep -q '"type":"ADDED".*"name":"three"' <<<"$w" || fail "watch from the relist's $new_rv: $w"
 
 # The controllers resume: the terminating pod goes, the Deployment scales.
 gone() { ! k -n keep get pod "$victim" >/dev/null 2>&1; }
-for _ in $(seq 100); do gone && break; sleep 0.1; done
-gone || fail "pod $victim, terminating at the kill, never removed"
+poll 10 gone || fail "pod $victim, terminating at the kill, never removed"
 k -n keep scale deployment web --replicas=3 >/dev/null || fail "scale"
 ready3() { [ "$(k -n keep get deployment web -o jsonpath='{.status.readyReplicas}')" = 3 ]; }
-for _ in $(seq 150); do ready3 && break; sleep 0.1; done
-ready3 || fail "deployment web not scaled to 3 ready after the restart"
+poll 15 ready3 || fail "deployment web not scaled to 3 ready after the restart"
 
 # A second kubesim on the same directory: refused (exit 2).
 "$KUBESIM" --data-dir "$D" >"$T/out2" 2>"$T/log2"
@@ -125,12 +117,12 @@ grep -q "in use by another kubesim" "$T/log2" || fail "busy data dir: $(cat "$T/
 
 # A torn last journal line (a kill in the middle of a write): dropped, logged, the rest kept.
 k -n keep create configmap four >/dev/null || fail "create four"
-crash
+kill_kubesim
 printf '{"rv":99999999999999,"u":1,"t":"/v1/configmaps","o":{"metadata":{"na' >>"$D/journal.jsonl"
 restart
-grep -q "dropped a torn last line" "$T/log" || fail "no log line for the torn journal tail"
+grep -q "dropped a torn last line" "$T/kubesim.log" || fail "no log line for the torn journal tail"
 k -n keep get configmap four >/dev/null || fail "the complete line before the torn one not applied"
-stop
+stop_kubesim
 
 # Corrupt files: exit 2 naming the file, nothing written.
 corrupt_case() {
@@ -153,7 +145,7 @@ cp "$T/snapshot.good" "$D/snapshot.jsonl"
 printf '{"rv":1,"t":"/v1/nosuch","o":{}}\n{"rv":2,"t":"/v1/configmaps","d":"keep/one"}\n' >"$D/journal.jsonl"
 corrupt_case "unknown resource in the journal" 'journal.jsonl" line 1: unknown resource'
 : >"$D/journal.jsonl"
-start "${FLAGS[@]}"
+start_kubesim "${FLAGS[@]}"
 k -n keep get configmap four >/dev/null || fail "the snapshot restored by hand does not load"
-stop
+stop_kubesim
 echo PASS

@@ -3,11 +3,10 @@
 # over the quota refused with the API server's message, `kubectl describe quota` showing hard
 # and used, and a finished pod releasing its GPUs.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-KUBESIM=${GPUOP_BUILD_ROOT:?}/kubesim
-. "$GPUOP_SOURCE_ROOT/tests/kubesim/lib.sh"
-k() { "$KUBECTL" --kubeconfig "$T/kc" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
-start --nodes 2
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$T/cache" --request-timeout=10s "$@"; }
+start_kubesim --nodes 2
 
 k create namespace team-a >/dev/null || fail "create namespace"
 k create quota gpu -n team-a --hard=requests.nvidia.com/gpu=2,requests.nvidia.com/mig-1g.10gb=1,pods=5 \
@@ -34,6 +33,7 @@ case $out in *"exceeded quota: gpu, requested: requests.nvidia.com/mig-1g.10gb=2
 
 # describe: hard and used, as on a real cluster
 used_of() { k describe quota gpu -n team-a | awk -v r="$1" '$1 == r {print $2 "/" $3}'; }
+gpus_used() { [ "$(used_of requests.nvidia.com/gpu)" = "$1" ]; }
 d=$(k describe quota gpu -n team-a) || fail "describe quota"
 echo "$d" | grep -q '^Name: *gpu$' || fail "describe: $d"
 echo "$d" | grep -q '^Resource *Used *Hard$' || fail "describe header: $d"
@@ -45,12 +45,10 @@ k get quota -n team-a gpu >/dev/null || fail "get quota"
 # the pod finishes: its GPUs go back within a reconcile, and the next pod fits
 k patch pod train-0 -n team-a --subresource=status --type=merge \
     -p '{"status":{"phase":"Succeeded"}}' >/dev/null || fail "finish train-0"
-for _ in $(seq 50); do [ "$(used_of requests.nvidia.com/gpu)" = 0/2 ] && break; sleep 0.1; done
-[ "$(used_of requests.nvidia.com/gpu)" = 0/2 ] || fail "finished pod kept its GPUs: $(used_of requests.nvidia.com/gpu)"
+poll 5 gpus_used 0/2 || fail "finished pod kept its GPUs: $(used_of requests.nvidia.com/gpu)"
 pod train-1 '"nvidia.com/gpu": 2' | k apply -f - >/dev/null || fail "the released GPUs"
 [ "$(used_of requests.nvidia.com/gpu)" = 2/2 ] || fail "after train-1"
 k delete pod train-1 -n team-a --grace-period=0 --force >/dev/null 2>&1
-for _ in $(seq 50); do [ "$(used_of requests.nvidia.com/gpu)" = 0/2 ] && break; sleep 0.1; done
-[ "$(used_of requests.nvidia.com/gpu)" = 0/2 ] || fail "deleted pod kept its GPUs"
-stop
+poll 5 gpus_used 0/2 || fail "deleted pod kept its GPUs"
+stop_kubesim
 echo "kubesim quota: ok"

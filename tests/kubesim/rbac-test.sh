@@ -5,20 +5,13 @@
 # messages, 401 for a bad or revoked token, impersonation refused to a ServiceAccount, and
 # --authorization-mode AlwaysAllow. Over TLS: kubectl sends bearer tokens only over https.
 set -u
-CURL=$(command -v curl) || { echo "curl not installed: skipping"; exit 77; }
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+CURL=$(command -v curl) || skip "curl not installed"
+need_tools
 
-BUILD=${GPUOP_BUILD_ROOT:?}
-SRC=${GPUOP_SOURCE_ROOT:?}
-KUBESIM=$BUILD/kubesim
-. "$(dirname "$0")/lib.sh"
-
-start --tls --nodes 1 --load "$SRC/deploy/crds/nvidia.com_clusterpolicies.yaml" --load "$SRC/deploy/rbac/operator.yaml" \
-    --load "$SRC/tests/kubesim/fixtures/rbac-cases.yaml"
-export KUBECONFIG=$T/kc
-K="$KUBECTL --request-timeout=10s"
-sed -n 's/.*certificate-authority-data: //p' "$T/kc" | base64 -d >"$T/ca.pem"
-grep -q "token: " "$T/kc" || fail "no admin token in the kubeconfig"
+start_kubesim --tls --nodes 1 --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml" --load "$S/deploy/rbac/operator.yaml" \
+    --load "$S/tests/kubesim/fixtures/rbac-cases.yaml"
+grep -q "token: " "$KUBECONFIG" || fail "no admin token in the kubeconfig"
 
 BOT=system:serviceaccount:team:bot
 OP=system:serviceaccount:gpu-operator:gpu-operator
@@ -103,25 +96,25 @@ grep -qF 'deployments.apps is forbidden: User "system:serviceaccount:team:bot" c
     grep -qF 'cannot list resource "deployments" in API group "apps" in the namespace "team"' "$T/err" ||
     fail "403 watch message: $(cat "$T/err")"
 # the Status itself, and a non-resource URL
-A=(-s --cacert "$T/ca.pem" -H "Authorization: Bearer $TOK")
-code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/api/v1/namespaces/team/pods/p1/log")
+A=(-s --cacert "$KS_CA" -H "Authorization: Bearer $TOK")
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$KS_URL/api/v1/namespaces/team/pods/p1/log")
 [ "$code" = 403 ] || fail "pods/log: $code"
 grep -qF '"message":"pods \"p1\" is forbidden: User \"system:serviceaccount:team:bot\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"team\"' "$T/body" ||
     fail "pods/log body: $(cat "$T/body")"
 grep -qF '"reason":"Forbidden"' "$T/body" && grep -qF '"details":{"name":"p1","kind":"pods"}' "$T/body" ||
     fail "403 Status: $(cat "$T/body")"
-code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$URL/metrics")
+code=$("$CURL" "${A[@]}" -o "$T/body" -w '%{http_code}' "$KS_URL/metrics")
 [ "$code" = 403 ] || fail "bot /metrics: $code"
 grep -qF 'forbidden: User \"system:serviceaccount:team:bot\" cannot get path \"/metrics\"' "$T/body" ||
     fail "/metrics body: $(cat "$T/body")"
-code=$("$CURL" "${A[@]}" -o /dev/null -w '%{http_code}' "$URL/version")
+code=$("$CURL" "${A[@]}" -o /dev/null -w '%{http_code}' "$KS_URL/version")
 [ "$code" = 200 ] || fail "bot /version: $code"
 # A ServiceAccount may not impersonate.
 $KT get pods -n team --as=system:admin >/dev/null 2>"$T/err" && fail "bot impersonated"
 grep -qF 'users "system:admin" is forbidden: User "system:serviceaccount:team:bot" cannot impersonate resource "users" in API group "" at the cluster scope' "$T/err" ||
     fail "impersonation message: $(cat "$T/err")"
 # 401: no token, a bad token, a token whose ServiceAccount is gone, one too short-lived.
-code=$("$CURL" -s --cacert "$T/ca.pem" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$URL/api/v1/nodes")
+code=$("$CURL" -s --cacert "$KS_CA" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$KS_URL/api/v1/nodes")
 [ "$code" = 401 ] || fail "bad token: $code"
 GONE=$($K create token gone -n team) || fail "create token gone"
 $K --token="$GONE" auth whoami >/dev/null || fail "fresh token of gone"
@@ -132,27 +125,25 @@ $K create token bot -n team --duration=5m >/dev/null 2>"$T/err" && fail "5m toke
 grep -qF 'may not specify a duration less than 10 minutes' "$T/err" || fail "short token: $(cat "$T/err")"
 $K create token nosuch -n team >/dev/null 2>"$T/err" && fail "token for a missing ServiceAccount"
 grep -qF 'serviceaccounts "nosuch" not found' "$T/err" || fail "missing sa: $(cat "$T/err")"
-stop
+stop_kubesim
 
 # --token keeps working: the admin's; no credentials: 401 (health endpoints aside).
-start --tls --token s3cret --load "$SRC/tests/kubesim/fixtures/rbac-cases.yaml"
-sed -n 's/.*certificate-authority-data: //p' "$T/kc" | base64 -d >"$T/ca.pem"
+start_kubesim --tls --token s3cret --load "$S/tests/kubesim/fixtures/rbac-cases.yaml"
 can - yes '*' '*'
-code=$("$CURL" -s --cacert "$T/ca.pem" -o /dev/null -w '%{http_code}' "$URL/api/v1/nodes")
+code=$("$CURL" -s --cacert "$KS_CA" -o /dev/null -w '%{http_code}' "$KS_URL/api/v1/nodes")
 [ "$code" = 401 ] || fail "--token, anonymous: $code"
-code=$("$CURL" -s --cacert "$T/ca.pem" -o /dev/null -w '%{http_code}' "$URL/readyz")
+code=$("$CURL" -s --cacert "$KS_CA" -o /dev/null -w '%{http_code}' "$KS_URL/readyz")
 [ "$code" = 200 ] || fail "--token, /readyz: $code"
-stop
+stop_kubesim
 
 # AlwaysAllow: tokens still authenticate, nothing is forbidden.
-start --tls --authorization-mode AlwaysAllow --load "$SRC/tests/kubesim/fixtures/rbac-cases.yaml"
-sed -n 's/.*certificate-authority-data: //p' "$T/kc" | base64 -d >"$T/ca.pem"
+start_kubesim --tls --authorization-mode AlwaysAllow --load "$S/tests/kubesim/fixtures/rbac-cases.yaml"
 TOK=$($K create token bot -n team) || fail "create token (AlwaysAllow)"
 $K --token="$TOK" get secrets -n kube-system >/dev/null 2>"$T/err" || fail "AlwaysAllow: $(cat "$T/err")"
 can "$BOT" yes delete nodes
-code=$("$CURL" -s --cacert "$T/ca.pem" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$URL/api/v1/nodes")
+code=$("$CURL" -s --cacert "$KS_CA" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$KS_URL/api/v1/nodes")
 [ "$code" = 401 ] || fail "AlwaysAllow, bad token: $code"
-stop
-"$KUBESIM" --authorization-mode Webhook >"$T/bad" 2>&1
+stop_kubesim
+"$B/kubesim" --authorization-mode Webhook >"$T/bad" 2>&1
 [ $? = 2 ] || fail "bad --authorization-mode accepted"
 echo "ok"

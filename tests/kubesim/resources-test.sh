@@ -3,10 +3,8 @@
 # covers them, an unschedulable pod carries the scheduler's message, and `kubectl describe node`
 # (its field-selected pod list) shows the node's Allocated resources.
 set -u
-. "${GPUOP_SOURCE_ROOT:?}/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-BUILD=${GPUOP_BUILD_ROOT:?}
-KUBESIM=$BUILD/kubesim
-. "$(dirname "$0")/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
 
 cat >"$T/cluster.yaml" <<'YAML'
 apiVersion: v1
@@ -44,13 +42,10 @@ spec:
     image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
     resources: {limits: {nvidia.com/gpu: 1}}
 YAML
-start --load "$T/cluster.yaml"
-k() { timeout 20 "$KUBECTL" --kubeconfig "$T/kc" "$@"; }
-for _ in $(seq 50); do
-    [ "$(k get pod w1 -o 'jsonpath={.spec.nodeName}')" = gpu-a ] && break
-    sleep 0.1
-done
-[ "$(k get pod w1 -o 'jsonpath={.spec.nodeName}')" = gpu-a ] || fail "w1 not on gpu-a"
+start_kubesim --load "$T/cluster.yaml"
+k() { timeout 20 "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+on_node() { [ "$(k get pod "$1" -o 'jsonpath={.spec.nodeName}')" = "$2" ]; }
+poll 5 on_node w1 gpu-a || fail "w1 not on gpu-a"
 # a finished pod holds nothing: its GPU is free again
 k patch pod done --subresource=status --type=merge -p '{"status":{"phase":"Succeeded"}}' \
     >/dev/null || fail "patch done"
@@ -64,12 +59,10 @@ spec:
     image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
     resources: {limits: {nvidia.com/gpu: 2}}
 YAML
-msg=
-for _ in $(seq 50); do
-    msg=$(k get pod w2 -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
-    [ -n "$msg" ] && break
-    sleep 0.1
-done
+unschedulable_msg() { k get pod w2 -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}'; }
+has_msg() { [ -n "$(unschedulable_msg)" ]; }
+poll 5 has_msg
+msg=$(unschedulable_msg)
 # cpu-b lacks the resource altogether: Insufficient too (one reason per node, counted)
 want="0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
 [ "$msg" = "$want" ] || fail "w2's message: '$msg'"
@@ -86,10 +79,6 @@ grep -Eq '^ +cpu +500m \(6%\) +0 \(0%\)$' "$T/describe" ||
 k run w3 --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 \
     --overrides='{"spec":{"containers":[{"name":"w3","image":"nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}' \
     >/dev/null || fail "run w3"
-for _ in $(seq 50); do
-    [ "$(k get pod w3 -o 'jsonpath={.spec.nodeName}')" = gpu-a ] && break
-    sleep 0.1
-done
-[ "$(k get pod w3 -o 'jsonpath={.spec.nodeName}')" = gpu-a ] || fail "w3 not on gpu-a"
-stop
+poll 5 on_node w3 gpu-a || fail "w3 not on gpu-a"
+stop_kubesim
 echo "kubesim resources: ok"

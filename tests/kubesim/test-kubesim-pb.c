@@ -186,8 +186,9 @@ static void test_corpus_round_trip(void **state)
         sbuf_free(&pb);
         free(js);
     }
-    /* every built-in kind kubesim serves is in the corpus; only the CRD kind has no message
-     * (apiextensions is not among the .proto files) */
+    /* every built-in kind kubesim serves is in the corpus; only the CRD kind and
+     * resource.k8s.io/v1's have no message (apiextensions and resource v1 are not among the
+     * .proto files, v0.32.9) */
     for (struct ks_type *t = a->types; t; t = t->next) {
         if (t->crd || !t->served)
             continue;
@@ -198,7 +199,7 @@ static void test_corpus_round_trip(void **state)
             found |=
                 streq(kobj_str(obj, "kind"), t->kind) && streq(kobj_str(obj, "apiVersion"), gv);
         }
-        if (streq(t->kind, "CustomResourceDefinition")) {
+        if (streq(t->kind, "CustomResourceDefinition") || streq(t->group, "resource.k8s.io")) {
             assert_false(ks_pb_knows(gv, t->kind));
             continue;
         }

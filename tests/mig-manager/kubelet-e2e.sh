@@ -16,23 +16,15 @@
 #    node advertises 56 nvidia.com/gpu.
 # As root (namespaces per node); skipped otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/tests/kubelet/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
 N=mig-a100-1
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-    k get pods -A -o wide 2>/dev/null
+on_fail() {
     k get node $N -o jsonpath='{.metadata.labels}{"\n"}{.metadata.annotations}{"\n"}{.status.allocatable}{"\n"}' 2>/dev/null
     local p
     for p in $(k -n gpu-operator get pods -l app=nvidia-mig-manager -o name 2>/dev/null); do
         echo "--- $p"; k -n gpu-operator logs "$p" -c nvidia-mig-manager 2>&1 | tail -n 30
     done
-    k get events -A -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason} {.message}{"\n"}{end}' 2>/dev/null |
-        sort -u -k2 | tail -n 25
     [ -n "${KEEP:-}" ] && { echo "kept: $T"; sleep 100000; }
-    exit 1
 }
 
 kl_start_cluster 198.18.255.21 "$S/sim/clusters/a100-mig.yaml" klmig0 198.18.221.0/24 1

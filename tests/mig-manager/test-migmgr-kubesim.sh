@@ -18,12 +18,9 @@
 # $1: "protocol" (the change, the budget, the refusals) or "kill" (the kills), one meson test each.
 set -euo pipefail
 PART=${1:?protocol or kill}
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -f "$B/libnvidia-ml.so.1" ] || { echo "simulated libnvidia-ml not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim" "$B/libnvidia-ml.so.1"
 
 N=dgx-h100-1
 export GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml
@@ -33,9 +30,7 @@ CFG=$T/config.yaml
 awk '/^  config.yaml: \|/ {on = 1; next} on { sub(/^    /, ""); print }' \
     "$S/tests/migparted/default-mig-parted-config.yaml" >"$CFG"
 
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 $K create namespace gpu-operator >/dev/null 2>&1 || true
 LABELS=(nvidia.com/gpu.deploy.device-plugin=true nvidia.com/gpu.deploy.dcgm=false
         nvidia.com/gpu.deploy.gpu-feature-discovery=true nvidia.com/gpu.deploy.dcgm-exporter=true

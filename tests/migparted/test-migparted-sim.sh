@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # `gpuop mig-parted` against the simulated driver: on each MIG-capable sample fleet, every config
 # of NVIDIA's default ConfigMap that is written for the fleet's GPUs is applied, asserted and
 # exported, and the export asserts against the GPUs again (round trip); the others are refused
@@ -7,12 +7,11 @@
 # driver leaves pending until a GPU reset (mig-reset-required). Bad input exits 2.
 # $1: build/gpuop  $2: build/libnvidia-ml.so.1
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 gpuop=$1
 export GPUOP_NVML_LIBRARY=$2
-src=${GPUOP_SOURCE_ROOT:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+src=$S
+tmp=$T
 
 # The ConfigMap's config.yaml key, as the MIG manager's volume would hold it.
 awk '/^  config.yaml: \|/ {on = 1; next} on { sub(/^    /, ""); print }' \
@@ -22,7 +21,10 @@ configs=$(grep -E '^  [a-z0-9][^ ]*:$' "$tmp/config.yaml" | tr -d ' :')
 
 mp() { "$gpuop" mig-parted "$@"; }
 
-for fleet in dgx-h100 hgx-h200 dgx-a100-80gb-mig; do
+# fleet_round FLEET: every config on FLEET, in a subshell of its own (the fleets run side by side,
+# each on a simulated driver state of its own); exits 1 with the reason on a failure
+fleet_round() {
+    local fleet=$1 err=$tmp/err-$1 exp=$tmp/export-$1.yaml c gen rc applied
     export GPUOP_SIM_FLEET="$src/sim/fleets/$fleet.yaml" GPUOP_SIM_STATE="$tmp/state-$fleet"
     mkdir -p "$GPUOP_SIM_STATE"
     "$gpuop-sim" reset >/dev/null || fail "$fleet: sim reset"
@@ -31,32 +33,46 @@ for fleet in dgx-h100 hgx-h200 dgx-a100-80gb-mig; do
     generation() { sed -n 's/^ "generation": \([0-9]*\),$/\1/p' "$GPUOP_SIM_STATE/state.json"; }
     for c in $configs; do
         gen=$(generation)
-        mp apply -f "$tmp/config.yaml" -c "$c" 2>"$tmp/err"
+        mp apply -f "$tmp/config.yaml" -c "$c" 2>"$err"
         rc=$?
         if [ $rc = 2 ]; then
-            grep -Eq "has no MIG profile|selects none" "$tmp/err" ||
-                fail "$fleet: $c refused without the reason: $(cat "$tmp/err")"
+            grep -Eq "has no MIG profile|selects none" "$err" ||
+                fail "$fleet: $c refused without the reason: $(cat "$err")"
             [ "$(generation)" = "$gen" ] || fail "$fleet: refused $c changed the GPUs"
             continue
         fi
-        [ $rc = 0 ] || fail "$fleet: apply $c exit $rc: $(cat "$tmp/err")"
+        [ $rc = 0 ] || fail "$fleet: apply $c exit $rc: $(cat "$err")"
         applied=$((applied + 1))
-        mp assert -f "$tmp/config.yaml" -c "$c" 2>"$tmp/err" ||
-            fail "$fleet: assert $c after apply: $(cat "$tmp/err")"
-        mp export >"$tmp/export.yaml" 2>"$tmp/err" || fail "$fleet: export $c: $(cat "$tmp/err")"
-        mp assert -f "$tmp/export.yaml" -c current 2>"$tmp/err" ||
-            fail "$fleet: the export of $c does not assert: $(cat "$tmp/err")
-$(cat "$tmp/export.yaml")"
+        mp assert -f "$tmp/config.yaml" -c "$c" 2>"$err" ||
+            fail "$fleet: assert $c after apply: $(cat "$err")"
+        mp export >"$exp" 2>"$err" || fail "$fleet: export $c: $(cat "$err")"
+        mp assert -f "$exp" -c current 2>"$err" ||
+            fail "$fleet: the export of $c does not assert: $(cat "$err")
+$(cat "$exp")"
         # the export applied is a no-op
         gen=$(generation)
-        mp apply -f "$tmp/export.yaml" -c current 2>"$tmp/err" || fail "$fleet: apply export: $(cat "$tmp/err")"
-        grep -q "gpus_changed=0" "$tmp/err" || fail "$fleet: applying the export of $c changed GPUs"
+        mp apply -f "$exp" -c current 2>"$err" || fail "$fleet: apply export: $(cat "$err")"
+        grep -q "gpus_changed=0" "$err" || fail "$fleet: applying the export of $c changed GPUs"
         [ "$(generation)" = "$gen" ] || fail "$fleet: applying the export of $c wrote the GPUs"
     done
     # 10 configs are written for each of these models (all-disabled, all-enabled, all-balanced and
     # one per profile); the A100 fleet's GPUs 6-7 are left alone by none of them.
     [ $applied = 10 ] || fail "$fleet: $applied configs applied, expected 10"
     echo "ok $fleet: $applied configs applied, asserted and exported"
+}
+rounds=()
+for fleet in dgx-h100 hgx-h200 dgx-a100-80gb-mig; do
+    (fleet_round $fleet) >"$tmp/round-$fleet.out" 2>&1 &
+    rounds+=($!)
+    pids+=($!)
+done
+i=0
+for fleet in dgx-h100 hgx-h200 dgx-a100-80gb-mig; do
+    rc=0
+    wait "${rounds[i]}" || rc=$?
+    cat "$tmp/round-$fleet.out"
+    [ $rc = 0 ] || fail "$fleet: its round failed"
+    i=$((i + 1))
 done
 
 # A fault midway: GPUs 0-2 are changed before GPU 3's second instance fails; every GPU goes back.

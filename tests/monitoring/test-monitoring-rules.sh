@@ -2,17 +2,20 @@
 # deploy/monitoring/ checked with the tools that consume it: promtool check rules and promtool
 # test rules (a unit test per alert: it fires on the bad series and not on the good one); every
 # alert has its test; the Grafana dashboard's queries parse as PromQL (promtool, as recording
-# rules) and name only metrics gpuop exports.
+# rules) and name only metrics gpuop exports: the exporter's from its own tables ($1, the
+# exp-served program of tests/exporter: the fields its catalogue reads, not those it names
+# unsupported, and its own families), the operator's and the node status exporter's from their
+# sources.
 set -euo pipefail
-S=${GPUOP_SOURCE_ROOT:?}
-command -v promtool >/dev/null || { echo "promtool absent (Debian package prometheus): skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+command -v promtool >/dev/null || skip "promtool absent (Debian package prometheus)"
 M=$S/deploy/monitoring
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 
 promtool check rules "$M/gpuop-alerts.yaml"
 (cd "$M/tests" && promtool test rules gpuop-alerts-test.yaml)
 
+SERVED=${1:?usage: test-monitoring-rules.sh EXP-SERVED}
+"$SERVED" >"$T/exporter-served" || { echo "FAIL: $SERVED"; exit 1; }
 python3 - "$M" "$S/src" "$T" <<'PY'
 import json, os, re, sys, yaml
 mon, src, tmp = sys.argv[1:4]
@@ -37,15 +40,18 @@ d = json.load(open(f"{mon}/gpuop-fleet-dashboard.json"))
 exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
 exprs += [v["definition"] for v in d["templating"]["list"] if v.get("definition")]
 group = {"groups": [{"name": "dashboard", "rules": [
-    {"record": f"dashboard:q{i}", "expr": e.replace("$node", ".*")}
+    {"record": f"dashboard:q{i}", "expr": e.replace("$node", ".*").replace("$namespace", ".*")}
     for i, e in enumerate(exprs) if not e.startswith("label_values(")]}]}
 yaml.safe_dump(group, open(f"{tmp}/dashboard-rules.yaml", "w"))
-exported = set()
-for root, _, files in os.walk(src):
-    for f in files:
-        if f.endswith((".c", ".h", ".csv")):
-            exported |= set(re.findall(r'"((?:DCGM_(?:FI|EXP)|gpuop|gpu_operator)_[A-Za-z0-9_]+)"',
-                                       open(os.path.join(root, f), errors="replace").read()))
+# The exporter's names from its tables; the operator's and the node status exporter's
+# (gpu_operator_*, gpuop_node_*) from their code.
+exported = set(open(f"{tmp}/exporter-served").read().split())
+for sub in ("operator", "node-status-exporter"):
+    for root, _, files in os.walk(os.path.join(src, "components", sub)):
+        for f in files:
+            if f.endswith((".c", ".h")):
+                exported |= set(re.findall(r'"((?:gpuop_node|gpu_operator)_[A-Za-z0-9_]+)"',
+                                           open(os.path.join(root, f), errors="replace").read()))
 for e in exprs:
     for name in re.findall(r"\b((?:DCGM_(?:FI|EXP)|gpuop|gpu_operator)_[A-Za-z0-9_]+)", e):
         if name not in exported:

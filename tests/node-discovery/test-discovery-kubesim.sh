@@ -5,10 +5,8 @@
 # a node where NFD runs gets nothing, and a node root it cannot read fails with the path named
 # and writes nothing.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
 cat >"$T/nodes.yaml" <<'Y'
 apiVersion: v1
 kind: Node
@@ -25,12 +23,7 @@ metadata:
   labels: {kubernetes.io/os: linux, feature.node.kubernetes.io/pci-10de.present: "true"}
   annotations: {nfd.node.kubernetes.io/worker.version: v0.17.2, nfd.node.kubernetes.io/feature-labels: pci-10de.present}
 Y
-"$B/kubesim" --load "$T/nodes.yaml" --kubeconfig-out "$T/kubeconfig" >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$T/nodes.yaml"
 
 # root NAME OS_ID VERSION [BUS:CLASS...]: a node root folder.
 root() {

@@ -8,13 +8,10 @@
 # the grace period, the annotation says mismatch and names the lost GPU, and the operator then
 # reports GPUCountMismatch naming the node (condition and Event). promtool checks every page.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -f "$B/libnvidia-ml.so.1" ] || { echo "simulated libnvidia-ml not built: skipped"; exit 77; }
-command -v promtool >/dev/null || { echo "promtool not installed: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim" "$B/libnvidia-ml.so.1"
+need_cmd promtool
 
 NODE=dgx-h100-1
 export GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml
@@ -35,9 +32,7 @@ rc=0; env -u NODE_NAME "$B/gpuop" node-status-exporter >"$T/bad.log" 2>&1 || rc=
 rc=0; NODE_NAME=x "$B/gpuop" node-status-exporter --mig-strategy=both >"$T/bad.log" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q 'mig-strategy' "$T/bad.log" || fail "bad MIG strategy: exit $rc: $(cat "$T/bad.log")"
 
-start_kubesim
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml"
 $K create namespace gpu-operator >/dev/null 2>&1 || true
 # The operand's ServiceAccount, ClusterRole and binding, as shipped (the DaemonSet left out).
 awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/kind: DaemonSet/' "$S/deploy/operands/node-status-exporter.yaml" |

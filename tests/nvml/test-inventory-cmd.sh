@@ -1,13 +1,12 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # `gpuop inventory` end to end on the minimal library: table, topology, JSON, and the failures
 # (missing library, bad flag) as one clear line and the documented exit codes.
 # $1: build/gpuop  $2: the minimal libnvidia-ml (tests/nvml/fake-nvml-min.c)
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 gpuop=$1
 lib=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+tmp=$T
 
 "$gpuop" inventory --help >"$tmp/help" 2>&1 || fail "--help exit $?"
 grep -q GPUOP_NVML_LIBRARY "$tmp/help" || fail "--help does not document GPUOP_NVML_LIBRARY"

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -15,7 +16,7 @@ static void name_of(const char *nvml_name, unsigned slices, unsigned long long m
 {
     nvmlGpuInstanceProfileInfo_v2_t info = {
         .version = nvmlGpuInstanceProfileInfo_v2, .sliceCount = slices, .memorySizeMB = mem_mb};
-    strncpy(info.name, nvml_name, sizeof(info.name));
+    snprintf(info.name, sizeof(info.name), "%s", nvml_name);
     char buf[GPU_PROFILE_MAX];
     nv_profile_name(&info, buf, sizeof(buf));
     assert_string_equal(buf, want);

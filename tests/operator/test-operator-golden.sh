@@ -3,12 +3,9 @@
 # and on gpuop's own sample must match tests/operator/golden/ byte for byte.
 # GPUOP_UPDATE_GOLDEN=1 rewrites them (review the diff before committing).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 SHARED=${GPUOP_SHARED:-$S/../shared}
 G=$S/tests/operator/golden
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 cases=("gpuop-sample:$S/deploy/samples/clusterpolicy.yaml")
 NV=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml
 [ -f "$NV" ] && cases+=("nvidia-sample:$NV")

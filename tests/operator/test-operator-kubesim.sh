@@ -8,21 +8,17 @@
 #  - a restarted operator makes no writes; a second replica stays passive;
 #  - a leader that loses its lease in the middle of a reconcile stops writing.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 SHARED=${GPUOP_SHARED:-$S/../shared}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
 SAMPLE=$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml
 # Without ../shared (a user's clone), gpuop's own test policy (same name, same fields of note).
 [ -f "$SAMPLE" ] || SAMPLE=$S/tests/operator/fixtures/clusterpolicy-full.yaml
 
-. "$S/tests/operator/lib.sh"
-
 # The operator runs under its shipped ServiceAccount and RBAC, enforced by kubesim.
-start_kubesim --pod-ready-delay 200ms --load "$S/deploy/rbac/operator.yaml"
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms \
+    --load "$S/deploy/rbac/operator.yaml"
 OPKC=$T/operator.kubeconfig
 sa_kubeconfig "$OPKC"
 SERVER=$(grep -m1 'server:' "$T/kubeconfig" | awk '{print $2}')
@@ -184,13 +180,10 @@ wait "$PID_op3" 2>/dev/null || true
 # A leader that loses its lease in the middle of a reconcile stops writing at once, before
 # another replica can start: 100 new GPU nodes labelled at 10 writes/s, the lease taken over
 # after the first few labels.
-"$B/kubesim" --nodes 100 --node-template "$S/bench/operator/node-template.yaml" \
-    --load "$S/deploy/rbac/operator.yaml" --kubeconfig-out "$T/kc2" >"$T/kubesim2.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim 2 kubeconfig" test -s "$T/kc2"
-export KUBECONFIG=$T/kc2
-SERVER=$(grep -m1 'server:' "$T/kc2" | awk '{print $2}')
-wait_for 10 "kubesim 2 answering" $K get nodes
+stop_kubesim
+start_kubesim --nodes 100 --node-template "$S/bench/operator/node-template.yaml" \
+    --load "$S/deploy/rbac/operator.yaml"
+SERVER=$KS_URL
 OPKC=$T/operator2.kubeconfig
 sa_kubeconfig "$OPKC"
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n' | $K apply -f - >/dev/null

@@ -9,19 +9,11 @@
 # `gpuop status` shows both states: its capacity section against golden files
 # (tests/status/golden/quota-*.txt), and the same view in -o json.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 
-"$B/kubesim" --load "$S/sim/clusters/two-pools.yaml" --kubeconfig-out "$T/kubeconfig" \
-    --pod-ready-delay 100ms >"$T/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for 10 "kubesim kubeconfig" test -s "$T/kubeconfig"
-export KUBECONFIG=$T/kubeconfig
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/two-pools.yaml" --pod-ready-delay 100ms
 $K apply -f "$S/deploy/crds/" >/dev/null
 $K get node h100-2 -o json >"$T/h100-2.json"
 

@@ -8,13 +8,10 @@
 #    named in its log and in the ClusterPolicy's status (ReconcileFailed), as on a real cluster;
 #  - with the rule back, the policy turns ready and every operand role exists.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 POLICY=$S/tests/operator/fixtures/clusterpolicy-full.yaml
-
-. "$S/tests/operator/lib.sh"
 
 # no_wildcards WHAT: the Roles and ClusterRoles of a JSON list (a List's items or an array) on
 # stdin have no '*' verb, resource or API group; prints how many it checked.
@@ -44,10 +41,8 @@ n=$("$B/gpuop" operator render --policy "$POLICY" --os-tag ubuntu22.04 2>"$T/ren
     no_wildcards "the rendered operands") || fail "$n $(cat "$T/render.err")"
 [ "$n" -ge 4 ] || fail "only $n operand roles rendered"
 
-start_kubesim --pod-ready-delay 200ms --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml" \
-    --load "$S/deploy/rbac/operator.yaml"
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms \
+    --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml" --load "$S/deploy/rbac/operator.yaml"
 OPKC=$T/operator.kubeconfig
 sa_kubeconfig "$OPKC"
 # Every shipped role: deploy/rbac (loaded above).

@@ -2,26 +2,22 @@
 # Every object the operator renders validates against Kubernetes' own schemas (the npm package
 # kubernetes-models, installed here into the build directory on first use).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 SHARED=${GPUOP_SHARED:-$S/../shared}
-command -v node >/dev/null && command -v npm >/dev/null || { echo "node/npm absent: skipped"; exit 77; }
+need_cmd node npm
 M=$B/npm-kubernetes-models
 if [ ! -f "$M/node_modules/kubernetes-models/package.json" ]; then
     mkdir -p "$M"
     if ! (cd "$M" && timeout 300 npm install --no-audit --no-fund --silent kubernetes-models@5.1.0 >npm.log 2>&1); then
-        echo "npm install kubernetes-models failed (registry unreachable?): skipped"
-        cat "$M/npm.log" | tail -5
-        exit 77
+        tail -5 "$M/npm.log"
+        skip "npm install kubernetes-models failed (registry unreachable?)"
     fi
 fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 rc=0
 # Both samples leave the node status exporter off: a third policy turns every component on, so
 # every template is validated.
 sed '/^  nodeStatusExporter:/{n;s/enabled: false/enabled: true/}' "$S/deploy/samples/clusterpolicy.yaml" >"$T/all.yaml"
-grep -A1 '^  nodeStatusExporter:' "$T/all.yaml" | grep -q 'enabled: true' || { echo "FAIL: could not enable every component"; exit 1; }
+grep -A1 '^  nodeStatusExporter:' "$T/all.yaml" | grep -q 'enabled: true' || fail "could not enable every component"
 for policy in "$S/deploy/samples/clusterpolicy.yaml" "$T/all.yaml" \
     "$SHARED/reference/upstream/gpu-operator_config_samples_v1_clusterpolicy.yaml"; do
     [ -f "$policy" ] || continue

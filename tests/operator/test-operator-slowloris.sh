@@ -5,14 +5,11 @@
 # 100 scrapes of /metrics from another client (127.0.0.2) all succeed with p99 under 50 ms, and
 # the server closes the trickling connections at its header deadline (tests/exporter/slowloris.py).
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_built "$B/kubesim"
+need_cmd python3
 
-. "$S/tests/operator/lib.sh"
-
-start_kubesim --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml"
+start_kubesim --load "$S/sim/clusters/demo.yaml" --load "$S/deploy/crds/nvidia.com_clusterpolicies.yaml"
 
 port=$(free_port)
 "$B/gpuop" operator --kubeconfig "$T/kubeconfig" --namespace gpu-operator \

@@ -5,17 +5,12 @@
 # when the namespace for it is gone too); once the namespace is back it turns ready again, with
 # every operand recreated.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 POLICY=$S/tests/operator/fixtures/clusterpolicy-full.yaml
 
-. "$S/tests/operator/lib.sh"
-
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 $K apply -f "$S/deploy/crds/" >/dev/null
 
 P=$(free_port)

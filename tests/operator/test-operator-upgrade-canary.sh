@@ -7,13 +7,11 @@
 # an Event) and its other node never starts, while the serving pool finishes; resuming the
 # rollout for the revision lets the held node go through.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 
-start_kubesim_operator_rbac 200ms
+operator_cluster 200ms
 "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --operand-image gpuop:test \
     --metrics-listen "" --leader-elect false >"$T/operator.log" 2>&1 &
 pids+=($!)

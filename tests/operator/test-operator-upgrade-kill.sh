@@ -23,16 +23,14 @@
 # too; on a failure every driver node's label and cordon history (sampled) is printed with the
 # kills and restarts between.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 
-start_kubesim_operator_rbac 1s
+operator_cluster 1s
 # the operator's metrics port, the same for every restart: below the ephemeral range, where the
 # many kubectl connections of this test do not take it meanwhile
-PORT=$(low_free_port)
+PORT=$(free_port)
 OP_PID=
 DRIVER_NODES="a100-mig-1 dgx-h100-1 dgx-h100-2"
 # Each node's states from its Events, as gpuop writes them (the states the test writes itself

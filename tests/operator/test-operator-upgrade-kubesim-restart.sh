@@ -15,15 +15,13 @@
 #    node's GPUDriverUpgrade Events list every state in order, never more than maxUnavailable (1)
 #    node was cordoned (sampled through the run), and the operator process never exited.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 
-KS_PORT=$(low_free_port)
+KS_PORT=$(free_port)
 [ -n "$KS_PORT" ] || fail "no free port below 32000"
-start_kubesim_operator_rbac 3s --listen "127.0.0.1:$KS_PORT" --data-dir "$T/etcd"
+operator_cluster 3s --listen "127.0.0.1:$KS_PORT" --data-dir "$T/etcd"
 PORT=$(free_port)
 "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --operand-image gpuop:test \
     --metrics-listen "127.0.0.1:$PORT" --identity op-1 --leader-elect true \

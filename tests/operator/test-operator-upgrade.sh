@@ -15,13 +15,11 @@
 #  - an unparsable compatibility matrix (ConfigMap gpuop-driver-compat) freezes the upgrade: no
 #    node changes, the ClusterPolicy's condition and an Event name the error; fixed, it goes on.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+need_built "$B/kubesim"
 
-start_kubesim_operator_rbac 200ms
+operator_cluster 200ms
 PORT=$(free_port)
 start_operator() {
     "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator --operand-image gpuop:test \

@@ -23,8 +23,8 @@ set -euo pipefail
 TOOL=$1 RT=$2 CASE=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=/usr/local/nvidia/gpuop-runtime
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $RT $CASE: $*" >&2; exit 1; }
+. "$HERE/../lib/test-lib.sh"
+on_fail() { echo "(runtime $RT, case $CASE)"; }
 [ "$(id -u)" = 0 ] || skip "needs root (a chroot into the host root; files of uid 1000)"
 command -v unshare >/dev/null && command -v chroot >/dev/null || skip "no unshare or chroot"
 python3 -c 'import tomllib' 2>/dev/null || skip "python3 tomllib missing"
@@ -38,8 +38,7 @@ docker)
 crio) KIND=cri-o MAIN=/etc/crio/crio.conf DROPIN=/etc/crio/crio.conf.d/99-nvidia.toml ;;
 *) fail "unknown runtime" ;;
 esac
-WORK=$(mktemp -d /tmp/gpuop-rtadmin-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+WORK=$T
 R=$WORK/host REF=$WORK/ref STATE=$WORK/host/var/lib/gpuop/rtconfig
 
 # COMMAND chrooted into ROOT, in a mount namespace of its own with /usr bound in read-only.

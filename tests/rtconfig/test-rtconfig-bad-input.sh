@@ -5,11 +5,10 @@
 # whose runtime is not the policy's (an error naming both).
 # Usage: test-rtconfig-bad-input.sh RTCONFIG-TOOL
 set -euo pipefail
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 TOOL=$1
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+WORK=$T
 BIN=/usr/local/nvidia/toolkit/gpuop
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 refused() { # NAME ROOT KIND FILE-REL WANT-IN-ERROR
     local name=$1 root=$2 kind=$3 file=$4 want=$5

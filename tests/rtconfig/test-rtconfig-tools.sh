@@ -14,12 +14,11 @@
 #   CRI-O: not packaged in Debian 12; the drop-in is read with tomllib (a round trip).
 # Usage: test-rtconfig-tools.sh RTCONFIG-TOOL
 set -euo pipefail
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 TOOL=$1
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+WORK=$T
 BIN=/usr/local/nvidia/toolkit/gpuop
-fail() { echo "FAIL: $*" >&2; exit 1; }
-python3 -c 'import tomllib' 2>/dev/null || { echo "SKIP: python3 tomllib missing"; exit 77; }
+python3 -c 'import tomllib' 2>/dev/null || skip "python3 tomllib missing"
 toml_expect() { # FILE KEY/PATH=VALUE...: each value read with tomllib equals VALUE
     python3 - "$@" <<'PY'
 import sys, tomllib
@@ -38,7 +37,7 @@ PY
 have_containerd=1; command -v containerd >/dev/null || have_containerd=0
 have_dockerd=1; DOCKERD=$(command -v dockerd || echo /usr/sbin/dockerd); [ -x "$DOCKERD" ] || have_dockerd=0
 [ "$have_containerd" = 1 ] && [ "$have_dockerd" = 1 ] ||
-    { echo "SKIP: containerd or dockerd missing (make deps installs containerd and docker.io)"; exit 77; }
+    skip "containerd or dockerd missing (make deps installs containerd and docker.io)"
 
 # ---- containerd ----------------------------------------------------------------------------
 cdi_known=0

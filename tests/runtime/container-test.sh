@@ -20,10 +20,11 @@
 # variable counts again; commands other than create/run pass straight through (`list`). Needs
 # root, runc and a static busybox; skips (77) with the reason otherwise.
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 GPUOP=${1:?usage: container-test.sh path/to/gpuop}
-[ "$(id -u)" = 0 ] || { echo "needs root (runc creates namespaces and device nodes): skipping"; exit 77; }
+need_root "runc (namespaces and device nodes)"
 RUNC=$(command -v runc || true)
-[ -n "$RUNC" ] || { echo "runc not installed (make deps: Debian's runc): skipping"; exit 77; }
+[ -n "$RUNC" ] || skip "runc not installed (make deps: Debian's runc)"
 BUSYBOX=''
 for b in /bin/busybox /usr/bin/busybox; do
     if [ -x "$b" ] && LC_ALL=C ldd "$b" 2>&1 | grep -q 'not a dynamic executable'; then
@@ -31,24 +32,15 @@ for b in /bin/busybox /usr/bin/busybox; do
         break
     fi
 done
-[ -n "$BUSYBOX" ] || { echo "no static busybox (make deps: busybox-static): skipping"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing: skipping"; exit 77; }
+[ -n "$BUSYBOX" ] || skip "no static busybox (make deps: busybox-static)"
+need_cmd python3
 
-T=$(mktemp -d /tmp/gpuop-runtime-test.XXXXXX)
 ROOT=$T/runc-root
 IDS=()
-cleanup() {
-    for id in "${IDS[@]}"; do
-        "$RUNC" --root "$ROOT" delete -f "$id" >/dev/null 2>&1
-    done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
+at_exit 'for id in "${IDS[@]}"; do "$RUNC" --root "$ROOT" delete -f "$id" >/dev/null 2>&1; done'
+on_fail() {
     echo "--- container output"; cat "$T/out" 2>/dev/null
     echo "--- stderr"; cat "$T/err" 2>/dev/null
-    exit 1
 }
 
 # The host side: fake GPUs and a fake driver library.

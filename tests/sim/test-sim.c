@@ -957,6 +957,109 @@ static int child_init(void)
     return r == NVML_ERROR_UNKNOWN ? 99 : (int)r; /* exit statuses stop at 255 */
 }
 
+/* ---- faults, resets and reboots (the remediation's test-bed) ------------------------------- */
+
+static unsigned long long field(nvmlDevice_t d, unsigned id)
+{
+    nvmlFieldValue_t v = {.fieldId = id};
+    assert_int_equal(N.nvmlDeviceGetFieldValues(d, 1, &v), NVML_SUCCESS);
+    assert_int_equal(v.nvmlReturn, NVML_SUCCESS);
+    return v.value.ullVal;
+}
+
+static void remapped(nvmlDevice_t d, unsigned *unc, unsigned *pending, unsigned *failure)
+{
+    unsigned cor;
+    assert_int_equal(N.nvmlDeviceGetRemappedRows(d, &cor, unc, pending, failure), NVML_SUCCESS);
+}
+
+/* Each fault the catalog classifies, as NVML shows it; what a GPU reset, a driver reload and a
+ * reboot clear, and what they do not. */
+static void test_faults_reset_reboot(void **state)
+{
+    (void)state;
+    use(fleet("dgx-h100.yaml"), true);
+    assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+    char err[1024];
+    /* an uncorrectable ECC error: counted, rows pending remapping; a reset clears it */
+    assert_int_equal(sim(err, sizeof(err), "inject", "ecc", "--gpu", "1", "--dbe", "1", NULL), 0);
+    unsigned long long n = 0;
+    assert_int_equal(N.nvmlDeviceGetTotalEccErrors(dev(1), NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                   NVML_VOLATILE_ECC, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    unsigned unc, pending, failure;
+    remapped(dev(1), &unc, &pending, &failure);
+    assert_int_equal(pending, 1);
+    /* NVLink errors: counted, XID 74 */
+    assert_int_equal(sim(err, sizeof(err), "inject", "nvlink", "--gpu", "1", NULL), 0);
+    assert_int_equal(field(dev(1), NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL), 1);
+    assert_int_equal(field(dev(1), NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL), 1);
+    /* slowdowns held */
+    assert_int_equal(sim(err, sizeof(err), "inject", "thermal", "--gpu", "4", NULL), 0);
+    assert_int_equal(sim(err, sizeof(err), "inject", "power", "--gpu", "5", NULL), 0);
+    unsigned long long r4 = 0, r5 = 0;
+    assert_int_equal(N.nvmlDeviceGetCurrentClocksEventReasons(dev(4), &r4), NVML_SUCCESS);
+    assert_int_equal(N.nvmlDeviceGetCurrentClocksEventReasons(dev(5), &r5), NVML_SUCCESS);
+    assert_true(r4 & nvmlClocksThrottleReasonHwThermalSlowdown);
+    assert_true(r4 & nvmlClocksThrottleReasonHwSlowdown);
+    assert_true(r5 & nvmlClocksThrottleReasonHwPowerBrakeSlowdown);
+    /* a remapping that failed */
+    assert_int_equal(sim(err, sizeof(err), "inject", "remap-failure", "--gpu", "6", NULL), 0);
+    remapped(dev(6), &unc, &pending, &failure);
+    assert_int_equal(failure, 1);
+    /* the reset of GPU 1 clears its counts and applies the remapping; the others keep theirs */
+    assert_int_equal(sim(err, sizeof(err), "gpu-reset", "--gpu", "1", NULL), 0);
+    assert_int_equal(N.nvmlDeviceGetTotalEccErrors(dev(1), NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                   NVML_VOLATILE_ECC, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_int_equal(N.nvmlDeviceGetTotalEccErrors(dev(1), NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                   NVML_AGGREGATE_ECC, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 1); /* the aggregate stays */
+    remapped(dev(1), &unc, &pending, &failure);
+    assert_int_equal(pending, 0);
+    assert_int_equal(unc, 1);
+    assert_int_equal(field(dev(1), NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL), 0);
+    remapped(dev(6), &unc, &pending, &failure);
+    assert_int_equal(failure, 1);
+    /* a lost GPU cannot be reset; a reboot brings it back, the slowdowns stay */
+    assert_int_equal(sim(err, sizeof(err), "inject", "lost", "--gpu", "2", NULL), 0);
+    assert_int_equal(sim(err, sizeof(err), "gpu-reset", "--gpu", "2", NULL), 1);
+    assert_non_null(strstr(err, "only a reboot"));
+    char name[96];
+    assert_int_equal(N.nvmlDeviceGetName(dev(2), name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+    assert_int_equal(sim(err, sizeof(err), "driver-reload", NULL), 0);
+    assert_int_equal(N.nvmlDeviceGetName(dev(2), name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+    assert_int_equal(sim(err, sizeof(err), "reboot", NULL), 0);
+    assert_int_equal(N.nvmlDeviceGetName(dev(2), name, sizeof(name)), NVML_SUCCESS);
+    assert_int_equal(N.nvmlDeviceGetCurrentClocksEventReasons(dev(4), &r4), NVML_SUCCESS);
+    assert_true(r4 & nvmlClocksThrottleReasonHwThermalSlowdown);
+    assert_int_equal(sim(err, sizeof(err), "inject", "cool", "--gpu", "4", NULL), 0);
+    assert_int_equal(N.nvmlDeviceGetCurrentClocksEventReasons(dev(4), &r4), NVML_SUCCESS);
+    assert_false(r4 & nvmlClocksThrottleReasonHwThermalSlowdown);
+    char out[8192];
+    char *show[] = {(char *)gpuop_sim_path, "show", NULL};
+    assert_int_equal(run(show, out, sizeof(out), err, sizeof(err)), 0);
+    assert_non_null(strstr(out, "1 reboots"));
+    assert_non_null(strstr(out, "slowdown held"));
+    /* bad usage: exit 2 naming the fault */
+    assert_int_equal(sim(err, sizeof(err), "inject", "nvlink", NULL), 2);
+    assert_non_null(strstr(err, "--gpu"));
+    assert_int_equal(sim(err, sizeof(err), "reboot", "now", NULL), 2);
+    assert_int_equal(sim(err, sizeof(err), "inject", "thermal", "--gpu", "1", "--code", "3", NULL),
+                     2);
+    N.nvmlShutdown();
+    /* a GPU without NVLinks, a GPU before Ampere: refused */
+    use(fleet("dgx1-v100.yaml"), true);
+    assert_int_equal(sim(err, sizeof(err), "inject", "remap-failure", "--gpu", "0", NULL), 1);
+    assert_non_null(strstr(err, "Ampere"));
+    use(fleet("pcie-l4.yaml"), true);
+    assert_int_equal(sim(err, sizeof(err), "inject", "nvlink", "--gpu", "0", NULL), 1);
+    assert_non_null(strstr(err, "no NVLinks"));
+}
+
 static void test_bad_fleets(void **state)
 {
     (void)state;
@@ -1307,6 +1410,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mig_across_processes),
         cmocka_unit_test(test_xid_event),
         cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_faults_reset_reboot),
         cmocka_unit_test(test_bad_fleets),
         cmocka_unit_test(test_cli_errors),
         cmocka_unit_test(test_telemetry),

@@ -8,17 +8,12 @@
 # flagged MISMATCH. Then the same through kubectl: `kubectl gpuop status` finds the kubectl-gpuop
 # link on PATH and prints the same JSON.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: skipped"; exit 77; }
-JQ=$(command -v jq) || { echo "jq not installed: skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: skipped"; exit 77; }
-[ -L "$B/kubectl-gpuop" ] || { echo "build/kubectl-gpuop not built: skipped"; exit 77; }
-. "$S/tests/operator/lib.sh"
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
+need_tools
+JQ=$(command -v jq) || skip "jq not installed"
+need_built "$B/kubesim" "$B/kubectl-gpuop"
 
-start_kubesim --pod-ready-delay 200ms
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+start_kubesim --load "$S/sim/clusters/demo.yaml" --pod-ready-delay 200ms
 $K apply -f "$S/deploy/crds/" >/dev/null
 P=$(free_port)
 "$B/gpuop" operator --kubeconfig "$KUBECONFIG" --namespace gpu-operator --operand-image gpuop:test \

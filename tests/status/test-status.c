@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "kobj.h"
-#include "status.h"
+#include "statusview.h"
 
 static char *src_path(const char *rel)
 {

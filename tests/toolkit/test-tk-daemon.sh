@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Integration test: the toolkit daemon (`gpuop toolkit`) in a temporary host root, on the MIG
 # fleet through the simulated driver, with a fake containerized driver root named by
@@ -20,11 +20,12 @@
 #
 # usage: test-tk-daemon.sh <gpuop> <libnvidia-ml.so.1 (simulator)> <tk-sim-mig>
 set -u
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 
 GPUOP=$1
 SIMLIB=$2
 MIG=$3
-SRC=${GPUOP_SOURCE_ROOT:?GPUOP_SOURCE_ROOT is not set}
+SRC=$S
 HERE=$SRC/tests/toolkit
 FLEET=$SRC/sim/fleets/dgx-a100-80gb-mig.yaml
 OLD=550.90.07
@@ -34,32 +35,8 @@ NEW=570.86.15
 # environment names it for the test programs.
 unset GPUOP_TOMLX_MODULE
 
-WORK=$(mktemp -d /tmp/gpuop-tk-daemon.XXXXXX)
+WORK=$T
 PID=
-cleanup() {
-    [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-
-# wait_for <seconds> <shell test>: polls every 100 ms
-wait_for() {
-    w_n=$(($1 * 10))
-    shift
-    while [ $w_n -gt 0 ]; do
-        if eval "$@"; then
-            return 0
-        fi
-        sleep 0.1
-        w_n=$((w_n - 1))
-    done
-    return 1
-}
 
 # A host root: the driver root of $2 at /run/nvidia/driver, driver-ready naming it, a simulated
 # node whose driver is loaded at that version, and a containerd config of the user's.
@@ -95,24 +72,26 @@ start() {
         --restart-mode none --node-runtime-version containerd://1.7.24 \
         --mig-minors /nonexistent "$@" >"$WORK/log" 2>&1 &
     PID=$!
+    pids+=("$PID")
 }
 
 stop() { # expects exit 0
     kill -TERM "$PID"
     wait "$PID"
     s_rc=$?
+    _tl_forget "$PID"
     PID=
     [ $s_rc = 0 ] || fail "SIGTERM: exit $s_rc: $(tail -3 "$WORK/log")"
 }
 
 H=$WORK/host
-make_host "$H" "$OLD" || { echo "FAIL: fixture"; exit 1; }
+make_host "$H" "$OLD" || fail "fixture"
 cp "$H/etc/containerd/config.toml" "$WORK/config.orig"
 SPEC=$H/var/run/cdi/nvidia.yaml
 MARK=$H/run/nvidia/validations/.toolkit-ctr-ready
 
 start "$H" --cleanup
-if ! wait_for 30 '[ -f "$MARK" ]'; then
+if ! poll 30 eval '[ -f "$MARK" ]'; then
     fail "no .toolkit-ctr-ready after 30 s: $(cat "$WORK/log")"
 else
     cmp -s "$SPEC" "$HERE/golden/dgx-a100-80gb-mig.yaml" ||
@@ -139,19 +118,19 @@ else
     # MIG: GPU 6 (MIG off in the fleet) gets two instances; the spec follows
     GPUOP_NVML_LIBRARY=$SIMLIB GPUOP_SIM_FLEET=$FLEET GPUOP_SIM_STATE=$H/state \
         GPUOP_SIM_ROOT=$H/node "$MIG" 6 3g.40gb 3g.40gb || fail "MIG change"
-    wait_for 20 'grep -q "^- name: \"6:1\"\$" "$SPEC"' ||
+    poll 20 eval 'grep -q "^- name: \"6:1\"\$" "$SPEC"' ||
         fail "the spec does not follow the MIG change: $(grep -c '^- name' "$SPEC") names"
     [ "$(grep -c '^- name: MIG-' "$SPEC")" = 28 ] || fail "not 28 MIG devices after the change"
 
     # the driver is unloaded: spec and marker go; the upgraded driver brings them back
     rm "$H/node/sys/module/nvidia/version"
-    wait_for 20 '[ ! -e "$SPEC" ] && [ ! -e "$MARK" ]' ||
+    poll 20 eval '[ ! -e "$SPEC" ] && [ ! -e "$MARK" ]' ||
         fail "the spec or marker stayed while the driver was gone"
     rm -f "$H"/run/nvidia/driver/usr/lib/x86_64-linux-gnu/*."$OLD"
     rm -rf "$H/run/nvidia/driver/lib/firmware/nvidia/$OLD"
     sh "$HERE/fake-driver-root.sh" "$H/run/nvidia/driver" "$NEW"
     printf '%s\n' "$NEW" >"$H/node/sys/module/nvidia/version"
-    if wait_for 20 '[ -f "$MARK" ] && grep -q "libnvidia-ml.so.$NEW\$" "$SPEC" 2>/dev/null'; then
+    if poll 20 eval '[ -f "$MARK" ] && grep -q "libnvidia-ml.so.$NEW\$" "$SPEC" 2>/dev/null'; then
         grep -q "$OLD" "$SPEC" && fail "the upgraded spec still names $OLD"
         grep -q '^- name: "6:1"$' "$SPEC" || fail "the upgraded spec lost the MIG change"
     else
@@ -168,7 +147,7 @@ cmp -s "$H/etc/containerd/config.toml" "$WORK/config.orig" ||
 # without --cleanup: the spec and the runtime config stay, the marker goes. The policy's
 # permissive setting (NVIDIA's toolkit variable) reaches the handler, with a warning.
 ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=true start "$H"
-wait_for 30 '[ -f "$MARK" ]' || fail "second run: no marker: $(cat "$WORK/log")"
+poll 30 eval '[ -f "$MARK" ]' || fail "second run: no marker: $(cat "$WORK/log")"
 grep -q "exec '/usr/local/nvidia/gpuop' runtime --accept-nvidia-visible-devices-envvar-when-unprivileged \"\$@\"" \
     "$H/usr/local/nvidia/gpuop-runtime" ||
     fail "the accepted variable is not the handler's: $(cat "$H/usr/local/nvidia/gpuop-runtime")"
@@ -190,13 +169,13 @@ chmod 0640 "$A/etc/site/containerd.toml"
 attrs() { stat -c '%u:%g %a' "$A/etc/site/containerd.toml"; readlink "$A/etc/containerd/config.toml"; }
 before=$(attrs)
 start "$A" --cleanup
-if wait_for 30 '[ -f "$A/run/nvidia/validations/.toolkit-ctr-ready" ]'; then
+if poll 30 eval '[ -f "$A/run/nvidia/validations/.toolkit-ctr-ready" ]'; then
     grep -q '^imports = \["/etc/containerd/conf.d/99-nvidia.toml"\]' "$A/etc/site/containerd.toml" ||
         fail "admin: the link's target under the host root was not configured"
     [ "$(attrs)" = "$before" ] || fail "admin: the link, owner or mode changed: $(attrs)"
     printf '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]\n  endpoint = ["https://mirror.example.com"]\n' \
         >>"$A/etc/site/containerd.toml"
-    wait_for 20 'grep -q mirror.example.com "$A/etc/containerd/conf.d/99-nvidia.toml"' ||
+    poll 20 eval 'grep -q mirror.example.com "$A/etc/containerd/conf.d/99-nvidia.toml"' ||
         fail "admin: the drop-in does not follow the administrator's edit: $(tail -3 "$WORK/log")"
     grep -q 'runtime config followed an edit' "$WORK/log" || fail "admin: the follow is not logged"
 else
@@ -228,6 +207,7 @@ run_bad() { # what want host [flags]
     start "$b_host" "$@"
     wait "$PID"
     b_rc=$?
+    _tl_forget "$PID"
     PID=
     if [ $b_rc = 0 ]; then
         fail "$b_what: exit 0"
@@ -264,8 +244,4 @@ run_bad "the TOML module missing" \
     "configure containerd: the TOML parser: loading gpuop-tomlx.so from \$GPUOP_TOMLX_MODULE: \"$GPUOP_TOMLX_MODULE\": cannot open shared object file" "$B"
 unset GPUOP_TOMLX_MODULE
 
-if [ $failures -ne 0 ]; then
-    echo "$failures failure(s)"
-    exit 1
-fi
 echo "toolkit daemon: all good"

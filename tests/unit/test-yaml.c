@@ -155,12 +155,94 @@ static void test_accessors(void **state)
     assert_non_null(strstr(err_msg(&e), "unknown field \"bad\""));
 }
 
+/* yaml_emit: a value written as YAML reads back as the same value; strings a reader would
+ * type are quoted; the output's limit is an error, never a cut document. */
+static void test_emit(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    _cleanup_json_ json_t *v = json_loads(
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\",\"labels\":{}},"
+        "\"data\":{\"yes\":\"on\",\"n\":\"NULL\",\"t\":\"TrUe\",\"num\":\"1.5\",\"int\":\"012\","
+        "\"neg\":\"-3\",\"ver\":\"550.127.05\",\"empty\":\"\",\"tilde\":\"~\",\"inf\":\".inf\","
+        "\"colon\":\"a: b\",\"dash\":\"- x\",\"hash\":\"#c\",\"lead\":\" sp\",\"quote\":\"'\\\"\","
+        "\"multi\":\"line 1\\nline 2\\n\",\"trail\":\"x \\n y\",\"utf8\":\"\u00e9\u4e2d\","
+        "\"ctl\":\"a\\u0001b\",\"star\":\"*ref\",\"amp\":\"&a\",\"at\":\"@x\",\"pct\":\"%x\"},"
+        "\"spec\":{\"i\":-42,\"big\":9007199254740993,\"r\":2.5,\"whole\":3.0,\"b\":false,"
+        "\"z\":null,\"list\":[1,\"2\",[],{},[{\"k\":[true]}]],\"deep\":{\"a\":{\"b\":{}}}}}",
+        0, NULL);
+    assert_non_null(v);
+    struct sbuf out _cleanup_sbuf_;
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(yaml_emit(v, &out, &e), 0);
+    _cleanup_json_ json_t *back = NULL;
+    assert_int_equal(yaml_parse_one(out.data, out.len, "emitted", &back, &e), 0);
+    if (!json_equal(v, back)) {
+        char *a = json_dumps(back, JSON_SORT_KEYS);
+        fail_msg("read back differs:\n%s\nfrom:\n%s", a, out.data);
+    }
+    /* block style, the multi-line string a literal block, typed-looking strings quoted */
+    assert_non_null(strstr(out.data, "kind: ConfigMap\n"));
+    assert_non_null(strstr(out.data, "  multi: |\n    line 1\n    line 2\n"));
+    assert_non_null(strstr(out.data, "'yes': 'on'\n"));
+    assert_non_null(strstr(out.data, "ver: '550.127.05'\n"));
+    assert_non_null(strstr(out.data, "  i: -42\n"));
+    assert_non_null(strstr(out.data, "  whole: 3.0\n"));
+
+    /* the limit: an error naming it */
+    struct sbuf small _cleanup_sbuf_;
+    sbuf_init(&small, 64);
+    assert_int_equal(yaml_emit(v, &small, &e), -E2BIG);
+    assert_non_null(strstr(err_msg(&e), "limit of 64 bytes"));
+
+    /* nesting past YAML_MAX_DEPTH */
+    _cleanup_json_ json_t *deep = json_array();
+    json_t *cur = deep;
+    for (int i = 0; i < YAML_MAX_DEPTH + 2; i++) {
+        json_t *n = json_array();
+        json_array_append_new(cur, n);
+        cur = n;
+    }
+    struct sbuf d _cleanup_sbuf_;
+    sbuf_init(&d, 1 << 20);
+    assert_int_equal(yaml_emit(deep, &d, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "nested deeper"));
+
+    static const struct {
+        const char *s;
+        bool typed;
+    } cases[] = {{"", true},
+                 {"~", true},
+                 {"Null", true},
+                 {"tRUE", true},
+                 {"off", true},
+                 {"Y", true},
+                 {"12", true},
+                 {"-1", true},
+                 {".5", true},
+                 {"-.inf", true},
+                 {".NaN", true},
+                 {"0x1f", true},
+                 {"1:20", true},
+                 {"2026-01-01", true},
+                 {"abc", false},
+                 {"yes please", false},
+                 {"nvidia.com/gpu", false},
+                 {"v1", false},
+                 {"-", false},
+                 {".x", false}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (yaml_plain_is_typed(cases[i].s, strlen(cases[i].s)) != cases[i].typed)
+            fail_msg("yaml_plain_is_typed(\"%s\") != %d", cases[i].s, cases[i].typed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalars),   cmocka_unit_test(test_structures_and_anchors),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_multi_doc),
         cmocka_unit_test(test_accessors), cmocka_unit_test(test_alias_expansion_bounded),
+        cmocka_unit_test(test_emit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,18 +36,8 @@
 # (The validator may pass before or after the plugin advertises: nothing is asked of that.)
 # As root (namespaces per node); skipped otherwise.
 set -uo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
-. "$S/tests/kubelet/lib.sh"
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-    k get nodes -L nvidia.com/gpu-driver-upgrade-state 2>/dev/null
-    k get pods -A -o wide 2>/dev/null
-    k get events -A -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason} {.message}{"\n"}{end}' 2>/dev/null |
-        tail -n 40
-    exit 1
-}
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+on_fail() { k get nodes -L nvidia.com/gpu-driver-upgrade-state 2>/dev/null; }
 W="/usr/bin/python3 $S/tests/upgrade/e2e_watch.py"
 V1=570.86.15 V2=580.105.08 V3=580.126.09
 NODES="res-1 res-2 srv-1 srv-2"

@@ -43,6 +43,8 @@ struct world {
     int pod_seq;
     struct upg_driver_set set;
     const struct upg_event_log *posted; /* the shell's log of Events posted, or NULL */
+    const struct upg_hold *holds;       /* the remediation's holds */
+    size_t n_holds;
 };
 
 static json_t *mk_node(const char *name, int gpus)
@@ -207,6 +209,8 @@ static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
                            .matrix = w->matrix,
                            .validation_enabled = true,
                            .posted = w->posted,
+                           .holds = w->holds,
+                           .n_holds = w->n_holds,
                            .now_s = w->now};
     struct upg_plan *p = NULL;
     struct err e = {0};
@@ -1495,6 +1499,71 @@ static void test_manual_approval(void **state)
     world_done(&w);
 }
 
+/* The remediation planner holds a pool (GPU-faulty nodes beyond its budget): no node of it
+ * starts, another pool goes on; the hold lifted, the rollout resumes. */
+static void test_remediation_hold(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 4, 8);
+    set_policy(&w, "{\"autoUpgrade\":true,\"maxParallelUpgrades\":0,\"maxUnavailable\":4}");
+    label_nodes(&w, 0, 2, "pool", "serve");
+    label_nodes(&w, 2, 4, "pool", "train");
+    add_pool(&w, "{\"metadata\":{\"name\":\"serve\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"serve\"}}}");
+    add_pool(&w, "{\"metadata\":{\"name\":\"train\"},\"spec\":{\"nodeSelector\":{\"pool\":"
+                 "\"train\"}}}");
+    struct upg_hold hold = {.pool = "serve", .why = "2 nodes quarantined for GPU faults, budget 1"};
+    w.holds = &hold;
+    w.n_holds = 1;
+    struct upg_plan *p = plan(&w);
+    bool held_event = false;
+    for (size_t i = 0; i < p->n_events; i++)
+        held_event |= p->events[i].gate == UPG_GATE_REMEDIATION;
+    assert_true(held_event);
+    upg_plan_free(p);
+    converge(&w, 30, 4, 10);
+    assert_string_equal(state_of(&w, "node-0"), "upgrade-required");
+    assert_string_equal(state_of(&w, "node-1"), "upgrade-required");
+    assert_string_equal(state_of(&w, "node-2"), "upgrade-done");
+    assert_string_equal(state_of(&w, "node-3"), "upgrade-done");
+    assert_non_null(strstr(ann(&w, "node-0", UPG_ANN_WAITING), "remediation: 2 nodes"));
+    w.holds = NULL;
+    w.n_holds = 0;
+    converge(&w, 30, 4, 10);
+    assert_int_equal(count_state(&w, "upgrade-done"), 4);
+    world_done(&w);
+}
+
+/* The budget's rule, node by node: what is unavailable, what is ready capacity. */
+static void test_budget_counting(void **state)
+{
+    (void)state;
+    struct upg_budget b = {0};
+    upg_budget_add(&b, true, false, UPG_DONE, 8);        /* serving */
+    upg_budget_add(&b, true, true, UPG_UNKNOWN, 8);      /* cordoned by anyone */
+    upg_budget_add(&b, false, false, UPG_UNKNOWN, 8);    /* not Ready */
+    upg_budget_add(&b, true, false, UPG_CORDON, 8);      /* being cordoned for an upgrade */
+    upg_budget_add(&b, true, false, UPG_POD_RESTART, 8); /* upgrading, still schedulable */
+    assert_int_equal(b.total, 5);
+    assert_int_equal(b.gpus_total, 40);
+    assert_int_equal(b.unavailable, 3);
+    assert_int_equal(b.gpus_ready, 8);
+    assert_int_equal(b.in_progress, 2);
+    json_t *n = mk_node("n", 4);
+    struct upg_budget c = {0};
+    upg_budget_add_node(&c, n);
+    assert_int_equal(c.gpus_ready, 4);
+    json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+    upg_budget_add_node(&c, n);
+    assert_int_equal(c.unavailable, 1);
+    assert_int_equal(upg_limit(NULL, 7), 7);
+    json_t *pct = json_string("25%");
+    assert_int_equal(upg_limit(pct, 7), 2);
+    json_decref(pct);
+    json_decref(n);
+}
+
 static void test_canary_pass(void **state)
 {
     (void)state;
@@ -2303,6 +2372,8 @@ int main(void)
         cmocka_unit_test(test_tz_errors),
         cmocka_unit_test(test_pool_bad_zone),
         cmocka_unit_test(test_manual_approval),
+        cmocka_unit_test(test_remediation_hold),
+        cmocka_unit_test(test_budget_counting),
         cmocka_unit_test(test_canary_pass),
         cmocka_unit_test(test_canary_unhealthy_gpus),
         cmocka_unit_test(test_canary_first_k),

@@ -4,13 +4,11 @@
 # line, exit 2, no file written); --wait that polls without spinning; the plugin check against
 # the Node's allocatable, with the Event and the annotation; all-done.
 set -euo pipefail
-B=${GPUOP_BUILD_ROOT:?}
-S=${GPUOP_SOURCE_ROOT:?}
+. "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 GPUOP=${1:-$B/gpuop}
 SIMLIB=${2:-$B/libnvidia-ml.so.1}
 CUDALIB=${3:-$B/libcuda.so.1}
 FLEET=$S/sim/fleets/dgx-h100.yaml
-. "$S/tests/operator/lib.sh"
 
 # A node root: R/, its validations and driver folders.
 new_root() {
@@ -253,11 +251,9 @@ wait $trpid || rc=$?
 ls -A "$TRDIR" | grep -qvx toolkit-ready && fail "the toolkit-ready wait wrote files: $(ls -A "$TRDIR")"
 
 echo "== the API server: plugin, Events, annotations"
-. "$S/scripts/tools-env.sh" || { echo "$TOOLS_MISSING: the API part skipped"; exit 77; }
-[ -x "$B/kubesim" ] || { echo "build/kubesim not built: the API part skipped"; exit 77; }
-start_kubesim
-K="$KUBECTL --request-timeout=10s"
-wait_for 10 "kubesim answering" $K get nodes
+need_tools
+need_built "$B/kubesim"
+start_kubesim --load "$S/sim/clusters/demo.yaml"
 N=dgx-h100-1
 api() { val "$@" --kubeconfig="$KUBECONFIG" --node-name=$N --namespace=gpu-operator; }
 ann() { $K get node $N -o "jsonpath={.metadata.annotations.validation\.gpuop\.dev/$1}"; }

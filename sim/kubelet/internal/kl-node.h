@@ -71,6 +71,8 @@ struct kl_node_ids {
     char boot_id[37];
 };
 void kl_node_ids(const char *name, struct kl_node_ids *ret);
+/* The boot ID after `boot` simulated reboots (0: kl_node_ids'). */
+void kl_node_boot_id(const char *name, unsigned boot, char *buf, size_t n);
 
 /* What the shell read of the node at one instant. */
 struct kl_node_facts {
@@ -79,6 +81,7 @@ struct kl_node_facts {
     unsigned kubelet_port;    /* daemonEndpoints.kubeletEndpoint.Port */
     json_t *device_resources; /* kl_devices_resources' object, or NULL */
     uint64_t now_ms;          /* wall clock */
+    unsigned boot;            /* simulated reboots so far (the boot ID follows) */
 };
 
 /* A Node to create: metadata (name, the kubelet's and the file's labels, the simulated

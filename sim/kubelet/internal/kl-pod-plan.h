@@ -231,6 +231,9 @@ int kl_pod_volumes_setup(const struct kl_spec_input *in, struct kl_pod_volumes *
                          struct err *e);
 /* Removes the pod's emptyDir and materialised volumes (not hostPath contents). */
 int kl_pod_volumes_teardown(const char *node_root, const char *pod_uid, struct err *e);
+/* Removes the tree at `dir` (files, folders; links not followed, mounts not crossed); a missing
+ * one is no error. */
+int kl_tree_remove(const char *dir, struct err *e);
 
 /* Kubernetes' $(VAR) expansion (third_party/forked/golang/expansion): $(NAME) becomes the value
  * of env entry NAME ("NAME=value" strings, the last definition wins) when defined, else stays

@@ -31,12 +31,14 @@
 #include "util.h"
 
 struct kl_pods;
+struct kl_dra;
 
 struct kl_pods_config {
     const struct kl_node_spec *node;
     const char *node_ip;          /* the node's address (status.hostIP, status.podIP) */
     const char *netns_path;       /* the node's network namespace; NULL: the host's */
     struct kl_devices *devices;   /* the node's device manager */
+    struct kl_dra *dra;           /* the node's DRA claims and plugins (kl-dra.h); NULL: none */
     struct kube_client *kc;       /* shared; thread-safe */
     const char *gpuop_exe;        /* absolute path of build/gpuop */
     const char *sim_image_bin;    /* folder of the simulated images' programs */

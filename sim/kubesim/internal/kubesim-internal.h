@@ -106,6 +106,7 @@ struct ksim {
     json_t *pdb_disrupted; /* "ns/pdb" -> count of evictions not yet seen by the controller */
     json_t *pod_born;      /* pod uid -> ms it was scheduled (for --pod-ready-delay) */
     json_t *pod_dying;     /* pod uid -> wall ms the simulated kubelet removes it */
+    json_t *dra_events;    /* "pod uid/reason/message" of DRA Events already sent */
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
     size_t pod_budget;     /* pods the controllers may still create in this reconcile */
     bool more_work;        /* a controller stopped at its budget: reconcile again soon */

@@ -36,6 +36,15 @@ int yaml_load_file(const char *path, json_t **ret, struct err *e);
 /* Reads the file and parses all documents. */
 int yaml_load_file_all(const char *path, json_t **ret, struct err *e);
 
+/* A JSON value as one YAML document (block style, two-space indents, no folding, UTF-8 kept),
+ * appended to out (its limit bounds it: -E2BIG past it, never a cut document). A string that a
+ * YAML 1.1 or 1.2 reader would take for another type ("true", "on", "1.5", "", ...) is quoted
+ * and one with line breaks is a literal block where it can be, so the document reads back (with
+ * yaml_parse_one, kubectl, PyYAML) as the same value. Deeper than YAML_MAX_DEPTH: -EINVAL. */
+int yaml_emit(const json_t *v, struct sbuf *out, struct err *e);
+/* Whether the plain scalar s would read back as a null, boolean or number (yaml_emit quotes it). */
+bool yaml_plain_is_typed(const char *s, size_t len);
+
 /* jansson's own json_decrefp */
 #define _cleanup_json_ _cleanup_(json_decrefp)
 

@@ -574,25 +574,3 @@ json_t *doctor_render_json(const struct doctor_facts *f, const struct doctor_res
                      doctor_owner_name(o), "evidence", why, "checks", checks, "worst",
                      doctor_level_name(w), "exitStatus", doctor_exit_status(w));
 }
-
-json_t *doctor_pod_render(const struct doctor_pod_opts *o)
-{
-    json_t *cmd = json_pack("[s,s,s]", "gpuop", "doctor", "--host-root=/host");
-    if (o->json)
-        json_array_append_new(cmd, json_string("--json"));
-    json_t *pod = json_pack(
-        "{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s}},s:{s:s,s:s,s:I,s:b,s:[{s:s}],s:[{s:s,s:s,s:o,"
-        "s:{s:b},s:[{s:s,s:s,s:b,s:s}]}],s:[{s:s,s:{s:s,s:s}}]}}",
-        "apiVersion", "v1", "kind", "Pod", "metadata", "generateName", "gpuop-doctor-", "namespace",
-        o->ns, "labels", "app.kubernetes.io/name", "gpuop-doctor", "app.kubernetes.io/managed-by",
-        "gpuop", "spec", "nodeName", o->node, "restartPolicy", "Never", "activeDeadlineSeconds",
-        (json_int_t)(o->deadline_s ? o->deadline_s : 120), "automountServiceAccountToken", 0,
-        "tolerations", "operator", "Exists", "containers", "name", "doctor", "image", o->image,
-        "command", cmd, "securityContext", "privileged", 1, "volumeMounts", "name", "host",
-        "mountPath", "/host", "readOnly", 1, "mountPropagation", "HostToContainer", "volumes",
-        "name", "host", "hostPath", "path", "/", "type", "Directory");
-    if (pod && o->service_account)
-        json_object_set_new(json_object_get(pod, "spec"), "serviceAccountName",
-                            json_string(o->service_account));
-    return pod;
-}

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "doctor.h"
-#include "kobj.h"
+#include "doctorpod.h"
 #include "kube.h"
 #include "svc.h"
 
@@ -115,103 +115,47 @@ static int local_run(struct svc *s, struct doctor *d, struct err *e)
     return 0;
 }
 
-/* The container's exit code, or -1 while it has none. */
-static int exit_code(const json_t *pod)
-{
-    size_t i;
-    json_t *cs;
-    json_array_foreach (kobj_path(pod, "status.containerStatuses"), i, cs) {
-        json_t *code = kobj_path(cs, "state.terminated.exitCode");
-        if (json_is_integer(code))
-            return (int)json_integer_value(code);
-    }
-    return -1;
-}
-
-static int wait_done(struct svc *s, struct kube_client *kc, const char *ns, const char *name,
-                     uint64_t timeout_ms, json_t **ret, struct err *e)
-{
-    uint64_t deadline = deadline_after(timeout_ms);
-    for (;;) {
-        json_t *pod = NULL;
-        int r = kube_get(kc, &KUBE_PODS, ns, name, &pod, e);
-        if (r < 0)
-            return r;
-        const char *p = kobj_path_str(pod, "status.phase");
-        if (streq_ptr(p, "Succeeded") || streq_ptr(p, "Failed")) {
-            *ret = pod;
-            return 0;
-        }
-        char phase[32];
-        strlcpy_s(phase, p ? p : "", sizeof(phase)); /* the pod goes before the message */
-        json_decref(pod);
-        if (deadline_left_ms(deadline) == 0)
-            return err_set(e, -ETIMEDOUT, "pod %s/%s did not finish within %llus (phase %s)", ns,
-                           name, (unsigned long long)(timeout_ms / 1000),
-                           phase[0] ? phase : "none");
-        if (svc_wait(s, POLL_MS) == SVC_STOP)
-            return err_set(e, -ECANCELED, "stopped while waiting for pod %s/%s", ns, name);
-    }
-}
-
 static int remote_run(struct svc *s, struct doctor *d, const char *node, struct err *e)
 {
-    _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
+    _cleanup_(kube_client_freep) struct kube_client *kc = NULL, *kc2 = NULL;
     int r = kube_client_open(KUBE_CALLER_COMMAND, d->kubeconfig, d->context, svc_stop(s), &kc, e);
     if (r < 0)
+        return r;
+    /* the pod's removal uses a client without the stop token: a stop still removes it */
+    if ((r = kube_client_open(KUBE_CALLER_COMMAND, d->kubeconfig, d->context, NULL, &kc2, e)) < 0)
         return r;
     _cleanup_(json_decrefp) json_t *nodeobj = NULL;
     if ((r = kube_get(kc, &KUBE_NODES, NULL, node, &nodeobj, e)) < 0)
         return err_prefix(e, "node %s", node);
-    struct doctor_pod_opts po = {.node = node,
-                                 .ns = d->ns,
-                                 .image = d->image,
-                                 .json = d->json,
-                                 .deadline_s = (unsigned)(d->timeout_ms / 1000) + 30,
-                                 .service_account = d->service_account};
-    _cleanup_(json_decrefp) json_t *pod = doctor_pod_render(&po);
-    _cleanup_(json_decrefp) json_t *created = NULL;
-    if (!pod)
-        return err_set(e, -ENOMEM, "render the doctor's pod");
-    if ((r = kube_create(kc, &KUBE_PODS, d->ns, pod, &created, e)) < 0)
-        return err_prefix(e, "create the doctor's pod on node %s", node);
-    _cleanup_free_ char *name = xstrdup(kobj_name(created) ?: "");
-    log_info(COMPONENT, "doctor pod created", "pod=%s/%s node=%s", d->ns, name, node);
-    _cleanup_(json_decrefp) json_t *done = NULL;
-    r = wait_done(s, kc, d->ns, name, d->timeout_ms, &done, e);
-    int code = -1;
-    if (r == 0) {
-        code = exit_code(done);
-        _cleanup_free_ char *logs = NULL;
-        size_t len = 0;
-        struct err le = {0};
-        /* the verdict is the container's exit code; a log that cannot be read is said, not fatal */
-        if (kube_pod_log(kc, d->ns, name, "doctor", LOG_MAX, &logs, &len, &le) == 0) {
-            fwrite(logs, 1, len, stdout);
-            fflush(stdout);
-        } else {
-            log_warn(COMPONENT, "the doctor's log could not be read", "pod=%s/%s error=\"%s\"",
-                     d->ns, name, err_msg(&le));
-        }
-    }
-    /* the pod goes whatever happened; a stop still removes it (its own short deadline) */
-    struct err de = {0};
-    struct kube_delete_opts dopt = {.has_grace = true, .grace_period_seconds = 0};
-    _cleanup_(kube_client_freep) struct kube_client *kc2 = NULL;
-    if (kube_client_open(KUBE_CALLER_COMMAND, d->kubeconfig, d->context, NULL, &kc2, &de) < 0 ||
-        (kube_delete(kc2, &KUBE_PODS, d->ns, name, &dopt, &de) < 0 && de.code != -ENOENT))
-        log_warn(COMPONENT, "doctor pod not deleted", "pod=%s/%s error=\"%s\"", d->ns, name,
-                 err_msg(&de));
-    else
-        log_info(COMPONENT, "doctor pod deleted", "pod=%s/%s", d->ns, name);
-    if (r < 0)
+    struct doctorpod_opts po = {.node = node,
+                                .ns = d->ns,
+                                .image = d->image,
+                                .json = d->json,
+                                .deadline_s = (unsigned)(d->timeout_ms / 1000) + 30,
+                                .service_account = d->service_account};
+    struct doctorpod_result res = {.exit_code = -1};
+    r = doctorpod_run(kc, kc2, &po, COMPONENT, d->timeout_ms, POLL_MS, svc_stop(s), LOG_MAX, &res,
+                      e);
+    if (r < 0) {
+        doctorpod_result_clear(&res);
         return r;
+    }
+    /* the verdict is the container's exit code; a log that cannot be read is said, not fatal */
+    if (res.log) {
+        fwrite(res.log, 1, res.log_len, stdout);
+        fflush(stdout);
+    } else {
+        log_warn(COMPONENT, "the doctor's log could not be read", "pod=%s/%s error=\"%s\"", d->ns,
+                 res.name, err_msg(&res.log_err));
+    }
+    doctorpod_result_clear(&res);
+    int code = res.exit_code;
     if (code == 0 || code == 3 || code == 4) {
         svc_verdict(s, code);
         return 0;
     }
     return err_set(e, -EIO, "the doctor on node %s could not run (pod %s/%s: %s, exit %d)", node,
-                   d->ns, name, kobj_path_str(done, "status.phase") ?: "?", code);
+                   d->ns, res.name, res.phase[0] ? res.phase : "?", code);
 }
 
 static int doctor_run(struct svc *s, struct err *e)

@@ -8,7 +8,7 @@
  * line of evidence and one line of remedy. The exit status is the worst result's.
  *
  * `kubectl gpuop doctor NODE` runs the same in a short-lived privileged pod on that node
- * (doctor_pod_render: the pod, pure; the shell creates it, waits, prints its log, deletes it).
+ * (src/lib/doctorpod: the pod, created, waited for, its log printed, deleted).
  *
  * Pure but for doctor_probe. Thread-compatible.
  */
@@ -123,19 +123,5 @@ enum doctor_level doctor_worst(const struct doctor_result *r, size_t n);
 int doctor_render_text(const struct doctor_facts *f, const struct doctor_result *r, size_t n,
                        struct sbuf *out);
 json_t *doctor_render_json(const struct doctor_facts *f, const struct doctor_result *r, size_t n);
-
-/* ---- kubectl gpuop doctor NODE ------------------------------------------------------------ */
-
-struct doctor_pod_opts {
-    const char *node;
-    const char *ns;
-    const char *image;
-    bool json;                   /* pass --json */
-    unsigned deadline_s;         /* activeDeadlineSeconds */
-    const char *service_account; /* NULL: the namespace's default */
-};
-/* The doctor's pod: pinned to the node, privileged, the node's / read-only at /host, running
- * `gpuop doctor --host-root=/host`, never restarted, tolerating every taint. A new object. */
-json_t *doctor_pod_render(const struct doctor_pod_opts *o);
 
 #endif

@@ -31,6 +31,10 @@ struct exp_snapshot *exp_snapshot_get(struct exporter *x)
 
 void exp_collector_clear(struct exporter *x)
 {
+    for (size_t i = 0; i < x->n_gpm; i++)
+        gpu_gpm_sampler_free(x->gpm[i].sampler);
+    memset(x->gpm, 0, sizeof(x->gpm));
+    x->n_gpm = 0;
     gpu_inventory_free(x->inv);
     free(x->gpus);
     x->inv = NULL;
@@ -92,6 +96,164 @@ static void refresh_pods(struct exporter *x)
     x->self.pod_resources_up = true;
 }
 
+/* ---- GPU Performance Monitoring ----------------------------------------------------------- */
+
+static struct exp_gpm_slot *gpm_slot(struct exporter *x, const char *uuid)
+{
+    for (size_t i = 0; i < x->n_gpm; i++)
+        if (strcmp(x->gpm[i].uuid, uuid) == 0)
+            return &x->gpm[i];
+    if (x->n_gpm >= EXP_GPM_GPUS)
+        return NULL;
+    struct exp_gpm_slot *g = &x->gpm[x->n_gpm++];
+    memset(g, 0, sizeof(*g));
+    strlcpy_s(g->uuid, uuid, sizeof(g->uuid));
+    return g;
+}
+
+/* Asks whether the GPU has GPM; the reason where it has not. A GPU first seen after start is
+ * named at once (those at start are in the start-up notice). */
+static void gpm_ask(struct exporter *x, const struct gpu_device *d, struct exp_gpm_slot *g)
+{
+    struct err e = {0};
+    g->support.index = d->index;
+    g->support.support = gpu_gpm_support(x->lib, d->index, &e);
+    g->asked = g->support.support >= 0;
+    if (g->support.support < 0)
+        snprintf(g->support.reason, sizeof(g->support.reason), "the support query failed: %s",
+                 err_msg(&e));
+    else if (g->support.support == 0)
+        exp_gpm_why_not(d, gpu_arch_name(d->arch), x->inv->driver_version, g->support.reason,
+                        sizeof(g->support.reason));
+    if (x->gpm_logged && g->support.support == 0)
+        log_warn(COMP,
+                 "GPU has no GPU Performance Monitoring; its profiling fields are not exported",
+                 "gpu=%u uuid=%s reason=\"%s\"", d->index, d->uuid, g->support.reason);
+}
+
+/* The GPU's sampler for its current MIG layout (made anew when the layout changed); NULL where
+ * the GPU has no GPM or the sampler cannot be made (logged once). */
+static struct gpu_gpm_sampler *gpm_sampler(struct exporter *x, const struct gpu_device *d,
+                                           struct exp_gpm_slot *g)
+{
+    if (!g->asked)
+        gpm_ask(x, d, g);
+    if (g->support.support != 1)
+        return NULL;
+    if (g->sampler && exp_gpm_layout_equal(&g->layout, d))
+        return g->sampler;
+    if (g->sampler)
+        log_info(COMP, "MIG layout changed; GPU Performance Monitoring sampler made anew",
+                 "gpu=%u uuid=%s", d->index, d->uuid);
+    gpu_gpm_sampler_free(g->sampler);
+    g->sampler = NULL;
+    g->last_ms = 0;
+    memset(&g->prof, 0, sizeof(g->prof));
+    struct err e = {0};
+    if (gpu_gpm_sampler_new(x->lib, d, exp_gpm_max_age_ms(x->interval_ms), &g->sampler, &e) < 0) {
+        x->self.errors[EXP_ERR_NVML]++;
+        if (!g->failing)
+            log_warn(COMP, "GPU Performance Monitoring sampler failed; retrying each collection",
+                     "gpu=%u uuid=%s error=\"%s\"", d->index, d->uuid, err_msg(&e));
+        g->failing = true;
+        return NULL;
+    }
+    exp_gpm_layout_of(d, &g->layout);
+    return g->sampler;
+}
+
+static void gpm_failed(struct exp_gpm_slot *g, const struct gpu_device *d, const char *what,
+                       const struct err *e)
+{
+    if (!g->failing)
+        log_warn(COMP, what, "gpu=%u uuid=%s error=\"%s\"", d->index, d->uuid, err_msg(e));
+    g->failing = true;
+}
+
+/* This collection's profiling values of one GPU: a sample paired with the previous one. */
+static void gpm_read(struct exporter *x, const struct gpu_device *d, struct exp_gpu_state *st,
+                     uint64_t now)
+{
+    st->prof = NULL;
+    struct exp_gpm_slot *g = gpm_slot(x, d->uuid);
+    if (!g || !st->ok)
+        return;
+    struct gpu_gpm_sampler *s = gpm_sampler(x, d, g);
+    if (!s)
+        return;
+    st->prof = &g->prof;
+    if (!exp_gpm_due(g->last_ms, now))
+        return; /* too soon for NVML: the last pair's values stand */
+    struct err e = {0};
+    g->last_ms = now;
+    int r = gpu_gpm_sample(s, now, &e);
+    if (r < 0) {
+        memset(&g->prof, 0, sizeof(g->prof));
+        if (r != GPU_ERR_LOST)
+            x->self.errors[EXP_ERR_NVML]++;
+        gpm_failed(g, d, "GPU Performance Monitoring sample failed", &e);
+        return;
+    }
+    struct gpu_gpm_metrics m;
+    r = gpu_gpm_metrics(s, &m, &e);
+    exp_prof_from_gpm(r, &m, exp_gpm_max_age_ms(x->interval_ms), &g->prof);
+    if (r < 0 && r != -EAGAIN && r != -ESTALE) {
+        x->self.errors[EXP_ERR_NVML]++;
+        gpm_failed(g, d, "GPU Performance Monitoring metrics failed", &e);
+        return;
+    }
+    if (r == 0 && g->failing)
+        log_info(COMP, "GPU Performance Monitoring works again", "gpu=%u uuid=%s", d->index,
+                 d->uuid);
+    if (r == 0)
+        g->failing = false;
+}
+
+/* Once, after the first collection: the requested profiling fields some GPU cannot serve. */
+static void gpm_notice(struct exporter *x)
+{
+    if (x->gpm_logged || !x->want_prof || !x->inv)
+        return;
+    x->gpm_logged = true;
+    struct exp_gpm_support sup[EXP_GPM_GPUS];
+    size_t n = 0;
+    for (size_t i = 0; i < x->n_gpus && n < ARRAY_SIZE(sup); i++) {
+        const struct gpu_device *d = &x->inv->gpus[i];
+        struct exp_gpm_slot *g = gpm_slot(x, d->uuid);
+        if (!g)
+            continue;
+        if (!g->asked && !x->gpus[i].ok) /* a lost or failing GPU: why it has none */
+            snprintf(g->support.reason, sizeof(g->support.reason),
+                     "the GPU could not be read at start");
+        g->support.index = d->index;
+        sup[n++] = g->support;
+    }
+    exp_prof_log_unsupported(x->counters, sup, n);
+}
+
+size_t exp_gpm_prime(struct exporter *x)
+{
+    struct err e = {0};
+    _cleanup_(gpu_inventory_freep) struct gpu_inventory *inv = NULL;
+    if (!x->want_prof || gpu_inventory_read(x->lib, &inv, &e) < 0)
+        return 0;
+    struct gpu_inventory *saved = x->inv;
+    x->inv = inv; /* gpm_ask reads the driver version there */
+    size_t n = 0;
+    uint64_t now = now_ms_mono();
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct gpu_device *d = &inv->gpus[i];
+        struct exp_gpm_slot *g = gpm_slot(x, d->uuid);
+        struct gpu_gpm_sampler *s = g && !d->lost ? gpm_sampler(x, d, g) : NULL;
+        if (s && gpu_gpm_sample(s, now, &e) == 0) {
+            g->last_ms = now;
+            n++;
+        }
+    }
+    x->inv = saved;
+    return n;
+}
+
 static void read_gpus(struct exporter *x)
 {
     struct err e = {0};
@@ -126,7 +288,10 @@ static void read_gpus(struct exporter *x)
         }
         clock_events_count(x, d->uuid, st);
         xid_history(x, d->uuid, st);
+        if (x->want_prof)
+            gpm_read(x, d, st, now_ms_mono());
     }
+    gpm_notice(x);
 }
 
 int exp_collect(struct exporter *x, struct err *e)
@@ -171,10 +336,24 @@ int exp_collect(struct exporter *x, struct err *e)
     return 0;
 }
 
+/* Whether a GPU has a GPM sampler with its first sample taken (its values need a second). */
+static bool gpm_sampling(const struct exporter *x)
+{
+    for (size_t i = 0; i < x->n_gpm; i++)
+        if (x->gpm[i].sampler && x->gpm[i].last_ms)
+            return true;
+    return false;
+}
+
 void *exp_collector_thread(void *arg)
 {
     struct exporter *x = arg;
-    uint64_t next = now_ms_mono() + x->interval_ms;
+    /* The profiling fields need two samples: the collection after the first comes within a
+     * second, so that they do not wait a whole interval to appear. */
+    uint64_t first = x->interval_ms;
+    if (gpm_sampling(x) && first > 1000)
+        first = 1000;
+    uint64_t next = now_ms_mono() + first;
     while (!stop_wait_until(x->stop, next)) {
         struct err e = {0};
         if (exp_collect(x, &e) < 0)

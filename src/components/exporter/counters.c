@@ -5,7 +5,10 @@
 
 #include "exporter.h"
 
-#define PROF_REASON "a DCGM profiling (DCP) field; NVML has no equivalent counter"
+#define PROF(name, f)                                   \
+    {                                                   \
+        name, EXP_SRC_PROF, EXP_MIG_OWN, false, NULL, f \
+    }
 
 static const struct exp_field catalogue[] = {
     {"DCGM_FI_DEV_SM_CLOCK", EXP_SRC_SM_CLOCK, EXP_MIG_PER_INSTANCE, false, NULL},
@@ -65,20 +68,22 @@ static const struct exp_field catalogue[] = {
     {"DCGM_EXP_XID_ERRORS_COUNT", EXP_SRC_XID_COUNT, EXP_MIG_PER_INSTANCE, false, NULL},
     {"DCGM_FI_DRIVER_VERSION", EXP_SRC_LABEL_DRIVER_VERSION, EXP_MIG_PER_INSTANCE, true, NULL},
     {"DCGM_FI_DEV_SERIAL", EXP_SRC_LABEL_SERIAL, EXP_MIG_PER_INSTANCE, true, NULL},
+    /* The profiling fields, from GPU Performance Monitoring where a GPU has it (gpu.h's
+     * GPU_PROF_*; test exporter-core checks each name against gpu_prof_name). */
+    PROF("DCGM_FI_PROF_GR_ENGINE_ACTIVE", GPU_PROF_GR_ENGINE_ACTIVE),
+    PROF("DCGM_FI_PROF_SM_ACTIVE", GPU_PROF_SM_ACTIVE),
+    PROF("DCGM_FI_PROF_SM_OCCUPANCY", GPU_PROF_SM_OCCUPANCY),
+    PROF("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", GPU_PROF_PIPE_TENSOR_ACTIVE),
+    PROF("DCGM_FI_PROF_DRAM_ACTIVE", GPU_PROF_DRAM_ACTIVE),
+    PROF("DCGM_FI_PROF_PIPE_FP64_ACTIVE", GPU_PROF_PIPE_FP64_ACTIVE),
+    PROF("DCGM_FI_PROF_PIPE_FP32_ACTIVE", GPU_PROF_PIPE_FP32_ACTIVE),
+    PROF("DCGM_FI_PROF_PIPE_FP16_ACTIVE", GPU_PROF_PIPE_FP16_ACTIVE),
+    PROF("DCGM_FI_PROF_PCIE_TX_BYTES", GPU_PROF_PCIE_TX_BYTES),
+    PROF("DCGM_FI_PROF_PCIE_RX_BYTES", GPU_PROF_PCIE_RX_BYTES),
+    PROF("DCGM_FI_PROF_NVLINK_TX_BYTES", GPU_PROF_NVLINK_TX_BYTES),
+    PROF("DCGM_FI_PROF_NVLINK_RX_BYTES", GPU_PROF_NVLINK_RX_BYTES),
 
     /* Known, but NVML (through gpuop's GPU model) cannot provide them. */
-    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_SM_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_SM_OCCUPANCY", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_DRAM_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_PCIE_TX_BYTES", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_PCIE_RX_BYTES", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_NVLINK_TX_BYTES", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
-    {"DCGM_FI_PROF_NVLINK_RX_BYTES", EXP_SRC_UNSUPPORTED, 0, false, PROF_REASON},
     {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", EXP_SRC_UNSUPPORTED, 0, false,
      "vGPU license state is reported only by vGPU guest drivers, which gpuop does not read"},
     {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L0", EXP_SRC_UNSUPPORTED, 0, false,
@@ -303,4 +308,12 @@ size_t exp_counters_log_unsupported(const struct exp_counters *c)
         n++;
     }
     return n;
+}
+
+bool exp_counters_want_prof(const struct exp_counters *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->items[i].field->src == EXP_SRC_PROF)
+            return true;
+    return false;
 }

@@ -5,6 +5,7 @@
  * snapshots), the XID events thread (xid-events.c) and the HTTP server, whose threads only hand
  * out the latest snapshot by reference, so a scrape makes no NVML or kubelet call.
  */
+#include <malloc.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -136,7 +137,8 @@ static const struct svc_option exporter_options[] = {
     {.flag = "once",
      .kind = SVC_FLAG,
      .off = X(once),
-     .help = "collect once, print the metrics to stdout and exit"},
+     .help = "collect once, print the metrics to stdout and exit\n"
+             "(profiling fields: a first sample up to a second before)"},
     {.flag = "format",
      .kind = SVC_ENUM,
      .choices = formats,
@@ -226,6 +228,8 @@ static int serve(struct exporter *x, struct err *e)
         pthread_join(events_tid, NULL);
         return err_set(e, -EAGAIN, "cannot start the collector thread");
     }
+    /* Named, so that its CPU time can be read apart (/proc/PID/task/TID/comm; bench/exporter). */
+    pthread_setname_np(coll_tid, "exp-collector");
     log_info(COMP, "serving", "listen=%s port=%u interval_ms=%llu gpus=%zu kubernetes=%s",
              x->listen, http_server_port(srv), (unsigned long long)x->interval_ms, x->n_gpus,
              x->kubernetes ? "true" : "false");
@@ -246,7 +250,23 @@ static int exporter_run(struct svc *s, struct err *e)
     if (r < 0) /* a counters file missing, unreadable or malformed: bad input, as any config */
         return x->collectors ? svc_bad_input(s, r) : r;
     exp_counters_log_unsupported(x->counters);
-    if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0 || (r = exp_collect(x, e)) < 0)
+    x->want_prof = exp_counters_want_prof(x->counters);
+    /* Each collection renders two pages (hundreds of KiB with MIG) and frees the two before:
+     * with glibc's moving threshold such buffers come to live in the collector's arena, which
+     * keeps their pages after they are freed. A fixed threshold (glibc's starting value) keeps
+     * them in their own mappings, returned when a snapshot goes (bench/exporter/gpm.sh). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    if ((r = gpu_lib_open(NULL, &x->lib, e)) < 0)
+        return r;
+    /* The profiling fields are measured between two samples: --once takes the first a moment
+     * before its collection (as long as the interval, at most a second). */
+    if (x->once && exp_gpm_prime(x) > 0) {
+        uint64_t wait = x->interval_ms < 1000 ? x->interval_ms : 1000;
+        if (stop_wait_until(x->stop, now_ms_mono() +
+                                         (wait > EXP_GPM_MIN_GAP_MS ? wait : EXP_GPM_MIN_GAP_MS)))
+            return 0;
+    }
+    if ((r = exp_collect(x, e)) < 0)
         return r;
     return x->once ? print_once(x, e) : serve(x, e);
 }

@@ -19,7 +19,9 @@
  * attributed series. Fields that are per-instance quantities gpuop does not measure per instance
  * (framebuffer: NVML can read it on MIG handles but the GPU model samples whole GPUs) are
  * exported once for the whole GPU without MIG labels; utilization fields are not exported for
- * GPUs in MIG mode (NVML does not report them there).
+ * GPUs in MIG mode (NVML does not report them there). The profiling fields (DCGM_FI_PROF_*, GPU
+ * Performance Monitoring) are measured per GPU instance: once for the whole GPU without MIG
+ * labels and once per GPU instance with its own value (EXP_MIG_OWN).
  *
  * Exporter-synthesised fields: DCGM_EXP_CLOCK_EVENTS_COUNT counts, per clock_event label, the
  * collections in the last window (--clock-events-count-window-size, default 5 min) in which
@@ -93,6 +95,7 @@ enum exp_src {
     EXP_SRC_XID_COUNT,           /* DCGM_EXP_XID_ERRORS_COUNT, one series per xid in the window */
     EXP_SRC_LABEL_DRIVER_VERSION,
     EXP_SRC_LABEL_SERIAL,
+    EXP_SRC_PROF, /* a DCGM_FI_PROF_* field from GPU Performance Monitoring (exp_field.prof) */
 };
 
 /* How a field relates to MIG instances (see the header comment). */
@@ -100,14 +103,17 @@ enum exp_mig {
     EXP_MIG_PER_INSTANCE = 0, /* repeated per GPU instance with the parent's value */
     EXP_MIG_GPU_ONLY,         /* once per GPU, without MIG labels */
     EXP_MIG_NONE,             /* not exported for a GPU in MIG mode */
+    EXP_MIG_OWN, /* once for the whole GPU without MIG labels, and per GPU instance with the
+                  * instance's own value where it has one (the profiling fields) */
 };
 
 struct exp_field {
     const char *name; /* "DCGM_FI_DEV_GPU_TEMP" */
     enum exp_src src;
     enum exp_mig mig;
-    bool label;         /* a string field: the CSV type must be `label` */
-    const char *reason; /* for unsupported fields: why NVML cannot provide it */
+    bool label;               /* a string field: the CSV type must be `label` */
+    const char *reason;       /* for unsupported fields: why NVML cannot provide it */
+    enum gpu_prof_field prof; /* EXP_SRC_PROF: which profiling field */
 };
 
 /* The catalogue entry for a DCGM field name, or NULL when gpuop does not know it. */
@@ -150,8 +156,11 @@ int exp_counters_default(struct exp_counters **ret, struct err *e);
 extern const char exp_default_counters_csv[];
 void exp_counters_free(struct exp_counters *c);
 DEFINE_CLEANUP_FUNC(struct exp_counters, exp_counters_free)
-/* Logs, once, every counter that cannot be exported and why; returns how many. */
+/* Logs, once, every counter that cannot be exported and why; returns how many. The profiling
+ * fields depend on the GPUs: exp_prof_log_unsupported names those once the GPUs are known. */
 size_t exp_counters_log_unsupported(const struct exp_counters *c);
+/* Whether the counters ask for any profiling field (DCGM_FI_PROF_*). */
+bool exp_counters_want_prof(const struct exp_counters *c);
 
 /* ---- pod map ----------------------------------------------------------------------------------
  */
@@ -247,6 +256,80 @@ struct exp_gpu_state;
 void exp_xid_log_counts(const struct exp_xid_log *l, const char *uuid, uint64_t now_ms,
                         uint64_t window_ms, struct exp_gpu_state *st);
 
+/* ---- profiling fields: GPU Performance Monitoring (DCGM_FI_PROF_*) --------------------------
+ *
+ * A GPU that has GPM gets one sampler (gpu.h) for its MIG layout, made once; each collection
+ * takes a sample and exports the fields over the interval between it and the previous one. The
+ * arithmetic over the two samples (counter differences, their wrap, the units) is NVML's and the
+ * GPU model's (gpu_gpm_metrics); what the exporter decides is which answers become series. */
+
+/* What one GPU's profiling fields read at one collection: the whole GPU's and each GPU
+ * instance's values over the interval between its last two samples. */
+struct exp_prof {
+    bool ok;              /* a pair was measured; false: nothing to export */
+    uint64_t interval_ms; /* between the two samples */
+    struct gpu_prof gpu;  /* the whole GPU */
+    size_t n_gi;          /* the GPU instances with values (an instance's error leaves it out) */
+    struct {
+        unsigned gi_id;
+        struct gpu_prof prof;
+    } gi[GPU_GPM_GI_MAX];
+};
+
+/* NVML asks for more than 100 ms between two GPM samples of a GPU. */
+#define EXP_GPM_MIN_GAP_MS 100
+/* The oldest a previous sample may be and still pair with a collection's: one more interval (a
+ * late collection), and a second at least; an older pair is stale and exports nothing. */
+uint64_t exp_gpm_max_age_ms(uint64_t interval_ms);
+/* Whether a collection at now_ms samples GPM, the last sample taken at prev_ms (0: none yet).
+ * Not when less than EXP_GPM_MIN_GAP_MS passed: the collection keeps the last pair's values. */
+bool exp_gpm_due(uint64_t prev_ms, uint64_t now_ms);
+/* The values one collection exports, from gpu_gpm_metrics' answer rc (0 with *m filled) at
+ * max_age_ms: nothing on an error (-EAGAIN: the first sample, or not after the previous;
+ * -ESTALE: the previous too old; a failed or lost GPU), nothing for a pair longer than
+ * max_age_ms, no instance whose own answer failed; within a target only what NVML answered
+ * (gpu_prof.valid: a metric NVML failed, or gave as negative or not finite, stays out). */
+void exp_prof_from_gpm(int rc, const struct gpu_gpm_metrics *m, uint64_t max_age_ms,
+                       struct exp_prof *ret);
+/* Field f of the whole GPU (gi_id EXP_WHOLE_GPU) or of GPU instance gi_id; false when it has none.
+ */
+bool exp_prof_value(const struct exp_prof *p, unsigned gi_id, enum gpu_prof_field f, double *ret);
+
+/* The MIG layout a sampler was made for: the GPU instances in the inventory's order, each once,
+ * with their profiles. Another layout needs another sampler. */
+struct exp_gpm_layout {
+    bool mig;
+    size_t n;
+    struct {
+        unsigned gi_id, profile_id;
+    } gi[GPU_GPM_GI_MAX]; /* a GPU has at most 7; a sampler takes GPU_GPM_GI_MAX */
+};
+void exp_gpm_layout_of(const struct gpu_device *d, struct exp_gpm_layout *ret);
+bool exp_gpm_layout_equal(const struct exp_gpm_layout *a, const struct gpu_device *d);
+
+/* Why a GPU has no GPM, gpu_gpm_support having said 0: its architecture (before Hopper, by its
+ * compute capability: Hopper is 9.0) or its driver. arch is gpu_arch_name's. Writes the reason
+ * (without the GPU's index) into buf. */
+enum exp_gpm_why { EXP_GPM_NO_ARCH = 1, EXP_GPM_NO_DRIVER };
+enum exp_gpm_why exp_gpm_why_not(const struct gpu_device *d, const char *arch,
+                                 const char *driver_version, char *buf, size_t n);
+
+/* One GPU's GPM support as the collector found it at start. */
+#define EXP_GPM_REASON_MAX 256
+struct exp_gpm_support {
+    unsigned index;
+    int support;                     /* 1; 0 (reason says why); negative: the query failed */
+    char reason[EXP_GPM_REASON_MAX]; /* support <= 0 */
+};
+/* The GPUs that cannot serve profiling fields, grouped by reason ("gpu 0-3,6: <reason>; gpu 7:
+ * <reason>") into out; returns how many GPUs support GPM (-ENOBUFS when out is too small). */
+int exp_gpm_summary(const struct exp_gpm_support *g, size_t n, struct sbuf *out);
+/* Logs, once at start, each requested profiling field some GPU cannot serve: "not supported,
+ * not exported" with the reason when no GPU can, "not supported on some GPUs" naming them
+ * otherwise. Returns the lines logged. */
+size_t exp_prof_log_unsupported(const struct exp_counters *c, const struct exp_gpm_support *g,
+                                size_t n);
+
 /* ---- collection --------------------------------------------------------------------------- */
 
 /* How long the kubelet's PodResources List may take within one collection: a quarter of the
@@ -270,6 +353,7 @@ struct exp_gpu_state {
     struct {
         uint64_t xid, count;
     } xid_counts[EXP_XID_COUNTS_MAX];
+    const struct exp_prof *prof; /* the profiling fields' values; NULL: none (no GPM) */
 };
 
 /* The exporter's own health, rendered as gpuop_exporter_*. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One collection to Prometheus text / OpenMetrics with dcgm-exporter's names and labels. */
+#include <assert.h>
 #include <string.h>
 
 #include "exporter.h"
@@ -176,15 +177,32 @@ static bool field_value(const struct exp_field *f, const struct gpu_device *d,
            reliability_value(f->src, &st->sample, ret) || violation_value(f->src, &st->sample, ret);
 }
 
+/* The labels every series of one GPU or MIG device opens with, written once per render for
+ * all of its series: most of a page is these, and formatting them for each series was most of
+ * a collection's time. Entry first[g] is GPU g's, first[g] + 1 + j its MIG device j's. */
+struct label_cache {
+    size_t *first;
+    struct {
+        bool valid;
+        size_t off, len;
+    } * e;
+    struct sbuf text; /* the entries' labels one after another */
+};
+
 struct series_ctx {
     const struct exp_render_input *in;
     const char *host_label;
     struct sbuf *out;
+    struct label_cache *cache;
 };
 
 static int label(struct sbuf *b, bool *first, const char *name, const char *value)
 {
-    int r = sbuf_printf(b, "%s%s=\"", *first ? "" : ",", name);
+    int r = *first ? 0 : sbuf_puts(b, ",");
+    if (r >= 0)
+        r = sbuf_puts(b, name);
+    if (r >= 0)
+        r = sbuf_puts(b, "=\"");
     *first = false;
     if (r >= 0)
         r = prom_escape_label_value(b, value);
@@ -238,6 +256,35 @@ static int counter_labels(const struct series_ctx *c, const struct gpu_device *d
     return r;
 }
 
+/* The device's and the label counters' labels of (d, mig), written in c->cache the first time;
+ * *ret_off and *ret_len say where. d is one of the inventory's GPUs, mig one of its devices. */
+static int series_labels(const struct series_ctx *c, const struct gpu_device *d,
+                         const struct gpu_mig_device *mig, size_t *ret_off, size_t *ret_len)
+{
+    struct label_cache *lc = c->cache;
+    size_t g = (size_t)(d - c->in->inv->gpus);
+    assert(g < c->in->inv->n_gpus);
+    assert(!mig || (size_t)(mig - d->mig) < d->n_mig);
+    size_t k = lc->first[g] + (mig ? 1 + (size_t)(mig - d->mig) : 0);
+    if (!lc->e[k].valid) {
+        struct series_ctx cc = *c;
+        cc.out = &lc->text;
+        size_t off = lc->text.len;
+        bool first = true;
+        int r = device_labels(&cc, d, mig, &first);
+        if (r >= 0)
+            r = counter_labels(&cc, d, &first);
+        if (r < 0)
+            return r;
+        lc->e[k].off = off;
+        lc->e[k].len = lc->text.len - off;
+        lc->e[k].valid = true;
+    }
+    *ret_off = lc->e[k].off;
+    *ret_len = lc->e[k].len;
+    return 0;
+}
+
 struct extra_labels {
     const char *n1, *v1, *n2, *v2;
 };
@@ -260,12 +307,15 @@ static int write_series(const struct series_ctx *c, const char *name, const stru
         } else if (written > 0) {
             break;
         }
-        bool first = true;
-        int r = sbuf_printf(c->out, "%s{", name);
+        size_t off = 0, len = 0;
+        int r = series_labels(c, d, mig, &off, &len);
         if (r >= 0)
-            r = device_labels(c, d, mig, &first);
+            r = sbuf_puts(c->out, name);
         if (r >= 0)
-            r = counter_labels(c, d, &first);
+            r = sbuf_puts(c->out, "{");
+        if (r >= 0)
+            r = sbuf_append(c->out, c->cache->text.data + off, len);
+        bool first = len == 0;
         if (r >= 0 && x && x->n1)
             r = label(c->out, &first, x->n1, x->v1);
         if (r >= 0 && x && x->n2)
@@ -288,6 +338,26 @@ static int write_series(const struct series_ctx *c, const char *name, const stru
         written++;
     }
     return 0;
+}
+
+/* A profiling field: the whole GPU's value without MIG labels and, on a GPU in MIG mode, each
+ * GPU instance's own value, where each has one. */
+static int write_gpu_prof(const struct series_ctx *c, const struct exp_field *f,
+                          const struct gpu_device *d, const struct exp_prof *p)
+{
+    double v;
+    int r = 0;
+    if (exp_prof_value(p, EXP_WHOLE_GPU, f->prof, &v))
+        r = write_series(c, f->name, d, NULL, NULL, v);
+    for (size_t j = 0; d->mig_enabled && j < d->n_mig && r >= 0; j++) {
+        bool seen = false;
+        for (size_t k = 0; k < j; k++)
+            if (d->mig[k].gi_id == d->mig[j].gi_id)
+                seen = true;
+        if (!seen && exp_prof_value(p, d->mig[j].gi_id, f->prof, &v))
+            r = write_series(c, f->name, d, &d->mig[j], NULL, v);
+    }
+    return r;
 }
 
 /* Calls write_series for the GPU, or for each of its GPU instances, as the field wants. */
@@ -355,6 +425,8 @@ static int render_field(const struct series_ctx *c, const struct exp_counter *ct
                 snprintf(xid, sizeof(xid), "%llu", (unsigned long long)st->xid_counts[k].xid);
                 r = write_gpu_xid(&sc, f, d, xid, win, (double)st->xid_counts[k].count);
             }
+        } else if (f->src == EXP_SRC_PROF) {
+            r = write_gpu_prof(&sc, f, d, st->prof);
         } else {
             double v;
             if (!field_value(f, d, st, &v))
@@ -450,10 +522,21 @@ static int render_self(const struct series_ctx *c, enum prom_format fmt)
 
 int exp_render(const struct exp_render_input *in, enum prom_format fmt, struct sbuf *out)
 {
-    struct series_ctx c = {
-        .in = in, .host_label = in->lower_hostname ? "hostname" : "Hostname", .out = out};
+    struct label_cache cache = {0};
+    struct series_ctx c = {.in = in,
+                           .host_label = in->lower_hostname ? "hostname" : "Hostname",
+                           .out = out,
+                           .cache = &cache};
     _cleanup_sbuf_ struct sbuf scratch;
     sbuf_init(&scratch, out->limit);
+    sbuf_init(&cache.text, out->limit);
+    size_t n_gpus = in->inv ? in->inv->n_gpus : 0, n_entries = 0;
+    cache.first = xcalloc(n_gpus + 1, sizeof(*cache.first));
+    for (size_t g = 0; g < n_gpus; g++) {
+        cache.first[g] = n_entries;
+        n_entries += 1 + in->inv->gpus[g].n_mig;
+    }
+    cache.e = xcalloc(n_entries + 1, sizeof(*cache.e));
     int r = 0;
     if (in->inv && in->counters)
         for (size_t i = 0; i < in->counters->n && r >= 0; i++) {
@@ -464,6 +547,9 @@ int exp_render(const struct exp_render_input *in, enum prom_format fmt, struct s
         }
     if (r >= 0)
         r = render_self(&c, fmt);
+    sbuf_free(&cache.text);
+    free(cache.first);
+    free(cache.e);
     return r;
 }
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
+#include "gpuhealth.h"
 #include "nodestate.h"
 #include "prom.h"
 #include "util.h"
@@ -99,6 +100,11 @@ struct nst_report {
     uint64_t observations;
     /* The gpuop.dev/gpu-count value to write (malloc'ed), or NULL: unchanged or unknown. */
     char *annotation;
+    /* GPU health (--gpu-health): the node's health now and the faults seen by class; rendered
+     * when health_on. Set by the shell from gh_observe (nst_observe leaves them). */
+    bool health_on;
+    struct gh_health health;
+    uint64_t health_events[GH_CLS_COUNT];
 };
 void nst_report_clear(struct nst_report *r); /* frees annotation; accepts NULL */
 
@@ -114,5 +120,29 @@ int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
 
 /* The metrics page; -ENOBUFS when out's limit is passed. */
 GPUOP_WUR int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out);
+
+/* ---- GPU health (nst-health.c) ------------------------------------------------------------- */
+
+/*
+ * The exporter is also the node's GPU health agent (--gpu-health, on by default): it watches
+ * NVML's XID and ECC events and samples each GPU's state, classifies them with
+ * src/lib/gpuhealth, and writes the node's health to its Node: the GH_ANN_HEALTH annotation and
+ * the GH_CONDITION_TYPE condition. One NVML watcher per node serves the metrics and the health.
+ */
+
+/* One GPU's sample as the tracker reads it (uuid borrowed). */
+void nst_health_gpu(const struct gpu_sample *s, unsigned index, const char *uuid,
+                    struct gh_gpu_obs *ret);
+/* GPUs the node advertises fewer than it has, once that is a mismatch (past the grace period)
+ * and no GPU is lost: what the device plugin holds back (0 none; -1 unknown: the count could not
+ * be made). */
+int nst_plugin_held_back(const struct nst_report *r);
+/* The strategic merge patch of the Node's status that makes its GH_CONDITION_TYPE condition say
+ * what `h` says (the transition time kept while its status holds), or NULL when `conditions`
+ * (the Node's status.conditions, or the ones last written) already says it. */
+json_t *nst_health_condition_patch(const json_t *conditions, const struct gh_report *h,
+                                   uint64_t now_ms);
+/* The health families (nst_render calls it when health_on). */
+void nst_render_health(struct prom_writer *w, const struct nst_report *r);
 
 #endif

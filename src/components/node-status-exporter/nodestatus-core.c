@@ -306,6 +306,8 @@ int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out)
     prom_sample(&w, info, il, ARRAY_SIZE(il), 1);
     if (r->count_ok)
         render_count(&w, r);
+    if (r->health_on)
+        nst_render_health(&w, r);
     const char *errs = "gpuop_node_status_errors_total";
     prom_family(&w, errs, PROM_COUNTER,
                 "Observations in which a source could not be read, by kind");

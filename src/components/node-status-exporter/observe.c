@@ -56,6 +56,7 @@ static void read_gpus(struct nse *x, struct nse_reading *r)
     if (x->lib && gpu_inventory_read(x->lib, &r->inv, &ne) < 0)
         r->inv = NULL;
     if (r->inv) {
+        x->n_gpus = r->inv->n_gpus;
         nodestate_gpus_from(r->inv, x->st.known_uuid, NST_GPUS_MAX, &r->gpus);
         r->o.nvml_ok = true;
         r->o.gpus = r->gpus.g;

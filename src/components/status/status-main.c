@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "kube.h"
-#include "status.h"
+#include "statusview.h"
 #include "svc.h"
 
 #define TEXT_MAX (16u << 20)

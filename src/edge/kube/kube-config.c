@@ -140,10 +140,12 @@ int kube_conn_from_kubeconfig(json_t *doc, const char *path, const char *context
 
     snprintf(where, sizeof(where), "%s: cluster \"%s\"", path, cluster_name);
     const char *server = NULL;
+    char shown[320];
     if ((r = cfg_string(cluster, "server", where, true, &server, e)) < 0)
         return r;
     if (!str_has_prefix(server, "https://") && !str_has_prefix(server, "http://"))
-        return err_set(e, -EINVAL, "%s.server: \"%s\" is not an http(s):// URL", where, server);
+        return err_set(e, -EINVAL, "%s.server: \"%s\" is not an http(s):// URL", where,
+                       kube_url_shown(server, shown, sizeof(shown)));
     bool insecure = false;
     if ((r = cfg_bool(cluster, "insecure-skip-tls-verify", where, false, &insecure, e)) < 0)
         return r;

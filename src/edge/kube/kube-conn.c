@@ -22,8 +22,27 @@
 
 /* ---- URLs (pure) --------------------------------------------------------------------------- */
 
+/* url for an error message: the user info of a URL (user:password@) never reaches a message, a
+ * log line or a support bundle, even in the error that refuses it. */
+const char *kube_url_shown(const char *url, char *buf, size_t n)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t alen = strcspn(p, "/?#");
+    const char *at = NULL;
+    for (const char *q = p; q < p + alen; q++)
+        if (*q == '@')
+            at = q;
+    if (!at)
+        return url;
+    snprintf(buf, n, "%.*s<user info removed>%s", (int)(p - url), url, at);
+    return buf;
+}
+
 int kube_url_split(const char *url, struct kube_url *ret, struct err *e)
 {
+    char shown_buf[320];
+    const char *shown = kube_url_shown(url, shown_buf, sizeof(shown_buf));
     struct kube_url u = {0};
     const char *p;
     if (strncasecmp(url, "https://", 8) == 0) {
@@ -32,16 +51,16 @@ int kube_url_split(const char *url, struct kube_url *ret, struct err *e)
     } else if (strncasecmp(url, "http://", 7) == 0) {
         p = url + 7;
     } else {
-        return err_set(e, -EINVAL, "URL \"%.200s\": not http:// or https://", url);
+        return err_set(e, -EINVAL, "URL \"%.200s\": not http:// or https://", shown);
     }
     size_t alen = strcspn(p, "/?#");
     const char *path = p + alen;
     if (*path == '?' || *path == '#' || strpbrk(path, "?#"))
-        return err_set(e, -EINVAL, "URL \"%.200s\": a query or fragment in a server URL", url);
+        return err_set(e, -EINVAL, "URL \"%.200s\": a query or fragment in a server URL", shown);
     if (alen == 0 || alen >= sizeof(u.authority))
-        return err_set(e, -EINVAL, "URL \"%.200s\": no host", url);
+        return err_set(e, -EINVAL, "URL \"%.200s\": no host", shown);
     if (memchr(p, '@', alen))
-        return err_set(e, -EINVAL, "URL \"%.200s\": user info in a server URL", url);
+        return err_set(e, -EINVAL, "URL \"%.200s\": user info in a server URL", shown);
     memcpy(u.authority, p, alen);
     u.authority[alen] = '\0';
     const char *a = u.authority, *port = NULL;
@@ -49,31 +68,31 @@ int kube_url_split(const char *url, struct kube_url *ret, struct err *e)
     if (a[0] == '[') {
         const char *close = strchr(a, ']');
         if (!close)
-            return err_set(e, -EINVAL, "URL \"%.200s\": unclosed [", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": unclosed [", shown);
         hlen = (size_t)(close - a - 1);
         if (hlen == 0 || hlen >= sizeof(u.host))
-            return err_set(e, -EINVAL, "URL \"%.200s\": bad IPv6 address", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": bad IPv6 address", shown);
         memcpy(u.host, a + 1, hlen);
         u.host[hlen] = '\0';
         struct in6_addr a6;
         if (inet_pton(AF_INET6, u.host, &a6) != 1)
-            return err_set(e, -EINVAL, "URL \"%.200s\": bad IPv6 address", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": bad IPv6 address", shown);
         u.ip = true;
         if (close[1] == ':')
             port = close + 2;
         else if (close[1] != '\0')
-            return err_set(e, -EINVAL, "URL \"%.200s\": junk after ]", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": junk after ]", shown);
     } else {
         const char *colon = strchr(a, ':');
         hlen = colon ? (size_t)(colon - a) : strlen(a);
         if (hlen == 0 || hlen >= sizeof(u.host))
-            return err_set(e, -EINVAL, "URL \"%.200s\": no host", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": no host", shown);
         memcpy(u.host, a, hlen);
         u.host[hlen] = '\0';
         for (size_t i = 0; i < hlen; i++)
             if (!isalnum((unsigned char)u.host[i]) && u.host[i] != '-' && u.host[i] != '.' &&
                 u.host[i] != '_')
-                return err_set(e, -EINVAL, "URL \"%.200s\": bad host name", url);
+                return err_set(e, -EINVAL, "URL \"%.200s\": bad host name", shown);
         struct in_addr a4;
         u.ip = inet_pton(AF_INET, u.host, &a4) == 1;
         if (colon)
@@ -83,7 +102,7 @@ int kube_url_split(const char *url, struct kube_url *ret, struct err *e)
         size_t pl = strlen(port);
         if (pl == 0 || pl > 5 || strspn(port, "0123456789") != pl || atoi(port) < 1 ||
             atoi(port) > 65535)
-            return err_set(e, -EINVAL, "URL \"%.200s\": bad port", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": bad port", shown);
         memcpy(u.port, port, pl + 1);
     } else {
         strcpy(u.port, u.tls ? "443" : "80");
@@ -92,10 +111,10 @@ int kube_url_split(const char *url, struct kube_url *ret, struct err *e)
     while (pl > 0 && path[pl - 1] == '/')
         pl--;
     if (pl >= sizeof(u.path))
-        return err_set(e, -EINVAL, "URL \"%.200s\": path too long", url);
+        return err_set(e, -EINVAL, "URL \"%.200s\": path too long", shown);
     for (size_t i = 0; i < pl; i++)
         if ((unsigned char)path[i] <= ' ' || path[i] == 0x7f)
-            return err_set(e, -EINVAL, "URL \"%.200s\": bad character in the path", url);
+            return err_set(e, -EINVAL, "URL \"%.200s\": bad character in the path", shown);
     memcpy(u.path, path, pl);
     u.path[pl] = '\0';
     *ret = u;

@@ -465,6 +465,13 @@ int kube_evict(struct kube_client *c, const char *ns, const char *pod,
 int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const char *container,
                  size_t limit, char **ret, size_t *ret_len, struct err *e)
 {
+    struct kube_log_opts o = {.container = container, .limit_bytes = limit};
+    return kube_pod_log_opts(c, ns, pod, &o, ret, ret_len, e);
+}
+
+int kube_pod_log_opts(struct kube_client *c, const char *ns, const char *pod,
+                      const struct kube_log_opts *o, char **ret, size_t *ret_len, struct err *e)
+{
     int rc;
     if ((rc = check_name("log", &KUBE_PODS, pod, e)) < 0 ||
         (rc = check_ns("log", &KUBE_PODS, ns, true, e)) < 0)
@@ -472,12 +479,21 @@ int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const c
     _cleanup_sbuf_ struct sbuf p;
     sbuf_init(&p, PATH_MAX_LEN);
     if (kube_build_path(&p, &KUBE_PODS, ns, pod, "log") < 0 ||
-        (container && kube_query_add(&p, "container", container) < 0))
+        (o->container && kube_query_add(&p, "container", o->container) < 0) ||
+        (o->previous && kube_query_add(&p, "previous", "true") < 0))
         return err_set(e, -ENAMETOOLONG, "log: path too long");
-    if (limit) {
-        char lb[32];
-        snprintf(lb, sizeof(lb), "%zu", limit);
-        if (kube_query_add(&p, "limitBytes", lb) < 0)
+    const struct {
+        const char *name;
+        uint64_t v;
+    } nums[] = {{"tailLines", o->tail_lines},
+                {"sinceSeconds", o->since_seconds},
+                {"limitBytes", o->limit_bytes}};
+    for (size_t i = 0; i < ARRAY_SIZE(nums); i++) {
+        if (!nums[i].v)
+            continue;
+        char nb[32];
+        snprintf(nb, sizeof(nb), "%llu", (unsigned long long)nums[i].v);
+        if (kube_query_add(&p, nums[i].name, nb) < 0)
             return err_set(e, -ENAMETOOLONG, "log: path too long");
     }
     char what[320];

@@ -246,6 +246,18 @@ int kube_evict(struct kube_client *c, const char *ns, const char *pod,
  * client's response limit). *ret is NUL-terminated; the caller frees it. */
 int kube_pod_log(struct kube_client *c, const char *ns, const char *pod, const char *container,
                  size_t limit, char **ret, size_t *ret_len, struct err *e);
+/* What a log request asks (the API's PodLogOptions). */
+struct kube_log_opts {
+    const char *container;  /* NULL: the pod's only container */
+    bool previous;          /* the container's instance before its last restart */
+    uint64_t tail_lines;    /* the last N lines; 0: every line */
+    uint64_t since_seconds; /* the lines of the last N seconds; 0: every line */
+    size_t limit_bytes;     /* at most N bytes (the server's cut); 0: the client's response limit */
+};
+/* kube_pod_log with every option. The server may ignore a limit (a kubelet without limitBytes):
+ * check *ret_len against limit_bytes. */
+int kube_pod_log_opts(struct kube_client *c, const char *ns, const char *pod,
+                      const struct kube_log_opts *o, char **ret, size_t *ret_len, struct err *e);
 
 struct kube_event {
     const char *ns;        /* the event's namespace; NULL: the object's, or "default" */

@@ -43,9 +43,7 @@ struct pool {
     struct upg_pool p;
     bool valid;
     char *error;
-    const json_t *selector;  /* matchLabels (borrowed, or owner_sel) */
     const struct upg_tz *tz; /* its time zone (in->zones'), NULL: UTC */
-    json_t *owner_sel;       /* a pool naming an NVIDIADriver: {owner label: its name} */
     const char *target;      /* the revision its nodes' driver set runs */
     const char *version;
     char *halted; /* why */
@@ -107,19 +105,6 @@ static void emit(struct planner *pl, struct upg_event ev)
 }
 
 /* ---- reading objects ------------------------------------------------------------------------ */
-
-static bool pod_ready(const json_t *pod)
-{
-    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running"))
-        return false;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
-}
 
 static long long pod_restarts(const json_t *pod, bool *ret_unready)
 {
@@ -229,37 +214,6 @@ static bool pod_has_empty_dir(const json_t *pod)
             return true;
     }
     return false;
-}
-
-static bool pod_finished(const json_t *pod)
-{
-    const char *ph = kobj_path_str(pod, "status.phase");
-    return streq_ptr(ph, "Succeeded") || streq_ptr(ph, "Failed");
-}
-
-static bool node_ready(const json_t *node)
-{
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(node, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
-}
-
-static long long node_gpus(const json_t *node)
-{
-    const char *keys[] = {"status", "allocatable", "nvidia.com/gpu", NULL};
-    json_t *q = kobj_keys(node, keys);
-    int64_t m;
-    if (json_is_string(q) && kobj_quantity_milli(json_string_value(q), &m) == 0)
-        return m / 1000;
-    const char *c = kobj_label(node, "nvidia.com/gpu.count");
-    long long v;
-    if (c && parse_i64(c, (int64_t *)&v) == 0 && v >= 0)
-        return v;
-    return 0;
 }
 
 /* ---- the patch of a node -------------------------------------------------------------------- */
@@ -378,40 +332,6 @@ static bool timed_out(struct planner *pl, const struct node *n, int64_t start, i
     return false;
 }
 
-/* The PodDisruptionBudgets over a pod: may one more eviction go through this pass? Names the
- * one that refuses in *ret_pdb. */
-static bool pdb_allows(struct planner *pl, const json_t *pod, const char **ret_pdb)
-{
-    size_t i;
-    json_t *pdb;
-    json_array_foreach ((json_t *)pl->in->pdbs, i, pdb) {
-        if (!streq_ptr(kobj_namespace(pdb), kobj_namespace(pod)))
-            continue;
-        json_t *sel = kobj_path(pdb, "spec.selector.matchLabels");
-        if (!json_is_object(sel) || json_object_size(sel) == 0 ||
-            !kobj_labels_match(sel, kobj_labels(pod)))
-            continue;
-        _cleanup_free_ char *key = xasprintf("%s/%s", kobj_namespace(pdb), kobj_name(pdb));
-        long long used = json_integer_value(json_object_get(pl->pdb_used, key));
-        long long allowed = json_integer_value(kobj_path(pdb, "status.disruptionsAllowed"));
-        if (allowed - used <= 0) {
-            *ret_pdb = kobj_name(pdb);
-            return false;
-        }
-    }
-    /* Counted only once every budget over the pod allows it. */
-    json_array_foreach ((json_t *)pl->in->pdbs, i, pdb) {
-        json_t *sel = kobj_path(pdb, "spec.selector.matchLabels");
-        if (!streq_ptr(kobj_namespace(pdb), kobj_namespace(pod)) || !json_is_object(sel) ||
-            json_object_size(sel) == 0 || !kobj_labels_match(sel, kobj_labels(pod)))
-            continue;
-        _cleanup_free_ char *key = xasprintf("%s/%s", kobj_namespace(pdb), kobj_name(pdb));
-        long long used = json_integer_value(json_object_get(pl->pdb_used, key));
-        json_object_set_new(pl->pdb_used, key, json_integer(used + 1));
-    }
-    return true;
-}
-
 enum evict_kind { EVICT_GPU, EVICT_DRAIN };
 
 /*
@@ -439,7 +359,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
-        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) || pod_finished(pod))
+        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) || upg_pod_finished(pod))
             continue;
         if (streq_ptr(kobj_label(pod, UPG_LABEL_DRAIN_SKIP), "true"))
             continue;
@@ -448,8 +368,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
             if (!upg_pod_is_gpu(pod) || !(streq_ptr(ph, "Running") || streq_ptr(ph, "Pending")))
                 continue;
         } else {
-            if (owner_of_kind(pod, "DaemonSet") ||
-                kobj_annotation(pod, "kubernetes.io/config.mirror"))
+            if (upg_pod_daemon(pod))
                 continue;
             bool m = true;
             struct err se = {0};
@@ -477,7 +396,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
             return -1;
         }
         const char *pdb = NULL;
-        if (!pdb_allows(pl, pod, &pdb)) {
+        if (!upg_pdb_allows(pl->in->pdbs, pl->pdb_used, pod, &pdb)) {
             snprintf(why, why_len, "pod %s/%s: PodDisruptionBudget %s allows no disruption",
                      kobj_namespace(pod), kobj_name(pod), pdb);
             continue;
@@ -507,7 +426,7 @@ static bool validator_ok(struct planner *pl, const struct node *n)
     size_t i;
     json_t *v;
     json_array_foreach (n->vpods, i, v) {
-        if (pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
+        if (upg_pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
             return true;
     }
     return false;
@@ -559,7 +478,7 @@ static enum upg_state step_wait_jobs(struct planner *pl, struct node *n)
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
         bool m = false;
         struct err se = {0};
-        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !pod_finished(pod) &&
+        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !upg_pod_finished(pod) &&
             kobj_selector_match(po->wait_selector, kobj_labels(pod), &m, &se) == 0 && m)
             busy = true;
     }
@@ -744,7 +663,6 @@ static void pools_load(struct planner *pl)
             continue;
         }
         p->valid = true;
-        p->selector = p->p.node_selector;
         if (p->p.time_zone) {
             const char *why = NULL;
             p->tz = upg_zones_get(pl->in->zones, p->p.time_zone, &why);
@@ -769,10 +687,8 @@ static void pools_load(struct planner *pl)
                                      p->p.name, p->p.nvidia_driver);
                 continue;
             }
-            /* the nodes whose driver its DaemonSets run: the default NVIDIADriver has no
-             * selector, and a node two select is owned by neither */
-            p->owner_sel = json_pack("{s:s}", UPG_LABEL_DRIVER_OWNER, p->p.nvidia_driver);
-            p->selector = p->owner_sel;
+            /* it selects the nodes whose driver its DaemonSets run (upg_pool_selects): the
+             * default NVIDIADriver has no selector, and a node two select is owned by neither */
         }
     }
     pl->pools[n].p.name = xstrdup("default");
@@ -789,12 +705,10 @@ static void assign_pool(struct planner *pl, struct node *n)
         struct pool *p = &pl->pools[i];
         /* a pool that does not parse selects nothing it can be sure of: with a selector it
          * still claims its nodes (and freezes them) */
-        const json_t *sel = p->valid
-                                ? p->selector
-                                : kobj_path(json_array_get(pl->in->pools, i), "spec.nodeSelector");
-        if (!p->valid && !json_is_object(sel))
+        if (p->valid && !upg_pool_selects(&p->p, n->obj))
             continue;
-        if (!kobj_labels_match(sel, kobj_labels(n->obj)))
+        const json_t *sel = kobj_path(json_array_get(pl->in->pools, i), "spec.nodeSelector");
+        if (!p->valid && (!json_is_object(sel) || !kobj_labels_match(sel, kobj_labels(n->obj))))
             continue;
         if (found >= 0) {
             free(n->frozen);
@@ -808,11 +722,6 @@ static void assign_pool(struct planner *pl, struct node *n)
         n->pool = found;
     if (!pl->pools[n->pool].valid && !n->frozen)
         n->frozen = xasprintf("%s", pl->pools[n->pool].error);
-}
-
-static bool in_flight(enum upg_state s)
-{
-    return s >= UPG_CORDON && s <= UPG_UNCORDON;
 }
 
 /* Is node n one of pool p's canaries for its target? Marked for it, chosen by the selector, else
@@ -936,13 +845,6 @@ static void set_waiting(struct planner *pl, struct node *n, enum upg_gate g, con
         event(pl, n, warn, UPG_CAUSE_WAITING, g, "upgrade waits: %s", why);
 }
 
-static long long limit_of(const json_t *mu, int total)
-{
-    if (!mu)
-        return total;
-    return kobj_int_or_percent_scaled(mu, total, true);
-}
-
 /* The compatibility matrix's gate: NULL when the node's driver version may go on it. */
 static char *gate_matrix(struct planner *pl, struct node *n, struct pool *p)
 {
@@ -972,7 +874,7 @@ static bool slot_free(struct planner *pl, struct pool *p, bool adds_unavail, lon
     if (p->p.max_parallel > 0 && p->in_progress >= p->p.max_parallel)
         return false;
     if (p->p.max_unavailable && adds_unavail &&
-        p->unavailable >= limit_of(p->p.max_unavailable, p->total))
+        p->unavailable >= upg_limit(p->p.max_unavailable, p->total))
         return false;
     return true;
 }
@@ -992,6 +894,12 @@ static enum upg_gate gate(struct planner *pl, struct node *n, struct pool *p, lo
         *ret_warn = true;
         *ret_why = xasprintf("rollout halted: %s", p->halted);
         return UPG_GATE_HALTED;
+    }
+    for (size_t i = 0; i < pl->in->n_holds; i++) {
+        if (streq_ptr(pl->in->holds[i].pool, p->p.name)) {
+            *ret_why = xasprintf("remediation: %s", pl->in->holds[i].why ?: "pool holds");
+            return UPG_GATE_REMEDIATION;
+        }
     }
     bool node_ok = streq_ptr(cur_ann(n, UPG_ANN_NODE_APPROVED), "true");
     if (p->p.approval == UPG_APPROVAL_MANUAL && !node_ok &&
@@ -1067,9 +975,9 @@ static void load_nodes(struct planner *pl)
         n->bad_label = st < 0;
         n->state = n->start_state = st < 0 ? UPG_UNKNOWN : (enum upg_state)st;
         n->skip = streq_ptr(kobj_label(obj, UPG_LABEL_SKIP), "true");
-        n->ready = node_ready(obj);
+        n->ready = upg_node_ready(obj);
         n->unsched = json_is_true(kobj_path(obj, "spec.unschedulable"));
-        n->gpus = node_gpus(obj);
+        n->gpus = upg_node_gpus(obj);
         n->set = -1;
         n->validator = -1;
         n->unsched_set = -1;
@@ -1084,7 +992,7 @@ static void load_nodes(struct planner *pl)
         if (!n)
             continue;
         if (streq_ptr(kobj_label(obj, "app"), UPG_VALIDATOR_APP)) {
-            int v = pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
+            int v = upg_pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
             if (v > n->validator)
                 n->validator = v;
             if (!n->vpods)
@@ -1107,7 +1015,7 @@ static void load_nodes(struct planner *pl)
             n->driver = obj;
             n->set = (int)s;
             n->in_sync = sync;
-            n->drv_ready = pod_ready(obj) && !kobj_deletion_timestamp(obj);
+            n->drv_ready = upg_pod_ready(obj) && !kobj_deletion_timestamp(obj);
             n->drv_terminating = kobj_deletion_timestamp(obj) != NULL;
             bool unready;
             n->drv_restarts = pod_restarts(obj, &unready);
@@ -1172,7 +1080,7 @@ static void pool_report(struct planner *pl, struct pool *p, int pi, const char *
         r->total++;
         if (n->state == UPG_DONE && n->in_sync)
             r->upgraded++;
-        if (in_flight(n->state))
+        if (upg_state_in_flight(n->state))
             upg_notes_add(&r->in_progress, n->name, upg_state_name(n->state));
         if (n->state == UPG_FAILED)
             upg_notes_add(&r->failed, n->name, cur_ann(n, UPG_ANN_FAILED_REASON) ?: "unknown");
@@ -1209,7 +1117,6 @@ static void plan_free_inner(struct planner *pl)
     for (size_t i = 0; i < pl->npools; i++) {
         upg_pool_done(&pl->pools[i].p);
         free(pl->pools[i].error);
-        json_decref(pl->pools[i].owner_sel);
         free(pl->pools[i].halted);
     }
     free(pl->pools);
@@ -1300,18 +1207,15 @@ static void tally_pools(struct planner *pl)
             p->target = pl->in->sets[n->set].revision;
             p->version = pl->in->sets[n->set].version;
         }
-        p->gpus_total += n->gpus;
-        bool unavail = !n->ready || n->unsched || n->state == UPG_CORDON;
-        if (unavail) {
-            pl->g_unavail++;
-            p->unavailable++;
-        } else if (!in_flight(n->state)) {
-            p->gpus_ready += n->gpus;
-        }
-        if (in_flight(n->state)) {
-            pl->g_progress++;
-            p->in_progress++;
-        }
+        /* the one budget's rule (upg-budget.c), which the remediation planner counts by too */
+        struct upg_budget b = {0};
+        upg_budget_add(&b, n->ready, n->unsched, n->state, n->gpus);
+        p->gpus_total += b.gpus_total;
+        p->gpus_ready += b.gpus_ready;
+        p->unavailable += b.unavailable;
+        pl->g_unavail += b.unavailable;
+        p->in_progress += b.in_progress;
+        pl->g_progress += b.in_progress;
     }
 }
 
@@ -1367,7 +1271,7 @@ static void advance_node(struct planner *pl, struct node *n)
 /* The starts: canary nodes first, then by name; each through the gates, or waiting and why. */
 static void plan_starts(struct planner *pl)
 {
-    long long g_max = limit_of(pl->in->policy->max_unavailable, pl->g_total);
+    long long g_max = upg_limit(pl->in->policy->max_unavailable, pl->g_total);
     int unavail0 = pl->g_unavail, progress0 = pl->g_progress;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < pl->nn; i++) {
@@ -1439,7 +1343,7 @@ static void plan_outputs(struct planner *pl)
             out->counts.done++;
         else if (n->state == UPG_FAILED)
             out->counts.failed++;
-        else if (in_flight(n->state))
+        else if (upg_state_in_flight(n->state))
             out->counts.in_progress++;
         else
             assert(n->frozen); /* only a node left alone keeps no state */

@@ -231,17 +231,11 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
         r = err_set(e, -EINVAL, "%s: expected an object", ctx);
         goto fail;
     }
-    static const char *const keys[] = {"nodeSelector",
-                                       "nvidiaDriver",
-                                       "approval",
-                                       "maintenanceWindows",
-                                       "timeZone",
-                                       "capacityFloor",
-                                       "canary",
-                                       "minCudaVersion",
-                                       "maxParallelUpgrades",
-                                       "maxUnavailable",
-                                       NULL};
+    static const char *const keys[] = {"nodeSelector", "nvidiaDriver", "approval",
+                                       "maintenanceWindows", "timeZone", "capacityFloor", "canary",
+                                       "minCudaVersion", "maxParallelUpgrades", "maxUnavailable",
+                                       /* src/lib/remediation's (rem_policy_parse) */
+                                       "remediation", NULL};
     const char *nvd = NULL, *approval = NULL, *tz = NULL, *cuda = NULL;
     json_t *wins = NULL, *canary = NULL;
     int64_t mp = -1;

@@ -223,6 +223,14 @@ struct upg_driver_set {
 
 struct upg_event_log;
 
+/* A pool whose driver rollout holds: no node of it starts an upgrade (those in flight go on).
+ * The remediation planner asks for one while the pool has more nodes quarantined for GPU faults
+ * than its budget (rem_plan's pool reports); the shell passes them on. */
+struct upg_hold {
+    const char *pool; /* a DriverUpgradePool's name, or "default" */
+    const char *why;
+};
+
 struct upg_input {
     const struct upg_policy *policy; /* NULL: the ClusterPolicy's upgradePolicy did not parse */
     const char *policy_error;        /* why, when policy is NULL */
@@ -246,6 +254,8 @@ struct upg_input {
     const json_t *driver_nodes;
     bool validation_enabled;            /* the validator runs: validation-required waits for it */
     const struct upg_event_log *posted; /* the Events posted lately (NULL: none) */
+    const struct upg_hold *holds;       /* pools whose starts hold (NULL: none) */
+    size_t n_holds;
     int64_t now_s;
 };
 
@@ -272,6 +282,7 @@ enum upg_gate {
     UPG_GATE_NONE,
     UPG_GATE_INCOMPATIBLE,
     UPG_GATE_HALTED,
+    UPG_GATE_REMEDIATION, /* the pool holds: GPU-faulty nodes beyond its budget (upg_hold) */
     UPG_GATE_APPROVAL,
     UPG_GATE_WINDOW,
     UPG_GATE_CANARY,
@@ -452,6 +463,48 @@ void upg_writes_record(struct upg_writes *w, const char *base_rv, json_t *writte
 json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached);
 /* Nodes whose written copy is still in use (for tests and a metric). */
 size_t upg_writes_pending(const struct upg_writes *w);
+
+/* ---- the disruption budget (upg-budget.c) --------------------------------------------------- */
+
+/*
+ * The one budget driver upgrades, MIG changes and the remediation of GPU faults share: a node
+ * counts against its pool's maxUnavailable while it is not Ready or is cordoned (by anyone: an
+ * upgrade, the MIG manager, a quarantine, a person), and its GPUs count as ready capacity (the
+ * capacity floor's) only while it is Ready, schedulable and not in an upgrade. The upgrade
+ * planner and the remediation planner (src/lib/remediation) count with these, so neither takes a
+ * pool below its floor behind the other's back.
+ */
+struct upg_budget {
+    int total, unavailable, in_progress; /* nodes (in_progress: an upgrade in flight) */
+    long long gpus_total, gpus_ready;
+};
+/* Counts one node: Ready, cordoned, its upgrade state and its GPUs. */
+void upg_budget_add(struct upg_budget *b, bool ready, bool unsched, enum upg_state st,
+                    long long gpus);
+/* The same, read from a Node object (its Ready condition, spec.unschedulable, the upgrade state
+ * label and upg_node_gpus). */
+void upg_budget_add_node(struct upg_budget *b, const json_t *node);
+/* An int-or-percent limit (maxUnavailable, a capacity floor) of `total`, rounded up; NULL: total.
+ */
+long long upg_limit(const json_t *int_or_percent, int total);
+bool upg_node_ready(const json_t *node); /* the Ready condition is True */
+/* The node's GPUs: allocatable nvidia.com/gpu, else the nvidia.com/gpu.count label, else 0. */
+long long upg_node_gpus(const json_t *node);
+/* A state in which the upgrade has the node (cordon through uncordon). */
+bool upg_state_in_flight(enum upg_state s);
+/* Does the parsed pool `p` select `node` (its matchLabels, or the NVIDIADriver owning it)? */
+bool upg_pool_selects(const struct upg_pool *p, const json_t *node);
+/* May `pod` be evicted now under the PodDisruptionBudgets `pdbs` (status.disruptionsAllowed less
+ * the evictions this pass already planned, counted in `used`: "ns/name" -> n)? If so the
+ * eviction is counted in `used`; if not *ret_pdb names the budget that refuses. */
+bool upg_pdb_allows(const json_t *pdbs, json_t *used, const json_t *pod, const char **ret_pdb);
+
+/* A pod Running with its Ready condition True. */
+bool upg_pod_ready(const json_t *pod);
+/* A pod Succeeded or Failed. */
+bool upg_pod_finished(const json_t *pod);
+/* A pod a drain leaves: owned by a DaemonSet, or a static (mirror) pod. */
+bool upg_pod_daemon(const json_t *pod);
 
 /* Is this pod a GPU workload (a container requesting or limited by nvidia.com/gpu* or
  * nvidia.com/mig-*), the ones pod deletion evicts? */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "capacity.h"
-#include "status.h"
+#include "statusview.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -17,6 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct gpu_inventory inv = {.driver_version = "1.0", .n_gpus = 1, .gpus = &dev};
     struct exp_gpu_state st = {.ok = true};
     st.sample.valid = 0xFFFFFFFFu;
+    struct exp_prof prof = {.ok = true, .gpu = {.valid = (1u << GPU_PROF_COUNT) - 1}};
+    st.prof = &prof; /* the profiling fields' series too */
     struct exp_render_input in = {.counters = c, .inv = &inv, .gpus = &st, .hostname = "h"};
     struct sbuf b;
     sbuf_init(&b, 1 << 20);

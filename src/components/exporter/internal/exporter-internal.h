@@ -21,6 +21,21 @@ struct exp_snapshot {
 };
 void exp_snapshot_unref(void *snapshot); /* accepts NULL; an http_response release function */
 
+/* One GPU's GPU Performance Monitoring across collections, by UUID: its support, found once,
+ * its sampler, made once per MIG layout, and the last pair's values, which the collection's
+ * exp_gpu_state.prof points at. */
+#define EXP_GPM_GPUS 64
+struct exp_gpm_slot {
+    char uuid[GPU_UUID_MAX];
+    bool asked;                      /* support known (a failed query is asked again) */
+    struct exp_gpm_support support;  /* index, support and the reason */
+    struct gpu_gpm_sampler *sampler; /* where supported */
+    struct exp_gpm_layout layout;    /* the sampler's */
+    uint64_t last_ms;                /* the last sample, monotonic; 0 none */
+    bool failing;                    /* a failure logged, not yet recovered */
+    struct exp_prof prof;            /* the last pair's values */
+};
+
 struct exporter {
     /* configuration */
     const char *listen;
@@ -49,6 +64,10 @@ struct exporter {
     struct exp_pod_map pods;
     bool podres_failing;
     struct exp_clock_table clocks;
+    bool want_prof;  /* the counters ask for profiling fields */
+    bool gpm_logged; /* the start-up notice of unsupported profiling fields is out */
+    size_t n_gpm;
+    struct exp_gpm_slot gpm[EXP_GPM_GPUS];
 
     /* shared */
     pthread_mutex_t lock;
@@ -70,6 +89,9 @@ void *exp_collector_thread(void *exporter);
 struct exp_snapshot *exp_snapshot_get(struct exporter *x);
 /* Frees the collector's state. */
 void exp_collector_clear(struct exporter *x);
+/* For --once: takes a first GPM sample of every GPU that has GPM, so that the collection after it
+ * has a pair. Returns how many GPUs were sampled. */
+size_t exp_gpm_prime(struct exporter *x);
 
 /* ---- xid-events.c ------------------------------------------------------------------------- */
 

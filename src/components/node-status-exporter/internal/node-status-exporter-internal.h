@@ -10,11 +10,33 @@
 
 struct kube_client;
 
+#define NSE_EVQ_MAX 64 /* NVML events kept between two health observations */
+
+struct nse_event {
+    struct gh_event_obs ev;
+    char uuid[GPU_UUID_MAX];
+};
+
 struct nse {
     const char *listen, *node, *dir, *kubeconfig, *sysfs, *mig_strategy;
     uint64_t interval_ms, grace_ms;
     bool once;
     enum nodestate_mig_strategy strategy;
+    /* GPU health (health-watch.c) */
+    bool health;
+    uint64_t health_interval_ms, slowdown_window_ms;
+    struct gh_state hst;
+    size_t n_gpus;         /* GPUs of the last inventory */
+    json_t *conds_written; /* the condition as last written (an array), or NULL */
+    pthread_t ev_thread;
+    bool ev_running;
+    struct stop_token *ev_stop; /* ends the events thread */
+    pthread_mutex_t ev_lock;
+    struct nse_event evq[NSE_EVQ_MAX]; /* under ev_lock */
+    size_t evq_n;
+    uint64_t evq_dropped;
+    int wake_fd; /* an eventfd the events thread writes; -1 */
+    bool events_logged;
 
     struct kube_client *kc;
     struct gpu_lib *lib;
@@ -40,5 +62,14 @@ void nse_read(struct nse *x, struct nse_reading *ret);
 /* Writes the gpu-count annotation the report asks for; a failure is counted and retried on the
  * next observation. */
 void nse_write_annotation(struct nse *x);
+
+/* The events thread (XID and ECC events to the queue, the wake fd written), once NVML is open;
+ * stopped and joined by nse_health_stop. */
+void nse_health_start(struct nse *x);
+void nse_health_stop(struct nse *x);
+/* One health observation: each GPU's sample, the events queued, the Node (`node`, just read; or
+ * NULL: read here when its acknowledgement may matter); writes the annotation and the condition
+ * when they changed, and sets the report's health. */
+void nse_health_observe(struct nse *x, const json_t *node);
 
 #endif

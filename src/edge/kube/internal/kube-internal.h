@@ -218,6 +218,9 @@ struct kube_url {
 
 /* Pure: -EINVAL with a message for anything but http(s)://host[:port][/path] (no user info, no
  * query, no fragment). */
+/* url as an error message may quote it: any user info (user:password@) replaced. Returns url
+ * itself when it has none, else buf. */
+const char *kube_url_shown(const char *url, char *buf, size_t n);
 int kube_url_split(const char *url, struct kube_url *ret, struct err *e);
 /* Pure: whether NO_PROXY (a comma-separated list of "*", host names with an optional leading dot,
  * matched on a domain boundary, IP literals and CIDRs; ports ignored) exempts host. */

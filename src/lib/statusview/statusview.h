@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * status: `gpuop status`, the cluster at a glance from the API server alone (docs/
- * status-and-doctor.md). The shell (status-main.c) lists the objects; this core turns them into
- * a view model and the view model into text or JSON:
+ * statusview: the view of `gpuop status`, the cluster at a glance from the API server alone
+ * (docs/status-and-doctor.md). The shells (`gpuop status`'s status-main.c, `gpuop gather`) list
+ * the objects; this core turns them into a view model and the view model into text or JSON:
  *
  *     objects (struct st_objects) --section.model--> JSON view model --section.text--> text
  *                                                                    `-> -o json as it is
@@ -14,8 +14,8 @@
  *
  * Pure: no I/O, no clock (now comes in with the objects and the view). Thread-compatible.
  */
-#ifndef GPUOP_STATUS_H
-#define GPUOP_STATUS_H
+#ifndef GPUOP_STATUSVIEW_H
+#define GPUOP_STATUSVIEW_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -86,6 +86,10 @@ json_t *st_last_change(const json_t *policy);
  * spec.nodeSelector its labels match ("nvidiadriver/<name>"), else its OS ("ubuntu22.04", from
  * NFD's os_release labels), else "unknown". buf >= 128 bytes. */
 void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n);
+
+/* Whether a node has (or had) NVIDIA GPUs: NFD's PCI label (vendor 10de), GFD's labels, gpuop's
+ * node annotations, or nvidia.com resources in its allocatable. */
+bool st_gpu_node(const json_t *node);
 
 /* A table: rows of cells, column titles, the last column the one cut first to fit width; cells
  * may carry a colour ('\x01' + code letter at the start: g green, y yellow, r red, b bold). */

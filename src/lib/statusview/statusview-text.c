@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gpuop status: the view model to text (status.h), and the list of sections. */
+/* gpuop status: the view model to text (statusview.h), and the list of sections. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kobj.h"
-#include "status.h"
+#include "statusview.h"
 
 #define MARK       '\x01'
 #define ELLIPSIS   "\xe2\x80\xa6" /* … */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gpuop status: the fetched objects to the view model (status.h), one function per section. */
+/* gpuop status: the fetched objects to the view model (statusview.h), one function per section. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "kobj.h"
 #include "nodestate.h"
-#include "status.h"
+#include "statusview.h"
 
 #define LABEL_UPGRADE_STATE "nvidia.com/gpu-driver-upgrade-state"
 #define LABEL_MIG_CONFIG    "nvidia.com/mig.config"
@@ -114,9 +114,7 @@ void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n
         snprintf(buf, n, "unknown");
 }
 
-/* Whether a node has (or had) NVIDIA GPUs: NFD's PCI label, GFD's labels, gpuop's annotations,
- * or nvidia.com resources. */
-static bool gpu_node(const json_t *node)
+bool st_gpu_node(const json_t *node)
 {
     const char *k;
     json_t *v;
@@ -395,7 +393,7 @@ static json_t *gpu_nodes(const struct st_objects *in)
     size_t i;
     json_t *node;
     json_array_foreach (in->nodes, i, node)
-        if (gpu_node(node))
+        if (st_gpu_node(node))
             v[k++] = node;
     qsort(v, k, sizeof(*v), by_name);
     json_t *out = json_array();
