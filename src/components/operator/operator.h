@@ -415,10 +415,10 @@ struct op_event_in {
     const char *group_ns;
 };
 struct op_event_write {
-    bool patch;   /* false: create `body`; true: merge-patch Event ns/name with `body` */
+    bool patch; /* false: create `body`; true: merge-patch Event ns/name with `body` */
     char *ns, *name;
     json_t *body;
-    char *key;    /* the recorder's, for op_recorder_result */
+    char *key; /* the recorder's, for op_recorder_result */
 };
 struct op_event_writes {
     struct op_event_write *v;
@@ -435,6 +435,11 @@ void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_
 /* What became of a write: one that failed is forgotten, so that a repeat posts anew. */
 void op_recorder_result(struct op_recorder *r, const struct op_event_write *w, bool ok);
 void op_event_writes_done(struct op_event_writes *w);
+/* A queue of Events (a JSON array) that owns copies of their strings, so that a reconcile
+ * collects its controllers' Events as it goes and plans them once, at its end. */
+void op_event_queue_add(json_t *queue, const struct op_event_in *ev);
+/* The queue's Events, borrowing its strings (valid while the queue is unchanged). */
+struct op_event_in *op_event_queue_view(const json_t *queue, size_t *ret_n);
 
 /* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/lib/capacity's) --------
  */

@@ -87,8 +87,9 @@ static char *single_key(const struct op_event_in *ev)
 static char *group_key(const struct op_event_in *ev)
 {
     _cleanup_free_ char *to = ref_key(&ev->group_ref);
-    return xasprintf("n\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", ev->group, to, ev->about.kind ?: "",
-                     ev->group_ns ?: "", ev->type ?: "", ev->reason ?: "", ev->message ?: "");
+    return xasprintf("n\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", ev->group, to,
+                     ev->about.kind ?: "", ev->group_ns ?: "", ev->type ?: "", ev->reason ?: "",
+                     ev->message ?: "");
 }
 
 /* ---- the token buckets ---------------------------------------------------------------------- */
@@ -165,11 +166,11 @@ static json_t *new_event(const char *name, const char *ns, const struct op_event
 {
     char t[40];
     time_rfc3339(now, t, sizeof(t));
-    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s,s:s,s:s,s:{s:s}}", "apiVersion", "v1",
-                             "kind", "Event", "metadata", "name", name, "namespace", ns,
-                             "involvedObject", ref_json(about), "reason", ev->reason ?: "",
-                             "message", message ?: "", "type", ev->type ?: "Normal",
-                             "firstTimestamp", t, "source", "component", component);
+    json_t *body =
+        json_pack("{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s,s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind",
+                  "Event", "metadata", "name", name, "namespace", ns, "involvedObject",
+                  ref_json(about), "reason", ev->reason ?: "", "message", message ?: "", "type",
+                  ev->type ?: "Normal", "firstTimestamp", t, "source", "component", component);
     if (!body) /* a message that is not UTF-8: said so rather than dropped */
         body = json_pack("{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s,s:s,s:s,s:{s:s}}", "apiVersion", "v1",
                          "kind", "Event", "metadata", "name", name, "namespace", ns,
@@ -266,11 +267,11 @@ static void write_event(struct op_recorder *r, struct op_event_writes *out, cons
     json_object_set_new(r->posted, key,
                         json_pack("{s:s,s:s,s:I,s:I}", "ns", ns, "name", name, "count", n, "last",
                                   (json_int_t)now));
-    push(out, (struct op_event_write){.ns = xstrdup(ns),
-                                      .name = name,
-                                      .body = new_event(name, ns, about, ev, message, n,
-                                                        r->o.component, now),
-                                      .key = xstrdup(key)});
+    push(out, (struct op_event_write){
+                  .ns = xstrdup(ns),
+                  .name = name,
+                  .body = new_event(name, ns, about, ev, message, n, r->o.component, now),
+                  .key = xstrdup(key)});
 }
 
 void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_t n,
@@ -332,4 +333,75 @@ void op_recorder_result(struct op_recorder *r, const struct op_event_write *w, b
     json_t *p = json_object_get(r->posted, w->key);
     if (p && streq_ptr(kobj_str(p, "name"), w->name))
         json_object_del(r->posted, w->key);
+}
+
+/* ---- the queue ------------------------------------------------------------------------------ */
+
+static void put(json_t *o, const char *k, const char *v)
+{
+    if (v)
+        json_object_set_new(o, k, json_string(v) ?: json_string("(not UTF-8)"));
+}
+
+static void put_ref(json_t *o, const char *prefix, const struct op_event_ref *r)
+{
+    static const char *const f[] = {"api", "kind", "ns", "name", "uid"};
+    const char *v[] = {r->api_version, r->kind, r->ns, r->name, r->uid};
+    for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "%s%s", prefix, f[i]);
+        put(o, k, v[i]);
+    }
+}
+
+static void get_ref(const json_t *o, const char *prefix, struct op_event_ref *r)
+{
+    char k[32];
+#define GET(field, name)                          \
+    snprintf(k, sizeof(k), "%s%s", prefix, name); \
+    r->field = json_string_value(json_object_get(o, k))
+    GET(api_version, "api");
+    GET(kind, "kind");
+    GET(ns, "ns");
+    GET(name, "name");
+    GET(uid, "uid");
+#undef GET
+}
+
+void op_event_queue_add(json_t *queue, const struct op_event_in *ev)
+{
+    json_t *o = json_object();
+    put_ref(o, "a.", &ev->about);
+    put(o, "ns", ev->ns);
+    put(o, "type", ev->type);
+    put(o, "reason", ev->reason);
+    put(o, "message", ev->message);
+    if (ev->group) {
+        put(o, "group", ev->group);
+        put_ref(o, "g.", &ev->group_ref);
+        put(o, "gns", ev->group_ns);
+    }
+    json_array_append_new(queue, o);
+}
+
+struct op_event_in *op_event_queue_view(const json_t *queue, size_t *ret_n)
+{
+    size_t n = json_array_size(queue);
+    struct op_event_in *v = xcalloc(n ? n : 1, sizeof(*v));
+    size_t i;
+    json_t *o;
+    json_array_foreach ((json_t *)queue, i, o) {
+        get_ref(o, "a.", &v[i].about);
+        v[i].ns = kobj_str(o, "ns");
+        v[i].type = kobj_str(o, "type");
+        v[i].reason = kobj_str(o, "reason");
+        v[i].message = kobj_str(o, "message");
+        v[i].group = kobj_str(o, "group");
+        if (v[i].group) {
+            get_ref(o, "g.", &v[i].group_ref);
+            v[i].group_ns = kobj_str(o, "gns");
+        }
+    }
+    *ret_n = n;
+    return v;
 }

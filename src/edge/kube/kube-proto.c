@@ -785,4 +785,3 @@ enum kube_lease_action kube_lease_decide(json_t *lease, const char *identity, bo
         return KUBE_LEASE_RENEW;
     return expired ? KUBE_LEASE_ACQUIRE : KUBE_LEASE_WAIT;
 }
-

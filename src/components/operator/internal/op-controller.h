@@ -65,6 +65,9 @@ struct controller {
     /* What the last reconcile failed to write, an input of the next plan (the status says so
      * until a write succeeds). Reconcile thread only. */
     struct op_write_errors write_errors;
+    /* Every Event of the operator and its controllers goes through it (aggregated,
+     * rate-limited), once per reconcile, last. Reconcile thread only. */
+    struct op_recorder *recorder;
 };
 
 /* Every write goes through this check: a replica that lost the lease stops in the middle of a
