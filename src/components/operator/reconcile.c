@@ -237,11 +237,12 @@ static void add_write_error(struct op_write_errors *errors, const char *kind, co
 /* ---- nodes: one patch each, merged from the controllers' wishes -------------------------------
  */
 
-enum { CTL_DEPLOY, CTL_UPGRADE };
-/* In precedence order (op_node_merge's rule 3). */
+enum { CTL_UPGRADE, CTL_DEPLOY };
+/* In precedence order (op_node_merge's rule 3): the driver upgrade's state before the deploy
+ * labels (docs/operator.md). */
 static const struct op_node_controller node_controllers[] = {
-    [CTL_DEPLOY] = {"deploy", true},
     [CTL_UPGRADE] = {"driver-upgrade", false},
+    [CTL_DEPLOY] = {"deploy", true},
 };
 
 struct node_writes {
@@ -300,7 +301,7 @@ static void merge_nodes(struct controller *c, const struct op_plan *plan, struct
         size_t n = 1;
         const json_t *u = upg ? json_object_get(upg, np->node) : NULL;
         if (u)
-            w[n++] = (struct op_node_wish){np->node, CTL_UPGRADE, u};
+            w[n++] = (struct op_node_wish){np->node, CTL_UPGRADE, u}; /* in any order */
         merge_node(nw, np->node, w, n, errors);
         json_object_set_new(done, np->node, json_true());
     }
