@@ -13,7 +13,7 @@ PARTS = [
     ("quota pod informer store (GPU pods)", ["gpuquota-watch.c"]),
     ("other informer stores (owned objects, policies, ...)", ["apply_upsert", "apply_page", "on_event", "kube-informer.c"]),
     ("reconcile: world read, op_plan", ["read_world", "op_plan", "op_gpuquota_observe"]),
-    ("reconcile: upgrade pass (upg_plan, its inputs)", ["op_upgrade_reconcile", "upg_plan"]),
+    ("reconcile: upgrade pass (upg_plan, its inputs)", ["op_upgrade_plan", "upg_plan"]),
     ("reconcile: executing writes", ["op_reconcile", "reconcile.c", "upgrade-exec.c"]),
     ("API client (connections, TLS, buffers)", ["kube-http.c", "kube-conn.c", "kube-h1.c", "gnutls"]),
 ]

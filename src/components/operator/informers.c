@@ -52,9 +52,8 @@ static void h_delete(json_t *obj, void *u)
 /* What the node informer keeps of a node: its labels, the node agents' annotations and what the
  * GPU capacity view reads (allocatable, capacity, cordon, Ready), so a
  * heartbeat changes nothing kept (no reconcile) and an agent's finding does (a reconcile). */
-static json_t *project_node(json_t *obj, void *userdata)
+json_t *op_node_project(json_t *obj)
 {
-    (void)userdata;
     static const char *const node_fields[] = {"metadata.labels", NULL};
     json_t *p = kube_project_fields(obj, node_fields);
     const char *k;
@@ -69,14 +68,22 @@ static json_t *project_node(json_t *obj, void *userdata)
     return p;
 }
 
+static json_t *project_node(json_t *obj, void *userdata)
+{
+    (void)userdata;
+    return op_node_project(obj);
+}
+
 int op_informers_start(struct controller *c, struct err *e)
 {
     struct kube_informer_handlers hh = {h_add, h_update, h_delete, c};
     struct kube_informer_opts po = {.handlers = hh};
     /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
     static const char *const no_index[] = {NULL};
+    /* pages of 50: a real node is ~20 KB of JSON (status.images, managedFields), ~100 KB once
+     * parsed; the list's pages, not the store, set the peak (bench/RESULTS.md, operator) */
     struct kube_informer_opts no = {
-        .project = project_node, .index_label_keys = no_index, .handlers = hh};
+        .project = project_node, .index_label_keys = no_index, .page_size = 50, .handlers = hh};
     int r;
     if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
         (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0 ||

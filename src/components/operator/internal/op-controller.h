@@ -77,6 +77,9 @@ void op_count_write(struct controller *c);
 
 /* ---- informers.c ------------------------------------------------------------------------- */
 
+/* What the node informer keeps of a node (a new object): a node the server returned for a
+ * write is kept as the informer would keep it, not whole (a real node is ~20 KB of JSON). */
+json_t *op_node_project(json_t *obj);
 /* The work queue's one key queued: something changed, reconcile. */
 void op_mark_dirty(struct controller *c);
 /* Every informer started (the GPU quota view's and the upgrade controller's too). */
