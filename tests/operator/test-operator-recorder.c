@@ -144,6 +144,13 @@ static void test_repeat_counts_up_within_window(void **state)
     assert_int_equal(json_integer_value(kobj_path(w.v[0].body, "series.count")), 2);
     assert_string_equal(kobj_path_str(w.v[0].body, "lastTimestamp"), "2026-11-29T21:31:00Z");
     assert_null(kobj_path(w.v[0].body, "message")); /* a single Event's message stays */
+    /* and the whole Event, to create under its name when the one to count up is gone */
+    json_t *re = w.v[0].recreate;
+    assert_non_null(re);
+    assert_string_equal(kobj_path_str(re, "metadata.name"), name);
+    assert_string_equal(kobj_path_str(re, "message"), "DaemonSet x refused");
+    assert_string_equal(kobj_path_str(re, "involvedObject.kind"), "ClusterPolicy");
+    assert_int_equal(json_integer_value(kobj_path(re, "count")), 2);
     op_recorder_result(r, &w.v[0], true);
     op_event_writes_done(&w);
 

@@ -418,6 +418,9 @@ struct op_event_write {
     bool patch; /* false: create `body`; true: merge-patch Event ns/name with `body` */
     char *ns, *name;
     json_t *body;
+    /* patch: the whole Event as counted, to create under the same name when the one to count
+     * up is gone (deleted with its namespace, expired) */
+    json_t *recreate;
     char *key; /* the recorder's, for op_recorder_result */
 };
 struct op_event_writes {

@@ -74,6 +74,11 @@ static void post_events(struct controller *c, const json_t *queue, uint64_t now_
             struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
             r = x->patch ? kube_patch(c->kc, &KUBE_EVENTS, x->ns, x->name, &po, x->body, &out, &e)
                          : kube_create(c->kc, &KUBE_EVENTS, x->ns, x->body, &out, &e);
+            if (r == -ENOENT && x->recreate) { /* the Event to count up is gone */
+                err_clear(&e);
+                json_decref(steal_ptr(&out));
+                r = kube_create(c->kc, &KUBE_EVENTS, x->ns, x->recreate, &out, &e);
+            }
         }
         op_recorder_result(c->recorder, x, r == 0);
         if (r == 0)
@@ -481,8 +486,9 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
 {
     struct op_write_errors errors = {0}; /* of this execution's writes */
     struct node_writes nw = {0};
-    int r = op_upgrade_plan(c->upg, (*plan)->active->r.object, snap->owned, (*plan)->driver_nodes,
-                            snap->now_ms, e);
+    /* the policy (the planned report's object): the snapshot's, alive through a second plan */
+    const json_t *cp = (*plan)->active->r.object;
+    int r = op_upgrade_plan(c->upg, cp, snap->owned, (*plan)->driver_nodes, snap->now_ms, e);
     if (r < 0)
         goto out;
     merge_nodes(c, *plan, &nw, &errors);
@@ -523,11 +529,13 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
     op_write_errors_done(&later);
     if (r < 0 || (r = op_upgrade_bookkeeping(c->upg, e)) < 0)
         goto out;
-    op_upgrade_events(c->upg, ar->object, queue);
     if (c->write_errors.n > 0)
         r = err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
                     c->write_errors.n, c->write_errors.v[0].object, c->write_errors.v[0].reason);
 out:
+    /* the upgrade's Events of the nodes patched, whatever failed after their patches: their
+     * state changes are written, and a next pass would not plan them again */
+    op_upgrade_events(c->upg, cp, queue);
     node_writes_done(&nw);
     op_write_errors_done(&errors);
     return r;

@@ -63,6 +63,7 @@ void op_event_writes_done(struct op_event_writes *w)
         free(w->v[i].name);
         free(w->v[i].key);
         json_decref(w->v[i].body);
+        json_decref(w->v[i].recreate);
     }
     free(w->v);
     *w = (struct op_event_writes){0};
@@ -256,11 +257,14 @@ static void write_event(struct op_recorder *r, struct op_event_writes *out, cons
             json_object_set_new(patch, "message", json_string(message));
         json_object_set_new(p, "count", json_integer(count));
         json_object_set_new(p, "last", json_integer((json_int_t)now));
-        push(out, (struct op_event_write){.patch = true,
-                                          .ns = xstrdup(kobj_str(p, "ns")),
-                                          .name = xstrdup(kobj_str(p, "name")),
-                                          .body = patch,
-                                          .key = xstrdup(key)});
+        push(out,
+             (struct op_event_write){.patch = true,
+                                     .ns = xstrdup(kobj_str(p, "ns")),
+                                     .name = xstrdup(kobj_str(p, "name")),
+                                     .body = patch,
+                                     .recreate = new_event(kobj_str(p, "name"), ns, about, ev,
+                                                           message, count, r->o.component, now),
+                                     .key = xstrdup(key)});
         return;
     }
     char *name = event_name(r, about->name, now);

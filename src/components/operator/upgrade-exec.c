@@ -98,10 +98,10 @@ void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, con
                              json_t *written)
 {
     if (rc == 0) {
+        json_object_set_new(u->patched, node, json_true());
         upg_writes_record(u->writes, base_rv, written);
         return;
     }
-    json_object_set_new(u->not_patched, node, json_true());
     if (rc == KUBE_ECONFLICT) {
         pthread_mutex_lock(&u->lock);
         u->conflicts++;
@@ -114,6 +114,12 @@ void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, con
     }
 }
 
+/* The node's wish (if the pass had one) went through. */
+static bool node_done(struct op_upgrade *u, const char *node)
+{
+    return !json_object_get(u->pass_wishes, node) || json_object_get(u->patched, node);
+}
+
 int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e)
 {
     const struct upg_plan *p = u->pass;
@@ -124,7 +130,7 @@ int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e)
         const struct upg_pod_ref *list = evict ? p->evictions : p->deletions;
         size_t n = evict ? p->n_evictions : p->n_deletions;
         for (size_t i = 0; i < n; i++) {
-            if (json_object_get(u->not_patched, list[i].node))
+            if (!node_done(u, list[i].node))
                 continue;
             if ((r = u->h.may_write(u->h.u, e)) < 0)
                 return r;
@@ -144,7 +150,7 @@ void op_upgrade_events(struct op_upgrade *u, const json_t *cp, json_t *queue)
         return;
     for (size_t i = 0; i < p->n_events; i++) {
         const struct upg_event *ev = &p->events[i];
-        if (ev->object == UPG_OBJ_NODE && json_object_get(u->not_patched, ev->name))
+        if (ev->object == UPG_OBJ_NODE && !node_done(u, ev->name))
             continue;
         /* the planner holds back a repeat of what was tried, posted or not: a refused Event is
          * not retried on every pass */

@@ -38,7 +38,7 @@ struct op_upgrade {
     /* the pass under way (op_upgrade_plan to the next; reconcile thread) */
     struct upg_plan *pass; /* NULL: none (no policy, or an informer not listed yet) */
     json_t *pass_wishes;   /* node -> its patch in pass (borrowed from it) */
-    json_t *not_patched;   /* nodes whose wish did not go through */
+    json_t *patched;       /* nodes whose wish went through */
     int64_t pass_now_s;
     uint64_t last_unsynced_log_ms;
 
@@ -55,9 +55,10 @@ struct op_upgrade {
 
 /* ---- upgrade-exec.c ----------------------------------------------------------------------- */
 
-/* The plan's writes after the node patches (upgrade-ctl.h's steps): a node whose patch did not
- * go through (u->not_patched) keeps its evictions, deletions and Events for the next pass,
- * planned again from what the node is then. */
+/* The plan's writes after the node patches (upgrade-ctl.h's steps): a node with a wish whose
+ * patch did not go through (not in u->patched: refused, or not written yet) keeps its
+ * evictions, deletions and Events for the next pass, planned again from what the node is
+ * then. */
 
 /* ---- upgrade-metrics.c -------------------------------------------------------------------- */
 
