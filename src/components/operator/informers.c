@@ -80,10 +80,8 @@ int op_informers_start(struct controller *c, struct err *e)
     struct kube_informer_opts po = {.handlers = hh};
     /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
     static const char *const no_index[] = {NULL};
-    /* pages of 50: a real node is ~20 KB of JSON (status.images, managedFields), ~100 KB once
-     * parsed; the list's pages, not the store, set the peak (bench/RESULTS.md, operator) */
     struct kube_informer_opts no = {
-        .project = project_node, .index_label_keys = no_index, .page_size = 50, .handlers = hh};
+        .project = project_node, .index_label_keys = no_index, .handlers = hh};
     int r;
     if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
         (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0 ||
