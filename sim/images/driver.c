@@ -37,6 +37,8 @@ struct driver {
     const char *root;
     struct simimg_driver_ref ref;
     char kernel[128];
+    bool open;    /* the open kernel modules (KERNEL_MODULE_TYPE) */
+    bool peermem; /* GPU_DIRECT_RDMA_ENABLED: nvidia-peermem too */
 };
 
 static void say(const char *fmt, ...) GPUOP_PRINTF(1, 2);
@@ -192,7 +194,7 @@ static int driver_load(const struct driver *d, const char *prefix, bool by_conta
         return r;
     struct sbuf proc _cleanup_sbuf_;
     sbuf_init(&proc, 4096);
-    if ((r = simimg_proc_version_text(v, d->kernel, &proc)) < 0)
+    if ((r = simimg_proc_version_text(v, d->kernel, d->open, &proc)) < 0)
         return err_set(e, r, "/proc/driver/nvidia/version: too long");
     static const char *const modules[] = {"nvidia_uvm", "nvidia_modeset"};
     for (size_t i = 0; i < ARRAY_SIZE(modules); i++) {
@@ -207,6 +209,14 @@ static int driver_load(const struct driver *d, const char *prefix, bool by_conta
         (r = write_file(d->root, "/sys/module/nvidia/refcnt", "2\n", 0644, e)) < 0 ||
         (r = write_file(d->root, "/sys/module/nvidia/initstate", "live\n", 0644, e)) < 0)
         return r;
+    if (d->peermem &&
+        ((r = write_file(d->root, "/sys/module/nvidia_peermem/refcnt", "0\n", 0644, e)) < 0 ||
+         (r = write_file(d->root, "/sys/module/nvidia_peermem/initstate", "live\n", 0644, e)) < 0))
+        return r;
+    /* the sources the module containers (nvidia-fs, gdrdrv) wait for and build against */
+    _cleanup_free_ char *src = xasprintf("%s/usr/src", prefix);
+    if (by_container && mkdir_p(src, 0755) < 0)
+        return err_errno(e, -errno, "mkdir \"%s\"", src);
     if (by_container && (r = write_file(d->root, MARKER, vline, 0644, e)) < 0)
         return r;
     /* last: from here on NVML on this node answers with this driver */
@@ -226,6 +236,9 @@ static void driver_unload(const char *root)
 {
     remove_rel(root, SIM_DRIVER_VERSION_FILE);
     static const char *const files[] = {
+        "/sys/module/nvidia_peermem/refcnt",
+        "/sys/module/nvidia_peermem/initstate",
+        "/sys/module/nvidia_peermem",
         "/sys/module/nvidia/refcnt",
         "/sys/module/nvidia/initstate",
         "/sys/module/nvidia_uvm/refcnt",
@@ -251,6 +264,7 @@ static void driver_unload(const char *root)
         closedir(dir);
     }
     static const char *const rootfs[] = {
+        DRIVER_DIR "/usr/src",
         DRIVER_DIR "/usr/bin/nvidia-smi",
         DRIVER_DIR "/usr/bin",
         DRIVER_DIR LIB_DIR,
@@ -328,6 +342,89 @@ static int kernel_release(const char *root, char *buf, size_t n)
     return 0;
 }
 
+/* The GPUs of the node's fleet (none without GPUOP_SIM_FLEET); NULL on a fleet error, logged. */
+static struct sim_fleet *node_fleet(bool *ret_err)
+{
+    *ret_err = false;
+    const char *path = env_get("GPUOP_SIM_FLEET");
+    if (!path)
+        return NULL;
+    struct sim_fleet *f = NULL;
+    struct err e = {0};
+    if (sim_fleet_load(path, &f, &e) < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        *ret_err = true;
+        return NULL;
+    }
+    return f;
+}
+
+/* Does a GPU of this architecture have a GSP (the open modules run it: Turing and newer), and
+ * does it need the open modules (Blackwell and newer)? By name: the NVML numbers stay NVML's. */
+static bool arch_has_gsp(unsigned arch)
+{
+    static const char *const old[] = {"kepler", "maxwell", "pascal", "volta"};
+    const char *n = sim_arch_name(arch);
+    for (size_t i = 0; i < ARRAY_SIZE(old); i++)
+        if (strcmp(n, old[i]) == 0)
+            return false;
+    return true;
+}
+
+static bool arch_open_only(unsigned arch)
+{
+    const char *n = sim_arch_name(arch);
+    return strcmp(n, "blackwell") == 0 || strcmp(n, "rubin") == 0;
+}
+
+/* Which modules to build and load, from KERNEL_MODULE_TYPE and the node's GPUs. */
+static int module_type(struct driver *d)
+{
+    bool ferr;
+    _cleanup_(sim_fleet_freep) struct sim_fleet *f = node_fleet(&ferr);
+    if (ferr)
+        return -EINVAL;
+    bool all_gsp = true, open_only = false;
+    for (size_t i = 0; f && i < f->n_gpus; i++) {
+        all_gsp = all_gsp && arch_has_gsp(f->gpus[i].arch);
+        open_only = open_only || arch_open_only(f->gpus[i].arch);
+    }
+    unsigned branch = (unsigned)strtoul(d->ref.version, NULL, 10);
+    struct err e = {0};
+    if (simimg_module_type(env_get("KERNEL_MODULE_TYPE"), env_get("OPEN_KERNEL_MODULES_ENABLED"),
+                           all_gsp, open_only, branch, &d->open, &e) < 0) {
+        fail("nvidia-driver: %s\n", err_msg(&e));
+        return -EINVAL;
+    }
+    const char *rdma = env_get("GPU_DIRECT_RDMA_ENABLED");
+    d->peermem = rdma && strcmp(rdma, "true") == 0;
+    return 0;
+}
+
+/* The real modules' refusal: a GPU before Turing under the open modules, Blackwell and newer
+ * under the proprietary ones. Logs modprobe's error, then the kernel's lines (dmesg's tail) of
+ * the first GPU that refused, so that the log's last line, the pod's termination message, says
+ * why; returns true. */
+static bool module_refused(const struct driver *d)
+{
+    bool ferr;
+    _cleanup_(sim_fleet_freep) struct sim_fleet *f = node_fleet(&ferr);
+    bool refused = ferr;
+    for (size_t i = 0; f && i < f->n_gpus; i++) {
+        const struct sim_gpu_spec *g = &f->gpus[i];
+        if (d->open ? arch_has_gsp(g->arch) : !arch_open_only(g->arch))
+            continue;
+        struct sbuf b _cleanup_sbuf_;
+        sbuf_init(&b, 4096);
+        simimg_nvrm_refusal(d->open, g->bus_id_legacy, g->pci_device_id, &b);
+        fail("modprobe: ERROR: could not insert 'nvidia': No such device\n");
+        if (sbuf_check(&b) == 0)
+            fail("%s", b.data);
+        return true;
+    }
+    return refused;
+}
+
 static int driver_setup(struct driver *d)
 {
     d->root = env_get("GPUOP_SIM_ROOT");
@@ -345,7 +442,7 @@ static int driver_setup(struct driver *d)
         fail("nvidia-driver: cannot tell the kernel release\n");
         return -EINVAL;
     }
-    return 0;
+    return module_type(d);
 }
 
 static int init(struct driver *d)
@@ -390,6 +487,7 @@ static int init(struct driver *d)
         return 1;
     }
     say("Proceeding with Linux kernel version %s\n", d->kernel);
+    say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
     say("Installing Linux kernel headers...\n");
     say("Installing Linux kernel module files...\n");
     say("Generating Linux kernel version string...\n");
@@ -406,7 +504,15 @@ static int init(struct driver *d)
     say("Parsing kernel module parameters...\n");
     say("Loading ipmi and i2c_core kernel modules...\n");
     say("Loading NVIDIA driver kernel modules...\n");
-    say("+ modprobe nvidia\n+ modprobe nvidia-uvm\n+ modprobe nvidia-modeset\n");
+    say("+ modprobe nvidia\n");
+    /* a GPU that will not run the modules built: the kernel's lines, then modprobe's failure */
+    if (module_refused(d)) {
+        unlink(pid_path);
+        return 1;
+    }
+    say("+ modprobe nvidia-uvm\n+ modprobe nvidia-modeset\n");
+    if (d->peermem)
+        say("+ modprobe nvidia-peermem\n");
     _cleanup_free_ char *prefix = xasprintf("%s%s", d->root, DRIVER_DIR);
     if (driver_load(d, prefix, true, &e) < 0) {
         fail("nvidia-driver: %s\n", err_msg(&e));
@@ -445,16 +551,50 @@ static int host_install(struct driver *d)
     return 0;
 }
 
+/* The peermem sidecar's commands: probe (loaded?) and reload (load it again whenever it is
+ * gone while nvidia is loaded, until a signal). */
+static int peermem(struct driver *d, bool reload)
+{
+    if (!reload)
+        return exists(d->root, "/sys/module/nvidia_peermem/initstate") ? 0 : 1;
+    int sigfd _cleanup_close_ = simimg_signals_open();
+    if (sigfd < 0) {
+        fail("nvidia-driver: signals: %s\n", strerror(-sigfd));
+        return 1;
+    }
+    for (;;) {
+        if (exists(d->root, SIM_DRIVER_VERSION_FILE) &&
+            !exists(d->root, "/sys/module/nvidia_peermem/initstate")) {
+            struct err e = {0};
+            say("+ modprobe nvidia-peermem\n");
+            if (write_file(d->root, "/sys/module/nvidia_peermem/refcnt", "0\n", 0644, &e) < 0 ||
+                write_file(d->root, "/sys/module/nvidia_peermem/initstate", "live\n", 0644, &e) <
+                    0) {
+                fail("nvidia-driver: %s\n", err_msg(&e));
+                return 1;
+            }
+        }
+        int sig = 0;
+        if (simimg_signal_wait(sigfd, 1000, &sig))
+            return 0;
+    }
+}
+
 int simimg_driver_main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "";
     bool is_init = strcmp(cmd, "init") == 0, is_host = strcmp(cmd, "host-install") == 0;
-    if (!is_init && !is_host) {
-        fail("Usage: nvidia-driver init | host-install\n");
+    bool is_probe = strcmp(cmd, "probe_nvidia_peermem") == 0;
+    bool is_reload = strcmp(cmd, "reload_nvidia_peermem") == 0;
+    if (!is_init && !is_host && !is_probe && !is_reload) {
+        fail("Usage: nvidia-driver init | host-install | probe_nvidia_peermem | "
+             "reload_nvidia_peermem\n");
         return 1;
     }
     struct driver d = {0};
     if (driver_setup(&d) < 0)
         return 1;
+    if (is_probe || is_reload)
+        return peermem(&d, is_reload);
     return is_init ? init(&d) : host_install(&d);
 }

@@ -74,13 +74,52 @@ int simimg_kernel_from_proc_version(const char *text, char *buf, size_t n, struc
     return 0;
 }
 
-int simimg_proc_version_text(const char *version, const char *kernel, struct sbuf *out)
+int simimg_proc_version_text(const char *version, const char *kernel, bool open, struct sbuf *out)
 {
     sbuf_addf(out,
-              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  (simulated build for Linux "
+              "NVRM version: NVIDIA UNIX %s  %s  (simulated build for Linux "
               "kernel %s)\nGCC version:  gcc version 12.3.0 (simulated)\n",
-              version, kernel);
+              open ? "Open Kernel Module for x86_64" : "x86_64 Kernel Module", version, kernel);
     return sbuf_check(out);
+}
+
+int simimg_module_type(const char *kmt, const char *open_enabled, bool all_gsp, bool any_open_only,
+                       unsigned branch, bool *ret_open, struct err *e)
+{
+    if (kmt && strcmp(kmt, "open") == 0) {
+        *ret_open = true;
+        return 0;
+    }
+    if (kmt && strcmp(kmt, "proprietary") == 0) {
+        *ret_open = false;
+        return 0;
+    }
+    if (kmt && *kmt && strcmp(kmt, "auto") != 0)
+        return err_set(e, -EINVAL, "KERNEL_MODULE_TYPE \"%s\": expected auto, open or proprietary",
+                       kmt);
+    if ((!kmt || !*kmt) && open_enabled && strcmp(open_enabled, "true") == 0) {
+        *ret_open = true;
+        return 0;
+    }
+    *ret_open = any_open_only || (all_gsp && branch >= 560);
+    return 0;
+}
+
+void simimg_nvrm_refusal(bool open, const char *bus_id, uint32_t pci_device_id, struct sbuf *out)
+{
+    sbuf_addf(out, "NVRM: The NVIDIA GPU %s (PCI ID: 10de:%04x)\n", bus_id,
+              (unsigned)(pci_device_id >> 16));
+    if (open)
+        sbuf_adds(out, "NVRM: installed in this system is not supported by open\n"
+                       "NVRM: nvidia.ko because it does not include the required GPU\n"
+                       "NVRM: System Processor (GSP).\n"
+                       "NVRM: Please see the 'Open Linux Kernel Modules' and 'GSP\n"
+                       "NVRM: Firmware' sections in the driver README, available on\n"
+                       "NVRM: the Linux graphics driver download page at\n"
+                       "NVRM: www.nvidia.com.\n");
+    else
+        sbuf_adds(out, "NVRM: installed in this system requires use of the NVIDIA open kernel "
+                       "modules.\n");
 }
 
 /* ---- NVIDIA_VISIBLE_DEVICES ------------------------------------------------------------ */

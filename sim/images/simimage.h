@@ -47,8 +47,22 @@ int simimg_driver_ref_parse(const char *image, const char *env_version,
 /* The kernel release of a /proc/version text ("Linux version 5.15.0-127-generic (...) ..."). */
 int simimg_kernel_from_proc_version(const char *text, char *buf, size_t n, struct err *e);
 
-/* /proc/driver/nvidia/version as the loaded module writes it. */
-int simimg_proc_version_text(const char *version, const char *kernel, struct sbuf *out);
+/* /proc/driver/nvidia/version as the loaded module writes it (the open modules name
+ * themselves "Open Kernel Module"). */
+int simimg_proc_version_text(const char *version, const char *kernel, bool open, struct sbuf *out);
+
+/* The kernel modules NVIDIA's driver container loads: KERNEL_MODULE_TYPE (`kmt`: auto, open or
+ * proprietary), else the older OPEN_KERNEL_MODULES_ENABLED (`open_enabled`, "true"). Under auto
+ * (or neither set) the open modules where a GPU needs them (`any_open_only`: Blackwell and
+ * newer) or, from driver branch 560 on, where every GPU can run them (`all_gsp`: Turing and
+ * newer); else the proprietary ones. A kmt of another value is refused, naming it. */
+int simimg_module_type(const char *kmt, const char *open_enabled, bool all_gsp, bool any_open_only,
+                       unsigned branch, bool *ret_open, struct err *e);
+
+/* The kernel's lines when a GPU refuses the modules loaded (open: a GPU without a GSP, before
+ * Turing; proprietary: a GPU that needs the open modules, Blackwell and newer), as the real
+ * modules log them; bus_id "0000:18:00.0", pci_device_id NVML's (device << 16 | 0x10de). */
+void simimg_nvrm_refusal(bool open, const char *bus_id, uint32_t pci_device_id, struct sbuf *out);
 
 /* ---- the devices a container sees ------------------------------------------------------ */
 

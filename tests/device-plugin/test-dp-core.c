@@ -716,56 +716,6 @@ static void test_greedy(void **state)
 
 /* ---- health ------------------------------------------------------------------------------- */
 
-static void test_health_policy(void **state)
-{
-    (void)state;
-    struct dp_health_policy hp;
-    static const struct {
-        const char *disable, *enable;
-        uint64_t xid;
-        bool critical;
-    } cases[] = {
-        {NULL, NULL, 79, true},
-        {NULL, NULL, 13, false},
-        {NULL, NULL, 31, false},
-        {NULL, NULL, 43, false},
-        {NULL, NULL, 45, false},
-        {NULL, NULL, 68, false},
-        {NULL, NULL, 109, false},
-        {NULL, NULL, 94, true},
-        {" 94 , 48", NULL, 94, false},
-        {" 94 , 48", NULL, 48, false},
-        {" 94 , 48", NULL, 79, true},
-        {"ALL", NULL, 79, false},
-        {"xids", NULL, 48, false},
-        {"all", "48", 48, true},
-        {"all", "48", 79, false},
-        {NULL, "109", 109, true},
-        {NULL, "all", 13, true},
-        {"abc,-5,12x,,63", NULL, 63, false},
-        {"abc,-5,12x,,63", NULL, 12, true},
-        {NULL, "xids", 13, false}, /* only "all" enables */
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        dp_health_policy_init(&hp, cases[i].disable, cases[i].enable);
-        if (dp_health_xid_is_critical(&hp, cases[i].xid) != cases[i].critical)
-            fail_msg("case %zu: disable=%s enable=%s xid=%llu: want critical=%d", i,
-                     cases[i].disable ? cases[i].disable : "(unset)",
-                     cases[i].enable ? cases[i].enable : "(unset)",
-                     (unsigned long long)cases[i].xid, cases[i].critical);
-    }
-    dp_health_policy_init(&hp, NULL, NULL);
-    struct gpu_event ev = {.type = GPU_EVENT_ECC_DBE};
-    assert_true(dp_health_event_is_critical(&hp, &ev));
-    ev.type = GPU_EVENT_ECC_SBE;
-    assert_false(dp_health_event_is_critical(&hp, &ev));
-    ev.type = GPU_EVENT_XID;
-    ev.data = 13;
-    assert_false(dp_health_event_is_critical(&hp, &ev));
-    ev.data = 79;
-    assert_true(dp_health_event_is_critical(&hp, &ev));
-}
-
 /* Which GPUs the health thread probes for a lost GPU: all on a sweep, else those about to
  * recover and the GPU of a critical event. */
 static void test_health_probe(void **state)
@@ -917,9 +867,8 @@ int main(void)
         cmocka_unit_test(test_strategy_single), cmocka_unit_test(test_strategy_mixed),
         cmocka_unit_test(test_time_slicing),    cmocka_unit_test(test_allocate),
         cmocka_unit_test(test_allocate_shared), cmocka_unit_test(test_preferred_ids),
-        cmocka_unit_test(test_greedy),          cmocka_unit_test(test_health_policy),
-        cmocka_unit_test(test_health_apply),    cmocka_unit_test(test_health_probe),
-        cmocka_unit_test(test_cdi_kind),
+        cmocka_unit_test(test_greedy),          cmocka_unit_test(test_health_apply),
+        cmocka_unit_test(test_health_probe),    cmocka_unit_test(test_cdi_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

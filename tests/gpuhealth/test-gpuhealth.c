@@ -661,6 +661,58 @@ static void test_codec_errors(void **state)
     assert_int_equal(h.acked, 1);
 }
 
+/* ---- the plugins' policy: NVIDIA's ignored XIDs, the two lists ---- */
+
+static void test_plugin_policy(void **state)
+{
+    (void)state;
+    struct gh_policy hp;
+    static const struct {
+        const char *disable, *enable;
+        uint64_t xid;
+        bool critical;
+    } cases[] = {
+        {NULL, NULL, 79, true},
+        {NULL, NULL, 13, false},
+        {NULL, NULL, 31, false},
+        {NULL, NULL, 43, false},
+        {NULL, NULL, 45, false},
+        {NULL, NULL, 68, false},
+        {NULL, NULL, 109, false},
+        {NULL, NULL, 94, true},
+        {" 94 , 48", NULL, 94, false},
+        {" 94 , 48", NULL, 48, false},
+        {" 94 , 48", NULL, 79, true},
+        {"ALL", NULL, 79, false},
+        {"xids", NULL, 48, false},
+        {"all", "48", 48, true},
+        {"all", "48", 79, false},
+        {NULL, "109", 109, true},
+        {NULL, "all", 13, true},
+        {"abc,-5,12x,,63", NULL, 63, false},
+        {"abc,-5,12x,,63", NULL, 12, true},
+        {NULL, "xids", 13, false}, /* only "all" enables */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        gh_policy_init(&hp, cases[i].disable, cases[i].enable);
+        if (gh_policy_xid_critical(&hp, cases[i].xid) != cases[i].critical)
+            fail_msg("case %zu: disable=%s enable=%s xid=%llu: want critical=%d", i,
+                     cases[i].disable ? cases[i].disable : "(unset)",
+                     cases[i].enable ? cases[i].enable : "(unset)",
+                     (unsigned long long)cases[i].xid, cases[i].critical);
+    }
+    gh_policy_init(&hp, NULL, NULL);
+    struct gpu_event ev = {.type = GPU_EVENT_ECC_DBE};
+    assert_true(gh_policy_event_critical(&hp, &ev));
+    ev.type = GPU_EVENT_ECC_SBE;
+    assert_false(gh_policy_event_critical(&hp, &ev));
+    ev.type = GPU_EVENT_XID;
+    ev.data = 13;
+    assert_false(gh_policy_event_critical(&hp, &ev));
+    ev.data = 79;
+    assert_true(gh_policy_event_critical(&hp, &ev));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -678,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_bad_node_input),
         cmocka_unit_test(test_faults_bounded),
         cmocka_unit_test(test_codec_errors),
+        cmocka_unit_test(test_plugin_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

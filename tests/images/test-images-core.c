@@ -65,10 +65,61 @@ static void test_kernel_and_proc_version(void **state)
     assert_int_equal(simimg_kernel_from_proc_version("Linux version ", k, sizeof(k), &e), -EINVAL);
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, 4096);
-    assert_int_equal(simimg_proc_version_text("550.127.05", "6.8.0-44-generic", &b), 0);
+    assert_int_equal(simimg_proc_version_text("550.127.05", "6.8.0-44-generic", false, &b), 0);
     assert_true(str_has_prefix(b.data, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
                                        "550.127.05  "));
     assert_non_null(strstr(b.data, "\nGCC version:  "));
+    sbuf_reset(&b);
+    assert_int_equal(simimg_proc_version_text("570.133.20", "6.8.0-44-generic", true, &b), 0);
+    assert_true(str_has_prefix(b.data, "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+                                       "570.133.20  "));
+}
+
+/* Which modules the driver container loads, and the kernel's refusal when a GPU will not run
+ * them. */
+static void test_module_type(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *kmt, *open_env;
+        bool all_gsp, open_only;
+        unsigned branch;
+        int want_rc;
+        bool want_open;
+    } rows[] = {
+        {"open", NULL, false, false, 535, 0, true},
+        {"proprietary", NULL, true, true, 570, 0, false}, /* asked for: refused at load */
+        {"auto", NULL, true, true, 570, 0, true},         /* Blackwell: open */
+        {"auto", NULL, true, false, 570, 0, true},        /* Hopper, 570: open */
+        {"auto", NULL, true, false, 550, 0, false},       /* Hopper, 550: proprietary */
+        {"auto", NULL, false, false, 570, 0, false},      /* a Volta among them */
+        {NULL, NULL, true, false, 550, 0, false},
+        {NULL, "true", false, false, 535, 0, true}, /* the older switch */
+        {"proprietary", "true", true, false, 570, 0, false},
+        {"", NULL, true, true, 570, 0, true},
+        {"Open", NULL, true, true, 570, -EINVAL, false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        bool open = !rows[i].want_open;
+        struct err e = {0};
+        int r = simimg_module_type(rows[i].kmt, rows[i].open_env, rows[i].all_gsp,
+                                   rows[i].open_only, rows[i].branch, &open, &e);
+        if (r != rows[i].want_rc || (r == 0 && open != rows[i].want_open))
+            fail_msg("row %zu: rc %d open %d", i, r, open);
+        if (r < 0)
+            assert_non_null(strstr(err_msg(&e), "KERNEL_MODULE_TYPE \"Open\""));
+    }
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 4096);
+    simimg_nvrm_refusal(false, "0000:18:00.0", 0x290110de, &b);
+    assert_string_equal(b.data, "NVRM: The NVIDIA GPU 0000:18:00.0 (PCI ID: 10de:2901)\n"
+                                "NVRM: installed in this system requires use of the NVIDIA open "
+                                "kernel modules.\n");
+    sbuf_reset(&b);
+    simimg_nvrm_refusal(true, "0000:06:00.0", 0x1db110de, &b);
+    assert_true(str_has_prefix(b.data,
+                               "NVRM: The NVIDIA GPU 0000:06:00.0 (PCI ID: 10de:1db1)\n"
+                               "NVRM: installed in this system is not supported by open\n"));
 }
 
 /* GPU 0: no MIG; GPU 1: MIG on, two MIG devices; GPU 2: lost */
@@ -321,9 +372,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_driver_ref),         cmocka_unit_test(test_kernel_and_proc_version),
-        cmocka_unit_test(test_visible_devices),    cmocka_unit_test(test_devices_from_nodes),
-        cmocka_unit_test(test_device_layout),      cmocka_unit_test(test_dev_read),
-        cmocka_unit_test(test_smi_list_and_query),
+        cmocka_unit_test(test_module_type),        cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_devices_from_nodes), cmocka_unit_test(test_device_layout),
+        cmocka_unit_test(test_dev_read),           cmocka_unit_test(test_smi_list_and_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,7 +48,7 @@ op_proc=
 for p in /proc/[0-9]*; do
     env=$(tr '\0' '\n' <"$p/environ" 2>/dev/null) || continue
     grep -qx "HOSTNAME=$op_pod" <<<"$env" && grep -qx "GPUOP_SIM_ROOT=$T/roots/$op_node" <<<"$env" &&
-        [ "$(readlink "$p/exe")" = "$(readlink -f "$B/gpuop")" ] && { op_proc=$p; break; }
+        [ "$p/exe" -ef "$B/gpuop" ] && { op_proc=$p; break; } # the same file: under a chroot the link's text differs
 done
 [ -n "$op_proc" ] || fail "no gpuop process for pod $op_pod"
 grep -qx "KUBERNETES_SERVICE_HOST=$KS_API_IP" <<<"$env" || fail "the operator pod has no in-cluster service address"

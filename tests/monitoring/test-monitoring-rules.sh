@@ -5,13 +5,14 @@
 # rules) and name only metrics gpuop exports: the exporter's from its own tables ($1, the
 # exp-served program of tests/exporter: the fields its catalogue reads, not those it names
 # unsupported, and its own families), the operator's and the node status exporter's from their
-# sources.
+# sources. Every alert of both rule files has a runbook_url, docs/<page>.md#<anchor>, whose
+# anchor is a heading of that page (as GitHub makes anchors of headings).
 set -euo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 command -v promtool >/dev/null || skip "promtool absent (Debian package prometheus)"
 M=$S/deploy/monitoring
 
-promtool check rules "$M/gpuop-alerts.yaml"
+promtool check rules "$M/gpuop-alerts.yaml" "$M/gpuop-quota-rules.yaml"
 (cd "$M/tests" && promtool test rules gpuop-alerts-test.yaml)
 
 SERVED=${1:?usage: test-monitoring-rules.sh EXP-SERVED}
@@ -34,6 +35,30 @@ for a in alerts:
     if len(t["input_series"]) < 2:
         print(f"FAIL alert {a}: its test has no good series beside the bad one"); bad += 1
 print(f"{len(alerts)} alerts, each with a unit test")
+
+# Runbooks: each alert's runbook_url names a heading of a page under docs/.
+def slug(h):
+    h = re.sub(r"[^\w\- ]", "", h.strip().lower())
+    return h.replace(" ", "-")
+root = os.path.dirname(os.path.dirname(mon))
+nbook = 0
+for f in ("gpuop-alerts.yaml", "gpuop-quota-rules.yaml"):
+    for g in yaml.safe_load(open(f"{mon}/{f}"))["groups"]:
+        for r in g["rules"]:
+            if "alert" not in r:
+                continue
+            url = r.get("annotations", {}).get("runbook_url", "")
+            m = re.fullmatch(r"docs/([\w.-]+\.md)#([\w-]+)", url)
+            if not m:
+                print(f"FAIL alert {r['alert']}: runbook_url {url!r} is not docs/PAGE.md#ANCHOR"); bad += 1
+                continue
+            page = os.path.join(root, "docs", m.group(1))
+            heads = [slug(l.lstrip("#")) for l in open(page) if re.match(r"#{1,6} ", l)] \
+                if os.path.exists(page) else []
+            if m.group(2) not in heads:
+                print(f"FAIL alert {r['alert']}: {url} is no heading of docs/{m.group(1)}"); bad += 1
+            nbook += 1
+print(f"{nbook} runbook_urls, each a heading under docs/")
 
 # The dashboard: its queries, made concrete, parse as PromQL; each metric is one gpuop exports.
 d = json.load(open(f"{mon}/gpuop-fleet-dashboard.json"))

@@ -50,21 +50,21 @@ static void bus_ids(void **state)
 {
     (void)state;
     unsigned d, b, v, f;
-    assert_int_equal(nv_bus_id_parse("00000000:18:00.0", &d, &b, &v, &f), 0);
+    assert_int_equal(gpu_bus_id_parse("00000000:18:00.0", &d, &b, &v, &f), 0);
     assert_int_equal(d, 0);
     assert_int_equal(b, 0x18);
-    assert_int_equal(nv_bus_id_parse("00010000:C1:1F.7", &d, &b, &v, &f), 0);
+    assert_int_equal(gpu_bus_id_parse("00010000:C1:1F.7", &d, &b, &v, &f), 0);
     assert_int_equal(d, 0x10000);
     assert_int_equal(b, 0xc1);
     assert_int_equal(v, 0x1f);
     assert_int_equal(f, 7);
-    assert_int_equal(nv_bus_id_parse("0000:18:00.0", &d, &b, &v, &f), 0);
-    assert_int_equal(nv_bus_id_parse(NULL, &d, &b, &v, &f), -EINVAL);
-    assert_int_equal(nv_bus_id_parse("", &d, &b, &v, &f), -EINVAL);
-    assert_int_equal(nv_bus_id_parse("000000000:18:00.0", &d, &b, &v, &f), -EINVAL);
-    assert_int_equal(nv_bus_id_parse("0000:18:00.0x", &d, &b, &v, &f), -EINVAL);
-    assert_int_equal(nv_bus_id_parse("0000::00.0", &d, &b, &v, &f), -EINVAL);
-    assert_int_equal(nv_bus_id_parse("0000:18:20.0", &d, &b, &v, &f), -EINVAL); /* device > 0x1f */
+    assert_int_equal(gpu_bus_id_parse("0000:18:00.0", &d, &b, &v, &f), 0);
+    assert_int_equal(gpu_bus_id_parse(NULL, &d, &b, &v, &f), -EINVAL);
+    assert_int_equal(gpu_bus_id_parse("", &d, &b, &v, &f), -EINVAL);
+    assert_int_equal(gpu_bus_id_parse("000000000:18:00.0", &d, &b, &v, &f), -EINVAL);
+    assert_int_equal(gpu_bus_id_parse("0000:18:00.0x", &d, &b, &v, &f), -EINVAL);
+    assert_int_equal(gpu_bus_id_parse("0000::00.0", &d, &b, &v, &f), -EINVAL);
+    assert_int_equal(gpu_bus_id_parse("0000:18:20.0", &d, &b, &v, &f), -EINVAL); /* device > 0x1f */
 }
 
 /* gpu.h's vocabulary is converted from NVML's by name, every value. */

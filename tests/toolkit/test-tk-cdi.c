@@ -266,6 +266,17 @@ static void test_names(void **state)
                                 "nvidia.com/gpu=MIG-66666666-2222-3333-4444-555555555555\n"
                                 "nvidia.com/gpu=2\n"
                                 "nvidia.com/gpu=all\n");
+    /* a kind of the caller's (the DRA plugin's): the same devices under it */
+    struct nvcdi_cdi_input in = {
+        .inv = &inv, .driver = &driver, .driver_root = "/", .kind = "k8s.gpu.nvidia.com/device"};
+    struct err e = {0};
+    _cleanup_free_ char *text = NULL;
+    assert_int_equal(nvcdi_cdi_render(&in, &text, &e), 0);
+    _cleanup_(cdi_spec_freep) struct cdi_spec *s = NULL;
+    assert_int_equal(cdi_spec_parse("rendered", text, strlen(text), &s, &e), 0);
+    assert_string_equal(cdi_spec_kind(s), "k8s.gpu.nvidia.com/device");
+    assert_true(cdi_spec_has_device(s, "GPU-aaaaaaaa-1111-2222-3333-444444444444"));
+    assert_true(cdi_spec_has_device(s, "MIG-11111111-2222-3333-4444-555555555555"));
     /* a full buffer is an error */
     _cleanup_sbuf_ struct sbuf small;
     sbuf_init(&small, 16);

@@ -372,6 +372,31 @@ static void test_condition(void **state)
     json_decref(old);
 }
 
+/* Staged annotation edits: read through, no edit for an unchanged value, removal as null. */
+static void test_ann_staged(void **state)
+{
+    (void)state;
+    json_t *obj = load("{\"metadata\":{\"annotations\":{\"a\":\"1\",\"n\":\"-5\",\"t\":\"12\"}}}");
+    json_t *edits = NULL;
+    kobj_ann_stage(obj, &edits, "a", "1"); /* as it is: nothing staged */
+    assert_null(edits);
+    assert_string_equal(kobj_ann_staged(obj, edits, "a"), "1");
+    kobj_ann_stage(obj, &edits, "a", NULL);
+    assert_non_null(edits);
+    assert_true(json_is_null(json_object_get(edits, "a")));
+    assert_null(kobj_ann_staged(obj, edits, "a"));
+    kobj_ann_stage_i64(obj, &edits, "b", 42);
+    assert_string_equal(kobj_ann_staged(obj, edits, "b"), "42");
+    assert_int_equal(kobj_ann_staged_i64(obj, edits, "b", 0, -1), 42);
+    assert_int_equal(kobj_ann_staged_i64(obj, edits, "t", 13, -1), -1); /* under min */
+    assert_int_equal(kobj_ann_staged_i64(obj, edits, "n", 0, 7), 7);
+    assert_int_equal(kobj_ann_staged_i64(obj, edits, "a", 0, 7), 7); /* removed */
+    assert_null(kobj_ann_staged(obj, edits, "missing"));
+    assert_int_equal(json_object_size(edits), 2);
+    json_decref(edits);
+    json_decref(obj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
         cmocka_unit_test(test_valid_quantity), cmocka_unit_test(test_selector_string),
         cmocka_unit_test(test_merge_patch),    cmocka_unit_test(test_condition),
+        cmocka_unit_test(test_ann_staged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kobj.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "util.h"
@@ -199,6 +200,40 @@ const char *kobj_label(const json_t *obj, const char *key)
 const char *kobj_annotation(const json_t *obj, const char *key)
 {
     return kobj_str(kobj_annotations(obj), key);
+}
+
+const char *kobj_ann_staged(const json_t *obj, const json_t *edits, const char *key)
+{
+    json_t *v = edits ? json_object_get(edits, key) : NULL;
+    if (v)
+        return json_string_value(v); /* null: removed */
+    return kobj_annotation(obj, key);
+}
+
+void kobj_ann_stage(const json_t *obj, json_t **edits, const char *key, const char *value)
+{
+    if (streq_ptr(kobj_ann_staged(obj, *edits, key), value))
+        return;
+    if (!*edits)
+        *edits = json_object();
+    json_object_set_new(*edits, key, value ? json_string(value) : json_null());
+}
+
+void kobj_ann_stage_i64(const json_t *obj, json_t **edits, const char *key, int64_t value)
+{
+    char b[24];
+    snprintf(b, sizeof(b), "%lld", (long long)value);
+    kobj_ann_stage(obj, edits, key, b);
+}
+
+int64_t kobj_ann_staged_i64(const json_t *obj, const json_t *edits, const char *key, int64_t min,
+                            int64_t dflt)
+{
+    const char *v = kobj_ann_staged(obj, edits, key);
+    int64_t t;
+    if (v && parse_i64(v, &t) == 0 && t >= min)
+        return t;
+    return dflt;
 }
 
 char *kobj_key(const json_t *obj)

@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 struct err; /* util.h */
@@ -74,6 +75,16 @@ const char *kobj_label(const json_t *obj, const char *key);
  * take); "" for an empty map, NULL when a value is not a string. Free with free(). */
 char *kobj_selector_string(const json_t *match_labels);
 const char *kobj_annotation(const json_t *obj, const char *key);
+
+/* Annotation edits staged for a merge patch: `edits` is NULL or an object of new values (JSON
+ * null: removed) over `obj`'s annotations. kobj_ann_staged reads a key as the patch will leave
+ * it; kobj_ann_stage records key=value (NULL: removed) unless that is already so, making
+ * `*edits` on first use; kobj_ann_staged_i64 reads a whole number >= `min`, else `dflt`. */
+const char *kobj_ann_staged(const json_t *obj, const json_t *edits, const char *key);
+void kobj_ann_stage(const json_t *obj, json_t **edits, const char *key, const char *value);
+void kobj_ann_stage_i64(const json_t *obj, json_t **edits, const char *key, int64_t value);
+int64_t kobj_ann_staged_i64(const json_t *obj, const json_t *edits, const char *key, int64_t min,
+                            int64_t dflt);
 
 /* "namespace/name", or "name" for a cluster-scoped object (malloc'd); NULL without a name. */
 char *kobj_key(const json_t *obj);

@@ -180,7 +180,7 @@ static int dp_configure(struct svc *s, struct err *e)
     pl->kubelet_name =
         strrchr(pl->kubelet_sock, '/') ? strrchr(pl->kubelet_sock, '/') + 1 : pl->kubelet_sock;
     pl->recovery_ms = pl->flags.recovery_ms;
-    dp_health_policy_init(&pl->hp, pl->flags.disable_hc, pl->flags.enable_hc);
+    gh_policy_init(&pl->hp, pl->flags.disable_hc, pl->flags.enable_hc);
     return adopt_config(pl, &pl->opts, e);
 }
 

@@ -12,7 +12,7 @@
  *                       GPU-to-GPU pair scores used by GetPreferredAllocation.
  *   dp_allocate()       Allocate for one container request (envs, mounts, device specs, CDI).
  *   dp_preferred()      GetPreferredAllocation for one container request.
- *   dp_health_*         the XID policy, event application and recovery.
+ *   dp_health_*         event application and recovery (which events count: gpuhealth.h).
  *
  * A dp_plan is plain data owned by the caller; nothing here is thread-safe by itself.
  */
@@ -25,6 +25,7 @@
 
 #include "dpconfig.h"
 #include "gpu.h"
+#include "gpuhealth.h"
 #include "util.h"
 
 #define DP_ID_MAX       112 /* GPU/MIG UUID + "::<n>" */
@@ -199,21 +200,6 @@ int dp_besteffort_budget(const unsigned *pair_score, unsigned n_gpus, const unsi
 
 /* ---- health ------------------------------------------------------------------------------- */
 
-#define DP_XID_SET_MAX 64
-struct dp_health_policy {
-    bool disable_all; /* DP_DISABLE_HEALTHCHECKS=all|xids */
-    bool enable_all;  /* DP_ENABLE_HEALTHCHECKS=all */
-    size_t n_ignored, n_enabled;
-    uint64_t ignored[DP_XID_SET_MAX]; /* the defaults plus DP_DISABLE_HEALTHCHECKS */
-    uint64_t enabled[DP_XID_SET_MAX]; /* DP_ENABLE_HEALTHCHECKS (overrides ignored) */
-};
-/* Parses the two env values (NULL = unset) as NVIDIA's plugin does: comma lists, trimmed, lower
- * case, "all"/"xids", malformed entries ignored. Never fails. */
-void dp_health_policy_init(struct dp_health_policy *hp, const char *disable_env,
-                           const char *enable_env);
-bool dp_health_xid_is_critical(const struct dp_health_policy *hp, uint64_t xid);
-/* Whether the event (XID critical or double-bit ECC) should mark devices unhealthy. */
-bool dp_health_event_is_critical(const struct dp_health_policy *hp, const struct gpu_event *ev);
 /* Marks the devices the event hits Unhealthy (the GPU and its replicas, or the MIG devices of
  * the GPU / GI / CI). Returns the number of devices whose health changed. */
 size_t dp_health_apply(struct dp_plan *p, const struct gpu_event *ev, uint64_t now_ms);

@@ -37,7 +37,7 @@ static void *health_main(void *arg)
         }
         pthread_mutex_lock(&pl->mu);
         unsigned n_gpus = pl->plan ? pl->plan->n_gpus : 0;
-        bool critical = r == 0 && dp_health_event_is_critical(&pl->hp, &event);
+        bool critical = r == 0 && gh_policy_event_critical(&pl->hp, &event);
         if (critical) {
             size_t c = dp_health_apply(pl->plan, &event, now);
             log_warn(DP_COMP, "GPU error: devices marked Unhealthy",

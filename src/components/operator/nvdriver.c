@@ -470,6 +470,9 @@ static int render_group(const struct nvd *d, const json_t *g, const struct op_nv
     _cleanup_json_ json_t *cp = json_deep_copy(p->cp);
     json_t *spec = kobj_ensure_object(cp, "spec");
     json_object_set_new(spec, "driver", json_deep_copy(d->spec));
+    /* its GDS and GDRCopy are its own sections (in spec.driver now), never the ClusterPolicy's */
+    json_object_del(spec, "gds");
+    json_object_del(spec, "gdrcopy");
     json_t *common = json_object();
     static const char *const keys[] = {"labels", "annotations", "tolerations", "priorityClassName"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
@@ -541,28 +544,15 @@ static bool value_set(const json_t *v)
 /* The spec fields set that gpuop accepts and does not act on ("spec.rdma", ...). */
 static json_t *unsupported_fields(const json_t *spec)
 {
-    static const char *const keys[] = {"rdma",
-                                       "gds",
-                                       "gdrcopy",
-                                       "repoConfig",
-                                       "certConfig",
-                                       "licensingConfig",
-                                       "virtualTopologyConfig",
-                                       "kernelModuleConfig",
-                                       "secretEnv",
-                                       "useOpenKernelModules",
-                                       "manager",
-                                       "podSecurityContext",
-                                       "upgradePolicy",
-                                       "livenessProbe",
-                                       "readinessProbe"};
+    /* rdma, gds, gdrcopy, repoConfig, certConfig, licensingConfig, secretEnv and the kernel
+     * module type are rendered as the ClusterPolicy's driver settings are (render-driver.c) */
+    static const char *const keys[] = {
+        "virtualTopologyConfig", "kernelModuleConfig", "manager",       "podSecurityContext",
+        "upgradePolicy",         "livenessProbe",      "readinessProbe"};
     json_t *out = json_array();
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
         if (value_set(json_object_get(spec, keys[i])))
             json_array_append_new(out, json_sprintf("spec.%s", keys[i]));
-    const char *kmt = kobj_str(spec, "kernelModuleType");
-    if (kmt && strcmp(kmt, "auto") != 0)
-        json_array_append_new(out, json_string("spec.kernelModuleType"));
     return out;
 }
 

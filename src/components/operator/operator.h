@@ -93,6 +93,7 @@ struct op_policy {
     char *mig_config_default; /* migManager.config.default, default "all-disabled" */
     char *driver_repository, *driver_image, *driver_version; /* spec.driver image parts */
     bool use_nvidia_driver_crd; /* spec.driver.useNvidiaDriverCRD: NVIDIADrivers own the driver */
+    bool psa_enabled;           /* spec.psa.enabled: the namespace's Pod Security labels */
     char *namespace;
     char *operand_image;
     json_t *unimplemented; /* array of "spec.x.y" paths set in the policy that gpuop ignores */
@@ -135,6 +136,13 @@ int op_templates_builtin(struct op_templates **ret, struct err *e);
 int op_templates_load_dir(struct op_templates *t, const char *dir, struct err *e);
 void op_templates_free(struct op_templates *t);
 DEFINE_CLEANUP_FUNC(struct op_templates, op_templates_free)
+
+/* The labels spec.psa.enabled puts on the operand namespace, as NVIDIA's operator does
+ * (pod-security.kubernetes.io/{enforce,audit,warn}=privileged: the driver, toolkit and other node
+ * agents are privileged pods), as a JSON merge patch of metadata.labels holding only those that
+ * `ns` (the Namespace; NULL: not read) lacks; NULL when none is to be written. Turning psa off
+ * removes nothing (NVIDIA's operator neither: the labels may be the administrator's). */
+json_t *op_psa_labels(const struct op_policy *p, const json_t *ns);
 
 /* Context the render needs beyond the policy: the driver image's OS tag from the GPU nodes'
  * NFD os_release labels (e.g. "ubuntu22.04"; NULL when unknown). */
@@ -234,6 +242,12 @@ struct op_snapshot {
     /* NVIDIADriver objects (nvidia.com/v1alpha1); NULL when not listed (yet): with
      * useNvidiaDriverCRD every NVIDIADriver DaemonSet then stays as it is. */
     const json_t *nvidia_drivers;
+    /* The operand namespace (a Namespace object); NULL when not read: the Pod Security labels
+     * are then planned whole. */
+    const json_t *namespace_obj;
+    /* The ServiceMonitor kind is served (the Prometheus Operator's CRD is installed): without it
+     * a rendered ServiceMonitor is left out, as NVIDIA's operator does. */
+    bool servicemonitor_served;
 };
 
 struct op_event {
@@ -282,6 +296,8 @@ struct op_plan {
      * patches are written. The driver upgrade reads it: such a node with no driver pod yet will
      * run the current template, and is recorded upgrade-done in that same patch. */
     json_t *driver_nodes;
+    /* A merge patch of the operand namespace's metadata.labels (op_psa_labels); NULL: none. */
+    json_t *namespace_labels;
     json_t *desired; /* every object the active policy renders (an array; empty when none) */
     json_t *apply;   /* the desired objects not current in the snapshot, in order */
     struct op_object_ref *prune;

@@ -584,6 +584,12 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
         return r;
     size_t i;
     json_t *obj;
+    /* Without the Prometheus Operator's CRD a ServiceMonitor has nowhere to go: left out, as
+     * NVIDIA's operator leaves it out. */
+    for (i = json_array_size(plan->desired); !s->servicemonitor_served && i-- > 0;)
+        if (streq_ptr(kobj_kind(json_array_get(plan->desired, i)), "ServiceMonitor"))
+            json_array_remove(plan->desired, i);
+    plan->namespace_labels = op_psa_labels(a->p, s->namespace_obj);
     if (a->delegated) {
         json_array_foreach (plan->desired, i, obj) {
             if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
@@ -814,6 +820,7 @@ void op_plan_free(struct op_plan *p)
         json_decref(p->node_patches[i].labels);
     }
     free(p->node_patches);
+    json_decref(p->namespace_labels);
     json_decref(p->desired);
     json_decref(p->driver_nodes);
     json_decref(p->apply);

@@ -116,6 +116,19 @@ static const char *const implemented[] = {
     "validator.cuda.env",
     "validator.plugin.env",
     "psp.enabled", /* PodSecurityPolicy no longer exists; nothing to do */
+    "psa.enabled", /* the operand namespace's Pod Security labels (plan.c) */
+    "*.hostNetwork",
+    "dcgmExporter.serviceMonitor", /* a ServiceMonitor for the exporter (render.c) */
+    /* the driver pod's settings, rendered as NVIDIA's operator renders them (render.c) */
+    "driver.kernelModuleType",
+    "driver.useOpenKernelModules",
+    "driver.rdma",
+    "driver.repoConfig",
+    "driver.certConfig",
+    "driver.licensingConfig",
+    "driver.secretEnv",
+    "gds",
+    "gdrcopy",
     NULL,
 };
 
@@ -207,6 +220,23 @@ static void collect_unimplemented(const json_t *v, const char *path, json_t *out
         _cleanup_free_ char *p = path[0] ? xasprintf("%s.%s", path, k) : xstrdup(k);
         collect_unimplemented(sub, p, out);
     }
+}
+
+/* ---- the operand namespace ---------------------------------------------------------------- */
+
+json_t *op_psa_labels(const struct op_policy *p, const json_t *ns)
+{
+    static const char *const modes[] = {"enforce", "audit", "warn"};
+    if (!p || !p->psa_enabled)
+        return NULL;
+    _cleanup_json_ json_t *patch = json_object();
+    const json_t *have = kobj_labels(ns);
+    for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
+        _cleanup_free_ char *key = xasprintf("pod-security.kubernetes.io/%s", modes[i]);
+        if (!streq_ptr(kobj_str(have, key), "privileged"))
+            json_object_set_new(patch, key, json_string("privileged"));
+    }
+    return json_object_size(patch) > 0 ? steal_ptr(&patch) : NULL;
 }
 
 /* ---- parse -------------------------------------------------------------------------------- */
@@ -360,6 +390,9 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
     p->driver_version = dup_or(jstr(drv, "version"), full_ref ? "" : OP_DEFAULT_DRIVER_VERSION);
 
     p->use_nvidia_driver_crd = json_is_true(json_object_get(drv, "useNvidiaDriverCRD"));
+    p->psa_enabled = json_is_true(json_object_get(json_object_get(spec, "psa"), "enabled"));
+    if ((r = op_driver_settings_check(drv, spec, "spec", e)) < 0)
+        return err_prefix(e, "ClusterPolicy \"%s\"", name);
 
     p->mig_strategy = dup_or(jstr(json_object_get(spec, "mig"), "strategy"), "single");
     p->runtime_class = dup_or(jstr(json_object_get(spec, "operator"), "runtimeClass"), "nvidia");

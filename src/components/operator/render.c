@@ -193,7 +193,7 @@ static void merge_string_map(json_t *dst, const json_t *src)
 }
 
 /* env lists merge by name: the policy's entries replace the template's of the same name. */
-static void merge_env(json_t *container, const json_t *env)
+void op_merge_env(json_t *container, const json_t *env)
 {
     if (!json_is_array(env) || json_array_size(env) == 0)
         return;
@@ -223,7 +223,7 @@ static void merge_env(json_t *container, const json_t *env)
     }
 }
 
-static json_t *find_container(json_t *podspec, const char *list, const char *name)
+json_t *op_find_container(json_t *podspec, const char *list, const char *name)
 {
     json_t *arr = json_object_get(podspec, list);
     size_t i;
@@ -235,7 +235,7 @@ static json_t *find_container(json_t *podspec, const char *list, const char *nam
     return NULL;
 }
 
-static void apply_pull_secrets(json_t *podspec, const json_t *secrets)
+void op_apply_pull_secrets(json_t *podspec, const json_t *secrets)
 {
     if (!json_is_array(secrets) || json_array_size(secrets) == 0)
         return;
@@ -252,7 +252,8 @@ static void apply_pull_secrets(json_t *podspec, const json_t *secrets)
 }
 
 /* Applies the ClusterPolicy's common and per-component settings to a DaemonSet. */
-static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enum op_component c)
+static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enum op_component c,
+                                      const struct op_render_ctx *ctx)
 {
     const json_t *spec = json_object_get(p->cp, "spec");
     const json_t *common = json_object_get(spec, "daemonsets");
@@ -319,14 +320,26 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
     }
 
     json_t *hn = json_object_get(sec, "hostNetwork");
-    if (json_is_true(hn))
+    if (json_is_true(hn)) {
         json_object_set_new(podspec, "hostNetwork", json_true());
-    apply_pull_secrets(podspec, json_object_get(sec, "imagePullSecrets"));
+        /* cluster names still resolve from the host's network namespace */
+        json_object_set_new(podspec, "dnsPolicy", json_string("ClusterFirstWithHostNet"));
+    }
+    op_apply_pull_secrets(podspec, json_object_get(sec, "imagePullSecrets"));
+    if (c == OP_DRIVER) {
+        /* an NVIDIADriver's spec carries its own gds and gdrcopy; the ClusterPolicy's are
+         * top-level sections */
+        const json_t *gds = json_object_get(sec, "gds") ? json_object_get(sec, "gds")
+                                                        : json_object_get(spec, "gds");
+        const json_t *gdr = json_object_get(sec, "gdrcopy") ? json_object_get(sec, "gdrcopy")
+                                                            : json_object_get(spec, "gdrcopy");
+        op_driver_settings_apply(podspec, sec, gds, gdr, ctx ? ctx->os_tag : NULL);
+    }
 
     /* The main container: the first of `containers`. */
-    json_t *main = find_container(podspec, "containers", NULL);
+    json_t *main = op_find_container(podspec, "containers", NULL);
     if (main) {
-        merge_env(main, json_object_get(sec, "env"));
+        op_merge_env(main, json_object_get(sec, "env"));
         json_t *res = json_object_get(sec, "resources");
         if (json_is_object(res) && json_object_size(res) > 0)
             json_object_set(main, "resources", res);
@@ -368,16 +381,16 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
         size_t k;
         json_t *ic0;
         json_array_foreach (json_object_get(podspec, "initContainers"), k, ic0) {
-            merge_env(ic0, json_object_get(sec, "env"));
+            op_merge_env(ic0, json_object_get(sec, "env"));
         }
         static const char *const checks[][2] = {{"driver", "driver-validation"},
                                                 {"toolkit", "toolkit-validation"},
                                                 {"cuda", "cuda-validation"},
                                                 {"plugin", "plugin-validation"}};
         for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
-            json_t *ic = find_container(podspec, "initContainers", checks[i][1]);
+            json_t *ic = op_find_container(podspec, "initContainers", checks[i][1]);
             if (ic)
-                merge_env(ic, json_object_get(json_object_get(sec, checks[i][0]), "env"));
+                op_merge_env(ic, json_object_get(json_object_get(sec, checks[i][0]), "env"));
         }
     }
     /* Device plugin and exporter configuration from ConfigMaps the user names. */
@@ -391,9 +404,12 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
                 vols, json_pack("{s:s,s:{s:s}}", "name", "config", "configMap", "name", cm));
             json_array_append_new(mounts, json_pack("{s:s,s:s,s:b}", "name", "config", "mountPath",
                                                     mpath, "readOnly", 1));
-            if (c == OP_DCGM_EXPORTER)
-                merge_env(main, json_pack("[{s:s,s:s}]", "name", "DCGM_EXPORTER_COLLECTORS",
-                                          "value", "/etc/dcgm-exporter/custom/dcgm-metrics.csv"));
+            if (c == OP_DCGM_EXPORTER) {
+                _cleanup_json_ json_t *env =
+                    json_pack("[{s:s,s:s}]", "name", "DCGM_EXPORTER_COLLECTORS", "value",
+                              "/etc/dcgm-exporter/custom/dcgm-metrics.csv");
+                op_merge_env(main, env);
+            }
         }
     }
 }
@@ -511,6 +527,33 @@ void op_finish_object(json_t *obj, const struct op_policy *p)
     json_object_set_new(ann, OP_HASH_ANNOTATION, json_string(h));
 }
 
+/* The exporter's ServiceMonitor with the policy's dcgmExporter.serviceMonitor settings, as NVIDIA's
+ * operator edits its own (labels added; the first endpoint's interval, scrapeTimeout, honorLabels
+ * and relabelings); false when it is not enabled. */
+static bool service_monitor(json_t *sm, const json_t *conf)
+{
+    if (!json_is_true(json_object_get(conf, "enabled")))
+        return false;
+    merge_string_map(obj_path(sm, (const char *const[]){"metadata", "labels", NULL}),
+                     json_object_get(conf, "additionalLabels"));
+    json_t *ep = json_array_get(kobj_path(sm, "spec.endpoints"), 0);
+    if (!ep)
+        return true; /* an override template without endpoints */
+    static const char *const strs[] = {"interval", "scrapeTimeout"};
+    for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+        const char *v = json_string_value(json_object_get(conf, strs[i]));
+        if (v && *v)
+            json_object_set_new(ep, strs[i], json_string(v));
+    }
+    json_t *hl = json_object_get(conf, "honorLabels");
+    if (json_is_boolean(hl))
+        json_object_set(ep, "honorLabels", hl);
+    json_t *rl = json_object_get(conf, "relabelings");
+    if (json_is_array(rl))
+        json_object_set_new(ep, "relabelings", json_deep_copy(rl));
+    return true;
+}
+
 int op_render(const struct op_policy *p, const struct op_templates *t,
               const struct op_render_ctx *ctx, json_t **ret_objects, struct err *e)
 {
@@ -535,10 +578,16 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
             return err_prefix(e, "render %s", def->spec_key);
         size_t i;
         json_t *doc;
+        for (i = json_array_size(docs); i-- > 0;) {
+            json_t *sm = json_array_get(docs, i);
+            if (streq_ptr(kobj_kind(sm), "ServiceMonitor") &&
+                !service_monitor(sm, json_object_get(p->operand[c].spec, "serviceMonitor")))
+                json_array_remove(docs, i);
+        }
         json_array_foreach (docs, i, doc) {
             const char *kind = json_string_value(json_object_get(doc, "kind"));
             if (streq_ptr(kind, "DaemonSet"))
-                apply_daemonset_overrides(doc, p, c);
+                apply_daemonset_overrides(doc, p, c, ctx);
             if (c == OP_DCGM_EXPORTER && streq_ptr(kind, "Service")) {
                 const char *type = json_string_value(
                     json_object_get(json_object_get(p->operand[c].spec, "service"), "type"));
@@ -571,7 +620,7 @@ int op_render_driver_daemonset(const struct op_policy *p, const struct op_templa
     json_array_foreach (docs, i, doc) {
         if (!streq_ptr(json_string_value(json_object_get(doc, "kind")), "DaemonSet"))
             continue;
-        apply_daemonset_overrides(doc, p, OP_DRIVER);
+        apply_daemonset_overrides(doc, p, OP_DRIVER, ctx);
         *ret_ds = json_incref(doc);
         return 0;
     }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* MIG capability minors and the profiling fields' names (gpu.h): pure, for the cores that take
- * the GPU model without the binding (the device plugin, the CDI generator, the exporter). */
+/* MIG capability minors, the profiling fields' names and PCI bus ids (gpu.h): pure, for the cores
+ * that take the GPU model without the binding (the device plugin, the CDI generator, the exporter).
+ */
 #include <stdio.h>
 #include <string.h>
 
@@ -70,4 +71,48 @@ const char *gpu_prof_name(enum gpu_prof_field f)
 unsigned gpu_prof_dcgm_id(enum gpu_prof_field f)
 {
     return (unsigned)f < GPU_PROF_COUNT ? prof_fields[f].dcgm_id : 0;
+}
+
+/* ---- PCI bus ids ---- */
+
+static int hex_field(const char *s, size_t len, unsigned max, unsigned *ret)
+{
+    uint64_t v;
+    if (len > 8 || hex_parse(s, len, &v) < 0)
+        return -EINVAL;
+    if (v > max)
+        return -ERANGE;
+    *ret = (unsigned)v;
+    return 0;
+}
+
+int gpu_bus_id_parse(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn)
+{
+    if (!s)
+        return -EINVAL;
+    const char *c1 = strchr(s, ':');
+    const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    const char *dot = c2 ? strchr(c2 + 1, '.') : NULL;
+    if (!dot)
+        return -EINVAL;
+    unsigned d, b, v, f;
+    if (hex_field(s, (size_t)(c1 - s), UINT32_MAX, &d) < 0 ||
+        hex_field(c1 + 1, (size_t)(c2 - c1 - 1), 0xff, &b) < 0 ||
+        hex_field(c2 + 1, (size_t)(dot - c2 - 1), 0x1f, &v) < 0 ||
+        hex_field(dot + 1, strlen(dot + 1), 7, &f) < 0)
+        return -EINVAL;
+    *domain = d;
+    *bus = b;
+    *dev = v;
+    *fn = f;
+    return 0;
+}
+
+int gpu_bus_id_sysfs(const char *bus_id, char *buf, size_t n)
+{
+    unsigned d, b, v, f;
+    if (gpu_bus_id_parse(bus_id, &d, &b, &v, &f) < 0)
+        return -EINVAL;
+    int w = snprintf(buf, n, "%04x:%02x:%02x.%x", d, b, v, f);
+    return w < 0 || (size_t)w >= n ? -ENOBUFS : 0;
 }

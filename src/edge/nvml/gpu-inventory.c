@@ -320,10 +320,10 @@ static void device_read(struct gpu_lib *lib, unsigned index, nvmlDevice_t dev, s
 static int gpu_by_bus(const struct gpu_inventory *inv, const char *bus)
 {
     unsigned d, b, v, f, d2, b2, v2, f2;
-    if (nv_bus_id_parse(bus, &d, &b, &v, &f) < 0)
+    if (gpu_bus_id_parse(bus, &d, &b, &v, &f) < 0)
         return -1;
     for (size_t i = 0; i < inv->n_gpus; i++)
-        if (nv_bus_id_parse(inv->gpus[i].bus_id, &d2, &b2, &v2, &f2) == 0 && d == d2 && b == b2 &&
+        if (gpu_bus_id_parse(inv->gpus[i].bus_id, &d2, &b2, &v2, &f2) == 0 && d == d2 && b == b2 &&
             v == v2 && f == f2)
             return (int)i;
     return -1;

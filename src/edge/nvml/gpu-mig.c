@@ -271,3 +271,18 @@ int gpu_mig_destroy_all(struct gpu_lib *lib, unsigned gpu, struct err *e)
     }
     return 0;
 }
+
+int gpu_mig_destroy(struct gpu_lib *lib, unsigned gpu, unsigned gi_id, struct err *e)
+{
+    nvmlDevice_t dev;
+    int k = nv_handle(lib, gpu, &dev, e);
+    if (k < 0)
+        return k;
+    nvmlGpuInstance_t gi = NULL;
+    nvmlReturn_t r = NV(lib, nvmlDeviceGetGpuInstanceById, dev, gi_id, &gi);
+    if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
+        return err_set(e, -ENOENT, "GPU %u has no GPU instance %u", gpu, gi_id);
+    if (r != NVML_SUCCESS)
+        return nv_err(lib, r, e, "nvmlDeviceGetGpuInstanceById(gpu %u, %u)", gpu, gi_id);
+    return gi_destroy(lib, gpu, gi, e);
+}

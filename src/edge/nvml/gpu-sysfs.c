@@ -7,48 +7,6 @@
 
 #define SYSFS_VALUE_MAX 64
 
-static int hex_field(const char *s, size_t len, unsigned max, unsigned *ret)
-{
-    uint64_t v;
-    if (len > 8 || hex_parse(s, len, &v) < 0)
-        return -EINVAL;
-    if (v > max)
-        return -ERANGE;
-    *ret = (unsigned)v;
-    return 0;
-}
-
-int nv_bus_id_parse(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn)
-{
-    if (!s)
-        return -EINVAL;
-    const char *c1 = strchr(s, ':');
-    const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    const char *dot = c2 ? strchr(c2 + 1, '.') : NULL;
-    if (!dot)
-        return -EINVAL;
-    unsigned d, b, v, f;
-    if (hex_field(s, (size_t)(c1 - s), UINT32_MAX, &d) < 0 ||
-        hex_field(c1 + 1, (size_t)(c2 - c1 - 1), 0xff, &b) < 0 ||
-        hex_field(c2 + 1, (size_t)(dot - c2 - 1), 0x1f, &v) < 0 ||
-        hex_field(dot + 1, strlen(dot + 1), 7, &f) < 0)
-        return -EINVAL;
-    *domain = d;
-    *bus = b;
-    *dev = v;
-    *fn = f;
-    return 0;
-}
-
-int gpu_bus_id_sysfs(const char *bus_id, char *buf, size_t n)
-{
-    unsigned d, b, v, f;
-    if (nv_bus_id_parse(bus_id, &d, &b, &v, &f) < 0)
-        return -EINVAL;
-    int w = snprintf(buf, n, "%04x:%02x:%02x.%x", d, b, v, f);
-    return w < 0 || (size_t)w >= n ? -ENOBUFS : 0;
-}
-
 static int read_attr(const char *dir, const char *name, char *buf, size_t n, struct err *e)
 {
     _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);

@@ -285,6 +285,8 @@ int gpu_nvml_code(int nvml_return);
 /* NVML's text for a return code as the loaded library words it, or gpuop's own; never NULL. */
 const char *gpu_nvml_string(const struct gpu_lib *lib, int nvml_return);
 
+/* NVML's bus id "00000000:18:00.0" (or "0000:18:00.0") in its parts; -EINVAL otherwise. */
+int gpu_bus_id_parse(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn);
 /* The sysfs name of a PCI device from NVML's bus id: "00000000:18:00.0" -> "0000:18:00.0".
  * -EINVAL for something that is not a bus id. */
 int gpu_bus_id_sysfs(const char *bus_id, char *buf, size_t n);
@@ -355,6 +357,9 @@ int gpu_mig_create_at(struct gpu_lib *lib, unsigned gpu, const char *profile, un
                       unsigned *ret_gi_id, unsigned *ret_ci_id, struct err *e);
 /* Destroys every compute instance and GPU instance on the GPU. */
 int gpu_mig_destroy_all(struct gpu_lib *lib, unsigned gpu, struct err *e);
+/* Destroys one GPU instance (its compute instances first), leaving the others as they are: what
+ * a slice made on demand needs when its claim ends. -ENOENT when the GPU has no instance gi_id. */
+int gpu_mig_destroy(struct gpu_lib *lib, unsigned gpu, unsigned gi_id, struct err *e);
 
 /* ---- MIG capability device nodes (pure) ---------------------------------------------------- */
 

@@ -26,6 +26,13 @@
  * was remediated and validated), since NVML shows nothing when the cause is gone. Every fault
  * gets a sequence number when it appears; the acknowledgement names the last one handled.
  *
+ *   the plugins' policy  gh_policy_*: which NVML events make a device unhealthy in a device
+ *                   plugin (`gpuop device-plugin`, `gpuop dra-plugin`), as NVIDIA's device plugin
+ *                   decides it: every XID but the application errors 13, 31, 43, 45, 68 and 109,
+ *                   narrowed by a disable list (DP_DISABLE_HEALTHCHECKS: XIDs to ignore, "all" or
+ *                   "xids" for every XID) and widened by an enable list (DP_ENABLE_HEALTHCHECKS:
+ *                   XIDs that count over both, "all" for every XID); double-bit ECC events count.
+ *
  * No I/O, no clock: time is passed in. Not thread-safe: one caller owns a gh_state.
  */
 #ifndef GPUOP_GPUHEALTH_H
@@ -36,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu.h"
 #include "util.h"
 
 /* The agent's annotation on its Node (JSON, gh_health_format) and the Node condition. */
@@ -236,5 +244,22 @@ int gh_observe(struct gh_state *st, const struct gh_observation *o, struct gh_re
 /* The shell could not write the annotation gh_observe handed out: the next one hands it out
  * again (ok true: nothing to do). */
 void gh_state_written(struct gh_state *st, bool ok);
+
+/* ---- the plugins' policy -------------------------------------------------------------------- */
+
+#define GH_XID_SET_MAX 64
+struct gh_policy {
+    bool disable_all; /* the disable list says "all" or "xids" */
+    bool enable_all;  /* the enable list says "all" */
+    size_t n_ignored, n_enabled;
+    uint64_t ignored[GH_XID_SET_MAX]; /* the defaults plus the disable list */
+    uint64_t enabled[GH_XID_SET_MAX]; /* the enable list (overrides ignored) */
+};
+/* Parses the two lists (NULL = unset) as NVIDIA's plugin does: comma lists, trimmed, lower case,
+ * malformed entries ignored. Never fails. */
+void gh_policy_init(struct gh_policy *hp, const char *disable_list, const char *enable_list);
+bool gh_policy_xid_critical(const struct gh_policy *hp, uint64_t xid);
+/* Whether the event (an XID that counts, or double-bit ECC) makes devices unhealthy. */
+bool gh_policy_event_critical(const struct gh_policy *hp, const struct gpu_event *ev);
 
 #endif

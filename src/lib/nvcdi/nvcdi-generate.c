@@ -234,6 +234,7 @@ int nvcdi_gen_spec(struct nvcdi_gen *g, char **ret, char *ret_version, size_t ve
         .mig_minors = minors,
         .control_present = present,
         .hook_path = g->hook_path[0] ? g->hook_path : NULL,
+        .kind = g->o.kind,
     };
     _cleanup_free_ char *spec = NULL;
     if ((r = nvcdi_cdi_render(&in, &spec, e)) < 0)

@@ -312,7 +312,7 @@ int nvcdi_cdi_render(const struct nvcdi_cdi_input *in, char **ret, struct err *e
     };
     sbuf_adds(&b, "---\n");
     kv(&b, "", "cdiVersion", nvcdi_cdi_min_version(&f));
-    kv(&b, "", "kind", NVCDI_CDI_KIND);
+    kv(&b, "", "kind", in->kind ? in->kind : NVCDI_CDI_KIND);
     sbuf_adds(&b, "devices:\n");
     (void)for_each_name(in->inv, device_entry, &rd);
 

@@ -115,6 +115,9 @@ struct nvcdi_cdi_input {
     /* The gpuop the spec's createContainer hooks run (a host path: "/usr/local/nvidia/gpuop");
      * NULL: no hooks. */
     const char *hook_path;
+    /* The spec's kind ("vendor/class"); NULL: NVCDI_CDI_KIND. The DRA plugin writes the same
+     * devices under a kind of its own, so its spec and the toolkit's never clash. */
+    const char *kind;
 };
 
 /* The control device nodes every device needs, in the spec's order (NULL-terminated). */
@@ -126,7 +129,7 @@ extern const char *const nvcdi_control_nodes[];
 int nvcdi_cdi_render(const struct nvcdi_cdi_input *in, char **ret, struct err *e);
 
 /* The device names the spec defines, in its order ("0", "GPU-...", "0:1", "MIG-...", "all"),
- * each with the kind: "nvidia.com/gpu=0". Into out, one per line. */
+ * each with the kind NVCDI_CDI_KIND: "nvidia.com/gpu=0". Into out, one per line. */
 int nvcdi_cdi_names(const struct gpu_inventory *inv, struct sbuf *out);
 
 /* The lowest cdiVersion for the features a spec uses (the CDI library's rules). */
@@ -157,6 +160,7 @@ struct nvcdi_gen_options {
      * is an executable file on the host. */
     const char *hook_path;
     bool hook_unchecked; /* hook_path is not checked: the caller installs it with the spec */
+    const char *kind;    /* the spec's kind; NULL: NVCDI_CDI_KIND */
 };
 
 /* What the last run left out of the spec: a driver file ("driver file left out of the CDI spec",

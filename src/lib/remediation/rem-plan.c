@@ -129,34 +129,22 @@ static void want_requeue(struct planner *pl, int64_t delay_ms)
 
 static const char *cur_ann(const struct node *n, const char *k)
 {
-    if (n->anns && json_object_get(n->anns, k))
-        return json_string_value(json_object_get(n->anns, k)); /* null: removed */
-    return kobj_annotation(n->obj, k);
+    return kobj_ann_staged(n->obj, n->anns, k);
 }
 
 static void set_ann(struct node *n, const char *k, const char *v)
 {
-    if (streq_ptr(cur_ann(n, k), v))
-        return;
-    if (!n->anns)
-        n->anns = json_object();
-    json_object_set_new(n->anns, k, v ? json_string(v) : json_null());
+    kobj_ann_stage(n->obj, &n->anns, k, v);
 }
 
 static void set_ann_i64(struct node *n, const char *k, int64_t v)
 {
-    char b[32];
-    snprintf(b, sizeof(b), "%lld", (long long)v);
-    set_ann(n, k, b);
+    kobj_ann_stage_i64(n->obj, &n->anns, k, v);
 }
 
 static int64_t ann_i64(const struct node *n, const char *k, int64_t dflt)
 {
-    const char *v = cur_ann(n, k);
-    int64_t t;
-    if (v && parse_i64(v, &t) == 0 && t >= 0)
-        return t;
-    return dflt;
+    return kobj_ann_staged_i64(n->obj, n->anns, k, 0, dflt);
 }
 
 static bool cordoned(const struct node *n)

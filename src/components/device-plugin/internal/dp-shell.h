@@ -64,7 +64,7 @@ struct plugin {
     char kubelet_sock[PATH_MAX];
     const char *kubelet_name;
     bool no_register;
-    struct dp_health_policy hp;
+    struct gh_policy hp;
     uint64_t recovery_ms;
     struct gpu_lib *lib;
     /* registration retry */

@@ -67,6 +67,31 @@ uint64_t op_fnv64(const char *s);
  * reference, no hash): nvdriver.c renames and re-selects it per NVIDIADriver and OS. */
 int op_render_driver_daemonset(const struct op_policy *p, const struct op_templates *t,
                                const struct op_render_ctx *ctx, json_t **ret_ds, struct err *e);
+/* env lists merge by name: `env`'s entries replace the container's of the same name. */
+void op_merge_env(json_t *container, const json_t *env);
+/* The container `name` of a pod spec's `list` ("containers", "initContainers"); NULL: the
+ * first. Borrowed. */
+json_t *op_find_container(json_t *podspec, const char *list, const char *name);
+/* imagePullSecrets (names or {name}) set on a pod spec; nothing when the list is empty. */
+void op_apply_pull_secrets(json_t *podspec, const json_t *secrets);
+
+/* ---- the driver pod's settings (render-driver.c) ------------------------------------------ */
+
+/* Refuses what NVIDIA's operator refuses among spec.driver's settings and spec.gds/gdrcopy
+ * (precompiled drivers with GDS or GDRCopy): `path` names the
+ * section in messages ("spec", "NVIDIADriver \"x\" spec"). */
+int op_driver_settings_check(const json_t *drv, const json_t *spec, const char *path,
+                             struct err *e);
+/* The kernel module type the driver container is told: driver.kernelModuleType, "open" for
+ * the older useOpenKernelModules: true (with the type unset or auto), NULL when neither. */
+const char *op_kernel_module_type(const json_t *drv);
+/* Applies spec.driver's settings (kernel module type, RDMA, GDS and GDRCopy containers,
+ * repository and certificate ConfigMaps, licensing, secretEnv) to the driver DaemonSet's pod
+ * spec, as NVIDIA's operator renders them; `gds`/`gdrcopy` are those sections (NULL: off),
+ * `os_tag` the GPU nodes' OS ("ubuntu22.04"; NULL: unknown). */
+void op_driver_settings_apply(json_t *podspec, const json_t *drv, const json_t *gds,
+                              const json_t *gdrcopy, const char *os_tag);
+
 /* Labels it as gpuop's, owned by the ClusterPolicy, with the hash of its content. */
 void op_finish_object(json_t *obj, const struct op_policy *p);
 

@@ -54,9 +54,6 @@ void nv_gi_profiles_read(struct gpu_lib *lib, nvmlDevice_t dev,
 /* The canonical name of a profile: NVML's name without "MIG ", else "<slices>g.<GiB>gb". */
 void nv_profile_name(const nvmlGpuInstanceProfileInfo_v2_t *info, char *buf, size_t n);
 
-/* Parses an NVML or sysfs bus id ("00000000:18:00.0", "0000:18:00.0") into its numbers. */
-int nv_bus_id_parse(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn);
-
 /* ---- gpu.h's vocabulary from NVML's (gpu-abi.c) ------------------------------------------ */
 
 /* NVML topology level -> enum gpu_topo_level; a value NVML adds later reads as GPU_TOPO_SYSTEM. */

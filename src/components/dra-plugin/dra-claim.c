@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Claims (dra-plugin.h): a ResourceClaim's allocation to the devices this node prepares, their
+ * sharing, their CDI names and the claim's own CDI spec; the set of prepared claims. Pure.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dra-plugin.h"
+#include "kobj.h"
+
+#define MPS_PIPE_DIR "/tmp/nvidia-mps" /* the pipe folder as the container sees it */
+
+void dra_claim_free(struct dra_claim *c)
+{
+    if (!c)
+        return;
+    free(c->devices);
+    free(c);
+}
+
+/* ---- the plan ------------------------------------------------------------------------------- */
+
+struct opaque {
+    const json_t *requests; /* NULL or empty: every request */
+    struct dra_config cfg;
+    size_t index;
+};
+
+/* Whether a config's request list names the result's request ("req", or "req/sub" whose
+ * request "req" is named, or exactly "req/sub"). */
+static bool names_request(const json_t *requests, const char *request)
+{
+    size_t i;
+    json_t *v;
+    size_t main_len = strcspn(request, "/");
+    json_array_foreach (requests, i, v) {
+        const char *s = json_string_value(v);
+        if (!s)
+            continue;
+        if (strcmp(s, request) == 0 ||
+            (strlen(s) == main_len && strncmp(s, request, main_len) == 0))
+            return true;
+    }
+    return false;
+}
+
+static int fill_device(const struct dra_model *m, const struct dra_device *d,
+                       struct dra_prepared_device *pd)
+{
+    const struct gpu_device *g = &m->inv->gpus[d->gpu];
+    pd->type = d->type;
+    pd->gpu_index = g->index;
+    pd->minor = g->minor;
+    if (d->type == DRA_GPU) {
+        strlcpy_s(pd->uuid, g->uuid, sizeof(pd->uuid));
+        return 0;
+    }
+    strlcpy_s(pd->parent_uuid, g->uuid, sizeof(pd->parent_uuid));
+    strlcpy_s(pd->profile, d->profile, sizeof(pd->profile));
+    pd->gi_profile_id = d->gi_profile_id;
+    pd->start = d->start;
+    pd->size = d->size;
+    if (d->type == DRA_MIG) {
+        const struct gpu_mig_device *mg = &g->mig[d->mig];
+        strlcpy_s(pd->uuid, mg->uuid, sizeof(pd->uuid));
+        pd->gi_id = mg->gi_id;
+        pd->ci_id = mg->ci_id;
+    }
+    return 0;
+}
+
+int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra_claim_ref *ref,
+                   const json_t *claim, struct dra_claim **ret, struct err *e)
+{
+    const char *ns = ref->ns, *name = ref->name;
+    const char *uid = kobj_uid(claim);
+    if (!uid || strcmp(uid, ref->uid) != 0)
+        return err_set(e, -ESTALE, "claim %s/%s has UID %s, not %s (it was replaced)", ns, name,
+                       uid ? uid : "(none)", ref->uid);
+    const json_t *alloc = kobj_path(claim, "status.allocation");
+    if (!json_is_object(alloc))
+        return err_set(e, -ENOENT, "claim %s/%s is not allocated", ns, name);
+    const json_t *results = kobj_path(alloc, "devices.results");
+    const json_t *configs = kobj_path(alloc, "devices.config");
+
+    /* the configs of this driver, in order (the class's, then the claim's) */
+    _cleanup_(dra_claim_freep) struct dra_claim *c = NULL; /* before the first goto out */
+    size_t n_cfg = 0;
+    struct opaque *cfg = xcalloc(json_array_size(configs) + 1, sizeof(*cfg));
+    size_t i;
+    json_t *v;
+    int r = 0;
+    json_array_foreach (configs, i, v) {
+        const json_t *op = json_object_get(v, "opaque");
+        if (!streq_ptr(kobj_str(op, "driver"), DRA_DRIVER_NAME))
+            continue;
+        char where[DRA_NS_MAX + DRA_OBJ_NAME_MAX + 64];
+        snprintf(where, sizeof(where), "claim %s/%s: config %zu (%s)", ns, name, i,
+                 streq_ptr(kobj_str(v, "source"), "FromClass") ? "from the class" : "the claim's");
+        if ((r = dra_config_parse(json_object_get(op, "parameters"), where, &cfg[n_cfg].cfg, e)) <
+            0)
+            goto out;
+        cfg[n_cfg].requests = json_object_get(v, "requests");
+        cfg[n_cfg].index = i;
+        n_cfg++;
+    }
+
+    c = xcalloc(1, sizeof(*c));
+    c->ref = *ref;
+    c->state = DRA_PREPARE_STARTED;
+    c->devices = xcalloc(json_array_size(results) + 1, sizeof(*c->devices));
+    json_array_foreach (results, i, v) {
+        if (!streq_ptr(kobj_str(v, "driver"), DRA_DRIVER_NAME))
+            continue;
+        const char *req = kobj_str(v, "request"), *rpool = kobj_str(v, "pool"),
+                   *dev = kobj_str(v, "device");
+        if (!req || !rpool || !dev) {
+            r = err_set(e, -EINVAL, "claim %s/%s: result %zu: request, pool or device missing", ns,
+                        name, i);
+            goto out;
+        }
+        if (strcmp(rpool, pool) != 0) {
+            r = err_set(e, -EINVAL,
+                        "claim %s/%s: device %s is in pool %s, not in this node's pool %s", ns,
+                        name, dev, rpool, pool);
+            goto out;
+        }
+        const struct dra_device *d = dra_model_find(m, dev);
+        if (!d) {
+            r = err_set(e, -ENODEV, "claim %s/%s: device %s: not a device of this node", ns, name,
+                        dev);
+            goto out;
+        }
+        if (c->n_devices == DRA_CLAIM_DEVICES_MAX) {
+            r = err_set(e, -E2BIG, "claim %s/%s: more than %d devices", ns, name,
+                        DRA_CLAIM_DEVICES_MAX);
+            goto out;
+        }
+        struct dra_prepared_device *pd = &c->devices[c->n_devices];
+        strlcpy_s(pd->request, req, sizeof(pd->request));
+        strlcpy_s(pd->pool, rpool, sizeof(pd->pool));
+        strlcpy_s(pd->device, dev, sizeof(pd->device));
+        fill_device(m, d, pd);
+        bool is_gpu = d->type == DRA_GPU;
+        /* the last config that applies wins */
+        for (size_t k = n_cfg; k-- > 0;) {
+            bool named = json_array_size(cfg[k].requests) > 0;
+            if (named && !names_request(cfg[k].requests, req))
+                continue;
+            bool fits = (cfg[k].cfg.kind == DRA_CONFIG_GPU) == is_gpu;
+            if (!fits && named) {
+                r = err_set(e, -EINVAL,
+                            "claim %s/%s: config %zu: a %s for request %s, whose device %s is a %s",
+                            ns, name, cfg[k].index,
+                            cfg[k].cfg.kind == DRA_CONFIG_GPU ? "GpuConfig" : "MigDeviceConfig",
+                            req, dev, is_gpu ? "whole GPU" : "MIG device");
+                goto out;
+            }
+            if (!fits)
+                continue;
+            pd->sharing = cfg[k].cfg.sharing;
+            break;
+        }
+        if (pd->sharing.strategy == DRA_SHARE_NONE) {
+            pd->sharing.active_thread_percentage = -1;
+            pd->sharing.pinned_memory_limit = -1;
+        }
+        c->n_devices++;
+    }
+    *ret = steal_ptr(&c);
+out:
+    free(cfg);
+    return r;
+}
+
+/* ---- CDI ------------------------------------------------------------------------------------ */
+
+static bool device_has_edits(const struct dra_prepared_device *d)
+{
+    return d->sharing.strategy == DRA_SHARE_MPS;
+}
+
+bool dra_claim_has_edits(const struct dra_claim *c)
+{
+    for (size_t i = 0; i < c->n_devices; i++)
+        if (device_has_edits(&c->devices[i]))
+            return true;
+    return false;
+}
+
+size_t dra_claim_cdi_ids(const struct dra_claim *c, size_t i, char ids[2][DRA_CDI_ID_MAX])
+{
+    const struct dra_prepared_device *d = &c->devices[i];
+    if (!d->uuid[0])
+        return 0;
+    size_t n = 0;
+    snprintf(ids[n++], DRA_CDI_ID_MAX, "%s=%s", DRA_CDI_BASE_KIND, d->uuid);
+    if (device_has_edits(d))
+        snprintf(ids[n++], DRA_CDI_ID_MAX, "%s=%s-%s", DRA_CDI_CLAIM, c->ref.uid, d->device);
+    return n;
+}
+
+/* The MPS limit of the claim's MPS device at position pos (in bus order) with that uuid. */
+static int64_t mps_limit(const struct dra_sharing *sh, size_t pos, const char *uuid)
+{
+    int64_t v = sh->pinned_memory_limit;
+    char idx[24];
+    snprintf(idx, sizeof(idx), "%zu", pos);
+    for (size_t i = 0; i < sh->n_limits; i++)
+        if (strcmp(sh->limits[i].device, idx) == 0 || strcmp(sh->limits[i].device, uuid) == 0)
+            v = sh->limits[i].bytes;
+    return v;
+}
+
+int dra_claim_cdi_spec(const struct dra_claim *c, const struct dra_cdi_paths *paths, char **ret,
+                       struct err *e)
+{
+    *ret = NULL;
+    if (!dra_claim_has_edits(c))
+        return 0;
+    if (!paths || !paths->mps_root || paths->mps_root[0] != '/')
+        return err_set(e, -EINVAL, "claim %s/%s: MPS needs an absolute pipe folder root", c->ref.ns,
+                       c->ref.name);
+    /* the claim's MPS devices in bus order: GPU index, then placement */
+    size_t order[DRA_CLAIM_DEVICES_MAX], n_mps = 0;
+    for (size_t i = 0; i < c->n_devices && n_mps < DRA_CLAIM_DEVICES_MAX; i++)
+        if (device_has_edits(&c->devices[i]))
+            order[n_mps++] = i;
+    for (size_t a = 1; a < n_mps; a++)
+        for (size_t b = a; b > 0; b--) {
+            const struct dra_prepared_device *x = &c->devices[order[b - 1]],
+                                             *y = &c->devices[order[b]];
+            if (x->gpu_index < y->gpu_index ||
+                (x->gpu_index == y->gpu_index && x->start <= y->start))
+                break;
+            size_t t = order[b - 1];
+            order[b - 1] = order[b];
+            order[b] = t;
+        }
+    json_t *env = json_array();
+    json_array_append_new(env, json_string("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+    json_array_append_new(env, json_string("CUDA_MPS_PIPE_DIRECTORY=" MPS_PIPE_DIR));
+    const struct dra_sharing *first = &c->devices[order[0]].sharing;
+    if (first->active_thread_percentage > 0) {
+        char s[64];
+        snprintf(s, sizeof(s), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
+                 first->active_thread_percentage);
+        json_array_append_new(env, json_string(s));
+    }
+    struct sbuf lim;
+    sbuf_init(&lim, 4096);
+    for (size_t p = 0; p < n_mps; p++) {
+        const struct dra_prepared_device *d = &c->devices[order[p]];
+        int64_t v = mps_limit(&d->sharing, p, d->uuid);
+        if (v > 0)
+            sbuf_addf(&lim, "%s%zu=%" PRId64 "M", lim.len ? "," : "", p,
+                      (v + 1024 * 1024 - 1) / (1024 * 1024));
+    }
+    int r = sbuf_check_err(&lim, e, "MPS limits");
+    if (r == 0 && lim.len) {
+        _cleanup_free_ char *s = xasprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s", lim.data);
+        json_array_append_new(env, json_string(s));
+    }
+    sbuf_free(&lim);
+    if (r < 0) {
+        json_decref(env);
+        return r;
+    }
+    _cleanup_free_ char *host = xasprintf("%s/%s", paths->mps_root, c->ref.uid);
+    json_t *mounts = json_pack("[{s:s,s:s,s:[s,s]}]", "hostPath", host, "containerPath",
+                               MPS_PIPE_DIR, "options", "rbind", "rw");
+    json_t *devs = json_array();
+    for (size_t i = 0; i < c->n_devices; i++) {
+        const struct dra_prepared_device *d = &c->devices[i];
+        if (!device_has_edits(d))
+            continue;
+        char name[DRA_UID_MAX + DRA_DEV_NAME_MAX + 2];
+        snprintf(name, sizeof(name), "%s-%s", c->ref.uid, d->device);
+        json_array_append_new(devs, json_pack("{s:s,s:{s:O,s:O}}", "name", name, "containerEdits",
+                                              "env", env, "mounts", mounts));
+    }
+    json_t *spec =
+        json_pack("{s:s,s:s,s:o}", "cdiVersion", "0.5.0", "kind", DRA_CDI_CLAIM, "devices", devs);
+    json_decref(env);
+    json_decref(mounts);
+    char *text = json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(spec);
+    if (!text)
+        return err_set(e, -ENOMEM, "claim %s/%s: CDI spec", c->ref.ns, c->ref.name);
+    *ret = text;
+    return 0;
+}
+
+/* ---- the set of claims ---------------------------------------------------------------------- */
+
+void dra_claims_clear(struct dra_claims *cs)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        dra_claim_free(cs->v[i]);
+    free(cs->v);
+    cs->v = NULL;
+    cs->n = 0;
+}
+
+struct dra_claim *dra_claims_find(const struct dra_claims *cs, const char *uid)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        if (strcmp(cs->v[i]->ref.uid, uid) == 0)
+            return cs->v[i];
+    return NULL;
+}
+
+int dra_claims_put(struct dra_claims *cs, struct dra_claim *c, struct err *e)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        if (strcmp(cs->v[i]->ref.uid, c->ref.uid) == 0) {
+            if (cs->v[i] != c)
+                dra_claim_free(cs->v[i]);
+            cs->v[i] = c;
+            return 0;
+        }
+    if (cs->n >= DRA_CLAIMS_MAX)
+        return err_set(e, -ENOSPC, "claim %s/%s: %d claims are prepared already", c->ref.ns,
+                       c->ref.name, DRA_CLAIMS_MAX);
+    cs->v = xrealloc(cs->v, (cs->n + 1) * sizeof(*cs->v));
+    cs->v[cs->n++] = c;
+    return 0;
+}
+
+struct dra_claim *dra_claims_take(struct dra_claims *cs, const char *uid)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        if (strcmp(cs->v[i]->ref.uid, uid) == 0) {
+            struct dra_claim *c = cs->v[i];
+            memmove(&cs->v[i], &cs->v[i + 1], (cs->n - i - 1) * sizeof(*cs->v));
+            cs->n--;
+            return c;
+        }
+    return NULL;
+}
+
+struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *ret_n)
+{
+    size_t n = 0, cap = 0;
+    struct dra_owned_slice *v = NULL;
+    for (size_t i = 0; i < cs->n; i++)
+        for (size_t k = 0; k < cs->v[i]->n_devices; k++) {
+            const struct dra_prepared_device *d = &cs->v[i]->devices[k];
+            if (!d->created || d->type == DRA_GPU)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                v = xrealloc(v, cap * sizeof(*v));
+            }
+            strlcpy_s(v[n].parent_uuid, d->parent_uuid, sizeof(v[n].parent_uuid));
+            v[n].gi_id = d->gi_id;
+            n++;
+        }
+    *ret_n = n;
+    return v;
+}

@@ -1,0 +1,227 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# `gpuop dra-plugin` end to end on a simulated DGX H100 node (kubesim, kubelet-sim, every pod a
+# process): the simulated driver container loads the driver; the plugin publishes the node's
+# ResourceSlice (eight gpu-N, owned by the Node), writes its CDI spec and registers through the
+# plugin watcher;
+#  - a pod whose claim asks for "an H100 with at least 80 GB" gets exactly the allocated GPU
+#    (its /dev holds that GPU's node alone) and the CUDA sample passes on it; the claim is
+#    unprepared when the pod ends;
+#  - a pod asking `nvidia.com/gpu: 1` is served through the DeviceClass's extendedResourceName;
+#  - a claim asking MPS sharing fails its prepare with the plugin's reason (no MPS daemon yet);
+#  - the plugin restarted between prepare and unprepare reads its checkpoint and unprepares the
+#    claim when the pod ends.
+# Needs root (namespaces, mknod); skips (77) saying so otherwise.
+set -uo pipefail
+. "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+N=dra-h100-1
+R=$T/roots/$N
+CKPT=$R/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json
+cat >"$T/cluster.yaml" <<EOF
+apiVersion: gpuop.dev/v1alpha1
+kind: SimCluster
+nodes:
+- name: $N
+  fleet: $S/sim/fleets/dgx-h100.yaml
+  root: $R
+  kernel: 5.15.0-127-generic
+  os: {id: ubuntu, versionId: "22.04"}
+  runtime: containerd
+  kernelHeaders: [5.15.0-127-generic]
+EOF
+start_kubesim --api-ip 198.18.255.36 --tls
+start_kubelet_sim "$T/cluster.yaml" 1 --bridge kldrae0 --subnet 198.18.236.0/24
+
+# the driver, as its container loads it (device nodes under /run/nvidia/driver)
+cat >"$T/driver.yaml" <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nvidia-driver, namespace: default}
+spec:
+  selector: {matchLabels: {app: nvidia-driver}}
+  template:
+    metadata: {labels: {app: nvidia-driver}}
+    spec:
+      containers:
+      - name: nvidia-driver-ctr
+        image: nvcr.io/nvidia/driver:570.86.15-ubuntu22.04
+        command: [nvidia-driver]
+        args: [init]
+        env: [{name: SIM_DRIVER_BUILD_SECONDS, value: "0.2"}]
+        securityContext: {privileged: true}
+        volumeMounts: [{name: run-nvidia, mountPath: /run/nvidia}]
+      volumes: [{name: run-nvidia, hostPath: {path: /run/nvidia, type: DirectoryOrCreate}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}
+  extendedResourceName: nvidia.com/gpu
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: h100-80g, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.nvidia.com
+          selectors:
+          - cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3' && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80G')) >= 0"}
+EOF
+k apply -f "$T/driver.yaml" >/dev/null || fail "apply the driver, the DeviceClass and the claim template"
+wait_for 60 "the driver loaded" test -e "$R/sys/module/nvidia/version"
+wait_for 30 "the driver's device nodes" test -e "$R/run/nvidia/driver/dev/nvidia7"
+
+# the plugin, as its DaemonSet's pod runs it: the host (the node's root) under --host-root
+plugin() {
+    GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml \
+        GPUOP_SIM_STATE=$R/var/lib/gpuop-sim/nvml GPUOP_SIM_ROOT=$R \
+        "$B/gpuop" dra-plugin --node-name $N --kubeconfig "$KUBECONFIG" --host-root "$R" \
+        --driver-root /run/nvidia/driver --resync 1s --health-recovery-period 4s >>"$T/dra-plugin.log" 2>&1 &
+    PLUGIN_PID=$!
+    pids+=("$PLUGIN_PID")
+}
+log_file "$T/dra-plugin.log"
+plugin
+wait_for -p "$PLUGIN_PID" 30 "the plugin registered" grep -q "registered with the kubelet" "$T/dra-plugin.log"
+slice=$N-gpu.nvidia.com-0
+wait_for 20 "the slice" sh -c "$K get resourceslice $slice >/dev/null 2>&1"
+devs=$(k get resourceslice $slice -o jsonpath='{range .spec.devices[*]}{.name} {end}')
+[ "$devs" = "gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7 " ] || fail "the slice's devices: $devs"
+owner=$(k get resourceslice $slice -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}')
+[ "$owner" = "Node/$(k get node $N -o jsonpath='{.metadata.uid}')" ] || fail "the slice's owner: $owner"
+spec=$R/var/run/cdi/k8s.gpu.nvidia.com-device.yaml
+wait_for 20 "the plugin's CDI spec" test -s "$spec"
+grep -q '^kind: k8s.gpu.nvidia.com/device$' "$spec" || fail "the spec's kind: $(head -3 "$spec")"
+echo "ok: the plugin registered, published 8 GPUs owned by the Node, wrote its CDI spec"
+
+# health: an XID the policy counts withdraws the GPU from the slice until the recovery period
+# passes quietly; an application's XID (13) does not
+sim() {
+    GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$R/var/lib/gpuop-sim/nvml \
+        "$B/gpuop-sim" "$@" >/dev/null || fail "gpuop-sim $*"
+}
+devices() { k get resourceslice $slice -o jsonpath='{range .spec.devices[*]}{.name} {end}'; }
+is_devices() { [ "$(devices)" = "$1" ]; }
+sim inject xid --gpu 2 --code 13
+wait_for 10 "the XID 13 seen" grep -q "GPU event ignored by the health policy gpu=2 xid=13" "$T/dra-plugin.log"
+sim inject xid --gpu 3 --code 79
+wait_for 10 "gpu-3 withdrawn" is_devices "gpu-0 gpu-1 gpu-2 gpu-4 gpu-5 gpu-6 gpu-7 "
+wait_for 20 "gpu-3 back after the recovery period" is_devices "$devs"
+echo "ok: XID 79 withdrew gpu-3 from the slice until the recovery period passed; XID 13 did not"
+
+pod() { # name claim|extended [seconds]
+    local claims='' resources='limits: {nvidia.com/gpu: 1}'
+    if [ "$2" = claim ]; then
+        claims='resourceClaims: [{name: gpu, resourceClaimTemplateName: h100-80g}]'
+        resources='claims: [{name: gpu}]'
+    fi
+    cat >"$T/pod-$1.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  restartPolicy: Never
+  $claims
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    env: [{name: SIM_WORKLOAD_SECONDS, value: "${3:-0}"}]
+    command: [sh, -c, 'cd /dev && ls | grep "^nvidia[0-9]" | sort; cuda-sample']
+    resources: {$resources}
+EOF
+    k apply -f "$T/pod-$1.yaml" >/dev/null
+}
+phase() { k get pod "$1" -o jsonpath='{.status.phase}'; }
+is_phase() { [ "$(phase "$1")" = "$2" ]; }
+# the device the claim of pod $1 got
+allocated() {
+    local c
+    c=$(k get pod "$1" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
+    k get resourceclaim "$c" -o jsonpath='{.status.allocation.devices.results[0].device}'
+}
+
+pod train claim 2 || fail "pod train"
+wait_for 30 "train runs" is_phase train Running
+dev=$(allocated train)
+case $dev in gpu-[0-7]) ;; *) fail "train's claim got \"$dev\"" ;; esac
+wait_for 30 "train completes" is_phase train Succeeded
+log=$(k logs train) || fail "logs of train"
+grep -q "Test PASSED" <<<"$log" || fail "train's CUDA sample: $log"
+[ "$(grep '^nvidia[0-9]' <<<"$log")" = "nvidia${dev#gpu-}" ] || fail "train's /dev for $dev: $log"
+wait_for 20 "train's claim unprepared" grep -q "claim unprepared" "$T/dra-plugin.log"
+echo "ok: a claim for an H100 with at least 80 GB: $dev alone in the container, the CUDA sample passed, unprepared"
+
+pod legacy extended || fail "pod legacy"
+wait_for 30 "legacy completes" is_phase legacy Succeeded
+log=$(k logs legacy) || fail "logs of legacy"
+grep -q "Test PASSED" <<<"$log" || fail "legacy's CUDA sample: $log"
+[ "$(grep -c '^nvidia[0-9]' <<<"$log")" = 1 ] || fail "legacy's /dev: $log"
+echo "ok: nvidia.com/gpu: 1 served by DRA through the DeviceClass's extended resource"
+
+# a claim asking MPS sharing: refused at prepare, saying so (the plugin runs no MPS daemon)
+cat >"$T/mps.yaml" <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-mps, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+    config:
+    - opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mps, namespace: default}
+spec:
+  restartPolicy: Never
+  resourceClaims: [{name: gpu, resourceClaimName: shared-mps}]
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    resources: {claims: [{name: gpu}]}
+EOF
+k apply -f "$T/mps.yaml" >/dev/null || fail "apply the MPS claim and pod"
+mps_event() {
+    k get events --field-selector involvedObject.name=mps,reason=FailedPrepareDynamicResources \
+        -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "MPS sharing is not served by this plugin"
+}
+wait_for 30 "the MPS claim refused with the plugin's reason" mps_event
+k delete pod mps --grace-period=0 >/dev/null 2>&1
+echo "ok: a claim asking MPS sharing is refused at prepare, saying why"
+
+# a restart between prepare and unprepare: the checkpoint carries the claim over
+pod hold claim 6 || fail "pod hold"
+wait_for 30 "hold runs" is_phase hold Running
+claims() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["claims"]))' "$CKPT"; }
+[ "$(claims)" = 1 ] || fail "hold's claim is not in the checkpoint: $(cat "$CKPT")"
+kill "$PLUGIN_PID"
+wait_exit "$PLUGIN_PID" 10
+[ "$RC" = 0 ] || fail "the plugin exited $RC on SIGTERM"
+n_unprep=$(grep -c "claim unprepared" "$T/dra-plugin.log")
+plugin
+wait_for -p "$PLUGIN_PID" 20 "the restarted plugin read its checkpoint" grep -q "checkpoint read.*claims=1" "$T/dra-plugin.log"
+wait_for 30 "hold completes" is_phase hold Succeeded
+more_unprepared() { [ "$(grep -c 'claim unprepared' "$T/dra-plugin.log")" -gt "$n_unprep" ]; }
+wait_for 20 "hold's claim unprepared after the restart" more_unprepared
+[ "$(claims)" = 0 ] || fail "the checkpoint keeps a claim: $(cat "$CKPT")"
+echo "ok: a restart between prepare and unprepare: the checkpoint read back, the claim unprepared"
+
+kill "$PLUGIN_PID"
+wait_exit "$PLUGIN_PID" 10
+[ "$RC" = 0 ] || fail "the plugin exited $RC on SIGTERM"
+[ ! -e "$R/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock" ] || fail "the registration socket stayed"
+stop_kubelet_sim
+echo "ok"

@@ -1,0 +1,723 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The ClusterPolicy settings production clusters use, rendered as NVIDIA's operator renders them:
+ * the driver pod's settings (a table: each row a setting, what NVIDIA's operator puts in the
+ * driver DaemonSet for it, and what must not be there), the exporter's ServiceMonitor, the
+ * namespace's Pod Security labels, hostNetwork; and a cross-check of the default driver
+ * DaemonSet against the one NVIDIA's operator made (../shared/reference), where every
+ * difference is named and justified below. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kobj.h"
+#include "operator.h"
+#include "yamlcfg.h"
+
+static const struct op_defaults defaults = {"gpu-operator", "gpuop:test"};
+
+static json_t *load_yaml(const char *s)
+{
+    json_t *v = NULL;
+    struct err e = {0};
+    if (yaml_parse_one(s, strlen(s), "test", &v, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    return v;
+}
+
+/* A ClusterPolicy of the required sections, with the sections of `extra` (YAML lines under spec,
+ * indented 2) in their place. */
+static json_t *policy(const char *extra)
+{
+    json_t *cp = load_yaml("apiVersion: nvidia.com/v1\nkind: ClusterPolicy\n"
+                           "metadata: {name: cluster-policy, uid: u1}\nspec:\n"
+                           "  operator: {}\n  daemonsets: {}\n  toolkit: {}\n"
+                           "  devicePlugin: {}\n  dcgm: {}\n  gfd: {}\n  driver: {}\n"
+                           "  nodeStatusExporter: {}\n  dcgmExporter: {}\n");
+    if (extra && *extra) {
+        _cleanup_json_ json_t *over = load_yaml(extra);
+        json_object_update(json_object_get(cp, "spec"), over);
+    }
+    return cp;
+}
+
+static json_t *render(const char *extra, const char *os_tag, struct op_policy **ret_p)
+{
+    _cleanup_json_ json_t *cp = policy(extra);
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct op_policy *p = NULL;
+    struct err e = {0};
+    if (op_policy_parse(cp, &defaults, &p, &e) < 0)
+        fail_msg("parse: %s", err_msg(&e));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = os_tag};
+    json_t *objs = NULL;
+    if (op_render(p, t, &ctx, &objs, &e) < 0)
+        fail_msg("render: %s", err_msg(&e));
+    /* everything rendered passes the API server's rules */
+    size_t i;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (op_api_validate(o, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+    }
+    if (ret_p)
+        *ret_p = p;
+    else
+        op_policy_free(p);
+    return objs;
+}
+
+static json_t *find_obj(const json_t *objs, const char *kind, const char *name)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach (objs, i, o) {
+        if (streq_ptr(kobj_kind(o), kind) && (!name || streq_ptr(kobj_name(o), name)))
+            return o;
+    }
+    return NULL;
+}
+
+static json_t *named(const json_t *arr, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (arr, i, v) {
+        if (streq_ptr(kobj_str(v, "name"), name))
+            return v;
+    }
+    return NULL;
+}
+
+/* ---- the driver pod: one row per setting --------------------------------------------------- */
+
+/* A fact about the driver DaemonSet's pod spec, as text:
+ *   "env CTR NAME=VALUE"        the container has that env entry
+ *   "noenv CTR NAME"            it has none of that name
+ *   "ctr NAME" / "noctr NAME"   the container is there / is not
+ *   "image CTR REF"             its image
+ *   "mount CTR PATH VOLUME"     a mount of that volume at that path
+ *   "nomount CTR PATH"          no mount at that path
+ *   "vol NAME JSON"             a volume of that name whose source is the JSON (a subset)
+ *   "novol NAME"                no volume of that name
+ *   "envfrom CTR SECRET"        envFrom the Secret
+ *   "pod KEY JSON"              the pod spec's KEY is the JSON value */
+static void check_fact(const json_t *podspec, const char *fact, const char *row)
+{
+    _cleanup_free_ char *f = xstrdup(fact);
+    char *save = NULL;
+    const char *op = strtok_r(f, " ", &save);
+    const char *a = strtok_r(NULL, " ", &save);
+    const char *b = strtok_r(NULL, " ", &save);
+    const char *c = save && *save ? save : NULL;
+    json_t *ctrs = json_object_get(podspec, "containers");
+    json_t *ctr = a ? named(ctrs, a) : NULL;
+    if (streq_ptr(op, "ctr") || streq_ptr(op, "noctr")) {
+        if ((ctr != NULL) != streq_ptr(op, "ctr"))
+            fail_msg("%s: %s", row, fact);
+        return;
+    }
+    if (streq_ptr(op, "vol") || streq_ptr(op, "novol")) {
+        json_t *v = named(json_object_get(podspec, "volumes"), a);
+        if (streq_ptr(op, "novol")) {
+            if (v)
+                fail_msg("%s: %s", row, fact);
+            return;
+        }
+        if (!v)
+            fail_msg("%s: %s: no such volume", row, fact);
+        _cleanup_free_ char *want_s = xasprintf("%s%s%s", b, c ? " " : "", c ? c : "");
+        _cleanup_json_ json_t *want = json_loads(want_s, 0, NULL);
+        assert_non_null(want);
+        const char *k;
+        json_t *wv;
+        json_object_foreach (want, k, wv) {
+            if (!json_equal(json_object_get(v, k), wv)) {
+                _cleanup_free_ char *got = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+                fail_msg("%s: %s: got %s", row, fact, got);
+            }
+        }
+        return;
+    }
+    if (streq_ptr(op, "pod")) {
+        _cleanup_json_ json_t *want = json_loads(b, JSON_DECODE_ANY, NULL);
+        if (!json_equal(json_object_get(podspec, a), want))
+            fail_msg("%s: %s", row, fact);
+        return;
+    }
+    if (!ctr)
+        fail_msg("%s: %s: no container %s", row, fact, a);
+    if (streq_ptr(op, "env") || streq_ptr(op, "noenv")) {
+        char *eq = b ? strchr(b, '=') : NULL;
+        _cleanup_free_ char *name = eq ? xstrndup(b, (size_t)(eq - b)) : xstrdup(b);
+        json_t *ev = named(json_object_get(ctr, "env"), name);
+        if (streq_ptr(op, "noenv")) {
+            if (ev)
+                fail_msg("%s: %s", row, fact);
+            return;
+        }
+        if (!ev || !streq_ptr(kobj_str(ev, "value"), eq + 1))
+            fail_msg("%s: %s (got %s)", row, fact, ev ? kobj_str(ev, "value") : "none");
+        return;
+    }
+    if (streq_ptr(op, "image")) {
+        if (!streq_ptr(kobj_str(ctr, "image"), b))
+            fail_msg("%s: %s (got %s)", row, fact, kobj_str(ctr, "image"));
+        return;
+    }
+    if (streq_ptr(op, "envfrom")) {
+        size_t i;
+        json_t *ef;
+        json_array_foreach (json_object_get(ctr, "envFrom"), i, ef) {
+            if (streq_ptr(kobj_path_str(ef, "secretRef.name"), b))
+                return;
+        }
+        fail_msg("%s: %s", row, fact);
+    }
+    if (streq_ptr(op, "mount") || streq_ptr(op, "nomount")) {
+        size_t i;
+        json_t *m;
+        json_array_foreach (json_object_get(ctr, "volumeMounts"), i, m) {
+            if (!streq_ptr(kobj_str(m, "mountPath"), b))
+                continue;
+            if (streq_ptr(op, "nomount") || !streq_ptr(kobj_str(m, "name"), c))
+                fail_msg("%s: %s (volume %s)", row, fact, kobj_str(m, "name"));
+            return;
+        }
+        if (streq_ptr(op, "mount"))
+            fail_msg("%s: %s: no such mount", row, fact);
+        return;
+    }
+    fail_msg("%s: unknown fact %s", row, fact);
+}
+
+struct driver_row {
+    const char *name;
+    const char *spec; /* YAML lines under spec */
+    const char *os_tag;
+    const char *facts[16];
+};
+
+/* What NVIDIA's operator renders for each setting (its driver state: the env it sets, the
+ * containers it keeps, the volumes and mounts it adds). Differences are named in `name`. */
+static const struct driver_row driver_rows[] = {
+    {"defaults: no kernel module type, no module container",
+     "",
+     "ubuntu22.04",
+     {"noenv nvidia-driver-ctr KERNEL_MODULE_TYPE", "noenv nvidia-driver-ctr GDS_ENABLED",
+      "noctr nvidia-peermem-ctr", "noctr nvidia-fs-ctr", "noctr nvidia-gdrcopy-ctr",
+      "novol run-mellanox-drivers", "novol licensing-config"}},
+    {"kernelModuleType auto: passed through",
+     "  driver: {kernelModuleType: auto}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr KERNEL_MODULE_TYPE=auto",
+      "noenv nvidia-driver-ctr OPEN_KERNEL_MODULES_ENABLED"}},
+    {"kernelModuleType open: and the older images' switch",
+     "  driver: {kernelModuleType: open}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr KERNEL_MODULE_TYPE=open",
+      "env nvidia-driver-ctr OPEN_KERNEL_MODULES_ENABLED=true"}},
+    {"kernelModuleType proprietary",
+     "  driver: {kernelModuleType: proprietary}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr KERNEL_MODULE_TYPE=proprietary",
+      "noenv nvidia-driver-ctr OPEN_KERNEL_MODULES_ENABLED"}},
+    /* Difference: NVIDIA's v25+ operator ignores the deprecated useOpenKernelModules; v24.9
+     * (the reference) turned it into OPEN_KERNEL_MODULES_ENABLED. gpuop keeps its meaning when
+     * the type is unset or auto (the CRD's default), so an old policy keeps the open modules. */
+    {"useOpenKernelModules true (v24.9's meaning) over auto",
+     "  driver: {useOpenKernelModules: true, kernelModuleType: auto}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr KERNEL_MODULE_TYPE=open",
+      "env nvidia-driver-ctr OPEN_KERNEL_MODULES_ENABLED=true"}},
+    {"useOpenKernelModules true does not override an explicit proprietary",
+     "  driver: {useOpenKernelModules: true, kernelModuleType: proprietary}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr KERNEL_MODULE_TYPE=proprietary",
+      "noenv nvidia-driver-ctr OPEN_KERNEL_MODULES_ENABLED"}},
+    /* Difference: NVIDIA mounts the MOFED volumes on every driver pod; gpuop only with RDMA on,
+     * so nodes without it get no /run/mellanox directories created. */
+    {"rdma: the peermem sidecar on the driver's image, MOFED's sources",
+     "  driver: {rdma: {enabled: true}}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr GPU_DIRECT_RDMA_ENABLED=true",
+      "noenv nvidia-driver-ctr USE_HOST_MOFED", "ctr nvidia-peermem-ctr",
+      "image nvidia-peermem-ctr nvcr.io/nvidia/driver:" OP_DEFAULT_DRIVER_VERSION "-ubuntu22.04",
+      "noenv nvidia-peermem-ctr USE_HOST_MOFED",
+      "mount nvidia-driver-ctr /run/mellanox/drivers/usr/src mlnx-ofed-usr-src",
+      "mount nvidia-driver-ctr /run/mellanox/drivers run-mellanox-drivers",
+      "vol mlnx-ofed-usr-src {\"hostPath\": {\"path\": \"/run/mellanox/drivers/usr/src\", "
+      "\"type\": \"DirectoryOrCreate\"}}",
+      "mount nvidia-peermem-ctr /run/mellanox/drivers run-mellanox-drivers"}},
+    {"rdma with the host's MOFED: its /usr/src",
+     "  driver: {rdma: {enabled: true, useHostMofed: true}}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr GPU_DIRECT_RDMA_ENABLED=true",
+      "env nvidia-driver-ctr USE_HOST_MOFED=true", "env nvidia-peermem-ctr USE_HOST_MOFED=true",
+      "vol mlnx-ofed-usr-src {\"hostPath\": {\"path\": \"/usr/src\", \"type\": "
+      "\"DirectoryOrCreate\"}}"}},
+    {"useHostMofed without rdma: nothing",
+     "  driver: {rdma: {enabled: false, useHostMofed: true}}\n",
+     "ubuntu22.04",
+     {"noenv nvidia-driver-ctr USE_HOST_MOFED", "noctr nvidia-peermem-ctr"}},
+    {"gds: nvidia-fs from its own image, tagged for the OS",
+     "  gds: {enabled: true, repository: nvcr.io/nvidia/cloud-native, image: nvidia-fs,\n"
+     "        version: \"2.20.5\", imagePullPolicy: Always,\n"
+     "        env: [{name: NVFS_DEBUG, value: \"1\"}]}\n",
+     "rhel9.4",
+     {"env nvidia-driver-ctr GDS_ENABLED=true", "ctr nvidia-fs-ctr",
+      "image nvidia-fs-ctr nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5-rhel9.4",
+      "env nvidia-fs-ctr NVFS_DEBUG=1", "noctr nvidia-gdrcopy-ctr"}},
+    {"gdrcopy: gdrdrv from its own image",
+     "  gdrcopy: {enabled: true, repository: nvcr.io/nvidia/cloud-native, image: gdrdrv,\n"
+     "            version: v2.4.1-2}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr GDRCOPY_ENABLED=true", "ctr nvidia-gdrcopy-ctr",
+      "image nvidia-gdrcopy-ctr nvcr.io/nvidia/cloud-native/gdrdrv:v2.4.1-2-ubuntu22.04",
+      "noctr nvidia-fs-ctr"}},
+    /* Difference: NVIDIA reads the ConfigMap and mounts each key with a subPath; gpuop mounts
+     * the ConfigMap on the directory (the operator reads no user ConfigMaps, and a directory
+     * mount follows the ConfigMap's updates): files the image itself keeps there are hidden. */
+    {"repoConfig and certConfig: the OS's directories, in every building container",
+     "  driver: {repoConfig: {configMapName: mirror}, certConfig: {name: corp-ca}}\n"
+     "  gds: {enabled: true, repository: r, image: nvidia-fs, version: \"1\"}\n",
+     "ubuntu22.04",
+     {"mount nvidia-driver-ctr /etc/apt/sources.list.d mirror",
+      "mount nvidia-driver-ctr /usr/local/share/ca-certificates corp-ca",
+      "mount nvidia-fs-ctr /etc/apt/sources.list.d mirror",
+      "mount nvidia-fs-ctr /usr/local/share/ca-certificates corp-ca",
+      "vol mirror {\"configMap\": {\"name\": \"mirror\"}}",
+      "vol corp-ca {\"configMap\": {\"name\": \"corp-ca\"}}"}},
+    {"repoConfig on RHEL and SLES",
+     "  driver: {repoConfig: {configMapName: mirror}, certConfig: {name: corp-ca}}\n",
+     "rhel9.4",
+     {"mount nvidia-driver-ctr /etc/yum.repos.d mirror",
+      "mount nvidia-driver-ctr /etc/pki/ca-trust/extracted/pem corp-ca"}},
+    {"repoConfig on SLES",
+     "  driver: {repoConfig: {configMapName: mirror}, certConfig: {name: corp-ca}}\n",
+     "sles15.6",
+     {"mount nvidia-driver-ctr /etc/zypp/repos.d mirror",
+      "mount nvidia-driver-ctr /etc/pki/trust/anchors corp-ca"}},
+    /* Difference: NVIDIA fails the driver state on an OS it has no directory for; gpuop mounts
+     * nothing there (NVIDIA publishes no driver image for such an OS either). */
+    {"repoConfig on an OS without a known directory, or unknown",
+     "  driver: {repoConfig: {configMapName: mirror}}\n",
+     "flatcar3975",
+     {"novol mirror"}},
+    {"one ConfigMap for both: one volume",
+     "  driver: {repoConfig: {configMapName: both}, certConfig: {name: both}}\n",
+     "ubuntu22.04",
+     {"mount nvidia-driver-ctr /etc/apt/sources.list.d both",
+      "mount nvidia-driver-ctr /usr/local/share/ca-certificates both",
+      "vol both {\"configMap\": {\"name\": \"both\"}}"}},
+    {"secretEnv: the Secret's keys as env of the driver and module containers",
+     "  driver: {secretEnv: driver-secrets}\n"
+     "  gdrcopy: {enabled: true, repository: r, image: gdrdrv, version: \"1\"}\n",
+     "ubuntu22.04",
+     {"envfrom nvidia-driver-ctr driver-secrets", "envfrom nvidia-gdrcopy-ctr driver-secrets"}},
+    {"licensingConfig: gridd.conf from the Secret",
+     "  driver: {licensingConfig: {secretName: lic}}\n",
+     "ubuntu22.04",
+     {"mount nvidia-driver-ctr /drivers/gridd.conf licensing-config",
+      "nomount nvidia-driver-ctr /drivers/ClientConfigToken/client_configuration_token.tok",
+      "vol licensing-config {\"secret\": {\"secretName\": \"lic\", \"items\": [{\"key\": "
+      "\"gridd.conf\", \"path\": \"gridd.conf\"}]}}"}},
+    {"licensingConfig with NLS: and the client token; the older configMapName",
+     "  driver: {licensingConfig: {configMapName: lic, nlsEnabled: true}}\n",
+     "ubuntu22.04",
+     {"mount nvidia-driver-ctr /drivers/ClientConfigToken/client_configuration_token.tok "
+      "licensing-config",
+      "vol licensing-config {\"configMap\": {\"name\": \"lic\", \"items\": [{\"key\": "
+      "\"gridd.conf\", \"path\": \"gridd.conf\"}, {\"key\": \"client_configuration_token.tok\", "
+      "\"path\": \"client_configuration_token.tok\"}]}}"}},
+    {"licensingConfig nlsEnabled alone (NVIDIA's sample): nothing",
+     "  driver: {licensingConfig: {secretName: \"\", nlsEnabled: true}}\n",
+     "ubuntu22.04",
+     {"novol licensing-config"}},
+    {"hostNetwork: with the DNS policy that keeps cluster names",
+     "  driver: {hostNetwork: true}\n",
+     "ubuntu22.04",
+     {"pod hostNetwork true", "pod dnsPolicy \"ClusterFirstWithHostNet\""}},
+    {"the driver's env and resources: env last, resources on the module containers too",
+     "  driver: {kernelModuleType: open, env: [{name: KERNEL_MODULE_TYPE, value: proprietary}],\n"
+     "           resources: {limits: {memory: 2Gi}}, rdma: {enabled: true}}\n",
+     "ubuntu22.04",
+     {"env nvidia-driver-ctr KERNEL_MODULE_TYPE=proprietary", "ctr nvidia-peermem-ctr"}},
+};
+
+static void test_driver_settings(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(driver_rows); i++) {
+        const struct driver_row *r = &driver_rows[i];
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        _cleanup_json_ json_t *objs = render(r->spec, r->os_tag, &p);
+        json_t *ds = find_obj(objs, "DaemonSet", "nvidia-driver-daemonset");
+        assert_non_null(ds);
+        json_t *podspec = kobj_path(ds, "spec.template.spec");
+        for (size_t k = 0; k < ARRAY_SIZE(r->facts) && r->facts[k]; k++)
+            check_fact(podspec, r->facts[k], r->name);
+        /* each setting of the row is acted on: none is reported as not */
+        size_t j;
+        json_t *u;
+        json_array_foreach (p->unimplemented, j, u) {
+            const char *path = json_string_value(u);
+            if (str_has_prefix(path, "spec.driver") || str_has_prefix(path, "spec.gds") ||
+                str_has_prefix(path, "spec.gdrcopy"))
+                fail_msg("%s: %s reported as not acted on", r->name, path);
+        }
+    }
+}
+
+/* The module containers under the driver's resources, as NVIDIA's operator sets them. */
+static void test_module_resources(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *objs =
+        render("  driver: {resources: {limits: {memory: 2Gi}}, rdma: {enabled: true}}\n"
+               "  gds: {enabled: true, repository: r, image: nvidia-fs, version: \"1\"}\n",
+               "ubuntu22.04", NULL);
+    json_t *podspec =
+        kobj_path(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"), "spec.template.spec");
+    static const char *const ctrs[] = {"nvidia-driver-ctr", "nvidia-peermem-ctr", "nvidia-fs-ctr"};
+    for (size_t i = 0; i < ARRAY_SIZE(ctrs); i++) {
+        json_t *c = named(json_object_get(podspec, "containers"), ctrs[i]);
+        assert_non_null(c);
+        assert_string_equal(kobj_path_str(c, "resources.limits.memory"), "2Gi");
+    }
+}
+
+/* NVIDIA refuses GDS and GDRCopy with precompiled drivers; so does gpuop, naming the field. */
+static void test_precompiled_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec, *want;
+    } rows[] = {
+        {"  driver: {usePrecompiled: true}\n  gds: {enabled: true}\n", "spec.gds.enabled"},
+        {"  driver: {usePrecompiled: true}\n  gdrcopy: {enabled: true}\n", "spec.gdrcopy.enabled"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_json_ json_t *cp = policy(rows[i].spec);
+        struct op_policy *p = NULL;
+        struct err e = {0};
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), -EINVAL);
+        assert_non_null(strstr(err_msg(&e), rows[i].want));
+        assert_non_null(strstr(err_msg(&e), "cluster-policy"));
+        assert_null(p);
+    }
+    /* repoConfig, certConfig and secretEnv mean nothing to a precompiled image */
+    _cleanup_json_ json_t *objs =
+        render("  driver: {usePrecompiled: true, repoConfig: {configMapName: m},\n"
+               "           secretEnv: s}\n",
+               "ubuntu22.04", NULL);
+    json_t *podspec =
+        kobj_path(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"), "spec.template.spec");
+    check_fact(podspec, "novol m", "precompiled");
+    assert_null(json_object_get(named(json_object_get(podspec, "containers"), "nvidia-driver-ctr"),
+                                "envFrom"));
+}
+
+/* ---- the exporter's ServiceMonitor ----------------------------------------------------------- */
+
+static void test_service_monitor(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *off = render("", "ubuntu22.04", NULL);
+    assert_null(find_obj(off, "ServiceMonitor", NULL));
+    _cleanup_json_ json_t *off2 =
+        render("  dcgmExporter: {serviceMonitor: {enabled: false, interval: 15s}}\n", NULL, NULL);
+    assert_null(find_obj(off2, "ServiceMonitor", NULL));
+
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_json_ json_t *objs =
+        render("  dcgmExporter:\n"
+               "    serviceMonitor:\n"
+               "      enabled: true\n"
+               "      interval: 30s\n"
+               "      honorLabels: true\n"
+               "      additionalLabels: {release: kube-prometheus-stack}\n"
+               "      relabelings:\n"
+               "      - {sourceLabels: [__meta_kubernetes_pod_node_name], targetLabel: instance,\n"
+               "         regex: (.*), replacement: $1, action: replace}\n",
+               NULL, &p);
+    json_t *sm = find_obj(objs, "ServiceMonitor", "nvidia-dcgm-exporter");
+    assert_non_null(sm);
+    assert_string_equal(kobj_str(sm, "apiVersion"), "monitoring.coreos.com/v1");
+    assert_string_equal(kobj_namespace(sm), "gpu-operator");
+    json_t *labels = kobj_labels(sm);
+    assert_string_equal(kobj_str(labels, "app"), "nvidia-dcgm-exporter");
+    assert_string_equal(kobj_str(labels, "release"), "kube-prometheus-stack");
+    assert_string_equal(kobj_str(labels, "app.kubernetes.io/managed-by"), OP_MANAGED_BY);
+    /* it selects the exporter's Service, in its namespace, on the Service's port name */
+    json_t *svc = find_obj(objs, "Service", "nvidia-dcgm-exporter");
+    assert_non_null(svc);
+    assert_true(kobj_labels_match(kobj_path(sm, "spec.selector.matchLabels"), kobj_labels(svc)));
+    assert_string_equal(
+        json_string_value(json_array_get(kobj_path(sm, "spec.namespaceSelector.matchNames"), 0)),
+        "gpu-operator");
+    json_t *ep = json_array_get(kobj_path(sm, "spec.endpoints"), 0);
+    assert_string_equal(kobj_str(ep, "port"),
+                        kobj_str(json_array_get(kobj_path(svc, "spec.ports"), 0), "name"));
+    assert_string_equal(kobj_str(ep, "path"), "/metrics");
+    assert_string_equal(kobj_str(ep, "interval"), "30s");
+    assert_true(json_is_true(json_object_get(ep, "honorLabels")));
+    json_t *rl = json_array_get(json_object_get(ep, "relabelings"), 0);
+    assert_string_equal(kobj_str(rl, "targetLabel"), "instance");
+    assert_string_equal(kobj_str(rl, "replacement"), "$1");
+    assert_string_equal(kobj_path_str(sm, "metadata.ownerReferences.0.kind"), "ClusterPolicy");
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_null(strstr(u, "serviceMonitor"));
+}
+
+/* The planner applies the ServiceMonitor only where its CRD is served. */
+static void test_service_monitor_plan(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp =
+        policy("  dcgmExporter: {serviceMonitor: {enabled: true}}\n  psa: {enabled: true}\n");
+    _cleanup_json_ json_t *policies = json_pack("[O]", cp);
+    _cleanup_json_ json_t *nodes = json_array();
+    _cleanup_json_ json_t *owned = json_array();
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    for (int served = 0; served < 2; served++) {
+        struct op_snapshot s = {.policies = policies,
+                                .nodes = nodes,
+                                .owned = owned,
+                                .defaults = &defaults,
+                                .templates = t,
+                                .now_ms = 1700000000000ULL,
+                                .servicemonitor_served = served};
+        _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+        if (op_plan(&s, &plan, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        assert_true((find_obj(plan->apply, "ServiceMonitor", NULL) != NULL) == served);
+        assert_true((find_obj(plan->desired, "ServiceMonitor", NULL) != NULL) == served);
+        /* the namespace was not read: its Pod Security labels are planned whole */
+        assert_non_null(plan->namespace_labels);
+        assert_int_equal(json_object_size(plan->namespace_labels), 3);
+    }
+}
+
+/* ---- Pod Security admission ------------------------------------------------------------------ */
+
+static void test_psa_labels(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec, *ns_labels, *want;
+    } rows[] = {
+        {"", "{}", NULL},
+        {"  psa: {enabled: false}\n", "{}", NULL},
+        /* NVIDIA's three modes, all privileged: the operands are privileged node agents */
+        {"  psa: {enabled: true}\n", NULL,
+         "{\"pod-security.kubernetes.io/audit\": \"privileged\", "
+         "\"pod-security.kubernetes.io/enforce\": \"privileged\", "
+         "\"pod-security.kubernetes.io/warn\": \"privileged\"}"},
+        /* only what differs; other labels are left alone */
+        {"  psa: {enabled: true}\n",
+         "{\"pod-security.kubernetes.io/enforce\": \"privileged\", "
+         "\"pod-security.kubernetes.io/audit\": \"baseline\", \"team\": \"ml\"}",
+         "{\"pod-security.kubernetes.io/audit\": \"privileged\", "
+         "\"pod-security.kubernetes.io/warn\": \"privileged\"}"},
+        {"  psa: {enabled: true}\n",
+         "{\"pod-security.kubernetes.io/enforce\": \"privileged\", "
+         "\"pod-security.kubernetes.io/audit\": \"privileged\", "
+         "\"pod-security.kubernetes.io/warn\": \"privileged\"}",
+         NULL},
+        /* turned off: nothing removed (the labels may be the administrator's) */
+        {"  psa: {enabled: false}\n", "{\"pod-security.kubernetes.io/enforce\": \"privileged\"}",
+         NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        _cleanup_json_ json_t *cp = policy(rows[i].spec);
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        struct err e = {0};
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+        _cleanup_json_ json_t *ns = NULL;
+        if (rows[i].ns_labels) {
+            _cleanup_free_ char *s =
+                xasprintf("{\"kind\": \"Namespace\", \"metadata\": {\"name\": \"gpu-operator\", "
+                          "\"labels\": %s}}",
+                          rows[i].ns_labels);
+            ns = json_loads(s, 0, NULL);
+            assert_non_null(ns);
+        }
+        _cleanup_json_ json_t *got = op_psa_labels(p, ns);
+        _cleanup_json_ json_t *want = rows[i].want ? json_loads(rows[i].want, 0, NULL) : NULL;
+        if (!json_equal(got, want) && !(got == NULL && want == NULL)) {
+            _cleanup_free_ char *g = got ? json_dumps(got, JSON_SORT_KEYS) : xstrdup("null");
+            fail_msg("row %zu: got %s", i, g);
+        }
+        _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+        assert_null(strstr(u, "psa"));
+    }
+}
+
+/* ---- hostNetwork on every operand -------------------------------------------------------------
+ */
+
+static void test_host_network(void **state)
+{
+    (void)state;
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_json_ json_t *objs = render("  devicePlugin: {hostNetwork: true}\n"
+                                         "  validator: {hostNetwork: true}\n",
+                                         "ubuntu22.04", &p);
+    static const struct {
+        const char *ds;
+        bool host;
+    } rows[] = {{"nvidia-device-plugin-daemonset", true},
+                {"nvidia-operator-validator", true},
+                {"nvidia-dcgm-exporter", false},
+                {"nvidia-driver-daemonset", false}};
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        json_t *ps = kobj_path(find_obj(objs, "DaemonSet", rows[i].ds), "spec.template.spec");
+        assert_non_null(ps);
+        assert_true(json_is_true(json_object_get(ps, "hostNetwork")) == rows[i].host);
+        assert_true(streq_ptr(kobj_str(ps, "dnsPolicy"), "ClusterFirstWithHostNet") ==
+                    rows[i].host);
+    }
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_null(strstr(u, "hostNetwork"));
+}
+
+/* ---- the cross-check against what NVIDIA's operator rendered --------------------------------- */
+
+/* Names in NVIDIA's driver DaemonSet (v24.9.2, the chart's default policy) that gpuop's lacks,
+ * each with why; and gpuop's that NVIDIA's lacks. Anything else differing fails. */
+static const char *const nvidia_only[][2] = {
+    {"mount nvidia-driver-ctr /run/nvidia-topologyd",
+     "vGPU's topology daemon: gpuop runs no vGPU manager"},
+    {"mount nvidia-driver-ctr /run/mellanox/drivers/usr/src",
+     "MOFED's sources are mounted only with driver.rdma.enabled (a row above)"},
+    {"mount nvidia-driver-ctr /run/mellanox/drivers", "the same, with RDMA only"},
+    {"mount nvidia-driver-ctr /sys/devices/system/memory/auto_online_blocks",
+     "coherent-memory GPUs' onlining; not rendered by gpuop"},
+    {"mount nvidia-driver-ctr /sys/module/firmware_class/parameters/path",
+     "GSP firmware search path; not rendered by gpuop"},
+    {"mount nvidia-driver-ctr /lib/firmware", "the same"},
+    {"vol run-nvidia-topologyd", "as its mount"},
+    {"vol mlnx-ofed-usr-src", "RDMA only"},
+    {"vol run-mellanox-drivers", "RDMA only"},
+    {"vol run-nvidia-validations", "mounted by no container of NVIDIA's either"},
+    {"vol host-sys", "NVIDIA's driver manager's; gpuop's reads the host root"},
+    {"vol firmware-search-path", "as its mount"},
+    {"vol sysfs-memory-online", "as its mount"},
+    {"vol nv-firmware", "as its mount"},
+};
+static const char *const gpuop_only[][2] = {
+    {"none", ""},
+};
+
+static void names_of(const json_t *podspec, json_t *out)
+{
+    size_t i, j;
+    json_t *c, *x;
+    json_array_foreach (json_object_get(podspec, "containers"), i, c) {
+        const char *cn = kobj_str(c, "name");
+        json_object_set_new(out, kobj_str(c, "name"), json_true());
+        json_array_foreach (json_object_get(c, "env"), j, x) {
+            _cleanup_free_ char *k = xasprintf("env %s %s", cn, kobj_str(x, "name"));
+            json_object_set_new(out, k, json_true());
+        }
+        json_array_foreach (json_object_get(c, "volumeMounts"), j, x) {
+            _cleanup_free_ char *k = xasprintf("mount %s %s", cn, kobj_str(x, "mountPath"));
+            json_object_set_new(out, k, json_true());
+        }
+    }
+    json_array_foreach (json_object_get(podspec, "volumes"), i, x) {
+        _cleanup_free_ char *k = xasprintf("vol %s", kobj_str(x, "name"));
+        json_object_set_new(out, k, json_true());
+    }
+}
+
+static bool listed(const char *const (*tab)[2], size_t n, const char *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(tab[i][0], k) == 0)
+            return true;
+    return false;
+}
+
+static void test_nvidia_reference(void **state)
+{
+    (void)state;
+    const char *shared = getenv("GPUOP_SHARED");
+    _cleanup_free_ char *dir =
+        xasprintf("%s/reference/nvidia-operator-v24.9.2/cluster", shared ? shared : "/nonexistent");
+    _cleanup_free_ char *dsf = xasprintf("%s/daemonsets.yaml", dir);
+    _cleanup_free_ char *cpf = xasprintf("%s/clusterpolicy.yaml", dir);
+    if (access(dsf, R_OK) != 0 || access(cpf, R_OK) != 0) {
+        print_message("NVIDIA's reference under GPUOP_SHARED not found: skipped\n");
+        skip();
+    }
+    struct err e = {0};
+    _cleanup_json_ json_t *dsl = NULL, *cpl = NULL;
+    if (yaml_load_file(dsf, &dsl, &e) < 0 || yaml_load_file(cpf, &cpl, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    json_t *theirs = NULL;
+    size_t i;
+    json_t *o;
+    json_array_foreach (json_object_get(dsl, "items"), i, o) {
+        if (streq_ptr(kobj_name(o), "nvidia-driver-daemonset"))
+            theirs = o;
+    }
+    assert_non_null(theirs);
+    json_t *cp =
+        json_object_get(cpl, "items") ? json_array_get(json_object_get(cpl, "items"), 0) : cpl;
+    json_t *cpc = json_deep_copy(cp);
+    json_object_del(cpc, "status");
+    _cleanup_json_ json_t *cpref = cpc;
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    if (op_policy_parse(cpref, &defaults, &p, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+    _cleanup_json_ json_t *objs = NULL;
+    assert_int_equal(op_render(p, t, &ctx, &objs, &e), 0);
+    json_t *ours = find_obj(objs, "DaemonSet", "nvidia-driver-daemonset");
+    assert_non_null(ours);
+    _cleanup_json_ json_t *a = json_object(), *b = json_object();
+    names_of(kobj_path(theirs, "spec.template.spec"), a);
+    names_of(kobj_path(ours, "spec.template.spec"), b);
+    int bad = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (a, k, v) {
+        if (!json_object_get(b, k) && !listed(nvidia_only, ARRAY_SIZE(nvidia_only), k)) {
+            print_error("NVIDIA's has %s, gpuop's not (not named as a difference)\n", k);
+            bad++;
+        }
+    }
+    json_object_foreach (b, k, v) {
+        if (!json_object_get(a, k) && !listed(gpuop_only, ARRAY_SIZE(gpuop_only), k)) {
+            print_error("gpuop's has %s, NVIDIA's not (not named as a difference)\n", k);
+            bad++;
+        }
+    }
+    /* the same policy: the same image, and no setting left unreported */
+    assert_string_equal(
+        kobj_str(named(kobj_path(ours, "spec.template.spec.containers"), "nvidia-driver-ctr"),
+                 "image"),
+        kobj_str(named(kobj_path(theirs, "spec.template.spec.containers"), "nvidia-driver-ctr"),
+                 "image"));
+    assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_driver_settings),      cmocka_unit_test(test_module_resources),
+        cmocka_unit_test(test_precompiled_refusals), cmocka_unit_test(test_service_monitor),
+        cmocka_unit_test(test_service_monitor_plan), cmocka_unit_test(test_psa_labels),
+        cmocka_unit_test(test_host_network),         cmocka_unit_test(test_nvidia_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
