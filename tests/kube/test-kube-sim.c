@@ -851,6 +851,97 @@ static void test_informer_projection_quiet(void **state)
     sim_stop(&s);
 }
 
+/* share_paths: equal values at a path are one copy in the store; kube_informer_relist()
+ * stores every object anew through a projection that now keeps more. */
+static int wanted_label = 0; /* 0: only "app"; 1: "zone" too (read by the informer thread) */
+static json_t *keep_some_labels(json_t *obj, void *u)
+{
+    (void)u;
+    json_t *p = kube_project_fields(obj, (const char *const[]){"status.nodeInfo", NULL});
+    json_t *labels = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach (kobj_labels(obj), k, v) {
+        if (strcmp(k, "app") == 0 ||
+            (__atomic_load_n(&wanted_label, __ATOMIC_ACQUIRE) && strcmp(k, "zone") == 0))
+            json_object_set(labels, k, v);
+    }
+    json_object_set_new(json_object_get(p, "metadata"), "labels", labels);
+    return p;
+}
+
+static void test_informer_share_and_relist(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "4", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    for (int i = 0; i < 4; i++) {
+        char n[32];
+        snprintf(n, sizeof(n), "node-%05d", i);
+        json_t *p = json_pack("{s:{s:{s:s,s:s}}}", "metadata", "labels", "app", "gpu", "zone",
+                              i < 2 ? "a" : "b");
+        assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, n, &po, p, NULL, &e), 0);
+        json_decref(p);
+    }
+    __atomic_store_n(&wanted_label, 0, __ATOMIC_RELEASE);
+    const char *const share[] = {"metadata.labels", "status.nodeInfo", NULL};
+    struct kube_informer_opts io = {.project = keep_some_labels, .share_paths = share};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(s.c, &KUBE_NODES, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    json_t *a = kube_informer_get(inf, NULL, "node-00000");
+    json_t *b = kube_informer_get(inf, NULL, "node-00003");
+    assert_non_null(a);
+    assert_non_null(b);
+    /* equal labels ({app: gpu}), one copy; nodeInfo differs per node (its IDs): not shared */
+    assert_ptr_equal(kobj_labels(a), kobj_labels(b));
+    assert_null(kobj_label(a, "zone"));
+    assert_ptr_not_equal(kobj_path(a, "status.nodeInfo"), kobj_path(b, "status.nodeInfo"));
+    json_decref(a);
+    json_decref(b);
+    assert_true(kube_informer_relisted(inf));
+    /* the projection keeps more: a relist stores the unchanged nodes anew */
+    __atomic_store_n(&wanted_label, 1, __ATOMIC_RELEASE);
+    kube_informer_relist(inf);
+    uint64_t deadline = now_ms_mono() + 5000;
+    while (!kube_informer_relisted(inf) && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_true(kube_informer_relisted(inf));
+    a = kube_informer_get(inf, NULL, "node-00000");
+    b = kube_informer_get(inf, NULL, "node-00001");
+    json_t *c = kube_informer_get(inf, NULL, "node-00002");
+    assert_string_equal(kobj_label(a, "zone"), "a");
+    assert_ptr_equal(kobj_labels(a), kobj_labels(b));
+    assert_string_equal(kobj_label(c, "zone"), "b");
+    assert_ptr_not_equal(kobj_labels(a), kobj_labels(c));
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    struct kube_informer_stats st;
+    kube_informer_stats(inf, &st);
+    assert_int_equal(st.lists, 2);
+    /* and it watches again: a change still arrives */
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "zone", "c");
+    assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00003", &po, p, NULL, &e), 0);
+    json_decref(p);
+    deadline = now_ms_mono() + 5000;
+    for (;;) {
+        json_t *n = kube_informer_get(inf, NULL, "node-00003");
+        bool seen = streq_ptr(kobj_label(n, "zone"), "c");
+        json_decref(n);
+        if (seen || now_ms_mono() > deadline) {
+            assert_true(seen);
+            break;
+        }
+        usleep(20000);
+    }
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
 static void test_informer_survives_restart(void **state)
 {
     (void)state;
@@ -1063,7 +1154,7 @@ static void test_leader_respects_holder_duration(void **state)
     sim_start(&s, 0, NULL, NULL);
     struct err e = {0};
     char now[48];
-    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+    time_rfc3339_us(now_ms_real() * 1000, now, sizeof(now));
     json_t *lease = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:i,s:s,s:s}}", "apiVersion",
                               "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", "held",
                               "namespace", "default", "spec", "holderIdentity", "z",
@@ -1184,6 +1275,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_informer_churn),
         cmocka_unit_test(test_informer_projection_quiet),
         cmocka_unit_test(test_informer_projection_skip),
+        cmocka_unit_test(test_informer_share_and_relist),
         cmocka_unit_test(test_informer_survives_restart),
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_leader_election),

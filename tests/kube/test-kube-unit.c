@@ -583,7 +583,7 @@ static void test_lease_decide(void **state)
     json_decref(mine);
     json_decref(other);
     char buf[48];
-    kube_microtime(1795987800123456ull, buf, sizeof(buf));
+    time_rfc3339_us(1795987800123456ull, buf, sizeof(buf));
     assert_string_equal(buf, "2026-11-29T21:30:00.123456Z");
 }
 

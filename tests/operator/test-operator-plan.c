@@ -19,6 +19,7 @@
  * "conditions": {type: {...}}, "absent": [types]}}, "node_patches": {node: patch} (exact),
  * "apply": ["Kind/name", ...] (exact), "apply_count", "prune": [...] (exact), "health",
  * "requeue", "gpu_nodes", "has_active", "desired_image": {"DaemonSet/name": image},
+ * "driver_nodes": [node, ...] (exact, in the plan's order),
  * "desired": {"Kind/name": subset of the object}, "not_desired": ["Kind/name"],
  * "nvidia_drivers": {name: {"state", "write", "events": [reasons], "conditions": {type: {...}},
  * "status": subset}}. A string starting with "~" matches as a substring.
@@ -133,6 +134,11 @@ static json_t *plan_view(const struct op_plan *plan)
     for (i = 0; i < plan->n_node_patches; i++)
         json_object_set(json_object_get(v, "node_patches"), plan->node_patches[i].node,
                         plan->node_patches[i].labels);
+    json_t *dn = json_array();
+    const char *dk;
+    json_object_foreach (plan->driver_nodes, dk, x)
+        json_array_append_new(dn, json_string(dk));
+    json_object_set_new(v, "driver_nodes", dn);
     json_array_foreach (plan->apply, i, x) {
         _cleanup_free_ char *k = kind_name(x);
         json_array_append_new(json_object_get(v, "apply"), json_string(k));

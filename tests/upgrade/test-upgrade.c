@@ -613,6 +613,63 @@ static void test_auto_upgrade_off(void **state)
     world_done(&w);
 }
 
+/* A fresh install: nodes the driver DaemonSet is about to run on (no driver pod yet, no state)
+ * are recorded upgrade-done in the pass that labels them, with no DaemonSet revision known yet;
+ * a node the DaemonSet does not target stays unmanaged. Its pod, made from the current template,
+ * keeps it done. */
+static void test_fresh_node_done_before_its_pod(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 0, 8);
+    json_array_append_new(w.nodes, mk_node("fresh-1", 8));
+    json_array_append_new(w.nodes, mk_node("fresh-2", 8));
+    json_array_append_new(w.nodes, mk_node("pre-installed", 8));
+    json_t *due = json_pack("{s:b,s:b}", "fresh-1", 1, "fresh-2", 1);
+    _cleanup_(upg_zones_freep) struct upg_zones *zones = upg_zones_new();
+    struct upg_input in = {.policy = &w.pol,
+                           .zones = zones,
+                           .nodes = w.nodes,
+                           .pods = w.pods,
+                           .pdbs = w.pdbs,
+                           .pools = w.pools,
+                           .nvidia_drivers = w.nvds,
+                           .matrix = w.matrix,
+                           .driver_nodes = due,
+                           .validation_enabled = true,
+                           .now_s = w.now};
+    struct upg_plan *p = NULL;
+    struct err e = {0};
+    assert_int_equal(upg_plan(&in, &p, &e), 0);
+    assert_int_equal(p->n_patches, 2);
+    for (int i = 0; i < 2; i++) {
+        const json_t *pa = patch_of(p, i ? "fresh-2" : "fresh-1");
+        assert_non_null(pa);
+        assert_string_equal(
+            json_string_value(
+                kobj_keys(pa, (const char *const[]){"metadata", "labels", UPG_LABEL_STATE, NULL})),
+            "upgrade-done");
+        assert_non_null(
+            kobj_keys(pa, (const char *const[]){"metadata", "annotations", UPG_ANN_SINCE, NULL}));
+    }
+    assert_null(patch_of(p, "pre-installed"));
+    assert_true(has_event(p, "fresh-1", "[upgrade-done]"));
+    assert_int_equal(p->counts.done, 2);
+    execute(&w, p);
+    upg_plan_free(p);
+    /* the DaemonSet is made and runs the pods: nothing more to write */
+    json_array_append_new(w.pods, mk_driver_pod(&w, "fresh-1", NEW, true));
+    json_array_append_new(w.pods, mk_driver_pod(&w, "fresh-2", NEW, true));
+    json_object_set_new(due, "fresh-1", json_true());
+    p = plan(&w);
+    assert_int_equal(p->n_patches, 0);
+    assert_int_equal(p->n_events, 0);
+    assert_int_equal(p->counts.done, 2);
+    upg_plan_free(p);
+    json_decref(due);
+    world_done(&w);
+}
+
 static void test_pdb_holds_node_then_times_out(void **state)
 {
     (void)state;
@@ -2294,6 +2351,7 @@ int main(void)
         cmocka_unit_test(test_resume_from_each_state),
         cmocka_unit_test(test_skip_label),
         cmocka_unit_test(test_auto_upgrade_off),
+        cmocka_unit_test(test_fresh_node_done_before_its_pod),
         cmocka_unit_test(test_pdb_holds_node_then_times_out),
         cmocka_unit_test(test_drain_timeout_fails),
         cmocka_unit_test(test_drain_skip_and_selector),

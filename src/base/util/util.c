@@ -852,6 +852,15 @@ void time_rfc3339(uint64_t unix_ms, char *buf, size_t n)
     strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+void time_rfc3339_us(uint64_t unix_us, char *buf, size_t n)
+{
+    time_t s = (time_t)(unix_us / 1000000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(unix_us % 1000000));
+}
+
 int time_parse_rfc3339(const char *s, uint64_t *ret_ms)
 {
     if (!s)

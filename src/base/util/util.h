@@ -263,6 +263,8 @@ uint64_t now_us_mono(void);
 uint64_t now_ms_real(void);
 /* RFC 3339 UTC, e.g. 2026-11-29T21:30:00Z, into buf (>= 32 bytes). */
 void time_rfc3339(uint64_t unix_ms, char *buf, size_t n);
+/* The same with microseconds ("2026-01-02T03:04:05.123456Z"): Kubernetes' MicroTime. */
+void time_rfc3339_us(uint64_t unix_us, char *buf, size_t n);
 /* "2026-01-01T00:00:00Z" (or with fractional seconds) to ms since the epoch; -EINVAL. */
 int time_parse_rfc3339(const char *s, uint64_t *ret_ms);
 

@@ -151,6 +151,7 @@ static void operator_defaults(void *state)
     o->burst = 100;
     o->c.written = json_object();
     o->c.written_nvds = json_object();
+    o->c.recorder = op_recorder_new(NULL);
     pthread_mutex_init(&o->c.lock, NULL);
 }
 
@@ -189,6 +190,7 @@ static void operator_cleanup(void *state)
     op_templates_free(c->templates);
     json_decref(c->written);
     json_decref(c->written_nvds);
+    op_recorder_free(c->recorder);
     op_write_errors_done(&c->write_errors);
     kube_client_free(c->kc);
     pthread_mutex_destroy(&c->lock);

@@ -52,9 +52,8 @@ static void h_delete(json_t *obj, void *u)
 /* What the node informer keeps of a node: its labels, the node agents' annotations and what the
  * GPU capacity view reads (allocatable, capacity, cordon, Ready), so a
  * heartbeat changes nothing kept (no reconcile) and an agent's finding does (a reconcile). */
-static json_t *project_node(json_t *obj, void *userdata)
+json_t *op_node_project(json_t *obj)
 {
-    (void)userdata;
     static const char *const node_fields[] = {"metadata.labels", NULL};
     json_t *p = kube_project_fields(obj, node_fields);
     const char *k;
@@ -67,6 +66,12 @@ static json_t *project_node(json_t *obj, void *userdata)
     op_gpuquota_project_node(obj, p);
     upg_project_node(obj, p); /* the upgrade controller reads this informer too */
     return p;
+}
+
+static json_t *project_node(json_t *obj, void *userdata)
+{
+    (void)userdata;
+    return op_node_project(obj);
 }
 
 int op_informers_start(struct controller *c, struct err *e)

@@ -299,6 +299,10 @@ struct op_plan {
     struct op_policy_report *active;
     struct op_node_patch *node_patches; /* only nodes that change */
     size_t n_node_patches;
+    /* {node: true}: the GPU nodes a driver DaemonSet of the active policy targets once the node
+     * patches are written. The driver upgrade reads it: such a node with no driver pod yet will
+     * run the current template, and is recorded upgrade-done in that same patch. */
+    json_t *driver_nodes;
     /* A merge patch of the operand namespace's metadata.labels (op_psa_labels); NULL: none. */
     json_t *namespace_labels;
     json_t *desired; /* every object the active policy renders (an array; empty when none) */
@@ -319,6 +323,149 @@ struct op_plan {
 int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e);
 void op_plan_free(struct op_plan *p);
 DEFINE_CLEANUP_FUNC(struct op_plan, op_plan_free)
+
+/* ---- one write per node: the controllers' wishes merged (nodemerge.c) --------------------- */
+
+/*
+ * Several controllers want things on a node at the same moment: the deploy labels (op_plan),
+ * the driver upgrade's state label, annotations and cordon (src/lib/upgrade), and more to come.
+ * Each says what it wants as a wish; op_node_merge() makes them one merge patch per node, so
+ * that a node costs one write, by one rule for wishes that disagree:
+ *   1. a field (a label, an annotation, spec.unschedulable) takes one value;
+ *   2. a cordon holds: spec.unschedulable true wins over false, whoever asks (no controller
+ *      puts a node back in service that another takes out of it);
+ *   3. otherwise the controller first in the table wins; the others' wishes for that field are
+ *      dropped and named in the conflicts;
+ *   4. a wish planned from a resourceVersion (metadata.resourceVersion, a precondition) makes
+ *      the patch carry it; a wish planned from another version than the first ranked one is
+ *      dropped whole (its controller plans again from the node as it is then). A patch with a
+ *      precondition also comes with a fallback: the wishes planned without one, written alone
+ *      when the server refuses the whole patch because the node changed (409).
+ * A controller that wants nothing of a node has no wish for it: a node already as wanted costs
+ * nothing.
+ */
+struct op_node_controller {
+    const char *name; /* "driver-upgrade", in logs */
+    /* its wishes change what runs on the node (the operand DaemonSets select on its labels):
+     * the executor writes them before the status (enum op_write_phase) */
+    bool deploys;
+};
+/* One controller's wish for one node: a JSON merge patch of the Node setting only
+ * metadata.labels and metadata.annotations (key -> string, or null to remove),
+ * spec.unschedulable, and optionally metadata.resourceVersion (the version it was planned
+ * from). */
+struct op_node_wish {
+    const char *node;
+    size_t controller;   /* index into the controllers' table */
+    const json_t *patch; /* borrowed */
+};
+struct op_node_conflict {
+    char *field;          /* "metadata.labels.nvidia.com/x", "spec.unschedulable" */
+    size_t winner, loser; /* controllers */
+};
+struct op_node_merged {
+    json_t *patch;        /* the node's one patch; NULL: nothing to write */
+    json_t *fallback;     /* the wishes planned without a precondition, alone; NULL: none needed */
+    uint64_t controllers; /* bit c: controller c has a wish in patch */
+    bool deploys;         /* one of them deploys */
+    struct op_node_conflict *conflicts;
+    size_t n_conflicts;
+};
+/* Merges the wishes for one node (every w[i].node the same; in any order) by the rule above.
+ * -EINVAL for a wish that sets anything else, or for wishes of several nodes. */
+int op_node_merge(const struct op_node_controller *ctl, size_t n_ctl, const struct op_node_wish *w,
+                  size_t n, struct op_node_merged *ret, struct err *e);
+void op_node_merged_done(struct op_node_merged *m);
+
+/* The executor's order of writes in a reconcile (reconcile.c), one rule: what readiness depends
+ * on goes first, the status next, bookkeeping after it, so that bookkeeping never delays what
+ * the ClusterPolicy's status says. */
+enum op_write_phase {
+    OP_PHASE_DEPLOY,      /* node patches that carry a deploying controller's wish */
+    OP_PHASE_OBJECTS,     /* operand objects applied, then pruned */
+    OP_PHASE_STATUS,      /* the NVIDIADrivers' and the ClusterPolicy's statuses */
+    OP_PHASE_BOOKKEEPING, /* the other node patches; the upgrade's evictions and pod deletions
+                             (each after its node's patch); the DriverUpgradePools' statuses */
+    OP_PHASE_EVENTS,      /* Events, aggregated and rate-limited (op_recorder) */
+};
+/* The phase a merged node patch is written in. */
+enum op_write_phase op_node_patch_phase(const struct op_node_merged *m);
+
+/* ---- Events that scale (recorder.c) -------------------------------------------------------- */
+
+/*
+ * The operator's Events go through one recorder, shaped as the Kubernetes event recorder shapes
+ * a controller's:
+ *   - aggregation: Events alike (type, reason, message) about OP_EVENT_AGGREGATE_MIN or more
+ *     objects of one kind in one group (the driver upgrade's: a pool) in one pass become one
+ *     Event about the group's object, its count the number of objects and its message naming a
+ *     sample ("... on 1000 nodes: gpu-1, gpu-2, gpu-3, gpu-4, gpu-5 and 995 more"); later alike
+ *     Events of the group within the window count it up;
+ *   - counting up: an Event repeated within OP_EVENT_WINDOW_MS about the same object updates
+ *     the one posted (count, lastTimestamp, series: kubectl shows "(x3 over 5m)") instead of
+ *     making another;
+ *   - a token bucket per source and object (OP_EVENT_BURST, one more every
+ *     OP_EVENT_REFILL_MS, as client-go's recorder): an Event past it is dropped, and counted.
+ * What a user needs per node is in the node's own labels and `gpuop status`. The recorder
+ * keeps its memory bounded; it is not thread-safe (the reconcile thread owns it).
+ */
+#define OP_EVENT_AGGREGATE_MIN 10
+#define OP_EVENT_WINDOW_MS     (10 * 60 * 1000)
+#define OP_EVENT_BURST         25
+#define OP_EVENT_REFILL_MS     (5 * 60 * 1000)
+#define OP_EVENT_SAMPLE        5
+
+struct op_recorder_opts {
+    const char *component; /* source.component; NULL: "gpuop-operator" */
+    unsigned burst;        /* 0: the defaults above */
+    uint64_t refill_ms;
+    unsigned aggregate_min;
+    uint64_t window_ms;
+    unsigned sample;
+};
+/* An object an Event is about (strings borrowed). */
+struct op_event_ref {
+    const char *api_version, *kind, *ns, *name, *uid; /* ns, uid: NULL when none */
+};
+struct op_event_in {
+    struct op_event_ref about;
+    const char *ns; /* the Event's namespace */
+    const char *type, *reason, *message;
+    /* Events of one group may be aggregated into one about group_ref (in group_ns); NULL:
+     * never aggregated (an Event about the ClusterPolicy itself) */
+    const char *group;
+    struct op_event_ref group_ref;
+    const char *group_ns;
+};
+struct op_event_write {
+    bool patch; /* false: create `body`; true: merge-patch Event ns/name with `body` */
+    char *ns, *name;
+    json_t *body;
+    /* patch: the whole Event as counted, to create under the same name when the one to count
+     * up is gone (deleted with its namespace, expired) */
+    json_t *recreate;
+    char *key; /* the recorder's, for op_recorder_result */
+};
+struct op_event_writes {
+    struct op_event_write *v;
+    size_t n;
+    size_t dropped; /* Events the token buckets held back */
+};
+struct op_recorder;
+struct op_recorder *op_recorder_new(const struct op_recorder_opts *o);
+void op_recorder_free(struct op_recorder *r);
+DEFINE_CLEANUP_FUNC(struct op_recorder, op_recorder_free)
+/* One pass's Events (in order) to the writes that post them, in order. */
+void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_t n,
+                      uint64_t now_ms, struct op_event_writes *ret);
+/* What became of a write: one that failed is forgotten, so that a repeat posts anew. */
+void op_recorder_result(struct op_recorder *r, const struct op_event_write *w, bool ok);
+void op_event_writes_done(struct op_event_writes *w);
+/* A queue of Events (a JSON array) that owns copies of their strings, so that a reconcile
+ * collects its controllers' Events as it goes and plans them once, at its end. */
+void op_event_queue_add(json_t *queue, const struct op_event_in *ev);
+/* The queue's Events, borrowing its strings (valid while the queue is unchanged). */
+struct op_event_in *op_event_queue_view(const json_t *queue, size_t *ret_n);
 
 /* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/lib/capacity's) --------
  */

@@ -306,6 +306,14 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json
         json_t *owner = json_object_get(owners, kobj_name(n) ?: "");
         if (owner)
             json_object_set(patch, OP_LABEL_DRIVER_OWNER, owner);
+        if (p->operand[OP_DRIVER].enabled && kobj_name(n)) {
+            /* as the node will be: the patch written */
+            _cleanup_json_ json_t *after = kobj_merge_patch(labels, patch);
+            bool driver = op_node_is_gpu(after) && op_node_runs_driver(after) &&
+                          (!p->use_nvidia_driver_crd || kobj_str(after, OP_LABEL_DRIVER_OWNER));
+            if (driver)
+                json_object_set_new(plan->driver_nodes, kobj_name(n), json_true());
+        }
         if (p->operand[OP_DRIVER].enabled && !p->use_nvidia_driver_crd && p->driver_version[0] &&
             op_node_is_gpu(labels)) {
             const char *loaded = kobj_str(labels, "nvidia.com/cuda.driver-version.full");
@@ -775,6 +783,7 @@ int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
     _cleanup_(op_plan_freep) struct op_plan *plan = xcalloc(1, sizeof(*plan));
     plan->desired = json_array();
     plan->apply = json_array();
+    plan->driver_nodes = json_object();
     plan->gpu_nodes = count_gpu_nodes(s->nodes);
 
     const json_t *active = pick_active(s->policies);
@@ -813,6 +822,7 @@ void op_plan_free(struct op_plan *p)
     free(p->node_patches);
     json_decref(p->namespace_labels);
     json_decref(p->desired);
+    json_decref(p->driver_nodes);
     json_decref(p->apply);
     for (size_t i = 0; i < p->n_prune; i++) {
         free(p->prune[i].kind);

@@ -34,8 +34,69 @@ void op_count_write(struct controller *c)
 
 /* ---- reports: Events and statuses ----------------------------------------------------------- */
 
-/* Posts an Event about a ClusterPolicy (in the operator's namespace) or an NVIDIADriver (in
- * "default", the namespace of cluster-scoped objects' Events). */
+/* Queues an Event about a ClusterPolicy (in the operator's namespace) or an NVIDIADriver (in
+ * "default", the namespace of cluster-scoped objects' Events) for the recorder. */
+static void queue_event(struct controller *c, json_t *queue, const json_t *obj,
+                        const struct op_event *ev)
+{
+    bool policy = streq_ptr(kobj_kind(obj), "ClusterPolicy");
+    struct op_event_in in = {
+        .about = {.api_version = policy ? "nvidia.com/v1" : "nvidia.com/v1alpha1",
+                  .kind = policy ? "ClusterPolicy" : "NVIDIADriver",
+                  .name = kobj_name(obj) ?: "",
+                  .uid = kobj_uid(obj)},
+        .ns = policy ? c->ns : "default",
+        .type = ev->type,
+        .reason = ev->reason,
+        .message = ev->message};
+    if (streq_ptr(ev->type, "Warning"))
+        log_warn(COMPONENT, policy ? "ClusterPolicy event" : "NVIDIADriver event",
+                 "%s=%s reason=%s message=\"%s\"", policy ? "policy" : "nvidiadriver",
+                 kobj_name(obj), ev->reason, ev->message);
+    op_event_queue_add(queue, &in);
+}
+
+/* The reconcile's Events, last (OP_PHASE_EVENTS): aggregated and rate-limited by the recorder,
+ * then posted. */
+static void post_events(struct controller *c, const json_t *queue, uint64_t now_ms)
+{
+    if (json_array_size(queue) == 0)
+        return;
+    size_t n = 0;
+    _cleanup_free_ struct op_event_in *v = op_event_queue_view(queue, &n);
+    struct op_event_writes w = {0};
+    op_recorder_plan(c->recorder, v, n, now_ms, &w);
+    for (size_t i = 0; i < w.n; i++) {
+        struct op_event_write *x = &w.v[i];
+        struct err e = {0};
+        int r = op_check_leader(c, &e);
+        if (r == 0) {
+            _cleanup_json_ json_t *out = NULL;
+            struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+            r = x->patch ? kube_patch(c->kc, &KUBE_EVENTS, x->ns, x->name, &po, x->body, &out, &e)
+                         : kube_create(c->kc, &KUBE_EVENTS, x->ns, x->body, &out, &e);
+            if (r == -ENOENT && x->recreate) { /* the Event to count up is gone */
+                err_clear(&e);
+                json_decref(steal_ptr(&out));
+                r = kube_create(c->kc, &KUBE_EVENTS, x->ns, x->recreate, &out, &e);
+            }
+        }
+        op_recorder_result(c->recorder, x, r == 0);
+        if (r == 0)
+            op_count_write(c);
+        else
+            log_warn(COMPONENT, "event not recorded", "event=%s/%s error=\"%s\"", x->ns, x->name,
+                     err_msg(&e));
+    }
+    if (w.dropped > 0)
+        log_info(COMPONENT, "events held back by the rate limit", "count=%zu", w.dropped);
+    op_event_writes_done(&w);
+}
+
+/* Posts one Event at once, not through the recorder: the takeover's audit trail (adopt-ctl.c),
+ * one Event per step of a one-time migration, bounded by the objects and nodes it takes over,
+ * every one of which an administrator reads afterwards (the recorder's bucket per object would
+ * drop all but the first 25 about the ClusterPolicy). */
 void op_post_event(struct controller *c, const json_t *obj, const struct op_event *ev)
 {
     struct err e = {0};
@@ -83,24 +144,27 @@ static int write_status(struct controller *c, const struct kube_resource *res,
     return 0;
 }
 
-/* A policy's planned Events, then its status when it changed. */
-static int report_policy(struct controller *c, const struct op_report *r, struct err *e)
+/* A policy's planned Events queued, then its status written when it changed. */
+static int report_policy(struct controller *c, const struct op_report *r, json_t *queue,
+                         struct err *e)
 {
     for (size_t i = 0; i < r->n_events; i++)
-        op_post_event(c, r->object, &r->events[i]);
+        queue_event(c, queue, r->object, &r->events[i]);
     if (!r->write)
         return 0;
     return write_status(c, &RES_CLUSTERPOLICIES, r, c->written, e);
 }
 
-/* Each NVIDIADriver's planned Events, then its status when it changed. A status the server
- * refuses (a conflict with a newer version) is logged; the next reconcile plans it again. */
-static int report_nvds(struct controller *c, const struct op_plan *plan, struct err *e)
+/* Each NVIDIADriver's planned Events queued, then its status written when it changed. A status
+ * the server refuses (a conflict with a newer version) is logged; the next reconcile plans it
+ * again. */
+static int report_nvds(struct controller *c, const struct op_plan *plan, json_t *queue,
+                       struct err *e)
 {
     for (size_t i = 0; i < plan->n_nvidia_drivers; i++) {
         const struct op_report *r = &plan->nvidia_drivers[i];
         for (size_t k = 0; k < r->n_events; k++)
-            op_post_event(c, r->object, &r->events[k]);
+            queue_event(c, queue, r->object, &r->events[k]);
         if (!r->write)
             continue;
         struct err we = {0};
@@ -207,40 +271,137 @@ static void add_write_error(struct op_write_errors *errors, const char *kind, co
     op_write_errors_add(errors, ref, err_msg(e));
 }
 
-/* Patches every planned node. One node refusing its labels (a webhook, a conflict) does not hold
- * back the others; each failure goes to `errors`. */
-static int label_nodes(struct controller *c, const struct op_plan *plan,
-                       struct op_write_errors *errors, struct err *e)
+/* ---- nodes: one patch each, merged from the controllers' wishes -------------------------------
+ */
+
+enum { CTL_UPGRADE, CTL_DEPLOY };
+/* In precedence order (op_node_merge's rule 3): the driver upgrade's state before the deploy
+ * labels (docs/operator.md). */
+static const struct op_node_controller node_controllers[] = {
+    [CTL_UPGRADE] = {"driver-upgrade", false},
+    [CTL_DEPLOY] = {"deploy", true},
+};
+
+struct node_writes {
+    char **node;
+    struct op_node_merged *m;
+    size_t n;
+};
+
+static void node_writes_done(struct node_writes *nw)
 {
+    for (size_t i = 0; i < nw->n; i++) {
+        free(nw->node[i]);
+        op_node_merged_done(&nw->m[i]);
+    }
+    free(nw->node);
+    free(nw->m);
+    *nw = (struct node_writes){0};
+}
+
+/* One node's wishes merged; a wish the merge refuses is a write error of the node. */
+static void merge_node(struct node_writes *nw, const char *node, const struct op_node_wish *w,
+                       size_t n, struct op_write_errors *errors)
+{
+    struct op_node_merged m = {0};
+    struct err e = {0};
+    if (op_node_merge(node_controllers, ARRAY_SIZE(node_controllers), w, n, &m, &e) < 0) {
+        add_write_error(errors, "Node", NULL, node, &e);
+        return;
+    }
+    for (size_t i = 0; i < m.n_conflicts; i++)
+        log_info(COMPONENT, "node wishes disagree, one rule decided",
+                 "node=%s field=%s kept=%s "
+                 "dropped=%s",
+                 node, m.conflicts[i].field, node_controllers[m.conflicts[i].winner].name,
+                 node_controllers[m.conflicts[i].loser].name);
+    if (!m.patch) {
+        op_node_merged_done(&m);
+        return;
+    }
+    nw->node = xrealloc(nw->node, (nw->n + 1) * sizeof(*nw->node));
+    nw->m = xrealloc(nw->m, (nw->n + 1) * sizeof(*nw->m));
+    nw->node[nw->n] = xstrdup(node);
+    nw->m[nw->n++] = m;
+}
+
+/* Every node's one patch: the plan's deploy labels and the upgrade pass's wish, merged. */
+static void merge_nodes(struct controller *c, const struct op_plan *plan, struct node_writes *nw,
+                        struct op_write_errors *errors)
+{
+    const json_t *upg = op_upgrade_node_wishes(c->upg);
+    _cleanup_json_ json_t *done = json_object();
     for (size_t i = 0; i < plan->n_node_patches; i++) {
         const struct op_node_patch *np = &plan->node_patches[i];
+        _cleanup_json_ json_t *deploy = json_pack("{s:{s:O}}", "metadata", "labels", np->labels);
+        struct op_node_wish w[2] = {{np->node, CTL_DEPLOY, deploy}};
+        size_t n = 1;
+        const json_t *u = upg ? json_object_get(upg, np->node) : NULL;
+        if (u)
+            w[n++] = (struct op_node_wish){np->node, CTL_UPGRADE, u}; /* in any order */
+        merge_node(nw, np->node, w, n, errors);
+        json_object_set_new(done, np->node, json_true());
+    }
+    const char *node;
+    json_t *u;
+    json_object_foreach ((json_t *)upg, node, u) {
+        if (json_object_get(done, node))
+            continue;
+        struct op_node_wish w = {node, CTL_UPGRADE, u};
+        merge_node(nw, node, &w, 1, errors);
+    }
+}
+
+/* The merged patches of one phase. A node refusing its patch (a webhook, a conflict) does not
+ * hold back the others; a deploy patch's failure goes to `errors`. A patch whose precondition
+ * failed (the node changed since it was read) is written again without the wishes planned from
+ * that version (the fallback); those controllers plan again from the node as it is. */
+static int write_node_patches(struct controller *c, const struct node_writes *nw,
+                              enum op_write_phase phase, struct op_write_errors *errors,
+                              struct err *e)
+{
+    for (size_t i = 0; i < nw->n; i++) {
+        const struct op_node_merged *m = &nw->m[i];
+        const char *node = nw->node[i];
+        if (op_node_patch_phase(m) != phase)
+            continue;
         if (op_check_leader(c, e) < 0)
             return -ECANCELED;
-        _cleanup_json_ json_t *body = json_pack("{s:{s:O}}", "metadata", "labels", np->labels);
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
         _cleanup_json_ json_t *out = NULL;
         struct err ne = {0};
-        int r = kube_patch(c->kc, &KUBE_NODES, NULL, np->node, &po, body, &out, &ne);
-        if (r == -ENOENT)
-            continue; /* the node went away */
-        if (r < 0) {
-            add_write_error(errors, "Node", NULL, np->node, &ne);
-            continue;
+        int r = kube_patch(c->kc, &KUBE_NODES, NULL, node, &po, m->patch, &out, &ne);
+        if (r == 0)
+            op_count_write(c);
+        if (m->controllers & (UINT64_C(1) << CTL_UPGRADE)) {
+            if (r < 0 && r != KUBE_ECONFLICT && r != -ENOENT)
+                log_warn(COMPONENT, "node patch failed", "node=%s error=\"%s\"", node,
+                         err_msg(&ne));
+            /* read-your-writes keeps the node as the informer would, not the whole object */
+            _cleanup_json_ json_t *kept = r == 0 && out ? op_node_project(out) : NULL;
+            op_upgrade_node_written(c->upg, node, r,
+                                    kobj_path_str(m->patch, "metadata.resourceVersion"), kept);
         }
-        op_count_write(c);
+        if (r == KUBE_ECONFLICT && m->fallback) {
+            json_decref(steal_ptr(&out));
+            err_clear(&ne);
+            r = kube_patch(c->kc, &KUBE_NODES, NULL, node, &po, m->fallback, &out, &ne);
+            if (r == 0)
+                op_count_write(c);
+        }
+        if (r < 0 && r != -ENOENT && m->deploys)
+            add_write_error(errors, "Node", NULL, node, &ne);
     }
     return 0;
 }
 
-/* The active policy's writes: node labels, applies and (when those all succeeded) prunes. Every
- * write is tried; one the API server refuses does not hold back the others, and each failure
- * goes to `errors`. Fails only when the lease is lost (-ECANCELED). */
+/* The operand objects applied and (when every write so far succeeded) pruned. Every write is
+ * tried; one the API server refuses does not hold back the others, and each failure goes to
+ * `errors`. Fails only when the lease is lost (-ECANCELED). */
 static int write_objects(struct controller *c, const struct op_plan *plan,
                          struct op_write_errors *errors, struct err *e)
 {
-    int r = label_nodes(c, plan, errors, e);
-    if (r < 0)
-        return r;
+    int r;
     size_t i;
     json_t *obj;
     json_array_foreach (plan->apply, i, obj) {
@@ -325,8 +486,8 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
 
 /* The ignored policies' Events and statuses; a failed status write there must not hold back
  * the active one (the first failure is kept in *ret_err). */
-static int report_ignored(struct controller *c, const struct op_plan *plan, struct err *ret_err,
-                          struct err *e)
+static int report_ignored(struct controller *c, const struct op_plan *plan, json_t *queue,
+                          struct err *ret_err, struct err *e)
 {
     int first = 0;
     for (size_t i = 0; i < plan->n_policies; i++) {
@@ -334,7 +495,7 @@ static int report_ignored(struct controller *c, const struct op_plan *plan, stru
         if (pr == plan->active)
             continue;
         struct err ie = {0};
-        int r = report_policy(c, &pr->r, &ie);
+        int r = report_policy(c, &pr->r, queue, &ie);
         if (r == -ECANCELED)
             return err_set(e, r, "%s", err_msg(&ie));
         if (r < 0 && first == 0)
@@ -343,25 +504,39 @@ static int report_ignored(struct controller *c, const struct op_plan *plan, stru
     return first;
 }
 
-/* The active, valid policy's plan executed: its objects, then (planned again with this
- * execution's failed writes when they changed) the NVIDIADrivers, the driver upgrade pass and
- * the policy's status. *plan may be replaced. */
+/*
+ * The active, valid policy's plan executed, in the executor's order (operator.h,
+ * enum op_write_phase): the driver upgrade pass planned (no write); each node's one patch
+ * merged from the deploy labels and the upgrade's wish; the patches that deploy; the operand
+ * objects; then (planned again with this execution's failed writes when they changed) the
+ * statuses, the NVIDIADrivers' and the ClusterPolicy's with the upgrade's condition; then the
+ * bookkeeping: the other node patches, the upgrade's evictions, deletions and pool statuses.
+ * The Events are queued for the end of the reconcile. *plan may be replaced.
+ */
 static int execute_active(struct controller *c, struct op_snapshot *snap, struct op_plan **plan,
-                          bool *ret_requeue, struct err *e)
+                          json_t *queue, bool *ret_requeue, struct err *e)
 {
     struct op_write_errors errors = {0}; /* of this execution's writes */
-    /* The takeover of NVIDIA's operator's objects, around the writes (adopt-ctl.c). */
+    struct node_writes nw = {0};
+    /* the policy (the planned report's object): the snapshot's, alive through a second plan */
+    const json_t *cp = (*plan)->active->r.object;
     struct op_adopt_pass adopt = {0};
+    int r = op_upgrade_plan(c->upg, cp, snap->owned, (*plan)->driver_nodes, snap->now_ms, e);
+    if (r < 0)
+        goto out;
+    /* The takeover of NVIDIA's operator's objects, around the writes (adopt-ctl.c). */
     struct err ae = {0};
-    int r = op_adopt_prepare(c, (*plan)->active->r.object, *plan, &adopt, &ae);
+    r = op_adopt_prepare(c, cp, *plan, &adopt, &ae);
     if (r == -ECANCELED) {
         err_set(e, r, "%s", err_msg(&ae));
         goto out;
     }
     if (r < 0)
         log_warn(COMPONENT, "takeover pass failed", "error=\"%s\"", err_msg(&ae));
-    r = write_objects(c, *plan, &errors, e);
-    if (r < 0)
+    merge_nodes(c, *plan, &nw, &errors);
+    if ((r = write_node_patches(c, &nw, OP_PHASE_DEPLOY, &errors, e)) < 0)
+        goto out;
+    if ((r = write_objects(c, *plan, &errors, e)) < 0)
         goto out;
     /* The status tells what this execution could not write, or that it recovered. */
     if (!op_write_errors_equal(&errors, &c->write_errors)) {
@@ -377,9 +552,8 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
             goto out;
         }
     }
-    if ((r = report_nvds(c, *plan, e)) < 0)
+    if ((r = report_nvds(c, *plan, queue, e)) < 0)
         goto out;
-    /* The driver upgrade: its own writes, and its condition in the status about to be written. */
     struct op_report *ar = &(*plan)->active->r;
     err_clear(&ae);
     r = op_adopt_finish(c, ar->object, *plan, &adopt, ar->status, &ae);
@@ -389,11 +563,9 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
     }
     if (r < 0)
         log_warn(COMPONENT, "takeover pass failed", "error=\"%s\"", err_msg(&ae));
-    r = op_upgrade_reconcile(c->upg, ar->object, snap->owned, ar->status, snap->now_ms, e);
-    if (r < 0)
-        goto out;
+    op_upgrade_condition(c->upg, ar->object, ar->status, snap->now_ms);
     ar->write = !json_equal(kobj_path(ar->object, "status"), ar->status);
-    if ((r = report_policy(c, ar, e)) < 0) {
+    if ((r = report_policy(c, ar, queue, e)) < 0) {
         err_prefix(e, "ClusterPolicy %s status", ar->name);
         goto out;
     }
@@ -401,11 +573,21 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
     c->m.status = (*plan)->health;
     pthread_mutex_unlock(&c->lock);
     *ret_requeue = (*plan)->requeue;
+    /* bookkeeping: after the status, never before it */
+    struct op_write_errors later = {0}; /* not the status's: the upgrade retries its own */
+    r = write_node_patches(c, &nw, OP_PHASE_BOOKKEEPING, &later, e);
+    op_write_errors_done(&later);
+    if (r < 0 || (r = op_upgrade_bookkeeping(c->upg, e)) < 0)
+        goto out;
     if (c->write_errors.n > 0)
         r = err_set(e, -EIO, "%zu write(s) failed, nothing pruned; first: %s: %s",
                     c->write_errors.n, c->write_errors.v[0].object, c->write_errors.v[0].reason);
 out:
     op_adopt_pass_done(&adopt);
+    /* the upgrade's Events of the nodes patched, whatever failed after their patches: their
+     * state changes are written, and a next pass would not plan them again */
+    op_upgrade_events(c->upg, cp, queue);
+    node_writes_done(&nw);
     op_write_errors_done(&errors);
     return r;
 }
@@ -428,6 +610,7 @@ int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                                .now_ms = now_ms_real(),
                                .findings = w.findings,
                                .nvidia_drivers = w.nvds};
+    _cleanup_json_ json_t *queue = json_array(); /* the reconcile's Events */
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
     if ((r = op_plan(&snap, &plan, e)) < 0)
         goto out;
@@ -438,20 +621,22 @@ int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e)
     pthread_mutex_unlock(&c->lock);
 
     struct err ignored_err = {0};
-    int ignored_r = report_ignored(c, plan, &ignored_err, e);
+    int ignored_r = report_ignored(c, plan, queue, &ignored_err, e);
     if (ignored_r == -ECANCELED) {
         r = ignored_r;
         goto out;
     }
     if (plan->active && !plan->active->valid) {
         /* Invalid: the running operands stay exactly as they are; the status says why. */
-        r = report_policy(c, &plan->active->r, e);
+        r = report_policy(c, &plan->active->r, queue, e);
     } else if (plan->active) {
-        r = execute_active(c, &snap, &plan, ret_requeue, e);
+        r = execute_active(c, &snap, &plan, queue, ret_requeue, e);
     }
     if (r == 0 && ignored_r < 0)
         r = err_set(e, ignored_r, "%s", err_msg(&ignored_err));
 out:
+    if (r != -ECANCELED)
+        post_events(c, queue, now_ms_real());
     world_done(&w);
     return r;
 }

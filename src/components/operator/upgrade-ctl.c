@@ -57,6 +57,7 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     u->ns = ns;
     u->h = *h;
     u->posted = upg_event_log_new();
+    u->patched = json_object();
     u->writes = upg_writes_new();
     pthread_mutex_init(&u->lock, NULL);
     const struct embedded_file *m = &op_embedded_upgrade[0];
@@ -107,6 +108,15 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     return 0;
 }
 
+static void pass_clear(struct op_upgrade *u)
+{
+    upg_plan_free(u->pass);
+    u->pass = NULL;
+    json_decref(u->pass_wishes);
+    u->pass_wishes = NULL;
+    json_object_clear(u->patched);
+}
+
 void op_upgrade_free(struct op_upgrade *u)
 {
     if (!u)
@@ -114,6 +124,8 @@ void op_upgrade_free(struct op_upgrade *u)
     for (int i = 0; i < N_INF; i++)
         if (i != INF_NODES) /* the controller's */
             kube_informer_free(u->inf[i]);
+    pass_clear(u);
+    json_decref(u->patched);
     upg_event_log_free(u->posted);
     upg_writes_free(u->writes);
     op_upgrade_pool_counts_free(u->pools, u->n_pools);
@@ -237,14 +249,15 @@ static bool synced(struct op_upgrade *u, uint64_t now_ms)
     return true;
 }
 
-int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *owned,
-                         json_t *status, uint64_t now_ms, struct err *e)
+int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
+                    const json_t *driver_nodes, uint64_t now_ms, struct err *e)
 {
+    pass_clear(u);
     u->requeue_ms = 0;
+    u->pass_now_s = (int64_t)(now_ms / 1000);
     if (!cp)
         return 0;
     if (!synced(u, now_ms)) {
-        op_status_condition_keep(status, cp, UPG_CONDITION_TYPE);
         u->requeue_ms = 1000;
         return 0;
     }
@@ -282,9 +295,10 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
                            .zones = zones,
                            .matrix = m,
                            .matrix_error = matrix_err,
+                           .driver_nodes = driver_nodes,
                            .validation_enabled = validator,
                            .posted = u->posted,
-                           .now_s = (int64_t)(now_ms / 1000)};
+                           .now_s = u->pass_now_s};
     _cleanup_(upg_plan_freep) struct upg_plan *plan = NULL;
     uint64_t t0 = now_us_mono(), c0 = thread_cpu_us();
     int r = upg_plan(&in, &plan, e);
@@ -293,9 +307,6 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     upg_policy_done(&pol);
     if (r < 0)
         return r;
-    bool conflict = false;
-    if ((r = op_upgrade_execute(u, plan, cp, in.now_s, &conflict, e)) < 0)
-        return r;
     if (plan->frozen)
         log_warn(UPG_COMPONENT, "driver upgrade refused, nothing changed", "error=\"%s\"",
                  plan->error);
@@ -303,12 +314,29 @@ int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *o
     /* workload pods are not watched: look again while nodes are being emptied */
     if (json_object_size(listed) > 0)
         requeue_within(u, 2000);
-    if (conflict)
-        requeue_within(u, 1000);
-    op_status_condition_set(status, cp, UPG_CONDITION_TYPE, plan->condition.status,
-                            plan->condition.reason, plan->condition.message, now_ms);
     op_upgrade_record(u, plan, auto_up, dt, dc);
+    u->pass_wishes = json_object();
+    for (size_t i = 0; i < plan->n_patches; i++)
+        json_object_set(u->pass_wishes, plan->patches[i].node, plan->patches[i].patch);
+    u->pass = steal_ptr(&plan);
     return 0;
+}
+
+const json_t *op_upgrade_node_wishes(struct op_upgrade *u)
+{
+    return u->pass_wishes;
+}
+
+void op_upgrade_condition(struct op_upgrade *u, const json_t *cp, json_t *status, uint64_t now_ms)
+{
+    if (!cp)
+        return;
+    if (!u->pass) {
+        op_status_condition_keep(status, cp, UPG_CONDITION_TYPE);
+        return;
+    }
+    op_status_condition_set(status, cp, UPG_CONDITION_TYPE, u->pass->condition.status,
+                            u->pass->condition.reason, u->pass->condition.message, now_ms);
 }
 
 uint64_t op_upgrade_requeue_ms(struct op_upgrade *u)

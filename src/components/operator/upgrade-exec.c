@@ -1,44 +1,54 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The driver upgrade plan's writes (upgrade-ctl-internal.h): node patches (a conflict leaves the
- * node's other actions for the next pass), evictions and driver pod deletions, Events, each
- * DriverUpgradePool's status; every write asks the lease first. */
+/* The driver upgrade plan's writes (upgrade-ctl.h's steps): how its node wishes fared (the
+ * reconcile writes them merged into each node's one patch; a conflict leaves the node's other
+ * actions for the next pass), evictions and driver pod deletions, each DriverUpgradePool's
+ * status, and its Events queued for the operator's recorder; every write asks the lease first. */
 #include <pthread.h>
 
 #include "operator-internal.h"
+#include "operator.h"
 #include "upgrade-ctl-internal.h"
 #include "yamlcfg.h"
 
-static void post_event(struct op_upgrade *u, const struct upg_event *ev, const json_t *cp,
-                       int64_t now_s)
+/* An Event of the plan queued for the operator's recorder: a node's is aggregated with its
+ * pool's alike (about the DriverUpgradePool, or the ClusterPolicy for nodes no pool selects). */
+static void queue_event(struct op_upgrade *u, const struct upg_event *ev, const json_t *cp,
+                        json_t *queue)
 {
-    struct err e = {0};
-    if (u->h.may_write(u->h.u, &e) < 0)
+    struct op_event_ref policy = {.api_version = "nvidia.com/v1",
+                                  .kind = "ClusterPolicy",
+                                  .name = kobj_name(cp) ?: "",
+                                  .uid = kobj_uid(cp)};
+    struct op_event_in in = {
+        .type = ev->warning ? "Warning" : "Normal", .reason = ev->reason, .message = ev->message};
+    if (ev->object == UPG_OBJ_NODE) {
+        in.about = (struct op_event_ref){.api_version = "v1", .kind = "Node", .name = ev->name};
+        in.ns = "default";
+        in.group = ev->pool ?: "default";
+        _cleanup_json_ json_t *pool =
+            ev->pool ? kube_informer_get(u->inf[INF_POOLS], NULL, ev->pool) : NULL;
+        if (pool) {
+            in.group_ref = (struct op_event_ref){.api_version = "upgrade.gpuop.dev/v1alpha1",
+                                                 .kind = "DriverUpgradePool",
+                                                 .name = ev->pool};
+            in.group_ns = "default";
+        } else {
+            in.group_ref = policy;
+            in.group_ns = u->ns;
+        }
+        op_event_queue_add(queue, &in);
         return;
-    _cleanup_json_ json_t *inv = NULL;
-    if (ev->object == UPG_OBJ_NODE)
-        inv = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Node", "metadata", "name",
-                        ev->name);
-    else if (ev->object == UPG_OBJ_POOL)
-        inv = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "upgrade.gpuop.dev/v1alpha1", "kind",
-                        "DriverUpgradePool", "metadata", "name", ev->name);
-    else
-        inv = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "nvidia.com/v1", "kind",
-                        "ClusterPolicy", "metadata", "name", kobj_name(cp) ?: "", "uid",
-                        kobj_uid(cp) ?: "");
-    /* the planner holds back a repeat of what was tried, posted or not: a refused Event is not
-     * retried on every pass */
-    upg_event_log_record(u->posted, ev, now_s);
-    struct kube_event ke = {.ns = ev->object == UPG_OBJ_POLICY ? u->ns : "default",
-                            .involved = inv,
-                            .type = ev->warning ? "Warning" : "Normal",
-                            .reason = ev->reason,
-                            .message = ev->message,
-                            .component = "gpuop-operator"};
-    if (kube_event_create(u->kc, &ke, &e) < 0)
-        log_warn(UPG_COMPONENT, "event not recorded", "reason=%s error=\"%s\"", ke.reason,
-                 err_msg(&e));
-    else
-        u->h.wrote(u->h.u);
+    }
+    if (ev->object == UPG_OBJ_POOL) {
+        in.about = (struct op_event_ref){.api_version = "upgrade.gpuop.dev/v1alpha1",
+                                         .kind = "DriverUpgradePool",
+                                         .name = ev->name};
+        in.ns = "default";
+    } else {
+        in.about = policy;
+        in.ns = u->ns;
+    }
+    op_event_queue_add(queue, &in);
 }
 
 /* A DriverUpgradePool's planned status, when it changed. */
@@ -84,67 +94,67 @@ static void pod_action(struct op_upgrade *u, const struct upg_pod_ref *a, bool e
     }
 }
 
-/* Patches the plan's nodes; those not patched (a conflict: changed since the pass read them, or
- * an error) go into `not_patched`. *ret_conflict: one met a newer node. */
-static int patch_nodes(struct op_upgrade *u, const struct upg_plan *p, json_t *not_patched,
-                       bool *ret_conflict, struct err *e)
+void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, const char *base_rv,
+                             json_t *written)
 {
-    for (size_t i = 0; i < p->n_patches; i++) {
-        const struct upg_node_patch *a = &p->patches[i];
-        int r = u->h.may_write(u->h.u, e);
-        if (r < 0)
-            return r;
-        struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
-        _cleanup_json_ json_t *out = NULL;
-        struct err ne = {0};
-        r = kube_patch(u->kc, &KUBE_NODES, NULL, a->node, &po, a->patch, &out, &ne);
-        if (r == 0) {
-            u->h.wrote(u->h.u);
-            upg_writes_record(u->writes, kobj_path_str(a->patch, "metadata.resourceVersion"), out);
-            continue;
-        }
-        json_object_set_new(not_patched, a->node, json_true());
-        if (r == KUBE_ECONFLICT) {
-            *ret_conflict = true;
-            pthread_mutex_lock(&u->lock);
-            u->conflicts++;
-            pthread_mutex_unlock(&u->lock);
-            log_info(UPG_COMPONENT, "node changed since the upgrade pass read it, planned again",
-                     "node=%s", a->node);
-        } else if (r != -ENOENT) {
-            log_warn(UPG_COMPONENT, "upgrade node patch failed", "node=%s error=\"%s\"", a->node,
-                     err_msg(&ne));
-        }
+    if (rc == 0) {
+        json_object_set_new(u->patched, node, json_true());
+        upg_writes_record(u->writes, base_rv, written);
+        return;
     }
-    return 0;
+    if (rc == KUBE_ECONFLICT) {
+        pthread_mutex_lock(&u->lock);
+        u->conflicts++;
+        pthread_mutex_unlock(&u->lock);
+        /* the next pass soon: the informer may not call for it */
+        if (u->requeue_ms == 0 || u->requeue_ms > 1000)
+            u->requeue_ms = 1000;
+        log_info(UPG_COMPONENT, "node changed since the upgrade pass read it, planned again",
+                 "node=%s", node);
+    }
 }
 
-int op_upgrade_execute(struct op_upgrade *u, const struct upg_plan *p, const json_t *cp,
-                       int64_t now_s, bool *ret_conflict, struct err *e)
+/* The node's wish (if the pass had one) went through. */
+static bool node_done(struct op_upgrade *u, const char *node)
 {
-    _cleanup_json_ json_t *not_patched = json_object();
-    *ret_conflict = false;
-    int r = patch_nodes(u, p, not_patched, ret_conflict, e);
-    if (r < 0)
-        return r;
+    return !json_object_get(u->pass_wishes, node) || json_object_get(u->patched, node);
+}
+
+int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e)
+{
+    const struct upg_plan *p = u->pass;
+    if (!p)
+        return 0;
+    int r;
     for (int evict = 1; evict >= 0; evict--) {
         const struct upg_pod_ref *list = evict ? p->evictions : p->deletions;
         size_t n = evict ? p->n_evictions : p->n_deletions;
         for (size_t i = 0; i < n; i++) {
-            if (json_object_get(not_patched, list[i].node))
+            if (!node_done(u, list[i].node))
                 continue;
             if ((r = u->h.may_write(u->h.u, e)) < 0)
                 return r;
             pod_action(u, &list[i], evict);
         }
     }
-    for (size_t i = 0; i < p->n_events; i++) {
-        const struct upg_event *ev = &p->events[i];
-        if (ev->object != UPG_OBJ_NODE || !json_object_get(not_patched, ev->name))
-            post_event(u, ev, cp, now_s);
-    }
     for (size_t i = 0; i < p->n_pools; i++)
         if ((r = write_pool_status(u, &p->pools[i], e)) < 0)
             return r;
     return 0;
+}
+
+void op_upgrade_events(struct op_upgrade *u, const json_t *cp, json_t *queue)
+{
+    const struct upg_plan *p = u->pass;
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_events; i++) {
+        const struct upg_event *ev = &p->events[i];
+        if (ev->object == UPG_OBJ_NODE && !node_done(u, ev->name))
+            continue;
+        /* the planner holds back a repeat of what was tried, posted or not: a refused Event is
+         * not retried on every pass */
+        upg_event_log_record(u->posted, ev, u->pass_now_s);
+        queue_event(u, ev, cp, queue);
+    }
 }

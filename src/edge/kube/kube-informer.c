@@ -28,6 +28,13 @@ struct kube_informer {
     json_t *labels;      /* "key=value" -> {"ns/name": true} */
     json_t *intern;      /* label value -> one shared string (informer thread only) */
     size_t intern_pruned;
+    char **share_paths; /* dotted paths whose values are shared (NULL: none) */
+    json_t *shared;     /* canonical JSON text -> the one copy (informer thread only) */
+    size_t shared_pruned;
+    /* kube_informer_relist(): asked (under lock) and done (the informer thread); watch_stop
+     * ends the watch for it (and on the stop) */
+    unsigned relist_asked, relist_done;
+    volatile int watch_stop;
     char *rv;
     bool synced;
     struct kube_informer_stats stats;
@@ -79,6 +86,50 @@ static void intern_labels(struct kube_informer *inf, json_t *obj)
     }
 }
 
+/* Drops shared copies only the table still holds, once it has doubled. */
+static void shared_prune(struct kube_informer *inf)
+{
+    size_t n = json_object_size(inf->shared);
+    if (n <= 2 * inf->shared_pruned + 1024)
+        return;
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe (inf->shared, tmp, k, v) {
+        if (__atomic_load_n(&v->refcount, __ATOMIC_ACQUIRE) == 1)
+            json_object_del(inf->shared, k);
+    }
+    inf->shared_pruned = json_object_size(inf->shared);
+}
+
+/* Replaces each share path's value of the (not yet stored) projection p by the one copy of an
+ * equal value, or makes it that copy. */
+static void share(struct kube_informer *inf, json_t *p)
+{
+    for (size_t i = 0; inf->share_paths[i]; i++) {
+        const char *path = inf->share_paths[i];
+        const char *dot = strrchr(path, '.');
+        json_t *parent = p;
+        if (dot) {
+            _cleanup_free_ char *pp = xstrndup(path, (size_t)(dot - path));
+            parent = kobj_path(p, pp);
+        }
+        const char *key = dot ? dot + 1 : path;
+        json_t *v = json_object_get(parent, key);
+        if (!json_is_object(v) && !json_is_array(v))
+            continue;
+        _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!text)
+            continue;
+        json_t *one = json_object_get(inf->shared, text);
+        if (!one)
+            json_object_set(inf->shared, text, v);
+        else if (one != v)
+            json_object_set(parent, key, one);
+    }
+    shared_prune(inf);
+}
+
 static json_t *project(struct kube_informer *inf, json_t *obj)
 {
     json_t *p;
@@ -92,6 +143,8 @@ static json_t *project(struct kube_informer *inf, json_t *obj)
     json_t *labels = kobj_labels(p);
     if (p && (!inf->project || labels == kobj_labels(obj)))
         intern_labels(inf, p);
+    if (p && inf->share_paths)
+        share(inf, p);
     return p;
 }
 
@@ -306,8 +359,9 @@ static int seen_add(struct kube_informer *inf, struct seen *sn, const char *key,
     return 0;
 }
 
-/* Brings the store to one page's items. */
-static int apply_page(struct kube_informer *inf, json_t *page, struct seen *sn, struct err *e)
+/* Brings the store to one page's items; `all`: unchanged ones are stored anew too. */
+static int apply_page(struct kube_informer *inf, json_t *page, struct seen *sn, bool all,
+                      struct err *e)
 {
     size_t i;
     json_t *it;
@@ -330,7 +384,7 @@ static int apply_page(struct kube_informer *inf, json_t *page, struct seen *sn, 
         json_t *cur = json_object_get(inf->store, key);
         bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
         pthread_mutex_unlock(&inf->lock);
-        if (!same && (r = apply_upsert(inf, it, e)) < 0)
+        if ((!same || all) && (r = apply_upsert(inf, it, e)) < 0)
             return r;
     }
     return 0;
@@ -344,6 +398,10 @@ static int apply_page(struct kube_informer *inf, json_t *page, struct seen *sn, 
  */
 static int relist(struct kube_informer *inf, struct err *e)
 {
+    pthread_mutex_lock(&inf->lock);
+    unsigned asked = inf->relist_asked;
+    pthread_mutex_unlock(&inf->lock);
+    bool all = asked != inf->relist_done;
     struct kube_list_opts lo = {.label_selector = inf->label_selector,
                                 .field_selector = inf->field_selector,
                                 .limit = inf->page_size};
@@ -371,7 +429,7 @@ static int relist(struct kube_informer *inf, struct err *e)
         }
         if (r < 0)
             break;
-        r = apply_page(inf, page, &sn, e);
+        r = apply_page(inf, page, &sn, all, e);
         json_t *meta = json_object_get(page, "metadata");
         if (r == 0 && !cont) {
             free(rv);
@@ -409,6 +467,7 @@ static int relist(struct kube_informer *inf, struct err *e)
     set_rv(inf, rv);
     pthread_mutex_lock(&inf->lock);
     inf->stats.lists++;
+    inf->relist_done = asked;
     inf->synced = true;
     pthread_cond_broadcast(&inf->cond);
     pthread_mutex_unlock(&inf->lock);
@@ -470,23 +529,39 @@ static void *informer_main(void *ud)
             need_list = false;
             failures = 0;
         }
+        pthread_mutex_lock(&inf->lock);
+        bool relist_asked = inf->relist_asked != inf->relist_done;
+        inf->watch_stop = inf->stop || relist_asked;
+        if (!relist_asked)
+            inf->stats.watches++;
+        pthread_mutex_unlock(&inf->lock);
+        if (relist_asked) {
+            need_list = true;
+            continue;
+        }
         _cleanup_free_ char *rv = kube_informer_resource_version(inf);
         struct kube_watch_opts wo = {.label_selector = inf->label_selector,
                                      .field_selector = inf->field_selector,
                                      .resource_version = rv,
                                      .bookmarks = true,
                                      .timeout_seconds = 300 + (unsigned)(kube_random() % 300),
-                                     .stop = &inf->stop};
-        pthread_mutex_lock(&inf->lock);
-        inf->stats.watches++;
-        pthread_mutex_unlock(&inf->lock);
+                                     .stop = &inf->watch_stop};
         uint64_t started = now_ms_mono();
         struct err we = {0};
         struct watch_state ws = {inf, &we};
         int r = kube_watch(inf->c, &inf->r, inf->ns, &wo, on_event, &ws, &e);
         if (r < 0 && we.code == r)
             e = we; /* the store's own error, not "stopped by its handler" */
-        if (r == -ECANCELED || inf->stop)
+        if (inf->stop)
+            break;
+        pthread_mutex_lock(&inf->lock);
+        relist_asked = inf->relist_asked != inf->relist_done;
+        pthread_mutex_unlock(&inf->lock);
+        if (relist_asked) {
+            need_list = true; /* kube_informer_relist() ended the watch */
+            continue;
+        }
+        if (r == -ECANCELED)
             break;
         if (r == 0) {
             failures = 0;
@@ -553,6 +628,15 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
         for (size_t i = 0; o->index_label_keys[i]; i++)
             json_object_set_new(inf->index_keys, o->index_label_keys[i], json_true());
     }
+    if (o->share_paths) {
+        size_t n = 0;
+        while (o->share_paths[n])
+            n++;
+        inf->share_paths = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+            inf->share_paths[i] = xstrdup(o->share_paths[i]);
+        inf->shared = json_object();
+    }
     inf->h = o->handlers;
     inf->cached = kube_client_cached(c);
     inf->store = json_object();
@@ -575,6 +659,7 @@ void kube_informer_free(struct kube_informer *inf)
         return;
     pthread_mutex_lock(&inf->lock);
     inf->stop = 1;
+    inf->watch_stop = 1;
     pthread_cond_broadcast(&inf->cond);
     pthread_mutex_unlock(&inf->lock);
     if (inf->started)
@@ -588,6 +673,10 @@ void kube_informer_free(struct kube_informer *inf)
     for (size_t i = 0; inf->keep_fields && inf->keep_fields[i]; i++)
         free(inf->keep_fields[i]);
     free(inf->keep_fields);
+    for (size_t i = 0; inf->share_paths && inf->share_paths[i]; i++)
+        free(inf->share_paths[i]);
+    free(inf->share_paths);
+    json_decref(inf->shared);
     free(inf->group);
     free(inf->version);
     free(inf->plural);
@@ -611,6 +700,23 @@ int kube_informer_wait_synced(struct kube_informer *inf, uint64_t timeout_ms)
     bool s = inf->synced;
     pthread_mutex_unlock(&inf->lock);
     return s ? 0 : -ETIMEDOUT;
+}
+
+void kube_informer_relist(struct kube_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    inf->relist_asked++;
+    inf->watch_stop = 1;
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->lock);
+}
+
+bool kube_informer_relisted(struct kube_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    bool done = inf->relist_done == inf->relist_asked;
+    pthread_mutex_unlock(&inf->lock);
+    return done;
 }
 
 bool kube_informer_synced(struct kube_informer *inf)

@@ -58,7 +58,7 @@ static void observe(struct kube_leader *l, json_t *lease)
 static void fill_spec(struct kube_leader *l, json_t *lease, bool acquire)
 {
     char now[48];
-    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+    time_rfc3339_us(now_ms_real() * 1000, now, sizeof(now));
     json_t *spec = json_object_get(lease, "spec");
     if (!json_is_object(spec)) {
         spec = json_object();
@@ -158,7 +158,7 @@ static void release(struct kube_leader *l)
         if (kube_lease_decide(lease, l->identity, false) != KUBE_LEASE_RENEW)
             return;
         char now[48];
-        kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+        time_rfc3339_us(now_ms_real() * 1000, now, sizeof(now));
         json_t *spec = json_object_get(lease, "spec");
         json_object_set_new(spec, "holderIdentity", json_string(""));
         json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));

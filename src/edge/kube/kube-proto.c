@@ -785,12 +785,3 @@ enum kube_lease_action kube_lease_decide(json_t *lease, const char *identity, bo
         return KUBE_LEASE_RENEW;
     return expired ? KUBE_LEASE_ACQUIRE : KUBE_LEASE_WAIT;
 }
-
-void kube_microtime(uint64_t unix_us, char *buf, size_t n)
-{
-    time_t s = (time_t)(unix_us / 1000000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(unix_us % 1000000));
-}

@@ -526,7 +526,7 @@ int kube_event_create(struct kube_client *c, const struct kube_event *ev, struct
         return err_set(e, -EINVAL, "create event: the involved object has no metadata.name");
     const char *ns = ev->ns ? ev->ns : (ins && ins[0] ? ins : "default");
     char now[48];
-    kube_microtime(now_ms_real() * 1000, now, sizeof(now));
+    time_rfc3339_us(now_ms_real() * 1000, now, sizeof(now));
     now[19] = 'Z'; /* Time, not MicroTime: seconds only */
     now[20] = '\0';
     json_t *inv = json_object();

@@ -337,6 +337,11 @@ struct kube_informer_opts {
     /* Label keys the label index covers (NULL-terminated); NULL: every label key. Indexing only
      * the keys a controller queries keeps the index small (each entry costs ~100 bytes). */
     const char *const *index_label_keys;
+    /* Dotted paths (NULL-terminated) whose values, after the projection, the store keeps once:
+     * objects with equal values there share one copy ("metadata.labels" of a node pool, a
+     * "status" most pods have alike). Stored objects are read-only, so readers see no
+     * difference; each object is still priced whole against max_cached (an upper bound). */
+    const char *const *share_paths;
     struct kube_informer_handlers handlers;
 };
 
@@ -354,6 +359,13 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
 /* Stops the thread (at once, abandoning the stream) and frees the store. Accepts NULL. */
 void kube_informer_free(struct kube_informer *inf);
 DEFINE_CLEANUP_FUNC(struct kube_informer, kube_informer_free)
+
+/* Lists again soon and stores every object anew through the projection, unchanged ones too:
+ * for a projection function that now keeps more (its owner widened what it keeps). The store
+ * stays synced meanwhile; kube_informer_relisted() says when such a list has completed. */
+void kube_informer_relist(struct kube_informer *inf);
+/* Has every relist asked for by kube_informer_relist() before this call completed? */
+bool kube_informer_relisted(struct kube_informer *inf);
 
 /* Waits until the first list is in the store. 0, or -ETIMEDOUT. */
 int kube_informer_wait_synced(struct kube_informer *inf, uint64_t timeout_ms);

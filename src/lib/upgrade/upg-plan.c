@@ -1011,7 +1011,10 @@ static void load_nodes(struct planner *pl)
     }
     for (size_t k = 0; k < pl->nn; k++) {
         struct node *n = &pl->n[k];
-        n->managed = !n->skip && !n->bad_label && (n->driver || n->state != UPG_UNKNOWN);
+        /* a node the driver DaemonSet is about to run on counts as one with a driver: its pod
+         * will be of the current revision */
+        bool due = !n->driver && json_object_get(in->driver_nodes, n->name);
+        n->managed = !n->skip && !n->bad_label && (n->driver || due || n->state != UPG_UNKNOWN);
     }
 }
 

@@ -247,6 +247,11 @@ struct upg_input {
     const struct upg_zones *zones;   /* the pools' time zones (upg_zones_load_pools), or NULL */
     const struct upg_matrix *matrix; /* NULL with matrix_error: the gate's input is broken */
     const char *matrix_error;
+    /* {node: true}: the nodes a driver DaemonSet targets, or will once the operator's patch of
+     * this pass (the one it is merged into) is written; NULL: none. Such a node without a driver
+     * pod and without a state is recorded upgrade-done: the pod the DaemonSet makes for it runs
+     * the current template (a fresh install costs no second write per node). */
+    const json_t *driver_nodes;
     bool validation_enabled;            /* the validator runs: validation-required waits for it */
     const struct upg_event_log *posted; /* the Events posted lately (NULL: none) */
     const struct upg_hold *holds;       /* pools whose starts hold (NULL: none) */

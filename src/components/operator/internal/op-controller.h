@@ -70,6 +70,9 @@ struct controller {
     /* What the last reconcile failed to write, an input of the next plan (the status says so
      * until a write succeeds). Reconcile thread only. */
     struct op_write_errors write_errors;
+    /* Every Event of the operator and its controllers goes through it (aggregated,
+     * rate-limited), once per reconcile, last. Reconcile thread only. */
+    struct op_recorder *recorder;
 };
 
 /* Every write goes through this check: a replica that lost the lease stops in the middle of a
@@ -81,6 +84,9 @@ void op_post_event(struct controller *c, const json_t *obj, const struct op_even
 
 /* ---- informers.c ------------------------------------------------------------------------- */
 
+/* What the node informer keeps of a node (a new object): a node the server returned for a
+ * write is kept as the informer would keep it, not whole (a real node is ~20 KB of JSON). */
+json_t *op_node_project(json_t *obj);
 /* The work queue's one key queued: something changed, reconcile. */
 void op_mark_dirty(struct controller *c);
 /* Every informer started (the GPU quota view's and the upgrade controller's too). */

@@ -35,6 +35,11 @@ struct op_upgrade {
     char *override_rv; /* the ConfigMap's resourceVersion the override was parsed from */
     char *override_err;
     uint64_t requeue_ms;
+    /* the pass under way (op_upgrade_plan to the next; reconcile thread) */
+    struct upg_plan *pass; /* NULL: none (no policy, or an informer not listed yet) */
+    json_t *pass_wishes;   /* node -> its patch in pass (borrowed from it) */
+    json_t *patched;       /* nodes whose wish went through */
+    int64_t pass_now_s;
     uint64_t last_unsynced_log_ms;
 
     pthread_mutex_t lock; /* the metrics below */
@@ -50,14 +55,10 @@ struct op_upgrade {
 
 /* ---- upgrade-exec.c ----------------------------------------------------------------------- */
 
-/*
- * Executes a plan: the node patches first; a node whose patch did not go through keeps its
- * evictions, deletions and Events for the next pass, planned again from what the node is then.
- * *ret_conflict: a patch met a newer node (the next pass soon, the informer may not call for it).
- * Fails only when the lease is lost.
- */
-int op_upgrade_execute(struct op_upgrade *u, const struct upg_plan *p, const json_t *cp,
-                       int64_t now_s, bool *ret_conflict, struct err *e);
+/* The plan's writes after the node patches (upgrade-ctl.h's steps): a node with a wish whose
+ * patch did not go through (not in u->patched: refused, or not written yet) keeps its
+ * evictions, deletions and Events for the next pass, planned again from what the node is
+ * then. */
 
 /* ---- upgrade-metrics.c -------------------------------------------------------------------- */
 

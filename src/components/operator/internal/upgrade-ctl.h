@@ -8,7 +8,8 @@
  * pool's status. It decides nothing (the planner decides which Events repeat, each pool's phase
  * and status and the DriverUpgrade condition); all state lives in the cluster (labels and
  * annotations), so a restarted operator resumes where the last one stopped. Threads:
- * op_upgrade_reconcile() from the reconcile thread only; op_upgrade_metrics() from any.
+ * op_upgrade_plan() and the steps after it from the reconcile thread only; op_upgrade_metrics()
+ * from any.
  */
 #ifndef GPUOP_OPERATOR_UPGRADE_CTL_H
 #define GPUOP_OPERATOR_UPGRADE_CTL_H
@@ -37,13 +38,32 @@ void op_upgrade_free(struct op_upgrade *u);
 int op_upgrade_wait_synced(struct op_upgrade *u, uint64_t timeout_ms);
 
 /*
- * One upgrade pass for the active, valid ClusterPolicy `cp` (NULL: none; nothing is done), with
- * the objects gpuop owns (`owned`, the driver and validator DaemonSets among them). Adds the
- * DriverUpgrade condition to `status` (the ClusterPolicy status the reconcile is about to
- * write). Fails only when the lease is lost (-ECANCELED); other failures are logged and retried.
+ * One upgrade pass for the active, valid ClusterPolicy `cp`, in steps the reconcile interleaves
+ * with its own writes (operator.h, enum op_write_phase):
+ *   op_upgrade_plan(): the pass planned from the informers and `owned` (the objects gpuop owns,
+ *     the driver and validator DaemonSets among them); no write. `driver_nodes`: the nodes the
+ *     driver DaemonSet targets once the operator's node patches are written (op_plan's).
+ *   op_upgrade_node_wishes(): the pass's wish for each node, which the reconcile merges into the
+ *     node's one patch (op_node_merge); op_upgrade_node_written() says how that patch fared.
+ *   op_upgrade_condition(): the DriverUpgrade condition into `status` (the ClusterPolicy status
+ *     the reconcile is about to write).
+ *   op_upgrade_bookkeeping(): the evictions and driver pod deletions of the nodes whose patch
+ *     went through, each pool's status; after the ClusterPolicy's status.
+ *   op_upgrade_events(): the pass's Events (those of nodes not patched held back), queued for
+ *     the operator's recorder (op_event_queue_add).
+ * Fail only when the lease is lost (-ECANCELED); other failures are logged and retried.
  */
-int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *owned,
-                         json_t *status, uint64_t now_ms, struct err *e);
+int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
+                    const json_t *driver_nodes, uint64_t now_ms, struct err *e);
+/* node -> its wish (a merge patch with the resourceVersion it was planned from), borrowed until
+ * the next op_upgrade_plan(); NULL: none. */
+const json_t *op_upgrade_node_wishes(struct op_upgrade *u);
+/* rc: the patch's result (0, KUBE_ECONFLICT, ...); `written`: what the server returned. */
+void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, const char *base_rv,
+                             json_t *written);
+void op_upgrade_condition(struct op_upgrade *u, const json_t *cp, json_t *status, uint64_t now_ms);
+int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e);
+void op_upgrade_events(struct op_upgrade *u, const json_t *cp, json_t *queue);
 /* Milliseconds until the planner wants another pass (0: only on events). */
 uint64_t op_upgrade_requeue_ms(struct op_upgrade *u);
 /* NVIDIA's gpu_operator_nodes_upgrades_* and gpu_operator_auto_upgrade_enabled, per pool too. */

@@ -293,8 +293,6 @@ enum kube_lease_action {
 /* Decides from the Lease's spec whether we may take it. `expired` is the caller's observation
  * that the record has not changed for a whole lease duration (local clock, no skew). */
 enum kube_lease_action kube_lease_decide(json_t *lease, const char *identity, bool expired);
-/* MicroTime "2026-11-29T21:30:00.123456Z". */
-void kube_microtime(uint64_t unix_us, char *buf, size_t n);
 
 /* ---- HTTP --------------------------------------------------------------------------------- */
 
