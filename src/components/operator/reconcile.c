@@ -368,8 +368,12 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
     }
     if ((r = report_nvds(c, *plan, e)) < 0)
         goto out;
-    /* The driver upgrade: its own writes, and its condition in the status about to be written. */
+    /* The GPU remediation, then the driver upgrade (held where faults use a pool's budget): their
+     * own writes, and their conditions in the status about to be written. */
     struct op_report *ar = &(*plan)->active->r;
+    r = op_remediation_reconcile(c->rem, ar->object, snap->owned, ar->status, snap->now_ms, e);
+    if (r < 0)
+        goto out;
     r = op_upgrade_reconcile(c->upg, ar->object, snap->owned, ar->status, snap->now_ms, e);
     if (r < 0)
         goto out;

@@ -44,6 +44,10 @@ int op_upgrade_wait_synced(struct op_upgrade *u, uint64_t timeout_ms);
  */
 int op_upgrade_reconcile(struct op_upgrade *u, const json_t *cp, const json_t *owned,
                          json_t *status, uint64_t now_ms, struct err *e);
+/* The pools whose driver rollout holds (the remediation pass's rem_plan_holds, upg_input.holds)
+ * from the next pass on; borrowed: they must live until replaced. Reconcile thread only. */
+struct upg_hold;
+void op_upgrade_set_holds(struct op_upgrade *u, const struct upg_hold *holds, size_t n);
 /* Milliseconds until the planner wants another pass (0: only on events). */
 uint64_t op_upgrade_requeue_ms(struct op_upgrade *u);
 /* NVIDIA's gpu_operator_nodes_upgrades_* and gpu_operator_auto_upgrade_enabled, per pool too. */
