@@ -213,4 +213,8 @@ health $N2 1 "$(ann $N2 remediation.gpuop.dev/ack-seq)"
 n2_back() { [ -z "$(state $N2)" ] && ! tainted $N2; }
 wait_for 30 "$N2 back in service" n2_back
 cordoned $N2 || fail "$N2 uncordoned: the administrator's cordon was lost"
+# The operator stops cleanly (under the sanitizers: no leak, no error at exit).
+kill -TERM "$OP_PID"
+wait_exit "$OP_PID" 10
+[ "$RC" = 0 ] || fail "the operator exited $RC on SIGTERM"
 echo "ok: quarantine in $((t_q - t_fault)) ms, back in service in $((t_r - t_fault)) ms; breaker opened and reset; the administrator's cordon kept"
