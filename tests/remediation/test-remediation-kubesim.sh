@@ -199,6 +199,9 @@ grep -q "DriverUpgradePool nonesuch: not found" "$T/reset.txt" || fail "reset of
 breaker_closed() { ! breaker_open; }
 wait_for 10 "the breaker closed" breaker_closed
 wait_for 10 "$N2 quarantined" tainted $N2
+n_ev=$($K get events -A --field-selector reason=GPURemediationBreakerReset -o name | wc -l)
+[ "$n_ev" = 1 ] || fail "$n_ev breaker reset Events (not 1)"
+! grep -q "reconcile failed" "$T/operator.log" || fail "a reconcile failed: $(grep "reconcile failed" "$T/operator.log")"
 [ "$(ann $N2 remediation.gpuop.dev/cordoned)" != true ] || fail "$N2: the planner claims the administrator's cordon"
 sleep 2
 is_state $N2 quarantined || fail "$N2 moved without a person: $(state $N2)"

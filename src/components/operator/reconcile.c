@@ -382,6 +382,8 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
         err_prefix(e, "ClusterPolicy %s status", ar->name);
         goto out;
     }
+    if ((r = op_remediation_write_policy(c->rem, ar->object, e)) < 0)
+        goto out;
     pthread_mutex_lock(&c->lock);
     c->m.status = (*plan)->health;
     pthread_mutex_unlock(&c->lock);

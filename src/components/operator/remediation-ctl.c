@@ -28,6 +28,12 @@ struct op_remediation {
     struct upg_hold *holds;
     uint64_t requeue_ms;
     uint64_t last_unsynced_log_ms;
+    /* The breakers' annotations for the ClusterPolicy: planned this pass and written after its
+     * status (op_remediation_write_policy; written before, they would make that write conflict),
+     * then kept as written until the informer's ClusterPolicy shows them (read-your-writes: a
+     * pass in between would open or close the breaker again). {key: value or null}. */
+    json_t *cp_pending;
+    json_t *cp_written;
 
     pthread_mutex_t lock; /* the figures below, for /metrics */
     bool have_counts;
@@ -50,6 +56,8 @@ int op_remediation_new(struct kube_client *kc, const char *ns, struct op_upgrade
     r->ns = ns;
     r->upg = upg;
     r->h = *h;
+    r->cp_pending = json_object();
+    r->cp_written = json_object();
     pthread_mutex_init(&r->lock, NULL);
     *ret = r;
     return 0;
@@ -73,6 +81,8 @@ void op_remediation_free(struct op_remediation *r)
     free(r->holds);
     rem_plan_free(r->plan);
     breakers_free(r);
+    json_decref(r->cp_pending);
+    json_decref(r->cp_written);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
@@ -172,35 +182,77 @@ static void post_event(struct op_remediation *r, const struct rem_event *ev, con
         r->h.wrote(r->h.u);
 }
 
-/* A breaker's state, in an annotation of its DriverUpgradePool or of the ClusterPolicy (the
- * cluster's breaker and the default pool's). */
-static int write_breaker(struct op_remediation *r, const struct rem_breaker_update *b,
-                         const json_t *cp, struct err *e)
+/* An annotation patch of a breaker's object; logged, never fatal. */
+static void patch_breaker(struct op_remediation *r, const struct kube_resource *res,
+                          const char *name, json_t *anns)
 {
-    bool cluster = !b->pool || strcmp(b->key, REM_ANN_BREAKER) != 0;
-    const char *name = cluster ? kobj_name(cp) : b->pool;
-    if (!name)
+    _cleanup_json_ json_t *patch = json_pack("{s:{s:O}}", "metadata", "annotations", anns);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    _cleanup_json_ json_t *out = NULL;
+    struct err be = {0};
+    int rc = kube_patch(r->kc, res, NULL, name, &po, patch, &out, &be);
+    if (rc == 0) {
+        r->h.wrote(r->h.u);
+        log_info(REM_COMPONENT, "remediation breaker state written", "%s=%s",
+                 res == &RES_POOLS ? "pool" : "clusterpolicy", name);
+    } else if (rc != -ENOENT) {
+        log_warn(REM_COMPONENT, "breaker state not written", "%s=%s error=\"%s\"",
+                 res == &RES_POOLS ? "pool" : "clusterpolicy", name, err_msg(&be));
+    }
+}
+
+/* A breaker's state: a DriverUpgradePool's annotation is written now; the ClusterPolicy's (the
+ * cluster's breaker and the default pool's) wait for op_remediation_write_policy. */
+static int write_breaker(struct op_remediation *r, const struct rem_breaker_update *b,
+                         struct err *e)
+{
+    json_t *v = b->value ? json_string(b->value) : json_null();
+    if (!b->pool || strcmp(b->key, REM_ANN_BREAKER) != 0) {
+        json_object_set_new(r->cp_pending, b->key, v);
+        return 0;
+    }
+    _cleanup_json_ json_t *anns = json_pack("{s:o}", b->key, v);
+    int rc = r->h.may_write(r->h.u, e);
+    if (rc < 0)
+        return rc;
+    patch_breaker(r, &RES_POOLS, b->pool, anns);
+    return 0;
+}
+
+int op_remediation_write_policy(struct op_remediation *r, const json_t *cp, struct err *e)
+{
+    if (!r || json_object_size(r->cp_pending) == 0 || !kobj_name(cp))
         return 0;
     int rc = r->h.may_write(r->h.u, e);
     if (rc < 0)
         return rc;
-    _cleanup_json_ json_t *patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", b->key,
-                                             b->value ? json_string(b->value) : json_null());
-    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
-    _cleanup_json_ json_t *out = NULL;
-    struct err be = {0};
-    rc = kube_patch(r->kc, cluster ? &RES_CLUSTERPOLICIES : &RES_POOLS, NULL, name, &po, patch,
-                    &out, &be);
-    if (rc == 0) {
-        r->h.wrote(r->h.u);
-        log_info(REM_COMPONENT,
-                 b->value ? "remediation breaker opened" : "remediation breaker closed",
-                 "pool=%s %s=%s", b->pool ?: "(cluster)", cluster ? "clusterpolicy" : "pool", name);
-    } else if (rc != -ENOENT) {
-        log_warn(REM_COMPONENT, "breaker state not written", "%s=%s error=\"%s\"",
-                 cluster ? "clusterpolicy" : "pool", name, err_msg(&be));
-    }
+    patch_breaker(r, &RES_CLUSTERPOLICIES, kobj_name(cp), r->cp_pending);
+    json_object_update(r->cp_written, r->cp_pending);
+    json_object_clear(r->cp_pending);
     return 0;
+}
+
+/* The ClusterPolicy's annotations as the planner reads them: the informer's, with the breakers'
+ * values this controller wrote and the informer does not show yet. A new object. */
+static json_t *policy_annotations(struct op_remediation *r, const json_t *cp)
+{
+    const json_t *have = kobj_annotations(cp);
+    json_t *anns = have ? json_deep_copy(have) : json_object();
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe (r->cp_written, tmp, k, v) {
+        const char *now = kobj_str(have, k);
+        bool seen = json_is_null(v) ? !now : streq_ptr(now, json_string_value(v));
+        if (seen) {
+            json_object_del(r->cp_written, k); /* the informer caught up */
+        } else if (json_is_null(v)) {
+            json_object_del(anns, k);
+        } else {
+            json_object_set(anns, k, v);
+        }
+    }
+    return anns;
 }
 
 /* Executes a plan: the node patches first; a node whose patch did not go through keeps its
@@ -239,7 +291,7 @@ static int execute(struct op_remediation *r, const struct rem_plan *p, const jso
             post_event(r, ev, cp);
     }
     for (size_t i = 0; i < p->n_breakers; i++)
-        if ((rc = write_breaker(r, &p->breakers[i], cp, e)) < 0)
+        if ((rc = write_breaker(r, &p->breakers[i], e)) < 0)
             return rc;
     for (size_t i = 0; i < p->n_nodes; i++) {
         const struct rem_node_report *n = &p->nodes[i];
@@ -373,6 +425,8 @@ int op_remediation_reconcile(struct op_remediation *r, const json_t *cp, const j
                              json_t *status, uint64_t now_ms, struct err *e)
 {
     r->requeue_ms = 0;
+    json_object_clear(
+        r->cp_pending); /* a pass that did not reach the status write: planned again */
     if (!cp)
         return 0;
     if (!synced(r, now_ms)) {
@@ -390,6 +444,7 @@ int op_remediation_reconcile(struct op_remediation *r, const json_t *cp, const j
     _cleanup_json_ json_t *pools = kube_informer_list(u->inf[INF_POOLS], NULL, NULL, NULL);
     _cleanup_(upg_zones_freep) struct upg_zones *zones = upg_zones_new();
     upg_zones_load_pools(zones, NULL, pools);
+    _cleanup_json_ json_t *cp_anns = policy_annotations(r, cp);
     struct rem_input in = {
         .nodes = nodes,
         .pods = pods,
@@ -398,7 +453,7 @@ int op_remediation_reconcile(struct op_remediation *r, const json_t *cp, const j
         .pools = pools,
         .zones = zones,
         .max_unavailable = kobj_path(cp, "spec.driver.upgradePolicy.maxUnavailable"),
-        .cluster_annotations = kobj_annotations(cp),
+        .cluster_annotations = cp_anns,
         .validation_enabled = op_find_daemonset(owned, r->ns, UPG_VALIDATOR_APP) != NULL,
         .now_ms = (int64_t)now_ms,
     };

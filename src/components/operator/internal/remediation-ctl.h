@@ -5,7 +5,8 @@
  * the operand pods, the PodDisruptionBudgets, the DriverUpgradePools), lists the pods of the
  * nodes it drains, plans once per reconcile of the active ClusterPolicy and executes the plan:
  * node patches (state label, annotations, cordon, taint; one function, write_node), evictions
- * through the Eviction API, validator pod deletions, Events, the breakers' annotations. It
+ * through the Eviction API, validator pod deletions, Events, the breakers' annotations (the
+ * ClusterPolicy's after its status: op_remediation_write_policy). It
  * decides nothing; all state lives in the cluster, so a restarted operator resumes each node
  * where it was. Its holds (the pools whose driver rollout must pause) go to the upgrade pass that
  * follows it. Threads: op_remediation_reconcile() from the reconcile thread only;
@@ -38,6 +39,10 @@ void op_remediation_free(struct op_remediation *r);
  */
 int op_remediation_reconcile(struct op_remediation *r, const json_t *cp, const json_t *owned,
                              json_t *status, uint64_t now_ms, struct err *e);
+/* The pass's breaker states for the ClusterPolicy (its annotations), written once the
+ * reconcile has written the ClusterPolicy's status (before, they would change its
+ * resourceVersion under that write). Fails only when the lease is lost. */
+int op_remediation_write_policy(struct op_remediation *r, const json_t *cp, struct err *e);
 /* Milliseconds until the planner wants another pass (0: only on events). */
 uint64_t op_remediation_requeue_ms(struct op_remediation *r);
 /* gpuop_remediation_*: nodes per state, breakers open, quarantines and recoveries and their
