@@ -425,8 +425,8 @@ int op_remediation_reconcile(struct op_remediation *r, const json_t *cp, const j
                              json_t *status, uint64_t now_ms, struct err *e)
 {
     r->requeue_ms = 0;
-    json_object_clear(
-        r->cp_pending); /* a pass that did not reach the status write: planned again */
+    /* what a pass that did not reach the status write planned: planned again */
+    json_object_clear(r->cp_pending);
     if (!cp)
         return 0;
     if (!synced(r, now_ms)) {
@@ -458,9 +458,15 @@ int op_remediation_reconcile(struct op_remediation *r, const json_t *cp, const j
         .now_ms = (int64_t)now_ms,
     };
     struct rem_plan *plan = NULL;
-    int rc = rem_plan(&in, &plan, e);
-    if (rc < 0)
-        return err_prefix(e, "GPU remediation");
+    struct err pe = {0};
+    int rc = rem_plan(&in, &plan, &pe);
+    if (rc < 0) {
+        /* nothing written; the condition stays as it was, the pass is tried again */
+        log_warn(REM_COMPONENT, "GPU remediation not planned", "error=\"%s\"", err_msg(&pe));
+        op_status_condition_keep(status, cp, REM_CONDITION_TYPE);
+        r->requeue_ms = 5000;
+        return 0;
+    }
     bool conflict = false;
     _cleanup_json_ json_t *not_patched = json_object();
     rc = execute(r, plan, cp, not_patched, &conflict, e);
