@@ -138,6 +138,22 @@ bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node)
     return ctl_node_affinity_matches(podspec, node) && !ctl_untolerated_taint(tols, node);
 }
 
+/* Whether a daemon pod already on node keeps running there: as Kubernetes decides, a NoSchedule
+ * taint keeps new pods off but leaves running ones; only a NoExecute taint it does not tolerate
+ * (or node affinity it no longer matches) removes it. */
+bool ctl_should_continue_running(json_t *podspec, json_t *tols, json_t *node)
+{
+    if (!ctl_node_affinity_matches(podspec, node))
+        return false;
+    size_t i;
+    json_t *taint;
+    json_array_foreach (kobj_path(node, "spec.taints"), i, taint) {
+        if (streq_ptr(kobj_str(taint, "effect"), "NoExecute") && !ctl_tolerates(tols, taint))
+            return false;
+    }
+    return true;
+}
+
 /* The tolerations the DaemonSet controller adds to its pods. */
 json_t *ctl_ds_tolerations(json_t *podspec)
 {

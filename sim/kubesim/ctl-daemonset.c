@@ -184,11 +184,15 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
                 else
                     json_array_append(is_ready ? old_ready : old_unready, keep);
             }
-        } else {
-            json_array_foreach (live, j, p) {
-                misscheduled++;
-                ks_delete_obj(ks, pt, p, NULL);
-                changed = true;
+        } else if (json_array_size(live) > 0) {
+            /* a node its pods should not be on: counted; removed unless a NoSchedule taint is
+             * all that keeps new ones off (those keep running, as in Kubernetes) */
+            misscheduled++;
+            if (!ctl_should_continue_running(podspec, tols, node)) {
+                json_array_foreach (live, j, p) {
+                    ks_delete_obj(ks, pt, p, NULL);
+                    changed = true;
+                }
             }
         }
         json_decref(live);

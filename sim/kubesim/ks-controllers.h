@@ -15,6 +15,7 @@ json_t *ctl_values(json_t *objs);
 bool ctl_node_term_matches(json_t *term, json_t *node);
 bool ctl_tolerates(json_t *tols, json_t *taint);
 bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node);
+bool ctl_should_continue_running(json_t *podspec, json_t *tols, json_t *node);
 bool ctl_node_affinity_matches(json_t *podspec, json_t *node);
 /* The first NoSchedule/NoExecute taint of node that tols do not tolerate (borrowed), or NULL. */
 json_t *ctl_untolerated_taint(json_t *tols, json_t *node);

@@ -703,6 +703,31 @@ static void test_daemonset_scheduling(void **state)
     l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
     assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
     json_decref(l);
+    /* a NoSchedule taint it does not tolerate keeps new pods off but leaves the running one
+     * (counted as misscheduled), as in Kubernetes; a NoExecute one removes it */
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/merge-patch+json",
+                   "{\"spec\":{\"taints\":[{\"key\":\"bad\",\"effect\":\"NoSchedule\"}]}}", 200));
+    ksim_reconcile(ks);
+    l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    assert_null(jp(l, "items.0.metadata.deletionTimestamp"));
+    json_decref(l);
+    d = ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.numberMisscheduled")), 1);
+    json_decref(d);
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/merge-patch+json",
+                   "{\"spec\":{\"taints\":[{\"key\":\"bad\",\"effect\":\"NoExecute\"}]}}", 200));
+    ksim_reconcile(ks);
+    l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
+    assert_non_null(jp(l, "items.0.metadata.deletionTimestamp"));
+    json_decref(l);
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/merge-patch+json",
+                   "{\"spec\":{\"taints\":null}}", 200));
+    settle(ks);
+    l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    assert_null(jp(l, "items.0.metadata.deletionTimestamp"));
+    json_decref(l);
     /* a node that stops matching loses its pod */
     json_decref(ok(ks, "PATCH", "/api/v1/nodes/n1", NULL, "application/merge-patch+json",
                    "{\"metadata\":{\"labels\":{\"gpu\":null}}}", 200));

@@ -286,7 +286,7 @@ static void execute(struct world *w, const struct rem_plan *p)
     for (size_t k = 0; k < p->n_breakers; k++) {
         const struct rem_breaker_update *b = &p->breakers[k];
         json_t *anns;
-        if (b->pool && strcmp(b->pool, "default") != 0) {
+        if (b->pool && strcmp(b->key, REM_ANN_BREAKER) == 0) {
             json_t *pool = NULL;
             size_t i;
             json_t *v;
@@ -295,17 +295,16 @@ static void execute(struct world *w, const struct rem_plan *p)
                     pool = v;
             assert_non_null(pool);
             anns = kobj_ensure_object(json_object_get(pool, "metadata"), "annotations");
-        } else if (b->pool) {
-            continue; /* the default pool's state: kept with the cluster's in this world */
         } else {
+            /* the cluster's breaker and the default pool's, on the cluster's object */
             if (!w->cluster_anns)
                 w->cluster_anns = json_object();
             anns = w->cluster_anns;
         }
         if (b->value)
-            json_object_set_new(anns, REM_ANN_BREAKER, json_string(b->value));
+            json_object_set_new(anns, b->key, json_string(b->value));
         else
-            json_object_del(anns, REM_ANN_BREAKER);
+            json_object_del(anns, b->key);
     }
 }
 
@@ -850,6 +849,48 @@ static void test_pool_breaker(void **state)
     world_done(&w);
 }
 
+/* The default pool's breaker (the nodes no pool selects) lives on the cluster's object under a
+ * key of its own: it opens once (one update, one Event), stays open over the passes that follow,
+ * and the cluster's reset annotation closes it. */
+static void test_default_pool_breaker(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 10, "{\"breaker\":{\"threshold\":\"30%\"}}");
+    for (int i = 0; i < 4; i++)
+        dbe(&w, i, 0);
+    struct rem_plan *p = round_trip(&w);
+    assert_int_equal(p->counts[REM_QUARANTINED], 3);
+    assert_int_equal(p->n_breakers, 1);
+    assert_string_equal(p->breakers[0].pool, "default");
+    assert_string_equal(p->breakers[0].key, REM_ANN_BREAKER_DEFAULT);
+    assert_non_null(p->breakers[0].value);
+    assert_true(has_event(p, NULL, "GPURemediationBreakerOpen", "3 nodes quarantined"));
+    rem_plan_free(p);
+    assert_non_null(json_object_get(w.cluster_anns, REM_ANN_BREAKER_DEFAULT));
+    assert_null(json_object_get(w.cluster_anns, REM_ANN_BREAKER)); /* the cluster's is closed */
+    /* open from its annotation: no new update or Event, still no new quarantine */
+    w.now += 5000;
+    p = round_trip(&w);
+    assert_int_equal(p->n_breakers, 0);
+    assert_false(has_event(p, NULL, "GPURemediationBreakerOpen", NULL));
+    assert_string_equal(p->condition.reason, "BreakerOpen");
+    rem_plan_free(p);
+    assert_string_equal(state_of(&w, "node-3"), "healthy");
+    /* the cluster's reset closes it */
+    char t[32];
+    snprintf(t, sizeof(t), "%lld", (long long)w.now);
+    json_object_set_new(w.cluster_anns, REM_ANN_BREAKER_RESET, json_string(t));
+    w.now += 1000;
+    p = round_trip(&w);
+    assert_true(has_event(p, NULL, "GPURemediationBreakerReset", NULL));
+    rem_plan_free(p);
+    assert_null(json_object_get(w.cluster_anns, REM_ANN_BREAKER_DEFAULT));
+    converge(&w, 4, 5000);
+    assert_int_equal(count_state(&w, "quarantined"), 4);
+    world_done(&w);
+}
+
 /* The cluster's breaker counts every pool. */
 static void test_cluster_breaker(void **state)
 {
@@ -1150,6 +1191,7 @@ int main(void)
         cmocka_unit_test(test_budget_and_floor),
         cmocka_unit_test(test_pool_breaker),
         cmocka_unit_test(test_cluster_breaker),
+        cmocka_unit_test(test_default_pool_breaker),
         cmocka_unit_test(test_resume_from_each_state),
         cmocka_unit_test(test_escalation),
         cmocka_unit_test(test_window),

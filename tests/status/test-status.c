@@ -334,6 +334,74 @@ static void test_sections(void **state)
     assert_non_null(strstr(text, "\n\nExtra: 6 nodes\n"));
 }
 
+/* The remediation section on its own fixture (remediation.json): the nodes with a fault or a
+ * state (a healthy node and a node without GPUs left out; a health annotation that does not parse
+ * shown), the open breakers (the cluster's, the default pool's written by hand, a pool's), the
+ * condition; the text against golden/remediation.txt. Without any, the section says nothing. */
+static void test_remediation(void **state)
+{
+    (void)state;
+    _cleanup_free_ char *p = src_path("remediation.json");
+    json_error_t je;
+    _cleanup_(json_decrefp) json_t *doc = json_load_file(p, 0, &je);
+    if (!doc)
+        fail_msg("%s: %s", p, je.text);
+    uint64_t now = 0;
+    assert_int_equal(time_parse_rfc3339(kobj_str(doc, "now"), &now), 0);
+    _cleanup_(json_decrefp) json_t *empty = json_array();
+    struct st_objects in = {.policies = json_object_get(doc, "policies"),
+                            .drivers = empty,
+                            .nodes = json_object_get(doc, "nodes"),
+                            .events = empty,
+                            .pods = empty,
+                            .quotas = empty,
+                            .upgrade_pools = json_object_get(doc, "upgradePools"),
+                            .now_ms = now};
+    _cleanup_(json_decrefp) json_t *m = st_remediation_model(&in);
+    json_t *nodes = json_object_get(m, "nodes");
+    assert_int_equal(json_array_size(nodes), 4);
+    json_t *n = json_array_get(nodes, 0);
+    assert_string_equal(kobj_str(n, "name"), "h100-2");
+    assert_string_equal(kobj_str(n, "state"), "remediating");
+    assert_string_equal(kobj_str(n, "action"), "reset-gpu");
+    assert_string_equal(kobj_path_str(n, "event.reason"), "UncorrectableECC");
+    assert_string_equal(kobj_str(n, "request"), "reset-gpu 1780315500000 GPU-3");
+    assert_non_null(strstr(kobj_str(n, "since"), "2026-06-01T11:55:00"));
+    n = json_array_get(nodes, 1);
+    assert_string_equal(kobj_str(n, "state"), "fault"); /* not quarantined: the breaker */
+    assert_non_null(strstr(kobj_str(n, "why"), "breaker open"));
+    n = json_array_get(nodes, 2);
+    assert_string_equal(kobj_str(n, "state"), "failed");
+    assert_non_null(strstr(kobj_str(n, "why"), "needs a person"));
+    n = json_array_get(nodes, 3);
+    assert_string_equal(kobj_str(n, "name"), "h100-5");
+    assert_string_equal(kobj_str(n, "state"), "unknown");
+    assert_non_null(kobj_str(n, "healthError"));
+    json_t *br = json_object_get(m, "breakers");
+    assert_int_equal(json_array_size(br), 3);
+    assert_string_equal(kobj_str(json_array_get(br, 0), "scope"), "cluster");
+    assert_string_equal(kobj_str(json_array_get(br, 1), "name"), "default");
+    assert_true(json_is_null(json_object_get(json_array_get(br, 1), "since"))); /* by hand */
+    assert_string_equal(kobj_str(json_array_get(br, 2), "name"), "train");
+    assert_string_equal(kobj_path_str(m, "condition.reason"), "BreakerOpen");
+    struct st_section only[] = {{"remediation", st_remediation_model, NULL}, {0}};
+    for (const struct st_section *s = st_sections; s->name; s++)
+        if (strcmp(s->name, "remediation") == 0)
+            only[0] = *s;
+    assert_non_null(only[0].text);
+    _cleanup_(json_decrefp) json_t *model = st_model(&in, only);
+    _cleanup_free_ char *text = render_with(model, only, false, 0, false, now);
+    golden("golden/remediation.txt", text);
+    /* no fault and no breaker: nothing */
+    struct st_objects none = in;
+    none.nodes = empty;
+    none.policies = empty;
+    none.upgrade_pools = NULL;
+    _cleanup_(json_decrefp) json_t *quiet = st_model(&none, only);
+    _cleanup_free_ char *nothing = render_with(quiet, only, false, 0, false, now);
+    assert_string_equal(nothing, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_width, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_limit, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_sections, fx_setup, fx_teardown),
+        cmocka_unit_test(test_remediation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -183,6 +183,7 @@ static void operator_cleanup(void *state)
     struct controller *c = &o->c;
     kube_leader_free(c->leader_elector); /* first: the Lease is released before anything else */
     http_server_free(c->http);
+    op_remediation_free(c->rem); /* first: it borrows the upgrade controller's informers */
     op_upgrade_free(c->upg);
     op_informers_free(c);
     op_gpuquota_clear(&c->gq);
@@ -259,6 +260,9 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
     uint64_t upg_ms = op_upgrade_requeue_ms(c->upg); /* a timeout, a soak, a window */
     if (upg_ms)
         svc_workqueue_add_after(c->queue, key, upg_ms);
+    uint64_t rem_ms = op_remediation_requeue_ms(c->rem); /* a drain, a request, a timeout */
+    if (rem_ms)
+        svc_workqueue_add_after(c->queue, key, rem_ms);
 }
 
 static int operator_run(struct svc *s, struct err *e)

@@ -7,6 +7,8 @@
 
 #include "op-controller.h"
 #include "operator-internal.h"
+#include "remediation-ctl.h"
+#include "remediation.h"
 #include "upgrade-ctl.h"
 #include "upgrade.h"
 
@@ -65,6 +67,7 @@ json_t *op_node_project(json_t *obj)
     }
     op_gpuquota_project_node(obj, p);
     upg_project_node(obj, p); /* the upgrade controller reads this informer too */
+    rem_project_node(obj, p); /* and the remediation controller */
     return p;
 }
 
@@ -98,7 +101,9 @@ int op_informers_start(struct controller *c, struct err *e)
     if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
         return r;
     struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
-    return op_upgrade_new(c->kc, c->ns, c->nodes, &uh, &c->upg, e);
+    if ((r = op_upgrade_new(c->kc, c->ns, c->nodes, &uh, &c->upg, e)) < 0)
+        return r;
+    return op_remediation_new(c->kc, c->ns, c->upg, &uh, &c->rem, e);
 }
 
 int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The operator's HTTP endpoints (op-controller.h): /metrics (the reconciles, the writes, the
- * lease, the GPU quota view and the driver upgrades), /healthz and /readyz. */
+ * lease, the GPU quota view, the driver upgrades and the GPU remediation), /healthz and /readyz. */
 #include <pthread.h>
 
 #include "op-controller.h"
@@ -34,6 +34,7 @@ static int h_metrics(const struct http_request *req, struct http_response *resp,
                 leader ? 1 : 0);
     op_gpuquota_write_metrics(&c->gq, &w);
     op_upgrade_metrics(c->upg, &w);
+    op_remediation_metrics(c->rem, &w);
     int r = prom_writer_finish(&w);
     if (r < 0) {
         sbuf_free(&b);

@@ -554,7 +554,13 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
     }
     if ((r = report_nvds(c, *plan, queue, e)) < 0)
         goto out;
+    /* The GPU remediation: its own writes (a quarantine is not held back behind the status), its
+     * condition in the status about to be written, its holds for the driver upgrade's next pass
+     * (op_upgrade_set_holds). */
     struct op_report *ar = &(*plan)->active->r;
+    r = op_remediation_reconcile(c->rem, ar->object, snap->owned, ar->status, snap->now_ms, e);
+    if (r < 0)
+        goto out;
     err_clear(&ae);
     r = op_adopt_finish(c, ar->object, *plan, &adopt, ar->status, &ae);
     if (r == -ECANCELED) {
@@ -569,6 +575,8 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
         err_prefix(e, "ClusterPolicy %s status", ar->name);
         goto out;
     }
+    if ((r = op_remediation_write_policy(c->rem, ar->object, e)) < 0)
+        goto out;
     pthread_mutex_lock(&c->lock);
     c->m.status = (*plan)->health;
     pthread_mutex_unlock(&c->lock);

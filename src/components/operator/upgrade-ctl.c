@@ -180,26 +180,21 @@ static const struct upg_matrix *matrix(struct op_upgrade *u, const char **ret_er
     return u->override;
 }
 
-/* The pods of the nodes being emptied (cordoned and waiting for jobs, deleting GPU pods,
- * draining), listed now by node: a cluster-wide pod informer would hold every pod of the
- * cluster in memory for the few nodes that need them. Appends to `pods`; returns the nodes
- * listed. */
-static json_t *list_workloads(struct op_upgrade *u, const json_t *nodes, json_t *pods)
+json_t *op_upgrade_list_node_pods(struct op_upgrade *u, const json_t *want, json_t *pods)
 {
     json_t *listed = json_object();
-    size_t i;
-    json_t *n;
-    json_array_foreach ((json_t *)nodes, i, n) {
-        int st = upg_state_parse(kobj_label(n, UPG_LABEL_STATE));
-        if (st < UPG_CORDON || st > UPG_DRAIN || json_object_size(listed) >= MAX_LISTED_NODES)
-            continue;
-        _cleanup_free_ char *fs = xasprintf("spec.nodeName=%s", kobj_name(n));
+    const char *node;
+    json_t *v;
+    json_object_foreach ((json_t *)want, node, v) {
+        if (json_object_size(listed) >= MAX_LISTED_NODES)
+            break;
+        _cleanup_free_ char *fs = xasprintf("spec.nodeName=%s", node);
         struct kube_list_opts lo = {.field_selector = fs};
         _cleanup_json_ json_t *list = NULL;
         struct err le = {0};
         if (kube_list(u->kc, &KUBE_PODS, NULL, &lo, &list, &le) < 0) {
-            log_warn(UPG_COMPONENT, "pods of a node not listed", "node=%s error=\"%s\"",
-                     kobj_name(n), err_msg(&le));
+            log_warn(UPG_COMPONENT, "pods of a node not listed", "node=%s error=\"%s\"", node,
+                     err_msg(&le));
             continue;
         }
         size_t k;
@@ -211,9 +206,26 @@ static json_t *list_workloads(struct op_upgrade *u, const json_t *nodes, json_t 
                 continue; /* in the informer already */
             json_array_append_new(pods, project_pod(pod, NULL));
         }
-        json_object_set_new(listed, kobj_name(n), json_true());
+        json_object_set_new(listed, node, json_true());
     }
     return listed;
+}
+
+/* The pods of the nodes being emptied (cordoned and waiting for jobs, deleting GPU pods,
+ * draining), listed now by node: a cluster-wide pod informer would hold every pod of the
+ * cluster in memory for the few nodes that need them. Appends to `pods`; returns the nodes
+ * listed. */
+static json_t *list_workloads(struct op_upgrade *u, const json_t *nodes, json_t *pods)
+{
+    _cleanup_json_ json_t *want = json_object();
+    size_t i;
+    json_t *n;
+    json_array_foreach ((json_t *)nodes, i, n) {
+        int st = upg_state_parse(kobj_label(n, UPG_LABEL_STATE));
+        if (st >= UPG_CORDON && st <= UPG_DRAIN && kobj_name(n))
+            json_object_set_new(want, kobj_name(n), json_true());
+    }
+    return op_upgrade_list_node_pods(u, want, pods);
 }
 
 /* ---- one pass ------------------------------------------------------------------------------- */
@@ -298,6 +310,8 @@ int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
                            .driver_nodes = driver_nodes,
                            .validation_enabled = validator,
                            .posted = u->posted,
+                           .holds = u->holds,
+                           .n_holds = u->n_holds,
                            .now_s = u->pass_now_s};
     _cleanup_(upg_plan_freep) struct upg_plan *plan = NULL;
     uint64_t t0 = now_us_mono(), c0 = thread_cpu_us();
@@ -337,6 +351,12 @@ void op_upgrade_condition(struct op_upgrade *u, const json_t *cp, json_t *status
     }
     op_status_condition_set(status, cp, UPG_CONDITION_TYPE, u->pass->condition.status,
                             u->pass->condition.reason, u->pass->condition.message, now_ms);
+}
+
+void op_upgrade_set_holds(struct op_upgrade *u, const struct upg_hold *holds, size_t n)
+{
+    u->holds = holds;
+    u->n_holds = n;
 }
 
 uint64_t op_upgrade_requeue_ms(struct op_upgrade *u)

@@ -23,6 +23,8 @@ static const struct kube_resource RES_RESOURCEQUOTAS = {"", "v1", "resourcequota
                                                         true};
 static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
                                                        "NVIDIADriver", false};
+static const struct kube_resource RES_UPGRADEPOOLS = {
+    "upgrade.gpuop.dev", "v1alpha1", "driverupgradepools", "DriverUpgradePool", false};
 
 enum output { OUT_TEXT, OUT_WIDE, OUT_JSON };
 static const char *const output_names[] = {"text", "wide", "json", NULL};
@@ -137,7 +139,7 @@ static int status_run(struct svc *s, struct err *e)
     if (r < 0)
         return r;
     _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL,
-                                   *pods = NULL, *quotas = NULL;
+                                   *pods = NULL, *quotas = NULL, *upgrade_pools = NULL;
     _cleanup_(json_decrefp) json_t *node_list = NULL;
     /* one budget for every list: what they keep together is bounded, whatever the server sends */
     struct kube_list_budget lists = {.limit = LISTS_MAX};
@@ -154,7 +156,8 @@ static int status_run(struct svc *s, struct err *e)
         (r = list_optional(kc, &RES_NVIDIADRIVERS, &lists, NULL, &drivers, e)) < 0 ||
         (r = list_optional(kc, &KUBE_EVENTS, &lists, &drains, &events, e)) < 0 ||
         (r = list_optional(kc, &KUBE_PODS, &lists, NULL, &pods, e)) < 0 ||
-        (r = list_optional(kc, &RES_RESOURCEQUOTAS, &lists, NULL, &quotas, e)) < 0)
+        (r = list_optional(kc, &RES_RESOURCEQUOTAS, &lists, NULL, &quotas, e)) < 0 ||
+        (r = list_optional(kc, &RES_UPGRADEPOOLS, &lists, NULL, &upgrade_pools, e)) < 0)
         return r;
     struct st_view v;
     view_of(st, &v);
@@ -164,6 +167,7 @@ static int status_run(struct svc *s, struct err *e)
                             .events = events,
                             .pods = pods,
                             .quotas = quotas,
+                            .upgrade_pools = upgrade_pools,
                             .now_ms = v.now_ms,
                             .pools = st->pools,
                             .n_pools = st->n_pools,

@@ -366,8 +366,19 @@ static bool take_faults(struct node *n, const struct faults *f)
 
 /* ---- the breakers --------------------------------------------------------------------------- */
 
-static void breaker_read(struct breaker *br, const json_t *anns, const json_t *threshold,
-                         int64_t window_s, int total)
+/* Where a pool's breaker lives: its DriverUpgradePool's annotations, or for the default pool
+ * (no object of its own) the cluster's object, under a key of its own. */
+static const json_t *breaker_anns(const struct planner *pl, const struct pool *p)
+{
+    return p->obj ? kobj_annotations(p->obj) : pl->in->cluster_annotations;
+}
+static const char *breaker_key(const struct pool *p)
+{
+    return p->obj ? REM_ANN_BREAKER : REM_ANN_BREAKER_DEFAULT;
+}
+
+static void breaker_read(struct breaker *br, const json_t *anns, const char *key,
+                         const json_t *threshold, int64_t window_s, int total)
 {
     br->threshold = kobj_int_or_percent_scaled(threshold, total, false);
     if (br->threshold < 1)
@@ -380,7 +391,7 @@ static void breaker_read(struct breaker *br, const json_t *anns, const json_t *t
         br->reset_ms = r;
     else if (reset && time_parse_rfc3339(reset, &ms) == 0)
         br->reset_ms = (int64_t)ms;
-    const char *open = kobj_str(anns, REM_ANN_BREAKER);
+    const char *open = kobj_str(anns, key);
     if (!open)
         return;
     char *end = NULL;
@@ -416,8 +427,8 @@ static bool breaker_allows(struct planner *pl, struct pool *p, struct node *n)
                 br->in_window, br->in_window == 1 ? "" : "s", (long long)(br->window_ms / 1000),
                 k == 0 ? "pool's breaker" : "cluster's breaker", br->threshold, n->name);
             char *value = xasprintf("%lld %s", (long long)br->opened_ms, br->why);
-            PUSH(pl->out->breakers, pl->out->n_breakers) =
-                (struct rem_breaker_update){scope ? xstrdup(scope) : NULL, value};
+            PUSH(pl->out->breakers, pl->out->n_breakers) = (struct rem_breaker_update){
+                scope ? xstrdup(scope) : NULL, value, k == 0 ? breaker_key(p) : REM_ANN_BREAKER};
             event_out(pl, NULL, scope, true, REASON_BREAKER,
                       "%s breaker open, no new quarantine until a person resets it (annotation "
                       "%s): %s",
@@ -1024,11 +1035,11 @@ static void tally(struct planner *pl)
                 want_requeue(pl, (p->next_window_s - now / 1000) * 1000);
         }
         const struct rem_policy *po = p->policy ? p->policy : &pl->defaults;
-        breaker_read(&p->br, p->obj ? kobj_annotations(p->obj) : NULL, po->breaker_threshold,
+        breaker_read(&p->br, breaker_anns(pl, p), breaker_key(p), po->breaker_threshold,
                      po->breaker_window_s, p->nodes);
     }
     _cleanup_json_ json_t *dflt = json_string(CLUSTER_THRESHOLD);
-    breaker_read(&pl->cluster, in->cluster_annotations,
+    breaker_read(&pl->cluster, in->cluster_annotations, REM_ANN_BREAKER,
                  in->cluster_breaker_threshold ? in->cluster_breaker_threshold : dflt,
                  in->cluster_breaker_window_s > 0 &&
                          in->cluster_breaker_window_s <= REM_DURATION_MAX_S
@@ -1052,15 +1063,15 @@ static void tally(struct planner *pl)
 static void breakers_reset(struct planner *pl)
 {
     for (size_t k = 0; k <= pl->npools; k++) {
-        const json_t *anns = k < pl->npools
-                                 ? (pl->pools[k].obj ? kobj_annotations(pl->pools[k].obj) : NULL)
-                                 : pl->in->cluster_annotations;
+        const json_t *anns =
+            k < pl->npools ? breaker_anns(pl, &pl->pools[k]) : pl->in->cluster_annotations;
+        const char *key = k < pl->npools ? breaker_key(&pl->pools[k]) : REM_ANN_BREAKER;
         const struct breaker *br = k < pl->npools ? &pl->pools[k].br : &pl->cluster;
         const char *scope = k < pl->npools ? pl->pools[k].name : NULL;
-        if (br->open || !kobj_str(anns, REM_ANN_BREAKER))
+        if (br->open || !kobj_str(anns, key))
             continue;
         PUSH(pl->out->breakers, pl->out->n_breakers) =
-            (struct rem_breaker_update){scope ? xstrdup(scope) : NULL, NULL};
+            (struct rem_breaker_update){scope ? xstrdup(scope) : NULL, NULL, key};
         event_out(pl, NULL, scope, false, REASON_BREAKER_RESET,
                   "%s breaker reset: quarantines resume", scope ? "pool" : "cluster");
     }

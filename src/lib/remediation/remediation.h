@@ -57,6 +57,7 @@
 
 /* ---- the vocabulary on the nodes ------------------------------------------------------------ */
 
+#define REM_ANN_PREFIX          "remediation.gpuop.dev/" /* the planner's labels and annotations */
 #define REM_LABEL_STATE         "remediation.gpuop.dev/state"
 #define REM_TAINT_KEY           "gpuop.dev/gpu-unhealthy" /* value: the action; effect NoSchedule */
 #define REM_EVENT_REASON_PREFIX "GPURemediation"
@@ -86,6 +87,9 @@
 /* the breaker, on a DriverUpgradePool or the cluster's object (the ClusterPolicy) */
 #define REM_ANN_BREAKER       "remediation.gpuop.dev/breaker-open"  /* "<epoch ms> <why>" */
 #define REM_ANN_BREAKER_RESET "remediation.gpuop.dev/breaker-reset" /* epoch ms or RFC 3339 */
+/* the default pool's breaker (the nodes no DriverUpgradePool selects), on the cluster's object;
+ * the cluster's REM_ANN_BREAKER_RESET resets it too */
+#define REM_ANN_BREAKER_DEFAULT "remediation.gpuop.dev/default-pool-breaker-open"
 
 enum rem_state {
     REM_HEALTHY = 0, /* no label: in service */
@@ -193,10 +197,13 @@ struct rem_event {
     char *message;
 };
 
-/* A breaker's state to write: value is REM_ANN_BREAKER's new value (NULL: remove it). */
+/* A breaker's state to write: annotation `key`'s new value (NULL: remove it), on the pool's
+ * DriverUpgradePool (key REM_ANN_BREAKER), or on the cluster's object: the cluster's breaker
+ * (pool NULL, key REM_ANN_BREAKER) and the default pool's (key REM_ANN_BREAKER_DEFAULT). */
 struct rem_breaker_update {
     char *pool; /* NULL: the cluster's */
     char *value;
+    const char *key; /* REM_ANN_BREAKER or REM_ANN_BREAKER_DEFAULT */
 };
 
 struct rem_pool_report {
@@ -254,6 +261,12 @@ struct rem_plan {
     struct rem_condition condition;
     int64_t requeue_ms; /* look again in this many ms (0: only on events) */
 };
+
+/* What the planner reads of a Node beyond its name, labels, resourceVersion and what
+ * upg_project_node keeps (the budget's fields): the remediation.gpuop.dev/ annotations, the
+ * health annotation (GH_ANN_HEALTH), the taints, the cordon and the boot ID. Adds them to `p`, an
+ * informer's projection of `obj`. */
+void rem_project_node(const json_t *obj, json_t *p);
 
 int rem_plan(const struct rem_input *in, struct rem_plan **ret, struct err *e);
 void rem_plan_free(struct rem_plan *p);

@@ -432,6 +432,74 @@ static void nodes_text(const json_t *m, const struct st_view *v, struct sbuf *ou
         st_table(out, titles, ARRAY_SIZE(titles), rows, v);
 }
 
+/* ---- remediation -------------------------------------------------------------------------- */
+
+static char rem_state_code(const char *st)
+{
+    if (streq_ptr(st, "failed") || streq_ptr(st, "fault") || streq_ptr(st, "unknown"))
+        return 'r';
+    return streq_ptr(st, "in-service") ? 0 : 'y';
+}
+
+/* Nothing when no node has a fault and no breaker is open. */
+static void remediation_text(const json_t *m, const struct st_view *v, struct sbuf *out)
+{
+    json_t *nodes = json_object_get(m, "nodes");
+    json_t *breakers = json_object_get(m, "breakers");
+    json_t *cond = json_object_get(m, "condition");
+    if (json_array_size(nodes) == 0 && json_array_size(breakers) == 0)
+        return;
+    label(out, v, "Remediation:");
+    if (json_is_object(cond)) {
+        bool ok = streq_ptr(kobj_str(cond, "status"), "True");
+        colored(out, v, ok ? 'g' : 'r', kobj_str(cond, "reason") ?: "?");
+        if (kobj_str(cond, "message"))
+            sbuf_addf(out, ": %s", kobj_str(cond, "message"));
+    } else {
+        sbuf_adds(out, "no GPURemediation condition (is the operator running?)");
+    }
+    sbuf_adds(out, "\n");
+    char a[32];
+    size_t i;
+    json_t *b;
+    json_array_foreach (breakers, i, b) {
+        age(kobj_str(b, "since"), v->now_ms, a, sizeof(a));
+        const char *scope = kobj_str(b, "scope") ?: "?", *name = kobj_str(b, "name") ?: "?";
+        /* a DriverUpgradePool's is reset on the pool; the cluster's and the default pool's on
+         * the ClusterPolicy */
+        bool own_pool = strcmp(scope, "pool") == 0 && strcmp(name, "default") != 0;
+        colored(out, v, 'r', "Breaker open:");
+        sbuf_addf(out, " %s %s%s%s: %s (reset: gpuop remediation reset%s%s)\n", scope, name,
+                  a[0] ? ", for " : "", a, kobj_str(b, "why") ?: "", own_pool ? " --pool " : "",
+                  own_pool ? name : "");
+    }
+    if (json_array_size(nodes) == 0)
+        return;
+    static const char *const titles[] = {"NODE", "STATE", "ACTION", "FOR", "EVENT", "WHY"};
+    _cleanup_(json_decrefp) json_t *rows = json_array();
+    json_t *n;
+    json_array_foreach (nodes, i, n) {
+        const char *st = kobj_str(n, "state");
+        json_t *ev = json_object_get(n, "event");
+        /* in its state since; a fault not quarantined: since the fault */
+        age(kobj_str(n, "since") ?: kobj_str(ev, "time"), v->now_ms, a, sizeof(a));
+        json_t *row = json_array();
+        json_array_append_new(row, cell(0, "%s", kobj_str(n, "name") ?: "?"));
+        json_array_append_new(row, cell(rem_state_code(st), "%s", st ? st : "?"));
+        json_array_append_new(row, cell(0, "%s", kobj_str(n, "action") ?: "-"));
+        json_array_append_new(row, cell(0, "%s", a[0] ? a : "-"));
+        if (json_is_object(ev))
+            json_array_append_new(row, cell(0, "%s: %s", kobj_str(ev, "reason") ?: "?",
+                                            kobj_str(ev, "message") ?: ""));
+        else
+            json_array_append_new(row, cell(0, "%s", kobj_str(n, "fault") ?: "-"));
+        const char *why = kobj_str(n, "why") ?: kobj_str(n, "healthError");
+        json_array_append_new(row, cell(0, "%s", why ? why : ""));
+        json_array_append_new(rows, row);
+    }
+    st_table(out, titles, ARRAY_SIZE(titles), rows, v);
+}
+
 /* ---- capacity ----------------------------------------------------------------------------- */
 
 static long long num(const json_t *o, const char *key)
@@ -574,6 +642,7 @@ const struct st_section st_sections[] = {
     {"summary", st_summary_model, summary_text},
     {"pools", st_pools_model, pools_text},
     {"nodes", st_nodes_model, nodes_text},
+    {"remediation", st_remediation_model, remediation_text},
     {"capacity", st_capacity_model, capacity_text},
     {0},
 };

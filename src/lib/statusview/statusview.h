@@ -8,7 +8,8 @@
  *                                                                    `-> -o json as it is
  *
  * The output is a list of sections (st_sections: the summary with the three facts a cluster must
- * answer, the driver pools, the nodes, GPU capacity against namespace quotas), each a pair of pure
+ * answer, the driver pools, the nodes, the GPU remediation, GPU capacity against namespace
+ * quotas), each a pair of pure
  * functions: model (the fetched objects to a JSON value, the section's entry in -o json) and text
  * (that value to lines). A new section is one more entry in the list.
  *
@@ -26,13 +27,14 @@
 
 /* What the shell read; every array borrowed, none NULL (an empty array when absent). */
 struct st_objects {
-    json_t *policies; /* ClusterPolicy items */
-    json_t *drivers;  /* NVIDIADriver items (empty when the CRD is not installed) */
-    json_t *nodes;    /* Node items */
-    json_t *events;   /* Events about nodes (the drain records), any namespace */
-    json_t *pods;     /* Pod items, every namespace (the capacity view's requests) */
-    json_t *quotas;   /* ResourceQuota items, every namespace */
-    uint64_t now_ms;  /* wall clock, unix ms */
+    json_t *policies;      /* ClusterPolicy items */
+    json_t *drivers;       /* NVIDIADriver items (empty when the CRD is not installed) */
+    json_t *nodes;         /* Node items */
+    json_t *events;        /* Events about nodes (the drain records), any namespace */
+    json_t *pods;          /* Pod items, every namespace (the capacity view's requests) */
+    json_t *quotas;        /* ResourceQuota items, every namespace */
+    json_t *upgrade_pools; /* DriverUpgradePool items (their breakers); may be NULL: none */
+    uint64_t now_ms;       /* wall clock, unix ms */
     /* The capacity view's pools (NULL, 0: one per GPU product) and over-commit threshold
      * (0: CAP_DEFAULT_RATIO), as the operator's --gpu-pool and --gpu-quota-overcommit-ratio. */
     const struct cap_pool_def *pools;
@@ -49,7 +51,7 @@ struct st_view {
 };
 
 struct st_section {
-    const char *name; /* its key in -o json: "summary", "pools", "nodes", "capacity" */
+    const char *name; /* its key in -o json: "summary", "pools", "nodes", "remediation", ... */
     /* The view model: a new JSON value (object or array). */
     json_t *(*model)(const struct st_objects *in);
     /* Appends the section's lines (each ending in '\n') to out. */
@@ -72,6 +74,9 @@ int st_render_text(const json_t *model, const struct st_section *sections, const
 json_t *st_summary_model(const struct st_objects *in);
 json_t *st_pools_model(const struct st_objects *in);
 json_t *st_nodes_model(const struct st_objects *in);
+/* The GPU nodes with a fault or a remediation state (state, action, the event, since when, why
+ * it waits or failed), the breakers that are open, the GPURemediation condition. */
+json_t *st_remediation_model(const struct st_objects *in);
 /* capacity.h's view of nodes, pods and quotas (cap_view_to_json); {"error": "..."} when the
  * objects are not lists. */
 json_t *st_capacity_model(const struct st_objects *in);

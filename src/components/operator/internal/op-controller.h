@@ -18,6 +18,7 @@
 #include "op-gpuquota.h"
 #include "op-resources.h"
 #include "operator.h"
+#include "remediation-ctl.h"
 #include "svc.h"
 
 /* The owned kinds, each with an informer on app.kubernetes.io/managed-by=gpuop. */
@@ -50,7 +51,8 @@ struct controller {
     struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
     struct http_server *http;
     struct kube_leader *leader_elector;
-    struct op_upgrade *upg; /* the driver upgrade controller (upgrade-ctl.c) */
+    struct op_upgrade *upg;     /* the driver upgrade controller (upgrade-ctl.c) */
+    struct op_remediation *rem; /* the GPU remediation controller (remediation-ctl.c) */
 
     pthread_mutex_t lock;
     struct metrics m;

@@ -41,6 +41,9 @@ struct op_upgrade {
     json_t *patched;       /* nodes whose wish went through */
     int64_t pass_now_s;
     uint64_t last_unsynced_log_ms;
+    /* the pools whose rollout holds, from the remediation pass (op_upgrade_set_holds; borrowed) */
+    const struct upg_hold *holds;
+    size_t n_holds;
 
     pthread_mutex_t lock; /* the metrics below */
     bool have_counts, auto_upgrade;
@@ -52,6 +55,11 @@ struct op_upgrade {
     uint64_t conflicts;                         /* node patches refused: the node had changed */
     size_t unseen_writes;                       /* node writes the informer does not show yet */
 };
+
+/* Lists every pod on each node named in `want` (an object keyed by node name; the first
+ * MAX_LISTED_NODES), projected as the pod informer's, appended to `pods` (the operand pods the
+ * informer holds left out). Returns the nodes listed (an object keyed by name). */
+json_t *op_upgrade_list_node_pods(struct op_upgrade *u, const json_t *want, json_t *pods);
 
 /* ---- upgrade-exec.c ----------------------------------------------------------------------- */
 

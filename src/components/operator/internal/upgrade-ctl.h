@@ -64,6 +64,10 @@ void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, con
 void op_upgrade_condition(struct op_upgrade *u, const json_t *cp, json_t *status, uint64_t now_ms);
 int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e);
 void op_upgrade_events(struct op_upgrade *u, const json_t *cp, json_t *queue);
+/* The pools whose driver rollout holds (the remediation pass's rem_plan_holds, upg_input.holds)
+ * from the next pass on; borrowed: they must live until replaced. Reconcile thread only. */
+struct upg_hold;
+void op_upgrade_set_holds(struct op_upgrade *u, const struct upg_hold *holds, size_t n);
 /* Milliseconds until the planner wants another pass (0: only on events). */
 uint64_t op_upgrade_requeue_ms(struct op_upgrade *u);
 /* NVIDIA's gpu_operator_nodes_upgrades_* and gpu_operator_auto_upgrade_enabled, per pool too. */
