@@ -102,10 +102,10 @@ for fleet in $fleets; do
                 fail "$fleet ($set $k): unexpected promtool findings: $(grep -Ev "$allowed" "$T/lint" | sort -u | head -5)"
             fi
             grep -q 'GPU_I_PROFILE=' "$out" && mig_seen=1
-            # The profiling fields on the fleets with GPM (Hopper), none elsewhere.
+            # The profiling fields on the fleets with GPM (Hopper and Blackwell), none elsewhere.
             if [ $set = all ]; then
                 case $(basename "$fleet") in
-                dgx-h100.yaml | hgx-h200.yaml) grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$out" ||
+                dgx-h100.yaml | hgx-h200.yaml | dgx-b200.yaml) grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$out" ||
                     fail "$fleet: no DCGM_FI_PROF_SM_ACTIVE" ;;
                 *) ! grep -q '^DCGM_FI_PROF_' "$out" || fail "$fleet: profiling fields without GPM" ;;
                 esac
