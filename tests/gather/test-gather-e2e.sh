@@ -17,6 +17,7 @@ start_kubesim --api-ip 198.18.255.47 --tls
 start_kubelet_sim "$S/tests/gather/e2e-cluster.yaml" 2 --bridge klgath0 --subnet 198.18.247.0/24 --no-nfd
 H100=gather-h100-1 L4=gather-l4-host-1
 helm_q install gpuop "$S/deploy/helm/gpuop" --namespace gpu-operator --create-namespace \
+    --set operator.localImage=true \
     --set driver.startupProbe.initialDelaySeconds=2 --set driver.startupProbe.periodSeconds=2 \
     --wait --timeout 60s >"$T/install.log" || fail "helm install: $(cat "$T/install.log")"
 wait_for 120 "$H100 advertises 8 nvidia.com/gpu" want_alloc $H100 nvidia.com/gpu 8
