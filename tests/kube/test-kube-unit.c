@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "json-alloc-count.h"
 #include "kube-internal.h"
 
 static char tmpdir[256];
@@ -615,56 +616,24 @@ static void test_projection(void **state)
 
 /* ---- what JSON costs decoded -------------------------------------------------------------- */
 
-/* jansson's allocations while check_price decodes, counted as glibc's malloc rounds them: an
- * 8-byte header, 16-byte steps, 32 at least. */
-static size_t alloc_live, alloc_peak;
-
-static size_t glibc_chunk(size_t n)
-{
-    n = (n + 8 + 15) & ~(size_t)15;
-    return n < 32 ? 32 : n;
-}
-
-static void *count_malloc(size_t n)
-{
-    size_t *h = malloc(n + 16);
-    if (!h)
-        return NULL;
-    h[0] = n;
-    alloc_live += glibc_chunk(n);
-    if (alloc_live > alloc_peak)
-        alloc_peak = alloc_live;
-    return h + 2;
-}
-
-static void count_free(void *p)
-{
-    if (!p)
-        return;
-    size_t *h = (size_t *)p - 2;
-    alloc_live -= glibc_chunk(h[0]);
-    free(h);
-}
-
 /* The price of text is at least what jansson allocates decoding it (its scratch included), and
  * not far above; a decoded value's price is what it holds. */
 static void check_price(const char *label, const char *text, size_t n)
 {
     /* only values made and freed here go through the counting allocator */
-    json_set_alloc_funcs(count_malloc, count_free);
-    alloc_live = alloc_peak = 0;
+    json_alloc_count_start();
     json_error_t je;
     json_t *v = json_loadb(text, n, 0, &je);
-    size_t peak = alloc_peak, live = alloc_live;
+    size_t peak = json_alloc_peak, live = json_alloc_live;
     if (!v) {
-        json_set_alloc_funcs(malloc, free);
+        json_alloc_count_stop();
         fail_msg("%s: not JSON: %s", label, je.text);
     }
     size_t price = kube_json_cost(text, n);
     size_t held = kube_json_value_cost(v);
     json_decref(v);
-    size_t left = alloc_live;
-    json_set_alloc_funcs(malloc, free);
+    size_t left = json_alloc_live;
+    json_alloc_count_stop();
     if (price < peak || price > peak + peak / 4 + 4096)
         fail_msg("%s: priced %zu, jansson took %zu at its peak", label, price, peak);
     /* (a string escaped on the wire holds what it took there, a few bytes over its price) */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kube/json-alloc-count.h"
 #include "kube-internal.h"
 #include "yamlcfg.h"
 
@@ -26,47 +27,15 @@ static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
     return *n > 1000 ? 1 : 0;
 }
 
-/* jansson's allocations while the price is checked, as glibc rounds them (kube_json_cost's
- * model): an 8-byte header, 16-byte steps, 32 at least. */
-static size_t live, peak;
-
-static size_t glibc_chunk(size_t n)
-{
-    n = (n + 8 + 15) & ~(size_t)15;
-    return n < 32 ? 32 : n;
-}
-
-static void *count_malloc(size_t n)
-{
-    size_t *h = malloc(n + 16);
-    if (!h)
-        return NULL;
-    h[0] = n;
-    live += glibc_chunk(n);
-    if (live > peak)
-        peak = live;
-    return h + 2;
-}
-
-static void count_free(void *p)
-{
-    if (!p)
-        return;
-    size_t *h = (size_t *)p - 2;
-    live -= glibc_chunk(h[0]);
-    free(h);
-}
-
 /* Whatever jansson accepts, the price is at least what decoding it took. */
 static void check_price(const char *in, size_t n)
 {
     size_t price = kube_json_cost(in, n);
-    json_set_alloc_funcs(count_malloc, count_free);
-    live = peak = 0;
+    json_alloc_count_start();
     json_t *v = json_loadb(in, n, 0, NULL);
     json_decref(v);
-    size_t took = peak;
-    json_set_alloc_funcs(malloc, free);
+    size_t took = json_alloc_peak;
+    json_alloc_count_stop();
     if (v && price < took) {
         fprintf(stderr, "priced %zu, jansson took %zu\n", price, took);
         abort();
