@@ -152,7 +152,10 @@ python3 - "$T/sample.there.json" <<'PY' || fail "the way there, sampled: $(cat "
 import json, sys
 s = json.load(open(sys.argv[1]))
 problems = []
-if s["samples"] < 50: problems.append(f"only {s['samples']} samples")
+# coverage, not speed: each sample is three API reads, slower on a loaded machine; what counts is
+# that the sampler saw the takeover under way (a node in flight) and enough of it to mean something
+if s["samples"] < 20: problems.append(f"only {s['samples']} samples")
+if s["max_in_flight"] < 1: problems.append("no node seen in flight: the sampler missed the takeover")
 if s["workloads_watched"] != 3: problems.append(f"{s['workloads_watched']} workloads watched")
 if s["workload_problems"]: problems.append(f"workloads: {s['workload_problems']}")
 if s["driver_unloaded"]: problems.append(f"driver unloaded on {s['driver_unloaded']}")
