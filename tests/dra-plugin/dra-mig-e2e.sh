@@ -7,6 +7,7 @@
 #  - a pod whose claim asks a 1g.10gb on GPU 4 gets a slice the plugin makes at prepare (NVML
 #    lists it, the CDI spec names it, the container sees it and the CUDA sample passes), and
 #    destroys at unprepare, while the 3g.40gb's pod keeps running, never restarted;
+#  - a creation NVML fails fails the prepare; the kubelet's next prepare makes the slice;
 #  - the plugin stopped after a slice was made and restarted before the pod ends reads its
 #    checkpoint, makes nothing twice, and destroys the slice when the pod ends.
 # Needs root (namespaces, mknod); skips (77) saying so otherwise.
@@ -190,6 +191,16 @@ grep -q "MIG slice destroyed.*device=$dev gpu=4" "$T/dra-plugin.log" || fail "no
 is_phase keeper Running || fail "keeper is $(phase keeper)"
 [ "$(started keeper)" = "$keeper_start" ] || fail "keeper restarted: $(started keeper), was $keeper_start"
 echo "ok: a 1g.10gb made on demand at placement $start for burst (CUDA sample passed), destroyed when it ended; keeper ran on"
+
+# a creation NVML fails: the prepare fails saying so, the claim stays started in the checkpoint,
+# and the kubelet's next prepare makes the slice
+simenv "$B/gpuop-sim" inject mig-fail --gpu 4 >/dev/null || fail "gpuop-sim inject mig-fail"
+pod retry "$one_g" 1 || fail "pod retry"
+wait_for 30 "retry's first prepare failed" grep -q "claim not prepared claim=default/retry-mig-" "$T/dra-plugin.log"
+wait_for 40 "retry completes" is_phase retry Succeeded
+grep -q "MIG slice made.*claim=default/retry-mig-" "$T/dra-plugin.log" || fail "no slice made for retry"
+wait_for 20 "retry's slice destroyed" is_gone
+echo "ok: a MIG creation NVML failed was made on the kubelet's next prepare, and destroyed"
 
 # a restart after the slice was made: the checkpoint holds it, nothing is made twice
 pod hold "$one_g" 8 || fail "pod hold"
