@@ -272,7 +272,8 @@ struct dra_claim_ref {
 };
 
 enum dra_claim_state {
-    DRA_PREPARE_STARTED,   /* written before a MIG slice is made: a restart rolls it back */
+    DRA_PREPARE_STARTED,   /* written before a MIG slice is made: the next prepare resumes it,
+                              an unprepare destroys what it made */
     DRA_PREPARE_COMPLETED, /* prepared: a repeated prepare answers the same devices */
 };
 
