@@ -931,7 +931,7 @@ static void test_mig_on_demand(void **state)
     c->devices[0].uuid[0] = 0;
     assert_int_equal(dra_mig_prepare_plan(c, true, inv, &cs, todo, &n, &e), -EBUSY);
     assert_int_equal(dra_mig_unprepare_plan(c, inv, &cs, gone), 0);
-    free(dra_claims_take(&cs, "uid-2")->devices);
+    dra_claim_free(dra_claims_take(&cs, "uid-2"));
 
     /* a recorded slice that is gone (a GPU reset) is made again */
     c->devices[0].created = true;
