@@ -661,6 +661,312 @@ static void test_checkpoint(void **state)
     inv_free(inv);
 }
 
+/* ---- flags ----------------------------------------------------------------------------------- */
+
+static const struct svc_component flags_component = {
+    .name = "dra-plugin",
+    .options = {dra_common_options, dra_options},
+    .state_size = sizeof(struct dra_flags),
+    .defaults = dra_flags_defaults,
+};
+
+static void test_flags(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *argv[6];
+        int parse, check; /* svc_parse's result, then dra_flags_check's (serving) */
+        const char *msg;  /* in the error */
+        bool partitionable;
+        uint64_t resync_ms;
+    } cases[] = {
+        {{"dra-plugin", "--node-name=n1"}, 0, 0, NULL, false, 10000},
+        {{"dra-plugin", "--node-name=n1", "--partitionable-devices", "--resync=2s"},
+         0,
+         0,
+         NULL,
+         true,
+         2000},
+        {{"dra-plugin", "--node-name=n1", "--resync=10ms"}, -EINVAL, 0, "resync", false, 0},
+        {{"dra-plugin", "--node-name=n1", "--resync=soon"}, -EINVAL, 0, "resync", false, 0},
+        {{"dra-plugin"}, 0, -EINVAL, "--node-name (NODE_NAME) is required", false, 10000},
+        {{"dra-plugin", "--node-name=n1", "--cdi-dir=run/cdi"},
+         0,
+         -EINVAL,
+         "--cdi-dir: \"run/cdi\" is not an absolute path",
+         false,
+         10000},
+        {{"dra-plugin", "--node-name=n1", "--partitionable-devices=maybe"},
+         -EINVAL,
+         0,
+         "partitionable-devices",
+         false,
+         0},
+    };
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct dra_flags f = {0};
+        struct err e = {0};
+        int argc = 0;
+        while (cases[i].argv[argc])
+            argc++;
+        int r = svc_parse(&flags_component, &f, argc, (char **)cases[i].argv, devnull, &e);
+        if (r != cases[i].parse)
+            fail_msg("case %zu: parse %d, want %d (%s)", i, r, cases[i].parse, e.msg);
+        if (r == 0)
+            r = dra_flags_check(&f, true, &e);
+        if (cases[i].parse == 0 && r != cases[i].check)
+            fail_msg("case %zu: check %d, want %d (%s)", i, r, cases[i].check, e.msg);
+        if (cases[i].msg && !strstr(e.msg, cases[i].msg))
+            fail_msg("case %zu: error \"%s\" does not name \"%s\"", i, e.msg, cases[i].msg);
+        if (r == 0) {
+            assert_int_equal(f.partitionable, cases[i].partitionable);
+            assert_int_equal(f.resync_ms, cases[i].resync_ms);
+            assert_string_equal(f.plugin_dir, "/var/lib/kubelet/plugins/gpu.nvidia.com");
+        }
+    }
+    /* the slices verb needs only a node name */
+    struct dra_flags f = {.node_name = "n1"};
+    struct err e = {0};
+    assert_int_equal(dra_flags_check(&f, false, &e), 0);
+    assert_int_equal(dra_flags_check(&f, true, &e), -EINVAL);
+    fclose(devnull);
+}
+
+/* ---- health, API objects --------------------------------------------------------------------- */
+
+static void test_faults(void **state)
+{
+    (void)state;
+    struct dra_faults *fs = xcalloc(1, sizeof(*fs));
+    assert_int_equal(dra_faults_at(NULL, "GPU-a"), 0);
+    assert_int_equal(dra_faults_at(fs, "GPU-a"), 0);
+    assert_true(dra_faults_note(fs, "GPU-a", 0)); /* 0 is "none": kept as 1 */
+    assert_int_equal(dra_faults_at(fs, "GPU-a"), 1);
+    assert_true(dra_faults_note(fs, "GPU-a", 500));
+    assert_int_equal(dra_faults_at(fs, "GPU-a"), 500);
+    assert_int_equal(fs->n, 1);
+    for (unsigned i = 1; i < DRA_FAULTS_MAX; i++) {
+        char u[32];
+        snprintf(u, sizeof(u), "GPU-%u", i);
+        assert_true(dra_faults_note(fs, u, i));
+    }
+    assert_false(dra_faults_note(fs, "GPU-full", 7));
+    assert_int_equal(dra_faults_at(fs, "GPU-full"), 0);
+    assert_true(dra_faults_note(fs, "GPU-a", 900)); /* a known GPU still updates */
+    assert_int_equal(dra_faults_at(fs, "GPU-a"), 900);
+    free(fs);
+}
+
+static void test_api_objects(void **state)
+{
+    (void)state;
+    json_t *list =
+        json_loads("{\"items\":["
+                   "{\"metadata\":{\"name\":\"a\"},\"spec\":{\"driver\":\"gpu.nvidia.com\","
+                   "\"nodeName\":\"n1\"}},"
+                   "{\"metadata\":{\"name\":\"b\"},\"spec\":{\"driver\":\"gpu.nvidia.com\","
+                   "\"nodeName\":\"n2\"}},"
+                   "{\"metadata\":{\"name\":\"c\"},\"spec\":{\"driver\":\"other.example.com\","
+                   "\"nodeName\":\"n1\"}},"
+                   "{\"metadata\":{\"name\":\"d\"},\"spec\":{\"driver\":\"gpu.nvidia.com\"}}]}",
+                   0, NULL);
+    assert_non_null(list);
+    json_t *own = dra_slices_own(list, "n1");
+    assert_int_equal(json_array_size(own), 1);
+    assert_string_equal(kobj_str(kobj_path(json_array_get(own, 0), "metadata"), "name"), "a");
+    json_decref(own);
+    own = dra_slices_own(list, "n3");
+    assert_int_equal(json_array_size(own), 0);
+    json_decref(own);
+    json_decref(list);
+
+    json_t *claim = json_loads("{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\","
+                               "\"metadata\":{\"name\":\"c\",\"uid\":\"u\"},\"spec\":{\"x\":1},"
+                               "\"status\":{\"allocation\":{\"devices\":{}},\"reservedFor\":[]}}",
+                               0, NULL);
+    json_t *p = dra_claim_project(claim, NULL);
+    assert_null(json_object_get(p, "spec"));
+    assert_null(kobj_path(p, "status.reservedFor"));
+    assert_non_null(kobj_path(p, "status.allocation.devices"));
+    assert_string_equal(kobj_uid(p), "u");
+    json_decref(p);
+    json_object_del(claim, "status");
+    p = dra_claim_project(claim, NULL);
+    assert_null(json_object_get(p, "status"));
+    json_decref(p);
+    json_decref(claim);
+}
+
+/* ---- MIG slices made on demand --------------------------------------------------------------- */
+
+/* The A100's 1g.10gb profile: 7 placements of one memory slice. */
+static struct gpu_mig_profile profile_1g(void)
+{
+    struct gpu_mig_profile p = {.index = 0,
+                                .id = 19,
+                                .slices = 1,
+                                .memory_mib = 9856,
+                                .max_count = 7,
+                                .multiprocessors = 14,
+                                .copy_engines = 1,
+                                .n_placements = 7};
+    snprintf(p.name, sizeof(p.name), "1g.10gb");
+    for (unsigned i = 0; i < 7; i++)
+        p.placements[i] = (struct gpu_mig_placement){.start = i, .size = 1};
+    return p;
+}
+
+static void add_mig(struct gpu_device *g, unsigned gi_id, unsigned start, const char *uuid)
+{
+    g->mig = xrealloc(g->mig, (g->n_mig + 1) * sizeof(*g->mig));
+    struct gpu_mig_device *m = &g->mig[g->n_mig++];
+    memset(m, 0, sizeof(*m));
+    snprintf(m->uuid, sizeof(m->uuid), "%s", uuid);
+    snprintf(m->profile, sizeof(m->profile), "1g.10gb");
+    m->gi_id = gi_id;
+    m->ci_id = 0;
+    m->gi_profile_id = 19;
+    m->gi_slices = m->ci_slices = 1;
+    m->gi_placement_start = start;
+    m->gi_placement_size = 1;
+}
+
+static void test_mig_on_demand(void **state)
+{
+    (void)state;
+    struct gpu_inventory *inv = inv_new(2);
+    a100_mig(&inv->gpus[1]); /* a 3g.40gb at 0-3 (gi 2), a 1g.10gb at 6 (gi 13) */
+    struct gpu_mig_profile prof = profile_1g();
+    struct dra_gpu_extra extra[2] = {{.n_profiles = 0}, {.n_profiles = 1, .profiles = &prof}};
+    struct dra_model_input in = {.inv = inv, .extra = extra, .partitionable = true};
+    struct err e = {0};
+    _cleanup_(dra_model_freep) struct dra_model *m = NULL;
+    assert_int_equal(dra_model_build(&in, &m, &e), 0);
+    /* the free placements 4 and 5 are offered; 0-3 and 6 are taken by existing devices */
+    assert_int_equal(dra_model_find(m, "gpu-1-mig-1g10gb-19-4")->type, DRA_MIG_DYNAMIC);
+    assert_int_equal(dra_model_find(m, "gpu-1-mig-1g10gb-19-5")->type, DRA_MIG_DYNAMIC);
+    assert_null(dra_model_find(m, "gpu-1-mig-1g10gb-19-0"));
+    assert_int_equal(dra_model_find(m, "gpu-1-mig-1g10gb-19-6")->type, DRA_MIG);
+
+    /* a claim for placement 4 and for the existing device at 6 */
+    json_t *cj = claim_json(
+        "uid-1",
+        "[" RESULT("a", "gpu-1-mig-1g10gb-19-4") "," RESULT("b", "gpu-1-mig-1g10gb-19-6") "]",
+        NULL);
+    struct dra_claim_ref ref = {.uid = "uid-1", .ns = "ns", .name = "c"};
+    struct dra_claim *c = NULL;
+    assert_int_equal(dra_claim_plan(m, "node-a", &ref, cj, &c, &e), 0);
+    json_decref(cj);
+    assert_int_equal(c->devices[0].type, DRA_MIG_DYNAMIC);
+    assert_string_equal(c->devices[0].uuid, "");
+    char ids[2][DRA_CDI_ID_MAX];
+    assert_int_equal(dra_claim_cdi_ids(c, 0, ids), 0); /* no CDI device before it exists */
+    struct dra_claims cs = {0};
+    assert_int_equal(dra_claims_put(&cs, c, &e), 0);
+
+    struct dra_mig_create todo[DRA_CLAIM_DEVICES_MAX];
+    size_t n = 99;
+    assert_int_equal(dra_mig_prepare_plan(c, false, inv, &cs, todo, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(todo[0].device, 0);
+    assert_int_equal(todo[0].gpu_index, 1);
+    assert_int_equal(todo[0].start, 4);
+    assert_string_equal(todo[0].profile, "1g.10gb");
+
+    /* made (gi 7) and recorded: the next plan takes its UUID and makes nothing */
+    c->devices[0].gi_id = 7;
+    c->devices[0].created = true;
+    add_mig(&inv->gpus[1], 7, 4, "MIG-made-4");
+    assert_int_equal(dra_mig_prepare_plan(c, false, inv, &cs, todo, &n, &e), 0);
+    assert_int_equal(n, 0);
+    assert_string_equal(c->devices[0].uuid, "MIG-made-4");
+    assert_int_equal(dra_claim_cdi_ids(c, 0, ids), 1);
+    /* the model built with the claims' slices keeps the placement, not a device of its own */
+    size_t n_owned = 0;
+    struct dra_owned_slice *owned = dra_claims_owned(&cs, &n_owned);
+    assert_int_equal(n_owned, 1);
+    struct dra_model_input in2 = {
+        .inv = inv, .extra = extra, .partitionable = true, .owned = owned, .n_owned = n_owned};
+    _cleanup_(dra_model_freep) struct dra_model *m2 = NULL;
+    assert_int_equal(dra_model_build(&in2, &m2, &e), 0);
+    assert_int_equal(dra_model_find(m2, "gpu-1-mig-1g10gb-19-4")->type, DRA_MIG_DYNAMIC);
+    free(owned);
+
+    /* unprepare destroys gi 7, never the existing device the claim was allocated (gi 13) */
+    struct dra_mig_destroy gone[DRA_CLAIM_DEVICES_MAX];
+    assert_int_equal(dra_mig_unprepare_plan(c, inv, &cs, gone), 1);
+    assert_int_equal(gone[0].gi_id, 7);
+    assert_int_equal(gone[0].gpu_index, 1);
+    assert_int_equal(gone[0].device, 0);
+
+    /* a restart between the creation and the checkpoint: gi 7 at placement 4, not recorded */
+    c->devices[0].created = false;
+    c->devices[0].gi_id = 0;
+    c->devices[0].uuid[0] = 0;
+    c->state = DRA_PREPARE_STARTED;
+    /* a first prepare may not take it: it is someone else's */
+    assert_int_equal(dra_mig_prepare_plan(c, false, inv, &cs, todo, &n, &e), -EBUSY);
+    assert_non_null(strstr(e.msg, "GPU instance 7"));
+    /* the unprepare of a claim left started destroys it: nothing leaks */
+    assert_int_equal(dra_mig_unprepare_plan(c, inv, &cs, gone), 1);
+    assert_int_equal(gone[0].gi_id, 7);
+    /* a resumed prepare adopts it: nothing made twice */
+    assert_int_equal(dra_mig_prepare_plan(c, true, inv, &cs, todo, &n, &e), 0);
+    assert_int_equal(n, 0);
+    assert_true(c->devices[0].created);
+    assert_int_equal(c->devices[0].gi_id, 7);
+    assert_string_equal(c->devices[0].uuid, "MIG-made-4");
+
+    /* another claim made it: neither adopted nor destroyed */
+    struct dra_claim *other = xcalloc(1, sizeof(*other));
+    snprintf(other->ref.uid, sizeof(other->ref.uid), "uid-2");
+    other->n_devices = 1;
+    other->devices = xcalloc(1, sizeof(*other->devices));
+    other->devices[0] = c->devices[0];
+    other->state = DRA_PREPARE_COMPLETED;
+    assert_int_equal(dra_claims_put(&cs, other, &e), 0);
+    c->devices[0].created = false;
+    c->devices[0].uuid[0] = 0;
+    assert_int_equal(dra_mig_prepare_plan(c, true, inv, &cs, todo, &n, &e), -EBUSY);
+    assert_int_equal(dra_mig_unprepare_plan(c, inv, &cs, gone), 0);
+    dra_claim_free(dra_claims_take(&cs, "uid-2"));
+
+    /* a recorded slice that is gone (a GPU reset) is made again */
+    c->devices[0].created = true;
+    c->devices[0].gi_id = 9;
+    assert_int_equal(dra_mig_prepare_plan(c, false, inv, &cs, todo, &n, &e), -EBUSY);
+    inv->gpus[1].n_mig = 2; /* gi 7 destroyed */
+    c->devices[0].created = true;
+    c->devices[0].gi_id = 9;
+    assert_int_equal(dra_mig_prepare_plan(c, false, inv, &cs, todo, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_false(c->devices[0].created);
+    assert_int_equal(dra_mig_unprepare_plan(c, inv, &cs, gone), 0);
+
+    /* the parent gone */
+    snprintf(inv->gpus[1].uuid, sizeof(inv->gpus[1].uuid), "GPU-replaced");
+    assert_int_equal(dra_mig_prepare_plan(c, false, inv, &cs, todo, &n, &e), -ENODEV);
+    assert_int_equal(dra_mig_unprepare_plan(c, inv, &cs, gone), 0);
+    dra_claims_clear(&cs);
+    inv_free(inv);
+}
+
+static void test_claim_check(void **state)
+{
+    (void)state;
+    struct dra_prepared_device devs[2] = {{.device = "gpu-0"}, {.device = "gpu-1"}};
+    struct dra_claim c = {
+        .ref = {.uid = "u", .ns = "ns", .name = "c"}, .n_devices = 2, .devices = devs};
+    struct err e = {0};
+    devs[0].sharing.strategy = DRA_SHARE_TIME_SLICING;
+    assert_int_equal(dra_claim_check(&c, &e), 0);
+    devs[1].sharing.strategy = DRA_SHARE_MPS;
+    assert_int_equal(dra_claim_check(&c, &e), -EOPNOTSUPP);
+    assert_non_null(strstr(e.msg, "claim ns/c: device gpu-1: MPS sharing is not served"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -668,6 +974,9 @@ int main(void)
         cmocka_unit_test(test_mig_devices), cmocka_unit_test(test_publish_plan),
         cmocka_unit_test(test_configs),     cmocka_unit_test(test_claim_plans),
         cmocka_unit_test(test_checkpoint),  cmocka_unit_test(test_withdrawn),
+        cmocka_unit_test(test_flags),       cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_api_objects), cmocka_unit_test(test_mig_on_demand),
+        cmocka_unit_test(test_claim_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

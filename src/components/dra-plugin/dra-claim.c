@@ -361,3 +361,27 @@ struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *re
     *ret_n = n;
     return v;
 }
+
+int dra_claim_check(const struct dra_claim *c, struct err *e)
+{
+    for (size_t i = 0; i < c->n_devices; i++)
+        if (c->devices[i].sharing.strategy == DRA_SHARE_MPS)
+            return err_set(e, -EOPNOTSUPP,
+                           "claim %s/%s: device %s: MPS sharing is not served by this plugin "
+                           "(its control daemon is not implemented); use TimeSlicing",
+                           c->ref.ns, c->ref.name, c->devices[i].device);
+    return 0;
+}
+
+json_t *dra_claim_project(json_t *obj, void *ud)
+{
+    (void)ud;
+    /* what a plan reads: the identity and the allocation */
+    json_t *out =
+        json_pack("{s:O?,s:O?,s:O?}", "apiVersion", json_object_get(obj, "apiVersion"), "kind",
+                  json_object_get(obj, "kind"), "metadata", json_object_get(obj, "metadata"));
+    const json_t *alloc = kobj_path(obj, "status.allocation");
+    if (out && alloc)
+        json_object_set_new(out, "status", json_pack("{s:O}", "allocation", alloc));
+    return out;
+}

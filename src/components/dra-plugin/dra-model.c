@@ -378,3 +378,25 @@ const struct dra_device *dra_model_find(const struct dra_model *m, const char *n
             return &m->devices[i];
     return NULL;
 }
+
+uint64_t dra_faults_at(const struct dra_faults *fs, const char *uuid)
+{
+    for (size_t i = 0; fs && i < fs->n; i++)
+        if (strcmp(fs->uuid[i], uuid) == 0)
+            return fs->at_ms[i];
+    return 0;
+}
+
+bool dra_faults_note(struct dra_faults *fs, const char *uuid, uint64_t now_ms)
+{
+    size_t i = 0;
+    while (i < fs->n && strcmp(fs->uuid[i], uuid) != 0)
+        i++;
+    if (i == fs->n) {
+        if (fs->n == DRA_FAULTS_MAX)
+            return false;
+        strlcpy_s(fs->uuid[fs->n++], uuid, GPU_UUID_MAX);
+    }
+    fs->at_ms[i] = now_ms ? now_ms : 1;
+    return true;
+}

@@ -20,10 +20,13 @@
  *   dra_checkpoint_*    the prepared claims on disk (versioned, checksummed JSON), so a restart
  *                       between prepare and unprepare loses nothing.
  *
- * The shell (dra-plugin-main.c) reads NVML, serves the kubelet's DRA and plugin-registration
- * services, publishes the slices and writes the CDI specs and the checkpoint. It does not yet
- * make MIG slices on demand (partitionable devices) nor serve MPS. Nothing here is thread-safe
- * by itself.
+ *   dra_flags           the flags (one option table) and their checks.
+ *   dra_mig_*_plan      with partitionable devices, which MIG slices a claim's prepare makes or
+ *                       adopts (resuming after a restart) and which its unprepare destroys.
+ *
+ * The shell (dra-plugin-main.c: the component; dra-node.c: NVML, publication, CDI, health;
+ * dra-serve.c: the kubelet's DRA and plugin-registration services) reads the world, calls the
+ * core and executes. It refuses MPS (dra_claim_check). Nothing here is thread-safe by itself.
  */
 #ifndef GPUOP_DRAPLUGIN_H
 #define GPUOP_DRAPLUGIN_H
@@ -34,6 +37,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
+#include "svc.h"
 #include "util.h"
 
 #define DRA_DRIVER_NAME       "gpu.nvidia.com"
@@ -50,6 +54,50 @@
 #define DRA_MPS_LIMITS_MAX    32
 #define DRA_CLAIMS_MAX        4096 /* prepared claims the plugin keeps */
 #define DRA_CLAIM_DEVICES_MAX 32   /* results of one claim (the API's limit) */
+
+/* ---- flags ----------------------------------------------------------------------------------- */
+
+struct dra_flags {
+    const char *node_name, *kubeconfig, *library;
+    const char *host_root;    /* where this process sees the host's "/" */
+    const char *registry_dir; /* host paths */
+    const char *plugin_dir;
+    const char *cdi_dir;
+    const char *driver_root;
+    uint64_t resync_ms;
+    uint64_t recovery_ms;
+    bool partitionable; /* MIG slices made on demand */
+};
+/* The flags every verb takes (node name, library, partitionable devices), and the serving
+ * plugin's; both write a struct dra_flags. */
+extern const struct svc_option dra_common_options[];
+extern const struct svc_option dra_options[];
+void dra_flags_defaults(void *state);
+/* What the table cannot say: a node name (a DNS subdomain's length), and, when serving,
+ * absolute host paths. */
+int dra_flags_check(const struct dra_flags *f, bool serving, struct err *e);
+
+/* ---- health ---------------------------------------------------------------------------------- */
+
+#define DRA_FAULTS_MAX 64
+/* The GPUs' last counted XID or ECC error (monotonic ms, never 0), by UUID. */
+struct dra_faults {
+    size_t n;
+    char uuid[DRA_FAULTS_MAX][GPU_UUID_MAX];
+    uint64_t at_ms[DRA_FAULTS_MAX];
+};
+uint64_t dra_faults_at(const struct dra_faults *fs, const char *uuid); /* 0: none; fs may be NULL */
+/* Notes a fault at now_ms; past DRA_FAULTS_MAX GPUs a new one is not kept (false). */
+bool dra_faults_note(struct dra_faults *fs, const char *uuid, uint64_t now_ms);
+
+/* ---- API objects ----------------------------------------------------------------------------- */
+
+/* What the plugin keeps of a ResourceClaim from its watch: identity and status.allocation (a
+ * kube_informer projection; new reference, NULL on no memory). */
+json_t *dra_claim_project(json_t *obj, void *ud);
+/* The slices of a ResourceSlice list that are this plugin's on node `node` (a new array holding
+ * references to list's items). */
+json_t *dra_slices_own(const json_t *list, const char *node);
 
 /* ---- the model ------------------------------------------------------------------------------ */
 
@@ -224,7 +272,8 @@ struct dra_claim_ref {
 };
 
 enum dra_claim_state {
-    DRA_PREPARE_STARTED,   /* written before a MIG slice is made: a restart rolls it back */
+    DRA_PREPARE_STARTED,   /* written before a MIG slice is made: the next prepare resumes it,
+                              an unprepare destroys what it made */
     DRA_PREPARE_COMPLETED, /* prepared: a repeated prepare answers the same devices */
 };
 
@@ -293,6 +342,44 @@ int dra_claims_put(struct dra_claims *cs, struct dra_claim *c, struct err *e);
 struct dra_claim *dra_claims_take(struct dra_claims *cs, const char *uid);
 /* The MIG slices the claims made (dra_model_input.owned), malloc'ed; count in *ret_n. */
 struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *ret_n);
+
+/* What the plugin refuses to prepare, with the reason the kubelet shows on the pod: MPS sharing
+ * (its control daemon is not run by this plugin). */
+int dra_claim_check(const struct dra_claim *c, struct err *e);
+
+/* ---- MIG slices made on demand (partitionable devices) ----------------------------------------
+ */
+
+struct dra_mig_create {
+    size_t device;      /* index into the claim's devices */
+    unsigned gpu_index; /* the parent GPU's NVML index (now) */
+    char profile[GPU_PROFILE_MAX];
+    unsigned start; /* the placement */
+};
+
+/* What prepare still has to make for claim c's on-demand MIG devices (c->n_devices entries in
+ * ret, count in *ret_n), against the GPUs as they are now. A device whose slice exists takes its
+ * UUID and ids from inv: one the claim made (gi_id recorded), or, when resumed (the checkpoint
+ * held c as DRA_PREPARE_STARTED: a restart may have come between the slice's creation and the
+ * checkpoint's), one at its placement that no other claim in cs made. An instance at the
+ * placement otherwise is someone else's: -EBUSY naming it, nothing made. The parent gone:
+ * -ENODEV. Once the creations are done and recorded (gi_id, ci_id, created), a second call with
+ * the new inventory returns none and leaves every device with its UUID. */
+int dra_mig_prepare_plan(struct dra_claim *c, bool resumed, const struct gpu_inventory *inv,
+                         const struct dra_claims *cs, struct dra_mig_create *ret, size_t *ret_n,
+                         struct err *e);
+
+struct dra_mig_destroy {
+    size_t device;
+    unsigned gpu_index;
+    unsigned gi_id;
+};
+/* The GPU instances unprepare destroys for claim c (c->n_devices entries in ret): those the
+ * claim made that still exist, and, for a claim left at DRA_PREPARE_STARTED, an instance at an
+ * on-demand device's placement no other claim in cs made. Never an existing MIG device the
+ * claim was merely allocated. Returns the count. */
+size_t dra_mig_unprepare_plan(const struct dra_claim *c, const struct gpu_inventory *inv,
+                              const struct dra_claims *cs, struct dra_mig_destroy *ret);
 
 /* ---- the checkpoint -------------------------------------------------------------------------- */
 

@@ -319,3 +319,17 @@ bool dra_publish_empty(const struct dra_publish *p)
     return json_array_size(p->create) == 0 && json_array_size(p->update) == 0 &&
            json_array_size(p->remove) == 0;
 }
+
+json_t *dra_slices_own(const json_t *list, const char *node)
+{
+    json_t *own = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach (json_object_get(list, "items"), i, v) {
+        const json_t *spec = kobj_path(v, "spec");
+        if (streq_ptr(kobj_str(spec, "driver"), DRA_DRIVER_NAME) &&
+            streq_ptr(kobj_str(spec, "nodeName"), node))
+            json_array_append(own, v);
+    }
+    return own;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plugin's shell, shared by its files: dra-plugin-main.c (the component), dra-node.c (NVML,
+ * publication, the node's CDI spec, health) and dra-serve.c (the kubelet's services).
+ *
+ * Threads: the component's own (publication every --resync), the health thread, the DRA
+ * server's loop (prepare, unprepare) and the registration server's loop. plugin.mu guards the
+ * view, the claims and the faults; NVML's MIG layout is read and changed only with it held, so a
+ * slice being made is never published as a device of its own. The gRPC handlers read claims from
+ * the informer's store, never from the network.
+ */
+#ifndef GPUOP_DRA_PLUGIN_INTERNAL_H
+#define GPUOP_DRA_PLUGIN_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+
+#include "dra-plugin.h"
+#include "gpuhealth.h"
+#include "grpc.h"
+#include "kube.h"
+
+#define DRA_COMP "dra-plugin"
+
+/* What the plugin read of its node: the inventory, what it read beside it, the model. */
+struct dra_node_view {
+    struct gpu_inventory *inv;
+    struct dra_gpu_extra *extra;
+    struct gpu_mig_profile **profiles; /* per GPU, extra[i].profiles (partitionable devices) */
+    struct dra_model *model;
+};
+void dra_node_view_clear(struct dra_node_view *v);
+/* Reads the GPUs and builds the model. faults: NULL when none known; claims: the prepared
+ * claims, whose MIG slices are theirs (NULL: none). */
+int dra_node_read(struct gpu_lib *lib, const struct dra_flags *f, const struct dra_faults *faults,
+                  const struct dra_claims *claims, struct dra_node_view *ret, struct err *e);
+
+struct dra_plugin {
+    struct dra_flags *f;
+    pthread_mutex_t mu;
+    struct dra_node_view view;
+    struct dra_claims claims;
+    struct kube_informer *claims_inf;
+    struct gpu_lib *lib;
+    struct stop_token *stop;
+    struct gh_policy hp;
+    struct dra_faults faults;
+    char checkpoint[PATH_MAX];
+    char cdi_dir[PATH_MAX]; /* this process's view */
+};
+
+/* dra-node.c */
+/* Reads the GPUs, swaps the view in, publishes, writes the node's CDI spec. Errors are logged:
+ * the next pass tries again. */
+void dra_resync(struct dra_plugin *pl, struct kube_client *kc);
+/* The node's CDI spec written again when it changed (pl->mu held or not). */
+void dra_cdi_base_write(struct dra_plugin *pl);
+void *dra_health_main(void *arg);
+
+/* dra-serve.c */
+int dra_checkpoint_save(struct dra_plugin *pl, struct err *e);
+/* The DRA service on dra_sock, then the registration service on reg_sock. */
+int dra_serve(struct dra_plugin *pl, const char *dra_sock, const char *reg_sock,
+              struct grpc_server **ret_dra, struct grpc_server **ret_reg, struct err *e);
+
+#endif
