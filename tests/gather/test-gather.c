@@ -558,13 +558,237 @@ static void test_bundle_index_bound(void **state)
     free(ents);
 }
 
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static json_t *yml(const char *s)
+{
+    json_t *v = NULL;
+    struct err e = {0};
+    if (yaml_parse_one(s, strlen(s), "test", &v, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    return v;
+}
+
+#define T0 1767225600000ull /* 2026-01-01T00:00:00Z */
+
+/* The options as typed: sizes as quantities within their bounds, the namespace, the output. */
+static void test_options(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *max_size, *log_bytes, *ns, *output;
+        int rc;
+        uint64_t want_max, want_log;
+        const char *msg;
+    } cases[] = {
+        {NULL, NULL, NULL, NULL, 0, 64ull << 20, 1u << 20, NULL},
+        {"256Ki", "1Ki", "gpu", "x.tgz", 0, 256u << 10, 1024, NULL},
+        {"4Gi", "32Mi", NULL, NULL, 0, 4ull << 30, 32u << 20, NULL},
+        {"1G", "2048", NULL, NULL, 0, 1000000000ull, 2048, NULL},
+        {"255Ki", NULL, NULL, NULL, -ERANGE, 0, 0,
+         "--max-size 255Ki: expected 262144 to 4294967296 bytes"},
+        {"5Gi", NULL, NULL, NULL, -ERANGE, 0, 0,
+         "--max-size 5Gi: expected 262144 to 4294967296 bytes"},
+        {"lots", NULL, NULL, NULL, -EINVAL, 0, 0, "--max-size lots: expected a size such as 64Mi"},
+        {"-1Mi", NULL, NULL, NULL, -EINVAL, 0, 0, "--max-size -1Mi: expected a size such as 64Mi"},
+        {NULL, "33Mi", NULL, NULL, -ERANGE, 0, 0,
+         "--log-bytes 33Mi: expected 1024 to 33554432 bytes"},
+        {NULL, "1023", NULL, NULL, -ERANGE, 0, 0,
+         "--log-bytes 1023: expected 1024 to 33554432 bytes"},
+        {NULL, NULL, "", NULL, -EINVAL, 0, 0, "--namespace \"\": expected a namespace name"},
+        {NULL, NULL, "n234567890123456789012345678901234567890123456789012345678901234", NULL,
+         -EINVAL, 0, 0,
+         "--namespace \"n234567890123456789012345678901234567890123456789012345678901234\": "
+         "expected a namespace name"},
+        {NULL, NULL, NULL, "", -EINVAL, 0, 0, "--output: expected a file name"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct gather_options o = {0};
+        gather_options_defaults(&o);
+        assert_string_equal(o.ns, "gpu-operator");
+        assert_int_equal(o.tail, 1000);
+        assert_int_equal(o.doctor_timeout_ms, 120000);
+        if (cases[i].max_size)
+            o.max_size_s = cases[i].max_size;
+        if (cases[i].log_bytes)
+            o.log_bytes_s = cases[i].log_bytes;
+        if (cases[i].ns)
+            o.ns = cases[i].ns;
+        if (cases[i].output)
+            o.output = cases[i].output;
+        struct err e = {0};
+        int rc = gather_options_check(&o, &e);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu: %d (%s)", i, rc, err_msg(&e));
+        if (rc == 0) {
+            assert_int_equal(o.max_size, cases[i].want_max);
+            assert_int_equal(o.log_bytes, cases[i].want_log);
+        } else {
+            assert_int_equal(o.max_size, 0); /* written only on success */
+            assert_string_equal(err_msg(&e), cases[i].msg);
+        }
+    }
+}
+
+/* The file written and the bundle's folder: the default name, a folder, a file; the folder it
+ * goes into. */
+static void test_output(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *output;
+        bool is_dir;
+        const char *path, *root, *dir;
+    } cases[] = {
+        {NULL, false, "gpuop-gather-20260101T000000Z.tar.gz", "gpuop-gather-20260101T000000Z", "."},
+        {"out", true, "out/gpuop-gather-20260101T000000Z.tar.gz", "gpuop-gather-20260101T000000Z",
+         "out"},
+        {"/tmp/", true, "/tmp/gpuop-gather-20260101T000000Z.tar.gz",
+         "gpuop-gather-20260101T000000Z", "/tmp"},
+        {"/b.tgz", false, "/b.tgz", "b", "/"},
+        {"a/b/case 7.tar.gz", false, "a/b/case 7.tar.gz", "case_7", "a/b"},
+        {"bundle.gz", false, "bundle.gz", "bundle", "."},
+        {"a/..", false, "a/..", "_", "a"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char path[256], root[96], dir[256];
+        gather_output_path(cases[i].output, cases[i].is_dir, T0, path, sizeof(path), root,
+                           sizeof(root));
+        assert_string_equal(path, cases[i].path);
+        assert_string_equal(root, cases[i].root);
+        gather_output_dir(path, dir, sizeof(dir));
+        assert_string_equal(dir, cases[i].dir);
+    }
+}
+
+/* The index's facts: the command as given, no credential, the defaults said. */
+static void test_facts(void **state)
+{
+    (void)state;
+    struct gather_options o = {0};
+    gather_options_defaults(&o);
+    o.max_size = 64ull << 20;
+    _cleanup_(json_decrefp) json_t *f = gather_facts(&o, "https://k:6443", T0);
+    assert_string_equal(kobj_str(f, "command"),
+                        "gpuop gather --namespace gpu-operator --tail 1000 --log-bytes 1Mi "
+                        "--max-size 64Mi");
+    assert_string_equal(kobj_str(f, "created"), "2026-01-01T00:00:00Z");
+    assert_string_equal(kobj_str(f, "context"), "(current)");
+    assert_string_equal(kobj_str(f, "server"), "https://k:6443");
+    assert_int_equal(json_integer_value(json_object_get(f, "maxSize")), 64 << 20);
+    o.since_ms = 3600000;
+    o.doctor = true;
+    o.context = "prod";
+    o.kubeconfig = "/k/config";
+    _cleanup_(json_decrefp) json_t *g = gather_facts(&o, "https://k:6443", T0);
+    assert_string_equal(kobj_str(g, "command"),
+                        "gpuop gather --namespace gpu-operator --tail 1000 --log-bytes 1Mi "
+                        "--max-size 64Mi --since 3600s --doctor --context prod");
+    assert_string_equal(kobj_str(g, "kubeconfig"), "/k/config");
+}
+
+/* The names of what goes in, the lists kept for later, the doctor's files, a log's end. */
+static void test_entries(void **state)
+{
+    (void)state;
+    char what[256], dir[160], path[512], desc[384];
+    size_t n_sources = 0, kept[5] = {0};
+    for (const struct gather_source *src = gather_sources; src->res; src++, n_sources++) {
+        gather_source_names(src, "gpu", what, sizeof(what), dir, sizeof(dir));
+        if (src->res->namespaced) {
+            assert_true(strncmp(dir, "namespaces/gpu/", 15) == 0);
+            assert_non_null(strstr(what, " in namespace gpu"));
+        } else {
+            assert_true(strncmp(dir, "cluster/", 8) == 0);
+            assert_string_equal(what, src->res->plural);
+        }
+        kept[gather_keep_of(src)]++;
+    }
+    assert_true(n_sources > 4);
+    /* each list the status view and the doctor need comes from exactly one source */
+    for (int k = GATHER_KEEP_POLICIES; k <= GATHER_KEEP_DEPLOYMENTS; k++)
+        assert_int_equal(kept[k], 1);
+    _cleanup_(json_decrefp) json_t *obj = yml("{metadata: {name: ../x y}}");
+    gather_object_names("cluster/clusterroles", "ClusterRole", obj, path, sizeof(path), desc,
+                        sizeof(desc));
+    assert_string_equal(path, "cluster/clusterroles/.._x_y.yaml");
+    assert_string_equal(desc, "ClusterRole ../x y");
+
+    gather_doctor_path("gpu-1", true, path, sizeof(path));
+    assert_string_equal(path, "doctor/gpu-1.json");
+    gather_doctor_path("a/b", false, path, sizeof(path));
+    assert_string_equal(path, "doctor/a_b.log");
+    static const struct {
+        int code;
+        bool report;
+    } exits[] = {{0, true},  {3, true},   {4, true},   {1, false},
+                 {2, false}, {-1, false}, {137, false}};
+    for (size_t i = 0; i < ARRAY_SIZE(exits); i++)
+        assert_int_equal(gather_doctor_report(exits[i].code), exits[i].report);
+
+    static const struct {
+        const char *log;
+        size_t max, start;
+    } tails[] = {
+        {"abc\ndef\n", 100, 0}, /* within the bound: all */
+        {"abc\ndef\n", 8, 0},   /* exactly the bound: all */
+        {"abc\ndef\n", 7, 4},   /* from the next line's start */
+        {"ab\ncd\nef", 6, 3},   /* the cut right on a newline: after it */
+        {"abcdefgh\n", 4, 5},   /* the only newline is the last byte: the bound's cut */
+        {"abc\ndefgh", 5, 4},   /* no newline after the cut: the bound's cut */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(tails); i++)
+        if (gather_log_tail_start(tails[i].log, strlen(tails[i].log), tails[i].max) !=
+            tails[i].start)
+            fail_msg("tail %zu: %zu", i,
+                     gather_log_tail_start(tails[i].log, strlen(tails[i].log), tails[i].max));
+}
+
+/* status.json from the lists read: a list that could not be read counts as empty; redacted. */
+static void test_status_json(void **state)
+{
+    (void)state;
+    /* a failed validation whose reason quotes a URL with a password */
+    _cleanup_(json_decrefp) json_t *nodes =
+        yml("- metadata:\n"
+            "    name: gpu-1\n"
+            "    labels: {nvidia.com/gpu.present: 'true'}\n"
+            "    annotations:\n"
+            "      validation.gpuop.dev/driver: '{\"state\":\"failed\",\"reason\":\"pull "
+            "https://u:hunter2@reg.example/d failed\",\"time\":\"2026-01-01T00:00:00Z\"}'\n"
+            "  status: {capacity: {nvidia.com/gpu: '2'}, allocatable: {nvidia.com/gpu: '2'}}\n");
+    struct gather_status_in in = {.nodes = nodes, .now_ms = T0};
+    char *text = NULL;
+    size_t red = 99;
+    struct err e = {0};
+    assert_int_equal(gather_status_json(&in, &text, &red, &e), 0);
+    assert_non_null(text);
+    assert_true(text[strlen(text) - 1] == '\n');
+    json_error_t je;
+    _cleanup_(json_decrefp) json_t *model = json_loads(text, 0, &je);
+    assert_non_null(model);
+    assert_non_null(json_object_get(model, "summary"));
+    assert_null(strstr(text, "hunter2"));
+    assert_non_null(strstr(text, "https://<redacted>@reg.example/d"));
+    assert_true(red >= 1);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_redact_text),        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_redact_object),      cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_tar_header),         cmocka_unit_test(test_bundle),
+        cmocka_unit_test(test_redact_text),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_redact_object),
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_tar_header),
+        cmocka_unit_test(test_bundle),
         cmocka_unit_test(test_bundle_index_bound),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_output),
+        cmocka_unit_test(test_facts),
+        cmocka_unit_test(test_entries),
+        cmocka_unit_test(test_status_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -481,12 +481,180 @@ static void test_to_nvidia(void **state)
     mig_plan_done(&p);
 }
 
+/* ---- the requests ------------------------------------------------------------------------- */
+
+/* The options as typed: one direction, naming nvidia; the names DNS labels; errors name the flag.
+ */
+static void test_options(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *from, *to, *ns, *release;
+        int rc;
+        enum mig_direction dir;
+        const char *msg;
+    } cases[] = {
+        {"nvidia", NULL, NULL, NULL, 0, MIG_FROM_NVIDIA, NULL},
+        {NULL, "nvidia", "gpu-ops", "gpuop-2", 0, MIG_TO_NVIDIA, NULL},
+        {NULL, NULL, NULL, NULL, -EINVAL, 0, "give one of --from nvidia and --to nvidia"},
+        {"nvidia", "nvidia", NULL, NULL, -EINVAL, 0, "give one of --from nvidia and --to nvidia"},
+        {"amd", NULL, NULL, NULL, -EINVAL, 0, "--from \"amd\": the only other operator is nvidia"},
+        {NULL, "NVIDIA", NULL, NULL, -EINVAL, 0,
+         "--to \"NVIDIA\": the only other operator is nvidia"},
+        {"nvidia", NULL, "Gpu_Operator", NULL, -EINVAL, 0,
+         "--namespace \"Gpu_Operator\": not a DNS label"},
+        {"nvidia", NULL, NULL, "", -EINVAL, 0, "--release \"\": not a DNS label"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct mig_options o = {0};
+        mig_options_defaults(&o);
+        assert_string_equal(o.ns, "gpu-operator");
+        assert_string_equal(o.release, "gpuop");
+        assert_string_equal(o.nvidia_release, "gpu-operator");
+        assert_int_equal(o.timeout_ms, 600000);
+        o.from = cases[i].from;
+        o.to = cases[i].to;
+        if (cases[i].ns)
+            o.ns = cases[i].ns;
+        if (cases[i].release)
+            o.release = cases[i].release;
+        enum mig_direction dir = (enum mig_direction)42;
+        struct err e = {0};
+        assert_int_equal(mig_options_check(&o, &dir, &e), cases[i].rc);
+        if (cases[i].rc == 0) {
+            assert_int_equal(dir, cases[i].dir);
+        } else {
+            assert_int_equal(dir, 42);
+            assert_string_equal(err_msg(&e), cases[i].msg);
+        }
+    }
+}
+
+/* Each planned write as its request: the resource, the verb, and what counts as done already. */
+static void test_requests(void **state)
+{
+    (void)state;
+    static const struct {
+        enum mig_write_kind kind;
+        const char *res_kind;
+        const char *plural;
+        enum mig_verb verb;
+        enum kube_propagation propagation;
+        enum kube_patch_type patch;
+        int done_code;
+    } cases[] = {
+        {MIG_DELETE, "Deployment", "deployments", MIG_VERB_DELETE, KUBE_PROPAGATION_BACKGROUND, 0,
+         -ENOENT},
+        {MIG_DELETE_ORPHAN, "DaemonSet", "daemonsets", MIG_VERB_DELETE, KUBE_PROPAGATION_ORPHAN, 0,
+         -ENOENT},
+        {MIG_PATCH_MERGE, "ClusterPolicy", "clusterpolicies", MIG_VERB_PATCH, 0, KUBE_PATCH_MERGE,
+         0},
+        {MIG_PATCH_STRATEGIC, "DaemonSet", "daemonsets", MIG_VERB_PATCH, 0, KUBE_PATCH_STRATEGIC,
+         0},
+        {MIG_REPLACE, "Secret", "secrets", MIG_VERB_UPDATE, 0, 0, 0},
+        {MIG_CREATE, "Pod", "pods", MIG_VERB_CREATE, 0, 0, -EEXIST},
+        {MIG_PATCH_MERGE, "ServiceAccount", "serviceaccounts", MIG_VERB_PATCH, 0, KUBE_PATCH_MERGE,
+         0},
+        {MIG_PATCH_MERGE, "Service", "services", MIG_VERB_PATCH, 0, KUBE_PATCH_MERGE, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct mig_write w = {
+            .kind = cases[i].kind, .res_kind = (char *)cases[i].res_kind, .name = (char *)"x"};
+        struct mig_request rq;
+        struct err e = {0};
+        assert_int_equal(mig_request_of(&w, &rq, &e), 0);
+        assert_string_equal(rq.res->plural, cases[i].plural);
+        assert_int_equal(rq.verb, cases[i].verb);
+        if (rq.verb == MIG_VERB_DELETE)
+            assert_int_equal(rq.propagation, cases[i].propagation);
+        if (rq.verb == MIG_VERB_PATCH)
+            assert_int_equal(rq.patch, cases[i].patch);
+        assert_int_equal(rq.done_code, cases[i].done_code);
+    }
+    struct mig_write w = {.kind = MIG_DELETE, .res_kind = (char *)"Node", .name = (char *)"n1"};
+    struct mig_request rq = {0};
+    struct err e = {0};
+    assert_int_equal(mig_request_of(&w, &rq, &e), -EINVAL);
+    assert_string_equal(err_msg(&e), "Node n1: not a kind migrate writes");
+    assert_null(rq.res);
+}
+
+/* What is read: every list but the CRDs' by the table, items given their kind; the world borrows
+ * them. */
+static void test_reads(void **state)
+{
+    (void)state;
+    struct mig_lists l;
+    mig_lists_init(&l);
+    bool filled[7] = {0};
+    size_t n = 0;
+    for (const struct mig_read *rd = mig_reads; rd->res; rd++, n++) {
+        assert_true(rd->field % sizeof(json_t *) == 0 && rd->field < sizeof(l));
+        filled[rd->field / sizeof(json_t *)] = true;
+        _cleanup_json_ json_t *list =
+            json_pack("{s:[{s:{s:s}}]}", "items", "metadata", "name", rd->res->plural);
+        mig_lists_add(&l, rd, list);
+    }
+    assert_int_equal(n, 15);
+    assert_false(filled[offsetof(struct mig_lists, crds) / sizeof(json_t *)]);
+    assert_int_equal(json_array_size(l.crds), 0);
+    assert_int_equal(json_array_size(l.objects), 10);
+    assert_int_equal(json_array_size(l.releases), 1);
+    assert_string_equal(kobj_kind(json_array_get(l.releases, 0)), "Secret");
+    assert_string_equal(kobj_kind(json_array_get(l.policies, 0)), "ClusterPolicy");
+    assert_string_equal(kobj_kind(json_array_get(l.objects, 9)), "RuntimeClass");
+    for (const struct mig_read *rd = mig_reads; rd->res; rd++)
+        if (strcmp(rd->res->kind, "Secret") == 0)
+            assert_string_equal(rd->selector, "owner=helm"); /* Helm's records, no other Secret */
+        else
+            assert_null(rd->selector);
+    assert_string_equal(mig_crd_names[0], "clusterpolicies.nvidia.com");
+    assert_string_equal(mig_crd_names[1], "nvidiadrivers.nvidia.com");
+    assert_null(mig_crd_names[2]);
+    struct mig_options o = {0};
+    mig_options_defaults(&o);
+    struct mig_world w = mig_world_of(&o, MIG_TO_NVIDIA, &l);
+    assert_int_equal(w.dir, MIG_TO_NVIDIA);
+    assert_string_equal(w.nvidia_release, "gpu-operator");
+    assert_ptr_equal(w.objects, l.objects);
+    assert_ptr_equal(w.crds, l.crds);
+    mig_lists_done(&l);
+    assert_null(l.objects);
+}
+
+/* A refusal names the first failed precondition; the surge wait counts Ready pods. */
+static void test_refusal_and_ready(void **state)
+{
+    (void)state;
+    struct mig_check checks[] = {{"CRD versions", true, (char *)"v1"},
+                                 {"NVIDIA's operator stopped", false, (char *)"1 replica"},
+                                 {"one ClusterPolicy", false, (char *)"2"}};
+    struct mig_plan p = {.checks = checks, .n_checks = 3};
+    struct err e = {0};
+    assert_int_equal(mig_plan_refusal(&p, &e), 0);
+    p.refused = true;
+    assert_int_equal(mig_plan_refusal(&p, &e), -EPERM);
+    assert_string_equal(err_msg(&e), "refused: NVIDIA's operator stopped: 1 replica");
+    _cleanup_json_ json_t *pods = y("items:\n"
+                                    "- status: {phase: Running, conditions: [{type: Ready, status: "
+                                    "'True'}]}\n"
+                                    "- status: {phase: Running, conditions: [{type: Ready, status: "
+                                    "'False'}]}\n"
+                                    "- status: {phase: Pending}\n"
+                                    "- status: {phase: Running, conditions: [{type: Ready, status: "
+                                    "'True'}]}\n");
+    assert_int_equal(mig_pods_ready(pods), 2);
+    assert_int_equal(mig_pods_ready(NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_round_trip), cmocka_unit_test(test_release_keep_all),
         cmocka_unit_test(test_from_nvidia),        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_to_nvidia),
+        cmocka_unit_test(test_to_nvidia),          cmocka_unit_test(test_options),
+        cmocka_unit_test(test_requests),           cmocka_unit_test(test_reads),
+        cmocka_unit_test(test_refusal_and_ready),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

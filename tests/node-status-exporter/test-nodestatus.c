@@ -351,6 +351,92 @@ static void test_parse_time(void **state)
     assert_int_equal(time_parse_rfc3339(NULL, &t), -EINVAL);
 }
 
+/* The options as typed: the error names the flag. */
+static void test_config_check(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *node, *strategy;
+        int rc;
+        enum nodestate_mig_strategy want;
+        const char *msg;
+    } cases[] = {
+        {"gpu-1", NULL, 0, NODESTATE_MIG_NONE, NULL},
+        {"gpu-1", "", 0, NODESTATE_MIG_NONE, NULL},
+        {"gpu-1", "single", 0, NODESTATE_MIG_SINGLE, NULL},
+        {"gpu-1", "mixed", 0, NODESTATE_MIG_MIXED, NULL},
+        {NULL, "none", -EINVAL, 0, "no node name: give --node-name or NODE_NAME"},
+        {"", "none", -EINVAL, 0, "no node name"},
+        {"gpu-1", "Mixed", -EINVAL, 0, "--mig-strategy \"Mixed\": expected none, single or mixed"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct err e = {0};
+        enum nodestate_mig_strategy st = NODESTATE_MIG_MIXED + 1;
+        assert_int_equal(nst_config_check(cases[i].node, cases[i].strategy, &st, &e), cases[i].rc);
+        if (cases[i].rc == 0)
+            assert_int_equal(st, cases[i].want);
+        else {
+            assert_int_equal(st, NODESTATE_MIG_MIXED + 1); /* written only on success */
+            assert_non_null(strstr(err_msg(&e), cases[i].msg));
+        }
+    }
+}
+
+/* The loop's schedule: the full observation wins, the health one on an event or its deadline. */
+static void test_step_due(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t now;
+        bool health, woke;
+        uint64_t next_obs, next_health;
+        enum nst_step want;
+        uint64_t wake;
+    } cases[] = {
+        {100, true, false, 200, 150, NST_STEP_WAIT, 150},
+        {150, true, false, 200, 150, NST_STEP_HEALTH, 150},
+        {120, true, true, 200, 150, NST_STEP_HEALTH, 150},
+        {200, true, true, 200, 150, NST_STEP_OBSERVE, 150},
+        {250, true, false, 200, 300, NST_STEP_OBSERVE, 200},
+        {150, false, true, 200, 150, NST_STEP_WAIT, 200},  /* health off: events ignored */
+        {160, false, false, 200, 150, NST_STEP_WAIT, 200}, /* health off: its deadline too */
+        {100, true, false, DEADLINE_NEVER, DEADLINE_NEVER, NST_STEP_WAIT, DEADLINE_NEVER},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        assert_int_equal(nst_step_due(cases[i].now, cases[i].health, cases[i].woke,
+                                      cases[i].next_obs, cases[i].next_health),
+                         cases[i].want);
+        assert_int_equal(nst_wake_at(cases[i].health, cases[i].next_obs, cases[i].next_health),
+                         cases[i].wake);
+    }
+}
+
+/* Both pages from one report; a limit too small fails naming it and hands out nothing. */
+static void test_render_pages(void **state)
+{
+    (void)state;
+    struct fx f;
+    fx_init(&f, 2, false, T0);
+    struct nst_state st = {.started_ms = T0};
+    struct nst_report r = {0};
+    struct err e = {0};
+    assert_int_equal(nst_observe(&st, "gpu-1", 60000, &f.o, &r, &e), 0);
+    char *text = NULL, *om = NULL;
+    assert_int_equal(nst_render_pages(&r, 1u << 20, &text, &om, &e), 0);
+    assert_non_null(strstr(text, "gpuop_node_status_observations_total{node=\"gpu-1\"} 1\n"));
+    assert_null(strstr(text, "# EOF"));
+    assert_non_null(strstr(om, "# EOF\n"));
+    free(text);
+    free(om);
+    text = om = NULL;
+    assert_int_equal(nst_render_pages(&r, 256, &text, &om, &e), -ENOBUFS);
+    assert_null(text);
+    assert_null(om);
+    assert_string_equal(err_msg(&e), "rendering the metrics: more than 256 bytes");
+    nst_report_clear(&r);
+    json_decref(f.node);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +446,9 @@ int main(void)
         cmocka_unit_test(test_unknown_sources),
         cmocka_unit_test(test_render_limit),
         cmocka_unit_test(test_parse_time),
+        cmocka_unit_test(test_config_check),
+        cmocka_unit_test(test_step_due),
+        cmocka_unit_test(test_render_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

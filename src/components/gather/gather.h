@@ -92,6 +92,74 @@ void gather_path_part(const char *name, char *buf, size_t n);
  * certificate, refused credentials, a deadline), so the remaining calls are skipped. */
 bool gather_api_down(int code);
 
+/* ---- the run (gather-config.c) -------------------------------------------------------------- */
+
+/* --log-bytes' largest: well under the API client's limit on one response (64 MiB), so that a
+ * kubelet which ignores limitBytes still answers within it */
+#define GATHER_LOG_BYTES_MAX (32u << 20)
+
+/* The options, as the shell's option table fills them. */
+struct gather_options {
+    const char *kubeconfig, *context, *output, *ns, *max_size_s, *log_bytes_s, *doctor_image;
+    uint64_t since_ms, doctor_timeout_ms;
+    unsigned tail;
+    bool doctor;
+    uint64_t max_size, log_bytes; /* parsed by gather_options_check */
+};
+void gather_options_defaults(struct gather_options *o);
+/* --max-size (GATHER_MIN_SIZE..GATHER_MAX_SIZE) and --log-bytes (1Ki..GATHER_LOG_BYTES_MAX) as
+ * quantities into max_size and log_bytes (written only on success), --namespace a name,
+ * --output not empty. The error names the flag. */
+int gather_options_check(struct gather_options *o, struct err *e);
+
+/* The file to write (output: the option, NULL for the default gpuop-gather-<UTC time>.tar.gz
+ * here; a folder, output_is_dir: that name in it) and the bundle's root folder (the file's base
+ * name without .tar.gz, .tgz or .gz, a safe path part). */
+void gather_output_path(const char *output, bool output_is_dir, uint64_t now_ms, char *path,
+                        size_t pn, char *root, size_t rn);
+/* The folder a path is written into ("." for a bare name, "/" for one at the root). */
+void gather_output_dir(const char *path, char *buf, size_t n);
+
+/* The index's header: gpuop's version, the time, the command as given (no credential), the
+ * kubeconfig and context, the server (already redacted), the namespace and the bound. New. */
+json_t *gather_facts(const struct gather_options *o, const char *server, uint64_t now_ms);
+
+/* A source's line in the index ("clusterroles", "pods in namespace NS") and its folder in the
+ * bundle ("cluster/<dir>", "namespaces/NS/<dir>"). */
+void gather_source_names(const struct gather_source *src, const char *ns, char *what, size_t wn,
+                         char *dir, size_t dn);
+/* One object's file ("<dir>/<name>.yaml", a safe name) and line ("<Kind> <name>"). */
+void gather_object_names(const char *dir, const char *kind, const json_t *obj, char *path,
+                         size_t pn, char *desc, size_t dn);
+
+/* The lists a run keeps for what follows the sources: the status view and the doctor's image. */
+enum gather_keep {
+    GATHER_KEEP_NONE,
+    GATHER_KEEP_POLICIES,
+    GATHER_KEEP_DRIVERS,
+    GATHER_KEEP_PODS,
+    GATHER_KEEP_DEPLOYMENTS,
+};
+enum gather_keep gather_keep_of(const struct gather_source *src);
+
+/* What status.json is made of (items, borrowed; NULL: could not be read, counted as empty). */
+struct gather_status_in {
+    json_t *policies, *drivers, *nodes, *events, *pods, *quotas;
+    uint64_t now_ms;
+};
+/* `gpuop status -o json` (src/lib/statusview) of those lists, redacted: *ret malloc'ed text
+ * ending in a newline, *ret_redactions the replacements made. */
+int gather_status_json(const struct gather_status_in *in, char **ret, size_t *ret_redactions,
+                       struct err *e);
+
+/* The doctor's file for a node: "doctor/<node>.json" for its report, ".log" for anything else. */
+void gather_doctor_path(const char *node, bool report, char *buf, size_t n);
+/* Whether a doctor pod's exit says its log is the JSON report: 0 pass, 3 warn, 4 fail. */
+bool gather_doctor_report(int exit_code);
+
+/* Where the end of a log cut to max bytes starts: at a line's start where one is near. */
+size_t gather_log_tail_start(const char *log, size_t len, size_t max);
+
 /* ---- what is never collected -------------------------------------------------------------- */
 
 /* An environment variable whose value is a credential by its name: TOKEN, PASSWORD, PASSWD,

@@ -1,52 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `gpuop migrate --from nvidia | --to nvidia`: the shell. It reads the cluster, plans with
- * migrate.c (preconditions, writes, notes) and prints the plan; with --apply it makes the writes
- * in the plan's order and, handing back to NVIDIA, waits for the toolkit's cleanup to roll out.
- * It decides nothing. */
-#include <assert.h>
+ * migrate.c (preconditions, writes, notes; requests.c: the options, what is read, each write's
+ * request) and prints the plan; with --apply it makes the writes in the plan's order and, handing
+ * back to NVIDIA, waits for the toolkit's cleanup to roll out. It decides nothing. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kobj.h"
 #include "kube.h"
 #include "migrate.h"
 #include "svc.h"
-#include "upgrade.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "migrate"
 
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role",
-                                               true};
-static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
-                                                      "rolebindings", "RoleBinding", true};
-static const struct kube_resource RES_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1",
-                                                      "clusterroles", "ClusterRole", false};
-static const struct kube_resource RES_CLUSTERROLEBINDINGS = {
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
-
-/* What the takeover looks at (adopt_input.objects), and what migrate writes. */
-static const struct kube_resource *const object_kinds[] = {
-    &KUBE_DAEMONSETS,         &KUBE_SERVICEACCOUNTS, &RES_ROLES,   &RES_ROLEBINDINGS,
-    &KUBE_CONFIGMAPS,         &KUBE_SERVICES,        &KUBE_LEASES, &RES_CLUSTERROLES,
-    &RES_CLUSTERROLEBINDINGS, &KUBE_RUNTIMECLASSES,
-};
-static const struct kube_resource *const written_kinds[] = {
-    &KUBE_DEPLOYMENTS, &RES_CLUSTERPOLICIES, &KUBE_SERVICEACCOUNTS, &KUBE_SERVICES, &KUBE_SECRETS,
-    &KUBE_DAEMONSETS,  &KUBE_PODS,
-};
-static const char *const crd_names[] = {"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"};
-
-struct migrate {
-    const char *from, *to, *ns, *release, *nvidia_release, *kubeconfig, *context;
-    bool apply;
-    uint64_t timeout_ms;
-};
-
-#define M(m) offsetof(struct migrate, m)
+/* The options' state is the core's typed struct mig_options (migrate.h). */
+#define M(m) offsetof(struct mig_options, m)
 static const struct svc_option migrate_options[] = {
     {.flag = "from",
      .kind = SVC_STRING,
@@ -92,145 +61,84 @@ static const struct svc_option migrate_options[] = {
 
 static void migrate_defaults(void *state)
 {
-    struct migrate *m = state;
-    m->ns = "gpu-operator";
-    m->release = "gpuop";
-    m->nvidia_release = "gpu-operator";
-    m->timeout_ms = 10 * 60 * 1000;
+    mig_options_defaults(state);
 }
 
 static int migrate_configure(struct svc *s, struct err *e)
 {
-    struct migrate *m = svc_state(s);
-    if (!!m->from == !!m->to)
-        return err_set(e, -EINVAL, "give one of --from nvidia and --to nvidia");
-    const char *peer = m->from ? m->from : m->to;
-    if (strcmp(peer, "nvidia") != 0)
-        return err_set(e, -EINVAL, "--%s \"%s\": the only other operator is nvidia",
-                       m->from ? "from" : "to", peer);
-    const char *const names[][2] = {
-        {"namespace", m->ns}, {"release", m->release}, {"nvidia-release", m->nvidia_release}};
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-        if (!kobj_valid_dns_label(names[i][1]))
-            return err_set(e, -EINVAL, "--%s \"%s\": not a DNS label", names[i][0], names[i][1]);
-    return 0;
+    enum mig_direction dir;
+    return mig_options_check(svc_state(s), &dir, e);
 }
 
 /* ---- reading the cluster ------------------------------------------------------------------ */
 
-struct world {
-    json_t *deployments, *crds, *policies, *nodes, *pods, *objects, *releases;
-};
-
-static void world_done(struct world *w)
+/* Reads one list of the table into the lists; a kind the server does not serve (the ClusterPolicy
+ * CRD absent) lists as empty. */
+static int read_list(struct kube_client *kc, const struct mig_read *rd, const char *ns,
+                     struct mig_lists *l, struct err *e)
 {
-    json_decref(w->deployments);
-    json_decref(w->crds);
-    json_decref(w->policies);
-    json_decref(w->nodes);
-    json_decref(w->pods);
-    json_decref(w->objects);
-    json_decref(w->releases);
-}
-
-/* The items of a list, each given its kind (list items come without it). A kind the server does
- * not serve (the ClusterPolicy CRD absent) lists as empty. */
-static int list_kind(struct kube_client *kc, const struct kube_resource *r, const char *ns,
-                     const char *selector, json_t *into, struct err *e)
-{
-    struct kube_list_opts lo = {.label_selector = selector};
+    struct kube_list_opts lo = {.label_selector = rd->selector};
     _cleanup_json_ json_t *list = NULL;
-    int rc = kube_list(kc, r, r->namespaced ? ns : NULL, &lo, &list, e);
+    int rc = kube_list(kc, rd->res, rd->res->namespaced ? ns : NULL, &lo, &list, e);
     if (rc == -ENOENT) {
         err_clear(e);
         return 0;
     }
     if (rc < 0)
-        return err_prefix(e, "list %s", r->plural);
-    size_t i;
-    json_t *o;
-    json_array_foreach (json_object_get(list, "items"), i, o) {
-        json_object_set_new(o, "kind", json_string(r->kind));
-        json_array_append(into, o);
-    }
+        return err_prefix(e, "list %s", rd->res->plural);
+    mig_lists_add(l, rd, list);
     return 0;
 }
 
-static int read_world(struct kube_client *kc, const struct migrate *m, struct world *w,
+static int read_world(struct kube_client *kc, const struct mig_options *m, struct mig_lists *l,
                       struct err *e)
 {
-    *w = (struct world){json_array(), json_array(), json_array(), json_array(),
-                        json_array(), json_array(), json_array()};
     int r;
-    if ((r = list_kind(kc, &KUBE_DEPLOYMENTS, m->ns, NULL, w->deployments, e)) < 0 ||
-        (r = list_kind(kc, &RES_CLUSTERPOLICIES, NULL, NULL, w->policies, e)) < 0 ||
-        (r = list_kind(kc, &KUBE_NODES, NULL, NULL, w->nodes, e)) < 0 ||
-        (r = list_kind(kc, &KUBE_PODS, m->ns, NULL, w->pods, e)) < 0 ||
-        (r = list_kind(kc, &KUBE_SECRETS, m->ns, "owner=helm", w->releases, e)) < 0)
-        return r;
-    for (size_t i = 0; i < ARRAY_SIZE(object_kinds); i++)
-        if ((r = list_kind(kc, object_kinds[i], m->ns, NULL, w->objects, e)) < 0)
+    for (const struct mig_read *rd = mig_reads; rd->res; rd++)
+        if ((r = read_list(kc, rd, m->ns, l, e)) < 0)
             return r;
-    for (size_t i = 0; i < ARRAY_SIZE(crd_names); i++) {
+    for (const char *const *name = mig_crd_names; *name; name++) {
         _cleanup_json_ json_t *crd = NULL;
-        r = kube_get(kc, &KUBE_CRDS, NULL, crd_names[i], &crd, e);
+        r = kube_get(kc, &KUBE_CRDS, NULL, *name, &crd, e);
         if (r == -ENOENT) {
             err_clear(e);
             continue;
         }
         if (r < 0)
-            return err_prefix(e, "CRD %s", crd_names[i]);
-        json_array_append(w->crds, crd);
+            return err_prefix(e, "CRD %s", *name);
+        json_array_append(l->crds, crd);
     }
     return 0;
 }
 
 /* ---- writing -------------------------------------------------------------------------------- */
 
-static const struct kube_resource *resource_of(const char *kind)
-{
-    for (size_t i = 0; i < ARRAY_SIZE(written_kinds); i++)
-        if (streq_ptr(written_kinds[i]->kind, kind))
-            return written_kinds[i];
-    return NULL;
-}
-
 static int do_write(struct kube_client *kc, const struct mig_write *w, struct err *e)
 {
-    const struct kube_resource *r = resource_of(w->res_kind);
-    assert(r);
+    struct mig_request rq;
+    int rc = mig_request_of(w, &rq, e);
+    if (rc < 0)
+        return rc;
     _cleanup_json_ json_t *out = NULL;
-    int rc = 0;
-    switch (w->kind) {
-    case MIG_DELETE:
-    case MIG_DELETE_ORPHAN: {
-        struct kube_delete_opts d = {.propagation = w->kind == MIG_DELETE
-                                                        ? KUBE_PROPAGATION_BACKGROUND
-                                                        : KUBE_PROPAGATION_ORPHAN};
-        rc = kube_delete(kc, r, w->ns, w->name, &d, e);
-        if (rc == -ENOENT) {
-            err_clear(e);
-            rc = 0;
-        }
+    switch (rq.verb) {
+    case MIG_VERB_DELETE:
+        rc = kube_delete(kc, rq.res, w->ns, w->name,
+                         &(struct kube_delete_opts){.propagation = rq.propagation}, e);
+        break;
+    case MIG_VERB_PATCH:
+        rc = kube_patch(kc, rq.res, w->ns, w->name, &(struct kube_patch_opts){.type = rq.patch},
+                        w->body, &out, e);
+        break;
+    case MIG_VERB_UPDATE:
+        rc = kube_update(kc, rq.res, w->ns, w->body, &out, e);
+        break;
+    case MIG_VERB_CREATE:
+        rc = kube_create(kc, rq.res, w->ns, w->body, &out, e);
         break;
     }
-    case MIG_PATCH_MERGE:
-    case MIG_PATCH_STRATEGIC: {
-        struct kube_patch_opts po = {.type = w->kind == MIG_PATCH_MERGE ? KUBE_PATCH_MERGE
-                                                                        : KUBE_PATCH_STRATEGIC};
-        rc = kube_patch(kc, r, w->ns, w->name, &po, w->body, &out, e);
-        break;
-    }
-    case MIG_REPLACE:
-        rc = kube_update(kc, r, w->ns, w->body, &out, e);
-        break;
-    case MIG_CREATE:
-        rc = kube_create(kc, r, w->ns, w->body, &out, e);
-        if (rc == -EEXIST) {
-            err_clear(e);
-            rc = 0;
-        }
-        break;
+    if (rc < 0 && rc == rq.done_code) {
+        err_clear(e);
+        rc = 0;
     }
     if (rc < 0)
         return err_prefix(e, "%s %s%s%s", w->res_kind, w->ns ? w->ns : "", w->ns ? "/" : "",
@@ -240,7 +148,7 @@ static int do_write(struct kube_client *kc, const struct mig_write *w, struct er
     return 0;
 }
 
-static int wait_rollout(struct svc *s, struct kube_client *kc, const struct migrate *m,
+static int wait_rollout(struct svc *s, struct kube_client *kc, const struct mig_options *m,
                         const char *ds_name, struct err *e)
 {
     uint64_t deadline = deadline_after(m->timeout_ms);
@@ -267,20 +175,17 @@ static int wait_rollout(struct svc *s, struct kube_client *kc, const struct migr
 /* Until the n surge device plugin pods are Ready, and then ADOPT_SURGE_SETTLE_MS more (their
  * registration with the kubelet follows their start): only then may NVIDIA's plugin replace
  * gpuop's. */
-static int wait_surge(struct svc *s, struct kube_client *kc, const struct migrate *m, size_t n,
+static int wait_surge(struct svc *s, struct kube_client *kc, const struct mig_options *m, size_t n,
                       struct err *e)
 {
     uint64_t deadline = deadline_after(m->timeout_ms);
     for (;;) {
-        _cleanup_json_ json_t *pods = json_array();
-        int r = list_kind(kc, &KUBE_PODS, m->ns, "app=" ADOPT_SURGE_APP, pods, e);
+        struct kube_list_opts lo = {.label_selector = "app=" ADOPT_SURGE_APP};
+        _cleanup_json_ json_t *pods = NULL;
+        int r = kube_list(kc, &KUBE_PODS, m->ns, &lo, &pods, e);
         if (r < 0)
-            return r;
-        size_t ready = 0, i;
-        json_t *p;
-        json_array_foreach (pods, i, p) {
-            ready += upg_pod_ready(p);
-        }
+            return err_prefix(e, "list pods app=%s", ADOPT_SURGE_APP);
+        size_t ready = mig_pods_ready(pods);
         if (ready >= n) {
             log_info(COMPONENT, "the surge device plugins run on every node", "pods=%zu", ready);
             return svc_wait(s, ADOPT_SURGE_SETTLE_MS) == SVC_STOP
@@ -298,31 +203,24 @@ static int wait_surge(struct svc *s, struct kube_client *kc, const struct migrat
 
 static int migrate_run(struct svc *s, struct err *e)
 {
-    struct migrate *m = svc_state(s);
-    _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
-    int r = kube_client_open(KUBE_CALLER_COMMAND, m->kubeconfig, m->context, svc_stop(s), &kc, e);
+    struct mig_options *m = svc_state(s);
+    enum mig_direction dir;
+    int r = mig_options_check(m, &dir, e);
     if (r < 0)
         return r;
-    struct world w;
-    r = read_world(kc, m, &w, e);
-    if (r < 0) {
-        world_done(&w);
+    _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
+    if ((r = kube_client_open(KUBE_CALLER_COMMAND, m->kubeconfig, m->context, svc_stop(s), &kc,
+                              e)) < 0)
         return r;
-    }
-    struct mig_world mw = {.dir = m->from ? MIG_FROM_NVIDIA : MIG_TO_NVIDIA,
-                           .ns = m->ns,
-                           .release = m->release,
-                           .nvidia_release = m->nvidia_release,
-                           .deployments = w.deployments,
-                           .crds = w.crds,
-                           .policies = w.policies,
-                           .nodes = w.nodes,
-                           .pods = w.pods,
-                           .objects = w.objects,
-                           .releases = w.releases};
+    struct mig_lists l;
+    mig_lists_init(&l);
     struct mig_plan plan;
-    r = mig_plan(&mw, &plan, e);
-    world_done(&w);
+    r = read_world(kc, m, &l, e);
+    if (r == 0) {
+        struct mig_world mw = mig_world_of(m, dir, &l);
+        r = mig_plan(&mw, &plan, e);
+    }
+    mig_lists_done(&l);
     if (r < 0)
         return r;
     _cleanup_free_ char *text = NULL;
@@ -330,16 +228,7 @@ static int migrate_run(struct svc *s, struct err *e)
         goto out;
     fputs(text, stdout);
     fflush(stdout);
-    if (plan.refused) {
-        for (size_t i = 0; i < plan.n_checks; i++)
-            if (!plan.checks[i].ok) {
-                r = err_set(e, -EPERM, "refused: %s: %s", plan.checks[i].name,
-                            plan.checks[i].detail);
-                break;
-            }
-        goto out;
-    }
-    if (!m->apply)
+    if ((r = mig_plan_refusal(&plan, e)) < 0 || !m->apply)
         goto out;
     for (size_t i = 0; i < plan.n_writes; i++)
         if ((r = do_write(kc, &plan.writes[i], e)) < 0)
@@ -369,7 +258,7 @@ const struct svc_component migrate_component = {
                 "changed) or a write failed (run it again: each write is idempotent); 2 bad\n"
                 "input.\n",
     .options = {migrate_options},
-    .state_size = sizeof(struct migrate),
+    .state_size = sizeof(struct mig_options),
     .defaults = migrate_defaults,
     .configure = migrate_configure,
     .run = migrate_run,

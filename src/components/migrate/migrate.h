@@ -40,6 +40,7 @@
 #include <stddef.h>
 
 #include "adopt.h"
+#include "kube.h"
 #include "util.h"
 
 enum mig_direction { MIG_FROM_NVIDIA, MIG_TO_NVIDIA };
@@ -108,6 +109,59 @@ void mig_plan_done(struct mig_plan *p);
 /* The plan as text for a person: preconditions, writes (as done with apply, else as they would
  * be), the takeover plan, the notes. *ret: a new string. */
 int mig_plan_text(const struct mig_plan *p, bool apply, char **ret, struct err *e);
+
+/* ---- the requests (requests.c) ---------------------------------------------------------------
+ * What the shell asks of the API server, decided here: the options as typed, the lists read,
+ * the request each planned write is, the refusal. */
+
+/* The options, as the shell's option table fills them. */
+struct mig_options {
+    const char *from, *to, *ns, *release, *nvidia_release, *kubeconfig, *context;
+    bool apply;
+    uint64_t timeout_ms; /* --to nvidia --apply: each wait's bound */
+};
+void mig_options_defaults(struct mig_options *o);
+/* One of --from/--to, naming nvidia; the names DNS labels. The error names the flag. */
+int mig_options_check(const struct mig_options *o, enum mig_direction *ret_dir, struct err *e);
+
+/* The lists the shell reads, owned: JSON arrays of objects, each with its kind set. */
+struct mig_lists {
+    json_t *deployments, *crds, *policies, *nodes, *pods, *objects, *releases;
+};
+void mig_lists_init(struct mig_lists *l); /* every list empty */
+void mig_lists_done(struct mig_lists *l);
+
+/* One list to read: the kind (namespaced ones in the operators' namespace), the label selector,
+ * the list of mig_lists it goes into (its offset). A kind the server does not serve (404) reads
+ * as empty. */
+struct mig_read {
+    const struct kube_resource *res;
+    const char *selector; /* NULL: every object */
+    size_t field;         /* offsetof(struct mig_lists, ...) */
+};
+extern const struct mig_read mig_reads[]; /* in reading order, ended by {0} */
+extern const char *const mig_crd_names[]; /* the CRDs read by name (absent: skipped); NULL-ended */
+/* A list's items (list: a kube_list answer; its items are given their kind) into rd's list. */
+void mig_lists_add(struct mig_lists *l, const struct mig_read *rd, json_t *list);
+/* The world mig_plan reads: the options and the lists, borrowed. */
+struct mig_world mig_world_of(const struct mig_options *o, enum mig_direction dir,
+                              const struct mig_lists *l);
+
+enum mig_verb { MIG_VERB_DELETE, MIG_VERB_PATCH, MIG_VERB_UPDATE, MIG_VERB_CREATE };
+/* A planned write as a request to the API server. */
+struct mig_request {
+    const struct kube_resource *res;
+    enum mig_verb verb;
+    enum kube_propagation propagation; /* deletes */
+    enum kube_patch_type patch;        /* patches */
+    int done_code; /* the error that says it is done already (-ENOENT, -EEXIST); 0 none */
+};
+/* -EINVAL naming the kind when it is not one migrate writes. */
+int mig_request_of(const struct mig_write *w, struct mig_request *ret, struct err *e);
+/* A refused plan as an error (-EPERM naming the first failed precondition); 0 when not refused. */
+int mig_plan_refusal(const struct mig_plan *p, struct err *e);
+/* The Ready pods of a list (a kube_list answer): the surge device plugins' wait. */
+size_t mig_pods_ready(const json_t *list);
 
 /* ---- Helm release records (release.c) ---------------------------------------------------------
  */

@@ -2,8 +2,9 @@
 /*
  * `gpuop node-status-exporter`: the shell around nodestatus-core.c. Every --interval it reads the
  * status files, NVML and its Node (observe.c), computes the report, swaps in the rendered pages
- * and writes the gpuop.dev/gpu-count annotation when it changed. A scrape copies the last page
- * out: no NVML or API call per scrape.
+ * (metrics-http.c) and writes the gpuop.dev/gpu-count annotation when it changed. A scrape copies
+ * the last page out: no NVML or API call per scrape. What is due when is the core's
+ * (nst_step_due).
  */
 #include <errno.h>
 #include <poll.h>
@@ -16,29 +17,9 @@
 #include "node-status-exporter-internal.h"
 #include "svc.h"
 
-#define COMP       "node-status-exporter"
-#define PAGE_LIMIT (1u << 20)
+#define COMP "node-status-exporter"
 
 /* ---- one observation ---------------------------------------------------------------------- */
-
-static int render_pages(struct nse *x, struct err *e)
-{
-    _cleanup_sbuf_ struct sbuf text, om;
-    sbuf_init(&text, PAGE_LIMIT);
-    sbuf_init(&om, PAGE_LIMIT);
-    if (nst_render(&x->report, PROM_FORMAT_TEXT, &text) < 0 ||
-        nst_render(&x->report, PROM_FORMAT_OPENMETRICS, &om) < 0)
-        return err_set(e, -ENOBUFS, "rendering the metrics: more than %u bytes", PAGE_LIMIT);
-    char *t = sbuf_steal(&text), *m = sbuf_steal(&om);
-    pthread_mutex_lock(&x->lock);
-    char *old_t = x->text, *old_m = x->om;
-    x->text = t;
-    x->om = m;
-    pthread_mutex_unlock(&x->lock);
-    free(old_t);
-    free(old_m);
-    return 0;
-}
 
 static int observe(struct nse *x, struct err *e)
 {
@@ -52,34 +33,7 @@ static int observe(struct nse *x, struct err *e)
     x->count_logged = x->report.count_error[0] != '\0';
     nse_write_annotation(x);
     nse_health_observe(x, rd.node);
-    return render_pages(x, e);
-}
-
-/* ---- HTTP --------------------------------------------------------------------------------- */
-
-static int handle_metrics(const struct http_request *req, struct http_response *resp, void *ud)
-{
-    struct nse *x = ud;
-    enum prom_format f = prom_negotiate(req->accept);
-    pthread_mutex_lock(&x->lock);
-    const char *page = f == PROM_FORMAT_OPENMETRICS ? x->om : x->text;
-    if (page)
-        http_response_copy(resp, 200, prom_content_type(f), page, strlen(page));
-    else
-        http_response_static(resp, 503, HTTP_CT_TEXT, "no observation yet\n");
-    pthread_mutex_unlock(&x->lock);
-    return 0;
-}
-
-static int handle_health(const struct http_request *req, struct http_response *resp, void *ud)
-{
-    struct nse *x = ud;
-    (void)req;
-    pthread_mutex_lock(&x->lock);
-    bool ok = x->text != NULL;
-    pthread_mutex_unlock(&x->lock);
-    http_response_static(resp, ok ? 200 : 503, HTTP_CT_TEXT, ok ? "OK\n" : "no observation yet\n");
-    return 0;
+    return nse_pages_update(x, e);
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -178,12 +132,7 @@ static void nse_defaults(void *state)
 static int nse_configure(struct svc *s, struct err *e)
 {
     struct nse *x = svc_state(s);
-    if (!x->node || !*x->node)
-        return err_set(e, -EINVAL, "no node name: give --node-name or NODE_NAME");
-    if (nodestate_mig_strategy_parse(x->mig_strategy, &x->strategy) < 0)
-        return err_set(e, -EINVAL, "--mig-strategy \"%s\": expected none, single or mixed",
-                       x->mig_strategy);
-    return 0;
+    return nst_config_check(x->node, x->mig_strategy, &x->strategy, e);
 }
 
 static void nse_cleanup(void *state)
@@ -210,10 +159,10 @@ static int serve(struct svc *s, struct nse *x, struct err *e)
     uint64_t next_obs = deadline_after(x->interval_ms);
     uint64_t next_health = deadline_after(x->health_interval_ms);
     while (!svc_stopped(s)) {
-        uint64_t next = x->health && next_health < next_obs ? next_health : next_obs;
         struct pollfd p[2] = {{.fd = svc_event_fd(s), .events = POLLIN},
                               {.fd = x->wake_fd, .events = POLLIN}};
-        if (poll(p, x->wake_fd >= 0 ? 2 : 1, deadline_poll_ms(next)) < 0 && errno != EINTR)
+        uint64_t wake = nst_wake_at(x->health, next_obs, next_health);
+        if (poll(p, x->wake_fd >= 0 ? 2 : 1, deadline_poll_ms(wake)) < 0 && errno != EINTR)
             return err_errno(e, -errno, "poll");
         if ((p[0].revents & POLLIN) && svc_dispatch(s) == SVC_STOP)
             break;
@@ -223,15 +172,20 @@ static int serve(struct svc *s, struct nse *x, struct err *e)
             woke = read(x->wake_fd, &v, sizeof(v)) == (ssize_t)sizeof(v);
         }
         int r = 0;
-        if (deadline_left_ms(next_obs) == 0) {
+        switch (nst_step_due(now_ms_mono(), x->health, woke, next_obs, next_health)) {
+        case NST_STEP_OBSERVE:
             r = observe(x, e);
             next_obs = deadline_after(x->interval_ms);
             next_health = deadline_after(x->health_interval_ms);
             nse_health_start(x); /* NVML may have come up */
-        } else if (x->health && (woke || deadline_left_ms(next_health) == 0)) {
+            break;
+        case NST_STEP_HEALTH:
             nse_health_observe(x, NULL);
-            r = render_pages(x, e);
+            r = nse_pages_update(x, e);
             next_health = deadline_after(x->health_interval_ms);
+            break;
+        case NST_STEP_WAIT:
+            break;
         }
         if (r < 0)
             return r;
@@ -260,13 +214,8 @@ static int nse_run(struct svc *s, struct err *e)
         fputs(x->text, stdout);
         return fflush(stdout) == 0 ? 0 : err_errno(e, -EIO, "write the metrics to stdout");
     }
-    struct http_route routes[] = {{"/metrics", handle_metrics, x}, {"/health", handle_health, x}};
-    struct http_config hc = {.listen = x->listen,
-                             .routes = routes,
-                             .n_routes = ARRAY_SIZE(routes),
-                             .request_limit = 8192};
     _cleanup_(http_server_freep) struct http_server *srv = NULL;
-    if ((r = http_server_new(&hc, &srv, e)) < 0)
+    if ((r = nse_http_open(x, &srv, e)) < 0)
         return r;
     log_info(COMP, "serving",
              "listen=%s port=%u node=%s interval_ms=%llu grace_ms=%llu gpu_health=%s "

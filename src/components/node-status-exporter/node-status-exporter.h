@@ -121,6 +121,31 @@ int nst_observe(struct nst_state *st, const char *node, uint64_t grace_ms,
 /* The metrics page; -ENOBUFS when out's limit is passed. */
 GPUOP_WUR int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out);
 
+/* ---- the shell's decisions ------------------------------------------------------------------ */
+
+/* The options as typed: a node name is required; --mig-strategy none, single or mixed (NULL or
+ * "": none). The error names the flag. */
+int nst_config_check(const char *node, const char *mig_strategy,
+                     enum nodestate_mig_strategy *ret_strategy, struct err *e);
+
+/* Both pages of a report, Prometheus text and OpenMetrics, each at most limit bytes: malloc'ed
+ * strings (the caller frees), written only on success; -ENOBUFS naming the limit. */
+int nst_render_pages(const struct nst_report *r, size_t limit, char **ret_text, char **ret_om,
+                     struct err *e);
+
+/* The exporter's loop. Deadlines are monotonic instants in ms, now too. */
+enum nst_step {
+    NST_STEP_WAIT,    /* nothing is due */
+    NST_STEP_OBSERVE, /* the full observation (the health's comes with it) */
+    NST_STEP_HEALTH,  /* the health observation alone */
+};
+/* What is due at now: the full observation once next_obs has passed; else, with health on, the
+ * health observation when an NVML event woke the loop or next_health has passed. */
+enum nst_step nst_step_due(uint64_t now, bool health, bool woke, uint64_t next_obs,
+                           uint64_t next_health);
+/* When the loop wakes next: next_obs, or next_health when health is on and it comes first. */
+uint64_t nst_wake_at(bool health, uint64_t next_obs, uint64_t next_health);
+
 /* ---- GPU health (nst-health.c) ------------------------------------------------------------- */
 
 /*

@@ -324,3 +324,47 @@ int nst_render(const struct nst_report *r, enum prom_format f, struct sbuf *out)
           (double)r->now_ms / 1000.0);
     return prom_writer_finish(&w);
 }
+
+/* ---- the shell's decisions ------------------------------------------------------------------ */
+
+int nst_config_check(const char *node, const char *mig_strategy,
+                     enum nodestate_mig_strategy *ret_strategy, struct err *e)
+{
+    if (!node || !*node)
+        return err_set(e, -EINVAL, "no node name: give --node-name or NODE_NAME");
+    enum nodestate_mig_strategy st;
+    if (nodestate_mig_strategy_parse(mig_strategy, &st) < 0)
+        return err_set(e, -EINVAL, "--mig-strategy \"%s\": expected none, single or mixed",
+                       mig_strategy);
+    *ret_strategy = st;
+    return 0;
+}
+
+int nst_render_pages(const struct nst_report *r, size_t limit, char **ret_text, char **ret_om,
+                     struct err *e)
+{
+    _cleanup_sbuf_ struct sbuf text, om;
+    sbuf_init(&text, limit);
+    sbuf_init(&om, limit);
+    if (nst_render(r, PROM_FORMAT_TEXT, &text) < 0 ||
+        nst_render(r, PROM_FORMAT_OPENMETRICS, &om) < 0)
+        return err_set(e, -ENOBUFS, "rendering the metrics: more than %zu bytes", limit);
+    *ret_text = sbuf_steal(&text);
+    *ret_om = sbuf_steal(&om);
+    return 0;
+}
+
+enum nst_step nst_step_due(uint64_t now, bool health, bool woke, uint64_t next_obs,
+                           uint64_t next_health)
+{
+    if (now >= next_obs)
+        return NST_STEP_OBSERVE;
+    if (health && (woke || now >= next_health))
+        return NST_STEP_HEALTH;
+    return NST_STEP_WAIT;
+}
+
+uint64_t nst_wake_at(bool health, uint64_t next_obs, uint64_t next_health)
+{
+    return health && next_health < next_obs ? next_health : next_obs;
+}

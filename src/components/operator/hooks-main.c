@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The chart's hook commands (op-hooks.h): `gpuop operator apply-crds` and `gpuop operator
- * uninstall`, shells over hooks.c's decisions. */
-#include <dirent.h>
+/* `gpuop operator uninstall`, the chart's pre-delete hook (op-hooks.h): a shell over hooks.c's
+ * decisions (apply-crds, the pre-upgrade hook, is hooks-crds-main.c). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,149 +15,7 @@
 #include "svc.h"
 #include "yamlcfg.h"
 
-#define COMPONENT     "operator"
-#define MAX_CRD_FILES 64
-
-/* ---- apply-crds --------------------------------------------------------------------------- */
-
-struct op_crds_cli {
-    const char *dir, *kubeconfig, *context;
-};
-
-#define C(m) offsetof(struct op_crds_cli, m)
-static const struct svc_option crds_options[] = {
-    {.flag = "dir",
-     .kind = SVC_STRING,
-     .off = C(dir),
-     .metavar = "DIR",
-     .help = "the folder of CRD files (*.yaml, one or more CRDs each; required)"},
-    {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option, .off = C(kubeconfig)},
-    {.kind = SVC_FRAGMENT, .fragment = svc_context_option, .off = C(context)},
-    {0},
-};
-#undef C
-
-static int crds_configure(struct svc *s, struct err *e)
-{
-    struct op_crds_cli *c = svc_state(s);
-    if (!c->dir || !*c->dir)
-        return err_set(e, -EINVAL, "--dir DIR is required");
-    return 0;
-}
-
-static int yaml_file(const struct dirent *d)
-{
-    size_t n = strlen(d->d_name);
-    return d->d_name[0] != '.' && n > 5 && strcmp(d->d_name + n - 5, ".yaml") == 0;
-}
-
-/* Every CRD of every *.yaml file in dir (name order), checked: a new array. Nothing is written
- * when one file or document is wrong. */
-static int read_crds(const char *dir, json_t **ret, struct err *e)
-{
-    struct dirent **names = NULL;
-    int n = scandir(dir, &names, yaml_file, alphasort);
-    if (n < 0)
-        return err_errno(e, -errno, "read \"%s\"", dir);
-    _cleanup_json_ json_t *out = json_array();
-    int r = 0;
-    if (n > MAX_CRD_FILES)
-        r = err_set(e, -E2BIG, "\"%s\": %d CRD files, at most %d", dir, n, MAX_CRD_FILES);
-    for (int i = 0; i < n && r == 0; i++) {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, names[i]->d_name);
-        _cleanup_json_ json_t *docs = NULL;
-        if ((r = yaml_load_file_all(path, &docs, e)) < 0)
-            break;
-        size_t j;
-        json_t *d;
-        json_array_foreach (docs, j, d) {
-            if (json_is_null(d) || (json_is_object(d) && json_object_size(d) == 0))
-                continue;
-            _cleanup_free_ char *where = xasprintf("%s: document %zu", path, j + 1);
-            if ((r = op_crd_check(d, where, e)) < 0)
-                break;
-            json_array_append(out, d);
-        }
-    }
-    for (int i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    if (r < 0)
-        return r;
-    if (json_array_size(out) == 0)
-        return err_set(e, -ENOENT, "\"%s\": no CRD in any *.yaml file", dir);
-    *ret = steal_ptr(&out);
-    return 0;
-}
-
-static int apply_crd(struct kube_client *kc, json_t *crd, struct err *e)
-{
-    const char *name = kobj_name(crd);
-    for (int attempt = 0;; attempt++) {
-        _cleanup_json_ json_t *live = NULL, *obj = NULL, *out = NULL;
-        int r = kube_get(kc, &KUBE_CRDS, NULL, name, &live, e);
-        if (r < 0 && r != -ENOENT)
-            return err_prefix(e, "CRD %s", name);
-        err_clear(e);
-        switch (op_crd_plan(crd, live, &obj)) {
-        case OP_CRD_UNCHANGED:
-            log_info(COMPONENT, "CRD unchanged", "name=%s", name);
-            return 0;
-        case OP_CRD_CREATE:
-            r = kube_create(kc, &KUBE_CRDS, NULL, crd, &out, e);
-            break;
-        case OP_CRD_UPDATE:
-            r = kube_update(kc, &KUBE_CRDS, NULL, obj, &out, e);
-            break;
-        }
-        if ((r == KUBE_ECONFLICT || r == -EEXIST) && attempt < 5) {
-            err_clear(e);
-            continue; /* someone wrote it meanwhile: read it again */
-        }
-        if (r < 0)
-            return err_prefix(e, "CRD %s", name);
-        log_info(COMPONENT, live ? "CRD updated" : "CRD created", "name=%s", name);
-        return 0;
-    }
-}
-
-static int crds_run(struct svc *s, struct err *e)
-{
-    struct op_crds_cli *c = svc_state(s);
-    _cleanup_json_ json_t *crds = NULL;
-    int r = read_crds(c->dir, &crds, e);
-    if (r < 0)
-        return svc_bad_input(s, r);
-    _cleanup_(kube_client_freep) struct kube_client *kc = NULL;
-    if ((r = kube_client_open(KUBE_CALLER_COMMAND, c->kubeconfig, c->context, svc_stop(s), &kc,
-                              e)) < 0)
-        return r;
-    size_t i;
-    json_t *crd;
-    json_array_foreach (crds, i, crd) {
-        if ((r = apply_crd(kc, crd, e)) < 0)
-            return r;
-    }
-    return 0;
-}
-
-const struct svc_component op_apply_crds_component = {
-    .name = "apply-crds",
-    .summary = "Create or update the CRDs in a folder (the chart's pre-upgrade hook)",
-    .usage = "Usage: gpuop operator apply-crds --dir DIR\n\n"
-             "Creates each CustomResourceDefinition of DIR/*.yaml that is absent and replaces\n"
-             "each one whose spec, labels or annotations differ (labels and annotations others\n"
-             "set are kept). helm never updates a chart's crds/ after the first install; the\n"
-             "chart runs this as a pre-upgrade hook (operator.upgradeCRD).\n",
-    .epilogue = "Exit: 0 done; 2 bad input (a file that is not a CRD: nothing is written); 1 the\n"
-                "API server refused a write.\n",
-    .options = {crds_options},
-    .state_size = sizeof(struct op_crds_cli),
-    .configure = crds_configure,
-    .run = crds_run,
-};
-
-/* ---- uninstall ---------------------------------------------------------------------------- */
+#define COMPONENT "operator"
 
 struct op_uninstall_cli {
     const char *ns, *release, *deployment, *kubeconfig, *context;
@@ -209,13 +66,8 @@ static void uninstall_defaults(void *state)
 static int uninstall_configure(struct svc *s, struct err *e)
 {
     struct op_uninstall_cli *u = svc_state(s);
-    if (!u->release || !*u->release)
-        return err_set(e, -EINVAL, "--release NAME is required");
-    for (size_t i = 0; i < u->delete_crds.n; i++) {
-        if (!kobj_valid_dns_subdomain(u->delete_crds.v[i]))
-            return err_set(e, -EINVAL, "--delete-crd \"%s\": not a CRD name", u->delete_crds.v[i]);
-    }
-    return 0;
+    return op_uninstall_check(u->release, (const char *const *)u->delete_crds.v, u->delete_crds.n,
+                              e);
 }
 
 #define TOOLKIT_SELECTOR \
@@ -260,14 +112,10 @@ static int operator_stopped(struct kube_client *kc, const struct op_uninstall_cl
         err_clear(e);
         return 1;
     }
-    if (r < 0)
-        return r;
-    _cleanup_free_ char *sel = kobj_selector_string(kobj_path(dep, "spec.selector.matchLabels"));
-    if (!sel || !*sel)
-        return 1; /* no selector to find its pods by: nothing to wait for */
+    _cleanup_free_ char *sel = r < 0 ? NULL : op_deployment_pods_selector(dep);
     size_t n = 0;
-    if ((r = count_pods(kc, u->ns, sel, &n, e)) < 0)
-        return r;
+    if (r < 0 || !sel || (r = count_pods(kc, u->ns, sel, &n, e)) < 0)
+        return r < 0 ? r : 1; /* no selector to find its pods by: nothing to wait for */
     return n == 0;
 }
 
@@ -279,17 +127,12 @@ static int toolkits_rolled_out(struct kube_client *kc, const struct op_uninstall
     int r = kube_list(kc, &KUBE_DAEMONSETS, u->ns, &lo, &list, e);
     if (r < 0)
         return err_prefix(e, "list the toolkit DaemonSets");
-    size_t i;
-    json_t *ds;
-    json_array_foreach (json_object_get(list, "items"), i, ds) {
-        char why[128];
-        if (!adopt_ds_rolled_out(ds, why, sizeof(why))) {
-            log_info(COMPONENT, "waiting for the toolkit's cleanup to roll out", "daemonset=%s %s",
-                     kobj_name(ds), why);
-            return 0;
-        }
-    }
-    return 1;
+    char why[128];
+    const char *ds = op_toolkit_pending(json_object_get(list, "items"), why, sizeof(why));
+    if (ds)
+        log_info(COMPONENT, "waiting for the toolkit's cleanup to roll out", "daemonset=%s %s", ds,
+                 why);
+    return !ds;
 }
 
 static int toolkits_gone(struct kube_client *kc, const struct op_uninstall_cli *u, struct err *e)
@@ -304,10 +147,24 @@ static int toolkits_gone(struct kube_client *kc, const struct op_uninstall_cli *
     return n == 0;
 }
 
+/* Deletes a cluster-scoped object; one already gone is done. */
+static int delete_gone(struct kube_client *kc, const struct kube_resource *res, const char *name,
+                       struct err *e)
+{
+    struct kube_delete_opts d = {.propagation = KUBE_PROPAGATION_BACKGROUND};
+    int r = kube_delete(kc, res, NULL, name, &d, e);
+    if (r < 0 && r != -ENOENT)
+        return err_prefix(e, "delete %s %s", res->kind, name);
+    err_clear(e);
+    log_info(COMPONENT, r == -ENOENT ? "already gone" : "deleted", "kind=%s name=%s", res->kind,
+             name);
+    return 0;
+}
+
 static int delete_owned(struct kube_client *kc, const struct kube_resource *res,
                         const struct op_uninstall_cli *u, struct err *e)
 {
-    _cleanup_json_ json_t *list = NULL;
+    _cleanup_json_ json_t *list = NULL, *del = NULL, *keep = NULL;
     int r = kube_list(kc, res, NULL, NULL, &list, e);
     if (r == -ENOENT) { /* the CRD is not installed */
         err_clear(e);
@@ -315,20 +172,15 @@ static int delete_owned(struct kube_client *kc, const struct kube_resource *res,
     }
     if (r < 0)
         return err_prefix(e, "list %s", res->plural);
+    op_release_split(json_object_get(list, "items"), u->release, u->ns, &del, &keep);
     size_t i;
-    json_t *o;
-    json_array_foreach (json_object_get(list, "items"), i, o) {
-        if (!adopt_helm_owned(o, u->release, u->ns)) {
-            log_info(COMPONENT, "kept: not this release's", "kind=%s name=%s", res->kind,
-                     kobj_name(o));
-            continue;
-        }
-        struct kube_delete_opts d = {.propagation = KUBE_PROPAGATION_BACKGROUND};
-        r = kube_delete(kc, res, NULL, kobj_name(o), &d, e);
-        if (r < 0 && r != -ENOENT)
-            return err_prefix(e, "delete %s %s", res->kind, kobj_name(o));
-        err_clear(e);
-        log_info(COMPONENT, "deleted", "kind=%s name=%s", res->kind, kobj_name(o));
+    json_t *name;
+    json_array_foreach (keep, i, name)
+        log_info(COMPONENT, "kept: not this release's", "kind=%s name=%s", res->kind,
+                 json_string_value(name));
+    json_array_foreach (del, i, name) {
+        if ((r = delete_gone(kc, res, json_string_value(name), e)) < 0)
+            return r;
     }
     return 0;
 }
@@ -381,15 +233,9 @@ static int uninstall_run(struct svc *s, struct err *e)
                       kc, u, e)) < 0)
         return r;
     /* 4. The CRDs, when asked (operator.cleanupCRD). */
-    for (i = 0; i < u->delete_crds.n; i++) {
-        struct kube_delete_opts d = {.propagation = KUBE_PROPAGATION_BACKGROUND};
-        r = kube_delete(kc, &KUBE_CRDS, NULL, u->delete_crds.v[i], &d, e);
-        if (r < 0 && r != -ENOENT)
-            return err_prefix(e, "delete CRD %s", u->delete_crds.v[i]);
-        err_clear(e);
-        log_info(COMPONENT, r == -ENOENT ? "CRD already gone" : "CRD deleted", "name=%s",
-                 u->delete_crds.v[i]);
-    }
+    for (i = 0; i < u->delete_crds.n; i++)
+        if ((r = delete_gone(kc, &KUBE_CRDS, u->delete_crds.v[i], e)) < 0)
+            return r;
     log_info(COMPONENT, "uninstall hook done", "release=%s namespace=%s", u->release, u->ns);
     return 0;
 }

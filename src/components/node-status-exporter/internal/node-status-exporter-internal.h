@@ -9,6 +9,7 @@
 #include "node-status-exporter.h"
 
 struct kube_client;
+struct http_server;
 
 #define NSE_EVQ_MAX 64 /* NVML events kept between two health observations */
 
@@ -62,6 +63,11 @@ void nse_read(struct nse *x, struct nse_reading *ret);
 /* Writes the gpu-count annotation the report asks for; a failure is counted and retried on the
  * next observation. */
 void nse_write_annotation(struct nse *x);
+
+/* The pages (metrics-http.c): nse_pages_update renders the report's and swaps them in; the
+ * server serves /metrics (text, or OpenMetrics when asked for) and /health from them. */
+int nse_pages_update(struct nse *x, struct err *e);
+int nse_http_open(struct nse *x, struct http_server **ret, struct err *e);
 
 /* The events thread (XID and ECC events to the queue, the wake fd written), once NVML is open;
  * stopped and joined by nse_health_stop. */

@@ -7,7 +7,8 @@
 #include "svc.h"
 
 extern const struct svc_component op_render_component;
-/* The chart's hooks (hooks-main.c): `gpuop operator apply-crds` and `gpuop operator uninstall`. */
+/* The chart's hooks: `gpuop operator apply-crds` (hooks-crds-main.c) and `gpuop operator
+ * uninstall` (hooks-main.c). */
 extern const struct svc_component op_apply_crds_component;
 extern const struct svc_component op_uninstall_component;
 
