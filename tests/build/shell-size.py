@@ -15,10 +15,7 @@ import os
 import sys
 
 LIMIT = 300
-PENDING = {
-    # its split is on its way (the dra-plugin's own change); remove this line once it is merged
-    "src/components/dra-plugin/dra-plugin-main.c",
-}
+PENDING = set()
 
 
 def shells(root):
