@@ -46,6 +46,7 @@ OPERATOR_BOUND = 832 * MiB
 # operator gives its informers to sync.
 OPERATOR_SECONDS = 40
 SETTLE_SECONDS = 3
+STOP_SECONDS = 30
 BODY = 64 * MiB
 
 
@@ -261,7 +262,9 @@ def run_operator(gpuop, kubeconfig, tmp, limit):
         if not signalled and (settled or now >= end):
             p.send_signal(signal.SIGTERM)
             signalled, ran = True, now - start
-            end = now + 10 * scale
+            # its exit code is checked here, its shutdown's speed by operator-stop: the stores
+            # it frees and the pages in flight take long on a loaded machine
+            end = now + STOP_SECONDS * scale
         elif signalled and time.monotonic() >= end:
             p.kill()  # (reaped at the next turn; the test fails on its code)
         time.sleep(0.25)
