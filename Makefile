@@ -78,8 +78,7 @@ endif
 # The end-to-end tests on simulated nodes (suite e2e) under the sanitizers: make check runs them
 # in the normal build; check-asan leaves them out to keep CI short (docs/DEVELOPING.md).
 check-asan-e2e: asan tools
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		GPUOP_TEST_TIME_SCALE=3 $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 \
+	$(ASAN_ENV) $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 \
 		--suite e2e
 
 # libFuzzer on demand, not in CI (make check replays every committed corpus): every target for
