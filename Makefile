@@ -41,8 +41,14 @@ $(BUILD)/build.ninja: | deps-check
 build: deps-check $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
+# Every test; the non-parallel ones (end to end) one at a time beside the others (tests/check.py).
+# TEST_ARGS (test names, meson test options) runs those with meson test alone.
 check: build tools
+ifeq ($(TEST_ARGS),)
+	MESON=$(MESON) tests/check.py $(BUILD) -- --print-errorlogs
+else
 	$(MESON) test -C $(BUILD) --print-errorlogs $(TEST_ARGS)
+endif
 
 demo: build tools
 	./scripts/demo.sh
@@ -59,16 +65,20 @@ $(ASAN_BUILD)/build.ninja: | deps-check
 asan: deps-check $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 GPUOP_TEST_TIME_SCALE=3
+
 check-asan: asan tools
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		GPUOP_TEST_TIME_SCALE=3 $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 \
-		$(or $(TEST_ARGS),--no-suite e2e)
+ifeq ($(TEST_ARGS),)
+	$(ASAN_ENV) MESON=$(MESON) tests/check.py $(ASAN_BUILD) --no-suite e2e -- --print-errorlogs --timeout-multiplier 3
+else
+	$(ASAN_ENV) $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 $(TEST_ARGS)
+endif
 
 # The end-to-end tests on simulated nodes (suite e2e) under the sanitizers: make check runs them
 # in the normal build; check-asan leaves them out to keep CI short (docs/DEVELOPING.md).
 check-asan-e2e: asan tools
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		GPUOP_TEST_TIME_SCALE=3 $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 \
+	$(ASAN_ENV) $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 3 \
 		--suite e2e
 
 # libFuzzer on demand, not in CI (make check replays every committed corpus): every target for

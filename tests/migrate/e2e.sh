@@ -87,9 +87,10 @@ Y
 done
 wl_running() { [ "$(k -n workloads get pods --no-headers | grep -c ' Running ')" = 3 ]; }
 wait_for 60 "the 3 workloads Running" wl_running
-sleep 2
+# A pod just Running may have no log to serve yet (NotFound on a loaded machine): polled.
+wl_on_gpu() { k -n workloads logs "train-$1" 2>/dev/null | grep -q 'Test PASSED\|CUDA kernel launch'; }
 for n in $NODES; do
-    k -n workloads logs "train-$n" 2>/dev/null | grep -q 'Test PASSED\|CUDA kernel launch' ||
+    poll 30 wl_on_gpu "$n" ||
         fail "workload on $n has no GPU: $(k -n workloads logs "train-$n" 2>&1 | tail -3)"
 done
 echo "ok: a CUDA workload holds a GPU on each node"

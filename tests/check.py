@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""make check's runner: every selected test of a build, the tests registered is_parallel: false
+(the end-to-end tests and others that must not share the machine with another of their kind)
+one at a time beside the others, instead of each alone with the machine otherwise idle.
+
+meson test runs a non-parallel test with nothing else beside it; those tests are mostly waits
+(a rollout, a pod's readiness delay, a lease), so about half of a 2-CPU run had one CPU idle.
+They use their own ports, addresses, bridges and subnets (tests/kubelet/, docs/DEVELOPING.md),
+so two meson test runs share the build: one with the parallel tests (meson's default number of
+processes), one with the non-parallel tests one at a time. Each test runs once, as before; their
+results are merged into meson-logs/testlog.json (what .ci/run counts), the summary says how many
+of the selected tests ran.
+
+Usage: check.py BUILD [--suite S]... [--no-suite S]... [-- MESON-TEST-ARGS...]
+Exit status: 0 when both runs passed, else 1 (2 for bad usage or no test selected).
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+MESON = os.environ.get("MESON") or "meson"
+
+
+def usage(msg):
+    print("check.py: %s\nusage: check.py BUILD [--suite S]... [--no-suite S]... "
+          "[-- MESON-TEST-ARGS...]" % msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def parse(argv):
+    if not argv:
+        usage("no build directory")
+    build, suites, no_suites, rest = argv[0], [], [], []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest = argv[i + 1:]
+            break
+        if a in ("--suite", "--no-suite") and i + 1 < len(argv):
+            (suites if a == "--suite" else no_suites).append(argv[i + 1])
+            i += 2
+            continue
+        usage("unknown argument %r" % a)
+    return build, suites, no_suites, rest
+
+
+def suite_names(test):
+    """A test's suites without the project's prefix ("gpuop:e2e" -> "e2e")."""
+    return {s.split(":")[-1] for s in test["suite"]}
+
+
+def select(tests, suites, no_suites):
+    """(parallel names, non-parallel names) of the tests in any of suites (all when none) and in
+    none of no_suites, in registration order."""
+    par, serial = [], []
+    for t in tests:
+        s = suite_names(t)
+        if suites and not s & set(suites):
+            continue
+        if s & set(no_suites):
+            continue
+        (par if t["is_parallel"] else serial).append(t["name"])
+    return par, serial
+
+
+def forward(stream, prefix):
+    for line in stream:
+        sys.stdout.write(prefix + line)
+        sys.stdout.flush()
+
+
+def results(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line for line in f if line.strip()]
+
+
+def main():
+    build, suites, no_suites, rest = parse(sys.argv[1:])
+    out = subprocess.run([MESON, "introspect", build, "--tests"], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        usage("meson introspect %s: %s" % (build, out.stderr.strip()))
+    par, serial = select(json.loads(out.stdout), suites, no_suites)
+    if not par and not serial:
+        usage("no test selected")
+    # One build before both runs: two meson test runs must not rebuild the tree at once.
+    if subprocess.run(["ninja", "-C", build]).returncode != 0:
+        print("check.py: the build failed")
+        return 1
+    logs = os.path.join(build, "meson-logs")
+    runs = []
+    # An empty name list would make meson test run every test: each run only when it has some.
+    for base, names, procs, prefix in (("testlog-parallel", par, None, ""),
+                                       ("testlog-serial", serial, "1", "serial| ")):
+        if not names:
+            continue
+        cmd = [MESON, "test", "-C", build, "--no-rebuild", "--logbase", base] + rest
+        if procs:
+            cmd += ["--num-processes", procs]
+        if os.path.exists(os.path.join(logs, base + ".json")):
+            os.unlink(os.path.join(logs, base + ".json"))
+        p = subprocess.Popen(cmd + names, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+        th = threading.Thread(target=forward, args=(p.stdout, prefix))
+        th.start()
+        runs.append((base, p, th))
+    rc = 0
+    merged = []
+    for base, p, th in runs:
+        th.join()
+        if p.wait() != 0:
+            rc = 1
+        merged += results(os.path.join(logs, base + ".json"))
+    with open(os.path.join(logs, "testlog.json"), "w") as f:
+        f.writelines(merged)
+    selected = len(par) + len(serial)
+    print("check.py: %d of %d selected tests ran (%d beside each other, %d one at a time "
+          "beside them); results in %s" % (len(merged), selected, len(par), len(serial),
+                                           os.path.join(logs, "testlog.json")))
+    if len(merged) != selected:
+        print("check.py: %d selected tests have no result" % (selected - len(merged)))
+        rc = 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
