@@ -664,6 +664,7 @@ static void test_rem_decide(void **state)
         {.uuid = "GPU-b", .processes = 2},
         {.uuid = "GPU-c", .lost = true},
         {.uuid = "GPU-d", .processes = 1},
+        {.uuid = "GPU-e", .processes_unknown = true},
     };
     enum { ALL, RESET_ONLY, NONE };
     enum gpus_seen { SEEN, UNREADABLE };
@@ -697,6 +698,8 @@ static void test_rem_decide(void **state)
          "GPU GPU-b has 2 processes running on it: a reset needs none"},
         {"one process", "reset-gpu 7 GPU-d", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
          true, "p1", DM_REM_FAIL, "7", "GPU GPU-d has 1 process running on it: a reset needs none"},
+        {"processes unknown", "reset-gpu 7 GPU-e", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "cannot be read: no reset"},
         {"a lost GPU", "reset-gpu 7 GPU-c", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
          true, "p1", DM_REM_FAIL, "7", "is lost"},
         {"another node's GPU", "reset-gpu 7 GPU-a,GPU-z", NULL, NULL, NULL, ALL, SEEN,

@@ -204,8 +204,9 @@ int dm_rem_parse(const char *text, struct dm_rem_request *ret, struct err *e);
 /* A GPU of this node as NVML shows it. */
 struct dm_rem_gpu {
     const char *uuid;
-    bool lost;          /* NVML_ERROR_GPU_IS_LOST */
-    unsigned processes; /* compute processes running on it (MIG instances' too) */
+    bool lost;              /* NVML_ERROR_GPU_IS_LOST */
+    unsigned processes;     /* compute processes running on it (MIG instances' too) */
+    bool processes_unknown; /* NVML could not say: no reset */
 };
 
 struct dm_rem_input {

@@ -121,6 +121,9 @@ static void decide_reset(const struct dm_rem_input *in, struct dm_rem_decision *
             return fail(d,
                         "GPU %s is lost (off the bus): a reset cannot bring it back, a reboot can",
                         q->gpus[i]);
+        if (g->processes_unknown)
+            return fail(d, "the processes on GPU %s cannot be read: no reset while they may run",
+                        q->gpus[i]);
         if (g->processes)
             return fail(d, "GPU %s has %u process%s running on it: a reset needs none", q->gpus[i],
                         g->processes, g->processes == 1 ? "" : "es");

@@ -27,7 +27,6 @@ struct dm_rem {
     uint64_t poll_ms;
     bool allow[GH_ACT_COUNT];
     bool once;
-    struct gpu_lib *lib;
 };
 
 static const char *const rem_hook_names[] = {"executed", NULL};
@@ -116,29 +115,26 @@ static void rem_cleanup(void *state)
     struct dm_rem *x = state;
     json_decref(x->d.node_obj);
     kube_client_free(x->d.kc);
-    gpu_lib_free(x->lib);
 }
 
 /* ---- one round ---------------------------------------------------------------------------- */
 
-/* This node's GPUs as NVML shows them; NULL with why in e when NVML cannot be read. */
-static struct dm_rem_gpu *read_gpus(struct dm_rem *x, struct gpu_inventory **ret_inv, size_t *ret_n,
-                                    struct err *e)
+/* This node's GPUs as NVML shows them; NULL with why in e when NVML cannot be read. NVML is
+ * held only for this read: the executor is no client of the GPUs while it resets them, and no
+ * user of the module when a driver pod unloads it. */
+static struct dm_rem_gpu *read_gpus(struct gpu_inventory **ret_inv, size_t *ret_n, struct err *e)
 {
-    if (!x->lib && gpu_lib_open(NULL, &x->lib, e) < 0) {
-        x->lib = NULL;
-        return NULL;
-    }
-    if (gpu_inventory_read(x->lib, ret_inv, e) < 0)
+    struct gpu_lib *lib _cleanup_(gpu_lib_freep) = NULL;
+    if (gpu_lib_open(NULL, &lib, e) < 0 || gpu_inventory_read(lib, ret_inv, e) < 0)
         return NULL;
     const struct gpu_inventory *inv = *ret_inv;
     struct dm_rem_gpu *g = xcalloc(inv->n_gpus + 1, sizeof(*g));
     for (size_t i = 0; i < inv->n_gpus; i++) {
         g[i] = (struct dm_rem_gpu){.uuid = inv->gpus[i].uuid, .lost = inv->gpus[i].lost};
         struct err pe = {0};
-        if (!g[i].lost && gpu_process_count(x->lib, inv->gpus[i].index, &g[i].processes, &pe) < 0) {
-            /* unknown is not none: the reset waits for NVML to say */
-            g[i].processes = 1;
+        if (!g[i].lost && gpu_process_count(lib, inv->gpus[i].index, &g[i].processes, &pe) < 0) {
+            /* unknown is not none: the reset is refused */
+            g[i].processes_unknown = true;
             log_warn(COMPONENT, "GPU processes unreadable", "gpu=%s error=\"%s\"", g[i].uuid,
                      err_msg(&pe));
         }
@@ -235,7 +231,7 @@ static int round_once(struct dm_rem *x, struct err *e)
     in.driver_ready = facts.ctr_ready;
     struct gpu_inventory *inv _cleanup_(gpu_inventory_freep) = NULL;
     struct err ge = {0};
-    _cleanup_free_ struct dm_rem_gpu *gpus = read_gpus(x, &inv, &in.n_gpus, &ge);
+    _cleanup_free_ struct dm_rem_gpu *gpus = read_gpus(&inv, &in.n_gpus, &ge);
     in.gpus = gpus;
     in.gpus_error = gpus ? NULL : err_msg(&ge);
 
