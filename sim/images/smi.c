@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvidia-smi, simulated: through NVML (src/edge/nvml, the library GPUOP_NVML_LIBRARY names), the
- * default table, -L, --query-gpu and --version, with the real program's failure texts and exit
- * codes (9: the driver is not loaded; 12: no libnvidia-ml; 2: bad arguments).
+ * default table, -L, --query-gpu, --version and -r -i ID (a GPU reset through the simulated
+ * fleet's state: refused while a process runs on the GPU, or when the GPU is lost), with the real
+ * program's failure texts and exit codes (9: the driver is not loaded; 12: no libnvidia-ml; 2: bad
+ * arguments).
  */
 #include <string.h>
 
@@ -52,6 +54,48 @@ static size_t smi_procs(struct simimg_smi_proc *ret, size_t max)
     return n;
 }
 
+static int reset_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    const unsigned *gpu = arg;
+    if (sim_procs_live(st, *gpu, NULL, 0) > 0)
+        return err_set(e, -EBUSY, "In use by another client");
+    if (sim_gpu_reset(&st->gpus[*gpu]) != 0)
+        return err_set(e, -ENODEV, "GPU is lost");
+    return 0;
+}
+
+/* nvidia-smi -r -i ID: ID an index or a GPU's UUID. */
+static int smi_reset(const struct gpu_inventory *inv, const char *id)
+{
+    const struct gpu_device *g = NULL;
+    for (size_t i = 0; i < inv->n_gpus && !g; i++) {
+        char idx[16];
+        snprintf(idx, sizeof(idx), "%u", inv->gpus[i].index);
+        if (strcmp(id, idx) == 0 || strcmp(id, inv->gpus[i].uuid) == 0 ||
+            strcmp(id, inv->gpus[i].bus_id) == 0)
+            g = &inv->gpus[i];
+    }
+    if (!g) {
+        printf("No devices were found\n");
+        return 6;
+    }
+    struct err e = {0};
+    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
+    struct sim_store *s _cleanup_(sim_store_freep) = NULL;
+    unsigned gpu = g->index;
+    if (simimg_state_open(&f, &s, &e) < 0 || !s || gpu >= sim_store_state(s)->n_gpus) {
+        printf("Unable to reset this GPU: %s\n", s ? err_msg(&e) : "no simulated state");
+        return 255;
+    }
+    if (sim_store_update(s, reset_apply, &gpu, &e) != 0) {
+        printf("The following GPUs could not be reset:\n  GPU %s: %s\n\n", g->bus_id, err_msg(&e));
+        return 255;
+    }
+    printf("GPU %s was successfully reset.\nAll done.\n", g->bus_id);
+    return 0;
+}
+
 static int bad_args(void)
 {
     printf("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n");
@@ -60,14 +104,20 @@ static int bad_args(void)
 
 int simimg_smi_main(int argc, char **argv)
 {
-    enum { TABLE, LIST, QUERY, VERSION } mode = TABLE;
-    const char *fields = NULL, *format = NULL;
+    enum { TABLE, LIST, QUERY, VERSION, RESET } mode = TABLE;
+    const char *fields = NULL, *format = NULL, *id = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-L") == 0 || strcmp(a, "--list-gpus") == 0)
             mode = LIST;
         else if (strcmp(a, "--version") == 0)
             mode = VERSION;
+        else if (strcmp(a, "-r") == 0 || strcmp(a, "--gpu-reset") == 0)
+            mode = RESET;
+        else if ((strcmp(a, "-i") == 0 || strcmp(a, "--id") == 0) && i + 1 < argc)
+            id = argv[++i];
+        else if (str_has_prefix(a, "--id="))
+            id = a + strlen("--id=");
         else if (str_has_prefix(a, "--query-gpu="))
             mode = QUERY, fields = a + strlen("--query-gpu=");
         else if (strcmp(a, "--query-gpu") == 0 && i + 1 < argc)
@@ -79,7 +129,7 @@ int simimg_smi_main(int argc, char **argv)
         else
             return bad_args();
     }
-    if (mode == QUERY && !format)
+    if ((mode == QUERY && !format) || (mode == RESET) != (id != NULL))
         return bad_args();
 
     struct err e = {0};
@@ -102,6 +152,8 @@ int simimg_smi_main(int argc, char **argv)
         printf("Unable to determine the device handle for the GPUs: %s\n", err_msg(&e));
         return 255;
     }
+    if (mode == RESET)
+        return smi_reset(inv, id);
     struct sbuf out _cleanup_sbuf_;
     sbuf_init(&out, SMI_OUT_LIMIT);
     if (mode == VERSION) {

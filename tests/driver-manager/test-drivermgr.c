@@ -582,6 +582,189 @@ static void test_node_writes(void **state)
     json_decref(none);
 }
 
+/* ---- remediation requests ---------------------------------------------------------------- */
+
+static void test_rem_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int ok;
+        int action;
+        const char *id;
+        size_t n_gpus;
+        const char *gpu0, *gpu1;
+    } rows[] = {
+        {"reset-gpu 17 GPU-a,GPU-b", 0, GH_ACT_RESET_GPU, "17", 2, "GPU-a", "GPU-b"},
+        {"reset-gpu 17 GPU-a", 0, GH_ACT_RESET_GPU, "17", 1, "GPU-a", NULL},
+        {"  reload-driver   18  ", 0, GH_ACT_RELOAD_DRIVER, "18", 0, NULL, NULL},
+        {"reset-gpu 17", 0, GH_ACT_RESET_GPU, "17", 0, NULL, NULL},
+        {"wipe-disk 19", 0, -1, "19", 0, NULL, NULL},
+        {"reboot-node 20", 0, GH_ACT_REBOOT_NODE, "20", 0, NULL, NULL},
+        {"", -EINVAL, 0, NULL, 0, NULL, NULL},
+        {"reset-gpu", -EINVAL, 0, NULL, 0, NULL, NULL},
+        {"reset-gpu 17 GPU-a extra", -EINVAL, 0, NULL, 0, NULL, NULL},
+        {"reset-gpu 17 GPU-a,,GPU-b", -EINVAL, 0, NULL, 0, NULL, NULL},
+        {"reset-gpu 17 ,GPU-a", -EINVAL, 0, NULL, 0, NULL, NULL},
+        {"reset-gpu 0123456789012345678901234567890123456789012345678901234567890123456789 G",
+         -EINVAL, 0, NULL, 0, NULL, NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        struct dm_rem_request q;
+        struct err e = {0};
+        int r = dm_rem_parse(rows[i].text, &q, &e);
+        if (r != rows[i].ok)
+            fail_msg("row %zu \"%s\": %d (%s)", i, rows[i].text, r, err_msg(&e));
+        if (r < 0) {
+            assert_true(err_msg(&e)[0]);
+            continue;
+        }
+        assert_int_equal(q.action, rows[i].action);
+        assert_string_equal(q.id, rows[i].id);
+        assert_int_equal(q.n_gpus, rows[i].n_gpus);
+        if (rows[i].gpu0)
+            assert_string_equal(q.gpus[0], rows[i].gpu0);
+        if (rows[i].gpu1)
+            assert_string_equal(q.gpus[1], rows[i].gpu1);
+    }
+    /* the GPU list's bound */
+    _cleanup_free_ char *many = xstrdup("reset-gpu 1 ");
+    for (int i = 0; i <= DM_REM_GPUS_MAX; i++) {
+        char *n = xasprintf("%s%sGPU-%d", many, i ? "," : "", i);
+        free(many);
+        many = n;
+    }
+    struct dm_rem_request q;
+    struct err e = {0};
+    assert_int_equal(dm_rem_parse(many, &q, &e), -EINVAL);
+}
+
+static void test_rem_actions(void **state)
+{
+    (void)state;
+    bool a[GH_ACT_COUNT];
+    struct err e = {0};
+    assert_int_equal(dm_rem_actions_parse("reset-gpu,reload-driver", a, &e), 0);
+    assert_true(a[GH_ACT_RESET_GPU] && a[GH_ACT_RELOAD_DRIVER] && !a[GH_ACT_REBOOT_NODE]);
+    assert_int_equal(dm_rem_actions_parse("reset-gpu", a, &e), 0);
+    assert_true(a[GH_ACT_RESET_GPU] && !a[GH_ACT_RELOAD_DRIVER]);
+    assert_int_equal(dm_rem_actions_parse("", a, &e), 0);
+    assert_false(a[GH_ACT_RESET_GPU] || a[GH_ACT_RELOAD_DRIVER]);
+    assert_int_equal(dm_rem_actions_parse("reset-gpu,reboot-node", a, &e), -EINVAL);
+    assert_non_null(strstr(err_msg(&e), "reboot-node"));
+    assert_int_equal(dm_rem_actions_parse("reset-gpu,,", a, &e), -EINVAL);
+    assert_int_equal(dm_rem_actions_parse("bogus", a, &e), -EINVAL);
+}
+
+static void test_rem_decide(void **state)
+{
+    (void)state;
+    static const struct dm_rem_gpu gpus[] = {
+        {.uuid = "GPU-a"},
+        {.uuid = "GPU-b", .processes = 2},
+        {.uuid = "GPU-c", .lost = true},
+        {.uuid = "GPU-d", .processes = 1},
+        {.uuid = "GPU-e", .processes_unknown = true},
+    };
+    enum { ALL, RESET_ONLY, NONE };
+    enum gpus_seen { SEEN, UNREADABLE };
+    static const struct {
+        const char *name;
+        const char *request, *done, *failed, *reload;
+        int allow;
+        enum gpus_seen seen;
+        enum nodestate_owner owner;
+        bool ready;
+        const char *pod;
+        enum dm_rem_do want;
+        const char *id, *why;
+    } rows[] = {
+        {"no request", NULL, NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER, true, "p1",
+         DM_REM_IDLE, "", NULL},
+        {"a reset", "reset-gpu 7 GPU-a", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_RESET, "7", NULL},
+        {"a reset with a host driver", "reset-gpu 7 GPU-a", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_HOST, false, NULL, DM_REM_RESET, "7", NULL},
+        {"done already", "reset-gpu 7 GPU-a", "7", NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_ANSWERED, "7", NULL},
+        {"failed already", "reset-gpu 7 GPU-b", NULL, "7 GPU GPU-b has 2 processes", NULL, ALL,
+         SEEN, NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_ANSWERED, "7", NULL},
+        {"an older answer", "reset-gpu 8 GPU-a", "7", "77 x", NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_RESET, "8", NULL},
+        {"an answered bad request", "reset-gpu 9 GPU-a extra", NULL, "9 bad", NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_ANSWERED, "9", NULL},
+        {"a GPU with processes", "reset-gpu 7 GPU-a,GPU-b", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7",
+         "GPU GPU-b has 2 processes running on it: a reset needs none"},
+        {"one process", "reset-gpu 7 GPU-d", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_FAIL, "7", "GPU GPU-d has 1 process running on it: a reset needs none"},
+        {"processes unknown", "reset-gpu 7 GPU-e", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "cannot be read: no reset"},
+        {"a lost GPU", "reset-gpu 7 GPU-c", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_FAIL, "7", "is lost"},
+        {"another node's GPU", "reset-gpu 7 GPU-a,GPU-z", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "GPU GPU-z is not on node n1"},
+        {"no GPU named", "reset-gpu 7", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_FAIL, "7", "names no GPU"},
+        {"NVML unreadable", "reset-gpu 7 GPU-a", NULL, NULL, NULL, ALL, UNREADABLE,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "cannot be read: no driver"},
+        {"an unknown action", "wipe-disk 7", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_FAIL, "7", "wipe-disk: not an action the driver manager takes"},
+        {"a reboot is not ours", "reboot-node 7", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "reboot-node: not an action"},
+        {"policy forbids the reset", "reset-gpu 7 GPU-a", NULL, NULL, NULL, NONE, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7",
+         "reset-gpu is not allowed on node n1"},
+        {"policy forbids the reload", "reload-driver 7", NULL, NULL, NULL, RESET_ONLY, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "reload-driver is not allowed"},
+        {"bad words with an id", "reset-gpu 7 GPU-a x", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_FAIL, "7", "unexpected words"},
+        {"no id: nothing to answer", "reset-gpu", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_IDLE, "", "no id"},
+        {"a reload", "reload-driver 7", NULL, NULL, NULL, ALL, SEEN, NODESTATE_OWNER_CONTAINER,
+         true, "p1", DM_REM_RELOAD, "7", NULL},
+        {"a reload, this pod evicted", "reload-driver 7", NULL, NULL, "7 p1", ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p1", DM_REM_RELOAD_WAIT, "7", "evicted"},
+        {"a reload, the next pod, driver not ready", "reload-driver 7", NULL, NULL, "7 p1", ALL,
+         SEEN, NODESTATE_OWNER_NONE, false, "p2", DM_REM_RELOAD_WAIT, "7", "ready"},
+        {"a reload, the next pod, driver ready", "reload-driver 7", NULL, NULL, "7 p1", ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p2", DM_REM_RELOAD_DONE, "7", NULL},
+        {"a reload answered", "reload-driver 7", "7", NULL, "7 p1", ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p2", DM_REM_ANSWERED, "7", NULL},
+        {"an older reload's mark", "reload-driver 8", NULL, NULL, "7 p1", ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, "p2", DM_REM_RELOAD, "8", NULL},
+        {"a reload of a host driver", "reload-driver 7", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_HOST, false, "p1", DM_REM_FAIL, "7", "the host's"},
+        {"a reload with no driver", "reload-driver 7", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_NONE, false, "p1", DM_REM_FAIL, "7", "not ready"},
+        {"a reload without the pod's name", "reload-driver 7", NULL, NULL, NULL, ALL, SEEN,
+         NODESTATE_OWNER_CONTAINER, true, NULL, DM_REM_FAIL, "7", "POD_NAME"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        struct dm_rem_input in = {.node = "n1",
+                                  .request = rows[i].request,
+                                  .done = rows[i].done,
+                                  .failed = rows[i].failed,
+                                  .reload = rows[i].reload,
+                                  .gpus = rows[i].seen == SEEN ? gpus : NULL,
+                                  .n_gpus = rows[i].seen == SEEN ? ARRAY_SIZE(gpus) : 0,
+                                  .gpus_error = rows[i].seen == SEEN ? NULL : "no driver",
+                                  .owner = rows[i].owner,
+                                  .driver_ready = rows[i].ready,
+                                  .pod = rows[i].pod};
+        in.allow[GH_ACT_RESET_GPU] = rows[i].allow != NONE;
+        in.allow[GH_ACT_RELOAD_DRIVER] = rows[i].allow == ALL;
+        struct dm_rem_decision d;
+        dm_rem_decide(&in, &d);
+        if (d.what != rows[i].want || strcmp(d.req.id, rows[i].id) != 0 ||
+            (rows[i].why && !strstr(d.why, rows[i].why)) ||
+            (!rows[i].why && d.what != DM_REM_IDLE && d.what != DM_REM_RELOAD_WAIT && d.why[0]))
+            fail_msg("%s: %s id \"%s\" why \"%s\"; want %s id \"%s\" why \"%s\"", rows[i].name,
+                     dm_rem_do_name(d.what), d.req.id, d.why, dm_rem_do_name(rows[i].want),
+                     rows[i].id, rows[i].why ? rows[i].why : "");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +786,9 @@ int main(void)
         cmocka_unit_test(test_pod_classify),
         cmocka_unit_test(test_drain_allowed),
         cmocka_unit_test(test_mode),
+        cmocka_unit_test(test_rem_parse),
+        cmocka_unit_test(test_rem_actions),
+        cmocka_unit_test(test_rem_decide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
 # exp-served program of tests/exporter: the fields its catalogue reads, not those it names
 # unsupported, and its own families), the operator's and the node status exporter's from their
 # sources. Every alert of both rule files has a runbook_url, docs/<page>.md#<anchor>, whose
-# anchor is a heading of that page (as GitHub makes anchors of headings).
+# anchor is a heading of that page (as GitHub makes anchors of headings). The alerts'
+# gpuop_remediation_* metrics are the operator's (from its sources).
 set -euo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 command -v promtool >/dev/null || skip "promtool absent (Debian package prometheus)"
@@ -77,6 +78,18 @@ for sub in ("operator", "node-status-exporter"):
             if f.endswith((".c", ".h")):
                 exported |= set(re.findall(r'"((?:gpuop_node|gpu_operator)_[A-Za-z0-9_]+)"',
                                            open(os.path.join(root, f), errors="replace").read()))
+# The alerts on the remediation: their gpuop_remediation_* metrics are the operator's.
+op_names = set()
+for root_, _, files in os.walk(os.path.join(src, "components", "operator")):
+    for f in files:
+        if f.endswith((".c", ".h")):
+            op_names |= set(re.findall(r'"(gpuop_remediation_[A-Za-z0-9_]+)"',
+                                       open(os.path.join(root_, f), errors="replace").read()))
+for g in rules["groups"]:
+    for r in g["rules"]:
+        for name in re.findall(r"\bgpuop_remediation_[A-Za-z0-9_]+", r.get("expr", "")):
+            if name not in op_names:
+                print(f"FAIL alert {r.get('alert')}: {name} is not a metric the operator exports"); bad += 1
 for e in exprs:
     for name in re.findall(r"\b((?:DCGM_(?:FI|EXP)|gpuop|gpu_operator)_[A-Za-z0-9_]+)", e):
         if name not in exported:

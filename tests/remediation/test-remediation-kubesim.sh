@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # GPU remediation end to end on kubesim: the operator under its shipped RBAC runs the planner and
 # executes its plan; the node's health is written by hand as the node status exporter writes it
-# (the gpu-health annotation), and the executor's answer to a reset request too.
+# (the gpu-health annotation); the reset request on dgx-h100-1 is carried out by the real executor
+# (`gpuop driver-manager remediate`, as the driver DaemonSet's ServiceAccount, on the simulated
+# NVML: its GPU 0's uncorrectable ECC error is cleared by the reset); dgx-h100-2's is answered by
+# hand, as a person would.
 #  - an uncorrectable ECC error on dgx-h100-1 (pool train: reset-gpu automatic), which runs a GPU
 #    pod under a PodDisruptionBudget and a CPU pod: the node is quarantined (cordon, the taint
 #    gpuop.dev/gpu-unhealthy:NoSchedule, the state label; time from the fault printed), the GPU
@@ -18,7 +21,7 @@
 set -euo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 need_tools
-need_built "$B/kubesim" "$B/gpuop"
+need_built "$B/kubesim" "$B/gpuop" "$B/libnvidia-ml.so.1" "$B/sim-image-bin/nvidia-smi" "$B/gpuop-sim"
 
 operator_cluster 200ms
 PORT=$(free_port)
@@ -32,6 +35,13 @@ log_file "$T/operator.log"
 
 N1=dgx-h100-1
 N2=dgx-h100-2
+# N1's GPUs are the simulated NVML's (the executor resets them there)
+export GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml
+export GPUOP_SIM_STATE=$T/state
+mkdir -p "$GPUOP_SIM_STATE"
+N1_GPU0=$(PATH=$B/sim-image-bin:$PATH nvidia-smi -L | sed -n 's/^GPU 0: .*(UUID: \(GPU-[^)]*\)).*/\1/p')
+[ -n "$N1_GPU0" ] || fail "no GPU 0 in the simulated fleet"
+uuid_of() { if [ "$1" = $N1 ] && [ "$2" = 0 ]; then echo "$N1_GPU0"; else echo "GPU-$1-$2"; fi; }
 ann() { $K get node "$1" -o jsonpath="{.metadata.annotations.${2//./\\.}}"; }
 state() { $K get node "$1" -o jsonpath='{.metadata.labels.remediation\.gpuop\.dev/state}'; }
 is_state() { [ "$(state "$1")" = "$2" ]; }
@@ -46,8 +56,10 @@ health() {
     local node=$1 seq=$2 acked=$3 v
     if [ $# -gt 3 ]; then
         local f
-        f=$(printf '{"action":"reset-gpu","class":"ecc-dbe","code":0,"gpu":%d,"live":true,"message":"GPU %d (GPU-%s-%d): uncorrectable ECC errors (1 volatile)","seq":%d,"since":"%s","uuid":"GPU-%s-%d"}' \
-            "$4" "$4" "$node" "$4" "$seq" "$(rfc3339 "$5")" "$node" "$4")
+        local u
+        u=$(uuid_of "$node" "$4")
+        f=$(printf '{"action":"reset-gpu","class":"ecc-dbe","code":0,"gpu":%d,"live":true,"message":"GPU %d (%s): uncorrectable ECC errors (1 volatile)","seq":%d,"since":"%s","uuid":"%s"}' \
+            "$4" "$4" "$u" "$seq" "$(rfc3339 "$5")" "$u")
         v=$(printf '{"acked":%d,"action":"reset-gpu","faults":[%s],"healthy":false,"last":%s,"seq":%d}' "$acked" "$f" "$f" "$seq")
     else
         v=$(printf '{"acked":%d,"action":"none","faults":[],"healthy":true,"seq":%d}' "$acked" "$seq")
@@ -118,6 +130,7 @@ wait_for 10 "the pods running" both_running
 
 # ---- an uncorrectable ECC error on N1 ---------------------------------------------------------
 t_fault=$(now_ms)
+"$B/gpuop-sim" inject ecc --gpu 0 --dbe 1 >/dev/null
 health $N1 1 0 0 "$t_fault"
 quarantined() { tainted $N1 && cordoned $N1 && [ -n "$(state $N1)" ]; }
 wait_for 10 "$N1 quarantined" quarantined
@@ -134,7 +147,9 @@ wait_for 10 "$N1 remediating" is_state $N1 remediating
 running cpu-0 || fail "the CPU pod did not stay"
 req=$(ann $N1 remediation.gpuop.dev/request)
 echo "request: $req"
-case "$req" in "reset-gpu "*" GPU-$N1-0") ;; *) fail "request: \"$req\"" ;; esac
+case "$req" in "reset-gpu "*" $N1_GPU0") ;; *) fail "request: \"$req\"" ;; esac
+metrics_has "$PORT" "^gpuop_remediation_node_state_since_timestamp_seconds{node=\"$N1\",state=\"remediating\"} " ||
+    fail "no state-since gauge for $N1: $(curl -s "127.0.0.1:$PORT/metrics" | grep gpuop_remediation_node)"
 
 # gpuop status shows it: the node's state, its action and the event.
 "$B/gpuop" status --color never >"$T/status.txt" 2>&1 || fail "gpuop status: $(cat "$T/status.txt")"
@@ -146,9 +161,31 @@ kill -KILL "$OP_PID"
 wait "$OP_PID" 2>/dev/null || true
 start_operator
 id=$(echo "$req" | cut -d' ' -f2)
-# The executor's part: the GPU reset clears the count; the agent reports it and the answer.
+# The executor, as the driver DaemonSet's ServiceAccount under its shipped RBAC: it resets the GPU
+# in the simulated NVML and answers; the agent's report of the count cleared is written by hand.
+python3 - "$S/deploy/operands/driver.yaml" >"$T/driver-rbac.yaml" <<'PY'
+import sys
+docs = open(sys.argv[1]).read().replace("${NAMESPACE}", "gpu-operator").split("\n---\n")
+print("\n---\n".join(d for d in docs if "kind: DaemonSet" not in d))
+PY
+$K apply -f "$T/driver-rbac.yaml" >/dev/null
+sa_kubeconfig "$T/dm.kubeconfig" gpu-operator nvidia-driver
+mkdir -p "$T/root/sys/module/nvidia" "$T/root/run/nvidia/driver/usr/lib/x86_64-linux-gnu" "$T/root/run/nvidia/validations"
+echo 550.127.05 >"$T/root/sys/module/nvidia/version"
+: >"$T/root/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05"
+: >"$T/root/run/nvidia/validations/.driver-ctr-ready"
+dbe_vol0() { "$B/gpuop-sim" show | awk 'index($0, "GPU 0 ") == 1 {on = 1; next} /^GPU / {on = 0}
+    on && /ECC errors/ {sub(/.*double-bit [0-9]+ \(volatile /, ""); sub(/\).*/, ""); print; exit}'; }
+[ "$(dbe_vol0)" -gt 0 ] || fail "the injected ECC error does not show"
+bg executor env PATH="$B/sim-image-bin:$PATH" POD_NAMESPACE=gpu-operator POD_NAME=nvidia-driver-daemonset-x \
+    "$B/gpuop" driver-manager remediate --node-name $N1 --kubeconfig "$T/dm.kubeconfig" \
+    --host-root "$T/root" --driver-install-dir "$T/root/run/nvidia/driver" \
+    --validations-dir "$T/root/run/nvidia/validations" --poll 200ms
+EX_PID=$LAST
+# (the planner clears the answer with the request as it moves on: the executor's log says it)
+wait_log "$T/executor.log" "remediation request done node=$N1 id=$id" 10
+[ "$(dbe_vol0)" = 0 ] || fail "GPU 0's ECC count after the executor's reset: $(dbe_vol0)"
 health $N1 1 0
-$K annotate node $N1 --overwrite "remediation.gpuop.dev/request-done=$id" >/dev/null
 wait_for 20 "$N1 validating (after the restart)" is_state $N1 validating
 # The agent applies the acknowledgement.
 has_ann() { [ -n "$(ann "$1" "$2")" ]; }
@@ -162,6 +199,8 @@ echo "fault to back in service: $((t_r - t_fault)) ms (operator killed and resta
 running cpu-0 || fail "the CPU pod did not stay"
 grep -q 'node quarantined.*fault_to_quarantine_ms=' "$T/operator.log" || fail "the operator did not log the quarantine's time"
 metrics_has "$PORT" '^gpuop_remediation_nodes{state="healthy"} 4' || fail "metrics: $(curl -s "127.0.0.1:$PORT/metrics" | grep gpuop_remediation)"
+! metrics_has "$PORT" "^gpuop_remediation_node_state_since_timestamp_seconds{node=\"$N1\"" ||
+    fail "$N1 back in service still has a state-since gauge"
 
 # ---- a fault storm: the cluster's breaker ------------------------------------------------------
 $K cordon $N2 >/dev/null # an administrator's, before the fault
@@ -216,6 +255,9 @@ health $N2 1 "$(ann $N2 remediation.gpuop.dev/ack-seq)"
 n2_back() { [ -z "$(state $N2)" ] && ! tainted $N2; }
 wait_for 30 "$N2 back in service" n2_back
 cordoned $N2 || fail "$N2 uncordoned: the administrator's cordon was lost"
+kill -TERM "$EX_PID"
+wait_exit "$EX_PID" 10
+[ "$RC" = 0 ] || fail "the executor exited $RC on SIGTERM"
 # The operator stops cleanly (under the sanitizers: no leak, no error at exit).
 kill -TERM "$OP_PID"
 wait_exit "$OP_PID" 10

@@ -257,6 +257,7 @@ const struct svc_component drivermgr_component = {
              "modules, cleans a stale driver root and restores the operands. Records the finding\n"
              "in the node annotation gpuop.dev/driver-owner and an Event.\n",
     .options = {dm_options},
+    .verbs = {&drivermgr_remediate_component},
     .epilogue = "Exit: 0 the node is ready for the driver container; 1 a failure, or a host\n"
                 "driver owns this node; 2 bad input (no node name, no host root).\n",
     .state_size = sizeof(struct drivermgr),

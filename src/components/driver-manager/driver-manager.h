@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpuhealth.h"
 #include "nodeops.h"
 #include "nodestate.h"
 #include "util.h"
@@ -168,5 +169,83 @@ void dm_owner_event(const struct dm_finding *f, const char **ret_reason, char *m
 /* The drain's record (gpuop.dev/last-drain) but its time: why, and by whom. */
 void dm_drain_record(const struct dm_finding *f, const char *driver_version,
                      struct nodestate_drain *ret);
+
+/* ---- remediation requests ----------------------------------------------------------------- */
+
+/* `gpuop driver-manager remediate` carries out the operator's reset and driver-reload requests on
+ * its own node (docs/remediation.md, "The executor"): the request is the annotation
+ * REM_ANN_REQUEST, "<action> <id> [UUID,UUID...]", answered with REM_ANN_REQUEST_DONE ("<id>") or
+ * REM_ANN_REQUEST_FAILED ("<id> <why>"). The answer is the record: a request answered is never
+ * carried out again, whatever restarted meanwhile.
+ *
+ * A driver reload is the driver pod's restart (its init container, this driver manager, unloads;
+ * the driver container loads): the executor marks the node with DM_ANN_RELOAD ("<id> <pod>") and
+ * evicts its own driver pod; the executor of the next driver pod answers once the new driver is
+ * ready. */
+#define DM_ANN_RELOAD   "gpuop.dev/driver-manager-reload"
+#define DM_REM_ID_MAX   64
+#define DM_REM_GPUS_MAX 64
+#define DM_REM_UUID_MAX 96
+#define DM_REM_POD_MAX  254
+#define DM_REM_WHY_MAX  512
+
+struct dm_rem_request {
+    int action; /* enum gh_action, or -1 for a word gpuop does not know (in action_word) */
+    char action_word[32];
+    char id[DM_REM_ID_MAX];
+    size_t n_gpus;
+    char gpus[DM_REM_GPUS_MAX][DM_REM_UUID_MAX];
+};
+
+/* Parses a request. -EINVAL (e says why) when it has no id to answer, too many words, or a GPU
+ * list over the bounds; an unknown action parses (action -1) so that it can be refused. */
+int dm_rem_parse(const char *text, struct dm_rem_request *ret, struct err *e);
+
+/* A GPU of this node as NVML shows it. */
+struct dm_rem_gpu {
+    const char *uuid;
+    bool lost;              /* NVML_ERROR_GPU_IS_LOST */
+    unsigned processes;     /* compute processes running on it (MIG instances' too) */
+    bool processes_unknown; /* NVML could not say: no reset */
+};
+
+struct dm_rem_input {
+    const char *node;
+    /* the node's annotations (NULL: absent) */
+    const char *request, *done, *failed, *reload;
+    /* the actions this executor may take (--remediation-actions); the others are refused */
+    bool allow[GH_ACT_COUNT];
+    /* this node's GPUs; NULL with gpus_error when NVML could not be read */
+    const struct dm_rem_gpu *gpus;
+    size_t n_gpus;
+    const char *gpus_error;
+    enum nodestate_owner owner; /* who owns the driver (dm_owner_decide) */
+    bool driver_ready;          /* the driver container says it is ready (.driver-ctr-ready) */
+    const char *pod;            /* this driver pod's name (POD_NAME), NULL or "" unknown */
+};
+
+enum dm_rem_do {
+    DM_REM_IDLE,        /* no request, or one that cannot be answered (why says) */
+    DM_REM_ANSWERED,    /* answered already: nothing */
+    DM_REM_FAIL,        /* answer request-failed with why */
+    DM_REM_RESET,       /* reset the request's GPUs, then answer */
+    DM_REM_RELOAD,      /* mark the node (DM_ANN_RELOAD "<id> <pod>"), evict this driver pod */
+    DM_REM_RELOAD_WAIT, /* this pod was asked to go; or the new driver is not ready yet */
+    DM_REM_RELOAD_DONE, /* the new driver pod's driver is ready: answer done, remove the mark */
+};
+const char *dm_rem_do_name(enum dm_rem_do d);
+
+struct dm_rem_decision {
+    enum dm_rem_do what;
+    struct dm_rem_request req;
+    char why[DM_REM_WHY_MAX];
+};
+
+/* What to do about the node's request. Pure. */
+void dm_rem_decide(const struct dm_rem_input *in, struct dm_rem_decision *ret);
+
+/* The executor's actions: "reset-gpu,reload-driver" and the like; -EINVAL naming a word that is
+ * not an action the executor can take. */
+int dm_rem_actions_parse(const char *text, bool ret[GH_ACT_COUNT], struct err *e);
 
 #endif

@@ -43,6 +43,12 @@ struct op_remediation {
         bool open;
     } * breakers;
     size_t n_breakers;
+    struct {
+        char *name;
+        enum rem_state state;
+        int64_t since_ms;
+    } * nodes; /* the nodes out of service, for the alerts on how long */
+    size_t n_nodes;
     uint64_t quarantines, recoveries, conflicts;
     double quarantine_s_sum, recovery_s_sum, quarantine_s_last, recovery_s_last;
 };
@@ -63,13 +69,18 @@ int op_remediation_new(struct kube_client *kc, const char *ns, struct op_upgrade
     return 0;
 }
 
-static void breakers_free(struct op_remediation *r)
+static void figures_free(struct op_remediation *r)
 {
     for (size_t i = 0; i < r->n_breakers; i++)
         free(r->breakers[i].name);
     free(r->breakers);
     r->breakers = NULL;
     r->n_breakers = 0;
+    for (size_t i = 0; i < r->n_nodes; i++)
+        free(r->nodes[i].name);
+    free(r->nodes);
+    r->nodes = NULL;
+    r->n_nodes = 0;
 }
 
 void op_remediation_free(struct op_remediation *r)
@@ -80,7 +91,7 @@ void op_remediation_free(struct op_remediation *r)
         op_upgrade_set_holds(r->upg, NULL, 0);
     free(r->holds);
     rem_plan_free(r->plan);
-    breakers_free(r);
+    figures_free(r);
     json_decref(r->cp_pending);
     json_decref(r->cp_written);
     pthread_mutex_destroy(&r->lock);
@@ -316,13 +327,22 @@ static void record(struct op_remediation *r, const struct rem_plan *p, const jso
     pthread_mutex_lock(&r->lock);
     r->have_counts = true;
     memcpy(r->counts, p->counts, sizeof(r->counts));
-    breakers_free(r);
+    figures_free(r);
     r->breakers = xcalloc(p->n_pools + 1, sizeof(*r->breakers));
     for (size_t i = 0; i < p->n_pools; i++) {
         r->breakers[i].name = xstrdup(p->pools[i].name);
         r->breakers[i].open = p->pools[i].breaker_open;
     }
     r->n_breakers = p->n_pools;
+    r->nodes = xcalloc(p->n_nodes + 1, sizeof(*r->nodes));
+    for (size_t i = 0; i < p->n_nodes; i++) {
+        const struct rem_node_report *n = &p->nodes[i];
+        if (n->state == REM_HEALTHY || n->since_ms <= 0)
+            continue;
+        r->nodes[r->n_nodes].name = xstrdup(n->node);
+        r->nodes[r->n_nodes].state = n->state;
+        r->nodes[r->n_nodes++].since_ms = n->since_ms;
+    }
     for (size_t i = 0; i < p->n_nodes; i++) {
         const struct rem_node_report *n = &p->nodes[i];
         if (json_object_get(not_patched, n->node))
@@ -358,6 +378,14 @@ void op_remediation_metrics(struct op_remediation *r, struct prom_writer *w)
     for (size_t i = 0; i < r->n_breakers; i++) {
         struct prom_label lab = {"pool", r->breakers[i].name};
         prom_sample(w, "gpuop_remediation_breaker_open", &lab, 1, r->breakers[i].open ? 1 : 0);
+    }
+    prom_family(w, "gpuop_remediation_node_state_since_timestamp_seconds", PROM_GAUGE,
+                "When each node out of service entered its remediation state (Unix time)");
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        struct prom_label lab[] = {{"node", r->nodes[i].name},
+                                   {"state", rem_state_name(r->nodes[i].state)}};
+        prom_sample(w, "gpuop_remediation_node_state_since_timestamp_seconds", lab, ARRAY_SIZE(lab),
+                    (double)r->nodes[i].since_ms / 1000.0);
     }
     prom_metric_u64(w, "gpuop_remediation_quarantines_total", PROM_COUNTER,
                     "Nodes quarantined for a GPU fault", r->quarantines);

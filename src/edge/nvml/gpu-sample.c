@@ -257,3 +257,18 @@ int gpu_sample_read(struct gpu_lib *lib, unsigned index, struct gpu_sample *ret,
     *ret = s;
     return 0;
 }
+
+int gpu_process_count(struct gpu_lib *lib, unsigned index, unsigned *ret, struct err *e)
+{
+    nvmlDevice_t dev = NULL;
+    nvmlReturn_t r = NV(lib, nvmlDeviceGetHandleByIndex_v2, index, &dev);
+    if (r != NVML_SUCCESS)
+        return nv_err(lib, r, e, "nvmlDeviceGetHandleByIndex_v2(gpu %u)", index);
+    /* asked with no room: NVML answers the count (INSUFFICIENT_SIZE when there are any) */
+    unsigned n = 0;
+    r = NV(lib, nvmlDeviceGetComputeRunningProcesses_v3, dev, &n, NULL);
+    if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
+        return nv_err(lib, r, e, "nvmlDeviceGetComputeRunningProcesses_v3(gpu %u)", index);
+    *ret = n;
+    return 0;
+}

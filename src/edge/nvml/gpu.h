@@ -177,6 +177,9 @@ struct gpu_sample {
 /* Reads telemetry of GPU `index`. A lost GPU gives 0 with sample->lost set; other per-field
  * failures just leave the field's valid bit clear. */
 int gpu_sample_read(struct gpu_lib *lib, unsigned index, struct gpu_sample *ret, struct err *e);
+/* How many compute processes run on GPU `index` (NVML's running processes, MIG instances' too):
+ * a GPU reset needs none. A lost GPU is an error (-ENODEV with NVML's words). */
+int gpu_process_count(struct gpu_lib *lib, unsigned index, unsigned *ret, struct err *e);
 
 /* Events (XID critical errors, ECC): kinds as bits, for a subscription mask and an event. */
 #define GPU_EVENT_ECC_SBE (1ULL << 0) /* single-bit ECC error */

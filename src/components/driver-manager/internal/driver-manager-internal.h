@@ -51,4 +51,8 @@ int dm_root_unload(struct drivermgr *d, struct err *e);
 /* A stale driver root unmounted, .driver-ctr-ready removed. */
 int dm_root_clean(struct drivermgr *d, struct err *e);
 
+/* ---- remediate-main.c: `gpuop driver-manager remediate` ---------------------------------- */
+
+extern const struct svc_component drivermgr_remediate_component;
+
 #endif
