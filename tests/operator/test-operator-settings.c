@@ -473,7 +473,20 @@ static void test_service_monitor(void **state)
     assert_null(strstr(u, "serviceMonitor"));
 }
 
-/* The planner applies the ServiceMonitor only where its CRD is served. */
+/* The condition `type` of a planned status, or NULL. */
+static const json_t *planned_condition(const struct op_plan *plan, const char *type)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach (kobj_path(plan->active->r.status, "conditions"), i, c)
+        if (streq_ptr(kobj_str(c, "type"), type))
+            return c;
+    return NULL;
+}
+
+/* The planner applies the ServiceMonitor only where its CRD is served; where it is not, the
+ * status says why none was written (an Event once), and the shell is told to look again. When
+ * turned off, the one gpuop wrote is pruned. */
 static void test_service_monitor_plan(void **state)
 {
     (void)state;
@@ -485,6 +498,7 @@ static void test_service_monitor_plan(void **state)
     _cleanup_(op_templates_freep) struct op_templates *t = NULL;
     struct err e = {0};
     assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *written = NULL; /* the ServiceMonitor as applied */
     for (int served = 0; served < 2; served++) {
         struct op_snapshot s = {.policies = policies,
                                 .nodes = nodes,
@@ -498,41 +512,106 @@ static void test_service_monitor_plan(void **state)
             fail_msg("%s", err_msg(&e));
         assert_true((find_obj(plan->apply, "ServiceMonitor", NULL) != NULL) == served);
         assert_true((find_obj(plan->desired, "ServiceMonitor", NULL) != NULL) == served);
-        /* the namespace was not read: its Pod Security labels are planned whole */
-        assert_non_null(plan->namespace_labels);
-        assert_int_equal(json_object_size(plan->namespace_labels), 3);
+        assert_true(plan->servicemonitor_missing == !served);
+        const json_t *c = planned_condition(plan, "ServiceMonitor");
+        assert_non_null(c);
+        assert_string_equal(kobj_str(c, "status"), served ? "True" : "False");
+        assert_string_equal(kobj_str(c, "reason"), served ? "Applied" : "CRDNotInstalled");
+        bool event = false;
+        for (size_t i = 0; i < plan->active->r.n_events; i++)
+            event |= streq_ptr(plan->active->r.events[i].reason, "ServiceMonitorCRDMissing");
+        assert_true(event == !served);
+        /* the namespace was not read: its Pod Security labels are left as they are */
+        assert_null(plan->namespace_patch);
+        if (served)
+            written = json_deep_copy(find_obj(plan->apply, "ServiceMonitor", NULL));
     }
+    /* turned off: the ServiceMonitor gpuop wrote is pruned; no condition is left */
+    _cleanup_json_ json_t *off = policy("  dcgmExporter: {serviceMonitor: {enabled: false}}\n");
+    _cleanup_json_ json_t *policies2 = json_pack("[O]", off);
+    _cleanup_json_ json_t *owned2 = json_pack("[O]", written);
+    struct op_snapshot s = {.policies = policies2,
+                            .nodes = nodes,
+                            .owned = owned2,
+                            .defaults = &defaults,
+                            .templates = t,
+                            .now_ms = 1700000000000ULL,
+                            .servicemonitor_served = true};
+    _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+    if (op_plan(&s, &plan, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_int_equal(plan->n_prune, 1);
+    assert_string_equal(plan->prune[0].kind, "ServiceMonitor");
+    assert_string_equal(plan->prune[0].name, "nvidia-dcgm-exporter");
+    assert_null(planned_condition(plan, "ServiceMonitor"));
+    assert_false(plan->servicemonitor_missing);
 }
 
 /* ---- Pod Security admission ------------------------------------------------------------------ */
 
-static void test_psa_labels(void **state)
+#define PSA_E "pod-security.kubernetes.io/enforce"
+#define PSA_A "pod-security.kubernetes.io/audit"
+#define PSA_W "pod-security.kubernetes.io/warn"
+#define REC   "gpuop.dev/pod-security-labels-set"
+
+static void test_psa_patch(void **state)
 {
     (void)state;
     static const struct {
-        const char *spec, *ns_labels, *want;
+        const char *spec, *ns_meta, *want;
     } rows[] = {
         {"", "{}", NULL},
         {"  psa: {enabled: false}\n", "{}", NULL},
-        /* NVIDIA's three modes, all privileged: the operands are privileged node agents */
-        {"  psa: {enabled: true}\n", NULL,
-         "{\"pod-security.kubernetes.io/audit\": \"privileged\", "
-         "\"pod-security.kubernetes.io/enforce\": \"privileged\", "
-         "\"pod-security.kubernetes.io/warn\": \"privileged\"}"},
-        /* only what differs; other labels are left alone */
+        /* the namespace not read: nothing is written (what was there is unknown) */
+        {"  psa: {enabled: true}\n", NULL, NULL},
+        /* NVIDIA's three modes, all privileged (the operands are privileged node agents), and
+         * what each replaced: nothing */
+        {"  psa: {enabled: true}\n", "{}",
+         "{\"metadata\": {\"labels\": {\"" PSA_A "\": \"privileged\", \"" PSA_E
+         "\": \"privileged\", \"" PSA_W "\": \"privileged\"}, \"annotations\": {\"" REC
+         "\": \"{\\\"" PSA_A "\\\":null,\\\"" PSA_E "\\\":null,\\\"" PSA_W "\\\":null}\"}}}"},
+        /* only what differs; an administrator's privileged label is not recorded as gpuop's,
+         * the baseline one it replaces is; other labels are left alone */
         {"  psa: {enabled: true}\n",
-         "{\"pod-security.kubernetes.io/enforce\": \"privileged\", "
-         "\"pod-security.kubernetes.io/audit\": \"baseline\", \"team\": \"ml\"}",
-         "{\"pod-security.kubernetes.io/audit\": \"privileged\", "
-         "\"pod-security.kubernetes.io/warn\": \"privileged\"}"},
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"baseline\", \"team\": "
+         "\"ml\"}}",
+         "{\"metadata\": {\"labels\": {\"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"privileged\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_A
+         "\\\":\\\"baseline\\\",\\\"" PSA_W "\\\":null}\"}}}"},
+        /* converged: nothing */
         {"  psa: {enabled: true}\n",
-         "{\"pod-security.kubernetes.io/enforce\": \"privileged\", "
-         "\"pod-security.kubernetes.io/audit\": \"privileged\", "
-         "\"pod-security.kubernetes.io/warn\": \"privileged\"}",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"privileged\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_W "\\\":null}\"}}",
          NULL},
-        /* turned off: nothing removed (the labels may be the administrator's) */
-        {"  psa: {enabled: false}\n", "{\"pod-security.kubernetes.io/enforce\": \"privileged\"}",
-         NULL},
+        /* someone lowered gpuop's label: set again, the first value it replaced stays recorded */
+        {"  psa: {enabled: true}\n",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"restricted\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_W "\\\":null}\"}}",
+         "{\"metadata\": {\"labels\": {\"" PSA_W "\": \"privileged\"}}}"},
+        /* turned off: what gpuop set goes back exactly (removed, or the value it replaced); the
+         * administrator's own privileged label and other labels stay; the record goes */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"privileged\", \"team\": \"ml\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_A
+         "\\\":\\\"baseline\\\",\\\"" PSA_W "\\\":null}\"}}",
+         "{\"metadata\": {\"labels\": {\"" PSA_A "\": \"baseline\", \"" PSA_W
+         "\": null}, \"annotations\": {\"" REC "\": null}}}"},
+        /* turned off after someone changed gpuop's label: that one is theirs now */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"" PSA_W "\": \"baseline\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_W
+         "\\\":null}\"}}",
+         "{\"metadata\": {\"annotations\": {\"" REC "\": null}}}"},
+        /* an edited record naming another label: that label is not touched */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"team\": \"privileged\"}, \"annotations\": {\"" REC
+         "\": \"{\\\"team\\\":null}\"}}",
+         "{\"metadata\": {\"annotations\": {\"" REC "\": null}}}"},
+        /* a record that does not parse: nothing restored, the record goes */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\"}, \"annotations\": {\"" REC "\": \"{\"}}",
+         "{\"metadata\": {\"annotations\": {\"" REC "\": null}}}"},
+        /* off without a record: nothing gpuop set, nothing removed */
+        {"  psa: {enabled: false}\n", "{\"labels\": {\"" PSA_E "\": \"privileged\"}}", NULL},
     };
     for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
         _cleanup_json_ json_t *cp = policy(rows[i].spec);
@@ -540,22 +619,98 @@ static void test_psa_labels(void **state)
         struct err e = {0};
         assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
         _cleanup_json_ json_t *ns = NULL;
-        if (rows[i].ns_labels) {
-            _cleanup_free_ char *s =
-                xasprintf("{\"kind\": \"Namespace\", \"metadata\": {\"name\": \"gpu-operator\", "
-                          "\"labels\": %s}}",
-                          rows[i].ns_labels);
-            ns = json_loads(s, 0, NULL);
-            assert_non_null(ns);
+        if (rows[i].ns_meta) {
+            json_error_t je;
+            json_t *meta = json_loads(rows[i].ns_meta, 0, &je);
+            if (!meta)
+                fail_msg("row %zu: %s", i, je.text);
+            json_object_set_new(meta, "name", json_string("gpu-operator"));
+            ns = json_pack("{s:s,s:o}", "kind", "Namespace", "metadata", meta);
         }
-        _cleanup_json_ json_t *got = op_psa_labels(p, ns);
-        _cleanup_json_ json_t *want = rows[i].want ? json_loads(rows[i].want, 0, NULL) : NULL;
-        if (!json_equal(got, want) && !(got == NULL && want == NULL)) {
+        _cleanup_json_ json_t *got = op_psa_patch(p, ns);
+        json_error_t je;
+        _cleanup_json_ json_t *want = rows[i].want ? json_loads(rows[i].want, 0, &je) : NULL;
+        if (rows[i].want && !want)
+            fail_msg("row %zu: want: %s", i, je.text);
+        if (!(got == NULL && want == NULL) && !json_equal(got, want)) {
             _cleanup_free_ char *g = got ? json_dumps(got, JSON_SORT_KEYS) : xstrdup("null");
             fail_msg("row %zu: got %s", i, g);
         }
         _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
         assert_null(strstr(u, "psa"));
+    }
+}
+
+/* On, then off: the namespace is as it was before, whatever labels it had (the merge patches
+ * applied as the API server applies them). */
+static void merge_apply(json_t *target, const json_t *patch)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)patch, k, v) {
+        if (json_is_null(v))
+            json_object_del(target, k);
+        else if (json_is_object(v)) {
+            json_t *t = json_object_get(target, k);
+            if (!json_is_object(t)) {
+                t = json_object();
+                json_object_set_new(target, k, t);
+            }
+            merge_apply(t, v);
+        } else
+            json_object_set(target, k, v);
+    }
+}
+
+static void test_psa_round_trip(void **state)
+{
+    (void)state;
+    static const char *const before[] = {
+        "{}",
+        "{\"labels\": {\"team\": \"ml\"}}",
+        "{\"labels\": {\"" PSA_E "\": \"baseline\", \"" PSA_W "\": \"privileged\"}, "
+        "\"annotations\": {\"owner\": \"x\"}}",
+        "{\"labels\": {\"" PSA_E "\": \"restricted\", \"" PSA_A "\": \"restricted\", \"" PSA_W
+        "\": \"restricted\"}}",
+    };
+    _cleanup_json_ json_t *on = policy("  psa: {enabled: true}\n");
+    _cleanup_json_ json_t *off = policy("  psa: {enabled: false}\n");
+    _cleanup_(op_policy_freep) struct op_policy *pon = NULL, *poff = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(on, &defaults, &pon, &e), 0);
+    assert_int_equal(op_policy_parse(off, &defaults, &poff, &e), 0);
+    for (size_t i = 0; i < ARRAY_SIZE(before); i++) {
+        _cleanup_json_ json_t *orig =
+            json_pack("{s:s,s:o}", "kind", "Namespace", "metadata", json_loads(before[i], 0, NULL));
+        _cleanup_json_ json_t *ns = json_deep_copy(orig);
+        for (int pass = 0; pass < 2; pass++) { /* a second pass writes nothing */
+            _cleanup_json_ json_t *patch = op_psa_patch(pon, ns);
+            assert_true((patch != NULL) == (pass == 0));
+            if (patch)
+                merge_apply(ns, patch);
+        }
+        for (int k = 0; k < 3; k++)
+            assert_string_equal(kobj_str(kobj_labels(ns), k == 0   ? PSA_E
+                                                          : k == 1 ? PSA_A
+                                                                   : PSA_W),
+                                "privileged");
+        _cleanup_json_ json_t *patch = op_psa_patch(poff, ns);
+        if (patch)
+            merge_apply(ns, patch);
+        /* an emptied labels or annotations object reads as none */
+        const char *const keys[] = {"labels", "annotations"};
+        for (size_t k = 0; k < 2; k++) {
+            json_t *meta = json_object_get(ns, "metadata");
+            if (json_object_size(json_object_get(meta, keys[k])) == 0 &&
+                !json_object_get(json_object_get(orig, "metadata"), keys[k]))
+                json_object_del(meta, keys[k]);
+        }
+        if (!json_equal(ns, orig)) {
+            _cleanup_free_ char *g = json_dumps(ns, JSON_SORT_KEYS);
+            fail_msg("row %zu: not restored: %s", i, g);
+        }
+        _cleanup_json_ json_t *again = op_psa_patch(poff, ns);
+        assert_null(again);
     }
 }
 
@@ -716,8 +871,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_driver_settings),      cmocka_unit_test(test_module_resources),
         cmocka_unit_test(test_precompiled_refusals), cmocka_unit_test(test_service_monitor),
-        cmocka_unit_test(test_service_monitor_plan), cmocka_unit_test(test_psa_labels),
-        cmocka_unit_test(test_host_network),         cmocka_unit_test(test_nvidia_reference),
+        cmocka_unit_test(test_service_monitor_plan), cmocka_unit_test(test_psa_patch),
+        cmocka_unit_test(test_psa_round_trip),       cmocka_unit_test(test_host_network),
+        cmocka_unit_test(test_nvidia_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

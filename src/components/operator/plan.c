@@ -525,6 +525,7 @@ struct active {
     json_t *conds;           /* the status's conditions, in order */
     json_t *not_ready;       /* the components' states not ready */
     char *unsup_msg;         /* the UnsupportedFields message */
+    bool servicemonitor;     /* the policy renders the exporter's ServiceMonitor */
     struct op_event *events; /* the report's Events, until it exists */
     size_t n_events;
 };
@@ -586,10 +587,15 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
     json_t *obj;
     /* Without the Prometheus Operator's CRD a ServiceMonitor has nowhere to go: left out, as
      * NVIDIA's operator leaves it out. */
-    for (i = json_array_size(plan->desired); !s->servicemonitor_served && i-- > 0;)
-        if (streq_ptr(kobj_kind(json_array_get(plan->desired, i)), "ServiceMonitor"))
+    for (i = json_array_size(plan->desired); i-- > 0;) {
+        if (!streq_ptr(kobj_kind(json_array_get(plan->desired, i)), "ServiceMonitor"))
+            continue;
+        a->servicemonitor = true;
+        plan->servicemonitor_missing = !s->servicemonitor_served;
+        if (!s->servicemonitor_served)
             json_array_remove(plan->desired, i);
-    plan->namespace_labels = op_psa_labels(a->p, s->namespace_obj);
+    }
+    plan->namespace_patch = op_psa_patch(a->p, s->namespace_obj);
     if (a->delegated) {
         json_array_foreach (plan->desired, i, obj) {
             if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
@@ -673,6 +679,19 @@ static void warning_conditions(struct active *a)
         json_array_append_new(
             a->conds,
             op_condition(&a->sc, "GPUAccess", true, a->p->gpu_access_reason, a->p->gpu_access_msg));
+    }
+    /* The exporter's ServiceMonitor, wanted: written, or why it was not (no CRD to hold it). */
+    if (a->servicemonitor) {
+        bool served = a->s->servicemonitor_served;
+        const char *msg = served
+                              ? "the exporter's ServiceMonitor is applied"
+                              : "the ServiceMonitor kind (monitoring.coreos.com/v1) is not served: "
+                                "no ServiceMonitor was written; install the Prometheus "
+                                "Operator's CRDs and gpuop writes it";
+        if (!served && !streq_ptr(op_stored_condition(cp, "ServiceMonitor", "False"), msg))
+            active_event(a, "Warning", "ServiceMonitorCRDMissing", msg);
+        json_array_append_new(a->conds, op_condition(&a->sc, "ServiceMonitor", served,
+                                                     served ? "Applied" : "CRDNotInstalled", msg));
     }
     /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
      * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
@@ -820,7 +839,7 @@ void op_plan_free(struct op_plan *p)
         json_decref(p->node_patches[i].labels);
     }
     free(p->node_patches);
-    json_decref(p->namespace_labels);
+    json_decref(p->namespace_patch);
     json_decref(p->desired);
     json_decref(p->driver_nodes);
     json_decref(p->apply);
