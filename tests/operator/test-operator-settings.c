@@ -547,6 +547,137 @@ static void test_service_monitor_plan(void **state)
     assert_false(plan->servicemonitor_missing);
 }
 
+/* ---- driver.usePrecompiled ------------------------------------------------------------------- */
+
+/* A GPU node with NFD's OS labels, its kernel (nodeInfo) and kernel label (NULL: none). */
+static json_t *precompiled_node(const char *name, const char *info, const char *label,
+                                const char *deploy_driver)
+{
+    json_t *n = json_pack("{s:s,s:{s:s,s:{s:s,s:s,s:s}},s:{s:{}}}", "kind", "Node", "metadata",
+                          "name", name, "labels", "feature.node.kubernetes.io/pci-10de.present",
+                          "true", "feature.node.kubernetes.io/system-os_release.ID", "ubuntu",
+                          "feature.node.kubernetes.io/system-os_release.VERSION_ID", "22.04",
+                          "status", "nodeInfo");
+    if (info)
+        json_object_set_new(kobj_path(n, "status.nodeInfo"), "kernelVersion", json_string(info));
+    if (label)
+        json_object_set_new(kobj_labels(n), "feature.node.kubernetes.io/kernel-version.full",
+                            json_string(label));
+    if (deploy_driver)
+        json_object_set_new(kobj_labels(n), "nvidia.com/gpu.deploy.driver",
+                            json_string(deploy_driver));
+    return n;
+}
+
+/* One driver DaemonSet per kernel among the nodes the driver targets, NVIDIA's precompiled tag,
+ * selecting on the kernel label; nodes it cannot select named; a kernel gone, its DaemonSet
+ * pruned with the single one. */
+static void test_precompiled_plan(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = policy("  driver: {usePrecompiled: true, version: 595.91.07}\n");
+    _cleanup_json_ json_t *policies = json_pack("[O]", cp);
+    _cleanup_json_ json_t *nodes = json_pack(
+        "[o,o,o,o,o,o]", precompiled_node("a1", "5.15.0-69-generic", "5.15.0-69-generic", NULL),
+        precompiled_node("a2", "5.15.0-69-generic", "5.15.0-69-generic", NULL),
+        precompiled_node("b1", "6.8.0-40-generic", "6.8.0-40-generic", NULL),
+        precompiled_node("nolabel", "6.8.0-40-generic", NULL, NULL),
+        precompiled_node("stale", "6.8.0-41-generic", "6.8.0-40-generic", NULL),
+        precompiled_node("host", "4.18.0-1-generic", "4.18.0-1-generic", "pre-installed"));
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *owned = json_array();
+    struct op_snapshot s = {.policies = policies,
+                            .nodes = nodes,
+                            .owned = owned,
+                            .defaults = &defaults,
+                            .templates = t,
+                            .now_ms = 1700000000000ULL};
+    _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+    if (op_plan(&s, &plan, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    static const struct {
+        const char *name, *kernel, *image;
+    } want[] = {
+        {"nvidia-driver-daemonset-5.15.0-69-generic-ubuntu22.04", "5.15.0-69-generic",
+         "nvcr.io/nvidia/driver:595-5.15.0-69-generic-ubuntu22.04"},
+        {"nvidia-driver-daemonset-6.8.0-40-generic-ubuntu22.04", "6.8.0-40-generic",
+         "nvcr.io/nvidia/driver:595-6.8.0-40-generic-ubuntu22.04"},
+    };
+    assert_null(find_obj(plan->desired, "DaemonSet", "nvidia-driver-daemonset"));
+    size_t n_driver = 0, i;
+    json_t *o;
+    json_array_foreach (plan->desired, i, o)
+        n_driver += streq_ptr(kobj_kind(o), "DaemonSet") &&
+                    strncmp(kobj_name(o), "nvidia-driver-daemonset", 23) == 0;
+    assert_int_equal(n_driver, ARRAY_SIZE(want));
+    for (i = 0; i < ARRAY_SIZE(want); i++) {
+        json_t *ds = find_obj(plan->desired, "DaemonSet", want[i].name);
+        if (!ds)
+            fail_msg("no DaemonSet %s", want[i].name);
+        json_t *ps = kobj_path(ds, "spec.template.spec");
+        assert_string_equal(
+            kobj_str(named(json_object_get(ps, "containers"), "nvidia-driver-ctr"), "image"),
+            want[i].image);
+        json_t *sel = json_object_get(ps, "nodeSelector");
+        assert_string_equal(kobj_str(sel, "feature.node.kubernetes.io/kernel-version.full"),
+                            want[i].kernel);
+        assert_string_equal(kobj_str(sel, "feature.node.kubernetes.io/system-os_release.ID"),
+                            "ubuntu");
+        /* its own selector: the DaemonSets' pods never overlap */
+        assert_string_equal(
+            kobj_str(kobj_path(ds, "spec.selector.matchLabels"), OP_LABEL_DRIVER_DS), want[i].name);
+        assert_string_equal(
+            kobj_str(kobj_path(ds, "spec.template.metadata.labels"), OP_LABEL_DRIVER_DS),
+            want[i].name);
+        assert_non_null(find_obj(plan->apply, "DaemonSet", want[i].name));
+    }
+    /* the nodes no DaemonSet can select, named; the pre-installed one is not a driver node */
+    const json_t *c = planned_condition(plan, "PrecompiledDriver");
+    assert_non_null(c);
+    assert_string_equal(kobj_str(c, "reason"), "KernelLabelMissing");
+    assert_non_null(strstr(kobj_str(c, "message"), "node nolabel: no "));
+    assert_non_null(strstr(kobj_str(c, "message"), "node stale: its "));
+    assert_null(strstr(kobj_str(c, "message"), "host"));
+    c = planned_condition(plan, "DriverReady");
+    assert_string_equal(kobj_str(c, "status"), "False");
+    assert_non_null(strstr(kobj_str(c, "message"), "not created yet"));
+
+    /* b1's kernel gone (upgraded to a1's): its DaemonSet is pruned, as is the single one */
+    _cleanup_json_ json_t *owned2 = json_array();
+    json_array_foreach (plan->desired, i, o)
+        if (streq_ptr(kobj_kind(o), "DaemonSet") &&
+            strncmp(kobj_name(o), "nvidia-driver-daemonset", 23) == 0)
+            json_array_append_new(owned2, json_deep_copy(o));
+    json_t *single = json_deep_copy(json_array_get(owned2, 0));
+    json_object_set_new(json_object_get(single, "metadata"), "name",
+                        json_string("nvidia-driver-daemonset"));
+    json_array_append_new(owned2, single);
+    _cleanup_json_ json_t *nodes2 =
+        json_pack("[o]", precompiled_node("a1", "5.15.0-69-generic", "5.15.0-69-generic", NULL));
+    s.owned = owned2;
+    s.nodes = nodes2;
+    _cleanup_(op_plan_freep) struct op_plan *plan2 = NULL;
+    if (op_plan(&s, &plan2, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_null(find_obj(plan2->apply, "DaemonSet", want[0].name)); /* current */
+    bool pruned_b = false, pruned_single = false;
+    for (i = 0; i < plan2->n_prune; i++) {
+        pruned_b |= streq_ptr(plan2->prune[i].name, want[1].name);
+        pruned_single |= streq_ptr(plan2->prune[i].name, "nvidia-driver-daemonset");
+    }
+    assert_true(pruned_b && pruned_single);
+    assert_null(planned_condition(plan2, "PrecompiledDriver"));
+    _cleanup_free_ char *u = NULL;
+    {
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+        u = json_dumps(p->unimplemented, JSON_COMPACT);
+    }
+    assert_null(strstr(u, "usePrecompiled"));
+}
+
 /* ---- Pod Security admission ------------------------------------------------------------------ */
 
 #define PSA_E "pod-security.kubernetes.io/enforce"
@@ -872,8 +1003,8 @@ int main(void)
         cmocka_unit_test(test_driver_settings),      cmocka_unit_test(test_module_resources),
         cmocka_unit_test(test_precompiled_refusals), cmocka_unit_test(test_service_monitor),
         cmocka_unit_test(test_service_monitor_plan), cmocka_unit_test(test_psa_patch),
-        cmocka_unit_test(test_psa_round_trip),       cmocka_unit_test(test_host_network),
-        cmocka_unit_test(test_nvidia_reference),
+        cmocka_unit_test(test_psa_round_trip),       cmocka_unit_test(test_precompiled_plan),
+        cmocka_unit_test(test_host_network),         cmocka_unit_test(test_nvidia_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -465,6 +465,15 @@ char *op_driver_image(const struct op_policy *p, const char *os_tag)
     return xasprintf("%s:%s", base, version);
 }
 
+char *op_precompiled_image(const char *base, const char *version, const char *kernel,
+                           const char *os_tag)
+{
+    if (!version || !*version)
+        return xstrdup(base);
+    size_t bl = strcspn(version, ".");
+    return xasprintf("%s:%.*s-%s-%s", base, (int)bl, version, kernel, os_tag);
+}
+
 static json_t *render_vars(const struct op_policy *p, enum op_component c,
                            const struct op_render_ctx *ctx)
 {
