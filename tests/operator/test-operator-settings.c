@@ -43,6 +43,8 @@ static json_t *policy(const char *extra)
     return cp;
 }
 
+static const json_t *render_kmc; /* the kernel module ConfigMap render() passes */
+
 static json_t *render(const char *extra, const char *os_tag, struct op_policy **ret_p)
 {
     _cleanup_json_ json_t *cp = policy(extra);
@@ -52,7 +54,7 @@ static json_t *render(const char *extra, const char *os_tag, struct op_policy **
     if (op_policy_parse(cp, &defaults, &p, &e) < 0)
         fail_msg("parse: %s", err_msg(&e));
     assert_int_equal(op_templates_builtin(&t, &e), 0);
-    struct op_render_ctx ctx = {.os_tag = os_tag};
+    struct op_render_ctx ctx = {.os_tag = os_tag, .kernel_module_config = render_kmc};
     json_t *objs = NULL;
     if (op_render(p, t, &ctx, &objs, &e) < 0)
         fail_msg("render: %s", err_msg(&e));
@@ -547,6 +549,118 @@ static void test_service_monitor_plan(void **state)
     assert_false(plan->servicemonitor_missing);
 }
 
+/* ---- driver.kernelModuleConfig -----------------------------------------------------------------
+ */
+
+/* Each key of the ConfigMap a file of /drivers, mounted one by one with a subPath, the volume
+ * named as the ConfigMap listing those keys (NVIDIA's operator's createConfigMapVolumeMounts). */
+static void test_kernel_module_config(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cm = load_yaml(
+        "kind: ConfigMap\nmetadata: {name: kmc, namespace: gpu-operator}\n"
+        "data: {nvidia.conf: \"NVreg_EnableGpuFirmware=0\", nvidia-uvm.conf: \"uvm_perf=1\"}\n"
+        "binaryData: {nvidia-peermem.conf: \"\"}\n");
+    static const struct {
+        const char *spec;
+        bool cm;
+        const char *want_mounts; /* mountPath=subPath, in order; "" none */
+    } rows[] = {
+        {"  driver: {kernelModuleConfig: {name: kmc}}\n", true,
+         "/drivers/nvidia-peermem.conf=nvidia-peermem.conf "
+         "/drivers/nvidia-uvm.conf=nvidia-uvm.conf "
+         "/drivers/nvidia.conf=nvidia.conf"},
+        /* the ConfigMap not known (offline render, or not there): nothing mounted */
+        {"  driver: {kernelModuleConfig: {name: kmc}}\n", false, ""},
+        /* another ConfigMap than the one named: nothing */
+        {"  driver: {kernelModuleConfig: {name: other}}\n", true, ""},
+        {"", true, ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        render_kmc = rows[i].cm ? cm : NULL;
+        _cleanup_json_ json_t *objs = render(rows[i].spec, "ubuntu22.04", NULL);
+        render_kmc = NULL;
+        json_t *ps =
+            kobj_path(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"), "spec.template.spec");
+        json_t *ctr = named(json_object_get(ps, "containers"), "nvidia-driver-ctr");
+        char got[512] = "";
+        size_t j;
+        json_t *m;
+        json_array_foreach (json_object_get(ctr, "volumeMounts"), j, m) {
+            if (!streq_ptr(kobj_str(m, "name"), "kmc"))
+                continue;
+            assert_true(json_is_true(json_object_get(m, "readOnly")));
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s=%s", *got ? " " : "",
+                     kobj_str(m, "mountPath"), kobj_str(m, "subPath"));
+        }
+        if (strcmp(got, rows[i].want_mounts) != 0)
+            fail_msg("row %zu: mounts \"%s\"", i, got);
+        json_t *vol = named(json_object_get(ps, "volumes"), "kmc");
+        if (!*rows[i].want_mounts) {
+            assert_null(vol);
+            continue;
+        }
+        _cleanup_json_ json_t *want_vol =
+            json_loads("{\"name\": \"kmc\", \"configMap\": {\"name\": \"kmc\", \"items\": ["
+                       "{\"key\": \"nvidia-peermem.conf\", \"path\": \"nvidia-peermem.conf\"}, "
+                       "{\"key\": \"nvidia-uvm.conf\", \"path\": \"nvidia-uvm.conf\"}, "
+                       "{\"key\": \"nvidia.conf\", \"path\": \"nvidia.conf\"}]}}",
+                       0, NULL);
+        assert_true(json_equal(vol, want_vol));
+    }
+    /* acted on: not named as accepted and ignored */
+    _cleanup_json_ json_t *cp = policy("  driver: {kernelModuleConfig: {name: kmc}}\n");
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_null(strstr(u, "kernelModuleConfig"));
+}
+
+/* The planner: the ConfigMap as the shell read it; missing, the driver DaemonSet is left as it
+ * is (not applied) and the status says why. */
+static void test_kernel_module_config_plan(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = policy("  driver: {kernelModuleConfig: {name: kmc}}\n");
+    _cleanup_json_ json_t *policies = json_pack("[O]", cp);
+    _cleanup_json_ json_t *nodes = json_array();
+    _cleanup_json_ json_t *owned = json_array();
+    _cleanup_json_ json_t *cms =
+        json_pack("[{s:s,s:{s:s,s:s},s:{s:s}}]", "kind", "ConfigMap", "metadata", "name", "kmc",
+                  "namespace", "gpu-operator", "data", "nvidia.conf", "NVreg_EnableGpuFirmware=0");
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    for (int found = 0; found < 2; found++) {
+        struct op_snapshot s = {.policies = policies,
+                                .nodes = nodes,
+                                .owned = owned,
+                                .defaults = &defaults,
+                                .templates = t,
+                                .now_ms = 1700000000000ULL,
+                                .configmaps = found ? cms : NULL};
+        _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+        if (op_plan(&s, &plan, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        json_t *ds = find_obj(plan->apply, "DaemonSet", "nvidia-driver-daemonset");
+        assert_true((ds != NULL) == found);
+        assert_non_null(find_obj(plan->desired, "DaemonSet", "nvidia-driver-daemonset"));
+        assert_int_equal(plan->n_prune, 0);
+        const json_t *c = planned_condition(plan, "KernelModuleConfig");
+        if (found) {
+            assert_null(c);
+            json_t *ctr =
+                named(kobj_path(ds, "spec.template.spec.containers"), "nvidia-driver-ctr");
+            assert_non_null(named(json_object_get(ctr, "volumeMounts"), "kmc"));
+        } else {
+            assert_non_null(c);
+            assert_string_equal(kobj_str(c, "reason"), "ConfigMapNotFound");
+            assert_non_null(strstr(kobj_str(c, "message"), "gpu-operator/kmc"));
+        }
+    }
+}
+
 /* ---- driver.usePrecompiled ------------------------------------------------------------------- */
 
 /* A GPU node with NFD's OS labels, its kernel (nodeInfo) and kernel label (NULL: none). */
@@ -1000,11 +1114,18 @@ static void test_nvidia_reference(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_driver_settings),      cmocka_unit_test(test_module_resources),
-        cmocka_unit_test(test_precompiled_refusals), cmocka_unit_test(test_service_monitor),
-        cmocka_unit_test(test_service_monitor_plan), cmocka_unit_test(test_psa_patch),
-        cmocka_unit_test(test_psa_round_trip),       cmocka_unit_test(test_precompiled_plan),
-        cmocka_unit_test(test_host_network),         cmocka_unit_test(test_nvidia_reference),
+        cmocka_unit_test(test_driver_settings),
+        cmocka_unit_test(test_module_resources),
+        cmocka_unit_test(test_precompiled_refusals),
+        cmocka_unit_test(test_service_monitor),
+        cmocka_unit_test(test_service_monitor_plan),
+        cmocka_unit_test(test_psa_patch),
+        cmocka_unit_test(test_psa_round_trip),
+        cmocka_unit_test(test_precompiled_plan),
+        cmocka_unit_test(test_kernel_module_config),
+        cmocka_unit_test(test_kernel_module_config_plan),
+        cmocka_unit_test(test_host_network),
+        cmocka_unit_test(test_nvidia_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,6 +161,9 @@ struct op_render_ctx {
     const char *os_tag;
     const char
         *driver_image; /* the driver image, when set (an NVIDIADriver's); else the policy's */
+    /* The ConfigMap driver.kernelModuleConfig.name names, as read (its data and binaryData
+     * keys are mounted one by one); NULL: not known, nothing is mounted. */
+    const json_t *kernel_module_config;
 };
 
 /*
@@ -256,6 +259,10 @@ struct op_snapshot {
     /* The operand namespace (a Namespace object); NULL when not read: its Pod Security labels
      * are then left as they are. */
     const json_t *namespace_obj;
+    /* The ConfigMaps of the operand namespace the policies name in
+     * spec.driver.kernelModuleConfig.name, as read (an array; NULL: none). One a policy names
+     * and that is not here does not exist: its driver DaemonSets are left as they are. */
+    const json_t *configmaps;
     /* The ServiceMonitor kind is served (the Prometheus Operator's CRD is installed): without it
      * a rendered ServiceMonitor is left out, as NVIDIA's operator does. */
     bool servicemonitor_served;

@@ -528,6 +528,8 @@ struct active {
     bool servicemonitor;     /* the policy renders the exporter's ServiceMonitor */
     json_t *precompiled;     /* driver.usePrecompiled: its DaemonSets' names; NULL: not used */
     json_t *no_kernel;       /* driver nodes no precompiled DaemonSet can select, a line each */
+    const char *kmc_missing; /* driver.kernelModuleConfig names a ConfigMap that is not there */
+    const json_t *kmc;       /* that ConfigMap, as read; NULL: none named, or missing */
     struct op_event *events; /* the report's Events, until it exists */
     size_t n_events;
 };
@@ -670,7 +672,8 @@ static int plan_precompiled(struct active *a, struct op_plan *plan, struct err *
         const char *ver = json_string_value(json_array_get(g, 2));
         _cleanup_free_ char *os = xasprintf("%s%s", id, ver);
         _cleanup_free_ char *image = op_precompiled_image(base, a->p->driver_version, kernel, os);
-        struct op_render_ctx ctx = {.os_tag = os, .driver_image = image};
+        struct op_render_ctx ctx = {
+            .os_tag = os, .driver_image = image, .kernel_module_config = a->kmc};
         _cleanup_json_ json_t *ds = NULL;
         int r = op_render_driver_daemonset(a->p, s->templates, &ctx, &ds, e);
         if (r < 0)
@@ -707,7 +710,18 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
 {
     const struct op_snapshot *s = a->s;
     a->os_tag = os_tag_of(s->nodes, &a->os_counts);
-    struct op_render_ctx ctx = {.os_tag = a->os_tag};
+    const char *kmc_name = kobj_path_str(a->p->operand[OP_DRIVER].spec, "kernelModuleConfig.name");
+    if (kmc_name && *kmc_name && a->p->operand[OP_DRIVER].enabled && !a->delegated) {
+        size_t j;
+        const json_t *cm;
+        json_array_foreach (s->configmaps, j, cm)
+            if (streq_ptr(kobj_name(cm), kmc_name) &&
+                streq_ptr(kobj_namespace(cm), s->defaults->namespace))
+                a->kmc = cm;
+        if (!a->kmc)
+            a->kmc_missing = kmc_name;
+    }
+    struct op_render_ctx ctx = {.os_tag = a->os_tag, .kernel_module_config = a->kmc};
     json_decref(plan->desired);
     plan->desired = NULL;
     int r = op_render(a->p, s->templates, &ctx, &plan->desired, e);
@@ -747,6 +761,12 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
             json_array_append(plan->desired, (json_t *)single);
     }
     json_array_foreach (plan->desired, i, obj) {
+        /* Its kernel module ConfigMap missing: NVIDIA's operator fails the driver's state and
+         * changes nothing of it; so does gpuop (the status says why). */
+        if (a->kmc_missing && streq_ptr(kobj_kind(obj), "DaemonSet") &&
+            strncmp(kobj_name(obj) ?: "", op_component_def(OP_DRIVER)->ds_name,
+                    strlen(op_component_def(OP_DRIVER)->ds_name)) == 0)
+            continue;
         if (!op_object_current(obj, find_live(s->owned, obj)))
             json_array_append(plan->apply, obj);
     }
@@ -841,6 +861,16 @@ static void warning_conditions(struct active *a)
             active_event(a, "Warning", "ServiceMonitorCRDMissing", msg);
         json_array_append_new(a->conds, op_condition(&a->sc, "ServiceMonitor", served,
                                                      served ? "Applied" : "CRDNotInstalled", msg));
+    }
+    if (a->kmc_missing) {
+        _cleanup_free_ char *w =
+            xasprintf("spec.driver.kernelModuleConfig.name: ConfigMap %s/%s not found; the driver "
+                      "DaemonSet is left as it is until it exists",
+                      a->s->defaults->namespace, a->kmc_missing);
+        if (!streq_ptr(op_stored_condition(cp, "KernelModuleConfig", "False"), w))
+            active_event(a, "Warning", "KernelModuleConfigMissing", w);
+        json_array_append_new(
+            a->conds, op_condition(&a->sc, "KernelModuleConfig", false, "ConfigMapNotFound", w));
     }
     /* Precompiled drivers: nodes no DaemonSet can select (NFD's kernel label missing or stale). */
     if (json_array_size(a->no_kernel) > 0) {

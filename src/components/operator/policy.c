@@ -121,7 +121,8 @@ static const char *const implemented[] = {
     "dcgmExporter.serviceMonitor", /* a ServiceMonitor for the exporter (render.c) */
     /* the driver pod's settings, rendered as NVIDIA's operator renders them (render.c) */
     "driver.kernelModuleType",
-    "driver.usePrecompiled", /* one driver DaemonSet per kernel (plan.c) */
+    "driver.usePrecompiled",     /* one driver DaemonSet per kernel (plan.c) */
+    "driver.kernelModuleConfig", /* its keys as /drivers/<key> (render-driver.c) */
     "driver.useOpenKernelModules",
     "driver.rdma",
     "driver.repoConfig",

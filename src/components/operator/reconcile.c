@@ -482,6 +482,7 @@ static void objects_fresh(json_t *written, json_t *objects)
 struct world {
     json_t *policies, *nodes, *owned, *nvds, *findings;
     json_t *ns;                 /* the operand namespace; NULL: not read */
+    json_t *configmaps;         /* those the policies' driver.kernelModuleConfig name, found */
     bool servicemonitor_served; /* the ServiceMonitors' informer listed: the kind is served */
 };
 
@@ -493,6 +494,7 @@ static void world_done(struct world *w)
     json_decref(w->nvds);
     json_decref(w->findings);
     json_decref(w->ns);
+    json_decref(w->configmaps);
 }
 
 static int read_world(struct controller *c, struct world *w, struct err *e)
@@ -520,6 +522,26 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
         if (g < 0 && g != -ENOENT)
             log_warn(COMPONENT, "namespace not read; its Pod Security labels are left as they are",
                      "namespace=%s error=\"%s\"", c->ns, err_msg(&ne));
+    }
+    /* The administrator's ConfigMaps of kernel module parameters (not gpuop's: not in the
+     * ConfigMap informer). One that cannot be read fails the reconcile (retried), so that the
+     * driver DaemonSet never loses its mounts to a passing error. */
+    w->configmaps = json_array();
+    size_t i;
+    json_t *cp;
+    json_array_foreach (w->policies, i, cp) {
+        const char *name = kobj_path_str(cp, "spec.driver.kernelModuleConfig.name");
+        if (!name || !*name)
+            continue;
+        json_t *cm = NULL;
+        int g = kube_get(c->kc, &KUBE_CONFIGMAPS, c->ns, name, &cm, e);
+        if (g == -ENOENT) {
+            err_clear(e);
+            continue;
+        }
+        if (g < 0)
+            return err_prefix(e, "ConfigMap %s/%s (spec.driver.kernelModuleConfig)", c->ns, name);
+        json_array_append_new(w->configmaps, cm);
     }
     objects_fresh(c->written, w->policies);
     /* not listed yet (or no CRD): NULL, and the plan keeps every NVIDIADriver DaemonSet */
@@ -667,6 +689,7 @@ int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                                .findings = w.findings,
                                .nvidia_drivers = w.nvds,
                                .namespace_obj = w.ns,
+                               .configmaps = w.configmaps,
                                .servicemonitor_served = w.servicemonitor_served};
     _cleanup_json_ json_t *queue = json_array(); /* the reconcile's Events */
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;

@@ -340,7 +340,7 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
                                                         : json_object_get(spec, "gds");
         const json_t *gdr = json_object_get(sec, "gdrcopy") ? json_object_get(sec, "gdrcopy")
                                                             : json_object_get(spec, "gdrcopy");
-        op_driver_settings_apply(podspec, sec, gds, gdr, ctx ? ctx->os_tag : NULL);
+        op_driver_settings_apply(podspec, sec, gds, gdr, ctx);
     }
 
     /* The main container: the first of `containers`. */

@@ -7,7 +7,9 @@
 #  - the CRD installed later: the ServiceMonitor appears (the operator looks again by itself);
 #  - turned off: the ServiceMonitor is deleted;
 #  - psa.enabled labels the operand namespace privileged, keeping an administrator's labels, and
-#    records what it replaced; turned off, the namespace's labels are exactly as before.
+#    records what it replaced; turned off, the namespace's labels are exactly as before;
+#  - driver.kernelModuleConfig naming a ConfigMap that does not exist: no driver DaemonSet, the
+#    status says why; the ConfigMap created: the driver DaemonSet mounts each key in /drivers.
 set -euo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 need_tools
@@ -109,5 +111,27 @@ assert m.get("labels", {}) == want, (m.get("labels"), want)
 assert "gpuop.dev/pod-security-labels-set" not in m.get("annotations", {}), m.get("annotations")' "$T/labels-before.json"
 }
 wait_for 20 "the namespace's labels restored" psa_restored
+
+# The driver with a kernel module ConfigMap that is not there yet.
+$K patch clusterpolicy cluster-policy --type=merge \
+    -p '{"spec":{"driver":{"enabled":true,"kernelModuleConfig":{"name":"kmc"}}}}' >/dev/null
+kmc_cond_is() { [ "$(cond KernelModuleConfig status)/$(cond KernelModuleConfig reason)" = "$1" ]; }
+wait_for 20 "KernelModuleConfig False/ConfigMapNotFound" kmc_cond_is False/ConfigMapNotFound
+$K -n gpu-operator get ds nvidia-driver-daemonset >/dev/null 2>&1 &&
+    fail "the driver DaemonSet was written without its kernel module ConfigMap"
+$K -n gpu-operator create configmap kmc --from-literal=nvidia.conf='NVreg_EnableGpuFirmware=0' \
+    --from-literal=nvidia-uvm.conf='uvm_perf_prefetch_enable=0' >/dev/null
+wait_for 30 "the driver DaemonSet" $K -n gpu-operator get ds nvidia-driver-daemonset
+$K -n gpu-operator get ds nvidia-driver-daemonset -o json >"$T/ds.json"
+/usr/bin/python3 - "$T/ds.json" <<'PY' || fail "the driver DaemonSet's kernel module files"
+import json, sys
+ps = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]
+ctr = [c for c in ps["containers"] if c["name"] == "nvidia-driver-ctr"][0]
+m = sorted((v["mountPath"], v["subPath"]) for v in ctr["volumeMounts"] if v["name"] == "kmc")
+assert m == [("/drivers/nvidia-uvm.conf", "nvidia-uvm.conf"), ("/drivers/nvidia.conf", "nvidia.conf")], m
+vol = [v for v in ps["volumes"] if v["name"] == "kmc"][0]
+assert vol["configMap"]["name"] == "kmc" and len(vol["configMap"]["items"]) == 2, vol
+PY
+wait_for 10 "no KernelModuleConfig condition" sh -c "[ -z \"\$($K get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"KernelModuleConfig\")].status}')\" ]"
 ended "$OP" && fail "the operator exited"
-echo "PASS monitoring: ServiceMonitor without and with its CRD, removed when off; Pod Security labels set and restored exactly"
+echo "PASS settings-live: ServiceMonitor without and with its CRD, removed when off; Pod Security labels set and restored exactly; kernel module ConfigMap mounted once it exists"
