@@ -151,6 +151,7 @@ static void operator_defaults(void *state)
     o->qps = 50;
     o->burst = 100;
     o->c.written = json_object();
+    o->c.psa_record = -1; /* the namespace is read once to learn it */
     o->c.written_nvds = json_object();
     o->c.recorder = op_recorder_new(NULL);
     pthread_mutex_init(&o->c.lock, NULL);

@@ -513,22 +513,28 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
         _cleanup_json_ json_t *list = kube_informer_list(c->servicemonitors, NULL, NULL, NULL);
         json_array_extend(w->owned, list);
     }
-    /* The operand namespace, for its Pod Security labels (a read per reconcile while a policy
-     * exists; gpuop's RBAC on namespaces is get and patch, no watch). Unread, they stay as they
-     * are. */
-    if (json_array_size(w->policies) > 0) {
+    /* The operand namespace, for its Pod Security labels (gpuop's RBAC on namespaces is get and
+     * patch, no watch): read while a policy enables psa, or while the namespace holds the record
+     * of labels gpuop set (to restore them), and once at start to learn that. Unread, they stay
+     * as they are. */
+    size_t i;
+    json_t *cp;
+    bool psa = false;
+    json_array_foreach (w->policies, i, cp)
+        psa = psa || json_is_true(kobj_path(cp, "spec.psa.enabled"));
+    if (json_array_size(w->policies) > 0 && (psa || c->psa_record != 0)) {
         struct err ne = {0};
         int g = kube_get(c->kc, &KUBE_NAMESPACES, NULL, c->ns, &w->ns, &ne);
         if (g < 0 && g != -ENOENT)
             log_warn(COMPONENT, "namespace not read; its Pod Security labels are left as they are",
                      "namespace=%s error=\"%s\"", c->ns, err_msg(&ne));
+        if (g == 0 || g == -ENOENT)
+            c->psa_record = kobj_str(kobj_annotations(w->ns), OP_PSA_ANNOTATION) ? 1 : 0;
     }
     /* The administrator's ConfigMaps of kernel module parameters (not gpuop's: not in the
      * ConfigMap informer). One that cannot be read fails the reconcile (retried), so that the
      * driver DaemonSet never loses its mounts to a passing error. */
     w->configmaps = json_array();
-    size_t i;
-    json_t *cp;
     json_array_foreach (w->policies, i, cp) {
         const char *name = kobj_path_str(cp, "spec.driver.kernelModuleConfig.name");
         if (!name || !*name)

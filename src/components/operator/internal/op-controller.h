@@ -78,6 +78,10 @@ struct controller {
     /* The active policy wants a ServiceMonitor whose kind is not served (yet): the reconcile is
      * queued again in a while, to write it once the CRD is installed. Reconcile thread only. */
     bool servicemonitor_wait;
+    /* The operand namespace holds gpuop's record of the Pod Security labels it set: 1 yes, 0
+     * no, -1 not read yet (it is read while this is not 0 or a policy enables psa). Reconcile
+     * thread only. */
+    int psa_record;
     /* Every Event of the operator and its controllers goes through it (aggregated,
      * rate-limited), once per reconcile, last. Reconcile thread only. */
     struct op_recorder *recorder;
