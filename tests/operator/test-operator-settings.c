@@ -43,6 +43,8 @@ static json_t *policy(const char *extra)
     return cp;
 }
 
+static const json_t *render_kmc; /* the kernel module ConfigMap render() passes */
+
 static json_t *render(const char *extra, const char *os_tag, struct op_policy **ret_p)
 {
     _cleanup_json_ json_t *cp = policy(extra);
@@ -52,7 +54,7 @@ static json_t *render(const char *extra, const char *os_tag, struct op_policy **
     if (op_policy_parse(cp, &defaults, &p, &e) < 0)
         fail_msg("parse: %s", err_msg(&e));
     assert_int_equal(op_templates_builtin(&t, &e), 0);
-    struct op_render_ctx ctx = {.os_tag = os_tag};
+    struct op_render_ctx ctx = {.os_tag = os_tag, .kernel_module_config = render_kmc};
     json_t *objs = NULL;
     if (op_render(p, t, &ctx, &objs, &e) < 0)
         fail_msg("render: %s", err_msg(&e));
@@ -473,7 +475,20 @@ static void test_service_monitor(void **state)
     assert_null(strstr(u, "serviceMonitor"));
 }
 
-/* The planner applies the ServiceMonitor only where its CRD is served. */
+/* The condition `type` of a planned status, or NULL. */
+static const json_t *planned_condition(const struct op_plan *plan, const char *type)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach (kobj_path(plan->active->r.status, "conditions"), i, c)
+        if (streq_ptr(kobj_str(c, "type"), type))
+            return c;
+    return NULL;
+}
+
+/* The planner applies the ServiceMonitor only where its CRD is served; where it is not, the
+ * status says why none was written (an Event once), and the shell is told to look again. When
+ * turned off, the one gpuop wrote is pruned. */
 static void test_service_monitor_plan(void **state)
 {
     (void)state;
@@ -485,6 +500,7 @@ static void test_service_monitor_plan(void **state)
     _cleanup_(op_templates_freep) struct op_templates *t = NULL;
     struct err e = {0};
     assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *written = NULL; /* the ServiceMonitor as applied */
     for (int served = 0; served < 2; served++) {
         struct op_snapshot s = {.policies = policies,
                                 .nodes = nodes,
@@ -498,41 +514,349 @@ static void test_service_monitor_plan(void **state)
             fail_msg("%s", err_msg(&e));
         assert_true((find_obj(plan->apply, "ServiceMonitor", NULL) != NULL) == served);
         assert_true((find_obj(plan->desired, "ServiceMonitor", NULL) != NULL) == served);
-        /* the namespace was not read: its Pod Security labels are planned whole */
-        assert_non_null(plan->namespace_labels);
-        assert_int_equal(json_object_size(plan->namespace_labels), 3);
+        assert_true(plan->servicemonitor_missing == !served);
+        const json_t *c = planned_condition(plan, "ServiceMonitor");
+        assert_non_null(c);
+        assert_string_equal(kobj_str(c, "status"), served ? "True" : "False");
+        assert_string_equal(kobj_str(c, "reason"), served ? "Applied" : "CRDNotInstalled");
+        bool event = false;
+        for (size_t i = 0; i < plan->active->r.n_events; i++)
+            event |= streq_ptr(plan->active->r.events[i].reason, "ServiceMonitorCRDMissing");
+        assert_true(event == !served);
+        /* the namespace was not read: its Pod Security labels are left as they are */
+        assert_null(plan->namespace_patch);
+        if (served)
+            written = json_deep_copy(find_obj(plan->apply, "ServiceMonitor", NULL));
     }
+    /* turned off: the ServiceMonitor gpuop wrote is pruned; no condition is left */
+    _cleanup_json_ json_t *off = policy("  dcgmExporter: {serviceMonitor: {enabled: false}}\n");
+    _cleanup_json_ json_t *policies2 = json_pack("[O]", off);
+    _cleanup_json_ json_t *owned2 = json_pack("[O]", written);
+    struct op_snapshot s = {.policies = policies2,
+                            .nodes = nodes,
+                            .owned = owned2,
+                            .defaults = &defaults,
+                            .templates = t,
+                            .now_ms = 1700000000000ULL,
+                            .servicemonitor_served = true};
+    _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+    if (op_plan(&s, &plan, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_int_equal(plan->n_prune, 1);
+    assert_string_equal(plan->prune[0].kind, "ServiceMonitor");
+    assert_string_equal(plan->prune[0].name, "nvidia-dcgm-exporter");
+    assert_null(planned_condition(plan, "ServiceMonitor"));
+    assert_false(plan->servicemonitor_missing);
+}
+
+/* ---- driver.kernelModuleConfig -----------------------------------------------------------------
+ */
+
+/* Each key of the ConfigMap a file of /drivers, mounted one by one with a subPath, the volume
+ * named as the ConfigMap listing those keys (NVIDIA's operator's createConfigMapVolumeMounts). */
+static void test_kernel_module_config(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cm = load_yaml(
+        "kind: ConfigMap\nmetadata: {name: kmc, namespace: gpu-operator}\n"
+        "data: {nvidia.conf: \"NVreg_EnableGpuFirmware=0\", nvidia-uvm.conf: \"uvm_perf=1\"}\n"
+        "binaryData: {nvidia-peermem.conf: \"\"}\n");
+    static const struct {
+        const char *spec;
+        bool cm;
+        const char *want_mounts; /* mountPath=subPath, in order; "" none */
+    } rows[] = {
+        {"  driver: {kernelModuleConfig: {name: kmc}}\n", true,
+         "/drivers/nvidia-peermem.conf=nvidia-peermem.conf "
+         "/drivers/nvidia-uvm.conf=nvidia-uvm.conf "
+         "/drivers/nvidia.conf=nvidia.conf"},
+        /* the ConfigMap not known (offline render, or not there): nothing mounted */
+        {"  driver: {kernelModuleConfig: {name: kmc}}\n", false, ""},
+        /* another ConfigMap than the one named: nothing */
+        {"  driver: {kernelModuleConfig: {name: other}}\n", true, ""},
+        {"", true, ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        render_kmc = rows[i].cm ? cm : NULL;
+        _cleanup_json_ json_t *objs = render(rows[i].spec, "ubuntu22.04", NULL);
+        render_kmc = NULL;
+        json_t *ps =
+            kobj_path(find_obj(objs, "DaemonSet", "nvidia-driver-daemonset"), "spec.template.spec");
+        json_t *ctr = named(json_object_get(ps, "containers"), "nvidia-driver-ctr");
+        char got[512] = "";
+        size_t j;
+        json_t *m;
+        json_array_foreach (json_object_get(ctr, "volumeMounts"), j, m) {
+            if (!streq_ptr(kobj_str(m, "name"), "kmc"))
+                continue;
+            assert_true(json_is_true(json_object_get(m, "readOnly")));
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s=%s", *got ? " " : "",
+                     kobj_str(m, "mountPath"), kobj_str(m, "subPath"));
+        }
+        if (strcmp(got, rows[i].want_mounts) != 0)
+            fail_msg("row %zu: mounts \"%s\"", i, got);
+        json_t *vol = named(json_object_get(ps, "volumes"), "kmc");
+        if (!*rows[i].want_mounts) {
+            assert_null(vol);
+            continue;
+        }
+        _cleanup_json_ json_t *want_vol =
+            json_loads("{\"name\": \"kmc\", \"configMap\": {\"name\": \"kmc\", \"items\": ["
+                       "{\"key\": \"nvidia-peermem.conf\", \"path\": \"nvidia-peermem.conf\"}, "
+                       "{\"key\": \"nvidia-uvm.conf\", \"path\": \"nvidia-uvm.conf\"}, "
+                       "{\"key\": \"nvidia.conf\", \"path\": \"nvidia.conf\"}]}}",
+                       0, NULL);
+        assert_true(json_equal(vol, want_vol));
+    }
+    /* acted on: not named as accepted and ignored */
+    _cleanup_json_ json_t *cp = policy("  driver: {kernelModuleConfig: {name: kmc}}\n");
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
+    assert_null(strstr(u, "kernelModuleConfig"));
+}
+
+/* The planner: the ConfigMap as the shell read it; missing, the driver DaemonSet is left as it
+ * is (not applied) and the status says why. */
+static void test_kernel_module_config_plan(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = policy("  driver: {kernelModuleConfig: {name: kmc}}\n");
+    _cleanup_json_ json_t *policies = json_pack("[O]", cp);
+    _cleanup_json_ json_t *nodes = json_array();
+    _cleanup_json_ json_t *owned = json_array();
+    _cleanup_json_ json_t *cms =
+        json_pack("[{s:s,s:{s:s,s:s},s:{s:s}}]", "kind", "ConfigMap", "metadata", "name", "kmc",
+                  "namespace", "gpu-operator", "data", "nvidia.conf", "NVreg_EnableGpuFirmware=0");
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    for (int found = 0; found < 2; found++) {
+        struct op_snapshot s = {.policies = policies,
+                                .nodes = nodes,
+                                .owned = owned,
+                                .defaults = &defaults,
+                                .templates = t,
+                                .now_ms = 1700000000000ULL,
+                                .configmaps = found ? cms : NULL};
+        _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+        if (op_plan(&s, &plan, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        json_t *ds = find_obj(plan->apply, "DaemonSet", "nvidia-driver-daemonset");
+        assert_true((ds != NULL) == found);
+        assert_non_null(find_obj(plan->desired, "DaemonSet", "nvidia-driver-daemonset"));
+        assert_int_equal(plan->n_prune, 0);
+        const json_t *c = planned_condition(plan, "KernelModuleConfig");
+        if (found) {
+            assert_null(c);
+            json_t *ctr =
+                named(kobj_path(ds, "spec.template.spec.containers"), "nvidia-driver-ctr");
+            assert_non_null(named(json_object_get(ctr, "volumeMounts"), "kmc"));
+        } else {
+            assert_non_null(c);
+            assert_string_equal(kobj_str(c, "reason"), "ConfigMapNotFound");
+            assert_non_null(strstr(kobj_str(c, "message"), "gpu-operator/kmc"));
+        }
+    }
+}
+
+/* ---- driver.usePrecompiled ------------------------------------------------------------------- */
+
+/* A GPU node with NFD's OS labels, its kernel (nodeInfo) and kernel label (NULL: none). */
+static json_t *precompiled_node(const char *name, const char *info, const char *label,
+                                const char *deploy_driver)
+{
+    json_t *n = json_pack("{s:s,s:{s:s,s:{s:s,s:s,s:s}},s:{s:{}}}", "kind", "Node", "metadata",
+                          "name", name, "labels", "feature.node.kubernetes.io/pci-10de.present",
+                          "true", "feature.node.kubernetes.io/system-os_release.ID", "ubuntu",
+                          "feature.node.kubernetes.io/system-os_release.VERSION_ID", "22.04",
+                          "status", "nodeInfo");
+    if (info)
+        json_object_set_new(kobj_path(n, "status.nodeInfo"), "kernelVersion", json_string(info));
+    if (label)
+        json_object_set_new(kobj_labels(n), "feature.node.kubernetes.io/kernel-version.full",
+                            json_string(label));
+    if (deploy_driver)
+        json_object_set_new(kobj_labels(n), "nvidia.com/gpu.deploy.driver",
+                            json_string(deploy_driver));
+    return n;
+}
+
+/* One driver DaemonSet per kernel among the nodes the driver targets, NVIDIA's precompiled tag,
+ * selecting on the kernel label; nodes it cannot select named; a kernel gone, its DaemonSet
+ * pruned with the single one. */
+static void test_precompiled_plan(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = policy("  driver: {usePrecompiled: true, version: 595.91.07}\n");
+    _cleanup_json_ json_t *policies = json_pack("[O]", cp);
+    _cleanup_json_ json_t *nodes = json_pack(
+        "[o,o,o,o,o,o]", precompiled_node("a1", "5.15.0-69-generic", "5.15.0-69-generic", NULL),
+        precompiled_node("a2", "5.15.0-69-generic", "5.15.0-69-generic", NULL),
+        precompiled_node("b1", "6.8.0-40-generic", "6.8.0-40-generic", NULL),
+        precompiled_node("nolabel", "6.8.0-40-generic", NULL, NULL),
+        precompiled_node("stale", "6.8.0-41-generic", "6.8.0-40-generic", NULL),
+        precompiled_node("host", "4.18.0-1-generic", "4.18.0-1-generic", "pre-installed"));
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    _cleanup_json_ json_t *owned = json_array();
+    struct op_snapshot s = {.policies = policies,
+                            .nodes = nodes,
+                            .owned = owned,
+                            .defaults = &defaults,
+                            .templates = t,
+                            .now_ms = 1700000000000ULL};
+    _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
+    if (op_plan(&s, &plan, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    static const struct {
+        const char *name, *kernel, *image;
+    } want[] = {
+        {"nvidia-driver-daemonset-5.15.0-69-generic-ubuntu22.04", "5.15.0-69-generic",
+         "nvcr.io/nvidia/driver:595-5.15.0-69-generic-ubuntu22.04"},
+        {"nvidia-driver-daemonset-6.8.0-40-generic-ubuntu22.04", "6.8.0-40-generic",
+         "nvcr.io/nvidia/driver:595-6.8.0-40-generic-ubuntu22.04"},
+    };
+    assert_null(find_obj(plan->desired, "DaemonSet", "nvidia-driver-daemonset"));
+    size_t n_driver = 0, i;
+    json_t *o;
+    json_array_foreach (plan->desired, i, o)
+        n_driver += streq_ptr(kobj_kind(o), "DaemonSet") &&
+                    strncmp(kobj_name(o), "nvidia-driver-daemonset", 23) == 0;
+    assert_int_equal(n_driver, ARRAY_SIZE(want));
+    for (i = 0; i < ARRAY_SIZE(want); i++) {
+        json_t *ds = find_obj(plan->desired, "DaemonSet", want[i].name);
+        if (!ds)
+            fail_msg("no DaemonSet %s", want[i].name);
+        json_t *ps = kobj_path(ds, "spec.template.spec");
+        assert_string_equal(
+            kobj_str(named(json_object_get(ps, "containers"), "nvidia-driver-ctr"), "image"),
+            want[i].image);
+        json_t *sel = json_object_get(ps, "nodeSelector");
+        assert_string_equal(kobj_str(sel, "feature.node.kubernetes.io/kernel-version.full"),
+                            want[i].kernel);
+        assert_string_equal(kobj_str(sel, "feature.node.kubernetes.io/system-os_release.ID"),
+                            "ubuntu");
+        /* its own selector: the DaemonSets' pods never overlap */
+        assert_string_equal(
+            kobj_str(kobj_path(ds, "spec.selector.matchLabels"), OP_LABEL_DRIVER_DS), want[i].name);
+        assert_string_equal(
+            kobj_str(kobj_path(ds, "spec.template.metadata.labels"), OP_LABEL_DRIVER_DS),
+            want[i].name);
+        assert_non_null(find_obj(plan->apply, "DaemonSet", want[i].name));
+    }
+    /* the nodes no DaemonSet can select, named; the pre-installed one is not a driver node */
+    const json_t *c = planned_condition(plan, "PrecompiledDriver");
+    assert_non_null(c);
+    assert_string_equal(kobj_str(c, "reason"), "KernelLabelMissing");
+    assert_non_null(strstr(kobj_str(c, "message"), "node nolabel: no "));
+    assert_non_null(strstr(kobj_str(c, "message"), "node stale: its "));
+    assert_null(strstr(kobj_str(c, "message"), "host"));
+    c = planned_condition(plan, "DriverReady");
+    assert_string_equal(kobj_str(c, "status"), "False");
+    assert_non_null(strstr(kobj_str(c, "message"), "not created yet"));
+
+    /* b1's kernel gone (upgraded to a1's): its DaemonSet is pruned, as is the single one */
+    _cleanup_json_ json_t *owned2 = json_array();
+    json_array_foreach (plan->desired, i, o)
+        if (streq_ptr(kobj_kind(o), "DaemonSet") &&
+            strncmp(kobj_name(o), "nvidia-driver-daemonset", 23) == 0)
+            json_array_append_new(owned2, json_deep_copy(o));
+    json_t *single = json_deep_copy(json_array_get(owned2, 0));
+    json_object_set_new(json_object_get(single, "metadata"), "name",
+                        json_string("nvidia-driver-daemonset"));
+    json_array_append_new(owned2, single);
+    _cleanup_json_ json_t *nodes2 =
+        json_pack("[o]", precompiled_node("a1", "5.15.0-69-generic", "5.15.0-69-generic", NULL));
+    s.owned = owned2;
+    s.nodes = nodes2;
+    _cleanup_(op_plan_freep) struct op_plan *plan2 = NULL;
+    if (op_plan(&s, &plan2, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    assert_null(find_obj(plan2->apply, "DaemonSet", want[0].name)); /* current */
+    bool pruned_b = false, pruned_single = false;
+    for (i = 0; i < plan2->n_prune; i++) {
+        pruned_b |= streq_ptr(plan2->prune[i].name, want[1].name);
+        pruned_single |= streq_ptr(plan2->prune[i].name, "nvidia-driver-daemonset");
+    }
+    assert_true(pruned_b && pruned_single);
+    assert_null(planned_condition(plan2, "PrecompiledDriver"));
+    _cleanup_free_ char *u = NULL;
+    {
+        _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+        assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+        u = json_dumps(p->unimplemented, JSON_COMPACT);
+    }
+    assert_null(strstr(u, "usePrecompiled"));
 }
 
 /* ---- Pod Security admission ------------------------------------------------------------------ */
 
-static void test_psa_labels(void **state)
+#define PSA_E "pod-security.kubernetes.io/enforce"
+#define PSA_A "pod-security.kubernetes.io/audit"
+#define PSA_W "pod-security.kubernetes.io/warn"
+#define REC   "gpuop.dev/pod-security-labels-set"
+
+static void test_psa_patch(void **state)
 {
     (void)state;
     static const struct {
-        const char *spec, *ns_labels, *want;
+        const char *spec, *ns_meta, *want;
     } rows[] = {
         {"", "{}", NULL},
         {"  psa: {enabled: false}\n", "{}", NULL},
-        /* NVIDIA's three modes, all privileged: the operands are privileged node agents */
-        {"  psa: {enabled: true}\n", NULL,
-         "{\"pod-security.kubernetes.io/audit\": \"privileged\", "
-         "\"pod-security.kubernetes.io/enforce\": \"privileged\", "
-         "\"pod-security.kubernetes.io/warn\": \"privileged\"}"},
-        /* only what differs; other labels are left alone */
+        /* the namespace not read: nothing is written (what was there is unknown) */
+        {"  psa: {enabled: true}\n", NULL, NULL},
+        /* NVIDIA's three modes, all privileged (the operands are privileged node agents), and
+         * what each replaced: nothing */
+        {"  psa: {enabled: true}\n", "{}",
+         "{\"metadata\": {\"labels\": {\"" PSA_A "\": \"privileged\", \"" PSA_E
+         "\": \"privileged\", \"" PSA_W "\": \"privileged\"}, \"annotations\": {\"" REC
+         "\": \"{\\\"" PSA_A "\\\":null,\\\"" PSA_E "\\\":null,\\\"" PSA_W "\\\":null}\"}}}"},
+        /* only what differs; an administrator's privileged label is not recorded as gpuop's,
+         * the baseline one it replaces is; other labels are left alone */
         {"  psa: {enabled: true}\n",
-         "{\"pod-security.kubernetes.io/enforce\": \"privileged\", "
-         "\"pod-security.kubernetes.io/audit\": \"baseline\", \"team\": \"ml\"}",
-         "{\"pod-security.kubernetes.io/audit\": \"privileged\", "
-         "\"pod-security.kubernetes.io/warn\": \"privileged\"}"},
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"baseline\", \"team\": "
+         "\"ml\"}}",
+         "{\"metadata\": {\"labels\": {\"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"privileged\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_A
+         "\\\":\\\"baseline\\\",\\\"" PSA_W "\\\":null}\"}}}"},
+        /* converged: nothing */
         {"  psa: {enabled: true}\n",
-         "{\"pod-security.kubernetes.io/enforce\": \"privileged\", "
-         "\"pod-security.kubernetes.io/audit\": \"privileged\", "
-         "\"pod-security.kubernetes.io/warn\": \"privileged\"}",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"privileged\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_W "\\\":null}\"}}",
          NULL},
-        /* turned off: nothing removed (the labels may be the administrator's) */
-        {"  psa: {enabled: false}\n", "{\"pod-security.kubernetes.io/enforce\": \"privileged\"}",
-         NULL},
+        /* someone lowered gpuop's label: set again, the first value it replaced stays recorded */
+        {"  psa: {enabled: true}\n",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"restricted\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_W "\\\":null}\"}}",
+         "{\"metadata\": {\"labels\": {\"" PSA_W "\": \"privileged\"}}}"},
+        /* turned off: what gpuop set goes back exactly (removed, or the value it replaced); the
+         * administrator's own privileged label and other labels stay; the record goes */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\", \"" PSA_A "\": \"privileged\", \"" PSA_W
+         "\": \"privileged\", \"team\": \"ml\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_A
+         "\\\":\\\"baseline\\\",\\\"" PSA_W "\\\":null}\"}}",
+         "{\"metadata\": {\"labels\": {\"" PSA_A "\": \"baseline\", \"" PSA_W
+         "\": null}, \"annotations\": {\"" REC "\": null}}}"},
+        /* turned off after someone changed gpuop's label: that one is theirs now */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"" PSA_W "\": \"baseline\"}, \"annotations\": {\"" REC "\": \"{\\\"" PSA_W
+         "\\\":null}\"}}",
+         "{\"metadata\": {\"annotations\": {\"" REC "\": null}}}"},
+        /* an edited record naming another label: that label is not touched */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"team\": \"privileged\"}, \"annotations\": {\"" REC
+         "\": \"{\\\"team\\\":null}\"}}",
+         "{\"metadata\": {\"annotations\": {\"" REC "\": null}}}"},
+        /* a record that does not parse: nothing restored, the record goes */
+        {"  psa: {enabled: false}\n",
+         "{\"labels\": {\"" PSA_E "\": \"privileged\"}, \"annotations\": {\"" REC "\": \"{\"}}",
+         "{\"metadata\": {\"annotations\": {\"" REC "\": null}}}"},
+        /* off without a record: nothing gpuop set, nothing removed */
+        {"  psa: {enabled: false}\n", "{\"labels\": {\"" PSA_E "\": \"privileged\"}}", NULL},
     };
     for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
         _cleanup_json_ json_t *cp = policy(rows[i].spec);
@@ -540,22 +864,98 @@ static void test_psa_labels(void **state)
         struct err e = {0};
         assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
         _cleanup_json_ json_t *ns = NULL;
-        if (rows[i].ns_labels) {
-            _cleanup_free_ char *s =
-                xasprintf("{\"kind\": \"Namespace\", \"metadata\": {\"name\": \"gpu-operator\", "
-                          "\"labels\": %s}}",
-                          rows[i].ns_labels);
-            ns = json_loads(s, 0, NULL);
-            assert_non_null(ns);
+        if (rows[i].ns_meta) {
+            json_error_t je;
+            json_t *meta = json_loads(rows[i].ns_meta, 0, &je);
+            if (!meta)
+                fail_msg("row %zu: %s", i, je.text);
+            json_object_set_new(meta, "name", json_string("gpu-operator"));
+            ns = json_pack("{s:s,s:o}", "kind", "Namespace", "metadata", meta);
         }
-        _cleanup_json_ json_t *got = op_psa_labels(p, ns);
-        _cleanup_json_ json_t *want = rows[i].want ? json_loads(rows[i].want, 0, NULL) : NULL;
-        if (!json_equal(got, want) && !(got == NULL && want == NULL)) {
+        _cleanup_json_ json_t *got = op_psa_patch(p, ns);
+        json_error_t je;
+        _cleanup_json_ json_t *want = rows[i].want ? json_loads(rows[i].want, 0, &je) : NULL;
+        if (rows[i].want && !want)
+            fail_msg("row %zu: want: %s", i, je.text);
+        if (!(got == NULL && want == NULL) && !json_equal(got, want)) {
             _cleanup_free_ char *g = got ? json_dumps(got, JSON_SORT_KEYS) : xstrdup("null");
             fail_msg("row %zu: got %s", i, g);
         }
         _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
         assert_null(strstr(u, "psa"));
+    }
+}
+
+/* On, then off: the namespace is as it was before, whatever labels it had (the merge patches
+ * applied as the API server applies them). */
+static void merge_apply(json_t *target, const json_t *patch)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)patch, k, v) {
+        if (json_is_null(v))
+            json_object_del(target, k);
+        else if (json_is_object(v)) {
+            json_t *t = json_object_get(target, k);
+            if (!json_is_object(t)) {
+                t = json_object();
+                json_object_set_new(target, k, t);
+            }
+            merge_apply(t, v);
+        } else
+            json_object_set(target, k, v);
+    }
+}
+
+static void test_psa_round_trip(void **state)
+{
+    (void)state;
+    static const char *const before[] = {
+        "{}",
+        "{\"labels\": {\"team\": \"ml\"}}",
+        "{\"labels\": {\"" PSA_E "\": \"baseline\", \"" PSA_W "\": \"privileged\"}, "
+        "\"annotations\": {\"owner\": \"x\"}}",
+        "{\"labels\": {\"" PSA_E "\": \"restricted\", \"" PSA_A "\": \"restricted\", \"" PSA_W
+        "\": \"restricted\"}}",
+    };
+    _cleanup_json_ json_t *on = policy("  psa: {enabled: true}\n");
+    _cleanup_json_ json_t *off = policy("  psa: {enabled: false}\n");
+    _cleanup_(op_policy_freep) struct op_policy *pon = NULL, *poff = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(on, &defaults, &pon, &e), 0);
+    assert_int_equal(op_policy_parse(off, &defaults, &poff, &e), 0);
+    for (size_t i = 0; i < ARRAY_SIZE(before); i++) {
+        _cleanup_json_ json_t *orig =
+            json_pack("{s:s,s:o}", "kind", "Namespace", "metadata", json_loads(before[i], 0, NULL));
+        _cleanup_json_ json_t *ns = json_deep_copy(orig);
+        for (int pass = 0; pass < 2; pass++) { /* a second pass writes nothing */
+            _cleanup_json_ json_t *patch = op_psa_patch(pon, ns);
+            assert_true((patch != NULL) == (pass == 0));
+            if (patch)
+                merge_apply(ns, patch);
+        }
+        for (int k = 0; k < 3; k++)
+            assert_string_equal(kobj_str(kobj_labels(ns), k == 0   ? PSA_E
+                                                          : k == 1 ? PSA_A
+                                                                   : PSA_W),
+                                "privileged");
+        _cleanup_json_ json_t *patch = op_psa_patch(poff, ns);
+        if (patch)
+            merge_apply(ns, patch);
+        /* an emptied labels or annotations object reads as none */
+        const char *const keys[] = {"labels", "annotations"};
+        for (size_t k = 0; k < 2; k++) {
+            json_t *meta = json_object_get(ns, "metadata");
+            if (json_object_size(json_object_get(meta, keys[k])) == 0 &&
+                !json_object_get(json_object_get(orig, "metadata"), keys[k]))
+                json_object_del(meta, keys[k]);
+        }
+        if (!json_equal(ns, orig)) {
+            _cleanup_free_ char *g = json_dumps(ns, JSON_SORT_KEYS);
+            fail_msg("row %zu: not restored: %s", i, g);
+        }
+        _cleanup_json_ json_t *again = op_psa_patch(poff, ns);
+        assert_null(again);
     }
 }
 
@@ -714,10 +1114,18 @@ static void test_nvidia_reference(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_driver_settings),      cmocka_unit_test(test_module_resources),
-        cmocka_unit_test(test_precompiled_refusals), cmocka_unit_test(test_service_monitor),
-        cmocka_unit_test(test_service_monitor_plan), cmocka_unit_test(test_psa_labels),
-        cmocka_unit_test(test_host_network),         cmocka_unit_test(test_nvidia_reference),
+        cmocka_unit_test(test_driver_settings),
+        cmocka_unit_test(test_module_resources),
+        cmocka_unit_test(test_precompiled_refusals),
+        cmocka_unit_test(test_service_monitor),
+        cmocka_unit_test(test_service_monitor_plan),
+        cmocka_unit_test(test_psa_patch),
+        cmocka_unit_test(test_psa_round_trip),
+        cmocka_unit_test(test_precompiled_plan),
+        cmocka_unit_test(test_kernel_module_config),
+        cmocka_unit_test(test_kernel_module_config_plan),
+        cmocka_unit_test(test_host_network),
+        cmocka_unit_test(test_nvidia_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

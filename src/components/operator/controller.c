@@ -24,9 +24,10 @@
 
 #define COMPONENT "operator"
 
-#define RETRY_BASE_MS 100  /* failed reconcile: 100 ms doubling ... */
-#define RETRY_MAX_MS  3000 /* ... to 3 s */
-#define REQUEUE_MS    5000 /* not ready yet: look again */
+#define RETRY_BASE_MS             100   /* failed reconcile: 100 ms doubling ... */
+#define RETRY_MAX_MS              3000  /* ... to 3 s */
+#define REQUEUE_MS                5000  /* not ready yet: look again */
+#define SERVICEMONITOR_RECHECK_MS 30000 /* the informer's longest backoff between lists */
 
 /* The component's state: the options, then the controller. */
 struct op_process {
@@ -150,6 +151,7 @@ static void operator_defaults(void *state)
     o->qps = 50;
     o->burst = 100;
     o->c.written = json_object();
+    o->c.psa_record = -1; /* the namespace is read once to learn it */
     o->c.written_nvds = json_object();
     o->c.recorder = op_recorder_new(NULL);
     pthread_mutex_init(&o->c.lock, NULL);
@@ -257,6 +259,9 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
      * DaemonSet status changes arrive as events before that anyway. */
     if (requeue)
         svc_workqueue_add_after(c->queue, key, REQUEUE_MS);
+    /* a ServiceMonitor waits for its CRD: look again as often as its informer lists */
+    if (c->servicemonitor_wait)
+        svc_workqueue_add_after(c->queue, key, SERVICEMONITOR_RECHECK_MS);
     uint64_t upg_ms = op_upgrade_requeue_ms(c->upg); /* a timeout, a soak, a window */
     if (upg_ms)
         svc_workqueue_add_after(c->queue, key, upg_ms);

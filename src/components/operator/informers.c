@@ -14,7 +14,8 @@
 
 /* The one work-queue key: a reconcile covers every ClusterPolicy and what they own. */
 #define RECONCILE_KEY "cluster"
-#define N_INFORMERS   (5 + N_OWNED) /* policies, nodes, owned, pods, quotas, nvidiadrivers */
+/* policies, nodes, owned, pods, quotas, nvidiadrivers, servicemonitors */
+#define N_INFORMERS (6 + N_OWNED)
 
 void op_mark_dirty(struct controller *c)
 {
@@ -98,6 +99,13 @@ int op_informers_start(struct controller *c, struct err *e)
         if ((r = kube_informer_new(c->kc, owned_kinds[k], &oo, &c->owned[k], e)) < 0)
             return r;
     }
+    /* Like the owned kinds, but its list fails until the Prometheus Operator's CRD is served
+     * (the informer retries): not waited for. */
+    struct kube_informer_opts so = {.ns = c->ns,
+                                    .label_selector = "app.kubernetes.io/managed-by=" OP_MANAGED_BY,
+                                    .handlers = hh};
+    if ((r = kube_informer_new(c->kc, &RES_SERVICEMONITORS, &so, &c->servicemonitors, e)) < 0)
+        return r;
     if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
         return r;
     struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
@@ -109,7 +117,8 @@ int op_informers_start(struct controller *c, struct err *e)
 int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e)
 {
     uint64_t deadline = deadline_after(60000);
-    struct kube_informer *all[N_INFORMERS - 1] = {c->policies, c->nodes}; /* not nvds */
+    /* not the NVIDIADrivers' nor the ServiceMonitors' (their CRDs may be absent) */
+    struct kube_informer *all[N_INFORMERS - 2] = {c->policies, c->nodes};
     for (size_t k = 0; k < N_OWNED; k++)
         all[2 + k] = c->owned[k];
     all[2 + N_OWNED] = c->gq.pods;
@@ -158,5 +167,6 @@ void op_informers_free(struct controller *c)
     infs[2 + N_OWNED] = c->gq.pods;
     infs[3 + N_OWNED] = c->gq.quotas;
     infs[4 + N_OWNED] = c->nvds;
+    infs[5 + N_OWNED] = c->servicemonitors;
     informers_free(infs, ARRAY_SIZE(infs));
 }

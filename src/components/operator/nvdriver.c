@@ -23,7 +23,7 @@
 
 #define OS_ID_LABEL     "feature.node.kubernetes.io/system-os_release.ID"
 #define OS_VER_LABEL    "feature.node.kubernetes.io/system-os_release.VERSION_ID"
-#define KERNEL_LABEL    "feature.node.kubernetes.io/kernel-version.full"
+#define KERNEL_LABEL    OP_LABEL_KERNEL
 #define DEFAULT_IMAGE   "nvcr.io/nvidia/driver"
 #define LABEL_VALUE_MAX 63
 #define NAMED_NODES_MAX 10 /* nodes named in one conflict message; the rest are counted */
@@ -443,12 +443,8 @@ static char *group_image(const struct nvd *d, const json_t *g)
     if (!*d->version)
         return xstrdup(d->image_base);
     const char *kernel = kobj_str(g, "kernel");
-    if (kernel) {
-        /* precompiled images are tagged <branch>-<kernel>-<os> */
-        size_t bl = strcspn(d->version, ".");
-        return xasprintf("%s:%.*s-%s-%s", d->image_base, (int)bl, d->version, kernel,
-                         kobj_str(g, "os"));
-    }
+    if (kernel)
+        return op_precompiled_image(d->image_base, d->version, kernel, kobj_str(g, "os"));
     return xasprintf("%s:%s-%s", d->image_base, d->version, kobj_str(g, "os"));
 }
 

@@ -144,12 +144,16 @@ int op_templates_load_dir(struct op_templates *t, const char *dir, struct err *e
 void op_templates_free(struct op_templates *t);
 DEFINE_CLEANUP_FUNC(struct op_templates, op_templates_free)
 
-/* The labels spec.psa.enabled puts on the operand namespace, as NVIDIA's operator does
- * (pod-security.kubernetes.io/{enforce,audit,warn}=privileged: the driver, toolkit and other node
- * agents are privileged pods), as a JSON merge patch of metadata.labels holding only those that
- * `ns` (the Namespace; NULL: not read) lacks; NULL when none is to be written. Turning psa off
- * removes nothing (NVIDIA's operator neither: the labels may be the administrator's). */
-json_t *op_psa_labels(const struct op_policy *p, const json_t *ns);
+/* The Pod Security labels of the operand namespace, as a JSON merge patch of the Namespace
+ * ({"metadata": {"labels", "annotations"}}); NULL when nothing is to be written or `ns` (the
+ * Namespace as read) is NULL. With spec.psa.enabled, NVIDIA's labels
+ * pod-security.kubernetes.io/{enforce,audit,warn}=privileged (the driver, toolkit and other node
+ * agents are privileged pods), only those that differ; the value each replaced (or its absence)
+ * is recorded in OP_PSA_ANNOTATION. With it off (p NULL or psa disabled), each recorded label
+ * that still reads privileged is put back as it was and the record removed; an administrator's
+ * other labels, and labels gpuop did not set, are never touched. */
+#define OP_PSA_ANNOTATION "gpuop.dev/pod-security-labels-set"
+json_t *op_psa_patch(const struct op_policy *p, const json_t *ns);
 
 /* Context the render needs beyond the policy: the driver image's OS tag from the GPU nodes'
  * NFD os_release labels (e.g. "ubuntu22.04"; NULL when unknown). */
@@ -157,6 +161,9 @@ struct op_render_ctx {
     const char *os_tag;
     const char
         *driver_image; /* the driver image, when set (an NVIDIADriver's); else the policy's */
+    /* The ConfigMap driver.kernelModuleConfig.name names, as read (its data and binaryData
+     * keys are mounted one by one); NULL: not known, nothing is mounted. */
+    const json_t *kernel_module_config;
 };
 
 /*
@@ -249,9 +256,13 @@ struct op_snapshot {
     /* NVIDIADriver objects (nvidia.com/v1alpha1); NULL when not listed (yet): with
      * useNvidiaDriverCRD every NVIDIADriver DaemonSet then stays as it is. */
     const json_t *nvidia_drivers;
-    /* The operand namespace (a Namespace object); NULL when not read: the Pod Security labels
-     * are then planned whole. */
+    /* The operand namespace (a Namespace object); NULL when not read: its Pod Security labels
+     * are then left as they are. */
     const json_t *namespace_obj;
+    /* The ConfigMaps of the operand namespace the policies name in
+     * spec.driver.kernelModuleConfig.name, as read (an array; NULL: none). One a policy names
+     * and that is not here does not exist: its driver DaemonSets are left as they are. */
+    const json_t *configmaps;
     /* The ServiceMonitor kind is served (the Prometheus Operator's CRD is installed): without it
      * a rendered ServiceMonitor is left out, as NVIDIA's operator does. */
     bool servicemonitor_served;
@@ -303,8 +314,8 @@ struct op_plan {
      * patches are written. The driver upgrade reads it: such a node with no driver pod yet will
      * run the current template, and is recorded upgrade-done in that same patch. */
     json_t *driver_nodes;
-    /* A merge patch of the operand namespace's metadata.labels (op_psa_labels); NULL: none. */
-    json_t *namespace_labels;
+    /* A merge patch of the operand namespace (op_psa_patch); NULL: none. */
+    json_t *namespace_patch;
     json_t *desired; /* every object the active policy renders (an array; empty when none) */
     json_t *apply;   /* the desired objects not current in the snapshot, in order */
     struct op_object_ref *prune;
@@ -312,7 +323,10 @@ struct op_plan {
     /* One per NVIDIADriver while a valid ClusterPolicy is active. */
     struct op_report *nvidia_drivers;
     size_t n_nvidia_drivers;
-    int gpu_nodes;   /* GPU nodes seen */
+    int gpu_nodes; /* GPU nodes seen */
+    /* The active policy renders a ServiceMonitor whose kind is not served: none is written
+     * (its status says so); the shell looks again in a while. */
+    bool servicemonitor_missing;
     bool has_active; /* a ClusterPolicy is active (valid or not) */
     int health;      /* active policy: 1 ready, 0 not ready, -1 invalid */
     bool requeue;    /* not ready: look again in a while even without events */

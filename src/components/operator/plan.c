@@ -525,6 +525,11 @@ struct active {
     json_t *conds;           /* the status's conditions, in order */
     json_t *not_ready;       /* the components' states not ready */
     char *unsup_msg;         /* the UnsupportedFields message */
+    bool servicemonitor;     /* the policy renders the exporter's ServiceMonitor */
+    json_t *precompiled;     /* driver.usePrecompiled: its DaemonSets' names; NULL: not used */
+    json_t *no_kernel;       /* driver nodes no precompiled DaemonSet can select, a line each */
+    const char *kmc_missing; /* driver.kernelModuleConfig names a ConfigMap that is not there */
+    const json_t *kmc;       /* that ConfigMap, as read; NULL: none named, or missing */
     struct op_event *events; /* the report's Events, until it exists */
     size_t n_events;
 };
@@ -539,6 +544,8 @@ static void active_done(struct active *a)
 {
     op_nvd_result_done(&a->nvd);
     json_decref(a->warnings);
+    json_decref(a->precompiled);
+    json_decref(a->no_kernel);
     json_decref(a->os_counts);
     free(a->os_tag);
     json_decref(a->conds);
@@ -569,6 +576,133 @@ static int plan_drivers_and_nodes(struct active *a, struct op_plan *plan, struct
     return plan_nodes(s->nodes, a->p, a->nvd.owners, plan, a->warnings, e);
 }
 
+/* ---- driver.usePrecompiled ------------------------------------------------------------------ */
+
+/* A DaemonSet name part from a kernel release ("5.15.0-69-generic"): lower case, [a-z0-9.-]. */
+static char *name_part(const char *s)
+{
+    char *out = xstrdup(s);
+    for (char *c = out; *c; c++) {
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+        else if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+            *c = '-';
+    }
+    return out;
+}
+
+static void set_label_at(json_t *obj, const char *const *path, const char *k, const char *v)
+{
+    json_t *cur = obj;
+    for (; *path; path++)
+        cur = kobj_ensure_object(cur, *path);
+    json_object_set_new(cur, k, json_string(v));
+}
+
+/*
+ * driver.usePrecompiled (ClusterPolicy): NVIDIA's precompiled images are built for one kernel,
+ * so the single driver DaemonSet becomes one per kernel and OS among the nodes the driver
+ * targets (plan->driver_nodes), each selecting on NFD's kernel label and OS labels, named
+ * nvidia-driver-daemonset-<kernel>-<os> (a hash of it past 63 characters), running
+ * <repository>/<image>:<branch>-<kernel>-<os>. A kernel no node runs any more has no DaemonSet
+ * and its old one is pruned. The kernel is the node's (status.nodeInfo.kernelVersion, else the
+ * label); a node whose label is missing or says another kernel cannot be selected: it goes to
+ * a->no_kernel. Keeps the objects' order: the DaemonSets take the single one's place.
+ */
+static int plan_precompiled(struct active *a, struct op_plan *plan, struct err *e)
+{
+    const struct op_snapshot *s = a->s;
+    const char *single = op_component_def(OP_DRIVER)->ds_name;
+    size_t at = SIZE_MAX, i;
+    json_t *obj;
+    json_array_foreach (plan->desired, i, obj) {
+        if (streq_ptr(kobj_kind(obj), "DaemonSet") && streq_ptr(kobj_name(obj), single)) {
+            at = i;
+            break;
+        }
+    }
+    if (at == SIZE_MAX)
+        return 0; /* an override template without the driver's DaemonSet */
+    json_array_remove(plan->desired, at);
+    a->precompiled = json_array();
+    a->no_kernel = json_array();
+    _cleanup_json_ json_t *groups = json_object(); /* "<kernel> <os>" -> [kernel, id, ver] */
+    const json_t *n;
+    json_array_foreach (s->nodes, i, n) {
+        const char *node = kobj_name(n);
+        if (!node || !json_object_get(plan->driver_nodes, node))
+            continue;
+        const json_t *labels = kobj_labels(n);
+        const char *label = kobj_str(labels, OP_LABEL_KERNEL);
+        const char *info = kobj_path_str(n, "status.nodeInfo.kernelVersion");
+        const char *kernel = info && *info ? info : label;
+        const char *id = kobj_str(labels, "feature.node.kubernetes.io/system-os_release.ID");
+        const char *ver =
+            kobj_str(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID");
+        if (!kernel || !*kernel || !streq_ptr(label, kernel) || !id || !*id || !ver || !*ver) {
+            json_array_append_new(
+                a->no_kernel,
+                json_sprintf("node %s: %s", node,
+                             !kernel || !*kernel ? "its kernel is unknown"
+                             : !label            ? "no " OP_LABEL_KERNEL " label"
+                             : !streq_ptr(label, kernel)
+                                 ? "its " OP_LABEL_KERNEL " label is not its running kernel"
+                                 : "no system-os_release ID and VERSION_ID labels"));
+            continue;
+        }
+        _cleanup_free_ char *key = xasprintf("%s %s%s", kernel, id, ver);
+        if (!json_object_get(groups, key))
+            json_object_set_new(groups, key, json_pack("[s,s,s]", kernel, id, ver));
+    }
+    size_t ng = json_object_size(groups), k = 0;
+    _cleanup_free_ const char **keys = xcalloc(ng + 1, sizeof(*keys));
+    const char *key;
+    json_t *g;
+    json_object_foreach (groups, key, g) { /* in order (a few kernels: insertion) */
+        size_t j = k++;
+        for (; j > 0 && strcmp(keys[j - 1], key) > 0; j--)
+            keys[j] = keys[j - 1];
+        keys[j] = key;
+    }
+    _cleanup_free_ char *base = xasprintf("%s/%s", a->p->driver_repository, a->p->driver_image);
+    for (k = 0; k < ng; k++) {
+        g = json_object_get(groups, keys[k]);
+        const char *kernel = json_string_value(json_array_get(g, 0));
+        const char *id = json_string_value(json_array_get(g, 1));
+        const char *ver = json_string_value(json_array_get(g, 2));
+        _cleanup_free_ char *os = xasprintf("%s%s", id, ver);
+        _cleanup_free_ char *image = op_precompiled_image(base, a->p->driver_version, kernel, os);
+        struct op_render_ctx ctx = {
+            .os_tag = os, .driver_image = image, .kernel_module_config = a->kmc};
+        _cleanup_json_ json_t *ds = NULL;
+        int r = op_render_driver_daemonset(a->p, s->templates, &ctx, &ds, e);
+        if (r < 0)
+            return r;
+        _cleanup_free_ char *kpart = name_part(kernel);
+        _cleanup_free_ char *full = xasprintf("%s-%s-%s", single, kpart, os);
+        _cleanup_free_ char *name =
+            strlen(full) <= 63
+                ? xstrdup(full)
+                : xasprintf("%s-%08llx-%s", single,
+                            (unsigned long long)(op_fnv64(kernel) & 0xffffffffu), os);
+        static const char *const meta_labels[] = {"metadata", "labels", NULL};
+        static const char *const match[] = {"spec", "selector", "matchLabels", NULL};
+        static const char *const tmpl_labels[] = {"spec", "template", "metadata", "labels", NULL};
+        static const char *const node_sel[] = {"spec", "template", "spec", "nodeSelector", NULL};
+        json_object_set_new(kobj_ensure_object(ds, "metadata"), "name", json_string(name));
+        set_label_at(ds, meta_labels, OP_LABEL_DRIVER_DS, name);
+        set_label_at(ds, match, OP_LABEL_DRIVER_DS, name);
+        set_label_at(ds, tmpl_labels, OP_LABEL_DRIVER_DS, name);
+        set_label_at(ds, node_sel, OP_LABEL_KERNEL, kernel);
+        set_label_at(ds, node_sel, "feature.node.kubernetes.io/system-os_release.ID", id);
+        set_label_at(ds, node_sel, "feature.node.kubernetes.io/system-os_release.VERSION_ID", ver);
+        op_finish_object(ds, a->p);
+        json_array_insert(plan->desired, at + k, ds);
+        json_array_append_new(a->precompiled, json_string(name));
+    }
+    return 0;
+}
+
 /* Every object the policy renders (with the NVIDIADrivers' DaemonSets in place of its single
  * driver DaemonSet when they own the driver); those not current are applied, what gpuop owns
  * and no longer renders is pruned. */
@@ -576,7 +710,18 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
 {
     const struct op_snapshot *s = a->s;
     a->os_tag = os_tag_of(s->nodes, &a->os_counts);
-    struct op_render_ctx ctx = {.os_tag = a->os_tag};
+    const char *kmc_name = kobj_path_str(a->p->operand[OP_DRIVER].spec, "kernelModuleConfig.name");
+    if (kmc_name && *kmc_name && a->p->operand[OP_DRIVER].enabled && !a->delegated) {
+        size_t j;
+        const json_t *cm;
+        json_array_foreach (s->configmaps, j, cm)
+            if (streq_ptr(kobj_name(cm), kmc_name) &&
+                streq_ptr(kobj_namespace(cm), s->defaults->namespace))
+                a->kmc = cm;
+        if (!a->kmc)
+            a->kmc_missing = kmc_name;
+    }
+    struct op_render_ctx ctx = {.os_tag = a->os_tag, .kernel_module_config = a->kmc};
     json_decref(plan->desired);
     plan->desired = NULL;
     int r = op_render(a->p, s->templates, &ctx, &plan->desired, e);
@@ -586,10 +731,19 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
     json_t *obj;
     /* Without the Prometheus Operator's CRD a ServiceMonitor has nowhere to go: left out, as
      * NVIDIA's operator leaves it out. */
-    for (i = json_array_size(plan->desired); !s->servicemonitor_served && i-- > 0;)
-        if (streq_ptr(kobj_kind(json_array_get(plan->desired, i)), "ServiceMonitor"))
+    for (i = json_array_size(plan->desired); i-- > 0;) {
+        if (!streq_ptr(kobj_kind(json_array_get(plan->desired, i)), "ServiceMonitor"))
+            continue;
+        a->servicemonitor = true;
+        plan->servicemonitor_missing = !s->servicemonitor_served;
+        if (!s->servicemonitor_served)
             json_array_remove(plan->desired, i);
-    plan->namespace_labels = op_psa_labels(a->p, s->namespace_obj);
+    }
+    plan->namespace_patch = op_psa_patch(a->p, s->namespace_obj);
+    if (a->p->operand[OP_DRIVER].enabled && !a->delegated &&
+        json_is_true(json_object_get(a->p->operand[OP_DRIVER].spec, "usePrecompiled")) &&
+        (r = plan_precompiled(a, plan, e)) < 0)
+        return r;
     if (a->delegated) {
         json_array_foreach (plan->desired, i, obj) {
             if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
@@ -607,6 +761,12 @@ static int plan_objects(struct active *a, struct op_plan *plan, struct err *e)
             json_array_append(plan->desired, (json_t *)single);
     }
     json_array_foreach (plan->desired, i, obj) {
+        /* Its kernel module ConfigMap missing: NVIDIA's operator fails the driver's state and
+         * changes nothing of it; so does gpuop (the status says why). */
+        if (a->kmc_missing && streq_ptr(kobj_kind(obj), "DaemonSet") &&
+            strncmp(kobj_name(obj) ?: "", op_component_def(OP_DRIVER)->ds_name,
+                    strlen(op_component_def(OP_DRIVER)->ds_name)) == 0)
+            continue;
         if (!op_object_current(obj, find_live(s->owned, obj)))
             json_array_append(plan->apply, obj);
     }
@@ -638,6 +798,21 @@ static void component_conditions(struct active *a)
         if (by_nvds) {
             ready = a->nvd.all_ready;
             whyp = a->nvd.why ? a->nvd.why : "";
+        } else if (k == OP_DRIVER && a->precompiled) {
+            /* every precompiled DaemonSet ready (none: no node runs the driver) */
+            ready = true;
+            size_t j;
+            const json_t *nm;
+            json_array_foreach (a->precompiled, j, nm) {
+                const json_t *ds =
+                    op_find_daemonset(s->owned, s->defaults->namespace, json_string_value(nm));
+                char one[128] = "not created yet";
+                if (!ds || !op_ds_ready(ds, one, sizeof(one))) {
+                    snprintf(why, sizeof(why), "%s: %s", json_string_value(nm), one);
+                    ready = false;
+                    break;
+                }
+            }
         } else {
             const json_t *ds = op_find_daemonset(s->owned, s->defaults->namespace, def->ds_name);
             ready = ds && op_ds_ready(ds, why, sizeof(why));
@@ -674,9 +849,41 @@ static void warning_conditions(struct active *a)
             a->conds,
             op_condition(&a->sc, "GPUAccess", true, a->p->gpu_access_reason, a->p->gpu_access_msg));
     }
+    /* The exporter's ServiceMonitor, wanted: written, or why it was not (no CRD to hold it). */
+    if (a->servicemonitor) {
+        bool served = a->s->servicemonitor_served;
+        const char *msg = served
+                              ? "the exporter's ServiceMonitor is applied"
+                              : "the ServiceMonitor kind (monitoring.coreos.com/v1) is not served: "
+                                "no ServiceMonitor was written; install the Prometheus "
+                                "Operator's CRDs and gpuop writes it";
+        if (!served && !streq_ptr(op_stored_condition(cp, "ServiceMonitor", "False"), msg))
+            active_event(a, "Warning", "ServiceMonitorCRDMissing", msg);
+        json_array_append_new(a->conds, op_condition(&a->sc, "ServiceMonitor", served,
+                                                     served ? "Applied" : "CRDNotInstalled", msg));
+    }
+    if (a->kmc_missing) {
+        _cleanup_free_ char *w =
+            xasprintf("spec.driver.kernelModuleConfig.name: ConfigMap %s/%s not found; the driver "
+                      "DaemonSet is left as it is until it exists",
+                      a->s->defaults->namespace, a->kmc_missing);
+        if (!streq_ptr(op_stored_condition(cp, "KernelModuleConfig", "False"), w))
+            active_event(a, "Warning", "KernelModuleConfigMissing", w);
+        json_array_append_new(
+            a->conds, op_condition(&a->sc, "KernelModuleConfig", false, "ConfigMapNotFound", w));
+    }
+    /* Precompiled drivers: nodes no DaemonSet can select (NFD's kernel label missing or stale). */
+    if (json_array_size(a->no_kernel) > 0) {
+        _cleanup_free_ char *w = json_dumps(a->no_kernel, JSON_COMPACT);
+        if (!streq_ptr(op_stored_condition(cp, "PrecompiledDriver", "False"), w))
+            active_event(a, "Warning", "PrecompiledDriverKernel", w);
+        json_array_append_new(
+            a->conds, op_condition(&a->sc, "PrecompiledDriver", false, "KernelLabelMissing", w));
+    }
     /* One driver DaemonSet runs one image: GPU nodes of another OS would get a driver built for
      * the wrong OS. NVIDIA splits the DaemonSet per OS; gpuop does not yet, so it says so. */
-    if (a->p->operand[OP_DRIVER].enabled && !a->delegated && json_object_size(a->os_counts) > 1) {
+    if (a->p->operand[OP_DRIVER].enabled && !a->delegated && !a->precompiled &&
+        json_object_size(a->os_counts) > 1) {
         _cleanup_free_ char *cnt = json_dumps(a->os_counts, JSON_COMPACT | JSON_SORT_KEYS);
         _cleanup_free_ char *w = xasprintf(
             "GPU nodes run different OS versions %s; the driver DaemonSet runs the %s image on all "
@@ -820,7 +1027,7 @@ void op_plan_free(struct op_plan *p)
         json_decref(p->node_patches[i].labels);
     }
     free(p->node_patches);
-    json_decref(p->namespace_labels);
+    json_decref(p->namespace_patch);
     json_decref(p->desired);
     json_decref(p->driver_nodes);
     json_decref(p->apply);

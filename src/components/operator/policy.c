@@ -121,6 +121,8 @@ static const char *const implemented[] = {
     "dcgmExporter.serviceMonitor", /* a ServiceMonitor for the exporter (render.c) */
     /* the driver pod's settings, rendered as NVIDIA's operator renders them (render.c) */
     "driver.kernelModuleType",
+    "driver.usePrecompiled",     /* one driver DaemonSet per kernel (plan.c) */
+    "driver.kernelModuleConfig", /* its keys as /drivers/<key> (render-driver.c) */
     "driver.useOpenKernelModules",
     "driver.rdma",
     "driver.repoConfig",
@@ -224,19 +226,67 @@ static void collect_unimplemented(const json_t *v, const char *path, json_t *out
 
 /* ---- the operand namespace ---------------------------------------------------------------- */
 
-json_t *op_psa_labels(const struct op_policy *p, const json_t *ns)
+/* What gpuop set, read back from the namespace's annotation: {label: the value before, or
+ * null}; an empty object when there is none or it does not parse (nothing then is restored). */
+static json_t *psa_record(const json_t *ns)
+{
+    const char *a = kobj_str(kobj_annotations(ns), OP_PSA_ANNOTATION);
+    json_t *rec = a ? json_loads(a, 0, NULL) : NULL;
+    if (!json_is_object(rec)) {
+        json_decref(rec);
+        return json_object();
+    }
+    return rec;
+}
+
+json_t *op_psa_patch(const struct op_policy *p, const json_t *ns)
 {
     static const char *const modes[] = {"enforce", "audit", "warn"};
-    if (!p || !p->psa_enabled)
-        return NULL;
-    _cleanup_json_ json_t *patch = json_object();
+    if (!ns)
+        return NULL; /* not read: what was there before is unknown, nothing is written */
     const json_t *have = kobj_labels(ns);
-    for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
-        _cleanup_free_ char *key = xasprintf("pod-security.kubernetes.io/%s", modes[i]);
-        if (!streq_ptr(kobj_str(have, key), "privileged"))
-            json_object_set_new(patch, key, json_string("privileged"));
+    bool had_record = kobj_str(kobj_annotations(ns), OP_PSA_ANNOTATION) != NULL;
+    _cleanup_json_ json_t *rec = psa_record(ns);
+    _cleanup_json_ json_t *labels = json_object();
+    _cleanup_json_ json_t *annotations = json_object();
+    if (p && p->psa_enabled) {
+        bool recorded = false;
+        for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
+            _cleanup_free_ char *key = xasprintf("pod-security.kubernetes.io/%s", modes[i]);
+            const char *cur = kobj_str(have, key);
+            if (streq_ptr(cur, "privileged"))
+                continue; /* already so (the administrator's, or ours) */
+            json_object_set_new(labels, key, json_string("privileged"));
+            /* the first value gpuop replaced is the one restored, whatever it re-sets later */
+            if (!json_object_get(rec, key)) {
+                json_object_set_new(rec, key, cur ? json_string(cur) : json_null());
+                recorded = true;
+            }
+        }
+        if (recorded) {
+            _cleanup_free_ char *v = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+            json_object_set_new(annotations, OP_PSA_ANNOTATION, json_string(v));
+        }
+    } else if (had_record) {
+        /* off: each label gpuop set goes back to what it was, unless someone changed it since */
+        const char *key;
+        json_t *before;
+        json_object_foreach (rec, key, before) {
+            if (strncmp(key, "pod-security.kubernetes.io/", 27) != 0)
+                continue; /* an edited record names no other label */
+            if (streq_ptr(kobj_str(have, key), "privileged"))
+                json_object_set(labels, key, json_is_string(before) ? before : json_null());
+        }
+        json_object_set_new(annotations, OP_PSA_ANNOTATION, json_null());
     }
-    return json_object_size(patch) > 0 ? steal_ptr(&patch) : NULL;
+    if (json_object_size(labels) == 0 && json_object_size(annotations) == 0)
+        return NULL;
+    json_t *meta = json_object();
+    if (json_object_size(labels) > 0)
+        json_object_set(meta, "labels", labels);
+    if (json_object_size(annotations) > 0)
+        json_object_set(meta, "annotations", annotations);
+    return json_pack("{s:o}", "metadata", meta);
 }
 
 /* ---- parse -------------------------------------------------------------------------------- */

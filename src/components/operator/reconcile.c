@@ -4,6 +4,7 @@
  * plan (op_plan, pure), the plan executed in its order, then the driver upgrade's pass. It
  * decides nothing: what to write, what status to report and what to prune are the plan's.
  */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -185,15 +186,19 @@ static const struct kube_resource *resource_of_kind(const char *kind)
     for (size_t i = 0; i < N_OWNED; i++)
         if (streq_ptr(owned_kinds[i]->kind, kind))
             return owned_kinds[i];
+    if (streq_ptr(kind, RES_SERVICEMONITORS.kind))
+        return &RES_SERVICEMONITORS;
     return NULL;
 }
 
-static size_t owned_index(const struct kube_resource *r)
+/* The informer that holds gpuop's objects of an owned kind. */
+static struct kube_informer *informer_of(struct controller *c, const struct kube_resource *r)
 {
     for (size_t i = 0; i < N_OWNED; i++)
         if (owned_kinds[i] == r)
-            return i;
-    return 0;
+            return c->owned[i];
+    assert(r == &RES_SERVICEMONITORS);
+    return c->servicemonitors;
 }
 
 /* Creates or replaces one planned object. */
@@ -204,7 +209,7 @@ static int apply_object(struct controller *c, json_t *desired, struct err *e)
         return err_set(e, -EINVAL, "rendered object of unknown kind \"%s\"", kobj_kind(desired));
     const char *ns = r->namespaced ? kobj_namespace(desired) : NULL;
     const char *name = kobj_name(desired);
-    _cleanup_json_ json_t *live = kube_informer_get(c->owned[owned_index(r)], ns, name);
+    _cleanup_json_ json_t *live = kube_informer_get(informer_of(c, r), ns, name);
     if (!live) {
         /* Not in our store (the store only sees objects labelled as ours): ask the server, an
          * object of the same name may exist unlabelled. */
@@ -426,6 +431,28 @@ static int write_objects(struct controller *c, const struct op_plan *plan,
     return 0;
 }
 
+/* The operand namespace's Pod Security labels, before the privileged operands they admit. A
+ * refusal goes to `errors`; -ECANCELED when the lease is lost. */
+static int write_namespace(struct controller *c, const struct op_plan *plan,
+                           struct op_write_errors *errors, struct err *e)
+{
+    if (!plan->namespace_patch)
+        return 0;
+    if (op_check_leader(c, e) < 0)
+        return -ECANCELED;
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    _cleanup_json_ json_t *out = NULL;
+    struct err ne = {0};
+    int r = kube_patch(c->kc, &KUBE_NAMESPACES, NULL, c->ns, &po, plan->namespace_patch, &out, &ne);
+    if (r < 0) {
+        add_write_error(errors, "Namespace", NULL, c->ns, &ne);
+        return 0;
+    }
+    op_count_write(c);
+    log_info(COMPONENT, "namespace Pod Security labels written", "namespace=%s", c->ns);
+    return 0;
+}
+
 /* ---- one reconcile -------------------------------------------------------------------------- */
 
 /* Replaces cached objects that predate our own status write by what the server returned for
@@ -454,6 +481,9 @@ static void objects_fresh(json_t *written, json_t *objects)
 /* What the informers hold, as the planner reads it. The arrays are new. */
 struct world {
     json_t *policies, *nodes, *owned, *nvds, *findings;
+    json_t *ns;                 /* the operand namespace; NULL: not read */
+    json_t *configmaps;         /* those the policies' driver.kernelModuleConfig name, found */
+    bool servicemonitor_served; /* the ServiceMonitors' informer listed: the kind is served */
 };
 
 static void world_done(struct world *w)
@@ -463,6 +493,8 @@ static void world_done(struct world *w)
     json_decref(w->owned);
     json_decref(w->nvds);
     json_decref(w->findings);
+    json_decref(w->ns);
+    json_decref(w->configmaps);
 }
 
 static int read_world(struct controller *c, struct world *w, struct err *e)
@@ -474,6 +506,48 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
         /* The informers give every object its kind, which the plan matches objects by. */
         _cleanup_json_ json_t *list = kube_informer_list(c->owned[k], NULL, NULL, NULL);
         json_array_extend(w->owned, list);
+    }
+    /* the ServiceMonitor kind is served once its informer could list it */
+    w->servicemonitor_served = kube_informer_synced(c->servicemonitors);
+    if (w->servicemonitor_served) {
+        _cleanup_json_ json_t *list = kube_informer_list(c->servicemonitors, NULL, NULL, NULL);
+        json_array_extend(w->owned, list);
+    }
+    /* The operand namespace, for its Pod Security labels (gpuop's RBAC on namespaces is get and
+     * patch, no watch): read while a policy enables psa, or while the namespace holds the record
+     * of labels gpuop set (to restore them), and once at start to learn that. Unread, they stay
+     * as they are. */
+    size_t i;
+    json_t *cp;
+    bool psa = false;
+    json_array_foreach (w->policies, i, cp)
+        psa = psa || json_is_true(kobj_path(cp, "spec.psa.enabled"));
+    if (json_array_size(w->policies) > 0 && (psa || c->psa_record != 0)) {
+        struct err ne = {0};
+        int g = kube_get(c->kc, &KUBE_NAMESPACES, NULL, c->ns, &w->ns, &ne);
+        if (g < 0 && g != -ENOENT)
+            log_warn(COMPONENT, "namespace not read; its Pod Security labels are left as they are",
+                     "namespace=%s error=\"%s\"", c->ns, err_msg(&ne));
+        if (g == 0 || g == -ENOENT)
+            c->psa_record = kobj_str(kobj_annotations(w->ns), OP_PSA_ANNOTATION) ? 1 : 0;
+    }
+    /* The administrator's ConfigMaps of kernel module parameters (not gpuop's: not in the
+     * ConfigMap informer). One that cannot be read fails the reconcile (retried), so that the
+     * driver DaemonSet never loses its mounts to a passing error. */
+    w->configmaps = json_array();
+    json_array_foreach (w->policies, i, cp) {
+        const char *name = kobj_path_str(cp, "spec.driver.kernelModuleConfig.name");
+        if (!name || !*name)
+            continue;
+        json_t *cm = NULL;
+        int g = kube_get(c->kc, &KUBE_CONFIGMAPS, c->ns, name, &cm, e);
+        if (g == -ENOENT) {
+            err_clear(e);
+            continue;
+        }
+        if (g < 0)
+            return err_prefix(e, "ConfigMap %s/%s (spec.driver.kernelModuleConfig)", c->ns, name);
+        json_array_append_new(w->configmaps, cm);
     }
     objects_fresh(c->written, w->policies);
     /* not listed yet (or no CRD): NULL, and the plan keeps every NVIDIADriver DaemonSet */
@@ -535,6 +609,8 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
         log_warn(COMPONENT, "takeover pass failed", "error=\"%s\"", err_msg(&ae));
     merge_nodes(c, *plan, &nw, &errors);
     if ((r = write_node_patches(c, &nw, OP_PHASE_DEPLOY, &errors, e)) < 0)
+        goto out;
+    if ((r = write_namespace(c, *plan, &errors, e)) < 0)
         goto out;
     if ((r = write_objects(c, *plan, &errors, e)) < 0)
         goto out;
@@ -617,11 +693,15 @@ int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                                .templates = c->templates,
                                .now_ms = now_ms_real(),
                                .findings = w.findings,
-                               .nvidia_drivers = w.nvds};
+                               .nvidia_drivers = w.nvds,
+                               .namespace_obj = w.ns,
+                               .configmaps = w.configmaps,
+                               .servicemonitor_served = w.servicemonitor_served};
     _cleanup_json_ json_t *queue = json_array(); /* the reconcile's Events */
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
     if ((r = op_plan(&snap, &plan, e)) < 0)
         goto out;
+    c->servicemonitor_wait = plan->servicemonitor_missing;
     pthread_mutex_lock(&c->lock);
     c->m.gpu_nodes = plan->gpu_nodes;
     if (plan->has_active && plan->health < 0)

@@ -4,6 +4,7 @@
  * driver DaemonSet as NVIDIA's operator renders them (docs/operator.md, "Driver settings"). */
 #include <string.h>
 
+#include "kobj.h"
 #include "operator-internal.h"
 #include "operator.h"
 #include "yamlcfg.h"
@@ -177,9 +178,47 @@ static json_t *module_container(json_t *podspec, const char *name, const json_t 
     return NULL;
 }
 
-void op_driver_settings_apply(json_t *podspec, const json_t *drv, const json_t *gds,
-                              const json_t *gdrcopy, const char *os_tag)
+/* driver.kernelModuleConfig: each key of the ConfigMap a file of /drivers (nvidia.conf,
+ * nvidia-uvm.conf, ...: the module parameters the driver image passes to modprobe), mounted one
+ * by one with a subPath as NVIDIA's operator mounts them, the volume named as the ConfigMap and
+ * listing those keys. Keys that are no file name are left out (the API server allows "a.b",
+ * never "/" or ".."). */
+static void kernel_module_config(json_t *podspec, json_t *ctr, const json_t *drv, const json_t *cm)
 {
+    const char *name = jstr(json_object_get(drv, "kernelModuleConfig"), "name");
+    if (!name || !*name || !cm || !streq_ptr(kobj_name(cm), name))
+        return;
+    const char *const sections[] = {"data", "binaryData"};
+    _cleanup_json_ json_t *keys = json_object(); /* sorted below: a stable render */
+    for (size_t s = 0; s < ARRAY_SIZE(sections); s++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach (json_object_get(cm, sections[s]), k, v)
+            if (*k && !strchr(k, '/') && strcmp(k, ".") != 0 && strcmp(k, "..") != 0)
+                json_object_set_new(keys, k, json_true());
+    }
+    if (json_object_size(keys) == 0)
+        return;
+    /* jansson keeps an object's keys in the order they were read */
+    _cleanup_free_ char *sorted = json_dumps(keys, JSON_COMPACT | JSON_SORT_KEYS);
+    _cleanup_json_ json_t *ordered = json_loads(sorted, 0, NULL);
+    json_t *items = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach (ordered, k, v) {
+        json_array_append_new(items, json_pack("{s:s,s:s}", "key", k, "path", k));
+        _cleanup_free_ char *path = xasprintf("/drivers/%s", k);
+        add_mount(ctr, json_pack("{s:s,s:b,s:s,s:s}", "name", name, "readOnly", 1, "mountPath",
+                                 path, "subPath", k));
+    }
+    add_volume(podspec, json_pack("{s:s,s:{s:s,s:o}}", "name", name, "configMap", "name", name,
+                                  "items", items));
+}
+
+void op_driver_settings_apply(json_t *podspec, const json_t *drv, const json_t *gds,
+                              const json_t *gdrcopy, const struct op_render_ctx *rctx)
+{
+    const char *os_tag = rctx ? rctx->os_tag : NULL;
     json_t *ctr = op_find_container(podspec, "containers", "nvidia-driver-ctr");
     if (!ctr)
         return; /* an override template without NVIDIA's driver container */
@@ -241,6 +280,8 @@ void op_driver_settings_apply(json_t *podspec, const json_t *drv, const json_t *
     for (size_t k = 0; json_is_object(res) && json_object_size(res) > 0 && k < 3; k++)
         if (modules[k])
             json_object_set(modules[k], "resources", res);
+
+    kernel_module_config(podspec, ctr, drv, rctx ? rctx->kernel_module_config : NULL);
 
     /* vGPU licensing: gridd.conf (and the NLS client token) from a Secret or a ConfigMap. */
     const json_t *lic = json_object_get(drv, "licensingConfig");

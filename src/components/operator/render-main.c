@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "op-cli.h"
+#include "kobj.h"
 #include "operator.h"
 #include "svc.h"
 #include "yamlcfg.h"
@@ -103,6 +104,16 @@ static int render_run(struct svc *s, struct err *e)
     if (json_dumpf(objs, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || fputc('\n', stdout) < 0 ||
         fflush(stdout) != 0)
         return err_errno(e, errno ? -errno : -EIO, "write the objects to stdout");
+    /* what only the cluster knows, said (not an error: the operator acts on it) */
+    const char *kmc = kobj_path_str(p->operand[OP_DRIVER].spec, "kernelModuleConfig.name");
+    if (kmc && *kmc)
+        fprintf(stderr,
+                "driver.kernelModuleConfig: the keys of ConfigMap %s are mounted by the running "
+                "operator, which reads it; not shown here\n",
+                kmc);
+    if (json_is_true(kobj_path(p->operand[OP_DRIVER].spec, "usePrecompiled")))
+        fprintf(stderr, "driver.usePrecompiled: the running operator makes one driver DaemonSet "
+                        "per kernel of the GPU nodes; shown here is the template's one\n");
     if (json_array_size(p->unimplemented) > 0) {
         _cleanup_free_ char *u = json_dumps(p->unimplemented, JSON_COMPACT);
         fprintf(stderr, "accepted, not acted on by gpuop: %s\n", u);

@@ -340,7 +340,7 @@ static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enu
                                                         : json_object_get(spec, "gds");
         const json_t *gdr = json_object_get(sec, "gdrcopy") ? json_object_get(sec, "gdrcopy")
                                                             : json_object_get(spec, "gdrcopy");
-        op_driver_settings_apply(podspec, sec, gds, gdr, ctx ? ctx->os_tag : NULL);
+        op_driver_settings_apply(podspec, sec, gds, gdr, ctx);
     }
 
     /* The main container: the first of `containers`. */
@@ -463,6 +463,15 @@ char *op_driver_image(const struct op_policy *p, const char *os_tag)
     if (os_tag && *os_tag)
         return xasprintf("%s:%s-%s", base, version, os_tag);
     return xasprintf("%s:%s", base, version);
+}
+
+char *op_precompiled_image(const char *base, const char *version, const char *kernel,
+                           const char *os_tag)
+{
+    if (!version || !*version)
+        return xstrdup(base);
+    size_t bl = strcspn(version, ".");
+    return xasprintf("%s:%.*s-%s-%s", base, (int)bl, version, kernel, os_tag);
 }
 
 static json_t *render_vars(const struct op_policy *p, enum op_component c,

@@ -46,6 +46,9 @@ struct controller {
      * single driver); until listed, every NVIDIADriver DaemonSet stays as it is. */
     struct kube_informer *nvds;
     struct kube_informer *owned[N_OWNED];
+    /* The exporter's ServiceMonitors (owned, like owned[]): not waited for at start; synced
+     * once the Prometheus Operator's CRD is served, and until then none is written. */
+    struct kube_informer *servicemonitors;
     struct op_gpuquota gq; /* Pods, ResourceQuotas and the GPU capacity view */
 
     struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
@@ -72,6 +75,13 @@ struct controller {
     /* What the last reconcile failed to write, an input of the next plan (the status says so
      * until a write succeeds). Reconcile thread only. */
     struct op_write_errors write_errors;
+    /* The active policy wants a ServiceMonitor whose kind is not served (yet): the reconcile is
+     * queued again in a while, to write it once the CRD is installed. Reconcile thread only. */
+    bool servicemonitor_wait;
+    /* The operand namespace holds gpuop's record of the Pod Security labels it set: 1 yes, 0
+     * no, -1 not read yet (it is read while this is not 0 or a policy enables psa). Reconcile
+     * thread only. */
+    int psa_record;
     /* Every Event of the operator and its controllers goes through it (aggregated,
      * rate-limited), once per reconcile, last. Reconcile thread only. */
     struct op_recorder *recorder;

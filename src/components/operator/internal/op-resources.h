@@ -18,6 +18,10 @@ static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1"
 static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
                                                       "rolebindings", "RoleBinding", true};
 
+/* The Prometheus Operator's kind: served only where its CRD is installed. */
+static const struct kube_resource RES_SERVICEMONITORS = {"monitoring.coreos.com", "v1",
+                                                         "servicemonitors", "ServiceMonitor", true};
+
 static const struct kube_resource RES_POOLS = {"upgrade.gpuop.dev", "v1alpha1",
                                                "driverupgradepools", "DriverUpgradePool", false};
 

@@ -88,9 +88,17 @@ const char *op_kernel_module_type(const json_t *drv);
 /* Applies spec.driver's settings (kernel module type, RDMA, GDS and GDRCopy containers,
  * repository and certificate ConfigMaps, licensing, secretEnv) to the driver DaemonSet's pod
  * spec, as NVIDIA's operator renders them; `gds`/`gdrcopy` are those sections (NULL: off),
- * `os_tag` the GPU nodes' OS ("ubuntu22.04"; NULL: unknown). */
+ * ctx's os_tag the GPU nodes' OS ("ubuntu22.04"; NULL: unknown), its kernel_module_config the
+ * ConfigMap driver.kernelModuleConfig names (NULL: unknown, not mounted); ctx may be NULL. */
 void op_driver_settings_apply(json_t *podspec, const json_t *drv, const json_t *gds,
-                              const json_t *gdrcopy, const char *os_tag);
+                              const json_t *gdrcopy, const struct op_render_ctx *ctx);
+
+/* NFD's label of a node's kernel (uname -r): precompiled driver DaemonSets select on it. */
+#define OP_LABEL_KERNEL "feature.node.kubernetes.io/kernel-version.full"
+/* A precompiled driver image, NVIDIA's tag scheme: base:<branch>-<kernel>-<os_tag>, the branch
+ * being the version's first number ("595.91.07" -> "595"); `base` alone without a version. */
+char *op_precompiled_image(const char *base, const char *version, const char *kernel,
+                           const char *os_tag);
 
 /* Labels it as gpuop's, owned by the ClusterPolicy, with the hash of its content. */
 void op_finish_object(json_t *obj, const struct op_policy *p);
