@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "driver-manager.h"
+#include "remediation.h"
 
 #define V   "550.127.05"
 #define LIB "usr/lib/x86_64-linux-gnu"
@@ -656,6 +657,44 @@ static void test_rem_actions(void **state)
     assert_int_equal(dm_rem_actions_parse("bogus", a, &e), -EINVAL);
 }
 
+static void test_rem_answer(void **state)
+{
+    (void)state;
+    struct dm_rem_answer a;
+    dm_rem_answer_of("r7", NULL, &a);
+    assert_string_equal(a.annotation, REM_ANN_REQUEST_DONE);
+    assert_string_equal(a.value, "r7");
+    assert_string_equal(a.event_type, "Normal");
+    assert_string_equal(a.event_reason, "GPURemediationRequestDone");
+    assert_string_equal(a.message, "request r7 carried out");
+    assert_string_equal(a.log_what, "remediation request done");
+    dm_rem_answer_of("r8", "GPU-1: 2 processes", &a);
+    assert_string_equal(a.annotation, REM_ANN_REQUEST_FAILED);
+    assert_string_equal(a.value, "r8 GPU-1: 2 processes");
+    assert_string_equal(a.event_type, "Warning");
+    assert_string_equal(a.event_reason, "GPURemediationRequestFailed");
+    assert_string_equal(a.message, "request r8 failed: GPU-1: 2 processes");
+    /* a reason at the bound is cut, never overflows */
+    char why[DM_REM_WHY_MAX];
+    memset(why, 'x', sizeof(why) - 1);
+    why[sizeof(why) - 1] = '\0';
+    dm_rem_answer_of("r9", why, &a);
+    assert_int_equal(strlen(a.value), strlen("r9 ") + sizeof(why) - 1);
+
+    struct dm_rem_input in = {0};
+    json_t *ann = json_pack("{s:s,s:s,s:s}", REM_ANN_REQUEST, "reset-gpu r1 GPU-1",
+                            REM_ANN_REQUEST_DONE, "r0", DM_ANN_RELOAD, "r1 pod-a");
+    dm_rem_input_annotations(ann, &in);
+    assert_string_equal(in.request, "reset-gpu r1 GPU-1");
+    assert_string_equal(in.done, "r0");
+    assert_null(in.failed);
+    assert_string_equal(in.reload, "r1 pod-a");
+    json_decref(ann);
+    dm_rem_input_annotations(NULL, &in);
+    assert_null(in.request);
+    assert_null(in.done);
+}
+
 static void test_rem_decide(void **state)
 {
     (void)state;
@@ -788,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_rem_parse),
         cmocka_unit_test(test_rem_actions),
+        cmocka_unit_test(test_rem_answer),
         cmocka_unit_test(test_rem_decide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,18 +179,6 @@ static int run_step(struct svc *s, struct drivermgr *d, enum dm_step step,
     return err_set(e, -EINVAL, "step %d: not a step", (int)step);
 }
 
-/* The test hook: the process dies as by `kill -9` once the named step is done. */
-static void step_done(struct drivermgr *d, const char *hook)
-{
-    if (!hook)
-        return;
-    log_debug(COMPONENT, "step done", "step=%s", hook);
-    if (d->exit_after >= 0 && strcmp(dm_hook_names[d->exit_after], hook) == 0) {
-        log_info(COMPONENT, "killed after step (test hook)", "step=%s", hook);
-        kill(getpid(), SIGKILL);
-    }
-}
-
 static int run_plan(struct svc *s, struct drivermgr *d, const struct dm_finding *f,
                     const struct nodestate_driver_facts *facts, struct err *e)
 {
@@ -210,7 +198,7 @@ static int run_plan(struct svc *s, struct drivermgr *d, const struct dm_finding 
         int r = run_step(s, d, plan.steps[i].step, f, e);
         if (r != 0)
             return r < 0 ? r : 0;
-        step_done(d, plan.steps[i].hook);
+        dm_step_done(d, dm_hook_names, plan.steps[i].hook);
     }
     log_info(COMPONENT, "node ready for the driver container", "node=%s", d->node);
     return 0;
@@ -234,7 +222,7 @@ static int dm_run(struct svc *s, struct err *e)
              f.source);
     if ((r = dm_node_read(d, e)) < 0)
         return r;
-    step_done(d, "owner");
+    dm_step_done(d, dm_hook_names, "owner");
     r = run_plan(s, d, &f, &facts, e);
     if (r < 0 && r != -ECANCELED && f.owner != NODESTATE_OWNER_HOST) {
         dm_node_event(d, "Warning", "DriverManagerFailed", err_msg(e));

@@ -241,6 +241,20 @@ struct dm_rem_decision {
     char why[DM_REM_WHY_MAX];
 };
 
+/* The request and its answers among a node's annotations (metadata.annotations, NULL: none);
+ * fills in's request, done, failed and reload, which point into ann. */
+void dm_rem_input_annotations(const json_t *ann, struct dm_rem_input *in);
+
+/* How a request is answered on its node: done (why NULL) or failed with why. */
+struct dm_rem_answer {
+    const char *annotation; /* REM_ANN_REQUEST_DONE or REM_ANN_REQUEST_FAILED */
+    char value[DM_REM_ID_MAX + DM_REM_WHY_MAX + 2]; /* "<id>" or "<id> <why>" */
+    const char *log_what;                           /* "remediation request done" or "... failed" */
+    const char *event_type, *event_reason;
+    char message[DM_REM_ID_MAX + DM_REM_WHY_MAX + 32]; /* the Event's */
+};
+void dm_rem_answer_of(const char *id, const char *why, struct dm_rem_answer *ret);
+
 /* What to do about the node's request. Pure. */
 void dm_rem_decide(const struct dm_rem_input *in, struct dm_rem_decision *ret);
 

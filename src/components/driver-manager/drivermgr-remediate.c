@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The executor's decisions (driver-manager.h, "remediation requests"): the request parsed, what
  * is refused and why, what is carried out. Pure. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "driver-manager.h"
+#include "kobj.h"
+#include "remediation.h"
 
 const char *dm_rem_do_name(enum dm_rem_do d)
 {
@@ -206,4 +209,33 @@ void dm_rem_decide(const struct dm_rem_input *in, struct dm_rem_decision *ret)
         decide_reload(in, &d);
     }
     *ret = d;
+}
+
+void dm_rem_input_annotations(const json_t *ann, struct dm_rem_input *in)
+{
+    in->request = kobj_str(ann, REM_ANN_REQUEST);
+    in->done = kobj_str(ann, REM_ANN_REQUEST_DONE);
+    in->failed = kobj_str(ann, REM_ANN_REQUEST_FAILED);
+    in->reload = kobj_str(ann, DM_ANN_RELOAD);
+}
+
+void dm_rem_answer_of(const char *id, const char *why, struct dm_rem_answer *ret)
+{
+    assert(id);
+    *ret = (struct dm_rem_answer){0};
+    if (why) {
+        ret->annotation = REM_ANN_REQUEST_FAILED;
+        ret->log_what = "remediation request failed";
+        ret->event_type = "Warning";
+        ret->event_reason = "GPURemediationRequestFailed";
+        snprintf(ret->value, sizeof(ret->value), "%s %s", id, why);
+        snprintf(ret->message, sizeof(ret->message), "request %s failed: %s", id, why);
+    } else {
+        ret->annotation = REM_ANN_REQUEST_DONE;
+        ret->log_what = "remediation request done";
+        ret->event_type = "Normal";
+        ret->event_reason = "GPURemediationRequestDone";
+        snprintf(ret->value, sizeof(ret->value), "%s", id);
+        snprintf(ret->message, sizeof(ret->message), "request %s carried out", id);
+    }
 }

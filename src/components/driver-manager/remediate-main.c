@@ -145,30 +145,15 @@ static struct dm_rem_gpu *read_gpus(struct gpu_inventory **ret_inv, size_t *ret_
 
 static int answer(struct dm_rem *x, const char *id, const char *why, struct err *e)
 {
-    _cleanup_free_ char *v = why ? xasprintf("%s %s", id, why) : xstrdup(id);
-    int r = dm_node_patch(&x->d,
-                          json_pack("{s:{s:{s:s}}}", "metadata", "annotations",
-                                    why ? REM_ANN_REQUEST_FAILED : REM_ANN_REQUEST_DONE, v),
-                          e);
+    struct dm_rem_answer a;
+    dm_rem_answer_of(id, why, &a);
+    int r = dm_node_patch(
+        &x->d, json_pack("{s:{s:{s:s}}}", "metadata", "annotations", a.annotation, a.value), e);
     if (r < 0)
         return err_prefix(e, "answer request %s", id);
-    log_info(COMPONENT, why ? "remediation request failed" : "remediation request done",
-             "node=%s id=%s%s%s%s", x->d.node, id, why ? " why=\"" : "", why ? why : "",
-             why ? "\"" : "");
-    _cleanup_free_ char *msg =
-        why ? xasprintf("request %s failed: %s", id, why) : xasprintf("request %s carried out", id);
-    dm_node_event(&x->d, why ? "Warning" : "Normal",
-                  why ? "GPURemediationRequestFailed" : "GPURemediationRequestDone", msg);
+    log_info(COMPONENT, a.log_what, "node=%s id=%s why=\"%s\"", x->d.node, id, why ? why : "");
+    dm_node_event(&x->d, a.event_type, a.event_reason, a.message);
     return 0;
-}
-
-static void hook(struct dm_rem *x)
-{
-    if (x->d.exit_after >= 0) {
-        log_info(COMPONENT, "killed after step (test hook)", "step=%s",
-                 rem_hook_names[x->d.exit_after]);
-        kill(getpid(), SIGKILL);
-    }
 }
 
 /* `nvidia-smi -r -i UUID` for each GPU; the first failure is the answer's reason. */
@@ -212,12 +197,8 @@ static int round_once(struct dm_rem *x, struct err *e)
     if (r < 0)
         return r;
     const json_t *ann = kobj_path(x->d.node_obj, "metadata.annotations");
-    struct dm_rem_input in = {.node = x->d.node,
-                              .request = kobj_str(ann, REM_ANN_REQUEST),
-                              .done = kobj_str(ann, REM_ANN_REQUEST_DONE),
-                              .failed = kobj_str(ann, REM_ANN_REQUEST_FAILED),
-                              .reload = kobj_str(ann, DM_ANN_RELOAD),
-                              .pod = x->pod};
+    struct dm_rem_input in = {.node = x->d.node, .pod = x->pod};
+    dm_rem_input_annotations(ann, &in);
     memcpy(in.allow, x->allow, sizeof(in.allow));
     if (!in.request)
         return 0;
@@ -253,7 +234,7 @@ static int round_once(struct dm_rem *x, struct err *e)
         char why[DM_REM_WHY_MAX] = "";
         if ((r = reset_gpus(&dec.req, why, sizeof(why), e)) < 0)
             return r;
-        hook(x);
+        dm_step_done(&x->d, rem_hook_names, "executed");
         return answer(x, dec.req.id, why[0] ? why : NULL, e);
     }
     case DM_REM_RELOAD:

@@ -46,6 +46,10 @@ int dm_node_record_drain(struct drivermgr *d, const struct dm_finding *f, struct
 
 /* ---- node-root.c: the kernel modules and the driver root ---------------------------------- */
 
+/* The test hook (GPUOP_DRIVER_MANAGER_KILL_AFTER): the process dies as by `kill -9` once the
+ * step named names[d->exit_after] is done; step NULL: nothing. */
+void dm_step_done(const struct drivermgr *d, const char *const *names, const char *step);
+
 /* The loaded modules unloaded (`rmmod`), as the node shows them now. */
 int dm_root_unload(struct drivermgr *d, struct err *e);
 /* A stale driver root unmounted, .driver-ctr-ready removed. */
