@@ -83,8 +83,13 @@ int op_informers_start(struct controller *c, struct err *e)
     struct kube_informer_opts po = {.handlers = hh};
     /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
     static const char *const no_index[] = {NULL};
-    struct kube_informer_opts no = {
-        .project = project_node, .index_label_keys = no_index, .handlers = hh};
+    /* what a node pool's nodes have alike is kept once (each ~1.5 KiB as a JSON object) */
+    static const char *const node_shared[] = {"status.allocatable", "status.capacity",
+                                              "status.conditions", "spec.taints", NULL};
+    struct kube_informer_opts no = {.project = project_node,
+                                    .index_label_keys = no_index,
+                                    .share_paths = node_shared,
+                                    .handlers = hh};
     int r;
     if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
         (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0 ||
