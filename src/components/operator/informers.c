@@ -108,6 +108,17 @@ void op_node_labels_offer(struct controller *c, json_t *kept)
     bool same = cl && cl != labels && json_equal(cl, labels);
     if (same)
         labels_take(kept, cl);
+    else if (cl) {
+        /* the values the cached node has too: its (interned) strings, as the informer would
+         * have them (kept's labels are the decode's own, seen by no other thread yet) */
+        const char *k;
+        json_t *v;
+        json_object_foreach (labels, k, v) {
+            json_t *cv = json_object_get(cl, k);
+            if (cv && cv != v && json_equal(cv, v))
+                json_object_set(labels, k, cv);
+        }
+    }
     json_decref(cached);
     if (same)
         return;
