@@ -7,11 +7,14 @@ import sys
 # (part, frame markers): the first part with a marker anywhere in the stack wins, so the more
 # specific ones come first.
 PARTS = [
-    ("list and watch responses being decoded (all informers)", ["kube_list_page_held", "kube_watch", "decode_body"]),
     ("node informer store (project_node)", ["project_node"]),
     ("upgrade pod informer store (driver, validator pods)", ["upgrade-ctl.c", "project_pod"]),
     ("quota pod informer store (GPU pods)", ["gpuquota-watch.c"]),
-    ("other informer stores (owned objects, policies, ...)", ["apply_upsert", "apply_page", "on_event", "kube-informer.c"]),
+    ("other informer stores (owned objects, policies, ...)", ["apply_upsert", "apply_item", "seen_add", "apply_page"]),
+    # a list page: its body as read, then one item decoded at a time (kube_list_page_each); a
+    # watch event decoded; an unprojected store keeps what the decode allocated, counted here
+    ("list pages and watch events being read and decoded (all informers)", ["kube_json_parse", "kube_list_page_each", "kube_list_page_held", "kube_watch", "decode_body"]),
+    ("other informer work", ["on_event", "kube-informer.c"]),
     ("reconcile: world read, op_plan", ["read_world", "op_plan", "op_gpuquota_observe"]),
     ("reconcile: upgrade pass (upg_plan, its inputs)", ["op_upgrade_plan", "upg_plan"]),
     ("reconcile: executing writes", ["op_reconcile", "reconcile.c", "upgrade-exec.c"]),

@@ -809,6 +809,92 @@ static void test_budget(void **state)
     assert_string_equal(m, "1 KiB");
 }
 
+/* kube_list_body_each: every item's exact bytes, the rest decoded, malformed bodies named. */
+struct items_seen {
+    char s[512];
+    int stop_at; /* the item at which fn fails (1-based; 0: never) */
+    int n;
+};
+
+static int items_cb(const char *text, size_t n, void *ud, struct err *e)
+{
+    struct items_seen *is = ud;
+    if (++is->n == is->stop_at)
+        return err_set(e, -ECANCELED, "stopped at %d", is->n);
+    size_t l = strlen(is->s);
+    snprintf(is->s + l, sizeof(is->s) - l, "%.*s|", (int)n, text);
+    return 0;
+}
+
+static void test_list_body_each(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        int rc;
+        const char *items; /* what fn saw */
+        const char *rest;  /* the rest, compact, sorted */
+    } cases[] = {
+        {"{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"7\",\"continue\":\"c\"},"
+         "\"items\":[{\"a\":\"x]}\\\"[\"},{\"b\":[1,{\"c\":null}]}]}",
+         0, "{\"a\":\"x]}\\\"[\"}|{\"b\":[1,{\"c\":null}]}|",
+         "{\"kind\":\"NodeList\",\"metadata\":{\"continue\":\"c\",\"resourceVersion\":\"7\"}}"},
+        {" { \"items\" : [ ] , \"n\" : -1.5e3 , \"t\":true } \n", 0, "",
+         "{\"n\":-1500.0,\"t\":true}"},
+        {"{\"items\":[ 1 , \"s\" ,null,[]]}", 0, "1|\"s\"|null|[]|", "{}"},
+        {"{\"metadata\":{},\"items\":[{}],\"zz\":[]}", 0, "{}|", "{\"metadata\":{},\"zz\":[]}"},
+        {"{\"kind\":\"NodeList\"}", -EBADMSG, "", NULL},
+        {"{}", -EBADMSG, "", NULL},
+        {"[]", -EBADMSG, "", NULL},
+        {"", -EBADMSG, "", NULL},
+        {"{\"items\":{}}", -EBADMSG, "", NULL},
+        {"{\"items\":[{}],\"items\":[{}]}", -EBADMSG, "{}|", NULL},
+        {"{\"items\":[{},]}", -EBADMSG, "{}|", NULL},
+        {"{\"items\":[{}] \"x\":1}", -EBADMSG, "{}|", NULL},
+        {"{\"items\":[{}]}x", -EBADMSG, "{}|", NULL},
+        {"{\"items\":[{}]", -EBADMSG, "{}|", NULL},
+        {"{\"items\":[{\"a\":1}", -EBADMSG, "{\"a\":1}|", NULL},
+        {"{\"items\":[\"open]}", -EBADMSG, "", NULL},
+        {"{\"m\":{\"a\":},\"items\":[]}", -EBADMSG, "", NULL},
+        {"{\"m\" 1,\"items\":[]}", -EBADMSG, "", NULL},
+        {"{m:1,\"items\":[]}", -EBADMSG, "", NULL},
+        {"{\"a\\u0000b\":1,\"items\":[]}", -EBADMSG, "", NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct items_seen is = {{0}, 0, 0};
+        struct err e = {0};
+        json_t *rest = NULL;
+        int rc = kube_list_body_each(cases[i].body, strlen(cases[i].body), 1u << 20, "list x",
+                                     items_cb, &is, &rest, &e);
+        if (rc != cases[i].rc || strcmp(is.s, cases[i].items) != 0)
+            fail_msg("case %zu: rc %d (%s), items \"%s\"", i, rc, e.msg, is.s);
+        if (rc == 0) {
+            char *t = json_dumps(rest, JSON_COMPACT | JSON_SORT_KEYS);
+            if (strcmp(t, cases[i].rest) != 0)
+                fail_msg("case %zu: rest %s", i, t);
+            free(t);
+            json_decref(rest);
+        } else {
+            assert_null(rest);
+            assert_non_null(strstr(e.msg, "list x: "));
+        }
+    }
+    /* fn's error stops the walk and comes back as it is */
+    struct items_seen is = {{0}, 2, 0};
+    struct err e = {0};
+    const char *b = "{\"items\":[{},{},{}]}";
+    assert_int_equal(kube_list_body_each(b, strlen(b), 1u << 20, "list x", items_cb, &is, NULL, &e),
+                     -ECANCELED);
+    assert_string_equal(is.s, "{}|");
+    assert_string_equal(e.msg, "stopped at 2");
+    /* a member besides the items priced before it is decoded */
+    const char *big = "{\"x\":[{},{},{},{},{},{},{},{}],\"items\":[]}";
+    is = (struct items_seen){{0}, 0, 0};
+    assert_int_equal(kube_list_body_each(big, strlen(big), 256, "list x", items_cb, &is, NULL, &e),
+                     -EFBIG);
+    assert_non_null(strstr(e.msg, "(kube_options.max_decoded)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -831,6 +917,7 @@ int main(void)
         cmocka_unit_test(test_json_cost),
         cmocka_unit_test(test_decoded_limit),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_list_body_each),
     };
     int r = cmocka_run_group_tests(tests, setup_tmp, NULL);
     char cmd[300];

@@ -384,6 +384,8 @@ static int write_node_patches(struct controller *c, const struct node_writes *nw
                          err_msg(&ne));
             /* read-your-writes keeps the node as the informer would, not the whole object */
             _cleanup_json_ json_t *kept = r == 0 && out ? op_node_project(out) : NULL;
+            if (kept)
+                op_node_labels_offer(c, kept);
             op_upgrade_node_written(c->upg, node, r,
                                     kobj_path_str(m->patch, "metadata.resourceVersion"), kept);
         }

@@ -359,34 +359,37 @@ static int seen_add(struct kube_informer *inf, struct seen *sn, const char *key,
     return 0;
 }
 
-/* Brings the store to one page's items; `all`: unchanged ones are stored anew too. */
-static int apply_page(struct kube_informer *inf, json_t *page, struct seen *sn, bool all,
-                      struct err *e)
+/* What a relist's page items are applied with. */
+struct page_apply {
+    struct kube_informer *inf;
+    struct seen *sn;
+    bool all; /* unchanged items are stored anew too */
+};
+
+/* Brings the store to one list item, as the page hands it over (kube_list_page_each). */
+static int apply_item(json_t *it, void *ud, struct err *e)
 {
-    size_t i;
-    json_t *it;
-    json_array_foreach (json_object_get(page, "items"), i, it) {
-        _cleanup_free_ char *key = kobj_key(it);
-        if (!key)
-            continue;
-        /* List items lack kind/apiVersion; handlers expect them. */
-        if (!json_object_get(it, "kind")) {
-            json_object_set_new(it, "kind", json_string(inf->r.kind));
-            _cleanup_free_ char *av = inf->r.group[0]
-                                          ? xasprintf("%s/%s", inf->r.group, inf->r.version)
-                                          : xstrdup(inf->r.version);
-            json_object_set_new(it, "apiVersion", json_string(av));
-        }
-        int r = seen_add(inf, sn, key, e);
-        if (r < 0)
-            return r;
-        pthread_mutex_lock(&inf->lock);
-        json_t *cur = json_object_get(inf->store, key);
-        bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
-        pthread_mutex_unlock(&inf->lock);
-        if ((!same || all) && (r = apply_upsert(inf, it, e)) < 0)
-            return r;
+    struct page_apply *pa = ud;
+    struct kube_informer *inf = pa->inf;
+    _cleanup_free_ char *key = kobj_key(it);
+    if (!key)
+        return 0;
+    /* List items lack kind/apiVersion; handlers expect them. */
+    if (!json_object_get(it, "kind")) {
+        json_object_set_new(it, "kind", json_string(inf->r.kind));
+        _cleanup_free_ char *av = inf->r.group[0] ? xasprintf("%s/%s", inf->r.group, inf->r.version)
+                                                  : xstrdup(inf->r.version);
+        json_object_set_new(it, "apiVersion", json_string(av));
     }
+    int r = seen_add(inf, pa->sn, key, e);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&inf->lock);
+    json_t *cur = json_object_get(inf->store, key);
+    bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
+    pthread_mutex_unlock(&inf->lock);
+    if ((!same || pa->all) && (r = apply_upsert(inf, it, e)) < 0)
+        return r;
     return 0;
 }
 
@@ -416,9 +419,11 @@ static int relist(struct kube_informer *inf, struct err *e)
             r = -ECANCELED;
             break;
         }
+        /* the page's items are decoded and applied one at a time: a page costs its body and
+         * one item, not the page decoded */
         json_t *page = NULL;
-        size_t held = 0;
-        r = kube_list_page_held(inf->c, &inf->r, inf->ns, &lo, cont, &page, &held, e);
+        struct page_apply pa = {inf, &sn, all};
+        r = kube_list_page_each(inf->c, &inf->r, inf->ns, &lo, cont, apply_item, &pa, &page, e);
         if (r == KUBE_EGONE && cont && restarts < RELIST_RESTARTS_MAX) {
             restarts++;
             log_info("kube", "continue token expired, listing again", "resource=%s restart=%u",
@@ -429,7 +434,6 @@ static int relist(struct kube_informer *inf, struct err *e)
         }
         if (r < 0)
             break;
-        r = apply_page(inf, page, &sn, all, e);
         json_t *meta = json_object_get(page, "metadata");
         if (r == 0 && !cont) {
             free(rv);
@@ -439,7 +443,6 @@ static int relist(struct kube_informer *inf, struct err *e)
         free(cont);
         cont = next && next[0] ? xstrdup(next) : NULL;
         json_decref(page);
-        kube_client_release(inf->c, held);
         if (r < 0 || !cont)
             break;
     }

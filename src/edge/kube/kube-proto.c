@@ -438,6 +438,156 @@ int kube_json_parse(const char *body, size_t len, size_t max_decoded, const char
     return 0;
 }
 
+/* ---- list bodies, item by item ----------------------------------------------------------- */
+
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* One past the end of the JSON value that starts at i: strings and brackets followed, nothing
+ * else checked (the decode of the value does that). i itself where no value ends in the text. */
+static size_t value_end(const char *s, size_t n, size_t i)
+{
+    size_t depth = 0;
+    bool in_str = false;
+    for (size_t k = i; k < n; k++) {
+        char ch = s[k];
+        if (in_str) {
+            if (ch == '\\')
+                k++;
+            else if (ch == '"') {
+                in_str = false;
+                if (depth == 0)
+                    return k + 1;
+            }
+            continue;
+        }
+        switch (ch) {
+        case '"':
+            in_str = true;
+            break;
+        case '{':
+        case '[':
+            depth++;
+            break;
+        case '}':
+        case ']':
+            if (depth == 0)
+                return k; /* a number or literal ended by its container */
+            if (--depth == 0)
+                return k + 1;
+            break;
+        case ',':
+        case ' ':
+        case '\t':
+        case '\n':
+        case '\r':
+            if (depth == 0)
+                return k;
+            break;
+        default:
+            break;
+        }
+    }
+    return depth == 0 && !in_str ? n : i;
+}
+
+static int list_body_bad(struct err *e, const char *what, size_t at)
+{
+    return err_set(e, -EBADMSG, "%s: malformed JSON in the response (at byte %zu)", what, at);
+}
+
+int kube_list_body_each(const char *body, size_t len, size_t max_decoded, const char *what,
+                        kube_item_text_fn fn, void *userdata, json_t **ret_rest, struct err *e)
+{
+    _cleanup_json_ json_t *rest = json_object();
+    bool items = false;
+    json_error_t je;
+    size_t i = skip_ws(body, len, 0);
+    if (i >= len || body[i] != '{')
+        return list_body_bad(e, what, i);
+    i = skip_ws(body, len, i + 1);
+    if (i < len && body[i] == '}')
+        i++;
+    else {
+        for (;;) {
+            if (i >= len || body[i] != '"')
+                return list_body_bad(e, what, i);
+            size_t end = value_end(body, len, i);
+            _cleanup_json_ json_t *key =
+                end > i ? json_loadb(body + i, end - i, JSON_DECODE_ANY, &je) : NULL;
+            if (!json_is_string(key) || strlen(json_string_value(key)) != json_string_length(key))
+                return list_body_bad(e, what, i);
+            i = skip_ws(body, len, end);
+            if (i >= len || body[i] != ':')
+                return list_body_bad(e, what, i);
+            i = skip_ws(body, len, i + 1);
+            const char *k = json_string_value(key);
+            if (strcmp(k, "items") == 0) {
+                if (items || i >= len || body[i] != '[')
+                    return list_body_bad(e, what, i);
+                items = true;
+                i = skip_ws(body, len, i + 1);
+                if (i < len && body[i] == ']')
+                    i++;
+                else {
+                    for (;;) {
+                        end = value_end(body, len, i);
+                        if (end == i)
+                            return list_body_bad(e, what, i);
+                        int r = fn(body + i, end - i, userdata, e);
+                        if (r < 0)
+                            return r;
+                        i = skip_ws(body, len, end);
+                        if (i < len && body[i] == ',') {
+                            i = skip_ws(body, len, i + 1);
+                            continue;
+                        }
+                        if (i < len && body[i] == ']') {
+                            i++;
+                            break;
+                        }
+                        return list_body_bad(e, what, i);
+                    }
+                }
+            } else {
+                end = value_end(body, len, i);
+                if (end == i)
+                    return list_body_bad(e, what, i);
+                size_t cost = kube_json_cost(body + i, end - i);
+                if (cost > max_decoded)
+                    return kube_decoded_err(e, what, "the response", cost, max_decoded,
+                                            "kube_options.max_decoded");
+                json_t *v = json_loadb(body + i, end - i, JSON_DECODE_ANY, &je);
+                if (!v)
+                    return list_body_bad(e, what, i + (size_t)(je.position > 0 ? je.position : 0));
+                json_object_set_new(rest, k, v);
+                i = end;
+            }
+            i = skip_ws(body, len, i);
+            if (i < len && body[i] == ',') {
+                i = skip_ws(body, len, i + 1);
+                continue;
+            }
+            if (i < len && body[i] == '}') {
+                i++;
+                break;
+            }
+            return list_body_bad(e, what, i);
+        }
+    }
+    if (skip_ws(body, len, i) != len)
+        return list_body_bad(e, what, i);
+    if (!items)
+        return err_set(e, -EBADMSG, "%s: the answer has no \"items\" list", what);
+    if (ret_rest)
+        *ret_rest = steal_ptr(&rest);
+    return 0;
+}
+
 /* ---- watch stream ------------------------------------------------------------------------- */
 
 const char *kube_watch_type_name(enum kube_watch_type t)

@@ -58,6 +58,28 @@ int kube_get(struct kube_client *c, const struct kube_resource *r, const char *n
     return kube_do_json(c, &rq, ret, e);
 }
 
+/* The path and the what of one page's GET. */
+static int list_page_request(const struct kube_resource *r, const char *ns,
+                             const struct kube_list_opts *o, const char *continue_token,
+                             struct sbuf *p, char *what, size_t what_n, struct err *e)
+{
+    int rc;
+    if ((rc = check_ns("list", r, ns, false, e)) < 0 ||
+        (rc = kube_selector_check("labelSelector", o->label_selector, e)) < 0 ||
+        (rc = kube_selector_check("fieldSelector", o->field_selector, e)) < 0)
+        return rc;
+    char lim[24];
+    snprintf(lim, sizeof(lim), "%u", o->limit ? o->limit : 500);
+    if (kube_build_path(p, r, ns, NULL, NULL) < 0 ||
+        kube_query_add(p, "labelSelector", o->label_selector) < 0 ||
+        kube_query_add(p, "fieldSelector", o->field_selector) < 0 ||
+        kube_query_add(p, "limit", lim) < 0 || kube_query_add(p, "continue", continue_token) < 0 ||
+        (!continue_token && kube_query_add(p, "resourceVersion", o->resource_version) < 0))
+        return err_set(e, -ENAMETOOLONG, "list %s: URL too long", r->plural);
+    what_of(what, what_n, "list", r, ns, NULL);
+    return 0;
+}
+
 int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, const char *ns,
                         const struct kube_list_opts *o, const char *continue_token, json_t **ret,
                         size_t *ret_held, struct err *e)
@@ -66,23 +88,11 @@ int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, co
     if (!o)
         o = &def;
     int rc;
-    if ((rc = check_ns("list", r, ns, false, e)) < 0 ||
-        (rc = kube_selector_check("labelSelector", o->label_selector, e)) < 0 ||
-        (rc = kube_selector_check("fieldSelector", o->field_selector, e)) < 0)
-        return rc;
     _cleanup_sbuf_ struct sbuf p;
     sbuf_init(&p, PATH_MAX_LEN * 2);
-    char lim[24];
-    snprintf(lim, sizeof(lim), "%u", o->limit ? o->limit : 500);
-    if (kube_build_path(&p, r, ns, NULL, NULL) < 0 ||
-        kube_query_add(&p, "labelSelector", o->label_selector) < 0 ||
-        kube_query_add(&p, "fieldSelector", o->field_selector) < 0 ||
-        kube_query_add(&p, "limit", lim) < 0 ||
-        kube_query_add(&p, "continue", continue_token) < 0 ||
-        (!continue_token && kube_query_add(&p, "resourceVersion", o->resource_version) < 0))
-        return err_set(e, -ENAMETOOLONG, "list %s: URL too long", r->plural);
     char what[320];
-    what_of(what, sizeof(what), "list", r, ns, NULL);
+    if ((rc = list_page_request(r, ns, o, continue_token, &p, what, sizeof(what), e)) < 0)
+        return rc;
     struct kube_req rq = {.method = "GET", .path = p.data, .what = what};
     json_t *page = NULL;
     size_t held = 0;
@@ -96,6 +106,67 @@ int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, co
     *ret = page;
     *ret_held = held;
     return 0;
+}
+
+struct page_each {
+    struct kube_client *c;
+    const char *what;
+    kube_item_fn fn;
+    void *userdata;
+};
+
+/* One item's bytes: priced, decoded within the in-flight budget, handed over, freed. */
+static int page_item(const char *text, size_t n, void *ud, struct err *e)
+{
+    struct page_each *pe = ud;
+    size_t cost = kube_json_cost(text, n);
+    struct kube_budget *mem = kube_client_in_flight(pe->c);
+    if (kube_budget_take(mem, cost) < 0)
+        return kube_in_flight_err(e, pe->what, mem, cost);
+    json_t *it = NULL;
+    int r = kube_json_parse(text, n, SIZE_MAX, pe->what, &it, e);
+    if (r == 0) {
+        r = pe->fn(it, pe->userdata, e);
+        json_decref(it);
+    }
+    kube_budget_put(mem, cost);
+    return r;
+}
+
+int kube_list_page_each(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                        const struct kube_list_opts *o, const char *continue_token, kube_item_fn fn,
+                        void *userdata, json_t **ret_page, struct err *e)
+{
+    struct kube_list_opts def = {0};
+    if (!o)
+        o = &def;
+    int rc;
+    _cleanup_sbuf_ struct sbuf p;
+    sbuf_init(&p, PATH_MAX_LEN * 2);
+    char what[320];
+    if ((rc = list_page_request(r, ns, o, continue_token, &p, what, sizeof(what), e)) < 0)
+        return rc;
+    struct kube_req rq = {.method = "GET", .path = p.data, .what = what};
+    struct kube_resp resp = {0};
+    if ((rc = kube_do(c, &rq, &resp, e)) < 0)
+        return rc;
+    _cleanup_free_ char *body = steal_ptr(&resp.body);
+    if (resp.code < 200 || resp.code >= 300)
+        return kube_status_err(resp.code, body, resp.len, what, e);
+    /* the whole page is priced as if decoded, so a page over the limit is refused before any
+     * of it is applied, as a decoded answer is; the body is held while its items are */
+    size_t cost = kube_json_cost(body, resp.len);
+    if (cost > kube_client_max_decoded(c))
+        return kube_decoded_err(e, what, "the response", cost, kube_client_max_decoded(c),
+                                "kube_options.max_decoded");
+    struct kube_budget *mem = kube_client_in_flight(c);
+    if (kube_budget_take(mem, resp.len) < 0)
+        return kube_in_flight_err(e, what, mem, resp.len);
+    struct page_each pe = {c, what, fn, userdata};
+    rc = kube_list_body_each(body, resp.len, kube_client_max_decoded(c), what, page_item, &pe,
+                             ret_page, e);
+    kube_budget_put(mem, resp.len);
+    return rc;
 }
 
 int kube_list_page(struct kube_client *c, const struct kube_resource *r, const char *ns,

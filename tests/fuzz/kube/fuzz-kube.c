@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the client's response parsing: the watch-stream parser (fed in chunks whose size the
  * first byte picks), Status decoding, JSON bodies and their price (never below what jansson
- * takes to decode them), and kubeconfig resolution of the same bytes read as YAML. */
+ * takes to decode them), list bodies item by item, and kubeconfig resolution of the same bytes read
+ * as YAML. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,34 @@ static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
     const char *const keep[] = {"status.allocatable", "spec.taints", NULL};
     json_decref(kube_project_fields(obj, keep));
     return *n > 1000 ? 1 : 0;
+}
+
+/* A list body's items, each decoded as the client does. */
+static int on_item(const char *text, size_t n, void *ud, struct err *e)
+{
+    (void)e;
+    size_t *items = ud;
+    json_decref(json_loadb(text, n, JSON_DECODE_ANY, NULL));
+    (*items)++;
+    return 0;
+}
+
+/* Item by item agrees with the whole decode: a body jansson accepts and the walk accepts has
+ * the same number of items. */
+static void check_items(const char *in, size_t n)
+{
+    struct err e = {0};
+    size_t items = 0;
+    json_t *rest = NULL;
+    int r = kube_list_body_each(in, n, 1u << 20, "fuzz", on_item, &items, &rest, &e);
+    json_decref(rest);
+    json_t *v = json_loadb(in, n, 0, NULL);
+    json_t *all = json_object_get(v, "items");
+    if (r == 0 && json_is_array(all) && json_array_size(all) != items) {
+        fprintf(stderr, "walked %zu items, jansson decoded %zu\n", items, json_array_size(all));
+        abort();
+    }
+    json_decref(v);
 }
 
 /* Whatever jansson accepts, the price is at least what decoding it took. */
@@ -63,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kube_watch_parser_free(&p);
 
     check_price(in, n);
+    check_items(in, n);
     kube_status_err(400 + (long)(data[0] % 200), in, n, "fuzz", &e);
     json_t *v = NULL;
     if (kube_json_parse(in, n, 1u << 20, "fuzz", &v, &e) == 0)

@@ -105,6 +105,16 @@ int kube_decoded_err(struct err *e, const char *what, const char *thing, size_t 
 int kube_json_parse(const char *body, size_t len, size_t max_decoded, const char *what,
                     json_t **ret, struct err *e);
 
+/* An item's bytes, as kube_list_body_each finds them. */
+typedef int (*kube_item_text_fn)(const char *text, size_t n, void *userdata, struct err *e);
+/* A list's body (a JSON object with an "items" array), item by item, without decoding the
+ * whole: each element of "items" is handed to fn as its bytes (one pass that finds where a
+ * value ends; jansson checks each value as it is decoded), every other member decoded (each
+ * priced against max_decoded) into *ret_rest (may be NULL). Bytes in, calls out, no I/O.
+ * -EBADMSG naming what when the text is not such an object; fn's negative code as it is. */
+int kube_list_body_each(const char *body, size_t len, size_t max_decoded, const char *what,
+                        kube_item_text_fn fn, void *userdata, json_t **ret_rest, struct err *e);
+
 /* ---- memory budgets ----------------------------------------------------------------------- */
 
 /*
@@ -347,6 +357,18 @@ void kube_client_release(struct kube_client *c, size_t held);
 int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, const char *ns,
                         const struct kube_list_opts *o, const char *continue_token, json_t **ret,
                         size_t *ret_held, struct err *e);
+
+/* One list item, decoded (borrowed: take a reference to keep it). A negative return stops the
+ * list with that code. */
+typedef int (*kube_item_fn)(json_t *item, void *userdata, struct err *e);
+/* One page, its items decoded and handed to fn one at a time, so that what the page costs is
+ * its body and one item, not the page decoded (a page of 500 real nodes: ~10 MiB of body,
+ * ~50 MiB decoded). *ret_page (may be NULL) gets the page without its items (metadata.continue,
+ * metadata.resourceVersion). A page malformed after some items gives those items to fn first,
+ * then -EBADMSG. */
+int kube_list_page_each(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                        const struct kube_list_opts *o, const char *continue_token, kube_item_fn fn,
+                        void *userdata, json_t **ret_page, struct err *e);
 
 size_t kube_client_max_watch_line(const struct kube_client *c);
 size_t kube_client_max_decoded(const struct kube_client *c);
