@@ -73,9 +73,15 @@ def labels(gpuop, lib, fleet, work):
     return "".join(sorted(out.splitlines(keepends=True)))
 
 
+# The exporter's metrics about itself that measure this run's wall clock, not the GPUs: left out.
+OWN_CLOCK = ("gpuop_exporter_last_collection_timestamp_seconds ",
+             "gpuop_exporter_collection_duration_seconds ")
+
+
 def page(gpuop, lib, fleet, work):
     env = environ(lib, fleet, work)
-    return run_cmd(gpuop + ["exporter", "--once"], env, "exporter --once")
+    out = run_cmd(gpuop + ["exporter", "--once"], env, "exporter --once")
+    return "".join(line for line in out.splitlines(keepends=True) if not line.startswith(OWN_CLOCK))
 
 
 def plugin_answers(gpuop, lib, fleet, work):
@@ -122,7 +128,7 @@ def plugin_answers(gpuop, lib, fleet, work):
             out.append("preferred " + text_format.MessageToString(pref, as_one_line=True))
             got = list(pref.container_responses[0].deviceIDs) if pref.container_responses else []
             alloc = stub.Allocate(pb.AllocateRequest(container_requests=[
-                pb.ContainerAllocateRequest(devicesIDs=got or ids[:1])]), timeout=TIMEOUT)
+                pb.ContainerAllocateRequest(devices_ids=got or ids[:1])]), timeout=TIMEOUT)
             out.append("allocate " + text_format.MessageToString(alloc, as_one_line=True))
             ch.close()
     finally:
@@ -153,7 +159,8 @@ def main():
     if len(sys.argv) < 6:
         print(__doc__)
         return 2
-    ngpuop, nlib, xgpuop, xlib = sys.argv[1:5]
+    # meson passes the built programs relative to the build folder: absolute, for dlopen
+    ngpuop, nlib, xgpuop, xlib = (os.path.abspath(a) for a in sys.argv[1:5])
     fleets = sys.argv[5:]
     if not (os.access(ngpuop, os.X_OK) and os.path.isfile(nlib)):
         print(f"SKIP the native build ({ngpuop}, {nlib}) is not built: `make build` first")
