@@ -28,5 +28,15 @@ echo "deps: installing ${missing[*]}"
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
+# pkg:ARCH (the arm64 libraries of the cross build): dpkg must know the foreign architecture
+# before apt-get update fetches its package lists.
+for p in "${missing[@]}"; do
+    [[ $p == *:* ]] || continue
+    a=${p##*:}
+    if [ "$a" != "$(dpkg --print-architecture)" ] && ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+        echo "deps: adding the dpkg architecture $a"
+        $SUDO dpkg --add-architecture "$a"
+    fi
+done
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

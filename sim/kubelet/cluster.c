@@ -376,13 +376,34 @@ static int check_root_unique(const struct kl_cluster *c, size_t i, const char *c
     return 0;
 }
 
+/* arch: the node's architecture as Kubernetes names it (kubernetes.io/arch, nodeInfo); amd64 when
+ * left out, arm64 for a Grace (GH200, GB200) node. */
+static int parse_arch(json_t *node, const char *ctx, struct kl_node_spec *n, struct err *e)
+{
+    static const char *const known[] = {"amd64", "arm64"};
+    _cleanup_free_ char *arch = NULL;
+    int r = get_text(node, "arch", ctx, false, &arch, e);
+    if (r < 0)
+        return r;
+    n->arch = known[0];
+    if (!arch)
+        return 0;
+    for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+        if (strcmp(arch, known[i]) == 0) {
+            n->arch = known[i];
+            return 0;
+        }
+    return err_set(e, -EINVAL, "%s.arch: \"%s\" is not a node architecture (amd64, arm64)", ctx,
+                   arch);
+}
+
 static int parse_node(struct kl_cluster *c, size_t i, json_t *node, const char *ctx,
                       const char *base, struct err *e)
 {
     struct kl_node_spec *n = &c->nodes[i];
     static const char *const keys[] = {"name",    "fleet",         "root",       "kernel", "os",
                                        "runtime", "kernelHeaders", "hostDriver", "cpu",    "memory",
-                                       "pods",    "labels",        NULL};
+                                       "pods",    "labels",        "arch",       NULL};
     int r;
     if (!json_is_object(node))
         return err_set(e, -EINVAL, "%s: expected a mapping, got %s", ctx, cfg_type_name(node));
@@ -434,6 +455,8 @@ static int parse_node(struct kl_cluster *c, size_t i, json_t *node, const char *
         return r;
     n->cpu = (uint64_t)cpu;
     n->pods = (uint64_t)pods;
+    if ((r = parse_arch(node, ctx, n, e)) < 0)
+        return r;
     return parse_labels(node, ctx, n, e);
 }
 

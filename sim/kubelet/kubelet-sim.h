@@ -53,6 +53,7 @@ struct kl_node_spec {
     enum kl_runtime_kind runtime;
     char **kernel_headers; /* NULL-terminated */
     char *host_driver;     /* NULL: none pre-installed */
+    const char *arch;      /* GOARCH name: "amd64" (default) or "arm64" (a Grace node) */
     uint64_t cpu, memory_bytes, pods;
     json_t *labels; /* object, may be empty */
 };

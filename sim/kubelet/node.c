@@ -210,13 +210,19 @@ void kl_node_boot_id(const char *name, unsigned boot, char *buf, size_t n)
 
 /* ---- the Node ------------------------------------------------------------------------------ */
 
+/* A spec not from kl_cluster_parse (a test's) may leave arch unset: amd64. */
+static const char *kl_node_arch(const struct kl_node_spec *spec)
+{
+    return spec->arch ? spec->arch : "amd64";
+}
+
 static void kubelet_labels(json_t *labels, const struct kl_node_spec *spec)
 {
     json_object_set_new(labels, "kubernetes.io/hostname", json_string(spec->name));
     json_object_set_new(labels, "kubernetes.io/os", json_string("linux"));
-    json_object_set_new(labels, "kubernetes.io/arch", json_string("amd64"));
+    json_object_set_new(labels, "kubernetes.io/arch", json_string(kl_node_arch(spec)));
     json_object_set_new(labels, "beta.kubernetes.io/os", json_string("linux"));
-    json_object_set_new(labels, "beta.kubernetes.io/arch", json_string("amd64"));
+    json_object_set_new(labels, "beta.kubernetes.io/arch", json_string(kl_node_arch(spec)));
 }
 
 static bool set_string(json_t *obj, const char *key, const char *value)
@@ -380,7 +386,7 @@ int kl_node_apply_status(json_t *node, const struct kl_node_facts *f, bool force
                   "systemUUID", ids.system_uuid, "bootID", ids.boot_id, "kernelVersion", s->kernel,
                   "osImage", s->os_pretty, "containerRuntimeVersion", runtime_version(s->runtime),
                   "kubeletVersion", KL_KUBELET_VERSION, "kubeProxyVersion", KL_KUBELET_VERSION,
-                  "operatingSystem", "linux", "architecture", "amd64"));
+                  "operatingSystem", "linux", "architecture", kl_node_arch(s)));
     json_object_set_new(status, "addresses",
                         json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address",
                                   f->ip ? f->ip : "127.0.0.1", "type", "Hostname", "address",

@@ -405,7 +405,7 @@ static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
         if (!g->mig_table)
             return err_set(e, -EINVAL,
                            "%s.mig_profiles: unknown table \"%s\" (a100-40gb, a100-80gb, "
-                           "h100-80gb, h200-141gb)",
+                           "h100-80gb, h200-141gb, gh200-96gb, gb200-186gb)",
                            ctx, tkey);
     } else if (g->mig_capable) {
         g->mig_table = sim_mig_table_for_model(g->model);
@@ -413,7 +413,7 @@ static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
     if (g->mig_capable && !g->mig_table)
         return err_set(e, -EINVAL,
                        "%s.mig_capable: no MIG profile table for \"%s\" (known: A100 40GB, A100 "
-                       "80GB, H100 80GB, H200; or set mig_profiles)",
+                       "80GB, H100 80GB, H200, GH200, GB200; or set mig_profiles)",
                        ctx, g->model);
     if (!g->mig_capable)
         g->mig_table = NULL;

@@ -104,11 +104,41 @@ static const struct sim_gi_profile h200_141gb[] = {
     PROF("1g.35gb", I1R2, 15, 1, 4, 33280, 26, 1, 1, 0, 1, 0, S2, 4),
 };
 
+/*
+ * Grace Hopper (GH200, 96 GB HBM3) and Grace Blackwell (GB200, 186 GB HBM3e): the profile names
+ * are NVIDIA's (mig-parted's default config: all-balanced is 2x 1g.12gb, 2g.24gb, 3g.48gb on the
+ * GH200's 0x2342 and 2x 1g.23gb, 2g.47gb, 3g.93gb on the GB200's 0x2941); every figure is
+ * [unverified]: memory scaled from the H100 80GB table (x 1.2, and x 2.32 for the GB200), SMs
+ * the H100's (GH200, same GH100 chip) and scaled to the 148 SMs of a Blackwell GPU (GB200),
+ * engines the H100's.
+ */
+static const struct sim_gi_profile gh200_96gb[] = {
+    PROF("1g.12gb", I1, 19, 1, 7, 11904, 16, 1, 1, 0, 1, 0, S1, 7),
+    PROF("2g.24gb", I2, 14, 2, 3, 24064, 32, 2, 2, 0, 2, 0, S2G, 3),
+    PROF("3g.48gb", I3, 9, 3, 2, 48512, 60, 3, 3, 0, 3, 0, S3, 2),
+    PROF("4g.48gb", I4, 5, 4, 1, 48512, 64, 4, 4, 0, 4, 0, S4, 1),
+    PROF("7g.96gb", I7, 0, 7, 1, 97280, 132, 8, 7, 0, 7, 1, S7, 1),
+    PROF("1g.12gb+me", I1ME, 20, 1, 1, 11904, 16, 1, 1, 0, 1, 1, S1, 7),
+    PROF("1g.24gb", I1R2, 15, 1, 4, 24064, 26, 1, 1, 0, 1, 0, S2, 4),
+};
+
+static const struct sim_gi_profile gb200_186gb[] = {
+    PROF("1g.23gb", I1, 19, 1, 7, 23168, 18, 1, 1, 0, 1, 0, S1, 7),
+    PROF("2g.47gb", I2, 14, 2, 3, 46592, 36, 2, 2, 0, 2, 0, S2G, 3),
+    PROF("3g.93gb", I3, 9, 3, 2, 93824, 67, 3, 3, 0, 3, 0, S3, 2),
+    PROF("4g.93gb", I4, 5, 4, 1, 93824, 72, 4, 4, 0, 4, 0, S4, 1),
+    PROF("7g.186gb", I7, 0, 7, 1, 188288, 148, 8, 7, 0, 7, 1, S7, 1),
+    PROF("1g.23gb+me", I1ME, 20, 1, 1, 23168, 18, 1, 1, 0, 1, 1, S1, 7),
+    PROF("1g.47gb", I1R2, 15, 1, 4, 46592, 29, 1, 1, 0, 1, 0, S2, 4),
+};
+
 static const struct sim_mig_table tables[] = {
     {"a100-40gb", ARRAY_SIZE(a100_40gb), a100_40gb},
     {"a100-80gb", ARRAY_SIZE(a100_80gb), a100_80gb},
     {"h100-80gb", ARRAY_SIZE(h100_80gb), h100_80gb},
     {"h200-141gb", ARRAY_SIZE(h200_141gb), h200_141gb},
+    {"gh200-96gb", ARRAY_SIZE(gh200_96gb), gh200_96gb},
+    {"gb200-186gb", ARRAY_SIZE(gb200_186gb), gb200_186gb},
 };
 
 const struct sim_mig_table *sim_mig_table_by_key(const char *key)
@@ -121,6 +151,11 @@ const struct sim_mig_table *sim_mig_table_by_key(const char *key)
 
 const struct sim_mig_table *sim_mig_table_for_model(const char *model)
 {
+    /* before "H200": "NVIDIA GH200 480GB" contains it (the 144 GB GH200 has no table here) */
+    if (strstr(model, "GH200") && !strstr(model, "144G"))
+        return sim_mig_table_by_key("gh200-96gb");
+    if (strstr(model, "GB200"))
+        return sim_mig_table_by_key("gb200-186gb");
     if (strstr(model, "H200"))
         return sim_mig_table_by_key("h200-141gb");
     if (strstr(model, "H100") && !strstr(model, "NVL") && !strstr(model, "94GB") &&

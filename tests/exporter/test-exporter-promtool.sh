@@ -105,7 +105,7 @@ for fleet in $fleets; do
             # The profiling fields on the fleets with GPM (Hopper and Blackwell), none elsewhere.
             if [ $set = all ]; then
                 case $(basename "$fleet") in
-                dgx-h100.yaml | hgx-h200.yaml | dgx-b200.yaml) grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$out" ||
+                dgx-h100.yaml | hgx-h200.yaml | dgx-b200.yaml | gh200.yaml | gb200.yaml) grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$out" ||
                     fail "$fleet: no DCGM_FI_PROF_SM_ACTIVE" ;;
                 *) ! grep -q '^DCGM_FI_PROF_' "$out" || fail "$fleet: profiling fields without GPM" ;;
                 esac

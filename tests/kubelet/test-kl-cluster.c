@@ -271,6 +271,10 @@ static void test_errors(void **state)
         {HEAD NODE_A "  cpu: \"500m\"\n", "nodes[0].cpu: \"500m\" is not an integer"},
         {HEAD NODE_A "  pods: 0\n", "nodes[0].pods: 0 is out of range"},
         {HEAD NODE_A "  pods: 100000\n", "nodes[0].pods: 100000 is out of range"},
+        /* architecture */
+        {HEAD NODE_A "  arch: aarch64\n",
+         "nodes[0].arch: \"aarch64\" is not a node architecture (amd64, arm64)"},
+        {HEAD NODE_A "  arch: [arm64]\n", "nodes[0].arch: expected a string, got a list"},
         /* labels */
         {HEAD NODE_A "  labels: [a]\n", "nodes[0].labels: expected a mapping, got a list"},
         {HEAD NODE_A "  labels: {\"bad key!\": x}\n",
@@ -317,13 +321,41 @@ static void test_sample_cluster(void **state)
     kl_cluster_free(c);
 }
 
+/* The committed Grace pool parses: two arm64 GPU nodes on the GH200 and GB200 fleets. */
+static void test_grace_cluster(void **state)
+{
+    (void)state;
+    const char *src = env_get("GPUOP_SOURCE_ROOT");
+    if (!src)
+        skip();
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/sim/clusters/grace.yaml", src);
+    char *text = NULL;
+    size_t len = 0;
+    struct err e = {0};
+    if (file_read_all(path, 1 << 20, &text, &len, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    struct kl_cluster *c = NULL;
+    if (kl_cluster_parse(path, text, len, &c, &e) < 0)
+        fail_msg("%s", err_msg(&e));
+    free(text);
+    assert_int_equal(c->n_nodes, 2);
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        assert_string_equal(c->nodes[i].arch, "arm64");
+        assert_non_null(c->nodes[i].fleet);
+        if (access(c->nodes[i].fleet, R_OK) != 0)
+            fail_msg("fleet %s of %s is missing", c->nodes[i].fleet, c->nodes[i].name);
+    }
+    kl_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_node),         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_memory_quantities), cmocka_unit_test(test_relative_paths),
         cmocka_unit_test(test_exact_messages),    cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_sample_cluster),
+        cmocka_unit_test(test_sample_cluster),    cmocka_unit_test(test_grace_cluster),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,9 @@ static struct kl_cluster *cluster(void)
         "  os: {id: ubuntu, versionId: \"22.04\", prettyName: Ubuntu 22.04.5 LTS}\n"
         "  runtime: cri-o\n  cpu: 224\n  memory: 2063937984Ki\n"
         "  labels: {zone: a}\n"
+        "- name: gh200-1\n  fleet: /f/gh200.yaml\n  root: /r/gh200-1\n  arch: arm64\n"
+        "  kernel: 6.8.0-1013-nvidia-64k\n  os: {id: ubuntu, versionId: \"24.04\"}\n"
+        "  runtime: containerd\n"
         "- name: cpu-1\n  root: /r/cpu-1\n  kernel: 6.8.0\n"
         "  os: {id: rhel, versionId: \"9\"}\n  runtime: docker\n";
     struct kl_cluster *c = NULL;
@@ -133,7 +136,7 @@ static void test_nfd_labels(void **state)
     assert_int_equal(json_object_size(l), ARRAY_SIZE(want));
     json_decref(l);
     /* a CPU node: no PCI labels; "9" has no minor */
-    l = kl_nfd_labels(&c->nodes[1], NULL);
+    l = kl_nfd_labels(&c->nodes[2], NULL);
     assert_null(json_object_get(l, "feature.node.kubernetes.io/pci-10de.present"));
     assert_string_equal(label(l, "feature.node.kubernetes.io/system-os_release.VERSION_ID.major"),
                         "9");
@@ -270,6 +273,7 @@ static void test_node_object(void **state)
     assert_string_equal(kobj_name(n), "dgx-1");
     assert_string_equal(kobj_label(n, "kubernetes.io/hostname"), "dgx-1");
     assert_string_equal(kobj_label(n, "kubernetes.io/arch"), "amd64");
+    assert_string_equal(kobj_path_str(n, "status.nodeInfo.architecture"), "amd64");
     assert_string_equal(kobj_label(n, "beta.kubernetes.io/os"), "linux");
     assert_string_equal(kobj_label(n, "zone"), "a");
     assert_string_equal(kobj_annotation(n, KL_SIMULATED_ANN), "external");
@@ -329,8 +333,16 @@ static void test_node_object(void **state)
     json_decref(n);
     json_decref(res);
 
-    /* the defaults of a CPU node */
+    /* a Grace node: arm64 in its labels and its nodeInfo, as a real kubelet reports */
     f = (struct kl_node_facts){.spec = &c->nodes[1], .ip = NULL, .now_ms = NOW};
+    n = kl_node_object(&f);
+    assert_string_equal(kobj_label(n, "kubernetes.io/arch"), "arm64");
+    assert_string_equal(kobj_label(n, "beta.kubernetes.io/arch"), "arm64");
+    assert_string_equal(kobj_path_str(n, "status.nodeInfo.architecture"), "arm64");
+    json_decref(n);
+
+    /* the defaults of a CPU node */
+    f = (struct kl_node_facts){.spec = &c->nodes[2], .ip = NULL, .now_ms = NOW};
     n = kl_node_object(&f);
     assert_string_equal(kobj_path_str(n, "status.capacity.memory"), "33554432Ki");
     assert_string_equal(kobj_path_str(n, "status.nodeInfo.osImage"), "rhel 9");

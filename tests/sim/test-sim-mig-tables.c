@@ -169,7 +169,8 @@ static void check_telemetry_counters(void)
 int main(void)
 {
     check_telemetry_counters();
-    static const char *const keys[] = {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb"};
+    static const char *const keys[] = {"a100-40gb",  "a100-80gb",  "h100-80gb",
+                                       "h200-141gb", "gh200-96gb", "gb200-186gb"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
         check_table(keys[i]);
     check_a100_80gb_engines();
