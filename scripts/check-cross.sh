@@ -26,6 +26,8 @@ out = set()
 for n in want:
     t = tests[n]
     out.update(x for x in t["cmd"] if x in everything)
+    # what the environment names (GPUOP_TOMLX_MODULE: the module rtconfig loads)
+    out.update(v for v in t.get("env", {}).values() if v in everything)
     for d in t["depends"]:
         out.update(files.get(d, []))
 for f in sorted(out):
