@@ -72,12 +72,14 @@ demo: build tools
 # By default an OCI image index of two images of the same version: amd64 from $(BUILD) and arm64
 # from the cross build (only gpuop and gpuop-tomlx.so built there, not the whole tree: a minute or
 # two from nothing). `make image IMAGE_ARCHS=amd64` builds the amd64 image alone, without the
-# cross toolchain. docs/arm64.md.
+# cross toolchain. `make image IMAGE_PUSH=docker://REGISTRY/gpuop/gpuop:VERSION` also pushes the
+# index and both images. docs/arm64.md.
 IMAGE_ARCHS ?= amd64 arm64
+IMAGE_PUSH  ?=
 image: build $(if $(filter arm64,$(IMAGE_ARCHS)),image-cross)
 	@case "$(strip $(IMAGE_ARCHS))" in "amd64 arm64"|amd64) ;; \
 	*) echo "make image: IMAGE_ARCHS=$(IMAGE_ARCHS) (known: amd64 arm64, or amd64)"; exit 2;; esac
-	./scripts/build-image.sh $(BUILD) $(BUILD)/gpuop-image.oci.tar \
+	GPUOP_IMAGE_PUSH=$(IMAGE_PUSH) ./scripts/build-image.sh $(BUILD) $(BUILD)/gpuop-image.oci.tar \
 		$(if $(filter arm64,$(IMAGE_ARCHS)),$(CROSS_BUILD))
 
 # The arm64 image's programs in the cross build.

@@ -10,7 +10,10 @@
 # an image FROM scratch, without pulling anything, and `buildah manifest` gathers them. The
 # archive's name and tag are gpuop:<version>, the version meson.build's project() declares: the
 # same reference the operator's default --operand-image and the Helm chart's appVersion carry.
-# Needs root (buildah's storage); prints each image's compressed size.
+# Needs root (buildah's storage); prints each image's compressed size. GPUOP_IMAGE_PUSH=DEST (a
+# containers-transports destination, e.g. docker://registry.example.com/gpuop/gpuop:0.1.0; make
+# image IMAGE_PUSH=...) also pushes the index with every image (buildah manifest push --all, TLS
+# verified, buildah's usual credentials), with more than one build tree.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../build}" && pwd)
@@ -18,6 +21,8 @@ out=${2:-$build/gpuop-image.oci.tar}
 builds=("$build")
 for b in "${@:3}"; do builds+=("$(cd "$b" && pwd)"); done
 die() { echo "build-image: $*" >&2; exit 1; }
+push=${GPUOP_IMAGE_PUSH:-}
+[ -z "$push" ] || [ ${#builds[@]} -gt 1 ] || die "GPUOP_IMAGE_PUSH=$push: pushes the multi-architecture index; give two build trees"
 command -v buildah >/dev/null || die "buildah not found (Debian package buildah; make deps installs it)"
 [ "$(id -u)" = 0 ] || die "buildah needs root here (its storage under $build/image)"
 project_version() {
@@ -73,6 +78,11 @@ else
         bah manifest add "$ref" "containers-storage:localhost/gpuop-${archs[$i]}:$version" >/dev/null
     done
     bah manifest push --quiet --all --format oci "$ref" "oci-archive:$out:$ref" >/dev/null
+    if [ -n "$push" ]; then
+        bah manifest push --quiet --all --format oci "$ref" "$push" >/dev/null ||
+            die "buildah manifest push --all $ref $push failed"
+        echo "pushed $ref with ${#builds[@]} images to $push"
+    fi
 fi
 [ -s "$out" ] || die "buildah wrote no archive at $out"
 

@@ -24,8 +24,11 @@ for a in amd64 arm64; do
     cp "${!a}/gpuop" "${!a}/gpuop-tomlx.so" "$T/$a/"
     cp -r "${!a}/meson-info" "$T/$a/meson-info"
 done
-"$S/scripts/build-image.sh" "$T/amd64" "$T/gpuop.oci.tar" "$T/arm64" | tee "$T/build.out"
 version=$(meson introspect --projectinfo "$amd64" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+# The push (make image IMAGE_PUSH=...) goes to a local OCI layout here instead of a registry.
+GPUOP_IMAGE_PUSH=oci:$T/pushed:gpuop:$version \
+    "$S/scripts/build-image.sh" "$T/amd64" "$T/gpuop.oci.tar" "$T/arm64" | tee "$T/build.out"
+grep -q "^pushed gpuop:$version with 2 images to oci:$T/pushed" "$T/build.out" || fail "no push line"
 for a in amd64 arm64; do
     grep -q "^image gpuop:$version linux/$a: [0-9]* bytes compressed" "$T/build.out" ||
         fail "no size line for gpuop:$version linux/$a"
@@ -64,6 +67,19 @@ for m in index["manifests"]:
         with tarfile.open(blob(layer["digest"]), "r:gz") as tf:
             tf.extractall(f"{out}/rootfs-{arch}")
     print(f"linux/{arch}: {len(manifest['layers'])} layer(s), {total} bytes compressed")
+PY
+# The pushed layout holds the same index, naming the same two image manifests as the archive.
+python3 - "$T/oci" "$T/pushed" <<'PY'
+import json, sys
+def platforms(d):
+    top = json.load(open(f"{d}/index.json"))["manifests"]
+    idx = [m for m in top if m["mediaType"].endswith("index.v1+json")]
+    assert len(idx) == 1, f"{d}: {len(idx)} image indexes"
+    index = json.load(open(f"{d}/blobs/{idx[0]['digest'].replace(':', '/')}"))
+    return sorted((m["platform"]["architecture"], m["digest"]) for m in index["manifests"])
+a, b = platforms(sys.argv[1]), platforms(sys.argv[2])
+assert a == b, f"archive {a}, pushed {b}"
+print("pushed: " + " ".join(f"linux/{arch}" for arch, _ in b))
 PY
 
 # Each image's ELF files are of its own architecture, its libraries from its multiarch folder.
