@@ -12,8 +12,9 @@ set -euo pipefail
 amd64=${1:?usage: test-image-multiarch.sh AMD64_BUILD ARM64_BUILD}
 arm64=${2:?usage: test-image-multiarch.sh AMD64_BUILD ARM64_BUILD}
 for b in "$amd64" "$arm64"; do
-    [ -x "$b/gpuop" ] && [ -f "$b/gpuop-tomlx.so" ] ||
+    if [ ! -x "$b/gpuop" ] || [ ! -f "$b/gpuop-tomlx.so" ]; then
         skip "$b: no gpuop and gpuop-tomlx.so built (the arm64 one: make cross ARCH=arm64)"
+    fi
 done
 need_root "buildah's storage and chroot"
 need_cmd buildah file chroot qemu-aarch64-static aarch64-linux-gnu-strip
