@@ -17,7 +17,7 @@ for b in "$amd64" "$arm64"; do
     fi
 done
 need_root "buildah's storage and chroot"
-need_cmd buildah file chroot qemu-aarch64-static aarch64-linux-gnu-strip
+need_cmd buildah file chroot unshare qemu-aarch64-static aarch64-linux-gnu-strip
 
 # Private copies of the build trees' parts keep the test's image work out of BUILD/image.
 for a in amd64 arm64; do
@@ -105,13 +105,16 @@ done
 file -b "$T/rootfs-arm64/usr/bin/gpuop"
 
 # The entry point in each root filesystem alone (chroot, so nothing of this machine's is found),
-# as the image's user; the arm64 one through qemu-user, its static binary copied into the root.
+# as the image's user, with its own /proc (a mount and PID namespace of its own, as a container
+# has); the arm64 one through qemu-user, its static binary copied into the root.
 cp /usr/bin/qemu-aarch64-static "$T/rootfs-arm64/qemu-aarch64-static"
+mkdir -p "$T/rootfs-amd64/proc" "$T/rootfs-arm64/proc"
 run() { # run ARCH ARGS...: stdout in $T/out.ARCH
     local a=$1 wrap=()
     shift
     [ "$a" = amd64 ] || wrap=(/qemu-aarch64-static)
-    timeout 60 chroot --userspec=65532:65532 "$T/rootfs-$a" "${wrap[@]}" /usr/bin/gpuop "$@" \
+    timeout 60 unshare --mount --pid --fork --mount-proc="$T/rootfs-$a/proc" \
+        chroot --userspec=65532:65532 "$T/rootfs-$a" "${wrap[@]}" /usr/bin/gpuop "$@" \
         >"$T/out.$a" 2>"$T/err.$a" || fail "$a image: gpuop $*: $(cat "$T/err.$a" "$T/out.$a")"
 }
 for a in amd64 arm64; do run "$a" --version; done
