@@ -35,7 +35,7 @@ CROSS_TRIPLET := $(CROSS_TRIPLET_$(ARCH))
 CROSS_BUILD ?= build-$(ARCH)
 
 .PHONY: all build check demo deps deps-check deps-check-cross tools format format-check asan check-asan \
-	check-asan-e2e fuzz clean bench image cross check-cross
+	check-asan-e2e fuzz clean bench image image-cross cross check-cross
 
 all: build
 
@@ -68,9 +68,24 @@ demo: build tools
 	./scripts/demo.sh
 
 # The gpuop image as an OCI archive ($(BUILD)/gpuop-image.oci.tar), built FROM scratch with
-# buildah, pulling nothing; prints its compressed size (bench/RESULTS.md records it).
-image: build
-	./scripts/build-image.sh $(BUILD)
+# buildah, pulling nothing; prints each image's compressed size (bench/RESULTS.md records them).
+# By default an OCI image index of two images of the same version: amd64 from $(BUILD) and arm64
+# from the cross build (only gpuop and gpuop-tomlx.so built there, not the whole tree: a minute or
+# two from nothing). `make image IMAGE_ARCHS=amd64` builds the amd64 image alone, without the
+# cross toolchain. `make image IMAGE_PUSH=docker://REGISTRY/gpuop/gpuop:VERSION` also pushes the
+# index and both images. docs/arm64.md.
+IMAGE_ARCHS ?= amd64 arm64
+IMAGE_PUSH  ?=
+image: build $(if $(filter arm64,$(IMAGE_ARCHS)),image-cross)
+	@case "$(strip $(IMAGE_ARCHS))" in "amd64 arm64"|amd64) ;; \
+	*) echo "make image: IMAGE_ARCHS=$(IMAGE_ARCHS) (known: amd64 arm64, or amd64)"; exit 2;; esac
+	GPUOP_IMAGE_PUSH=$(IMAGE_PUSH) ./scripts/build-image.sh $(BUILD) $(BUILD)/gpuop-image.oci.tar \
+		$(if $(filter arm64,$(IMAGE_ARCHS)),$(CROSS_BUILD))
+
+# The arm64 image's programs in the cross build.
+image-cross: $(CROSS_BUILD)/build.ninja
+	@[ "$(ARCH)" = arm64 ] || { echo "make image: the image's second architecture is arm64 (ARCH=$(ARCH))"; exit 2; }
+	ninja -C $(CROSS_BUILD) gpuop gpuop-tomlx.so
 
 # The cross build needs neither the pinned client tools nor anything else run on this machine
 # but the compilers and the generators (protoc-c, python3).
