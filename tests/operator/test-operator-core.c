@@ -459,6 +459,8 @@ static void test_render_privileges(void **state)
     static const char *const allowed[] = {
         "nvidia-driver-daemonset/k8s-driver-manager",
         "nvidia-driver-daemonset/nvidia-driver-ctr",
+        /* the remediation executor: nvidia-smi -r needs the GPUs' device nodes and root */
+        "nvidia-driver-daemonset/nvidia-remediation-ctr",
         "nvidia-container-toolkit-daemonset/driver-validation",
         "nvidia-container-toolkit-daemonset/nvidia-container-toolkit-ctr",
         "nvidia-operator-validator/driver-validation",

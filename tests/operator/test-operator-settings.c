@@ -1012,7 +1012,18 @@ static const char *const nvidia_only[][2] = {
     {"vol nv-firmware", "as its mount"},
 };
 static const char *const gpuop_only[][2] = {
-    {"none", ""},
+    {"nvidia-remediation-ctr",
+     "gpuop's remediation executor (docs/remediation.md): NVIDIA's has none in the driver pod"},
+    {"env nvidia-remediation-ctr NODE_NAME",
+     "gpuop's remediation executor (docs/remediation.md): NVIDIA's has none in the driver pod"},
+    {"env nvidia-remediation-ctr POD_NAME",
+     "gpuop's remediation executor (docs/remediation.md): NVIDIA's has none in the driver pod"},
+    {"env nvidia-remediation-ctr POD_NAMESPACE",
+     "gpuop's remediation executor (docs/remediation.md): NVIDIA's has none in the driver pod"},
+    {"mount nvidia-remediation-ctr /host",
+     "gpuop's remediation executor (docs/remediation.md): NVIDIA's has none in the driver pod"},
+    {"mount nvidia-remediation-ctr /run/nvidia",
+     "gpuop's remediation executor (docs/remediation.md): NVIDIA's has none in the driver pod"},
 };
 
 static void names_of(const json_t *podspec, json_t *out)
