@@ -862,6 +862,36 @@ static void test_roll(void **state)
     }
 }
 
+/* Done: how to restore the update strategy the policy had, from the mark --apply left. */
+static void test_roll_restore(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *pods = json_pack("[o]", roll_pod(N_TK("n1", "ready")));
+    _cleanup_json_ json_t *cp = y("metadata: {name: cluster-policy, annotations: "
+                                  "{migrate.gpuop.dev/update-strategy: RollingUpdate}}\n"
+                                  "spec: {daemonsets: {updateStrategy: OnDelete}}\n");
+    struct mig_roll_input in = {.ns = "gpu-operator",
+                                .pods = pods,
+                                .max_unavailable = 1,
+                                .policy = cp,
+                                .nvidia_release = "gpu-op"};
+    struct mig_roll r;
+    struct err e = {0};
+    assert_int_equal(mig_roll_plan(&in, &r, &e), 0);
+    assert_true(r.done);
+    assert_non_null(r.restore);
+    assert_non_null(strstr(r.restore, "helm upgrade gpu-op nvidia/gpu-operator -n gpu-operator "
+                                      "--reuse-values --set daemonsets.updateStrategy="
+                                      "RollingUpdate"));
+    mig_roll_done(&r);
+    /* restored already: nothing to say */
+    json_object_set_new(kobj_path(cp, "spec.daemonsets"), "updateStrategy",
+                        json_string("RollingUpdate"));
+    assert_int_equal(mig_roll_plan(&in, &r, &e), 0);
+    assert_null(r.restore);
+    mig_roll_done(&r);
+}
+
 /* ---- the requests ------------------------------------------------------------------------- */
 
 /* The options as typed: one direction, naming nvidia; the names DNS labels; errors name the flag.
@@ -1050,6 +1080,7 @@ int main(void)
         cmocka_unit_test(test_to_nvidia),          cmocka_unit_test(test_options),
         cmocka_unit_test(test_requests),           cmocka_unit_test(test_reads),
         cmocka_unit_test(test_refusal_and_ready),  cmocka_unit_test(test_roll),
+        cmocka_unit_test(test_roll_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

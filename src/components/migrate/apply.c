@@ -132,7 +132,9 @@ static int roll_step(struct kube_client *kc, const struct mig_options *m, bool *
                                 .daemonsets = dss,
                                 .nodes = nodes,
                                 .max_unavailable = max,
-                                .now_ms = now_ms_real()};
+                                .now_ms = now_ms_real(),
+                                .policy = json_array_size(cps) == 1 ? json_array_get(cps, 0) : NULL,
+                                .nvidia_release = m->nvidia_release};
     struct mig_roll plan;
     if ((r = mig_roll_plan(&in, &plan, e)) < 0)
         return r;
@@ -144,6 +146,8 @@ static int roll_step(struct kube_client *kc, const struct mig_options *m, bool *
     fflush(stdout);
     if (r == 0) {
         *ret_done = plan.done;
+        if (plan.restore)
+            printf("next: %s\n", plan.restore);
         free(*ret_waiting);
         *ret_waiting =
             xasprintf("%zu node(s) to do, %zu in flight, %zu done (%lld at once)%s%s",

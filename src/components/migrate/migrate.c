@@ -602,10 +602,11 @@ static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const j
         }
     }
     if (p->surge_pods)
-        note(p, xasprintf("once NVIDIA's device plugin runs on every node: kubectl -n %s delete "
-                          "pods -l app=%s (gpuop's %zu surge device plugin pod(s); NVIDIA's "
-                          "plugin has taken the GPUs over by then, so removing them changes "
-                          "nothing the kubelet sees)",
+        note(p, xasprintf("--roll removes each node's surge plugin once NVIDIA's device plugin "
+                          "there has registered; all at once, by hand, once NVIDIA's plugin runs "
+                          "on every node: kubectl -n %s delete pods -l app=%s (gpuop's %zu surge "
+                          "device plugin pod(s); NVIDIA's plugin has taken the GPUs over by then, "
+                          "so removing them changes nothing the kubelet sees)",
                           w->ns, ADOPT_SURGE_APP, p->surge_pods));
     note(p, xasprintf("left for you once NVIDIA's operands run on every node: gpuop's RBAC (%zu "
                       "object(s): kubectl delete clusterroles,clusterrolebindings,roles,"

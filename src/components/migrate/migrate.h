@@ -190,6 +190,8 @@ struct mig_roll_input {
     const json_t *nodes;       /* the nodes (their MIG_ANN_ROLL marks) */
     long long max_unavailable; /* >= 1 */
     uint64_t now_ms;           /* ms since the epoch; 0: any Ready pod is settled */
+    const json_t *policy;      /* the ClusterPolicy (its MIG_ANN_UPDATE_STRATEGY), or NULL */
+    const char *nvidia_release;
 };
 
 struct mig_roll {
@@ -198,6 +200,8 @@ struct mig_roll {
     size_t nodes_todo, nodes_in_flight, nodes_done;
     char *waiting; /* what the next step waits for (one line), or NULL */
     bool done;     /* every node done: nothing of gpuop's operands left */
+    char *restore; /* done: how to give NVIDIA's DaemonSets back the update strategy the policy
+                      had before --apply (one line), or NULL */
 };
 
 /* -EPERM when the roll cannot go on, naming why: a DaemonSet of NVIDIA's that owns gpuop's pods

@@ -268,6 +268,14 @@ int mig_roll_plan(const struct mig_roll_input *in, struct mig_roll *ret, struct 
         return rc;
     }
     r.done = r.nodes_todo == 0 && r.nodes_in_flight == 0 && r.n_writes == 0 && !r.waiting;
+    const char *had = in->policy ? kobj_annotation(in->policy, MIG_ANN_UPDATE_STRATEGY) : NULL;
+    if (r.done && had && !streq_ptr(had, "OnDelete") &&
+        streq_ptr(kobj_path_str(in->policy, "spec.daemonsets.updateStrategy"), "OnDelete"))
+        r.restore =
+            xasprintf("the ClusterPolicy had daemonsets.updateStrategy %s before: helm "
+                      "upgrade %s nvidia/gpu-operator -n %s --reuse-values --set "
+                      "daemonsets.updateStrategy=%s",
+                      had, in->nvidia_release ? in->nvidia_release : "gpu-operator", in->ns, had);
     *ret = r;
     return 0;
 }
@@ -278,5 +286,6 @@ void mig_roll_done(struct mig_roll *r)
         return;
     mig_writes_free(r->writes, r->n_writes);
     free(r->waiting);
+    free(r->restore);
     *r = (struct mig_roll){0};
 }
