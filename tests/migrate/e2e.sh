@@ -95,9 +95,9 @@ for n in $NODES; do
 done
 echo "ok: a CUDA workload holds a GPU on each node"
 
-sample() { # NAME: the sampler, until $T/stop.NAME
+sample() { # NAME: the sampler, until $T/stop.NAME (NAME there or back: the direction)
     bg "sample-$1" python3 "$S/tests/migrate/sample.py" --kubectl "$KUBECTL" --out "$T/sample.$1.json" \
-        --stop "$T/stop.$1" --roots "$T/roots" --alloc --workloads workloads --interval 0.3
+        --stop "$T/stop.$1" --roots "$T/roots" --alloc --workloads workloads --interval 0.3 --direction "$1"
     SAMPLER=$LAST
 }
 stop_sample() {
@@ -178,21 +178,44 @@ k -n gpu-operator scale deployment gpu-operator --replicas=0 >/dev/null
 no_op() { [ -z "$(k -n gpu-operator get pods -l app.kubernetes.io/component=operator -o name)" ]; }
 wait_for 60 "gpuop's operator stopped" no_op
 "$B/gpuop" migrate --to nvidia --apply --timeout 120s >"$T/back.out" 2>&1 || fail "migrate --to nvidia --apply: $(cat "$T/back.out")"
+[ "$(k get clusterpolicy cluster-policy -o jsonpath='{.spec.daemonsets.updateStrategy}')" = OnDelete ] ||
+    fail "migrate --to nvidia --apply did not set the ClusterPolicy's DaemonSets to OnDelete"
 helm_q install gpu-operator "$S/tests/migrate/nvidia-chart" -n gpu-operator -f "$T/nvidia-values.yaml" \
-    --set operator.replicas=0 >"$T/nv-reinstall.log" || fail "NVIDIA's chart again: $(cat "$T/nv-reinstall.log")"
+    --set operator.replicas=0 --set daemonsets.updateStrategy=OnDelete >"$T/nv-reinstall.log" ||
+    fail "NVIDIA's chart again: $(cat "$T/nv-reinstall.log")"
 # NVIDIA's operator, played: its objects as it writes them (each whole, same names, its
-# selectors), its ConfigMaps and RBAC first; created where the takeover removed them or
-# migrate deleted gpuop's.
-mkdir -p "$T/nv-ds"
-python3 "$NC" objects "$F" "$uid" --standins | python3 -c '
+# selectors, the policy's update strategy as it applies it: OnDelete here), its ConfigMaps and
+# RBAC first; created where the takeover removed them or migrate deleted gpuop's.
+nv_operator() {
+    rm -rf "$T/nv-ds" && mkdir -p "$T/nv-ds"
+    python3 "$NC" objects "$F" "$uid" --standins \
+        --update-strategy "$(k get clusterpolicy cluster-policy -o jsonpath='{.spec.daemonsets.updateStrategy}')" \
+        --max-unavailable "$(k get clusterpolicy cluster-policy -o jsonpath='{.spec.daemonsets.rollingUpdate.maxUnavailable}')" |
+        python3 -c '
 import sys, yaml
 order = {"DaemonSet": 1}
 for i, d in enumerate(sorted((d for d in yaml.safe_load_all(sys.stdin) if d), key=lambda d: order.get(d["kind"], 0))):
     yaml.safe_dump(d, open("%s/%03d-%s-%s.yaml" % (sys.argv[1], i, d["kind"], d["metadata"]["name"]), "w"))' "$T/nv-ds"
-for f in "$T"/nv-ds/*.yaml; do
-    k replace -f "$f" >>"$T/nv-apply.log" 2>&1 || k create -f "$f" >>"$T/nv-apply.log" 2>&1 ||
-        fail "NVIDIA's object $f: $(cat "$T/nv-apply.log")"
-done
+    for f in "$T"/nv-ds/*.yaml; do
+        k replace -f "$f" >>"$T/nv-apply.log" 2>&1 || k create -f "$f" >>"$T/nv-apply.log" 2>&1 ||
+            fail "NVIDIA's object $f: $(cat "$T/nv-apply.log")"
+    done
+}
+nv_operator
+# At OnDelete NVIDIA's DaemonSets replace nothing on their own: gpuop's pods are all there still.
+sleep 3
+[ -n "$(k -n gpu-operator get pods -l 'app.kubernetes.io/managed-by=gpuop,app=nvidia-container-toolkit-daemonset' -o name)" ] ||
+    fail "NVIDIA's DaemonSets at OnDelete replaced gpuop's toolkit pods on their own"
+# gpuop replaces them node by node: stopped part way through, then run again to the end
+timeout -s TERM "$(scaled 8)" "$B/gpuop" migrate --to nvidia --roll >"$T/roll1.out" 2>&1
+echo "ok: the roll stopped part way: $(grep -c '^  delete Pod' "$T/roll1.out") pod(s) deleted, $(grep -c 'patch Node' "$T/roll1.out") node mark(s)"
+"$B/gpuop" migrate --to nvidia --roll --timeout 240s >"$T/roll.out" 2>&1 ||
+    fail "migrate --to nvidia --roll: $(cat "$T/roll1.out" "$T/roll.out")"
+grep -q 'done: every node runs NVIDIA' "$T/roll.out" || fail "the roll did not say done: $(cat "$T/roll.out")"
+grep -q 'next: .*helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values --set daemonsets.updateStrategy=RollingUpdate' "$T/roll.out" ||
+    fail "the roll does not say how to restore the update strategy: $(cat "$T/roll.out")"
+[ -z "$(k get nodes -o jsonpath='{.items[*].metadata.annotations.migrate\.gpuop\.dev/roll}')" ] ||
+    fail "roll marks left on the nodes"
 nv_back() { [ "$(k -n gpu-operator get pods -l app.kubernetes.io/managed-by=gpu-operator --no-headers | grep -c ' Running ')" -ge 20 ] &&
     [ -z "$(k -n gpu-operator get pods -l 'app.kubernetes.io/managed-by=gpuop,app!=gpuop-device-plugin-takeover' -o name)" ]; }
 wait_for 240 "NVIDIA's operand pods back on every node, none of gpuop's left" nv_back
@@ -200,13 +223,20 @@ wait_for 60 "every GPU advertised" all_gpus
 # the step the plan's notes give: gpuop's surge device plugins go once NVIDIA's plugin runs
 grep -q "delete pods -l app=gpuop-device-plugin-takeover (gpuop's 3 surge" "$T/back.out" ||
     fail "the way back made no surge plugins: $(cat "$T/back.out")"
-nv_dp_ready() { [ "$(k -n gpu-operator get pods -l app=nvidia-device-plugin-daemonset -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}')" = "True True True " ]; }
-wait_for 60 "NVIDIA's device plugin Ready on every node" nv_dp_ready
-sleep "$(scaled 5)" # its registration with the kubelet follows its start
-k -n gpu-operator delete pods -l app=gpuop-device-plugin-takeover --wait=true --timeout=60s >/dev/null ||
-    fail "delete the surge plugins"
+# the roll removed each node's surge plugin once NVIDIA's plugin there was Ready
+[ -z "$(k -n gpu-operator get pods -l app=gpuop-device-plugin-takeover -o name)" ] ||
+    fail "surge plugins left: $(k -n gpu-operator get pods -l app=gpuop-device-plugin-takeover -o name)"
+# the update strategy given back, as the roll said: NVIDIA's DaemonSets roll on their own again,
+# with nothing to replace
+helm_q upgrade gpu-operator "$S/tests/migrate/nvidia-chart" -n gpu-operator --reuse-values \
+    --set daemonsets.updateStrategy=RollingUpdate >"$T/nv-upgrade.log" || fail "helm upgrade: $(cat "$T/nv-upgrade.log")"
+nv_operator
+[ "$(k -n gpu-operator get ds nvidia-container-toolkit-daemonset -o jsonpath='{.spec.updateStrategy.type}')" = RollingUpdate ] ||
+    fail "the update strategy not given back"
+[ "$(k -n gpu-operator get ds nvidia-driver-daemonset -o jsonpath='{.spec.updateStrategy.type}')" = OnDelete ] ||
+    fail "NVIDIA's driver DaemonSet is not OnDelete"
 sleep 3
-wait_for 30 "every GPU advertised after the surge plugins went" all_gpus
+wait_for 30 "every GPU advertised" all_gpus
 for n in $NODES; do
     for f in etc/containerd/config.toml etc/docker/daemon.json; do
         b="$T/rt-before.$n.${f//\//_}"
@@ -230,15 +260,13 @@ if s["workload_problems"]: problems.append(f"workloads: {s['workload_problems']}
 if s["driver_unloaded"]: problems.append(f"driver unloaded on {s['driver_unloaded']}")
 if s["driver_restarts"]: problems.append(f"driver pods: {s['driver_restarts']}")
 if s["alloc_drops"]: problems.append(f"allocatable dropped: {s['alloc_drops'][:5]}")
+if s["samples"] < 20: problems.append(f"only {s['samples']} samples")
+if s["max_in_flight"] < 1: problems.append("no node seen in flight: the sampler missed the roll")
+if s["max_in_flight"] > 1: problems.append(f"{s['max_in_flight']} nodes in flight at once: {s['in_flight_seen']}")
+if sorted(s["nodes_done"]) != ["tko-h100-1", "tko-h100-2", "tko-l4-1"]: problems.append(f"nodes done: {s['nodes_done']}")
 if problems:
     print("; ".join(problems))
     sys.exit(1)
 PY
-echo "ok: the way back in $((SECONDS - t1)) s: no workload evicted or restarted, no driver unloaded or restarted, allocatable never dropped (the device plugin surged); runtime configurations handed back byte for byte; helm uninstall gpuop deleted nothing"
-python3 - "$T/sample.back.json" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-print(f"figures of the way back: {s['samples']} samples, allocatable at the start {s['alloc_first']}; "
-      f"nodes with operands in flight at once (NVIDIA's own rollouts, which gpuop does not bound): {s['max_in_flight']}")
-PY
+echo "ok: the way back in $((SECONDS - t1)) s: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["samples"], "samples, at most", s["max_in_flight"], "node in flight, allocatable at the start", s["alloc_first"])' "$T/sample.back.json"); no workload evicted or restarted, no driver unloaded or restarted, allocatable never dropped (the device plugin surged); runtime configurations handed back byte for byte; helm uninstall gpuop deleted nothing"
 echo "PASS from NVIDIA's GPU Operator to gpuop and back on simulated nodes ($SECONDS s)"

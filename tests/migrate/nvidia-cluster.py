@@ -9,8 +9,13 @@ nvidia-cluster.py chart-values FIXTURE     the same policy under NVIDIA's chart 
                                            `helm get values` gives of NVIDIA's release), for
                                            gpuop's chart
 nvidia-cluster.py objects FIXTURE UID [--standins] [--driver-version V] [--only-ds]
+                  [--update-strategy S [--max-unavailable M]]
     What NVIDIA's operator made (DaemonSets, ServiceAccounts, RBAC, ConfigMaps, Services, the
     RuntimeClass, its Lease), each owned by the ClusterPolicy of uid UID, as the fixture has them.
+    With --update-strategy, the DaemonSets' update strategy as NVIDIA's operator applies the
+    policy's spec.daemonsets.updateStrategy (and rollingUpdate.maxUnavailable): OnDelete on every
+    operand DaemonSet, or RollingUpdate with that maxUnavailable; the driver's DaemonSet is always
+    OnDelete (../shared/reference/notes/operator.md, "DaemonSet readiness").
     The DaemonSets get containers: with --standins those kubelet-sim runs as NVIDIA's operands
     (sim/images: the driver container, NVIDIA's device plugin played by gpuop's own, and a
     stand-in that waits for SIGTERM for the others), else a placeholder image (kubesim runs no
@@ -78,7 +83,18 @@ def volumes(ds, standins):
     return vols
 
 
-def objects(f, uid, standins, driver_version, only_ds):
+def update_strategy(ds, strategy, max_unavailable):
+    """The strategy NVIDIA's operator gives a DaemonSet for the policy's daemonsets settings."""
+    if strategy is None:
+        return ds["spec"]["updateStrategy"]
+    if strategy == "OnDelete" or ds["metadata"]["name"].startswith("nvidia-driver-daemonset"):
+        return {"type": "OnDelete"}
+    mu = max_unavailable or "1"
+    # the policy's string, parsed as NVIDIA's operator does (intstr.Parse): "1" is a count
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": int(mu) if mu.isdigit() else mu}}
+
+
+def objects(f, uid, standins, driver_version, only_ds, strategy=None, max_unavailable=None):
     out = []
     for o in f["objects"]:
         o = copy.deepcopy(o)
@@ -102,7 +118,8 @@ def objects(f, uid, standins, driver_version, only_ds):
                     "volumes": volumes(o, standins)}
             if standins:
                 spec["hostPID"] = True  # the workloads' processes are checked in the host's PID namespace
-            x["spec"] = {"selector": o["spec"]["selector"], "updateStrategy": o["spec"]["updateStrategy"],
+            x["spec"] = {"selector": o["spec"]["selector"],
+                         "updateStrategy": update_strategy(o, strategy, max_unavailable),
                          "template": {"metadata": t["metadata"], "spec": spec}}
         elif kind in ("RoleBinding", "ClusterRoleBinding"):
             x["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", **o["roleRef"]}
@@ -137,7 +154,11 @@ def main():
     else:
         args = sys.argv[4:]
         dv = args[args.index("--driver-version") + 1] if "--driver-version" in args else "550.144.03"
-        docs = objects(f, sys.argv[3], "--standins" in args, dv, "--only-ds" in args)
+        st = args[args.index("--update-strategy") + 1] if "--update-strategy" in args else None
+        mu = args[args.index("--max-unavailable") + 1] if "--max-unavailable" in args else None
+        if st not in (None, "OnDelete", "RollingUpdate"):
+            sys.exit(f"--update-strategy {st}: RollingUpdate or OnDelete")
+        docs = objects(f, sys.argv[3], "--standins" in args, dv, "--only-ds" in args, st, mu)
     print(yaml.safe_dump_all(docs, explicit_start=True, sort_keys=False))
     return 0
 

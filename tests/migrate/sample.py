@@ -2,10 +2,12 @@
 """Samples a takeover as it happens, every INTERVAL seconds until STOPFILE appears, then writes a
 summary (JSON) to OUT and prints it. What it watches:
 
-- per GPU node, the operand pods of NVIDIA's templates (managed-by gpu-operator; the driver's
-  aside): a node is in flight from the first one gone (or a surge device plugin pod there)
-  until none is left, no surge pod either, and gpuop's operand pods there are all Ready. The
-  largest number of nodes in flight at once is max_in_flight;
+- per GPU node, the operand pods being replaced (the driver's aside): with --direction there
+  (the default) NVIDIA's (managed-by gpu-operator), replaced by gpuop's; with --direction back
+  gpuop's (managed-by gpuop), replaced by NVIDIA's. A node is in flight from the first one gone
+  (there: or a surge device plugin pod there; back: the surge plugins of --apply stand on every
+  node from the start) until none is left, no surge pod either, and the replacing operand pods
+  there are all Ready. The largest number of nodes in flight at once is max_in_flight;
 - the driver pods (NVIDIA's, then whoever's): a pod deleted or gone is a driver restart;
 - with --roots: each GPU node's simulated driver loaded (<root>/<node>/sys/module/nvidia/version)
   at every sample;
@@ -15,7 +17,7 @@ summary (JSON) to OUT and prints it. What it watches:
   Running.
 
 sample.py --kubectl K --ns NS --out OUT --stop STOPFILE [--roots DIR] [--alloc]
-          [--workloads NS] [--interval S]
+          [--workloads NS] [--interval S] [--direction there|back]
 """
 import argparse
 import json
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--alloc", action="store_true")
     ap.add_argument("--workloads")
     ap.add_argument("--interval", type=float, default=0.25)
+    ap.add_argument("--direction", choices=("there", "back"), default="there")
     a = ap.parse_args()
 
     s = {"samples": 0, "max_in_flight": 0, "in_flight_seen": [], "driver_restarts": [],
@@ -83,19 +86,20 @@ def main():
             if app == "gpuop-device-plugin-takeover":
                 surge[node] = True
                 continue
-            if lab.get("app.kubernetes.io/managed-by") == "gpu-operator":
+            old_mgr, new_mgr = ("gpu-operator", "gpuop") if a.direction == "there" else ("gpuop", "gpu-operator")
+            if lab.get("app.kubernetes.io/managed-by") == old_mgr:
                 if p["metadata"].get("deletionTimestamp"):
                     going[node] = going.get(node, 0) + 1
                 else:
                     nv[node] = nv.get(node, 0) + 1
-            elif lab.get("app.kubernetes.io/managed-by") == "gpuop":
+            elif lab.get("app.kubernetes.io/managed-by") == new_mgr:
                 ours[node] = ours.get(node, 0) + 1
                 ours_ready[node] = ours_ready.get(node, 0) + ready(p)
         if first_nv is None:
             first_nv = dict(nv)
         in_flight = []
         for n in gpu:
-            touched = nv.get(n, 0) < first_nv.get(n, 0) or going.get(n) or surge.get(n)
+            touched = nv.get(n, 0) < first_nv.get(n, 0) or going.get(n) or (surge.get(n) and a.direction == "there")
             done = (nv.get(n, 0) == 0 and not going.get(n) and not surge.get(n)
                     and ours.get(n, 0) > 0 and ours.get(n) == ours_ready.get(n))
             if done:

@@ -425,6 +425,7 @@ static void test_to_nvidia(void **state)
     _cleanup_free_ char *got = writes_of(&p);
     assert_string_equal(got, "0 Deployment gpu-operator\n"
                              "2 ClusterPolicy cluster-policy\n"
+                             "2 ClusterPolicy cluster-policy\n"
                              "4 Secret sh.helm.release.v1.gpuop.v1\n"
                              "5 Pod gpuop-device-plugin-takeover-gpu-a100\n"
                              "5 Pod gpuop-device-plugin-takeover-gpu-h100\n"
@@ -434,11 +435,16 @@ static void test_to_nvidia(void **state)
                              "1 DaemonSet nvidia-operator-validator\n");
     assert_string_equal(kobj_annotation(p.writes[1].body, "meta.helm.sh/release-name"),
                         "gpu-operator");
+    /* NVIDIA's DaemonSets at OnDelete, the value the policy had kept for its restore */
+    assert_string_equal(kobj_path_str(p.writes[2].body, "spec.daemonsets.updateStrategy"),
+                        "OnDelete");
+    assert_string_equal(kobj_annotation(p.writes[2].body, "migrate.gpuop.dev/update-strategy"),
+                        "RollingUpdate");
     assert_string_equal(p.toolkit_ds, "nvidia-container-toolkit-daemonset");
     assert_false(p.has_takeover);
     assert_int_equal(p.surge_pods, 3);
     /* a surge pod: the device plugin's template on the node, its own socket, no DaemonSet's */
-    const json_t *surge = p.writes[3].body;
+    const json_t *surge = p.writes[4].body;
     assert_string_equal(kobj_path_str(surge, "spec.nodeName"), "gpu-a100");
     assert_string_equal(kobj_label(surge, "app"), "gpuop-device-plugin-takeover");
     assert_string_equal(kobj_label(surge, "app.kubernetes.io/managed-by"), "gpuop");
@@ -465,7 +471,7 @@ static void test_to_nvidia(void **state)
                                  "app=gpuop-device-plugin-takeover"));
     /* run again with the surge pods there: none made twice, all three waited for */
     json_t *pods = json_object_get(f, "pods");
-    for (size_t n = 3; n < 6; n++)
+    for (size_t n = 4; n < 7; n++)
         json_array_append(pods, p.writes[n].body);
     mig_plan_done(&p);
     assert_int_equal(mig_plan(&w, &p, &e), 0);
@@ -481,6 +487,411 @@ static void test_to_nvidia(void **state)
     mig_plan_done(&p);
 }
 
+/* ---- the way back, node by node ------------------------------------------------------------ */
+
+/* A pod: "NAME NODE APP OWNER[:DS] STATE", OWNER gpuop or nvidia; DS the owning DaemonSet's short
+ * name (tk, dp; none: no owner); STATE ready (Ready long ago), fresh (Ready just now), pending,
+ * gone (being deleted). */
+static json_t *roll_pod(const char *spec)
+{
+    char name[64], node[32], app[64], owner[32], state[16];
+    if (sscanf(spec, "%63s %31s %63s %31s %15s", name, node, app, owner, state) != 5)
+        fail_msg("bad pod spec %s", spec);
+    char *ds = strchr(owner, ':');
+    if (ds)
+        *ds++ = '\0';
+    json_t *p = json_pack(
+        "{s:s,s:{s:s,s:s,s:{s:s,s:s}},s:{s:s},s:{s:s,s:[{s:s,s:s,s:s}]}}", "kind", "Pod",
+        "metadata", "name", name, "namespace", "gpu-operator", "labels", "app", app,
+        "app.kubernetes.io/managed-by", streq_ptr(owner, "gpuop") ? "gpuop" : "gpu-operator",
+        "spec", "nodeName", node, "status", "phase",
+        streq_ptr(state, "pending") ? "Pending" : "Running", "conditions", "type", "Ready",
+        "status", streq_ptr(state, "pending") ? "False" : "True", "lastTransitionTime",
+        streq_ptr(state, "fresh") ? "2026-12-06T10:00:00Z" : "2026-12-06T09:00:00Z");
+    if (streq_ptr(state, "gone"))
+        json_object_set_new(json_object_get(p, "metadata"), "deletionTimestamp",
+                            json_string("2026-12-06T10:00:00Z"));
+    if (ds && !streq_ptr(ds, "none")) {
+        _cleanup_free_ char *dsname = xasprintf("ds-%s", ds), *uid = xasprintf("uid-%s", ds);
+        json_object_set_new(json_object_get(p, "metadata"), "ownerReferences",
+                            json_pack("[{s:s,s:s,s:s,s:b}]", "kind", "DaemonSet", "name", dsname,
+                                      "uid", uid, "controller", 1));
+    }
+    return p;
+}
+
+/* A DaemonSet "ds-X" of NVIDIA's template (or gpuop's: "gpuop") and update strategy. */
+static json_t *roll_ds(const char *x, const char *manager, const char *strategy)
+{
+    _cleanup_free_ char *name = xasprintf("ds-%s", x), *uid = xasprintf("uid-%s", x);
+    return json_pack("{s:s,s:{s:s,s:s},s:{s:{s:s},s:{s:{s:{s:s}}}}}", "kind", "DaemonSet",
+                     "metadata", "name", name, "uid", uid, "spec", "updateStrategy", "type",
+                     strategy, "template", "metadata", "labels", "app.kubernetes.io/managed-by",
+                     manager);
+}
+
+#define G_TK(n, st) "tk-g-" n " " n " nvidia-container-toolkit-daemonset gpuop:tk " st
+#define G_DP(n, st) "dp-g-" n " " n " nvidia-device-plugin-daemonset gpuop:dp " st
+#define N_TK(n, st) "tk-n-" n " " n " nvidia-container-toolkit-daemonset nvidia:tk " st
+#define N_DP(n, st) "dp-n-" n " " n " nvidia-device-plugin-daemonset nvidia:dp " st
+#define SURGE(n, st) \
+    "gpuop-device-plugin-takeover-" n " " n " gpuop-device-plugin-takeover gpuop " st
+#define N_DRV(n) "drv-n-" n " " n " nvidia-driver-daemonset nvidia ready"
+#define G_DRV(n) "drv-g-" n " " n " nvidia-driver-daemonset gpuop ready"
+#define G_ALL(n) G_TK(n, "ready"), G_DP(n, "ready"), SURGE(n, "ready"), N_DRV(n)
+#define N_ALL(n) N_TK(n, "ready"), N_DP(n, "ready"), N_DRV(n)
+
+/* Which node goes next, what is deleted, when a node is done; a roll stopped anywhere resumes
+ * from the pods and the marks. */
+static void test_roll(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what;
+        const char *pods[16];
+        const char *marked; /* nodes marked, space separated */
+        long long max;
+        const char *strategy, *template_of; /* the DaemonSets' (default OnDelete, NVIDIA's) */
+        int rc;
+        const char *writes; /* "patch Node n1 on", "delete Pod x" lines */
+        size_t todo, in_flight, done;
+        bool finished;
+        const char *waiting; /* a substring, or NULL for none */
+    } cases[] = {
+        {"the first node's turn: marked, gpuop's operand pods deleted (the surge settled), the "
+         "driver's left",
+         {G_ALL("n1"), G_ALL("n2"), G_ALL("n3")},
+         "",
+         1,
+         NULL,
+         NULL,
+         0,
+         "patch Node n1 on\ndelete Pod tk-g-n1\ndelete Pod dp-g-n1\n",
+         2,
+         1,
+         0,
+         false,
+         NULL},
+        {"two at once",
+         {G_ALL("n1"), G_ALL("n2"), G_ALL("n3")},
+         "",
+         2,
+         NULL,
+         NULL,
+         0,
+         "patch Node n1 on\ndelete Pod tk-g-n1\ndelete Pod dp-g-n1\npatch Node n2 on\n"
+         "delete Pod tk-g-n2\ndelete Pod dp-g-n2\n",
+         1,
+         2,
+         0,
+         false,
+         NULL},
+        {"n1 in flight (NVIDIA's pods not Ready): nothing else starts",
+         {N_TK("n1", "pending"), N_DP("n1", "pending"), SURGE("n1", "ready"), N_DRV("n1"),
+          G_ALL("n2"), G_ALL("n3")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         2,
+         1,
+         0,
+         false,
+         "NVIDIA's device plugin on n1"},
+        {"n1's gpuop pods still going: waits, nothing else starts",
+         {G_TK("n1", "gone"), G_DP("n1", "gone"), SURGE("n1", "ready"), N_DRV("n1"), G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         1,
+         1,
+         0,
+         false,
+         "gpuop's pods on n1 to go"},
+        {"NVIDIA's plugin settled on n1: the surge goes",
+         {N_TK("n1", "pending"), N_DP("n1", "ready"), SURGE("n1", "ready"), N_DRV("n1"),
+          G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "delete Pod gpuop-device-plugin-takeover-n1\n",
+         1,
+         1,
+         0,
+         false,
+         NULL},
+        {"NVIDIA's plugin Ready just now: the surge stays",
+         {N_TK("n1", "ready"), N_DP("n1", "fresh"), SURGE("n1", "ready"), N_DRV("n1"), G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         1,
+         1,
+         0,
+         false,
+         "NVIDIA's device plugin on n1"},
+        {"the surge going: n1 still in flight",
+         {N_ALL("n1"), SURGE("n1", "gone"), G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         1,
+         1,
+         0,
+         false,
+         "NVIDIA's operand pods on n1"},
+        {"every NVIDIA pod on n1 Ready, no surge: the mark goes",
+         {N_ALL("n1"), G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "patch Node n1 off\n",
+         1,
+         1,
+         0,
+         false,
+         NULL},
+        {"n1 done: n2's turn",
+         {N_ALL("n1"), G_ALL("n2"), G_ALL("n3")},
+         "",
+         1,
+         NULL,
+         NULL,
+         0,
+         "patch Node n2 on\ndelete Pod tk-g-n2\ndelete Pod dp-g-n2\n",
+         1,
+         1,
+         1,
+         false,
+         NULL},
+        {"stopped mid-turn (n1 marked, its device plugin left): the turn goes on, unmarked ones "
+         "wait",
+         {G_TK("n1", "gone"), G_DP("n1", "ready"), SURGE("n1", "ready"), N_DRV("n1"), G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "delete Pod dp-g-n1\n",
+         1,
+         1,
+         0,
+         false,
+         NULL},
+        {"stopped after the mark, before a delete: the turn goes on",
+         {G_ALL("n1"), G_ALL("n2")},
+         "n1",
+         1,
+         NULL,
+         NULL,
+         0,
+         "delete Pod tk-g-n1\ndelete Pod dp-g-n1\n",
+         1,
+         1,
+         0,
+         false,
+         NULL},
+        {"the surge plugin not settled: the device plugin waits, the rest goes",
+         {G_TK("n1", "ready"), G_DP("n1", "ready"), SURGE("n1", "fresh"), N_DRV("n1")},
+         "",
+         1,
+         NULL,
+         NULL,
+         0,
+         "patch Node n1 on\ndelete Pod tk-g-n1\n",
+         0,
+         1,
+         0,
+         false,
+         "the surge device plugin on n1"},
+        {"gpuop's driver pods are never deleted",
+         {G_TK("n1", "ready"), G_DP("n1", "ready"), SURGE("n1", "ready"), G_DRV("n1")},
+         "",
+         1,
+         NULL,
+         NULL,
+         0,
+         "patch Node n1 on\ndelete Pod tk-g-n1\ndelete Pod dp-g-n1\n",
+         0,
+         1,
+         0,
+         false,
+         NULL},
+        {"all done",
+         {N_ALL("n1"), N_ALL("n2"), G_DRV("n3")},
+         "",
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         0,
+         0,
+         2,
+         true,
+         NULL},
+        {"NVIDIA's operator has not written the DaemonSets yet: nothing starts",
+         {G_ALL("n1"), G_ALL("n2")},
+         "",
+         1,
+         NULL,
+         "gpuop",
+         0,
+         "",
+         2,
+         0,
+         0,
+         false,
+         "still has gpuop's template"},
+        {"a DaemonSet that rolls on its own: refused",
+         {G_ALL("n1")},
+         "",
+         1,
+         "RollingUpdate",
+         NULL,
+         -EPERM,
+         "DaemonSet gpu-operator/ds-tk is RollingUpdate: it replaces gpuop's pods on its own",
+         0,
+         0,
+         0,
+         false,
+         NULL},
+        {"no surge plugin beside gpuop's: refused",
+         {G_TK("n1", "ready"), G_DP("n1", "ready"), N_DRV("n1")},
+         "",
+         1,
+         NULL,
+         NULL,
+         -EPERM,
+         "node n1: no surge device plugin",
+         0,
+         0,
+         0,
+         false,
+         NULL},
+        {"an orphaned pod of gpuop's (its DaemonSet deleted): waits for NVIDIA's to claim it",
+         {"gfd-g-n1 n1 gpu-feature-discovery gpuop:none ready", SURGE("n1", "ready")},
+         "",
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         1,
+         0,
+         0,
+         false,
+         "has no DaemonSet"},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        _cleanup_json_ json_t *pods = json_array(), *dss = json_array(), *nodes = json_array();
+        for (size_t i = 0; cases[c].pods[i]; i++)
+            json_array_append_new(pods, roll_pod(cases[c].pods[i]));
+        const char *st = cases[c].strategy ? cases[c].strategy : "OnDelete";
+        const char *tm = cases[c].template_of ? cases[c].template_of : "gpu-operator";
+        json_array_append_new(dss, roll_ds("tk", tm, st));
+        json_array_append_new(dss, roll_ds("dp", tm, "OnDelete"));
+        const char *names[] = {"n1", "n2", "n3"};
+        for (size_t i = 0; i < 3; i++) {
+            json_t *n = json_pack("{s:s,s:{s:s,s:{}}}", "kind", "Node", "metadata", "name",
+                                  names[i], "annotations");
+            if (strstr(cases[c].marked, names[i]))
+                json_object_set_new(kobj_path(n, "metadata.annotations"), MIG_ANN_ROLL,
+                                    json_string("replacing"));
+            json_array_append_new(nodes, n);
+        }
+        struct mig_roll_input in = {.ns = "gpu-operator",
+                                    .pods = pods,
+                                    .daemonsets = dss,
+                                    .nodes = nodes,
+                                    .max_unavailable = cases[c].max,
+                                    .now_ms = 1796551202000ULL}; /* 2026-12-06T10:00:02Z */
+        struct mig_roll r;
+        struct err e = {0};
+        int rc = mig_roll_plan(&in, &r, &e);
+        if (rc != cases[c].rc)
+            fail_msg("%s: rc %d, want %d (%s)", cases[c].what, rc, cases[c].rc, err_msg(&e));
+        if (rc < 0) {
+            if (!strstr(err_msg(&e), cases[c].writes))
+                fail_msg("%s: error \"%s\", want \"%s\"", cases[c].what, err_msg(&e),
+                         cases[c].writes);
+            continue;
+        }
+        _cleanup_free_ char *got = xstrdup("");
+        for (size_t i = 0; i < r.n_writes; i++) {
+            const struct mig_write *w = &r.writes[i];
+            const char *onoff = "";
+            if (w->kind == MIG_PATCH_MERGE)
+                onoff = json_is_null(json_object_get(kobj_path(w->body, "metadata.annotations"),
+                                                     MIG_ANN_ROLL))
+                            ? " off"
+                            : " on";
+            char *n = xasprintf("%s%s %s %s%s\n", got, w->kind == MIG_DELETE ? "delete" : "patch",
+                                w->res_kind, w->name, onoff);
+            free(got);
+            got = n;
+        }
+        if (strcmp(got, cases[c].writes) != 0)
+            fail_msg("%s: writes\n%s\nwant\n%s(waiting: %s; %zu/%zu/%zu)", cases[c].what, got,
+                     cases[c].writes, r.waiting ?: "none", r.nodes_todo, r.nodes_in_flight,
+                     r.nodes_done);
+        if (r.nodes_todo != cases[c].todo || r.nodes_in_flight != cases[c].in_flight ||
+            r.nodes_done != cases[c].done || r.done != cases[c].finished)
+            fail_msg("%s: todo %zu in flight %zu done %zu finished %d, want %zu %zu %zu %d",
+                     cases[c].what, r.nodes_todo, r.nodes_in_flight, r.nodes_done, r.done,
+                     cases[c].todo, cases[c].in_flight, cases[c].done, cases[c].finished);
+        if (cases[c].waiting ? !r.waiting || !strstr(r.waiting, cases[c].waiting) : !!r.waiting)
+            fail_msg("%s: waiting \"%s\", want \"%s\"", cases[c].what, r.waiting ?: "(none)",
+                     cases[c].waiting ?: "(none)");
+        mig_roll_done(&r);
+    }
+}
+
+/* Done: how to restore the update strategy the policy had, from the mark --apply left. */
+static void test_roll_restore(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *pods = json_pack("[o]", roll_pod(N_TK("n1", "ready")));
+    _cleanup_json_ json_t *cp = y("metadata: {name: cluster-policy, annotations: "
+                                  "{migrate.gpuop.dev/update-strategy: RollingUpdate}}\n"
+                                  "spec: {daemonsets: {updateStrategy: OnDelete}}\n");
+    struct mig_roll_input in = {.ns = "gpu-operator",
+                                .pods = pods,
+                                .max_unavailable = 1,
+                                .policy = cp,
+                                .nvidia_release = "gpu-op"};
+    struct mig_roll r;
+    struct err e = {0};
+    assert_int_equal(mig_roll_plan(&in, &r, &e), 0);
+    assert_true(r.done);
+    assert_non_null(r.restore);
+    assert_non_null(strstr(r.restore, "helm upgrade gpu-op nvidia/gpu-operator -n gpu-operator "
+                                      "--reuse-values --set daemonsets.updateStrategy="
+                                      "RollingUpdate"));
+    mig_roll_done(&r);
+    /* restored already: nothing to say */
+    json_object_set_new(kobj_path(cp, "spec.daemonsets"), "updateStrategy",
+                        json_string("RollingUpdate"));
+    assert_int_equal(mig_roll_plan(&in, &r, &e), 0);
+    assert_null(r.restore);
+    mig_roll_done(&r);
+}
+
 /* ---- the requests ------------------------------------------------------------------------- */
 
 /* The options as typed: one direction, naming nvidia; the names DNS labels; errors name the flag.
@@ -493,8 +904,17 @@ static void test_options(void **state)
         int rc;
         enum mig_direction dir;
         const char *msg;
+        bool roll, apply;
+        unsigned max_unavailable;
     } cases[] = {
         {"nvidia", NULL, NULL, NULL, 0, MIG_FROM_NVIDIA, NULL},
+        {NULL, "nvidia", NULL, NULL, 0, MIG_TO_NVIDIA, NULL, true, false, 2},
+        {"nvidia", NULL, NULL, NULL, -EINVAL, 0,
+         "--roll goes with --to nvidia alone (run --apply first)", true, false, 0},
+        {NULL, "nvidia", NULL, NULL, -EINVAL, 0,
+         "--roll goes with --to nvidia alone (run --apply first)", true, true, 0},
+        {NULL, "nvidia", NULL, NULL, -EINVAL, 0, "--max-unavailable goes with --roll", false, false,
+         2},
         {NULL, "nvidia", "gpu-ops", "gpuop-2", 0, MIG_TO_NVIDIA, NULL},
         {NULL, NULL, NULL, NULL, -EINVAL, 0, "give one of --from nvidia and --to nvidia"},
         {"nvidia", "nvidia", NULL, NULL, -EINVAL, 0, "give one of --from nvidia and --to nvidia"},
@@ -514,6 +934,9 @@ static void test_options(void **state)
         assert_int_equal(o.timeout_ms, 600000);
         o.from = cases[i].from;
         o.to = cases[i].to;
+        o.roll = cases[i].roll;
+        o.apply = cases[i].apply;
+        o.max_unavailable = cases[i].max_unavailable;
         if (cases[i].ns)
             o.ns = cases[i].ns;
         if (cases[i].release)
@@ -556,6 +979,7 @@ static void test_requests(void **state)
         {MIG_PATCH_MERGE, "ServiceAccount", "serviceaccounts", MIG_VERB_PATCH, 0, KUBE_PATCH_MERGE,
          0},
         {MIG_PATCH_MERGE, "Service", "services", MIG_VERB_PATCH, 0, KUBE_PATCH_MERGE, 0},
+        {MIG_PATCH_MERGE, "Node", "nodes", MIG_VERB_PATCH, 0, KUBE_PATCH_MERGE, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct mig_write w = {
@@ -571,11 +995,12 @@ static void test_requests(void **state)
             assert_int_equal(rq.patch, cases[i].patch);
         assert_int_equal(rq.done_code, cases[i].done_code);
     }
-    struct mig_write w = {.kind = MIG_DELETE, .res_kind = (char *)"Node", .name = (char *)"n1"};
+    struct mig_write w = {
+        .kind = MIG_DELETE, .res_kind = (char *)"Namespace", .name = (char *)"n1"};
     struct mig_request rq = {0};
     struct err e = {0};
     assert_int_equal(mig_request_of(&w, &rq, &e), -EINVAL);
-    assert_string_equal(err_msg(&e), "Node n1: not a kind migrate writes");
+    assert_string_equal(err_msg(&e), "Namespace n1: not a kind migrate writes");
     assert_null(rq.res);
 }
 
@@ -654,7 +1079,8 @@ int main(void)
         cmocka_unit_test(test_from_nvidia),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_to_nvidia),          cmocka_unit_test(test_options),
         cmocka_unit_test(test_requests),           cmocka_unit_test(test_reads),
-        cmocka_unit_test(test_refusal_and_ready),
+        cmocka_unit_test(test_refusal_and_ready),  cmocka_unit_test(test_roll),
+        cmocka_unit_test(test_roll_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

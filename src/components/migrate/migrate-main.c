@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kube.h"
+#include "migrate-shell.h"
 #include "migrate.h"
 #include "svc.h"
 #include "yamlcfg.h"
@@ -46,13 +47,24 @@ static const struct svc_option migrate_options[] = {
      .kind = SVC_FLAG,
      .off = M(apply),
      .help = "make the changes (default: print the plan only)"},
+    {.flag = "roll",
+     .kind = SVC_FLAG,
+     .off = M(roll),
+     .help = "--to nvidia, after --apply and NVIDIA's chart: replace gpuop's operand pods node "
+             "by node"},
+    {.flag = "max-unavailable",
+     .kind = SVC_UINT,
+     .off = M(max_unavailable),
+     .metavar = "N",
+     .help = "--roll: nodes replaced at once (default: the ClusterPolicy's "
+             "daemonsets.rollingUpdate.maxUnavailable)"},
     {.flag = "timeout",
      .kind = SVC_DURATION,
      .off = M(timeout_ms),
      .min = 1000,
      .finite = true,
      .metavar = "DUR",
-     .help = "--to nvidia --apply: how long the toolkit's cleanup may take to roll out (10m)"},
+     .help = "--to nvidia: how long --apply's waits and the whole --roll may take (10m)"},
     {.kind = SVC_FRAGMENT, .fragment = svc_kubeconfig_option, .off = M(kubeconfig)},
     {.kind = SVC_FRAGMENT, .fragment = svc_context_option, .off = M(context)},
     {0},
@@ -111,96 +123,6 @@ static int read_world(struct kube_client *kc, const struct mig_options *m, struc
     return 0;
 }
 
-/* ---- writing -------------------------------------------------------------------------------- */
-
-static int do_write(struct kube_client *kc, const struct mig_write *w, struct err *e)
-{
-    struct mig_request rq;
-    int rc = mig_request_of(w, &rq, e);
-    if (rc < 0)
-        return rc;
-    _cleanup_json_ json_t *out = NULL;
-    switch (rq.verb) {
-    case MIG_VERB_DELETE:
-        rc = kube_delete(kc, rq.res, w->ns, w->name,
-                         &(struct kube_delete_opts){.propagation = rq.propagation}, e);
-        break;
-    case MIG_VERB_PATCH:
-        rc = kube_patch(kc, rq.res, w->ns, w->name, &(struct kube_patch_opts){.type = rq.patch},
-                        w->body, &out, e);
-        break;
-    case MIG_VERB_UPDATE:
-        rc = kube_update(kc, rq.res, w->ns, w->body, &out, e);
-        break;
-    case MIG_VERB_CREATE:
-        rc = kube_create(kc, rq.res, w->ns, w->body, &out, e);
-        break;
-    }
-    if (rc < 0 && rc == rq.done_code) {
-        err_clear(e);
-        rc = 0;
-    }
-    if (rc < 0)
-        return err_prefix(e, "%s %s%s%s", w->res_kind, w->ns ? w->ns : "", w->ns ? "/" : "",
-                          w->name);
-    log_info(COMPONENT, "done", "kind=%s name=%s%s%s", w->res_kind, w->ns ? w->ns : "",
-             w->ns ? "/" : "", w->name);
-    return 0;
-}
-
-static int wait_rollout(struct svc *s, struct kube_client *kc, const struct mig_options *m,
-                        const char *ds_name, struct err *e)
-{
-    uint64_t deadline = deadline_after(m->timeout_ms);
-    for (;;) {
-        _cleanup_json_ json_t *ds = NULL;
-        int r = kube_get(kc, &KUBE_DAEMONSETS, m->ns, ds_name, &ds, e);
-        if (r < 0)
-            return err_prefix(e, "DaemonSet %s/%s", m->ns, ds_name);
-        char why[128];
-        if (adopt_ds_rolled_out(ds, why, sizeof(why))) {
-            log_info(COMPONENT, "the toolkit's cleanup runs on every node", "daemonset=%s/%s",
-                     m->ns, ds_name);
-            return 0;
-        }
-        if (deadline_left_ms(deadline) == 0)
-            return err_set(e, -ETIMEDOUT,
-                           "DaemonSet %s/%s: the toolkit's cleanup did not roll out in %llu s (%s)",
-                           m->ns, ds_name, (unsigned long long)(m->timeout_ms / 1000), why);
-        if (svc_wait(s, 1000) == SVC_STOP)
-            return err_set(e, -ECANCELED, "stopped while waiting for %s", ds_name);
-    }
-}
-
-/* Until the n surge device plugin pods are Ready, and then ADOPT_SURGE_SETTLE_MS more (their
- * registration with the kubelet follows their start): only then may NVIDIA's plugin replace
- * gpuop's. */
-static int wait_surge(struct svc *s, struct kube_client *kc, const struct mig_options *m, size_t n,
-                      struct err *e)
-{
-    uint64_t deadline = deadline_after(m->timeout_ms);
-    for (;;) {
-        struct kube_list_opts lo = {.label_selector = "app=" ADOPT_SURGE_APP};
-        _cleanup_json_ json_t *pods = NULL;
-        int r = kube_list(kc, &KUBE_PODS, m->ns, &lo, &pods, e);
-        if (r < 0)
-            return err_prefix(e, "list pods app=%s", ADOPT_SURGE_APP);
-        size_t ready = mig_pods_ready(pods);
-        if (ready >= n) {
-            log_info(COMPONENT, "the surge device plugins run on every node", "pods=%zu", ready);
-            return svc_wait(s, ADOPT_SURGE_SETTLE_MS) == SVC_STOP
-                       ? err_set(e, -ECANCELED, "stopped while the surge plugins register")
-                       : 0;
-        }
-        if (deadline_left_ms(deadline) == 0)
-            return err_set(e, -ETIMEDOUT,
-                           "%zu of %zu surge device plugin pod(s) (app=%s) Ready in %llu s", ready,
-                           n, ADOPT_SURGE_APP, (unsigned long long)(m->timeout_ms / 1000));
-        if (svc_wait(s, 1000) == SVC_STOP)
-            return err_set(e, -ECANCELED, "stopped while waiting for the surge plugins");
-    }
-}
-
 static int migrate_run(struct svc *s, struct err *e)
 {
     struct mig_options *m = svc_state(s);
@@ -212,6 +134,8 @@ static int migrate_run(struct svc *s, struct err *e)
     if ((r = kube_client_open(KUBE_CALLER_COMMAND, m->kubeconfig, m->context, svc_stop(s), &kc,
                               e)) < 0)
         return r;
+    if (m->roll)
+        return mig_roll_run(s, kc, m, e);
     struct mig_lists l;
     mig_lists_init(&l);
     struct mig_plan plan;
@@ -231,11 +155,11 @@ static int migrate_run(struct svc *s, struct err *e)
     if ((r = mig_plan_refusal(&plan, e)) < 0 || !m->apply)
         goto out;
     for (size_t i = 0; i < plan.n_writes; i++)
-        if ((r = do_write(kc, &plan.writes[i], e)) < 0)
+        if ((r = mig_do_write(kc, &plan.writes[i], e)) < 0)
             goto out;
-    if (plan.surge_pods && (r = wait_surge(s, kc, m, plan.surge_pods, e)) < 0)
+    if (plan.surge_pods && (r = mig_wait_surge(s, kc, m, plan.surge_pods, e)) < 0)
         goto out;
-    if (plan.toolkit_ds && (r = wait_rollout(s, kc, m, plan.toolkit_ds, e)) < 0)
+    if (plan.toolkit_ds && (r = mig_wait_rollout(s, kc, m, plan.toolkit_ds, e)) < 0)
         goto out;
     printf("done: %zu change(s)\n", plan.n_writes);
 out:
@@ -246,14 +170,16 @@ out:
 const struct svc_component migrate_component = {
     .name = "migrate",
     .usage = "Usage: gpuop migrate --from nvidia | --to nvidia [--namespace NS] [--apply]\n"
-             "       [--release NAME] [--nvidia-release NAME]\n\n"
+             "       [--release NAME] [--nvidia-release NAME]\n"
+             "       gpuop migrate --to nvidia --roll [--max-unavailable N] [--timeout DUR]\n\n"
              "Switches a cluster between NVIDIA's GPU Operator and gpuop without draining a GPU.\n"
              "Checks the preconditions (the operator being left stopped, the CRD versions, one\n"
              "ClusterPolicy, every GPU node's driver owner, no driver upgrade in flight) and\n"
              "prints the plan; with --apply it moves the objects' Helm ownership so that the\n"
              "other chart's `helm install` takes them over and the old release's `helm\n"
              "uninstall` deletes none of them (docs/migrate-from-nvidia.md,\n"
-             "docs/rollback-to-nvidia.md). A refusal names the precondition and changes nothing.\n",
+             "docs/rollback-to-nvidia.md). A refusal names the precondition and changes nothing.\n"
+             "--roll, on the way back: gpuop's operand pods replaced by NVIDIA's node by node.\n",
     .epilogue = "Exit: 0 planned (or applied); 1 refused (a precondition failed: nothing was\n"
                 "changed) or a write failed (run it again: each write is idempotent); 2 bad\n"
                 "input.\n",

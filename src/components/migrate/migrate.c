@@ -20,17 +20,35 @@ static void check(struct mig_plan *p, const char *name, bool ok, char *detail /*
     p->refused = p->refused || !ok;
 }
 
+void mig_write_add(struct mig_write **writes, size_t *n, enum mig_write_kind k,
+                   const char *res_kind, const char *ns, const char *name, json_t *body, char *why)
+{
+    *writes = xrealloc(*writes, (*n + 1) * sizeof(**writes));
+    (*writes)[(*n)++] = (struct mig_write){.kind = k,
+                                           .res_kind = xstrdup(res_kind),
+                                           .ns = ns ? xstrdup(ns) : NULL,
+                                           .name = xstrdup(name),
+                                           .body = body,
+                                           .why = why};
+}
+
+void mig_writes_free(struct mig_write *writes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(writes[i].res_kind);
+        free(writes[i].ns);
+        free(writes[i].name);
+        json_decref(writes[i].body);
+        free(writes[i].why);
+    }
+    free(writes);
+}
+
 static void write_add(struct mig_plan *p, enum mig_write_kind k, const char *res_kind,
                       const char *ns, const char *name, json_t *body /* taken */,
                       char *why /* taken */)
 {
-    p->writes = xrealloc(p->writes, (p->n_writes + 1) * sizeof(*p->writes));
-    p->writes[p->n_writes++] = (struct mig_write){.kind = k,
-                                                  .res_kind = xstrdup(res_kind),
-                                                  .ns = ns ? xstrdup(ns) : NULL,
-                                                  .name = xstrdup(name),
-                                                  .body = body,
-                                                  .why = why};
+    mig_write_add(&p->writes, &p->n_writes, k, res_kind, ns, name, body, why);
 }
 
 static void note(struct mig_plan *p, char *text /* taken */)
@@ -472,6 +490,29 @@ static int plan_from_nvidia(struct mig_plan *p, const struct mig_world *w, const
     return 0;
 }
 
+/* NVIDIA's operator applies the ClusterPolicy's spec.daemonsets.updateStrategy to every operand
+ * DaemonSet (the driver's is always OnDelete): at OnDelete its DaemonSets replace none of gpuop's
+ * pods on their own, and `gpuop migrate --to nvidia --roll` replaces them node by node. The
+ * value it had is kept in an annotation, for the roll to print how to restore it. */
+static void hold_update_strategy(struct mig_plan *p, const json_t *cp)
+{
+    const char *had = kobj_path_str(cp, "spec.daemonsets.updateStrategy");
+    if (streq_ptr(had, "OnDelete"))
+        return;
+    const char *kept = kobj_annotation(cp, MIG_ANN_UPDATE_STRATEGY);
+    json_t *patch =
+        json_pack("{s:{s:{s:s}},s:{s:{s:s}}}", "metadata", "annotations", MIG_ANN_UPDATE_STRATEGY,
+                  kept  ? kept
+                  : had ? had
+                        : "RollingUpdate",
+                  "spec", "daemonsets", "updateStrategy", "OnDelete");
+    write_add(p, MIG_PATCH_MERGE, "ClusterPolicy", NULL, kobj_name(cp), patch,
+              xasprintf("spec.daemonsets.updateStrategy OnDelete (was %s): NVIDIA's DaemonSets "
+                        "then replace no pod of gpuop's on their own; `gpuop migrate --to nvidia "
+                        "--roll` replaces them node by node",
+                        had ? had : "RollingUpdate, by default"));
+}
+
 static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const json_t *cp,
                           const json_t *dep, const json_t *rel, struct err *e)
 {
@@ -482,6 +523,7 @@ static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const j
     give_to_release(p, w, cp, "ClusterPolicy", w->nvidia_release);
     give_to_release(p, w, find_obj(w, "ServiceAccount", "gpu-operator"), "ServiceAccount",
                     w->nvidia_release);
+    hold_update_strategy(p, cp);
     int r = keep_release(p, rel, w->release, e);
     if (r < 0)
         return r;
@@ -560,10 +602,11 @@ static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const j
         }
     }
     if (p->surge_pods)
-        note(p, xasprintf("once NVIDIA's device plugin runs on every node: kubectl -n %s delete "
-                          "pods -l app=%s (gpuop's %zu surge device plugin pod(s); NVIDIA's "
-                          "plugin has taken the GPUs over by then, so removing them changes "
-                          "nothing the kubelet sees)",
+        note(p, xasprintf("--roll removes each node's surge plugin once NVIDIA's device plugin "
+                          "there has registered; all at once, by hand, once NVIDIA's plugin runs "
+                          "on every node: kubectl -n %s delete pods -l app=%s (gpuop's %zu surge "
+                          "device plugin pod(s); NVIDIA's plugin has taken the GPUs over by then, "
+                          "so removing them changes nothing the kubelet sees)",
                           w->ns, ADOPT_SURGE_APP, p->surge_pods));
     note(p, xasprintf("left for you once NVIDIA's operands run on every node: gpuop's RBAC (%zu "
                       "object(s): kubectl delete clusterroles,clusterrolebindings,roles,"
@@ -573,10 +616,12 @@ static int plan_to_nvidia(struct mig_plan *p, const struct mig_world *w, const j
                       "runtime configuration's backups and status) and the toolkit install "
                       "folder's gpuop-runtime",
                       rbac, ann));
-    note(p, xasprintf("next: helm install %s nvidia/gpu-operator -n %s -f <your values> "
-                      "(NVIDIA's chart takes the ClusterPolicy and the ServiceAccount over); "
-                      "helm uninstall %s -n %s then deletes nothing",
-                      w->nvidia_release, w->ns, w->release, w->ns));
+    note(p, xasprintf("next: helm install %s nvidia/gpu-operator -n %s -f <your values> --set "
+                      "daemonsets.updateStrategy=OnDelete (NVIDIA's chart takes the ClusterPolicy "
+                      "and the ServiceAccount over; at OnDelete its DaemonSets replace none of "
+                      "gpuop's pods on their own); then gpuop migrate --to nvidia -n %s --roll "
+                      "replaces them node by node; helm uninstall %s -n %s then deletes nothing",
+                      w->nvidia_release, w->ns, w->ns, w->release, w->ns));
     return 0;
 }
 
@@ -619,15 +664,7 @@ void mig_plan_done(struct mig_plan *p)
     for (size_t i = 0; i < p->n_checks; i++)
         free(p->checks[i].detail);
     free(p->checks);
-    for (size_t i = 0; i < p->n_writes; i++) {
-        struct mig_write *w = &p->writes[i];
-        free(w->res_kind);
-        free(w->ns);
-        free(w->name);
-        json_decref(w->body);
-        free(w->why);
-    }
-    free(p->writes);
+    mig_writes_free(p->writes, p->n_writes);
     if (p->has_takeover)
         adopt_plan_done(&p->takeover);
     free(p->toolkit_ds);

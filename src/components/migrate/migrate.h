@@ -117,8 +117,9 @@ int mig_plan_text(const struct mig_plan *p, bool apply, char **ret, struct err *
 /* The options, as the shell's option table fills them. */
 struct mig_options {
     const char *from, *to, *ns, *release, *nvidia_release, *kubeconfig, *context;
-    bool apply;
-    uint64_t timeout_ms; /* --to nvidia --apply: each wait's bound */
+    bool apply, roll;
+    unsigned max_unavailable; /* --roll: nodes at once; 0: the ClusterPolicy's */
+    uint64_t timeout_ms;      /* --to nvidia --apply: each wait's bound; --roll: the whole roll's */
 };
 void mig_options_defaults(struct mig_options *o);
 /* One of --from/--to, naming nvidia; the names DNS labels. The error names the flag. */
@@ -162,6 +163,52 @@ int mig_request_of(const struct mig_write *w, struct mig_request *ret, struct er
 int mig_plan_refusal(const struct mig_plan *p, struct err *e);
 /* The Ready pods of a list (a kube_list answer): the surge device plugins' wait. */
 size_t mig_pods_ready(const json_t *list);
+
+/* A planned write, added to a growing array (body and why taken), and an array's end. */
+void mig_write_add(struct mig_write **writes, size_t *n, enum mig_write_kind k,
+                   const char *res_kind, const char *ns, const char *name, json_t *body, char *why);
+void mig_writes_free(struct mig_write *writes, size_t n);
+
+/* ---- the way back, node by node (roll.c) -----------------------------------------------------
+ * `gpuop migrate --to nvidia --roll`: after --apply (the ClusterPolicy's DaemonSets at OnDelete)
+ * and NVIDIA's chart, NVIDIA's DaemonSets replace none of gpuop's operand pods on their own. The
+ * roll replaces them node by node, at most max_unavailable nodes at once: a node's turn is marked
+ * on the node (annotation MIG_ANN_ROLL), then every gpuop operand pod there is deleted (its
+ * DaemonSet, NVIDIA's now, makes NVIDIA's pod in its place; the driver's pods are never touched,
+ * the surge device plugin made by --apply keeps the node's GPUs registered); once NVIDIA's
+ * device plugin there has been Ready ADOPT_SURGE_SETTLE_MS the surge plugin goes, and once every
+ * NVIDIA operand pod there is Ready and no pod of gpuop's is left the mark goes: the node is
+ * done. Everything is read back from the pods and the marks, so a roll stopped at any point and
+ * run again goes on where it was. One call plans one step; the shell repeats it until done. */
+#define MIG_ANN_ROLL            "migrate.gpuop.dev/roll"
+#define MIG_ANN_UPDATE_STRATEGY "migrate.gpuop.dev/update-strategy"
+
+struct mig_roll_input {
+    const char *ns;
+    const json_t *pods;        /* the namespace's pods */
+    const json_t *daemonsets;  /* the namespace's DaemonSets */
+    const json_t *nodes;       /* the nodes (their MIG_ANN_ROLL marks) */
+    long long max_unavailable; /* >= 1 */
+    uint64_t now_ms;           /* ms since the epoch; 0: any Ready pod is settled */
+    const json_t *policy;      /* the ClusterPolicy (its MIG_ANN_UPDATE_STRATEGY), or NULL */
+    const char *nvidia_release;
+};
+
+struct mig_roll {
+    struct mig_write *writes; /* in order: node marks, pod deletes, surge deletes, unmarks */
+    size_t n_writes;
+    size_t nodes_todo, nodes_in_flight, nodes_done;
+    char *waiting; /* what the next step waits for (one line), or NULL */
+    bool done;     /* every node done: nothing of gpuop's operands left */
+    char *restore; /* done: how to give NVIDIA's DaemonSets back the update strategy the policy
+                      had before --apply (one line), or NULL */
+};
+
+/* -EPERM when the roll cannot go on, naming why: a DaemonSet of NVIDIA's that owns gpuop's pods
+ * rolls on its own (not OnDelete), or a node's device plugin would go with no surge plugin
+ * beside it. Nothing is planned then. */
+int mig_roll_plan(const struct mig_roll_input *in, struct mig_roll *ret, struct err *e);
+void mig_roll_done(struct mig_roll *r);
 
 /* ---- Helm release records (release.c) ---------------------------------------------------------
  */

@@ -47,7 +47,7 @@ const char *const mig_crd_names[] = {"clusterpolicies.nvidia.com", "nvidiadriver
 /* the kinds the plan writes */
 static const struct kube_resource *const written_kinds[] = {
     &KUBE_DEPLOYMENTS, &RES_CLUSTERPOLICIES, &KUBE_SERVICEACCOUNTS, &KUBE_SERVICES, &KUBE_SECRETS,
-    &KUBE_DAEMONSETS,  &KUBE_PODS,
+    &KUBE_DAEMONSETS,  &KUBE_PODS,           &KUBE_NODES,
 };
 
 void mig_options_defaults(struct mig_options *o)
@@ -72,6 +72,10 @@ int mig_options_check(const struct mig_options *o, enum mig_direction *ret_dir, 
         if (!kobj_valid_dns_label(names[i][1]))
             return err_set(e, -EINVAL, "--%s \"%s\": not a DNS label", names[i][0],
                            names[i][1] ? names[i][1] : "");
+    if (o->roll && (o->from || o->apply))
+        return err_set(e, -EINVAL, "--roll goes with --to nvidia alone (run --apply first)");
+    if (o->max_unavailable && !o->roll)
+        return err_set(e, -EINVAL, "--max-unavailable goes with --roll");
     *ret_dir = o->from ? MIG_FROM_NVIDIA : MIG_TO_NVIDIA;
     return 0;
 }

@@ -79,6 +79,11 @@ static bool is_driver_pod(const json_t *pod)
            streq_ptr(kobj_label(pod, "app.kubernetes.io/component"), "nvidia-driver");
 }
 
+bool adopt_is_driver_pod(const json_t *pod)
+{
+    return is_driver_pod(pod);
+}
+
 static bool pod_ready(const json_t *pod)
 {
     if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running") || deleting(pod))
@@ -438,11 +443,29 @@ static struct node_state *node_of(struct node_state **nodes, size_t *n, size_t *
     return ns;
 }
 
-/* Whether a pod has been Ready for the settle time at now_ms. */
-static bool settled(const json_t *pod, uint64_t now_ms)
+bool adopt_pod_settled(const json_t *pod, uint64_t now_ms)
 {
     uint64_t since = pod ? ready_since(pod) : 0;
     return since && (now_ms == 0 || since + ADOPT_SURGE_SETTLE_MS <= now_ms);
+}
+
+static bool settled(const json_t *pod, uint64_t now_ms)
+{
+    return adopt_pod_settled(pod, now_ms);
+}
+
+int adopt_max_unavailable(const json_t *policy, const json_t *nodes, long long *ret, struct err *e)
+{
+    json_t *mu = kobj_path(policy, "spec.daemonsets.rollingUpdate.maxUnavailable");
+    long long max = 1;
+    if (mu) {
+        _cleanup_(json_decrefp) json_t *v = NULL;
+        if (kobj_int_or_percent(mu, "spec.daemonsets.rollingUpdate.maxUnavailable", &v, e) < 0)
+            return err_prefix(e, "ClusterPolicy %s", kobj_name(policy) ?: "?");
+        max = kobj_int_or_percent_scaled(v, gpu_nodes(nodes), true);
+    }
+    *ret = max < 1 ? 1 : max;
+    return 0;
 }
 
 static void replace_pod(struct builder *b, const json_t *p, const char *node, bool now,
@@ -458,16 +481,10 @@ static void replace_pod(struct builder *b, const json_t *p, const char *node, bo
 static int plan_pods(struct builder *b, const struct adopt_input *in, struct err *e)
 {
     /* maxUnavailable of the policy's DaemonSets: the nodes replaced at once */
-    json_t *mu = kobj_path(in->policy, "spec.daemonsets.rollingUpdate.maxUnavailable");
-    long long max = 1;
-    if (mu) {
-        _cleanup_(json_decrefp) json_t *v = NULL;
-        if (kobj_int_or_percent(mu, "spec.daemonsets.rollingUpdate.maxUnavailable", &v, e) < 0)
-            return err_prefix(e, "ClusterPolicy %s", kobj_name(in->policy) ?: "?");
-        max = kobj_int_or_percent_scaled(v, gpu_nodes(in->nodes), true);
-    }
-    if (max < 1)
-        max = 1;
+    long long max;
+    int r = adopt_max_unavailable(in->policy, in->nodes, &max, e);
+    if (r < 0)
+        return r;
     b->p->max_unavailable = max;
     bool gpuop_dp = gpuop_operand_app(in->desired, ADOPT_DEVICE_PLUGIN_APP);
 

@@ -138,6 +138,14 @@ bool adopt_is_nvidia(const json_t *obj);
 bool adopt_is_driver_daemonset(const json_t *ds);
 /* A pod of NVIDIA's operand templates: labelled app.kubernetes.io/managed-by=gpu-operator. */
 bool adopt_is_nvidia_pod(const json_t *pod);
+/* A driver pod (its app or component label), NVIDIA's or gpuop's. */
+bool adopt_is_driver_pod(const json_t *pod);
+/* Whether a pod has been Ready for ADOPT_SURGE_SETTLE_MS at now_ms (0: Ready is enough). */
+bool adopt_pod_settled(const json_t *pod, uint64_t now_ms);
+/* The nodes whose operands are replaced at once: the policy's
+ * spec.daemonsets.rollingUpdate.maxUnavailable (a percentage counts the GPU nodes of `nodes`),
+ * at least 1; 1 when unset. Fails naming the field when it does not parse. */
+int adopt_max_unavailable(const json_t *policy, const json_t *nodes, long long *ret, struct err *e);
 
 /* Whether obj carries Helm's ownership annotations of release `release` in namespace `ns`. */
 bool adopt_helm_owned(const json_t *obj, const char *release, const char *ns);
