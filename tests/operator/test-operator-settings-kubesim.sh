@@ -82,7 +82,8 @@ python3 - "$T/ds.json" <<'PY' || fail "the stored driver DaemonSet"
 import json, sys
 ps = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]
 names = [c["name"] for c in ps["containers"]]
-assert names == ["nvidia-driver-ctr", "nvidia-peermem-ctr", "nvidia-fs-ctr", "nvidia-gdrcopy-ctr"], names
+assert names == ["nvidia-driver-ctr", "nvidia-peermem-ctr", "nvidia-fs-ctr", "nvidia-gdrcopy-ctr",
+                 "nvidia-remediation-ctr"], names
 env = {e["name"]: e.get("value") for e in ps["containers"][0]["env"]}
 assert env["KERNEL_MODULE_TYPE"] == "open" and env["GPU_DIRECT_RDMA_ENABLED"] == "true", env
 assert ps["hostNetwork"] is True and ps["dnsPolicy"] == "ClusterFirstWithHostNet"

@@ -53,7 +53,8 @@ $K -n gpu-operator get pod "$pod" -o json | /usr/bin/python3 -c '
 import json, sys
 p = json.load(sys.stdin)
 for c in p["status"]["containerStatuses"]:
-    c["restartCount"] = 1
+    if c["name"] == "nvidia-driver-ctr":
+        c["restartCount"] = 1
 print(json.dumps({"status": {"containerStatuses": p["status"]["containerStatuses"]}}))' >"$T/patch.json"
 $K -n gpu-operator patch pod "$pod" --subresource=status --type merge --patch-file "$T/patch.json" >/dev/null
 halted() { $K get driverupgradepool research -o jsonpath='{.status.halted}'; }
