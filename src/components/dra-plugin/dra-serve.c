@@ -190,6 +190,7 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
             dra_claim_free(c);
             return r;
         }
+        assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's bound */
         /* on disk as started before a slice is made or a time slice set: a restart resumes it
          * or rolls it back */
         if ((has_dynamic(c) || dra_timeslice_prepare_plan(c, ts) > 0) &&
@@ -200,7 +201,7 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
     }
     if ((r = make_slices(pl, c, resumed, e)) < 0)
         return r; /* kept as started: the kubelet's next prepare resumes, its unprepare cleans */
-    assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX);
+    assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's and the checkpoint's bound */
     if ((r = dra_timeslices_apply(pl, c, ts, dra_timeslice_prepare_plan(c, ts), e)) < 0)
         return r; /* kept as started, as above */
     if (dra_claim_has_edits(c)) {
