@@ -9,7 +9,10 @@
  *
  * The node root is GPUOP_SIM_ROOT. The driver version comes from DRIVER_VERSION or the image tag
  * (GPUOP_SIM_IMAGE); the kernel from GPUOP_SIM_KERNEL, else <root>/proc/version, else uname -r.
- * A kernel "has headers" when <root>/usr/src/linux-headers-<kernel> exists.
+ * A kernel "has headers" when <root>/usr/src/linux-headers-<kernel> exists. A precompiled image
+ * (NVIDIA's tag <branch>-<kernel>-<os>) needs no headers and compiles nothing; it refuses a node
+ * whose kernel is not the one its modules were built for, and its full version is DRIVER_VERSION
+ * or the simulated fleet's driver when that is of its branch.
  *
  * Loaded means <root>/sys/module/nvidia/version (what the simulated NVML checks). A driver this
  * container loaded is marked by <root>/run/nvidia/driver/.sim-loaded-by-container, so a restart
@@ -442,6 +445,16 @@ static int driver_setup(struct driver *d)
         fail("nvidia-driver: cannot tell the kernel release\n");
         return -EINVAL;
     }
+    if (d->ref.kernel[0]) {
+        bool ferr;
+        _cleanup_(sim_fleet_freep) struct sim_fleet *f = node_fleet(&ferr);
+        if (ferr)
+            return -EINVAL;
+        if (simimg_driver_ref_complete(&d->ref, f ? f->driver_version : NULL, &e) < 0) {
+            fail("nvidia-driver: %s\n", err_msg(&e));
+            return -EINVAL;
+        }
+    }
     return module_type(d);
 }
 
@@ -480,26 +493,43 @@ static int init(struct driver *d)
     if (unload_step(d, false) < 0)
         return 1;
 
-    say("Resolving Linux kernel version...\n");
-    _cleanup_free_ char *headers = xasprintf("/usr/src/linux-headers-%s", d->kernel);
-    if (!exists(d->root, headers)) {
-        fail("Could not resolve Linux kernel version\n");
-        return 1;
-    }
-    say("Proceeding with Linux kernel version %s\n", d->kernel);
-    say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
-    say("Installing Linux kernel headers...\n");
-    say("Installing Linux kernel module files...\n");
-    say("Generating Linux kernel version string...\n");
-    say("Compiling NVIDIA driver kernel modules...\n");
     int sig = 0;
-    if (simimg_signal_wait(sigfd, build_ms, &sig)) {
-        say("Caught signal\n");
-        unlink(pid_path);
-        return 1;
+    if (d->ref.kernel[0]) {
+        /* precompiled: the modules in the image were built for one kernel, nothing is compiled */
+        if (strcmp(d->ref.kernel, d->kernel) != 0) {
+            fail("Kernel version mismatch: the precompiled modules of this driver image are for "
+                 "Linux kernel version %s, this node runs %s; use the image of the node's "
+                 "kernel\n",
+                 d->ref.kernel, d->kernel);
+            unlink(pid_path);
+            return 1;
+        }
+        say("Proceeding with Linux kernel version %s\n", d->kernel);
+        say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
+        say("Installing precompiled NVIDIA driver kernel modules for Linux kernel version "
+            "%s...\n",
+            d->kernel);
+    } else {
+        say("Resolving Linux kernel version...\n");
+        _cleanup_free_ char *headers = xasprintf("/usr/src/linux-headers-%s", d->kernel);
+        if (!exists(d->root, headers)) {
+            fail("Could not resolve Linux kernel version\n");
+            return 1;
+        }
+        say("Proceeding with Linux kernel version %s\n", d->kernel);
+        say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
+        say("Installing Linux kernel headers...\n");
+        say("Installing Linux kernel module files...\n");
+        say("Generating Linux kernel version string...\n");
+        say("Compiling NVIDIA driver kernel modules...\n");
+        if (simimg_signal_wait(sigfd, build_ms, &sig)) {
+            say("Caught signal\n");
+            unlink(pid_path);
+            return 1;
+        }
+        say("Relinking NVIDIA driver kernel modules...\n");
+        say("Building NVIDIA driver package nvidia-modules-%s...\n", d->kernel);
     }
-    say("Relinking NVIDIA driver kernel modules...\n");
-    say("Building NVIDIA driver package nvidia-modules-%s...\n", d->kernel);
     say("Installing NVIDIA driver kernel modules...\n");
     say("Parsing kernel module parameters...\n");
     say("Loading ipmi and i2c_core kernel modules...\n");

@@ -38,8 +38,18 @@ int simimg_driver_ref_parse(const char *image, const char *env_version,
                 vlen = tlen;
             if (is_version(tag, vlen) && vlen < sizeof(r.version)) {
                 memcpy(r.version, tag, vlen);
-                if (vlen < tlen && tag[vlen] == '-' && tlen - vlen - 1 < sizeof(r.os))
-                    memcpy(r.os, tag + vlen + 1, tlen - vlen - 1);
+                const char *rest = tag + vlen + 1;
+                size_t rlen = vlen < tlen && tag[vlen] == '-' ? tlen - vlen - 1 : 0;
+                const char *last = rlen ? memrchr(rest, '-', rlen) : NULL;
+                if (!memchr(tag, '.', vlen) && last && last > rest && last + 1 < rest + rlen &&
+                    (size_t)(last - rest) < sizeof(r.kernel) &&
+                    (size_t)(rest + rlen - last - 1) < sizeof(r.os)) {
+                    /* precompiled: <branch>-<kernel>-<os> */
+                    memcpy(r.kernel, rest, (size_t)(last - rest));
+                    memcpy(r.os, last + 1, (size_t)(rest + rlen - last - 1));
+                } else if (rlen && rlen < sizeof(r.os)) {
+                    memcpy(r.os, rest, rlen);
+                }
             }
         }
     }
@@ -48,6 +58,12 @@ int simimg_driver_ref_parse(const char *image, const char *env_version,
         if (!is_version(env_version, n) || n >= sizeof(r.version))
             return err_set(e, -EINVAL, "DRIVER_VERSION \"%s\" is not a driver version",
                            env_version);
+        size_t bl = strcspn(env_version, ".");
+        if (r.kernel[0] && (bl != strlen(r.version) || memcmp(env_version, r.version, bl) != 0))
+            return err_set(e, -EINVAL,
+                           "DRIVER_VERSION \"%s\" is not of branch %s, the precompiled image's "
+                           "(image \"%s\")",
+                           env_version, r.version, image);
         memcpy(r.version, env_version, n + 1);
     }
     if (!r.version[0])
@@ -57,6 +73,24 @@ int simimg_driver_ref_parse(const char *image, const char *env_version,
                        image ? image : "");
     *ret = r;
     return 0;
+}
+
+int simimg_driver_ref_complete(struct simimg_driver_ref *ref, const char *fleet_version,
+                               struct err *e)
+{
+    if (!ref->kernel[0] || strchr(ref->version, '.'))
+        return 0;
+    size_t bl = strlen(ref->version);
+    if (fleet_version && strlen(fleet_version) < sizeof(ref->version) &&
+        is_version(fleet_version, strlen(fleet_version)) &&
+        strncmp(fleet_version, ref->version, bl) == 0 && fleet_version[bl] == '.') {
+        strlcpy_s(ref->version, fleet_version, sizeof(ref->version));
+        return 0;
+    }
+    return err_set(e, -EINVAL,
+                   "the precompiled image names driver branch %s only, and the simulated node's "
+                   "driver (%s) is not of it: set DRIVER_VERSION",
+                   ref->version, fleet_version ? fleet_version : "none");
 }
 
 int simimg_kernel_from_proc_version(const char *text, char *buf, size_t n, struct err *e)

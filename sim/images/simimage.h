@@ -7,7 +7,8 @@
  *                  refuses while another driver is loaded, resolves the kernel's headers,
  *                  "builds", loads the modules into the node root (GPUOP_SIM_ROOT), lays out the
  *                  driver root <root>/run/nvidia/driver, then waits for SIGTERM and unloads
- *                  (refused while a process holds a GPU, as rmmod refuses).
+ *                  (refused while a process holds a GPU, as rmmod refuses). A precompiled image
+ *                  (<branch>-<kernel>-<os>) builds nothing and refuses another kernel.
  *   nvidia-smi     the table, `-L` and `--query-gpu`, through NVML (src/edge/nvml); exit 9 without
  * a driver, as the real one. cuda-sample    CUDA's vectorAdd sample
  * (nvcr.io/nvidia/k8s/cuda-sample, nvcr.io/nvidia/cuda): opens the GPUs of NVIDIA_VISIBLE_DEVICES,
@@ -34,15 +35,26 @@
 /* ---- the driver image ------------------------------------------------------------------ */
 
 struct simimg_driver_ref {
-    char version[64]; /* "550.127.05" */
+    char version[64]; /* "550.127.05"; a precompiled image's branch ("595") until completed */
     char os[64];      /* "ubuntu22.04"; "" when the tag names none */
+    /* A precompiled image (tag <branch>-<kernel>-<os>): the kernel its modules were built for
+     * ("5.15.0-69-generic"); "" for an image that compiles them on the node. */
+    char kernel[128];
 };
 
 /* The driver version and OS of a driver image ("nvcr.io/nvidia/driver:550.127.05-ubuntu22.04",
  * a digest after '@' ignored); env_version (DRIVER_VERSION), when not NULL or empty, wins over
- * the tag's. Fails when neither names a version (digits and dots). image may be NULL. */
+ * the tag's. Fails when neither names a version (digits and dots). image may be NULL. NVIDIA's
+ * precompiled tag, <branch>-<kernel>-<os> ("595-5.15.0-69-generic-ubuntu22.04": a branch without
+ * a dot, a kernel, an OS after the last '-'), sets kernel and leaves the branch as the version;
+ * an env_version of another branch is then refused. */
 int simimg_driver_ref_parse(const char *image, const char *env_version,
                             struct simimg_driver_ref *ret, struct err *e);
+/* A precompiled image's full version: the branch its tag names is completed with the simulated
+ * fleet's driver version (fleet_version, NULL: none) when that is of the branch; otherwise
+ * refused, saying to set DRIVER_VERSION. A ref with a full version is left as it is. */
+int simimg_driver_ref_complete(struct simimg_driver_ref *ref, const char *fleet_version,
+                               struct err *e);
 
 /* The kernel release of a /proc/version text ("Linux version 5.15.0-127-generic (...) ..."). */
 int simimg_kernel_from_proc_version(const char *text, char *buf, size_t n, struct err *e);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvidia-smi, simulated: through NVML (src/edge/nvml, the library GPUOP_NVML_LIBRARY names), the
- * default table, -L, --query-gpu, --version and -r -i ID (a GPU reset through the simulated
- * fleet's state: refused while a process runs on the GPU, or when the GPU is lost), with the real
+ * default table, -L, --query-gpu, --version, -r -i ID (a GPU reset through the simulated
+ * fleet's state: refused while a process runs on the GPU, or when the GPU is lost) and
+ * `compute-policy` (--set-timeslice 0-3 and -l: the GPUs' compute time slice, kept in the
+ * simulated fleet's state per GPU), with the real
  * program's failure texts and exit codes (9: the driver is not loaded; 12: no libnvidia-ml; 2: bad
  * arguments).
  */
@@ -65,17 +67,23 @@ static int reset_apply(struct sim_update *u, struct sim_state *st, void *arg, st
     return 0;
 }
 
-/* nvidia-smi -r -i ID: ID an index or a GPU's UUID. */
-static int smi_reset(const struct gpu_inventory *inv, const char *id)
+/* The GPU an -i value names (an index, a UUID or a PCI bus id), or NULL. */
+static const struct gpu_device *smi_find(const struct gpu_inventory *inv, const char *id)
 {
-    const struct gpu_device *g = NULL;
-    for (size_t i = 0; i < inv->n_gpus && !g; i++) {
+    for (size_t i = 0; i < inv->n_gpus; i++) {
         char idx[16];
         snprintf(idx, sizeof(idx), "%u", inv->gpus[i].index);
         if (strcmp(id, idx) == 0 || strcmp(id, inv->gpus[i].uuid) == 0 ||
             strcmp(id, inv->gpus[i].bus_id) == 0)
-            g = &inv->gpus[i];
+            return &inv->gpus[i];
     }
+    return NULL;
+}
+
+/* nvidia-smi -r -i ID: ID an index or a GPU's UUID. */
+static int smi_reset(const struct gpu_inventory *inv, const char *id)
+{
+    const struct gpu_device *g = smi_find(inv, id);
     if (!g) {
         printf("No devices were found\n");
         return 6;
@@ -96,6 +104,64 @@ static int smi_reset(const struct gpu_inventory *inv, const char *id)
     return 0;
 }
 
+static const char *const timeslice_names[] = {"DEFAULT", "SHORT", "MEDIUM", "LONG"};
+
+struct timeslice_set {
+    unsigned gpu; /* SIM_NO_ID: every GPU */
+    unsigned value;
+};
+
+static int timeslice_apply(struct sim_update *u, struct sim_state *st, void *arg, struct err *e)
+{
+    (void)u;
+    const struct timeslice_set *t = arg;
+    for (size_t i = 0; i < st->n_gpus; i++) {
+        if (t->gpu != SIM_NO_ID && i != t->gpu)
+            continue;
+        if (st->gpus[i].lost)
+            return err_set(e, -ENODEV, "GPU is lost");
+        st->gpus[i].timeslice = t->value;
+    }
+    return 0;
+}
+
+/* nvidia-smi compute-policy [-i ID] (--set-timeslice N | -l): N 0 (default), 1 (short), 2
+ * (medium) or 3 (long); without -i every GPU. */
+static int smi_compute_policy(const struct gpu_inventory *inv, const char *id, int set)
+{
+    const struct gpu_device *g = NULL;
+    if (id && !(g = smi_find(inv, id))) {
+        printf("No devices were found\n");
+        return 6;
+    }
+    struct err e = {0};
+    struct sim_fleet *f _cleanup_(sim_fleet_freep) = NULL;
+    struct sim_store *s _cleanup_(sim_store_freep) = NULL;
+    if (simimg_state_open(&f, &s, &e) < 0 || !s) {
+        printf("Failed to access compute policies: %s\n", s ? err_msg(&e) : "no simulated state");
+        return 255;
+    }
+    if (set >= 0) {
+        struct timeslice_set t = {.gpu = g ? g->index : SIM_NO_ID, .value = (unsigned)set};
+        if (sim_store_update(s, timeslice_apply, &t, &e) != 0) {
+            printf("Failed to set timeslice: %s\n", err_msg(&e));
+            return 255;
+        }
+    }
+    const struct sim_state *st = sim_store_state(s);
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct gpu_device *d = &inv->gpus[i];
+        if ((g && d != g) || d->index >= st->n_gpus)
+            continue;
+        unsigned v = st->gpus[d->index].timeslice;
+        if (set >= 0)
+            printf("Set timeslice to %s for GPU %s\n", timeslice_names[v], d->bus_id);
+        else
+            printf("GPU %u (%s): timeslice %s\n", d->index, d->uuid, timeslice_names[v]);
+    }
+    return 0;
+}
+
 static int bad_args(void)
 {
     printf("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n");
@@ -104,11 +170,24 @@ static int bad_args(void)
 
 int simimg_smi_main(int argc, char **argv)
 {
-    enum { TABLE, LIST, QUERY, VERSION, RESET } mode = TABLE;
-    const char *fields = NULL, *format = NULL, *id = NULL;
-    for (int i = 1; i < argc; i++) {
+    enum { TABLE, LIST, QUERY, VERSION, RESET, POLICY } mode = TABLE;
+    const char *fields = NULL, *format = NULL, *id = NULL, *timeslice = NULL;
+    bool policy_list = false;
+    int first = 1;
+    if (argc > 1 && strcmp(argv[1], "compute-policy") == 0)
+        mode = POLICY, first = 2;
+    for (int i = first; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-L") == 0 || strcmp(a, "--list-gpus") == 0)
+        if (mode == POLICY && (strcmp(a, "-l") == 0 || strcmp(a, "--list") == 0))
+            policy_list = true;
+        else if (mode == POLICY && strcmp(a, "--set-timeslice") == 0 && i + 1 < argc)
+            timeslice = argv[++i];
+        else if (mode == POLICY && str_has_prefix(a, "--set-timeslice="))
+            timeslice = a + strlen("--set-timeslice=");
+        else if (mode == POLICY && strcmp(a, "-i") != 0 && strcmp(a, "--id") != 0 &&
+                 !str_has_prefix(a, "--id="))
+            return bad_args();
+        else if (strcmp(a, "-L") == 0 || strcmp(a, "--list-gpus") == 0)
             mode = LIST;
         else if (strcmp(a, "--version") == 0)
             mode = VERSION;
@@ -129,8 +208,18 @@ int simimg_smi_main(int argc, char **argv)
         else
             return bad_args();
     }
-    if ((mode == QUERY && !format) || (mode == RESET) != (id != NULL))
+    if ((mode == QUERY && !format) || (mode == RESET && !id) ||
+        (id && mode != RESET && mode != POLICY))
         return bad_args();
+    int set = -1;
+    if (mode == POLICY) {
+        if (policy_list == (timeslice != NULL))
+            return bad_args();
+        if (timeslice && (strlen(timeslice) != 1 || timeslice[0] < '0' || timeslice[0] > '3'))
+            return bad_args();
+        if (timeslice)
+            set = timeslice[0] - '0';
+    }
 
     struct err e = {0};
     struct gpu_lib *lib _cleanup_(gpu_lib_freep) = NULL;
@@ -154,6 +243,8 @@ int simimg_smi_main(int argc, char **argv)
     }
     if (mode == RESET)
         return smi_reset(inv, id);
+    if (mode == POLICY)
+        return smi_compute_policy(inv, id, set);
     struct sbuf out _cleanup_sbuf_;
     sbuf_init(&out, SMI_OUT_LIMIT);
     if (mode == VERSION) {

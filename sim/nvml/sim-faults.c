@@ -32,6 +32,7 @@ void sim_gpu_driver_reload(struct sim_gpu_state *g)
         return; /* off the bus: the driver does not find it again */
     reinit(g);
     g->retired_pending = false;
+    g->timeslice = 0; /* the module's setting goes with it */
 }
 
 void sim_gpu_reboot(struct sim_gpu_state *g)
@@ -41,6 +42,7 @@ void sim_gpu_reboot(struct sim_gpu_state *g)
     reinit(g);
     g->retired_pending = false;
     g->mig_fail_in = 0;
+    g->timeslice = 0;
     /* MIG instances do not survive a reboot; the mode does */
     g->n_gi = 0;
     memset(g->gi, 0, sizeof(g->gi));

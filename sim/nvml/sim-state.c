@@ -143,6 +143,8 @@ static json_t *state_to_json(const struct sim_fleet *f, const struct sim_state *
                                           "replay", (json_int_t)g->nvlink_replay));
         if (g->throttle)
             json_object_set_new(last, "throttle", json_integer((json_int_t)g->throttle));
+        if (g->timeslice)
+            json_object_set_new(last, "timeslice", json_integer(g->timeslice));
     }
     json_t *procs = json_array();
     for (size_t i = 0; i < st->n_procs; i++) {
@@ -256,6 +258,7 @@ static int gpu_from_json(json_t *o, const char *ctx, struct sim_gpu_state *g, st
         (r = cfg_bool(o, "lost", ctx, false, &g->lost, e)) < 0 ||
         (r = get_u(o, "last_xid", ctx, UINT32_MAX, &g->last_xid, e)) < 0 ||
         (r = get_u(o, "mig_fail_in", ctx, UINT32_MAX, &g->mig_fail_in, e)) < 0 ||
+        (r = get_u(o, "timeslice", ctx, 3, &g->timeslice, e)) < 0 ||
         (r = cfg_bool(o, "mig_change_pending", ctx, false, &g->mig_change_pending, e)) < 0 ||
         (r = cfg_bool(o, "mig_reset_required", ctx, false, &g->mig_reset_required, e)) < 0 ||
         (r = load_from_json(o, ctx, &g->has_load, &g->load, e)) < 0)

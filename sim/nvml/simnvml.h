@@ -186,6 +186,9 @@ struct sim_gpu_state {
     /* `gpuop-sim set-load --gpu`: the load a process on this GPU drives, over the fleet's */
     bool has_load;
     struct sim_load load;
+    /* the compute time slice (`nvidia-smi compute-policy --set-timeslice`): 0 the driver's
+     * default, 1 short, 2 medium, 3 long; a driver reload and a reboot bring back the default */
+    unsigned timeslice;
     unsigned n_gi;
     struct sim_gi gi[SIM_GI_IDS]; /* sorted by id */
 };

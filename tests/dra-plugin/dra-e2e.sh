@@ -9,6 +9,8 @@
 #    unprepared when the pod ends;
 #  - a pod asking `nvidia.com/gpu: 1` is served through the DeviceClass's extendedResourceName;
 #  - a claim asking MPS sharing fails its prepare with the plugin's reason (no MPS daemon yet);
+#  - a claim two pods share with time-slicing (Long): the GPU's compute time slice set while it
+#    is prepared (nvidia-smi compute-policy -l), the default back after;
 #  - the plugin restarted between prepare and unprepare reads its checkpoint and unprepares the
 #    claim when the pod ends.
 # Needs root (namespaces, mknod); skips (77) saying so otherwise.
@@ -138,6 +140,8 @@ EOF
     k apply -f "$T/pod-$1.yaml" >/dev/null
 }
 phase() { k get pod "$1" -o jsonpath='{.status.phase}'; }
+# more claims unprepared than $n_unprep
+more_unprepared() { [ "$(grep -c 'claim unprepared' "$T/dra-plugin.log")" -gt "$n_unprep" ]; }
 is_phase() { [ "$(phase "$1")" = "$2" ]; }
 # the device the claim of pod $1 got
 allocated() {
@@ -202,6 +206,66 @@ wait_for 30 "the MPS claim refused with the plugin's reason" mps_event
 k delete pod mps --grace-period=0 >/dev/null 2>&1
 echo "ok: a claim asking MPS sharing is refused at prepare, saying why"
 
+# a claim two pods share with time-slicing (Long): the GPU's compute time slice set with the
+# driver's nvidia-smi while they run, the default back once the claim is unprepared
+smi() {
+    GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml \
+        GPUOP_SIM_STATE=$R/var/lib/gpuop-sim/nvml GPUOP_SIM_ROOT=$R "$B/sim-image-bin/nvidia-smi" "$@"
+}
+cat >"$T/ts.yaml" <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-ts, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+    config:
+    - opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}
+EOF
+for p in ts-a ts-b; do
+    cat >>"$T/ts.yaml" <<EOF
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $p, namespace: default}
+spec:
+  restartPolicy: Never
+  resourceClaims: [{name: gpu, resourceClaimName: shared-ts}]
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    env: [{name: SIM_WORKLOAD_SECONDS, value: "3"}]
+    resources: {claims: [{name: gpu}]}
+EOF
+done
+n_unprep=$(grep -c "claim unprepared" "$T/dra-plugin.log")
+k apply -f "$T/ts.yaml" >/dev/null || fail "apply the time-sliced claim and its pods"
+wait_for 30 "ts-a runs" is_phase ts-a Running
+wait_for 30 "ts-b runs" is_phase ts-b Running
+dev=$(k get resourceclaim shared-ts -o jsonpath='{.status.allocation.devices.results[0].device}')
+uuid=$(k get resourceslice $slice -o jsonpath="{.spec.devices[?(@.name==\"$dev\")].attributes.uuid.string}")
+[ -n "$uuid" ] || fail "the UUID of $dev"
+policy=$(smi compute-policy -l -i "$uuid") || fail "nvidia-smi compute-policy -l: $policy"
+grep -q "($uuid): timeslice LONG$" <<<"$policy" || fail "$dev's time slice while shared: $policy"
+others=$(smi compute-policy -l | grep -vc "timeslice DEFAULT$")
+[ "$others" = 1 ] || fail "GPUs other than $dev with a time slice set: $(smi compute-policy -l)"
+grep -q "time slice set claim=default/shared-ts gpu=$uuid interval=Long" "$T/dra-plugin.log" ||
+    fail "the plugin's log does not say it set the time slice"
+wait_for 30 "ts-a completes" is_phase ts-a Succeeded
+wait_for 30 "ts-b completes" is_phase ts-b Succeeded
+k delete pod ts-a ts-b --grace-period=0 >/dev/null 2>&1
+wait_for 20 "the shared claim unprepared" more_unprepared
+policy=$(smi compute-policy -l -i "$uuid")
+grep -q "($uuid): timeslice DEFAULT$" <<<"$policy" || fail "$dev's time slice after unprepare: $policy"
+echo "ok: a claim two pods share with time-slicing: $dev at the Long time slice while prepared, the default back after"
+
 # a restart between prepare and unprepare: the checkpoint carries the claim over
 pod hold claim 6 || fail "pod hold"
 wait_for 30 "hold runs" is_phase hold Running
@@ -214,7 +278,6 @@ n_unprep=$(grep -c "claim unprepared" "$T/dra-plugin.log")
 plugin
 wait_for -p "$PLUGIN_PID" 20 "the restarted plugin read its checkpoint" grep -q "checkpoint read.*claims=1" "$T/dra-plugin.log"
 wait_for 30 "hold completes" is_phase hold Succeeded
-more_unprepared() { [ "$(grep -c 'claim unprepared' "$T/dra-plugin.log")" -gt "$n_unprep" ]; }
 wait_for 20 "hold's claim unprepared after the restart" more_unprepared
 [ "$(claims)" = 0 ] || fail "the checkpoint keeps a claim: $(cat "$CKPT")"
 echo "ok: a restart between prepare and unprepare: the checkpoint read back, the claim unprepared"

@@ -967,6 +967,133 @@ static void test_claim_check(void **state)
     assert_non_null(strstr(e.msg, "claim ns/c: device gpu-1: MPS sharing is not served"));
 }
 
+/* ---- compute time slices --------------------------------------------------------------------- */
+
+/* A claim of whole GPUs and MIG devices: spec "0L 1- 2D m" is GPU-0 time-sliced Long, GPU-1
+ * without config, GPU-2 time-sliced Default, a MIG device on GPU-0 (S: time-sliced). */
+static struct dra_claim *ts_claim(const char *uid, const char *spec)
+{
+    struct dra_claim *c = xcalloc(1, sizeof(*c));
+    strlcpy_s(c->ref.uid, uid, sizeof(c->ref.uid));
+    strlcpy_s(c->ref.ns, "ns", sizeof(c->ref.ns));
+    strlcpy_s(c->ref.name, uid, sizeof(c->ref.name));
+    c->devices = xcalloc(8, sizeof(*c->devices));
+    for (const char *p = spec; *p; p++) {
+        if (*p == ' ')
+            continue;
+        struct dra_prepared_device *d = &c->devices[c->n_devices++];
+        char how;
+        if (*p == 'm') {
+            d->type = DRA_MIG;
+            snprintf(d->uuid, sizeof(d->uuid), "MIG-0");
+            snprintf(d->parent_uuid, sizeof(d->parent_uuid), "GPU-0");
+            how = *++p;
+        } else {
+            d->type = DRA_GPU;
+            snprintf(d->uuid, sizeof(d->uuid), "GPU-%c", *p);
+            how = *++p;
+        }
+        static const char kinds[] = "DSML";
+        const char *k = strchr(kinds, how);
+        if (how != '-' && k) {
+            d->sharing.strategy = DRA_SHARE_TIME_SLICING;
+            d->sharing.interval = (enum dra_interval)(k - kinds);
+        }
+    }
+    return c;
+}
+
+/* The plan as "GPU-0=L GPU-2=D". */
+static void ts_text(const struct dra_timeslice *ts, size_t n, char *buf, size_t len)
+{
+    buf[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s=%c", i ? " " : "", ts[i].uuid, "DSML"[ts[i].interval]);
+    }
+}
+
+static void test_timeslices(void **state)
+{
+    (void)state;
+    assert_int_equal(dra_interval_smi(DRA_INTERVAL_DEFAULT), 0);
+    assert_int_equal(dra_interval_smi(DRA_INTERVAL_SHORT), 1);
+    assert_int_equal(dra_interval_smi(DRA_INTERVAL_MEDIUM), 2);
+    assert_int_equal(dra_interval_smi(DRA_INTERVAL_LONG), 3);
+    static const struct {
+        const char *claim;  /* the claim prepared or unprepared */
+        const char *others; /* other prepared claims, ';' between them, in the order prepared */
+        const char *prepare, *unprepare;
+    } cases[] = {
+        /* no config, a MIG device (no interval): nothing set, nothing set back */
+        {"0- m-", "", "", ""},
+        {"0L", "", "GPU-0=L", "GPU-0=D"},
+        /* Default asked explicitly: set (a GPU left at another goes back), nothing to undo */
+        {"0D", "", "GPU-0=D", ""},
+        {"0L 1- 2S mS", "", "GPU-0=L GPU-2=S", "GPU-0=D GPU-2=D"},
+        /* another claim holds the GPU with its own interval: that one back, not Default */
+        {"0L", "0M", "GPU-0=L", "GPU-0=M"},
+        {"0M", "0M", "GPU-0=M", ""},
+        /* ... the last prepared of them wins; one without config asks nothing */
+        {"0L", "0S;0M;0-", "GPU-0=L", "GPU-0=M"},
+        {"0L", "0-", "GPU-0=L", "GPU-0=D"},
+        /* other GPUs' claims do not matter */
+        {"0L 1S", "1L;2M", "GPU-0=L GPU-1=S", "GPU-0=D GPU-1=L"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct dra_claim *c = ts_claim("self", cases[i].claim);
+        struct dra_claims cs = {0};
+        struct err e = {0};
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", cases[i].others);
+        char *save = NULL;
+        int k = 0;
+        for (char *o = strtok_r(buf, ";", &save); o; o = strtok_r(NULL, ";", &save)) {
+            char uid[32];
+            snprintf(uid, sizeof(uid), "other-%d", k++);
+            struct dra_claim *oc = ts_claim(uid, o);
+            assert_int_equal(dra_claims_put(&cs, oc, &e), 0);
+        }
+        /* the claim among the prepared ones (as on unprepare; here a copy with its UID) changes
+         * nothing */
+        struct dra_claim *self = ts_claim("self", cases[i].claim);
+        assert_int_equal(dra_claims_put(&cs, self, &e), 0);
+        struct dra_timeslice ts[8];
+        char got[256];
+        ts_text(ts, dra_timeslice_prepare_plan(c, ts), got, sizeof(got));
+        if (strcmp(got, cases[i].prepare) != 0)
+            fail_msg("case %zu prepare: want \"%s\", got \"%s\"", i, cases[i].prepare, got);
+        ts_text(ts, dra_timeslice_unprepare_plan(c, &cs, ts), got, sizeof(got));
+        if (strcmp(got, cases[i].unprepare) != 0)
+            fail_msg("case %zu unprepare: want \"%s\", got \"%s\"", i, cases[i].unprepare, got);
+        dra_claims_clear(&cs);
+        dra_claim_free(c);
+    }
+
+    /* from a claim the plan made: a class's TimeSlicing Short on a GPU, none on a MIG device */
+    struct gpu_inventory *inv = inv_new(2);
+    a100_mig(&inv->gpus[1]);
+    struct dra_model_input in = {.inv = inv};
+    struct err e = {0};
+    _cleanup_(dra_model_freep) struct dra_model *m = NULL;
+    assert_int_equal(dra_model_build(&in, &m, &e), 0);
+    struct dra_claim_ref ref = {.uid = "uid-1", .ns = "ns", .name = "c"};
+    json_t *cj = claim_json(
+        "uid-1", "[" RESULT("gpu", "gpu-0") "," RESULT("mig", "gpu-1-mig-1g10gb-19-6") "]",
+        "[" TS_CONFIG("FromClass", "[\"gpu\"]") "]");
+    struct dra_claim *c = NULL;
+    assert_int_equal(dra_claim_plan(m, "node-a", &ref, cj, &c, &e), 0);
+    struct dra_timeslice ts[DRA_CLAIM_DEVICES_MAX];
+    assert_int_equal(dra_timeslice_prepare_plan(c, ts), 1);
+    assert_string_equal(ts[0].uuid, inv->gpus[0].uuid);
+    assert_int_equal(ts[0].interval, DRA_INTERVAL_SHORT);
+    assert_int_equal(dra_timeslice_unprepare_plan(c, NULL, ts), 1);
+    assert_int_equal(ts[0].interval, DRA_INTERVAL_DEFAULT);
+    dra_claim_free(c);
+    json_decref(cj);
+    inv_free(inv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -976,7 +1103,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint),  cmocka_unit_test(test_withdrawn),
         cmocka_unit_test(test_flags),       cmocka_unit_test(test_faults),
         cmocka_unit_test(test_api_objects), cmocka_unit_test(test_mig_on_demand),
-        cmocka_unit_test(test_claim_check),
+        cmocka_unit_test(test_claim_check), cmocka_unit_test(test_timeslices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,51 @@ static void test_driver_ref(void **state)
         assert_int_equal(simimg_driver_ref_parse(bad[i].image, bad[i].env, &r, &e), -EINVAL);
         assert_non_null(strstr(err_msg(&e), bad[i].msg));
     }
+
+    /* NVIDIA's precompiled tag <branch>-<kernel>-<os>: the kernel, the branch completed with the
+     * fleet's driver of that branch or DRIVER_VERSION's */
+    static const struct {
+        const char *image, *env, *fleet, *kernel, *os, *version, *msg;
+    } pre[] = {
+        {"nvcr.io/nvidia/driver:595-5.15.0-69-generic-ubuntu22.04", NULL, "595.91.07",
+         "5.15.0-69-generic", "ubuntu22.04", "595.91.07", NULL},
+        {"nvcr.io/nvidia/driver:535-5.14.0-427.13.1.el9_4.x86_64-rhel9.4", NULL, "535.216.03",
+         "5.14.0-427.13.1.el9_4.x86_64", "rhel9.4", "535.216.03", NULL},
+        {"nvcr.io/nvidia/driver:550-6.8.0-1014-nvidia-ubuntu24.04@sha256:00", "550.144.03",
+         "550.127.05", "6.8.0-1014-nvidia", "ubuntu24.04", "550.144.03", NULL},
+        /* not precompiled: a full version, or a branch with only an OS */
+        {"nvcr.io/nvidia/driver:550.127.05-ubuntu22.04", NULL, "570.86.15", "", "ubuntu22.04",
+         "550.127.05", NULL},
+        {"nvcr.io/nvidia/driver:550-ubuntu22.04", "550.127.05", NULL, "", "ubuntu22.04",
+         "550.127.05", NULL},
+        /* refused */
+        {"nvcr.io/nvidia/driver:595-5.15.0-69-generic-ubuntu22.04", NULL, "570.86.15", NULL, NULL,
+         NULL, "names driver branch 595 only, and the simulated node's driver (570.86.15)"},
+        {"nvcr.io/nvidia/driver:595-5.15.0-69-generic-ubuntu22.04", NULL, NULL, NULL, NULL, NULL,
+         "set DRIVER_VERSION"},
+        {"nvcr.io/nvidia/driver:59-5.15.0-69-generic-ubuntu22.04", NULL, "595.91.07", NULL, NULL,
+         NULL, "names driver branch 59 only"},
+        {"nvcr.io/nvidia/driver:595-5.15.0-69-generic-ubuntu22.04", "570.86.15", NULL, NULL, NULL,
+         NULL, "DRIVER_VERSION \"570.86.15\" is not of branch 595"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(pre); i++) {
+        struct simimg_driver_ref r;
+        struct err e = {0};
+        int rc = simimg_driver_ref_parse(pre[i].image, pre[i].env, &r, &e);
+        if (rc == 0)
+            rc = simimg_driver_ref_complete(&r, pre[i].fleet, &e);
+        if (pre[i].msg) {
+            if (rc != -EINVAL || !strstr(err_msg(&e), pre[i].msg))
+                fail_msg("precompiled %zu: want \"%s\", got %d: %s", i, pre[i].msg, rc,
+                         err_msg(&e));
+            continue;
+        }
+        if (rc != 0)
+            fail_msg("precompiled %zu: %s", i, err_msg(&e));
+        assert_string_equal(r.kernel, pre[i].kernel);
+        assert_string_equal(r.os, pre[i].os);
+        assert_string_equal(r.version, pre[i].version);
+    }
 }
 
 static void test_kernel_and_proc_version(void **state)

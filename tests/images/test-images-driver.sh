@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The simulated driver container end to end on a node root: no driver, then `nvidia-driver init`
 # builds for SIM_DRIVER_BUILD_SECONDS, loads and lays out the driver root; nvidia-smi works
-# through it; SIGTERM while a CUDA workload holds a GPU is refused as rmmod refuses and the
+# through it (its compute-policy time slices set and listed per GPU);
+# SIGTERM while a CUDA workload holds a GPU is refused as rmmod refuses and the
 # driver stays; a restarted container unloads and reloads; SIGTERM without a workload unloads.
 . "$(dirname "$0")/lib.sh"
 
@@ -57,6 +58,29 @@ grep -q "^GPU 3: NVIDIA L4 (UUID: GPU-" "$T/smi2.log" || fail "nvidia-smi -L: $(
 "$BIN/nvidia-smi" --version | grep -qx "NVML version        : 550.127" || fail "nvidia-smi --version"
 out=$("$BIN/nvidia-smi" --query-gpu=driver_version --format=csv,noheader | sort -u)
 [ "$out" = 550.127.05 ] || fail "--query-gpu=driver_version: $out"
+
+# compute-policy: the GPUs' time slice set (one GPU or all) and listed back from the fleet's state
+"$BIN/nvidia-smi" compute-policy -l >"$T/cp0.log" || fail "compute-policy -l: $(cat "$T/cp0.log")"
+[ "$(grep -c ": timeslice DEFAULT$" "$T/cp0.log")" = 4 ] || fail "the default time slices: $(cat "$T/cp0.log")"
+uuid1=$("$BIN/nvidia-smi" -L | sed -n 's/^GPU 1: .*(UUID: \(GPU-[^)]*\))$/\1/p')
+[ -n "$uuid1" ] || fail "GPU 1's UUID"
+"$BIN/nvidia-smi" compute-policy -i "$uuid1" --set-timeslice 3 >/dev/null || fail "--set-timeslice 3"
+"$BIN/nvidia-smi" compute-policy -l -i 1 | grep -qx "GPU 1 ($uuid1): timeslice LONG" ||
+    fail "GPU 1 after --set-timeslice 3: $("$BIN/nvidia-smi" compute-policy -l)"
+[ "$("$BIN/nvidia-smi" compute-policy -l | grep -c ": timeslice DEFAULT$")" = 3 ] ||
+    fail "the other GPUs changed: $("$BIN/nvidia-smi" compute-policy -l)"
+"$BIN/nvidia-smi" compute-policy --set-timeslice=1 >/dev/null || fail "--set-timeslice=1 (all)"
+[ "$("$BIN/nvidia-smi" compute-policy -l | grep -c ": timeslice SHORT$")" = 4 ] ||
+    fail "every GPU short: $("$BIN/nvidia-smi" compute-policy -l)"
+for bad in "--set-timeslice 4" "--set-timeslice" "-l --set-timeslice 1" "" "--bogus"; do
+    # shellcheck disable=SC2086
+    "$BIN/nvidia-smi" compute-policy $bad >/dev/null 2>&1
+    rc=$?
+    [ $rc = 2 ] || fail "compute-policy $bad exited $rc, not 2"
+done
+"$BIN/nvidia-smi" compute-policy -i GPU-nope --set-timeslice 2 >/dev/null
+[ $? = 6 ] || fail "compute-policy on an unknown GPU did not exit 6"
+"$BIN/nvidia-smi" compute-policy --set-timeslice 0 >/dev/null || fail "--set-timeslice 0"
 
 # a workload on GPU 1: the unload is refused, the driver stays, the GPUs keep working
 SIM_WORKLOAD_SECONDS=30 NVIDIA_VISIBLE_DEVICES=1 bg sample "$BIN/cuda-sample"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plugin's shell, shared by its files: dra-plugin-main.c (the component), dra-node.c (NVML,
- * publication, the node's CDI spec, health) and dra-serve.c (the kubelet's services).
+ * publication, the node's CDI spec, health), dra-serve.c (the kubelet's services) and
+ * dra-smi.c (the GPUs' time slice through the driver's nvidia-smi).
  *
  * Threads: the component's own (publication every --resync), the health thread, the DRA
  * server's loop (prepare, unprepare) and the registration server's loop. plugin.mu guards the
@@ -56,6 +57,12 @@ void dra_resync(struct dra_plugin *pl, struct kube_client *kc);
 /* The node's CDI spec written again when it changed (pl->mu held or not). */
 void dra_cdi_base_write(struct dra_plugin *pl);
 void *dra_health_main(void *arg);
+
+/* dra-smi.c */
+/* Sets the GPUs' compute time slice for claim c with the driver root's nvidia-smi (pl->f read
+ * only); the first failure is the error, naming the claim and the GPU. */
+int dra_timeslices_apply(const struct dra_plugin *pl, const struct dra_claim *c,
+                         const struct dra_timeslice *ts, size_t n, struct err *e);
 
 /* dra-serve.c */
 int dra_checkpoint_save(struct dra_plugin *pl, struct err *e);

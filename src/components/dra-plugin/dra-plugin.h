@@ -23,6 +23,9 @@
  *   dra_flags           the flags (one option table) and their checks.
  *   dra_mig_*_plan      with partitionable devices, which MIG slices a claim's prepare makes or
  *                       adopts (resuming after a restart) and which its unprepare destroys.
+ *   dra_timeslice_*     which GPUs' compute time slice a claim's prepare sets (its TimeSlicing
+ *                       interval) and its unprepare sets back (Default, or what the claims still
+ *                       holding the GPU ask).
  *
  * The shell (dra-plugin-main.c: the component; dra-node.c: NVML, publication, CDI, health;
  * dra-serve.c: the kubelet's DRA and plugin-registration services) reads the world, calls the
@@ -323,9 +326,8 @@ struct dra_cdi_paths {
 /* The claim's CDI spec (JSON, malloc'ed): one device per prepared device, with the sharing
  * edits: MPS's client environment (pipe folder, active thread percentage, pinned memory limits
  * of the claim's devices, numbered in the order of their PCI bus, which CUDA_DEVICE_ORDER pins)
- * and the pipe folder mounted. Time-slicing has no edit (NVML has no call that sets the
- * interval; it is validated and kept in the checkpoint). NULL (*ret) when the claim has no
- * edits. */
+ * and the pipe folder mounted. Time-slicing has no edit (its interval is the GPU's, set with
+ * nvidia-smi: dra_timeslice_prepare_plan). NULL (*ret) when the claim has no edits. */
 int dra_claim_cdi_spec(const struct dra_claim *c, const struct dra_cdi_paths *paths, char **ret,
                        struct err *e);
 
@@ -346,6 +348,29 @@ struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *re
 /* What the plugin refuses to prepare, with the reason the kubelet shows on the pod: MPS sharing
  * (its control daemon is not run by this plugin). */
 int dra_claim_check(const struct dra_claim *c, struct err *e);
+
+/* ---- compute time slices ---------------------------------------------------------------------
+ */
+
+/* A GPU's compute time slice to set (`nvidia-smi compute-policy -i <uuid> --set-timeslice N`). */
+struct dra_timeslice {
+    char uuid[GPU_UUID_MAX];
+    enum dra_interval interval;
+};
+/* nvidia-smi's value for an interval: Default 0, Short 1, Medium 2, Long 3. */
+unsigned dra_interval_smi(enum dra_interval i);
+
+/* What prepare sets for claim c (c->n_devices entries in ret): each whole GPU with a
+ * TimeSlicing config gets its interval, Default included (a GPU left at another is set back).
+ * A GPU without one keeps what it has; MIG devices have no interval (a MigDeviceConfig has no
+ * time-slicing settings). Returns the count. */
+size_t dra_timeslice_prepare_plan(const struct dra_claim *c, struct dra_timeslice *ret);
+/* What unprepare sets back for claim c (c->n_devices entries in ret): each whole GPU whose
+ * interval c's prepare set gets the interval the other claims of cs holding that GPU ask (the
+ * last prepared of them with a TimeSlicing config), Default when none asks one; nothing where
+ * that is the interval c set. c itself in cs is ignored. Returns the count. */
+size_t dra_timeslice_unprepare_plan(const struct dra_claim *c, const struct dra_claims *cs,
+                                    struct dra_timeslice *ret);
 
 /* ---- MIG slices made on demand (partitionable devices) ----------------------------------------
  */

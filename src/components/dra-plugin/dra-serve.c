@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plugin's shell (dra-plugin-internal.h): the kubelet's DRA service (prepare, unprepare:
- * the core's plans executed, MIG slices made and destroyed through NVML, CDI specs and the
- * checkpoint written) and the plugin-registration service.
+ * the core's plans executed, MIG slices made and destroyed through NVML, time slices set with
+ * nvidia-smi, CDI specs and the checkpoint written) and the plugin-registration service.
  */
+#include <assert.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -171,6 +172,7 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
         return 0;
     }
     bool resumed = c != NULL;
+    struct dra_timeslice ts[DRA_CLAIM_DEVICES_MAX];
     int r;
     if (!c) {
         if (!pl->view.model)
@@ -188,14 +190,20 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
             dra_claim_free(c);
             return r;
         }
-        /* on disk as started before a slice is made: a restart resumes it or rolls it back */
-        if (has_dynamic(c) && (r = dra_checkpoint_save(pl, e)) < 0) {
+        assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's bound */
+        /* on disk as started before a slice is made or a time slice set: a restart resumes it
+         * or rolls it back */
+        if ((has_dynamic(c) || dra_timeslice_prepare_plan(c, ts) > 0) &&
+            (r = dra_checkpoint_save(pl, e)) < 0) {
             dra_claim_free(dra_claims_take(&pl->claims, ref->uid));
             return err_prefix(e, "checkpoint");
         }
     }
     if ((r = make_slices(pl, c, resumed, e)) < 0)
         return r; /* kept as started: the kubelet's next prepare resumes, its unprepare cleans */
+    assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's and the checkpoint's bound */
+    if ((r = dra_timeslices_apply(pl, c, ts, dra_timeslice_prepare_plan(c, ts), e)) < 0)
+        return r; /* kept as started, as above */
     if (dra_claim_has_edits(c)) {
         /* the claim's own CDI devices (none today: MPS is refused) */
         struct dra_cdi_paths paths = {.mps_root = NULL};
@@ -300,7 +308,11 @@ static void on_unprepare(struct grpc_call *call, const ProtobufCMessage *req, vo
         if (!c)
             continue;
         struct err e = {0};
-        if (destroy_slices(pl, c, &e) < 0) {
+        struct dra_timeslice ts[DRA_CLAIM_DEVICES_MAX];
+        assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's and the checkpoint's bound */
+        if (destroy_slices(pl, c, &e) < 0 ||
+            dra_timeslices_apply(pl, c, ts, dra_timeslice_unprepare_plan(c, &pl->claims, ts), &e) <
+                0) {
             /* kept: the next unprepare tries again */
             errors[i] = xstrdup(err_msg(&e));
             ones[i].error = errors[i];
