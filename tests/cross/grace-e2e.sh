@@ -9,8 +9,8 @@
 # Needs root (namespaces, a bridge); skips (77) saying so otherwise.
 set -uo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
-start_kubesim --api-ip 198.18.254.1
-start_kubelet_sim "$S/sim/clusters/grace.yaml" 2 --bridge klgrace0 --subnet 198.18.201.0/24
+start_kubesim --api-ip 198.18.255.59
+start_kubelet_sim "$S/sim/clusters/grace.yaml" 2 --bridge klgrace0 --subnet 198.18.246.0/24
 for n in gh200-1 gb200-1; do
     is_label $n kubernetes.io/arch arm64 || fail "$n: kubernetes.io/arch is not arm64"
     [ "$(k get node $n -o jsonpath='{.status.nodeInfo.architecture}')" = arm64 ] ||
