@@ -36,23 +36,7 @@ start_kubelet_sim "$T/cluster.yaml" 1 --bridge kldrae0 --subnet 198.18.236.0/24
 
 # the driver, as its container loads it (device nodes under /run/nvidia/driver)
 cat >"$T/driver.yaml" <<EOF
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: nvidia-driver, namespace: default}
-spec:
-  selector: {matchLabels: {app: nvidia-driver}}
-  template:
-    metadata: {labels: {app: nvidia-driver}}
-    spec:
-      containers:
-      - name: nvidia-driver-ctr
-        image: nvcr.io/nvidia/driver:570.86.15-ubuntu22.04
-        command: [nvidia-driver]
-        args: [init]
-        env: [{name: SIM_DRIVER_BUILD_SECONDS, value: "0.2"}]
-        securityContext: {privileged: true}
-        volumeMounts: [{name: run-nvidia, mountPath: /run/nvidia}]
-      volumes: [{name: run-nvidia, hostPath: {path: /run/nvidia, type: DirectoryOrCreate}}]
+$(sim_driver_ds default 570.86.15)
 ---
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass

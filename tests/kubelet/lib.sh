@@ -22,6 +22,30 @@ ready_validators() {
         grep -c '=True'
 }
 
+# sim_driver_ds NAMESPACE VERSION: the YAML of a DaemonSet running the simulated driver
+# container (sim/images: it loads VERSION's driver on each node, device nodes under /run/nvidia)
+sim_driver_ds() {
+    cat <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nvidia-driver, namespace: $1}
+spec:
+  selector: {matchLabels: {app: nvidia-driver}}
+  template:
+    metadata: {labels: {app: nvidia-driver}}
+    spec:
+      containers:
+      - name: nvidia-driver-ctr
+        image: nvcr.io/nvidia/driver:$2-ubuntu22.04
+        command: [nvidia-driver]
+        args: [init]
+        env: [{name: SIM_DRIVER_BUILD_SECONDS, value: "0.2"}]
+        securityContext: {privileged: true}
+        volumeMounts: [{name: run-nvidia, mountPath: /run/nvidia}]
+      volumes: [{name: run-nvidia, hostPath: {path: /run/nvidia, type: DirectoryOrCreate}}]
+EOF
+}
+
 # kl_start_cluster API_IP CLUSTER BRIDGE SUBNET NODES: kubesim with TLS on API_IP with the
 # operator's RBAC loaded, kubelet-sim with CLUSTER's NODES nodes, then the CRDs.
 kl_start_cluster() {

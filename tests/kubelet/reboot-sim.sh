@@ -35,23 +35,7 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: gpu-rb}
 ---
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: nvidia-driver, namespace: gpu-rb}
-spec:
-  selector: {matchLabels: {app: nvidia-driver}}
-  template:
-    metadata: {labels: {app: nvidia-driver}}
-    spec:
-      containers:
-      - name: nvidia-driver-ctr
-        image: nvcr.io/nvidia/driver:570.86.15-ubuntu22.04
-        command: [nvidia-driver]
-        args: [init]
-        env: [{name: SIM_DRIVER_BUILD_SECONDS, value: "0.2"}]
-        securityContext: {privileged: true}
-        volumeMounts: [{name: run-nvidia, mountPath: /run/nvidia}]
-      volumes: [{name: run-nvidia, hostPath: {path: /run/nvidia, type: DirectoryOrCreate}}]
+$(sim_driver_ds gpu-rb 570.86.15)
 ---
 apiVersion: apps/v1
 kind: DaemonSet
