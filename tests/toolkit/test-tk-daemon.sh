@@ -177,7 +177,9 @@ if poll 30 eval '[ -f "$A/run/nvidia/validations/.toolkit-ctr-ready" ]'; then
         >>"$A/etc/site/containerd.toml"
     poll 20 eval 'grep -q mirror.example.com "$A/etc/containerd/conf.d/99-nvidia.toml"' ||
         fail "admin: the drop-in does not follow the administrator's edit: $(tail -3 "$WORK/log")"
-    grep -q 'runtime config followed an edit' "$WORK/log" || fail "admin: the follow is not logged"
+    # the drop-in is written before the line is logged: wait for the line too
+    poll 10 eval 'grep -q "runtime config followed an edit" "$WORK/log"' ||
+        fail "admin: the follow is not logged: $(tail -3 "$WORK/log")"
 else
     fail "admin: no marker: $(cat "$WORK/log")"
 fi
