@@ -36,9 +36,6 @@ typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse Prepa
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest UnprepareReq;
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse UnprepareResp;
 
-static const struct kube_resource KL_RESOURCECLAIMS = {"resource.k8s.io", "v1", "resourceclaims",
-                                                       "ResourceClaim", true};
-
 struct kl_dra {
     char *root, *node_name;
     char *registry; /* <root>/var/lib/kubelet/plugins_registry */
@@ -395,7 +392,7 @@ int kl_dra_prepare(struct kl_dra *d, const json_t *pod, struct err *e)
     json_array_foreach (list, i, ent) {
         const char *name = kobj_str(ent, "claim");
         json_t *claim = NULL;
-        if ((r = kube_get(d->kc, &KL_RESOURCECLAIMS, ns, name, &claim, e)) < 0) {
+        if ((r = kube_get(d->kc, &KUBE_RESOURCECLAIMS, ns, name, &claim, e)) < 0) {
             err_prefix(e, "failed to fetch ResourceClaim %s referenced by pod %s", name,
                        kobj_name(pod) ?: "");
             break;

@@ -11,9 +11,6 @@
 #include "kobj.h"
 #include "nvcdi.h"
 
-static const struct kube_resource RESOURCE_SLICES = {"resource.k8s.io", "v1", "resourceslices",
-                                                     "ResourceSlice", false};
-
 /* The PCIe root complex of a GPU: the "pci<domain>:<bus>" folder its sysfs device resolves
  * under; "" when unknown. */
 static void pcie_root_of(const char *bus_id, char *buf, size_t n)
@@ -103,7 +100,7 @@ static int publish(struct dra_plugin *pl, struct kube_client *kc, const struct d
         return r;
     _cleanup_free_ char *sel = xasprintf("gpuop.dev/dra-node=%s", pl->f->node_name);
     struct kube_list_opts lo = {.label_selector = sel};
-    if ((r = kube_list(kc, &RESOURCE_SLICES, NULL, &lo, &list, e)) < 0) {
+    if ((r = kube_list(kc, &KUBE_RESOURCESLICES, NULL, &lo, &list, e)) < 0) {
         json_decref(desired);
         return err_prefix(e, "ResourceSlices");
     }
@@ -119,15 +116,15 @@ static int publish(struct dra_plugin *pl, struct kube_client *kc, const struct d
     if (r < 0)
         return r;
     json_array_foreach (p.create, i, v) {
-        if ((r = kube_create(kc, &RESOURCE_SLICES, NULL, v, NULL, e)) < 0)
+        if ((r = kube_create(kc, &KUBE_RESOURCESLICES, NULL, v, NULL, e)) < 0)
             goto out;
     }
     json_array_foreach (p.update, i, v) {
-        if ((r = kube_update(kc, &RESOURCE_SLICES, NULL, v, NULL, e)) < 0)
+        if ((r = kube_update(kc, &KUBE_RESOURCESLICES, NULL, v, NULL, e)) < 0)
             goto out;
     }
     json_array_foreach (p.remove, i, v) {
-        if ((r = kube_delete(kc, &RESOURCE_SLICES, NULL, json_string_value(v), NULL, e)) < 0 &&
+        if ((r = kube_delete(kc, &KUBE_RESOURCESLICES, NULL, json_string_value(v), NULL, e)) < 0 &&
             r != -ENOENT)
             goto out;
         r = 0;

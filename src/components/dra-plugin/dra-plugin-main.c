@@ -16,9 +16,6 @@
 
 #define CHECKPOINT_FILE "checkpoint.json"
 
-static const struct kube_resource RESOURCE_CLAIMS = {"resource.k8s.io", "v1", "resourceclaims",
-                                                     "ResourceClaim", true};
-
 /* ---- `gpuop dra-plugin slices` -----------------------------------------------------------------
  */
 
@@ -108,7 +105,7 @@ static int dra_run(struct svc *s, struct err *e)
     }
     health_started = true;
     struct kube_informer_opts io = {.project = dra_claim_project};
-    if ((r = kube_informer_new(kc, &RESOURCE_CLAIMS, &io, &pl.claims_inf, e)) < 0)
+    if ((r = kube_informer_new(kc, &KUBE_RESOURCECLAIMS, &io, &pl.claims_inf, e)) < 0)
         goto out;
     dra_resync(&pl, kc);
 

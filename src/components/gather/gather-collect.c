@@ -12,9 +12,6 @@
 #define COMPONENT GATHER_COMPONENT
 #define MAX_LOGS  4096 /* container logs one bundle reads */
 
-static const struct kube_resource RES_RESOURCEQUOTAS = {"", "v1", "resourcequotas", "ResourceQuota",
-                                                        true};
-
 /* An API call's failure: said in the index; one that says the API server cannot be used at all
  * makes every later call a "not read" instead of another wait. */
 void gather_run_failed(struct gather_run *r, const char *what, const struct err *ee, bool optional)
@@ -198,7 +195,7 @@ static int collect_status(struct gather_run *r, struct err *e)
     _cleanup_(json_decrefp) json_t *pods =
         list_items(r, &KUBE_PODS, NULL, NULL, "status.json: pods (every namespace)", false);
     _cleanup_(json_decrefp) json_t *quotas =
-        list_items(r, &RES_RESOURCEQUOTAS, NULL, NULL, "status.json: resourcequotas", false);
+        list_items(r, &KUBE_RESOURCEQUOTAS, NULL, NULL, "status.json: resourcequotas", false);
     struct gather_status_in in = {.policies = r->policies,
                                   .drivers = r->drivers,
                                   .nodes = r->nodes,

@@ -10,32 +10,13 @@
 #include "gather.h"
 #include "kobj.h"
 
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
-                                                       "NVIDIADriver", false};
-static const struct kube_resource RES_POOLS = {"upgrade.gpuop.dev", "v1alpha1",
-                                               "driverupgradepools", "DriverUpgradePool", false};
-static const struct kube_resource RES_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1",
-                                                      "clusterroles", "ClusterRole", false};
-static const struct kube_resource RES_CLUSTERROLEBINDINGS = {
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
-static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role",
-                                               true};
-static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
-                                                      "rolebindings", "RoleBinding", true};
-static const struct kube_resource RES_SERVICEMONITORS = {"monitoring.coreos.com", "v1",
-                                                         "servicemonitors", "ServiceMonitor", true};
-static const struct kube_resource RES_PROMETHEUSRULES = {"monitoring.coreos.com", "v1",
-                                                         "prometheusrules", "PrometheusRule", true};
-
 const struct gather_source gather_sources[] = {
-    {&RES_CLUSTERPOLICIES, "clusterpolicies", GATHER_ALL, true},
-    {&RES_NVIDIADRIVERS, "nvidiadrivers", GATHER_ALL, true},
-    {&RES_POOLS, "driverupgradepools", GATHER_ALL, true},
+    {&KUBE_CLUSTERPOLICIES, "clusterpolicies", GATHER_ALL, true},
+    {&KUBE_NVIDIADRIVERS, "nvidiadrivers", GATHER_ALL, true},
+    {&KUBE_DRIVERUPGRADEPOOLS, "driverupgradepools", GATHER_ALL, true},
     {&KUBE_CRDS, "customresourcedefinitions", GATHER_GPUOP, false},
-    {&RES_CLUSTERROLES, "clusterroles", GATHER_GPUOP, false},
-    {&RES_CLUSTERROLEBINDINGS, "clusterrolebindings", GATHER_GPUOP, false},
+    {&KUBE_CLUSTERROLES, "clusterroles", GATHER_GPUOP, false},
+    {&KUBE_CLUSTERROLEBINDINGS, "clusterrolebindings", GATHER_GPUOP, false},
     {&KUBE_RUNTIMECLASSES, "runtimeclasses", GATHER_GPUOP, false},
     {&KUBE_DEPLOYMENTS, "deployments", GATHER_ALL, false},
     {&KUBE_DAEMONSETS, "daemonsets", GATHER_ALL, false},
@@ -43,12 +24,12 @@ const struct gather_source gather_sources[] = {
     {&KUBE_CONFIGMAPS, "configmaps", GATHER_ALL, false},
     {&KUBE_SERVICES, "services", GATHER_ALL, false},
     {&KUBE_SERVICEACCOUNTS, "serviceaccounts", GATHER_ALL, false},
-    {&RES_ROLES, "roles", GATHER_ALL, false},
-    {&RES_ROLEBINDINGS, "rolebindings", GATHER_ALL, false},
+    {&KUBE_ROLES, "roles", GATHER_ALL, false},
+    {&KUBE_ROLEBINDINGS, "rolebindings", GATHER_ALL, false},
     {&KUBE_LEASES, "leases", GATHER_ALL, false},
     {&KUBE_PDBS, "poddisruptionbudgets", GATHER_ALL, false},
-    {&RES_SERVICEMONITORS, "servicemonitors", GATHER_ALL, true},
-    {&RES_PROMETHEUSRULES, "prometheusrules", GATHER_ALL, true},
+    {&KUBE_SERVICEMONITORS, "servicemonitors", GATHER_ALL, true},
+    {&KUBE_PROMETHEUSRULES, "prometheusrules", GATHER_ALL, true},
     {0},
 };
 

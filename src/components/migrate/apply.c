@@ -98,9 +98,6 @@ int mig_wait_surge(struct svc *s, struct kube_client *kc, const struct mig_optio
     }
 }
 
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-
 static int list_items(struct kube_client *kc, const struct kube_resource *res, const char *ns,
                       json_t **ret, struct err *e)
 {
@@ -121,7 +118,7 @@ static int roll_step(struct kube_client *kc, const struct mig_options *m, bool *
     if ((r = list_items(kc, &KUBE_PODS, m->ns, &pods, e)) < 0 ||
         (r = list_items(kc, &KUBE_DAEMONSETS, m->ns, &dss, e)) < 0 ||
         (r = list_items(kc, &KUBE_NODES, NULL, &nodes, e)) < 0 ||
-        (r = list_items(kc, &RES_CLUSTERPOLICIES, NULL, &cps, e)) < 0)
+        (r = list_items(kc, &KUBE_CLUSTERPOLICIES, NULL, &cps, e)) < 0)
         return r;
     long long max = m->max_unavailable;
     if (max == 0 && json_array_size(cps) == 1 &&

@@ -8,34 +8,23 @@
 #include "migrate.h"
 #include "upgrade.h"
 
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role",
-                                               true};
-static const struct kube_resource RES_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1",
-                                                      "rolebindings", "RoleBinding", true};
-static const struct kube_resource RES_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1",
-                                                      "clusterroles", "ClusterRole", false};
-static const struct kube_resource RES_CLUSTERROLEBINDINGS = {
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
-
 #define L(m) offsetof(struct mig_lists, m)
 const struct mig_read mig_reads[] = {
     {&KUBE_DEPLOYMENTS, NULL, L(deployments)},
-    {&RES_CLUSTERPOLICIES, NULL, L(policies)},
+    {&KUBE_CLUSTERPOLICIES, NULL, L(policies)},
     {&KUBE_NODES, NULL, L(nodes)},
     {&KUBE_PODS, NULL, L(pods)},
     {&KUBE_SECRETS, "owner=helm", L(releases)},
     /* what the takeover looks at (adopt_input.objects) */
     {&KUBE_DAEMONSETS, NULL, L(objects)},
     {&KUBE_SERVICEACCOUNTS, NULL, L(objects)},
-    {&RES_ROLES, NULL, L(objects)},
-    {&RES_ROLEBINDINGS, NULL, L(objects)},
+    {&KUBE_ROLES, NULL, L(objects)},
+    {&KUBE_ROLEBINDINGS, NULL, L(objects)},
     {&KUBE_CONFIGMAPS, NULL, L(objects)},
     {&KUBE_SERVICES, NULL, L(objects)},
     {&KUBE_LEASES, NULL, L(objects)},
-    {&RES_CLUSTERROLES, NULL, L(objects)},
-    {&RES_CLUSTERROLEBINDINGS, NULL, L(objects)},
+    {&KUBE_CLUSTERROLES, NULL, L(objects)},
+    {&KUBE_CLUSTERROLEBINDINGS, NULL, L(objects)},
     {&KUBE_RUNTIMECLASSES, NULL, L(objects)},
     {0},
 };
@@ -46,8 +35,9 @@ const char *const mig_crd_names[] = {"clusterpolicies.nvidia.com", "nvidiadriver
 
 /* the kinds the plan writes */
 static const struct kube_resource *const written_kinds[] = {
-    &KUBE_DEPLOYMENTS, &RES_CLUSTERPOLICIES, &KUBE_SERVICEACCOUNTS, &KUBE_SERVICES, &KUBE_SECRETS,
-    &KUBE_DAEMONSETS,  &KUBE_PODS,           &KUBE_NODES,
+    &KUBE_DEPLOYMENTS, &KUBE_CLUSTERPOLICIES, &KUBE_SERVICEACCOUNTS,
+    &KUBE_SERVICES,    &KUBE_SECRETS,         &KUBE_DAEMONSETS,
+    &KUBE_PODS,        &KUBE_NODES,
 };
 
 void mig_options_defaults(struct mig_options *o)

@@ -12,9 +12,9 @@
 /* What the takeover looks at: the kinds NVIDIA's operator made (the operator may list all of
  * them; its Lease it cannot, and the plan lists that one only when it is seen). */
 static const struct kube_resource *const scanned[] = {
-    &KUBE_DAEMONSETS,  &KUBE_SERVICEACCOUNTS,    &RES_ROLES,
-    &RES_ROLEBINDINGS, &KUBE_CONFIGMAPS,         &KUBE_SERVICES,
-    &RES_CLUSTERROLES, &RES_CLUSTERROLEBINDINGS, &KUBE_RUNTIMECLASSES,
+    &KUBE_DAEMONSETS,   &KUBE_SERVICEACCOUNTS,     &KUBE_ROLES,
+    &KUBE_ROLEBINDINGS, &KUBE_CONFIGMAPS,          &KUBE_SERVICES,
+    &KUBE_CLUSTERROLES, &KUBE_CLUSTERROLEBINDINGS, &KUBE_RUNTIMECLASSES,
 };
 
 static const struct kube_resource *resource_of(const char *kind)

@@ -9,9 +9,6 @@
 #include "operator.h"
 #include "yamlcfg.h"
 
-static const struct kube_resource RES_RESOURCEQUOTAS = {"", "v1", "resourcequotas", "ResourceQuota",
-                                                        true};
-
 int op_gpuquota_configure(struct op_gpuquota *q, const char *const *pools, size_t n_pools,
                           const char *ratio, struct err *e)
 {
@@ -110,7 +107,7 @@ int op_gpuquota_start(struct op_gpuquota *q, struct kube_client *kc,
         .keep_fields = quota_fields, .index_label_keys = no_index, .handlers = *mark};
     int r;
     if ((r = kube_informer_new(kc, &KUBE_PODS, &po, &q->pods, e)) < 0 ||
-        (r = kube_informer_new(kc, &RES_RESOURCEQUOTAS, &qo, &q->quotas, e)) < 0)
+        (r = kube_informer_new(kc, &KUBE_RESOURCEQUOTAS, &qo, &q->quotas, e)) < 0)
         return r;
     return 0;
 }

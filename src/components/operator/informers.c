@@ -165,9 +165,9 @@ int op_informers_start(struct controller *c, struct err *e)
                                     .share_paths = node_shared,
                                     .handlers = hh};
     int r;
-    if ((r = kube_informer_new(c->kc, &RES_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
+    if ((r = kube_informer_new(c->kc, &KUBE_CLUSTERPOLICIES, &po, &c->policies, e)) < 0 ||
         (r = kube_informer_new(c->kc, &KUBE_NODES, &no, &c->nodes, e)) < 0 ||
-        (r = kube_informer_new(c->kc, &RES_NVIDIADRIVERS, &po, &c->nvds, e)) < 0)
+        (r = kube_informer_new(c->kc, &KUBE_NVIDIADRIVERS, &po, &c->nvds, e)) < 0)
         return r;
     for (size_t k = 0; k < N_OWNED; k++) {
         struct kube_informer_opts oo = {.ns = owned_kinds[k]->namespaced ? c->ns : NULL,
@@ -182,7 +182,7 @@ int op_informers_start(struct controller *c, struct err *e)
     struct kube_informer_opts so = {.ns = c->ns,
                                     .label_selector = "app.kubernetes.io/managed-by=" OP_MANAGED_BY,
                                     .handlers = hh};
-    if ((r = kube_informer_new(c->kc, &RES_SERVICEMONITORS, &so, &c->servicemonitors, e)) < 0)
+    if ((r = kube_informer_new(c->kc, &KUBE_SERVICEMONITORS, &so, &c->servicemonitors, e)) < 0)
         return r;
     if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
         return r;

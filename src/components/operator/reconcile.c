@@ -153,7 +153,7 @@ static int report_policy(struct controller *c, const struct op_report *r, json_t
         queue_event(c, queue, r->object, &r->events[i]);
     if (!r->write)
         return 0;
-    return write_status(c, &RES_CLUSTERPOLICIES, r, c->written, e);
+    return write_status(c, &KUBE_CLUSTERPOLICIES, r, c->written, e);
 }
 
 /* Each NVIDIADriver's planned Events queued, then its status written when it changed. A status
@@ -169,7 +169,7 @@ static int report_nvds(struct controller *c, const struct op_plan *plan, json_t 
         if (!r->write)
             continue;
         struct err we = {0};
-        int rc = write_status(c, &RES_NVIDIADRIVERS, r, c->written_nvds, &we);
+        int rc = write_status(c, &KUBE_NVIDIADRIVERS, r, c->written_nvds, &we);
         if (rc == -ECANCELED)
             return err_set(e, rc, "%s", err_msg(&we));
         if (rc < 0)
@@ -186,8 +186,8 @@ static const struct kube_resource *resource_of_kind(const char *kind)
     for (size_t i = 0; i < N_OWNED; i++)
         if (streq_ptr(owned_kinds[i]->kind, kind))
             return owned_kinds[i];
-    if (streq_ptr(kind, RES_SERVICEMONITORS.kind))
-        return &RES_SERVICEMONITORS;
+    if (streq_ptr(kind, KUBE_SERVICEMONITORS.kind))
+        return &KUBE_SERVICEMONITORS;
     return NULL;
 }
 
@@ -197,7 +197,7 @@ static struct kube_informer *informer_of(struct controller *c, const struct kube
     for (size_t i = 0; i < N_OWNED; i++)
         if (owned_kinds[i] == r)
             return c->owned[i];
-    assert(r == &RES_SERVICEMONITORS);
+    assert(r == &KUBE_SERVICEMONITORS);
     return c->servicemonitors;
 }
 

@@ -205,10 +205,10 @@ static void patch_breaker(struct op_remediation *r, const struct kube_resource *
     if (rc == 0) {
         r->h.wrote(r->h.u);
         log_info(REM_COMPONENT, "remediation breaker state written", "%s=%s",
-                 res == &RES_POOLS ? "pool" : "clusterpolicy", name);
+                 res == &KUBE_DRIVERUPGRADEPOOLS ? "pool" : "clusterpolicy", name);
     } else if (rc != -ENOENT) {
         log_warn(REM_COMPONENT, "breaker state not written", "%s=%s error=\"%s\"",
-                 res == &RES_POOLS ? "pool" : "clusterpolicy", name, err_msg(&be));
+                 res == &KUBE_DRIVERUPGRADEPOOLS ? "pool" : "clusterpolicy", name, err_msg(&be));
     }
 }
 
@@ -226,7 +226,7 @@ static int write_breaker(struct op_remediation *r, const struct rem_breaker_upda
     int rc = r->h.may_write(r->h.u, e);
     if (rc < 0)
         return rc;
-    patch_breaker(r, &RES_POOLS, b->pool, anns);
+    patch_breaker(r, &KUBE_DRIVERUPGRADEPOOLS, b->pool, anns);
     return 0;
 }
 
@@ -237,7 +237,7 @@ int op_remediation_write_policy(struct op_remediation *r, const json_t *cp, stru
     int rc = r->h.may_write(r->h.u, e);
     if (rc < 0)
         return rc;
-    patch_breaker(r, &RES_CLUSTERPOLICIES, kobj_name(cp), r->cp_pending);
+    patch_breaker(r, &KUBE_CLUSTERPOLICIES, kobj_name(cp), r->cp_pending);
     json_object_update(r->cp_written, r->cp_pending);
     json_object_clear(r->cp_pending);
     return 0;

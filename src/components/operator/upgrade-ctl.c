@@ -89,8 +89,8 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
                             .keep_fields =
                                 (const char *const[]){"metadata.ownerReferences", "revision", NULL},
                             .handlers = hh}},
-        [INF_POOLS] = {&RES_POOLS, {.handlers = hh}},
-        [INF_NVDS] = {&RES_NVIDIADRIVERS, {.handlers = hh}},
+        [INF_POOLS] = {&KUBE_DRIVERUPGRADEPOOLS, {.handlers = hh}},
+        [INF_NVDS] = {&KUBE_NVIDIADRIVERS, {.handlers = hh}},
         [INF_CONFIGMAP] = {&KUBE_CONFIGMAPS,
                            {.ns = ns, .field_selector = cm_field, .handlers = hh}},
     };

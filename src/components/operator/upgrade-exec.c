@@ -65,7 +65,7 @@ static int write_pool_status(struct op_upgrade *u, const struct upg_pool_report 
     json_object_set(obj, "status", r->status);
     _cleanup_json_ json_t *out = NULL;
     struct err we = {0};
-    if (kube_update_status(u->kc, &RES_POOLS, NULL, obj, &out, &we) < 0)
+    if (kube_update_status(u->kc, &KUBE_DRIVERUPGRADEPOOLS, NULL, obj, &out, &we) < 0)
         log_warn(UPG_COMPONENT, "pool status not written", "pool=%s error=\"%s\"", r->name,
                  err_msg(&we));
     else

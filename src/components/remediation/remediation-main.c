@@ -15,11 +15,6 @@
 
 #define COMPONENT "remediation"
 
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_POOLS = {"upgrade.gpuop.dev", "v1alpha1",
-                                               "driverupgradepools", "DriverUpgradePool", false};
-
 struct reset {
     const char *kubeconfig, *context, *pool, *policy;
 };
@@ -53,7 +48,7 @@ static int policy_name(struct svc *s, struct kube_client *kc, const char *named,
     }
     _cleanup_(json_decrefp) json_t *list = NULL;
     struct kube_list_opts lo = {0};
-    int r = kube_list(kc, &RES_CLUSTERPOLICIES, NULL, &lo, &list, e);
+    int r = kube_list(kc, &KUBE_CLUSTERPOLICIES, NULL, &lo, &list, e);
     if (r < 0)
         return err_prefix(e, "list the ClusterPolicies");
     json_t *items = json_object_get(list, "items");
@@ -78,7 +73,7 @@ static int reset_run(struct svc *s, struct err *e)
         name = xstrdup(o->pool);
     else if ((r = policy_name(s, kc, o->policy, &name, e)) < 0)
         return r;
-    const struct kube_resource *res = o->pool ? &RES_POOLS : &RES_CLUSTERPOLICIES;
+    const struct kube_resource *res = o->pool ? &KUBE_DRIVERUPGRADEPOOLS : &KUBE_CLUSTERPOLICIES;
     char now[32];
     snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms_real());
     _cleanup_(json_decrefp) json_t *patch =

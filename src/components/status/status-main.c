@@ -17,15 +17,6 @@
  * under 512 MiB whatever the API server sends (docs/kube-client.md; tests/kube/hostile.py). */
 #define LISTS_MAX (256u << 20)
 
-static const struct kube_resource RES_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
-                                                         "ClusterPolicy", false};
-static const struct kube_resource RES_RESOURCEQUOTAS = {"", "v1", "resourcequotas", "ResourceQuota",
-                                                        true};
-static const struct kube_resource RES_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
-                                                       "NVIDIADriver", false};
-static const struct kube_resource RES_UPGRADEPOOLS = {
-    "upgrade.gpuop.dev", "v1alpha1", "driverupgradepools", "DriverUpgradePool", false};
-
 enum output { OUT_TEXT, OUT_WIDE, OUT_JSON };
 static const char *const output_names[] = {"text", "wide", "json", NULL};
 enum color { COLOR_AUTO, COLOR_ALWAYS, COLOR_NEVER };
@@ -152,12 +143,12 @@ static int status_run(struct svc *s, struct err *e)
         nodes = json_array();
     }
     struct kube_list_opts drains = {.field_selector = "involvedObject.kind=Node,reason=NodeDrain"};
-    if ((r = list_optional(kc, &RES_CLUSTERPOLICIES, &lists, NULL, &policies, e)) < 0 ||
-        (r = list_optional(kc, &RES_NVIDIADRIVERS, &lists, NULL, &drivers, e)) < 0 ||
+    if ((r = list_optional(kc, &KUBE_CLUSTERPOLICIES, &lists, NULL, &policies, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_NVIDIADRIVERS, &lists, NULL, &drivers, e)) < 0 ||
         (r = list_optional(kc, &KUBE_EVENTS, &lists, &drains, &events, e)) < 0 ||
         (r = list_optional(kc, &KUBE_PODS, &lists, NULL, &pods, e)) < 0 ||
-        (r = list_optional(kc, &RES_RESOURCEQUOTAS, &lists, NULL, &quotas, e)) < 0 ||
-        (r = list_optional(kc, &RES_UPGRADEPOOLS, &lists, NULL, &upgrade_pools, e)) < 0)
+        (r = list_optional(kc, &KUBE_RESOURCEQUOTAS, &lists, NULL, &quotas, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_DRIVERUPGRADEPOOLS, &lists, NULL, &upgrade_pools, e)) < 0)
         return r;
     struct st_view v;
     view_of(st, &v);

@@ -32,6 +32,32 @@ const struct kube_resource KUBE_RUNTIMECLASSES = {"node.k8s.io", "v1", "runtimec
 const struct kube_resource KUBE_CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                                         "CustomResourceDefinition", false};
 
+/* The custom and optional kinds gpuop reads or writes: NVIDIA's CRDs, gpuop's own, RBAC, quotas,
+ * the Prometheus Operator's (served only where its CRDs are installed) and DRA's. */
+const struct kube_resource KUBE_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies",
+                                                   "ClusterPolicy", false};
+const struct kube_resource KUBE_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
+                                                 "NVIDIADriver", false};
+const struct kube_resource KUBE_DRIVERUPGRADEPOOLS = {
+    "upgrade.gpuop.dev", "v1alpha1", "driverupgradepools", "DriverUpgradePool", false};
+const struct kube_resource KUBE_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1", "clusterroles",
+                                                "ClusterRole", false};
+const struct kube_resource KUBE_CLUSTERROLEBINDINGS = {
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false};
+const struct kube_resource KUBE_ROLES = {"rbac.authorization.k8s.io", "v1", "roles", "Role", true};
+const struct kube_resource KUBE_ROLEBINDINGS = {"rbac.authorization.k8s.io", "v1", "rolebindings",
+                                                "RoleBinding", true};
+const struct kube_resource KUBE_RESOURCEQUOTAS = {"", "v1", "resourcequotas", "ResourceQuota",
+                                                  true};
+const struct kube_resource KUBE_SERVICEMONITORS = {"monitoring.coreos.com", "v1", "servicemonitors",
+                                                   "ServiceMonitor", true};
+const struct kube_resource KUBE_PROMETHEUSRULES = {"monitoring.coreos.com", "v1", "prometheusrules",
+                                                   "PrometheusRule", true};
+const struct kube_resource KUBE_RESOURCECLAIMS = {"resource.k8s.io", "v1", "resourceclaims",
+                                                  "ResourceClaim", true};
+const struct kube_resource KUBE_RESOURCESLICES = {"resource.k8s.io", "v1", "resourceslices",
+                                                  "ResourceSlice", false};
+
 /* ---- URLs --------------------------------------------------------------------------------- */
 
 int kube_url_escape(struct sbuf *b, const char *s)

@@ -16,16 +16,15 @@
 #include "http.h"
 #include "kube.h"
 #include "op-gpuquota.h"
-#include "op-resources.h"
 #include "operator.h"
 #include "remediation-ctl.h"
 #include "svc.h"
 
 /* The owned kinds, each with an informer on app.kubernetes.io/managed-by=gpuop. */
 static const struct kube_resource *const owned_kinds[] = {
-    &KUBE_DAEMONSETS,  &KUBE_SERVICEACCOUNTS,    &KUBE_SERVICES,
-    &RES_CLUSTERROLES, &RES_CLUSTERROLEBINDINGS, &RES_ROLES,
-    &RES_ROLEBINDINGS, &KUBE_RUNTIMECLASSES,     &KUBE_CONFIGMAPS,
+    &KUBE_DAEMONSETS,   &KUBE_SERVICEACCOUNTS,     &KUBE_SERVICES,
+    &KUBE_CLUSTERROLES, &KUBE_CLUSTERROLEBINDINGS, &KUBE_ROLES,
+    &KUBE_ROLEBINDINGS, &KUBE_RUNTIMECLASSES,      &KUBE_CONFIGMAPS,
 };
 #define N_OWNED ARRAY_SIZE(owned_kinds)
 

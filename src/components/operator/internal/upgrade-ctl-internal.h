@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 
-#include "op-resources.h"
 #include "upgrade-ctl.h"
 #include "upgrade.h"
 
