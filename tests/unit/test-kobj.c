@@ -372,6 +372,46 @@ static void test_condition(void **state)
     json_decref(old);
 }
 
+/* A condition found by type; a pod ready only when Running, not deleting and Ready True. */
+static void test_pod_ready(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pod;
+        bool ready;
+    } rows[] = {
+        {"{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\","
+         "\"status\":\"True\"}]}}",
+         true},
+        {"{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"Ready\","
+         "\"status\":\"True\"}]}}",
+         false},
+        {"{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"},\"status\":{"
+         "\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+         false},
+        {"{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\","
+         "\"status\":\"False\"}]}}",
+         false},
+        {"{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Initialized\","
+         "\"status\":\"True\"}]}}",
+         false},
+        {"{\"status\":{\"phase\":\"Running\"}}", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        json_t *pod = load(rows[i].pod);
+        assert_int_equal(kobj_pod_ready(pod), rows[i].ready);
+        json_decref(pod);
+    }
+    json_t *node = load("{\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\","
+                        "\"status\":\"False\"},{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+    assert_string_equal(kobj_str(kobj_condition_find(node, "Ready"), "status"), "True");
+    assert_true(kobj_condition_true(node, "Ready"));
+    assert_false(kobj_condition_true(node, "MemoryPressure"));
+    assert_null(kobj_condition_find(node, "DiskPressure"));
+    assert_null(kobj_condition_find(NULL, "Ready"));
+    json_decref(node);
+}
+
 /* Staged annotation edits: read through, no edit for an unchanged value, removal as null. */
 static void test_ann_staged(void **state)
 {
@@ -404,7 +444,7 @@ int main(void)
         cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
         cmocka_unit_test(test_valid_quantity), cmocka_unit_test(test_selector_string),
         cmocka_unit_test(test_merge_patch),    cmocka_unit_test(test_condition),
-        cmocka_unit_test(test_ann_staged),
+        cmocka_unit_test(test_ann_staged),     cmocka_unit_test(test_pod_ready),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

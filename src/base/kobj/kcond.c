@@ -39,6 +39,28 @@ const char *kobj_condition_message(const json_t *conditions, const char *type, c
     return NULL;
 }
 
+json_t *kobj_condition_find(const json_t *obj, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach (kobj_path(obj, "status.conditions"), i, c) {
+        if (streq_ptr(kobj_str(c, "type"), type))
+            return c;
+    }
+    return NULL;
+}
+
+bool kobj_condition_true(const json_t *obj, const char *type)
+{
+    return streq_ptr(kobj_str(kobj_condition_find(obj, type), "status"), "True");
+}
+
+bool kobj_pod_ready(const json_t *pod)
+{
+    return streq_ptr(kobj_path_str(pod, "status.phase"), "Running") &&
+           !kobj_deletion_timestamp(pod) && kobj_condition_true(pod, "Ready");
+}
+
 void kobj_conditions_put(json_t *conditions, json_t *cond)
 {
     const char *type = kobj_str(cond, "type");

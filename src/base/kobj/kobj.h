@@ -161,6 +161,12 @@ json_t *kobj_condition(const json_t *old, const char *type, bool status, const c
 /* The message of the first condition of `type` (and `status`, "True"/"False", unless NULL) in
  * `conditions`, or NULL: what a status reported, so a restarted controller repeats nothing. */
 const char *kobj_condition_message(const json_t *conditions, const char *type, const char *status);
+/* The first condition of `type` in `obj`'s status.conditions, or NULL. */
+json_t *kobj_condition_find(const json_t *obj, const char *type);
+/* Whether `obj` (a node, a pod) has a condition of `type` whose status is "True". */
+bool kobj_condition_true(const json_t *obj, const char *type);
+/* A pod that serves: phase Running, not being deleted, condition Ready True. */
+bool kobj_pod_ready(const json_t *pod);
 /* Puts `cond` (stolen) into the array `conditions` in place of the one of its type, or last. */
 void kobj_conditions_put(json_t *conditions, json_t *cond);
 

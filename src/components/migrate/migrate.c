@@ -72,19 +72,6 @@ static bool is_nvidia_operator(const json_t *dep)
            streq_ptr(kobj_path_str(dep, "spec.template.metadata.labels.app"), "gpu-operator");
 }
 
-static bool pod_ready(const json_t *pod)
-{
-    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running") || kobj_deletion_timestamp(pod))
-        return false;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
-}
-
 static size_t pods_matching(const json_t *pods, const json_t *match_labels)
 {
     size_t n = 0, i;
@@ -258,7 +245,7 @@ static void check_driver_owners(struct mig_plan *p, const struct mig_world *w, c
                             name, kobj_name(nvd)));
             return;
         }
-        if (!drv || !pod_ready(drv)) {
+        if (!drv || !kobj_pod_ready(drv)) {
             check(p, "every GPU node's driver owner", false,
                   xasprintf("node %s: %s, and its driver is not marked pre-installed: who owns "
                             "its driver is unknown (wait for its driver pod, or label the node "

@@ -32,15 +32,13 @@ void op_gpuquota_project_node(json_t *obj, json_t *p)
                                         "spec.unschedulable"};
     for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
         kobj_path_copy(p, obj, paths[i]);
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(obj, "status.conditions"), i, c)
-        if (streq_ptr(kobj_str(c, "type"), "Ready")) {
-            json_t *st = kobj_ensure_keys(p, (const char *const[]){"status", NULL});
-            json_object_set_new(st, "conditions",
-                                json_pack("[{s:s,s:s}]", "type", "Ready", "status",
-                                          kobj_str(c, "status") ?: "Unknown"));
-        }
+    const json_t *c = kobj_condition_find(obj, "Ready");
+    if (c) {
+        json_t *st = kobj_ensure_keys(p, (const char *const[]){"status", NULL});
+        json_object_set_new(st, "conditions",
+                            json_pack("[{s:s,s:s}]", "type", "Ready", "status",
+                                      kobj_str(c, "status") ?: "Unknown"));
+    }
 }
 
 static bool has_gpu_request(const json_t *pod)

@@ -84,19 +84,6 @@ bool adopt_is_driver_pod(const json_t *pod)
     return is_driver_pod(pod);
 }
 
-static bool pod_ready(const json_t *pod)
-{
-    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running") || deleting(pod))
-        return false;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
-}
-
 /* ---- the plan under construction ------------------------------------------------------------ */
 
 struct builder {
@@ -387,16 +374,12 @@ static bool gpuop_operand_app(const json_t *desired, const char *app)
 /* Since when (ms since the epoch) a pod is Ready, 0 when it is not. */
 static uint64_t ready_since(const json_t *pod)
 {
-    if (!pod_ready(pod))
+    if (!kobj_pod_ready(pod))
         return 0;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
-        uint64_t t = 0;
-        if (streq_ptr(kobj_str(c, "type"), "Ready") &&
-            time_parse_rfc3339(kobj_str(c, "lastTransitionTime") ?: "", &t) == 0)
-            return t ? t : 1;
-    }
+    uint64_t t = 0;
+    const json_t *c = kobj_condition_find(pod, "Ready");
+    if (time_parse_rfc3339(kobj_str(c, "lastTransitionTime") ?: "", &t) == 0)
+        return t ? t : 1;
     return 1; /* Ready, since we cannot tell when: long enough */
 }
 
@@ -519,7 +502,7 @@ static int plan_pods(struct builder *b, const struct adopt_input *in, struct err
             }
         } else if (!deleting(p)) {
             ns->ours++;
-            ns->ours_ready += pod_ready(p);
+            ns->ours_ready += kobj_pod_ready(p);
             if (streq_ptr(app, ADOPT_DEVICE_PLUGIN_APP))
                 ns->our_dp = p;
         }

@@ -275,13 +275,11 @@ static json_t *pod_gpu_requests(const json_t *pod)
 
 static bool node_ready(const json_t *node)
 {
-    json_t *conds = kobj_path(node, "status.conditions");
-    size_t i;
-    json_t *c;
-    json_array_foreach (conds, i, c)
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    return !json_is_array(conds); /* no conditions reported at all: taken as ready */
+    const json_t *c = kobj_condition_find(node, "Ready");
+    if (c)
+        return streq_ptr(kobj_str(c, "status"), "True");
+    /* no conditions reported at all: taken as ready */
+    return !json_is_array(kobj_path(node, "status.conditions"));
 }
 
 /* What one GPU node has: physical and allocatable per resource, and why it is excluded from

@@ -12,13 +12,7 @@
 
 bool upg_node_ready(const json_t *node)
 {
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(node, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
+    return kobj_condition_true(node, "Ready");
 }
 
 long long upg_node_gpus(const json_t *node)
@@ -111,15 +105,8 @@ bool upg_pdb_allows(const json_t *pdbs, json_t *used, const json_t *pod, const c
 
 bool upg_pod_ready(const json_t *pod)
 {
-    if (!streq_ptr(kobj_path_str(pod, "status.phase"), "Running"))
-        return false;
-    size_t i;
-    json_t *c;
-    json_array_foreach (kobj_path(pod, "status.conditions"), i, c) {
-        if (streq_ptr(kobj_str(c, "type"), "Ready"))
-            return streq_ptr(kobj_str(c, "status"), "True");
-    }
-    return false;
+    return streq_ptr(kobj_path_str(pod, "status.phase"), "Running") &&
+           kobj_condition_true(pod, "Ready");
 }
 
 bool upg_pod_finished(const json_t *pod)
