@@ -19,18 +19,7 @@ set -uo pipefail
 N=dra-h100-1
 R=$T/roots/$N
 CKPT=$R/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json
-cat >"$T/cluster.yaml" <<EOF
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $N
-  fleet: $S/sim/fleets/dgx-h100.yaml
-  root: $R
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: containerd
-  kernelHeaders: [5.15.0-127-generic]
-EOF
+{ sim_cluster; sim_node $N "$S/sim/fleets/dgx-h100.yaml" "$R"; } >"$T/cluster.yaml"
 start_kubesim --api-ip 198.18.255.36 --tls
 start_kubelet_sim "$T/cluster.yaml" 1 --bridge kldrae0 --subnet 198.18.236.0/24
 

@@ -17,18 +17,7 @@ N=dra-a100-1
 R=$T/roots/$N
 FLEET=$S/sim/fleets/dgx-a100-80gb-mig.yaml
 CKPT=$R/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json
-cat >"$T/cluster.yaml" <<EOF
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $N
-  fleet: $FLEET
-  root: $R
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: containerd
-  kernelHeaders: [5.15.0-127-generic]
-EOF
+{ sim_cluster; sim_node $N "$FLEET" "$R"; } >"$T/cluster.yaml"
 start_kubesim --api-ip 198.18.255.37 --tls
 start_kubelet_sim "$T/cluster.yaml" 1 --bridge kldram0 --subnet 198.18.237.0/24
 

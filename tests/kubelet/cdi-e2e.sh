@@ -26,25 +26,11 @@ NEW=575.57.08
 H=cdi-h100-1
 R=$T/roots/$H
 
-cat >"$T/cluster.yaml" <<EOF
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $H
-  fleet: $S/sim/fleets/dgx-h100.yaml
-  root: $T/roots/$H
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: containerd
-  kernelHeaders: [5.15.0-127-generic]
-- name: cdi-l4-1
-  fleet: $S/sim/fleets/pcie-l4.yaml
-  root: $T/roots/cdi-l4-1
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: cri-o
-  kernelHeaders: [5.15.0-127-generic]
-EOF
+{
+    sim_cluster
+    sim_node $H "$S/sim/fleets/dgx-h100.yaml" "$T/roots/$H"
+    sim_node cdi-l4-1 "$S/sim/fleets/pcie-l4.yaml" "$T/roots/cdi-l4-1" 'runtime: cri-o'
+} >"$T/cluster.yaml"
 start_kubesim --api-ip 198.18.255.20 --tls
 start_kubelet_sim "$T/cluster.yaml" 2 --bridge klcdi0 --subnet 198.18.220.0/24
 echo "ok: 2 nodes registered by kubelet-sim"

@@ -20,17 +20,7 @@ PY=/usr/bin/python3
 $PY -c 'import grpc, grpc_tools' 2>/dev/null || skip "python3-grpcio / grpc_tools missing"
 N=dra-h100-1
 R=$T/roots/$N
-cat >"$T/cluster.yaml" <<EOF
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $N
-  fleet: $S/sim/fleets/dgx-h100.yaml
-  root: $T/roots/$N
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: containerd
-EOF
+{ sim_cluster; sim_node $N "$S/sim/fleets/dgx-h100.yaml" "$R"; } >"$T/cluster.yaml"
 start_kubesim --api-ip 198.18.255.34 --tls
 start_kubelet_sim "$T/cluster.yaml" 1 --bridge kldra0 --subnet 198.18.234.0/24
 

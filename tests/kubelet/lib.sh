@@ -46,6 +46,24 @@ spec:
 EOF
 }
 
+# sim_cluster: the head of a kubelet-sim cluster file (as sim/clusters/*.yaml); sim_node NAME FLEET
+# ROOT [KEY: VALUE...]: one node, by default an Ubuntu 22.04 containerd host on kernel
+# 5.15.0-127-generic with its headers; each KEY given replaces that default or adds a field.
+sim_cluster() { printf 'apiVersion: gpuop.dev/v1alpha1\nkind: SimCluster\nnodes:\n'; }
+sim_node() {
+    local name=$1 fleet=$2 root=$3 l k
+    shift 3
+    local -A given=()
+    for l in "$@"; do given[${l%%:*}]=1; done
+    printf -- '- name: %s\n  fleet: %s\n  root: %s\n' "$name" "$fleet" "$root"
+    for l in 'kernel: 5.15.0-127-generic' 'os: {id: ubuntu, versionId: "22.04"}' 'runtime: containerd' \
+        'kernelHeaders: [5.15.0-127-generic]'; do
+        k=${l%%:*}
+        [ -n "${given[$k]:-}" ] || printf '  %s\n' "$l"
+    done
+    for l in "$@"; do printf '  %s\n' "$l"; done
+}
+
 # kl_start_cluster API_IP CLUSTER BRIDGE SUBNET NODES: kubesim with TLS on API_IP with the
 # operator's RBAC loaded, kubelet-sim with CLUSTER's NODES nodes, then the CRDs.
 kl_start_cluster() {

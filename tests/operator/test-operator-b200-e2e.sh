@@ -16,21 +16,12 @@ on_fail() {
     k get clusterpolicy cluster-policy -o jsonpath='{range .status.conditions[*]}{.type}={.status}: {.message}{"\n"}{end}' 2>/dev/null
 }
 N=b200-1
-cat >"$T/cluster.yaml" <<EOF2
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $N
-  fleet: $S/sim/fleets/dgx-b200.yaml
-  root: /tmp/gpuop-sim/b200/$N
-  kernel: 6.8.0-49-generic
-  os: {id: ubuntu, versionId: "24.04", prettyName: Ubuntu 24.04.1 LTS}
-  runtime: containerd
-  kernelHeaders: [6.8.0-49-generic]
-  cpu: 224
-  memory: 2063937984Ki
-  pods: 110
-EOF2
+{
+    sim_cluster
+    sim_node $N "$S/sim/fleets/dgx-b200.yaml" /tmp/gpuop-sim/b200/$N 'kernel: 6.8.0-49-generic' \
+        'os: {id: ubuntu, versionId: "24.04", prettyName: Ubuntu 24.04.1 LTS}' \
+        'kernelHeaders: [6.8.0-49-generic]' 'cpu: 224' 'memory: 2063937984Ki' 'pods: 110'
+} >"$T/cluster.yaml"
 t0=$SECONDS
 kl_start_cluster 198.18.255.31 "$T/cluster.yaml" klb2 198.18.231.0/24 1
 kl_start_operator --metrics-listen 127.0.0.1:0 --leader-elect false
