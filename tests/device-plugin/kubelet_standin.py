@@ -21,7 +21,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -90,7 +89,7 @@ def expected(scenario):
 
 def run(gpuop, lib, fleet, scenario):
     pb, pb_grpc = kg.stubs(kg.DEVICEPLUGIN)[0]
-    tmp = tempfile.mkdtemp(prefix="dp-interop-")
+    tmp = kg.scratch("dp-interop-")
     dpdir = os.path.join(tmp, "device-plugins")
     os.makedirs(dpdir)
     ksock = os.path.join(dpdir, "kubelet.sock")

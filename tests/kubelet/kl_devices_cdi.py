@@ -13,14 +13,13 @@ driver's mig-minors or its layout where the plugin does not see that file). Exit
 """
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kl_devices_plugin import FAILS, Probe, check, kg  # noqa: E402
 
 
 def run_case(probe_exe, gpuop, lib, fleet, name, extra_env, resource, total, count, caps=0):
-    tmp = tempfile.mkdtemp(prefix=f"kl-cdi-{name}-")
+    tmp = kg.scratch(f"kl-cdi-{name}-")
     root = os.path.join(tmp, "root")
     dpdir = os.path.join(root, "var/lib/kubelet/device-plugins")
     os.makedirs(dpdir)

@@ -19,7 +19,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -124,7 +123,7 @@ def exporter_attributes(gpuop, env, prsock, tmp, ids):
 
 def main(probe_exe, gpuop, lib, fleet):
     pb, pb_grpc = kg.stubs(kg.PODRESOURCES)[0]
-    tmp = tempfile.mkdtemp(prefix="kl-devices-")
+    tmp = kg.scratch("kl-devices-")
     root = os.path.join(tmp, "root")
     os.makedirs(root)
     dpdir = os.path.join(root, "var/lib/kubelet/device-plugins")

@@ -18,31 +18,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from concurrent import futures
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError as exc:
-    print(f"SKIP: python3-grpcio / python3-grpc-tools not installed: {exc}")
-    sys.exit(77)
-
-SRC = os.environ.get("GPUOP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
-
-
-def stubs(outdir):
-    for proto in ("dra/v1/api.proto", "pluginregistration/v1/api.proto"):
-        rc = protoc.main(["grpc_tools.protoc", f"-I{os.path.join(SRC, 'proto')}",
-                          f"--python_out={outdir}", f"--grpc_python_out={outdir}", proto])
-        if rc != 0:
-            print(f"protoc rejected {proto} (rc={rc})")
-            sys.exit(1)
-    sys.path.insert(0, outdir)
-    from dra.v1 import api_pb2 as dra_pb2, api_pb2_grpc as dra_grpc
-    from pluginregistration.v1 import api_pb2 as reg_pb2, api_pb2_grpc as reg_grpc
-    return dra_pb2, dra_grpc, reg_pb2, reg_grpc
+sys.path.insert(0, os.path.join(os.environ.get("GPUOP_SOURCE_ROOT") or
+                                os.path.join(os.path.dirname(__file__), "..", ".."), "tests", "lib"))
+import kubelet_grpc as kg  # noqa: E402  (exits 77 when grpcio is not installed)
+from kubelet_grpc import grpc  # noqa: E402
 
 
 def main():
@@ -57,8 +39,8 @@ def main():
         versions = args[i + 1].split(",")
         del args[i:i + 2]
     root, driver, kubectl, kubeconfig, logpath = args
-    tmp = tempfile.mkdtemp()
-    dra_pb2, dra_grpc, reg_pb2, reg_grpc = stubs(tmp)
+    (dra_pb2, dra_grpc), (reg_pb2, reg_grpc) = kg.stubs("dra/v1/api.proto",
+                                                        "pluginregistration/v1/api.proto")
     lock = threading.Lock()
     logf = open(logpath, "a", buffering=1)
 

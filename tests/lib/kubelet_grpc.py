@@ -17,9 +17,11 @@ Importing it exits 77 (skipped) when grpcio or grpc_tools are not installed: the
 absent. Running it (`kubelet_grpc.py podresources SOCKET PODS_JSON`) serves PodResources until
 SIGTERM, for the shell tests.
 """
+import atexit
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,9 +56,17 @@ def check(cond, what):
     return cond
 
 
+def scratch(prefix):
+    """A scratch folder under $TMPDIR, removed when the test exits (kept with GPUOP_TEST_KEEP=1)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    if not os.environ.get("GPUOP_TEST_KEEP"):
+        atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def stubs(*protos, outdir=None):
     """(api_pb2, api_pb2_grpc) for each .proto path under proto/, in order."""
-    outdir = outdir or tempfile.mkdtemp(prefix="grpc-stubs-")
+    outdir = outdir or scratch("grpc-stubs-")
     os.makedirs(outdir, exist_ok=True)
     for p in protos:
         rc = protoc.main(["grpc_tools.protoc", f"-I{PROTO_DIR}", f"--python_out={outdir}",
