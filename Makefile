@@ -55,7 +55,8 @@ $(BUILD)/build.ninja: | deps-check
 build: deps-check $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-# Every test; the non-parallel ones (end to end) one at a time beside the others (tests/check.py).
+# Every test; the non-parallel ones (end to end) in two chains, each one test at a time, beside the
+# others (tests/check.py).
 # TEST_ARGS (test names, meson test options) runs those with meson test alone.
 check: build tools
 ifeq ($(TEST_ARGS),)

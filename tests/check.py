@@ -7,10 +7,12 @@ one at a time beside the others, instead of each alone with the machine otherwis
 meson test runs a non-parallel test with nothing else beside it; those tests are mostly waits
 (a rollout, a pod's readiness delay, a lease), so about half of a 2-CPU run had one CPU idle.
 They use their own ports, addresses, bridges and subnets (tests/kubelet/, docs/DEVELOPING.md),
-so two meson test runs share the build: one with the parallel tests (meson's default number of
-processes), one with the non-parallel tests one at a time. Each test runs once, as before; their
-results are merged into meson-logs/testlog.json (what .ci/run counts), the summary says how many
-of the selected tests ran.
+so several meson test runs share the build: one with the parallel tests (meson's default number
+of processes), and GPUOP_CHECK_SERIAL_CHAINS (default 2) chains of the non-parallel tests, each
+running its tests one at a time. The chains are balanced by the tests' timeouts (longest first,
+each to the chain with the least so far), so two of the longest never queue behind each other.
+Each test runs once, as before; their results are merged into meson-logs/testlog.json (what
+.ci/run counts), the summary says how many of the selected tests ran.
 
 Usage: check.py BUILD [--suite S]... [--no-suite S]... [-- MESON-TEST-ARGS...]
 Exit status: 0 when both runs passed, else 1 (2 for bad usage or no test selected).
@@ -63,8 +65,21 @@ def select(tests, suites, no_suites):
             continue
         if s & set(no_suites):
             continue
-        (par if t["is_parallel"] else serial).append(t["name"])
-    return par, serial
+        (par if t["is_parallel"] else serial).append(t)
+    return [t["name"] for t in par], serial
+
+
+def chains(serial, n):
+    """The non-parallel tests in n chains, balanced by timeout: longest first, each to the chain
+    with the least total so far; registration order kept within a chain."""
+    out = [[] for _ in range(max(1, n))]
+    load = [0] * len(out)
+    order = {t["name"]: i for i, t in enumerate(serial)}
+    for t in sorted(serial, key=lambda t: (-(t.get("timeout") or 30), order[t["name"]])):
+        i = load.index(min(load))
+        out[i].append(t["name"])
+        load[i] += t.get("timeout") or 30
+    return [sorted(c, key=order.get) for c in out if c]
 
 
 def forward(stream, prefix):
@@ -95,9 +110,15 @@ def main():
         return 1
     logs = os.path.join(build, "meson-logs")
     runs = []
+    try:
+        n_chains = int(os.environ.get("GPUOP_CHECK_SERIAL_CHAINS") or 2)
+    except ValueError:
+        usage("GPUOP_CHECK_SERIAL_CHAINS: not a number")
+    plan = [("testlog-parallel", par, None, "")]
+    for i, names in enumerate(chains(serial, n_chains)):
+        plan.append(("testlog-serial%d" % (i + 1), names, "1", "serial%d| " % (i + 1)))
     # An empty name list would make meson test run every test: each run only when it has some.
-    for base, names, procs, prefix in (("testlog-parallel", par, None, ""),
-                                       ("testlog-serial", serial, "1", "serial| ")):
+    for base, names, procs, prefix in plan:
         if not names:
             continue
         cmd = [MESON, "test", "-C", build, "--no-rebuild", "--logbase", base] + rest
@@ -120,9 +141,10 @@ def main():
     with open(os.path.join(logs, "testlog.json"), "w") as f:
         f.writelines(merged)
     selected = len(par) + len(serial)
-    print("check.py: %d of %d selected tests ran (%d beside each other, %d one at a time "
-          "beside them); results in %s" % (len(merged), selected, len(par), len(serial),
-                                           os.path.join(logs, "testlog.json")))
+    print("check.py: %d of %d selected tests ran (%d beside each other, %d one at a time in "
+          "%d chains beside them); results in %s" % (len(merged), selected, len(par), len(serial),
+                                                     len(plan) - 1,
+                                                     os.path.join(logs, "testlog.json")))
     if len(merged) != selected:
         print("check.py: %d selected tests have no result" % (selected - len(merged)))
         rc = 1
