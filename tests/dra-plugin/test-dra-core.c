@@ -783,7 +783,8 @@ static void test_api_objects(void **state)
     json_decref(list);
 
     json_t *claim = json_loads("{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\","
-                               "\"metadata\":{\"name\":\"c\",\"uid\":\"u\"},\"spec\":{\"x\":1},"
+                               "\"metadata\":{\"name\":\"c\",\"uid\":\"u\",\"managedFields\":[{}],"
+                               "\"annotations\":{\"a\":\"b\"}},\"spec\":{\"x\":1},"
                                "\"status\":{\"allocation\":{\"devices\":{}},\"reservedFor\":[]}}",
                                0, NULL);
     json_t *p = dra_claim_project(claim, NULL);
@@ -791,6 +792,8 @@ static void test_api_objects(void **state)
     assert_null(kobj_path(p, "status.reservedFor"));
     assert_non_null(kobj_path(p, "status.allocation.devices"));
     assert_string_equal(kobj_uid(p), "u");
+    assert_null(kobj_path(p, "metadata.managedFields"));
+    assert_null(kobj_path(p, "metadata.annotations"));
     json_decref(p);
     json_object_del(claim, "status");
     p = dra_claim_project(claim, NULL);

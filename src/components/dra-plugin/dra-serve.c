@@ -5,6 +5,7 @@
  * nvidia-smi, CDI specs and the checkpoint written) and the plugin-registration service.
  */
 #include <assert.h>
+#include <malloc.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -342,6 +343,9 @@ static void on_unprepare(struct grpc_call *call, const ProtobufCMessage *req, vo
     free(ones);
     free(eptrs);
     free(entries);
+    /* what the prepared claims and their checkpoint writes took goes back to the system (a
+     * thread's malloc arena keeps freed pages otherwise) */
+    malloc_trim(0);
 }
 
 static void on_get_info(struct grpc_call *call, const ProtobufCMessage *req, void *ud)
