@@ -145,8 +145,7 @@ static int install(const struct module_image *m, const char *root)
     _cleanup_free_ char *src_host = xasprintf("%s%s", root, src);
     struct stat st;
     if (stat(src_host, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        fail("%s: the NVIDIA driver %s's kernel sources are not in %s: nothing to build %s "
-             "against (a precompiled driver ships none)\n",
+        fail("%s: no kernel sources of the NVIDIA driver %s in %s to build %s against\n",
              m->program, version, src, m->module);
         return 1;
     }

@@ -96,7 +96,7 @@ grep -qF "the NVIDIA driver is not loaded" "$T/nodrv.log" || fail "$(cat "$T/nod
 run_driver nosrc SIM_DRIVER_SOURCES=false
 expect_no_file "/run/nvidia/driver/usr/src/nvidia-$VERSION"
 "$BIN/nvidia-gds-driver" install >"$T/nosrc-fs.log" 2>&1 && fail "nvidia-fs built without sources"
-tail -1 "$T/nosrc-fs.log" | grep -qF "nvidia-gds-driver: the NVIDIA driver $VERSION's kernel sources are not in /run/nvidia/driver/usr/src/nvidia-$VERSION: nothing to build nvidia_fs against" ||
+tail -1 "$T/nosrc-fs.log" | grep -qF "nvidia-gds-driver: no kernel sources of the NVIDIA driver $VERSION in /run/nvidia/driver/usr/src/nvidia-$VERSION to build nvidia_fs against" ||
     fail "the refusal is not the last line: $(cat "$T/nosrc-fs.log")"
 expect_no_file /sys/module/nvidia_fs
 kill -TERM "$DRIVER"

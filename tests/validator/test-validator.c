@@ -838,43 +838,75 @@ static void test_modules_enabled(void **state)
     assert_string_equal(nodestate_file_name(val_module_file(VAL_MOD_GDRCOPY)), "gdrcopy-ready");
 }
 
-/* Each enabled module must be loaded; the reason names the module and its container. */
+/* Each enabled module must be loaded; the reason names the module, what enabled it, and what
+ * the driver pod says of the container that loads it. */
 static void test_modules_missing(void **state)
 {
     (void)state;
+    static const char pod[] =
+        "{\"metadata\":{\"name\":\"d\"},\"status\":{\"containerStatuses\":["
+        "{\"name\":\"nvidia-driver-ctr\",\"ready\":true,\"state\":{\"running\":{}}},"
+        "{\"name\":\"nvidia-fs-ctr\",\"ready\":false,\"restartCount\":2,\"state\":{\"waiting\":{"
+        "\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{\"exitCode\":1,"
+        "\"message\":\"Installing prerequisites\\nno kernel sources\\n\"}}},"
+        "{\"name\":\"nvidia-gdrcopy-ctr\",\"ready\":false,\"state\":{\"running\":{}}}]}}";
     static const struct {
         bool en[VAL_MOD_COUNT];
         bool peermem, fs, gdrdrv; /* loaded */
+        bool with_pod;
         size_t missing;
-        const char *want; /* a part of the reason; "" for none */
+        const char *want; /* the reason; "" for none */
     } cases[] = {
-        {{false, false, false}, false, false, false, 0, ""},
-        {{true, true, true}, true, true, true, 0, ""},
+        {{false, false, false}, false, false, false, true, 0, ""},
+        {{true, true, true}, true, true, true, true, 0, ""},
         /* loaded but not enabled: nothing to say */
-        {{false, false, false}, true, true, true, 0, ""},
+        {{false, false, false}, true, true, true, false, 0, ""},
+        /* no pod known (or no status for its container): which container loads it */
         {{true, false, false},
          false,
          true,
          true,
+         false,
          1,
-         "GPUDirect RDMA is enabled (GPU_DIRECT_RDMA_ENABLED) but module nvidia_peermem is not "
-         "loaded (the driver pod's nvidia-driver-ctr and nvidia-peermem-ctr load it)"},
+         "module nvidia_peermem (GPUDirect RDMA, GPU_DIRECT_RDMA_ENABLED) is not loaded (the "
+         "driver pod's nvidia-peermem-ctr keeps it loaded)"},
+        {{true, false, false},
+         false,
+         true,
+         true,
+         true,
+         1,
+         "module nvidia_peermem (GPUDirect RDMA, GPU_DIRECT_RDMA_ENABLED) is not loaded (the "
+         "driver pod's nvidia-peermem-ctr keeps it loaded)"},
         {{false, true, false},
          false,
          false,
          false,
-         1,
-         "GPUDirect Storage is enabled (GDS_ENABLED) but module nvidia_fs is not loaded (the "
-         "driver pod's nvidia-fs-ctr loads it)"},
-        {{false, false, true},
-         true,
-         true,
          false,
          1,
-         "GDRCopy is enabled (GDRCOPY_ENABLED) but module gdrdrv is not loaded (the driver pod's "
-         "nvidia-gdrcopy-ctr loads it)"},
-        {{false, true, true}, false, false, false, 2, "nvidia-fs-ctr loads it); GDRCopy is"},
+         "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded (the driver pod's "
+         "nvidia-fs-ctr loads it)"},
+        /* its container's failure, the last line of its message */
+        {{false, true, false},
+         false,
+         false,
+         false,
+         true,
+         1,
+         "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded: nvidia-fs-ctr failed "
+         "(exit 1): no kernel sources"},
+        {{false, true, true},
+         false,
+         false,
+         false,
+         true,
+         2,
+         "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded: nvidia-fs-ctr failed "
+         "(exit 1): no kernel sources; module gdrdrv (GDRCopy, GDRCOPY_ENABLED) is not loaded: "
+         "nvidia-gdrcopy-ctr: running, not ready yet"},
     };
+    json_t *p = json_loads(pod, 0, NULL);
+    assert_non_null(p);
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         bool mod[NODESTATE_MOD_COUNT] = {0};
         mod[NODESTATE_MOD_NVIDIA] = true;
@@ -883,16 +915,16 @@ static void test_modules_missing(void **state)
         mod[NODESTATE_MOD_GDRDRV] = cases[i].gdrdrv;
         char buf[NODESTATE_REASON_MAX];
         print_message("case %zu\n", i);
-        assert_int_equal(val_modules_missing(cases[i].en, mod, buf, sizeof(buf)), cases[i].missing);
-        if (!cases[i].want[0])
-            assert_string_equal(buf, "");
-        else
-            assert_non_null(strstr(buf, cases[i].want));
+        assert_int_equal(
+            val_modules_missing(cases[i].en, mod, cases[i].with_pod ? p : NULL, buf, sizeof(buf)),
+            cases[i].missing);
+        assert_string_equal(buf, cases[i].want);
     }
+    json_decref(p);
     /* a short buffer ends in "...", the count stays right */
     bool all[VAL_MOD_COUNT] = {true, true, true}, none[NODESTATE_MOD_COUNT] = {0};
     char small[40];
-    assert_int_equal(val_modules_missing(all, none, small, sizeof(small)), 3);
+    assert_int_equal(val_modules_missing(all, none, NULL, small, sizeof(small)), 3);
     assert_int_equal(strlen(small), sizeof(small) - 1);
     assert_string_equal(small + sizeof(small) - 4, "...");
 }
@@ -935,10 +967,10 @@ static void test_plan_driver_modules(void **state)
     assert_string_equal(a.probes, "driver,driver-ds,gpus,pci,ctr-ready,driver-pod");
     assert_int_equal(st->outcome, VAL_NOT_YET);
     assert_false(st->write);
-    assert_non_null(strstr(st->reason, "module gdrdrv is not loaded"));
-    assert_null(strstr(st->reason, "nvidia_fs"));
-    assert_non_null(
-        strstr(st->reason, "; driver pod nvidia-driver-daemonset-x: nvidia-gdrcopy-ctr"));
+    assert_string_equal(st->reason,
+                        "module gdrdrv (GDRCopy, GDRCOPY_ENABLED) is not loaded: "
+                        "nvidia-gdrcopy-ctr failed (exit 1): gdrdrv: no sources (driver pod "
+                        "nvidia-driver-daemonset-x)");
     /* nothing enabled (an older probe's empty file, or none): driver-ready alone, as before */
     w.ctr_ready = "";
     run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);

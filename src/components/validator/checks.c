@@ -187,18 +187,16 @@ static bool phase_driver_modules(const struct val_facts *f, struct val_step *st,
     if (x->code == 0)
         val_modules_enabled(f->ctr_ready, f->ctr_ready_len, enabled);
     char missing[NODESTATE_REASON_MAX];
-    if (val_modules_missing(enabled, f->driver.module, missing, sizeof(missing)) == 0)
+    if (val_modules_missing(enabled, f->driver.module, NULL, missing, sizeof(missing)) == 0)
         return true;
+    /* what the driver pod says of the containers that load them */
     if (f->driver_ds && need(f, VAL_PROBE_DRIVER_POD, st)) {
         st->selector = VAL_DRIVER_DS_SELECTOR;
         return false;
     }
-    char why[NODESTATE_REASON_MAX] = "";
+    val_modules_missing(enabled, f->driver.module, f->driver_pod, missing, sizeof(missing));
     if (f->driver_pod)
-        val_driver_pod_reason(f->driver_pod, why, sizeof(why));
-    if (why[0])
-        not_yet(st, "%s; driver pod %s: %s", missing, kobj_path_str(f->driver_pod, "metadata.name"),
-                why);
+        not_yet(st, "%s (driver pod %s)", missing, kobj_path_str(f->driver_pod, "metadata.name"));
     else
         not_yet(st, "%s", missing);
     return false;

@@ -121,11 +121,11 @@ static const struct {
     const char *var;     /* the variable in .driver-ctr-ready */
     const char *feature; /* what it enables */
     enum nodestate_module module;
-    const char *container; /* the driver pod's container that loads it */
+    const char *container; /* the driver pod's container that loads it (or keeps it loaded) */
     enum nodestate_file file;
 } val_modules[VAL_MOD_COUNT] = {
     [VAL_MOD_PEERMEM] = {"GPU_DIRECT_RDMA_ENABLED", "GPUDirect RDMA", NODESTATE_MOD_NVIDIA_PEERMEM,
-                         "nvidia-driver-ctr and nvidia-peermem-ctr", NODESTATE_PEERMEM_READY},
+                         "nvidia-peermem-ctr", NODESTATE_PEERMEM_READY},
     [VAL_MOD_NVIDIA_FS] = {"GDS_ENABLED", "GPUDirect Storage", NODESTATE_MOD_NVIDIA_FS,
                            "nvidia-fs-ctr", NODESTATE_NVIDIA_FS_READY},
     [VAL_MOD_GDRCOPY] = {"GDRCOPY_ENABLED", "GDRCopy", NODESTATE_MOD_GDRDRV, "nvidia-gdrcopy-ctr",
@@ -181,8 +181,22 @@ void val_modules_enabled(const char *text, size_t len, bool ret[VAL_MOD_COUNT])
     }
 }
 
+static bool describe_container(const json_t *cs, char *buf, size_t n);
+
+/* The status of the pod's container named name, described; false when it has none. */
+static bool container_reason(const json_t *pod, const char *name, char *buf, size_t n)
+{
+    size_t i;
+    json_t *cs;
+    json_array_foreach (kobj_path(pod, "status.containerStatuses"), i, cs)
+        if (streq_ptr(kobj_str(cs, "name"), name))
+            return describe_container(cs, buf, n);
+    return false;
+}
+
 size_t val_modules_missing(const bool enabled[VAL_MOD_COUNT],
-                           const bool module[NODESTATE_MOD_COUNT], char *buf, size_t n)
+                           const bool module[NODESTATE_MOD_COUNT], const json_t *driver_pod,
+                           char *buf, size_t n)
 {
     size_t missing = 0, used = 0;
     if (n)
@@ -191,14 +205,21 @@ size_t val_modules_missing(const bool enabled[VAL_MOD_COUNT],
         if (!enabled[m] || module[val_modules[m].module])
             continue;
         missing++;
+        char why[NODESTATE_REASON_MAX];
+        bool said =
+            driver_pod && container_reason(driver_pod, val_modules[m].container, why, sizeof(why));
         if (used < n) {
-            int w = snprintf(buf + used, n - used,
-                             "%s%s is enabled (%s) but module %s is not loaded (the driver "
-                             "pod's %s load%s it)",
-                             used ? "; " : "", val_modules[m].feature, val_modules[m].var,
-                             nodestate_module_name(val_modules[m].module), val_modules[m].container,
-                             strstr(val_modules[m].container, " and ") ? "" : "s");
+            int w =
+                snprintf(buf + used, n - used, "%smodule %s (%s, %s) is not loaded%s%s%s",
+                         used ? "; " : "", nodestate_module_name(val_modules[m].module),
+                         val_modules[m].feature, val_modules[m].var, said ? ": " : "",
+                         said ? why : " (the driver pod's ", said ? "" : val_modules[m].container);
             used = w < 0 ? n : used + (size_t)w;
+            if (!said && used < n) {
+                w = snprintf(buf + used, n - used, "%s",
+                             m == VAL_MOD_PEERMEM ? " keeps it loaded)" : " loads it)");
+                used = w < 0 ? n : used + (size_t)w;
+            }
         }
     }
     if (used >= n && n >= 4)

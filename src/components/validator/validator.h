@@ -114,10 +114,13 @@ enum val_module {
 void val_modules_enabled(const char *text, size_t len, bool ret[VAL_MOD_COUNT]);
 
 /* The enabled modules that module[] (nodestate_driver_facts.module) lacks: their count, and in
- * buf one reason naming each ("GPUDirect Storage is enabled (GDS_ENABLED) but module nvidia_fs
- * is not loaded (the driver pod's nvidia-fs-ctr loads it)"), "" when none. Pure. */
+ * buf one reason naming each, with what the driver pod (NULL: unknown) says of the container
+ * that loads it: "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded:
+ * nvidia-fs-ctr failed (exit 1): <its message's last line>", else "... is not loaded (the driver
+ * pod's nvidia-fs-ctr loads it)"; "" when none. Pure. */
 size_t val_modules_missing(const bool enabled[VAL_MOD_COUNT],
-                           const bool module[NODESTATE_MOD_COUNT], char *buf, size_t n);
+                           const bool module[NODESTATE_MOD_COUNT], const json_t *driver_pod,
+                           char *buf, size_t n);
 
 /* The status file of a module's check. */
 enum nodestate_file val_module_file(enum val_module m);
