@@ -42,6 +42,7 @@ struct driver {
     char kernel[128];
     bool open;    /* the open kernel modules (KERNEL_MODULE_TYPE) */
     bool peermem; /* GPU_DIRECT_RDMA_ENABLED: nvidia-peermem too */
+    bool sources; /* the kernel sources the module containers build against are laid out */
 };
 
 static void say(const char *fmt, ...) GPUOP_PRINTF(1, 2);
@@ -216,10 +217,14 @@ static int driver_load(const struct driver *d, const char *prefix, bool by_conta
         ((r = write_file(d->root, "/sys/module/nvidia_peermem/refcnt", "0\n", 0644, e)) < 0 ||
          (r = write_file(d->root, "/sys/module/nvidia_peermem/initstate", "live\n", 0644, e)) < 0))
         return r;
-    /* the sources the module containers (nvidia-fs, gdrdrv) wait for and build against */
+    /* the folder the module containers (nvidia-fs, gdrdrv) wait for, and in it the driver's
+     * kernel sources they build against (none in a precompiled image) */
     _cleanup_free_ char *src = xasprintf("%s/usr/src", prefix);
     if (by_container && mkdir_p(src, 0755) < 0)
         return err_errno(e, -errno, "mkdir \"%s\"", src);
+    _cleanup_free_ char *nv_src = xasprintf("%s/nvidia-%s", src, v);
+    if (by_container && d->sources && mkdir_p(nv_src, 0755) < 0)
+        return err_errno(e, -errno, "mkdir \"%s\"", nv_src);
     if (by_container && (r = write_file(d->root, MARKER, vline, 0644, e)) < 0)
         return r;
     /* last: from here on NVML on this node answers with this driver */
@@ -238,7 +243,15 @@ static void remove_rel(const char *root, const char *rel)
 static void driver_unload(const char *root)
 {
     remove_rel(root, SIM_DRIVER_VERSION_FILE);
+    /* the modules of the pod's other containers go with nvidia (the real _unload_driver's
+     * list); their containers find them gone */
     static const char *const files[] = {
+        "/sys/module/nvidia_fs/refcnt",
+        "/sys/module/nvidia_fs/initstate",
+        "/sys/module/nvidia_fs",
+        "/sys/module/gdrdrv/refcnt",
+        "/sys/module/gdrdrv/initstate",
+        "/sys/module/gdrdrv",
         "/sys/module/nvidia_peermem/refcnt",
         "/sys/module/nvidia_peermem/initstate",
         "/sys/module/nvidia_peermem",
@@ -264,6 +277,15 @@ static void driver_unload(const char *root)
             if (str_has_prefix(de->d_name, "libnvidia-ml.so.") ||
                 str_has_prefix(de->d_name, "libcuda.so."))
                 unlinkat(dirfd(dir), de->d_name, 0);
+        closedir(dir);
+    }
+    _cleanup_free_ char *srcdir = xasprintf("%s%s/usr/src", root, DRIVER_DIR);
+    dir = opendir(srcdir);
+    if (dir) {
+        struct dirent *de;
+        while ((de = readdir(dir)))
+            if (str_has_prefix(de->d_name, "nvidia-"))
+                unlinkat(dirfd(dir), de->d_name, AT_REMOVEDIR);
         closedir(dir);
     }
     static const char *const rootfs[] = {
@@ -401,6 +423,12 @@ static int module_type(struct driver *d)
     }
     const char *rdma = env_get("GPU_DIRECT_RDMA_ENABLED");
     d->peermem = rdma && strcmp(rdma, "true") == 0;
+    const char *sources = env_get("SIM_DRIVER_SOURCES");
+    if (sources && strcmp(sources, "true") != 0 && strcmp(sources, "false") != 0) {
+        fail("nvidia-driver: SIM_DRIVER_SOURCES \"%s\": expected true or false\n", sources);
+        return -EINVAL;
+    }
+    d->sources = !d->ref.kernel[0] && !(sources && strcmp(sources, "false") == 0);
     return 0;
 }
 

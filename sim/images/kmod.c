@@ -17,8 +17,8 @@
 #include "images-shell.h"
 
 /* The modules that use nvidia, as the kernel lists them in "in use by". */
-static const char *const nvidia_users[] = {"nvidia_drm", "nvidia_modeset", "nvidia_uvm",
-                                           "nvidia_peermem"};
+static const char *const nvidia_users[] = {"nvidia_drm",     "nvidia_modeset", "nvidia_uvm",
+                                           "nvidia_peermem", "nvidia_fs",      "gdrdrv"};
 
 static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {

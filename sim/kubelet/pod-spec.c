@@ -90,6 +90,10 @@ int kl_image_resolve(const char *image, const char *gpuop_exe, struct kl_image *
         path = xstrdup(gpuop_exe);
     } else if (strcmp(repo, "nvcr.io/nvidia/driver") == 0) {
         program = name = "nvidia-driver";
+    } else if (strcmp(repo, "nvcr.io/nvidia/cloud-native/nvidia-fs") == 0) {
+        program = name = "nvidia-gds-driver"; /* the driver pod's nvidia-fs-ctr */
+    } else if (strcmp(repo, "nvcr.io/nvidia/cloud-native/gdrdrv") == 0) {
+        program = name = "nvidia-gdrcopy-driver"; /* its nvidia-gdrcopy-ctr */
     } else if (strcmp(repo, "nvcr.io/nvidia/cuda") == 0 ||
                strcmp(repo, "nvcr.io/nvidia/k8s/cuda-sample") == 0) {
         program = name = "cuda-sample";

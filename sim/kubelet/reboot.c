@@ -56,8 +56,10 @@ int kl_reboot_host(const struct kl_node_spec *spec, struct err *e)
         return r;
     if (spec->host_driver)
         return 0; /* the host loads its driver at boot: the layout writes it again */
-    static const char *const modules[] = {"sys/module/nvidia", "sys/module/nvidia_uvm",
-                                          "sys/module/nvidia_modeset", "proc/driver/nvidia"};
+    static const char *const modules[] = {"sys/module/nvidia",         "sys/module/nvidia_uvm",
+                                          "sys/module/nvidia_modeset", "sys/module/nvidia_peermem",
+                                          "sys/module/nvidia_fs",      "sys/module/gdrdrv",
+                                          "proc/driver/nvidia"};
     for (size_t i = 0; i < ARRAY_SIZE(modules); i++) {
         _cleanup_free_ char *p = xasprintf("%s/%s", spec->root, modules[i]);
         if ((r = kl_tree_remove(p, e)) < 0)

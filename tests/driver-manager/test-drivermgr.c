@@ -514,6 +514,13 @@ static void test_unload_and_clean(void **state)
     assert_int_equal(dm_unload_order(&f, order), 2);
     assert_int_equal(order[0], NODESTATE_MOD_NVIDIA_DRM); /* its users first, nvidia last */
     assert_int_equal(order[1], NODESTATE_MOD_NVIDIA);
+    /* GDS's and GDRCopy's modules use nvidia too: before it, by their names */
+    f.module[NODESTATE_MOD_GDRDRV] = f.module[NODESTATE_MOD_NVIDIA_FS] = true;
+    f.module[NODESTATE_MOD_NVIDIA_DRM] = false;
+    assert_int_equal(dm_unload_order(&f, order), 3);
+    assert_string_equal(nodestate_module_name(order[0]), "nvidia_fs");
+    assert_string_equal(nodestate_module_name(order[1]), "gdrdrv");
+    assert_string_equal(nodestate_module_name(order[2]), "nvidia");
     f.root_mountpoint = true;
     assert_false(dm_root_stale(&f)); /* the driver it serves is loaded */
     f.module[NODESTATE_MOD_NVIDIA] = false;

@@ -127,6 +127,11 @@ static void test_images(void **state)
         {"nvcr.io/nvidia/cuda:12.4.1-base-ubi9", "/opt/gpuop-sim/bin/cuda-sample", NULL},
         {"nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "/opt/gpuop-sim/bin/cuda-sample",
          NULL},
+        /* the driver pod's module containers, as the operator tags them for the OS */
+        {"nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5-ubuntu22.04",
+         "/opt/gpuop-sim/bin/nvidia-gds-driver", NULL},
+        {"nvcr.io/nvidia/cloud-native/gdrdrv:v2.4.1-2-ubuntu22.04",
+         "/opt/gpuop-sim/bin/nvidia-gdrcopy-driver", NULL},
     };
     for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
         struct kl_image im = {0};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kobj.h"
+#include "operator-internal.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -372,6 +373,144 @@ static void test_driver_settings(void **state)
                 fail_msg("%s: %s reported as not acted on", r->name, path);
         }
     }
+}
+
+/* ---- the same settings on an NVIDIADriver ------------------------------------------------- */
+
+/* An NVIDIADriver's DaemonSet for one GPU node of OS os_tag ("ubuntu22.04"), spec the
+ * NVIDIADriver's (YAML); cms the ConfigMaps of the namespace (NULL: none). The DaemonSet and its
+ * report's status are handed out; the NVIDIADriver is expected valid. */
+static json_t *render_nvd(const char *spec, const char *os_tag, const json_t *cms,
+                          json_t **ret_status)
+{
+    _cleanup_json_ json_t *cp = policy("  driver: {useNvidiaDriverCRD: true}\n");
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    if (op_policy_parse(cp, &defaults, &p, &e) < 0)
+        fail_msg("parse: %s", err_msg(&e));
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    /* the OS tag is NFD's ID then VERSION_ID */
+    size_t idn = strcspn(os_tag, "0123456789");
+    _cleanup_free_ char *id = xstrndup(os_tag, idn);
+    _cleanup_json_ json_t *nodes = json_pack(
+        "[{s:s,s:s,s:{s:s,s:{s:s,s:s,s:s,s:s}}}]", "apiVersion", "v1", "kind", "Node", "metadata",
+        "name", "n1", "labels", "feature.node.kubernetes.io/pci-10de.present", "true",
+        "nvidia.com/gpu.present", "true", "feature.node.kubernetes.io/system-os_release.ID", id,
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID", os_tag + idn);
+    _cleanup_json_ json_t *base =
+        load_yaml("{apiVersion: nvidia.com/v1alpha1, kind: NVIDIADriver,\n"
+                  " metadata: {name: pool, uid: u2},\n"
+                  " spec: {driverType: gpu, repository: nvcr.io/nvidia, image: driver,\n"
+                  "        version: \"" OP_DEFAULT_DRIVER_VERSION "\"}}\n");
+    if (spec && *spec) {
+        _cleanup_json_ json_t *over = load_yaml(spec);
+        json_object_update(json_object_get(base, "spec"), over);
+    }
+    _cleanup_json_ json_t *nvds = json_pack("[O]", base);
+    _cleanup_json_ json_t *owned = json_array();
+    struct op_nvd_input in = {.nvidia_drivers = nvds,
+                              .nodes = nodes,
+                              .owned = owned,
+                              .policy = p,
+                              .templates = t,
+                              .configmaps = cms,
+                              .delegated = true,
+                              .now_ms = 1700000000000ULL};
+    struct op_nvd_result res = {0};
+    if (op_nvd_plan(&in, &res, &e) < 0)
+        fail_msg("nvd plan: %s", err_msg(&e));
+    assert_int_equal(res.n_reports, 1);
+    *ret_status = json_incref(res.reports[0].status);
+    json_t *ds = NULL;
+    if (json_array_size(res.objects) > 0)
+        ds = json_incref(json_array_get(res.objects, 0));
+    op_nvd_result_done(&res);
+    return ds;
+}
+
+/* The driver's YAML of a ClusterPolicy row ("  driver: {...}\n  gds: {...}\n") as an
+ * NVIDIADriver's spec: spec.driver's fields at the top, gds and gdrcopy its own sections. */
+static char *row_as_nvd(const char *row_spec)
+{
+    if (!row_spec || !*row_spec)
+        return xstrdup("");
+    _cleanup_json_ json_t *sec = load_yaml(row_spec);
+    json_t *out = json_object();
+    json_object_update(out, json_object_get(sec, "driver"));
+    if (json_object_get(sec, "gds"))
+        json_object_set(out, "gds", json_object_get(sec, "gds"));
+    if (json_object_get(sec, "gdrcopy"))
+        json_object_set(out, "gdrcopy", json_object_get(sec, "gdrcopy"));
+    char *s = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    return s;
+}
+
+/* Every row of the ClusterPolicy's driver table, as an NVIDIADriver: the same facts in its
+ * DaemonSet (rdma, gds, gdrcopy, kernelModuleType, useOpenKernelModules, repoConfig,
+ * certConfig, licensingConfig, secretEnv, resources, hostNetwork), and none of those fields
+ * reported as accepted, not acted on. */
+static void test_nvidiadriver_settings(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(driver_rows); i++) {
+        const struct driver_row *r = &driver_rows[i];
+        _cleanup_free_ char *spec = row_as_nvd(r->spec);
+        _cleanup_json_ json_t *status = NULL;
+        _cleanup_json_ json_t *ds = render_nvd(spec, r->os_tag, NULL, &status);
+        _cleanup_free_ char *row = xasprintf("NVIDIADriver: %s", r->name);
+        if (!ds)
+            fail_msg("%s: no DaemonSet (%s)", row, json_dumps(status, JSON_COMPACT));
+        json_t *podspec = kobj_path(ds, "spec.template.spec");
+        for (size_t k = 0; k < ARRAY_SIZE(r->facts) && r->facts[k]; k++)
+            check_fact(podspec, r->facts[k], row);
+        size_t j;
+        json_t *c;
+        json_array_foreach (json_object_get(status, "conditions"), j, c) {
+            if (streq_ptr(kobj_str(c, "type"), "UnsupportedFields"))
+                fail_msg("%s: %s", row, kobj_str(c, "message"));
+        }
+    }
+    /* kernelModuleConfig: the ConfigMap's keys as /drivers/<key>, as for the ClusterPolicy */
+    _cleanup_json_ json_t *cms =
+        load_yaml("[{kind: ConfigMap, metadata: {name: kmc, namespace: gpu-operator},\n"
+                  "  data: {nvidia.conf: \"NVreg_EnableGpuFirmware=0\"}},\n"
+                  " {kind: ConfigMap, metadata: {name: kmc, namespace: elsewhere},\n"
+                  "  data: {other.conf: x}}]\n");
+    _cleanup_json_ json_t *status = NULL;
+    _cleanup_json_ json_t *ds =
+        render_nvd("{kernelModuleConfig: {name: kmc}}", "ubuntu22.04", cms, &status);
+    assert_non_null(ds);
+    json_t *podspec = kobj_path(ds, "spec.template.spec");
+    check_fact(podspec, "mount nvidia-driver-ctr /drivers/nvidia.conf kmc", "NVIDIADriver kmc");
+    check_fact(podspec, "nomount nvidia-driver-ctr /drivers/other.conf", "NVIDIADriver kmc");
+    check_fact(podspec,
+               "vol kmc {\"configMap\": {\"name\": \"kmc\", \"items\": [{\"key\": "
+               "\"nvidia.conf\", \"path\": \"nvidia.conf\"}]}}",
+               "NVIDIADriver kmc");
+    assert_string_equal(kobj_str(status, "state"), "notReady"); /* not created yet */
+    _cleanup_free_ char *sts = json_dumps(status, JSON_COMPACT);
+    assert_null(strstr(sts, "UnsupportedFields"));
+    /* the ConfigMap missing: nothing rendered (the live DaemonSets stay), the status says why */
+    _cleanup_json_ json_t *st2 = NULL;
+    _cleanup_json_ json_t *none =
+        render_nvd("{kernelModuleConfig: {name: missing}}", "ubuntu22.04", cms, &st2);
+    assert_null(none);
+    assert_string_equal(kobj_str(st2, "state"), "notReady");
+    json_t *ready = json_array_get(json_object_get(st2, "conditions"), 0);
+    assert_string_equal(kobj_str(ready, "reason"), "KernelModuleConfigMissing");
+    assert_string_equal(kobj_str(ready, "message"),
+                        "NVIDIADriver pool: spec.kernelModuleConfig.name: ConfigMap "
+                        "gpu-operator/missing not found; its driver DaemonSets are left as they "
+                        "are until it exists");
+    /* what gpuop does not act on for either is still named */
+    _cleanup_json_ json_t *st3 = NULL;
+    _cleanup_json_ json_t *ds3 =
+        render_nvd("{virtualTopologyConfig: {config: vt}}", "ubuntu22.04", NULL, &st3);
+    _cleanup_free_ char *st3s = json_dumps(st3, JSON_COMPACT);
+    assert_non_null(
+        strstr(st3s, "accepted, not acted on by gpuop: [\\\"spec.virtualTopologyConfig\\\"]"));
 }
 
 /* The module containers under the driver's resources, as NVIDIA's operator sets them. */
@@ -1131,6 +1270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_driver_settings),
         cmocka_unit_test(test_module_resources),
+        cmocka_unit_test(test_nvidiadriver_settings),
         cmocka_unit_test(test_precompiled_refusals),
         cmocka_unit_test(test_service_monitor),
         cmocka_unit_test(test_service_monitor_plan),

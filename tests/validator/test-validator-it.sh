@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build/gpuop validator against temp node roots with the simulated NVML (sim/fleets) and
 # kubesim: the driver check on a host driver, a containerized driver and none; bad input (one
-# line, exit 2, no file written); --wait that polls without spinning; the plugin check against
+# line, exit 2, no file written); the modules the driver container enabled (nvidia_fs, gdrdrv)
+# and their ready files; --wait that polls without spinning; the plugin check against
 # the Node's allocatable, with the Event and the annotation; all-done.
 set -euo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
@@ -137,6 +138,29 @@ expect 0 "$T/ctr.log" val "$C" "$T/st2" --component=driver
 printf 'IS_HOST_DRIVER=false\nNVIDIA_DRIVER_ROOT=%s\nDRIVER_ROOT_CTR_PATH=%s\nNVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=%s\n' \
     "$C/run/nvidia/driver" "$C/run/nvidia/driver" "$C" >"$T/want-ctr"
 diff -u "$T/want-ctr" "$C/run/nvidia/validations/driver-ready" || fail "driver-ready differs"
+# the modules the driver container enabled (its startup probe's .driver-ctr-ready)
+VC=$C/run/nvidia/validations
+printf 'GPU_DIRECT_RDMA_ENABLED=\nGDS_ENABLED=true\nGDRCOPY_ENABLED=true\n' >"$VC/.driver-ctr-ready"
+mkdir -p "$C/sys/module/gdrdrv"
+expect 1 "$T/mod1.log" val "$C" "$T/st2" --component=driver
+one_line "$T/mod1.log" "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded (the driver pod's nvidia-fs-ctr loads it)"
+grep -q "gdrdrv" "$T/mod1.log" && fail "gdrdrv named though loaded: $(cat "$T/mod1.log")"
+[ ! -e "$VC/driver-ready" ] || fail "driver-ready kept with nvidia_fs missing"
+[ ! -e "$VC/gdrcopy-ready" ] || fail "gdrcopy-ready written by a failed check"
+mkdir -p "$C/sys/module/nvidia_fs"
+expect 0 "$T/mod2.log" val "$C" "$T/st2" --component=driver
+grep -q 'driver validated.*rdma=false gds=true gdrcopy=true' "$T/mod2.log" || fail "$(cat "$T/mod2.log")"
+for f in driver-ready nvidia-fs-ready gdrcopy-ready; do
+    [ -e "$VC/$f" ] || fail "no $f"
+done
+[ ! -e "$VC/nvidia-peermem-ready" ] || fail "nvidia-peermem-ready without RDMA"
+no_temps "$VC"
+# GDS switched off: its file goes at the next pass
+printf 'GPU_DIRECT_RDMA_ENABLED=\nGDS_ENABLED=\nGDRCOPY_ENABLED=true\n' >"$VC/.driver-ctr-ready"
+expect 0 "$T/mod3.log" val "$C" "$T/st2" --component=driver
+[ ! -e "$VC/nvidia-fs-ready" ] || fail "nvidia-fs-ready kept after GDS was switched off"
+[ -e "$VC/gdrcopy-ready" ] || fail "gdrcopy-ready gone"
+rm -rf "$C/sys/module/nvidia_fs" "$C/sys/module/gdrdrv" "$VC/.driver-ctr-ready" "$VC/gdrcopy-ready"
 
 echo "== cuda"
 expect 0 "$T/host4.log" val "$H" "$T/st1" --component=driver

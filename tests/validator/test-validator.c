@@ -560,6 +560,7 @@ struct world {
     bool driver_ds, toolkit_ds;
     const char *driver_pod;            /* JSON, NULL none */
     const char *driver_ready, *marker; /* NULL: missing */
+    const char *ctr_ready;             /* .driver-ctr-ready: NULL missing */
     enum val_stage spec_fail;          /* VAL_STAGE_NONE: parses */
     const char *const *spec_devices;   /* NULL-terminated */
     const char *lib;                   /* FIND_LIB: NULL not found */
@@ -613,6 +614,11 @@ static void answer(const struct world *w, const struct val_step *st, struct val_
         f->driver_ready = w->driver_ready;
         f->driver_ready_len = w->driver_ready ? strlen(w->driver_ready) : 0;
         x->code = w->driver_ready ? 0 : -ENOENT;
+        break;
+    case VAL_PROBE_CTR_READY:
+        f->ctr_ready = w->ctr_ready;
+        f->ctr_ready_len = w->ctr_ready ? strlen(w->ctr_ready) : 0;
+        x->code = w->ctr_ready ? 0 : -ENOENT;
         break;
     case VAL_PROBE_MARKER:
         f->marker = w->marker;
@@ -786,6 +792,205 @@ static void test_plan_driver(void **state)
     run_plan(VAL_DRIVER, &plan_cfg, &none, &a, st);
     assert_string_equal(a.probes, "driver,driver-ds");
     assert_non_null(strstr(st->reason, "no driver:"));
+    val_step_clear(st);
+    free(st);
+}
+
+/* .driver-ctr-ready's variables: which modules the driver container enabled */
+static void test_modules_enabled(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text; /* NULL: no file */
+        bool rdma, gds, gdrcopy;
+    } cases[] = {
+        {NULL, false, false, false},
+        {"", false, false, false},
+        /* what gpuop's startup probe writes: "true", else empty */
+        {"GPU_DIRECT_RDMA_ENABLED=true\nGDS_ENABLED=\nGDRCOPY_ENABLED=\n", true, false, false},
+        {"GPU_DIRECT_RDMA_ENABLED=true\nGDS_ENABLED=true\nGDRCOPY_ENABLED=true", true, true, true},
+        /* YAML, quotes, blanks, CRLF, comments, any case */
+        {"GDS_ENABLED: \"true\"\r\n# GDRCOPY_ENABLED=true\n  GDRCOPY_ENABLED : 'TRUE'\n", false,
+         true, true},
+        /* anything but true is off; a longer or shorter name is another variable */
+        {"GDS_ENABLED=false\nGDRCOPY_ENABLED=1\nGPU_DIRECT_RDMA_ENABLED=truee\n", false, false,
+         false},
+        {"XGDS_ENABLED=true\nGDS_ENABLED_X=true\nGDS_ENABLE=true\n", false, false, false},
+        /* the last line wins; a line without a separator is skipped */
+        {"GDS_ENABLED=true\nGDS_ENABLED=false\ngarbage\nGDRCOPY_ENABLED=true", false, false, true},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        bool en[VAL_MOD_COUNT];
+        val_modules_enabled(cases[i].text, cases[i].text ? strlen(cases[i].text) : 0, en);
+        print_message("case %zu\n", i);
+        assert_int_equal(en[VAL_MOD_PEERMEM], cases[i].rdma);
+        assert_int_equal(en[VAL_MOD_NVIDIA_FS], cases[i].gds);
+        assert_int_equal(en[VAL_MOD_GDRCOPY], cases[i].gdrcopy);
+    }
+    /* a NUL inside is no blank: the value is not "true" */
+    bool en[VAL_MOD_COUNT];
+    val_modules_enabled("GDS_ENABLED=\0true", 17, en);
+    assert_false(en[VAL_MOD_NVIDIA_FS]);
+    assert_int_equal(val_module_file(VAL_MOD_PEERMEM), NODESTATE_PEERMEM_READY);
+    assert_string_equal(nodestate_file_name(val_module_file(VAL_MOD_PEERMEM)),
+                        "nvidia-peermem-ready");
+    assert_string_equal(nodestate_file_name(val_module_file(VAL_MOD_NVIDIA_FS)), "nvidia-fs-ready");
+    assert_string_equal(nodestate_file_name(val_module_file(VAL_MOD_GDRCOPY)), "gdrcopy-ready");
+}
+
+/* Each enabled module must be loaded; the reason names the module, what enabled it, and what
+ * the driver pod says of the container that loads it. */
+static void test_modules_missing(void **state)
+{
+    (void)state;
+    static const char pod[] =
+        "{\"metadata\":{\"name\":\"d\"},\"status\":{\"containerStatuses\":["
+        "{\"name\":\"nvidia-driver-ctr\",\"ready\":true,\"state\":{\"running\":{}}},"
+        "{\"name\":\"nvidia-fs-ctr\",\"ready\":false,\"restartCount\":2,\"state\":{\"waiting\":{"
+        "\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{\"exitCode\":1,"
+        "\"message\":\"Installing prerequisites\\nno kernel sources\\n\"}}},"
+        "{\"name\":\"nvidia-gdrcopy-ctr\",\"ready\":false,\"state\":{\"running\":{}}}]}}";
+    static const struct {
+        bool en[VAL_MOD_COUNT];
+        bool peermem, fs, gdrdrv; /* loaded */
+        bool with_pod;
+        size_t missing;
+        const char *want; /* the reason; "" for none */
+    } cases[] = {
+        {{false, false, false}, false, false, false, true, 0, ""},
+        {{true, true, true}, true, true, true, true, 0, ""},
+        /* loaded but not enabled: nothing to say */
+        {{false, false, false}, true, true, true, false, 0, ""},
+        /* no pod known (or no status for its container): which container loads it */
+        {{true, false, false},
+         false,
+         true,
+         true,
+         false,
+         1,
+         "module nvidia_peermem (GPUDirect RDMA, GPU_DIRECT_RDMA_ENABLED) is not loaded (the "
+         "driver pod's nvidia-peermem-ctr keeps it loaded)"},
+        {{true, false, false},
+         false,
+         true,
+         true,
+         true,
+         1,
+         "module nvidia_peermem (GPUDirect RDMA, GPU_DIRECT_RDMA_ENABLED) is not loaded (the "
+         "driver pod's nvidia-peermem-ctr keeps it loaded)"},
+        {{false, true, false},
+         false,
+         false,
+         false,
+         false,
+         1,
+         "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded (the driver pod's "
+         "nvidia-fs-ctr loads it)"},
+        /* its container's failure, the last line of its message */
+        {{false, true, false},
+         false,
+         false,
+         false,
+         true,
+         1,
+         "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded: nvidia-fs-ctr failed "
+         "(exit 1): no kernel sources"},
+        {{false, true, true},
+         false,
+         false,
+         false,
+         true,
+         2,
+         "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded: nvidia-fs-ctr failed "
+         "(exit 1): no kernel sources; module gdrdrv (GDRCopy, GDRCOPY_ENABLED) is not loaded: "
+         "nvidia-gdrcopy-ctr: running, not ready yet"},
+    };
+    json_t *p = json_loads(pod, 0, NULL);
+    assert_non_null(p);
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        bool mod[NODESTATE_MOD_COUNT] = {0};
+        mod[NODESTATE_MOD_NVIDIA] = true;
+        mod[NODESTATE_MOD_NVIDIA_PEERMEM] = cases[i].peermem;
+        mod[NODESTATE_MOD_NVIDIA_FS] = cases[i].fs;
+        mod[NODESTATE_MOD_GDRDRV] = cases[i].gdrdrv;
+        char buf[NODESTATE_REASON_MAX];
+        print_message("case %zu\n", i);
+        assert_int_equal(
+            val_modules_missing(cases[i].en, mod, cases[i].with_pod ? p : NULL, buf, sizeof(buf)),
+            cases[i].missing);
+        assert_string_equal(buf, cases[i].want);
+    }
+    json_decref(p);
+    /* a short buffer ends in "...", the count stays right */
+    bool all[VAL_MOD_COUNT] = {true, true, true}, none[NODESTATE_MOD_COUNT] = {0};
+    char small[40];
+    assert_int_equal(val_modules_missing(all, none, NULL, small, sizeof(small)), 3);
+    assert_int_equal(strlen(small), sizeof(small) - 1);
+    assert_string_equal(small + sizeof(small) - 4, "...");
+}
+
+/* The driver check with modules enabled by the driver container. */
+static void test_plan_driver_modules(void **state)
+{
+    (void)state;
+    struct asked a;
+    struct val_step *st = xcalloc(1, sizeof(*st));
+    /* the containerized driver, its startup probe's file naming GDS and GDRCopy */
+    struct world w = {.n_gpus = 8,
+                      .pci = 8,
+                      .driver_ds = true,
+                      .ctr_ready = "GPU_DIRECT_RDMA_ENABLED=\nGDS_ENABLED=true\n"
+                                   "GDRCOPY_ENABLED=true\n"};
+    w.driver.ctr_ready = w.driver.root_used = true;
+    w.driver.module[NODESTATE_MOD_NVIDIA] = true;
+    strlcpy_s(w.driver.root_nvml, "/run/nvidia/driver/usr/lib/libnvidia-ml.so.1",
+              sizeof(w.driver.root_nvml));
+    w.driver.module[NODESTATE_MOD_NVIDIA_FS] = w.driver.module[NODESTATE_MOD_GDRDRV] = true;
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds,gpus,pci,ctr-ready");
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_int_equal(st->file, NODESTATE_DRIVER_READY);
+    assert_true(st->also[NODESTATE_NVIDIA_FS_READY] && st->also[NODESTATE_GDRCOPY_READY]);
+    assert_false(st->also[NODESTATE_PEERMEM_READY] || st->also[NODESTATE_DRIVER_READY]);
+    assert_true(st->drop[NODESTATE_PEERMEM_READY]);
+    assert_false(st->drop[NODESTATE_NVIDIA_FS_READY] || st->drop[NODESTATE_GDRCOPY_READY]);
+    assert_non_null(strstr(st->log_kv, "rdma=false gds=true gdrcopy=true"));
+    /* gdrdrv missing: not yet, the driver pod's failing container joins the reason */
+    w.driver.module[NODESTATE_MOD_GDRDRV] = false;
+    w.driver_pod = "{\"metadata\":{\"name\":\"nvidia-driver-daemonset-x\"},\"status\":{"
+                   "\"containerStatuses\":[{\"name\":\"nvidia-driver-ctr\",\"ready\":true,"
+                   "\"state\":{\"running\":{}}},{\"name\":\"nvidia-gdrcopy-ctr\",\"ready\":"
+                   "false,\"restartCount\":1,\"state\":{\"waiting\":{\"reason\":"
+                   "\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{\"exitCode\":1,"
+                   "\"message\":\"gdrdrv: no sources\\n\"}}}]}}";
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds,gpus,pci,ctr-ready,driver-pod");
+    assert_int_equal(st->outcome, VAL_NOT_YET);
+    assert_false(st->write);
+    assert_string_equal(st->reason,
+                        "module gdrdrv (GDRCopy, GDRCOPY_ENABLED) is not loaded: "
+                        "nvidia-gdrcopy-ctr failed (exit 1): gdrdrv: no sources (driver pod "
+                        "nvidia-driver-daemonset-x)");
+    /* nothing enabled (an older probe's empty file, or none): driver-ready alone, as before */
+    w.ctr_ready = "";
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    for (int f = 0; f < NODESTATE_FILE_COUNT; f++)
+        assert_false(st->also[f]);
+    assert_true(st->drop[NODESTATE_NVIDIA_FS_READY] && st->drop[NODESTATE_GDRCOPY_READY]);
+    /* an unmanaged containerized driver without the file: nothing enabled either */
+    w.ctr_ready = NULL;
+    w.driver_ds = false;
+    run_plan(VAL_DRIVER, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    /* a host driver: its modules are the host's, the file not read */
+    struct world h = {.n_gpus = 8, .pci = 8, .ctr_ready = "GDS_ENABLED=true\n"};
+    strlcpy_s(h.driver.host_smi, "/host/usr/bin/nvidia-smi", sizeof(h.driver.host_smi));
+    strlcpy_s(h.driver.host_nvml, "/host/usr/lib/libnvidia-ml.so.1", sizeof(h.driver.host_nvml));
+    run_plan(VAL_DRIVER, &plan_cfg, &h, &a, st);
+    assert_string_equal(a.probes, "driver,driver-ds,gpus,pci");
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_false(st->also[NODESTATE_NVIDIA_FS_READY]);
     val_step_clear(st);
     free(st);
 }
@@ -1002,6 +1207,9 @@ int main(void)
         cmocka_unit_test(test_driver_pod_reason),
         cmocka_unit_test(test_status_missing),
         cmocka_unit_test(test_plan_driver),
+        cmocka_unit_test(test_modules_enabled),
+        cmocka_unit_test(test_modules_missing),
+        cmocka_unit_test(test_plan_driver_modules),
         cmocka_unit_test(test_plan_toolkit),
         cmocka_unit_test(test_plan_cuda_plugin),
         cmocka_unit_test(test_plan_status),

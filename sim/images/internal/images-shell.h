@@ -16,6 +16,9 @@ int simimg_smi_main(int argc, char **argv);
 int simimg_cuda_sample_main(int argc, char **argv);
 int simimg_rmmod_main(int argc, char **argv);
 int simimg_operand_main(int argc, char **argv);
+int simimg_gds_main(int argc, char **argv);     /* nvidia-gds-driver (modules.c) */
+int simimg_gdrcopy_main(int argc, char **argv); /* nvidia-gdrcopy-driver */
+int simimg_lsmod_main(int argc, char **argv);   /* lsmod */
 
 /* Blocks SIGTERM, SIGINT, SIGQUIT and SIGHUP and returns a signalfd reading them (-errno). */
 int simimg_signals_open(void);

@@ -30,6 +30,8 @@
 
 struct nvd {
     const json_t *obj;
+    const json_t *kmc;       /* the ConfigMap spec.kernelModuleConfig.name names, as read */
+    const char *kmc_missing; /* that name, when no such ConfigMap is there */
     const char *name;
     const json_t *spec;
     const json_t *selector; /* spec.nodeSelector when it is a map of strings, else NULL */
@@ -483,7 +485,8 @@ static int render_group(const struct nvd *d, const json_t *g, const struct op_nv
     const char *pull = kobj_str(d->spec, "imagePullPolicy");
     pp.operand[OP_DRIVER].pull_policy = (char *)(pull && *pull ? pull : "IfNotPresent");
     _cleanup_free_ char *image = group_image(d, g);
-    struct op_render_ctx ctx = {.os_tag = kobj_str(g, "os"), .driver_image = image};
+    struct op_render_ctx ctx = {
+        .os_tag = kobj_str(g, "os"), .driver_image = image, .kernel_module_config = d->kmc};
     _cleanup_json_ json_t *ds = NULL;
     int r = op_render_driver_daemonset(&pp, in->templates, &ctx, &ds, e);
     if (r < 0)
@@ -540,11 +543,12 @@ static bool value_set(const json_t *v)
 /* The spec fields set that gpuop accepts and does not act on ("spec.rdma", ...). */
 static json_t *unsupported_fields(const json_t *spec)
 {
-    /* rdma, gds, gdrcopy, repoConfig, certConfig, licensingConfig, secretEnv and the kernel
-     * module type are rendered as the ClusterPolicy's driver settings are (render-driver.c) */
-    static const char *const keys[] = {
-        "virtualTopologyConfig", "kernelModuleConfig", "manager",       "podSecurityContext",
-        "upgradePolicy",         "livenessProbe",      "readinessProbe"};
+    /* rdma, gds, gdrcopy, repoConfig, certConfig, licensingConfig, secretEnv,
+     * kernelModuleConfig, the kernel module type and usePrecompiled are rendered as the
+     * ClusterPolicy's driver settings are (render-driver.c) */
+    static const char *const keys[] = {"virtualTopologyConfig", "manager",
+                                       "podSecurityContext",    "upgradePolicy",
+                                       "livenessProbe",         "readinessProbe"};
     json_t *out = json_array();
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
         if (value_set(json_object_get(spec, keys[i])))
@@ -597,6 +601,21 @@ static json_t *refused_status(const struct nvd *d, const struct op_status_ctx *s
     return json_pack("{s:s,s:s,s:s,s:[o,o]}", "state", "notReady", "namespace", ns, "nodes", "-",
                      "conditions", op_condition(sc, "Ready", false, reason, msg),
                      op_condition(sc, "Error", true, reason, msg));
+}
+
+/* The ConfigMap spec.kernelModuleConfig.name names, in the policy's namespace. */
+static void find_kmc(struct nvd *d, const struct op_nvd_input *in)
+{
+    const char *name = kobj_path_str(d->spec, "kernelModuleConfig.name");
+    if (!name || !*name)
+        return;
+    size_t i;
+    const json_t *cm;
+    json_array_foreach (in->configmaps, i, cm)
+        if (streq_ptr(kobj_name(cm), name) && streq_ptr(kobj_namespace(cm), in->policy->namespace))
+            d->kmc = cm;
+    if (!d->kmc)
+        d->kmc_missing = name;
 }
 
 /* The live DaemonSets of an NVIDIADriver (NULL: of every one), kept as they are. */
@@ -777,6 +796,22 @@ int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct
                 rep, refused_status(d, &sc, in->policy->namespace, rep,
                                     d->invalid ? "InvalidNVIDIADriver" : "ConflictingNodeSelector",
                                     msg));
+            keep_live(in->owned, d->name, res.objects);
+            res.all_ready = false;
+            if (!res.why)
+                res.why = xstrdup(msg);
+            continue;
+        }
+        /* its kernel module ConfigMap missing: its DaemonSets are left as they are, as the
+         * ClusterPolicy's is, until it exists */
+        find_kmc(d, in);
+        if (d->kmc_missing) {
+            _cleanup_free_ char *msg = xasprintf(
+                "NVIDIADriver %s: spec.kernelModuleConfig.name: ConfigMap %s/%s not found; its "
+                "driver DaemonSets are left as they are until it exists",
+                d->name, in->policy->namespace, d->kmc_missing);
+            op_report_status(rep, refused_status(d, &sc, in->policy->namespace, rep,
+                                                 "KernelModuleConfigMissing", msg));
             keep_live(in->owned, d->name, res.objects);
             res.all_ready = false;
             if (!res.why)

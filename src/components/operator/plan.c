@@ -565,6 +565,7 @@ static int plan_drivers_and_nodes(struct active *a, struct op_plan *plan, struct
                               .owned = s->owned,
                               .policy = a->p,
                               .templates = s->templates,
+                              .configmaps = s->configmaps,
                               .delegated = a->delegated,
                               .now_ms = s->now_ms};
     int r = op_nvd_plan(&ni, &a->nvd, e);

@@ -12,10 +12,10 @@
 
 const char *val_probe_name(enum val_probe p)
 {
-    static const char *const n[] = {"none",         "driver", "driver-ds",  "driver-pod",
-                                    "driver-ready", "marker", "toolkit-ds", "cdi-spec",
-                                    "find-lib",     "gpus",   "pci",        "node",
-                                    "runtime",      "cuda",   "status"};
+    static const char *const n[] = {"none",         "driver",    "driver-ds", "driver-pod",
+                                    "driver-ready", "ctr-ready", "marker",    "toolkit-ds",
+                                    "cdi-spec",     "find-lib",  "gpus",      "pci",
+                                    "node",         "runtime",   "cuda",      "status"};
     static_assert(ARRAY_SIZE(n) == VAL_PROBE_COUNT, "a name per probe");
     return (unsigned)p < ARRAY_SIZE(n) ? n[p] : "?";
 }
@@ -168,6 +168,40 @@ static bool phase_driver_owner(const struct val_config *cfg, const struct val_fa
     return false;
 }
 
+/* The modules the driver container enabled (its .driver-ctr-ready; a host driver's are the
+ * host's business: none) are loaded; otherwise what the driver pod says of its module
+ * containers joins the reason. */
+static bool phase_driver_modules(const struct val_facts *f, struct val_step *st,
+                                 const struct val_driver_plan *pl, bool enabled[VAL_MOD_COUNT])
+{
+    val_modules_enabled(NULL, 0, enabled);
+    if (pl->source != VAL_SRC_CONTAINER)
+        return true;
+    if (need(f, VAL_PROBE_CTR_READY, st))
+        return false;
+    const struct val_failure *x = &f->fail[VAL_PROBE_CTR_READY];
+    if (x->code < 0 && x->code != -ENOENT) {
+        not_yet(st, "%s", x->msg);
+        return false;
+    }
+    if (x->code == 0)
+        val_modules_enabled(f->ctr_ready, f->ctr_ready_len, enabled);
+    char missing[NODESTATE_REASON_MAX];
+    if (val_modules_missing(enabled, f->driver.module, NULL, missing, sizeof(missing)) == 0)
+        return true;
+    /* what the driver pod says of the containers that load them */
+    if (f->driver_ds && need(f, VAL_PROBE_DRIVER_POD, st)) {
+        st->selector = VAL_DRIVER_DS_SELECTOR;
+        return false;
+    }
+    val_modules_missing(enabled, f->driver.module, f->driver_pod, missing, sizeof(missing));
+    if (f->driver_pod)
+        not_yet(st, "%s (driver pod %s)", missing, kobj_path_str(f->driver_pod, "metadata.name"));
+    else
+        not_yet(st, "%s", missing);
+    return false;
+}
+
 static void check_driver(const struct val_config *cfg, const struct val_facts *f,
                          struct val_step *st)
 {
@@ -196,6 +230,9 @@ static void check_driver(const struct val_config *cfg, const struct val_facts *f
         not_yet(st, "%s (%s driver: %s)", why, val_driver_source_name(pl.source), pl.found);
         return;
     }
+    bool enabled[VAL_MOD_COUNT];
+    if (!phase_driver_modules(f, st, &pl, enabled))
+        return;
     struct err re = {0};
     if (nodestate_driver_ready_render(&pl.ready, &st->text, &re) < 0) {
         error(st, re.code < 0 ? re.code : -EINVAL, re.msg);
@@ -208,9 +245,17 @@ static void check_driver(const struct val_config *cfg, const struct val_facts *f
     str_printf_cut(st->owner.source, sizeof(st->owner.source), "validated: %s", pl.found);
     char q[NODESTATE_REASON_MAX];
     strlcpy_s(q, pl.found, sizeof(q));
-    passed(st, true, NODESTATE_DRIVER_READY, "driver validated",
-           "source=%s found=\"%s\" version=%s gpus=%zu pci=%d", val_driver_source_name(pl.source),
-           log_kv_quote(q), seen.version ? seen.version : "(null)", seen.n_gpus, seen.pci_gpus);
+    /* each enabled module's status file; a module switched off leaves none behind */
+    for (int m = 0; m < VAL_MOD_COUNT; m++) {
+        st->also[val_module_file((enum val_module)m)] = enabled[m];
+        st->drop[val_module_file((enum val_module)m)] = !enabled[m];
+    }
+    passed(
+        st, true, NODESTATE_DRIVER_READY, "driver validated",
+        "source=%s found=\"%s\" version=%s gpus=%zu pci=%d rdma=%s gds=%s gdrcopy=%s",
+        val_driver_source_name(pl.source), log_kv_quote(q), seen.version ? seen.version : "(null)",
+        seen.n_gpus, seen.pci_gpus, enabled[VAL_MOD_PEERMEM] ? "true" : "false",
+        enabled[VAL_MOD_NVIDIA_FS] ? "true" : "false", enabled[VAL_MOD_GDRCOPY] ? "true" : "false");
 }
 
 /* ---- toolkit ------------------------------------------------------------------------------ */

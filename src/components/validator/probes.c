@@ -21,6 +21,7 @@
 void val_gathered_clear(struct val_gathered *g)
 {
     free(g->driver_ready);
+    free(g->ctr_ready);
     free(g->marker);
     cdi_spec_free(g->spec);
     gpu_inventory_free(g->inv);
@@ -155,6 +156,10 @@ void val_probe_run(struct val *v, const struct val_step *st, struct val_gathered
         read_status(v, NODESTATE_DRIVER_READY, st->probe, &g->driver_ready, &f->driver_ready_len,
                     g);
         f->driver_ready = g->driver_ready;
+        break;
+    case VAL_PROBE_CTR_READY:
+        read_status(v, NODESTATE_DRIVER_CTR_READY, st->probe, &g->ctr_ready, &f->ctr_ready_len, g);
+        f->ctr_ready = g->ctr_ready;
         break;
     case VAL_PROBE_MARKER:
         read_status(v, NODESTATE_TOOLKIT_CTR_READY, st->probe, &g->marker, &f->marker_len, g);

@@ -188,12 +188,17 @@ static void plan_check(struct val *v, struct val_step *st)
     }
 }
 
-/* A verdict that passed: its status file, the owner it verified, its line. A file that cannot
+/* A verdict that passed: its status files, the owner it verified, its line. A file that cannot
  * be written turns it into an error. */
 static void carry_out(struct val *v, struct val_step *st)
 {
     struct err e = {0};
-    if (st->write && nodestate_file_write(v->validations_dir, st->file, st->text, &e) < 0) {
+    int r = st->write ? nodestate_file_write(v->validations_dir, st->file, st->text, &e) : 0;
+    for (int f = 0; f < NODESTATE_FILE_COUNT && r == 0; f++)
+        r = st->also[f]   ? nodestate_file_write(v->validations_dir, f, NULL, &e)
+            : st->drop[f] ? nodestate_file_remove(v->validations_dir, f, &e)
+                          : 0;
+    if (r < 0) {
         st->outcome = VAL_ERROR;
         st->code = e.code;
         strlcpy_s(st->reason, e.msg, sizeof(st->reason));

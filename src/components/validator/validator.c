@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kobj.h"
 #include "validator.h"
@@ -112,6 +113,118 @@ void val_driver_plan(const struct val_paths *p, const struct nodestate_driver_fa
                    strcmp(p->host_root, "/") == 0 ? "" : p->host_root, p->host_root, p->driver_root,
                    left);
     plan_done(&pl, ret);
+}
+
+/* ---- the driver's additional modules ------------------------------------------------------ */
+
+static const struct {
+    const char *var;     /* the variable in .driver-ctr-ready */
+    const char *feature; /* what it enables */
+    enum nodestate_module module;
+    const char *container; /* the driver pod's container that loads it (or keeps it loaded) */
+    enum nodestate_file file;
+} val_modules[VAL_MOD_COUNT] = {
+    [VAL_MOD_PEERMEM] = {"GPU_DIRECT_RDMA_ENABLED", "GPUDirect RDMA", NODESTATE_MOD_NVIDIA_PEERMEM,
+                         "nvidia-peermem-ctr", NODESTATE_PEERMEM_READY},
+    [VAL_MOD_NVIDIA_FS] = {"GDS_ENABLED", "GPUDirect Storage", NODESTATE_MOD_NVIDIA_FS,
+                           "nvidia-fs-ctr", NODESTATE_NVIDIA_FS_READY},
+    [VAL_MOD_GDRCOPY] = {"GDRCOPY_ENABLED", "GDRCopy", NODESTATE_MOD_GDRDRV, "nvidia-gdrcopy-ctr",
+                         NODESTATE_GDRCOPY_READY},
+};
+
+enum nodestate_file val_module_file(enum val_module m)
+{
+    assert((unsigned)m < VAL_MOD_COUNT);
+    return val_modules[m].file;
+}
+
+static bool blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* [s, e) without surrounding blanks and one pair of matching quotes. */
+static void trim(const char **s, const char **e)
+{
+    while (*s < *e && blank(**s))
+        (*s)++;
+    while (*e > *s && blank((*e)[-1]))
+        (*e)--;
+    if (*e - *s >= 2 && (**s == '"' || **s == '\'') && (*e)[-1] == **s) {
+        (*s)++;
+        (*e)--;
+    }
+}
+
+void val_modules_enabled(const char *text, size_t len, bool ret[VAL_MOD_COUNT])
+{
+    for (int m = 0; m < VAL_MOD_COUNT; m++)
+        ret[m] = false;
+    const char *end = text ? text + len : NULL;
+    for (const char *line = text; line && line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *le = nl ? nl : end;
+        const char *sep = NULL;
+        for (const char *c = line; c < le && !sep; c++)
+            if (*c == '=' || *c == ':')
+                sep = c;
+        if (sep) {
+            const char *ks = line, *ke = sep, *vs = sep + 1, *ve = le;
+            trim(&ks, &ke);
+            trim(&vs, &ve);
+            for (int m = 0; m < VAL_MOD_COUNT; m++)
+                if ((size_t)(ke - ks) == strlen(val_modules[m].var) &&
+                    memcmp(ks, val_modules[m].var, (size_t)(ke - ks)) == 0)
+                    ret[m] = ve - vs == 4 && strncasecmp(vs, "true", 4) == 0;
+        }
+        line = nl ? nl + 1 : end;
+    }
+}
+
+static bool describe_container(const json_t *cs, char *buf, size_t n);
+
+/* The status of the pod's container named name, described; false when it has none. */
+static bool container_reason(const json_t *pod, const char *name, char *buf, size_t n)
+{
+    size_t i;
+    json_t *cs;
+    json_array_foreach (kobj_path(pod, "status.containerStatuses"), i, cs)
+        if (streq_ptr(kobj_str(cs, "name"), name))
+            return describe_container(cs, buf, n);
+    return false;
+}
+
+size_t val_modules_missing(const bool enabled[VAL_MOD_COUNT],
+                           const bool module[NODESTATE_MOD_COUNT], const json_t *driver_pod,
+                           char *buf, size_t n)
+{
+    size_t missing = 0, used = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int m = 0; m < VAL_MOD_COUNT; m++) {
+        if (!enabled[m] || module[val_modules[m].module])
+            continue;
+        missing++;
+        char why[NODESTATE_REASON_MAX];
+        bool said =
+            driver_pod && container_reason(driver_pod, val_modules[m].container, why, sizeof(why));
+        if (used < n) {
+            int w =
+                snprintf(buf + used, n - used, "%smodule %s (%s, %s) is not loaded%s%s%s",
+                         used ? "; " : "", nodestate_module_name(val_modules[m].module),
+                         val_modules[m].feature, val_modules[m].var, said ? ": " : "",
+                         said ? why : " (the driver pod's ", said ? "" : val_modules[m].container);
+            used = w < 0 ? n : used + (size_t)w;
+            if (!said && used < n) {
+                w = snprintf(buf + used, n - used, "%s",
+                             m == VAL_MOD_PEERMEM ? " keeps it loaded)" : " loads it)");
+                used = w < 0 ? n : used + (size_t)w;
+            }
+        }
+    }
+    if (used >= n && n >= 4)
+        memcpy(buf + n - 4, "...", 4);
+    return missing;
 }
 
 int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n)

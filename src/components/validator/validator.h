@@ -95,6 +95,36 @@ struct val_driver_seen {
 /* 0 when the driver answers as it should; -ENODEV with the reason in buf otherwise. */
 int val_driver_verify(const struct val_driver_seen *s, char *buf, size_t n);
 
+/* ---- the driver's additional modules ------------------------------------------------------ */
+
+/* The modules a driver container may load beside the driver, each enabled by the operator
+ * (driver.rdma, gds, gdrcopy) through a variable its startup probe writes into
+ * .driver-ctr-ready; the driver check then requires each enabled one loaded and writes its
+ * status file, as NVIDIA's validator does. */
+enum val_module {
+    VAL_MOD_PEERMEM,   /* GPU_DIRECT_RDMA_ENABLED: nvidia_peermem, nvidia-peermem-ready */
+    VAL_MOD_NVIDIA_FS, /* GDS_ENABLED: nvidia_fs, nvidia-fs-ready */
+    VAL_MOD_GDRCOPY,   /* GDRCOPY_ENABLED: gdrdrv, gdrcopy-ready */
+    VAL_MOD_COUNT,
+};
+
+/* Which modules .driver-ctr-ready enables: "KEY=true" lines (an env file) or "KEY: true" (YAML);
+ * quotes around the value and blank or '#' lines allowed; a key set to anything but true (any
+ * case) is off. text NULL (no file, a host driver): none. Pure. */
+void val_modules_enabled(const char *text, size_t len, bool ret[VAL_MOD_COUNT]);
+
+/* The enabled modules that module[] (nodestate_driver_facts.module) lacks: their count, and in
+ * buf one reason naming each, with what the driver pod (NULL: unknown) says of the container
+ * that loads it: "module nvidia_fs (GPUDirect Storage, GDS_ENABLED) is not loaded:
+ * nvidia-fs-ctr failed (exit 1): <its message's last line>", else "... is not loaded (the driver
+ * pod's nvidia-fs-ctr loads it)"; "" when none. Pure. */
+size_t val_modules_missing(const bool enabled[VAL_MOD_COUNT],
+                           const bool module[NODESTATE_MOD_COUNT], const json_t *driver_pod,
+                           char *buf, size_t n);
+
+/* The status file of a module's check. */
+enum nodestate_file val_module_file(enum val_module m);
+
 /* ---- toolkit ------------------------------------------------------------------------------ */
 
 /* The toolkit's marker (.toolkit-ctr-ready) is read with nodestate's
@@ -187,6 +217,7 @@ enum val_probe {
     VAL_PROBE_DRIVER_DS,    /* whether a DaemonSet matching selector runs (false: no API) */
     VAL_PROBE_DRIVER_POD,   /* this node's pod of the driver DaemonSets (selector) */
     VAL_PROBE_DRIVER_READY, /* the driver-ready file's text */
+    VAL_PROBE_CTR_READY,    /* the driver container's .driver-ctr-ready: its text */
     VAL_PROBE_MARKER,       /* the toolkit's marker .toolkit-ctr-ready: its text */
     VAL_PROBE_TOOLKIT_DS,   /* whether a DaemonSet matching selector runs */
     VAL_PROBE_CDI_SPEC,     /* the CDI spec at path (a host path) under the host root, parsed */
@@ -229,6 +260,8 @@ struct val_facts {
     const json_t *driver_pod;             /* DRIVER_POD: NULL none (or the API failed) */
     const char *driver_ready;             /* DRIVER_READY */
     size_t driver_ready_len;
+    const char *ctr_ready; /* CTR_READY */
+    size_t ctr_ready_len;
     const char *marker; /* MARKER */
     size_t marker_len;
     bool toolkit_ds;          /* TOOLKIT_DS */
@@ -264,7 +297,10 @@ struct val_step {
     bool write;               /* passed: write file ... */
     enum nodestate_file file; /* ... with text (NULL: empty) */
     char *text;               /* owned: val_step_clear */
-    bool record_owner;        /* passed: record owner (the shell stamps its time) */
+    /* passed: further status files, written empty (also[f]) or removed (drop[f]) */
+    bool also[NODESTATE_FILE_COUNT];
+    bool drop[NODESTATE_FILE_COUNT];
+    bool record_owner; /* passed: record owner (the shell stamps its time) */
     struct nodestate_driver_owner owner;
     const char *log_msg; /* passed: one info line, with log_kv; NULL: none */
     char log_kv[NODESTATE_REASON_MAX + 256];

@@ -21,6 +21,8 @@ const char *nodestate_module_name(enum nodestate_module m)
         [NODESTATE_MOD_NVIDIA_MODESET] = "nvidia_modeset",
         [NODESTATE_MOD_NVIDIA_UVM] = "nvidia_uvm",
         [NODESTATE_MOD_NVIDIA_PEERMEM] = "nvidia_peermem",
+        [NODESTATE_MOD_NVIDIA_FS] = "nvidia_fs",
+        [NODESTATE_MOD_GDRDRV] = "gdrdrv",
         [NODESTATE_MOD_NVIDIA] = "nvidia",
     };
     return (unsigned)m < ARRAY_SIZE(names) ? names[m] : "?";

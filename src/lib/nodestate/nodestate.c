@@ -21,6 +21,9 @@ static const char *const file_names[NODESTATE_FILE_COUNT] = {
     [NODESTATE_TOOLKIT_READY] = "toolkit-ready",
     [NODESTATE_CUDA_READY] = "cuda-ready",
     [NODESTATE_PLUGIN_READY] = "plugin-ready",
+    [NODESTATE_PEERMEM_READY] = "nvidia-peermem-ready",
+    [NODESTATE_NVIDIA_FS_READY] = "nvidia-fs-ready",
+    [NODESTATE_GDRCOPY_READY] = "gdrcopy-ready",
 };
 
 const char *nodestate_file_name(enum nodestate_file f)

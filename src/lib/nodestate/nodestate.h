@@ -54,6 +54,10 @@ enum nodestate_file {
     NODESTATE_TOOLKIT_READY,     /* "toolkit-ready" */
     NODESTATE_CUDA_READY,        /* "cuda-ready" */
     NODESTATE_PLUGIN_READY,      /* "plugin-ready" */
+    /* the driver check, for each module the driver container enabled (.driver-ctr-ready) */
+    NODESTATE_PEERMEM_READY,   /* "nvidia-peermem-ready": GPU_DIRECT_RDMA_ENABLED */
+    NODESTATE_NVIDIA_FS_READY, /* "nvidia-fs-ready": GDS_ENABLED */
+    NODESTATE_GDRCOPY_READY,   /* "gdrcopy-ready": GDRCOPY_ENABLED */
     NODESTATE_FILE_COUNT,
 };
 
@@ -297,6 +301,8 @@ enum nodestate_module {
     NODESTATE_MOD_NVIDIA_MODESET,
     NODESTATE_MOD_NVIDIA_UVM,
     NODESTATE_MOD_NVIDIA_PEERMEM,
+    NODESTATE_MOD_NVIDIA_FS, /* GPUDirect Storage (the driver pod's nvidia-fs-ctr) */
+    NODESTATE_MOD_GDRDRV,    /* GDRCopy (nvidia-gdrcopy-ctr) */
     NODESTATE_MOD_NVIDIA,
     NODESTATE_MOD_COUNT,
 };

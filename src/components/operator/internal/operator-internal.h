@@ -110,6 +110,9 @@ struct op_nvd_input {
     const json_t *nodes, *owned;
     const struct op_policy *policy; /* the active, valid ClusterPolicy */
     const struct op_templates *templates;
+    /* the ConfigMaps of the policy's namespace (NULL: none listed): each NVIDIADriver's
+     * kernelModuleConfig names one */
+    const json_t *configmaps;
     bool delegated; /* the policy's driver is on and spec.driver.useNvidiaDriverCRD is true */
     uint64_t now_ms;
 };

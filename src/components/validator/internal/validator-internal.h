@@ -55,7 +55,7 @@ int val_api_node(struct val *v, json_t **ret, struct err *e);
 /* The facts of one try and the memory they point into. */
 struct val_gathered {
     struct val_facts f;
-    char *driver_ready, *marker;
+    char *driver_ready, *ctr_ready, *marker;
     struct cdi_spec *spec;
     struct gpu_inventory *inv;
     struct nodestate_gpus gpus;
