@@ -85,15 +85,17 @@ spec:
   containers:
   - name: cuda
     image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    env: [{name: SIM_WORKLOAD_SECONDS, value: "2"}]
     command: [sh, -c, 'cd /dev && ls | grep "^nvidia[0-9]" | sort; cuda-sample']
     resources: {claims: [{name: gpu}]}
 EOF2
 phase() { k get pod "$1" -o jsonpath='{.status.phase}'; }
 is_phase() { [ "$(phase "$1")" = "$2" ]; }
-wait_for 60 "train completes" is_phase train Succeeded
+wait_for 60 "train runs" is_phase train Running
 claim=$(k get pod train -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
 dev=$(k get resourceclaim "$claim" -o jsonpath='{.status.allocation.devices.results[0].device}')
 case $dev in gpu-[0-7]) ;; *) fail "train's claim got \"$dev\"" ;; esac
+wait_for 60 "train completes" is_phase train Succeeded
 log=$(k logs train) || fail "logs of train"
 grep -q "Test PASSED" <<<"$log" || fail "train's CUDA sample: $log"
 [ "$(grep '^nvidia[0-9]' <<<"$log")" = "nvidia${dev#gpu-}" ] || fail "train's /dev for $dev: $log"

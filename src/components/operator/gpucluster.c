@@ -22,7 +22,7 @@ static json_t *section_or_empty(const json_t *spec, const char *key)
     return json_is_object(v) ? json_deep_copy(v) : json_object();
 }
 
-int op_gpucluster_policy(const json_t *gc, json_t **ret_cp, struct err *e)
+int op_gpucluster_policy(const json_t *gc, bool nvidia_drivers, json_t **ret_cp, struct err *e)
 {
     const char *name = kobj_name(gc);
     if (!name || !*name)
@@ -89,6 +89,10 @@ int op_gpucluster_policy(const json_t *gc, json_t **ret_cp, struct err *e)
                           section_or_empty(spec, "dcgmExporter"), "devicePlugin", "enabled", 0,
                           "migManager", "enabled", 0, "driver", "toolkit", "gfd",
                           "nodeStatusExporter", "validator", "draDriver", dra);
+    /* NVIDIADrivers exist: they own the driver, per pool (NVIDIA's GPUCluster leaves the driver
+     * to them); none: the driver DaemonSet as a ClusterPolicy's defaults render it */
+    if (nvidia_drivers)
+        json_object_set_new(json_object_get(s, "driver"), "useNvidiaDriverCRD", json_true());
     json_t *hp = json_object_get(spec, "hostPaths");
     if (json_is_object(hp))
         json_object_set_new(s, "hostPaths", json_deep_copy(hp));

@@ -1100,7 +1100,9 @@ int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
         _cleanup_json_ json_t *as_policy = NULL;
         struct err gerr = {0};
         int r = 0;
-        if (is_gpucluster(active) && op_gpucluster_policy(active, &as_policy, &gerr) < 0) {
+        if (is_gpucluster(active) &&
+            op_gpucluster_policy(active, json_array_size(s->nvidia_drivers) > 0, &as_policy,
+                                 &gerr) < 0) {
             plan->health = -1;
             plan_invalid(s, active, err_msg(&gerr), plan);
         } else {

@@ -103,7 +103,7 @@ static int render_run(struct svc *s, struct err *e)
     /* a GPUCluster: the ClusterPolicy it amounts to, with its DRA stack */
     if (streq_ptr(kobj_kind(cp), "GPUCluster")) {
         json_t *as_policy = NULL;
-        if ((rc = op_gpucluster_policy(cp, &as_policy, e)) < 0)
+        if ((rc = op_gpucluster_policy(cp, false, &as_policy, e)) < 0)
             return svc_bad_input(s, err_prefix(e, "%s", r->policy));
         json_decref(cp);
         cp = as_policy;
