@@ -35,7 +35,7 @@ def find(objs, kind, name=None):
 
 def split(rendered, prefix, version, case, image=None):
     objs = [d for d in yaml.safe_load_all(open(rendered)) if d]
-    builtin = [o for o in objs if o["kind"] not in ("ClusterPolicy", "PrometheusRule", "NVIDIADriver")]
+    builtin = [o for o in objs if o["kind"] not in ("ClusterPolicy", "PrometheusRule", "NVIDIADriver", "GPUCluster")]
     json.dump(builtin, open(prefix + ".builtin.json", "w"))
     cp = find(objs, "ClusterPolicy")
     if cp:
@@ -46,6 +46,10 @@ def split(rendered, prefix, version, case, image=None):
     nvd = find(objs, "NVIDIADriver")
     if nvd:
         yaml.safe_dump(nvd, open(prefix + ".nvidiadriver.yaml", "w"))
+    gc = find(objs, "GPUCluster")
+    if gc:
+        yaml.safe_dump(gc, open(prefix + ".gpucluster.yaml", "w"))
+    check(not (cp and gc), "both a ClusterPolicy and a GPUCluster rendered")
 
     image = image or f"gpuop:{version}"
     dep = find(objs, "Deployment", "gpu-operator")

@@ -65,6 +65,13 @@ for c in "${cases[@]}"; do
         python3 "$S/tests/helm/chart-check.py" prune "$T/$name.nvidiadriver.yaml" "$S/deploy/crds/nvidia.com_nvidiadrivers.yaml" || rc=1
         cp_ok+=", NVIDIADriver default"
     fi
+    if [ -f "$T/$name.gpucluster.yaml" ]; then
+        "$B/gpuop" operator render --policy "$T/$name.gpucluster.yaml" --os-tag ubuntu22.04 >"$T/$name.objs" 2>"$T/$name.render" ||
+            { cat "$T/$name.render"; echo "FAIL $name: the operator rejects the chart's GPUCluster"; rc=1; }
+        python3 "$S/tests/helm/chart-check.py" prune "$T/$name.gpucluster.yaml" "$S/deploy/crds/nvidia.com_gpuclusters.yaml" || rc=1
+        grep -q '"name": "nvidia-dra-driver-gpu-kubelet-plugin"' "$T/$name.objs" || { echo "FAIL $name: no DRA kubelet plugin rendered"; rc=1; }
+        cp_ok+=", GPUCluster accepted"
+    fi
     if [ -f "$T/$name.rules.yaml" ]; then
         promtool check rules "$T/$name.rules.yaml" >/dev/null || { echo "FAIL $name: PrometheusRule groups"; rc=1; }
     fi
@@ -153,6 +160,9 @@ grep -q 'mig.strategy' "$T/bad-enum.err" || fail "bad-enum message: $(cat "$T/ba
 printf 'devicePlugin:\n  config:\n    create: true\n' >"$T/bad-cfg.yaml"
 if helm_q template gpuop "$C" --set operator.localImage=true -f "$T/bad-cfg.yaml" >/dev/null 2>"$T/bad-cfg.err"; then fail "a config to create without a name rendered"; fi
 grep -q 'devicePlugin.config.create needs devicePlugin.config.name' "$T/bad-cfg.err" || fail "bad-cfg message: $(cat "$T/bad-cfg.err")"
+printf 'gpuCluster:\n  deployCR: true\n' >"$T/bad-both.yaml"
+if helm_q template gpuop "$C" --set operator.localImage=true -f "$T/bad-both.yaml" >/dev/null 2>"$T/bad-both.err"; then fail "a ClusterPolicy and a GPUCluster rendered together"; fi
+grep -q 'clusterPolicy.deployCR and gpuCluster.deployCR cannot both be true' "$T/bad-both.err" || fail "bad-both message: $(cat "$T/bad-both.err")"
 echo "bad values: refused with the field named"
 [ $rc = 0 ] && echo "PASS helm chart"
 exit $rc

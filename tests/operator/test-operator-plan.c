@@ -11,7 +11,8 @@
  * "policy_patch": {name: merge patch}, "node_labels": {name: labels merge patch},
  * "node_annotations": {name: {key: value | null}} (also at the top, for the start; an object
  * value is written as its compact JSON text, as the node agents write theirs),
- * "ds_status": {name: status}, "apply_errors": [...], "delete_policy": name,
+ * "ds_status": {name: status}, "apply_errors": [...], "delete_policy": name, "add_policy": a
+ * policy as in "policies" (a ClusterPolicy or a GPUCluster: the snapshot holds both kinds),
  * "nvidia_drivers": {name: merge patch of the NVIDIADriver, created when new; null deletes it}
  * (also at the top, for the start), "nvidia_drivers_unlisted": true (the informer has not
  * listed them: the snapshot has none), "expect": {...}}].
@@ -405,6 +406,8 @@ static void run_fixture(const char *path)
         size_t at;
         if (del && find_named(policies, NULL, del, NULL, &at))
             json_array_remove(policies, at);
+        if (json_object_get(step, "add_policy"))
+            json_array_append_new(policies, load_policy(json_object_get(step, "add_policy")));
         /* the fixture's failed writes, [{"object", "reason"}], as the shell records them */
         struct op_write_errors werr = {0};
         size_t we;

@@ -153,6 +153,7 @@ static void operator_defaults(void *state)
     o->c.written = json_object();
     o->c.psa_record = -1; /* the namespace is read once to learn it */
     o->c.written_nvds = json_object();
+    o->c.written_gcs = json_object();
     o->c.recorder = op_recorder_new(NULL);
     pthread_mutex_init(&o->c.lock, NULL);
     o->c.node_labels = json_object();
@@ -197,6 +198,7 @@ static void operator_cleanup(void *state)
     op_templates_free(c->templates);
     json_decref(c->written);
     json_decref(c->written_nvds);
+    json_decref(c->written_gcs);
     op_recorder_free(c->recorder);
     op_write_errors_done(&c->write_errors);
     kube_client_free(c->kc);

@@ -227,7 +227,8 @@ static int uninstall_run(struct svc *s, struct err *e)
     /* 3. The release's policies go, and with them the operands; each toolkit restores its node's
      * runtime configuration as its pod stops. */
     if ((r = delete_owned(kc, &KUBE_NVIDIADRIVERS, u, e)) < 0 ||
-        (r = delete_owned(kc, &KUBE_CLUSTERPOLICIES, u, e)) < 0)
+        (r = delete_owned(kc, &KUBE_CLUSTERPOLICIES, u, e)) < 0 ||
+        (r = delete_owned(kc, &KUBE_GPUCLUSTERS, u, e)) < 0)
         return r;
     if ((r = wait_for(s, deadline_after(u->timeout_ms), "the toolkit pods to stop", toolkits_gone,
                       kc, u, e)) < 0)

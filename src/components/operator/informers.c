@@ -15,7 +15,7 @@
 /* The one work-queue key: a reconcile covers every ClusterPolicy and what they own. */
 #define RECONCILE_KEY "cluster"
 /* policies, nodes, owned, pods, quotas, nvidiadrivers, servicemonitors */
-#define N_INFORMERS (6 + N_OWNED)
+#define N_INFORMERS (8 + N_OWNED)
 
 void op_mark_dirty(struct controller *c)
 {
@@ -184,6 +184,13 @@ int op_informers_start(struct controller *c, struct err *e)
                                     .handlers = hh};
     if ((r = kube_informer_new(c->kc, &KUBE_SERVICEMONITORS, &so, &c->servicemonitors, e)) < 0)
         return r;
+    /* The same for the DeviceClasses (resource.k8s.io/v1, Kubernetes 1.34) and for GPUClusters
+     * (their CRD may be absent). */
+    struct kube_informer_opts dco = {
+        .label_selector = "app.kubernetes.io/managed-by=" OP_MANAGED_BY, .handlers = hh};
+    if ((r = kube_informer_new(c->kc, &KUBE_DEVICECLASSES, &dco, &c->deviceclasses, e)) < 0 ||
+        (r = kube_informer_new(c->kc, &KUBE_GPUCLUSTERS, &po, &c->gpuclusters, e)) < 0)
+        return r;
     if ((r = op_gpuquota_start(&c->gq, c->kc, &hh, e)) < 0)
         return r;
     struct op_upgrade_hooks uh = {upg_may_write, upg_wrote, upg_dirty, c};
@@ -195,8 +202,9 @@ int op_informers_start(struct controller *c, struct err *e)
 int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e)
 {
     uint64_t deadline = deadline_after(60000);
-    /* not the NVIDIADrivers' nor the ServiceMonitors' (their CRDs may be absent) */
-    struct kube_informer *all[N_INFORMERS - 2] = {c->policies, c->nodes};
+    /* not the NVIDIADrivers', the ServiceMonitors', the DeviceClasses' nor the GPUClusters'
+     * (their kinds may not be served) */
+    struct kube_informer *all[N_INFORMERS - 4] = {c->policies, c->nodes};
     for (size_t k = 0; k < N_OWNED; k++)
         all[2 + k] = c->owned[k];
     all[2 + N_OWNED] = c->gq.pods;
@@ -246,5 +254,7 @@ void op_informers_free(struct controller *c)
     infs[3 + N_OWNED] = c->gq.quotas;
     infs[4 + N_OWNED] = c->nvds;
     infs[5 + N_OWNED] = c->servicemonitors;
+    infs[6 + N_OWNED] = c->deviceclasses;
+    infs[7 + N_OWNED] = c->gpuclusters;
     informers_free(infs, ARRAY_SIZE(infs));
 }

@@ -104,7 +104,23 @@ struct op_policy {
     const char *gpu_access_reason;
     char *gpu_access_msg;
     json_t *cp; /* the whole ClusterPolicy object (owned reference) */
+    /* Read from a GPUCluster (op_gpucluster_policy): the objects are owned by it, and the DRA
+     * stack is rendered (the kubelet plugin instead of the device plugin). */
+    bool gpucluster;
 };
+
+/* "ClusterPolicy" or "GPUCluster": the kind the policy was read from. */
+const char *op_policy_kind(const struct op_policy *p);
+
+/* A GPUCluster (nvidia.com/v1alpha1, NVIDIA's DRA stack) read as the ClusterPolicy-shaped object
+ * op_policy_parse takes (a new object, kind GPUCluster, its metadata and status the
+ * GPUCluster's): NVIDIA's defaults for the node stack, the GPUCluster's daemonsets, hostPaths,
+ * dcgm and dcgmExporter sections, the device plugin and the MIG manager off, and its draDriver
+ * section, from which op_render renders the DRA kubelet plugin and NVIDIA's DeviceClasses. With
+ * `nvidia_drivers` (NVIDIADriver objects exist) the driver is theirs (useNvidiaDriverCRD), as
+ * NVIDIA's GPUCluster leaves it to them. Fails, naming the field, on what the GPUCluster CRD
+ * refuses (its schema, the singleton name, quantities). */
+int op_gpucluster_policy(const json_t *gc, bool nvidia_drivers, json_t **ret_cp, struct err *e);
 
 /* Parses and validates a ClusterPolicy object. Invalid input (a wrong type, an unknown enum
  * value, ...) fails with a message naming the field; nothing is half-applied. */

@@ -12,8 +12,6 @@
 #include "operator.h"
 #include "yamlcfg.h"
 
-#define READY_MSG "ClusterPolicy is ready as all resources have been successfully reconciled"
-
 static bool deleting(const json_t *o)
 {
     return kobj_deletion_timestamp(o) != NULL;
@@ -92,6 +90,17 @@ void op_report_done(struct op_report *r)
     *r = (struct op_report){0};
 }
 
+static bool is_gpucluster(const json_t *obj)
+{
+    return streq_ptr(kobj_kind(obj), "GPUCluster");
+}
+
+/* A policy's status set on its report, in the shape its CRD holds. */
+static void report_status(struct op_report *r, json_t *status)
+{
+    op_report_status(r, is_gpucluster(r->object) ? op_gpucluster_status(status) : status);
+}
+
 /* A new policy report, appended to the plan's (the pointer holds until the next one). */
 static struct op_policy_report *policy_report(struct op_plan *plan, const json_t *cp, bool active)
 {
@@ -144,14 +153,17 @@ static void plan_ignored(const struct op_snapshot *s, const json_t *cp, const js
     struct op_status_ctx sc;
     op_status_ctx_init(&sc, cp, s->now_ms);
     struct op_report *r = &policy_report(plan, cp, false)->r;
-    _cleanup_free_ char *msg = xasprintf(
-        "another ClusterPolicy (%s) is active; only one is reconciled", kobj_name(active));
+    _cleanup_free_ char *msg = xasprintf("another %s (%s) is active; only one is reconciled",
+                                         kobj_kind(cp) ?: "ClusterPolicy", kobj_name(active));
     json_t *st =
         json_pack("{s:s,s:s,s:[o]}", "state", "ignored", "namespace", s->defaults->namespace,
                   "conditions", op_condition(&sc, "Ready", false, "Ignored", msg));
-    if (!json_equal(kobj_at(cp, "status", "state"), json_object_get(st, "state")))
+    bool told = is_gpucluster(cp)
+                    ? streq_ptr(op_stored_condition(cp, "Ready", "False"), msg)
+                    : json_equal(kobj_at(cp, "status", "state"), json_object_get(st, "state"));
+    if (!told)
         op_report_event(r, "Warning", "Ignored", msg);
-    op_report_status(r, st);
+    report_status(r, st);
 }
 
 /* Invalid: the running operands stay exactly as they are; the status says why, and the other
@@ -165,7 +177,8 @@ static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const ch
     struct op_policy_report *pr = policy_report(plan, cp, true);
     pr->valid = false;
     if (!streq_ptr(op_stored_condition(cp, "Error", "True"), why))
-        op_report_event(&pr->r, "Warning", "InvalidClusterPolicy", why);
+        op_report_event(&pr->r, "Warning",
+                        is_gpucluster(cp) ? "InvalidGPUCluster" : "InvalidClusterPolicy", why);
     json_t *prev = json_object_get(cp, "status");
     json_t *st = prev ? json_deep_copy(prev) : json_object();
     json_object_set_new(st, "state", json_string("notReady"));
@@ -181,7 +194,43 @@ static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const ch
             json_array_append(conds, oc);
     }
     json_object_set_new(st, "conditions", conds);
-    op_report_status(&pr->r, st);
+    report_status(&pr->r, st);
+}
+
+/* A GPUCluster and a ClusterPolicy together: both refused, as NVIDIA's operator refuses them.
+ * Nothing is applied or pruned, no node is patched: what runs keeps running (no disruption)
+ * until one of them is deleted. Each says why in its conditions, with an Event when that is
+ * new. */
+static struct op_policy_report *plan_conflict(const struct op_snapshot *s, const json_t *obj,
+                                              const json_t *other, struct op_plan *plan)
+{
+    struct op_status_ctx sc;
+    op_status_ctx_init(&sc, obj, s->now_ms);
+    struct op_policy_report *pr = policy_report(plan, obj, false);
+    pr->valid = false;
+    _cleanup_free_ char *why = xasprintf(
+        "conflicting %s resource \"%s\" found: a GPUCluster and a ClusterPolicy cannot co-exist; "
+        "neither is reconciled, and what runs is left as it is, until one of them is deleted",
+        kobj_kind(other) ?: "?", kobj_name(other) ?: "");
+    if (!streq_ptr(op_stored_condition(obj, "Error", "True"), why))
+        op_report_event(&pr->r, "Warning", "ConflictingResources", why);
+    json_t *prev = json_object_get(obj, "status");
+    json_t *st = prev ? json_deep_copy(prev) : json_object();
+    json_object_set_new(st, "state", json_string("notReady"));
+    json_object_set_new(st, "namespace", json_string(s->defaults->namespace));
+    json_t *conds = json_array();
+    json_array_append_new(conds, op_condition(&sc, "Ready", false, "ConflictingResources", why));
+    json_array_append_new(conds, op_condition(&sc, "Error", true, "ConflictingResources", why));
+    size_t k;
+    json_t *oc;
+    json_array_foreach (sc.old_conditions, k, oc) {
+        const char *t = kobj_str(oc, "type");
+        if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
+            json_array_append(conds, oc);
+    }
+    json_object_set_new(st, "conditions", conds);
+    report_status(&pr->r, st);
+    return pr;
 }
 
 /* ---- nodes -------------------------------------------------------------------------------- */
@@ -370,7 +419,8 @@ static bool owned_by_policy(const json_t *obj)
     size_t i;
     json_t *ref;
     json_array_foreach (refs, i, ref) {
-        if (streq_ptr(kobj_str(ref, "kind"), "ClusterPolicy"))
+        if (streq_ptr(kobj_str(ref, "kind"), "ClusterPolicy") ||
+            streq_ptr(kobj_str(ref, "kind"), "GPUCluster"))
             return true;
     }
     return false;
@@ -786,10 +836,14 @@ static void component_conditions(struct active *a)
         const struct op_component_def *def = op_component_def(k);
         _cleanup_free_ char *type = xasprintf("%sReady", def->title);
         if (!a->p->operand[k].enabled) {
-            json_array_append_new(a->conds,
-                                  op_condition(&a->sc, type, false, "Disabled",
-                                               def->ds_name ? "disabled in the ClusterPolicy"
-                                                            : "not deployed by gpuop"));
+            const char *why =
+                !def->ds_name       ? "not deployed by gpuop"
+                : !a->p->gpucluster ? "disabled in the ClusterPolicy"
+                : k == OP_DEVICE_PLUGIN
+                    ? "not deployed for a GPUCluster: the DRA kubelet plugin serves the GPUs"
+                : k == OP_MIG_MANAGER ? "not deployed for a GPUCluster"
+                                      : "disabled in the GPUCluster";
+            json_array_append_new(a->conds, op_condition(&a->sc, type, false, "Disabled", why));
             continue;
         }
         char why[160] = "not created yet";
@@ -825,6 +879,17 @@ static void component_conditions(struct active *a)
                                     : "applied and ready";
         json_array_append_new(
             a->conds, op_condition(&a->sc, type, ready, ready ? "Ready" : "OperandNotReady", msg));
+    }
+    if (a->p->gpucluster) {
+        /* the DRA kubelet plugin, the GPUCluster's own operand */
+        char why[160] = "not created yet";
+        const json_t *ds = op_find_daemonset(s->owned, s->defaults->namespace, OP_DRA_DS_NAME);
+        bool ready = ds && op_ds_ready(ds, why, sizeof(why));
+        if (!ready)
+            json_array_append_new(a->not_ready, json_string("state-dra-driver"));
+        json_array_append_new(a->conds, op_condition(&a->sc, "DRADriverReady", ready,
+                                                     ready ? "Ready" : "OperandNotReady",
+                                                     ready ? "applied and ready" : why));
     }
 }
 
@@ -910,10 +975,12 @@ static void policy_status(struct active *a, struct op_plan *plan)
     _cleanup_free_ char *failed = write_errors_msg(s->apply_errors);
     bool all_ready = json_array_size(a->not_ready) == 0 && !failed;
     _cleanup_free_ char *nr = json_dumps(a->not_ready, JSON_COMPACT);
+    const char *kind = op_policy_kind(a->p);
     _cleanup_free_ char *msg =
-        failed      ? xasprintf("ClusterPolicy is not ready: %s", failed)
-        : all_ready ? xstrdup(READY_MSG)
-                    : xasprintf("ClusterPolicy is not ready, states not ready: %s", nr);
+        failed ? xasprintf("%s is not ready: %s", kind, failed)
+        : all_ready
+            ? xasprintf("%s is ready as all resources have been successfully reconciled", kind)
+            : xasprintf("%s is not ready, states not ready: %s", kind, nr);
     /* NVIDIA's reasons: Ready/Reconciled with Error/Ready when all is well. */
     const char *reason = failed ? "ReconcileFailed" : all_ready ? "Reconciled" : "OperandNotReady";
     json_array_insert_new(a->conds, 0, op_condition(&a->sc, "Ready", all_ready, reason, msg));
@@ -946,7 +1013,7 @@ static void policy_status(struct active *a, struct op_plan *plan)
     } else if (!streq_ptr(kobj_path_str(cp, "status.state"), state)) {
         op_report_event(r, all_ready ? "Normal" : "Warning", all_ready ? "Ready" : "NotReady", msg);
     }
-    op_report_status(r, status);
+    report_status(r, status);
     plan->health = failed ? -1 : all_ready ? 1 : 0;
     plan->requeue = !all_ready;
 }
@@ -994,18 +1061,54 @@ int op_plan(const struct op_snapshot *s, struct op_plan **ret, struct err *e)
     plan->driver_nodes = json_object();
     plan->gpu_nodes = count_gpu_nodes(s->nodes);
 
-    const json_t *active = pick_active(s->policies);
+    /* s->policies holds ClusterPolicies and GPUClusters */
+    _cleanup_json_ json_t *cps = json_array(), *gcs = json_array();
     size_t i;
     const json_t *cp;
     json_array_foreach (s->policies, i, cp) {
-        if (cp != active && !deleting(cp))
+        if (!deleting(cp))
+            json_array_append((json_t *)(is_gpucluster(cp) ? gcs : cps), (json_t *)cp);
+    }
+    const json_t *active = pick_active(cps), *active_gc = pick_active(gcs);
+    if (active && active_gc) {
+        /* both: each refused, the ClusterPolicy's report the plan's active one (invalid: the
+         * shell writes its status and nothing else) */
+        json_array_foreach (gcs, i, cp)
+            plan_conflict(s, cp, active, plan);
+        json_array_foreach (cps, i, cp) {
+            if (cp != active)
+                plan_conflict(s, cp, active_gc, plan);
+        }
+        struct op_policy_report *pr = plan_conflict(s, active, active_gc, plan);
+        pr->active = true;
+        plan->active = pr;
+        plan->has_active = true;
+        plan->health = -1;
+        *ret = steal_ptr(&plan);
+        return 0;
+    }
+    const json_t *list = active ? cps : gcs;
+    if (!active)
+        active = active_gc;
+    json_array_foreach (list, i, cp) {
+        if (cp != active)
             plan_ignored(s, cp, active, plan);
     }
     if (active) {
         /* No policy, nothing to do: nodes are labelled once, together with the deploy labels,
          * when a ClusterPolicy arrives (one write per node). */
         plan->has_active = true;
-        int r = plan_active(s, active, plan, e);
+        _cleanup_json_ json_t *as_policy = NULL;
+        struct err gerr = {0};
+        int r = 0;
+        if (is_gpucluster(active) &&
+            op_gpucluster_policy(active, json_array_size(s->nvidia_drivers) > 0, &as_policy,
+                                 &gerr) < 0) {
+            plan->health = -1;
+            plan_invalid(s, active, err_msg(&gerr), plan);
+        } else {
+            r = plan_active(s, as_policy ? as_policy : active, plan, e);
+        }
         if (r < 0)
             return r;
         plan->active = &plan->policies[plan->n_policies - 1];

@@ -131,6 +131,12 @@ static const char *const implemented[] = {
     "driver.secretEnv",
     "gds",
     "gdrcopy",
+    /* a GPUCluster's DRA kubelet plugin (gpucluster.c; env and resources are its
+     * gpus.kubeletPlugin's) */
+    "draDriver.imagePullPolicy",
+    "draDriver.imagePullSecrets",
+    "draDriver.env",
+    "draDriver.resources",
     NULL,
 };
 
@@ -289,6 +295,11 @@ json_t *op_psa_patch(const struct op_policy *p, const json_t *ns)
     return json_pack("{s:o}", "metadata", meta);
 }
 
+const char *op_policy_kind(const struct op_policy *p)
+{
+    return p->gpucluster ? "GPUCluster" : "ClusterPolicy";
+}
+
 /* ---- parse -------------------------------------------------------------------------------- */
 
 void op_policy_free(struct op_policy *p)
@@ -391,6 +402,7 @@ int op_policy_parse(json_t *cp, const struct op_defaults *d, struct op_policy **
 
     _cleanup_(op_policy_freep) struct op_policy *p = xcalloc(1, sizeof(*p));
     p->cp = json_incref(cp);
+    p->gpucluster = streq_ptr(kobj_kind(cp), "GPUCluster");
     p->name = xstrdup(name);
     p->uid = dup_or(jstr(meta, "uid"), "");
     json_t *gen = json_object_get(meta, "generation");

@@ -40,18 +40,24 @@ void op_count_write(struct controller *c)
 static void queue_event(struct controller *c, json_t *queue, const json_t *obj,
                         const struct op_event *ev)
 {
-    bool policy = streq_ptr(kobj_kind(obj), "ClusterPolicy");
-    struct op_event_in in = {
-        .about = {.api_version = policy ? "nvidia.com/v1" : "nvidia.com/v1alpha1",
-                  .kind = policy ? "ClusterPolicy" : "NVIDIADriver",
-                  .name = kobj_name(obj) ?: "",
-                  .uid = kobj_uid(obj)},
-        .ns = policy ? c->ns : "default",
-        .type = ev->type,
-        .reason = ev->reason,
-        .message = ev->message};
+    bool cp = streq_ptr(kobj_kind(obj), "ClusterPolicy");
+    bool gc = streq_ptr(kobj_kind(obj), "GPUCluster");
+    bool policy = cp || gc; /* the cluster-wide ones: their Events go to the operand namespace */
+    struct op_event_in in = {.about = {.api_version = cp ? "nvidia.com/v1" : "nvidia.com/v1alpha1",
+                                       .kind = cp   ? "ClusterPolicy"
+                                               : gc ? "GPUCluster"
+                                                    : "NVIDIADriver",
+                                       .name = kobj_name(obj) ?: "",
+                                       .uid = kobj_uid(obj)},
+                             .ns = policy ? c->ns : "default",
+                             .type = ev->type,
+                             .reason = ev->reason,
+                             .message = ev->message};
     if (streq_ptr(ev->type, "Warning"))
-        log_warn(COMPONENT, policy ? "ClusterPolicy event" : "NVIDIADriver event",
+        log_warn(COMPONENT,
+                 cp   ? "ClusterPolicy event"
+                 : gc ? "GPUCluster event"
+                      : "NVIDIADriver event",
                  "%s=%s reason=%s message=\"%s\"", policy ? "policy" : "nvidiadriver",
                  kobj_name(obj), ev->reason, ev->message);
     op_event_queue_add(queue, &in);
@@ -103,11 +109,15 @@ void op_post_event(struct controller *c, const json_t *obj, const struct op_even
     struct err e = {0};
     if (op_check_leader(c, &e) < 0)
         return;
-    bool policy = streq_ptr(kobj_kind(obj), "ClusterPolicy");
+    bool cp = streq_ptr(kobj_kind(obj), "ClusterPolicy");
+    bool gc = streq_ptr(kobj_kind(obj), "GPUCluster");
+    bool policy = cp || gc; /* the cluster-wide ones: their Events go to the operand namespace */
     _cleanup_json_ json_t *inv = json_pack(
-        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", policy ? "nvidia.com/v1" : "nvidia.com/v1alpha1",
-        "kind", policy ? "ClusterPolicy" : "NVIDIADriver", "metadata", "name", kobj_name(obj) ?: "",
-        "uid", kobj_uid(obj) ?: "");
+        "{s:s,s:s,s:{s:s,s:s}}", "apiVersion", cp ? "nvidia.com/v1" : "nvidia.com/v1alpha1", "kind",
+        cp   ? "ClusterPolicy"
+        : gc ? "GPUCluster"
+             : "NVIDIADriver",
+        "metadata", "name", kobj_name(obj) ?: "", "uid", kobj_uid(obj) ?: "");
     struct kube_event ke = {.ns = policy ? c->ns : "default",
                             .involved = inv,
                             .type = ev->type,
@@ -115,7 +125,10 @@ void op_post_event(struct controller *c, const json_t *obj, const struct op_even
                             .message = ev->message,
                             .component = "gpuop-operator"};
     if (streq_ptr(ev->type, "Warning"))
-        log_warn(COMPONENT, policy ? "ClusterPolicy event" : "NVIDIADriver event",
+        log_warn(COMPONENT,
+                 cp   ? "ClusterPolicy event"
+                 : gc ? "GPUCluster event"
+                      : "NVIDIADriver event",
                  "%s=%s reason=%s message=\"%s\"", policy ? "policy" : "nvidiadriver",
                  kobj_name(obj), ev->reason, ev->message);
     if (kube_event_create(c->kc, &ke, &e) < 0)
@@ -153,6 +166,8 @@ static int report_policy(struct controller *c, const struct op_report *r, json_t
         queue_event(c, queue, r->object, &r->events[i]);
     if (!r->write)
         return 0;
+    if (streq_ptr(kobj_kind(r->object), "GPUCluster"))
+        return write_status(c, &KUBE_GPUCLUSTERS, r, c->written_gcs, e);
     return write_status(c, &KUBE_CLUSTERPOLICIES, r, c->written, e);
 }
 
@@ -188,6 +203,8 @@ static const struct kube_resource *resource_of_kind(const char *kind)
             return owned_kinds[i];
     if (streq_ptr(kind, KUBE_SERVICEMONITORS.kind))
         return &KUBE_SERVICEMONITORS;
+    if (streq_ptr(kind, KUBE_DEVICECLASSES.kind))
+        return &KUBE_DEVICECLASSES;
     return NULL;
 }
 
@@ -197,6 +214,8 @@ static struct kube_informer *informer_of(struct controller *c, const struct kube
     for (size_t i = 0; i < N_OWNED; i++)
         if (owned_kinds[i] == r)
             return c->owned[i];
+    if (r == &KUBE_DEVICECLASSES)
+        return c->deviceclasses;
     assert(r == &KUBE_SERVICEMONITORS);
     return c->servicemonitors;
 }
@@ -515,6 +534,10 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
         _cleanup_json_ json_t *list = kube_informer_list(c->servicemonitors, NULL, NULL, NULL);
         json_array_extend(w->owned, list);
     }
+    if (kube_informer_synced(c->deviceclasses)) {
+        _cleanup_json_ json_t *list = kube_informer_list(c->deviceclasses, NULL, NULL, NULL);
+        json_array_extend(w->owned, list);
+    }
     /* The operand namespace, for its Pod Security labels (gpuop's RBAC on namespaces is get and
      * patch, no watch): read while a policy enables psa, or while the namespace holds the record
      * of labels gpuop set (to restore them), and once at start to learn that. Unread, they stay
@@ -552,6 +575,12 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
         json_array_append_new(w->configmaps, cm);
     }
     objects_fresh(c->written, w->policies);
+    /* GPUClusters, once listed, beside the ClusterPolicies: the planner tells them apart */
+    if (kube_informer_synced(c->gpuclusters)) {
+        _cleanup_json_ json_t *gcs = kube_informer_list(c->gpuclusters, NULL, NULL, NULL);
+        objects_fresh(c->written_gcs, gcs);
+        json_array_extend(w->policies, gcs);
+    }
     /* not listed yet (or no CRD): NULL, and the plan keeps every NVIDIADriver DaemonSet */
     w->nvds = kube_informer_synced(c->nvds) ? kube_informer_list(c->nvds, NULL, NULL, NULL) : NULL;
     if (w->nvds)

@@ -237,7 +237,10 @@ int op_remediation_write_policy(struct op_remediation *r, const json_t *cp, stru
     int rc = r->h.may_write(r->h.u, e);
     if (rc < 0)
         return rc;
-    patch_breaker(r, &KUBE_CLUSTERPOLICIES, kobj_name(cp), r->cp_pending);
+    /* the active policy: a ClusterPolicy, or a GPUCluster */
+    patch_breaker(
+        r, streq_ptr(kobj_kind(cp), "GPUCluster") ? &KUBE_GPUCLUSTERS : &KUBE_CLUSTERPOLICIES,
+        kobj_name(cp), r->cp_pending);
     json_object_update(r->cp_written, r->cp_pending);
     json_object_clear(r->cp_pending);
     return 0;

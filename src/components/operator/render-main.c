@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `gpuop operator render`: the objects a ClusterPolicy turns into, without a cluster; and the
- * flags it shares with `gpuop operator`, so that it renders what the operator would. */
+/* `gpuop operator render`: the objects a ClusterPolicy (or a GPUCluster) turns into, without a
+ * cluster; and the flags it shares with `gpuop operator`, so that it renders what the operator
+ * would. */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -99,6 +100,14 @@ static int render_run(struct svc *s, struct err *e)
         return svc_bad_input(s, err_prefix(e, "--operand-templates"));
     if ((rc = yaml_load_file(r->policy, &cp, e)) < 0)
         return svc_bad_input(s, rc);
+    /* a GPUCluster: the ClusterPolicy it amounts to, with its DRA stack */
+    if (streq_ptr(kobj_kind(cp), "GPUCluster")) {
+        json_t *as_policy = NULL;
+        if ((rc = op_gpucluster_policy(cp, false, &as_policy, e)) < 0)
+            return svc_bad_input(s, err_prefix(e, "%s", r->policy));
+        json_decref(cp);
+        cp = as_policy;
+    }
     if ((rc = op_policy_parse(cp, &d, &p, e)) < 0 || (rc = op_render(p, t, &ctx, &objs, e)) < 0)
         return svc_bad_input(s, err_prefix(e, "%s", r->policy));
     if (json_dumpf(objs, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || fputc('\n', stdout) < 0 ||

@@ -252,8 +252,8 @@ void op_apply_pull_secrets(json_t *podspec, const json_t *secrets)
 }
 
 /* Applies the ClusterPolicy's common and per-component settings to a DaemonSet. */
-static void apply_daemonset_overrides(json_t *ds, const struct op_policy *p, enum op_component c,
-                                      const struct op_render_ctx *ctx)
+void op_daemonset_overrides(json_t *ds, const struct op_policy *p, enum op_component c,
+                            const struct op_render_ctx *ctx)
 {
     const json_t *spec = json_object_get(p->cp, "spec");
     const json_t *common = json_object_get(spec, "daemonsets");
@@ -442,9 +442,10 @@ static void add_owner_and_labels(json_t *obj, const struct op_policy *p)
     json_t *labels = obj_path(meta, (const char *const[]){"labels", NULL});
     json_object_set_new(labels, "app.kubernetes.io/managed-by", json_string(OP_MANAGED_BY));
     json_object_set_new(meta, "ownerReferences",
-                        json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion", "nvidia.com/v1",
-                                  "kind", "ClusterPolicy", "name", p->name, "uid", p->uid,
-                                  "controller", 1, "blockOwnerDeletion", 1));
+                        json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion",
+                                  p->gpucluster ? "nvidia.com/v1alpha1" : "nvidia.com/v1", "kind",
+                                  op_policy_kind(p), "name", p->name, "uid", p->uid, "controller",
+                                  1, "blockOwnerDeletion", 1));
 }
 
 char *op_driver_image(const struct op_policy *p, const char *os_tag)
@@ -474,8 +475,8 @@ char *op_precompiled_image(const char *base, const char *version, const char *ke
     return xasprintf("%s:%.*s-%s-%s", base, (int)bl, version, kernel, os_tag);
 }
 
-static json_t *render_vars(const struct op_policy *p, enum op_component c,
-                           const struct op_render_ctx *ctx)
+json_t *op_render_vars(const struct op_policy *p, enum op_component c,
+                       const struct op_render_ctx *ctx)
 {
     const json_t *spec = json_object_get(p->cp, "spec");
     const json_t *hp = json_object_get(spec, "hostPaths");
@@ -517,8 +518,8 @@ static json_t *render_vars(const struct op_policy *p, enum op_component c,
         mig_cm && *mig_cm ? mig_cm : "default-mig-parted-config", "CDI_KIND", cdi_kind);
 }
 
-static int render_file(const struct op_templates *t, const char *file, const json_t *vars,
-                       json_t **ret_docs, struct err *e)
+int op_render_file(const struct op_templates *t, const char *file, const json_t *vars,
+                   json_t **ret_docs, struct err *e)
 {
     const char *text = json_string_value(json_object_get(t->files, file));
     if (!text)
@@ -587,9 +588,9 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
     _cleanup_json_ json_t *all = json_array();
     /* pre-requisites: the RuntimeClass operands run under */
     {
-        _cleanup_json_ json_t *vars = render_vars(p, OP_VALIDATOR, ctx);
+        _cleanup_json_ json_t *vars = op_render_vars(p, OP_VALIDATOR, ctx);
         _cleanup_json_ json_t *docs = NULL;
-        int r = render_file(t, "runtimeclass.yaml", vars, &docs, e);
+        int r = op_render_file(t, "runtimeclass.yaml", vars, &docs, e);
         if (r < 0)
             return r;
         json_array_extend(all, docs);
@@ -598,9 +599,9 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
         const struct op_component_def *def = op_component_def(c);
         if (!p->operand[c].enabled || !def->template)
             continue;
-        _cleanup_json_ json_t *vars = render_vars(p, c, ctx);
+        _cleanup_json_ json_t *vars = op_render_vars(p, c, ctx);
         _cleanup_json_ json_t *docs = NULL;
-        int r = render_file(t, def->template, vars, &docs, e);
+        int r = op_render_file(t, def->template, vars, &docs, e);
         if (r < 0)
             return err_prefix(e, "render %s", def->spec_key);
         size_t i;
@@ -614,7 +615,7 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
         json_array_foreach (docs, i, doc) {
             const char *kind = json_string_value(json_object_get(doc, "kind"));
             if (streq_ptr(kind, "DaemonSet"))
-                apply_daemonset_overrides(doc, p, c, ctx);
+                op_daemonset_overrides(doc, p, c, ctx);
             if (c == OP_DCGM_EXPORTER && streq_ptr(kind, "Service")) {
                 const char *type = json_string_value(
                     json_object_get(json_object_get(p->operand[c].spec, "service"), "type"));
@@ -623,6 +624,11 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
             }
         }
         json_array_extend(all, docs);
+    }
+    if (p->gpucluster) {
+        int r = op_render_dra(p, t, ctx, all, e);
+        if (r < 0)
+            return r;
     }
     size_t i;
     json_t *obj;
@@ -637,9 +643,9 @@ int op_render_driver_daemonset(const struct op_policy *p, const struct op_templa
                                const struct op_render_ctx *ctx, json_t **ret_ds, struct err *e)
 {
     const struct op_component_def *def = op_component_def(OP_DRIVER);
-    _cleanup_json_ json_t *vars = render_vars(p, OP_DRIVER, ctx);
+    _cleanup_json_ json_t *vars = op_render_vars(p, OP_DRIVER, ctx);
     _cleanup_json_ json_t *docs = NULL;
-    int r = render_file(t, def->template, vars, &docs, e);
+    int r = op_render_file(t, def->template, vars, &docs, e);
     if (r < 0)
         return err_prefix(e, "render %s", def->spec_key);
     size_t i;
@@ -647,7 +653,7 @@ int op_render_driver_daemonset(const struct op_policy *p, const struct op_templa
     json_array_foreach (docs, i, doc) {
         if (!streq_ptr(json_string_value(json_object_get(doc, "kind")), "DaemonSet"))
             continue;
-        apply_daemonset_overrides(doc, p, OP_DRIVER, ctx);
+        op_daemonset_overrides(doc, p, OP_DRIVER, ctx);
         *ret_ds = json_incref(doc);
         return 0;
     }

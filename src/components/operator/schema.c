@@ -185,12 +185,13 @@ static json_t *crd_schema(const char *file)
     return schema ? schema : json_object(); /* build-time data; tests prove it loads */
 }
 
-static json_t *cp_schema, *nvd_schema;
+static json_t *cp_schema, *nvd_schema, *gc_schema;
 
 static void load_schemas(void)
 {
     cp_schema = crd_schema("nvidia.com_clusterpolicies.yaml");
     nvd_schema = crd_schema("nvidia.com_nvidiadrivers.yaml");
+    gc_schema = crd_schema("nvidia.com_gpuclusters.yaml");
 }
 
 static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
@@ -205,4 +206,10 @@ const json_t *op_nvidiadriver_schema(void)
 {
     pthread_once(&schemas_once, load_schemas);
     return nvd_schema;
+}
+
+const json_t *op_gpucluster_schema(void)
+{
+    pthread_once(&schemas_once, load_schemas);
+    return gc_schema;
 }

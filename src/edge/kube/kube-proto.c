@@ -38,6 +38,8 @@ const struct kube_resource KUBE_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterp
                                                    "ClusterPolicy", false};
 const struct kube_resource KUBE_NVIDIADRIVERS = {"nvidia.com", "v1alpha1", "nvidiadrivers",
                                                  "NVIDIADriver", false};
+const struct kube_resource KUBE_GPUCLUSTERS = {"nvidia.com", "v1alpha1", "gpuclusters",
+                                               "GPUCluster", false};
 const struct kube_resource KUBE_DRIVERUPGRADEPOOLS = {
     "upgrade.gpuop.dev", "v1alpha1", "driverupgradepools", "DriverUpgradePool", false};
 const struct kube_resource KUBE_CLUSTERROLES = {"rbac.authorization.k8s.io", "v1", "clusterroles",
@@ -57,6 +59,8 @@ const struct kube_resource KUBE_RESOURCECLAIMS = {"resource.k8s.io", "v1", "reso
                                                   "ResourceClaim", true};
 const struct kube_resource KUBE_RESOURCESLICES = {"resource.k8s.io", "v1", "resourceslices",
                                                   "ResourceSlice", false};
+const struct kube_resource KUBE_DEVICECLASSES = {"resource.k8s.io", "v1", "deviceclasses",
+                                                 "DeviceClass", false};
 
 /* ---- URLs --------------------------------------------------------------------------------- */
 

@@ -643,6 +643,7 @@ const struct st_section st_sections[] = {
     {"pools", st_pools_model, pools_text},
     {"nodes", st_nodes_model, nodes_text},
     {"remediation", st_remediation_model, remediation_text},
+    {"dra", st_dra_model, st_dra_text},
     {"capacity", st_capacity_model, capacity_text},
     {0},
 };

@@ -34,6 +34,8 @@ struct st_objects {
     json_t *pods;          /* Pod items, every namespace (the capacity view's requests) */
     json_t *quotas;        /* ResourceQuota items, every namespace */
     json_t *upgrade_pools; /* DriverUpgradePool items (their breakers); may be NULL: none */
+    json_t *slices;        /* ResourceSlice items (DRA); may be NULL: none */
+    json_t *claims;        /* ResourceClaim items, every namespace (DRA); may be NULL: none */
     uint64_t now_ms;       /* wall clock, unix ms */
     /* The capacity view's pools (NULL, 0: one per GPU product) and over-commit threshold
      * (0: CAP_DEFAULT_RATIO), as the operator's --gpu-pool and --gpu-quota-overcommit-ratio. */
@@ -77,6 +79,12 @@ json_t *st_nodes_model(const struct st_objects *in);
 /* The GPU nodes with a fault or a remediation state (state, action, the event, since when, why
  * it waits or failed), the breakers that are open, the GPURemediation condition. */
 json_t *st_remediation_model(const struct st_objects *in);
+/* Per node, the devices the GPU DRA driver (gpu.nvidia.com) publishes in its ResourceSlices (by
+ * their type attribute) and the claims allocated on them with the pods that hold them:
+ * {"driver", "nodes": [{"name", "devices", "types": {type: n}, "allocated", "claims":
+ * [{"namespace", "name", "devices", "pods"}]}]}, nodes by name. */
+json_t *st_dra_model(const struct st_objects *in);
+void st_dra_text(const json_t *model, const struct st_view *v, struct sbuf *out);
 /* capacity.h's view of nodes, pods and quotas (cap_view_to_json); {"error": "..."} when the
  * objects are not lists. */
 json_t *st_capacity_model(const struct st_objects *in);

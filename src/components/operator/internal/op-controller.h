@@ -48,6 +48,12 @@ struct controller {
     /* The exporter's ServiceMonitors (owned, like owned[]): not waited for at start; synced
      * once the Prometheus Operator's CRD is served, and until then none is written. */
     struct kube_informer *servicemonitors;
+    /* The DRA DeviceClasses a GPUCluster renders (owned, like owned[]): not waited for at start;
+     * resource.k8s.io/v1 is served from Kubernetes 1.34 on. */
+    struct kube_informer *deviceclasses;
+    /* GPUClusters (nvidia.com/v1alpha1): not waited for at start (a cluster without the CRD runs
+     * its ClusterPolicy); read with the ClusterPolicies once listed. */
+    struct kube_informer *gpuclusters;
     struct op_gpuquota gq; /* Pods, ResourceQuotas and the GPU capacity view */
 
     struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
@@ -71,6 +77,7 @@ struct controller {
      * again with an old resourceVersion and fail with a conflict). Reconcile thread only. */
     json_t *written;
     json_t *written_nvds; /* the same for NVIDIADrivers */
+    json_t *written_gcs;  /* the same for GPUClusters */
     /* What the last reconcile failed to write, an input of the next plan (the status says so
      * until a write succeeds). Reconcile thread only. */
     struct op_write_errors write_errors;
@@ -97,7 +104,7 @@ struct controller {
  * reconcile, at the next write, instead of finishing it while another replica already leads. */
 int op_check_leader(struct controller *c, struct err *e);
 void op_count_write(struct controller *c);
-/* An Event about a ClusterPolicy or an NVIDIADriver (reconcile.c). */
+/* An Event about a ClusterPolicy, a GPUCluster or an NVIDIADriver (reconcile.c). */
 void op_post_event(struct controller *c, const json_t *obj, const struct op_event *ev);
 
 /* ---- informers.c ------------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "kobj.h" /* the object accessors (one vocabulary for the tree) */
+#include "operator.h"
 
 struct embedded_file {
     const char *name;
@@ -60,6 +61,16 @@ bool op_node_runs_driver(const json_t *labels);
 const json_t *op_find_daemonset(const json_t *owned, const char *ns, const char *name);
 
 /* ---- rendering pieces (render.c) ---------------------------------------------------------- */
+
+/* The variables a template is rendered with for component c (${NAMESPACE}, ${IMAGE}, ...). */
+json_t *op_render_vars(const struct op_policy *p, enum op_component c,
+                       const struct op_render_ctx *ctx);
+/* A template file's documents with the variables substituted (a new array). */
+int op_render_file(const struct op_templates *t, const char *file, const json_t *vars,
+                   json_t **ret_docs, struct err *e);
+/* The policy's common (daemonsets.*) and component c's settings applied to a DaemonSet. */
+void op_daemonset_overrides(json_t *ds, const struct op_policy *p, enum op_component c,
+                            const struct op_render_ctx *ctx);
 
 /* FNV-1a 64 of a string. */
 uint64_t op_fnv64(const char *s);
@@ -128,5 +139,19 @@ int op_nvd_plan(const struct op_nvd_input *in, struct op_nvd_result *ret, struct
 void op_nvd_result_done(struct op_nvd_result *r);
 /* The openAPIV3Schema of the compiled-in NVIDIADriver CRD (borrowed; never NULL). */
 const json_t *op_nvidiadriver_schema(void);
+
+/* ---- GPUCluster: the DRA stack (gpucluster.c) --------------------------------------------- */
+
+#define OP_DRA_TEMPLATE "dra-kubelet-plugin.yaml"
+#define OP_DRA_DS_NAME  "nvidia-dra-driver-gpu-kubelet-plugin"
+/* The status as the GPUCluster CRD holds it (state ready|notReady|disabled, namespace,
+ * conditions); `status` is stolen. */
+json_t *op_gpucluster_status(json_t *status);
+/* The DRA stack appended to `all` (the kubelet plugin's DaemonSet, its RBAC, the DeviceClasses),
+ * and the validator's DaemonSet in `all` made to run without the device plugin's check. */
+int op_render_dra(const struct op_policy *p, const struct op_templates *t,
+                  const struct op_render_ctx *ctx, json_t *all, struct err *e);
+/* The openAPIV3Schema of the compiled-in GPUCluster CRD (borrowed; never NULL). */
+const json_t *op_gpucluster_schema(void);
 
 #endif
