@@ -9,8 +9,8 @@ and no PID namespace, so they are found on this machine's /proc. For each: the p
 the kernel runs (/proc/PID/exe: qemu-aarch64-static for an arm64 node's program under qemu-user),
 the program it runs (an ELF file among its command line's paths: the cross tree's gpuop or
 sim-image under qemu; /proc/PID/exe itself otherwise) and that program's ELF machine (x86-64,
-aarch64). --image keeps only processes whose GPUOP_SIM_IMAGE contains SUBSTRING. One line per
-process, or a JSON list; exit 0 (none found is an empty list). Read-only; needs root to read other
+aarch64), the pod (its HOSTNAME) and the image. --image keeps only processes whose GPUOP_SIM_IMAGE
+contains SUBSTRING. One line per process ("PID MACHINE PROGRAM EXE POD IMAGE"), or a JSON list; exit 0 (none found is an empty list). Read-only; needs root to read other
 users' /proc entries.
 """
 import json
@@ -69,7 +69,7 @@ def procs(root, image=None):
                     break
         found.append({"pid": int(pid), "exe": exe, "exeMachine": exe_machine,
                       "program": program, "machine": machine,
-                      "image": env.get("GPUOP_SIM_IMAGE", "")})
+                      "image": env.get("GPUOP_SIM_IMAGE", ""), "pod": env.get("HOSTNAME", "")})
     return found
 
 
@@ -93,7 +93,8 @@ def main(argv):
         print(json.dumps(found))
     else:
         for p in found:
-            print("%d %s %s %s %s" % (p["pid"], p["machine"], p["program"], p["exe"], p["image"]))
+            print("%d %s %s %s %s %s" % (p["pid"], p["machine"], p["program"], p["exe"], p["pod"] or "-",
+                                         p["image"]))
     return 0
 
 

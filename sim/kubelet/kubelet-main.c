@@ -194,8 +194,8 @@ static int check_root(const char *cluster, size_t i, const char *root, struct er
 /* ---- arm64 nodes (kl-arch.h): the cross tree, qemu-user, binfmt_misc ------------------------ */
 
 /* What an arm64 node's pods run from a cross tree (a `make cross ARCH=arm64` build folder). */
-static const char *const arm64_tree_files[] = {"gpuop", "libnvidia-ml.so.1", "libcuda.so.1",
-                                               "sim-image-bin/nvidia-driver"};
+static const char *const arm64_tree_files[] = {"gpuop", "gpuop-tomlx.so", "libnvidia-ml.so.1",
+                                               "libcuda.so.1", "sim-image-bin/nvidia-driver"};
 
 /* NULL when dir holds an aarch64 gpuop and the simulated libraries and images; else what is
  * missing or of another machine (owned). */

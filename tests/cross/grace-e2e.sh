@@ -8,7 +8,8 @@
 # all-balanced GPU (mixed strategy). Then the CUDA sample runs on the GH200 on the GPU it was
 # allocated (the node's exporter attributes the GPU's memory to it) and passes.
 # With an arm64 cross tree (GPUOP_ARM64_BUILD, default build-arm64 in the source tree: `make
-# cross ARCH=arm64`, or at least its gpuop, sim-image, libnvidia-ml.so.1 and libcuda.so.1) and
+# cross ARCH=arm64`, or at least its gpuop, gpuop-tomlx.so, sim-image, libnvidia-ml.so.1 and
+# libcuda.so.1) and
 # qemu-user, kubelet-sim runs the nodes' programs from it under qemu (docs/arm64.md), and the test
 # requires every operand process and the CUDA sample's to be an aarch64 program
 # (scripts/node-procs.py: /proc/PID/exe is qemu, the program it runs is aarch64). Without one the
@@ -19,7 +20,7 @@ set -uo pipefail
 start_kubesim --api-ip 198.18.255.59
 ARM=${GPUOP_ARM64_BUILD:-$S/build-arm64}
 arm=()
-for f in gpuop libnvidia-ml.so.1 libcuda.so.1 sim-image; do
+for f in gpuop gpuop-tomlx.so libnvidia-ml.so.1 libcuda.so.1 sim-image; do
     [ -f "$ARM/$f" ] || { arm=(); why="$ARM/$f is missing"; break; }
     arm=(--arm64-build "$ARM")
 done
