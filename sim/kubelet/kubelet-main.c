@@ -237,9 +237,10 @@ static int arm64_host(struct kubelet_sim *k, struct err *e)
     const char *dir = k->arm64_build ? k->arm64_build : dflt;
     _cleanup_free_ char *abs = realpath(dir, NULL);
     _cleanup_free_ char *lacks = abs ? arm64_tree_lacks(abs) : NULL;
-    if (k->arm64_build && (!abs || lacks))
-        return err_set(e, -EINVAL, "--arm64-build: %s (make cross ARCH=arm64)",
-                       lacks ? lacks : strerror(errno));
+    if (k->arm64_build && !abs)
+        return err_errno(e, -errno, "--arm64-build: \"%s\"", k->arm64_build);
+    if (k->arm64_build && lacks)
+        return err_set(e, -EINVAL, "--arm64-build: %s (make cross ARCH=arm64)", lacks);
     if (abs && lacks)
         log_warn(KL_COMPONENT, "the arm64 cross tree is incomplete: not used",
                  "tree=%s lacks=\"%s\"", abs, lacks);

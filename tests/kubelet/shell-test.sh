@@ -46,6 +46,20 @@ bad "$T/dup.yaml" 'nodes[1].name: duplicate node name "a"'
 { cluster_head; node a "$T/roots/a" "  runtime2: x"; } >"$T/unknown.yaml"
 bad "$T/unknown.yaml" 'nodes[0]: unknown field "runtime2"'
 bad "$T/absent.yaml" "No such file or directory"
+# an arm64 node's cross tree, named: it must exist and hold aarch64 programs
+{ cluster_head; node a "$T/roots/a" "  arch: arm64"; } >"$T/arm64.yaml"
+bad_arm64() { # tree want-fragment
+    local rc
+    "$KL" --cluster "$T/arm64.yaml" --kubeconfig "$KUBECONFIG" --no-netns --kubelet-port $PORT \
+        --arm64-build "$1" >"$T/bad.out" 2>"$T/bad.err"
+    rc=$?
+    [ $rc = 2 ] || fail "--arm64-build $1: exit $rc, want 2: $(cat "$T/bad.err")"
+    [ "$(wc -l <"$T/bad.err")" = 1 ] || fail "--arm64-build $1: not one line: $(cat "$T/bad.err")"
+    grep -qF -- "--arm64-build: " "$T/bad.err" && grep -qF "$2" "$T/bad.err" ||
+        fail "--arm64-build $1: want \"$2\" in: $(cat "$T/bad.err")"
+}
+bad_arm64 "$T/no-tree" "\"$T/no-tree\": No such file or directory"
+bad_arm64 "$BUILD" "$(realpath "$BUILD")/gpuop\" is not an aarch64 program"
 [ -z "$(k get nodes -o name)" ] || fail "bad input registered nodes: $(k get nodes -o name)"
 [ ! -e "$T/roots" ] || fail "bad input created node roots"
 
