@@ -184,4 +184,24 @@ poll 5 kv_is 5
 # SIGTERM: exit 0
 stop_kubelet_sim
 curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && fail "endpoint still serving"
+
+# arm64 nodes where nothing runs aarch64 programs here (no qemu on PATH and no binfmt_misc entry):
+# they run this machine's build, and kubelet-sim says so once, with the reason
+if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+    echo "SKIP (part): binfmt_misc runs aarch64 programs here: no fallback to check"
+else
+    { cluster_head; node g1 roots/g1 "  arch: arm64"; node g2 roots/g2 "  arch: arm64"; } >"$T/arm64-2.yaml"
+    L=$T/kubelet-sim-arm64.log
+    PATH=/nonexistent "$KL" --cluster "$T/arm64-2.yaml" --kubeconfig "$KUBECONFIG" \
+        --root-base "$T/roots" --no-netns --kubelet-port $PORT >"$L" 2>&1 &
+    KL_PID=$!
+    pids+=("$KL_PID")
+    wait_for -p "$KL_PID" 30 "kubelet-sim serves 2 arm64 nodes" grep -q 'serving nodes=2' "$L"
+    [ "$(grep -c "arm64 nodes run this machine's programs" "$L")" = 1 ] ||
+        fail "the fallback not said once: $(cat "$L")"
+    grep -q 'reason=".*qemu-aarch64-static' "$L" || grep -q 'reason="no arm64 cross tree' "$L" ||
+        fail "the fallback's reason: $(grep arm64 "$L")"
+    [ ! -e "$T/roots/g1/var/lib/gpuop-sim/arm64" ] || fail "shims written without qemu"
+    stop_kubelet_sim
+fi
 echo "ok"
