@@ -9,11 +9,10 @@
 # allocated (the node's exporter attributes the GPU's memory to it) and passes.
 # With an arm64 cross tree (GPUOP_ARM64_BUILD, default build-arm64 in the source tree: `make
 # cross ARCH=arm64`, or at least its gpuop, gpuop-tomlx.so, sim-image, libnvidia-ml.so.1 and
-# libcuda.so.1) and
-# qemu-user, kubelet-sim runs the nodes' programs from it under qemu (docs/arm64.md), and the test
-# requires every operand process and the CUDA sample's to be an aarch64 program
-# (scripts/node-procs.py: /proc/PID/exe is qemu, the program it runs is aarch64). Without one the
-# nodes run this machine's build, and the test says it skips that check.
+# libcuda.so.1) and qemu-user, kubelet-sim runs the nodes' programs from it under qemu
+# (docs/arm64.md), and the test requires every operand process and the CUDA sample's to be an
+# aarch64 program (scripts/node-procs.py: /proc/PID/exe is qemu, the program it runs is aarch64).
+# Without them the nodes run this machine's build, and the test says it skips that check.
 # Needs root (namespaces, a bridge); skips (77) saying so otherwise.
 set -uo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
