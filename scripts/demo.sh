@@ -5,9 +5,12 @@
 #   3. the control plane: kubesim with a mixed cluster, the operator, a ClusterPolicy, and what
 #      landed on which node. The cluster keeps running afterwards for kubectl.
 #   4. (root) the whole stack driven by the operator on simulated nodes that run it: kubelet-sim
-#      runs every pod as a process on nodes with their own namespaces and addresses; per node,
-#      who owns the driver, the validations, GPUs advertised vs physical, the time to ready;
-#      then a CUDA sample gets a GPU and the node's exporter attributes it.
+#      runs every pod as a process on nodes with their own namespaces and addresses (the mixed
+#      cluster and a Grace GH200 node, arm64, whose programs are the aarch64 build under
+#      qemu-user when `make demo` could build it); per node, who owns the driver, the
+#      validations, GPUs advertised vs physical, the time to ready; `gpuop status -o wide`; then
+#      a CUDA sample gets a GPU on a DGX H100 and one on the GH200, and the exporter attributes
+#      the first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
@@ -100,12 +103,39 @@ else
     kn() { KUBECONFIG=$PWD/$D/kubeconfig-nodes kubectl --request-timeout=10s "$@"; }
     for _ in $(seq 50); do kn get ns >/dev/null 2>&1 && break; sleep 0.1; done
     rm -rf "$D/roots"
-    "$B/kubelet-sim" --cluster sim/clusters/mixed.yaml --kubeconfig "$D/kubeconfig-nodes" \
+    # the nodes: sim/clusters/mixed.yaml and the GH200 of sim/clusters/grace.yaml (fleets made
+    # absolute: they are relative to their own files)
+    python3 - sim/clusters/mixed.yaml sim/clusters/grace.yaml gh200-1 >"$D/cluster-nodes.yaml" <<'PY'
+import os, sys, yaml
+docs = []
+for path in sys.argv[1:3]:
+    doc = yaml.safe_load(open(path))
+    for n in doc["nodes"]:
+        if "fleet" in n:
+            n["fleet"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), n["fleet"]))
+    docs.append(doc)
+docs[0]["nodes"] += [n for n in docs[1]["nodes"] if n["name"] == sys.argv[3]]
+print(yaml.safe_dump(docs[0], sort_keys=False))
+PY
+    # the GH200's programs: the aarch64 build (make demo builds it when the cross toolchain is
+    # installed) under qemu-user, else this machine's
+    arm=()
+    for f in gpuop gpuop-tomlx.so libnvidia-ml.so.1 libcuda.so.1 sim-image; do
+        [ -f "build-arm64/$f" ] || { arm=(); break; }
+        arm=(--arm64-build "$PWD/build-arm64")
+    done
+    command -v qemu-aarch64-static >/dev/null || arm=()
+    "$B/kubelet-sim" --cluster "$D/cluster-nodes.yaml" --kubeconfig "$D/kubeconfig-nodes" \
         --root-base "$PWD/$D/roots" --bridge gpuopdemo0 --subnet 198.18.100.0/24 \
-        --backoff-scale 0.05 --node-status-interval 1s >"$D/kubelet-sim.log" 2>&1 &
+        --backoff-scale 0.05 --node-status-interval 1s "${arm[@]}" >"$D/kubelet-sim.log" 2>&1 &
     echo $! >>"$D/pids"
-    for _ in $(seq 150); do [ "$(kn get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 5 ] && break; sleep 0.2; done
-    echo "kubelet-sim: $(kn get nodes --no-headers | grep -c ' Ready ') nodes Ready (sim/clusters/mixed.yaml), each pod a process"
+    for _ in $(seq 150); do [ "$(kn get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 6 ] && break; sleep 0.2; done
+    echo "kubelet-sim: $(kn get nodes --no-headers | grep -c ' Ready ') nodes Ready (sim/clusters/mixed.yaml and the GH200 of grace.yaml), each pod a process"
+    if [ ${#arm[@]} != 0 ]; then
+        echo "gh200-1 (arm64) runs the aarch64 build (build-arm64) under $(command -v qemu-aarch64-static)"
+    else
+        echo "gh200-1 (arm64) runs this machine's programs: no aarch64 build in build-arm64 or no qemu-user (make deps, then make demo)"
+    fi
     kn apply -f deploy/crds/ >/dev/null
     # the operator under its shipped ServiceAccount and RBAC
     tok=$(kn create token gpu-operator -n gpu-operator --duration=24h)
@@ -150,7 +180,7 @@ PY
     kn get nodes -o json | python3 -c '
 import json, sys
 bold, plain = sys.argv[1], sys.argv[2]
-print("%s%-16s %-22s %-42s %-36s %s%s" % (bold, "NODE", "DRIVER", "VALIDATIONS", "GPUS ADVERTISED / PHYSICAL", "ADDRESS", plain))
+print("%s%-16s %-6s %-22s %-42s %-36s %s%s" % (bold, "NODE", "ARCH", "DRIVER", "VALIDATIONS", "GPUS ADVERTISED / PHYSICAL", "ADDRESS", plain))
 for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name"]):
     ann = n["metadata"].get("annotations", {})
     name = n["metadata"]["name"]
@@ -169,10 +199,21 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
     if cnt.get("mismatch"):
         gpus += " MISMATCH"
     ip = next((a["address"] for a in n["status"].get("addresses", []) if a["type"] == "InternalIP"), "")
-    print("%-16s %-22s %-42s %-36s %s" % (name, drv, ", ".join(vals) or "-", gpus, ip))
+    arch = n["status"].get("nodeInfo", {}).get("architecture", "-")
+    print("%-16s %-6s %-22s %-42s %-36s %s" % (name, arch, drv, ", ".join(vals) or "-", gpus, ip))
 ' "$bold" "$plain"
     echo
+    # the Grace node's operands, as processes of this machine (scripts/node-procs.py)
+    echo "gh200-1's operand processes (pid, pod, program, machine):"
+    ./scripts/node-procs.py "$D/roots/gh200-1" | awk '{printf "  %-8s %-44s %s (%s)\n", $1, $5, $3, $2}'
+    echo
+    echo "gpuop status -o wide (the GPU nodes, their architecture among the columns):"
+    KUBECONFIG=$PWD/$D/kubeconfig-nodes "$B/gpuop" status -o wide --color never |
+        sed -n '/^NODE /,/^$/p' | sed -e '/^$/d' -e 's/^/  /'
     kn apply -f sim/clusters/cuda-sample.yaml >/dev/null
+    # and one on the GH200 (arm64: the simulated CUDA sample of the node's build)
+    sed -e 's/name: cuda-vectoradd,/name: cuda-vectoradd-grace,/' -e 's/hostname: dgx-h100-1/hostname: gh200-1/' \
+        -e 's/- name: cuda-vectoradd$/- name: cuda-vectoradd-grace/' sim/clusters/cuda-sample.yaml | kn apply -f - >/dev/null
     for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Running ] && break; sleep 0.2; done
     ip1=$(kn get node dgx-h100-1 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     # the exporter's page read whole, then searched (grep -q leaving a pipe early fails it)
@@ -183,6 +224,8 @@ for n in sorted(json.load(sys.stdin)["items"], key=lambda n: n["metadata"]["name
     echo "  ${line:-(no sample attributed to cuda-vectoradd yet: the pod may have finished first)}"
     for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}')" = Succeeded ] && break; sleep 0.2; done
     echo "CUDA sample: $(kn get pod cuda-vectoradd -o jsonpath='{.status.phase}'), log: $(kn logs cuda-vectoradd | grep -m1 'Test ')"
+    for _ in $(seq 150); do [ "$(kn get pod cuda-vectoradd-grace -o jsonpath='{.status.phase}')" = Succeeded ] && break; sleep 0.2; done
+    echo "CUDA sample on gh200-1: $(kn get pod cuda-vectoradd-grace -o jsonpath='{.status.phase}'), log: $(kn logs cuda-vectoradd-grace | grep -m1 'Test ')"
 fi
 
 section "Explore"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# deps.sh install|check PKG...: installs the Debian packages gpuop needs to build and test.
-# `check` installs only when something is missing, so every make target can call it cheaply.
+# deps.sh install|check|present PKG...: installs the Debian packages gpuop needs to build and test.
+# `check` installs only when something is missing, so every make target can call it cheaply;
+# `present` installs nothing and exits 1 when something is missing (an optional step's test).
 set -euo pipefail
 mode=$1
 shift
@@ -17,6 +18,10 @@ for p in "$@"; do
         missing+=("$p")
     fi
 done
+if [ "$mode" = present ]; then
+    [ ${#missing[@]} -eq 0 ]
+    exit
+fi
 if [ "$mode" = check ] && [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kl-arch.h"
 #include "kl-net.h"
 #include "kl-node.h"
 #include "kube.h"
@@ -30,9 +31,17 @@
 #define KL_API_BURST_PER_NODE 100u /* and kubeAPIBurst */
 #define KL_INOTIFY_PER_NODE   32u  /* inotify instances a node's agents may take */
 
+#if defined(__x86_64__)
+#define KL_HOST_ARCH "amd64"
+#elif defined(__aarch64__)
+#define KL_HOST_ARCH "arm64"
+#else
+#define KL_HOST_ARCH "unknown"
+#endif
+
 struct kubelet_sim {
     const char *cluster_path, *kubeconfig, *subnet, *bridge, *root_base, *backoff_scale;
-    const char *gpuop_exe, *sim_image_bin, *nvml_library, *pod_api_server;
+    const char *gpuop_exe, *sim_image_bin, *nvml_library, *pod_api_server, *arm64_build;
     uint64_t status_interval_ms, lease_duration_ms;
     unsigned kubelet_port;
     bool no_netns, no_nfd;
@@ -41,6 +50,8 @@ struct kubelet_sim {
     char ***gpu_models; /* per node, NULL-terminated; NULL for a CPU node */
     double backoff;
     char *exe_dir;
+    struct kl_arch_host host; /* what runs an arm64 node's programs here */
+    char *arm64_dir, *qemu;   /* host's strings */
 };
 
 static const struct svc_option kl_options[] = {
@@ -125,6 +136,12 @@ static const struct svc_option kl_options[] = {
      .off = offsetof(struct kubelet_sim, nvml_library),
      .metavar = "PATH",
      .help = "the simulated libnvidia-ml.so.1 (beside kubelet-sim)"},
+    {.flag = "arm64-build",
+     .kind = SVC_STRING,
+     .off = offsetof(struct kubelet_sim, arm64_build),
+     .metavar = "DIR",
+     .help = "the aarch64 cross tree arm64 nodes run, under qemu-user (build-arm64\n"
+             "beside kubelet-sim's folder, when it holds gpuop)"},
     {0},
 };
 
@@ -171,6 +188,111 @@ static int check_root(const char *cluster, size_t i, const char *root, struct er
         if (!p[0])
             break;
     }
+    return 0;
+}
+
+/* ---- arm64 nodes (kl-arch.h): the cross tree, qemu-user, binfmt_misc ------------------------ */
+
+/* What an arm64 node's pods run from a cross tree (a `make cross ARCH=arm64` build folder). */
+static const char *const arm64_tree_files[] = {"gpuop", "gpuop-tomlx.so", "libnvidia-ml.so.1",
+                                               "libcuda.so.1", "sim-image-bin/nvidia-driver"};
+
+/* NULL when dir holds an aarch64 gpuop and the simulated libraries and images; else what is
+ * missing or of another machine (owned). */
+static char *arm64_tree_lacks(const char *dir)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(arm64_tree_files); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", dir, arm64_tree_files[i]);
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+        unsigned char head[64];
+        ssize_t n = fd >= 0 ? read(fd, head, sizeof(head)) : -1;
+        if (n < 0)
+            return xasprintf("\"%s\": %s", p, strerror(errno));
+        if (!kl_arch_elf_is_aarch64(head, (size_t)n))
+            return xasprintf("\"%s\" is not an aarch64 program", p);
+    }
+    return NULL;
+}
+
+static bool binfmt_aarch64(void)
+{
+    struct err e = {0};
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    return file_read_all("/proc/sys/fs/binfmt_misc/qemu-aarch64", 4096, &text, &len, &e) == 0 &&
+           str_has_prefix(text, "enabled\n");
+}
+
+/* The cross tree and qemu-user, when a node is arm64 and this machine is not: --arm64-build
+ * (checked: bad input) or build-arm64 beside this build's folder (used when complete). */
+static int arm64_host(struct kubelet_sim *k, struct err *e)
+{
+    k->host.arch = KL_HOST_ARCH;
+    bool want = false;
+    for (size_t i = 0; i < k->cluster->n_nodes; i++)
+        want = want || strcmp(k->cluster->nodes[i].arch, "arm64") == 0;
+    if (!want || strcmp(KL_HOST_ARCH, "arm64") == 0)
+        return 0;
+    _cleanup_free_ char *dflt = xasprintf("%s/../build-arm64", k->exe_dir);
+    const char *dir = k->arm64_build ? k->arm64_build : dflt;
+    _cleanup_free_ char *abs = realpath(dir, NULL);
+    _cleanup_free_ char *lacks = abs ? arm64_tree_lacks(abs) : NULL;
+    if (k->arm64_build && !abs)
+        return err_errno(e, -errno, "--arm64-build: \"%s\"", k->arm64_build);
+    if (k->arm64_build && lacks)
+        return err_set(e, -EINVAL, "--arm64-build: %s (make cross ARCH=arm64)", lacks);
+    if (abs && lacks)
+        log_warn(KL_COMPONENT, "the arm64 cross tree is incomplete: not used",
+                 "tree=%s lacks=\"%s\"", abs, lacks);
+    if (abs && !lacks)
+        k->arm64_dir = steal_ptr(&abs);
+    struct err qe = {0};
+    _cleanup_free_ char *q = NULL;
+    if (proc_find("qemu-aarch64-static", &q, &qe) < 0 && proc_find("qemu-aarch64", &q, &qe) < 0)
+        q = NULL;
+    k->qemu = q ? realpath(q, NULL) : NULL;
+    k->host = (struct kl_arch_host){.arch = KL_HOST_ARCH,
+                                    .arm64_dir = k->arm64_dir,
+                                    .qemu = k->qemu,
+                                    .binfmt = binfmt_aarch64()};
+    return 0;
+}
+
+/* The shims of an arm64 node run under qemu (kl_arch_shim): <root>/var/lib/gpuop-sim/arm64/gpuop
+ * and one per simulated image's program in .../sim-image-bin, each running the cross tree's. */
+static int arm64_shims(const struct kl_node_spec *n, const char *qemu, const char *tree,
+                       char **ret_gpuop, char **ret_bin, struct err *e)
+{
+    _cleanup_free_ char *dir = xasprintf("%s/var/lib/gpuop-sim/arm64", n->root);
+    _cleanup_free_ char *bin = xasprintf("%s/sim-image-bin", dir);
+    _cleanup_free_ char *tree_bin = xasprintf("%s/sim-image-bin", tree);
+    _cleanup_free_ char *gpuop = xasprintf("%s/gpuop", dir);
+    _cleanup_free_ char *target = xasprintf("%s/gpuop", tree);
+    _cleanup_free_ char *text = NULL;
+    int r = mkdir_p(bin, 0755);
+    if (r < 0)
+        return err_errno(e, r, "mkdir \"%s\"", bin);
+    if ((r = kl_arch_shim(qemu, target, &text, e)) < 0 ||
+        (r = file_write_atomic(gpuop, text, strlen(text), 0755, e)) < 0)
+        return r;
+    _cleanup_(closedirp) DIR *d = opendir(tree_bin);
+    if (!d)
+        return err_errno(e, -errno, "opendir \"%s\"", tree_bin);
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        _cleanup_free_ char *src = xasprintf("%s/%s", tree_bin, de->d_name);
+        _cleanup_free_ char *real = realpath(src, NULL);
+        _cleanup_free_ char *shim = xasprintf("%s/%s", bin, de->d_name);
+        _cleanup_free_ char *stext = NULL;
+        if (!real)
+            return err_errno(e, -errno, "realpath \"%s\"", src);
+        if ((r = kl_arch_shim(qemu, real, &stext, e)) < 0 ||
+            (r = file_write_atomic(shim, stext, strlen(stext), 0755, e)) < 0)
+            return r;
+    }
+    *ret_gpuop = steal_ptr(&gpuop);
+    *ret_bin = steal_ptr(&bin);
     return 0;
 }
 
@@ -242,6 +364,8 @@ static int kl_configure(struct svc *s, struct err *e)
     self[n] = '\0';
     *strrchr(self, '/') = '\0';
     k->exe_dir = xstrdup(self);
+    if ((r = arm64_host(k, e)) < 0)
+        return r;
     if (!k->no_netns && geteuid() != 0)
         return err_set(e, -EPERM, "network namespaces need root: run as root, or with --no-netns");
     if (k->no_netns && k->kubelet_port + c->n_nodes > 65535)
@@ -260,6 +384,8 @@ static void kl_cleanup(void *state)
     free(k->gpu_models);
     kl_cluster_free(k->cluster);
     free(k->exe_dir);
+    free(k->arm64_dir);
+    free(k->qemu);
 }
 
 struct kl_run {
@@ -267,6 +393,8 @@ struct kl_run {
     struct kl_node **nodes;
     size_t n_nodes;
     int wake_fd;
+    char **programs; /* per node: its gpuop, sim-image-bin, NVML library (arm64 nodes' own) */
+    size_t n_programs;
 };
 
 static void run_stop(struct kl_run *r)
@@ -274,6 +402,9 @@ static void run_stop(struct kl_run *r)
     for (size_t i = r->n_nodes; i > 0; i--)
         kl_node_stop(r->nodes[i - 1]);
     free(r->nodes);
+    for (size_t i = 0; i < r->n_programs; i++)
+        free(r->programs[i]);
+    free(r->programs);
     if (r->net)
         kl_net_free(r->net);
     if (r->wake_fd >= 0)
@@ -343,7 +474,9 @@ static int kl_run(struct svc *s, struct err *e)
         k->sim_image_bin ? xstrdup(k->sim_image_bin) : beside_exe(k->exe_dir, "sim-image-bin");
     _cleanup_free_ char *nvml =
         k->nvml_library ? xstrdup(k->nvml_library) : beside_exe(k->exe_dir, "libnvidia-ml.so.1");
-    struct kl_run run = {.nodes = xcalloc(c->n_nodes, sizeof(struct kl_node *)), .wake_fd = -1};
+    struct kl_run run = {.nodes = xcalloc(c->n_nodes, sizeof(struct kl_node *)),
+                         .wake_fd = -1,
+                         .programs = xcalloc(3 * c->n_nodes, sizeof(char *))};
     run.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (run.wake_fd < 0) {
         r = err_errno(e, -errno, "eventfd");
@@ -373,7 +506,36 @@ static int kl_run(struct svc *s, struct err *e)
     }
     uint64_t base = (uint64_t)fmax(1.0, KL_BACKOFF_BASE_MS * k->backoff);
     uint64_t max = (uint64_t)fmax((double)base, KL_BACKOFF_MAX_MS * k->backoff);
+    bool fallback_said = false;
     for (size_t i = 0; i < c->n_nodes && !svc_stopped(s); i++) {
+        /* the node's programs: this machine's build, or the arm64 cross tree (kl-arch.h) */
+        _cleanup_(kl_arch_plan_clear) struct kl_arch_plan plan = {0};
+        /* kept until the nodes stop (their configs point into them) */
+        char **node_gpuop = &run.programs[run.n_programs++];
+        char **node_bin = &run.programs[run.n_programs++];
+        char **node_nvml = &run.programs[run.n_programs++];
+        if ((r = kl_arch_plan(c->nodes[i].arch, &k->host, &plan, e)) < 0)
+            goto out;
+        if (plan.mode == KL_ARCH_FALLBACK && !fallback_said) {
+            log_warn(KL_COMPONENT, "arm64 nodes run this machine's programs",
+                     "node=%s reason=\"%s\"", c->nodes[i].name, plan.reason);
+            fallback_said = true;
+        }
+        if (plan.mode == KL_ARCH_QEMU &&
+            (r = arm64_shims(&c->nodes[i], k->qemu, plan.tree, node_gpuop, node_bin, e)) < 0) {
+            r = err_prefix(e, "node \"%s\": arm64 programs", c->nodes[i].name);
+            goto out;
+        }
+        if (plan.mode == KL_ARCH_BINFMT) {
+            *node_gpuop = xasprintf("%s/gpuop", plan.tree);
+            *node_bin = xasprintf("%s/sim-image-bin", plan.tree);
+        }
+        if (plan.tree) {
+            *node_nvml = xasprintf("%s/libnvidia-ml.so.1", plan.tree);
+            log_info(KL_COMPONENT, "arm64 node runs the aarch64 build", "node=%s tree=%s via=%s",
+                     c->nodes[i].name, plan.tree,
+                     plan.mode == KL_ARCH_QEMU ? k->qemu : "binfmt_misc");
+        }
         struct kl_node_config nc = {
             .spec = &c->nodes[i],
             .gpu_models = (const char *const *)k->gpu_models[i],
@@ -381,9 +543,10 @@ static int kl_run(struct svc *s, struct err *e)
             .net = run.net,
             .kubelet_port = k->no_netns ? k->kubelet_port + (unsigned)i : k->kubelet_port,
             .kc = kc,
-            .gpuop_exe = gpuop,
-            .sim_image_bin = bin,
-            .nvml_library = nvml,
+            .gpuop_exe = *node_gpuop ? *node_gpuop : gpuop,
+            .sim_image_bin = *node_bin ? *node_bin : bin,
+            .nvml_library = *node_nvml ? *node_nvml : nvml,
+            .programs_dir = plan.tree ? k->arm64_dir : NULL,
             .backoff_base_ms = base,
             .backoff_max_ms = max,
             .lease_duration_s = (unsigned)((k->lease_duration_ms + 999) / 1000),

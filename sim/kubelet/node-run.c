@@ -18,6 +18,7 @@
 #include "kl-devices.h"
 #include "kl-dra.h"
 #include "kl-net.h"
+#include "kl-arch.h"
 #include "kl-node.h"
 #include "kl-pods.h"
 #include "kl-reboot.h"
@@ -46,7 +47,7 @@ struct kl_node {
     char *uid;           /* the Node's metadata.uid, for the Lease's owner reference */
     json_t *written_nfd; /* the NFD labels last written */
     char **sim_env;
-    const char *sim_paths[3];
+    const char *sim_paths[4];
     unsigned boots; /* simulated reboots (kl-reboot.h) */
 };
 
@@ -213,21 +214,26 @@ int kl_node_layout(const struct kl_node_spec *s, const char *const *gpu_models,
         return 0;
     const char *v = s->host_driver;
     _cleanup_free_ char *mod = xasprintf("%s\n", v);
+    /* the driver's libraries in the node's multiarch folder, of the node's architecture */
+    const char *ma = kl_arch_multiarch(s->arch);
+    bool arm = strcmp(ma, "aarch64-linux-gnu") == 0;
     _cleanup_free_ char *proc =
-        xasprintf("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  (simulated host driver)\n"
+        xasprintf("NVRM version: NVIDIA UNIX %s  %s  (simulated host driver)\n"
                   "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n",
-                  v);
-    _cleanup_free_ char *lib = xasprintf("usr/lib/x86_64-linux-gnu/libnvidia-ml.so.%s", v);
+                  arm ? "Open Kernel Module for aarch64" : "x86_64 Kernel Module", v);
+    _cleanup_free_ char *lib = xasprintf("usr/lib/%s/libnvidia-ml.so.%s", ma, v);
+    _cleanup_free_ char *lib_link = xasprintf("usr/lib/%s/libnvidia-ml.so.1", ma);
     _cleanup_free_ char *lib_name = xasprintf("libnvidia-ml.so.%s", v);
     _cleanup_free_ char *cuda = kl_node_cuda_library(nvml_library);
-    _cleanup_free_ char *cuda_lib = xasprintf("usr/lib/x86_64-linux-gnu/libcuda.so.%s", v);
+    _cleanup_free_ char *cuda_lib = xasprintf("usr/lib/%s/libcuda.so.%s", ma, v);
+    _cleanup_free_ char *cuda_link = xasprintf("usr/lib/%s/libcuda.so.1", ma);
     _cleanup_free_ char *cuda_name = xasprintf("libcuda.so.%s", v);
     if ((r = write_in(root, "sys/module/nvidia/version", mod, false, e)) < 0 ||
         (r = write_in(root, "proc/driver/nvidia/version", proc, false, e)) < 0 ||
         (r = copy_in(root, lib, nvml_library, e)) < 0 ||
-        (r = link_in(root, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", lib_name, e)) < 0 ||
+        (r = link_in(root, lib_link, lib_name, e)) < 0 ||
         (r = copy_in(root, cuda_lib, cuda, e)) < 0 ||
-        (r = link_in(root, "usr/lib/x86_64-linux-gnu/libcuda.so.1", cuda_name, e)) < 0)
+        (r = link_in(root, cuda_link, cuda_name, e)) < 0)
         return r;
     _cleanup_free_ char *smi = xasprintf("%s/nvidia-smi", sim_image_bin);
     if (access(smi, X_OK) == 0 && (r = link_in(root, "usr/bin/nvidia-smi", smi, e)) < 0)
@@ -642,6 +648,8 @@ int kl_node_start(const struct kl_node_config *cfg, struct kl_node **ret, struct
     n->sim_paths[np++] = n->spec->root;
     if (n->spec->fleet)
         n->sim_paths[np++] = n->spec->fleet;
+    if (cfg->programs_dir)
+        n->sim_paths[np++] = cfg->programs_dir;
     if ((r = start_devices(n, e)) < 0)
         return r;
     {

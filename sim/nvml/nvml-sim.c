@@ -866,6 +866,38 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t
     return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c2cModeInfo)
+{
+    LOCK();
+    struct dev d;
+    nvmlReturn_t r = dev_get(device, DEV_GPU, &d);
+    if (r)
+        return r;
+    if (!c2cModeInfo)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d.spec->has_c2c)
+        return NVML_ERROR_NOT_SUPPORTED;
+    c2cModeInfo->isC2cEnabled = d.spec->c2c ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_v1_t *mode)
+{
+    LOCK();
+    struct dev d;
+    nvmlReturn_t r = dev_get(device, DEV_GPU, &d);
+    if (r)
+        return r;
+    if (!mode)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (mode->version != nvmlDeviceAddressingMode_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!d.spec->has_addressing_mode)
+        return NVML_ERROR_NOT_SUPPORTED;
+    mode->value = d.spec->addressing_mode;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
 {
     LOCK();

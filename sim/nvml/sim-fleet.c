@@ -284,6 +284,29 @@ static int parse_workload(json_t *gpu, const char *ctx, struct sim_gpu_spec *g, 
     return 0;
 }
 
+/* c2c (bool) and addressing_mode (none, hmm, ats): each left out, its NVML call is not supported
+ * on the GPU, as on one without the feature. */
+static int parse_c2c(json_t *gpu, const char *ctx, struct sim_gpu_spec *g, struct err *e)
+{
+    static const char *const modes[] = {"none", "hmm", "ats"}; /* NVML_DEVICE_ADDRESSING_MODE_* */
+    int r = cfg_bool(gpu, "c2c", ctx, false, &g->c2c, e);
+    if (r < 0)
+        return r;
+    g->has_c2c = r > 0;
+    const char *mode = NULL;
+    if ((r = cfg_string(gpu, "addressing_mode", ctx, false, &mode, e)) < 0)
+        return r;
+    if (!mode)
+        return 0;
+    for (size_t i = 0; i < ARRAY_SIZE(modes); i++)
+        if (strcmp(mode, modes[i]) == 0) {
+            g->has_addressing_mode = true;
+            g->addressing_mode = (unsigned)i;
+            return 0;
+        }
+    return err_set(e, -EINVAL, "%s.addressing_mode: \"%s\" is not none, hmm or ats", ctx, mode);
+}
+
 static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
                      struct sim_gpu_spec *g, unsigned *ret_count, bool *ret_has_ids, struct err *e)
 {
@@ -312,6 +335,8 @@ static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
                                        "pcie_generation",
                                        "pcie_width",
                                        "workload",
+                                       "c2c",
+                                       "addressing_mode",
                                        NULL};
     int r;
     (void)f;
@@ -420,6 +445,8 @@ static int parse_gpu(json_t *gpu, const char *ctx, const struct sim_fleet *f,
     if ((r = parse_mig(gpu, ctx, g, e)) < 0)
         return r;
     if ((r = parse_workload(gpu, ctx, g, e)) < 0)
+        return r;
+    if ((r = parse_c2c(gpu, ctx, g, e)) < 0)
         return r;
 
     bool has_ids = false;

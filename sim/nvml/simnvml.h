@@ -123,6 +123,11 @@ struct sim_gpu_spec {
     /* `workload:` the load a CUDA process on this GPU drives (else SIM_LOAD_DEFAULT) */
     bool has_workload;
     struct sim_load workload;
+    /* `c2c:` NVLink-C2C to a Grace CPU (nvmlDeviceGetC2cModeInfoV); `addressing_mode:` none,
+     * hmm or ats (nvmlDeviceGetAddressingMode). Left out: the call is not supported. */
+    bool has_c2c, c2c;
+    bool has_addressing_mode;
+    unsigned addressing_mode; /* NVML_DEVICE_ADDRESSING_MODE_* */
 };
 
 struct sim_fleet {

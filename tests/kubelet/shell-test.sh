@@ -46,6 +46,20 @@ bad "$T/dup.yaml" 'nodes[1].name: duplicate node name "a"'
 { cluster_head; node a "$T/roots/a" "  runtime2: x"; } >"$T/unknown.yaml"
 bad "$T/unknown.yaml" 'nodes[0]: unknown field "runtime2"'
 bad "$T/absent.yaml" "No such file or directory"
+# an arm64 node's cross tree, named: it must exist and hold aarch64 programs
+{ cluster_head; node a "$T/roots/a" "  arch: arm64"; } >"$T/arm64.yaml"
+bad_arm64() { # tree want-fragment
+    local rc
+    "$KL" --cluster "$T/arm64.yaml" --kubeconfig "$KUBECONFIG" --no-netns --kubelet-port $PORT \
+        --arm64-build "$1" >"$T/bad.out" 2>"$T/bad.err"
+    rc=$?
+    [ $rc = 2 ] || fail "--arm64-build $1: exit $rc, want 2: $(cat "$T/bad.err")"
+    [ "$(wc -l <"$T/bad.err")" = 1 ] || fail "--arm64-build $1: not one line: $(cat "$T/bad.err")"
+    grep -qF -- "--arm64-build: " "$T/bad.err" && grep -qF "$2" "$T/bad.err" ||
+        fail "--arm64-build $1: want \"$2\" in: $(cat "$T/bad.err")"
+}
+bad_arm64 "$T/no-tree" "\"$T/no-tree\": No such file or directory"
+bad_arm64 "$BUILD" "$(realpath "$BUILD")/gpuop\" is not an aarch64 program"
 [ -z "$(k get nodes -o name)" ] || fail "bad input registered nodes: $(k get nodes -o name)"
 [ ! -e "$T/roots" ] || fail "bad input created node roots"
 
@@ -170,4 +184,24 @@ poll 5 kv_is 5
 # SIGTERM: exit 0
 stop_kubelet_sim
 curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && fail "endpoint still serving"
+
+# arm64 nodes where nothing runs aarch64 programs here (no qemu on PATH and no binfmt_misc entry):
+# they run this machine's build, and kubelet-sim says so once, with the reason
+if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+    echo "SKIP (part): binfmt_misc runs aarch64 programs here: no fallback to check"
+else
+    { cluster_head; node g1 roots/g1 "  arch: arm64"; node g2 roots/g2 "  arch: arm64"; } >"$T/arm64-2.yaml"
+    L=$T/kubelet-sim-arm64.log
+    PATH=/nonexistent "$KL" --cluster "$T/arm64-2.yaml" --kubeconfig "$KUBECONFIG" \
+        --root-base "$T/roots" --no-netns --kubelet-port $PORT >"$L" 2>&1 &
+    KL_PID=$!
+    pids+=("$KL_PID")
+    wait_for -p "$KL_PID" 30 "kubelet-sim serves 2 arm64 nodes" grep -q 'serving nodes=2' "$L"
+    [ "$(grep -c "arm64 nodes run this machine's programs" "$L")" = 1 ] ||
+        fail "the fallback not said once: $(cat "$L")"
+    grep -q 'reason=".*qemu-aarch64-static' "$L" || grep -q 'reason="no arm64 cross tree' "$L" ||
+        fail "the fallback's reason: $(grep arm64 "$L")"
+    [ ! -e "$T/roots/g1/var/lib/gpuop-sim/arm64" ] || fail "shims written without qemu"
+    stop_kubelet_sim
+fi
 echo "ok"

@@ -57,6 +57,8 @@ static const char *const checked[] = {
     "nvmlGpmMetric_t",
     "nvmlGpmMetricsGet_t",
     "nvmlGpmSupport_t",
+    "nvmlC2cModeInfo_v1_t",
+    "nvmlDeviceAddressingMode_v1_t",
 };
 
 static void structs(void)
@@ -279,6 +281,18 @@ static void structs(void)
     SIZE(nvmlGpmSupport_t, 8);
     OFF(nvmlGpmSupport_t, version, 0);
     OFF(nvmlGpmSupport_t, isSupportedDevice, 4);
+
+    /* unsigned isC2cEnabled */
+    SIZE(nvmlC2cModeInfo_v1_t, 4);
+    OFF(nvmlC2cModeInfo_v1_t, isC2cEnabled, 0);
+    /* unsigned version, value; version 1 of 8 bytes */
+    SIZE(nvmlDeviceAddressingMode_v1_t, 8);
+    OFF(nvmlDeviceAddressingMode_v1_t, version, 0);
+    OFF(nvmlDeviceAddressingMode_v1_t, value, 4);
+    VAL(nvmlDeviceAddressingMode_v1, 0x1000008);
+    VAL(NVML_DEVICE_ADDRESSING_MODE_NONE, 0);
+    VAL(NVML_DEVICE_ADDRESSING_MODE_HMM, 1);
+    VAL(NVML_DEVICE_ADDRESSING_MODE_ATS, 2);
 }
 
 static void versions(void)

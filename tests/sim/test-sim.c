@@ -204,6 +204,40 @@ static void test_exports(void **state)
     assert_null(dlsym(lib, "sim_main"));
 }
 
+/* ---- Grace: NVLink-C2C and the addressing mode ------------------------------------------ */
+
+static void test_c2c(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fleet;
+        nvmlReturn_t c2c_ret, mode_ret;
+        unsigned c2c, mode;
+    } cases[] = {
+        {"gh200.yaml", NVML_SUCCESS, NVML_SUCCESS, 1, NVML_DEVICE_ADDRESSING_MODE_ATS},
+        {"gb200.yaml", NVML_SUCCESS, NVML_SUCCESS, 1, NVML_DEVICE_ADDRESSING_MODE_ATS},
+        /* a discrete GPU: neither is reported */
+        {"dgx-h100.yaml", NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NOT_SUPPORTED, 0, 0},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        use(fleet(cases[i].fleet), true);
+        assert_int_equal(N.nvmlInit_v2(), NVML_SUCCESS);
+        nvmlDevice_t d = dev(0);
+        nvmlC2cModeInfo_v1_t c2c = {0};
+        assert_int_equal(N.nvmlDeviceGetC2cModeInfoV(d, &c2c), cases[i].c2c_ret);
+        assert_int_equal(c2c.isC2cEnabled, cases[i].c2c);
+        nvmlDeviceAddressingMode_v1_t m = {.version = nvmlDeviceAddressingMode_v1};
+        assert_int_equal(N.nvmlDeviceGetAddressingMode(d, &m), cases[i].mode_ret);
+        assert_int_equal(m.value, cases[i].mode);
+        m.version = 1; /* no size: not version 1 of this struct */
+        assert_int_equal(N.nvmlDeviceGetAddressingMode(d, &m),
+                         NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        assert_int_equal(N.nvmlDeviceGetC2cModeInfoV(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlDeviceGetAddressingMode(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N.nvmlShutdown(), NVML_SUCCESS);
+    }
+}
+
 /* ---- basics ----------------------------------------------------------------------------- */
 
 static void test_basics_h100(void **state)
@@ -942,6 +976,9 @@ static const struct {
     {HEAD "gpus:\n" GPU "    count: 2\ntopology:\n  pcie: [[0, 1, far]]\n", "topology.pcie[0][2]"},
     {HEAD "gpus:\n" GPU "    count: 2\ntopology:\n  colour: 1\n", "topology: unknown field"},
     {HEAD "gpus:\n" GPU "    count: 65\n", "gpus[0].count"},
+    {HEAD "gpus:\n" GPU "    addressing_mode: pasid\n",
+     "gpus[0].addressing_mode: \"pasid\" is not none, hmm or ats"},
+    {HEAD "gpus:\n" GPU "    c2c: maybe\n", "gpus[0].c2c"},
 };
 
 static int child_init(void)
@@ -1403,6 +1440,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exports),
         cmocka_unit_test(test_basics_h100),
+        cmocka_unit_test(test_c2c),
         cmocka_unit_test(test_topology_dgx1),
         cmocka_unit_test(test_mig_fit),
         cmocka_unit_test(test_mig_call_returns),

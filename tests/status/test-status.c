@@ -402,6 +402,71 @@ static void test_remediation(void **state)
     assert_string_equal(nothing, "");
 }
 
+/* A node's architecture: the kubelet's nodeInfo, else the kubernetes.io/arch label; the ARCH
+ * column in -o wide, "arch" in -o json. */
+static void test_arch(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *info, *label, *want; /* NULL: absent */
+    } cases[] = {
+        {"arm64", "arm64", "arm64"}, {"arm64", NULL, "arm64"},    {NULL, "arm64", "arm64"},
+        {"", "arm64", "arm64"},      {"amd64", "arm64", "amd64"}, /* the kubelet's own report wins
+                                                                   */
+        {NULL, NULL, NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_(json_decrefp) json_t *node =
+            json_pack("{s:{s:s,s:{s:s}},s:{s:{}}}", "metadata", "name", "gh200-1", "labels",
+                      "nvidia.com/gpu.present", "true", "status", "nodeInfo");
+        if (cases[i].info)
+            json_object_set_new(kobj_path(node, "status.nodeInfo"), "architecture",
+                                json_string(cases[i].info));
+        if (cases[i].label)
+            json_object_set_new(kobj_path(node, "metadata.labels"), "kubernetes.io/arch",
+                                json_string(cases[i].label));
+        _cleanup_(json_decrefp) json_t *nodes = json_pack("[O]", node);
+        _cleanup_(json_decrefp) json_t *empty = json_array();
+        struct st_objects in = {.policies = empty,
+                                .drivers = empty,
+                                .nodes = nodes,
+                                .events = empty,
+                                .pods = empty,
+                                .quotas = empty};
+        _cleanup_(json_decrefp) json_t *model = st_nodes_model(&in);
+        json_t *n = json_array_get(model, 0);
+        assert_non_null(n);
+        if (cases[i].want)
+            assert_string_equal(kobj_str(n, "arch"), cases[i].want);
+        else
+            assert_true(json_is_null(json_object_get(n, "arch")));
+        struct st_section only[] = {{"nodes", st_nodes_model, NULL}, {0}};
+        for (const struct st_section *s = st_sections; s->name; s++)
+            if (strcmp(s->name, "nodes") == 0)
+                only[0] = *s;
+        _cleanup_(json_decrefp) json_t *full = json_pack("{s:O}", "nodes", model);
+        struct st_view v = {.wide = true};
+        char *text = NULL;
+        struct err e = {0};
+        assert_int_equal(st_render_text(full, only, &v, 1u << 16, &text, &e), 0);
+        /* the header's ARCH column, and this node's value under it */
+        const char *hdr = strstr(text, "ARCH");
+        assert_non_null(hdr);
+        const char *line_start = text;
+        size_t col = (size_t)(hdr - line_start);
+        const char *row = strchr(text, '\n') + 1;
+        assert_true(strlen(row) > col);
+        const char *want = cases[i].want ? cases[i].want : "-";
+        assert_int_equal(strncmp(row + col, want, strlen(want)), 0);
+        free(text);
+        /* the narrow table has no ARCH column */
+        v.wide = false;
+        assert_int_equal(st_render_text(full, only, &v, 1u << 16, &text, &e), 0);
+        assert_null(strstr(text, "ARCH"));
+        free(text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +481,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limit, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_sections, fx_setup, fx_teardown),
         cmocka_unit_test(test_remediation),
+        cmocka_unit_test(test_arch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,6 +125,8 @@ struct kl_node_config {
     const char *gpuop_exe;         /* absolute paths of the built programs */
     const char *sim_image_bin;
     const char *nvml_library;
+    const char *programs_dir; /* bound read-only at its own path in every container: the cross
+                               * tree an arm64 node's programs come from; NULL: none */
     uint64_t backoff_base_ms, backoff_max_ms;
     unsigned lease_duration_s;
     int wake_fd;            /* an eventfd written when the node's devices change */

@@ -105,6 +105,11 @@ static void print_gpu(const struct gpu_device *g)
         snprintf(numa, sizeof(numa), "n/a");
     printf("%-4u %-26s %-42s %-17s %-11s %-4s %-10s %-9s %-7s %s\n", g->index, g->name, g->uuid,
            g->bus_id, mem, cc, gpu_arch_name(g->arch), mig, power, numa);
+    /* Grace systems: the CPU link and the addressing mode, where the driver reports them */
+    const char *am = gpu_addressing_name(g->addressing_mode);
+    if (g->c2c >= 0 || am)
+        printf("     NVLink-C2C %s, addressing mode %s\n",
+               g->c2c < 0 ? "n/a" : (g->c2c ? "enabled" : "disabled"), am ? am : "n/a");
     for (size_t k = 0; k < g->n_mig; k++) {
         const struct gpu_mig_device *m = &g->mig[k];
         printf("     MIG %-14s %-46s gi %-2u ci %-2u %3u SMs %6llu MiB\n", m->profile, m->uuid,
@@ -193,6 +198,9 @@ static json_t *gpu_json(const struct gpu_device *g)
         gpu_arch_name(g->arch), "brand", (json_int_t)g->brand, "power_limit_mw",
         (json_int_t)g->power_limit_mw, "max_sm_clock_mhz", (json_int_t)g->max_sm_clock_mhz,
         "max_mem_clock_mhz", (json_int_t)g->max_mem_clock_mhz, "lost", g->lost);
+    const char *am = gpu_addressing_name(g->addressing_mode);
+    json_object_set_new(o, "c2c", g->c2c < 0 ? json_null() : json_boolean(g->c2c));
+    json_object_set_new(o, "addressing_mode", am ? json_string(am) : json_null());
     json_object_set_new(o, "mig",
                         json_pack("{s:b, s:b, s:b, s:o}", "capable", g->mig_capable, "enabled",
                                   g->mig_enabled, "pending", g->mig_pending, "devices", mig));

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_inventory: what NVML reports about the node, read into plain data. */
+#include <limits.h>
 #include <string.h>
 
 #include "nvml-internal.h"
@@ -305,10 +306,42 @@ static nvmlReturn_t mig_read_all(struct gpu_lib *lib, nvmlDevice_t dev, struct g
     return NVML_SUCCESS;
 }
 
+/* The C2C link and the addressing mode: newer calls, absent from older drivers
+ * (NVML_ERROR_FUNCTION_NOT_FOUND) and not supported on GPUs without the feature; both leave -1. */
+static nvmlReturn_t c2c_read(struct gpu_lib *lib, nvmlDevice_t dev, struct gpu_device *g)
+{
+    nvmlC2cModeInfo_v1_t c2c = {0};
+    nvmlReturn_t r = NV(lib, nvmlDeviceGetC2cModeInfoV, dev, &c2c);
+    if (r == NVML_SUCCESS)
+        g->c2c = c2c.isC2cEnabled ? 1 : 0;
+    if (r == NVML_ERROR_GPU_IS_LOST)
+        return r;
+    nvmlDeviceAddressingMode_v1_t mode = {.version = nvmlDeviceAddressingMode_v1};
+    r = NV(lib, nvmlDeviceGetAddressingMode, dev, &mode);
+    if (r == NVML_SUCCESS && mode.value <= INT_MAX)
+        g->addressing_mode = (int)mode.value;
+    return r;
+}
+
+const char *gpu_addressing_name(int mode)
+{
+    switch (mode) {
+    case GPU_ADDRESSING_NONE:
+        return "none";
+    case GPU_ADDRESSING_HMM:
+        return "hmm";
+    case GPU_ADDRESSING_ATS:
+        return "ats";
+    default:
+        return NULL;
+    }
+}
+
 static void device_read(struct gpu_lib *lib, unsigned index, nvmlDevice_t dev, struct gpu_device *g)
 {
     if (ids_read(lib, dev, g) == NVML_ERROR_GPU_IS_LOST ||
         caps_read(lib, dev, g) == NVML_ERROR_GPU_IS_LOST ||
+        c2c_read(lib, dev, g) == NVML_ERROR_GPU_IS_LOST ||
         mig_read_all(lib, dev, g) == NVML_ERROR_GPU_IS_LOST) {
         g->lost = true;
         log_warn(COMPONENT, "GPU is lost", "gpu=%u uuid=%s", index, g->uuid[0] ? g->uuid : "-");
@@ -430,6 +463,8 @@ int gpu_inventory_read(struct gpu_lib *lib, struct gpu_inventory **ret, struct e
         g->index = i;
         g->minor = i;
         g->numa_node = -1;
+        g->c2c = -1;
+        g->addressing_mode = -1;
         g->arch = NVML_DEVICE_ARCH_UNKNOWN;
         struct err he = {0};
         if (nv_handle(lib, i, &devs[i], &he) < 0) {

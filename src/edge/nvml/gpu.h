@@ -87,7 +87,16 @@ struct gpu_device {
     size_t n_mig;
     struct gpu_mig_device *mig; /* MIG devices, when mig_enabled */
     bool lost;                  /* NVML_ERROR_GPU_IS_LOST seen while reading */
+    /* Grace systems: the NVLink-C2C link to the CPU (1 enabled, 0 not) and how the GPU addresses
+     * system memory (GPU_ADDRESSING_*); -1 where the driver does not report it. */
+    int c2c;
+    int addressing_mode;
 };
+
+/* nvmlDeviceGetAddressingMode's values, and their names ("none", "hmm", "ats"; NULL for -1 or
+ * a value this build does not know). */
+enum { GPU_ADDRESSING_NONE = 0, GPU_ADDRESSING_HMM = 1, GPU_ADDRESSING_ATS = 2 };
+const char *gpu_addressing_name(int mode);
 
 /* How two GPUs connect, nearest first (the inverse order of a path's cost). */
 enum gpu_topo_level {

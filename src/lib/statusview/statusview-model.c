@@ -371,12 +371,20 @@ static json_t *node_model(const json_t *node, const json_t *drivers)
         problem(&ev, H_WARN, "driver upgrade: %s", up);
     json_t *drain = drain_of(node);
     const char *os = kobj_path_str(node, "status.nodeInfo.osImage");
-    return json_pack(
+    json_t *out = json_pack(
         "{s:s?,s:s,s:b,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:s,s:o}", "name", kobj_name(node),
         "pool", pool, "ready", ready, "cordoned", cordoned, "driver", drv, "validations", val,
         "gpus", gpus, "mig", mig, "upgradeState", str_or_null(up), "product",
         str_or_null(kobj_label(node, "nvidia.com/gpu.product")), "os", str_or_null(os), "lastDrain",
         drain ? drain : json_null(), "health", health_name(ev.health), "problems", ev.problems);
+    json_object_set_new(out, "arch", str_or_null(st_node_arch(node)));
+    return out;
+}
+
+const char *st_node_arch(const json_t *node)
+{
+    const char *arch = kobj_path_str(node, "status.nodeInfo.architecture");
+    return arch && arch[0] ? arch : kobj_label(node, "kubernetes.io/arch");
 }
 
 static int by_name(const void *a, const void *b)

@@ -367,8 +367,8 @@ static void nodes_text(const json_t *m, const struct st_view *v, struct sbuf *ou
     static const char *const titles[] = {"NODE", "HEALTH",      "OWNER", "DRIVER", "PHYS",
                                          "ADV",  "VALIDATIONS", "MIG",   "POOL",   "PROBLEMS"};
     static const char *const wide_titles[] = {
-        "NODE", "HEALTH", "OWNER",   "DRIVER",  "PHYS", "ADV",     "VALIDATIONS",
-        "MIG",  "POOL",   "UPGRADE", "PRODUCT", "OS",   "PROBLEMS"};
+        "NODE", "HEALTH", "OWNER",   "DRIVER",  "PHYS", "ADV", "VALIDATIONS",
+        "MIG",  "POOL",   "UPGRADE", "PRODUCT", "ARCH", "OS",  "PROBLEMS"};
     if (json_array_size(m) == 0) {
         sbuf_adds(out, "No GPU nodes.\n");
         return;
@@ -415,6 +415,7 @@ static void nodes_text(const json_t *m, const struct st_view *v, struct sbuf *ou
         if (v->wide) {
             json_array_append_new(row, cell(0, "%s", kobj_str(n, "upgradeState") ?: "-"));
             json_array_append_new(row, cell(0, "%s", kobj_str(n, "product") ?: "-"));
+            json_array_append_new(row, cell(0, "%s", kobj_str(n, "arch") ?: "-"));
             json_array_append_new(row, cell(0, "%s", kobj_str(n, "os") ?: "-"));
         }
         struct sbuf pr _cleanup_sbuf_;

@@ -100,6 +100,10 @@ json_t *st_last_change(const json_t *policy);
  * NFD's os_release labels), else "unknown". buf >= 128 bytes. */
 void st_node_pool(const json_t *node, const json_t *drivers, char *buf, size_t n);
 
+/* A node's architecture as Kubernetes names it ("amd64", "arm64"): the kubelet's
+ * status.nodeInfo.architecture, else the kubernetes.io/arch label; NULL when neither. */
+const char *st_node_arch(const json_t *node);
+
 /* Whether a node has (or had) NVIDIA GPUs: NFD's PCI label (vendor 10de), GFD's labels, gpuop's
  * node annotations, or nvidia.com resources in its allocatable. */
 bool st_gpu_node(const json_t *node);

@@ -621,6 +621,25 @@ typedef struct nvmlGpmSupport_st {
     unsigned int isSupportedDevice; /* out: non-zero where the device supports GPM */
 } nvmlGpmSupport_t;
 
+/* NVLink-C2C, the GPU's coherent link to a Grace CPU (nvmlDeviceGetC2cModeInfoV). No version
+ * field: the V names the call, the struct is v1. */
+typedef struct nvmlC2cModeInfo_v1_st {
+    unsigned int isC2cEnabled; /* out: non-zero when the GPU's C2C link is enabled */
+} nvmlC2cModeInfo_v1_t;
+
+/* How the GPU addresses system memory (nvmlDeviceGetAddressingMode). */
+typedef enum nvmlDeviceAddressingModeType_enum {
+    NVML_DEVICE_ADDRESSING_MODE_NONE = 0,
+    NVML_DEVICE_ADDRESSING_MODE_HMM = 1, /* the kernel's Heterogeneous Memory Management */
+    NVML_DEVICE_ADDRESSING_MODE_ATS = 2, /* Address Translation Services (Grace: over C2C) */
+} nvmlDeviceAddressingModeType_t;
+
+typedef struct nvmlDeviceAddressingMode_v1_st {
+    unsigned int version; /* in: nvmlDeviceAddressingMode_v1 */
+    unsigned int value;   /* out: nvmlDeviceAddressingModeType_t */
+} nvmlDeviceAddressingMode_v1_t;
+#define nvmlDeviceAddressingMode_v1 NVML_STRUCT_VERSION(DeviceAddressingMode, 1)
+
 /* ---- functions ---------------------------------------------------------------------------- */
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -656,6 +675,8 @@ nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type);
 nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores);
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c2cModeInfo);
+nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_v1_t *mode);
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState);
 
@@ -829,6 +850,8 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet);
     X(nvmlDeviceGetNumGpuCores)                           \
     X(nvmlDeviceGetAttributes_v2)                         \
     X(nvmlDeviceGetPersistenceMode)                       \
+    X(nvmlDeviceGetC2cModeInfoV)                          \
+    X(nvmlDeviceGetAddressingMode)                        \
     X(nvmlDeviceGetComputeMode)                           \
     X(nvmlDeviceGetPerformanceState)                      \
     X(nvmlDeviceGetTemperature)                           \
