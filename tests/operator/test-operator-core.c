@@ -414,8 +414,15 @@ static void test_ds_ready(void **state)
         bool ready;
     } cases[] = {
         {"metadata: {generation: 1}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
-         "status: {desiredNumberScheduled: 0}",
+         "status: {desiredNumberScheduled: 0, observedGeneration: 1}",
          true},
+        /* just created: the controller has not counted the nodes yet */
+        {"metadata: {generation: 1}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
+         "status: {desiredNumberScheduled: 0}",
+         false},
+        {"metadata: {generation: 1}\nspec: {updateStrategy: {type: OnDelete}}\n"
+         "status: {desiredNumberScheduled: 0}",
+         false},
         {"metadata: {generation: 2}\nspec: {updateStrategy: {type: RollingUpdate}}\n"
          "status: {desiredNumberScheduled: 3, numberAvailable: 3, updatedNumberScheduled: 3,"
          " observedGeneration: 2, numberReady: 3}",
@@ -429,7 +436,8 @@ static void test_ds_ready(void **state)
          " updatedNumberScheduled: 3, observedGeneration: 1}",
          false},
         {"metadata: {generation: 1}\nspec: {updateStrategy: {type: OnDelete}}\n"
-         "status: {desiredNumberScheduled: 2, numberReady: 2, updatedNumberScheduled: 1}",
+         "status: {desiredNumberScheduled: 2, numberReady: 2, updatedNumberScheduled: 1,"
+         " observedGeneration: 1}",
          true},
         {"metadata: {generation: 1}\nspec: {}", false},
     };

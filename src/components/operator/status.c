@@ -37,6 +37,12 @@ bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len)
         snprintf(ret_reason, reason_len, "no status yet");
         return false;
     }
+    /* Before anything the status says: a DaemonSet just created or changed has a status the
+     * DaemonSet controller has not written yet (desired 0 reads as "no nodes to run on"). */
+    if (observed < generation) {
+        snprintf(ret_reason, reason_len, "generation %lld not yet observed", (long long)generation);
+        return false;
+    }
     if (desired == 0) {
         snprintf(ret_reason, reason_len, "no nodes to run on");
         return true;
@@ -54,10 +60,6 @@ bool op_ds_ready(const json_t *ds, char *ret_reason, size_t reason_len)
             return false;
         }
         return true;
-    }
-    if (observed < generation) {
-        snprintf(ret_reason, reason_len, "generation %lld not yet observed", (long long)generation);
-        return false;
     }
     if (updated != desired || available != desired) {
         snprintf(ret_reason, reason_len, "%lld/%lld updated, %lld/%lld available",
