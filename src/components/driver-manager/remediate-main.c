@@ -3,12 +3,10 @@
  * gpuop driver-manager remediate: the executor of the operator's reset and driver-reload requests
  * on its own node (docs/remediation.md, "The executor"). Each round it reads its Node (get: the
  * only read its RBAC needs), NVML and the node root, asks the core (dm_rem_decide) and does what
- * it says: a GPU reset with the driver's own `nvidia-smi -r -i UUID` (NVML and nvidia-smi from the
- * driver root when the driver is containerized, from the host's root when it is the host's: never
- * its image's), or a driver reload by evicting its own
- * driver pod (the driver manager of the next pod unloads, its driver container loads); then it
- * answers on the Node. The answer is the record, so a restart never carries a request out twice.
- */
+ * it says: a GPU reset with the driver's own `nvidia-smi -r -i UUID` (dm_rem_tools_pick: never
+ * the image's), or a driver reload by evicting its own driver pod (the driver manager of the next
+ * pod unloads, its driver container loads); then it answers on the Node. The answer is the
+ * record, so a restart never carries a request out twice. */
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -164,10 +162,8 @@ static int answer(struct dm_rem *x, const char *id, const char *why, struct err 
 static void reset_gpus(const struct dm_rem_request *q, const struct dm_rem_tools *t, char *why,
                        size_t n)
 {
-    if (!t->smi[0]) {
-        snprintf(why, n, "%s", t->why);
-        return;
-    }
+    if (!t->smi[0])
+        return (void)snprintf(why, n, "%s", t->why);
     _cleanup_free_ char *added = NULL;
     _cleanup_free_ const char **env = proc_env_lib_first(t->lib_dir, &added);
     for (size_t i = 0; i < q->n_gpus; i++) {
