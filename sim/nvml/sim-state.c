@@ -593,8 +593,8 @@ void sim_update_event(struct sim_update *u, unsigned gpu, uint64_t type, uint64_
                                        .unix_ms = sim_now_ms()};
 }
 
-static int events_append(struct sim_store *s, struct sim_update *u, struct sim_state *st,
-                         struct err *e)
+/* Appends the update's events, numbered from first (reserved in the state by the caller). */
+static int events_append(struct sim_store *s, struct sim_update *u, uint64_t first, struct err *e)
 {
     if (u->n == 0)
         return 0;
@@ -607,7 +607,7 @@ static int events_append(struct sim_store *s, struct sim_update *u, struct sim_s
     struct sbuf b _cleanup_sbuf_;
     sbuf_init(&b, 64 * 1024);
     for (size_t i = 0; i < u->n; i++) {
-        u->ev[i].seq = st->next_seq++;
+        u->ev[i].seq = first + i;
         sbuf_addf(&b, "%" PRIu64 " %u 0x%" PRIx64 " %" PRIu64 " %u %u %" PRIu64 "\n", u->ev[i].seq,
                   u->ev[i].gpu, u->ev[i].type, u->ev[i].data, u->ev[i].gi_id, u->ev[i].ci_id,
                   u->ev[i].unix_ms);
@@ -660,9 +660,14 @@ int sim_store_update(struct sim_store *s, sim_update_fn fn, void *arg, struct er
     }
     if (r == 0) {
         tmp.generation++;
-        r = events_append(s, &u, &tmp, e);
+        /* the state first, then its events, as NVML shows a count before the event that
+         * announces it: a reader woken by an event finds the state it announces (readers check
+         * the state file without the lock) */
+        uint64_t first = tmp.next_seq;
+        tmp.next_seq += u.n;
+        r = state_write(s, &tmp, e);
         if (r == 0)
-            r = state_write(s, &tmp, e);
+            r = events_append(s, &u, first, e);
         if (r == 0)
             state_copy(&s->st, &tmp);
     }

@@ -5,7 +5,7 @@ implementation (Debian's python3-grpcio), on the simulated fleets.
 
   kubelet_standin.py GPUOP LIBNVML FLEET SCENARIO
 
-SCENARIO: none | single | mixed | timeslicing | recovery | strategies | badconfig |
+SCENARIO: none | single | mixed | timeslicing | recovery | resetclear | strategies | badconfig |
 reloadstress | preferredload. The stand-in serves Registration on
 a temporary kubelet.sock, accepts the registrations, streams ListAndWatch, calls
 GetDevicePluginOptions, GetPreferredAllocation and Allocate, injects an XID with
@@ -127,6 +127,9 @@ def run(gpuop, lib, fleet, scenario):
         return
     if scenario == "recovery":
         run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
+        return
+    if scenario == "resetclear":
+        run_reset_clear(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
         return
     if scenario == "preferredload":
         run_preferred_load(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp)
@@ -625,6 +628,68 @@ def run_recovery(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
         check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
         if kubelet:
             kubelet.stop()
+        if FAILS:
+            print("---- plugin log ----")
+            print(plugin.output()[-6000:])
+
+
+def run_reset_clear(gpuop, env, args, pb, pb_grpc, ksock, dpdir, tmp):
+    """A GPU held back for an uncorrectable ECC error comes back as soon as a GPU reset clears
+    it (NVML's volatile count at 0, the remapping done), long before the quiet period (10 min
+    here); without the reset it stays Unhealthy; an XID that left no count in NVML waits for
+    the quiet period even after a reset."""
+    env["DP_HEALTH_RECOVERY_PERIOD"] = "10m"
+    kubelet = kg.Registration(pb, pb_grpc, ksock)  # first: its socket appearing restarts a plugin
+    plugin = kg.DevicePlugin(gpuop, env, args, os.path.join(tmp, "plugin.log"))
+    w = None
+    try:
+        regs = kubelet.wait_registrations(1, 15)
+        if not check(len(regs) == 1, "the plugin registers"):
+            return
+        ch = grpc.insecure_channel(f"unix://{os.path.join(dpdir, regs[0][1].endpoint)}")
+        w = kg.Watch(pb_grpc.DevicePluginStub(ch), pb)
+        t, devs = w.next(5)
+        if not check(devs is not None and len(devs) >= 2, "ListAndWatch sends the list"):
+            return
+        gpu0, gpu2 = devs[0].ID, devs[2].ID
+
+        def health_after(deadline, want):
+            while time.monotonic() < deadline:
+                t, dv = w.next(max(0.01, deadline - time.monotonic()))
+                if dv is None:
+                    return None
+                h = {d.ID: d.health for d in dv}
+                if want(h):
+                    return t, h
+            return None
+
+        t0 = time.monotonic()
+        check(sim(gpuop, env, "inject", "ecc", "--gpu", "2", "--dbe", "1") == 0,
+              "gpuop-sim inject ecc --gpu 2 --dbe 1")
+        hit = health_after(t0 + 2, lambda h: h[gpu2] == "Unhealthy")
+        check(hit is not None and hit[0] - t0 < 1.0, "the ECC error marks GPU 2 Unhealthy in < 1 s")
+        sim(gpuop, env, "inject", "xid", "--gpu", "0", "--code", "94")
+        hit = health_after(time.monotonic() + 2, lambda h: h[gpu0] == "Unhealthy")
+        check(hit is not None, "XID 94 marks GPU 0 Unhealthy")
+        hit = health_after(time.monotonic() + 2.5, lambda h: h[gpu2] == "Healthy")
+        check(hit is None, "without a reset GPU 2 stays Unhealthy")
+        t1 = time.monotonic()
+        check(sim(gpuop, env, "gpu-reset", "--gpu", "2") == 0, "gpuop-sim gpu-reset --gpu 2")
+        hit = health_after(t1 + 5, lambda h: h[gpu2] == "Healthy")
+        check(hit is not None and hit[0] - t1 < 3.0,
+              f"GPU 2 advertised Healthy again after its reset "
+              f"({(hit[0] - t1) if hit else -1:.2f} s; the quiet period is 10 min)")
+        check(hit is not None and hit[1][gpu0] == "Unhealthy", "... GPU 0 (the XID) still Unhealthy")
+        check(sim(gpuop, env, "gpu-reset", "--gpu", "0") == 0, "gpuop-sim gpu-reset --gpu 0")
+        hit = health_after(time.monotonic() + 2.5, lambda h: h[gpu0] == "Healthy")
+        check(hit is None, "an XID NVML kept no count of waits for the quiet period after a reset")
+        check("NVML shows the GPU reset and healthy" in plugin.output(), "the early recovery is logged")
+    finally:
+        if w:
+            w.cancel()
+        rc = plugin.stop()
+        check(rc == 0, f"SIGTERM: exit 0 (rc={rc})")
+        kubelet.stop()
         if FAILS:
             print("---- plugin log ----")
             print(plugin.output()[-6000:])

@@ -749,6 +749,102 @@ static size_t n_unhealthy(const struct dp_resource *r)
     return c;
 }
 
+/* The early recovery after a reset: NVML's volatile ECC count below what it was after the error
+ * (a reset or a driver reload cleared it) and nothing else wrong. */
+static void test_health_reset_cleared(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        uint64_t at_error;
+        struct dp_gpu_now now;
+        bool want;
+    } cases[] = {
+        {"reset: the counts cleared", 1, {.ecc_sbe_vol = 0, .ecc_dbe_vol = 0}, true},
+        {"reset, single-bit errors since", 5, {.ecc_sbe_vol = 2}, true},
+        {"no reset: the count as after the error", 1, {.ecc_dbe_vol = 1}, false},
+        {"no reset: more since", 1, {.ecc_dbe_vol = 2}, false},
+        {"a double-bit error since the reset", 5, {.ecc_dbe_vol = 1}, false},
+        {"single-bit errors back to the count", 3, {.ecc_sbe_vol = 3}, false},
+        {"an error NVML kept no count of (an XID)", 0, {0}, false},
+        {"lost", 1, {.lost = true}, false},
+        {"rows still pending remapping", 1, {.remap_pending = true}, false},
+        {"a failed remapping", 1, {.remap_failure = true}, false},
+        {"pages pending retirement", 1, {.retired_pending = true}, false},
+        {"the sum overflows", UINT64_MAX, {.ecc_sbe_vol = UINT64_MAX, .ecc_dbe_vol = 0}, false},
+        {"the sum wraps", 5, {.ecc_sbe_vol = UINT64_MAX, .ecc_dbe_vol = 2}, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        print_message("case %zu: %s\n", i, cases[i].name);
+        assert_int_equal(dp_health_reset_cleared(cases[i].at_error, &cases[i].now), cases[i].want);
+    }
+}
+
+static const struct dp_device *gpu_dev(const struct dp_resource *r, unsigned gpu)
+{
+    for (size_t i = 0; i < r->n_devices; i++)
+        if (r->devices[i].gpu == gpu)
+            return &r->devices[i];
+    fail_msg("no device of GPU %u", gpu);
+    return NULL;
+}
+
+/* An ECC error on a shared GPU: the count noted, the reset returns its replicas; an XID with no
+ * count waits for the quiet period; a lost GPU is not watched. */
+static void test_health_recover_reset(void **state)
+{
+    (void)state;
+    struct gpu_inventory *inv = inv_new(2);
+    struct dp_plan *p = shared_plan(inv, 3, DPCONFIG_ALLOC_DISTRIBUTED);
+    struct dp_resource *r = &p->resources[0];
+    struct gpu_event dbe = {
+        .gpu_index = 1, .type = GPU_EVENT_ECC_DBE, .gi_id = 0xFFFFFFFFu, .ci_id = 0xFFFFFFFFu};
+    struct gpu_event xid = dbe;
+    xid.gpu_index = 0;
+    xid.type = GPU_EVENT_XID;
+    xid.data = 94;
+    assert_int_equal(dp_health_apply(p, &dbe, 1000), 3);
+    assert_int_equal(dp_health_apply(p, &xid, 1000), 3);
+    assert_int_equal(dp_health_reset_watch(p), 0x3); /* both held back, neither lost */
+    struct dp_gpu_now after = {.ecc_dbe_vol = 1, .remap_pending = true};
+    dp_health_note_ecc(p, 1, &after);
+    struct dp_gpu_now none = {0};
+    dp_health_note_ecc(p, 0, &none); /* the XID left no count */
+    assert_int_equal(gpu_dev(r, 0)->ecc_vol_at_error, 0);
+    /* not reset yet */
+    assert_int_equal(dp_health_recover_reset(p, 1, &after), 0);
+    /* the count read again, lower than noted: the highest stays */
+    struct dp_gpu_now lower = {.ecc_dbe_vol = 0, .ecc_sbe_vol = 0, .remap_pending = true};
+    dp_health_note_ecc(p, 1, &lower);
+    assert_int_equal(gpu_dev(r, 1)->ecc_vol_at_error, 1);
+    /* reset: the count cleared and the remapping done */
+    struct dp_gpu_now reset = {0};
+    assert_int_equal(dp_health_recover_reset(p, 0, &reset), 0); /* the XID's GPU stays */
+    assert_int_equal(dp_health_recover_reset(p, 1, &reset), 3);
+    assert_int_equal(n_unhealthy(r), 3);
+    for (size_t i = 0; i < r->n_devices; i++)
+        assert_int_equal(r->devices[i].healthy, r->devices[i].gpu == 1);
+    assert_int_equal(dp_health_reset_watch(p), 0x1); /* the XID's GPU, still held back */
+    /* a new episode starts from no count: the old one's is not reused */
+    assert_int_equal(dp_health_apply(p, &xid, 2000), 0);
+    dbe.gpu_index = 1;
+    assert_int_equal(dp_health_apply(p, &dbe, 3000), 3);
+    assert_int_equal(gpu_dev(r, 1)->ecc_vol_at_error, 0);
+    assert_int_equal(dp_health_recover_reset(p, 1, &reset), 0);
+    /* a lost GPU never comes back this way */
+    dp_health_note_ecc(p, 1, &after);
+    assert_int_equal(dp_health_mark_lost(p, 1), 3);
+    assert_int_equal(dp_health_recover_reset(p, 1, &reset), 0);
+    assert_int_equal(dp_health_reset_watch(p), 0x1); /* not the lost one */
+    /* the count is carried over to a rebuilt plan */
+    struct dp_plan *p2 = shared_plan(inv, 3, DPCONFIG_ALLOC_DISTRIBUTED);
+    dp_plan_carry_health(p2, p);
+    assert_int_equal(gpu_dev(&p2->resources[0], 1)->ecc_vol_at_error, 1);
+    dp_plan_free(p2);
+    dp_plan_free(p);
+    inv_free(inv);
+}
+
 static void test_health_apply(void **state)
 {
     (void)state;
@@ -863,12 +959,20 @@ static void test_cdi_kind(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parsers),         cmocka_unit_test(test_strategy_none),
-        cmocka_unit_test(test_strategy_single), cmocka_unit_test(test_strategy_mixed),
-        cmocka_unit_test(test_time_slicing),    cmocka_unit_test(test_allocate),
-        cmocka_unit_test(test_allocate_shared), cmocka_unit_test(test_preferred_ids),
-        cmocka_unit_test(test_greedy),          cmocka_unit_test(test_health_apply),
-        cmocka_unit_test(test_health_probe),    cmocka_unit_test(test_cdi_kind),
+        cmocka_unit_test(test_parsers),
+        cmocka_unit_test(test_strategy_none),
+        cmocka_unit_test(test_strategy_single),
+        cmocka_unit_test(test_strategy_mixed),
+        cmocka_unit_test(test_time_slicing),
+        cmocka_unit_test(test_allocate),
+        cmocka_unit_test(test_allocate_shared),
+        cmocka_unit_test(test_preferred_ids),
+        cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_health_apply),
+        cmocka_unit_test(test_health_probe),
+        cmocka_unit_test(test_health_reset_cleared),
+        cmocka_unit_test(test_health_recover_reset),
+        cmocka_unit_test(test_cdi_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -702,6 +702,61 @@ static void test_rem_answer(void **state)
     assert_null(in.done);
 }
 
+/* The executor's NVML and nvidia-smi: the driver's own, from the owner's root. */
+static void test_rem_tools(void **state)
+{
+    (void)state;
+    struct nodestate_driver_facts f;
+    memset(&f, 0, sizeof(f));
+    strcpy(f.root_nvml, "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+    strcpy(f.root_smi, "/run/nvidia/driver/usr/bin/nvidia-smi");
+    strcpy(f.host_nvml, "/host/usr/lib64/libnvidia-ml.so.1");
+    strcpy(f.host_smi, "/host/usr/bin/nvidia-smi");
+    static const struct {
+        const char *name;
+        enum nodestate_owner owner;
+        bool no_root_nvml, no_root_smi;
+        const char *nvml, *smi, *lib_dir, *why;
+    } cases[] = {
+        {"containerized: the driver root's", NODESTATE_OWNER_CONTAINER, false, false,
+         "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+         "/run/nvidia/driver/usr/bin/nvidia-smi", "/run/nvidia/driver/usr/lib/x86_64-linux-gnu",
+         ""},
+        {"the host's driver: the host's", NODESTATE_OWNER_HOST, false, false,
+         "/host/usr/lib64/libnvidia-ml.so.1", "/host/usr/bin/nvidia-smi", "/host/usr/lib64", ""},
+        {"containerized without its NVML: never the host's or the image's",
+         NODESTATE_OWNER_CONTAINER, true, false, "", "", "",
+         "the driver root /run/nvidia/driver has no libnvidia-ml.so.1"},
+        {"containerized without nvidia-smi: NVML read, the reset refused",
+         NODESTATE_OWNER_CONTAINER, false, true,
+         "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "",
+         "/run/nvidia/driver/usr/lib/x86_64-linux-gnu",
+         "the driver root /run/nvidia/driver has no nvidia-smi"},
+        {"no driver", NODESTATE_OWNER_NONE, false, false, "", "", "",
+         "no driver on the node (neither a driver container's nor the host's)"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        print_message("case %zu: %s\n", i, cases[i].name);
+        struct nodestate_driver_facts g = f;
+        if (cases[i].no_root_nvml)
+            g.root_nvml[0] = 0;
+        if (cases[i].no_root_smi)
+            g.root_smi[0] = 0;
+        struct dm_rem_tools t;
+        dm_rem_tools_pick(&g, cases[i].owner, "/run/nvidia/driver", "/host", &t);
+        assert_string_equal(t.nvml, cases[i].nvml);
+        assert_string_equal(t.smi, cases[i].smi);
+        assert_string_equal(t.lib_dir, cases[i].lib_dir);
+        assert_string_equal(t.why, cases[i].why);
+    }
+    /* a library at the root's top: its folder is / */
+    struct nodestate_driver_facts g = f;
+    strcpy(g.root_nvml, "/libnvidia-ml.so.1");
+    struct dm_rem_tools t;
+    dm_rem_tools_pick(&g, NODESTATE_OWNER_CONTAINER, "/", "/host", &t);
+    assert_string_equal(t.lib_dir, "/");
+}
+
 static void test_rem_decide(void **state)
 {
     (void)state;
@@ -836,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_rem_actions),
         cmocka_unit_test(test_rem_answer),
         cmocka_unit_test(test_rem_decide),
+        cmocka_unit_test(test_rem_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,10 +27,14 @@ export GPUOP_NVML_LIBRARY=$B/libnvidia-ml.so.1 GPUOP_SIM_FLEET=$S/sim/fleets/dgx
 export GPUOP_SIM_STATE=$T/state PATH=$B/sim-image-bin:$PATH
 mkdir -p "$GPUOP_SIM_STATE"
 
-# the containerized driver loaded and ready
-mkdir -p "$DROOT/usr/lib/x86_64-linux-gnu" "$ROOT/run/nvidia/validations" "$ROOT/sys/module/nvidia"
+# the containerized driver loaded and ready; its root holds its own NVML and nvidia-smi (links to
+# the simulated ones), which the executor must use: its own environment has neither (below)
+mkdir -p "$DROOT/usr/lib/x86_64-linux-gnu" "$DROOT/usr/bin" "$ROOT/run/nvidia/validations" \
+    "$ROOT/sys/module/nvidia"
 echo $V >"$ROOT/sys/module/nvidia/version"
-: >"$DROOT/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$V"
+ln -s "$B/libnvidia-ml.so.1" "$DROOT/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$V"
+ln -s "libnvidia-ml.so.$V" "$DROOT/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+ln -s "$B/sim-image-bin/nvidia-smi" "$DROOT/usr/bin/nvidia-smi"
 : >"$ROOT/run/nvidia/validations/.driver-ctr-ready"
 
 python3 - "$S/deploy/operands/driver.yaml" >"$T/driver-rbac.yaml" <<'PY'
@@ -63,7 +67,8 @@ POD=nvidia-driver-daemonset-a
 executor() { # NAME [ENV=...]: the executor in the background, as driver pod $POD
     local name=$1
     shift
-    bg "$name" env POD_NAMESPACE=$NS POD_NAME=$POD "$@" "$B/gpuop" driver-manager remediate \
+    bg "$name" env -u GPUOP_NVML_LIBRARY PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        POD_NAMESPACE=$NS POD_NAME=$POD "$@" "$B/gpuop" driver-manager remediate \
         --node-name $N --kubeconfig "$T/dm.kubeconfig" --host-root "$ROOT" \
         --driver-install-dir "$DROOT" --validations-dir "$ROOT/run/nvidia/validations" --poll 200ms
 }
@@ -91,6 +96,9 @@ request "reset-gpu 101 ${UUIDS[0]}"
 wait_for -p "$EX" 10 "request 101 answered done" has_ann remediation.gpuop.dev/request-done 101
 [ "$(dbe_vol 0)" = 0 ] || fail "GPU 0's volatile DBE count after the reset: $(dbe_vol 0)"
 grep -q "resetting GPU.*gpu=${UUIDS[0]}" "$T/ex1.log" || fail "no reset logged"
+# the driver root's nvidia-smi (the executor's PATH has none, its environment no NVML library)
+grep -q "resetting GPU.*gpu=${UUIDS[0]}.* smi=$DROOT/usr/bin/nvidia-smi from=\"driver root\"" "$T/ex1.log" ||
+    fail "the reset did not use the driver root's nvidia-smi: $(grep -m1 'resetting GPU' "$T/ex1.log")"
 echo "reset done: ${UUIDS[0]}"
 
 # ---- a GPU a process runs on: refused, untouched -------------------------------------------

@@ -561,6 +561,42 @@ static void test_restart_continues(void **state)
     node_done(&n);
 }
 
+/* An agent restarted by a reboot before the driver is back (NVML unread): the GPU lost before
+ * the reboot stays in its report, and it does not apply the remediation's acknowledgement, so
+ * the remediation does not take that report for the GPUs after the reboot; once NVML reads the
+ * GPU back, the acknowledgement is applied with no fault left. */
+static void test_ack_waits_for_nvml(void **state)
+{
+    (void)state;
+    struct node n;
+    node_init(&n);
+    struct gh_report r;
+    n.gpus[3].lost = true;
+    observe(&n, 0, &r);
+    assert_int_equal(r.health.n_faults, 1);
+    uint64_t seq = r.health.seq;
+    gh_report_clear(&r);
+    char ack[24];
+    snprintf(ack, sizeof(ack), "%llu", (unsigned long long)seq);
+    n.ack = ack;
+    struct gh_state fresh = {0};
+    n.st = fresh; /* the agent restarted */
+    n.nvml_ok = false;
+    observe(&n, 10, &r);
+    assert_int_equal(r.health.acked, 0);
+    assert_int_equal(r.health.n_faults, 1);
+    assert_false(r.health.healthy);
+    gh_report_clear(&r);
+    n.nvml_ok = true;
+    n.gpus[3].lost = false;
+    observe(&n, 12, &r);
+    assert_int_equal(r.health.acked, seq);
+    assert_int_equal(r.health.n_faults, 0);
+    assert_true(r.health.healthy);
+    gh_report_clear(&r);
+    node_done(&n);
+}
+
 /* Bad input on the Node: reported, ignored; a lost annotation starts over above the
  * acknowledgement. */
 static void test_bad_node_input(void **state)
@@ -728,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_plugin_disagrees),
         cmocka_unit_test(test_restart_continues),
         cmocka_unit_test(test_bad_node_input),
+        cmocka_unit_test(test_ack_waits_for_nvml),
         cmocka_unit_test(test_faults_bounded),
         cmocka_unit_test(test_codec_errors),
         cmocka_unit_test(test_plugin_policy),

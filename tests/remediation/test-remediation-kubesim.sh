@@ -172,12 +172,17 @@ $K apply -f "$T/driver-rbac.yaml" >/dev/null
 sa_kubeconfig "$T/dm.kubeconfig" gpu-operator nvidia-driver
 mkdir -p "$T/root/sys/module/nvidia" "$T/root/run/nvidia/driver/usr/lib/x86_64-linux-gnu" "$T/root/run/nvidia/validations"
 echo 550.127.05 >"$T/root/sys/module/nvidia/version"
-: >"$T/root/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05"
+# the driver container's own NVML and nvidia-smi in its root (the simulated ones), which the
+# executor uses rather than its environment's
+mkdir -p "$T/root/run/nvidia/driver/usr/bin"
+ln -s "$B/libnvidia-ml.so.1" "$T/root/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127.05"
+ln -s libnvidia-ml.so.550.127.05 "$T/root/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+ln -s "$B/sim-image-bin/nvidia-smi" "$T/root/run/nvidia/driver/usr/bin/nvidia-smi"
 : >"$T/root/run/nvidia/validations/.driver-ctr-ready"
 dbe_vol0() { "$B/gpuop-sim" show | awk 'index($0, "GPU 0 ") == 1 {on = 1; next} /^GPU / {on = 0}
     on && /ECC errors/ {sub(/.*double-bit [0-9]+ \(volatile /, ""); sub(/\).*/, ""); print; exit}'; }
 [ "$(dbe_vol0)" -gt 0 ] || fail "the injected ECC error does not show"
-bg executor env PATH="$B/sim-image-bin:$PATH" POD_NAMESPACE=gpu-operator POD_NAME=nvidia-driver-daemonset-x \
+bg executor env -u GPUOP_NVML_LIBRARY POD_NAMESPACE=gpu-operator POD_NAME=nvidia-driver-daemonset-x \
     "$B/gpuop" driver-manager remediate --node-name $N1 --kubeconfig "$T/dm.kubeconfig" \
     --host-root "$T/root" --driver-install-dir "$T/root/run/nvidia/driver" \
     --validations-dir "$T/root/run/nvidia/validations" --poll 200ms

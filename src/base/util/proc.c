@@ -76,3 +76,25 @@ int proc_find(const char *name, char **ret, struct err *e)
     }
     return err_set(e, -ENOENT, "\"%s\": not found in PATH", name);
 }
+
+const char **proc_env_lib_first(const char *lib_dir, char **ret_added)
+{
+    bool add = lib_dir && *lib_dir;
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    const char **env = xcalloc(n + 2, sizeof(*env));
+    const char *old = env_get("LD_LIBRARY_PATH");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!add || !str_has_prefix(environ[i], "LD_LIBRARY_PATH="))
+            env[k++] = environ[i];
+    *ret_added = NULL;
+    if (add) {
+        *ret_added = old ? xasprintf("LD_LIBRARY_PATH=%s:%s", lib_dir, old)
+                         : xasprintf("LD_LIBRARY_PATH=%s", lib_dir);
+        env[k++] = *ret_added;
+    }
+    env[k] = NULL;
+    return env;
+}

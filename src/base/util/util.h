@@ -255,6 +255,11 @@ int proc_run(const char *const *argv, const char *const *envp, struct err *e);
  * else the first executable <dir>/name of PATH (unset or empty: the usual system folders).
  * *ret is malloc'ed. -ENOENT naming the command when there is none. */
 int proc_find(const char *name, char **ret, struct err *e);
+/* This process's environment with LD_LIBRARY_PATH led by lib_dir (NULL or "": unchanged), for a
+ * driver's own tool run from its root (nvidia-smi beside its libnvidia-ml). The array (NULL-
+ * terminated) and the one string it adds (*ret_added, NULL when none) are malloc'ed; the other
+ * strings are environ's. */
+const char **proc_env_lib_first(const char *lib_dir, char **ret_added);
 
 /* ---- time --------------------------------------------------------------------------------- */
 

@@ -69,7 +69,8 @@ static const struct svc_option dp_options[] = {
      .metavar = "DUR",
      .expect = "expected a duration such as 30s, 5m or 0",
      .help = "a device marked Unhealthy by an XID or ECC error turns\nHealthy again after DUR "
-             "without errors; 0 disables (5m).\nLost GPUs never recover."},
+             "without errors; 0 disables (5m).\nA GPU whose reset cleared its ECC error turns "
+             "Healthy\nat once. Lost GPUs never recover."},
     {.env = "DP_DISABLE_HEALTHCHECKS",
      .kind = SVC_STRING,
      .off = F(disable_hc),

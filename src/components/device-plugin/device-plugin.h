@@ -92,6 +92,9 @@ struct dp_device {
     bool healthy;
     bool lost;              /* never recovers */
     uint64_t last_error_ms; /* monotonic time of the last critical event */
+    /* the GPU's volatile ECC count (single- and double-bit) NVML showed after the error; 0: none
+     * seen, so a reset cannot be told from NVML (dp_health_reset_cleared) */
+    uint64_t ecc_vol_at_error;
 };
 
 struct dp_resource {
@@ -216,6 +219,30 @@ uint64_t dp_health_recovery_due(const struct dp_plan *p, uint64_t now_ms, uint64
 uint64_t dp_health_probe(unsigned n_gpus, uint64_t due, int critical_gpu, bool sweep);
 /* Returns devices to Healthy after recovery_ms without errors (0: never). Lost ones stay. */
 size_t dp_health_recover(struct dp_plan *p, uint64_t now_ms, uint64_t recovery_ms);
+
+/* What NVML shows of a GPU now, for the early recovery after a reset. */
+struct dp_gpu_now {
+    bool lost;
+    uint64_t ecc_sbe_vol, ecc_dbe_vol; /* volatile counts: a GPU reset or a driver reload clears
+                                        * them, nothing else lowers them */
+    bool remap_pending, remap_failure, retired_pending;
+};
+/* Records what NVML showed of GPU `gpu` just after a critical event on it: its volatile ECC
+ * count, on its devices held back by that event (the highest seen). */
+void dp_health_note_ecc(struct dp_plan *p, unsigned gpu, const struct dp_gpu_now *now);
+/* The GPUs (bit = plan GPU index, first 64) held back by an error, not lost: the shell samples
+ * them now and then, notes their ECC count (dp_health_note_ecc: the event's sample may predate
+ * the count) and returns those a reset cleared (dp_health_recover_reset). */
+uint64_t dp_health_reset_watch(const struct dp_plan *p);
+/* The rule: a GPU held back for an error was reset since (or its driver reloaded), and NVML
+ * shows it healthy: its volatile ECC count fell below what it was after the error (only a reset
+ * or a reload lowers it), no double-bit error since, no rows pending remapping or pages pending
+ * retirement, no failed remapping, not lost. An error that left no count in NVML (0 at the
+ * error: most XIDs) cannot be told reset: it waits for the quiet period. */
+bool dp_health_reset_cleared(uint64_t ecc_vol_at_error, const struct dp_gpu_now *now);
+/* Returns GPU `gpu`'s devices to Healthy when dp_health_reset_cleared says so for them; the
+ * number of devices changed. Lost ones stay. */
+size_t dp_health_recover_reset(struct dp_plan *p, unsigned gpu, const struct dp_gpu_now *now);
 
 /* `gpuop device-plugin` */
 int deviceplugin_main(int argc, char **argv);

@@ -1,11 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The device plugin's health thread (dp-shell.h): NVML's XID and ECC events through the health
- * policy (dp-health.c), lost GPUs probed, devices recovered after the quiet period; every change
- * broadcast to the ListAndWatch streams. */
+ * policy (dp-health.c), lost GPUs probed, devices recovered after the quiet period or once NVML
+ * shows their GPU reset and healthy; every change broadcast to the ListAndWatch streams. */
 #include "dp-shell.h"
 
-#define DP_LOST_CHECK_MS 2000
-#define DP_EVENT_WAIT_MS 100
+#define DP_LOST_CHECK_MS  2000
+#define DP_RESET_CHECK_MS 1000
+#define DP_EVENT_WAIT_MS  100
+
+/* What the early recovery reads of a sample; false when its ECC counts were not read. */
+static bool gpu_now_of(const struct gpu_sample *smp, struct dp_gpu_now *ret)
+{
+    if (!smp->lost && !(smp->valid & GPU_SAMPLE_ECC))
+        return false;
+    *ret = (struct dp_gpu_now){
+        .lost = smp->lost,
+        .ecc_sbe_vol = smp->ecc_sbe_vol,
+        .ecc_dbe_vol = smp->ecc_dbe_vol,
+        .remap_pending = (smp->valid & GPU_SAMPLE_REMAPPED) && smp->remap_pending,
+        .remap_failure = (smp->valid & GPU_SAMPLE_REMAPPED) && smp->remap_failure,
+        .retired_pending = (smp->valid & GPU_SAMPLE_RETIRED) && smp->retired_pending,
+    };
+    return true;
+}
 
 static void *health_main(void *arg)
 {
@@ -17,7 +34,7 @@ static void *health_main(void *arg)
                  "Failed to start health check; continuing with event health checks "
                  "disabled",
                  "error=\"%s\"", err_msg(&e));
-    uint64_t last_lost = 0, last_wait_err = 0;
+    uint64_t last_lost = 0, last_reset = 0, last_wait_err = 0;
     while (!stop_requested(pl->stop)) {
         struct gpu_event event;
         int r = -ETIMEDOUT;
@@ -51,22 +68,46 @@ static void *health_main(void *arg)
                      (unsigned long long)event.data);
         }
         uint64_t due = pl->plan ? dp_health_recovery_due(pl->plan, now, pl->recovery_ms) : 0;
+        uint64_t watch = 0;
+        if (pl->plan && now - last_reset >= DP_RESET_CHECK_MS) {
+            watch = dp_health_reset_watch(pl->plan);
+            last_reset = now;
+        }
         pthread_mutex_unlock(&pl->mu);
         bool sweep = now - last_lost >= DP_LOST_CHECK_MS;
         if (sweep)
             last_lost = now;
-        uint64_t probe = dp_health_probe(
-            n_gpus, due, critical && event.gpu_index < 64 ? (int)event.gpu_index : -1, sweep);
-        uint64_t lost = 0;
+        int critical_gpu = critical && event.gpu_index < 64 ? (int)event.gpu_index : -1;
+        uint64_t probe = dp_health_probe(n_gpus, due | watch, critical_gpu, sweep);
+        uint64_t lost = 0, seen = 0;
+        struct dp_gpu_now nows[64];
         for (unsigned g = 0; g < n_gpus && g < 64; g++) {
             if (!(probe & (1ull << g)))
                 continue;
             struct gpu_sample smp;
             struct err se = {0};
-            if (gpu_sample_read(pl->lib, g, &smp, &se) == 0 && smp.lost)
+            if (gpu_sample_read(pl->lib, g, &smp, &se) < 0)
+                continue;
+            if (smp.lost)
                 lost |= 1ull << g;
+            if (gpu_now_of(&smp, &nows[g]))
+                seen |= 1ull << g;
         }
         pthread_mutex_lock(&pl->mu);
+        for (unsigned g = 0; g < n_gpus && g < 64 && pl->plan && g < pl->plan->n_gpus; g++) {
+            if (!(seen & (1ull << g)))
+                continue;
+            if ((watch & (1ull << g)) && (int)g != critical_gpu) {
+                size_t c = dp_health_recover_reset(pl->plan, g, &nows[g]);
+                if (c)
+                    log_info(DP_COMP, "devices Healthy again: NVML shows the GPU reset and healthy",
+                             "gpu=%u devices=%zu ecc_volatile=%llu", g, c,
+                             (unsigned long long)(nows[g].ecc_sbe_vol + nows[g].ecc_dbe_vol));
+                changed += c;
+            }
+            if ((watch & (1ull << g)) || (int)g == critical_gpu)
+                dp_health_note_ecc(pl->plan, g, &nows[g]);
+        }
         for (unsigned g = 0; g < n_gpus && g < 64; g++)
             if ((lost & (1ull << g)) && pl->plan && g < pl->plan->n_gpus) {
                 size_t c = dp_health_mark_lost(pl->plan, g);

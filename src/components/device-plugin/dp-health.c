@@ -2,7 +2,8 @@
 /*
  * Device health. Which events count is src/lib/gpuhealth's policy (NVIDIA's plugin's XIDs,
  * DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS, double-bit ECC). Beyond NVIDIA's plugin: a
- * device returns to Healthy after a quiet period (dp_health_recover); a lost GPU never does.
+ * device returns to Healthy after a quiet period (dp_health_recover), or as soon as NVML shows
+ * its GPU reset and healthy (dp_health_reset_cleared); a lost GPU never does.
  */
 #include <string.h>
 
@@ -31,8 +32,10 @@ size_t dp_health_apply(struct dp_plan *p, const struct gpu_event *ev, uint64_t n
             struct dp_device *d = &p->resources[i].devices[j];
             if (!event_hits(p, d, ev))
                 continue;
-            if (d->healthy)
+            if (d->healthy) {
                 changed++;
+                d->ecc_vol_at_error = 0; /* a new episode: its count is noted after it */
+            }
             d->healthy = false;
             d->last_error_ms = now_ms;
         }
@@ -94,4 +97,53 @@ uint64_t dp_health_probe(unsigned n_gpus, uint64_t due, int critical_gpu, bool s
     if (critical_gpu >= 0 && critical_gpu < 64)
         due |= 1ull << critical_gpu;
     return due;
+}
+
+void dp_health_note_ecc(struct dp_plan *p, unsigned gpu, const struct dp_gpu_now *now)
+{
+    uint64_t vol = now->ecc_sbe_vol + now->ecc_dbe_vol;
+    if (now->lost || vol < now->ecc_sbe_vol) /* lost: nothing read; or the sum overflowed */
+        return;
+    for (size_t i = 0; i < p->n_resources; i++)
+        for (size_t j = 0; j < p->resources[i].n_devices; j++) {
+            struct dp_device *d = &p->resources[i].devices[j];
+            if (d->gpu == gpu && !d->healthy && !d->lost && vol > d->ecc_vol_at_error)
+                d->ecc_vol_at_error = vol;
+        }
+}
+
+uint64_t dp_health_reset_watch(const struct dp_plan *p)
+{
+    uint64_t mask = 0;
+    for (size_t i = 0; i < p->n_resources; i++)
+        for (size_t j = 0; j < p->resources[i].n_devices; j++) {
+            const struct dp_device *d = &p->resources[i].devices[j];
+            if (!d->healthy && !d->lost && d->gpu < 64)
+                mask |= 1ull << d->gpu;
+        }
+    return mask;
+}
+
+bool dp_health_reset_cleared(uint64_t ecc_vol_at_error, const struct dp_gpu_now *now)
+{
+    uint64_t vol = now->ecc_sbe_vol + now->ecc_dbe_vol;
+    return ecc_vol_at_error > 0 && !now->lost && vol >= now->ecc_sbe_vol &&
+           vol < ecc_vol_at_error && now->ecc_dbe_vol == 0 && !now->remap_pending &&
+           !now->remap_failure && !now->retired_pending;
+}
+
+size_t dp_health_recover_reset(struct dp_plan *p, unsigned gpu, const struct dp_gpu_now *now)
+{
+    size_t changed = 0;
+    for (size_t i = 0; i < p->n_resources; i++)
+        for (size_t j = 0; j < p->resources[i].n_devices; j++) {
+            struct dp_device *d = &p->resources[i].devices[j];
+            if (d->gpu != gpu || d->healthy || d->lost ||
+                !dp_health_reset_cleared(d->ecc_vol_at_error, now))
+                continue;
+            d->healthy = true;
+            d->ecc_vol_at_error = 0;
+            changed++;
+        }
+    return changed;
 }

@@ -114,6 +114,8 @@ void dp_plan_carry_health(struct dp_plan *p, const struct dp_plan *old)
                     d->lost = d->lost || o->lost;
                     if (o->last_error_ms > d->last_error_ms)
                         d->last_error_ms = o->last_error_ms;
+                    if (o->ecc_vol_at_error > d->ecc_vol_at_error)
+                        d->ecc_vol_at_error = o->ecc_vol_at_error;
                     break;
                 }
             }

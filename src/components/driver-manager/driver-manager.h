@@ -258,6 +258,19 @@ void dm_rem_answer_of(const char *id, const char *why, struct dm_rem_answer *ret
 /* What to do about the node's request. Pure. */
 void dm_rem_decide(const struct dm_rem_input *in, struct dm_rem_decision *ret);
 
+/* The driver's own NVML and nvidia-smi, which the executor uses rather than its image's: from the
+ * driver root (as nodestate_driver_probe found them there, resolved inside it) when the driver is
+ * containerized, from the host root when it is the host's. nvml and smi are "" with why set
+ * when the owner's root lacks them (smi alone may be missing: a reset then fails with why);
+ * lib_dir is the folder of nvml, the library path nvidia-smi is run with. Pure. */
+struct dm_rem_tools {
+    char nvml[PATH_MAX], smi[PATH_MAX], lib_dir[PATH_MAX];
+    const char *from; /* "driver root" or "host" */
+    char why[DM_REM_WHY_MAX];
+};
+void dm_rem_tools_pick(const struct nodestate_driver_facts *f, enum nodestate_owner owner,
+                       const char *driver_root, const char *host_root, struct dm_rem_tools *ret);
+
 /* The executor's actions: "reset-gpu,reload-driver" and the like; -EINVAL naming a word that is
  * not an action the executor can take. */
 int dm_rem_actions_parse(const char *text, bool ret[GH_ACT_COUNT], struct err *e);

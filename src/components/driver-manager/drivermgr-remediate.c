@@ -239,3 +239,44 @@ void dm_rem_answer_of(const char *id, const char *why, struct dm_rem_answer *ret
         snprintf(ret->message, sizeof(ret->message), "request %s carried out", id);
     }
 }
+
+void dm_rem_tools_pick(const struct nodestate_driver_facts *f, enum nodestate_owner owner,
+                       const char *driver_root, const char *host_root, struct dm_rem_tools *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    const char *nvml, *smi, *root;
+    if (owner == NODESTATE_OWNER_CONTAINER) {
+        ret->from = "driver root";
+        nvml = f->root_nvml, smi = f->root_smi, root = driver_root;
+    } else if (owner == NODESTATE_OWNER_HOST) {
+        ret->from = "host";
+        nvml = f->host_nvml, smi = f->host_smi, root = host_root;
+    } else {
+        snprintf(ret->why, sizeof(ret->why),
+                 "no driver on the node (neither a driver container's "
+                 "nor the host's)");
+        return;
+    }
+    if (!nvml[0]) {
+        snprintf(ret->why, sizeof(ret->why), "the %s %s has no libnvidia-ml.so.1", ret->from,
+                 root ? root : "");
+        return;
+    }
+    if (strlcpy_s(ret->nvml, nvml, sizeof(ret->nvml)) >= sizeof(ret->nvml) ||
+        strlcpy_s(ret->lib_dir, nvml, sizeof(ret->lib_dir)) >= sizeof(ret->lib_dir)) {
+        ret->nvml[0] = ret->lib_dir[0] = 0;
+        snprintf(ret->why, sizeof(ret->why), "the %s's libnvidia-ml.so.1: path too long",
+                 ret->from);
+        return;
+    }
+    char *slash = strrchr(ret->lib_dir, '/');
+    if (slash && slash != ret->lib_dir)
+        *slash = 0;
+    else
+        strlcpy_s(ret->lib_dir, "/", sizeof(ret->lib_dir));
+    if (!smi[0] || strlcpy_s(ret->smi, smi, sizeof(ret->smi)) >= sizeof(ret->smi)) {
+        ret->smi[0] = 0;
+        snprintf(ret->why, sizeof(ret->why), "the %s %s has no nvidia-smi", ret->from,
+                 root ? root : "");
+    }
+}

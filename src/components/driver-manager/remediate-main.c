@@ -3,10 +3,10 @@
  * gpuop driver-manager remediate: the executor of the operator's reset and driver-reload requests
  * on its own node (docs/remediation.md, "The executor"). Each round it reads its Node (get: the
  * only read its RBAC needs), NVML and the node root, asks the core (dm_rem_decide) and does what
- * it says: a GPU reset with `nvidia-smi -r -i UUID`, or a driver reload by evicting its own
- * driver pod (the driver manager of the next pod unloads, its driver container loads); then it
- * answers on the Node. The answer is the record, so a restart never carries a request out twice.
- */
+ * it says: a GPU reset with the driver's own `nvidia-smi -r -i UUID` (dm_rem_tools_pick: never
+ * the image's), or a driver reload by evicting its own driver pod (the driver manager of the next
+ * pod unloads, its driver container loads); then it answers on the Node. The answer is the
+ * record, so a restart never carries a request out twice. */
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -119,13 +119,14 @@ static void rem_cleanup(void *state)
 
 /* ---- one round ---------------------------------------------------------------------------- */
 
-/* This node's GPUs as NVML shows them; NULL with why in e when NVML cannot be read. NVML is
- * held only for this read: the executor is no client of the GPUs while it resets them, and no
- * user of the module when a driver pod unloads it. */
-static struct dm_rem_gpu *read_gpus(struct gpu_inventory **ret_inv, size_t *ret_n, struct err *e)
+/* This node's GPUs as the driver's own NVML (nvml: dm_rem_tools_pick's) shows them; NULL with
+ * why in e when NVML cannot be read. NVML is held only for this read: the executor is no client
+ * of the GPUs while it resets them, and no user of the module when a driver pod unloads it. */
+static struct dm_rem_gpu *read_gpus(const char *nvml, struct gpu_inventory **ret_inv, size_t *ret_n,
+                                    struct err *e)
 {
     struct gpu_lib *lib _cleanup_(gpu_lib_freep) = NULL;
-    if (gpu_lib_open(NULL, &lib, e) < 0 || gpu_inventory_read(lib, ret_inv, e) < 0)
+    if (gpu_lib_open(nvml, &lib, e) < 0 || gpu_inventory_read(lib, ret_inv, e) < 0)
         return NULL;
     const struct gpu_inventory *inv = *ret_inv;
     struct dm_rem_gpu *g = xcalloc(inv->n_gpus + 1, sizeof(*g));
@@ -156,23 +157,25 @@ static int answer(struct dm_rem *x, const char *id, const char *why, struct err 
     return 0;
 }
 
-/* `nvidia-smi -r -i UUID` for each GPU; the first failure is the answer's reason. */
-static int reset_gpus(const struct dm_rem_request *q, char *why, size_t n, struct err *e)
+/* The driver's own `nvidia-smi -r -i UUID` for each GPU, its library folder first in its library
+ * path; the first failure (or no nvidia-smi) is the answer's reason. */
+static void reset_gpus(const struct dm_rem_request *q, const struct dm_rem_tools *t, char *why,
+                       size_t n)
 {
-    _cleanup_free_ char *smi = NULL;
-    int r = proc_find("nvidia-smi", &smi, e);
-    if (r < 0)
-        return err_prefix(e, "GPU reset");
+    if (!t->smi[0])
+        return (void)snprintf(why, n, "%s", t->why);
+    _cleanup_free_ char *added = NULL;
+    _cleanup_free_ const char **env = proc_env_lib_first(t->lib_dir, &added);
     for (size_t i = 0; i < q->n_gpus; i++) {
-        log_info(COMPONENT, "resetting GPU", "gpu=%s request=%s", q->gpus[i], q->id);
-        const char *argv[] = {smi, "-r", "-i", q->gpus[i], NULL};
+        log_info(COMPONENT, "resetting GPU", "gpu=%s request=%s smi=%s from=\"%s\"", q->gpus[i],
+                 q->id, t->smi, t->from);
+        const char *argv[] = {t->smi, "-r", "-i", q->gpus[i], NULL};
         struct err pe = {0};
-        if (proc_run(argv, (const char *const *)environ, &pe) < 0) {
+        if (proc_run(argv, env, &pe) < 0) {
             snprintf(why, n, "GPU %s: nvidia-smi -r failed: %s", q->gpus[i], err_msg(&pe));
-            return 0;
+            return;
         }
     }
-    return 0;
 }
 
 static int reload(struct dm_rem *x, const struct dm_rem_request *q, struct err *e)
@@ -210,11 +213,14 @@ static int round_once(struct dm_rem *x, struct err *e)
     dm_owner_decide(&facts, NULL, &f);
     in.owner = f.owner;
     in.driver_ready = facts.ctr_ready;
+    struct dm_rem_tools tools;
+    dm_rem_tools_pick(&facts, f.owner, x->d.driver_root, x->d.host_root, &tools);
     struct gpu_inventory *inv _cleanup_(gpu_inventory_freep) = NULL;
     struct err ge = {0};
-    _cleanup_free_ struct dm_rem_gpu *gpus = read_gpus(&inv, &in.n_gpus, &ge);
+    _cleanup_free_ struct dm_rem_gpu *gpus =
+        tools.nvml[0] ? read_gpus(tools.nvml, &inv, &in.n_gpus, &ge) : NULL;
     in.gpus = gpus;
-    in.gpus_error = gpus ? NULL : err_msg(&ge);
+    in.gpus_error = gpus ? NULL : tools.nvml[0] ? err_msg(&ge) : tools.why;
 
     struct dm_rem_decision dec;
     dm_rem_decide(&in, &dec);
@@ -232,8 +238,7 @@ static int round_once(struct dm_rem *x, struct err *e)
         return answer(x, dec.req.id, dec.why, e);
     case DM_REM_RESET: {
         char why[DM_REM_WHY_MAX] = "";
-        if ((r = reset_gpus(&dec.req, why, sizeof(why), e)) < 0)
-            return r;
+        reset_gpus(&dec.req, &tools, why, sizeof(why));
         dm_step_done(&x->d, rem_hook_names, "executed");
         return answer(x, dec.req.id, why[0] ? why : NULL, e);
     }

@@ -391,7 +391,11 @@ int gh_observe(struct gh_state *st, const struct gh_observation *o, struct gh_re
         st->started = true;
         restore(st, o, &r, &prev);
     }
-    apply_ack(st, o, &r);
+    /* The acknowledgement is applied with a reading of the GPUs: a report that says it applied
+     * it describes the GPUs after the remediation. Unread (an agent restarted by a reboot before
+     * the driver is back), the live faults it carries are the Node's old ones. */
+    if (o->nvml_ok)
+        apply_ack(st, o, &r);
     /* a fresh start (the annotation lost) never reuses a number the remediation acknowledged */
     if (st->h.seq < st->h.acked)
         st->h.seq = st->h.acked;
