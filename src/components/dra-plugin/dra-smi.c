@@ -12,29 +12,6 @@
 #include "nodestate.h"
 #include "nvcdi.h"
 
-/* This process's environment with LD_LIBRARY_PATH led by lib_dir (lib_dir "" : unchanged);
- * the array and the one string it adds are malloc'ed (*ret_added). */
-static const char **smi_env(const char *lib_dir, char **ret_added)
-{
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    const char **env = xcalloc(n + 2, sizeof(*env));
-    const char *old = env_get("LD_LIBRARY_PATH");
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!*lib_dir || !str_has_prefix(environ[i], "LD_LIBRARY_PATH="))
-            env[k++] = environ[i];
-    *ret_added = NULL;
-    if (*lib_dir) {
-        *ret_added = old && *old ? xasprintf("LD_LIBRARY_PATH=%s:%s", lib_dir, old)
-                                 : xasprintf("LD_LIBRARY_PATH=%s", lib_dir);
-        env[k++] = *ret_added;
-    }
-    env[k] = NULL;
-    return env;
-}
-
 int dra_timeslices_apply(const struct dra_plugin *pl, const struct dra_claim *c,
                          const struct dra_timeslice *ts, size_t n, struct err *e)
 {
@@ -57,7 +34,7 @@ int dra_timeslices_apply(const struct dra_plugin *pl, const struct dra_claim *c,
         }
     }
     _cleanup_free_ char *added = NULL;
-    _cleanup_free_ const char **env = smi_env(lib_dir, &added);
+    _cleanup_free_ const char **env = proc_env_lib_first(lib_dir, &added);
     for (size_t i = 0; i < n; i++) {
         char value[4];
         snprintf(value, sizeof(value), "%u", dra_interval_smi(ts[i].interval));
