@@ -127,6 +127,14 @@ int kl_image_resolve(const char *image, const char *gpuop_exe, struct kl_image *
     return 0;
 }
 
+const char *kl_image_program(const struct kl_image *im, const char *arg0)
+{
+    if (!im || !im->command_name || !arg0)
+        return arg0;
+    const char *base = strrchr(arg0, '/') ? strrchr(arg0, '/') + 1 : arg0;
+    return strcmp(base, im->command_name) == 0 ? im->entrypoint : arg0;
+}
+
 /* ---- $(VAR) expansion --------------------------------------------------------------------- */
 
 static const char *env_lookup(const char *const *env, size_t n, const char *name, size_t len)
@@ -979,14 +987,8 @@ int kl_ctr_build(const struct kl_spec_input *in, const struct kl_pod_volumes *vo
         json_array_foreach (cmd, i, a) {
             _cleanup_free_ char *x = kl_expand(json_string_value(a) ? json_string_value(a) : "",
                                                (const char *const *)env.v, env.n);
-            if (i == 0 && im && im->command_name) {
-                const char *base = strrchr(x, '/') ? strrchr(x, '/') + 1 : x;
-                if (strcmp(base, im->command_name) == 0) {
-                    strv_add(&argv, xstrdup(im->entrypoint));
-                    continue;
-                }
-            }
-            strv_add(&argv, steal_ptr(&x));
+            const char *prog = i == 0 ? kl_image_program(im, x) : x;
+            strv_add(&argv, prog == x ? steal_ptr(&x) : xstrdup(prog));
         }
     } else {
         if (!im || !im->entrypoint)

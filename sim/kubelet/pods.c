@@ -581,6 +581,7 @@ static bool run_handler(struct pod_worker *w, struct ctr_rt *c, const json_t *ct
         const char **argv = xcalloc(n + 1, sizeof(*argv));
         for (size_t i = 0; i < n; i++)
             argv[i] = json_string_value(json_array_get(cmd, i));
+        argv[0] = kl_image_program(&c->image, argv[0]); /* /usr/bin/gpuop: the image's program */
         struct err e = {0};
         int r = kl_container_exec(c->pid, argv, timeout_ms, out, out_size, &e);
         free(argv);

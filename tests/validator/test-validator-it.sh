@@ -242,6 +242,15 @@ expect 1 "$T/ad.log" val "$H" "$T/st1" --component=all-done
 one_line "$T/ad.log" "toolkit-ready, cuda-ready, plugin-ready"
 expect 0 "$T/host3.log" val "$H" "$T/st1" --component=driver
 for f in toolkit-ready cuda-ready plugin-ready; do : >"$H/run/nvidia/validations/$f"; done
+# --once, the validator pod's readiness probe: one look, no wait
+expect 0 "$T/ad-once.log" val "$H" "$T/st1" --component=all-done --once
+rm "$H/run/nvidia/validations/plugin-ready"
+expect 1 "$T/ad-once2.log" val "$H" "$T/st1" --component=all-done --once
+one_line "$T/ad-once2.log" "plugin-ready"
+# a node without the device plugin (DRA): all-done needs no plugin-ready
+expect 0 "$T/ad-once3.log" val "$H" "$T/st1" --component=all-done --once --without-plugin
+: >"$H/run/nvidia/validations/plugin-ready"
+: >"$H/run/nvidia/validations/.toolkit-ctr-ready"
 val "$H" "$T/st1" --component=all-done >"$T/ad2.log" 2>&1 &
 apid=$!
 pids+=($apid)
@@ -253,7 +262,13 @@ kill -TERM "$adpid"
 rc=0
 wait $apid || rc=$?
 [ "$rc" = 0 ] || fail "all-done exit $rc on SIGTERM: $(cat "$T/ad2.log")"
-rm -f "$H/run/nvidia/validations/"{toolkit,cuda,plugin}-ready
+# stopped, it takes the checks' files with it (no stale success), not the containers' markers
+for f in driver-ready toolkit-ready cuda-ready plugin-ready; do
+    [ -e "$H/run/nvidia/validations/$f" ] && fail "all-done stopped, $f stayed"
+done
+[ -e "$H/run/nvidia/validations/.toolkit-ctr-ready" ] || fail "all-done stopped, the toolkit's marker went"
+rm "$H/run/nvidia/validations/.toolkit-ctr-ready"
+expect 0 "$T/host4.log" val "$H" "$T/st1" --component=driver
 
 echo "== toolkit-ready: the operands' init-container wait (no host root needed)"
 TR="$GPUOP validator --component=toolkit-ready --host-root=/nonexistent --interval=200ms"

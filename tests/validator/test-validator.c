@@ -540,15 +540,28 @@ static void test_status_missing(void **state)
     (void)state;
     char buf[256];
     bool present[NODESTATE_FILE_COUNT] = {0};
-    assert_int_equal(val_status_missing(present, buf, sizeof(buf)), 4);
+    assert_int_equal(val_status_missing(present, false, buf, sizeof(buf)), 4);
     assert_string_equal(buf, "driver-ready, toolkit-ready, cuda-ready, plugin-ready");
     present[NODESTATE_DRIVER_READY] = present[NODESTATE_CUDA_READY] = true;
     present[NODESTATE_TOOLKIT_CTR_READY] = true; /* not one all-done needs */
-    assert_int_equal(val_status_missing(present, buf, sizeof(buf)), 2);
+    assert_int_equal(val_status_missing(present, false, buf, sizeof(buf)), 2);
     assert_string_equal(buf, "toolkit-ready, plugin-ready");
     present[NODESTATE_TOOLKIT_READY] = present[NODESTATE_PLUGIN_READY] = true;
-    assert_int_equal(val_status_missing(present, buf, sizeof(buf)), 0);
+    assert_int_equal(val_status_missing(present, false, buf, sizeof(buf)), 0);
     assert_string_equal(buf, "");
+    /* a node without the device plugin (DRA): plugin-ready is not one all-done needs */
+    present[NODESTATE_PLUGIN_READY] = false;
+    assert_int_equal(val_status_missing(present, false, buf, sizeof(buf)), 1);
+    assert_int_equal(val_status_missing(present, true, buf, sizeof(buf)), 0);
+    present[NODESTATE_CUDA_READY] = false;
+    assert_int_equal(val_status_missing(present, true, buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "cuda-ready");
+    /* what a stopped validator takes away: the checks' files, not the containers' markers */
+    assert_true(val_status_cleared_on_stop(NODESTATE_DRIVER_READY));
+    assert_true(val_status_cleared_on_stop(NODESTATE_PLUGIN_READY));
+    assert_true(val_status_cleared_on_stop(NODESTATE_GDRCOPY_READY));
+    assert_false(val_status_cleared_on_stop(NODESTATE_DRIVER_CTR_READY));
+    assert_false(val_status_cleared_on_stop(NODESTATE_TOOLKIT_CTR_READY));
 }
 
 /* ---- the checks as plans: a world answers the probes, the plan's questions and verdict ---- */

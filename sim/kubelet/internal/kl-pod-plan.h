@@ -182,6 +182,9 @@ struct kl_image {
 };
 void kl_image_clear(struct kl_image *im);
 int kl_image_resolve(const char *image, const char *gpuop_exe, struct kl_image *ret, struct err *e);
+/* The program a container's command, or an exec probe's, runs: the image's own when arg0 names
+ * it (by base name: "gpuop", "/usr/bin/gpuop"), else arg0 as given. */
+const char *kl_image_program(const struct kl_image *im, const char *arg0);
 /* "docker.io/library/x:latest" for "x", as containerd names a reference. Caller frees. */
 char *kl_image_normalise(const char *image);
 

@@ -136,18 +136,10 @@ static void validator_without_plugin(json_t *ds)
     json_t *main = op_find_container(podspec, "containers", "nvidia-operator-validator");
     if (!main)
         return;
-    /* all-done waits for the plugin's file too: the container only holds the pod up */
-    json_object_del(main, "args");
-    json_object_set_new(
-        main, "command",
-        json_pack("[s,s,s]", "sh", "-c",
-                  "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"));
-    json_t *probe = kobj_path(main, "readinessProbe.exec");
-    if (probe)
-        json_object_set_new(probe, "command",
-                            json_pack("[s,s,s]", "sh", "-c",
-                                      "for f in driver toolkit cuda; do [ -f "
-                                      "/run/nvidia/validations/$f-ready ] || exit 1; done"));
+    /* all-done, and its readiness probe, without the plugin's file */
+    json_array_append_new(json_object_get(main, "args"), json_string("--without-plugin"));
+    json_array_append_new(kobj_path(main, "readinessProbe.exec.command"),
+                          json_string("--without-plugin"));
 }
 
 int op_render_dra(const struct op_policy *p, const struct op_templates *t,

@@ -461,7 +461,7 @@ static void check_all_done(const struct val_config *cfg, const struct val_facts 
     if (need(f, VAL_PROBE_STATUS, st))
         return;
     char missing[256];
-    if (val_status_missing(f->status, missing, sizeof(missing)) > 0) {
+    if (val_status_missing(f->status, cfg->without_plugin, missing, sizeof(missing)) > 0) {
         not_yet(st, "not validated yet: %s missing in %s", missing, cfg->paths.validations_dir);
         return;
     }

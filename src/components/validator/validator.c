@@ -383,14 +383,15 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
 
 /* ---- all-done ----------------------------------------------------------------------------- */
 
-size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, size_t n)
+size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], bool without_plugin, char *buf,
+                          size_t n)
 {
     static const enum nodestate_file need[] = {NODESTATE_DRIVER_READY, NODESTATE_TOOLKIT_READY,
                                                NODESTATE_CUDA_READY, NODESTATE_PLUGIN_READY};
     size_t count = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
-        if (present[need[i]])
+        if (present[need[i]] || (without_plugin && need[i] == NODESTATE_PLUGIN_READY))
             continue;
         size_t used = strlen(buf);
         str_printf_cut(buf + used, n - used, "%s%s", used ? ", " : "",
@@ -399,6 +400,12 @@ size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, s
     }
     assert(count <= ARRAY_SIZE(need));
     return count;
+}
+
+bool val_status_cleared_on_stop(enum nodestate_file f)
+{
+    return f != NODESTATE_DRIVER_CTR_READY && f != NODESTATE_TOOLKIT_CTR_READY &&
+           f < NODESTATE_FILE_COUNT;
 }
 
 /* The last non-empty line of a termination message (a log tail), into buf. */

@@ -184,9 +184,14 @@ void val_report_plan(enum val_component c, enum val_outcome o, const char *reaso
 
 /* ---- all-done ----------------------------------------------------------------------------- */
 
-/* The *-ready files all-done needs (driver, toolkit, cuda, plugin) that present[] (by
- * enum nodestate_file) lacks, named in buf ("toolkit-ready, cuda-ready"); returns how many. */
-size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], char *buf, size_t n);
+/* The *-ready files all-done needs (driver, toolkit, cuda, and plugin unless without_plugin)
+ * that present[] (by enum nodestate_file) lacks, named in buf ("toolkit-ready, cuda-ready");
+ * returns how many. */
+size_t val_status_missing(const bool present[NODESTATE_FILE_COUNT], bool without_plugin, char *buf,
+                          size_t n);
+/* Whether the status file f is one a stopped validator pod takes away (the *-ready files of the
+ * checks, not the driver's and toolkit's own .*-ctr-ready markers). */
+bool val_status_cleared_on_stop(enum nodestate_file f);
 
 /* ---- a check as a plan -------------------------------------------------------------------- */
 
@@ -209,6 +214,7 @@ struct val_config {
     const char *mig_strategy;   /* a node without the nvidia.com/mig.strategy label; NULL: none */
     const char *nvml_library;   /* GPUOP_NVML_LIBRARY: loaded in place of the driver root's */
     const char *cuda_library;   /* GPUOP_CUDA_LIBRARY: likewise for libcuda.so.1 */
+    bool without_plugin;        /* all-done needs no plugin-ready (a DRA node: no device plugin) */
 };
 
 enum val_probe {

@@ -14,6 +14,8 @@ struct kube_client;
 struct val {
     int component; /* enum val_component */
     bool wait;
+    bool once;           /* all-done: exit once checked (a readiness probe) */
+    bool without_plugin; /* all-done: no plugin-ready needed */
     const char *host_root;
     const char *driver_root;
     const char *validations_dir;
@@ -33,6 +35,10 @@ struct val {
     /* run state */
     struct kube_client *kc; /* NULL: no API server (no --node-name) */
 };
+
+/* ---- options.c: the component's options and their defaults (state: a struct val) ---- */
+extern const struct svc_option val_options[];
+void val_defaults(void *state);
 
 /* ---- node-api.c: Events and annotations on the node, DaemonSets, the driver pod, the Node.
  * Without an API client each is a no-op (false, NULL); an API error is logged. */
