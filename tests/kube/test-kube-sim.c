@@ -682,6 +682,9 @@ static void test_informer_churn(void **state)
     assert_int_equal(kube_informer_new(s.c, &KUBE_CONFIGMAPS, &io, &inf, &e), 0);
     assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
     assert_int_equal(kube_informer_count(inf), 10);
+    struct kube_informer_stats st0;
+    kube_informer_stats(inf, &st0);
+    assert_int_equal(st0.listed, 10); /* the first list's progress: every item, pages of 4 */
 
     pthread_t th[4];
     struct churn ch[4];

@@ -510,6 +510,29 @@ static void test_ratelimit(void **state)
     assert_in_range(w, 4950000 - 1, 4950000 + 1);
 }
 
+/* The informers' sync deadline runs on progress: a list that keeps handing over items never
+ * stalls, one that hands over nothing for stall_ms does. */
+static void test_sync_stalled(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t listed, now_ms;
+        bool stalled;
+    } steps[] = {
+        {0, 1000, false},                             /* the first look starts the clock */
+        {0, 60999, false},                            /* nothing yet, under the stall */
+        {0, 61000, true},                             /* nothing for 60 s: a dead server */
+        {500, 61100, false},                          /* a page came: the clock starts again */
+        {500, 121099, false},                         /* just under 60 s since */
+        {1000, 121100, false}, {1500, 300000, false}, /* slow pages, each within 60 s of the last */
+        {1500, 360000, true},
+    };
+    struct kube_sync_progress p = {0};
+    for (size_t i = 0; i < ARRAY_SIZE(steps); i++)
+        assert_int_equal(kube_sync_stalled(&p, steps[i].listed, steps[i].now_ms, 60000),
+                         steps[i].stalled);
+}
+
 static void test_backoff(void **state)
 {
     (void)state;
@@ -911,6 +934,7 @@ int main(void)
         cmocka_unit_test(test_watch_parser_errors),
         cmocka_unit_test(test_ratelimit),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_sync_stalled),
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_lease_decide),
         cmocka_unit_test(test_projection),

@@ -40,8 +40,15 @@ for n in a100-mig-1 dgx-h100-1 dgx-h100-2; do
     wait_for 30 "$n upgrade-done before any change" is_state "$n" upgrade-done
 done
 $K patch clusterpolicy gpu-cluster-policy --type merge -p '{"spec":{"driver":{"version":"595.100.01"}}}' >/dev/null
-wait_for 20 "canary a100-mig-1 upgraded" is_state a100-mig-1 upgrade-done
-wait_for 20 "serving node upgraded" is_state dgx-h100-1 upgrade-done
+# upgraded: upgrade-done with the new driver's pod (upgrade-done alone is also the state from
+# before the change, until the operator has seen it)
+upgraded() {
+    is_state "$1" upgrade-done &&
+        $K -n gpu-operator get pods -l app=nvidia-driver-daemonset --field-selector "spec.nodeName=$1" \
+            -o jsonpath='{.items[*].spec.containers[*].image}' | grep -q 595.100.01
+}
+wait_for 20 "canary a100-mig-1 upgraded" upgraded a100-mig-1
+wait_for 20 "serving node upgraded" upgraded dgx-h100-1
 sleep 1
 is_state dgx-h100-2 upgrade-required || fail "dgx-h100-2 started before its pool's canary soaked: $(state dgx-h100-2)"
 $K get node dgx-h100-2 -o jsonpath='{.metadata.annotations.upgrade\.gpuop\.dev/waiting}' | grep -q canary ||

@@ -2,6 +2,7 @@
 /* The operator's informers (op-controller.h): the ClusterPolicies, the nodes (projected), the
  * NVIDIADrivers, everything gpuop owns, the GPU quota view's and the upgrade controller's; each
  * change marks the cluster dirty. Started, waited for and stopped together. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -199,23 +200,41 @@ int op_informers_start(struct controller *c, struct err *e)
     return op_remediation_new(c->kc, c->ns, c->upg, &uh, &c->rem, e);
 }
 
+/* Lists stall after this long without an item (a server that answers nothing); a large list
+ * that keeps handing over pages is waited for, however long it takes. */
+#define SYNC_STALL_MS 60000
+
 int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e)
 {
-    uint64_t deadline = deadline_after(60000);
     /* not the NVIDIADrivers', the ServiceMonitors', the DeviceClasses' nor the GPUClusters'
      * (their kinds may not be served) */
     struct kube_informer *all[N_INFORMERS - 4] = {c->policies, c->nodes};
-    for (size_t k = 0; k < N_OWNED; k++)
+    const char *names[N_INFORMERS - 4] = {"clusterpolicies", "nodes"};
+    for (size_t k = 0; k < N_OWNED; k++) {
         all[2 + k] = c->owned[k];
+        names[2 + k] = owned_kinds[k]->plural;
+    }
     all[2 + N_OWNED] = c->gq.pods;
+    names[2 + N_OWNED] = "pods";
     all[3 + N_OWNED] = c->gq.quotas;
+    names[3 + N_OWNED] = "resourcequotas";
+    struct kube_sync_progress progress = {0};
     for (size_t k = 0; k < ARRAY_SIZE(all); k++) {
-        /* Short waits: the stop is looked at between them. */
+        /* Short waits: the stop and the lists' progress are looked at between them. */
         while (kube_informer_wait_synced(all[k], 100) < 0) {
             if (svc_stopped(s))
                 return 1;
-            if (deadline_left_ms(deadline) == 0)
-                return err_set(e, -ETIMEDOUT, "informers did not sync within 60 s");
+            uint64_t listed = 0;
+            for (size_t j = 0; j < ARRAY_SIZE(all); j++) {
+                struct kube_informer_stats st;
+                kube_informer_stats(all[j], &st);
+                listed += st.listed;
+            }
+            if (kube_sync_stalled(&progress, listed, now_ms_mono(), SYNC_STALL_MS))
+                return err_set(e, -ETIMEDOUT,
+                               "informers did not sync: no list progress in %d s (%s not listed; "
+                               "%" PRIu64 " objects listed in all)",
+                               SYNC_STALL_MS / 1000, names[k], listed);
         }
     }
     return 0;

@@ -380,15 +380,15 @@ static void merge_nodes(struct controller *c, const struct op_plan *plan, struct
  * hold back the others; a deploy patch's failure goes to `errors`. A patch whose precondition
  * failed (the node changed since it was read) is written again without the wishes planned from
  * that version (the fallback); those controllers plan again from the node as it is. */
-static int write_node_patches(struct controller *c, const struct node_writes *nw,
+static int write_node_patches(struct controller *c, struct node_writes *nw,
                               enum op_write_phase phase, struct op_write_errors *errors,
                               struct err *e)
 {
     for (size_t i = 0; i < nw->n; i++) {
-        const struct op_node_merged *m = &nw->m[i];
+        struct op_node_merged *m = &nw->m[i];
         const char *node = nw->node[i];
-        if (op_node_patch_phase(m) != phase)
-            continue;
+        if (!m->patch || op_node_patch_phase(m) != phase)
+            continue; /* written in an earlier phase (let go below), or another phase's */
         if (op_check_leader(c, e) < 0)
             return -ECANCELED;
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
@@ -417,6 +417,9 @@ static int write_node_patches(struct controller *c, const struct node_writes *nw
         }
         if (r < 0 && r != -ENOENT && m->deploys)
             add_write_error(errors, "Node", NULL, node, &ne);
+        /* written: let go of it now, so the patches still to go and the nodes the writes
+         * returned are not all alive at once (a patch each at 10,000 nodes) */
+        op_node_merged_done(m);
     }
     return 0;
 }

@@ -387,6 +387,7 @@ static int apply_item(json_t *it, void *ud, struct err *e)
     pthread_mutex_lock(&inf->lock);
     json_t *cur = json_object_get(inf->store, key);
     bool same = cur && streq_ptr(kobj_resource_version(cur), kobj_resource_version(it));
+    inf->stats.listed++;
     pthread_mutex_unlock(&inf->lock);
     if ((!same || pa->all) && (r = apply_upsert(inf, it, e)) < 0)
         return r;
@@ -798,4 +799,16 @@ void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *
     pthread_mutex_lock(&inf->lock);
     *ret = inf->stats;
     pthread_mutex_unlock(&inf->lock);
+}
+
+bool kube_sync_stalled(struct kube_sync_progress *p, uint64_t listed, uint64_t now_ms,
+                       uint64_t stall_ms)
+{
+    if (!p->started || listed != p->listed) {
+        p->started = true;
+        p->listed = listed;
+        p->since_ms = now_ms;
+        return false;
+    }
+    return now_ms - p->since_ms >= stall_ms;
 }

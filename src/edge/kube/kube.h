@@ -391,8 +391,20 @@ struct kube_informer_stats {
     uint64_t events;    /* watch events applied (bookmarks excluded) */
     uint64_t gone;      /* 410s seen */
     uint64_t unchanged; /* updates that left the projection as it was (no on_update call) */
+    uint64_t listed;    /* items the lists handed over, page by page (a list's progress) */
 };
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *ret);
+
+/* Waiting for informers' first lists: a deadline on progress, not on the whole, so a list that
+ * takes long because it is large goes on while its pages come, and a server that answers
+ * nothing fails in stall_ms. `listed` is the informers' stats.listed summed; now_ms monotonic.
+ * The first call starts the clock. True when nothing was listed for stall_ms. Pure. */
+struct kube_sync_progress {
+    uint64_t listed, since_ms;
+    bool started;
+};
+bool kube_sync_stalled(struct kube_sync_progress *p, uint64_t listed, uint64_t now_ms,
+                       uint64_t stall_ms);
 
 /* Keeps only the listed dotted paths (plus the identity fields); a new object. */
 json_t *kube_project_fields(json_t *obj, const char *const *keep_fields);
