@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""crosscheck.py CASE NVIDIA_RENDERED GPUOP_RENDERED: the ClusterPolicy specs of both charts,
-compared field by field (tests/helm/test-helm-crosscheck.sh)."""
+"""crosscheck.py CASE NVIDIA_RENDERED GPUOP_RENDERED: the ClusterPolicy specs of both charts (or
+their GPUCluster specs, where the values deploy one instead), compared field by field
+(tests/helm/test-helm-crosscheck.sh)."""
 import sys
 
 import yaml
@@ -31,10 +32,12 @@ def flat(x, prefix=""):
 
 
 def spec(path):
-    for d in yaml.safe_load_all(open(path)):
-        if d and d.get("kind") == "ClusterPolicy":
-            return d["spec"]
-    raise SystemExit(f"{path}: no ClusterPolicy")
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    for kind in ("ClusterPolicy", "GPUCluster"):
+        for d in docs:
+            if d.get("kind") == kind:
+                return d["spec"]
+    raise SystemExit(f"{path}: no ClusterPolicy and no GPUCluster")
 
 
 case, nv_path, ours_path = sys.argv[1:4]

@@ -14,9 +14,12 @@ need_tools
 rc=0
 for f in "" "$S"/tests/helm/values/*.yaml; do
     name=$(basename "${f:-nvidia-defaults}" .yaml)
-    helm_q template g "$NV" --namespace gpu-operator ${f:+-f "$f"} >"$T/nv.yaml"
+    # a cluster serving DRA (NVIDIA's chart asks for it before it renders a GPUCluster)
+    helm_q template g "$NV" --namespace gpu-operator --api-versions resource.k8s.io/v1/DeviceClass \
+        ${f:+-f "$f"} >"$T/nv.yaml"
     # gpuop's image: NVIDIA's values name NVIDIA's operator image, which the chart refuses
     helm_q template g "$S/deploy/helm/gpuop" --namespace gpu-operator -f "$NV/values.yaml" ${f:+-f "$f"} \
+        --api-versions resource.k8s.io/v1/DeviceClass \
         --set operator.repository=registry.example.com/gpuop --set operator.image=gpuop >"$T/ours.yaml"
     python3 "$S/tests/helm/crosscheck.py" "$name" "$T/nv.yaml" "$T/ours.yaml" || rc=1
 done

@@ -241,6 +241,15 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
         log_warn(COMPONENT, "reconcile stopped", "error=\"%s\"", err_msg(&re));
         return;
     }
+    if (r == KUBE_ECONFLICT) {
+        /* A write raced another writer of the same object (the remediation controller's
+         * annotation on the ClusterPolicy, an administrator): not a failure; the next pass plans
+         * from the object as it now is. */
+        log_info(COMPONENT, "reconcile conflicted with a newer write, again", "error=\"%s\"",
+                 err_msg(&re));
+        svc_workqueue_add_rate_limited(c->queue, key);
+        return;
+    }
     pthread_mutex_lock(&c->lock);
     c->m.reconciliations++;
     if (r < 0) {

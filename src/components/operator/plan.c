@@ -166,26 +166,20 @@ static void plan_ignored(const struct op_snapshot *s, const json_t *cp, const js
     report_status(r, st);
 }
 
-/* Invalid: the running operands stay exactly as they are; the status says why, and the other
- * conditions stay as they were, so what was reported (UnsupportedFields, ...) is not reported
- * again once the policy is fixed. */
-static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why,
-                         struct op_plan *plan)
+/* The status of a policy that is not reconciled: notReady, Ready False and Error True with
+ * `reason` and `why`, its other conditions kept as they were. */
+static void report_refused(const struct op_snapshot *s, const json_t *obj,
+                           struct op_policy_report *pr, const char *reason, const char *why)
 {
     struct op_status_ctx sc;
-    op_status_ctx_init(&sc, cp, s->now_ms);
-    struct op_policy_report *pr = policy_report(plan, cp, true);
-    pr->valid = false;
-    if (!streq_ptr(op_stored_condition(cp, "Error", "True"), why))
-        op_report_event(&pr->r, "Warning",
-                        is_gpucluster(cp) ? "InvalidGPUCluster" : "InvalidClusterPolicy", why);
-    json_t *prev = json_object_get(cp, "status");
+    op_status_ctx_init(&sc, obj, s->now_ms);
+    json_t *prev = json_object_get(obj, "status");
     json_t *st = prev ? json_deep_copy(prev) : json_object();
     json_object_set_new(st, "state", json_string("notReady"));
     json_object_set_new(st, "namespace", json_string(s->defaults->namespace));
     json_t *conds = json_array();
-    json_array_append_new(conds, op_condition(&sc, "Ready", false, "ReconcileFailed", why));
-    json_array_append_new(conds, op_condition(&sc, "Error", true, "ReconcileFailed", why));
+    json_array_append_new(conds, op_condition(&sc, "Ready", false, reason, why));
+    json_array_append_new(conds, op_condition(&sc, "Error", true, reason, why));
     size_t k;
     json_t *oc;
     json_array_foreach (sc.old_conditions, k, oc) {
@@ -197,6 +191,20 @@ static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const ch
     report_status(&pr->r, st);
 }
 
+/* Invalid: the running operands stay exactly as they are; the status says why, and the other
+ * conditions stay as they were, so what was reported (UnsupportedFields, ...) is not reported
+ * again once the policy is fixed. */
+static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const char *why,
+                         struct op_plan *plan)
+{
+    struct op_policy_report *pr = policy_report(plan, cp, true);
+    pr->valid = false;
+    if (!streq_ptr(op_stored_condition(cp, "Error", "True"), why))
+        op_report_event(&pr->r, "Warning",
+                        is_gpucluster(cp) ? "InvalidGPUCluster" : "InvalidClusterPolicy", why);
+    report_refused(s, cp, pr, "ReconcileFailed", why);
+}
+
 /* A GPUCluster and a ClusterPolicy together: both refused, as NVIDIA's operator refuses them.
  * Nothing is applied or pruned, no node is patched: what runs keeps running (no disruption)
  * until one of them is deleted. Each says why in its conditions, with an Event when that is
@@ -204,8 +212,6 @@ static void plan_invalid(const struct op_snapshot *s, const json_t *cp, const ch
 static struct op_policy_report *plan_conflict(const struct op_snapshot *s, const json_t *obj,
                                               const json_t *other, struct op_plan *plan)
 {
-    struct op_status_ctx sc;
-    op_status_ctx_init(&sc, obj, s->now_ms);
     struct op_policy_report *pr = policy_report(plan, obj, false);
     pr->valid = false;
     _cleanup_free_ char *why = xasprintf(
@@ -214,22 +220,7 @@ static struct op_policy_report *plan_conflict(const struct op_snapshot *s, const
         kobj_kind(other) ?: "?", kobj_name(other) ?: "");
     if (!streq_ptr(op_stored_condition(obj, "Error", "True"), why))
         op_report_event(&pr->r, "Warning", "ConflictingResources", why);
-    json_t *prev = json_object_get(obj, "status");
-    json_t *st = prev ? json_deep_copy(prev) : json_object();
-    json_object_set_new(st, "state", json_string("notReady"));
-    json_object_set_new(st, "namespace", json_string(s->defaults->namespace));
-    json_t *conds = json_array();
-    json_array_append_new(conds, op_condition(&sc, "Ready", false, "ConflictingResources", why));
-    json_array_append_new(conds, op_condition(&sc, "Error", true, "ConflictingResources", why));
-    size_t k;
-    json_t *oc;
-    json_array_foreach (sc.old_conditions, k, oc) {
-        const char *t = kobj_str(oc, "type");
-        if (!streq_ptr(t, "Ready") && !streq_ptr(t, "Error"))
-            json_array_append(conds, oc);
-    }
-    json_object_set_new(st, "conditions", conds);
-    report_status(&pr->r, st);
+    report_refused(s, obj, pr, "ConflictingResources", why);
     return pr;
 }
 
