@@ -18,18 +18,7 @@ on_fail() {
 }
 N=gpucl-h100-1
 R=$T/roots/$N
-cat >"$T/cluster.yaml" <<EOF2
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $N
-  fleet: $S/sim/fleets/dgx-h100.yaml
-  root: $R
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: containerd
-  kernelHeaders: [5.15.0-127-generic]
-EOF2
+{ sim_cluster; sim_node $N "$S/sim/fleets/dgx-h100.yaml" "$R"; } >"$T/cluster.yaml"
 kl_start_cluster 198.18.255.62 "$T/cluster.yaml" klgpucl0 198.18.249.0/24 1
 log_file "$T/operator.log"
 kl_start_operator --metrics-listen 127.0.0.1:0 --leader-elect false

@@ -26,18 +26,7 @@ on_fail() {
     "$B/gpuop-sim" show 2>/dev/null | head -20
 }
 export GPUOP_SIM_FLEET=$S/sim/fleets/dgx-h100.yaml GPUOP_SIM_STATE=$R/var/lib/gpuop-sim/nvml
-cat >"$T/cluster.yaml" <<EOF
-apiVersion: gpuop.dev/v1alpha1
-kind: SimCluster
-nodes:
-- name: $H
-  fleet: $S/sim/fleets/dgx-h100.yaml
-  root: $R
-  kernel: 5.15.0-127-generic
-  os: {id: ubuntu, versionId: "22.04"}
-  runtime: containerd
-  kernelHeaders: [5.15.0-127-generic]
-EOF
+{ sim_cluster; sim_node $H "$S/sim/fleets/dgx-h100.yaml" "$R"; } >"$T/cluster.yaml"
 kl_start_cluster 198.18.255.41 "$T/cluster.yaml" klrm0 198.18.241.0/24 1
 t_start=$SECONDS
 k label node $H pool=train >/dev/null
