@@ -1,8 +1,12 @@
 #!/bin/bash
 # Idle and slow clients cannot starve /metrics: with 500 idle connections and 64 connections
 # trickling a request a byte a second held open against `gpuop exporter` (on the simulated
-# DGX H100), 100 scrapes from another client (127.0.0.2) all succeed with p99 under 50 ms, and
-# the server closes the trickling connections at its header deadline. Loopback only, ~15 s.
+# DGX H100), 100 scrapes from another client (127.0.0.2) all succeed with p99 under 200 ms, and
+# the server closes the trickling connections at its header deadline. Loopback only, ~15 s. A
+# starved scrape waits behind the trickling clients for seconds, or times out (as every scrape
+# did before the server's connection limits); 200 ms tells that apart on a 2-CPU machine running
+# other tests beside this one (a quiet one answers in a few ms: bench/RESULTS.md, "HTTP endpoints
+# under idle and slow clients").
 # $1: build/gpuop  $2: simulated libnvidia-ml.so.1  $3: sim/fleets/dgx-h100.yaml
 set -u
 gpuop=$1
@@ -14,7 +18,7 @@ export GPUOP_NVML_LIBRARY=$2 GPUOP_SIM_FLEET=$3
 
 start_exporter -c 1s
 poll 10 scrape || fail "no first scrape"
-python3 "$(dirname "$0")/slowloris.py" "$port" 500 64 100 50 8 DCGM_FI_DEV_GPU_TEMP \
+python3 "$(dirname "$0")/slowloris.py" "$port" 500 64 100 200 8 DCGM_FI_DEV_GPU_TEMP \
     >"$T/result" 2>"$T/result.err"
 rc=$?
 cat "$T/result"

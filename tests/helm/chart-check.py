@@ -167,6 +167,10 @@ def split(rendered, prefix, version, case, image=None):
             check("nodeSelector" not in ns, "a default NVIDIADriver with a nodeSelector (the operator refuses it)")
         check(set(spec["driver"]) <= {"enabled", "useNvidiaDriverCRD", "upgradePolicy"},
               f"the ClusterPolicy keeps driver settings the NVIDIADriver owns: {sorted(spec['driver'])}")
+    elif case == "gpucluster":
+        # a GPUCluster's driver is the NVIDIADrivers' (NVIDIA's chart requires the CRD with it)
+        check(nvd is not None and nvd["metadata"]["name"] == "default",
+              "no default NVIDIADriver beside the GPUCluster")
     else:
         check(nvd is None, "an NVIDIADriver without driver.nvidiaDriverCRD.enabled")
     if case != "monitoring-on":
