@@ -45,27 +45,6 @@ struct driver {
     bool sources; /* the kernel sources the module containers build against are laid out */
 };
 
-static void say(const char *fmt, ...) GPUOP_PRINTF(1, 2);
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-}
-
-static void fail(const char *fmt, ...) GPUOP_PRINTF(1, 2);
-static void fail(const char *fmt, ...)
-{
-    fflush(stdout);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fflush(stderr);
-}
-
 static bool exists(const char *root, const char *rel)
 {
     _cleanup_free_ char *p = xasprintf("%s%s", root, rel);
@@ -324,24 +303,24 @@ static int unload_step(const struct driver *d, bool shutdown)
             driver_unload(d->root); /* a half-done load of an earlier run */
         return 0;
     }
-    say("Unloading NVIDIA driver kernel modules...\n");
+    simimg_say("Unloading NVIDIA driver kernel modules...\n");
     if (!exists(d->root, MARKER)) {
-        fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
+        simimg_fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
         return -EBUSY;
     }
     struct err e = {0};
     _cleanup_close_ int held = -1;
     int unused = simimg_module_take(d->root, &held, &e);
     if (unused < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         return unused;
     }
     if (unused == 0) {
-        fail("rmmod: ERROR: Module nvidia is in use\n");
-        fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
+        simimg_fail("rmmod: ERROR: Module nvidia is in use\n");
+        simimg_fail("Could not unload NVIDIA driver kernel modules, driver is in use\n");
         return -EBUSY;
     }
-    say("Unmounting NVIDIA driver rootfs...\n");
+    simimg_say("Unmounting NVIDIA driver rootfs...\n");
     driver_unload(d->root);
     (void)shutdown;
     return 0;
@@ -377,7 +356,7 @@ static struct sim_fleet *node_fleet(bool *ret_err)
     struct sim_fleet *f = NULL;
     struct err e = {0};
     if (sim_fleet_load(path, &f, &e) < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         *ret_err = true;
         return NULL;
     }
@@ -418,14 +397,14 @@ static int module_type(struct driver *d)
     struct err e = {0};
     if (simimg_module_type(env_get("KERNEL_MODULE_TYPE"), env_get("OPEN_KERNEL_MODULES_ENABLED"),
                            all_gsp, open_only, branch, &d->open, &e) < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         return -EINVAL;
     }
     const char *rdma = env_get("GPU_DIRECT_RDMA_ENABLED");
     d->peermem = rdma && strcmp(rdma, "true") == 0;
     const char *sources = env_get("SIM_DRIVER_SOURCES");
     if (sources && strcmp(sources, "true") != 0 && strcmp(sources, "false") != 0) {
-        fail("nvidia-driver: SIM_DRIVER_SOURCES \"%s\": expected true or false\n", sources);
+        simimg_fail("nvidia-driver: SIM_DRIVER_SOURCES \"%s\": expected true or false\n", sources);
         return -EINVAL;
     }
     d->sources = !d->ref.kernel[0] && !(sources && strcmp(sources, "false") == 0);
@@ -448,9 +427,9 @@ static bool module_refused(const struct driver *d)
         struct sbuf b _cleanup_sbuf_;
         sbuf_init(&b, 4096);
         simimg_nvrm_refusal(d->open, g->bus_id_legacy, g->pci_device_id, &b);
-        fail("modprobe: ERROR: could not insert 'nvidia': No such device\n");
+        simimg_fail("modprobe: ERROR: could not insert 'nvidia': No such device\n");
         if (sbuf_check(&b) == 0)
-            fail("%s", b.data);
+            simimg_fail("%s", b.data);
         return true;
     }
     return refused;
@@ -460,17 +439,17 @@ static int driver_setup(struct driver *d)
 {
     d->root = env_get("GPUOP_SIM_ROOT");
     if (!d->root || d->root[0] != '/') {
-        fail("nvidia-driver: GPUOP_SIM_ROOT must name the node root (an absolute path)\n");
+        simimg_fail("nvidia-driver: GPUOP_SIM_ROOT must name the node root (an absolute path)\n");
         return -EINVAL;
     }
     struct err e = {0};
     if (simimg_driver_ref_parse(env_get("GPUOP_SIM_IMAGE"), env_get("DRIVER_VERSION"), &d->ref,
                                 &e) < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         return -EINVAL;
     }
     if (kernel_release(d->root, d->kernel, sizeof(d->kernel)) < 0) {
-        fail("nvidia-driver: cannot tell the kernel release\n");
+        simimg_fail("nvidia-driver: cannot tell the kernel release\n");
         return -EINVAL;
     }
     if (d->ref.kernel[0]) {
@@ -479,7 +458,7 @@ static int driver_setup(struct driver *d)
         if (ferr)
             return -EINVAL;
         if (simimg_driver_ref_complete(&d->ref, f ? f->driver_version : NULL, &e) < 0) {
-            fail("nvidia-driver: %s\n", err_msg(&e));
+            simimg_fail("nvidia-driver: %s\n", err_msg(&e));
             return -EINVAL;
         }
     }
@@ -491,30 +470,30 @@ static int init(struct driver *d)
     struct err e = {0};
     uint64_t build_ms = 0;
     if (simimg_env_seconds("SIM_DRIVER_BUILD_SECONDS", 2, &build_ms, &e) < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         return 1;
     }
     int sigfd _cleanup_close_ = simimg_signals_open();
     if (sigfd < 0) {
-        fail("nvidia-driver: signals: %s\n", strerror(-sigfd));
+        simimg_fail("nvidia-driver: signals: %s\n", strerror(-sigfd));
         return 1;
     }
-    say("\n========== NVIDIA Software Installer ==========\n\n");
-    say("Starting installation of NVIDIA driver version %s for Linux kernel version %s\n\n",
-        d->ref.version, d->kernel);
+    simimg_say("\n========== NVIDIA Software Installer ==========\n\n");
+    simimg_say("Starting installation of NVIDIA driver version %s for Linux kernel version %s\n\n",
+               d->ref.version, d->kernel);
 
     _cleanup_free_ char *pid_path = xasprintf("%s%s", d->root, PID_FILE);
     _cleanup_free_ char *run_dir = xasprintf("%s/run/nvidia", d->root);
     mkdir_p(run_dir, 0755);
     _cleanup_close_ int pid_fd = open(pid_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (pid_fd < 0 || flock(pid_fd, LOCK_EX | LOCK_NB) < 0) {
-        fail("An instance of the NVIDIA driver is already running, aborting\n");
+        simimg_fail("An instance of the NVIDIA driver is already running, aborting\n");
         return 1;
     }
     char pid_text[32];
     int pid_len = snprintf(pid_text, sizeof(pid_text), "%d\n", (int)getpid());
     if (ftruncate(pid_fd, 0) < 0 || pwrite(pid_fd, pid_text, (size_t)pid_len, 0) != pid_len) {
-        fail("nvidia-driver: write \"%s\": %s\n", pid_path, strerror(errno));
+        simimg_fail("nvidia-driver: write \"%s\": %s\n", pid_path, strerror(errno));
         return 1;
     }
 
@@ -525,68 +504,69 @@ static int init(struct driver *d)
     if (d->ref.kernel[0]) {
         /* precompiled: the modules in the image were built for one kernel, nothing is compiled */
         if (strcmp(d->ref.kernel, d->kernel) != 0) {
-            fail("Kernel version mismatch: the precompiled modules of this driver image are for "
-                 "Linux kernel version %s, this node runs %s; use the image of the node's "
-                 "kernel\n",
-                 d->ref.kernel, d->kernel);
+            simimg_fail(
+                "Kernel version mismatch: the precompiled modules of this driver image are for "
+                "Linux kernel version %s, this node runs %s; use the image of the node's "
+                "kernel\n",
+                d->ref.kernel, d->kernel);
             unlink(pid_path);
             return 1;
         }
-        say("Proceeding with Linux kernel version %s\n", d->kernel);
-        say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
-        say("Installing precompiled NVIDIA driver kernel modules for Linux kernel version "
-            "%s...\n",
-            d->kernel);
+        simimg_say("Proceeding with Linux kernel version %s\n", d->kernel);
+        simimg_say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
+        simimg_say("Installing precompiled NVIDIA driver kernel modules for Linux kernel version "
+                   "%s...\n",
+                   d->kernel);
     } else {
-        say("Resolving Linux kernel version...\n");
+        simimg_say("Resolving Linux kernel version...\n");
         _cleanup_free_ char *headers = xasprintf("/usr/src/linux-headers-%s", d->kernel);
         if (!exists(d->root, headers)) {
-            fail("Could not resolve Linux kernel version\n");
+            simimg_fail("Could not resolve Linux kernel version\n");
             return 1;
         }
-        say("Proceeding with Linux kernel version %s\n", d->kernel);
-        say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
-        say("Installing Linux kernel headers...\n");
-        say("Installing Linux kernel module files...\n");
-        say("Generating Linux kernel version string...\n");
-        say("Compiling NVIDIA driver kernel modules...\n");
+        simimg_say("Proceeding with Linux kernel version %s\n", d->kernel);
+        simimg_say("Kernel module type: %s\n", d->open ? "open" : "proprietary");
+        simimg_say("Installing Linux kernel headers...\n");
+        simimg_say("Installing Linux kernel module files...\n");
+        simimg_say("Generating Linux kernel version string...\n");
+        simimg_say("Compiling NVIDIA driver kernel modules...\n");
         if (simimg_signal_wait(sigfd, build_ms, &sig)) {
-            say("Caught signal\n");
+            simimg_say("Caught signal\n");
             unlink(pid_path);
             return 1;
         }
-        say("Relinking NVIDIA driver kernel modules...\n");
-        say("Building NVIDIA driver package nvidia-modules-%s...\n", d->kernel);
+        simimg_say("Relinking NVIDIA driver kernel modules...\n");
+        simimg_say("Building NVIDIA driver package nvidia-modules-%s...\n", d->kernel);
     }
-    say("Installing NVIDIA driver kernel modules...\n");
-    say("Parsing kernel module parameters...\n");
-    say("Loading ipmi and i2c_core kernel modules...\n");
-    say("Loading NVIDIA driver kernel modules...\n");
-    say("+ modprobe nvidia\n");
+    simimg_say("Installing NVIDIA driver kernel modules...\n");
+    simimg_say("Parsing kernel module parameters...\n");
+    simimg_say("Loading ipmi and i2c_core kernel modules...\n");
+    simimg_say("Loading NVIDIA driver kernel modules...\n");
+    simimg_say("+ modprobe nvidia\n");
     /* a GPU that will not run the modules built: the kernel's lines, then modprobe's failure */
     if (module_refused(d)) {
         unlink(pid_path);
         return 1;
     }
-    say("+ modprobe nvidia-uvm\n+ modprobe nvidia-modeset\n");
+    simimg_say("+ modprobe nvidia-uvm\n+ modprobe nvidia-modeset\n");
     if (d->peermem)
-        say("+ modprobe nvidia-peermem\n");
+        simimg_say("+ modprobe nvidia-peermem\n");
     _cleanup_free_ char *prefix = xasprintf("%s%s", d->root, DRIVER_DIR);
     if (driver_load(d, prefix, true, &e) < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         driver_unload(d->root);
         unlink(pid_path);
         return 1;
     }
-    say("Starting NVIDIA persistence daemon...\n");
-    say("Mounting NVIDIA driver rootfs...\n");
-    say("Done, now waiting for signal\n");
+    simimg_say("Starting NVIDIA persistence daemon...\n");
+    simimg_say("Mounting NVIDIA driver rootfs...\n");
+    simimg_say("Done, now waiting for signal\n");
 
     for (;;) {
         if (!simimg_signal_wait(sigfd, UINT32_MAX, &sig))
             continue;
-        say("Caught signal\n");
-        say("Stopping NVIDIA persistence daemon...\n");
+        simimg_say("Caught signal\n");
+        simimg_say("Stopping NVIDIA persistence daemon...\n");
         if (unload_step(d, true) < 0)
             return 1; /* the modules stay loaded; the GPUs keep working */
         unlink(pid_path);
@@ -598,14 +578,14 @@ static int host_install(struct driver *d)
 {
     struct err e = {0};
     if (exists(d->root, SIM_DRIVER_VERSION_FILE)) {
-        fail("nvidia-driver: a driver is already loaded on %s\n", d->root);
+        simimg_fail("nvidia-driver: a driver is already loaded on %s\n", d->root);
         return 1;
     }
     if (driver_load(d, d->root, false, &e) < 0) {
-        fail("nvidia-driver: %s\n", err_msg(&e));
+        simimg_fail("nvidia-driver: %s\n", err_msg(&e));
         return 1;
     }
-    say("NVIDIA driver %s installed on the host %s\n", d->ref.version, d->root);
+    simimg_say("NVIDIA driver %s installed on the host %s\n", d->ref.version, d->root);
     return 0;
 }
 
@@ -617,18 +597,18 @@ static int peermem(struct driver *d, bool reload)
         return exists(d->root, "/sys/module/nvidia_peermem/initstate") ? 0 : 1;
     int sigfd _cleanup_close_ = simimg_signals_open();
     if (sigfd < 0) {
-        fail("nvidia-driver: signals: %s\n", strerror(-sigfd));
+        simimg_fail("nvidia-driver: signals: %s\n", strerror(-sigfd));
         return 1;
     }
     for (;;) {
         if (exists(d->root, SIM_DRIVER_VERSION_FILE) &&
             !exists(d->root, "/sys/module/nvidia_peermem/initstate")) {
             struct err e = {0};
-            say("+ modprobe nvidia-peermem\n");
+            simimg_say("+ modprobe nvidia-peermem\n");
             if (write_file(d->root, "/sys/module/nvidia_peermem/refcnt", "0\n", 0644, &e) < 0 ||
                 write_file(d->root, "/sys/module/nvidia_peermem/initstate", "live\n", 0644, &e) <
                     0) {
-                fail("nvidia-driver: %s\n", err_msg(&e));
+                simimg_fail("nvidia-driver: %s\n", err_msg(&e));
                 return 1;
             }
         }
@@ -645,8 +625,8 @@ int simimg_driver_main(int argc, char **argv)
     bool is_probe = strcmp(cmd, "probe_nvidia_peermem") == 0;
     bool is_reload = strcmp(cmd, "reload_nvidia_peermem") == 0;
     if (!is_init && !is_host && !is_probe && !is_reload) {
-        fail("Usage: nvidia-driver init | host-install | probe_nvidia_peermem | "
-             "reload_nvidia_peermem\n");
+        simimg_fail("Usage: nvidia-driver init | host-install | probe_nvidia_peermem | "
+                    "reload_nvidia_peermem\n");
         return 1;
     }
     struct driver d = {0};

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/signalfd.h>
 
@@ -22,6 +23,25 @@ static const struct {
     {"nvidia-operand", simimg_operand_main},        {"nvidia-gds-driver", simimg_gds_main},
     {"nvidia-gdrcopy-driver", simimg_gdrcopy_main}, {"lsmod", simimg_lsmod_main},
 };
+
+void simimg_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+void simimg_fail(const char *fmt, ...)
+{
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
 
 int simimg_signals_open(void)
 {

@@ -33,27 +33,6 @@ struct module_image {
 static const struct module_image gds = {"nvidia-gds-driver", "nvidia_fs", "nvidia-fs"};
 static const struct module_image gdrcopy = {"nvidia-gdrcopy-driver", "gdrdrv", "gdrdrv"};
 
-static void say(const char *fmt, ...) GPUOP_PRINTF(1, 2);
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-}
-
-static void fail(const char *fmt, ...) GPUOP_PRINTF(1, 2);
-static void fail(const char *fmt, ...)
-{
-    fflush(stdout);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fflush(stderr);
-}
-
 /* Loaded: its folder under <root>/sys/module (rmmod's rule). */
 static bool module_loaded(const char *root, const char *module)
 {
@@ -90,10 +69,10 @@ static int unload(const struct module_image *m, const char *root)
     if (!module_loaded(root, m->module))
         return 0;
     if (module_refs(root, m->module) > 0) {
-        fail("Could not unload %s kernel module, module is in use\n", m->display);
+        simimg_fail("Could not unload %s kernel module, module is in use\n", m->display);
         return -EBUSY;
     }
-    say("+ rmmod %s\n", m->module);
+    simimg_say("+ rmmod %s\n", m->module);
     remove_module(root, m->module);
     return 0;
 }
@@ -126,57 +105,58 @@ static int install(const struct module_image *m, const char *root)
 {
     int sigfd _cleanup_close_ = simimg_signals_open();
     if (sigfd < 0) {
-        fail("%s: signals: %s\n", m->program, strerror(-sigfd));
+        simimg_fail("%s: signals: %s\n", m->program, strerror(-sigfd));
         return 1;
     }
-    say("Unloading %s kernel module\n", m->display);
+    simimg_say("Unloading %s kernel module\n", m->display);
     if (unload(m, root) < 0)
         return 1;
-    say("Updating the package cache\n");
-    say("Installing prerequisites\n");
+    simimg_say("Updating the package cache\n");
+    simimg_say("Installing prerequisites\n");
     char version[64];
     driver_version(root, version, sizeof(version));
     if (!version[0]) {
-        fail("%s: the NVIDIA driver is not loaded (%s%s is missing): %s needs it\n", m->program,
-             root, SIM_DRIVER_VERSION_FILE, m->module);
+        simimg_fail("%s: the NVIDIA driver is not loaded (%s%s is missing): %s needs it\n",
+                    m->program, root, SIM_DRIVER_VERSION_FILE, m->module);
         return 1;
     }
     _cleanup_free_ char *src = xasprintf("%s/nvidia-%s", DRIVER_SRC, version);
     _cleanup_free_ char *src_host = xasprintf("%s%s", root, src);
     struct stat st;
     if (stat(src_host, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        fail("%s: no kernel sources of the NVIDIA driver %s in %s to build %s against\n",
-             m->program, version, src, m->module);
+        simimg_fail("%s: no kernel sources of the NVIDIA driver %s in %s to build %s against\n",
+                    m->program, version, src, m->module);
         return 1;
     }
-    say("Building and loading %s kernel module\n", m->display);
-    say("+ modprobe %s\n", m->module);
+    simimg_say("Building and loading %s kernel module\n", m->display);
+    simimg_say("+ modprobe %s\n", m->module);
     _cleanup_free_ char *refcnt = xasprintf("/sys/module/%s/refcnt", m->module);
     _cleanup_free_ char *init = xasprintf("/sys/module/%s/initstate", m->module);
     struct err e = {0};
     if (write_in(root, refcnt, "0\n", &e) < 0 || write_in(root, init, "live\n", &e) < 0) {
-        fail("%s: %s\n", m->program, err_msg(&e));
+        simimg_fail("%s: %s\n", m->program, err_msg(&e));
         remove_module(root, m->module);
         return 1;
     }
-    say("Done, now waiting for signal\n");
+    simimg_say("Done, now waiting for signal\n");
     int sig = 0;
     while (!simimg_signal_wait(sigfd, UINT32_MAX, &sig))
         ;
-    say("Caught signal\n");
+    simimg_say("Caught signal\n");
     return unload(m, root) < 0 ? 1 : 0;
 }
 
 static int module_main(const struct module_image *m, int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "install") != 0) {
-        fail("Usage: %s COMMAND [ARG...]\n\nCommands:\n  install - install the %s kernel module\n",
-             m->program, m->display);
+        simimg_fail(
+            "Usage: %s COMMAND [ARG...]\n\nCommands:\n  install - install the %s kernel module\n",
+            m->program, m->display);
         return 1;
     }
     const char *root = env_get("GPUOP_SIM_ROOT");
     if (!root || root[0] != '/') {
-        fail("%s: GPUOP_SIM_ROOT must name the node root (an absolute path)\n", m->program);
+        simimg_fail("%s: GPUOP_SIM_ROOT must name the node root (an absolute path)\n", m->program);
         return 1;
     }
     return install(m, root);

@@ -20,6 +20,11 @@ int simimg_gds_main(int argc, char **argv);     /* nvidia-gds-driver (modules.c)
 int simimg_gdrcopy_main(int argc, char **argv); /* nvidia-gdrcopy-driver */
 int simimg_lsmod_main(int argc, char **argv);   /* lsmod */
 
+/* What an image's program prints, as the real one does: a line on stdout, or on stderr after
+ * stdout is flushed (so the two keep their order in the container's log). */
+void simimg_say(const char *fmt, ...) GPUOP_PRINTF(1, 2);
+void simimg_fail(const char *fmt, ...) GPUOP_PRINTF(1, 2);
+
 /* Blocks SIGTERM, SIGINT, SIGQUIT and SIGHUP and returns a signalfd reading them (-errno). */
 int simimg_signals_open(void);
 /* Waits ms (or until a signal arrives on sigfd); true and *ret_sig when one did. */
