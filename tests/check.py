@@ -9,8 +9,9 @@ meson test runs a non-parallel test with nothing else beside it; those tests are
 They use their own ports, addresses, bridges and subnets (tests/kubelet/, docs/DEVELOPING.md),
 so several meson test runs share the build: one with the parallel tests (meson's default number
 of processes), and GPUOP_CHECK_SERIAL_CHAINS (default 2) chains of the non-parallel tests, each
-running its tests one at a time. The chains are balanced by the tests' timeouts (longest first,
-each to the chain with the least so far), so two of the longest never queue behind each other.
+running its tests one at a time. The chains are balanced by the tests' expected durations
+(their priority: a long test registers its typical seconds; longest first, each to the chain
+with the least so far), so two of the longest never queue behind each other.
 Each test runs once, as before; their results are merged into meson-logs/testlog.json (what
 .ci/run counts), the summary says how many of the selected tests ran.
 
@@ -69,16 +70,22 @@ def select(tests, suites, no_suites):
     return [t["name"] for t in par], serial
 
 
+def weight(t):
+    """A test's expected seconds: its priority, which a long test's registration sets to its
+    typical duration (meson test starts higher priorities first), else a tenth of its timeout."""
+    return t.get("priority") or (t.get("timeout") or 30) / 10
+
+
 def chains(serial, n):
-    """The non-parallel tests in n chains, balanced by timeout: longest first, each to the chain
-    with the least total so far; registration order kept within a chain."""
+    """The non-parallel tests in n chains, balanced by expected duration: longest first, each to
+    the chain with the least total so far; registration order kept within a chain."""
     out = [[] for _ in range(max(1, n))]
     load = [0] * len(out)
     order = {t["name"]: i for i, t in enumerate(serial)}
-    for t in sorted(serial, key=lambda t: (-(t.get("timeout") or 30), order[t["name"]])):
+    for t in sorted(serial, key=lambda t: (-weight(t), order[t["name"]])):
         i = load.index(min(load))
         out[i].append(t["name"])
-        load[i] += t.get("timeout") or 30
+        load[i] += weight(t)
     return [sorted(c, key=order.get) for c in out if c]
 
 

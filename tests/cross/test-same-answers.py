@@ -15,6 +15,7 @@ build:
 The cross programs run through $MESON_EXE_WRAPPER (meson sets it from the cross file's
 exe_wrapper). Exit 77 when the native build is missing or grpcio is not installed.
 """
+import concurrent.futures
 import difflib
 import os
 import shlex
@@ -31,6 +32,7 @@ SIM_CLOCK = "1780000000"  # any fixed time: telemetry is a function of seed and 
 # Time under qemu-user is several times the native time: a generous bound per program.
 TIMEOUT = 120
 FAILS = []
+STUBS = None  # the device plugin API's (pb, pb_grpc), made once by main
 
 
 def check(cond, what):
@@ -86,10 +88,10 @@ def page(gpuop, lib, fleet, work):
 
 def plugin_answers(gpuop, lib, fleet, work):
     """The device plugin's answers as text: registrations, devices, preferred and allocations."""
-    import kubelet_grpc as kg  # exits 77 without grpcio
+    import kubelet_grpc as kg  # imported by main first (it exits 77 without grpcio)
     from google.protobuf import text_format
 
-    pb, pb_grpc = kg.stubs(kg.DEVICEPLUGIN, outdir=os.path.join(os.path.dirname(work), "stubs"))[0]
+    pb, pb_grpc = STUBS
     env = environ(lib, fleet, work)
     env["MIG_STRATEGY"] = "mixed"
     dpdir = os.path.join(work, "device-plugins")
@@ -166,17 +168,31 @@ def main():
         print(f"SKIP the native build ({ngpuop}, {nlib}) is not built: `make build` first")
         return 77
     wrapper = shlex.split(os.environ.get("MESON_EXE_WRAPPER", ""))
+    import kubelet_grpc as kg  # exits 77 without grpcio
+
     tmp = tempfile.mkdtemp(prefix="same-answers-")
+
+    def answers(fleet):
+        """(what, native answer, cross answer) of one fleet: both runs in the fleet's own folder,
+        the same for both, so that no path in an answer differs by the run."""
+        name = os.path.splitext(os.path.basename(fleet))[0]
+        work = os.path.join(tmp, name, "node")
+        out = []
+        for what, fn in (("labels", labels), ("exporter page", page),
+                         ("device plugin", plugin_answers)):
+            native = fn([ngpuop], nlib, fleet, work)
+            cross = fn(wrapper + [xgpuop], xlib, fleet, work)
+            out.append((f"{name}: {what}", native, cross))
+        return out
+
     try:
-        for fleet in fleets:
-            name = os.path.splitext(os.path.basename(fleet))[0]
-            # The same folder for both runs: no path in an answer differs by the run.
-            work = os.path.join(tmp, "node")
-            for what, fn in (("labels", labels), ("exporter page", page),
-                             ("device plugin", plugin_answers)):
-                native = fn([ngpuop], nlib, fleet, work)
-                cross = fn(wrapper + [xgpuop], xlib, fleet, work)
-                compare(f"{name}: {what}", native, cross)
+        global STUBS
+        STUBS = kg.stubs(kg.DEVICEPLUGIN, outdir=os.path.join(tmp, "stubs"))[0]
+        # The fleets at once: most of a device plugin's run is the wait for its registrations.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(fleets)) as pool:
+            for fleet_answers in pool.map(answers, fleets):
+                for what, native, cross in fleet_answers:
+                    compare(what, native, cross)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(FAILS)} failed")

@@ -173,9 +173,10 @@ poll() {
 }
 
 # _tl_poll SECONDS PID COMMAND...: COMMAND 50 ms apart for the first second, 100 ms apart up to
-# the third, 250 ms apart after (a quick event is seen quickly, a slow one costs few runs of a
-# command such as kubectl), until it succeeds (0), SECONDS have passed or the process PID has
-# ended (1).
+# the third, 250 ms apart up to the tenth, 500 ms apart after (a quick event is seen quickly, a
+# slow one costs few runs of a command such as kubectl: each costs about 0.1 s of CPU, which the
+# tests running beside this one need), until it succeeds (0), SECONDS have passed or the process
+# PID has ended (1).
 _tl_poll() {
     # microseconds since the epoch: bash's EPOCHREALTIME without its decimal point
     local start=${EPOCHREALTIME/[.,]/} now pid=$2 nap=0.05
@@ -187,7 +188,9 @@ _tl_poll() {
         [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || return 1
         now=${EPOCHREALTIME/[.,]/}
         [ "$now" -lt $end ] || return 1
-        if [ $((now - start)) -ge 3000000 ]; then
+        if [ $((now - start)) -ge 10000000 ]; then
+            nap=0.5
+        elif [ $((now - start)) -ge 3000000 ]; then
             nap=0.25
         elif [ $((now - start)) -ge 1000000 ]; then
             nap=0.1

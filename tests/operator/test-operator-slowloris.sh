@@ -2,8 +2,10 @@
 # Idle and slow clients cannot starve the operator's metrics listener (/metrics, /healthz: the
 # kubelet's liveness probe): with 500 idle connections and 64 connections trickling a request a
 # byte a second held open against `gpuop operator --metrics-listen` (leading, against kubesim),
-# 100 scrapes of /metrics from another client (127.0.0.2) all succeed with p99 under 50 ms, and
+# 100 scrapes of /metrics from another client (127.0.0.2) all succeed with p99 under 200 ms, and
 # the server closes the trickling connections at its header deadline (tests/exporter/slowloris.py).
+# A starved scrape waits seconds behind the trickling clients or times out; 200 ms tells that
+# apart from a 2-CPU machine running other tests beside this one, as the exporter's test does.
 set -euo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/lib/test-lib.sh"
 need_built "$B/kubesim"
@@ -20,7 +22,7 @@ op=$!
 pids+=($op)
 wait_for 20 "operator leading" sh -c "curl -s 127.0.0.1:$port/metrics | grep -q '^gpuop_operator_leader 1'"
 
-python3 "$S/tests/exporter/slowloris.py" "$port" 500 64 100 50 8 gpuop_operator_leader \
+python3 "$S/tests/exporter/slowloris.py" "$port" 500 64 100 200 8 gpuop_operator_leader \
     >"$T/result.txt" 2>"$T/result.err" || fail "slowloris: $(cat "$T/result.txt" "$T/result.err")"
 cat "$T/result.txt"
 # Still serving and live, and libmicrohttpd's own messages (if any) came through the log format.
