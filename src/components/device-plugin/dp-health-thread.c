@@ -2,6 +2,8 @@
 /* The device plugin's health thread (dp-shell.h): NVML's XID and ECC events through the health
  * policy (dp-health.c), lost GPUs probed, devices recovered after the quiet period or once NVML
  * shows their GPU reset and healthy; every change broadcast to the ListAndWatch streams. */
+#include <assert.h>
+
 #include "dp-shell.h"
 
 #define DP_LOST_CHECK_MS  2000
@@ -28,12 +30,7 @@ static void *health_main(void *arg)
 {
     struct plugin *pl = arg;
     struct err e = {0};
-    _cleanup_(gpu_events_freep) struct gpu_events *ev = NULL;
-    if (gpu_events_open(pl->lib, GPU_EVENT_XID | GPU_EVENT_ECC_DBE, &ev, &e) < 0)
-        log_warn(DP_COMP,
-                 "Failed to start health check; continuing with event health checks "
-                 "disabled",
-                 "error=\"%s\"", err_msg(&e));
+    _cleanup_(gpu_events_freep) struct gpu_events *ev = steal_ptr(&pl->health_ev);
     uint64_t last_lost = 0, last_reset = 0, last_wait_err = 0;
     while (!stop_requested(pl->stop)) {
         struct gpu_event event;
@@ -128,10 +125,22 @@ static void *health_main(void *arg)
 
 void dp_health_start(struct plugin *pl)
 {
-    if (pthread_create(&pl->health, NULL, health_main, pl) == 0)
+    /* The event set is registered here, before the devices are served: an error in the first
+     * moment they are advertised is not lost to the thread's start-up (NVML delivers only what
+     * happens after the registration). */
+    struct err e = {0};
+    assert(!pl->health_ev && !pl->health_running);
+    if (gpu_events_open(pl->lib, GPU_EVENT_XID | GPU_EVENT_ECC_DBE, &pl->health_ev, &e) < 0)
+        log_warn(DP_COMP,
+                 "Failed to start health check; continuing with event health checks "
+                 "disabled",
+                 "error=\"%s\"", err_msg(&e));
+    if (pthread_create(&pl->health, NULL, health_main, pl) == 0) {
         pl->health_running = true;
-    else
+    } else {
         log_error(DP_COMP, "cannot start the health thread", NULL);
+        gpu_events_free(steal_ptr(&pl->health_ev));
+    }
 }
 
 void dp_health_join(struct plugin *pl)

@@ -74,6 +74,7 @@ struct plugin {
     /* health thread */
     pthread_t health;
     bool health_running;
+    struct gpu_events *health_ev; /* opened before serving, the thread's once it runs */
 };
 
 /* ---- dp-server.c (main thread, but for the handlers and dp_broadcast) --------------------- */
