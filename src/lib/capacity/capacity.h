@@ -28,11 +28,12 @@
  * "gpu" is nvidia.com/gpu, one of type "mig" nvidia.com/mig-<its profile attribute> (the
  * device plugin's mixed-strategy names); vfio devices are not counted. On-demand MIG devices
  * (partitionable: they consume a GPU's shared counters) count, per GPU and profile, as many as
- * the counters let exist at once. A node with both the device plugin and DRA (a pool moving)
- * advertises each resource once: the larger of the two counts. Requested adds the devices of
- * allocated ResourceClaims reserved for a non-finished pod (or any other consumer), once per
- * claim however many pods share it; the claim Kubernetes makes for a pod's extended resource
- * served by DRA is not counted (the pod's request is). Quotas on
+ * the counters let exist at once. The gpu-count annotation's mismatch (NVML against the device
+ * plugin's allocatable) does not exclude a node whose GPUs only DRA publishes. A node with both the
+ * device plugin and DRA (a pool moving) advertises each resource once: the larger of the two
+ * counts. Requested adds the devices of allocated ResourceClaims reserved for a non-finished pod
+ * (or any other consumer), once per claim however many pods share it; the claim Kubernetes makes
+ * for a pod's extended resource served by DRA is not counted (the pod's request is). Quotas on
  * <class>.deviceclass.resource.k8s.io/devices and requests.deviceclass.resource.kubernetes.io/
  * <class> count for the resource of the class: its extendedResourceName when a GPU resource,
  * else nvidia.com/gpu for NVIDIA's class gpu.nvidia.com; other classes (mig.nvidia.com, whose
