@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The capacity-and-quota view, table-tested: over-commit, a namespace without quota, MIG
  * resources, a pool shrinking, nodes with unhealthy GPUs (and NotReady, cordoned) excluded
- * from advertised, finished pods not counted, configured pools; its JSON form (golden files). */
+ * from advertised, finished pods not counted, configured pools; its JSON form (golden files);
+ * DRA nodes, claims and quotas counted in the same names. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -435,6 +436,321 @@ static void test_bad_input(void **state)
     cap_view_free(v);
 }
 
+/* ---- DRA ---------------------------------------------------------------------------------- */
+
+/* A node of a DRA pool: product label and gpu.count label, nothing under status.allocatable. */
+static json_t *dra_node(const char *name, const char *product, int gpus)
+{
+    char count[16];
+    snprintf(count, sizeof(count), "%d", gpus);
+    return json_pack("{s:s,s:{s:s,s:{s:s,s:s,s:s}},s:{},s:{s:[{s:s,s:s}]}}", "kind", "Node",
+                     "metadata", "name", name, "labels", "nvidia.com/gpu.product", product,
+                     "nvidia.com/gpu.present", "true", "nvidia.com/gpu.count", count, "spec",
+                     "status", "conditions", "type", "Ready", "status", "True");
+}
+
+/* A device as the DRA plugin publishes it: type gpu (profile NULL) or mig. */
+static json_t *dev(const char *name, const char *type, const char *profile)
+{
+    json_t *d = json_pack("{s:s,s:{s:{s:s}}}", "name", name, "attributes", "type", "string", type);
+    if (profile)
+        json_object_set_new(json_object_get(d, "attributes"), "profile",
+                            json_pack("{s:s}", "string", profile));
+    return d;
+}
+
+/* The node's slice of driver gpu.nvidia.com, pool named after the node. */
+static json_t *slice(const char *node_name, json_t *devices)
+{
+    return json_pack("{s:s,s:{s:s},s:{s:s,s:s,s:{s:s,s:i},s:o}}", "kind", "ResourceSlice",
+                     "metadata", "name", node_name, "spec", "driver", "gpu.nvidia.com", "nodeName",
+                     node_name, "pool", "name", node_name, "generation", 1, "devices", devices);
+}
+
+/* A pod holding claims (spec.resourceClaims), on node_name, in phase (NULL: Running). */
+static json_t *claim_pod(const char *ns, const char *name, const char *node_name, const char *phase)
+{
+    return json_pack("{s:s,s:{s:s,s:s},s:{s:s,s:[{s:s}],s:[{s:s}]},s:{s:s}}", "kind", "Pod",
+                     "metadata", "name", name, "namespace", ns, "spec", "nodeName", node_name,
+                     "resourceClaims", "name", "gpu", "containers", "name", "c", "status", "phase",
+                     phase ? phase : "Running");
+}
+
+/* An allocated claim: devices (NULL-terminated) from the node's pool, reserved for the pods
+ * (a comma-separated list, "" for none). */
+static json_t *claim(const char *ns, const char *name, const char *node_name, const char *pods,
+                     const char *const *devices)
+{
+    json_t *results = json_array(), *reserved = json_array();
+    for (size_t i = 0; devices[i]; i++)
+        json_array_append_new(results,
+                              json_pack("{s:s,s:s,s:s,s:s}", "request", "gpu", "driver",
+                                        "gpu.nvidia.com", "pool", node_name, "device", devices[i]));
+    _cleanup_free_ char *list = xstrdup(pods);
+    char *save = NULL;
+    for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        json_array_append_new(reserved,
+                              json_pack("{s:s,s:s,s:s}", "resource", "pods", "name", p, "uid", p));
+    return json_pack("{s:s,s:{s:s,s:s},s:{s:{s:{s:o}},s:o}}", "kind", "ResourceClaim", "metadata",
+                     "name", name, "namespace", ns, "status", "allocation", "devices", "results",
+                     results, "reservedFor", reserved);
+}
+
+/* A ResourceQuota of one key, as the quota controller writes it. */
+static json_t *quota_key(const char *ns, const char *name, const char *key, int hard, int used)
+{
+    char h[32], u[32];
+    snprintf(h, sizeof(h), "%d", hard);
+    snprintf(u, sizeof(u), "%d", used);
+    return json_pack("{s:s,s:{s:s,s:s},s:{s:{s:s}},s:{s:{s:s},s:{s:s}}}", "kind", "ResourceQuota",
+                     "metadata", "name", name, "namespace", ns, "spec", "hard", key, h, "status",
+                     "hard", key, h, "used", key, u);
+}
+
+struct dra_cluster {
+    json_t *nodes, *pods, *quotas, *slices, *claims, *classes;
+};
+
+static void dra_cluster_clear(struct dra_cluster *c)
+{
+    json_t **all[] = {&c->nodes, &c->pods, &c->quotas, &c->slices, &c->claims, &c->classes};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        json_decref(*all[i]);
+        *all[i] = NULL;
+    }
+}
+
+static struct cap_view *compute_dra(const struct dra_cluster *c)
+{
+    struct cap_input in = {.nodes = c->nodes,
+                           .pods = c->pods,
+                           .quotas = c->quotas,
+                           .slices = c->slices,
+                           .claims = c->claims,
+                           .classes = c->classes};
+    struct cap_view *v = NULL;
+    struct err e = {0};
+    if (cap_view_compute(&in, &v, &e) < 0)
+        fail_msg("cap_view_compute: %s", err_msg(&e));
+    return v;
+}
+
+static json_t *gpus(int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "gpu-%d", i);
+        json_array_append_new(a, dev(name, "gpu", NULL));
+    }
+    return a;
+}
+
+/* A node whose 8 GPUs only DRA publishes: advertised from its slice, requested from the held
+ * claims (a finished pod's and an unreserved one's not), physical from its gpu.count label;
+ * cordoned, it is excluded like any node. */
+static void test_dra_node(void **state)
+{
+    (void)state;
+    static const char *const two[] = {"gpu-0", "gpu-1", NULL}, *const one[] = {"gpu-2", NULL},
+                             *const other[] = {"gpu-3", NULL};
+    struct dra_cluster c = {0};
+    c.nodes = json_pack("[o]", dra_node("dra-a", H100, 8));
+    c.slices = json_pack("[o]", slice("dra-a", gpus(8)));
+    c.pods = json_pack("[o,o]", claim_pod("training", "t0", "dra-a", NULL),
+                       claim_pod("training", "done", "dra-a", "Succeeded"));
+    c.claims = json_pack("[o,o,o]", claim("training", "t0-gpu", "dra-a", "t0", two),
+                         claim("training", "done-gpu", "dra-a", "done", one),
+                         claim("training", "idle", "dra-a", "", other));
+    _cleanup_(cap_view_freep) struct cap_view *v = compute_dra(&c);
+    assert_int_equal(v->n_resources, 1);
+    const struct cap_resource *g = resource(v, "nvidia.com/gpu");
+    assert_int_equal(g->total.physical, 8);
+    assert_int_equal(g->total.advertised, 8);
+    assert_int_equal(g->total.requested, 2);
+    const struct cap_namespace *t = ns(v, "training");
+    assert_int_equal(t->gpu_pods, 1);
+    assert_true(t->no_quota);
+    assert_int_equal(t->res[0].requested, 2);
+    assert_int_equal(t->n_pools, 1);
+    assert_string_equal(t->pools[0], H100);
+    /* without the DRA objects the node offers nothing: the numbers came from them */
+    struct cap_input bare = {.nodes = c.nodes, .pods = c.pods};
+    struct cap_view *b = NULL;
+    struct err e = {0};
+    assert_int_equal(cap_view_compute(&bare, &b, &e), 0);
+    assert_int_equal(resource(b, "nvidia.com/gpu")->total.advertised, 0);
+    assert_int_equal(b->n_namespaces, 0);
+    cap_view_free(b);
+    /* cordoned: excluded, with the reason */
+    json_object_set_new(json_object_get(json_array_get(c.nodes, 0), "spec"), "unschedulable",
+                        json_true());
+    cap_view_free(v);
+    v = compute_dra(&c);
+    assert_int_equal(resource(v, "nvidia.com/gpu")->total.advertised, 0);
+    assert_int_equal(v->pools[0].n_excluded, 1);
+    assert_string_equal(v->pools[0].excluded[0], "dra-a: cordoned");
+    dra_cluster_clear(&c);
+}
+
+/* A MIG node: MIG devices count as nvidia.com/mig-<profile>; on-demand ones (consuming a GPU's
+ * shared counters) as many as the counters hold at once; a vfio device not at all. */
+static void test_dra_mig(void **state)
+{
+    (void)state;
+    static const char *const held[] = {"gpu-0-mig-3g40gb-9-0", NULL};
+    struct dra_cluster c = {0};
+    c.nodes = json_pack("[o]", dra_node("a100-a", A100, 2));
+    json_t *fixed =
+        json_pack("[o,o,o,o]", dev("gpu-0-mig-3g40gb-9-0", "mig", "3g.40gb"),
+                  dev("gpu-0-mig-3g40gb-9-4", "mig", "3g.40gb"),
+                  dev("gpu-0-mig-1g10gb-19-6", "mig", "1g.10gb"), dev("vfio-0", "vfio", NULL));
+    json_t *on_demand = json_array();
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "gpu-1-mig-1g10gb-19-%d", i);
+        json_t *d = dev(name, "mig", "1g.10gb");
+        json_object_set_new(d, "consumesCounters",
+                            json_pack("[{s:s,s:{s:{s:s},s:{s:s}}}]", "counterSet",
+                                      "gpu-1-counter-set", "counters", "memory", "value", "10Gi",
+                                      "slots", "value", "1"));
+        json_array_append_new(on_demand, d);
+    }
+    json_t *counters = json_pack("{s:s,s:{s:s},s:{s:s,s:{s:s,s:i},s:[{s:s,s:{s:{s:s},s:{s:s}}}]}}",
+                                 "kind", "ResourceSlice", "metadata", "name", "a100-a-counters",
+                                 "spec", "driver", "gpu.nvidia.com", "pool", "name", "a100-a",
+                                 "generation", 1, "sharedCounters", "name", "gpu-1-counter-set",
+                                 "counters", "memory", "value", "80Gi", "slots", "value", "3");
+    json_array_extend(fixed, on_demand);
+    json_decref(on_demand);
+    c.slices = json_pack("[o,o]", counters, slice("a100-a", fixed));
+    c.pods = json_pack("[o]", claim_pod("infer", "p", "a100-a", NULL));
+    c.claims = json_pack("[o]", claim("infer", "p-gpu", "a100-a", "p", held));
+    _cleanup_(cap_view_freep) struct cap_view *v = compute_dra(&c);
+    assert_int_equal(resource(v, "nvidia.com/mig-3g.40gb")->total.advertised, 2);
+    assert_int_equal(resource(v, "nvidia.com/mig-3g.40gb")->total.requested, 1);
+    /* 1 made + 3 of the 4 placements the counters ("slots": 3) hold at once */
+    assert_int_equal(resource(v, "nvidia.com/mig-1g.10gb")->total.advertised, 4);
+    assert_int_equal(resource(v, "nvidia.com/gpu")->total.physical, 2);
+    assert_int_equal(resource(v, "nvidia.com/gpu")->total.advertised, 0);
+    assert_int_equal(v->n_resources, 3); /* no resource for the vfio device */
+    const struct cap_namespace *n = ns(v, "infer");
+    assert_int_equal(n->n_res, 1);
+    assert_string_equal(n->res[0].name, "nvidia.com/mig-3g.40gb");
+    assert_int_equal(n->res[0].requested, 1);
+    dra_cluster_clear(&c);
+}
+
+/* A claim two pods share counts once; each pod is a GPU pod of its namespace. A claim whose
+ * pods are both finished counts no more. */
+static void test_dra_shared_claim(void **state)
+{
+    (void)state;
+    static const char *const one[] = {"gpu-5", NULL};
+    struct dra_cluster c = {0};
+    c.nodes = json_pack("[o]", dra_node("dra-a", H100, 8));
+    c.slices = json_pack("[o]", slice("dra-a", gpus(8)));
+    c.pods = json_pack("[o,o]", claim_pod("serving", "a", "dra-a", NULL),
+                       claim_pod("serving", "b", "dra-a", NULL));
+    c.claims = json_pack("[o]", claim("serving", "shared", "dra-a", "a,b", one));
+    _cleanup_(cap_view_freep) struct cap_view *v = compute_dra(&c);
+    assert_int_equal(resource(v, "nvidia.com/gpu")->total.requested, 1);
+    assert_int_equal(ns(v, "serving")->res[0].requested, 1);
+    assert_int_equal(ns(v, "serving")->gpu_pods, 2);
+    for (size_t i = 0; i < 2; i++)
+        json_object_set_new(json_object_get(json_array_get(c.pods, i), "status"), "phase",
+                            json_string("Succeeded"));
+    cap_view_free(v);
+    v = compute_dra(&c);
+    assert_int_equal(resource(v, "nvidia.com/gpu")->total.requested, 0);
+    dra_cluster_clear(&c);
+}
+
+/* A pod asking nvidia.com/gpu served through the DeviceClass's extended resource: its request
+ * counts, the claim Kubernetes made for it does not (once by its annotation, once by the pod's
+ * status naming it). */
+static void test_dra_extended_resource(void **state)
+{
+    (void)state;
+    static const char *const one[] = {"gpu-1", NULL};
+    for (int named_by_pod = 0; named_by_pod < 2; named_by_pod++) {
+        struct dra_cluster c = {0};
+        c.nodes = json_pack("[o]", dra_node("dra-a", H100, 8));
+        c.slices = json_pack("[o]", slice("dra-a", gpus(8)));
+        json_t *p = pod("legacy", "old", "nvidia.com/gpu", 1, NULL, "dra-a", NULL);
+        json_t *cl = claim("legacy", "old-extended-resources-x7k2p", "dra-a", "old", one);
+        if (named_by_pod)
+            json_object_set_new(json_object_get(p, "status"), "extendedResourceClaimStatus",
+                                json_pack("{s:s,s:[]}", "resourceClaimName",
+                                          "old-extended-resources-x7k2p", "requestMappings"));
+        else
+            json_object_set_new(json_object_get(cl, "metadata"), "annotations",
+                                json_pack("{s:s}", CAP_DRA_EXTENDED_ANNOT, "true"));
+        c.pods = json_pack("[o]", p);
+        c.claims = json_pack("[o]", cl);
+        _cleanup_(cap_view_freep) struct cap_view *v = compute_dra(&c);
+        assert_int_equal(resource(v, "nvidia.com/gpu")->total.requested, 1);
+        assert_int_equal(resource(v, "nvidia.com/gpu")->total.advertised, 8);
+        assert_int_equal(ns(v, "legacy")->res[0].requested, 1);
+        assert_int_equal(ns(v, "legacy")->gpu_pods, 1);
+        dra_cluster_clear(&c);
+    }
+}
+
+/* DRA quotas: <class>.deviceclass.resource.k8s.io/devices and
+ * requests.deviceclass.resource.kubernetes.io/<class> count for the class's resource (the
+ * smallest of a namespace's quotas on it); a class whose devices are of several resources
+ * (mig.nvidia.com) maps to none. */
+static void test_dra_quota(void **state)
+{
+    (void)state;
+    struct dra_cluster c = {0};
+    c.nodes = json_pack("[o]", dra_node("dra-a", H100, 8));
+    c.slices = json_pack("[o]", slice("dra-a", gpus(8)));
+    c.classes = json_pack("[{s:{s:s},s:{s:s}},{s:{s:s},s:{}}]", "metadata", "name",
+                          "h100.example.com", "spec", "extendedResourceName", "nvidia.com/gpu",
+                          "metadata", "name", "mig.nvidia.com", "spec");
+    c.quotas = json_pack(
+        "[o,o,o,o,o]",
+        quota_key("a", "q", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", 6, 1),
+        quota_key("a", "q2", "requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com", 4, 2),
+        quota_key("b", "q", "h100.example.com.deviceclass.resource.k8s.io/devices", 6, 0),
+        quota_key("c", "q", "mig.nvidia.com.deviceclass.resource.k8s.io/devices", 7, 0),
+        quota_key("c", "q2", "count/resourceclaims.resource.k8s.io", 7, 0));
+    _cleanup_(cap_view_freep) struct cap_view *v = compute_dra(&c);
+    assert_int_equal(v->n_resources, 1);
+    const struct cap_resource *g = resource(v, "nvidia.com/gpu");
+    assert_int_equal(g->total.quota, 10); /* a: 4 (the smaller), b: 6 */
+    assert_true(g->over);                 /* 10 promised of 8 */
+    assert_int_equal(ns(v, "a")->res[0].hard, 4);
+    assert_int_equal(ns(v, "a")->res[0].used, 2);
+    assert_int_equal(ns(v, "b")->res[0].hard, 6);
+    assert_int_equal(v->n_namespaces, 2); /* c's quotas are on nothing the view maps */
+    assert_int_equal(pool_res(v, H100, "nvidia.com/gpu")->pinned, 10);
+    dra_cluster_clear(&c);
+}
+
+/* A node moving from the device plugin to DRA publishes its GPUs through both: each counted
+ * once; what pods use through either counts. */
+static void test_dra_both(void **state)
+{
+    (void)state;
+    static const char *const one[] = {"gpu-7", NULL};
+    struct dra_cluster c = {0};
+    c.nodes = json_pack("[o]", node("h100-a", H100, 8, 8));
+    c.slices = json_pack("[o]", slice("h100-a", gpus(8)));
+    c.pods = json_pack("[o,o]", pod("t", "plugin", "nvidia.com/gpu", 2, NULL, "h100-a", NULL),
+                       claim_pod("t", "dra", "h100-a", NULL));
+    c.claims = json_pack("[o]", claim("t", "dra-gpu", "h100-a", "dra", one));
+    _cleanup_(cap_view_freep) struct cap_view *v = compute_dra(&c);
+    const struct cap_resource *g = resource(v, "nvidia.com/gpu");
+    assert_int_equal(g->total.physical, 8);
+    assert_int_equal(g->total.advertised, 8);
+    assert_int_equal(g->total.requested, 3);
+    assert_int_equal(ns(v, "t")->gpu_pods, 2);
+    dra_cluster_clear(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +762,12 @@ int main(void)
         cmocka_unit_test(test_mig),
         cmocka_unit_test(test_configured_pools),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_dra_node),
+        cmocka_unit_test(test_dra_mig),
+        cmocka_unit_test(test_dra_shared_claim),
+        cmocka_unit_test(test_dra_extended_resource),
+        cmocka_unit_test(test_dra_quota),
+        cmocka_unit_test(test_dra_both),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

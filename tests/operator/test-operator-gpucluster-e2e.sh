@@ -6,7 +6,8 @@
 # exporter as for a ClusterPolicy, no device plugin, and the DRA kubelet plugin (`gpuop
 # dra-plugin`) with NVIDIA's DeviceClasses. The plugin publishes the node's ResourceSlice; a pod
 # whose claim asks for an H100 with at least 80 GB runs the CUDA sample on exactly the allocated
-# GPU; the GPUCluster turns ready. A ClusterPolicy applied beside it is refused (both say
+# GPU; `gpuop status` shows the devices, the claim, and the capacity view counting them (and a
+# DeviceClass quota); the GPUCluster turns ready. A ClusterPolicy applied beside it is refused (both say
 # ConflictingResources, with an Event) and nothing of the running stack changes; deleted, the
 # GPUCluster goes on. As root (namespaces per node); skipped otherwise.
 set -uo pipefail
@@ -21,7 +22,8 @@ R=$T/roots/$N
 { sim_cluster; sim_node $N "$S/sim/fleets/dgx-h100.yaml" "$R"; } >"$T/cluster.yaml"
 kl_start_cluster 198.18.255.62 "$T/cluster.yaml" klgpucl0 198.18.249.0/24 1
 log_file "$T/operator.log"
-kl_start_operator --metrics-listen 127.0.0.1:0 --leader-elect false
+P=$(free_port)
+kl_start_operator --metrics-listen "127.0.0.1:$P" --leader-elect false
 
 k apply -f - >/dev/null <<EOF2 || fail "apply the GPUCluster"
 apiVersion: nvidia.com/v1alpha1
@@ -91,7 +93,16 @@ grep -q "Test PASSED" <<<"$log" || fail "train's CUDA sample: $log"
 [ "$(grep '^nvidia[0-9]' <<<"$log")" = "nvidia${dev#gpu-}" ] || fail "train's /dev for $dev: $log"
 echo "ok: a claim for an H100 with at least 80 GB: $dev alone in the container, the CUDA sample passed"
 
-# gpuop status while a claim holds a GPU: the node's devices and the claim with its pod
+# gpuop status while a claim holds a GPU: the node's devices and the claim with its pod; the
+# capacity view counts the published GPUs as advertised, the held one as requested, and a
+# quota on the DeviceClass's devices as a quota on nvidia.com/gpu
+k apply -f - >/dev/null <<EOF2 || fail "apply the DRA quota"
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: dra-gpus, namespace: default}
+spec:
+  hard: {gpu.nvidia.com.deviceclass.resource.k8s.io/devices: "4"}
+EOF2
 sed -e 's/name: train/name: hold/' -e 's/value: "2"/value: "120"/' -e '/^---$/,$!d' "$T/train.yaml" |
     k apply -f - >/dev/null || fail "apply the pod hold"
 wait_for 60 "hold runs" is_phase hold Running
@@ -101,6 +112,23 @@ st=$("$B/gpuop" status --kubeconfig "$KUBECONFIG" 2>&1) || fail "gpuop status: $
 row=$(grep "^$N " <<<"$(sed -n '/^DRA (gpu.nvidia.com)/,/^$/p' <<<"$st")")
 [[ $row == *"8 (8 gpu)"*"1/8"*"default/$held: $hdev (pod hold)"* ]] || fail "gpuop status's DRA section: $st"
 echo "ok: gpuop status: $row"
+js=$("$B/gpuop" status -o json --kubeconfig "$KUBECONFIG" 2>&1) || fail "gpuop status -o json: $js"
+cap=$(python3 -c '
+import json, sys
+m = json.load(sys.stdin)["capacity"]
+r = [x for x in m["resources"] if x["name"] == "nvidia.com/gpu"][0]
+n = [x for x in m["namespaces"] if x["name"] == "default"][0]["resources"]
+n = [x for x in n if x["name"] == "nvidia.com/gpu"][0]
+print(r["advertised"], r["requested"], r["quota"], n["requested"], n.get("hard"))' <<<"$js") ||
+    fail "gpuop status -o json's capacity view: $js"
+[ "$cap" = "8 1 4 1 4" ] || fail "the capacity view (advertised requested quota, default's requested hard): $cap"
+echo "ok: the capacity view counts DRA: 8 GPUs advertised, 1 requested (the held claim), the DeviceClass quota 4"
+# the operator's view, in its metrics (its DRA informers start once resource.k8s.io/v1 lists)
+metric() { curl -sf "127.0.0.1:$P/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" && $1 ~ /resource="nvidia.com\/gpu"/ {s += $2} END {print s + 0}'; }
+is_metric() { [ "$(metric "$1")" = "$2" ]; }
+wait_for 30 "the operator's gpuop_gpu_requested at 1" is_metric gpuop_gpu_requested 1
+is_metric gpuop_gpu_capacity 8 || fail "the operator's gpuop_gpu_capacity: $(curl -sf "127.0.0.1:$P/metrics" | grep gpuop_gpu_)"
+echo "ok: the operator's metrics: gpuop_gpu_capacity 8, gpuop_gpu_requested 1 (DRA)"
 k delete pod hold --grace-period=0 >/dev/null 2>&1
 
 state() { k get gpucluster gpu-cluster -o jsonpath='{.status.state}'; }

@@ -16,7 +16,7 @@
 /* The one work-queue key: a reconcile covers every ClusterPolicy and what they own. */
 #define RECONCILE_KEY "cluster"
 /* policies, nodes, owned, pods, quotas, nvidiadrivers, servicemonitors */
-#define N_INFORMERS (8 + N_OWNED)
+#define N_INFORMERS (11 + N_OWNED)
 
 void op_mark_dirty(struct controller *c)
 {
@@ -207,9 +207,9 @@ int op_informers_start(struct controller *c, struct err *e)
 int op_informers_wait_synced(struct controller *c, struct svc *s, struct err *e)
 {
     /* not the NVIDIADrivers', the ServiceMonitors', the DeviceClasses' nor the GPUClusters'
-     * (their kinds may not be served) */
-    struct kube_informer *all[N_INFORMERS - 4] = {c->policies, c->nodes};
-    const char *names[N_INFORMERS - 4] = {"clusterpolicies", "nodes"};
+     * (their kinds may not be served), nor the quota view's DRA ones (not started yet) */
+    struct kube_informer *all[N_INFORMERS - 7] = {c->policies, c->nodes};
+    const char *names[N_INFORMERS - 7] = {"clusterpolicies", "nodes"};
     for (size_t k = 0; k < N_OWNED; k++) {
         all[2 + k] = c->owned[k];
         names[2 + k] = owned_kinds[k]->plural;
@@ -275,5 +275,8 @@ void op_informers_free(struct controller *c)
     infs[5 + N_OWNED] = c->servicemonitors;
     infs[6 + N_OWNED] = c->deviceclasses;
     infs[7 + N_OWNED] = c->gpuclusters;
+    infs[8 + N_OWNED] = c->gq.slices;
+    infs[9 + N_OWNED] = c->gq.claims;
+    infs[10 + N_OWNED] = c->gq.classes;
     informers_free(infs, ARRAY_SIZE(infs));
 }

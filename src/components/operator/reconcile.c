@@ -588,7 +588,8 @@ static int read_world(struct controller *c, struct world *w, struct err *e)
     w->nvds = kube_informer_synced(c->nvds) ? kube_informer_list(c->nvds, NULL, NULL, NULL) : NULL;
     if (w->nvds)
         objects_fresh(c->written_nvds, w->nvds);
-    w->findings = op_gpuquota_observe(&c->gq, w->nodes, e);
+    /* resource.k8s.io/v1 is served once the DeviceClasses' informer could list them */
+    w->findings = op_gpuquota_observe(&c->gq, w->nodes, kube_informer_synced(c->deviceclasses), e);
     return w->findings ? 0 : err_prefix(e, "GPU capacity view");
 }
 

@@ -131,7 +131,7 @@ static int status_run(struct svc *s, struct err *e)
         return r;
     _cleanup_(json_decrefp) json_t *policies = NULL, *drivers = NULL, *nodes = NULL, *events = NULL,
                                    *pods = NULL, *quotas = NULL, *upgrade_pools = NULL,
-                                   *slices = NULL, *claims = NULL;
+                                   *slices = NULL, *claims = NULL, *classes = NULL;
     _cleanup_(json_decrefp) json_t *node_list = NULL;
     /* one budget for every list: what they keep together is bounded, whatever the server sends */
     struct kube_list_budget lists = {.limit = LISTS_MAX};
@@ -151,7 +151,8 @@ static int status_run(struct svc *s, struct err *e)
         (r = list_optional(kc, &KUBE_RESOURCEQUOTAS, &lists, NULL, &quotas, e)) < 0 ||
         (r = list_optional(kc, &KUBE_DRIVERUPGRADEPOOLS, &lists, NULL, &upgrade_pools, e)) < 0 ||
         (r = list_optional(kc, &KUBE_RESOURCESLICES, &lists, NULL, &slices, e)) < 0 ||
-        (r = list_optional(kc, &KUBE_RESOURCECLAIMS, &lists, NULL, &claims, e)) < 0)
+        (r = list_optional(kc, &KUBE_RESOURCECLAIMS, &lists, NULL, &claims, e)) < 0 ||
+        (r = list_optional(kc, &KUBE_DEVICECLASSES, &lists, NULL, &classes, e)) < 0)
         return r;
     struct st_view v;
     view_of(st, &v);
@@ -164,6 +165,7 @@ static int status_run(struct svc *s, struct err *e)
                             .upgrade_pools = upgrade_pools,
                             .slices = slices,
                             .claims = claims,
+                            .classes = classes,
                             .now_ms = v.now_ms,
                             .pools = st->pools,
                             .n_pools = st->n_pools,
@@ -196,7 +198,8 @@ const struct svc_component status_component = {
         "and version, the validations, physical vs advertised GPUs (a shortfall flagged),\n"
         "the MIG layout's state and the node's health; then per node the DRA devices published\n"
         "and the claims allocated on them; then the GPUs each resource and pool\n"
-        "offers against what namespace quotas promise (over-commit and short pools flagged).\n",
+        "offers (the device plugin's and DRA's) against what namespace quotas promise\n"
+        "(over-commit and short pools flagged).\n",
     .options = {status_options},
     .state_size = sizeof(struct status),
     .configure = status_configure,

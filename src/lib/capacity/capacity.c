@@ -294,7 +294,9 @@ struct node_info {
     size_t pool;
 };
 
-static void node_info_read(const json_t *node, json_t *resources, struct node_info *ni)
+/* dra_adv: what the node publishes through DRA (resource -> devices; NULL: nothing). */
+static void node_info_read(const json_t *node, const json_t *dra_adv, json_t *resources,
+                           struct node_info *ni)
 {
     ni->node = node;
     ni->name = kobj_name(node) ?: "";
@@ -326,15 +328,14 @@ static void node_info_read(const json_t *node, json_t *resources, struct node_in
             n > 0 && !streq_ptr(kobj_label(node, "nvidia.com/mig.strategy"), "mixed"))
             json_object_set_new(ni->physical, "nvidia.com/gpu", json_integer(n));
     }
-    json_object_foreach (ni->physical, k, v)
-        json_object_set_new(resources, k, json_true());
-    json_object_foreach (ni->allocatable, k, v)
-        json_object_set_new(resources, k, json_true());
+    /* the gpu-count annotation compares NVML with the device plugin's allocatable: on a node
+     * whose GPUs only DRA publishes, its shortfall says nothing */
+    bool dra_only = json_object_size(dra_adv) > 0 && json_object_size(ni->allocatable) == 0;
     if (!node_ready(node)) {
         ni->excluded = xstrdup("not Ready");
     } else if (json_is_true(kobj_path(node, "spec.unschedulable"))) {
         ni->excluded = xstrdup("cordoned");
-    } else if (have_ann && gc.mismatch) {
+    } else if (have_ann && gc.mismatch && !dra_only) {
         ni->excluded = xasprintf("advertises fewer GPUs than it has (%s)",
                                  gc.n_missing ? gc.missing[0] : "gpu-count mismatch");
     } else {
@@ -347,6 +348,15 @@ static void node_info_read(const json_t *node, json_t *resources, struct node_in
             }
         }
     }
+    /* a node moving from the device plugin to DRA offers the same GPUs through both: each
+     * device once */
+    json_object_foreach ((json_t *)dra_adv, k, v)
+        if (json_integer_value(v) > get(ni->allocatable, k))
+            json_object_set(ni->allocatable, k, v);
+    json_object_foreach (ni->physical, k, v)
+        json_object_set_new(resources, k, json_true());
+    json_object_foreach (ni->allocatable, k, v)
+        json_object_set_new(resources, k, json_true());
 }
 
 static bool node_is_gpu(const json_t *node, const struct node_info *ni)
@@ -354,6 +364,214 @@ static bool node_is_gpu(const json_t *node, const struct node_info *ni)
     return json_object_size(ni->physical) || json_object_size(ni->allocatable) ||
            streq_ptr(kobj_label(node, "nvidia.com/gpu.present"), "true") ||
            kobj_label(node, "nvidia.com/gpu.product");
+}
+
+/* ---- DRA ---------------------------------------------------------------------------------- */
+
+#define DRA_QUOTA_SUFFIX    ".deviceclass.resource.k8s.io/devices"
+#define DRA_IMPLICIT_PREFIX REQ_PREFIX "deviceclass.resource.kubernetes.io/"
+#define DRA_GPU_CLASS       "gpu.nvidia.com"
+#define DRA_RES_MAX         128
+
+/* The resource a published device stands for (see capacity.h); NULL for the others. */
+static const char *dra_device_resource(const json_t *dev, char buf[static DRA_RES_MAX])
+{
+    const char *type = kobj_path_str(dev, "attributes.type.string");
+    if (streq_ptr(type, "gpu"))
+        return "nvidia.com/gpu";
+    const char *profile = kobj_path_str(dev, "attributes.profile.string");
+    if (!streq_ptr(type, "mig") || !profile)
+        return NULL;
+    int w = snprintf(buf, DRA_RES_MAX, "nvidia.com/mig-%s", profile);
+    return w > 0 && w < DRA_RES_MAX && cap_gpu_resource(buf) ? buf : NULL;
+}
+
+static char *two(const char *a, const char *b)
+{
+    return xasprintf("%s/%s", a, b);
+}
+
+/* How many devices consuming `use` (a consumesCounters entry's counters) a counter set's
+ * totals hold at once; 0 when a counter is unknown or unreadable. */
+static int64_t counters_fit(const json_t *set, const json_t *use)
+{
+    int64_t fit = INT64_MAX;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)use, k, v) {
+        int64_t need = 0, have = 0;
+        if (kobj_quantity_milli(kobj_str(v, "value"), &need) < 0 || need <= 0)
+            continue; /* consumes none of it */
+        const json_t *total = json_object_get(set, k);
+        if (!total || kobj_quantity_milli(kobj_str(total, "value"), &have) < 0 || have < need)
+            return 0;
+        if (have / need < fit)
+            fit = have / need;
+    }
+    return fit;
+}
+
+/* What the DRA objects say, per node and per claim. */
+struct dra {
+    json_t *node_adv;  /* node -> resource -> devices (on-demand ones as many as fit) */
+    json_t *pool_node; /* pool -> node */
+    json_t *dev_res;   /* "pool/device" -> resource */
+    json_t *class_res; /* DeviceClass -> resource */
+};
+
+static void dra_clear(struct dra *d)
+{
+    json_decref(d->node_adv);
+    json_decref(d->pool_node);
+    json_decref(d->dev_res);
+    json_decref(d->class_res);
+}
+
+static void dra_read(const json_t *slices, const json_t *classes, struct dra *d)
+{
+    d->node_adv = json_object();
+    d->pool_node = json_object();
+    d->dev_res = json_object();
+    d->class_res = json_object();
+    _cleanup_json_ json_t *sets = json_object();      /* "pool/set" -> counters */
+    _cleanup_json_ json_t *on_demand = json_object(); /* "node/pool/set/resource" -> {n, fit} */
+    size_t i, k;
+    json_t *sl, *x;
+    json_array_foreach (slices, i, sl) {
+        const char *pool = kobj_path_str(sl, "spec.pool.name");
+        if (!json_is_object(sl) || !streq_ptr(kobj_path_str(sl, "spec.driver"), CAP_DRA_DRIVER) ||
+            !pool)
+            continue;
+        json_array_foreach (kobj_path(sl, "spec.sharedCounters"), k, x) {
+            const char *name = kobj_str(x, "name");
+            if (name && json_is_object(json_object_get(x, "counters"))) {
+                _cleanup_free_ char *key = two(pool, name);
+                json_object_set(sets, key, json_object_get(x, "counters"));
+            }
+        }
+    }
+    json_array_foreach (slices, i, sl) {
+        const char *pool = kobj_path_str(sl, "spec.pool.name");
+        const char *node = kobj_path_str(sl, "spec.nodeName");
+        /* a pool that is not a node's (network-attached devices) is no node's capacity */
+        if (!json_is_object(sl) || !streq_ptr(kobj_path_str(sl, "spec.driver"), CAP_DRA_DRIVER) ||
+            !pool || !node)
+            continue;
+        json_object_set_new(d->pool_node, pool, json_string(node));
+        json_t *adv = sub(d->node_adv, node);
+        json_array_foreach (kobj_path(sl, "spec.devices"), k, x) {
+            char buf[DRA_RES_MAX];
+            const char *res = dra_device_resource(x, buf), *name = kobj_str(x, "name");
+            if (!res || !name)
+                continue;
+            _cleanup_free_ char *dkey = two(pool, name);
+            json_object_set_new(d->dev_res, dkey, json_string(res));
+            json_t *uses = json_object_get(x, "consumesCounters");
+            if (json_array_size(uses) == 0) {
+                add(adv, res, 1);
+                continue;
+            }
+            /* on demand: devices of one profile on one GPU overlap; as many as its counters
+             * hold at once */
+            int64_t fit = INT64_MAX;
+            size_t u;
+            json_t *use;
+            json_array_foreach (uses, u, use) {
+                _cleanup_free_ char *skey = two(pool, kobj_str(use, "counterSet") ?: "");
+                int64_t f =
+                    counters_fit(json_object_get(sets, skey), json_object_get(use, "counters"));
+                fit = f < fit ? f : fit;
+            }
+            _cleanup_free_ char *gkey =
+                xasprintf("%s/%s/%s/%s", node, pool,
+                          kobj_str(json_array_get(uses, 0), "counterSet") ?: "", res);
+            json_t *g = json_object_get(on_demand, gkey);
+            if (!g) {
+                g = json_pack("{s:s,s:s,s:I,s:I}", "node", node, "res", res, "n", (json_int_t)0,
+                              "fit", (json_int_t)fit);
+                json_object_set_new(on_demand, gkey, g);
+            }
+            add(g, "n", 1);
+            if (fit < get(g, "fit"))
+                json_object_set_new(g, "fit", json_integer(fit));
+        }
+    }
+    const char *key;
+    json_object_foreach (on_demand, key, x) {
+        int64_t n = get(x, "n"), fit = get(x, "fit");
+        add(sub(d->node_adv, kobj_str(x, "node")), kobj_str(x, "res"), n < fit ? n : fit);
+    }
+    json_array_foreach (classes, i, x) {
+        const char *ern = kobj_path_str(x, "spec.extendedResourceName");
+        if (kobj_name(x) && cap_gpu_resource(ern))
+            json_object_set_new(d->class_res, kobj_name(x), json_string(ern));
+    }
+    if (!json_object_get(d->class_res, DRA_GPU_CLASS))
+        json_object_set_new(d->class_res, DRA_GPU_CLASS, json_string("nvidia.com/gpu"));
+}
+
+/* The GPU resource a ResourceQuota key limits: requests.<GPU resource>, or a DRA device-class
+ * quota of a class the view maps; NULL for any other key. */
+static const char *quota_resource(const char *key, const struct dra *d)
+{
+    if (str_has_prefix(key, DRA_IMPLICIT_PREFIX))
+        return json_string_value(json_object_get(d->class_res, key + strlen(DRA_IMPLICIT_PREFIX)));
+    if (str_has_prefix(key, REQ_PREFIX) && cap_gpu_resource(key + strlen(REQ_PREFIX)))
+        return key + strlen(REQ_PREFIX);
+    if (str_has_suffix(key, DRA_QUOTA_SUFFIX) && strlen(key) > strlen(DRA_QUOTA_SUFFIX)) {
+        _cleanup_free_ char *cls = xstrndup(key, strlen(key) - strlen(DRA_QUOTA_SUFFIX));
+        return json_string_value(json_object_get(d->class_res, cls));
+    }
+    return NULL;
+}
+
+/* Whether a claim is held: reserved for a pod that is known and not finished, or for a
+ * consumer that is not a pod. */
+static bool claim_held(const json_t *claim, const json_t *pods_by_key, json_t *ret_pods)
+{
+    bool held = false;
+    size_t i;
+    json_t *ref;
+    json_array_foreach (kobj_path(claim, "status.reservedFor"), i, ref) {
+        const char *group = kobj_str(ref, "apiGroup");
+        if (!streq_ptr(kobj_str(ref, "resource"), "pods") || (group && *group)) {
+            held = true;
+            continue;
+        }
+        _cleanup_free_ char *key =
+            two(kobj_namespace(claim) ?: "default", kobj_str(ref, "name") ?: "");
+        const json_t *pod = json_object_get(pods_by_key, key);
+        if (pod && !pod_finished(pod)) {
+            held = true;
+            json_array_append_new(ret_pods, json_string(key));
+        }
+    }
+    return held;
+}
+
+/* The devices of one held claim: resource -> devices, per node. A device no longer published
+ * still counts when its name says it is a whole GPU (gpu-<minor>). */
+static json_t *claim_devices(const json_t *claim, const struct dra *d)
+{
+    json_t *by_node = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (kobj_path(claim, "status.allocation.devices.results"), i, r) {
+        const char *pool = kobj_str(r, "pool"), *dev = kobj_str(r, "device");
+        if (!streq_ptr(kobj_str(r, "driver"), CAP_DRA_DRIVER) || !pool || !dev)
+            continue;
+        _cleanup_free_ char *dkey = two(pool, dev);
+        const char *res = json_string_value(json_object_get(d->dev_res, dkey));
+        int64_t minor;
+        if (!res && str_has_prefix(dev, "gpu-") && parse_i64(dev + 4, &minor) == 0)
+            res = "nvidia.com/gpu";
+        if (!res)
+            continue;
+        /* gpuop's and NVIDIA's pools are named after their node */
+        const char *node = json_string_value(json_object_get(d->pool_node, pool)) ?: pool;
+        add(sub(by_node, node), res, 1);
+    }
+    return by_node;
 }
 
 /* ---- the view ----------------------------------------------------------------------------- */
@@ -410,9 +628,14 @@ static size_t index_of(char **v, size_t n, const char *s)
 int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct err *e)
 {
     const json_t *nodes = in->nodes, *pods = in->pods, *quotas = in->quotas;
-    if ((nodes && !json_is_array(nodes)) || (pods && !json_is_array(pods)) ||
-        (quotas && !json_is_array(quotas)))
-        return err_set(e, -EINVAL, "capacity view: nodes, pods and quotas must be arrays");
+    const json_t *const lists[] = {nodes, pods, quotas, in->slices, in->claims, in->classes};
+    for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+        if (lists[l] && !json_is_array(lists[l]))
+            return err_set(e, -EINVAL,
+                           "capacity view: nodes, pods, quotas, resourceslices, "
+                           "resourceclaims and deviceclasses must be arrays");
+    _cleanup_(dra_clear) struct dra dra = {0};
+    dra_read(in->slices, in->classes, &dra);
     _cleanup_(cap_view_freep) struct cap_view *v = xcalloc(1, sizeof(*v));
     v->threshold = in->overcommit_ratio > 0 ? in->overcommit_ratio : CAP_DEFAULT_RATIO;
     _cleanup_json_ json_t *resources = json_object();
@@ -428,7 +651,7 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
     for (size_t i = 0; i < n_nodes; i++) {
         const json_t *node = json_array_get(nodes, i);
         struct node_info tmp = {0};
-        node_info_read(node, resources, &tmp);
+        node_info_read(node, json_object_get(dra.node_adv, kobj_name(node) ?: ""), resources, &tmp);
         if (!node_is_gpu(node, &tmp)) {
             json_decref(tmp.physical);
             json_decref(tmp.allocatable);
@@ -477,13 +700,64 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
         json_object_set_new(node_idx, ni[i].name, json_integer((json_int_t)i));
     size_t i;
     json_t *pod;
+
+    /* DRA claims: a held claim's devices count once, for its namespace and its node's pool;
+     * the pods holding it learn what they use (where they can land) */
+    _cleanup_json_ json_t *pods_by_key = json_object(); /* "ns/name" -> pod */
+    _cleanup_json_ json_t *ext_claims = json_object();  /* "ns/claim" of extended resources */
+    _cleanup_json_ json_t *pod_dra = json_object();     /* "ns/name" -> resource -> devices */
+    json_array_foreach (pods, i, pod) {
+        if (!json_is_object(pod))
+            continue;
+        const char *ns = kobj_namespace(pod) ?: "default";
+        _cleanup_free_ char *key = two(ns, kobj_name(pod) ?: "");
+        json_object_set(pods_by_key, key, pod);
+        const char *ext =
+            kobj_path_str(pod, "status.extendedResourceClaimStatus.resourceClaimName");
+        if (ext) {
+            _cleanup_free_ char *ckey = two(ns, ext);
+            json_object_set_new(ext_claims, ckey, json_true());
+        }
+    }
+    json_t *claim;
+    json_array_foreach (in->claims, i, claim) {
+        const char *ns = kobj_namespace(claim) ?: "default";
+        _cleanup_free_ char *ckey = two(ns, kobj_name(claim) ?: "");
+        if (!json_is_object(claim) ||
+            streq_ptr(kobj_annotation(claim, CAP_DRA_EXTENDED_ANNOT), "true") ||
+            json_object_get(ext_claims, ckey))
+            continue; /* counted through its pod's extended-resource request */
+        _cleanup_json_ json_t *holders = json_array();
+        if (!claim_held(claim, pods_by_key, holders))
+            continue;
+        _cleanup_json_ json_t *by_node = claim_devices(claim, &dra);
+        const char *node, *k;
+        json_t *devs, *x;
+        json_object_foreach (by_node, node, devs) {
+            json_t *on = json_object_get(node_idx, node);
+            json_object_foreach (devs, k, x) {
+                json_object_set_new(resources, k, json_true());
+                add(sub(ns_req, ns), k, json_integer_value(x));
+                if (on)
+                    add(sub(pool_req, pool_names[ni[json_integer_value(on)].pool]), k,
+                        json_integer_value(x));
+                size_t h;
+                json_t *hk;
+                json_array_foreach (holders, h, hk)
+                    add(sub(pod_dra, json_string_value(hk)), k, json_integer_value(x));
+            }
+        }
+    }
+
     json_array_foreach (pods, i, pod) {
         if (!json_is_object(pod) || pod_finished(pod))
             continue;
-        _cleanup_json_ json_t *req = pod_gpu_requests(pod);
-        if (json_object_size(req) == 0)
-            continue;
         const char *ns = kobj_namespace(pod) ?: "default";
+        _cleanup_json_ json_t *req = pod_gpu_requests(pod);
+        _cleanup_free_ char *pkey = two(ns, kobj_name(pod) ?: "");
+        json_t *dra_req = json_object_get(pod_dra, pkey);
+        if (json_object_size(req) == 0 && json_object_size(dra_req) == 0)
+            continue;
         add(ns_pods, ns, 1);
         json_t *nr = sub(ns_req, ns), *np = sub(ns_pools, ns);
         const char *k;
@@ -501,7 +775,9 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
                 add(pr, k, json_integer_value(x));
         }
         /* where it can land: pods of one workload share their selection, so the pools are
-         * worked out once per distinct (selector, affinity, resources) */
+         * worked out once per distinct (selector, affinity, resources); what its claims hold
+         * counts as resources it uses */
+        json_object_update_missing(req, dra_req);
         _cleanup_json_ json_t *sig_v = json_pack("[O?,O?,O]", kobj_path(pod, "spec.nodeSelector"),
                                                  kobj_path(pod, "spec.affinity.nodeAffinity"), req);
         _cleanup_free_ char *sig = json_dumps(sig_v, JSON_COMPACT | JSON_SORT_KEYS);
@@ -533,9 +809,9 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
         const char *k;
         json_t *x;
         json_object_foreach (kobj_path(q, "spec.hard"), k, x) {
-            if (!str_has_prefix(k, REQ_PREFIX) || !cap_gpu_resource(k + strlen(REQ_PREFIX)))
+            const char *r = quota_resource(k, &dra);
+            if (!r)
                 continue;
-            const char *r = k + strlen(REQ_PREFIX);
             int64_t h = units(x);
             json_t *cur = json_object_get(sub(ns_hard, ns), r);
             if (cur && json_integer_value(cur) <= h)

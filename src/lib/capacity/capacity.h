@@ -22,6 +22,23 @@
  * pool; a pool whose pinned quotas pass its advertised capacity times the over-commit threshold
  * is short. Namespaces with GPU pods and no quota on any GPU resource are flagged.
  *
+ * A node whose GPUs are published through Dynamic Resource Allocation (NVIDIA's DRA driver,
+ * gpu.nvidia.com) advertises them in ResourceSlices instead of status.allocatable; with the
+ * optional slices, claims and classes the view counts them in the same names: a device of type
+ * "gpu" is nvidia.com/gpu, one of type "mig" nvidia.com/mig-<its profile attribute> (the
+ * device plugin's mixed-strategy names); vfio devices are not counted. On-demand MIG devices
+ * (partitionable: they consume a GPU's shared counters) count, per GPU and profile, as many as
+ * the counters let exist at once. The gpu-count annotation's mismatch (NVML against the device
+ * plugin's allocatable) does not exclude a node whose GPUs only DRA publishes. A node with both the
+ * device plugin and DRA (a pool moving) advertises each resource once: the larger of the two
+ * counts. Requested adds the devices of allocated ResourceClaims reserved for a non-finished pod
+ * (or any other consumer), once per claim however many pods share it; the claim Kubernetes makes
+ * for a pod's extended resource served by DRA is not counted (the pod's request is). Quotas on
+ * <class>.deviceclass.resource.k8s.io/devices and requests.deviceclass.resource.kubernetes.io/
+ * <class> count for the resource of the class: its extendedResourceName when a GPU resource,
+ * else nvidia.com/gpu for NVIDIA's class gpu.nvidia.com; other classes (mig.nvidia.com, whose
+ * devices are of several profiles) are not mapped.
+ *
  * Layer: above kobj and nodestate, below the operator and `gpuop status` (which draws the JSON
  * form as text). No I/O. Thread-compatible.
  */
@@ -63,6 +80,13 @@ struct cap_input {
     const json_t *pods;   /* Pod objects (array): namespace, spec (nodeName, nodeSelector,
                              affinity, containers' and initContainers' resources), status.phase */
     const json_t *quotas; /* ResourceQuota objects (array): spec.hard, status.used */
+    /* DRA (each NULL when resource.k8s.io is not served): */
+    const json_t *slices;  /* ResourceSlice objects: spec.driver, nodeName, pool.name,
+                              sharedCounters, devices (name, attributes type and profile,
+                              consumesCounters) */
+    const json_t *claims;  /* ResourceClaim objects: namespace, name, the extended-resource
+                              annotation, status.allocation.devices.results, status.reservedFor */
+    const json_t *classes; /* DeviceClass objects: name, spec.extendedResourceName */
     const struct cap_pool_def *pools; /* NULL or n_pools == 0: one pool per GPU product */
     size_t n_pools;
     double overcommit_ratio; /* threshold of "over" and "short"; 0: CAP_DEFAULT_RATIO */
@@ -136,5 +160,10 @@ json_t *cap_view_to_json(const struct cap_view *v);
 
 /* A GPU resource name: nvidia.com/... as the device plugin advertises them. */
 bool cap_gpu_resource(const char *name);
+
+/* NVIDIA's DRA driver, whose slices and claims the view reads; the annotation Kubernetes puts
+ * on the claim it makes for a pod's extended resources served by DRA. */
+#define CAP_DRA_DRIVER         "gpu.nvidia.com"
+#define CAP_DRA_EXTENDED_ANNOT "resource.kubernetes.io/extended-resource-claim"
 
 #endif

@@ -9,7 +9,7 @@
 #include "kobj.h"
 #include "statusview.h"
 
-#define DRA_DRIVER "gpu.nvidia.com"
+#define DRA_DRIVER CAP_DRA_DRIVER
 
 /* The node's entry in `nodes` (name -> entry), made when new. */
 static json_t *node_of(json_t *nodes, const char *name)

@@ -560,6 +560,9 @@ json_t *st_capacity_model(const struct st_objects *in)
     struct cap_input ci = {.nodes = in->nodes,
                            .pods = in->pods ? in->pods : none,
                            .quotas = in->quotas ? in->quotas : none,
+                           .slices = in->slices,
+                           .claims = in->claims,
+                           .classes = in->classes,
                            .pools = in->pools,
                            .n_pools = in->n_pools,
                            .overcommit_ratio = in->overcommit_ratio};

@@ -36,6 +36,7 @@ struct st_objects {
     json_t *upgrade_pools; /* DriverUpgradePool items (their breakers); may be NULL: none */
     json_t *slices;        /* ResourceSlice items (DRA); may be NULL: none */
     json_t *claims;        /* ResourceClaim items, every namespace (DRA); may be NULL: none */
+    json_t *classes;       /* DeviceClass items (DRA quotas' resources); may be NULL: none */
     uint64_t now_ms;       /* wall clock, unix ms */
     /* The capacity view's pools (NULL, 0: one per GPU product) and over-commit threshold
      * (0: CAP_DEFAULT_RATIO), as the operator's --gpu-pool and --gpu-quota-overcommit-ratio. */

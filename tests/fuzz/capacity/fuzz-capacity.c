@@ -26,6 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct cap_input in = {.nodes = json_object_get(doc, "nodes"),
                            .pods = json_object_get(doc, "pods"),
                            .quotas = json_object_get(doc, "quotas"),
+                           .slices = json_object_get(doc, "slices"),
+                           .claims = json_object_get(doc, "claims"),
+                           .classes = json_object_get(doc, "classes"),
                            .pools = have_pool ? &def : NULL,
                            .n_pools = have_pool ? 1 : 0};
     struct cap_view *v = NULL;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The operator's GPU quota watch (gpuquota-watch.c): Pod and ResourceQuota informers, the
+/* The operator's GPU quota watch (gpuquota-watch.c): Pod and ResourceQuota informers (and
+ * DRA's, where served), the
  * capacity view of each reconcile (src/lib/capacity), kept for /metrics. The controller owns one;
  * its informers join the controller's (synced, freed) like the others. */
 #ifndef GPUOP_OP_GPUQUOTA_H
@@ -13,6 +14,11 @@
 
 struct op_gpuquota {
     struct kube_informer *pods, *quotas;
+    /* DRA's ResourceSlices, ResourceClaims and DeviceClasses: started by the first observe
+     * that finds resource.k8s.io/v1 served (NULL before; on the reconcile thread alone) */
+    struct kube_informer *slices, *claims, *classes;
+    struct kube_client *kc;
+    struct kube_informer_handlers mark;
     struct cap_pool_def pools[CAP_POOLS_MAX];
     size_t n_pools;
     double ratio; /* 0: CAP_DEFAULT_RATIO */
@@ -28,9 +34,12 @@ int op_gpuquota_configure(struct op_gpuquota *q, const char *const *pools, size_
  * view reads, so a pod without GPU requests costs a name and a phase). */
 int op_gpuquota_start(struct op_gpuquota *q, struct kube_client *kc,
                       const struct kube_informer_handlers *mark, struct err *e);
-/* The view of nodes (the node informer's projection) and the informers' pods and quotas; kept
- * for /metrics. Returns its findings for op_snapshot.findings (a new array). */
-json_t *op_gpuquota_observe(struct op_gpuquota *q, const json_t *nodes, struct err *e);
+/* The view of nodes (the node informer's projection) and the informers' pods and quotas, and
+ * with dra_served (resource.k8s.io/v1 listed) the DRA informers' objects, those informers
+ * started the first time; kept for /metrics. Returns its findings for op_snapshot.findings (a
+ * new array). */
+json_t *op_gpuquota_observe(struct op_gpuquota *q, const json_t *nodes, bool dra_served,
+                            struct err *e);
 /* The gpuop_gpu_* families of the last view (nothing before the first reconcile). */
 void op_gpuquota_write_metrics(struct op_gpuquota *q, struct prom_writer *w);
 /* Frees the view and the pool definitions (the informers are freed by the caller). */
