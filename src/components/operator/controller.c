@@ -187,6 +187,7 @@ static void operator_cleanup(void *state)
     struct op_process *o = state;
     struct controller *c = &o->c;
     kube_leader_free(c->leader_elector); /* first: the Lease is released before anything else */
+    kube_client_free(c->lease_kc);
     http_server_free(c->http);
     op_remediation_free(c->rem); /* first: it borrows the upgrade controller's informers */
     op_upgrade_free(c->upg);
@@ -210,8 +211,17 @@ static void operator_cleanup(void *state)
 /* ---- run ---------------------------------------------------------------------------------- */
 
 /* The Lease this replica takes (leader election off: it leads). */
-static int start_leader(struct op_process *o, struct err *e)
+static int start_leader(struct op_process *o, struct svc *s, struct err *e)
 {
+    if (o->elect) {
+        struct kube_options ko = {.kubeconfig = o->kubeconfig,
+                                  .qps = (double)o->qps,
+                                  .burst = o->burst,
+                                  .stop = svc_stop(s)};
+        int r = kube_client_new(&ko, &o->c.lease_kc, e);
+        if (r < 0)
+            return err_prefix(e, "the leader election's client");
+    }
     struct kube_leader_opts lo = {.ns = o->c.ns,
                                   .name = o->lease_name,
                                   .identity = o->id,
@@ -305,7 +315,7 @@ static int operator_run(struct svc *s, struct err *e)
         (r = op_informers_wait_synced(c, s, e)) != 0)
         return r < 0 ? r : 0;
     log_info(COMPONENT, "caches synced", "namespace=%s identity=%s", c->ns, o->id);
-    if ((r = start_leader(o, e)) < 0)
+    if ((r = start_leader(o, s, e)) < 0)
         return r;
     pthread_mutex_lock(&c->lock);
     c->ready = true; /* synced; a passive replica is ready to take over */

@@ -45,5 +45,5 @@ int op_leader_start(struct controller *c, const struct kube_leader_opts *lo, str
     o.on_stopped = on_stopped;
     o.on_new_leader = on_new_leader;
     o.userdata = c;
-    return kube_leader_new(c->kc, &o, &c->leader_elector, e);
+    return kube_leader_new(c->lease_kc ? c->lease_kc : c->kc, &o, &c->leader_elector, e);
 }

@@ -59,6 +59,9 @@ struct controller {
     struct svc_workqueue *queue; /* informer handlers and the leader mark the cluster dirty */
     struct http_server *http;
     struct kube_leader *leader_elector;
+    /* the elector's own client (its own rate limit, as a separate clientset has upstream): the
+     * controller's bursts of writes never hold a Lease renewal back past its deadline */
+    struct kube_client *lease_kc;
     struct op_upgrade *upg;     /* the driver upgrade controller (upgrade-ctl.c) */
     struct op_remediation *rem; /* the GPU remediation controller (remediation-ctl.c) */
 
