@@ -28,7 +28,7 @@ sa_kubeconfig "$OPKC"
 SERVER=$(awk '/server:/ {print $2; exit}' "$KUBECONFIG")
 
 bg operator "$B/gpuop" operator --kubeconfig "$OPKC" --namespace gpu-operator \
-    --operand-image gpuop:test --kube-qps 2000 --kube-burst 4000
+    --operand-image gpuop:test --kube-qps 2000 --kube-burst 4000 --metrics-listen 127.0.0.1:0
 OP_PID=$LAST
 wait_log "$T/operator.log" "became leader" 30
 
