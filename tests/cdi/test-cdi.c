@@ -413,7 +413,7 @@ static void test_registry_many(void **state)
     assert_int_equal(cdi_registry_n_specs(r), 300);
     assert_string_equal(cdi_registry_errors(r), "");
     const char *names[300];
-    char buf[300][16];
+    char buf[300][32]; /* "many.com/x=d" and any int */
     for (int i = 0; i < 300; i++) {
         snprintf(buf[i], sizeof(buf[i]), "many.com/x=d%d", i);
         names[i] = buf[i];

@@ -339,7 +339,7 @@ static void test_d_strategy_none(void **state)
         for (int i = 0; i < n; i++)
             fx_mig_enabled(&f);
         l = compute(&f, ts);
-        char count[16];
+        char count[24]; /* "count=" and any int */
         snprintf(count, sizeof(count), "count=%d", n);
         expect_resource(
             l, P "gpu",
@@ -373,7 +373,7 @@ static void test_e_strategy_single(void **state)
         for (int i = 0; i < n; i++)
             fx_full(&f);
         l = compute(&f, c);
-        char count[16];
+        char count[24]; /* "count=" and any int */
         snprintf(count, sizeof(count), "count=%d", n);
         expect_resource(l, P "gpu",
                         RES(count, "replicas=1", "sharing-strategy=none", "memory=300",

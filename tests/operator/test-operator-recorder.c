@@ -186,7 +186,7 @@ static void test_token_bucket(void **state)
     (void)state;
     struct op_recorder_opts o = {.burst = 3, .refill_ms = 10000};
     struct op_recorder *r = op_recorder_new(&o);
-    char msg[5][16];
+    char msg[5][24]; /* "message " and any int */
     struct op_event_in ev[5];
     for (int i = 0; i < 5; i++) {
         snprintf(msg[i], sizeof(msg[i]), "message %d", i);

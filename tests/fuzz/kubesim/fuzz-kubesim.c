@@ -79,6 +79,8 @@ static void one(struct ksim *ks, const char *req, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (!data || !size)
+        return 0;
     uint64_t t = 1800000000000ull;
     struct ksim_opts o;
     ksim_opts_default(&o);
@@ -87,16 +89,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.max_body = 1u << 16;
     o.max_events = 256;
     struct ksim *ks = ksim_new(&o);
-    const char *p = (const char *)data;
-    size_t left = size;
-    for (int n = 0; n < 32 && left; n++) {
-        const char *sep = memmem(p, left, "\n---\n", 5);
-        size_t len = sep ? (size_t)(sep - p) : left;
+    size_t off = 0;
+    for (int n = 0; n < 32 && off < size; n++) {
+        const char *p = (const char *)data + off;
+        const char *sep = memmem(p, size - off, "\n---\n", 5);
+        size_t len = sep ? (size_t)(sep - p) : size - off;
         one(ks, p, len);
         if (!sep)
             break;
-        left -= len + 5;
-        p = sep + 5;
+        off += len + 5;
     }
     ksim_free(ks);
     return 0;
