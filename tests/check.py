@@ -8,7 +8,7 @@ meson test runs a non-parallel test with nothing else beside it; those tests are
 (a rollout, a pod's readiness delay, a lease), so about half of a 2-CPU run had one CPU idle.
 They use their own ports, addresses, bridges and subnets (tests/kubelet/, docs/DEVELOPING.md),
 so several meson test runs share the build: one with the parallel tests (meson's default number
-of processes), and GPUOP_CHECK_SERIAL_CHAINS (default 2) chains of the non-parallel tests, each
+of processes, or GPUOP_CHECK_PROCESSES), and GPUOP_CHECK_SERIAL_CHAINS (default 2) chains of the non-parallel tests, each
 running its tests one at a time. The chains are balanced by the tests' expected durations
 (their priority: a long test registers its typical seconds; longest first, each to the chain
 with the least so far), so two of the longest never queue behind each other.
@@ -121,7 +121,12 @@ def main():
         n_chains = int(os.environ.get("GPUOP_CHECK_SERIAL_CHAINS") or 2)
     except ValueError:
         usage("GPUOP_CHECK_SERIAL_CHAINS: not a number")
-    plan = [("testlog-parallel", par, None, "")]
+    # The parallel run's processes: meson's default (one per CPU) unless GPUOP_CHECK_PROCESSES
+    # says otherwise (make check-asan: 3, its tests mostly wait on the servers they start).
+    procs = os.environ.get("GPUOP_CHECK_PROCESSES") or None
+    if procs is not None and not procs.isdigit():
+        usage("GPUOP_CHECK_PROCESSES: not a number")
+    plan = [("testlog-parallel", par, procs, "")]
     for i, names in enumerate(chains(serial, n_chains)):
         plan.append(("testlog-serial%d" % (i + 1), names, "1", "serial%d| " % (i + 1)))
     # An empty name list would make meson test run every test: each run only when it has some.
