@@ -211,17 +211,21 @@ def reloads(nodes_path, pods_path, since, nodes):
             if d["rv"] < c["rv"]:
                 raise LookupError(f"GPUs advertised again (rv {d['rv']}) before the new driver "
                                   f"pod {c['pod']} was Ready (rv {c['rv']})")
-            new_dp = first(lambda v: v.get("app") == PLUGIN_APP and v["pod"] != old_dp and
-                           not v["deleted"], dp_gone["rv"], "a new device plugin pod")
+            # the new device plugin pod that advertises them: the first one Ready (a pod the
+            # DaemonSet made again while the driver manager was still pausing the node's
+            # operands may go again before it starts; the one that counts is the one that runs)
+            dp_ready = first(lambda v: v.get("app") == PLUGIN_APP and v["pod"] != old_dp and
+                             v["ready"] and not v["deleted"], dp_gone["rv"],
+                             "a new device plugin pod Ready")
+            new_dp = first(lambda v: v.get("pod") == dp_ready["pod"], dp_gone["rv"],
+                           "a new device plugin pod")
             if new_dp["rv"] > d["rv"]:
                 raise LookupError(f"GPUs advertised again (rv {d['rv']}) before the new device "
                                   f"plugin pod {new_dp['pod']} existed (rv {new_dp['rv']})")
             e = first(lambda v: v.get("state") == "upgrade-done" and not v["unsched"], d["rv"],
                       "upgrade-done and uncordoned after the GPUs came back")
-            # Ready at some point (the kubelet may report it just before or after the
-            # registration), and not gone before the node was done
-            first(lambda v: v.get("pod") == new_dp["pod"] and v["ready"], new_dp["rv"] - 1,
-                  f"the new device plugin pod {new_dp['pod']} Ready")
+            # Ready (the kubelet may report it just before or after the registration: found
+            # above), and not gone before the node was done
             if any(v.get("pod") == new_dp["pod"] and (v["deleted"] or v["deleting"])
                    for v in after if v["rv"] <= e["rv"]):
                 raise LookupError(f"the new device plugin pod {new_dp['pod']} went before the "
