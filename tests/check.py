@@ -8,8 +8,8 @@ meson test runs a non-parallel test with nothing else beside it; those tests are
 (a rollout, a pod's readiness delay, a lease), so about half of a 2-CPU run had one CPU idle.
 They use their own ports, addresses, bridges and subnets (tests/kubelet/, docs/DEVELOPING.md),
 so several meson test runs share the build: one with the parallel tests (meson's default number
-of processes, or GPUOP_CHECK_PROCESSES), and GPUOP_CHECK_SERIAL_CHAINS (default 2) chains of the non-parallel tests, each
-running its tests one at a time. The chains are balanced by the tests' expected durations
+of processes, or GPUOP_CHECK_PROCESSES), and GPUOP_CHECK_SERIAL_CHAINS (default 2) chains of the
+non-parallel tests, each running its tests one at a time. The chains are balanced by the tests' expected durations
 (their priority: a long test registers its typical seconds; longest first, each to the chain
 with the least so far), so two of the longest never queue behind each other.
 Each test runs once, as before; their results are merged into meson-logs/testlog.json (what

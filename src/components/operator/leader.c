@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The operator's leader election (op-controller.h): a Lease; the replica that holds it writes,
  * and one that loses it stops writing at once (op_check_leader). */
+#include <assert.h>
 #include <pthread.h>
 
 #include "op-controller.h"
@@ -45,5 +46,6 @@ int op_leader_start(struct controller *c, const struct kube_leader_opts *lo, str
     o.on_stopped = on_stopped;
     o.on_new_leader = on_new_leader;
     o.userdata = c;
-    return kube_leader_new(c->lease_kc ? c->lease_kc : c->kc, &o, &c->leader_elector, e);
+    assert(c->lease_kc); /* the Lease's own client, made by the caller */
+    return kube_leader_new(c->lease_kc, &o, &c->leader_elector, e);
 }

@@ -132,9 +132,9 @@ void op_informers_free(struct controller *c);
 
 /* ---- leader.c ---------------------------------------------------------------------------- */
 
-/* Lease-based leader election with lo's Lease and timings (the callbacks are leader.c's: leading
- * marks the cluster dirty, losing the Lease stops the writes); NULL: no election, this replica
- * leads. */
+/* Lease-based leader election with lo's Lease and timings, through c->lease_kc (the caller makes
+ * it; the callbacks are leader.c's: leading marks the cluster dirty, losing the Lease stops the
+ * writes); NULL: no election, this replica leads. */
 int op_leader_start(struct controller *c, const struct kube_leader_opts *lo, struct err *e);
 
 /* ---- metrics-http.c ----------------------------------------------------------------------- */
