@@ -531,12 +531,14 @@ bool ks_dra_pod_has_claims(const struct ks_dra_pod *p)
 }
 
 /* Whether NodeResourcesFit leaves an extended resource to DRA on this node: a DeviceClass maps
- * it and the node does not advertise it (a device plugin would). */
+ * it and the node does not advertise it (a device plugin would). A node whose device plugin
+ * stopped keeps the resource at 0 (the kubelet does not drop it): that advertises none. */
 bool ks_dra_extended_delegated(const struct ks_dra_pod *p, json_t *node, const char *resource)
 {
     if (!json_object_get(p->ext, resource))
         return false;
-    return !json_object_get(kobj_path(node, "status.allocatable"), resource);
+    json_t *q = json_object_get(kobj_path(node, "status.allocatable"), resource);
+    return !q || streq_ptr(json_string_value(q), "0");
 }
 
 /* The special claim's requests on this node: one per container and extended resource the node

@@ -1145,6 +1145,14 @@ static void test_plan_cuda_plugin(void **state)
     assert_int_equal(st->outcome, VAL_PASSED);
     assert_int_equal(st->file, NODESTATE_PLUGIN_READY);
     assert_string_equal(st->log_kv, "physical=8 strategy=none");
+    /* a node whose device plugin is turned off (a DRA node): nothing advertised, nothing to
+     * compare, the check passes */
+    w.node = "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"nvidia.com/gpu.deploy.device-plugin\":"
+             "\"false\"}},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"0\"}}}";
+    run_plan(VAL_PLUGIN, &plan_cfg, &w, &a, st);
+    assert_int_equal(st->outcome, VAL_PASSED);
+    assert_int_equal(st->file, NODESTATE_PLUGIN_READY);
+    assert_string_equal(st->log_kv, "label=nvidia.com/gpu.deploy.device-plugin=false");
     val_step_clear(st);
     free(st);
 }

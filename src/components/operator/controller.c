@@ -16,6 +16,7 @@
 #include "http.h"
 #include "kube.h"
 #include "op-cli.h"
+#include "alloc-ctl.h"
 #include "op-controller.h"
 #include "op-gpuquota.h"
 #include "operator.h"
@@ -293,6 +294,9 @@ static void reconcile_key(struct controller *c, struct svc *s, const char *key)
     uint64_t rem_ms = op_remediation_requeue_ms(c->rem); /* a drain, a request, a timeout */
     if (rem_ms)
         svc_workqueue_add_after(c->queue, key, rem_ms);
+    uint64_t alloc_ms = op_alloc_requeue_ms(c); /* a node moving between plugins */
+    if (alloc_ms)
+        svc_workqueue_add_after(c->queue, key, alloc_ms);
 }
 
 static int operator_run(struct svc *s, struct err *e)

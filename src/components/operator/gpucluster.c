@@ -11,6 +11,7 @@
 
 #include "operator-internal.h"
 #include "operator.h"
+#include "upgrade.h"
 #include "yamlcfg.h"
 
 /* The GPUCluster CRD's one rule beyond its schema (x-kubernetes-validations). */
@@ -142,14 +143,33 @@ static void validator_without_plugin(json_t *ds)
                           json_string("--without-plugin"));
 }
 
+/* Under a ClusterPolicy the kubelet plugin runs only on the nodes its DriverUpgradePools moved
+ * to DRA (labelled UPG_LABEL_DEPLOY_DRA=true, after their device plugin stopped): a node never
+ * runs both. */
+static void dra_only_on_labelled(json_t *ds)
+{
+    json_t *terms = kobj_path(
+        ds,
+        "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms");
+    size_t i;
+    json_t *term;
+    json_array_foreach (terms, i, term) {
+        json_t *exprs = json_object_get(term, "matchExpressions");
+        if (json_is_array(exprs))
+            json_array_append_new(exprs, json_pack("{s:s,s:s,s:[s]}", "key", UPG_LABEL_DEPLOY_DRA,
+                                                   "operator", "In", "values", "true"));
+    }
+}
+
 int op_render_dra(const struct op_policy *p, const struct op_templates *t,
                   const struct op_render_ctx *ctx, json_t *all, struct err *e)
 {
-    assert(p->gpucluster);
+    assert(p->gpucluster || p->dra_nodes);
     size_t i;
     json_t *obj;
     json_array_foreach (all, i, obj) {
-        if (streq_ptr(kobj_kind(obj), "DaemonSet") &&
+        if (p->gpucluster && streq_ptr(kobj_kind(obj), "DaemonSet") &&
             streq_ptr(kobj_name(obj), op_component_def(OP_VALIDATOR)->ds_name))
             validator_without_plugin(obj);
     }
@@ -167,6 +187,8 @@ int op_render_dra(const struct op_policy *p, const struct op_templates *t,
             continue;
         /* the common settings (daemonsets.*), then the section's own */
         op_daemonset_overrides(obj, p, OP_DEVICE_PLUGIN, ctx);
+        if (!p->gpucluster)
+            dra_only_on_labelled(obj);
         json_t *podspec = kobj_path(obj, "spec.template.spec");
         op_apply_pull_secrets(podspec, json_object_get(dra, "imagePullSecrets"));
         json_t *main = op_find_container(podspec, "containers", NULL);

@@ -107,6 +107,10 @@ struct op_policy {
     /* Read from a GPUCluster (op_gpucluster_policy): the objects are owned by it, and the DRA
      * stack is rendered (the kubelet plugin instead of the device plugin). */
     bool gpucluster;
+    /* A ClusterPolicy whose DriverUpgradePools move nodes to DRA (op_snapshot.dra_nodes): the
+     * DRA stack is rendered too, its kubelet plugin on the nodes labelled for it
+     * (UPG_LABEL_DEPLOY_DRA, docs/dra.md). */
+    bool dra_nodes;
 };
 
 /* "ClusterPolicy" or "GPUCluster": the kind the policy was read from. */
@@ -282,6 +286,9 @@ struct op_snapshot {
     /* The ServiceMonitor kind is served (the Prometheus Operator's CRD is installed): without it
      * a rendered ServiceMonitor is left out, as NVIDIA's operator does. */
     bool servicemonitor_served;
+    /* Some node runs DRA or is moving to it, or a DriverUpgradePool asks for it
+     * (upg_alloc_dra_wanted): a ClusterPolicy renders the DRA stack beside the device plugin. */
+    bool dra_nodes;
 };
 
 struct op_event {

@@ -871,8 +871,8 @@ static void component_conditions(struct active *a)
         json_array_append_new(
             a->conds, op_condition(&a->sc, type, ready, ready ? "Ready" : "OperandNotReady", msg));
     }
-    if (a->p->gpucluster) {
-        /* the DRA kubelet plugin, the GPUCluster's own operand */
+    if (a->p->gpucluster || a->p->dra_nodes) {
+        /* the DRA kubelet plugin, the GPUCluster's own operand (or the DRA pools') */
         char why[160] = "not created yet";
         const json_t *ds = op_find_daemonset(s->owned, s->defaults->namespace, OP_DRA_DS_NAME);
         bool ready = ds && op_ds_ready(ds, why, sizeof(why));
@@ -1019,6 +1019,7 @@ static int plan_active(const struct op_snapshot *s, const json_t *cp, struct op_
         plan_invalid(s, cp, err_msg(&perr), plan);
         return 0;
     }
+    p->dra_nodes = s->dra_nodes && !p->gpucluster;
     struct active a = {.s = s,
                        .cp = cp,
                        .p = p,

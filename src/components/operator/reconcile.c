@@ -12,6 +12,7 @@
 #include "op-controller.h"
 #include "operator-internal.h"
 #include "upgrade-ctl.h"
+#include "alloc-ctl.h"
 #include "yamlcfg.h"
 
 #define COMPONENT "operator"
@@ -672,6 +673,9 @@ static int execute_active(struct controller *c, struct op_snapshot *snap, struct
     r = op_remediation_reconcile(c->rem, ar->object, snap->owned, ar->status, snap->now_ms, e);
     if (r < 0)
         goto out;
+    /* The pools' GPU allocation: nodes moved between the device plugin and DRA (alloc-ctl.c). */
+    if ((r = op_alloc_reconcile(c, ar->object, snap->now_ms, e)) < 0)
+        goto out;
     err_clear(&ae);
     r = op_adopt_finish(c, ar->object, *plan, &adopt, ar->status, &ae);
     if (r == -ECANCELED) {
@@ -731,7 +735,8 @@ int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                                .nvidia_drivers = w.nvds,
                                .namespace_obj = w.ns,
                                .configmaps = w.configmaps,
-                               .servicemonitor_served = w.servicemonitor_served};
+                               .servicemonitor_served = w.servicemonitor_served,
+                               .dra_nodes = op_alloc_dra_wanted(c, w.nodes, w.owned)};
     _cleanup_json_ json_t *queue = json_array(); /* the reconcile's Events */
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
     if ((r = op_plan(&snap, &plan, e)) < 0)

@@ -625,7 +625,7 @@ int op_render(const struct op_policy *p, const struct op_templates *t,
         }
         json_array_extend(all, docs);
     }
-    if (p->gpucluster) {
+    if (p->gpucluster || p->dra_nodes) {
         int r = op_render_dra(p, t, ctx, all, e);
         if (r < 0)
             return r;

@@ -403,6 +403,8 @@ static void check_cuda(const struct val_config *cfg, const struct val_facts *f, 
 
 /* ---- plugin ------------------------------------------------------------------------------- */
 
+#define VAL_LABEL_DEPLOY_PLUGIN "nvidia.com/gpu.deploy.device-plugin" /* NVIDIA's deploy label */
+
 /* What the node advertises covers what NVML lists, under the node's MIG strategy. */
 static bool phase_advertised(const struct val_config *cfg, const struct val_facts *f,
                              struct val_step *st, const char **ret_strategy,
@@ -445,6 +447,16 @@ static void check_plugin(const struct val_config *cfg, const struct val_facts *f
     struct nodestate_driver_ready dr;
     if (!phase_driver_ready(cfg, f, st, &dr) || !phase_gpus(cfg, f, st, &dr))
         return;
+    /* A node whose device plugin is turned off (moved to DRA by its pool, docs/dra.md) hands
+     * its GPUs out through ResourceSlices and advertises none: there is nothing to compare. */
+    if (need(f, VAL_PROBE_NODE, st))
+        return;
+    if (f->fail[VAL_PROBE_NODE].code >= 0 &&
+        streq_ptr(kobj_label(f->node, VAL_LABEL_DEPLOY_PLUGIN), "false")) {
+        passed(st, true, NODESTATE_PLUGIN_READY, "plugin validated: no device plugin on this node",
+               "label=%s=false", VAL_LABEL_DEPLOY_PLUGIN);
+        return;
+    }
     const char *strategy = "none";
     struct nodestate_gpu_count *c _cleanup_free_ = xcalloc(1, sizeof(*c));
     if (!phase_advertised(cfg, f, st, &strategy, c))

@@ -235,8 +235,8 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
                                        "maintenanceWindows", "timeZone", "capacityFloor", "canary",
                                        "minCudaVersion", "maxParallelUpgrades", "maxUnavailable",
                                        /* src/lib/remediation's (rem_policy_parse) */
-                                       "remediation", NULL};
-    const char *nvd = NULL, *approval = NULL, *tz = NULL, *cuda = NULL;
+                                       "remediation", "gpuAllocation", NULL};
+    const char *nvd = NULL, *approval = NULL, *tz = NULL, *cuda = NULL, *alloc = NULL;
     json_t *wins = NULL, *canary = NULL;
     int64_t mp = -1;
     if ((r = cfg_known_keys(spec, ctx, keys, e)) < 0 ||
@@ -247,6 +247,7 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
         (r = cfg_string(spec, "timeZone", ctx, false, &tz, e)) < 0 ||
         (r = cfg_object(spec, "canary", ctx, false, &canary, e)) < 0 ||
         (r = cfg_string(spec, "minCudaVersion", ctx, false, &cuda, e)) < 0 ||
+        (r = cfg_string(spec, "gpuAllocation", ctx, false, &alloc, e)) < 0 ||
         (r = cfg_int64(spec, "maxParallelUpgrades", ctx, false, 0, 100000, &mp, e)) < 0)
         goto fail;
     if (!!p.node_selector == !!nvd) {
@@ -262,6 +263,15 @@ int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e)
     } else {
         r = err_set(e, -EINVAL, "%s.approval: \"%s\": expected auto or manual", ctx, approval);
         goto fail;
+    }
+    if (alloc) {
+        int a = upg_alloc_parse(alloc);
+        if (a < 0) {
+            r = err_set(e, -EINVAL, "%s.gpuAllocation: \"%s\": expected devicePlugin or dra", ctx,
+                        alloc);
+            goto fail;
+        }
+        p.gpu_allocation = (enum upg_alloc)a;
     }
     if (tz) {
         /* the zone's file is read by the shell (upg_zones), its errors named by the planner */

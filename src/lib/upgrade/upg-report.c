@@ -104,6 +104,10 @@ void upg_report_pool(struct upg_pool_report *r, const json_t *obj, const char *n
                                         r->halted ? r->halted : "", now, -1)));
     json_object_set_new(st, "progress", json_sprintf("%d/%d", r->upgraded, r->total));
     json_object_set_new(st, "phase", json_string(upg_phase_name(r->phase)));
+    /* the GPU allocation's progress (upg-alloc.c) is written apart: kept as it is */
+    json_t *ga = kobj_path(obj, "status.gpuAllocation");
+    if (ga)
+        json_object_set(st, "gpuAllocation", ga);
     r->write = !json_equal(json_object_get(obj, "status"), st);
     r->status = st;
 }

@@ -113,6 +113,8 @@ struct upg_window {
 };
 
 enum upg_approval { UPG_APPROVAL_AUTO, UPG_APPROVAL_MANUAL };
+/* How a pool's nodes hand out GPUs (spec.gpuAllocation; upg-alloc.c below). */
+enum upg_alloc { UPG_ALLOC_DEVICE_PLUGIN, UPG_ALLOC_DRA };
 
 /* A DriverUpgradePool (gpuop's CRD), parsed. */
 struct upg_pool {
@@ -135,6 +137,8 @@ struct upg_pool {
     char *min_cuda;          /* "12.4", or NULL */
     int max_parallel;        /* -1: the ClusterPolicy's */
     json_t *max_unavailable; /* NULL: the ClusterPolicy's */
+    /* spec.gpuAllocation: how its nodes hand out GPUs (upg_alloc_plan moves them) */
+    enum upg_alloc gpu_allocation;
 };
 /* Parses a DriverUpgradePool object; errors name the pool and the field. */
 int upg_pool_parse(const json_t *obj, struct upg_pool *ret, struct err *e);
@@ -509,5 +513,94 @@ bool upg_pod_daemon(const json_t *pod);
 /* Is this pod a GPU workload (a container requesting or limited by nvidia.com/gpu* or
  * nvidia.com/mig-*), the ones pod deletion evicts? */
 bool upg_pod_is_gpu(const json_t *pod);
+
+/* ---- the GPU allocation per pool (upg-alloc.c) ---------------------------------------------- */
+
+/*
+ * A pool's nodes hand out GPUs through the device plugin (a count of nvidia.com/gpu) or through
+ * DRA (the kubelet plugin `gpuop dra-plugin`, ResourceSlices and claims); a node runs one, never
+ * both. When a pool's spec.gpuAllocation changes, upg_alloc_plan() moves its nodes one by one
+ * within the pool's and the cluster's budget (upg_budget, the one driver upgrades and the
+ * remediation of GPU faults draw on):
+ *
+ *   start   cordoned (gpuop notes it did), the move annotated "<target> drain"
+ *   drain   its GPU pods (nvidia.com/gpu requests or resource claims) evicted under their PDBs
+ *   stop    the old plugin's deploy label turned off; waits until its pod is gone (and, leaving
+ *           DRA, until the node's ResourceSlices are deleted)
+ *   start   the new plugin's deploy label on; waits until it serves: a ResourceSlice of the node
+ *           with devices (DRA), or nvidia.com/gpu allocatable (the device plugin)
+ *   done    UPG_LABEL_ALLOCATION set to the target, the annotations removed, uncordoned (when
+ *           gpuop cordoned it)
+ *
+ * Every step is written to the node before the next is taken, so a restarted operator resumes
+ * where it was. A node in a move finishes that move; a pool changed back moves it again after.
+ */
+#define UPG_LABEL_ALLOCATION  "gpuop.dev/gpu-allocation" /* devicePlugin (or none) or dra */
+#define UPG_LABEL_DEPLOY_DP   "nvidia.com/gpu.deploy.device-plugin"     /* NVIDIA's */
+#define UPG_LABEL_DEPLOY_DRA  "gpuop.dev/gpu.deploy.dra-kubelet-plugin" /* "true": on */
+#define UPG_ANN_MOVE          "upgrade.gpuop.dev/allocation-move"       /* "<target> <step>" */
+#define UPG_ANN_MOVE_SINCE    "upgrade.gpuop.dev/allocation-since"      /* epoch s, the step */
+#define UPG_ANN_MOVE_CORDONED "upgrade.gpuop.dev/allocation-cordoned"   /* "true": gpuop did */
+#define UPG_DEVICE_PLUGIN_APP "nvidia-device-plugin-daemonset"
+#define UPG_DRA_PLUGIN_APP    "nvidia-dra-driver-gpu-kubelet-plugin"
+#define UPG_DRA_DRIVER        "gpu.nvidia.com"
+#define UPG_LABEL_DRA_NODE    "gpuop.dev/dra-node" /* on the plugin's ResourceSlices */
+
+/* "devicePlugin" or "dra"; upg_alloc_parse: -1 for any other value. */
+const char *upg_alloc_name(enum upg_alloc a);
+int upg_alloc_parse(const char *v);
+
+enum upg_move_step { UPG_MOVE_NONE, UPG_MOVE_DRAIN, UPG_MOVE_STOP, UPG_MOVE_START };
+const char *upg_move_step_name(enum upg_move_step s); /* "drain", "stop", "start" */
+/* A node's move as annotated: its target and step (UPG_MOVE_NONE: no move, or an annotation
+ * that does not parse, which is then started again from its first step). */
+enum upg_move_step upg_move_of(const json_t *node, enum upg_alloc *ret_target);
+/* The allocation a node runs now (UPG_LABEL_ALLOCATION; none: the device plugin). */
+enum upg_alloc upg_node_alloc(const json_t *node);
+
+struct upg_alloc_input {
+    const json_t *nodes;       /* Node objects */
+    const json_t *pods;        /* pods on the nodes in a drain or stop step */
+    const json_t *pods_listed; /* {node: true}: their every pod is in pods; NULL: all are */
+    const json_t *pdbs;        /* PodDisruptionBudgets */
+    const json_t *pools;       /* DriverUpgradePool objects (array), or NULL */
+    const json_t *nvidia_drivers;
+    const json_t *max_unavailable; /* the ClusterPolicy's upgradePolicy.maxUnavailable (NULL: 1) */
+    const json_t *slices;          /* ResourceSlice objects (NULL: none listed) */
+    int64_t now_s;
+};
+
+struct upg_alloc_pool_report {
+    char *name; /* "default": the GPU nodes no pool selects */
+    enum upg_alloc target;
+    int total, on_target;
+    struct upg_notes moving;  /* node -> step */
+    struct upg_notes waiting; /* node -> why it has not started */
+    char *error;              /* the pool cannot be acted on */
+    /* status.gpuAllocation as it should read (NULL for the default pool); write: it differs */
+    json_t *status;
+    bool write;
+};
+
+struct upg_alloc_plan {
+    struct upg_node_patch *patches; /* at most one per node */
+    size_t n_patches;
+    struct upg_pod_ref *evictions;
+    size_t n_evictions;
+    char **slice_nodes; /* nodes whose ResourceSlices (UPG_LABEL_DRA_NODE) go */
+    size_t n_slice_nodes;
+    struct upg_alloc_pool_report *pools;
+    size_t n_pools;
+    /* some node runs DRA or is on its way to it: the DRA kubelet plugin is rendered */
+    bool dra_wanted;
+    int64_t requeue_s; /* look again in this many seconds (0: only on events) */
+};
+
+int upg_alloc_plan(const struct upg_alloc_input *in, struct upg_alloc_plan **ret, struct err *e);
+void upg_alloc_plan_free(struct upg_alloc_plan *p);
+DEFINE_CLEANUP_FUNC(struct upg_alloc_plan, upg_alloc_plan_free)
+/* Does some node run DRA, or is on its way to it, or a pool ask for it (the DRA stack is then
+ * rendered under the ClusterPolicy)? Pools that do not parse are passed over. */
+bool upg_alloc_dra_wanted(const json_t *nodes, const json_t *pools);
 
 #endif

@@ -64,6 +64,7 @@ struct controller {
     struct kube_client *lease_kc;
     struct op_upgrade *upg;     /* the driver upgrade controller (upgrade-ctl.c) */
     struct op_remediation *rem; /* the GPU remediation controller (remediation-ctl.c) */
+    uint64_t alloc_requeue_ms;  /* the GPU allocation moves' next pass (alloc-ctl.c) */
 
     pthread_mutex_t lock;
     struct metrics m;
