@@ -347,6 +347,16 @@ static void do_start(struct pod_worker *w, const json_t *pod, const struct kl_ac
     }
     struct kl_alloc *alloc = NULL;
     json_t *req = device_requests(spec);
+    /* what the pod's extended resource claim serves (DRA, through a DeviceClass's
+     * extendedResourceName) is not asked of the device plugins: the kubelet leaves it to the
+     * claim, as on a node whose device plugin for that resource stopped */
+    size_t mi;
+    json_t *map;
+    json_array_foreach (kobj_path(pod, "status.extendedResourceClaimStatus.requestMappings"), mi,
+                        map) {
+        if (streq_ptr(kobj_str(map, "containerName"), a->name) && kobj_str(map, "resourceName"))
+            json_object_del(req, kobj_str(map, "resourceName"));
+    }
     if (p->cfg.devices && json_object_size(req) > 0) {
         int r =
             kl_devices_allocate(p->cfg.devices, w->uid, w->ns, w->name, a->name, req, &alloc, &e);

@@ -112,7 +112,8 @@ static int delete_slices(struct controller *c, const json_t *slices, const char 
     return 0;
 }
 
-/* A pool's status.gpuAllocation, merged into its status (the keys it no longer has removed). */
+/* A pool's status.gpuAllocation written into its status as read (the rest as it is); a
+ * conflict (the upgrade pass wrote the status since) is planned again next pass. */
 static int write_pool(struct controller *c, const struct upg_alloc_pool_report *r,
                       const json_t *pools, struct err *e)
 {
@@ -129,21 +130,15 @@ static int write_pool(struct controller *c, const struct upg_alloc_pool_report *
         return 0;
     if (op_check_leader(c, e) < 0)
         return -ECANCELED;
-    json_t *ga = json_deep_copy(r->status);
-    const char *k;
-    json_t *v;
-    json_object_foreach (kobj_path(obj, "status.gpuAllocation"), k, v) {
-        if (!json_object_get(ga, k))
-            json_object_set_new(ga, k, json_null());
-    }
-    _cleanup_json_ json_t *patch = json_pack("{s:{s:o}}", "status", "gpuAllocation", ga);
-    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .status = true};
+    _cleanup_json_ json_t *upd = json_deep_copy(obj);
+    json_object_set(kobj_ensure_object(upd, "status"), "gpuAllocation", r->status);
     struct err pe = {0};
-    if (kube_patch(c->kc, &KUBE_DRIVERUPGRADEPOOLS, NULL, r->name, &po, patch, NULL, &pe) < 0)
+    int rc = kube_update_status(c->kc, &KUBE_DRIVERUPGRADEPOOLS, NULL, upd, NULL, &pe);
+    if (rc == 0)
+        op_count_write(c);
+    else if (rc != KUBE_ECONFLICT && rc != -ENOENT)
         log_warn(ALLOC_COMPONENT, "pool status not written", "pool=%s error=\"%s\"", r->name,
                  err_msg(&pe));
-    else
-        op_count_write(c);
     return 0;
 }
 
