@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kobj.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -114,6 +115,63 @@ static void test_upstream_sample(void **state)
     if (op_render(p, t, &ctx, &objs, &e) < 0)
         fail_msg("%s", err_msg(&e));
     assert_true(json_array_size(objs) > 0);
+}
+
+/* A ClusterPolicy whose pools move nodes to DRA renders the DRA stack beside its own: the
+ * kubelet plugin only on the nodes labelled for it, NVIDIA's DeviceClasses; the device plugin
+ * and the validator's plugin check stay (a node turns its device plugin off by label). */
+static void test_render_dra_nodes(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *cp = sample_policy();
+    _cleanup_(op_policy_freep) struct op_policy *p = NULL;
+    _cleanup_(op_templates_freep) struct op_templates *t = NULL;
+    struct err e = {0};
+    assert_int_equal(op_policy_parse(cp, &defaults, &p, &e), 0);
+    assert_int_equal(op_templates_builtin(&t, &e), 0);
+    struct op_render_ctx ctx = {.os_tag = "ubuntu22.04"};
+    for (int dra = 0; dra <= 1; dra++) {
+        p->dra_nodes = dra;
+        _cleanup_json_ json_t *objs = NULL;
+        if (op_render(p, t, &ctx, &objs, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        const json_t *ds = NULL, *dp = NULL;
+        bool classes = false, validation = false;
+        size_t i;
+        json_t *o;
+        json_array_foreach (objs, i, o) {
+            if (streq_ptr(kobj_kind(o), "DaemonSet") &&
+                streq_ptr(kobj_name(o), "nvidia-dra-driver-gpu-kubelet-plugin"))
+                ds = o;
+            if (streq_ptr(kobj_kind(o), "DaemonSet") &&
+                streq_ptr(kobj_name(o), "nvidia-device-plugin-daemonset"))
+                dp = o;
+            classes |= streq_ptr(kobj_kind(o), "DeviceClass") &&
+                       streq_ptr(kobj_name(o), "gpu.nvidia.com") &&
+                       streq_ptr(kobj_path_str(o, "spec.extendedResourceName"), "nvidia.com/gpu");
+            if (streq_ptr(kobj_name(o), "nvidia-operator-validator") &&
+                streq_ptr(kobj_kind(o), "DaemonSet")) {
+                size_t k;
+                json_t *ic;
+                json_array_foreach (kobj_path(o, "spec.template.spec.initContainers"), k, ic)
+                    validation |= streq_ptr(kobj_str(ic, "name"), "plugin-validation");
+            }
+        }
+        assert_true(validation);
+        assert_non_null(dp);
+        if (!dra) {
+            assert_null(ds);
+            assert_false(classes);
+            continue;
+        }
+        assert_non_null(ds);
+        assert_true(classes);
+        _cleanup_free_ char *aff =
+            json_dumps(kobj_path(ds, "spec.template.spec.affinity"), JSON_COMPACT);
+        assert_non_null(strstr(aff, "{\"key\":\"gpuop.dev/gpu.deploy.dra-kubelet-plugin\","
+                                    "\"operator\":\"In\",\"values\":[\"true\"]}"));
+        assert_non_null(strstr(aff, "nvidia.com/gpu.present"));
+    }
 }
 
 #define REQ                                                                             \
@@ -874,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_operand_image_by_key),
         cmocka_unit_test(test_exporter_nvidia_collectors),
         cmocka_unit_test(test_status_condition),
+        cmocka_unit_test(test_render_dra_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
