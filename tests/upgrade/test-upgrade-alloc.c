@@ -614,6 +614,23 @@ static void test_invalid_pool(void **state)
     world_done(&w);
 }
 
+/* A pool that names no allocation: the device plugin, and no status of it to write. */
+static void test_pool_without_field(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 2, false,
+               json_pack("{s:{s:s},s:{s:{s:s}}}", "metadata", "name", "serving", "spec",
+                         "nodeSelector", "pool", "a"));
+    struct upg_alloc_plan *p = plan(&w);
+    assert_int_equal(p->n_patches, 0);
+    assert_int_equal(p->pools[0].on_target, 2);
+    assert_null(p->pools[0].status);
+    assert_false(p->pools[0].write);
+    upg_alloc_plan_free(p);
+    world_done(&w);
+}
+
 /* The default pool (no DriverUpgradePool): the device plugin; a node left on DRA comes back. */
 static void test_default_pool(void **state)
 {
@@ -691,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_start_keeps_others_cordon),
         cmocka_unit_test(test_left_alone),
         cmocka_unit_test(test_invalid_pool),
+        cmocka_unit_test(test_pool_without_field),
         cmocka_unit_test(test_default_pool),
         cmocka_unit_test(test_changed_mid_move),
         cmocka_unit_test(test_names),

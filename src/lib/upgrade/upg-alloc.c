@@ -441,7 +441,9 @@ static json_t *notes_json(const struct upg_notes *n)
 static void report_status(struct pool *pl)
 {
     struct upg_alloc_pool_report *r = pl->r;
-    if (!pl->obj)
+    /* a pool that never named an allocation has nothing to report (no write for it) */
+    if (!pl->obj ||
+        (!kobj_path(pl->obj, "spec.gpuAllocation") && !kobj_path(pl->obj, "status.gpuAllocation")))
         return;
     json_t *st = json_pack("{s:s,s:i,s:i}", "target", upg_alloc_name(r->target), "nodes", r->total,
                            "onTarget", r->on_target);
