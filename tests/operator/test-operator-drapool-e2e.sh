@@ -14,7 +14,9 @@
 # Failed, the three always Running or being admitted again, never fewer than two Ready. At the end every node publishes its
 # ResourceSlice and runs no device plugin, the three pods run on DRA nodes through the
 # DeviceClass's extendedResourceName, a claim-based pod runs the CUDA sample, and the pool's
-# status says 3/3. As root (namespaces per node); skipped otherwise.
+# status says 3/3. Then back to the device plugin the same way: the nodes' ResourceSlices deleted,
+# the DRA stack removed, the pods served by the device plugin again. As root (namespaces per
+# node); skipped otherwise.
 set -uo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
 on_fail() {
@@ -187,6 +189,30 @@ progress() { k get dup serving -o jsonpath='{.status.gpuAllocation.target} {.sta
 is_progress() { [ "$(progress)" = "$1" ]; }
 wait_for 30 "the pool's status: dra 3/3" is_progress "dra 3/3"
 echo "ok: the pool's status.gpuAllocation: $(progress)"
+
+# And back: the same steps the other way; leaving DRA, a node's ResourceSlices are deleted once
+# its plugin stopped, and with no node on DRA the DRA stack goes.
+k -n work delete pod claimed --wait=false >/dev/null 2>&1
+t_back=$SECONDS
+k patch dup serving --type merge -p '{"spec":{"gpuAllocation":"devicePlugin"}}' >/dev/null ||
+    fail "switch the pool back to devicePlugin"
+on_dp() {
+    [ "$(label "$1" gpuop.dev/gpu-allocation)" = devicePlugin ] && [ -z "$(move_of "$1")" ] &&
+        [ "$(k get node "$1" -o jsonpath='{.spec.unschedulable}')" != true ] && want_alloc "$1" nvidia.com/gpu 4
+}
+for n in $NODES; do
+    wait_for 240 "$n back on the device plugin, advertising 4 GPUs" on_dp "$n"
+done
+[ -z "$(k get resourceslices -o name)" ] || fail "ResourceSlices left: $(k get resourceslices -o name)"
+no_dra_stack() {
+    [ -z "$(k -n gpu-operator get daemonset nvidia-dra-driver-gpu-kubelet-plugin -o name 2>/dev/null)" ] &&
+        [ -z "$(k get deviceclass gpu.nvidia.com -o name 2>/dev/null)" ]
+}
+wait_for 60 "the DRA stack removed" no_dra_stack
+wait_for 60 "3 serve pods Ready on the device plugin" is_ready_serve 3
+[ -z "$(k -n work get pods -l app=serve -o jsonpath='{.items[*].status.extendedResourceClaimStatus.resourceClaimName}')" ] ||
+    fail "serve pods still served through DRA"
+echo "ok: the pool moved back to the device plugin in $((SECONDS - t_back)) s: no ResourceSlice left, the DRA stack removed, the 3 pods served by the device plugin"
 
 sleep "$(scaled 2)"
 $W limits "$T/nodes.jsonl" 1 || fail "more than one node cordoned at once"
