@@ -175,7 +175,8 @@ int op_alloc_reconcile(struct controller *c, const json_t *cp, uint64_t now_ms, 
 {
     (void)now_ms;
     c->alloc_requeue_ms = 0;
-    if (!cp)
+    /* a GPUCluster runs DRA on every GPU node: nothing to move */
+    if (!cp || streq_ptr(kobj_kind(cp), "GPUCluster"))
         return 0;
     struct op_upgrade *u = c->upg;
     static const int need[] = {INF_NODES, INF_PODS, INF_PDBS, INF_POOLS, INF_NVDS};
