@@ -189,6 +189,10 @@ progress() { k get dup serving -o jsonpath='{.status.gpuAllocation.target} {.sta
 is_progress() { [ "$(progress)" = "$1" ]; }
 wait_for 30 "the pool's status: dra 3/3" is_progress "dra 3/3"
 echo "ok: the pool's status.gpuAllocation: $(progress)"
+st=$("$B/gpuop" status --kubeconfig "$KUBECONFIG" 2>&1) || fail "gpuop status: $st"
+row=$(sed -n '/^GPU allocation per DriverUpgradePool/,/^$/p' <<<"$st" | grep '^serving ')
+[[ $row == *dra*3/3* ]] || fail "gpuop status's GPU allocation section: $st"
+echo "ok: gpuop status: $row"
 
 # And back: the same steps the other way; leaving DRA, a node's ResourceSlices are deleted once
 # its plugin stopped, and with no node on DRA the DRA stack goes.

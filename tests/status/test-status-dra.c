@@ -82,11 +82,52 @@ static void test_dra_none(void **state)
     assert_string_equal(t, "");
 }
 
+/* The pools' GPU allocation: a pool moving to DRA with its nodes' steps and those waiting, an
+ * invalid one with its reason; a pool that never named one left out. */
+static void test_alloc(void **state)
+{
+    (void)state;
+    _cleanup_(json_decrefp) json_t *pools = json_loads(
+        "[{\"metadata\":{\"name\":\"serving\"},\"status\":{\"gpuAllocation\":{\"target\":"
+        "\"dra\",\"nodes\":3,\"onTarget\":1,\"progress\":\"1/3\",\"moving\":[{\"node\":"
+        "\"srv-2\",\"step\":\"drain: 1 GPU pod(s) leaving\"}],\"waiting\":[{\"node\":"
+        "\"srv-3\",\"why\":\"pool serving: 1 of 3 nodes unavailable (maxUnavailable 1)\"}]}}},"
+        "{\"metadata\":{\"name\":\"research\"},\"status\":{\"phase\":\"Done\"}},"
+        "{\"metadata\":{\"name\":\"bad\"},\"status\":{\"gpuAllocation\":{\"target\":"
+        "\"devicePlugin\",\"progress\":\"0/0\",\"moving\":[],\"waiting\":[],\"error\":"
+        "\"DriverUpgradePool bad: spec.gpuAllocation: \\\"Dra\\\": expected devicePlugin or "
+        "dra\"}}}]",
+        0, NULL);
+    assert_non_null(pools);
+    struct st_objects in = {.upgrade_pools = pools};
+    _cleanup_(json_decrefp) json_t *m = st_alloc_model(&in);
+    assert_int_equal(json_array_size(json_object_get(m, "pools")), 2);
+    struct sbuf out;
+    sbuf_init(&out, 1u << 16);
+    struct st_view v = {0};
+    st_alloc_text(m, &v, &out);
+    assert_int_equal(out.error, 0);
+    assert_non_null(out.data);
+    assert_non_null(strstr(out.data, "GPU allocation per DriverUpgradePool"));
+    assert_non_null(strstr(out.data, "1/3"));
+    assert_non_null(strstr(out.data, "srv-2: drain: 1 GPU pod(s) leaving; 1 waiting"));
+    assert_non_null(strstr(out.data, "expected devicePlugin or dra"));
+    assert_null(strstr(out.data, "research"));
+    free(out.data);
+    /* no pool with an allocation: nothing */
+    struct st_objects none = {0};
+    _cleanup_(json_decrefp) json_t *m0 = st_alloc_model(&none);
+    sbuf_init(&out, 1024);
+    st_alloc_text(m0, &v, &out);
+    assert_null(out.data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dra_model),
         cmocka_unit_test(test_dra_none),
+        cmocka_unit_test(test_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,3 +152,60 @@ void st_dra_text(const json_t *m, const struct st_view *v, struct sbuf *out)
     }
     st_table(out, titles, 4, rows, v);
 }
+
+/* ---- the pools' GPU allocation ------------------------------------------------------------ */
+
+json_t *st_alloc_model(const struct st_objects *in)
+{
+    json_t *pools = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach (in->upgrade_pools, i, p) {
+        const json_t *ga = kobj_path(p, "status.gpuAllocation");
+        if (!json_is_object(ga) || !kobj_name(p))
+            continue;
+        json_t *row =
+            json_pack("{s:s,s:s,s:s,s:O,s:O}", "name", kobj_name(p), "target",
+                      kobj_str(ga, "target") ?: "?", "progress", kobj_str(ga, "progress") ?: "?",
+                      "moving", json_object_get(ga, "moving") ?: json_null(), "waiting",
+                      json_object_get(ga, "waiting") ?: json_null());
+        if (kobj_str(ga, "error"))
+            json_object_set_new(row, "error", json_string(kobj_str(ga, "error")));
+        json_array_append_new(pools, row);
+    }
+    return json_pack("{s:o}", "pools", pools);
+}
+
+void st_alloc_text(const json_t *m, const struct st_view *v, struct sbuf *out)
+{
+    json_t *pools = json_object_get(m, "pools");
+    if (json_array_size(pools) == 0)
+        return;
+    sbuf_adds(out,
+              "GPU allocation per DriverUpgradePool: the device plugin or DRA, nodes moving\n");
+    static const char *const titles[] = {"POOL", "TARGET", "ON TARGET", "MOVING"};
+    _cleanup_(json_decrefp) json_t *rows = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach (pools, i, p) {
+        struct sbuf moving _cleanup_sbuf_;
+        sbuf_init(&moving, 4096);
+        size_t k;
+        json_t *n;
+        json_array_foreach (json_object_get(p, "moving"), k, n)
+            sbuf_addf(&moving, "%s%s: %s", k ? "; " : "", kobj_str(n, "node") ?: "?",
+                      kobj_str(n, "step") ?: "?");
+        size_t waiting = json_array_size(json_object_get(p, "waiting"));
+        if (waiting)
+            sbuf_addf(&moving, "%s%zu waiting", moving.len ? "; " : "", waiting);
+        if (kobj_str(p, "error"))
+            sbuf_addf(&moving, "%s%s", moving.len ? "; " : "", kobj_str(p, "error"));
+        json_array_append_new(rows, json_pack("[s,s,s,s]", kobj_str(p, "name") ?: "?",
+                                              kobj_str(p, "target") ?: "?",
+                                              kobj_str(p, "progress") ?: "?",
+                                              moving.error ? "(too long)"
+                                              : moving.len ? moving.data
+                                                           : "-"));
+    }
+    st_table(out, titles, 4, rows, v);
+}

@@ -645,6 +645,7 @@ const struct st_section st_sections[] = {
     {"nodes", st_nodes_model, nodes_text},
     {"remediation", st_remediation_model, remediation_text},
     {"dra", st_dra_model, st_dra_text},
+    {"gpuAllocation", st_alloc_model, st_alloc_text},
     {"capacity", st_capacity_model, capacity_text},
     {0},
 };

@@ -86,6 +86,11 @@ json_t *st_remediation_model(const struct st_objects *in);
  * [{"namespace", "name", "devices", "pods"}]}]}, nodes by name. */
 json_t *st_dra_model(const struct st_objects *in);
 void st_dra_text(const json_t *model, const struct st_view *v, struct sbuf *out);
+/* The DriverUpgradePools' status.gpuAllocation (docs/dra.md, a pool on DRA node by node):
+ * {"pools": [{"name", "target", "progress", "moving", "waiting", "error"?}]}, pools without one
+ * left out; the text says nothing without pools. */
+json_t *st_alloc_model(const struct st_objects *in);
+void st_alloc_text(const json_t *model, const struct st_view *v, struct sbuf *out);
 /* capacity.h's view of nodes, pods and quotas (cap_view_to_json); {"error": "..."} when the
  * objects are not lists. */
 json_t *st_capacity_model(const struct st_objects *in);
