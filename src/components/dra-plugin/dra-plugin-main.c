@@ -73,6 +73,8 @@ static int dra_run(struct svc *s, struct err *e)
     _cleanup_free_ char *reg_sock = xasprintf("%s/%s-reg.sock", registry_dir, DRA_DRIVER_NAME);
     snprintf(pl.cdi_dir, sizeof(pl.cdi_dir), "%s", cdi_dir);
     snprintf(pl.checkpoint, sizeof(pl.checkpoint), "%s/%s", plugin_dir, CHECKPOINT_FILE);
+    snprintf(pl.mps_root, sizeof(pl.mps_root), "%s/mps", plugin_dir);
+    snprintf(pl.mps_root_host, sizeof(pl.mps_root_host), "%s/mps", f->plugin_dir);
     if (mkdir_p(plugin_dir, 0750) < 0 || mkdir_p(registry_dir, 0755) < 0 ||
         mkdir_p(pl.cdi_dir, 0755) < 0)
         return err_set(e, -errno, "folders under %s: %s", f->host_root, strerror(errno));
