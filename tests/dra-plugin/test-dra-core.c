@@ -964,16 +964,14 @@ static void test_mps_daemon(void **state)
     static const struct {
         const char *what;
         const char *uid;
-        /* per device: GPU index, placement start, uuid ("" not made), MPS (pct, default limit,
-         * per-device limit key and bytes) or not */
+        /* per device: GPU index, placement start, uuid ("" not made), MPS (pct, its limit) or
+         * not */
         struct {
             unsigned gpu, start;
             const char *uuid;
             bool mps;
             int pct;
             int64_t limit;
-            const char *key;
-            int64_t key_bytes;
         } dev[3];
         size_t n;
         int r;
@@ -981,7 +979,7 @@ static void test_mps_daemon(void **state)
     } t[] = {
         {"no MPS device: no daemon",
          "u-1",
-         {{0, 0, "GPU-a", false, -1, -1, NULL, 0}},
+         {{0, 0, "GPU-a", false, -1, -1}},
          1,
          0,
          "",
@@ -990,17 +988,16 @@ static void test_mps_daemon(void **state)
          NULL},
         {"one GPU, a percentage, no limit",
          "u-1",
-         {{0, 0, "GPU-a", true, 50, -1, NULL, 0}},
+         {{0, 0, "GPU-a", true, 50, -1}},
          1,
          0,
          "GPU-a",
          "set_default_active_thread_percentage 50\n",
          "",
          NULL},
-        {"two GPUs listed out of bus order, a default limit and one by ordinal",
+        {"two GPUs listed out of bus order, each with its limit",
          "u-1",
-         {{3, 0, "GPU-d", true, 25, 2 * GIB, "0", GIB},
-          {1, 0, "GPU-b", true, 25, 2 * GIB, "0", GIB}},
+         {{3, 0, "GPU-d", true, 25, 2 * GIB}, {1, 0, "GPU-b", true, 25, GIB}},
          2,
          0,
          "GPU-b,GPU-d",
@@ -1008,11 +1005,11 @@ static void test_mps_daemon(void **state)
          "set_default_device_pinned_mem_limit 1 2048M\n",
          "0=1024M,1=2048M",
          NULL},
-        {"a limit by UUID, rounded up to MB; a device without MPS left out",
+        {"limits rounded up to MB; a device without MPS left out",
          "u-1",
-         {{0, 0, "GPU-a", false, -1, -1, NULL, 0},
-          {2, 0, "GPU-c", true, -1, -1, "GPU-c", 1536 * 1024},
-          {2, 4, "MIG-x", true, -1, 1, NULL, 0}},
+         {{0, 0, "GPU-a", false, -1, -1},
+          {2, 0, "GPU-c", true, -1, 1536 * 1024},
+          {2, 4, "MIG-x", true, -1, 1}},
          3,
          0,
          "GPU-c,MIG-x",
@@ -1021,7 +1018,7 @@ static void test_mps_daemon(void **state)
          NULL},
         {"a slice not made yet",
          "u-1",
-         {{0, 0, "", true, 50, -1, NULL, 0}},
+         {{0, 0, "", true, 50, -1}},
          1,
          -EINVAL,
          NULL,
@@ -1030,7 +1027,7 @@ static void test_mps_daemon(void **state)
          "MPS on a slice not made yet"},
         {"a UID that is no folder name",
          "../x",
-         {{0, 0, "GPU-a", true, 50, -1, NULL, 0}},
+         {{0, 0, "GPU-a", true, 50, -1}},
          1,
          -EINVAL,
          NULL,
@@ -1039,7 +1036,7 @@ static void test_mps_daemon(void **state)
          "is not a UID"},
         {"an upper-case UID",
          "U-1",
-         {{0, 0, "GPU-a", true, 50, -1, NULL, 0}},
+         {{0, 0, "GPU-a", true, 50, -1}},
          1,
          -EINVAL,
          NULL,
@@ -1063,12 +1060,6 @@ static void test_mps_daemon(void **state)
             d->sharing.pinned_memory_limit = t[i].dev[k].limit;
             if (t[i].dev[k].mps)
                 d->sharing.strategy = DRA_SHARE_MPS;
-            if (t[i].dev[k].key) {
-                snprintf(d->sharing.limits[0].device, sizeof(d->sharing.limits[0].device), "%s",
-                         t[i].dev[k].key);
-                d->sharing.limits[0].bytes = t[i].dev[k].key_bytes;
-                d->sharing.n_limits = 1;
-            }
         }
         struct dra_mps_daemon d;
         struct err e = {0};
@@ -1107,6 +1098,37 @@ static void test_mps_daemon(void **state)
         assert_non_null(strstr(spec, "\"/dev/shm\""));
         free(spec);
     }
+
+    /* a claim's per-device limits resolved at plan time: by ordinal (bus order) or UUID, else
+     * the default */
+    struct gpu_inventory *inv = inv_new(3);
+    struct dra_model_input in = {.inv = inv};
+    struct err e = {0};
+    _cleanup_(dra_model_freep) struct dra_model *m = NULL;
+    assert_int_equal(dra_model_build(&in, &m, &e), 0);
+    struct dra_claim_ref ref = {.uid = "uid-1", .ns = "ns", .name = "c"};
+    char *cfg = xasprintf(
+        "[{\"source\":\"FromClaim\",\"requests\":[],\"opaque\":{\"driver\":\"gpu.nvidia.com\","
+        "\"parameters\":{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\","
+        "\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":"
+        "\"2Gi\",\"defaultPerDevicePinnedMemoryLimit\":{\"1\":\"1Gi\",\"%s\":\"512Mi\"}}}}}}]",
+        inv->gpus[2].uuid);
+    /* listed gpu-2, gpu-1, gpu-0: ordinals 0 gpu-0, 1 gpu-1, 2 gpu-2 */
+    json_t *cj = claim_json(
+        "uid-1", "[" RESULT("a", "gpu-2") "," RESULT("b", "gpu-1") "," RESULT("c", "gpu-0") "]",
+        cfg);
+    struct dra_claim *c = NULL;
+    assert_int_equal(dra_claim_plan(m, "node-a", &ref, cj, &c, &e), 0);
+    assert_int_equal(c->devices[0].sharing.pinned_memory_limit, 512 * 1024 * 1024); /* by UUID */
+    assert_int_equal(c->devices[1].sharing.pinned_memory_limit, GIB);               /* ordinal 1 */
+    assert_int_equal(c->devices[2].sharing.pinned_memory_limit, 2 * GIB); /* the default */
+    struct dra_mps_daemon d;
+    assert_int_equal(dra_mps_daemon_plan(c, &d, &e), 0);
+    assert_string_equal(d.pinned_env, "0=2048M,1=1024M,2=512M");
+    dra_claim_free(c);
+    json_decref(cj);
+    free(cfg);
+    inv_free(inv);
 }
 
 /* ---- compute time slices --------------------------------------------------------------------- */

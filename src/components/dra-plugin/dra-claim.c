@@ -3,7 +3,9 @@
  * Claims (dra-plugin.h): a ResourceClaim's allocation to the devices this node prepares, their
  * sharing, their CDI names and the claim's own CDI spec; the set of prepared claims. Pure.
  */
+#include <assert.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,6 +108,7 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
     }
 
     c = xcalloc(1, sizeof(*c));
+    size_t dev_cfg[DRA_CLAIM_DEVICES_MAX]; /* the config each device got, SIZE_MAX none */
     c->ref = *ref;
     c->state = DRA_PREPARE_STARTED;
     c->devices = xcalloc(json_array_size(results) + 1, sizeof(*c->devices));
@@ -137,6 +140,7 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
             goto out;
         }
         struct dra_prepared_device *pd = &c->devices[c->n_devices];
+        dev_cfg[c->n_devices] = SIZE_MAX;
         strlcpy_s(pd->request, req, sizeof(pd->request));
         strlcpy_s(pd->pool, rpool, sizeof(pd->pool));
         strlcpy_s(pd->device, dev, sizeof(pd->device));
@@ -159,6 +163,7 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
             if (!fits)
                 continue;
             pd->sharing = cfg[k].cfg.sharing;
+            dev_cfg[c->n_devices] = k;
             break;
         }
         if (pd->sharing.strategy == DRA_SHARE_NONE) {
@@ -167,6 +172,23 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
         }
         c->n_devices++;
     }
+    /* each MPS device's own pinned memory limit: its config's per-device limit naming its
+     * ordinal (bus order, the daemon's numbering) or its UUID, else the default */
+    size_t ord[DRA_CLAIM_DEVICES_MAX];
+    size_t n_mps = dra_mps_order(c, ord);
+    for (size_t p = 0; p < n_mps; p++) {
+        struct dra_prepared_device *pd = &c->devices[ord[p]];
+        assert(dev_cfg[ord[p]] < n_cfg); /* an MPS device has its config */
+        const struct dra_config *dc = &cfg[dev_cfg[ord[p]]].cfg;
+        char idx[24];
+        snprintf(idx, sizeof(idx), "%zu", p);
+        for (size_t l = 0; l < dc->n_limits; l++)
+            if (strcmp(dc->limits[l].device, idx) == 0 ||
+                (pd->uuid[0] && strcmp(dc->limits[l].device, pd->uuid) == 0))
+                pd->sharing.pinned_memory_limit = dc->limits[l].bytes;
+    }
+    /* as many devices as it has: a prepared claim is kept until it is unprepared */
+    c->devices = xrealloc(c->devices, (c->n_devices ? c->n_devices : 1) * sizeof(*c->devices));
     *ret = steal_ptr(&c);
 out:
     free(cfg);

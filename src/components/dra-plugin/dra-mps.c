@@ -25,17 +25,24 @@ int dra_mps_claim_dir(const char *uid, struct err *e)
     return 0;
 }
 
-/* The limit of the daemon's device at ordinal pos with that uuid: the per-device limit keyed by
- * the ordinal or the UUID, else the default; -1 none. */
-static int64_t pinned_limit(const struct dra_sharing *sh, size_t pos, const char *uuid)
+size_t dra_mps_order(const struct dra_claim *c, size_t *ret)
 {
-    int64_t v = sh->pinned_memory_limit;
-    char idx[24];
-    snprintf(idx, sizeof(idx), "%zu", pos);
-    for (size_t i = 0; i < sh->n_limits; i++)
-        if (strcmp(sh->limits[i].device, idx) == 0 || strcmp(sh->limits[i].device, uuid) == 0)
-            v = sh->limits[i].bytes;
-    return v;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_devices && n < DRA_CLAIM_DEVICES_MAX; i++) {
+        const struct dra_prepared_device *x = &c->devices[i];
+        if (!dra_mps_device(x))
+            continue;
+        size_t b = n++;
+        for (; b > 0; b--) {
+            const struct dra_prepared_device *y = &c->devices[ret[b - 1]];
+            if (y->gpu_index < x->gpu_index ||
+                (y->gpu_index == x->gpu_index && y->start <= x->start))
+                break;
+            ret[b] = ret[b - 1];
+        }
+        ret[b] = i;
+    }
+    return n;
 }
 
 int dra_mps_daemon_plan(const struct dra_claim *c, struct dra_mps_daemon *ret, struct err *e)
@@ -44,25 +51,11 @@ int dra_mps_daemon_plan(const struct dra_claim *c, struct dra_mps_daemon *ret, s
     int r = dra_mps_claim_dir(c->ref.uid, e);
     if (r < 0)
         return err_prefix(e, "claim %s/%s", c->ref.ns, c->ref.name);
-    /* the claim's MPS devices in bus order (GPU index, then placement), which is the order
-     * CUDA numbers them in (CUDA_DEVICE_ORDER=PCI_BUS_ID) */
-    for (size_t i = 0; i < c->n_devices && d.n_devices < DRA_CLAIM_DEVICES_MAX; i++) {
-        const struct dra_prepared_device *x = &c->devices[i];
-        if (!dra_mps_device(x))
-            continue;
-        if (!x->uuid[0])
+    d.n_devices = dra_mps_order(c, d.devices);
+    for (size_t p = 0; p < d.n_devices; p++)
+        if (!c->devices[d.devices[p]].uuid[0])
             return err_set(e, -EINVAL, "claim %s/%s: device %s: MPS on a slice not made yet",
-                           c->ref.ns, c->ref.name, x->device);
-        size_t b = d.n_devices++;
-        for (; b > 0; b--) {
-            const struct dra_prepared_device *y = &c->devices[d.devices[b - 1]];
-            if (y->gpu_index < x->gpu_index ||
-                (y->gpu_index == x->gpu_index && y->start <= x->start))
-                break;
-            d.devices[b] = d.devices[b - 1];
-        }
-        d.devices[b] = i;
-    }
+                           c->ref.ns, c->ref.name, c->devices[d.devices[p]].device);
     if (d.n_devices == 0) {
         *ret = d;
         return 0;
@@ -79,7 +72,7 @@ int dra_mps_daemon_plan(const struct dra_claim *c, struct dra_mps_daemon *ret, s
     for (size_t p = 0; p < d.n_devices; p++) {
         const struct dra_prepared_device *x = &c->devices[d.devices[p]];
         sbuf_addf(&vis, "%s%s", p ? "," : "", x->uuid);
-        int64_t v = pinned_limit(&x->sharing, p, x->uuid);
+        int64_t v = x->sharing.pinned_memory_limit;
         if (v <= 0)
             continue;
         int64_t mb = (v + 1024 * 1024 - 1) / (1024 * 1024); /* MPS counts in MB */

@@ -245,20 +245,23 @@ struct dra_mps_limit {
     int64_t bytes;
 };
 
+/* A device's sharing (small: every prepared device holds one). */
 struct dra_sharing {
     enum dra_strategy strategy;
     enum dra_interval interval; /* TimeSlicing */
-    /* MPS; -1: not set */
+    /* MPS; -1: not set. In a config the default limit; in a prepared device its own limit (the
+     * per-device limit naming it, else the default: dra_claim_plan). */
     int active_thread_percentage;
     int64_t pinned_memory_limit;
-    size_t n_limits;
-    struct dra_mps_limit limits[DRA_MPS_LIMITS_MAX];
     bool multi_user;
 };
 
 struct dra_config {
     enum dra_config_kind kind;
     struct dra_sharing sharing;
+    /* MPS's defaultPerDevicePinnedMemoryLimit */
+    size_t n_limits;
+    struct dra_mps_limit limits[DRA_MPS_LIMITS_MAX];
 };
 
 /* One opaque config's parameters. where names it in errors ("claim default/c: config 0"); every
@@ -310,8 +313,10 @@ DEFINE_CLEANUP_FUNC(struct dra_claim, dra_claim_free)
  * results for gpu.nvidia.com, each in pool `pool` and a device of the model, with the sharing
  * the configs give it (class configs first, then the claim's, a later one winning for the
  * requests it names; a GpuConfig applies to whole GPUs, a MigDeviceConfig to MIG devices; one
- * naming a request of the other kind is an error). ref is the kubelet's: a claim whose UID
- * differs, or that is not allocated, is an error naming it. */
+ * naming a request of the other kind is an error). An MPS device's pinned memory limit is its
+ * config's per-device limit naming its ordinal among the claim's MPS devices in bus order (the
+ * daemon's numbering) or its UUID, else the config's default. ref is the kubelet's: a claim whose
+ * UID differs, or that is not allocated, is an error naming it. */
 int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra_claim_ref *ref,
                    const json_t *claim, struct dra_claim **ret, struct err *e);
 
@@ -355,6 +360,9 @@ struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *re
 
 /* Whether device d of a claim is shared through MPS. */
 bool dra_mps_device(const struct dra_prepared_device *d);
+/* The claim's MPS devices in bus order (GPU index, then placement), the order CUDA numbers them
+ * in (CUDA_DEVICE_ORDER=PCI_BUS_ID): their indexes in ret (c->n_devices entries); the count. */
+size_t dra_mps_order(const struct dra_claim *c, size_t *ret);
 /* Whether a claim UID names a folder of its own under the MPS root (lower-case letters, digits
  * and dashes, as metadata.uid is): anything else, -EINVAL naming it. */
 int dra_mps_claim_dir(const char *uid, struct err *e);
