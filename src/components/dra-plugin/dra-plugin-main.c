@@ -6,6 +6,7 @@
  * slices once.
  */
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,10 @@ static int dra_run(struct svc *s, struct err *e)
     int r = dra_flags_check(f, true, e);
     if (r < 0)
         return svc_bad_input(s, r);
+    /* One malloc arena: the plugin's threads (the claims' watch, the DRA server, publication)
+     * are I/O bound, and an arena each kept each one's peak (bench/dra, 56 MIG devices and 200
+     * claims: VmHWM 10.5 MiB with an arena per thread, 9.6 MiB with one). */
+    mallopt(M_ARENA_MAX, 1);
     struct dra_plugin pl = {.f = f, .stop = svc_stop(s)};
     pthread_mutex_init(&pl.mu, NULL);
     gh_policy_init(&pl.hp, NULL, NULL);
