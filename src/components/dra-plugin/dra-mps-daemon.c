@@ -32,7 +32,7 @@ struct mps_run {
     const char **env; /* malloc'ed: the plugin's environment, the driver's libraries first, and
                          the daemon's own variables */
     char *added;      /* malloc'ed strings env holds */
-    char *vars[3];
+    char *vars[4];
 };
 
 static void mps_run_clear(struct mps_run *m)
@@ -45,7 +45,8 @@ static void mps_run_clear(struct mps_run *m)
 
 static bool is_ours(const char *s)
 {
-    return str_has_prefix(s, "CUDA_MPS_") || str_has_prefix(s, "CUDA_VISIBLE_DEVICES=");
+    return str_has_prefix(s, "CUDA_MPS_") || str_has_prefix(s, "CUDA_VISIBLE_DEVICES=") ||
+           str_has_prefix(s, "PATH=");
 }
 
 static int mps_run_init(const struct dra_plugin *pl, const struct dra_mps_daemon *d,
@@ -73,6 +74,11 @@ static int mps_run_init(const struct dra_plugin *pl, const struct dra_mps_daemon
     m->vars[0] = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s", m->pipe);
     m->vars[1] = xasprintf("CUDA_MPS_LOG_DIRECTORY=%s", m->log);
     m->vars[2] = xasprintf("CUDA_VISIBLE_DEVICES=%s", d->visible_devices);
+    /* the daemon starts the MPS server it finds in PATH: the driver's, beside it */
+    const char *path = env_get("PATH");
+    _cleanup_free_ char *bin_dir = xstrdup(m->bin);
+    *strrchr(bin_dir, '/') = 0; /* an absolute path: dra_driver_tool's */
+    m->vars[3] = xasprintf("PATH=%s%s%s", bin_dir, path && *path ? ":" : "", path ? path : "");
     for (size_t i = 0; i < ARRAY_SIZE(m->vars); i++)
         m->env[k++] = m->vars[i];
     return 0;
