@@ -48,18 +48,18 @@ size_t dra_mps_order(const struct dra_claim *c, size_t *ret)
 int dra_mps_daemon_plan(const struct dra_claim *c, struct dra_mps_daemon *ret, struct err *e)
 {
     struct dra_mps_daemon d = {.active_thread_percentage = -1};
-    int r = dra_mps_claim_dir(c->ref.uid, e);
-    if (r < 0)
-        return err_prefix(e, "claim %s/%s", c->ref.ns, c->ref.name);
     d.n_devices = dra_mps_order(c, d.devices);
-    for (size_t p = 0; p < d.n_devices; p++)
-        if (!c->devices[d.devices[p]].uuid[0])
-            return err_set(e, -EINVAL, "claim %s/%s: device %s: MPS on a slice not made yet",
-                           c->ref.ns, c->ref.name, c->devices[d.devices[p]].device);
     if (d.n_devices == 0) {
         *ret = d;
         return 0;
     }
+    int r = dra_mps_claim_dir(c->ref.uid, e);
+    if (r < 0)
+        return err_prefix(e, "claim %s/%s", c->ref.ns, c->ref.name);
+    for (size_t p = 0; p < d.n_devices; p++)
+        if (!c->devices[d.devices[p]].uuid[0])
+            return err_set(e, -EINVAL, "claim %s/%s: device %s: MPS on a slice not made yet",
+                           c->ref.ns, c->ref.name, c->devices[d.devices[p]].device);
     snprintf(d.claim_dir, sizeof(d.claim_dir), "%s", c->ref.uid);
     struct sbuf vis, cmd, env;
     sbuf_init(&vis, sizeof(d.visible_devices) - 1);
