@@ -167,12 +167,14 @@ static int driver_load(const struct driver *d, const char *prefix, bool by_conta
     _cleanup_free_ char *cuda_link = xasprintf("%s%s/libcuda.so.1", prefix, LIB_DIR);
     _cleanup_free_ char *cuda_target = xasprintf("libcuda.so.%s", v);
     _cleanup_free_ char *smi_dst = xasprintf("%s/usr/bin/nvidia-smi", prefix);
+    _cleanup_free_ char *mps_dst = xasprintf("%s/usr/bin/nvidia-cuda-mps-control", prefix);
     int r;
     if ((r = copy_file(lib, lib_dst, 0644, e)) < 0 ||
         (r = symlink_replace(lib_target, lib_link, e)) < 0 ||
         (r = copy_file(cuda, cuda_dst, 0644, e)) < 0 ||
         (r = symlink_replace(cuda_target, cuda_link, e)) < 0 ||
         (r = copy_file("/proc/self/exe", smi_dst, 0755, e)) < 0 ||
+        (r = copy_file("/proc/self/exe", mps_dst, 0755, e)) < 0 ||
         (r = make_device_nodes(prefix, e)) < 0)
         return r;
     struct sbuf proc _cleanup_sbuf_;
@@ -270,6 +272,7 @@ static void driver_unload(const char *root)
     static const char *const rootfs[] = {
         DRIVER_DIR "/usr/src",
         DRIVER_DIR "/usr/bin/nvidia-smi",
+        DRIVER_DIR "/usr/bin/nvidia-cuda-mps-control",
         DRIVER_DIR "/usr/bin",
         DRIVER_DIR LIB_DIR,
         DRIVER_DIR "/usr/lib",

@@ -18,10 +18,15 @@ static const struct {
     const char *name;
     int (*main)(int argc, char **argv);
 } programs[] = {
-    {"nvidia-driver", simimg_driver_main},          {"nvidia-smi", simimg_smi_main},
-    {"cuda-sample", simimg_cuda_sample_main},       {"rmmod", simimg_rmmod_main},
-    {"nvidia-operand", simimg_operand_main},        {"nvidia-gds-driver", simimg_gds_main},
-    {"nvidia-gdrcopy-driver", simimg_gdrcopy_main}, {"lsmod", simimg_lsmod_main},
+    {"nvidia-driver", simimg_driver_main},
+    {"nvidia-smi", simimg_smi_main},
+    {"cuda-sample", simimg_cuda_sample_main},
+    {"rmmod", simimg_rmmod_main},
+    {"nvidia-operand", simimg_operand_main},
+    {"nvidia-gds-driver", simimg_gds_main},
+    {"nvidia-gdrcopy-driver", simimg_gdrcopy_main},
+    {"lsmod", simimg_lsmod_main},
+    {"nvidia-cuda-mps-control", simimg_mps_control_main},
 };
 
 void simimg_say(const char *fmt, ...)
@@ -126,9 +131,9 @@ int main(int argc, char **argv)
             break;
         name = argv[1];
     }
-    fprintf(stderr,
-            "sim-image: run as nvidia-driver, nvidia-smi, cuda-sample, rmmod, lsmod, "
-            "nvidia-operand, nvidia-gds-driver or nvidia-gdrcopy-driver (a link of that name, or "
-            "`sim-image NAME ARGS...`)\n");
+    fprintf(stderr, "sim-image: run as nvidia-driver, nvidia-smi, cuda-sample, rmmod, lsmod, "
+                    "nvidia-operand, nvidia-gds-driver, nvidia-gdrcopy-driver or "
+                    "nvidia-cuda-mps-control (a link of that name, or "
+                    "`sim-image NAME ARGS...`)\n");
     return 2;
 }

@@ -8,7 +8,9 @@
 #    (its /dev holds that GPU's node alone) and the CUDA sample passes on it; the claim is
 #    unprepared when the pod ends;
 #  - a pod asking `nvidia.com/gpu: 1` is served through the DeviceClass's extendedResourceName;
-#  - a claim asking MPS sharing fails its prepare with the plugin's reason (no MPS daemon yet);
+#  - a claim two pods share through MPS: its control daemon started from the driver root with
+#    the claim's GPU and limits, both containers with the pipe folder and the limits, the daemon
+#    started again after a plugin restart that took it, stopped and its folder gone on unprepare;
 #  - a claim two pods share with time-slicing (Long): the GPU's compute time slice set while it
 #    is prepared (nvidia-smi compute-policy -l), the default back after;
 #  - the plugin restarted between prepare and unprepare reads its checkpoint and unprepares the
@@ -141,7 +143,10 @@ grep -q "Test PASSED" <<<"$log" || fail "legacy's CUDA sample: $log"
 [ "$(grep -c '^nvidia[0-9]' <<<"$log")" = 1 ] || fail "legacy's /dev: $log"
 echo "ok: nvidia.com/gpu: 1 served by DRA through the DeviceClass's extended resource"
 
-# a claim asking MPS sharing: refused at prepare, saying so (the plugin runs no MPS daemon)
+# a claim two pods share through MPS: the plugin starts the claim's control daemon from the
+# driver root (the simulated nvidia-cuda-mps-control) with the claim's GPU alone and tells it the
+# limits; both containers get the pipe folder and the limits; a restart of the plugin with the
+# daemon gone starts it again; unprepared, the daemon quits and its folder goes
 cat >"$T/mps.yaml" <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -157,27 +162,61 @@ spec:
         parameters:
           apiVersion: resource.nvidia.com/v1beta1
           kind: GpuConfig
-          sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50}}
+          sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 1Gi}}
+EOF
+for p in mps-a mps-b; do
+    cat >>"$T/mps.yaml" <<EOF
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: mps, namespace: default}
+metadata: {name: $p, namespace: default}
 spec:
   restartPolicy: Never
   resourceClaims: [{name: gpu, resourceClaimName: shared-mps}]
   containers:
   - name: cuda
     image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    env: [{name: SIM_WORKLOAD_SECONDS, value: "8"}]
+    command: [sh, -c, 'echo "pipe=\$CUDA_MPS_PIPE_DIRECTORY pct=\$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE limit=\$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"; ls "\$CUDA_MPS_PIPE_DIRECTORY"; cuda-sample']
     resources: {claims: [{name: gpu}]}
 EOF
-k apply -f "$T/mps.yaml" >/dev/null || fail "apply the MPS claim and pod"
-mps_event() {
-    k get events --field-selector involvedObject.name=mps,reason=FailedPrepareDynamicResources \
-        -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "MPS sharing is not served by this plugin"
-}
-wait_for 30 "the MPS claim refused with the plugin's reason" mps_event
-k delete pod mps --grace-period=0 >/dev/null 2>&1
-echo "ok: a claim asking MPS sharing is refused at prepare, saying why"
+done
+n_unprep=$(grep -c "claim unprepared" "$T/dra-plugin.log")
+k apply -f "$T/mps.yaml" >/dev/null || fail "apply the MPS claim and its pods"
+wait_for 30 "mps-a runs" is_phase mps-a Running
+wait_for 30 "mps-b runs" is_phase mps-b Running
+muid=$(k get resourceclaim shared-mps -o jsonpath='{.metadata.uid}')
+dev=$(k get resourceclaim shared-mps -o jsonpath='{.status.allocation.devices.results[0].device}')
+uuid=$(k get resourceslice $slice -o jsonpath="{.spec.devices[?(@.name==\"$dev\")].attributes.uuid.string}")
+mdir=$R/var/lib/kubelet/plugins/gpu.nvidia.com/mps/$muid
+clog=$mdir/log/control.log
+[ -s "$clog" ] || fail "no control daemon log in $mdir: $(ls -R "$mdir" 2>&1)"
+grep -q "startup CUDA_VISIBLE_DEVICES=$uuid$" "$clog" || fail "the daemon's devices (want $uuid): $(cat "$clog")"
+grep -q "command set_default_active_thread_percentage 50$" "$clog" || fail "the daemon's thread percentage: $(cat "$clog")"
+grep -q "command set_default_device_pinned_mem_limit 0 1024M$" "$clog" || fail "the daemon's memory limit: $(cat "$clog")"
+[ "$(grep -c startup "$clog")" = 1 ] || fail "the daemon started more than once for one claim: $(cat "$clog")"
+for p in mps-a mps-b; do
+    wait_for 20 "$p's environment" sh -c "$K logs $p 2>/dev/null | grep -q pipe="
+    log=$(k logs $p) || fail "logs of $p"
+    grep -q "^pipe=/tmp/nvidia-mps pct=50 limit=0=1024M$" <<<"$log" || fail "$p's MPS environment: $log"
+    grep -qx "control" <<<"$log" || fail "$p does not see the daemon's pipe folder: $log"
+done
+# a restart with the daemon gone (a plugin container's restart takes its daemons along)
+kill "$PLUGIN_PID"
+wait_exit "$PLUGIN_PID" 10
+[ "$RC" = 0 ] || fail "the plugin exited $RC on SIGTERM"
+kill "$(cat "$mdir/pipe/nvidia-cuda-mps-control.pid")" || fail "no daemon to stop"
+plugin
+wait_for -p "$PLUGIN_PID" 20 "the daemon started again after the restart" sh -c "[ \$(grep -c startup '$clog') = 2 ]"
+wait_for 10 "the limits told again" sh -c "[ \$(grep -c 'command set_default_active_thread_percentage 50' '$clog') = 2 ]"
+wait_for 30 "mps-a completes" is_phase mps-a Succeeded
+wait_for 30 "mps-b completes" is_phase mps-b Succeeded
+k logs mps-a | grep -q "Test PASSED" || fail "mps-a's CUDA sample: $(k logs mps-a)"
+k delete pod mps-a mps-b --grace-period=0 >/dev/null 2>&1
+wait_for 20 "the MPS claim unprepared" more_unprepared
+grep -q "MPS control daemon stopped claim=default/shared-mps" "$T/dra-plugin.log" || fail "the daemon was not stopped"
+[ ! -e "$mdir" ] || fail "the claim's MPS folder stayed: $(ls -R "$mdir")"
+echo "ok: a claim two pods share through MPS: its daemon on $dev alone with its limits, both containers with the pipe folder and limits, started again after a restart, stopped on unprepare"
 
 # a claim two pods share with time-slicing (Long): the GPU's compute time slice set with the
 # driver's nvidia-smi while they run, the default back once the claim is unprepared

@@ -545,7 +545,7 @@ static void test_claim_plans(void **state)
     assert_int_equal(dra_claim_cdi_spec(c, &paths, &spec, &e), 0);
     assert_non_null(spec);
     assert_non_null(strstr(spec, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25"));
-    assert_non_null(strstr(spec, "/run/gpuop/dra/mps/uid-1"));
+    assert_non_null(strstr(spec, "/run/gpuop/dra/mps/uid-1/pipe"));
     free(spec);
     dra_claim_free(c);
     json_decref(cj);
@@ -956,18 +956,188 @@ static void test_mig_on_demand(void **state)
     inv_free(inv);
 }
 
-static void test_claim_check(void **state)
+/* MPS: the daemon a claim gets (its devices in bus order, the limits it is told) and the
+ * client environment its containers get, by table */
+static void test_mps_daemon(void **state)
 {
     (void)state;
-    struct dra_prepared_device devs[2] = {{.device = "gpu-0"}, {.device = "gpu-1"}};
-    struct dra_claim c = {
-        .ref = {.uid = "u", .ns = "ns", .name = "c"}, .n_devices = 2, .devices = devs};
+    static const struct {
+        const char *what;
+        const char *uid;
+        /* per device: GPU index, placement start, uuid ("" not made), MPS (pct, its limit) or
+         * not */
+        struct {
+            unsigned gpu, start;
+            const char *uuid;
+            bool mps;
+            int pct;
+            int64_t limit;
+        } dev[3];
+        size_t n;
+        int r;
+        const char *visible, *commands, *pinned, *msg;
+    } t[] = {
+        {"no MPS device: no daemon",
+         "u-1",
+         {{0, 0, "GPU-a", false, -1, -1}},
+         1,
+         0,
+         "",
+         "",
+         "",
+         NULL},
+        {"one GPU, a percentage, no limit",
+         "u-1",
+         {{0, 0, "GPU-a", true, 50, -1}},
+         1,
+         0,
+         "GPU-a",
+         "set_default_active_thread_percentage 50\n",
+         "",
+         NULL},
+        {"two GPUs listed out of bus order, each with its limit",
+         "u-1",
+         {{3, 0, "GPU-d", true, 25, 2 * GIB}, {1, 0, "GPU-b", true, 25, GIB}},
+         2,
+         0,
+         "GPU-b,GPU-d",
+         "set_default_active_thread_percentage 25\nset_default_device_pinned_mem_limit 0 1024M\n"
+         "set_default_device_pinned_mem_limit 1 2048M\n",
+         "0=1024M,1=2048M",
+         NULL},
+        {"limits rounded up to MB; a device without MPS left out",
+         "u-1",
+         {{0, 0, "GPU-a", false, -1, -1},
+          {2, 0, "GPU-c", true, -1, 1536 * 1024},
+          {2, 4, "MIG-x", true, -1, 1}},
+         3,
+         0,
+         "GPU-c,MIG-x",
+         "set_default_device_pinned_mem_limit 0 2M\nset_default_device_pinned_mem_limit 1 1M\n",
+         "0=2M,1=1M",
+         NULL},
+        {"a slice not made yet",
+         "u-1",
+         {{0, 0, "", true, 50, -1}},
+         1,
+         -EINVAL,
+         NULL,
+         NULL,
+         NULL,
+         "MPS on a slice not made yet"},
+        {"a UID that is no folder name",
+         "../x",
+         {{0, 0, "GPU-a", true, 50, -1}},
+         1,
+         -EINVAL,
+         NULL,
+         NULL,
+         NULL,
+         "is not a UID"},
+        {"no MPS device: its UID is not a folder's, nothing checked",
+         "U-1",
+         {{0, 0, "GPU-a", false, -1, -1}},
+         1,
+         0,
+         "",
+         "",
+         "",
+         NULL},
+        {"an upper-case UID",
+         "U-1",
+         {{0, 0, "GPU-a", true, 50, -1}},
+         1,
+         -EINVAL,
+         NULL,
+         NULL,
+         NULL,
+         "is not a UID"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
+        struct dra_prepared_device devs[3];
+        memset(devs, 0, sizeof(devs));
+        struct dra_claim c = {
+            .ref = {.ns = "ns", .name = "c"}, .n_devices = t[i].n, .devices = devs};
+        snprintf(c.ref.uid, sizeof(c.ref.uid), "%s", t[i].uid);
+        for (size_t k = 0; k < t[i].n; k++) {
+            struct dra_prepared_device *d = &devs[k];
+            snprintf(d->device, sizeof(d->device), "dev-%zu", k);
+            d->gpu_index = t[i].dev[k].gpu;
+            d->start = t[i].dev[k].start;
+            snprintf(d->uuid, sizeof(d->uuid), "%s", t[i].dev[k].uuid);
+            d->sharing.active_thread_percentage = t[i].dev[k].pct;
+            d->sharing.pinned_memory_limit = t[i].dev[k].limit;
+            if (t[i].dev[k].mps)
+                d->sharing.strategy = DRA_SHARE_MPS;
+        }
+        struct dra_mps_daemon d;
+        struct err e = {0};
+        int r = dra_mps_daemon_plan(&c, &d, &e);
+        if (r != t[i].r)
+            fail_msg("%s: %d, want %d (%s)", t[i].what, r, t[i].r, err_msg(&e));
+        if (r < 0) {
+            if (!strstr(err_msg(&e), t[i].msg) || !strstr(err_msg(&e), "claim ns/c"))
+                fail_msg("%s: \"%s\" does not say \"%s\"", t[i].what, err_msg(&e), t[i].msg);
+            continue;
+        }
+        assert_string_equal(d.n_devices ? d.visible_devices : "", t[i].visible);
+        assert_string_equal(d.n_devices ? d.commands : "", t[i].commands);
+        assert_string_equal(d.n_devices ? d.pinned_env : "", t[i].pinned);
+        if (d.n_devices)
+            assert_string_equal(d.claim_dir, t[i].uid);
+
+        /* the containers' edits say the same */
+        char *spec = NULL;
+        struct dra_cdi_paths paths = {.mps_root = "/var/lib/kubelet/plugins/gpu.nvidia.com/mps"};
+        assert_int_equal(dra_claim_cdi_spec(&c, &paths, &spec, &e), 0);
+        if (!d.n_devices) {
+            assert_null(spec);
+            continue;
+        }
+        assert_non_null(spec);
+        char want[256];
+        snprintf(want, sizeof(want), "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s", t[i].pinned);
+        assert_true(!t[i].pinned[0] || strstr(spec, want));
+        assert_true(t[i].pinned[0] || !strstr(spec, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
+        assert_true((d.active_thread_percentage > 0) ==
+                    (strstr(spec, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=") != NULL));
+        assert_non_null(strstr(spec, "\"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps\""));
+        assert_non_null(strstr(spec, "\"/var/lib/kubelet/plugins/gpu.nvidia.com/mps/u-1/pipe\""));
+        assert_non_null(strstr(spec, "\"/var/lib/kubelet/plugins/gpu.nvidia.com/mps/u-1/shm\""));
+        assert_non_null(strstr(spec, "\"/dev/shm\""));
+        free(spec);
+    }
+
+    /* a claim's per-device limits resolved at plan time: by ordinal (bus order) or UUID, else
+     * the default */
+    struct gpu_inventory *inv = inv_new(3);
+    struct dra_model_input in = {.inv = inv};
     struct err e = {0};
-    devs[0].sharing.strategy = DRA_SHARE_TIME_SLICING;
-    assert_int_equal(dra_claim_check(&c, &e), 0);
-    devs[1].sharing.strategy = DRA_SHARE_MPS;
-    assert_int_equal(dra_claim_check(&c, &e), -EOPNOTSUPP);
-    assert_non_null(strstr(e.msg, "claim ns/c: device gpu-1: MPS sharing is not served"));
+    _cleanup_(dra_model_freep) struct dra_model *m = NULL;
+    assert_int_equal(dra_model_build(&in, &m, &e), 0);
+    struct dra_claim_ref ref = {.uid = "uid-1", .ns = "ns", .name = "c"};
+    char *cfg = xasprintf(
+        "[{\"source\":\"FromClaim\",\"requests\":[],\"opaque\":{\"driver\":\"gpu.nvidia.com\","
+        "\"parameters\":{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\","
+        "\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":"
+        "\"2Gi\",\"defaultPerDevicePinnedMemoryLimit\":{\"1\":\"1Gi\",\"%s\":\"512Mi\"}}}}}}]",
+        inv->gpus[2].uuid);
+    /* listed gpu-2, gpu-1, gpu-0: ordinals 0 gpu-0, 1 gpu-1, 2 gpu-2 */
+    json_t *cj = claim_json(
+        "uid-1", "[" RESULT("a", "gpu-2") "," RESULT("b", "gpu-1") "," RESULT("c", "gpu-0") "]",
+        cfg);
+    struct dra_claim *c = NULL;
+    assert_int_equal(dra_claim_plan(m, "node-a", &ref, cj, &c, &e), 0);
+    assert_int_equal(c->devices[0].sharing.pinned_memory_limit, 512 * 1024 * 1024); /* by UUID */
+    assert_int_equal(c->devices[1].sharing.pinned_memory_limit, GIB);               /* ordinal 1 */
+    assert_int_equal(c->devices[2].sharing.pinned_memory_limit, 2 * GIB); /* the default */
+    struct dra_mps_daemon d;
+    assert_int_equal(dra_mps_daemon_plan(c, &d, &e), 0);
+    assert_string_equal(d.pinned_env, "0=2048M,1=1024M,2=512M");
+    dra_claim_free(c);
+    json_decref(cj);
+    free(cfg);
+    inv_free(inv);
 }
 
 /* ---- compute time slices --------------------------------------------------------------------- */
@@ -1106,7 +1276,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint),  cmocka_unit_test(test_withdrawn),
         cmocka_unit_test(test_flags),       cmocka_unit_test(test_faults),
         cmocka_unit_test(test_api_objects), cmocka_unit_test(test_mig_on_demand),
-        cmocka_unit_test(test_claim_check), cmocka_unit_test(test_timeslices),
+        cmocka_unit_test(test_mps_daemon),  cmocka_unit_test(test_timeslices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

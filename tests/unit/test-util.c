@@ -612,6 +612,16 @@ static void test_fd_read_and_proc_run(void **state)
     const char *none[] = {"/nonexistent/x", NULL};
     assert_int_equal(proc_run(none, NULL, &e), -ENOENT);
     assert_non_null(strstr(err_msg(&e), "/nonexistent/x"));
+    /* proc_run_input: the input is stdin, then end of file; bounded */
+    const char *lines[] = {"/bin/sh", "-c",
+                           "read a && read b && [ \"$a $b\" = \"x y\" ] && ! read c", NULL};
+    assert_int_equal(proc_run_input(lines, NULL, "x\ny\n", &e), 0);
+    assert_int_equal(proc_run_input(lines, NULL, "x\nz\n", &e), -EIO);
+    assert_int_equal(proc_run(lines, NULL, &e), -EIO); /* proc_run's stdin is empty */
+    char *big = xcalloc(PROC_INPUT_MAX + 2, 1);
+    memset(big, 'x', PROC_INPUT_MAX + 1);
+    assert_int_equal(proc_run_input(lines, NULL, big, &e), -E2BIG);
+    free(big);
 }
 
 /* proc_find: a name with a '/' as it is, else the first executable of PATH's folders */

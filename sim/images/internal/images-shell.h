@@ -16,9 +16,10 @@ int simimg_smi_main(int argc, char **argv);
 int simimg_cuda_sample_main(int argc, char **argv);
 int simimg_rmmod_main(int argc, char **argv);
 int simimg_operand_main(int argc, char **argv);
-int simimg_gds_main(int argc, char **argv);     /* nvidia-gds-driver (modules.c) */
-int simimg_gdrcopy_main(int argc, char **argv); /* nvidia-gdrcopy-driver */
-int simimg_lsmod_main(int argc, char **argv);   /* lsmod */
+int simimg_gds_main(int argc, char **argv);         /* nvidia-gds-driver (modules.c) */
+int simimg_gdrcopy_main(int argc, char **argv);     /* nvidia-gdrcopy-driver */
+int simimg_lsmod_main(int argc, char **argv);       /* lsmod */
+int simimg_mps_control_main(int argc, char **argv); /* nvidia-cuda-mps-control (mps.c) */
 
 /* What an image's program prints, as the real one does: a line on stdout, or on stderr after
  * stdout is flushed (so the two keep their order in the container's log). */

@@ -9,7 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int proc_run(const char *const *argv, const char *const *envp, struct err *e)
+/* in_fd: the program's stdin (-1: /dev/null). */
+static int run_with(const char *const *argv, const char *const *envp, int in_fd, struct err *e)
 {
     if (!argv || !argv[0] || argv[0][0] != '/')
         return err_set(e, -EINVAL, "run \"%s\": not an absolute path",
@@ -34,7 +35,8 @@ int proc_run(const char *const *argv, const char *const *envp, struct err *e)
     if (r == 0)
         r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     if (r == 0)
-        r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        r = in_fd < 0 ? posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)
+                      : posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
     pid_t pid = -1;
     if (r == 0)
         r = posix_spawn(&pid, argv[0], &fa, &attr, (char *const *)argv,
@@ -53,6 +55,34 @@ int proc_run(const char *const *argv, const char *const *envp, struct err *e)
         return err_set(e, -EIO, "\"%s\" exited with status %d", argv[0], WEXITSTATUS(st));
     return err_set(e, -EIO, "\"%s\" ended by signal %d", argv[0],
                    WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int proc_run(const char *const *argv, const char *const *envp, struct err *e)
+{
+    return run_with(argv, envp, -1, e);
+}
+
+int proc_run_input(const char *const *argv, const char *const *envp, const char *input,
+                   struct err *e)
+{
+    size_t n = strlen(input);
+    if (n > PROC_INPUT_MAX)
+        return err_set(e, -E2BIG, "run \"%s\": %zu bytes of input, more than %d", argv[0], n,
+                       PROC_INPUT_MAX);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_errno(e, -errno, "run \"%s\": a pipe", argv[0]);
+    /* all of it fits in the pipe's buffer: written before the program reads it */
+    ssize_t w = n ? write(p[1], input, n) : 0;
+    int saved = errno;
+    close(p[1]);
+    if (w != (ssize_t)n) {
+        close(p[0]);
+        return err_errno(e, w < 0 ? -saved : -EIO, "run \"%s\": its input", argv[0]);
+    }
+    int r = run_with(argv, envp, p[0], e);
+    close(p[0]);
+    return r;
 }
 
 int proc_find(const char *name, char **ret, struct err *e)

@@ -251,6 +251,11 @@ int file_root_resolve(const char *root, const char *path, char *buf, size_t n);
  * ignored, and waits for it. 0 when it exits 0; -EIO with e saying how it ended ("exited with
  * status 1", "ended by signal 9"); another negative errno when it cannot be started. */
 int proc_run(const char *const *argv, const char *const *envp, struct err *e);
+/* The same with input as the program's stdin (at most PROC_INPUT_MAX bytes: a pipe's buffer,
+ * written before the program starts; the program sees end of file after it). */
+#define PROC_INPUT_MAX 4096
+int proc_run_input(const char *const *argv, const char *const *envp, const char *input,
+                   struct err *e);
 /* The executable a command name means, as a shell finds it: name itself when it holds a '/',
  * else the first executable <dir>/name of PATH (unset or empty: the usual system folders).
  * *ret is malloc'ed. -ENOENT naming the command when there is none. */

@@ -3,14 +3,14 @@
  * Claims (dra-plugin.h): a ResourceClaim's allocation to the devices this node prepares, their
  * sharing, their CDI names and the claim's own CDI spec; the set of prepared claims. Pure.
  */
+#include <assert.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dra-plugin.h"
 #include "kobj.h"
-
-#define MPS_PIPE_DIR "/tmp/nvidia-mps" /* the pipe folder as the container sees it */
 
 void dra_claim_free(struct dra_claim *c)
 {
@@ -108,6 +108,7 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
     }
 
     c = xcalloc(1, sizeof(*c));
+    size_t dev_cfg[DRA_CLAIM_DEVICES_MAX]; /* the config each device got, SIZE_MAX none */
     c->ref = *ref;
     c->state = DRA_PREPARE_STARTED;
     c->devices = xcalloc(json_array_size(results) + 1, sizeof(*c->devices));
@@ -139,6 +140,7 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
             goto out;
         }
         struct dra_prepared_device *pd = &c->devices[c->n_devices];
+        dev_cfg[c->n_devices] = SIZE_MAX;
         strlcpy_s(pd->request, req, sizeof(pd->request));
         strlcpy_s(pd->pool, rpool, sizeof(pd->pool));
         strlcpy_s(pd->device, dev, sizeof(pd->device));
@@ -161,6 +163,7 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
             if (!fits)
                 continue;
             pd->sharing = cfg[k].cfg.sharing;
+            dev_cfg[c->n_devices] = k;
             break;
         }
         if (pd->sharing.strategy == DRA_SHARE_NONE) {
@@ -169,6 +172,23 @@ int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra
         }
         c->n_devices++;
     }
+    /* each MPS device's own pinned memory limit: its config's per-device limit naming its
+     * ordinal (bus order, the daemon's numbering) or its UUID, else the default */
+    size_t ord[DRA_CLAIM_DEVICES_MAX];
+    size_t n_mps = dra_mps_order(c, ord);
+    for (size_t p = 0; p < n_mps; p++) {
+        struct dra_prepared_device *pd = &c->devices[ord[p]];
+        assert(dev_cfg[ord[p]] < n_cfg); /* an MPS device has its config */
+        const struct dra_config *dc = &cfg[dev_cfg[ord[p]]].cfg;
+        char idx[24];
+        snprintf(idx, sizeof(idx), "%zu", p);
+        for (size_t l = 0; l < dc->n_limits; l++)
+            if (strcmp(dc->limits[l].device, idx) == 0 ||
+                (pd->uuid[0] && strcmp(dc->limits[l].device, pd->uuid) == 0))
+                pd->sharing.pinned_memory_limit = dc->limits[l].bytes;
+    }
+    /* as many devices as it has: a prepared claim is kept until it is unprepared */
+    c->devices = xrealloc(c->devices, (c->n_devices ? c->n_devices : 1) * sizeof(*c->devices));
     *ret = steal_ptr(&c);
 out:
     free(cfg);
@@ -177,15 +197,10 @@ out:
 
 /* ---- CDI ------------------------------------------------------------------------------------ */
 
-static bool device_has_edits(const struct dra_prepared_device *d)
-{
-    return d->sharing.strategy == DRA_SHARE_MPS;
-}
-
 bool dra_claim_has_edits(const struct dra_claim *c)
 {
     for (size_t i = 0; i < c->n_devices; i++)
-        if (device_has_edits(&c->devices[i]))
+        if (dra_mps_device(&c->devices[i]))
             return true;
     return false;
 }
@@ -197,21 +212,9 @@ size_t dra_claim_cdi_ids(const struct dra_claim *c, size_t i, char ids[2][DRA_CD
         return 0;
     size_t n = 0;
     snprintf(ids[n++], DRA_CDI_ID_MAX, "%s=%s", DRA_CDI_BASE_KIND, d->uuid);
-    if (device_has_edits(d))
+    if (dra_mps_device(d))
         snprintf(ids[n++], DRA_CDI_ID_MAX, "%s=%s-%s", DRA_CDI_CLAIM, c->ref.uid, d->device);
     return n;
-}
-
-/* The MPS limit of the claim's MPS device at position pos (in bus order) with that uuid. */
-static int64_t mps_limit(const struct dra_sharing *sh, size_t pos, const char *uuid)
-{
-    int64_t v = sh->pinned_memory_limit;
-    char idx[24];
-    snprintf(idx, sizeof(idx), "%zu", pos);
-    for (size_t i = 0; i < sh->n_limits; i++)
-        if (strcmp(sh->limits[i].device, idx) == 0 || strcmp(sh->limits[i].device, uuid) == 0)
-            v = sh->limits[i].bytes;
-    return v;
 }
 
 int dra_claim_cdi_spec(const struct dra_claim *c, const struct dra_cdi_paths *paths, char **ret,
@@ -221,63 +224,37 @@ int dra_claim_cdi_spec(const struct dra_claim *c, const struct dra_cdi_paths *pa
     if (!dra_claim_has_edits(c))
         return 0;
     if (!paths || !paths->mps_root || paths->mps_root[0] != '/')
-        return err_set(e, -EINVAL, "claim %s/%s: MPS needs an absolute pipe folder root", c->ref.ns,
+        return err_set(e, -EINVAL, "claim %s/%s: MPS needs an absolute folder root", c->ref.ns,
                        c->ref.name);
-    /* the claim's MPS devices in bus order: GPU index, then placement */
-    size_t order[DRA_CLAIM_DEVICES_MAX], n_mps = 0;
-    for (size_t i = 0; i < c->n_devices && n_mps < DRA_CLAIM_DEVICES_MAX; i++)
-        if (device_has_edits(&c->devices[i]))
-            order[n_mps++] = i;
-    for (size_t a = 1; a < n_mps; a++)
-        for (size_t b = a; b > 0; b--) {
-            const struct dra_prepared_device *x = &c->devices[order[b - 1]],
-                                             *y = &c->devices[order[b]];
-            if (x->gpu_index < y->gpu_index ||
-                (x->gpu_index == y->gpu_index && x->start <= y->start))
-                break;
-            size_t t = order[b - 1];
-            order[b - 1] = order[b];
-            order[b] = t;
-        }
+    struct dra_mps_daemon d;
+    int r = dra_mps_daemon_plan(c, &d, e);
+    if (r < 0)
+        return r;
     json_t *env = json_array();
     json_array_append_new(env, json_string("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
-    json_array_append_new(env, json_string("CUDA_MPS_PIPE_DIRECTORY=" MPS_PIPE_DIR));
-    const struct dra_sharing *first = &c->devices[order[0]].sharing;
-    if (first->active_thread_percentage > 0) {
+    json_array_append_new(env, json_string("CUDA_MPS_PIPE_DIRECTORY=" DRA_MPS_PIPE_DIR));
+    if (d.active_thread_percentage > 0) {
         char s[64];
-        snprintf(s, sizeof(s), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
-                 first->active_thread_percentage);
+        snprintf(s, sizeof(s), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", d.active_thread_percentage);
         json_array_append_new(env, json_string(s));
     }
-    struct sbuf lim;
-    sbuf_init(&lim, 4096);
-    for (size_t p = 0; p < n_mps; p++) {
-        const struct dra_prepared_device *d = &c->devices[order[p]];
-        int64_t v = mps_limit(&d->sharing, p, d->uuid);
-        if (v > 0)
-            sbuf_addf(&lim, "%s%zu=%" PRId64 "M", lim.len ? "," : "", p,
-                      (v + 1024 * 1024 - 1) / (1024 * 1024));
-    }
-    int r = sbuf_check_err(&lim, e, "MPS limits");
-    if (r == 0 && lim.len) {
-        _cleanup_free_ char *s = xasprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s", lim.data);
+    if (d.pinned_env[0]) {
+        _cleanup_free_ char *s = xasprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s", d.pinned_env);
         json_array_append_new(env, json_string(s));
     }
-    sbuf_free(&lim);
-    if (r < 0) {
-        json_decref(env);
-        return r;
-    }
-    _cleanup_free_ char *host = xasprintf("%s/%s", paths->mps_root, c->ref.uid);
-    json_t *mounts = json_pack("[{s:s,s:s,s:[s,s]}]", "hostPath", host, "containerPath",
-                               MPS_PIPE_DIR, "options", "rbind", "rw");
+    _cleanup_free_ char *pipe = xasprintf("%s/%s/pipe", paths->mps_root, d.claim_dir);
+    _cleanup_free_ char *shm = xasprintf("%s/%s/shm", paths->mps_root, d.claim_dir);
+    json_t *mounts =
+        json_pack("[{s:s,s:s,s:[s,s]},{s:s,s:s,s:[s,s]}]", "hostPath", pipe, "containerPath",
+                  DRA_MPS_PIPE_DIR, "options", "rbind", "rw", "hostPath", shm, "containerPath",
+                  "/dev/shm", "options", "rbind", "rw");
     json_t *devs = json_array();
     for (size_t i = 0; i < c->n_devices; i++) {
-        const struct dra_prepared_device *d = &c->devices[i];
-        if (!device_has_edits(d))
+        const struct dra_prepared_device *x = &c->devices[i];
+        if (!dra_mps_device(x))
             continue;
         char name[DRA_UID_MAX + DRA_DEV_NAME_MAX + 2];
-        snprintf(name, sizeof(name), "%s-%s", c->ref.uid, d->device);
+        snprintf(name, sizeof(name), "%s-%s", c->ref.uid, x->device);
         json_array_append_new(devs, json_pack("{s:s,s:{s:O,s:O}}", "name", name, "containerEdits",
                                               "env", env, "mounts", mounts));
     }
@@ -360,17 +337,6 @@ struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *re
         }
     *ret_n = n;
     return v;
-}
-
-int dra_claim_check(const struct dra_claim *c, struct err *e)
-{
-    for (size_t i = 0; i < c->n_devices; i++)
-        if (c->devices[i].sharing.strategy == DRA_SHARE_MPS)
-            return err_set(e, -EOPNOTSUPP,
-                           "claim %s/%s: device %s: MPS sharing is not served by this plugin "
-                           "(its control daemon is not implemented); use TimeSlicing",
-                           c->ref.ns, c->ref.name, c->devices[i].device);
-    return 0;
 }
 
 json_t *dra_claim_project(json_t *obj, void *ud)

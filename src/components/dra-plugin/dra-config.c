@@ -60,8 +60,9 @@ static int bytes_of(const json_t *v, const char *where, const char *path, int64_
     return 0;
 }
 
-static int parse_mps(const json_t *mps, const char *where, struct dra_sharing *sh, struct err *e)
+static int parse_mps(const json_t *mps, const char *where, struct dra_config *c, struct err *e)
 {
+    struct dra_sharing *sh = &c->sharing;
     static const char *const fields[] = {"defaultActiveThreadPercentage",
                                          "defaultPinnedDeviceMemoryLimit",
                                          "defaultPerDevicePinnedMemoryLimit", "multiUser", NULL};
@@ -102,7 +103,7 @@ static int parse_mps(const json_t *mps, const char *where, struct dra_sharing *s
             char path[GPU_UUID_MAX + 64];
             snprintf(path, sizeof(path), "sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit[%s]",
                      k);
-            if (sh->n_limits == DRA_MPS_LIMITS_MAX)
+            if (c->n_limits == DRA_MPS_LIMITS_MAX)
                 return err_set(e, -E2BIG, "%s: %s: more than %d devices", where, path,
                                DRA_MPS_LIMITS_MAX);
             bool index = k[0] != 0, uuid = str_has_prefix(k, "GPU-") || str_has_prefix(k, "MIG-");
@@ -110,13 +111,13 @@ static int parse_mps(const json_t *mps, const char *where, struct dra_sharing *s
                 index = index && *p >= '0' && *p <= '9';
             if ((!index && !uuid) || strlen(k) >= GPU_UUID_MAX)
                 return err_set(e, -EINVAL, "%s: %s: not a device index or UUID", where, path);
-            struct dra_mps_limit *l = &sh->limits[sh->n_limits];
+            struct dra_mps_limit *l = &c->limits[c->n_limits];
             if ((r = bytes_of(q, where, path, &l->bytes, e)) < 0)
                 return r;
             if (l->bytes < MIN_PINNED_LIMIT)
                 return err_set(e, -EINVAL, "%s: %s: below 1Mi", where, path);
             strlcpy_s(l->device, k, sizeof(l->device));
-            sh->n_limits++;
+            c->n_limits++;
         }
     }
     v = json_object_get(mps, "multiUser");
@@ -129,8 +130,9 @@ static int parse_mps(const json_t *mps, const char *where, struct dra_sharing *s
 }
 
 static int parse_sharing(const json_t *s, enum dra_config_kind kind, const char *where,
-                         struct dra_sharing *sh, struct err *e)
+                         struct dra_config *c, struct err *e)
 {
+    struct dra_sharing *sh = &c->sharing;
     static const char *const gpu_fields[] = {"strategy", "timeSlicingConfig", "mpsConfig", NULL};
     static const char *const mig_fields[] = {"strategy", "mpsConfig", NULL};
     if (!json_is_object(s))
@@ -181,7 +183,7 @@ static int parse_sharing(const json_t *s, enum dra_config_kind kind, const char 
         if (sh->strategy != DRA_SHARE_MPS)
             return err_set(e, -EINVAL, "%s: sharing.mpsConfig: set, but the strategy is %s", where,
                            st);
-        if ((r = parse_mps(mps, where, sh, e)) < 0)
+        if ((r = parse_mps(mps, where, c, e)) < 0)
             return r;
     }
     return 0;
@@ -209,7 +211,7 @@ int dra_config_parse(const json_t *params, const char *where, struct dra_config 
     if (r < 0)
         return r;
     json_t *s = json_object_get(params, "sharing");
-    if (s && !json_is_null(s) && (r = parse_sharing(s, c.kind, where, &c.sharing, e)) < 0)
+    if (s && !json_is_null(s) && (r = parse_sharing(s, c.kind, where, &c, e)) < 0)
         return r;
     *ret = c;
     return 0;

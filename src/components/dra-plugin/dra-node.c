@@ -186,6 +186,7 @@ void dra_resync(struct dra_plugin *pl, struct kube_client *kc)
         log_warn(DRA_COMP, "ResourceSlices not published", "error=\"%s\"", err_msg(&e));
     pthread_mutex_lock(&pl->mu); /* prepare writes it too */
     dra_cdi_base_write(pl);
+    dra_mps_supervise(pl); /* the daemons of the prepared MPS claims, after a restart too */
     pthread_mutex_unlock(&pl->mu);
 }
 

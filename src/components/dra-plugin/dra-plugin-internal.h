@@ -2,7 +2,8 @@
 /*
  * The plugin's shell, shared by its files: dra-plugin-main.c (the component), dra-node.c (NVML,
  * publication, the node's CDI spec, health), dra-serve.c (the kubelet's services) and
- * dra-smi.c (the GPUs' time slice through the driver's nvidia-smi).
+ * dra-smi.c (the GPUs' time slice through the driver's nvidia-smi) and dra-mps-daemon.c (the
+ * claims' MPS control daemons).
  *
  * Threads: the component's own (publication every --resync), the health thread, the DRA
  * server's loop (prepare, unprepare) and the registration server's loop. plugin.mu guards the
@@ -47,7 +48,9 @@ struct dra_plugin {
     struct gh_policy hp;
     struct dra_faults faults;
     char checkpoint[PATH_MAX];
-    char cdi_dir[PATH_MAX]; /* this process's view */
+    char cdi_dir[PATH_MAX];       /* this process's view */
+    char mps_root[PATH_MAX];      /* the claims' MPS folders, this process's view */
+    char mps_root_host[PATH_MAX]; /* ... the host's (CDI specs name it) */
 };
 
 /* dra-node.c */
@@ -59,10 +62,23 @@ void dra_cdi_base_write(struct dra_plugin *pl);
 void *dra_health_main(void *arg);
 
 /* dra-smi.c */
+/* The driver root's program name (under --host-root) in path, and the driver's library folder
+ * in lib_dir ("" unknown); -ENOENT naming the root when it has none. */
+int dra_driver_tool(const struct dra_flags *f, const char *name, char *path, size_t n,
+                    char *lib_dir, size_t ln, struct err *e);
 /* Sets the GPUs' compute time slice for claim c with the driver root's nvidia-smi (pl->f read
  * only); the first failure is the error, naming the claim and the GPU. */
 int dra_timeslices_apply(const struct dra_plugin *pl, const struct dra_claim *c,
                          const struct dra_timeslice *ts, size_t n, struct err *e);
+
+/* dra-mps-daemon.c (pl->mu held) */
+/* Claim c's MPS control daemon running: started, and told its limits, when it does not answer
+ * (nothing for a claim without MPS devices). */
+int dra_mps_start(struct dra_plugin *pl, const struct dra_claim *c, struct err *e);
+/* Claim c's daemon told to quit and its folder removed. */
+int dra_mps_stop(struct dra_plugin *pl, const struct dra_claim *c, struct err *e);
+/* Every prepared MPS claim's daemon running again (after a restart, or one that ended). */
+void dra_mps_supervise(struct dra_plugin *pl);
 
 /* dra-serve.c */
 int dra_checkpoint_save(struct dra_plugin *pl, struct err *e);

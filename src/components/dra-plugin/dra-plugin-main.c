@@ -6,6 +6,7 @@
  * slices once.
  */
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,10 @@ static int dra_run(struct svc *s, struct err *e)
     int r = dra_flags_check(f, true, e);
     if (r < 0)
         return svc_bad_input(s, r);
+    /* One malloc arena: the plugin's threads (the claims' watch, the DRA server, publication)
+     * are I/O bound, and an arena each kept each one's peak (bench/dra, 56 MIG devices and 200
+     * claims: VmHWM 10.5 MiB with an arena per thread, 9.6 MiB with one). */
+    mallopt(M_ARENA_MAX, 1);
     struct dra_plugin pl = {.f = f, .stop = svc_stop(s)};
     pthread_mutex_init(&pl.mu, NULL);
     gh_policy_init(&pl.hp, NULL, NULL);
@@ -73,6 +78,8 @@ static int dra_run(struct svc *s, struct err *e)
     _cleanup_free_ char *reg_sock = xasprintf("%s/%s-reg.sock", registry_dir, DRA_DRIVER_NAME);
     snprintf(pl.cdi_dir, sizeof(pl.cdi_dir), "%s", cdi_dir);
     snprintf(pl.checkpoint, sizeof(pl.checkpoint), "%s/%s", plugin_dir, CHECKPOINT_FILE);
+    snprintf(pl.mps_root, sizeof(pl.mps_root), "%s/mps", plugin_dir);
+    snprintf(pl.mps_root_host, sizeof(pl.mps_root_host), "%s/mps", f->plugin_dir);
     if (mkdir_p(plugin_dir, 0750) < 0 || mkdir_p(registry_dir, 0755) < 0 ||
         mkdir_p(pl.cdi_dir, 0755) < 0)
         return err_set(e, -errno, "folders under %s: %s", f->host_root, strerror(errno));

@@ -23,13 +23,15 @@
  *   dra_flags           the flags (one option table) and their checks.
  *   dra_mig_*_plan      with partitionable devices, which MIG slices a claim's prepare makes or
  *                       adopts (resuming after a restart) and which its unprepare destroys.
+ *   dra_mps_daemon_plan a claim's MPS control daemon: its devices and the limits it is told.
  *   dra_timeslice_*     which GPUs' compute time slice a claim's prepare sets (its TimeSlicing
  *                       interval) and its unprepare sets back (Default, or what the claims still
  *                       holding the GPU ask).
  *
  * The shell (dra-plugin-main.c: the component; dra-node.c: NVML, publication, CDI, health;
- * dra-serve.c: the kubelet's DRA and plugin-registration services) reads the world, calls the
- * core and executes. It refuses MPS (dra_claim_check). Nothing here is thread-safe by itself.
+ * dra-serve.c: the kubelet's DRA and plugin-registration services; dra-mps-daemon.c: the MPS
+ * control daemons) reads the world, calls the core and executes. Nothing here is thread-safe by
+ * itself.
  */
 #ifndef GPUOP_DRAPLUGIN_H
 #define GPUOP_DRAPLUGIN_H
@@ -243,20 +245,23 @@ struct dra_mps_limit {
     int64_t bytes;
 };
 
+/* A device's sharing (small: every prepared device holds one). */
 struct dra_sharing {
     enum dra_strategy strategy;
     enum dra_interval interval; /* TimeSlicing */
-    /* MPS; -1: not set */
+    /* MPS; -1: not set. In a config the default limit; in a prepared device its own limit (the
+     * per-device limit naming it, else the default: dra_claim_plan). */
     int active_thread_percentage;
     int64_t pinned_memory_limit;
-    size_t n_limits;
-    struct dra_mps_limit limits[DRA_MPS_LIMITS_MAX];
     bool multi_user;
 };
 
 struct dra_config {
     enum dra_config_kind kind;
     struct dra_sharing sharing;
+    /* MPS's defaultPerDevicePinnedMemoryLimit */
+    size_t n_limits;
+    struct dra_mps_limit limits[DRA_MPS_LIMITS_MAX];
 };
 
 /* One opaque config's parameters. where names it in errors ("claim default/c: config 0"); every
@@ -308,8 +313,10 @@ DEFINE_CLEANUP_FUNC(struct dra_claim, dra_claim_free)
  * results for gpu.nvidia.com, each in pool `pool` and a device of the model, with the sharing
  * the configs give it (class configs first, then the claim's, a later one winning for the
  * requests it names; a GpuConfig applies to whole GPUs, a MigDeviceConfig to MIG devices; one
- * naming a request of the other kind is an error). ref is the kubelet's: a claim whose UID
- * differs, or that is not allocated, is an error naming it. */
+ * naming a request of the other kind is an error). An MPS device's pinned memory limit is its
+ * config's per-device limit naming its ordinal among the claim's MPS devices in bus order (the
+ * daemon's numbering) or its UUID, else the config's default. ref is the kubelet's: a claim whose
+ * UID differs, or that is not allocated, is an error naming it. */
 int dra_claim_plan(const struct dra_model *m, const char *pool, const struct dra_claim_ref *ref,
                    const json_t *claim, struct dra_claim **ret, struct err *e);
 
@@ -321,13 +328,14 @@ size_t dra_claim_cdi_ids(const struct dra_claim *c, size_t i, char ids[2][DRA_CD
 bool dra_claim_has_edits(const struct dra_claim *c);
 
 struct dra_cdi_paths {
-    const char *mps_root; /* host view of the folder of the claims' MPS pipe folders */
+    const char *mps_root; /* host view of the folder of the claims' MPS folders */
 };
-/* The claim's CDI spec (JSON, malloc'ed): one device per prepared device, with the sharing
- * edits: MPS's client environment (pipe folder, active thread percentage, pinned memory limits
- * of the claim's devices, numbered in the order of their PCI bus, which CUDA_DEVICE_ORDER pins)
- * and the pipe folder mounted. Time-slicing has no edit (its interval is the GPU's, set with
- * nvidia-smi: dra_timeslice_prepare_plan). NULL (*ret) when the claim has no edits. */
+/* The claim's CDI spec (JSON, malloc'ed): one device per MPS device, with MPS's client
+ * environment (the pipe folder, the active thread percentage and pinned memory limits the
+ * claim's daemon was told: dra_mps_daemon_plan, its devices numbered in the order of their PCI
+ * bus, which CUDA_DEVICE_ORDER pins), the daemon's pipe folder mounted at DRA_MPS_PIPE_DIR and
+ * its shared memory folder at /dev/shm. Time-slicing has no edit (its interval is the GPU's,
+ * set with nvidia-smi: dra_timeslice_prepare_plan). NULL (*ret) when the claim has no edits. */
 int dra_claim_cdi_spec(const struct dra_claim *c, const struct dra_cdi_paths *paths, char **ret,
                        struct err *e);
 
@@ -345,9 +353,37 @@ struct dra_claim *dra_claims_take(struct dra_claims *cs, const char *uid);
 /* The MIG slices the claims made (dra_model_input.owned), malloc'ed; count in *ret_n. */
 struct dra_owned_slice *dra_claims_owned(const struct dra_claims *cs, size_t *ret_n);
 
-/* What the plugin refuses to prepare, with the reason the kubelet shows on the pod: MPS sharing
- * (its control daemon is not run by this plugin). */
-int dra_claim_check(const struct dra_claim *c, struct err *e);
+/* ---- MPS sharing ------------------------------------------------------------------------------
+ */
+
+#define DRA_MPS_PIPE_DIR "/tmp/nvidia-mps" /* the pipe folder as a container sees it */
+
+/* Whether device d of a claim is shared through MPS. */
+bool dra_mps_device(const struct dra_prepared_device *d);
+/* The claim's MPS devices in bus order (GPU index, then placement), the order CUDA numbers them
+ * in (CUDA_DEVICE_ORDER=PCI_BUS_ID): their indexes in ret (c->n_devices entries); the count. */
+size_t dra_mps_order(const struct dra_claim *c, size_t *ret);
+/* Whether a claim UID names a folder of its own under the MPS root (lower-case letters, digits
+ * and dashes, as metadata.uid is): anything else, -EINVAL naming it. */
+int dra_mps_claim_dir(const char *uid, struct err *e);
+
+/* The MPS control daemon of a claim: one per claim with MPS devices, in the folder
+ * <MPS root>/<claim_dir> (pipe/, log/, shm/), seeing the claim's MPS devices alone. */
+struct dra_mps_daemon {
+    char claim_dir[DRA_UID_MAX];           /* the claim's UID */
+    size_t n_devices;                      /* 0: the claim has no MPS device, no daemon */
+    size_t devices[DRA_CLAIM_DEVICES_MAX]; /* the claim's MPS devices in bus order: ordinals */
+    /* CUDA_VISIBLE_DEVICES of the daemon: the devices' UUIDs in that order */
+    char visible_devices[DRA_CLAIM_DEVICES_MAX * GPU_UUID_MAX];
+    int active_thread_percentage; /* the first device's config's; -1 not set */
+    /* what the daemon is told once started, a line each: set_default_active_thread_percentage,
+     * set_default_device_pinned_mem_limit <ordinal> <MB>M */
+    char commands[2048];
+    char pinned_env[1024]; /* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT's value: "0=1024M,1=2048M" */
+};
+/* The daemon claim c needs (ret->n_devices 0: none). Every MPS device must have its UUID (an
+ * on-demand MIG slice is made first); a UID that names no folder is -EINVAL. */
+int dra_mps_daemon_plan(const struct dra_claim *c, struct dra_mps_daemon *ret, struct err *e);
 
 /* ---- compute time slices ---------------------------------------------------------------------
  */

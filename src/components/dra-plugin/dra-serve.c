@@ -169,6 +169,10 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
 {
     struct dra_claim *c = dra_claims_find(&pl->claims, ref->uid);
     if (c && c->state == DRA_PREPARE_COMPLETED) {
+        /* the same answer; an MPS daemon that ended (a restart) started again first */
+        int r = dra_mps_start(pl, c, e);
+        if (r < 0)
+            return r;
         *ret = c;
         return 0;
     }
@@ -187,14 +191,14 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
         json_decref(obj);
         if (r < 0)
             return r;
-        if ((r = dra_claim_check(c, e)) < 0 || (r = dra_claims_put(&pl->claims, c, e)) < 0) {
+        if ((r = dra_claims_put(&pl->claims, c, e)) < 0) {
             dra_claim_free(c);
             return r;
         }
         assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's bound */
-        /* on disk as started before a slice is made or a time slice set: a restart resumes it
-         * or rolls it back */
-        if ((has_dynamic(c) || dra_timeslice_prepare_plan(c, ts) > 0) &&
+        /* on disk as started before a slice is made, a time slice set or an MPS daemon started:
+         * a restart resumes it or rolls it back */
+        if ((has_dynamic(c) || dra_timeslice_prepare_plan(c, ts) > 0 || dra_claim_has_edits(c)) &&
             (r = dra_checkpoint_save(pl, e)) < 0) {
             dra_claim_free(dra_claims_take(&pl->claims, ref->uid));
             return err_prefix(e, "checkpoint");
@@ -206,10 +210,11 @@ static int prepare_claim(struct dra_plugin *pl, const struct dra_claim_ref *ref,
     if ((r = dra_timeslices_apply(pl, c, ts, dra_timeslice_prepare_plan(c, ts), e)) < 0)
         return r; /* kept as started, as above */
     if (dra_claim_has_edits(c)) {
-        /* the claim's own CDI devices (none today: MPS is refused) */
-        struct dra_cdi_paths paths = {.mps_root = NULL};
+        /* MPS: the claim's control daemon, then its own CDI devices (its client environment) */
+        struct dra_cdi_paths paths = {.mps_root = pl->mps_root_host};
         _cleanup_free_ char *spec = NULL, *path = claim_spec_path(pl, ref->uid);
-        if ((r = dra_claim_cdi_spec(c, &paths, &spec, e)) < 0 ||
+        if ((r = dra_mps_start(pl, c, e)) < 0 ||
+            (r = dra_claim_cdi_spec(c, &paths, &spec, e)) < 0 ||
             (spec && (r = file_write_atomic(path, spec, strlen(spec), 0644, e)) < 0))
             return r;
     }
@@ -311,7 +316,7 @@ static void on_unprepare(struct grpc_call *call, const ProtobufCMessage *req, vo
         struct err e = {0};
         struct dra_timeslice ts[DRA_CLAIM_DEVICES_MAX];
         assert(c->n_devices <= DRA_CLAIM_DEVICES_MAX); /* the plan's and the checkpoint's bound */
-        if (destroy_slices(pl, c, &e) < 0 ||
+        if (dra_mps_stop(pl, c, &e) < 0 || destroy_slices(pl, c, &e) < 0 ||
             dra_timeslices_apply(pl, c, ts, dra_timeslice_unprepare_plan(c, &pl->claims, ts), &e) <
                 0) {
             /* kept: the next unprepare tries again */

@@ -220,20 +220,44 @@ int dra_slices_render(const struct dra_model *m, const struct dra_slice_meta *me
 
 /* ---- publication ----------------------------------------------------------------------------- */
 
-/* A slice's content for comparison: spec without the pool's generation, labels, owners. */
-static json_t *content(const json_t *slice)
+/* Whether two objects are equal but for the keys named skip (compared in place: no copies of
+ * the slices, which are the largest objects the plugin holds while it publishes). */
+static bool equal_but(const json_t *a, const json_t *b, const char *skip)
 {
-    json_t *spec = json_deep_copy(json_object_get(slice, "spec"));
-    if (!spec)
-        spec = json_object();
-    json_t *pool = json_object_get(spec, "pool");
-    if (pool)
-        json_object_del(pool, "generation");
-    json_t *md = json_object_get(slice, "metadata");
-    json_t *c = json_pack("{s:o,s:O,s:O}", "spec", spec, "labels",
-                          json_object_get(md, "labels") ?: json_null(), "owners",
-                          json_object_get(md, "ownerReferences") ?: json_null());
-    return c;
+    if (!a && !b)
+        return true;
+    if (!json_is_object(a) || !json_is_object(b))
+        return json_equal(a, b);
+    const char *k;
+    json_t *v;
+    size_t na = 0, nb = 0;
+    json_object_foreach ((json_t *)a, k, v) {
+        if (strcmp(k, skip) == 0)
+            continue;
+        na++;
+        if (!json_equal(v, json_object_get(b, k)))
+            return false;
+    }
+    json_object_foreach ((json_t *)b, k, v)
+        nb += strcmp(k, skip) != 0;
+    return na == nb;
+}
+
+static bool null_or_equal(const json_t *a, const json_t *b)
+{
+    return (!a && !b) || (a && b && json_equal(a, b));
+}
+
+/* Whether two slices have the same content: spec without the pool's generation, labels, owners. */
+static bool same_content(const json_t *x, const json_t *y)
+{
+    const json_t *sx = json_object_get(x, "spec"), *sy = json_object_get(y, "spec");
+    const json_t *mx = json_object_get(x, "metadata"), *my = json_object_get(y, "metadata");
+    return equal_but(sx, sy, "pool") &&
+           equal_but(json_object_get(sx, "pool"), json_object_get(sy, "pool"), "generation") &&
+           null_or_equal(json_object_get(mx, "labels"), json_object_get(my, "labels")) &&
+           null_or_equal(json_object_get(mx, "ownerReferences"),
+                         json_object_get(my, "ownerReferences"));
 }
 
 static const json_t *find_named(const json_t *arr, const char *name)
@@ -272,11 +296,8 @@ int dra_publish_plan(const json_t *desired, const json_t *existing, struct dra_p
             same = false;
             continue;
         }
-        json_t *a = content(v), *b = content(old);
-        if (!json_equal(a, b))
+        if (!same_content(v, old))
             same = false;
-        json_decref(a);
-        json_decref(b);
     }
     if (same && max_gen >= 0) {
         p.generation = max_gen;

@@ -12,27 +12,35 @@
 #include "nodestate.h"
 #include "nvcdi.h"
 
+int dra_driver_tool(const struct dra_flags *f, const char *name, char *path, size_t n,
+                    char *lib_dir, size_t ln, struct err *e)
+{
+    _cleanup_free_ char *root = nvcdi_host_path(f->host_root, f->driver_root, "/");
+    int r = nodestate_root_find(root, nodestate_bin_dirs, name, true, path, n);
+    if (r < 0)
+        return err_set(e, r, "%s not found in the driver root %s", name, root);
+    struct err le = {0};
+    char nvml[PATH_MAX];
+    lib_dir[0] = 0;
+    if (nvcdi_driver_find_nvml(f->host_root, f->driver_root, nvml, sizeof(nvml), &le) == 0) {
+        char *slash = strrchr(nvml, '/');
+        if (slash && slash != nvml) {
+            *slash = 0;
+            strlcpy_s(lib_dir, nvml, ln);
+        }
+    }
+    return 0;
+}
+
 int dra_timeslices_apply(const struct dra_plugin *pl, const struct dra_claim *c,
                          const struct dra_timeslice *ts, size_t n, struct err *e)
 {
     if (n == 0)
         return 0;
-    _cleanup_free_ char *root = nvcdi_host_path(pl->f->host_root, pl->f->driver_root, "/");
-    char smi[PATH_MAX], nvml[PATH_MAX];
-    int r = nodestate_root_find(root, nodestate_bin_dirs, "nvidia-smi", true, smi, sizeof(smi));
+    char smi[PATH_MAX], lib_dir[PATH_MAX];
+    int r = dra_driver_tool(pl->f, "nvidia-smi", smi, sizeof(smi), lib_dir, sizeof(lib_dir), e);
     if (r < 0)
-        return err_set(e, r, "claim %s/%s: time slice: nvidia-smi not found in the driver root %s",
-                       c->ref.ns, c->ref.name, root);
-    struct err le = {0};
-    char lib_dir[PATH_MAX] = "";
-    if (nvcdi_driver_find_nvml(pl->f->host_root, pl->f->driver_root, nvml, sizeof(nvml), &le) ==
-        0) {
-        char *slash = strrchr(nvml, '/');
-        if (slash && slash != nvml) {
-            *slash = 0;
-            strlcpy_s(lib_dir, nvml, sizeof(lib_dir));
-        }
-    }
+        return err_prefix(e, "claim %s/%s: time slice", c->ref.ns, c->ref.name);
     _cleanup_free_ char *added = NULL;
     _cleanup_free_ const char **env = proc_env_lib_first(lib_dir, &added);
     for (size_t i = 0; i < n; i++) {
