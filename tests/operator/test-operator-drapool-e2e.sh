@@ -143,6 +143,12 @@ done
 [ "$(pods_of nvidia-dra-driver-gpu-kubelet-plugin)" = "pool-1 pool-2 pool-3 " ] ||
     fail "DRA kubelet plugin pods on: $(pods_of nvidia-dra-driver-gpu-kubelet-plugin)"
 echo "ok: every node publishes its 4 GPUs in a ResourceSlice; no device plugin runs"
+moved_event() {
+    k -n default get events --field-selector "involvedObject.name=$1,reason=GPUAllocationMove" \
+        -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "^Moved to dra: the DRA kubelet plugin serves its GPUs; uncordoned$"
+}
+for n in $NODES; do wait_for 20 "$n's GPUAllocationMove Event of its move's end" moved_event "$n"; done
+echo "ok: each node's steps posted as GPUAllocationMove Events"
 
 wait_for 60 "3 serve pods Ready on DRA" is_ready_serve 3
 served=$(k -n work get pods -l app=serve -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName} {.status.extendedResourceClaimStatus.resourceClaimName}{"\n"}{end}')

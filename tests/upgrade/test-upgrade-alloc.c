@@ -459,6 +459,10 @@ static void test_steps(void **state)
     assert_true(json_is_true(kobj_path(pt, "spec.unschedulable")));
     assert_string_equal(at(pt, "annotations", UPG_ANN_MOVE), "dra drain");
     assert_string_equal(at(pt, "annotations", UPG_ANN_MOVE_CORDONED), "true");
+    assert_int_equal(p->n_events, 1);
+    assert_string_equal(p->events[0].node, "n0");
+    assert_string_equal(p->events[0].message, "Moving from the device plugin to the DRA kubelet "
+                                              "plugin: cordoned; its GPU pods are evicted");
     upg_alloc_plan_free(p);
 
     /* drain: its GPU pod evicted, the device plugin left (a daemon); n1 waits for the budget */
@@ -466,6 +470,7 @@ static void test_steps(void **state)
     p = plan(&w);
     assert_int_equal(p->n_patches, 0);
     assert_int_equal(p->n_evictions, 1);
+    assert_int_equal(p->n_events, 0); /* no step taken */
     assert_string_equal(p->evictions[0].node, "n0");
     assert_non_null(strstr(p->evictions[0].name, "train"));
     assert_int_equal(p->pools[0].waiting.n, 1);
@@ -503,6 +508,9 @@ static void test_steps(void **state)
     assert_string_equal(at(pt, "labels", UPG_LABEL_DEPLOY_DP), "false");
     assert_null(at_json(pt, "labels", UPG_LABEL_DEPLOY_DRA));
     assert_string_equal(at(pt, "annotations", UPG_ANN_MOVE), "dra stop");
+    assert_int_equal(p->n_events, 1);
+    assert_string_equal(p->events[0].message,
+                        "Moving to dra: its GPU pods are gone; the device plugin turned off");
     upg_alloc_plan_free(p);
 
     /* stop: while the device plugin's pod runs, the DRA plugin is not turned on */
@@ -519,6 +527,8 @@ static void test_steps(void **state)
     pt = p->patches[0].patch;
     assert_string_equal(at(pt, "labels", UPG_LABEL_DEPLOY_DRA), "true");
     assert_string_equal(at(pt, "annotations", UPG_ANN_MOVE), "dra start");
+    assert_string_equal(p->events[0].message, "Moving to dra: the device plugin stopped; the DRA "
+                                              "kubelet plugin turned on");
     upg_alloc_plan_free(p);
 
     /* start: uncordoned only once its slice has a device */
@@ -543,6 +553,8 @@ static void test_steps(void **state)
     assert_true(json_is_null(at_json(pt, "annotations", UPG_ANN_MOVE)));
     assert_true(json_is_null(at_json(pt, "annotations", UPG_ANN_MOVE_CORDONED)));
     assert_true(json_is_false(kobj_path(pt, "spec.unschedulable")));
+    assert_string_equal(p->events[0].message,
+                        "Moved to dra: the DRA kubelet plugin serves its GPUs; uncordoned");
     upg_alloc_plan_free(p);
     world_done(&w);
 }

@@ -70,6 +70,25 @@ static int write_node(struct controller *c, const struct upg_node_patch *np, str
     return 0;
 }
 
+/* A step's Normal Event on its Node (the node's patch went through). */
+static void post_event(struct controller *c, const struct upg_alloc_event *ev)
+{
+    _cleanup_json_ json_t *inv = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Node",
+                                           "metadata", "name", ev->node);
+    struct kube_event ke = {.ns = "default",
+                            .involved = inv,
+                            .type = "Normal",
+                            .reason = UPG_ALLOC_EVENT_REASON,
+                            .message = ev->message,
+                            .component = "gpuop-operator"};
+    struct err e = {0};
+    if (kube_event_create(c->kc, &ke, &e) < 0)
+        log_warn(ALLOC_COMPONENT, "event not recorded", "node=%s reason=%s error=\"%s\"", ev->node,
+                 ke.reason, err_msg(&e));
+    else
+        op_count_write(c);
+}
+
 static void evict(struct controller *c, const struct upg_pod_ref *a)
 {
     struct err pe = {0};
@@ -154,6 +173,13 @@ static int execute(struct controller *c, const struct upg_alloc_plan *p, const j
             json_object_set_new(not_patched, p->patches[i].node, json_true());
             *ret_conflict = true;
         }
+    }
+    for (size_t i = 0; i < p->n_events; i++) {
+        if (json_object_get(not_patched, p->events[i].node))
+            continue;
+        if (op_check_leader(c, e) < 0)
+            return -ECANCELED;
+        post_event(c, &p->events[i]);
     }
     for (size_t i = 0; i < p->n_evictions; i++) {
         if (json_object_get(not_patched, p->evictions[i].node))

@@ -7,6 +7,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,31 @@ static void set_annotation(json_t *patch, const char *key, const char *value)
                         value ? json_string(value) : json_null());
 }
 
+static void event(struct pass *ps, const json_t *node, const char *fmt, ...) GPUOP_PRINTF(3, 4);
+static void event(struct pass *ps, const json_t *node, const char *fmt, ...)
+{
+    struct upg_alloc_plan *pl = ps->plan;
+    pl->events = xrealloc(pl->events, (pl->n_events + 1) * sizeof(*pl->events));
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    pl->events[pl->n_events++] =
+        (struct upg_alloc_event){.node = xstrdup(kobj_name(node)), .message = xstrdup(msg)};
+}
+
+/* "the DRA kubelet plugin" or "the device plugin" */
+static const char *plugin_name(enum upg_alloc a)
+{
+    return a == UPG_ALLOC_DRA ? "the DRA kubelet plugin" : "the device plugin";
+}
+
+static enum upg_alloc other(enum upg_alloc a)
+{
+    return a == UPG_ALLOC_DRA ? UPG_ALLOC_DEVICE_PLUGIN : UPG_ALLOC_DRA;
+}
+
 static void set_step(struct pass *ps, json_t *patch, enum upg_alloc target, enum upg_move_step s)
 {
     char v[64];
@@ -252,6 +278,8 @@ static void step_node(struct pass *ps, const json_t *node, enum upg_alloc target
         else
             set_label(patch, UPG_LABEL_DEPLOY_DRA, NULL);
         set_step(ps, patch, target, UPG_MOVE_STOP);
+        event(ps, node, "Moving to %s: its GPU pods are gone; %s turned off",
+              upg_alloc_name(target), plugin_name(other(target)));
         return;
     }
     case UPG_MOVE_STOP: {
@@ -279,6 +307,8 @@ static void step_node(struct pass *ps, const json_t *node, enum upg_alloc target
         else
             set_label(patch, UPG_LABEL_DEPLOY_DP, "true");
         set_step(ps, patch, target, UPG_MOVE_START);
+        event(ps, node, "Moving to %s: %s stopped; %s turned on", upg_alloc_name(target),
+              plugin_name(other(target)), plugin_name(target));
         return;
     }
     case UPG_MOVE_START: {
@@ -298,6 +328,8 @@ static void step_node(struct pass *ps, const json_t *node, enum upg_alloc target
             set_annotation(patch, UPG_ANN_MOVE_CORDONED, NULL);
             json_object_set_new(patch, "spec", json_pack("{s:b}", "unschedulable", 0));
         }
+        event(ps, node, "Moved to %s: %s serves its GPUs%s", upg_alloc_name(target),
+              plugin_name(target), json_object_get(patch, "spec") ? "; uncordoned" : "");
         return;
     }
     case UPG_MOVE_NONE:
@@ -353,6 +385,8 @@ static void start_node(struct pass *ps, const json_t *node, enum upg_alloc targe
     set_step(ps, patch, target, UPG_MOVE_DRAIN);
     set_annotation(patch, UPG_ANN_MOVE_CORDONED, "true");
     json_object_set_new(patch, "spec", json_pack("{s:b}", "unschedulable", 1));
+    event(ps, node, "Moving from %s to %s: cordoned; its GPU pods are evicted",
+          plugin_name(upg_node_alloc(node)), plugin_name(target));
 }
 
 static int cmp_node_name(const void *a, const void *b)
@@ -584,6 +618,11 @@ void upg_alloc_plan_free(struct upg_alloc_plan *p)
     for (size_t i = 0; i < p->n_slice_nodes; i++)
         free(p->slice_nodes[i]);
     free(p->slice_nodes);
+    for (size_t i = 0; i < p->n_events; i++) {
+        free(p->events[i].node);
+        free(p->events[i].message);
+    }
+    free(p->events);
     for (size_t i = 0; i < p->n_pools; i++) {
         struct upg_alloc_pool_report *r = &p->pools[i];
         free(r->name);

@@ -535,16 +535,17 @@ bool upg_pod_is_gpu(const json_t *pod);
  * Every step is written to the node before the next is taken, so a restarted operator resumes
  * where it was. A node in a move finishes that move; a pool changed back moves it again after.
  */
-#define UPG_LABEL_ALLOCATION  "gpuop.dev/gpu-allocation" /* devicePlugin (or none) or dra */
-#define UPG_LABEL_DEPLOY_DP   "nvidia.com/gpu.deploy.device-plugin"     /* NVIDIA's */
-#define UPG_LABEL_DEPLOY_DRA  "gpuop.dev/gpu.deploy.dra-kubelet-plugin" /* "true": on */
-#define UPG_ANN_MOVE          "upgrade.gpuop.dev/allocation-move"       /* "<target> <step>" */
-#define UPG_ANN_MOVE_SINCE    "upgrade.gpuop.dev/allocation-since"      /* epoch s, the step */
-#define UPG_ANN_MOVE_CORDONED "upgrade.gpuop.dev/allocation-cordoned"   /* "true": gpuop did */
-#define UPG_DEVICE_PLUGIN_APP "nvidia-device-plugin-daemonset"
-#define UPG_DRA_PLUGIN_APP    "nvidia-dra-driver-gpu-kubelet-plugin"
-#define UPG_DRA_DRIVER        "gpu.nvidia.com"
-#define UPG_LABEL_DRA_NODE    "gpuop.dev/dra-node" /* on the plugin's ResourceSlices */
+#define UPG_LABEL_ALLOCATION   "gpuop.dev/gpu-allocation" /* devicePlugin (or none) or dra */
+#define UPG_LABEL_DEPLOY_DP    "nvidia.com/gpu.deploy.device-plugin"     /* NVIDIA's */
+#define UPG_LABEL_DEPLOY_DRA   "gpuop.dev/gpu.deploy.dra-kubelet-plugin" /* "true": on */
+#define UPG_ANN_MOVE           "upgrade.gpuop.dev/allocation-move"       /* "<target> <step>" */
+#define UPG_ANN_MOVE_SINCE     "upgrade.gpuop.dev/allocation-since"      /* epoch s, the step */
+#define UPG_ANN_MOVE_CORDONED  "upgrade.gpuop.dev/allocation-cordoned"   /* "true": gpuop did */
+#define UPG_DEVICE_PLUGIN_APP  "nvidia-device-plugin-daemonset"
+#define UPG_DRA_PLUGIN_APP     "nvidia-dra-driver-gpu-kubelet-plugin"
+#define UPG_DRA_DRIVER         "gpu.nvidia.com"
+#define UPG_LABEL_DRA_NODE     "gpuop.dev/dra-node" /* on the plugin's ResourceSlices */
+#define UPG_ALLOC_EVENT_REASON "GPUAllocationMove"
 
 /* "devicePlugin" or "dra"; upg_alloc_parse: -1 for any other value. */
 const char *upg_alloc_name(enum upg_alloc a);
@@ -589,6 +590,12 @@ struct upg_alloc_plan {
     size_t n_evictions;
     char **slice_nodes; /* nodes whose ResourceSlices (UPG_LABEL_DRA_NODE) go */
     size_t n_slice_nodes;
+    /* a Normal Event per node step taken (reason UPG_ALLOC_EVENT_REASON), posted once its patch
+     * went through */
+    struct upg_alloc_event {
+        char *node, *message;
+    } * events;
+    size_t n_events;
     struct upg_alloc_pool_report *pools;
     size_t n_pools;
     /* some node runs DRA or is on its way to it: the DRA kubelet plugin is rendered */
