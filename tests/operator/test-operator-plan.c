@@ -346,7 +346,27 @@ static void annotate(json_t *node, const json_t *annotations)
     }
 }
 
-static void run_fixture(const char *path)
+/* The nodes as the operator's node informer keeps them: labels in the compact form (kobj.h),
+ * which every reader must read through kobj's label sets. A new array of new nodes. */
+static json_t *compact_nodes(const json_t *nodes, json_t *intern)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach ((json_t *)nodes, i, n) {
+        json_t *c = json_copy(n);
+        json_t *meta = json_copy(json_object_get(n, "metadata"));
+        json_t *labels = kobj_labels_compact(kobj_labels(n), intern);
+        assert_non_null(labels);
+        json_object_set_new(meta, "labels", labels);
+        json_object_set_new(c, "metadata", meta);
+        json_array_append_new(out, c);
+    }
+    return out;
+}
+
+/* compact: the planner reads nodes whose labels are compact, and must plan the same. */
+static void run_fixture(const char *path, bool compact)
 {
     json_error_t je;
     _cleanup_json_ json_t *fx = json_load_file(path, 0, &je);
@@ -425,6 +445,10 @@ static void run_fixture(const char *path)
             .nvidia_drivers = json_is_true(json_object_get(step, "nvidia_drivers_unlisted"))
                                   ? NULL
                                   : json_object_get(cluster, "nvds")};
+        _cleanup_json_ json_t *intern = json_object();
+        _cleanup_json_ json_t *cnodes = compact ? compact_nodes(nodes, intern) : NULL;
+        if (cnodes)
+            snap.nodes = cnodes;
         _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
         struct err e = {0};
         int pr = op_plan(&snap, &plan, &e);
@@ -472,9 +496,8 @@ static void run_fixture(const char *path)
     }
 }
 
-static void test_fixtures(void **state)
+static void fixtures(bool compact)
 {
-    (void)state;
     _cleanup_free_ char *dir = xasprintf("%s/tests/operator/plan", src_root);
     struct dirent **names = NULL;
     int n = scandir(dir, &names, NULL, alphasort);
@@ -485,14 +508,27 @@ static void test_fixtures(void **state)
         size_t len = strlen(names[i]->d_name);
         if (len > 5 && strcmp(names[i]->d_name + len - 5, ".json") == 0) {
             _cleanup_free_ char *p = xasprintf("%s/%s", dir, names[i]->d_name);
-            print_message("fixture %s\n", names[i]->d_name);
-            run_fixture(p);
+            print_message("fixture %s%s\n", names[i]->d_name, compact ? " (compact labels)" : "");
+            run_fixture(p, compact);
             ran++;
         }
         free(names[i]);
     }
     free(names);
     assert_true(ran >= 8);
+}
+
+static void test_fixtures(void **state)
+{
+    (void)state;
+    fixtures(false);
+}
+
+/* The same fixtures, the same plans, with the nodes' labels as the node informer keeps them. */
+static void test_fixtures_compact_labels(void **state)
+{
+    (void)state;
+    fixtures(true);
 }
 
 /* The "~" and subset rules the fixtures rely on can fail. */
@@ -524,6 +560,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subset),
         cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_fixtures_compact_labels),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     op_templates_free(templates);

@@ -183,7 +183,7 @@ long long kobj_generation(const json_t *obj)
 json_t *kobj_labels(const json_t *obj)
 {
     json_t *l = json_object_get(meta(obj), "labels");
-    return json_is_object(l) ? l : NULL;
+    return json_is_object(l) || kobj_labels_is_compact(l) ? l : NULL;
 }
 
 json_t *kobj_annotations(const json_t *obj)
@@ -194,7 +194,7 @@ json_t *kobj_annotations(const json_t *obj)
 
 const char *kobj_label(const json_t *obj, const char *key)
 {
-    return kobj_str(kobj_labels(obj), key);
+    return kobj_labels_get(kobj_labels(obj), key);
 }
 
 const char *kobj_annotation(const json_t *obj, const char *key)
