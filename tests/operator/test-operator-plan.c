@@ -32,6 +32,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "../unit/compact-nodes.h"
 #include "kobj.h"
 #include "operator.h"
 #include "yamlcfg.h"
@@ -346,25 +347,6 @@ static void annotate(json_t *node, const json_t *annotations)
     }
 }
 
-/* The nodes as the operator's node informer keeps them: labels in the compact form (kobj.h),
- * which every reader must read through kobj's label sets. A new array of new nodes. */
-static json_t *compact_nodes(const json_t *nodes, json_t *intern)
-{
-    json_t *out = json_array();
-    size_t i;
-    json_t *n;
-    json_array_foreach ((json_t *)nodes, i, n) {
-        json_t *c = json_copy(n);
-        json_t *meta = json_copy(json_object_get(n, "metadata"));
-        json_t *labels = kobj_labels_compact(kobj_labels(n), intern);
-        assert_non_null(labels);
-        json_object_set_new(meta, "labels", labels);
-        json_object_set_new(c, "metadata", meta);
-        json_array_append_new(out, c);
-    }
-    return out;
-}
-
 /* compact: the planner reads nodes whose labels are compact, and must plan the same. */
 static void run_fixture(const char *path, bool compact)
 {
@@ -446,7 +428,7 @@ static void run_fixture(const char *path, bool compact)
                                   ? NULL
                                   : json_object_get(cluster, "nvds")};
         _cleanup_json_ json_t *intern = json_object();
-        _cleanup_json_ json_t *cnodes = compact ? compact_nodes(nodes, intern) : NULL;
+        _cleanup_json_ json_t *cnodes = compact ? test_compact_nodes(nodes, intern) : NULL;
         if (cnodes)
             snap.nodes = cnodes;
         _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
