@@ -473,6 +473,8 @@ static void test_label_sets(void **state)
         assert_null(kobj_labels_get(l, "zone2"));
         assert_null(kobj_labels_get(l, NULL));
         assert_int_equal(kobj_labels_count(l), 7);
+        assert_string_equal(kobj_str(l, "zone"), "eu-1"); /* the generic reader too */
+        assert_null(kobj_str(l, "missing"));
         /* every label once, by iteration */
         size_t n = 0;
         const char *k, *v;

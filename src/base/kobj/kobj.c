@@ -55,6 +55,8 @@ json_t *kobj_keys(const json_t *v, const char *const *keys)
 
 const char *kobj_str(const json_t *obj, const char *key)
 {
+    if (json_is_array(obj))
+        return kobj_labels_get(obj, key); /* a compact label set, or NULL */
     return json_string_value(json_object_get(obj, key));
 }
 

@@ -39,7 +39,8 @@ const char *kobj_path_str(const json_t *v, const char *dotted);
 /* The value under a NULL-terminated list of object keys (keys may hold dots). */
 json_t *kobj_keys(const json_t *v, const char *const *keys);
 #define kobj_at(v, ...) kobj_keys((v), (const char *const[]){__VA_ARGS__, NULL})
-/* The string member `key` of an object (a label or annotation map, a container, ...). */
+/* The string member `key` of an object (a label or annotation map, a container, ...); of a
+ * compact label set (below), its label `key`. */
 const char *kobj_str(const json_t *obj, const char *key);
 
 /* The object member `key` of obj, created (replacing a non-object) when missing. Borrowed. */
