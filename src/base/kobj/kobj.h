@@ -12,7 +12,9 @@
  * Pure: jansson only, no I/O, no HTTP client, so kubesim and the operator's pure core link it.
  * Getters return borrowed references (valid while the object is) and NULL when the path is
  * absent or has another type; they accept a NULL object. Nothing here allocates except
- * kobj_key(), kobj_merge_patch(), kobj_condition() and the setters, which say so.
+ * kobj_key(), kobj_merge_patch(), kobj_condition(), the label set builders and the setters,
+ * which say so. Labels come in two forms, an object or a compact array (klabels.c); every
+ * reader of labels reads both through the label set accessors.
  * Thread-safety: as for the jansson values passed in (readers may share an object that no one
  * modifies).
  */
