@@ -996,7 +996,7 @@ static int serve(struct world *w, const struct upg_plan *p, struct upg_writes *w
         }
         merge(n, patch);
         bump_rv(n);
-        upg_writes_record(wr, kobj_name(n), pre, kobj_resource_version(n), (json_t *)patch);
+        upg_writes_record(wr, kobj_name(n), pre, kobj_resource_version(n), patch);
     }
     execute_pods(w, p);
     return conflicts;

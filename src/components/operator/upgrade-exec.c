@@ -95,7 +95,7 @@ static void pod_action(struct op_upgrade *u, const struct upg_pod_ref *a, bool e
 }
 
 void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, const char *base_rv,
-                             const char *rv, json_t *patch)
+                             const char *rv, const json_t *patch)
 {
     if (rc == 0) {
         json_object_set_new(u->patched, node, json_true());

@@ -12,7 +12,10 @@
 
 struct upg_writes {
     /* node name -> {"replaced": [resourceVersions gpuop's writes replaced, oldest first],
-     * "patches": [the patch written on each of them], "rv": the last write's version} */
+     * "patches": [the patch written on each of them, as compact JSON text], "rv": the last
+     * write's version}. Text: a fresh install writes every node at once, and a patch of ~15
+     * labels and annotations is ~2.5 KiB as jansson objects against ~0.6 KiB as text; it is
+     * parsed again only for a pass that plans from it. */
     json_t *by_node;
     /* "key=value" -> one string, for the compact labels of the nodes fresh() makes (reconcile
      * thread only; pruned as the informer's is) */
@@ -38,7 +41,7 @@ void upg_writes_free(struct upg_writes *w)
 }
 
 void upg_writes_record(struct upg_writes *w, const char *node, const char *base_rv, const char *rv,
-                       json_t *patch)
+                       const json_t *patch)
 {
     if (!node || !base_rv || !rv || streq_ptr(base_rv, rv) || !json_is_object(patch))
         return;
@@ -53,8 +56,15 @@ void upg_writes_record(struct upg_writes *w, const char *node, const char *base_
         json_array_remove(replaced, 0);
         json_array_remove(patches, 0);
     }
+    char *text = json_dumps(patch, JSON_COMPACT);
+    if (!text) {
+        json_decref(replaced);
+        json_decref(patches);
+        return;
+    }
     json_array_append_new(replaced, json_string(base_rv));
-    json_array_append(patches, patch);
+    json_array_append_new(patches, json_string(text));
+    free(text);
     json_object_set_new(
         w->by_node, node,
         json_pack("{s:o,s:o,s:s}", "replaced", replaced, "patches", patches, "rv", rv));
@@ -86,7 +96,9 @@ static json_t *patched(struct upg_writes *w, const json_t *node, const json_t *p
     json_t *have = kobj_labels(node);
     json_t *labels = kobj_labels_object(have);
     for (size_t i = from; i < json_array_size(patches); i++) {
-        const json_t *p = json_array_get(patches, i);
+        const json_t *pt = json_array_get(patches, i);
+        _cleanup_json_ json_t *p =
+            json_loadb(json_string_value(pt), json_string_length(pt), 0, NULL);
         const char *k;
         json_t *v;
         json_object_foreach (kobj_labels(p), k, v) {

@@ -454,11 +454,11 @@ struct upg_writes *upg_writes_new(void);
 void upg_writes_free(struct upg_writes *w);
 DEFINE_CLEANUP_FUNC(struct upg_writes, upg_writes_free)
 /* A merge patch of `node` made with the precondition `base_rv` succeeded and made version
- * `rv`; the patch is kept (a reference, read-only), not the node the server returned: the node
+ * `rv`; the patch is kept (as compact JSON text), not the node the server returned: the node
  * as written is the cached one with the patches applied, so no second copy of a node's labels
  * is held while the informer catches up. Ignored without a name or either version. */
 void upg_writes_record(struct upg_writes *w, const char *node, const char *base_rv, const char *rv,
-                       json_t *patch);
+                       const json_t *patch);
 /* The nodes to plan from: `cached` (the informer's) with each node the cache shows at a version
  * gpuop's writes replaced made anew, as the writes since that version left it (its labels,
  * annotations and the other fields the patches set, at the last write's resourceVersion).
