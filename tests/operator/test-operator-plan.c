@@ -32,6 +32,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "../unit/compact-nodes.h"
 #include "kobj.h"
 #include "operator.h"
 #include "yamlcfg.h"
@@ -346,7 +347,8 @@ static void annotate(json_t *node, const json_t *annotations)
     }
 }
 
-static void run_fixture(const char *path)
+/* compact: the planner reads nodes whose labels are compact, and must plan the same. */
+static void run_fixture(const char *path, bool compact)
 {
     json_error_t je;
     _cleanup_json_ json_t *fx = json_load_file(path, 0, &je);
@@ -425,6 +427,10 @@ static void run_fixture(const char *path)
             .nvidia_drivers = json_is_true(json_object_get(step, "nvidia_drivers_unlisted"))
                                   ? NULL
                                   : json_object_get(cluster, "nvds")};
+        _cleanup_json_ json_t *intern = json_object();
+        _cleanup_json_ json_t *cnodes = compact ? test_compact_nodes(nodes, intern) : NULL;
+        if (cnodes)
+            snap.nodes = cnodes;
         _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
         struct err e = {0};
         int pr = op_plan(&snap, &plan, &e);
@@ -472,9 +478,8 @@ static void run_fixture(const char *path)
     }
 }
 
-static void test_fixtures(void **state)
+static void fixtures(bool compact)
 {
-    (void)state;
     _cleanup_free_ char *dir = xasprintf("%s/tests/operator/plan", src_root);
     struct dirent **names = NULL;
     int n = scandir(dir, &names, NULL, alphasort);
@@ -485,14 +490,27 @@ static void test_fixtures(void **state)
         size_t len = strlen(names[i]->d_name);
         if (len > 5 && strcmp(names[i]->d_name + len - 5, ".json") == 0) {
             _cleanup_free_ char *p = xasprintf("%s/%s", dir, names[i]->d_name);
-            print_message("fixture %s\n", names[i]->d_name);
-            run_fixture(p);
+            print_message("fixture %s%s\n", names[i]->d_name, compact ? " (compact labels)" : "");
+            run_fixture(p, compact);
             ran++;
         }
         free(names[i]);
     }
     free(names);
     assert_true(ran >= 8);
+}
+
+static void test_fixtures(void **state)
+{
+    (void)state;
+    fixtures(false);
+}
+
+/* The same fixtures, the same plans, with the nodes' labels as the node informer keeps them. */
+static void test_fixtures_compact_labels(void **state)
+{
+    (void)state;
+    fixtures(true);
 }
 
 /* The "~" and subset rules the fixtures rely on can fail. */
@@ -524,6 +542,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subset),
         cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_fixtures_compact_labels),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     op_templates_free(templates);

@@ -437,14 +437,254 @@ static void test_ann_staged(void **state)
     json_decref(obj);
 }
 
+/* ---- label sets: the object form and the compact form read alike ---------------------------- */
+
+static const char node_labels_json[] =
+    "{\"kubernetes.io/hostname\":\"gpu-0\",\"nvidia.com/gpu.present\":\"true\","
+    " \"nvidia.com/gpu.count\":\"8\",\"feature.node.kubernetes.io/pci-10de.present\":\"true\","
+    " \"a\":\"\",\"zone\":\"eu-1\",\"a.b/c\":\"x=y\"}";
+
+/* Both forms of one label set: [0] the object, [1] compact (over `intern`). */
+static void both_forms(json_t *intern, json_t *forms[2])
+{
+    forms[0] = load(node_labels_json);
+    forms[1] = kobj_labels_compact(forms[0], intern);
+    assert_non_null(forms[1]);
+    assert_true(kobj_labels_is_compact(forms[1]));
+    assert_false(kobj_labels_is_compact(forms[0]));
+}
+
+static void test_label_sets(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    json_t *forms[2];
+    both_forms(intern, forms);
+    for (int f = 0; f < 2; f++) {
+        json_t *l = forms[f];
+        assert_string_equal(kobj_labels_get(l, "kubernetes.io/hostname"), "gpu-0");
+        assert_string_equal(kobj_labels_get(l, "nvidia.com/gpu.count"), "8");
+        assert_string_equal(kobj_labels_get(l, "a"), ""); /* an empty value is there */
+        assert_true(kobj_labels_has(l, "a"));
+        assert_string_equal(kobj_labels_get(l, "a.b/c"), "x=y"); /* '=' in a value */
+        assert_null(kobj_labels_get(l, "missing"));
+        assert_false(kobj_labels_has(l, "missing"));
+        assert_null(kobj_labels_get(l, "a.b")); /* a key's prefix is not the key */
+        assert_null(kobj_labels_get(l, "zone2"));
+        assert_null(kobj_labels_get(l, NULL));
+        assert_int_equal(kobj_labels_count(l), 7);
+        assert_string_equal(kobj_str(l, "zone"), "eu-1"); /* the generic reader too */
+        assert_null(kobj_str(l, "missing"));
+        /* every label once, by iteration */
+        size_t n = 0;
+        const char *k, *v;
+        kobj_labels_foreach (l, it, k, v) {
+            assert_string_equal(kobj_labels_get(forms[0], k), v);
+            n++;
+        }
+        assert_int_equal(n, 7);
+        /* as an object again: the same set */
+        json_t *o = kobj_labels_object(l);
+        assert_true(json_equal(o, forms[0]));
+        json_decref(o);
+        /* through an object's metadata */
+        json_t *obj = json_pack("{s:{s:O}}", "metadata", "labels", l);
+        assert_ptr_equal(kobj_labels(obj), l);
+        assert_string_equal(kobj_label(obj, "zone"), "eu-1");
+        assert_null(kobj_label(obj, "nope"));
+        json_decref(obj);
+    }
+    /* compact order is key order, whatever the object's */
+    const char *k, *v, *prev = NULL;
+    char last[KOBJ_LABEL_KEY_MAX + 1] = "";
+    kobj_labels_foreach (forms[1], it, k, v) {
+        (void)v;
+        if (prev)
+            assert_true(strcmp(last, k) < 0);
+        snprintf(last, sizeof(last), "%s", k);
+        prev = last;
+    }
+    /* the empty set and NULL */
+    json_t *empty = json_object();
+    json_t *ec = kobj_labels_compact(empty, intern);
+    assert_true(kobj_labels_is_compact(ec));
+    assert_int_equal(kobj_labels_count(ec), 0);
+    assert_null(kobj_labels_get(ec, "a"));
+    assert_null(kobj_labels_get(NULL, "a"));
+    assert_int_equal(kobj_labels_count(NULL), 0);
+    size_t none = 0;
+    kobj_labels_foreach (NULL, it, k, v)
+        none++;
+    kobj_labels_foreach (ec, it, k, v)
+        none++;
+    assert_int_equal(none, 0);
+    json_decref(ec);
+    json_decref(empty);
+    json_decref(forms[0]);
+    json_decref(forms[1]);
+    json_decref(intern);
+}
+
+/* Equal labels of two sets are one string; strings no set holds go at the next sweep. */
+static void test_label_sets_shared(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    json_t *a = load("{\"x\":\"1\",\"y\":\"same\"}"), *b = load("{\"y\":\"same\",\"z\":\"2\"}");
+    json_t *ca = kobj_labels_compact(a, intern), *cb = kobj_labels_compact(b, intern);
+    assert_ptr_equal(json_array_get(ca, 1), json_array_get(cb, 0)); /* "y=same" */
+    assert_int_equal(json_object_size(intern), 3);
+    /* a compact set is taken as it is */
+    json_t *again = kobj_labels_compact(ca, intern);
+    assert_ptr_equal(again, ca);
+    json_decref(again);
+    size_t pruned = 0;
+    assert_int_equal(kobj_intern_prune(intern, &pruned, 10), 0); /* not grown enough */
+    json_decref(ca);
+    assert_int_equal(kobj_intern_prune(intern, &pruned, 0), 1); /* "x=1": no set holds it */
+    assert_int_equal(pruned, 2);
+    assert_non_null(json_object_get(intern, "y=same"));
+    json_decref(cb);
+    json_decref(a);
+    json_decref(b);
+    json_decref(intern);
+}
+
+/* What the API never gives stays an object; a type-confused array reads as absent. */
+static void test_label_sets_refused(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    const char *bad[] = {"{\"a\":5}", "{\"a=b\":\"c\"}", "[\"a=b\"]", "[\"x\"]"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        json_t *l = load(bad[i]);
+        json_t *c = kobj_labels_compact(l, intern);
+        if (json_is_array(l))
+            json_decref(c); /* already compact: itself */
+        else
+            assert_null(c);
+        json_decref(l);
+    }
+    char longkey[KOBJ_LABEL_KEY_MAX + 8];
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    json_t *lk = json_pack("{s:s}", longkey, "v");
+    assert_null(kobj_labels_compact(lk, intern));
+    json_decref(lk);
+    /* junk arrays: no entry, a non-string, a key too long: absent, skipped, never a crash */
+    json_t *junk = load("[\"a=1\", 5, \"nokey\", \"b=2\"]");
+    const char *k, *v;
+    size_t n = 0;
+    kobj_labels_foreach (junk, it, k, v)
+        n++;
+    assert_int_equal(n, 2);
+    (void)kobj_labels_get(junk, "b");
+    json_t *junk2 = load("[5, \"a=1\"]");
+    assert_false(kobj_labels_is_compact(junk2));
+    assert_null(kobj_labels_get(junk2, "a"));
+    assert_int_equal(kobj_labels_count(junk2), 0);
+    json_decref(junk);
+    json_decref(junk2);
+    json_decref(intern);
+}
+
+/* Selectors, matchLabels and matchExpressions read both forms; a missing label satisfies
+ * NotIn, != and DoesNotExist. */
+static void test_label_sets_selectors(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    json_t *forms[2];
+    both_forms(intern, forms);
+    static const struct {
+        const char *sel;
+        bool match;
+    } sels[] = {
+        {"", true},
+        {"nvidia.com/gpu.present=true", true},
+        {"nvidia.com/gpu.present==true,zone=eu-1", true},
+        {"nvidia.com/gpu.present=false", false},
+        {"zone!=eu-1", false},
+        {"missing!=x", true},
+        {"zone in (eu-1,eu-2)", true},
+        {"zone in (eu-2)", false},
+        {"missing in (a)", false},
+        {"zone notin (eu-2)", true},
+        {"zone notin (eu-1)", false},
+        {"missing notin (a)", true},
+        {"zone", true},
+        {"missing", false},
+        {"!missing", true},
+        {"!zone", false},
+        {"a", true}, /* an empty value exists */
+    };
+    static const struct {
+        const char *expr;
+        bool match;
+    } exprs[] = {
+        {"{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"eu-1\"]}", true},
+        {"{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"eu-2\"]}", false},
+        {"{\"key\":\"missing\",\"operator\":\"In\",\"values\":[\"eu-1\"]}", false},
+        {"{\"key\":\"zone\",\"operator\":\"NotIn\",\"values\":[\"eu-1\"]}", false},
+        {"{\"key\":\"missing\",\"operator\":\"NotIn\",\"values\":[\"eu-1\"]}", true},
+        {"{\"key\":\"zone\",\"operator\":\"Exists\"}", true},
+        {"{\"key\":\"missing\",\"operator\":\"Exists\"}", false},
+        {"{\"key\":\"missing\",\"operator\":\"DoesNotExist\"}", true},
+        {"{\"key\":\"zone\",\"operator\":\"DoesNotExist\"}", false},
+        {"{\"key\":\"nvidia.com/gpu.count\",\"operator\":\"Gt\",\"values\":[\"4\"]}", true},
+        {"{\"key\":\"nvidia.com/gpu.count\",\"operator\":\"Gt\",\"values\":[\"8\"]}", false},
+        {"{\"key\":\"nvidia.com/gpu.count\",\"operator\":\"Lt\",\"values\":[\"9\"]}", true},
+        {"{\"key\":\"missing\",\"operator\":\"Lt\",\"values\":[\"9\"]}", false},
+        {"{\"key\":\"nvidia.com/gpu.count\",\"operator\":\"Gt\"}", false},
+        {"{\"key\":\"zone\",\"operator\":\"Sideways\",\"values\":[\"eu-1\"]}", false},
+    };
+    for (int f = 0; f < 2; f++) {
+        for (size_t i = 0; i < ARRAY_SIZE(sels); i++) {
+            bool m = !sels[i].match;
+            struct err e = {0};
+            assert_int_equal(kobj_selector_match(sels[i].sel, forms[f], &m, &e), 0);
+            if (m != sels[i].match)
+                fail_msg("form %d, selector \"%s\": %d", f, sels[i].sel, m);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(exprs); i++) {
+            json_t *ex = load(exprs[i].expr);
+            if (kobj_match_expression(ex, forms[f]) != exprs[i].match)
+                fail_msg("form %d, expression %s", f, exprs[i].expr);
+            json_decref(ex);
+        }
+        json_t *m1 = load("{\"zone\":\"eu-1\",\"nvidia.com/gpu.present\":\"true\"}");
+        json_t *m2 = load("{\"zone\":\"eu-1\",\"missing\":\"x\"}");
+        json_t *m3 = load("{\"zone\":1}");
+        assert_true(kobj_labels_match(m1, forms[f]));
+        assert_false(kobj_labels_match(m2, forms[f]));
+        assert_false(kobj_labels_match(m3, forms[f]));
+        assert_true(kobj_labels_match(NULL, forms[f]));
+        json_decref(m1);
+        json_decref(m2);
+        json_decref(m3);
+    }
+    json_decref(forms[0]);
+    json_decref(forms[1]);
+    json_decref(intern);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_paths),          cmocka_unit_test(test_metadata),
-        cmocka_unit_test(test_setters),        cmocka_unit_test(test_valid_syntax),
-        cmocka_unit_test(test_valid_quantity), cmocka_unit_test(test_selector_string),
-        cmocka_unit_test(test_merge_patch),    cmocka_unit_test(test_condition),
-        cmocka_unit_test(test_ann_staged),     cmocka_unit_test(test_pod_ready),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_metadata),
+        cmocka_unit_test(test_setters),
+        cmocka_unit_test(test_valid_syntax),
+        cmocka_unit_test(test_valid_quantity),
+        cmocka_unit_test(test_selector_string),
+        cmocka_unit_test(test_merge_patch),
+        cmocka_unit_test(test_condition),
+        cmocka_unit_test(test_ann_staged),
+        cmocka_unit_test(test_pod_ready),
+        cmocka_unit_test(test_label_sets),
+        cmocka_unit_test(test_label_sets_shared),
+        cmocka_unit_test(test_label_sets_refused),
+        cmocka_unit_test(test_label_sets_selectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

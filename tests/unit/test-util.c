@@ -66,6 +66,31 @@ static void test_sbuf_cap_after(void **state)
     assert_int_equal(b.cap, 5001);
 }
 
+/* sbuf_expect sizes the buffer to a known total at once: the appends up to it allocate
+ * nothing more; a total over the limit, or one that already fits, changes nothing. */
+static void test_sbuf_expect(void **state)
+{
+    (void)state;
+    struct sbuf b _cleanup_sbuf_;
+    sbuf_init(&b, 10000);
+    sbuf_expect(&b, 20000); /* over the limit: nothing */
+    assert_int_equal(b.cap, 0);
+    sbuf_expect(&b, 3000);
+    assert_int_equal(b.cap, 3001);
+    char chunk[1000];
+    memset(chunk, 'x', sizeof(chunk));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sbuf_cap_after(&b, sizeof(chunk)), 3001);
+        assert_int_equal(sbuf_append(&b, chunk, sizeof(chunk)), 0);
+        assert_int_equal(b.cap, 3001);
+    }
+    sbuf_expect(&b, 100); /* fits already */
+    assert_int_equal(b.cap, 3001);
+    assert_int_equal(sbuf_append(&b, "y", 1), 0); /* past it: grows as before */
+    assert_true(b.cap > 3001);
+    assert_int_equal(b.len, 3001);
+}
+
 /* The first failure sticks: later appends, even small ones, do nothing and report it. */
 static void test_sbuf_sticky(void **state)
 {
@@ -693,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_sbuf_limit),
         cmocka_unit_test(test_sbuf_cap_after),
+        cmocka_unit_test(test_sbuf_expect),
         cmocka_unit_test(test_sbuf_sticky),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../unit/compact-nodes.h"
 #include "kobj.h"
 #include "upg-internal.h"
 #include "upgrade.h"
@@ -45,7 +46,27 @@ struct world {
     const struct upg_event_log *posted; /* the shell's log of Events posted, or NULL */
     const struct upg_hold *holds;       /* the remediation's holds */
     size_t n_holds;
+    json_t *kept, *intern; /* the compact run's nodes (informer_view) */
 };
+
+/* The second run of every test plans from the nodes as the operator's node informer keeps them
+ * (labels compact) and must come out the same. */
+static bool compact_run;
+
+/* The nodes a pass reads: as they are, or on the second run their compact copies (kept with
+ * the world: a plan may borrow from them). */
+static const json_t *informer_view(struct world *w, const json_t *nodes)
+{
+    if (!compact_run)
+        return nodes;
+    if (!w->kept)
+        w->kept = json_array();
+    if (!w->intern)
+        w->intern = json_object();
+    json_t *c = test_compact_nodes(nodes, w->intern);
+    json_array_append_new(w->kept, c);
+    return c;
+}
 
 static json_t *mk_node(const char *name, int gpus)
 {
@@ -157,6 +178,8 @@ static void world_init(struct world *w, int n_nodes, int gpus)
 
 static void world_done(struct world *w)
 {
+    json_decref(w->kept);
+    json_decref(w->intern);
     json_decref(w->nodes);
     json_decref(w->pods);
     json_decref(w->pdbs);
@@ -199,7 +222,7 @@ static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
     upg_zones_load_pools(zones, NULL, w->pools);
     struct upg_input in = {.policy = &w->pol,
                            .zones = zones,
-                           .nodes = nodes,
+                           .nodes = informer_view(w, nodes),
                            .pods = w->pods,
                            .pdbs = w->pdbs,
                            .sets = &w->set,
@@ -973,9 +996,7 @@ static int serve(struct world *w, const struct upg_plan *p, struct upg_writes *w
         }
         merge(n, patch);
         bump_rv(n);
-        json_t *out = json_deep_copy(n);
-        upg_writes_record(wr, pre, out);
-        json_decref(out);
+        upg_writes_record(wr, kobj_name(n), pre, kobj_resource_version(n), patch);
     }
     execute_pods(w, p);
     return conflicts;
@@ -986,45 +1007,76 @@ static json_t *snapshot(struct world *w)
     return json_deep_copy(w->nodes);
 }
 
-/* upg_writes alone: what is kept and when it is forgotten. */
+/* upg_writes alone: what is kept and when it is forgotten, and the node planned from: the
+ * cached one as the patches written since its version left it. */
 static void test_writes_rule(void **state)
 {
     (void)state;
     struct upg_writes *wr = upg_writes_new();
-    json_t *b0 = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion", "5",
-                           "labels", "s", "a");
-    json_t *w1 = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion", "9",
-                           "labels", "s", "b");
-    json_t *w2 = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion",
-                           "12", "labels", "s", "c");
+    json_t *b0 = json_pack("{s:{s:s,s:s,s:{s:s,s:s}}}", "metadata", "name", "n", "resourceVersion",
+                           "5", "labels", "s", "a", "keep", "k");
+    json_t *w1 = json_pack("{s:{s:s,s:s,s:{s:s,s:s}}}", "metadata", "name", "n", "resourceVersion",
+                           "9", "labels", "s", "b", "keep", "k");
     json_t *other = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n", "resourceVersion",
                               "13", "labels", "s", "x");
+    json_t *p1 =
+        json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", "5", "labels", "s", "b");
+    json_t *p2 =
+        json_pack("{s:{s:s,s:{s:s,s:n},s:{s:s}},s:{s:b}}", "metadata", "resourceVersion", "9",
+                  "labels", "s", "c", "keep", "annotations", "x", "1", "spec", "unschedulable", 1);
     /* no precondition, no version, a write that made no version: nothing to go by */
-    upg_writes_record(wr, NULL, w1);
-    upg_writes_record(wr, "9", w1);
+    upg_writes_record(wr, "n", NULL, "9", p1);
+    upg_writes_record(wr, "n", "5", NULL, p1);
+    upg_writes_record(wr, NULL, "5", "9", p1);
+    upg_writes_record(wr, "n", "9", "9", p1);
     assert_int_equal(upg_writes_pending(wr), 0);
-    upg_writes_record(wr, "5", w1);
+    upg_writes_record(wr, "n", "5", "9", p1);
     assert_int_equal(upg_writes_pending(wr), 1);
     json_t *cache = json_pack("[O]", b0);
     json_t *f = upg_writes_fresh(wr, cache); /* the cache at 5: behind, ours is read */
-    assert_ptr_equal(json_array_get(f, 0), w1);
+    json_t *n = json_array_get(f, 0);
+    assert_string_equal(kobj_resource_version(n), "9");
+    assert_string_equal(kobj_label(n, "s"), "b");
+    assert_string_equal(kobj_label(n, "keep"), "k");
+    assert_string_equal(kobj_label(b0, "s"), "a"); /* the cached node is left as it is */
     json_decref(f);
-    upg_writes_record(wr, "9", w2); /* planned from ours: the chain goes on (5, 9 replaced) */
+    upg_writes_record(wr, "n", "9", "12", p2); /* planned from ours: the chain goes on */
     f = upg_writes_fresh(wr, cache);
-    assert_ptr_equal(json_array_get(f, 0), w2);
+    n = json_array_get(f, 0);
+    assert_string_equal(kobj_resource_version(n), "12");
+    assert_string_equal(kobj_label(n, "s"), "c");
+    assert_null(kobj_label(n, "keep"));
+    assert_string_equal(kobj_annotation(n, "x"), "1");
+    assert_true(json_is_true(kobj_path(n, "spec.unschedulable")));
     json_decref(f);
-    json_array_set(cache, 0, w1); /* caught up with the first write only */
+    json_array_set(cache, 0, w1); /* caught up with the first write only: the second on it */
     f = upg_writes_fresh(wr, cache);
-    assert_ptr_equal(json_array_get(f, 0), w2);
+    n = json_array_get(f, 0);
+    assert_string_equal(kobj_resource_version(n), "12");
+    assert_string_equal(kobj_label(n, "s"), "c");
+    assert_null(kobj_label(n, "keep"));
     assert_int_equal(upg_writes_pending(wr), 1);
     json_decref(f);
+    /* a compact label set (the operator's node informer) stays compact */
+    json_t *intern = json_object();
+    json_t *w1c = json_deep_copy(w1);
+    json_object_set_new(json_object_get(w1c, "metadata"), "labels",
+                        kobj_labels_compact(kobj_labels(w1), intern));
+    json_array_set_new(cache, 0, w1c);
+    f = upg_writes_fresh(wr, cache);
+    n = json_array_get(f, 0);
+    assert_true(kobj_labels_is_compact(kobj_labels(n)));
+    assert_string_equal(kobj_label(n, "s"), "c");
+    assert_null(kobj_label(n, "keep"));
+    json_decref(f);
+    json_decref(intern);
     json_array_set(cache, 0, other); /* a later version (another writer's): the cache's */
     f = upg_writes_fresh(wr, cache);
     assert_ptr_equal(json_array_get(f, 0), other);
     assert_int_equal(upg_writes_pending(wr), 0);
     json_decref(f);
     /* a node gone from the cache is forgotten */
-    upg_writes_record(wr, "13", w2);
+    upg_writes_record(wr, "n", "13", "14", p2);
     assert_int_equal(upg_writes_pending(wr), 1);
     json_t *none = json_array();
     f = upg_writes_fresh(wr, none);
@@ -1035,8 +1087,9 @@ static void test_writes_rule(void **state)
     json_decref(cache);
     json_decref(b0);
     json_decref(w1);
-    json_decref(w2);
     json_decref(other);
+    json_decref(p1);
+    json_decref(p2);
     upg_writes_free(wr);
     upg_writes_free(NULL);
 }
@@ -2391,5 +2444,7 @@ int main(void)
         cmocka_unit_test(test_matrix),
         cmocka_unit_test(test_selectors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    compact_run = true;
+    return failed + cmocka_run_group_tests_name("compact labels", tests, NULL, NULL);
 }

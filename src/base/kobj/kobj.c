@@ -55,6 +55,8 @@ json_t *kobj_keys(const json_t *v, const char *const *keys)
 
 const char *kobj_str(const json_t *obj, const char *key)
 {
+    if (json_is_array(obj))
+        return kobj_labels_get(obj, key); /* a compact label set, or NULL */
     return json_string_value(json_object_get(obj, key));
 }
 
@@ -183,7 +185,7 @@ long long kobj_generation(const json_t *obj)
 json_t *kobj_labels(const json_t *obj)
 {
     json_t *l = json_object_get(meta(obj), "labels");
-    return json_is_object(l) ? l : NULL;
+    return json_is_object(l) || kobj_labels_is_compact(l) ? l : NULL;
 }
 
 json_t *kobj_annotations(const json_t *obj)
@@ -194,7 +196,7 @@ json_t *kobj_annotations(const json_t *obj)
 
 const char *kobj_label(const json_t *obj, const char *key)
 {
-    return kobj_str(kobj_labels(obj), key);
+    return kobj_labels_get(kobj_labels(obj), key);
 }
 
 const char *kobj_annotation(const json_t *obj, const char *key)

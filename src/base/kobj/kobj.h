@@ -12,7 +12,9 @@
  * Pure: jansson only, no I/O, no HTTP client, so kubesim and the operator's pure core link it.
  * Getters return borrowed references (valid while the object is) and NULL when the path is
  * absent or has another type; they accept a NULL object. Nothing here allocates except
- * kobj_key(), kobj_merge_patch(), kobj_condition() and the setters, which say so.
+ * kobj_key(), kobj_merge_patch(), kobj_condition(), the label set builders and the setters,
+ * which say so. Labels come in two forms, an object or a compact array (klabels.c); every
+ * reader of labels reads both through the label set accessors.
  * Thread-safety: as for the jansson values passed in (readers may share an object that no one
  * modifies).
  */
@@ -39,7 +41,8 @@ const char *kobj_path_str(const json_t *v, const char *dotted);
 /* The value under a NULL-terminated list of object keys (keys may hold dots). */
 json_t *kobj_keys(const json_t *v, const char *const *keys);
 #define kobj_at(v, ...) kobj_keys((v), (const char *const[]){__VA_ARGS__, NULL})
-/* The string member `key` of an object (a label or annotation map, a container, ...). */
+/* The string member `key` of an object (a label or annotation map, a container, ...); of a
+ * compact label set (below), its label `key`. */
 const char *kobj_str(const json_t *obj, const char *key);
 
 /* The object member `key` of obj, created (replacing a non-object) when missing. Borrowed. */
@@ -68,9 +71,10 @@ const char *kobj_meta_str(const json_t *obj, const char *field);
 /* metadata.generation, or 0 when absent. */
 long long kobj_generation(const json_t *obj);
 
-json_t *kobj_labels(const json_t *obj);      /* metadata.labels (an object) or NULL */
+/* metadata.labels, a label set in either form (below), or NULL */
+json_t *kobj_labels(const json_t *obj);
 json_t *kobj_annotations(const json_t *obj); /* metadata.annotations (an object) or NULL */
-const char *kobj_label(const json_t *obj, const char *key);
+const char *kobj_label(const json_t *obj, const char *key); /* either form of label set */
 /* A matchLabels map as a label selector string, "k1=v1,k2=v2" in key order (what list calls
  * take); "" for an empty map, NULL when a value is not a string. Free with free(). */
 char *kobj_selector_string(const json_t *match_labels);
@@ -133,10 +137,55 @@ int kobj_int_or_percent(const json_t *v, const char *field, json_t **ret, struct
  * percentage scaled with rounding up (or down when !round_up), an integer as is. */
 long long kobj_int_or_percent_scaled(const json_t *v, long long total, bool round_up);
 
+/* ---- label sets (klabels.c) ----------------------------------------------------------------- */
+
+/*
+ * A label set is metadata.labels in one of two forms: an object of strings, as the API gives
+ * it, or the compact form an informer keeps instead (kobj_labels_compact): an array of
+ * "key=value" strings sorted by key, each string shared by every object holding that label
+ * (8 bytes a label per object, against ~110 for a jansson object's pair). metadata.labels is
+ * a map in the API, so an array there whose first entry is "key=value" (or an empty one) is the
+ * compact form; any other array reads as no labels. Every reader of labels that
+ * may meet either form reads through these (and kobj_label(), the selectors below, which take
+ * both); NULL is the empty set. A compact set is read-only: writers build an object
+ * (kobj_labels_object) and write that.
+ */
+#define KOBJ_LABEL_KEY_MAX 317 /* a 253-byte prefix, '/', a 63-byte name */
+/* The value of `key`, or NULL when the set lacks it (or, in object form, it is not a string). */
+const char *kobj_labels_get(const json_t *labels, const char *key);
+/* Whether the set has `key` at all (in object form: with any value). */
+bool kobj_labels_has(const json_t *labels, const char *key);
+size_t kobj_labels_count(const json_t *labels);
+bool kobj_labels_is_compact(const json_t *labels);
+/* Iteration: key order for a compact set, the object's order otherwise; a value that is not a
+ * string (object form only) comes as NULL. The key is valid until the next call. */
+struct kobj_labels_iter {
+    const json_t *labels;
+    size_t i;
+    void *iter;
+    char key[KOBJ_LABEL_KEY_MAX + 1];
+};
+bool kobj_labels_next(struct kobj_labels_iter *it, const char **ret_key, const char **ret_value);
+#define kobj_labels_foreach(set, it, k, v) \
+    for (struct kobj_labels_iter it = {.labels = (set)}; kobj_labels_next(&it, &(k), &(v));)
+/* The set as a new object of strings (a copy of an object form). */
+json_t *kobj_labels_object(const json_t *labels);
+/* The compact form of an object of labels (a new reference; a compact set is returned as
+ * is), its strings taken from or added to `intern` ("key=value" -> the one string). NULL when
+ * the set holds what the API never gives (a value not a string, a key with '=' or too long):
+ * such a set stays an object. The caller serialises use of `intern`; the set made is read-only
+ * and may be shared between threads (jansson's reference counts are atomic). */
+json_t *kobj_labels_compact(const json_t *labels, json_t *intern);
+/* Drops the strings of an intern table (text -> shared value) that only the table still holds,
+ * once it has grown past 2 * *pruned + slack entries since the last sweep (so a table holds at
+ * most about twice what its objects use, however often values change); *pruned becomes the
+ * size left. Returns how many were dropped. */
+size_t kobj_intern_prune(json_t *intern, size_t *pruned, size_t slack);
+
 /* ---- label selectors ------------------------------------------------------------------------ */
 
 /*
- * Does `labels` (an object of strings; NULL: none) satisfy the label selector string `sel`
+ * Does `labels` (a label set in either form; NULL: none) satisfy the label selector string `sel`
  * ("app=x,tier!=db,gpu,!skip,zone in (a,b),env notin (dev)")? An empty or NULL selector
  * matches everything. A selector that does not parse fails naming the offending requirement.
  */
@@ -146,6 +195,11 @@ int kobj_selector_check(const char *sel, struct err *e);
 /* matchLabels semantics: every key of `match` (an object of strings) has that value in
  * `labels`. NULL or {} matches everything. */
 bool kobj_labels_match(const json_t *match, const json_t *labels);
+/* One requirement of matchExpressions ({key, operator, values}: a node selector term's or a
+ * label selector's) against `labels`: In, NotIn (a missing label is not in any set: a match),
+ * Exists, DoesNotExist, and a node selector's Gt and Lt (decimal integers; a missing label or
+ * limit does not match). An unknown operator does not match. */
+bool kobj_match_expression(const json_t *expr, const json_t *labels);
 
 /* ---- status conditions (kcond.c) ------------------------------------------------------------ */
 

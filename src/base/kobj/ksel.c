@@ -2,6 +2,7 @@
 /* Label selectors (kobj.h): the string form the API takes in ?labelSelector= and in policies
  * that name pods or nodes, and matchLabels. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kobj.h"
@@ -71,7 +72,7 @@ static int selector_eval(const char *sel, const json_t *labels, bool *ret_match,
         key[kn] = '\0';
         if (!kobj_valid_qualified_name(key))
             return err_set(e, -EINVAL, "label selector \"%s\": invalid label key \"%s\"", sel, key);
-        const char *have = json_string_value(json_object_get(labels, key));
+        const char *have = kobj_labels_get(labels, key);
         p = skip_ws(p + kn);
         enum sel_op op = neg ? SEL_NOT_EXISTS : SEL_EXISTS;
         if (!neg && (strncmp(p, "==", 2) == 0 || strncmp(p, "!=", 2) == 0 || *p == '=')) {
@@ -129,9 +130,42 @@ bool kobj_labels_match(const json_t *match, const json_t *labels)
     const char *k;
     json_t *v;
     json_object_foreach ((json_t *)match, k, v) {
-        const char *have = json_string_value(json_object_get(labels, k));
+        const char *have = kobj_labels_get(labels, k);
         if (!have || !json_is_string(v) || strcmp(have, json_string_value(v)) != 0)
             return false;
     }
     return true;
+}
+
+static bool in_values(const json_t *values, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (values, i, v)
+        if (s && streq_ptr(json_string_value(v), s))
+            return true;
+    return false;
+}
+
+bool kobj_match_expression(const json_t *expr, const json_t *labels)
+{
+    const char *key = kobj_str(expr, "key"), *op = kobj_str(expr, "operator");
+    const json_t *values = json_object_get(expr, "values");
+    const char *val = kobj_labels_get(labels, key);
+    if (streq_ptr(op, "In"))
+        return in_values(values, val);
+    if (streq_ptr(op, "NotIn"))
+        return !in_values(values, val);
+    if (streq_ptr(op, "Exists"))
+        return val != NULL;
+    if (streq_ptr(op, "DoesNotExist"))
+        return val == NULL;
+    if (streq_ptr(op, "Gt") || streq_ptr(op, "Lt")) {
+        const char *lim = json_string_value(json_array_get(values, 0));
+        if (!val || !lim)
+            return false;
+        long long a = strtoll(val, NULL, 10), b = strtoll(lim, NULL, 10);
+        return streq_ptr(op, "Gt") ? a > b : a < b;
+    }
+    return false;
 }

@@ -201,6 +201,14 @@ size_t sbuf_cap_after(const struct sbuf *b, size_t extra)
     return cap;
 }
 
+void sbuf_expect(struct sbuf *b, size_t total)
+{
+    if (b->error || total > b->limit || total < b->cap)
+        return;
+    b->data = xrealloc(b->data, total + 1);
+    b->cap = total + 1;
+}
+
 static int sbuf_reserve(struct sbuf *b, size_t extra)
 {
     if (b->error)

@@ -160,6 +160,11 @@ GPUOP_WUR int sbuf_check_err(const struct sbuf *b, struct err *e, const char *wh
  * the append would fail): what an append is about to allocate, for callers that account for
  * their memory before it is spent. */
 size_t sbuf_cap_after(const struct sbuf *b, size_t extra);
+/* The buffer is to hold `total` bytes in all (a body's Content-Length): its capacity becomes
+ * exactly that (and the NUL), so the appends up to it neither reallocate nor leave a buffer up
+ * to twice the size. Nothing happens when it already has room or `total` passes the limit (an
+ * append will fail then). */
+void sbuf_expect(struct sbuf *b, size_t total);
 /* Takes the data out (caller frees); the buffer is reset. Never NULL. Check the buffer first:
  * after a failure the data is whatever fitted. */
 char *sbuf_steal(struct sbuf *b);

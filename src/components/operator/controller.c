@@ -157,8 +157,6 @@ static void operator_defaults(void *state)
     o->c.written_gcs = json_object();
     o->c.recorder = op_recorder_new(NULL);
     pthread_mutex_init(&o->c.lock, NULL);
-    o->c.node_labels = json_object();
-    pthread_mutex_init(&o->c.node_labels_lock, NULL);
 }
 
 static int operator_configure(struct svc *s, struct err *e)
@@ -193,8 +191,6 @@ static void operator_cleanup(void *state)
     op_remediation_free(c->rem); /* first: it borrows the upgrade controller's informers */
     op_upgrade_free(c->upg);
     op_informers_free(c);
-    json_decref(c->node_labels);
-    pthread_mutex_destroy(&c->node_labels_lock);
     op_gpuquota_clear(&c->gq);
     svc_workqueue_free(c->queue);
     op_templates_free(c->templates);

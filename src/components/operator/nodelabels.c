@@ -16,9 +16,8 @@ static const char *const nfd_gpu_labels[] = {
 
 static bool has_nfd_labels(const json_t *labels)
 {
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)labels, k, v) {
+    const char *k, *v;
+    kobj_labels_foreach (labels, it, k, v) {
         if (str_has_prefix(k, "feature.node.kubernetes.io/"))
             return true;
     }
@@ -32,11 +31,11 @@ static bool has_nfd_labels(const json_t *labels)
 bool op_node_is_gpu(const json_t *labels)
 {
     for (const char *const *k = nfd_gpu_labels; *k; k++)
-        if (streq_ptr(kobj_str(labels, *k), "true"))
+        if (streq_ptr(kobj_labels_get(labels, *k), "true"))
             return true;
     if (has_nfd_labels(labels))
         return false;
-    return streq_ptr(kobj_str(labels, OP_LABEL_GPU_PRESENT), "true");
+    return streq_ptr(kobj_labels_get(labels, OP_LABEL_GPU_PRESENT), "true");
 }
 
 static bool contains_ci(const char *hay, const char *needle)
@@ -57,10 +56,10 @@ enum mig_capability { MIG_UNKNOWN, MIG_NO, MIG_YES };
  * change, by the driver manager) has taken its labels away, which says nothing of the GPUs. */
 static enum mig_capability node_mig_capable(const json_t *labels)
 {
-    const char *cap = kobj_str(labels, OP_LABEL_MIG_CAPABLE);
+    const char *cap = kobj_labels_get(labels, OP_LABEL_MIG_CAPABLE);
     if (cap)
         return strcmp(cap, "true") == 0 ? MIG_YES : MIG_NO;
-    const char *product = kobj_str(labels, "nvidia.com/gpu.product");
+    const char *product = kobj_labels_get(labels, "nvidia.com/gpu.product");
     if (!product)
         return MIG_UNKNOWN;
     return contains_ci(product, "h100") || contains_ci(product, "a100") ||
@@ -71,11 +70,11 @@ static enum mig_capability node_mig_capable(const json_t *labels)
 
 static void want(json_t *patch, const json_t *labels, const char *key, const char *value)
 {
-    const char *cur = kobj_str(labels, key);
+    const char *cur = kobj_labels_get(labels, key);
     if (value) {
         if (!streq_ptr(cur, value))
             json_object_set_new(patch, key, json_string(value));
-    } else if (json_object_get(labels, key)) {
+    } else if (kobj_labels_has(labels, key)) {
         json_object_set_new(patch, key, json_null());
     }
 }
@@ -85,11 +84,11 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
 {
     (void)e;
     json_t *empty = NULL;
-    if (!json_is_object(labels))
+    if (!json_is_object(labels) && !kobj_labels_is_compact(labels))
         labels = empty = json_object();
     json_t *patch = json_object();
     bool gpu = op_node_is_gpu(labels);
-    bool operands_off = streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+    bool operands_off = streq_ptr(kobj_labels_get(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
 
     if (!gpu) {
         want(patch, labels, OP_LABEL_GPU_PRESENT, NULL);
@@ -101,7 +100,7 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
         bool mig_capable = mig == MIG_YES;
         for (int c = 0; c < OP_N_COMPONENTS && p; c++) {
             const struct op_component_def *def = op_component_def(c);
-            const char *cur = kobj_str(labels, def->deploy_label);
+            const char *cur = kobj_labels_get(labels, def->deploy_label);
             if (operands_off || (def->mig_capable_only && mig == MIG_NO)) {
                 want(patch, labels, def->deploy_label, NULL);
                 continue;
@@ -117,7 +116,7 @@ int op_node_labels(const json_t *labels, const struct op_policy *p, json_t **ret
         /* migManager.config.default "": MIG-capable nodes are left unlabelled (their layout
          * stays as it is until someone names one). */
         if (p && !operands_off && mig_capable && p->operand[OP_MIG_MANAGER].enabled &&
-            p->mig_config_default[0] && !json_object_get(labels, OP_LABEL_MIG_CONFIG))
+            p->mig_config_default[0] && !kobj_labels_has(labels, OP_LABEL_MIG_CONFIG))
             json_object_set_new(patch, OP_LABEL_MIG_CONFIG, json_string(p->mig_config_default));
     }
     json_decref(empty);

@@ -263,9 +263,9 @@ static char *selector_value(const char *name)
  * it lacks the labels. */
 static char *group_key(const struct nvd *d, const json_t *labels, json_t **ret_group)
 {
-    const char *id = kobj_str(labels, OS_ID_LABEL);
-    const char *ver = kobj_str(labels, OS_VER_LABEL);
-    const char *kernel = kobj_str(labels, KERNEL_LABEL);
+    const char *id = kobj_labels_get(labels, OS_ID_LABEL);
+    const char *ver = kobj_labels_get(labels, OS_VER_LABEL);
+    const char *kernel = kobj_labels_get(labels, KERNEL_LABEL);
     if (!id || !*id || !ver || !*ver || (d->precompiled && (!kernel || !*kernel)))
         return NULL;
     _cleanup_free_ char *os = xasprintf("%s%s", id, ver);
@@ -320,7 +320,7 @@ static void plan_owner(struct nvd *ds, size_t n, struct nvd *dflt, const json_t 
 {
     const char *nn = kobj_name(node);
     const json_t *labels = kobj_labels(node);
-    const char *cur = kobj_str(labels, OP_LABEL_DRIVER_OWNER);
+    const char *cur = kobj_labels_get(labels, OP_LABEL_DRIVER_OWNER);
     if (!nn)
         return;
     if (!op_node_is_gpu(labels)) {
@@ -372,7 +372,8 @@ static void plan_groups(struct nvd *ds, size_t n, const json_t *nodes, const jso
     json_array_foreach (nodes, i, node) {
         const json_t *labels = kobj_labels(node);
         json_t *ow = json_object_get(owners, kobj_name(node) ?: "");
-        const char *owner = ow ? json_string_value(ow) : kobj_str(labels, OP_LABEL_DRIVER_OWNER);
+        const char *owner =
+            ow ? json_string_value(ow) : kobj_labels_get(labels, OP_LABEL_DRIVER_OWNER);
         if (!owner || !op_node_is_gpu(labels) || !op_node_runs_driver(labels))
             continue;
         for (size_t k = 0; k < n; k++) {

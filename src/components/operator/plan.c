@@ -228,14 +228,14 @@ static struct op_policy_report *plan_conflict(const struct op_snapshot *s, const
 
 static bool driver_targets(const json_t *labels)
 {
-    const char *deploy = kobj_str(labels, "nvidia.com/gpu.deploy.driver");
+    const char *deploy = kobj_labels_get(labels, "nvidia.com/gpu.deploy.driver");
     return !deploy || !*deploy || strcmp(deploy, "true") == 0;
 }
 
 bool op_node_runs_driver(const json_t *labels)
 {
     return driver_targets(labels) &&
-           !streq_ptr(kobj_str(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+           !streq_ptr(kobj_labels_get(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
 }
 
 /* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
@@ -252,10 +252,9 @@ static char *os_tag_of(const json_t *nodes, json_t **ret_counts)
         /* Nodes with a pre-installed driver (or operands off) never run the driver image. */
         if (!op_node_runs_driver(labels))
             continue;
-        const char *id = json_string_value(
-            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.ID"));
-        const char *ver = json_string_value(
-            json_object_get(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
+        const char *id = kobj_labels_get(labels, "feature.node.kubernetes.io/system-os_release.ID");
+        const char *ver =
+            kobj_labels_get(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID");
         if (!id || !ver)
             continue;
         _cleanup_free_ char *tag = xasprintf("%s%s", id, ver);
@@ -348,15 +347,17 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json
             json_object_set(patch, OP_LABEL_DRIVER_OWNER, owner);
         if (p->operand[OP_DRIVER].enabled && kobj_name(n)) {
             /* as the node will be: the patch written */
-            _cleanup_json_ json_t *after = kobj_merge_patch(labels, patch);
-            bool driver = op_node_is_gpu(after) && op_node_runs_driver(after) &&
-                          (!p->use_nvidia_driver_crd || kobj_str(after, OP_LABEL_DRIVER_OWNER));
+            _cleanup_json_ json_t *before = kobj_labels_object(labels);
+            _cleanup_json_ json_t *after = kobj_merge_patch(before, patch);
+            bool driver =
+                op_node_is_gpu(after) && op_node_runs_driver(after) &&
+                (!p->use_nvidia_driver_crd || kobj_labels_get(after, OP_LABEL_DRIVER_OWNER));
             if (driver)
                 json_object_set_new(plan->driver_nodes, kobj_name(n), json_true());
         }
         if (p->operand[OP_DRIVER].enabled && !p->use_nvidia_driver_crd && p->driver_version[0] &&
             op_node_is_gpu(labels)) {
-            const char *loaded = kobj_str(labels, "nvidia.com/cuda.driver-version.full");
+            const char *loaded = kobj_labels_get(labels, "nvidia.com/cuda.driver-version.full");
             if (loaded && strcmp(loaded, p->driver_version) != 0 && driver_targets(labels) &&
                 !driver_is_containers(n))
                 json_array_append_new(warnings,
@@ -675,12 +676,12 @@ static int plan_precompiled(struct active *a, struct op_plan *plan, struct err *
         if (!node || !json_object_get(plan->driver_nodes, node))
             continue;
         const json_t *labels = kobj_labels(n);
-        const char *label = kobj_str(labels, OP_LABEL_KERNEL);
+        const char *label = kobj_labels_get(labels, OP_LABEL_KERNEL);
         const char *info = kobj_path_str(n, "status.nodeInfo.kernelVersion");
         const char *kernel = info && *info ? info : label;
-        const char *id = kobj_str(labels, "feature.node.kubernetes.io/system-os_release.ID");
+        const char *id = kobj_labels_get(labels, "feature.node.kubernetes.io/system-os_release.ID");
         const char *ver =
-            kobj_str(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID");
+            kobj_labels_get(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID");
         if (!kernel || !*kernel || !streq_ptr(label, kernel) || !id || !*id || !ver || !*ver) {
             json_array_append_new(
                 a->no_kernel,

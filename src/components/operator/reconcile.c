@@ -402,12 +402,10 @@ static int write_node_patches(struct controller *c, struct node_writes *nw,
             if (r < 0 && r != KUBE_ECONFLICT && r != -ENOENT)
                 log_warn(COMPONENT, "node patch failed", "node=%s error=\"%s\"", node,
                          err_msg(&ne));
-            /* read-your-writes keeps the node as the informer would, not the whole object */
-            _cleanup_json_ json_t *kept = r == 0 && out ? op_node_project(out) : NULL;
-            if (kept)
-                op_node_labels_offer(c, kept);
+            /* read-your-writes keeps the patch and the version it made, not the node */
             op_upgrade_node_written(c->upg, node, r,
-                                    kobj_path_str(m->patch, "metadata.resourceVersion"), kept);
+                                    kobj_path_str(m->patch, "metadata.resourceVersion"),
+                                    r == 0 ? kobj_resource_version(out) : NULL, m->patch);
         }
         if (r == KUBE_ECONFLICT && m->fallback) {
             json_decref(steal_ptr(&out));

@@ -119,8 +119,9 @@ static int write_node(struct op_remediation *r, const struct rem_node_patch *np,
     rc = kube_patch(r->kc, &KUBE_NODES, NULL, np->node, &po, np->patch, &out, &ne);
     if (rc == 0) {
         r->h.wrote(r->h.u);
-        upg_writes_record(r->upg->writes, kobj_path_str(np->patch, "metadata.resourceVersion"),
-                          out);
+        upg_writes_record(r->upg->writes, np->node,
+                          kobj_path_str(np->patch, "metadata.resourceVersion"),
+                          kobj_resource_version(out), np->patch);
         return 1;
     }
     if (rc == KUBE_ECONFLICT) {

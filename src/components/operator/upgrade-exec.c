@@ -95,11 +95,11 @@ static void pod_action(struct op_upgrade *u, const struct upg_pod_ref *a, bool e
 }
 
 void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, const char *base_rv,
-                             json_t *written)
+                             const char *rv, const json_t *patch)
 {
     if (rc == 0) {
         json_object_set_new(u->patched, node, json_true());
-        upg_writes_record(u->writes, base_rv, written);
+        upg_writes_record(u->writes, node, base_rv, rv, patch);
         return;
     }
     if (rc == KUBE_ECONFLICT) {

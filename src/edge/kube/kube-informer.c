@@ -26,8 +26,10 @@ struct kube_informer {
     pthread_cond_t cond; /* synced, and wakes the backoff sleep on stop */
     json_t *store;       /* "ns/name" -> object */
     json_t *labels;      /* "key=value" -> {"ns/name": true} */
-    json_t *intern;      /* label value -> one shared string (informer thread only) */
+    json_t *intern;      /* label value or "key=value" -> one shared string (informer thread
+                          * only) */
     size_t intern_pruned;
+    bool compact_labels;
     char **share_paths; /* dotted paths whose values are shared (NULL: none) */
     json_t *shared;     /* canonical JSON text -> the one copy (informer thread only) */
     size_t shared_pruned;
@@ -75,31 +77,21 @@ static void intern_labels(struct kube_informer *inf, json_t *obj)
         else if (in != v)
             json_object_set(labels, k, in); /* replaces the value, the key stays */
     }
-    size_t n = json_object_size(inf->intern);
-    if (n > 2 * inf->intern_pruned + 1024) {
-        void *tmp;
-        json_object_foreach_safe (inf->intern, tmp, k, v) {
-            if (__atomic_load_n(&v->refcount, __ATOMIC_ACQUIRE) == 1)
-                json_object_del(inf->intern, k);
-        }
-        inf->intern_pruned = json_object_size(inf->intern);
-    }
+    kobj_intern_prune(inf->intern, &inf->intern_pruned, 1024);
 }
 
-/* Drops shared copies only the table still holds, once it has doubled. */
-static void shared_prune(struct kube_informer *inf)
+/* The projection's labels as a compact set (kobj.h) of the informer's shared strings; a set
+ * the API would not give (kobj_labels_compact refuses it) stays an object. p's metadata is its
+ * own: a projection made it, or p is the object just decoded, seen by no other thread yet. */
+static void compact_labels(struct kube_informer *inf, json_t *p)
 {
-    size_t n = json_object_size(inf->shared);
-    if (n <= 2 * inf->shared_pruned + 1024)
+    json_t *labels = kobj_labels(p);
+    if (!json_is_object(labels))
         return;
-    const char *k;
-    json_t *v;
-    void *tmp;
-    json_object_foreach_safe (inf->shared, tmp, k, v) {
-        if (__atomic_load_n(&v->refcount, __ATOMIC_ACQUIRE) == 1)
-            json_object_del(inf->shared, k);
-    }
-    inf->shared_pruned = json_object_size(inf->shared);
+    json_t *compact = kobj_labels_compact(labels, inf->intern);
+    if (compact)
+        json_object_set_new(json_object_get(p, "metadata"), "labels", compact);
+    kobj_intern_prune(inf->intern, &inf->intern_pruned, 1024);
 }
 
 /* Replaces each share path's value of the (not yet stored) projection p by the one copy of an
@@ -127,7 +119,8 @@ static void share(struct kube_informer *inf, json_t *p)
         else if (one != v)
             json_object_set(parent, key, one);
     }
-    shared_prune(inf);
+    /* shared copies only the table still holds go once it has doubled */
+    kobj_intern_prune(inf->shared, &inf->shared_pruned, 1024);
 }
 
 static json_t *project(struct kube_informer *inf, json_t *obj)
@@ -141,7 +134,9 @@ static json_t *project(struct kube_informer *inf, json_t *obj)
         p = json_incref(obj);
     /* a labels object still shared with a caller-made projection is left alone */
     json_t *labels = kobj_labels(p);
-    if (p && (!inf->project || labels == kobj_labels(obj)))
+    if (p && inf->compact_labels)
+        compact_labels(inf, p);
+    else if (p && (!inf->project || labels == kobj_labels(obj)))
         intern_labels(inf, p);
     if (p && inf->share_paths)
         share(inf, p);
@@ -152,13 +147,11 @@ static json_t *project(struct kube_informer *inf, json_t *obj)
 
 static void labels_index(struct kube_informer *inf, const char *key, json_t *obj, bool add)
 {
-    json_t *labels = kobj_labels(obj);
-    const char *k;
-    json_t *v;
-    json_object_foreach (labels, k, v) {
-        if (!json_is_string(v) || (inf->index_keys && !json_object_get(inf->index_keys, k)))
+    const char *k, *v;
+    kobj_labels_foreach (kobj_labels(obj), it, k, v) {
+        if (!v || (inf->index_keys && !json_object_get(inf->index_keys, k)))
             continue;
-        _cleanup_free_ char *kv = xasprintf("%s=%s", k, json_string_value(v));
+        _cleanup_free_ char *kv = xasprintf("%s=%s", k, v);
         json_t *set = json_object_get(inf->labels, kv);
         if (add) {
             if (!set) {
@@ -181,10 +174,9 @@ static size_t entry_cost(struct kube_informer *inf, const char *key, json_t *obj
 {
     size_t per_key = 64 + strlen(key);
     size_t n = 1;
-    const char *k;
-    json_t *v;
-    json_object_foreach (kobj_labels(obj), k, v) {
-        if (json_is_string(v) && (!inf->index_keys || json_object_get(inf->index_keys, k)))
+    const char *k, *v;
+    kobj_labels_foreach (kobj_labels(obj), it, k, v) {
+        if (v && (!inf->index_keys || json_object_get(inf->index_keys, k)))
             n++;
     }
     return kube_json_value_cost(obj) + n * per_key;
@@ -641,6 +633,7 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
             inf->share_paths[i] = xstrdup(o->share_paths[i]);
         inf->shared = json_object();
     }
+    inf->compact_labels = o->compact_labels;
     inf->h = o->handlers;
     inf->cached = kube_client_cached(c);
     inf->store = json_object();
@@ -767,9 +760,10 @@ json_t *kube_informer_list(struct kube_informer *inf, const char *ns, const char
         json_object_foreach (inf->store, k, v) {
             if (!in_ns(v, ns))
                 continue;
-            json_t *lv = label_key ? json_object_get(kobj_labels(v), label_key) : NULL;
+            const json_t *lv = kobj_labels(v);
             if (label_key &&
-                (!lv || (label_value && !streq_ptr(json_string_value(lv), label_value))))
+                (!kobj_labels_has(lv, label_key) ||
+                 (label_value && !streq_ptr(kobj_labels_get(lv, label_key), label_value))))
                 continue;
             json_array_append(out, v);
         }

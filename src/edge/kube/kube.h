@@ -346,6 +346,12 @@ struct kube_informer_opts {
      * "status" most pods have alike). Stored objects are read-only, so readers see no
      * difference; each object is still priced whole against max_cached (an upper bound). */
     const char *const *share_paths;
+    /* Labels kept in the compact form (kobj.h's label sets: sorted "key=value" strings the
+     * store's objects share, ~8 bytes a label per object against ~110 as a JSON object); every
+     * reader of these objects' labels must then read through kobj_labels_get() and the other
+     * label set accessors. The shared strings no object holds any more are dropped once their
+     * table has doubled, so changing values (a timestamp) do not grow it without bound. */
+    bool compact_labels;
     struct kube_informer_handlers handlers;
 };
 

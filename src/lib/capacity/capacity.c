@@ -161,56 +161,11 @@ static void free_strv(char **v, size_t n)
     free(v);
 }
 
-static bool labels_match(const json_t *want, const json_t *labels)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)want, k, v)
-        if (!json_is_string(v) ||
-            !streq_ptr(json_string_value(json_object_get(labels, k)), json_string_value(v)))
-            return false;
-    return true;
-}
-
-static bool in_values(const json_t *values, const char *s)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach (values, i, v)
-        if (s && streq_ptr(json_string_value(v), s))
-            return true;
-    return false;
-}
-
-/* A nodeSelectorRequirement against the node's labels. */
-static bool expr_matches(const json_t *ex, const json_t *labels)
-{
-    const char *key = kobj_str(ex, "key"), *op = kobj_str(ex, "operator");
-    const json_t *values = json_object_get(ex, "values");
-    const char *val = key ? json_string_value(json_object_get(labels, key)) : NULL;
-    if (streq_ptr(op, "In"))
-        return in_values(values, val);
-    if (streq_ptr(op, "NotIn"))
-        return !in_values(values, val);
-    if (streq_ptr(op, "Exists"))
-        return val != NULL;
-    if (streq_ptr(op, "DoesNotExist"))
-        return val == NULL;
-    if (streq_ptr(op, "Gt") || streq_ptr(op, "Lt")) {
-        const char *lim = json_string_value(json_array_get(values, 0));
-        if (!val || !lim)
-            return false;
-        long long a = strtoll(val, NULL, 10), b = strtoll(lim, NULL, 10);
-        return streq_ptr(op, "Gt") ? a > b : a < b;
-    }
-    return false;
-}
-
 /* Whether the pod's nodeSelector and required node affinity admit a node with these labels. */
 static bool pod_fits(const json_t *pod, const json_t *labels)
 {
     json_t *sel = kobj_path(pod, "spec.nodeSelector");
-    if (json_is_object(sel) && !labels_match(sel, labels))
+    if (json_is_object(sel) && !kobj_labels_match(sel, labels))
         return false;
     json_t *terms =
         kobj_path(pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
@@ -222,7 +177,7 @@ static bool pod_fits(const json_t *pod, const json_t *labels)
     json_array_foreach (terms, i, t) {
         bool ok = true;
         json_array_foreach (json_object_get(t, "matchExpressions"), j, ex)
-            ok = ok && expr_matches(ex, labels);
+            ok = ok && kobj_match_expression(ex, labels);
         if (ok)
             return true;
     }
@@ -661,7 +616,7 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
         const char *pool = NULL;
         if (in->n_pools) {
             for (size_t p = 0; p < in->n_pools && !pool; p++)
-                if (labels_match(in->pools[p].match_labels, tmp.labels))
+                if (kobj_labels_match(in->pools[p].match_labels, tmp.labels))
                     pool = in->pools[p].name;
             if (!pool) {
                 pool = POOL_OTHER;

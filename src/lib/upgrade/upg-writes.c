@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Read-your-writes for the upgrade controller's node patches (upgrade.h states the rule). */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kobj.h"
 #include "upgrade.h"
@@ -10,14 +12,22 @@
 
 struct upg_writes {
     /* node name -> {"replaced": [resourceVersions gpuop's writes replaced, oldest first],
-     * "obj": the node the server returned for the last write} */
+     * "patches": [the patch written on each of them, as compact JSON text], "rv": the last
+     * write's version}. Text: a fresh install writes every node at once, and a patch of ~15
+     * labels and annotations is ~2.5 KiB as jansson objects against ~0.6 KiB as text; it is
+     * parsed again only for a pass that plans from it. */
     json_t *by_node;
+    /* "key=value" -> one string, for the compact labels of the nodes fresh() makes (reconcile
+     * thread only; pruned as the informer's is) */
+    json_t *intern;
+    size_t intern_pruned;
 };
 
 struct upg_writes *upg_writes_new(void)
 {
     struct upg_writes *w = xcalloc(1, sizeof(*w));
     w->by_node = json_object();
+    w->intern = json_object();
     return w;
 }
 
@@ -26,35 +36,91 @@ void upg_writes_free(struct upg_writes *w)
     if (!w)
         return;
     json_decref(w->by_node);
+    json_decref(w->intern);
     free(w);
 }
 
-void upg_writes_record(struct upg_writes *w, const char *base_rv, json_t *written)
+void upg_writes_record(struct upg_writes *w, const char *node, const char *base_rv, const char *rv,
+                       const json_t *patch)
 {
-    const char *name = kobj_name(written), *rv = kobj_resource_version(written);
-    if (!name || !base_rv || !rv || streq_ptr(base_rv, rv))
+    if (!node || !base_rv || !rv || streq_ptr(base_rv, rv) || !json_is_object(patch))
         return;
-    json_t *e = json_object_get(w->by_node, name);
-    json_t *replaced = json_array();
+    json_t *e = json_object_get(w->by_node, node);
+    json_t *replaced = json_array(), *patches = json_array();
     /* a write on top of the previous one (planned from its copy): the chain goes on */
-    if (e && streq_ptr(kobj_resource_version(json_object_get(e, "obj")), base_rv))
+    if (e && streq_ptr(json_string_value(json_object_get(e, "rv")), base_rv)) {
         json_array_extend(replaced, json_object_get(e, "replaced"));
-    while (json_array_size(replaced) >= REPLACED_MAX)
+        json_array_extend(patches, json_object_get(e, "patches"));
+    }
+    while (json_array_size(replaced) >= REPLACED_MAX) {
         json_array_remove(replaced, 0);
+        json_array_remove(patches, 0);
+    }
+    char *text = json_dumps(patch, JSON_COMPACT);
+    if (!text) {
+        json_decref(replaced);
+        json_decref(patches);
+        return;
+    }
     json_array_append_new(replaced, json_string(base_rv));
-    json_object_set_new(w->by_node, name,
-                        json_pack("{s:o,s:O}", "replaced", replaced, "obj", written));
+    json_array_append_new(patches, json_string(text));
+    free(text);
+    json_object_set_new(
+        w->by_node, node,
+        json_pack("{s:o,s:o,s:s}", "replaced", replaced, "patches", patches, "rv", rv));
 }
 
-static bool holds_string(const json_t *a, const char *s)
+static size_t index_of(const json_t *a, const char *s)
 {
     size_t i;
     json_t *v;
     json_array_foreach ((json_t *)a, i, v) {
         if (streq_ptr(json_string_value(v), s))
-            return true;
+            return i;
     }
-    return false;
+    return SIZE_MAX;
+}
+
+/* `node` as the patches from `from` on left it, at version `rv`: a new object sharing what the
+ * patches do not touch with `node`. Its labels keep their form (a compact set stays compact,
+ * its strings from w->intern). Fields a patch sets that the informer's projection leaves out
+ * (another annotation) are there too: readers name what they read. */
+static json_t *patched(struct upg_writes *w, const json_t *node, const json_t *patches, size_t from,
+                       const char *rv)
+{
+    json_t *out = json_copy((json_t *)node);
+    json_t *meta = json_copy(json_object_get(node, "metadata"));
+    if (!meta)
+        meta = json_object();
+    json_object_set_new(out, "metadata", meta);
+    json_t *have = kobj_labels(node);
+    json_t *labels = kobj_labels_object(have);
+    for (size_t i = from; i < json_array_size(patches); i++) {
+        const json_t *pt = json_array_get(patches, i);
+        _cleanup_json_ json_t *p =
+            json_loadb(json_string_value(pt), json_string_length(pt), 0, NULL);
+        const char *k;
+        json_t *v;
+        json_object_foreach (kobj_labels(p), k, v) {
+            if (json_is_null(v))
+                json_object_del(labels, k);
+            else
+                json_object_set(labels, k, v);
+        }
+        json_t *anns = json_object_get(json_object_get(p, "metadata"), "annotations");
+        if (anns)
+            json_object_set_new(meta, "annotations",
+                                kobj_merge_patch(json_object_get(meta, "annotations"), anns));
+        json_object_foreach ((json_t *)p, k, v) {
+            if (strcmp(k, "metadata") != 0)
+                json_object_set_new(out, k, kobj_merge_patch(json_object_get(out, k), v));
+        }
+    }
+    json_t *compact = kobj_labels_is_compact(have) ? kobj_labels_compact(labels, w->intern) : NULL;
+    json_object_set_new(meta, "labels", compact ? compact : json_incref(labels));
+    json_decref(labels);
+    json_object_set_new(meta, "resourceVersion", json_string(rv));
+    return out;
 }
 
 json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached)
@@ -66,8 +132,11 @@ json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached)
     json_array_foreach ((json_t *)cached, i, n) {
         const char *name = kobj_name(n);
         json_t *e = name ? json_object_get(w->by_node, name) : NULL;
-        if (e && holds_string(json_object_get(e, "replaced"), kobj_resource_version(n))) {
-            json_array_append(out, json_object_get(e, "obj"));
+        size_t at =
+            e ? index_of(json_object_get(e, "replaced"), kobj_resource_version(n)) : SIZE_MAX;
+        if (at != SIZE_MAX) {
+            json_array_append_new(out, patched(w, n, json_object_get(e, "patches"), at,
+                                               json_string_value(json_object_get(e, "rv"))));
             json_object_set(keep, name, e);
         } else {
             json_array_append(out, n);
@@ -75,6 +144,7 @@ json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached)
     }
     json_object_clear(w->by_node);
     json_object_update(w->by_node, keep);
+    kobj_intern_prune(w->intern, &w->intern_pruned, 1024);
     return out;
 }
 

@@ -457,13 +457,17 @@ struct upg_writes;
 struct upg_writes *upg_writes_new(void);
 void upg_writes_free(struct upg_writes *w);
 DEFINE_CLEANUP_FUNC(struct upg_writes, upg_writes_free)
-/* A node patch made with the precondition `base_rv` succeeded; `written` is the node the server
- * returned (a reference is kept, read-only). Ignored without a name or either version. */
-void upg_writes_record(struct upg_writes *w, const char *base_rv, json_t *written);
+/* A merge patch of `node` made with the precondition `base_rv` succeeded and made version
+ * `rv`; the patch is kept (as compact JSON text), not the node the server returned: the node
+ * as written is the cached one with the patches applied, so no second copy of a node's labels
+ * is held while the informer catches up. Ignored without a name or either version. */
+void upg_writes_record(struct upg_writes *w, const char *node, const char *base_rv, const char *rv,
+                       const json_t *patch);
 /* The nodes to plan from: `cached` (the informer's) with each node the cache shows at a version
- * gpuop's writes replaced swapped for the last written one. Forgets the writes the cache has
- * caught up with and those of nodes no longer there. A new array; its objects are shared with
- * `cached` and the writes (read-only). */
+ * gpuop's writes replaced made anew, as the writes since that version left it (its labels,
+ * annotations and the other fields the patches set, at the last write's resourceVersion).
+ * Forgets the writes the cache has caught up with and those of nodes no longer there. A new
+ * array; its objects are shared with `cached` or made for it (read-only). */
 json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached);
 /* Nodes whose written copy is still in use (for tests and a metric). */
 size_t upg_writes_pending(const struct upg_writes *w);

@@ -95,13 +95,6 @@ struct controller {
     /* Every Event of the operator and its controllers goes through it (aggregated,
      * rate-limited), once per reconcile, last. Reconcile thread only. */
     struct op_recorder *recorder;
-    /* Node name -> the labels object of the node a node patch returned (the upgrade
-     * controller keeps that node until the informer catches up), until the node informer's
-     * next projection of the node takes the same object instead of a copy of its own
-     * (op_node_labels_offer, informers.c). Under node_labels_lock: both threads use it. */
-    pthread_mutex_t node_labels_lock;
-    json_t *node_labels;
-    size_t node_labels_pruned; /* its size after the last sweep of labels no one holds */
 };
 
 /* Every write goes through this check: a replica that lost the lease stops in the middle of a
@@ -113,14 +106,6 @@ void op_post_event(struct controller *c, const json_t *obj, const struct op_even
 
 /* ---- informers.c ------------------------------------------------------------------------- */
 
-/* What the node informer keeps of a node (a new object): a node the server returned for a
- * write is kept as the informer would keep it, not whole (a real node is ~20 KB of JSON). */
-json_t *op_node_project(json_t *obj);
-/* A node a write returned, projected (op_node_project), is to be kept beside the informer's:
- * its labels object becomes the cached node's when they are equal, and is otherwise offered
- * to the informer's next projection of that node, so that the two hold one labels object
- * (~8 KiB per node at NFD's labels), not two. Reconcile thread. */
-void op_node_labels_offer(struct controller *c, json_t *kept);
 /* The work queue's one key queued: something changed, reconcile. */
 void op_mark_dirty(struct controller *c);
 /* Every informer started (the GPU quota view's and the upgrade controller's too). */

@@ -58,9 +58,10 @@ int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
 /* node -> its wish (a merge patch with the resourceVersion it was planned from), borrowed until
  * the next op_upgrade_plan(); NULL: none. */
 const json_t *op_upgrade_node_wishes(struct op_upgrade *u);
-/* rc: the patch's result (0, KUBE_ECONFLICT, ...); `written`: what the server returned. */
+/* rc: the patch's result (0, KUBE_ECONFLICT, ...); base_rv: its precondition; rv: the version
+ * the server returned for it; patch: what was written (kept, as upg_writes_record keeps it). */
 void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, const char *base_rv,
-                             json_t *written);
+                             const char *rv, const json_t *patch);
 void op_upgrade_condition(struct op_upgrade *u, const json_t *cp, json_t *status, uint64_t now_ms);
 int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e);
 void op_upgrade_events(struct op_upgrade *u, const json_t *cp, json_t *queue);
