@@ -8,7 +8,8 @@
 # spec.gpuAllocation set to dra (applied with the pinned kubectl) moves its nodes one at a time:
 # cordoned, GPU pods evicted (made again by their ReplicaSet on a schedulable node), the device
 # plugin turned off and gone, the DRA kubelet plugin turned on, its ResourceSlice published,
-# uncordoned. The operator is killed (SIGKILL) while a node is in the middle of its move and
+# uncordoned. The operator is killed (SIGKILL) while the first node is in the middle of its move
+# (held in its drain by the PodDisruptionBudget, which asks all three available until then) and
 # started again: it resumes from the node's annotations. Every node and pod change the API server
 # served is recorded and replayed in order: never two nodes cordoned at once, never a GPU pod
 # Failed, the three always Running or being admitted again, never fewer than two Ready. At the end every node publishes its
@@ -91,7 +92,7 @@ apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: serve, namespace: work}
 spec:
-  minAvailable: 2
+  minAvailable: 3 # lowered to 2 once the operator has been killed mid-move (below)
   selector: {matchLabels: {app: serve}}
 EOF
 ready_serve() {
@@ -115,15 +116,18 @@ ext=$(k get deviceclass gpu.nvidia.com -o jsonpath='{.spec.extendedResourceName}
 [ "$ext" = nvidia.com/gpu ] || fail "DeviceClass gpu.nvidia.com's extendedResourceName: \"$ext\""
 
 # Killed in the middle of a node's move, started again: it goes on from the node's annotations.
+# The PodDisruptionBudget (all 3 available) holds the first node in its drain, cordoned, so the
+# kill lands mid-move on any machine (the other steps can take less than a poll).
 move_of() { k get node "$1" -o jsonpath='{.metadata.annotations.upgrade\.gpuop\.dev/allocation-move}'; }
-mid_move() { for n in $NODES; do case $(move_of "$n") in "dra stop" | "dra start") return 0 ;; esac; done; return 1; }
-wait_for 120 "a node in the middle of its move" mid_move
+mid_move() { for n in $NODES; do case $(move_of "$n") in "dra drain") [ "$(k get node "$n" -o jsonpath='{.spec.unschedulable}')" = true ] && return 0 ;; esac; done; return 1; }
+wait_for 120 "a node cordoned in the middle of its move, held by the PodDisruptionBudget" mid_move
 kill -9 "$KL_OPERATOR_PID"
 wait "$KL_OPERATOR_PID" 2>/dev/null
 moving=$(for n in $NODES; do [ -n "$(move_of "$n")" ] && echo "$n: $(move_of "$n")"; done)
 echo "ok: the operator killed while $moving"
 sleep "$(scaled 2)"
 kl_start_operator --leader-elect false
+k -n work patch pdb serve --type merge -p '{"spec":{"minAvailable":2}}' >/dev/null || fail "lower the PodDisruptionBudget"
 
 on_dra() {
     [ "$(label "$1" gpuop.dev/gpu-allocation)" = dra ] && [ -z "$(move_of "$1")" ] &&

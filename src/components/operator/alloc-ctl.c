@@ -49,8 +49,9 @@ static int write_node(struct controller *c, const struct upg_node_patch *np, str
     int rc = kube_patch(c->kc, &KUBE_NODES, NULL, np->node, &po, np->patch, &out, &ne);
     if (rc == 0) {
         op_count_write(c);
-        upg_writes_record(c->upg->writes, kobj_path_str(np->patch, "metadata.resourceVersion"),
-                          out);
+        upg_writes_record(c->upg->writes, np->node,
+                          kobj_path_str(np->patch, "metadata.resourceVersion"),
+                          kobj_resource_version(out), np->patch);
         const char *move = json_string_value(kobj_keys(
             np->patch, (const char *const[]){"metadata", "annotations", UPG_ANN_MOVE, NULL}));
         const char *done = json_string_value(kobj_keys(
