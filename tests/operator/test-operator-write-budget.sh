@@ -53,6 +53,14 @@ sed 's/^  driver:$/  driver:\n    upgradePolicy: {autoUpgrade: true, maxParallel
     "$S/deploy/samples/clusterpolicy.yaml" | $K apply -f - >/dev/null
 grep -q autoUpgrade <($K get clusterpolicy -o yaml) || fail "the policy has no upgradePolicy"
 wait_for -p "$OP_PID" 60 "the ClusterPolicy ready" policy_ready
+# Events trail the status they describe (status first): the ready transition's Event and the
+# upgrade's one Event for the N fresh nodes belong to the install, counted in its budget below;
+# the idle period starts once they are posted
+install_events() {
+    $K get events -A -o jsonpath='{range .items[*]}{.reason} {.count}{"\n"}{end}' >"$T/ev" &&
+        grep -q '^Ready ' "$T/ev" && grep -qx "GPUDriverUpgrade $N" "$T/ev"
+}
+wait_for -p "$OP_PID" 20 "the install's Events (Ready, GPUDriverUpgrade for $N nodes)" install_events
 requests >"$T/r1"
 sleep "$IDLE"
 requests >"$T/r2"
