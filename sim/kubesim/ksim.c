@@ -51,6 +51,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     ks->pod_born = json_object();
     ks->pod_dying = json_object();
     ks->dra_events = json_object();
+    ks->kubelet_waiting = json_object();
     ks_types_init(ks);
     ks_auth_init(ks);
     static const char *const nss[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
@@ -76,6 +77,7 @@ void ksim_free(struct ksim *ks)
     json_decref(ks->pod_born);
     json_decref(ks->pod_dying);
     json_decref(ks->dra_events);
+    json_decref(ks->kubelet_waiting);
     free(ks->admin_token);
     json_decref(ks->sa_tokens);
     pthread_mutex_destroy(&ks->lock);

@@ -147,20 +147,6 @@ static void emit_expired(struct ksim *ks, struct ksim_watch *w, struct sbuf *out
     w->ended = true;
 }
 
-/* First event index with rv > cursor. */
-static size_t ev_search(struct ksim *ks, uint64_t cursor)
-{
-    size_t lo = ks->ev_head, hi = ks->ev_len;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ks->ev[mid].rv <= cursor)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uint64_t wait_ms)
 {
     pthread_mutex_lock(&ks->lock);
@@ -194,7 +180,7 @@ int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uin
             break;
         }
         size_t before = out->len;
-        for (size_t i = ev_search(ks, w->cursor); i < ks->ev_len && out->len < (1u << 20); i++) {
+        for (size_t i = ks_ev_search(ks, w->cursor); i < ks->ev_len && out->len < (1u << 20); i++) {
             struct ks_event *e = &ks->ev[i];
             w->cursor = e->rv;
             if (e->type != w->type)

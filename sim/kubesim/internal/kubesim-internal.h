@@ -38,6 +38,7 @@ struct ks_type {
     char *extra_sub;         /* extra subresources, comma-separated ("eviction,binding") */
     json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
     json_t *objs;            /* "ns/name" or "name" -> object */
+    json_t *last_added;      /* the object of this type made last (ks_commit shares with it) */
     struct ks_type *next;
 };
 
@@ -98,7 +99,16 @@ struct ksim {
     size_t ev_head, ev_len, ev_cap; /* events ev[ev_head..ev_len) */
     json_t *uids;                   /* uid -> [type pointer as int, key] of every live object */
     bool dirty;                     /* something changed since the last reconcile */
-    bool gc_dirty; /* a deletion or a new ownerReference since the last garbage collection */
+    /* since the last garbage collection: an object's ownerReferences were set or changed (the
+     * collector looks at the objects changed since gc_cursor), or something was deleted or
+     * marked for deletion (it looks at every object) */
+    bool gc_dirty;
+    bool gc_full;
+    uint64_t gc_cursor;
+    /* the controllers that follow the event log from where they last looked (ks_ev_since):
+     * what each saw last; 0 (before the log's start): a full pass */
+    uint64_t taints_cursor, kubelet_cursor, orphans_cursor;
+    json_t *kubelet_waiting; /* "ns/name" -> true: pods bound and Pending, not yet due */
     bool shutdown;
     uint64_t watches_active;
     uint64_t watch_events_total;
@@ -163,9 +173,21 @@ const char *ks_obj_ns(json_t *obj);
 const char *ks_obj_name(json_t *obj);
 char *ks_key(const char *ns, const char *name);
 json_t *ks_get(struct ks_type *t, const char *ns, const char *name);
-/* obj is stolen; old (MODIFIED) is the state before. Appends an event and wakes watchers. */
+/* obj is stolen; old (MODIFIED) is the state before. Appends an event and wakes watchers. What
+ * obj has in common with old (or, when added, with the last object of t added) becomes shared
+ * with it (ks_share): a caller must not keep pointers into obj's values across the call. */
 void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind, json_t *old);
 void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj);
+/* Makes obj's values that are the same as ref's (same JSON, key order included; by key and
+ * index) ref's own, so they are held once. Objects so shared must never be changed in place: a
+ * write copies (json_deep_copy) what it changes, as every writer of a stored object does. */
+void ks_share(json_t *obj, json_t *ref);
+/* Index of the first event with rv > cursor (ev_len when none). */
+size_t ks_ev_search(struct ksim *ks, uint64_t cursor);
+/* The events after cursor, from *ret_index to ev_len: false when some were compacted away (the
+ * caller looks at everything instead). A controller that follows the log keeps ks->rv as its
+ * cursor once it has looked. */
+bool ks_ev_since(struct ksim *ks, uint64_t cursor, size_t *ret_index);
 char *ks_new_uid(struct ksim *ks);
 void ks_set_rv(json_t *obj, uint64_t rv);
 /* Waits on ks->changed (ks->lock held) up to ms. */
