@@ -297,9 +297,8 @@ bool ctl_set_status(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *st)
         json_decref(st);
         return false;
     }
-    json_t *n = json_deep_copy(cur);
-    json_object_set_new(n, "status", st);
-    ks_update(ks, t, cur, n, "status");
+    /* a status write takes only the status of what it is given */
+    ks_update(ks, t, cur, json_pack("{s:o}", "status", st), "status");
     return true;
 }
 

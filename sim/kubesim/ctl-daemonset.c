@@ -107,8 +107,7 @@ static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const c
                                   "key", "metadata.name", "operator", "In", "values", node));
     json_object_set_new(spec, "nodeName", json_string(node));
     struct err e = {0};
-    ks_obj_create_any(ks, pod, &e);
-    json_decref(pod);
+    ks_obj_create_own(ks, pod, &e);
     (void)pt;
 }
 
@@ -253,9 +252,8 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
             json_object_del(st, "numberAvailable");
         json_object_set(st, "observedGeneration", kobj_path(cur, "metadata.generation"));
         if (!json_equal(st, json_object_get(cur, "status"))) {
-            json_t *n = json_deep_copy(cur);
-            json_object_set_new(n, "status", st);
-            ks_update(ks, dst, cur, n, "status");
+            /* a status write takes only the status of what it is given */
+            ks_update(ks, dst, cur, json_pack("{s:o}", "status", st), "status");
             changed = true;
         } else {
             json_decref(st);

@@ -88,8 +88,13 @@ bool ks_ctl_kubelet(struct ksim *ks)
     ks_now_str(ks, ts, sizeof(ts));
     size_t i;
     json_array_foreach (todo, i, p) {
-        json_t *n = json_deep_copy(p);
-        json_t *st = kobj_ensure_object(n, "status");
+        /* a status write takes only the status of what it is given */
+        json_t *st = json_deep_copy(json_object_get(p, "status"));
+        if (!json_is_object(st)) {
+            json_decref(st);
+            st = json_object();
+        }
+        json_t *n = json_pack("{s:o}", "status", st);
         json_object_set_new(st, "phase", json_string("Running"));
         json_object_set_new(st, "startTime", json_string(ts));
         uint64_t h = 0;

@@ -152,6 +152,12 @@ int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e)
 
 int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e)
 {
+    return ks_obj_create_own(ks, json_deep_copy(obj), e);
+}
+
+int ks_obj_create_own(struct ksim *ks, json_t *obj_in, struct err *e)
+{
+    _cleanup_json_ json_t *obj = obj_in;
     const char *av = json_string_value(json_object_get(obj, "apiVersion"));
     const char *kind = json_string_value(json_object_get(obj, "kind"));
     struct ks_type *t = ks_type_by_kind(ks, av, kind);
@@ -168,7 +174,7 @@ int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e)
         ks_obj_create(ks, ks_type_find(ks, "", "v1", "namespaces"), "", nso, false, NULL, &st0);
     }
     _cleanup_status_ struct ks_status st = {0};
-    if (ks_obj_create(ks, t, ns, json_deep_copy(obj), false, NULL, &st) < 0)
+    if (ks_obj_create(ks, t, ns, json_incref(obj), false, NULL, &st) < 0)
         return err_set(e, -EINVAL, "create %s \"%s\": %s", kind, ks_obj_name(obj),
                        st.message && st.message[0] ? st.message : "failed");
     return 0;
@@ -189,6 +195,18 @@ static bool spec_changed(json_t *a, json_t *b)
     return r;
 }
 
+/* The start of a status write's new version: a copy of old's top and metadata, the rest shared
+ * with old, since only those are changed in place below (status is replaced whole). Kinds whose
+ * writes change more in place (custom resources' schema defaults, DRA defaults) copy it all. */
+static json_t *status_version(struct ks_type *t, json_t *old)
+{
+    if (t->crd || ks_dra_type(t) || !json_is_object(json_object_get(old, "metadata")))
+        return json_deep_copy(old);
+    json_t *res = json_copy(old);
+    json_object_set_new(res, "metadata", json_copy(json_object_get(old, "metadata")));
+    return res;
+}
+
 /* Applies an update: obj (stolen) replaces old under the subresource's rules. */
 int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub,
                   bool dry, json_t **ret_obj, struct ks_status *st)
@@ -196,7 +214,7 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
     _cleanup_json_ json_t *res = NULL;
     _cleanup_free_ char *gv = ks_type_gv(t);
     if (sub && streq(sub, "status")) {
-        res = json_deep_copy(old);
+        res = status_version(t, old);
         json_t *s = json_object_get(obj, "status");
         if (s)
             json_object_set(res, "status", s);

@@ -63,6 +63,16 @@ char *ks_new_uid(struct ksim *ks)
                      (uint64_t)(y & 0xffffffffffffull));
 }
 
+void ks_ev_drop_dump(struct ksim *ks, struct ks_event *e)
+{
+    if (!e->dump)
+        return;
+    ks->ev_dump_bytes -= e->dump_len;
+    free(e->dump);
+    e->dump = NULL;
+    e->dump_len = 0;
+}
+
 static void ev_compact(struct ksim *ks)
 {
     uint64_t now = ks_now(ks);
@@ -76,6 +86,7 @@ static void ev_compact(struct ksim *ks)
         ks->compacted_rv = e->rv;
         json_decref(e->obj);
         json_decref(e->old);
+        ks_ev_drop_dump(ks, e);
         ks->ev_head++;
     }
     if (ks->ev_head > 1024 && ks->ev_head * 2 > ks->ev_len) {
@@ -265,6 +276,7 @@ void ks_store_free(struct ksim *ks)
     for (size_t i = ks->ev_head; i < ks->ev_len; i++) {
         json_decref(ks->ev[i].obj);
         json_decref(ks->ev[i].old);
+        ks_ev_drop_dump(ks, &ks->ev[i]);
     }
     free(ks->ev);
     ks->ev = NULL;

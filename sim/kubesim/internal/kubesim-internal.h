@@ -51,7 +51,13 @@ struct ks_event {
     enum ks_ev kind;
     json_t *obj; /* the object after the change (for DELETED: the last state) */
     json_t *old; /* before (MODIFIED only), for selector transitions */
+    /* obj as compact JSON, made once for every JSON watcher that sends it (watch.c); NULL
+     * until one does, or after it was dropped to keep the cache within its bytes */
+    char *dump;
+    size_t dump_len;
 };
+/* What the newest events' dumps may take together: watchers read near the head of the log. */
+#define KS_EV_DUMP_BUDGET (64u << 20)
 
 struct ksim_selector {
     size_t n;
@@ -97,6 +103,8 @@ struct ksim {
     uint64_t compacted_rv; /* watches from below this get 410 */
     struct ks_event *ev;
     size_t ev_head, ev_len, ev_cap; /* events ev[ev_head..ev_len) */
+    size_t ev_dump_bytes;           /* what the events' dumps hold */
+    uint64_t ev_dump_low;           /* events below this resourceVersion hold no dump */
     json_t *uids;                   /* uid -> [type pointer as int, key] of every live object */
     bool dirty;                     /* something changed since the last reconcile */
     /* since the last garbage collection: an object's ownerReferences were set or changed (the
@@ -182,6 +190,8 @@ void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj);
  * index) ref's own, so they are held once. Objects so shared must never be changed in place: a
  * write copies (json_deep_copy) what it changes, as every writer of a stored object does. */
 void ks_share(json_t *obj, json_t *ref);
+/* Frees e's dump (watch.c makes them). */
+void ks_ev_drop_dump(struct ksim *ks, struct ks_event *e);
 /* Index of the first event with rv > cursor (ev_len when none). */
 size_t ks_ev_search(struct ksim *ks, uint64_t cursor);
 /* The events after cursor, from *ret_index to ev_len: false when some were compacted away (the
