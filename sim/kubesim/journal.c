@@ -421,7 +421,9 @@ static void resume_controllers(struct ksim *ks)
     ks->dirty = true;
     ks->gc_full = true;
     /* the store was replaced: the controllers that follow the event log look at everything */
-    ks->taints_cursor = ks->kubelet_cursor = ks->orphans_cursor = 0;
+    ks->taints_cursor = ks->kubelet_cursor = ks->orphans_cursor = ks->adopt_cursor = 0;
+    json_decref(ks->ds_index);
+    ks->ds_index = NULL;
     json_object_clear(ks->kubelet_waiting);
 }
 

@@ -78,6 +78,7 @@ void ksim_free(struct ksim *ks)
     json_decref(ks->pod_dying);
     json_decref(ks->dra_events);
     json_decref(ks->kubelet_waiting);
+    json_decref(ks->ds_index);
     free(ks->admin_token);
     json_decref(ks->sa_tokens);
     pthread_mutex_destroy(&ks->lock);

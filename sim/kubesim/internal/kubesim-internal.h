@@ -57,7 +57,7 @@ struct ks_event {
     size_t dump_len;
 };
 /* What the newest events' dumps may take together: watchers read near the head of the log. */
-#define KS_EV_DUMP_BUDGET (64u << 20)
+#define KS_EV_DUMP_BUDGET (32u << 20)
 
 struct ksim_selector {
     size_t n;
@@ -115,7 +115,8 @@ struct ksim {
     uint64_t gc_cursor;
     /* the controllers that follow the event log from where they last looked (ks_ev_since):
      * what each saw last; 0 (before the log's start): a full pass */
-    uint64_t taints_cursor, kubelet_cursor, orphans_cursor;
+    uint64_t taints_cursor, kubelet_cursor, orphans_cursor, adopt_cursor, ds_index_cursor;
+    json_t *ds_index; /* the DaemonSet controller's pods: uid -> node -> [pods]; NULL: none yet */
     json_t *kubelet_waiting; /* "ns/name" -> true: pods bound and Pending, not yet due */
     bool shutdown;
     uint64_t watches_active;
