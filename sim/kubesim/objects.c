@@ -181,18 +181,27 @@ int ks_obj_create_own(struct ksim *ks, json_t *obj_in, struct err *e)
 }
 
 /* The part of an object generation tracks: everything but metadata and status. */
+static bool spec_key(const char *k)
+{
+    return !streq(k, "metadata") && !streq(k, "status") && !streq(k, "apiVersion") &&
+           !streq(k, "kind");
+}
+
 static bool spec_changed(json_t *a, json_t *b)
 {
-    json_t *x = json_deep_copy(a), *y = json_deep_copy(b);
-    const char *const drop[] = {"metadata", "status", "apiVersion", "kind"};
-    for (size_t i = 0; i < ARRAY_SIZE(drop); i++) {
-        json_object_del(x, drop[i]);
-        json_object_del(y, drop[i]);
+    size_t na = 0, nb = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (a, k, v) {
+        if (!spec_key(k))
+            continue;
+        na++;
+        if (!json_equal(v, json_object_get(b, k)))
+            return true;
     }
-    bool r = !json_equal(x, y);
-    json_decref(x);
-    json_decref(y);
-    return r;
+    json_object_foreach (b, k, v)
+        nb += spec_key(k);
+    return na != nb;
 }
 
 /* The start of a status write's new version: a copy of old's top and metadata, the rest shared

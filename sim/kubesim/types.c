@@ -115,6 +115,8 @@ void ks_types_free(struct ksim *ks)
         ks_crd_schema_free(t->schema);
         json_decref(t->objs);
         json_decref(t->last_added);
+        json_decref(t->openapi_schema);
+        json_decref(t->openapi_components);
         free(t);
         t = n;
     }

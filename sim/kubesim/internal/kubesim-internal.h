@@ -39,6 +39,8 @@ struct ks_type {
     json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
     json_t *objs;            /* "ns/name" or "name" -> object */
     json_t *last_added;      /* the object of this type made last (ks_commit shares with it) */
+    /* a built-in kind's OpenAPI schema and its components, made once (openapi.c); read only */
+    json_t *openapi_schema, *openapi_components;
     struct ks_type *next;
 };
 
