@@ -87,6 +87,7 @@ bool ks_ctl_kubelet(struct ksim *ks)
     char ts[40];
     ks_now_str(ks, ts, sizeof(ts));
     size_t i;
+    json_t *prev_st = NULL;
     json_array_foreach (todo, i, p) {
         /* a status write takes only the status of what it is given */
         json_t *st = json_deep_copy(json_object_get(p, "status"));
@@ -126,9 +127,15 @@ bool ks_ctl_kubelet(struct ksim *ks)
                               "running", "startedAt", ts, "containerID", "containerd://kubesim"));
         }
         json_object_set_new(st, "containerStatuses", cs);
+        /* pods started together (a DaemonSet's) have statuses alike but for their addresses:
+         * held once */
+        ks_share(st, prev_st);
+        json_decref(prev_st);
+        prev_st = json_incref(st);
         ks_update(ks, ctl_core(ks, "pods"), p, n, "status");
         changed = true;
     }
+    json_decref(prev_st);
     json_decref(todo);
     /* terminating pods whose containers have "stopped" are removed, as the kubelet does */
     json_t *dying = json_array();
