@@ -153,8 +153,11 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
             desired++;
             if (json_array_size(live) == 0) {
                 bool deleting = json_array_size(list) > 0;
-                if (!deleting) {
+                if (!deleting && ks->ds_pod_budget == 0) {
+                    ks->more_work = true; /* the next reconcile goes on */
+                } else if (!deleting) {
                     create_ds_pod(ks, ds, nn, hash);
+                    ks->ds_pod_budget--;
                     changed = true;
                 }
                 unavailable++;

@@ -74,8 +74,14 @@ bool ks_ctl_kubelet(struct ksim *ks)
             json_object_set_new(ks->pod_born, uid, born);
         }
         uint64_t due = (uint64_t)json_integer_value(born) + ks->opts.pod_ready_delay_ms;
-        if (due <= now) {
+        if (due <= now && ks->kubelet_budget > 0) {
             json_array_append(todo, p);
+            ks->kubelet_budget--;
+        } else if (due <= now) {
+            /* past this reconcile's budget: the next one starts it */
+            _cleanup_free_ char *key = ks_key(ks_obj_ns(p), ks_obj_name(p));
+            json_object_set_new(ks->kubelet_waiting, key, json_true());
+            ks->more_work = true;
         } else {
             _cleanup_free_ char *key = ks_key(ks_obj_ns(p), ks_obj_name(p));
             json_object_set_new(ks->kubelet_waiting, key, json_true());

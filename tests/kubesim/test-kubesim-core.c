@@ -911,6 +911,51 @@ static void test_controllers_follow_log(void **state)
     controllers_story(4);
 }
 
+/* A DaemonSet over more nodes than one reconcile's burst: the pods are made (and started) over
+ * several reconciles, the store lock let go between them, and all of them in the end. */
+static void test_daemonset_burst(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    enum { N = 2001 };
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "n%04d", i);
+        json_t *node = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Node",
+                                 "metadata", "name", name);
+        struct err e = {0};
+        assert_int_equal(ksim_create_object(ks, node, &e), 0);
+        json_decref(node);
+    }
+    json_decref(ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL,
+                   "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":"
+                   "\"d\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"d\"}},\"template\":"
+                   "{\"metadata\":{\"labels\":{\"app\":\"d\"}},\"spec\":{\"containers\":[{"
+                   "\"name\":\"c\",\"image\":\"i:1\"}]}}}}",
+                   201));
+    assert_true(ksim_reconcile(ks));
+    json_t *l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 2000);
+    json_decref(l);
+    assert_true(ksim_reconcile(ks));
+    l = list_pods(ks, NULL);
+    assert_int_equal(json_array_size(json_object_get(l, "items")), N);
+    json_decref(l);
+    /* started 2,000 at a time too */
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    l = list_pods(ks, "fieldSelector=status.phase%3DRunning");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 2000);
+    json_decref(l);
+    settle(ks);
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.desiredNumberScheduled")), N);
+    assert_int_equal(json_integer_value(jp(d, "status.numberReady")), N);
+    json_decref(d);
+    ksim_free(ks);
+}
+
 /* Objects made alike and the versions of one object share what they have in common: a write to
  * one never shows in another (every writer copies what it changes). */
 static void test_shared_values_stay_apart(void **state)
@@ -2021,6 +2066,7 @@ int main(void)
         cmocka_unit_test(test_daemonset_scheduling),
         cmocka_unit_test(test_daemonset_updates),
         cmocka_unit_test(test_controllers_follow_log),
+        cmocka_unit_test(test_daemonset_burst),
         cmocka_unit_test(test_shared_values_stay_apart),
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_resources),

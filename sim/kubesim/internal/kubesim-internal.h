@@ -95,6 +95,11 @@ struct ksim_watch {
  * store lock is released between reconciles, so a huge scale-up never stalls requests. */
 #define KS_POD_BURST          500
 #define KS_MAX_PODS_PER_OWNER 10000
+/* Daemon pods the DaemonSet controller creates, and pods the simulated kubelet starts, in one
+ * reconcile: a fresh cluster of 10,000 nodes asks for 70,000 of each at once, and the store
+ * lock is held while they are made (a Lease renewal waits for it). */
+#define KS_DS_POD_BURST  2000
+#define KS_KUBELET_BURST 2000
 
 struct ksim {
     pthread_mutex_t lock;
@@ -130,6 +135,8 @@ struct ksim {
     json_t *dra_events;    /* "pod uid/reason/message" of DRA Events already sent */
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
     size_t pod_budget;     /* pods the controllers may still create in this reconcile */
+    size_t ds_pod_budget;  /* daemon pods the DaemonSet controller may still create in it */
+    size_t kubelet_budget; /* pods the simulated kubelet may still start in it */
     bool more_work;        /* a controller stopped at its budget: reconcile again soon */
     char *admin_token;     /* NULL: none (opts.admin_token, copied) */
     json_t *sa_tokens;     /* ServiceAccount token -> {ns, name, uid, exp, podName, podUid} */
