@@ -25,6 +25,7 @@ void ksim_opts_default(struct ksim_opts *o)
     o->max_body = 3u << 20;
     o->max_events = 1u << 20;
     o->max_pods_per_owner = KS_MAX_PODS_PER_OWNER;
+    o->daemon_burst = KS_DAEMON_BURST;
 }
 
 struct ksim *ksim_new(const struct ksim_opts *o)
@@ -40,6 +41,8 @@ struct ksim *ksim_new(const struct ksim_opts *o)
         ks->opts.max_body = 3u << 20;
     if (!ks->opts.max_pods_per_owner)
         ks->opts.max_pods_per_owner = KS_MAX_PODS_PER_OWNER;
+    if (!ks->opts.daemon_burst)
+        ks->opts.daemon_burst = KS_DAEMON_BURST;
     if (!ks->opts.bookmark_interval_ms)
         ks->opts.bookmark_interval_ms = 60 * 1000;
     pthread_mutex_init(&ks->lock, NULL);

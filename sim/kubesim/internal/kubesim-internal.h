@@ -96,10 +96,9 @@ struct ksim_watch {
 #define KS_POD_BURST          500
 #define KS_MAX_PODS_PER_OWNER 10000
 /* Daemon pods the DaemonSet controller creates, and pods the simulated kubelet starts, in one
- * reconcile: a fresh cluster of 10,000 nodes asks for 70,000 of each at once, and the store
- * lock is held while they are made (a Lease renewal waits for it). */
-#define KS_DS_POD_BURST  2000
-#define KS_KUBELET_BURST 2000
+ * reconcile (ksim_opts.daemon_burst): a fresh cluster of 10,000 nodes asks for 70,000 of each
+ * at once, and the store lock is held while they are made (a Lease renewal waits for it). */
+#define KS_DAEMON_BURST 10000
 
 struct ksim {
     pthread_mutex_t lock;
