@@ -164,9 +164,11 @@ int ks_obj_create_own(struct ksim *ks, json_t *obj_in, struct err *e)
     if (!t)
         return err_set(e, -ENOENT, "no resource for apiVersion \"%s\" kind \"%s\"", av ? av : "",
                        kind ? kind : "");
-    const char *ns = kobj_namespace(obj);
-    if (!ns || !ns[0])
-        ns = "default";
+    /* copies: the create changes obj (its namespace set, values shared once stored) */
+    _cleanup_free_ char *kind_copy = xstrdup(kind);
+    const char *ons = kobj_namespace(obj);
+    _cleanup_free_ char *ns = xstrdup(ons && ons[0] ? ons : "default");
+    kind = kind_copy;
     if (t->namespaced && !ns_exists(ks, ns, NULL)) {
         json_t *nso = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
                                 "metadata", "name", ns);
