@@ -9,7 +9,9 @@
 #   - the API writes by verb and resource until ready and in the 60 s after (target: one node
 #     patch per node plus the operand objects and status writes; 0 after);
 #   - the Events posted (target: a handful, not one per node);
-#   - the operator's peak RSS (targets: 1,000 nodes < 30 MiB, 10,000 < 64 MiB).
+#   - the operator's peak RSS (targets: 1,000 nodes < 30 MiB, 10,000 < 64 MiB);
+#   - kubesim's own CPU time and peak RSS, and how often the operator lost its leadership (a
+#     Lease renewal answered too late: the API server, not the operator, was the bottleneck).
 # HEAPTRACK=1 runs the operator under heaptrack instead and prints where its heap peak lives
 # (by allocation site, and by informer), not the timings. Prints a Markdown section for
 # bench/RESULTS.md.
@@ -114,6 +116,8 @@ hwm=$(awk '/VmHWM/ {print $2}' /proc/$OP_PID/status)
 rss=$(awk '/VmRSS/ {print $2}' /proc/$OP_PID/status)
 cpu_op=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$OP_PID/stat)
 cpu_ks=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$KS_PID/stat)
+hwm_ks=$(awk '/VmHWM/ {print $2}' /proc/$KS_PID/status)
+losses=$(grep -c "lost leadership" "$T/op.log" || true)
 pods_s=$(printf "%.1f" "$(echo "$t_pods - $t0" | bc)")
 ready_s=$(printf "%.1f" "$(echo "$t_ready - $t0" | bc)")
 lag_s=$(printf "%.1f" "$(echo "$t_ready - $t_pods" | bc)")
@@ -155,6 +159,8 @@ cat <<MD
 | Events posted (created or counted up), until ready and after | $events | a handful |
 | operator RSS at the end / peak | $((rss / 1024)) MiB / $((hwm / 1024)) MiB | < $target_mib MiB |
 | CPU time: operator / kubesim (its DaemonSet controller runs $((N * 7)) pods) | ${cpu_op} s / ${cpu_ks} s | |
+| kubesim RSS peak | $((hwm_ks / 1024)) MiB | |
+| the operator's leadership lost (Lease renewals late) | $losses | 0 |
 
 Rerun: \`NODES=$N bench/operator/run.sh\` (needs \`make\` first; operator at --kube-qps $QPS --kube-burst $BURST).
 MD

@@ -14,6 +14,8 @@ bool ks_controllers(struct ksim *ks)
     ks->dirty = false;
     ks->next_due = 0;
     ks->pod_budget = KS_POD_BURST;
+    ks->ds_pod_budget = ks->opts.daemon_burst;
+    ks->kubelet_budget = ks->opts.daemon_burst;
     ks->more_work = false;
     bool changed = false;
     for (int round = 0; round < 8; round++) {

@@ -21,6 +21,44 @@ json_t *ctl_values(json_t *objs)
     return a;
 }
 
+bool ctl_changed_since(struct ksim *ks, struct ks_type *t, uint64_t cursor, json_t **ret_changed,
+                       size_t *ret_deleted)
+{
+    size_t i0;
+    if (!ks_ev_since(ks, cursor, &i0))
+        return false;
+    json_t *changed = json_array(), *seen = json_object();
+    size_t deleted = 0;
+    for (size_t i = i0; i < ks->ev_len; i++) {
+        struct ks_event *e = &ks->ev[i];
+        if (e->type != t)
+            continue;
+        if (e->kind == KS_DELETED) {
+            deleted++;
+            continue;
+        }
+        if (!ret_changed)
+            continue;
+        const char *ns = t->namespaced ? ks_obj_ns(e->obj) : "";
+        json_t *cur = ks_get(t, ns, ks_obj_name(e->obj));
+        if (!cur)
+            continue;
+        _cleanup_free_ char *key = ks_key(ns, ks_obj_name(e->obj));
+        if (json_object_get(seen, key))
+            continue;
+        json_object_set_new(seen, key, json_true());
+        json_array_append(changed, cur);
+    }
+    json_decref(seen);
+    if (ret_changed)
+        *ret_changed = changed;
+    else
+        json_decref(changed);
+    if (ret_deleted)
+        *ret_deleted = deleted;
+    return true;
+}
+
 /* ---- node matching ------------------------------------------------------------------------ */
 
 bool ctl_node_term_matches(json_t *term, json_t *node)
@@ -259,9 +297,8 @@ bool ctl_set_status(struct ksim *ks, struct ks_type *t, json_t *obj, json_t *st)
         json_decref(st);
         return false;
     }
-    json_t *n = json_deep_copy(cur);
-    json_object_set_new(n, "status", st);
-    ks_update(ks, t, cur, n, "status");
+    /* a status write takes only the status of what it is given */
+    ks_update(ks, t, cur, json_pack("{s:o}", "status", st), "status");
     return true;
 }
 

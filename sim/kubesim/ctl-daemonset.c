@@ -107,8 +107,7 @@ static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const c
                                   "key", "metadata.name", "operator", "In", "values", node));
     json_object_set_new(spec, "nodeName", json_string(node));
     struct err e = {0};
-    ks_obj_create_any(ks, pod, &e);
-    json_decref(pod);
+    ks_obj_create_own(ks, pod, &e);
     (void)pt;
 }
 
@@ -141,7 +140,7 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
         /* failed pods are deleted and replaced */
         size_t j;
         json_t *p;
-        json_t *live = json_array();
+        json_t *live = json_array_size(list) ? json_array() : NULL;
         json_array_foreach (list, j, p) {
             if (streq_ptr(kobj_path_str(p, "status.phase"), "Failed")) {
                 ks_delete_obj(ks, pt, p, NULL);
@@ -154,8 +153,11 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
             desired++;
             if (json_array_size(live) == 0) {
                 bool deleting = json_array_size(list) > 0;
-                if (!deleting) {
+                if (!deleting && ks->ds_pod_budget == 0) {
+                    ks->more_work = true; /* the next reconcile goes on */
+                } else if (!deleting) {
                     create_ds_pod(ks, ds, nn, hash);
+                    ks->ds_pod_budget--;
                     changed = true;
                 }
                 unavailable++;
@@ -253,9 +255,8 @@ static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t
             json_object_del(st, "numberAvailable");
         json_object_set(st, "observedGeneration", kobj_path(cur, "metadata.generation"));
         if (!json_equal(st, json_object_get(cur, "status"))) {
-            json_t *n = json_deep_copy(cur);
-            json_object_set_new(n, "status", st);
-            ks_update(ks, dst, cur, n, "status");
+            /* a status write takes only the status of what it is given */
+            ks_update(ks, dst, cur, json_pack("{s:o}", "status", st), "status");
             changed = true;
         } else {
             json_decref(st);
@@ -282,13 +283,25 @@ static bool has_controller(const json_t *obj)
  * its update strategy says, since their template hash is not its own). */
 static bool adopt_orphans(struct ksim *ks, struct ks_type *dst, struct ks_type *pt)
 {
+    /* the pods changed since the last look (an orphan left then matched no DaemonSet), unless
+     * a DaemonSet was made or changed since: then every pod */
+    json_t *look = NULL, *ds_changed = NULL;
+    bool since = ctl_changed_since(ks, dst, ks->adopt_cursor, &ds_changed, NULL) &&
+                 json_array_size(ds_changed) == 0 &&
+                 ctl_changed_since(ks, pt, ks->adopt_cursor, &look, NULL);
+    json_decref(ds_changed);
+    if (!since)
+        look = ctl_values(pt->objs);
+    ks->adopt_cursor = ks->rv;
     json_t *orphans = json_array();
     const char *k;
     json_t *p;
-    json_object_foreach (pt->objs, k, p) {
+    size_t li;
+    json_array_foreach (look, li, p) {
         if (!ks_is_deleting(p) && kobj_path_str(p, "spec.nodeName") && !has_controller(p))
             json_array_append(orphans, p);
     }
+    json_decref(look);
     bool changed = false;
     size_t i;
     json_array_foreach (orphans, i, p) {
@@ -316,6 +329,111 @@ static bool adopt_orphans(struct ksim *ks, struct ks_type *dst, struct ks_type *
     return changed;
 }
 
+/* The (DaemonSet uid, node) places of a pod: each controller reference to a DaemonSet, with
+ * the pod's node. */
+static void pod_places(json_t *p, json_t *ret)
+{
+    json_array_clear(ret);
+    const char *node = kobj_path_str(p, "spec.nodeName");
+    if (!node)
+        return;
+    size_t i;
+    json_t *r;
+    json_array_foreach (kobj_path(p, "metadata.ownerReferences"), i, r) {
+        if (!json_is_true(json_object_get(r, "controller")) ||
+            !streq_ptr(kobj_kind(r), "DaemonSet") || !kobj_str(r, "uid"))
+            continue;
+        json_array_append_new(ret, json_pack("[ss]", kobj_str(r, "uid"), node));
+    }
+}
+
+static void index_add(json_t *idx, json_t *places, json_t *p)
+{
+    size_t i;
+    json_t *pl;
+    json_array_foreach (places, i, pl) {
+        json_t *m = kobj_ensure_object(idx, json_string_value(json_array_get(pl, 0)));
+        const char *node = json_string_value(json_array_get(pl, 1));
+        json_t *l = json_object_get(m, node);
+        if (!l) {
+            l = json_array();
+            json_object_set_new(m, node, l);
+        }
+        json_array_append(l, p);
+    }
+}
+
+/* In each place, p's entry (the same namespace and name) replaced by now, or removed (now
+ * NULL); empty lists and maps go. */
+static void index_set(json_t *idx, json_t *places, json_t *p, json_t *now)
+{
+    size_t i;
+    json_t *pl;
+    json_array_foreach (places, i, pl) {
+        const char *uid = json_string_value(json_array_get(pl, 0));
+        const char *node = json_string_value(json_array_get(pl, 1));
+        json_t *m = json_object_get(idx, uid);
+        json_t *l = json_object_get(m, node);
+        for (size_t j = 0; j < json_array_size(l); j++) {
+            json_t *x = json_array_get(l, j);
+            if (!streq(ks_obj_name(x), ks_obj_name(p)) || !streq(ks_obj_ns(x), ks_obj_ns(p)))
+                continue;
+            if (now)
+                json_array_set(l, j, now);
+            else
+                json_array_remove(l, j);
+            break;
+        }
+        if (l && json_array_size(l) == 0)
+            json_object_del(m, node);
+        if (m && json_object_size(m) == 0)
+            json_object_del(idx, uid);
+    }
+}
+
+/* DaemonSet uid -> node -> [pods], in the store's order: kept from reconcile to reconcile and
+ * brought up to date from the event log (a pod's version replaced where it stays, moved where
+ * its owner or node changed); made again from every pod when the log does not reach back. A
+ * borrowed reference. */
+static json_t *ds_pod_index(struct ksim *ks, struct ks_type *pt)
+{
+    size_t i0;
+    if (ks->ds_index && ks_ev_since(ks, ks->ds_index_cursor, &i0)) {
+        json_t *was = json_array(), *now = json_array();
+        for (size_t i = i0; i < ks->ev_len; i++) {
+            struct ks_event *e = &ks->ev[i];
+            if (e->type != pt)
+                continue;
+            pod_places(e->kind == KS_MODIFIED  ? e->old
+                       : e->kind == KS_DELETED ? e->obj
+                                               : NULL,
+                       was);
+            pod_places(e->kind == KS_DELETED ? NULL : e->obj, now);
+            if (json_equal(was, now)) {
+                index_set(ks->ds_index, now, e->obj, e->obj);
+            } else {
+                index_set(ks->ds_index, was, e->obj, NULL);
+                index_add(ks->ds_index, now, e->obj);
+            }
+        }
+        json_decref(was);
+        json_decref(now);
+    } else {
+        json_decref(ks->ds_index);
+        ks->ds_index = json_object();
+        json_t *places = json_array();
+        const char *k;
+        json_t *p;
+        json_object_foreach (pt->objs, k, p) {
+            pod_places(p, places);
+            index_add(ks->ds_index, places, p);
+        }
+        json_decref(places);
+    }
+    ks->ds_index_cursor = ks->rv;
+    return ks->ds_index;
+}
+
 bool ks_ctl_daemonsets(struct ksim *ks)
 {
     struct ks_type *dst = ks_type_find(ks, "apps", "v1", "daemonsets");
@@ -324,30 +442,7 @@ bool ks_ctl_daemonsets(struct ksim *ks)
     struct ks_type *pt = ctl_core(ks, "pods");
     bool adopted = adopt_orphans(ks, dst, pt);
     json_t *nodes = ctl_values(ctl_core(ks, "nodes")->objs);
-    /* index: DaemonSet uid -> node -> [pods] */
-    json_t *by_owner = json_object();
-    const char *k;
-    json_t *p;
-    json_object_foreach (pt->objs, k, p) {
-        size_t i;
-        json_t *r;
-        json_array_foreach (kobj_path(p, "metadata.ownerReferences"), i, r) {
-            if (!json_is_true(json_object_get(r, "controller")) ||
-                !streq_ptr(kobj_kind(r), "DaemonSet"))
-                continue;
-            const char *uid = kobj_str(r, "uid");
-            const char *node = kobj_path_str(p, "spec.nodeName");
-            if (!uid || !node)
-                continue;
-            json_t *m = kobj_ensure_object(by_owner, uid);
-            json_t *l = json_object_get(m, node);
-            if (!l) {
-                l = json_array();
-                json_object_set_new(m, node, l);
-            }
-            json_array_append(l, p);
-        }
-    }
+    json_t *by_owner = ds_pod_index(ks, pt);
     json_t *dss = ctl_values(dst->objs);
     bool changed = adopted;
     size_t i;
@@ -355,7 +450,6 @@ bool ks_ctl_daemonsets(struct ksim *ks)
     json_array_foreach (dss, i, ds)
         changed |= sync_daemonset(ks, ds, nodes, by_owner);
     json_decref(dss);
-    json_decref(by_owner);
     json_decref(nodes);
     return changed;
 }

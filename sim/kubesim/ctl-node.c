@@ -9,10 +9,15 @@
 bool ks_ctl_node_taints(struct ksim *ks)
 {
     struct ks_type *nt = ctl_core(ks, "nodes");
+    /* the nodes changed since the last pass (the others were right then), or all of them */
+    json_t *look = NULL;
+    if (!ctl_changed_since(ks, nt, ks->taints_cursor, &look, NULL))
+        look = ctl_values(nt->objs);
+    ks->taints_cursor = ks->rv;
     json_t *todo = json_array();
-    const char *k;
+    size_t k;
     json_t *n;
-    json_object_foreach (nt->objs, k, n) {
+    json_array_foreach (look, k, n) {
         bool want = json_is_true(kobj_path(n, "spec.unschedulable"));
         bool have = false;
         size_t i;
@@ -48,5 +53,6 @@ bool ks_ctl_node_taints(struct ksim *ks)
     }
     bool changed = json_array_size(todo) > 0;
     json_decref(todo);
+    json_decref(look);
     return changed;
 }

@@ -191,25 +191,30 @@ bool ks_ctl_schedule(struct ksim *ks)
     struct ks_type *pt = ctl_core(ks, "pods");
     struct ks_type *nt = ctl_core(ks, "nodes");
     json_t *pending = json_array();
-    json_t *usage = json_object(); /* node -> {pods, req} of the pods bound there */
     const char *k;
     json_t *p;
     json_object_foreach (pt->objs, k, p) {
-        const char *nn = kobj_path_str(p, "spec.nodeName");
-        if (nn) {
-            if (!pod_terminated(p)) {
-                json_t *req = pod_requests(json_object_get(p, "spec"));
-                charge(usage, nn, req);
-                json_decref(req);
-            }
-            continue;
-        }
-        if (ks_is_deleting(p))
+        json_t *spec = json_object_get(p, "spec");
+        if (json_string_value(json_object_get(spec, "nodeName")) || ks_is_deleting(p))
             continue;
         const char *sched = kobj_path_str(p, "spec.schedulerName");
         if (sched && !streq(sched, "default-scheduler"))
             continue;
         json_array_append(pending, p);
+    }
+    if (json_array_size(pending) == 0) {
+        json_decref(pending);
+        return false;
+    }
+    /* what the pods bound to each node charge it: only when there is a pod to place */
+    json_t *usage = json_object(); /* node -> {pods, req} of the pods bound there */
+    json_object_foreach (pt->objs, k, p) {
+        const char *nn = kobj_path_str(p, "spec.nodeName");
+        if (nn && !pod_terminated(p)) {
+            json_t *req = pod_requests(json_object_get(p, "spec"));
+            charge(usage, nn, req);
+            json_decref(req);
+        }
     }
     bool changed = false;
     char ts[40];
@@ -345,15 +350,23 @@ bool ks_ctl_orphan_pods(struct ksim *ks)
 {
     struct ks_type *pt = ctl_core(ks, "pods");
     struct ks_type *nt = ctl_core(ks, "nodes");
+    /* the pods changed since the last pass, unless a node went away since (then every pod) */
+    json_t *look = NULL;
+    size_t nodes_deleted = 0;
+    bool since = ctl_changed_since(ks, nt, ks->orphans_cursor, NULL, &nodes_deleted) &&
+                 nodes_deleted == 0 && ctl_changed_since(ks, pt, ks->orphans_cursor, &look, NULL);
+    if (!since)
+        look = ctl_values(pt->objs);
+    ks->orphans_cursor = ks->rv;
     json_t *gone = json_array();
-    const char *k;
     json_t *p;
-    json_object_foreach (pt->objs, k, p) {
+    size_t i;
+    json_array_foreach (look, i, p) {
         const char *nn = kobj_path_str(p, "spec.nodeName");
         if (nn && !ks_get(nt, "", nn))
             json_array_append(gone, p);
     }
-    size_t i;
+    json_decref(look);
     json_array_foreach (gone, i, p) {
         json_t *cur = ks_get(pt, ks_obj_ns(p), ks_obj_name(p));
         if (cur)

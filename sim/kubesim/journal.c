@@ -419,7 +419,12 @@ static void resume_controllers(struct ksim *ks)
     }
     ks->next_due = now;
     ks->dirty = true;
-    ks->gc_dirty = true;
+    ks->gc_full = true;
+    /* the store was replaced: the controllers that follow the event log look at everything */
+    ks->taints_cursor = ks->kubelet_cursor = ks->orphans_cursor = ks->adopt_cursor = 0;
+    json_decref(ks->ds_index);
+    ks->ds_index = NULL;
+    json_object_clear(ks->kubelet_waiting);
 }
 
 int ksim_persist_open(struct ksim *ks, const char *dir, struct ksim_persist_info *ret,

@@ -12,6 +12,11 @@
 struct ks_type *ctl_core(struct ksim *ks, const char *plural);
 /* A snapshot of a map's values: controllers change the map while walking it. */
 json_t *ctl_values(json_t *objs);
+/* The objects of t added or changed since cursor (a resourceVersion), as they are now, each once
+ * (a new array; ret_changed NULL: not collected), and how many of t were deleted; false when the
+ * event log no longer reaches back to cursor (the caller looks at every object). */
+bool ctl_changed_since(struct ksim *ks, struct ks_type *t, uint64_t cursor, json_t **ret_changed,
+                       size_t *ret_deleted);
 bool ctl_node_term_matches(json_t *term, json_t *node);
 bool ctl_tolerates(json_t *tols, json_t *taint);
 bool ctl_should_run(json_t *podspec, json_t *tols, json_t *node);

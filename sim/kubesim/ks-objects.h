@@ -77,6 +77,8 @@ int ks_obj_create(struct ksim *ks, struct ks_type *t, const char *ns, json_t *ob
                   json_t **ret_obj, struct ks_status *st);
 /* Creates a copy of obj by its apiVersion and kind, making its namespace when missing. */
 int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e);
+/* The same with obj itself (stolen): a controller's new object, nobody else's. */
+int ks_obj_create_own(struct ksim *ks, json_t *obj, struct err *e);
 /* obj (stolen) replaces old under the subresource's rules (sub: NULL, "status", "finalize"). */
 int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, const char *sub,
                   bool dry, json_t **ret_obj, struct ks_status *st);

@@ -25,6 +25,7 @@ void ksim_opts_default(struct ksim_opts *o)
     o->max_body = 3u << 20;
     o->max_events = 1u << 20;
     o->max_pods_per_owner = KS_MAX_PODS_PER_OWNER;
+    o->daemon_burst = KS_DAEMON_BURST;
 }
 
 struct ksim *ksim_new(const struct ksim_opts *o)
@@ -40,6 +41,8 @@ struct ksim *ksim_new(const struct ksim_opts *o)
         ks->opts.max_body = 3u << 20;
     if (!ks->opts.max_pods_per_owner)
         ks->opts.max_pods_per_owner = KS_MAX_PODS_PER_OWNER;
+    if (!ks->opts.daemon_burst)
+        ks->opts.daemon_burst = KS_DAEMON_BURST;
     if (!ks->opts.bookmark_interval_ms)
         ks->opts.bookmark_interval_ms = 60 * 1000;
     pthread_mutex_init(&ks->lock, NULL);
@@ -51,6 +54,7 @@ struct ksim *ksim_new(const struct ksim_opts *o)
     ks->pod_born = json_object();
     ks->pod_dying = json_object();
     ks->dra_events = json_object();
+    ks->kubelet_waiting = json_object();
     ks_types_init(ks);
     ks_auth_init(ks);
     static const char *const nss[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
@@ -76,6 +80,8 @@ void ksim_free(struct ksim *ks)
     json_decref(ks->pod_born);
     json_decref(ks->pod_dying);
     json_decref(ks->dra_events);
+    json_decref(ks->kubelet_waiting);
+    json_decref(ks->ds_index);
     free(ks->admin_token);
     json_decref(ks->sa_tokens);
     pthread_mutex_destroy(&ks->lock);

@@ -45,6 +45,9 @@ struct ksim_opts {
     /* Pods one ReplicaSet may make kubesim hold (its ReplicaFailure condition says so past it);
      * 0: the default, 10000. */
     size_t max_pods_per_owner;
+    /* Daemon pods the DaemonSet controller makes, and pods the simulated kubelet starts, in one
+     * reconcile (the rest in the next ones, the store lock let go between); 0: 10000. */
+    size_t daemon_burst;
     /* With ksim_persist_open: the journal is compacted into a snapshot once past this many
      * bytes and twice the snapshot's size; 0: 64 MiB. */
     size_t journal_compact_bytes;

@@ -44,14 +44,25 @@ static bool fs_subtract(json_t *theirs, json_t *mine)
     return json_object_size(theirs) == 0;
 }
 
+/* o's top and metadata copied, the rest shared: what managedFields compares may drop keys there
+ * and only reads the rest. */
+static json_t *copy_top_meta(json_t *o)
+{
+    json_t *c = json_copy(o);
+    json_t *meta = json_object_get(o, "metadata");
+    if (json_is_object(meta))
+        json_object_set_new(c, "metadata", json_copy(meta));
+    return c;
+}
+
 void ks_managed_record(struct ksim *ks, struct ks_type *t, json_t *old, json_t *res,
                        const char *sub)
 {
     const char *mgr = ks->write_manager;
     if (!mgr)
         return;
-    json_t *a = old ? json_deep_copy(old) : json_object();
-    json_t *b = json_deep_copy(res);
+    json_t *a = old ? copy_top_meta(old) : json_object();
+    json_t *b = copy_top_meta(res);
     /* what the server keeps is nobody's field */
     const char *const meta_drop[] = {"managedFields",     "resourceVersion", "generation", "uid",
                                      "creationTimestamp", "selfLink",        "namespace",  "name"};

@@ -150,6 +150,34 @@ int ks_obj_apply(struct ksim *ks, struct ks_type *t, const char *ns, const char 
     return ks_obj_update(ks, t, old, merged, NULL, dry, ret_obj, st);
 }
 
+/* RFC 7386 over a stored object: as kobj_merge_patch, but only the objects along the patch's
+ * paths are copied; the rest is shared with target (stored objects are never changed in place). */
+static json_t *merge_shared(json_t *target, json_t *patch)
+{
+    if (!json_is_object(patch))
+        return json_deep_copy(patch);
+    json_t *res = json_is_object(target) ? json_copy(target) : json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach (patch, k, v) {
+        if (json_is_null(v)) {
+            json_object_del(res, k);
+            continue;
+        }
+        json_object_set_new(res, k, merge_shared(json_object_get(res, k), v));
+    }
+    return res;
+}
+
+/* Whether an update of t changes its new version only at the top and in metadata (what
+ * merge_shared leaves shared may stay so): not custom resources (schema defaults), DRA kinds
+ * (their defaults), Secrets (stringData folded into data) or Services (the clusterIP kept). */
+static bool update_changes_top_only(struct ks_type *t)
+{
+    return !t->crd && !ks_dra_type(t) &&
+           !(t->group[0] == '\0' && (streq(t->plural, "secrets") || streq(t->plural, "services")));
+}
+
 int ks_obj_patch(struct ksim *ks, struct ks_type *t, const char *name, json_t *old,
                  enum ks_patch_kind kind, json_t *patch, const char *sub, bool dry,
                  json_t **ret_obj, struct ks_status *st)
@@ -163,7 +191,15 @@ int ks_obj_patch(struct ksim *ks, struct ks_type *t, const char *name, json_t *o
         if (!json_is_object(p))
             return ks_bad_request(st, "json: cannot unmarshal into Go value of type "
                                       "map[string]interface {}");
-        res = kobj_merge_patch(old, p);
+        if (update_changes_top_only(t)) {
+            res = merge_shared(old, p);
+            /* the update changes metadata in place: never old's */
+            json_t *meta = json_object_get(res, "metadata");
+            if (meta && meta == json_object_get(old, "metadata"))
+                json_object_set_new(res, "metadata", json_copy(meta));
+        } else {
+            res = kobj_merge_patch(old, p);
+        }
     } else if (kind == KS_PATCH_JSON) {
         if (ksim_json_patch(old, p, &res, &e) < 0)
             return ks_status_set(st, 422, "Invalid", ks_status_details(t, name),

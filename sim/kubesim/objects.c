@@ -152,15 +152,23 @@ int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e)
 
 int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e)
 {
+    return ks_obj_create_own(ks, json_deep_copy(obj), e);
+}
+
+int ks_obj_create_own(struct ksim *ks, json_t *obj_in, struct err *e)
+{
+    _cleanup_json_ json_t *obj = obj_in;
     const char *av = json_string_value(json_object_get(obj, "apiVersion"));
     const char *kind = json_string_value(json_object_get(obj, "kind"));
     struct ks_type *t = ks_type_by_kind(ks, av, kind);
     if (!t)
         return err_set(e, -ENOENT, "no resource for apiVersion \"%s\" kind \"%s\"", av ? av : "",
                        kind ? kind : "");
-    const char *ns = kobj_namespace(obj);
-    if (!ns || !ns[0])
-        ns = "default";
+    /* copies: the create changes obj (its namespace set, values shared once stored) */
+    _cleanup_free_ char *kind_copy = xstrdup(kind);
+    const char *ons = kobj_namespace(obj);
+    _cleanup_free_ char *ns = xstrdup(ons && ons[0] ? ons : "default");
+    kind = kind_copy;
     if (t->namespaced && !ns_exists(ks, ns, NULL)) {
         json_t *nso = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
                                 "metadata", "name", ns);
@@ -168,25 +176,46 @@ int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e)
         ks_obj_create(ks, ks_type_find(ks, "", "v1", "namespaces"), "", nso, false, NULL, &st0);
     }
     _cleanup_status_ struct ks_status st = {0};
-    if (ks_obj_create(ks, t, ns, json_deep_copy(obj), false, NULL, &st) < 0)
+    if (ks_obj_create(ks, t, ns, json_incref(obj), false, NULL, &st) < 0)
         return err_set(e, -EINVAL, "create %s \"%s\": %s", kind, ks_obj_name(obj),
                        st.message && st.message[0] ? st.message : "failed");
     return 0;
 }
 
 /* The part of an object generation tracks: everything but metadata and status. */
+static bool spec_key(const char *k)
+{
+    return !streq(k, "metadata") && !streq(k, "status") && !streq(k, "apiVersion") &&
+           !streq(k, "kind");
+}
+
 static bool spec_changed(json_t *a, json_t *b)
 {
-    json_t *x = json_deep_copy(a), *y = json_deep_copy(b);
-    const char *const drop[] = {"metadata", "status", "apiVersion", "kind"};
-    for (size_t i = 0; i < ARRAY_SIZE(drop); i++) {
-        json_object_del(x, drop[i]);
-        json_object_del(y, drop[i]);
+    size_t na = 0, nb = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (a, k, v) {
+        if (!spec_key(k))
+            continue;
+        na++;
+        if (!json_equal(v, json_object_get(b, k)))
+            return true;
     }
-    bool r = !json_equal(x, y);
-    json_decref(x);
-    json_decref(y);
-    return r;
+    json_object_foreach (b, k, v)
+        nb += spec_key(k);
+    return na != nb;
+}
+
+/* The start of a status write's new version: a copy of old's top and metadata, the rest shared
+ * with old, since only those are changed in place below (status is replaced whole). Kinds whose
+ * writes change more in place (custom resources' schema defaults, DRA defaults) copy it all. */
+static json_t *status_version(struct ks_type *t, json_t *old)
+{
+    if (t->crd || ks_dra_type(t) || !json_is_object(json_object_get(old, "metadata")))
+        return json_deep_copy(old);
+    json_t *res = json_copy(old);
+    json_object_set_new(res, "metadata", json_copy(json_object_get(old, "metadata")));
+    return res;
 }
 
 /* Applies an update: obj (stolen) replaces old under the subresource's rules. */
@@ -196,7 +225,7 @@ int ks_obj_update(struct ksim *ks, struct ks_type *t, json_t *old, json_t *obj, 
     _cleanup_json_ json_t *res = NULL;
     _cleanup_free_ char *gv = ks_type_gv(t);
     if (sub && streq(sub, "status")) {
-        res = json_deep_copy(old);
+        res = status_version(t, old);
         json_t *s = json_object_get(obj, "status");
         if (s)
             json_object_set(res, "status", s);

@@ -237,10 +237,20 @@ json_t *ks_openapi_schema_for(struct ksim *ks, struct ks_type *t, json_t **ret_c
 {
     if (!t->crd && !builtin_fields(t))
         return NULL;
+    /* a built-in kind's schema never changes: made once (every write's field validation reads
+     * it); a custom resource's follows its CRD */
+    if (!t->crd && t->openapi_schema) {
+        *ret_components = json_incref(t->openapi_components);
+        return json_incref(t->openapi_schema);
+    }
     json_t *comp = json_object();
     add_defs(comp, false);
     _cleanup_free_ char *name = add_kind_schema(ks, t, comp, false);
     json_t *s = json_incref(json_object_get(comp, name));
+    if (!t->crd) {
+        t->openapi_schema = json_incref(s);
+        t->openapi_components = json_incref(comp);
+    }
     *ret_components = comp;
     return s;
 }

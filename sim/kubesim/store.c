@@ -63,6 +63,16 @@ char *ks_new_uid(struct ksim *ks)
                      (uint64_t)(y & 0xffffffffffffull));
 }
 
+void ks_ev_drop_dump(struct ksim *ks, struct ks_event *e)
+{
+    if (!e->dump)
+        return;
+    ks->ev_dump_bytes -= e->dump_len;
+    free(e->dump);
+    e->dump = NULL;
+    e->dump_len = 0;
+}
+
 static void ev_compact(struct ksim *ks)
 {
     uint64_t now = ks_now(ks);
@@ -76,6 +86,7 @@ static void ev_compact(struct ksim *ks)
         ks->compacted_rv = e->rv;
         json_decref(e->obj);
         json_decref(e->old);
+        ks_ev_drop_dump(ks, e);
         ks->ev_head++;
     }
     if (ks->ev_head > 1024 && ks->ev_head * 2 > ks->ev_len) {
@@ -102,10 +113,91 @@ static void ev_append(struct ksim *ks, struct ks_type *t, enum ks_ev kind, json_
     pthread_cond_broadcast(&ks->changed);
 }
 
+/* Whether a and b are the same JSON, key order included (what a client reads back), making a's
+ * children that are the same as b's (by key, by index) b's own: the versions of an object, and
+ * objects made alike (a DaemonSet's pods, nodes from one template), hold what they have in common
+ * once. Stored objects are never changed in place (a write makes a new version), so a shared
+ * value stays what every holder read. */
+static bool share_same(json_t *a, json_t *b, int depth)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || json_typeof(a) != json_typeof(b) || depth > 64)
+        return false;
+    switch (json_typeof(a)) {
+    case JSON_OBJECT: {
+        bool same = json_object_size(a) == json_object_size(b);
+        void *ib = json_object_iter(b);
+        for (void *ia = json_object_iter(a); ia; ia = json_object_iter_next(a, ia)) {
+            const char *k = json_object_iter_key(ia);
+            json_t *va = json_object_iter_value(ia);
+            json_t *vb = json_object_get(b, k);
+            if (vb && share_same(va, vb, depth + 1)) {
+                if (va != vb)
+                    json_object_iter_set(a, ia, vb);
+            } else {
+                same = false;
+            }
+            if (same && (!ib || !streq(json_object_iter_key(ib), k)))
+                same = false;
+            if (ib)
+                ib = json_object_iter_next(b, ib);
+        }
+        return same;
+    }
+    case JSON_ARRAY: {
+        size_t na = json_array_size(a), nb = json_array_size(b);
+        bool same = na == nb;
+        for (size_t i = 0; i < na && i < nb; i++) {
+            json_t *va = json_array_get(a, i), *vb = json_array_get(b, i);
+            if (share_same(va, vb, depth + 1)) {
+                if (va != vb)
+                    json_array_set(a, i, vb);
+            } else {
+                same = false;
+            }
+        }
+        return same;
+    }
+    case JSON_STRING:
+        return json_string_length(a) == json_string_length(b) &&
+               memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+    case JSON_INTEGER:
+        return json_integer_value(a) == json_integer_value(b);
+    case JSON_REAL: {
+        double x = json_real_value(a), y = json_real_value(b);
+        return memcmp(&x, &y, sizeof(x)) == 0;
+    }
+    default: /* true, false, null */
+        return true;
+    }
+}
+
+void ks_share(json_t *obj, json_t *ref)
+{
+    if (obj && ref && obj != ref && json_is_object(obj) && json_is_object(ref))
+        share_same(obj, ref, 0);
+}
+
+/* Whether the ownerReferences changed from old (NULL: a new object) to obj. */
+static bool owners_changed(json_t *obj, json_t *old)
+{
+    json_t *refs = kobj_path(obj, "metadata.ownerReferences");
+    if (!old)
+        return refs != NULL;
+    return !json_equal(refs, kobj_path(old, "metadata.ownerReferences"));
+}
+
 void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind, json_t *old)
 {
     ks->rv++;
     ks_set_rv(obj, ks->rv);
+    /* share with the version it replaces, or with the last object of its type made */
+    ks_share(obj, kind == KS_MODIFIED ? old : t->last_added);
+    if (kind == KS_ADDED) {
+        json_decref(t->last_added);
+        t->last_added = json_incref(obj);
+    }
     _cleanup_free_ char *key = ks_key(t->namespaced ? ks_obj_ns(obj) : "", ks_obj_name(obj));
     json_t *keep_old = old ? json_incref(old) : NULL; /* old may be the map's reference */
     json_object_set_new(t->objs, key, obj);
@@ -114,7 +206,11 @@ void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind,
         json_t *ref = json_pack("[Is]", (json_int_t)(intptr_t)t, key);
         json_object_set_new(ks->uids, uid, ref);
     }
-    if (kobj_path(obj, "metadata.ownerReferences") || kobj_path(obj, "metadata.deletionTimestamp"))
+    /* the garbage collector looks again at what a deletion may orphan or finish (every object),
+     * or only at objects whose owners changed (the event log since its last pass) */
+    if (kobj_path(obj, "metadata.deletionTimestamp"))
+        ks->gc_full = true;
+    else if (owners_changed(obj, kind == KS_MODIFIED ? old : NULL))
         ks->gc_dirty = true;
     if (ks->journal)
         ks_journal_put(ks, t, obj);
@@ -125,18 +221,44 @@ void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind,
 void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj)
 {
     ks->rv++;
-    json_t *last = json_deep_copy(obj);
+    /* the last state: the object with the deletion's resourceVersion (a new top and metadata,
+     * the rest shared with the stored object, which nothing changes in place) */
+    json_t *last = json_copy(obj);
+    json_t *meta = json_object_get(obj, "metadata");
+    if (json_is_object(meta))
+        json_object_set_new(last, "metadata", json_copy(meta));
     ks_set_rv(last, ks->rv);
     _cleanup_free_ char *key = ks_key(t->namespaced ? ks_obj_ns(obj) : "", ks_obj_name(obj));
     const char *uid = kobj_uid(last);
     if (uid)
         json_object_del(ks->uids, uid);
     json_object_del(t->objs, key); /* obj may be gone now */
-    ks->gc_dirty = true;
+    ks->gc_full = true;
     if (ks->journal)
         ks_journal_del(ks, t, key);
     ev_append(ks, t, KS_DELETED, last, NULL);
     json_decref(last);
+}
+
+size_t ks_ev_search(struct ksim *ks, uint64_t cursor)
+{
+    size_t lo = ks->ev_head, hi = ks->ev_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ks->ev[mid].rv <= cursor)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+bool ks_ev_since(struct ksim *ks, uint64_t cursor, size_t *ret_index)
+{
+    if (cursor < ks->compacted_rv)
+        return false;
+    *ret_index = ks_ev_search(ks, cursor);
+    return true;
 }
 
 void ks_cond_wait(struct ksim *ks, uint64_t ms)
@@ -154,6 +276,7 @@ void ks_store_free(struct ksim *ks)
     for (size_t i = ks->ev_head; i < ks->ev_len; i++) {
         json_decref(ks->ev[i].obj);
         json_decref(ks->ev[i].old);
+        ks_ev_drop_dump(ks, &ks->ev[i]);
     }
     free(ks->ev);
     ks->ev = NULL;

@@ -114,6 +114,9 @@ void ks_types_free(struct ksim *ks)
         json_decref(t->printer_columns);
         ks_crd_schema_free(t->schema);
         json_decref(t->objs);
+        json_decref(t->last_added);
+        json_decref(t->openapi_schema);
+        json_decref(t->openapi_components);
         free(t);
         t = n;
     }

@@ -106,11 +106,62 @@ static void emit(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, const 
     if (s) {
         /* Sticky, one append per event (never half a line): ksim_watch_next ends the watch
          * when an event did not fit. */
-        sbuf_addf(out, "%s\n", s);
+        size_t n = strlen(s);
+        s[n] = '\n'; /* json_dumps' NUL becomes the line's end */
+        sbuf_add(out, s, n + 1);
     }
     free(s);
     json_decref(ev);
     json_decref(tab);
+    ks->watch_events_total++;
+}
+
+/* The event's object as compact JSON, made once for every JSON watcher that sends it. The
+ * newest events' dumps are kept, up to KS_EV_DUMP_BUDGET bytes in all: older ones are dropped
+ * (a watcher that far behind has it made again). NULL when jansson cannot dump it. */
+static const char *event_dump(struct ksim *ks, struct ks_event *e, size_t *ret_len)
+{
+    if (!e->dump) {
+        e->dump = json_dumps(e->obj, JSON_COMPACT);
+        if (!e->dump)
+            return NULL;
+        e->dump_len = strlen(e->dump);
+        ks->ev_dump_bytes += e->dump_len;
+        for (size_t i = ks_ev_search(ks, ks->ev_dump_low ? ks->ev_dump_low - 1 : 0);
+             ks->ev_dump_bytes > KS_EV_DUMP_BUDGET && i < ks->ev_len && &ks->ev[i] != e; i++) {
+            ks_ev_drop_dump(ks, &ks->ev[i]);
+            ks->ev_dump_low = ks->ev[i].rv + 1;
+        }
+    }
+    *ret_len = e->dump_len;
+    return e->dump;
+}
+
+/* An event of the log: as emit() would send it, its object's JSON made once (event_dump). */
+static void emit_event(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, const char *type,
+                       struct ks_event *e)
+{
+    size_t n = 0;
+    const char *dump = w->table || w->proto ? NULL : event_dump(ks, e, &n);
+    if (!dump) {
+        emit(ks, w, out, type, e->obj);
+        return;
+    }
+    /* {"type":"T","object":OBJ}\n, as json_dumps writes the pair, in one append: the event
+     * is sent whole or not at all */
+    static const char pre[] = "{\"type\":\"", mid[] = "\",\"object\":", post[] = "}\n";
+    size_t tl = strlen(type), need = sizeof(pre) - 1 + tl + sizeof(mid) - 1 + n + sizeof(post) - 1;
+    if (sbuf_check(out) < 0)
+        return;
+    if (need > out->limit || out->len > out->limit - need) {
+        (void)sbuf_fail(out, -ENOBUFS);
+        return;
+    }
+    sbuf_add(out, pre, sizeof(pre) - 1);
+    sbuf_add(out, type, tl);
+    sbuf_add(out, mid, sizeof(mid) - 1);
+    sbuf_add(out, dump, n);
+    sbuf_add(out, post, sizeof(post) - 1);
     ks->watch_events_total++;
 }
 
@@ -147,20 +198,6 @@ static void emit_expired(struct ksim *ks, struct ksim_watch *w, struct sbuf *out
     w->ended = true;
 }
 
-/* First event index with rv > cursor. */
-static size_t ev_search(struct ksim *ks, uint64_t cursor)
-{
-    size_t lo = ks->ev_head, hi = ks->ev_len;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ks->ev[mid].rv <= cursor)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uint64_t wait_ms)
 {
     pthread_mutex_lock(&ks->lock);
@@ -194,7 +231,7 @@ int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uin
             break;
         }
         size_t before = out->len;
-        for (size_t i = ev_search(ks, w->cursor); i < ks->ev_len && out->len < (1u << 20); i++) {
+        for (size_t i = ks_ev_search(ks, w->cursor); i < ks->ev_len && out->len < (1u << 20); i++) {
             struct ks_event *e = &ks->ev[i];
             w->cursor = e->rv;
             if (e->type != w->type)
@@ -202,15 +239,15 @@ int ksim_watch_next(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, uin
             bool now_in = watch_sees(w, e->obj);
             bool was_in = e->kind == KS_MODIFIED ? watch_sees(w, e->old) : now_in;
             if (e->kind == KS_ADDED && now_in)
-                emit(ks, w, out, "ADDED", e->obj);
+                emit_event(ks, w, out, "ADDED", e);
             else if (e->kind == KS_DELETED && now_in)
-                emit(ks, w, out, "DELETED", e->obj);
+                emit_event(ks, w, out, "DELETED", e);
             else if (e->kind == KS_MODIFIED && now_in && was_in)
-                emit(ks, w, out, "MODIFIED", e->obj);
+                emit_event(ks, w, out, "MODIFIED", e);
             else if (e->kind == KS_MODIFIED && now_in)
-                emit(ks, w, out, "ADDED", e->obj);
+                emit_event(ks, w, out, "ADDED", e);
             else if (e->kind == KS_MODIFIED && was_in)
-                emit(ks, w, out, "DELETED", e->obj);
+                emit_event(ks, w, out, "DELETED", e);
         }
         if (out->len > before) {
             r = 1;

@@ -345,7 +345,7 @@ static void test_generation_and_status(void **state)
                    201));
     json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
                    "application/strategic-merge-patch+json",
-                   "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:2\"}]}}", 200));
+                   "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:3\"}]}}", 200));
     o = ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
            "application/strategic-merge-patch+json", "{\"spec\":{\"hostNetwork\":true}}", 422);
     assert_string_equal(js(jp(o, "details.causes.0"), "reason"), "FieldValueForbidden");
@@ -800,6 +800,253 @@ static int count_hash(json_t *list, const char *hash)
                       hash))
             n++;
     return n;
+}
+
+/* The node, phase and deletion of every pod, "node:phase[:deleting]" sorted, one per line. */
+static char *pods_by_node(struct ksim *ks)
+{
+    json_t *l = list_pods(ks, NULL);
+    json_t *lines = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach (json_object_get(l, "items"), i, p) {
+        char b[256];
+        snprintf(b, sizeof(b), "%s:%s%s", js(p, "spec.nodeName") ? js(p, "spec.nodeName") : "-",
+                 js(p, "status.phase") ? js(p, "status.phase") : "-",
+                 jp(p, "metadata.deletionTimestamp") ? ":deleting" : "");
+        json_array_append_new(lines, json_string(b));
+    }
+    json_decref(l);
+    /* sorted: insertion into an ordered string */
+    size_t n = json_array_size(lines);
+    char *out = calloc(1, n * 256 + 1);
+    for (size_t k = 0; k < n; k++) {
+        size_t best = SIZE_MAX;
+        for (size_t j = 0; j < n; j++) {
+            const char *c = json_string_value(json_array_get(lines, j));
+            if (c[0] &&
+                (best == SIZE_MAX || strcmp(c, json_string_value(json_array_get(lines, best))) < 0))
+                best = j;
+        }
+        strcat(out, json_string_value(json_array_get(lines, best)));
+        strcat(out, "\n");
+        json_array_set_new(lines, best, json_string(""));
+    }
+    json_decref(lines);
+    return out;
+}
+
+/* The controllers that follow the event log (node taints, the DaemonSet controller's pod index
+ * and orphans, the kubelet, the pod and owner garbage collectors) reach what a look at every
+ * object reaches: the same story with a log that keeps everything, and with one compacted after
+ * a few events (every pass then looks at everything). */
+static void controllers_story(size_t max_events)
+{
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    o.pod_ready_delay_ms = 1000;
+    o.watch_retention_ms = 60000;
+    o.max_events = max_events;
+    struct ksim *ks = ksim_new(&o);
+    create_node(ks, "n1", "{\"gpu\":\"true\"}", NULL);
+    create_node(ks, "n2", "{\"gpu\":\"true\"}", NULL);
+    create_node(ks, "n3", "{\"gpu\":\"true\"}", NULL);
+    create_node(ks, "n4", "{\"gpu\":\"false\"}", NULL);
+    json_decref(ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL,
+                   "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":"
+                   "\"d\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"d\"}},\"template\":"
+                   "{\"metadata\":{\"labels\":{\"app\":\"d\"}},\"spec\":{\"nodeSelector\":{"
+                   "\"gpu\":\"true\"},\"containers\":[{\"name\":\"c\",\"image\":\"i:1\"}]}}}}",
+                   201));
+    settle(ks);
+    char *got = pods_by_node(ks);
+    assert_string_equal(got, "n1:Running\nn2:Running\nn3:Running\n");
+    free(got);
+    /* a pod bound to a node that does not exist, one whose owner does not exist */
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"ghost\"},"
+                   "\"spec\":{\"nodeName\":\"nowhere\",\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"i\"}]}}",
+                   201));
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"orphan\","
+                   "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+                   "\"name\":\"gone\",\"uid\":\"no-such-uid\"}]},\"spec\":{\"nodeName\":\"n1\","
+                   "\"terminationGracePeriodSeconds\":0,\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"i\"}]}}",
+                   201));
+    /* cordon n2, remove n3, make n4 a GPU node, delete n1's daemon pod */
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n2", NULL, "application/merge-patch+json",
+                   "{\"spec\":{\"unschedulable\":true}}", 200));
+    json_decref(ok(ks, "DELETE", "/api/v1/nodes/n3", NULL, NULL, NULL, 200));
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/n4", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"gpu\":\"true\"}}}", 200));
+    json_t *l = list_pods(ks, "fieldSelector=spec.nodeName%3Dn1,metadata.name!%3Dorphan");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s",
+             js(jp(l, "items.0"), "metadata.name"));
+    json_decref(l);
+    json_decref(ok(ks, "DELETE", path, "gracePeriodSeconds=0", NULL, NULL, 200));
+    settle(ks);
+    got = pods_by_node(ks);
+    assert_string_equal(got, "n1:Running\nn2:Running\nn4:Running\n");
+    free(got);
+    json_t *n2 = ok(ks, "GET", "/api/v1/nodes/n2", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(n2, "spec.taints.0"), "key"), "node.kubernetes.io/unschedulable");
+    json_decref(n2);
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.desiredNumberScheduled")), 3);
+    assert_int_equal(json_integer_value(jp(d, "status.numberReady")), 3);
+    json_decref(d);
+    ksim_free(ks);
+}
+
+static void test_controllers_follow_log(void **state)
+{
+    (void)state;
+    controllers_story(1u << 20);
+    controllers_story(4);
+}
+
+/* A DaemonSet over more nodes than one reconcile's burst: the pods are made (and started) over
+ * several reconciles, the store lock let go between them, and all of them in the end. */
+static void test_daemonset_burst(void **state)
+{
+    (void)state;
+    struct ksim_opts o;
+    ksim_opts_default(&o);
+    o.now_ms = clock_fn;
+    o.pod_ready_delay_ms = 1000;
+    o.daemon_burst = 4;
+    struct ksim *ks = ksim_new(&o);
+    enum { N = 9 };
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "n%d", i);
+        json_t *node = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Node",
+                                 "metadata", "name", name);
+        struct err e = {0};
+        assert_int_equal(ksim_create_object(ks, node, &e), 0);
+        json_decref(node);
+    }
+    json_decref(ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL,
+                   "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":"
+                   "\"d\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"d\"}},\"template\":"
+                   "{\"metadata\":{\"labels\":{\"app\":\"d\"}},\"spec\":{\"containers\":[{"
+                   "\"name\":\"c\",\"image\":\"i:1\"}]}}}}",
+                   201));
+    for (size_t want = 4; want <= N; want += 4) {
+        assert_true(ksim_reconcile(ks));
+        json_t *l = list_pods(ks, NULL);
+        assert_int_equal(json_array_size(json_object_get(l, "items")), want < N ? want : N);
+        json_decref(l);
+    }
+    /* started 4 at a time too */
+    fake_now += 1500;
+    ksim_reconcile(ks);
+    json_t *l = list_pods(ks, "fieldSelector=status.phase%3DRunning");
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 4);
+    json_decref(l);
+    settle(ks);
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    assert_int_equal(json_integer_value(jp(d, "status.desiredNumberScheduled")), N);
+    assert_int_equal(json_integer_value(jp(d, "status.numberReady")), N);
+    json_decref(d);
+    ksim_free(ks);
+}
+
+/* Objects made alike and the versions of one object share what they have in common: a write to
+ * one never shows in another (every writer copies what it changes). */
+static void test_shared_values_stay_apart(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "a", "{\"gpu\":\"true\",\"zone\":\"z\"}", NULL);
+    create_node(ks, "b", "{\"gpu\":\"true\",\"zone\":\"z\"}", NULL);
+    const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
+                      "\"labels\":{\"app\":\"x\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+                      "\"image\":\"i:1\",\"env\":[{\"name\":\"E\",\"value\":\"1\"}]}]}}";
+    char body[512];
+    snprintf(body, sizeof(body), pod, "p");
+    json_decref(ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201));
+    snprintf(body, sizeof(body), pod, "q");
+    json_t *q0 = ok(ks, "POST", "/api/v1/namespaces/default/pods", NULL, NULL, body, 201);
+    const char *rv0 = js(q0, "metadata.resourceVersion");
+    char since[64];
+    snprintf(since, sizeof(since), "watch=1&resourceVersion=%s", rv0);
+    /* each kind of write to p, and to node a */
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
+                   "application/json-patch+json",
+                   "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/image\","
+                   "\"value\":\"i:2\"}]",
+                   200));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
+                   "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"app\":\"y\"}}}",
+                   200));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p", NULL,
+                   "application/strategic-merge-patch+json",
+                   "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:3\"}]}}", 200));
+    json_decref(ok(ks, "PATCH", "/api/v1/namespaces/default/pods/p/status", NULL,
+                   "application/merge-patch+json", "{\"status\":{\"phase\":\"Running\"}}", 200));
+    json_decref(ok(ks, "PATCH", "/api/v1/nodes/a", NULL, "application/merge-patch+json",
+                   "{\"metadata\":{\"labels\":{\"zone\":\"y\"}},\"spec\":{\"podCIDR\":"
+                   "\"10.0.0.0/24\"}}",
+                   200));
+    json_t *q = ok(ks, "GET", "/api/v1/namespaces/default/pods/q", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(q, "spec.containers.0"), "image"), "i:1");
+    assert_string_equal(js(jp(q, "spec.containers.0.env.0"), "value"), "1");
+    assert_string_equal(js(q, "metadata.labels.app"), "x");
+    assert_false(streq_ptr(js(q, "status.phase"), "Running"));
+    assert_string_equal(js(q, "metadata.resourceVersion"), rv0);
+    json_decref(q);
+    json_decref(q0);
+    json_t *b = ok(ks, "GET", "/api/v1/nodes/b", NULL, NULL, NULL, 200);
+    assert_string_equal(js(b, "metadata.labels.zone"), "z");
+    assert_null(jp(b, "spec.podCIDR"));
+    json_decref(b);
+    json_t *p = ok(ks, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL, 200);
+    assert_string_equal(js(jp(p, "spec.containers.0"), "image"), "i:3");
+    assert_string_equal(js(jp(p, "spec.containers.0.env.0"), "value"), "1");
+    assert_string_equal(js(p, "metadata.labels.app"), "y");
+    assert_string_equal(js(p, "status.phase"), "Running");
+    json_decref(p);
+    /* the log still holds each version as it was written */
+    struct ksim_request rq = {.method = "GET",
+                              .path = "/api/v1/namespaces/default/pods",
+                              .query = since,
+                              .accept = "application/json"};
+    struct ksim_response rs;
+    ksim_handle(ks, &rq, &rs);
+    assert_int_equal(rs.code, 200);
+    assert_non_null(rs.watch);
+    struct sbuf out;
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(ksim_watch_next(ks, rs.watch, &out, 0), 1);
+    const char *want[][3] = {
+        {"1", "x", "i:2"}, {"1", "y", "i:2"}, {"1", "y", "i:3"}, {"1", "y", "i:3"}};
+    char *line = out.data;
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        json_t *ev = json_loads(line, 0, NULL);
+        assert_non_null(ev);
+        json_t *obj = json_object_get(ev, "object");
+        assert_string_equal(js(ev, "type"), "MODIFIED");
+        assert_string_equal(js(jp(obj, "spec.containers.0.env.0"), "value"), want[i][0]);
+        assert_string_equal(js(obj, "metadata.labels.app"), want[i][1]);
+        assert_string_equal(js(jp(obj, "spec.containers.0"), "image"), want[i][2]);
+        json_decref(ev);
+        line = nl + 1;
+    }
+    sbuf_free(&out);
+    ksim_watch_free(ks, rs.watch);
+    ksim_response_free(&rs);
+    ksim_free(ks);
 }
 
 static void test_daemonset_updates(void **state)
@@ -1821,6 +2068,9 @@ int main(void)
         cmocka_unit_test(test_garbage_collection),
         cmocka_unit_test(test_daemonset_scheduling),
         cmocka_unit_test(test_daemonset_updates),
+        cmocka_unit_test(test_controllers_follow_log),
+        cmocka_unit_test(test_daemonset_burst),
+        cmocka_unit_test(test_shared_values_stay_apart),
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_resources),
         cmocka_unit_test(test_external_kubelet),

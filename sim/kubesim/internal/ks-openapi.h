@@ -15,7 +15,8 @@ bool ks_openapi(struct ksim *ks, const struct ksim_request *req, struct ksim_res
 
 /* The OpenAPI v3 schema of t's kind, $refs resolved against *ret_components (both new
  * references, NULL when kubesim knows no schema): a built-in kind's from kubesim's table, a
- * custom resource's openAPIV3Schema from its CRD's served version. */
+ * custom resource's openAPIV3Schema from its CRD's served version. Read only: a built-in kind's
+ * are made once and shared. */
 json_t *ks_openapi_schema_for(struct ksim *ks, struct ks_type *t, json_t **ret_components);
 
 /* The paths of obj's fields that t's schema does not declare ("spec.x",

@@ -38,6 +38,9 @@ struct ks_type {
     char *extra_sub;         /* extra subresources, comma-separated ("eviction,binding") */
     json_t *printer_columns; /* CRD additionalPrinterColumns, or NULL */
     json_t *objs;            /* "ns/name" or "name" -> object */
+    json_t *last_added;      /* the object of this type made last (ks_commit shares with it) */
+    /* a built-in kind's OpenAPI schema and its components, made once (openapi.c); read only */
+    json_t *openapi_schema, *openapi_components;
     struct ks_type *next;
 };
 
@@ -50,7 +53,13 @@ struct ks_event {
     enum ks_ev kind;
     json_t *obj; /* the object after the change (for DELETED: the last state) */
     json_t *old; /* before (MODIFIED only), for selector transitions */
+    /* obj as compact JSON, made once for every JSON watcher that sends it (watch.c); NULL
+     * until one does, or after it was dropped to keep the cache within its bytes */
+    char *dump;
+    size_t dump_len;
 };
+/* What the newest events' dumps may take together: watchers read near the head of the log. */
+#define KS_EV_DUMP_BUDGET (32u << 20)
 
 struct ksim_selector {
     size_t n;
@@ -86,6 +95,10 @@ struct ksim_watch {
  * store lock is released between reconciles, so a huge scale-up never stalls requests. */
 #define KS_POD_BURST          500
 #define KS_MAX_PODS_PER_OWNER 10000
+/* Daemon pods the DaemonSet controller creates, and pods the simulated kubelet starts, in one
+ * reconcile (ksim_opts.daemon_burst): a fresh cluster of 10,000 nodes asks for 70,000 of each
+ * at once, and the store lock is held while they are made (a Lease renewal waits for it). */
+#define KS_DAEMON_BURST 10000
 
 struct ksim {
     pthread_mutex_t lock;
@@ -96,9 +109,21 @@ struct ksim {
     uint64_t compacted_rv; /* watches from below this get 410 */
     struct ks_event *ev;
     size_t ev_head, ev_len, ev_cap; /* events ev[ev_head..ev_len) */
+    size_t ev_dump_bytes;           /* what the events' dumps hold */
+    uint64_t ev_dump_low;           /* events below this resourceVersion hold no dump */
     json_t *uids;                   /* uid -> [type pointer as int, key] of every live object */
     bool dirty;                     /* something changed since the last reconcile */
-    bool gc_dirty; /* a deletion or a new ownerReference since the last garbage collection */
+    /* since the last garbage collection: an object's ownerReferences were set or changed (the
+     * collector looks at the objects changed since gc_cursor), or something was deleted or
+     * marked for deletion (it looks at every object) */
+    bool gc_dirty;
+    bool gc_full;
+    uint64_t gc_cursor;
+    /* the controllers that follow the event log from where they last looked (ks_ev_since):
+     * what each saw last; 0 (before the log's start): a full pass */
+    uint64_t taints_cursor, kubelet_cursor, orphans_cursor, adopt_cursor, ds_index_cursor;
+    json_t *ds_index; /* the DaemonSet controller's pods: uid -> node -> [pods]; NULL: none yet */
+    json_t *kubelet_waiting; /* "ns/name" -> true: pods bound and Pending, not yet due */
     bool shutdown;
     uint64_t watches_active;
     uint64_t watch_events_total;
@@ -109,6 +134,8 @@ struct ksim {
     json_t *dra_events;    /* "pod uid/reason/message" of DRA Events already sent */
     uint64_t next_due;     /* wall ms of the next timed controller action, 0 = none */
     size_t pod_budget;     /* pods the controllers may still create in this reconcile */
+    size_t ds_pod_budget;  /* daemon pods the DaemonSet controller may still create in it */
+    size_t kubelet_budget; /* pods the simulated kubelet may still start in it */
     bool more_work;        /* a controller stopped at its budget: reconcile again soon */
     char *admin_token;     /* NULL: none (opts.admin_token, copied) */
     json_t *sa_tokens;     /* ServiceAccount token -> {ns, name, uid, exp, podName, podUid} */
@@ -163,9 +190,23 @@ const char *ks_obj_ns(json_t *obj);
 const char *ks_obj_name(json_t *obj);
 char *ks_key(const char *ns, const char *name);
 json_t *ks_get(struct ks_type *t, const char *ns, const char *name);
-/* obj is stolen; old (MODIFIED) is the state before. Appends an event and wakes watchers. */
+/* obj is stolen; old (MODIFIED) is the state before. Appends an event and wakes watchers. What
+ * obj has in common with old (or, when added, with the last object of t added) becomes shared
+ * with it (ks_share): a caller must not keep pointers into obj's values across the call. */
 void ks_commit(struct ksim *ks, struct ks_type *t, json_t *obj, enum ks_ev kind, json_t *old);
 void ks_remove(struct ksim *ks, struct ks_type *t, json_t *obj);
+/* Makes obj's values that are the same as ref's (same JSON, key order included; by key and
+ * index) ref's own, so they are held once. Objects so shared must never be changed in place: a
+ * write copies (json_deep_copy) what it changes, as every writer of a stored object does. */
+void ks_share(json_t *obj, json_t *ref);
+/* Frees e's dump (watch.c makes them). */
+void ks_ev_drop_dump(struct ksim *ks, struct ks_event *e);
+/* Index of the first event with rv > cursor (ev_len when none). */
+size_t ks_ev_search(struct ksim *ks, uint64_t cursor);
+/* The events after cursor, from *ret_index to ev_len: false when some were compacted away (the
+ * caller looks at everything instead). A controller that follows the log keeps ks->rv as its
+ * cursor once it has looked. */
+bool ks_ev_since(struct ksim *ks, uint64_t cursor, size_t *ret_index);
 char *ks_new_uid(struct ksim *ks);
 void ks_set_rv(json_t *obj, uint64_t rv);
 /* Waits on ks->changed (ks->lock held) up to ms. */
