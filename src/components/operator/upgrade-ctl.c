@@ -70,12 +70,10 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     static const char *const no_index[] = {NULL};
     /* what the pods of one DaemonSet revision have alike (their labels, owner, containers'
      * resources, volumes; the whole projected status: phase, Ready, the containers' readiness
-     * and restarts, alike for every running pod; the strings every pod has) is kept once:
+     * and restarts, alike for every running pod; the namespace) is kept once:
      * ~3 KiB a pod otherwise. Not the whole spec: its nodeName differs from pod to pod, so each
      * pod's spec would be a copy of its own plus an entry in the table of shared values. */
-    static const char *const pod_shared[] = {"apiVersion",
-                                             "kind",
-                                             "metadata.namespace",
+    static const char *const pod_shared[] = {"metadata.namespace",
                                              "metadata.labels",
                                              "metadata.ownerReferences",
                                              "spec.containers",
