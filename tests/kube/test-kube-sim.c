@@ -890,7 +890,7 @@ static void test_informer_share_and_relist(void **state)
         json_decref(p);
     }
     __atomic_store_n(&wanted_label, 0, __ATOMIC_RELEASE);
-    const char *const share[] = {"metadata.labels", "status.nodeInfo", NULL};
+    const char *const share[] = {"metadata.labels", "status.nodeInfo", "kind", NULL};
     struct kube_informer_opts io = {.project = keep_some_labels, .share_paths = share};
     struct kube_informer *inf = NULL;
     assert_int_equal(kube_informer_new(s.c, &KUBE_NODES, &io, &inf, &e), 0);
@@ -903,6 +903,10 @@ static void test_informer_share_and_relist(void **state)
     assert_ptr_equal(kobj_labels(a), kobj_labels(b));
     assert_null(kobj_label(a, "zone"));
     assert_ptr_not_equal(kobj_path(a, "status.nodeInfo"), kobj_path(b, "status.nodeInfo"));
+    /* a string too: one "Node"; one not named is each node's own */
+    assert_ptr_equal(json_object_get(a, "kind"), json_object_get(b, "kind"));
+    assert_string_equal(json_string_value(json_object_get(a, "kind")), "Node");
+    assert_ptr_not_equal(json_object_get(a, "apiVersion"), json_object_get(b, "apiVersion"));
     json_decref(a);
     json_decref(b);
     assert_true(kube_informer_relisted(inf));

@@ -19,6 +19,7 @@
 
 #include "../unit/compact-nodes.h"
 #include "kobj.h"
+#include "kube.h"
 #include "upg-internal.h"
 #include "upgrade.h"
 #include "yamlcfg.h"
@@ -49,23 +50,61 @@ struct world {
     json_t *kept, *intern; /* the compact run's nodes (informer_view) */
 };
 
-/* The second run of every test plans from the nodes as the operator's node informer keeps them
- * (labels compact) and must come out the same. */
+/* The second run of every test plans from the nodes and operand pods as the operator's
+ * informers keep them (projected: only what upg_project_node and upg_project_pod keep; node
+ * labels compact) and must come out the same: a field the planner reads that a projection
+ * drops fails it. */
 static bool compact_run;
 
-/* The nodes a pass reads: as they are, or on the second run their compact copies (kept with
- * the world: a plan may borrow from them). */
+static json_t *kept(struct world *w, json_t *v)
+{
+    if (!w->kept)
+        w->kept = json_array();
+    json_array_append_new(w->kept, v);
+    return v;
+}
+
+/* The nodes a pass reads: as they are, or on the second run their projected, compact copies
+ * (kept with the world: a plan may borrow from them). */
 static const json_t *informer_view(struct world *w, const json_t *nodes)
 {
     if (!compact_run)
         return nodes;
-    if (!w->kept)
-        w->kept = json_array();
     if (!w->intern)
         w->intern = json_object();
-    json_t *c = test_compact_nodes(nodes, w->intern);
-    json_array_append_new(w->kept, c);
-    return c;
+    json_t *projected = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach ((json_t *)nodes, i, n) {
+        json_t *p = kube_project_fields(n, NULL);
+        upg_project_node(n, p);
+        json_array_append_new(projected, p);
+    }
+    json_t *c = test_compact_nodes(projected, w->intern);
+    json_decref(projected);
+    return kept(w, c);
+}
+
+/* The pods a pass reads: the operand pods (the pod informer's) projected on the second run;
+ * workloads as listed. */
+static const json_t *pods_view(struct world *w)
+{
+    if (!compact_run)
+        return w->pods;
+    json_t *out = json_array();
+    size_t i;
+    json_t *pod;
+    json_array_foreach (w->pods, i, pod) {
+        const char *app = kobj_label(pod, "app");
+        if (streq_ptr(app, UPG_DRIVER_APP) || streq_ptr(app, UPG_VALIDATOR_APP)) {
+            json_t *p = kube_project_fields(pod, NULL);
+            upg_project_pod(pod, p);
+            json_array_append_new(out, p);
+        } else {
+            json_array_append(out, pod);
+        }
+    }
+    return kept(w, out);
 }
 
 static json_t *mk_node(const char *name, int gpus)
@@ -223,7 +262,7 @@ static struct upg_plan *plan_nodes(struct world *w, const json_t *nodes)
     struct upg_input in = {.policy = &w->pol,
                            .zones = zones,
                            .nodes = informer_view(w, nodes),
-                           .pods = w->pods,
+                           .pods = pods_view(w),
                            .pdbs = w->pdbs,
                            .sets = &w->set,
                            .n_sets = 1,

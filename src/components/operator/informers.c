@@ -81,9 +81,17 @@ int op_informers_start(struct controller *c, struct err *e)
     struct kube_informer_opts po = {.handlers = hh};
     /* nothing queries nodes by label: no label index (about 2.5 KiB per node at NFD's labels) */
     static const char *const no_index[] = {NULL};
-    /* what a node pool's nodes have alike is kept once (each ~1.5 KiB as a JSON object) */
-    static const char *const node_shared[] = {"status.allocatable", "status.capacity",
-                                              "status.conditions", "spec.taints", NULL};
+    /* what a node pool's nodes have alike is kept once (each ~1.5 KiB as a JSON object): the
+     * projected spec (cordon, taints), the GPU resources, Ready, the kernel, the strings every
+     * node has. Not status.nodeInfo: its bootID is each node's own. */
+    static const char *const node_shared[] = {"apiVersion",
+                                              "kind",
+                                              "spec",
+                                              "status.allocatable",
+                                              "status.capacity",
+                                              "status.conditions",
+                                              "status.nodeInfo.kernelVersion",
+                                              NULL};
     /* ~77 labels a node (NFD's, the cloud's, gpuop's): ~0.7 KiB compact against ~8.7 KiB as a
      * JSON object; every reader of these nodes' labels reads through kobj's label sets */
     struct kube_informer_opts no = {.project = project_node,

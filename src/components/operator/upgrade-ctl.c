@@ -69,16 +69,16 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     struct kube_informer_handlers hh = {h_add, h_update, h_add, u};
     static const char *const no_index[] = {NULL};
     /* what the pods of one DaemonSet revision have alike (their labels, owner, containers'
-     * resources, volumes; a ready pod's statuses) is kept once: ~3 KiB a pod otherwise. Not
-     * the whole spec: its nodeName differs from pod to pod, so each pod's spec would be a copy
-     * of its own plus an entry in the table of shared values. */
-    static const char *const pod_shared[] = {"metadata.labels",
+     * resources, volumes; the whole projected status: phase, Ready, the containers' readiness
+     * and restarts, alike for every running pod; the namespace) is kept once:
+     * ~3 KiB a pod otherwise. Not the whole spec: its nodeName differs from pod to pod, so each
+     * pod's spec would be a copy of its own plus an entry in the table of shared values. */
+    static const char *const pod_shared[] = {"metadata.namespace",
+                                             "metadata.labels",
                                              "metadata.ownerReferences",
                                              "spec.containers",
                                              "spec.volumes",
-                                             "status.conditions",
-                                             "status.containerStatuses",
-                                             "status.initContainerStatuses",
+                                             "status",
                                              NULL};
     _cleanup_free_ char *cm_field = xasprintf("metadata.name=%s", MATRIX_CONFIGMAP);
     struct {

@@ -108,9 +108,9 @@ static void share(struct kube_informer *inf, json_t *p)
         }
         const char *key = dot ? dot + 1 : path;
         json_t *v = json_object_get(parent, key);
-        if (!json_is_object(v) && !json_is_array(v))
+        if (!json_is_object(v) && !json_is_array(v) && !json_is_string(v))
             continue;
-        _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
         if (!text)
             continue;
         json_t *one = json_object_get(inf->shared, text);

@@ -341,10 +341,12 @@ struct kube_informer_opts {
     /* Label keys the label index covers (NULL-terminated); NULL: every label key. Indexing only
      * the keys a controller queries keeps the index small (each entry costs ~100 bytes). */
     const char *const *index_label_keys;
-    /* Dotted paths (NULL-terminated) whose values, after the projection, the store keeps once:
-     * objects with equal values there share one copy ("metadata.labels" of a node pool, a
-     * "status" most pods have alike). Stored objects are read-only, so readers see no
-     * difference; each object is still priced whole against max_cached (an upper bound). */
+    /* Dotted paths (NULL-terminated) whose values (objects, arrays or strings), after the
+     * projection, the store keeps once: objects with equal values there share one copy
+     * ("metadata.labels" of a node pool, a "status" most pods have alike, "apiVersion"). Name
+     * only paths whose values repeat: each distinct value is also a key (its JSON text) of the
+     * table of shared values. Stored objects are read-only, so readers see no difference; each
+     * object is still priced whole against max_cached (an upper bound). */
     const char *const *share_paths;
     /* Labels kept in the compact form (kobj.h's label sets: sorted "key=value" strings the
      * store's objects share, ~8 bytes a label per object against ~110 as a JSON object); every

@@ -429,7 +429,9 @@ struct upg_driver_set *upg_driver_sets(const json_t *owned, const json_t *revisi
  * Ready condition. */
 void upg_project_node(const json_t *obj, json_t *p);
 /* What it reads of a Pod beyond its name, namespace, labels and deletion, added to `p`: owners,
- * creation time, node, phase, GPU requests, emptyDirs, readiness and restarts. */
+ * creation time, node, phase, GPU requests, emptyDirs, readiness and restarts. What no planner
+ * reads of a pod (its uid, kind and apiVersion) goes from `p`, which must be the pod
+ * projection's own (kube_project_fields' identity fields, resourceVersion kept). */
 void upg_project_pod(const json_t *obj, json_t *p);
 
 /* ---- read-your-writes ----------------------------------------------------------------------- */
