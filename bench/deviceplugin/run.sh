@@ -29,7 +29,7 @@ cc -O2 -D_GNU_SOURCE -Isrc/edge/grpc -Isrc/base/util -I"$BUILD/src/edge/grpc/kub
     "$BUILD/src/edge/grpc/libgpuop-grpc.a" "$BUILD/src/edge/grpc/libkubeletproto.a" \
     "$BUILD/src/base/util/libgpuop-util.a" -lnghttp2 -lprotobuf-c -pthread
 cc -O2 -D_GNU_SOURCE -Isrc/components/device-plugin -Isrc/lib/dpconfig -Isrc/lib/svc \
-    -Isrc/edge/nvml -Isrc/base/util -Isrc/base/yamlcfg -o "$tmp/be-bench" \
+    -Isrc/edge/nvml -Isrc/lib/gpuhealth -Isrc/base/util -Isrc/base/yamlcfg -o "$tmp/be-bench" \
     bench/deviceplugin/be-bench.c "$BUILD/src/components/device-plugin/libgpuop-deviceplugin-core.a" \
     "$BUILD/src/base/util/libgpuop-util.a" -pthread
 
