@@ -749,6 +749,90 @@ static void test_json_cost(void **state)
     (void)kube_json_cost(NULL, 0);
 }
 
+/* The text skimmed of the given members decodes to the object decoded whole less those members. */
+static void expect_drop(const char *in, const char *const *paths, const char *under,
+                        const char *want)
+{
+    size_t n = strlen(in);
+    _cleanup_free_ char *out = xmalloc(n + 1);
+    size_t m = kube_json_drop(in, n, paths, under, out);
+    if (!want) {
+        assert_int_equal(m, SIZE_MAX);
+        return;
+    }
+    assert_true(m <= n);
+    _cleanup_json_ json_t *got = json_loadb(out, m, 0, NULL);
+    _cleanup_json_ json_t *exp = json_loads(want, 0, NULL);
+    assert_non_null(got);
+    assert_non_null(exp);
+    if (!json_equal(got, exp))
+        fail_msg("skimmed %.*s, want %s", (int)m, out, want);
+}
+
+static void test_json_drop(void **state)
+{
+    (void)state;
+    static const char *const node[] = {"metadata.managedFields", "status.images", NULL};
+    /* first, middle, last and only members left out; blanks anywhere */
+    expect_drop("{\"metadata\":{\"managedFields\":[{\"manager\":\"x\",\"fieldsV1\":{\"f:a\":{}}}],"
+                "\"name\":\"n1\",\"labels\":{\"a\":\"1\"}},\"status\":{\"capacity\":{\"x\":\"1\"},"
+                "\"images\":[{\"names\":[\"a\",\"b\"],\"sizeBytes\":1}],\"phase\":\"x\"}}",
+                node, NULL,
+                "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"a\":\"1\"}},"
+                "\"status\":{\"capacity\":{\"x\":\"1\"},\"phase\":\"x\"}}");
+    expect_drop(" { \"status\" : { \"images\" : [ ] } , \"spec\" : { } } ", node, NULL,
+                "{\"status\":{},\"spec\":{}}");
+    expect_drop("{\"status\":{\"a\":1,\"images\":[]}}", node, NULL, "{\"status\":{\"a\":1}}");
+    /* nothing to leave out: the same object; a path through a non-object is left alone */
+    expect_drop("{\"a\":[1,2,{\"b\":\"}]\\\"{\"}],\"c\":null,\"d\":-1.5e3,\"e\":true}", node, NULL,
+                "{\"a\":[1,2,{\"b\":\"}]\\\"{\"}],\"c\":null,\"d\":-1.5e3,\"e\":true}");
+    expect_drop("{\"metadata\":\"x\",\"status\":[{\"images\":1}]}", node, NULL,
+                "{\"metadata\":\"x\",\"status\":[{\"images\":1}]}");
+    /* a name with a dot is not a path; the paths of a watch event are under its object */
+    expect_drop("{\"metadata.managedFields\":1,\"metadata\":{}}", node, NULL,
+                "{\"metadata.managedFields\":1,\"metadata\":{}}");
+    expect_drop("{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"n\","
+                "\"managedFields\":[]},\"status\":{\"images\":[]}},\"status\":{\"images\":1}}",
+                node, "object",
+                "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"n\"},\"status\":{}},"
+                "\"status\":{\"images\":1}}");
+    /* given up (the caller decodes the original): not an object, unterminated, trailing
+     * bytes, a missing colon, a name with escapes where the paths go, too deep */
+    static const char *const bad[] = {"",
+                                      "[]",
+                                      "\"x\"",
+                                      "{\"metadata\":{\"name\":\"n}}",
+                                      "{\"a\":1} x",
+                                      "{\"a\" 1}",
+                                      "{\"a\":1,}",
+                                      "{\"a\":[1,2}",
+                                      "{\"st\\u0061tus\":{\"images\":1}}",
+                                      "{\"metadata\":{\"n\\\"\":1}}"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+        expect_drop(bad[i], node, NULL, NULL);
+    static const char *const deep[] = {"a.a.a.a.a.a.a.a.a.a.a", NULL};
+    expect_drop(
+        "{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{}}}}}}}}}}}", deep,
+        NULL, NULL);
+    /* the benchmark's node: three quarters of it left out, the rest the same */
+    const char *root = getenv("GPUOP_SOURCE_ROOT"); /* meson test's environment */
+    assert_non_null(root);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/bench/operator/node-template.yaml", root);
+    _cleanup_json_ json_t *tmpl = NULL;
+    struct err e = {0};
+    assert_int_equal(yaml_load_file(path, &tmpl, &e), 0);
+    _cleanup_free_ char *text = json_dumps(tmpl, JSON_INDENT(2));
+    size_t n = strlen(text);
+    _cleanup_free_ char *out = xmalloc(n);
+    size_t m = kube_json_drop(text, n, node, NULL, out);
+    assert_true(m < n / 3);
+    _cleanup_json_ json_t *got = json_loadb(out, m, 0, NULL);
+    json_object_del(json_object_get(tmpl, "metadata"), "managedFields");
+    json_object_del(json_object_get(tmpl, "status"), "images");
+    assert_true(json_equal(got, tmpl));
+}
+
 static void test_decoded_limit(void **state)
 {
     (void)state;
@@ -939,6 +1023,7 @@ int main(void)
         cmocka_unit_test(test_lease_decide),
         cmocka_unit_test(test_projection),
         cmocka_unit_test(test_json_cost),
+        cmocka_unit_test(test_json_drop),
         cmocka_unit_test(test_decoded_limit),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_list_body_each),

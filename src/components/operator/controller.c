@@ -303,8 +303,15 @@ static int operator_run(struct svc *s, struct err *e)
     mallopt(M_ARENA_MAX, 1);
     struct op_process *o = svc_state(s);
     struct controller *c = &o->c;
-    struct kube_options ko = {
-        .kubeconfig = o->kubeconfig, .qps = (double)o->qps, .burst = o->burst, .stop = svc_stop(s)};
+    /* what no informer reader of the operator reads, left out before the informers' items and
+     * events are decoded: writers' managedFields (the API server keeps them when an update
+     * omits them) and a node's status.images (~75% of a real node's bytes together) */
+    static const char *const unread[] = {"metadata.managedFields", "status.images", NULL};
+    struct kube_options ko = {.kubeconfig = o->kubeconfig,
+                              .qps = (double)o->qps,
+                              .burst = o->burst,
+                              .stop = svc_stop(s),
+                              .drop_fields = unread};
     struct svc_workqueue_config qc = {.base_delay_ms = RETRY_BASE_MS, .max_delay_ms = RETRY_MAX_MS};
     int r;
     if ((r = kube_client_new(&ko, &c->kc, e)) < 0 ||

@@ -67,6 +67,11 @@ size_t kube_client_max_decoded(const struct kube_client *c)
     return c->opt.max_decoded;
 }
 
+const char *const *kube_client_drop_fields(const struct kube_client *c)
+{
+    return c->opt.drop_fields;
+}
+
 struct kube_budget *kube_client_in_flight(struct kube_client *c)
 {
     return &c->in_flight;

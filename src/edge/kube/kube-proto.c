@@ -718,7 +718,11 @@ static int parser_line(struct kube_watch_parser *p, const char *line, size_t n, 
                                 "kube_options.max_decoded");
     if (p->mem && kube_budget_take(p->mem, cost) < 0)
         return kube_in_flight_err(e, "watch event", p->mem, cost);
-    int r = kube_watch_event_parse(line, n, SIZE_MAX, &t, &obj, e);
+    /* the object's unread members left out before it is decoded (kube_options.drop_fields) */
+    _cleanup_free_ char *skim = p->drop ? xmalloc(n) : NULL;
+    size_t m = skim ? kube_json_drop(line, n, p->drop, "object", skim) : SIZE_MAX;
+    int r = m != SIZE_MAX ? kube_watch_event_parse(skim, m, SIZE_MAX, &t, &obj, e)
+                          : kube_watch_event_parse(line, n, SIZE_MAX, &t, &obj, e);
     if (r < 0) {
         if (p->mem)
             kube_budget_put(p->mem, cost);

@@ -124,7 +124,11 @@ static int page_item(const char *text, size_t n, void *ud, struct err *e)
     if (kube_budget_take(mem, cost) < 0)
         return kube_in_flight_err(e, pe->what, mem, cost);
     json_t *it = NULL;
-    int r = kube_json_parse(text, n, SIZE_MAX, pe->what, &it, e);
+    const char *const *drop = kube_client_drop_fields(pe->c);
+    _cleanup_free_ char *skim = drop ? xmalloc(n ? n : 1) : NULL;
+    size_t m = skim ? kube_json_drop(text, n, drop, NULL, skim) : SIZE_MAX;
+    int r = m != SIZE_MAX ? kube_json_parse(skim, m, SIZE_MAX, pe->what, &it, e)
+                          : kube_json_parse(text, n, SIZE_MAX, pe->what, &it, e);
     if (r == 0) {
         r = pe->fn(it, pe->userdata, e);
         json_decref(it);
@@ -690,6 +694,7 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
     kube_watch_parser_init(&parser, kube_client_max_watch_line(c), kube_client_max_decoded(c),
                            watch_cb, &w);
     parser.mem = kube_client_in_flight(c);
+    parser.drop = kube_client_drop_fields(c);
     rc = kube_do_stream(c, p.data, what, &parser, o->stop, (uint64_t)tmo * 1000 + 30000, e);
     kube_watch_parser_free(&parser);
     if (rc == KUBE_EGONE)

@@ -107,6 +107,12 @@ struct kube_options {
      * An informer that would pass it keeps what it holds, logs the error and lists again after
      * a backoff; it is synced only once a whole list fits. */
     size_t max_cached;
+    /* NULL, or members (dotted paths from an object, NULL-terminated, e.g.
+     * "metadata.managedFields") that list items and watch events are decoded without, for a
+     * client whose informers read none of them: the text is skimmed before jansson decodes it
+     * (a real node's managedFields and status.images are three quarters of its bytes). Direct
+     * calls (get, patch, kube_list) are decoded whole. The array must outlive the client. */
+    const char *const *drop_fields;
 };
 
 struct kube_client;

@@ -93,6 +93,16 @@ int kube_status_err(long http, const char *body, size_t len, const char *what, s
  * before any of it is spent.
  */
 size_t kube_json_cost(const char *text, size_t n);
+/* The JSON object text in[0..n) copied to out (n bytes at least) without the members at `paths`
+ * (dotted member names from the object, NULL-terminated: "metadata.managedFields"); with
+ * `under`, the paths are of the root's member of that name (a watch event's "object"). Values
+ * off the paths are copied as they are, blanks between tokens left out. The length written, at
+ * most n; SIZE_MAX when the text is not an object as expected (decode the original: jansson
+ * names the fault). kube-skim.c. */
+size_t kube_json_drop(const char *in, size_t n, const char *const *paths, const char *under,
+                      char *out);
+/* The client's kube_options.drop_fields (NULL: none). */
+const char *const *kube_client_drop_fields(const struct kube_client *c);
 /* The same price for a decoded value (what a store or a list keeps of it): shared values are
  * counted at each place they appear. */
 size_t kube_json_value_cost(json_t *v);
@@ -152,7 +162,8 @@ struct kube_watch_parser {
     size_t line_held; /* taken from mem for the line buffer */
     kube_watch_fn fn;
     void *userdata;
-    int stopped; /* the callback's nonzero return */
+    const char *const *drop; /* NULL, or the members each event's object is decoded without */
+    int stopped;             /* the callback's nonzero return */
     uint64_t events;
 };
 
