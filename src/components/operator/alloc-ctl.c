@@ -200,7 +200,6 @@ static int execute(struct controller *c, const struct upg_alloc_plan *p, const j
 
 int op_alloc_reconcile(struct controller *c, const json_t *cp, uint64_t now_ms, struct err *e)
 {
-    (void)now_ms;
     c->alloc_requeue_ms = 0;
     /* a GPUCluster runs DRA on every GPU node: nothing to move */
     if (!cp || streq_ptr(kobj_kind(cp), "GPUCluster"))
@@ -233,7 +232,7 @@ int op_alloc_reconcile(struct controller *c, const json_t *cp, uint64_t now_ms, 
         .nvidia_drivers = nvds,
         .max_unavailable = kobj_path(cp, "spec.driver.upgradePolicy.maxUnavailable"),
         .slices = slices,
-        .now_s = (int64_t)(now_ms_real() / 1000),
+        .now_s = (int64_t)(now_ms / 1000), /* the pass's clock, as the other planners' */
     };
     _cleanup_(upg_alloc_plan_freep) struct upg_alloc_plan *plan = NULL;
     struct err pe = {0};
