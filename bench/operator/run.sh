@@ -28,7 +28,13 @@ TEMPLATE=${TEMPLATE:-bench/operator/node-template.yaml}
 BUILD=$B . scripts/tools-env.sh
 T=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
+# KEEP_LOGS=DIR: the operator's and kubesim's logs are copied there at the end.
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    [ -z "${KEEP_LOGS:-}" ] || { mkdir -p "$KEEP_LOGS"; cp "$T"/*.log "$KEEP_LOGS/" 2>/dev/null || true; }
+    rm -rf "$T"
+}
 trap cleanup EXIT
 now() { date +%s.%N; }
 
