@@ -216,7 +216,7 @@ static void test_token_bucket(void **state)
 static void test_queue_roundtrip(void **state)
 {
     (void)state;
-    json_t *q = json_array();
+    json_t *q = op_event_queue_new();
     char node[16] = "gpu-7";
     struct op_event_in a = node_event(node, "pool-a", upgrade_done);
     op_event_queue_add(q, &a);
@@ -240,6 +240,72 @@ static void test_queue_roundtrip(void **state)
     json_decref(q);
 }
 
+/* Each write's body, as text without its generated name and times, in order. */
+static json_t *bodies(const struct op_event_writes *w)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; i < w->n; i++) {
+        json_t *b = json_deep_copy(w->v[i].body);
+        json_object_del(json_object_get(b, "metadata"), "name");
+        json_array_append_new(out, b);
+    }
+    return out;
+}
+
+/* A queue of 10,000 nodes' Events of one group keeps OP_EVENT_QUEUE_KEEP of them and counts
+ * the rest; what the recorder writes from it is what it writes from all 10,000 Events: the
+ * group's Event with the count and the sample, the repeats left out, a smaller group and the
+ * Events of no group each as they are. */
+static void test_queue_keeps_a_groups_first(void **state)
+{
+    (void)state;
+    enum { N = 10000, SMALL = 3 };
+    static char nm[N][16];
+    static struct op_event_in all[N + N / 1000 + 1 + SMALL];
+    size_t n = 0;
+    json_t *q = op_event_queue_new();
+    for (size_t i = 0; i < N; i++) {
+        snprintf(nm[i], sizeof(nm[i]), "gpu-%zu", i);
+        all[n] = node_event(nm[i], "default", upgrade_done);
+        op_event_queue_add(q, &all[n++]);
+        if (i % 1000 == 7) { /* a repeat: one object, counted once */
+            all[n] = node_event(nm[i / 2], "default", upgrade_done);
+            op_event_queue_add(q, &all[n++]);
+        }
+        if (i == 20) { /* another Event of the pass, not grouped */
+            all[n] = policy_event("Ready", "all operands ready");
+            op_event_queue_add(q, &all[n++]);
+        }
+        if (i < SMALL) { /* a group too small to aggregate */
+            all[n] = node_event(nm[i], "canary", upgrade_done);
+            op_event_queue_add(q, &all[n++]);
+        }
+    }
+    assert_int_equal(n, ARRAY_SIZE(all));
+    size_t nv = 0;
+    struct op_event_in *v = op_event_queue_view(q, &nv);
+    assert_int_equal(nv, OP_EVENT_QUEUE_KEEP + 1 + SMALL + 1); /* +1: a repeat among the kept */
+    struct op_recorder *ra = op_recorder_new(NULL), *rq = op_recorder_new(NULL);
+    struct op_event_writes wa = {0}, wq = {0};
+    op_recorder_plan(ra, all, n, T0, &wa);
+    op_recorder_plan(rq, v, nv, T0, &wq);
+    assert_int_equal(wq.n, 1 + 1 + SMALL);
+    json_t *ba = bodies(&wa), *bq = bodies(&wq);
+    assert_true(json_equal(ba, bq));
+    assert_int_equal(json_integer_value(kobj_path(json_array_get(bq, 0), "count")), N);
+    assert_string_equal(kobj_path_str(json_array_get(bq, 0), "message"),
+                        "Successfully updated node state label to [upgrade-done] on 10000 nodes: "
+                        "gpu-0, gpu-1, gpu-2, gpu-3, gpu-4 and 9995 more");
+    json_decref(ba);
+    json_decref(bq);
+    op_event_writes_done(&wa);
+    op_event_writes_done(&wq);
+    op_recorder_free(ra);
+    op_recorder_free(rq);
+    free(v);
+    json_decref(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_failed_write_forgotten),
         cmocka_unit_test(test_token_bucket),
         cmocka_unit_test(test_queue_roundtrip),
+        cmocka_unit_test(test_queue_keeps_a_groups_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

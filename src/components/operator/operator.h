@@ -473,6 +473,9 @@ struct op_event_in {
     const char *group;
     struct op_event_ref group_ref;
     const char *group_ns;
+    /* Further distinct objects of this group the Event is also about, beyond those with an
+     * entry of their own (a queue keeps OP_EVENT_QUEUE_KEEP a group; the rest count here) */
+    size_t more;
 };
 struct op_event_write {
     bool patch; /* false: create `body`; true: merge-patch Event ns/name with `body` */
@@ -498,10 +501,16 @@ void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_
 /* What became of a write: one that failed is forgotten, so that a repeat posts anew. */
 void op_recorder_result(struct op_recorder *r, const struct op_event_write *w, bool ok);
 void op_event_writes_done(struct op_event_writes *w);
-/* A queue of Events (a JSON array) that owns copies of their strings, so that a reconcile
- * collects its controllers' Events as it goes and plans them once, at its end. */
+/* A queue of Events that owns copies of their strings, so that a reconcile collects its
+ * controllers' Events as it goes and plans them once, at its end. A group's Events past its
+ * first OP_EVENT_QUEUE_KEEP distinct objects keep only their objects' names, to count them
+ * (the recorder aggregates such a group whatever its options: aggregate_min is at most this):
+ * an upgrade pass over 10,000 nodes queues 64 Events and 10,000 names, not 10,000 Events. */
+#define OP_EVENT_QUEUE_KEEP 64
+json_t *op_event_queue_new(void);
 void op_event_queue_add(json_t *queue, const struct op_event_in *ev);
-/* The queue's Events, borrowing its strings (valid while the queue is unchanged). */
+/* The queue's Events, borrowing its strings (valid while the queue is unchanged); a group's
+ * first Event carries the count of its objects past the kept ones (op_event_in.more). */
 struct op_event_in *op_event_queue_view(const json_t *queue, size_t *ret_n);
 
 /* ---- GPU quotas against advertised capacity (gpuquota.c; the view is src/lib/capacity's) --------

@@ -68,10 +68,10 @@ static void queue_event(struct controller *c, json_t *queue, const json_t *obj,
  * then posted. */
 static void post_events(struct controller *c, const json_t *queue, uint64_t now_ms)
 {
-    if (json_array_size(queue) == 0)
-        return;
     size_t n = 0;
     _cleanup_free_ struct op_event_in *v = op_event_queue_view(queue, &n);
+    if (n == 0)
+        return;
     struct op_event_writes w = {0};
     op_recorder_plan(c->recorder, v, n, now_ms, &w);
     for (size_t i = 0; i < w.n; i++) {
@@ -735,7 +735,7 @@ int op_reconcile(struct controller *c, bool *ret_requeue, struct err *e)
                                .configmaps = w.configmaps,
                                .servicemonitor_served = w.servicemonitor_served,
                                .dra_nodes = op_alloc_dra_wanted(c, w.nodes, w.owned)};
-    _cleanup_json_ json_t *queue = json_array(); /* the reconcile's Events */
+    _cleanup_json_ json_t *queue = op_event_queue_new(); /* the reconcile's Events */
     _cleanup_(op_plan_freep) struct op_plan *plan = NULL;
     if ((r = op_plan(&snap, &plan, e)) < 0)
         goto out;

@@ -38,6 +38,10 @@ struct op_recorder *op_recorder_new(const struct op_recorder_opts *o)
         r->o.refill_ms = OP_EVENT_REFILL_MS;
     if (!r->o.aggregate_min)
         r->o.aggregate_min = OP_EVENT_AGGREGATE_MIN;
+    /* a queue keeps an entry for this many of a group's objects, the rest only counted: a
+     * group past it must be aggregated */
+    if (r->o.aggregate_min > OP_EVENT_QUEUE_KEEP)
+        r->o.aggregate_min = OP_EVENT_QUEUE_KEEP;
     if (!r->o.window_ms)
         r->o.window_ms = OP_EVENT_WINDOW_MS;
     if (!r->o.sample)
@@ -283,8 +287,11 @@ void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_
 {
     struct op_event_writes out = {0};
     posted_expire(r, now_ms);
-    /* the groups: the distinct objects each is about, in order */
+    /* the groups: the distinct objects each is about, in order, and how many more each
+     * counts past the queue's entries */
     _cleanup_(json_decrefp) json_t *groups = json_object();
+    _cleanup_(json_decrefp) json_t *seen = json_object(); /* group key, name -> null */
+    _cleanup_(json_decrefp) json_t *more = json_object(); /* group key -> count */
     for (size_t i = 0; i < n; i++) {
         if (!ev[i].group)
             continue;
@@ -294,13 +301,15 @@ void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_
             names = json_array();
             json_object_set_new(groups, gk, names);
         }
-        bool seen = false;
-        size_t k;
-        json_t *x;
-        json_array_foreach (names, k, x)
-            seen |= streq_ptr(json_string_value(x), ev[i].about.name);
-        if (!seen)
+        if (ev[i].more)
+            json_object_set_new(more, gk,
+                                json_integer(json_integer_value(json_object_get(more, gk)) +
+                                             (json_int_t)ev[i].more));
+        _cleanup_free_ char *sk = xasprintf("%s\x1f%s", gk, ev[i].about.name ?: "");
+        if (!json_object_get(seen, sk)) {
+            json_object_set_new(seen, sk, json_null());
             json_array_append_new(names, json_string(ev[i].about.name ?: ""));
+        }
     }
     for (size_t i = 0; i < n; i++) {
         if (ev[i].group) {
@@ -308,6 +317,10 @@ void op_recorder_plan(struct op_recorder *r, const struct op_event_in *ev, size_
             json_t *names = json_object_get(groups, gk);
             json_t *p = json_object_get(r->posted, gk);
             size_t many = json_array_size(names);
+            if (many > 0) /* its first entry left stands for those only counted */
+                many += (size_t)json_integer_value(json_object_get(more, gk));
+            /* only a group with more than the queue keeps counts any */
+            assert(many <= OP_EVENT_QUEUE_KEEP || many >= r->o.aggregate_min);
             if (many >= r->o.aggregate_min || (p && many > 0)) {
                 /* one Event for the whole group, where its first member stood */
                 json_int_t total =
@@ -372,8 +385,39 @@ static void get_ref(const json_t *o, const char *prefix, struct op_event_ref *r)
 #undef GET
 }
 
+json_t *op_event_queue_new(void)
+{
+    /* "list": the entries in order; "groups": group key -> {"names": {name: null}, "first":
+     * its first entry's index, "more": names past OP_EVENT_QUEUE_KEEP} */
+    return json_pack("{s:[],s:{}}", "list", "groups");
+}
+
 void op_event_queue_add(json_t *queue, const struct op_event_in *ev)
 {
+    json_t *list = json_object_get(queue, "list");
+    json_t *groups = json_object_get(queue, "groups");
+    assert(json_is_array(list) && json_is_object(groups));
+    if (ev->group) {
+        _cleanup_free_ char *gk = group_key(ev);
+        json_t *g = json_object_get(groups, gk);
+        if (!g) {
+            g = json_pack("{s:{},s:I,s:I}", "names", "first", (json_int_t)json_array_size(list),
+                          "more", (json_int_t)0);
+            json_object_set_new(groups, gk, g);
+        }
+        json_t *names = json_object_get(g, "names");
+        const char *name = ev->about.name ?: "";
+        if (json_object_size(names) >= OP_EVENT_QUEUE_KEEP) {
+            /* past the kept entries: a new object is counted, a repeat is in the count */
+            if (!json_object_get(names, name)) {
+                json_object_set_new(names, name, json_null());
+                json_object_set_new(
+                    g, "more", json_integer(json_integer_value(json_object_get(g, "more")) + 1));
+            }
+            return;
+        }
+        json_object_set_new(names, name, json_null());
+    }
     json_t *o = json_object();
     put_ref(o, "a.", &ev->about);
     put(o, "ns", ev->ns);
@@ -385,16 +429,17 @@ void op_event_queue_add(json_t *queue, const struct op_event_in *ev)
         put_ref(o, "g.", &ev->group_ref);
         put(o, "gns", ev->group_ns);
     }
-    json_array_append_new(queue, o);
+    json_array_append_new(list, o);
 }
 
 struct op_event_in *op_event_queue_view(const json_t *queue, size_t *ret_n)
 {
-    size_t n = json_array_size(queue);
+    const json_t *list = json_object_get(queue, "list");
+    size_t n = json_array_size(list);
     struct op_event_in *v = xcalloc(n ? n : 1, sizeof(*v));
     size_t i;
     json_t *o;
-    json_array_foreach ((json_t *)queue, i, o) {
+    json_array_foreach ((json_t *)list, i, o) {
         get_ref(o, "a.", &v[i].about);
         v[i].ns = kobj_str(o, "ns");
         v[i].type = kobj_str(o, "type");
@@ -405,6 +450,13 @@ struct op_event_in *op_event_queue_view(const json_t *queue, size_t *ret_n)
             get_ref(o, "g.", &v[i].group_ref);
             v[i].group_ns = kobj_str(o, "gns");
         }
+    }
+    const char *k;
+    json_t *g;
+    json_object_foreach (json_object_get(queue, "groups"), k, g) {
+        size_t first = (size_t)json_integer_value(json_object_get(g, "first"));
+        assert(first < n);
+        v[first].more = (size_t)json_integer_value(json_object_get(g, "more"));
     }
     *ret_n = n;
     return v;
