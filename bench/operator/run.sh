@@ -14,7 +14,8 @@
 #     Lease renewal answered too late: the API server, not the operator, was the bottleneck).
 # HEAPTRACK=1 runs the operator under heaptrack instead and prints where its heap peak lives
 # (by allocation site, and by informer), not the timings. Prints a Markdown section for
-# bench/RESULTS.md.
+# bench/RESULTS.md. SMAPS=1 also prints, on stderr, the operator's resident memory by kind once ready
+# (anonymous: its heap and stacks; file-backed: the binary and libraries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${NODES:-1000}
@@ -119,6 +120,7 @@ objects=$(($(sum_of "$T/w_ready") - patches - $(count_of "$T/w_ready" "create ev
     $(count_of "$T/w_ready" "create clusterpolicies")))
 line() { paste -sd, "$1" | sed 's/,/, /g'; }
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$OP_PID/status)
+[ -z "${SMAPS:-}" ] || { grep -E "^(Rss|Anonymous|Shared_Clean|Private_Clean|Private_Dirty)" /proc/$OP_PID/smaps_rollup; grep Threads /proc/$OP_PID/status; } >&2
 rss=$(awk '/VmRSS/ {print $2}' /proc/$OP_PID/status)
 cpu_op=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$OP_PID/stat)
 cpu_ks=$(awk '{printf "%.1f", ($14+$15)/100}' /proc/$KS_PID/stat)
