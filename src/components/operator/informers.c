@@ -94,6 +94,7 @@ int op_informers_start(struct controller *c, struct err *e)
                                               "status.capacity",
                                               "status.conditions",
                                               "status.nodeInfo.kernelVersion",
+                                              "status",
                                               NULL};
     /* ~77 labels a node (NFD's, the cloud's, gpuop's): ~0.7 KiB compact against ~8.7 KiB as a
      * JSON object; every reader of these nodes' labels reads through kobj's label sets */

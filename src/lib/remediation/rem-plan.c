@@ -692,7 +692,7 @@ static enum rem_state step_remediating(struct planner *pl, struct node *n, struc
         request_clear(n);
         if (a == GH_ACT_REBOOT_NODE) {
             set_ann(n, REM_ANN_REBOOT, id);
-            set_ann(n, REM_ANN_BOOT_ID, kobj_path_str(n->obj, "status.nodeInfo.bootID") ?: "");
+            set_ann(n, REM_ANN_BOOT_ID, rem_node_boot_id(n->obj) ?: "");
         } else {
             const char *gpus = a == GH_ACT_RESET_GPU ? cur_ann(n, REM_ANN_GPUS) ?: "" : "";
             _cleanup_free_ char *v =
@@ -708,7 +708,7 @@ static enum rem_state step_remediating(struct planner *pl, struct node *n, struc
     bool done = false;
     if (a == GH_ACT_REBOOT_NODE) {
         const char *boot = cur_ann(n, REM_ANN_BOOT_ID);
-        const char *now_boot = kobj_path_str(n->obj, "status.nodeInfo.bootID");
+        const char *now_boot = rem_node_boot_id(n->obj);
         done = streq_ptr(cur_ann(n, REM_ANN_REBOOT_DONE), id) ||
                (boot && boot[0] && now_boot && !streq_ptr(boot, now_boot));
         done = done && n->ready;

@@ -265,8 +265,13 @@ struct rem_plan {
 /* What the planner reads of a Node beyond its name, labels, resourceVersion and what
  * upg_project_node keeps (the budget's fields): the remediation.gpuop.dev/ annotations, the
  * health annotation (GH_ANN_HEALTH), the taints, the cordon and the boot ID. Adds them to `p`, an
- * informer's projection of `obj`. */
+ * informer's projection of `obj`; the boot ID not in `status` but in the projection's own
+ * member REM_PROJECTED_BOOT_ID, so that the projected status is alike across a pool (read it
+ * with rem_node_boot_id). */
+#define REM_PROJECTED_BOOT_ID "gpuop.dev/bootID"
 void rem_project_node(const json_t *obj, json_t *p);
+/* A node's status.nodeInfo.bootID, from the API's Node or from a projection; NULL: none. */
+const char *rem_node_boot_id(const json_t *node);
 
 int rem_plan(const struct rem_input *in, struct rem_plan **ret, struct err *e);
 void rem_plan_free(struct rem_plan *p);
