@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Label sets (kobj.h): metadata.labels as the API gives it (an object) or compact (chunks of
- * shared "key=value" strings, sorted by key, each chunk shared by the sets that have it alike),
- * read through one set of accessors. */
+ * shared "key=value" strings and single strings, sorted by key, each chunk shared by the sets
+ * that have it alike), read through one set of accessors. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,14 +15,14 @@
  * Where chunks end. A chunk ends after an entry whose key's hash has its top CUT_BITS bits zero
  * (one key in 2^CUT_BITS: 8 entries a chunk on average), or once it holds CHUNK_MAX entries.
  * The cut points depend on the keys alone, not on their neighbours or the values: a label
- * whose value changes makes one chunk new, and a label added or removed one chunk (two where it
- * moves a cut point), never every chunk after it, as fixed-size chunks would. Only a run of
- * CHUNK_MAX keys without a cut point shifts, up to the next cut point.
+ * whose value changes touches one chunk (put_run: split there), and a label added or removed one
+ * chunk (two where it moves a cut point), never every chunk after it, as fixed-size chunks
+ * would. Only a run of CHUNK_MAX keys without a cut point shifts, up to the next cut point.
  */
 #define CUT_BITS  3
 #define CHUNK_MAX 16
-/* A chunk's key in the intern table: "\x01" and 16 hex digits of the hash of its entries'
- * addresses. It has no '=', so it never names an entry ("key=value"). */
+/* A chunk's slot in the intern table: "\x01" and 16 hex digits of the hash of its keys. It has
+ * no '=', so it never names an entry ("key=value"). */
 #define CHUNK_KEY_LEN 17
 
 /* A compact entry's text and the length of its key (before the first '='; keys never hold
@@ -39,10 +39,12 @@ static bool entry(const json_t *s, const char **ret_text, size_t *ret_klen)
     return true;
 }
 
-/* The first entry of chunk i of a compact set; false when that is no chunk or no entry. */
-static bool chunk_first(const json_t *set, size_t i, const char **ret_text, size_t *ret_klen)
+/* The first entry of item i of a compact set (a chunk's first, or the item itself); false when
+ * that is no entry. */
+static bool item_first(const json_t *set, size_t i, const char **ret_text, size_t *ret_klen)
 {
-    return entry(json_array_get(json_array_get(set, i), 0), ret_text, ret_klen);
+    const json_t *item = json_array_get(set, i);
+    return entry(json_is_array(item) ? json_array_get(item, 0) : item, ret_text, ret_klen);
 }
 
 /* strcmp(key, entry's key) where the entry's key is its first klen bytes. */
@@ -75,7 +77,7 @@ static const char *chunk_find(const json_t *chunk, const char *key)
     return NULL;
 }
 
-/* The compact set's value for key, or NULL: a binary search over the chunks by their first
+/* The compact set's value for key, or NULL: a binary search over the items by their first
  * keys, then one within the last chunk that starts at or before key. */
 static const char *compact_find(const json_t *set, const char *key)
 {
@@ -84,7 +86,7 @@ static const char *compact_find(const json_t *set, const char *key)
         size_t mid = lo + (hi - lo) / 2;
         const char *t;
         size_t klen;
-        if (!chunk_first(set, mid, &t, &klen))
+        if (!item_first(set, mid, &t, &klen))
             return NULL;
         int r = key_cmp(key, t, klen);
         if (r == 0)
@@ -94,16 +96,17 @@ static const char *compact_find(const json_t *set, const char *key)
         else
             lo = mid + 1;
     }
-    return lo == 0 ? NULL : chunk_find(json_array_get(set, lo - 1), key);
+    const json_t *item = lo == 0 ? NULL : json_array_get(set, lo - 1);
+    return json_is_array(item) ? chunk_find(item, key) : NULL; /* a single entry: not equal */
 }
 
 bool kobj_labels_is_compact(const json_t *labels)
 {
     const char *t;
     size_t klen;
-    /* the first chunk's first entry tells (an API object never has an array there) */
+    /* the first entry tells (an API object never has an array there) */
     return json_is_array(labels) &&
-           (json_array_size(labels) == 0 || chunk_first(labels, 0, &t, &klen));
+           (json_array_size(labels) == 0 || item_first(labels, 0, &t, &klen));
 }
 
 const char *kobj_labels_get(const json_t *labels, const char *key)
@@ -131,9 +134,9 @@ size_t kobj_labels_count(const json_t *labels)
     if (!kobj_labels_is_compact(labels))
         return 0;
     size_t n = 0, i;
-    json_t *chunk;
-    json_array_foreach ((json_t *)labels, i, chunk)
-        n += json_array_size(chunk); /* 0 for what is no chunk */
+    json_t *item;
+    json_array_foreach ((json_t *)labels, i, item)
+        n += json_is_string(item) ? 1 : json_array_size(item); /* 0 for what is neither */
     return n;
 }
 
@@ -147,7 +150,13 @@ bool kobj_labels_next(struct kobj_labels_iter *it, const char **ret_key, const c
         for (;;) {
             const json_t *chunk = json_array_get(it->labels, it->i);
             if (!chunk)
-                return false; /* past the last chunk */
+                return false; /* past the last item */
+            if (!json_is_array(chunk)) {
+                it->i++;
+                if (entry(chunk, &t, &klen))
+                    break; /* a single entry */
+                continue;
+            }
             if (it->j >= json_array_size(chunk)) {
                 it->i++; /* what is no chunk has no entries: skipped */
                 it->j = 0;
@@ -219,28 +228,74 @@ static json_t *intern_entry(json_t *intern, const struct pair *p)
     return one;
 }
 
-/* The chunk of entries e[0..n), new or the one `intern` holds alike (a new reference). A table
- * slot that holds something else (another chunk with the same hash, or any other value) is left
- * as it is and the chunk made for this set alone: a lost share, never a wrong one. */
-static json_t *chunk_of(json_t *intern, json_t *const *e, size_t n)
+/* Whether two entries have the same key. */
+static bool same_key(const json_t *a, const json_t *b)
 {
-    assert(n > 0 && n <= CHUNK_MAX);
+    const char *ta, *tb;
+    size_t ka, kb;
+    return entry(a, &ta, &ka) && entry(b, &tb, &kb) && ka == kb && memcmp(ta, tb, ka) == 0;
+}
+
+/* Appends to `set` the entries e[0..n) (borrowed from intern) as shared chunks and single
+ * entries. A chunk's slot in `intern` is named by its keys: "\x01" and 16 hex digits of their
+ * hash. An empty slot takes a new chunk of these entries; a slot holding these very entries
+ * gives them; a slot holding the same keys with other values (another node's hostname, another
+ * pool's product) splits them: each run alike with the slot's becomes a chunk of its own (its
+ * slot, the same way), each entry that differs, and a run of one, stands alone in the set. So
+ * the nodes of a pool share every chunk and hold only what is their own as single entries,
+ * however many there are. A slot holding anything else (another chunk whose keys hash alike, a
+ * planted value) is left as it is and the entries made a chunk for this set alone: a lost share,
+ * never a wrong one. */
+static void put_run(json_t *set, json_t *intern, json_t *const *e, size_t n)
+{
+    assert(n <= CHUNK_MAX);
+    if (n <= 1) {
+        if (n == 1)
+            json_array_append(set, e[0]); /* a chunk of one is that entry */
+        return;
+    }
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *t;
+        size_t klen;
+        bool ok = entry(e[i], &t, &klen);
+        assert(ok);
+        (void)ok;
+        h ^= hash_fnv1a64(t, klen + 1); /* the key and its '=' */
+        h *= 0x100000001b3ULL;
+    }
     char key[CHUNK_KEY_LEN + 1];
-    snprintf(key, sizeof(key), "\x01%016" PRIx64, hash_fnv1a64(e, n * sizeof(*e)));
+    snprintf(key, sizeof(key), "\x01%016" PRIx64, h);
     json_t *have = json_object_get(intern, key);
-    if (json_is_array(have) && json_array_size(have) == n) {
-        size_t i = 0;
-        while (i < n && json_array_get(have, i) == e[i])
-            i++;
-        if (i == n)
-            return json_incref(have);
+    bool keys_alike = json_is_array(have) && json_array_size(have) == n;
+    size_t differ = 0;
+    for (size_t i = 0; keys_alike && i < n; i++) {
+        json_t *x = json_array_get(have, i);
+        keys_alike = x == e[i] || same_key(x, e[i]);
+        differ += x != e[i];
+    }
+    if (keys_alike && differ == 0) {
+        json_array_append(set, have);
+        return;
+    }
+    if (keys_alike) {
+        size_t run = 0; /* the start of the run alike */
+        for (size_t i = 0; i <= n; i++) {
+            if (i < n && json_array_get(have, i) == e[i])
+                continue;
+            put_run(set, intern, e + run, i - run);
+            if (i < n)
+                json_array_append(set, e[i]);
+            run = i + 1;
+        }
+        return;
     }
     json_t *chunk = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append(chunk, e[i]);
     if (!have)
         json_object_set(intern, key, chunk);
-    return chunk;
+    json_array_append_new(set, chunk);
 }
 
 /* Whether a chunk ends after the entry of this key: FNV-1a's high bits barely see a key's last
@@ -279,13 +334,14 @@ json_t *kobj_labels_compact(const json_t *labels, json_t *intern)
     json_t *e[CHUNK_MAX]; /* the entries of the chunk being filled (borrowed from intern) */
     size_t m = 0;
     for (i = 0; i < n; i++) {
-        e[m] = intern_entry(intern, &pairs[i]);
-        if (!e[m]) {
+        json_t *one = intern_entry(intern, &pairs[i]);
+        if (!one) {
             json_decref(set);
             return NULL;
         }
-        if (++m == CHUNK_MAX || i + 1 == n || cut_after(&pairs[i])) {
-            json_array_append_new(set, chunk_of(intern, e, m));
+        e[m++] = one;
+        if (m == CHUNK_MAX || i + 1 == n || cut_after(&pairs[i])) {
+            put_run(set, intern, e, m);
             m = 0;
         }
     }

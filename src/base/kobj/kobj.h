@@ -142,18 +142,19 @@ long long kobj_int_or_percent_scaled(const json_t *v, long long total, bool roun
 /*
  * A label set is metadata.labels in one of two forms: an object of strings, as the API gives
  * it, or the compact form an informer keeps instead (kobj_labels_compact): the labels as
- * "key=value" strings sorted by key, cut into chunks (arrays of 1 to 16 strings, about 8), the
- * set an array of its chunks. Each string is shared by every set holding that label, and each
- * chunk by every set holding those labels alike: the nodes of a pool differ in a few labels
- * (a hostname), so they share all their chunks but the one or two holding those. A chunk ends
- * where its last key says (a hash of the key), so a label added, removed or changed makes one
- * or two chunks new, not every chunk after it. metadata.labels is a map in the API, so an
- * array there whose first element is an array whose first entry is "key=value" (or an empty
- * array) is the compact form; any other array reads as no labels, and within a compact set
- * what is no chunk or no entry reads as absent. Every reader of labels that may meet either
- * form reads through these (and kobj_label(), the selectors below, which take both); NULL is
- * the empty set. A compact set is read-only: writers build an object (kobj_labels_object) and
- * write that. Lookups are binary searches, over the chunks by their first keys, then within one.
+ * "key=value" strings sorted by key, the set an array of items, each a chunk (an array of 2 to
+ * 16 of those strings, about 8) or a single string. Each string is shared by every set holding
+ * that label, and each chunk by every set holding those labels alike: the nodes of a pool share
+ * all their chunks and hold what is their own (a hostname) as single strings, about 8 bytes a
+ * chunk or label of their own per node. A chunk ends where its last key says (a hash of the
+ * key), so a label added, removed or changed changes one or two chunks, not every chunk after
+ * it. metadata.labels is a map in the API, so an array there whose first item is "key=value" or
+ * a chunk starting with one (or an empty array) is the compact form; any other array reads as
+ * no labels, and within a compact set what is no item or no entry reads as absent. Every reader
+ * of labels that may meet either form reads through these (and kobj_label(), the selectors
+ * below, which take both); NULL is the empty set. A compact set is read-only: writers build an
+ * object (kobj_labels_object) and write that. Lookups are binary searches, over the items by
+ * their first keys, then within one chunk.
  */
 #define KOBJ_LABEL_KEY_MAX 317 /* a 253-byte prefix, '/', a 63-byte name */
 /* The value of `key`, or NULL when the set lacks it (or, in object form, it is not a string). */
@@ -177,10 +178,11 @@ bool kobj_labels_next(struct kobj_labels_iter *it, const char **ret_key, const c
 json_t *kobj_labels_object(const json_t *labels);
 /* The compact form of an object of labels (a new reference; a compact set is returned as
  * is), its strings and chunks taken from or added to `intern` ("key=value" -> the one string;
- * "\x01" and a hash of a chunk's strings -> the one chunk). NULL when the set holds what the
- * API never gives (a value not a string, a key with '=' or too long): such a set stays an
- * object. The caller serialises use of `intern`; the set made is read-only and may be shared
- * between threads (jansson's reference counts are atomic). */
+ * "\x01" and a hash of a chunk's keys -> the first chunk made with those keys, which later
+ * sets with other values there split against: klabels.c). NULL when the set holds what the API
+ * never gives (a value not a string, a key with '=' or too long): such a set stays an object. The
+ * caller serialises use of `intern`; the set made is read-only and may be shared between threads
+ * (jansson's reference counts are atomic). */
 json_t *kobj_labels_compact(const json_t *labels, json_t *intern);
 /* Drops the values of an intern table (text -> shared value) that only the table still holds,
  * once it has grown past 2 * *pruned + slack entries since the last sweep (so a table holds at
