@@ -3,8 +3,6 @@
  * shared "key=value" strings and single strings, sorted by key, each chunk shared by the sets
  * that have it alike), read through one set of accessors. */
 #include <assert.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,7 +244,7 @@ static bool same_key(const json_t *a, const json_t *b)
  * however many there are. A slot holding anything else (another chunk whose keys hash alike, a
  * planted value) is left as it is and the entries made a chunk for this set alone: a lost share,
  * never a wrong one. */
-static void put_run(json_t *set, json_t *intern, json_t *const *e, size_t n)
+static void put_run(json_t *set, json_t *intern, json_t *const *e, const uint64_t *kh, size_t n)
 {
     assert(n <= CHUNK_MAX);
     if (n <= 1) {
@@ -255,17 +253,13 @@ static void put_run(json_t *set, json_t *intern, json_t *const *e, size_t n)
         return;
     }
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        const char *t;
-        size_t klen;
-        bool ok = entry(e[i], &t, &klen);
-        assert(ok);
-        (void)ok;
-        h ^= hash_fnv1a64(t, klen + 1); /* the key and its '=' */
-        h *= 0x100000001b3ULL;
-    }
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ kh[i]) * 0x100000001b3ULL;
     char key[CHUNK_KEY_LEN + 1];
-    snprintf(key, sizeof(key), "\x01%016" PRIx64, h);
+    key[0] = '\x01';
+    for (int i = 0; i < 16; i++)
+        key[1 + i] = "0123456789abcdef"[(h >> (60 - 4 * i)) & 0xf];
+    key[CHUNK_KEY_LEN] = '\0';
     json_t *have = json_object_get(intern, key);
     bool keys_alike = json_is_array(have) && json_array_size(have) == n;
     size_t differ = 0;
@@ -283,7 +277,7 @@ static void put_run(json_t *set, json_t *intern, json_t *const *e, size_t n)
         for (size_t i = 0; i <= n; i++) {
             if (i < n && json_array_get(have, i) == e[i])
                 continue;
-            put_run(set, intern, e + run, i - run);
+            put_run(set, intern, e + run, kh + run, i - run);
             if (i < n)
                 json_array_append(set, e[i]);
             run = i + 1;
@@ -298,11 +292,16 @@ static void put_run(json_t *set, json_t *intern, json_t *const *e, size_t n)
     json_array_append_new(set, chunk);
 }
 
-/* Whether a chunk ends after the entry of this key: FNV-1a's high bits barely see a key's last
- * bytes ("...F40" and "...F41"), so its hash is mixed first (MurmurHash3's finaliser). */
-static bool cut_after(const struct pair *p)
+/* A key's hash (what names a chunk's slot), and whether a chunk ends after the key's entry:
+ * FNV-1a's high bits barely see a key's last bytes ("...F40" and "...F41"), so the hash is
+ * mixed first (MurmurHash3's finaliser). */
+static uint64_t key_hash(const struct pair *p)
 {
-    uint64_t h = hash_fnv1a64(p->key, p->key_len);
+    return hash_fnv1a64(p->key, p->key_len);
+}
+
+static bool cut_after(uint64_t h)
+{
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
@@ -331,7 +330,8 @@ json_t *kobj_labels_compact(const json_t *labels, json_t *intern)
     }
     qsort(pairs, n, sizeof(*pairs), pair_cmp);
     json_t *set = json_array();
-    json_t *e[CHUNK_MAX]; /* the entries of the chunk being filled (borrowed from intern) */
+    json_t *e[CHUNK_MAX];   /* the entries of the chunk being filled (borrowed from intern) */
+    uint64_t kh[CHUNK_MAX]; /* their keys' hashes */
     size_t m = 0;
     for (i = 0; i < n; i++) {
         json_t *one = intern_entry(intern, &pairs[i]);
@@ -339,9 +339,10 @@ json_t *kobj_labels_compact(const json_t *labels, json_t *intern)
             json_decref(set);
             return NULL;
         }
+        kh[m] = key_hash(&pairs[i]);
         e[m++] = one;
-        if (m == CHUNK_MAX || i + 1 == n || cut_after(&pairs[i])) {
-            put_run(set, intern, e, m);
+        if (m == CHUNK_MAX || i + 1 == n || cut_after(kh[m - 1])) {
+            put_run(set, intern, e, kh, m);
             m = 0;
         }
     }
