@@ -525,28 +525,392 @@ static void test_label_sets(void **state)
     json_decref(intern);
 }
 
-/* Equal labels of two sets are one string; strings no set holds go at the next sweep. */
+/* ---- the compact form's chunks ----------------------------------------------------------------
+ */
+
+/* Whether item c (a chunk or a single entry) is one of set's items, by address. */
+static bool holds_chunk(const json_t *set, const json_t *c)
+{
+    for (size_t i = 0; i < json_array_size(set); i++)
+        if (json_array_get(set, i) == c)
+            return true;
+    return false;
+}
+
+/* How many of a's chunks b holds too (the same arrays). */
+static size_t shared_chunks(const json_t *a, const json_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        n += json_is_array(json_array_get(a, i)) && holds_chunk(b, json_array_get(a, i));
+    return n;
+}
+
+/* How many chunks (not single entries) a set has. */
+static size_t chunk_count(const json_t *set)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(set); i++)
+        n += json_is_array(json_array_get(set, i));
+    return n;
+}
+
+/* The entry string "key=value" of set (found in its chunks), or NULL. */
+static json_t *entry_of(const json_t *set, const char *text)
+{
+    for (size_t i = 0; i < json_array_size(set); i++) {
+        json_t *c = json_array_get(set, i);
+        if (streq_ptr(json_string_value(c), text))
+            return c;
+        for (size_t j = 0; j < json_array_size(c); j++)
+            if (streq_ptr(json_string_value(json_array_get(c, j)), text))
+                return json_array_get(c, j);
+    }
+    return NULL;
+}
+
+/* The shape every compact set has: items that are chunks of 2 to 16 entries or single entries,
+ * keys strictly increasing across them, the count their sum. */
+static void assert_compact_shape(const json_t *set, size_t count)
+{
+    assert_true(kobj_labels_is_compact(set));
+    size_t n = 0;
+    char last[KOBJ_LABEL_KEY_MAX + 2] = "";
+    for (size_t i = 0; i < json_array_size(set); i++) {
+        const json_t *item = json_array_get(set, i);
+        json_t *one = json_array();
+        json_array_append(one, (json_t *)item);
+        const json_t *c = json_is_array(item) ? item : one;
+        if (json_is_array(item))
+            assert_in_range(json_array_size(c), 2, 16);
+        else
+            assert_true(json_is_string(item));
+        for (size_t j = 0; j < json_array_size(c); j++) {
+            const char *t = json_string_value(json_array_get(c, j));
+            assert_non_null(t);
+            const char *eq = strchr(t, '=');
+            assert_non_null(eq);
+            char key[KOBJ_LABEL_KEY_MAX + 2];
+            snprintf(key, sizeof(key), "%.*s", (int)(eq - t), t);
+            if (n > 0 && strcmp(last, key) >= 0)
+                fail_msg("keys out of order: \"%s\" then \"%s\"", last, key);
+            snprintf(last, sizeof(last), "%s", key);
+            n++;
+        }
+        json_decref(one);
+    }
+    assert_int_equal(n, count);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A key from a small alphabet of parts, so keys are often prefixes of one another and sort
+ * next to each other ("a", "a.b", "a/b", "a0", "a-x"): where chunk and search boundaries fall. */
+static void random_key(uint64_t *rng, char *buf, size_t n)
+{
+    static const char *const parts[] = {
+        "a", "b", "nvidia.com/", "gpu", ".", "-", "0", "/", "z", "feature.node.kubernetes.io/",
+        "x", "_"};
+    size_t len = 0, parts_n = 1 + rng_next(rng) % 5;
+    buf[0] = '\0';
+    for (size_t i = 0; i < parts_n; i++) {
+        const char *p = parts[rng_next(rng) % ARRAY_SIZE(parts)];
+        if (len + strlen(p) + 1 > n)
+            break;
+        memcpy(buf + len, p, strlen(p) + 1);
+        len += strlen(p);
+    }
+}
+
+/* Every accessor reads a compact set as it reads the object it came from. */
+static void assert_same_reading(const json_t *obj, const json_t *set, uint64_t *rng)
+{
+    assert_int_equal(kobj_labels_count(set), kobj_labels_count(obj));
+    /* get and has of every key, and of keys near them that are not in the set */
+    const char *k, *v;
+    kobj_labels_foreach (obj, it, k, v) {
+        assert_string_equal(kobj_labels_get(set, k), v);
+        assert_true(kobj_labels_has(set, k));
+        assert_string_equal(kobj_str(set, k), v);
+        char near[KOBJ_LABEL_KEY_MAX + 4];
+        static const char *const tails[] = {"0", "=", "\x7f", ".", ""};
+        for (size_t i = 0; i < ARRAY_SIZE(tails); i++) {
+            snprintf(near, sizeof(near), "%s%s", k, tails[i]);
+            assert_true(streq_ptr(kobj_labels_get(set, near), kobj_labels_get(obj, near)));
+            assert_int_equal(kobj_labels_has(set, near), kobj_labels_has(obj, near));
+        }
+        size_t kl = strlen(k); /* a key's prefix */
+        if (kl > 1) {
+            snprintf(near, sizeof(near), "%.*s", (int)(kl - 1), k);
+            assert_true(streq_ptr(kobj_labels_get(set, near), kobj_labels_get(obj, near)));
+        }
+    }
+    for (int i = 0; i < 40; i++) {
+        char key[64];
+        random_key(rng, key, sizeof(key));
+        assert_true(streq_ptr(kobj_labels_get(set, key), kobj_labels_get(obj, key)));
+        assert_int_equal(kobj_labels_has(set, key), kobj_labels_has(obj, key));
+        /* the selectors: exists, equality with the object's value, a missing key */
+        char sel[160];
+        const char *want = kobj_labels_get(obj, key);
+        if (!kobj_valid_qualified_name(key))
+            continue;
+        snprintf(sel, sizeof(sel), "%s", key);
+        bool m1 = false, m2 = true;
+        struct err e = {0};
+        assert_int_equal(kobj_selector_match(sel, obj, &m1, &e), 0);
+        assert_int_equal(kobj_selector_match(sel, set, &m2, &e), 0);
+        assert_int_equal(m1, m2);
+        if (want && kobj_valid_label_value(want)) {
+            snprintf(sel, sizeof(sel), "%s=%s,!%sq", key, want, key);
+            assert_int_equal(kobj_selector_match(sel, obj, &m1, &e), 0);
+            assert_int_equal(kobj_selector_match(sel, set, &m2, &e), 0);
+            assert_true(m1);
+            assert_int_equal(m1, m2);
+        }
+        json_t *ex = json_pack("{s:s,s:s,s:[s]}", "key", key, "operator", want ? "In" : "NotIn",
+                               "values", want ? want : "v");
+        assert_true(kobj_match_expression(ex, obj));
+        assert_int_equal(kobj_match_expression(ex, set), kobj_match_expression(ex, obj));
+        json_decref(ex);
+    }
+    /* iteration: every label once, in key order */
+    size_t n = 0;
+    char last[KOBJ_LABEL_KEY_MAX + 1] = "";
+    kobj_labels_foreach (set, it, k, v) {
+        assert_string_equal(kobj_labels_get(obj, k), v);
+        if (n > 0)
+            assert_true(strcmp(last, k) < 0);
+        snprintf(last, sizeof(last), "%s", k);
+        n++;
+    }
+    assert_int_equal(n, kobj_labels_count(obj));
+    json_t *back = kobj_labels_object(set);
+    assert_true(json_equal(back, (json_t *)obj));
+    json_decref(back);
+    /* through an object's metadata and matchLabels */
+    json_t *node = json_pack("{s:{s:O}}", "metadata", "labels", set);
+    assert_ptr_equal(kobj_labels(node), set);
+    kobj_labels_foreach (obj, it, k, v)
+        assert_string_equal(kobj_label(node, k), v);
+    assert_true(kobj_labels_match(obj, set));
+    json_decref(node);
+}
+
+/* Random label sets, sizes 0, 1, around a chunk's bound and up to 300: both forms read alike,
+ * the compact one well formed. */
+static void test_label_sets_random(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    static const size_t sizes[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 77, 300};
+    size_t pruned = 0;
+    for (int round = 0; round < 400; round++) {
+        size_t want = round < (int)ARRAY_SIZE(sizes) ? sizes[round] : rng_next(&rng) % 120;
+        json_t *obj = json_object();
+        for (size_t tries = 0; json_object_size(obj) < want && tries < 20 * want + 20; tries++) {
+            char key[64], val[16];
+            random_key(&rng, key, sizeof(key));
+            /* a run of numbered keys sometimes: long runs with no cut point */
+            if (rng_next(&rng) % 4 == 0)
+                snprintf(key + strlen(key), sizeof(key) - strlen(key), "%03u",
+                         (unsigned)(rng_next(&rng) % 1000));
+            snprintf(val, sizeof(val), "%s%u", rng_next(&rng) % 3 ? "v" : "",
+                     (unsigned)(rng_next(&rng) % 4));
+            json_object_set_new(obj, key, json_string(val));
+        }
+        json_t *set = kobj_labels_compact(obj, intern);
+        assert_non_null(set);
+        assert_compact_shape(set, json_object_size(obj));
+        assert_same_reading(obj, set, &rng);
+        /* the same labels again: the labels the first set alone held are in chunks now, and a
+         * third time gives the second's items */
+        json_t *again = kobj_labels_compact(obj, intern), *third = kobj_labels_compact(obj, intern);
+        assert_compact_shape(again, json_object_size(obj));
+        assert_same_reading(obj, again, &rng);
+        assert_int_equal(json_array_size(third), json_array_size(again));
+        for (size_t i = 0; i < json_array_size(again); i++)
+            assert_ptr_equal(json_array_get(third, i), json_array_get(again, i));
+        json_decref(again);
+        json_decref(third);
+        json_decref(set);
+        json_decref(obj);
+        kobj_intern_prune(intern, &pruned, 64);
+    }
+    json_decref(intern);
+}
+
+/* Sets that differ in one label share every chunk but one or two, whether the label's value
+ * changed or the label was added or removed; equal labels are one string; what a set has of its
+ * own against the chunk its keys first made (a hostname) stands alone, outside the chunks. */
 static void test_label_sets_shared(void **state)
 {
     (void)state;
     json_t *intern = json_object();
     json_t *a = load("{\"x\":\"1\",\"y\":\"same\"}"), *b = load("{\"y\":\"same\",\"z\":\"2\"}");
     json_t *ca = kobj_labels_compact(a, intern), *cb = kobj_labels_compact(b, intern);
-    assert_ptr_equal(json_array_get(ca, 1), json_array_get(cb, 0)); /* "y=same" */
-    assert_int_equal(json_object_size(intern), 3);
+    assert_non_null(entry_of(ca, "y=same"));
+    assert_ptr_equal(entry_of(ca, "y=same"), entry_of(cb, "y=same"));
     /* a compact set is taken as it is */
     json_t *again = kobj_labels_compact(ca, intern);
     assert_ptr_equal(again, ca);
     json_decref(again);
-    size_t pruned = 0;
-    assert_int_equal(kobj_intern_prune(intern, &pruned, 10), 0); /* not grown enough */
     json_decref(ca);
-    assert_int_equal(kobj_intern_prune(intern, &pruned, 0), 1); /* "x=1": no set holds it */
-    assert_int_equal(pruned, 2);
-    assert_non_null(json_object_get(intern, "y=same"));
     json_decref(cb);
     json_decref(a);
     json_decref(b);
+
+    /* a pool's nodes: 80 labels alike but the hostname */
+    json_t *base = json_object();
+    for (int i = 0; i < 80; i++) {
+        char k[64];
+        snprintf(k, sizeof(k), "feature.node.kubernetes.io/cpu-cpuid.F%02d", i);
+        json_object_set_new(base, k, json_string("true"));
+    }
+    json_object_set_new(base, "kubernetes.io/hostname", json_string("node-w"));
+    json_t *first = kobj_labels_compact(base, intern);
+    assert_true(chunk_count(first) >= 5); /* 81 labels in chunks of at most 16 */
+    json_object_set_new(base, "kubernetes.io/hostname", json_string("node-0"));
+    json_t *s0 = kobj_labels_compact(base, intern);
+    size_t n0 = chunk_count(s0);
+    assert_true(shared_chunks(s0, first) + 1 >= chunk_count(first));
+    json_t *host = entry_of(s0, "kubernetes.io/hostname=node-0");
+    assert_true(holds_chunk(s0, host)); /* its own: a single entry */
+    /* the same node again while its last set lives (an informer's update): the same items */
+    json_t *s0b = kobj_labels_compact(base, intern);
+    assert_int_equal(json_array_size(s0b), json_array_size(s0));
+    for (size_t i = 0; i < json_array_size(s0); i++)
+        assert_ptr_equal(json_array_get(s0b, i), json_array_get(s0, i));
+    json_decref(s0b);
+    for (int variant = 0; variant < 4; variant++) {
+        json_t *o = json_copy(base);
+        if (variant == 0) /* another hostname */
+            json_object_set_new(o, "kubernetes.io/hostname", json_string("node-1"));
+        else if (variant == 1) /* one label added in the middle */
+            json_object_set_new(o, "feature.node.kubernetes.io/cpu-cpuid.F40x", json_string("1"));
+        else if (variant == 2) /* one removed in the middle */
+            json_object_del(o, "feature.node.kubernetes.io/cpu-cpuid.F41");
+        else /* one added first */
+            json_object_set_new(o, "a", json_string("1"));
+        json_t *s1 = kobj_labels_compact(o, intern);
+        size_t n1 = chunk_count(s1), alike = shared_chunks(s1, s0);
+        if (alike + 2 < n1 || alike + 2 < n0)
+            fail_msg("variant %d: %zu of %zu chunks shared (of %zu)", variant, alike, n1, n0);
+        if (variant == 0)
+            assert_int_equal(alike, n1); /* another hostname: every chunk */
+        /* the same labels on another set: the same items */
+        json_t *s2 = kobj_labels_compact(o, intern);
+        assert_int_equal(json_array_size(s2), json_array_size(s1));
+        for (size_t i = 0; i < json_array_size(s1); i++)
+            assert_ptr_equal(json_array_get(s2, i), json_array_get(s1, i));
+        json_decref(s2);
+        json_decref(s1);
+        json_decref(o);
+    }
+    json_decref(s0);
+    json_decref(first);
+    json_decref(base);
+    json_decref(intern);
+}
+
+/* A prune drops the chunks no set holds, then the strings only those held, in one call. */
+static void test_label_sets_prune(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    json_t *a = json_object(), *b;
+    for (int i = 0; i < 40; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "k%02d", i);
+        json_object_set_new(a, k, json_string("v"));
+    }
+    b = json_copy(a);
+    json_object_set_new(a, "k20", json_string("only-a"));
+    json_object_set_new(a, "k20x", json_string("only-a"));
+    json_t *warm = kobj_labels_compact(b, intern); /* b's labels held: in chunks from now */
+    json_t *ca = kobj_labels_compact(a, intern), *cb = kobj_labels_compact(b, intern);
+    json_decref(warm);
+    size_t before = json_object_size(intern), pruned = 0;
+    assert_int_equal(kobj_intern_prune(intern, &pruned, before), 0); /* not grown enough */
+    /* what only a holds: its chunks that b lacks, and its two strings */
+    size_t only_a = 0;
+    for (size_t i = 0; i < json_array_size(ca); i++) {
+        const json_t *item = json_array_get(ca, i);
+        only_a += json_is_array(item) && !holds_chunk(cb, item);
+    }
+    assert_true(only_a <= 2);
+    assert_true(chunk_count(cb) >= 3);
+    json_t *ka = entry_of(ca, "k20=only-a");
+    assert_non_null(ka);
+    json_decref(ca);
+    assert_int_equal(kobj_intern_prune(intern, &pruned, 0), only_a + 2);
+    assert_int_equal(pruned, before - only_a - 2);
+    assert_null(json_object_get(intern, "k20=only-a"));
+    assert_null(json_object_get(intern, "k20x=only-a"));
+    assert_non_null(json_object_get(intern, "k20=v"));
+    /* every value left is held by b: as many chunks and strings as b has */
+    size_t chunks = 0, strings = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (intern, k, v) {
+        if (json_is_array(v)) {
+            assert_true(holds_chunk(cb, v));
+            chunks++;
+        } else {
+            assert_non_null(entry_of(cb, json_string_value(v)));
+            strings++;
+        }
+    }
+    assert_int_equal(chunks, chunk_count(cb));
+    assert_int_equal(strings, 40);
+    assert_string_equal(kobj_labels_get(cb, "k20"), "v");
+    /* b gone too: the table empties in one prune */
+    json_decref(cb);
+    pruned = 0;
+    assert_int_equal(kobj_intern_prune(intern, &pruned, 0), chunks + strings);
+    assert_int_equal(json_object_size(intern), 0);
+    json_decref(a);
+    json_decref(b);
+    json_decref(intern);
+}
+
+/* A table slot taken by something else (another chunk under the same name, a string) costs the
+ * sharing of that chunk, never a wrong reading. */
+static void test_label_sets_planted(void **state)
+{
+    (void)state;
+    json_t *intern = json_object();
+    json_t *o = load(node_labels_json);
+    json_t *warm = kobj_labels_compact(o, intern);
+    json_t *set = kobj_labels_compact(o, intern);
+    json_t *other = load("[\"a=other\"]");
+    int planted = 0;
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe (intern, tmp, k, v) {
+        if (!json_is_array(v))
+            continue;
+        json_object_set(intern, k, planted++ % 2 ? json_string("a=junk") : other);
+    }
+    assert_true(planted >= 1);
+    uint64_t rng = 7;
+    json_t *again = kobj_labels_compact(o, intern);
+    assert_same_reading(o, again, &rng);
+    assert_int_equal(shared_chunks(again, set), 0); /* the table's chunks were replaced */
+    assert_int_equal(json_array_size(other), 1);    /* and are left as they were */
+    json_decref(again);
+    json_decref(set);
+    json_decref(warm);
+    json_decref(other);
+    json_decref(o);
     json_decref(intern);
 }
 
@@ -555,14 +919,10 @@ static void test_label_sets_refused(void **state)
 {
     (void)state;
     json_t *intern = json_object();
-    const char *bad[] = {"{\"a\":5}", "{\"a=b\":\"c\"}", "[\"a=b\"]", "[\"x\"]"};
+    const char *bad[] = {"{\"a\":5}", "{\"a=b\":\"c\"}"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         json_t *l = load(bad[i]);
-        json_t *c = kobj_labels_compact(l, intern);
-        if (json_is_array(l))
-            json_decref(c); /* already compact: itself */
-        else
-            assert_null(c);
+        assert_null(kobj_labels_compact(l, intern));
         json_decref(l);
     }
     char longkey[KOBJ_LABEL_KEY_MAX + 8];
@@ -571,20 +931,64 @@ static void test_label_sets_refused(void **state)
     json_t *lk = json_pack("{s:s}", longkey, "v");
     assert_null(kobj_labels_compact(lk, intern));
     json_decref(lk);
-    /* junk arrays: no entry, a non-string, a key too long: absent, skipped, never a crash */
-    json_t *junk = load("[\"a=1\", 5, \"nokey\", \"b=2\"]");
-    const char *k, *v;
-    size_t n = 0;
-    kobj_labels_foreach (junk, it, k, v)
-        n++;
-    assert_int_equal(n, 2);
-    (void)kobj_labels_get(junk, "b");
-    json_t *junk2 = load("[5, \"a=1\"]");
-    assert_false(kobj_labels_is_compact(junk2));
-    assert_null(kobj_labels_get(junk2, "a"));
-    assert_int_equal(kobj_labels_count(junk2), 0);
-    json_decref(junk);
-    json_decref(junk2);
+    /* arrays that are no compact set: no labels, and kobj_labels_compact refuses them */
+    const char *none[] = {
+        "[\"x\"]",          "[5]", "[[5]]", "[[]]", "[[\"x\"]]", "[{\"a\":\"1\"}]", "[[[\"a=1\"]]]",
+        "[null, [\"a=1\"]]"};
+    for (size_t i = 0; i < ARRAY_SIZE(none); i++) {
+        json_t *l = load(none[i]);
+        assert_false(kobj_labels_is_compact(l));
+        assert_null(kobj_labels_get(l, "a"));
+        assert_false(kobj_labels_has(l, "a"));
+        assert_int_equal(kobj_labels_count(l), 0);
+        const char *k, *v;
+        kobj_labels_foreach (l, it, k, v)
+            fail_msg("%s: a label \"%s\"", none[i], k);
+        json_t *obj = kobj_labels_object(l);
+        assert_int_equal(json_object_size(obj), 0);
+        json_decref(obj);
+        assert_null(kobj_labels_compact(l, intern));
+        json_t *node = json_pack("{s:{s:O}}", "metadata", "labels", l);
+        assert_null(kobj_labels(node));
+        assert_null(kobj_label(node, "a"));
+        json_decref(node);
+        json_decref(l);
+    }
+    /* junk inside a compact set: what is no chunk or no entry is skipped by iteration and
+     * never crashes a lookup (which may then miss, as for absent) */
+    const char *junk[] = {
+        "[[\"a=1\", 5, \"nokey\", \"b=2\"]]",
+        "[[\"a=1\"], 5, [\"b=2\"], [], [\"c=3\", null]]",
+        "[[\"a=1\"], [\"b=2\", [\"x=9\"]], {\"c\":\"3\"}, \"d=4\"]",
+        "[\"a=1\", [\"b=2\", 5], \"nokey\", [true], \"c=3\"]",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(junk); i++) {
+        json_t *l = load(junk[i]);
+        assert_true(kobj_labels_is_compact(l));
+        const char *k, *v;
+        size_t n = 0;
+        kobj_labels_foreach (l, it, k, v) {
+            assert_true(strlen(k) == 1 && strchr("abcd", k[0]));
+            n++;
+        }
+        assert_in_range(n, 2, 3);
+        const char *a = kobj_labels_get(l, "a");
+        assert_true(!a || strcmp(a, "1") == 0);
+        static const char *const keys[] = {"a", "b", "c", "d", "x", "nokey", "", "zz"};
+        for (size_t j = 0; j < ARRAY_SIZE(keys); j++) {
+            const char *got = kobj_labels_get(l, keys[j]);
+            assert_true(!got || strlen(got) == 1);
+            (void)kobj_labels_has(l, keys[j]);
+            bool m;
+            struct err e = {0};
+            (void)kobj_selector_match("a,b", l, &m, &e);
+        }
+        (void)kobj_labels_count(l);
+        json_t *obj = kobj_labels_object(l);
+        assert_in_range(json_object_size(obj), 2, 3);
+        json_decref(obj);
+        json_decref(l);
+    }
     json_decref(intern);
 }
 
@@ -682,7 +1086,10 @@ int main(void)
         cmocka_unit_test(test_ann_staged),
         cmocka_unit_test(test_pod_ready),
         cmocka_unit_test(test_label_sets),
+        cmocka_unit_test(test_label_sets_random),
         cmocka_unit_test(test_label_sets_shared),
+        cmocka_unit_test(test_label_sets_prune),
+        cmocka_unit_test(test_label_sets_planted),
         cmocka_unit_test(test_label_sets_refused),
         cmocka_unit_test(test_label_sets_selectors),
     };

@@ -129,6 +129,16 @@ static void test_sbuf_sticky(void **state)
     assert_string_equal(b.data, "ok");
 }
 
+/* FNV-1a 64's published values. */
+static void test_hash_fnv1a64(void **state)
+{
+    (void)state;
+    assert_true(hash_fnv1a64("", 0) == 0xcbf29ce484222325ULL);
+    assert_true(hash_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cULL);
+    assert_true(hash_fnv1a64("foobar", 6) == 0x85944171f73967e8ULL);
+    assert_true(hash_fnv1a64("a\0b", 3) != hash_fnv1a64("a", 1)); /* n bytes, NULs included */
+}
+
 static void test_parse_numbers(void **state)
 {
     (void)state;
@@ -720,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_sbuf_cap_after),
         cmocka_unit_test(test_sbuf_expect),
         cmocka_unit_test(test_sbuf_sticky),
+        cmocka_unit_test(test_hash_fnv1a64),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_files),

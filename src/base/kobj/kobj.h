@@ -141,14 +141,20 @@ long long kobj_int_or_percent_scaled(const json_t *v, long long total, bool roun
 
 /*
  * A label set is metadata.labels in one of two forms: an object of strings, as the API gives
- * it, or the compact form an informer keeps instead (kobj_labels_compact): an array of
- * "key=value" strings sorted by key, each string shared by every object holding that label
- * (8 bytes a label per object, against ~110 for a jansson object's pair). metadata.labels is
- * a map in the API, so an array there whose first entry is "key=value" (or an empty one) is the
- * compact form; any other array reads as no labels. Every reader of labels that
- * may meet either form reads through these (and kobj_label(), the selectors below, which take
- * both); NULL is the empty set. A compact set is read-only: writers build an object
- * (kobj_labels_object) and write that.
+ * it, or the compact form an informer keeps instead (kobj_labels_compact): the labels as
+ * "key=value" strings sorted by key, the set an array of items, each a chunk (an array of 2 to
+ * 16 of those strings, about 8) or a single string. Each string is shared by every set holding
+ * that label, and each chunk by every set holding those labels alike: the nodes of a pool share
+ * all their chunks and hold what is their own (a hostname) as single strings, about 8 bytes a
+ * chunk or label of their own per node. A chunk ends where its last key says (a hash of the
+ * key), so a label added, removed or changed changes one or two chunks, not every chunk after
+ * it. metadata.labels is a map in the API, so an array there whose first item is "key=value" or
+ * a chunk starting with one (or an empty array) is the compact form; any other array reads as
+ * no labels, and within a compact set what is no item or no entry reads as absent. Every reader
+ * of labels that may meet either form reads through these (and kobj_label(), the selectors
+ * below, which take both); NULL is the empty set. A compact set is read-only: writers build an
+ * object (kobj_labels_object) and write that. Lookups are binary searches, over the items by
+ * their first keys, then within one chunk.
  */
 #define KOBJ_LABEL_KEY_MAX 317 /* a 253-byte prefix, '/', a 63-byte name */
 /* The value of `key`, or NULL when the set lacks it (or, in object form, it is not a string). */
@@ -161,7 +167,7 @@ bool kobj_labels_is_compact(const json_t *labels);
  * string (object form only) comes as NULL. The key is valid until the next call. */
 struct kobj_labels_iter {
     const json_t *labels;
-    size_t i;
+    size_t i, j; /* compact: the chunk, the entry in it; object: how many came */
     void *iter;
     char key[KOBJ_LABEL_KEY_MAX + 1];
 };
@@ -171,15 +177,18 @@ bool kobj_labels_next(struct kobj_labels_iter *it, const char **ret_key, const c
 /* The set as a new object of strings (a copy of an object form). */
 json_t *kobj_labels_object(const json_t *labels);
 /* The compact form of an object of labels (a new reference; a compact set is returned as
- * is), its strings taken from or added to `intern` ("key=value" -> the one string). NULL when
- * the set holds what the API never gives (a value not a string, a key with '=' or too long):
- * such a set stays an object. The caller serialises use of `intern`; the set made is read-only
- * and may be shared between threads (jansson's reference counts are atomic). */
+ * is), its strings and chunks taken from or added to `intern` ("key=value" -> the one string;
+ * "\x01" and a hash of a chunk's keys -> the first chunk made with those keys, which later
+ * sets with other values there split against: klabels.c). NULL when the set holds what the API
+ * never gives (a value not a string, a key with '=' or too long): such a set stays an object. The
+ * caller serialises use of `intern`; the set made is read-only and may be shared between threads
+ * (jansson's reference counts are atomic). */
 json_t *kobj_labels_compact(const json_t *labels, json_t *intern);
-/* Drops the strings of an intern table (text -> shared value) that only the table still holds,
+/* Drops the values of an intern table (text -> shared value) that only the table still holds,
  * once it has grown past 2 * *pruned + slack entries since the last sweep (so a table holds at
  * most about twice what its objects use, however often values change); *pruned becomes the
- * size left. Returns how many were dropped. */
+ * size left. Arrays and objects go first, then what only they held (a label set's chunks, then
+ * their strings), in one call. Returns how many were dropped. */
 size_t kobj_intern_prune(json_t *intern, size_t *pruned, size_t slack);
 
 /* ---- label selectors ------------------------------------------------------------------------ */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Codecs several modules need: hex digits, base64, URL percent-encoding. Bytes in, bytes out. */
+/* Codecs several modules need: hex digits, base64, URL percent-encoding; FNV-1a. Bytes in, bytes
+ * out. */
 #include <ctype.h>
 #include <string.h>
 
@@ -14,6 +15,15 @@ int hex_digit(char c)
     if (c >= 'A' && c <= 'F')
         return c - 'A' + 10;
     return -1;
+}
+
+uint64_t hash_fnv1a64(const void *data, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 int hex_parse(const char *s, size_t n, uint64_t *ret)

@@ -192,7 +192,11 @@ size_t strlcpy_s(char *dst, const char *src, size_t n);
  * than being cut silently. */
 void str_printf_cut(char *buf, size_t n, const char *fmt, ...) GPUOP_PRINTF(3, 4);
 
-/* ---- codecs (codec.c): hex digits, base64, URL percent-encoding ---------------------------- */
+/* ---- codecs (codec.c): hex digits, base64, URL percent-encoding, a hash --------------------- */
+
+/* FNV-1a, 64 bits, of n bytes: a stable hash for names and cut points (not for adversaries;
+ * its high bits are better mixed than its low ones). */
+uint64_t hash_fnv1a64(const void *data, size_t n);
 
 /* The value of one hex digit (either case), or -1. */
 int hex_digit(char c);

@@ -146,12 +146,7 @@ static int subst(json_t *node, const json_t *vars, const char *tname, json_t **r
 
 uint64_t op_fnv64(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return s ? hash_fnv1a64(s, strlen(s)) : hash_fnv1a64("", 0);
 }
 
 char *op_object_hash(const json_t *obj)

@@ -371,14 +371,6 @@ static void condition(struct gh_report *r)
     }
 }
 
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 int gh_observe(struct gh_state *st, const struct gh_observation *o, struct gh_report *ret,
                struct err *e)
 {
@@ -424,9 +416,9 @@ int gh_observe(struct gh_state *st, const struct gh_observation *o, struct gh_re
     r.health = *h;
     condition(&r);
     char *text = gh_health_format(h);
-    uint64_t hash = fnv(text);
+    uint64_t hash = hash_fnv1a64(text, strlen(text));
     if (first && o->annotation)
-        st->written_hash = fnv(o->annotation);
+        st->written_hash = hash_fnv1a64(o->annotation, strlen(o->annotation));
     if (hash != st->written_hash) {
         r.annotation = text;
         st->written_hash = hash;
