@@ -71,13 +71,14 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     /* what the pods of one DaemonSet revision have alike (their labels, owner, containers'
      * resources, volumes; the whole projected status: phase, Ready, the containers' readiness
      * and restarts, alike for every running pod; the namespace) is kept once:
-     * ~3 KiB a pod otherwise. Not the whole spec: its nodeName differs from pod to pod, so each
-     * pod's spec would be a copy of its own plus an entry in the table of shared values. */
+     * ~3 KiB a pod otherwise; then the whole projected spec, alike too: the pod's node is kept
+     * beside it (upg_project_pod, upg_pod_node). */
     static const char *const pod_shared[] = {"metadata.namespace",
                                              "metadata.labels",
                                              "metadata.ownerReferences",
                                              "spec.containers",
                                              "spec.volumes",
+                                             "spec",
                                              "status",
                                              NULL};
     _cleanup_free_ char *cm_field = xasprintf("metadata.name=%s", MATRIX_CONFIGMAP);

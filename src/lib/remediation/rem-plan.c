@@ -556,7 +556,7 @@ static int drain(struct planner *pl, struct node *n, const struct pool *p, char 
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
-        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) || upg_pod_finished(pod) ||
+        if (!streq_ptr(upg_pod_node(pod), n->name) || upg_pod_finished(pod) ||
             !upg_pod_is_gpu(pod) || upg_pod_daemon(pod))
             continue;
         const char *ns = kobj_namespace(pod);
@@ -755,7 +755,7 @@ static bool validators(struct planner *pl, struct node *n, int64_t start_ms)
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
-        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) ||
+        if (!streq_ptr(upg_pod_node(pod), n->name) ||
             !streq_ptr(kobj_label(pod, "app"), UPG_VALIDATOR_APP))
             continue;
         bool stale = created_ms(pod) < start_s;

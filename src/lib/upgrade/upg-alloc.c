@@ -186,7 +186,7 @@ static bool pod_moves(const json_t *pod)
 
 static bool pod_on(const json_t *pod, const char *node)
 {
-    return streq_ptr(kobj_path_str(pod, "spec.nodeName"), node);
+    return streq_ptr(upg_pod_node(pod), node);
 }
 
 static bool listed(const struct upg_alloc_input *in, const char *node)

@@ -139,10 +139,12 @@ void upg_project_pod(const json_t *obj, json_t *p)
     json_object_del(p, "apiVersion");
     json_object_del(p, "kind");
     json_object_del(json_object_get(p, "metadata"), "uid");
-    static const char *const keep[] = {"metadata.creationTimestamp", "spec.nodeName",
-                                       "status.phase"};
+    static const char *const keep[] = {"metadata.creationTimestamp", "status.phase"};
     for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
         kobj_path_copy(p, obj, keep[i]);
+    json_t *node = kobj_path(obj, "spec.nodeName");
+    if (json_is_string(node))
+        json_object_set(p, UPG_PROJECTED_NODE_NAME, node);
     json_t *meta = kobj_ensure_object(p, "metadata");
     json_t *owners = json_array();
     size_t i;
@@ -181,4 +183,10 @@ void upg_project_pod(const json_t *obj, json_t *p)
                         slim_statuses(kobj_path(obj, "status.containerStatuses")));
     json_object_set_new(st, "initContainerStatuses",
                         slim_statuses(kobj_path(obj, "status.initContainerStatuses")));
+}
+
+const char *upg_pod_node(const json_t *pod)
+{
+    return kobj_path_str(pod, "spec.nodeName")
+               ?: json_string_value(json_object_get(pod, UPG_PROJECTED_NODE_NAME));
 }

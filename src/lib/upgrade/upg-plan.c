@@ -347,7 +347,7 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
-        if (!streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) || upg_pod_finished(pod))
+        if (!streq_ptr(upg_pod_node(pod), n->name) || upg_pod_finished(pod))
             continue;
         if (streq_ptr(kobj_label(pod, UPG_LABEL_DRAIN_SKIP), "true"))
             continue;
@@ -466,7 +466,7 @@ static enum upg_state step_wait_jobs(struct planner *pl, struct node *n)
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
         bool m = false;
         struct err se = {0};
-        if (streq_ptr(kobj_path_str(pod, "spec.nodeName"), n->name) && !upg_pod_finished(pod) &&
+        if (streq_ptr(upg_pod_node(pod), n->name) && !upg_pod_finished(pod) &&
             kobj_selector_match(po->wait_selector, kobj_labels(pod), &m, &se) == 0 && m)
             busy = true;
     }
@@ -972,7 +972,7 @@ static void load_nodes(struct planner *pl)
     }
     qsort(pl->n, pl->nn, sizeof(*pl->n), cmp_name);
     json_array_foreach ((json_t *)in->pods, i, obj) {
-        const char *nodename = kobj_path_str(obj, "spec.nodeName");
+        const char *nodename = upg_pod_node(obj);
         if (!nodename)
             continue;
         struct node key = {.name = nodename};

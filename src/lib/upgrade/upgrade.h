@@ -431,8 +431,14 @@ void upg_project_node(const json_t *obj, json_t *p);
 /* What it reads of a Pod beyond its name, namespace, labels and deletion, added to `p`: owners,
  * creation time, node, phase, GPU requests, emptyDirs, readiness and restarts. What no planner
  * reads of a pod (its uid, kind and apiVersion) goes from `p`, which must be the pod
- * projection's own (kube_project_fields' identity fields, resourceVersion kept). */
+ * projection's own (kube_project_fields' identity fields, resourceVersion kept). The node is
+ * not in the projected spec but beside it, in the member UPG_PROJECTED_NODE_NAME, so that the
+ * projected spec (containers' resources, emptyDirs) is alike for a DaemonSet revision's pods
+ * and an informer may keep it once: read a pod's node with upg_pod_node. */
+#define UPG_PROJECTED_NODE_NAME "gpuop.dev/nodeName"
 void upg_project_pod(const json_t *obj, json_t *p);
+/* A pod's spec.nodeName, from the API's Pod or from upg_project_pod's projection; NULL: none. */
+const char *upg_pod_node(const json_t *pod);
 
 /* ---- read-your-writes ----------------------------------------------------------------------- */
 
