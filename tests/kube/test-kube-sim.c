@@ -931,6 +931,7 @@ static void test_informer_share_and_relist(void **state)
     kube_informer_stats(inf, &st);
     assert_int_equal(st.lists, 2);
     /* and it watches again: a change still arrives */
+    json_t *was = kube_informer_get(inf, NULL, "node-00003");
     json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "zone", "c");
     assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00003", &po, p, NULL, &e), 0);
     json_decref(p);
@@ -938,6 +939,15 @@ static void test_informer_share_and_relist(void **state)
     for (;;) {
         json_t *n = kube_informer_get(inf, NULL, "node-00003");
         bool seen = streq_ptr(kobj_label(n, "zone"), "c");
+        if (seen) {
+            /* the new version shares with the old what did not change (apiVersion and the name
+             * are no share path), not what did */
+            assert_ptr_equal(json_object_get(n, "apiVersion"), json_object_get(was, "apiVersion"));
+            assert_ptr_equal(kobj_path(n, "metadata.name"), kobj_path(was, "metadata.name"));
+            assert_ptr_not_equal(kobj_labels(n), kobj_labels(was));
+            assert_ptr_not_equal(json_object_get(n, "metadata"), json_object_get(was, "metadata"));
+            assert_string_equal(kobj_label(was, "zone"), "b");
+        }
         json_decref(n);
         if (seen || now_ms_mono() > deadline) {
             assert_true(seen);
@@ -945,6 +955,7 @@ static void test_informer_share_and_relist(void **state)
         }
         usleep(20000);
     }
+    json_decref(was);
     kube_informer_free(inf);
     sim_stop(&s);
 }

@@ -833,6 +833,73 @@ static void test_json_drop(void **state)
     assert_true(json_equal(got, tmpl));
 }
 
+/* A new version shares with the one it replaces every value that did not change: the same
+ * pointers where equal (objects gone into, arrays whole), its own where changed, equal to what
+ * it was made as. */
+static void test_share_unchanged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *old, *fresh;
+        const char *shared; /* paths (space-separated) that must be old's pointer */
+        const char *own;    /* paths that must not */
+        bool same;
+    } cases[] = {
+        /* a node patched: its labels set and an annotation changed, nothing else */
+        {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"5\","
+         "\"labels\":[\"a=1\",\"b=2\"],\"annotations\":{\"x\":\"1\",\"y\":\"t1\"}},"
+         "\"status\":{\"nodeInfo\":{\"bootID\":\"b\",\"kernelVersion\":\"6\"},"
+         "\"allocatable\":{\"nvidia.com/gpu\":\"8\"}},\"spec\":{\"taints\":[{\"k\":\"v\"}]}}",
+         "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"6\","
+         "\"labels\":[\"a=1\",\"b=3\"],\"annotations\":{\"x\":\"1\",\"y\":\"t2\"}},"
+         "\"status\":{\"nodeInfo\":{\"bootID\":\"b\",\"kernelVersion\":\"6\"},"
+         "\"allocatable\":{\"nvidia.com/gpu\":\"8\"}},\"spec\":{\"taints\":[{\"k\":\"v\"}]}}",
+         "kind metadata.name metadata.annotations.x status status.nodeInfo status.allocatable "
+         "spec spec.taints",
+         "metadata metadata.resourceVersion metadata.labels metadata.annotations "
+         "metadata.annotations.y",
+         false},
+        /* everything equal: the whole of it old's */
+        {"{\"a\":{\"b\":[1,2],\"c\":\"s\"},\"d\":null,\"e\":1.5}",
+         "{\"a\":{\"b\":[1,2],\"c\":\"s\"},\"d\":null,\"e\":1.5}", "a a.b a.c e", "", true},
+        /* a member added, one gone, a type changed, an array's element changed */
+        {"{\"a\":{\"b\":1,\"gone\":2},\"c\":[1,{\"x\":1}],\"d\":\"1\",\"k\":{\"z\":\"q\"}}",
+         "{\"a\":{\"b\":1,\"new\":2},\"c\":[1,{\"x\":2}],\"d\":1,\"k\":{\"z\":\"q\"}}", "k",
+         "a c d", false},
+        /* an empty object and an empty array are values like others */
+        {"{\"a\":{},\"b\":[],\"c\":{\"d\":{}}}", "{\"a\":{},\"b\":[],\"c\":{\"d\":{},\"e\":1}}",
+         "a b c.d", "c", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *old = json_loads(cases[i].old, 0, NULL);
+        json_t *fresh = json_loads(cases[i].fresh, 0, NULL);
+        _cleanup_json_ json_t *want = json_deep_copy(fresh);
+        assert_non_null(old);
+        assert_non_null(fresh);
+        _cleanup_json_ json_t *before = json_deep_copy(old);
+        bool same = kube_share_unchanged(fresh, old);
+        if (same != cases[i].same)
+            fail_msg("case %zu: same %d", i, same);
+        /* the new version is what it was made as; the old one untouched */
+        assert_true(json_equal(fresh, want));
+        assert_true(json_equal(old, before));
+        for (int own = 0; own < 2; own++) {
+            _cleanup_free_ char *list = xstrdup(own ? cases[i].own : cases[i].shared);
+            char *save = NULL;
+            for (char *p = strtok_r(list, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
+                json_t *f = kobj_path(fresh, p), *o = kobj_path(old, p);
+                assert_non_null(f);
+                if ((f == o) == (bool)own)
+                    fail_msg("case %zu: %s %s old's", i, p, own ? "is" : "is not");
+            }
+        }
+        json_decref(fresh);
+    }
+    /* not objects: nothing to share */
+    _cleanup_json_ json_t *a = json_array(), *o = json_object();
+    assert_false(kube_share_unchanged(a, o));
+}
+
 static void test_decoded_limit(void **state)
 {
     (void)state;
@@ -1024,6 +1091,7 @@ int main(void)
         cmocka_unit_test(test_projection),
         cmocka_unit_test(test_json_cost),
         cmocka_unit_test(test_json_drop),
+        cmocka_unit_test(test_share_unchanged),
         cmocka_unit_test(test_decoded_limit),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_list_body_each),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The informer: list + one watch per resource type into a local store, indexed by
  * namespace/name and by label. */
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -268,6 +269,45 @@ static bool same_but_version(json_t *a, json_t *b)
     return true;
 }
 
+/* How deep kube_share_unchanged goes into objects before it compares what is below whole. */
+#define SHARE_DEPTH_MAX 8
+
+static bool share_object(json_t *fresh, json_t *old, unsigned depth)
+{
+    bool same = json_object_size(fresh) == json_object_size(old);
+    const char *k;
+    json_t *v;
+    json_object_foreach (fresh, k, v) {
+        json_t *w = json_object_get(old, k);
+        if (!w) {
+            same = false;
+            continue;
+        }
+        if (v == w)
+            continue;
+        bool equal;
+        /* an object this version alone holds is gone into, so that it shares what it can even
+         * when something below changed; one shared already (a share_paths value) is compared */
+        if (json_is_object(v) && json_is_object(w) && v->refcount == 1 && depth < SHARE_DEPTH_MAX)
+            equal = share_object(v, w, depth + 1);
+        else
+            equal = json_equal(v, w);
+        if (equal)
+            json_object_set(fresh, k, w); /* an existing key: replaced in place, no rehash */
+        else
+            same = false;
+    }
+    return same;
+}
+
+bool kube_share_unchanged(json_t *fresh, json_t *old)
+{
+    assert(!json_is_object(fresh) || fresh->refcount == 1);
+    if (!json_is_object(fresh) || !json_is_object(old) || fresh == old)
+        return fresh == old;
+    return share_object(fresh, old, 0);
+}
+
 /* Stores what the projection keeps of full. -EFBIG (the store unchanged) when the cached
  * budget cannot hold it. */
 static int apply_upsert(struct kube_informer *inf, json_t *full, struct err *e)
@@ -278,6 +318,13 @@ static int apply_upsert(struct kube_informer *inf, json_t *full, struct err *e)
     json_t *obj = project(inf, full);
     if (!obj)
         return 0;
+    /* The version replaced (only this thread writes the store: no lock needed to read it) lends
+     * the new one every value that did not change, so that while a reader still holds the old
+     * version the two cost little more than one. Only a projection is changed so: without
+     * one, obj is the decoded object itself, which its caller still reads. */
+    json_t *prev = json_object_get(inf->store, key);
+    if (prev && obj != full && obj->refcount == 1)
+        kube_share_unchanged(obj, prev);
     size_t cost = entry_cost(inf, key, obj);
     pthread_mutex_lock(&inf->lock);
     json_t *cur = json_object_get(inf->store, key);

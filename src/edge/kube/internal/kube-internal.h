@@ -180,6 +180,17 @@ int kube_watch_parser_finish(struct kube_watch_parser *p, struct err *e);
 int kube_watch_event_parse(const char *line, size_t n, size_t max_decoded,
                            enum kube_watch_type *ret_type, json_t **ret_obj, struct err *e);
 
+/* ---- informer store ------------------------------------------------------------------------ */
+
+/* Makes a new version of an object share what did not change with the version it replaces:
+ * each value of fresh (a projection no one else holds yet) equal (json_equal) to the value at
+ * the same path of old is replaced by old's (a reference). Objects fresh alone holds are gone
+ * into (8 levels at most), so that an object with one changed member still shares the others;
+ * arrays, strings and objects shared already are compared whole. True when fresh equals old
+ * (then every member of it is old's). Stored objects are read-only: readers see no difference.
+ * kube-informer.c. */
+bool kube_share_unchanged(json_t *fresh, json_t *old);
+
 /* ---- HTTP/1.1 responses (kube-h1.c) ------------------------------------------------------ */
 
 /*
