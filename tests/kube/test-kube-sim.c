@@ -931,6 +931,7 @@ static void test_informer_share_and_relist(void **state)
     kube_informer_stats(inf, &st);
     assert_int_equal(st.lists, 2);
     /* and it watches again: a change still arrives */
+    json_t *was = kube_informer_get(inf, NULL, "node-00003");
     json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "zone", "c");
     assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00003", &po, p, NULL, &e), 0);
     json_decref(p);
@@ -938,6 +939,15 @@ static void test_informer_share_and_relist(void **state)
     for (;;) {
         json_t *n = kube_informer_get(inf, NULL, "node-00003");
         bool seen = streq_ptr(kobj_label(n, "zone"), "c");
+        if (seen) {
+            /* the new version shares with the old what did not change (apiVersion and the name
+             * are no share path), not what did */
+            assert_ptr_equal(json_object_get(n, "apiVersion"), json_object_get(was, "apiVersion"));
+            assert_ptr_equal(kobj_path(n, "metadata.name"), kobj_path(was, "metadata.name"));
+            assert_ptr_not_equal(kobj_labels(n), kobj_labels(was));
+            assert_ptr_not_equal(json_object_get(n, "metadata"), json_object_get(was, "metadata"));
+            assert_string_equal(kobj_label(was, "zone"), "b");
+        }
         json_decref(n);
         if (seen || now_ms_mono() > deadline) {
             assert_true(seen);
@@ -945,6 +955,123 @@ static void test_informer_share_and_relist(void **state)
         }
         usleep(20000);
     }
+    json_decref(was);
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
+/* The prefilter: objects whose text holds no group are neither decoded nor stored, their
+ * versions still the informer's; one the store holds is decoded, and dropped when its projection
+ * keeps nothing of it any more (the contract broken: it does not linger). */
+static json_t *keep_marked(json_t *obj, void *u)
+{
+    (void)u;
+    if (!streq_ptr(kobj_label(obj, "app"), "keep-me"))
+        return NULL;
+    return kube_project_fields(obj, (const char *const[]){"data", NULL});
+}
+
+static unsigned long long rv_num(const char *rv)
+{
+    return rv ? strtoull(rv, NULL, 10) : 0;
+}
+
+static void test_informer_prefilter(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    sim_start(&s, 0, NULL, NULL);
+    struct err e = {0};
+    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                           "name", "pf");
+    assert_int_equal(kube_create(s.c, &KUBE_NAMESPACES, NULL, ns, NULL, &e), 0);
+    json_decref(ns);
+    static const char *const names[] = {"a", "b"};
+    static const char *const labels[] = {"keep-me", "other"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *cm = configmap(names[i], labels[i]);
+        assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "pf", cm, NULL, &e), 0);
+        json_decref(cm);
+    }
+    static const char *const mark[] = {"keep-me", NULL};
+    static const char *const *const groups[] = {mark, NULL};
+    struct tally t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct kube_informer_opts io = {.ns = "pf",
+                                    .project = keep_marked,
+                                    .prefilter = groups,
+                                    .handlers = {t_add, t_upd, t_del, &t}};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(s.c, &KUBE_CONFIGMAPS, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    assert_int_equal(kube_informer_count(inf), 1);
+    struct kube_informer_stats st;
+    kube_informer_stats(inf, &st);
+    assert_int_equal(st.skipped, 1); /* b, listed */
+    assert_int_equal(st.listed, 2);
+    /* watch events passed over: a new object, a change, a deletion; the version follows them */
+    json_t *cm = configmap("c", "other");
+    assert_int_equal(kube_create(s.c, &KUBE_CONFIGMAPS, "pf", cm, NULL, &e), 0);
+    json_decref(cm);
+    json_t *p = json_pack("{s:{s:s}}", "data", "k", "v1");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "pf", "b", &po, p, NULL, &e), 0);
+    json_decref(p);
+    assert_int_equal(kube_delete(s.c, &KUBE_CONFIGMAPS, "pf", "c", NULL, &e), 0);
+    json_t *last = NULL;
+    assert_int_equal(kube_get(s.c, &KUBE_CONFIGMAPS, "pf", "b", &last, &e), 0);
+    unsigned long long want = rv_num(rv_of(last));
+    json_decref(last);
+    uint64_t deadline = now_ms_mono() + 5000;
+    for (;;) {
+        kube_informer_stats(inf, &st);
+        if (st.skipped >= 4 || now_ms_mono() > deadline)
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(st.skipped, 4);
+    assert_int_equal(st.events, 0);
+    _cleanup_free_ char *rv = kube_informer_resource_version(inf);
+    assert_true(rv_num(rv) >= want);
+    assert_int_equal(kube_informer_count(inf), 1);
+    pthread_mutex_lock(&t.lock);
+    assert_int_equal(t.add, 1);
+    assert_int_equal(t.upd + t.del, 0);
+    pthread_mutex_unlock(&t.lock);
+    /* a change the filter still sees: stored */
+    p = json_pack("{s:{s:s}}", "data", "k", "v2");
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "pf", "a", &po, p, NULL, &e), 0);
+    json_decref(p);
+    deadline = now_ms_mono() + 5000;
+    for (;;) {
+        json_t *a = kube_informer_get(inf, "pf", "a");
+        bool seen = streq_ptr(json_string_value(kobj_path(a, "data.k")), "v2");
+        json_decref(a);
+        if (seen || now_ms_mono() > deadline) {
+            assert_true(seen);
+            break;
+        }
+        usleep(20000);
+    }
+    /* the stored object's text loses the mark: decoded all the same, and gone from the store */
+    p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "app", "gone");
+    assert_int_equal(kube_patch(s.c, &KUBE_CONFIGMAPS, "pf", "a", &po, p, NULL, &e), 0);
+    json_decref(p);
+    deadline = now_ms_mono() + 5000;
+    while (kube_informer_count(inf) > 0 && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_int_equal(kube_informer_count(inf), 0);
+    kube_informer_stats(inf, &st);
+    assert_int_equal(st.prefilter_held, 1);
+    deadline = now_ms_mono() + 5000;
+    for (;;) {
+        pthread_mutex_lock(&t.lock);
+        long d = t.del;
+        pthread_mutex_unlock(&t.lock);
+        if (d >= 1 || now_ms_mono() > deadline)
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(t.del, 1);
     kube_informer_free(inf);
     sim_stop(&s);
 }
@@ -1283,6 +1410,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_informer_projection_quiet),
         cmocka_unit_test(test_informer_projection_skip),
         cmocka_unit_test(test_informer_share_and_relist),
+        cmocka_unit_test(test_informer_prefilter),
         cmocka_unit_test(test_informer_survives_restart),
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_leader_election),

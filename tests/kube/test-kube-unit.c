@@ -833,6 +833,259 @@ static void test_json_drop(void **state)
     assert_true(json_equal(got, tmpl));
 }
 
+/* A new version shares with the one it replaces every value that did not change: the same
+ * pointers where equal (objects gone into, arrays whole), its own where changed, equal to what
+ * it was made as. */
+static void test_share_unchanged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *old, *fresh;
+        const char *shared; /* paths (space-separated) that must be old's pointer */
+        const char *own;    /* paths that must not */
+        bool same;
+    } cases[] = {
+        /* a node patched: its labels set and an annotation changed, nothing else */
+        {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"5\","
+         "\"labels\":[\"a=1\",\"b=2\"],\"annotations\":{\"x\":\"1\",\"y\":\"t1\"}},"
+         "\"status\":{\"nodeInfo\":{\"bootID\":\"b\",\"kernelVersion\":\"6\"},"
+         "\"allocatable\":{\"nvidia.com/gpu\":\"8\"}},\"spec\":{\"taints\":[{\"k\":\"v\"}]}}",
+         "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"6\","
+         "\"labels\":[\"a=1\",\"b=3\"],\"annotations\":{\"x\":\"1\",\"y\":\"t2\"}},"
+         "\"status\":{\"nodeInfo\":{\"bootID\":\"b\",\"kernelVersion\":\"6\"},"
+         "\"allocatable\":{\"nvidia.com/gpu\":\"8\"}},\"spec\":{\"taints\":[{\"k\":\"v\"}]}}",
+         "kind metadata.name metadata.annotations.x status status.nodeInfo status.allocatable "
+         "spec spec.taints",
+         "metadata metadata.resourceVersion metadata.labels metadata.annotations "
+         "metadata.annotations.y",
+         false},
+        /* everything equal: the whole of it old's */
+        {"{\"a\":{\"b\":[1,2],\"c\":\"s\"},\"d\":null,\"e\":1.5}",
+         "{\"a\":{\"b\":[1,2],\"c\":\"s\"},\"d\":null,\"e\":1.5}", "a a.b a.c e", "", true},
+        /* a member added, one gone, a type changed, an array's element changed */
+        {"{\"a\":{\"b\":1,\"gone\":2},\"c\":[1,{\"x\":1}],\"d\":\"1\",\"k\":{\"z\":\"q\"}}",
+         "{\"a\":{\"b\":1,\"new\":2},\"c\":[1,{\"x\":2}],\"d\":1,\"k\":{\"z\":\"q\"}}", "k",
+         "a c d", false},
+        /* an empty object and an empty array are values like others */
+        {"{\"a\":{},\"b\":[],\"c\":{\"d\":{}}}", "{\"a\":{},\"b\":[],\"c\":{\"d\":{},\"e\":1}}",
+         "a b c.d", "c", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        _cleanup_json_ json_t *old = json_loads(cases[i].old, 0, NULL);
+        json_t *fresh = json_loads(cases[i].fresh, 0, NULL);
+        _cleanup_json_ json_t *want = json_deep_copy(fresh);
+        assert_non_null(old);
+        assert_non_null(fresh);
+        _cleanup_json_ json_t *before = json_deep_copy(old);
+        bool same = kube_share_unchanged(fresh, old);
+        if (same != cases[i].same)
+            fail_msg("case %zu: same %d", i, same);
+        /* the new version is what it was made as; the old one untouched */
+        assert_true(json_equal(fresh, want));
+        assert_true(json_equal(old, before));
+        for (int own = 0; own < 2; own++) {
+            _cleanup_free_ char *list = xstrdup(own ? cases[i].own : cases[i].shared);
+            char *save = NULL;
+            for (char *p = strtok_r(list, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
+                json_t *f = kobj_path(fresh, p), *o = kobj_path(old, p);
+                assert_non_null(f);
+                if ((f == o) == (bool)own)
+                    fail_msg("case %zu: %s %s old's", i, p, own ? "is" : "is not");
+            }
+        }
+        json_decref(fresh);
+    }
+    /* not objects: nothing to share */
+    _cleanup_json_ json_t *a = json_array(), *o = json_object();
+    assert_false(kube_share_unchanged(a, o));
+}
+
+/* kube_json_may_hold: false only when no decoded name or string can hold one of the strings. */
+static void test_json_may_hold(void **state)
+{
+    (void)state;
+    static const char *const req[] = {"nvidia.com/", "requests", NULL};
+    static const char *const lim[] = {"nvidia.com/", "limits", NULL};
+    static const char *const claims[] = {"resourceClaims", NULL};
+    static const char *const *const gpu[] = {req, lim, claims, NULL};
+    static const char *const cafe[] = {"caf\xc3\xa9", NULL};
+    static const char *const *const accent[] = {cafe, NULL};
+    static const struct {
+        const char *text;
+        const char *const *const *strings;
+        bool may;
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"x\"},\"spec\":{\"containers\":[{\"image\":\"busybox\"}]}}", gpu,
+         false},
+        {"", gpu, false},
+        /* a group whole, anywhere in the text: a request, a name, an annotation */
+        {"{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}", gpu, true},
+        {"{\"resources\":{\"requests\":{\"nvidia.com/mig-1g.10gb\":\"1\"}}}", gpu, true},
+        {"{\"metadata\":{\"name\":\"nvidia.com/x\",\"labels\":{\"limits\":\"\"}}}", gpu, true},
+        {"{\"metadata\":{\"annotations\":{\"a\":\"see nvidia.com/gpu requests\"}}}", gpu, true},
+        {"{\"spec\":{\"resourceClaims\":[]}}", gpu, true},
+        /* part of a group: an operand pod (tolerations, a node selector), a CPU request */
+        {"{\"spec\":{\"tolerations\":[{\"key\":\"nvidia.com/gpu\"}],\"nodeSelector\":"
+         "{\"nvidia.com/gpu.deploy.driver\":\"true\"},\"containers\":[{\"resources\":{}}]}}",
+         gpu, false},
+        {"{\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}}", gpu,
+         false},
+        /* escapes that may hide a match: the slash, a letter of one, anything invalid */
+        {"{\"k\":\"nvidia.com\\/gpu\"}", gpu, true},
+        {"{\"k\":\"\\u0071\"}", gpu, true},
+        {"{\"k\":\"\\u006evidia.com/gpu\"}", gpu, true},
+        {"{\"k\":\"\\u006Evidia\"}", gpu, true},
+        {"{\"k\":\"\\x\"}", gpu, true},
+        {"{\"k\":\"\\u00\"}", gpu, true},
+        {"{\"k\":\"\\u00g1\"}", gpu, true},
+        {"{\"k\":\"ab\\", gpu, true},
+        /* escapes of characters no string holds: '<', a quote, a backslash, a newline, é */
+        {"{\"k\":\"\\u003ca\\u003e\"}", gpu, false},
+        {"{\"last-applied\":\"{\\\"a\\\":\\\"b\\\\n\\\"}\\n\\t\"}", gpu, false},
+        {"{\"k\":\"caf\\u00e9\"}", gpu, false},
+        /* an escaped backslash, then a slash that is no escape: read as a decoder does */
+        {"{\"k\":\"a\\\\/b\"}", gpu, false},
+        /* a string outside ASCII: any escape of a character outside ASCII may be part of it */
+        {"{\"k\":\"caf\\u00e9\"}", accent, true},
+        {"{\"k\":\"caf\\u00c3\"}", accent, true},
+        {"{\"k\":\"cafe\\u003c\"}", accent, false},
+        {"{\"k\":\"caf\xc3\xa9\"}", accent, true},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        bool may = kube_json_may_hold(cases[i].text, strlen(cases[i].text), cases[i].strings);
+        if (may != cases[i].may)
+            fail_msg("case %zu (%s): %d", i, cases[i].text, may);
+        /* the property: for text jansson decodes, false means no name or string holds one */
+        json_t *v = json_loads(cases[i].text, JSON_DECODE_ANY, NULL);
+        if (v && !may) {
+            _cleanup_free_ char *dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            for (size_t g = 0; cases[i].strings[g]; g++) {
+                bool all = true;
+                for (size_t k = 0; cases[i].strings[g][k]; k++)
+                    all = all && strstr(dump, cases[i].strings[g][k]);
+                assert_false(all);
+            }
+        }
+        json_decref(v);
+    }
+}
+
+/* kube_prefilter_pass: what is passed over, what the owner is told of it, what is decoded. */
+struct passed {
+    char log[512];
+    bool refuse; /* the owner holds it: decode */
+};
+
+static bool note_pass(enum kube_watch_type t, const char *ns, const char *name, const char *rv,
+                      void *ud)
+{
+    struct passed *ps = ud;
+    size_t l = strlen(ps->log);
+    snprintf(ps->log + l, sizeof(ps->log) - l, "%s %s/%s@%s;", kube_watch_type_name(t),
+             ns ? ns : "-", name, rv ? rv : "-");
+    return !ps->refuse;
+}
+
+static void test_prefilter(void **state)
+{
+    (void)state;
+    static const char *const req[] = {"nvidia.com/", "requests", NULL};
+    static const char *const claims[] = {"resourceClaims", NULL};
+    static const char *const *const gpu[] = {req, claims, NULL};
+    static const struct {
+        const char *text;
+        bool event;
+        bool pass;
+        const char *told; /* what note_pass heard */
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"p1\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"},"
+         "\"spec\":{\"containers\":[{\"image\":\"x\"}]}}",
+         false, true, "ADDED ns/p1@7;"},
+        {"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"resourceVersion\":\"8\","
+         "\"name\":\"p1\",\"namespace\":\"ns\"},\"status\":{\"phase\":\"Running\"}}}",
+         true, true, "MODIFIED ns/p1@8;"},
+        {"{\"object\":{\"metadata\":{\"name\":\"n1\"}},\"type\":\"DELETED\"}", true, true,
+         "DELETED -/n1@-;"},
+        {" {\"type\" : \"ADDED\" , \"object\" : {\"kind\":\"Pod\",\"metadata\" : { \"name\" : "
+         "\"a\" "
+         ", \"resourceVersion\":\"9\"} } } ",
+         true, true, "ADDED -/a@9;"},
+        /* never a BOOKMARK nor an ERROR, nor an unknown type */
+        {"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":"
+         "\"10\"}}}",
+         true, false, ""},
+        {"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"metadata\":{\"name\":"
+         "\"x\"}}}",
+         true, false, ""},
+        {"{\"type\":\"SYNC\",\"object\":{\"metadata\":{\"name\":\"x\"}}}", true, false, ""},
+        {"{\"object\":{\"metadata\":{\"name\":\"x\"}}}", true, false, ""},
+        /* a group whole anywhere: a request, the name, an annotation; not part of one */
+        {"{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"resources\":{"
+         "\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+         false, false, ""},
+        {"{\"metadata\":{\"name\":\"requests\",\"labels\":{\"nvidia.com/a\":\"\"}}}", false, false,
+         ""},
+        {"{\"metadata\":{\"name\":\"p\",\"namespace\":\"gpu-operator\"},\"spec\":{"
+         "\"tolerations\":[{\"key\":\"nvidia.com/gpu\"}]}}",
+         false, true, "ADDED gpu-operator/p@-;"},
+        {"{\"metadata\":{\"name\":\"p\",\"annotations\":{\"x\":\"resourceClaims\"}}}", false, false,
+         ""},
+        /* an escape that may hide one; a name or version with escapes; no name; twice */
+        {"{\"metadata\":{\"name\":\"p\"},\"x\":\"nvidia.com\\/gpu\"}", false, false, ""},
+        {"{\"metadata\":{\"name\":\"p\\u0031\"}}", false, false, ""},
+        {"{\"metadata\":{\"name\":\"p\",\"resourceVersion\":\"\\u0031\"}}", false, false, ""},
+        {"{\"metadata\":{\"namespace\":\"ns\"}}", false, false, ""},
+        {"{\"metadata\":{\"name\":\"\"}}", false, false, ""},
+        {"{\"metadata\":{\"name\":1}}", false, false, ""},
+        {"{\"metadata\":{\"name\":\"a\"},\"metadata\":{\"name\":\"b\"}}", false, false, ""},
+        {"{\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}", false, false, ""},
+        /* not an object as expected: decoded (and refused by jansson) */
+        {"{\"metadata\":{\"name\":\"a\"}", false, false, ""},
+        {"[{\"metadata\":{\"name\":\"a\"}}]", false, false, ""},
+        /* an event's whole line is looked at, a list item's whole text */
+        {"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}},\"x\":\"resourceClaims\"}",
+         true, false, ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct passed ps = {{0}, false};
+        struct kube_prefilter pf = {gpu, note_pass, &ps};
+        bool pass = kube_prefilter_pass(&pf, cases[i].text, strlen(cases[i].text), cases[i].event);
+        if (pass != cases[i].pass || strcmp(ps.log, cases[i].told) != 0)
+            fail_msg("case %zu: pass %d, told \"%s\"", i, pass, ps.log);
+        /* the owner holding it: decoded after all */
+        ps = (struct passed){{0}, true};
+        assert_false(
+            kube_prefilter_pass(&pf, cases[i].text, strlen(cases[i].text), cases[i].event));
+    }
+    assert_false(kube_prefilter_pass(NULL, "{}", 2, false));
+    /* a name longer than kept: decoded */
+    _cleanup_free_ char *longname = repeat("{\"metadata\":{\"name\":\"", "a", 300, "\"}}");
+    struct passed ps = {{0}, false};
+    struct kube_prefilter pf = {gpu, note_pass, &ps};
+    assert_false(kube_prefilter_pass(&pf, longname, strlen(longname), false));
+
+    /* in a watch stream: the passed-over events never reach the handler; the others do */
+    struct seen s = {0};
+    struct kube_watch_parser p;
+    kube_watch_parser_init(&p, 4096, SIZE_MAX, collect, &s);
+    p.pf = &pf;
+    const char *st =
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"plain\",\"resourceVersion\":"
+        "\"1\"}}}\n"
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"gpu\",\"resourceVersion\":\"2\"},"
+        "\"spec\":{\"resourceClaims\":[{\"name\":\"c\"}]}}}\n"
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"3\"}}}\n"
+        "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"plain\",\"resourceVersion\":"
+        "\"4\"}}}\n"
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n";
+    struct err e = {0};
+    assert_int_equal(kube_watch_parser_feed(&p, st, strlen(st), &e), 0);
+    kube_watch_parser_free(&p);
+    assert_string_equal(s.log, "ADDED:gpu;BOOKMARK:-;ERROR:-;");
+    assert_int_equal(p.skipped, 2);
+    assert_string_equal(ps.log, "ADDED -/plain@1;DELETED -/plain@4;");
+}
+
 static void test_decoded_limit(void **state)
 {
     (void)state;
@@ -1024,6 +1277,9 @@ int main(void)
         cmocka_unit_test(test_projection),
         cmocka_unit_test(test_json_cost),
         cmocka_unit_test(test_json_drop),
+        cmocka_unit_test(test_share_unchanged),
+        cmocka_unit_test(test_json_may_hold),
+        cmocka_unit_test(test_prefilter),
         cmocka_unit_test(test_decoded_limit),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_list_body_each),

@@ -2,7 +2,7 @@
 /* The GPU quota findings and metrics over kubesim's two-pool cluster (sim/clusters/two-pools.yaml),
  * and what the planner makes of them: conditions on the ClusterPolicy, a Warning Event when a
  * finding's message changes and a Normal one when it clears, and no status write when nothing
- * changed. */
+ * changed. The pod informer's prefilter passes over no pod the view counts. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include "capacity.h"
 #include "kobj.h"
+#include "kube.h"
 #include "operator.h"
 #include "prom.h"
 #include "yamlcfg.h"
@@ -245,11 +246,123 @@ static void test_plan(void **state)
     op_templates_free(t);
 }
 
+/* The pod informer's prefilter (op_gpuquota_pod_texts) passes over only pods the view does not
+ * count: every pod op_gpuquota_pod_counts keeps has a text with a group whole (its slash
+ * escaped too), the operand pods none, and the view of the pods the filter lets through is the
+ * view of them all. */
+static void test_pod_prefilter(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pod;
+        bool counts, decoded;
+    } cases[] = {
+        /* GPU requests, limits, an init container's, a MIG slice, a claim, the extended
+         * resource a DeviceClass maps to DRA (nvidia.com/gpu, the view's only kind) */
+        {"{\"metadata\":{\"name\":\"r\",\"namespace\":\"a\"},\"spec\":{\"containers\":[{"
+         "\"name\":\"c\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+         true, true},
+        {"{\"metadata\":{\"name\":\"l\",\"namespace\":\"a\"},\"spec\":{\"containers\":[{"
+         "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}}",
+         true, true},
+        {"{\"metadata\":{\"name\":\"i\",\"namespace\":\"a\"},\"spec\":{\"initContainers\":[{"
+         "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.10gb\":\"1\"}}}],"
+         "\"containers\":[{\"name\":\"m\"}]}}",
+         true, true},
+        {"{\"metadata\":{\"name\":\"d\",\"namespace\":\"a\"},\"spec\":{\"resourceClaims\":[{"
+         "\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"}],\"containers\":[{\"name\":\"c\","
+         "\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}}]},\"status\":{\"phase\":\"Running\"}}",
+         true, true},
+        {"{\"metadata\":{\"name\":\"x\",\"namespace\":\"a\"},\"spec\":{\"nodeName\":\"h100-1\","
+         "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+         "\"status\":{\"extendedResourceClaimStatus\":{\"resourceClaimName\":\"x-gpu-abc\"}}}",
+         true, true},
+        /* an operand pod: nvidia.com/ in its tolerations and node selector, no request */
+        {"{\"metadata\":{\"name\":\"nvidia-device-plugin-daemonset-x1\",\"namespace\":"
+         "\"gpu-operator\",\"labels\":{\"app\":\"nvidia-device-plugin-daemonset\"}},\"spec\":{"
+         "\"nodeSelector\":{\"nvidia.com/gpu.deploy.device-plugin\":\"true\"},\"tolerations\":[{"
+         "\"key\":\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],"
+         "\"containers\":[{\"name\":\"p\",\"image\":\"gpuop\",\"resources\":{}}]},"
+         "\"status\":{\"phase\":\"Running\"}}",
+         false, false},
+        /* a workload with CPU requests only; one pinned to GPU nodes with CPU requests
+         * (decoded, then dropped); one requesting another vendor's extended resource, which
+         * the view counts nowhere (a DeviceClass's non-GPU extendedResourceName is unmapped) */
+        {"{\"metadata\":{\"name\":\"w\",\"namespace\":\"b\"},\"spec\":{\"containers\":[{"
+         "\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}}",
+         false, false},
+        {"{\"metadata\":{\"name\":\"s\",\"namespace\":\"b\"},\"spec\":{\"nodeSelector\":{"
+         "\"nvidia.com/gpu.present\":\"true\"},\"containers\":[{\"name\":\"c\",\"resources\":{"
+         "\"requests\":{\"cpu\":\"1\"}}}]}}",
+         false, true},
+        {"{\"metadata\":{\"name\":\"o\",\"namespace\":\"b\"},\"spec\":{\"containers\":[{"
+         "\"name\":\"c\",\"resources\":{\"limits\":{\"example.com/gpu\":\"1\"}}}]}}",
+         false, false},
+    };
+    _cleanup_json_ json_t *docs = load_cluster();
+    _cleanup_json_ json_t *pods = of_kind(docs, "Pod", NULL);
+    size_t n_cluster = json_array_size(pods);
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        json_t *pod = json_loads(cases[i].pod, 0, NULL);
+        assert_non_null(pod);
+        if (op_gpuquota_pod_counts(pod) != cases[i].counts)
+            fail_msg("case %zu counts %d", i, !cases[i].counts);
+        json_array_append_new(pods, pod);
+    }
+    _cleanup_json_ json_t *kept = json_array();
+    size_t i;
+    json_t *pod;
+    json_array_foreach (pods, i, pod) {
+        for (int esc = 0; esc < 2; esc++) {
+            _cleanup_free_ char *text =
+                json_dumps(pod, JSON_COMPACT | (esc ? JSON_ESCAPE_SLASH : 0));
+            bool may = kube_json_may_hold(text, strlen(text), op_gpuquota_pod_texts);
+            if (op_gpuquota_pod_counts(pod) && !may)
+                fail_msg("pod %zu counts, yet the prefilter passes it over: %s", i, text);
+            if (!esc && i >= n_cluster && may != cases[i - n_cluster].decoded)
+                fail_msg("case %zu: decoded %d", i - n_cluster, may);
+            if (!esc && may)
+                json_array_append(kept, pod);
+        }
+    }
+    assert_true(json_array_size(kept) < json_array_size(pods));
+    /* the view, of every pod and of those the informer decodes */
+    _cleanup_json_ json_t *nodes = of_kind(docs, "Node", NULL);
+    _cleanup_json_ json_t *quotas = of_kind(docs, "ResourceQuota", NULL);
+    _cleanup_json_ json_t *classes =
+        json_loads("[{\"metadata\":{\"name\":\"gpu.nvidia.com\"},\"spec\":{"
+                   "\"extendedResourceName\":\"nvidia.com/gpu\"}},{\"metadata\":{\"name\":"
+                   "\"other\"},\"spec\":{\"extendedResourceName\":\"example.com/gpu\"}}]",
+                   0, NULL);
+    json_t *views[2];
+    for (int k = 0; k < 2; k++) {
+        struct cap_input in = {
+            .nodes = nodes, .pods = k ? kept : pods, .quotas = quotas, .classes = classes};
+        struct cap_view *v = NULL;
+        struct err e = {0};
+        if (cap_view_compute(&in, &v, &e) < 0)
+            fail_msg("%s", err_msg(&e));
+        views[k] = cap_view_to_json(v);
+        cap_view_free(v);
+    }
+    if (!json_equal(views[0], views[1])) {
+        _cleanup_free_ char *a = json_dumps(views[0], JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *b = json_dumps(views[1], JSON_COMPACT | JSON_SORT_KEYS);
+        fail_msg("every pod:\n%s\nthe pods decoded:\n%s", a, b);
+    }
+    /* and the GPU pods are counted: the cluster's three and the cases' */
+    _cleanup_free_ char *text = json_dumps(views[1], JSON_COMPACT);
+    assert_non_null(strstr(text, "\"notebooks\""));
+    json_decref(views[0]);
+    json_decref(views[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_findings),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_pod_prefilter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,26 +41,6 @@ void op_gpuquota_project_node(json_t *obj, json_t *p)
     }
 }
 
-static bool has_gpu_request(const json_t *pod)
-{
-    static const char *const lists[] = {"spec.containers", "spec.initContainers"};
-    for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
-        size_t i;
-        json_t *c;
-        json_array_foreach (kobj_path(pod, lists[l]), i, c) {
-            static const char *const kinds[] = {"resources.requests", "resources.limits"};
-            for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
-                const char *key;
-                json_t *v;
-                json_object_foreach (kobj_path(c, kinds[k]), key, v)
-                    if (cap_gpu_resource(key))
-                        return true;
-            }
-        }
-    }
-    return false;
-}
-
 /* A pod with GPU requests or DRA claims as the view reads it: name, namespace, node, phase, the
  * claim of its extended resources, its node selection and its containers' resources (nothing
  * else of them); NULL for any other pod. */
@@ -68,8 +48,8 @@ static json_t *project_pod(json_t *obj, void *u)
 {
     (void)u;
     /* Most pods of a cluster request no GPU: they are not kept at all (a pod's requests and
-     * claims cannot change, so none is ever missed). */
-    if (!has_gpu_request(obj) && json_array_size(kobj_path(obj, "spec.resourceClaims")) == 0)
+     * claims cannot change, so none is ever missed); most are not even decoded (prefilter) */
+    if (!op_gpuquota_pod_counts(obj))
         return NULL;
     static const char *const keep[] = {"spec.nodeName", "status.phase",
                                        "status.extendedResourceClaimStatus.resourceClaimName",
@@ -189,8 +169,12 @@ int op_gpuquota_start(struct op_gpuquota *q, struct kube_client *kc,
     q->mark = *mark;
     static const char *const no_index[] = {NULL};
     static const char *const quota_fields[] = {"spec.hard", "status.used", NULL};
+    /* every operand pod's every event, ~5 KB of JSON each, is passed over undecoded unless its
+     * text names a GPU resource and requests or limits, or a claim: what
+     * op_gpuquota_pod_counts needs */
     struct kube_informer_opts po = {.project = project_pod,
                                     .index_label_keys = no_index,
+                                    .prefilter = op_gpuquota_pod_texts,
                                     .handlers = *mark}; /* a GPU pod is worth a reconcile */
     struct kube_informer_opts qo = {
         .keep_fields = quota_fields, .index_label_keys = no_index, .handlers = *mark};

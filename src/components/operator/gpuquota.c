@@ -12,6 +12,39 @@
 
 #define LINES_MAX 20 /* lines named in one condition; the rest are counted */
 
+static const char *const gpu_requested[] = {CAP_GPU_PREFIX, "requests", NULL};
+static const char *const gpu_limited[] = {CAP_GPU_PREFIX, "limits", NULL};
+static const char *const claimed[] = {"resourceClaims", NULL};
+const char *const *const op_gpuquota_pod_texts[] = {gpu_requested, gpu_limited, claimed, NULL};
+
+static bool has_gpu_request(const json_t *pod)
+{
+    static const char *const lists[] = {"spec.containers", "spec.initContainers"};
+    for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach (kobj_path(pod, lists[l]), i, c) {
+            static const char *const kinds[] = {"resources.requests", "resources.limits"};
+            for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+                const char *key;
+                json_t *v;
+                json_object_foreach (kobj_path(c, kinds[k]), key, v)
+                    if (cap_gpu_resource(key))
+                        return true;
+            }
+        }
+    }
+    return false;
+}
+
+bool op_gpuquota_pod_counts(const json_t *pod)
+{
+    /* a GPU resource name starts with CAP_GPU_PREFIX and is a member of "requests" or
+     * "limits", a claim is in "resourceClaims": the text of every pod counted holds a group of
+     * op_gpuquota_pod_texts */
+    return has_gpu_request(pod) || json_array_size(kobj_path(pod, "spec.resourceClaims")) > 0;
+}
+
 static void add_line(json_t *lines, char *line)
 {
     json_array_append_new(lines, json_string(line));

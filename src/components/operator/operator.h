@@ -525,5 +525,15 @@ struct prom_writer;
 json_t *op_gpuquota_findings(const struct cap_view *v);
 /* gpuop_gpu_capacity{resource,pool} and the other gpuop_gpu_* families of the view. */
 void op_gpuquota_metrics(const struct cap_view *v, struct prom_writer *w);
+/* Whether the view counts a pod at all: a container requesting or limited to a GPU resource
+ * (cap_gpu_resource), or a DRA resource claim. A pod's requests and claims cannot change. */
+bool op_gpuquota_pod_counts(const json_t *pod);
+/* What the JSON text of every pod op_gpuquota_pod_counts keeps holds (kube_informer_opts.
+ * prefilter's groups, for the pod informer): "nvidia.com/" with "requests" or "limits", or
+ * "resourceClaims". An operand pod (its tolerations and node selector name nvidia.com/ labels,
+ * but it requests nothing) holds none whole. A pod the view reads through an extended resource
+ * that a DeviceClass maps to DRA requests it by the class's extendedResourceName, which the view
+ * maps only when it is a GPU resource (nvidia.com/...; src/lib/capacity): the same groups. */
+extern const char *const *const op_gpuquota_pod_texts[];
 
 #endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The informer: list + one watch per resource type into a local store, indexed by
  * namespace/name and by label. */
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,7 @@ struct kube_informer {
     size_t intern_pruned;
     bool compact_labels;
     char **share_paths; /* dotted paths whose values are shared (NULL: none) */
+    char ***prefilter;  /* kube_informer_opts.prefilter (NULL: none) */
     json_t *shared;     /* canonical JSON text -> the one copy (informer thread only) */
     size_t shared_pruned;
     /* kube_informer_relist(): asked (under lock) and done (the informer thread); watch_stop
@@ -268,6 +270,57 @@ static bool same_but_version(json_t *a, json_t *b)
     return true;
 }
 
+static void apply_delete(struct kube_informer *inf, const char *key)
+{
+    pthread_mutex_lock(&inf->lock);
+    json_t *old = store_del(inf, key);
+    if (old)
+        cache_adjust(inf, entry_cost(inf, key, old), 0, NULL);
+    pthread_mutex_unlock(&inf->lock);
+    if (old && inf->h.on_delete)
+        inf->h.on_delete(old, inf->h.userdata);
+    json_decref(old);
+}
+
+/* How deep kube_share_unchanged goes into objects before it compares what is below whole. */
+#define SHARE_DEPTH_MAX 8
+
+static bool share_object(json_t *fresh, json_t *old, unsigned depth)
+{
+    bool same = json_object_size(fresh) == json_object_size(old);
+    const char *k;
+    json_t *v;
+    json_object_foreach (fresh, k, v) {
+        json_t *w = json_object_get(old, k);
+        if (!w) {
+            same = false;
+            continue;
+        }
+        if (v == w)
+            continue;
+        bool equal;
+        /* an object this version alone holds is gone into, so that it shares what it can even
+         * when something below changed; one shared already (a share_paths value) is compared */
+        if (json_is_object(v) && json_is_object(w) && v->refcount == 1 && depth < SHARE_DEPTH_MAX)
+            equal = share_object(v, w, depth + 1);
+        else
+            equal = json_equal(v, w);
+        if (equal)
+            json_object_set(fresh, k, w); /* an existing key: replaced in place, no rehash */
+        else
+            same = false;
+    }
+    return same;
+}
+
+bool kube_share_unchanged(json_t *fresh, json_t *old)
+{
+    assert(!json_is_object(fresh) || fresh->refcount == 1);
+    if (!json_is_object(fresh) || !json_is_object(old) || fresh == old)
+        return fresh == old;
+    return share_object(fresh, old, 0);
+}
+
 /* Stores what the projection keeps of full. -EFBIG (the store unchanged) when the cached
  * budget cannot hold it. */
 static int apply_upsert(struct kube_informer *inf, json_t *full, struct err *e)
@@ -276,8 +329,22 @@ static int apply_upsert(struct kube_informer *inf, json_t *full, struct err *e)
     if (!key)
         return 0;
     json_t *obj = project(inf, full);
-    if (!obj)
+    if (!obj) {
+        /* nothing of it kept now: a version stored before must not linger */
+        pthread_mutex_lock(&inf->lock);
+        bool held = json_object_get(inf->store, key) != NULL;
+        pthread_mutex_unlock(&inf->lock);
+        if (held)
+            apply_delete(inf, key);
         return 0;
+    }
+    /* The version replaced (only this thread writes the store: no lock needed to read it) lends
+     * the new one every value that did not change, so that while a reader still holds the old
+     * version the two cost little more than one. Only a projection is changed so: without
+     * one, obj is the decoded object itself, which its caller still reads. */
+    json_t *prev = json_object_get(inf->store, key);
+    if (prev && obj != full && obj->refcount == 1)
+        kube_share_unchanged(obj, prev);
     size_t cost = entry_cost(inf, key, obj);
     pthread_mutex_lock(&inf->lock);
     json_t *cur = json_object_get(inf->store, key);
@@ -302,18 +369,6 @@ static int apply_upsert(struct kube_informer *inf, json_t *full, struct err *e)
     json_decref(old);
     json_decref(keep);
     return 0;
-}
-
-static void apply_delete(struct kube_informer *inf, const char *key)
-{
-    pthread_mutex_lock(&inf->lock);
-    json_t *old = store_del(inf, key);
-    if (old)
-        cache_adjust(inf, entry_cost(inf, key, old), 0, NULL);
-    pthread_mutex_unlock(&inf->lock);
-    if (old && inf->h.on_delete)
-        inf->h.on_delete(old, inf->h.userdata);
-    json_decref(old);
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -357,6 +412,40 @@ struct page_apply {
     struct seen *sn;
     bool all; /* unchanged items are stored anew too */
 };
+
+/* Whether the store holds the object named: the prefilter passes over only what it does not
+ * (kube.h: an object it holds is always decoded). The informer thread's, as every store write. */
+static bool prefilter_may_pass(struct kube_informer *inf, const char *ns, const char *name)
+{
+    char key[2 * KUBE_PREFILTER_NAME_MAX + 2];
+    snprintf(key, sizeof(key), "%s%s%s", ns ? ns : "", ns ? "/" : "", name);
+    pthread_mutex_lock(&inf->lock);
+    bool held = json_object_get(inf->store, key) != NULL;
+    if (held)
+        inf->stats.prefilter_held++;
+    else
+        inf->stats.skipped++;
+    pthread_mutex_unlock(&inf->lock);
+    if (held)
+        log_warn("kube", "prefilter would pass over an object the informer keeps; decoded",
+                 "resource=%s name=%s", inf->r.plural, key);
+    return !held;
+}
+
+/* A list item passed over: the list's own version is what the informer resumes from. */
+static bool item_pass(enum kube_watch_type t, const char *ns, const char *name, const char *rv,
+                      void *ud)
+{
+    (void)t;
+    (void)rv;
+    struct page_apply *pa = ud;
+    if (!prefilter_may_pass(pa->inf, ns, name))
+        return false;
+    pthread_mutex_lock(&pa->inf->lock);
+    pa->inf->stats.listed++;
+    pthread_mutex_unlock(&pa->inf->lock);
+    return true;
+}
 
 /* Brings the store to one list item, as the page hands it over (kube_list_page_each). */
 static int apply_item(json_t *it, void *ud, struct err *e)
@@ -416,7 +505,9 @@ static int relist(struct kube_informer *inf, struct err *e)
          * one item, not the page decoded */
         json_t *page = NULL;
         struct page_apply pa = {inf, &sn, all};
-        r = kube_list_page_each(inf->c, &inf->r, inf->ns, &lo, cont, apply_item, &pa, &page, e);
+        struct kube_prefilter pf = {(const char *const *const *)inf->prefilter, item_pass, &pa};
+        r = kube_list_page_each(inf->c, &inf->r, inf->ns, &lo, cont, inf->prefilter ? &pf : NULL,
+                                apply_item, &pa, &page, e);
         if (r == KUBE_EGONE && cont && restarts < RELIST_RESTARTS_MAX) {
             restarts++;
             log_info("kube", "continue token expired, listing again", "resource=%s restart=%u",
@@ -502,6 +593,20 @@ static int on_event(enum kube_watch_type t, json_t *obj, void *ud)
     return 0;
 }
 
+/* A watch event passed over: its version is the informer's, as a decoded event's, so that a
+ * watch resumed after the stream ends starts past it (and not, after minutes of such events
+ * alone, from a version the server has compacted away: a 410 and a whole list). */
+static bool event_pass(enum kube_watch_type t, const char *ns, const char *name, const char *rv,
+                       void *ud)
+{
+    (void)t;
+    struct watch_state *ws = ud;
+    if (!prefilter_may_pass(ws->inf, ns, name))
+        return false;
+    set_rv(ws->inf, rv);
+    return true;
+}
+
 static void *informer_main(void *ud)
 {
     struct kube_informer *inf = ud;
@@ -545,7 +650,9 @@ static void *informer_main(void *ud)
         uint64_t started = now_ms_mono();
         struct err we = {0};
         struct watch_state ws = {inf, &we};
-        int r = kube_watch(inf->c, &inf->r, inf->ns, &wo, on_event, &ws, &e);
+        struct kube_prefilter pf = {(const char *const *const *)inf->prefilter, event_pass, &ws};
+        int r = kube_watch_prefiltered(inf->c, &inf->r, inf->ns, &wo, inf->prefilter ? &pf : NULL,
+                                       on_event, &ws, &e);
         if (r < 0 && we.code == r)
             e = we; /* the store's own error, not "stopped by its handler" */
         if (inf->stop)
@@ -587,6 +694,27 @@ static void *informer_main(void *ud)
     return NULL;
 }
 
+/* A NULL-terminated list of strings copied (NULL: NULL), and freed. */
+static char **strv_copy(const char *const *v)
+{
+    if (!v)
+        return NULL;
+    size_t n = 0;
+    while (v[n])
+        n++;
+    char **out = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        out[i] = xstrdup(v[i]);
+    return out;
+}
+
+static void strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
 int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
                       const struct kube_informer_opts *o, struct kube_informer **ret, struct err *e)
 {
@@ -611,27 +739,27 @@ int kube_informer_new(struct kube_client *c, const struct kube_resource *r,
     inf->page_size = o->page_size;
     inf->project = o->project;
     inf->project_userdata = o->project_userdata;
-    if (o->keep_fields) {
-        size_t n = 0;
-        while (o->keep_fields[n])
-            n++;
-        inf->keep_fields = xcalloc(n + 1, sizeof(char *));
-        for (size_t i = 0; i < n; i++)
-            inf->keep_fields[i] = xstrdup(o->keep_fields[i]);
-    }
+    inf->keep_fields = strv_copy(o->keep_fields);
     if (o->index_label_keys) {
         inf->index_keys = json_object();
         for (size_t i = 0; o->index_label_keys[i]; i++)
             json_object_set_new(inf->index_keys, o->index_label_keys[i], json_true());
     }
-    if (o->share_paths) {
-        size_t n = 0;
-        while (o->share_paths[n])
-            n++;
-        inf->share_paths = xcalloc(n + 1, sizeof(char *));
-        for (size_t i = 0; i < n; i++)
-            inf->share_paths[i] = xstrdup(o->share_paths[i]);
+    inf->share_paths = strv_copy(o->share_paths);
+    if (inf->share_paths)
         inf->shared = json_object();
+    if (o->prefilter) {
+        size_t n = 0;
+        while (o->prefilter[n])
+            n++;
+        inf->prefilter = xcalloc(n + 1, sizeof(char **));
+        for (size_t g = 0; g < n; g++) {
+            /* an empty string or group is in every text: no filter at all */
+            assert(o->prefilter[g][0]);
+            for (size_t i = 0; o->prefilter[g][i]; i++)
+                assert(o->prefilter[g][i][0]);
+            inf->prefilter[g] = strv_copy(o->prefilter[g]);
+        }
     }
     inf->compact_labels = o->compact_labels;
     inf->h = o->handlers;
@@ -667,12 +795,11 @@ void kube_informer_free(struct kube_informer *inf)
     json_decref(inf->labels);
     json_decref(inf->index_keys);
     json_decref(inf->intern);
-    for (size_t i = 0; inf->keep_fields && inf->keep_fields[i]; i++)
-        free(inf->keep_fields[i]);
-    free(inf->keep_fields);
-    for (size_t i = 0; inf->share_paths && inf->share_paths[i]; i++)
-        free(inf->share_paths[i]);
-    free(inf->share_paths);
+    strv_free(inf->keep_fields);
+    strv_free(inf->share_paths);
+    for (size_t g = 0; inf->prefilter && inf->prefilter[g]; g++)
+        strv_free(inf->prefilter[g]);
+    free(inf->prefilter);
     json_decref(inf->shared);
     free(inf->group);
     free(inf->version);

@@ -709,6 +709,11 @@ static int parser_line(struct kube_watch_parser *p, const char *line, size_t n, 
         i++;
     if (i == n)
         return 0;
+    /* an object the informer keeps nothing of, its version noted: not priced, not decoded */
+    if (kube_prefilter_pass(p->pf, line, n, true)) {
+        p->skipped++;
+        return 0;
+    }
     enum kube_watch_type t;
     json_t *obj = NULL;
     /* priced once: the limit, then the in-flight budget while the event is decoded and handled */

@@ -111,14 +111,18 @@ int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, co
 struct page_each {
     struct kube_client *c;
     const char *what;
+    const struct kube_prefilter *pf;
     kube_item_fn fn;
     void *userdata;
 };
 
-/* One item's bytes: priced, decoded within the in-flight budget, handed over, freed. */
+/* One item's bytes: passed over, or priced, decoded within the in-flight budget, handed over,
+ * freed. */
 static int page_item(const char *text, size_t n, void *ud, struct err *e)
 {
     struct page_each *pe = ud;
+    if (kube_prefilter_pass(pe->pf, text, n, false))
+        return 0;
     size_t cost = kube_json_cost(text, n);
     struct kube_budget *mem = kube_client_in_flight(pe->c);
     if (kube_budget_take(mem, cost) < 0)
@@ -138,8 +142,9 @@ static int page_item(const char *text, size_t n, void *ud, struct err *e)
 }
 
 int kube_list_page_each(struct kube_client *c, const struct kube_resource *r, const char *ns,
-                        const struct kube_list_opts *o, const char *continue_token, kube_item_fn fn,
-                        void *userdata, json_t **ret_page, struct err *e)
+                        const struct kube_list_opts *o, const char *continue_token,
+                        const struct kube_prefilter *pf, kube_item_fn fn, void *userdata,
+                        json_t **ret_page, struct err *e)
 {
     struct kube_list_opts def = {0};
     if (!o)
@@ -166,7 +171,7 @@ int kube_list_page_each(struct kube_client *c, const struct kube_resource *r, co
     struct kube_budget *mem = kube_client_in_flight(c);
     if (kube_budget_take(mem, resp.len) < 0)
         return kube_in_flight_err(e, what, mem, resp.len);
-    struct page_each pe = {c, what, fn, userdata};
+    struct page_each pe = {c, what, pf, fn, userdata};
     rc = kube_list_body_each(body, resp.len, kube_client_max_decoded(c), what, page_item, &pe,
                              ret_page, e);
     kube_budget_put(mem, resp.len);
@@ -667,6 +672,13 @@ static int watch_cb(enum kube_watch_type t, json_t *obj, void *ud)
 int kube_watch(struct kube_client *c, const struct kube_resource *r, const char *ns,
                const struct kube_watch_opts *o, kube_watch_fn fn, void *userdata, struct err *e)
 {
+    return kube_watch_prefiltered(c, r, ns, o, NULL, fn, userdata, e);
+}
+
+int kube_watch_prefiltered(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                           const struct kube_watch_opts *o, const struct kube_prefilter *pf,
+                           kube_watch_fn fn, void *userdata, struct err *e)
+{
     struct kube_watch_opts def = {0};
     if (!o)
         o = &def;
@@ -695,6 +707,7 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
                            watch_cb, &w);
     parser.mem = kube_client_in_flight(c);
     parser.drop = kube_client_drop_fields(c);
+    parser.pf = pf;
     rc = kube_do_stream(c, p.data, what, &parser, o->stop, (uint64_t)tmo * 1000 + 30000, e);
     kube_watch_parser_free(&parser);
     if (rc == KUBE_EGONE)

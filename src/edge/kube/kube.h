@@ -328,7 +328,7 @@ struct kube_informer_handlers {
 
 /* Returns a new reference to what the store should keep of obj (e.g. a smaller copy), or NULL
  * when the store keeps nothing of it (an object the owner never needs: no handler is called for
- * it; a later event for it is treated as new). */
+ * it; a later event for it is treated as new; one the store held is removed, on_delete). */
 typedef json_t *(*kube_project_fn)(json_t *obj, void *userdata);
 
 struct kube_informer_opts {
@@ -360,8 +360,28 @@ struct kube_informer_opts {
      * label set accessors. The shared strings no object holds any more are dropped once their
      * table has doubled, so changing values (a timestamp) do not grow it without bound. */
     bool compact_labels;
+    /* NULL, or what the JSON text of every object the projection keeps holds: groups
+     * (NULL-terminated) of substrings (NULL-terminated, none empty), every string of one group
+     * in a member name or a string value (a pod's GPU request holds "nvidia.com/" and
+     * "requests" or "limits": the groups {"nvidia.com/", "requests"}, {"nvidia.com/", "limits"}).
+     * A list item or watch event (ADDED, MODIFIED, DELETED; never a BOOKMARK or an ERROR) whose
+     * text holds no group whole, and no escape that could hide a string (kube_json_may_hold),
+     * is neither decoded nor stored, only its resourceVersion noted. The contract: the filter
+     * passes over only objects the projection would drop, and an object's being kept never
+     * changes (a pod's requests and claims cannot). An object the store holds is always decoded
+     * (counted in stats.prefilter_held: a filter that misses what its projection keeps), and
+     * removed if the projection keeps nothing of it now. */
+    const char *const *const *prefilter;
     struct kube_informer_handlers handlers;
 };
+
+/* Whether the JSON text may hold every string of one of groups (each NULL-terminated, and the
+ * list), each in a member name or a string value: false only when for no group is every string
+ * in the text as it is, and no escape in it stands for a character any string holds ("\/"
+ * for "nvidia.com/", any "\u" of a character outside ASCII for a string outside ASCII). The
+ * text need not be valid JSON; for text that is, false means no group's strings are all in its
+ * decoded names and strings. Pure. */
+bool kube_json_may_hold(const char *text, size_t n, const char *const *const *groups);
 
 /* The informer starts at once: a list (in pages, each applied to the store as it comes; a
  * forgotten continue token starts it over), then one watch, from the list's resourceVersion,
@@ -400,12 +420,14 @@ size_t kube_informer_count(struct kube_informer *inf);
 char *kube_informer_resource_version(struct kube_informer *inf);
 
 struct kube_informer_stats {
-    uint64_t lists;     /* full lists made (1 + re-lists) */
-    uint64_t watches;   /* watch streams opened */
-    uint64_t events;    /* watch events applied (bookmarks excluded) */
-    uint64_t gone;      /* 410s seen */
-    uint64_t unchanged; /* updates that left the projection as it was (no on_update call) */
-    uint64_t listed;    /* items the lists handed over, page by page (a list's progress) */
+    uint64_t lists;          /* full lists made (1 + re-lists) */
+    uint64_t watches;        /* watch streams opened */
+    uint64_t events;         /* watch events applied (bookmarks excluded) */
+    uint64_t gone;           /* 410s seen */
+    uint64_t unchanged;      /* updates that left the projection as it was (no on_update call) */
+    uint64_t listed;         /* items the lists handed over, page by page (a list's progress) */
+    uint64_t skipped;        /* list items and watch events the prefilter passed over undecoded */
+    uint64_t prefilter_held; /* ones it would have passed over that the store held: decoded */
 };
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *ret);
 

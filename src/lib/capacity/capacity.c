@@ -11,13 +11,12 @@
 #include "nodestate.h"
 #include "yamlcfg.h" /* _cleanup_json_ */
 
-#define GPU_PREFIX "nvidia.com/"
 #define REQ_PREFIX "requests."
 #define POOL_OTHER "(no pool)"
 
 bool cap_gpu_resource(const char *name)
 {
-    return name && str_has_prefix(name, GPU_PREFIX) && name[strlen(GPU_PREFIX)] != '\0' &&
+    return name && str_has_prefix(name, CAP_GPU_PREFIX) && name[strlen(CAP_GPU_PREFIX)] != '\0' &&
            kobj_valid_qualified_name(name);
 }
 

@@ -160,6 +160,8 @@ json_t *cap_view_to_json(const struct cap_view *v);
 
 /* A GPU resource name: nvidia.com/... as the device plugin advertises them. */
 bool cap_gpu_resource(const char *name);
+/* What every GPU resource name starts with. */
+#define CAP_GPU_PREFIX "nvidia.com/"
 
 /* NVIDIA's DRA driver, whose slices and claims the view reads; the annotation Kubernetes puts
  * on the claim it makes for a pod's extended resources served by DRA. */

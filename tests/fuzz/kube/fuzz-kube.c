@@ -2,7 +2,8 @@
 /* Fuzzes the client's response parsing: the watch-stream parser (fed in chunks whose size the
  * first byte picks), Status decoding, JSON bodies and their price (never below what jansson
  * takes to decode them), list bodies item by item, members left out before decoding (the rest
- * decodes the same), and kubeconfig resolution of the same bytes read as YAML. */
+ * decodes the same), the prefilter (what it passes over holds none of its groups of strings
+ * decoded), and kubeconfig resolution of the same bytes read as YAML. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,98 @@ static void check_drop(const char *in, size_t n)
     free(out);
 }
 
+/* Whether any member name or string in v (at any depth) holds s. */
+static bool holds(const json_t *v, const char *s)
+{
+    if (json_is_string(v) && memmem(json_string_value(v), json_string_length(v), s, strlen(s)))
+        return true;
+    const char *k;
+    json_t *x;
+    size_t idx;
+    if (json_is_object(v)) {
+        json_object_foreach ((json_t *)v, k, x) {
+            if (strstr(k, s) || holds(x, s))
+                return true;
+        }
+    }
+    if (json_is_array(v)) {
+        json_array_foreach (v, idx, x)
+            if (holds(x, s))
+                return true;
+    }
+    return false;
+}
+
+/* Whether v's names and strings hold every string of some group. */
+static bool holds_group(const json_t *v, const char *const *const *groups)
+{
+    for (size_t g = 0; groups[g]; g++) {
+        bool all = true;
+        for (size_t i = 0; all && groups[g][i]; i++)
+            all = holds(v, groups[g][i]);
+        if (all)
+            return true;
+    }
+    return false;
+}
+
+struct told {
+    enum kube_watch_type t;
+    char ns[KUBE_PREFILTER_NAME_MAX], name[KUBE_PREFILTER_NAME_MAX], rv[KUBE_PREFILTER_NAME_MAX];
+    bool has_ns, has_rv;
+};
+
+static bool note(enum kube_watch_type t, const char *ns, const char *name, const char *rv, void *ud)
+{
+    struct told *tl = ud;
+    tl->t = t;
+    tl->has_ns = ns != NULL;
+    tl->has_rv = rv != NULL;
+    snprintf(tl->ns, sizeof(tl->ns), "%s", ns ? ns : "");
+    snprintf(tl->name, sizeof(tl->name), "%s", name);
+    snprintf(tl->rv, sizeof(tl->rv), "%s", rv ? rv : "");
+    return true;
+}
+
+/* The prefilter: whenever it says the text may hold no group of strings whole, the decoded
+ * member names and strings hold no group whole; whenever it passes an item or event over, what it
+ * told of it is what the decoded object says (a watch event's type is never a BOOKMARK or an
+ * ERROR). */
+static void check_prefilter(const char *in, size_t n)
+{
+    static const char *const gpu[] = {"nvidia.com/", "requests", NULL};
+    static const char *const claims[] = {"resourceClaims", NULL};
+    static const char *const odd[] = {"x\"y", "caf\xc3\xa9", NULL};
+    static const char *const *const strings[] = {gpu, claims, odd, NULL};
+    json_t *v = json_loadb(in, n, JSON_DECODE_ANY, NULL);
+    if (v && !kube_json_may_hold(in, n, strings) && holds_group(v, strings)) {
+        fprintf(stderr, "may hold none, yet decoded: %.*s\n", (int)n, in);
+        abort();
+    }
+    for (int event = 0; event < 2; event++) {
+        struct told tl = {0};
+        struct kube_prefilter pf = {strings, note, &tl};
+        if (!kube_prefilter_pass(&pf, in, n, event) || !json_is_object(v))
+            continue;
+        json_t *obj = event ? json_object_get(v, "object") : v;
+        json_t *meta = json_object_get(obj, "metadata");
+        const char *type = json_string_value(json_object_get(v, "type"));
+        const char *ns = json_string_value(json_object_get(meta, "namespace"));
+        const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+        bool ok = !holds_group(v, strings) &&
+                  strcmp(json_string_value(json_object_get(meta, "name")) ?: "", tl.name) == 0 &&
+                  tl.has_ns == (ns != NULL) && strcmp(ns ?: "", tl.ns) == 0 &&
+                  tl.has_rv == (rv != NULL) && strcmp(rv ?: "", tl.rv) == 0 &&
+                  (!event || (tl.t != KUBE_WATCH_BOOKMARK && tl.t != KUBE_WATCH_ERROR &&
+                              strcmp(type ?: "", kube_watch_type_name(tl.t)) == 0));
+        if (!ok) {
+            fprintf(stderr, "passed over (event %d) %.*s\n", event, (int)n, in);
+            abort();
+        }
+    }
+    json_decref(v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -144,6 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_price(in, n);
     check_items(in, n);
     check_drop(in, n);
+    check_prefilter(in, n);
     kube_status_err(400 + (long)(data[0] % 200), in, n, "fuzz", &e);
     json_t *v = NULL;
     if (kube_json_parse(in, n, 1u << 20, "fuzz", &v, &e) == 0)

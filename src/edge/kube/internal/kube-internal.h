@@ -101,6 +101,36 @@ size_t kube_json_cost(const char *text, size_t n);
  * names the fault). kube-skim.c. */
 size_t kube_json_drop(const char *in, size_t n, const char *const *paths, const char *under,
                       char *out);
+/* A value's bytes in a text. */
+struct kube_span {
+    const char *text; /* NULL: not found */
+    size_t n;
+};
+/* Where the values at `paths` (dotted, from the root, NULL-terminated) of the JSON object text
+ * in[0..n) are: ret[i] for paths[i] (text NULL when absent), each value's bytes as they are
+ * (a string with its quotes). False when the text is not an object as expected or a path is
+ * found twice (what jansson keeps, the last, is then for a decode to say). kube-skim.c. */
+bool kube_json_find(const char *in, size_t n, const char *const *paths, struct kube_span *ret);
+
+/* The list items and watch events an informer passes over undecoded (kube_informer_opts.
+ * prefilter): those whose text holds no group of `groups` whole (kube_json_may_hold). `pass` is
+ * told each one's type (a list item's: KUBE_WATCH_ADDED), namespace (NULL: none), name and
+ * resourceVersion (NULL: none), read from the text, and says whether it may stay undecoded
+ * (false: it is decoded and handed over as any other). */
+struct kube_prefilter {
+    const char *const *const *groups;
+    bool (*pass)(enum kube_watch_type type, const char *ns, const char *name, const char *rv,
+                 void *userdata);
+    void *userdata;
+};
+/* Longest namespace, name or resourceVersion a passed-over object may have (else decoded). */
+#define KUBE_PREFILTER_NAME_MAX 256
+/* True when the text (a list item; with event, a whole watch event line) was passed over: it
+ * may hold no group of pf's whole, it is an ADDED, MODIFIED or DELETED event (never a BOOKMARK or
+ * an ERROR), its name and the rest read plainly (no escapes), and pf->pass agreed. False: decode
+ * it. pf NULL: false. kube-skim.c. */
+bool kube_prefilter_pass(const struct kube_prefilter *pf, const char *text, size_t n, bool event);
+
 /* The client's kube_options.drop_fields (NULL: none). */
 const char *const *kube_client_drop_fields(const struct kube_client *c);
 /* The same price for a decoded value (what a store or a list keeps of it): shared values are
@@ -163,7 +193,9 @@ struct kube_watch_parser {
     kube_watch_fn fn;
     void *userdata;
     const char *const *drop; /* NULL, or the members each event's object is decoded without */
-    int stopped;             /* the callback's nonzero return */
+    const struct kube_prefilter *pf; /* NULL, or what passes events over undecoded */
+    uint64_t skipped;                /* events it passed over */
+    int stopped;                     /* the callback's nonzero return */
     uint64_t events;
 };
 
@@ -179,6 +211,17 @@ int kube_watch_parser_finish(struct kube_watch_parser *p, struct err *e);
  * priced). *ret_obj is a new reference. */
 int kube_watch_event_parse(const char *line, size_t n, size_t max_decoded,
                            enum kube_watch_type *ret_type, json_t **ret_obj, struct err *e);
+
+/* ---- informer store ------------------------------------------------------------------------ */
+
+/* Makes a new version of an object share what did not change with the version it replaces:
+ * each value of fresh (a projection no one else holds yet) equal (json_equal) to the value at
+ * the same path of old is replaced by old's (a reference). Objects fresh alone holds are gone
+ * into (8 levels at most), so that an object with one changed member still shares the others;
+ * arrays, strings and objects shared already are compared whole. True when fresh equals old
+ * (then every member of it is old's). Stored objects are read-only: readers see no difference.
+ * kube-informer.c. */
+bool kube_share_unchanged(json_t *fresh, json_t *old);
 
 /* ---- HTTP/1.1 responses (kube-h1.c) ------------------------------------------------------ */
 
@@ -372,14 +415,20 @@ int kube_list_page_held(struct kube_client *c, const struct kube_resource *r, co
 /* One list item, decoded (borrowed: take a reference to keep it). A negative return stops the
  * list with that code. */
 typedef int (*kube_item_fn)(json_t *item, void *userdata, struct err *e);
-/* One page, its items decoded and handed to fn one at a time, so that what the page costs is
+/* One page, its items decoded and handed to fn one at a time (those pf passes over neither
+ * decoded nor handed over; pf may be NULL), so that what the page costs is
  * its body and one item, not the page decoded (a page of 500 real nodes: ~10 MiB of body,
  * ~50 MiB decoded). *ret_page (may be NULL) gets the page without its items (metadata.continue,
  * metadata.resourceVersion). A page malformed after some items gives those items to fn first,
  * then -EBADMSG. */
 int kube_list_page_each(struct kube_client *c, const struct kube_resource *r, const char *ns,
-                        const struct kube_list_opts *o, const char *continue_token, kube_item_fn fn,
-                        void *userdata, json_t **ret_page, struct err *e);
+                        const struct kube_list_opts *o, const char *continue_token,
+                        const struct kube_prefilter *pf, kube_item_fn fn, void *userdata,
+                        json_t **ret_page, struct err *e);
+/* kube_watch with events passed over undecoded by pf (NULL: none). */
+int kube_watch_prefiltered(struct kube_client *c, const struct kube_resource *r, const char *ns,
+                           const struct kube_watch_opts *o, const struct kube_prefilter *pf,
+                           kube_watch_fn fn, void *userdata, struct err *e);
 
 size_t kube_client_max_watch_line(const struct kube_client *c);
 size_t kube_client_max_decoded(const struct kube_client *c);
