@@ -21,6 +21,10 @@ struct upg_writes {
      * thread only; pruned as the informer's is) */
     json_t *intern;
     size_t intern_pruned;
+    /* the patches' texts, each held once: written without their precondition (the version is
+     * the entry's own), a fresh install's are alike for every node */
+    json_t *texts;
+    size_t texts_pruned;
 };
 
 struct upg_writes *upg_writes_new(void)
@@ -28,6 +32,7 @@ struct upg_writes *upg_writes_new(void)
     struct upg_writes *w = xcalloc(1, sizeof(*w));
     w->by_node = json_object();
     w->intern = json_object();
+    w->texts = json_object();
     return w;
 }
 
@@ -37,6 +42,7 @@ void upg_writes_free(struct upg_writes *w)
         return;
     json_decref(w->by_node);
     json_decref(w->intern);
+    json_decref(w->texts);
     free(w);
 }
 
@@ -56,14 +62,22 @@ void upg_writes_record(struct upg_writes *w, const char *node, const char *base_
         json_array_remove(replaced, 0);
         json_array_remove(patches, 0);
     }
-    char *text = json_dumps(patch, JSON_COMPACT);
+    /* the patch less its precondition (patched() reads its labels, annotations and the
+     * members outside metadata) */
+    _cleanup_json_ json_t *bare = json_copy((json_t *)patch);
+    json_t *meta = json_copy(json_object_get(patch, "metadata"));
+    if (meta) {
+        json_object_del(meta, "resourceVersion");
+        json_object_set_new(bare, "metadata", meta);
+    }
+    char *text = json_dumps(bare, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text) {
         json_decref(replaced);
         json_decref(patches);
         return;
     }
     json_array_append_new(replaced, json_string(base_rv));
-    json_array_append_new(patches, json_string(text));
+    json_array_append_new(patches, kobj_intern(w->texts, json_string(text)));
     free(text);
     json_object_set_new(
         w->by_node, node,
@@ -145,6 +159,7 @@ json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached)
     json_object_clear(w->by_node);
     json_object_update(w->by_node, keep);
     kobj_intern_prune(w->intern, &w->intern_pruned, 1024);
+    kobj_intern_prune(w->texts, &w->texts_pruned, 64);
     return out;
 }
 
