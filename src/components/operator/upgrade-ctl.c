@@ -57,7 +57,6 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     u->ns = ns;
     u->h = *h;
     u->posted = upg_event_log_new();
-    u->patched = json_object();
     u->writes = upg_writes_new();
     pthread_mutex_init(&u->lock, NULL);
     const struct embedded_file *m = &op_embedded_upgrade[0];
@@ -127,7 +126,6 @@ static void pass_clear(struct op_upgrade *u)
     u->pass = NULL;
     json_decref(u->pass_wishes);
     u->pass_wishes = NULL;
-    json_object_clear(u->patched);
 }
 
 void op_upgrade_free(struct op_upgrade *u)
@@ -138,7 +136,6 @@ void op_upgrade_free(struct op_upgrade *u)
         if (i != INF_NODES) /* the controller's */
             kube_informer_free(u->inf[i]);
     pass_clear(u);
-    json_decref(u->patched);
     upg_event_log_free(u->posted);
     upg_writes_free(u->writes);
     op_upgrade_pool_counts_free(u->pools, u->n_pools);
