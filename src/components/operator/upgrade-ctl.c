@@ -339,9 +339,12 @@ int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
     if (json_object_size(listed) > 0)
         requeue_within(u, 2000);
     op_upgrade_record(u, plan, auto_up, dt, dc);
+    /* the wishes move to pass_wishes, their one holder from here: a node's is let go of as soon
+     * as its patch went through (op_upgrade_node_written), not kept for the whole pass */
     u->pass_wishes = json_object();
     for (size_t i = 0; i < plan->n_patches; i++)
-        json_object_set(u->pass_wishes, plan->patches[i].node, plan->patches[i].patch);
+        json_object_set_new(u->pass_wishes, plan->patches[i].node,
+                            steal_ptr(&plan->patches[i].patch));
     u->pass = steal_ptr(&plan);
     return 0;
 }

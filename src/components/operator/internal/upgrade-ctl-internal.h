@@ -36,8 +36,9 @@ struct op_upgrade {
     uint64_t requeue_ms;
     /* the pass under way (op_upgrade_plan to the next; reconcile thread) */
     struct upg_plan *pass; /* NULL: none (no policy, or an informer not listed yet) */
-    /* node -> its patch in pass (borrowed from it) while the patch has not gone through: a
-     * node leaves once it has (no second map of every node written, 10,000 at a fresh install) */
+    /* node -> its patch (moved here from pass, whose patches are NULL) while the patch has not
+     * gone through: a node and its patch leave once it has (neither a second map of every node
+     * written nor their patches held to the end of the pass: 10,000 at a fresh install) */
     json_t *pass_wishes;
     int64_t pass_now_s;
     uint64_t last_unsynced_log_ms;
