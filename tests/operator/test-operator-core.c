@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "kobj.h"
+#include "operator-internal.h"
 #include "operator.h"
 #include "yamlcfg.h"
 
@@ -212,6 +213,67 @@ static json_t *labels_patch(const char *labels_yaml, const struct op_policy *p)
     struct err e = {0};
     assert_int_equal(op_node_labels(labels, p, &patch, &e), 0);
     return patch;
+}
+
+/* The node as it will be, read through a label patch (op_label_after and the questions asked
+ * of it), answers as the patch merged into a copy of the labels does, in both label forms. */
+static void test_node_after(void **state)
+{
+    (void)state;
+    static const char *const label_sets[] = {
+        "{}",
+        "{feature.node.kubernetes.io/pci-10de.present: 'true'}",
+        "{feature.node.kubernetes.io/cpu-model.id: '143', nvidia.com/gpu.present: 'true'}",
+        "{nvidia.com/gpu.present: 'true'}",
+        "{nvidia.com/gpu.present: 'true', nvidia.com/gpu.deploy.driver: pre-installed}",
+        "{nvidia.com/gpu.deploy.operands: 'false', feature.node.kubernetes.io/pci-10de.present: "
+        "'true'}",
+        "{feature.node.kubernetes.io/pci-0302_10de.present: 'true', nvidia.com/gpu.deploy.driver: "
+        "'true', nvidia.com/gpu-operator.driver.owner: pool-a}",
+    };
+    static const char *const patches[] = {
+        "{}",
+        "{nvidia.com/gpu.present: null}",
+        "{feature.node.kubernetes.io/pci-10de.present: null}",
+        "{feature.node.kubernetes.io/pci-10de.present: 'false'}",
+        "{feature.node.kubernetes.io/cpu-model.id: null}",
+        "{feature.node.kubernetes.io/cpu-model.id: '143'}",
+        "{nvidia.com/gpu.deploy.driver: pre-installed}",
+        "{nvidia.com/gpu.deploy.driver: null, nvidia.com/gpu.present: 'true'}",
+        "{nvidia.com/gpu.deploy.operands: null}",
+        "{nvidia.com/gpu.deploy.operands: 'false'}",
+        "{nvidia.com/gpu-operator.driver.owner: pool-b}",
+        "{nvidia.com/gpu-operator.driver.owner: null}",
+    };
+    _cleanup_json_ json_t *intern = json_object();
+    int differs = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(label_sets); i++) {
+        _cleanup_json_ json_t *labels = load_yaml(label_sets[i]);
+        _cleanup_json_ json_t *compact = kobj_labels_compact(labels, intern);
+        assert_non_null(compact);
+        for (size_t j = 0; j < ARRAY_SIZE(patches); j++) {
+            _cleanup_json_ json_t *patch = load_yaml(patches[j]);
+            _cleanup_json_ json_t *after = kobj_merge_patch(labels, patch);
+            const json_t *forms[] = {labels, compact};
+            for (size_t f = 0; f < ARRAY_SIZE(forms); f++) {
+                const char *what = f ? "compact" : "object";
+                if (op_node_is_gpu_after(forms[f], patch) != op_node_is_gpu(after))
+                    fail_msg("labels %zu, patch %zu (%s): is_gpu", i, j, what);
+                if (op_node_runs_driver_after(forms[f], patch) != op_node_runs_driver(after))
+                    fail_msg("labels %zu, patch %zu (%s): runs_driver", i, j, what);
+                const char *keys[] = {OP_LABEL_DRIVER_OWNER, OP_LABEL_GPU_PRESENT,
+                                      "feature.node.kubernetes.io/cpu-model.id"};
+                for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+                    if (!streq_ptr(op_label_after(forms[f], patch, keys[k]),
+                                   kobj_labels_get(after, keys[k])))
+                        fail_msg("labels %zu, patch %zu (%s): %s", i, j, what, keys[k]);
+            }
+            differs += op_node_is_gpu(labels) != op_node_is_gpu(after) ||
+                       op_node_runs_driver(labels) != op_node_runs_driver(after);
+        }
+    }
+    /* the table has patches that change the answers, not only ones that keep them */
+    assert_true(differs >= 8);
 }
 
 static void test_node_labels(void **state)
@@ -922,6 +984,7 @@ int main(void)
         cmocka_unit_test(test_sample_policy),
         cmocka_unit_test(test_invalid_policy),
         cmocka_unit_test(test_node_labels),
+        cmocka_unit_test(test_node_after),
         cmocka_unit_test(test_render_sample),
         cmocka_unit_test(test_disable_component),
         cmocka_unit_test(test_ds_ready),

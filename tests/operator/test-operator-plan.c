@@ -437,6 +437,13 @@ static void run_fixture(const char *path, bool compact)
         op_write_errors_done(&werr);
         if (pr < 0)
             fail_msg("%s step %zu: %s", path, i, err_msg(&e));
+        /* Node patches alike are one value, held once. */
+        for (size_t a = 0; a < plan->n_node_patches; a++)
+            for (size_t b = a + 1; b < plan->n_node_patches; b++)
+                if (json_equal(plan->node_patches[a].labels, plan->node_patches[b].labels) &&
+                    plan->node_patches[a].labels != plan->node_patches[b].labels)
+                    fail_msg("%s step %zu: nodes %s and %s: equal patches held twice", path, i,
+                             plan->node_patches[a].node, plan->node_patches[b].node);
         /* Every object planned is one a real API server accepts. */
         size_t d;
         json_t *obj;

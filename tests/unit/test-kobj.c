@@ -1072,6 +1072,32 @@ static void test_label_sets_selectors(void **state)
     json_decref(intern);
 }
 
+/* Equal values held once, whatever their keys' order; a change to one held is found. */
+static void test_intern(void **state)
+{
+    (void)state;
+    json_t *table = json_object();
+    json_t *a = kobj_intern(table, json_pack("{s:s,s:n}", "x", "1", "y"));
+    json_t *b = kobj_intern(table, json_pack("{s:n,s:s}", "y", "x", "1"));
+    json_t *c = kobj_intern(table, json_pack("{s:s}", "x", "2"));
+    assert_ptr_equal(a, b);
+    assert_ptr_not_equal(a, c);
+    assert_int_equal(json_object_size(table), 2);
+    assert_null(kobj_intern(table, NULL));
+    json_t *d = json_string("as is");
+    assert_ptr_equal(kobj_intern(NULL, d), d);
+    assert_true(kobj_intern_check(table));
+    json_object_set_new(c, "z", json_string("changed"));
+    assert_false(kobj_intern_check(table));
+    /* the values handed out outlive the table */
+    json_decref(table);
+    assert_string_equal(json_string_value(json_object_get(b, "x")), "1");
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    json_decref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1087,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_pod_ready),
         cmocka_unit_test(test_label_sets),
         cmocka_unit_test(test_label_sets_random),
+        cmocka_unit_test(test_intern),
         cmocka_unit_test(test_label_sets_shared),
         cmocka_unit_test(test_label_sets_prune),
         cmocka_unit_test(test_label_sets_planted),

@@ -715,6 +715,14 @@ static void test_fresh_node_done_before_its_pod(void **state)
             kobj_keys(pa, (const char *const[]){"metadata", "annotations", UPG_ANN_SINCE, NULL}));
     }
     assert_null(patch_of(p, "pre-installed"));
+    /* alike for both nodes (the state, the pass's time): each map held once */
+    for (int k = 0; k < 2; k++) {
+        const char *const path[] = {"metadata", k ? "annotations" : "labels", NULL};
+        const json_t *a = kobj_keys(patch_of(p, "fresh-1"), path),
+                     *b = kobj_keys(patch_of(p, "fresh-2"), path);
+        assert_true(json_equal((json_t *)a, (json_t *)b));
+        assert_ptr_equal(a, b);
+    }
     assert_true(has_event(p, "fresh-1", "[upgrade-done]"));
     assert_int_equal(p->counts.done, 2);
     execute(&w, p);
@@ -1131,6 +1139,49 @@ static void test_writes_rule(void **state)
     json_decref(p2);
     upg_writes_free(wr);
     upg_writes_free(NULL);
+}
+
+/* Writes k -> k + 1 for k in 0..39 on node n, each setting label s to vk. */
+static void record_chain(struct upg_writes *wr)
+{
+    for (int k = 0; k < 40; k++) {
+        char base[16], rv[16], val[16];
+        snprintf(base, sizeof(base), "%d", k);
+        snprintf(rv, sizeof(rv), "%d", k + 1);
+        snprintf(val, sizeof(val), "v%d", k);
+        json_t *p =
+            json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", base, "labels", "s", val);
+        upg_writes_record(wr, "n", base, rv, p);
+        json_decref(p);
+    }
+}
+
+/* A chain of writes keeps its 32 newest: a cache at a version an older write replaced is too
+ * far behind to plan from and is read as it is. */
+static void test_writes_chain_bounded(void **state)
+{
+    (void)state;
+    struct upg_writes *wr = upg_writes_new();
+    for (int k = 6; k <= 9; k++) {
+        record_chain(wr); /* again: a cache read as it is forgets the chain */
+        char rv[16];
+        snprintf(rv, sizeof(rv), "%d", k);
+        json_t *node = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "n",
+                                 "resourceVersion", rv, "labels", "s", "cached");
+        json_t *cache = json_pack("[O]", node);
+        json_t *f = upg_writes_fresh(wr, cache);
+        json_t *n = json_array_get(f, 0);
+        if (k < 8) {
+            assert_ptr_equal(n, node);
+        } else {
+            assert_string_equal(kobj_resource_version(n), "40");
+            assert_string_equal(kobj_label(n, "s"), "v39");
+        }
+        json_decref(f);
+        json_decref(cache);
+        json_decref(node);
+    }
+    upg_writes_free(wr);
 }
 
 /*
@@ -2454,6 +2505,7 @@ int main(void)
         cmocka_unit_test(test_validation_timeout),
         cmocka_unit_test(test_validation_resumes_stale_validator),
         cmocka_unit_test(test_writes_rule),
+        cmocka_unit_test(test_writes_chain_bounded),
         cmocka_unit_test(test_stale_informer_no_repeat),
         cmocka_unit_test(test_capacity_floor),
         cmocka_unit_test(test_window_closed_then_open),

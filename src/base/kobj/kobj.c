@@ -124,6 +124,37 @@ json_t *kobj_merge_patch(const json_t *target, const json_t *patch)
     return res;
 }
 
+#define INTERN_FLAGS (JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+
+json_t *kobj_intern(json_t *table, json_t *v)
+{
+    if (!table || !v)
+        return v;
+    _cleanup_free_ char *key = json_dumps(v, INTERN_FLAGS);
+    if (!key)
+        return v; /* out of memory for the text: not shared, still right */
+    json_t *have = json_object_get(table, key);
+    if (have) {
+        json_incref(have);
+        json_decref(v);
+        return have;
+    }
+    json_object_set(table, key, v);
+    return v;
+}
+
+bool kobj_intern_check(const json_t *table)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)table, k, v) {
+        _cleanup_free_ char *text = json_dumps(v, INTERN_FLAGS);
+        if (!text || strcmp(text, k) != 0)
+            return false;
+    }
+    return true;
+}
+
 /* ---- metadata ------------------------------------------------------------------------------- */
 
 static json_t *meta(const json_t *obj)

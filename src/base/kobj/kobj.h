@@ -55,6 +55,14 @@ void kobj_path_copy(json_t *dst, const json_t *src, const char *dotted);
 /* RFC 7386 JSON merge patch: `patch` applied to `target` (NULL: none), as a new value; neither
  * is changed. An object patch merges key by key (null removes), anything else replaces. */
 json_t *kobj_merge_patch(const json_t *target, const json_t *patch);
+/* Equal values held once: `v` (a new reference, taken) or, when `table` already holds a value
+ * of the same content (its sorted compact JSON text, the table's key), that one; a new
+ * reference either way. A value handed out is shared by everyone who interned its equal, so
+ * it is read-only from then on (kobj_intern_check finds one changed). NULL table: v as is.
+ * The caller serialises use of the table; freeing the table keeps the values handed out. */
+json_t *kobj_intern(json_t *table, json_t *v);
+/* Whether every value of an intern table still reads as its key (nothing changed it). */
+bool kobj_intern_check(const json_t *table);
 
 /* ---- object metadata ------------------------------------------------------------------------ */
 

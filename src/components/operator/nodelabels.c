@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kobj.h"
+#include "operator-internal.h"
 #include "operator.h"
 
 static const char *const nfd_gpu_labels[] = {
@@ -14,11 +15,27 @@ static const char *const nfd_gpu_labels[] = {
     NULL,
 };
 
-static bool has_nfd_labels(const json_t *labels)
+const char *op_label_after(const json_t *labels, const json_t *patch, const char *key)
 {
+    json_t *v = json_object_get(patch, key);
+    if (v)
+        return json_string_value(v); /* null: removed */
+    return kobj_labels_get(labels, key);
+}
+
+/* Whether the node has a label of NFD's once `patch` is written (any value counts). */
+static bool has_nfd_labels(const json_t *labels, const json_t *patch)
+{
+    static const char nfd[] = "feature.node.kubernetes.io/";
     const char *k, *v;
     kobj_labels_foreach (labels, it, k, v) {
-        if (str_has_prefix(k, "feature.node.kubernetes.io/"))
+        if (str_has_prefix(k, nfd) && !json_is_null(json_object_get(patch, k)))
+            return true;
+    }
+    const char *pk;
+    json_t *pv;
+    json_object_foreach ((json_t *)patch, pk, pv) {
+        if (str_has_prefix(pk, nfd) && !json_is_null(pv))
             return true;
     }
     return false;
@@ -28,14 +45,19 @@ static bool has_nfd_labels(const json_t *labels)
  * With NFD on the node, its PCI labels decide (so gpu.present follows them when they go away);
  * without NFD, an administrator's nvidia.com/gpu.present=true marks a GPU node.
  */
-bool op_node_is_gpu(const json_t *labels)
+bool op_node_is_gpu_after(const json_t *labels, const json_t *patch)
 {
     for (const char *const *k = nfd_gpu_labels; *k; k++)
-        if (streq_ptr(kobj_labels_get(labels, *k), "true"))
+        if (streq_ptr(op_label_after(labels, patch, *k), "true"))
             return true;
-    if (has_nfd_labels(labels))
+    if (has_nfd_labels(labels, patch))
         return false;
-    return streq_ptr(kobj_labels_get(labels, OP_LABEL_GPU_PRESENT), "true");
+    return streq_ptr(op_label_after(labels, patch, OP_LABEL_GPU_PRESENT), "true");
+}
+
+bool op_node_is_gpu(const json_t *labels)
+{
+    return op_node_is_gpu_after(labels, NULL);
 }
 
 static bool contains_ci(const char *hay, const char *needle)

@@ -315,7 +315,9 @@ struct op_policy_report {
 
 struct op_node_patch {
     char *node;
-    json_t *labels; /* merge patch of metadata.labels: key -> string, or null to remove */
+    /* merge patch of metadata.labels: key -> string, or null to remove; one value for every
+     * node whose patch is alike (held once), so read-only */
+    json_t *labels;
 };
 
 /* An object to delete. */

@@ -226,16 +226,26 @@ static struct op_policy_report *plan_conflict(const struct op_snapshot *s, const
 
 /* ---- nodes -------------------------------------------------------------------------------- */
 
+static bool driver_targets_after(const json_t *labels, const json_t *patch)
+{
+    const char *deploy = op_label_after(labels, patch, "nvidia.com/gpu.deploy.driver");
+    return !deploy || !*deploy || strcmp(deploy, "true") == 0;
+}
+
 static bool driver_targets(const json_t *labels)
 {
-    const char *deploy = kobj_labels_get(labels, "nvidia.com/gpu.deploy.driver");
-    return !deploy || !*deploy || strcmp(deploy, "true") == 0;
+    return driver_targets_after(labels, NULL);
+}
+
+bool op_node_runs_driver_after(const json_t *labels, const json_t *patch)
+{
+    return driver_targets_after(labels, patch) &&
+           !streq_ptr(op_label_after(labels, patch, OP_LABEL_DEPLOY_OPERANDS), "false");
 }
 
 bool op_node_runs_driver(const json_t *labels)
 {
-    return driver_targets(labels) &&
-           !streq_ptr(kobj_labels_get(labels, OP_LABEL_DEPLOY_OPERANDS), "false");
+    return op_node_runs_driver_after(labels, NULL);
 }
 
 /* The driver image's OS suffix from the NFD os_release labels of the GPU nodes the driver
@@ -334,6 +344,8 @@ static bool driver_is_containers(const json_t *node)
 static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json_t *owners,
                       struct op_plan *plan, json_t *warnings, struct err *e)
 {
+    /* equal patches held once (on a fresh install every GPU node's is the same): read-only */
+    _cleanup_json_ json_t *intern = json_object();
     size_t i;
     const json_t *n;
     json_array_foreach (nodes, i, n) {
@@ -346,12 +358,10 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json
         if (owner)
             json_object_set(patch, OP_LABEL_DRIVER_OWNER, owner);
         if (p->operand[OP_DRIVER].enabled && kobj_name(n)) {
-            /* as the node will be: the patch written */
-            _cleanup_json_ json_t *before = kobj_labels_object(labels);
-            _cleanup_json_ json_t *after = kobj_merge_patch(before, patch);
+            /* as the node will be: the patch written (read through it, no merged copy) */
             bool driver =
-                op_node_is_gpu(after) && op_node_runs_driver(after) &&
-                (!p->use_nvidia_driver_crd || kobj_labels_get(after, OP_LABEL_DRIVER_OWNER));
+                op_node_is_gpu_after(labels, patch) && op_node_runs_driver_after(labels, patch) &&
+                (!p->use_nvidia_driver_crd || op_label_after(labels, patch, OP_LABEL_DRIVER_OWNER));
             if (driver)
                 json_object_set_new(plan->driver_nodes, kobj_name(n), json_true());
         }
@@ -369,10 +379,12 @@ static int plan_nodes(const json_t *nodes, const struct op_policy *p, const json
         if (json_object_size(patch) > 0) {
             plan->node_patches = xrealloc(plan->node_patches,
                                           (plan->n_node_patches + 1) * sizeof(*plan->node_patches));
-            plan->node_patches[plan->n_node_patches++] =
-                (struct op_node_patch){xstrdup(kobj_name(n) ?: ""), steal_ptr(&patch)};
+            plan->node_patches[plan->n_node_patches++] = (struct op_node_patch){
+                xstrdup(kobj_name(n) ?: ""), kobj_intern(intern, steal_ptr(&patch))};
         }
     }
+    /* nothing changed a patch once interned */
+    assert(kobj_intern_check(intern));
     return 0;
 }
 

@@ -307,30 +307,57 @@ static const struct op_node_controller node_controllers[] = {
     [CTL_DEPLOY] = {"deploy", true},
 };
 
+/* The nodes to patch this reconcile and the wishes their one patch merges. A node's merged
+ * patch is made again right before it is written and let go of right after, so that only one
+ * is alive at a time (not a patch for every node: several MiB at 10,000 nodes); the merge is a
+ * pure function of the wishes, which are held here (shared values, read-only) until then. */
+struct node_write {
+    char *node;
+    json_t *deploy;  /* the plan's label patch (shared between nodes alike); NULL: none */
+    json_t *upgrade; /* the upgrade pass's wish; NULL: none */
+    enum op_write_phase phase;
+    bool pending; /* not written yet */
+};
+
 struct node_writes {
-    char **node;
-    struct op_node_merged *m;
+    struct node_write *v;
     size_t n;
 };
 
 static void node_writes_done(struct node_writes *nw)
 {
     for (size_t i = 0; i < nw->n; i++) {
-        free(nw->node[i]);
-        op_node_merged_done(&nw->m[i]);
+        free(nw->v[i].node);
+        json_decref(nw->v[i].deploy);
+        json_decref(nw->v[i].upgrade);
     }
-    free(nw->node);
-    free(nw->m);
+    free(nw->v);
     *nw = (struct node_writes){0};
 }
 
-/* One node's wishes merged; a wish the merge refuses is a write error of the node. */
-static void merge_node(struct node_writes *nw, const char *node, const struct op_node_wish *w,
-                       size_t n, struct op_write_errors *errors)
+/* The node's wishes merged into *ret (op_node_merged_done it). */
+static int node_write_merge(const struct node_write *nwr, struct op_node_merged *ret, struct err *e)
 {
+    _cleanup_json_ json_t *deploy =
+        nwr->deploy ? json_pack("{s:{s:O}}", "metadata", "labels", nwr->deploy) : NULL;
+    struct op_node_wish w[2];
+    size_t n = 0;
+    if (deploy)
+        w[n++] = (struct op_node_wish){nwr->node, CTL_DEPLOY, deploy};
+    if (nwr->upgrade)
+        w[n++] = (struct op_node_wish){nwr->node, CTL_UPGRADE, nwr->upgrade}; /* in any order */
+    return op_node_merge(node_controllers, ARRAY_SIZE(node_controllers), w, n, ret, e);
+}
+
+/* One node's wishes merged once to learn what it writes and when; a wish the merge refuses is a
+ * write error of the node. */
+static void merge_node(struct node_writes *nw, const char *node, json_t *deploy, json_t *upgrade,
+                       struct op_write_errors *errors)
+{
+    struct node_write nwr = {(char *)node, deploy, upgrade, OP_PHASE_DEPLOY, true};
     struct op_node_merged m = {0};
     struct err e = {0};
-    if (op_node_merge(node_controllers, ARRAY_SIZE(node_controllers), w, n, &m, &e) < 0) {
+    if (node_write_merge(&nwr, &m, &e) < 0) {
         add_write_error(errors, "Node", NULL, node, &e);
         return;
     }
@@ -340,14 +367,20 @@ static void merge_node(struct node_writes *nw, const char *node, const struct op
                  "dropped=%s",
                  node, m.conflicts[i].field, node_controllers[m.conflicts[i].winner].name,
                  node_controllers[m.conflicts[i].loser].name);
-    if (!m.patch) {
-        op_node_merged_done(&m);
-        return;
+    if (m.patch) {
+        nwr.phase = op_node_patch_phase(&m);
+        nwr.node = xstrdup(node);
+        json_incref(deploy);
+        json_incref(upgrade);
+        nw->v = xrealloc(nw->v, (nw->n + 1) * sizeof(*nw->v));
+        nw->v[nw->n++] = nwr;
     }
-    nw->node = xrealloc(nw->node, (nw->n + 1) * sizeof(*nw->node));
-    nw->m = xrealloc(nw->m, (nw->n + 1) * sizeof(*nw->m));
-    nw->node[nw->n] = xstrdup(node);
-    nw->m[nw->n++] = m;
+    op_node_merged_done(&m);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* Every node's one patch: the plan's deploy labels and the upgrade pass's wish, merged. */
@@ -355,25 +388,20 @@ static void merge_nodes(struct controller *c, const struct op_plan *plan, struct
                         struct op_write_errors *errors)
 {
     const json_t *upg = op_upgrade_node_wishes(c->upg);
-    _cleanup_json_ json_t *done = json_object();
+    /* the nodes with deploy labels, sorted: the upgrade's other nodes are looked up in it */
+    _cleanup_free_ const char **planned = xcalloc(plan->n_node_patches + 1, sizeof(*planned));
     for (size_t i = 0; i < plan->n_node_patches; i++) {
         const struct op_node_patch *np = &plan->node_patches[i];
-        _cleanup_json_ json_t *deploy = json_pack("{s:{s:O}}", "metadata", "labels", np->labels);
-        struct op_node_wish w[2] = {{np->node, CTL_DEPLOY, deploy}};
-        size_t n = 1;
-        const json_t *u = upg ? json_object_get(upg, np->node) : NULL;
-        if (u)
-            w[n++] = (struct op_node_wish){np->node, CTL_UPGRADE, u}; /* in any order */
-        merge_node(nw, np->node, w, n, errors);
-        json_object_set_new(done, np->node, json_true());
+        planned[i] = np->node;
+        merge_node(nw, np->node, np->labels, upg ? json_object_get(upg, np->node) : NULL, errors);
     }
+    qsort(planned, plan->n_node_patches, sizeof(*planned), cmp_str);
     const char *node;
     json_t *u;
     json_object_foreach ((json_t *)upg, node, u) {
-        if (json_object_get(done, node))
+        if (bsearch(&node, planned, plan->n_node_patches, sizeof(*planned), cmp_str))
             continue;
-        struct op_node_wish w = {node, CTL_UPGRADE, u};
-        merge_node(nw, node, &w, 1, errors);
+        merge_node(nw, node, NULL, u, errors);
     }
 }
 
@@ -386,39 +414,53 @@ static int write_node_patches(struct controller *c, struct node_writes *nw,
                               struct err *e)
 {
     for (size_t i = 0; i < nw->n; i++) {
-        struct op_node_merged *m = &nw->m[i];
-        const char *node = nw->node[i];
-        if (!m->patch || op_node_patch_phase(m) != phase)
-            continue; /* written in an earlier phase (let go below), or another phase's */
+        struct node_write *nwr = &nw->v[i];
+        const char *node = nwr->node;
+        if (!nwr->pending || nwr->phase != phase)
+            continue; /* written in an earlier phase, or another phase's */
         if (op_check_leader(c, e) < 0)
             return -ECANCELED;
+        /* made now, let go of below: one node's merged patch alive at a time */
+        struct op_node_merged m = {0};
+        struct err me = {0};
+        int r = node_write_merge(nwr, &m, &me);
+        /* the same wishes merged as in merge_nodes: the same outcome */
+        assert(r == 0 && m.patch && op_node_patch_phase(&m) == phase);
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
         _cleanup_json_ json_t *out = NULL;
         struct err ne = {0};
-        int r = kube_patch(c->kc, &KUBE_NODES, NULL, node, &po, m->patch, &out, &ne);
+        if (r < 0 || !m.patch) {
+            if (r < 0 && nwr->deploy)
+                add_write_error(errors, "Node", NULL, node, &me);
+            goto next;
+        }
+        r = kube_patch(c->kc, &KUBE_NODES, NULL, node, &po, m.patch, &out, &ne);
         if (r == 0)
             op_count_write(c);
-        if (m->controllers & (UINT64_C(1) << CTL_UPGRADE)) {
+        if (m.controllers & (UINT64_C(1) << CTL_UPGRADE)) {
             if (r < 0 && r != KUBE_ECONFLICT && r != -ENOENT)
                 log_warn(COMPONENT, "node patch failed", "node=%s error=\"%s\"", node,
                          err_msg(&ne));
             /* read-your-writes keeps the patch and the version it made, not the node */
             op_upgrade_node_written(c->upg, node, r,
-                                    kobj_path_str(m->patch, "metadata.resourceVersion"),
-                                    r == 0 ? kobj_resource_version(out) : NULL, m->patch);
+                                    kobj_path_str(m.patch, "metadata.resourceVersion"),
+                                    r == 0 ? kobj_resource_version(out) : NULL, m.patch);
         }
-        if (r == KUBE_ECONFLICT && m->fallback) {
+        if (r == KUBE_ECONFLICT && m.fallback) {
             json_decref(steal_ptr(&out));
             err_clear(&ne);
-            r = kube_patch(c->kc, &KUBE_NODES, NULL, node, &po, m->fallback, &out, &ne);
+            r = kube_patch(c->kc, &KUBE_NODES, NULL, node, &po, m.fallback, &out, &ne);
             if (r == 0)
                 op_count_write(c);
         }
-        if (r < 0 && r != -ENOENT && m->deploys)
+        if (r < 0 && r != -ENOENT && m.deploys)
             add_write_error(errors, "Node", NULL, node, &ne);
-        /* written: let go of it now, so the patches still to go and the nodes the writes
-         * returned are not all alive at once (a patch each at 10,000 nodes) */
-        op_node_merged_done(m);
+    next:
+        op_node_merged_done(&m);
+        /* written: its wishes let go of now */
+        nwr->pending = false;
+        json_decref(steal_ptr(&nwr->deploy));
+        json_decref(steal_ptr(&nwr->upgrade));
     }
     return 0;
 }

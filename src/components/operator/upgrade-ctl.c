@@ -57,7 +57,6 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     u->ns = ns;
     u->h = *h;
     u->posted = upg_event_log_new();
-    u->patched = json_object();
     u->writes = upg_writes_new();
     pthread_mutex_init(&u->lock, NULL);
     const struct embedded_file *m = &op_embedded_upgrade[0];
@@ -128,7 +127,6 @@ static void pass_clear(struct op_upgrade *u)
     u->pass = NULL;
     json_decref(u->pass_wishes);
     u->pass_wishes = NULL;
-    json_object_clear(u->patched);
 }
 
 void op_upgrade_free(struct op_upgrade *u)
@@ -139,7 +137,6 @@ void op_upgrade_free(struct op_upgrade *u)
         if (i != INF_NODES) /* the controller's */
             kube_informer_free(u->inf[i]);
     pass_clear(u);
-    json_decref(u->patched);
     upg_event_log_free(u->posted);
     upg_writes_free(u->writes);
     op_upgrade_pool_counts_free(u->pools, u->n_pools);
@@ -343,9 +340,12 @@ int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
     if (json_object_size(listed) > 0)
         requeue_within(u, 2000);
     op_upgrade_record(u, plan, auto_up, dt, dc);
+    /* the wishes move to pass_wishes, their one holder from here: a node's is let go of as soon
+     * as its patch went through (op_upgrade_node_written), not kept for the whole pass */
     u->pass_wishes = json_object();
     for (size_t i = 0; i < plan->n_patches; i++)
-        json_object_set(u->pass_wishes, plan->patches[i].node, plan->patches[i].patch);
+        json_object_set_new(u->pass_wishes, plan->patches[i].node,
+                            steal_ptr(&plan->patches[i].patch));
     u->pass = steal_ptr(&plan);
     return 0;
 }

@@ -98,8 +98,9 @@ void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, con
                              const char *rv, const json_t *patch)
 {
     if (rc == 0) {
-        json_object_set_new(u->patched, node, json_true());
         upg_writes_record(u->writes, node, base_rv, rv, patch);
+        if (u->pass_wishes)
+            json_object_del(u->pass_wishes, node); /* it went through */
         return;
     }
     if (rc == KUBE_ECONFLICT) {
@@ -117,7 +118,7 @@ void op_upgrade_node_written(struct op_upgrade *u, const char *node, int rc, con
 /* The node's wish (if the pass had one) went through. */
 static bool node_done(struct op_upgrade *u, const char *node)
 {
-    return !json_object_get(u->pass_wishes, node) || json_object_get(u->patched, node);
+    return !json_object_get(u->pass_wishes, node);
 }
 
 int op_upgrade_bookkeeping(struct op_upgrade *u, struct err *e)

@@ -64,6 +64,9 @@ struct planner {
     /* managed nodes, and those unavailable and in flight, across pools (NVIDIA's limits) */
     int g_total, g_unavail, g_progress;
     struct upg_plan *out;
+    /* the node patches' label and annotation maps, equal ones held once (on a fresh install
+     * every node's is upgrade-done since the pass's time): read-only once in a patch */
+    json_t *intern;
 };
 
 /* ---- the plan's lists ----------------------------------------------------------------------- */
@@ -1039,9 +1042,9 @@ static void node_patch_out(struct planner *pl, struct node *n)
     json_t *patch = json_object();
     json_t *meta = json_object();
     if (n->labels)
-        json_object_set(meta, "labels", n->labels);
+        json_object_set_new(meta, "labels", kobj_intern(pl->intern, json_incref(n->labels)));
     if (n->anns)
-        json_object_set(meta, "annotations", n->anns);
+        json_object_set_new(meta, "annotations", kobj_intern(pl->intern, json_incref(n->anns)));
     /* the precondition: the plan holds for the node as read (upgrade.h, read-your-writes) */
     const char *rv = kobj_resource_version(n->obj);
     if (rv)
@@ -1095,6 +1098,9 @@ static void pool_report(struct planner *pl, struct pool *p, int pi, const char *
 
 static void plan_free_inner(struct planner *pl)
 {
+    /* nothing changed a map once in a patch */
+    assert(kobj_intern_check(pl->intern));
+    json_decref(pl->intern);
     for (size_t i = 0; i < pl->nn; i++) {
         free(pl->n[i].frozen);
         json_decref(pl->n[i].vpods);
@@ -1355,6 +1361,7 @@ int upg_plan(const struct upg_input *in, struct upg_plan **ret, struct err *e)
     struct planner pl = {.in = in, .out = out};
     if (!plan_frozen(&pl)) {
         pl.pdb_used = json_object();
+        pl.intern = json_object();
         load_nodes(&pl);
         if (!in->policy->auto_upgrade) {
             plan_stand_down(&pl);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Read-your-writes for the upgrade controller's node patches (upgrade.h states the rule). */
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +12,21 @@
 #define REPLACED_MAX 32 /* versions remembered per node: a cache further behind plans from it */
 
 struct upg_writes {
-    /* node name -> {"replaced": [resourceVersions gpuop's writes replaced, oldest first],
-     * "patches": [the patch written on each of them, as compact JSON text], "rv": the last
-     * write's version}. Text: a fresh install writes every node at once, and a patch of ~15
-     * labels and annotations is ~2.5 KiB as jansson objects against ~0.6 KiB as text; it is
-     * parsed again only for a pass that plans from it. */
+    /* node name -> [the last write's version, then per write gpuop made on the chain, oldest
+     * first: the resourceVersion it replaced, the patch written on it as compact JSON text].
+     * One array a node (a fresh install writes every node at once: an object and two arrays a
+     * node were ~0.5 KiB more). Text: a patch of ~15 labels and annotations is ~2.5 KiB as
+     * jansson objects against ~0.6 KiB as text, and the texts alike are held once (below); it
+     * is parsed again only for a pass that plans from it. */
     json_t *by_node;
     /* "key=value" -> one string, for the compact labels of the nodes fresh() makes (reconcile
      * thread only; pruned as the informer's is) */
     json_t *intern;
     size_t intern_pruned;
+    /* the patches' texts, each held once: written without their precondition (the version is
+     * the entry's own), a fresh install's are alike for every node */
+    json_t *texts;
+    size_t texts_pruned;
 };
 
 struct upg_writes *upg_writes_new(void)
@@ -28,6 +34,7 @@ struct upg_writes *upg_writes_new(void)
     struct upg_writes *w = xcalloc(1, sizeof(*w));
     w->by_node = json_object();
     w->intern = json_object();
+    w->texts = json_object();
     return w;
 }
 
@@ -37,6 +44,7 @@ void upg_writes_free(struct upg_writes *w)
         return;
     json_decref(w->by_node);
     json_decref(w->intern);
+    json_decref(w->texts);
     free(w);
 }
 
@@ -46,46 +54,50 @@ void upg_writes_record(struct upg_writes *w, const char *node, const char *base_
     if (!node || !base_rv || !rv || streq_ptr(base_rv, rv) || !json_is_object(patch))
         return;
     json_t *e = json_object_get(w->by_node, node);
-    json_t *replaced = json_array(), *patches = json_array();
-    /* a write on top of the previous one (planned from its copy): the chain goes on */
-    if (e && streq_ptr(json_string_value(json_object_get(e, "rv")), base_rv)) {
-        json_array_extend(replaced, json_object_get(e, "replaced"));
-        json_array_extend(patches, json_object_get(e, "patches"));
+    json_t *entry = json_array();
+    json_array_append_new(entry, json_string(rv));
+    /* a write on top of the previous one (planned from its copy): the chain goes on, its
+     * REPLACED_MAX - 1 newest writes kept */
+    if (e && streq_ptr(json_string_value(json_array_get(e, 0)), base_rv)) {
+        size_t writes = (json_array_size(e) - 1) / 2;
+        size_t from = writes >= REPLACED_MAX ? writes - (REPLACED_MAX - 1) : 0;
+        for (size_t i = 1 + 2 * from; i < json_array_size(e); i++)
+            json_array_append(entry, json_array_get(e, i));
     }
-    while (json_array_size(replaced) >= REPLACED_MAX) {
-        json_array_remove(replaced, 0);
-        json_array_remove(patches, 0);
+    /* the patch less its precondition (patched() reads its labels, annotations and the
+     * members outside metadata) */
+    _cleanup_json_ json_t *bare = json_copy((json_t *)patch);
+    json_t *meta = json_copy(json_object_get(patch, "metadata"));
+    if (meta) {
+        json_object_del(meta, "resourceVersion");
+        json_object_set_new(bare, "metadata", meta);
     }
-    char *text = json_dumps(patch, JSON_COMPACT);
+    char *text = json_dumps(bare, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text) {
-        json_decref(replaced);
-        json_decref(patches);
+        json_decref(entry);
         return;
     }
-    json_array_append_new(replaced, json_string(base_rv));
-    json_array_append_new(patches, json_string(text));
+    json_array_append_new(entry, json_string(base_rv));
+    json_array_append_new(entry, kobj_intern(w->texts, json_string(text)));
     free(text);
-    json_object_set_new(
-        w->by_node, node,
-        json_pack("{s:o,s:o,s:s}", "replaced", replaced, "patches", patches, "rv", rv));
+    assert(json_array_size(entry) % 2 == 1 && json_array_size(entry) <= 1 + 2 * REPLACED_MAX);
+    json_object_set_new(w->by_node, node, entry);
 }
 
-static size_t index_of(const json_t *a, const char *s)
+/* The write of a node's entry that replaced version `rv` (its index among the writes). */
+static size_t write_of(const json_t *entry, const char *rv)
 {
-    size_t i;
-    json_t *v;
-    json_array_foreach ((json_t *)a, i, v) {
-        if (streq_ptr(json_string_value(v), s))
-            return i;
-    }
+    for (size_t i = 1; i + 1 < json_array_size(entry); i += 2)
+        if (streq_ptr(json_string_value(json_array_get(entry, i)), rv))
+            return (i - 1) / 2;
     return SIZE_MAX;
 }
 
-/* `node` as the patches from `from` on left it, at version `rv`: a new object sharing what the
- * patches do not touch with `node`. Its labels keep their form (a compact set stays compact,
- * its strings from w->intern). Fields a patch sets that the informer's projection leaves out
- * (another annotation) are there too: readers name what they read. */
-static json_t *patched(struct upg_writes *w, const json_t *node, const json_t *patches, size_t from,
+/* `node` as the patches of its entry's writes from `from` on left it, at version `rv`: a new object
+ * sharing what the patches do not touch with `node`. Its labels keep their form (a compact set
+ * stays compact, its strings from w->intern). Fields a patch sets that the informer's projection
+ * leaves out (another annotation) are there too: readers name what they read. */
+static json_t *patched(struct upg_writes *w, const json_t *node, const json_t *entry, size_t from,
                        const char *rv)
 {
     json_t *out = json_copy((json_t *)node);
@@ -95,8 +107,8 @@ static json_t *patched(struct upg_writes *w, const json_t *node, const json_t *p
     json_object_set_new(out, "metadata", meta);
     json_t *have = kobj_labels(node);
     json_t *labels = kobj_labels_object(have);
-    for (size_t i = from; i < json_array_size(patches); i++) {
-        const json_t *pt = json_array_get(patches, i);
+    for (size_t i = 2 + 2 * from; i < json_array_size(entry); i += 2) {
+        const json_t *pt = json_array_get(entry, i);
         _cleanup_json_ json_t *p =
             json_loadb(json_string_value(pt), json_string_length(pt), 0, NULL);
         const char *k;
@@ -132,11 +144,10 @@ json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached)
     json_array_foreach ((json_t *)cached, i, n) {
         const char *name = kobj_name(n);
         json_t *e = name ? json_object_get(w->by_node, name) : NULL;
-        size_t at =
-            e ? index_of(json_object_get(e, "replaced"), kobj_resource_version(n)) : SIZE_MAX;
+        size_t at = e ? write_of(e, kobj_resource_version(n)) : SIZE_MAX;
         if (at != SIZE_MAX) {
-            json_array_append_new(out, patched(w, n, json_object_get(e, "patches"), at,
-                                               json_string_value(json_object_get(e, "rv"))));
+            json_array_append_new(out,
+                                  patched(w, n, e, at, json_string_value(json_array_get(e, 0))));
             json_object_set(keep, name, e);
         } else {
             json_array_append(out, n);
@@ -145,6 +156,7 @@ json_t *upg_writes_fresh(struct upg_writes *w, const json_t *cached)
     json_object_clear(w->by_node);
     json_object_update(w->by_node, keep);
     kobj_intern_prune(w->intern, &w->intern_pruned, 1024);
+    kobj_intern_prune(w->texts, &w->texts_pruned, 64);
     return out;
 }
 

@@ -57,6 +57,12 @@ void op_report_done(struct op_report *r);
 
 /* Does the driver DaemonSet target this GPU node (no pre-installed driver, operands on)? */
 bool op_node_runs_driver(const json_t *labels);
+/* The node as it will be once `patch` (a merge patch of its labels: key -> string, null to
+ * remove; NULL: none) is written, read through the patch without a merged copy: label `key`
+ * (the patch's value first, else the node's), and the two questions above. */
+const char *op_label_after(const json_t *labels, const json_t *patch, const char *key);
+bool op_node_is_gpu_after(const json_t *labels, const json_t *patch);
+bool op_node_runs_driver_after(const json_t *labels, const json_t *patch);
 /* The DaemonSet ns/name among the owned objects (a JSON array), or NULL. */
 const json_t *op_find_daemonset(const json_t *owned, const char *ns, const char *name);
 

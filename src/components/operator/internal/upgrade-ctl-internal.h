@@ -36,8 +36,10 @@ struct op_upgrade {
     uint64_t requeue_ms;
     /* the pass under way (op_upgrade_plan to the next; reconcile thread) */
     struct upg_plan *pass; /* NULL: none (no policy, or an informer not listed yet) */
-    json_t *pass_wishes;   /* node -> its patch in pass (borrowed from it) */
-    json_t *patched;       /* nodes whose wish went through */
+    /* node -> its patch (moved here from pass, whose patches are NULL) while the patch has not
+     * gone through: a node and its patch leave once it has (neither a second map of every node
+     * written nor their patches held to the end of the pass: 10,000 at a fresh install) */
+    json_t *pass_wishes;
     int64_t pass_now_s;
     uint64_t last_unsynced_log_ms;
     /* the pools whose rollout holds, from the remediation pass (op_upgrade_set_holds; borrowed) */
@@ -63,7 +65,7 @@ json_t *op_upgrade_list_node_pods(struct op_upgrade *u, const json_t *want, json
 /* ---- upgrade-exec.c ----------------------------------------------------------------------- */
 
 /* The plan's writes after the node patches (upgrade-ctl.h's steps): a node with a wish whose
- * patch did not go through (not in u->patched: refused, or not written yet) keeps its
+ * patch did not go through (still in u->pass_wishes: refused, or not written yet) keeps its
  * evictions, deletions and Events for the next pass, planned again from what the node is
  * then. */
 

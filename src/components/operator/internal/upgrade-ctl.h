@@ -56,7 +56,9 @@ int op_upgrade_wait_synced(struct op_upgrade *u, uint64_t timeout_ms);
 int op_upgrade_plan(struct op_upgrade *u, const json_t *cp, const json_t *owned,
                     const json_t *driver_nodes, uint64_t now_ms, struct err *e);
 /* node -> its wish (a merge patch with the resourceVersion it was planned from), borrowed until
- * the next op_upgrade_plan(); NULL: none. */
+ * the next op_upgrade_plan(); NULL: none. A node whose patch went through
+ * (op_upgrade_node_written) leaves the map, and its wish is let go of (a caller that
+ * needs it longer holds a reference). */
 const json_t *op_upgrade_node_wishes(struct op_upgrade *u);
 /* rc: the patch's result (0, KUBE_ECONFLICT, ...); base_rv: its precondition; rv: the version
  * the server returned for it; patch: what was written (kept, as upg_writes_record keeps it). */
