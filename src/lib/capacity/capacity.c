@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The capacity-and-quota view: see capacity.h. Built in jansson maps, handed out as plain
  * sorted arrays. */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -601,11 +602,16 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
     for (size_t i = 0; i < in->n_pools; i++)
         if (!json_object_get(pool_sel, in->pools[i].name))
             json_object_set(pool_sel, in->pools[i].name, in->pools[i].match_labels);
-    _cleanup_json_ json_t *node_pool = json_object(); /* node index (string) -> pool name */
+    /* each GPU node's pool name (borrowed: a pool's, a node's label, POOL_OTHER) */
+    _cleanup_free_ const char **node_pool = xcalloc(n_nodes ? n_nodes : 1, sizeof(*node_pool));
+    /* the nodes of a pool have alike resources: each alike set held once (read-only after) */
+    _cleanup_json_ json_t *alike = json_object();
     for (size_t i = 0; i < n_nodes; i++) {
         const json_t *node = json_array_get(nodes, i);
         struct node_info tmp = {0};
         node_info_read(node, json_object_get(dra.node_adv, kobj_name(node) ?: ""), resources, &tmp);
+        tmp.physical = kobj_intern(alike, tmp.physical);
+        tmp.allocatable = kobj_intern(alike, tmp.allocatable);
         if (!node_is_gpu(node, &tmp)) {
             json_decref(tmp.physical);
             json_decref(tmp.allocatable);
@@ -629,19 +635,13 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
                                     prod ? json_pack("{s:s}", "nvidia.com/gpu.product", prod)
                                          : json_object());
         }
-        char key[32];
-        snprintf(key, sizeof(key), "%zu", n_gpu);
-        json_object_set_new(node_pool, key, json_string(pool));
+        node_pool[n_gpu] = pool;
         ni[n_gpu++] = tmp;
     }
     size_t n_pools;
     char **pool_names = sorted_keys(pool_sel, &n_pools);
-    for (size_t i = 0; i < n_gpu; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "%zu", i);
-        ni[i].pool =
-            index_of(pool_names, n_pools, json_string_value(json_object_get(node_pool, key)));
-    }
+    for (size_t i = 0; i < n_gpu; i++)
+        ni[i].pool = index_of(pool_names, n_pools, node_pool[i]);
 
     /* pods: what each namespace requests and where it can land; what each pool's nodes run */
     _cleanup_json_ json_t *ns_req = json_object();     /* ns -> resource -> units */
@@ -901,6 +901,7 @@ int cap_view_compute(const struct cap_input *in, struct cap_view **ret, struct e
         cr->over = cr->ratio > v->threshold;
     }
 
+    assert(kobj_intern_check(alike)); /* nothing changed a set nodes share */
     for (size_t j = 0; j < n_gpu; j++) {
         json_decref(ni[j].physical);
         json_decref(ni[j].allocatable);
