@@ -301,6 +301,10 @@ static int operator_run(struct svc *s, struct err *e)
      * are I/O bound, and an arena per thread kept the peak of each one's list parsing
      * (bench/operator at 2,000 nodes: 83 MiB RSS with one arena per thread, 67 MiB with one). */
     mallopt(M_ARENA_MAX, 1);
+    /* Buffers of 64 KiB and more (list pages, large bodies) mapped on their own and returned
+     * when freed, never holes among the informers' small long-lived objects; a fixed threshold
+     * also keeps glibc from raising it after the first large free */
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
     struct op_process *o = svc_state(s);
     struct controller *c = &o->c;
     /* what no informer reader of the operator reads, left out before the informers' items and
