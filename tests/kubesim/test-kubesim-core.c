@@ -1188,6 +1188,105 @@ static void test_daemon_pods_share_template(void **state)
     ksim_free(ks);
 }
 
+/* One raw request: the response as it goes out (the caller frees it). */
+static void raw(struct ksim *ks, const char *method, const char *path, const char *query,
+                const char *ctype, const char *accept, const char *body, struct ksim_response *rs)
+{
+    struct ksim_request rq = {.method = method,
+                              .path = path,
+                              .query = query,
+                              .content_type = ctype,
+                              .accept = accept,
+                              .body = body,
+                              .body_len = body ? strlen(body) : 0};
+    ksim_handle(ks, &rq, rs);
+}
+
+/* A write's JSON response is the text its watch event carries (made once for both), byte for
+ * byte; protobuf, dry runs and refused writes answer as before. */
+static void test_write_response_is_event_json(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "a", "{\"gpu\":\"true\"}", NULL);
+    json_t *n0 = ok(ks, "GET", "/api/v1/nodes/a", NULL, NULL, NULL, 200);
+    char since[64];
+    snprintf(since, sizeof(since), "watch=1&resourceVersion=%s",
+             js(n0, "metadata.resourceVersion"));
+    json_decref(n0);
+    static const char MP[] = "application/merge-patch+json";
+    const struct {
+        const char *accept, *query, *body;
+        int code;
+        bool event; /* a new version: the watch sends it */
+    } calls[] = {
+        {"application/json", NULL, "{\"metadata\":{\"labels\":{\"x\":\"1\"}}}", 200, true},
+        {"application/json, */*", NULL, "{\"metadata\":{\"labels\":{\"x\":\"2\"}}}", 200, true},
+        {"application/yaml", NULL, "{\"metadata\":{\"labels\":{\"x\":\"3\"}}}", 200, true},
+        {"application/vnd.kubernetes.protobuf, application/json", NULL,
+         "{\"metadata\":{\"labels\":{\"x\":\"4\"}}}", 200, true},
+        {"application/json", "dryRun=All", "{\"metadata\":{\"labels\":{\"x\":\"5\"}}}", 200, false},
+        {"application/json", NULL, "{\"metadata\":{\"labels\":{\"x\":\"4\"}}}", 200, false},
+        {"application/json", NULL, "{\"metadata\":{\"resourceVersion\":\"1\"}}", 409, false},
+    };
+    char *bodies[ARRAY_SIZE(calls)] = {0};
+    for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+        struct ksim_response rs;
+        raw(ks, "PATCH", "/api/v1/nodes/a", calls[i].query, MP, calls[i].accept, calls[i].body,
+            &rs);
+        assert_int_equal(rs.code, calls[i].code);
+        assert_non_null(rs.body);
+        bool pb = strstr(calls[i].accept, "protobuf") != NULL;
+        assert_string_equal(rs.content_type,
+                            pb ? "application/vnd.kubernetes.protobuf" : "application/json");
+        if (!pb) {
+            assert_int_equal(rs.body_len, strlen(rs.body));
+            /* the same text as the object serialized on its own */
+            json_t *v = json_loads(rs.body, 0, NULL);
+            assert_non_null(v);
+            char *again = json_dumps(v, JSON_COMPACT);
+            assert_string_equal(again, rs.body);
+            free(again);
+            json_decref(v);
+            bodies[i] = strdup(rs.body);
+        }
+        ksim_response_free(&rs);
+    }
+    /* the watch sends each new version as the write answered it */
+    struct ksim_response rs;
+    raw(ks, "GET", "/api/v1/nodes", since, NULL, "application/json", NULL, &rs);
+    assert_int_equal(rs.code, 200);
+    assert_non_null(rs.watch);
+    struct sbuf out;
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(ksim_watch_next(ks, rs.watch, &out, 0), 1);
+    char *line = out.data;
+    size_t events = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+        if (!calls[i].event)
+            continue;
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        const char pre[] = "{\"type\":\"MODIFIED\",\"object\":";
+        assert_true(strncmp(line, pre, strlen(pre)) == 0);
+        char *obj = line + strlen(pre);
+        obj[strlen(obj) - 1] = '\0'; /* the event's closing brace */
+        if (bodies[i])
+            assert_string_equal(obj, bodies[i]);
+        line = nl + 1;
+        events++;
+    }
+    assert_int_equal(events, 4);
+    assert_string_equal(line, "");
+    for (size_t i = 0; i < ARRAY_SIZE(calls); i++)
+        free(bodies[i]);
+    sbuf_free(&out);
+    ksim_watch_free(ks, rs.watch);
+    ksim_response_free(&rs);
+    ksim_free(ks);
+}
+
 static void test_daemonset_updates(void **state)
 {
     (void)state;
@@ -2211,6 +2310,7 @@ int main(void)
         cmocka_unit_test(test_daemonset_burst),
         cmocka_unit_test(test_shared_values_stay_apart),
         cmocka_unit_test(test_daemon_pods_share_template),
+        cmocka_unit_test(test_write_response_is_event_json),
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_resources),
         cmocka_unit_test(test_external_kubelet),
