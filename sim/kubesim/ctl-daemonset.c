@@ -75,31 +75,18 @@ static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_
     json_decref(mine);
 }
 
-/* A copy of from (an empty object where it is none) set at key in o: a pod made from a
- * template copies only the objects it changes, the rest stays the template's (stored objects
- * are never changed in place, and ks_share only compares what has other holders). */
-static json_t *own_object(json_t *o, const char *key, json_t *from)
-{
-    json_t *c = json_is_object(from) ? json_copy(from) : json_object();
-    json_object_set_new(o, key, c);
-    return c;
-}
-
-static json_t *own_member(json_t *o, const char *key)
-{
-    return own_object(o, key, json_object_get(o, key));
-}
-
 static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const char *hash)
 {
     json_t *tmpl = kobj_path(ds, "spec.template");
-    json_t *pod = json_pack("{s:s,s:s}", "apiVersion", "v1", "kind", "Pod");
-    json_t *meta = own_object(pod, "metadata", json_object_get(tmpl, "metadata"));
-    json_t *spec = own_object(pod, "spec", json_object_get(tmpl, "spec"));
+    json_t *pod =
+        json_pack("{s:s,s:s,s:O?,s:O?}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                  json_object_get(tmpl, "metadata"), "spec", json_object_get(tmpl, "spec"));
+    json_t *meta = ks_own_member(pod, "metadata");
+    json_t *spec = ks_own_member(pod, "spec");
     _cleanup_free_ char *gen = xasprintf("%s-", ks_obj_name(ds));
     json_object_set_new(meta, "generateName", json_string(gen));
     json_object_set_new(meta, "namespace", json_string(ks_obj_ns(ds)));
-    json_t *labels = own_member(meta, "labels");
+    json_t *labels = ks_own_member(meta, "labels");
     json_object_set_new(labels, "controller-revision-hash", json_string(hash));
     char g[32];
     snprintf(g, sizeof(g), "%lld",
@@ -108,8 +95,8 @@ static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const c
     json_object_set_new(meta, "ownerReferences",
                         json_pack("[o]", ctl_owner_ref(ds, "apps/v1", "DaemonSet")));
     json_object_set_new(spec, "tolerations", ctl_ds_tolerations(spec));
-    json_t *aff = own_member(spec, "affinity");
-    json_t *na = own_member(aff, "nodeAffinity");
+    json_t *aff = ks_own_member(spec, "affinity");
+    json_t *na = ks_own_member(aff, "nodeAffinity");
     json_object_set_new(na, "requiredDuringSchedulingIgnoredDuringExecution",
                         json_pack("{s:[{s:[{s:s,s:s,s:[s]}]}]}", "nodeSelectorTerms", "matchFields",
                                   "key", "metadata.name", "operator", "In", "values", node));

@@ -35,15 +35,6 @@ void ks_secret_string_data(json_t *obj)
         json_object_set_new(obj, "type", json_string("Opaque"));
 }
 
-/* A copy of the value at key in o, set there: the containers of a pod made from a template are
- * the template's until a default changes one (stored objects are never changed in place). */
-static json_t *copy_member(json_t *o, const char *key)
-{
-    json_t *c = json_copy(json_object_get(o, key));
-    json_object_set_new(o, key, c);
-    return c;
-}
-
 /* What a container's defaults add: requests at their limits where unset and, for containers
  * (pull), imagePullPolicy and terminationMessagePath. Copies only the containers it changes. */
 static void default_containers(json_t *spec, const char *list, bool pull)
@@ -70,17 +61,16 @@ static void default_containers(json_t *spec, const char *list, bool pull)
         if (!add_req && !add_pull && !add_msg)
             continue;
         if (!copied) {
-            arr = copy_member(spec, list);
+            arr = json_copy(arr);
+            json_object_set_new(spec, list, arr);
             copied = true;
         }
         c = json_copy(c);
         json_array_set_new(arr, i, c);
         if (add_req) {
             /* a resource with a limit and no request is requested at its limit */
-            json_t *res = copy_member(c, "resources");
-            json_t *req = json_object_get(res, "requests");
-            req = json_is_object(req) ? copy_member(res, "requests")
-                                      : kobj_ensure_object(res, "requests");
+            json_t *res = ks_own_member(c, "resources");
+            json_t *req = ks_own_member(res, "requests");
             const char *k;
             json_t *v;
             json_object_foreach (limits, k, v)
