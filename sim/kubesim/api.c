@@ -661,6 +661,7 @@ void ksim_handle(struct ksim *ks, const struct ksim_request *req, struct ksim_re
     handle_locked(ks, req, resp);
     if (!resp->code)
         respond_not_found_resource(resp);
+    ks_response_from_event(ks, req, resp);
     pthread_mutex_unlock(&ks->lock);
     ks_response_serialize(req, resp);
 }

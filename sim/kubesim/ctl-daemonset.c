@@ -77,21 +77,16 @@ static void ensure_revision(struct ksim *ks, json_t *ds, const char *hash, json_
 
 static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const char *hash)
 {
-    struct ks_type *pt = ctl_core(ks, "pods");
     json_t *tmpl = kobj_path(ds, "spec.template");
-    json_t *pod = json_pack("{s:s,s:s,s:O,s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
-                            json_object_get(tmpl, "metadata") ?: json_object(), "spec",
-                            json_object_get(tmpl, "spec") ?: json_object());
-    json_t *meta = kobj_ensure_object(pod, "metadata");
-    json_t *m2 = json_deep_copy(meta);
-    json_object_set_new(pod, "metadata", m2);
-    meta = m2;
-    json_t *spec = json_deep_copy(json_object_get(pod, "spec"));
-    json_object_set_new(pod, "spec", spec);
+    json_t *pod =
+        json_pack("{s:s,s:s,s:O?,s:O?}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                  json_object_get(tmpl, "metadata"), "spec", json_object_get(tmpl, "spec"));
+    json_t *meta = ks_own_member(pod, "metadata");
+    json_t *spec = ks_own_member(pod, "spec");
     _cleanup_free_ char *gen = xasprintf("%s-", ks_obj_name(ds));
     json_object_set_new(meta, "generateName", json_string(gen));
     json_object_set_new(meta, "namespace", json_string(ks_obj_ns(ds)));
-    json_t *labels = kobj_ensure_object(meta, "labels");
+    json_t *labels = ks_own_member(meta, "labels");
     json_object_set_new(labels, "controller-revision-hash", json_string(hash));
     char g[32];
     snprintf(g, sizeof(g), "%lld",
@@ -100,15 +95,14 @@ static void create_ds_pod(struct ksim *ks, json_t *ds, const char *node, const c
     json_object_set_new(meta, "ownerReferences",
                         json_pack("[o]", ctl_owner_ref(ds, "apps/v1", "DaemonSet")));
     json_object_set_new(spec, "tolerations", ctl_ds_tolerations(spec));
-    json_t *aff = kobj_ensure_object(spec, "affinity");
-    json_t *na = kobj_ensure_object(aff, "nodeAffinity");
+    json_t *aff = ks_own_member(spec, "affinity");
+    json_t *na = ks_own_member(aff, "nodeAffinity");
     json_object_set_new(na, "requiredDuringSchedulingIgnoredDuringExecution",
                         json_pack("{s:[{s:[{s:s,s:s,s:[s]}]}]}", "nodeSelectorTerms", "matchFields",
                                   "key", "metadata.name", "operator", "In", "values", node));
     json_object_set_new(spec, "nodeName", json_string(node));
     struct err e = {0};
     ks_obj_create_own(ks, pod, &e);
-    (void)pt;
 }
 
 static bool sync_daemonset(struct ksim *ks, json_t *ds_in, json_t *nodes, json_t *pods_by_owner)

@@ -35,6 +35,61 @@ void ks_secret_string_data(json_t *obj)
         json_object_set_new(obj, "type", json_string("Opaque"));
 }
 
+/* What a container's defaults add: requests at their limits where unset and, for containers
+ * (pull), imagePullPolicy and terminationMessagePath. Copies only the containers it changes. */
+static void default_containers(json_t *spec, const char *list, bool pull)
+{
+    json_t *arr = json_object_get(spec, list);
+    bool copied = false;
+    size_t i;
+    json_t *c;
+    json_array_foreach (arr, i, c) {
+        if (!json_is_object(c))
+            continue;
+        json_t *limits = kobj_path(c, "resources.limits");
+        bool add_req = false;
+        if (json_is_object(limits)) {
+            json_t *req = kobj_path(c, "resources.requests");
+            const char *k;
+            json_t *v;
+            json_object_foreach (limits, k, v)
+                if (!json_object_get(req, k))
+                    add_req = true;
+        }
+        bool add_pull = pull && !json_object_get(c, "imagePullPolicy");
+        bool add_msg = pull && !json_object_get(c, "terminationMessagePath");
+        if (!add_req && !add_pull && !add_msg)
+            continue;
+        if (!copied) {
+            arr = json_copy(arr);
+            json_object_set_new(spec, list, arr);
+            copied = true;
+        }
+        c = json_copy(c);
+        json_array_set_new(arr, i, c);
+        if (add_req) {
+            /* a resource with a limit and no request is requested at its limit */
+            json_t *res = ks_own_member(c, "resources");
+            json_t *req = ks_own_member(res, "requests");
+            const char *k;
+            json_t *v;
+            json_object_foreach (limits, k, v)
+                if (!json_object_get(req, k))
+                    json_object_set(req, k, v);
+        }
+        if (add_pull) {
+            const char *img = kobj_str(c, "image");
+            json_object_set_new(
+                c, "imagePullPolicy",
+                json_string(img && (str_has_suffix(img, ":latest") || !strchr(img, ':'))
+                                ? "Always"
+                                : "IfNotPresent"));
+        }
+        if (add_msg)
+            json_object_set_new(c, "terminationMessagePath", json_string("/dev/termination-log"));
+    }
+}
+
 /* Type-specific defaults on create, as the API server's strategies and defaulters set them. */
 void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
 {
@@ -69,37 +124,9 @@ void ks_defaults_on_create(struct ksim *ks, struct ks_type *t, json_t *obj)
             json_object_set_new(spec, "schedulerName", json_string("default-scheduler"));
         if (!json_object_get(spec, "serviceAccountName"))
             json_object_set_new(spec, "serviceAccountName", json_string("default"));
-        size_t i;
-        json_t *c;
-        /* a resource with a limit and no request is requested at its limit */
         static const char *const lists[] = {"initContainers", "containers"};
         for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
-            json_array_foreach (json_object_get(spec, lists[l]), i, c) {
-                json_t *limits = kobj_path(c, "resources.limits");
-                if (!json_is_object(limits) || json_object_size(limits) == 0)
-                    continue;
-                json_t *res = json_object_get(c, "resources");
-                json_t *req = kobj_ensure_object(res, "requests");
-                const char *k;
-                json_t *v;
-                json_object_foreach (limits, k, v)
-                    if (!json_object_get(req, k))
-                        json_object_set(req, k, v);
-            }
-        json_array_foreach (json_object_get(spec, "containers"), i, c) {
-            if (!json_is_object(c))
-                continue;
-            const char *img = kobj_str(c, "image");
-            if (!json_object_get(c, "imagePullPolicy"))
-                json_object_set_new(
-                    c, "imagePullPolicy",
-                    json_string(img && (str_has_suffix(img, ":latest") || !strchr(img, ':'))
-                                    ? "Always"
-                                    : "IfNotPresent"));
-            if (!json_object_get(c, "terminationMessagePath"))
-                json_object_set_new(c, "terminationMessagePath",
-                                    json_string("/dev/termination-log"));
-        }
+            default_containers(spec, lists[l], l == 1);
         json_t *st = json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", "BestEffort");
         if (kobj_path_str(obj, "spec.nodeName"))
             json_object_set_new(st, "conditions",

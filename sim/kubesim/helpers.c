@@ -24,6 +24,14 @@ char *ks_lower_dup(const char *s)
     return r;
 }
 
+json_t *ks_own_member(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    json_t *c = json_is_object(v) ? json_copy(v) : json_object();
+    json_object_set_new(o, key, c);
+    return c;
+}
+
 bool ks_is_deleting(json_t *o)
 {
     return kobj_path(o, "metadata.deletionTimestamp") != NULL;

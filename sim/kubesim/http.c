@@ -184,6 +184,16 @@ bool ks_accepts_protobuf(const struct ksim_request *req, const char *api_version
     return negotiate(req->accept, ks_pb_knows(api_version, kind)) == MEDIA_PROTOBUF;
 }
 
+bool ks_response_is_json(const struct ksim_request *req, const struct ksim_response *resp)
+{
+    json_t *v = resp->json;
+    const char *av = json_string_value(json_object_get(v, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(v, "kind"));
+    if (!streq_ptr(resp->content_type, "application/json") || streq_ptr(kind, "Table"))
+        return true;
+    return negotiate(req->accept, ks_pb_knows(av, kind)) == MEDIA_JSON;
+}
+
 void ks_response_serialize(const struct ksim_request *req, struct ksim_response *resp)
 {
     json_t *v = resp->json;

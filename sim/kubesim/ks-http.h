@@ -26,6 +26,16 @@ bool ks_accepts_protobuf(const struct ksim_request *req, const char *api_version
 /* resp->json into resp->body: JSON, or protobuf where the Accept header prefers it and the kind
  * has a message (never a Table); 406 when only protobuf was acceptable and it has none. */
 void ks_response_serialize(const struct ksim_request *req, struct ksim_response *resp);
+/* Whether ks_response_serialize writes resp->json as JSON. */
+bool ks_response_is_json(const struct ksim_request *req, const struct ksim_response *resp);
+
+/* ---- watch.c: a write's response -------------------------------------------------------- */
+
+/* Under ks->lock: where resp->json is the object of the log's newest event (the version a write
+ * just stored) and goes out as JSON, its body is the event's JSON, made once for the response
+ * and every JSON watcher. */
+void ks_response_from_event(struct ksim *ks, const struct ksim_request *req,
+                            struct ksim_response *resp);
 
 /* ---- podlog.c: pods/<name>/log ---------------------------------------------------------- */
 

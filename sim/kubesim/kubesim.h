@@ -148,6 +148,9 @@ void ksim_shutdown(struct ksim *ks);
 
 /* Creates one object as a POST would (namespaces are created on the fly). Used by --load. */
 int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e);
+/* As ksim_create_object, without its copy: takes obj, whose top and metadata the create changes
+ * and stores; its other values may be held elsewhere too (nothing changes them in place). */
+int ksim_create_object_own(struct ksim *ks, json_t *obj, struct err *e);
 /* Persistence, as etcd behind an API server (journal.c): every change committed from now on is
  * appended to a journal in dir (made when missing; locked against a second kubesim) before the
  * request is answered. When dir holds a state (a snapshot, a journal), it replaces the store

@@ -420,12 +420,16 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
         base = "node";
     _cleanup_free_ char *prefix = xstrdup(base);
     for (unsigned i = 0; i < n; i++) {
-        json_t *node = json_deep_copy(tmpl);
+        /* the template's values shared but for the objects a node changes */
+        json_t *node = json_copy(tmpl);
+        json_t *meta = ks_own_member(node, "metadata");
+        ks_own_member(meta, "annotations");
+        json_t *status = ks_own_member(node, "status");
+        ks_own_member(status, "nodeInfo");
         char name[300];
         snprintf(name, sizeof(name), "%s-%05u", prefix, i);
-        json_t *meta = kobj_ensure_object(node, "metadata");
         json_object_set_new(meta, "name", json_string(name));
-        json_object_set_new(kobj_ensure_object(meta, "labels"), "kubernetes.io/hostname",
+        json_object_set_new(ks_own_member(meta, "labels"), "kubernetes.io/hostname",
                             json_string(name));
         char ip[32];
         snprintf(ip, sizeof(ip), "10.%u.%u.%u", 1 + i / 65536, (i / 256) % 256, i % 256);
@@ -433,8 +437,7 @@ static int make_nodes(struct ksim *ks, unsigned n, const char *tmpl_path, struct
                             json_pack("[{s:s,s:s},{s:s,s:s}]", "type", "InternalIP", "address", ip,
                                       "type", "Hostname", "address", name));
         kubelet_register(node, i);
-        int r = ksim_create_object(ks, node, e);
-        json_decref(node);
+        int r = ksim_create_object_own(ks, node, e);
         if (r < 0)
             return r;
     }

@@ -150,6 +150,14 @@ int ksim_create_object(struct ksim *ks, json_t *obj, struct err *e)
     return r;
 }
 
+int ksim_create_object_own(struct ksim *ks, json_t *obj, struct err *e)
+{
+    pthread_mutex_lock(&ks->lock);
+    int r = ks_obj_create_own(ks, obj, e);
+    pthread_mutex_unlock(&ks->lock);
+    return r;
+}
+
 int ks_obj_create_any(struct ksim *ks, json_t *obj, struct err *e)
 {
     return ks_obj_create_own(ks, json_deep_copy(obj), e);

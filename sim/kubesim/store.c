@@ -113,12 +113,21 @@ static void ev_append(struct ksim *ks, struct ks_type *t, enum ks_ev kind, json_
     pthread_cond_broadcast(&ks->changed);
 }
 
+/* Whether v is held by one parent only: a value with other holders (another object, an older
+ * version, a template) is never changed in place, only compared. */
+static bool held_once(json_t *v)
+{
+    return __atomic_load_n(&v->refcount, __ATOMIC_ACQUIRE) == 1;
+}
+
 /* Whether a and b are the same JSON, key order included (what a client reads back), making a's
  * children that are the same as b's (by key, by index) b's own: the versions of an object, and
  * objects made alike (a DaemonSet's pods, nodes from one template), hold what they have in common
  * once. Stored objects are never changed in place (a write makes a new version), so a shared
- * value stays what every holder read. */
-static bool share_same(json_t *a, json_t *b, int depth)
+ * value stays what every holder read. own: a is the caller's alone, so its children may be
+ * replaced; a child that has other holders is only compared (replacing inside it would change
+ * them). */
+static bool share_same(json_t *a, json_t *b, int depth, bool own)
 {
     if (a == b)
         return true;
@@ -132,8 +141,8 @@ static bool share_same(json_t *a, json_t *b, int depth)
             const char *k = json_object_iter_key(ia);
             json_t *va = json_object_iter_value(ia);
             json_t *vb = json_object_get(b, k);
-            if (vb && share_same(va, vb, depth + 1)) {
-                if (va != vb)
+            if (vb && share_same(va, vb, depth + 1, own && held_once(va))) {
+                if (own && va != vb)
                     json_object_iter_set(a, ia, vb);
             } else {
                 same = false;
@@ -142,19 +151,25 @@ static bool share_same(json_t *a, json_t *b, int depth)
                 same = false;
             if (ib)
                 ib = json_object_iter_next(b, ib);
+            if (!same && !own)
+                return false;
         }
         return same;
     }
     case JSON_ARRAY: {
         size_t na = json_array_size(a), nb = json_array_size(b);
         bool same = na == nb;
+        if (!same && !own)
+            return false;
         for (size_t i = 0; i < na && i < nb; i++) {
             json_t *va = json_array_get(a, i), *vb = json_array_get(b, i);
-            if (share_same(va, vb, depth + 1)) {
-                if (va != vb)
+            if (share_same(va, vb, depth + 1, own && held_once(va))) {
+                if (own && va != vb)
                     json_array_set(a, i, vb);
             } else {
                 same = false;
+                if (!own)
+                    return false;
             }
         }
         return same;
@@ -176,7 +191,7 @@ static bool share_same(json_t *a, json_t *b, int depth)
 void ks_share(json_t *obj, json_t *ref)
 {
     if (obj && ref && obj != ref && json_is_object(obj) && json_is_object(ref))
-        share_same(obj, ref, 0);
+        share_same(obj, ref, 0, true);
 }
 
 /* Whether the ownerReferences changed from old (NULL: a new object) to obj. */

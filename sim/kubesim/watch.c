@@ -137,6 +137,28 @@ static const char *event_dump(struct ksim *ks, struct ks_event *e, size_t *ret_l
     return e->dump;
 }
 
+void ks_response_from_event(struct ksim *ks, const struct ksim_request *req,
+                            struct ksim_response *resp)
+{
+    if (!resp->json || resp->body || ks->ev_len == ks->ev_head)
+        return;
+    struct ks_event *e = &ks->ev[ks->ev_len - 1];
+    if (e->obj != resp->json || !ks_response_is_json(req, resp))
+        return;
+    size_t n = 0;
+    const char *dump = event_dump(ks, e, &n);
+    if (!dump)
+        return;
+    char *body = xmalloc(n + 1);
+    memcpy(body, dump, n);
+    body[n] = '\0';
+    resp->body = body;
+    resp->body_len = n;
+    resp->content_type = "application/json";
+    json_decref(resp->json);
+    resp->json = NULL;
+}
+
 /* An event of the log: as emit() would send it, its object's JSON made once (event_dump). */
 static void emit_event(struct ksim *ks, struct ksim_watch *w, struct sbuf *out, const char *type,
                        struct ks_event *e)

@@ -1049,6 +1049,244 @@ static void test_shared_values_stay_apart(void **state)
     ksim_free(ks);
 }
 
+/* The pod a DaemonSet makes for one node as compact JSON (its only pod there). */
+static char *ds_pod_on(struct ksim *ks, const char *node, char *ret_name, size_t name_len)
+{
+    char q[64];
+    snprintf(q, sizeof(q), "fieldSelector=spec.nodeName%%3D%s", node);
+    json_t *l = list_pods(ks, q);
+    json_t *items = json_object_get(l, "items");
+    assert_int_equal(json_array_size(items), 1);
+    json_t *pod = json_array_get(items, 0);
+    if (ret_name)
+        snprintf(ret_name, name_len, "%s", js(pod, "metadata.name"));
+    char *s = json_dumps(pod, JSON_COMPACT);
+    json_decref(l);
+    return s;
+}
+
+static char *ds_template(struct ksim *ks)
+{
+    json_t *d =
+        ok(ks, "GET", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, NULL, NULL, 200);
+    char *s = json_dumps(jp(d, "spec.template"), JSON_COMPACT);
+    json_decref(d);
+    return s;
+}
+
+/* A DaemonSet's pods hold their template's unchanged parts (containers, volumes, annotations)
+ * with the template and with each other: the defaults a pod gets, and every later write to one
+ * pod (each patch kind, status, a refused write), never show in the template or another pod;
+ * a write to the template never shows in its pods. */
+static void test_daemon_pods_share_template(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "a", "{\"gpu\":\"true\"}", NULL);
+    create_node(ks, "b", "{\"gpu\":\"true\"}", NULL);
+    json_decref(
+        ok(ks, "POST", "/apis/apps/v1/namespaces/default/daemonsets", NULL, NULL,
+           "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"d\"},"
+           "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"d\"}},\"updateStrategy\":{\"type\":"
+           "\"OnDelete\"},\"template\":{\"metadata\":{\"labels\":{\"app\":\"d\"},\"annotations\":{"
+           "\"note\":\"n\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:1\",\"env\":[{"
+           "\"name\":\"E\",\"value\":\"1\"}],\"resources\":{\"limits\":{\"cpu\":\"1\"}}}],"
+           "\"initContainers\":[{\"name\":\"i\",\"image\":\"i:1\",\"resources\":{\"limits\":{"
+           "\"memory\":\"1Mi\"},\"requests\":{}}}],\"volumes\":[{\"name\":\"v\",\"hostPath\":{"
+           "\"path\":\"/x\"}}],\"tolerations\":[{\"key\":\"k\",\"operator\":\"Exists\"}],"
+           "\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{"
+           "\"weight\":1,\"preference\":{\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":"
+           "\"Exists\"}]}}]}}}}}}",
+           201));
+    settle(ks);
+    /* the pods got their defaults and the controller's additions; the template did not */
+    char a_name[128];
+    _cleanup_free_ char *a0 = ds_pod_on(ks, "a", a_name, sizeof(a_name));
+    _cleanup_free_ char *b0 = ds_pod_on(ks, "b", NULL, 0);
+    _cleanup_free_ char *t0 = ds_template(ks);
+    json_t *a = json_loads(a0, 0, NULL), *t = json_loads(t0, 0, NULL);
+    assert_string_equal(js(jp(a, "spec.containers.0"), "imagePullPolicy"), "IfNotPresent");
+    assert_string_equal(js(jp(a, "spec.containers.0.resources.requests"), "cpu"), "1");
+    assert_string_equal(js(jp(a, "spec.initContainers.0.resources.requests"), "memory"), "1Mi");
+    assert_int_equal(json_array_size(jp(a, "spec.tolerations")), 7);
+    assert_non_null(
+        jp(a, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"));
+    assert_non_null(
+        jp(a, "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"));
+    assert_non_null(jp(a, "metadata.labels.controller-revision-hash"));
+    assert_string_equal(js(a, "metadata.annotations.note"), "n");
+    assert_null(jp(t, "spec.containers.0.imagePullPolicy"));
+    assert_null(jp(t, "spec.containers.0.terminationMessagePath"));
+    assert_null(jp(t, "spec.containers.0.resources.requests"));
+    assert_int_equal(json_object_size(jp(t, "spec.initContainers.0.resources.requests")), 0);
+    assert_int_equal(json_array_size(jp(t, "spec.tolerations")), 1);
+    assert_null(jp(t, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"));
+    assert_null(jp(t, "spec.nodeName"));
+    assert_null(jp(t, "metadata.labels.controller-revision-hash"));
+    json_decref(a);
+    json_decref(t);
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", a_name);
+    char status_path[300];
+    snprintf(status_path, sizeof(status_path), "%s/status", path);
+    static const char JP[] = "application/json-patch+json", MP[] = "application/merge-patch+json",
+                      SMP[] = "application/strategic-merge-patch+json";
+    const struct {
+        bool status;
+        const char *ctype, *body;
+        int code;
+    } writes[] = {
+        {false, JP,
+         "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/image\",\"value\":\"i:2\"}]", 200},
+        {false, MP, "{\"metadata\":{\"annotations\":{\"note\":\"m\"},\"labels\":{\"x\":\"y\"}}}",
+         200},
+        {false, SMP, "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i:3\"}]}}", 200},
+        {false, JP,
+         "[{\"op\":\"add\",\"path\":\"/spec/tolerations/-\",\"value\":{\"key\":\"z\","
+         "\"operator\":\"Exists\"}}]",
+         200},
+        {false, JP, "[{\"op\":\"add\",\"path\":\"/metadata/annotations/more\",\"value\":\"1\"}]",
+         200},
+        /* refused (a pod's volumes and env are immutable): nothing written, nothing changed */
+        {false, JP,
+         "[{\"op\":\"replace\",\"path\":\"/spec/volumes/0/hostPath/path\",\"value\":\"/y\"}]", 422},
+        {false, JP,
+         "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/env/0/value\",\"value\":\"2\"}]", 422},
+        {true, MP, "{\"status\":{\"phase\":\"Failed\",\"message\":\"m\"}}", 200},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(writes); i++) {
+        json_decref(ok(ks, "PATCH", writes[i].status ? status_path : path, NULL, writes[i].ctype,
+                       writes[i].body, writes[i].code));
+        _cleanup_free_ char *b = ds_pod_on(ks, "b", NULL, 0);
+        _cleanup_free_ char *tm = ds_template(ks);
+        if (strcmp(b, b0) != 0 || strcmp(tm, t0) != 0)
+            fprintf(stderr, "write %zu showed elsewhere:\n%s\n%s\n", i, b, tm);
+        assert_string_equal(b, b0);
+        assert_string_equal(tm, t0);
+    }
+    _cleanup_free_ char *a1 = ds_pod_on(ks, "a", NULL, 0);
+    a = json_loads(a1, 0, NULL);
+    assert_string_equal(js(jp(a, "spec.containers.0"), "image"), "i:3");
+    assert_string_equal(js(a, "metadata.annotations.note"), "m");
+    assert_string_equal(js(a, "metadata.annotations.more"), "1");
+    assert_string_equal(js(jp(a, "spec.volumes.0"), "hostPath.path"), "/x");
+    assert_int_equal(json_array_size(jp(a, "spec.tolerations")), 8);
+    json_decref(a);
+    /* a write to the template (OnDelete: the pods stay) never shows in its pods */
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, JP,
+                   "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/env/0/value\","
+                   "\"value\":\"9\"},{\"op\":\"replace\",\"path\":\"/spec/template/metadata/"
+                   "annotations/note\",\"value\":\"t\"},{\"op\":\"replace\",\"path\":\"/spec/"
+                   "template/spec/volumes/0/hostPath/path\",\"value\":\"/t\"}]",
+                   200));
+    json_decref(ok(ks, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/d", NULL, MP,
+                   "{\"spec\":{\"template\":{\"spec\":{\"tolerations\":null}}}}", 200));
+    _cleanup_free_ char *b1 = ds_pod_on(ks, "b", NULL, 0);
+    assert_string_equal(b1, b0);
+    _cleanup_free_ char *a2 = ds_pod_on(ks, "a", NULL, 0);
+    assert_string_equal(a2, a1);
+    ksim_free(ks);
+}
+
+/* One raw request: the response as it goes out (the caller frees it). */
+static void raw(struct ksim *ks, const char *method, const char *path, const char *query,
+                const char *ctype, const char *accept, const char *body, struct ksim_response *rs)
+{
+    struct ksim_request rq = {.method = method,
+                              .path = path,
+                              .query = query,
+                              .content_type = ctype,
+                              .accept = accept,
+                              .body = body,
+                              .body_len = body ? strlen(body) : 0};
+    ksim_handle(ks, &rq, rs);
+}
+
+/* A write's JSON response is the text its watch event carries (made once for both), byte for
+ * byte; protobuf, dry runs and refused writes answer as before. */
+static void test_write_response_is_event_json(void **state)
+{
+    (void)state;
+    struct ksim *ks = new_sim();
+    create_node(ks, "a", "{\"gpu\":\"true\"}", NULL);
+    json_t *n0 = ok(ks, "GET", "/api/v1/nodes/a", NULL, NULL, NULL, 200);
+    char since[64];
+    snprintf(since, sizeof(since), "watch=1&resourceVersion=%s",
+             js(n0, "metadata.resourceVersion"));
+    json_decref(n0);
+    static const char MP[] = "application/merge-patch+json";
+    const struct {
+        const char *accept, *query, *body;
+        int code;
+        bool event; /* a new version: the watch sends it */
+    } calls[] = {
+        {"application/json", NULL, "{\"metadata\":{\"labels\":{\"x\":\"1\"}}}", 200, true},
+        {"application/json, */*", NULL, "{\"metadata\":{\"labels\":{\"x\":\"2\"}}}", 200, true},
+        {"application/yaml", NULL, "{\"metadata\":{\"labels\":{\"x\":\"3\"}}}", 200, true},
+        {"application/vnd.kubernetes.protobuf, application/json", NULL,
+         "{\"metadata\":{\"labels\":{\"x\":\"4\"}}}", 200, true},
+        {"application/json", "dryRun=All", "{\"metadata\":{\"labels\":{\"x\":\"5\"}}}", 200, false},
+        {"application/json", NULL, "{\"metadata\":{\"labels\":{\"x\":\"4\"}}}", 200, false},
+        {"application/json", NULL, "{\"metadata\":{\"resourceVersion\":\"1\"}}", 409, false},
+    };
+    char *bodies[ARRAY_SIZE(calls)] = {0};
+    for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+        struct ksim_response rs;
+        raw(ks, "PATCH", "/api/v1/nodes/a", calls[i].query, MP, calls[i].accept, calls[i].body,
+            &rs);
+        assert_int_equal(rs.code, calls[i].code);
+        assert_non_null(rs.body);
+        bool pb = strstr(calls[i].accept, "protobuf") != NULL;
+        assert_string_equal(rs.content_type,
+                            pb ? "application/vnd.kubernetes.protobuf" : "application/json");
+        if (!pb) {
+            assert_int_equal(rs.body_len, strlen(rs.body));
+            /* the same text as the object serialized on its own */
+            json_t *v = json_loads(rs.body, 0, NULL);
+            assert_non_null(v);
+            char *again = json_dumps(v, JSON_COMPACT);
+            assert_string_equal(again, rs.body);
+            free(again);
+            json_decref(v);
+            bodies[i] = strdup(rs.body);
+        }
+        ksim_response_free(&rs);
+    }
+    /* the watch sends each new version as the write answered it */
+    struct ksim_response rs;
+    raw(ks, "GET", "/api/v1/nodes", since, NULL, "application/json", NULL, &rs);
+    assert_int_equal(rs.code, 200);
+    assert_non_null(rs.watch);
+    struct sbuf out;
+    sbuf_init(&out, 1 << 20);
+    assert_int_equal(ksim_watch_next(ks, rs.watch, &out, 0), 1);
+    char *line = out.data;
+    size_t events = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+        if (!calls[i].event)
+            continue;
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        const char pre[] = "{\"type\":\"MODIFIED\",\"object\":";
+        assert_true(strncmp(line, pre, strlen(pre)) == 0);
+        char *obj = line + strlen(pre);
+        obj[strlen(obj) - 1] = '\0'; /* the event's closing brace */
+        if (bodies[i])
+            assert_string_equal(obj, bodies[i]);
+        line = nl + 1;
+        events++;
+    }
+    assert_int_equal(events, 4);
+    assert_string_equal(line, "");
+    for (size_t i = 0; i < ARRAY_SIZE(calls); i++)
+        free(bodies[i]);
+    sbuf_free(&out);
+    ksim_watch_free(ks, rs.watch);
+    ksim_response_free(&rs);
+    ksim_free(ks);
+}
+
 static void test_daemonset_updates(void **state)
 {
     (void)state;
@@ -2071,6 +2309,8 @@ int main(void)
         cmocka_unit_test(test_controllers_follow_log),
         cmocka_unit_test(test_daemonset_burst),
         cmocka_unit_test(test_shared_values_stay_apart),
+        cmocka_unit_test(test_daemon_pods_share_template),
+        cmocka_unit_test(test_write_response_is_event_json),
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_resources),
         cmocka_unit_test(test_external_kubelet),

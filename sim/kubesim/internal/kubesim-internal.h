@@ -153,6 +153,11 @@ char *ks_lower_dup(const char *s);
  * a note that it was cut at b's limit instead of stopping silently where the limit fell. */
 char *ks_text_take(struct sbuf *b);
 bool ks_is_deleting(json_t *obj);
+/* Replaces o's value at key by a shallow copy of it (an empty object where it is not an
+ * object) and returns the copy: an object made from a template or an
+ * older version copies only the objects it changes, sharing the rest (stored objects are never
+ * changed in place; ks_share only compares what has other holders). */
+json_t *ks_own_member(json_t *o, const char *key);
 bool ks_pod_ready(json_t *pod);
 /* An int-or-string ("25%") against total; dflt when v is neither. */
 int64_t ks_intstr_scaled(json_t *v, int64_t total, bool round_up, int64_t dflt);
