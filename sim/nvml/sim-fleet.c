@@ -569,6 +569,17 @@ static int parse_topology(json_t *doc, const char *name, struct sim_fleet *f, st
     return 0;
 }
 
+/* The fleet's own hash, an FNV-1a-like mix whose starting value (not FNV's offset basis) is
+ * part of every simulated UUID, serial and bus ID, and so of every golden file and recorded
+ * comparison with NVIDIA's binaries: kept as it is, apart from util's hash_fnv1a64. */
+static uint64_t fleet_hash(const char *buf, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+    return h;
+}
+
 int sim_fleet_parse(const char *buf, size_t len, const char *name, struct sim_fleet **ret,
                     struct err *e)
 {
@@ -587,7 +598,7 @@ int sim_fleet_parse(const char *buf, size_t len, const char *name, struct sim_fl
     }
     struct sim_fleet *f _cleanup_(sim_fleet_freep) = xcalloc(1, sizeof(*f));
     f->path = xstrdup(name);
-    f->hash = hash_fnv1a64(buf, len);
+    f->hash = fleet_hash(buf, len);
     if ((r = top_err(e, name,
                      get_str(doc, "driver_version", name, true, f->driver_version,
                              sizeof(f->driver_version), e))) < 0)
@@ -627,7 +638,7 @@ int sim_fleet_parse(const char *buf, size_t len, const char *name, struct sim_fl
             size_t idx = f->n_gpus++;
             struct sim_gpu_spec *d = &f->gpus[idx];
             *d = g;
-            uint64_t h = sim_hash64(f->seed ^ hash_fnv1a64(g.model, strlen(g.model)), idx);
+            uint64_t h = sim_hash64(f->seed ^ fleet_hash(g.model, strlen(g.model)), idx);
             uint64_t h2 = sim_hash64(h, 0x555549);
             if (!d->uuid[0])
                 snprintf(d->uuid, sizeof(d->uuid), "GPU-%08x-%04x-%04x-%04x-%012llx",
