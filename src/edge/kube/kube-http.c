@@ -778,7 +778,11 @@ int kube_do(struct kube_client *c, const struct kube_req *rq, struct kube_resp *
         } else {
             ret->code = code;
             ret->len = x.body.len;
-            ret->body = sbuf_steal(&x.body); /* the caller's now: out of the budget */
+            ret->body = sbuf_steal(&x.body); /* the caller's now */
+            if (rq->hold_body) {             /* and so is its share of the budget */
+                ret->held = x.held;
+                x.held = 0;
+            }
             xfer_drop(&x);
             rc = 0;
             break;

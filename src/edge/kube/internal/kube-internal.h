@@ -369,7 +369,11 @@ struct kube_req {
     bool unsafe;       /* non-idempotent (POST): only retried when surely not processed */
     bool no_retry_429; /* eviction: a 429 goes back to the caller */
     bool decode;       /* a 2xx body is priced and decoded into kube_resp.json */
-    const char *what;  /* for messages: "get nodes/n1" */
+    /* the body comes back with its buffer still taken from the client's in-flight budget
+     * (kube_resp.held): the caller gives it back (kube_client_release) once it frees the body,
+     * so a large answer is never outside the budget while it is held */
+    bool hold_body;
+    const char *what; /* for messages: "get nodes/n1" */
 };
 
 struct kube_resp {
@@ -377,7 +381,9 @@ struct kube_resp {
     char *body; /* not for a decoded 2xx */
     size_t len;
     json_t *json; /* a decoded 2xx (kube_req.decode) */
-    size_t held;  /* json's price, still taken from the client's in-flight budget */
+    /* json's price, or the body's buffer (kube_req.hold_body), still taken from the client's
+     * in-flight budget */
+    size_t held;
 };
 
 /*
