@@ -791,6 +791,78 @@ static void test_informer_projection_skip(void **state)
     sim_stop(&s);
 }
 
+/* A projection of another form than an object (a node's name and whether it is cordoned, as an
+ * array): stored by the full object's name; an update or a relist that projects an equal value
+ * tells no handler, a different one is an update. */
+static json_t *as_pair(json_t *obj, void *u)
+{
+    (void)u;
+    return json_pack("[s,b]", kobj_name(obj), json_is_true(kobj_path(obj, "spec.unschedulable")));
+}
+
+static long tally_upd(struct tally *t)
+{
+    pthread_mutex_lock(&t->lock);
+    long u = t->upd;
+    pthread_mutex_unlock(&t->lock);
+    return u;
+}
+
+static void test_informer_projection_other_form(void **state)
+{
+    (void)state;
+    struct sim s = {0};
+    const char *const args[] = {"--nodes", "3", NULL};
+    sim_start(&s, 0, args, NULL);
+    struct err e = {0};
+    struct tally t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct kube_informer_opts io = {.project = as_pair, .handlers = {t_add, t_upd, t_del, &t}};
+    struct kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(s.c, &KUBE_NODES, &io, &inf, &e), 0);
+    assert_int_equal(kube_informer_wait_synced(inf, 5000), 0);
+    assert_int_equal(kube_informer_count(inf), 3);
+    json_t *n = kube_informer_get(inf, NULL, "node-00001");
+    assert_true(json_is_array(n));
+    assert_string_equal(json_string_value(json_array_get(n, 0)), "node-00001");
+    json_decref(n);
+    /* an annotation: the projection is equal, no on_update */
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "heartbeat", "1");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00001", &po, p, NULL, &e), 0);
+    json_decref(p);
+    struct kube_informer_stats st = {0};
+    uint64_t deadline = now_ms_mono() + 5000;
+    while (st.unchanged < 1 && now_ms_mono() < deadline) {
+        usleep(20000);
+        kube_informer_stats(inf, &st);
+    }
+    assert_int_equal(st.unchanged, 1);
+    /* a relist projects every node again: all equal, no on_update */
+    kube_informer_relist(inf);
+    deadline = now_ms_mono() + 5000;
+    while (!kube_informer_relisted(inf) && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_true(kube_informer_relisted(inf));
+    assert_int_equal(kube_informer_count(inf), 3);
+    assert_int_equal(tally_upd(&t), 0);
+    /* cordoned: a different projection, on_update */
+    p = json_pack("{s:{s:b}}", "spec", "unschedulable", 1);
+    assert_int_equal(kube_patch(s.c, &KUBE_NODES, NULL, "node-00001", &po, p, NULL, &e), 0);
+    json_decref(p);
+    deadline = now_ms_mono() + 5000;
+    while (tally_upd(&t) < 1 && now_ms_mono() < deadline)
+        usleep(20000);
+    assert_int_equal(tally_upd(&t), 1);
+    n = kube_informer_get(inf, NULL, "node-00001");
+    assert_true(json_is_true(json_array_get(n, 1)));
+    json_decref(n);
+    json_t *all = kube_informer_list(inf, NULL, NULL, NULL);
+    assert_int_equal(json_array_size(all), 3);
+    json_decref(all);
+    kube_informer_free(inf);
+    sim_stop(&s);
+}
+
 static void test_informer_projection_quiet(void **state)
 {
     (void)state;
@@ -1408,6 +1480,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_informer_churn),
         cmocka_unit_test(test_informer_projection_quiet),
+        cmocka_unit_test(test_informer_projection_other_form),
         cmocka_unit_test(test_informer_projection_skip),
         cmocka_unit_test(test_informer_share_and_relist),
         cmocka_unit_test(test_informer_prefilter),

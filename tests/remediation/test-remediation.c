@@ -18,6 +18,7 @@
 
 #include "gpuhealth.h"
 #include "../unit/compact-nodes.h"
+#include "../unit/compact-pods.h"
 #include "kobj.h"
 #include "remediation.h"
 
@@ -53,9 +54,9 @@ struct world {
     json_t *kept, *intern; /* the compact run's nodes (informer_view) */
 };
 
-/* The second run of every test plans from the nodes as the operator's node informer keeps them
- * (labels compact, the boot ID beside the status as rem_project_node keeps it) and must come
- * out the same. */
+/* The second run of every test plans from the nodes and pods as the operator hands them over
+ * (node labels compact, the boot ID beside the status as rem_project_node keeps it; pods in
+ * upg_pod_compact's form) and must come out the same. */
 static bool compact_run;
 
 /* The nodes a pass reads: as they are, or on the second run their compact copies (kept with
@@ -83,6 +84,21 @@ static const json_t *informer_view(struct world *w, const json_t *nodes)
         json_object_set_new(n, "status", status);
         assert_null(kobj_path(n, "status.nodeInfo.bootID"));
     }
+    json_array_append_new(w->kept, c);
+    return c;
+}
+
+/* The pods a pass reads: as they are, or on the second run compact (upg_pod_compact), as the
+ * shell hands them over. */
+static const json_t *pods_view(struct world *w)
+{
+    if (!compact_run)
+        return w->pods;
+    if (!w->kept)
+        w->kept = json_array();
+    if (!w->intern)
+        w->intern = json_object();
+    json_t *c = test_compact_pods(w->pods, w->intern);
     json_array_append_new(w->kept, c);
     return c;
 }
@@ -286,7 +302,7 @@ static void agents(struct world *w)
 static struct rem_plan *plan(struct world *w)
 {
     struct rem_input in = {.nodes = informer_view(w, w->nodes),
-                           .pods = w->pods,
+                           .pods = pods_view(w),
                            .pdbs = w->pdbs,
                            .pools = w->pools,
                            .policy = &w->pol,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/compact-pods.h"
 #include "kobj.h"
 #include "upgrade.h"
 #include "yamlcfg.h"
@@ -140,10 +141,16 @@ static json_t *node_by(struct world *w, const char *name)
     return NULL;
 }
 
+/* The second run of every test plans from the pods as the shell hands them over
+ * (upg_pod_compact's form) and must come out the same. */
+static bool compact_run;
+
 static struct upg_alloc_plan *plan(struct world *w)
 {
+    /* the plan copies what it keeps of a pod */
+    _cleanup_json_ json_t *compact = compact_run ? test_compact_pods(w->pods, NULL) : NULL;
     struct upg_alloc_input in = {.nodes = w->nodes,
-                                 .pods = w->pods,
+                                 .pods = compact ? compact : w->pods,
                                  .pdbs = w->pdbs,
                                  .pools = w->pools,
                                  .max_unavailable = w->max_unavailable,
@@ -391,6 +398,35 @@ static void test_pool_back_to_device_plugin(void **state)
     struct upg_alloc_plan *p = plan(&w);
     assert_false(p->dra_wanted);
     upg_alloc_plan_free(p);
+    world_done(&w);
+}
+
+/* A pod that has its GPU through a resource claim alone leaves a node moving off DRA, as one
+ * with nvidia.com/gpu does: read from the compact form too (its claims are kept there). */
+static void test_claim_pod_leaves(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, true, mk_pool("serving", "devicePlugin", NULL));
+    size_t i;
+    json_t *pod;
+    json_array_foreach (w.pods, i, pod) {
+        if (!streq_ptr(kobj_label(pod, "app"), "train"))
+            continue;
+        json_object_del(json_array_get(kobj_path(pod, "spec.containers"), 0), "resources");
+        json_object_set_new(json_object_get(pod, "spec"), "resourceClaims",
+                            json_pack("[{s:s,s:s}]", "name", "gpu", "resourceClaimName", "c"));
+        assert_false(upg_pod_is_gpu(pod));
+    }
+    bool evicted = false;
+    for (int pass = 0; pass < 20 && !evicted; pass++) {
+        struct upg_alloc_plan *p = plan(&w);
+        for (size_t k = 0; k < p->n_evictions; k++)
+            evicted |= strncmp(p->evictions[k].name, "train-", 6) == 0;
+        execute(&w, p);
+        upg_alloc_plan_free(p);
+    }
+    assert_true(evicted);
     world_done(&w);
 }
 
@@ -714,6 +750,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_to_dra_one_at_a_time),
         cmocka_unit_test(test_pool_back_to_device_plugin),
+        cmocka_unit_test(test_claim_pod_leaves),
         cmocka_unit_test(test_budget_two_at_a_time),
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_steps),
@@ -725,5 +762,7 @@ int main(void)
         cmocka_unit_test(test_changed_mid_move),
         cmocka_unit_test(test_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    compact_run = true;
+    return failed + cmocka_run_group_tests_name("compact pods", tests, NULL, NULL);
 }

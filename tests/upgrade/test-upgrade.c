@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../unit/compact-nodes.h"
+#include "../unit/compact-pods.h"
 #include "kobj.h"
 #include "kube.h"
 #include "upg-internal.h"
@@ -50,10 +51,10 @@ struct world {
     json_t *kept, *intern; /* the compact run's nodes (informer_view) */
 };
 
-/* The second run of every test plans from the nodes and operand pods as the operator's
- * informers keep them (projected: only what upg_project_node and upg_project_pod keep; node
- * labels compact) and must come out the same: a field the planner reads that a projection
- * drops fails it. */
+/* The second run of every test plans from the nodes and pods as the operator hands them over
+ * (nodes projected: only what upg_project_node keeps, labels compact; pods in upg_pod_compact's
+ * form) and must come out the same: a field the planner reads that a projection drops, or a
+ * pod read past upg_pod_obj and the upg_pod_* accessors, fails it. */
 static bool compact_run;
 
 static json_t *kept(struct world *w, json_t *v)
@@ -85,26 +86,16 @@ static const json_t *informer_view(struct world *w, const json_t *nodes)
     return kept(w, c);
 }
 
-/* The pods a pass reads: the operand pods (the pod informer's) projected on the second run;
- * workloads as listed. */
+/* The pods a pass reads: as they are, or on the second run compact as the shell hands them
+ * over (upg_pod_compact): the operand pods as the pod informer keeps them and the listed
+ * workloads alike. */
 static const json_t *pods_view(struct world *w)
 {
     if (!compact_run)
         return w->pods;
-    json_t *out = json_array();
-    size_t i;
-    json_t *pod;
-    json_array_foreach (w->pods, i, pod) {
-        const char *app = kobj_label(pod, "app");
-        if (streq_ptr(app, UPG_DRIVER_APP) || streq_ptr(app, UPG_VALIDATOR_APP)) {
-            json_t *p = kube_project_fields(pod, NULL);
-            upg_project_pod(pod, p);
-            json_array_append_new(out, p);
-        } else {
-            json_array_append(out, pod);
-        }
-    }
-    return kept(w, out);
+    if (!w->intern)
+        w->intern = json_object();
+    return kept(w, test_compact_pods(w->pods, w->intern));
 }
 
 static json_t *mk_node(const char *name, int gpus)
@@ -2447,6 +2438,88 @@ static void test_matrix(void **state)
     }
 }
 
+/* upg_pod_compact: every accessor reads the same from a pod and from its compact form; alike
+ * pods share one alike part, which a change to the pod it came from never reaches. */
+static void test_pod_compact(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, 1, 8);
+    json_t *drv = mk_driver_pod(&w, "node-0", "rev-1", true);
+    json_t *drv2 = mk_driver_pod(&w, "node-1", "rev-1", true);
+    json_t *gone = mk_gpu_pod(&w, "node-0", "train-0", "train");
+    json_object_set_new(json_object_get(gone, "metadata"), "deletionTimestamp",
+                        json_string("2026-12-01T00:00:00Z"));
+    json_object_set_new(kobj_path(gone, "spec"), "resourceClaims",
+                        json_pack("[{s:s}]", "name", "gpu"));
+    _cleanup_json_ json_t *intern = json_object();
+    const json_t *pods[] = {drv, drv2, gone};
+    json_t *c[3];
+    for (int i = 0; i < 3; i++) {
+        const json_t *p = pods[i];
+        c[i] = upg_pod_compact(p, intern);
+        assert_true(upg_pod_is_compact(c[i]));
+        assert_false(upg_pod_is_compact(p));
+        assert_ptr_equal(upg_pod_obj(p), p);
+        assert_string_equal(upg_pod_name(c[i]), kobj_name(p));
+        assert_string_equal(upg_pod_node(c[i]), kobj_path_str(p, "spec.nodeName"));
+        assert_string_equal(upg_pod_created(c[i]), kobj_creation_timestamp(p));
+        assert_true(streq_ptr(upg_pod_deletion(c[i]), kobj_deletion_timestamp(p)));
+        assert_string_equal(upg_pod_name(p), kobj_name(p));
+        assert_string_equal(upg_pod_node(p), kobj_path_str(p, "spec.nodeName"));
+        const json_t *o = upg_pod_obj(c[i]);
+        assert_string_equal(kobj_namespace(o), kobj_namespace(p));
+        assert_true(json_equal(kobj_labels(o), kobj_labels(p)));
+        assert_int_equal(upg_pod_ready(c[i]), upg_pod_ready(p));
+        assert_int_equal(upg_pod_finished(c[i]), upg_pod_finished(p));
+        assert_int_equal(upg_pod_daemon(c[i]), upg_pod_daemon(p));
+        assert_int_equal(upg_pod_is_gpu(c[i]), upg_pod_is_gpu(p));
+    }
+    assert_string_equal(upg_pod_deletion(c[2]), "2026-12-01T00:00:00Z");
+    assert_null(upg_pod_deletion(c[0]));
+    assert_int_equal(json_array_size(kobj_path(upg_pod_obj(c[2]), "spec.resourceClaims")), 1);
+    assert_true(upg_pod_daemon(c[0]) && !upg_pod_daemon(c[2]) && upg_pod_is_gpu(c[2]));
+    /* two pods of one revision, both ready: one alike part */
+    assert_ptr_equal(upg_pod_obj(c[0]), upg_pod_obj(c[1]));
+    assert_ptr_not_equal(upg_pod_obj(c[0]), upg_pod_obj(c[2]));
+    /* the pod it came from changes: the shared part does not */
+    json_object_set_new(kobj_labels(drv), "controller-revision-hash", json_string("rev-2"));
+    assert_string_equal(kobj_label(upg_pod_obj(c[1]), "controller-revision-hash"), "rev-1");
+    assert_true(kobj_intern_check(intern));
+    /* absent values read as absent, and a malformed owner still names its kind */
+    json_t *bare = json_pack("{s:{s:s,s:[{s:s}]}}", "metadata", "name", "bare", "ownerReferences",
+                             "kind", "DaemonSet");
+    json_t *cb = upg_pod_compact(bare, NULL);
+    assert_string_equal(upg_pod_name(cb), "bare");
+    assert_null(upg_pod_node(cb));
+    assert_null(upg_pod_created(cb));
+    assert_null(upg_pod_deletion(cb));
+    assert_null(kobj_namespace(upg_pod_obj(cb)));
+    assert_true(upg_pod_daemon(cb) && !upg_pod_ready(cb) && !upg_pod_finished(cb));
+    /* what is no pod has no compact form; what is no compact form reads as a pod */
+    json_t *nameless = json_pack("{s:{s:s}}", "metadata", "namespace", "x");
+    assert_null(upg_pod_compact(nameless, intern));
+    assert_null(upg_pod_compact(json_array_get(w.pods, 99), intern));
+    json_t *odd[] = {json_pack("[s,s]", "a", "b"), json_pack("[{}]"),
+                     json_pack("[{},s,s]", "a", "b")};
+    for (size_t i = 0; i < ARRAY_SIZE(odd); i++) {
+        assert_false(upg_pod_is_compact(odd[i]));
+        assert_ptr_equal(upg_pod_obj(odd[i]), odd[i]);
+        assert_null(upg_pod_name(odd[i]));
+        assert_null(upg_pod_node(odd[i]));
+        json_decref(odd[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        json_decref(c[i]);
+    json_decref(cb);
+    json_decref(bare);
+    json_decref(nameless);
+    json_decref(drv);
+    json_decref(drv2);
+    json_decref(gone);
+    world_done(&w);
+}
+
 static void test_selectors(void **state)
 {
     (void)state;
@@ -2534,6 +2607,7 @@ int main(void)
         cmocka_unit_test(test_pool_parse_errors),
         cmocka_unit_test(test_matrix),
         cmocka_unit_test(test_selectors),
+        cmocka_unit_test(test_pod_compact),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     compact_run = true;

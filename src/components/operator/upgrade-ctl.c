@@ -41,11 +41,13 @@ static void h_update(json_t *old, json_t *obj, void *u)
     h_add(obj, u);
 }
 
+/* An operand pod as the planners read it (upg_pod_compact), its alike part shared with the
+ * other pods' through the controller's table (the informer thread's alone). */
 static json_t *project_pod(json_t *obj, void *userdata)
 {
-    (void)userdata;
-    json_t *p = kube_project_fields(obj, NULL);
-    upg_project_pod(obj, p);
+    struct op_upgrade *u = userdata;
+    json_t *p = upg_pod_compact(obj, u->pod_intern);
+    kobj_intern_prune(u->pod_intern, &u->pod_intern_pruned, 256);
     return p;
 }
 
@@ -56,6 +58,7 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     u->kc = kc;
     u->ns = ns;
     u->h = *h;
+    u->pod_intern = json_object();
     u->posted = upg_event_log_new();
     u->writes = upg_writes_new();
     pthread_mutex_init(&u->lock, NULL);
@@ -67,19 +70,6 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
     }
     struct kube_informer_handlers hh = {h_add, h_update, h_add, u};
     static const char *const no_index[] = {NULL};
-    /* what the pods of one DaemonSet revision have alike (their labels, owner, containers'
-     * resources, volumes; the whole projected status: phase, Ready, the containers' readiness
-     * and restarts, alike for every running pod; the namespace) is kept once:
-     * ~3 KiB a pod otherwise; then the whole projected spec, alike too: the pod's node is kept
-     * beside it (upg_project_pod, upg_pod_node). */
-    static const char *const pod_shared[] = {"metadata.namespace",
-                                             "metadata.labels",
-                                             "metadata.ownerReferences",
-                                             "spec.containers",
-                                             "spec.volumes",
-                                             "spec",
-                                             "status",
-                                             NULL};
     _cleanup_free_ char *cm_field = xasprintf("metadata.name=%s", MATRIX_CONFIGMAP);
     struct {
         const struct kube_resource *res;
@@ -92,8 +82,8 @@ int op_upgrade_new(struct kube_client *kc, const char *ns, struct kube_informer 
                       {.ns = ns,
                        .label_selector = "app in (" UPG_DRIVER_APP "," UPG_VALIDATOR_APP ")",
                        .project = project_pod,
+                       .project_userdata = u,
                        .index_label_keys = no_index,
-                       .share_paths = pod_shared,
                        .handlers = hh}},
         [INF_PDBS] = {&KUBE_PDBS, {.handlers = hh}},
         [INF_REVISIONS] = {&KUBE_CONTROLLERREVISIONS,
@@ -138,6 +128,7 @@ void op_upgrade_free(struct op_upgrade *u)
             kube_informer_free(u->inf[i]);
     pass_clear(u);
     upg_event_log_free(u->posted);
+    json_decref(u->pod_intern);
     upg_writes_free(u->writes);
     op_upgrade_pool_counts_free(u->pools, u->n_pools);
     upg_matrix_free(u->builtin);
@@ -215,7 +206,9 @@ json_t *op_upgrade_list_node_pods(struct op_upgrade *u, const json_t *want, json
             if (streq_ptr(kobj_namespace(pod), u->ns) &&
                 (streq_ptr(app, UPG_DRIVER_APP) || streq_ptr(app, UPG_VALIDATOR_APP)))
                 continue; /* in the informer already */
-            json_array_append_new(pods, project_pod(pod, NULL));
+            json_t *p = upg_pod_compact(pod, NULL);
+            if (p)
+                json_array_append_new(pods, p);
         }
         json_object_set_new(listed, node, json_true());
     }

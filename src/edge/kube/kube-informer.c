@@ -243,9 +243,12 @@ static void set_rv(struct kube_informer *inf, const char *rv)
     pthread_mutex_unlock(&inf->lock);
 }
 
-/* Equal but for metadata.resourceVersion: a change the projection does not keep. */
+/* Equal but for metadata.resourceVersion: a change the projection does not keep. A projection
+ * of another form than an object keeps no version: equal, then. */
 static bool same_but_version(json_t *a, json_t *b)
 {
+    if (!json_is_object(a) || !json_is_object(b))
+        return json_equal(a, b);
     if (json_object_size(a) != json_object_size(b))
         return false;
     const char *k;

@@ -340,7 +340,11 @@ struct kube_informer_opts {
      * ("spec.taints", "status.allocatable"); apiVersion, kind, metadata.name, namespace, uid,
      * resourceVersion, labels and deletionTimestamp are always kept. Neither: the full object
      * is kept. With a projection, an update that changes nothing the projection keeps (a node
-     * heartbeat) refreshes the store without an on_update call. */
+     * heartbeat) refreshes the store without an on_update call. A projection function may
+     * return another value than an object (a form its readers know, upg_pod_compact): the
+     * store keys it by the full object's name, and it has no labels to index, no namespace a
+     * list filters on (list with ns NULL), no version to compare on a relist (each item is
+     * projected again; an equal result is no update). */
     kube_project_fn project;
     void *project_userdata;
     const char *const *keep_fields;

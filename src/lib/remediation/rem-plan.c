@@ -113,8 +113,8 @@ static void event_out(struct planner *pl, const char *node, const char *pool, bo
 
 static void pod_out(struct rem_pod_ref **list, size_t *n, const json_t *pod, const char *node)
 {
-    PUSH(*list, *n) = (struct rem_pod_ref){xstrdup(kobj_namespace(pod) ?: ""),
-                                           xstrdup(kobj_name(pod) ?: ""), xstrdup(node)};
+    PUSH(*list, *n) = (struct rem_pod_ref){xstrdup(kobj_namespace(upg_pod_obj(pod)) ?: ""),
+                                           xstrdup(upg_pod_name(pod) ?: ""), xstrdup(node)};
 }
 
 /* Look again in `delay_ms` (at least a second). */
@@ -559,32 +559,32 @@ static int drain(struct planner *pl, struct node *n, const struct pool *p, char 
         if (!streq_ptr(upg_pod_node(pod), n->name) || upg_pod_finished(pod) ||
             !upg_pod_is_gpu(pod) || upg_pod_daemon(pod))
             continue;
-        const char *ns = kobj_namespace(pod);
+        const char *ns = kobj_namespace(upg_pod_obj(pod)), *name = upg_pod_name(pod);
         enum rem_evict_mode m = rem_policy_evict_mode(po, ns);
         if (m == REM_EVICT_LEAVE)
             continue;
         left++;
-        if (kobj_deletion_timestamp(pod)) {
+        if (upg_pod_deletion(pod)) {
             if (!why[0])
-                snprintf(why, len, "pod %s/%s is terminating", ns, kobj_name(pod));
+                snprintf(why, len, "pod %s/%s is terminating", ns, name);
             continue;
         }
         if (m == REM_EVICT_WAIT && !timed_out(pl, start, po->evict_wait_s)) {
             if (!why[0])
                 snprintf(why, len, "waiting for pod %s/%s to complete (namespace mode wait)", ns,
-                         kobj_name(pod));
+                         name);
             continue;
         }
         const char *pdb = NULL;
         if (!upg_pdb_allows(pl->in->pdbs, pl->pdb_used, pod, &pdb)) {
-            snprintf(why, len, "pod %s/%s: PodDisruptionBudget %s allows no disruption", ns,
-                     kobj_name(pod), pdb);
+            snprintf(why, len, "pod %s/%s: PodDisruptionBudget %s allows no disruption", ns, name,
+                     pdb);
             want_requeue(pl, 5000);
             continue;
         }
         pod_out(&pl->out->evictions, &pl->out->n_evictions, pod, n->name);
         if (!why[0])
-            snprintf(why, len, "evicting pod %s/%s", ns, kobj_name(pod));
+            snprintf(why, len, "evicting pod %s/%s", ns, name);
     }
     return left == 0;
 }
@@ -736,10 +736,10 @@ static enum rem_state step_remediating(struct planner *pl, struct node *n, struc
     return REM_REMEDIATING;
 }
 
-static int64_t created_ms(const json_t *obj)
+static int64_t created_ms(const json_t *pod)
 {
     uint64_t ms;
-    const char *t = kobj_creation_timestamp(obj);
+    const char *t = upg_pod_created(pod);
     return t && time_parse_rfc3339(t, &ms) == 0 ? (int64_t)ms : 0;
 }
 
@@ -756,12 +756,12 @@ static bool validators(struct planner *pl, struct node *n, int64_t start_ms)
     json_t *pod;
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
         if (!streq_ptr(upg_pod_node(pod), n->name) ||
-            !streq_ptr(kobj_label(pod, "app"), UPG_VALIDATOR_APP))
+            !streq_ptr(kobj_label(upg_pod_obj(pod), "app"), UPG_VALIDATOR_APP))
             continue;
         bool stale = created_ms(pod) < start_s;
-        if (stale && !kobj_deletion_timestamp(pod))
+        if (stale && !upg_pod_deletion(pod))
             pod_out(&pl->out->deletions, &pl->out->n_deletions, pod, n->name);
-        else if (!stale && upg_pod_ready(pod) && !kobj_deletion_timestamp(pod))
+        else if (!stale && upg_pod_ready(pod) && !upg_pod_deletion(pod))
             ok = true;
     }
     return ok;

@@ -181,7 +181,8 @@ static bool pod_moves(const json_t *pod)
 {
     if (upg_pod_daemon(pod) || upg_pod_finished(pod))
         return false;
-    return upg_pod_is_gpu(pod) || json_array_size(kobj_path(pod, "spec.resourceClaims")) > 0;
+    return upg_pod_is_gpu(pod) ||
+           json_array_size(kobj_path(upg_pod_obj(pod), "spec.resourceClaims")) > 0;
 }
 
 static bool pod_on(const json_t *pod, const char *node)
@@ -217,7 +218,8 @@ static bool plugin_running(const struct upg_alloc_input *in, const char *node, c
     size_t i;
     json_t *pod;
     json_array_foreach ((json_t *)in->pods, i, pod) {
-        if (pod_on(pod, node) && streq_ptr(kobj_label(pod, "app"), app) && !upg_pod_finished(pod))
+        if (pod_on(pod, node) && streq_ptr(kobj_label(upg_pod_obj(pod), "app"), app) &&
+            !upg_pod_finished(pod))
             return true;
     }
     return false;
@@ -250,19 +252,20 @@ static void step_node(struct pass *ps, const json_t *node, enum upg_alloc target
             if (!pod_on(pod, name) || !pod_moves(pod))
                 continue;
             left++;
-            if (kobj_path(pod, "metadata.deletionTimestamp"))
+            if (upg_pod_deletion(pod))
                 continue; /* on its way out */
             const char *pdb = NULL;
             if (!upg_pdb_allows(in->pdbs, ps->pdb_used, pod, &pdb)) {
                 snprintf(why, why_len, "PodDisruptionBudget %s/%s holds pod %s",
-                         kobj_namespace(pod) ?: "", pdb ? pdb : "?", kobj_name(pod) ?: "");
+                         kobj_namespace(upg_pod_obj(pod)) ?: "", pdb ? pdb : "?",
+                         upg_pod_name(pod) ?: "");
                 continue;
             }
             struct upg_alloc_plan *pl = ps->plan;
             pl->evictions = xrealloc(pl->evictions, (pl->n_evictions + 1) * sizeof(*pl->evictions));
             pl->evictions[pl->n_evictions++] = (struct upg_pod_ref){
-                .ns = xstrdup(kobj_namespace(pod) ?: ""),
-                .name = xstrdup(kobj_name(pod) ?: ""),
+                .ns = xstrdup(kobj_namespace(upg_pod_obj(pod)) ?: ""),
+                .name = xstrdup(upg_pod_name(pod) ?: ""),
                 .node = xstrdup(name),
             };
         }

@@ -72,6 +72,7 @@ bool upg_pool_selects(const struct upg_pool *p, const json_t *node)
 /* The budgets over `pod`: those of its namespace whose matchLabels select it. */
 static bool pdb_covers(const json_t *pdb, const json_t *pod)
 {
+    pod = upg_pod_obj(pod);
     json_t *sel = kobj_path(pdb, "spec.selector.matchLabels");
     return streq_ptr(kobj_namespace(pdb), kobj_namespace(pod)) && json_is_object(sel) &&
            json_object_size(sel) > 0 && kobj_labels_match(sel, kobj_labels(pod));
@@ -105,18 +106,21 @@ bool upg_pdb_allows(const json_t *pdbs, json_t *used, const json_t *pod, const c
 
 bool upg_pod_ready(const json_t *pod)
 {
+    pod = upg_pod_obj(pod);
     return streq_ptr(kobj_path_str(pod, "status.phase"), "Running") &&
            kobj_condition_true(pod, "Ready");
 }
 
 bool upg_pod_finished(const json_t *pod)
 {
+    pod = upg_pod_obj(pod);
     const char *ph = kobj_path_str(pod, "status.phase");
     return streq_ptr(ph, "Succeeded") || streq_ptr(ph, "Failed");
 }
 
 bool upg_pod_daemon(const json_t *pod)
 {
+    pod = upg_pod_obj(pod);
     size_t i;
     json_t *o;
     json_array_foreach (kobj_path(pod, "metadata.ownerReferences"), i, o) {

@@ -4,10 +4,12 @@
  * current revisions, and the fields of Nodes and Pods the planner reads (the informers keep
  * those only). Pure.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "kobj.h"
 #include "upgrade.h"
+#include "util.h"
 
 /* The hash of the newest ControllerRevision the DaemonSet owns, or NULL. */
 static const char *current_revision(const json_t *revisions, const json_t *ds)
@@ -130,34 +132,31 @@ static json_t *slim_statuses(const json_t *list)
     return out;
 }
 
-/* Who owns it, when it was made (a validator older than the driver pod validated an earlier
- * driver), where it runs, its GPU requests, emptyDirs, readiness and restarts. */
-void upg_project_pod(const json_t *obj, json_t *p)
+/* The Pod-shaped part of upg_pod_compact: who owns it, its labels and namespace, its GPU
+ * requests, emptyDirs and claims, its phase, readiness and restarts. */
+static json_t *pod_alike(const json_t *obj)
 {
-    /* the upgrade, allocation and remediation planners name a pod by namespace and name: a
-     * driver and a validator pod a node, ~0.3 KiB less each */
-    json_object_del(p, "apiVersion");
-    json_object_del(p, "kind");
-    json_object_del(json_object_get(p, "metadata"), "uid");
-    static const char *const keep[] = {"metadata.creationTimestamp", "status.phase"};
-    for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
-        kobj_path_copy(p, obj, keep[i]);
-    json_t *node = kobj_path(obj, "spec.nodeName");
-    if (json_is_string(node))
-        json_object_set(p, UPG_PROJECTED_NODE_NAME, node);
-    json_t *meta = kobj_ensure_object(p, "metadata");
+    json_t *p = json_object(), *meta = json_object(), *spec = json_object(), *st = json_object();
+    json_object_set_new(p, "metadata", meta);
+    json_object_set_new(p, "spec", spec);
+    json_object_set_new(p, "status", st);
+    json_t *ns = kobj_path(obj, "metadata.namespace");
+    if (json_is_string(ns))
+        json_object_set(meta, "namespace", ns);
+    json_t *labels = kobj_path(obj, "metadata.labels");
+    if (labels)
+        json_object_set(meta, "labels", labels);
     json_t *owners = json_array();
     size_t i;
     json_t *o;
     json_array_foreach (kobj_path(obj, "metadata.ownerReferences"), i, o)
-        json_array_append_new(owners, json_pack("{s:O,s:O}", "kind", json_object_get(o, "kind"),
+        json_array_append_new(owners, json_pack("{s:O?,s:O?}", "kind", json_object_get(o, "kind"),
                                                 "name", json_object_get(o, "name")));
     json_object_set_new(meta, "ownerReferences", owners);
     const char *mirror = kobj_annotation(obj, "kubernetes.io/config.mirror");
     if (mirror)
         json_object_set_new(meta, "annotations",
                             json_pack("{s:s}", "kubernetes.io/config.mirror", mirror));
-    json_t *spec = kobj_ensure_object(p, "spec");
     json_t *ctrs = json_array();
     json_array_foreach (kobj_path(obj, "spec.containers"), i, o) {
         json_t *c = json_object();
@@ -172,7 +171,8 @@ void upg_project_pod(const json_t *obj, json_t *p)
             json_array_append_new(vols, json_pack("{s:{}}", "emptyDir"));
     }
     json_object_set_new(spec, "volumes", vols);
-    json_t *st = kobj_ensure_object(p, "status");
+    kobj_path_copy(p, obj, "spec.resourceClaims");
+    kobj_path_copy(p, obj, "status.phase");
     json_array_foreach (kobj_path(obj, "status.conditions"), i, o) {
         if (streq_ptr(kobj_str(o, "type"), "Ready"))
             json_object_set_new(
@@ -183,10 +183,84 @@ void upg_project_pod(const json_t *obj, json_t *p)
                         slim_statuses(kobj_path(obj, "status.containerStatuses")));
     json_object_set_new(st, "initContainerStatuses",
                         slim_statuses(kobj_path(obj, "status.initContainerStatuses")));
+    return p;
+}
+
+/* The compact form's own values, in the order of its string. */
+enum { OWN_NAME, OWN_NODE, OWN_CREATED, OWN_DELETED, N_OWN };
+
+json_t *upg_pod_compact(const json_t *obj, json_t *intern)
+{
+    const char *own[N_OWN] = {
+        [OWN_NAME] = kobj_name(obj),
+        [OWN_NODE] = kobj_path_str(obj, "spec.nodeName"),
+        [OWN_CREATED] = kobj_creation_timestamp(obj),
+        [OWN_DELETED] = kobj_deletion_timestamp(obj),
+    };
+    if (!json_is_object(obj) || !own[OWN_NAME] || !own[OWN_NAME][0])
+        return NULL;
+    size_t len[N_OWN], total = 0;
+    for (int i = 0; i < N_OWN; i++)
+        total += (len[i] = own[i] ? strlen(own[i]) : 0) + 1;
+    _cleanup_free_ char *text = xmalloc(total);
+    char *w = text;
+    for (int i = 0; i < N_OWN; i++) {
+        memcpy(w, own[i] ? own[i] : "", len[i]);
+        w[len[i]] = '\0';
+        w += len[i] + 1;
+    }
+    assert((size_t)(w - text) == total);
+    /* an interned value is read by every pod alike from then on: it holds none of obj's
+     * values, which its owner may change (pod_alike refers to obj's labels and resources) */
+    json_t *alike = pod_alike(obj);
+    if (intern) {
+        json_t *own_copy = json_deep_copy(alike);
+        json_decref(alike);
+        alike = kobj_intern(intern, own_copy);
+    }
+    /* the text holds NULs: stored by length, never checked as UTF-8 */
+    return json_pack("[o,o]", alike, json_stringn_nocheck(text, total));
+}
+
+bool upg_pod_is_compact(const json_t *pod)
+{
+    return json_is_array(pod) && json_array_size(pod) == 2 &&
+           json_is_object(json_array_get(pod, 0)) && json_is_string(json_array_get(pod, 1));
+}
+
+const json_t *upg_pod_obj(const json_t *pod)
+{
+    return upg_pod_is_compact(pod) ? json_array_get(pod, 0) : pod;
+}
+
+/* The compact form's own value i; NULL when absent (empty) or `pod` is not that form. */
+static const char *own_value(const json_t *pod, int i)
+{
+    if (!upg_pod_is_compact(pod))
+        return NULL;
+    const json_t *s = json_array_get(pod, 1);
+    const char *t = json_string_value(s), *end = t + json_string_length(s);
+    for (int k = 0; k < i && t < end; k++)
+        t += strlen(t) + 1;
+    return t < end && *t ? t : NULL;
+}
+
+const char *upg_pod_name(const json_t *pod)
+{
+    return upg_pod_is_compact(pod) ? own_value(pod, OWN_NAME) : kobj_name(pod);
 }
 
 const char *upg_pod_node(const json_t *pod)
 {
-    return kobj_path_str(pod, "spec.nodeName")
-               ?: json_string_value(json_object_get(pod, UPG_PROJECTED_NODE_NAME));
+    return upg_pod_is_compact(pod) ? own_value(pod, OWN_NODE) : kobj_path_str(pod, "spec.nodeName");
+}
+
+const char *upg_pod_created(const json_t *pod)
+{
+    return upg_pod_is_compact(pod) ? own_value(pod, OWN_CREATED) : kobj_creation_timestamp(pod);
+}
+
+const char *upg_pod_deletion(const json_t *pod)
+{
+    return upg_pod_is_compact(pod) ? own_value(pod, OWN_DELETED) : kobj_deletion_timestamp(pod);
 }

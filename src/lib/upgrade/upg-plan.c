@@ -77,8 +77,8 @@ static void add_pod_action(struct upg_pod_ref **list, size_t *n, const json_t *p
                            const char *node)
 {
     struct upg_pod_ref *a = &PUSH(*list, *n);
-    *a = (struct upg_pod_ref){xstrdup(kobj_namespace(pod) ?: ""), xstrdup(kobj_name(pod) ?: ""),
-                              xstrdup(node)};
+    *a = (struct upg_pod_ref){xstrdup(kobj_namespace(upg_pod_obj(pod)) ?: ""),
+                              xstrdup(upg_pod_name(pod) ?: ""), xstrdup(node)};
 }
 
 static void pod_ref_done(struct upg_pod_ref *a)
@@ -117,7 +117,7 @@ static long long pod_restarts(const json_t *pod, bool *ret_unready)
     for (size_t l = 0; l < 2; l++) {
         size_t i;
         json_t *cs;
-        json_array_foreach (kobj_path(pod, lists[l]), i, cs) {
+        json_array_foreach (kobj_path(upg_pod_obj(pod), lists[l]), i, cs) {
             long long rc = json_integer_value(json_object_get(cs, "restartCount"));
             if (!json_is_true(json_object_get(cs, "ready")) && rc > max) {
                 max = rc;
@@ -133,7 +133,7 @@ static long long pod_restarts_total(const json_t *pod)
     long long t = 0;
     size_t i;
     json_t *cs;
-    json_array_foreach (kobj_path(pod, "status.containerStatuses"), i, cs)
+    json_array_foreach (kobj_path(upg_pod_obj(pod), "status.containerStatuses"), i, cs)
         t += json_integer_value(json_object_get(cs, "restartCount"));
     return t;
 }
@@ -200,7 +200,7 @@ bool upg_pod_is_gpu(const json_t *pod)
 {
     size_t i;
     json_t *c;
-    json_array_foreach (kobj_path(pod, "spec.containers"), i, c) {
+    json_array_foreach (kobj_path(upg_pod_obj(pod), "spec.containers"), i, c) {
         if (res_is_gpu(kobj_path(c, "resources.limits")) ||
             res_is_gpu(kobj_path(c, "resources.requests")))
             return true;
@@ -212,7 +212,7 @@ static bool pod_has_empty_dir(const json_t *pod)
 {
     size_t i;
     json_t *v;
-    json_array_foreach (kobj_path(pod, "spec.volumes"), i, v) {
+    json_array_foreach (kobj_path(upg_pod_obj(pod), "spec.volumes"), i, v) {
         if (json_object_get(v, "emptyDir"))
             return true;
     }
@@ -352,10 +352,12 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
     json_array_foreach ((json_t *)pl->in->pods, i, pod) {
         if (!streq_ptr(upg_pod_node(pod), n->name) || upg_pod_finished(pod))
             continue;
-        if (streq_ptr(kobj_label(pod, UPG_LABEL_DRAIN_SKIP), "true"))
+        const json_t *po_obj = upg_pod_obj(pod);
+        const char *pns = kobj_namespace(po_obj), *pname = upg_pod_name(pod);
+        if (streq_ptr(kobj_label(po_obj, UPG_LABEL_DRAIN_SKIP), "true"))
             continue;
         if (kind == EVICT_GPU) {
-            const char *ph = kobj_path_str(pod, "status.phase");
+            const char *ph = kobj_path_str(po_obj, "status.phase");
             if (!upg_pod_is_gpu(pod) || !(streq_ptr(ph, "Running") || streq_ptr(ph, "Pending")))
                 continue;
         } else {
@@ -364,37 +366,35 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
             bool m = true;
             struct err se = {0};
             if (po->drain_selector &&
-                kobj_selector_match(po->drain_selector, kobj_labels(pod), &m, &se) == 0 && !m)
+                kobj_selector_match(po->drain_selector, kobj_labels(po_obj), &m, &se) == 0 && !m)
                 continue;
         }
         left++;
-        if (kobj_deletion_timestamp(pod)) {
+        if (upg_pod_deletion(pod)) {
             if (!why[0])
-                snprintf(why, why_len, "pod %s/%s is terminating", kobj_namespace(pod),
-                         kobj_name(pod));
+                snprintf(why, why_len, "pod %s/%s is terminating", pns, pname);
             continue;
         }
         bool empty_ok = kind == EVICT_GPU ? po->del_empty_dir : po->drain_empty_dir;
         bool force = kind == EVICT_GPU ? po->del_force : po->drain_force;
         if (pod_has_empty_dir(pod) && !empty_ok) {
-            snprintf(why, why_len, "pod %s/%s uses emptyDir and deleteEmptyDir is false",
-                     kobj_namespace(pod), kobj_name(pod));
+            snprintf(why, why_len, "pod %s/%s uses emptyDir and deleteEmptyDir is false", pns,
+                     pname);
             return -1;
         }
-        if (!json_array_size(kobj_path(pod, "metadata.ownerReferences")) && !force) {
-            snprintf(why, why_len, "pod %s/%s has no controller and force is false",
-                     kobj_namespace(pod), kobj_name(pod));
+        if (!json_array_size(kobj_path(po_obj, "metadata.ownerReferences")) && !force) {
+            snprintf(why, why_len, "pod %s/%s has no controller and force is false", pns, pname);
             return -1;
         }
         const char *pdb = NULL;
         if (!upg_pdb_allows(pl->in->pdbs, pl->pdb_used, pod, &pdb)) {
-            snprintf(why, why_len, "pod %s/%s: PodDisruptionBudget %s allows no disruption",
-                     kobj_namespace(pod), kobj_name(pod), pdb);
+            snprintf(why, why_len, "pod %s/%s: PodDisruptionBudget %s allows no disruption", pns,
+                     pname, pdb);
             continue;
         }
         add_pod_action(&pl->out->evictions, &pl->out->n_evictions, pod, n->name);
         if (!why[0])
-            snprintf(why, why_len, "evicting pod %s/%s", kobj_namespace(pod), kobj_name(pod));
+            snprintf(why, why_len, "evicting pod %s/%s", pns, pname);
     }
     return left == 0 ? 1 : 0;
 }
@@ -404,8 +404,8 @@ static int evict_pods(struct planner *pl, struct node *n, enum evict_kind kind, 
  * skew enters (RFC 3339 UTC compares as text). */
 static bool validator_stale(const struct node *n, const json_t *v)
 {
-    const char *vt = kobj_path_str(v, "metadata.creationTimestamp");
-    const char *dt = n->driver ? kobj_path_str(n->driver, "metadata.creationTimestamp") : NULL;
+    const char *vt = upg_pod_created(v);
+    const char *dt = n->driver ? upg_pod_created(n->driver) : NULL;
     return vt && dt && strcmp(vt, dt) < 0;
 }
 
@@ -417,7 +417,7 @@ static bool validator_ok(struct planner *pl, const struct node *n)
     size_t i;
     json_t *v;
     json_array_foreach (n->vpods, i, v) {
-        if (upg_pod_ready(v) && !kobj_deletion_timestamp(v) && !validator_stale(n, v))
+        if (upg_pod_ready(v) && !upg_pod_deletion(v) && !validator_stale(n, v))
             return true;
     }
     return false;
@@ -432,7 +432,7 @@ static void revalidate(struct planner *pl, struct node *n)
     size_t i;
     json_t *v;
     json_array_foreach (n->vpods, i, v) {
-        if (!kobj_deletion_timestamp(v) && validator_stale(n, v))
+        if (!upg_pod_deletion(v) && validator_stale(n, v))
             add_pod_action(&pl->out->deletions, &pl->out->n_deletions, v, n->name);
     }
 }
@@ -470,7 +470,8 @@ static enum upg_state step_wait_jobs(struct planner *pl, struct node *n)
         bool m = false;
         struct err se = {0};
         if (streq_ptr(upg_pod_node(pod), n->name) && !upg_pod_finished(pod) &&
-            kobj_selector_match(po->wait_selector, kobj_labels(pod), &m, &se) == 0 && m)
+            kobj_selector_match(po->wait_selector, kobj_labels(upg_pod_obj(pod)), &m, &se) == 0 &&
+            m)
             busy = true;
     }
     if (busy && !timed_out(pl, n, start, po->wait_timeout_s))
@@ -541,7 +542,7 @@ static enum upg_state step_pod_restart(struct planner *pl, struct node *n, char 
     bool unready;
     long long rc = pod_restarts(n->driver, &unready);
     if (unready && rc > MAX_RESTARTS) {
-        snprintf(why, why_len, "driver pod %s restarted %lld times", kobj_name(n->driver), rc);
+        snprintf(why, why_len, "driver pod %s restarted %lld times", upg_pod_name(n->driver), rc);
         return UPG_FAILED;
     }
     return UPG_POD_RESTART;
@@ -982,8 +983,9 @@ static void load_nodes(struct planner *pl)
         struct node *n = bsearch(&key, pl->n, pl->nn, sizeof(*pl->n), cmp_name);
         if (!n)
             continue;
-        if (streq_ptr(kobj_label(obj, "app"), UPG_VALIDATOR_APP)) {
-            int v = upg_pod_ready(obj) && !kobj_deletion_timestamp(obj) ? 1 : 0;
+        const json_t *po = upg_pod_obj(obj);
+        if (streq_ptr(kobj_label(po, "app"), UPG_VALIDATOR_APP)) {
+            int v = upg_pod_ready(obj) && !upg_pod_deletion(obj) ? 1 : 0;
             if (v > n->validator)
                 n->validator = v;
             if (!n->vpods)
@@ -991,23 +993,22 @@ static void load_nodes(struct planner *pl)
             json_array_append(n->vpods, obj);
             continue;
         }
-        const json_t *own = owner_of_kind(obj, "DaemonSet");
+        const json_t *own = owner_of_kind(po, "DaemonSet");
         if (!own)
             continue;
         for (size_t s = 0; s < in->n_sets; s++) {
             if (!streq_ptr(kobj_str(own, "name"), in->sets[s].name) ||
-                !streq_ptr(kobj_namespace(obj), in->sets[s].ns))
+                !streq_ptr(kobj_namespace(po), in->sets[s].ns))
                 continue;
-            bool sync =
-                streq_ptr(kobj_label(obj, "controller-revision-hash"), in->sets[s].revision);
+            bool sync = streq_ptr(kobj_label(po, "controller-revision-hash"), in->sets[s].revision);
             /* of two pods (the old one terminating), the one of the current revision counts */
             if (n->driver && n->in_sync && !sync)
                 continue;
             n->driver = obj;
             n->set = (int)s;
             n->in_sync = sync;
-            n->drv_ready = upg_pod_ready(obj) && !kobj_deletion_timestamp(obj);
-            n->drv_terminating = kobj_deletion_timestamp(obj) != NULL;
+            n->drv_ready = upg_pod_ready(obj) && !upg_pod_deletion(obj);
+            n->drv_terminating = upg_pod_deletion(obj) != NULL;
             bool unready;
             n->drv_restarts = pod_restarts(obj, &unready);
         }

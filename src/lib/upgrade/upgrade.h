@@ -428,17 +428,35 @@ struct upg_driver_set *upg_driver_sets(const json_t *owned, const json_t *revisi
  * spec.unschedulable, the kernel version, the GPU resources of capacity and allocatable and the
  * Ready condition. */
 void upg_project_node(const json_t *obj, json_t *p);
-/* What it reads of a Pod beyond its name, namespace, labels and deletion, added to `p`: owners,
- * creation time, node, phase, GPU requests, emptyDirs, readiness and restarts. What no planner
- * reads of a pod (its uid, kind and apiVersion) goes from `p`, which must be the pod
- * projection's own (kube_project_fields' identity fields, resourceVersion kept). The node is
- * not in the projected spec but beside it, in the member UPG_PROJECTED_NODE_NAME, so that the
- * projected spec (containers' resources, emptyDirs) is alike for a DaemonSet revision's pods
- * and an informer may keep it once: read a pod's node with upg_pod_node. */
-#define UPG_PROJECTED_NODE_NAME "gpuop.dev/nodeName"
-void upg_project_pod(const json_t *obj, json_t *p);
-/* A pod's spec.nodeName, from the API's Pod or from upg_project_pod's projection; NULL: none. */
+/*
+ * A pod as the planners read it (upgrade, allocation, remediation), kept compact: what the pod
+ * informer keeps of an operand pod, and what a pass keeps of a node's listed workloads. A
+ * two-item array:
+ *   [0] the pod's part alike across a DaemonSet revision's pods, an object shaped as a Pod:
+ *       metadata.namespace, labels, ownerReferences (kind, name), the mirror annotation;
+ *       spec.containers' resources, emptyDir volumes, resourceClaims; status.phase, the Ready
+ *       condition, the containers' readiness and restarts. Interned in `intern` (kobj_intern;
+ *       NULL: not), so alike pods hold one copy: read-only.
+ *   [1] the pod's own values in one string: name, node, creation and deletion times, each
+ *       ended by a NUL (an absent one empty).
+ * About 0.3 KiB a pod, against ~1.3 KiB as a projected JSON object (two objects' tables, a
+ * dozen members, four strings). NULL for what is no object with a name.
+ *
+ * Every planner reads a pod, this form or the API's (tests, listed pods), through upg_pod_obj
+ * (the Pod-shaped part: labels, namespace, owners, spec, status) and the accessors below for
+ * the pod's own values: kobj_name and the like read nothing of the compact form.
+ */
+json_t *upg_pod_compact(const json_t *pod, json_t *intern);
+/* Whether `pod` is upg_pod_compact's form. */
+bool upg_pod_is_compact(const json_t *pod);
+/* The Pod-shaped part of a pod: the pod itself, or its compact form's shared object. */
+const json_t *upg_pod_obj(const json_t *pod);
+/* A pod's metadata.name, spec.nodeName, metadata.creationTimestamp and
+ * metadata.deletionTimestamp, from either form; NULL: none. */
+const char *upg_pod_name(const json_t *pod);
 const char *upg_pod_node(const json_t *pod);
+const char *upg_pod_created(const json_t *pod);
+const char *upg_pod_deletion(const json_t *pod);
 
 /* ---- read-your-writes ----------------------------------------------------------------------- */
 

@@ -3,7 +3,8 @@
  * The remediation inputs on untrusted bytes: the first byte picks one, the rest is its input.
  * 'h' a node's health annotation (gh_health_parse, then written back and read again); 'p' a
  * pool's spec.remediation (YAML); 'w' a whole world as JSON ({nodes, pods, pdbs, pools, policy,
- * cluster, now}) planned once, its plan checked for the invariants the header states.
+ * cluster, now}) planned twice, from its pods as given and compact (upg_pod_compact), each
+ * plan checked for the invariants the header states.
  * Any input ends in a plan or a clear error, never a crash or a leak.
  */
 #include <assert.h>
@@ -14,6 +15,7 @@
 #include "gpuhealth.h"
 #include "kobj.h"
 #include "remediation.h"
+#include "upgrade.h"
 #include "yamlcfg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,17 +46,34 @@ static void world(const char *in, size_t n)
         rem_policy_done(&pol);
         return;
     }
-    struct rem_plan *p = NULL;
-    if (rem_plan(&ri, &p, &e) == 0) {
-        int sum = 0;
-        for (int s = 0; s < REM_N_STATES; s++)
-            sum += p->counts[s];
-        assert(sum >= 0 && (size_t)sum <= json_array_size(ri.nodes));
-        assert(p->n_patches <= json_array_size(ri.nodes));
-        size_t nh;
-        free(rem_plan_holds(p, &nh));
-        rem_plan_free(p);
+    /* once from the pods as given, once from them compact as the operator hands them over
+     * (upg_pod_compact: what is no pod with a name is left out) */
+    _cleanup_json_ json_t *intern = json_object(), *compact = json_array();
+    size_t i;
+    json_t *pod;
+    json_array_foreach (ri.pods, i, pod) {
+        json_t *c = upg_pod_compact(pod, intern);
+        if (c) {
+            assert(upg_pod_is_compact(c) && upg_pod_name(c));
+            json_array_append_new(compact, c);
+        }
     }
+    for (int run = 0; run < 2; run++) {
+        if (run == 1)
+            ri.pods = compact;
+        struct rem_plan *p = NULL;
+        if (rem_plan(&ri, &p, &e) == 0) {
+            int sum = 0;
+            for (int s = 0; s < REM_N_STATES; s++)
+                sum += p->counts[s];
+            assert(sum >= 0 && (size_t)sum <= json_array_size(ri.nodes));
+            assert(p->n_patches <= json_array_size(ri.nodes));
+            size_t nh;
+            free(rem_plan_holds(p, &nh));
+            rem_plan_free(p);
+        }
+    }
+    assert(kobj_intern_check(intern));
     rem_policy_done(&pol);
 }
 

@@ -25,6 +25,9 @@ struct op_upgrade {
     const char *ns;
     struct op_upgrade_hooks h;
     struct kube_informer *inf[N_INF];
+    /* what operand pods have alike, held once (upg_pod_compact; the pod informer's thread) */
+    json_t *pod_intern;
+    size_t pod_intern_pruned;
     struct upg_event_log *posted; /* the Events posted lately (reconcile thread) */
     /* the nodes as gpuop's last patches left them, until the informer shows those patches
      * (upgrade.h, read-your-writes; reconcile thread) */
