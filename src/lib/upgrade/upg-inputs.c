@@ -125,9 +125,9 @@ static json_t *slim_statuses(const json_t *list)
     size_t i;
     json_t *cs;
     json_array_foreach ((json_t *)list, i, cs) {
-        json_array_append_new(
-            out, json_pack("{s:O,s:O}", "ready", json_object_get(cs, "ready") ?: json_false(),
-                           "restartCount", json_object_get(cs, "restartCount") ?: json_integer(0)));
+        /* an absent one null: read alike (not ready, no restarts) */
+        json_array_append_new(out, json_pack("{s:O?,s:O?}", "ready", json_object_get(cs, "ready"),
+                                             "restartCount", json_object_get(cs, "restartCount")));
     }
     return out;
 }
@@ -173,12 +173,12 @@ static json_t *pod_alike(const json_t *obj)
     json_object_set_new(spec, "volumes", vols);
     kobj_path_copy(p, obj, "spec.resourceClaims");
     kobj_path_copy(p, obj, "status.phase");
-    json_array_foreach (kobj_path(obj, "status.conditions"), i, o) {
-        if (streq_ptr(kobj_str(o, "type"), "Ready"))
-            json_object_set_new(
-                st, "conditions",
-                json_pack("[{s:s,s:O}]", "type", "Ready", "status", json_object_get(o, "status")));
-    }
+    /* the first, as kobj_condition_true reads it */
+    json_t *ready = kobj_condition_find(obj, "Ready");
+    if (ready)
+        json_object_set_new(
+            st, "conditions",
+            json_pack("[{s:s,s:O?}]", "type", "Ready", "status", json_object_get(ready, "status")));
     json_object_set_new(st, "containerStatuses",
                         slim_statuses(kobj_path(obj, "status.containerStatuses")));
     json_object_set_new(st, "initContainerStatuses",

@@ -3,9 +3,11 @@
  * The upgrade planner's parsers on untrusted bytes: the first byte picks one, the rest is its
  * input. 'm' the compatibility matrix (a ConfigMap's text), 's' a label selector (a policy's
  * podSelector), 'p' a DriverUpgradePool (YAML), 'u' a ClusterPolicy's upgradePolicy (YAML), 'z' a
- * time zone's TZif file (its rules then asked for offsets, wall times and a window).
+ * time zone's TZif file (its rules then asked for offsets, wall times and a window), 'c' a Pod
+ * (JSON) made compact (upg_pod_compact), which must read as the Pod does.
  * Any input ends in a value or a clear error, never a crash or a leak.
  */
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,39 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static const char *nonempty(const char *s)
+{
+    return s && *s ? s : NULL;
+}
+
+/* Every accessor reads the same from the Pod and from its compact form. */
+static void pod_compact(const char *in, size_t n)
+{
+    _cleanup_json_ json_t *pod = json_loadb(in, n, 0, NULL);
+    _cleanup_json_ json_t *intern = json_object();
+    _cleanup_json_ json_t *c = upg_pod_compact(pod, intern);
+    if (!c) {
+        assert(!json_is_object(pod) || !nonempty(kobj_name(pod)));
+        return;
+    }
+    assert(upg_pod_is_compact(c) && !upg_pod_is_compact(pod));
+    assert(streq_ptr(upg_pod_name(c), kobj_name(pod)));
+    assert(streq_ptr(upg_pod_node(c), nonempty(upg_pod_node(pod))));
+    assert(streq_ptr(upg_pod_created(c), nonempty(upg_pod_created(pod))));
+    assert(streq_ptr(upg_pod_deletion(c), nonempty(upg_pod_deletion(pod))));
+    const json_t *o = upg_pod_obj(c);
+    assert(streq_ptr(kobj_namespace(o), kobj_namespace(pod)));
+    assert(json_equal(kobj_path(o, "metadata.labels"), kobj_path(pod, "metadata.labels")) ||
+           (!kobj_path(o, "metadata.labels") && !kobj_path(pod, "metadata.labels")));
+    assert(upg_pod_ready(c) == upg_pod_ready(pod));
+    assert(upg_pod_finished(c) == upg_pod_finished(pod));
+    assert(upg_pod_daemon(c) == upg_pod_daemon(pod));
+    assert(upg_pod_is_gpu(c) == upg_pod_is_gpu(pod));
+    assert(json_array_size(kobj_path(o, "spec.resourceClaims")) ==
+           json_array_size(kobj_path(pod, "spec.resourceClaims")));
+    assert(kobj_intern_check(intern));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -24,6 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size - 1;
     struct err e = {0};
     switch (data[0]) {
+    case 'c':
+        pod_compact(in, n);
+        return 0;
     case 'm': {
         struct upg_matrix *m = NULL;
         if (upg_matrix_parse(in, n, "fuzz", &m, &e) == 0) {
