@@ -439,8 +439,9 @@ void upg_project_node(const json_t *obj, json_t *p);
  *       NULL: not), so alike pods hold one copy: read-only.
  *   [1] the pod's own values in one string: name, node, creation and deletion times, each
  *       ended by a NUL (an absent one empty).
- * About 0.3 KiB a pod, against ~1.3 KiB as a projected JSON object (two objects' tables, a
- * dozen members, four strings). NULL for what is no object with a name.
+ * About 0.2 KiB of heap a pod, against ~1.2 KiB as a projected JSON object (two objects'
+ * tables, a dozen members, four strings; bench/RESULTS.md). NULL for what is no object with a
+ * name.
  *
  * Every planner reads a pod, this form or the API's (tests, listed pods), through upg_pod_obj
  * (the Pod-shaped part: labels, namespace, owners, spec, status) and the accessors below for
