@@ -505,10 +505,30 @@ bool kl_node_dirty(struct kl_node *n)
     return atomic_load(&n->dirty) != 0;
 }
 
+/* Whether this kubelet-sim, so the gpuop and simulated programs its pods run (the same build),
+ * has AddressSanitizer. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KL_ASAN_BUILD true
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KL_ASAN_BUILD true
+#endif
+#endif
+#ifndef KL_ASAN_BUILD
+#define KL_ASAN_BUILD false
+#endif
+
 static char **sim_env(const struct kl_node_config *cfg)
 {
-    char **env = xcalloc(6, sizeof(char *));
+    /* the sanitizer settings first, then the simulated hardware's variables */
+    char **san = kl_sanitizer_env(env_get("ASAN_OPTIONS"), env_get("UBSAN_OPTIONS"),
+                                  env_get("LSAN_OPTIONS"), KL_ASAN_BUILD);
     size_t i = 0;
+    while (san[i])
+        i++;
+    char **env = xcalloc(i + 6, sizeof(char *));
+    memcpy(env, san, i * sizeof(char *));
+    free(san);
     _cleanup_free_ char *state = kl_node_nvml_state(cfg->spec);
     if (cfg->spec->fleet)
         env[i++] = xasprintf("GPUOP_SIM_FLEET=%s", cfg->spec->fleet);

@@ -16,6 +16,17 @@
 # (gpuop status and GPUPoolBelowQuota). As root (namespaces per node); skipped otherwise.
 set -uo pipefail
 . "${GPUOP_SOURCE_ROOT:?}/tests/kubelet/lib.sh"
+# On a failure, the latest log of every container that restarted: a crash loop (an init container
+# that exits non-zero after its check passed keeps its pod Pending) shows in no Event.
+on_fail() {
+    local d n
+    for d in "$T"/roots/*/var/log/pods/*/*/; do
+        n=$(find "$d" -maxdepth 1 -name '*.log' -printf '%f\n' | sort -n | tail -n 1)
+        [ "${n%.log}" -gt 0 ] 2>/dev/null || continue
+        echo "--- $(basename "$(dirname "$d")") $(basename "$d"): restarted ${n%.log} times; its $n"
+        tail -n 8 "$d$n"
+    done
+}
 start_kubesim --api-ip 198.18.255.2 --tls --load "$S/deploy/rbac/operator.yaml"
 start_kubelet_sim "$S/sim/clusters/mixed.yaml" 5 --bridge klop0 --subnet 198.18.202.0/24
 echo "ok: 5 nodes registered by kubelet-sim"

@@ -425,6 +425,44 @@ static void test_lease(void **state)
     json_decref(l);
 }
 
+/* The sanitizer settings every container gets: the test's own, and under AddressSanitizer the
+ * dynamic TLS guess off (kl_sanitizer_env in node.c says why), unless the test set that flag. */
+static void test_sanitizer_env(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *asan, *ubsan, *lsan;
+        bool asan_build;
+        const char *want; /* the variables, joined by "|" */
+    } cases[] = {
+        {NULL, NULL, NULL, false, ""},
+        {"detect_leaks=1", "halt_on_error=1", "verbosity=1", false,
+         "ASAN_OPTIONS=detect_leaks=1|UBSAN_OPTIONS=halt_on_error=1|LSAN_OPTIONS=verbosity=1"},
+        {NULL, NULL, NULL, true, "ASAN_OPTIONS=intercept_tls_get_addr=0"},
+        {"", NULL, NULL, true, "ASAN_OPTIONS=intercept_tls_get_addr=0"},
+        {"detect_leaks=1:abort_on_error=1", "print_stacktrace=1:halt_on_error=1", NULL, true,
+         "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0|"
+         "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"},
+        /* the test's own choice stands */
+        {"detect_leaks=1 intercept_tls_get_addr=1", NULL, NULL, true,
+         "ASAN_OPTIONS=detect_leaks=1 intercept_tls_get_addr=1"},
+        {"intercept_tls_get_addr=1", NULL, NULL, true, "ASAN_OPTIONS=intercept_tls_get_addr=1"},
+        /* a flag whose name only ends the same is another flag */
+        {"no_intercept_tls_get_addr=1", NULL, NULL, true,
+         "ASAN_OPTIONS=no_intercept_tls_get_addr=1:intercept_tls_get_addr=0"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char **env =
+            kl_sanitizer_env(cases[i].asan, cases[i].ubsan, cases[i].lsan, cases[i].asan_build);
+        char got[512] = "";
+        for (char **p = env; *p; p++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", p == env ? "" : "|", *p);
+        if (strcmp(got, cases[i].want) != 0)
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].want);
+        kl_strv_free(env);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,7 +470,7 @@ int main(void)
         cmocka_unit_test(test_nfd_labels),  cmocka_unit_test(test_features_file),
         cmocka_unit_test(test_ids),         cmocka_unit_test(test_foreign_conditions_and_reboot),
         cmocka_unit_test(test_node_object), cmocka_unit_test(test_labels),
-        cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_lease),       cmocka_unit_test(test_sanitizer_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

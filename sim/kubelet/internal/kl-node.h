@@ -49,6 +49,15 @@ const char *kl_pci_class_for_model(const char *model);
 int kl_fleet_gpu_models(const char *path, const char *text, size_t len, char ***ret, struct err *e);
 void kl_strv_free(char **v);
 
+/* The sanitizer settings kubelet-sim gives every container ("ASAN_OPTIONS=...",
+ * NULL-terminated; free with kl_strv_free): its own ASAN_OPTIONS, UBSAN_OPTIONS and LSAN_OPTIONS
+ * (each as given, NULL when unset), so pod processes stop on the reports the test's other
+ * processes stop on; with asan (kubelet-sim, so the pods' programs, built with AddressSanitizer)
+ * ASAN_OPTIONS gains intercept_tls_get_addr=0 unless it names that flag itself (node.c says why).
+ * Pure. */
+char **kl_sanitizer_env(const char *asan_options, const char *ubsan_options,
+                        const char *lsan_options, bool asan);
+
 /* The labels nfd-worker's pci, kernel and system sources give the node, each
  * "feature.node.kubernetes.io/..." = string. gpu_models (NULL-terminated; NULL or empty for a CPU
  * node) are the fleet's GPUs: pci-10de.present (the GPU operator chart's deviceLabelFields

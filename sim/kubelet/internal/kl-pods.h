@@ -44,7 +44,8 @@ struct kl_pods_config {
     const char *sim_image_bin;    /* folder of the simulated images' programs */
     const char *const *sim_env;   /* "K=V" the simulated hardware adds to every container
                                    * (GPUOP_SIM_FLEET, GPUOP_SIM_STATE, GPUOP_SIM_ROOT,
-                                   * GPUOP_NVML_LIBRARY, GPUOP_CUDA_LIBRARY), NULL-terminated */
+                                   * GPUOP_NVML_LIBRARY, GPUOP_CUDA_LIBRARY) and the
+                                   * sanitizer settings (kl_sanitizer_env), NULL-terminated */
     const char *const *sim_paths; /* bound at their own paths in every container (the fleet
                                    * file, the node root); the node root read-write */
     uint64_t backoff_base_ms;     /* 10000, doubling to backoff_max_ms */
