@@ -233,11 +233,10 @@ const json_t *upg_pod_obj(const json_t *pod)
     return upg_pod_is_compact(pod) ? json_array_get(pod, 0) : pod;
 }
 
-/* The compact form's own value i; NULL when absent (empty) or `pod` is not that form. */
+/* The compact pod's own value i; NULL when absent (empty). */
 static const char *own_value(const json_t *pod, int i)
 {
-    if (!upg_pod_is_compact(pod))
-        return NULL;
+    assert(upg_pod_is_compact(pod));
     const json_t *s = json_array_get(pod, 1);
     const char *t = json_string_value(s), *end = t + json_string_length(s);
     for (int k = 0; k < i && t < end; k++)

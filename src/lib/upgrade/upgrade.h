@@ -443,7 +443,7 @@ void upg_project_node(const json_t *obj, json_t *p);
  * tables, a dozen members, four strings; bench/RESULTS.md). NULL for what is no object with a
  * name.
  *
- * Every planner reads a pod, this form or the API's (tests, listed pods), through upg_pod_obj
+ * Every planner reads a pod, this form or the API's (a planner's tests), through upg_pod_obj
  * (the Pod-shaped part: labels, namespace, owners, spec, status) and the accessors below for
  * the pod's own values: kobj_name and the like read nothing of the compact form.
  */
