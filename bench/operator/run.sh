@@ -15,7 +15,8 @@
 # HEAPTRACK=1 runs the operator under heaptrack instead and prints where its heap peak lives
 # (by allocation site, and by informer), not the timings. Prints a Markdown section for
 # bench/RESULTS.md. SMAPS=1 also prints, on stderr, the operator's resident memory by kind once ready
-# (anonymous: its heap and stacks; file-backed: the binary and libraries).
+# (anonymous: its heap and stacks; file-backed: the binary and libraries). PRELOAD=LIB runs the
+# operator with LD_PRELOAD=LIB (another allocator: libjemalloc.so.2, libmimalloc.so.2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${NODES:-1000}
@@ -51,6 +52,7 @@ printf "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gpu-operator\n" | ku
 kubectl apply -f deploy/crds/ >/dev/null
 
 wrap=()
+[ -z "${PRELOAD:-}" ] || wrap=(env "LD_PRELOAD=$PRELOAD")
 if [ "${HEAPTRACK:-0}" = 1 ]; then
     command -v heaptrack >/dev/null || { echo "HEAPTRACK=1: heaptrack is not installed" >&2; exit 1; }
     wrap=(heaptrack -o "$T/heap")
